@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# System packages the test suite needs that pip and npm cannot provide:
+# Debian's chromium (HTML report rendering test). Installed only if missing.
+set -euo pipefail
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian chromium for the HTML report test..."
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: chromium is missing and cannot be installed (not root); the HTML render test will fail" >&2
+  fi
+fi

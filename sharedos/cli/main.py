@@ -1,0 +1,49 @@
+"""``sharedos``: the host-side command (evidence, bridge, conformance, host config, demo).
+
+Subcommands are registered lazily so that ``sharedos bridge --stdio`` does not
+pay for importing the conformance or harness machinery (start-up matters: a
+harness launches the stdio bridge once per turn).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# subcommand name -> "module:attribute" of a click command
+_SUBCOMMANDS: dict[str, str] = {
+    "evidence": "sharedos.cli.evidence:evidence",
+    "bridge": "sharedos.cli.bridge:bridge",
+    "conformance": "sharedos.cli.conformance:conformance",
+    "demo": "sharedos.cli.demo:demo",
+    "host": "sharedos.cli.host:host",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when it is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _SUBCOMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return None
+            raise
+        command: Any = getattr(module, attr)
+        return command  # type: ignore[no-any-return]
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="sharedos")
+def main() -> None:
+    """SharedOS: per-turn tool catalogues, per-call authorization, durable evidence."""

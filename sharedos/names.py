@@ -1,0 +1,133 @@
+"""Tool names and host identifiers.
+
+One tool has one name: ``ToolDefinition.name`` is the canonical tool id and the
+raw MCP ``Tool.name``. ``ToolNameSchema`` is what makes that enforceable: every
+character it admits is carried unchanged by every harness we drive.
+``IdentifierSchema`` is deliberately distinct: it is for opaque host identifiers
+(principals, tenants, turn ids), which never go on a tool wire.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
+TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
+
+#: Canonical tool id: 1–128 characters of ``[A-Za-z0-9_.-]``.
+ToolNameSchema = Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]
+
+IDENTIFIER_PATTERN = r"^[^\x00-\x1f\x7f]{1,256}$"
+IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN)
+
+#: Opaque host identifier: 1–256 characters, no control characters.
+IdentifierSchema = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+
+
+class InvalidToolName(ValueError):
+    """A tool name that cannot be published (fails ``ToolNameSchema``)."""
+
+
+class PortableNameCollision(ValueError):
+    """Two canonical names map to the same portable name."""
+
+
+def is_valid_tool_name(name: object) -> bool:
+    """True when ``name`` is a string that satisfies ``ToolNameSchema``."""
+    return isinstance(name, str) and TOOL_NAME_RE.fullmatch(name) is not None
+
+
+def validate_tool_name(name: object) -> str:
+    """Return ``name`` unchanged if it satisfies ``ToolNameSchema``, else raise ``InvalidToolName``."""
+    if not isinstance(name, str):
+        raise InvalidToolName(f"tool name must be a string, got {type(name).__name__}")
+    if TOOL_NAME_RE.fullmatch(name) is None:
+        shown = name if len(name) <= 60 else name[:57] + "..."
+        raise InvalidToolName(
+            f"invalid tool name {shown!r}: a tool name is 1-128 characters of [A-Za-z0-9_.-] "
+            f"(got {len(name)} characters)"
+        )
+    return name
+
+
+# Portable names exist only for transports that cannot carry a dot (OpenAI
+# function names, Anthropic tool names). The mapping must be injective and
+# reversible, so it is an escape scheme, not a lossy substitution:
+#   "_"  -> "__"   (escape the escape character first)
+#   "."  -> "_d"
+# Every output character is in [A-Za-z0-9_-], so it satisfies
+# ^[a-zA-Z0-9_-]+$ and decodes back exactly.
+def portable_tool_name(name: str) -> str:
+    """Map a canonical tool name to ``[A-Za-z0-9_-]+``, injectively and reversibly."""
+    validate_tool_name(name)
+    return name.replace("_", "__").replace(".", "_d")
+
+
+def canonical_from_portable(portable: str) -> str:
+    """Invert ``portable_tool_name``; raise ``ValueError`` for a string it cannot have produced."""
+    out: list[str] = []
+    i = 0
+    while i < len(portable):
+        ch = portable[i]
+        if ch == "_":
+            nxt = portable[i + 1] if i + 1 < len(portable) else ""
+            if nxt == "_":
+                out.append("_")
+            elif nxt == "d":
+                out.append(".")
+            else:
+                raise ValueError(f"{portable!r} is not a portable tool name (stray '_' at {i})")
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def harness_sanitized(name: str) -> str:
+    """The lossy ``[^A-Za-z0-9_-] -> _`` mapping that Claude Code, Codex and Pi apply to aliases."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def find_sanitization_collisions(names: Iterable[str]) -> dict[str, list[str]]:
+    """Group canonical names that a harness's lossy sanitization would merge.
+
+    Claude Code silently drops all but the first of such tools and Codex appends
+    hash suffixes, so a catalogue with a collision is reported, never published
+    as if it were fine.
+    """
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(harness_sanitized(name), []).append(name)
+    return {key: sorted(vals) for key, vals in groups.items() if len(vals) > 1}
+
+
+class PortableNameMap:
+    """A reversible canonical <-> portable mapping for one catalogue."""
+
+    def __init__(self, canonical_names: Iterable[str]) -> None:
+        self._to_portable: dict[str, str] = {}
+        self._to_canonical: dict[str, str] = {}
+        for name in canonical_names:
+            portable = portable_tool_name(name)
+            other = self._to_canonical.get(portable)
+            if other is not None and other != name:
+                raise PortableNameCollision(f"{name!r} and {other!r} share portable name {portable!r}")
+            self._to_portable[name] = portable
+            self._to_canonical[portable] = name
+
+    def to_portable(self, name: str) -> str:
+        """Portable name of a catalogue tool (``KeyError`` if not in the catalogue)."""
+        return self._to_portable[name]
+
+    def to_canonical(self, portable: str) -> str | None:
+        """Canonical name for a portable name, or ``None`` when it names no catalogue tool."""
+        return self._to_canonical.get(portable)
+
+    def as_dict(self) -> Mapping[str, str]:
+        """canonical -> portable."""
+        return dict(self._to_portable)

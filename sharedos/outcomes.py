@@ -1,0 +1,94 @@
+"""The closed vocabulary of outcomes and reason codes.
+
+Every attempt ends in exactly one ``Outcome``; every outcome other than
+``succeeded`` carries exactly one ``ReasonCode``. Both enums are closed: adding
+a member is an API change and must be documented in ``docs/reason-codes.md``.
+Denied and failed are distinct on purpose, so that a denial rate can be counted
+from the evidence.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """What happened to one tool-call attempt."""
+
+    SUCCEEDED = "succeeded"
+    DENIED = "denied"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Effect(StrEnum):
+    """A policy decision's effect."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class ReasonCode(StrEnum):
+    """Why an attempt did not succeed (or, for ``allowed``, why it could)."""
+
+    #: the decision tree found a permit and no forbid (only on allowed decisions)
+    ALLOWED = "allowed"
+    # -- denied --------------------------------------------------------------
+    #: the tool name is unknown, malformed, or has no requirement
+    TOOL_UNAVAILABLE = "tool_unavailable"
+    #: the tool exists but is not in the run's managed set (ToolPolicy)
+    NOT_IN_RUN_POLICY = "not_in_run_policy"
+    #: the tool was not in the catalogue published for this turn
+    NOT_IN_TURN_CATALOG = "not_in_turn_catalog"
+    #: no permit rule matched (default deny)
+    NO_MATCHING_PERMIT = "no_matching_permit"
+    #: a forbid rule matched (forbid overrides permit)
+    FORBIDDEN = "forbidden"
+    #: the resource could not be resolved or canonicalized (e.g. '..' above '/')
+    UNRESOLVABLE_RESOURCE = "unresolvable_resource"
+    #: the turn has closed; the bridge refuses further calls
+    TURN_CLOSED = "turn_closed"
+    # -- failed --------------------------------------------------------------
+    #: the arguments do not satisfy the tool's inputSchema
+    INVALID_ARGUMENTS = "invalid_arguments"
+    #: the handler raised or reported an error
+    HANDLER_ERROR = "handler_error"
+    #: the handler did not finish within its deadline
+    TIMEOUT = "timeout"
+    #: the host failed internally while handling the call (failed closed)
+    INTERNAL_ERROR = "internal_error"
+    # -- cancelled -----------------------------------------------------------
+    #: the caller cancelled the request
+    CANCELLED = "cancelled"
+
+
+DENIAL_REASONS = frozenset(
+    {
+        ReasonCode.TOOL_UNAVAILABLE,
+        ReasonCode.NOT_IN_RUN_POLICY,
+        ReasonCode.NOT_IN_TURN_CATALOG,
+        ReasonCode.NO_MATCHING_PERMIT,
+        ReasonCode.FORBIDDEN,
+        ReasonCode.UNRESOLVABLE_RESOURCE,
+        ReasonCode.TURN_CLOSED,
+    }
+)
+FAILURE_REASONS = frozenset(
+    {
+        ReasonCode.INVALID_ARGUMENTS,
+        ReasonCode.HANDLER_ERROR,
+        ReasonCode.TIMEOUT,
+        ReasonCode.INTERNAL_ERROR,
+    }
+)
+
+
+def outcome_for_reason(reason: ReasonCode) -> Outcome:
+    """The outcome a non-success reason code implies."""
+    if reason in DENIAL_REASONS:
+        return Outcome.DENIED
+    if reason in FAILURE_REASONS:
+        return Outcome.FAILED
+    if reason is ReasonCode.CANCELLED:
+        return Outcome.CANCELLED
+    return Outcome.SUCCEEDED
