@@ -116,7 +116,9 @@ class PortableNameMap:
             portable = portable_tool_name(name)
             other = self._to_canonical.get(portable)
             if other is not None and other != name:
-                raise PortableNameCollision(f"{name!r} and {other!r} share portable name {portable!r}")
+                raise PortableNameCollision(
+                    f"{name!r} and {other!r} share portable name {portable!r}"
+                )
             self._to_portable[name] = portable
             self._to_canonical[portable] = name
 

@@ -19,7 +19,9 @@ from sharedos.names import TOOL_NAME_RE
 #: A managed-set pattern: dot-separated segments of tool-name characters, where
 #: a whole segment may be ``*`` (exactly one segment) or a final ``**`` (any
 #: number of further segments, at least one).
-TOOL_PATTERN_RE = re.compile(r"^(?:[A-Za-z0-9_\-]+|\*)(?:\.(?:[A-Za-z0-9_\-]+|\*))*(?:\.\*\*)?$|^\*\*$")
+TOOL_PATTERN_RE = re.compile(
+    r"^(?:[A-Za-z0-9_\-]+|\*)(?:\.(?:[A-Za-z0-9_\-]+|\*))*(?:\.\*\*)?$|^\*\*$"
+)
 
 
 class RunMode(StrEnum):
@@ -73,7 +75,9 @@ class ToolPolicy(BaseModel):
     def _tool_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
             if not TOOL_NAME_RE.fullmatch(name):
-                raise ValueError(f"{name!r} is not a valid tool name (1-128 chars of [A-Za-z0-9_.-])")
+                raise ValueError(
+                    f"{name!r} is not a valid tool name (1-128 chars of [A-Za-z0-9_.-])"
+                )
         return value
 
     @model_validator(mode="after")

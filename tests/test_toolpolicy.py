@@ -1,0 +1,69 @@
+"""ToolPolicy: the ADR's strict checks hold for policies built in Python too."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from sharedos.toolpolicy import RunMode, ToolPolicy
+
+
+def test_strict_with_external_direct_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="strict but lists external_direct"):
+        ToolPolicy(
+            name="ci",
+            mode=RunMode.STRICT,
+            managed=("files.*",),
+            harness_local=("patch",),
+            external_direct=("jira",),
+        )
+
+
+def test_strict_with_empty_local_surface_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="empty local surface is misdeclaring itself"):
+        ToolPolicy(name="ci", mode="strict", managed=("files.*",))
+
+
+def test_open_may_declare_external_direct() -> None:
+    policy = ToolPolicy(name="dev", mode="open", managed=("files.*",), external_direct=("jira",))
+    assert "external_direct" in policy.strict_claim()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "tool", "expected"),
+    [
+        ("files.*", "files.read", True),
+        ("files.*", "files.admin.purge", False),
+        ("files.**", "files.admin.purge", True),
+        ("files.*", "filesXread", False),
+        ("github.search", "github.search", True),
+        ("github.search", "github.searchx", False),
+        ("**", "anything.at.all", True),
+    ],
+)
+def test_managed_patterns(pattern: str, tool: str, expected: bool) -> None:
+    policy = ToolPolicy(name="p", mode="open", managed=(pattern,))
+    assert policy.is_managed(tool) is expected
+
+
+@pytest.mark.parametrize("bad", ["files.*x", "files..read", "", "files read", "*files", "a.**.b"])
+def test_bad_managed_patterns_are_rejected(bad: str) -> None:
+    with pytest.raises(ValidationError, match="managed pattern"):
+        ToolPolicy(name="p", mode="open", managed=(bad,))
+
+
+def test_local_names_must_be_tool_names() -> None:
+    with pytest.raises(ValidationError, match="not a valid tool name"):
+        ToolPolicy(name="p", mode="strict", managed=("files.*",), harness_local=("shell bounded",))
+
+
+def test_strict_claim_names_the_local_tools() -> None:
+    policy = ToolPolicy(
+        name="ci-strict",
+        mode="strict",
+        managed=("files.*", "github.search"),
+        harness_local=("patch", "shell.bounded"),
+    )
+    claim = policy.strict_claim()
+    assert "patch" in claim and "shell.bounded" in claim
+    assert "does not authorize" in claim
