@@ -1,0 +1,35 @@
+"""``sharedos-policy``: check, format, compile, test, explain and batch-evaluate policies.
+
+Exit codes (see ``_common``): 0 ok, 1 policy errors / failing tests,
+2 usage errors, 3 internal error (reported as a diagnostic, never a traceback).
+"""
+
+from __future__ import annotations
+
+import click
+
+from sharedos.cli.policy._check import check_cmd
+from sharedos.cli.policy._evaluate import compile_cmd, eval_cmd, explain_cmd
+from sharedos.cli.policy._fmt import fmt_cmd
+from sharedos.cli.policy._test import test_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sharedos", prog_name="sharedos-policy")
+def main() -> None:
+    """Tools for SharedOS policy files (.sos): requirements, permit/forbid rules, run policies.
+
+    \b
+    Exit codes: 0 ok; 1 policy errors, failing tests or (with --strict) lint
+    warnings; 2 usage errors; 3 internal error in sharedos-policy itself.
+    """
+
+
+main.add_command(check_cmd)
+main.add_command(fmt_cmd)
+main.add_command(compile_cmd)
+main.add_command(test_cmd)
+main.add_command(explain_cmd)
+main.add_command(eval_cmd)
+
+__all__ = ["main"]

@@ -1,0 +1,120 @@
+"""``sharedos-policy fmt``: canonical formatting, idempotent, comments kept."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from sharedos.cli.policy._common import EXIT_OK, EXIT_POLICY, discover_sources, guarded
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so a crash never leaves a half-written policy file."""
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".fmt", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@click.command("fmt", short_help="Format policy files canonically (--check, --diff, --write).")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option(
+    "--check", "check_only", is_flag=True, help="Write nothing; exit 1 if any file would change."
+)
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Print a unified diff of the changes; write nothing."
+)
+@click.option("--write", "write", is_flag=True, help="Rewrite files in place.")
+@guarded
+def fmt_cmd(paths: tuple[str, ...], check_only: bool, show_diff: bool, write: bool) -> None:
+    """Format .sos files canonically (idempotent; comments preserved).
+
+    \b
+    Without a flag the formatted text is printed on stdout.
+    --write   rewrite files in place
+    --check   list files that would change; exit 1 if any
+    --diff    print a unified diff (may be combined with --check)
+    PATHS may be '-' to format stdin to stdout.
+    A file that does not parse is reported and left untouched (exit 1).
+    """
+    from sharedos.policy.formatter import format_source
+
+    if write and (check_only or show_diff):
+        raise click.UsageError("--write cannot be combined with --check or --diff")
+    if "-" in paths:
+        if len(paths) != 1:
+            raise click.UsageError("'-' (stdin) cannot be combined with other paths")
+        text = sys.stdin.read()
+        result = format_source(text, "<stdin>")
+        if result.text is None:
+            for diag in result.diagnostics:
+                click.echo(diag.render() + "\n", err=True)
+            raise click.exceptions.Exit(EXIT_POLICY)
+        click.echo(result.text, nl=False)
+        raise click.exceptions.Exit(EXIT_OK)
+
+    files = discover_sources(paths)
+    failed = 0
+    changed: list[Path] = []
+    for path in files:
+        try:
+            original = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            click.echo(f"{path}: error[SOS001]: cannot read policy file: {exc}", err=True)
+            failed += 1
+            continue
+        result = format_source(original, str(path))
+        if result.text is None:
+            failed += 1
+            for diag in result.diagnostics:
+                click.echo(diag.render() + "\n", err=True)
+            click.echo(f"{path}: not formatted (fix the errors above first)", err=True)
+            continue
+        if result.text != original:
+            changed.append(path)
+        if show_diff:
+            if result.text != original:
+                diff = difflib.unified_diff(
+                    original.splitlines(keepends=True),
+                    result.text.splitlines(keepends=True),
+                    fromfile=f"{path} (original)",
+                    tofile=f"{path} (formatted)",
+                )
+                click.echo("".join(diff), nl=False)
+        elif check_only:
+            if result.text != original:
+                click.echo(f"would reformat {path}")
+        elif write:
+            if result.text != original:
+                try:
+                    _write_atomically(path, result.text)
+                except OSError as exc:
+                    failed += 1
+                    changed.remove(path)
+                    click.echo(f"{path}: cannot write: {exc.strerror or exc}", err=True)
+                    continue
+                click.echo(f"reformatted {path}", err=True)
+        else:
+            click.echo(result.text, nl=False)
+    if check_only or write:
+        verb = "would be reformatted" if check_only else "reformatted"
+        click.echo(
+            f"{len(changed)} file{'s' if len(changed) != 1 else ''} {verb}, "
+            f"{len(files) - len(changed) - failed} unchanged"
+            + (f", {failed} with errors" if failed else ""),
+            err=True,
+        )
+    if failed or (check_only and changed):
+        raise click.exceptions.Exit(EXIT_POLICY)
+    raise click.exceptions.Exit(EXIT_OK)

@@ -1,0 +1,331 @@
+"""Typed AST of the policy language (``.sos`` files).
+
+The parser produces these nodes; the checker, compiler, formatter and test
+runner consume them. Every node carries a ``Span`` so that any diagnostic can
+point at file:line:col. Nodes are frozen dataclasses: an AST is a value.
+
+Layout of one file::
+
+    PolicyFile(path, source, statements=(NamespaceDecl | Requirement | Rule |
+               ToolPolicyDecl | TestBlock, ...), comments=(Comment, ...))
+
+Statements keep source order. Each ``Requirement``, ``Rule`` and ``TestBlock``
+records the namespace in force where it was written (the last preceding
+``namespace`` statement of the same file, else ``DEFAULT_NAMESPACE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal as TypingLiteral
+from typing import NamedTuple
+
+#: Namespace of statements written before any ``namespace`` statement.
+DEFAULT_NAMESPACE = "default"
+
+#: Roots a condition may reference.
+REF_ROOTS = ("context", "args", "resource", "action")
+
+
+class Span(NamedTuple):
+    """A source range: 1-based line and column, end exclusive of ``end_col``.
+
+    A named tuple rather than a dataclass: a large file creates one per token,
+    and tuple construction is three times cheaper. Immutable and hashable.
+    """
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A string, number or boolean literal (``null`` only appears in test values)."""
+
+    value: str | int | float | bool | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ListExpr:
+    """``[a, b, ...]``."""
+
+    items: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A name path: ``context.roles`` is ``Ref("context", ("roles",))``, ``resource`` is ``Ref("resource", ())``.
+
+    ``root`` may be any identifier; the checker rejects roots outside ``REF_ROOTS``.
+    """
+
+    root: str
+    path: tuple[str, ...]
+    span: Span
+
+    @property
+    def dotted(self) -> str:
+        """``root.a.b`` as written."""
+        return ".".join((self.root, *self.path))
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A function call: ``startswith(resource, "/x")``, ``path(args.p)``."""
+
+    func: str
+    args: tuple[Expr, ...]
+    span: Span
+
+
+CompareOp = TypingLiteral["==", "!=", "in", "not in"]
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """``left OP right`` with OP one of ``==``, ``!=``, ``in``, ``not in``."""
+
+    op: CompareOp
+    left: Expr
+    right: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class BoolOp:
+    """``left and right`` / ``left or right`` (binary, left-associative as parsed)."""
+
+    op: TypingLiteral["and", "or"]
+    left: Expr
+    right: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """``not operand``."""
+
+    operand: Expr
+    span: Span
+
+
+Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Not
+
+
+# ---------------------------------------------------------- resources, patterns
+
+
+@dataclass(frozen=True, slots=True)
+class PathResource:
+    """``resource path(args.x)``: the canonicalized absolute path held by an argument."""
+
+    arg: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateResource:
+    """``resource "{args.owner}/{args.repo}"``: text with argument holes.
+
+    ``parts`` alternates literal text (``str``) and ``Ref`` holes; ``raw`` is the
+    decoded string literal as written.
+    """
+
+    raw: str
+    parts: tuple[str | Ref, ...]
+    span: Span
+
+
+ResourceExpr = PathResource | TemplateResource
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """A resource glob as written (the decoded string literal); segments are parsed by the compiler."""
+
+    raw: str
+    span: Span
+
+
+# ------------------------------------------------------------------ statements
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceDecl:
+    """``namespace NAME``: scopes the following requirements, rules and tests of this file."""
+
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """``requirement TOOL { action NAME; resource EXPR }``.
+
+    ``action``/``resource`` are ``None`` only in a file with errors (the checker reports it).
+    """
+
+    tool: str
+    namespace: str
+    action: str | None
+    resource: ResourceExpr | None
+    span: Span
+    tool_span: Span
+    action_span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """``@name("value")`` before a rule; only ``@id`` is defined."""
+
+    name: str
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """``permit|forbid ACTIONS on PATTERN [when|unless COND]``.
+
+    ``actions`` is ``("*",)`` for every action of the namespace. ``condition_kind``
+    is ``None`` when there is no condition.
+    """
+
+    effect: TypingLiteral["permit", "forbid"]
+    actions: tuple[str, ...]
+    pattern: Pattern
+    condition: Expr | None
+    condition_kind: TypingLiteral["when", "unless"] | None
+    namespace: str
+    annotations: tuple[Annotation, ...]
+    span: Span
+    action_spans: tuple[Span, ...] = ()
+
+    @property
+    def explicit_id(self) -> str | None:
+        """The ``@id("...")`` value, if any."""
+        for ann in self.annotations:
+            if ann.name == "id":
+                return ann.value
+        return None
+
+    @property
+    def auto_id(self) -> str:
+        """``file:line`` of the rule keyword."""
+        return f"{self.span.file}:{self.span.line}"
+
+    @property
+    def rule_id(self) -> str:
+        """The explicit id, else ``file:line``."""
+        return self.explicit_id or self.auto_id
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicyEntry:
+    """One name or pattern in a toolpolicy list (quoted or bare)."""
+
+    value: str
+    quoted: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicyDecl:
+    """``toolpolicy NAME { mode ...; managed ...; harness_local ...; external_direct ... }``.
+
+    A list clause that is absent is ``None``; present but empty is ``()``.
+    """
+
+    name: str
+    mode: str | None
+    managed: tuple[ToolPolicyEntry, ...] | None
+    harness_local: tuple[ToolPolicyEntry, ...] | None
+    external_direct: tuple[ToolPolicyEntry, ...] | None
+    span: Span
+    name_span: Span
+    mode_span: Span | None = None
+    clause_spans: tuple[tuple[str, Span], ...] = ()
+
+
+# JSON-like values used in test blocks.
+Value = str | int | float | bool | None | list["Value"] | dict[str, "Value"]
+
+
+@dataclass(frozen=True, slots=True)
+class TestBlock:
+    """``test "name" { [policy NAME;] context {...}; call TOOL {...}; expect allow|deny [REASON] }``.
+
+    ``context``/``args`` are plain JSON-like values; ``expect_reason`` is a
+    ``ReasonCode`` value string (e.g. ``"forbidden"``) or ``None``.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    namespace: str
+    context: dict[str, Value]
+    tool: str | None
+    args: dict[str, Value]
+    expect_effect: TypingLiteral["allow", "deny"] | None
+    expect_reason: str | None
+    span: Span
+    tool_span: Span | None = None
+    expect_span: Span | None = None
+    reason_span: Span | None = None
+    #: ``policy NAME``: decide as a run under that toolpolicy (unmanaged tools are
+    #: denied ``not_in_run_policy`` before any rule is consulted)
+    policy: str | None = None
+    policy_span: Span | None = None
+
+
+Statement = NamespaceDecl | Requirement | Rule | ToolPolicyDecl | TestBlock
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """A ``#`` comment: text without the ``#``; ``own_line`` when nothing precedes it on its line."""
+
+    text: str
+    span: Span
+    own_line: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFile:
+    """One parsed ``.sos`` file (possibly partial when it had syntax errors)."""
+
+    path: str
+    source: str
+    statements: tuple[Statement, ...]
+    comments: tuple[Comment, ...] = field(default=())
+
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """The file's requirements in source order."""
+        return tuple(s for s in self.statements if isinstance(s, Requirement))
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The file's permit/forbid rules in source order."""
+        return tuple(s for s in self.statements if isinstance(s, Rule))
+
+    @property
+    def tool_policies(self) -> tuple[ToolPolicyDecl, ...]:
+        """The file's toolpolicy blocks in source order."""
+        return tuple(s for s in self.statements if isinstance(s, ToolPolicyDecl))
+
+    @property
+    def tests(self) -> tuple[TestBlock, ...]:
+        """The file's test blocks in source order."""
+        return tuple(s for s in self.statements if isinstance(s, TestBlock))

@@ -1,0 +1,77 @@
+"""Evaluate ``test`` blocks against a PolicySet (the ``sharedos-policy test`` runner builds on this)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sharedos.outcomes import Effect, ReasonCode
+from sharedos.policy import ast
+from sharedos.policy.decision import Decision
+from sharedos.policy.policyset import PolicySet
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """The outcome of one test block: pass/fail, the decision, and a one-line message."""
+
+    test: ast.TestBlock
+    passed: bool
+    decision: Decision | None
+    message: str
+
+
+def decide_case(policy: PolicySet, test: ast.TestBlock) -> Decision | None:
+    """The decision a test block's call gets; ``None`` when the test is incomplete.
+
+    With ``policy NAME`` the call is first checked against that run policy, as
+    the kernel does: a tool outside its managed set is denied
+    ``not_in_run_policy`` before any rule is consulted.
+    """
+    if test.tool is None:
+        return None
+    if test.policy is not None:
+        run = policy.tool_policies.get(test.policy)
+        if run is None:
+            return Decision(
+                Effect.DENY,
+                ReasonCode.NOT_IN_RUN_POLICY,
+                test.tool,
+                None,
+                None,
+                None,
+                (),
+                f"toolpolicy {test.policy!r} is not declared",
+            )
+        if not run.is_managed(test.tool):
+            return Decision(
+                Effect.DENY,
+                ReasonCode.NOT_IN_RUN_POLICY,
+                test.tool,
+                None,
+                None,
+                None,
+                (),
+                f"{test.tool} is not in the managed set of toolpolicy {test.policy!r}",
+            )
+    return policy.decide(test.tool, test.args, test.context)
+
+
+def run_case(policy: PolicySet, test: ast.TestBlock) -> CaseResult:
+    """Decide the test's call in the test's context and compare with its expectation."""
+    decision = decide_case(policy, test)
+    if decision is None or test.expect_effect is None:
+        return CaseResult(
+            test, False, None, f"test {test.name!r} is incomplete (needs call and expect)"
+        )
+    got = f"{decision.effect.value} {decision.reason.value}"
+    effect_ok = decision.effect.value == test.expect_effect
+    reason_ok = test.expect_reason is None or decision.reason.value == test.expect_reason
+    want = test.expect_effect + (f" {test.expect_reason}" if test.expect_reason else "")
+    if effect_ok and reason_ok:
+        return CaseResult(test, True, decision, f"ok: {got}")
+    return CaseResult(test, False, decision, f"expected {want}, got {got}: {decision.detail}")
+
+
+def run_cases(policy: PolicySet) -> list[CaseResult]:
+    """Run every test block of the policy's files, in file order."""
+    return [run_case(policy, t) for t in policy.tests]

@@ -1,0 +1,484 @@
+"""The checker: meaning errors the grammar cannot see, across every file compiled together.
+
+``check(files)`` returns diagnostics and never raises. It also builds the
+``ToolPolicy`` objects (through the ToolPolicy validators, which are the ones
+that decide; this module only positions their verdicts).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from sharedos.names import is_valid_tool_name
+from sharedos.outcomes import ReasonCode
+from sharedos.policy import ast
+from sharedos.policy.conditions import FUNCTIONS
+from sharedos.policy.diagnostics import Diagnostic, make
+from sharedos.policy.patterns import PatternSyntaxError, parse_pattern
+from sharedos.toolpolicy import RunMode, ToolPolicy
+
+#: Reasons a decision can carry (what a test block may expect).
+DECISION_REASONS = (
+    ReasonCode.ALLOWED,
+    ReasonCode.TOOL_UNAVAILABLE,
+    ReasonCode.UNRESOLVABLE_RESOURCE,
+    ReasonCode.NO_MATCHING_PERMIT,
+    ReasonCode.FORBIDDEN,
+)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+@dataclass
+class CheckResult:
+    """Diagnostics plus what later stages need (valid tool policies by name)."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
+    #: raw pattern -> parsed (encoded) pattern, for every valid pattern seen
+    patterns: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class _Ctx:
+    def __init__(self, files: Sequence[ast.PolicyFile]) -> None:
+        self.sources = {f.path: f.source for f in files}
+        self.out: list[Diagnostic] = []
+
+    def err(
+        self,
+        code: str,
+        message: str,
+        span: ast.Span,
+        *,
+        hint: str | None = None,
+        severity: Any = "error",
+    ) -> None:
+        end_col = span.end_col if span.end_line == span.line else None
+        self.out.append(
+            make(
+                code,
+                message,
+                file=span.file,
+                source=self.sources.get(span.file, ""),
+                line=span.line,
+                col=span.col,
+                end_col=end_col,
+                hint=hint,
+                severity=severity,
+            )
+        )
+
+
+def check(files: Sequence[ast.PolicyFile]) -> CheckResult:
+    """Check every file together (namespaces, ids and tool names are global)."""
+    ctx = _Ctx(files)
+    result = CheckResult(diagnostics=ctx.out)
+    requirements: dict[str, ast.Requirement] = {}
+    actions: dict[str, set[str]] = {}
+    for file in files:
+        for req in file.requirements:
+            _check_requirement(ctx, req)
+            first = requirements.get(req.tool)
+            if first is not None:
+                ctx.err(
+                    "SOS202",
+                    f"requirement {req.tool} is already declared at {first.tool_span}",
+                    req.tool_span,
+                )
+                continue
+            requirements[req.tool] = req
+            if req.action is not None:
+                actions.setdefault(req.namespace, set()).add(req.action)
+    ids: dict[str, ast.Span] = {}
+    policies: dict[str, ast.ToolPolicyDecl] = {}
+    policy_names = {tp.name for f in files for tp in f.tool_policies}
+    tests: dict[str, ast.TestBlock] = {}
+    for file in files:
+        for stmt in file.statements:
+            if isinstance(stmt, ast.Rule):
+                _check_rule(ctx, stmt, actions, ids, result.patterns)
+            elif isinstance(stmt, ast.ToolPolicyDecl):
+                if stmt.name in policies:
+                    ctx.err(
+                        "SOS305",
+                        f"toolpolicy {stmt.name} is already declared at {policies[stmt.name].name_span}",
+                        stmt.name_span,
+                    )
+                    continue
+                policies[stmt.name] = stmt
+                policy = _check_toolpolicy(ctx, stmt)
+                if policy is not None:
+                    result.tool_policies[stmt.name] = policy
+            elif isinstance(stmt, ast.TestBlock):
+                if stmt.name in tests:
+                    ctx.err(
+                        "SOS404",
+                        f"test {stmt.name!r} is already declared at {tests[stmt.name].span}",
+                        stmt.span,
+                    )
+                else:
+                    tests[stmt.name] = stmt
+                _check_test(ctx, stmt, requirements, policy_names)
+    return result
+
+
+# ----------------------------------------------------------------- requirements
+
+
+def _check_requirement(ctx: _Ctx, req: ast.Requirement) -> None:
+    if not is_valid_tool_name(req.tool):
+        ctx.err("SOS206", f"{req.tool!r} is not a valid tool name", req.tool_span)
+    if req.action is None:
+        ctx.err("SOS209", f"requirement {req.tool} has no 'action NAME'", req.tool_span)
+    if req.resource is None:
+        ctx.err("SOS209", f"requirement {req.tool} has no 'resource EXPR'", req.tool_span)
+        return
+    res = req.resource
+    if isinstance(res, ast.PathResource):
+        if res.arg.root != "args" or not res.arg.path:
+            ctx.err(
+                "SOS208",
+                f"path() of a resource must read an argument such as args.path, not {res.arg.dotted}",
+                res.arg.span,
+            )
+        return
+    holes = [p for p in res.parts if isinstance(p, ast.Ref)]
+    for hole in holes:
+        if hole.root != "args" or not hole.path:
+            ctx.err(
+                "SOS208",
+                f"resource template holes read arguments ({{args.name}}), not {{{hole.dotted}}}",
+                hole.span,
+            )
+    if not holes:
+        ctx.err(
+            "SOS208",
+            "resource template has no {args.x} hole: every call would have the same resource",
+            res.span,
+            severity="warning",
+        )
+    # Segment structure: the literal text decides where '/' splits segments.
+    text = "".join(p if isinstance(p, str) else "\x00" for p in res.parts)
+    body = text[1:] if text.startswith("/") else text
+    for seg in body.split("/"):
+        if seg == "" or seg in (".", ".."):
+            ctx.err(
+                "SOS208",
+                f"resource template {res.raw!r} has an empty, '.' or '..' segment",
+                res.span,
+            )
+            break
+    if _CONTROL_RE.search(text.replace("\x00", "")):
+        ctx.err("SOS208", "resource template contains a control character", res.span)
+
+
+# ------------------------------------------------------------------------ rules
+
+
+def _check_rule(
+    ctx: _Ctx,
+    rule: ast.Rule,
+    actions: dict[str, set[str]],
+    ids: dict[str, ast.Span],
+    patterns: dict[str, dict[str, Any]],
+) -> None:
+    known = actions.get(rule.namespace, set())
+    spans = rule.action_spans or (rule.span,) * len(rule.actions)
+    for action, span in zip(rule.actions, spans, strict=False):
+        if action == "*":
+            if not known:
+                ctx.err(
+                    "SOS201",
+                    f"'*' names no action: namespace {rule.namespace!r} has no requirements",
+                    span,
+                    hint=f"add a requirement to namespace {rule.namespace!r} or move the rule to the namespace it governs",
+                )
+        elif action not in known:
+            listing = ", ".join(sorted(known)) or "none"
+            ctx.err(
+                "SOS201",
+                f"no requirement of namespace {rule.namespace!r} has action {action!r}",
+                span,
+                hint=f"actions of namespace {rule.namespace!r}: {listing}",
+            )
+    seen_ann: set[str] = set()
+    for ann in rule.annotations:
+        if ann.name != "id":
+            ctx.err("SOS211", f"unknown annotation @{ann.name}", ann.span)
+            continue
+        if ann.name in seen_ann:
+            ctx.err("SOS211", "a rule takes one @id", ann.span)
+            continue
+        seen_ann.add(ann.name)
+        if not ann.value or _CONTROL_RE.search(ann.value):
+            ctx.err(
+                "SOS210",
+                "a rule id must be a non-empty string without control characters",
+                ann.span,
+            )
+            continue
+        if ann.value in ids:
+            ctx.err(
+                "SOS210", f"rule id {ann.value!r} is already used at {ids[ann.value]}", ann.span
+            )
+        else:
+            ids[ann.value] = ann.span
+    try:
+        if rule.pattern.raw not in patterns:
+            patterns[rule.pattern.raw] = parse_pattern(rule.pattern.raw)
+    except PatternSyntaxError as exc:
+        sp = rule.pattern.span
+        # +1 for the opening quote (exact unless the literal used escapes)
+        col = sp.col + 1 + exc.offset
+        ctx.err(
+            "SOS207",
+            f"invalid pattern {rule.pattern.raw!r}: {exc}",
+            ast.Span(sp.file, sp.line, col, sp.line, col + max(exc.length, 1)),
+        )
+    if rule.condition is not None:
+        _check_expr(ctx, rule.condition, boolean=True)
+
+
+# ----------------------------------------------------------------- expressions
+
+_STR, _NUM, _BOOL, _LIST, _ANY = "string", "number", "boolean", "list", "any"
+
+
+def _kind_of(expr: ast.Expr) -> str:
+    """A cheap static type: exact for literals, refs to resource/action and calls."""
+    if isinstance(expr, ast.Literal):
+        v = expr.value
+        if isinstance(v, bool):
+            return _BOOL
+        if isinstance(v, int | float):
+            return _NUM
+        return _STR
+    if isinstance(expr, ast.ListExpr):
+        return _LIST
+    if isinstance(expr, ast.Ref):
+        if expr.root in ("resource", "action") and not expr.path:
+            return _STR
+        return _ANY
+    if isinstance(expr, ast.Call):
+        return _STR if expr.func == "path" else _BOOL
+    return _BOOL
+
+
+def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
+    if boolean:
+        kind = _kind_of(expr)
+        if kind not in (_BOOL, _ANY):
+            ctx.err("SOS204", f"expected a boolean condition, found a {kind}", expr.span)
+    if isinstance(expr, ast.Ref):
+        if expr.root not in ast.REF_ROOTS:
+            ctx.err(
+                "SOS203",
+                f"undefined name {expr.dotted!r}",
+                expr.span,
+                hint="conditions may read context.*, args.*, resource and action; quote it if you meant a string",
+            )
+        elif expr.root in ("resource", "action") and expr.path:
+            ctx.err(
+                "SOS204",
+                f"{expr.root} is a string; it has no attribute {expr.path[0]!r}",
+                expr.span,
+            )
+        return
+    if isinstance(expr, ast.Literal):
+        return
+    if isinstance(expr, ast.ListExpr):
+        for item in expr.items:
+            _check_expr(ctx, item)
+        return
+    if isinstance(expr, ast.Call):
+        arity = FUNCTIONS.get(expr.func)
+        if arity is None:
+            ctx.err("SOS205", f"unknown function {expr.func!r}", expr.span)
+        elif len(expr.args) != arity:
+            ctx.err(
+                "SOS213",
+                f"{expr.func}() takes {arity} argument{'s' if arity != 1 else ''}, got {len(expr.args)}",
+                expr.span,
+            )
+        for arg in expr.args:
+            _check_expr(ctx, arg)
+            kind = _kind_of(arg)
+            if arity is not None and kind not in (_STR, _ANY):
+                ctx.err("SOS204", f"{expr.func}() takes strings, found a {kind}", arg.span)
+        if expr.func == "path" and expr.args:
+            arg = expr.args[0]
+            if (
+                isinstance(arg, ast.Literal)
+                and isinstance(arg.value, str)
+                and not arg.value.startswith("/")
+            ):
+                ctx.err(
+                    "SOS204", f"path({arg.value!r}) is not absolute and never resolves", arg.span
+                )
+        return
+    if isinstance(expr, ast.Compare):
+        _check_expr(ctx, expr.left)
+        _check_expr(ctx, expr.right)
+        lk, rk = _kind_of(expr.left), _kind_of(expr.right)
+        if expr.op in ("in", "not in"):
+            if rk in (_NUM, _BOOL):
+                ctx.err(
+                    "SOS204",
+                    f"'{expr.op}' needs a list, string or object on the right, found a {rk}",
+                    expr.right.span,
+                )
+            elif rk == _STR and lk not in (_STR, _ANY):
+                ctx.err(
+                    "SOS204",
+                    f"'{expr.op}' a string needs a string on the left, found a {lk}",
+                    expr.left.span,
+                )
+        elif _ANY not in (lk, rk) and lk != rk:
+            ctx.err(
+                "SOS204",
+                f"'{expr.op}' compares a {lk} with a {rk}: the result is always {'false' if expr.op == '==' else 'true'}",
+                expr.span,
+            )
+        return
+    if isinstance(expr, ast.BoolOp):
+        _check_expr(ctx, expr.left, boolean=True)
+        _check_expr(ctx, expr.right, boolean=True)
+        return
+    _check_expr(ctx, expr.operand, boolean=True)
+
+
+# ------------------------------------------------------------------ toolpolicy
+
+
+def _validator_message(err: Any) -> str:
+    msg = str(err.get("msg", ""))
+    return msg.removeprefix("Value error, ")
+
+
+def _entries(decl_list: Iterable[ast.ToolPolicyEntry] | None) -> tuple[str, ...]:
+    return tuple(e.value for e in decl_list or ())
+
+
+def _check_toolpolicy(ctx: _Ctx, decl: ast.ToolPolicyDecl) -> ToolPolicy | None:
+    seen: dict[str, ast.Span] = {}
+    ok = True
+    for key, span in decl.clause_spans:
+        if key in seen:
+            ctx.err("SOS307", f"toolpolicy {decl.name} has more than one '{key}' clause", span)
+            ok = False
+        seen[key] = span
+    if decl.mode is None:
+        ctx.err("SOS307", f"toolpolicy {decl.name} has no 'mode strict|open'", decl.name_span)
+        return None
+    try:
+        RunMode(decl.mode)
+    except ValueError:
+        ctx.err(
+            "SOS306",
+            f"toolpolicy mode must be 'strict' or 'open', got {decl.mode!r}",
+            decl.mode_span or decl.name_span,
+        )
+        return None
+    # Entries the field validators reject are located one by one (through the
+    # same model, in open mode, so only the field check can fail).
+    clean: dict[str, tuple[str, ...]] = {}
+    for field_name, code in (
+        ("managed", "SOS303"),
+        ("harness_local", "SOS304"),
+        ("external_direct", "SOS304"),
+    ):
+        entries: tuple[ast.ToolPolicyEntry, ...] = getattr(decl, field_name) or ()
+        good: list[str] = []
+        for entry in entries:
+            try:
+                ToolPolicy(name=decl.name, mode=RunMode.OPEN, **{field_name: (entry.value,)})
+            except ValidationError as exc:
+                ok = False
+                ctx.err(code, _validator_message(exc.errors()[0]), entry.span)
+                continue
+            good.append(entry.value)
+        clean[field_name] = tuple(good)
+    try:
+        policy = ToolPolicy(
+            name=decl.name,
+            mode=RunMode(decl.mode),
+            managed=clean["managed"],
+            harness_local=clean["harness_local"],
+            external_direct=clean["external_direct"],
+        )
+    except ValidationError as exc:
+        message = "; ".join(_validator_message(e) for e in exc.errors())
+        if decl.mode == RunMode.STRICT and clean["external_direct"]:
+            first = (decl.external_direct or ())[0]
+            ctx.err("SOS301", message, _clause_span(decl, "external_direct") or first.span)
+        elif decl.mode == RunMode.STRICT and not clean["harness_local"]:
+            ctx.err("SOS302", message, _clause_span(decl, "harness_local") or decl.name_span)
+        else:  # pragma: no cover - every validator is mapped above
+            ctx.err("SOS307", message, decl.name_span)
+        return None
+    return policy if ok else None
+
+
+def _clause_span(decl: ast.ToolPolicyDecl, key: str) -> ast.Span | None:
+    for name, span in decl.clause_spans:
+        if name == key:
+            return span
+    return None
+
+
+# ------------------------------------------------------------------------ tests
+
+
+def _check_test(
+    ctx: _Ctx,
+    test: ast.TestBlock,
+    requirements: dict[str, ast.Requirement],
+    policy_names: set[str],
+) -> None:
+    if test.policy is not None and test.policy not in policy_names:
+        listing = ", ".join(sorted(policy_names)) or "none"
+        ctx.err(
+            "SOS405",
+            f"test {test.name!r} runs under toolpolicy {test.policy!r}, which is not declared",
+            test.policy_span or test.span,
+            hint=f"declared toolpolicies: {listing}",
+        )
+    if test.tool is None:
+        ctx.err("SOS402", f"test {test.name!r} has no 'call TOOL {{...}}'", test.span)
+    if test.expect_effect is None:
+        ctx.err("SOS402", f"test {test.name!r} has no 'expect allow|deny'", test.span)
+    reason = test.expect_reason
+    allowed_reasons = {r.value for r in DECISION_REASONS}
+    if test.policy is not None:
+        allowed_reasons.add(ReasonCode.NOT_IN_RUN_POLICY.value)
+    if reason is not None and reason not in allowed_reasons:
+        ctx.err(
+            "SOS403",
+            f"unknown reason {reason!r}",
+            test.reason_span or test.span,
+        )
+    elif (
+        reason is not None
+        and test.expect_effect is not None
+        and (reason == ReasonCode.ALLOWED) != (test.expect_effect == "allow")
+    ):
+        ctx.err(
+            "SOS403",
+            f"reason {reason!r} cannot go with 'expect {test.expect_effect}'",
+            test.reason_span or test.span,
+        )
+    if test.tool is not None and test.tool not in requirements:
+        expects_unavailable = test.expect_effect == "deny" and reason in (
+            ReasonCode.TOOL_UNAVAILABLE,
+            ReasonCode.NOT_IN_RUN_POLICY,
+        )
+        if not expects_unavailable:
+            ctx.err(
+                "SOS401",
+                f"test {test.name!r} calls {test.tool!r}, which no requirement declares",
+                test.tool_span or test.span,
+            )

@@ -1,0 +1,150 @@
+"""Compile checked ASTs into the program: a JSON-ready decision tree.
+
+The program is the single compiled form: ``PolicySet`` executes it and
+bundles store it verbatim. Layout::
+
+    {"requirements": {tool: {...}},
+     "rules": [[id, effect, file, line, col, ns, pattern_raw, None,
+                cond_enc | None, "when" | "unless" | None, context_only], ...],
+     "index": {ns: {action: [forbid_abs, forbid_rel, permit_abs, permit_rel]}},
+     "tool_policies": {name: ToolPolicy fields},
+     "sources": {file: sha256}}
+
+Each index entry is a segment trie over the rules' literal pattern prefixes:
+``[rule indexes whose literal prefix ends here, {segment: child}]``. A
+decision walks the resource's segments down one trie, so rules whose literal
+prefix differs from the resource are never looked at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sharedos.policy import ast
+from sharedos.policy.conditions import encode, roots
+from sharedos.policy.patterns import literal_prefix, parse_pattern
+from sharedos.toolpolicy import ToolPolicy
+
+#: Rule record field positions.
+R_ID, R_EFFECT, R_FILE, R_LINE, R_COL, R_NS, R_PATTERN, R_PENC, R_COND, R_KIND, R_CTXONLY = range(
+    11
+)
+
+Trie = list[Any]  # [list[int], dict[str, Trie]]
+
+
+def resource_text(res: ast.ResourceExpr) -> str:
+    """A requirement's resource expression as source text."""
+    if isinstance(res, ast.PathResource):
+        return f"path({res.arg.dotted})"
+    return '"' + res.raw + '"'
+
+
+def encode_resource(res: ast.ResourceExpr) -> dict[str, Any]:
+    """Requirement resource -> encoded form (``path`` or ``template``)."""
+    if isinstance(res, ast.PathResource):
+        return {"kind": "path", "arg": list(res.arg.path)}
+    text_parts: list[list[Any]] = [[]]
+    for part in res.parts:
+        if isinstance(part, str):
+            chunks = part.split("/")
+            for i, chunk in enumerate(chunks):
+                if i > 0:
+                    text_parts.append([])
+                if chunk:
+                    text_parts[-1].append(["t", chunk])
+        else:
+            text_parts[-1].append(["h", list(part.path)])
+    absolute = bool(res.raw.startswith("/"))
+    segs = text_parts[1:] if absolute else text_parts
+    return {"kind": "template", "abs": absolute, "segs": segs}
+
+
+def _new_trie() -> Trie:
+    return [[], {}]
+
+
+def _insert(trie: Trie, prefix: Sequence[str], idx: int) -> None:
+    node = trie
+    for seg in prefix:
+        children: dict[str, Trie] = node[1]
+        nxt = children.get(seg)
+        if nxt is None:
+            nxt = children[seg] = _new_trie()
+        node = nxt
+    node[0].append(idx)
+
+
+def compile_program(
+    files: Sequence[ast.PolicyFile],
+    tool_policies: Mapping[str, ToolPolicy],
+    patterns: Mapping[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Build the program from checked files (call only when the checker found no errors).
+
+    ``patterns`` are the checker's parsed patterns (re-parsed when absent).
+    """
+    known = patterns or {}
+    requirements: dict[str, dict[str, Any]] = {}
+    ns_actions: dict[str, list[str]] = {}
+    for file in files:
+        for req in file.requirements:
+            if req.tool in requirements or req.action is None or req.resource is None:
+                continue
+            requirements[req.tool] = {
+                "ns": req.namespace,
+                "action": req.action,
+                "resource_text": resource_text(req.resource),
+                "resource": encode_resource(req.resource),
+                "file": req.span.file,
+                "line": req.span.line,
+                "col": req.span.col,
+            }
+            acts = ns_actions.setdefault(req.namespace, [])
+            if req.action not in acts:
+                acts.append(req.action)
+    rules: list[list[Any]] = []
+    index: dict[str, dict[str, list[Trie]]] = {}
+    for ns, acts in ns_actions.items():
+        index[ns] = {a: [_new_trie(), _new_trie(), _new_trie(), _new_trie()] for a in acts}
+    for file in files:
+        for rule in file.rules:
+            penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
+            cond = encode(rule.condition) if rule.condition is not None else None
+            ctx_only = cond is not None and roots(cond) <= {"context"}
+            idx = len(rules)
+            rules.append(
+                [
+                    rule.rule_id,
+                    rule.effect,
+                    rule.span.file,
+                    rule.span.line,
+                    rule.span.col,
+                    rule.namespace,
+                    rule.pattern.raw,
+                    None,  # the parsed pattern is recomputed on first use (smaller bundles)
+                    cond,
+                    rule.condition_kind,
+                    ctx_only,
+                ]
+            )
+            targets = ns_actions.get(rule.namespace, [])
+            actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
+            slot = (0 if rule.effect == "forbid" else 2) + (0 if penc["abs"] else 1)
+            prefix = literal_prefix(penc)
+            for action in dict.fromkeys(actions):
+                _insert(index[rule.namespace][action][slot], prefix, idx)
+    sources = {
+        f.path: hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest() for f in files
+    }
+    return {
+        "requirements": requirements,
+        "rules": rules,
+        "index": index,
+        "tool_policies": {
+            name: policy.model_dump(mode="json") for name, policy in sorted(tool_policies.items())
+        },
+        "sources": sources,
+    }

@@ -1,0 +1,182 @@
+"""Value types a ``PolicySet`` hands out: decisions, rule references, requirements, explanations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sharedos.outcomes import Effect, ReasonCode
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef:
+    """Where a rule lives: its id (``@id`` or ``file:line``), position and effect."""
+
+    id: str
+    file: str
+    line: int
+    col: int
+    effect: Literal["permit", "forbid"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "id": self.id,
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "effect": self.effect,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer for one call: effect, a closed reason code and the rules that decided it."""
+
+    effect: Effect
+    reason: ReasonCode
+    tool: str
+    namespace: str | None
+    action: str | None
+    resource: str | None
+    rule_ids: tuple[RuleRef, ...]
+    detail: str
+
+    @property
+    def allowed(self) -> bool:
+        """True when the effect is allow."""
+        return self.effect is Effect.ALLOW
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (evidence records, ``eval`` output)."""
+        return {
+            "effect": self.effect.value,
+            "reason": self.reason.value,
+            "tool": self.tool,
+            "namespace": self.namespace,
+            "action": self.action,
+            "resource": self.resource,
+            "rule_ids": [r.to_dict() for r in self.rule_ids],
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpan:
+    """file:line:col of a construct in policy source."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """A compiled requirement: which action a tool needs and how its resource is computed."""
+
+    tool: str
+    namespace: str
+    action: str
+    resource: str  # the resource expression as written, e.g. 'path(args.path)'
+    span: SourceSpan
+
+
+@dataclass(frozen=True, slots=True)
+class RuleTrace:
+    """How one rule fared in an explanation."""
+
+    rule: RuleRef
+    pattern: str
+    condition: str | None  # 'when ...' / 'unless ...' as source text, or None
+    pattern_matched: bool
+    condition_result: bool | None  # None: no condition, or not evaluated, or errored
+    applied: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The decision path of one call, for ``sharedos-policy explain``."""
+
+    tool: str
+    args: Any
+    requirement: Requirement | None
+    resource: str | None
+    resource_error: str | None
+    decision: Decision
+    rules: tuple[RuleTrace, ...] = field(default=())
+
+    @property
+    def winning_forbids(self) -> tuple[RuleRef, ...]:
+        """The forbids that decided a FORBIDDEN decision (empty otherwise)."""
+        return self.decision.rule_ids if self.decision.reason is ReasonCode.FORBIDDEN else ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        req = self.requirement
+        return {
+            "tool": self.tool,
+            "requirement": None
+            if req is None
+            else {
+                "tool": req.tool,
+                "namespace": req.namespace,
+                "action": req.action,
+                "resource": req.resource,
+                "at": str(req.span),
+            },
+            "resource": self.resource,
+            "resource_error": self.resource_error,
+            "decision": self.decision.to_dict(),
+            "rules": [
+                {
+                    "rule": t.rule.to_dict(),
+                    "pattern": t.pattern,
+                    "condition": t.condition,
+                    "pattern_matched": t.pattern_matched,
+                    "condition_result": t.condition_result,
+                    "applied": t.applied,
+                    "why": t.why,
+                }
+                for t in self.rules
+            ],
+        }
+
+    def render(self) -> str:
+        """Text form: requirement, canonical resource, every rule considered, the verdict."""
+        d = self.decision
+        lines = [f"call {self.tool}"]
+        req = self.requirement
+        if req is None:
+            lines.append("  requirement: none (the tool is neither listed nor callable)")
+        else:
+            lines.append(f"  requirement: {req.tool} at {req.span}")
+            lines.append(
+                f"    namespace {req.namespace}, action {req.action}, resource {req.resource}"
+            )
+            if self.resource is not None:
+                lines.append(f"  canonical resource: {self.resource}")
+            else:
+                lines.append(f"  canonical resource: unresolvable ({self.resource_error})")
+        if self.rules:
+            lines.append("  rules considered:")
+            for t in self.rules:
+                mark = "APPLIES" if t.applied else "skipped"
+                cond = f" {t.condition}" if t.condition else ""
+                lines.append(
+                    f"    [{mark}] {t.rule.effect} on {t.pattern!r}{cond}  ({t.rule.id} at {t.rule.file}:{t.rule.line})"
+                )
+                lines.append(f"        {t.why}")
+        elif req is not None and self.resource is not None:
+            lines.append("  rules considered: none govern this action")
+        lines.append(f"  decision: {d.effect.value} ({d.reason.value}) - {d.detail}")
+        if d.reason is ReasonCode.FORBIDDEN:
+            for ref in d.rule_ids:
+                lines.append(f"  forbid won: {ref.id} at {ref.file}:{ref.line}:{ref.col}")
+        elif d.effect is Effect.ALLOW:
+            for ref in d.rule_ids:
+                lines.append(f"  permitted by: {ref.id} at {ref.file}:{ref.line}:{ref.col}")
+        return "\n".join(lines)

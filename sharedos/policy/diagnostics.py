@@ -1,0 +1,272 @@
+"""Diagnostics: positioned, coded, renderable errors and warnings.
+
+Every problem the parser or checker finds becomes a ``Diagnostic`` with a
+stable code (``SOS1xx`` syntax, ``SOS2xx`` meaning, ``SOS3xx`` toolpolicy,
+``SOS4xx`` tests, ``SOS0xx`` input files), a position, a one-line hint and a
+caret excerpt. ``CODES`` is the catalogue the reference documentation is
+generated from; a code is never reused for a different meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class CodeInfo:
+    """What a diagnostic code means and the usual fix."""
+
+    code: str
+    title: str
+    hint: str
+
+
+_CATALOGUE: tuple[CodeInfo, ...] = (
+    # -- input files
+    CodeInfo(
+        "SOS001", "cannot read policy file", "check the path exists and is a readable UTF-8 file"
+    ),
+    CodeInfo("SOS002", "no policy files found", "pass .sos files or directories that contain them"),
+    # -- syntax
+    CodeInfo(
+        "SOS101",
+        "unexpected token",
+        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, toolpolicy, test or @id",
+    ),
+    CodeInfo(
+        "SOS102",
+        "invalid character",
+        "remove the character, or put it inside a double-quoted string",
+    ),
+    CodeInfo(
+        "SOS103", "incomplete statement", "close every '{' with '}' and finish the last statement"
+    ),
+    CodeInfo(
+        "SOS104",
+        "invalid string literal",
+        'strings are double-quoted on one line; escapes are \\" \\\\ \\n \\t \\r \\uXXXX',
+    ),
+    # -- meaning
+    CodeInfo(
+        "SOS201",
+        "unknown action",
+        "use an action that a requirement of this namespace declares, or add that requirement",
+    ),
+    CodeInfo(
+        "SOS202",
+        "duplicate requirement",
+        "keep one requirement per tool; delete or merge the other",
+    ),
+    CodeInfo(
+        "SOS203", "undefined name", "conditions may read context.*, args.*, resource and action"
+    ),
+    CodeInfo(
+        "SOS204",
+        "type error",
+        "compare values of the same kind; 'in' needs a list (or a string) on the right",
+    ),
+    CodeInfo(
+        "SOS205",
+        "unknown function",
+        "available functions: startswith(a, b), endswith(a, b), path(x)",
+    ),
+    CodeInfo("SOS206", "invalid tool name", "a tool name is 1-128 characters of [A-Za-z0-9_.-]"),
+    CodeInfo(
+        "SOS207",
+        "invalid resource pattern",
+        "segments are separated by '/'; '*' and '**' must be whole segments or '*' inside a segment; interpolate only {context.x}",
+    ),
+    CodeInfo(
+        "SOS208",
+        "invalid resource expression",
+        'use resource path(args.x) or a template such as "{args.owner}/{args.repo}"',
+    ),
+    CodeInfo(
+        "SOS209",
+        "incomplete requirement",
+        "a requirement needs exactly one 'action NAME' and one 'resource EXPR'",
+    ),
+    CodeInfo("SOS210", "duplicate rule id", "give each @id a unique value"),
+    CodeInfo("SOS211", "unknown annotation", 'the only annotation is @id("...")'),
+    CodeInfo(
+        "SOS213",
+        "wrong number of arguments",
+        "check the function's arity: startswith(a, b), endswith(a, b), path(x)",
+    ),
+    # -- toolpolicy (the ToolPolicy validators decide; these codes position their verdicts)
+    CodeInfo(
+        "SOS301",
+        "strict toolpolicy lists external_direct tools",
+        "remove the external_direct entries or declare 'mode open'",
+    ),
+    CodeInfo(
+        "SOS302",
+        "strict toolpolicy names no harness_local tools",
+        "name the harness's own tools (e.g. harness_local \"patch\") or declare 'mode open'",
+    ),
+    CodeInfo(
+        "SOS303",
+        "invalid managed pattern",
+        "managed entries are tool names or dot-separated patterns with '*' segments and an optional final '**'",
+    ),
+    CodeInfo(
+        "SOS304",
+        "invalid tool name in toolpolicy",
+        "harness_local and external_direct entries are tool names: 1-128 characters of [A-Za-z0-9_.-]",
+    ),
+    CodeInfo("SOS305", "duplicate toolpolicy", "give each toolpolicy a unique name"),
+    CodeInfo("SOS306", "invalid toolpolicy mode", "mode is 'strict' or 'open'"),
+    CodeInfo(
+        "SOS307",
+        "incomplete toolpolicy",
+        "a toolpolicy needs one 'mode' and each list clause at most once",
+    ),
+    # -- test blocks
+    CodeInfo(
+        "SOS401",
+        "test calls an unknown tool",
+        "call a tool some requirement declares, or expect 'deny tool_unavailable'",
+    ),
+    CodeInfo(
+        "SOS402",
+        "incomplete test",
+        "a test needs one 'call TOOL {...}' and one 'expect allow|deny [REASON]'",
+    ),
+    CodeInfo(
+        "SOS403",
+        "unknown reason code",
+        "use a decision reason: allowed, tool_unavailable, unresolvable_resource, no_matching_permit, forbidden (and not_in_run_policy in a test with 'policy NAME')",
+    ),
+    CodeInfo("SOS404", "duplicate test name", "give each test block a unique name"),
+    CodeInfo(
+        "SOS405",
+        "test names an unknown toolpolicy",
+        "name a declared toolpolicy in 'policy NAME', and compile its file alongside",
+    ),
+)
+
+#: code -> CodeInfo, for every code the parser and checker can emit.
+CODES: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One error or warning at a source position.
+
+    ``line``/``col`` are 1-based; ``end_col`` is exclusive. ``excerpt`` is the
+    source line the diagnostic points into (empty when unknown).
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    hint: str
+    excerpt: str = ""
+
+    @property
+    def location(self) -> str:
+        """``file:line:col``."""
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def render(self) -> str:
+        """Human form: header, numbered excerpt with carets under the span, hint."""
+        out = [f"{self.location}: {self.severity}[{self.code}]: {self.message}"]
+        if self.excerpt:
+            gutter = str(self.line)
+            pad = " " * len(gutter)
+            text = self.excerpt.expandtabs(1)
+            start = max(self.col - 1, 0)
+            if self.end_line == self.line and self.end_col > self.col:
+                width = self.end_col - self.col
+            else:
+                width = max(len(text) - start, 1)
+            width = max(1, min(width, max(len(text) - start, 1)))
+            out.append(f" {gutter} | {text}")
+            out.append(f" {pad} | {' ' * start}{'^' * width}")
+        if self.hint:
+            out.append(f"  hint: {self.hint}")
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (the CLI's ``--format json``)."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "hint": self.hint,
+            "excerpt": self.excerpt,
+        }
+
+
+def source_line(source: str, line: int) -> str:
+    """Line ``line`` (1-based) of ``source`` without its newline, or ``""``."""
+    if line < 1:
+        return ""
+    lines = source.splitlines()
+    return lines[line - 1] if line <= len(lines) else ""
+
+
+def make(
+    code: str,
+    message: str,
+    *,
+    file: str,
+    source: str,
+    line: int,
+    col: int,
+    end_line: int | None = None,
+    end_col: int | None = None,
+    hint: str | None = None,
+    severity: Severity = "error",
+) -> Diagnostic:
+    """Build a diagnostic, filling the hint from ``CODES`` and the excerpt from ``source``."""
+    info = CODES[code]
+    return Diagnostic(
+        code=code,
+        severity=severity,
+        message=message,
+        file=file,
+        line=line,
+        col=col,
+        end_line=line if end_line is None else end_line,
+        end_col=(col + 1) if end_col is None else end_col,
+        hint=info.hint if hint is None else hint,
+        excerpt=source_line(source, line),
+    )
+
+
+def sort_key(diag: Diagnostic) -> tuple[str, int, int, str]:
+    """Order diagnostics by file, position, code."""
+    return (diag.file, diag.line, diag.col, diag.code)
+
+
+def render_all(diagnostics: Iterable[Diagnostic]) -> str:
+    """Every diagnostic rendered, blank-line separated, in file/position order."""
+    return "\n\n".join(d.render() for d in sorted(diagnostics, key=sort_key))
+
+
+def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
+    """True when any diagnostic is an error (warnings do not stop compilation)."""
+    return any(d.severity == "error" for d in diagnostics)
+
+
+class PolicyError(Exception):
+    """Policy text that cannot be compiled. ``str()`` is the rendered diagnostics."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self.diagnostics: list[Diagnostic] = sorted(diagnostics, key=sort_key)
+        super().__init__(render_all(self.diagnostics))

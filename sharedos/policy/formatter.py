@@ -1,0 +1,534 @@
+"""Canonical formatting of ``.sos`` files (``sharedos-policy fmt``).
+
+The formatter prints the typed AST back as text in one canonical layout and
+re-attaches every ``#`` comment next to the statement it was written beside.
+It promises:
+
+* **idempotence** — ``format(format(x)) == format(x)``;
+* **meaning preserved** — the output parses to the same AST as the input
+  (positions aside); this is verified on every run, and a file whose output
+  would differ is left untouched and reported instead of being rewritten;
+* **comments preserved** — every comment's text survives, in order;
+* a file with syntax errors is never formatted (its diagnostics are returned).
+
+Layout: one statement per line; blocks (``toolpolicy``, ``test``) one clause
+per line, indented two spaces; ``@id(...)`` on its own line above its rule;
+single spaces around operators; runs of blank lines collapsed to one; no
+trailing whitespace; a final newline. Expressions are printed with the fewest
+parentheses that keep their meaning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sharedos.policy import ast
+from sharedos.policy.diagnostics import Diagnostic
+from sharedos.policy.parser import parse_source
+
+INDENT = "  "
+
+#: Every keyword of the grammar: a bare tool name or key spelled like one is quoted.
+KEYWORDS = frozenset(
+    {
+        "namespace", "requirement", "action", "resource", "permit", "forbid", "on",
+        "when", "unless", "toolpolicy", "mode", "managed", "harness_local",
+        "external_direct", "test", "policy", "context", "call", "expect", "allow", "deny",
+        "true", "false", "null", "and", "or", "not", "in",
+    }
+)  # fmt: skip
+
+_TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_TOOLPAT_RE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-*]*")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTEXT_CLAUSE_RE = re.compile(r"^[ \t]*context\b")
+
+
+class FormatError(Exception):
+    """The formatter could not reproduce the file's meaning; the file must be left as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class FormatResult:
+    """``text`` is the formatted source, or ``None`` when ``diagnostics`` say why not."""
+
+    text: str | None
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when the file was formatted."""
+        return self.text is not None
+
+
+# ------------------------------------------------------------------ literals
+
+
+def quote(value: str) -> str:
+    """A double-quoted string literal that the grammar decodes back to ``value``."""
+    out = ['"']
+    for ch in value:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _number(value: int | float) -> str:
+    if isinstance(value, bool):  # pragma: no cover - bools are printed by the caller
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if math.isinf(value):
+        # The grammar has no infinity; an over-large literal decoded to inf, and
+        # any over-large literal decodes back to it.
+        return "-1e999" if value < 0 else "1e999"
+    if value.is_integer() and abs(value) < 1e16:
+        return f"{value:.1f}"
+    return repr(value)
+
+
+def _tool_ref(name: str) -> str:
+    if _TOOL_RE.fullmatch(name) and name not in KEYWORDS:
+        return name
+    return quote(name)
+
+
+def _key(name: str) -> str:
+    if _NAME_RE.fullmatch(name) and name not in KEYWORDS:
+        return name
+    return quote(name)
+
+
+def format_value(value: ast.Value) -> str:
+    """A test-block value (JSON-like) in canonical form: ``{ k: v }``, ``[a, b]``."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, int | float):
+        return _number(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{_key(k)}: {format_value(v)}" for k, v in value.items()) + " }"
+    raise FormatError(f"unexpected value {value!r}")  # pragma: no cover - parser builds only these
+
+
+# --------------------------------------------------------------- expressions
+
+# Binding strength, loosest first; the grammar's levels.
+_OR, _AND, _NOT, _CMP, _ATOM = 1, 2, 3, 4, 5
+
+
+def _level(expr: ast.Expr) -> int:
+    if isinstance(expr, ast.BoolOp):
+        return _OR if expr.op == "or" else _AND
+    if isinstance(expr, ast.Not):
+        return _NOT
+    if isinstance(expr, ast.Compare):
+        return _CMP
+    return _ATOM
+
+
+def _at_least(expr: ast.Expr, level: int) -> str:
+    text = format_expr(expr)
+    return text if _level(expr) >= level else f"({text})"
+
+
+def format_expr(expr: ast.Expr) -> str:
+    """An expression with the fewest parentheses that parse back to the same tree."""
+    if isinstance(expr, ast.BoolOp):
+        # or: left may be any level, right must bind tighter (left-associative).
+        left_min = _OR if expr.op == "or" else _AND
+        right_min = _AND if expr.op == "or" else _NOT
+        return f"{_at_least(expr.left, left_min)} {expr.op} {_at_least(expr.right, right_min)}"
+    if isinstance(expr, ast.Not):
+        return f"not {_at_least(expr.operand, _NOT)}"
+    if isinstance(expr, ast.Compare):
+        return f"{_at_least(expr.left, _ATOM)} {expr.op} {_at_least(expr.right, _ATOM)}"
+    if isinstance(expr, ast.Literal):
+        if expr.value is True:
+            return "true"
+        if expr.value is False:
+            return "false"
+        if isinstance(expr.value, str):
+            return quote(expr.value)
+        if isinstance(expr.value, int | float):
+            return _number(expr.value)
+        raise FormatError("null is not an expression literal")
+    if isinstance(expr, ast.Ref):
+        return expr.dotted
+    if isinstance(expr, ast.Call):
+        return f"{expr.func}(" + ", ".join(format_expr(a) for a in expr.args) + ")"
+    if isinstance(expr, ast.ListExpr):
+        return "[" + ", ".join(format_expr(i) for i in expr.items) + "]"
+    raise FormatError(f"unexpected expression {type(expr).__name__}")  # pragma: no cover
+
+
+# ----------------------------------------------------------------- statements
+
+
+@dataclass(slots=True)
+class _Line:
+    """One output line and the source lines it stands for (for comment placement)."""
+
+    text: str
+    indent: int
+    first: int  # first source line this output line represents
+    last: int  # last source line it represents
+    closing: bool = False  # a block's closing brace (comments before it are indented inside)
+    trailing: str | None = None
+    # (tool, action, resource) of a one-line requirement, for column alignment
+    requirement: tuple[str, str | None, str | None] | None = None
+
+
+def _resource(res: ast.ResourceExpr) -> str:
+    if isinstance(res, ast.PathResource):
+        return f"path({res.arg.dotted})"
+    return quote(res.raw)
+
+
+def _requirement(
+    tool: str, action: str | None, resource: str | None, tool_width: int = 0, action_width: int = 0
+) -> str:
+    """``requirement TOOL { action A; resource R }``, padded to align with its neighbours."""
+    head = f"requirement {tool.ljust(tool_width)} {{"
+    if action is not None and resource is not None:
+        return f"{head} {(f'action {action};').ljust(action_width + 8)} resource {resource} }}"
+    if action is not None:
+        return f"{head} action {action} }}"
+    if resource is not None:
+        return f"{head} resource {resource} }}"
+    return f"requirement {tool} {{}}"
+
+
+def _rule_lines(rule: ast.Rule) -> list[_Line]:
+    out = [
+        _Line(f"@{ann.name}({quote(ann.value)})", 0, ann.span.line, ann.span.end_line)
+        for ann in rule.annotations
+    ]
+    actions = "*" if rule.actions == ("*",) else ", ".join(rule.actions)
+    text = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
+    if rule.condition is not None and rule.condition_kind is not None:
+        text += f" {rule.condition_kind} {format_expr(rule.condition)}"
+    out.append(_Line(text, 0, rule.span.line, rule.span.end_line))
+    return out
+
+
+def _entry(entry: ast.ToolPolicyEntry) -> str:
+    if not entry.quoted and _TOOLPAT_RE.fullmatch(entry.value) and entry.value not in KEYWORDS:
+        return entry.value
+    return quote(entry.value)
+
+
+def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
+    start, end = tp.span.line, tp.span.end_line
+    clauses: list[tuple[int, str]] = []
+    printed: set[str] = set()
+    lists = {
+        "managed": tp.managed,
+        "harness_local": tp.harness_local,
+        "external_direct": tp.external_direct,
+    }
+    for key, span in tp.clause_spans:
+        if key in printed:
+            # A repeated clause was merged by the parser; printing it once would
+            # change the file's diagnostics, so refuse (the checker reports it).
+            raise FormatError(f"toolpolicy {tp.name} repeats its '{key}' clause; fix that first")
+        printed.add(key)
+        if key == "mode":
+            clauses.append((span.line, f"mode {tp.mode}"))
+        else:
+            entries = lists[key] or ()
+            text = key + (" " + ", ".join(_entry(e) for e in entries) if entries else "")
+            clauses.append((span.line, text))
+    return _block(f"toolpolicy {_tool_ref(tp.name)} {{", clauses, start, end)
+
+
+def _test_lines(test: ast.TestBlock, source_lines: Sequence[str]) -> list[_Line]:
+    start, end = test.span.line, test.span.end_line
+    clauses: list[tuple[int, str]] = []
+    if test.policy is not None:
+        line = test.policy_span.line if test.policy_span else start
+        clauses.append((line, f"policy {_tool_ref(test.policy)}"))
+    if test.context:
+        clauses.append(
+            (_context_line(source_lines, start, end), f"context {format_value(test.context)}")
+        )
+    if test.tool is not None:
+        line = test.tool_span.line if test.tool_span else start
+        call = f"call {_tool_ref(test.tool)}"
+        if test.args:
+            call += f" {format_value(test.args)}"
+        clauses.append((line, call))
+    if test.expect_effect is not None:
+        line = test.expect_span.line if test.expect_span else end
+        expect = f"expect {test.expect_effect}"
+        if test.expect_reason:
+            expect += f" {test.expect_reason}"
+        clauses.append((line, expect))
+    return _block(f"test {quote(test.name)} {{", clauses, start, end)
+
+
+def _context_line(source_lines: Sequence[str], start: int, end: int) -> int:
+    # The AST keeps no span for a test's context clause; it is the first line in
+    # the block that starts with the keyword (only used to place comments).
+    for number in range(start, end + 1):
+        text = source_lines[number - 1] if number - 1 < len(source_lines) else ""
+        if number == start:
+            brace = text.find("{")
+            text = text[brace + 1 :] if brace >= 0 else ""
+        if _CONTEXT_CLAUSE_RE.match(text):
+            return number
+    return start
+
+
+def _block(header: str, clauses: list[tuple[int, str]], start: int, end: int) -> list[_Line]:
+    if not clauses:
+        return [_Line(header + "}", 0, start, end)]
+    clauses.sort(key=lambda c: c[0])  # stable: clauses keep source order
+    # Each clause stands for its own first line only: a comment written between
+    # clauses is placed before the next clause, never hoisted above the block.
+    lines = [_Line(header, 0, start, start)]
+    lines.extend(_Line(text, 1, line, line) for line, text in clauses)
+    lines.append(_Line("}", 0, end, end, closing=True))
+    return lines
+
+
+def _statement_lines(stmt: ast.Statement, source_lines: Sequence[str]) -> list[_Line]:
+    if isinstance(stmt, ast.NamespaceDecl):
+        return [_Line(f"namespace {stmt.name}", 0, stmt.span.line, stmt.span.end_line)]
+    if isinstance(stmt, ast.Requirement):
+        parts = (
+            _tool_ref(stmt.tool),
+            stmt.action,
+            _resource(stmt.resource) if stmt.resource is not None else None,
+        )
+        return [
+            _Line(_requirement(*parts), 0, stmt.span.line, stmt.span.end_line, requirement=parts)
+        ]
+    if isinstance(stmt, ast.Rule):
+        return _rule_lines(stmt)
+    if isinstance(stmt, ast.ToolPolicyDecl):
+        return _toolpolicy_lines(stmt)
+    if isinstance(stmt, ast.TestBlock):
+        return _test_lines(stmt, source_lines)
+    raise FormatError(f"unexpected statement {type(stmt).__name__}")  # pragma: no cover
+
+
+# ------------------------------------------------------------------- comments
+
+
+@dataclass(slots=True)
+class _Item:
+    """A line of output in order: code (``line``) or an own-line comment."""
+
+    first: int
+    last: int
+    text: str
+    indent: int
+
+
+def _layout(file: ast.PolicyFile) -> str:
+    source_lines = file.source.split("\n")
+    lines: list[_Line] = []
+    for stmt in file.statements:
+        lines.extend(_statement_lines(stmt, source_lines))
+
+    # Each comment goes to one output line: an own-line comment above the first
+    # output line that reaches its source line, a trailing comment after the
+    # last output line covering its source line (else it becomes own-line).
+    targets: list[list[tuple[int, int, str, bool]]] = [[] for _ in lines]
+    leftover: list[tuple[int, str]] = []
+    for comment in file.comments:
+        cline = comment.span.line
+        target = None
+        trailing = False
+        if not comment.own_line:
+            for i, candidate in enumerate(lines):
+                if candidate.first <= cline <= candidate.last:
+                    target, trailing = i, True
+        if target is None:
+            target = next((i for i, ln in enumerate(lines) if ln.last >= cline), None)
+        if target is None:
+            leftover.append((cline, comment.text))
+        else:
+            targets[target].append((cline, comment.span.col, comment.text, trailing))
+
+    # Order is kept: a line's comments print above it in source order, except
+    # that the last one stays at the end of the line when it was written there.
+    above: list[list[tuple[int, str]]] = []
+    for i, found in enumerate(targets):
+        found.sort(key=lambda c: (c[0], c[1]))
+        if found and found[-1][3]:
+            lines[i].trailing = found[-1][2]
+            found = found[:-1]
+        above.append([(c[0], c[2]) for c in found])
+
+    _align_requirements(lines, source_lines, {i for i, a in enumerate(above) if a})
+
+    items: list[_Item] = []
+    for line, comments in zip(lines, above, strict=True):
+        indent = line.indent + 1 if line.closing else line.indent
+        for cline, text in comments:
+            items.append(_Item(cline, cline, "#" + text, indent))
+        text = line.text + (f"  #{line.trailing}" if line.trailing is not None else "")
+        items.append(_Item(line.first, line.last, text, line.indent))
+    for cline, text in leftover:
+        items.append(_Item(cline, cline, "#" + text, 0))
+
+    out: list[str] = []
+    prev_last: int | None = None
+    for item in items:
+        if prev_last is not None and out and _blank_between(source_lines, prev_last, item.first):
+            out.append("")
+        out.append((INDENT * item.indent + item.text).rstrip())
+        prev_last = max(prev_last or 0, item.last)
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _align_requirements(
+    lines: list[_Line], source_lines: Sequence[str], commented: set[int]
+) -> None:
+    """Align runs of adjacent one-line requirements in columns (tool, then action).
+
+    A run is broken by anything printed between two requirements: a blank
+    line, a comment printed above the next one (``commented`` holds the
+    indexes of such lines) or another statement.
+    """
+    run: list[_Line] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            parts = [ln.requirement for ln in run if ln.requirement is not None]
+            tool_width = max(len(p[0]) for p in parts)
+            action_width = max(
+                (len(p[1]) for p in parts if p[1] is not None and p[2] is not None), default=0
+            )
+            for ln in run:
+                if ln.requirement is not None:
+                    ln.text = _requirement(
+                        *ln.requirement, tool_width=tool_width, action_width=action_width
+                    )
+        run.clear()
+
+    for i, ln in enumerate(lines):
+        if ln.requirement is None:
+            flush()
+            continue
+        if run and (i in commented or _blank_between(source_lines, run[-1].last, ln.first)):
+            flush()
+        run.append(ln)
+    flush()
+
+
+def _blank_between(source_lines: Sequence[str], after: int, before: int) -> bool:
+    """True when a blank source line lies strictly between lines ``after`` and ``before``."""
+    return any(
+        not source_lines[n - 1].strip()
+        for n in range(after + 1, before)
+        if 0 < n <= len(source_lines)
+    )
+
+
+# ----------------------------------------------------------------- equivalence
+
+_POSITION_FIELDS = frozenset({"span", "file", "source", "quoted", "comments"})
+
+
+def shape(node: Any) -> Any:
+    """The AST without positions: what formatting must preserve exactly."""
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        out: list[Any] = [type(node).__name__]
+        for f in dataclasses.fields(node):
+            if f.name in _POSITION_FIELDS or f.name.endswith("_span") or f.name.endswith("_spans"):
+                if f.name == "clause_spans":
+                    out.append(tuple(k for k, _ in node.clause_spans))  # type: ignore[attr-defined]
+                continue
+            out.append((f.name, shape(getattr(node, f.name))))
+        return tuple(out)
+    if isinstance(node, tuple | list):
+        return tuple(shape(n) for n in node)
+    if isinstance(node, dict):
+        return tuple((k, shape(v)) for k, v in node.items())
+    if isinstance(node, float) and math.isnan(node):  # pragma: no cover - the grammar has no NaN
+        return "nan"
+    if isinstance(node, bool | int | float):
+        return (type(node).__name__, node)
+    return node
+
+
+def _comment_texts(comments: Iterable[ast.Comment]) -> list[str]:
+    return [c.text.strip() for c in comments]
+
+
+# ------------------------------------------------------------------ public API
+
+
+def format_file(file: ast.PolicyFile) -> str:
+    """Print a parsed, error-free file canonically; raise ``FormatError`` if meaning would change."""
+    text = _layout(file)
+    again = parse_source(text, file.path)
+    if again.diagnostics or shape(again.file.statements) != shape(file.statements):
+        raise FormatError("the formatted text would not parse back to the same policy")
+    if _comment_texts(again.file.comments) != _comment_texts(file.comments):
+        raise FormatError("the formatted text would lose or reorder a comment")
+    return text
+
+
+def format_source(text: str, filename: str = "<string>") -> FormatResult:
+    """Format ``text``: the canonical text, or the syntax diagnostics that prevent formatting.
+
+    Never raises for bad input; a file the formatter cannot reproduce
+    faithfully yields a ``SOS901`` diagnostic and no text.
+    """
+    parsed = parse_source(text, filename)
+    errors = tuple(d for d in parsed.diagnostics if d.severity == "error")
+    if errors:
+        return FormatResult(None, errors)
+    try:
+        return FormatResult(format_file(parsed.file), ())
+    except (FormatError, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, FormatError) else "expression nested too deeply"
+        return FormatResult(None, (_cannot_format(filename, reason),))
+
+
+def _cannot_format(filename: str, reason: str) -> Diagnostic:
+    from sharedos.policy.lints import LINT_CODES
+
+    info = LINT_CODES["SOS901"]
+    return Diagnostic(
+        code="SOS901",
+        severity="error",
+        message=f"cannot format this file safely: {reason}; it was left unchanged",
+        file=filename,
+        line=1,
+        col=1,
+        end_line=1,
+        end_col=2,
+        hint=info.hint,
+    )

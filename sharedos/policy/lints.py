@@ -1,0 +1,726 @@
+"""Lints: warnings about policies that are valid but probably not what was meant.
+
+The checker reports what is *wrong* (errors); lints report what is *suspicious*
+(warnings, which ``sharedos-policy check --strict`` turns into errors):
+
+* ``SOS501`` a ``context.x`` the context schema does not have;
+* ``SOS502`` a context attribute used as the wrong type (``context.roles == "admin"``);
+* ``SOS503`` a permit that can never allow anything because one unconditional
+  forbid of the same namespace covers all of its actions and its pattern;
+* ``SOS504`` a rule whose pattern never matches the resource of any requirement
+  its actions govern (e.g. an absolute pattern over ``"{args.owner}/{args.repo}"``);
+* ``SOS505`` an ``args.x`` that the tool's ``inputSchema`` does not declare
+  (only with a catalogue);
+* ``SOS506`` a requirement for a tool the catalogue does not have.
+
+Duplicate requirements are a checker error (``SOS202``), not a lint.
+
+Without ``--context-schema`` the context schema is the one the kernel really
+passes: ``AccessContext.policy_input`` (``principal``, ``tenant``, ``roles``,
+``attributes``, ``turn_id``; ``attributes`` is open).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from sharedos.policy import ast
+from sharedos.policy.compiler import encode_resource, resource_text
+from sharedos.policy.diagnostics import CodeInfo, Diagnostic, source_line
+from sharedos.policy.patterns import (
+    PatternSyntaxError,
+    Resolved,
+    covers_within,
+    meets_shape,
+    parse_pattern,
+    resolve,
+)
+
+_CATALOGUE: tuple[CodeInfo, ...] = (
+    CodeInfo("SOS501", "unknown context attribute", "use an attribute the context schema declares (host-specific values live under context.attributes), or add it to the schema"),
+    CodeInfo("SOS502", "context attribute used as the wrong type", "compare the attribute with a value of its declared type; for a list use 'x in context.roles'"),
+    CodeInfo("SOS503", "permit shadowed by a forbid", "narrow the forbid (pattern, actions or a when/unless condition) or delete the permit that can never apply"),
+    CodeInfo("SOS504", "rule never matches", "make the pattern's shape (absolute or relative, depth) match the resource of a requirement it governs"),
+    CodeInfo("SOS505", "argument not in the tool's inputSchema", "read an argument the tool's inputSchema declares, or fix the spelling"),
+    CodeInfo("SOS506", "requirement for a tool the catalogue lacks", "remove the requirement, or register the tool in the catalogue"),
+    CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
+    CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
+)  # fmt: skip
+
+#: Codes emitted by the lints and the CLI (the core's checker codes are in ``diagnostics.CODES``).
+LINT_CODES: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
+
+
+# ----------------------------------------------------------------- schemas
+
+
+@dataclass(frozen=True)
+class AttrSchema:
+    """What is known about one attribute: its JSON types and, for objects, its members.
+
+    ``members is None`` means the object is open (any member may exist).
+    ``types`` empty means any type.
+    """
+
+    types: frozenset[str] = frozenset()
+    members: Mapping[str, AttrSchema] | None = None
+
+    def allows(self, kind: str) -> bool:
+        """True when a value of JSON type ``kind`` is allowed here."""
+        if not self.types:
+            return True
+        if kind == "number":
+            return bool(self.types & {"number", "integer"})
+        return kind in self.types
+
+
+_OPEN = AttrSchema()
+
+#: ``AccessContext.policy_input``: the context the kernel really passes.
+ACCESS_CONTEXT_SCHEMA = AttrSchema(
+    frozenset({"object"}),
+    {
+        "principal": AttrSchema(frozenset({"string"})),
+        "tenant": AttrSchema(frozenset({"string"})),
+        "roles": AttrSchema(frozenset({"array"})),
+        "attributes": AttrSchema(frozenset({"object"}), None),
+        "turn_id": AttrSchema(frozenset({"string"})),
+    },
+)
+
+_SHORTHAND_TYPES = {
+    "string": "string",
+    "str": "string",
+    "number": "number",
+    "integer": "integer",
+    "int": "integer",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "object": "object",
+    "null": "null",
+    "any": "",
+}
+
+
+class SchemaError(ValueError):
+    """A context schema or catalogue file that cannot be used."""
+
+
+def schema_from_json(data: Any, where: str = "schema") -> AttrSchema:
+    """Read a context schema: a JSON Schema object, or the shorthand ``{"name": "type" | {...}}``.
+
+    In JSON Schema form, an object's listed ``properties`` are the known
+    attributes; it is open only when ``additionalProperties`` is ``true`` or a
+    schema, or when it lists no properties at all.
+    """
+    if isinstance(data, Mapping) and ("properties" in data or "type" in data or "$schema" in data):
+        return _from_json_schema(data, where)
+    if isinstance(data, Mapping):
+        return AttrSchema(
+            frozenset({"object"}),
+            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in data.items()},
+        )
+    raise SchemaError(f"{where}: expected a JSON object (a JSON Schema or a name -> type mapping)")
+
+
+def _from_shorthand(value: Any, where: str) -> AttrSchema:
+    if isinstance(value, str):
+        kind = _SHORTHAND_TYPES.get(value.lower())
+        if kind is None:
+            raise SchemaError(
+                f"{where}: unknown type {value!r} (use one of {', '.join(sorted(_SHORTHAND_TYPES))})"
+            )
+        return AttrSchema(frozenset({kind}) if kind else frozenset())
+    if isinstance(value, Mapping):
+        return AttrSchema(
+            frozenset({"object"}),
+            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in value.items()},
+        )
+    raise SchemaError(f"{where}: expected a type name or an object, got {type(value).__name__}")
+
+
+def _from_json_schema(node: Any, where: str) -> AttrSchema:
+    if node is True or node is None:
+        return _OPEN
+    if not isinstance(node, Mapping):
+        raise SchemaError(f"{where}: expected a JSON Schema object")
+    raw_type = node.get("type")
+    if isinstance(raw_type, str):
+        types = frozenset({raw_type})
+    elif isinstance(raw_type, list) and all(isinstance(t, str) for t in raw_type):
+        types = frozenset(raw_type)
+    else:
+        types = frozenset()
+    props = node.get("properties")
+    members: dict[str, AttrSchema] | None = None
+    if isinstance(props, Mapping) and props:
+        extra = node.get("additionalProperties", False)
+        if extra is False:
+            members = {str(k): _from_json_schema(v, f"{where}.{k}") for k, v in props.items()}
+    return AttrSchema(types, members)
+
+
+@dataclass(frozen=True)
+class CatalogTool:
+    """A catalogued tool: its name and what its inputSchema says about arguments."""
+
+    name: str
+    args: AttrSchema
+
+
+class CatalogEntry(BaseModel):
+    """One tool of a ``--catalog`` file, in MCP spelling (other MCP fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    # MCP spelling on the wire
+    inputSchema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+_CATALOG_ADAPTER: TypeAdapter[list[CatalogEntry]] = TypeAdapter(list[CatalogEntry])
+
+
+def catalog_from_json(data: Any) -> dict[str, CatalogTool]:
+    """Read a catalogue: a JSON list of ``{name, inputSchema}`` (or ``{"tools": [...]}``, as MCP lists them)."""
+    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise SchemaError('expected a JSON list of {"name", "inputSchema"} objects')
+    try:
+        entries = _CATALOG_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise SchemaError(f"tool #{where}: {err['msg']}") from None
+    # For arguments the usual JSON Schema default holds only when nothing is
+    # listed: a tool that lists properties is taken to declare all it reads.
+    return {
+        e.name: CatalogTool(e.name, _from_json_schema(e.inputSchema, f"{e.name}.inputSchema"))
+        for e in entries
+    }
+
+
+# ------------------------------------------------------------------- lints
+
+
+@dataclass
+class LintOptions:
+    """What the lints check against."""
+
+    context_schema: AttrSchema = ACCESS_CONTEXT_SCHEMA
+    context_schema_name: str = "AccessContext"
+    catalog: Mapping[str, CatalogTool] | None = None
+
+
+@dataclass
+class _Out:
+    sources: Mapping[str, str]
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def warn(self, code: str, message: str, span: ast.Span, hint: str | None = None) -> None:
+        end_col = span.end_col if span.end_line == span.line else span.col + 1
+        self.items.append(
+            Diagnostic(
+                code=code,
+                severity="warning",
+                message=message,
+                file=span.file,
+                line=span.line,
+                col=span.col,
+                end_line=span.line,
+                end_col=end_col,
+                hint=hint if hint is not None else LINT_CODES[code].hint,
+                excerpt=source_line(self.sources.get(span.file, ""), span.line),
+            )
+        )
+
+
+def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) -> list[Diagnostic]:
+    """Every lint warning for the files taken together (as they are compiled together)."""
+    opts = options or LintOptions()
+    out = _Out({f.path: f.source for f in files})
+    requirements = _requirements(files)
+    _lint_context(files, opts, out)
+    _lint_rules(files, requirements, out)
+    if opts.catalog is not None:
+        _lint_catalog(files, requirements, opts.catalog, out)
+    return out.items
+
+
+def _requirements(files: Sequence[ast.PolicyFile]) -> dict[str, ast.Requirement]:
+    reqs: dict[str, ast.Requirement] = {}
+    for f in files:
+        for req in f.requirements:
+            if req.action is not None and req.resource is not None:
+                reqs.setdefault(req.tool, req)
+    return reqs
+
+
+# -- expressions
+
+
+def _walk(expr: ast.Expr) -> Iterator[ast.Expr]:
+    yield expr
+    if isinstance(expr, ast.ListExpr):
+        for item in expr.items:
+            yield from _walk(item)
+    elif isinstance(expr, ast.Call):
+        for arg in expr.args:
+            yield from _walk(arg)
+    elif isinstance(expr, ast.Compare | ast.BoolOp):
+        yield from _walk(expr.left)
+        yield from _walk(expr.right)
+    elif isinstance(expr, ast.Not):
+        yield from _walk(expr.operand)
+
+
+def _refs(expr: ast.Expr | None, root: str) -> Iterator[ast.Ref]:
+    if expr is None:
+        return
+    for node in _walk(expr):
+        if isinstance(node, ast.Ref) and node.root == root and node.path:
+            yield node
+
+
+# -- context attributes (SOS501, SOS502)
+
+
+def _lookup(schema: AttrSchema, path: Sequence[str]) -> tuple[str, AttrSchema | None, int]:
+    """Walk ``path``: ("ok", schema, n), ("unknown", parent, i) or ("not-object", parent, i)."""
+    node = schema
+    for i, name in enumerate(path):
+        if node.types and "object" not in node.types:
+            return "not-object", node, i
+        if node.members is None:
+            return "ok", None, i  # open object: nothing more is known
+        child = node.members.get(name)
+        if child is None:
+            return "unknown", node, i
+        node = child
+    return "ok", node, len(path)
+
+
+def _check_context_path(
+    path: Sequence[str], span: ast.Span, opts: LintOptions, out: _Out
+) -> AttrSchema | None:
+    status, node, i = _lookup(opts.context_schema, path)
+    dotted = ".".join(("context", *path[: i + 1]))
+    if status == "unknown" and node is not None and node.members is not None:
+        known = ", ".join(sorted(node.members)) or "none"
+        parent = ".".join(("context", *path[:i]))
+        hint = f"{parent} has: {known} (schema: {opts.context_schema_name})"
+        if (
+            not path[:i]
+            and "attributes" in node.members
+            and opts.context_schema is ACCESS_CONTEXT_SCHEMA
+        ):
+            hint += f"; host-specific values are context.attributes.{path[i]}"
+        close = difflib.get_close_matches(path[i], list(node.members), n=1)
+        suggestion = f" (did you mean {parent}.{close[0]}?)" if close else ""
+        out.warn("SOS501", f"unknown context attribute {dotted}{suggestion}", span, hint)
+        return None
+    if status == "not-object" and node is not None:
+        parent = ".".join(("context", *path[:i]))
+        kinds = "/".join(sorted(node.types))
+        out.warn("SOS502", f"{parent} is a {kinds}; it has no attribute {path[i]!r}", span)
+        return None
+    return node
+
+
+def _kind(expr: ast.Expr) -> str | None:
+    if isinstance(expr, ast.Literal):
+        v = expr.value
+        if isinstance(v, bool):
+            return "boolean"
+        if isinstance(v, int | float):
+            return "number"
+        if isinstance(v, str):
+            return "string"
+        return "null"
+    if isinstance(expr, ast.ListExpr):
+        return "array"
+    return None
+
+
+def _lint_condition(cond: ast.Expr, opts: LintOptions, out: _Out) -> None:
+    known: dict[int, AttrSchema | None] = {}
+    for ref in _refs(cond, "context"):
+        known[id(ref)] = _check_context_path(ref.path, ref.span, opts, out)
+    for node in _walk(cond):
+        if not isinstance(node, ast.Compare):
+            continue
+        if node.op in ("==", "!="):
+            for ref_side, other in ((node.left, node.right), (node.right, node.left)):
+                schema = known.get(id(ref_side))
+                kind = _kind(other)
+                if schema is not None and kind is not None and not schema.allows(kind):
+                    assert isinstance(ref_side, ast.Ref)
+                    declared = "/".join(sorted(schema.types))
+                    hint = None
+                    if "array" in schema.types and kind != "array":
+                        hint = (
+                            f"to test membership write: {_literal_text(other)} in {ref_side.dotted}"
+                        )
+                    out.warn(
+                        "SOS502",
+                        f"{ref_side.dotted} is declared {declared} but is compared with a {kind}: "
+                        f"'{node.op}' is always {'false' if node.op == '==' else 'true'}",
+                        node.span,
+                        hint,
+                    )
+        else:
+            schema = known.get(id(node.right))
+            if (
+                schema is not None
+                and schema.types
+                and not (schema.types & {"array", "object", "string"})
+            ):
+                assert isinstance(node.right, ast.Ref)
+                declared = "/".join(sorted(schema.types))
+                out.warn(
+                    "SOS502",
+                    f"'{node.op}' needs a list, string or object on the right, but {node.right.dotted} is declared {declared}",
+                    node.span,
+                )
+
+
+def _literal_text(expr: ast.Expr) -> str:
+    if isinstance(expr, ast.Literal) and isinstance(expr.value, str):
+        return '"' + expr.value + '"'
+    return "VALUE"
+
+
+def _pattern_context_refs(pattern: ast.Pattern) -> list[tuple[list[str], int]]:
+    """(context path, character offset in the pattern) of each ``{context.x}`` hole."""
+    found: list[tuple[list[str], int]] = []
+    raw = pattern.raw
+    start = raw.find("{")
+    while start >= 0:
+        end = raw.find("}", start)
+        if end < 0:
+            break
+        inner = raw[start + 1 : end].strip()
+        parts = inner.split(".")
+        if parts[0] == "context" and len(parts) > 1:
+            found.append((parts[1:], start))
+        start = raw.find("{", end)
+    return found
+
+
+def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out) -> None:
+    for f in files:
+        for stmt in f.statements:
+            if isinstance(stmt, ast.Rule):
+                if stmt.condition is not None:
+                    _lint_condition(stmt.condition, opts, out)
+                sp = stmt.pattern.span
+                for path, offset in _pattern_context_refs(stmt.pattern):
+                    col = sp.col + 1 + offset  # +1: the opening quote
+                    width = len("{context." + ".".join(path) + "}")
+                    _check_context_path(
+                        path, ast.Span(sp.file, sp.line, col, sp.line, col + width), opts, out
+                    )
+            elif isinstance(stmt, ast.TestBlock):
+                _lint_test_context(stmt, _test_context_span(stmt, f.source), opts, out)
+
+
+def _test_context_span(test: ast.TestBlock, source: str) -> ast.Span:
+    """Where the test's ``context`` clause is (the AST keeps no span for it): else the test."""
+    lines = source.split("\n")
+    for number in range(test.span.line, min(test.span.end_line, len(lines)) + 1):
+        text = lines[number - 1]
+        offset = 0
+        if number == test.span.line:
+            offset = text.find("{", test.span.col - 1) + 1
+            if offset == 0:
+                continue
+        m = _CONTEXT_CLAUSE_RE.match(text, offset)
+        if m:
+            col = m.start(1) + 1
+            return ast.Span(test.span.file, number, col, number, col + len("context"))
+    return test.span
+
+
+_CONTEXT_CLAUSE_RE = re.compile(r"[ \t]*(context)\b")
+
+
+def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, out: _Out) -> None:
+    def visit(value: Any, path: list[str]) -> None:
+        if not isinstance(value, dict):
+            return
+        for key, sub in value.items():
+            here = [*path, key]
+            status, node, _ = _lookup(opts.context_schema, here)
+            if status != "ok":
+                _check_context_path(here, where, opts, out)
+                continue
+            if node is not None and node.types and not node.allows(_value_kind(sub)):
+                declared = "/".join(sorted(node.types))
+                out.warn(
+                    "SOS502",
+                    f"test {test.name!r} gives context.{'.'.join(here)} a {_value_kind(sub)}; the schema declares {declared}",
+                    where,
+                )
+            visit(sub, here)
+
+    visit(test.context, [])
+
+
+def _value_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+# -- rules (SOS503, SOS504)
+
+#: Stand-in values for ``{context.x}`` holes: distinct per attribute, safe, and
+#: unlike any literal an operator writes, so pattern reasoning treats each hole
+#: as "some one segment, the same wherever this attribute appears".
+_HOLE_MARK = "\u2063"
+
+
+def _placeholder_context(rules: Sequence[ast.Rule]) -> dict[str, Any] | None:
+    ctx: dict[str, Any] = {}
+    for rule in rules:
+        for path, _ in _pattern_context_refs(rule.pattern):
+            node = ctx
+            for name in path[:-1]:
+                nxt = node.setdefault(name, {})
+                if not isinstance(nxt, dict):
+                    return None
+                node = nxt
+            leaf = path[-1]
+            if isinstance(node.get(leaf), dict):
+                return None
+            node[leaf] = _HOLE_MARK + ".".join(path) + _HOLE_MARK
+    return ctx
+
+
+def _shape(req: ast.Requirement) -> tuple[Any, ...]:
+    assert req.resource is not None
+    enc = encode_resource(req.resource)
+    if enc["kind"] == "path":
+        return ("path",)
+    segs = tuple(tuple(("t", p[1]) if p[0] == "t" else ("h",) for p in seg) for seg in enc["segs"])
+    return ("template", enc["abs"], segs)
+
+
+def _lint_rules(
+    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+) -> None:
+    rules = [r for f in files for r in f.rules]
+    by_ns: dict[str, list[ast.Requirement]] = {}
+    for req in requirements.values():
+        by_ns.setdefault(req.namespace, []).append(req)
+    ctx = _placeholder_context(rules)
+    if ctx is None:
+        return
+    resolved: dict[int, Resolved] = {}
+    for rule in rules:
+        try:
+            resolved[id(rule)] = resolve(parse_pattern(rule.pattern.raw), ctx)
+        except PatternSyntaxError:
+            continue  # the checker reports it (SOS207)
+
+    def governed(rule: ast.Rule) -> list[ast.Requirement]:
+        reqs = by_ns.get(rule.namespace, [])
+        if "*" in rule.actions:
+            return reqs
+        return [r for r in reqs if r.action in rule.actions]
+
+    reachable: dict[int, list[ast.Requirement]] = {}
+    for rule in rules:
+        pat = resolved.get(id(rule))
+        reqs = governed(rule)
+        if pat is None or not reqs:
+            continue  # unknown actions are the checker's SOS201
+        hits = [r for r in reqs if meets_shape(pat, _shape(r))]
+        reachable[id(rule)] = hits
+        if not hits:
+            shown = "; ".join(
+                f"{r.tool}: {resource_text(r.resource)}" for r in reqs[:3] if r.resource
+            )
+            more = f" (and {len(reqs) - 3} more)" if len(reqs) > 3 else ""
+            out.warn(
+                "SOS504",
+                f"{rule.effect} {rule.rule_id} never matches: pattern {rule.pattern.raw!r} cannot match "
+                f"the resource of any requirement it governs ({shown}{more})",
+                rule.pattern.span,
+            )
+
+    ns_actions = {ns: {r.action for r in reqs if r.action} for ns, reqs in by_ns.items()}
+
+    def effective_actions(rule: ast.Rule) -> frozenset[str]:
+        known = ns_actions.get(rule.namespace, set())
+        return frozenset(known if "*" in rule.actions else set(rule.actions) & known)
+
+    # Forbids per namespace, in a trie over their literal prefixes: for path
+    # resources a forbid can only cover a permit whose pattern starts with the
+    # forbid's literal segments, so only the forbids met along the permit's
+    # own literal prefix need the full coverage test.
+    tries: dict[str, _PrefixTrie] = {}
+    everything: dict[str, list[ast.Rule]] = {}
+    for rule in rules:
+        if rule.effect == "forbid" and rule.condition is None and id(rule) in resolved:
+            tries.setdefault(rule.namespace, _PrefixTrie()).add(
+                _literal_prefix(resolved[id(rule)]), rule
+            )
+            everything.setdefault(rule.namespace, []).append(rule)
+    forbid_actions = {id(r): effective_actions(r) for rs in everything.values() for r in rs}
+
+    for permit in rules:
+        matched_reqs = reachable.get(id(permit))
+        if permit.effect != "permit" or not matched_reqs:
+            continue
+        ppat = resolved[id(permit)]
+        wanted = effective_actions(permit)
+        shapes = [_shape(req) for req in matched_reqs]
+        if all(shape == ("path",) for shape in shapes):
+            candidates = tries.get(permit.namespace, _PrefixTrie()).along(_literal_prefix(ppat))
+        else:
+            candidates = everything.get(permit.namespace, [])
+        for forbid in candidates:
+            if not wanted or not wanted <= forbid_actions[id(forbid)]:
+                continue
+            fpat = resolved[id(forbid)]
+            if all(covers_within(fpat, ppat, shape) for shape in shapes):
+                out.warn(
+                    "SOS503",
+                    f"permit {permit.rule_id} can never allow anything: forbid {forbid.rule_id}"
+                    + (f" (at {forbid.span.file}:{forbid.span.line})" if forbid.explicit_id else "")
+                    + f" covers its actions and pattern {permit.pattern.raw!r} unconditionally",
+                    permit.span,
+                )
+                break
+
+
+def _literal_prefix(pattern: Resolved) -> list[str]:
+    out: list[str] = []
+    for seg in pattern.segs:
+        if seg[0] != "L":
+            break
+        out.append(seg[1])
+    return out
+
+
+class _PrefixTrie:
+    """Rules keyed by literal segment prefixes; ``along(p)`` yields those whose key is a prefix of ``p``."""
+
+    def __init__(self) -> None:
+        self.here: list[ast.Rule] = []
+        self.children: dict[str, _PrefixTrie] = {}
+
+    def add(self, prefix: Sequence[str], rule: ast.Rule) -> None:
+        node = self
+        for seg in prefix:
+            node = node.children.setdefault(seg, _PrefixTrie())
+        node.here.append(rule)
+
+    def along(self, prefix: Sequence[str]) -> list[ast.Rule]:
+        out: list[ast.Rule] = list(self.here)
+        node = self
+        for seg in prefix:
+            nxt = node.children.get(seg)
+            if nxt is None:
+                break
+            node = nxt
+            out.extend(node.here)
+        return out
+
+
+# -- catalogue (SOS505, SOS506)
+
+
+def _arg_known(schema: AttrSchema, path: Sequence[str]) -> bool:
+    status, _, _ = _lookup(schema, path)
+    return status == "ok"
+
+
+def _lint_catalog(
+    files: Sequence[ast.PolicyFile],
+    requirements: Mapping[str, ast.Requirement],
+    catalog: Mapping[str, CatalogTool],
+    out: _Out,
+) -> None:
+    for req in requirements.values():
+        tool = catalog.get(req.tool)
+        if tool is None:
+            out.warn(
+                "SOS506",
+                f"requirement {req.tool}: the catalogue has no tool {req.tool!r}",
+                req.tool_span,
+            )
+            continue
+        res = req.resource
+        refs: list[ast.Ref] = []
+        if isinstance(res, ast.PathResource):
+            refs.append(res.arg)
+        elif isinstance(res, ast.TemplateResource):
+            refs.extend(p for p in res.parts if isinstance(p, ast.Ref))
+        for ref in refs:
+            if ref.root == "args" and ref.path and not _arg_known(tool.args, ref.path):
+                out.warn(
+                    "SOS505",
+                    f"requirement {req.tool} reads {ref.dotted}, which {req.tool}'s inputSchema does not declare",
+                    ref.span,
+                    _declared_hint(tool, ref.path[0]),
+                )
+    by_ns: dict[str, list[ast.Requirement]] = {}
+    for req in requirements.values():
+        by_ns.setdefault(req.namespace, []).append(req)
+    for f in files:
+        for stmt in f.statements:
+            if isinstance(stmt, ast.Rule):
+                reqs = by_ns.get(stmt.namespace, [])
+                tools = [
+                    catalog[r.tool]
+                    for r in reqs
+                    if r.tool in catalog and ("*" in stmt.actions or r.action in stmt.actions)
+                ]
+                if not tools:
+                    continue
+                for ref in _refs(stmt.condition, "args"):
+                    if not any(_arg_known(t.args, ref.path) for t in tools):
+                        names = ", ".join(sorted(t.name for t in tools))
+                        out.warn(
+                            "SOS505",
+                            f"{stmt.effect} {stmt.rule_id} reads {ref.dotted}, which no tool it governs declares ({names})",
+                            ref.span,
+                        )
+            elif isinstance(stmt, ast.TestBlock) and stmt.tool is not None and stmt.tool in catalog:
+                ctool = catalog[stmt.tool]
+                for key in stmt.args:
+                    if not _arg_known(ctool.args, [key]):
+                        out.warn(
+                            "SOS505",
+                            f"test {stmt.name!r} passes argument {key!r}, which {stmt.tool}'s inputSchema does not declare",
+                            stmt.tool_span or stmt.span,
+                            _declared_hint(ctool, key),
+                        )
+
+
+def _declared_hint(tool: CatalogTool, name: str | None = None) -> str:
+    members = tool.args.members
+    if members is None:
+        return LINT_CODES["SOS505"].hint
+    hint = f"{tool.name} declares: {', '.join(sorted(members)) or 'no arguments'}"
+    close = difflib.get_close_matches(name, list(members), n=1) if name else []
+    return hint + (f" (did you mean {close[0]!r}?)" if close else "")

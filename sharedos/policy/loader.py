@@ -1,0 +1,166 @@
+"""Front door: files or text -> parse -> check -> compile -> ``PolicySet``."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from sharedos.policy import ast
+from sharedos.policy.checker import CheckResult, check
+from sharedos.policy.compiler import compile_program
+from sharedos.policy.diagnostics import Diagnostic, PolicyError, has_errors, make
+from sharedos.policy.parser import parse_source
+from sharedos.policy.policyset import PolicySet
+from sharedos.toolpolicy import ToolPolicy
+
+#: Diagnostics that are only noise once a syntax error has dropped a statement
+#: (an action or tool the unparsed requirement would have declared).
+_DEPENDENT_CODES = frozenset({"SOS201", "SOS401"})
+
+
+def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnostic]]:
+    """Expand files and directories (recursively, ``*.sos``) into a sorted, de-duplicated list."""
+    found: dict[str, Path] = {}
+    problems: list[Diagnostic] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*.sos")):
+                if child.is_file():
+                    found.setdefault(str(child), child)
+        elif path.is_file():
+            found.setdefault(str(path), path)
+        else:
+            problems.append(
+                make(
+                    "SOS001",
+                    f"{path}: no such file or directory",
+                    file=str(path),
+                    source="",
+                    line=1,
+                    col=1,
+                )
+            )
+    files = [found[k] for k in sorted(found)]
+    return files, problems
+
+
+def read_file(path: Path) -> tuple[str | None, Diagnostic | None]:
+    """Read a policy file as UTF-8; a diagnostic instead of an exception on failure."""
+    try:
+        return path.read_text(encoding="utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, make(
+            "SOS001",
+            f"{path} is not valid UTF-8 (byte {exc.start})",
+            file=str(path),
+            source="",
+            line=1,
+            col=1,
+        )
+    except OSError as exc:
+        return None, make(
+            "SOS001",
+            f"cannot read {path}: {exc.strerror or exc}",
+            file=str(path),
+            source="",
+            line=1,
+            col=1,
+        )
+
+
+def parse_and_check(
+    sources: Sequence[tuple[str, str]],
+) -> tuple[list[ast.PolicyFile], list[Diagnostic], dict[str, ToolPolicy]]:
+    """Parse and check ``(filename, text)`` pairs: files, every diagnostic, valid tool policies."""
+    files, diagnostics, checked = _parse_check(sources)
+    return files, diagnostics, dict(checked.tool_policies)
+
+
+def _parse_check(
+    sources: Sequence[tuple[str, str]],
+) -> tuple[list[ast.PolicyFile], list[Diagnostic], CheckResult]:
+    files: list[ast.PolicyFile] = []
+    diagnostics: list[Diagnostic] = []
+    for name, text in sources:
+        result = parse_source(text, name)
+        files.append(result.file)
+        diagnostics.extend(result.diagnostics)
+    syntax_failed = has_errors(diagnostics)
+    checked = check(files)
+    for diag in checked.diagnostics:
+        if syntax_failed and diag.code in _DEPENDENT_CODES:
+            continue
+        diagnostics.append(diag)
+    return files, diagnostics, checked
+
+
+def compile_sources(sources: Sequence[tuple[str, str]]) -> PolicySet:
+    """Compile ``(filename, text)`` pairs together; raise ``PolicyError`` listing every error."""
+    with gc_paused():
+        files, diagnostics, checked = _parse_check(sources)
+        if has_errors(diagnostics):
+            raise PolicyError(diagnostics)
+        program = compile_program(files, checked.tool_policies, checked.patterns)
+        return PolicySet(program, files=tuple(files), diagnostics=tuple(diagnostics))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a compile allocates its (acyclic) trees.
+
+    Parsing allocates a few objects per character; with the collector on, a
+    large host heap turns that into repeated full collections (measured: 2x
+    slower on 10,000 rules). Collection resumes afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def compile_source(text: str, filename: str = "<string>") -> PolicySet:
+    """Compile one policy text; raise ``PolicyError`` with every diagnostic on error."""
+    return compile_sources([(filename, text)])
+
+
+def compile_paths(paths: Iterable[str | Path]) -> PolicySet:
+    """Compile ``.sos`` files and directories (recursively) together as one policy.
+
+    Files are ordered by path, so the same inputs always give the same
+    ``bundle_hash``. Raise ``PolicyError`` listing every problem found.
+    """
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    files, problems = collect_files(paths)
+    sources: list[tuple[str, str]] = []
+    for path in files:
+        text, problem = read_file(path)
+        if problem is not None:
+            problems.append(problem)
+        elif text is not None:
+            sources.append((str(path), text))
+    if not files and not problems:
+        problems.append(
+            make(
+                "SOS002",
+                "no .sos files found in the given paths",
+                file="<paths>",
+                source="",
+                line=1,
+                col=1,
+            )
+        )
+    if problems:
+        try:
+            _files, more, _ = parse_and_check(sources)
+            problems.extend(more)
+        except Exception:  # pragma: no cover - parse_and_check never raises
+            pass
+        raise PolicyError(problems)
+    return compile_sources(sources)

@@ -1,0 +1,65 @@
+"""Canonical filesystem-like paths: the one place ``..`` and ``//`` are resolved.
+
+Policy decisions are made on the canonical form only, and the files tools act
+on the canonical form the decision names, so the two can never disagree about
+which file a call touches. There is deliberately no percent-decoding:
+``%2e%2e`` is a literal segment name, never ``..``.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Longest path accepted, in characters (longer is unresolvable, not truncated).
+MAX_PATH_CHARS = 4096
+
+# C0 controls, DEL and C1 controls. NUL is the one that matters most (it
+# truncates paths in C APIs); the rest have no business in a resource name.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SLOW_PATH_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]|//|/\.\.?(?:/|$)|./$")
+
+
+class UnresolvablePath(ValueError):
+    """A value that has no canonical absolute path (the call is denied ``unresolvable_resource``)."""
+
+
+def canonical_path(value: object) -> str:
+    """Return the canonical absolute form of ``value`` or raise ``UnresolvablePath``.
+
+    Promises: the result starts with ``/``; has no empty, ``.`` or ``..``
+    segment; no trailing slash (except ``/`` itself); no control character.
+    Non-strings, relative paths, NUL/control characters, over-long values and
+    a ``..`` that would climb above ``/`` are refused.
+    """
+    if type(value) is not str:
+        raise UnresolvablePath(f"a path must be a string, got {type(value).__name__}")
+    if not value.startswith("/"):
+        raise UnresolvablePath(f"path {_show(value)} is not absolute")
+    if len(value) > MAX_PATH_CHARS:
+        raise UnresolvablePath(f"path is longer than {MAX_PATH_CHARS} characters")
+    # One scan answers the common case (already canonical, nothing suspicious).
+    if _SLOW_PATH_RE.search(value) is None:
+        return value
+    if _CONTROL_RE.search(value) is not None:
+        raise UnresolvablePath(f"path {_show(value)} contains a NUL or control character")
+    parts: list[str] = []
+    for seg in value.split("/"):
+        if seg == "" or seg == ".":
+            continue
+        if seg == "..":
+            if not parts:
+                raise UnresolvablePath(f"path {_show(value)} climbs above '/'")
+            parts.pop()
+            continue
+        parts.append(seg)
+    return "/" + "/".join(parts)
+
+
+def path_segments(canonical: str) -> tuple[str, ...]:
+    """Segments of a canonical path: ``/a/b`` -> ``("a", "b")``, ``/`` -> ``()``."""
+    return tuple(canonical[1:].split("/")) if len(canonical) > 1 else ()
+
+
+def _show(value: str) -> str:
+    text = value if len(value) <= 80 else value[:77] + "..."
+    return repr(text)

@@ -1,0 +1,131 @@
+"""Bundles: round trip, identical decisions and hash, refusal of other compilers and junk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sharedos.policy import COMPILER_VERSION, BundleError, compile_paths, load_bundle
+
+CALLS = [
+    ("files.read", {"path": "/public/a"}, {"principal": "bob", "roles": []}),
+    ("files.read", {"path": "/public/../private/a"}, {"principal": "bob", "roles": []}),
+    ("files.read", {"path": "/private/a"}, {"principal": "dana", "roles": ["admin"]}),
+    ("files.write", {"path": "/home/bob/x"}, {"principal": "bob", "roles": []}),
+    ("files.write", {"path": "/home/bob/x"}, {"principal": "eve", "roles": []}),
+    ("files.read", {"path": "/../x"}, {"principal": "bob", "roles": []}),
+    (
+        "github.search",
+        {"owner": "sharedos", "repo": "security"},
+        {"principal": "a", "tenant": "x", "roles": []},
+    ),
+    ("nope", {}, {"principal": "bob"}),
+]
+
+
+@pytest.fixture
+def shipped(repo_root: Path):  # type: ignore[no-untyped-def]
+    return compile_paths([repo_root / "rules", repo_root / "policy"])
+
+
+def test_round_trip_gives_the_same_decisions_and_hash(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "policy.bundle.json"
+    before = shipped.bundle_hash
+    shipped.save_bundle(bundle)
+    loaded = load_bundle(bundle)
+    for tool, args, ctx in CALLS:  # using rules must not change the hash
+        loaded.decide(tool, args, ctx)
+        loaded.explain(tool, args, ctx)
+    fresh = type(shipped)(shipped.program)  # recomputed, not the cached value
+    assert loaded.bundle_hash == shipped.bundle_hash == before == fresh.bundle_hash
+    assert len(loaded.bundle_hash) == 64
+    for tool, args, ctx in CALLS:
+        assert loaded.decide(tool, args, ctx) == shipped.decide(tool, args, ctx)
+        assert loaded.could_permit(tool, ctx) == shipped.could_permit(tool, ctx)
+    assert dict(loaded.requirements) == dict(shipped.requirements)
+    assert dict(loaded.tool_policies) == dict(shipped.tool_policies)
+    assert loaded.sources == shipped.sources
+    assert loaded.tests == ()  # tests run from source, not from bundles
+    doc = json.loads(bundle.read_text())
+    assert doc["compiler_version"] == COMPILER_VERSION
+    assert set(doc["program"]["sources"]) == {str(p) for p in shipped.sources}
+
+
+def test_bundle_hash_is_deterministic(repo_root: Path) -> None:
+    a = compile_paths([repo_root / "rules", repo_root / "policy"])
+    b = compile_paths([repo_root / "policy", repo_root / "rules"])
+    assert a.bundle_hash == b.bundle_hash
+
+
+def test_bundle_hash_changes_with_the_policy(repo_root: Path, tmp_path: Path) -> None:
+    src = (repo_root / "rules" / "files.sos").read_text()
+    (tmp_path / "files.sos").write_text(src.replace('"/public/**"', '"/pub/**"'))
+    changed = compile_paths([tmp_path])
+    original = compile_paths([repo_root / "rules" / "files.sos"])
+    assert changed.bundle_hash != original.bundle_hash
+
+
+def _rewrite(path: Path, **changes: object) -> None:
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.write_text(json.dumps(doc))
+
+
+def test_other_compiler_version_is_refused(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    _rewrite(bundle, compiler_version="sharedos-policy-compiler/0 grammar/0")
+    with pytest.raises(
+        BundleError, match=r"compiled by 'sharedos-policy-compiler/0 grammar/0'.*recompile"
+    ):
+        load_bundle(bundle)
+
+
+def test_other_grammar_is_refused(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    _rewrite(bundle, grammar_sha256="0" * 64)
+    with pytest.raises(BundleError, match="different grammar"):
+        load_bundle(bundle)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"format": "zip"}',
+        b"\xff\xfe",
+        b'{"format": "sharedos-policy-bundle"}',
+    ],
+)
+def test_junk_is_refused_with_a_clear_error(tmp_path: Path, content: bytes) -> None:
+    bundle = tmp_path / "b.json"
+    bundle.write_bytes(content)
+    with pytest.raises(BundleError):
+        load_bundle(bundle)
+
+
+def test_malformed_program_is_refused(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    _rewrite(bundle, program={"rules": []})
+    with pytest.raises(BundleError, match="malformed"):
+        load_bundle(bundle)
+
+
+def test_missing_bundle(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="cannot read"):
+        load_bundle(tmp_path / "absent.json")
+
+
+def test_save_is_atomic_and_overwrites(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "sub" / "b.json"
+    bundle.parent.mkdir()
+    bundle.write_text("old")
+    shipped.save_bundle(bundle)
+    assert load_bundle(bundle).bundle_hash == shipped.bundle_hash
+    assert [p.name for p in bundle.parent.iterdir()] == ["b.json"]

@@ -1,0 +1,70 @@
+"""The installed console script, run as a real process (not through CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "policy_cli"
+SCRIPT = Path(sys.executable).parent / "sharedos-policy"
+
+pytestmark = pytest.mark.skipif(
+    not SCRIPT.exists(), reason="console script not installed (pip install -e .)"
+)
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SHAREDOS_POLICY_DEBUG": ""},
+    )
+
+
+def test_check_shipped_files_exits_0(repo_root: Path) -> None:
+    proc = run("check", str(repo_root / "rules"), str(repo_root / "policy"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 errors" in proc.stdout
+
+
+def test_exit_codes_of_the_real_process(tmp_path: Path) -> None:
+    assert run("check", str(DATA / "bad" / "syntax.sos")).returncode == 1
+    proc = run("check", str(tmp_path / "missing.sos"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    assert run("fmt", "--check", str(DATA / "messy.sos")).returncode == 1
+    assert run("test", str(DATA / "failing_test.sos")).returncode == 1
+    for proc in (run("check", str(DATA / "bad")), run("test", str(DATA / "bad"))):
+        assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_eval_pipeline_through_stdin(tmp_path: Path) -> None:
+    bundle = tmp_path / "p.bundle.json"
+    proc = run("compile", str(DATA / "good"), "-o", str(bundle))
+    assert proc.returncode == 0 and bundle.exists()
+    request = {
+        "tool": "files.read",
+        "args": {"path": "/public/a"},
+        "context": {"principal": "b", "roles": []},
+    }
+    proc = run("eval", str(bundle), stdin=json.dumps(request) + "\nnot json\n")
+    assert proc.returncode == 1
+    first, second = (json.loads(line) for line in proc.stdout.splitlines())
+    assert first["effect"] == "allow" and first["rule_ids"] == ["public-read"]
+    assert second == {
+        "line": 2,
+        "error": {"code": "invalid_json", "message": "Expecting value at column 1"},
+    }
+
+
+def test_version_and_help() -> None:
+    proc = run("--version")
+    assert proc.returncode == 0 and "sharedos-policy" in proc.stdout
+    assert run("--help").returncode == 0

@@ -1,0 +1,240 @@
+"""Every diagnostic code: position (file:line:col), caret excerpt, hint; never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sharedos.policy import CODES, Diagnostic, PolicyError, compile_paths, compile_source
+
+HEAD = """namespace files
+requirement files.read  { action read;  resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+"""
+
+
+def _errors(text: str) -> list[Diagnostic]:
+    with pytest.raises(PolicyError) as info:
+        compile_source(text, "p.sos")
+    return info.value.diagnostics
+
+
+def _caret_text(diag: Diagnostic) -> str:
+    """The excerpt text the rendered carets point at."""
+    lines = diag.render().splitlines()
+    caret_line = lines[2]
+    excerpt_line = lines[1]
+    start = caret_line.index("^")
+    width = caret_line.count("^")
+    return excerpt_line[start : start + width]
+
+
+# (source, code, line, col, text under the carets)
+CASES = [
+    (HEAD + 'permit read "/x"\n', "SOS101", 4, 13, '"/x"'),
+    (HEAD + 'permit read on "/x" $\n', "SOS102", 4, 21, "$"),
+    (HEAD + "requirement files.list { action list\n", "SOS103", 4, 37, None),
+    (HEAD + 'permit read on "/x\n', "SOS104", 4, 16, '"/x'),
+    (HEAD + 'permit read on "/x\\q"\n', "SOS104", 4, 19, "\\q"),
+    (HEAD + 'permit raed on "/x"\n', "SOS201", 4, 8, "raed"),
+    (
+        HEAD + "requirement files.read { action read; resource path(args.p) }\n",
+        "SOS202",
+        4,
+        13,
+        "files.read",
+    ),
+    (HEAD + 'permit read on "/x" when foo.bar == "x"\n', "SOS203", 4, 26, "foo.bar"),
+    (HEAD + 'permit read on "/x" when "a" in 3\n', "SOS204", 4, 33, "3"),
+    (
+        HEAD + 'permit read on "/x" when lower(context.x) == "a"\n',
+        "SOS205",
+        4,
+        26,
+        "lower(context.x)",
+    ),
+    (
+        'namespace n\nrequirement "bad name" { action a; resource path(args.p) }\n',
+        "SOS206",
+        2,
+        13,
+        '"bad name"',
+    ),
+    (HEAD + 'permit read on "/a/**b"\n', "SOS207", 4, 20, "**"),
+    (HEAD + 'permit read on "/home/{args.user}/**"\n', "SOS207", 4, 23, "{args.user}"),
+    (
+        "namespace n\nrequirement n.t { action a; resource path(context.p) }\n",
+        "SOS208",
+        2,
+        43,
+        "context.p",
+    ),
+    ("namespace n\nrequirement n.t { action a }\n", "SOS209", 2, 13, "n.t"),
+    (
+        HEAD + '@id("r")\npermit read on "/a"\n@id("r")\npermit read on "/b"\n',
+        "SOS210",
+        6,
+        1,
+        '@id("r")',
+    ),
+    (HEAD + '@owner("me")\npermit read on "/a"\n', "SOS211", 4, 1, '@owner("me")'),
+    (
+        HEAD + 'permit read on "/x" when startswith(resource)\n',
+        "SOS213",
+        4,
+        26,
+        "startswith(resource)",
+    ),
+    (
+        'toolpolicy t {\n  mode strict\n  managed files.*\n  harness_local "patch"\n  external_direct "jira"\n}\n',
+        "SOS301",
+        5,
+        3,
+        "external_direct",
+    ),
+    ("toolpolicy t {\n  mode strict\n  managed files.*\n}\n", "SOS302", 1, 12, "t"),
+    ("toolpolicy t {\n  mode open\n  managed files..read\n}\n", "SOS303", 3, 11, "files..read"),
+    ('toolpolicy t {\n  mode open\n  harness_local "bad name"\n}\n', "SOS304", 3, 17, '"bad name"'),
+    ("toolpolicy t { mode open }\ntoolpolicy t { mode open }\n", "SOS305", 2, 12, "t"),
+    ("toolpolicy t { mode lenient }\n", "SOS306", 1, 21, "lenient"),
+    ("toolpolicy t { managed files.* }\n", "SOS307", 1, 12, "t"),
+    (
+        HEAD + 'test "x" {\n  call files.nope { path: "/a" }\n  expect allow\n}\n',
+        "SOS401",
+        5,
+        8,
+        "files.nope",
+    ),
+    (HEAD + 'test "x" {\n  call files.read { path: "/a" }\n}\n', "SOS402", 4, 1, None),
+    (
+        HEAD + 'test "x" {\n  call files.read { path: "/a" }\n  expect deny nope\n}\n',
+        "SOS403",
+        6,
+        15,
+        "nope",
+    ),
+    (
+        HEAD + 'test "x" {\n  policy nope\n  call files.read { path: "/a" }\n  expect allow\n}\n',
+        "SOS405",
+        5,
+        10,
+        "nope",
+    ),
+    (
+        HEAD
+        + 'test "x" { call files.read { path: "/a" } expect deny }\n'
+        + 'test "x" { call files.read { path: "/b" } expect deny }\n',
+        "SOS404",
+        5,
+        1,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "code", "line", "col", "under"), CASES, ids=[c[1] for c in CASES])
+def test_each_code_is_positioned(
+    text: str, code: str, line: int, col: int, under: str | None
+) -> None:
+    diags = _errors(text)
+    matching = [d for d in diags if d.code == code]
+    assert matching, f"expected {code}, got {[d.render() for d in diags]}"
+    diag = matching[0]
+    assert (diag.file, diag.line, diag.col) == ("p.sos", line, col), diag.render()
+    assert diag.severity == "error"
+    assert diag.hint
+    rendered = diag.render()
+    assert rendered.startswith(f"p.sos:{line}:{col}: error[{code}]: ")
+    assert "hint: " in rendered
+    assert diag.excerpt == text.splitlines()[line - 1]
+    if under is not None:
+        assert _caret_text(diag) == under
+
+
+def test_catalogue_covers_every_emitted_code() -> None:
+    emitted = {code for _, code, *_ in CASES} | {"SOS001", "SOS002"}
+    assert emitted == set(CODES), set(CODES) ^ emitted
+
+
+def test_several_syntax_errors_in_one_file_are_all_reported() -> None:
+    text = (
+        HEAD
+        + 'permit read "/a"\n'  # 4: missing 'on'
+        + 'permit read on "/ok/**"\n'  # 5: fine
+        + "forbid * on when\n"  # 6: missing pattern
+        + 'test "t" { call files.read { path: "/a" } expect allow\n'  # 7: unclosed
+        + 'permit write on "/w/**" when "x" in\n'  # 8: dangling operator
+    )
+    diags = _errors(text)
+    assert [(d.code, d.line) for d in diags] == [
+        ("SOS101", 4),
+        ("SOS101", 6),
+        ("SOS103", 7),
+        ("SOS103", 8),
+    ]
+
+
+def test_syntax_and_meaning_errors_together() -> None:
+    text = HEAD + 'permit read "/a"\npermit read on "/x" when nope == 1\n'
+    codes = [(d.code, d.line) for d in _errors(text)]
+    assert ("SOS101", 4) in codes
+    assert ("SOS203", 5) in codes
+
+
+def test_annotation_line_stays_with_its_rule_during_recovery() -> None:
+    text = HEAD + "permit read\n" + '@id("x")\npermit read on "/x" when bogus\n'
+    diags = _errors(text)
+    assert [(d.code, d.line) for d in diags] == [("SOS103", 4), ("SOS203", 6)]
+
+
+def test_policy_error_message_is_the_rendered_list() -> None:
+    with pytest.raises(PolicyError) as info:
+        compile_source(HEAD + 'permit raed on "/x"\npermit wirte on "/y"\n', "p.sos")
+    text = str(info.value)
+    assert "p.sos:4:8: error[SOS201]" in text
+    assert "p.sos:5:8: error[SOS201]" in text
+    assert "actions of namespace 'files': read, write" in text
+
+
+def test_unreadable_and_missing_files(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sos"
+    bad.write_bytes(b"namespace \xff\xfe\n")
+    with pytest.raises(PolicyError) as info:
+        compile_paths([bad, tmp_path / "missing.sos"])
+    codes = sorted(d.code for d in info.value.diagnostics)
+    assert codes == ["SOS001", "SOS001"]
+    assert any("not valid UTF-8" in d.message for d in info.value.diagnostics)
+
+
+def test_empty_directory_has_no_policy_files(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError) as info:
+        compile_paths([tmp_path])
+    assert [d.code for d in info.value.diagnostics] == ["SOS002"]
+
+
+def test_errors_across_files_are_all_reported(tmp_path: Path) -> None:
+    (tmp_path / "a.sos").write_text(HEAD + '@id("dup")\npermit read on "/a"\n')
+    (tmp_path / "b.sos").write_text(
+        'namespace files\n@id("dup")\npermit write on "/b"\npermit nope on "/c"\n'
+    )
+    with pytest.raises(PolicyError) as info:
+        compile_paths([tmp_path])
+    where = [(Path(d.file).name, d.line, d.code) for d in info.value.diagnostics]
+    assert where == [("b.sos", 2, "SOS210"), ("b.sos", 4, "SOS201")]
+
+
+def test_to_dict_round_trips_the_fields() -> None:
+    diag = _errors(HEAD + 'permit raed on "/x"\n')[0]
+    data = diag.to_dict()
+    assert data["code"] == "SOS201"
+    assert (data["line"], data["col"], data["end_col"]) == (4, 8, 12)
+
+
+def test_warnings_do_not_stop_compilation() -> None:
+    policy = compile_source(
+        'namespace n\nrequirement n.t { action a; resource "fixed" }\npermit a on "fixed"\n'
+    )
+    assert [d.code for d in policy.diagnostics] == ["SOS208"]
+    assert policy.diagnostics[0].severity == "warning"
+    assert policy.decide("n.t", {}, {}).allowed

@@ -1,0 +1,244 @@
+"""Lints: each one fires on the case it is for, stays silent on its near miss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sharedos.policy import compile_source
+from sharedos.policy.lints import (
+    LintOptions,
+    SchemaError,
+    catalog_from_json,
+    lint,
+    schema_from_json,
+)
+from sharedos.policy.parser import parse_source
+
+HEAD = (
+    "namespace files\n"
+    "requirement files.read  { action read;  resource path(args.path) }\n"
+    "requirement files.write { action write; resource path(args.path) }\n"
+    "namespace gh\n"
+    'requirement gh.get { action read; resource "{args.owner}/{args.repo}" }\n'
+    "namespace files\n"
+)
+
+
+def codes(body: str, options: LintOptions | None = None) -> list[str]:
+    parsed = parse_source(HEAD + body, "l.sos")
+    assert not parsed.diagnostics, [d.render() for d in parsed.diagnostics]
+    return [d.code for d in lint([parsed.file], options)]
+
+
+def messages(body: str, options: LintOptions | None = None) -> list[str]:
+    parsed = parse_source(HEAD + body, "l.sos")
+    return [d.message for d in lint([parsed.file], options)]
+
+
+# -- SOS501 / SOS502: context attributes
+
+
+def test_unknown_context_attribute_in_condition_pattern_and_test() -> None:
+    assert codes('permit read on "/a/**" when "x" in context.role\n') == ["SOS501"]
+    assert codes('permit read on "/home/{context.principle}/**"\n') == ["SOS501"]
+    assert codes(
+        'test "t" { context { principal: "a", rolez: [] } call files.read { path: "/a" } expect deny }\n'
+    ) == ["SOS501"]
+    # the near misses: real attributes, and anything under the open 'attributes'
+    assert codes('permit read on "/a/**" when "x" in context.roles\n') == []
+    assert (
+        codes('permit read on "/h/{context.principal}/**" when context.attributes.team == "r"\n')
+        == []
+    )
+
+
+def test_suggestions_for_misspelled_names() -> None:
+    assert messages('permit read on "/a/**" when "x" in context.role\n') == [
+        "unknown context attribute context.role (did you mean context.roles?)"
+    ]
+    parsed = parse_source(
+        HEAD + 'test "t" { call files.read { pth: "/a" } expect deny }\n', "l.sos"
+    )
+    found = lint([parsed.file], LintOptions(catalog=CATALOG))
+    assert [d.hint for d in found if d.code == "SOS505"] == [
+        "files.read declares: path (did you mean 'path'?)"
+    ]
+
+
+def test_wrong_type_uses() -> None:
+    assert codes('permit read on "/a/**" when context.roles == "admin"\n') == ["SOS502"]
+    assert codes('permit read on "/a/**" when context.principal.name == "x"\n') == ["SOS502"]
+    assert codes(
+        'test "t" { context { principal: 7 } call files.read { path: "/a" } expect deny }\n'
+    ) == ["SOS502"]
+    assert codes('permit read on "/a/**" when context.principal == "admin"\n') == []
+
+
+def test_custom_context_schema_json_schema_and_shorthand() -> None:
+    schema = schema_from_json(
+        {
+            "type": "object",
+            "properties": {"user": {"type": "object", "properties": {"id": {"type": "string"}}}},
+            "additionalProperties": False,
+        }
+    )
+    opts = LintOptions(context_schema=schema, context_schema_name="custom")
+    assert codes('permit read on "/a/**" when context.user.id == "1"\n', opts) == []
+    assert codes('permit read on "/a/**" when context.user.name == "1"\n', opts) == ["SOS501"]
+    assert codes('permit read on "/a/**" when context.principal == "1"\n', opts) == ["SOS501"]
+    short = schema_from_json({"team": "string", "level": "int", "meta": {"x": "any"}})
+    opts = LintOptions(context_schema=short)
+    assert codes('permit read on "/a/**" when context.level == "high"\n', opts) == ["SOS502"]
+    assert (
+        codes('permit read on "/a/**" when context.meta.x == 1 and context.team == "r"\n', opts)
+        == []
+    )
+    with pytest.raises(SchemaError):
+        schema_from_json({"team": "colour"})
+    with pytest.raises(SchemaError):
+        schema_from_json([1, 2])
+
+
+# -- SOS503: shadowed permits
+
+
+@pytest.mark.parametrize(
+    ("body", "shadowed"),
+    [
+        ('permit read on "/p/x/**"\nforbid * on "/p/**"\n', True),
+        ('permit read, write on "/p/*"\nforbid read, write on "/p/**"\n', True),
+        ('permit * on "/p/x"\nforbid * on "/**"\n', True),
+        ('permit read on "/home/{context.principal}/**"\nforbid read on "/home/*/**"\n', True),
+        # near misses: the forbid is conditional, narrower in actions or in pattern
+        ('permit read on "/p/x/**"\nforbid * on "/p/**" when "a" in context.roles\n', False),
+        ('permit read, write on "/p/**"\nforbid read on "/p/**"\n', False),
+        ('permit read on "/p/**"\nforbid read on "/p/x/**"\n', False),
+        ('permit read on "/p/*"\nforbid read on "/p/a"\n', False),
+        ('permit read on "/home/{context.principal}/**"\nforbid read on "/home/alice/**"\n', False),
+    ],
+)
+def test_shadowed_permit(body: str, shadowed: bool) -> None:
+    assert ("SOS503" in codes(body)) is shadowed
+
+
+def test_shadowing_is_namespace_scoped() -> None:
+    body = 'permit read on "/p/**"\nnamespace gh\nforbid * on "**"\n'
+    assert "SOS503" not in codes(body)
+
+
+# -- SOS504: rules that never match
+
+
+def test_rule_that_never_matches_its_resources() -> None:
+    assert codes('namespace gh\npermit read on "/abs/*"\n') == ["SOS504"]
+    assert codes('namespace gh\npermit read on "a/b/c"\n') == ["SOS504"]  # repos are owner/repo
+    assert codes('permit read on "relative/**"\n') == ["SOS504"]  # paths are absolute
+    assert codes('namespace gh\npermit read on "sharedos/*"\n') == []
+
+
+# -- SOS505 / SOS506: catalogue
+
+
+CATALOG = catalog_from_json(
+    {
+        "tools": [
+            {
+                "name": "files.read",
+                "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+            {
+                "name": "files.write",
+                "inputSchema": {"type": "object", "properties": {"path": {}, "mode": {}}},
+            },
+            {
+                "name": "gh.get",
+                "inputSchema": {"type": "object", "properties": {"owner": {}, "repo": {}}},
+            },
+        ]
+    }
+)
+
+
+def test_arguments_checked_against_the_catalogue() -> None:
+    opts = LintOptions(catalog=CATALOG)
+    assert codes('permit read on "/a/**" when args.mode == "r"\n', opts) == ["SOS505"]
+    assert codes('permit write on "/a/**" when args.mode == "r"\n', opts) == []
+    # '*' governs read and write: files.write declares 'mode', so it is fine
+    assert codes('permit * on "/a/**" when args.mode == "r"\n', opts) == []
+    assert codes('test "t" { call files.read { path: "/a", modee: 1 } expect deny }\n', opts) == [
+        "SOS505"
+    ]
+
+
+def test_requirement_argument_and_missing_tool() -> None:
+    cat = catalog_from_json(
+        [{"name": "files.read", "inputSchema": {"type": "object", "properties": {"p": {}}}}]
+    )
+    found = messages("", LintOptions(catalog=cat))
+    assert any("reads args.path" in m and "does not declare" in m for m in found)
+    assert any("no tool 'files.write'" in m for m in found)
+    assert any("no tool 'gh.get'" in m for m in found)
+
+
+def test_open_input_schema_declares_everything() -> None:
+    cat = catalog_from_json(
+        [
+            {"name": "files.read", "inputSchema": {"type": "object"}},
+            {
+                "name": "files.write",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"path": {}},
+                    "additionalProperties": True,
+                },
+            },
+            {"name": "gh.get"},
+        ]
+    )
+    assert codes('permit * on "/a/**" when args.anything == 1\n', LintOptions(catalog=cat)) == []
+
+
+def test_catalogue_file_shape_errors() -> None:
+    for bad in ({"tools": "x"}, [{"inputSchema": {}}], "tools", [1]):
+        with pytest.raises(SchemaError):
+            catalog_from_json(bad)
+
+
+# -- soundness: a permit the lint calls shadowed never allows anything
+
+SEGS = ["p", "x", "home", "alice", "y.txt"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    permit=st.lists(
+        st.sampled_from([*SEGS, "*", "**", "{context.principal}"]), min_size=1, max_size=3
+    ),
+    forbid=st.lists(
+        st.sampled_from([*SEGS, "*", "**", "{context.principal}"]), min_size=1, max_size=3
+    ),
+    resources=st.lists(st.lists(st.sampled_from(SEGS), max_size=4), min_size=20, max_size=20),
+)
+def test_shadow_lint_is_sound(
+    permit: list[str], forbid: list[str], resources: list[list[str]]
+) -> None:
+    pat_p = "/" + "/".join(permit)
+    pat_f = "/" + "/".join(forbid)
+    if pat_p.count("**") > 1 or pat_f.count("**") > 1:
+        return
+    body = f'permit read on "{pat_p}"\nforbid read on "{pat_f}"\n'
+    text = HEAD + body
+    try:
+        policy = compile_source(text, "l.sos")
+    except Exception:
+        return
+    if "SOS503" not in codes(body):
+        return
+    ctx: dict[str, Any] = {"principal": "alice", "roles": []}
+    for segs in resources:
+        decision = policy.decide("files.read", {"path": "/" + "/".join(segs)}, ctx)
+        assert decision.effect.value == "deny", (pat_p, pat_f, segs)

@@ -1,0 +1,142 @@
+"""Each construct of the language parses into the typed AST."""
+
+from __future__ import annotations
+
+from sharedos.policy import ast, parse_source
+
+SOURCE = """# leading comment
+namespace files
+requirement files.read { action read; resource path(args.path) }   # trailing
+requirement github.search { action search; resource "{args.owner}/{args.repo}" }
+requirement test_simple_text { action run resource args.name }
+
+@id("public")
+permit read, search on "/public/**"
+permit * on "/shared/**" when "editor" in context.roles and not (action == "x" or startswith(resource, "/a"))
+forbid * on "/private/**"
+  unless "admin" in context.roles
+
+toolpolicy ci-strict {
+  mode strict
+  managed files.*, github.search
+  harness_local "patch", "shell.bounded"
+}
+
+namespace other
+test "reads public" {
+  context { principal: "alice", roles: ["a", "b"], n: -1.5, ok: true, none: null, nested: { k: [1, 2] } }
+  call files.read { path: "/public/a.txt", "odd key": "v" }
+  expect deny forbidden
+}
+"""
+
+
+def test_constructs() -> None:
+    result = parse_source(SOURCE, "f.sos")
+    assert result.diagnostics == ()
+    f = result.file
+    kinds = [type(s).__name__ for s in f.statements]
+    assert kinds == [
+        "NamespaceDecl",
+        "Requirement",
+        "Requirement",
+        "Requirement",
+        "Rule",
+        "Rule",
+        "Rule",
+        "ToolPolicyDecl",
+        "NamespaceDecl",
+        "TestBlock",
+    ]
+    r1, r2, r3 = f.requirements
+    assert (r1.tool, r1.namespace, r1.action) == ("files.read", "files", "read")
+    assert isinstance(r1.resource, ast.PathResource) and r1.resource.arg.dotted == "args.path"
+    assert isinstance(r2.resource, ast.TemplateResource)
+    assert [p if isinstance(p, str) else p.dotted for p in r2.resource.parts] == [
+        "args.owner",
+        "/",
+        "args.repo",
+    ]
+    assert isinstance(r3.resource, ast.TemplateResource) and r3.tool == "test_simple_text"
+
+    public, shared, private = f.rules
+    assert public.explicit_id == "public" and public.rule_id == "public"
+    assert public.actions == ("read", "search") and public.condition is None
+    assert public.span.line == 8  # the rule keyword, not the annotation
+    assert shared.actions == ("*",) and shared.condition_kind == "when"
+    assert shared.rule_id == "f.sos:9"
+    cond = shared.condition
+    assert isinstance(cond, ast.BoolOp) and cond.op == "and"
+    assert isinstance(cond.left, ast.Compare) and cond.left.op == "in"
+    assert isinstance(cond.right, ast.Not)
+    assert private.condition_kind == "unless" and private.effect == "forbid"
+    assert private.span.line == 10
+
+    (tp,) = f.tool_policies
+    assert tp.name == "ci-strict" and tp.mode == "strict"
+    assert [e.value for e in tp.managed or ()] == ["files.*", "github.search"]
+    assert [(e.value, e.quoted) for e in tp.harness_local or ()] == [
+        ("patch", True),
+        ("shell.bounded", True),
+    ]
+    assert tp.external_direct is None
+
+    (test,) = f.tests
+    assert test.namespace == "other"
+    assert test.context == {
+        "principal": "alice",
+        "roles": ["a", "b"],
+        "n": -1.5,
+        "ok": True,
+        "none": None,
+        "nested": {"k": [1, 2]},
+    }
+    assert test.tool == "files.read"
+    assert test.args == {"path": "/public/a.txt", "odd key": "v"}
+    assert (test.expect_effect, test.expect_reason) == ("deny", "forbidden")
+
+
+def test_comments_are_kept_with_positions() -> None:
+    f = parse_source(SOURCE, "f.sos").file
+    assert [(c.text, c.span.line, c.own_line) for c in f.comments] == [
+        (" leading comment", 1, True),
+        (" trailing", 3, False),
+    ]
+
+
+def test_hash_inside_a_string_is_not_a_comment() -> None:
+    f = parse_source('namespace n\npermit a on "/x#y" # real\n', "f.sos").file
+    assert f.rules[0].pattern.raw == "/x#y"
+    assert [c.text for c in f.comments] == [" real"]
+
+
+def test_string_escapes() -> None:
+    f = parse_source('namespace n\npermit a on "/q\\"uote/\\u00e9\\\\"\n', "f.sos").file
+    assert f.rules[0].pattern.raw == '/q"uote/\u00e9\\'
+
+
+def test_semicolons_and_newlines_are_optional() -> None:
+    one_line = 'namespace n; requirement n.t { action a resource path(args.p) }; permit a on "/x";'
+    f = parse_source(one_line, "f.sos").file
+    assert [type(s).__name__ for s in f.statements] == ["NamespaceDecl", "Requirement", "Rule"]
+
+
+def test_default_namespace_before_any_namespace_statement() -> None:
+    f = parse_source(
+        'requirement t { action a; resource path(args.p) }\npermit a on "/x"\n', "f.sos"
+    ).file
+    assert f.requirements[0].namespace == ast.DEFAULT_NAMESPACE
+    assert f.rules[0].namespace == ast.DEFAULT_NAMESPACE
+
+
+def test_parse_never_raises_on_garbage() -> None:
+    for text in ["", "\x00\x01", "{{{{", "permit", '"', "@", "test {", "((((((((", "namespace 1"]:
+        result = parse_source(text, "g.sos")
+        assert all(d.line >= 1 and d.col >= 1 for d in result.diagnostics)
+
+
+def test_deeply_nested_expression_is_a_diagnostic_not_a_crash() -> None:
+    text = 'namespace n\npermit a on "/x" when ' + "(" * 3000 + "true" + ")" * 3000 + "\n"
+    result = parse_source(text, "deep.sos")
+    # either parsed or reported; never an exception
+    assert result.file is not None
