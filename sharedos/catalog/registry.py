@@ -1,0 +1,212 @@
+"""``ToolRegistry`` (shared, registered once) and per-context overlays.
+
+A registry is shared by every user of a host. Tools that exist only for one
+access context (a user's brokered GitHub account, a tenant's private
+connector) come from a ``ContextToolProvider`` and live in a ``RegistryView``
+built for that context: the view overlays the provider's tools on the shared
+registry and never writes to it, so concurrent contexts cannot see each
+other's tools.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from sharedos.catalog.collisions import ToolNameCollisionError, find_name_collisions
+from sharedos.catalog.definition import ToolDefinition
+from sharedos.names import harness_sanitized, validate_tool_name
+
+if TYPE_CHECKING:
+    from sharedos.kernel.context import AccessContext
+
+
+class ToolRegistrationError(ValueError):
+    """A registration that was refused (duplicate name, collision, not a ToolDefinition)."""
+
+
+@runtime_checkable
+class ContextToolProvider(Protocol):
+    """Contributes tools for one access context, without touching any shared registry.
+
+    ``tools_for`` is called when a catalogue is listed and when a call is
+    looked up, so it should be cheap (cache on your side, keyed by context).
+    """
+
+    def tools_for(self, context: AccessContext) -> Iterable[ToolDefinition]:
+        """The tools this provider offers to ``context``."""
+        ...
+
+
+class ToolRegistry:
+    """The shared tool registry: name -> ``ToolDefinition``; thread-safe.
+
+    Registration validates the name (``ToolNameSchema``), refuses duplicates
+    and refuses a name that would collide with a registered one after the
+    harness alias sanitization (``files.read`` vs ``files_read``).
+    """
+
+    def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
+        self._lock = threading.Lock()
+        self._tools: dict[str, ToolDefinition] = {}
+        self._aliases: dict[str, str] = {}
+        self._sorted: tuple[ToolDefinition, ...] = ()
+        self._providers: tuple[ContextToolProvider, ...] = ()
+        self._version = 0
+        self.register_many(tools)
+
+    # -- registration -----------------------------------------------------
+    def register(self, tool: ToolDefinition) -> ToolDefinition:
+        """Register one tool; raise ``ToolRegistrationError`` / ``ToolNameCollisionError``."""
+        return self.register_many([tool])[0]
+
+    def register_many(self, tools: Iterable[ToolDefinition]) -> list[ToolDefinition]:
+        """Register several tools atomically (all or none)."""
+        batch = list(tools)
+        for tool in batch:
+            if not isinstance(tool, ToolDefinition):
+                raise ToolRegistrationError(
+                    f"only ToolDefinition objects can be registered, got {type(tool).__name__}"
+                )
+            validate_tool_name(tool.name)
+        if not batch:
+            return []
+        with self._lock:
+            merged = dict(self._tools)
+            for tool in batch:
+                if tool.name in merged:
+                    raise ToolRegistrationError(f"tool {tool.name!r} is already registered")
+                merged[tool.name] = tool
+            # Only names sharing an alias with a new name can collide; the alias
+            # index keeps registering 1,000 tools linear rather than quadratic.
+            aliases = dict(self._aliases)
+            suspects: set[str] = set()
+            for tool in batch:
+                alias = harness_sanitized(tool.name)
+                other = aliases.get(alias)
+                if other is not None:
+                    suspects.update((other, tool.name))
+                aliases[alias] = tool.name
+            collisions = find_name_collisions(suspects)
+            if collisions:
+                raise ToolNameCollisionError(collisions)
+            self._aliases = aliases
+            self._tools = merged
+            self._sorted = tuple(merged[name] for name in sorted(merged))
+            self._version += 1
+        return batch
+
+    def unregister(self, name: str) -> None:
+        """Remove a tool (``KeyError`` if absent)."""
+        with self._lock:
+            merged = dict(self._tools)
+            del merged[name]
+            self._aliases = {harness_sanitized(n): n for n in merged}
+            self._tools = merged
+            self._sorted = tuple(merged[n] for n in sorted(merged))
+            self._version += 1
+
+    def add_provider(self, provider: ContextToolProvider) -> None:
+        """Add a per-context tool provider."""
+        if not isinstance(provider, ContextToolProvider):
+            raise ToolRegistrationError("a provider must have tools_for(context)")
+        with self._lock:
+            self._providers = (*self._providers, provider)
+            self._version += 1
+
+    # -- lookup (lock-free: the dict and tuple are replaced, never mutated) --
+    def get(self, name: object) -> ToolDefinition | None:
+        """The shared tool called ``name``; ``None`` for anything else, including non-strings."""
+        if not isinstance(name, str):
+            return None
+        return self._tools.get(name)
+
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        """Shared tools, sorted by name."""
+        return self._sorted
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return self.get(name) is not None
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change; lets callers cache per registry state."""
+        return self._version
+
+    @property
+    def has_providers(self) -> bool:
+        """True when some provider may add tools per context."""
+        return bool(self._providers)
+
+    def view(self, context: AccessContext) -> RegistryView:
+        """The tools ``context`` may be offered: shared tools plus its providers' tools.
+
+        Raises ``ToolRegistrationError`` / ``ToolNameCollisionError`` when a
+        provider contributes a name that clashes with another tool (never
+        resolved silently by picking one).
+        """
+        tools, sorted_tools, providers = self._tools, self._sorted, self._providers
+        if not providers:
+            return RegistryView(tools, sorted_tools, overlay=False)
+        extra: dict[str, ToolDefinition] = {}
+        for provider in providers:
+            for tool in provider.tools_for(context):
+                if not isinstance(tool, ToolDefinition):
+                    raise ToolRegistrationError(
+                        f"provider {type(provider).__name__} returned {type(tool).__name__}, "
+                        "not a ToolDefinition"
+                    )
+                if tool.name in tools or tool.name in extra:
+                    raise ToolRegistrationError(
+                        f"provider {type(provider).__name__} contributes {tool.name!r}, "
+                        "which another tool already has"
+                    )
+                extra[tool.name] = tool
+        if not extra:
+            return RegistryView(tools, sorted_tools, overlay=False)
+        merged = {**tools, **extra}
+        collisions = find_name_collisions(merged)
+        if collisions:
+            raise ToolNameCollisionError(collisions)
+        return RegistryView(merged, tuple(merged[n] for n in sorted(merged)), overlay=True)
+
+
+class RegistryView(Mapping[str, ToolDefinition]):
+    """An immutable snapshot of the tools one context may be offered."""
+
+    __slots__ = ("_by_name", "_sorted", "overlay")
+
+    def __init__(
+        self,
+        by_name: Mapping[str, ToolDefinition],
+        sorted_tools: tuple[ToolDefinition, ...],
+        *,
+        overlay: bool,
+    ) -> None:
+        self._by_name = by_name
+        self._sorted = sorted_tools
+        #: True when per-context provider tools are part of this view
+        self.overlay = overlay
+
+    def get_tool(self, name: object) -> ToolDefinition | None:
+        """The tool called ``name``; ``None`` for anything else, including non-strings."""
+        if not isinstance(name, str):
+            return None
+        return self._by_name.get(name)
+
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        """Tools sorted by name."""
+        return self._sorted
+
+    def __getitem__(self, name: str) -> ToolDefinition:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tool.name for tool in self._sorted)
+
+    def __len__(self) -> int:
+        return len(self._sorted)

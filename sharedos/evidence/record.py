@@ -1,0 +1,142 @@
+"""``EvidenceRecord``: one tool-call attempt, as it is stored.
+
+A plain frozen dataclass (it is built on every call); ``to_dict`` /
+``from_dict`` give its JSON shape, used by the SQLite store and the JSONL
+export. Keys are the field names below (snake_case: this is SharedOS's own
+record format, not an MCP wire shape).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import rfc8785
+
+from sharedos.outcomes import Outcome, ReasonCode
+
+REDACTED = "[redacted]"
+#: stored arguments larger than this (bytes of JSON) are replaced by a marker; the digest stays
+MAX_STORED_ARGUMENTS = 64 * 1024
+#: raw tool strings longer than this are truncated in the record (the length is kept)
+MAX_STORED_TOOL = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRecord:
+    """One attempt. ``seq`` is assigned by the store (``None`` before it is recorded)."""
+
+    turn_id: str
+    call_id: str
+    tool: str
+    outcome: Outcome
+    started_at: str
+    finished_at: str
+    duration_ms: float
+    arguments_digest: str
+    arguments: Any = None
+    reason: ReasonCode | None = None
+    effect: str | None = None
+    resource: str | None = None
+    namespace: str | None = None
+    action: str | None = None
+    rule_ids: tuple[str, ...] = ()
+    error: str | None = None
+    catalog_hash: str | None = None
+    policy_hash: str | None = None
+    principal: str | None = None
+    tenant: str | None = None
+    diagnostics: Mapping[str, Any] | None = None
+    identity: Mapping[str, Any] | None = None
+    seq: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping (enums as their string values)."""
+        out = asdict(self)
+        out["outcome"] = str(self.outcome)
+        out["reason"] = str(self.reason) if self.reason is not None else None
+        out["rule_ids"] = list(self.rule_ids)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvidenceRecord:
+        """Inverse of ``to_dict``; unknown keys are refused."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown evidence fields: {sorted(unknown)}")
+        values = dict(data)
+        values["outcome"] = Outcome(values["outcome"])
+        if values.get("reason") is not None:
+            values["reason"] = ReasonCode(values["reason"])
+        values["rule_ids"] = tuple(values.get("rule_ids") or ())
+        return cls(**values)
+
+
+def safe_repr(value: object) -> str:
+    """``repr(value)``, or a placeholder when ``repr`` itself fails (hostile or too deep)."""
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+
+
+def safe_text(value: object, limit: int = MAX_STORED_TOOL) -> str:
+    """A string that SQLite/UTF-8 can store: lone surrogates escaped, non-strings repr'd, capped."""
+    text = value if isinstance(value, str) else safe_repr(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > limit:
+        text = f"{text[:limit]}...[truncated, {len(text)} chars]"
+    return text
+
+
+def redact_arguments(arguments: Any, secret_names: Iterable[str]) -> Any:
+    """``arguments`` with the values of the named top-level fields replaced by ``"[redacted]"``."""
+    secrets = frozenset(secret_names)
+    if not secrets or not isinstance(arguments, Mapping):
+        return arguments
+    return {k: (REDACTED if k in secrets else v) for k, v in arguments.items()}
+
+
+def canonical_arguments(arguments: Any) -> bytes:
+    """RFC 8785 JSON of ``arguments``; a deterministic fallback for values JCS cannot encode."""
+    try:
+        return rfc8785.dumps(arguments)
+    except Exception:
+        pass
+    try:
+        # NaN, integers beyond 2**53, non-JSON objects: still digest deterministically.
+        return json.dumps(arguments, sort_keys=True, default=safe_repr, ensure_ascii=True).encode()
+    except Exception:  # too deep, or a mapping that fails while being walked
+        return f"<unencodable {type(arguments).__name__}>".encode()
+
+
+def arguments_digest(arguments: Any) -> str:
+    """``sha256:`` + SHA-256 hex of the canonical JSON of ``arguments``."""
+    return "sha256:" + hashlib.sha256(canonical_arguments(arguments)).hexdigest()
+
+
+def storable_arguments(arguments: Any) -> Any:
+    """A JSON copy of ``arguments`` within the size cap, else a marker dict."""
+    try:
+        text = json.dumps(arguments, ensure_ascii=True, allow_nan=False)
+    except Exception:  # not JSON, NaN, too deep (RecursionError), hostile objects
+        return {"$unstorable": safe_text(safe_repr(arguments), 4096)}
+    if len(text) > MAX_STORED_ARGUMENTS:
+        return {"$truncated": True, "$bytes": len(text)}
+    # a detached copy: nothing done to the caller's object later can change the record
+    return json.loads(text)
+
+
+def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each non-empty secret replaced by ``"[redacted]"``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text

@@ -1,0 +1,79 @@
+"""What a managed tool's handler receives and returns (docs/contracts.md, "handlers").
+
+A handler is ``async def handler(args, hctx) -> HandlerResult`` or a plain
+function (run in a worker thread). It acts on ``hctx.decision.resource``, the
+canonical resource the call was authorized for, never on a path it re-derives
+from the raw arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import SecretStr
+
+from sharedos.kernel.context import AccessContext, ToolCall
+
+if TYPE_CHECKING:
+    from sharedos.kernel.policy_api import DecisionLike
+
+#: ``progress(progress, total, message)``, supplied by a transport (the bridge) or absent.
+ProgressHook = Callable[[float, float | None, str | None], Awaitable[None]]
+#: ``log(level, data)``, supplied by a transport or absent.
+LogHook = Callable[[str, Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerContext:
+    """Everything a handler may know about the call it is serving."""
+
+    call: ToolCall
+    context: AccessContext
+    #: the allow decision; ``decision.resource`` is the canonical resource to act on
+    decision: DecisionLike
+    #: the tool's credentials (authority side; never published, never recorded)
+    credentials: Mapping[str, SecretStr] = field(default_factory=dict)
+    progress: ProgressHook | None = None
+    log: LogHook | None = None
+    #: an object for server->client requests (sampling, elicitation); None without a back channel
+    peer: Any = None
+
+    @property
+    def resource(self) -> str:
+        """The canonical resource this call was authorized for."""
+        resource = self.decision.resource
+        if resource is None:
+            raise LookupError("this call was authorized without a resource")
+        return str(resource)
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerResult:
+    """MCP content blocks (dicts), optional structured content, and whether the handler failed."""
+
+    content: list[dict[str, Any]] = field(default_factory=list)
+    structured: dict[str, Any] | None = None
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, structured: dict[str, Any] | None = None) -> HandlerResult:
+        """A successful result with one text block."""
+        return cls(content=[{"type": "text", "text": text}], structured=structured)
+
+    @classmethod
+    def error(cls, message: str) -> HandlerResult:
+        """A handler-reported failure (outcome failed / handler_error)."""
+        return cls(content=[{"type": "text", "text": message}], is_error=True)
+
+
+#: The handler signature.
+HandlerFn = Callable[[dict[str, Any], HandlerContext], "Awaitable[HandlerResult] | HandlerResult"]
+
+
+def hooks_from(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Pick ``progress`` / ``log`` / ``peer`` out of an optional mapping of transport hooks."""
+    if not mapping:
+        return {}
+    return {k: mapping[k] for k in ("progress", "log", "peer") if k in mapping}

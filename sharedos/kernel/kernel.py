@@ -1,0 +1,158 @@
+"""``Kernel``: the per-turn catalogue (``list_tools``) and the tool lookup calls share.
+
+Listing and calling must never disagree (an agentgateway-style trap: a tool
+listed but never callable, or callable but never listed). Both go through the
+same registry view, the same run-policy check, the same requirement lookup,
+and the policy's own ``could_permit`` / ``decide`` pair.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from sharedos.catalog.definition import PublishedToolDefinition, ToolDefinition
+from sharedos.catalog.hashing import catalog_hash
+from sharedos.catalog.registry import RegistryView, ToolRegistry
+from sharedos.kernel.context import AccessContext
+from sharedos.kernel.policy_api import PolicyLike
+from sharedos.toolpolicy import ToolPolicy
+
+#: (namespace, action, resource expression) of a requirement
+RequirementKey = tuple[str, str, str]
+
+
+def requirement_key(requirement: Any) -> RequirementKey | None:
+    """The shape that determines a requirement's decisions, or ``None`` when it is not visible."""
+    parts = tuple(getattr(requirement, a, None) for a in ("namespace", "action", "resource"))
+    if all(isinstance(p, str) for p in parts):
+        return (str(parts[0]), str(parts[1]), str(parts[2]))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCatalog:
+    """The catalogue one context sees for one turn, fixed for the life of the turn."""
+
+    tools: tuple[PublishedToolDefinition, ...]
+    catalog_hash: str
+    names: frozenset[str]
+
+    def wire(self) -> list[dict[str, object]]:
+        """The published tools in wire spelling, sorted by name."""
+        return [t.wire() for t in self.tools]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+
+class Kernel:
+    """Computes catalogues and resolves tools against one compiled policy and one registry."""
+
+    def __init__(
+        self, policy: PolicyLike, registry: ToolRegistry, *, cache_size: int = 1024
+    ) -> None:
+        self.policy = policy
+        self.registry = registry
+        # Catalogues are cached per (registry version, context, run policy) when
+        # no provider contributed per-context tools. The key carries the whole
+        # context (cache_key) so one user's catalogue is never served to another.
+        self._cache: LRUCache[tuple[int, str, ToolPolicy], TurnCatalog] = LRUCache(cache_size)
+        self._cache_lock = threading.Lock()
+        self._eligible: LRUCache[
+            tuple[int, ToolPolicy], tuple[tuple[ToolDefinition, RequirementKey | None], ...]
+        ] = LRUCache(64)
+
+    @property
+    def policy_hash(self) -> str:
+        """The compiled policy's bundle hash."""
+        return str(self.policy.bundle_hash)
+
+    def view(self, context: AccessContext) -> RegistryView:
+        """The tools ``context`` may be offered (shared + its providers' tools)."""
+        return self.registry.view(context)
+
+    def eligible(self, tool: ToolDefinition, tool_policy: ToolPolicy) -> bool:
+        """In the run's managed set and governed by a requirement (context not considered)."""
+        return tool_policy.is_managed(tool.name) and tool.name in self.policy.requirements
+
+    def _eligible_shared(
+        self, version: int, view: RegistryView, tool_policy: ToolPolicy
+    ) -> tuple[tuple[ToolDefinition, RequirementKey | None], ...]:
+        """Shared tools that are managed and have a requirement; cached per registry version."""
+        key = (version, tool_policy)
+        with self._cache_lock:
+            hit = self._eligible.get(key)
+        if hit is None:
+            hit = self._with_keys(t for t in view.tools() if self.eligible(t, tool_policy))
+            with self._cache_lock:
+                self._eligible[key] = hit
+        return hit
+
+    def _with_keys(
+        self, tools: Iterable[ToolDefinition]
+    ) -> tuple[tuple[ToolDefinition, RequirementKey | None], ...]:
+        requirements = self.policy.requirements
+        return tuple((t, requirement_key(requirements.get(t.name))) for t in tools)
+
+    def list_tools(self, context: AccessContext, tool_policy: ToolPolicy) -> TurnCatalog:
+        """The effective catalogue: managed tools with a requirement that some permit could allow.
+
+        Sorted by name, with its ``catalogHash``. A tool is listed iff
+        ``policy.could_permit`` holds for this context, which by contract means
+        some arguments exist for which the call would be allowed.
+        """
+        version = self.registry.version
+        key = (version, context.cache_key, tool_policy)
+        if not self.registry.has_providers:
+            with self._cache_lock:
+                cached = self._cache.get(key)
+            if cached is not None:
+                return cached
+        view = self.view(context)
+        if view.overlay:
+            eligible = self._with_keys(t for t in view.tools() if self.eligible(t, tool_policy))
+        else:
+            eligible = self._eligible_shared(version, view, tool_policy)
+        policy_input = context.policy_input
+        cache_key = context.cache_key
+        could_permit = self.policy.could_permit
+        # In the policy language a decision depends on the tool only through its
+        # requirement: namespace (which rules), action, and resource expression
+        # (conditions read context.*, args.*, resource and action, never the
+        # tool's name). Tools whose requirements agree on those three therefore
+        # share could_permit's answer; asking once per requirement shape makes a
+        # first-seen context's 1,000-tool catalogue cost one partial evaluation
+        # per shape, not per tool. A requirement without that shape is asked alone.
+        answers: dict[RequirementKey, bool] = {}
+        listed_tools: list[PublishedToolDefinition] = []
+        for tool, req_key in eligible:
+            if req_key is None:
+                ok = could_permit(tool.name, policy_input, context_key=cache_key)
+            else:
+                cached_answer = answers.get(req_key)
+                if cached_answer is None:
+                    cached_answer = answers[req_key] = could_permit(
+                        tool.name, policy_input, context_key=cache_key
+                    )
+                ok = cached_answer
+            if ok:
+                listed_tools.append(tool.published)
+        listed = tuple(listed_tools)
+        names = frozenset(t.name for t in listed)
+        catalog = TurnCatalog(
+            tools=listed,
+            catalog_hash=catalog_hash(listed),
+            names=names,
+        )
+        if not view.overlay and self.registry.version == version:
+            with self._cache_lock:
+                self._cache[key] = catalog
+        return catalog

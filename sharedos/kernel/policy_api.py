@@ -1,0 +1,91 @@
+"""The slice of ``sharedos.policy`` the kernel relies on, as structural types.
+
+The kernel is written against these protocols rather than the concrete
+classes, so the seam in docs/contracts.md ("policy -> kernel") is the only
+coupling, and tests can check it with the real ``PolicySet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from sharedos.outcomes import Effect, ReasonCode
+
+
+class RuleRefLike(Protocol):
+    """A rule reference: id and source position."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def file(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def col(self) -> int: ...
+    @property
+    def effect(self) -> str: ...
+
+
+class DecisionLike(Protocol):
+    """A policy decision (``sharedos.policy.Decision``)."""
+
+    @property
+    def effect(self) -> Effect: ...
+    @property
+    def reason(self) -> ReasonCode: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def action(self) -> str | None: ...
+    @property
+    def resource(self) -> str | None: ...
+    @property
+    def rule_ids(self) -> tuple[Any, ...]: ...
+    @property
+    def detail(self) -> str: ...
+
+
+class PolicyLike(Protocol):
+    """A compiled policy (``sharedos.policy.PolicySet``)."""
+
+    @property
+    def requirements(self) -> Mapping[str, Any]: ...
+    @property
+    def bundle_hash(self) -> str: ...
+
+    def decide(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        context_key: str | None = None,
+    ) -> Any: ...
+
+    def could_permit(
+        self, tool: str, context: Mapping[str, Any], *, context_key: str | None = None
+    ) -> bool: ...
+
+
+def rule_id(ref: Any) -> str:
+    """The id string of a ``RuleRef`` (or of anything printable)."""
+    rid = getattr(ref, "id", None)
+    return str(rid) if rid is not None else str(ref)
+
+
+def rule_location(ref: Any) -> str:
+    """``id (file:line:col)`` for a ``RuleRef``, the file as its base name only (a
+    model-facing message must not reveal the host's directory layout); the id
+    alone when the position is unknown or already is ``file:line``."""
+    rid = rule_id(ref)
+    file, line = getattr(ref, "file", None), getattr(ref, "line", None)
+    if not (file and line):
+        return rid
+    base = str(file).replace("\\", "/").rsplit("/", 1)[-1]
+    if rid in (f"{file}:{line}", f"{base}:{line}"):
+        return f"{base}:{line}:{getattr(ref, 'col', 1)}"
+    return f"{rid} ({base}:{line}:{getattr(ref, 'col', 1)})"

@@ -1,0 +1,188 @@
+"""ToolDefinition: names, descriptions, schemas, and what crosses the boundary."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import SecretStr, ValidationError
+
+from sharedos.catalog import (
+    CATALOG_HASH_FIELDS,
+    PublishedToolDefinition,
+    ToolDefinition,
+    ToolRegistry,
+)
+
+
+def make(name: str = "files.read", **kw: object) -> ToolDefinition:
+    kw.setdefault("description", "Read a file.")
+    kw.setdefault("inputSchema", {"type": "object", "properties": {"path": {"type": "string"}}})
+    return ToolDefinition(name=name, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "has space", "files/read", "ns:tool", "ü", "a" * 129, "tool\n", "files.read\x00"]
+)
+def test_registration_rejects_names_outside_toolnameschema(bad: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        make(bad)
+    assert "invalid tool name" in str(err.value)
+    assert "[A-Za-z0-9_.-]" in str(err.value)
+
+
+@pytest.mark.parametrize("good", ["files.read", "a", "A-b_c.D9", "x" * 128, "github.search"])
+def test_names_in_toolnameschema_register(good: str) -> None:
+    reg = ToolRegistry()
+    reg.register(make(good))
+    assert reg.get(good) is not None
+
+
+def test_non_string_name_is_rejected_clearly() -> None:
+    with pytest.raises(ValidationError, match="tool name must be a string"):
+        ToolDefinition(name=42, description="d", inputSchema={"type": "object"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("desc", ["", "   ", "\n\t"])
+def test_empty_description_is_refused(desc: str) -> None:
+    with pytest.raises(ValidationError, match="non-empty description"):
+        make(description=desc)
+
+
+def test_schema_with_properties_but_no_type_is_normalised() -> None:
+    tool = make(inputSchema={"properties": {"path": {"type": "string"}}})
+    assert tool.input_schema["type"] == "object"
+    assert tool.published.wire()["inputSchema"]["type"] == "object"
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({}, 'no root "type"'),
+        ({"type": "string"}, 'root type must be "object"'),
+        ({"type": ["object", "null"]}, 'root type must be "object"'),
+        ([], "must be a JSON object schema"),
+        ("object", "must be a JSON object schema"),
+        ({"type": "object", "properties": {"n": {"type": "nonsense"}}}, "not a valid JSON Schema"),
+    ],
+)
+def test_schemas_the_sdk_would_reject_are_refused(schema: object, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        make(inputSchema=schema)
+
+
+def test_output_schema_must_be_an_object_schema_too() -> None:
+    with pytest.raises(ValidationError, match='outputSchema root type must be "object"'):
+        make(outputSchema={"type": "array"})
+    assert make(outputSchema=None).published.wire().get("outputSchema") is None
+
+
+def test_schema_is_copied_at_registration() -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    tool = make(inputSchema=schema)
+    before = tool.published.wire()
+    schema["properties"]["evil"] = {"type": "string"}
+    assert tool.published.wire() == before
+
+
+def test_authority_side_never_crosses() -> None:
+    tool = make(
+        requirement={"action": "read"},
+        grants=("files:read",),
+        issuing_authority="acme-idp",
+        namespace_settings={"endpoint": "https://internal"},
+        credentials={"token": SecretStr("s3cr3t-token")},
+        handler=lambda args, hctx: None,
+        secret_arguments=frozenset({"path"}),
+    )
+    wire = tool.published.wire()
+    assert set(wire) <= set(CATALOG_HASH_FIELDS)
+    text = json.dumps(wire)
+    for leaked in ("s3cr3t-token", "acme-idp", "files:read", "internal", "requirement", "handler"):
+        assert leaked not in text
+
+
+def test_metadata_namespace_defaults_to_the_name_prefix() -> None:
+    assert make("github.search").published.wire()["metadata"] == {
+        "namespace": "github",
+        "source": "sharedos",
+    }
+
+
+_KEY = st.text(alphabet=string.ascii_letters + "_$", min_size=1, max_size=20)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEY, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    extra=st.dictionaries(_KEY, _JSON, min_size=1, max_size=4),
+    meta_extra=st.dictionaries(_KEY, _JSON, max_size=2),
+)
+def test_projection_cannot_emit_a_key_outside_catalog_hash_fields(
+    extra: dict[str, object], meta_extra: dict[str, object]
+) -> None:
+    """Smuggle keys at the top level, in metadata and in annotations: none reaches the wire."""
+    known = set(ToolDefinition.model_fields) | {"inputSchema", "outputSchema"}
+    smuggled = {k: v for k, v in extra.items() if k not in known}
+    base = {
+        "name": "files.read",
+        "description": "Read",
+        "inputSchema": {"type": "object"},
+        "metadata": {"namespace": "files", "source": "x", **meta_extra},
+        "annotations": {"readOnlyHint": True, **{k: v for k, v in extra.items() if k != "title"}},
+    }
+    try:
+        tool = ToolDefinition.model_validate({**base, **smuggled})
+    except ValidationError:
+        tool = None  # refused at registration: nothing can be published
+    if tool is not None:
+        wire = tool.published.wire()
+        assert set(wire) <= set(CATALOG_HASH_FIELDS)
+        assert set(wire["metadata"]) == {"namespace", "source"}
+    # Even building the projection directly with extras cannot add keys.
+    try:
+        pub = PublishedToolDefinition.model_validate(
+            {
+                "name": "a",
+                "description": "d",
+                "inputSchema": {"type": "object"},
+                "metadata": {"namespace": "a"},
+                **smuggled,
+            }
+        )
+    except ValidationError:
+        return
+    assert set(pub.wire()) <= set(CATALOG_HASH_FIELDS)
+    constructed = PublishedToolDefinition.model_construct(
+        name="a",
+        description="d",
+        input_schema={"type": "object"},
+        metadata=pub.metadata,
+        **smuggled,
+    )
+    assert set(constructed.wire()) <= set(CATALOG_HASH_FIELDS)
+
+
+def test_extra_keys_are_refused_with_their_name() -> None:
+    with pytest.raises(ValidationError, match="executionId"):
+        ToolDefinition.model_validate(
+            {"name": "a", "description": "d", "inputSchema": {"type": "object"}, "executionId": "x"}
+        )
+
+
+@pytest.mark.parametrize("value", [2**60, float("nan"), float("inf")])
+def test_a_schema_rfc8785_cannot_encode_is_refused_at_registration(value: float) -> None:
+    with pytest.raises(ValidationError):
+        make(
+            inputSchema={
+                "type": "object",
+                "properties": {"n": {"type": "number", "default": value}},
+            }
+        )

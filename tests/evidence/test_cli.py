@@ -1,0 +1,109 @@
+"""``sharedos evidence list|export|counts|turns`` on a real database written by a real RuntimeHost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from sharedos.catalog import ToolRegistry
+from sharedos.cli.main import main
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
+
+POLICY = """
+namespace files
+requirement files.read { action read; resource path(args.path) }
+permit read on "/public/**"
+forbid read on "/private/**"
+"""
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "public").mkdir(parents=True)
+    (root / "public" / "a.txt").write_text("A")
+    path = tmp_path / "e.db"
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    host = RuntimeHost(
+        Kernel(compile_source(POLICY, "cli.sos"), registry), SqliteEvidenceStore(path)
+    )
+    run = ToolPolicy(name="cli", mode=RunMode.OPEN, managed=("files.*",))
+
+    async def turn(turn_id: str, paths: list[str]) -> None:
+        ctx = AccessContext(principal="alice", turn_id=turn_id)
+        for i, p in enumerate(paths):
+            await host.invoke_tool(
+                ToolCall(call_id=f"{turn_id}-{i}", tool="files.read", arguments={"path": p}),
+                ctx,
+                run,
+            )
+
+    anyio.run(turn, "t1", ["/public/a.txt", "/private/x", "/etc/x", "/public/missing"])
+    anyio.run(turn, "t2", ["/public/a.txt"])
+    return path
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["evidence", *args])
+    return result.exit_code, result.output
+
+
+def test_counts_show_the_denial_rate(db: Path) -> None:
+    code, out = invoke("counts", "--db", str(db), "--turn", "t1")
+    assert code == 0
+    assert "turn t1: 4 attempts, denied 2/4 (50.0%)" in out
+    assert "forbidden" in out and "no_matching_permit" in out and "handler_error" in out
+    code, out = invoke("counts", "--db", str(db), "--format", "json")
+    payload = json.loads(out)
+    assert payload["total"] == 5 and payload["denied"] == 2
+    assert payload["by_outcome"] == {"denied": 2, "failed": 1, "succeeded": 2}
+
+
+def test_list_and_export_by_turn(db: Path, tmp_path: Path) -> None:
+    code, out = invoke("list", "--db", str(db), "--turn", "t1")
+    assert code == 0
+    assert out.count("\n") == 5 and "forbidden" in out and "/private/x" in out
+    code, out = invoke("list", "--db", str(db), "--format", "jsonl", "--outcome", "denied")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["call_id"] for r in rows] == ["t1-1", "t1-2"]
+    target = tmp_path / "out.jsonl"
+    code, _ = invoke("export", "--db", str(db), "--turn", "t2", "-o", str(target))
+    assert code == 0
+    (row,) = [json.loads(line) for line in target.read_text().splitlines()]
+    assert (
+        row["turn_id"] == "t2"
+        and row["outcome"] == "succeeded"
+        and row["resource"] == "/public/a.txt"
+    )
+    code, out = invoke("turns", "--db", str(db))
+    assert out.split() == ["t1", "4", "t2", "1"]
+
+
+def test_missing_database_is_a_clear_error_not_a_new_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.db"
+    code, out = invoke("counts", "--db", str(missing))
+    assert code != 0 and f"no evidence database at {missing}" in out
+    assert not missing.exists()
+
+
+def test_the_installed_console_script_runs(db: Path) -> None:
+    exe = Path(sys.executable).with_name("sharedos")
+    proc = subprocess.run(
+        [str(exe), "evidence", "counts", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "denied 2/5" in proc.stdout
