@@ -1,0 +1,181 @@
+"""``sharedos demo`` (what ``make demo`` runs): the whole path on embedded defaults, offline.
+
+1. compiles and checks the shipped rules and run policies;
+2. explains a few sample calls (allowed, denied, traversal);
+3. opens a turn for a sample user on a fresh sandbox tree and shows its catalogue;
+4. runs the scripted column through all four vendor wire shapes against the real
+   kernel and SQLite evidence store;
+5. prints the matrix and where the JSON, text and HTML reports were written.
+
+Exits 1 if any cell failed (or the shipped rules do not compile).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
+from sharedos.conformance.identity import ColumnKind
+from sharedos.conformance.manifest import ManifestError, load_manifest
+from sharedos.conformance.report import render_matrix, write_reports
+from sharedos.conformance.runner import run_report
+from sharedos.resources import shipped_dir
+
+SAMPLES: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("files.read", {"path": "/public/a.txt"}, "alice"),
+    ("files.read", {"path": "/private/a.txt"}, "alice"),
+    ("files.read", {"path": "/public/../private/a.txt"}, "alice"),
+    ("files.write", {"path": "/home/bob/notes.txt", "content": "x"}, "alice"),
+)
+
+DSH_REASON = (
+    "dsh is not installed here and no public dsh package or protocol reference is reachable, so "
+    "neither a live nor an MCP dsh column can run; its tool/call wire shape runs in the scripted "
+    "column from SharedOS's own definition (sharedos/harness/shapes/dsh.py)"
+)
+
+
+def _say(text: str = "") -> None:
+    click.echo(text)
+
+
+def _step(n: int, title: str) -> None:
+    _say("")
+    _say(click.style(f"[{n}] {title}", bold=True))
+
+
+def dsh_unavailable_columns() -> list[ColumnRun]:
+    """The dsh live/mcp column, kept in the report as not available (only when dsh is absent)."""
+    if shutil.which("dsh") is not None:
+        return []
+    return [ColumnRun.unavailable("mcp/dsh", ColumnKind.MCP, "dsh", DSH_REASON)]
+
+
+@click.command()
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Where the reports are written.",
+)
+def demo(out_dir: Path) -> None:
+    """Check the shipped rules, explain sample calls, run the scripted columns, print the matrix."""
+    from sharedos.policy import PolicyError, compile_paths
+
+    started = time.perf_counter()
+    _say(click.style("SharedOS demo — offline, embedded defaults", bold=True))
+
+    _step(1, "Check the shipped rules and run policies")
+    rules_dir, policy_dir = shipped_dir("rules"), shipped_dir("policy")
+    try:
+        policy = compile_paths([rules_dir, policy_dir])
+    except PolicyError as exc:
+        _say(str(exc))
+        raise SystemExit(1) from None
+    _say(f"  compiled {rules_dir} and {policy_dir}")
+    _say(f"  requirements: {', '.join(sorted(policy.requirements))}")
+    _say(f"  policy bundle hash: {policy.bundle_hash}")
+    for name, tp in sorted(policy.tool_policies.items()):
+        _say(f"  run policy {name} ({tp.mode.value}): managed {', '.join(tp.managed)}")
+    from sharedos.policy.testing import run_tests
+
+    tests = run_tests(policy)
+    passed = len(tests.outcomes) - len(tests.failed)
+    _say(f"  policy test blocks: {passed}/{len(tests.outcomes)} passed")
+    if not tests.ok:
+        for failed in tests.failed:
+            _say(f"    FAILED: {failed.to_dict()}")
+        raise SystemExit(1)
+
+    try:
+        manifest = load_manifest()
+    except ManifestError as exc:
+        _say(str(exc))
+        raise SystemExit(1) from None
+
+    _step(2, "Explain sample calls (the same tool, different authority)")
+    for tool, args, ctx_name in SAMPLES:
+        context = manifest.contexts[ctx_name].access_context(f"demo-explain-{ctx_name}")
+        decision = policy.decide(tool, args, context.policy_input, context_key=context.cache_key)
+        rules = ", ".join(getattr(r, "id", str(r)) for r in decision.rule_ids) or "-"
+        _say(
+            f"  {ctx_name:>5} {tool}({args['path']}) -> {decision.effect.value} "
+            f"[{decision.reason.value}] resource={decision.resource} rules={rules}"
+        )
+        _say(f"        {decision.detail}")
+        trace = policy.explain(tool, args, context.policy_input)
+        for rule in trace.rules:
+            if rule.pattern_matched:
+                cond = f" {rule.condition}" if rule.condition else ""
+                _say(
+                    f"        - {rule.rule.id} ({rule.rule.effect} {rule.pattern}{cond}): {rule.why}"
+                )
+
+    _step(3, "Open a turn for a sample user on a sandbox file tree")
+    from sharedos.conformance.environment import build_environment
+
+    tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-"))
+    try:
+        env = build_environment(manifest, tmp, name="turn")
+        try:
+            context = env.context(manifest.default_context, "demo-turn")
+            tool_policy = env.tool_policy(manifest.default_policy)
+            catalog = env.catalog(context, tool_policy)
+            _say(
+                f"  sandbox: {env.sandbox_root} (public/, private/, home/alice, home/bob, shared/)"
+            )
+            _say(
+                f"  user {context.principal} roles {list(context.roles)} under run policy "
+                f"{tool_policy.name} ({tool_policy.mode.value})"
+            )
+            _say(f"  catalogue: {', '.join(sorted(catalog.names)) or '(none)'}")
+            _say(f"  catalogHash: {catalog.catalog_hash}")
+            _say(f"  claim: {tool_policy.strict_claim()}")
+        finally:
+            env.close()
+
+        _step(4, "Run the scripted columns through four vendor wire shapes against the real kernel")
+
+        async def _run() -> Any:
+            return await run_report(
+                manifest,
+                ["scripted"],
+                options=ColumnOptions(manifest=manifest, workdir=tmp, shapes=("all",)),
+                extra_columns=dsh_unavailable_columns(),
+                keep_workdir=tmp / "columns",
+            )
+
+        (tmp / "columns").mkdir()
+        report, runs = anyio.run(_run)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for run in runs:
+        if run.available:
+            c = len(run.attempts)
+            _say(f"  {run.column_id:<20} {c} attempts recorded in {run.duration_s:.2f} s")
+
+    _step(5, "Matrix")
+    _say("  " + report.catalog_check.message)
+    _say("")
+    _say(render_matrix(report))
+    t = report.totals
+    _say("")
+    _say(
+        f"{t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
+        f"{t['not_available']} not available"
+    )
+    paths = write_reports(report, out_dir, stem="demo")
+    for kind, path in paths.items():
+        _say(f"{kind} report: {path}")
+    _say(f"done in {time.perf_counter() - started:.1f} s")
+    if not report.ok:
+        raise SystemExit(1)

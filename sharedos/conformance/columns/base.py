@@ -1,0 +1,186 @@
+"""The column interface: what every conformance column module provides and returns.
+
+A column is a module ``sharedos.conformance.columns.<kind>`` (``scripted``,
+``live``, ``mcp``) exposing::
+
+    async def run(options: ColumnOptions) -> list[ColumnRun]
+
+One call may produce several columns (one per vendor shape, one per harness and
+transport). The CLI builds ``ColumnOptions`` from its flags and imports the
+module lazily; the report grades every ``ColumnRun`` against the manifest.
+
+A column that cannot run here (dsh is not installable; a harness CLI missing)
+still returns a ``ColumnRun`` with ``available=False`` and an
+``unavailable_reason``: the report keeps the column and says why, instead of
+silently dropping it.
+
+Attempts are the evidence records attributed to the column, normalised into
+``Attempt``. Grading matches them to manifest rows by call id when the column
+controls ids (``match_by="call_id"`` plus ``row_call_ids``), otherwise on tool
++ canonical resource (``match_by="tool_resource"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sharedos.conformance.identity import ColumnKind, SystemIdentity
+from sharedos.conformance.manifest import Manifest
+from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.toolpolicy import ToolPolicy
+
+MatchBy = Literal["call_id", "tool_resource"]
+
+
+@dataclass(frozen=True)
+class ColumnOptions:
+    """How the CLI (or a test) asks a column to run.
+
+    ``shapes`` is used by the scripted column, ``harnesses``/``transport``/``host_config``
+    by the live and mcp columns; a column ignores options that are not its own.
+    ``workdir`` is a fresh private directory the column may use for sandbox trees,
+    evidence databases and harness configuration (the caller deletes it).
+    ``policy_paths`` overrides the shipped rules (tests compile a deliberately
+    broken copy through it); ``None`` means the shipped rules/ and policy/.
+    """
+
+    manifest: Manifest
+    workdir: Path
+    shapes: tuple[str, ...] = ()
+    harnesses: tuple[str, ...] = ()
+    transport: str | None = None
+    host_config: Path | None = None
+    policy_paths: tuple[Path, ...] | None = None
+    timeout_s: float = 300.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Attempt(BaseModel):
+    """One evidence record attributed to a column, reduced to what grading needs.
+
+    ``record`` keeps the full evidence record (JSON) so a failed cell can show it.
+    ``wire`` holds what the harness side saw, when the column can observe it;
+    grading reads three keys and fails the cell when they disagree with the record:
+    ``isError`` (the error flag the harness/model saw, must equal outcome != succeeded),
+    ``delivered`` (False: the result never reached the model) and ``contentEqual``
+    (False: the model decoded other content than the kernel returned). Other keys
+    (aliases, harness call ids) are kept as diagnostics.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    tool: str
+    resource: str | None = None
+    principal: str | None = None
+    outcome: Outcome
+    reason: ReasonCode | None = None
+    evidence_seq: int | None = None
+    record: dict[str, Any] = Field(default_factory=dict)
+    wire: dict[str, Any] | None = None
+
+
+class ColumnRun(BaseModel):
+    """The result of one column: identity, availability, attempts, and how to match them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: stable id used as the report's column key, e.g. ``scripted/responses``, ``mcp/codex/http``
+    column_id: str
+    kind: ColumnKind
+    #: short human header, e.g. ``Responses`` or ``Codex (http)``
+    label: str
+    identity: SystemIdentity | None = None
+    available: bool = True
+    unavailable_reason: str | None = None
+    match_by: MatchBy = "tool_resource"
+    #: manifest row id -> the call id the column issued for it (``match_by="call_id"`` only)
+    row_call_ids: dict[str, str] = Field(default_factory=dict)
+    attempts: list[Attempt] = Field(default_factory=list)
+    tool_policy: ToolPolicy | None = None
+    #: free-form notes shown under the column (why a row was not attempted, diagnostics)
+    notes: list[str] = Field(default_factory=list)
+    duration_s: float | None = None
+    evidence_path: str | None = None
+
+    @classmethod
+    def unavailable(cls, column_id: str, kind: ColumnKind, label: str, reason: str) -> ColumnRun:
+        """A column kept in the report, marked not available, with the reason."""
+        return cls(
+            column_id=column_id, kind=kind, label=label, available=False, unavailable_reason=reason
+        )
+
+
+class ColumnModule(Protocol):
+    """What ``sharedos.conformance.columns.<kind>`` provides."""
+
+    async def run(self, options: ColumnOptions) -> list[ColumnRun]:
+        """Run the column(s) and return one ``ColumnRun`` per column (never raise for a
+        column that cannot run here: return it with ``available=False``)."""
+        ...
+
+
+def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> Attempt:
+    """Normalise one evidence record (an ``EvidenceRecord`` or its dict form) into an ``Attempt``.
+
+    Reads ``call_id``, ``tool``, ``resource`` (the canonical resource, also looked for
+    on the record's decision), ``principal``, ``outcome``, ``reason`` and ``seq``.
+    """
+    data = _record_dict(record)
+    resource = data.get("resource")
+    if resource is None and isinstance(data.get("decision"), dict):
+        resource = data["decision"].get("resource")
+    reason = data.get("reason")
+    seq = data.get("seq", data.get("evidence_seq"))
+    return Attempt(
+        call_id=str(data.get("call_id", "")),
+        tool=str(data.get("tool", "")),
+        resource=resource,
+        principal=data.get("principal"),
+        outcome=Outcome(data["outcome"]),
+        reason=ReasonCode(reason) if reason else None,
+        evidence_seq=int(seq) if seq is not None else None,
+        record=data,
+        wire=wire,
+    )
+
+
+def _record_dict(record: Any) -> dict[str, Any]:
+    if isinstance(record, dict):
+        return record
+    to_dict = getattr(record, "to_dict", None)
+    if callable(to_dict):
+        out = to_dict()
+        if isinstance(out, dict):
+            return dict(_jsonable(out))
+    dump = getattr(record, "model_dump", None)
+    if callable(dump):
+        out = dump(mode="json")
+        if isinstance(out, dict):
+            return out
+    as_dict = getattr(record, "as_dict", None)
+    if callable(as_dict):
+        out = as_dict()
+        if isinstance(out, dict):
+            return out
+    import dataclasses
+
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return dict(_jsonable(dataclasses.asdict(record)))
+    raise TypeError(f"cannot read evidence record of type {type(record).__name__}")
+
+
+def _jsonable(value: Any) -> Any:
+    import enum
+
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value

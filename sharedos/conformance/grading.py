@@ -1,0 +1,193 @@
+"""Grading: one cell per (row, column) — passed, failed, or not exercised.
+
+* ``passed``: the row was exercised and every matching attempt had the expected
+  outcome and reason (and, where the column observed the wire, the harness saw
+  the same answer the kernel gave).
+* ``failed``: exercised, but some matching attempt differs; the cell carries
+  expected vs actual and the evidence record.
+* ``not_exercised``: no matching attempt in the evidence. Never green.
+* ``not_available``: the column could not run here at all (e.g. dsh).
+
+Matching: by call id when the column controls ids (``ColumnRun.row_call_ids``),
+otherwise on tool + canonical resource (+ principal when the record has one);
+a row without a resource (unknown tool, bad arguments, unresolvable path) is
+matched on tool + the exact arguments instead, and when several rows share a
+tool + resource, attempts carrying a row's exact arguments are preferred.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sharedos.conformance.columns.base import Attempt, ColumnRun
+from sharedos.conformance.manifest import Manifest, Row
+from sharedos.outcomes import Outcome, outcome_for_reason
+
+
+class Grade(StrEnum):
+    """A cell's grade."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_EXERCISED = "not_exercised"
+    NOT_AVAILABLE = "not_available"
+
+
+SYMBOLS: dict[Grade, str] = {
+    Grade.PASSED: "✓",
+    Grade.FAILED: "✗",
+    Grade.NOT_EXERCISED: "○",
+    Grade.NOT_AVAILABLE: "–",
+}
+
+
+class Cell(BaseModel):
+    """One graded cell."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    row_id: str
+    column_id: str
+    grade: Grade
+    expected: str
+    actual: str | None = None
+    detail: str = ""
+    attempts: int = 0
+    evidence: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def _actual(attempt: Attempt) -> str:
+    if attempt.outcome is Outcome.SUCCEEDED or attempt.reason is None:
+        return attempt.outcome.value
+    return f"{attempt.outcome.value}/{attempt.reason.value}"
+
+
+def matching_attempts(row: Row, manifest: Manifest, column: ColumnRun) -> list[Attempt]:
+    """The column's attempts that belong to ``row`` (see the module docstring for the rules)."""
+    if column.match_by == "call_id":
+        call_id = column.row_call_ids.get(row.id)
+        if call_id is None:
+            return []
+        return [a for a in column.attempts if a.call_id == call_id]
+    if "tool_resource" not in row.match:
+        return []
+    principal = manifest.contexts[manifest.context_of(row)].principal
+    out = []
+    for a in column.attempts:
+        if a.tool != row.tool_name:
+            continue
+        if row.resource is not None and a.resource != row.resource:
+            continue
+        if row.resource is None:
+            # rows without a resource (unknown tool, bad arguments, unresolvable path)
+            # are told apart by their arguments, exactly as the row states them
+            if a.resource is not None:
+                continue
+            if "arguments" in a.record and a.record["arguments"] != row.arguments:
+                continue
+        if a.principal is not None and a.principal != principal:
+            continue
+        out.append(a)
+    # two rows can share tool + resource (a direct read of /private/a.txt and a
+    # traversal that canonicalizes to it): attempts with the row's exact arguments
+    # are the better match when there are any
+    exact = [a for a in out if a.record.get("arguments") == row.arguments]
+    return exact if (exact or row.match_arguments) else out
+
+
+def _wire_problem(attempt: Attempt) -> str | None:
+    """What the harness side saw must be what the kernel answered."""
+    wire = attempt.wire
+    if wire is None:
+        return None
+    if wire.get("delivered") is False:
+        return "the result never reached the model"
+    if wire.get("contentEqual") is False:
+        return "the result content the model decoded differs from what the kernel returned"
+    is_error = wire.get("isError")
+    if is_error is not None and bool(is_error) != (attempt.outcome is not Outcome.SUCCEEDED):
+        return f"the model saw isError={is_error} for a {attempt.outcome.value} outcome"
+    return None
+
+
+def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
+    """Grade one row in one column."""
+    expected = row.expect.describe()
+    if not column.available:
+        return Cell(
+            row_id=row.id,
+            column_id=column.column_id,
+            grade=Grade.NOT_AVAILABLE,
+            expected=expected,
+            detail=column.unavailable_reason or "column not available",
+        )
+    attempts = matching_attempts(row, manifest, column)
+    if not attempts:
+        how = "call id" if column.match_by == "call_id" else "tool + resource"
+        return Cell(
+            row_id=row.id,
+            column_id=column.column_id,
+            grade=Grade.NOT_EXERCISED,
+            expected=expected,
+            detail=f"no attempt in the evidence matches this row (by {how})",
+        )
+    problems: list[str] = []
+    for a in attempts:
+        want_reason = row.expect.reason
+        if a.tool != row.tool_name:
+            # the raw string must reach the kernel unchanged: a shape that renamed
+            # "files read" to "files_read" would still be refused, for the wrong reason
+            problems.append(
+                f"call {a.call_id}: the kernel received tool {a.tool!r}, "
+                f"the row attempts {row.tool_name!r}"
+            )
+        elif (
+            column.match_by == "call_id"
+            and "arguments" in a.record
+            and a.record["arguments"] != row.arguments
+        ):
+            problems.append(
+                f"call {a.call_id}: the kernel received arguments {a.record['arguments']!r}"
+            )
+        elif a.outcome is not row.expect.outcome or (
+            row.expect.outcome is not Outcome.SUCCEEDED and a.reason is not want_reason
+        ):
+            problems.append(f"call {a.call_id}: expected {expected}, got {_actual(a)}")
+        elif a.reason is not None and outcome_for_reason(a.reason) is not a.outcome:
+            problems.append(
+                f"call {a.call_id}: record says {a.outcome.value} with reason {a.reason.value}"
+            )
+        else:
+            wire = _wire_problem(a)
+            if wire is not None:
+                problems.append(f"call {a.call_id}: {wire}")
+    actual = ", ".join(sorted({_actual(a) for a in attempts}))
+    evidence = [a.record for a in attempts[:3]]
+    if problems:
+        return Cell(
+            row_id=row.id,
+            column_id=column.column_id,
+            grade=Grade.FAILED,
+            expected=expected,
+            actual=actual,
+            detail="; ".join(problems),
+            attempts=len(attempts),
+            evidence=evidence,
+        )
+    return Cell(
+        row_id=row.id,
+        column_id=column.column_id,
+        grade=Grade.PASSED,
+        expected=expected,
+        actual=actual,
+        attempts=len(attempts),
+        evidence=evidence,
+    )
+
+
+def grade_column(manifest: Manifest, column: ColumnRun) -> list[Cell]:
+    """Grade every manifest row in one column, in manifest order."""
+    return [grade_cell(row, manifest, column) for row in manifest.rows]

@@ -1,0 +1,83 @@
+"""SystemIdentity: what produced a conformance column, stamped on every record and report.
+
+The declared model is a string the host declares and SharedOS records; nothing
+ever selects a model from it (ADR 0014: "SharedOS records one string per
+column — the declared model — and selects nothing").
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+import sharedos
+
+
+class ColumnKind(StrEnum):
+    """Which kind of column produced an attempt."""
+
+    SCRIPTED = "scripted"
+    LIVE = "live"
+    MCP = "mcp"
+
+
+class McpSupport(StrEnum):
+    """How the harness reaches an MCP server: its own client, a host-installed extension, or not at all."""
+
+    NATIVE = "native"
+    EXTENSION = "extension"
+    NONE = "none"
+
+
+class SystemIdentity(BaseModel):
+    """Who/what produced a column: harness + version, column kind, declared model,
+    MCP support, the catalogHash served and the policy bundle hash.
+
+    Wire spelling is camelCase (``catalogHash``, ``mcpSupport``); Python names are snake_case.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    harness: str
+    harness_version: str
+    column: ColumnKind
+    declared_model: str = Field(
+        description="Recorded as declared by the host; never used to select anything."
+    )
+    mcp_support: McpSupport = McpSupport.NONE
+    mcp_extension: str | None = None
+    catalog_hash: str | None = None
+    policy_bundle_hash: str | None = None
+    sharedos_version: str = sharedos.__version__
+
+    def as_record(self) -> dict[str, Any]:
+        """The wire form (camelCase keys) passed to ``RuntimeHost.invoke_tool(identity=...)``."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def label(self) -> str:
+        """A short human label, e.g. ``scripted: responses 0.1.0``."""
+        ext = f" via {self.mcp_extension}" if self.mcp_extension else ""
+        return f"{self.column.value}: {self.harness} {self.harness_version}{ext}"
+
+
+def catalog_hash_mismatch(
+    identities: dict[str, SystemIdentity | None],
+) -> dict[str, str | None] | None:
+    """Return column id -> catalogHash when the columns were not given the same catalogue, else None.
+
+    Columns without a catalogue (``catalog_hash is None``, e.g. a live column or one
+    that could not run) do not take part: they had no catalogue to differ on.
+    """
+    hashes = {
+        col: ident.catalog_hash
+        for col, ident in identities.items()
+        if ident is not None and ident.catalog_hash is not None
+    }
+    if len(set(hashes.values())) > 1:
+        return dict(hashes)
+    return None

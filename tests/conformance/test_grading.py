@@ -1,0 +1,168 @@
+"""Grading rules: not exercised is never green, tool+resource matching, catalogHash mismatch first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
+from sharedos.conformance.grading import Grade, grade_column
+from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
+from sharedos.conformance.manifest import Manifest
+from sharedos.conformance.report import build_report, render_text, report_json
+from sharedos.conformance.runner import run_report
+
+
+@pytest.fixture
+async def scripted_run(manifest: Manifest, tmp_path: Path) -> ColumnRun:
+    """A real scripted column (responses shape) to regrade under other rules."""
+    _, runs = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("responses",)),
+    )
+    return runs[0]
+
+
+def _as_live(
+    run: ColumnRun, *, keep: set[str] | None = None, catalog_hash: str | None = "h"
+) -> ColumnRun:
+    """The same evidence, attributed to a column that cannot control call ids."""
+    by_row = {v: k for k, v in run.row_call_ids.items()}
+    attempts = [a for a in run.attempts if keep is None or by_row[a.call_id] in keep]
+    ident = SystemIdentity(
+        harness="claude-code",
+        harness_version="2.1.238",
+        column=ColumnKind.MCP,
+        declared_model="scripted",
+        mcp_support=McpSupport.NATIVE,
+        catalog_hash=catalog_hash,
+    )
+    return ColumnRun(
+        column_id="mcp/claude-code/http",
+        kind=ColumnKind.MCP,
+        label="Claude Code (http)",
+        identity=ident,
+        match_by="tool_resource",
+        attempts=[
+            a.model_copy(update={"call_id": f"toolu_{i}", "wire": None})
+            for i, a in enumerate(attempts)
+        ],
+    )
+
+
+@pytest.mark.anyio
+async def test_tool_resource_matching_grades_every_row(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    cells = grade_column(manifest, _as_live(scripted_run))
+    assert {c.row_id: c.grade for c in cells} == {r.id: Grade.PASSED for r in manifest.rows}
+
+
+@pytest.mark.anyio
+async def test_a_row_never_attempted_is_not_exercised_never_green(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    keep = {"public-read-allowed", "private-read-denied"}
+    column = _as_live(scripted_run, keep=keep)
+    cells = {c.row_id: c for c in grade_column(manifest, column)}
+    for row in manifest.rows:
+        if row.id in keep:
+            assert cells[row.id].grade is Grade.PASSED
+        else:
+            assert cells[row.id].grade is Grade.NOT_EXERCISED
+            assert "no attempt" in cells[row.id].detail
+    report = build_report(manifest, [column])
+    assert report.totals["passed"] == 2
+    assert report.totals["not_exercised"] == len(manifest.rows) - 2
+    text = render_text(report)
+    assert "Not exercised (not tested — never counted as passed)" in text
+
+
+@pytest.mark.anyio
+async def test_call_id_column_with_a_missing_record_is_not_exercised(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    gone = scripted_run.row_call_ids["handler-failure"]
+    column = scripted_run.model_copy(
+        update={"attempts": [a for a in scripted_run.attempts if a.call_id != gone]}
+    )
+    cells = {c.row_id: c.grade for c in grade_column(manifest, column)}
+    assert cells["handler-failure"] is Grade.NOT_EXERCISED
+    assert sum(g is Grade.PASSED for g in cells.values()) == len(manifest.rows) - 1
+
+
+@pytest.mark.anyio
+async def test_a_renamed_tool_fails_even_when_refused(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    # a shape that turned "files read" into "files_read" would still be refused
+    # tool_unavailable — for the wrong reason; grading must catch it
+    cid = scripted_run.row_call_ids["malformed-name-space"]
+    attempts = [
+        a.model_copy(update={"tool": "files_read"}) if a.call_id == cid else a
+        for a in scripted_run.attempts
+    ]
+    cells = {
+        c.row_id: c
+        for c in grade_column(manifest, scripted_run.model_copy(update={"attempts": attempts}))
+    }
+    assert cells["malformed-name-space"].grade is Grade.FAILED
+    assert "the kernel received tool 'files_read'" in cells["malformed-name-space"].detail
+
+
+@pytest.mark.anyio
+async def test_a_wire_that_lost_the_error_flag_fails(manifest: Manifest, tmp_path: Path) -> None:
+    _, runs = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("anthropic",)),
+    )
+    run = runs[0]
+    cid = run.row_call_ids["private-read-denied"]
+    attempts = [
+        a.model_copy(update={"wire": {**(a.wire or {}), "isError": False}})
+        if a.call_id == cid
+        else a
+        for a in run.attempts
+    ]
+    cells = {
+        c.row_id: c for c in grade_column(manifest, run.model_copy(update={"attempts": attempts}))
+    }
+    assert cells["private-read-denied"].grade is Grade.FAILED
+    assert "isError=False" in cells["private-read-denied"].detail
+
+
+@pytest.mark.anyio
+async def test_catalog_hash_mismatch_is_flagged_before_refusals(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    other = _as_live(scripted_run, catalog_hash="0" * 64)
+    report = build_report(manifest, [scripted_run, other])
+    assert not report.catalog_check.equal
+    assert "CATALOGUE MISMATCH" in report.catalog_check.message
+    text = render_text(report)
+    assert text.index("CATALOGUE MISMATCH") < text.index("private-read-denied")
+    assert '"equal": false' in report_json(report)
+    same = build_report(
+        manifest,
+        [scripted_run, _as_live(scripted_run, catalog_hash=scripted_run.identity.catalog_hash)],
+    )  # type: ignore[union-attr]
+    assert same.catalog_check.equal
+
+
+def test_an_unavailable_column_is_kept_with_its_reason(manifest: Manifest) -> None:
+    col = ColumnRun.unavailable("mcp/dsh", ColumnKind.MCP, "dsh", "dsh is not installable here")
+    report = build_report(manifest, [col])
+    assert all(cells[0].grade is Grade.NOT_AVAILABLE for cells in report.cells)
+    assert report.ok  # nothing failed; nothing passed either
+    assert report.totals["passed"] == 0
+    assert "NOT AVAILABLE: dsh is not installable here" in render_text(report)
+
+
+def test_strict_claim_is_in_the_report(manifest: Manifest) -> None:
+    report = build_report(manifest, [])
+    for name, policy in manifest.policies.items():
+        assert report.policies[name] == policy.strict_claim()
+    assert "Strict run 'conformance'" in render_text(report)

@@ -1,0 +1,174 @@
+"""The scripted column against the real kernel: every row passes in every shape,
+and a deliberately broken rule makes exactly the matching cells fail."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sharedos.conformance.columns.base import ColumnOptions
+from sharedos.conformance.grading import Grade
+from sharedos.conformance.manifest import Manifest
+from sharedos.conformance.report import render_text
+from sharedos.conformance.runner import run_report
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.harness.shapes import SHAPE_NAMES
+from sharedos.resources import shipped_dir
+
+REQUIRED_ROWS = {
+    "public-read-allowed",
+    "private-read-denied",
+    "private-read-admin-allowed",
+    "traversal-denied",
+    "write-outside-home-denied",
+    "not-in-run-policy",
+    "unpublished-tool",
+    "malformed-name-space",
+    "malformed-name-long",
+    "malformed-name-unicode",
+    "invalid-arguments",
+    "handler-failure",
+}
+
+
+@pytest.mark.anyio
+async def test_every_row_passes_in_every_shape(manifest: Manifest, tmp_path: Path) -> None:
+    report, _ = await run_report(
+        manifest, ["scripted"], options=ColumnOptions(manifest=manifest, workdir=tmp_path)
+    )
+    assert [c.column_id for c in report.columns] == [f"scripted/{s}" for s in SHAPE_NAMES]
+    assert {r.id for r in report.rows} >= REQUIRED_ROWS
+    for row, cells in zip(report.rows, report.cells, strict=True):
+        for cell in cells:
+            assert cell.grade is Grade.PASSED, (row.id, cell.column_id, cell.detail)
+            assert cell.attempts == 1
+    assert report.ok and report.catalog_check.equal
+    for col in report.columns:
+        # denied and failed stay distinguishable in the record
+        assert col.counts.denied == 9 and col.counts.failed == 2 and col.counts.succeeded == 3
+        assert col.inconsistent_records == []
+        assert col.identity is not None and col.identity.catalog_hash
+        assert col.identity.declared_model == "sharedos-scripted-model"
+
+
+@pytest.mark.anyio
+async def test_raw_names_reach_the_kernel_and_every_record_carries_identity(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    keep = tmp_path / "work"
+    keep.mkdir()
+    _, runs = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=keep),
+        keep_workdir=keep,
+    )
+    db = Path(runs[0].evidence_path or "")
+    assert db.is_file()
+    with SqliteEvidenceStore(db) as store:
+        records = store.query()
+    assert len(records) == len(manifest.rows) * len(SHAPE_NAMES)
+    tools = {r.tool for r in records}
+    # the malformed names arrive exactly as the rows attempt them, in every shape
+    for raw in ("files read", "f" * 200, "files\u2024read", "files.exec"):
+        assert raw in tools
+        assert sum(1 for r in records if r.tool == raw) == len(SHAPE_NAMES)
+    for rec in records:
+        assert rec.identity is not None
+        assert rec.identity["column"] == "scripted"
+        assert rec.identity["catalogHash"] == rec.catalog_hash
+        assert rec.identity["policyBundleHash"] == rec.policy_hash
+        assert rec.diagnostics is not None and rec.diagnostics["shape"] in SHAPE_NAMES
+    # the dotted name was carried as the portable escape on the OpenAI/Anthropic wires
+    wire = {
+        (r.diagnostics or {})["shape"]: (r.diagnostics or {})["wireName"]
+        for r in records
+        if r.tool == "files.read"
+    }
+    assert wire["responses"] == wire["anthropic"] == "files_dread"
+    assert wire["pi"] == wire["dsh"] == "files.read"
+
+
+def _broken_rules(tmp_path: Path) -> Path:
+    """A copy of the shipped rules with the /private forbid removed."""
+    src = (shipped_dir("rules") / "files.sos").read_text(encoding="utf-8")
+    broken, n = re.subn(
+        r'@id\("files-private-admins-only"\)\s*\nforbid \* on "/private/\*\*" unless "admin" in context\.roles\n',
+        "",
+        src,
+    )
+    assert n == 1, "the shipped rule changed shape; update this test"
+    out = tmp_path / "rules"
+    out.mkdir()
+    (out / "files.sos").write_text(broken, encoding="utf-8")
+    return out
+
+
+@pytest.mark.anyio
+async def test_a_broken_rule_makes_the_matching_cells_fail(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    rules = _broken_rules(tmp_path)
+    report, _ = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, policy_paths=(rules,)),
+    )
+    failing = {"private-read-denied", "traversal-denied"}
+    for row, cells in zip(report.rows, report.cells, strict=True):
+        for cell in cells:
+            if row.id in failing:
+                assert cell.grade is Grade.FAILED, (row.id, cell.column_id)
+                assert cell.expected == "denied/forbidden"
+                assert cell.actual == "denied/no_matching_permit"
+                assert cell.evidence and cell.evidence[0]["reason"] == "no_matching_permit"
+            else:
+                assert cell.grade is Grade.PASSED, (row.id, cell.column_id, cell.detail)
+    assert not report.ok
+    assert report.totals["failed"] == len(failing) * len(SHAPE_NAMES)
+    text = render_text(report)
+    assert "Failed cells" in text
+    assert (
+        "private-read-denied in scripted/responses: expected denied/forbidden, got denied/no_matching_permit"
+        in text
+    )
+
+
+@pytest.mark.anyio
+async def test_one_shape_only(manifest: Manifest, tmp_path: Path) -> None:
+    report, _ = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("anthropic",)),
+    )
+    assert [c.column_id for c in report.columns] == ["scripted/anthropic"]
+    assert report.ok
+
+
+@pytest.mark.anyio
+async def test_a_turn_that_breaks_off_leaves_its_rows_not_exercised(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    # two model steps of three calls each, then the driver cuts the turn off
+    report, runs = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(
+            manifest=manifest, workdir=tmp_path, shapes=("dsh",), extra={"max_steps": 2}
+        ),
+    )
+    cells = {row.id: cells[0] for row, cells in zip(report.rows, report.cells, strict=True)}
+    grades = [c.grade for c in cells.values()]
+    # step 1's three results reached the model; step 2's three calls were recorded but
+    # their results never went back (a failure of the loop, not a pass); the rest of
+    # the turn never happened (not exercised); the other two turns completed
+    assert grades.count(Grade.PASSED) == 3 + 2
+    assert grades.count(Grade.FAILED) == 3
+    assert all(
+        "never reached the model" in c.detail for c in cells.values() if c.grade is Grade.FAILED
+    )
+    assert grades.count(Grade.NOT_EXERCISED) == len(manifest.rows) - 8
+    assert cells["handler-failure"].grade is Grade.NOT_EXERCISED
+    assert any("aborted" in n and "after 2 steps" in n for n in runs[0].notes)
