@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from functools import cached_property
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -33,6 +33,13 @@ class RunMode(StrEnum):
 
 class ToolPolicyError(ValueError):
     """A ToolPolicy that contradicts its own declaration."""
+
+
+@lru_cache(maxsize=1024)
+def _managed_regexes(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    # Keyed by the patterns themselves (not cached on the instance), so a
+    # model_copy(update={"managed": ...}) can never answer for the old set.
+    return tuple(_pattern_regex(p) for p in patterns)
 
 
 def _pattern_regex(pattern: str) -> re.Pattern[str]:
@@ -96,13 +103,9 @@ class ToolPolicy(BaseModel):
                 )
         return self
 
-    @cached_property
-    def _managed_res(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(_pattern_regex(p) for p in self.managed)
-
     def is_managed(self, tool: str) -> bool:
         """True when ``tool`` is in this run's managed set."""
-        return any(rx.fullmatch(tool) for rx in self._managed_res)
+        return any(rx.fullmatch(tool) for rx in _managed_regexes(self.managed))
 
     def strict_claim(self) -> str:
         """One paragraph saying what this run's refusal results do and do not cover."""

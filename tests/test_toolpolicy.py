@@ -67,3 +67,11 @@ def test_strict_claim_names_the_local_tools() -> None:
     claim = policy.strict_claim()
     assert "patch" in claim and "shell.bounded" in claim
     assert "does not authorize" in claim
+
+
+def test_copy_with_a_new_managed_set_answers_for_the_new_set() -> None:
+    policy = ToolPolicy(name="p", mode="open", managed=("files.*",))
+    assert policy.is_managed("files.read")
+    narrowed = policy.model_copy(update={"managed": ("github.search",)})
+    assert not narrowed.is_managed("files.read")
+    assert narrowed.is_managed("github.search")
