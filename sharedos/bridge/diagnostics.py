@@ -1,0 +1,91 @@
+"""Bridge diagnostics: harness aliases, ``_meta`` correlation keys, client identity.
+
+All of this is presentation and correlation. It is handed to
+``RuntimeHost.invoke_tool(diagnostics=...)``, which stores it on the evidence
+record; it is never put on the ``ToolCall`` and no decision reads it, so no
+alias can reach authorization even by mistake (ADR 0014, "Names").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sharedos.names import harness_sanitized
+
+#: ``_meta`` keys harnesses send on ``tools/call`` that correlate an attempt with the model's call.
+CORRELATION_META_KEYS: tuple[str, ...] = (
+    "claudecode/toolUseId",  # Claude Code: equals the model's tool_use.id
+    "callId",  # Codex: equals the model's function_call call_id
+    "x-codex-turn-metadata",  # Codex: {session_id, thread_id, turn_id, model, ...}
+    "threadId",
+    "sessionId",
+    "itemId",
+    "progressToken",
+)
+
+_MAX_DIAG_STR = 512
+
+
+def harness_aliases(server_name: str, tool: str) -> dict[str, Any]:
+    """The names each harness would show the model for ``tool`` on server ``server_name``.
+
+    Measured: Claude Code ``mcp__<server>__<tool>``; Codex namespace
+    ``mcp__<server>`` + function ``<tool>``; Pi's built-in MCP uses the Claude
+    form and pi-mcp-adapter's proxy ``<server>_<tool>``; every character
+    outside ``[A-Za-z0-9_-]`` becomes ``_``.
+    """
+    server = harness_sanitized(server_name)
+    name = harness_sanitized(tool)
+    return {
+        "claude-code": f"mcp__{server}__{name}",
+        "codex": {"namespace": f"mcp__{server}", "name": name},
+        "pi": [f"{server}_{name}", f"mcp__{server}__{name}"],
+    }
+
+
+def bounded(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe, size-bounded copy (diagnostics come from the harness: never trust their size)."""
+    if depth > 4:
+        return "…"
+    if isinstance(value, str):
+        return value if len(value) <= _MAX_DIAG_STR else value[:_MAX_DIAG_STR] + "…"
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k)[:128]: bounded(v, depth + 1) for k, v in list(value.items())[:32]}
+    if isinstance(value, list | tuple):
+        return [bounded(v, depth + 1) for v in list(value)[:32]]
+    return bounded(str(value), depth + 1)
+
+
+def correlation_from_meta(meta: Any) -> dict[str, Any]:
+    """The correlation keys found in a request's ``_meta`` (Claude Code, Codex, progress token)."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        dump = getattr(meta, "model_dump", None)
+        if dump is None:
+            return {}
+        meta = dump(by_alias=True, exclude_none=True)
+    return {key: bounded(meta[key]) for key in CORRELATION_META_KEYS if key in meta}
+
+
+_SAFE_TOKEN_RE = re.compile(r"[^\x20-\x7e]")
+
+
+def client_identity(session: Any) -> dict[str, Any]:
+    """Client name/version (from ``initialize`` or the 2026 envelope) and the negotiated version."""
+    out: dict[str, Any] = {}
+    try:
+        params = session.client_params
+        if params is not None and params.client_info is not None:
+            out["clientName"] = _SAFE_TOKEN_RE.sub("?", params.client_info.name)[:128]
+            out["clientVersion"] = _SAFE_TOKEN_RE.sub("?", params.client_info.version or "")[:64]
+    except Exception:
+        pass
+    with contextlib.suppress(Exception):
+        out["protocolVersion"] = session.protocol_version
+    return out

@@ -1,0 +1,115 @@
+"""Transport hooks a bridge hands to a handler (``HandlerContext.progress/log/peer``).
+
+They are built per request from the SDK's request context, so a handler's
+progress and log notifications ride the response stream of the call that
+produced them, and a peer request (sampling, elicitation) goes to the client
+that made the call — never to another turn's client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+
+_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+class LogGate:
+    """The minimum log level a handshake-era client asked for with ``logging/setLevel`` (per turn)."""
+
+    def __init__(self) -> None:
+        self.minimum: str = "debug"
+
+    def allows(self, level: str) -> bool:
+        """True when ``level`` is at or above the client's requested minimum."""
+        try:
+            return _LEVELS.index(level) >= _LEVELS.index(self.minimum)
+        except ValueError:
+            return False
+
+
+class BridgePeer:
+    """Server→client requests for one call: sampling and elicitation, where the transport allows."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    @property
+    def can_request(self) -> bool:
+        """Whether this call's channel can carry a server→client request (stateful sessions, stdio)."""
+        try:
+            return bool(self._ctx.session.can_send_request)
+        except Exception:
+            return False
+
+    def client_supports(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` (``"sampling"``, ``"elicitation"``)."""
+        caps = self._ctx.session.client_capabilities
+        return caps is not None and getattr(caps, capability, None) is not None
+
+    async def create_message(self, prompt: str, *, max_tokens: int = 100) -> dict[str, Any]:
+        """Ask the client's model (``sampling/createMessage``); the result as a wire dict."""
+        request = types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(
+                messages=[
+                    types.SamplingMessage(
+                        role="user", content=types.TextContent(type="text", text=prompt)
+                    )
+                ],
+                max_tokens=max_tokens,
+            )
+        )
+        from mcp.shared.message import ServerMessageMetadata
+
+        result = await self._ctx.session.send_request(
+            request,
+            types.CreateMessageResult,
+            metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
+        )
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user through the client (``elicitation/create``, form mode); the result as a wire dict."""
+        result = await self._ctx.session.elicit_form(
+            message, requested_schema, related_request_id=self._ctx.request_id
+        )
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
+
+
+def make_hooks(ctx: Any, gate: LogGate) -> dict[str, Any]:
+    """``{"progress", "log", "peer"}`` for one ``tools/call`` request context."""
+    session = ctx.session
+    modern_levels = allowed_log_levels(ctx.protocol_version, dict(ctx.meta) if ctx.meta else None)
+
+    async def progress(
+        value: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        # A no-op unless the request carried _meta.progressToken (SDK behaviour).
+        await session.report_progress(value, total, message)
+
+    async def log(level: str, data: Any) -> None:
+        if level not in _LEVELS or level not in modern_levels or not gate.allows(level):
+            return
+        # Request-scoped: on 2026-07-28 a log may only ride the call's own stream.
+        await session.send_notification(
+            types.LoggingMessageNotification(
+                params=types.LoggingMessageNotificationParams(level=level, data=data)
+            ),
+            related_request_id=ctx.request_id,
+        )
+
+    peer = BridgePeer(ctx) if session.can_send_request else None
+    return {"progress": progress, "log": log, "peer": peer}

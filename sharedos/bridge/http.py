@@ -1,0 +1,184 @@
+"""Streamable HTTP for one turn: a socket we bind, an embedded uvicorn, a bearer token.
+
+Why not ``uvicorn.run``: stock uvicorn takes over SIGINT/SIGTERM of the host
+process, polls every 100 ms, and its shutdown sleeps a fixed 100 ms and then
+polls again in 100 ms steps. A turn opens and closes many times per process,
+so this module starts uvicorn's pieces directly (no signal capture, no tick
+loop) and stops them event-driven: stop accepting, terminate the SDK's session
+transports (a legacy client's GET stream would otherwise hold the connection),
+close idle keep-alive connections, wait for in-flight responses only as long
+as the grace allows, then close what is left.
+
+The socket is created with ``IPPROTO_TCP`` explicitly: asyncio sets
+``TCP_NODELAY`` on accepted connections only when the listening socket's proto
+is ``IPPROTO_TCP``; with proto 0 every response waits ~40 ms for the peer's
+delayed ACK (Nagle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+LOOPBACK = "127.0.0.1"
+
+
+class BridgeStartError(RuntimeError):
+    """The turn's HTTP listener could not be started."""
+
+
+class BearerGuard:
+    """Pure-ASGI guard: every HTTP request must carry this turn's bearer token, else 401.
+
+    The token is compared with ``hmac.compare_digest`` (constant time). One
+    listener serves exactly one turn and accepts exactly one credential, so the
+    SDK's per-session credential binding would add nothing here; doing the
+    check in one small ASGI layer instead of Starlette's authentication
+    middleware stack keeps it off the per-call latency. The lifespan scope
+    passes through untouched.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if len(token) < 32:
+            raise ValueError("a turn token must be at least 32 characters of secret")
+        self._app = app
+        self._expected = b"bearer " + token.encode("ascii")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            presented = b""
+            for name, value in scope.get("headers", ()):
+                if name == b"authorization":
+                    presented = value
+                    break
+            # Case-insensitive scheme (RFC 7235), exact token.
+            candidate = presented[:7].lower() + presented[7:]
+            if not hmac.compare_digest(candidate, self._expected):
+                await _unauthorized(send)
+                return
+        await self._app(scope, receive, send)
+
+
+async def _unauthorized(send: Send) -> None:
+    body = b'{"error":"invalid_token","error_description":"Authentication required"}'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (
+                    b"www-authenticate",
+                    b'Bearer error="invalid_token", error_description="Authentication required"',
+                ),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _TrackedH11(H11Protocol):
+    """h11 protocol that tells the server when a connection goes, so stop can wait on an event."""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        notify: Callable[[], None] | None = getattr(self.server_state, "on_connection_lost", None)
+        if notify is not None:
+            notify()
+
+
+class EmbeddedUvicorn(uvicorn.Server):
+    """uvicorn without signal capture, without the 100 ms tick loop, with an event-driven stop."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._drained = asyncio.Event()
+        self.server_state.on_connection_lost = self._connection_lost  # type: ignore[attr-defined]
+
+    def _connection_lost(self) -> None:
+        if not self.server_state.connections:
+            self._drained.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """The host process owns its signals; a turn never captures them."""
+        yield
+
+    async def start(self, sock: socket.socket) -> None:
+        """Run the ASGI lifespan and start accepting on ``sock``; return once serving."""
+        config = self.config
+        if not config.loaded:
+            config.load()
+        self.lifespan = config.lifespan_class(config)
+        try:
+            await self.startup(sockets=[sock])
+        except SystemExit as exc:  # uvicorn exits the process on a failed lifespan
+            raise BridgeStartError("the bridge's ASGI lifespan failed to start") from exc
+        if not self.started:
+            raise BridgeStartError("the bridge's HTTP listener did not start")
+        # What the tick loop would have done once: fixed default headers.
+        await self.on_tick(0)
+
+    async def stop(self, sock: socket.socket, *, grace_s: float) -> None:
+        """Stop accepting, drain or close every connection, shut the lifespan down."""
+        self.should_exit = True
+        for server in self.servers:
+            server.close()
+        sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        if self.server_state.connections:
+            self._drained.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), timeout=grace_s)
+        for connection in list(self.server_state.connections):
+            transport: Any = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.close()
+        for task in list(self.server_state.tasks):
+            task.cancel()
+        if self.server_state.tasks:
+            await asyncio.wait(list(self.server_state.tasks), timeout=grace_s)
+        for server in self.servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), timeout=grace_s)
+        await self.lifespan.shutdown()
+
+
+def bind_loopback() -> socket.socket:
+    """A listening TCP socket on 127.0.0.1 with an ephemeral port (``IPPROTO_TCP``: see module doc)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.bind((LOOPBACK, 0))
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def embedded_config(app: Any, *, grace_s: float) -> uvicorn.Config:
+    """A uvicorn config for one turn: no logging setup, no access log, no server/date headers."""
+    return uvicorn.Config(
+        app,
+        http=_TrackedH11,
+        ws="none",
+        lifespan="on",
+        log_config=None,  # never reconfigure the host's logging
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=max(1, round(grace_s)),  # unused: stop() applies grace_s itself
+        loop="none",
+    )

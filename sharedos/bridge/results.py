@@ -1,0 +1,195 @@
+"""SharedOS outcome → MCP ``CallToolResult``.
+
+Refusals are results, never JSON-RPC errors (ADR 0014). The structured payload
+keeps denied and failed distinguishable; the text block is written for the
+model, because Codex and Pi pass only the text on: it says plainly whether
+this was a policy denial or a failure, names the tool and the resource, and
+says whether retrying the same call can help.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel, TypeAdapter
+
+from sharedos.outcomes import Outcome, ReasonCode
+
+_FAILURE_HINTS: dict[str, str] = {
+    ReasonCode.INVALID_ARGUMENTS.value: (
+        "The arguments do not match the tool's inputSchema; retrying the same call will not "
+        "help, a call with corrected arguments might."
+    ),
+    ReasonCode.TIMEOUT.value: "The tool did not finish in time. Retrying the same call is unlikely to help.",
+    ReasonCode.HANDLER_ERROR.value: "The tool reported an error. Retrying the same call will not help.",
+    ReasonCode.INTERNAL_ERROR.value: (
+        "SharedOS failed internally and refused the call (fail closed). Retrying the same call "
+        "will not help."
+    ),
+}
+
+
+def _value(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    return str(getattr(obj, "value", obj))
+
+
+def _rule_ids(decision: Any) -> list[str]:
+    refs = getattr(decision, "rule_ids", None) or ()
+    out: list[str] = []
+    for ref in refs:
+        rid = getattr(ref, "id", ref)
+        out.append(str(rid))
+    return out
+
+
+def refusal_payload(
+    *,
+    outcome: str,
+    reason: str | None,
+    tool: str,
+    resource: str | None,
+    rule_ids: Sequence[str],
+    detail: str | None,
+) -> dict[str, Any]:
+    """The ``structuredContent`` of a refusal (wire spelling: ``ruleIds``)."""
+    payload: dict[str, Any] = {
+        "outcome": outcome,
+        "reason": reason,
+        "tool": tool,
+        "resource": resource,
+        "ruleIds": list(rule_ids),
+    }
+    if detail:
+        payload["detail"] = detail
+    return payload
+
+
+def refusal_text(
+    *,
+    outcome: str,
+    reason: str | None,
+    tool: str,
+    resource: str | None,
+    rule_ids: Sequence[str],
+    detail: str | None,
+) -> str:
+    """One paragraph for the model: denial or failure, which tool and resource, will a retry help."""
+    on = f" on resource {resource!r}" if resource else ""
+    rules = f"; rule(s): {', '.join(rule_ids)}" if rule_ids else ""
+    if detail:
+        detail = detail.strip()
+        if detail and detail[-1] not in ".!?":
+            detail += "."
+    if outcome == Outcome.DENIED.value:
+        text = (
+            f"SharedOS policy denial: the call to tool {tool!r}{on} was refused by the access "
+            f"policy (reason: {reason}{rules}). This is an authorization decision, not a "
+            "malfunction; retrying the same call will not help."
+        )
+        if detail:
+            text += f" {detail}"
+        return text
+    if outcome == Outcome.CANCELLED.value:
+        return f"SharedOS: the call to tool {tool!r}{on} was cancelled before it completed."
+    hint = _FAILURE_HINTS.get(reason or "", "Retrying the same call will not help.")
+    text = f"SharedOS tool failure (not a policy denial): the call to tool {tool!r}{on} failed (reason: {reason})."
+    if detail:
+        text += f" {detail}"
+    return f"{text} {hint}"
+
+
+_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
+
+
+def _content_blocks(raw: Any) -> list[types.ContentBlock]:
+    blocks: list[types.ContentBlock] = []
+    for block in raw or ():
+        if isinstance(block, BaseModel):
+            blocks.append(block)  # type: ignore[arg-type]
+        elif (
+            isinstance(block, dict)
+            and len(block) == 2
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ):
+            # the common case, without a discriminated-union validation per call
+            blocks.append(types.TextContent(type="text", text=block["text"]))
+        else:
+            blocks.append(_BLOCK.validate_python(block, by_alias=True))
+    return blocks
+
+
+def to_call_tool_result(result: Any) -> types.CallToolResult:
+    """Map a kernel ``ToolResult`` to the MCP result the harness receives."""
+    outcome = _value(result.outcome)
+    if outcome == Outcome.SUCCEEDED.value:
+        structured = result.structured
+        blocks = _content_blocks(result.content)
+        if not blocks and structured is not None:
+            # Spec: a tool returning structured content SHOULD also return it as text.
+            blocks = [types.TextContent(type="text", text=json.dumps(structured, default=str))]
+        return types.CallToolResult(
+            content=blocks,
+            structured_content=structured if isinstance(structured, dict) else None,
+            is_error=False,
+        )
+    decision = getattr(result, "decision", None)
+    reason = _value(getattr(result, "reason", None))
+    resource = getattr(decision, "resource", None) if decision is not None else None
+    rule_ids = _rule_ids(decision)
+    detail = getattr(result, "error", None)
+    if detail is None and decision is not None and outcome == Outcome.DENIED.value:
+        detail = getattr(decision, "detail", None) or None
+    tool = str(result.tool)
+    payload = refusal_payload(
+        outcome=outcome or Outcome.FAILED.value,
+        reason=reason,
+        tool=tool,
+        resource=resource,
+        rule_ids=rule_ids,
+        detail=detail,
+    )
+    text = refusal_text(
+        outcome=payload["outcome"],
+        reason=reason,
+        tool=tool,
+        resource=resource,
+        rule_ids=rule_ids,
+        detail=detail,
+    )
+    kernel_payload = getattr(result, "structured", None)
+    if isinstance(kernel_payload, dict):
+        # Keep what the kernel said (callId, its own sentence) under ours.
+        payload = {**{k: v for k, v in kernel_payload.items() if k not in payload}, **payload}
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    return types.CallToolResult(content=content, structured_content=payload, is_error=True)
+
+
+def internal_error_result(tool: str, detail: str) -> types.CallToolResult:
+    """The result for a call the bridge could not even hand to the kernel (fail closed)."""
+    payload = refusal_payload(
+        outcome=Outcome.FAILED.value,
+        reason=ReasonCode.INTERNAL_ERROR.value,
+        tool=tool,
+        resource=None,
+        rule_ids=(),
+        detail=detail,
+    )
+    text = refusal_text(
+        outcome=Outcome.FAILED.value,
+        reason=ReasonCode.INTERNAL_ERROR.value,
+        tool=tool,
+        resource=None,
+        rule_ids=(),
+        detail=detail,
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=payload,
+        is_error=True,
+    )

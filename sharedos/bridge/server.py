@@ -1,0 +1,289 @@
+"""One turn's MCP server: a low-level SDK ``Server`` with closures over that turn's catalogue.
+
+Nothing here is shared between turns: each turn builds its own ``Server``
+(0.15 ms), its own tool list and its own call handler. ``tools/call`` never
+decides anything: it turns the request into a ``ToolCall`` carrying the raw
+name received and hands it to ``RuntimeHost.invoke_tool``, which
+re-authorizes, runs and records it. ``on_call_tool`` never raises (an
+exception in a low-level handler would become a JSON-RPC error); the only
+thing that escapes is cancellation, after the kernel has recorded it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.caching import CacheHint
+from mcp.server.lowlevel.server import Server
+
+from sharedos.bridge.diagnostics import (
+    bounded,
+    client_identity,
+    correlation_from_meta,
+    harness_aliases,
+)
+from sharedos.bridge.hooks import LogGate, make_hooks
+from sharedos.bridge.results import internal_error_result, to_call_tool_result
+from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
+from sharedos.kernel.context import AccessContext, ToolCall
+from sharedos.names import PortableNameMap
+from sharedos.outcomes import ReasonCode
+from sharedos.toolpolicy import ToolPolicy
+
+logger = logging.getLogger(__name__)
+
+#: The server name harnesses see; aliases (``mcp__sharedos__files_read``) are derived from it.
+DEFAULT_SERVER_NAME = "sharedos"
+
+
+@dataclass
+class TurnEndpoint:
+    """The per-turn state behind one MCP server: catalogue, context, policy and the runtime."""
+
+    runtime_host: Any
+    context: AccessContext
+    tool_policy: ToolPolicy
+    catalog: Any
+    server_name: str = DEFAULT_SERVER_NAME
+    portable_names: bool = False
+    transport: str = "http"
+    identity: Mapping[str, Any] | None = None
+    closed: bool = False
+    #: for transports whose closing is learned from outside (stdio: the open-marker)
+    is_open: Callable[[], bool] | None = None
+    tools: list[types.Tool] = field(default_factory=list)
+    excluded: list[ExcludedTool] = field(default_factory=list)
+    log_gate: LogGate = field(default_factory=LogGate)
+    _portable: PortableNameMap | None = None
+    _schemas: dict[str, Any] = field(default_factory=dict)
+    _aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tools, self.excluded = sieve_catalog(self.catalog.tools)
+        for gone in self.excluded:
+            logger.warning("bridge: tool %r left out of tools/list: %s", gone.name, gone.reason)
+        if self.portable_names:
+            self._portable = PortableNameMap(t.name for t in self.tools)
+            self.tools = [
+                t.model_copy(update={"name": self._portable.to_portable(t.name)})
+                for t in self.tools
+            ]
+        # Listed name -> inputSchema, for the SDK's Mcp-Param header check on 2026-07-28.
+        # Without it the SDK runs the whole tools/list handler (and serializes the
+        # result) on every tools/call just to find one schema.
+        self._schemas = {t.name: t.input_schema for t in self.tools}
+
+    @property
+    def catalog_hash(self) -> str:
+        """The turn's catalogHash, fixed when the turn opened."""
+        return str(self.catalog.catalog_hash)
+
+    # -- handlers ---------------------------------------------------------------
+    async def on_list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """The turn's tools; the same list for the whole turn (ttlMs 0, cacheScope private)."""
+        return types.ListToolsResult(
+            tools=list(self.tools), _meta={CATALOG_HASH_META_KEY: self.catalog_hash}
+        )
+
+    async def on_set_logging_level(
+        self, ctx: Any, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """Handshake-era ``logging/setLevel``: the minimum level of handler log notifications."""
+        self.log_gate.minimum = str(params.level)
+        return types.EmptyResult()
+
+    def canonical_name(self, received: str) -> str:
+        """The raw name, or the canonical name a portable name stands for (mapped back, injectively)."""
+        if self._portable is not None and isinstance(received, str):
+            canonical = self._portable.to_canonical(received)
+            if canonical is not None:
+                return canonical
+        return received
+
+    def diagnostics(self, ctx: Any, received: str, tool: str) -> dict[str, Any]:
+        """What the evidence record keeps about the transport (never read by a decision)."""
+        diag: dict[str, Any] = {
+            "bridge": {"transport": self.transport, "server": self.server_name},
+            "correlation": correlation_from_meta(ctx.meta),
+            "jsonrpcId": bounded(ctx.request_id),
+        }
+        # Aliases exist only for published tools (an unpublished name was never shown
+        # to the model under any alias); computed once per tool per turn.
+        if tool in self.catalog.names:
+            aliases = self._aliases.get(tool)
+            if aliases is None:
+                aliases = self._aliases[tool] = harness_aliases(self.server_name, tool)
+            diag["aliases"] = aliases
+        diag.update(client_identity(ctx.session))
+        diag.setdefault("protocolVersion", ctx.protocol_version)
+        if received != tool:
+            diag["portableName"] = received
+        return diag
+
+    async def on_call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """Hand the raw call to ``RuntimeHost.invoke_tool`` and map its outcome; never raises."""
+        received = params.name
+        tool = received
+        try:
+            tool = self.canonical_name(received)
+            call = ToolCall(tool=tool, arguments=params.arguments, turn_id=self.context.turn_id)
+            diagnostics = self.diagnostics(ctx, received, tool)
+            if not self.closed and self.is_open is not None and not self.is_open():
+                self.closed = True
+            if self.closed:
+                result = await record_refusal(
+                    self.runtime_host,
+                    call,
+                    self.context,
+                    self.tool_policy,
+                    ReasonCode.TURN_CLOSED,
+                    catalog=self.catalog,
+                    diagnostics=diagnostics,
+                    detail="the turn this bridge served has closed",
+                )
+            else:
+                result = await self.runtime_host.invoke_tool(
+                    call,
+                    self.context,
+                    self.tool_policy,
+                    catalog=self.catalog,
+                    diagnostics=diagnostics,
+                    identity=self.identity,
+                    **make_hooks(ctx, self.log_gate),
+                )
+            return to_call_tool_result(result)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # fail closed, as a result, never a JSON-RPC error
+            logger.exception("bridge: internal failure handling tools/call %r", tool)
+            return await self._internal_failure(ctx, received, tool, params.arguments, exc)
+
+    async def _internal_failure(
+        self, ctx: Any, received: str, tool: str, arguments: Any, exc: Exception
+    ) -> types.CallToolResult:
+        detail = f"internal error in the bridge ({type(exc).__name__})"
+        try:
+            call = ToolCall(tool=tool, arguments=arguments, turn_id=self.context.turn_id)
+            await record_refusal(
+                self.runtime_host,
+                call,
+                self.context,
+                self.tool_policy,
+                ReasonCode.INTERNAL_ERROR,
+                catalog=self.catalog,
+                diagnostics={"bridge": {"transport": self.transport}, "receivedName": received},
+                detail=detail,
+            )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            logger.exception("bridge: could not record the internal failure of %r", tool)
+        return internal_error_result(tool, detail)
+
+    async def record_malformed_calls(self, ctx: Any, call_next: Any) -> Any:
+        """Server middleware: a ``tools/call`` the SDK rejects as malformed is still an attempt.
+
+        A non-string name or non-object arguments fail the SDK's params
+        validation before ``on_call_tool`` runs, and the client gets a JSON-RPC
+        "invalid params" error (the request itself was malformed). The attempt
+        must not vanish: it is handed to the kernel with the raw values, which
+        refuses and records it, and then the SDK's error goes out unchanged.
+        """
+        try:
+            return await call_next(ctx)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            if ctx.method == "tools/call" and ctx.request_id is not None:
+                params = ctx.params if isinstance(ctx.params, Mapping) else {}
+                name, arguments = params.get("name"), params.get("arguments")
+                if not isinstance(name, str) or not (
+                    arguments is None or isinstance(arguments, dict)
+                ):
+                    await self._record_malformed(ctx, name, arguments)
+            raise
+
+    async def _record_malformed(self, ctx: Any, name: Any, arguments: Any) -> None:
+        tool = name if isinstance(name, str) else json.dumps(name, default=repr)[:1024]
+        try:
+            diagnostics = self.diagnostics(ctx, tool, tool)
+            diagnostics["malformedRequest"] = True
+            await self.runtime_host.invoke_tool(
+                ToolCall(tool=tool, arguments=arguments, turn_id=self.context.turn_id),
+                self.context,
+                self.tool_policy,
+                catalog=self.catalog,
+                diagnostics=diagnostics,
+                identity=self.identity,
+            )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            logger.exception("bridge: could not record a malformed tools/call")
+
+    # -- server -----------------------------------------------------------------
+    def build_server(self) -> Server[Any]:
+        """A fresh low-level SDK server for this turn (never shared)."""
+        server: Server[Any] = Server(
+            self.server_name,
+            version=_version(),
+            instructions=None,
+            cache_hints={
+                "tools/list": CacheHint(ttl_ms=0, scope="private"),
+            },
+            on_list_tools=self.on_list_tools,
+            on_call_tool=self.on_call_tool,
+            get_tool_input_schema=self._schemas.get,
+        )
+        # logging/setLevel only exists on handshake-era versions; registering it directly
+        # avoids the SDK's deprecation warning for the 2026 era.
+        server.add_request_handler(
+            "logging/setLevel", types.SetLevelRequestParams, self.on_set_logging_level
+        )
+        server.middleware.append(self.record_malformed_calls)
+        return server
+
+
+async def record_refusal(
+    runtime_host: Any,
+    call: ToolCall,
+    context: AccessContext,
+    tool_policy: ToolPolicy,
+    reason: ReasonCode,
+    *,
+    catalog: Any,
+    diagnostics: Mapping[str, Any] | None,
+    detail: str,
+) -> Any:
+    """Record (durably, before returning) a refusal the bridge issues without a decision.
+
+    Only two exist: ``turn_closed`` (a call reaching a bridge whose turn has
+    ended) and ``internal_error`` (the bridge could not hand the call to the
+    kernel). The runtime records them (``RuntimeHost.refuse``) exactly like
+    any other attempt.
+    """
+    result = await runtime_host.refuse(
+        call, context, tool_policy, reason, catalog=catalog, diagnostics=diagnostics, detail=detail
+    )
+    return result
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("sharedos")
+    except Exception:
+        return "0"

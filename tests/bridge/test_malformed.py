@@ -1,0 +1,93 @@
+"""A tools/call the SDK rejects as malformed still reaches the kernel and is recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import pytest
+
+from sharedos.bridge import open_turn
+from sharedos.kernel.context import AccessContext
+from tests.bridge.conftest import OPEN_POLICY, Runtime
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def test_malformed_calls_are_recorded_in_both_eras(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    replies: list[Any] = []
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
+            init = await hc.post(
+                turn.url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw-client", "version": "1"},
+                    },
+                },
+            )
+            session = {
+                "mcp-session-id": init.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+            await hc.post(
+                turn.url,
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                headers=session,
+            )
+            for params in (
+                {"name": 42, "arguments": {}},
+                {"name": "files.read", "arguments": [1, 2]},
+            ):
+                r = await hc.post(
+                    turn.url,
+                    json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params},
+                    headers=session,
+                )
+                replies.append(r.text)
+            modern = {
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "tools/call",
+                "mcp-name": "files.read",
+            }
+            r = await hc.post(
+                turn.url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": "files.read", "arguments": [1, 2], "_meta": MODERN_META},
+                },
+                headers=modern,
+            )
+            replies.append(r.text)
+    # the client is told its request was malformed (JSON-RPC invalid params) ...
+    assert all("-32602" in reply for reply in replies)
+    # ... and every attempt is in the evidence, refused by the kernel
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.outcome), str(r.reason)) for r in records] == [
+        ("42", "denied", "tool_unavailable"),
+        ("files.read", "failed", "invalid_arguments"),
+        ("files.read", "failed", "invalid_arguments"),
+    ]
+    assert [(r.diagnostics or {}).get("protocolVersion") for r in records] == [
+        "2025-11-25",
+        "2025-11-25",
+        "2026-07-28",
+    ]
+    assert all((r.diagnostics or {}).get("malformedRequest") for r in records)
+    assert (records[0].diagnostics or {}).get("clientName") == "raw-client"

@@ -1,0 +1,278 @@
+"""``sharedos bridge --stdio --turn FILE`` launched as a real subprocess by the SDK client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from sharedos.bridge import open_turn
+from sharedos.bridge.turnfile import StdioLaunch, TurnFile, read_turn_file, write_turn_file
+from sharedos.kernel.context import AccessContext
+from sharedos.toolpolicy import ToolPolicy
+from tests.bridge.conftest import DATA, Runtime, build_runtime
+
+pytestmark = pytest.mark.anyio
+
+FILES_POLICY = ToolPolicy(name="bridge-open", mode="open", managed=("files.*",))
+
+
+@pytest.fixture
+def files_runtime(tmp_path: Path) -> Runtime:
+    return build_runtime(tmp_path, with_slow=False)
+
+
+def _launch(rt: Runtime, **kw: object) -> StdioLaunch:
+    return StdioLaunch(
+        rules=(DATA / "files.sos",),
+        evidence_db=rt.evidence_path,
+        tool_sets=("files",),
+        sandbox_root=rt.sandbox,
+        run_policy="bridge-open",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _params(command: list[str]) -> StdioServerParameters:
+    return StdioServerParameters(command=command[0], args=command[1:])
+
+
+@pytest.mark.parametrize(("mode", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_stdio_turn_lists_calls_and_records(
+    files_runtime: Runtime, mode: str, version: str
+) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    identity = {"harness": "sdk-client", "column": "mcp", "catalogHash": "from-the-host"}
+    async with open_turn(
+        rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt), identity=identity
+    ) as turn:
+        assert turn.command is not None and turn.turn_file is not None
+        assert turn.turn_file.stat().st_mode & 0o777 == 0o600
+        async with Client(_params(turn.command), mode=mode) as client:
+            assert client.protocol_version == version
+            names = sorted(t.name for t in (await client.list_tools()).tools)
+            ok = await client.call_tool("files.read", {"path": "/home/alice/notes.txt"})
+            denied = await client.call_tool("files.read", {"path": "/home/bob/notes.txt"})
+    assert names == sorted(turn.catalog.names)
+    assert not ok.is_error and "notes of alice" in str(ok.content)
+    assert denied.is_error and (denied.structured_content or {})["outcome"] == "denied"
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [str(r.outcome) for r in records] == ["succeeded", "denied"]
+    assert all(r.catalog_hash == turn.catalog_hash for r in records)
+    diag = dict(records[0].diagnostics or {})
+    assert diag["bridge"]["transport"] == "stdio" and diag["protocolVersion"] == version
+    assert all(dict(r.identity or {}) == identity for r in records)
+    # the turn file and its marker are gone once the turn closed
+    assert not turn.turn_file.exists()
+
+
+async def test_closed_turn_refuses_recorded_then_exits(files_runtime: Runtime) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    launch = _launch(rt, close_linger_s=1.5)
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=launch) as turn:
+        assert turn.command is not None
+        marker = read_turn_file(turn.turn_file).open_marker  # type: ignore[arg-type]
+        async with Client(_params(turn.command), mode="legacy") as client:
+            assert not (await client.call_tool("files.read", {"path": "/public/a.txt"})).is_error
+            marker.unlink()  # the host closes the turn
+            refused = await client.call_tool("files.read", {"path": "/public/a.txt"})
+            assert refused.is_error
+            assert (refused.structured_content or {})["reason"] == "turn_closed"
+            # ... and then the process goes away: further calls fail at the transport
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await client.call_tool(
+                            "files.read", {"path": "/public/a.txt"}, read_timeout_seconds=2
+                        )
+                    except Exception:
+                        break
+                    await anyio.sleep(0.1)
+    outcomes = [(str(r.outcome), str(r.reason)) for r in rt.evidence.query(turn_id=alice.turn_id)]
+    assert outcomes[0] == ("succeeded", "None")
+    assert outcomes[1] == ("denied", "turn_closed")
+    assert all(o == ("denied", "turn_closed") for o in outcomes[1:])
+
+
+def _run_cli(turn_file: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sharedos.bridge", "--stdio", "--turn", str(turn_file)],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _turn(rt: Runtime, tmp: Path, **kw: object) -> TurnFile:
+    marker = tmp / "open"
+    marker.touch()
+    values: dict[str, object] = {
+        "context": AccessContext(principal="alice"),
+        "run_policy": "bridge-open",
+        "rules": (DATA / "files.sos",),
+        "evidence_db": rt.evidence_path,
+        "sandbox_root": rt.sandbox,
+        "open_marker": marker,
+    }
+    values.update(kw)
+    return TurnFile.model_validate(values)
+
+
+def test_refuses_a_turn_file_others_can_read(files_runtime: Runtime, tmp_path: Path) -> None:
+    path = write_turn_file(_turn(files_runtime, tmp_path), tmp_path / "turn.json")
+    os.chmod(path, 0o644)
+    proc = _run_cli(path)
+    assert proc.returncode == 2
+    assert "must be 0600" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_refuses_a_closed_turn_and_catalogue_drift(files_runtime: Runtime, tmp_path: Path) -> None:
+    turn = _turn(files_runtime, tmp_path)
+    turn.open_marker.unlink()
+    closed = _run_cli(write_turn_file(turn, tmp_path / "closed.json"))
+    assert closed.returncode == 3 and "closed" in closed.stderr
+
+    drift = _turn(files_runtime, tmp_path, catalog_hash="0" * 64)
+    proc = _run_cli(write_turn_file(drift, tmp_path / "drift.json"))
+    assert (
+        proc.returncode == 2 and "catalogue drift" in proc.stderr and "Traceback" not in proc.stderr
+    )
+
+
+def test_garbage_turn_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, json.dumps({"version": 1, "context": {"principal": "x"}}).encode())
+    os.close(fd)
+    proc = _run_cli(path)
+    assert proc.returncode == 2
+    assert "not a valid SharedOS turn file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_bundle_progress_logs_and_back_channel(tmp_path: Path, mode: str) -> None:
+    """A compiled bundle, the conformance tool set, and the transport hooks over stdio."""
+    from mcp_types import ElicitResult
+
+    from sharedos.bridge.conformance_tools import conformance_tools
+    from sharedos.catalog.registry import ToolRegistry
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+    from sharedos.kernel.kernel import Kernel
+    from sharedos.kernel.runtime import RuntimeHost
+    from tests.bridge.conftest import compile_rules
+
+    policy = compile_rules("conformance.sos")
+    bundle = tmp_path / "conformance.bundle.json"
+    policy.save_bundle(bundle)
+    evidence = SqliteEvidenceStore(tmp_path / "evidence.db")
+    host = RuntimeHost(Kernel(policy, ToolRegistry(conformance_tools())), evidence)
+    ctx = AccessContext(principal="suite", roles=("conformance",))
+    launch = StdioLaunch(
+        bundle=bundle,
+        evidence_db=tmp_path / "evidence.db",
+        tool_sets=("conformance",),
+        run_policy="conformance",
+    )
+    progress: list[float] = []
+    logs: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def on_log(params: object) -> None:
+        logs.append(str(getattr(params, "data", params)))
+
+    async def on_elicit(context: object, params: object) -> ElicitResult:
+        return ElicitResult(action="accept", content={"username": "u", "email": "e@x"})
+
+    tool_policy = policy.tool_policies["conformance"]
+    async with open_turn(host, ctx, tool_policy, transport="stdio", stdio=launch) as turn:
+        assert turn.command is not None
+        async with Client(
+            _params(turn.command),
+            mode=mode,
+            logging_callback=on_log,
+            elicitation_callback=on_elicit,
+        ) as client:
+            prog = await client.call_tool(
+                "test_tool_with_progress", {}, progress_callback=on_progress
+            )
+            elicit = await client.call_tool("test_elicitation", {"message": "who are you?"})
+            logged = await client.call_tool("test_tool_with_logging", {})
+    assert not prog.is_error and progress == [0.0, 50.0, 100.0]
+    assert not logged.is_error
+    if mode == "legacy":
+        assert logs == [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed",
+        ]
+    else:
+        assert logs == []  # 2026-07-28: logs only when the request opts in through _meta
+    if mode == "legacy":
+        # stdio has a back channel on the handshake era: the elicitation reached our callback
+        assert not elicit.is_error and "accept" in str(elicit.content)
+    else:
+        # 2026-07-28 has no server->client requests: the tool fails, as a result, recorded
+        assert elicit.is_error and (elicit.structured_content or {})["outcome"] == "failed"
+    outcomes = [(r.tool, str(r.outcome)) for r in evidence.query(turn_id=ctx.turn_id)]
+    assert outcomes[0] == ("test_tool_with_progress", "succeeded")
+    assert outcomes[1][0] == "test_elicitation"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_cancellation_is_recorded(tmp_path: Path, mode: str) -> None:
+    """Cancelling a call over stdio cancels the handler; the kernel records ``cancelled``."""
+    from sharedos.bridge.conformance_tools import conformance_tools
+    from sharedos.catalog.registry import ToolRegistry
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+    from sharedos.kernel.kernel import Kernel
+    from sharedos.kernel.runtime import RuntimeHost
+    from tests.bridge.conftest import compile_rules
+
+    policy = compile_rules("conformance.sos")
+    evidence = SqliteEvidenceStore(tmp_path / "evidence.db")
+    host = RuntimeHost(Kernel(policy, ToolRegistry(conformance_tools())), evidence)
+    ctx = AccessContext(principal="suite", roles=("conformance",))
+    launch = StdioLaunch(
+        rules=(DATA / "conformance.sos",),
+        evidence_db=tmp_path / "evidence.db",
+        tool_sets=("conformance",),
+        run_policy="conformance",
+    )
+    async with open_turn(
+        host, ctx, policy.tool_policies["conformance"], transport="stdio", stdio=launch
+    ) as turn:
+        assert turn.command is not None
+        async with Client(_params(turn.command), mode=mode) as client:
+            await client.list_tools()
+            started = anyio.Event()
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                started.set()
+
+            async def call() -> None:
+                await client.call_tool("test_wait", {"seconds": 30}, progress_callback=on_progress)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                with anyio.fail_after(10):
+                    await started.wait()  # the handler is running
+                tg.cancel_scope.cancel()
+            with anyio.fail_after(10):
+                while not evidence.query(turn_id=ctx.turn_id):
+                    await anyio.sleep(0.02)
+            after = await client.call_tool("test_simple_text", {})
+    assert not after.is_error
+    outcomes = [(r.tool, str(r.outcome)) for r in evidence.query(turn_id=ctx.turn_id)]
+    assert outcomes == [("test_wait", "cancelled"), ("test_simple_text", "succeeded")]
