@@ -1,0 +1,53 @@
+"""``sharedos host``: the operator's host configuration (how harness CLIs are launched)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def host() -> None:
+    """Host configuration: which harness CLIs to launch, how, and with which declared model."""
+
+
+@host.command("check")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--versions", is_flag=True, help="Also run each CLI's --version (proves it can start)."
+)
+def check(file: Path, versions: bool) -> None:
+    """Validate FILE; print file:line:col for every problem (exit 1), or a summary (exit 0).
+
+    Environment values are never printed: only their names.
+    """
+    from sharedos.harness.hostconfig import HostConfigError, load_host_config
+
+    try:
+        config = load_host_config(file)
+    except HostConfigError as exc:
+        for problem in exc.problems:
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(1)
+    click.echo(f"{file}: ok, {len(config.harness)} harness(es)")
+    failed = False
+    for hid, cfg in config.harness.items():
+        env_names = ", ".join(cfg.env.redacted()) or "none"
+        ext = f", MCP client: {cfg.mcp_extension}" if cfg.mcp_extension else ", MCP client: native"
+        click.echo(
+            f"  {hid}: kind {cfg.kind}, transport {cfg.transport}, provider {cfg.provider}, "
+            f"declared model {cfg.declared_model!r}{ext}; env: {env_names}"
+        )
+        if versions:
+            from sharedos.harness.runtime import create_mcp_harness_runtime
+            from sharedos.harness.tools import HarnessUnavailable
+
+            try:
+                click.echo(f"    version: {create_mcp_harness_runtime(cfg, config).version()}")
+            except (HarnessUnavailable, HostConfigError) as exc:
+                failed = True
+                click.echo(f"    error: {exc}", err=True)
+    if failed:
+        sys.exit(1)

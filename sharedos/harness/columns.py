@@ -1,0 +1,369 @@
+"""The mcp and live conformance columns, built on the MCP harness runtime.
+
+``run_mcp_columns`` runs, per harness and transport, one CLI turn per
+(context, run policy) group of manifest rows against a fresh kernel
+environment, and turns the evidence into a ``ColumnRun``. ``run_live_columns``
+runs the same CLIs with no SharedOS catalogue at all.
+
+What each column claims (also in docs/harnesses.md):
+
+- mcp: the installed CLI's own loop and MCP client reached the kernel through a
+  turn bridge; rows are matched on tool + canonical resource. A row whose tool
+  the harness did not offer the model (not in the turn's catalogue, an
+  unpublished or malformed name) cannot be attempted through the harness and
+  is graded not exercised.
+- live: the same CLI with its local tools only. No call can reach the kernel,
+  so every row is not exercised; the notes say which tools the model was
+  offered instead.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
+from sharedos.conformance.identity import ColumnKind
+from sharedos.conformance.manifest import Manifest, Row
+from sharedos.harness.correlate import correlate
+from sharedos.harness.hostconfig import (
+    HostConfig,
+    HostConfigError,
+    default_host_config,
+    load_host_config,
+)
+from sharedos.harness.runtime import (
+    HarnessTurnResult,
+    McpHarnessRuntime,
+    create_mcp_harness_runtime,
+)
+from sharedos.harness.scripted_model import ScriptedAttempt
+from sharedos.harness.tools import HarnessUnavailable
+
+LABELS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "pi": "Pi (built-in MCP)",
+    "pi-adapter": "Pi + pi-mcp-adapter",
+    "dsh": "dsh",
+}
+
+DSH_REASON = (
+    "dsh is not installable on this machine (no public package or binary reachable from the "
+    "registries available here), so no dsh CLI could be driven; the column is kept, not dropped"
+)
+
+TRANSPORTS = ("http", "stdio")
+
+
+def expand_harnesses(requested: Sequence[str], host: HostConfig) -> list[str]:
+    """Harness ids to run: ``all`` means every configured harness plus the dsh placeholder."""
+    wanted = [h for h in requested if h] or ["all"]
+    out: list[str] = []
+    for item in wanted:
+        ids = [*host.harness, "dsh"] if item == "all" else [item]
+        for hid in ids:
+            if hid not in out:
+                out.append(hid)
+    return out
+
+
+def expand_transports(requested: str | None, default: str) -> list[str]:
+    """``None`` → the host file's preference; ``both``/``all`` → http and stdio."""
+    if requested in (None, ""):
+        return [default]
+    if requested in ("both", "all"):
+        return list(TRANSPORTS)
+    if requested not in TRANSPORTS:
+        raise HostConfigError([f"unknown transport {requested!r} (expected http, stdio or both)"])
+    return [requested]
+
+
+def _load_host(options: ColumnOptions) -> HostConfig:
+    return load_host_config(options.host_config) if options.host_config else default_host_config()
+
+
+def turn_groups(manifest: Manifest) -> list[tuple[str, str, list[Row]]]:
+    """Rows grouped by (context, run policy): one harness turn each, default group first."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    groups[(manifest.default_context, manifest.default_policy)] = []
+    for row in manifest.rows:
+        groups.setdefault((manifest.context_of(row), manifest.policy_of(row)), []).append(row)
+    return [(c, p, rows) for (c, p), rows in groups.items() if rows]
+
+
+def plan_for(rows: Sequence[Row]) -> tuple[list[ScriptedAttempt], list[str]]:
+    """The scripted attempts for these rows, and notes on rows that cannot be planned."""
+    plan: list[ScriptedAttempt] = []
+    notes: list[str] = []
+    for row in rows:
+        if isinstance(row.arguments, dict):
+            plan.append(ScriptedAttempt(row.id, row.tool_name, dict(row.arguments)))
+        else:
+            notes.append(
+                f"{row.id}: arguments are not a JSON object; no harness can send them as a tool call"
+            )
+    return plan, notes
+
+
+def _policy_paths(options: ColumnOptions) -> tuple[Path, ...]:
+    from sharedos.conformance.environment import default_policy_paths
+
+    return (
+        tuple(options.policy_paths) if options.policy_paths is not None else default_policy_paths()
+    )
+
+
+def _unavailable(kind: ColumnKind, hid: str, transport: str | None, reason: str) -> ColumnRun:
+    cid = f"{kind.value}/{hid}" + (f"/{transport}" if transport else "")
+    label = LABELS.get(hid, hid) + (f" ({transport})" if transport else "")
+    return ColumnRun.unavailable(cid, kind, label, reason)
+
+
+def _runtime(host: HostConfig, hid: str) -> McpHarnessRuntime:
+    runtime = create_mcp_harness_runtime(host.get(hid), host)
+    runtime.version()  # raises HarnessUnavailable with the reason when the CLI cannot run
+    return runtime
+
+
+async def run_mcp_columns(options: ColumnOptions) -> list[ColumnRun]:
+    """One ``ColumnRun`` per harness × transport (see module doc)."""
+    host = _load_host(options)
+    runs: list[ColumnRun] = []
+    for hid in expand_harnesses(options.harnesses, host):
+        if hid == "dsh":
+            runs.append(_unavailable(ColumnKind.MCP, "dsh", None, DSH_REASON))
+            continue
+        try:
+            cfg = host.get(hid)
+            transports = expand_transports(options.transport, cfg.transport)
+        except HostConfigError as exc:
+            runs.append(_unavailable(ColumnKind.MCP, hid, None, str(exc)))
+            continue
+        try:
+            runtime = _runtime(host, hid)
+        except HarnessUnavailable as exc:
+            runs.extend(_unavailable(ColumnKind.MCP, hid, t, str(exc)) for t in transports)
+            continue
+        for transport in transports:
+            runs.append(await run_mcp_column(runtime, options, transport))
+    return runs
+
+
+async def run_mcp_column(
+    runtime: McpHarnessRuntime, options: ColumnOptions, transport: str
+) -> ColumnRun:
+    """All manifest rows through one harness over one transport, against a fresh kernel."""
+    from sharedos.bridge.turnfile import StdioLaunch
+    from sharedos.conformance.environment import build_environment
+
+    hid = runtime.harness.id
+    manifest = options.manifest
+    name = f"mcp-{hid}-{transport}-{uuid.uuid4().hex[:6]}"
+    env = build_environment(manifest, options.workdir, policy_paths=options.policy_paths, name=name)
+    stdio_launch = None
+    if transport == "stdio":
+        stdio_launch = StdioLaunch(
+            rules=_policy_paths(options),
+            evidence_db=env.evidence_path,
+            tool_sets=("files",),
+            sandbox_root=env.sandbox_root,
+            directory=env.workdir,
+        )
+    column = ColumnRun(
+        column_id=f"mcp/{hid}/{transport}",
+        kind=ColumnKind.MCP,
+        label=f"{LABELS.get(hid, hid)} ({transport})",
+        match_by="tool_resource",
+        evidence_path=str(env.evidence_path),
+    )
+    t0 = time.perf_counter()
+    try:
+        for ctx_name, pol_name, rows in turn_groups(manifest):
+            plan, plan_notes = plan_for(rows)
+            column.notes.extend(plan_notes)
+            turn_id = f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"
+            context = env.context(ctx_name, turn_id)
+            tool_policy = env.tool_policy(pol_name)
+            timeout = min(runtime.harness.timeout_s, options.timeout_s)
+            try:
+                result = await runtime.run_turn(
+                    env.host,
+                    context,
+                    tool_policy,
+                    plan=plan,
+                    workdir=env.workdir / "turns",
+                    transport=transport,
+                    stdio_launch=stdio_launch,
+                    timeout_s=timeout,
+                )
+            except HarnessUnavailable as exc:
+                return _unavailable(ColumnKind.MCP, hid, transport, str(exc))
+            if column.identity is None:
+                column.identity = result.identity
+                column.tool_policy = tool_policy
+            _collect(column, result, ctx_name, pol_name, plan)
+    finally:
+        env.close()
+    column.duration_s = round(time.perf_counter() - t0, 3)
+    return column
+
+
+def _collect(
+    column: ColumnRun,
+    result: HarnessTurnResult,
+    ctx_name: str,
+    pol_name: str,
+    plan: Sequence[ScriptedAttempt],
+) -> None:
+    links = correlate(result.evidence, result.issued, result.output.tool_events)
+    for record, link in zip(result.evidence, links, strict=True):
+        event = link.get("event") or {}
+        issued = link.get("issued") or {}
+        wire: dict[str, Any] = {
+            "alias": issued.get("alias") or event.get("alias"),
+            "harnessCallId": event.get("callId") or issued.get("callId"),
+            "correlation": link.get("correlation"),
+            "argumentsChanged": bool(link.get("argumentsChanged")),
+        }
+        if event.get("isError") is not None:
+            wire["isError"] = event["isError"]
+        column.attempts.append(attempt_from_record(record, wire=wire))
+    linked = {(link.get("issued") or {}).get("callId") for link in links}
+    group = f"turn {ctx_name}/{pol_name}"
+    for call in result.issued:
+        if call.call_id not in linked:
+            column.notes.append(
+                f"{group}: {call.key}: the model called {call.alias} with {dict(call.arguments)}, but no "
+                "attempt reached the kernel (the harness refused it client-side)"
+            )
+    for record, link in zip(result.evidence, links, strict=True):
+        rec = record.to_dict() if hasattr(record, "to_dict") else dict(record)
+        issued = link.get("issued")
+        if issued is None:
+            column.notes.append(
+                f"{group}: the kernel received {_short(str(rec.get('tool')))} with "
+                f"{rec.get('arguments')!r}, which the model did not send"
+            )
+        elif link.get("argumentsChanged"):
+            column.notes.append(
+                f"{group}: {issued['key']}: the model called {issued['alias']} with {issued['arguments']!r}; "
+                f"the harness changed the arguments to {rec.get('arguments')!r} before the call reached "
+                "the kernel, so the row's attempt was not made as written"
+            )
+    attempted = {c.key for c in result.issued}
+    skipped = [a for a in plan if a.key not in attempted]
+    shown = ", ".join(f"{alias} → {name}" for name, alias in sorted(result.aliases_shown.items()))
+    column.notes.append(
+        f"{group}: catalogHash {result.identity.catalog_hash}; {len(result.issued)} call(s) issued, "
+        f"{len(result.evidence)} reached the kernel; {result.duration_s:.1f} s; "
+        f"names shown to the model: {shown or 'none'}"
+    )
+    if skipped:
+        why = ", ".join(sorted({f"{a.key} ({_short(a.tool)})" for a in skipped}))
+        column.notes.append(
+            f"{group}: not attempted, because the harness offered the model no tool by that name "
+            f"(not in this turn's catalogue): {why}"
+        )
+    shown_aliases = set(result.aliases_shown.values())
+    local = [t for t in result.offered_tools if t not in shown_aliases]
+    if local and not any(n.startswith("harness-local tools") for n in column.notes):
+        column.notes.append(
+            "harness-local tools the CLI also offered the model (its own, not authorized by "
+            f"SharedOS; the run policy's strict claim does not cover them): {', '.join(local)}"
+        )
+    if result.port_closed_after_turn is False:
+        column.notes.append(
+            f"{group}: WARNING: the bridge port still accepted connections after the turn"
+        )
+    column.notes.extend(f"{group}: {n}" for n in result.notes)
+
+
+def _short(tool: str) -> str:
+    return tool if len(tool) <= 24 else tool[:21] + "..."
+
+
+async def run_live_columns(options: ColumnOptions) -> list[ColumnRun]:
+    """The live column: each CLI with its local tools only, asked to use files.read."""
+    host = _load_host(options)
+    requested = expand_harnesses(options.harnesses, host)
+    runs: list[ColumnRun] = []
+    seen_kinds: set[str] = set()
+    for hid in requested:
+        if hid == "dsh":
+            runs.append(_unavailable(ColumnKind.LIVE, "dsh", None, DSH_REASON))
+            continue
+        try:
+            cfg = host.get(hid)
+        except HostConfigError as exc:
+            runs.append(_unavailable(ColumnKind.LIVE, hid, None, str(exc)))
+            continue
+        # Pi with pi-mcp-adapter and no MCP server is just Pi: one live column per CLI.
+        cli = "pi" if cfg.kind == "pi-adapter" else cfg.kind
+        if cli in seen_kinds:
+            continue
+        seen_kinds.add(cli)
+        if cfg.kind == "pi-adapter":
+            cfg = cfg.model_copy(update={"kind": "pi", "id": "pi"})
+        try:
+            runtime = McpHarnessRuntime(cfg, host)
+            runtime.version()
+        except HarnessUnavailable as exc:
+            runs.append(_unavailable(ColumnKind.LIVE, cfg.id, None, str(exc)))
+            continue
+        runs.append(await run_live_column(runtime, options))
+    return runs
+
+
+async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) -> ColumnRun:
+    """One CLI, no catalogue: the default group's files.read rows as the request."""
+    from sharedos.conformance.environment import build_environment
+
+    manifest = options.manifest
+    hid = runtime.harness.id
+    name = f"live-{hid}-{uuid.uuid4().hex[:6]}"
+    env = build_environment(manifest, options.workdir, policy_paths=options.policy_paths, name=name)
+    column = ColumnRun(
+        column_id=f"live/{hid}",
+        kind=ColumnKind.LIVE,
+        label=f"{LABELS.get(hid, hid)} (live)",
+        match_by="tool_resource",
+        evidence_path=str(env.evidence_path),
+    )
+    try:
+        rows = [r for r in manifest.rows if r.tool_name == "files.read"] or list(manifest.rows)
+        plan, notes = plan_for(rows)
+        column.notes.extend(notes)
+        ctx = env.context(manifest.default_context, f"{name}-turn")
+        tool_policy = env.tool_policy(manifest.default_policy)
+        result = await runtime.run_turn(
+            env.host,
+            ctx,
+            tool_policy,
+            plan=plan,
+            workdir=env.workdir / "turns",
+            live=True,
+            timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+        )
+        # Nothing can have reached the kernel: there was no bridge. Read the store
+        # anyway, so the claim "zero rows exercised" comes from the evidence.
+        records = env.evidence.query()
+        column.attempts.extend(attempt_from_record(r) for r in records)
+        column.identity = result.identity
+        column.tool_policy = tool_policy
+        column.duration_s = round(result.duration_s, 3)
+        local = ", ".join(result.offered_tools) or "none"
+        column.notes.append(
+            f"No SharedOS catalogue was configured: the model was offered only the harness's own tools "
+            f"({local}). No tool named files.read (or any alias of it) was offered, so "
+            f"{len(result.issued)} call(s) could be issued and {len(records)} attempt(s) reached the "
+            "kernel: every row is not exercised. This is what the live column measures: without a "
+            "catalogue, the kernel cannot be exercised through the harness."
+        )
+        column.notes.extend(result.notes)
+    finally:
+        env.close()
+    return column

@@ -1,0 +1,141 @@
+"""What the scripted model will try, and how it finds each tool under a harness's alias.
+
+A harness never shows the model the canonical tool name: Claude Code offers
+``mcp__sharedos__files_read``, Codex a namespace ``mcp__sharedos`` holding
+``files_read``, Pi's built-in client ``mcp__sharedos__files_read`` and
+pi-mcp-adapter ``sharedos_files_read`` (or its ``mcp`` proxy tool). The script
+works from the tools the harness actually offered in the request, never from a
+table of expected aliases, so a harness that renames, drops or hides a tool makes
+the attempt impossible and the row is honestly left unexercised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sharedos import __version__
+from sharedos.names import is_valid_tool_name
+
+#: MCP server name the runtime gives the SharedOS bridge in every harness config.
+SERVER_NAME = "sharedos"
+
+#: What the scripted model declares itself as. It is recorded as what it is.
+SCRIPTED_MODEL_NAME = f"sharedos-scripted-model/{__version__}"
+
+#: Call-id prefixes. The model is stateless: step k is the number of tool results
+#: for ids it minted, so a harness-side retry of one request replays the same step
+#: and results for other tools (Claude Code's WaitForMcpServers) do not count.
+CALL_PREFIX = "sos"
+WAIT_PREFIX = "soswait"
+
+
+@dataclass(frozen=True)
+class ScriptedAttempt:
+    """One attempt the script wants to make: a manifest row's tool and arguments."""
+
+    key: str  # the manifest row id (diagnostic only; never sent to the harness)
+    tool: str  # canonical tool name, exactly as published (or as the row wants it)
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolAlias:
+    """How one canonical tool is offered to the model in one request.
+
+    ``kind`` is ``direct`` (call ``name`` with the arguments), ``namespace``
+    (Responses API: ``namespace`` + ``name``) or ``proxy`` (pi-mcp-adapter's
+    ``mcp`` tool: call ``name`` with ``{"tool": target, "args": arguments}``).
+    """
+
+    canonical: str
+    name: str
+    kind: str = "direct"
+    namespace: str | None = None
+    target: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The alias as the model saw it, for diagnostics (``ns/name`` for namespaces)."""
+        if self.kind == "namespace":
+            return f"{self.namespace}/{self.name}"
+        if self.kind == "proxy":
+            return f"{self.name}({self.target})"
+        return self.name
+
+
+def _loose(name: str) -> str:
+    """Pi's built-in client replaces every non-[A-Za-z0-9_] character (also '-')."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def _strict(name: str) -> str:
+    """Claude Code / Codex / pi-mcp-adapter keep '-' and replace other characters."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def _matches(suffix: str, canonical: str) -> bool:
+    return suffix in (canonical, _strict(canonical), _loose(canonical))
+
+
+def resolve_aliases(
+    offered: Iterable[ToolAlias | str], canonical_names: Iterable[str], server: str = SERVER_NAME
+) -> dict[str, ToolAlias]:
+    """Map each canonical name to the alias the harness offered for it, if any.
+
+    ``offered`` holds plain function names, or ``ToolAlias`` objects for
+    namespaced tools. Only names under this server's prefix are considered, so
+    a harness's own tool (``read``, ``bash``) is never mistaken for a SharedOS
+    tool. Each alias belongs to ONE canonical name: the first of
+    ``canonical_names`` it fits (pass the turn's catalogue first). A name that
+    fails ``ToolNameSchema`` (``files read``, a look-alike Unicode dot) cannot
+    be published, so no alias stands for it, even when the lossy sanitization
+    would make it look like one (``files read`` → ``files_read``).
+    """
+    wanted = [n for n in dict.fromkeys(canonical_names) if is_valid_tool_name(n)]
+    prefixes = (f"mcp__{_strict(server)}__", f"mcp__{_loose(server)}__", f"{_strict(server)}_")
+    found: dict[str, ToolAlias] = {}
+
+    def owner(suffix: str) -> str | None:
+        """The first wanted name this alias suffix stands for (an alias has one owner)."""
+        return next((c for c in wanted if _matches(suffix, c)), None)
+
+    for item in offered:
+        if isinstance(item, ToolAlias):
+            canonical = owner(item.name)
+            if canonical is not None and canonical not in found:
+                found[canonical] = ToolAlias(canonical, item.name, item.kind, item.namespace)
+            continue
+        for prefix in prefixes:
+            if not item.startswith(prefix):
+                continue
+            canonical = owner(item[len(prefix) :])
+            if canonical is not None:
+                found.setdefault(canonical, ToolAlias(canonical, item))
+                break
+    return found
+
+
+@dataclass(frozen=True)
+class IssuedCall:
+    """One tool call the scripted model emitted (diagnostics for grading and reports)."""
+
+    key: str
+    tool: str
+    alias: str
+    call_id: str
+    api: str
+    arguments: Mapping[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "key": self.key,
+            "tool": self.tool,
+            "alias": self.alias,
+            "callId": self.call_id,
+            "api": self.api,
+            "arguments": dict(self.arguments),
+        }

@@ -1,0 +1,62 @@
+"""`sharedos conformance run` with the scripted, live and mcp columns side by side (real CLIs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.harness
+
+REPO = Path(__file__).resolve().parents[2]
+_MAIN = "import sys; from sharedos.cli.main import main; sys.exit(main())"
+
+
+def sharedos_argv(*args: str) -> list[str]:
+    """The CLI, inside a loopback-only namespace when running as root."""
+    script = Path(sys.executable).parent / "sharedos"
+    argv = [str(script), *args] if script.exists() else [sys.executable, "-c", _MAIN, *args]
+    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"):
+        inner = " ".join(shlex.quote(a) for a in argv)
+        return ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {inner}"]
+    return argv
+
+
+def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    argv = sharedos_argv(
+        "conformance", "run",
+        "--column", "scripted", "--column", "live", "--column", "mcp",
+        "--harness", "claude-code", "--harness", "pi-adapter",
+        "--transport", "stdio",
+        "--host-config", str(REPO / "tests/data/harness/host.offline.toml"),
+        "--out", str(out),
+    )  # fmt: skip
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report_json = next(out.glob("*.json"))
+    report = json.loads(report_json.read_text())
+    kinds = {c["kind"] for c in report["columns"]}
+    assert kinds == {"scripted", "live", "mcp"}
+    ids = [c["column_id"] for c in report["columns"]]
+    assert "mcp/claude-code/stdio" in ids and "mcp/pi-adapter/stdio" in ids
+    assert "live/claude-code" in ids and "live/pi" in ids
+    by_id = {c["column_id"]: c for c in report["columns"]}
+    adapter = by_id["mcp/pi-adapter/stdio"]["identity"]
+    assert adapter["mcpSupport"] == "extension" and adapter["mcpExtension"] == "pi-mcp-adapter"
+    assert by_id["live/claude-code"]["counts"]["attempts"] == 0
+    # the same catalogue went to the scripted and mcp columns (default context), so no flag
+    assert report["catalog_check"]["equal"] is True, report["catalog_check"]
+    assert report["totals"].get("failed", 0) == 0
+    text = next(out.glob("*.txt")).read_text()
+    assert "mcp/claude-code/stdio" in text or "Claude Code (stdio)" in text
+    html = next(out.glob("*.html")).read_text()
+    assert "Pi + pi-mcp-adapter (stdio)" in html and "<script src=" not in html

@@ -1,0 +1,237 @@
+"""The mcp and live columns with the real installed CLIs (Claude Code, Codex, Pi, Pi + pi-mcp-adapter).
+
+One scenario run (``python -m sharedos.harness.scenario``) drives every harness
+over HTTP and stdio with the scripted model, the live column, and the
+"left running" check; as root it runs inside a loopback-only network namespace
+so no harness can reach beyond 127.0.0.1. The tests below read its JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from sharedos.conformance.manifest import load_manifest
+from sharedos.harness.scripted_model import SCRIPTED_MODEL_NAME
+from sharedos.harness.tools import default_command, harness_version
+from sharedos.names import harness_sanitized
+from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
+
+pytestmark = pytest.mark.harness
+
+HARNESSES = ("claude-code", "codex", "pi", "pi-adapter")
+TRANSPORTS = ("http", "stdio")
+MCP_COLUMNS = [f"mcp/{h}/{t}" for h in HARNESSES for t in TRANSPORTS]
+#: rows that no harness can attempt through its MCP client: their tool is not in the turn's
+#: catalogue (not in the run policy, unpublished, malformed names)
+UNOFFERED = {
+    "not-in-run-policy",
+    "unpublished-tool",
+    "malformed-name-space",
+    "malformed-name-long",
+    "malformed-name-unicode",
+}
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("harness") / "scenario.json"
+    work = tmp_path_factory.mktemp("harness-work")
+    args = [
+        sys.executable,
+        "-m",
+        "sharedos.harness.scenario",
+        "--netns",
+        "--transport",
+        "both",
+        "--live",
+    ]
+    args += ["--workdir", str(work), "--out", str(out), "--harness", "all"]
+    for h in HARNESSES:
+        args += ["--left-running", h]
+    args += ["--deadline", "claude-code"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+def column(doc: dict[str, Any], cid: str) -> dict[str, Any]:
+    for col in doc["columns"]:
+        if col["column_id"] == cid:
+            return col
+    raise AssertionError(f"column {cid} missing; have {[c['column_id'] for c in doc['columns']]}")
+
+
+def test_scenario_runs_in_a_loopback_only_namespace(scenario: dict[str, Any]) -> None:
+    if not AS_ROOT:
+        pytest.skip("unshare -n needs root; the harnesses still use their no-call-home settings")
+    assert scenario["netns"] is True
+    assert scenario["outside"]["reachable"] is False
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], cid: str) -> None:
+    manifest = load_manifest()
+    col = column(scenario, cid)
+    assert col["available"], col["unavailable_reason"]
+    grades = scenario["grades"][cid]
+    assert list(grades) == [r.id for r in manifest.rows]
+    for row_id, cell in grades.items():
+        assert cell["grade"] in ("passed", "not_exercised"), (row_id, cell)
+        if cell["attempts"]:
+            assert cell["grade"] == "passed", (row_id, cell)
+    exercised = {r for r, c in grades.items() if c["grade"] == "passed"}
+    # The script attempts every row whose tool the harness offered; those reach the kernel.
+    assert {r.id for r in manifest.rows} - UNOFFERED - {"invalid-arguments"} <= exercised
+    assert UNOFFERED.isdisjoint(exercised)
+    notes = "\n".join(col["notes"])
+    assert "not in this turn's catalogue" in notes and "files.exec" in notes
+
+
+def test_invalid_arguments_are_honest_per_harness(scenario: dict[str, Any]) -> None:
+    """Claude Code and Codex pass {path: 42} through; Pi coerces it to "42" before the call."""
+    for t in TRANSPORTS:
+        for h in ("claude-code", "codex"):
+            assert scenario["grades"][f"mcp/{h}/{t}"]["invalid-arguments"]["grade"] == "passed"
+        for h in ("pi", "pi-adapter"):
+            cid = f"mcp/{h}/{t}"
+            assert scenario["grades"][cid]["invalid-arguments"]["grade"] == "not_exercised"
+            notes = "\n".join(column(scenario, cid)["notes"])
+            assert "invalid-arguments: the model called" in notes
+            assert "the harness changed the arguments to {'path': '42'}" in notes
+
+
+ALIAS_FORM = {
+    "claude-code": lambda tool: f"mcp__sharedos__{harness_sanitized(tool)}",
+    "codex": lambda tool: f"mcp__sharedos/{harness_sanitized(tool)}",
+    "pi": lambda tool: "mcp__sharedos__" + tool.replace(".", "_").replace("-", "_"),
+    "pi-adapter": lambda tool: f"sharedos_{harness_sanitized(tool)}",
+}
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_names_shown_to_the_model_are_recorded_and_map_back(
+    scenario: dict[str, Any], cid: str
+) -> None:
+    harness = cid.split("/")[1]
+    attempts = column(scenario, cid)["attempts"]
+    assert attempts
+    for a in attempts:
+        alias = a["wire"]["alias"]
+        assert alias == ALIAS_FORM[harness](a["tool"]), a
+        # the bridge recorded the alias family on the evidence record, never on the ToolCall
+        predicted = a["record"]["diagnostics"]["aliases"]
+        if harness == "claude-code":
+            assert predicted["claude-code"] == alias
+        elif harness == "codex":
+            assert f"{predicted['codex']['namespace']}/{predicted['codex']['name']}" == alias
+        else:
+            assert alias in predicted["pi"]
+        assert a["record"]["tool"] == a["tool"]  # the dotted canonical name reached the kernel
+        assert "." in a["tool"]
+
+
+@pytest.mark.parametrize("t", TRANSPORTS)
+def test_harness_correlation_keys_are_kept(scenario: dict[str, Any], t: str) -> None:
+    for a in column(scenario, f"mcp/claude-code/{t}")["attempts"]:
+        corr = a["record"]["diagnostics"]["correlation"]
+        assert corr["claudecode/toolUseId"] == a["wire"]["harnessCallId"]
+    for a in column(scenario, f"mcp/codex/{t}")["attempts"]:
+        assert a["record"]["diagnostics"]["correlation"]["callId"].startswith("call_sos")
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_denied_and_failed_stay_distinguishable(scenario: dict[str, Any], cid: str) -> None:
+    attempts = column(scenario, cid)["attempts"]
+    denied = [a for a in attempts if a["outcome"] == "denied"]
+    failed = [a for a in attempts if a["outcome"] == "failed"]
+    assert denied and failed
+    assert {a["reason"] for a in denied} <= {r.value for r in DENIAL_REASONS}
+    assert {a["reason"] for a in failed} <= {r.value for r in FAILURE_REASONS}
+    for a in denied + failed:
+        # the harness marked both as errors for the model ...
+        assert a["wire"]["isError"] is True, a
+    for a in attempts:
+        if a["outcome"] == "succeeded":
+            assert a["wire"]["isError"] is False, a
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_system_identity(scenario: dict[str, Any], cid: str) -> None:
+    harness = cid.split("/")[1]
+    ident = column(scenario, cid)["identity"]
+    version = harness_version(default_command(harness), harness).version  # read from the CLI now
+    assert ident["harness"] == harness and ident["harness_version"] == version
+    assert ident["column"] == "mcp" and ident["declared_model"] == SCRIPTED_MODEL_NAME
+    if harness == "pi-adapter":
+        assert (ident["mcp_support"], ident["mcp_extension"]) == ("extension", "pi-mcp-adapter")
+    else:
+        assert (ident["mcp_support"], ident["mcp_extension"]) == ("native", None)
+    default_turn = [
+        a for a in column(scenario, cid)["attempts"] if a["record"]["principal"] == "alice"
+    ]
+    assert default_turn
+    for a in default_turn:
+        assert a["record"]["catalog_hash"] == ident["catalog_hash"]  # the hash the bridge served
+    stamped = [a["record"]["identity"] for a in default_turn]
+    if cid.endswith("/stdio") and any(s is None for s in stamped):
+        pytest.xfail(
+            "the stdio turn file carries no SystemIdentity yet (bridge request 3 in the report)"
+        )
+    for record_identity in stamped:
+        assert record_identity["harnessVersion"] == version
+        assert record_identity["catalogHash"] == ident["catalog_hash"]
+        assert record_identity["mcpSupport"] == ident["mcp_support"]
+
+
+def test_ports_are_closed_after_every_turn(scenario: dict[str, Any]) -> None:
+    for cid in MCP_COLUMNS:
+        assert not any("WARNING" in n for n in column(scenario, cid)["notes"])
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_harness_left_running_finds_the_door_shut(scenario: dict[str, Any], harness: str) -> None:
+    checks = {c["transport"]: c for c in scenario["leftRunning"] if c["harness"] == harness}
+    assert set(checks) == set(TRANSPORTS)
+    http = checks["http"]
+    assert http["heldUntilClose"] and http["portRefusedAfterClose"] is True
+    assert http["evidence"] == []  # nothing reached a kernel after the turn
+    assert http["toolEvents"] and all(e["isError"] for e in http["toolEvents"])
+    stdio = checks["stdio"]
+    assert stdio["heldUntilClose"]
+    assert all(r["outcome"] == "denied" and r["reason"] == "turn_closed" for r in stdio["evidence"])
+    assert stdio["toolEvents"] and all(e["isError"] for e in stdio["toolEvents"])
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "pi"])
+def test_live_column_exercises_nothing_and_says_why(scenario: dict[str, Any], harness: str) -> None:
+    col = column(scenario, f"live/{harness}")
+    assert col["available"] and col["attempts"] == []
+    assert col["identity"]["column"] == "live" and col["identity"]["catalog_hash"] is None
+    assert all(
+        c["grade"] == "not_exercised" for c in scenario["grades"][f"live/{harness}"].values()
+    )
+    notes = "\n".join(col["notes"])
+    assert "No SharedOS catalogue" in notes and "0 attempt(s) reached the kernel" in notes
+
+
+def test_dsh_is_kept_and_marked_unavailable(scenario: dict[str, Any]) -> None:
+    for cid in ("mcp/dsh", "live/dsh"):
+        col = column(scenario, cid)
+        assert col["available"] is False and "dsh" in col["unavailable_reason"]
+        assert all(c["grade"] == "not_available" for c in scenario["grades"][cid].values())
+
+
+def test_a_missed_deadline_kills_the_harness_and_closes_the_turn(scenario: dict[str, Any]) -> None:
+    (check,) = scenario["deadline"]
+    assert check["timedOut"] is True
+    assert check["portClosedAfterTurn"] is True
+    assert check["wallS"] < 15
+    assert any("process group was killed" in n for n in check["notes"])

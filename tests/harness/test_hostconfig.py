@@ -1,0 +1,106 @@
+"""Host configuration: parsing, positioned errors, secrets that never show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sharedos.cli.main import main
+from sharedos.harness.hostconfig import (
+    SCRIPTED_MODEL_NAME,
+    HostConfigError,
+    MissingHostVariable,
+    load_host_config,
+    parse_host_config,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_shipped_examples_are_valid() -> None:
+    offline = load_host_config(REPO / "tests/data/harness/host.offline.toml")
+    assert sorted(offline.harness) == ["claude-code", "codex", "pi", "pi-adapter"]
+    assert all(h.declared_model == SCRIPTED_MODEL_NAME for h in offline.harness.values())
+    assert offline.harness["pi-adapter"].mcp_support == "extension"
+    assert offline.harness["pi-adapter"].mcp_extension == "pi-mcp-adapter"
+    example = load_host_config(REPO / "docs/examples/host.toml")
+    sonnet = example.get("claude-code-sonnet")
+    assert sonnet.kind == "claude-code" and sonnet.provider == "host"
+    assert sonnet.declared_model == "claude-sonnet-4-5"
+    assert sonnet.args == ("--model", "claude-sonnet-4-5")
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(HostConfigError) as err:
+        parse_host_config(text, "host.toml")
+    return err.value.problems
+
+
+def test_errors_name_file_line_and_column() -> None:
+    text = 'version = 1\n\n[harness.codex]\ntimeout_s = 30\ntransport = "tcp"\n'
+    (p,) = problems(text)
+    assert p.startswith("host.toml:5:1: harness.codex.transport:")
+    assert "'http' or 'stdio'" in p
+
+
+def test_invalid_toml_is_positioned() -> None:
+    (p,) = problems("version = 1\n[harness.codex\n")
+    assert p.startswith("host.toml:2:") and "invalid TOML" in p
+
+
+def test_every_problem_is_reported() -> None:
+    text = (
+        "version = 1\n"
+        "[harness.mystery]\n"
+        "transport = 'http'\n"
+        "[harness.codex]\n"
+        "bogus = 1\n"
+        "[harness.codex.env]\n"
+        "OPENAI_API_KEY = 3\n"
+    )
+    found = problems(text)
+    assert any(p.startswith("host.toml:2:1: harness.mystery: 'kind' is required") for p in found)
+    assert any("harness.codex.bogus" in p and p.startswith("host.toml:5:") for p in found)
+    assert any("env.OPENAI_API_KEY must be a string" in p for p in found)
+
+
+def test_declared_model_must_tell_the_truth() -> None:
+    (p,) = problems("[harness.codex]\ndeclared_model = 'gpt-5.5'\n")
+    assert "would record a model that did not run" in p
+    (q,) = problems("[harness.codex]\nprovider = 'host'\n")
+    assert "needs declared_model" in q
+
+
+def test_env_values_never_show_and_resolve_only_on_demand() -> None:
+    cfg = parse_host_config(
+        "[harness.claude-code]\nprovider = 'host'\ndeclared_model = 'm'\n"
+        "[harness.claude-code.env]\nANTHROPIC_API_KEY = '${HOST_KEY}'\nLITERAL = 'sk-literal-secret'\n"
+    ).get("claude-code")
+    for text in (repr(cfg), str(cfg), repr(cfg.env), cfg.model_dump_json()):
+        assert "sk-literal-secret" not in text
+    assert cfg.env.redacted() == {"ANTHROPIC_API_KEY": "<redacted>", "LITERAL": "<redacted>"}
+    resolved = cfg.env.resolve({"HOST_KEY": "sk-from-host"}, harness="claude-code")
+    assert resolved == {"ANTHROPIC_API_KEY": "sk-from-host", "LITERAL": "sk-literal-secret"}
+    with pytest.raises(MissingHostVariable, match=r"\$\{HOST_KEY\} is not set"):
+        cfg.env.resolve({}, harness="claude-code")
+
+
+def test_host_check_cli(tmp_path: Path) -> None:
+    good = tmp_path / "host.toml"
+    good.write_text(
+        "[harness.claude-code]\nprovider = 'host'\ndeclared_model = 'm'\n"
+        "[harness.claude-code.env]\nANTHROPIC_API_KEY = 'sk-very-secret'\n"
+    )
+    res = CliRunner().invoke(main, ["host", "check", str(good)])
+    assert res.exit_code == 0, res.output
+    assert "ANTHROPIC_API_KEY" in res.output and "sk-very-secret" not in res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[harness.codex]\n\ntransport = 'carrier-pigeon'\n")
+    res = CliRunner().invoke(main, ["host", "check", str(bad)])
+    assert res.exit_code == 1
+    assert f"error: {bad}:3:1: harness.codex.transport" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["host", "check", str(tmp_path / "missing.toml")])
+    assert res.exit_code == 1 and "cannot read host configuration" in res.output

@@ -1,0 +1,164 @@
+"""Per-harness launch recipes: private files, the measured flags, secrets only where they belong."""
+
+from __future__ import annotations
+
+import json
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sharedos.harness import recipes
+from sharedos.harness.hostconfig import HarnessConfig, parse_host_config
+
+TOKEN = "turn-token-THIS-MUST-NOT-LEAK-0123456789"
+HTTP = recipes.BridgeEndpoint(transport="http", url="http://127.0.0.1:40001/mcp", token=TOKEN)
+STDIO = recipes.BridgeEndpoint(
+    transport="stdio", command=["/venv/bin/sharedos", "bridge", "--stdio", "--turn", "/t/turn.json"]
+)
+HOST_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "ANTHROPIC_API_KEY": "sk-host-credential-not-configured",
+    "HOME": "/root",
+}
+
+
+def turn_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "turn"
+    d.mkdir(mode=0o700, parents=True)
+    return d
+
+
+def prepare(
+    cfg: HarnessConfig, tmp_path: Path, bridge: recipes.BridgeEndpoint | None = HTTP
+) -> recipes.Launch:
+    return recipes.prepare(
+        cfg,
+        bridge=bridge,
+        turn_dir=turn_dir(tmp_path),
+        prompt="do it",
+        model_url="http://127.0.0.1:40002",
+        host_env=HOST_ENV,
+        command=("/bin/harness",),
+    )
+
+
+def assert_private(launch: recipes.Launch) -> None:
+    for path in launch.files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert TOKEN not in " ".join(launch.argv)
+    # A credential in the host's environment reaches no harness that was not configured with it.
+    assert "sk-host-credential-not-configured" not in launch.env.values()
+    assert launch.env["HOME"] != "/root"
+
+
+def test_claude_code_http(tmp_path: Path) -> None:
+    launch = prepare(HarnessConfig(id="claude-code", kind="claude-code"), tmp_path)
+    assert_private(launch)
+    cfg = json.loads(Path(launch.argv[launch.argv.index("--mcp-config") + 1]).read_text())
+    server = cfg["mcpServers"]["sharedos"]
+    assert server == {
+        "type": "http",
+        "url": HTTP.url,
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+    }
+    for flag in ("--strict-mcp-config", "--no-session-persistence", "--verbose", "-p"):
+        assert flag in launch.argv
+    assert launch.argv[launch.argv.index("--allowedTools") + 1] == "mcp__sharedos"
+    assert launch.argv[launch.argv.index("--output-format") + 1] == "stream-json"
+    assert launch.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert launch.env["MCP_CONNECTION_NONBLOCKING"] == "0"
+    assert launch.env["ENABLE_TOOL_SEARCH"] == "false"
+    assert launch.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:40002"
+
+
+def test_claude_code_stdio_and_live(tmp_path: Path) -> None:
+    launch = prepare(HarnessConfig(id="claude-code", kind="claude-code"), tmp_path / "a", STDIO)
+    cfg = json.loads(Path(launch.argv[launch.argv.index("--mcp-config") + 1]).read_text())
+    assert cfg["mcpServers"]["sharedos"]["type"] == "stdio"
+    assert [
+        cfg["mcpServers"]["sharedos"]["command"],
+        *cfg["mcpServers"]["sharedos"]["args"],
+    ] == STDIO.command
+    live = prepare(HarnessConfig(id="claude-code", kind="claude-code"), tmp_path / "b", None)
+    cfg = json.loads(Path(live.argv[live.argv.index("--mcp-config") + 1]).read_text())
+    assert cfg == {"mcpServers": {}} and "--allowedTools" not in live.argv
+
+
+def test_codex_http(tmp_path: Path) -> None:
+    launch = prepare(HarnessConfig(id="codex", kind="codex"), tmp_path)
+    assert_private(launch)
+    home = Path(launch.env["CODEX_HOME"])
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    config = tomllib.loads((home / "config.toml").read_text())
+    server = config["mcp_servers"]["sharedos"]
+    assert server["required"] is True and server["url"] == HTTP.url
+    assert (
+        server["bearer_token_env_var"] == recipes.TOKEN_ENV
+        and launch.env[recipes.TOKEN_ENV] == TOKEN
+    )
+    assert TOKEN not in (home / "config.toml").read_text()
+    assert config["features"] == {
+        "plugins": False,
+        "remote_plugin": False,
+        "shell_snapshot": False,
+        "apps": False,
+    }
+    assert config["analytics"]["enabled"] is False and config["otel"]["exporter"] == "none"
+    provider = config["model_providers"][config["model_provider"]]
+    assert (
+        provider["base_url"] == "http://127.0.0.1:40002/v1" and provider["wire_api"] == "responses"
+    )
+    assert launch.env["RUST_BACKTRACE"] == "0"
+    assert {"exec", "--json", "--ephemeral", "--skip-git-repo-check"} <= set(launch.argv)
+
+
+def test_codex_vendor_config_is_merged(tmp_path: Path) -> None:
+    cfg = parse_host_config(
+        "[harness.codex]\nprovider='host'\ndeclared_model='gpt-x'\n"
+        "[harness.codex.vendor.config]\nmodel='gpt-x'\n[harness.codex.vendor.config.features]\nplugins=true\n"
+    ).get("codex")
+    launch = prepare(cfg, tmp_path, STDIO)
+    config = tomllib.loads((Path(launch.env["CODEX_HOME"]) / "config.toml").read_text())
+    assert config["model"] == "gpt-x" and "model_providers" not in config
+    assert config["features"]["plugins"] is True and config["features"]["apps"] is False
+    assert config["mcp_servers"]["sharedos"]["command"] == STDIO.command[0]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("kind", ["pi", "pi-adapter"])
+def test_pi(tmp_path: Path, kind: str) -> None:
+    launch = prepare(HarnessConfig(id=kind, kind=kind), tmp_path)  # type: ignore[arg-type]
+    assert_private(launch)
+    agent = Path(launch.env["PI_CODING_AGENT_DIR"])
+    mcp = json.loads((agent / "mcp.json").read_text())["mcpServers"]["sharedos"]
+    assert TOKEN not in (agent / "mcp.json").read_text()
+    assert launch.env[recipes.TOKEN_ENV] == TOKEN
+    assert launch.env["PI_OFFLINE"] == "1" and launch.env["PI_TELEMETRY"] == "0"
+    models = json.loads((agent / "models.json").read_text())
+    assert models["providers"]["sharedos-scripted"]["api"] == "openai-completions"
+    if kind == "pi":
+        assert mcp["exposure"] == "direct"
+        assert mcp["headers"] == {"Authorization": "Bearer ${SHAREDOS_BRIDGE_TOKEN}"}
+        assert "-e" not in launch.argv
+    else:
+        assert mcp["directTools"] is True
+        assert mcp["auth"] == "bearer" and mcp["bearerTokenEnv"] == recipes.TOKEN_ENV
+        assert launch.argv[launch.argv.index("-e") + 1].endswith("pi-mcp-adapter")
+        assert "--no-mcp" in launch.argv
+    assert launch.argv[launch.argv.index("--mode") + 1] == "json"
+
+
+def test_host_env_and_args_pass_through_opaquely(tmp_path: Path) -> None:
+    cfg = parse_host_config(
+        "[harness.claude-code]\nprovider='host'\ndeclared_model='claude-x'\nargs=['--model','claude-x']\n"
+        "[harness.claude-code.env]\nANTHROPIC_API_KEY='${ANTHROPIC_API_KEY}'\nANTHROPIC_BASE_URL='https://gw.example'\n"
+    ).get("claude-code")
+    launch = prepare(cfg, tmp_path)
+    assert launch.env["ANTHROPIC_API_KEY"] == "sk-host-credential-not-configured"
+    assert launch.env["ANTHROPIC_BASE_URL"] == "https://gw.example"
+    assert launch.argv[-2:] == ["--model", "claude-x"]
+    assert (
+        "sk-host-credential-not-configured" in launch.secret_values
+        and TOKEN in launch.secret_values
+    )

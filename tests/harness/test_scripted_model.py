@@ -1,0 +1,295 @@
+"""The scripted model endpoint, spoken to over real HTTP in each API's own shape."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharedos.harness.scripted_model import (
+    SCRIPTED_MODEL_NAME,
+    ScriptedAttempt,
+    ScriptedModelServer,
+    ToolAlias,
+    resolve_aliases,
+)
+
+PLAN = [
+    ScriptedAttempt("public-read", "files.read", {"path": "/public/a.txt"}),
+    ScriptedAttempt("unpublished", "files.exec", {"path": "/x"}),
+    ScriptedAttempt("write", "files.write", {"path": "/home/a/x", "content": "y"}),
+]
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer(PLAN, log_path=tmp_path / "model.jsonl") as server:
+        yield server
+
+
+def post(
+    url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[str, bytes]:
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.headers.get("Content-Type", ""), resp.read()
+
+
+def sse(raw: bytes) -> list[tuple[str | None, Any]]:
+    events: list[tuple[str | None, Any]] = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        name = None
+        data = None
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                payload = line[6:]
+                data = payload if payload == "[DONE]" else json.loads(payload)
+        events.append((name, data))
+    return events
+
+
+CLAUDE_TOOLS = [
+    {"name": "Read"},
+    {"name": "mcp__sharedos__files_read"},
+    {"name": "mcp__sharedos__files_write"},
+]
+
+
+def test_anthropic_stream_walks_the_plan_in_claude_codes_shape(model: ScriptedModelServer) -> None:
+    url = f"{model.url}/v1/messages?beta=true"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    _, raw = post(url, {"model": "x", "stream": True, "tools": CLAUDE_TOOLS, "messages": messages})
+    events = sse(raw)
+    assert [n for n, _ in events] == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    start = events[2][1]["content_block"]
+    assert start["type"] == "tool_use" and start["name"] == "mcp__sharedos__files_read"
+    assert json.loads(events[3][1]["delta"]["partial_json"]) == {"path": "/public/a.txt"}
+    assert events[5][1]["delta"]["stop_reason"] == "tool_use"
+    assert events[0][1]["message"]["model"] == SCRIPTED_MODEL_NAME
+    # The harness answers; a mid-conversation "system" entry must not confuse the step count.
+    messages += [
+        {"role": "assistant", "content": [start]},
+        {"role": "system", "content": "mid-conversation reminder"},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": start["id"], "content": "ok"}],
+        },
+    ]
+    _, raw = post(url, {"model": "x", "stream": True, "tools": CLAUDE_TOOLS, "messages": messages})
+    second = sse(raw)[2][1]["content_block"]
+    # files.exec is not offered under any alias: skipped, never faked.
+    assert second["name"] == "mcp__sharedos__files_write"
+    messages += [
+        {"role": "assistant", "content": [second]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": second["id"],
+                    "content": "x",
+                    "is_error": True,
+                }
+            ],
+        },
+    ]
+    _, raw = post(url, {"model": "x", "stream": False, "tools": CLAUDE_TOOLS, "messages": messages})
+    final = json.loads(raw)
+    assert final["stop_reason"] == "end_turn"
+    assert (
+        "issued 2 of 3" in final["content"][0]["text"]
+        and "files.exec" in final["content"][0]["text"]
+    )
+    assert [(c.key, c.alias) for c in model.issued] == [
+        ("public-read", "mcp__sharedos__files_read"),
+        ("write", "mcp__sharedos__files_write"),
+    ]
+
+
+def test_replayed_request_gets_the_same_answer(model: ScriptedModelServer) -> None:
+    """Claude Code's non-streaming fallback re-sends a request: the script is stateless."""
+    body = {"model": "x", "tools": CLAUDE_TOOLS, "messages": [{"role": "user", "content": "go"}]}
+    first = json.loads(post(f"{model.url}/v1/messages", body)[1])
+    again = json.loads(post(f"{model.url}/v1/messages", body)[1])
+    assert first["content"][0]["id"] == again["content"][0]["id"]
+    assert len(model.issued) == 1
+
+
+def test_wait_for_mcp_servers_race(model: ScriptedModelServer) -> None:
+    """First request without mcp__ tools but with WaitForMcpServers: wait, then start at step 0."""
+    url = f"{model.url}/v1/messages"
+    early = {
+        "model": "x",
+        "tools": [{"name": "Read"}, {"name": "WaitForMcpServers"}],
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    block = json.loads(post(url, early)[1])["content"][0]
+    assert block["name"] == "WaitForMcpServers"
+    later = {
+        "model": "x",
+        "tools": CLAUDE_TOOLS,
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [block]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": block["id"], "content": "ready"}
+                ],
+            },
+        ],
+    }
+    nxt = json.loads(post(url, later)[1])["content"][0]
+    assert nxt["name"] == "mcp__sharedos__files_read" and nxt["input"] == {"path": "/public/a.txt"}
+
+
+def test_head_probe_answers_200(model: ScriptedModelServer) -> None:
+    req = urllib.request.Request(model.url + "/", method="HEAD")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def test_responses_api_uses_codex_namespace(model: ScriptedModelServer) -> None:
+    tools = [
+        {"type": "function", "name": "shell"},
+        {
+            "type": "namespace",
+            "name": "mcp__sharedos",
+            "tools": [
+                {"type": "function", "name": "files_read"},
+                {"type": "function", "name": "files_write"},
+            ],
+        },
+    ]
+    url = f"{model.url}/v1/responses"
+    events = sse(post(url, {"model": "m", "stream": True, "tools": tools, "input": []})[1])
+    names = [n for n, _ in events]
+    assert names[0] == "response.created" and names[-1] == "response.completed"
+    item = next(d["item"] for n, d in events if n == "response.output_item.done")
+    assert item["type"] == "function_call"
+    assert item["namespace"] == "mcp__sharedos" and item["name"] == "files_read"
+    assert json.loads(item["arguments"]) == {"path": "/public/a.txt"}
+    done = [
+        {
+            "type": "function_call",
+            "call_id": item["call_id"],
+            "name": "files_read",
+            "namespace": "mcp__sharedos",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": item["call_id"],
+            "output": [{"type": "input_text", "text": "ok"}],
+        },
+    ]
+    events = sse(post(url, {"model": "m", "stream": True, "tools": tools, "input": done})[1])
+    item2 = next(d["item"] for n, d in events if n == "response.output_item.done")
+    assert (item2["namespace"], item2["name"]) == ("mcp__sharedos", "files_write")
+
+
+def test_chat_completions_stream_for_pi(model: ScriptedModelServer) -> None:
+    tools = [
+        {"type": "function", "function": {"name": "read"}},
+        {"type": "function", "function": {"name": "mcp__sharedos__files_read"}},
+    ]
+    events = sse(
+        post(
+            f"{model.url}/v1/chat/completions",
+            {"model": "m", "stream": True, "tools": tools, "messages": []},
+        )[1]
+    )
+    datas = [d for _, d in events]
+    assert datas[-1] == "[DONE]"
+    call = datas[0]["choices"][0]["delta"]["tool_calls"][0]
+    assert call["function"]["name"] == "mcp__sharedos__files_read" and call["index"] == 0
+    assert datas[1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert datas[2]["usage"]["total_tokens"] >= 1 and datas[2]["choices"] == []
+    # files.write is not offered here: after the read, the turn ends with text.
+    msgs = [{"role": "tool", "tool_call_id": call["id"], "content": "ok"}]
+    events = sse(
+        post(
+            f"{model.url}/v1/chat/completions",
+            {"model": "m", "stream": True, "tools": tools, "messages": msgs},
+        )[1]
+    )
+    first = events[0][1]["choices"][0]["delta"]
+    assert "tool_calls" not in first and "issued 1 of 3" in first["content"]
+
+
+def test_log_records_requests_but_never_headers(model: ScriptedModelServer) -> None:
+    post(
+        f"{model.url}/v1/messages",
+        {"model": "x", "tools": CLAUDE_TOOLS, "messages": []},
+        {"x-api-key": "sk-ant-SECRET-123"},
+    )
+    assert model.log_path is not None
+    lines = model.log_path.read_text().splitlines()
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    assert entry["answer"]["alias"] == "mcp__sharedos__files_read"
+    assert "sk-ant-SECRET-123" not in model.log_path.read_text()
+
+
+def test_bad_json_is_a_400_not_a_crash(model: ScriptedModelServer) -> None:
+    req = urllib.request.Request(f"{model.url}/v1/messages", data=b"{nope", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=5)
+    assert err.value.code == 400
+
+
+@pytest.mark.parametrize(
+    ("offered", "expected"),
+    [
+        (
+            ["mcp__sharedos__files_read"],
+            {"files.read": "mcp__sharedos__files_read"},
+        ),  # Claude Code, Pi built-in
+        (["sharedos_files_read"], {"files.read": "sharedos_files_read"}),  # pi-mcp-adapter
+        (
+            [ToolAlias("", "files_read", "namespace", "mcp__sharedos")],
+            {"files.read": "mcp__sharedos/files_read"},
+        ),
+        (
+            ["mcp__sharedos__my_tool_v2"],
+            {"my-tool.v2": "mcp__sharedos__my_tool_v2"},
+        ),  # Pi: '-' -> '_'
+        (
+            ["read", "files_read", "mcp__other__files_read"],
+            {},
+        ),  # local tools / other servers never match
+    ],
+)
+def test_alias_resolution(offered: list[Any], expected: dict[str, str]) -> None:
+    found = resolve_aliases(offered, ["files.read", "my-tool.v2"])
+    assert {k: v.shown for k, v in found.items()} == expected
+
+
+def test_malformed_names_get_no_alias_even_when_sanitization_collides() -> None:
+    """'files read' sanitizes to files_read, but it cannot be published: no alias is its."""
+    found = resolve_aliases(
+        ["mcp__sharedos__files_read"], ["files.read", "files read", "files\u2024read", "f" * 200]
+    )
+    assert list(found) == ["files.read"]
+    only_bad = resolve_aliases(["mcp__sharedos__files_read"], ["files read"])
+    assert only_bad == {}
