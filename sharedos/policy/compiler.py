@@ -106,6 +106,7 @@ def compile_program(
             if req.action not in acts:
                 acts.append(req.action)
     rules: list[list[Any]] = []
+    reads_turn = False
     index: dict[str, dict[str, list[Trie]]] = {}
     for ns, acts in ns_actions.items():
         index[ns] = {a: [_new_trie(), _new_trie(), _new_trie(), _new_trie()] for a in acts}
@@ -114,6 +115,7 @@ def compile_program(
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
             cond = encode(rule.condition) if rule.condition is not None else None
             ctx_only = cond is not None and roots(cond) <= {"context"}
+            reads_turn = reads_turn or _reads_turn_id(cond) or _interpolates_turn_id(penc)
             idx = len(rules)
             rules.append(
                 [
@@ -147,4 +149,39 @@ def compile_program(
             name: policy.model_dump(mode="json") for name, policy in sorted(tool_policies.items())
         },
         "sources": sources,
+        # Per-context caches are keyed without the turn id (AccessContext.cache_key),
+        # so a policy that reads context.turn_id is never cached per context.
+        "reads_turn_id": reads_turn,
     }
+
+
+def _interpolates_turn_id(penc: Mapping[str, Any]) -> bool:
+    return any(
+        seg[0] == "G" and any(p[0] == "c" and p[1][:1] == ["turn_id"] for p in seg[1])
+        for seg in penc["segs"]
+    )
+
+
+def _reads_turn_id(enc: list[Any] | None) -> bool:
+    if enc is None:
+        return False
+    if enc[0] == "ref":
+        return bool(enc[1] == "context" and enc[2][:1] == ["turn_id"])
+    if enc[0] == "lit":
+        return False
+    return any(isinstance(child, list) and _reads_turn_id(child) for child in _children(enc))
+
+
+def _children(enc: list[Any]) -> list[Any]:
+    kind = enc[0]
+    if kind == "list":
+        return list(enc[1])
+    if kind == "call":
+        return list(enc[2])
+    if kind == "cmp":
+        return [enc[2], enc[3]]
+    if kind in ("and", "or"):
+        return [enc[1], enc[2]]
+    if kind == "not":
+        return [enc[1]]
+    return []

@@ -36,7 +36,12 @@ def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnos
             problems.append(
                 make(
                     "SOS001",
-                    f"{path}: no such file or directory",
+                    f"{path}: "
+                    + (
+                        "not a regular file or directory"
+                        if path.exists()
+                        else "no such file or directory"
+                    ),
                     file=str(path),
                     source="",
                     line=1,
@@ -50,7 +55,8 @@ def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnos
 def read_file(path: Path) -> tuple[str | None, Diagnostic | None]:
     """Read a policy file as UTF-8; a diagnostic instead of an exception on failure."""
     try:
-        return path.read_text(encoding="utf-8"), None
+        # utf-8-sig: a byte-order mark some editors write is not policy text
+        return path.read_text(encoding="utf-8-sig"), None
     except UnicodeDecodeError as exc:
         return None, make(
             "SOS001",

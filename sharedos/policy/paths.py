@@ -16,7 +16,6 @@ MAX_PATH_CHARS = 4096
 # C0 controls, DEL and C1 controls. NUL is the one that matters most (it
 # truncates paths in C APIs); the rest have no business in a resource name.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_SLOW_PATH_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]|//|/\.\.?(?:/|$)|./$")
 
 
 class UnresolvablePath(ValueError):
@@ -37,11 +36,21 @@ def canonical_path(value: object) -> str:
         raise UnresolvablePath(f"path {_show(value)} is not absolute")
     if len(value) > MAX_PATH_CHARS:
         raise UnresolvablePath(f"path is longer than {MAX_PATH_CHARS} characters")
-    # One scan answers the common case (already canonical, nothing suspicious).
-    if _SLOW_PATH_RE.search(value) is None:
+    # The common case (already canonical, nothing suspicious) is answered with
+    # C-level string scans; anything else takes the careful path below.
+    # (isprintable() is False for every control character, and for a few
+    # other code points, which merely take the careful path.)
+    if (
+        value.isprintable()
+        and "//" not in value
+        and "/." not in value
+        and (value[-1] != "/" or len(value) == 1)
+    ):
         return value
     if _CONTROL_RE.search(value) is not None:
         raise UnresolvablePath(f"path {_show(value)} contains a NUL or control character")
+    if "//" not in value and "/." not in value and (value[-1] != "/" or len(value) == 1):
+        return value  # printable-or-not aside, already canonical
     parts: list[str] = []
     for seg in value.split("/"):
         if seg == "" or seg == ".":

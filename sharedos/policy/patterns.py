@@ -130,11 +130,14 @@ def is_context_dependent(enc: Mapping[str, Any]) -> bool:
 def lookup_context(context: Any, path: Sequence[str]) -> tuple[bool, Any]:
     """Walk ``context`` along ``path``; (False, None) when any step is missing."""
     value = context
-    for name in path:
-        if isinstance(value, Mapping) and name in value:
-            value = value[name]
-        else:
-            return False, None
+    try:
+        for name in path:
+            if isinstance(value, Mapping) and name in value:
+                value = value[name]
+            else:
+                return False, None
+    except Exception:  # a hostile mapping: treat the value as missing (never widens)
+        return False, None
     return True, value
 
 

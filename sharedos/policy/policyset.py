@@ -35,17 +35,7 @@ from sharedos.policy.compiler import (
     R_PENC,
     Trie,
 )
-from sharedos.policy.conditions import (
-    MAX_JOINT_CASES,
-    Env,
-    JointSpace,
-    compile_applies,
-    evaluate,
-    forbid_certain,
-    permit_possible,
-    rule_applies_under,
-    unparse,
-)
+from sharedos.policy.conditions import Env, compile_applies, evaluate, unparse
 from sharedos.policy.decision import (
     Decision,
     Explanation,
@@ -55,7 +45,13 @@ from sharedos.policy.decision import (
     SourceSpan,
 )
 from sharedos.policy.diagnostics import Diagnostic
-from sharedos.policy.paths import UnresolvablePath, canonical_path
+from sharedos.policy.partial import (
+    MAX_JOINT_CASES,
+    JointSpace,
+    forbid_certain,
+    permit_possible,
+    rule_applies_under,
+)
 from sharedos.policy.patterns import (
     Resolved,
     Shape,
@@ -66,6 +62,13 @@ from sharedos.policy.patterns import (
     resolve,
     to_regex,
 )
+from sharedos.policy.resolvers import (
+    Resolver,
+    Unresolvable,
+    path_resolver,
+    resource_shape,
+    template_resolver,
+)
 from sharedos.toolpolicy import ToolPolicy
 
 #: How many distinct contexts keep cached condition results.
@@ -75,94 +78,22 @@ _FILTER_MIN = 8
 #: How many distinct decisions are kept for reuse (cleared when full).
 DECISION_CACHE_SIZE = 65536
 
-_UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
 _ALLOW = Effect.ALLOW
 _DENY = Effect.DENY
+_ALLOWED = ReasonCode.ALLOWED
+_FORBIDDEN = ReasonCode.FORBIDDEN
+_NO_PERMIT = ReasonCode.NO_MATCHING_PERMIT
 
 
-class _Unresolvable(Exception):
-    pass
+class _ContextEntry:
+    """What one context has cached: context-only verdicts by rule index
+    (0 unknown, 1 false, 2 true: compact, no hashing) and other memos."""
 
+    __slots__ = ("conds", "memo")
 
-# ------------------------------------------------------------------ resolvers
-
-
-def _lookup(args: Any, path: tuple[str, ...]) -> Any:
-    value = args
-    for name in path:
-        if isinstance(value, Mapping) and name in value:
-            value = value[name]
-        else:
-            raise _Unresolvable(f"argument {'.'.join(('args', *path))} is missing")
-    return value
-
-
-Resolver = Callable[[Any], tuple[str, list[str]]]
-
-
-def _path_resolver(arg: tuple[str, ...]) -> Resolver:
-    if len(arg) == 1:
-        (name,) = arg
-
-        def resolve_one(args: Any) -> tuple[str, list[str]]:
-            if type(args) is dict:
-                value = args.get(name, _lookup)
-                if value is _lookup:
-                    raise _Unresolvable(f"argument args.{name} is missing")
-            else:
-                value = _lookup(args, arg)
-            try:
-                res = canonical_path(value)
-            except UnresolvablePath as exc:
-                raise _Unresolvable(str(exc)) from None
-            return res, (res[1:].split("/") if len(res) > 1 else [])
-
-        return resolve_one
-
-    def resolve_deep(args: Any) -> tuple[str, list[str]]:
-        try:
-            res = canonical_path(_lookup(args, arg))
-        except UnresolvablePath as exc:
-            raise _Unresolvable(str(exc)) from None
-        return res, (res[1:].split("/") if len(res) > 1 else [])
-
-    return resolve_deep
-
-
-def _hole_value(args: Any, path: tuple[str, ...]) -> str:
-    value = _lookup(args, path)
-    if type(value) is int:
-        value = str(value)
-    if type(value) is not str:
-        raise _Unresolvable(f"argument {'.'.join(('args', *path))} must be a string")
-    if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):
-        raise _Unresolvable(
-            f"argument {'.'.join(('args', *path))}={value[:60]!r} is empty, '.', '..' or contains '/' or a control character"
-        )
-    return value
-
-
-def _template_resolver(enc: Mapping[str, Any]) -> Resolver:
-    absolute = bool(enc["abs"])
-    segs = [[(p[0], p[1] if p[0] == "t" else tuple(p[1])) for p in seg] for seg in enc["segs"]]
-
-    def resolve_template(args: Any) -> tuple[str, list[str]]:
-        out = []
-        for seg in segs:
-            out.append(
-                "".join(str(text) if kind == "t" else _hole_value(args, text) for kind, text in seg)
-            )
-        res = "/".join(out)
-        return ("/" + res if absolute else res), out
-
-    return resolve_template
-
-
-def _shape(enc: Mapping[str, Any]) -> Shape:
-    if enc["kind"] == "path":
-        return ("path",)
-    segs = tuple(tuple(("t", p[1]) if p[0] == "t" else ("h",) for p in seg) for seg in enc["segs"])
-    return ("template", bool(enc["abs"]), segs)
+    def __init__(self, n_rules: int) -> None:
+        self.conds = bytearray(n_rules)
+        self.memo: dict[Any, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +110,29 @@ class _Tool:
 
 
 _EMPTY_TRIE: Trie = [[], {}]
+
+
+def _single_wildcard(seg: list[Any]) -> tuple[str, str] | None:
+    """(head, tail) of a glob segment ``head*tail`` with one wildcard, else None."""
+    if seg[0] != "G":
+        return None
+    pieces = seg[1]
+    kinds = [p[0] for p in pieces]
+    if kinds.count("w") != 1 or "c" in kinds:
+        return None
+    star = kinds.index("w")
+    head = "".join(p[1] for p in pieces[:star])
+    tail = "".join(p[1] for p in pieces[star + 1 :])
+    return head, tail
+
+
+def _literal_segments(pattern: Resolved) -> list[str]:
+    out = []
+    for seg in pattern.segs:
+        if seg[0] != "L":
+            break
+        out.append(seg[1])
+    return out
 
 
 def _trie_rules(trie: Trie) -> Iterator[int]:
@@ -214,9 +168,12 @@ class PolicySet:
         self._rts: list[tuple[Any, ...] | None] = [None] * len(self._rules)
         self._refs: list[RuleRef | None] = [None] * len(self._rules)
         self._bundle_hash = bundle_hash
-        self._ctx_cache: LRUCache[str, dict[Any, Any]] = LRUCache(maxsize=CONTEXT_CACHE_SIZE)
-        self._ctx_front: dict[str, dict[Any, Any]] = {}
+        self._ctx_cache: LRUCache[str, _ContextEntry] = LRUCache(maxsize=CONTEXT_CACHE_SIZE)
+        self._ctx_front: dict[str, _ContextEntry] = {}
         self._decisions: dict[tuple[Any, ...], Decision] = {}
+        self._porder: dict[str, list[int]] = {}
+        # context_key excludes the turn id; a policy reading it is never cached
+        self._cacheable = not program.get("reads_turn_id", True)
         self._lock = threading.Lock()
         self._tools: dict[str, _Tool] = {}
         index = program["index"]
@@ -229,9 +186,9 @@ class PolicySet:
             else:
                 forbid, permit = (tries[0], tries[2]) if absolute else (tries[1], tries[3])
             resolver = (
-                _path_resolver(tuple(renc["arg"]))
+                path_resolver(tuple(renc["arg"]))
                 if renc["kind"] == "path"
-                else _template_resolver(renc)
+                else template_resolver(renc)
             )
             self._tools[tool] = _Tool(
                 tool,
@@ -241,7 +198,7 @@ class PolicySet:
                 absolute,
                 forbid,
                 permit,
-                _shape(renc),
+                resource_shape(renc),
                 Requirement(
                     tool,
                     req["ns"],
@@ -307,6 +264,29 @@ class PolicySet:
         """Test blocks of the compiled files (empty for a PolicySet loaded from a bundle)."""
         return tuple(t for f in self.files for t in f.tests)
 
+    def prepare(self) -> PolicySet:
+        """Compile every rule now instead of on first use; returns ``self``.
+
+        Decisions compile the rules they reach lazily (so loading a bundle is
+        cheap); a long-running host calls this once at start-up so that no
+        turn pays for it.
+        """
+        import gc
+
+        was_enabled = gc.isenabled()
+        gc.disable()  # tens of thousands of small closures, no cycles
+        try:
+            for idx in range(len(self._rules)):
+                self._rule(idx)
+                self._rt(idx)
+                self._ref(idx)
+            for t in self._tools.values():
+                self._permit_order(t)
+        finally:
+            if was_enabled:
+                gc.enable()
+        return self
+
     def save_bundle(self, path: str | Path) -> None:
         """Write this policy as a bundle (see ``sharedos.policy.bundle``)."""
         from sharedos.policy.bundle import save_bundle
@@ -343,6 +323,12 @@ class PolicySet:
             mkind, mdata = 0, None
         elif not rest:
             mkind, mdata = 1, prefix
+        elif len(rest) == 1 and rest[0][0] == "S":
+            mkind, mdata = 1, prefix + 1  # one more segment, any name
+        elif len(rest) == 1 and _single_wildcard(rest[0]) is not None:
+            # "*.md"-style last segment: string tests instead of a regex
+            head, tail = _single_wildcard(rest[0]) or ("", "")
+            mkind, mdata = 4, (prefix + 1, head, tail, len(head) + len(tail))
         else:
             mkind, mdata = 2, re.compile(to_regex(resolve(penc, None))).fullmatch
         cond = r[R_COND]
@@ -351,7 +337,7 @@ class PolicySet:
         self._rts[idx] = rt
         return rt
 
-    def _context_entry(self, key: str) -> dict[Any, Any]:
+    def _context_entry(self, key: str) -> _ContextEntry:
         # A lock-free front dict answers the common case; the bounded
         # cachetools LRU behind it is the authority on which contexts stay.
         entry = self._ctx_front.get(key)
@@ -360,7 +346,7 @@ class PolicySet:
         with self._lock:
             entry = self._ctx_cache.get(key)
             if entry is None:
-                entry = {}
+                entry = _ContextEntry(len(self._rules))
                 self._ctx_cache[key] = entry
             if len(self._ctx_front) >= CONTEXT_CACHE_SIZE:
                 self._ctx_front.clear()
@@ -396,19 +382,26 @@ class PolicySet:
             return False  # a permit interpolating an unsafe value matches nothing
         return re.compile(to_regex(resolved)).fullmatch
 
-    def _context_filter(self, rules: list[int], env: Env, cache: dict[Any, Any]) -> list[int]:
+    def _context_filter(self, rules: list[int], env: Env, cache: _ContextEntry) -> list[int]:
         out = []
         for idx in rules:
             rt = self._rts[idx] or self._rt(idx)
-            applies = rt[2]
-            if applies is not None and rt[3]:
-                ok = cache.get(idx)
-                if ok is None:
-                    ok = cache[idx] = applies(env)
-                if not ok:
-                    continue
+            if rt[2] is not None and rt[3] and not self._context_holds(idx, rt[2], env, cache):
+                continue
             out.append(idx)
         return out
+
+    @staticmethod
+    def _context_holds(
+        idx: int, applies: Callable[[Env], bool], env: Env, cache: _ContextEntry | None
+    ) -> bool:
+        """A context-only rule's verdict for this context (cached when there is a cache)."""
+        if cache is None:
+            return bool(applies(env))
+        ok = cache.conds[idx]
+        if not ok:
+            ok = cache.conds[idx] = 2 if applies(env) else 1
+        return ok == 2
 
     def _hits(
         self,
@@ -416,13 +409,14 @@ class PolicySet:
         segs: list[str],
         key: str,
         env: Env,
-        cache: dict[Any, Any] | None,
+        cache: _ContextEntry | None,
     ) -> list[int] | None:
         hits: list[int] | None = None
         node = trie
         depth = 0
         n = len(segs)
         rts = self._rts
+        conds = cache.conds if cache is not None else None
         while True:
             rules = node[0]
             if cache is not None and len(rules) > _FILTER_MIN:
@@ -430,9 +424,9 @@ class PolicySet:
                 # whose context-only condition holds, so a decision's cost
                 # follows the rules that can apply to this caller.
                 fkey = ("n", id(rules))
-                filtered = cache.get(fkey)
+                filtered = cache.memo.get(fkey)
                 if filtered is None:
-                    filtered = cache[fkey] = self._context_filter(rules, env, cache)
+                    filtered = cache.memo[fkey] = self._context_filter(rules, env, cache)
                 rules = filtered
             for idx in rules:
                 rt = rts[idx] or self._rt(idx)
@@ -443,22 +437,29 @@ class PolicySet:
                 elif mk == 2:
                     if rt[1](key) is None:
                         continue
+                elif mk == 4:
+                    depth_needed, head, tail, least = rt[1]
+                    if n != depth_needed:
+                        continue
+                    last = segs[-1]
+                    if len(last) < least or not last.startswith(head) or not last.endswith(tail):
+                        continue
                 elif mk == 3:
                     if cache is not None:
-                        m = cache.get(-1 - idx)
+                        m = cache.memo.get(idx)
                         if m is None:
-                            m = cache[-1 - idx] = self._interp_matcher(idx, rt[1], rt[4], env[0])
+                            m = cache.memo[idx] = self._interp_matcher(idx, rt[1], rt[4], env[0])
                     else:
                         m = self._interp_matcher(idx, rt[1], rt[4], env[0])
                     if m is False or (m is not True and m(key) is None):
                         continue
                 applies = rt[2]
                 if applies is not None:
-                    if rt[3] and cache is not None:
-                        ok = cache.get(idx)
-                        if ok is None:
-                            ok = cache[idx] = applies(env)
+                    if rt[3] and conds is not None:
+                        ok = conds[idx]
                         if not ok:
+                            ok = conds[idx] = 2 if applies(env) else 1
+                        if ok == 1:
                             continue
                     elif not applies(env):
                         continue
@@ -494,7 +495,7 @@ class PolicySet:
             return self._unavailable(tool)
         try:
             resource, segs = t.resolve(args)
-        except _Unresolvable as exc:
+        except Unresolvable as exc:
             return Decision(
                 _DENY,
                 ReasonCode.UNRESOLVABLE_RESOURCE,
@@ -518,20 +519,27 @@ class PolicySet:
             )
         # The match key puts a '/' before every segment (see patterns.match_key).
         key = (resource if t.absolute else "/" + resource) if segs else ""
-        if context_key is None:
-            cache = None
-        else:
+        if type(context_key) is str and self._cacheable:
             cache = self._ctx_front.get(context_key)
             if cache is None:
                 cache = self._context_entry(context_key)
+        else:
+            cache = None  # no key (or not a string): evaluate, do not cache
         env = (context, args, resource, t.action)
         hits = self._hits(t.forbid, segs, key, env, cache) if t.forbid[0] or t.forbid[1] else None
         if hits:
-            return self._decision(_DENY, ReasonCode.FORBIDDEN, t, resource, hits)
-        hits = self._hits(t.permit, segs, key, env, cache) if t.permit[0] or t.permit[1] else None
-        if hits:
-            return self._decision(_ALLOW, ReasonCode.ALLOWED, t, resource, hits)
-        return self._decision(_DENY, ReasonCode.NO_MATCHING_PERMIT, t, resource, None)
+            reason = _FORBIDDEN
+        else:
+            hits = (
+                self._hits(t.permit, segs, key, env, cache) if t.permit[0] or t.permit[1] else None
+            )
+            reason = _ALLOWED if hits else _NO_PERMIT
+        cached = self._decisions.get((t.name, resource, reason, tuple(hits) if hits else ()))
+        if cached is not None:
+            return cached
+        return self._decision(
+            _ALLOW if hits and reason is _ALLOWED else _DENY, reason, t, resource, hits
+        )
 
     def _unavailable(self, tool: object) -> Decision:
         name = tool if type(tool) is str else repr(tool)
@@ -563,40 +571,91 @@ class PolicySet:
         t = self._tools.get(tool) if type(tool) is str else None
         if t is None:
             return False
-        cache = self._context_entry(context_key) if context_key is not None else None
+        cache = (
+            self._context_entry(context_key)
+            if type(context_key) is str and self._cacheable
+            else None
+        )
         ck = ("could", tool)
         if cache is not None:
-            hit = cache.get(ck)
+            hit = cache.memo.get(ck)
             if hit is not None:
                 return bool(hit)
-        result = self._could_permit(t, context)
+        result = self._could_permit(t, context, cache)
         if cache is not None:
-            cache[ck] = result
+            cache.memo[ck] = result
         return result
 
-    def _could_permit(self, t: _Tool, context: Any) -> bool:
-        certain: list[Resolved] = []
-        uncertain: list[tuple[list[Any], Resolved]] = []
-        for idx in _trie_rules(t.forbid):
+    def _could_permit(self, t: _Tool, context: Any, cache: _ContextEntry | None) -> bool:
+        env = (context, None, None, t.action)
+        forbids: dict[int, tuple[bool, Resolved]] = {}
+        template = t.shape[0] != "path"
+        for idx in self._permit_order(t):
             r = self._rule(idx)
-            pattern = resolve(r[R_PENC], context, forbid=True)
-            if forbid_certain(r[R_COND], r[R_KIND], context, t.action):
-                certain.append(pattern)
-            else:
-                uncertain.append((r, pattern))
-        for idx in _trie_rules(t.permit):
-            r = self._rule(idx)
-            if not permit_possible(r[R_COND], r[R_KIND], context, t.action):
+            if not self._permit_possible(idx, r, env, cache):
                 continue
             pat = resolve(r[R_PENC], context)
             if not meets_shape(pat, t.shape):
                 continue
-            if any(covers_within(f, pat, t.shape) for f in certain):
+            # Only a forbid whose literal prefix lies along this permit's can
+            # cover it, so walk the forbid trie along the permit's prefix
+            # (all forbids for template resources, whose shape adds literals).
+            prefix = [] if template else _literal_segments(pat)
+            candidates = _trie_rules(t.forbid) if template else self._walk(t.forbid, prefix)
+            covered = False
+            uncertain: list[list[Any]] = []
+            for fidx in candidates:
+                info = forbids.get(fidx)
+                if info is None:
+                    fr = self._rule(fidx)
+                    info = forbids[fidx] = (
+                        self._forbid_certain(fidx, fr, env, cache),
+                        resolve(fr[R_PENC], context, forbid=True),
+                    )
+                certain, fpat = info
+                if not covers_within(fpat, pat, t.shape):
+                    continue
+                if certain:
+                    covered = True
+                    break
+                uncertain.append(self._rule(fidx))
+            if covered:
                 continue
-            covering = [f for f, fpat in uncertain if covers_within(fpat, pat, t.shape)]
-            if not covering or self._jointly_possible(r, covering, t.action, context):
+            if not uncertain or self._jointly_possible(r, uncertain, t.action, context):
                 return True
         return False
+
+    def _permit_order(self, t: _Tool) -> list[int]:
+        """The tool's permits, unconditional ones first (they answer soonest)."""
+        order = self._porder.get(t.name)
+        if order is None:
+            every = sorted(_trie_rules(t.permit))
+            plain = [i for i in every if self._rule(i)[R_COND] is None]
+            gated = [i for i in every if self._rule(i)[R_COND] is not None]
+            order = self._porder[t.name] = plain + gated
+        return order
+
+    def _permit_possible(
+        self, idx: int, r: list[Any], env: Env, cache: _ContextEntry | None
+    ) -> bool:
+        rt = self._rts[idx] or self._rt(idx)
+        applies = rt[2]
+        if applies is None:
+            return True
+        if rt[3]:  # context-only: exactly what decide computes (and caches)
+            return self._context_holds(idx, applies, env, cache)
+        return permit_possible(r[R_COND], r[R_KIND], env[0], env[3])
+
+    def _forbid_certain(
+        self, idx: int, r: list[Any], env: Env, cache: _ContextEntry | None
+    ) -> bool:
+        rt = self._rts[idx] or self._rt(idx)
+        applies = rt[2]
+        if applies is None:
+            return True
+        if rt[3]:  # context-only: applies (or fails closed) whatever the arguments
+            return self._context_holds(idx, applies, env, cache)
+        return forbid_certain(r[R_COND], r[R_KIND], env[0], env[3])
 
     @staticmethod
     def _jointly_possible(

@@ -129,3 +129,10 @@ def test_save_is_atomic_and_overwrites(shipped, tmp_path: Path) -> None:  # type
     shipped.save_bundle(bundle)
     assert load_bundle(bundle).bundle_hash == shipped.bundle_hash
     assert [p.name for p in bundle.parent.iterdir()] == ["b.json"]
+
+
+def test_prepare_compiles_everything_and_changes_nothing(shipped) -> None:  # type: ignore[no-untyped-def]
+    before = [shipped.decide(t, a, c) for t, a, c in CALLS]
+    assert shipped.prepare() is shipped
+    assert all(rt is not None for rt in shipped._rts)
+    assert [shipped.decide(t, a, c) for t, a, c in CALLS] == before

@@ -76,3 +76,48 @@ def test_every_cli_option_is_documented() -> None:
             if isinstance(param, click.Option):
                 longest = max(param.opts, key=len)
                 assert longest in text, f"{name} {longest}"
+
+
+# ----------------------------------------------- one page per code (docs/errors/)
+
+ERRORS_DIR = DOC.parent / "errors"
+
+
+def error_page(code: str, title: str, body: str) -> str:
+    """The docs/errors/CODE.md page: the reference section, standalone (generated)."""
+    anchor = f"{code.lower()}-{re.sub(r'[^a-z0-9_ -]', '', title.lower()).replace(' ', '-')}"
+    return (
+        f"<!-- generated from docs/policy-language.md by tests/policy/test_cli_docs.py; edit the reference -->\n"
+        f"# {code}: {title}\n\n"
+        f"{body.strip()}\n\n"
+        f"See the [policy language reference](../policy-language.md#{anchor}).\n"
+    )
+
+
+def expected_pages() -> dict[str, str]:
+    return {
+        f"{code}.md": error_page(code, title, body) for code, (title, body) in sections().items()
+    }
+
+
+def test_every_code_has_its_own_page_matching_the_reference() -> None:
+    pages = expected_pages()
+    present = {p.name for p in ERRORS_DIR.glob("SOS*.md")}
+    assert present == set(pages), "run: .venv/bin/python tests/policy/test_cli_docs.py --write"
+    for name, text in pages.items():
+        assert (ERRORS_DIR / name).read_text(encoding="utf-8") == text, (
+            f"{name} is stale; run: .venv/bin/python tests/policy/test_cli_docs.py --write"
+        )
+
+
+if __name__ == "__main__":  # regenerate docs/errors/ from the reference
+    import sys
+
+    if sys.argv[1:] != ["--write"]:
+        raise SystemExit("usage: python tests/policy/test_cli_docs.py --write")
+    ERRORS_DIR.mkdir(exist_ok=True)
+    for old in ERRORS_DIR.glob("SOS*.md"):
+        old.unlink()
+    for name, text in expected_pages().items():
+        (ERRORS_DIR / name).write_text(text, encoding="utf-8")
+    print(f"wrote {len(expected_pages())} pages to {ERRORS_DIR}")

@@ -183,6 +183,14 @@ def test_star_means_every_action_of_the_namespace() -> None:
         ("/a/*.md", "/a/.md", True),
         ("/a/*.md", "/a/x.txt", False),
         ("/a/*.md", "/a/b/x.md", False),
+        ("/a/pre*", "/a/prefix", True),
+        ("/a/pre*", "/a/pre", True),
+        ("/a/pre*", "/a/pr", False),
+        ("/a/a*b", "/a/ab", True),
+        ("/a/a*b", "/a/a", False),
+        ("/a/a*b", "/a/aXbY", False),
+        ("/a/*-*.md", "/a/x-y.md", True),
+        ("/a/*-*.md", "/a/xy.md", False),
         ("/a/b", "/a/b", True),
         ("/a/b", "/a/b/c", False),
         ("/*/b/**", "/x/b/y", True),
@@ -443,3 +451,42 @@ def test_concurrent_decisions_agree() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_hostile_context_and_key_never_raise() -> None:
+    class Exploding(dict):  # type: ignore[type-arg]
+        def __contains__(self, key: object) -> bool:
+            raise RuntimeError("boom")
+
+        def __getitem__(self, key: object) -> object:
+            raise RuntimeError("boom")
+
+    text = (
+        FILES
+        + 'permit read on "/home/{context.principal}/**"\n'
+        + 'forbid read on "/t/{context.tenant}/**"\n'
+        + 'permit read on "/t/**" when "staff" in context.roles\n'
+    )
+    policy = compile_source(text, "p.sos")
+    for ctx in (Exploding(), {"principal": Exploding(), "roles": Exploding()}):
+        for key in (None, ["unhashable"], "k1"):
+            for path in ("/home/alice/x", "/t/x/y"):
+                d = policy.decide("files.read", {"path": path}, ctx, context_key=key)  # type: ignore[arg-type]
+                assert d.effect is Effect.DENY
+            assert policy.could_permit("files.read", ctx, context_key=key) in (True, False)  # type: ignore[arg-type]
+
+
+def test_policies_reading_the_turn_id_are_not_cached_across_turns() -> None:
+    # AccessContext.cache_key leaves the turn id out on purpose; a rule that
+    # reads it must therefore be evaluated afresh for every turn.
+    policy = compile_source(
+        FILES + 'permit read on "/d/**" when context.turn_id == "turn-1"\n', "p.sos"
+    )
+    one = {**ALICE, "turn_id": "turn-1"}
+    two = {**ALICE, "turn_id": "turn-2"}
+    assert policy.decide("files.read", {"path": "/d/x"}, one, context_key="alice").allowed
+    assert not policy.decide("files.read", {"path": "/d/x"}, two, context_key="alice").allowed
+    assert policy.could_permit("files.read", one, context_key="alice")
+    assert not policy.could_permit("files.read", two, context_key="alice")
+    cached = compile_source(FILES + 'permit read on "/d/**" when context.tenant == "t1"\n', "p.sos")
+    assert cached.program["reads_turn_id"] is False

@@ -238,3 +238,13 @@ def test_warnings_do_not_stop_compilation() -> None:
     assert [d.code for d in policy.diagnostics] == ["SOS208"]
     assert policy.diagnostics[0].severity == "warning"
     assert policy.decide("n.t", {}, {}).allowed
+
+
+def test_byte_order_mark_and_crlf_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.sos"
+    path.write_bytes(
+        b"\xef\xbb\xbf" + HEAD.replace("\n", "\r\n").encode() + b'permit read on "/x" # note\r\n'
+    )
+    policy = compile_paths([path])
+    assert policy.decide("files.read", {"path": "/x"}, {}).allowed
+    assert policy.files[0].comments[0].text == " note"

@@ -321,6 +321,7 @@ def test_check_command_never_tracebacks(text: str) -> None:
         st.one_of(
             st.text(max_size=30).filter(lambda s: "\n" not in s and "\r" not in s),
             st.just('{"tool": "files.read\u2028x", "args": {"path": "/a\u2029"}}'),
+            st.just('{"\\u0085": null}'),
             st.builds(
                 lambda tool, args, ctx: json.dumps({"tool": tool, "args": args, "context": ctx}),
                 st.sampled_from(["files.read", "files.write", "x", ""]) | st.text(max_size=8),

@@ -106,8 +106,8 @@ def decision_line(line: int, decision: Any) -> EvalDecision:
 def dump(model: BaseModel) -> str:
     """One compact JSON line (JSONL) for an output object.
 
-    U+2028/U+2029 are escaped too: they are legal raw in JSON strings, but
-    line-splitting readers (``str.splitlines``, JavaScript) treat them as line breaks.
+    ASCII-only: JSON escapes every control character, and escaping non-ASCII
+    too keeps U+0085/U+2028/U+2029 (line breaks to ``str.splitlines`` and
+    JavaScript) from splitting a record in two.
     """
-    text = json.dumps(model.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return json.dumps(model.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=True)

@@ -1,0 +1,315 @@
+"""Partial evaluation of conditions: what ``could_permit`` reasons with.
+
+Arguments and resource are unknown, context and action are known. Each
+condition has a set of possible outcomes (true / false / error); rules that
+test the same argument are reasoned about jointly (``JointSpace``), so a
+permit and a forbid on ``args.mode == "x"`` are seen to exclude each other.
+The results agree with ``decide`` for every concrete choice of arguments,
+except that conditions on ``resource`` are assumed satisfiable (documented).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from sharedos.policy.conditions import (
+    EvalError,
+    compile_expr,
+    contains,
+    roots,
+    values_equal,
+)
+
+T, F, E = "T", "F", "E"
+_UNKNOWN = object()
+_ERROR = object()
+
+
+def outcomes(enc: list[Any], context: Any, action: str) -> frozenset[str]:
+    """Possible results of a boolean condition when args and resource are unknown.
+
+    Context and action are known. Atoms that read ``args``/``resource`` may be
+    True, False or an error; everything else is evaluated exactly, with the
+    same short-circuit order as the runtime, so the answer agrees with
+    ``decide`` for every concrete choice of arguments.
+    """
+    kind = enc[0]
+    if kind == "and":
+        a = outcomes(enc[1], context, action)
+        out: set[str] = set()
+        if F in a:
+            out.add(F)
+        if E in a:
+            out.add(E)
+        if T in a:
+            out |= outcomes(enc[2], context, action)
+        return frozenset(out)
+    if kind == "or":
+        a = outcomes(enc[1], context, action)
+        out = set()
+        if T in a:
+            out.add(T)
+        if E in a:
+            out.add(E)
+        if F in a:
+            out |= outcomes(enc[2], context, action)
+        return frozenset(out)
+    if kind == "not":
+        inner = outcomes(enc[1], context, action)
+        return frozenset({T: F, F: T, E: E}[x] for x in inner)
+    value = _partial_value(enc, context, action)
+    if value is _UNKNOWN:
+        return frozenset({T, F, E})
+    if value is _ERROR:
+        return frozenset({E})
+    if value is True:
+        return frozenset({T})
+    if value is False:
+        return frozenset({F})
+    return frozenset({E})
+
+
+def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
+    kind = enc[0]
+    if kind in ("and", "or", "not"):
+        outs = outcomes(enc, context, action)
+        if len(outs) == 1:
+            (only,) = outs
+            return {T: True, F: False, E: _ERROR}[only]
+        return _UNKNOWN
+    if "args" in roots(enc) or "resource" in roots(enc):
+        # Every operand of a comparison, call or list is evaluated (no short
+        # circuit), so an operand that certainly errors makes the whole an error.
+        if kind == "cmp":
+            children = [enc[2], enc[3]]
+        elif kind == "call":
+            children = list(enc[2])
+        elif kind == "list":
+            children = list(enc[1])
+        else:
+            children = []
+        if any(_partial_value(c, context, action) is _ERROR for c in children):
+            return _ERROR
+        return _UNKNOWN
+    try:
+        return compile_expr(enc)((context, None, None, action))
+    except EvalError:
+        return _ERROR
+    except Exception:
+        return _ERROR
+
+
+def permit_possible(enc: list[Any] | None, kind: str | None, context: Any, action: str) -> bool:
+    """Could this permit's condition hold for some arguments?"""
+    if enc is None:
+        return True
+    want = T if kind != "unless" else F
+    return want in outcomes(enc, context, action)
+
+
+def forbid_certain(enc: list[Any] | None, kind: str | None, context: Any, action: str) -> bool:
+    """Does this forbid's condition hold (or fail closed) for every choice of arguments?"""
+    if enc is None:
+        return True
+    applies = {T, E} if kind != "unless" else {F, E}
+    return outcomes(enc, context, action) <= applies
+
+
+# ------------------------------------------------ joint reasoning over argument atoms
+#
+# ``outcomes`` looks at one condition at a time. A permit and a forbid often
+# test the *same* argument (permit ... when args.mode == "x" / forbid ...
+# unless args.mode != "x"); deciding them independently would list a tool no
+# call can use. So argument atoms are reasoned about jointly:
+#
+# * ``a != b`` is ``not (a == b)`` and ``a not in b`` is ``not (a in b)``
+#   (identical errors), so both spellings share one atom;
+# * an atom comparing one argument ``args.p`` with a value known from the
+#   context/literals is a function of that argument's value; the argument
+#   ranges over every value such atoms mention, a fresh value, and "missing";
+# * any other atom reading args/resource is a free true/false/error variable.
+#
+# Every combination is tried (bounded by ``MAX_JOINT_CASES``).
+
+#: Beyond this many combinations, fall back to per-condition reasoning.
+MAX_JOINT_CASES = 4096
+
+_MISSING = object()
+_FRESH = "\x00fresh\x00"  # a string no policy literal can equal
+
+
+def _normal(node: list[Any]) -> list[Any]:
+    if node[0] == "cmp" and node[1] == "!=":
+        return ["not", ["cmp", "==", node[2], node[3]]]
+    if node[0] == "cmp" and node[1] == "not in":
+        return ["not", ["cmp", "in", node[2], node[3]]]
+    return node
+
+
+def _atom_key(enc: list[Any]) -> str:
+    import json
+
+    return json.dumps(enc, sort_keys=True, separators=(",", ":"))
+
+
+def _reads_args(node: list[Any]) -> bool:
+    r = roots(node)
+    return "args" in r or "resource" in r
+
+
+class JointSpace:
+    """The argument atoms of a set of conditions and the values they range over."""
+
+    def __init__(self, context: Any, action: str) -> None:
+        self.context = context
+        self.action = action
+        # atom key -> (arg path, side, other value, op) for value atoms
+        self.value_atoms: dict[str, tuple[tuple[str, ...], str, Any, str]] = {}
+        self.domains: dict[tuple[str, ...], list[Any]] = {}
+        self.free: list[str] = []
+
+    def add(self, enc: list[Any] | None) -> None:
+        """Register every argument atom of a condition."""
+        if enc is not None:
+            self._walk(enc)
+
+    def _walk(self, node: list[Any]) -> None:
+        node = _normal(node)
+        kind = node[0]
+        if kind in ("and", "or"):
+            self._walk(node[1])
+            self._walk(node[2])
+            return
+        if kind == "not":
+            self._walk(node[1])
+            return
+        if not _reads_args(node):
+            return
+        if _partial_value(node, self.context, self.action) is _ERROR:
+            return  # a certain error is a constant, not a variable
+        key = _atom_key(node)
+        if key in self.value_atoms or key in self.free:
+            return
+        if kind == "cmp" and node[1] in ("==", "in"):
+            for side, mine, other in (("L", node[2], node[3]), ("R", node[3], node[2])):
+                if mine[0] == "ref" and mine[1] == "args" and mine[2] and not _reads_args(other):
+                    value = _partial_value(other, self.context, self.action)
+                    if value is _UNKNOWN or value is _ERROR:
+                        break
+                    path = tuple(mine[2])
+                    self.value_atoms[key] = (path, side, value, node[1])
+                    dom = self.domains.setdefault(path, [_MISSING, _FRESH])
+                    for candidate in _candidates(node[1], side, value):
+                        if not any(
+                            c is candidate or (type(c) is type(candidate) and c == candidate)
+                            for c in dom
+                        ):
+                            dom.append(candidate)
+                    return
+        self.free.append(key)
+
+    def size(self) -> int:
+        """How many combinations ``cases`` yields."""
+        n: int = 3 ** len(self.free)
+        for dom in self.domains.values():
+            n *= len(dom)
+        return n
+
+    def cases(self) -> Any:
+        """Yield one assignment (atom key -> "T"/"F"/"E") per combination."""
+        paths = list(self.domains)
+        prefixes = self._prefix_conflicts(paths)
+        for values in itertools.product(*(self.domains[p] for p in paths)):
+            chosen = dict(zip(paths, values, strict=True))
+            if prefixes and not self._consistent(chosen, prefixes):
+                continue
+            base: dict[str, str] = {}
+            for key, (path, side, other, op) in self.value_atoms.items():
+                base[key] = _value_atom(chosen[path], side, other, op)
+            for free_values in itertools.product("TFE", repeat=len(self.free)):
+                assign = dict(base)
+                assign.update(zip(self.free, free_values, strict=True))
+                yield assign
+
+    @staticmethod
+    def _prefix_conflicts(
+        paths: list[tuple[str, ...]],
+    ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        return [(a, b) for a in paths for b in paths if a != b and b[: len(a)] == a]
+
+    @staticmethod
+    def _consistent(
+        chosen: dict[tuple[str, ...], Any], pairs: list[tuple[tuple[str, ...], tuple[str, ...]]]
+    ) -> bool:
+        # args.a and args.a.b both constrained: args.a must then be an object,
+        # which no candidate of args.a is, unless args.a.b is missing.
+        return all(chosen[b] is _MISSING for _a, b in pairs)
+
+
+def _candidates(op: str, side: str, value: Any) -> list[Any]:
+    if op == "==":
+        return [value]
+    if side == "L":  # args.p in VALUE
+        if isinstance(value, list | tuple):
+            return list(value)
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, Mapping):
+            return [k for k in value if isinstance(k, str)]
+        return []
+    return [[value]]  # VALUE in args.p: a list holding it
+
+
+def _value_atom(mine: Any, side: str, other: Any, op: str) -> str:
+    if mine is _MISSING:
+        return E
+    try:
+        if op == "==":
+            return T if values_equal(mine, other) else F
+        if side == "L":
+            return T if contains(other, mine) else F
+        return T if contains(mine, other) else F
+    except EvalError:
+        return E
+    except Exception:
+        return E
+
+
+def outcome_under(enc: list[Any], context: Any, action: str, assign: Mapping[str, str]) -> str:
+    """T/F/E of a boolean condition when each argument atom takes the value in ``assign``."""
+    enc = _normal(enc)
+    kind = enc[0]
+    if kind == "and":
+        a = outcome_under(enc[1], context, action, assign)
+        return a if a != T else outcome_under(enc[2], context, action, assign)
+    if kind == "or":
+        a = outcome_under(enc[1], context, action, assign)
+        return a if a != F else outcome_under(enc[2], context, action, assign)
+    if kind == "not":
+        return {T: F, F: T, E: E}[outcome_under(enc[1], context, action, assign)]
+    if _reads_args(enc):
+        key = _atom_key(enc)
+        if key in assign:
+            return assign[key]
+        return E  # an argument atom that certainly errors
+    (only,) = outcomes(enc, context, action)
+    return only
+
+
+def rule_applies_under(
+    enc: list[Any] | None,
+    kind: str | None,
+    forbid: bool,
+    context: Any,
+    action: str,
+    assign: Mapping[str, str],
+) -> bool:
+    """Whether a rule applies under an atom assignment (same fail-closed rule as ``decide``)."""
+    if enc is None:
+        return True
+    result = outcome_under(enc, context, action, assign)
+    if result == E:
+        return forbid
+    return (result == T) is (kind != "unless")

@@ -1,0 +1,104 @@
+"""Resource expressions at call time: arguments -> canonical resource.
+
+A requirement's ``resource`` is either ``path(args.x)`` (canonicalized by
+``sharedos.policy.paths``) or a template such as ``"{args.owner}/{args.repo}"``
+whose holes must each be one safe segment. Resolvers are closures built once
+per requirement; they return the canonical resource and its segments, or raise
+``Unresolvable`` (the call is denied ``unresolvable_resource``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sharedos.policy.paths import UnresolvablePath, canonical_path
+from sharedos.policy.patterns import Shape
+
+_UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
+
+
+class Unresolvable(Exception):
+    """The arguments do not name a resource (missing, wrong type, unsafe, above '/')."""
+
+
+def _lookup(args: Any, path: tuple[str, ...]) -> Any:
+    value = args
+    for name in path:
+        if isinstance(value, Mapping) and name in value:
+            value = value[name]
+        else:
+            raise Unresolvable(f"argument {'.'.join(('args', *path))} is missing")
+    return value
+
+
+Resolver = Callable[[Any], tuple[str, list[str]]]
+
+
+def path_resolver(arg: tuple[str, ...]) -> Resolver:
+    """Resolver for ``path(args.<arg>)``: the canonical absolute path the argument holds."""
+    if len(arg) == 1:
+        (name,) = arg
+
+        def resolve_one(args: Any) -> tuple[str, list[str]]:
+            if type(args) is dict:
+                value = args.get(name, _lookup)
+                if value is _lookup:
+                    raise Unresolvable(f"argument args.{name} is missing")
+            else:
+                value = _lookup(args, arg)
+            try:
+                res = canonical_path(value)
+            except UnresolvablePath as exc:
+                raise Unresolvable(str(exc)) from None
+            return res, (res[1:].split("/") if len(res) > 1 else [])
+
+        return resolve_one
+
+    def resolve_deep(args: Any) -> tuple[str, list[str]]:
+        try:
+            res = canonical_path(_lookup(args, arg))
+        except UnresolvablePath as exc:
+            raise Unresolvable(str(exc)) from None
+        return res, (res[1:].split("/") if len(res) > 1 else [])
+
+    return resolve_deep
+
+
+def _hole_value(args: Any, path: tuple[str, ...]) -> str:
+    value = _lookup(args, path)
+    if type(value) is int:
+        value = str(value)
+    if type(value) is not str:
+        raise Unresolvable(f"argument {'.'.join(('args', *path))} must be a string")
+    if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):
+        raise Unresolvable(
+            f"argument {'.'.join(('args', *path))}={value[:60]!r} is empty, '.', '..' or contains '/' or a control character"
+        )
+    return value
+
+
+def template_resolver(enc: Mapping[str, Any]) -> Resolver:
+    """Resolver for an encoded template resource (see ``compiler.encode_resource``)."""
+    absolute = bool(enc["abs"])
+    segs = [[(p[0], p[1] if p[0] == "t" else tuple(p[1])) for p in seg] for seg in enc["segs"]]
+
+    def resolve_template(args: Any) -> tuple[str, list[str]]:
+        out = []
+        for seg in segs:
+            out.append(
+                "".join(str(text) if kind == "t" else _hole_value(args, text) for kind, text in seg)
+            )
+        res = "/".join(out)
+        return ("/" + res if absolute else res), out
+
+    return resolve_template
+
+
+def resource_shape(enc: Mapping[str, Any]) -> Shape:
+    """What an encoded resource expression can produce (for partial evaluation)."""
+    if enc["kind"] == "path":
+        return ("path",)
+    segs = tuple(tuple(("t", p[1]) if p[0] == "t" else ("h",) for p in seg) for seg in enc["segs"])
+    return ("template", bool(enc["abs"]), segs)
