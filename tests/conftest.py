@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,24 @@ def repo_root() -> Path:
 def test_data() -> Path:
     """``tests/data``."""
     return TEST_DATA
+
+
+_SESSION_STARTED = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Remember when the run began, to tell this run's reports from older ones."""
+    session.config.stash[_SESSION_STARTED] = time.time()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Print the full conformance matrix when this run produced one (``make test`` does)."""
+    started = config.stash.get(_SESSION_STARTED, time.time())
+    reports = sorted((REPO_ROOT / "reports" / "full-matrix").glob("*.txt"))
+    fresh = [p for p in reports if p.stat().st_mtime >= started]
+    if not fresh:
+        return
+    terminalreporter.section("conformance matrix (reports/full-matrix)")
+    terminalreporter.write(fresh[-1].read_text())

@@ -28,13 +28,18 @@ def sharedos_argv(*args: str) -> list[str]:
     return argv
 
 
+#: The full matrix that `make test` leaves behind (git-ignored); tests/conftest.py
+#: prints its text report at the end of the run.
+FULL_MATRIX_DIR = REPO / "reports" / "full-matrix"
+
+
 def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
-    out = tmp_path / "reports"
+    out = FULL_MATRIX_DIR
+    shutil.rmtree(out, ignore_errors=True)
     argv = sharedos_argv(
         "conformance", "run",
         "--column", "scripted", "--column", "live", "--column", "mcp",
-        "--harness", "claude-code", "--harness", "pi-adapter",
-        "--transport", "stdio",
+        "--harness", "all", "--transport", "all",
         "--host-config", str(REPO / "tests/data/harness/host.offline.toml"),
         "--out", str(out),
     )  # fmt: skip
@@ -47,8 +52,10 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
     kinds = {c["kind"] for c in report["columns"]}
     assert kinds == {"scripted", "live", "mcp"}
     ids = [c["column_id"] for c in report["columns"]]
-    assert "mcp/claude-code/stdio" in ids and "mcp/pi-adapter/stdio" in ids
-    assert "live/claude-code" in ids and "live/pi" in ids
+    for harness in ("claude-code", "codex", "pi", "pi-adapter"):
+        for transport in ("http", "stdio"):
+            assert f"mcp/{harness}/{transport}" in ids, ids
+    assert "live/claude-code" in ids and "live/codex" in ids and "live/pi" in ids
     by_id = {c["column_id"]: c for c in report["columns"]}
     adapter = by_id["mcp/pi-adapter/stdio"]["identity"]
     assert adapter["mcpSupport"] == "extension" and adapter["mcpExtension"] == "pi-mcp-adapter"
