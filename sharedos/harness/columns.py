@@ -10,8 +10,9 @@ What each column claims (also in docs/harnesses.md):
 - mcp: the installed CLI's own loop and MCP client reached the kernel through a
   turn bridge; rows are matched on tool + canonical resource. A row whose tool
   the harness did not offer the model (not in the turn's catalogue, an
-  unpublished or malformed name) cannot be attempted through the harness and
-  is graded not exercised.
+  unpublished or malformed name) is guessed at by the scripted model through
+  the harness's own route; when the harness's client refuses the guess before
+  any tools/call, the row is not exercised and the notes quote the refusal.
 - live: the same CLI with its local tools only. No call can reach the kernel,
   so every row is not exercised; the notes say which tools the model was
   offered instead.
@@ -234,12 +235,26 @@ def _collect(
         column.attempts.append(attempt_from_record(record, wire=wire))
     linked = {(link.get("issued") or {}).get("callId") for link in links}
     group = f"turn {ctx_name}/{pol_name}"
+    refused_guesses = 0
     for call in result.issued:
-        if call.call_id not in linked:
+        if call.call_id in linked:
+            continue
+        answered = f' and answered the model "{_clip(call.reply, 160)}"' if call.reply else ""
+        if call.guessed:
+            refused_guesses += 1
+            column.notes.append(
+                f"{group}: {call.key}: the model guessed {_clip(call.alias, 60)} (a name the harness "
+                f"did not offer it) with {dict(call.arguments)}; the harness's client refused it"
+                f"{answered}; the evidence store holds no attempt for it (the bridge records every "
+                "tools/call it receives), so the row is not exercised"
+            )
+        else:
             column.notes.append(
                 f"{group}: {call.key}: the model called {call.alias} with {dict(call.arguments)}, but no "
-                "attempt reached the kernel (the harness refused it client-side)"
+                f"attempt reached the kernel (the harness refused it client-side{answered})"
             )
+    if refused_guesses:
+        _note_client_refusal(column, result)
     for record, link in zip(result.evidence, links, strict=True):
         rec = record.to_dict() if hasattr(record, "to_dict") else dict(record)
         issued = link.get("issued")
@@ -284,6 +299,38 @@ def _collect(
 
 def _short(tool: str) -> str:
     return tool if len(tool) <= 24 else tool[:21] + "..."
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: How each harness's client handles a name it did not offer (measured; docs/harnesses.md).
+CLIENT_ROUTES = {
+    "claude-code": "it answers a call to an unoffered mcp__sharedos__ name with a tool_use_error",
+    "codex": "it answers a call in the mcp__sharedos namespace to an unlisted name as an "
+    "unsupported call",
+    "pi": "its built-in MCP client answers a call to an unoffered mcp__sharedos__ name with "
+    "'Tool ... not found'",
+    "pi-adapter": "even its `mcp` proxy tool, which takes any name as a string, resolves the "
+    "name against the tools it listed from the server and answers 'Tool ... not found' "
+    "instead of forwarding it",
+}
+
+
+def _note_client_refusal(column: ColumnRun, result: HarnessTurnResult) -> None:
+    """Once per column: the finding that this harness's client refuses unoffered names."""
+    if any(n.startswith("finding about the harness") for n in column.notes):
+        return
+    how = CLIENT_ROUTES.get(result.identity.harness, "it refused the calls client-side")
+    column.notes.append(
+        f"finding about the harness: {column.label.split(' (')[0]}'s MCP client refuses tool "
+        f"names it was not offered ({how}), before any tools/call is sent. The rows naming an "
+        "unpublished tool, a malformed name or a tool outside the run policy therefore cannot be "
+        "exercised through this harness and stay not exercised: that is a property of the "
+        "harness's client, not a gap in SharedOS (the kernel's refusal of those names is "
+        "exercised in the scripted columns)"
+    )
 
 
 async def run_live_columns(options: ColumnOptions) -> list[ColumnRun]:

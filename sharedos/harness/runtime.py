@@ -217,18 +217,22 @@ class McpHarnessRuntime:
                 catalog_names=sorted(catalog.names) if catalog is not None else (),
             ).start()
         url: str | None = None
+        model_url = model.url if model is not None else None
+
+        def prepare(bridge: recipes.BridgeEndpoint | None) -> recipes.Launch:
+            return recipes.prepare(
+                cfg,
+                bridge=bridge,
+                turn_dir=turn_dir,
+                prompt=text,
+                model_url=model_url,
+                host_env=self.environ,
+                command=self.command,
+            )
+
         try:
-            model_url = model.url if model is not None else None
             if live:
-                launch = recipes.prepare(
-                    cfg,
-                    bridge=None,
-                    turn_dir=turn_dir,
-                    prompt=text,
-                    model_url=model_url,
-                    host_env=self.environ,
-                    command=self.command,
-                )
+                launch = prepare(None)
                 proc = await self._run(launch, deadline)
             else:
                 from sharedos.bridge.turn import open_turn
@@ -253,15 +257,7 @@ class McpHarnessRuntime:
                         token=turn.token,
                         command=turn.command,
                     )
-                    launch = recipes.prepare(
-                        cfg,
-                        bridge=bridge,
-                        turn_dir=turn_dir,
-                        prompt=text,
-                        model_url=model_url,
-                        host_env=self.environ,
-                        command=self.command,
-                    )
+                    launch = prepare(bridge)
                     proc = await self._run(launch, deadline)
         finally:
             if model is not None:

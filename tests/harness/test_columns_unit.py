@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.conformance.columns.base import ColumnOptions
+from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
+from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
 from sharedos.conformance.manifest import load_manifest
 from sharedos.harness.columns import (
+    _collect,
     expand_harnesses,
     expand_transports,
     plan_for,
@@ -17,6 +19,10 @@ from sharedos.harness.columns import (
     turn_groups,
 )
 from sharedos.harness.hostconfig import HostConfigError, default_host_config
+from sharedos.harness.outputs import HarnessOutput
+from sharedos.harness.process import ProcessResult
+from sharedos.harness.runtime import HarnessTurnResult
+from sharedos.harness.scripted_model import IssuedCall, ScriptedAttempt
 
 
 def test_turn_groups_cover_every_row_once_default_first() -> None:
@@ -59,3 +65,65 @@ async def test_a_harness_that_cannot_start_is_kept_and_says_why(tmp_path: Path) 
     live = await run_live_columns(options)
     assert [r.column_id for r in live] == ["live/codex", "live/nope"]
     assert not any(r.available for r in live)
+
+
+def _turn(harness: str, issued: list[IssuedCall]) -> HarnessTurnResult:
+    identity = SystemIdentity(
+        harness=harness,
+        harness_version="9.9.9",
+        column=ColumnKind.MCP,
+        declared_model="sharedos-scripted-model/0",
+        mcp_support=McpSupport.NATIVE,
+        catalog_hash="c" * 64,
+    )
+    return HarnessTurnResult(
+        harness=harness,
+        transport="http",
+        identity=identity,
+        turn_id="t1",
+        process=ProcessResult(0, False, False, 1.0, "", ""),
+        evidence=[],
+        output=HarnessOutput(),
+        issued=issued,
+        aliases_shown={"files.read": "mcp(files.read)"},
+        catalog_names=("files.read",),
+        model_requests=2,
+        offered_tools=["read", "mcp", "sharedos_files_read"],
+        port_closed_after_turn=True,
+        turn_dir=Path("."),
+    )
+
+
+def test_a_refused_guess_is_not_exercised_and_the_note_quotes_the_harness() -> None:
+    """No evidence for a guessed call: the note says who refused it and what it said."""
+    guess = IssuedCall(
+        key="unpublished-tool",
+        tool="files.exec",
+        alias="mcp(files.exec)",
+        call_id="call_sos000abc",
+        api="chat",
+        arguments={"path": "/public/a.txt"},
+        guessed=True,
+        reply='Tool "files.exec" not found. Use mcp({ search: "..." }) to search.',
+    )
+    column = ColumnRun(
+        column_id="mcp/pi-adapter/http",
+        kind=ColumnKind.MCP,
+        label="Pi + pi-mcp-adapter (http)",
+        match_by="tool_resource",
+    )
+    plan = [ScriptedAttempt("unpublished-tool", "files.exec", {"path": "/public/a.txt"})]
+    for _ in range(2):  # two turns: the finding is stated once per column
+        _collect(column, _turn("pi-adapter", [guess]), "alice", "conformance", plan)
+    assert column.attempts == []
+    guessed = [
+        n for n in column.notes if "unpublished-tool: the model guessed mcp(files.exec)" in n
+    ]
+    assert len(guessed) == 2
+    assert 'answered the model "Tool "files.exec" not found.' in guessed[0]
+    findings = [n for n in column.notes if n.startswith("finding about the harness")]
+    assert len(findings) == 1
+    assert "Pi + pi-mcp-adapter's MCP client refuses tool names it was not offered" in findings[0]
+    assert "`mcp` proxy tool" in findings[0] and "not a gap in SharedOS" in findings[0]
+    # a guessed row is not reported as "not attempted": it was attempted, and refused
+    assert not any("not attempted" in n for n in column.notes)

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.harness
 HARNESSES = ("claude-code", "codex", "pi", "pi-adapter")
 TRANSPORTS = ("http", "stdio")
 MCP_COLUMNS = [f"mcp/{h}/{t}" for h in HARNESSES for t in TRANSPORTS]
-#: rows that no harness can attempt through its MCP client: their tool is not in the turn's
-#: catalogue (not in the run policy, unpublished, malformed names)
+#: rows whose tool is not in the turn's catalogue (not in the run policy, unpublished,
+#: malformed names): the scripted model guesses at them through each harness's own route,
+#: and every harness's client refuses the guess before any tools/call (measured below)
 UNOFFERED = {
     "not-in-run-policy",
     "unpublished-tool",
@@ -91,8 +92,51 @@ def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], c
     # The script attempts every row whose tool the harness offered; those reach the kernel.
     assert {r.id for r in manifest.rows} - UNOFFERED - {"invalid-arguments"} <= exercised
     assert UNOFFERED.isdisjoint(exercised)
+
+
+#: What each harness's client answered the model when it guessed an unoffered name
+#: (measured with the pinned CLIs; the name follows the quoted prefix).
+CLIENT_REFUSAL = {
+    "claude-code": (
+        "mcp__sharedos__",
+        "<tool_use_error>Error: No such tool available: mcp__sharedos__",
+    ),
+    "codex": ("mcp__sharedos/", "unsupported call: mcp__sharedos"),
+    "pi": ("mcp__sharedos__", "Tool mcp__sharedos__"),
+    "pi-adapter": ("mcp(", 'Tool "'),
+}
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_guessed_names_are_refused_by_the_harness_client_and_said_so(
+    scenario: dict[str, Any], cid: str
+) -> None:
+    """Each unoffered row was tried through the harness's own route; its client refused it.
+
+    pi-mcp-adapter's ``mcp`` proxy takes the name as a plain string, so it is the one
+    route that could have carried a guess to the bridge unchanged: it does not, it
+    checks the name against the tools it listed. The kernel saw none of these calls.
+    """
+    harness = cid.split("/")[1]
+    manifest = load_manifest()
+    col = column(scenario, cid)
     notes = "\n".join(col["notes"])
-    assert "not in this turn's catalogue" in notes and "files.exec" in notes
+    alias_head, reply_head = CLIENT_REFUSAL[harness]
+    for row in manifest.rows:
+        if row.id not in UNOFFERED:
+            continue
+        (note,) = [n for n in col["notes"] if f": {row.id}: the model guessed " in n]
+        assert f"the model guessed {alias_head}" in note, note
+        assert f"the harness's client refused it and answered the model \"{reply_head}" in note
+        assert "the evidence store holds no attempt for it" in note
+        if harness == "pi-adapter":  # the exact name went into the proxy, unsanitized
+            assert f"mcp({row.tool_name[:20]}" in note and f'Tool "{row.tool_name[:20]}' in note
+    assert {a["record"]["tool"] for a in col["attempts"]}.isdisjoint(
+        r.tool_name for r in manifest.rows if r.id in UNOFFERED and r.id != "not-in-run-policy"
+    )
+    read_only = [a for a in col["attempts"] if a["record"]["principal"] == "alice"]
+    assert not any(a["reason"] == "not_in_run_policy" for a in read_only)
+    assert "finding about the harness" in notes and "not a gap in SharedOS" in notes
 
 
 def test_invalid_arguments_are_honest_per_harness(scenario: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from sharedos.harness.scripted_model import (
     ScriptedAttempt,
     ScriptedModelServer,
     ToolAlias,
+    guess_aliases,
     resolve_aliases,
 )
 
@@ -98,8 +99,11 @@ def test_anthropic_stream_walks_the_plan_in_claude_codes_shape(model: ScriptedMo
     ]
     _, raw = post(url, {"model": "x", "stream": True, "tools": CLAUDE_TOOLS, "messages": messages})
     second = sse(raw)[2][1]["content_block"]
-    # files.exec is not offered under any alias: skipped, never faked.
-    assert second["name"] == "mcp__sharedos__files_write"
+    # files.exec is not offered: the model guesses it under the harness's own pattern.
+    assert second["name"] == "mcp__sharedos__files_exec"
+    refusal = (
+        "<tool_use_error>Error: No such tool available: mcp__sharedos__files_exec</tool_use_error>"
+    )
     messages += [
         {"role": "assistant", "content": [second]},
         {
@@ -108,8 +112,24 @@ def test_anthropic_stream_walks_the_plan_in_claude_codes_shape(model: ScriptedMo
                 {
                     "type": "tool_result",
                     "tool_use_id": second["id"],
-                    "content": "x",
+                    "content": refusal,
                     "is_error": True,
+                }
+            ],
+        },
+    ]
+    _, raw = post(url, {"model": "x", "stream": True, "tools": CLAUDE_TOOLS, "messages": messages})
+    third = sse(raw)[2][1]["content_block"]
+    assert third["name"] == "mcp__sharedos__files_write"
+    messages += [
+        {"role": "assistant", "content": [third]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": third["id"],
+                    "content": [{"type": "text", "text": "x"}],
                 }
             ],
         },
@@ -117,14 +137,14 @@ def test_anthropic_stream_walks_the_plan_in_claude_codes_shape(model: ScriptedMo
     _, raw = post(url, {"model": "x", "stream": False, "tools": CLAUDE_TOOLS, "messages": messages})
     final = json.loads(raw)
     assert final["stop_reason"] == "end_turn"
-    assert (
-        "issued 2 of 3" in final["content"][0]["text"]
-        and "files.exec" in final["content"][0]["text"]
-    )
-    assert [(c.key, c.alias) for c in model.issued] == [
-        ("public-read", "mcp__sharedos__files_read"),
-        ("write", "mcp__sharedos__files_write"),
+    assert "issued 3 of 3" in final["content"][0]["text"]
+    assert [(c.key, c.alias, c.guessed) for c in model.issued] == [
+        ("public-read", "mcp__sharedos__files_read", False),
+        ("unpublished", "mcp__sharedos__files_exec", True),
+        ("write", "mcp__sharedos__files_write", False),
     ]
+    # What the harness answered the model for each call is kept (its refusal of the guess).
+    assert [c.reply for c in model.issued] == ["ok", refusal, "x"]
 
 
 def test_replayed_request_gets_the_same_answer(model: ScriptedModelServer) -> None:
@@ -205,7 +225,20 @@ def test_responses_api_uses_codex_namespace(model: ScriptedModelServer) -> None:
     ]
     events = sse(post(url, {"model": "m", "stream": True, "tools": tools, "input": done})[1])
     item2 = next(d["item"] for n, d in events if n == "response.output_item.done")
-    assert (item2["namespace"], item2["name"]) == ("mcp__sharedos", "files_write")
+    # files.exec is not listed: the model guesses it in the same namespace, then files_write.
+    assert (item2["namespace"], item2["name"]) == ("mcp__sharedos", "files_exec")
+    done += [
+        {"type": "function_call", "call_id": item2["call_id"], "name": "files_exec"},
+        {
+            "type": "function_call_output",
+            "call_id": item2["call_id"],
+            "output": "unsupported call: mcp__sharedosfiles_exec",
+        },
+    ]
+    events = sse(post(url, {"model": "m", "stream": True, "tools": tools, "input": done})[1])
+    item3 = next(d["item"] for n, d in events if n == "response.output_item.done")
+    assert (item3["namespace"], item3["name"]) == ("mcp__sharedos", "files_write")
+    assert model.issued[1].reply == "unsupported call: mcp__sharedosfiles_exec"
 
 
 def test_chat_completions_stream_for_pi(model: ScriptedModelServer) -> None:
@@ -225,8 +258,21 @@ def test_chat_completions_stream_for_pi(model: ScriptedModelServer) -> None:
     assert call["function"]["name"] == "mcp__sharedos__files_read" and call["index"] == 0
     assert datas[1]["choices"][0]["finish_reason"] == "tool_calls"
     assert datas[2]["usage"]["total_tokens"] >= 1 and datas[2]["choices"] == []
-    # files.write is not offered here: after the read, the turn ends with text.
-    msgs = [{"role": "tool", "tool_call_id": call["id"], "content": "ok"}]
+    # files.exec and files.write are not offered here: the model guesses each under
+    # Pi's pattern (what Pi answers is the harness's business), then ends the turn.
+    msgs: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": call["id"], "content": "ok"}]
+    guessed = []
+    for _ in range(2):
+        events = sse(
+            post(
+                f"{model.url}/v1/chat/completions",
+                {"model": "m", "stream": True, "tools": tools, "messages": msgs},
+            )[1]
+        )
+        nxt = events[0][1]["choices"][0]["delta"]["tool_calls"][0]
+        guessed.append(nxt["function"]["name"])
+        msgs.append({"role": "tool", "tool_call_id": nxt["id"], "content": "Tool not found"})
+    assert guessed == ["mcp__sharedos__files_exec", "mcp__sharedos__files_write"]
     events = sse(
         post(
             f"{model.url}/v1/chat/completions",
@@ -234,7 +280,7 @@ def test_chat_completions_stream_for_pi(model: ScriptedModelServer) -> None:
         )[1]
     )
     first = events[0][1]["choices"][0]["delta"]
-    assert "tool_calls" not in first and "issued 1 of 3" in first["content"]
+    assert "tool_calls" not in first and "issued 3 of 3" in first["content"]
 
 
 def test_log_records_requests_but_never_headers(model: ScriptedModelServer) -> None:
@@ -293,3 +339,77 @@ def test_malformed_names_get_no_alias_even_when_sanitization_collides() -> None:
     assert list(found) == ["files.read"]
     only_bad = resolve_aliases(["mcp__sharedos__files_read"], ["files read"])
     assert only_bad == {}
+
+
+BAD_NAMES = ["files.exec", "files read", "files\u2024read", "f" * 200]
+
+
+@pytest.mark.parametrize(
+    ("offered", "expected"),
+    [
+        # Claude Code / Pi built-in: the harness's own prefix, dots written as '_',
+        # a space or a look-alike kept (so a guess never equals an offered alias).
+        (
+            ["Read", "mcp__sharedos__files_read"],
+            [
+                "mcp__sharedos__files_exec",
+                "mcp__sharedos__files read",
+                "mcp__sharedos__files\u2024read",
+            ],
+        ),
+        # Codex: the same namespace, an unlisted name in it.
+        (
+            [ToolAlias("", "files_read", "namespace", "mcp__sharedos")],
+            [
+                "mcp__sharedos/files_exec",
+                "mcp__sharedos/files read",
+                "mcp__sharedos/files\u2024read",
+            ],
+        ),
+        # pi-mcp-adapter: its `mcp` proxy tool with the exact name as a string.
+        (
+            ["read", "mcp", "sharedos_files_read"],
+            ["mcp(files.exec)", "mcp(files read)", "mcp(files\u2024read)"],
+        ),
+    ],
+)
+def test_guesses_follow_each_harness_route(offered: list[Any], expected: list[str]) -> None:
+    seen = resolve_aliases(offered, ["files.read", *BAD_NAMES])
+    guesses = guess_aliases(["files.read", *BAD_NAMES], seen, offered)
+    assert set(guesses) == set(BAD_NAMES)  # files.read is offered: never guessed
+    assert all(g.guessed for g in guesses.values())
+    assert [guesses[t].shown for t in BAD_NAMES[:3]] == expected
+    assert len(guesses["f" * 200].shown) > 200  # the long name is sent whole, not trimmed
+    offered_names = {a.shown for a in seen.values()}
+    assert offered_names.isdisjoint(g.shown for g in guesses.values())
+
+
+def test_no_guess_without_a_catalogue() -> None:
+    """The live column, or a client still connecting: no SharedOS alias, nothing to guess from."""
+    assert guess_aliases(["files.read"], {}, ["Read", "Bash"]) == {}
+    assert guess_aliases(["files.read"], {}, ["read", "mcp"]) == {}
+
+
+def test_adapter_proxy_mode_guesses_by_exact_name(tmp_path: Path) -> None:
+    """directTools off: catalogue tools go by their prefixed name, anything else by its exact name."""
+    plan = [
+        ScriptedAttempt("ok", "files.read", {"path": "/p"}),
+        ScriptedAttempt("space", "files read", {"path": "/p"}),
+    ]
+    tools = [{"type": "function", "function": {"name": n}} for n in ("read", "mcp")]
+    with ScriptedModelServer(plan, catalog_names=["files.read"]) as server:
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        calls = []
+        for _ in range(2):
+            _, raw = post(f"{server.url}/v1/chat/completions", {"tools": tools, "messages": msgs})
+            call = json.loads(raw)["choices"][0]["message"]["tool_calls"][0]
+            calls.append(json.loads(call["function"]["arguments"]))
+            msgs += [
+                {"role": "assistant", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": call["id"], "content": "r"},
+            ]
+    assert calls == [
+        {"tool": "sharedos_files_read", "args": {"path": "/p"}},
+        {"tool": "files read", "args": {"path": "/p"}},  # never sharedos_files_read
+    ]
+    assert [c.guessed for c in server.issued] == [False, True]

@@ -12,6 +12,7 @@ from sharedos.harness.scripted_model.plan import (
     IssuedCall,
     ScriptedAttempt,
     ToolAlias,
+    guess_aliases,
     resolve_aliases,
 )
 from sharedos.harness.scripted_model.server import ScriptedModelServer
@@ -23,5 +24,6 @@ __all__ = [
     "ScriptedAttempt",
     "ScriptedModelServer",
     "ToolAlias",
+    "guess_aliases",
     "resolve_aliases",
 ]

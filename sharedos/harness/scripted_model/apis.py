@@ -25,6 +25,48 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+def _reply_text(content: Any) -> str:
+    """A tool result's text, whether the API sent a string or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [c.get("text") for c in content if isinstance(c, dict)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def tool_replies(api: str, body: dict[str, Any]) -> dict[str, str]:
+    """What the harness answered the model for each scripted call in this request.
+
+    This is the harness's own word to the model (a kernel refusal relayed from
+    the bridge, or the harness's client-side refusal of a name it did not
+    offer), keyed by the call id the script minted.
+    """
+    out: dict[str, str] = {}
+    if api == "anthropic":
+        for msg in body.get("messages") or []:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    tid = block.get("tool_use_id")
+                    if is_scripted_id(tid):
+                        out[str(tid)] = _reply_text(block.get("content"))
+    elif api == "responses":
+        items = body.get("input")
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                cid = item.get("call_id")
+                if is_scripted_id(cid):
+                    out[str(cid)] = _reply_text(item.get("output"))
+    elif api == "chat":
+        for msg in body.get("messages") or []:
+            if isinstance(msg, dict) and msg.get("role") == "tool":
+                cid = msg.get("tool_call_id")
+                if is_scripted_id(cid):
+                    out[str(cid)] = _reply_text(msg.get("content"))
+    return out
+
+
 # --------------------------------------------------------------------------- Anthropic
 def anthropic_offered(body: dict[str, Any]) -> list[ToolAlias | str]:
     """Tool names in a Messages request."""

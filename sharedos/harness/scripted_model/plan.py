@@ -5,8 +5,11 @@ A harness never shows the model the canonical tool name: Claude Code offers
 ``files_read``, Pi's built-in client ``mcp__sharedos__files_read`` and
 pi-mcp-adapter ``sharedos_files_read`` (or its ``mcp`` proxy tool). The script
 works from the tools the harness actually offered in the request, never from a
-table of expected aliases, so a harness that renames, drops or hides a tool makes
-the attempt impossible and the row is honestly left unexercised.
+table of expected aliases. A tool the harness did not offer (unpublished,
+malformed, outside the run policy) is guessed at through the harness's own route
+(``guess_aliases``), so what the harness's client does with such a name is
+measured: so far every pinned client refuses it before ``tools/call``, and the
+row is honestly left unexercised.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class ToolAlias:
     ``kind`` is ``direct`` (call ``name`` with the arguments), ``namespace``
     (Responses API: ``namespace`` + ``name``) or ``proxy`` (pi-mcp-adapter's
     ``mcp`` tool: call ``name`` with ``{"tool": target, "args": arguments}``).
+    ``guessed`` marks a name the harness did NOT offer for this tool: the model
+    is guessing at it (see ``guess_aliases``).
     """
 
     canonical: str
@@ -55,6 +60,7 @@ class ToolAlias:
     kind: str = "direct"
     namespace: str | None = None
     target: str | None = None
+    guessed: bool = False
 
     @property
     def shown(self) -> str:
@@ -118,6 +124,55 @@ def resolve_aliases(
     return found
 
 
+def _alias_prefix(alias: ToolAlias) -> str | None:
+    """The part of a direct alias before the tool's own (sanitized) name."""
+    for form in (alias.canonical, _strict(alias.canonical), _loose(alias.canonical)):
+        if form and alias.name.endswith(form) and len(alias.name) > len(form):
+            return alias.name[: -len(form)]
+    return None
+
+
+def guess_aliases(
+    wanted: Iterable[str],
+    seen: Mapping[str, ToolAlias],
+    offered: Iterable[ToolAlias | str],
+) -> dict[str, ToolAlias]:
+    """How a model guesses at the tools in ``wanted`` that the harness did not offer.
+
+    A model that wants ``files.exec`` (unpublished), ``files read`` (malformed) or
+    ``files.write`` (outside the run policy) can still emit a call for it; what
+    the harness's client then does with the name is what the mcp column measures
+    (ADR 0014: a guess must reach the kernel to be refused and recorded). The
+    routes, in order of preference:
+
+    - pi-mcp-adapter's proxy tool ``mcp``: ``mcp({"tool": <the exact name>, "args": ...})``.
+      The name is passed as written, so nothing lossy stands in for it;
+    - otherwise, the harness's own alias pattern, learned from a SharedOS tool it
+      did offer (``mcp__sharedos__`` + the name, or Codex's ``mcp__sharedos``
+      namespace), with only ``.`` → ``_`` as every harness writes dots. A space or a
+      Unicode look-alike is kept, so a guess never equals an offered alias.
+
+    Nothing is guessed when the harness offered no SharedOS tool at all (the live
+    column, or a client still connecting): there is no pattern to guess from.
+    """
+    missing = [t for t in dict.fromkeys(wanted) if t not in seen]
+    if not missing or not seen:
+        return {}
+    if "mcp" in [o for o in offered if isinstance(o, str)]:
+        return {t: ToolAlias(t, "mcp", "proxy", target=t, guessed=True) for t in missing}
+    sample = next(iter(seen.values()))
+    out: dict[str, ToolAlias] = {}
+    for tool in missing:
+        name = tool.replace(".", "_")
+        if sample.kind == "namespace":
+            out[tool] = ToolAlias(tool, name, "namespace", sample.namespace, guessed=True)
+            continue
+        prefix = _alias_prefix(sample) if sample.kind == "direct" else None
+        if prefix is not None:
+            out[tool] = ToolAlias(tool, prefix + name, guessed=True)
+    return out
+
+
 @dataclass(frozen=True)
 class IssuedCall:
     """One tool call the scripted model emitted (diagnostics for grading and reports)."""
@@ -128,6 +183,8 @@ class IssuedCall:
     call_id: str
     api: str
     arguments: Mapping[str, Any]
+    guessed: bool = False  # the harness did not offer this name: the model guessed it
+    reply: str | None = None  # what the harness answered the model for this call
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -138,4 +195,6 @@ class IssuedCall:
             "callId": self.call_id,
             "api": self.api,
             "arguments": dict(self.arguments),
+            "guessed": self.guessed,
+            "reply": self.reply,
         }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -31,9 +32,11 @@ from sharedos.harness.scripted_model.plan import (
     ScriptedAttempt,
     ToolAlias,
     _strict,
+    guess_aliases,
     resolve_aliases,
 )
 from sharedos.harness.scripted_model.script import WAIT_TOOL, Step, decide
+from sharedos.names import is_valid_tool_name
 
 _MAX_BODY = 32 * 1024 * 1024
 
@@ -93,6 +96,7 @@ class ScriptedModelServer:
         hold_timeout_s: float = 60.0,
     ) -> None:
         self.plan = tuple(plan)
+        self.catalog = frozenset(catalog_names)
         # Names whose aliases are recorded (the plan's tools plus the turn's catalogue),
         # so a report can show every name the harness gave the model.
         self.watch = tuple(dict.fromkeys([*catalog_names, *(a.tool for a in self.plan)]))
@@ -170,21 +174,42 @@ class ScriptedModelServer:
         aliases = {k: v for k, v in seen.items() if k in planned}
         if not seen and api == "chat" and "mcp" in offered:
             # pi-mcp-adapter in proxy mode (directTools off, so no SharedOS tool is
-            # offered directly): one `mcp` tool that takes the prefixed name; the
-            # adapter resolves it client-side.
+            # offered directly): one `mcp` tool that takes the prefixed name of a
+            # catalogue tool (the adapter resolves it client-side). A tool outside the
+            # catalogue is a guess and goes by its exact name, never a sanitized one
+            # that could resolve to a real tool (`files read` -> `sharedos_files_read`).
+            prefix = _strict(self.server_name)
             aliases = {
-                a.tool: ToolAlias(
-                    a.tool, "mcp", "proxy", target=f"{_strict(self.server_name)}_{_strict(a.tool)}"
+                a.tool: (
+                    ToolAlias(a.tool, "mcp", "proxy", target=f"{prefix}_{_strict(a.tool)}")
+                    if a.tool in self.catalog and is_valid_tool_name(a.tool)
+                    else ToolAlias(a.tool, "mcp", "proxy", target=a.tool, guessed=True)
                 )
                 for a in self.plan
             }
+        if seen:
+            # The catalogue is there; a planned tool it lacks is guessed at through
+            # the harness's own routes, so the column measures what its client does
+            # with a name it was not offered.
+            for tool, guess in guess_aliases((a.tool for a in self.plan), seen, offered).items():
+                aliases.setdefault(tool, guess)
         done, waits = progress_fn(body)
         wait_offered = WAIT_TOOL in [o for o in offered if isinstance(o, str)]
         step = decide(
             self.plan, aliases, done=done, waits=waits, wait_offered=wait_offered, style=style
         )
+        replies = apis.tool_replies(api, body)
         with self._lock:
             self.requests += 1
+            if replies:
+                # Keep the harness's answer to each call (its client-side refusal of a
+                # guessed name is only visible here, never at the bridge).
+                self.issued = [
+                    replace(c, reply=replies[c.call_id])
+                    if c.reply is None and c.call_id in replies
+                    else c
+                    for c in self.issued
+                ]
             for canonical, alias in seen.items():
                 self.offered_seen[canonical] = alias.shown
             self.last_offered = [o.shown if isinstance(o, ToolAlias) else o for o in offered]
@@ -198,6 +223,7 @@ class ScriptedModelServer:
                         call_id=step.call_id,
                         api=api,
                         arguments=dict(step.attempt.arguments),
+                        guessed=step.alias.guessed,
                     )
                 )
             self._log(
@@ -218,6 +244,7 @@ class ScriptedModelServer:
                         else {
                             "tool": step.attempt.tool if step.attempt else None,
                             "alias": step.alias.shown if step.alias else None,
+                            "guessed": bool(step.alias and step.alias.guessed),
                             "callId": step.call_id,
                         }
                     ),
