@@ -9,6 +9,7 @@ annotation), so several errors in one file are all reported.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from sharedos.resources import grammar_path
 
 #: Bumped whenever the meaning of the grammar or the compiled form changes.
 GRAMMAR_VERSION = "1"
+#: Whether one-line rules skip Lark (see ``_parse_fast``); tests compare both paths.
+_FAST_ENABLED = True
 
 _TOP_KEYWORDS = ("namespace", "requirement", "permit", "forbid", "toolpolicy", "test")
 _TOP_LINE_RE = re.compile(r"^[ \t]*(?:@|(?:namespace|requirement|permit|forbid|toolpolicy|test)\b)")
@@ -87,6 +90,9 @@ def parse_source(text: str, filename: str = "<string>") -> ParseResult:
     if not isinstance(text, str):
         text = str(text)
     comments = tuple(_scan_comments(text, filename))
+    fast = _parse_fast(text, filename) if _FAST_ENABLED else None
+    if fast is not None:
+        return ParseResult(ast.PolicyFile(filename, text, tuple(fast), comments), ())
     try:
         statements = _parse_chunk(text, _Builder(filename, 0))
         return ParseResult(ast.PolicyFile(filename, text, tuple(statements), comments), ())
@@ -707,3 +713,268 @@ def _number(text: str) -> int | float:
     if re.fullmatch(r"-?(?:0|[1-9][0-9]*)", text):
         return int(text)
     return float(text)
+
+
+# ------------------------------------------------------ fast path for rules
+#
+# A 10,000-rule policy spends most of its compile time in Lark building trees
+# for one-line rules. Lines that are a complete rule of the simplest shape
+# (``permit|forbid ACTIONS on "PATTERN" [when|unless CMP {and|or CMP}]`` with
+# string, number or reference operands, no escapes, no annotations) are built
+# here directly; everything else still goes through Lark. The result is the
+# AST Lark's path builds (tests/policy/test_parser.py compares the two), and
+# any doubt -- a syntax error anywhere, a Lark statement spanning a fast line
+# -- falls back to the full Lark parse, so diagnostics never change.
+
+_FAST_START_RE = re.compile(r"[ \t]*(?:permit|forbid)[ \t]")
+_FAST_TOKEN_RE = re.compile(
+    r'[ \t\r\f]*(?:(?P<s>"[^"\\\n]*")'
+    r"|(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])"
+    r"|(?P<w>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"|(?P<o>==|!=|,|\*)"
+    r"|(?P<c>#.*)|(?P<e>$))"
+)
+#: Words that a fast line never treats as a name or reference (Lark may lex them
+#: as keywords in some parser state: such lines go through Lark).
+_RESERVED = frozenset(
+    {
+        "permit",
+        "forbid",
+        "on",
+        "when",
+        "unless",
+        "and",
+        "or",
+        "not",
+        "in",
+        "true",
+        "false",
+        "namespace",
+        "requirement",
+        "toolpolicy",
+        "test",
+    }
+)
+_NAMESPACE_LINE_RE = re.compile(r"[ \t]*namespace[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t\r\f]*(?:#.*)?$")
+_BLANK_OR_COMMENT_RE = re.compile(r"[ \t\r\f]*(?:#.*)?$")
+_NEXT_STATEMENT_RE = re.compile(
+    r"[ \t\r\f]*(?:[@;]|(?:namespace|requirement|permit|forbid|toolpolicy|test)(?![A-Za-z0-9_]))"
+)
+
+#: A fast token: (kind, text, column).
+_FastToken = tuple[str, str, int]
+
+
+def _fast_tokens(line: str) -> list[_FastToken] | None:
+    out: list[_FastToken] = []
+    pos = 0
+    end = len(line)
+    match = _FAST_TOKEN_RE.match
+    while True:
+        m = match(line, pos)
+        if m is None:
+            return None
+        kind = m.lastgroup or ""
+        if kind in ("c", "e"):
+            return out if m.end() == end else None
+        start = m.start(kind)
+        out.append((kind, m.group(kind), start + 1))
+        pos = m.end()
+
+
+class _FastLine:
+    """Builds one rule from a line's tokens, or reports that it cannot (None)."""
+
+    __slots__ = ("file", "i", "line", "toks")
+
+    def __init__(self, file: str, line: int, toks: list[_FastToken]) -> None:
+        self.file = file
+        self.line = line
+        self.toks = toks
+        self.i = 0
+
+    def span(self, tok: _FastToken) -> ast.Span:
+        return ast.Span(self.file, self.line, tok[2], self.line, tok[2] + len(tok[1]))
+
+    def peek(self) -> _FastToken | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def word(self, *values: str) -> _FastToken | None:
+        tok = self.peek()
+        if tok is not None and tok[0] == "w" and tok[1] in values:
+            self.i += 1
+            return tok
+        return None
+
+    def rule(self, namespace: str) -> ast.Rule | None:
+        effect = self.word("permit", "forbid")
+        if effect is None:
+            return None
+        actions: list[_FastToken] = []
+        tok = self.peek()
+        if tok is not None and tok[0] == "o" and tok[1] == "*":
+            actions.append(tok)
+            self.i += 1
+        else:
+            while True:
+                tok = self.peek()
+                if tok is None or tok[0] != "w" or "." in tok[1] or tok[1] in _RESERVED:
+                    return None
+                actions.append(tok)
+                self.i += 1
+                tok = self.peek()
+                if tok is None or tok[1] != ",":
+                    break
+                self.i += 1
+        if self.word("on") is None:
+            return None
+        pattern = self.peek()
+        if pattern is None or pattern[0] != "s":
+            return None
+        self.i += 1
+        condition: ast.Expr | None = None
+        kind: Any = None
+        end_col = pattern[2] + len(pattern[1])
+        cond_kw = self.word("when", "unless")
+        if cond_kw is not None:
+            condition = self.disjunction()
+            if condition is None:
+                return None
+            kind = cond_kw[1]
+            end_col = condition.span.end_col
+        if self.i != len(self.toks):
+            return None
+        effect_value: Any = effect[1]
+        return ast.Rule(
+            effect_value,
+            tuple(t[1] for t in actions),
+            ast.Pattern(pattern[1][1:-1], self.span(pattern)),
+            condition,
+            kind,
+            namespace,
+            (),
+            ast.Span(self.file, self.line, effect[2], self.line, end_col),
+            tuple(self.span(t) for t in actions),
+        )
+
+    def disjunction(self) -> ast.Expr | None:
+        left = self.conjunction()
+        while left is not None and self.word("or") is not None:
+            right = self.conjunction()
+            if right is None:
+                return None
+            left = ast.BoolOp("or", left, right, self._join(left, right))
+        return left
+
+    def conjunction(self) -> ast.Expr | None:
+        left: ast.Expr | None = self.comparison()
+        while left is not None and self.word("and") is not None:
+            right = self.comparison()
+            if right is None:
+                return None
+            left = ast.BoolOp("and", left, right, self._join(left, right))
+        return left
+
+    def _join(self, left: ast.Expr, right: ast.Expr) -> ast.Span:
+        return ast.Span(self.file, self.line, left.span.col, self.line, right.span.end_col)
+
+    def comparison(self) -> ast.Compare | None:
+        left = self.operand()
+        if left is None:
+            return None
+        tok = self.peek()
+        if tok is None:
+            return None
+        op: Any
+        if tok[0] == "o" and tok[1] in ("==", "!="):
+            op = tok[1]
+            self.i += 1
+        elif self.word("in") is not None:
+            op = "in"
+        elif self.word("not") is not None:
+            if self.word("in") is None:
+                return None
+            op = "not in"
+        else:
+            return None
+        right = self.operand()
+        if right is None:
+            return None
+        return ast.Compare(op, left, right, self._join(left, right))
+
+    def operand(self) -> ast.Expr | None:
+        tok = self.peek()
+        if tok is None:
+            return None
+        kind, text, _col = tok
+        if kind == "s":
+            self.i += 1
+            return ast.Literal(text[1:-1], self.span(tok))
+        if kind == "n":
+            self.i += 1
+            return ast.Literal(_number(text), self.span(tok))
+        if kind == "w" and text not in _RESERVED:
+            self.i += 1
+            root, *path = text.split(".")
+            return ast.Ref(root, tuple(path), self.span(tok))
+        return None
+
+
+def _parse_fast(text: str, filename: str) -> list[ast.Statement] | None:
+    """Parse with one-line rules built directly; None when the Lark path must decide."""
+    lines = text.split("\n")
+    fast: dict[int, ast.Rule] = {}
+    guess = ast.DEFAULT_NAMESPACE  # the namespace in force, if the file parses as it looks
+    for i, line in enumerate(lines):
+        if not _FAST_START_RE.match(line) or "\\" in line:
+            ns = _NAMESPACE_LINE_RE.match(line)
+            if ns is not None:
+                guess = ns.group(1)
+            continue
+        toks = _fast_tokens(line)
+        if toks is None:
+            continue
+        # The next statement must start on a later line: nothing after this
+        # line may continue the rule (a condition can span lines).
+        j = i + 1
+        while j < len(lines) and _BLANK_OR_COMMENT_RE.match(lines[j]):
+            j += 1
+        if j < len(lines) and not _NEXT_STATEMENT_RE.match(lines[j]):
+            continue
+        rule = _FastLine(filename, i + 1, toks).rule(guess)
+        if rule is not None:
+            fast[i + 1] = rule
+    if len(fast) < 64:
+        return None  # not worth it: the Lark path alone
+    rest = "\n".join("" if (i + 1) in fast else line for i, line in enumerate(lines))
+    try:
+        tree = _parser().parse(rest)
+    except (LarkError, RecursionError):
+        return None
+    fast_lines = sorted(fast)
+    builder = _Builder(filename, 0)
+    out: list[ast.Statement] = []
+    k = 0
+    try:
+        for child in tree.children:
+            meta: Any = getattr(child, "meta", None)
+            if not getattr(meta, "empty", True):
+                start, end = meta.line, meta.end_line
+                while k < len(fast_lines) and fast_lines[k] < start:
+                    out.append(_in_namespace(fast[fast_lines[k]], builder.namespace))
+                    k += 1
+                if k < len(fast_lines) and fast_lines[k] < end:
+                    return None  # a Lark statement spans a fast line: not what it seemed
+            statement = builder.statement(child)
+            if statement is not None:
+                out.append(statement)
+    except _SyntaxProblem:
+        return None
+    while k < len(fast_lines):
+        out.append(_in_namespace(fast[fast_lines[k]], builder.namespace))
+        k += 1
+    return out
+
+
+def _in_namespace(rule: ast.Rule, namespace: str) -> ast.Rule:
+    return rule if rule.namespace == namespace else dataclasses.replace(rule, namespace=namespace)

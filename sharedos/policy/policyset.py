@@ -35,7 +35,7 @@ from sharedos.policy.compiler import (
     R_PENC,
     Trie,
 )
-from sharedos.policy.conditions import Env, compile_applies, evaluate, unparse
+from sharedos.policy.conditions import Env, compile_applies, evaluate, roots, unparse
 from sharedos.policy.decision import (
     Decision,
     Explanation,
@@ -107,9 +107,48 @@ class _Tool:
     permit: Trie
     shape: Shape
     requirement: Requirement
+    walk: _WalkNode
 
 
 _EMPTY_TRIE: Trie = [[], {}]
+
+#: A node of the decision walk: (rule lists from the root down to here, children).
+#: Each rule list pair is (forbids, permits) of one index node that has rules.
+_WalkNode = tuple[tuple[tuple[list[int], list[int]], ...], dict[str, Any]]
+
+
+def _walk_index(forbid: Trie, permit: Trie) -> _WalkNode:
+    """Merge a forbid and a permit trie into one walk index.
+
+    Every node carries the rule lists of all its ancestors (and its own), so a
+    decision descends with plain dict lookups to the deepest node along the
+    resource and then reads one short chain: one walk instead of two, and no
+    per-node work on the (many) index nodes that hold no rule.
+    """
+    empty: list[int] = []
+    root_chain: tuple[tuple[list[int], list[int]], ...] = ()
+    if forbid[0] or permit[0]:
+        root_chain = ((forbid[0], permit[0]),)
+    root: _WalkNode = (root_chain, {})
+    stack: list[tuple[Trie | None, Trie | None, _WalkNode]] = [(forbid, permit, root)]
+    while stack:
+        f, p, node = stack.pop()
+        fkids: dict[str, Trie] = f[1] if f is not None else {}
+        pkids: dict[str, Trie] = p[1] if p is not None else {}
+        for seg in (*fkids, *(k for k in pkids if k not in fkids)):
+            fc = fkids.get(seg)
+            pc = pkids.get(seg)
+            frules = fc[0] if fc is not None else empty
+            prules = pc[0] if pc is not None else empty
+            chain = node[0] + ((frules, prules),) if frules or prules else node[0]
+            child: _WalkNode = (chain, {})
+            node[1][seg] = child
+            stack.append((fc, pc, child))
+    return root
+
+
+def _new_trie() -> Trie:
+    return [[], {}]
 
 
 def _single_wildcard(seg: list[Any]) -> tuple[str, str] | None:
@@ -172,47 +211,116 @@ class PolicySet:
         self._ctx_front: dict[str, _ContextEntry] = {}
         self._decisions: dict[tuple[Any, ...], Decision] = {}
         self._porder: dict[str, list[int]] = {}
+        # could_permit's context-independent work, per tool and per (ns, action, shape)
+        self._cplans: dict[str, Any] = {}
+        self._cplans_by_shape: dict[tuple[Any, ...], Any] = {}
+        self._could_sigs: dict[tuple[Any, ...], int] = {}
+        # per rule: how many could_permit plans resolve its (context-dependent) pattern
+        self._dyn_uses: list[int] = [0] * len(self._rules)
         # context_key excludes the turn id; a policy reading it is never cached
         self._cacheable = not program.get("reads_turn_id", True)
         self._lock = threading.Lock()
         self._tools: dict[str, _Tool] = {}
-        index = program["index"]
-        for tool, req in program["requirements"].items():
-            renc = req["resource"]
-            absolute = renc["kind"] == "path" or bool(renc["abs"])
-            tries = index.get(req["ns"], {}).get(req["action"])
-            if tries is None:
-                forbid = permit = _EMPTY_TRIE
-            else:
-                forbid, permit = (tries[0], tries[2]) if absolute else (tries[1], tries[3])
-            resolver = (
-                path_resolver(tuple(renc["arg"]))
-                if renc["kind"] == "path"
-                else template_resolver(renc)
-            )
-            self._tools[tool] = _Tool(
-                tool,
-                req["ns"],
-                req["action"],
-                resolver,
-                absolute,
-                forbid,
-                permit,
-                resource_shape(renc),
-                Requirement(
-                    tool,
-                    req["ns"],
-                    req["action"],
-                    req["resource_text"],
-                    SourceSpan(req["file"], req["line"], req["col"]),
-                ),
-            )
+        # Tools (and the index tries they walk) are built on first use: a bundle
+        # stores each (namespace, action)'s tries as one packed JSON string, so
+        # loading one does not decode hundreds of thousands of trie nodes.
+        self._reqs: Mapping[str, Any] = program["requirements"]
+        self._index: Mapping[str, Mapping[str, Any]] = program["index"]
+        for ns, actions in self._index.items():
+            for action, tries in actions.items():
+                if type(tries) is not str and not (type(tries) is list and len(tries) == 4):
+                    raise ValueError(f"index entry {ns}.{action} is not a packed trie set")
+        self._tries: dict[tuple[str, str], list[Trie]] = {}
+        self._walks: dict[tuple[str, str, bool], _WalkNode] = {}
         self.tool_policies: Mapping[str, ToolPolicy] = {
             name: ToolPolicy(**fields) for name, fields in program["tool_policies"].items()
         }
         self.requirements: Mapping[str, Requirement] = {
-            name: t.requirement for name, t in self._tools.items()
+            tool: Requirement(
+                tool,
+                req["ns"],
+                req["action"],
+                req["resource_text"],
+                SourceSpan(req["file"], req["line"], req["col"]),
+            )
+            for tool, req in self._reqs.items()
         }
+        # Resolvers are built now (cheap, one per tool), so a malformed
+        # requirement fails the load, never a decision.
+        self._resolvers: dict[str, tuple[Resolver, bool, Shape]] = {}
+        for tool, req in self._reqs.items():
+            renc = req["resource"]
+            self._resolvers[tool] = (
+                path_resolver(tuple(renc["arg"]))
+                if renc["kind"] == "path"
+                else template_resolver(renc),
+                renc["kind"] == "path" or bool(renc["abs"]),
+                resource_shape(renc),
+            )
+
+    def _tool(self, tool: object) -> _Tool | None:
+        """The runtime form of ``tool``'s requirement, built on first use (None: no requirement)."""
+        t = self._tools.get(tool) if type(tool) is str else None
+        if t is not None or type(tool) is not str:
+            return t
+        parts = self._resolvers.get(tool)
+        if parts is None:
+            return None
+        resolver, absolute, shape = parts
+        req = self._reqs[tool]
+        tries = self._action_tries(req["ns"], req["action"])
+        if tries is None:
+            forbid = permit = _EMPTY_TRIE
+        else:
+            forbid, permit = (tries[0], tries[2]) if absolute else (tries[1], tries[3])
+        t = _Tool(
+            tool,
+            req["ns"],
+            req["action"],
+            resolver,
+            absolute,
+            forbid,
+            permit,
+            shape,
+            self.requirements[tool],
+            self._walk_for(req["ns"], req["action"], absolute, forbid, permit),
+        )
+        self._tools[tool] = t
+        return t
+
+    def _walk_for(
+        self, ns: str, action: str, absolute: bool, forbid: Trie, permit: Trie
+    ) -> _WalkNode:
+        key = (ns, action, absolute)
+        walk = self._walks.get(key)
+        if walk is None:
+            walk = self._walks[key] = _walk_index(forbid, permit)
+        return walk
+
+    def _action_tries(self, ns: str, action: str) -> list[Trie] | None:
+        """[forbid_abs, forbid_rel, permit_abs, permit_rel] for (ns, action), decoded once."""
+        key = (ns, action)
+        tries = self._tries.get(key)
+        if tries is None:
+            packed = self._index.get(ns, {}).get(action)
+            if packed is None:
+                return None
+            tries = packed
+            if type(packed) is str:
+                try:
+                    tries = json.loads(packed)
+                except ValueError:
+                    tries = None
+            if not (
+                type(tries) is list
+                and len(tries) == 4
+                and all(type(x) is list and len(x) == 2 for x in tries)
+            ):
+                # A corrupt bundle entry: no rule applies, so every call of
+                # this action is denied (fail closed).
+                tries = [_new_trie(), _new_trie(), _new_trie(), _new_trie()]
+            self._tries[key] = tries
+        return tries
 
     # ------------------------------------------------------------ properties
 
@@ -225,6 +333,15 @@ class PolicySet:
             r if type(r) is str else json.dumps(r, separators=(",", ":"), ensure_ascii=False)
             for r in self._rules
         ]
+        packed["index"] = {
+            ns: {
+                action: tries
+                if type(tries) is str
+                else json.dumps(tries, separators=(",", ":"), ensure_ascii=False)
+                for action, tries in actions.items()
+            }
+            for ns, actions in self._index.items()
+        }
         return packed
 
     @property
@@ -269,7 +386,8 @@ class PolicySet:
 
         Decisions compile the rules they reach lazily (so loading a bundle is
         cheap); a long-running host calls this once at start-up so that no
-        turn pays for it.
+        turn pays for it. Also builds every tool's decision index and
+        ``could_permit`` plan. Decisions are unchanged.
         """
         import gc
 
@@ -280,8 +398,11 @@ class PolicySet:
                 self._rule(idx)
                 self._rt(idx)
                 self._ref(idx)
-            for t in self._tools.values():
+            for name in self._reqs:
+                t = self._tool(name)
+                assert t is not None
                 self._permit_order(t)
+                self._could_plan(t)
         finally:
             if was_enabled:
                 gc.enable()
@@ -405,74 +526,83 @@ class PolicySet:
 
     def _hits(
         self,
-        trie: Trie,
+        chain: tuple[tuple[list[int], list[int]], ...],
         segs: list[str],
         key: str,
         env: Env,
         cache: _ContextEntry | None,
-    ) -> list[int] | None:
-        hits: list[int] | None = None
-        node = trie
-        depth = 0
+    ) -> tuple[bool, list[int] | None]:
+        """(forbidden, rules) for one call: the forbids along ``chain`` that apply,
+        else the permits that apply (None: none), each in index order, root first."""
         n = len(segs)
         rts = self._rts
         conds = cache.conds if cache is not None else None
-        while True:
-            rules = node[0]
-            if cache is not None and len(rules) > _FILTER_MIN:
-                # Many rules share this prefix: keep, per context, only those
-                # whose context-only condition holds, so a decision's cost
-                # follows the rules that can apply to this caller.
-                fkey = ("n", id(rules))
-                filtered = cache.memo.get(fkey)
-                if filtered is None:
-                    filtered = cache.memo[fkey] = self._context_filter(rules, env, cache)
-                rules = filtered
-            for idx in rules:
-                rt = rts[idx] or self._rt(idx)
-                mk = rt[0]
-                if mk == 1:
-                    if n != rt[1]:
-                        continue
-                elif mk == 2:
-                    if rt[1](key) is None:
-                        continue
-                elif mk == 4:
-                    depth_needed, head, tail, least = rt[1]
-                    if n != depth_needed:
-                        continue
-                    last = segs[-1]
-                    if len(last) < least or not last.startswith(head) or not last.endswith(tail):
-                        continue
-                elif mk == 3:
-                    if cache is not None:
-                        m = cache.memo.get(idx)
-                        if m is None:
-                            m = cache.memo[idx] = self._interp_matcher(idx, rt[1], rt[4], env[0])
-                    else:
-                        m = self._interp_matcher(idx, rt[1], rt[4], env[0])
-                    if m is False or (m is not True and m(key) is None):
-                        continue
-                applies = rt[2]
-                if applies is not None:
-                    if rt[3] and conds is not None:
-                        ok = conds[idx]
-                        if not ok:
-                            ok = conds[idx] = 2 if applies(env) else 1
-                        if ok == 1:
+        for slot in (0, 1):
+            hits: list[int] | None = None
+            for pair in chain:
+                rules = pair[slot]
+                if not rules:
+                    continue
+                if cache is not None and len(rules) > _FILTER_MIN:
+                    # Many rules share this prefix: keep, per context, only those
+                    # whose context-only condition holds, so a decision's cost
+                    # follows the rules that can apply to this caller.
+                    fkey = ("n", id(rules))
+                    filtered = cache.memo.get(fkey)
+                    if filtered is None:
+                        filtered = cache.memo[fkey] = self._context_filter(rules, env, cache)
+                    rules = filtered
+                for idx in rules:
+                    rt = rts[idx] or self._rt(idx)
+                    mk = rt[0]
+                    if mk:  # 0: "**" after the prefix, nothing to check
+                        if mk == 1:
+                            if n != rt[1]:
+                                continue
+                        elif mk == 4:
+                            depth_needed, head, tail, least = rt[1]
+                            if n != depth_needed:
+                                continue
+                            last = segs[-1]
+                            if (
+                                len(last) < least
+                                or not last.startswith(head)
+                                or not last.endswith(tail)
+                            ):
+                                continue
+                        elif mk == 2:
+                            if rt[1](key) is None:
+                                continue
+                        else:  # 3: the pattern interpolates the context
+                            if cache is not None:
+                                m = cache.memo.get(idx)
+                                if m is None:
+                                    m = cache.memo[idx] = self._interp_matcher(
+                                        idx, rt[1], rt[4], env[0]
+                                    )
+                            else:
+                                m = self._interp_matcher(idx, rt[1], rt[4], env[0])
+                            if m is False or (m is not True and m(key) is None):
+                                continue
+                    applies = rt[2]
+                    if applies is not None:
+                        if rt[3] and conds is not None:
+                            ok = conds[idx]
+                            if not ok:
+                                ok = conds[idx] = 2 if applies(env) else 1
+                            if ok == 1:
+                                continue
+                        elif not applies(env):
                             continue
-                    elif not applies(env):
-                        continue
-                if hits is None:
-                    hits = [idx]
-                else:
-                    hits.append(idx)
-            if depth == n:
-                return hits
-            node = node[1].get(segs[depth])
-            if node is None:
-                return hits
-            depth += 1
+                    if hits is None:
+                        hits = [idx]
+                    else:
+                        hits.append(idx)
+            if hits is not None and slot == 0:
+                return True, hits
+            if slot == 1:
+                return False, hits
+        return False, None  # pragma: no cover - the loop always returns
 
     # --------------------------------------------------------------- decide
 
@@ -492,7 +622,9 @@ class PolicySet:
         """
         t = self._tools.get(tool) if type(tool) is str else None
         if t is None:
-            return self._unavailable(tool)
+            t = self._tool(tool)
+            if t is None:
+                return self._unavailable(tool)
         try:
             resource, segs = t.resolve(args)
         except Unresolvable as exc:
@@ -526,14 +658,21 @@ class PolicySet:
         else:
             cache = None  # no key (or not a string): evaluate, do not cache
         env = (context, args, resource, t.action)
-        hits = self._hits(t.forbid, segs, key, env, cache) if t.forbid[0] or t.forbid[1] else None
-        if hits:
-            reason = _FORBIDDEN
+        # Descend to the deepest index node along the resource; its chain holds
+        # every rule whose literal prefix the resource starts with.
+        node = t.walk
+        for seg in segs:
+            child = node[1].get(seg)
+            if child is None:
+                break
+            node = child
+        chain = node[0]
+        if chain:
+            forbidden, hits = self._hits(chain, segs, key, env, cache)
+            reason = _FORBIDDEN if forbidden else _ALLOWED if hits else _NO_PERMIT
         else:
-            hits = (
-                self._hits(t.permit, segs, key, env, cache) if t.permit[0] or t.permit[1] else None
-            )
-            reason = _ALLOWED if hits else _NO_PERMIT
+            hits = None
+            reason = _NO_PERMIT
         cached = self._decisions.get((t.name, resource, reason, tuple(hits) if hits else ()))
         if cached is not None:
             return cached
@@ -567,58 +706,158 @@ class PolicySet:
         shape; it is cancelled by a forbid whose condition holds whatever the
         arguments (unconditional or context-only) and whose pattern covers
         every resource the permit could match.
+
+        The answer depends on the tool only through (namespace, action,
+        resource shape): everything that does not read the context is worked
+        out once per such triple (``_could_plan``); the rest is cached per
+        ``context_key`` under the triple.
         """
-        t = self._tools.get(tool) if type(tool) is str else None
-        if t is None:
-            return False
+        plan = self._cplans.get(tool) if type(tool) is str else None
+        if plan is None:
+            t = self._tool(tool)
+            if t is None:
+                return False
+            plan = self._could_plan(t)
+        if plan is True or plan is False:
+            return plan  # the same for every context
+        t, ck, steps = plan
         cache = (
-            self._context_entry(context_key)
+            (self._ctx_front.get(context_key) or self._context_entry(context_key))
             if type(context_key) is str and self._cacheable
             else None
         )
-        ck = ("could", tool)
         if cache is not None:
             hit = cache.memo.get(ck)
             if hit is not None:
                 return bool(hit)
-        result = self._could_permit(t, context, cache)
+        result = self._could_permit(t, steps, context, cache)
         if cache is not None:
             cache.memo[ck] = result
         return result
 
-    def _could_permit(self, t: _Tool, context: Any, cache: _ContextEntry | None) -> bool:
-        env = (context, None, None, t.action)
-        forbids: dict[int, tuple[bool, Resolved]] = {}
+    def _could_plan(self, t: _Tool) -> Any:
+        """The context-independent part of ``could_permit`` for ``t``'s (namespace,
+        action, shape): True or False when no context can change the answer, else
+        ``(tool, memo key, steps)``. Each step is one permit (in ``_permit_order``)
+        with its resolved pattern (None when it interpolates the context) and the
+        forbids that may cover it; a static forbid pattern that cannot cover a
+        static permit pattern is dropped here, once."""
+        key = ("could", t.ns, t.action, t.shape)
+        plan = self._cplans_by_shape.get(key)
+        if plan is None:
+            plan = self._build_could_plan(t, key)
+            self._cplans_by_shape[key] = plan
+        self._cplans[t.name] = plan
+        return plan
+
+    def _build_could_plan(self, t: _Tool, key: tuple[Any, ...]) -> Any:
         template = t.shape[0] != "path"
+        steps: list[tuple[Any, ...]] = []
         for idx in self._permit_order(t):
             r = self._rule(idx)
-            if not self._permit_possible(idx, r, env, cache):
+            rt = self._rts[idx] or self._rt(idx)
+            if is_context_dependent(r[R_PENC]):
+                self._dyn_uses[idx] += 1
+                steps.append((idx, r, None, ()))
                 continue
-            pat = resolve(r[R_PENC], context)
+            pat = resolve(r[R_PENC], None)
             if not meets_shape(pat, t.shape):
-                continue
-            # Only a forbid whose literal prefix lies along this permit's can
-            # cover it, so walk the forbid trie along the permit's prefix
-            # (all forbids for template resources, whose shape adds literals).
+                continue  # whatever the context, this permit never meets the resource
             prefix = [] if template else _literal_segments(pat)
             candidates = _trie_rules(t.forbid) if template else self._walk(t.forbid, prefix)
+            fsteps: list[tuple[Any, ...]] = []
+            for fidx in candidates:
+                fr = self._rule(fidx)
+                if is_context_dependent(fr[R_PENC]):
+                    fsteps.append((fidx, fr, None))
+                    continue
+                fpat = resolve(fr[R_PENC], None, forbid=True)
+                if covers_within(fpat, pat, t.shape):
+                    fsteps.append((fidx, fr, fpat))
+            if rt[2] is None and not fsteps:
+                # An unconditional permit no forbid can cover: a witness for
+                # every context (could_permit is an "exists" over permits).
+                return True
+            steps.append((idx, r, pat, tuple(fsteps)))
+        if not steps:
+            return False
+        # Tools whose plans consider the same rules under the same shape get
+        # the same answer, whatever their action, unless a condition reads
+        # ``action``: share one memo entry per context between them.
+        dynamic = any(step[2] is None for step in steps)
+        involved = [step[1] for step in steps]
+        involved += [f[1] for step in steps for f in step[3]]
+        forbid_set = tuple(sorted(_trie_rules(t.forbid))) if dynamic else None
+        if forbid_set is not None:
+            involved += [self._rule(i) for i in forbid_set]
+        reads_action = any(r[R_COND] is not None and "action" in roots(r[R_COND]) for r in involved)
+        sig = (
+            t.shape,
+            tuple((step[0], tuple(f[0] for f in step[3])) for step in steps),
+            forbid_set,
+            t.action if reads_action else None,
+        )
+        sig_id = self._could_sigs.setdefault(sig, len(self._could_sigs))
+        return (t, ("could", sig_id), tuple(steps))
+
+    def _could_permit(
+        self,
+        t: _Tool,
+        steps: tuple[tuple[Any, ...], ...],
+        context: Any,
+        cache: _ContextEntry | None,
+    ) -> bool:
+        action = t.action
+        env = (context, None, None, action)
+        # What depends only on the context (resolved patterns, a forbid's
+        # certainty per action) is kept in the context's memo, so the tools of
+        # a first-seen context share it; without a context key, for this call.
+        memo: dict[Any, Any] = cache.memo if cache is not None else {}
+        template = t.shape[0] != "path"
+        shape = t.shape
+        for idx, r, pat, fsteps in steps:
+            if not self._permit_possible(idx, r, env, cache):
+                continue
+            if pat is None:
+                # The permit interpolates the context: resolve it and find the
+                # forbids along its (context-filled) literal prefix now.
+                if self._dyn_uses[idx] > 1:  # several plans resolve it: once per context
+                    pk = ("p", idx)
+                    pat = memo.get(pk)
+                    if pat is None:
+                        pat = memo[pk] = resolve(r[R_PENC], context)
+                else:
+                    pat = resolve(r[R_PENC], context)
+                if not meets_shape(pat, shape):
+                    continue
+                prefix = [] if template else _literal_segments(pat)
+                candidates = _trie_rules(t.forbid) if template else self._walk(t.forbid, prefix)
+                fsteps = tuple((fidx, self._rule(fidx), None) for fidx in candidates)
+                static_permit = False
+            else:
+                static_permit = True
             covered = False
             uncertain: list[list[Any]] = []
-            for fidx in candidates:
-                info = forbids.get(fidx)
+            for fidx, fr, fstatic in fsteps:
+                fk = ("f", fidx, action)
+                info = memo.get(fk)
                 if info is None:
-                    fr = self._rule(fidx)
-                    info = forbids[fidx] = (
+                    info = memo[fk] = (
                         self._forbid_certain(fidx, fr, env, cache),
-                        resolve(fr[R_PENC], context, forbid=True),
+                        fstatic
+                        if fstatic is not None
+                        else resolve(fr[R_PENC], context, forbid=True),
                     )
                 certain, fpat = info
-                if not covers_within(fpat, pat, t.shape):
+                # A static forbid kept in a static permit's plan is known to cover it.
+                if not (static_permit and fstatic is not None) and not covers_within(
+                    fpat, pat, shape
+                ):
                     continue
                 if certain:
                     covered = True
                     break
-                uncertain.append(self._rule(fidx))
+                uncertain.append(fr)
             if covered:
                 continue
             if not uncertain or self._jointly_possible(r, uncertain, t.action, context):
@@ -687,7 +926,7 @@ class PolicySet:
     ) -> Explanation:
         """The decision path of one call: requirement, canonical resource, every rule and why."""
         decision = self.decide(tool, args, context)
-        t = self._tools.get(tool) if type(tool) is str else None
+        t = self._tool(tool)
         if t is None:
             return Explanation(str(tool), args, None, None, None, decision, ())
         try:

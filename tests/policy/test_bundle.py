@@ -136,3 +136,44 @@ def test_prepare_compiles_everything_and_changes_nothing(shipped) -> None:  # ty
     assert shipped.prepare() is shipped
     assert all(rt is not None for rt in shipped._rts)
     assert [shipped.decide(t, a, c) for t, a, c in CALLS] == before
+
+
+def test_index_is_packed_per_action_and_decoded_on_first_use(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    doc = json.loads(bundle.read_text())
+    entries = [e for actions in doc["program"]["index"].values() for e in actions.values()]
+    assert entries and all(isinstance(e, str) for e in entries)
+    loaded = load_bundle(bundle)
+    assert loaded._tries == {}  # nothing decoded by the load itself
+    assert [loaded.decide(t, a, c) for t, a, c in CALLS] == [
+        shipped.decide(t, a, c) for t, a, c in CALLS
+    ]
+
+
+def test_a_corrupt_index_entry_denies_that_action_and_never_raises(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    doc = json.loads(bundle.read_text())
+    doc["program"]["index"]["files"]["read"] = '[[[], {"public": "not a node"'
+    bundle.write_text(json.dumps(doc))
+    loaded = load_bundle(bundle)
+    call = ("files.read", {"path": "/public/a"}, {"principal": "bob", "roles": []})
+    assert shipped.decide(*call).allowed
+    assert not loaded.decide(*call).allowed
+    assert not loaded.could_permit("files.read", {"principal": "bob", "roles": []})
+    # other actions are untouched
+    ctx = {"principal": "bob", "roles": []}
+    assert loaded.decide("files.write", {"path": "/home/bob/x"}, ctx) == shipped.decide(
+        "files.write", {"path": "/home/bob/x"}, ctx
+    )
+
+
+def test_a_malformed_requirement_fails_the_load(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    doc = json.loads(bundle.read_text())
+    del doc["program"]["requirements"]["files.read"]["resource"]
+    bundle.write_text(json.dumps(doc))
+    with pytest.raises(BundleError, match="malformed"):
+        load_bundle(bundle)

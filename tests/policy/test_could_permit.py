@@ -189,3 +189,84 @@ def test_resource_conditions_are_assumed_satisfiable() -> None:
     ctx = {"principal": "p"}
     assert policy.could_permit("g.get", ctx)
     assert not any(policy.decide("g.get", {"owner": "acme", "repo": r}, ctx).allowed for r in NAMES)
+
+
+# could_permit works out the context-independent part once per (namespace,
+# action, resource shape) and shares a context's answer between tools whose
+# plans consider the same rules. These tests pin that the sharing never
+# changes an answer: tools with identical rule sets but different actions
+# differ exactly when a condition reads ``action``.
+
+HEAD_WIDE = (
+    HEAD
+    + """namespace files
+requirement files.list { action list; resource path(args.path) }
+requirement files.stat { action stat; resource path(args.path) }
+requirement files.cat  { action read; resource path(args.path) }
+"""
+)
+WIDE_TOOLS = [
+    "files.read",
+    "files.write",
+    "files.list",
+    "files.stat",
+    "files.cat",
+    "g.get",
+    "g.post",
+]
+
+
+def test_shared_answers_agree_with_decide_on_random_policies() -> None:
+    rng = random.Random(4242)
+    for _ in range(40):
+        text = _policy(rng).replace(HEAD, HEAD_WIDE, 1)
+        lazy = compile_source(text, "rand.sos")
+        prepared = compile_source(text, "rand.sos").prepare()
+        for ctx in CONTEXTS:
+            key = repr(ctx)
+            tools = WIDE_TOOLS[:]
+            rng.shuffle(tools)
+            for tool in tools:
+                expected = _brute(lazy, tool, ctx)
+                assert lazy.could_permit(tool, ctx, context_key=key) == expected, (tool, text)
+                assert prepared.could_permit(tool, ctx, context_key=key) == expected, (tool, text)
+
+
+def test_a_condition_on_action_keeps_same_shaped_tools_apart() -> None:
+    text = HEAD_WIDE + 'namespace files\npermit * on "/a/**" when action == "read"\n'
+    ctx = {"principal": "p"}
+    for order in (WIDE_TOOLS[:5], WIDE_TOOLS[4::-1]):
+        policy = compile_source(text, "a.sos")  # fresh: the first tool asked fills the memo
+        answers = {t: policy.could_permit(t, ctx, context_key="k") for t in order}
+        assert answers == {
+            "files.read": True,
+            "files.cat": True,
+            "files.write": False,
+            "files.list": False,
+            "files.stat": False,
+        }
+
+
+def test_a_forbid_interpolating_the_context_is_weighed_per_context() -> None:
+    # The permit is unconditional, but a forbid whose pattern depends on the
+    # caller can cover it: never a context-independent "yes".
+    text = (
+        HEAD_WIDE
+        + 'namespace files\npermit * on "/pub/**"\nforbid * on "/{context.principal}/**"\n'
+    )
+    for policy in (compile_source(text, "f.sos"), compile_source(text, "f.sos").prepare()):
+        assert not policy.could_permit("files.read", {"principal": "pub"}, context_key="pub")
+        assert policy.could_permit("files.read", {"principal": "bob"}, context_key="bob")
+        assert policy.could_permit("files.list", {"principal": "bob"}, context_key="bob")
+        assert not policy.could_permit("files.list", {"principal": "pub"}, context_key="pub")
+        # a missing principal makes the forbid's segment match any segment (fail closed)
+        assert not policy.could_permit("files.read", {}, context_key="none")
+
+
+def test_an_uncoverable_unconditional_permit_answers_for_every_context() -> None:
+    text = HEAD_WIDE + 'namespace files\npermit read on "/pub/**"\nforbid * on "/priv/**"\n'
+    policy = compile_source(text, "s.sos")
+    for ctx in ({}, {"principal": "x"}, {"roles": None}):
+        assert policy.could_permit("files.read", ctx)
+        assert policy.could_permit("files.cat", ctx, context_key=repr(ctx))
+        assert not policy.could_permit("files.write", ctx, context_key=repr(ctx))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sharedos.policy import ast, parse_source
 
 SOURCE = """# leading comment
@@ -140,3 +142,106 @@ def test_deeply_nested_expression_is_a_diagnostic_not_a_crash() -> None:
     result = parse_source(text, "deep.sos")
     # either parsed or reported; never an exception
     assert result.file is not None
+
+
+# ------------------------------------------- fast path for one-line rules
+#
+# Large policies build their simple one-line rules without Lark
+# (``parser._parse_fast``). Whatever the text, the result must be exactly what
+# the Lark path gives: same statements, spans, comments and diagnostics.
+
+
+def _filler(n: int = 80) -> str:
+    lines = ["namespace files"]
+    for i in range(n):
+        lines.append(
+            (
+                f'permit read, list on "/p{i}/**" when "r{i}" in context.roles',
+                f'forbid write on "/p{i}/rel/**" unless "rel" in context.roles or context.n == -1.5e3',
+                f'permit * on "/p{i}/shared/*" when context.tenant == "t" and context.x != 3',
+                f'permit read on "/p{i}/docs/*.md"',
+            )[i % 4]
+        )
+    return "\n".join(lines) + "\n"
+
+
+_TRICKY = [
+    # a condition continued on the next line
+    'permit read on "/a" when "x" in context.roles\n  and context.tenant == "t"\n',
+    # an annotation on the line above
+    '@id("named")\npermit read on "/a"\n',
+    '@id("named") permit read on "/a"\n',
+    # an incomplete rule followed by a fast-looking line (invalid)
+    'permit read on "/a" when\npermit read on "/b"\nnamespace == "x"\n',
+    # a fast-looking line inside a block (invalid)
+    'test "t" {\npermit read on "/a"\n}\n',
+    # namespaces change between fast lines
+    'namespace other\npermit read on "/o"\nnamespace third\npermit write on "/t"\n',
+    # keywords as action names, spacing variants, adjacency, CRLF, tabs, comments
+    'permit on on "/x"\r\npermit read,write on"/y" # c\r\n\tforbid * on "/z"   ;\n',
+    'permit read on "/a" when context.x=="a" and 1 != context.n\n',
+    'permit read on "/a" when context.n == 01\n',
+    'permit read on "/a" when not context.x == "a"\n',
+    'permit read on "/a" when context.x not in context.y\n',
+    'permit read on "/a" when "x" in context.roles or "y" in context.roles and context.t == "u"\n',
+    'permit read on "/a" when context.f\n',
+    'permit read on "/a" when context.f(1) == true\n',
+    'permit read on "/a\\n" when context.x == "\\u0041"\n',
+    'permit read on "/a" when context.x == "a\\q"\n',
+    'permit read on "/a" when test == "x"\ntest "t" { call files.read { path: "/a" } expect allow }\n',
+    'permit read.x on "/a"\n',
+    'permit read on "/a" when and == "x"\n',
+    'permit read on "/a" unless\n',
+    "permit read on \"/a\" when context.x == 'a'\n",
+    'permit read on "/a" when context.x == "a" forbid read on "/b"\n',
+    'requirement files.read { action read; resource path(args.path) }\npermit read on "/r"\n',
+    '\n\n;\n;permit read on "/x"\n',
+]
+
+
+def _both(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    from sharedos.policy import parser
+
+    fast = parse_source(text, "f.sos")
+    monkeypatch.setattr(parser, "_FAST_ENABLED", False)
+    slow = parse_source(text, "f.sos")
+    monkeypatch.setattr(parser, "_FAST_ENABLED", True)
+    return fast, slow
+
+
+def test_fast_path_is_used_for_large_policies() -> None:
+    from sharedos.policy import parser
+
+    text = _filler()
+    assert parser._parse_fast(text, "f.sos") is not None
+    assert parser._parse_fast(_filler(10), "f.sos") is None  # small files: Lark alone
+
+
+@pytest.mark.parametrize("tricky", _TRICKY)
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_fast_path_gives_the_lark_result(
+    tricky: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filler = _filler()
+    text = {
+        "start": tricky + filler,
+        "middle": filler + tricky + filler,
+        "end": filler + tricky,
+    }[where]
+    fast, slow = _both(text, monkeypatch)
+    assert fast == slow
+
+
+def test_fast_path_gives_the_lark_result_for_shipped_and_generated_policies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.read_text(encoding="utf-8") for p in sorted(root.glob("rules/*.sos"))]
+    texts += [p.read_text(encoding="utf-8") for p in sorted(root.glob("policy/*.sos"))]
+    texts.append("\n".join(texts) + _filler())
+    texts.append(SOURCE + _filler() + SOURCE.replace("namespace files", "namespace again"))
+    for text in texts:
+        fast, slow = _both(text, monkeypatch)
+        assert fast == slow
