@@ -15,7 +15,9 @@ MAX_PATH_CHARS = 4096
 
 # C0 controls, DEL and C1 controls. NUL is the one that matters most (it
 # truncates paths in C APIs); the rest have no business in a resource name.
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Lone surrogates (JSON can carry "\udc80") are not text: the OS would map them
+# to raw bytes (surrogateescape) and no evidence store can record them.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class UnresolvablePath(ValueError):
@@ -48,7 +50,9 @@ def canonical_path(value: object) -> str:
     ):
         return value
     if _CONTROL_RE.search(value) is not None:
-        raise UnresolvablePath(f"path {_show(value)} contains a NUL or control character")
+        raise UnresolvablePath(
+            f"path {_show(value)} contains a NUL or control character or a lone surrogate"
+        )
     if "//" not in value and "/." not in value and (value[-1] != "/" or len(value) == 1):
         return value  # printable-or-not aside, already canonical
     parts: list[str] = []

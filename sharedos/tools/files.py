@@ -158,7 +158,23 @@ def _entry(entry: os.DirEntry[str]) -> dict[str, Any]:
         kind = "file"
     else:
         kind = "other"
-    return {"name": entry.name, "type": kind, "size": st.st_size if kind == "file" else None}
+    return {
+        "name": _shown(entry.name),
+        "type": kind,
+        "size": st.st_size if kind == "file" else None,
+    }
+
+
+def _shown(name: str) -> str:
+    """A file name as text a result can carry: undecodable bytes as ``\\xNN`` escapes.
+
+    Security: a name that is not UTF-8 (``b"x\\xff"``) comes back from the OS
+    with a lone surrogate, which no JSON encoder can put on the wire; one such
+    name planted in a directory made every listing of it hang the harness.
+    """
+    if name.isascii():
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _walk(dfd: int, prefix: str, pattern: str, needle: Any, out: list[str], limit: int) -> None:
@@ -167,7 +183,7 @@ def _walk(dfd: int, prefix: str, pattern: str, needle: Any, out: list[str], limi
         if len(out) >= limit:
             return
         st = entry.stat(follow_symlinks=False)
-        path = f"{prefix}/{entry.name}"
+        path = f"{prefix}/{_shown(entry.name)}"
         if stat.S_ISDIR(st.st_mode):
             try:
                 sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | _FILE_FLAGS, dir_fd=dfd)
@@ -178,7 +194,7 @@ def _walk(dfd: int, prefix: str, pattern: str, needle: Any, out: list[str], limi
             finally:
                 os.close(sub)
         elif stat.S_ISREG(st.st_mode):
-            target = path if "/" in pattern else entry.name
+            target = path if "/" in pattern else _shown(entry.name)
             if not fnmatch.fnmatchcase(target, pattern):
                 continue
             if needle is not None and not _contains(dfd, entry.name, str(needle)):
