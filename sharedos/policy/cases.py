@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sharedos.outcomes import Effect, ReasonCode
 from sharedos.policy import ast
+from sharedos.policy.context import complete_context
 from sharedos.policy.decision import Decision
 from sharedos.policy.policyset import PolicySet
 
@@ -53,7 +54,7 @@ def decide_case(policy: PolicySet, test: ast.TestBlock) -> Decision | None:
                 (),
                 f"{test.tool} is not in the managed set of toolpolicy {test.policy!r}",
             )
-    return policy.decide(test.tool, test.args, test.context)
+    return policy.decide(test.tool, test.args, complete_context(test.context))
 
 
 def run_case(policy: PolicySet, test: ast.TestBlock) -> CaseResult:

@@ -22,6 +22,7 @@ from typing import Any
 
 from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
+from sharedos.policy.context import complete_context
 from sharedos.policy.decision import Decision, Explanation, RuleRef
 
 
@@ -163,7 +164,9 @@ def run_test(policy: Any, test: ast.TestBlock) -> TestOutcome:
             ReasonCode.NOT_IN_RUN_POLICY
         )
         if test.tool is not None and reached_rules:
-            explanation: Explanation = policy.explain(test.tool, test.args, test.context)
+            explanation: Explanation = policy.explain(
+                test.tool, test.args, complete_context(test.context)
+            )
             applied = tuple(t.rule for t in explanation.rules if t.applied)
     # evaluation must not raise; if it does, this test fails and the run goes on
     except Exception as exc:

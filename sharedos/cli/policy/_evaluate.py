@@ -18,6 +18,7 @@ from sharedos.cli.policy._common import (
 )
 from sharedos.cli.policy._load import load_policy_set
 from sharedos.cli.policy.evalio import EvalError, EvalErrorBody, decision_line, dump, parse_request
+from sharedos.policy.context import complete_context
 
 _FORMAT = click.Choice(["text", "json"])
 
@@ -82,7 +83,7 @@ def explain_cmd(
     explanation); 1 if the policy does not compile; 2 for bad options.
     """
     args = _json_object(args_json, "--args")
-    context = _json_object(context_json, "--context")
+    context = complete_context(_json_object(context_json, "--context"))
     policy = load_policy_set(paths)
     explanation = policy.explain(tool, args, context)
     if fmt == "json":
@@ -126,7 +127,7 @@ def _run_batch(policy: Any, source: TextIO, sink: TextIO) -> int:
             out = dump(EvalError(line=number, error=parsed))
         else:
             try:
-                decision = policy.decide(parsed.tool, parsed.args, parsed.context)
+                decision = policy.decide(parsed.tool, parsed.args, complete_context(parsed.context))
                 out = dump(decision_line(number, decision))
             # decide must not raise; if it does, report it for this line only
             except Exception as exc:
