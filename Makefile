@@ -24,7 +24,7 @@ tools:
 demo: $(STAMP)
 	$(VENV)/bin/sharedos demo
 
-test: $(STAMP) tools
+test: $(STAMP) tools lint typecheck
 	bash scripts/ensure-system-deps.sh
 	$(PY) -m pytest -q
 
