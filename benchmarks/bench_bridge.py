@@ -154,6 +154,9 @@ async def bench_latency(host: RuntimeHost, calls: int) -> None:
         assert turn.url is not None
         for mode, era in (("auto", "2026-07-28"), ("legacy", "2025-11-25")):
             samples: dict[str, list[float]] = {"bare": [], "bare2": [], "bridge": []}
+            # CPU seconds of this process (client + server) per server: less sensitive than
+            # wall-clock latency to other processes competing for the machine's cores
+            cpu: dict[str, float] = {"bare": 0.0, "bare2": 0.0, "bridge": 0.0}
             async with (
                 client(bare_url, None, mode) as cb,
                 client(bare2_url, None, mode) as cb2,
@@ -165,7 +168,9 @@ async def bench_latency(host: RuntimeHost, calls: int) -> None:
                 order = list(clients)
                 for i in range(rounds):  # interleaved rounds, rotating who goes first
                     for name in order[i % 3 :] + order[: i % 3]:
+                        c0 = time.process_time()
                         samples[name] += await timed_calls(clients[name], per)
+                        cpu[name] += time.process_time() - c0
             bare, bare2, bridge = samples["bare"], samples["bare2"], samples["bridge"]
             b50, b2, s50 = (
                 statistics.median(bare),
@@ -178,7 +183,11 @@ async def bench_latency(host: RuntimeHost, calls: int) -> None:
                 f"  bare SDK server (+get_tool_input_schema) p50 {b2:6.3f} ms   p99 {pct(bare2, 99):6.3f} ms\n"
                 f"  SharedOS bridge                       p50 {s50:6.3f} ms   p99 {pct(bridge, 99):6.3f} ms\n"
                 f"  ratio p50 bridge/bare stock {s50 / b50:5.3f}x (target <= 1.15x); "
-                f"bridge/bare+lookup {s50 / b2:5.3f}x; p99 bridge/bare stock {pct(bridge, 99) / pct(bare, 99):5.3f}x"
+                f"bridge/bare+lookup {s50 / b2:5.3f}x; p99 bridge/bare stock {pct(bridge, 99) / pct(bare, 99):5.3f}x\n"
+                f"  CPU per call (client+server, this process): bare stock "
+                f"{cpu['bare'] / len(bare) * 1e3:6.3f} ms, bare+lookup {cpu['bare2'] / len(bare2) * 1e3:6.3f} ms, "
+                f"bridge {cpu['bridge'] / len(bridge) * 1e3:6.3f} ms; "
+                f"ratio bridge/bare stock {cpu['bridge'] / cpu['bare']:5.3f}x"
             )
 
 

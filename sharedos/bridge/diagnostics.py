@@ -9,11 +9,21 @@ alias can reach authorization even by mistake (ADR 0014, "Names").
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from sharedos.names import harness_sanitized
+
+#: Per HTTP request: a list the server side appends to when a ``tools/call`` reached
+#: it. The SDK runs each message's handling in the sending request's context, so
+#: the transport layer can tell a call the server saw (and recorded) from one the
+#: transport rejected before it (see ``RejectedCallRecorder``). Never shared:
+#: each request sets its own list.
+REACHED_SERVER: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "sharedos_reached_server", default=None
+)
 
 #: ``_meta`` keys harnesses send on ``tools/call`` that correlate an attempt with the model's call.
 CORRELATION_META_KEYS: tuple[str, ...] = (

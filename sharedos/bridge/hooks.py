@@ -92,7 +92,6 @@ class BridgePeer:
 def make_hooks(ctx: Any, gate: LogGate) -> dict[str, Any]:
     """``{"progress", "log", "peer"}`` for one ``tools/call`` request context."""
     session = ctx.session
-    modern_levels = allowed_log_levels(ctx.protocol_version, dict(ctx.meta) if ctx.meta else None)
 
     async def progress(
         value: float, total: float | None = None, message: str | None = None
@@ -101,6 +100,11 @@ def make_hooks(ctx: Any, gate: LogGate) -> dict[str, Any]:
         await session.report_progress(value, total, message)
 
     async def log(level: str, data: Any) -> None:
+        # The request's allowed levels are worked out only when a handler logs
+        # (most calls never do): this hook is built on every tools/call.
+        modern_levels = allowed_log_levels(
+            ctx.protocol_version, dict(ctx.meta) if ctx.meta else None
+        )
         if level not in _LEVELS or level not in modern_levels or not gate.allows(level):
             return
         # Request-scoped: on 2026-07-28 a log may only ride the call's own stream.

@@ -28,6 +28,8 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from sharedos.bridge.diagnostics import REACHED_SERVER
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -65,6 +67,97 @@ class BearerGuard:
                 await _unauthorized(send)
                 return
         await self._app(scope, receive, send)
+
+
+class RejectedCallRecorder:
+    """Pure-ASGI layer: a ``tools/call`` the SDK's transport rejects is still an attempt.
+
+    Security (ADR 0014: an attempt that leaves no trace is the outcome this
+    boundary must not produce): a ``tools/call`` in a JSON-RPC batch, with
+    non-object ``params``, a wrong ``jsonrpc`` version, without an ``id`` or
+    with an unknown session is answered by the SDK's transport (4xx, or 202
+    for a "notification") and never reaches the server, so its handler and
+    middleware cannot record it. This layer keeps the POST body and, when the
+    response is a rejection (4xx/5xx, or 202) and the body names ``tools/call``, hands
+    each such call to ``on_rejected(body_item, status)`` (which records a
+    refusal; nothing is run) — unless the server did see the call (then the
+    server recorded it; ``REACHED_SERVER`` tells the two apart). The body is
+    bounded by the SDK's size limit (413 beyond it), which sits inside this
+    layer.
+    """
+
+    def __init__(self, app: ASGIApp, on_rejected: Callable[[Any, int], Any]) -> None:
+        self._app = app
+        self._on_rejected = on_rejected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        state = {"status": 0, "complete": False, "recorded": False}
+        reached: list[str] = []  # the server appends when a tools/call reached it
+
+        async def keep() -> Any:
+            message = await receive()
+            if message.get("type") == "http.request":
+                chunks.append(message.get("body", b""))
+                state["complete"] = not message.get("more_body", False)
+            return message
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = int(message["status"])
+                # recorded before the rejection goes out, like every other attempt
+                if (
+                    _rejected(state["status"])
+                    and not reached
+                    and state["complete"]
+                    and _names_call(chunks)
+                ):
+                    state["recorded"] = True
+                    await self._record(b"".join(chunks), state["status"])
+            await send(message)
+
+        marker = REACHED_SERVER.set(reached)
+        try:
+            await self._app(scope, keep, watch)
+        finally:
+            REACHED_SERVER.reset(marker)
+        if _rejected(state["status"]) and not state["recorded"] and not reached:
+            # rejected before the body was read (e.g. a wrong Accept header): read it now
+            while not state["complete"] and sum(map(len, chunks)) <= _MAX_REJECTED_BODY:
+                if (await keep()).get("type") != "http.request":
+                    break
+            if state["complete"] and _names_call(chunks):
+                await self._record(b"".join(chunks), int(state["status"]))
+
+    async def _record(self, body: bytes, status: int) -> None:
+        import json
+
+        try:
+            parsed = json.loads(body)
+        except (ValueError, RecursionError):
+            return  # not JSON: no method can be read from it
+        items = parsed if isinstance(parsed, list) else [parsed]
+        for item in items:
+            if isinstance(item, dict) and item.get("method") == "tools/call":
+                await self._on_rejected(item, status)
+
+
+#: the most of a rejected body read only to record the tools/call in it
+_MAX_REJECTED_BODY = 1024 * 1024
+
+
+def _rejected(status: int) -> bool:
+    """A status that means the server never handled the message: 4xx/5xx, or 202 (a
+    "notification", which a server drops). 0 — no response at all — is a call the
+    server did take and that was then cancelled (the kernel recorded that)."""
+    return status == 202 or status >= 400
+
+
+def _names_call(chunks: list[bytes]) -> bool:
+    return b"tools/call" in b"".join(chunks)
 
 
 async def _unauthorized(send: Send) -> None:

@@ -124,6 +124,37 @@ def _content_blocks(raw: Any) -> list[types.ContentBlock]:
     return blocks
 
 
+def _unencodable(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` holds a string UTF-8 cannot encode (ASCII strings cost ~nothing)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if depth > 100:
+        return False
+    if isinstance(value, dict):
+        return any(
+            _unencodable(k, depth + 1) or _unencodable(v, depth + 1) for k, v in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return any(_unencodable(v, depth + 1) for v in value)
+    return False
+
+
+def _carries_lone_surrogate(blocks: Sequence[Any], structured: dict[str, Any] | None) -> bool:
+    for block in blocks:
+        if isinstance(block, types.TextContent):
+            if _unencodable(block.text):
+                return True
+        elif _unencodable(block.model_dump()):
+            return True
+    return structured is not None and _unencodable(structured)
+
+
 def to_call_tool_result(result: Any) -> types.CallToolResult:
     """Map a kernel ``ToolResult`` to the MCP result the harness receives."""
     outcome = _value(result.outcome)
@@ -133,11 +164,13 @@ def to_call_tool_result(result: Any) -> types.CallToolResult:
         if not blocks and structured is not None:
             # Spec: a tool returning structured content SHOULD also return it as text.
             blocks = [types.TextContent(type="text", text=json.dumps(structured, default=str))]
-        return types.CallToolResult(
-            content=blocks,
-            structured_content=structured if isinstance(structured, dict) else None,
-            is_error=False,
-        )
+        structured = structured if isinstance(structured, dict) else None
+        if _carries_lone_surrogate(blocks, structured):
+            # Security/robustness: the SDK would fail to serialize this after the call
+            # "succeeded", and the harness would wait for an answer forever. Raising
+            # here makes the bridge answer (and record) an internal error instead.
+            raise ValueError("the tool's result holds text JSON cannot carry (a lone surrogate)")
+        return types.CallToolResult(content=blocks, structured_content=structured, is_error=False)
     decision = getattr(result, "decision", None)
     reason = _value(getattr(result, "reason", None))
     resource = getattr(decision, "resource", None) if decision is not None else None

@@ -24,6 +24,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.server import Server
 
 from sharedos.bridge.diagnostics import (
+    REACHED_SERVER,
     bounded,
     client_identity,
     correlation_from_meta,
@@ -64,6 +65,8 @@ class TurnEndpoint:
     _portable: PortableNameMap | None = None
     _schemas: dict[str, Any] = field(default_factory=dict)
     _aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (client name, client version, protocol version) -> sanitized identity, per turn
+    _clients: dict[tuple[Any, Any, Any], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tools, self.excluded = sieve_catalog(self.catalog.tools)
@@ -123,11 +126,31 @@ class TurnEndpoint:
             if aliases is None:
                 aliases = self._aliases[tool] = harness_aliases(self.server_name, tool)
             diag["aliases"] = aliases
-        diag.update(client_identity(ctx.session))
+        diag.update(self._client_identity(ctx.session))
         diag.setdefault("protocolVersion", ctx.protocol_version)
         if received != tool:
             diag["portableName"] = received
         return diag
+
+    def _client_identity(self, session: Any) -> dict[str, Any]:
+        """``client_identity(session)``, sanitized once per distinct client for this turn."""
+        try:
+            params = session.client_params
+            info = params.client_info if params is not None else None
+            key = (
+                None if info is None else info.name,
+                None if info is None else info.version,
+                session.protocol_version,
+            )
+            cached = self._clients.get(key)
+        except Exception:  # odd session objects: the uncached path copes with them
+            return client_identity(session)
+        if cached is None:
+            cached = client_identity(session)
+            if len(self._clients) >= 16:  # clients vary per request on 2026-07-28: stay bounded
+                self._clients.clear()
+            self._clients[key] = cached
+        return cached
 
     async def on_call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
@@ -200,6 +223,10 @@ class TurnEndpoint:
         must not vanish: it is handed to the kernel with the raw values, which
         refuses and records it, and then the SDK's error goes out unchanged.
         """
+        if ctx.method == "tools/call":
+            reached = REACHED_SERVER.get()
+            if reached is not None:
+                reached.append("tools/call")  # this server records it: the transport must not
         try:
             return await call_next(ctx)
         except anyio.get_cancelled_exc_class():
@@ -231,6 +258,38 @@ class TurnEndpoint:
             raise
         except Exception:
             logger.exception("bridge: could not record a malformed tools/call")
+
+    async def record_rejected_call(self, item: Mapping[str, Any], status: int | None) -> None:
+        """Record a ``tools/call`` the transport rejected before the server saw it (never runs it).
+
+        ``status`` is the HTTP status the rejection carried (``None`` on stdio).
+        """
+        try:
+            params = item.get("params")
+            params = params if isinstance(params, Mapping) else {}
+            name, arguments = params.get("name"), params.get("arguments")
+            tool = name if isinstance(name, str) else json.dumps(name, default=repr)[:1024]
+            tool = self.canonical_name(tool)
+            diagnostics: dict[str, Any] = {
+                "bridge": {"transport": self.transport, "server": self.server_name},
+                "rejectedByTransport": {"httpStatus": status, "jsonrpcId": bounded(item.get("id"))},
+            }
+            how = f" (HTTP {status})" if status is not None else ""
+            await record_refusal(
+                self.runtime_host,
+                ToolCall(tool=tool, arguments=arguments, turn_id=self.context.turn_id),
+                self.context,
+                self.tool_policy,
+                ReasonCode.INVALID_ARGUMENTS,
+                catalog=self.catalog,
+                diagnostics=diagnostics,
+                detail=f"the MCP transport rejected this tools/call request{how}; "
+                "it was not a valid JSON-RPC request and was not run",
+            )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            logger.exception("bridge: could not record a tools/call the transport rejected")
 
     # -- server -----------------------------------------------------------------
     def build_server(self) -> Server[Any]:

@@ -24,6 +24,83 @@ class TurnClosedError(RuntimeError):
     """The turn this bridge was launched for has already closed."""
 
 
+class RecordingReadStream:
+    """The stdio read stream, passed through; a ``tools/call`` the transport cannot deliver is recorded.
+
+    Security (ADR 0014: no attempt may vanish): the SDK's stdio reader turns a
+    line that is not a valid JSON-RPC message (a batch array, non-object
+    ``params``, a wrong ``jsonrpc`` version) into an exception item, and a
+    ``tools/call`` without an ``id`` into a notification the server drops;
+    neither reaches the server's handler. Each such call is recorded as a
+    refusal (nothing is run) before the item is handed on unchanged.
+    """
+
+    def __init__(self, inner: Any, on_rejected: Any) -> None:
+        self._inner = inner
+        self._on_rejected = on_rejected
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item (the SDK reads it when present)."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        """The next item, after recording any tools/call it carries that cannot be served."""
+        item = await self._inner.receive()
+        for call in undeliverable_calls(item):
+            await self._on_rejected(call, None)
+        return item
+
+    async def aclose(self) -> None:
+        """Close the underlying stream."""
+        await self._inner.aclose()
+
+    def __aiter__(self) -> RecordingReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> RecordingReadStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def undeliverable_calls(item: Any) -> list[dict[str, Any]]:
+    """The ``tools/call`` messages an item of the SDK's read stream carries but cannot deliver."""
+    message = getattr(item, "message", None)
+    if message is not None:  # a valid message: only a tools/call "notification" is dropped
+        if type(message).__name__ == "JSONRPCNotification" and message.method == "tools/call":
+            params = message.params if isinstance(message.params, dict) else {}
+            return [{"method": "tools/call", "params": params}]
+        return []
+    errors = getattr(item, "errors", None)
+    if not callable(errors):
+        return []
+    try:
+        found = errors()
+    except Exception:
+        return []
+    # The whole message appears as the input of the union's "is it a request?"
+    # error (a batch array) or of the response member's missing "result" (an object).
+    wholes = [
+        e.get("input")
+        for e in found
+        if tuple(e.get("loc", ())) in (("JSONRPCRequest",), ("JSONRPCResponse", "result"))
+    ]
+    calls: list[dict[str, Any]] = []
+    for whole in wholes[:1]:
+        for candidate in whole if isinstance(whole, list) else [whole]:
+            if isinstance(candidate, dict) and candidate.get("method") == "tools/call":
+                calls.append(candidate)
+    return calls
+
+
 def build_runtime(turn: TurnFile) -> tuple[Any, Any]:
     """``(RuntimeHost, ToolPolicy)`` from the turn file: policy, registry, evidence store."""
     from sharedos.catalog.registry import ToolRegistry
@@ -115,7 +192,8 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
 
         tg.start_soon(watch_turn)
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            recording = RecordingReadStream(read_stream, endpoint.record_rejected_call)
+            await server.run(recording, write_stream, server.create_initialization_options())
         tg.cancel_scope.cancel()
     return 3 if closed_by_host else 0
 

@@ -142,7 +142,13 @@ async def _open_http(
     identity: Mapping[str, Any] | None,
     grace_s: float,
 ) -> AsyncIterator[Turn]:
-    from sharedos.bridge.http import BearerGuard, EmbeddedUvicorn, bind_loopback, embedded_config
+    from sharedos.bridge.http import (
+        BearerGuard,
+        EmbeddedUvicorn,
+        RejectedCallRecorder,
+        bind_loopback,
+        embedded_config,
+    )
 
     endpoint = TurnEndpoint(
         runtime_host=runtime_host,
@@ -157,10 +163,13 @@ async def _open_http(
     server = endpoint.build_server()
     token = secrets.token_urlsafe(32)
     app = BearerGuard(
-        server.streamable_http_app(
-            streamable_http_path="/mcp",
-            host="127.0.0.1",  # also switches the SDK's DNS-rebinding (Host/Origin) protection on
-            max_sessions=256,  # one harness per turn; the SDK default (10 000) is for shared servers
+        RejectedCallRecorder(  # inside the guard: only the token holder's attempts are recorded
+            server.streamable_http_app(
+                streamable_http_path="/mcp",
+                host="127.0.0.1",  # also switches the SDK's DNS-rebinding (Host/Origin) protection on
+                max_sessions=256,  # one harness per turn; the SDK default (10 000) is for shared servers
+            ),
+            endpoint.record_rejected_call,
         ),
         token,
     )

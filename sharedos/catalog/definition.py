@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
 #: The only keys a published tool may carry, in wire spelling. They are exactly
@@ -278,6 +279,15 @@ class ToolDefinition(BaseModel):
     def input_validator(self) -> Draft202012Validator:
         """A compiled validator for ``input_schema`` (built once per definition)."""
         return Draft202012Validator(self.input_schema)
+
+    @cached_property
+    def input_fast_check(self) -> FastCheck | None:
+        """An accept-only shortcut for ``input_validator`` (simple flat schemas), or None.
+
+        True means the arguments certainly satisfy ``input_schema``; False means
+        "ask ``input_validator``" (see ``sharedos.catalog.fastcheck``).
+        """
+        return compile_fast_check(self.input_schema)
 
     @property
     def namespace(self) -> str:

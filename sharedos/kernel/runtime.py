@@ -121,10 +121,17 @@ class _Attempt:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# Encoders built once: ``json.dumps`` with keyword arguments constructs a new
+# encoder per call, which costs more than encoding small arguments. They hold
+# only immutable configuration.
+_ENCODE = json.JSONEncoder().encode
+_ENCODE_PLAIN = json.JSONEncoder(default=safe_repr, ensure_ascii=True).encode
+
+
 def _detached(args: dict[str, Any]) -> dict[str, Any]:
     """A copy of validated arguments that shares nothing with the caller's object."""
     try:
-        copied: dict[str, Any] = json.loads(json.dumps(args))
+        copied: dict[str, Any] = json.loads(_ENCODE(args))
         return copied
     except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
         return copy.deepcopy(args)
@@ -135,13 +142,44 @@ def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not value:
         return None
     try:
-        text = json.dumps(dict(value), default=safe_repr, ensure_ascii=True)
+        text = _ENCODE_PLAIN(dict(value))
     except Exception:
         return {"$unstorable": safe_text(type(value).__name__)}
     if len(text) > MAX_STORED_ARGUMENTS:
         return {"$truncated": True, "$bytes": len(text)}
     loaded: dict[str, Any] = json.loads(text)
     return loaded
+
+
+class _HandlerAborted(Exception):
+    """Carries a sync handler's non-``Exception`` ``BaseException`` across the thread boundary.
+
+    A ``GeneratorExit`` set on the worker's future and re-raised at the
+    ``await`` closes the awaiting coroutine instead of reaching its ``except``.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+def _guarded(handler: Any, args: dict[str, Any], hctx: HandlerContext) -> Any:
+    """Run a sync handler in its worker thread; wrap what must not cross the boundary raw."""
+    try:
+        return handler(args, hctx)
+    except Exception:
+        raise
+    except BaseException as exc:  # re-raised wrapped, reported by the caller
+        raise _HandlerAborted(exc) from None
+
+
+def _well_formed(result: HandlerResult) -> bool:
+    """True when a handler's result has the shape a transport can put on a wire."""
+    return (
+        type(result.content) is list
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in result.content)
+        and (result.structured is None or isinstance(result.structured, dict))
+    )
 
 
 def _now() -> str:
@@ -303,7 +341,14 @@ class RuntimeHost:
                 None,
             )
         try:
-            problem = best_match(tool.input_validator.iter_errors(args))
+            # The shortcut only ever says "certainly valid"; anything else goes
+            # to the full validator, which is the judge and writes the message.
+            fast = tool.input_fast_check
+            problem = (
+                None
+                if fast is not None and fast(args)
+                else best_match(tool.input_validator.iter_errors(args))
+            )
         except Exception as exc:
             # values no JSON could carry (hostile objects from a Python caller)
             detail = f"arguments could not be validated ({type(exc).__name__})"
@@ -346,7 +391,13 @@ class RuntimeHost:
                 outcome = await self._call_handler(tool, handler_args, hctx)
             except anyio.get_cancelled_exc_class():
                 raise
-            except (Exception, SystemExit) as exc:  # a handler's sys.exit() must not stop the host
+            except BaseException as exc:  # security: see below
+                # Any BaseException from a handler (sys.exit(), KeyboardInterrupt,
+                # GeneratorExit, a custom one) is a failed, recorded call: letting it
+                # escape would skip the evidence record and could stop the host.
+                # (Ctrl-C under asyncio arrives as cancellation, handled above.)
+                if isinstance(exc, _HandlerAborted):
+                    exc = exc.original
                 return (
                     Outcome.FAILED,
                     ReasonCode.HANDLER_ERROR,
@@ -365,6 +416,15 @@ class RuntimeHost:
                 Outcome.FAILED,
                 ReasonCode.HANDLER_ERROR,
                 f"handler returned {type(outcome).__name__}, not a HandlerResult",
+                None,
+            )
+        if not _well_formed(outcome):
+            # security: a result no harness can be given is a failure, never a recorded success
+            return (
+                Outcome.FAILED,
+                ReasonCode.HANDLER_ERROR,
+                "handler returned malformed content (content must be a list of MCP content "
+                "block objects with a string 'type'; structured must be an object or None)",
                 None,
             )
         if outcome.is_error:
@@ -391,7 +451,9 @@ class RuntimeHost:
             return await handler(args, hctx)
         # A sync handler runs in a worker thread; on timeout the thread is abandoned
         # (Python cannot kill it) and its eventual result is discarded.
-        result = await anyio.to_thread.run_sync(handler, args, hctx, abandon_on_cancel=True)
+        result = await anyio.to_thread.run_sync(
+            _guarded, handler, args, hctx, abandon_on_cancel=True
+        )
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -415,7 +477,8 @@ class RuntimeHost:
         catalog, diagnostics, identity = meta
         tool, decision, context = attempt.tool, attempt.decision, attempt.context
         if error is not None:
-            error = scrub_secrets(safe_text(error, _MAX_ERROR), attempt.secrets)
+            # scrub before truncating: a secret straddling the cut would leave its prefix
+            error = safe_text(scrub_secrets(str(error), attempt.secrets), _MAX_ERROR)
         secret_names = tool.secret_arguments if tool is not None else frozenset()
         try:
             stored_args = storable_arguments(redact_arguments(attempt.arguments, secret_names))
@@ -434,7 +497,11 @@ class RuntimeHost:
             arguments=stored_args,
             reason=reason,
             effect=str(decision.effect) if decision is not None else None,
-            resource=decision.resource if decision is not None else None,
+            # security: a resource holding a lone surrogate (JSON can carry one) must not
+            # make the record unwritable, which would erase the attempt
+            resource=safe_text(decision.resource)
+            if decision is not None and decision.resource is not None
+            else None,
             namespace=(decision.namespace if decision is not None else None)
             or (tool.namespace if tool is not None else None),
             action=decision.action if decision is not None else None,

@@ -40,14 +40,20 @@ def test_secrets_stay_off_command_lines_and_every_written_file_is_private(
     bridge = {
         "http": recipes.BridgeEndpoint(transport="http", url="http://127.0.0.1:1/mcp", token=TOKEN),
         "stdio": recipes.BridgeEndpoint(
-            transport="stdio", command=["/v/bin/sharedos", "bridge", "--stdio", "--turn", "/t/turn.json"]
+            transport="stdio",
+            command=["/v/bin/sharedos", "bridge", "--stdio", "--turn", "/t/turn.json"],
         ),
         "live": None,
     }[transport]
     turn = tmp_path / "turn"
     turn.mkdir(mode=0o700)
     launch = recipes.prepare(
-        cfg, bridge=bridge, turn_dir=turn, prompt="go", model_url=None, host_env=HOST_ENV,
+        cfg,
+        bridge=bridge,
+        turn_dir=turn,
+        prompt="go",
+        model_url=None,
+        host_env=HOST_ENV,
         command=("/bin/harness",),
     )
     argv = "\0".join(launch.argv)

@@ -510,3 +510,30 @@ async def test_hostile_arguments_never_raise_and_are_recorded(
     assert deep_args.arguments == {"$unstorable": "<unrepresentable dict>"}
     if tool == "misc.echo":
         assert "nest deeper than 64" in (deep_args.error or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (2.0, None),  # integral float: valid JSON Schema integer (the full validator decides)
+        (True, "True is not of type 'integer'"),  # a bool is not an integer
+        (0, "0 is less than the minimum of 1"),
+        ("3", "'3' is not of type 'integer'"),
+    ],
+)
+async def test_argument_shortcut_defers_boundary_values_to_the_validator(
+    kernel: Kernel, store: SqliteEvidenceStore, value: Any, fragment: str | None
+) -> None:
+    """Simple schemas take the accept-only shortcut; whatever it does not accept is judged
+    (and worded) by the Draft 2020-12 validator exactly as before."""
+    tool = misc_tool(limit={"type": "integer", "minimum": 1})
+    assert tool.input_fast_check is not None
+    result = await call(
+        _host_with(tool, kernel, store), "misc.echo", {"path": "/x", "limit": value}
+    )
+    if fragment is None:
+        assert result.outcome is Outcome.SUCCEEDED
+    else:
+        assert (result.outcome, result.reason) == (Outcome.FAILED, ReasonCode.INVALID_ARGUMENTS)
+        assert fragment in (result.error or "")
+    assert the_record(store, result).outcome is result.outcome
