@@ -16,21 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sharedos.conformance.columns.base import record_dict
 from sharedos.harness.outputs import HarnessToolEvent
 from sharedos.harness.scripted_model.plan import IssuedCall
 
 _KEYS = ("claudecode/toolUseId", "callId")
-
-
-def _record_dict(record: Any) -> dict[str, Any]:
-    if isinstance(record, dict):
-        return record
-    to_dict = getattr(record, "to_dict", None)
-    if callable(to_dict):
-        out = to_dict()
-        if isinstance(out, dict):
-            return out
-    raise TypeError(f"cannot read evidence record {type(record).__name__}")
 
 
 def correlation_key(record: dict[str, Any]) -> tuple[str, str] | None:
@@ -54,7 +44,7 @@ def correlate(
     then tool alone, in issue order (a harness that coerced the arguments, as Pi
     turns ``42`` into ``"42"``).
     """
-    rows = [_record_dict(r) for r in records]
+    rows = [record_dict(r) for r in records]
     unused = list(issued)
     matches: list[IssuedCall | None] = [None] * len(rows)
     keys = [correlation_key(r) for r in rows]

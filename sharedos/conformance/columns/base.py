@@ -130,7 +130,7 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
     Reads ``call_id``, ``tool``, ``resource`` (the canonical resource, also looked for
     on the record's decision), ``principal``, ``outcome``, ``reason`` and ``seq``.
     """
-    data = _record_dict(record)
+    data = record_dict(record)
     resource = data.get("resource")
     if resource is None and isinstance(data.get("decision"), dict):
         resource = data["decision"].get("resource")
@@ -149,7 +149,8 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
     )
 
 
-def _record_dict(record: Any) -> dict[str, Any]:
+def record_dict(record: Any) -> dict[str, Any]:
+    """An evidence record as a JSON-ready dict (``EvidenceRecord.to_dict``, or a dict as is)."""
     if isinstance(record, dict):
         return record
     to_dict = getattr(record, "to_dict", None)
@@ -157,20 +158,6 @@ def _record_dict(record: Any) -> dict[str, Any]:
         out = to_dict()
         if isinstance(out, dict):
             return dict(_jsonable(out))
-    dump = getattr(record, "model_dump", None)
-    if callable(dump):
-        out = dump(mode="json")
-        if isinstance(out, dict):
-            return out
-    as_dict = getattr(record, "as_dict", None)
-    if callable(as_dict):
-        out = as_dict()
-        if isinstance(out, dict):
-            return out
-    import dataclasses
-
-    if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return dict(_jsonable(dataclasses.asdict(record)))
     raise TypeError(f"cannot read evidence record of type {type(record).__name__}")
 
 
