@@ -6,13 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 key=$(cat tools/package.json tools/package-lock.json 2>/dev/null | sha256sum | cut -c1-16)
-cache="${SHAREDOS_TOOLS_CACHE:-$HOME/.cache/sharedos/tools}/$key"
+cache_root="${SHAREDOS_TOOLS_CACHE:-${XDG_CACHE_HOME:-${HOME:-/var/tmp}/.cache}/sharedos/tools}"
+cache="$cache_root/$key"
 if [ ! -f "$cache/.complete" ]; then
   rm -rf "$cache.partial"
   mkdir -p "$cache.partial"
   cp tools/package.json "$cache.partial/package.json"
   if [ -f tools/package-lock.json ]; then cp tools/package-lock.json "$cache.partial/package-lock.json"; fi
-  (cd "$cache.partial" && npm install --no-audit --no-fund --loglevel=error)
+  if [ -f "$cache.partial/package-lock.json" ]; then
+    # the lockfile pins every transitive version; npm ci installs exactly it
+    (cd "$cache.partial" && npm ci --no-audit --no-fund --loglevel=error)
+  else
+    (cd "$cache.partial" && npm install --no-audit --no-fund --loglevel=error)
+  fi
   rm -rf "$cache"
   mv "$cache.partial" "$cache"
   touch "$cache/.complete"
