@@ -184,6 +184,13 @@ class _TrackedH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        # uvicorn 0.54 cancels the keep-alive timer only on a clean close (exc is None).
+        # Measured: the SDK's 2025-11-25 client resets (ConnectionResetError) the
+        # connection of every SSE-answered POST, so each legacy tools/call left a live
+        # 5 s timer holding this protocol, its request cycle and buffers (~25 objects;
+        # >1000 dead connections at a time under load) for the garbage collector's
+        # full passes to walk. A lost connection needs no keep-alive timer.
+        self._unset_keepalive_if_required()
         notify: Callable[[], None] | None = getattr(self.server_state, "on_connection_lost", None)
         if notify is not None:
             notify()
