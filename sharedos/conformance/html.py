@@ -46,6 +46,7 @@ table.cols td, table.cols th { border-bottom: 1px solid #e8eaed; padding: 4px 10
                                vertical-align: top; font-size: 13px; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f1f3f4; padding: 1px 4px;
        border-radius: 3px; word-break: break-all; }
+table.matrix td code { word-break: normal; overflow-wrap: normal; }
 .fail-detail { border-left: 4px solid var(--fail); padding: 6px 12px; margin: 8px 0; background: #fff8f7; }
 pre { white-space: pre-wrap; font: 12px ui-monospace, Menlo, monospace; margin: 4px 0; }
 .claims li { margin-bottom: 6px; }
@@ -93,7 +94,7 @@ def _matrix(report: Report) -> str:
     for row, cells in zip(report.rows, report.cells, strict=True):
         parts.append(
             f'<tr><td class="row"><b>{escape(row.id)}</b><small>{escape(row.title)}</small></td>'
-            f"<td><code>{escape(row.expected)}</code></td>"
+            f"<td><code>{escape(row.expected).replace('/', '/<wbr>')}</code></td>"
         )
         parts.extend(_cell_html(c) for c in cells)
         parts.append("</tr>")
