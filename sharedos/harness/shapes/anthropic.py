@@ -27,6 +27,7 @@ from sharedos.harness.shapes.neutral import (
     ToolSpec,
     Turn,
     dumps,
+    specs_from_wire,
     validated,
 )
 from sharedos.harness.shapes.wirenames import name_for_kernel, raw_from_wire, wire_name
@@ -209,16 +210,14 @@ class AnthropicShape:
 
     def tools_from_wire(self, wire: Any) -> list[ToolSpec]:
         """Canonical specs; a name that is not a valid escape is a ``ShapeError``."""
-        if not isinstance(wire, list):
-            raise ShapeError("tools: expected a list")
-        out = []
-        for i, item in enumerate(wire):
-            tool: AnthropicTool = validated(AnthropicTool, item, f"tools[{i}]")
+
+        def spec(tool: AnthropicTool, i: int) -> ToolSpec:
             raw = raw_from_wire(tool.name)
             if raw is None:
                 raise ShapeError(f"tools[{i}].name {tool.name!r} is not a SharedOS wire name")
-            out.append(ToolSpec(raw, tool.description or "", dict(tool.input_schema)))
-        return out
+            return ToolSpec(raw, tool.description or "", dict(tool.input_schema))
+
+        return specs_from_wire(wire, AnthropicTool, spec)
 
     def turn_wire(self, turn: Turn, *, model: str, seq: int) -> dict[str, Any]:
         """An assistant ``message`` with tool_use blocks (``stop_reason: tool_use``) or text."""

@@ -27,7 +27,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sharedos.harness.shapes.neutral import Call, Result, ShapeError, ToolSpec, Turn, validated
+from sharedos.harness.shapes.neutral import (
+    Call,
+    Result,
+    ShapeError,
+    ToolSpec,
+    Turn,
+    specs_from_wire,
+    validated,
+)
 
 #: The version of this module's reading of the dsh protocol (bump when corrected).
 DSH_SHAPE_VERSION = "sharedos-reading-1"
@@ -124,13 +132,9 @@ class DshShape:
 
     def tools_from_wire(self, wire: Any) -> list[ToolSpec]:
         """Canonical specs."""
-        if not isinstance(wire, list):
-            raise ShapeError("tools: expected a list")
-        out = []
-        for i, item in enumerate(wire):
-            tool: DshTool = validated(DshTool, item, f"tools[{i}]")
-            out.append(ToolSpec(tool.name, tool.description, dict(tool.inputSchema)))
-        return out
+        return specs_from_wire(
+            wire, DshTool, lambda t, _i: ToolSpec(t.name, t.description, dict(t.inputSchema))
+        )
 
     def turn_wire(self, turn: Turn, *, model: str, seq: int) -> dict[str, Any]:
         """A batch of ``tool/call`` requests, or a ``turn/end`` notification."""

@@ -7,7 +7,7 @@ pydantic models in each shape module validate the wire JSON itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -145,3 +145,15 @@ def dumps(value: Any) -> str:
 def roundtrip_json(value: Any) -> Any:
     """Serialise and parse again: what the other side of a wire actually receives."""
     return json.loads(dumps(value))
+
+
+def specs_from_wire(
+    wire: Any, model: Any, to_spec: Callable[[Any, int], ToolSpec]
+) -> list[ToolSpec]:
+    """Validate a vendor ``tools`` list item by item with ``model``; map each to a ``ToolSpec``.
+
+    ``to_spec(tool, index)`` reads the vendor fields (and may raise ``ShapeError``).
+    """
+    if not isinstance(wire, list):
+        raise ShapeError("tools: expected a list")
+    return [to_spec(validated(model, item, f"tools[{i}]"), i) for i, item in enumerate(wire)]

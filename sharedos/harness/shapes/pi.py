@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sharedos.harness.shapes.neutral import (
     Call,
     Result,
-    ShapeError,
     ToolSpec,
     Turn,
     dumps,
+    specs_from_wire,
     validated,
 )
 
@@ -205,13 +205,9 @@ class PiShape:
 
     def tools_from_wire(self, wire: Any) -> list[ToolSpec]:
         """Canonical specs."""
-        if not isinstance(wire, list):
-            raise ShapeError("tools: expected a list")
-        out = []
-        for i, item in enumerate(wire):
-            tool: PiTool = validated(PiTool, item, f"tools[{i}]")
-            out.append(ToolSpec(tool.name, tool.description, dict(tool.parameters)))
-        return out
+        return specs_from_wire(
+            wire, PiTool, lambda t, _i: ToolSpec(t.name, t.description, dict(t.parameters))
+        )
 
     def turn_wire(self, turn: Turn, *, model: str, seq: int) -> dict[str, Any]:
         """An ``AssistantMessage``: toolCall items with ``stopReason: toolUse``, or text with ``stop``."""

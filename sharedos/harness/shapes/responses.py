@@ -27,6 +27,7 @@ from sharedos.harness.shapes.neutral import (
     ToolSpec,
     Turn,
     dumps,
+    specs_from_wire,
     validated,
 )
 from sharedos.harness.shapes.wirenames import name_for_kernel, raw_from_wire, wire_name
@@ -208,16 +209,14 @@ class ResponsesShape:
 
     def tools_from_wire(self, wire: Any) -> list[ToolSpec]:
         """Canonical specs; a function name that is not a valid escape is a ``ShapeError``."""
-        if not isinstance(wire, list):
-            raise ShapeError("tools: expected a list")
-        out = []
-        for i, item in enumerate(wire):
-            tool: FunctionTool = validated(FunctionTool, item, f"tools[{i}]")
+
+        def spec(tool: FunctionTool, i: int) -> ToolSpec:
             raw = raw_from_wire(tool.name)
             if raw is None:
                 raise ShapeError(f"tools[{i}].name {tool.name!r} is not a SharedOS wire name")
-            out.append(ToolSpec(raw, tool.description or "", dict(tool.parameters or {})))
-        return out
+            return ToolSpec(raw, tool.description or "", dict(tool.parameters or {}))
+
+        return specs_from_wire(wire, FunctionTool, spec)
 
     def turn_wire(self, turn: Turn, *, model: str, seq: int) -> dict[str, Any]:
         """A completed ``response`` with function_call items, or one assistant message."""
