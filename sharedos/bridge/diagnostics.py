@@ -19,7 +19,7 @@ from sharedos.names import harness_sanitized
 #: Per HTTP request: a list the server side appends to when a ``tools/call`` reached
 #: it. The SDK runs each message's handling in the sending request's context, so
 #: the transport layer can tell a call the server saw (and recorded) from one the
-#: transport rejected before it (see ``RejectedCallRecorder``). Never shared:
+#: transport rejected before it (see ``RejectedCallRecorder`` in ``sharedos.bridge.http``). Never shared:
 #: each request sets its own list.
 REACHED_SERVER: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
     "sharedos_reached_server", default=None

@@ -143,9 +143,8 @@ async def _open_http(
     grace_s: float,
 ) -> AsyncIterator[Turn]:
     from sharedos.bridge.http import (
-        BearerGuard,
         EmbeddedUvicorn,
-        RejectedCallRecorder,
+        TurnHttpApp,
         bind_loopback,
         embedded_config,
     )
@@ -162,16 +161,19 @@ async def _open_http(
     )
     server = endpoint.build_server()
     token = secrets.token_urlsafe(32)
-    app = BearerGuard(
-        RejectedCallRecorder(  # inside the guard: only the token holder's attempts are recorded
-            server.streamable_http_app(
-                streamable_http_path="/mcp",
-                host="127.0.0.1",  # also switches the SDK's DNS-rebinding (Host/Origin) protection on
-                max_sessions=256,  # one harness per turn; the SDK default (10 000) is for shared servers
-            ),
-            endpoint.record_rejected_call,
-        ),
-        token,
+    # Builds and configures the SDK's session manager; its Starlette app is not served
+    # (TurnHttpApp is: the same transport, without a router and middleware per call).
+    server.streamable_http_app(
+        streamable_http_path="/mcp",
+        host="127.0.0.1",  # also switches the SDK's DNS-rebinding (Host/Origin) protection on
+        max_sessions=256,  # one harness per turn; the SDK default (10 000) is for shared servers
+    )
+    app = TurnHttpApp(
+        server.session_manager,
+        path="/mcp",
+        token=token,
+        # only the token holder's attempts are recorded: the recorder sits behind the check
+        on_rejected=endpoint.record_rejected_call,
     )
     sock = bind_loopback()
     port = sock.getsockname()[1]

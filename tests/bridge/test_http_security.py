@@ -52,6 +52,24 @@ async def test_token_is_required_and_turn_specific(runtime: Runtime, alice: Acce
     assert runtime.evidence.query() == []
 
 
+async def test_only_the_mcp_path_exists_and_only_behind_the_token(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None and turn.url.endswith("/mcp")
+        base = turn.url.removesuffix("/mcp")
+        auth = {"Authorization": f"Bearer {turn.token}"}
+        elsewhere = await _post(f"{base}/other", auth)
+        slash = await _post(f"{base}/mcp/", auth)
+        anonymous = await _post(f"{base}/other", {})
+        async with httpx2.AsyncClient(timeout=10) as hc:
+            head = await hc.get(f"{base}/", headers=auth)
+    assert (elsewhere.status_code, slash.status_code, head.status_code) == (404, 404, 404)
+    # without the token nothing about the endpoint's layout is revealed
+    assert anonymous.status_code == 401
+    assert runtime.evidence.query() == []
+
+
 async def test_sdk_client_with_another_turns_token_cannot_connect(
     runtime: Runtime, alice: AccessContext
 ) -> None:
