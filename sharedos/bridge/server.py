@@ -33,7 +33,8 @@ from sharedos.bridge.diagnostics import (
 from sharedos.bridge.hooks import LogGate, make_hooks
 from sharedos.bridge.results import internal_error_result, to_call_tool_result
 from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
-from sharedos.kernel.context import AccessContext, ToolCall
+from sharedos.kernel.context import AccessContext, ToolCall, new_call_id
+from sharedos.kernel.runtime import plain_json
 from sharedos.names import PortableNameMap
 from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
@@ -67,8 +68,12 @@ class TurnEndpoint:
     _aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (client name, client version, protocol version) -> sanitized identity, per turn
     _clients: dict[tuple[Any, Any, Any], dict[str, Any]] = field(default_factory=dict)
+    _bridge: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # Encoded once per turn; every evidence record of the turn stores this text.
+        self.identity = plain_json(self.identity)
+        self._bridge = {"transport": self.transport, "server": self.server_name}
         self.tools, self.excluded = sieve_catalog(self.catalog.tools)
         for gone in self.excluded:
             logger.warning("bridge: tool %r left out of tools/list: %s", gone.name, gone.reason)
@@ -115,7 +120,7 @@ class TurnEndpoint:
     def diagnostics(self, ctx: Any, received: str, tool: str) -> dict[str, Any]:
         """What the evidence record keeps about the transport (never read by a decision)."""
         diag: dict[str, Any] = {
-            "bridge": {"transport": self.transport, "server": self.server_name},
+            "bridge": self._bridge,  # shared, never mutated: the record keeps an encoded copy
             "correlation": correlation_from_meta(ctx.meta),
             "jsonrpcId": bounded(ctx.request_id),
         }
@@ -160,7 +165,13 @@ class TurnEndpoint:
         tool = received
         try:
             tool = self.canonical_name(received)
-            call = ToolCall(tool=tool, arguments=params.arguments, turn_id=self.context.turn_id)
+            # the id is passed in: pydantic's default_factory path costs more than the call
+            call = ToolCall(
+                call_id=new_call_id(),
+                tool=tool,
+                arguments=params.arguments,
+                turn_id=self.context.turn_id,
+            )
             diagnostics = self.diagnostics(ctx, received, tool)
             if not self.closed and self.is_open is not None and not self.is_open():
                 self.closed = True

@@ -15,6 +15,7 @@ Schemas are normalised or refused at registration, because one tool whose
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
@@ -288,6 +289,14 @@ class ToolDefinition(BaseModel):
         "ask ``input_validator``" (see ``sharedos.catalog.fastcheck``).
         """
         return compile_fast_check(self.input_schema)
+
+    @cached_property
+    def handler_is_async(self) -> bool:
+        """True when ``handler`` is a coroutine function or an object with an async ``__call__``."""
+        handler = self.handler
+        return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
+        )
 
     @property
     def namespace(self) -> str:

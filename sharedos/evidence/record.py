@@ -149,14 +149,26 @@ def _jcs_equivalent(value: Any) -> bool:
     return True
 
 
-def canonical_arguments(arguments: Any) -> bytes:
-    """RFC 8785 JSON of ``arguments``; a deterministic fallback for values JCS cannot encode."""
+def fast_canonical(arguments: Any) -> bytes | None:
+    """RFC 8785 JSON of ``arguments`` from the C encoder, or None when only the general path can say.
+
+    None for floats, huge integers, lone surrogates, keys JCS orders differently
+    and nesting too deep; ``canonical_arguments`` handles those.
+    """
     if _jcs_equivalent(arguments):
         try:
             # the C encoder: several times faster than the pure-Python rfc8785 package
             return _SORTED_UTF8(arguments).encode("utf-8")
         except Exception:  # lone surrogates, nesting too deep: the general path decides
             pass
+    return None
+
+
+def canonical_arguments(arguments: Any) -> bytes:
+    """RFC 8785 JSON of ``arguments``; a deterministic fallback for values JCS cannot encode."""
+    fast = fast_canonical(arguments)
+    if fast is not None:
+        return fast
     try:
         return rfc8785.dumps(arguments)
     except Exception:
@@ -170,7 +182,41 @@ def canonical_arguments(arguments: Any) -> bytes:
 
 def arguments_digest(arguments: Any) -> str:
     """``sha256:`` + SHA-256 hex of the canonical JSON of ``arguments``."""
-    return "sha256:" + hashlib.sha256(canonical_arguments(arguments)).hexdigest()
+    return digest_of_canonical(canonical_arguments(arguments))
+
+
+def digest_of_canonical(canonical: bytes) -> str:
+    """``sha256:`` + SHA-256 hex of already-canonical JSON bytes."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+class EncodedJson(dict[str, Any]):
+    """A JSON object that also carries the JSON text it was decoded from.
+
+    Built on the per-call path (arguments, diagnostics, identity) so that the
+    SQLite store writes ``text`` as is instead of encoding the object a second
+    time. It is an ordinary ``dict`` to everyone else; a copy (``dict(x)``,
+    ``dataclasses.asdict``) is a plain object without the text. Treat it as
+    immutable: the text is not kept in step with later changes.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(
+        self, obj: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), text: str = ""
+    ) -> None:
+        super().__init__(obj)
+        self.text = text
+
+    @classmethod
+    def decode(cls, text: str) -> EncodedJson:
+        """The object ``text`` encodes (which must be a JSON object), with ``text`` kept."""
+        return cls(json.loads(text), text)
+
+
+def encoded_text(value: Any) -> str | None:
+    """The JSON text an ``EncodedJson`` carries, else None."""
+    return value.text if type(value) is EncodedJson and value.text else None
 
 
 def storable_arguments(arguments: Any) -> Any:

@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from sharedos.evidence.record import EvidenceRecord, safe_repr
+from sharedos.evidence.record import EvidenceRecord, encoded_text, safe_repr
 from sharedos.evidence.store import EvidenceCounts
 
 SCHEMA_VERSION = 1
@@ -123,6 +123,9 @@ _ENCODE = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=saf
 def _dumps(value: Any) -> str | None:
     if value is None:
         return None
+    text = encoded_text(value)  # encoded once on the call path (compact, ASCII-safe)
+    if text is not None:
+        return text
     try:
         return _ENCODE(value)
     except Exception:  # too deep or hostile: the record is still written
@@ -139,6 +142,20 @@ def _row(record: EvidenceRecord) -> list[Any]:
         if row[i] is not None:
             row[i] = str(row[i])
     return row
+
+
+#: bumped in a child process right after ``fork()``; a store opened before the fork
+#: compares it with its own to know that its lock and connection are not its own.
+#: (Reading a counter instead of calling ``os.getpid()`` spares a system call per record.)
+_FORK_GENERATION = [0]
+
+
+def _forked() -> None:
+    _FORK_GENERATION[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _create_private(path: str) -> None:
@@ -175,8 +192,9 @@ class SqliteEvidenceStore:
         self.synchronous = synchronous
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._generation = _FORK_GENERATION[0]
         self._conn = self._open()
+        self._insert = self._conn.cursor()
 
     def _open(self) -> sqlite3.Connection:
         if self.path != ":memory:":
@@ -225,10 +243,11 @@ class SqliteEvidenceStore:
         (and would wait on it forever) and a connection in the middle of a
         transaction. The child therefore gets a fresh lock and connection.
         """
-        if os.getpid() != self._pid:
+        if self._generation != _FORK_GENERATION[0]:
             self._lock = threading.Lock()
-            self._pid = os.getpid()
+            self._generation = _FORK_GENERATION[0]
             self._conn = self._open()
+            self._insert = self._conn.cursor()
         return self._lock
 
     def _connection(self) -> sqlite3.Connection:
@@ -239,7 +258,8 @@ class SqliteEvidenceStore:
         row = _row(record)
         with self._locked():
             try:
-                cur = self._connection().execute(_INSERT, row)
+                # one reused cursor: conn.execute() would build a new one per record
+                cur = self._insert.execute(_INSERT, row)
             except sqlite3.Error as exc:
                 raise EvidenceStoreError(f"cannot write evidence to {self.path}: {exc}") from exc
             seq = cur.lastrowid

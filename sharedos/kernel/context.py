@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from functools import cached_property
 from typing import Any
@@ -46,13 +47,22 @@ class AccessContext(BaseModel):
         )
 
 
+def new_call_id() -> str:
+    """A fresh call id: ``call-`` and 128 random bits in hex (from the OS's CSPRNG).
+
+    Cheaper than ``uuid4().hex`` (no UUID object) and just as unique; it is
+    made on every call.
+    """
+    return "call-" + os.urandom(16).hex()
+
+
 class ToolCall(BaseModel):
     """One attempt, exactly as received. ``tool`` is deliberately not narrowed:
     a malformed or unpublished name must reach the kernel to be refused and recorded."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    call_id: str = Field(default_factory=lambda: f"call-{uuid.uuid4().hex}")
+    call_id: str = Field(default_factory=lambda: new_call_id())
     tool: str
     arguments: Any = None
     turn_id: str | None = None

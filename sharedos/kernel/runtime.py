@@ -33,8 +33,12 @@ from jsonschema.exceptions import best_match
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.evidence.record import (
     MAX_STORED_ARGUMENTS,
+    EncodedJson,
     EvidenceRecord,
     arguments_digest,
+    digest_of_canonical,
+    encoded_text,
+    fast_canonical,
     redact_arguments,
     safe_repr,
     safe_text,
@@ -118,6 +122,8 @@ class _Attempt:
     digest: str = ""
     decision: DecisionLike | None = None
     secrets: tuple[str, ...] = ()
+    #: RFC 8785 bytes of the validated arguments, when the fast encoder could make them
+    canonical: bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -125,30 +131,49 @@ class _Attempt:
 # encoder per call, which costs more than encoding small arguments. They hold
 # only immutable configuration.
 _ENCODE = json.JSONEncoder().encode
-_ENCODE_PLAIN = json.JSONEncoder(default=safe_repr, ensure_ascii=True).encode
+# compact and ASCII-only: the text is stored as is (see EncodedJson)
+_ENCODE_PLAIN = json.JSONEncoder(default=safe_repr, ensure_ascii=True, separators=(",", ":")).encode
+#: arguments up to this size (bytes of canonical JSON) take the one-encoding path in
+#: ``_finish``; larger ones go through the general path, which applies the storage cap
+_ONE_PASS_MAX = MAX_STORED_ARGUMENTS // 8
 
 
-def _detached(args: dict[str, Any]) -> dict[str, Any]:
-    """A copy of validated arguments that shares nothing with the caller's object."""
+def _detached(args: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """A copy of validated arguments that shares nothing with the caller's object,
+    and their RFC 8785 bytes when the fast encoder could make them (reused for the
+    evidence digest and the stored copy, so the arguments are encoded once per call)."""
+    canonical = fast_canonical(args)
+    if canonical is not None:
+        copied: dict[str, Any] = json.loads(canonical)
+        return copied, canonical
     try:
-        copied: dict[str, Any] = json.loads(_ENCODE(args))
-        return copied
+        copied = json.loads(_ENCODE(args))
+        return copied, None
     except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
-        return copy.deepcopy(args)
+        return copy.deepcopy(args), None
 
 
-def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A JSON-safe copy of caller-supplied diagnostics / identity (never raises)."""
+def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON-safe, detached copy of caller-supplied diagnostics / identity (never raises).
+
+    The copy is an ``EncodedJson`` (the store writes its text as is). Passing one
+    back in returns it unchanged: a bridge encodes its per-turn identity once.
+    """
     if not value:
         return None
+    if encoded_text(value) is not None:
+        return value  # type: ignore[return-value]  # EncodedJson is a dict
     try:
         text = _ENCODE_PLAIN(dict(value))
     except Exception:
         return {"$unstorable": safe_text(type(value).__name__)}
     if len(text) > MAX_STORED_ARGUMENTS:
         return {"$truncated": True, "$bytes": len(text)}
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    try:
+        return EncodedJson.decode(text)
+    except Exception:  # a key that is not a string, made one by the encoder: still JSON
+        loaded: dict[str, Any] = json.loads(text)
+        return loaded
 
 
 class _HandlerAborted(Exception):
@@ -290,6 +315,8 @@ class RuntimeHost:
     def _secret_values(tool: ToolDefinition, raw_args: Any) -> tuple[str, ...]:
         """Values that must never appear in a recorded error: credentials, and the
         values of arguments the tool marks secret (a handler may echo them)."""
+        if not tool.credentials and not tool.secret_arguments:
+            return ()
         values = [c.get_secret_value() for c in tool.credentials.values()]
         if isinstance(raw_args, dict):
             values.extend(
@@ -385,7 +412,10 @@ class RuntimeHost:
             log=log,
             peer=peer,
         )
-        handler_args = _detached(args)  # the handler cannot alter what is recorded
+        # the handler gets a copy: it cannot alter what is recorded
+        handler_args, canonical = _detached(args)
+        if raw_args is not None:  # absent arguments are recorded as absent, not as {}
+            attempt.canonical = canonical
         with anyio.move_on_after(self.handler_timeout_s) as scope:
             try:
                 outcome = await self._call_handler(tool, handler_args, hctx)
@@ -445,9 +475,7 @@ class RuntimeHost:
     ) -> Any:
         handler = tool.handler
         assert handler is not None
-        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-            getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
-        ):
+        if tool.handler_is_async:
             return await handler(args, hctx)
         # A sync handler runs in a worker thread; on timeout the thread is abandoned
         # (Python cannot kill it) and its eventual result is discarded.
@@ -480,10 +508,18 @@ class RuntimeHost:
             # scrub before truncating: a secret straddling the cut would leave its prefix
             error = safe_text(scrub_secrets(str(error), attempt.secrets), _MAX_ERROR)
         secret_names = tool.secret_arguments if tool is not None else frozenset()
-        try:
-            stored_args = storable_arguments(redact_arguments(attempt.arguments, secret_names))
-        except Exception:  # a hostile mapping: record that, never fail the record over it
-            stored_args = {"$unstorable": safe_text(type(attempt.arguments).__name__)}
+        canonical = attempt.canonical
+        if canonical is not None and not secret_names and len(canonical) <= _ONE_PASS_MAX:
+            # The arguments were encoded once, canonically, before the handler ran
+            # (which got a copy): the same bytes give the digest and the stored copy.
+            stored_args: Any = EncodedJson.decode(canonical.decode("utf-8"))
+            digest = digest_of_canonical(canonical)
+        else:
+            try:
+                stored_args = storable_arguments(redact_arguments(attempt.arguments, secret_names))
+            except Exception:  # a hostile mapping: record that, never fail the record over it
+                stored_args = {"$unstorable": safe_text(type(attempt.arguments).__name__)}
+            digest = arguments_digest(stored_args)
         call_id = safe_text(getattr(attempt.call, "call_id", ""), 256)
         record = EvidenceRecord(
             turn_id=context.turn_id,
@@ -493,7 +529,7 @@ class RuntimeHost:
             started_at=attempt.started_at,
             finished_at=_now(),
             duration_ms=round((time.perf_counter() - attempt.t0) * 1000.0, 3),
-            arguments_digest=arguments_digest(stored_args),
+            arguments_digest=digest,
             arguments=stored_args,
             reason=reason,
             effect=str(decision.effect) if decision is not None else None,
@@ -511,8 +547,8 @@ class RuntimeHost:
             policy_hash=self.kernel.policy_hash,
             principal=context.principal,
             tenant=context.tenant,
-            diagnostics=_plain(diagnostics),
-            identity=_plain(identity),
+            diagnostics=plain_json(diagnostics),
+            identity=plain_json(identity),
         )
         try:
             seq = self.evidence.record(record)

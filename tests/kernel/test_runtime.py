@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from pydantic import SecretStr
 
 from sharedos.catalog import ToolDefinition, ToolRegistry
 from sharedos.evidence import SqliteEvidenceStore
-from sharedos.evidence.record import safe_text
+from sharedos.evidence.record import arguments_digest, safe_text
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall, ToolResult
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import Outcome, ReasonCode
@@ -537,3 +538,49 @@ async def test_argument_shortcut_defers_boundary_values_to_the_validator(
         assert (result.outcome, result.reason) == (Outcome.FAILED, ReasonCode.INVALID_ARGUMENTS)
         assert fragment in (result.error or "")
     assert the_record(store, result).outcome is result.outcome
+
+
+async def test_stored_arguments_are_the_exact_bytes_the_digest_covers(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    """The arguments are encoded once, canonically (RFC 8785): the stored text is what
+    ``arguments_digest`` hashes, so anyone can re-check a record's digest from its row."""
+    seen: list[dict[str, Any]] = []
+
+    async def mutating(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        seen.append(dict(args))
+        args["path"] = "/changed"  # the handler's copy only
+        args["extra"] = [1]
+        return HandlerResult.text("ok")
+
+    host = _host_with(misc_tool(mutating, note={}), kernel, store)
+    arguments = {"path": "/x/é", "note": {"z": [1, "ü", True, None], "a": {"b": -2}}}
+    result = await call(host, "misc.echo", arguments)
+    assert result.outcome is Outcome.SUCCEEDED
+    assert seen == [arguments]
+    assert arguments == {"path": "/x/é", "note": {"z": [1, "ü", True, None], "a": {"b": -2}}}
+    rec = the_record(store, result)
+    assert rec.arguments == arguments
+    assert rec.arguments_digest == arguments_digest(arguments)  # the general path agrees
+    (text, digest) = store._conn.execute(
+        "SELECT arguments, arguments_digest FROM evidence WHERE call_id = ?", (result.call_id,)
+    ).fetchone()
+    assert text == '{"note":{"a":{"b":-2},"z":[1,"ü",true,null]},"path":"/x/é"}'
+    assert digest == "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+async def test_secret_and_float_arguments_take_the_general_path(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    tool = misc_tool(token={"type": "string"}, ratio={"type": "number"}).model_copy(
+        update={"secret_arguments": frozenset({"token"})}
+    )
+    host = _host_with(tool, kernel, store)
+    secret = await call(host, "misc.echo", {"path": "/x", "token": "s3cr3t"})
+    floats = await call(host, "misc.echo", {"path": "/x", "ratio": 0.1})
+    rec = the_record(store, secret)
+    assert rec.arguments == {"path": "/x", "token": "[redacted]"}
+    assert rec.arguments_digest == arguments_digest({"path": "/x", "token": "[redacted]"})
+    rec = the_record(store, floats)
+    assert rec.arguments == {"path": "/x", "ratio": 0.1}
+    assert rec.arguments_digest == arguments_digest({"path": "/x", "ratio": 0.1})
