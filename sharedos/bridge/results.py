@@ -155,6 +155,36 @@ def _carries_lone_surrogate(blocks: Sequence[Any], structured: dict[str, Any] | 
     return structured is not None and _unencodable(structured)
 
 
+def to_wire_result(result: Any) -> types.CallToolResult | dict[str, Any]:
+    """``to_call_tool_result(result)``, or for the common case its wire dict directly.
+
+    A success whose content is text blocks only (no structured content) is
+    answered as its wire dict (``content``, ``isError``, ``resultType``): the SDK's runner
+    accepts a dict result and validates it against the protocol version's
+    result shape exactly as it does a model's dump, so building a pydantic model
+    only to dump it again would cost time on every call and change nothing on
+    the wire. Everything else takes ``to_call_tool_result``.
+    """
+    if _value(result.outcome) == Outcome.SUCCEEDED.value and result.structured is None:
+        content = result.content
+        if content and all(
+            type(block) is dict
+            and len(block) == 2
+            and block.get("type") == "text"
+            and type(block.get("text")) is str
+            and not _unencodable(block["text"])
+            for block in content
+        ):
+            # exactly what CallToolResult(...).model_dump(by_alias=True, exclude_none=True)
+            # gives (resultType: the model's default; required on 2026-07-28)
+            return {
+                "content": [dict(block) for block in content],
+                "isError": False,
+                "resultType": "complete",
+            }
+    return to_call_tool_result(result)
+
+
 def to_call_tool_result(result: Any) -> types.CallToolResult:
     """Map a kernel ``ToolResult`` to the MCP result the harness receives."""
     outcome = _value(result.outcome)

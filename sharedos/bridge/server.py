@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -31,8 +31,9 @@ from sharedos.bridge.diagnostics import (
     harness_aliases,
 )
 from sharedos.bridge.hooks import LogGate, make_hooks
-from sharedos.bridge.results import internal_error_result, to_call_tool_result
+from sharedos.bridge.results import internal_error_result, to_wire_result
 from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
+from sharedos.evidence.record import MAX_STORED_ARGUMENTS, EncodedJson, storable_json_text
 from sharedos.kernel.context import AccessContext, ToolCall, new_call_id
 from sharedos.kernel.runtime import plain_json
 from sharedos.names import PortableNameMap
@@ -65,7 +66,8 @@ class TurnEndpoint:
     log_gate: LogGate = field(default_factory=LogGate)
     _portable: PortableNameMap | None = None
     _schemas: dict[str, Any] = field(default_factory=dict)
-    _aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (received, tool, client name, client version, versions) -> (static diagnostics, its text)
+    _static: dict[tuple[Any, ...], tuple[dict[str, Any], str | None]] = field(default_factory=dict)
     #: (client name, client version, protocol version) -> sanitized identity, per turn
     _clients: dict[tuple[Any, Any, Any], dict[str, Any]] = field(default_factory=dict)
     _bridge: dict[str, str] = field(default_factory=dict)
@@ -118,24 +120,68 @@ class TurnEndpoint:
         return received
 
     def diagnostics(self, ctx: Any, received: str, tool: str) -> dict[str, Any]:
-        """What the evidence record keeps about the transport (never read by a decision)."""
-        diag: dict[str, Any] = {
-            "bridge": self._bridge,  # shared, never mutated: the record keeps an encoded copy
+        """What the evidence record keeps about the transport (never read by a decision).
+
+        Only the correlation keys and the JSON-RPC id change from call to call;
+        the rest (bridge, aliases, client, protocol version) is built and encoded
+        once per tool, client and version for the turn, and the record is handed
+        an ``EncodedJson`` whose text is stored as is.
+        """
+        dynamic = {
             "correlation": correlation_from_meta(ctx.meta),
             "jsonrpcId": bounded(ctx.request_id),
         }
+        static, static_text = self._static_diagnostics(ctx, received, tool)
+        try:
+            text = storable_json_text(dynamic)
+        except Exception:  # bounded() output is plain JSON; never fail a call over this
+            return {**static, **dynamic}
+        combined = f"{static_text[:-1]},{text[1:]}" if static_text else ""
+        if not combined or len(combined) > MAX_STORED_ARGUMENTS:
+            return {**static, **dynamic}  # plain_json encodes it and applies the cap
+        # the static dicts are shared by the turn's records and never mutated
+        return EncodedJson({**static, **dynamic}, combined)
+
+    def _static_diagnostics(
+        self, ctx: Any, received: str, tool: str
+    ) -> tuple[dict[str, Any], str | None]:
+        try:
+            session = ctx.session
+            params = session.client_params
+            info = params.client_info if params is not None else None
+            key = (
+                received,
+                tool,
+                None if info is None else info.name,
+                None if info is None else info.version,
+                session.protocol_version,
+                ctx.protocol_version,
+            )
+            cached = self._static.get(key)
+        except Exception:  # odd session objects: build it uncached
+            key, cached = None, None
+        if cached is not None:
+            return cached
+        diag: dict[str, Any] = {"bridge": self._bridge}
         # Aliases exist only for published tools (an unpublished name was never shown
-        # to the model under any alias); computed once per tool per turn.
+        # to the model under any alias).
         if tool in self.catalog.names:
-            aliases = self._aliases.get(tool)
-            if aliases is None:
-                aliases = self._aliases[tool] = harness_aliases(self.server_name, tool)
-            diag["aliases"] = aliases
+            diag["aliases"] = harness_aliases(self.server_name, tool)
         diag.update(self._client_identity(ctx.session))
         diag.setdefault("protocolVersion", ctx.protocol_version)
         if received != tool:
             diag["portableName"] = received
-        return diag
+        try:
+            text: str | None = storable_json_text(diag)
+        except Exception:
+            text = None
+        if text is not None and len(text) > MAX_STORED_ARGUMENTS // 2:
+            text = None  # oversized: plain_json applies its cap to the whole record
+        if key is not None:
+            if len(self._static) >= 256:  # names vary per unpublished call: stay bounded
+                self._static.clear()
+            self._static[key] = (diag, text)
+        return diag, text
 
     def _client_identity(self, session: Any) -> dict[str, Any]:
         """``client_identity(session)``, sanitized once per distinct client for this turn."""
@@ -196,7 +242,9 @@ class TurnEndpoint:
                     identity=self.identity,
                     **make_hooks(ctx, self.log_gate),
                 )
-            return to_call_tool_result(result)
+            # A dict for the common text-only success (see to_wire_result); the SDK
+            # types on_call_tool as returning the model but takes either.
+            return cast(types.CallToolResult, to_wire_result(result))
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # fail closed, as a result, never a JSON-RPC error
@@ -255,8 +303,7 @@ class TurnEndpoint:
     async def _record_malformed(self, ctx: Any, name: Any, arguments: Any) -> None:
         tool = name if isinstance(name, str) else json.dumps(name, default=repr)[:1024]
         try:
-            diagnostics = self.diagnostics(ctx, tool, tool)
-            diagnostics["malformedRequest"] = True
+            diagnostics = {**self.diagnostics(ctx, tool, tool), "malformedRequest": True}
             await self.runtime_host.invoke_tool(
                 ToolCall(tool=tool, arguments=arguments, turn_id=self.context.turn_id),
                 self.context,
@@ -321,8 +368,32 @@ class TurnEndpoint:
         server.add_request_handler(
             "logging/setLevel", types.SetLevelRequestParams, self.on_set_logging_level
         )
+        if not tracing_configured():
+            # The SDK puts an OpenTelemetry middleware on every server. With no tracer
+            # provider configured its spans record nothing, yet it costs each request a
+            # span, a context attach and an attribute dict (~2-3 % of a tools/call round
+            # trip in A/B runs); the evidence record is the per-call trace either way.
+            server.middleware[:] = [m for m in server.middleware if not _is_sdk_tracing(m)]
         server.middleware.append(self.record_malformed_calls)
         return server
+
+
+def tracing_configured() -> bool:
+    """True when the process has an OpenTelemetry tracer provider (spans would be recorded).
+
+    Without one, ``get_tracer_provider()`` returns the API's proxy, whose spans
+    are non-recording until a provider is set; a turn opened after that keeps
+    the SDK's tracing middleware.
+    """
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def _is_sdk_tracing(middleware: Any) -> bool:
+    return type(middleware).__name__ == "OpenTelemetryMiddleware" and type(
+        middleware
+    ).__module__.startswith("mcp.")
 
 
 async def record_refusal(

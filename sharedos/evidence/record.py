@@ -190,6 +190,14 @@ def digest_of_canonical(canonical: bytes) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
+#: The text form of every JSON value the evidence store writes: compact, ASCII-only
+#: (lone surrogates and control characters stay storable as SQLite TEXT), and
+#: never failing on a stray non-JSON object (``repr`` of it instead).
+storable_json_text = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), default=safe_repr
+).encode
+
+
 class EncodedJson(dict[str, Any]):
     """A JSON object that also carries the JSON text it was decoded from.
 

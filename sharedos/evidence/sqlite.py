@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from sharedos.evidence.record import EvidenceRecord, encoded_text, safe_repr
+from sharedos.evidence.record import EvidenceRecord, encoded_text, storable_json_text
 from sharedos.evidence.store import EvidenceCounts
 
 SCHEMA_VERSION = 1
@@ -113,13 +113,6 @@ class EvidenceStoreError(RuntimeError):
     """The evidence database cannot be opened or written."""
 
 
-# Built once: ``json.dumps`` with keyword arguments constructs a new encoder on
-# every call, which costs more than encoding a small record. Encoders hold only
-# their (immutable) configuration, so sharing one is safe.
-# ensure_ascii keeps lone surrogates and control characters storable as TEXT.
-_ENCODE = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=safe_repr).encode
-
-
 def _dumps(value: Any) -> str | None:
     if value is None:
         return None
@@ -127,7 +120,7 @@ def _dumps(value: Any) -> str | None:
     if text is not None:
         return text
     try:
-        return _ENCODE(value)
+        return storable_json_text(value)
     except Exception:  # too deep or hostile: the record is still written
         return json.dumps({"$unstorable": type(value).__name__})
 

@@ -40,10 +40,10 @@ from sharedos.evidence.record import (
     encoded_text,
     fast_canonical,
     redact_arguments,
-    safe_repr,
     safe_text,
     scrub_secrets,
     storable_arguments,
+    storable_json_text,
 )
 from sharedos.evidence.store import EvidenceStore
 from sharedos.kernel.context import AccessContext, ToolCall
@@ -131,8 +131,6 @@ class _Attempt:
 # encoder per call, which costs more than encoding small arguments. They hold
 # only immutable configuration.
 _ENCODE = json.JSONEncoder().encode
-# compact and ASCII-only: the text is stored as is (see EncodedJson)
-_ENCODE_PLAIN = json.JSONEncoder(default=safe_repr, ensure_ascii=True, separators=(",", ":")).encode
 #: arguments up to this size (bytes of canonical JSON) take the one-encoding path in
 #: ``_finish``; larger ones go through the general path, which applies the storage cap
 _ONE_PASS_MAX = MAX_STORED_ARGUMENTS // 8
@@ -164,7 +162,7 @@ def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if encoded_text(value) is not None:
         return value  # type: ignore[return-value]  # EncodedJson is a dict
     try:
-        text = _ENCODE_PLAIN(dict(value))
+        text = storable_json_text(dict(value))
     except Exception:
         return {"$unstorable": safe_text(type(value).__name__)}
     if len(text) > MAX_STORED_ARGUMENTS:
