@@ -124,6 +124,8 @@ class _Attempt:
     secrets: tuple[str, ...] = ()
     #: RFC 8785 bytes of the validated arguments, when the fast encoder could make them
     canonical: bytes | None = None
+    #: a detached copy of the arguments for the record, made with ``canonical``
+    recorded_copy: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -136,19 +138,29 @@ _ENCODE = json.JSONEncoder().encode
 _ONE_PASS_MAX = MAX_STORED_ARGUMENTS // 8
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
 def _detached(args: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
     """A copy of validated arguments that shares nothing with the caller's object,
     and their RFC 8785 bytes when the fast encoder could make them (reused for the
     evidence digest and the stored copy, so the arguments are encoded once per call)."""
     canonical = fast_canonical(args)
     if canonical is not None:
-        copied: dict[str, Any] = json.loads(canonical)
-        return copied, canonical
+        return _copy_of(args, canonical), canonical
     try:
-        copied = json.loads(_ENCODE(args))
+        copied: dict[str, Any] = json.loads(_ENCODE(args))
         return copied, None
     except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
         return copy.deepcopy(args), None
+
+
+def _copy_of(args: dict[str, Any], canonical: bytes) -> dict[str, Any]:
+    """A detached copy of ``args``, whose RFC 8785 bytes are ``canonical``."""
+    if all(type(v) in _SCALARS for v in args.values()):
+        return dict(args)  # flat, immutable values: a shallow copy shares nothing
+    copied: dict[str, Any] = json.loads(canonical)
+    return copied
 
 
 def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -412,8 +424,10 @@ class RuntimeHost:
         )
         # the handler gets a copy: it cannot alter what is recorded
         handler_args, canonical = _detached(args)
-        if raw_args is not None:  # absent arguments are recorded as absent, not as {}
+        if raw_args is not None and canonical is not None:  # absent arguments stay absent, not {}
             attempt.canonical = canonical
+            # the record's own copy, made before the handler runs (it may keep a reference)
+            attempt.recorded_copy = _copy_of(args, canonical)
         with anyio.move_on_after(self.handler_timeout_s) as scope:
             try:
                 outcome = await self._call_handler(tool, handler_args, hctx)
@@ -510,7 +524,7 @@ class RuntimeHost:
         if canonical is not None and not secret_names and len(canonical) <= _ONE_PASS_MAX:
             # The arguments were encoded once, canonically, before the handler ran
             # (which got a copy): the same bytes give the digest and the stored copy.
-            stored_args: Any = EncodedJson.decode(canonical.decode("utf-8"))
+            stored_args: Any = EncodedJson(attempt.recorded_copy or {}, canonical.decode("utf-8"))
             digest = digest_of_canonical(canonical)
         else:
             try:

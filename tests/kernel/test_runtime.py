@@ -584,3 +584,21 @@ async def test_secret_and_float_arguments_take_the_general_path(
     rec = the_record(store, floats)
     assert rec.arguments == {"path": "/x", "ratio": 0.1}
     assert rec.arguments_digest == arguments_digest({"path": "/x", "ratio": 0.1})
+
+
+async def test_flat_arguments_are_copied_for_the_handler_and_the_record(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    kept: list[dict[str, Any]] = []
+
+    async def keeps_and_mutates(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        kept.append(args)
+        args["path"] = "/elsewhere"
+        return HandlerResult.text("ok")
+
+    host = _host_with(misc_tool(keeps_and_mutates, n={"type": "integer"}), kernel, store)
+    arguments = {"path": "/x", "n": 3}
+    result = await call(host, "misc.echo", arguments)
+    kept[0]["n"] = 99  # after the call, too
+    assert arguments == {"path": "/x", "n": 3}
+    assert the_record(store, result).arguments == {"path": "/x", "n": 3}
