@@ -200,33 +200,34 @@ def _names_call(chunks: list[bytes]) -> bool:
 
 
 async def _not_found(send: Send) -> None:
-    body = b"Not Found"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 404,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await _respond(send, 404, b"text/plain; charset=utf-8", b"Not Found")
 
 
 async def _unauthorized(send: Send) -> None:
-    body = b'{"error":"invalid_token","error_description":"Authentication required"}'
+    await _respond(
+        send,
+        401,
+        b"application/json",
+        b'{"error":"invalid_token","error_description":"Authentication required"}',
+        (
+            b"www-authenticate",
+            b'Bearer error="invalid_token", error_description="Authentication required"',
+        ),
+    )
+
+
+async def _respond(
+    send: Send, status: int, content_type: bytes, body: bytes, *headers: tuple[bytes, bytes]
+) -> None:
+    """A whole small response, answered by this layer itself."""
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
-                (
-                    b"www-authenticate",
-                    b'Bearer error="invalid_token", error_description="Authentication required"',
-                ),
+                *headers,
             ],
         }
     )

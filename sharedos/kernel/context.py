@@ -62,7 +62,7 @@ class ToolCall(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    call_id: str = Field(default_factory=lambda: new_call_id())
+    call_id: str = Field(default_factory=new_call_id)
     tool: str
     arguments: Any = None
     turn_id: str | None = None

@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -119,14 +119,23 @@ class _Attempt:
     t0: float
     tool: ToolDefinition | None = None
     arguments: Any = None
-    digest: str = ""
     decision: DecisionLike | None = None
     secrets: tuple[str, ...] = ()
-    #: RFC 8785 bytes of the validated arguments, when the fast encoder could make them
-    canonical: bytes | None = None
-    #: a detached copy of the arguments for the record, made with ``canonical``
-    recorded_copy: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: the stored arguments and their digest, when made from the one canonical encoding
+    #: before the handler ran (else ``_finish`` derives both from ``arguments``)
+    stored: tuple[EncodedJson, str] | None = None
+
+    @classmethod
+    def begin(cls, call: ToolCall, context: AccessContext, arguments: Any = None) -> _Attempt:
+        """A new attempt at ``call``, timed from now."""
+        return cls(
+            call=call,
+            context=context,
+            tool_name=safe_text(getattr(call, "tool", None)),
+            started_at=_now(),
+            t0=time.perf_counter(),
+            arguments=arguments,
+        )
 
 
 # Encoders built once: ``json.dumps`` with keyword arguments constructs a new
@@ -179,11 +188,7 @@ def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return {"$unstorable": safe_text(type(value).__name__)}
     if len(text) > MAX_STORED_ARGUMENTS:
         return {"$truncated": True, "$bytes": len(text)}
-    try:
-        return EncodedJson.decode(text)
-    except Exception:  # a key that is not a string, made one by the encoder: still JSON
-        loaded: dict[str, Any] = json.loads(text)
-        return loaded
+    return EncodedJson.decode(text)  # a dict always encodes to a JSON object
 
 
 class _HandlerAborted(Exception):
@@ -253,13 +258,7 @@ class RuntimeHost:
         hooks handed to the handler.
         """
         raw_tool = getattr(call, "tool", None)
-        attempt = _Attempt(
-            call=call,
-            context=context,
-            tool_name=safe_text(raw_tool),
-            started_at=_now(),
-            t0=time.perf_counter(),
-        )
+        attempt = _Attempt.begin(call, context)
         meta = (catalog, diagnostics, identity)
         try:
             result = await self._authorize_and_run(
@@ -302,14 +301,7 @@ class RuntimeHost:
             reason = ReasonCode.INTERNAL_ERROR
             detail = "refuse() was called with 'allowed'"
         raw_tool = getattr(call, "tool", None)
-        attempt = _Attempt(
-            call=call,
-            context=context,
-            tool_name=safe_text(raw_tool),
-            started_at=_now(),
-            t0=time.perf_counter(),
-            arguments=getattr(call, "arguments", None),
-        )
+        attempt = _Attempt.begin(call, context, getattr(call, "arguments", None))
         try:  # only to know which argument values to redact
             if is_valid_tool_name(raw_tool):
                 attempt.tool = self.kernel.view(context).get_tool(raw_tool)
@@ -424,10 +416,18 @@ class RuntimeHost:
         )
         # the handler gets a copy: it cannot alter what is recorded
         handler_args, canonical = _detached(args)
-        if raw_args is not None and canonical is not None:  # absent arguments stay absent, not {}
-            attempt.canonical = canonical
-            # the record's own copy, made before the handler runs (it may keep a reference)
-            attempt.recorded_copy = _copy_of(args, canonical)
+        if (
+            canonical is not None
+            and raw_args is not None  # absent arguments stay absent in the record, not {}
+            and not tool.secret_arguments  # redacted ones are stored and digested redacted
+            and len(canonical) <= _ONE_PASS_MAX
+        ):
+            # The same bytes give the digest and the stored text; the record's copy is
+            # made now, before the handler (which may keep a reference to its own) runs.
+            attempt.stored = (
+                EncodedJson(_copy_of(args, canonical), canonical.decode("utf-8")),
+                digest_of_canonical(canonical),
+            )
         with anyio.move_on_after(self.handler_timeout_s) as scope:
             try:
                 outcome = await self._call_handler(tool, handler_args, hctx)
@@ -520,12 +520,9 @@ class RuntimeHost:
             # scrub before truncating: a secret straddling the cut would leave its prefix
             error = safe_text(scrub_secrets(str(error), attempt.secrets), _MAX_ERROR)
         secret_names = tool.secret_arguments if tool is not None else frozenset()
-        canonical = attempt.canonical
-        if canonical is not None and not secret_names and len(canonical) <= _ONE_PASS_MAX:
-            # The arguments were encoded once, canonically, before the handler ran
-            # (which got a copy): the same bytes give the digest and the stored copy.
-            stored_args: Any = EncodedJson(attempt.recorded_copy or {}, canonical.decode("utf-8"))
-            digest = digest_of_canonical(canonical)
+        stored_args: Any
+        if attempt.stored is not None:
+            stored_args, digest = attempt.stored
         else:
             try:
                 stored_args = storable_arguments(redact_arguments(attempt.arguments, secret_names))
