@@ -57,6 +57,16 @@ class ReasonCode(StrEnum):
     TIMEOUT = "timeout"
     #: the host failed internally while handling the call (failed closed)
     INTERNAL_ERROR = "internal_error"
+    #: the attempt could not be made durable, so nothing ran (evidence before effect)
+    EVIDENCE_UNAVAILABLE = "evidence_unavailable"
+    #: the request could not be parsed into a tool call (recorded with what can be said)
+    MALFORMED_REQUEST = "malformed_request"
+    #: a brokered upstream MCP server answered with a protocol error, crashed or disconnected
+    UPSTREAM_ERROR = "upstream_error"
+    #: a brokered upstream MCP server did not answer within its call timeout
+    UPSTREAM_TIMEOUT = "upstream_timeout"
+    #: a brokered upstream MCP server could not be reached for this call
+    UPSTREAM_UNAVAILABLE = "upstream_unavailable"
     # -- cancelled -----------------------------------------------------------
     #: the caller cancelled the request
     CANCELLED = "cancelled"
@@ -79,6 +89,11 @@ FAILURE_REASONS = frozenset(
         ReasonCode.HANDLER_ERROR,
         ReasonCode.TIMEOUT,
         ReasonCode.INTERNAL_ERROR,
+        ReasonCode.EVIDENCE_UNAVAILABLE,
+        ReasonCode.MALFORMED_REQUEST,
+        ReasonCode.UPSTREAM_ERROR,
+        ReasonCode.UPSTREAM_TIMEOUT,
+        ReasonCode.UPSTREAM_UNAVAILABLE,
     }
 )
 

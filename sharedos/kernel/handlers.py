@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from sharedos.kernel.context import AccessContext, ToolCall
+from sharedos.outcomes import ReasonCode
 
 if TYPE_CHECKING:
     from sharedos.kernel.policy_api import DecisionLike
@@ -56,6 +57,13 @@ class HandlerResult:
     content: list[dict[str, Any]] = field(default_factory=list)
     structured: dict[str, Any] | None = None
     is_error: bool = False
+    #: for a failure: the reason code to record (``handler_error`` when None); a
+    #: brokered upstream says ``upstream_error`` / ``upstream_timeout`` /
+    #: ``upstream_unavailable`` here
+    reason: ReasonCode | None = None
+    #: for a failure: pass ``content``/``structured`` to the caller unchanged (a
+    #: brokered upstream's own ``isError`` result) instead of SharedOS's refusal text
+    passthrough: bool = False
 
     @classmethod
     def text(cls, text: str, *, structured: dict[str, Any] | None = None) -> HandlerResult:
