@@ -33,9 +33,8 @@ from sharedos.bridge.diagnostics import (
 from sharedos.bridge.hooks import LogGate, make_hooks
 from sharedos.bridge.results import internal_error_result, to_wire_result
 from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
-from sharedos.evidence.record import MAX_STORED_ARGUMENTS, EncodedJson, storable_json_text
+from sharedos.evidence import MAX_STORED_ARGUMENTS, EncodedJson, plain_json, storable_json_text
 from sharedos.kernel.context import AccessContext, ToolCall, new_call_id
-from sharedos.kernel.runtime import plain_json
 from sharedos.names import PortableNameMap
 from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy

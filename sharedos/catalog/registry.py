@@ -19,7 +19,7 @@ from sharedos.catalog.definition import ToolDefinition
 from sharedos.names import harness_sanitized, validate_tool_name
 
 if TYPE_CHECKING:
-    from sharedos.kernel.context import AccessContext
+    from sharedos.context import AccessContext
 
 
 class ToolRegistrationError(ValueError):

@@ -245,3 +245,22 @@ def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
         if secret:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON-safe, detached copy of caller-supplied diagnostics / identity (never raises).
+
+    The copy is an ``EncodedJson`` (the store writes its text as is). Passing one
+    back in returns it unchanged: a bridge encodes its per-turn identity once.
+    """
+    if not value:
+        return None
+    if encoded_text(value) is not None:
+        return value  # type: ignore[return-value]  # EncodedJson is a dict
+    try:
+        text = storable_json_text(dict(value))
+    except Exception:
+        return {"$unstorable": safe_text(type(value).__name__)}
+    if len(text) > MAX_STORED_ARGUMENTS:
+        return {"$truncated": True, "$bytes": len(text)}
+    return EncodedJson.decode(text)  # a dict always encodes to a JSON object

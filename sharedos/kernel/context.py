@@ -1,68 +1,9 @@
-"""AccessContext (trusted, resolved by the host) and ToolCall (raw, from the harness)."""
+"""Re-export of the shared vocabulary ``AccessContext`` / ``ToolCall`` (``sharedos.context``).
 
-from __future__ import annotations
+They sit at the top of the package so that layers below the kernel (the
+catalog) can name them without importing the kernel.
+"""
 
-import json
-import os
-import uuid
-from functools import cached_property
-from typing import Any
+from sharedos.context import AccessContext, ToolCall, new_call_id
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-
-from sharedos.names import IdentifierSchema
-
-
-class AccessContext(BaseModel):
-    """Who is asking, resolved by the host. It never comes from the harness."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    principal: IdentifierSchema
-    tenant: IdentifierSchema = "default"
-    roles: tuple[str, ...] = ()
-    attributes: dict[str, JsonValue] = Field(default_factory=dict)
-    turn_id: IdentifierSchema = Field(default_factory=lambda: f"turn-{uuid.uuid4().hex}")
-
-    @cached_property
-    def policy_input(self) -> dict[str, Any]:
-        """The ``context`` object that policy conditions read (``context.principal`` ...)."""
-        return {
-            "principal": self.principal,
-            "tenant": self.tenant,
-            "roles": list(self.roles),
-            "attributes": dict(self.attributes),
-            "turn_id": self.turn_id,
-        }
-
-    @cached_property
-    def cache_key(self) -> str:
-        """A stable key for per-context caches; the turn id is excluded on purpose,
-        so two turns of the same user share context-only condition results."""
-        return json.dumps(
-            [self.principal, self.tenant, sorted(self.roles), self.attributes],
-            sort_keys=True,
-            separators=(",", ":"),
-            default=str,
-        )
-
-
-def new_call_id() -> str:
-    """A fresh call id: ``call-`` and 128 random bits in hex (from the OS's CSPRNG).
-
-    Cheaper than ``uuid4().hex`` (no UUID object) and just as unique; it is
-    made on every call.
-    """
-    return "call-" + os.urandom(16).hex()
-
-
-class ToolCall(BaseModel):
-    """One attempt, exactly as received. ``tool`` is deliberately not narrowed:
-    a malformed or unpublished name must reach the kernel to be refused and recorded."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    call_id: str = Field(default_factory=new_call_id)
-    tool: str
-    arguments: Any = None
-    turn_id: str | None = None
+__all__ = ["AccessContext", "ToolCall", "new_call_id"]

@@ -37,13 +37,12 @@ from sharedos.evidence.record import (
     EvidenceRecord,
     arguments_digest,
     digest_of_canonical,
-    encoded_text,
     fast_canonical,
+    plain_json,
     redact_arguments,
     safe_text,
     scrub_secrets,
     storable_arguments,
-    storable_json_text,
 )
 from sharedos.evidence.store import EvidenceStore
 from sharedos.kernel.context import AccessContext, ToolCall
@@ -170,25 +169,6 @@ def _copy_of(args: dict[str, Any], canonical: bytes) -> dict[str, Any]:
         return dict(args)  # flat, immutable values: a shallow copy shares nothing
     copied: dict[str, Any] = json.loads(canonical)
     return copied
-
-
-def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A JSON-safe, detached copy of caller-supplied diagnostics / identity (never raises).
-
-    The copy is an ``EncodedJson`` (the store writes its text as is). Passing one
-    back in returns it unchanged: a bridge encodes its per-turn identity once.
-    """
-    if not value:
-        return None
-    if encoded_text(value) is not None:
-        return value  # type: ignore[return-value]  # EncodedJson is a dict
-    try:
-        text = storable_json_text(dict(value))
-    except Exception:
-        return {"$unstorable": safe_text(type(value).__name__)}
-    if len(text) > MAX_STORED_ARGUMENTS:
-        return {"$truncated": True, "$bytes": len(text)}
-    return EncodedJson.decode(text)  # a dict always encodes to a JSON object
 
 
 class _HandlerAborted(Exception):
