@@ -26,7 +26,7 @@ from sharedos.policy.policyset import PolicySet
 
 BUNDLE_FORMAT = "sharedos-policy-bundle"
 #: Version of the compiled program's layout and semantics; bump on any change.
-COMPILER_VERSION = f"sharedos-policy-compiler/2 grammar/{GRAMMAR_VERSION}"
+COMPILER_VERSION = f"sharedos-policy-compiler/3 grammar/{GRAMMAR_VERSION}"
 
 
 class BundleError(ValueError):

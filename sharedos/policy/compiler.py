@@ -10,10 +10,12 @@ bundles store it verbatim. Layout::
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256}}
 
-Each index entry is a segment trie over the rules' literal pattern prefixes:
-``[rule indexes whose literal prefix ends here, {segment: child}]``. A
-decision walks the resource's segments down one trie, so rules whose literal
-prefix differs from the resource are never looked at. In a bundle (and in
+Each index entry lists the rules by their literal pattern prefix:
+``{"projects/p1/src": [rule indexes], "": [...]}`` (segments joined by ``/``,
+which no segment contains; ``""`` is the root). The runtime builds a segment
+trie from it (``index.TrieNode``), and a decision walks the resource's
+segments down that trie, so rules whose literal prefix differs from the
+resource are never looked at. In a bundle (and in
 ``PolicySet.program``) each rule record and each ``[forbid_abs, ...]`` entry is
 packed as one compact JSON string, decoded on first use: loading a bundle then
 parses long strings rather than hundreds of thousands of small containers.
@@ -27,15 +29,10 @@ from typing import Any
 
 from sharedos.policy import ast
 from sharedos.policy.conditions import encode, roots
+from sharedos.policy.index import PrefixTable
+from sharedos.policy.ir import encode_rule
 from sharedos.policy.patterns import literal_prefix, parse_pattern
 from sharedos.toolpolicy import ToolPolicy
-
-#: Rule record field positions.
-R_ID, R_EFFECT, R_FILE, R_LINE, R_COL, R_NS, R_PATTERN, R_PENC, R_COND, R_KIND, R_CTXONLY = range(
-    11
-)
-
-Trie = list[Any]  # [list[int], dict[str, Trie]]
 
 
 def resource_text(res: ast.ResourceExpr) -> str:
@@ -63,21 +60,6 @@ def encode_resource(res: ast.ResourceExpr) -> dict[str, Any]:
     absolute = bool(res.raw.startswith("/"))
     segs = text_parts[1:] if absolute else text_parts
     return {"kind": "template", "abs": absolute, "segs": segs}
-
-
-def _new_trie() -> Trie:
-    return [[], {}]
-
-
-def _insert(trie: Trie, prefix: Sequence[str], idx: int) -> None:
-    node = trie
-    for seg in prefix:
-        children: dict[str, Trie] = node[1]
-        nxt = children.get(seg)
-        if nxt is None:
-            nxt = children[seg] = _new_trie()
-        node = nxt
-    node[0].append(idx)
 
 
 def compile_program(
@@ -110,9 +92,9 @@ def compile_program(
                 acts.append(req.action)
     rules: list[list[Any]] = []
     reads_turn = False
-    index: dict[str, dict[str, list[Trie]]] = {}
+    index: dict[str, dict[str, list[PrefixTable]]] = {}
     for ns, acts in ns_actions.items():
-        index[ns] = {a: [_new_trie(), _new_trie(), _new_trie(), _new_trie()] for a in acts}
+        index[ns] = {a: [{}, {}, {}, {}] for a in acts}
     for file in files:
         for rule in file.rules:
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
@@ -121,7 +103,7 @@ def compile_program(
             reads_turn = reads_turn or _reads_turn_id(cond) or _interpolates_turn_id(penc)
             idx = len(rules)
             rules.append(
-                [
+                encode_rule(
                     rule.rule_id,
                     rule.effect,
                     rule.span.file,
@@ -129,18 +111,22 @@ def compile_program(
                     rule.span.col,
                     rule.namespace,
                     rule.pattern.raw,
-                    None,  # the parsed pattern is recomputed on first use (smaller bundles)
                     cond,
                     rule.condition_kind,
                     ctx_only,
-                ]
+                )
             )
             targets = ns_actions.get(rule.namespace, [])
             actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
             slot = (0 if rule.effect == "forbid" else 2) + (0 if penc["abs"] else 1)
-            prefix = literal_prefix(penc)
+            prefix = "/".join(literal_prefix(penc))
             for action in dict.fromkeys(actions):
-                _insert(index[rule.namespace][action][slot], prefix, idx)
+                table = index[rule.namespace][action][slot]
+                entry = table.get(prefix)
+                if entry is None:
+                    table[prefix] = [idx]
+                else:
+                    entry.append(idx)
     sources = {
         f.path: hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest() for f in files
     }

@@ -109,10 +109,10 @@ def _parse_segment(text: str, offset: int) -> Seg:
     return ["G", pieces]
 
 
-def literal_prefix(enc: Mapping[str, Any]) -> list[str]:
-    """The leading literal segments (the part the trie indexes)."""
+def literal_prefix(pattern: Mapping[str, Any] | Resolved) -> list[str]:
+    """The leading literal segments of an encoded or resolved pattern (the part the index walks)."""
     out: list[str] = []
-    for seg in enc["segs"]:
+    for seg in pattern.segs if isinstance(pattern, Resolved) else pattern["segs"]:
         if seg[0] != "L":
             break
         out.append(seg[1])

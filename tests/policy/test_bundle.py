@@ -134,7 +134,7 @@ def test_save_is_atomic_and_overwrites(shipped, tmp_path: Path) -> None:  # type
 def test_prepare_compiles_everything_and_changes_nothing(shipped) -> None:  # type: ignore[no-untyped-def]
     before = [shipped.decide(t, a, c) for t, a, c in CALLS]
     assert shipped.prepare() is shipped
-    assert all(rt is not None for rt in shipped._rts)
+    assert all(r is not None for r in shipped._records)
     assert [shipped.decide(t, a, c) for t, a, c in CALLS] == before
 
 
@@ -145,7 +145,7 @@ def test_index_is_packed_per_action_and_decoded_on_first_use(shipped, tmp_path: 
     entries = [e for actions in doc["program"]["index"].values() for e in actions.values()]
     assert entries and all(isinstance(e, str) for e in entries)
     loaded = load_bundle(bundle)
-    assert loaded._tries == {}  # nothing decoded by the load itself
+    assert loaded._tables == {}  # nothing decoded by the load itself
     assert [loaded.decide(t, a, c) for t, a, c in CALLS] == [
         shipped.decide(t, a, c) for t, a, c in CALLS
     ]

@@ -1,0 +1,77 @@
+"""The explainer: the decision path of one call, rule by rule (``sharedos-policy explain``).
+
+It makes the evaluator's decision and then walks every rule of the call's
+(namespace, action) to say whether the index reached it, whether its pattern
+matched, what its condition gave, and so whether it applied. It is not on any
+hot path: clarity over speed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sharedos.policy.conditions import Env, evaluate, unparse
+from sharedos.policy.decision import Explanation, RuleTrace
+from sharedos.policy.evaluator import Evaluator
+from sharedos.policy.index import rules_of, walk_along
+from sharedos.policy.ir import RuleRecord
+from sharedos.policy.patterns import to_regex
+
+
+def explain(
+    evaluator: Evaluator, tool: str, args: Mapping[str, Any], context: Mapping[str, Any]
+) -> Explanation:
+    """The decision path of one call: requirement, canonical resource, every rule and why."""
+    decision = evaluator.decide(tool, args, context)
+    t = evaluator.tool(tool)
+    if t is None:
+        return Explanation(str(tool), args, None, None, None, decision, ())
+    try:
+        resource, segs = t.resolve(args)
+    except Exception as exc:
+        return Explanation(tool, args, t.requirement, None, str(exc), decision, ())
+    key = "/" + "/".join(segs) if segs else ""
+    env: Env = (context, args, resource, t.action)
+    node = walk_along(t.walk, segs)
+    traces: list[RuleTrace] = []
+    for every, groups in ((t.forbids, node.forbids), (t.permits, node.permits)):
+        reached = {r.index for r in rules_of(groups)}
+        for rule in every:
+            traces.append(trace_rule(rule, rule.index in reached, key, env))
+    return Explanation(tool, args, t.requirement, resource, None, decision, tuple(traces))
+
+
+def trace_rule(rule: RuleRecord, indexed: bool, key: str, env: Env) -> RuleTrace:
+    """How one rule fared for one call (``indexed``: the index reached it)."""
+    forbid = rule.forbid
+    cond_text = (
+        f"{rule.condition_kind} {unparse(rule.condition)}" if rule.condition is not None else None
+    )
+    resolved = rule.resolve(env[0])
+    if not indexed:
+        matched = False
+        why = "pattern does not match: its literal prefix differs from the resource"
+    elif not resolved.safe:
+        matched = False
+        why = "pattern interpolates a missing or unsafe context value: the permit matches nothing"
+    else:
+        matched = re.fullmatch(to_regex(resolved), key) is not None
+        why = "pattern matches" if matched else "pattern does not match"
+    cond_result: bool | None = None
+    applied = matched
+    if matched and rule.condition is not None:
+        value, error = evaluate(rule.condition, env)
+        want = rule.condition_kind != "unless"
+        if value is None:
+            applied = forbid
+            why += f"; condition errored ({error}): " + (
+                "the forbid applies (fail closed)" if forbid else "the permit does not apply"
+            )
+        else:
+            cond_result = value
+            applied = value is want
+            why += f"; condition is {'true' if value else 'false'}"
+            why += "" if applied else f", so the {rule.effect} does not apply"
+    return RuleTrace(rule.ref, rule.pattern, cond_text, matched, cond_result, applied, why)
