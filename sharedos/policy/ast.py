@@ -287,6 +287,8 @@ class TestBlock:
     #: denied ``not_in_run_policy`` before any rule is consulted)
     policy: str | None = None
     policy_span: Span | None = None
+    #: the ``context`` clause (keyword to closing brace), when written
+    context_span: Span | None = None
 
 
 Statement = NamespaceDecl | Requirement | Rule | ToolPolicyDecl | TestBlock

@@ -29,24 +29,14 @@ from typing import Any
 
 from sharedos.policy import ast
 from sharedos.policy.diagnostics import Diagnostic
+from sharedos.policy.grammar import is_keyword
 from sharedos.policy.parser import parse_source
 
 INDENT = "  "
 
-#: Every keyword of the grammar: a bare tool name or key spelled like one is quoted.
-KEYWORDS = frozenset(
-    {
-        "namespace", "requirement", "action", "resource", "permit", "forbid", "on",
-        "when", "unless", "toolpolicy", "mode", "managed", "harness_local",
-        "external_direct", "test", "policy", "context", "call", "expect", "allow", "deny",
-        "true", "false", "null", "and", "or", "not", "in",
-    }
-)  # fmt: skip
-
 _TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _TOOLPAT_RE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-*]*")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CONTEXT_CLAUSE_RE = re.compile(r"^[ \t]*context\b")
 
 
 class FormatError(Exception):
@@ -106,13 +96,13 @@ def _number(value: int | float) -> str:
 
 
 def _tool_ref(name: str) -> str:
-    if _TOOL_RE.fullmatch(name) and name not in KEYWORDS:
+    if _TOOL_RE.fullmatch(name) and not is_keyword(name):
         return name
     return quote(name)
 
 
 def _key(name: str) -> str:
-    if _NAME_RE.fullmatch(name) and name not in KEYWORDS:
+    if _NAME_RE.fullmatch(name) and not is_keyword(name):
         return name
     return quote(name)
 
@@ -240,7 +230,7 @@ def _rule_lines(rule: ast.Rule) -> list[_Line]:
 
 
 def _entry(entry: ast.ToolPolicyEntry) -> str:
-    if not entry.quoted and _TOOLPAT_RE.fullmatch(entry.value) and entry.value not in KEYWORDS:
+    if not entry.quoted and _TOOLPAT_RE.fullmatch(entry.value) and not is_keyword(entry.value):
         return entry.value
     return quote(entry.value)
 
@@ -269,16 +259,15 @@ def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
     return _block(f"toolpolicy {_tool_ref(tp.name)} {{", clauses, start, end)
 
 
-def _test_lines(test: ast.TestBlock, source_lines: Sequence[str]) -> list[_Line]:
+def _test_lines(test: ast.TestBlock) -> list[_Line]:
     start, end = test.span.line, test.span.end_line
     clauses: list[tuple[int, str]] = []
     if test.policy is not None:
         line = test.policy_span.line if test.policy_span else start
         clauses.append((line, f"policy {_tool_ref(test.policy)}"))
     if test.context:
-        clauses.append(
-            (_context_line(source_lines, start, end), f"context {format_value(test.context)}")
-        )
+        line = test.context_span.line if test.context_span else start
+        clauses.append((line, f"context {format_value(test.context)}"))
     if test.tool is not None:
         line = test.tool_span.line if test.tool_span else start
         call = f"call {_tool_ref(test.tool)}"
@@ -294,19 +283,6 @@ def _test_lines(test: ast.TestBlock, source_lines: Sequence[str]) -> list[_Line]
     return _block(f"test {quote(test.name)} {{", clauses, start, end)
 
 
-def _context_line(source_lines: Sequence[str], start: int, end: int) -> int:
-    # The AST keeps no span for a test's context clause; it is the first line in
-    # the block that starts with the keyword (only used to place comments).
-    for number in range(start, end + 1):
-        text = source_lines[number - 1] if number - 1 < len(source_lines) else ""
-        if number == start:
-            brace = text.find("{")
-            text = text[brace + 1 :] if brace >= 0 else ""
-        if _CONTEXT_CLAUSE_RE.match(text):
-            return number
-    return start
-
-
 def _block(header: str, clauses: list[tuple[int, str]], start: int, end: int) -> list[_Line]:
     if not clauses:
         return [_Line(header + "}", 0, start, end)]
@@ -319,7 +295,7 @@ def _block(header: str, clauses: list[tuple[int, str]], start: int, end: int) ->
     return lines
 
 
-def _statement_lines(stmt: ast.Statement, source_lines: Sequence[str]) -> list[_Line]:
+def _statement_lines(stmt: ast.Statement) -> list[_Line]:
     if isinstance(stmt, ast.NamespaceDecl):
         return [_Line(f"namespace {stmt.name}", 0, stmt.span.line, stmt.span.end_line)]
     if isinstance(stmt, ast.Requirement):
@@ -336,7 +312,7 @@ def _statement_lines(stmt: ast.Statement, source_lines: Sequence[str]) -> list[_
     if isinstance(stmt, ast.ToolPolicyDecl):
         return _toolpolicy_lines(stmt)
     if isinstance(stmt, ast.TestBlock):
-        return _test_lines(stmt, source_lines)
+        return _test_lines(stmt)
     raise FormatError(f"unexpected statement {type(stmt).__name__}")  # pragma: no cover
 
 
@@ -357,7 +333,7 @@ def _layout(file: ast.PolicyFile) -> str:
     source_lines = file.source.split("\n")
     lines: list[_Line] = []
     for stmt in file.statements:
-        lines.extend(_statement_lines(stmt, source_lines))
+        lines.extend(_statement_lines(stmt))
 
     # Each comment goes to one output line: an own-line comment above the first
     # output line that reaches its source line, a trailing comment after the

@@ -23,7 +23,6 @@ passes: ``AccessContext.policy_input`` (``principal``, ``tenant``, ``roles``,
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -430,27 +429,10 @@ def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out)
                         path, ast.Span(sp.file, sp.line, col, sp.line, col + width), opts, out
                     )
             elif isinstance(stmt, ast.TestBlock):
-                _lint_test_context(stmt, _test_context_span(stmt, f.source), opts, out)
-
-
-def _test_context_span(test: ast.TestBlock, source: str) -> ast.Span:
-    """Where the test's ``context`` clause is (the AST keeps no span for it): else the test."""
-    lines = source.split("\n")
-    for number in range(test.span.line, min(test.span.end_line, len(lines)) + 1):
-        text = lines[number - 1]
-        offset = 0
-        if number == test.span.line:
-            offset = text.find("{", test.span.col - 1) + 1
-            if offset == 0:
-                continue
-        m = _CONTEXT_CLAUSE_RE.match(text, offset)
-        if m:
-            col = m.start(1) + 1
-            return ast.Span(test.span.file, number, col, number, col + len("context"))
-    return test.span
-
-
-_CONTEXT_CLAUSE_RE = re.compile(r"[ \t]*(context)\b")
+                where = stmt.context_span
+                if where is not None:  # point at the 'context' keyword
+                    where = where._replace(end_line=where.line, end_col=where.col + len("context"))
+                _lint_test_context(stmt, where or stmt.span, opts, out)
 
 
 def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, out: _Out) -> None:

@@ -1,0 +1,1 @@
+"""Fences around vendor internals: one module per vendor, each with a version check."""
