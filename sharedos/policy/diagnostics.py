@@ -1,8 +1,9 @@
 """Diagnostics: positioned, coded, renderable errors and warnings.
 
 Every problem the parser or checker finds becomes a ``Diagnostic`` with a
-stable code (``SOS1xx`` syntax, ``SOS2xx`` meaning, ``SOS3xx`` toolpolicy,
-``SOS4xx`` tests, ``SOS0xx`` input files), a position, a one-line hint and a
+stable code (``SOS0xx`` input files, ``SOS1xx`` syntax, ``SOS2xx`` meaning,
+``SOS3xx`` toolpolicy, ``SOS4xx`` tests, ``SOS5xx`` lints, ``SOS9xx`` the tool
+itself), a position, a one-line hint and a
 caret excerpt. ``CODES`` is the catalogue the reference documentation is
 generated from; a code is never reused for a different meaning.
 """
@@ -147,9 +148,19 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "test names an unknown toolpolicy",
         "name a declared toolpolicy in 'policy NAME', and compile its file alongside",
     ),
-)
+    # -- lints (warnings; ``check --strict`` makes them errors)
+    CodeInfo("SOS501", "unknown context attribute", "use an attribute the context schema declares (host-specific values live under context.attributes), or add it to the schema"),
+    CodeInfo("SOS502", "context attribute used as the wrong type", "compare the attribute with a value of its declared type; for a list use 'x in context.roles'"),
+    CodeInfo("SOS503", "permit shadowed by a forbid", "narrow the forbid (pattern, actions or a when/unless condition) or delete the permit that can never apply"),
+    CodeInfo("SOS504", "rule never matches", "make the pattern's shape (absolute or relative, depth) match the resource of a requirement it governs"),
+    CodeInfo("SOS505", "argument not in the tool's inputSchema", "read an argument the tool's inputSchema declares, or fix the spelling"),
+    CodeInfo("SOS506", "requirement for a tool the catalogue lacks", "remove the requirement, or register the tool in the catalogue"),
+    CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
+    CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
+    # -- the tool itself
+)  # fmt: skip
 
-#: code -> CodeInfo, for every code the parser and checker can emit.
+#: code -> CodeInfo, for every code SharedOS's policy tools can emit (the one catalogue).
 CODES: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.diagnostics import Diagnostic
+from sharedos.policy.diagnostics import CODES, Diagnostic
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.parser import parse_source
 
@@ -494,9 +494,7 @@ def format_source(text: str, filename: str = "<string>") -> FormatResult:
 
 
 def _cannot_format(filename: str, reason: str) -> Diagnostic:
-    from sharedos.policy.lints import LINT_CODES
-
-    info = LINT_CODES["SOS901"]
+    info = CODES["SOS901"]
     return Diagnostic(
         code="SOS901",
         severity="error",

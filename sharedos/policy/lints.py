@@ -27,11 +27,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
 from sharedos.policy import ast
 from sharedos.policy.compiler import encode_resource, resource_text
-from sharedos.policy.diagnostics import CodeInfo, Diagnostic, source_line
+from sharedos.policy.diagnostics import CODES, Diagnostic, source_line
 from sharedos.policy.patterns import (
     PatternSyntaxError,
     Resolved,
@@ -40,173 +38,12 @@ from sharedos.policy.patterns import (
     parse_pattern,
     resolve,
 )
-
-_CATALOGUE: tuple[CodeInfo, ...] = (
-    CodeInfo("SOS501", "unknown context attribute", "use an attribute the context schema declares (host-specific values live under context.attributes), or add it to the schema"),
-    CodeInfo("SOS502", "context attribute used as the wrong type", "compare the attribute with a value of its declared type; for a list use 'x in context.roles'"),
-    CodeInfo("SOS503", "permit shadowed by a forbid", "narrow the forbid (pattern, actions or a when/unless condition) or delete the permit that can never apply"),
-    CodeInfo("SOS504", "rule never matches", "make the pattern's shape (absolute or relative, depth) match the resource of a requirement it governs"),
-    CodeInfo("SOS505", "argument not in the tool's inputSchema", "read an argument the tool's inputSchema declares, or fix the spelling"),
-    CodeInfo("SOS506", "requirement for a tool the catalogue lacks", "remove the requirement, or register the tool in the catalogue"),
-    CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
-    CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
-)  # fmt: skip
-
-#: Codes emitted by the lints and the CLI (the core's checker codes are in ``diagnostics.CODES``).
-LINT_CODES: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
-
-
-# ----------------------------------------------------------------- schemas
-
-
-@dataclass(frozen=True)
-class AttrSchema:
-    """What is known about one attribute: its JSON types and, for objects, its members.
-
-    ``members is None`` means the object is open (any member may exist).
-    ``types`` empty means any type.
-    """
-
-    types: frozenset[str] = frozenset()
-    members: Mapping[str, AttrSchema] | None = None
-
-    def allows(self, kind: str) -> bool:
-        """True when a value of JSON type ``kind`` is allowed here."""
-        if not self.types:
-            return True
-        if kind == "number":
-            return bool(self.types & {"number", "integer"})
-        return kind in self.types
-
-
-_OPEN = AttrSchema()
-
-#: ``AccessContext.policy_input``: the context the kernel really passes.
-ACCESS_CONTEXT_SCHEMA = AttrSchema(
-    frozenset({"object"}),
-    {
-        "principal": AttrSchema(frozenset({"string"})),
-        "tenant": AttrSchema(frozenset({"string"})),
-        "roles": AttrSchema(frozenset({"array"})),
-        "attributes": AttrSchema(frozenset({"object"}), None),
-        "turn_id": AttrSchema(frozenset({"string"})),
-    },
+from sharedos.policy.schemas import (
+    ACCESS_CONTEXT_SCHEMA,
+    AttrSchema,
+    CatalogTool,
+    lookup,
 )
-
-_SHORTHAND_TYPES = {
-    "string": "string",
-    "str": "string",
-    "number": "number",
-    "integer": "integer",
-    "int": "integer",
-    "boolean": "boolean",
-    "bool": "boolean",
-    "array": "array",
-    "list": "array",
-    "object": "object",
-    "null": "null",
-    "any": "",
-}
-
-
-class SchemaError(ValueError):
-    """A context schema or catalogue file that cannot be used."""
-
-
-def schema_from_json(data: Any, where: str = "schema") -> AttrSchema:
-    """Read a context schema: a JSON Schema object, or the shorthand ``{"name": "type" | {...}}``.
-
-    In JSON Schema form, an object's listed ``properties`` are the known
-    attributes; it is open only when ``additionalProperties`` is ``true`` or a
-    schema, or when it lists no properties at all.
-    """
-    if isinstance(data, Mapping) and ("properties" in data or "type" in data or "$schema" in data):
-        return _from_json_schema(data, where)
-    if isinstance(data, Mapping):
-        return AttrSchema(
-            frozenset({"object"}),
-            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in data.items()},
-        )
-    raise SchemaError(f"{where}: expected a JSON object (a JSON Schema or a name -> type mapping)")
-
-
-def _from_shorthand(value: Any, where: str) -> AttrSchema:
-    if isinstance(value, str):
-        kind = _SHORTHAND_TYPES.get(value.lower())
-        if kind is None:
-            raise SchemaError(
-                f"{where}: unknown type {value!r} (use one of {', '.join(sorted(_SHORTHAND_TYPES))})"
-            )
-        return AttrSchema(frozenset({kind}) if kind else frozenset())
-    if isinstance(value, Mapping):
-        return AttrSchema(
-            frozenset({"object"}),
-            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in value.items()},
-        )
-    raise SchemaError(f"{where}: expected a type name or an object, got {type(value).__name__}")
-
-
-def _from_json_schema(node: Any, where: str) -> AttrSchema:
-    if node is True or node is None:
-        return _OPEN
-    if not isinstance(node, Mapping):
-        raise SchemaError(f"{where}: expected a JSON Schema object")
-    raw_type = node.get("type")
-    if isinstance(raw_type, str):
-        types = frozenset({raw_type})
-    elif isinstance(raw_type, list) and all(isinstance(t, str) for t in raw_type):
-        types = frozenset(raw_type)
-    else:
-        types = frozenset()
-    props = node.get("properties")
-    members: dict[str, AttrSchema] | None = None
-    if isinstance(props, Mapping) and props:
-        extra = node.get("additionalProperties", False)
-        if extra is False:
-            members = {str(k): _from_json_schema(v, f"{where}.{k}") for k, v in props.items()}
-    return AttrSchema(types, members)
-
-
-@dataclass(frozen=True)
-class CatalogTool:
-    """A catalogued tool: its name and what its inputSchema says about arguments."""
-
-    name: str
-    args: AttrSchema
-
-
-class CatalogEntry(BaseModel):
-    """One tool of a ``--catalog`` file, in MCP spelling (other MCP fields are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    name: str
-    # MCP spelling on the wire
-    inputSchema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
-
-
-_CATALOG_ADAPTER: TypeAdapter[list[CatalogEntry]] = TypeAdapter(list[CatalogEntry])
-
-
-def catalog_from_json(data: Any) -> dict[str, CatalogTool]:
-    """Read a catalogue: a JSON list of ``{name, inputSchema}`` (or ``{"tools": [...]}``, as MCP lists them)."""
-    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list):
-        raise SchemaError('expected a JSON list of {"name", "inputSchema"} objects')
-    try:
-        entries = _CATALOG_ADAPTER.validate_python(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise SchemaError(f"tool #{where}: {err['msg']}") from None
-    # For arguments the usual JSON Schema default holds only when nothing is
-    # listed: a tool that lists properties is taken to declare all it reads.
-    return {
-        e.name: CatalogTool(e.name, _from_json_schema(e.inputSchema, f"{e.name}.inputSchema"))
-        for e in entries
-    }
-
 
 # ------------------------------------------------------------------- lints
 
@@ -237,7 +74,7 @@ class _Out:
                 col=span.col,
                 end_line=span.line,
                 end_col=end_col,
-                hint=hint if hint is not None else LINT_CODES[code].hint,
+                hint=hint if hint is not None else CODES[code].hint,
                 excerpt=source_line(self.sources.get(span.file, ""), span.line),
             )
         )
@@ -293,25 +130,10 @@ def _refs(expr: ast.Expr | None, root: str) -> Iterator[ast.Ref]:
 # -- context attributes (SOS501, SOS502)
 
 
-def _lookup(schema: AttrSchema, path: Sequence[str]) -> tuple[str, AttrSchema | None, int]:
-    """Walk ``path``: ("ok", schema, n), ("unknown", parent, i) or ("not-object", parent, i)."""
-    node = schema
-    for i, name in enumerate(path):
-        if node.types and "object" not in node.types:
-            return "not-object", node, i
-        if node.members is None:
-            return "ok", None, i  # open object: nothing more is known
-        child = node.members.get(name)
-        if child is None:
-            return "unknown", node, i
-        node = child
-    return "ok", node, len(path)
-
-
 def _check_context_path(
     path: Sequence[str], span: ast.Span, opts: LintOptions, out: _Out
 ) -> AttrSchema | None:
-    status, node, i = _lookup(opts.context_schema, path)
+    status, node, i = lookup(opts.context_schema, path)
     dotted = ".".join(("context", *path[: i + 1]))
     if status == "unknown" and node is not None and node.members is not None:
         known = ", ".join(sorted(node.members)) or "none"
@@ -441,7 +263,7 @@ def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, 
             return
         for key, sub in value.items():
             here = [*path, key]
-            status, node, _ = _lookup(opts.context_schema, here)
+            status, node, _ = lookup(opts.context_schema, here)
             if status != "ok":
                 _check_context_path(here, where, opts, out)
                 continue
@@ -632,7 +454,7 @@ class _PrefixTrie:
 
 
 def _arg_known(schema: AttrSchema, path: Sequence[str]) -> bool:
-    status, _, _ = _lookup(schema, path)
+    status, _, _ = lookup(schema, path)
     return status == "ok"
 
 
@@ -702,7 +524,7 @@ def _lint_catalog(
 def _declared_hint(tool: CatalogTool, name: str | None = None) -> str:
     members = tool.args.members
     if members is None:
-        return LINT_CODES["SOS505"].hint
+        return CODES["SOS505"].hint
     hint = f"{tool.name} declares: {', '.join(sorted(members)) or 'no arguments'}"
     close = difflib.get_close_matches(name, list(members), n=1) if name else []
     return hint + (f" (did you mean {close[0]!r}?)" if close else "")

@@ -153,8 +153,11 @@ def test_each_code_is_positioned(
 
 
 def test_catalogue_covers_every_emitted_code() -> None:
+    # parser and checker codes here; the lints' (SOS5xx) in test_lints.py, the
+    # tool's own (SOS9xx) in test_cli_commands.py
     emitted = {code for _, code, *_ in CASES} | {"SOS001", "SOS002"}
-    assert emitted == set(CODES), set(CODES) ^ emitted
+    core = {c for c in CODES if c[3] not in "59"}
+    assert emitted == core, core ^ emitted
 
 
 def test_several_syntax_errors_in_one_file_are_all_reported() -> None:

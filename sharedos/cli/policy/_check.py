@@ -21,7 +21,8 @@ from sharedos.policy.diagnostics import Diagnostic, sort_key
 
 def load_lint_options(context_schema: str | None, catalog: str | None) -> object:
     """Build ``LintOptions`` from the option files; a bad file is a usage error (exit 2)."""
-    from sharedos.policy.lints import LintOptions, SchemaError, catalog_from_json, schema_from_json
+    from sharedos.policy.lints import LintOptions
+    from sharedos.policy.schemas import SchemaError, catalog_from_json, schema_from_json
 
     opts = LintOptions()
     if context_schema is not None:
