@@ -16,6 +16,7 @@ records the namespace in force where it was written (the last preceding
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal as TypingLiteral
 from typing import NamedTuple
@@ -104,11 +105,14 @@ class Compare:
 
 @dataclass(frozen=True, slots=True)
 class BoolOp:
-    """``left and right`` / ``left or right`` (binary, left-associative as parsed)."""
+    """``a and b and ...`` / ``a or b or ...``: two or more operands, evaluated left to right.
+
+    A chain of one operator is one node however long it is, so no pass
+    recurses once per term.
+    """
 
     op: TypingLiteral["and", "or"]
-    left: Expr
-    right: Expr
+    operands: tuple[Expr, ...]
     span: Span
 
 
@@ -121,6 +125,41 @@ class Not:
 
 
 Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Not
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of ``expr``, in source order."""
+    if isinstance(expr, BoolOp):
+        return expr.operands
+    if isinstance(expr, Compare):
+        return (expr.left, expr.right)
+    if isinstance(expr, Not):
+        return (expr.operand,)
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, ListExpr):
+        return expr.items
+    return ()
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and every subexpression, pre-order, left to right (iterative: any depth).
+
+    The one traversal the checker, the lints and the compiler share (Cedar's
+    ``subexpressions``).
+    """
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        kids = children(node)
+        if kids:
+            stack.extend(reversed(kids))
+
+
+def roots(expr: Expr) -> frozenset[str]:
+    """The reference roots (``context``, ``args``, ``resource``, ``action``) ``expr`` reads."""
+    return frozenset(node.root for node in walk(expr) if isinstance(node, Ref))
 
 
 # ---------------------------------------------------------- resources, patterns

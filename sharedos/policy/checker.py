@@ -8,7 +8,7 @@ that decide; this module only positions their verdicts).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,7 +240,7 @@ def _check_rule(
             ast.Span(sp.file, sp.line, col, sp.line, col + max(exc.length, 1)),
         )
     if rule.condition is not None:
-        _check_expr(ctx, rule.condition, boolean=True)
+        _check_condition(ctx, rule.condition)
 
 
 # ----------------------------------------------------------------- expressions
@@ -268,11 +268,21 @@ def _kind_of(expr: ast.Expr) -> str:
     return _BOOL
 
 
-def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
-    if boolean:
-        kind = _kind_of(expr)
-        if kind not in (_BOOL, _ANY):
-            ctx.err("SOS204", f"expected a boolean condition, found a {kind}", expr.span)
+def _check_condition(ctx: _Ctx, expr: ast.Expr) -> None:
+    """Every problem of a rule's condition: each subexpression checked on its own."""
+    _expect_boolean(ctx, expr)
+    for node in ast.walk(expr):
+        _check_node(ctx, node)
+
+
+def _expect_boolean(ctx: _Ctx, expr: ast.Expr) -> None:
+    kind = _kind_of(expr)
+    if kind not in (_BOOL, _ANY):
+        ctx.err("SOS204", f"expected a boolean condition, found a {kind}", expr.span)
+
+
+def _check_node(ctx: _Ctx, expr: ast.Expr) -> None:
+    """The checks of one node given its children's static types (not the children's own)."""
     if isinstance(expr, ast.Ref):
         if expr.root not in ast.REF_ROOTS:
             ctx.err(
@@ -287,14 +297,7 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
                 f"{expr.root} is a string; it has no attribute {expr.path[0]!r}",
                 expr.span,
             )
-        return
-    if isinstance(expr, ast.Literal):
-        return
-    if isinstance(expr, ast.ListExpr):
-        for item in expr.items:
-            _check_expr(ctx, item)
-        return
-    if isinstance(expr, ast.Call):
+    elif isinstance(expr, ast.Call):
         arity = FUNCTIONS.get(expr.func)
         if arity is None:
             ctx.err("SOS205", f"unknown function {expr.func!r}", expr.span)
@@ -305,7 +308,6 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
                 expr.span,
             )
         for arg in expr.args:
-            _check_expr(ctx, arg)
             kind = _kind_of(arg)
             if arity is not None and kind not in (_STR, _ANY):
                 ctx.err("SOS204", f"{expr.func}() takes strings, found a {kind}", arg.span)
@@ -319,10 +321,7 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
                 ctx.err(
                     "SOS204", f"path({arg.value!r}) is not absolute and never resolves", arg.span
                 )
-        return
-    if isinstance(expr, ast.Compare):
-        _check_expr(ctx, expr.left)
-        _check_expr(ctx, expr.right)
+    elif isinstance(expr, ast.Compare):
         lk, rk = _kind_of(expr.left), _kind_of(expr.right)
         if expr.op in ("in", "not in"):
             if rk in (_NUM, _BOOL):
@@ -343,12 +342,11 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
                 f"'{expr.op}' compares a {lk} with a {rk}: the result is always {'false' if expr.op == '==' else 'true'}",
                 expr.span,
             )
-        return
-    if isinstance(expr, ast.BoolOp):
-        _check_expr(ctx, expr.left, boolean=True)
-        _check_expr(ctx, expr.right, boolean=True)
-        return
-    _check_expr(ctx, expr.operand, boolean=True)
+    elif isinstance(expr, ast.BoolOp):
+        for operand in expr.operands:
+            _expect_boolean(ctx, operand)
+    elif isinstance(expr, ast.Not):
+        _expect_boolean(ctx, expr.operand)
 
 
 # ------------------------------------------------------------------ toolpolicy
@@ -357,10 +355,6 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
 def _validator_message(err: Any) -> str:
     msg = str(err.get("msg", ""))
     return msg.removeprefix("Value error, ")
-
-
-def _entries(decl_list: Iterable[ast.ToolPolicyEntry] | None) -> tuple[str, ...]:
-    return tuple(e.value for e in decl_list or ())
 
 
 def _check_toolpolicy(ctx: _Ctx, decl: ast.ToolPolicyDecl) -> ToolPolicy | None:

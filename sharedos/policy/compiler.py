@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.conditions import encode, roots
+from sharedos.policy.conditions import encode
 from sharedos.policy.index import PrefixTable
 from sharedos.policy.ir import encode_rule
 from sharedos.policy.patterns import literal_prefix, parse_pattern
@@ -99,8 +99,8 @@ def compile_program(
         for rule in file.rules:
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
             cond = encode(rule.condition) if rule.condition is not None else None
-            ctx_only = cond is not None and roots(cond) <= {"context"}
-            reads_turn = reads_turn or _reads_turn_id(cond) or _interpolates_turn_id(penc)
+            ctx_only = rule.condition is not None and ast.roots(rule.condition) <= {"context"}
+            reads_turn = reads_turn or _reads_turn_id(rule.condition) or _interpolates_turn_id(penc)
             idx = len(rules)
             rules.append(
                 encode_rule(
@@ -151,26 +151,8 @@ def _interpolates_turn_id(penc: Mapping[str, Any]) -> bool:
     )
 
 
-def _reads_turn_id(enc: list[Any] | None) -> bool:
-    if enc is None:
-        return False
-    if enc[0] == "ref":
-        return bool(enc[1] == "context" and enc[2][:1] == ["turn_id"])
-    if enc[0] == "lit":
-        return False
-    return any(isinstance(child, list) and _reads_turn_id(child) for child in _children(enc))
-
-
-def _children(enc: list[Any]) -> list[Any]:
-    kind = enc[0]
-    if kind == "list":
-        return list(enc[1])
-    if kind == "call":
-        return list(enc[2])
-    if kind == "cmp":
-        return [enc[2], enc[3]]
-    if kind in ("and", "or"):
-        return [enc[1], enc[2]]
-    if kind == "not":
-        return [enc[1]]
-    return []
+def _reads_turn_id(expr: ast.Expr | None) -> bool:
+    return expr is not None and any(
+        isinstance(node, ast.Ref) and node.root == "context" and node.path[:1] == ("turn_id",)
+        for node in ast.walk(expr)
+    )

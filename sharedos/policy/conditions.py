@@ -3,7 +3,7 @@
 Encoded (JSON-ready) expression form, the one bundles store::
 
     ["lit", v] | ["list", [e...]] | ["ref", root, [name...]] | ["call", f, [e...]]
-    | ["cmp", op, l, r] | ["and", l, r] | ["or", l, r] | ["not", e]
+    | ["cmp", op, l, r] | ["and", e, e, ...] | ["or", e, e, ...] | ["not", e]
 
 Runtime semantics (fixed, documented in docs/policy-language.md):
 
@@ -18,7 +18,7 @@ Runtime semantics (fixed, documented in docs/policy-language.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sharedos.policy import ast
@@ -54,26 +54,39 @@ def encode(expr: ast.Expr) -> list[Any]:
     if isinstance(expr, ast.Compare):
         return ["cmp", expr.op, encode(expr.left), encode(expr.right)]
     if isinstance(expr, ast.BoolOp):
-        return [expr.op, encode(expr.left), encode(expr.right)]
+        return [expr.op, *(encode(e) for e in expr.operands)]
     return ["not", encode(expr.operand)]
+
+
+def operands(enc: list[Any]) -> list[list[Any]]:
+    """The direct subexpressions of an encoded expression."""
+    kind = enc[0]
+    if kind == "list":
+        return list(enc[1])
+    if kind == "call":
+        return list(enc[2])
+    if kind == "cmp":
+        return [enc[2], enc[3]]
+    if kind in ("and", "or", "not"):
+        return list(enc[1:])
+    return []
+
+
+def subexpressions(enc: list[Any]) -> Iterator[list[Any]]:
+    """An encoded expression and all its subexpressions, pre-order (iterative: any depth).
+
+    The encoded-form twin of ``ast.walk`` (bundles hold encoded conditions).
+    """
+    stack = [enc]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(operands(node)))
 
 
 def roots(enc: list[Any]) -> set[str]:
     """Reference roots an encoded expression reads."""
-    kind = enc[0]
-    if kind == "lit":
-        return set()
-    if kind == "ref":
-        return {enc[1]}
-    if kind == "list":
-        return set().union(*(roots(e) for e in enc[1])) if enc[1] else set()
-    if kind == "call":
-        return set().union(*(roots(e) for e in enc[2])) if enc[2] else set()
-    if kind == "cmp":
-        return roots(enc[2]) | roots(enc[3])
-    if kind in ("and", "or"):
-        return roots(enc[1]) | roots(enc[2])
-    return roots(enc[1])
+    return {node[1] for node in subexpressions(enc) if node[0] == "ref"}
 
 
 # ------------------------------------------------------------------ values
@@ -184,11 +197,17 @@ def compile_expr(enc: list[Any]) -> Fn:
             return lambda env: _in(left, right, env)
         return lambda env: not _in(left, right, env)
     if kind == "and":
-        a, b = compile_expr(enc[1]), compile_expr(enc[2])
-        return lambda env: _truth(a(env)) and _truth(b(env))
+        parts = [compile_expr(e) for e in enc[1:]]
+        if len(parts) == 2:
+            a, b = parts
+            return lambda env: _truth(a(env)) and _truth(b(env))
+        return lambda env: all(_truth(f(env)) for f in parts)
     if kind == "or":
-        a, b = compile_expr(enc[1]), compile_expr(enc[2])
-        return lambda env: _truth(a(env)) or _truth(b(env))
+        parts = [compile_expr(e) for e in enc[1:]]
+        if len(parts) == 2:
+            a, b = parts
+            return lambda env: _truth(a(env)) or _truth(b(env))
+        return lambda env: any(_truth(f(env)) for f in parts)
     inner = compile_expr(enc[1])
     return lambda env: not _truth(inner(env))
 
@@ -291,7 +310,7 @@ def unparse(enc: list[Any], parent: int = 0) -> str:
     if kind == "cmp":
         text = f"{unparse(enc[2], prec + 1)} {enc[1]} {unparse(enc[3], prec + 1)}"
     elif kind in ("and", "or"):
-        text = f"{unparse(enc[1], prec)} {kind} {unparse(enc[2], prec + 1)}"
+        text = f" {kind} ".join(unparse(e, prec + 1) for e in enc[1:])
     else:
         text = f"not {unparse(enc[1], prec)}"
     return f"({text})" if prec < parent else text

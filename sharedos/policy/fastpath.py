@@ -316,22 +316,32 @@ class _Line:
     # -- conditions
 
     def disjunction(self) -> ast.Expr | None:
-        left = self.conjunction()
-        while left is not None and self.word("or") is not None:
-            right = self.conjunction()
-            if right is None:
+        first = self.conjunction()
+        if first is None:
+            return None
+        operands = [first]
+        while self.word("or") is not None:
+            more = self.conjunction()
+            if more is None:
                 return None
-            left = ast.BoolOp("or", left, right, self._join(left, right))
-        return left
+            operands.append(more)
+        if len(operands) == 1:
+            return first
+        return ast.BoolOp("or", tuple(operands), self._join(first, operands[-1]))
 
     def conjunction(self) -> ast.Expr | None:
-        left: ast.Expr | None = self.comparison()
-        while left is not None and self.word("and") is not None:
-            right = self.comparison()
-            if right is None:
+        first: ast.Expr | None = self.comparison()
+        if first is None:
+            return None
+        operands = [first]
+        while self.word("and") is not None:
+            more = self.comparison()
+            if more is None:
                 return None
-            left = ast.BoolOp("and", left, right, self._join(left, right))
-        return left
+            operands.append(more)
+        if len(operands) == 1:
+            return first
+        return ast.BoolOp("and", tuple(operands), self._join(first, operands[-1]))
 
     def _join(self, left: ast.Expr, right: ast.Expr) -> ast.Span:
         return ast.Span(self.file, self.line, left.span.col, self.line, right.span.end_col)

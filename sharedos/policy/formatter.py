@@ -152,10 +152,10 @@ def _at_least(expr: ast.Expr, level: int) -> str:
 def format_expr(expr: ast.Expr) -> str:
     """An expression with the fewest parentheses that parse back to the same tree."""
     if isinstance(expr, ast.BoolOp):
-        # or: left may be any level, right must bind tighter (left-associative).
-        left_min = _OR if expr.op == "or" else _AND
-        right_min = _AND if expr.op == "or" else _NOT
-        return f"{_at_least(expr.left, left_min)} {expr.op} {_at_least(expr.right, right_min)}"
+        # Every operand binds tighter than the operator: a nested chain of the
+        # same operator was written in parentheses and keeps them.
+        tighter = _AND if expr.op == "or" else _NOT
+        return f" {expr.op} ".join(_at_least(e, tighter) for e in expr.operands)
     if isinstance(expr, ast.Not):
         return f"not {_at_least(expr.operand, _NOT)}"
     if isinstance(expr, ast.Compare):

@@ -30,14 +30,17 @@ from typing import Any
 from sharedos.policy import ast
 from sharedos.policy.compiler import encode_resource, resource_text
 from sharedos.policy.diagnostics import CODES, Diagnostic, source_line
+from sharedos.policy.index import TrieNode
 from sharedos.policy.patterns import (
     PatternSyntaxError,
     Resolved,
     covers_within,
+    literal_prefix,
     meets_shape,
     parse_pattern,
     resolve,
 )
+from sharedos.policy.resolvers import resource_shape
 from sharedos.policy.schemas import (
     ACCESS_CONTEXT_SCHEMA,
     AttrSchema,
@@ -104,25 +107,10 @@ def _requirements(files: Sequence[ast.PolicyFile]) -> dict[str, ast.Requirement]
 # -- expressions
 
 
-def _walk(expr: ast.Expr) -> Iterator[ast.Expr]:
-    yield expr
-    if isinstance(expr, ast.ListExpr):
-        for item in expr.items:
-            yield from _walk(item)
-    elif isinstance(expr, ast.Call):
-        for arg in expr.args:
-            yield from _walk(arg)
-    elif isinstance(expr, ast.Compare | ast.BoolOp):
-        yield from _walk(expr.left)
-        yield from _walk(expr.right)
-    elif isinstance(expr, ast.Not):
-        yield from _walk(expr.operand)
-
-
 def _refs(expr: ast.Expr | None, root: str) -> Iterator[ast.Ref]:
     if expr is None:
         return
-    for node in _walk(expr):
+    for node in ast.walk(expr):
         if isinstance(node, ast.Ref) and node.root == root and node.path:
             yield node
 
@@ -176,7 +164,7 @@ def _lint_condition(cond: ast.Expr, opts: LintOptions, out: _Out) -> None:
     known: dict[int, AttrSchema | None] = {}
     for ref in _refs(cond, "context"):
         known[id(ref)] = _check_context_path(ref.path, ref.span, opts, out)
-    for node in _walk(cond):
+    for node in ast.walk(cond):
         if not isinstance(node, ast.Compare):
             continue
         if node.op in ("==", "!="):
@@ -320,11 +308,7 @@ def _placeholder_context(rules: Sequence[ast.Rule]) -> dict[str, Any] | None:
 
 def _shape(req: ast.Requirement) -> tuple[Any, ...]:
     assert req.resource is not None
-    enc = encode_resource(req.resource)
-    if enc["kind"] == "path":
-        return ("path",)
-    segs = tuple(tuple(("t", p[1]) if p[0] == "t" else ("h",) for p in seg) for seg in enc["segs"])
-    return ("template", enc["abs"], segs)
+    return resource_shape(encode_resource(req.resource))
 
 
 def _lint_rules(
@@ -380,12 +364,12 @@ def _lint_rules(
     # resources a forbid can only cover a permit whose pattern starts with the
     # forbid's literal segments, so only the forbids met along the permit's
     # own literal prefix need the full coverage test.
-    tries: dict[str, _PrefixTrie] = {}
+    tries: dict[str, TrieNode[ast.Rule]] = {}
     everything: dict[str, list[ast.Rule]] = {}
     for rule in rules:
         if rule.effect == "forbid" and rule.condition is None and id(rule) in resolved:
-            tries.setdefault(rule.namespace, _PrefixTrie()).add(
-                _literal_prefix(resolved[id(rule)]), rule
+            tries.setdefault(rule.namespace, TrieNode()).insert(
+                literal_prefix(resolved[id(rule)]), rule
             )
             everything.setdefault(rule.namespace, []).append(rule)
     forbid_actions = {id(r): effective_actions(r) for rs in everything.values() for r in rs}
@@ -398,7 +382,7 @@ def _lint_rules(
         wanted = effective_actions(permit)
         shapes = [_shape(req) for req in matched_reqs]
         if all(shape == ("path",) for shape in shapes):
-            candidates = tries.get(permit.namespace, _PrefixTrie()).along(_literal_prefix(ppat))
+            candidates = list(tries.get(permit.namespace, TrieNode()).along(literal_prefix(ppat)))
         else:
             candidates = everything.get(permit.namespace, [])
         for forbid in candidates:
@@ -414,40 +398,6 @@ def _lint_rules(
                     permit.span,
                 )
                 break
-
-
-def _literal_prefix(pattern: Resolved) -> list[str]:
-    out: list[str] = []
-    for seg in pattern.segs:
-        if seg[0] != "L":
-            break
-        out.append(seg[1])
-    return out
-
-
-class _PrefixTrie:
-    """Rules keyed by literal segment prefixes; ``along(p)`` yields those whose key is a prefix of ``p``."""
-
-    def __init__(self) -> None:
-        self.here: list[ast.Rule] = []
-        self.children: dict[str, _PrefixTrie] = {}
-
-    def add(self, prefix: Sequence[str], rule: ast.Rule) -> None:
-        node = self
-        for seg in prefix:
-            node = node.children.setdefault(seg, _PrefixTrie())
-        node.here.append(rule)
-
-    def along(self, prefix: Sequence[str]) -> list[ast.Rule]:
-        out: list[ast.Rule] = list(self.here)
-        node = self
-        for seg in prefix:
-            nxt = node.children.get(seg)
-            if nxt is None:
-                break
-            node = nxt
-            out.extend(node.here)
-        return out
 
 
 # -- catalogue (SOS505, SOS506)

@@ -719,17 +719,13 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def or_op(self, meta: Any, children: list[Any]) -> ast.BoolOp:
-        """``a or b``."""
-        return ast.BoolOp(
-            "or", self.operand(children[0]), self.operand(children[1]), self.mspan(meta)
-        )
+        """``a or b or ...``."""
+        return ast.BoolOp("or", tuple(self.operand(c) for c in children), self.mspan(meta))
 
     @v_args(meta=True)
     def and_op(self, meta: Any, children: list[Any]) -> ast.BoolOp:
-        """``a and b``."""
-        return ast.BoolOp(
-            "and", self.operand(children[0]), self.operand(children[1]), self.mspan(meta)
-        )
+        """``a and b and ...``."""
+        return ast.BoolOp("and", tuple(self.operand(c) for c in children), self.mspan(meta))
 
     @v_args(meta=True)
     def not_op(self, meta: Any, children: list[Any]) -> ast.Not:

@@ -36,25 +36,21 @@ def outcomes(enc: list[Any], context: Any, action: str) -> frozenset[str]:
     ``decide`` for every concrete choice of arguments.
     """
     kind = enc[0]
-    if kind == "and":
-        a = outcomes(enc[1], context, action)
+    if kind in ("and", "or"):
+        # Left to right: an operand that decides (F for and, T for or) or
+        # errors stops the chain; otherwise the next operand is reached.
+        stop = F if kind == "and" else T
+        go_on = T if kind == "and" else F
         out: set[str] = set()
-        if F in a:
-            out.add(F)
-        if E in a:
-            out.add(E)
-        if T in a:
-            out |= outcomes(enc[2], context, action)
-        return frozenset(out)
-    if kind == "or":
-        a = outcomes(enc[1], context, action)
-        out = set()
-        if T in a:
-            out.add(T)
-        if E in a:
-            out.add(E)
-        if F in a:
-            out |= outcomes(enc[2], context, action)
+        reached = True
+        for operand in enc[1:]:
+            a = outcomes(operand, context, action)
+            out |= a & {stop, E}
+            if go_on not in a:
+                reached = False
+                break
+        if reached:
+            out.add(go_on)
         return frozenset(out)
     if kind == "not":
         inner = outcomes(enc[1], context, action)
@@ -179,8 +175,8 @@ class JointSpace:
         node = _normal(node)
         kind = node[0]
         if kind in ("and", "or"):
-            self._walk(node[1])
-            self._walk(node[2])
+            for operand in node[1:]:
+                self._walk(operand)
             return
         if kind == "not":
             self._walk(node[1])
@@ -281,12 +277,14 @@ def outcome_under(enc: list[Any], context: Any, action: str, assign: Mapping[str
     """T/F/E of a boolean condition when each argument atom takes the value in ``assign``."""
     enc = _normal(enc)
     kind = enc[0]
-    if kind == "and":
-        a = outcome_under(enc[1], context, action, assign)
-        return a if a != T else outcome_under(enc[2], context, action, assign)
-    if kind == "or":
-        a = outcome_under(enc[1], context, action, assign)
-        return a if a != F else outcome_under(enc[2], context, action, assign)
+    if kind in ("and", "or"):
+        go_on = T if kind == "and" else F
+        result = go_on
+        for operand in enc[1:]:
+            result = outcome_under(operand, context, action, assign)
+            if result != go_on:
+                return result
+        return result
     if kind == "not":
         return {T: F, F: T, E: E}[outcome_under(enc[1], context, action, assign)]
     if _reads_args(enc):

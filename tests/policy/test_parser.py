@@ -69,8 +69,9 @@ def test_constructs() -> None:
     assert shared.rule_id == "f.sos:9"
     cond = shared.condition
     assert isinstance(cond, ast.BoolOp) and cond.op == "and"
-    assert isinstance(cond.left, ast.Compare) and cond.left.op == "in"
-    assert isinstance(cond.right, ast.Not)
+    left, right = cond.operands
+    assert isinstance(left, ast.Compare) and left.op == "in"
+    assert isinstance(right, ast.Not)
     assert private.condition_kind == "unless" and private.effect == "forbid"
     assert private.span.line == 10
 
