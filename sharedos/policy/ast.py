@@ -7,16 +7,16 @@ point at file:line:col. Nodes are frozen dataclasses: an AST is a value.
 Layout of one file::
 
     PolicyFile(path, source, statements=(NamespaceDecl | Requirement | Rule |
-               ToolPolicyDecl | TestBlock, ...), comments=(Comment, ...))
+               ConditionDecl | ToolPolicyDecl | TestBlock, ...), comments=(Comment, ...))
 
-Statements keep source order. Each ``Requirement``, ``Rule`` and ``TestBlock``
+Statements keep source order. Each ``Requirement``, ``Rule``, ``ConditionDecl`` and ``TestBlock``
 records the namespace in force where it was written (the last preceding
 ``namespace`` statement of the same file, else ``DEFAULT_NAMESPACE``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal as TypingLiteral
 from typing import NamedTuple
@@ -90,12 +90,12 @@ class Call:
     span: Span
 
 
-CompareOp = TypingLiteral["==", "!=", "in", "not in"]
+CompareOp = TypingLiteral["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``left OP right`` with OP one of ``==``, ``!=``, ``in``, ``not in``."""
+    """``left OP right``: ``==``, ``!=``, the orderings ``< <= > >=``, ``in``, ``not in``."""
 
     op: CompareOp
     left: Expr
@@ -117,6 +117,14 @@ class BoolOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Concat:
+    """``a + b + ...``: strings joined (an error if any operand is not a string)."""
+
+    operands: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Not:
     """``not operand``."""
 
@@ -124,12 +132,12 @@ class Not:
     span: Span
 
 
-Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Not
+Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Concat | Not
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The direct subexpressions of ``expr``, in source order."""
-    if isinstance(expr, BoolOp):
+    if isinstance(expr, BoolOp | Concat):
         return expr.operands
     if isinstance(expr, Compare):
         return (expr.left, expr.right)
@@ -155,6 +163,36 @@ def walk(expr: Expr) -> Iterator[Expr]:
         kids = children(node)
         if kids:
             stack.extend(reversed(kids))
+
+
+def inline(expr: Expr, named: Mapping[str, Expr]) -> Expr:
+    """``expr`` with every reference to a named condition replaced by its expression.
+
+    ``named`` maps a name to its already-inlined expression; the checker
+    refuses cycles, so a reference's replacement holds no further names.
+    """
+    if isinstance(expr, Ref):
+        if not expr.path and expr.root in named:
+            return named[expr.root]
+        return expr
+    kids = children(expr)
+    if not kids:
+        return expr
+    new = tuple(inline(k, named) for k in kids)
+    if all(a is b for a, b in zip(new, kids, strict=True)):
+        return expr
+    if isinstance(expr, BoolOp):
+        return BoolOp(expr.op, new, expr.span)
+    if isinstance(expr, Concat):
+        return Concat(new, expr.span)
+    if isinstance(expr, Compare):
+        return Compare(expr.op, new[0], new[1], expr.span)
+    if isinstance(expr, Not):
+        return Not(new[0], expr.span)
+    if isinstance(expr, Call):
+        return Call(expr.func, new, expr.span)
+    assert isinstance(expr, ListExpr)
+    return ListExpr(new, expr.span)
 
 
 def roots(expr: Expr) -> frozenset[str]:
@@ -235,29 +273,44 @@ class Annotation:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """``permit|forbid ACTIONS on PATTERN [when|unless COND]``.
+    """``permit|forbid ACTIONS on PATTERN [when COND] [unless COND]``.
 
-    ``actions`` is ``("*",)`` for every action of the namespace. ``condition_kind``
-    is ``None`` when there is no condition.
+    ``actions`` is ``("*",)`` for every action of the namespace. The rule
+    applies when its ``when`` condition (if any) holds and its ``unless``
+    condition (if any) does not.
     """
 
     effect: TypingLiteral["permit", "forbid"]
     actions: tuple[str, ...]
     pattern: Pattern
-    condition: Expr | None
-    condition_kind: TypingLiteral["when", "unless"] | None
+    when: Expr | None
+    unless: Expr | None
     namespace: str
     annotations: tuple[Annotation, ...]
     span: Span
     action_spans: tuple[Span, ...] = ()
 
     @property
-    def explicit_id(self) -> str | None:
-        """The ``@id("...")`` value, if any."""
+    def conditions(self) -> tuple[Expr, ...]:
+        """The rule's conditions, ``when`` first."""
+        return tuple(c for c in (self.when, self.unless) if c is not None)
+
+    def annotation(self, name: str) -> str | None:
+        """The value of ``@name("...")``, if the rule has it."""
         for ann in self.annotations:
-            if ann.name == "id":
+            if ann.name == name:
                 return ann.value
         return None
+
+    @property
+    def explicit_id(self) -> str | None:
+        """The ``@id("...")`` value, if any."""
+        return self.annotation("id")
+
+    @property
+    def description(self) -> str | None:
+        """The ``@description("...")`` value, if any."""
+        return self.annotation("description")
 
     @property
     def auto_id(self) -> str:
@@ -268,6 +321,17 @@ class Rule:
     def rule_id(self) -> str:
         """The explicit id, else ``file:line``."""
         return self.explicit_id or self.auto_id
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionDecl:
+    """``condition NAME = EXPR``: a name the rules of its namespace may use in conditions."""
+
+    name: str
+    expr: Expr
+    namespace: str
+    span: Span
+    name_span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,9 +392,13 @@ class TestBlock:
     policy_span: Span | None = None
     #: the ``context`` clause (keyword to closing brace), when written
     context_span: Span | None = None
+    #: ``skip ["reason"]``: the test is reported as skipped, not run ("" without a reason)
+    skip: str | None = None
+    #: keys written twice in the test's objects (the later value is the one kept)
+    duplicate_keys: tuple[Span, ...] = ()
 
 
-Statement = NamespaceDecl | Requirement | Rule | ToolPolicyDecl | TestBlock
+Statement = NamespaceDecl | Requirement | Rule | ConditionDecl | ToolPolicyDecl | TestBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +428,11 @@ class PolicyFile:
     def rules(self) -> tuple[Rule, ...]:
         """The file's permit/forbid rules in source order."""
         return tuple(s for s in self.statements if isinstance(s, Rule))
+
+    @property
+    def conditions(self) -> tuple[ConditionDecl, ...]:
+        """The file's named conditions in source order."""
+        return tuple(s for s in self.statements if isinstance(s, ConditionDecl))
 
     @property
     def tool_policies(self) -> tuple[ToolPolicyDecl, ...]:

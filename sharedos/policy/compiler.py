@@ -62,16 +62,39 @@ def encode_resource(res: ast.ResourceExpr) -> dict[str, Any]:
     return {"kind": "template", "abs": absolute, "segs": segs}
 
 
+def rule_condition(
+    rule: ast.Rule, named: Mapping[str, ast.Expr]
+) -> tuple[ast.Expr | None, str | None]:
+    """A rule's one compiled condition and its kind, named conditions inlined.
+
+    ``when A unless B`` is ``A and not B`` with kind ``"when unless"`` (so the
+    explainer can print it as written): it applies iff A holds and B does not,
+    and an error in either makes the rule indeterminate, exactly as written.
+    """
+    when = ast.inline(rule.when, named) if rule.when is not None and named else rule.when
+    unless = ast.inline(rule.unless, named) if rule.unless is not None and named else rule.unless
+    if when is not None and unless is not None:
+        return ast.BoolOp("and", (when, ast.Not(unless, unless.span)), rule.span), "when unless"
+    if when is not None:
+        return when, "when"
+    if unless is not None:
+        return unless, "unless"
+    return None, None
+
+
 def compile_program(
     files: Sequence[ast.PolicyFile],
     tool_policies: Mapping[str, ToolPolicy],
     patterns: Mapping[str, dict[str, Any]] | None = None,
+    conditions: Mapping[str, Mapping[str, ast.Expr]] | None = None,
 ) -> dict[str, Any]:
     """Build the program from checked files (call only when the checker found no errors).
 
-    ``patterns`` are the checker's parsed patterns (re-parsed when absent).
+    ``patterns`` are the checker's parsed patterns (re-parsed when absent);
+    ``conditions`` its named conditions per namespace, inlined.
     """
     known = patterns or {}
+    named_by_ns = conditions or {}
     requirements: dict[str, dict[str, Any]] = {}
     ns_actions: dict[str, list[str]] = {}
     for file in files:
@@ -98,9 +121,10 @@ def compile_program(
     for file in files:
         for rule in file.rules:
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
-            cond = encode(rule.condition) if rule.condition is not None else None
-            ctx_only = rule.condition is not None and ast.roots(rule.condition) <= {"context"}
-            reads_turn = reads_turn or _reads_turn_id(rule.condition) or _interpolates_turn_id(penc)
+            expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
+            cond = encode(expr) if expr is not None else None
+            ctx_only = expr is not None and ast.roots(expr) <= {"context"}
+            reads_turn = reads_turn or _reads_turn_id(expr) or _interpolates_turn_id(penc)
             idx = len(rules)
             rules.append(
                 encode_rule(
@@ -112,7 +136,7 @@ def compile_program(
                     rule.namespace,
                     rule.pattern.raw,
                     cond,
-                    rule.condition_kind,
+                    kind,
                     ctx_only,
                 )
             )

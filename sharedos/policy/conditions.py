@@ -4,6 +4,7 @@ Encoded (JSON-ready) expression form, the one bundles store::
 
     ["lit", v] | ["list", [e...]] | ["ref", root, [name...]] | ["call", f, [e...]]
     | ["cmp", op, l, r] | ["and", e, e, ...] | ["or", e, e, ...] | ["not", e]
+    | ["concat", e, e, ...]
 
 Runtime semantics (fixed, documented in docs/policy-language.md):
 
@@ -14,6 +15,9 @@ Runtime semantics (fixed, documented in docs/policy-language.md):
 * A rule whose condition errors is *indeterminate*: a permit does not apply, a
   forbid does apply (fail closed).
 * ``==`` never equates a boolean with a number; lists compare element-wise.
+* ``in`` is membership in a list only (a string on the right is an error, not
+  a substring test: that is ``contains``); ``< <= > >=`` order numbers only;
+  ``+`` joins strings only.
 """
 
 from __future__ import annotations
@@ -22,20 +26,16 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.paths import UnresolvablePath, canonical_path
+from sharedos.policy.functions import FUNCTIONS, EvalError, member, values_equal
 
-#: Functions a condition may call, with their arity.
-FUNCTIONS: dict[str, int] = {"startswith": 2, "endswith": 2, "path": 1}
+#: Comparison operators that order numbers.
+ORDERING = ("<", "<=", ">", ">=")
 
 # Environment passed to compiled conditions: (context, args, resource, action).
 Env = tuple[Any, Any, Any, Any]
 Fn = Callable[[Env], Any]
 
 _ROOT_INDEX = {"context": 0, "args": 1, "resource": 2, "action": 3}
-
-
-class EvalError(Exception):
-    """A condition could not be evaluated (missing attribute, wrong type...)."""
 
 
 # ----------------------------------------------------------------- encoding
@@ -55,6 +55,8 @@ def encode(expr: ast.Expr) -> list[Any]:
         return ["cmp", expr.op, encode(expr.left), encode(expr.right)]
     if isinstance(expr, ast.BoolOp):
         return [expr.op, *(encode(e) for e in expr.operands)]
+    if isinstance(expr, ast.Concat):
+        return ["concat", *(encode(e) for e in expr.operands)]
     return ["not", encode(expr.operand)]
 
 
@@ -67,7 +69,7 @@ def operands(enc: list[Any]) -> list[list[Any]]:
         return list(enc[2])
     if kind == "cmp":
         return [enc[2], enc[3]]
-    if kind in ("and", "or", "not"):
+    if kind in ("and", "or", "not", "concat"):
         return list(enc[1:])
     return []
 
@@ -92,41 +94,6 @@ def roots(enc: list[Any]) -> set[str]:
 # ------------------------------------------------------------------ values
 
 
-def values_equal(a: Any, b: Any) -> bool:
-    """Policy equality: booleans never equal numbers; sequences compare element-wise."""
-    if a is b:
-        return True
-    ta, tb = type(a), type(b)
-    if ta is bool or tb is bool:
-        return ta is tb and a == b
-    if ta in (list, tuple) and tb in (list, tuple):
-        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
-    if (ta in (list, tuple)) != (tb in (list, tuple)):
-        return False
-    try:
-        return bool(a == b)
-    except Exception:  # a foreign object with a hostile __eq__
-        return False
-
-
-def contains(container: Any, item: Any) -> bool:
-    """``item in container`` with policy semantics; raise ``EvalError`` on a type mismatch."""
-    tc = type(container)
-    if tc is list or tc is tuple:
-        if type(item) is str:
-            return item in container
-        return any(values_equal(item, x) for x in container)
-    if tc is str:
-        if type(item) is not str:
-            raise EvalError(f"'in' a string needs a string on the left, got {type(item).__name__}")
-        return item in container
-    if isinstance(container, Mapping):
-        if type(item) is not str:
-            raise EvalError("'in' an object needs a string key on the left")
-        return item in container
-    raise EvalError(f"'in' needs a list, string or object on the right, got {tc.__name__}")
-
-
 def _truth(value: Any) -> bool:
     if value is True:
         return True
@@ -135,30 +102,25 @@ def _truth(value: Any) -> bool:
     raise EvalError(f"expected a boolean, got {type(value).__name__}")
 
 
-def _startswith(a: Any, b: Any) -> bool:
-    if type(a) is not str or type(b) is not str:
-        raise EvalError("startswith(a, b) needs two strings")
-    return a.startswith(b)
+def _ordered(op: str, a: Any, b: Any) -> bool:
+    """``a < b`` and friends: numbers only (booleans are not numbers)."""
+    ta, tb = type(a), type(b)
+    if ta not in (int, float) or tb not in (int, float):
+        raise EvalError(f"'{op}' compares numbers, got {ta.__name__} and {tb.__name__}")
+    if op == "<":
+        return bool(a < b)
+    if op == "<=":
+        return bool(a <= b)
+    if op == ">":
+        return bool(a > b)
+    return bool(a >= b)
 
 
-def _endswith(a: Any, b: Any) -> bool:
-    if type(a) is not str or type(b) is not str:
-        raise EvalError("endswith(a, b) needs two strings")
-    return a.endswith(b)
-
-
-def _path(a: Any) -> str:
-    try:
-        return canonical_path(a)
-    except UnresolvablePath as exc:
-        raise EvalError(str(exc)) from None
-
-
-_IMPLS: dict[str, Callable[..., Any]] = {
-    "startswith": _startswith,
-    "endswith": _endswith,
-    "path": _path,
-}
+def _concat(parts: list[Any]) -> str:
+    for part in parts:
+        if type(part) is not str:
+            raise EvalError(f"'+' joins strings, got a {type(part).__name__}")
+    return "".join(parts)
 
 
 # --------------------------------------------------------------- compilation
@@ -175,8 +137,11 @@ def compile_expr(enc: list[Any]) -> Fn:
         return lambda env: [f(env) for f in items]
     if kind == "ref":
         return _compile_ref(enc[1], tuple(enc[2]))
+    if kind == "concat":
+        parts = [compile_expr(e) for e in enc[1:]]
+        return lambda env: _concat([f(env) for f in parts])
     if kind == "call":
-        impl = _IMPLS[enc[1]]
+        impl = FUNCTIONS[enc[1]].impl
         fargs = [compile_expr(e) for e in enc[2]]
         if len(fargs) == 1:
             (f0,) = fargs
@@ -195,7 +160,9 @@ def compile_expr(enc: list[Any]) -> Fn:
             return lambda env: not values_equal(left(env), right(env))
         if op == "in":
             return lambda env: _in(left, right, env)
-        return lambda env: not _in(left, right, env)
+        if op == "not in":
+            return lambda env: not _in(left, right, env)
+        return lambda env: _ordered(op, left(env), right(env))
     if kind == "and":
         parts = [compile_expr(e) for e in enc[1:]]
         if len(parts) == 2:
@@ -214,7 +181,7 @@ def compile_expr(enc: list[Any]) -> Fn:
 
 def _in(left: Fn, right: Fn, env: Env) -> bool:
     item = left(env)  # left to right, like every other operator
-    return contains(right(env), item)
+    return member(item, right(env))
 
 
 def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
@@ -285,7 +252,7 @@ def evaluate(enc: list[Any], env: Env) -> tuple[bool | None, str]:
 
 # ------------------------------------------------------------------- unparse
 
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4}
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "concat": 5}
 
 
 def unparse(enc: list[Any], parent: int = 0) -> str:
@@ -311,6 +278,8 @@ def unparse(enc: list[Any], parent: int = 0) -> str:
         text = f"{unparse(enc[2], prec + 1)} {enc[1]} {unparse(enc[3], prec + 1)}"
     elif kind in ("and", "or"):
         text = f" {kind} ".join(unparse(e, prec + 1) for e in enc[1:])
+    elif kind == "concat":
+        text = " + ".join(unparse(e, prec + 1) for e in enc[1:])
     else:
         text = f"not {unparse(enc[1], prec)}"
     return f"({text})" if prec < parent else text

@@ -49,7 +49,17 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS104",
         "invalid string literal",
-        'strings are double-quoted on one line; escapes are \\" \\\\ \\n \\t \\r \\uXXXX',
+        'strings are double-quoted on one line; escapes are \\" \\\\ \\/ \\n \\t \\r \\uXXXX \\UXXXXXXXX',
+    ),
+    CodeInfo(
+        "SOS105",
+        "number out of range",
+        "integers are 64-bit and other numbers must fit a 64-bit float; write a smaller number",
+    ),
+    CodeInfo(
+        "SOS106",
+        "invisible or bidirectional character",
+        "write the character as a \\uXXXX escape inside a string (sharedos-policy fmt does), or remove it",
     ),
     # -- meaning
     CodeInfo(
@@ -63,17 +73,19 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "keep one requirement per tool; delete or merge the other",
     ),
     CodeInfo(
-        "SOS203", "undefined name", "conditions may read context.*, args.*, resource and action"
+        "SOS203",
+        "undefined name",
+        "conditions may read context.*, args.*, resource, action and the named conditions of their namespace",
     ),
     CodeInfo(
         "SOS204",
         "type error",
-        "compare values of the same kind; 'in' needs a list (or a string) on the right",
+        "compare values of the same kind; 'in' needs a list on the right (contains(s, sub) tests substrings)",
     ),
     CodeInfo(
         "SOS205",
         "unknown function",
-        "available functions: startswith(a, b), endswith(a, b), path(x)",
+        "the functions are startswith, endswith, contains, lower, path, segment, any_in and all_in",
     ),
     CodeInfo("SOS206", "invalid tool name", "a tool name is 1-128 characters of [A-Za-z0-9_.-]"),
     CodeInfo(
@@ -92,11 +104,28 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "a requirement needs exactly one 'action NAME' and one 'resource EXPR'",
     ),
     CodeInfo("SOS210", "duplicate rule id", "give each @id a unique value"),
-    CodeInfo("SOS211", "unknown annotation", 'the only annotation is @id("...")'),
+    CodeInfo(
+        "SOS211", "unknown annotation", 'a rule takes @id("...") and @description("..."), each once'
+    ),
+    CodeInfo(
+        "SOS212",
+        "requirement outside its namespace",
+        "declare the requirement after 'namespace NS', where NS is the first segment of its tool name",
+    ),
     CodeInfo(
         "SOS213",
         "wrong number of arguments",
-        "check the function's arity: startswith(a, b), endswith(a, b), path(x)",
+        "check the function's arity in docs/policy-language.md (Functions)",
+    ),
+    CodeInfo(
+        "SOS214",
+        "invalid named condition",
+        "give each named condition of a namespace its own name, not a keyword, function or root",
+    ),
+    CodeInfo(
+        "SOS215",
+        "named condition refers to itself",
+        "break the cycle: a named condition may use other named conditions, but not itself",
     ),
     # -- toolpolicy (the ToolPolicy validators decide; these codes position their verdicts)
     CodeInfo(
@@ -155,6 +184,11 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("SOS504", "rule never matches", "make the pattern's shape (absolute or relative, depth) match the resource of a requirement it governs"),
     CodeInfo("SOS505", "argument not in the tool's inputSchema", "read an argument the tool's inputSchema declares, or fix the spelling"),
     CodeInfo("SOS506", "requirement for a tool the catalogue lacks", "remove the requirement, or register the tool in the catalogue"),
+    CodeInfo("SOS507", "list interpolated into a pattern", "interpolate a string attribute; to test membership write a condition: when x in context.roles"),
+    CodeInfo("SOS508", "constant condition", "the condition does not depend on the call: fix the comparison, or remove the condition (or the rule)"),
+    CodeInfo("SOS509", "managed pattern matches no requirement", "fix the spelling, or compile the rule files that declare those tools alongside"),
+    CodeInfo("SOS510", "duplicate toolpolicy entry", "list each tool once, in one clause"),
+    CodeInfo("SOS511", "duplicate key in a test object", "write each key once; only the last value is used"),
     CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
     CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
     # -- the tool itself

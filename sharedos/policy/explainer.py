@@ -43,12 +43,20 @@ def explain(
     return Explanation(tool, args, t.requirement, resource, None, decision, tuple(traces))
 
 
+def condition_text(rule: RuleRecord) -> str | None:
+    """A rule's condition as written: ``when A``, ``unless B`` or ``when A unless B``."""
+    cond = rule.condition
+    if cond is None:
+        return None
+    if rule.condition_kind == "when unless":
+        return f"when {unparse(cond[1])} unless {unparse(cond[2][1])}"
+    return f"{rule.condition_kind} {unparse(cond)}"
+
+
 def trace_rule(rule: RuleRecord, indexed: bool, key: str, env: Env) -> RuleTrace:
     """How one rule fared for one call (``indexed``: the index reached it)."""
     forbid = rule.forbid
-    cond_text = (
-        f"{rule.condition_kind} {unparse(rule.condition)}" if rule.condition is not None else None
-    )
+    cond_text = condition_text(rule)
     resolved = rule.resolve(env[0])
     if not indexed:
         matched = False

@@ -33,13 +33,13 @@ from sharedos.policy import ast
 from sharedos.policy.grammar import LanguageFacts, facts
 from sharedos.policy.literals import SyntaxProblem, number_value, template_parts
 
-__all__ = ["FastScan", "number_value", "scan"]
+__all__ = ["FastScan", "scan"]
 
 _TOKEN_RE = re.compile(
     r'[ \t\r\f]*(?:(?P<s>"[^"\\\n]*")'
     r"|(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])"
     r"|(?P<w>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
-    r"|(?P<o>==|!=|[,*@(){};])"
+    r"|(?P<o>==|!=|<=|>=|[<>,*@(){};])"
     r"|(?P<c>#.*)|(?P<e>$))"
 )
 _BLANK_OR_COMMENT_RE = re.compile(r"[ \t\r\f]*(?:#.*)?$")
@@ -54,7 +54,8 @@ class _Words:
     """The grammar's words the fast path needs, looked up once."""
 
     effects: tuple[str, ...]
-    conditions: tuple[str, ...]
+    when: str
+    unless: str
     namespace: str
     requirement: str
     action: str
@@ -72,7 +73,8 @@ def _words() -> _Words:
     marks = "".join(re.escape(m) for m in lang.statement_marks)
     return _Words(
         effects=words["EFFECT"],
-        conditions=words["COND_KW"],
+        when=words["_WHEN"][0],
+        unless=words["_UNLESS"][0],
         namespace=words["_NAMESPACE"][0],
         requirement=words["_REQUIREMENT"][0],
         action=words["_ACTION"][0],
@@ -288,16 +290,19 @@ class _Line:
         pattern = self.kind("s")
         if pattern is None:
             return None
-        condition: ast.Expr | None = None
-        kind: Any = None
+        when: ast.Expr | None = None
+        unless: ast.Expr | None = None
         end_col = pattern[2] + len(pattern[1])
-        cond_kw = self.word(*w.conditions)
-        if cond_kw is not None:
-            condition = self.disjunction()
-            if condition is None:
+        if self.word(w.when) is not None:
+            when = self.disjunction()
+            if when is None:
                 return None
-            kind = cond_kw[1]
-            end_col = condition.span.end_col
+            end_col = when.span.end_col
+        if self.word(w.unless) is not None:
+            unless = self.disjunction()
+            if unless is None:
+                return None
+            end_col = unless.span.end_col
         if not self.at_end():
             return None
         effect_value: Any = effect[1]
@@ -305,8 +310,8 @@ class _Line:
             effect_value,
             tuple(t[1] for t in actions),
             ast.Pattern(pattern[1][1:-1], self.span(pattern)),
-            condition,
-            kind,
+            when,
+            unless,
             namespace,
             annotations,
             ast.Span(self.file, self.line, effect[2], self.line, end_col),
@@ -354,7 +359,7 @@ class _Line:
         if tok is None:
             return None
         op: Any
-        if tok[0] == "o" and tok[1] in ("==", "!="):
+        if tok[0] == "o" and tok[1] in ("==", "!=", "<", "<=", ">", ">="):
             op = tok[1]
             self.i += 1
         elif self.word("in") is not None:
@@ -380,7 +385,10 @@ class _Line:
             return ast.Literal(text[1:-1], self.span(tok))
         if kind == "n":
             self.i += 1
-            return ast.Literal(number_value(text), self.span(tok))
+            try:
+                return ast.Literal(number_value(text, self.line, tok[2]), self.span(tok))
+            except SyntaxProblem:
+                return None  # out of range: the Lark path reports it
         if kind == "w" and text not in self.words.reserved:
             self.i += 1
             return self.ref(tok)

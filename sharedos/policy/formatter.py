@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,17 @@ class FormatResult:
 # ------------------------------------------------------------------ literals
 
 
+#: Characters a string literal never holds raw: controls, invisible format
+#: characters (bidi, zero-width), line separators and lone surrogates.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
 def quote(value: str) -> str:
-    """A double-quoted string literal that the grammar decodes back to ``value``."""
+    """A double-quoted string literal that the grammar decodes back to ``value``.
+
+    Invisible and control characters are written as escapes, never raw, so
+    formatting cannot hide text (Trojan Source).
+    """
     out = ['"']
     for ch in value:
         if ch == '"':
@@ -73,8 +83,11 @@ def quote(value: str) -> str:
             out.append("\\t")
         elif ch == "\r":
             out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
+        elif ch.isascii() and ch.isprintable():
+            out.append(ch)
+        elif unicodedata.category(ch) in _ESCAPED_CATEGORIES:
+            code = ord(ch)
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(ch)
     out.append('"')
@@ -131,10 +144,12 @@ def format_value(value: ast.Value) -> str:
 # --------------------------------------------------------------- expressions
 
 # Binding strength, loosest first; the grammar's levels.
-_OR, _AND, _NOT, _CMP, _ATOM = 1, 2, 3, 4, 5
+_OR, _AND, _NOT, _CMP, _CONCAT, _ATOM = 1, 2, 3, 4, 5, 6
 
 
 def _level(expr: ast.Expr) -> int:
+    if isinstance(expr, ast.Concat):
+        return _CONCAT
     if isinstance(expr, ast.BoolOp):
         return _OR if expr.op == "or" else _AND
     if isinstance(expr, ast.Not):
@@ -159,7 +174,9 @@ def format_expr(expr: ast.Expr) -> str:
     if isinstance(expr, ast.Not):
         return f"not {_at_least(expr.operand, _NOT)}"
     if isinstance(expr, ast.Compare):
-        return f"{_at_least(expr.left, _ATOM)} {expr.op} {_at_least(expr.right, _ATOM)}"
+        return f"{_at_least(expr.left, _CONCAT)} {expr.op} {_at_least(expr.right, _CONCAT)}"
+    if isinstance(expr, ast.Concat):
+        return " + ".join(_at_least(e, _ATOM) for e in expr.operands)
     if isinstance(expr, ast.Literal):
         if expr.value is True:
             return "true"
@@ -223,8 +240,10 @@ def _rule_lines(rule: ast.Rule) -> list[_Line]:
     ]
     actions = "*" if rule.actions == ("*",) else ", ".join(rule.actions)
     text = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
-    if rule.condition is not None and rule.condition_kind is not None:
-        text += f" {rule.condition_kind} {format_expr(rule.condition)}"
+    if rule.when is not None:
+        text += f" when {format_expr(rule.when)}"
+    if rule.unless is not None:
+        text += f" unless {format_expr(rule.unless)}"
     out.append(_Line(text, 0, rule.span.line, rule.span.end_line))
     return out
 
@@ -262,6 +281,11 @@ def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
 def _test_lines(test: ast.TestBlock) -> list[_Line]:
     start, end = test.span.line, test.span.end_line
     clauses: list[tuple[int, str]] = []
+    if test.duplicate_keys:
+        # The AST keeps one value per key; printing it would drop the other.
+        raise FormatError(f"test {test.name!r} writes a key twice in one object; fix that first")
+    if test.skip is not None:
+        clauses.append((start, "skip" + (f" {quote(test.skip)}" if test.skip else "")))
     if test.policy is not None:
         line = test.policy_span.line if test.policy_span else start
         clauses.append((line, f"policy {_tool_ref(test.policy)}"))
@@ -309,6 +333,9 @@ def _statement_lines(stmt: ast.Statement) -> list[_Line]:
         ]
     if isinstance(stmt, ast.Rule):
         return _rule_lines(stmt)
+    if isinstance(stmt, ast.ConditionDecl):
+        text = f"condition {stmt.name} = {format_expr(stmt.expr)}"
+        return [_Line(text, 0, stmt.span.line, stmt.span.end_line)]
     if isinstance(stmt, ast.ToolPolicyDecl):
         return _toolpolicy_lines(stmt)
     if isinstance(stmt, ast.TestBlock):
@@ -433,7 +460,7 @@ def _blank_between(source_lines: Sequence[str], after: int, before: int) -> bool
 
 # ----------------------------------------------------------------- equivalence
 
-_POSITION_FIELDS = frozenset({"span", "file", "source", "quoted", "comments"})
+_POSITION_FIELDS = frozenset({"span", "file", "source", "quoted", "comments", "duplicate_keys"})
 
 
 def shape(node: Any) -> Any:

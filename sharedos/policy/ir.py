@@ -190,7 +190,7 @@ class RuleRecord:
     pattern: str
     pattern_enc: dict[str, Any]
     condition: list[Any] | None
-    condition_kind: Literal["when", "unless"] | None
+    condition_kind: Literal["when", "unless", "when unless"] | None
     context_only: bool
     applies: Applies | None
     match: MatchKind
@@ -230,7 +230,7 @@ def decode_rule(raw: Sequence[Any], index: int) -> RuleRecord:
         or type(line) is not int
         or type(col) is not int
         or type(raw[_PATTERN]) is not str
-        or kind not in ("when", "unless", None)
+        or kind not in ("when", "unless", "when unless", None)
         or (raw[_COND] is not None and not isinstance(raw[_COND], list))
     ):
         raise MalformedProgram(f"rule #{index} has a malformed field")

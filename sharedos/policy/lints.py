@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos.policy import ast
+from sharedos.policy.checker import named_conditions
 from sharedos.policy.compiler import encode_resource, resource_text
+from sharedos.policy.conditions import encode, evaluate
 from sharedos.policy.diagnostics import CODES, Diagnostic, source_line
 from sharedos.policy.index import TrieNode
 from sharedos.policy.patterns import (
@@ -88,11 +90,21 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     opts = options or LintOptions()
     out = _Out({f.path: f.source for f in files})
     requirements = _requirements(files)
+    named = named_conditions(files)
     _lint_context(files, opts, out)
-    _lint_rules(files, requirements, out)
+    _lint_constants(files, named, out)
+    _lint_rules(files, requirements, named, out)
+    _lint_tool_policies(files, requirements, out)
+    _lint_tests(files, out)
     if opts.catalog is not None:
-        _lint_catalog(files, requirements, opts.catalog, out)
+        _lint_catalog(files, requirements, named, opts.catalog, out)
     return out.items
+
+
+def _inlined(rule: ast.Rule, named: Mapping[str, Mapping[str, ast.Expr]]) -> list[ast.Expr]:
+    """A rule's conditions with its namespace's named conditions inlined."""
+    names = named.get(rule.namespace, {})
+    return [ast.inline(c, names) if names else c for c in rule.conditions]
 
 
 def _requirements(files: Sequence[ast.PolicyFile]) -> dict[str, ast.Requirement]:
@@ -228,21 +240,37 @@ def _pattern_context_refs(pattern: ast.Pattern) -> list[tuple[list[str], int]]:
 def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out) -> None:
     for f in files:
         for stmt in f.statements:
+            if isinstance(stmt, ast.ConditionDecl):
+                _lint_condition(stmt.expr, opts, out)
             if isinstance(stmt, ast.Rule):
-                if stmt.condition is not None:
-                    _lint_condition(stmt.condition, opts, out)
+                for condition in stmt.conditions:
+                    _lint_condition(condition, opts, out)
                 sp = stmt.pattern.span
                 for path, offset in _pattern_context_refs(stmt.pattern):
                     col = sp.col + 1 + offset  # +1: the opening quote
                     width = len("{context." + ".".join(path) + "}")
-                    _check_context_path(
-                        path, ast.Span(sp.file, sp.line, col, sp.line, col + width), opts, out
-                    )
+                    where = ast.Span(sp.file, sp.line, col, sp.line, col + width)
+                    schema = _check_context_path(path, where, opts, out)
+                    if schema is not None and schema.types and not schema.types & _SEGMENT_TYPES:
+                        kinds = "/".join(sorted(schema.types))
+                        out.warn(
+                            "SOS507",
+                            f"pattern {stmt.pattern.raw!r} interpolates context.{'.'.join(path)}, "
+                            f"declared {kinds}: only a string or integer fills a segment, so the "
+                            + (
+                                "permit matches nothing"
+                                if stmt.effect == "permit"
+                                else "forbid matches any segment there"
+                            ),
+                            where,
+                        )
             elif isinstance(stmt, ast.TestBlock):
-                where = stmt.context_span
-                if where is not None:  # point at the 'context' keyword
-                    where = where._replace(end_line=where.line, end_col=where.col + len("context"))
-                _lint_test_context(stmt, where or stmt.span, opts, out)
+                clause = stmt.context_span
+                if clause is not None:  # point at the 'context' keyword
+                    clause = clause._replace(
+                        end_line=clause.line, end_col=clause.col + len("context")
+                    )
+                _lint_test_context(stmt, clause or stmt.span, opts, out)
 
 
 def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, out: _Out) -> None:
@@ -281,6 +309,108 @@ def _value_kind(value: Any) -> str:
     return "object"
 
 
+#: Schema types whose values can fill a pattern segment.
+_SEGMENT_TYPES = frozenset({"string", "integer", "number"})
+
+
+# -- constant and contradictory conditions (SOS508)
+
+
+def _constant(expr: ast.Expr) -> tuple[bool, bool | None]:
+    """(is constant, its value: True/False, None when it always errors)."""
+    if ast.roots(expr):
+        return False, None
+    value, _error = evaluate(encode(expr), (None, None, None, None))
+    return True, value
+
+
+def _always_applies(rule: ast.Rule, named: Mapping[str, Mapping[str, ast.Expr]]) -> bool:
+    """True when the rule's conditions apply whatever the call (``when true``, none at all)."""
+    names = named.get(rule.namespace, {})
+    for kind, cond in (("when", rule.when), ("unless", rule.unless)):
+        if cond is None:
+            continue
+        constant, value = _constant(ast.inline(cond, names) if names else cond)
+        if not constant:
+            return False
+        # an error applies a forbid (fail closed): it counts as applying
+        if value is (kind == "unless"):
+            return False
+    return True
+
+
+def _shape_key(expr: ast.Expr) -> Any:
+    from sharedos.policy.formatter import shape
+
+    return shape(expr)
+
+
+def _lint_constants(
+    files: Sequence[ast.PolicyFile], named: Mapping[str, Mapping[str, ast.Expr]], out: _Out
+) -> None:
+    for f in files:
+        for rule in f.rules:
+            names = named.get(rule.namespace, {})
+            for kind, cond in (("when", rule.when), ("unless", rule.unless)):
+                if cond is None:
+                    continue
+                expr = ast.inline(cond, names) if names else cond
+                constant, value = _constant(expr)
+                if constant:
+                    verdict = (
+                        "always errors" if value is None else f"is always {str(value).lower()}"
+                    )
+                    applies = (value is None and rule.effect == "forbid") or (
+                        value is not None and value is (kind == "when")
+                    )
+                    out.warn(
+                        "SOS508",
+                        f"the {kind} condition of {rule.effect} {rule.rule_id} {verdict}: the rule "
+                        + ("always applies" if applies else "never applies"),
+                        cond.span,
+                    )
+                    continue
+                problem = _contradiction(expr)
+                if problem is not None:
+                    out.warn(
+                        "SOS508",
+                        f"the {kind} condition of {rule.effect} {rule.rule_id} {problem}",
+                        cond.span,
+                    )
+
+
+def _contradiction(expr: ast.Expr) -> str | None:
+    """Why an ``and`` can never hold or an ``or`` always does, if it is that plain."""
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.BoolOp):
+            continue
+        seen: set[Any] = set()
+        negated: set[Any] = set()
+        equals: dict[str, Any] = {}
+        for operand in node.operands:
+            if isinstance(operand, ast.Not):
+                negated.add(_shape_key(operand.operand))
+            else:
+                seen.add(_shape_key(operand))
+            if node.op == "and" and isinstance(operand, ast.Compare) and operand.op == "==":
+                ref, lit = operand.left, operand.right
+                if isinstance(lit, ast.Ref):
+                    ref, lit = lit, ref
+                if isinstance(ref, ast.Ref) and isinstance(lit, ast.Literal):
+                    key = ref.dotted
+                    value = (type(lit.value).__name__, lit.value)
+                    if key in equals and equals[key] != value:
+                        return f"can never hold: {key} cannot equal two different values"
+                    equals[key] = value
+        if seen & negated:
+            return (
+                "can never hold: it requires something and its negation"
+                if node.op == "and"
+                else "always holds: it accepts something and its negation"
+            )
+    return None
+
+
 # -- rules (SOS503, SOS504)
 
 #: Stand-in values for ``{context.x}`` holes: distinct per attribute, safe, and
@@ -312,7 +442,10 @@ def _shape(req: ast.Requirement) -> tuple[Any, ...]:
 
 
 def _lint_rules(
-    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+    files: Sequence[ast.PolicyFile],
+    requirements: Mapping[str, ast.Requirement],
+    named: Mapping[str, Mapping[str, ast.Expr]],
+    out: _Out,
 ) -> None:
     rules = [r for f in files for r in f.rules]
     by_ns: dict[str, list[ast.Requirement]] = {}
@@ -367,7 +500,7 @@ def _lint_rules(
     tries: dict[str, TrieNode[ast.Rule]] = {}
     everything: dict[str, list[ast.Rule]] = {}
     for rule in rules:
-        if rule.effect == "forbid" and rule.condition is None and id(rule) in resolved:
+        if rule.effect == "forbid" and _always_applies(rule, named) and id(rule) in resolved:
             tries.setdefault(rule.namespace, TrieNode()).insert(
                 literal_prefix(resolved[id(rule)]), rule
             )
@@ -400,6 +533,74 @@ def _lint_rules(
                 break
 
 
+# -- run policies (SOS509, SOS510) and tests (SOS511)
+
+
+def _lint_tool_policies(
+    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+) -> None:
+    tools = sorted(requirements)
+    for f in files:
+        for tp in f.tool_policies:
+            seen: dict[str, str] = {}
+            for clause in ("managed", "harness_local", "external_direct"):
+                for entry in getattr(tp, clause) or ():
+                    if entry.value in seen:
+                        out.warn(
+                            "SOS510",
+                            f"toolpolicy {tp.name} lists {entry.value!r} again"
+                            + (
+                                f" (already in {seen[entry.value]})"
+                                if seen[entry.value] != clause
+                                else ""
+                            ),
+                            entry.span,
+                        )
+                    else:
+                        seen[entry.value] = clause
+                    if clause == "managed" and tools and not _matches_any(entry.value, tools):
+                        close = difflib.get_close_matches(entry.value, tools, n=1, cutoff=0.6)
+                        if not close:  # a misspelt namespace: compare the first segments
+                            heads = sorted({t.split(".")[0] for t in tools})
+                            head = difflib.get_close_matches(entry.value.split(".")[0], heads, n=1)
+                            close = (
+                                [entry.value.replace(entry.value.split(".")[0], head[0], 1)]
+                                if head
+                                else []
+                            )
+                        out.warn(
+                            "SOS509",
+                            f"toolpolicy {tp.name}: managed {entry.value!r} matches no tool any "
+                            "requirement declares"
+                            + (f" (did you mean {close[0]!r}?)" if close else ""),
+                            entry.span,
+                        )
+
+
+def _matches_any(pattern: str, tools: Sequence[str]) -> bool:
+    from pydantic import ValidationError
+
+    from sharedos.toolpolicy import RunMode, ToolPolicy
+
+    try:
+        policy = ToolPolicy(name="lint", mode=RunMode.OPEN, managed=(pattern,))
+    except ValidationError:
+        return True  # an invalid pattern is the checker's SOS303
+    return any(policy.is_managed(t) for t in tools)
+
+
+def _lint_tests(files: Sequence[ast.PolicyFile], out: _Out) -> None:
+    for f in files:
+        for test in f.tests:
+            for span in test.duplicate_keys:
+                out.warn(
+                    "SOS511",
+                    f"test {test.name!r} writes the key at {span.line}:{span.col} twice in one "
+                    "object; only the last value counts",
+                    span,
+                )
+
+
 # -- catalogue (SOS505, SOS506)
 
 
@@ -411,6 +612,7 @@ def _arg_known(schema: AttrSchema, path: Sequence[str]) -> bool:
 def _lint_catalog(
     files: Sequence[ast.PolicyFile],
     requirements: Mapping[str, ast.Requirement],
+    named: Mapping[str, Mapping[str, ast.Expr]],
     catalog: Mapping[str, CatalogTool],
     out: _Out,
 ) -> None:
@@ -451,7 +653,8 @@ def _lint_catalog(
                 ]
                 if not tools:
                     continue
-                for ref in _refs(stmt.condition, "args"):
+                args_refs = [r for c in _inlined(stmt, named) for r in _refs(c, "args")]
+                for ref in args_refs:
                     if not any(_arg_known(t.args, ref.path) for t in tools):
                         names = ", ".join(sorted(t.name for t in tools))
                         out.warn(

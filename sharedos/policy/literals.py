@@ -14,6 +14,7 @@ from sharedos.policy import ast
 
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
 _HEX4_RE = re.compile(r"[0-9A-Fa-f]{4}")
+_HEX8_RE = re.compile(r"[0-9A-Fa-f]{8}")
 _INT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _HOLE_RE = re.compile(r"\{([^{}]*)\}")
 _DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -53,6 +54,13 @@ def decode_string(token: str, line: int, col: int) -> str:
         elif nxt == "u" and _HEX4_RE.fullmatch(raw, i + 2, i + 6):
             out.append(chr(int(raw[i + 2 : i + 6], 16)))
             i += 6
+        elif (
+            nxt == "U"
+            and _HEX8_RE.fullmatch(raw, i + 2, i + 10)
+            and int(raw[i + 2 : i + 10], 16) <= 0x10FFFF
+        ):
+            out.append(chr(int(raw[i + 2 : i + 10], 16)))
+            i += 10
         else:
             at = col + 1 + i
             raise SyntaxProblem(
@@ -61,11 +69,40 @@ def decode_string(token: str, line: int, col: int) -> str:
     return "".join(out)
 
 
-def number_value(text: str) -> int | float:
-    """The value of a number literal: an int when it has no fraction or exponent."""
+#: Numbers are bounded: integers to 64 bits, and no literal may overflow a float.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+_MAX_DIGITS = 19
+
+
+def number_value(text: str, line: int, col: int) -> int | float:
+    """The value of a number literal written at ``line``:``col``: an int when it has no
+    fraction or exponent; raise ``SyntaxProblem`` (SOS105) when it is out of range."""
     if _INT_RE.fullmatch(text):
-        return int(text)
-    return float(text)
+        digits = len(text.lstrip("-"))
+        value = int(text) if digits <= _MAX_DIGITS + 1 else None
+        if value is not None and INT_MIN <= value <= INT_MAX:
+            return value
+        raise SyntaxProblem(
+            "SOS105",
+            f"integer {_shown(text)} is out of range (integers are 64-bit: {INT_MIN} to {INT_MAX})",
+            line,
+            col,
+            col + len(text),
+        )
+    value_f = float(text)
+    if value_f in (float("inf"), float("-inf")):
+        raise SyntaxProblem(
+            "SOS105",
+            f"number {_shown(text)} is out of range (it overflows a 64-bit float)",
+            line,
+            col,
+            col + len(text),
+        )
+    return value_f
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} characters)"
 
 
 def template_parts(raw: str, file: str, line: int, base_col: int) -> tuple[str | ast.Ref, ...]:

@@ -109,7 +109,9 @@ def compile_sources(sources: Sequence[tuple[str, str]]) -> PolicySet:
         files, diagnostics, checked = _parse_check(sources)
         if has_errors(diagnostics):
             raise PolicyError(diagnostics)
-        program = compile_program(files, checked.tool_policies, checked.patterns)
+        program = compile_program(
+            files, checked.tool_policies, checked.patterns, checked.conditions
+        )
         return PolicySet(program, files=tuple(files), diagnostics=tuple(diagnostics))
 
 

@@ -358,6 +358,7 @@ class AstBuilder(Transformer[Token, Any]):
         self.file = filename
         self.off = line_offset
         self.namespace = ast.DEFAULT_NAMESPACE
+        self._duplicates: list[ast.Span] = []
 
     def statement(self, node: Tree[Token] | Token) -> ast.Statement | None:
         """The AST of one top-level statement (None for an empty ``;``)."""
@@ -369,7 +370,12 @@ class AstBuilder(Transformer[Token, Any]):
             raise
         if result is not None and not isinstance(
             result,
-            ast.NamespaceDecl | ast.Requirement | ast.Rule | ast.ToolPolicyDecl | ast.TestBlock,
+            ast.NamespaceDecl
+            | ast.Requirement
+            | ast.Rule
+            | ast.ConditionDecl
+            | ast.ToolPolicyDecl
+            | ast.TestBlock,
         ):
             sp = self.span(node)
             raise _SyntaxProblem("SOS101", "unexpected statement", sp.line, 1)
@@ -417,8 +423,12 @@ class AstBuilder(Transformer[Token, Any]):
         if node.type == "STRING":
             return ast.Literal(self.string(node), self.tspan(node))
         if node.type == "SIGNED_NUMBER":
-            return ast.Literal(number_value(str(node)), self.tspan(node))
+            return ast.Literal(self.number(node), self.tspan(node))
         return self.ref(node)
+
+    def number(self, tok: Token) -> int | float:
+        """A number literal's value; raise ``SyntaxProblem`` when it is out of range."""
+        return number_value(str(tok), (tok.line or 1) + self.off, tok.column or 1)
 
     # -- statements
 
@@ -512,7 +522,7 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def rule(self, meta: Any, children: list[Any]) -> ast.Rule:
-        """``[@id(...)] permit|forbid ACTIONS on PATTERN [when|unless COND]``."""
+        """``[@id(...)] permit|forbid ACTIONS on PATTERN [when COND] [unless COND]``."""
         i = 0
         annotations: list[ast.Annotation] = []
         while isinstance(children[i], ast.Annotation):
@@ -526,11 +536,7 @@ class AstBuilder(Transformer[Token, Any]):
             i += 1
         pattern_tok: Token = children[i]
         pattern = ast.Pattern(self.string(pattern_tok), self.tspan(pattern_tok))
-        condition: ast.Expr | None = None
-        kind: Any = None
-        if i + 1 < len(children):
-            kind = str(children[i + 1])
-            condition = self.operand(children[i + 2])
+        clauses = dict(children[i + 1 :])
         # The rule's position is its keyword, so the auto id names the permit/forbid line.
         effect_span = self.tspan(effect_tok)
         end = self.mspan(meta)
@@ -539,12 +545,28 @@ class AstBuilder(Transformer[Token, Any]):
             effect,
             tuple(str(t) for t in action_toks),
             pattern,
-            condition,
-            kind,
+            clauses.get("when"),
+            clauses.get("unless"),
             self.namespace,
             tuple(annotations),
             ast.Span(self.file, effect_span.line, effect_span.col, end.end_line, end.end_col),
             tuple(self.tspan(t) for t in action_toks),
+        )
+
+    def when_clause(self, children: list[Any]) -> tuple[str, ast.Expr]:
+        """``when COND``."""
+        return ("when", self.operand(children[0]))
+
+    def unless_clause(self, children: list[Any]) -> tuple[str, ast.Expr]:
+        """``unless COND``."""
+        return ("unless", self.operand(children[0]))
+
+    @v_args(meta=True)
+    def condition_decl(self, meta: Any, children: list[Any]) -> ast.ConditionDecl:
+        """``condition NAME = EXPR``."""
+        name: Token = children[0]
+        return ast.ConditionDecl(
+            str(name), self.operand(children[1]), self.namespace, self.mspan(meta), self.tspan(name)
         )
 
     @v_args(meta=True)
@@ -616,6 +638,11 @@ class AstBuilder(Transformer[Token, Any]):
         return ("expect", children, self.mspan(meta))
 
     @v_args(meta=True)
+    def test_skip(self, meta: Any, children: list[Token]) -> _Item:
+        """``skip ["reason"]`` in a test."""
+        return ("skip", self.string(children[0]) if children else "", self.mspan(meta))
+
+    @v_args(meta=True)
     def test_policy(self, meta: Any, children: list[Token]) -> _Item:
         """``policy NAME`` in a test."""
         return ("policy", children[0], self.mspan(meta))
@@ -623,6 +650,12 @@ class AstBuilder(Transformer[Token, Any]):
     @v_args(meta=True)
     def test_block(self, meta: Any, children: list[Any]) -> ast.TestBlock:
         """``test "name" { [policy NAME] context {...} call TOOL {...} expect ... }``."""
+        try:
+            return self._test_block(meta, children)
+        finally:
+            self._duplicates = []
+
+    def _test_block(self, meta: Any, children: list[Any]) -> ast.TestBlock:
         name = self.string(children[0])
         fields: dict[str, Any] = {}
         spans: dict[str, ast.Span] = {}
@@ -677,19 +710,26 @@ class AstBuilder(Transformer[Token, Any]):
             policy_span=policy_span,
             reason_span=reason_span,
             context_span=spans.get("context"),
+            skip=fields.get("skip"),
+            duplicate_keys=tuple(self._duplicates),
         )
 
     # -- test values
 
-    def object(self, children: list[tuple[str, ast.Value]]) -> dict[str, ast.Value]:
-        """``{ key: value, ... }``."""
-        return dict(children)
+    def object(self, children: list[tuple[str, ast.Value, ast.Span]]) -> dict[str, ast.Value]:
+        """``{ key: value, ... }`` (a key written twice is recorded: the checker reports it)."""
+        out: dict[str, ast.Value] = {}
+        for key, value, span in children:
+            if key in out:
+                self._duplicates.append(span)
+            out[key] = value
+        return out
 
-    def pair(self, children: list[Any]) -> tuple[str, ast.Value]:
+    def pair(self, children: list[Any]) -> tuple[str, ast.Value, ast.Span]:
         """``key: value`` (key bare or quoted)."""
         key_tok: Token = children[0]
         key = self.string(key_tok) if key_tok.type == "STRING" else str(key_tok)
-        return key, children[1]
+        return key, children[1], self.tspan(key_tok)
 
     def v_string(self, children: list[Token]) -> str:
         """A string value."""
@@ -697,7 +737,7 @@ class AstBuilder(Transformer[Token, Any]):
 
     def v_number(self, children: list[Token]) -> int | float:
         """A number value."""
-        return number_value(str(children[0]))
+        return self.number(children[0])
 
     def v_true(self, _children: list[Any]) -> bool:
         """``true``."""
@@ -733,8 +773,13 @@ class AstBuilder(Transformer[Token, Any]):
         return ast.Not(self.operand(children[0]), self.mspan(meta))
 
     @v_args(meta=True)
+    def concat(self, meta: Any, children: list[Any]) -> ast.Concat:
+        """``a + b + ...``."""
+        return ast.Concat(tuple(self.operand(c) for c in children), self.mspan(meta))
+
+    @v_args(meta=True)
     def compare(self, meta: Any, children: list[Any]) -> ast.Compare:
-        """``a == b`` / ``a != b``."""
+        """``a == b``, ``a != b``, ``a < b``, ``a <= b``, ``a > b``, ``a >= b``."""
         op: Any = str(children[1])
         return ast.Compare(
             op, self.operand(children[0]), self.operand(children[2]), self.mspan(meta)

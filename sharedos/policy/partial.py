@@ -14,13 +14,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from sharedos.policy.conditions import (
-    EvalError,
-    compile_expr,
-    contains,
-    roots,
-    values_equal,
-)
+from sharedos.policy.conditions import compile_expr, operands, roots
+from sharedos.policy.functions import EvalError, member, values_equal
 
 T, F, E = "T", "F", "E"
 _UNKNOWN = object()
@@ -78,14 +73,7 @@ def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
     if "args" in roots(enc) or "resource" in roots(enc):
         # Every operand of a comparison, call or list is evaluated (no short
         # circuit), so an operand that certainly errors makes the whole an error.
-        if kind == "cmp":
-            children = [enc[2], enc[3]]
-        elif kind == "call":
-            children = list(enc[2])
-        elif kind == "list":
-            children = list(enc[1])
-        else:
-            children = []
+        children = operands(enc)
         if any(_partial_value(c, context, action) is _ERROR for c in children):
             return _ERROR
         return _UNKNOWN
@@ -247,13 +235,9 @@ class JointSpace:
 def _candidates(op: str, side: str, value: Any) -> list[Any]:
     if op == "==":
         return [value]
-    if side == "L":  # args.p in VALUE
+    if side == "L":  # args.p in VALUE: membership in a list (anything else errors)
         if isinstance(value, list | tuple):
             return list(value)
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, Mapping):
-            return [k for k in value if isinstance(k, str)]
         return []
     return [[value]]  # VALUE in args.p: a list holding it
 
@@ -265,8 +249,8 @@ def _value_atom(mine: Any, side: str, other: Any, op: str) -> str:
         if op == "==":
             return T if values_equal(mine, other) else F
         if side == "L":
-            return T if contains(other, mine) else F
-        return T if contains(mine, other) else F
+            return T if member(mine, other) else F
+        return T if member(other, mine) else F
     except EvalError:
         return E
     except Exception:

@@ -37,6 +37,8 @@ CASES = [
     (HEAD + "requirement files.list { action list\n", "SOS103", 4, 37, None),
     (HEAD + 'permit read on "/x\n', "SOS104", 4, 16, '"/x'),
     (HEAD + 'permit read on "/x\\q"\n', "SOS104", 4, 19, "\\q"),
+    (HEAD + 'permit read on "/x" when context.n == ' + "9" * 5000 + "\n", "SOS105", 4, 39, None),
+    (HEAD + 'permit read on "/x" when context.n < 9223372036854775808\n', "SOS105", 4, 38, None),
     (HEAD + 'permit raed on "/x"\n', "SOS201", 4, 8, "raed"),
     (
         HEAD + "requirement files.read { action read; resource path(args.p) }\n",
@@ -48,11 +50,11 @@ CASES = [
     (HEAD + 'permit read on "/x" when foo.bar == "x"\n', "SOS203", 4, 26, "foo.bar"),
     (HEAD + 'permit read on "/x" when "a" in 3\n', "SOS204", 4, 33, "3"),
     (
-        HEAD + 'permit read on "/x" when lower(context.x) == "a"\n',
+        HEAD + 'permit read on "/x" when upper(context.x) == "A"\n',
         "SOS205",
         4,
         26,
-        "lower(context.x)",
+        "upper(context.x)",
     ),
     (
         'namespace n\nrequirement "bad name" { action a; resource path(args.p) }\n',
@@ -79,6 +81,16 @@ CASES = [
         '@id("r")',
     ),
     (HEAD + '@owner("me")\npermit read on "/a"\n', "SOS211", 4, 1, '@owner("me")'),
+    (
+        HEAD
+        + "namespace github\nrequirement files.delete { action delete; resource path(args.p) }\n",
+        "SOS212",
+        5,
+        13,
+        "files.delete",
+    ),
+    (HEAD + "condition when_x = true\ncondition x = 1\ncondition x = 2\n", "SOS214", 6, 11, "x"),
+    (HEAD + "condition a = b\ncondition b = a\n", "SOS215", 4, 11, "a"),
     (
         HEAD + 'permit read on "/x" when startswith(resource)\n',
         "SOS213",
@@ -155,9 +167,19 @@ def test_each_code_is_positioned(
 def test_catalogue_covers_every_emitted_code() -> None:
     # parser and checker codes here; the lints' (SOS5xx) in test_lints.py, the
     # tool's own (SOS9xx) in test_cli_commands.py
-    emitted = {code for _, code, *_ in CASES} | {"SOS001", "SOS002"}
+    emitted = {code for _, code, *_ in CASES} | {"SOS001", "SOS002", "SOS106"}
     core = {c for c in CODES if c[3] not in "59"}
     assert emitted == core, core ^ emitted
+
+
+def test_raw_invisible_characters_are_warned_about_where_they_are() -> None:
+    # Trojan Source: a right-to-left override makes the line read differently
+    text = HEAD + 'permit read on "/x" when context.tenant == "a\u202eb" # \u200b\n'
+    policy = compile_source(text, "p.sos")
+    found = [(d.code, d.severity, d.line, d.col) for d in policy.diagnostics]
+    assert found == [("SOS106", "warning", 4, 46), ("SOS106", "warning", 4, 52)]
+    assert "RIGHT-TO-LEFT OVERRIDE" in policy.diagnostics[0].message
+    assert "\\u202e" in policy.diagnostics[0].hint
 
 
 def test_several_syntax_errors_in_one_file_are_all_reported() -> None:

@@ -63,16 +63,16 @@ def test_constructs() -> None:
 
     public, shared, private = f.rules
     assert public.explicit_id == "public" and public.rule_id == "public"
-    assert public.actions == ("read", "search") and public.condition is None
+    assert public.actions == ("read", "search") and public.conditions == ()
     assert public.span.line == 8  # the rule keyword, not the annotation
-    assert shared.actions == ("*",) and shared.condition_kind == "when"
+    assert shared.actions == ("*",) and shared.when is not None and shared.unless is None
     assert shared.rule_id == "f.sos:9"
-    cond = shared.condition
+    cond = shared.when
     assert isinstance(cond, ast.BoolOp) and cond.op == "and"
     left, right = cond.operands
     assert isinstance(left, ast.Compare) and left.op == "in"
     assert isinstance(right, ast.Not)
-    assert private.condition_kind == "unless" and private.effect == "forbid"
+    assert private.when is None and private.unless is not None and private.effect == "forbid"
     assert private.span.line == 10
 
     (tp,) = f.tool_policies

@@ -78,6 +78,8 @@ def read_json_option(value: str, what: str) -> Any:
         raise click.BadParameter(
             f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", param_hint=what
         ) from None
+    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+        raise click.BadParameter(f"not usable JSON ({exc})", param_hint=what) from None
 
 
 def read_json_file(path: Path, what: str) -> Any:
@@ -93,6 +95,8 @@ def read_json_file(path: Path, what: str) -> Any:
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
             param_hint=what,
         ) from None
+    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+        raise click.BadParameter(f"{path} is not usable JSON ({exc})", param_hint=what) from None
 
 
 def internal_error_text(exc: BaseException) -> str:
