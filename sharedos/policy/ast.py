@@ -396,6 +396,11 @@ class TestBlock:
     skip: str | None = None
     #: keys written twice in the test's objects (the later value is the one kept)
     duplicate_keys: tuple[Span, ...] = ()
+    #: the ``call`` clause, and where each top-level key of ``context``/``args``
+    #: is written (the formatter keeps comments beside them)
+    call_span: Span | None = None
+    context_pair_spans: tuple[Span, ...] = ()
+    args_pair_spans: tuple[Span, ...] = ()
 
 
 Statement = NamespaceDecl | Requirement | Rule | ConditionDecl | ToolPolicyDecl | TestBlock

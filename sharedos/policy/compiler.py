@@ -4,8 +4,8 @@ The program is the single compiled form: ``PolicySet`` executes it and
 bundles store it verbatim. Layout::
 
     {"requirements": {tool: {...}},
-     "rules": [[id, effect, file, line, col, ns, pattern_raw, None,
-                cond_enc | None, "when" | "unless" | None, context_only], ...],
+     "rules": [[id, effect, file, line, col, ns, pattern_raw, None, cond_enc | None,
+                "when" | "unless" | "when unless" | None, context_only, description], ...],
      "index": {ns: {action: [forbid_abs, forbid_rel, permit_abs, permit_rel]}},
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256}}
@@ -87,14 +87,23 @@ def compile_program(
     tool_policies: Mapping[str, ToolPolicy],
     patterns: Mapping[str, dict[str, Any]] | None = None,
     conditions: Mapping[str, Mapping[str, ast.Expr]] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Build the program from checked files (call only when the checker found no errors).
 
     ``patterns`` are the checker's parsed patterns (re-parsed when absent);
-    ``conditions`` its named conditions per namespace, inlined.
+    ``conditions`` its named conditions per namespace, inlined. ``names``
+    maps a file's path as given to the name the program records for it (a
+    path relative to a declared root: the compiled program, and so its hash,
+    does not depend on how paths were spelled on a command line).
     """
     known = patterns or {}
     named_by_ns = conditions or {}
+    renamed = names or {}
+
+    def name(path: str) -> str:
+        return renamed.get(path, path)
+
     requirements: dict[str, dict[str, Any]] = {}
     ns_actions: dict[str, list[str]] = {}
     for file in files:
@@ -106,7 +115,7 @@ def compile_program(
                 "action": req.action,
                 "resource_text": resource_text(req.resource),
                 "resource": encode_resource(req.resource),
-                "file": req.span.file,
+                "file": name(req.span.file),
                 "line": req.span.line,
                 "col": req.span.col,
             }
@@ -128,9 +137,9 @@ def compile_program(
             idx = len(rules)
             rules.append(
                 encode_rule(
-                    rule.rule_id,
+                    rule.explicit_id or f"{name(rule.span.file)}:{rule.span.line}",
                     rule.effect,
-                    rule.span.file,
+                    name(rule.span.file),
                     rule.span.line,
                     rule.span.col,
                     rule.namespace,
@@ -138,6 +147,7 @@ def compile_program(
                     cond,
                     kind,
                     ctx_only,
+                    rule.description,
                 )
             )
             targets = ns_actions.get(rule.namespace, [])
@@ -152,7 +162,8 @@ def compile_program(
                 else:
                     entry.append(idx)
     sources = {
-        f.path: hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest() for f in files
+        name(f.path): hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest()
+        for f in files
     }
     return {
         "requirements": requirements,

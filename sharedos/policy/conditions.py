@@ -22,6 +22,7 @@ Runtime semantics (fixed, documented in docs/policy-language.md):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -248,6 +249,59 @@ def evaluate(enc: list[Any], env: Env) -> tuple[bool | None, str]:
         return None, str(exc)
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
+
+
+def trace(enc: list[Any], env: Env) -> list[tuple[int, str, str]]:
+    """Every sub-expression of a condition with what it evaluated to, for explanations.
+
+    Returns ``(depth, source text, outcome)`` in pre-order; the outcome is the
+    value as JSON, ``error: ...``, or ``not evaluated`` for operands an
+    ``and``/``or`` never reached (the same short-circuit as ``decide``).
+    """
+    import json
+
+    out: list[tuple[int, str, str]] = []
+
+    def show(value: Any) -> str:
+        try:
+            return json.dumps(value, ensure_ascii=False, default=repr)[:200]
+        except (TypeError, ValueError):
+            return repr(value)[:200]
+
+    def visit(node: list[Any], depth: int) -> Any:
+        slot = len(out)
+        out.append((depth, unparse(node), ""))
+        kind = node[0]
+        try:
+            if kind in ("and", "or"):
+                stop = kind == "or"  # or stops at the first true, and at the first false
+                value = not stop
+                for i, operand in enumerate(node[1:], start=1):
+                    result = visit(operand, depth + 1)
+                    if _truth(result) is stop:
+                        value = stop
+                        for rest in node[i + 1 :]:
+                            out.append((depth + 1, unparse(rest), "not evaluated"))
+                        break
+            elif kind == "lit" or kind == "ref":
+                value = compile_expr(node)(env)
+            else:
+                # operands first (left to right), then this node as decide computes it
+                for operand in operands(node):
+                    visit(operand, depth + 1)
+                value = compile_expr(node)(env)
+        except EvalError as exc:
+            out[slot] = (depth, out[slot][1], f"error: {exc}")
+            raise
+        except Exception as exc:
+            out[slot] = (depth, out[slot][1], f"error: {type(exc).__name__}")
+            raise EvalError(str(exc)) from None
+        out[slot] = (depth, out[slot][1], show(value))
+        return value
+
+    with contextlib.suppress(EvalError):  # the failing node is already marked
+        visit(enc, 0)
+    return out
 
 
 # ------------------------------------------------------------------- unparse

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 Severity = Literal["error", "warning"]
@@ -216,6 +217,9 @@ class Diagnostic:
     end_col: int
     hint: str
     excerpt: str = ""
+    #: column (1-based) of the excerpt's first character: a long line is cut
+    #: to a window around the span (``EXCERPT_WIDTH``), never printed whole
+    excerpt_col: int = 1
 
     @property
     def location(self) -> str:
@@ -229,7 +233,10 @@ class Diagnostic:
             gutter = str(self.line)
             pad = " " * len(gutter)
             text = self.excerpt.expandtabs(1)
-            start = max(self.col - 1, 0)
+            start = max(self.col - self.excerpt_col, 0)
+            if self.excerpt_col > 1:  # the line was cut on the left
+                text = "..." + text
+                start += 3
             if self.end_line == self.line and self.end_col > self.col:
                 width = self.end_col - self.col
             else:
@@ -254,15 +261,39 @@ class Diagnostic:
             "end_col": self.end_col,
             "hint": self.hint,
             "excerpt": self.excerpt,
+            "excerpt_col": self.excerpt_col,
         }
+
+
+#: Longest excerpt shown, in characters; a longer line is cut around the span.
+EXCERPT_WIDTH = 160
+
+
+@lru_cache(maxsize=8)
+def _lines(source: str) -> tuple[str, ...]:
+    # A pure memo (keyed by the text itself): thousands of diagnostics in one
+    # large file split it once, not once each.
+    return tuple(source.splitlines())
 
 
 def source_line(source: str, line: int) -> str:
     """Line ``line`` (1-based) of ``source`` without its newline, or ``""``."""
     if line < 1:
         return ""
-    lines = source.splitlines()
+    lines = _lines(source)
     return lines[line - 1] if line <= len(lines) else ""
+
+
+def excerpt_window(text: str, col: int, end_col: int) -> tuple[str, int]:
+    """``text`` cut to at most ``EXCERPT_WIDTH`` characters around columns ``col``..``end_col``:
+    (excerpt, column of its first character)."""
+    if len(text) <= EXCERPT_WIDTH:
+        return text, 1
+    span = max(end_col - col, 1)
+    before = max((EXCERPT_WIDTH - min(span, EXCERPT_WIDTH)) // 2, 10)
+    start = max(col - 1 - before, 0)
+    cut = text[start : start + EXCERPT_WIDTH]
+    return (cut + "..." if start + EXCERPT_WIDTH < len(text) else cut), start + 1
 
 
 def make(
@@ -280,6 +311,8 @@ def make(
 ) -> Diagnostic:
     """Build a diagnostic, filling the hint from ``CODES`` and the excerpt from ``source``."""
     info = CODES[code]
+    end = (col + 1) if end_col is None else end_col
+    excerpt, excerpt_col = excerpt_window(source_line(source, line), col, end)
     return Diagnostic(
         code=code,
         severity=severity,
@@ -288,9 +321,10 @@ def make(
         line=line,
         col=col,
         end_line=line if end_line is None else end_line,
-        end_col=(col + 1) if end_col is None else end_col,
+        end_col=end,
         hint=info.hint if hint is None else hint,
-        excerpt=source_line(source, line),
+        excerpt=excerpt,
+        excerpt_col=excerpt_col,
     )
 
 

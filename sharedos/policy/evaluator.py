@@ -358,6 +358,33 @@ class Evaluator:
             return cached
         return self._decision(dkey, t, resource, hits)
 
+    def applying_rules(
+        self, tool: str, args: Mapping[str, Any], context: Mapping[str, Any]
+    ) -> tuple[RuleRecord, ...]:
+        """Every rule that applies to this call, forbids and permits alike (for test coverage).
+
+        ``decide`` stops at the forbids when one applies; this also reads the
+        permits, through the same index (never the rules that cannot match).
+        """
+        t = self.tool(tool)
+        if t is None:
+            return ()
+        try:
+            resource, segs = t.resolve(args)
+        except Exception:
+            return ()
+        key = (resource if t.absolute else "/" + resource) if segs else ""
+        env = (context, args, resource, t.action)
+        node = t.walk
+        for seg in segs:
+            child = node.children.get(seg)
+            if child is None:
+                break
+            node = child
+        forbids = self._applicable(node.forbids, segs, key, env, None) or []
+        permits = self._applicable(node.permits, segs, key, env, None) or []
+        return (*forbids, *permits)
+
     def _applicable(
         self,
         groups: tuple[RuleGroup, ...],

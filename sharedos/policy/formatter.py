@@ -233,19 +233,71 @@ def _requirement(
     return f"requirement {tool} {{}}"
 
 
-def _rule_lines(rule: ast.Rule) -> list[_Line]:
+@dataclass(frozen=True, slots=True)
+class _Style:
+    """What the layout depends on besides the AST: comment lines and the line width."""
+
+    comment_lines: frozenset[int] = frozenset()
+    width: int | None = None
+
+    def must_break(self, first: int, last: int, text: str, indent: int = 0) -> bool:
+        """True when a construct on source lines first..last must keep several lines:
+        a comment sits inside it (not after its end), or one line would be too wide."""
+        if any(first <= c < last for c in self.comment_lines):
+            return True
+        return self.width is not None and len(INDENT * indent + text) > self.width
+
+
+def _rule_lines(rule: ast.Rule, style: _Style) -> list[_Line]:
     out = [
         _Line(f"@{ann.name}({quote(ann.value)})", 0, ann.span.line, ann.span.end_line)
         for ann in rule.annotations
     ]
     actions = "*" if rule.actions == ("*",) else ", ".join(rule.actions)
-    text = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
-    if rule.when is not None:
-        text += f" when {format_expr(rule.when)}"
-    if rule.unless is not None:
-        text += f" unless {format_expr(rule.unless)}"
-    out.append(_Line(text, 0, rule.span.line, rule.span.end_line))
+    head = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
+    clauses = [(kw, c) for kw, c in (("when", rule.when), ("unless", rule.unless)) if c is not None]
+    text = head + "".join(f" {kw} {format_expr(c)}" for kw, c in clauses)
+    if not clauses or not style.must_break(rule.span.line, rule.span.end_line, text):
+        out.append(_Line(text, 0, rule.span.line, rule.span.end_line))
+        return out
+    # One line per operand of each condition's top-level chain, so that every
+    # comment stays beside the operand it was written next to.
+    out.append(_Line(head, 0, rule.span.line, rule.pattern.span.end_line))
+    for kw, cond in clauses:
+        if isinstance(cond, ast.BoolOp):
+            tighter = _AND if cond.op == "or" else _NOT
+            parts = [_at_least(e, tighter) for e in cond.operands]
+            operands: tuple[ast.Expr, ...] = cond.operands
+        else:
+            parts, operands = [format_expr(cond)], (cond,)
+        for i, (part, operand) in enumerate(zip(parts, operands, strict=True)):
+            line, indent = (f"{kw} {part}", 1) if i == 0 else (f"{cond.op} {part}", 2)  # type: ignore[union-attr]
+            out.append(_Line(line, indent, operand.span.line, operand.span.end_line))
     return out
+
+
+def _object_clause(
+    keyword: str,
+    value: dict[str, ast.Value],
+    pairs: tuple[ast.Span, ...],
+    span: ast.Span | None,
+    start: int,
+    style: _Style,
+) -> list[_Line]:
+    """A test's ``context {...}`` / ``call TOOL {...}`` clause: one line, or one key per line
+    when a comment sits inside it (or it is too wide)."""
+    first = span.line if span is not None else start
+    last = span.end_line if span is not None else first
+    text = f"{keyword} {format_value(value)}" if value else keyword
+    if not value or len(pairs) != len(value) or not style.must_break(first, last, text, 1):
+        return [_Line(text, 1, first, first)]
+    lines = [_Line(f"{keyword} {{", 1, first, first)]
+    items = list(value.items())
+    for i, ((key, sub), pair) in enumerate(zip(items, pairs, strict=True)):
+        comma = "," if i < len(items) - 1 else ""
+        lines.append(_Line(f"{_key(key)}: {format_value(sub)}{comma}", 2, pair.line, pair.line))
+    lines.append(_Line("}", 1, last, last, closing=True))
+    return lines
 
 
 def _entry(entry: ast.ToolPolicyEntry) -> str:
@@ -256,7 +308,7 @@ def _entry(entry: ast.ToolPolicyEntry) -> str:
 
 def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
     start, end = tp.span.line, tp.span.end_line
-    clauses: list[tuple[int, str]] = []
+    clauses: list[tuple[int, list[_Line]]] = []
     printed: set[str] = set()
     lists = {
         "managed": tp.managed,
@@ -270,56 +322,66 @@ def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
             raise FormatError(f"toolpolicy {tp.name} repeats its '{key}' clause; fix that first")
         printed.add(key)
         if key == "mode":
-            clauses.append((span.line, f"mode {tp.mode}"))
+            text = f"mode {tp.mode}"
         else:
             entries = lists[key] or ()
             text = key + (" " + ", ".join(_entry(e) for e in entries) if entries else "")
-            clauses.append((span.line, text))
+        clauses.append((span.line, [_Line(text, 1, span.line, span.line)]))
     return _block(f"toolpolicy {_tool_ref(tp.name)} {{", clauses, start, end)
 
 
-def _test_lines(test: ast.TestBlock) -> list[_Line]:
+def _test_lines(test: ast.TestBlock, style: _Style) -> list[_Line]:
     start, end = test.span.line, test.span.end_line
-    clauses: list[tuple[int, str]] = []
+    clauses: list[tuple[int, list[_Line]]] = []
+
+    def one(line: int, text: str) -> None:
+        clauses.append((line, [_Line(text, 1, line, line)]))
+
     if test.duplicate_keys:
         # The AST keeps one value per key; printing it would drop the other.
         raise FormatError(f"test {test.name!r} writes a key twice in one object; fix that first")
     if test.skip is not None:
-        clauses.append((start, "skip" + (f" {quote(test.skip)}" if test.skip else "")))
+        one(start, "skip" + (f" {quote(test.skip)}" if test.skip else ""))
     if test.policy is not None:
-        line = test.policy_span.line if test.policy_span else start
-        clauses.append((line, f"policy {_tool_ref(test.policy)}"))
+        one(
+            test.policy_span.line if test.policy_span else start, f"policy {_tool_ref(test.policy)}"
+        )
     if test.context:
-        line = test.context_span.line if test.context_span else start
-        clauses.append((line, f"context {format_value(test.context)}"))
+        lines = _object_clause(
+            "context", test.context, test.context_pair_spans, test.context_span, start, style
+        )
+        clauses.append((lines[0].first, lines))
     if test.tool is not None:
-        line = test.tool_span.line if test.tool_span else start
-        call = f"call {_tool_ref(test.tool)}"
-        if test.args:
-            call += f" {format_value(test.args)}"
-        clauses.append((line, call))
+        call_start = test.tool_span.line if test.tool_span else start
+        span = test.call_span or ast.Span(test.span.file, call_start, 1, call_start, 1)
+        lines = _object_clause(
+            f"call {_tool_ref(test.tool)}", test.args, test.args_pair_spans, span, start, style
+        )
+        clauses.append((lines[0].first, lines))
     if test.expect_effect is not None:
-        line = test.expect_span.line if test.expect_span else end
         expect = f"expect {test.expect_effect}"
         if test.expect_reason:
             expect += f" {test.expect_reason}"
-        clauses.append((line, expect))
+        one(test.expect_span.line if test.expect_span else end, expect)
     return _block(f"test {quote(test.name)} {{", clauses, start, end)
 
 
-def _block(header: str, clauses: list[tuple[int, str]], start: int, end: int) -> list[_Line]:
+def _block(
+    header: str, clauses: list[tuple[int, list[_Line]]], start: int, end: int
+) -> list[_Line]:
     if not clauses:
         return [_Line(header + "}", 0, start, end)]
     clauses.sort(key=lambda c: c[0])  # stable: clauses keep source order
     # Each clause stands for its own first line only: a comment written between
     # clauses is placed before the next clause, never hoisted above the block.
     lines = [_Line(header, 0, start, start)]
-    lines.extend(_Line(text, 1, line, line) for line, text in clauses)
+    for _line, clause in clauses:
+        lines.extend(clause)
     lines.append(_Line("}", 0, end, end, closing=True))
     return lines
 
 
-def _statement_lines(stmt: ast.Statement) -> list[_Line]:
+def _statement_lines(stmt: ast.Statement, style: _Style) -> list[_Line]:
     if isinstance(stmt, ast.NamespaceDecl):
         return [_Line(f"namespace {stmt.name}", 0, stmt.span.line, stmt.span.end_line)]
     if isinstance(stmt, ast.Requirement):
@@ -332,14 +394,14 @@ def _statement_lines(stmt: ast.Statement) -> list[_Line]:
             _Line(_requirement(*parts), 0, stmt.span.line, stmt.span.end_line, requirement=parts)
         ]
     if isinstance(stmt, ast.Rule):
-        return _rule_lines(stmt)
+        return _rule_lines(stmt, style)
     if isinstance(stmt, ast.ConditionDecl):
         text = f"condition {stmt.name} = {format_expr(stmt.expr)}"
         return [_Line(text, 0, stmt.span.line, stmt.span.end_line)]
     if isinstance(stmt, ast.ToolPolicyDecl):
         return _toolpolicy_lines(stmt)
     if isinstance(stmt, ast.TestBlock):
-        return _test_lines(stmt)
+        return _test_lines(stmt, style)
     raise FormatError(f"unexpected statement {type(stmt).__name__}")  # pragma: no cover
 
 
@@ -356,11 +418,12 @@ class _Item:
     indent: int
 
 
-def _layout(file: ast.PolicyFile) -> str:
+def _layout(file: ast.PolicyFile, width: int | None = None) -> str:
     source_lines = file.source.split("\n")
+    style = _Style(frozenset(c.span.line for c in file.comments), width)
     lines: list[_Line] = []
     for stmt in file.statements:
-        lines.extend(_statement_lines(stmt))
+        lines.extend(_statement_lines(stmt, style))
 
     # Each comment goes to one output line: an own-line comment above the first
     # output line that reaches its source line, a trailing comment after the
@@ -492,9 +555,13 @@ def _comment_texts(comments: Iterable[ast.Comment]) -> list[str]:
 # ------------------------------------------------------------------ public API
 
 
-def format_file(file: ast.PolicyFile) -> str:
-    """Print a parsed, error-free file canonically; raise ``FormatError`` if meaning would change."""
-    text = _layout(file)
+def format_file(file: ast.PolicyFile, *, width: int | None = None) -> str:
+    """Print a parsed, error-free file canonically; raise ``FormatError`` if meaning would change.
+
+    ``width``: break rules and test objects longer than this many characters
+    (one operand or key per line); by default only a comment inside them does.
+    """
+    text = _layout(file, width)
     again = parse_source(text, file.path)
     if again.diagnostics or shape(again.file.statements) != shape(file.statements):
         raise FormatError("the formatted text would not parse back to the same policy")
@@ -503,18 +570,34 @@ def format_file(file: ast.PolicyFile) -> str:
     return text
 
 
-def format_source(text: str, filename: str = "<string>") -> FormatResult:
+_BOM = "\ufeff"
+
+
+def format_source(
+    text: str, filename: str = "<string>", *, width: int | None = None
+) -> FormatResult:
     """Format ``text``: the canonical text, or the syntax diagnostics that prevent formatting.
 
-    Never raises for bad input; a file the formatter cannot reproduce
-    faithfully yields a ``SOS901`` diagnostic and no text.
+    Accepts what ``check`` accepts: a leading byte-order mark is kept, and a
+    file written with CRLF line ends is formatted with CRLF line ends (so
+    ``fmt --check`` does not flag every line of it). Never raises for bad
+    input; a file the formatter cannot reproduce faithfully yields a
+    ``SOS901`` diagnostic and no text.
     """
-    parsed = parse_source(text, filename)
+    bom = _BOM if text.startswith(_BOM) else ""
+    body = text[len(bom) :]
+    crlf = "\r\n" in body and body.count("\r\n") == body.count("\n")
+    if crlf:
+        body = body.replace("\r\n", "\n")
+    parsed = parse_source(body, filename)
     errors = tuple(d for d in parsed.diagnostics if d.severity == "error")
     if errors:
         return FormatResult(None, errors)
     try:
-        return FormatResult(format_file(parsed.file), ())
+        formatted = format_file(parsed.file, width=width)
+        if crlf:
+            formatted = formatted.replace("\n", "\r\n")
+        return FormatResult(bom + formatted, ())
     except (FormatError, RecursionError) as exc:
         reason = str(exc) if isinstance(exc, FormatError) else "expression nested too deeply"
         return FormatResult(None, (_cannot_format(filename, reason),))

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from sharedos.policy.index import WalkNode
 
 #: Positions of a rule record in the program's JSON form (``encode_rule``/``decode_rule``).
-_ID, _EFFECT, _FILE, _LINE, _COL, _NS, _PATTERN, _PENC, _COND, _KIND, _CTXONLY = range(11)
-_RULE_FIELDS = 11
+_ID, _EFFECT, _FILE, _LINE, _COL, _NS, _PATTERN, _PENC, _COND, _KIND, _CTXONLY, _DESC = range(12)
+_RULE_FIELDS = 12
 
 Applies = Callable[[Env], bool]
 RegexMatch = Callable[[str], "re.Match[str] | None"]
@@ -180,6 +180,7 @@ class RuleRecord:
     per kind, ``depth``/``head``/``tail``/``least``/``regex``) are those of
     ``Matcher`` with the index's prefix already matched; a ``CONTEXT`` rule
     keeps its encoded pattern (``pattern_enc``) to resolve per context.
+    ``description`` is the rule's ``@description``, for explanations.
     """
 
     index: int
@@ -200,6 +201,7 @@ class RuleRecord:
     least: int
     regex: RegexMatch | None
     ref: RuleRef
+    description: str | None
 
     def resolve(self, context: Any) -> Resolved:
         """The pattern with ``{context.x}`` filled in (unsafe values fail closed in a forbid)."""
@@ -232,6 +234,7 @@ def decode_rule(raw: Sequence[Any], index: int) -> RuleRecord:
         or type(raw[_PATTERN]) is not str
         or kind not in ("when", "unless", "when unless", None)
         or (raw[_COND] is not None and not isinstance(raw[_COND], list))
+        or (raw[_DESC] is not None and type(raw[_DESC]) is not str)
     ):
         raise MalformedProgram(f"rule #{index} has a malformed field")
     penc = raw[_PENC]
@@ -264,6 +267,7 @@ def decode_rule(raw: Sequence[Any], index: int) -> RuleRecord:
         len(head) + len(tail),
         regex,
         ref,
+        raw[_DESC],
     )
 
 
@@ -278,6 +282,7 @@ def encode_rule(
     condition: list[Any] | None,
     condition_kind: str | None,
     context_only: bool,
+    description: str | None,
 ) -> list[Any]:
     """A rule record in the program's JSON form (the parsed pattern is recomputed on load)."""
     return [
@@ -292,6 +297,7 @@ def encode_rule(
         condition,
         condition_kind,
         context_only,
+        description,
     ]
 
 

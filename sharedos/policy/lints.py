@@ -31,7 +31,7 @@ from sharedos.policy import ast
 from sharedos.policy.checker import named_conditions
 from sharedos.policy.compiler import encode_resource, resource_text
 from sharedos.policy.conditions import encode, evaluate
-from sharedos.policy.diagnostics import CODES, Diagnostic, source_line
+from sharedos.policy.diagnostics import CODES, Diagnostic, make
 from sharedos.policy.index import TrieNode
 from sharedos.policy.patterns import (
     PatternSyntaxError,
@@ -70,17 +70,16 @@ class _Out:
     def warn(self, code: str, message: str, span: ast.Span, hint: str | None = None) -> None:
         end_col = span.end_col if span.end_line == span.line else span.col + 1
         self.items.append(
-            Diagnostic(
-                code=code,
-                severity="warning",
-                message=message,
+            make(
+                code,
+                message,
                 file=span.file,
+                source=self.sources.get(span.file, ""),
                 line=span.line,
                 col=span.col,
-                end_line=span.line,
                 end_col=end_col,
-                hint=hint if hint is not None else CODES[code].hint,
-                excerpt=source_line(self.sources.get(span.file, ""), span.line),
+                hint=hint,
+                severity="warning",
             )
         )
 

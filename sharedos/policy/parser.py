@@ -53,7 +53,7 @@ __all__ = ["GRAMMAR_VERSION", "ParseResult", "grammar_text", "parse_source"]
 _FAST_ENABLED = True
 
 _ANNOTATION_ONLY_RE = re.compile(
-    r'^[ \t]*@[A-Za-z_][A-Za-z0-9_]*\s*\(\s*"(?:[^"\\\n]|\\.)*"\s*\)\s*(?:#.*)?$'
+    r'^[ \t]*@[A-Za-z_][A-Za-z0-9_]*\s*\(\s*"[^"\\\n]*(?:\\.[^"\\\n]*)*"\s*\)\s*(?:#.*)?$'
 )
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD_AT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -359,6 +359,8 @@ class AstBuilder(Transformer[Token, Any]):
         self.off = line_offset
         self.namespace = ast.DEFAULT_NAMESPACE
         self._duplicates: list[ast.Span] = []
+        self._pair_spans: tuple[ast.Span, ...] = ()
+        self._clause_pairs: dict[str, tuple[ast.Span, ...]] = {}
 
     def statement(self, node: Tree[Token] | Token) -> ast.Statement | None:
         """The AST of one top-level statement (None for an empty ``;``)."""
@@ -625,11 +627,13 @@ class AstBuilder(Transformer[Token, Any]):
     @v_args(meta=True)
     def test_context(self, meta: Any, children: list[Any]) -> _Item:
         """``context {...}`` in a test."""
+        self._clause_pairs["context"] = self._pair_spans
         return ("context", children[0], self.mspan(meta))
 
     @v_args(meta=True)
     def test_call(self, meta: Any, children: list[Any]) -> _Item:
         """``call TOOL [{...}]`` in a test."""
+        self._clause_pairs["call"] = self._pair_spans if len(children) > 1 else ()
         return ("call", children, self.mspan(meta))
 
     @v_args(meta=True)
@@ -654,6 +658,7 @@ class AstBuilder(Transformer[Token, Any]):
             return self._test_block(meta, children)
         finally:
             self._duplicates = []
+            self._clause_pairs = {}
 
     def _test_block(self, meta: Any, children: list[Any]) -> ast.TestBlock:
         name = self.string(children[0])
@@ -712,6 +717,9 @@ class AstBuilder(Transformer[Token, Any]):
             context_span=spans.get("context"),
             skip=fields.get("skip"),
             duplicate_keys=tuple(self._duplicates),
+            call_span=spans.get("call"),
+            context_pair_spans=self._clause_pairs.get("context", ()),
+            args_pair_spans=self._clause_pairs.get("call", ()),
         )
 
     # -- test values
@@ -723,6 +731,8 @@ class AstBuilder(Transformer[Token, Any]):
             if key in out:
                 self._duplicates.append(span)
             out[key] = value
+        # objects are built inside out: the last one built is a clause's own
+        self._pair_spans = tuple(span for _key, _value, span in children)
         return out
 
     def pair(self, children: list[Any]) -> tuple[str, ast.Value, ast.Span]:

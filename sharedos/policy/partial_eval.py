@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedos.policy.conditions import Env, roots
+from sharedos.policy.decision import ListingExplanation, PermitReason
 from sharedos.policy.evaluator import ContextEntry, Evaluator
+from sharedos.policy.explainer import condition_text
 from sharedos.policy.index import rules_of, walk_along
 from sharedos.policy.ir import MatchKind, RuleRecord, ToolPlan
 from sharedos.policy.partial import (
@@ -222,6 +224,60 @@ class PartialEvaluator:
             if not uncertain or _jointly_possible(rule, uncertain, action, context):
                 return True
         return False
+
+    def explain(self, tool: str, context: Mapping[str, Any]) -> ListingExplanation:
+        """Why ``tool`` is (or is not) listed for ``context``, permit by permit.
+
+        The verdict is ``could_permit``'s; the reasons re-derive it without the
+        plan's shortcuts, for a person reading them.
+        """
+        t = self._ev.tool(tool)
+        if t is None:
+            return ListingExplanation(
+                str(tool), False, "no requirement declares it: it is neither listed nor callable"
+            )
+        listed = self.could_permit(tool, context)
+        env: Env = (context, None, None, t.action)
+        reasons = tuple(self._permit_reason(t, rule, env, context) for rule in self.permit_order(t))
+        if listed:
+            summary = "some call could be permitted"
+        elif not reasons:
+            summary = f"no permit governs action {t.action!r} of namespace {t.namespace!r}"
+        else:
+            summary = "no permit could allow any call for this context"
+        return ListingExplanation(tool, listed, summary, reasons)
+
+    def _permit_reason(self, t: ToolPlan, rule: RuleRecord, env: Env, context: Any) -> PermitReason:
+        def say(possible: bool, why: str) -> PermitReason:
+            return PermitReason(rule.ref, rule.pattern, possible, why)
+
+        if not self._permit_possible(rule, env, None):
+            return say(
+                False, f"its condition ({condition_text(rule)}) cannot hold for this context"
+            )
+        pat = resolve(rule.pattern_enc, context)
+        if not pat.safe:
+            return say(False, "its pattern interpolates a missing or unsafe context value")
+        if not meets_shape(pat, t.shape):
+            return say(False, f"its pattern can never match the resource {t.requirement.resource}")
+        segs = [] if t.shape[0] != "path" else literal_prefix(pat)
+        candidates = t.forbids if t.shape[0] != "path" else forbids_along(t, segs)
+        uncertain: list[RuleRecord] = []
+        for forbid in candidates:
+            fpat = resolve(forbid.pattern_enc, context, forbid=True)
+            if not covers_within(fpat, pat, t.shape):
+                continue
+            if self._forbid_certain(forbid, env, None):
+                return say(
+                    False,
+                    f"every resource it could allow is forbidden by {forbid.id} "
+                    f"({forbid.ref.file}:{forbid.ref.line}), whatever the arguments",
+                )
+            uncertain.append(forbid)
+        if uncertain and not _jointly_possible(rule, uncertain, t.action, context):
+            ids = ", ".join(f.id for f in uncertain)
+            return say(False, f"the forbids {ids} exclude every call its condition allows")
+        return say(True, "some call could match its pattern and condition")
 
     def _permit_possible(self, rule: RuleRecord, env: Env, cache: ContextEntry | None) -> bool:
         if rule.applies is None:

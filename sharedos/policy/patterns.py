@@ -199,6 +199,23 @@ def resolve(enc: Mapping[str, Any], context: Any, *, forbid: bool = False) -> Re
     return Resolved(True, bool(enc["abs"]), tuple(out))
 
 
+def resolved_text(resolved: Resolved) -> str:
+    """A resolved pattern written back as a glob (``/home/carol/**``), for explanations."""
+    out: list[str] = []
+    for seg in resolved.segs:
+        kind = seg[0]
+        if kind == "L":
+            out.append(seg[1])
+        elif kind == "S":
+            out.append("*")
+        elif kind == "D":
+            out.append("**")
+        else:
+            out.append("".join(t if k == "t" else "*" for k, t in seg[2]))
+    body = "/".join(out)
+    return ("/" + body) if resolved.absolute else body
+
+
 def to_regex(resolved: Resolved) -> str:
     """Regex over the match key (see ``match_key``) for a safe resolved pattern.
 

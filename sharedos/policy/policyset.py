@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.decision import Explanation, RuleRef
+from sharedos.policy.decision import Explanation, ListingExplanation, RuleRef
 from sharedos.policy.diagnostics import Diagnostic
 from sharedos.policy.evaluator import CONTEXT_CACHE_SIZE, DECISION_CACHE_SIZE, Evaluator
 from sharedos.policy.explainer import explain
@@ -131,11 +131,21 @@ class PolicySet(Evaluator):
         """
         return self._partial.could_permit(tool, context, context_key=context_key)
 
+    def explain_listing(self, tool: str, context: Mapping[str, Any]) -> ListingExplanation:
+        """Why ``tool`` is (or is not) listed for ``context``: ``could_permit`` and its reasons."""
+        return self._partial.explain(tool, context)
+
     def explain(
-        self, tool: str, args: Mapping[str, Any], context: Mapping[str, Any]
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        run_policy: str | None = None,
     ) -> Explanation:
-        """The decision path of one call: requirement, canonical resource, every rule and why."""
-        return explain(self, tool, args, context)
+        """The decision path of one call: requirement, canonical resource, every rule and why
+        (under toolpolicy ``run_policy`` when given)."""
+        return explain(self, tool, args, context, run_policy=run_policy)
 
 
 def program_hash(program: Mapping[str, Any]) -> str:

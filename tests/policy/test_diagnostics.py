@@ -159,7 +159,12 @@ def test_each_code_is_positioned(
     rendered = diag.render()
     assert rendered.startswith(f"p.sos:{line}:{col}: error[{code}]: ")
     assert "hint: " in rendered
-    assert diag.excerpt == text.splitlines()[line - 1]
+    full = text.splitlines()[line - 1]
+    if len(full) <= 160:
+        assert diag.excerpt == full
+    else:  # a long line is cut to a window around the span
+        assert diag.excerpt.rstrip(".") in full and len(diag.excerpt) <= 163
+        assert diag.col - diag.excerpt_col < len(diag.excerpt)
     if under is not None:
         assert _caret_text(diag) == under
 
@@ -170,6 +175,15 @@ def test_catalogue_covers_every_emitted_code() -> None:
     emitted = {code for _, code, *_ in CASES} | {"SOS001", "SOS002", "SOS106"}
     core = {c for c in CODES if c[3] not in "59"}
     assert emitted == core, core ^ emitted
+
+
+def test_a_long_line_is_excerpted_around_the_caret() -> None:
+    text = HEAD + 'permit read on "/x" when context.a == "' + "x" * 100_000 + '" $\n'
+    (diag,) = _errors(text)
+    rendered = diag.render()
+    assert diag.code == "SOS102" and len(rendered) < 1000
+    excerpt_line, caret_line = rendered.splitlines()[1:3]
+    assert excerpt_line[caret_line.index("^")] == "$"
 
 
 def test_raw_invisible_characters_are_warned_about_where_they_are() -> None:

@@ -9,6 +9,8 @@ Exit codes are a contract with scripts and CI, so they live in one place:
   an option value (click's own usage errors already exit 2).
 * ``3`` — internal error: ``sharedos-policy`` itself failed. It is reported as
   an ``SOS900`` internal-error diagnostic, never as a Python traceback.
+* ``4`` — ``test`` only: the policy does not compile, so no test was run
+  (CI can tell "the policy is broken" from "a test failed").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ EXIT_OK = 0
 EXIT_POLICY = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_NO_COMPILE = 4
 
 POLICY_SUFFIX = ".sos"
 
