@@ -167,8 +167,12 @@ def _check_requirement(ctx: _Ctx, req: ast.Requirement) -> None:
             f"requirement {req.tool} is declared {where}: the rules of namespace "
             f"{prefix!r}, forbids included, would not govern it",
             req.tool_span,
-            hint=f"declare it after 'namespace {prefix}', or name the tool "
-            f"{req.namespace}.<name> if it belongs to namespace {req.namespace!r}",
+            hint=f"declare it after 'namespace {prefix}'"
+            + (
+                ""
+                if req.namespace == ast.DEFAULT_NAMESPACE
+                else f", or name the tool {req.namespace}.<name> if it belongs to namespace {req.namespace!r}"
+            ),
         )
     if req.action is None:
         ctx.err("SOS209", f"requirement {req.tool} has no 'action NAME'", req.tool_span)

@@ -37,7 +37,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS101",
         "unexpected token",
-        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, toolpolicy, test or @id",
+        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, condition, toolpolicy, test or @id",
     ),
     CodeInfo(
         "SOS102",

@@ -257,12 +257,36 @@ def _rule_lines(rule: ast.Rule, style: _Style) -> list[_Line]:
     head = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
     clauses = [(kw, c) for kw, c in (("when", rule.when), ("unless", rule.unless)) if c is not None]
     text = head + "".join(f" {kw} {format_expr(c)}" for kw, c in clauses)
+    one_line = [*out, _Line(text, 0, rule.span.line, rule.span.end_line)]
     if not clauses or not style.must_break(rule.span.line, rule.span.end_line, text):
-        out.append(_Line(text, 0, rule.span.line, rule.span.end_line))
-        return out
-    # One line per operand of each condition's top-level chain, so that every
-    # comment stays beside the operand it was written next to.
-    out.append(_Line(head, 0, rule.span.line, rule.pattern.span.end_line))
+        return one_line
+    broken = out + _broken_rule(rule, head, clauses)
+    too_wide = style.width is not None and len(text) > style.width
+    if not too_wide and not _keeps_a_comment_inside(broken[len(out) :], rule, style):
+        return one_line  # breaking would not keep any comment inside: stay on one line
+    return broken
+
+
+def _keeps_a_comment_inside(lines: list[_Line], rule: ast.Rule, style: _Style) -> bool:
+    """True when some comment inside the rule would sit beside a line other than its last."""
+    for c in style.comment_lines:
+        if not rule.span.line <= c < rule.span.end_line:
+            continue
+        covering = [i for i, ln in enumerate(lines) if ln.first <= c <= ln.last]
+        target = (
+            covering[-1]
+            if covering
+            else next((i for i, ln in enumerate(lines) if ln.last >= c), len(lines) - 1)
+        )
+        if target < len(lines) - 1:
+            return True
+    return False
+
+
+def _broken_rule(rule: ast.Rule, head: str, clauses: list[tuple[str, ast.Expr]]) -> list[_Line]:
+    """The rule one condition operand per line, so that every comment stays beside the
+    operand it was written next to."""
+    out = [_Line(head, 0, rule.span.line, rule.pattern.span.end_line)]
     for kw, cond in clauses:
         if isinstance(cond, ast.BoolOp):
             tighter = _AND if cond.op == "or" else _NOT

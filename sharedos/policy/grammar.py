@@ -224,7 +224,7 @@ _TERMINAL_WORDS = {
     "TOOLPAT": "a tool name or pattern",
     "STRING": "a string",
     "SIGNED_NUMBER": "a number",
-    "COMPARE_OP": "'==' or '!='",
+    "COMPARE_OP": "a comparison (== != < <= > >=)",
     "STAR": "'*'",
     "$END": "end of file",
 }

@@ -171,6 +171,21 @@ def _unknown_keyword(word: str, expected: Iterable[str]) -> tuple[str, str | Non
     return f"unknown keyword '{word}'; did you mean '{close[0]}'?", hint
 
 
+#: What a character from another language usually meant here.
+_CHARACTER_HINTS = {
+    "'": 'strings are written in double quotes: "like this"',
+    "&": "write 'and' (not && or &)",
+    "|": "write 'or' (not || or |)",
+    "!": "write 'not x' to negate, '!=' to compare",
+}
+
+
+def _token_hint(token: str, expected: Iterable[str]) -> str | None:
+    if token == "=" and "COMPARE_OP" in set(expected):
+        return "compare with '==' (a single '=' only names a condition: condition NAME = EXPR)"
+    return None
+
+
 def _describe_token(token: Token) -> str:
     if token.type == "$END":
         return "end of file"
@@ -215,7 +230,7 @@ def _diagnostic(
             unknown[0]
             if unknown
             else f"unexpected {_describe_token(token)}; expected {_expected(exc.expected)}",
-            hint=unknown[1] if unknown else None,
+            hint=unknown[1] if unknown else _token_hint(word, exc.expected),
             file=filename,
             source=full,
             line=line,
@@ -275,6 +290,7 @@ def _diagnostic(
             source=full,
             line=line,
             col=col,
+            hint=_CHARACTER_HINTS.get(char),
         )
     if isinstance(exc, UnexpectedInput):
         line = (getattr(exc, "line", 1) or 1) + line_offset

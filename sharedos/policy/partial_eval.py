@@ -221,7 +221,10 @@ class PartialEvaluator:
                 uncertain.append(forbid)
             if covered:
                 continue
-            if not uncertain or _jointly_possible(rule, uncertain, action, context):
+            # A condition reading arguments is weighed jointly, even alone: its
+            # atoms may exclude each other ('when A unless A').
+            plain = rule.applies is None or rule.context_only
+            if (plain and not uncertain) or _jointly_possible(rule, uncertain, action, context):
                 return True
         return False
 
@@ -274,8 +277,11 @@ class PartialEvaluator:
                     f"({forbid.ref.file}:{forbid.ref.line}), whatever the arguments",
                 )
             uncertain.append(forbid)
-        if uncertain and not _jointly_possible(rule, uncertain, t.action, context):
+        plain = rule.applies is None or rule.context_only
+        if (uncertain or not plain) and not _jointly_possible(rule, uncertain, t.action, context):
             ids = ", ".join(f.id for f in uncertain)
+            if not ids:
+                return say(False, "no arguments can satisfy its condition")
             return say(False, f"the forbids {ids} exclude every call its condition allows")
         return say(True, "some call could match its pattern and condition")
 
