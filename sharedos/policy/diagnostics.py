@@ -111,7 +111,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS212",
         "requirement outside its namespace",
-        "declare the requirement after 'namespace NS', where NS is the first segment of its tool name",
+        "declare the requirement after 'namespace NS', where NS is the part of its tool name before the first dot",
     ),
     CodeInfo(
         "SOS213",
