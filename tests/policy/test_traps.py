@@ -111,7 +111,9 @@ def test_a_requirement_outside_its_namespace_is_an_error() -> None:
 
 def test_a_tool_name_without_a_dot_claims_no_namespace() -> None:
     # external contracts fix some names (the MCP conformance suite's test_wait)
-    compile_source('namespace conformance\nrequirement test_wait { action call; resource "/c/{args.x}" }\n')
+    compile_source(
+        'namespace conformance\nrequirement test_wait { action call; resource "/c/{args.x}" }\n'
+    )
 
 
 def test_a_requirement_before_any_namespace_is_an_error() -> None:
