@@ -16,6 +16,7 @@ in a bounded LRU (cachetools).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import threading
@@ -198,10 +199,18 @@ class Evaluator:
         key = (req["ns"], req["action"], absolute)
         built = self._walks.get(key)
         if built is None:
-            tables = self._action_tables(req["ns"], req["action"])
-            forbid, permit = (tables[0], tables[2]) if absolute else (tables[1], tables[3])
-            walk = build_walk(forbid, permit, self._group_keys)
-            built = self._walks[key] = (walk, _all_rules(forbid), _all_rules(permit))
+            # Thousands of small records and closures, no cycles: with the
+            # collector on, a large host heap turns this into full collections.
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                tables = self._action_tables(req["ns"], req["action"])
+                forbid, permit = (tables[0], tables[2]) if absolute else (tables[1], tables[3])
+                walk = build_walk(forbid, permit, self._group_keys)
+                built = self._walks[key] = (walk, _all_rules(forbid), _all_rules(permit))
+            finally:
+                if was_enabled:
+                    gc.enable()
         t = ToolPlan(
             tool,
             req["ns"],
