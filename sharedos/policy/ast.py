@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from typing import Literal as TypingLiteral
 from typing import NamedTuple
 
@@ -137,17 +138,8 @@ Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Concat | Not
 
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The direct subexpressions of ``expr``, in source order."""
-    if isinstance(expr, BoolOp | Concat):
-        return expr.operands
-    if isinstance(expr, Compare):
-        return (expr.left, expr.right)
-    if isinstance(expr, Not):
-        return (expr.operand,)
-    if isinstance(expr, Call):
-        return expr.args
-    if isinstance(expr, ListExpr):
-        return expr.items
-    return ()
+    get = _CHILDREN.get(type(expr))
+    return get(expr) if get is not None else ()
 
 
 def walk(expr: Expr) -> Iterator[Expr]:
@@ -157,12 +149,13 @@ def walk(expr: Expr) -> Iterator[Expr]:
     ``subexpressions``).
     """
     stack = [expr]
+    pop, push, table = stack.pop, stack.extend, _CHILDREN
     while stack:
-        node = stack.pop()
+        node = pop()
         yield node
-        kids = children(node)
-        if kids:
-            stack.extend(reversed(kids))
+        get = table.get(type(node))
+        if get is not None:
+            push(reversed(get(node)))
 
 
 def inline(expr: Expr, named: Mapping[str, Expr]) -> Expr:
@@ -193,6 +186,16 @@ def inline(expr: Expr, named: Mapping[str, Expr]) -> Expr:
         return Call(expr.func, new, expr.span)
     assert isinstance(expr, ListExpr)
     return ListExpr(new, expr.span)
+
+
+_CHILDREN: dict[type, Any] = {
+    BoolOp: lambda e: e.operands,
+    Concat: lambda e: e.operands,
+    Compare: lambda e: (e.left, e.right),
+    Not: lambda e: (e.operand,),
+    Call: lambda e: e.args,
+    ListExpr: lambda e: e.items,
+}
 
 
 def roots(expr: Expr) -> frozenset[str]:

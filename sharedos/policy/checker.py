@@ -387,6 +387,9 @@ def _resolve(
 
 def _kind_of(expr: ast.Expr, names: Mapping[str, ast.Expr]) -> str:
     """A cheap static type: exact for literals, refs to resource/action, named conditions and calls."""
+    t = type(expr)
+    if t is ast.Compare or t is ast.BoolOp or t is ast.Not:
+        return BOOLEAN
     if isinstance(expr, ast.Literal):
         v = expr.value
         if isinstance(v, bool):
@@ -434,6 +437,8 @@ def _expect(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr], want: str,
 
 def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> None:
     """The checks of one node given its children's static types (not the children's own)."""
+    if type(expr) is ast.Literal:
+        return
     if isinstance(expr, ast.Ref):
         if expr.root in names:
             if expr.path:

@@ -132,8 +132,12 @@ def compile_program(
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
             expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
             cond = encode(expr) if expr is not None else None
-            ctx_only = expr is not None and ast.roots(expr) <= {"context"}
-            reads_turn = reads_turn or _reads_turn_id(expr) or _interpolates_turn_id(penc)
+            ctx_only = False
+            if expr is not None:
+                read, turn = _reads(expr)
+                ctx_only = read <= {"context"}
+                reads_turn = reads_turn or turn
+            reads_turn = reads_turn or _interpolates_turn_id(penc)
             idx = len(rules)
             rules.append(
                 encode_rule(
@@ -186,8 +190,12 @@ def _interpolates_turn_id(penc: Mapping[str, Any]) -> bool:
     )
 
 
-def _reads_turn_id(expr: ast.Expr | None) -> bool:
-    return expr is not None and any(
-        isinstance(node, ast.Ref) and node.root == "context" and node.path[:1] == ("turn_id",)
-        for node in ast.walk(expr)
-    )
+def _reads(expr: ast.Expr) -> tuple[set[str], bool]:
+    """The roots ``expr`` reads, and whether it reads ``context.turn_id`` (one walk)."""
+    roots: set[str] = set()
+    turn = False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Ref):
+            roots.add(node.root)
+            turn = turn or (node.root == "context" and node.path[:1] == ("turn_id",))
+    return roots, turn
