@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from typing import Literal as TypingLiteral
-from typing import NamedTuple
 
 #: Namespace of statements written before any ``namespace`` statement.
 DEFAULT_NAMESPACE = "default"
