@@ -22,10 +22,10 @@ import anyio
 import click
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.identity import ColumnKind
 from sharedos.conformance.manifest import ManifestError, load_manifest
 from sharedos.conformance.report import render_matrix, write_reports
 from sharedos.conformance.runner import run_report
+from sharedos.identity import ColumnKind
 from sharedos.resources import shipped_dir
 
 SAMPLES: tuple[tuple[str, dict[str, Any], str], ...] = (

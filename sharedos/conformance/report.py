@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 import sharedos
 from sharedos.conformance.columns.base import ColumnRun
 from sharedos.conformance.grading import SYMBOLS, Cell, Grade, grade_column
-from sharedos.conformance.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.conformance.manifest import Manifest, Row
+from sharedos.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.outcomes import Outcome, outcome_for_reason
 
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.identity import ColumnKind
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import Report, build_report
+from sharedos.identity import ColumnKind
 
 COLUMN_KINDS: tuple[str, ...] = tuple(k.value for k in ColumnKind)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sharedos.conformance.columns.base import record_dict
+from sharedos.evidence import record_dict
 from sharedos.harness.outputs import HarnessToolEvent
 from sharedos.harness.scripted_model.plan import IssuedCall
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
+from sharedos.context import AccessContext
 from sharedos.harness import recipes
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
 from sharedos.harness.outputs import HarnessOutput, parse_output
@@ -43,7 +43,7 @@ from sharedos.harness.tools import (
     default_command,
     harness_version,
 )
-from sharedos.kernel.context import AccessContext
+from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 from sharedos.toolpolicy import ToolPolicy
 
 

@@ -155,9 +155,7 @@ async def test_a_turn_that_breaks_off_leaves_its_rows_not_exercised(
     report, runs = await run_report(
         manifest,
         ["scripted"],
-        options=ColumnOptions(
-            manifest=manifest, workdir=tmp_path, shapes=("dsh",), extra={"max_steps": 2}
-        ),
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("dsh",), max_steps=2),
     )
     cells = {row.id: cells[0] for row, cells in zip(report.rows, report.cells, strict=True)}
     grades = [c.grade for c in cells.values()]

@@ -1,6 +1,6 @@
 """The mcp and live columns with the real installed CLIs (Claude Code, Codex, Pi, Pi + pi-mcp-adapter).
 
-One scenario run (``python -m sharedos.harness.scenario``) drives every harness
+One scenario run (``python -m sharedos.conformance.scenario``) drives every harness
 over HTTP and stdio with the scripted model, the live column, and the
 "left running" check; as root it runs inside a loopback-only network namespace
 so no harness can reach beyond 127.0.0.1. The tests below read its JSON.
@@ -47,7 +47,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     args = [
         sys.executable,
         "-m",
-        "sharedos.harness.scenario",
+        "sharedos.conformance.scenario",
         "--netns",
         "--transport",
         "both",

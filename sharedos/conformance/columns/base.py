@@ -22,14 +22,15 @@ controls ids (``match_by="call_id"`` plus ``row_call_ids``), otherwise on tool
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sharedos.conformance.identity import ColumnKind, SystemIdentity
 from sharedos.conformance.manifest import Manifest
+from sharedos.evidence import record_dict
+from sharedos.identity import ColumnKind, SystemIdentity
 from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.toolpolicy import ToolPolicy
 
@@ -56,7 +57,8 @@ class ColumnOptions:
     host_config: Path | None = None
     policy_paths: tuple[Path, ...] | None = None
     timeout_s: float = 300.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: scripted column: the most model steps one turn may take before it is broken off
+    max_steps: int = 64
 
 
 class Attempt(BaseModel):
@@ -115,15 +117,6 @@ class ColumnRun(BaseModel):
         )
 
 
-class ColumnModule(Protocol):
-    """What ``sharedos.conformance.columns.<kind>`` provides."""
-
-    async def run(self, options: ColumnOptions) -> list[ColumnRun]:
-        """Run the column(s) and return one ``ColumnRun`` per column (never raise for a
-        column that cannot run here: return it with ``available=False``)."""
-        ...
-
-
 def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> Attempt:
     """Normalise one evidence record (an ``EvidenceRecord`` or its dict form) into an ``Attempt``.
 
@@ -147,27 +140,3 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
         record=data,
         wire=wire,
     )
-
-
-def record_dict(record: Any) -> dict[str, Any]:
-    """An evidence record as a JSON-ready dict (``EvidenceRecord.to_dict``, or a dict as is)."""
-    if isinstance(record, dict):
-        return record
-    to_dict = getattr(record, "to_dict", None)
-    if callable(to_dict):
-        out = to_dict()
-        if isinstance(out, dict):
-            return dict(_jsonable(out))
-    raise TypeError(f"cannot read evidence record of type {type(record).__name__}")
-
-
-def _jsonable(value: Any) -> Any:
-    import enum
-
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    return value

@@ -7,22 +7,21 @@ from pathlib import Path
 import pytest
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
-from sharedos.conformance.manifest import load_manifest
-from sharedos.harness.columns import (
-    _collect,
+from sharedos.conformance.columns.harnesses import (
     expand_harnesses,
     expand_transports,
     plan_for,
-    run_live_columns,
-    run_mcp_columns,
     turn_groups,
 )
+from sharedos.conformance.columns.live import run_live_columns
+from sharedos.conformance.columns.mcp import _collect, run_mcp_columns
+from sharedos.conformance.manifest import load_manifest
 from sharedos.harness.hostconfig import HostConfigError, default_host_config
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.process import ProcessResult
 from sharedos.harness.runtime import HarnessTurnResult
 from sharedos.harness.scripted_model import IssuedCall, ScriptedAttempt
+from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 
 
 def test_turn_groups_cover_every_row_once_default_first() -> None:

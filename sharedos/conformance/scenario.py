@@ -1,6 +1,6 @@
 """The offline harness scenario: every harness × transport, the live column, and the closed door.
 
-``python -m sharedos.harness.scenario --out result.json`` runs, with the
+``python -m sharedos.conformance.scenario --out result.json`` runs, with the
 scripted model and the pinned CLIs:
 
 1. the mcp column for each requested harness over each transport;
@@ -48,7 +48,9 @@ def reexec_in_netns(argv: list[str]) -> int | None:
     unshare, ip = shutil.which("unshare"), shutil.which("ip")
     if unshare is None or ip is None:
         return None
-    inner = " ".join(_quote(a) for a in [sys.executable, "-m", "sharedos.harness.scenario", *argv])
+    inner = " ".join(
+        _quote(a) for a in [sys.executable, "-m", "sharedos.conformance.scenario", *argv]
+    )
     env = dict(os.environ, **{NETNS_ENV: "1"})
     proc = subprocess.run(
         [unshare, "-n", "sh", "-c", f"{ip} link set lo up && exec {inner}"], env=env, check=False
@@ -190,9 +192,10 @@ async def deadline_check(harness_id: str, workdir: Path, manifest: Any) -> dict[
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole scenario and return the JSON document."""
     from sharedos.conformance.columns.base import ColumnOptions
+    from sharedos.conformance.columns.live import run_live_columns
+    from sharedos.conformance.columns.mcp import run_mcp_columns
     from sharedos.conformance.grading import grade_column
     from sharedos.conformance.manifest import load_manifest
-    from sharedos.harness.columns import run_live_columns, run_mcp_columns
 
     manifest = load_manifest()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="sharedos-harness-"))
@@ -234,7 +237,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m sharedos.harness.scenario")
+    parser = argparse.ArgumentParser(prog="python -m sharedos.conformance.scenario")
     parser.add_argument(
         "--harness", action="append", default=[], help="harness id (repeat); default all"
     )
