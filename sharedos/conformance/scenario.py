@@ -83,8 +83,8 @@ async def left_running(
     from sharedos.bridge.turnfile import StdioLaunch
     from sharedos.conformance.environment import build_environment, default_policy_paths
     from sharedos.harness import recipes
+    from sharedos.harness.adapters import get_adapter
     from sharedos.harness.hostconfig import default_host_config
-    from sharedos.harness.outputs import parse_output
     from sharedos.harness.process import run_process
     from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
 
@@ -141,7 +141,7 @@ async def left_running(
     finally:
         hold.set()
         model.stop()
-    output = parse_output(launch.output_format, proc.stdout)
+    output = get_adapter(cfg.kind).parse_output(proc.stdout)
     records = [r.to_dict() for r in env.evidence.query(turn_id=ctx.turn_id)]
     env.close()
     return {
@@ -191,9 +191,8 @@ async def deadline_check(harness_id: str, workdir: Path, manifest: Any) -> dict[
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole scenario and return the JSON document."""
+    from sharedos.conformance.columns import live, mcp
     from sharedos.conformance.columns.base import ColumnOptions
-    from sharedos.conformance.columns.live import run_live_columns
-    from sharedos.conformance.columns.mcp import run_mcp_columns
     from sharedos.conformance.grading import grade_column
     from sharedos.conformance.manifest import load_manifest
 
@@ -216,9 +215,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "leftRunning": [],
     }
     t0 = time.perf_counter()
-    runs = await run_mcp_columns(options)
+    runs = await mcp.run(options)
     if args.live:
-        runs += await run_live_columns(options)
+        runs += await live.run(options)
     for column in runs:
         doc["columns"].append(column.model_dump(mode="json"))
         doc["grades"][column.column_id] = {

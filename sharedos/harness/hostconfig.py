@@ -38,9 +38,6 @@ from pydantic import (
 
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
 
-#: Harness kinds the runtime knows how to drive.
-HARNESS_KINDS = ("claude-code", "codex", "pi", "pi-adapter")
-
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -105,7 +102,8 @@ class HarnessConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    kind: Literal["claude-code", "codex", "pi", "pi-adapter"]
+    #: a harness kind with an adapter in ``sharedos.harness.adapters``
+    kind: str
     #: argv prefix; ``None`` = the pinned CLI installed by scripts/install-tools.sh
     command: tuple[str, ...] | None = None
     #: extra arguments appended to the runtime's own, passed through unread
@@ -134,6 +132,14 @@ class HarnessConfig(BaseModel):
                 raise ValueError(f"env.{key} must be a string")
         return SecretEnv(entries=dict(value))
 
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        kinds = harness_kinds()
+        if value not in kinds:
+            raise ValueError(f"unknown harness kind {value!r} (one of {', '.join(kinds)})")
+        return value
+
     @field_validator("command")
     @classmethod
     def _command(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -157,12 +163,28 @@ class HarnessConfig(BaseModel):
     @property
     def mcp_support(self) -> str:
         """``native`` for CLIs with their own MCP client, ``extension`` for pi-mcp-adapter."""
-        return "extension" if self.kind == "pi-adapter" else "native"
+        from sharedos.harness.adapters import get_adapter
+
+        return get_adapter(self.kind).mcp_support.value
 
     @property
     def mcp_extension(self) -> str | None:
         """The extension's name when the MCP client is not the harness's own."""
-        return "pi-mcp-adapter" if self.kind == "pi-adapter" else None
+        from sharedos.harness.adapters import get_adapter
+
+        return get_adapter(self.kind).mcp_extension
+
+
+class EvidenceConfig(BaseModel):
+    """``[evidence]``: how the host's SQLite evidence store commits.
+
+    ``synchronous = "NORMAL"`` (default) survives a killed process; ``"FULL"``
+    also survives power loss, at an fsync per commit (docs/kernel.md).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
 class HostConfig(BaseModel):
@@ -172,6 +194,7 @@ class HostConfig(BaseModel):
 
     version: Literal[1] = 1
     harness: dict[str, HarnessConfig]
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
     source: str = "<host config>"
     base_dir: Path = Path(".")
 
@@ -193,10 +216,17 @@ class HostConfig(BaseModel):
         return text
 
 
+def harness_kinds() -> tuple[str, ...]:
+    """The harness kinds with an adapter (``sharedos.harness.adapters.HARNESS_KINDS``)."""
+    from sharedos.harness.adapters import HARNESS_KINDS
+
+    return HARNESS_KINDS
+
+
 def default_host_config() -> HostConfig:
     """The embedded offline default: every known harness, scripted model, HTTP, pinned CLIs."""
     return HostConfig(
-        harness={k: HarnessConfig(id=k, kind=k) for k in HARNESS_KINDS},  # type: ignore[arg-type]
+        harness={k: HarnessConfig(id=k, kind=k) for k in harness_kinds()},
         source="<embedded default>",
     )
 
@@ -230,13 +260,13 @@ def parse_host_config(
         for hid, entry in list(table.items()):
             if isinstance(entry, dict):
                 entry.setdefault("id", hid)
-                if "kind" not in entry and hid in HARNESS_KINDS:
+                if "kind" not in entry and hid in harness_kinds():
                     entry["kind"] = hid
                 elif "kind" not in entry:
                     line, col = _locate(text, ("harness", hid))
                     problems.append(
                         f"{source}:{line}:{col}: harness.{hid}: 'kind' is required "
-                        f"(one of {', '.join(HARNESS_KINDS)}) when the id is not a harness kind"
+                        f"(one of {', '.join(harness_kinds())}) when the id is not a harness kind"
                     )
                     del table[hid]  # reported; validate the rest too
     elif "harness" not in data:

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_shipped_examples_are_valid() -> None:
     offline = load_host_config(REPO / "tests/data/harness/host.offline.toml")
-    assert sorted(offline.harness) == ["claude-code", "codex", "pi", "pi-adapter"]
+    assert sorted(offline.harness) == ["claude-code", "codex", "dsh", "pi", "pi-adapter"]
     assert all(h.declared_model == SCRIPTED_MODEL_NAME for h in offline.harness.values())
     assert offline.harness["pi-adapter"].mcp_support == "extension"
     assert offline.harness["pi-adapter"].mcp_extension == "pi-mcp-adapter"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.manifest import Manifest, Row
+from sharedos.harness.adapters import HarnessUnavailable, get_adapter
 from sharedos.harness.hostconfig import (
     HostConfig,
     HostConfigError,
@@ -22,28 +23,24 @@ from sharedos.harness.runtime import McpHarnessRuntime, create_mcp_harness_runti
 from sharedos.harness.scripted_model import ScriptedAttempt
 from sharedos.identity import ColumnKind
 
-LABELS = {
-    "claude-code": "Claude Code",
-    "codex": "Codex",
-    "pi": "Pi (built-in MCP)",
-    "pi-adapter": "Pi + pi-mcp-adapter",
-    "dsh": "dsh",
-}
-
-DSH_REASON = (
-    "dsh is not installable on this machine (no public package or binary reachable from the "
-    "registries available here), so no dsh CLI could be driven; the column is kept, not dropped"
-)
-
 TRANSPORTS = ("http", "stdio")
 
 
+def label_for(hid: str, host: HostConfig | None = None) -> str:
+    """The report label of a harness id: its adapter's label when the id is configured."""
+    try:
+        kind = host.harness[hid].kind if host is not None and hid in host.harness else hid
+        return get_adapter(kind).label
+    except HarnessUnavailable:
+        return hid
+
+
 def expand_harnesses(requested: Sequence[str], host: HostConfig) -> list[str]:
-    """Harness ids to run: ``all`` means every configured harness plus the dsh placeholder."""
+    """Harness ids to run: ``all`` means every harness the host configuration names."""
     wanted = [h for h in requested if h] or ["all"]
     out: list[str] = []
     for item in wanted:
-        ids = [*host.harness, "dsh"] if item == "all" else [item]
+        ids = list(host.harness) if item == "all" else [item]
         for hid in ids:
             if hid not in out:
                 out.append(hid)
@@ -101,7 +98,7 @@ def policy_paths(options: ColumnOptions) -> tuple[Path, ...]:
 def unavailable(kind: ColumnKind, hid: str, transport: str | None, reason: str) -> ColumnRun:
     """A harness column kept in the report as not available, with the reason."""
     cid = f"{kind.value}/{hid}" + (f"/{transport}" if transport else "")
-    label = LABELS.get(hid, hid) + (f" ({transport})" if transport else "")
+    label = label_for(hid) + (f" ({transport})" if transport else "")
     return ColumnRun.unavailable(cid, kind, label, reason)
 
 

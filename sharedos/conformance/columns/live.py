@@ -11,46 +11,37 @@ import uuid
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
 from sharedos.conformance.columns.harnesses import (
-    DSH_REASON,
-    LABELS,
     expand_harnesses,
+    label_for,
     load_host,
     plan_for,
     unavailable,
 )
-from sharedos.harness.hostconfig import HostConfigError
+from sharedos.conformance.environment import build_environment
+from sharedos.harness.adapters import HarnessUnavailable, get_adapter
+from sharedos.harness.hostconfig import HarnessConfig, HostConfigError
 from sharedos.harness.runtime import McpHarnessRuntime
-from sharedos.harness.tools import HarnessUnavailable
 from sharedos.identity import ColumnKind
 
 
 async def run(options: ColumnOptions) -> list[ColumnRun]:
     """One ``ColumnRun`` per CLI; every row is graded not exercised, and the notes say why."""
-    return await run_live_columns(options)
-
-
-async def run_live_columns(options: ColumnOptions) -> list[ColumnRun]:
-    """The live column: each CLI with its local tools only, asked to use files.read."""
     host = load_host(options)
-    requested = expand_harnesses(options.harnesses, host)
     runs: list[ColumnRun] = []
-    seen_kinds: set[str] = set()
-    for hid in requested:
-        if hid == "dsh":
-            runs.append(unavailable(ColumnKind.LIVE, "dsh", None, DSH_REASON))
-            continue
+    seen_clis: set[str] = set()
+    for hid in expand_harnesses(options.harnesses, host):
         try:
             cfg = host.get(hid)
-        except HostConfigError as exc:
+            cli = get_adapter(cfg.kind).live_kind
+        except (HostConfigError, HarnessUnavailable) as exc:
             runs.append(unavailable(ColumnKind.LIVE, hid, None, str(exc)))
             continue
         # Pi with pi-mcp-adapter and no MCP server is just Pi: one live column per CLI.
-        cli = "pi" if cfg.kind == "pi-adapter" else cfg.kind
-        if cli in seen_kinds:
+        if cli in seen_clis:
             continue
-        seen_kinds.add(cli)
-        if cfg.kind == "pi-adapter":
-            cfg = cfg.model_copy(update={"kind": "pi", "id": "pi"})
+        seen_clis.add(cli)
+        if cli != cfg.kind:
+            cfg = _as_kind(cfg, cli)
         try:
             runtime = McpHarnessRuntime(cfg, host)
             runtime.version()
@@ -61,10 +52,13 @@ async def run_live_columns(options: ColumnOptions) -> list[ColumnRun]:
     return runs
 
 
+def _as_kind(cfg: HarnessConfig, kind: str) -> HarnessConfig:
+    """The same launch settings for the CLI the live column runs instead (pi-adapter → pi)."""
+    return cfg.model_copy(update={"kind": kind, "id": kind})
+
+
 async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) -> ColumnRun:
     """One CLI, no catalogue: the default group's files.read rows as the request."""
-    from sharedos.conformance.environment import build_environment
-
     manifest = options.manifest
     hid = runtime.harness.id
     name = f"live-{hid}-{uuid.uuid4().hex[:6]}"
@@ -72,7 +66,7 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
     column = ColumnRun(
         column_id=f"live/{hid}",
         kind=ColumnKind.LIVE,
-        label=f"{LABELS.get(hid, hid)} (live)",
+        label=f"{label_for(runtime.harness.kind)} (live)",
         match_by="tool_resource",
         evidence_path=str(env.evidence_path),
     )
@@ -80,11 +74,10 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
         rows = [r for r in manifest.rows if r.tool_name == "files.read"] or list(manifest.rows)
         plan, notes = plan_for(rows)
         column.notes.extend(notes)
-        ctx = env.context(manifest.default_context, f"{name}-turn")
         tool_policy = env.tool_policy(manifest.default_policy)
         result = await runtime.run_turn(
             env.host,
-            ctx,
+            env.context(manifest.default_context, f"{name}-turn"),
             tool_policy,
             plan=plan,
             workdir=env.workdir / "turns",
@@ -100,11 +93,11 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
         column.duration_s = round(result.duration_s, 3)
         local = ", ".join(result.offered_tools) or "none"
         column.notes.append(
-            f"No SharedOS catalogue was configured: the model was offered only the harness's own tools "
-            f"({local}). No tool named files.read (or any alias of it) was offered, so "
-            f"{len(result.issued)} call(s) could be issued and {len(records)} attempt(s) reached the "
-            "kernel: every row is not exercised. This is what the live column measures: without a "
-            "catalogue, the kernel cannot be exercised through the harness."
+            f"No SharedOS catalogue was configured: the model was offered only the harness's own "
+            f"tools ({local}). No tool named files.read (or any alias of it) was offered, so "
+            f"{len(result.issued)} call(s) could be issued and {len(records)} attempt(s) reached "
+            "the kernel: every row is not exercised. This is what the live column measures: "
+            "without a catalogue, the kernel cannot be exercised through the harness."
         )
         column.notes.extend(result.notes)
     finally:

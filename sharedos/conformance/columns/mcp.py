@@ -8,7 +8,9 @@ row whose tool the harness did not offer the model (not in the turn's
 catalogue, an unpublished or malformed name) is guessed at by the scripted
 model through the harness's own route; when the harness's client refuses the
 guess before any tools/call, the row is not exercised and the notes quote the
-refusal.
+refusal. A turn whose model was never offered the SharedOS tools at all (dsh's
+asynchronous MCP discovery can do that) is said so, and its rows stay not
+exercised: it is never retried until green.
 """
 
 from __future__ import annotations
@@ -20,11 +22,10 @@ from typing import Any
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
 from sharedos.conformance.columns.harnesses import (
-    DSH_REASON,
-    LABELS,
     clip,
     expand_harnesses,
     expand_transports,
+    label_for,
     load_host,
     plan_for,
     policy_paths,
@@ -33,27 +34,20 @@ from sharedos.conformance.columns.harnesses import (
     turn_groups,
     unavailable,
 )
-from sharedos.harness.correlate import correlate
+from sharedos.conformance.environment import build_environment
+from sharedos.harness.adapters import HarnessUnavailable, get_adapter
+from sharedos.harness.correlate import CallLink, correlate
 from sharedos.harness.hostconfig import HostConfigError
 from sharedos.harness.runtime import HarnessTurnResult, McpHarnessRuntime
 from sharedos.harness.scripted_model import ScriptedAttempt
-from sharedos.harness.tools import HarnessUnavailable
 from sharedos.identity import ColumnKind
 
 
 async def run(options: ColumnOptions) -> list[ColumnRun]:
     """One ``ColumnRun`` per harness × transport; a harness that cannot run is kept, unavailable."""
-    return await run_mcp_columns(options)
-
-
-async def run_mcp_columns(options: ColumnOptions) -> list[ColumnRun]:
-    """One ``ColumnRun`` per harness × transport (see module doc)."""
     host = load_host(options)
     runs: list[ColumnRun] = []
     for hid in expand_harnesses(options.harnesses, host):
-        if hid == "dsh":
-            runs.append(unavailable(ColumnKind.MCP, "dsh", None, DSH_REASON))
-            continue
         try:
             cfg = host.get(hid)
             transports = expand_transports(options.transport, cfg.transport)
@@ -75,12 +69,12 @@ async def run_mcp_column(
 ) -> ColumnRun:
     """All manifest rows through one harness over one transport, against a fresh kernel."""
     from sharedos.bridge.turnfile import StdioLaunch
-    from sharedos.conformance.environment import build_environment
 
     hid = runtime.harness.id
-    manifest = options.manifest
     name = f"mcp-{hid}-{transport}-{uuid.uuid4().hex[:6]}"
-    env = build_environment(manifest, options.workdir, policy_paths=options.policy_paths, name=name)
+    env = build_environment(
+        options.manifest, options.workdir, policy_paths=options.policy_paths, name=name
+    )
     stdio_launch = None
     if transport == "stdio":
         stdio_launch = StdioLaunch(
@@ -93,29 +87,26 @@ async def run_mcp_column(
     column = ColumnRun(
         column_id=f"mcp/{hid}/{transport}",
         kind=ColumnKind.MCP,
-        label=f"{LABELS.get(hid, hid)} ({transport})",
+        label=f"{label_for(runtime.harness.kind)} ({transport})",
         match_by="tool_resource",
         evidence_path=str(env.evidence_path),
     )
     t0 = time.perf_counter()
     try:
-        for ctx_name, pol_name, rows in turn_groups(manifest):
+        for ctx_name, pol_name, rows in turn_groups(options.manifest):
             plan, plan_notes = plan_for(rows)
             column.notes.extend(plan_notes)
-            turn_id = f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"
-            context = env.context(ctx_name, turn_id)
             tool_policy = env.tool_policy(pol_name)
-            timeout = min(runtime.harness.timeout_s, options.timeout_s)
             try:
                 result = await runtime.run_turn(
                     env.host,
-                    context,
+                    env.context(ctx_name, f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"),
                     tool_policy,
                     plan=plan,
                     workdir=env.workdir / "turns",
                     transport=transport,
                     stdio_launch=stdio_launch,
-                    timeout_s=timeout,
+                    timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
                 )
             except HarnessUnavailable as exc:
                 return unavailable(ColumnKind.MCP, hid, transport, str(exc))
@@ -136,21 +127,36 @@ def _collect(
     pol_name: str,
     plan: Sequence[ScriptedAttempt],
 ) -> None:
+    """Add one turn's attempts and notes to the column."""
+    group = f"turn {ctx_name}/{pol_name}"
     links = correlate(result.evidence, result.issued, result.output.tool_events)
     for record, link in zip(result.evidence, links, strict=True):
-        event = link.get("event") or {}
-        issued = link.get("issued") or {}
-        wire: dict[str, Any] = {
-            "alias": issued.get("alias") or event.get("alias"),
-            "harnessCallId": event.get("callId") or issued.get("callId"),
-            "correlation": link.get("correlation"),
-            "argumentsChanged": bool(link.get("argumentsChanged")),
-        }
-        if event.get("isError") is not None:
-            wire["isError"] = event["isError"]
-        column.attempts.append(attempt_from_record(record, wire=wire))
-    linked = {(link.get("issued") or {}).get("callId") for link in links}
-    group = f"turn {ctx_name}/{pol_name}"
+        column.attempts.append(attempt_from_record(record, wire=_wire(link)))
+    _note_calls_without_attempts(column, result, links, group)
+    _note_attempts_without_calls(column, links, group)
+    _note_turn(column, result, plan, group)
+    column.notes.extend(f"{group}: {n}" for n in result.notes)
+
+
+def _wire(link: CallLink) -> dict[str, Any]:
+    """What the harness side saw of one attempt, for the report (grading reads ``isError``)."""
+    event, issued = link.event, link.issued
+    wire: dict[str, Any] = {
+        "alias": (issued.alias if issued else None) or (event.alias if event else None),
+        "harnessCallId": (event.call_id if event else None) or (issued.call_id if issued else None),
+        "correlation": dict([link.correlation]) if link.correlation else None,
+        "argumentsChanged": link.arguments_changed,
+    }
+    if event is not None and event.is_error is not None:
+        wire["isError"] = event.is_error
+    return wire
+
+
+def _note_calls_without_attempts(
+    column: ColumnRun, result: HarnessTurnResult, links: Sequence[CallLink], group: str
+) -> None:
+    """Calls the model made that never reached the kernel (the harness refused them)."""
+    linked = {link.issued.call_id for link in links if link.issued is not None}
     refused_guesses = 0
     for call in result.issued:
         if call.call_id in linked:
@@ -166,25 +172,35 @@ def _collect(
             )
         else:
             column.notes.append(
-                f"{group}: {call.key}: the model called {call.alias} with {dict(call.arguments)}, but no "
-                f"attempt reached the kernel (the harness refused it client-side{answered})"
+                f"{group}: {call.key}: the model called {call.alias} with {dict(call.arguments)}, but "
+                f"no attempt reached the kernel (the harness refused it client-side{answered})"
             )
     if refused_guesses:
         _note_client_refusal(column, result)
-    for record, link in zip(result.evidence, links, strict=True):
-        rec = record.to_dict() if hasattr(record, "to_dict") else dict(record)
-        issued = link.get("issued")
+
+
+def _note_attempts_without_calls(column: ColumnRun, links: Sequence[CallLink], group: str) -> None:
+    """Attempts the model did not make as written (altered or unknown to it)."""
+    for link in links:
+        rec, issued = link.record, link.issued
         if issued is None:
             column.notes.append(
                 f"{group}: the kernel received {short(str(rec.get('tool')))} with "
                 f"{rec.get('arguments')!r}, which the model did not send"
             )
-        elif link.get("argumentsChanged"):
+        elif link.arguments_changed:
             column.notes.append(
-                f"{group}: {issued['key']}: the model called {issued['alias']} with {issued['arguments']!r}; "
-                f"the harness changed the arguments to {rec.get('arguments')!r} before the call reached "
-                "the kernel, so the row's attempt was not made as written"
+                f"{group}: {issued.key}: the model called {issued.alias} with "
+                f"{dict(issued.arguments)!r}; the harness changed the arguments to "
+                f"{rec.get('arguments')!r} before the call reached the kernel, so the row's "
+                "attempt was not made as written"
             )
+
+
+def _note_turn(
+    column: ColumnRun, result: HarnessTurnResult, plan: Sequence[ScriptedAttempt], group: str
+) -> None:
+    """The turn's summary, what was not attempted and why, and the harness's own tools."""
     attempted = {c.key for c in result.issued}
     skipped = [a for a in plan if a.key not in attempted]
     shown = ", ".join(f"{alias} → {name}" for name, alias in sorted(result.aliases_shown.items()))
@@ -193,7 +209,14 @@ def _collect(
         f"{len(result.evidence)} reached the kernel; {result.duration_s:.1f} s; "
         f"names shown to the model: {shown or 'none'}"
     )
-    if skipped:
+    if skipped and plan and not result.saw_catalogue and result.model_requests:
+        column.notes.append(
+            f"{group}: the model was never offered the SharedOS tools in this turn "
+            f"({result.model_requests} model request(s), none carried an mcp__sharedos__ tool): "
+            "the harness's MCP client had not registered them when the turn was assembled. "
+            f"Not exercised, not retried: {', '.join(sorted({a.key for a in skipped}))}"
+        )
+    elif skipped:
         why = ", ".join(sorted({f"{a.key} ({short(a.tool)})" for a in skipped}))
         column.notes.append(
             f"{group}: not attempted, because the harness offered the model no tool by that name "
@@ -210,27 +233,16 @@ def _collect(
         column.notes.append(
             f"{group}: WARNING: the bridge port still accepted connections after the turn"
         )
-    column.notes.extend(f"{group}: {n}" for n in result.notes)
-
-
-#: How each harness's client handles a name it did not offer (measured; docs/harnesses.md).
-CLIENT_ROUTES = {
-    "claude-code": "it answers a call to an unoffered mcp__sharedos__ name with a tool_use_error",
-    "codex": "it answers a call in the mcp__sharedos namespace to an unlisted name as an "
-    "unsupported call",
-    "pi": "its built-in MCP client answers a call to an unoffered mcp__sharedos__ name with "
-    "'Tool ... not found'",
-    "pi-adapter": "even its `mcp` proxy tool, which takes any name as a string, resolves the "
-    "name against the tools it listed from the server and answers 'Tool ... not found' "
-    "instead of forwarding it",
-}
 
 
 def _note_client_refusal(column: ColumnRun, result: HarnessTurnResult) -> None:
     """Once per column: the finding that this harness's client refuses unoffered names."""
     if any(n.startswith("finding about the harness") for n in column.notes):
         return
-    how = CLIENT_ROUTES.get(result.identity.harness, "it refused the calls client-side")
+    try:
+        how = get_adapter(result.identity.harness).client_route
+    except HarnessUnavailable:
+        how = "it refused the calls client-side"
     column.notes.append(
         f"finding about the harness: {column.label.split(' (')[0]}'s MCP client refuses tool "
         f"names it was not offered ({how}), before any tools/call is sent. The rows naming an "
