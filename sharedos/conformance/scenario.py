@@ -195,9 +195,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from sharedos.conformance.columns.base import ColumnOptions
     from sharedos.conformance.grading import grade_column
     from sharedos.conformance.manifest import load_manifest
+    from sharedos.harness.hostconfig import default_host_config, load_host_config
+    from sharedos.harness.secrets import Secrets
 
     manifest = load_manifest()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="sharedos-harness-"))
+    host = load_host_config(args.host_config) if args.host_config else default_host_config()
+    secrets = Secrets.of(host.secret_values(os.environ))
     options = ColumnOptions(
         manifest=manifest,
         workdir=workdir,
@@ -205,6 +209,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         transport=args.transport,
         host_config=Path(args.host_config) if args.host_config else None,
         timeout_s=args.timeout,
+        secrets=secrets,
+        evidence_synchronous=host.evidence.synchronous,
     )
     doc: dict[str, Any] = {
         "netns": in_netns(),
@@ -218,7 +224,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     runs = await mcp.run(options)
     if args.live:
         runs += await live.run(options)
-    for column in runs:
+    for column in (run.scrubbed(secrets) for run in runs):
         doc["columns"].append(column.model_dump(mode="json"))
         doc["grades"][column.column_id] = {
             c.row_id: c.model_dump(mode="json") for c in grade_column(manifest, column)
@@ -269,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if owned and not args.keep:
             shutil.rmtree(args.workdir, ignore_errors=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    from sharedos.conformance.report import write_private_text
+
+    write_private_text(Path(args.out), json.dumps(doc, indent=1, default=str))
     return 0
 
 

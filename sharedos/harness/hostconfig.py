@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
+from sharedos.harness.tomlpos import key_positions, locate
 
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -136,6 +137,8 @@ class HarnessConfig(BaseModel):
     @classmethod
     def _kind(cls, value: str) -> str:
         kinds = harness_kinds()
+        if value == _MISSING_KIND:
+            raise ValueError("'kind' is required")
         if value not in kinds:
             raise ValueError(f"unknown harness kind {value!r} (one of {', '.join(kinds)})")
         return value
@@ -208,6 +211,22 @@ class HostConfig(BaseModel):
                 [f"{self.source}: no harness {harness_id!r} (configured: {known})"]
             ) from None
 
+    def secret_values(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """Every env value this file gives any harness, resolved against ``environ``.
+
+        These are the host's credentials: whatever a harness later passes back
+        into a tool call or prints is scrubbed of them (``sharedos.harness.secrets``).
+        A reference to an unset variable contributes nothing (it is not a value).
+        """
+        values: list[str] = []
+        for cfg in self.harness.values():
+            for template in cfg.env.entries.values():
+                try:
+                    values.append(interpolate(template, environ, what="env"))
+                except MissingHostVariable:
+                    continue
+        return tuple(dict.fromkeys(v for v in values if v))
+
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
         """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file."""
         text = interpolate(value, environ if environ is not None else os.environ, what="command")
@@ -246,7 +265,7 @@ def load_host_config(path: str | Path) -> HostConfig:
 def parse_host_config(
     text: str, source: str = "<host config>", *, base_dir: Path | None = None
 ) -> HostConfig:
-    """Parse host TOML text (see ``load_host_config``)."""
+    """Parse host TOML text (see ``load_host_config``): every problem at once, each at its key."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -254,21 +273,18 @@ def parse_host_config(
         where = f"{source}:{m.group(1)}:{m.group(2)}" if m else source
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise HostConfigError([f"{where}: invalid TOML: {msg}"]) from None
+    positions = key_positions(text)
+
+    def at(loc: tuple[Any, ...], label: str, msg: str) -> str:
+        line, col = locate(positions, loc)
+        return f"{source}:{line}:{col}: {label}: {msg}"
+
     problems: list[str] = []
     table = data.get("harness")
     if isinstance(table, dict):
-        for hid, entry in list(table.items()):
+        for hid, entry in table.items():
             if isinstance(entry, dict):
-                entry.setdefault("id", hid)
-                if "kind" not in entry and hid in harness_kinds():
-                    entry["kind"] = hid
-                elif "kind" not in entry:
-                    line, col = _locate(text, ("harness", hid))
-                    problems.append(
-                        f"{source}:{line}:{col}: harness.{hid}: 'kind' is required "
-                        f"(one of {', '.join(harness_kinds())}) when the id is not a harness kind"
-                    )
-                    del table[hid]  # reported; validate the rest too
+                problems += _prepare_entry(str(hid), entry, at)
     elif "harness" not in data:
         problems.append(f"{source}:1:1: no [harness.<id>] table: nothing to launch")
         data["harness"] = {}
@@ -279,49 +295,69 @@ def parse_host_config(
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
-            line, col = _locate(text, loc)
+            if err["input"] is _MISSING_KIND and loc[-1:] == ("kind",):
+                continue  # reported by _prepare_entry, at the harness's header
             label = ".".join(str(p) for p in loc) or "file"
             msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{source}:{line}:{col}: {label}: {msg}")
-        raise HostConfigError(problems) from None
+            if len(loc) == 2 and loc[0] == "harness" and "declared_model" in msg:
+                loc = (*loc, "declared_model")  # the entry-level check is about this key
+            problems.append(at(loc, label, msg))
+        raise HostConfigError(_in_file_order(problems)) from None
     if problems:
-        raise HostConfigError(problems)
+        raise HostConfigError(_in_file_order(problems))
     return config
 
 
-def _locate(text: str, loc: tuple[Any, ...]) -> tuple[int, int]:
-    """Best-effort 1-based line/column of the key an error points at (1:1 when unknown)."""
-    start, end = 0, len(text)
-    rest = list(loc)
-    if len(rest) >= 2 and rest[0] == "harness":
-        hid = re.escape(str(rest[1]))
-        header = re.search(
-            rf'^[ \t]*\[[ \t]*harness[ \t]*\.[ \t]*"?{hid}"?[ \t]*\]', text, re.MULTILINE
-        )
-        if header:
-            start = header.start()
-            nxt = re.search(
-                r"^[ \t]*\[(?!\s*harness\s*\.\s*\"?" + hid + r"\"?\s*\.)",
-                text[header.end() :],
-                re.MULTILINE,
-            )
-            end = header.end() + nxt.start() if nxt else len(text)
-            rest = rest[2:]
-            if rest and rest[0] == "env" and len(rest) == 1:
-                sub = re.search(
-                    rf"^[ \t]*\[[ \t]*harness\.\"?{hid}\"?\.env[ \t]*\]", text, re.MULTILINE
-                )
-                if sub:
-                    start = sub.start()
+def _in_file_order(problems: list[str]) -> list[str]:
+    """Problems sorted by their ``file:line:col`` position (stable for equal ones)."""
+
+    def key(problem: str) -> tuple[int, int]:
+        m = re.search(r":(\d+):(\d+): ", problem)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+    return sorted(problems, key=key)
+
+
+#: stands in for a missing ``kind`` so the rest of the entry is still validated
+_MISSING_KIND = "<missing kind>"
+
+
+def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
+    """Fill ``id``/``kind`` defaults and check each env entry at its own key; return problems.
+
+    Problems found here are removed from the entry (so validation reports the
+    rest of the file too, instead of stopping at the first bad key).
+    """
+    problems: list[str] = []
+    entry.setdefault("id", hid)
+    if "kind" not in entry:
+        if hid in harness_kinds():
+            entry["kind"] = hid
         else:
-            rest = rest[2:]
-    offset = start
-    for part in reversed(rest):
-        if isinstance(part, str):
-            m = re.search(rf'(^|[\s{{,])"?({re.escape(part)})"?\s*=', text[start:end], re.MULTILINE)
-            if m:
-                offset = start + m.start(2)
-                break
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
+            problems.append(
+                at(
+                    ("harness", hid),
+                    f"harness.{hid}",
+                    f"'kind' is required (one of {', '.join(harness_kinds())}) when the id is "
+                    "not a harness kind",
+                )
+            )
+            entry["kind"] = _MISSING_KIND
+    env = entry.get("env")
+    if isinstance(env, dict):
+        for key, value in list(env.items()):
+            loc = ("harness", hid, "env", str(key))
+            if not _ENV_NAME_RE.fullmatch(str(key)):
+                problems.append(
+                    at(
+                        loc,
+                        f"harness.{hid}.env",
+                        f"{key!r} is not a valid environment variable name",
+                    )
+                )
+                del env[key]
+            elif not isinstance(value, str):
+                # never the value itself: it may be a credential
+                problems.append(at(loc, f"harness.{hid}.env.{key}", "must be a string"))
+                del env[key]
+    return problems

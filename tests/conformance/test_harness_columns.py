@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,22 @@ def test_a_turn_whose_model_never_saw_the_tools_says_so_and_stays_not_exercised(
 
     cells = grade_column(manifest, column)
     assert {c.grade.value for c in cells} == {"not_exercised"}
+
+
+def test_the_host_configurations_evidence_mode_reaches_the_store(tmp_path: Path) -> None:
+    """``[evidence] synchronous = "FULL"`` is the commit mode of every column's store."""
+    from sharedos.conformance.environment import column_environment
+
+    host = parse_host_config('[harness.codex]\n[evidence]\nsynchronous = "FULL"\n')
+    assert host.evidence.synchronous == "FULL"
+    options = ColumnOptions(
+        manifest=load_manifest(), workdir=tmp_path, evidence_synchronous=host.evidence.synchronous
+    )
+    env = column_environment(options, "full")
+    try:
+        assert env.evidence.synchronous == "FULL"
+        with sqlite3.connect(env.evidence_path) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        env.close()
+    assert parse_host_config("[harness.codex]\n").evidence.synchronous == "NORMAL"

@@ -22,7 +22,7 @@ controls ids (``match_by="call_id"`` plus ``row_call_ids``), otherwise on tool
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sharedos.conformance.manifest import Manifest
 from sharedos.evidence import record_dict
+from sharedos.harness.secrets import Secrets
 from sharedos.identity import ColumnKind, SystemIdentity
 from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.toolpolicy import ToolPolicy
@@ -59,6 +60,10 @@ class ColumnOptions:
     timeout_s: float = 300.0
     #: scripted column: the most model steps one turn may take before it is broken off
     max_steps: int = 64
+    #: the host's secrets (host-configuration env values): scrubbed from everything reported
+    secrets: Secrets = field(default_factory=Secrets)
+    #: how the columns' evidence stores commit (the host configuration's ``[evidence]``)
+    evidence_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
 class Attempt(BaseModel):
@@ -108,6 +113,12 @@ class ColumnRun(BaseModel):
     notes: list[str] = Field(default_factory=list)
     duration_s: float | None = None
     evidence_path: str | None = None
+
+    def scrubbed(self, secrets: Secrets) -> ColumnRun:
+        """This column with every string in it scrubbed of ``secrets`` (see harness.secrets)."""
+        if not secrets:
+            return self
+        return ColumnRun.model_validate(secrets.scrub_data(self.model_dump(mode="json")))
 
     @classmethod
     def unavailable(cls, column_id: str, kind: ColumnKind, label: str, reason: str) -> ColumnRun:

@@ -17,7 +17,7 @@ from sharedos.conformance.columns.harnesses import (
     plan_for,
     unavailable,
 )
-from sharedos.conformance.environment import build_environment
+from sharedos.conformance.environment import column_environment
 from sharedos.harness.adapters import HarnessUnavailable, get_adapter
 from sharedos.harness.hostconfig import HarnessConfig, HostConfigError
 from sharedos.harness.runtime import McpHarnessRuntime
@@ -62,7 +62,7 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
     manifest = options.manifest
     hid = runtime.harness.id
     name = f"live-{hid}-{uuid.uuid4().hex[:6]}"
-    env = build_environment(manifest, options.workdir, policy_paths=options.policy_paths, name=name)
+    env = column_environment(options, name)
     column = ColumnRun(
         column_id=f"live/{hid}",
         kind=ColumnKind.LIVE,

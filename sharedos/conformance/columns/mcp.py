@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
@@ -34,7 +35,7 @@ from sharedos.conformance.columns.harnesses import (
     turn_groups,
     unavailable,
 )
-from sharedos.conformance.environment import build_environment
+from sharedos.conformance.environment import column_environment
 from sharedos.harness.adapters import HarnessUnavailable, get_adapter
 from sharedos.harness.correlate import CallLink, correlate
 from sharedos.harness.hostconfig import HostConfigError
@@ -72,9 +73,7 @@ async def run_mcp_column(
 
     hid = runtime.harness.id
     name = f"mcp-{hid}-{transport}-{uuid.uuid4().hex[:6]}"
-    env = build_environment(
-        options.manifest, options.workdir, policy_paths=options.policy_paths, name=name
-    )
+    env = column_environment(options, name)
     stdio_launch = None
     if transport == "stdio":
         stdio_launch = StdioLaunch(
@@ -110,6 +109,11 @@ async def run_mcp_column(
                 )
             except HarnessUnavailable as exc:
                 return unavailable(ColumnKind.MCP, hid, transport, str(exc))
+            # a harness may echo a host credential back in a reply: scrub before any clipping
+            result.issued = [
+                replace(c, reply=options.secrets.scrub(c.reply)) if c.reply else c
+                for c in result.issued
+            ]
             if column.identity is None:
                 column.identity = result.identity
                 column.tool_policy = tool_policy

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 
 from sharedos.conformance.columns.base import Attempt, ColumnOptions, ColumnRun, attempt_from_record
-from sharedos.conformance.environment import ConformanceEnv, build_environment
+from sharedos.conformance.environment import ConformanceEnv, column_environment
 from sharedos.conformance.manifest import Manifest, Row
 from sharedos.harness.driver import (
     DriverError,
@@ -174,9 +174,7 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
     """
     shapes = resolve_shapes(options.shapes)
     max_steps = options.max_steps
-    env = build_environment(
-        options.manifest, options.workdir, policy_paths=options.policy_paths, name="scripted"
-    )
+    env = column_environment(options, "scripted")
     run_tag = f"scripted-{uuid.uuid4().hex[:8]}"
     try:
         return [await run_shape(env, name, run_tag=run_tag, max_steps=max_steps) for name in shapes]
