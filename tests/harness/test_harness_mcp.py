@@ -57,7 +57,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     args += ["--workdir", str(work), "--out", str(out), "--harness", "all"]
     for h in HARNESSES:
         args += ["--left-running", h]
-    args += ["--deadline", "claude-code"]
+    args += ["--deadline", "claude-code", "--deadline", "dsh"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc: dict[str, Any] = json.loads(out.read_text())
@@ -270,8 +270,10 @@ def test_live_column_exercises_nothing_and_says_why(scenario: dict[str, Any], ha
 
 
 def test_a_missed_deadline_kills_the_harness_and_closes_the_turn(scenario: dict[str, Any]) -> None:
-    (check,) = scenario["deadline"]
-    assert check["timedOut"] is True
-    assert check["portClosedAfterTurn"] is True
-    assert check["wallS"] < 15
-    assert any("process group was killed" in n for n in check["notes"])
+    checks = {c["harness"]: c for c in scenario["deadline"]}
+    assert set(checks) == {"claude-code", "dsh"}
+    for check in checks.values():
+        assert check["timedOut"] is True
+        assert check["portClosedAfterTurn"] is True
+        assert check["wallS"] < 15
+        assert any("process group was killed" in n for n in check["notes"])
