@@ -9,7 +9,7 @@ One call may produce several columns (one per vendor shape, one per harness and
 transport). The CLI builds ``ColumnOptions`` from its flags and imports the
 module lazily; the report grades every ``ColumnRun`` against the manifest.
 
-A column that cannot run here (dsh is not installable; a harness CLI missing)
+A column that cannot run here (a harness CLI missing or failing its ``--version``)
 still returns a ``ColumnRun`` with ``available=False`` and an
 ``unavailable_reason``: the report keeps the column and says why, instead of
 silently dropping it.
