@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
+from sharedos.upstream.config import UpstreamConfig, parse_upstreams
 
 #: Harness kinds the runtime knows how to drive.
 HARNESS_KINDS = ("claude-code", "codex", "pi", "pi-adapter")
@@ -172,6 +173,8 @@ class HostConfig(BaseModel):
 
     version: Literal[1] = 1
     harness: dict[str, HarnessConfig]
+    #: brokered upstream MCP servers (``[upstream.ID]``; see sharedos.upstream.config)
+    upstream: dict[str, UpstreamConfig] = Field(default_factory=dict)
     source: str = "<host config>"
     base_dir: Path = Path(".")
 
@@ -225,6 +228,11 @@ def parse_host_config(
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise HostConfigError([f"{where}: invalid TOML: {msg}"]) from None
     problems: list[str] = []
+    upstreams, upstream_problems = parse_upstreams(
+        data.pop("upstream", None), text, source, base_dir
+    )
+    problems.extend(upstream_problems)
+    data["upstream"] = upstreams
     table = data.get("harness")
     if isinstance(table, dict):
         for hid, entry in list(table.items()):
@@ -239,8 +247,9 @@ def parse_host_config(
                         f"(one of {', '.join(HARNESS_KINDS)}) when the id is not a harness kind"
                     )
                     del table[hid]  # reported; validate the rest too
-    elif "harness" not in data:
+    elif "harness" not in data and not upstreams and not upstream_problems:
         problems.append(f"{source}:1:1: no [harness.<id>] table: nothing to launch")
+    if "harness" not in data:
         data["harness"] = {}
     data["source"] = source
     data["base_dir"] = base_dir or Path(".")
