@@ -62,7 +62,9 @@ def npm_server(name: str) -> Path:
     """The entry point of a pinned @modelcontextprotocol/server-* package (skip if absent)."""
     entry = NODE_MODULES / "@modelcontextprotocol" / name / "dist" / "index.js"
     if not entry.exists():
-        pytest.skip(f"{name} is not installed: run `bash scripts/install-tools.sh` (make test does)")
+        pytest.skip(
+            f"{name} is not installed: run `bash scripts/install-tools.sh` (make test does)"
+        )
     return entry
 
 
@@ -190,10 +192,14 @@ def _probe_kernel_reason() -> bool:
 
     policy = compile_source(
         'namespace p\nrequirement p.t { action read; resource "{args.r}" }\npermit read on "*"\n'
-        'toolpolicy tp { mode open\n managed p.* }\n'
+        "toolpolicy tp { mode open\n managed p.* }\n"
     )
     registry = ToolRegistry(
-        [ToolDefinition(name="p.t", description="t", input_schema={"type": "object"}, handler=handler)]
+        [
+            ToolDefinition(
+                name="p.t", description="t", input_schema={"type": "object"}, handler=handler
+            )
+        ]
     )
     import tempfile
 
@@ -235,7 +241,9 @@ class Brokered:
     store: SqliteEvidenceStore
     stderr: io.StringIO = field(default_factory=io.StringIO)
 
-    def context(self, principal: str = "alice", roles: tuple[str, ...] = (), **kw: Any) -> AccessContext:
+    def context(
+        self, principal: str = "alice", roles: tuple[str, ...] = (), **kw: Any
+    ) -> AccessContext:
         """A fresh trusted context (new turn id each time)."""
         return AccessContext(principal=principal, roles=roles, **kw)
 
@@ -248,9 +256,12 @@ class Brokered:
         async with self.broker.turn(ctx) as upstreams:
             async with open_turn(self.host, ctx, self.policy.tool_policies[run_policy]) as turn:
                 http = httpx2.AsyncClient(headers=turn.headers())
-                async with http, Client(
-                    streamable_http_client(str(turn.url), http_client=http), mode=mode
-                ) as client:
+                async with (
+                    http,
+                    Client(
+                        streamable_http_client(str(turn.url), http_client=http), mode=mode
+                    ) as client,
+                ):
                     yield BrokeredTurn(ctx, upstreams, turn, client)
 
     def records(self, turn_id: str | None = None) -> list[Any]:
