@@ -253,16 +253,14 @@ class Brokered:
     ) -> AsyncIterator[BrokeredTurn]:
         """Prepare the upstreams, open the HTTP turn bridge, connect an SDK client."""
         ctx = context or self.context()
-        async with self.broker.turn(ctx) as upstreams:
-            async with open_turn(self.host, ctx, self.policy.tool_policies[run_policy]) as turn:
-                http = httpx2.AsyncClient(headers=turn.headers())
-                async with (
-                    http,
-                    Client(
-                        streamable_http_client(str(turn.url), http_client=http), mode=mode
-                    ) as client,
-                ):
-                    yield BrokeredTurn(ctx, upstreams, turn, client)
+        tool_policy = self.policy.tool_policies[run_policy]
+        async with (
+            self.broker.turn(ctx) as upstreams,
+            open_turn(self.host, ctx, tool_policy) as turn,
+            httpx2.AsyncClient(headers=turn.headers()) as http,
+            Client(streamable_http_client(str(turn.url), http_client=http), mode=mode) as client,
+        ):
+            yield BrokeredTurn(ctx, upstreams, turn, client)
 
     def records(self, turn_id: str | None = None) -> list[Any]:
         """The evidence records (of one turn), read back from the database file."""

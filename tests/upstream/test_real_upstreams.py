@@ -73,16 +73,16 @@ async def test_git_upstream_allowed_and_denied_with_the_upstream_tap(tmp_path: P
     log = tmp_path / "git-tap.jsonl"
     # unconfined upstream: SharedOS is the only fence here
     toml = tapped_git("git", None, log)
-    async with brokered(tmp_path, toml, git_rules(allowed_repo) + RUN_POLICY) as env:
-        async with env.turn(env.context("bob")) as t:
-            names = await t.names()
-            status = await t.call("git.git_status", {"repo_path": str(allowed_repo)})
-            log_result = await t.call("git.git_log", {"repo_path": str(allowed_repo)})
-            denied_read = await t.call("git.git_log", {"repo_path": str(secret_repo)})
-            traversal = await t.call("git.git_log", {"repo_path": f"{allowed_repo}/../secret"})
-            denied_write = await t.call(
-                "git.git_commit", {"repo_path": str(allowed_repo), "message": "x"}
-            )
+    rules = git_rules(allowed_repo) + RUN_POLICY
+    async with brokered(tmp_path, toml, rules) as env, env.turn(env.context("bob")) as t:
+        names = await t.names()
+        status = await t.call("git.git_status", {"repo_path": str(allowed_repo)})
+        log_result = await t.call("git.git_log", {"repo_path": str(allowed_repo)})
+        denied_read = await t.call("git.git_log", {"repo_path": str(secret_repo)})
+        traversal = await t.call("git.git_log", {"repo_path": f"{allowed_repo}/../secret"})
+        denied_write = await t.call(
+            "git.git_commit", {"repo_path": str(allowed_repo), "message": "x"}
+        )
     # only governed tools are listed (git_branch has no requirement here), and only
     # those some permit could allow bob (git_commit needs a maintainer)
     assert {"git.git_status", "git.git_log"} <= set(names)
