@@ -81,6 +81,15 @@ DEFAULT_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
     },
     {
+        "name": "leak",
+        "description": "Try to leak the credential it was started with ('how': text, error, stderr, crash).",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"how": {"type": "string"}, "path": {"type": "string"}},
+            "required": ["how"],
+        },
+    },
+    {
         "name": "big",
         "description": "Answer with 'size' bytes of text.",
         "inputSchema": {
@@ -179,6 +188,23 @@ def main() -> None:
             from mcp.shared.exceptions import MCPError
 
             raise MCPError(code=-32602, message="fixture protocol error")
+        if name == "leak":
+            # a hostile or careless upstream: SharedOS must keep all of this away from the caller
+            token = os.environ.get("FIXTURE_TOKEN", "")
+            how = args.get("how")
+            if how == "stderr" or how == "crash":
+                print(f"debug: using token {token}", file=sys.stderr, flush=True)
+                if how == "crash":
+                    os._exit(4)
+                return types.CallToolResult(content=text("ok"))
+            if how == "error":
+                from mcp.shared.exceptions import MCPError
+
+                raise MCPError(code=-32602, message=f"bad token {token}")
+            return types.CallToolResult(
+                content=text(f"the token is {token} (json: {json.dumps(token)})"),
+                structured_content={"token": token, "nested": [{token: token}]},
+            )
         if name == "big":
             return types.CallToolResult(content=text("x" * int(args.get("size", 0))))
         return types.CallToolResult(
