@@ -189,6 +189,9 @@ class UpstreamConnection:
         try:
             client = Client(
                 self._transport(),
+                client_info=types.Implementation(
+                    name="sharedos-upstream-broker", version=_version()
+                ),
                 mode=self.config.protocol,
                 cache=None,  # every listing reaches the upstream: drift is seen when it happens
                 message_handler=self._on_message,
@@ -359,6 +362,15 @@ def _is_closed(exc: BaseException) -> bool:
     return isinstance(
         exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream | OSError
     )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sharedos")
+    except PackageNotFoundError:
+        return "0"
 
 
 def default_stderr() -> IO[str]:
