@@ -176,6 +176,14 @@ def demo(out_dir: Path) -> None:
     paths = write_reports(report, out_dir, stem="demo")
     for kind, path in paths.items():
         _say(f"{kind} report: {path}")
+    _step(6, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
+    from sharedos.upstream.demo import brokered_git_demo
+
+    brokered_tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-upstream-"))
+    try:
+        brokered_ok = anyio.run(brokered_git_demo, brokered_tmp, _say)
+    finally:
+        shutil.rmtree(brokered_tmp, ignore_errors=True)
     _say(f"done in {time.perf_counter() - started:.1f} s")
-    if not report.ok:
+    if not report.ok or not brokered_ok:
         raise SystemExit(1)
