@@ -8,6 +8,7 @@ of their own: what never appears in LOG never reached the server.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -30,10 +31,8 @@ def main() -> int:
                     child.stdin.flush()  # type: ignore[union-attr]
                 except OSError:
                     break
-        try:
+        with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
 
     threading.Thread(target=upstream, daemon=True).start()
     out = sys.stdout.buffer
