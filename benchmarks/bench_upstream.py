@@ -160,7 +160,9 @@ async def bench_calls(n: int, rounds: int, tmp: Path) -> None:
                     assert not res.is_error
     store.close()
     d, b = statistics.median(direct), statistics.median(brokered)
-    print(f"upstream: fixture server (mcp SDK low-level Server), stdio; {len(direct)} calls per path")
+    print(
+        f"upstream: fixture server (mcp SDK low-level Server), stdio; {len(direct)} calls per path"
+    )
     print(f"  direct   SDK client -> upstream (stdio)                    {ms(direct)}")
     print(f"  brokered SDK client -> bridge (HTTP) -> kernel -> upstream  {ms(brokered)}")
     print(f"  brokered without the bridge hop (invoke_tool -> upstream)  {ms(kernel_only)}")
