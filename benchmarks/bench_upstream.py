@@ -172,8 +172,11 @@ async def bench_calls(n: int, rounds: int, tmp: Path) -> None:
     )
 
 
-async def bench_turn_open(turns: int, tmp: Path) -> None:
+async def bench_turn_open(turns: int, tmp: Path, cache_s: float = 0.0) -> None:
     toml, what = three_upstreams(tmp)
+    if cache_s:
+        toml = toml.replace('pinning = "off"\n', f'pinning = "off"\nlist_cache_s = {cache_s}\n')
+        what += f", list_cache_s = {cache_s:g}"
     config = parse_host_config(toml, "bench.toml")
     policy = compile_source(RULES)
     registry = ToolRegistry()
@@ -211,6 +214,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         anyio.run(bench_calls, calls, 40, Path(tmp))
         anyio.run(bench_turn_open, turns, Path(tmp))
+        anyio.run(bench_turn_open, turns, Path(tmp), 60.0)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")
 

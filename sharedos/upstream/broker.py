@@ -383,8 +383,13 @@ class UpstreamBroker:
         asked = time.monotonic()
         async with slot.list_lock:
             cached = slot.listing
-            # a listing that started after this turn asked is as fresh as a new one
-            if cached is not None and cached[0] >= asked and not slot.list_changed:
+            # a listing that started after this turn asked is as fresh as a new one;
+            # an operator may also accept one up to list_cache_s old
+            if (
+                cached is not None
+                and not slot.list_changed
+                and (cached[0] >= asked or asked - cached[0] < conn.config.list_cache_s)
+            ):
                 return cached[1]
             slot.list_changed = False
             began = time.monotonic()

@@ -69,6 +69,7 @@ UPSTREAM_KEYS = frozenset(
         "limits",
         "pinning",
         "protocol",
+        "list_cache_s",
         "enabled",
         "description",
     }
@@ -134,6 +135,9 @@ class UpstreamConfig(BaseModel):
     pinning: Literal["required", "off"] = "required"
     #: ``auto``: discover 2026-07-28, fall back to the initialize handshake; ``legacy``: handshake only
     protocol: Literal["auto", "legacy"] = "auto"
+    #: seconds a tools/list answer is reused by later turns (0: every turn lists afresh).
+    #: A ``list_changed`` notification or a reconnect always forces a new listing.
+    list_cache_s: float = Field(default=0.0, ge=0, le=3600)
     enabled: bool = True
     description: str = ""
 

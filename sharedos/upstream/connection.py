@@ -206,7 +206,15 @@ class UpstreamConnection:
                     self.server_info = {"name": info.name, "version": info.version}
                 started = True
                 task_status.started()
-                await self._closed.wait()
+                if self.config.list_cache_s > 0 and self._on_list_changed is not None:
+                    # a cached listing must hear about changes: on 2026-07-28 that takes a
+                    # subscriptions/listen stream (handshake-era sessions get the notification)
+                    async with anyio.create_task_group() as watch:
+                        watch.start_soon(self._watch, client)
+                        await self._closed.wait()
+                        watch.cancel_scope.cancel()
+                else:
+                    await self._closed.wait()
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException as exc:
@@ -222,6 +230,14 @@ class UpstreamConnection:
                 with contextlib.suppress(Exception):
                     await http.aclose()
             self._done.set()
+
+    async def _watch(self, client: Client) -> None:
+        """Relay 2026-07-28 tools list-change events (best effort; the TTL still bounds staleness)."""
+        with contextlib.suppress(Exception):
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    if self._on_list_changed is not None:
+                        self._on_list_changed()
 
     async def close(self) -> None:
         """End the session (the stdio process is closed, then killed by the SDK if it lingers)."""

@@ -231,3 +231,37 @@ async def test_an_upstream_restarted_with_a_changed_tool_cannot_change_under_a_t
         lookup = await t.call("fx.lookup", {"path": "/public/x"})
     assert echo.is_error is True and "is not the one this turn was given" in text_of(echo)
     assert lookup.is_error is False  # the unchanged tool is served by the new session
+
+
+async def test_a_cached_listing_is_dropped_when_the_upstream_announces_a_change(
+    tmp_path: Path,
+) -> None:
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    toml = (
+        f'[upstream.fx]\ncommand = {json.dumps(PY)}\npinning = "off"\nlist_cache_s = 600\nprotocol = "legacy"\n'
+        f"args = {json.dumps([str(FIXTURE), '--tools', str(tools_file), '--log', str(log)])}\n"
+    )
+
+    def listings() -> int:
+        return sum(
+            1 for x in log.read_text().splitlines() if json.loads(x)["method"] == "tools/list"
+        )
+
+    async with brokered(tmp_path, toml, RULES) as env:
+        for _ in range(3):
+            async with env.turn() as t:
+                assert await t.names() == ["fx.echo", "fx.lookup"]
+        assert listings() == 1  # three turns, one tools/list
+        async with env.turn() as t:
+            write_tools(
+                tools_file,
+                [
+                    *TOOLS,
+                    {"name": "added", "description": "New.", "inputSchema": {"type": "object"}},
+                ],
+            )
+            await t.call("fx.echo", {"message": "m", "path": "/public/x"})  # announces list_changed
+        async with env.turn() as t:
+            assert "fx.added" in await t.names()
+    assert listings() == 2
