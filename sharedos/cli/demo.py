@@ -83,8 +83,10 @@ def demo(out_dir: Path) -> None:
     _step(5, "Matrix")
     _show_matrix(report, out_dir)
     _say(_harnesses_line())
+    _step(6, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
+    brokered_ok = _run_brokered()
     _say(f"done in {time.perf_counter() - started:.1f} s")
-    if not report.ok:
+    if not report.ok or not brokered_ok:
         raise SystemExit(1)
 
 
@@ -211,3 +213,14 @@ def _harnesses_line() -> str:
         f"installed harness CLIs: {', '.join(installed)}; `make test` runs them natively "
         f"(live and mcp columns, dsh included) and leaves the full matrix in {FULL_MATRIX}"
     )
+
+
+def _run_brokered() -> bool:
+    """The brokered ``git`` namespace next to the built-in files tools: one allowed, one denied call."""
+    from sharedos.cli.demo_upstream import brokered_git_demo
+
+    brokered_tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-upstream-"))
+    try:
+        return bool(anyio.run(brokered_git_demo, brokered_tmp, _say))
+    finally:
+        shutil.rmtree(brokered_tmp, ignore_errors=True)

@@ -19,6 +19,8 @@ _SUBCOMMANDS: dict[str, str] = {
     "conformance": "sharedos.cli.conformance:conformance",
     "demo": "sharedos.cli.demo:demo",
     "host": "sharedos.cli.host:host",
+    "run": "sharedos.cli.run:run",
+    "upstream": "sharedos.cli.upstream:upstream",
 }
 
 

@@ -38,6 +38,7 @@ from pydantic import (
 
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.harness.tomlpos import key_positions, locate
+from sharedos.upstream.config import UpstreamConfig, parse_upstreams
 
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -198,6 +199,8 @@ class HostConfig(BaseModel):
     version: Literal[1] = 1
     harness: dict[str, HarnessConfig]
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
+    #: brokered upstream MCP servers (``[upstream.ID]``; see sharedos.upstream.config)
+    upstream: dict[str, UpstreamConfig] = Field(default_factory=dict)
     source: str = "<host config>"
     base_dir: Path = Path(".")
 
@@ -280,13 +283,19 @@ def parse_host_config(
         return f"{source}:{line}:{col}: {label}: {msg}"
 
     problems: list[str] = []
+    upstreams, upstream_problems = parse_upstreams(
+        data.pop("upstream", None), text, source, base_dir
+    )
+    problems.extend(upstream_problems)
+    data["upstream"] = upstreams
     table = data.get("harness")
     if isinstance(table, dict):
         for hid, entry in table.items():
             if isinstance(entry, dict):
                 problems += _prepare_entry(str(hid), entry, at)
-    elif "harness" not in data:
+    elif "harness" not in data and not upstreams and not upstream_problems:
         problems.append(f"{source}:1:1: no [harness.<id>] table: nothing to launch")
+    if "harness" not in data:
         data["harness"] = {}
     data["source"] = source
     data["base_dir"] = base_dir or Path(".")
