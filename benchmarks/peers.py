@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -75,7 +76,7 @@ def pct(sorted_ns: Sequence[int], q: float) -> float:
     """The q-quantile of sorted nanosecond samples, in microseconds (nearest rank)."""
     if not sorted_ns:
         return float("nan")
-    idx = min(len(sorted_ns) - 1, max(0, int(round(q * len(sorted_ns) + 0.5)) - 1))
+    idx = min(len(sorted_ns) - 1, max(0, math.ceil(q * len(sorted_ns)) - 1))
     return sorted_ns[idx] / 1000.0
 
 
@@ -301,7 +302,7 @@ def disagreements(runs: Sequence[dict[str, Any]], seed: int) -> list[str]:
         answers = {(r["engine"], r["rep"]): r["answers"] for r in group}
         if len(set(answers.values())) <= 1:
             continue
-        wl = build(workload, n, requests_for(n), seed)
+        wl = build(workload, n, group[0].get("requests", requests_for(n)), seed)
         length = min(len(a) for a in answers.values())
         for i in range(length):
             seen = {key: a[i] for key, a in answers.items()}
@@ -360,9 +361,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     by = {(r["workload"], r["rules"], r["engine"]): r for r in rows}
     for row in rows:
         base = by.get((row["workload"], row["rules"], "sharedos"))
-        row["p50_vs_sharedos"] = (
-            row["p50_us"] / base["p50_us"] if base and base["p50_us"] else None
-        )
+        row["p50_vs_sharedos"] = row["p50_us"] / base["p50_us"] if base and base["p50_us"] else None
     order = {e: i for i, e in enumerate(("sharedos", "reference", "cedar", "casbin", "rego"))}
     rows.sort(key=lambda r: (r["workload"], r["rules"], order.get(r["engine"], 99)))
     return rows
@@ -406,38 +405,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.engines.base import ALL_ENGINES, available
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="N=10,100,1000; 1 repetition; short budgets")
+    ap.add_argument(
+        "--quick", action="store_true", help="N=10,100,1000; 1 repetition; short budgets"
+    )
     ap.add_argument("--sizes", default=None)
     ap.add_argument("--engines", default=",".join(ALL_ENGINES))
     ap.add_argument("--workloads", default="acl,interp")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--slow-reps", type=int, default=1)
     ap.add_argument("--slow-ms", type=float, default=5.0)
-    ap.add_argument("--budget", type=float, default=None, help="seconds of steady-state timing per run")
-    ap.add_argument("--cap", type=float, default=None, help="seconds an engine may spend on its first pass")
+    ap.add_argument(
+        "--budget", type=float, default=None, help="seconds of steady-state timing per run"
+    )
+    ap.add_argument(
+        "--cap", type=float, default=None, help="seconds an engine may spend on its first pass"
+    )
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--json", type=Path, default=None)
     opts = ap.parse_args(argv)
     quick = opts.quick or os.environ.get("BENCH_QUICK") == "1"
-    sizes = [int(s) for s in opts.sizes.split(",")] if opts.sizes else list(SIZES[:3] if quick else SIZES)
+    sizes = (
+        [int(s) for s in opts.sizes.split(",")]
+        if opts.sizes
+        else list(SIZES[:3] if quick else SIZES)
+    )
     reps = opts.reps if opts.reps is not None else (1 if quick else 3)
     budget = opts.budget if opts.budget is not None else (0.5 if quick else 2.0)
     engines = [e for e in opts.engines.split(",") if e]
     present = available()
     missing = [e for e in engines if e not in present]
     if missing:
-        print(f"error: engines not importable: {', '.join(missing)} (pip install -e '.[bench]')", file=sys.stderr)
+        print(
+            f"error: engines not importable: {', '.join(missing)} (pip install -e '.[bench]')",
+            file=sys.stderr,
+        )
         return 2
     cap = opts.cap if opts.cap is not None else (20.0 if quick else 180.0)
     runs = run_matrix(
-        engines, opts.workloads.split(","), sizes, reps, opts.slow_reps, opts.seed, budget, opts.slow_ms, cap
+        engines,
+        opts.workloads.split(","),
+        sizes,
+        reps,
+        opts.slow_reps,
+        opts.seed,
+        budget,
+        opts.slow_ms,
+        cap,
     )
     rows = summarize(runs)
     print(table(rows))
     problems = disagreements(runs, opts.seed)
     if opts.json:
         opts.json.parent.mkdir(parents=True, exist_ok=True)
-        opts.json.write_text(json.dumps({"rows": rows, "runs": runs, "disagreements": problems}, indent=1))
+        opts.json.write_text(
+            json.dumps({"rows": rows, "runs": runs, "disagreements": problems}, indent=1)
+        )
     if problems:
         print("\n".join(problems), file=sys.stderr)
         print(f"FAILED: {len(problems)} disagreement(s) between engines", file=sys.stderr)

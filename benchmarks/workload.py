@@ -349,7 +349,13 @@ def acl_candidates(
             yield act, f"/home/{me}{rng.randrange(10)}/n{f}.md", ctx, "home-prefix-miss", True
         elif shape == 4:
             p = rng.choice(reads)
-            yield rng.choice(("read", "list")), f"/projects/p{p}/src/m{f}.py", ctx, "read-own", False
+            yield (
+                rng.choice(("read", "list")),
+                f"/projects/p{p}/src/m{f}.py",
+                ctx,
+                "read-own",
+                False,
+            )
         elif shape == 5:
             p = rng.choice(reads)
             # p1 vs p10: the near miss of a raw string prefix
@@ -357,7 +363,13 @@ def acl_candidates(
             yield "read", f"/projects/p{q}/src/m{f}.py", ctx, "read-prefix-miss", True
         elif shape == 6:
             p = rng.choice(devs)
-            yield rng.choice(("write", "delete")), f"/projects/p{p}/src/m{f}.py", ctx, "dev-write", False
+            yield (
+                rng.choice(("write", "delete")),
+                f"/projects/p{p}/src/m{f}.py",
+                ctx,
+                "dev-write",
+                False,
+            )
         elif shape == 7:
             p = rng.choice(devs)
             yield "write", f"/projects/p{p}/releases/v{f % 9}/app.tar", ctx, "release-write", True
@@ -439,10 +451,33 @@ def interp_rules(n_rules: int, ordering: bool) -> tuple[list[Rule], int]:
             write_cond = ("and", write_cond, ("arg_le", "size", 1_000_000 + 1000 * (k % 50)))
             shared_cond = ("and", shared_cond, ("arg_le", "size", 65_536))
         block = [
-            Rule(f"{t}-own-read", "permit", ("read",), False, P(f"/teams/{t}/{{context.principal}}/**"), member),
-            Rule(f"{t}-own-write", "permit", ("write",), False, P(f"/teams/{t}/{{context.principal}}/**"), write_cond),
-            Rule(f"{t}-shared-read", "permit", ("read",), False, P(f"/teams/{t}/shared/**"), member),
-            Rule(f"{t}-shared-write", "permit", ("write",), False, P(f"/teams/{t}/shared/**"), shared_cond),
+            Rule(
+                f"{t}-own-read",
+                "permit",
+                ("read",),
+                False,
+                P(f"/teams/{t}/{{context.principal}}/**"),
+                member,
+            ),
+            Rule(
+                f"{t}-own-write",
+                "permit",
+                ("write",),
+                False,
+                P(f"/teams/{t}/{{context.principal}}/**"),
+                write_cond,
+            ),
+            Rule(
+                f"{t}-shared-read", "permit", ("read",), False, P(f"/teams/{t}/shared/**"), member
+            ),
+            Rule(
+                f"{t}-shared-write",
+                "permit",
+                ("write",),
+                False,
+                P(f"/teams/{t}/shared/**"),
+                shared_cond,
+            ),
             Rule(
                 f"{t}-keep",
                 "forbid",
@@ -452,7 +487,14 @@ def interp_rules(n_rules: int, ordering: bool) -> tuple[list[Rule], int]:
                 ("arg_eq", "mode", "append"),
                 unless=True,
             ),
-            Rule(f"{t}-own-delete", "permit", ("delete",), False, P(f"/teams/{t}/{{context.principal}}/**"), member),
+            Rule(
+                f"{t}-own-delete",
+                "permit",
+                ("delete",),
+                False,
+                P(f"/teams/{t}/{{context.principal}}/**"),
+                member,
+            ),
         ]
         rules.extend(block[: n_rules - len(rules)])
         k += 1
@@ -492,26 +534,75 @@ def interp_candidates(
         extra = {"mode": mode, "size": size}
         shape = rng.randrange(12)
         if shape == 0:
-            yield rng.choice(("read", "write")), f"/users/{me}/d{f}.txt", ctx, "user-own", False, extra
+            yield (
+                rng.choice(("read", "write")),
+                f"/users/{me}/d{f}.txt",
+                ctx,
+                "user-own",
+                False,
+                extra,
+            )
         elif shape == 1:
             other = rng.choice(names)
             yield "read", f"/users/{other}/d{f}.txt", ctx, "user-other", other != me, extra
         elif shape == 2:
             yield "read", f"/teams/team{t}/{me}/d{f}.txt", ctx, "team-own-read", False, extra
         elif shape == 3:
-            yield "write", f"/teams/team{t}/{me}/d{f}.txt", ctx, "team-own-write", mode == "overwrite", extra
+            yield (
+                "write",
+                f"/teams/team{t}/{me}/d{f}.txt",
+                ctx,
+                "team-own-write",
+                mode == "overwrite",
+                extra,
+            )
         elif shape == 4:
             other = rng.choice(names)
-            yield "write", f"/teams/team{t}/{other}/d{f}.txt", ctx, "team-other-write", other != me, extra
+            yield (
+                "write",
+                f"/teams/team{t}/{other}/d{f}.txt",
+                ctx,
+                "team-other-write",
+                other != me,
+                extra,
+            )
         elif shape == 5:
-            yield "write", f"/teams/team{t}/{me}{rng.randrange(10)}/d{f}.txt", ctx, "team-prefix-miss", True, extra
+            yield (
+                "write",
+                f"/teams/team{t}/{me}{rng.randrange(10)}/d{f}.txt",
+                ctx,
+                "team-prefix-miss",
+                True,
+                extra,
+            )
         elif shape == 6:
-            yield rng.choice(("read", "write")), f"/teams/team{t}/shared/s{f}.md", ctx, "team-shared", False, extra
+            yield (
+                rng.choice(("read", "write")),
+                f"/teams/team{t}/shared/s{f}.md",
+                ctx,
+                "team-shared",
+                False,
+                extra,
+            )
         elif shape == 7:
             act = rng.choice(("write", "delete"))
-            yield act, f"/teams/team{t}/{me}/keep/k{f}.txt", ctx, "team-keep", mode != "append", extra
+            yield (
+                act,
+                f"/teams/team{t}/{me}/keep/k{f}.txt",
+                ctx,
+                "team-keep",
+                mode != "append",
+                extra,
+            )
         elif shape == 8:
-            yield rng.choice(INTERP_ACTIONS), f"/teams/team{t}/{me}/quarantine/q{f}", ctx, "quarantine", True, extra
+            yield (
+                rng.choice(INTERP_ACTIONS),
+                f"/teams/team{t}/{me}/quarantine/q{f}",
+                ctx,
+                "quarantine",
+                True,
+                extra,
+            )
         elif shape == 9:
             yield "delete", f"/teams/team{t}/{me}/d{f}.txt", ctx, "team-own-delete", False, extra
         elif shape == 10:

@@ -161,7 +161,9 @@ class CasbinEngine:
         """Build the model from text and load every policy line into the fast index."""
         model = FastModel([0, 1])
         model.load_model_from_text(files["model.conf"])
-        enforcer = casbin.FastEnforcer(model, StringAdapter(files["policy.csv"]), cache_key_order=[0, 1])
+        enforcer = casbin.FastEnforcer(
+            model, StringAdapter(files["policy.csv"]), cache_key_order=[0, 1]
+        )
         enforcer.add_function("numLE", _num_le)
         enforcer.add_function("numGT", _num_gt)
         logging.getLogger("casbin").setLevel(logging.CRITICAL)

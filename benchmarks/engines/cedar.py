@@ -91,7 +91,7 @@ def rule_text(rule: Rule) -> str:
     if rule.star:
         action = "action"
     elif len(rule.actions) == 1:
-        action = f'action == Action::{_q(rule.actions[0])}'
+        action = f"action == Action::{_q(rule.actions[0])}"
     else:
         action = "action in [" + ", ".join(f"Action::{_q(a)}" for a in rule.actions) + "]"
     text = f"@id({_q(rule.rule_id)})\n{rule.effect} (principal, {action}, resource)\n"

@@ -283,7 +283,9 @@ class ReferenceEngine:
         return allowed
 
 
-def _tail(entry: Entry, segs: list[str], i: int, n: int, principal: str | None, forbid: bool) -> bool:
+def _tail(
+    entry: Entry, segs: list[str], i: int, n: int, principal: str | None, forbid: bool
+) -> bool:
     code = entry[0]
     if code == _ANY:
         return True

@@ -29,7 +29,7 @@ from typing import Any
 import regopy
 
 from benchmarks.engines.base import Native
-from benchmarks.workload import Cond, Request, Rule, Seg, Workload
+from benchmarks.workload import Cond, Request, Seg, Workload
 
 HEADER = """package authz
 
@@ -76,7 +76,7 @@ def _segment_pattern(pattern: tuple[Seg, ...]) -> list[str]:
         elif s[0] == "principal":
             out.append(f"input.segs[{i}] == input.principal")
         elif s[0] == "glob":
-            out.append(f'glob.match({_q(s[1] + "*" + s[2])}, [], input.segs[{i}])')
+            out.append(f"glob.match({_q(s[1] + '*' + s[2])}, [], input.segs[{i}])")
     return out
 
 
@@ -113,7 +113,11 @@ def module_text(wl: Workload) -> str:
         if rule.cond is not None:
             if rule.unless:
                 helper = f"cond_{n}"
-                out.append(f"# {rule.rule_id}: unless\n{helper} if {{\n    " + "\n    ".join(_cond(rule.cond)) + "\n}\n")
+                out.append(
+                    f"# {rule.rule_id}: unless\n{helper} if {{\n    "
+                    + "\n    ".join(_cond(rule.cond))
+                    + "\n}\n"
+                )
                 body.append(f"not {helper}")
             else:
                 body.extend(_cond(rule.cond))

@@ -72,7 +72,9 @@ class SharedOSEngine:
         import sharedos
         from sharedos.policy import COMPILER_VERSION
 
-        self.version = f"sharedos {getattr(sharedos, '__version__', '?')} (compiler {COMPILER_VERSION})"
+        self.version = (
+            f"sharedos {getattr(sharedos, '__version__', '?')} (compiler {COMPILER_VERSION})"
+        )
         self.policy: Any = None
 
     def native(self, wl: Workload) -> dict[str, str]:
