@@ -58,4 +58,5 @@ async def test_shipped_rules_and_files_tools_agree(host: RuntimeHost) -> None:
         "root": "/public",
         "pattern": "*.txt",
         "matches": ["/public/docs/readme.txt"],
+        "truncated": False,
     }
