@@ -26,6 +26,7 @@ from sharedos.catalog.registry import ToolRegistry
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.tools.sandbox import (
     IS_A_DIRECTORY,
+    MAX_DEPTH,
     NOT_A_REGULAR_FILE,
     PERMISSION_DENIED,
     SYMLINK,
@@ -38,8 +39,6 @@ from sharedos.tools.sandbox import (
 FILES_TOOL_NAMES = ("files.delete", "files.list", "files.read", "files.search", "files.write")
 MAX_READ_BYTES = 1024 * 1024
 MAX_SEARCH_RESULTS = 1000
-#: directories deeper than this below the search root are not entered (``truncated``)
-MAX_SEARCH_DEPTH = 64
 #: the prefix of ``files.write``'s temporary file, renamed over the target when complete
 TEMP_PREFIX = ".sharedos-write-"
 
@@ -215,7 +214,8 @@ class _FilesHandlers:
             int(args.get("max_results", MAX_SEARCH_RESULTS)),
         )
         with self.sandbox.directory(resource) as fd:
-            walk.run(fd, "" if resource == "/" else resource, 0)
+            depth = 0 if resource == "/" else resource.count("/")
+            walk.run(fd, "" if resource == "/" else resource, depth)
         matches = walk.matches
         return HandlerResult.text(
             "\n".join(matches) if matches else f"no match for {pattern!r} under {resource}",
@@ -278,9 +278,9 @@ class _Walk:
         self.matches: list[str] = []
         self.truncated = False
 
-    def run(self, dfd: int, prefix: str, depth: int) -> None:
-        """Search the open directory ``dfd`` (shown as ``prefix``)."""
-        entries = _scan(dfd) if depth == 0 else _scan_or_nothing(dfd)
+    def run(self, dfd: int, prefix: str, depth: int, *, top: bool = True) -> None:
+        """Search the open directory ``dfd`` (shown as ``prefix``, ``depth`` components deep)."""
+        entries = _scan(dfd) if top else _scan_or_nothing(dfd)
         for entry in entries:
             if len(self.matches) >= self.limit:
                 self.truncated = True
@@ -296,7 +296,7 @@ class _Walk:
                 self.matches.append(path)
 
     def _enter(self, dfd: int, name: str, path: str, depth: int) -> None:
-        if depth + 1 > MAX_SEARCH_DEPTH:
+        if depth + 1 >= MAX_DEPTH:  # its files would be deeper than any path the tools serve
             self.truncated = True
             return
         try:
@@ -306,7 +306,7 @@ class _Walk:
         except OSError:
             return  # vanished or swapped for a link since it was read: skip, never follow
         try:
-            self.run(sub, path, depth + 1)
+            self.run(sub, path, depth + 1, top=False)
         finally:
             os.close(sub)
 

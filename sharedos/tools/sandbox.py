@@ -31,6 +31,9 @@ from contextlib import contextmanager
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted in the tree must not hang the handler
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: the most components a served path may have: a deeper tree (one write could create
+#: thousands of levels) breaks the recursive tools operators clean up with
+MAX_DEPTH = 64
 #: how often an open that raced a concurrent ``mkdir`` is retried before giving up
 _RACE_RETRIES = 3
 
@@ -44,6 +47,7 @@ NOT_A_REGULAR_FILE = "not_a_regular_file"
 HARD_LINK = "hard_link"
 PERMISSION_DENIED = "permission_denied"
 NAME_TOO_LONG = "name_too_long"
+TOO_DEEP = "path_too_deep"
 INVALID_NAME = "invalid_name"
 NO_SPACE = "no_space"
 CHANGED = "changed_during_call"
@@ -60,6 +64,7 @@ ERROR_CODES = frozenset(
         HARD_LINK,
         PERMISSION_DENIED,
         NAME_TOO_LONG,
+        TOO_DEEP,
         INVALID_NAME,
         NO_SPACE,
         CHANGED,
@@ -145,6 +150,10 @@ def segments_of(resource: str) -> tuple[str, ...]:
     parts = tuple(resource[1:].split("/"))
     if any(p in ("", ".", "..") for p in parts):
         raise SandboxError(NOT_CANONICAL, "the resource", "is not a canonical path")
+    if len(parts) > MAX_DEPTH:
+        raise SandboxError(
+            TOO_DEEP, "/" + "/".join(parts[:3]) + "/...", f"is more than {MAX_DEPTH} levels deep"
+        )
     return parts
 
 

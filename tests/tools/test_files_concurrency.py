@@ -158,3 +158,22 @@ def test_list_and_search_keep_answering_while_files_are_renamed_underneath(root:
     finally:
         stop.set()
         thread.join()
+
+
+def test_paths_deeper_than_the_limit_are_refused_and_search_stops_there(root: Path) -> None:
+    from sharedos.tools.sandbox import MAX_DEPTH
+
+    ts = tools(root)
+    deep = "/public/" + "/".join(["d"] * (MAX_DEPTH - 1))  # MAX_DEPTH components
+    assert not call(ts["files.write"], deep, path="x", content="needle").is_error
+    too_deep = call(ts["files.write"], deep + "/x", path="x", content="needle")
+    assert too_deep.is_error and "(path_too_deep)" in text(too_deep)
+    assert str(root) not in text(too_deep)
+    found = call(ts["files.search"], "/", root="x", pattern="*", text="needle")
+    assert deep in found.structured["matches"]  # type: ignore[index]
+    # a directory made deeper by other means is not entered
+    below = (root / deep.lstrip("/")).parent / "e" / "f"  # g.txt: MAX_DEPTH + 1 components
+    below.mkdir(parents=True)
+    (below / "g.txt").write_text("needle")
+    again = call(ts["files.search"], "/", root="x", pattern="*", text="needle")
+    assert again.structured["truncated"] is True  # type: ignore[index]
