@@ -161,7 +161,7 @@ def _seeds() -> list[bytes]:
 #: mutated inputs are cut to this size: the fuzzer looks for crashes and hangs in the
 #: structure of a text; size alone is exercised by EXTREMES and the kept regressions
 #: (a size cap also keeps it from rediscovering a known slow path on every run)
-MAX_MUTATED = 32 * 1024
+MAX_MUTATED = 16 * 1024
 
 
 @st.composite

@@ -105,10 +105,14 @@ class Run:
         assert counts.total == self.calls, (counts, self.calls)  # every attempt is recorded
         turns = {r.turn_id for r in self.store.query()}
         self.store.close()
-        for turn in sorted(turns - {c.turn_id for c in ODD.values()}):
-            self.scan.evidence(self.db, turn=turn)  # the export, and the raw db/WAL bytes
-        self.scan.file(self.db)
-        self.scan.file(f"{self.db}-wal")
+        # the host path is a secret too: errors name canonical paths only
+        host = SecretScan(str(self.arena.root))
+        for scan in (self.scan, host):
+            for turn in sorted(turns - {c.turn_id for c in ODD.values()}):
+                scan.evidence(self.db, turn=turn)  # the export, and the raw db/WAL bytes
+            scan.file(self.db)
+            scan.file(f"{self.db}-wal")
+        host.assert_clean()
         self.scan.captured(capfd)
         self.scan.assert_clean()
 
