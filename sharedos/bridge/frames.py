@@ -150,17 +150,12 @@ def oversized(size: int, head: bytes) -> Frame:
 
 
 def truncated(data: bytes) -> Frame:
-    """The frame of a body whose sender stopped before its end (disconnect or read deadline)."""
-    frame = _damaged(data)
-    if frame.problem is None or not frame.calls:
-        return Frame(
-            size=len(data),
-            message=None,
-            problem=Problem.TRUNCATED,
-            looks_like_call=_looks_like_call(data),
-            fingerprint=fingerprint(data),
-        )
-    return frame
+    """The frame of a body whose sender stopped before its end (disconnect or read deadline).
+
+    What did arrive may still name a ``tools/call`` (even be complete JSON,
+    when a body announced more bytes than it sent); it is refused either way.
+    """
+    return _damaged(data, forced=Problem.TRUNCATED)
 
 
 def _structured(data: bytes, value: object, problem: Problem | None, *, intact: bool) -> Frame:
@@ -230,11 +225,18 @@ def _usable_id(item: Mapping[str, object]) -> RequestId | None:
     return None
 
 
-def _damaged(data: bytes) -> Frame:
-    """The slow path: the SDK's parser refused the frame; find out why and what can be said."""
+def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
+    """The slow path: the SDK's parser refused the frame; find out why and what can be said.
+
+    ``forced``: the problem is already known (a truncated body); the frame is
+    still searched for the calls it names.
+    """
     if not data.strip():
         return Frame(
-            size=len(data), message=None, problem=Problem.EMPTY, fingerprint=fingerprint(data)
+            size=len(data),
+            message=None,
+            problem=forced or Problem.EMPTY,
+            fingerprint=fingerprint(data),
         )
     problem: Problem | None = None
     try:
@@ -263,10 +265,12 @@ def _damaged(data: bytes) -> Frame:
         return Frame(
             size=len(data),
             message=None,
-            problem=problem,
+            problem=forced or problem,
             looks_like_call=_looks_like_call(data),
             fingerprint=fingerprint(data),
         )
+    if problem is None and forced is not None:
+        return _structured(data, value, forced, intact=not depth_exceeds(value, FLATTEN_DEPTH - 1))
     if problem is None:
         # JSON that Python reads and the SDK does not: depth, or a lone surrogate
         if depth_exceeds(value, SDK_MAX_DEPTH):
@@ -278,7 +282,7 @@ def _damaged(data: bytes) -> Frame:
     intact = problem in (Problem.LONE_SURROGATE, Problem.TOO_DEEP) and not depth_exceeds(
         value, FLATTEN_DEPTH - 1
     )
-    return _structured(data, value, problem, intact=intact)
+    return _structured(data, value, forced or problem, intact=intact)
 
 
 def _looks_like_call(data: bytes) -> bool:

@@ -156,9 +156,10 @@ class WireRecorder:
         text = PROBLEM_TEXT[problem]
         for request_id in frame.requests:
             answers.append(error_message(request_id, INVALID_REQUEST, text))
-        if not frame.calls and not frame.requests:
+        if not frame.calls:
+            # nothing could be made out as a call: the frame itself is the attempt
             await self.refuse_frame(frame, status=status)
-            if problem is not Problem.EMPTY:
+            if not frame.requests and problem is not Problem.EMPTY:
                 code = INVALID_REQUEST if problem is Problem.NOT_JSONRPC else PARSE_ERROR
                 answers.append(error_message(None, code, text))
         return answers
@@ -169,7 +170,7 @@ class WireRecorder:
             return
         if frame.problem is Problem.OVERSIZED:
             self.stats.oversized_frames += 1
-        await self._flush_if_allowed()
+        await self.flush_if_allowed()
         if not self._take():
             pending = self._pending
             pending.count += 1
@@ -214,7 +215,8 @@ class WireRecorder:
             f"{pending.count} malformed requests recorded together (rate limit); nothing was run",
         )
 
-    async def _flush_if_allowed(self) -> None:
+    async def flush_if_allowed(self) -> None:
+        """Write the pending aggregate record now if the rate limit allows (a periodic check)."""
         if self._pending.count and self._take():
             await self.flush()
 

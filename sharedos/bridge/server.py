@@ -337,7 +337,14 @@ class TurnEndpoint:
             if ran or ctx.request_id is None:
                 raise  # the handler ran (and recorded); this is the SDK's own error
             params = ctx.params if isinstance(ctx.params, Mapping) else {}
-            result = await self._record_malformed(ctx, params.get("name"), params.get("arguments"))
+            name, arguments = params.get("name"), params.get("arguments")
+            if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+                # the kernel has the words for these (tool_unavailable / invalid_arguments)
+                result = await self._record_malformed(ctx, name, arguments)
+            else:
+                # a valid name and arguments, but params the SDK could not accept
+                # (a malformed _meta ...): never run what the protocol layer refused
+                result = await self._refuse_params(ctx, name, arguments)
             if result is None:
                 raise
             return cast(HandlerResult, to_wire_result(result))
@@ -362,6 +369,25 @@ class TurnEndpoint:
             raise
         except Exception:
             logger.exception("bridge: could not record a malformed tools/call")
+            return None
+
+    async def _refuse_params(
+        self, ctx: RequestContext, name: str, arguments: object
+    ) -> ToolResult | None:
+        request_id = ctx.request_id
+        attempt = CallAttempt(
+            request_id=request_id if isinstance(request_id, int | str) else None,
+            name=name,
+            arguments=arguments,
+            arguments_intact=True,
+            protocol_version=ctx.protocol_version,
+        )
+        try:
+            return await self.recorder.refuse_call(attempt, Problem.NOT_JSONRPC, size=0)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            logger.exception("bridge: could not record a tools/call with invalid params")
             return None
 
     async def record_rejected_call(self, item: Mapping[str, object], status: int | None) -> None:

@@ -104,7 +104,6 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
             f"this bridge computes {catalog.catalog_hash[:12]}… (policy or tools changed); refusing to serve"
         )
 
-    from sharedos.bridge.limits import TransportLimits
     from sharedos.bridge.server import TurnEndpoint
     from sharedos.bridge.stdio_wire import StdioWire
 
@@ -118,7 +117,7 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
         transport="stdio",
         identity=turn.identity,
         is_open=turn.open_marker.exists,
-        limits=TransportLimits(),
+        limits=turn.limits,
     )
     server = endpoint.build_server()
     with StdioWire.claim_std(max_frame=endpoint.limits.max_frame_bytes) as wire:
@@ -144,6 +143,8 @@ async def _serve(
         nonlocal closed_by_host
         while turn.open_marker.exists():
             await anyio.sleep(poll_s)
+            with anyio.CancelScope(shield=True):
+                await endpoint.recorder.flush_if_allowed()
         endpoint.closed = True
         closed_by_host = True
         # Calls arriving in this window are refused and recorded (turn_closed);

@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from sharedos.kernel.context import AccessContext
+from sharedos.bridge.limits import TransportLimits
+from sharedos.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
 
 #: Tool sets a turn file may ask for. Closed on purpose: a turn file names
@@ -51,7 +52,9 @@ class StdioLaunch(BaseModel):
     python: str = Field(default_factory=lambda: sys.executable)
     directory: Path | None = None
     handler_timeout_s: float = 30.0
-    close_linger_s: float = 0.5
+    close_linger_s: float = Field(default=0.5, ge=0)
+    #: the stdio bridge's frame size limit and malformed-request rate limit
+    limits: TransportLimits = Field(default_factory=TransportLimits)
 
     @model_validator(mode="after")
     def _check(self) -> StdioLaunch:
@@ -85,7 +88,8 @@ class TurnFile(BaseModel):
     #: SystemIdentity stored on every evidence record of the turn (never read by a decision)
     identity: dict[str, JsonValue] | None = None
     handler_timeout_s: float = 30.0
-    close_linger_s: float = 0.5
+    close_linger_s: float = Field(default=0.5, ge=0)
+    limits: TransportLimits = Field(default_factory=TransportLimits)
 
     @model_validator(mode="after")
     def _check(self) -> TurnFile:
@@ -194,6 +198,7 @@ def open_stdio_turn(
         identity=dict(identity) if identity else None,
         handler_timeout_s=launch.handler_timeout_s,
         close_linger_s=launch.close_linger_s,
+        limits=launch.limits,
     )
     write_turn_file(record, turn_path)
     turn = Turn(
