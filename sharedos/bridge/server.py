@@ -22,7 +22,7 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 from mcp.server.caching import CacheHint
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
 
@@ -34,7 +34,7 @@ from sharedos.bridge.diagnostics import (
     harness_aliases,
 )
 from sharedos.bridge.frames import CallAttempt, Problem
-from sharedos.bridge.hooks import LogGate, make_hooks
+from sharedos.bridge.hooks import LogGate, RequestContext, make_hooks
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
 from sharedos.bridge.results import internal_error_result, to_wire_result
@@ -51,8 +51,6 @@ logger = logging.getLogger(__name__)
 #: The server name harnesses see; aliases (``mcp__sharedos__files_read``) are derived from it.
 DEFAULT_SERVER_NAME = "sharedos"
 
-#: The SDK's per-request context as our handlers receive it (default lifespan, any request object).
-RequestContext = ServerRequestContext[dict[str, Any], Any]
 #: A turn's low-level SDK server.
 TurnServer = Server[dict[str, Any]]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from sharedos.bridge.turnfile import TurnFile, TurnFileError, read_turn_file
+from sharedos.bridge.turnfile import TurnFile, TurnFileError, one_line, read_turn_file
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -277,15 +277,15 @@ def main_stdio(turn_path: Path) -> int:
         turn = read_turn_file(turn_path)
         return anyio.run(serve_stdio, turn)
     except TurnClosedError as exc:
-        print(f"sharedos bridge: {exc}", file=sys.stderr)
+        print(f"sharedos bridge: {one_line(str(exc))}", file=sys.stderr)
         return 3
     except (TurnFileError, OSError) as exc:
-        print(f"sharedos bridge: {exc}", file=sys.stderr)
+        print(f"sharedos bridge: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         policy_error = type(exc).__name__ == "PolicyError"
         print(
-            f"sharedos bridge: {'policy error' if policy_error else 'error'}: {exc}",
+            f"sharedos bridge: {'policy error' if policy_error else 'error'}: {one_line(str(exc))}",
             file=sys.stderr,
         )
         if os.environ.get("SHAREDOS_DEBUG"):
