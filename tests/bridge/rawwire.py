@@ -160,17 +160,19 @@ class StdioBridge:
                 self.unparsed.append(line)
         return True
 
-    def reply(self, request_id: Any) -> dict[str, Any] | None:
-        """The reply for ``request_id`` received so far, if any."""
-        for message in self.replies:
+    def reply(self, request_id: Any, since: int = 0) -> dict[str, Any] | None:
+        """The reply for ``request_id`` received so far (from reply number ``since`` on), if any."""
+        for message in self.replies[since:]:
             if message.get("id") == request_id and ("result" in message or "error" in message):
                 return message
         return None
 
-    async def wait_reply(self, request_id: Any, timeout: float = 20.0) -> dict[str, Any]:
-        """Read until the reply for ``request_id`` arrives."""
+    async def wait_reply(
+        self, request_id: Any, timeout: float = 20.0, since: int = 0
+    ) -> dict[str, Any]:
+        """Read until the reply for ``request_id`` arrives (ids may repeat: count from ``since``)."""
         with anyio.fail_after(timeout):
-            while (found := self.reply(request_id)) is None:
+            while (found := self.reply(request_id, since)) is None:
                 if not await self._read_some():
                     raise AssertionError(
                         f"the bridge closed stdout before replying to {request_id!r}"

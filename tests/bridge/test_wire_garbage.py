@@ -221,9 +221,9 @@ async def _stdio_run(
                     )
                 )
                 try:
-                    reply = await bridge.wait_reply(control, timeout=30)
+                    reply = await bridge.wait_reply(control, timeout=30, since=seen)
                     for rid in want.answer_ids:
-                        await bridge.wait_reply(rid, timeout=10)
+                        await bridge.wait_reply(rid, timeout=10, since=seen)
                 except (AssertionError, TimeoutError) as exc:
                     ledger.failures.append(
                         f"{_describe(g)}: {exc!r}; stderr: {bridge.stderr[-500:]!r}"
