@@ -24,7 +24,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "sharedos"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "names", "outcomes", "toolpolicy", "context", "resources", "identity", "_shipped", "compat"),
+    (
+        "",
+        "names",
+        "outcomes",
+        "toolpolicy",
+        "context",
+        "resources",
+        "identity",
+        "_shipped",
+        "compat",
+    ),
     ("policy", "evidence", "catalog"),
     ("kernel",),
     ("tools", "upstream"),
