@@ -29,3 +29,33 @@ else
   echo ".tools exists and is not a symlink; remove it to re-link" >&2
   exit 1
 fi
+
+# DeepSeek Harness (dsh): a PyPI wheel holding one native executable (~95 MB to
+# download, ~320 MB unpacked). It gets its own small venv in the cache, keyed by
+# version, so the project venv stays lean; the wheel itself is downloaded once
+# into the cache's wheelhouse and installed from there (offline after that).
+# .dsh links to the venv (git-ignored); sharedos finds `dsh` at .dsh/bin/dsh.
+DSH_VERSION="0.2.1rc2"
+dsh_wheels="$cache_root/wheels"
+dsh_venv="$cache_root/dsh/$DSH_VERSION"
+if [ ! -f "$dsh_venv/.complete" ]; then
+  py="${PYTHON:-python3}"
+  mkdir -p "$dsh_wheels"
+  if ! ls "$dsh_wheels"/deepseek_harness_runtime_bin-"$DSH_VERSION"-*.whl >/dev/null 2>&1; then
+    "$py" -m pip download --quiet --no-deps --only-binary=:all: \
+      --dest "$dsh_wheels" "deepseek-harness-runtime-bin==$DSH_VERSION"
+  fi
+  # a venv is not relocatable (its scripts name their interpreter), so it is built in
+  # place; .complete marks a finished one and anything else is rebuilt
+  rm -rf "$dsh_venv"
+  "$py" -m venv --without-pip "$dsh_venv"
+  "$py" -m pip --quiet --python "$dsh_venv/bin/python" install --no-index --no-deps \
+    --find-links "$dsh_wheels" "deepseek-harness-runtime-bin==$DSH_VERSION"
+  touch "$dsh_venv/.complete"
+fi
+if [ -L .dsh ] || [ ! -e .dsh ]; then
+  ln -sfn "$dsh_venv" .dsh
+else
+  echo ".dsh exists and is not a symlink; remove it to re-link" >&2
+  exit 1
+fi

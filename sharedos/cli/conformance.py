@@ -1,18 +1,35 @@
-"""``sharedos conformance run``: run columns against the manifest and write the reports."""
+"""``sharedos conformance run``: run columns against the manifest and write the reports.
+
+Exit status: 0 when every cell that was exercised passed; 1 when a cell
+failed; 2 for a usage error (an unknown column, shape, transport or harness);
+3 when no cell was exercised at all (every row not exercised or not
+available): a run that proved nothing is not a success.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import click
 
 from sharedos.conformance.columns.base import ColumnOptions
-from sharedos.conformance.manifest import ManifestError, load_manifest
+from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
 from sharedos.conformance.report import Report, render_matrix, write_reports
 from sharedos.conformance.runner import COLUMN_KINDS, ColumnUnavailableError, run_report
+from sharedos.harness.hostconfig import (
+    HostConfig,
+    HostConfigError,
+    default_host_config,
+    load_host_config,
+)
+from sharedos.harness.secrets import Secrets
 
 SHAPE_CHOICES = ("responses", "anthropic", "pi", "dsh", "all")
+#: exit status when nothing at all was exercised
+EXIT_NOTHING_EXERCISED = 3
 
 
 @click.group()
@@ -40,7 +57,8 @@ def conformance() -> None:
     "--harness",
     "harnesses",
     multiple=True,
-    help="Live/mcp columns: harness(es), e.g. claude-code, codex, pi, pi-adapter, all.",
+    help="Live/mcp columns: harness id(s) of the host configuration, e.g. claude-code, codex, "
+    "pi, pi-adapter, dsh, or all.",
 )
 @click.option(
     "--host-config",
@@ -69,7 +87,7 @@ def conformance() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("reports"),
     show_default=True,
-    help="Directory for the JSON, text and HTML reports.",
+    help="Directory for the JSON, text and HTML reports (written 0600).",
 )
 @click.option(
     "--timeout",
@@ -90,11 +108,16 @@ def run_command(
     out_dir: Path,
     timeout_s: float,
 ) -> None:
-    """Run the manifest through the chosen column(s); exit 1 if any cell failed."""
-    try:
-        manifest = load_manifest(manifest_path)
-    except ManifestError as exc:
-        raise click.ClickException(str(exc)) from None
+    """Run the manifest through the chosen column(s).
+
+    Exit 1 if any cell failed, 2 for a usage error (an unknown harness), 3 if
+    nothing was exercised at all.
+    """
+    manifest = _manifest(manifest_path)
+    host = _host(host_config) if {"live", "mcp"} & set(columns) else None
+    if host is not None:
+        _check_harnesses(harnesses, host)
+    secrets = Secrets.of(host.secret_values(os.environ)) if host is not None else Secrets()
     options = ColumnOptions(
         manifest=manifest,
         workdir=Path("."),
@@ -104,33 +127,82 @@ def run_command(
         host_config=host_config,
         policy_paths=rules or None,
         timeout_s=timeout_s,
+        secrets=secrets,
+        evidence_synchronous=host.evidence.synchronous if host is not None else "NORMAL",
     )
+    report = _run(manifest, columns, options)
+    paths = write_reports(report, out_dir, stem="conformance-" + "-".join(columns), secrets=secrets)
+    _print_summary(report, paths, secrets)
+    _exit_for(report)
 
-    async def _run() -> Report:
+
+def _manifest(path: Path | None) -> Manifest:
+    """The manifest, or a positioned one-line error."""
+    try:
+        return load_manifest(path)
+    except ManifestError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _host(path: Path | None) -> HostConfig:
+    """The host configuration (or the embedded offline default), or its positioned problems."""
+    try:
+        return load_host_config(path) if path is not None else default_host_config()
+    except HostConfigError as exc:
+        raise click.ClickException("the host configuration is not usable:\n" + str(exc)) from None
+
+
+def _check_harnesses(requested: Sequence[str], host: HostConfig) -> None:
+    """A harness that the host configuration does not name is a usage error, before any run."""
+    unknown = [h for h in requested if h and h != "all" and h not in host.harness]
+    if unknown:
+        known = ", ".join(host.harness) or "none"
+        raise click.UsageError(
+            f"unknown harness {', '.join(repr(h) for h in unknown)} "
+            f"(the host configuration {host.source} names: {known}; or use all)"
+        )
+
+
+def _run(manifest: Manifest, columns: Sequence[str], options: ColumnOptions) -> Report:
+    """Run the columns; a rule set that does not compile is a message, not a traceback."""
+    from sharedos.policy import PolicyError
+
+    async def go() -> Report:
         report, _ = await run_report(manifest, columns, options=options)
         return report
 
     try:
-        report = anyio.run(_run)
+        return anyio.run(go)
     except (ColumnUnavailableError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    except Exception as exc:  # a policy that does not compile, etc.: a message, not a traceback
-        from sharedos.policy import PolicyError
+    except PolicyError as exc:
+        raise click.ClickException(f"the rules do not compile:\n{exc}") from None
 
-        if isinstance(exc, PolicyError):
-            raise click.ClickException(f"the rules do not compile:\n{exc}") from None
-        raise
-    stem = "conformance-" + "-".join(columns)
-    paths = write_reports(report, out_dir, stem=stem)
-    click.echo(report.catalog_check.message)
-    click.echo("")
-    click.echo(render_matrix(report))
+
+def _print_summary(report: Report, paths: dict[str, Path], secrets: Secrets) -> None:
+    """The catalogue check, the matrix, the totals and where the reports are (scrubbed)."""
     t = report.totals
-    click.echo(
-        f"\n{t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
-        f"{t['not_available']} not available"
-    )
-    for kind, path in paths.items():
-        click.echo(f"{kind} report: {path}")
+    lines = [
+        report.catalog_check.message,
+        "",
+        render_matrix(report),
+        "",
+        f"{t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
+        f"{t['not_available']} not available",
+        *(f"{kind} report: {path}" for kind, path in paths.items()),
+    ]
+    click.echo(secrets.scrub("\n".join(lines)))
+
+
+def _exit_for(report: Report) -> None:
+    """1 when a cell failed; 3 when no cell was exercised at all."""
+    t = report.totals
     if not report.ok:
         raise SystemExit(1)
+    if t["passed"] == 0:
+        click.echo(
+            "error: nothing was exercised: every cell is not exercised or not available "
+            "(see the notes of each column)",
+            err=True,
+        )
+        raise SystemExit(EXIT_NOTHING_EXERCISED)

@@ -5,7 +5,9 @@
 3. opens a turn for a sample user on a fresh sandbox tree and shows its catalogue;
 4. runs the scripted column through all four vendor wire shapes against the real
    kernel and SQLite evidence store;
-5. prints the matrix and where the JSON, text and HTML reports were written.
+5. prints the matrix and where the JSON, text and HTML reports were written, and
+   says whether the real harness CLIs (dsh included) are installed for the full
+   matrix that ``make test`` runs.
 
 Exits 1 if any cell failed (or the shipped rules do not compile).
 """
@@ -22,9 +24,8 @@ import anyio
 import click
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.identity import ColumnKind
-from sharedos.conformance.manifest import ManifestError, load_manifest
-from sharedos.conformance.report import render_matrix, write_reports
+from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
+from sharedos.conformance.report import Report, render_matrix, write_reports
 from sharedos.conformance.runner import run_report
 from sharedos.resources import shipped_dir
 
@@ -35,11 +36,8 @@ SAMPLES: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("files.write", {"path": "/home/bob/notes.txt", "content": "x"}, "alice"),
 )
 
-DSH_REASON = (
-    "dsh is not installed here and no public dsh package or protocol reference is reachable, so "
-    "neither a live nor an MCP dsh column can run; its tool/call wire shape runs in the scripted "
-    "column from SharedOS's own definition (sharedos/harness/shapes/dsh.py)"
-)
+#: Where ``make test`` leaves the full matrix (scripted, live and mcp columns side by side).
+FULL_MATRIX = "reports/full-matrix/"
 
 
 def _say(text: str = "") -> None:
@@ -49,13 +47,6 @@ def _say(text: str = "") -> None:
 def _step(n: int, title: str) -> None:
     _say("")
     _say(click.style(f"[{n}] {title}", bold=True))
-
-
-def dsh_unavailable_columns() -> list[ColumnRun]:
-    """The dsh live/mcp column, kept in the report as not available (only when dsh is absent)."""
-    if shutil.which("dsh") is not None:
-        return []
-    return [ColumnRun.unavailable("mcp/dsh", ColumnKind.MCP, "dsh", DSH_REASON)]
 
 
 @click.command()
@@ -69,12 +60,41 @@ def dsh_unavailable_columns() -> list[ColumnRun]:
 )
 def demo(out_dir: Path) -> None:
     """Check the shipped rules, explain sample calls, run the scripted columns, print the matrix."""
-    from sharedos.policy import PolicyError, compile_paths
-
     started = time.perf_counter()
     _say(click.style("SharedOS demo — offline, embedded defaults", bold=True))
-
     _step(1, "Check the shipped rules and run policies")
+    policy = _check_rules()
+    manifest = _manifest()
+    _step(2, "Explain sample calls (the same tool, different authority)")
+    _explain(policy, manifest)
+    tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-"))
+    try:
+        _step(3, "Open a turn for a sample user on a sandbox file tree")
+        _show_turn(manifest, tmp)
+        _step(4, "Run the scripted columns through four vendor wire shapes against the real kernel")
+        report, runs = _run_scripted(manifest, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for run in runs:
+        if run.available:
+            _say(
+                f"  {run.column_id:<20} {len(run.attempts)} attempts recorded in {run.duration_s:.2f} s"
+            )
+    _step(5, "Matrix")
+    _show_matrix(report, out_dir)
+    _say(_harnesses_line())
+    _step(6, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
+    brokered_ok = _run_brokered()
+    _say(f"done in {time.perf_counter() - started:.1f} s")
+    if not report.ok or not brokered_ok:
+        raise SystemExit(1)
+
+
+def _check_rules() -> Any:
+    """Compile the shipped rules and policies and run their test blocks (exit 1 on failure)."""
+    from sharedos.policy import PolicyError, compile_paths
+    from sharedos.policy.testing import run_tests
+
     rules_dir, policy_dir = shipped_dir("rules"), shipped_dir("policy")
     try:
         policy = compile_paths([rules_dir, policy_dir])
@@ -86,8 +106,6 @@ def demo(out_dir: Path) -> None:
     _say(f"  policy bundle hash: {policy.bundle_hash}")
     for name, tp in sorted(policy.tool_policies.items()):
         _say(f"  run policy {name} ({tp.mode.value}): managed {', '.join(tp.managed)}")
-    from sharedos.policy.testing import run_tests
-
     tests = run_tests(policy)
     passed = len(tests.outcomes) - len(tests.failed)
     _say(f"  policy test blocks: {passed}/{len(tests.outcomes)} passed")
@@ -95,14 +113,20 @@ def demo(out_dir: Path) -> None:
         for failed in tests.failed:
             _say(f"    FAILED: {failed.to_dict()}")
         raise SystemExit(1)
+    return policy
 
+
+def _manifest() -> Manifest:
+    """The shipped manifest (exit 1 with its positioned error if it does not load)."""
     try:
-        manifest = load_manifest()
+        return load_manifest()
     except ManifestError as exc:
         _say(str(exc))
         raise SystemExit(1) from None
 
-    _step(2, "Explain sample calls (the same tool, different authority)")
+
+def _explain(policy: Any, manifest: Manifest) -> None:
+    """Decide and explain each sample call for its sample user."""
     for tool, args, ctx_name in SAMPLES:
         context = manifest.contexts[ctx_name].access_context(f"demo-explain-{ctx_name}")
         decision = policy.decide(tool, args, context.policy_input, context_key=context.cache_key)
@@ -112,58 +136,52 @@ def demo(out_dir: Path) -> None:
             f"[{decision.reason.value}] resource={decision.resource} rules={rules}"
         )
         _say(f"        {decision.detail}")
-        trace = policy.explain(tool, args, context.policy_input)
-        for rule in trace.rules:
+        for rule in policy.explain(tool, args, context.policy_input).rules:
             if rule.pattern_matched:
                 cond = f" {rule.condition}" if rule.condition else ""
                 _say(
                     f"        - {rule.rule.id} ({rule.rule.effect} {rule.pattern}{cond}): {rule.why}"
                 )
 
-    _step(3, "Open a turn for a sample user on a sandbox file tree")
+
+def _show_turn(manifest: Manifest, tmp: Path) -> None:
+    """The sample user's turn: sandbox, run policy, catalogue and catalogHash."""
     from sharedos.conformance.environment import build_environment
 
-    tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-"))
+    env = build_environment(manifest, tmp, name="turn")
     try:
-        env = build_environment(manifest, tmp, name="turn")
-        try:
-            context = env.context(manifest.default_context, "demo-turn")
-            tool_policy = env.tool_policy(manifest.default_policy)
-            catalog = env.catalog(context, tool_policy)
-            _say(
-                f"  sandbox: {env.sandbox_root} (public/, private/, home/alice, home/bob, shared/)"
-            )
-            _say(
-                f"  user {context.principal} roles {list(context.roles)} under run policy "
-                f"{tool_policy.name} ({tool_policy.mode.value})"
-            )
-            _say(f"  catalogue: {', '.join(sorted(catalog.names)) or '(none)'}")
-            _say(f"  catalogHash: {catalog.catalog_hash}")
-            _say(f"  claim: {tool_policy.strict_claim()}")
-        finally:
-            env.close()
-
-        _step(4, "Run the scripted columns through four vendor wire shapes against the real kernel")
-
-        async def _run() -> Any:
-            return await run_report(
-                manifest,
-                ["scripted"],
-                options=ColumnOptions(manifest=manifest, workdir=tmp, shapes=("all",)),
-                extra_columns=dsh_unavailable_columns(),
-                keep_workdir=tmp / "columns",
-            )
-
-        (tmp / "columns").mkdir()
-        report, runs = anyio.run(_run)
+        context = env.context(manifest.default_context, "demo-turn")
+        tool_policy = env.tool_policy(manifest.default_policy)
+        catalog = env.catalog(context, tool_policy)
+        _say(f"  sandbox: {env.sandbox_root} (public/, private/, home/alice, home/bob, shared/)")
+        _say(
+            f"  user {context.principal} roles {list(context.roles)} under run policy "
+            f"{tool_policy.name} ({tool_policy.mode.value})"
+        )
+        _say(f"  catalogue: {', '.join(sorted(catalog.names)) or '(none)'}")
+        _say(f"  catalogHash: {catalog.catalog_hash}")
+        _say(f"  claim: {tool_policy.strict_claim()}")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for run in runs:
-        if run.available:
-            c = len(run.attempts)
-            _say(f"  {run.column_id:<20} {c} attempts recorded in {run.duration_s:.2f} s")
+        env.close()
 
-    _step(5, "Matrix")
+
+def _run_scripted(manifest: Manifest, tmp: Path) -> tuple[Report, list[ColumnRun]]:
+    """The scripted column through every shape, in ``tmp``."""
+
+    async def go() -> tuple[Report, list[ColumnRun]]:
+        return await run_report(
+            manifest,
+            ["scripted"],
+            options=ColumnOptions(manifest=manifest, workdir=tmp, shapes=("all",)),
+            keep_workdir=tmp / "columns",
+        )
+
+    (tmp / "columns").mkdir()
+    return anyio.run(go)
+
+
+def _show_matrix(report: Report, out_dir: Path) -> None:
+    """The graded matrix, the totals, and the report files."""
     _say("  " + report.catalog_check.message)
     _say("")
     _say(render_matrix(report))
@@ -173,9 +191,36 @@ def demo(out_dir: Path) -> None:
         f"{t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
         f"{t['not_available']} not available"
     )
-    paths = write_reports(report, out_dir, stem="demo")
-    for kind, path in paths.items():
+    for kind, path in write_reports(report, out_dir, stem="demo").items():
         _say(f"{kind} report: {path}")
-    _say(f"done in {time.perf_counter() - started:.1f} s")
-    if not report.ok:
-        raise SystemExit(1)
+
+
+def _harnesses_line() -> str:
+    """Which real harness CLIs are installed here, and where their full matrix is."""
+    from sharedos.harness.adapters import ADAPTERS
+
+    installed = []
+    for kind, adapter in ADAPTERS.items():
+        command = adapter.default_command()
+        if all(Path(p).exists() for p in command if "/" in p):
+            installed.append(kind)
+    if not installed:
+        return (
+            "the harness CLIs (Claude Code, Codex, Pi, dsh) are not installed here "
+            "(scripts/install-tools.sh); the scripted columns above run without them"
+        )
+    return (
+        f"installed harness CLIs: {', '.join(installed)}; `make test` runs them natively "
+        f"(live and mcp columns, dsh included) and leaves the full matrix in {FULL_MATRIX}"
+    )
+
+
+def _run_brokered() -> bool:
+    """The brokered ``git`` namespace next to the built-in files tools: one allowed, one denied call."""
+    from sharedos.cli.demo_upstream import brokered_git_demo
+
+    brokered_tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-upstream-"))
+    try:
+        return bool(anyio.run(brokered_git_demo, brokered_tmp, _say))
+    finally:
+        shutil.rmtree(brokered_tmp, ignore_errors=True)

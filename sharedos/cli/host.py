@@ -31,7 +31,9 @@ def check(file: Path, versions: bool) -> None:
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
         sys.exit(1)
-    click.echo(f"{file}: ok, {len(config.harness)} harness(es)")
+    click.echo(f"{file}: ok, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)")
+    for uid, up in config.upstream.items():
+        click.echo(f"  upstream {uid}: {up.summary()}")
     failed = False
     for hid, cfg in config.harness.items():
         env_names = ", ".join(cfg.env.redacted()) or "none"

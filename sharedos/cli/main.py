@@ -19,6 +19,8 @@ _SUBCOMMANDS: dict[str, str] = {
     "conformance": "sharedos.cli.conformance:conformance",
     "demo": "sharedos.cli.demo:demo",
     "host": "sharedos.cli.host:host",
+    "run": "sharedos.cli.run:run",
+    "upstream": "sharedos.cli.upstream:upstream",
 }
 
 
@@ -43,7 +45,11 @@ class LazyGroup(click.Group):
         return command  # type: ignore[no-any-return]
 
 
-@click.group(cls=LazyGroup)
+#: ``-h`` as well as ``--help``; click hands a group's context settings to every subcommand
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="sharedos")
 def main() -> None:
     """SharedOS: per-turn tool catalogues, per-call authorization, durable evidence."""

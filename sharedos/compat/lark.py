@@ -9,11 +9,13 @@ Two things reach into Lark's internals:
   spend ~40 ms building the LALR tables. Loading it is ``json.loads`` plus
   Lark's own ``Serialize`` deserializer (no pickle: the data runs no code).
 
-Both were written against the Lark versions in ``SUPPORTED_VERSIONS``. On any
-other version ``supported()`` is False, and callers fall back to Lark's
-documented API (its own contextual lexer, tables built from the grammar);
-``tests/policy/test_compat_lark.py`` fails loudly so the fallback is never
-silent in CI.
+Both were written against the Lark versions in ``SUPPORTED_VERSIONS`` (the
+pin in ``pyproject.toml``). Unlike the bridge's compat modules, this one does
+not refuse to import on another version: nothing here guards security, and
+the parser has a documented-API fallback. On any other version
+``supported()`` is False and callers use Lark's own contextual lexer and
+build the tables from the grammar; ``tests/policy/test_compat_lark.py`` fails
+loudly so the fallback is never silent in CI.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 import lark
 from lark import Lark
 
+from sharedos.compat import VendorVersionError
+
 #: Lark versions this module was written and tested against.
 SUPPORTED_VERSIONS = ("1.3.1",)
 
@@ -32,7 +36,7 @@ _INT_KEYS = "__int_keys__"
 _CLASS = "__lexer_class__"
 
 
-class LarkVersionError(RuntimeError):
+class LarkVersionError(VendorVersionError):
     """The installed Lark is not one this module was written for."""
 
 

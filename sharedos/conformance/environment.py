@@ -8,12 +8,13 @@ Nothing here is shared between runs: each run gets its own temp directory.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sharedos.catalog import ToolRegistry
+from sharedos.conformance.columns.base import ColumnOptions
 from sharedos.conformance.manifest import Manifest, SandboxSpec
 from sharedos.evidence import SqliteEvidenceStore
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, TurnCatalog
@@ -93,11 +94,15 @@ def build_environment(
     *,
     policy_paths: Iterable[Path] | None = None,
     name: str = "run",
+    secrets: Sequence[str] = (),
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
 ) -> ConformanceEnv:
     """Create sandbox + kernel + SQLite evidence under ``workdir/<name>``.
 
     ``policy_paths`` defaults to the shipped rules; a test passes a modified copy
-    to show that a broken rule makes the matching cells fail.
+    to show that a broken rule makes the matching cells fail. ``secrets`` are the
+    host's credentials (host-configuration env values); ``synchronous`` is the
+    evidence store's commit mode (the host configuration's ``[evidence]``).
     """
     base = workdir / name
     sandbox_root = create_sandbox(manifest.sandbox, base / "sandbox")
@@ -106,7 +111,8 @@ def build_environment(
     register_files_tools(registry, sandbox_root)
     kernel = Kernel(policy, registry)
     evidence_path = base / "evidence.sqlite"
-    evidence = SqliteEvidenceStore(evidence_path)
+    evidence = SqliteEvidenceStore(evidence_path, synchronous=synchronous)
+    # TODO(kernel helper's RuntimeHost secrets argument): pass `secrets=tuple(secrets)` here.
     host = RuntimeHost(kernel, evidence, handler_timeout_s=30.0)
     return ConformanceEnv(
         workdir=base,
@@ -118,4 +124,17 @@ def build_environment(
         evidence_path=evidence_path,
         host=host,
         manifest=manifest,
+    )
+
+
+def column_environment(options: ColumnOptions, name: str) -> ConformanceEnv:
+    """``build_environment`` for one column run, with the options' rules, secrets and
+    evidence commit mode."""
+    return build_environment(
+        options.manifest,
+        options.workdir,
+        policy_paths=options.policy_paths,
+        name=name,
+        secrets=options.secrets.values,
+        synchronous=options.evidence_synchronous,
     )

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sharedos.kernel.context import AccessContext
+from sharedos.context import AccessContext
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.toolpolicy import ToolPolicy
 

@@ -11,6 +11,7 @@ at-a-glance page. ``write_reports`` writes all three.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 import sharedos
 from sharedos.conformance.columns.base import ColumnRun
 from sharedos.conformance.grading import SYMBOLS, Cell, Grade, grade_column
-from sharedos.conformance.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.conformance.manifest import Manifest, Row
+from sharedos.harness.secrets import Secrets
+from sharedos.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.outcomes import Outcome, outcome_for_reason
 
 
@@ -357,17 +359,29 @@ def render_text(report: Report) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_reports(report: Report, out_dir: Path, *, stem: str = "conformance") -> dict[str, Path]:
-    """Write ``<stem>.json``, ``<stem>.txt`` and ``<stem>.html`` into ``out_dir``; return their paths."""
+def write_reports(
+    report: Report, out_dir: Path, *, stem: str = "conformance", secrets: Secrets | None = None
+) -> dict[str, Path]:
+    """Write ``<stem>.json``, ``<stem>.txt`` and ``<stem>.html`` into ``out_dir`` (each 0600,
+    scrubbed of ``secrets`` in every spelling); return their paths."""
     from sharedos.conformance.html import render_html
 
+    scrub = (secrets or Secrets()).scrub
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": out_dir / f"{stem}.json",
         "text": out_dir / f"{stem}.txt",
         "html": out_dir / f"{stem}.html",
     }
-    paths["json"].write_text(report_json(report) + "\n", encoding="utf-8")
-    paths["text"].write_text(render_text(report), encoding="utf-8")
-    paths["html"].write_text(render_html(report), encoding="utf-8")
+    write_private_text(paths["json"], scrub(report_json(report) + "\n"))
+    write_private_text(paths["text"], scrub(render_text(report)))
+    write_private_text(paths["html"], scrub(render_html(report)))
     return paths
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (0600, also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)

@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.identity import ColumnKind
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import Report, build_report
+from sharedos.identity import ColumnKind
 
 COLUMN_KINDS: tuple[str, ...] = tuple(k.value for k in ColumnKind)
 
@@ -61,6 +61,8 @@ async def run_report(
         opts = replace(opts, manifest=manifest, workdir=tmp)
         runs = await run_columns(kinds, opts)
         runs.extend(extra_columns)
+        # the host's credentials never reach a report, whatever a harness did with them
+        runs = [run.scrubbed(opts.secrets) for run in runs]
         return build_report(manifest, runs), runs
     finally:
         if keep_workdir is None:

@@ -1,5 +1,6 @@
 """Evidence: a durable record of every tool-call attempt (SQLite by default)."""
 
+from sharedos.evidence.dicts import record_dict
 from sharedos.evidence.record import (
     MAX_STORED_ARGUMENTS,
     REDACTED,
@@ -24,6 +25,7 @@ __all__ = [
     "SqliteEvidenceStore",
     "arguments_digest",
     "plain_json",
+    "record_dict",
     "redact_arguments",
     "storable_json_text",
 ]

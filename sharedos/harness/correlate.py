@@ -7,20 +7,38 @@ result as an error, so a report can show that a denial reached the model as
 an error and that denied and failed stayed distinguishable end to end.
 
 A record is tied to an issued call by the harness's correlation key when it
-sends one (Claude Code ``claudecode/toolUseId``, Codex ``callId``: both equal
-the model's call id), otherwise by tool + arguments in issue order (Pi).
+sends one (each adapter names its keys: Claude Code ``claudecode/toolUseId``,
+Codex ``callId``, both equal to the model's call id), otherwise by tool +
+arguments in issue order (Pi, dsh).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sharedos.conformance.columns.base import record_dict
+from sharedos.evidence import record_dict
+from sharedos.harness.adapters import correlation_keys
 from sharedos.harness.outputs import HarnessToolEvent
 from sharedos.harness.scripted_model.plan import IssuedCall
 
-_KEYS = ("claudecode/toolUseId", "callId")
+
+@dataclass(frozen=True)
+class CallLink:
+    """What one evidence record is tied to.
+
+    ``issued``: the model's call; ``event``: the harness's report of it;
+    ``correlation``: (key, value) of the harness's own id on the record;
+    ``arguments_changed``: the harness altered the arguments between the model
+    and the wire.
+    """
+
+    record: dict[str, Any]
+    issued: IssuedCall | None
+    event: HarnessToolEvent | None
+    correlation: tuple[str, str] | None
+    arguments_changed: bool
 
 
 def correlation_key(record: dict[str, Any]) -> tuple[str, str] | None:
@@ -28,56 +46,57 @@ def correlation_key(record: dict[str, Any]) -> tuple[str, str] | None:
     diag = record.get("diagnostics") or {}
     corr = diag.get("correlation") if isinstance(diag, dict) else None
     if isinstance(corr, dict):
-        for key in _KEYS:
+        for key in correlation_keys():
             if isinstance(corr.get(key), str):
                 return key, corr[key]
     return None
 
 
-def correlate(
-    records: Sequence[Any], issued: Sequence[IssuedCall], events: Sequence[HarnessToolEvent]
-) -> list[dict[str, Any]]:
-    """One dict per record: ``issued`` (the model's call), ``event`` (the harness's report),
-    ``argumentsChanged`` (the harness altered the arguments between the model and the wire).
-
-    Passes, in order: the harness's correlation key; tool + identical arguments;
-    then tool alone, in issue order (a harness that coerced the arguments, as Pi
-    turns ``42`` into ``"42"``).
-    """
-    rows = [record_dict(r) for r in records]
+def _match_calls(
+    rows: Sequence[dict[str, Any]],
+    keys: Sequence[tuple[str, str] | None],
+    issued: Sequence[IssuedCall],
+) -> list[IssuedCall | None]:
+    """Passes, in order: correlation key; tool + identical arguments; tool alone (no key)."""
     unused = list(issued)
     matches: list[IssuedCall | None] = [None] * len(rows)
-    keys = [correlation_key(r) for r in rows]
+
+    def take(i: int, pred: Any) -> None:
+        hit = next((c for c in unused if pred(c)), None)
+        if hit is not None:
+            matches[i] = hit
+            unused.remove(hit)
+
     for i, key in enumerate(keys):
         if key is not None:
-            hit = next((c for c in unused if c.call_id == key[1]), None)
-            if hit is not None:
-                matches[i] = hit
-                unused.remove(hit)
+            take(i, lambda c, v=key[1]: c.call_id == v)
     for i, rec in enumerate(rows):
         if matches[i] is None:
-            hit = next(
-                (
-                    c
-                    for c in unused
-                    if c.tool == rec.get("tool") and dict(c.arguments) == rec.get("arguments")
+            take(
+                i,
+                lambda c, r=rec: (
+                    c.tool == r.get("tool") and dict(c.arguments) == r.get("arguments")
                 ),
-                None,
             )
-            if hit is not None:
-                matches[i] = hit
-                unused.remove(hit)
     for i, rec in enumerate(rows):
         if matches[i] is None and keys[i] is None:
-            hit = next((c for c in unused if c.tool == rec.get("tool")), None)
-            if hit is not None:
-                matches[i] = hit
-                unused.remove(hit)
+            # a harness that coerced the arguments, as Pi turns 42 into "42"
+            take(i, lambda c, r=rec: c.tool == r.get("tool"))
+    return matches
+
+
+def correlate(
+    records: Sequence[Any], issued: Sequence[IssuedCall], events: Sequence[HarnessToolEvent]
+) -> list[CallLink]:
+    """One ``CallLink`` per record, in record order."""
+    rows = [record_dict(r) for r in records]
+    keys = [correlation_key(r) for r in rows]
+    matches = _match_calls(rows, keys, issued)
     by_call = {e.call_id: e for e in events}
     issued_ids = {c.call_id for c in issued}
     # Harnesses that report no model call id (Codex's item ids) are matched in order.
     ordered_events = [e for e in events if e.call_id not in issued_ids]
-    out: list[dict[str, Any]] = []
+    out: list[CallLink] = []
     for rec, match, key in zip(rows, matches, keys, strict=True):
         event = by_call.get(match.call_id) if match is not None else None
         if event is None:
@@ -85,12 +104,13 @@ def correlate(
             if event is not None:
                 ordered_events.remove(event)
         out.append(
-            {
-                "issued": match.as_dict() if match is not None else None,
-                "correlation": {key[0]: key[1]} if key else None,
-                "event": event.as_dict() if event is not None else None,
-                "argumentsChanged": match is not None
+            CallLink(
+                record=rec,
+                issued=match,
+                event=event,
+                correlation=key,
+                arguments_changed=match is not None
                 and dict(match.arguments) != rec.get("arguments"),
-            }
+            )
         )
     return out

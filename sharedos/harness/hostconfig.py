@@ -37,9 +37,8 @@ from pydantic import (
 )
 
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
-
-#: Harness kinds the runtime knows how to drive.
-HARNESS_KINDS = ("claude-code", "codex", "pi", "pi-adapter")
+from sharedos.harness.tomlpos import key_positions, locate
+from sharedos.upstream.config import UpstreamConfig, parse_upstreams
 
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -105,7 +104,8 @@ class HarnessConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    kind: Literal["claude-code", "codex", "pi", "pi-adapter"]
+    #: a harness kind with an adapter in ``sharedos.harness.adapters``
+    kind: str
     #: argv prefix; ``None`` = the pinned CLI installed by scripts/install-tools.sh
     command: tuple[str, ...] | None = None
     #: extra arguments appended to the runtime's own, passed through unread
@@ -134,6 +134,16 @@ class HarnessConfig(BaseModel):
                 raise ValueError(f"env.{key} must be a string")
         return SecretEnv(entries=dict(value))
 
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        kinds = harness_kinds()
+        if value == _MISSING_KIND:
+            raise ValueError("'kind' is required")
+        if value not in kinds:
+            raise ValueError(f"unknown harness kind {value!r} (one of {', '.join(kinds)})")
+        return value
+
     @field_validator("command")
     @classmethod
     def _command(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -157,12 +167,28 @@ class HarnessConfig(BaseModel):
     @property
     def mcp_support(self) -> str:
         """``native`` for CLIs with their own MCP client, ``extension`` for pi-mcp-adapter."""
-        return "extension" if self.kind == "pi-adapter" else "native"
+        from sharedos.harness.adapters import get_adapter
+
+        return get_adapter(self.kind).mcp_support.value
 
     @property
     def mcp_extension(self) -> str | None:
         """The extension's name when the MCP client is not the harness's own."""
-        return "pi-mcp-adapter" if self.kind == "pi-adapter" else None
+        from sharedos.harness.adapters import get_adapter
+
+        return get_adapter(self.kind).mcp_extension
+
+
+class EvidenceConfig(BaseModel):
+    """``[evidence]``: how the host's SQLite evidence store commits.
+
+    ``synchronous = "NORMAL"`` (default) survives a killed process; ``"FULL"``
+    also survives power loss, at an fsync per commit (docs/kernel.md).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
 class HostConfig(BaseModel):
@@ -172,6 +198,9 @@ class HostConfig(BaseModel):
 
     version: Literal[1] = 1
     harness: dict[str, HarnessConfig]
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
+    #: brokered upstream MCP servers (``[upstream.ID]``; see sharedos.upstream.config)
+    upstream: dict[str, UpstreamConfig] = Field(default_factory=dict)
     source: str = "<host config>"
     base_dir: Path = Path(".")
 
@@ -185,6 +214,22 @@ class HostConfig(BaseModel):
                 [f"{self.source}: no harness {harness_id!r} (configured: {known})"]
             ) from None
 
+    def secret_values(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """Every env value this file gives any harness, resolved against ``environ``.
+
+        These are the host's credentials: whatever a harness later passes back
+        into a tool call or prints is scrubbed of them (``sharedos.harness.secrets``).
+        A reference to an unset variable contributes nothing (it is not a value).
+        """
+        values: list[str] = []
+        for cfg in self.harness.values():
+            for template in cfg.env.entries.values():
+                try:
+                    values.append(interpolate(template, environ, what="env"))
+                except MissingHostVariable:
+                    continue
+        return tuple(dict.fromkeys(v for v in values if v))
+
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
         """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file."""
         text = interpolate(value, environ if environ is not None else os.environ, what="command")
@@ -193,10 +238,17 @@ class HostConfig(BaseModel):
         return text
 
 
+def harness_kinds() -> tuple[str, ...]:
+    """The harness kinds with an adapter (``sharedos.harness.adapters.HARNESS_KINDS``)."""
+    from sharedos.harness.adapters import HARNESS_KINDS
+
+    return HARNESS_KINDS
+
+
 def default_host_config() -> HostConfig:
     """The embedded offline default: every known harness, scripted model, HTTP, pinned CLIs."""
     return HostConfig(
-        harness={k: HarnessConfig(id=k, kind=k) for k in HARNESS_KINDS},  # type: ignore[arg-type]
+        harness={k: HarnessConfig(id=k, kind=k) for k in harness_kinds()},
         source="<embedded default>",
     )
 
@@ -216,7 +268,7 @@ def load_host_config(path: str | Path) -> HostConfig:
 def parse_host_config(
     text: str, source: str = "<host config>", *, base_dir: Path | None = None
 ) -> HostConfig:
-    """Parse host TOML text (see ``load_host_config``)."""
+    """Parse host TOML text (see ``load_host_config``): every problem at once, each at its key."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -224,23 +276,26 @@ def parse_host_config(
         where = f"{source}:{m.group(1)}:{m.group(2)}" if m else source
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise HostConfigError([f"{where}: invalid TOML: {msg}"]) from None
+    positions = key_positions(text)
+
+    def at(loc: tuple[Any, ...], label: str, msg: str) -> str:
+        line, col = locate(positions, loc)
+        return f"{source}:{line}:{col}: {label}: {msg}"
+
     problems: list[str] = []
+    upstreams, upstream_problems = parse_upstreams(
+        data.pop("upstream", None), text, source, base_dir
+    )
+    problems.extend(upstream_problems)
+    data["upstream"] = upstreams
     table = data.get("harness")
     if isinstance(table, dict):
-        for hid, entry in list(table.items()):
+        for hid, entry in table.items():
             if isinstance(entry, dict):
-                entry.setdefault("id", hid)
-                if "kind" not in entry and hid in HARNESS_KINDS:
-                    entry["kind"] = hid
-                elif "kind" not in entry:
-                    line, col = _locate(text, ("harness", hid))
-                    problems.append(
-                        f"{source}:{line}:{col}: harness.{hid}: 'kind' is required "
-                        f"(one of {', '.join(HARNESS_KINDS)}) when the id is not a harness kind"
-                    )
-                    del table[hid]  # reported; validate the rest too
-    elif "harness" not in data:
+                problems += _prepare_entry(str(hid), entry, at)
+    elif "harness" not in data and not upstreams and not upstream_problems:
         problems.append(f"{source}:1:1: no [harness.<id>] table: nothing to launch")
+    if "harness" not in data:
         data["harness"] = {}
     data["source"] = source
     data["base_dir"] = base_dir or Path(".")
@@ -249,49 +304,69 @@ def parse_host_config(
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
-            line, col = _locate(text, loc)
+            if err["input"] is _MISSING_KIND and loc[-1:] == ("kind",):
+                continue  # reported by _prepare_entry, at the harness's header
             label = ".".join(str(p) for p in loc) or "file"
             msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{source}:{line}:{col}: {label}: {msg}")
-        raise HostConfigError(problems) from None
+            if len(loc) == 2 and loc[0] == "harness" and "declared_model" in msg:
+                loc = (*loc, "declared_model")  # the entry-level check is about this key
+            problems.append(at(loc, label, msg))
+        raise HostConfigError(_in_file_order(problems)) from None
     if problems:
-        raise HostConfigError(problems)
+        raise HostConfigError(_in_file_order(problems))
     return config
 
 
-def _locate(text: str, loc: tuple[Any, ...]) -> tuple[int, int]:
-    """Best-effort 1-based line/column of the key an error points at (1:1 when unknown)."""
-    start, end = 0, len(text)
-    rest = list(loc)
-    if len(rest) >= 2 and rest[0] == "harness":
-        hid = re.escape(str(rest[1]))
-        header = re.search(
-            rf'^[ \t]*\[[ \t]*harness[ \t]*\.[ \t]*"?{hid}"?[ \t]*\]', text, re.MULTILINE
-        )
-        if header:
-            start = header.start()
-            nxt = re.search(
-                r"^[ \t]*\[(?!\s*harness\s*\.\s*\"?" + hid + r"\"?\s*\.)",
-                text[header.end() :],
-                re.MULTILINE,
-            )
-            end = header.end() + nxt.start() if nxt else len(text)
-            rest = rest[2:]
-            if rest and rest[0] == "env" and len(rest) == 1:
-                sub = re.search(
-                    rf"^[ \t]*\[[ \t]*harness\.\"?{hid}\"?\.env[ \t]*\]", text, re.MULTILINE
-                )
-                if sub:
-                    start = sub.start()
+def _in_file_order(problems: list[str]) -> list[str]:
+    """Problems sorted by their ``file:line:col`` position (stable for equal ones)."""
+
+    def key(problem: str) -> tuple[int, int]:
+        m = re.search(r":(\d+):(\d+): ", problem)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+    return sorted(problems, key=key)
+
+
+#: stands in for a missing ``kind`` so the rest of the entry is still validated
+_MISSING_KIND = "<missing kind>"
+
+
+def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
+    """Fill ``id``/``kind`` defaults and check each env entry at its own key; return problems.
+
+    Problems found here are removed from the entry (so validation reports the
+    rest of the file too, instead of stopping at the first bad key).
+    """
+    problems: list[str] = []
+    entry.setdefault("id", hid)
+    if "kind" not in entry:
+        if hid in harness_kinds():
+            entry["kind"] = hid
         else:
-            rest = rest[2:]
-    offset = start
-    for part in reversed(rest):
-        if isinstance(part, str):
-            m = re.search(rf'(^|[\s{{,])"?({re.escape(part)})"?\s*=', text[start:end], re.MULTILINE)
-            if m:
-                offset = start + m.start(2)
-                break
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
+            problems.append(
+                at(
+                    ("harness", hid),
+                    f"harness.{hid}",
+                    f"'kind' is required (one of {', '.join(harness_kinds())}) when the id is "
+                    "not a harness kind",
+                )
+            )
+            entry["kind"] = _MISSING_KIND
+    env = entry.get("env")
+    if isinstance(env, dict):
+        for key, value in list(env.items()):
+            loc = ("harness", hid, "env", str(key))
+            if not _ENV_NAME_RE.fullmatch(str(key)):
+                problems.append(
+                    at(
+                        loc,
+                        f"harness.{hid}.env",
+                        f"{key!r} is not a valid environment variable name",
+                    )
+                )
+                del env[key]
+            elif not isinstance(value, str):
+                # never the value itself: it may be a credential
+                problems.append(at(loc, f"harness.{hid}.env.{key}", "must be a string"))
+                del env[key]
+    return problems

@@ -1,16 +1,11 @@
-"""Read each harness's own event stream into one shape, for diagnostics.
+"""A harness's own account of a turn, in one shape for every harness.
 
 The evidence store, not these events, is what grading reads: a harness's
 output is its own account of the turn. It is kept so a report can show what
 the harness saw (the alias it offered, whether it marked the result as an
-error) next to what the kernel recorded.
-
-- Claude Code ``--output-format stream-json``: ``system/init`` (``mcp_servers``
-  status), ``assistant`` events with ``tool_use`` blocks, ``user`` events with
-  ``tool_result`` blocks (``is_error``), a final ``result``.
-- Codex ``exec --json``: ``item.completed`` with ``type: mcp_tool_call``
-  (``status`` failed for ``isError`` and for transport errors).
-- Pi ``--mode json``: ``tool_execution_end`` (``toolCallId``, ``toolName``, ``isError``).
+error) next to what the kernel recorded. Each adapter
+(``sharedos.harness.adapters.<harness>``) reads its CLI's event stream into
+``HarnessOutput``; the helpers here are what they share.
 """
 
 from __future__ import annotations
@@ -62,22 +57,8 @@ class HarnessOutput:
         }
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (harness output is untrusted)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _text_of(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content[:500]
-    if isinstance(content, list):
-        parts = [c.get("text", "") for c in content if isinstance(c, dict)]
-        return "\n".join(p for p in parts if p)[:500] or None
-    return None
-
-
-def parse_output(fmt: str, stdout: str) -> HarnessOutput:
-    """Parse a harness's stdout; lines that are not JSON are counted, never fatal."""
+def json_lines(stdout: str) -> HarnessOutput:
+    """Newline-delimited JSON objects of ``stdout``; other lines are counted, never fatal."""
     out = HarnessOutput()
     for line in stdout.splitlines():
         line = line.strip()
@@ -90,81 +71,19 @@ def parse_output(fmt: str, stdout: str) -> HarnessOutput:
             continue
         if isinstance(event, dict):
             out.events.append(event)
-    if fmt == "stream-json":
-        _claude(out)
-    elif fmt == "codex-json":
-        _codex(out)
-    elif fmt == "pi-json":
-        _pi(out)
     return out
 
 
-def _claude(out: HarnessOutput) -> None:
-    by_id: dict[str, HarnessToolEvent] = {}
-    for ev in out.events:
-        kind = ev.get("type")
-        if kind == "system" and ev.get("subtype") == "init":
-            for server in ev.get("mcp_servers") or []:
-                if isinstance(server, dict) and server.get("name") == "sharedos":
-                    out.mcp_status = str(server.get("status"))
-        content = _obj(ev.get("message")).get("content")
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            if kind == "assistant" and block.get("type") == "tool_use":
-                te = HarnessToolEvent(call_id=str(block.get("id")), alias=str(block.get("name")))
-                by_id[te.call_id] = te
-                out.tool_events.append(te)
-            elif kind == "user" and block.get("type") == "tool_result":
-                answered = by_id.get(str(block.get("tool_use_id")))
-                if answered is not None:
-                    answered.is_error = bool(block.get("is_error", False))
-                    answered.text = _text_of(block.get("content"))
-        if kind == "result":
-            out.final_text = ev.get("result") if isinstance(ev.get("result"), str) else None
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (harness output is untrusted)."""
+    return value if isinstance(value, dict) else {}
 
 
-def _codex(out: HarnessOutput) -> None:
-    for ev in out.events:
-        item = ev.get("item") if isinstance(ev.get("item"), dict) else None
-        if ev.get("type") != "item.completed" or item is None:
-            continue
-        if item.get("type") == "mcp_tool_call":
-            result = _obj(item.get("result"))
-            error = item.get("error")
-            out.tool_events.append(
-                HarnessToolEvent(
-                    call_id=str(item.get("id")),
-                    alias=f"mcp__{item.get('server')}/{item.get('tool')}",
-                    tool=str(item.get("tool")),
-                    is_error=item.get("status") == "failed",
-                    text=_text_of(result.get("content"))
-                    if result
-                    else (str(error)[:500] if error else None),
-                )
-            )
-        elif item.get("type") == "agent_message":
-            out.final_text = item.get("text")
-    out.mcp_status = "connected" if out.events else None
-
-
-def _pi(out: HarnessOutput) -> None:
-    for ev in out.events:
-        if ev.get("type") == "tool_execution_end":
-            result = _obj(ev.get("result"))
-            details = _obj(result.get("details"))
-            out.tool_events.append(
-                HarnessToolEvent(
-                    call_id=str(ev.get("toolCallId")),
-                    alias=str(ev.get("toolName")),
-                    tool=details.get("tool") if isinstance(details.get("tool"), str) else None,
-                    is_error=bool(ev.get("isError")),
-                    text=_text_of(result.get("content")),
-                )
-            )
-        elif ev.get("type") == "agent_end":
-            msgs = ev.get("messages") or []
-            for m in reversed(msgs):
-                if isinstance(m, dict) and m.get("role") == "assistant":
-                    out.final_text = _text_of(m.get("content"))
-                    break
+def text_of(content: Any) -> str | None:
+    """The text of a tool result (a string, or a list of text blocks), cut to 500 characters."""
+    if isinstance(content, str):
+        return content[:500]
+    if isinstance(content, list):
+        parts = [c.get("text", "") for c in content if isinstance(c, dict)]
+        return "\n".join(p for p in parts if p)[:500] or None
+    return None

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sharedos.harness.hostconfig import REDACTED
+from sharedos.harness.secrets import Secrets
 
 #: Captured output kept per stream (bytes); a chatty harness cannot exhaust memory.
 MAX_CAPTURE = 16 * 1024 * 1024
@@ -35,11 +35,8 @@ class ProcessResult:
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """Replace every secret value in ``text`` (tokens, provider keys) with a marker."""
-    for value in secrets:
-        if value:
-            text = text.replace(value, REDACTED)
-    return text
+    """Replace every spelling of every secret value in ``text`` (tokens, provider keys)."""
+    return Secrets.of(secrets).scrub(text)
 
 
 def _kill_group(pgid: int, sig: int) -> None:

@@ -7,8 +7,9 @@
    version, column ``mcp``, ``mcpSupport``, declared model, catalogHash);
 2. opens the turn bridge (HTTP with a bearer token, or stdio), and, for the
    offline provider, a scripted model endpoint;
-3. writes the harness's own MCP configuration into a fresh 0700 directory and
-   launches the CLI non-interactively in its own process group;
+3. has the harness's adapter write its own MCP configuration into a fresh
+   0700 directory and launches the CLI non-interactively in its own process
+   group;
 4. waits within a deadline, kills the group on timeout or cancellation, closes
    the bridge (the port is released), and checks the door is shut;
 5. returns the turn's evidence and the harness's own account of it.
@@ -19,7 +20,6 @@ has only its local tools (the live column).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -28,23 +28,24 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
+from sharedos.context import AccessContext
 from sharedos.harness import recipes
+from sharedos.harness.adapters import HarnessAdapter, get_adapter
+from sharedos.harness.adapters.base import HarnessUnavailable
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
-from sharedos.harness.outputs import HarnessOutput, parse_output
+from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.process import ProcessResult, redact, run_process
 from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
 from sharedos.harness.scripted_model.plan import IssuedCall
-from sharedos.harness.tools import (
-    HarnessUnavailable,
-    adapter_version,
-    default_command,
-    harness_version,
-)
-from sharedos.kernel.context import AccessContext
+from sharedos.harness.tools import harness_version
+from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 from sharedos.toolpolicy import ToolPolicy
+
+if TYPE_CHECKING:
+    from sharedos.bridge.turnfile import StdioLaunch
+    from sharedos.kernel import RuntimeHost, TurnCatalog
 
 
 def build_prompt(plan: Sequence[ScriptedAttempt], *, live: bool = False) -> str:
@@ -82,7 +83,7 @@ class HarnessTurnResult:
     aliases_shown: dict[str, str]
     catalog_names: tuple[str, ...]
     model_requests: int
-    #: every tool name the harness offered the model in its last request
+    #: every tool name the harness offered the model in its last request that offered any
     offered_tools: list[str]
     port_closed_after_turn: bool | None
     turn_dir: Path
@@ -92,6 +93,11 @@ class HarnessTurnResult:
     def duration_s(self) -> float:
         """Wall time of the harness process."""
         return self.process.duration_s
+
+    @property
+    def saw_catalogue(self) -> bool:
+        """Whether any model request of the turn carried a SharedOS tool."""
+        return bool(self.aliases_shown)
 
     def diagnostics(self) -> dict[str, Any]:
         """JSON-ready diagnostics (no secrets: output is redacted, env is never included)."""
@@ -122,11 +128,25 @@ def port_refuses(url: str | None) -> bool | None:
         sock.settimeout(1.0)
         try:
             sock.connect(("127.0.0.1", port))
-        except ConnectionRefusedError:
-            return True
         except OSError:
             return True
     return False
+
+
+@dataclass
+class _Turn:
+    """One turn's working state, threaded through ``run_turn``'s steps."""
+
+    identity: SystemIdentity
+    catalog_names: tuple[str, ...]
+    turn_dir: Path
+    prompt: str
+    deadline: float
+    transport: str | None
+    model: ScriptedModelServer | None = None
+    url: str | None = None
+    launch: recipes.Launch | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 class McpHarnessRuntime:
@@ -145,10 +165,15 @@ class McpHarnessRuntime:
         self._version: str | None = None
 
     @property
+    def adapter(self) -> HarnessAdapter:
+        """The adapter of this harness's kind."""
+        return get_adapter(self.harness.kind)
+
+    @property
     def command(self) -> tuple[str, ...]:
         """argv prefix of the CLI (host file paths resolved)."""
         if self.harness.command is None:
-            return default_command(self.harness.kind)
+            return self.adapter.default_command()
         if self.host_config is None:
             return self.harness.command
         first = [self.host_config.resolve_path(p, self.environ) for p in self.harness.command[:2]]
@@ -157,162 +182,203 @@ class McpHarnessRuntime:
     def version(self) -> str:
         """The CLI's real version, read from ``--version`` once per runtime."""
         if self._version is None:
-            info = harness_version(self.command, self.harness.kind)
-            self._version = info.version
+            self._version = harness_version(self.command, self.harness.kind).version
         return self._version
 
     def identity(
         self, *, catalog_hash: str | None, policy_hash: str | None, live: bool = False
     ) -> SystemIdentity:
         """SystemIdentity for this harness's records."""
-        ext = self.harness.mcp_extension
+        adapter = self.adapter
         return SystemIdentity(
             harness=self.harness.kind,
             harness_version=self.version(),
             column=ColumnKind.LIVE if live else ColumnKind.MCP,
             declared_model=self.harness.declared_model,
-            mcp_support=McpSupport.NONE if live else McpSupport(self.harness.mcp_support),
-            mcp_extension=None if live else ext,
+            mcp_support=McpSupport.NONE if live else adapter.mcp_support,
+            mcp_extension=None if live else adapter.mcp_extension,
             catalog_hash=catalog_hash,
             policy_bundle_hash=policy_hash,
         )
 
     async def run_turn(
         self,
-        runtime_host: Any,
+        runtime_host: RuntimeHost,
         context: AccessContext,
         tool_policy: ToolPolicy,
         *,
         plan: Sequence[ScriptedAttempt],
         workdir: Path,
         transport: str | None = None,
-        stdio_launch: Any = None,
+        stdio_launch: StdioLaunch | None = None,
         timeout_s: float | None = None,
         live: bool = False,
         prompt: str | None = None,
     ) -> HarnessTurnResult:
         """Run one turn of this harness against ``context``'s catalogue (see module doc)."""
-        cfg = self.harness
-        transport = None if live else (transport or cfg.transport)
-        deadline = timeout_s if timeout_s is not None else cfg.timeout_s
+        turn = self._begin(runtime_host, context, tool_policy, plan, workdir, live=live)
+        turn.transport = None if live else (transport or self.harness.transport)
+        turn.deadline = timeout_s if timeout_s is not None else self.harness.timeout_s
+        turn.prompt = prompt or build_prompt(plan, live=live)
+        turn.model = self._start_model(plan, turn)
+        try:
+            if live:
+                proc = await self._launch(turn, None)
+            else:
+                proc = await self._run_bridged(
+                    runtime_host, context, tool_policy, stdio_launch, turn
+                )
+        finally:
+            if turn.model is not None:
+                turn.model.stop()
+        evidence = [] if live else list(runtime_host.evidence.query(turn_id=context.turn_id))
+        return self._finish(turn, proc, evidence, context.turn_id)
+
+    # ------------------------------------------------------------------ steps of a turn
+    def _begin(
+        self,
+        runtime_host: RuntimeHost,
+        context: AccessContext,
+        tool_policy: ToolPolicy,
+        plan: Sequence[ScriptedAttempt],
+        workdir: Path,
+        *,
+        live: bool,
+    ) -> _Turn:
+        """The catalogue and identity of the turn, and its private directory."""
         kernel = runtime_host.kernel
-        catalog = None if live else kernel.list_tools(context, tool_policy)
-        catalog_hash = None if catalog is None else str(catalog.catalog_hash)
+        catalog: TurnCatalog | None = None if live else kernel.list_tools(context, tool_policy)
         policy_hash = getattr(kernel, "policy_hash", None)
         identity = self.identity(
-            catalog_hash=catalog_hash,
+            catalog_hash=None if catalog is None else str(catalog.catalog_hash),
             policy_hash=str(policy_hash) if policy_hash else None,
             live=live,
         )
         workdir.mkdir(parents=True, exist_ok=True)
-        turn_dir = Path(tempfile.mkdtemp(prefix=f"{cfg.id}-", dir=workdir))
+        turn_dir = Path(tempfile.mkdtemp(prefix=f"{self.harness.id}-", dir=workdir))
         os.chmod(turn_dir, 0o700)
-        text = prompt or build_prompt(plan, live=live)
-        notes: list[str] = []
-        model: ScriptedModelServer | None = None
-        if cfg.provider == "scripted":
-            model = ScriptedModelServer(
-                plan,
-                log_path=turn_dir / "model-requests.jsonl",
-                catalog_names=sorted(catalog.names) if catalog is not None else (),
-            ).start()
-        url: str | None = None
-        model_url = model.url if model is not None else None
+        names = tuple(sorted(catalog.names)) if catalog is not None else ()
+        return _Turn(identity, names, turn_dir, prompt="", deadline=0.0, transport=None)
 
-        def prepare(bridge: recipes.BridgeEndpoint | None) -> recipes.Launch:
-            return recipes.prepare(
-                cfg,
-                bridge=bridge,
-                turn_dir=turn_dir,
-                prompt=text,
-                model_url=model_url,
-                host_env=self.environ,
-                command=self.command,
-            )
+    def _start_model(
+        self, plan: Sequence[ScriptedAttempt], turn: _Turn
+    ) -> ScriptedModelServer | None:
+        """The scripted model endpoint, when this harness's provider is the scripted one."""
+        if self.harness.provider != "scripted":
+            return None
+        return ScriptedModelServer(
+            plan,
+            log_path=turn.turn_dir / "model-requests.jsonl",
+            catalog_names=turn.catalog_names,
+        ).start()
 
-        try:
-            if live:
-                launch = prepare(None)
-                proc = await self._run(launch, deadline)
-            else:
-                from sharedos.bridge.turn import open_turn
+    async def _run_bridged(
+        self,
+        runtime_host: RuntimeHost,
+        context: AccessContext,
+        tool_policy: ToolPolicy,
+        stdio_launch: StdioLaunch | None,
+        turn: _Turn,
+    ) -> ProcessResult:
+        """Open the turn bridge, run the harness against it, close it."""
+        from sharedos.bridge.turn import open_turn
 
-                async with open_turn(
-                    runtime_host,
-                    context,
-                    tool_policy,
-                    transport=transport,  # type: ignore[arg-type]
-                    identity=identity.as_record(),
-                    stdio=stdio_launch,
-                ) as turn:
-                    if turn.catalog_hash != catalog_hash:
-                        notes.append(
-                            f"catalogHash changed between listing ({catalog_hash}) and bridge ({turn.catalog_hash})"
-                        )
-                        identity = identity.model_copy(update={"catalog_hash": turn.catalog_hash})
-                    url = turn.url
-                    bridge = recipes.BridgeEndpoint(
-                        transport=turn.transport,
-                        url=turn.url,
-                        token=turn.token,
-                        command=turn.command,
-                    )
-                    launch = prepare(bridge)
-                    proc = await self._run(launch, deadline)
-        finally:
-            if model is not None:
-                model.stop()
-        port_closed = port_refuses(url) if url else None
-        (turn_dir / "harness-stdout.jsonl").write_text(proc.stdout, encoding="utf-8")
-        (turn_dir / "harness-stderr.txt").write_text(proc.stderr, encoding="utf-8")
-        # The harness config may hold the turn token (Claude Code): the turn is
-        # closed, but the file goes anyway.
-        for path in launch.files:
-            with contextlib.suppress(OSError):
-                path.unlink()
-        output = parse_output(launch.output_format, proc.stdout)
-        evidence = [] if live else list(runtime_host.evidence.query(turn_id=context.turn_id))
-        if cfg.kind == "pi-adapter" and (v := adapter_version()):
-            notes.append(f"MCP client: pi-mcp-adapter {v} (extension loaded with -e)")
-        if proc.timed_out:
-            notes.append(
-                f"{cfg.id} did not finish within {deadline:g} s; its process group was killed"
+        async with open_turn(
+            runtime_host,
+            context,
+            tool_policy,
+            transport=turn.transport,  # type: ignore[arg-type]
+            identity=turn.identity.as_record(),
+            stdio=stdio_launch,
+        ) as bridge:
+            if bridge.catalog_hash != turn.identity.catalog_hash:
+                turn.notes.append(
+                    f"catalogHash changed between listing ({turn.identity.catalog_hash}) "
+                    f"and bridge ({bridge.catalog_hash})"
+                )
+                turn.identity = turn.identity.model_copy(
+                    update={"catalog_hash": bridge.catalog_hash}
+                )
+            turn.url = bridge.url
+            endpoint = recipes.BridgeEndpoint(
+                transport=bridge.transport,
+                url=bridge.url,
+                token=bridge.token,
+                command=bridge.command,
             )
-        elif proc.returncode not in (0, None):
-            notes.append(
-                f"{cfg.id} exited with status {proc.returncode}: {proc.stderr.strip()[-300:]}"
-            )
-        return HarnessTurnResult(
-            harness=cfg.id,
-            transport=transport,
-            identity=identity,
-            turn_id=context.turn_id,
-            process=proc,
-            evidence=evidence,
-            output=output,
-            issued=list(model.issued) if model is not None else [],
-            aliases_shown=dict(model.offered_seen) if model is not None else {},
-            catalog_names=tuple(sorted(catalog.names)) if catalog is not None else (),
-            model_requests=model.requests if model is not None else 0,
-            offered_tools=list(model.last_offered) if model is not None else [],
-            port_closed_after_turn=port_closed,
-            turn_dir=turn_dir,
-            notes=notes,
+            return await self._launch(turn, endpoint)
+
+    async def _launch(self, turn: _Turn, bridge: recipes.BridgeEndpoint | None) -> ProcessResult:
+        """Prepare the harness's files for this turn and run it within the deadline."""
+        turn.launch = launch = recipes.prepare(
+            self.harness,
+            bridge=bridge,
+            turn_dir=turn.turn_dir,
+            prompt=turn.prompt,
+            model_url=turn.model.url if turn.model is not None else None,
+            host_env=self.environ,
+            command=self.command,
         )
-
-    async def _run(self, launch: recipes.Launch, deadline: float) -> ProcessResult:
         try:
             return await run_process(
                 launch.argv,
                 env=launch.env,
                 cwd=launch.cwd,
-                timeout_s=deadline,
+                timeout_s=turn.deadline,
                 secrets=launch.secret_values,
             )
         except (FileNotFoundError, PermissionError) as exc:
+            shown = redact(launch.argv[0], launch.secret_values)
             raise HarnessUnavailable(
-                f"{self.harness.id}: cannot start {redact(launch.argv[0], launch.secret_values)}: {exc.strerror}"
+                f"{self.harness.id}: cannot start {shown}: {exc.strerror}"
             ) from None
+
+    def _finish(
+        self, turn: _Turn, proc: ProcessResult, evidence: list[Any], turn_id: str
+    ) -> HarnessTurnResult:
+        """Keep the harness's output, remove its config files, read its account of the turn."""
+        assert turn.launch is not None
+        (turn.turn_dir / "harness-stdout.jsonl").write_text(proc.stdout, encoding="utf-8")
+        (turn.turn_dir / "harness-stderr.txt").write_text(proc.stderr, encoding="utf-8")
+        # The harness config may hold the turn token (Claude Code): the turn is
+        # closed, but the file goes anyway.
+        for path in turn.launch.files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        output = self.adapter.parse_output(proc.stdout)
+        notes = [*turn.notes, *self.adapter.turn_notes(output), *self._exit_notes(turn, proc)]
+        model = turn.model
+        return HarnessTurnResult(
+            harness=self.harness.id,
+            transport=turn.transport,
+            identity=turn.identity,
+            turn_id=turn_id,
+            process=proc,
+            evidence=evidence,
+            output=output,
+            issued=list(model.issued) if model is not None else [],
+            aliases_shown=dict(model.offered_seen) if model is not None else {},
+            catalog_names=turn.catalog_names,
+            model_requests=model.requests if model is not None else 0,
+            offered_tools=list(model.last_offered) if model is not None else [],
+            port_closed_after_turn=port_refuses(turn.url) if turn.url else None,
+            turn_dir=turn.turn_dir,
+            notes=notes,
+        )
+
+    def _exit_notes(self, turn: _Turn, proc: ProcessResult) -> list[str]:
+        """How the harness process ended, when that was not a clean exit."""
+        if proc.timed_out:
+            return [
+                f"{self.harness.id} did not finish within {turn.deadline:g} s; "
+                "its process group was killed"
+            ]
+        if proc.returncode not in (0, None):
+            return [
+                f"{self.harness.id} exited with status {proc.returncode}: "
+                f"{proc.stderr.strip()[-300:]}"
+            ]
+        return []
 
 
 def create_mcp_harness_runtime(
@@ -332,10 +398,3 @@ def create_mcp_harness_runtime(
         host = host_config or default_host_config()
         return McpHarnessRuntime(host.get(harness), host, environ=environ)
     return McpHarnessRuntime(harness, host_config, environ=environ)
-
-
-async def cancel_safely(task: asyncio.Task[Any]) -> None:
-    """Cancel a running ``run_turn`` task and wait until its process group is dead."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

@@ -8,10 +8,10 @@ import pytest
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.grading import Grade, grade_column
-from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import build_report, render_text, report_json
 from sharedos.conformance.runner import run_report
+from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 
 
 @pytest.fixture

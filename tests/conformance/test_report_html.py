@@ -11,10 +11,10 @@ import pytest
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.html import render_html
-from sharedos.conformance.identity import ColumnKind
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import build_report, write_reports
 from sharedos.conformance.runner import run_report
+from sharedos.identity import ColumnKind
 
 from .png import colour_counts, read_png
 from .test_scripted import _broken_rules

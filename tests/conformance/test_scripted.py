@@ -81,14 +81,15 @@ async def test_raw_names_reach_the_kernel_and_every_record_carries_identity(
         assert rec.identity["catalogHash"] == rec.catalog_hash
         assert rec.identity["policyBundleHash"] == rec.policy_hash
         assert rec.diagnostics is not None and rec.diagnostics["shape"] in SHAPE_NAMES
-    # the dotted name was carried as the portable escape on the OpenAI/Anthropic wires
+    # the dotted name was carried as the portable escape on the OpenAI/Anthropic/dsh wires
+    # (dsh's own names are [A-Za-z0-9_-]; pi-ai carries any string)
     wire = {
         (r.diagnostics or {})["shape"]: (r.diagnostics or {})["wireName"]
         for r in records
         if r.tool == "files.read"
     }
-    assert wire["responses"] == wire["anthropic"] == "files_dread"
-    assert wire["pi"] == wire["dsh"] == "files.read"
+    assert wire["responses"] == wire["anthropic"] == wire["dsh"] == "files_dread"
+    assert wire["pi"] == "files.read"
 
 
 def _broken_rules(tmp_path: Path) -> Path:
@@ -155,9 +156,7 @@ async def test_a_turn_that_breaks_off_leaves_its_rows_not_exercised(
     report, runs = await run_report(
         manifest,
         ["scripted"],
-        options=ColumnOptions(
-            manifest=manifest, workdir=tmp_path, shapes=("dsh",), extra={"max_steps": 2}
-        ),
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("dsh",), max_steps=2),
     )
     cells = {row.id: cells[0] for row, cells in zip(report.rows, report.cells, strict=True)}
     grades = [c.grade for c in cells.values()]

@@ -1,6 +1,6 @@
 """The mcp and live columns with the real installed CLIs (Claude Code, Codex, Pi, Pi + pi-mcp-adapter).
 
-One scenario run (``python -m sharedos.harness.scenario``) drives every harness
+One scenario run (``python -m sharedos.conformance.scenario``) drives every harness
 over HTTP and stdio with the scripted model, the live column, and the
 "left running" check; as root it runs inside a loopback-only network namespace
 so no harness can reach beyond 127.0.0.1. The tests below read its JSON.
@@ -18,13 +18,14 @@ import pytest
 
 from sharedos.conformance.manifest import load_manifest
 from sharedos.harness.scripted_model import SCRIPTED_MODEL_NAME
+from sharedos.harness.scripted_model.plan import dsh_public_name
 from sharedos.harness.tools import default_command, harness_version
 from sharedos.names import harness_sanitized
 from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
 
 pytestmark = pytest.mark.harness
 
-HARNESSES = ("claude-code", "codex", "pi", "pi-adapter")
+HARNESSES = ("claude-code", "codex", "pi", "pi-adapter", "dsh")
 TRANSPORTS = ("http", "stdio")
 MCP_COLUMNS = [f"mcp/{h}/{t}" for h in HARNESSES for t in TRANSPORTS]
 #: rows whose tool is not in the turn's catalogue (not in the run policy, unpublished,
@@ -47,7 +48,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     args = [
         sys.executable,
         "-m",
-        "sharedos.harness.scenario",
+        "sharedos.conformance.scenario",
         "--netns",
         "--transport",
         "both",
@@ -56,7 +57,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     args += ["--workdir", str(work), "--out", str(out), "--harness", "all"]
     for h in HARNESSES:
         args += ["--left-running", h]
-    args += ["--deadline", "claude-code"]
+    args += ["--deadline", "claude-code", "--deadline", "dsh"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc: dict[str, Any] = json.loads(out.read_text())
@@ -104,6 +105,7 @@ CLIENT_REFUSAL = {
     "codex": ("mcp__sharedos/", "unsupported call: mcp__sharedos"),
     "pi": ("mcp__sharedos__", "Tool mcp__sharedos__"),
     "pi-adapter": ("mcp(", 'Tool "'),
+    "dsh": ("mcp__sharedos__", 'Error: unknown tool "mcp__sharedos__'),
 }
 
 
@@ -140,9 +142,9 @@ def test_guessed_names_are_refused_by_the_harness_client_and_said_so(
 
 
 def test_invalid_arguments_are_honest_per_harness(scenario: dict[str, Any]) -> None:
-    """Claude Code and Codex pass {path: 42} through; Pi coerces it to "42" before the call."""
+    """Claude Code, Codex and dsh pass {path: 42} through; Pi coerces it to "42" first."""
     for t in TRANSPORTS:
-        for h in ("claude-code", "codex"):
+        for h in ("claude-code", "codex", "dsh"):
             assert scenario["grades"][f"mcp/{h}/{t}"]["invalid-arguments"]["grade"] == "passed"
         for h in ("pi", "pi-adapter"):
             cid = f"mcp/{h}/{t}"
@@ -157,6 +159,7 @@ ALIAS_FORM = {
     "codex": lambda tool: f"mcp__sharedos/{harness_sanitized(tool)}",
     "pi": lambda tool: "mcp__sharedos__" + tool.replace(".", "_").replace("-", "_"),
     "pi-adapter": lambda tool: f"sharedos_{harness_sanitized(tool)}",
+    "dsh": lambda tool: dsh_public_name("sharedos", tool),
 }
 
 
@@ -176,6 +179,9 @@ def test_names_shown_to_the_model_are_recorded_and_map_back(
             assert predicted["claude-code"] == alias
         elif harness == "codex":
             assert f"{predicted['codex']['namespace']}/{predicted['codex']['name']}" == alias
+        elif harness == "dsh":
+            # the bridge's alias family predicts the sanitized stem; dsh appends its hash
+            assert alias.startswith(predicted["claude-code"] + "_")
         else:
             assert alias in predicted["pi"]
         assert a["record"]["tool"] == a["tool"]  # the dotted canonical name reached the kernel
@@ -251,7 +257,7 @@ def test_a_harness_left_running_finds_the_door_shut(scenario: dict[str, Any], ha
     assert stdio["toolEvents"] and all(e["isError"] for e in stdio["toolEvents"])
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex", "pi"])
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "pi", "dsh"])
 def test_live_column_exercises_nothing_and_says_why(scenario: dict[str, Any], harness: str) -> None:
     col = column(scenario, f"live/{harness}")
     assert col["available"] and col["attempts"] == []
@@ -263,16 +269,11 @@ def test_live_column_exercises_nothing_and_says_why(scenario: dict[str, Any], ha
     assert "No SharedOS catalogue" in notes and "0 attempt(s) reached the kernel" in notes
 
 
-def test_dsh_is_kept_and_marked_unavailable(scenario: dict[str, Any]) -> None:
-    for cid in ("mcp/dsh", "live/dsh"):
-        col = column(scenario, cid)
-        assert col["available"] is False and "dsh" in col["unavailable_reason"]
-        assert all(c["grade"] == "not_available" for c in scenario["grades"][cid].values())
-
-
 def test_a_missed_deadline_kills_the_harness_and_closes_the_turn(scenario: dict[str, Any]) -> None:
-    (check,) = scenario["deadline"]
-    assert check["timedOut"] is True
-    assert check["portClosedAfterTurn"] is True
-    assert check["wallS"] < 15
-    assert any("process group was killed" in n for n in check["notes"])
+    checks = {c["harness"]: c for c in scenario["deadline"]}
+    assert set(checks) == {"claude-code", "dsh"}
+    for check in checks.values():
+        assert check["timedOut"] is True
+        assert check["portClosedAfterTurn"] is True
+        assert check["wallS"] < 15
+        assert any("process group was killed" in n for n in check["notes"])

@@ -83,5 +83,5 @@ async def test_secrets_are_redacted_from_captured_output(tmp_path: Path) -> None
         timeout_s=10,
         secrets=("tok-123456789", "sk-abcdefgh"),
     )
-    assert "tok-123456789" not in result.stdout and "<redacted>" in result.stdout
+    assert "tok-123456789" not in result.stdout and "[redacted]" in result.stdout
     assert "sk-abcdefgh" not in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -214,24 +215,81 @@ def test_pi_wire_is_the_real_shape() -> None:
     assert isinstance(res["timestamp"], int)
 
 
-def test_dsh_wire_is_json_rpc_and_refusals_are_results() -> None:
-    shape = get_shape("dsh")
-    step = shape.turn_wire(Turn((Call("7", "files.read", {"path": "/a"}),)), model="m", seq=1)
-    assert step["step"] == [
-        {
-            "jsonrpc": "2.0",
-            "id": "7",
-            "method": "tool/call",
-            "params": {"name": "files.read", "arguments": {"path": "/a"}},
+DSH_FRAMES = Path(__file__).resolve().parents[1] / "data" / "harness" / "dsh"
+
+
+def recorded_dsh_frames() -> list[dict[str, Any]]:
+    """tool/call and tool/result events from a real dsh 0.2.1-rc.2 session log."""
+    path = DSH_FRAMES / "session-tool-frames-0.2.1-rc.2.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_dsh_reads_and_writes_its_real_recorded_frames_exactly() -> None:
+    """The recorded frames validate field for field (extra fields refused) and the shape
+    writes frames of exactly the same structure for the same call and result."""
+    frames = recorded_dsh_frames()
+    calls = [f for f in frames if f["type"] == "tool/call"]
+    results = [f for f in frames if f["type"] == "tool/result"]
+    assert (
+        calls
+        and results
+        and {r["data"]["message"]["isError"] for r in results}
+        == {
+            False,
+            True,
         }
-    ]
-    (res,) = shape.results_wire([Result("7", ({"type": "text", "text": "no"},), True)], {})
-    assert res == {
-        "jsonrpc": "2.0",
-        "id": "7",
-        "result": {"content": [{"type": "text", "text": "no"}], "isError": True},
-    }
-    assert "error" not in res
+    )
+    from sharedos.harness.shapes import dsh
+
+    for frame in calls:
+        assert dsh.ToolCallEvent.model_validate(frame).model_dump(mode="json") == frame
+    for frame in results:
+        parsed = dsh.ToolResultEvent.model_validate(frame)
+        assert parsed.model_dump(mode="json", exclude_none=True) == frame
+    shape = get_shape("dsh")
+    for call_frame, result_frame in zip(calls, results, strict=True):
+        # harness side reads the real call; the model side writes it back identically
+        turn = shape.turn_from_wire({"events": [call_frame]})
+        (call,) = turn.calls
+        assert call.call_id == call_frame["data"]["callId"]
+        assert call.arguments == json.loads(call_frame["data"]["arguments"])
+        written = shape.turn_wire(
+            Turn((Call(call.call_id, call.name, call.arguments),)),
+            model="m",
+            seq=call_frame["data"]["step"],
+        )["events"][0]
+        for key in ("seq", "time"):
+            written[key] = call_frame[key]
+        written["data"]["turn"] = call_frame["data"]["turn"]
+        # names: dsh's hashed MCP name is not a SharedOS escape, so it reaches the kernel
+        # unchanged and is written back escaped (module doc: the one deliberate difference)
+        assert call.name == call_frame["data"]["name"]
+        assert written["data"]["name"] == wire_name(call.name)
+        written["data"]["name"] = call_frame["data"]["name"]
+        assert written == call_frame
+        # the result dsh recorded reads back as the neutral result, and is written the same
+        (res,) = shape.results_from_wire([result_frame])
+        message = result_frame["data"]["message"]
+        assert (res.call_id, list(res.content), res.is_error) == (
+            message["toolCallId"],
+            message["content"],
+            message["isError"],
+        )
+        again = shape.result_event(res, seq=result_frame["seq"], now=result_frame["time"])
+        again["data"]["message"]["id"] = message["id"]
+        assert again == result_frame
+
+
+def test_dsh_rejects_frames_that_differ_from_its_own() -> None:
+    (call, *_) = recorded_dsh_frames()
+    shape = get_shape("dsh")
+    for broken, needle in (
+        ({**call, "data": {**call["data"], "arguments": {"path": "/a"}}}, "arguments"),
+        ({**call, "extra": 1}, "extra"),
+        ({**call, "data": {**call["data"], "arguments": '"x"'}}, "JSON object"),
+    ):
+        with pytest.raises(ShapeError, match=needle):
+            shape.turn_from_wire({"events": [broken]})
 
 
 @pytest.mark.parametrize(
@@ -244,7 +302,7 @@ def test_dsh_wire_is_json_rpc_and_refusals_are_results() -> None:
         ),
         ("anthropic", [{"name": "a b", "input_schema": {}}], "tools[0].name"),
         ("pi", [{"name": "", "description": "", "parameters": {}}], "tools[0].name"),
-        ("dsh", [{"name": "x"}], "tools[0].inputSchema"),
+        ("dsh", [{"name": "x"}], "tools[0].parameters"),
     ],
 )
 def test_bad_wire_json_is_a_clear_shape_error(shape_name: str, bad: Any, needle: str) -> None:

@@ -157,7 +157,18 @@ def test_shipped_policies_list_what_they_allow(repo_root: object) -> None:
         {"principal": "sam", "tenant": "acme", "roles": ["security"]},
         {"principal": "a/b", "tenant": "acme", "roles": []},
     ]
-    base_pool = ["public", "private", "shared", "home", "a", "x.txt"]
+    base_pool = [
+        "public",
+        "private",
+        "shared",
+        "home",
+        "a",
+        "x.txt",
+        "srv",
+        "git",
+        "share",
+        "security",
+    ]
     owners = ["sharedos", "python", "x"]
     repos = ["sharedos", "security", "cpython"]
     for ctx in users:
@@ -166,10 +177,14 @@ def test_shipped_policies_list_what_they_allow(repo_root: object) -> None:
             "/" + "/".join(p) for n in (1, 2, 3) for p in itertools.product(pool, repeat=n)
         ]
         for tool in policy.requirements:
-            if tool.startswith("files."):
-                space = [{"path": p, "root": p} for p in paths]
-            else:
+            expr = policy.requirements[tool].resource
+            if expr.startswith("path(args."):
+                arg = expr.removeprefix("path(args.").removesuffix(")")
+                space = [{arg: p} for p in paths]
+            elif "{args." in expr:
                 space = [{"owner": o, "repo": r} for o in owners for r in repos]
+            else:  # a constant resource (the memory graph)
+                space = [{}]
             expected = any(policy.decide(tool, a, ctx).allowed for a in space)
             assert policy.could_permit(tool, ctx) == expected, (tool, ctx)
 

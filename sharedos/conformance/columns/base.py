@@ -9,7 +9,7 @@ One call may produce several columns (one per vendor shape, one per harness and
 transport). The CLI builds ``ColumnOptions`` from its flags and imports the
 module lazily; the report grades every ``ColumnRun`` against the manifest.
 
-A column that cannot run here (dsh is not installable; a harness CLI missing)
+A column that cannot run here (a harness CLI missing or failing its ``--version``)
 still returns a ``ColumnRun`` with ``available=False`` and an
 ``unavailable_reason``: the report keeps the column and says why, instead of
 silently dropping it.
@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sharedos.conformance.identity import ColumnKind, SystemIdentity
 from sharedos.conformance.manifest import Manifest
+from sharedos.evidence import record_dict
+from sharedos.harness.secrets import Secrets
+from sharedos.identity import ColumnKind, SystemIdentity
 from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.toolpolicy import ToolPolicy
 
@@ -56,7 +58,12 @@ class ColumnOptions:
     host_config: Path | None = None
     policy_paths: tuple[Path, ...] | None = None
     timeout_s: float = 300.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: scripted column: the most model steps one turn may take before it is broken off
+    max_steps: int = 64
+    #: the host's secrets (host-configuration env values): scrubbed from everything reported
+    secrets: Secrets = field(default_factory=Secrets)
+    #: how the columns' evidence stores commit (the host configuration's ``[evidence]``)
+    evidence_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
 class Attempt(BaseModel):
@@ -107,21 +114,18 @@ class ColumnRun(BaseModel):
     duration_s: float | None = None
     evidence_path: str | None = None
 
+    def scrubbed(self, secrets: Secrets) -> ColumnRun:
+        """This column with every string in it scrubbed of ``secrets`` (see harness.secrets)."""
+        if not secrets:
+            return self
+        return ColumnRun.model_validate(secrets.scrub_data(self.model_dump(mode="json")))
+
     @classmethod
     def unavailable(cls, column_id: str, kind: ColumnKind, label: str, reason: str) -> ColumnRun:
         """A column kept in the report, marked not available, with the reason."""
         return cls(
             column_id=column_id, kind=kind, label=label, available=False, unavailable_reason=reason
         )
-
-
-class ColumnModule(Protocol):
-    """What ``sharedos.conformance.columns.<kind>`` provides."""
-
-    async def run(self, options: ColumnOptions) -> list[ColumnRun]:
-        """Run the column(s) and return one ``ColumnRun`` per column (never raise for a
-        column that cannot run here: return it with ``available=False``)."""
-        ...
 
 
 def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> Attempt:
@@ -147,27 +151,3 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
         record=data,
         wire=wire,
     )
-
-
-def record_dict(record: Any) -> dict[str, Any]:
-    """An evidence record as a JSON-ready dict (``EvidenceRecord.to_dict``, or a dict as is)."""
-    if isinstance(record, dict):
-        return record
-    to_dict = getattr(record, "to_dict", None)
-    if callable(to_dict):
-        out = to_dict()
-        if isinstance(out, dict):
-            return dict(_jsonable(out))
-    raise TypeError(f"cannot read evidence record of type {type(record).__name__}")
-
-
-def _jsonable(value: Any) -> Any:
-    import enum
-
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    return value

@@ -1,17 +1,257 @@
-"""The mcp column: installed harness CLIs (Claude Code, Codex, Pi, Pi + pi-mcp-adapter)
-running natively against the permission-filtered catalogue through a turn bridge.
+"""The mcp column: installed harness CLIs running natively against the permission-filtered
+catalogue through a turn bridge (ADR 0014, "The MCP conformance column").
 
-The work is done by ``sharedos.harness.columns``; this module is the column
-interface ``sharedos conformance run --column mcp`` dispatches to.
+``run`` runs, per harness and transport, one CLI turn per (context, run policy)
+group of manifest rows against a fresh kernel environment, and turns the
+evidence into a ``ColumnRun``. Rows are matched on tool + canonical resource. A
+row whose tool the harness did not offer the model (not in the turn's
+catalogue, an unpublished or malformed name) is guessed at by the scripted
+model through the harness's own route; when the harness's client refuses the
+guess before any tools/call, the row is not exercised and the notes quote the
+refusal. A turn whose model was never offered the SharedOS tools at all (dsh's
+asynchronous MCP discovery can do that) is said so, and its rows stay not
+exercised: it is never retried until green.
 """
 
 from __future__ import annotations
 
-from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
+from sharedos.conformance.columns.harnesses import (
+    clip,
+    expand_harnesses,
+    expand_transports,
+    label_for,
+    load_host,
+    plan_for,
+    policy_paths,
+    runtime_for,
+    short,
+    turn_groups,
+    unavailable,
+)
+from sharedos.conformance.environment import column_environment
+from sharedos.harness.adapters import HarnessUnavailable, get_adapter
+from sharedos.harness.correlate import CallLink, correlate
+from sharedos.harness.hostconfig import HostConfigError
+from sharedos.harness.runtime import HarnessTurnResult, McpHarnessRuntime
+from sharedos.harness.scripted_model import ScriptedAttempt
+from sharedos.identity import ColumnKind
 
 
 async def run(options: ColumnOptions) -> list[ColumnRun]:
     """One ``ColumnRun`` per harness × transport; a harness that cannot run is kept, unavailable."""
-    from sharedos.harness.columns import run_mcp_columns
+    host = load_host(options)
+    runs: list[ColumnRun] = []
+    for hid in expand_harnesses(options.harnesses, host):
+        try:
+            cfg = host.get(hid)
+            transports = expand_transports(options.transport, cfg.transport)
+        except HostConfigError as exc:
+            runs.append(unavailable(ColumnKind.MCP, hid, None, str(exc)))
+            continue
+        try:
+            runtime = runtime_for(host, hid)
+        except HarnessUnavailable as exc:
+            runs.extend(unavailable(ColumnKind.MCP, hid, t, str(exc)) for t in transports)
+            continue
+        for transport in transports:
+            runs.append(await run_mcp_column(runtime, options, transport))
+    return runs
 
-    return await run_mcp_columns(options)
+
+async def run_mcp_column(
+    runtime: McpHarnessRuntime, options: ColumnOptions, transport: str
+) -> ColumnRun:
+    """All manifest rows through one harness over one transport, against a fresh kernel."""
+    from sharedos.bridge.turnfile import StdioLaunch
+
+    hid = runtime.harness.id
+    name = f"mcp-{hid}-{transport}-{uuid.uuid4().hex[:6]}"
+    env = column_environment(options, name)
+    stdio_launch = None
+    if transport == "stdio":
+        stdio_launch = StdioLaunch(
+            rules=policy_paths(options),
+            evidence_db=env.evidence_path,
+            tool_sets=("files",),
+            sandbox_root=env.sandbox_root,
+            directory=env.workdir,
+        )
+    column = ColumnRun(
+        column_id=f"mcp/{hid}/{transport}",
+        kind=ColumnKind.MCP,
+        label=f"{label_for(runtime.harness.kind)} ({transport})",
+        match_by="tool_resource",
+        evidence_path=str(env.evidence_path),
+    )
+    t0 = time.perf_counter()
+    try:
+        for ctx_name, pol_name, rows in turn_groups(options.manifest):
+            plan, plan_notes = plan_for(rows)
+            column.notes.extend(plan_notes)
+            tool_policy = env.tool_policy(pol_name)
+            try:
+                result = await runtime.run_turn(
+                    env.host,
+                    env.context(ctx_name, f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"),
+                    tool_policy,
+                    plan=plan,
+                    workdir=env.workdir / "turns",
+                    transport=transport,
+                    stdio_launch=stdio_launch,
+                    timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+                )
+            except HarnessUnavailable as exc:
+                return unavailable(ColumnKind.MCP, hid, transport, str(exc))
+            # a harness may echo a host credential back in a reply: scrub before any clipping
+            result.issued = [
+                replace(c, reply=options.secrets.scrub(c.reply)) if c.reply else c
+                for c in result.issued
+            ]
+            if column.identity is None:
+                column.identity = result.identity
+                column.tool_policy = tool_policy
+            _collect(column, result, ctx_name, pol_name, plan)
+    finally:
+        env.close()
+    column.duration_s = round(time.perf_counter() - t0, 3)
+    return column
+
+
+def _collect(
+    column: ColumnRun,
+    result: HarnessTurnResult,
+    ctx_name: str,
+    pol_name: str,
+    plan: Sequence[ScriptedAttempt],
+) -> None:
+    """Add one turn's attempts and notes to the column."""
+    group = f"turn {ctx_name}/{pol_name}"
+    links = correlate(result.evidence, result.issued, result.output.tool_events)
+    for record, link in zip(result.evidence, links, strict=True):
+        column.attempts.append(attempt_from_record(record, wire=_wire(link)))
+    _note_calls_without_attempts(column, result, links, group)
+    _note_attempts_without_calls(column, links, group)
+    _note_turn(column, result, plan, group)
+    column.notes.extend(f"{group}: {n}" for n in result.notes)
+
+
+def _wire(link: CallLink) -> dict[str, Any]:
+    """What the harness side saw of one attempt, for the report (grading reads ``isError``)."""
+    event, issued = link.event, link.issued
+    wire: dict[str, Any] = {
+        "alias": (issued.alias if issued else None) or (event.alias if event else None),
+        "harnessCallId": (event.call_id if event else None) or (issued.call_id if issued else None),
+        "correlation": dict([link.correlation]) if link.correlation else None,
+        "argumentsChanged": link.arguments_changed,
+    }
+    if event is not None and event.is_error is not None:
+        wire["isError"] = event.is_error
+    return wire
+
+
+def _note_calls_without_attempts(
+    column: ColumnRun, result: HarnessTurnResult, links: Sequence[CallLink], group: str
+) -> None:
+    """Calls the model made that never reached the kernel (the harness refused them)."""
+    linked = {link.issued.call_id for link in links if link.issued is not None}
+    refused_guesses = 0
+    for call in result.issued:
+        if call.call_id in linked:
+            continue
+        answered = f' and answered the model "{clip(call.reply, 160)}"' if call.reply else ""
+        if call.guessed:
+            refused_guesses += 1
+            column.notes.append(
+                f"{group}: {call.key}: the model guessed {clip(call.alias, 60)} (a name the harness "
+                f"did not offer it) with {dict(call.arguments)}; the harness's client refused it"
+                f"{answered}; the evidence store holds no attempt for it (the bridge records every "
+                "tools/call it receives), so the row is not exercised"
+            )
+        else:
+            column.notes.append(
+                f"{group}: {call.key}: the model called {call.alias} with {dict(call.arguments)}, but "
+                f"no attempt reached the kernel (the harness refused it client-side{answered})"
+            )
+    if refused_guesses:
+        _note_client_refusal(column, result)
+
+
+def _note_attempts_without_calls(column: ColumnRun, links: Sequence[CallLink], group: str) -> None:
+    """Attempts the model did not make as written (altered or unknown to it)."""
+    for link in links:
+        rec, issued = link.record, link.issued
+        if issued is None:
+            column.notes.append(
+                f"{group}: the kernel received {short(str(rec.get('tool')))} with "
+                f"{rec.get('arguments')!r}, which the model did not send"
+            )
+        elif link.arguments_changed:
+            column.notes.append(
+                f"{group}: {issued.key}: the model called {issued.alias} with "
+                f"{dict(issued.arguments)!r}; the harness changed the arguments to "
+                f"{rec.get('arguments')!r} before the call reached the kernel, so the row's "
+                "attempt was not made as written"
+            )
+
+
+def _note_turn(
+    column: ColumnRun, result: HarnessTurnResult, plan: Sequence[ScriptedAttempt], group: str
+) -> None:
+    """The turn's summary, what was not attempted and why, and the harness's own tools."""
+    attempted = {c.key for c in result.issued}
+    skipped = [a for a in plan if a.key not in attempted]
+    shown = ", ".join(f"{alias} → {name}" for name, alias in sorted(result.aliases_shown.items()))
+    column.notes.append(
+        f"{group}: catalogHash {result.identity.catalog_hash}; {len(result.issued)} call(s) issued, "
+        f"{len(result.evidence)} reached the kernel; {result.duration_s:.1f} s; "
+        f"names shown to the model: {shown or 'none'}"
+    )
+    if skipped and plan and not result.saw_catalogue and result.model_requests:
+        column.notes.append(
+            f"{group}: the model was never offered the SharedOS tools in this turn "
+            f"({result.model_requests} model request(s), none carried an mcp__sharedos__ tool): "
+            "the harness's MCP client had not registered them when the turn was assembled. "
+            f"Not exercised, not retried: {', '.join(sorted({a.key for a in skipped}))}"
+        )
+    elif skipped:
+        why = ", ".join(sorted({f"{a.key} ({short(a.tool)})" for a in skipped}))
+        column.notes.append(
+            f"{group}: not attempted, because the harness offered the model no tool by that name "
+            f"(not in this turn's catalogue): {why}"
+        )
+    shown_aliases = set(result.aliases_shown.values())
+    local = [t for t in result.offered_tools if t not in shown_aliases]
+    if local and not any(n.startswith("harness-local tools") for n in column.notes):
+        column.notes.append(
+            "harness-local tools the CLI also offered the model (its own, not authorized by "
+            f"SharedOS; the run policy's strict claim does not cover them): {', '.join(local)}"
+        )
+    if result.port_closed_after_turn is False:
+        column.notes.append(
+            f"{group}: WARNING: the bridge port still accepted connections after the turn"
+        )
+
+
+def _note_client_refusal(column: ColumnRun, result: HarnessTurnResult) -> None:
+    """Once per column: the finding that this harness's client refuses unoffered names."""
+    if any(n.startswith("finding about the harness") for n in column.notes):
+        return
+    try:
+        how = get_adapter(result.identity.harness).client_route
+    except HarnessUnavailable:
+        how = "it refused the calls client-side"
+    column.notes.append(
+        f"finding about the harness: {column.label.split(' (')[0]}'s MCP client refuses tool "
+        f"names it was not offered ({how}), before any tools/call is sent. The rows naming an "
+        "unpublished tool, a malformed name or a tool outside the run policy therefore cannot be "
+        "exercised through this harness and stay not exercised: that is a property of the "
+        "harness's client, not a gap in SharedOS (the kernel's refusal of those names is "
+        "exercised in the scripted columns)"
+    )

@@ -17,8 +17,7 @@ import uuid
 from collections.abc import Sequence
 
 from sharedos.conformance.columns.base import Attempt, ColumnOptions, ColumnRun, attempt_from_record
-from sharedos.conformance.environment import ConformanceEnv, build_environment
-from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
+from sharedos.conformance.environment import ConformanceEnv, column_environment
 from sharedos.conformance.manifest import Manifest, Row
 from sharedos.harness.driver import (
     DriverError,
@@ -29,6 +28,7 @@ from sharedos.harness.driver import (
 )
 from sharedos.harness.shapes import SHAPE_NAMES, get_shape
 from sharedos.harness.shapes.neutral import ShapeError, WireShape
+from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 
 #: What the scripted model declares itself as: recorded as what it is, never a real model.
 SCRIPTED_MODEL = "sharedos-scripted-model"
@@ -170,13 +170,11 @@ async def run_shape(
 async def run(options: ColumnOptions) -> list[ColumnRun]:
     """Run the scripted column for each requested shape (``options.shapes``; empty = all).
 
-    ``options.extra["max_steps"]`` bounds each turn's model steps (default 64).
+    ``options.max_steps`` bounds each turn's model steps.
     """
     shapes = resolve_shapes(options.shapes)
-    max_steps = int(options.extra.get("max_steps", 64))
-    env = build_environment(
-        options.manifest, options.workdir, policy_paths=options.policy_paths, name="scripted"
-    )
+    max_steps = options.max_steps
+    env = column_environment(options, "scripted")
     run_tag = f"scripted-{uuid.uuid4().hex[:8]}"
     try:
         return [await run_shape(env, name, run_tag=run_tag, max_steps=max_steps) for name in shapes]

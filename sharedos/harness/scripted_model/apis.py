@@ -185,11 +185,6 @@ def responses_offered(body: dict[str, Any]) -> list[ToolAlias | str]:
     return out
 
 
-def namespace_server(ns: str | None) -> str:
-    """``mcp__sharedos`` → ``sharedos``."""
-    return (ns or "")[len("mcp__") :]
-
-
 def responses_progress(body: dict[str, Any]) -> tuple[int, int]:
     """Scripted ``function_call_output`` items in ``input``."""
     done = 0

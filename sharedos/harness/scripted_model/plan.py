@@ -14,6 +14,7 @@ row is honestly left unexercised.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,27 @@ def _strict(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
+#: dsh's mcp-client: public names are at most 64 characters of ``[A-Za-z0-9_-]``
+DSH_NAME_LIMIT = 64
+DSH_HASH_CHARS = 12
+
+
+def dsh_public_name(server: str, raw: str) -> str:
+    """The name dsh 0.2.1-rc.2's MCP client shows the model for ``raw`` on ``server``.
+
+    ``mcp__<server>__<raw>`` when that is already a legal DeepSeek function name;
+    otherwise the name with every other character replaced by ``_``, cut to fit,
+    and ``_`` plus the first 12 hex digits of SHA-256(``server`` NUL ``raw``)
+    appended (measured: ``files.read`` → ``mcp__sharedos__files_read_369b5d85e292``).
+    """
+    joined = f"mcp__{server}__{raw}"
+    normalized = re.sub(r"[^A-Za-z0-9_-]", "_", joined)
+    if normalized == joined and len(normalized) <= DSH_NAME_LIMIT:
+        return normalized
+    digest = hashlib.sha256(f"{server}\0{raw}".encode()).hexdigest()[:DSH_HASH_CHARS]
+    return f"{normalized[: DSH_NAME_LIMIT - DSH_HASH_CHARS - 1]}_{digest}"
+
+
 def _matches(suffix: str, canonical: str) -> bool:
     return suffix in (canonical, _strict(canonical), _loose(canonical))
 
@@ -103,6 +125,8 @@ def resolve_aliases(
     wanted = [n for n in dict.fromkeys(canonical_names) if is_valid_tool_name(n)]
     prefixes = (f"mcp__{_strict(server)}__", f"mcp__{_loose(server)}__", f"{_strict(server)}_")
     found: dict[str, ToolAlias] = {}
+    # dsh appends an identity hash to every name it had to change: exact names only
+    hashed = {dsh_public_name(server, c): c for c in reversed(wanted)}
 
     def owner(suffix: str) -> str | None:
         """The first wanted name this alias suffix stands for (an alias has one owner)."""
@@ -113,6 +137,9 @@ def resolve_aliases(
             canonical = owner(item.name)
             if canonical is not None and canonical not in found:
                 found[canonical] = ToolAlias(canonical, item.name, item.kind, item.namespace)
+            continue
+        if item in hashed:
+            found.setdefault(hashed[item], ToolAlias(hashed[item], item))
             continue
         for prefix in prefixes:
             if not item.startswith(prefix):
@@ -126,6 +153,9 @@ def resolve_aliases(
 
 def _alias_prefix(alias: ToolAlias) -> str | None:
     """The part of a direct alias before the tool's own (sanitized) name."""
+    dsh = re.fullmatch(rf"(mcp__.+?__).+_[0-9a-f]{{{DSH_HASH_CHARS}}}", alias.name)
+    if dsh and alias.name == dsh_public_name(dsh.group(1)[5:-2], alias.canonical):
+        return dsh.group(1)
     for form in (alias.canonical, _strict(alias.canonical), _loose(alias.canonical)):
         if form and alias.name.endswith(form) and len(alias.name) > len(form):
             return alias.name[: -len(form)]

@@ -212,7 +212,10 @@ class ScriptedModelServer:
                 ]
             for canonical, alias in seen.items():
                 self.offered_seen[canonical] = alias.shown
-            self.last_offered = [o.shown if isinstance(o, ToolAlias) else o for o in offered]
+            if offered:
+                # a request with no tools at all (dsh's session-title request) says
+                # nothing about what the agent was offered
+                self.last_offered = [o.shown if isinstance(o, ToolAlias) else o for o in offered]
             fresh = not any(c.call_id == step.call_id for c in self.issued)
             if step.attempt is not None and step.alias is not None and step.call_id and fresh:
                 self.issued.append(

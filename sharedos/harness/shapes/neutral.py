@@ -142,11 +142,6 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def roundtrip_json(value: Any) -> Any:
-    """Serialise and parse again: what the other side of a wire actually receives."""
-    return json.loads(dumps(value))
-
-
 def specs_from_wire(
     wire: Any, model: Any, to_spec: Callable[[Any, int], ToolSpec]
 ) -> list[ToolSpec]:

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 import sharedos
-from sharedos.conformance.identity import (
+from sharedos.identity import (
     ColumnKind,
     McpSupport,
     SystemIdentity,

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,10 +53,15 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
     kinds = {c["kind"] for c in report["columns"]}
     assert kinds == {"scripted", "live", "mcp"}
     ids = [c["column_id"] for c in report["columns"]]
-    for harness in ("claude-code", "codex", "pi", "pi-adapter"):
+    for harness in ("claude-code", "codex", "pi", "pi-adapter", "dsh"):
         for transport in ("http", "stdio"):
             assert f"mcp/{harness}/{transport}" in ids, ids
-    assert "live/claude-code" in ids and "live/codex" in ids and "live/pi" in ids
+    assert {"live/claude-code", "live/codex", "live/pi", "live/dsh"} <= set(ids)
+    http, stdio = by_id_cells(report, "mcp/dsh/http"), by_id_cells(report, "mcp/dsh/stdio")
+    dsh = {row: http[row] | stdio[row] for row in http}
+    for row in ("public-read-allowed", "private-read-denied", "traversal-denied",
+                "write-home-allowed"):  # fmt: skip
+        assert dsh[row] == {"passed"}, (row, dsh[row])
     by_id = {c["column_id"]: c for c in report["columns"]}
     adapter = by_id["mcp/pi-adapter/stdio"]["identity"]
     assert adapter["mcpSupport"] == "extension" and adapter["mcpExtension"] == "pi-mcp-adapter"
@@ -67,3 +73,9 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
     assert "mcp/claude-code/stdio" in text or "Claude Code (stdio)" in text
     html = next(out.glob("*.html")).read_text()
     assert "Pi + pi-mcp-adapter (stdio)" in html and "<script src=" not in html
+
+
+def by_id_cells(report: dict[str, Any], column_id: str) -> dict[str, set[str]]:
+    """row id -> {grade} of one column of a JSON report."""
+    index = [c["column_id"] for c in report["columns"]].index(column_id)
+    return {row[index]["row_id"]: {row[index]["grade"]} for row in report["cells"]}

@@ -1,6 +1,6 @@
 """The offline harness scenario: every harness × transport, the live column, and the closed door.
 
-``python -m sharedos.harness.scenario --out result.json`` runs, with the
+``python -m sharedos.conformance.scenario --out result.json`` runs, with the
 scripted model and the pinned CLIs:
 
 1. the mcp column for each requested harness over each transport;
@@ -48,7 +48,9 @@ def reexec_in_netns(argv: list[str]) -> int | None:
     unshare, ip = shutil.which("unshare"), shutil.which("ip")
     if unshare is None or ip is None:
         return None
-    inner = " ".join(_quote(a) for a in [sys.executable, "-m", "sharedos.harness.scenario", *argv])
+    inner = " ".join(
+        _quote(a) for a in [sys.executable, "-m", "sharedos.conformance.scenario", *argv]
+    )
     env = dict(os.environ, **{NETNS_ENV: "1"})
     proc = subprocess.run(
         [unshare, "-n", "sh", "-c", f"{ip} link set lo up && exec {inner}"], env=env, check=False
@@ -81,8 +83,8 @@ async def left_running(
     from sharedos.bridge.turnfile import StdioLaunch
     from sharedos.conformance.environment import build_environment, default_policy_paths
     from sharedos.harness import recipes
+    from sharedos.harness.adapters import get_adapter
     from sharedos.harness.hostconfig import default_host_config
-    from sharedos.harness.outputs import parse_output
     from sharedos.harness.process import run_process
     from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
 
@@ -139,7 +141,7 @@ async def left_running(
     finally:
         hold.set()
         model.stop()
-    output = parse_output(launch.output_format, proc.stdout)
+    output = get_adapter(cfg.kind).parse_output(proc.stdout)
     records = [r.to_dict() for r in env.evidence.query(turn_id=ctx.turn_id)]
     env.close()
     return {
@@ -189,13 +191,17 @@ async def deadline_check(harness_id: str, workdir: Path, manifest: Any) -> dict[
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole scenario and return the JSON document."""
+    from sharedos.conformance.columns import live, mcp
     from sharedos.conformance.columns.base import ColumnOptions
     from sharedos.conformance.grading import grade_column
     from sharedos.conformance.manifest import load_manifest
-    from sharedos.harness.columns import run_live_columns, run_mcp_columns
+    from sharedos.harness.hostconfig import default_host_config, load_host_config
+    from sharedos.harness.secrets import Secrets
 
     manifest = load_manifest()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="sharedos-harness-"))
+    host = load_host_config(args.host_config) if args.host_config else default_host_config()
+    secrets = Secrets.of(host.secret_values(os.environ))
     options = ColumnOptions(
         manifest=manifest,
         workdir=workdir,
@@ -203,6 +209,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         transport=args.transport,
         host_config=Path(args.host_config) if args.host_config else None,
         timeout_s=args.timeout,
+        secrets=secrets,
+        evidence_synchronous=host.evidence.synchronous,
     )
     doc: dict[str, Any] = {
         "netns": in_netns(),
@@ -213,10 +221,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "leftRunning": [],
     }
     t0 = time.perf_counter()
-    runs = await run_mcp_columns(options)
+    runs = await mcp.run(options)
     if args.live:
-        runs += await run_live_columns(options)
-    for column in runs:
+        runs += await live.run(options)
+    for column in (run.scrubbed(secrets) for run in runs):
         doc["columns"].append(column.model_dump(mode="json"))
         doc["grades"][column.column_id] = {
             c.row_id: c.model_dump(mode="json") for c in grade_column(manifest, column)
@@ -234,7 +242,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m sharedos.harness.scenario")
+    parser = argparse.ArgumentParser(prog="python -m sharedos.conformance.scenario")
     parser.add_argument(
         "--harness", action="append", default=[], help="harness id (repeat); default all"
     )
@@ -267,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if owned and not args.keep:
             shutil.rmtree(args.workdir, ignore_errors=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    from sharedos.conformance.report import write_private_text
+
+    write_private_text(Path(args.out), json.dumps(doc, indent=1, default=str))
     return 0
 
 

@@ -1,4 +1,10 @@
-"""SystemIdentity: what produced a conformance column, stamped on every record and report.
+"""SystemIdentity: what produced a column of attempts, stamped on every record and report.
+
+Shared vocabulary (ADR 0014, "SystemIdentity"): the harness and its real
+version, the column kind, the declared model, how the harness reaches MCP, the
+catalogHash it was served and the policy bundle hash. The harness runtime
+builds one per turn, the conformance columns carry one per column, the kernel
+stores its wire form on every evidence record it writes for them.
 
 The declared model is a string the host declares and SharedOS records; nothing
 ever selects a model from it (ADR 0014: "SharedOS records one string per

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from sharedos.conformance.columns import live, mcp
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.identity import ColumnKind, McpSupport, SystemIdentity
-from sharedos.conformance.manifest import load_manifest
-from sharedos.harness.columns import (
-    _collect,
+from sharedos.conformance.columns.harnesses import (
     expand_harnesses,
     expand_transports,
     plan_for,
-    run_live_columns,
-    run_mcp_columns,
     turn_groups,
 )
-from sharedos.harness.hostconfig import HostConfigError, default_host_config
+from sharedos.conformance.columns.mcp import _collect
+from sharedos.conformance.manifest import load_manifest
+from sharedos.harness.hostconfig import HostConfigError, default_host_config, parse_host_config
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.process import ProcessResult
 from sharedos.harness.runtime import HarnessTurnResult
 from sharedos.harness.scripted_model import IssuedCall, ScriptedAttempt
+from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 
 
 def test_turn_groups_cover_every_row_once_default_first() -> None:
@@ -38,6 +38,8 @@ def test_turn_groups_cover_every_row_once_default_first() -> None:
 def test_expansions() -> None:
     host = default_host_config()
     assert expand_harnesses(["all"], host) == ["claude-code", "codex", "pi", "pi-adapter", "dsh"]
+    host = parse_host_config("[harness.codex]\n")
+    assert expand_harnesses(["all"], host) == ["codex"]  # only what the host configures
     assert expand_harnesses(["codex", "codex"], host) == ["codex"]
     assert expand_transports(None, "stdio") == ["stdio"]
     assert expand_transports("all", "http") == ["http", "stdio"]
@@ -56,15 +58,15 @@ async def test_a_harness_that_cannot_start_is_kept_and_says_why(tmp_path: Path) 
         transport="all",
         host_config=host,
     )
-    runs = await run_mcp_columns(options)
+    runs = await mcp.run(options)
     by_id = {r.column_id: r for r in runs}
     assert set(by_id) == {"mcp/codex/http", "mcp/codex/stdio", "mcp/nope"}
     assert not by_id["mcp/codex/http"].available
     assert "/nonexistent/codex not found" in (by_id["mcp/codex/http"].unavailable_reason or "")
     assert "no harness 'nope'" in (by_id["mcp/nope"].unavailable_reason or "")
-    live = await run_live_columns(options)
-    assert [r.column_id for r in live] == ["live/codex", "live/nope"]
-    assert not any(r.available for r in live)
+    lives = await live.run(options)
+    assert [r.column_id for r in lives] == ["live/codex", "live/nope"]
+    assert not any(r.available for r in lives)
 
 
 def _turn(harness: str, issued: list[IssuedCall]) -> HarnessTurnResult:
@@ -127,3 +129,45 @@ def test_a_refused_guess_is_not_exercised_and_the_note_quotes_the_harness() -> N
     assert "`mcp` proxy tool" in findings[0] and "not a gap in SharedOS" in findings[0]
     # a guessed row is not reported as "not attempted": it was attempted, and refused
     assert not any("not attempted" in n for n in column.notes)
+
+
+def test_a_turn_whose_model_never_saw_the_tools_says_so_and_stays_not_exercised() -> None:
+    """dsh's MCP discovery is asynchronous: a turn assembled before the tools is not green."""
+    manifest = load_manifest()
+    plan, _ = plan_for(turn_groups(manifest)[0][2])
+    result = _turn("dsh", [])
+    result.aliases_shown.clear()
+    result.offered_tools[:] = ["bash", "read"]
+    column = ColumnRun(
+        column_id="mcp/dsh/stdio",
+        kind=ColumnKind.MCP,
+        label="dsh (stdio)",
+        match_by="tool_resource",
+    )
+    _collect(column, result, "alice", "conformance", plan)
+    (note,) = [n for n in column.notes if "never offered the SharedOS tools" in n]
+    assert "2 model request(s), none carried an mcp__sharedos__ tool" in note
+    assert "Not exercised, not retried: " in note and "public-read-allowed" in note
+    from sharedos.conformance.grading import grade_column
+
+    cells = grade_column(manifest, column)
+    assert {c.grade.value for c in cells} == {"not_exercised"}
+
+
+def test_the_host_configurations_evidence_mode_reaches_the_store(tmp_path: Path) -> None:
+    """``[evidence] synchronous = "FULL"`` is the commit mode of every column's store."""
+    from sharedos.conformance.environment import column_environment
+
+    host = parse_host_config('[harness.codex]\n[evidence]\nsynchronous = "FULL"\n')
+    assert host.evidence.synchronous == "FULL"
+    options = ColumnOptions(
+        manifest=load_manifest(), workdir=tmp_path, evidence_synchronous=host.evidence.synchronous
+    )
+    env = column_environment(options, "full")
+    try:
+        assert env.evidence.synchronous == "FULL"
+        with sqlite3.connect(env.evidence_path) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        env.close()
+    assert parse_host_config("[harness.codex]\n").evidence.synchronous == "NORMAL"

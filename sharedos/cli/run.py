@@ -1,0 +1,421 @@
+"""``sharedos run``: one agent turn, for one user, under one run policy -- the operator's main job.
+
+::
+
+    sharedos run --host-config host.toml --harness claude-code \\
+        --principal alice --role dev --policy brokered-dev "review the last commit"
+
+1. resolves the trusted context from the flags (or ``--context FILE``), never
+   from the harness;
+2. compiles the rules and run policies, registers the built-in files tools
+   (``--sandbox``) and the host file's brokered upstreams;
+3. opens the turn: lists every upstream (down ones are reported and left
+   out), computes the catalogue, opens the turn bridge;
+4. launches the harness through the MCP harness runtime, prints its output,
+   closes the turn (the port is released);
+5. prints an evidence summary: attempts, allowed / denied / failed, by reason.
+
+``--dry-run`` prints the catalogue this user would get, and why each tool is
+in or out, without launching anything.
+
+Exit codes:
+  0  the turn ran and the harness exited 0 (or --dry-run printed the catalogue)
+  1  the host configuration, policy, context or plan could not be used (nothing ran)
+  2  command-line usage error
+  3  the harness ran but failed: non-zero exit or timed out (the summary is printed)
+  4  the harness could not be started (not installed, not executable)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_OK = 0
+EXIT_CONFIG = 1
+EXIT_HARNESS_FAILED = 3
+EXIT_HARNESS_UNAVAILABLE = 4
+
+
+def _fail(message: str, code: int = EXIT_CONFIG) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _context(
+    principal: str | None,
+    tenant: str,
+    roles: Sequence[str],
+    attrs: Sequence[str],
+    context_file: Path | None,
+) -> Any:
+    from pydantic import ValidationError
+
+    from sharedos.context import AccessContext
+
+    data: dict[str, Any] = {}
+    if context_file is not None:
+        try:
+            data = json.loads(context_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            _fail(f"{context_file}: cannot read the context file: {exc}")
+        if not isinstance(data, dict):
+            _fail(f"{context_file}: a context file is a JSON object (principal, tenant, roles ...)")
+        data.pop("turn_id", None)  # a turn id is minted per turn, never taken from a file
+    if principal is not None:
+        data["principal"] = principal
+    if tenant != "default" or "tenant" not in data:
+        data["tenant"] = tenant
+    if roles:
+        data["roles"] = list(roles)
+    attributes = dict(data.get("attributes") or {})
+    for item in attrs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--attr {item!r}: write KEY=VALUE")
+        attributes[key] = value
+    if attributes:
+        data["attributes"] = attributes
+    if "principal" not in data:
+        _fail("who is asking? give --principal (or a --context file with a principal)")
+    data["turn_id"] = f"run-{uuid.uuid4().hex}"
+    data["roles"] = tuple(data.get("roles") or ())
+    try:
+        return AccessContext.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "context"
+        _fail(f"context {where}: {first['msg']}")
+    raise AssertionError("unreachable")
+
+
+def _plan(plan_file: Path | None) -> list[Any]:
+    from sharedos.harness.scripted_model.plan import ScriptedAttempt
+
+    if plan_file is None:
+        return []
+    try:
+        items = json.loads(plan_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _fail(f"{plan_file}: cannot read the plan: {exc}")
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("tool"), str) for i in items
+    ):
+        _fail(f'{plan_file}: a plan is a JSON list of {{"tool": NAME, "arguments": {{...}}}}')
+    return [
+        ScriptedAttempt(key=f"plan-{n}", tool=i["tool"], arguments=dict(i.get("arguments") or {}))
+        for n, i in enumerate(items, 1)
+    ]
+
+
+def explain_catalog(host: Any, context: Any, tool_policy: Any, upstreams: Any) -> list[str]:
+    """Every tool this context could be offered, in or out of the catalogue, and why."""
+    kernel = host.kernel
+    catalog = kernel.list_tools(context, tool_policy)
+    policy = kernel.policy
+    lines = [f"catalogue for {context.principal} under {tool_policy.name}: {len(catalog)} tool(s)"]
+    lines.append(f"catalogHash {catalog.catalog_hash}")
+    for tool in kernel.view(context).tools():
+        source = tool.metadata.source if tool.metadata is not None else "?"
+        if tool.name in catalog.names:
+            why = "in: managed by the run policy, and some permit can apply to this user"
+        elif not tool_policy.is_managed(tool.name):
+            why = f"out: not in run policy {tool_policy.name}'s managed set"
+        elif tool.name not in policy.requirements:
+            why = "out: no requirement governs it (not listed, not callable)"
+        else:
+            why = "out: no permit can apply to this user (or a forbid covers every case)"
+        lines.append(f"  {tool.name:<36} {why}  [{source}]")
+    if upstreams is not None:
+        for status in upstreams.statuses:
+            for refusal in status.refused:
+                lines.append(f"  {status.namespace}.{refusal.tool:<30} out: {refusal.reason}")
+            for drift in status.drift:
+                if drift.kind != "removed":
+                    lines.append(f"  {drift.tool:<36} out: {drift.describe()}")
+            if status.state == "unavailable":
+                lines.append(
+                    f"  {status.namespace}.*{'':<32} out: upstream {status.upstream} is "
+                    f"unavailable: {status.message}"
+                )
+    return lines
+
+
+def summary_lines(records: Sequence[Any]) -> list[str]:
+    """The evidence summary printed after a turn: counts and one line per attempt."""
+    by: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    for r in records:
+        outcome = str(r.outcome)
+        by[outcome] = by.get(outcome, 0) + 1
+        if r.reason is not None and outcome != "succeeded":
+            key = f"{outcome}/{r.reason}"
+            reasons[key] = reasons.get(key, 0) + 1
+    allowed = by.get("succeeded", 0)
+    head = (
+        f"evidence: {len(records)} attempt(s): {allowed} allowed and succeeded, "
+        f"{by.get('denied', 0)} denied, {by.get('failed', 0)} failed"
+    )
+    if by.get("cancelled"):
+        head += f", {by['cancelled']} cancelled"
+    lines = [head]
+    if reasons:
+        lines.append("  by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+    for r in records:
+        where = f" {r.resource}" if r.resource else ""
+        why = f" ({r.reason})" if r.reason and str(r.outcome) != "succeeded" else ""
+        lines.append(f"  #{r.seq} {r.tool}{where}: {r.outcome}{why}")
+    return lines
+
+
+@click.command()
+@click.argument("prompt", required=False, default="")
+@click.option(
+    "--host-config",
+    "host_config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Host configuration (harness launch settings and [upstream.ID] tables).",
+)
+@click.option("--harness", "harness_id", default="claude-code", show_default=True)
+@click.option("--principal", help="Who the turn is for (the trusted context).")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--role", "roles", multiple=True, help="A role of the principal (repeatable).")
+@click.option("--attr", "attrs", multiple=True, metavar="KEY=VALUE", help="A context attribute.")
+@click.option(
+    "--context",
+    "context_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A JSON file with principal, tenant, roles, attributes (flags override it).",
+)
+@click.option("--policy", "policy_name", required=True, help="The run policy (toolpolicy name).")
+@click.option(
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Rule/policy files or directories (default: the shipped rules/ and policy/).",
+)
+@click.option(
+    "--sandbox",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Root of the built-in files tools (without it they are not offered).",
+)
+@click.option(
+    "--evidence",
+    "evidence_db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("evidence.sqlite"),
+    show_default=True,
+)
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="For the offline scripted model: a JSON list of {tool, arguments} calls it makes.",
+)
+@click.option("--timeout", "timeout_s", type=float, help="Harness deadline in seconds.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the harness's private turn directory is made (default: a temp dir).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the catalogue and why; launch nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def run(
+    prompt: str,
+    host_config_path: Path | None,
+    harness_id: str,
+    principal: str | None,
+    tenant: str,
+    roles: tuple[str, ...],
+    attrs: tuple[str, ...],
+    context_file: Path | None,
+    policy_name: str,
+    rule_paths: tuple[Path, ...],
+    sandbox: Path | None,
+    evidence_db: Path,
+    plan_file: Path | None,
+    timeout_s: float | None,
+    workdir: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Run one agent turn for one user under one run policy, with built-in and brokered tools."""
+    from sharedos.harness.hostconfig import HostConfigError, default_host_config, load_host_config
+    from sharedos.policy import PolicyError, compile_paths
+    from sharedos.resources import shipped_dir
+    from sharedos.upstream.pins import PinError, load_pins, pin_path_for
+
+    context = _context(principal, tenant, roles, attrs, context_file)
+    try:
+        host_config = (
+            load_host_config(host_config_path) if host_config_path else default_host_config()
+        )
+    except HostConfigError as exc:
+        for problem in exc.problems:
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(EXIT_CONFIG)
+    if not dry_run:
+        try:
+            host_config.get(harness_id)
+        except HostConfigError as exc:
+            _fail(str(exc))
+    try:
+        policy = compile_paths(list(rule_paths) or [shipped_dir("rules"), shipped_dir("policy")])
+    except PolicyError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_CONFIG)
+    tool_policy = policy.tool_policies.get(policy_name)
+    if tool_policy is None:
+        known = ", ".join(sorted(policy.tool_policies)) or "none"
+        _fail(f"no run policy {policy_name!r} (defined: {known})")
+    pins = None
+    if host_config.upstream and host_config_path is not None:
+        try:
+            pins = load_pins(pin_path_for(host_config_path))
+        except PinError as exc:
+            _fail(str(exc))
+    plan = _plan(plan_file)
+    import anyio
+
+    code = anyio.run(
+        _run_turn,
+        dict(
+            host_config=host_config,
+            harness_id=harness_id,
+            context=context,
+            policy=policy,
+            tool_policy=tool_policy,
+            sandbox=sandbox,
+            evidence_db=evidence_db,
+            pins=pins,
+            plan=plan,
+            prompt=prompt,
+            timeout_s=timeout_s,
+            workdir=workdir,
+            dry_run=dry_run,
+            as_json=as_json,
+        ),
+    )
+    sys.exit(code)
+
+
+async def _run_turn(opts: dict[str, Any]) -> int:
+    from sharedos.catalog import ToolRegistry
+    from sharedos.evidence import SqliteEvidenceStore
+    from sharedos.kernel import Kernel, RuntimeHost
+    from sharedos.upstream.broker import UpstreamBroker
+
+    host_config = opts["host_config"]
+    context = opts["context"]
+    policy = opts["policy"]
+    tool_policy = opts["tool_policy"]
+    registry = ToolRegistry()
+    if opts["sandbox"] is not None:
+        from sharedos.tools import register_files_tools
+
+        sandbox = Path(opts["sandbox"])
+        if not sandbox.is_dir():
+            _fail(f"--sandbox {sandbox}: not a directory")
+        register_files_tools(registry, sandbox)
+    upstreams = host_config.upstream
+    # the host's handler deadline must outlast every upstream's own call timeout, so a
+    # slow upstream is reported as upstream_timeout (and cancelled upstream), not timeout
+    longest = max((u.timeouts.call_s for u in upstreams.values()), default=25.0)
+    store = SqliteEvidenceStore(opts["evidence_db"])
+    try:
+        host = RuntimeHost(Kernel(policy, registry), store, handler_timeout_s=longest + 5.0)
+        async with UpstreamBroker(upstreams, pins=opts["pins"]) as broker:
+            broker.attach(registry, policy)
+            async with broker.turn(context) as turn_upstreams:
+                for line in turn_upstreams.report():
+                    click.echo(line, err=True)
+                if opts["dry_run"]:
+                    for line in explain_catalog(host, context, tool_policy, turn_upstreams):
+                        click.echo(line)
+                    return EXIT_OK
+                return await _launch(opts, host, context, tool_policy, turn_upstreams)
+    finally:
+        store.close()
+
+
+async def _launch(
+    opts: dict[str, Any], host: Any, context: Any, tool_policy: Any, turn_upstreams: Any
+) -> int:
+    from sharedos.harness.runtime import create_mcp_harness_runtime
+    from sharedos.harness.tools import HarnessUnavailable
+
+    runtime = create_mcp_harness_runtime(opts["harness_id"], opts["host_config"])
+    base = opts["workdir"] or Path(tempfile.mkdtemp(prefix="sharedos-run-"))
+    transport = runtime.harness.transport
+    if host.kernel.registry.has_providers and transport == "stdio":
+        # a stdio bridge is a separate process that cannot reach this process's
+        # upstream sessions; brokered turns are bridged over HTTP (127.0.0.1, bearer)
+        click.echo(
+            f"note: {runtime.harness.id} is configured for stdio; brokered upstreams are "
+            "served over the HTTP bridge for this turn",
+            err=True,
+        )
+        transport = "http"
+    catalog = host.kernel.list_tools(context, tool_policy)
+    click.echo(
+        f"turn {context.turn_id}: {context.principal} under {tool_policy.name}, "
+        f"{len(catalog)} tool(s), catalogHash {catalog.catalog_hash}",
+        err=True,
+    )
+    try:
+        result = await runtime.run_turn(
+            host,
+            context,
+            tool_policy,
+            plan=opts["plan"],
+            workdir=base,
+            transport=transport,
+            timeout_s=opts["timeout_s"],
+            prompt=opts["prompt"] or None,
+        )
+    except HarnessUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_HARNESS_UNAVAILABLE
+    if result.output.final_text:
+        click.echo(result.output.final_text)
+    elif result.process.stdout.strip():
+        click.echo(result.process.stdout.rstrip())
+    records = result.evidence
+    if opts["as_json"]:
+        click.echo(
+            json.dumps(
+                {
+                    "turnId": result.turn_id,
+                    "catalogHash": result.identity.catalog_hash,
+                    "upstreams": turn_upstreams.as_dict()["upstreams"],
+                    "attempts": [
+                        {
+                            "seq": r.seq,
+                            "tool": r.tool,
+                            "outcome": str(r.outcome),
+                            "reason": str(r.reason) if r.reason else None,
+                            "resource": r.resource,
+                        }
+                        for r in records
+                    ],
+                    "harness": result.diagnostics(),
+                },
+                indent=2,
+                default=str,
+            )
+        )
+    for line in summary_lines(records):
+        click.echo(line, err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if result.process.timed_out or result.process.returncode not in (0, None):
+        return EXIT_HARNESS_FAILED
+    return EXIT_OK

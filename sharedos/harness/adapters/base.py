@@ -1,0 +1,138 @@
+"""The ``HarnessAdapter`` protocol: everything SharedOS knows about one harness CLI.
+
+One module per harness under ``sharedos.harness.adapters`` implements it (as
+``sharedos.harness.shapes`` does for wire shapes); the registry in
+``__init__`` maps a host-configuration ``kind`` to its adapter. The runtime,
+the recipes, the output readers, the correlation and the conformance columns
+ask the adapter instead of testing ``kind ==`` themselves.
+
+The values passed in (``TurnInputs``) and returned (``Launch``,
+``HarnessOutput``) are plain dataclasses: they are built once per turn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from sharedos.harness.hostconfig import HarnessConfig
+from sharedos.harness.outputs import HarnessOutput
+from sharedos.identity import McpSupport
+
+#: The env var carrying the turn's bearer token to harnesses that read it from the
+#: environment (Codex, Pi, dsh): the token never goes on a command line.
+TOKEN_ENV = "SHAREDOS_BRIDGE_TOKEN"
+#: The env var carrying the scripted model's dummy API key.
+MODEL_KEY_ENV = "SHAREDOS_MODEL_KEY"
+#: The dummy key every harness presents to the scripted model (it checks none).
+SCRIPTED_MODEL_KEY = "sharedos-scripted-model-no-key"
+
+
+class HarnessUnavailable(RuntimeError):
+    """The harness cannot run on this machine; ``str()`` says why (shown in reports)."""
+
+
+@dataclass
+class BridgeEndpoint:
+    """What the harness connects to: an HTTP URL + token, or a stdio command."""
+
+    transport: str
+    url: str | None = None
+    token: str | None = field(default=None, repr=False)
+    command: list[str] | None = None
+    stdio_env: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Launch:
+    """A fully prepared harness process for one turn."""
+
+    argv: list[str]
+    env: dict[str, str] = field(repr=False)
+    cwd: Path
+    files: list[Path] = field(default_factory=list)
+    secret_values: tuple[str, ...] = field(default=(), repr=False)
+
+
+@dataclass
+class TurnInputs:
+    """What an adapter's ``prepare`` gets for one turn.
+
+    ``bridge`` is ``None`` for the live column (no SharedOS catalogue at all);
+    ``model_url`` is the scripted model's base URL when ``cfg.provider`` is
+    ``scripted``; ``env`` is the minimal base environment (fresh HOME), which
+    the adapter extends; ``argv`` is the CLI's argv prefix.
+    """
+
+    cfg: HarnessConfig
+    bridge: BridgeEndpoint | None
+    turn_dir: Path
+    work: Path
+    prompt: str
+    model_url: str | None
+    env: dict[str, str] = field(repr=False)
+    argv: list[str]
+
+
+class HarnessAdapter(Protocol):
+    """One harness CLI: how to find it, launch it for a turn, and read what it printed."""
+
+    #: the host-configuration ``kind``
+    kind: ClassVar[str]
+    #: short human label for report headers
+    label: ClassVar[str]
+    #: how the harness reaches MCP (its own client, or an extension)
+    mcp_support: ClassVar[McpSupport]
+    #: the extension's name when the MCP client is not the harness's own
+    mcp_extension: ClassVar[str | None]
+    #: the harness kind whose CLI the live column runs for this one (pi-adapter → pi)
+    live_kind: ClassVar[str]
+    #: keys of the harness's own correlation id in a ``tools/call``'s ``_meta`` (or ``()``)
+    correlation_keys: ClassVar[tuple[str, ...]]
+    #: how its MCP client answers a call to a name it did not offer (measured)
+    client_route: ClassVar[str]
+
+    def default_command(self) -> tuple[str, ...]:
+        """argv prefix of the pinned CLI installed by ``scripts/install-tools.sh``."""
+        ...
+
+    def check_command(self, command: tuple[str, ...]) -> None:
+        """Raise ``HarnessUnavailable`` with a useful reason when the CLI is not runnable."""
+        ...
+
+    def version_env(self, environ: Mapping[str, str], scratch: Path) -> dict[str, str]:
+        """The environment ``<cli> --version`` needs (``scratch`` is a private temp dir)."""
+        ...
+
+    def prepare(self, inputs: TurnInputs) -> Launch:
+        """Write the harness's own configuration for this turn and return how to launch it."""
+        ...
+
+    def parse_output(self, stdout: str) -> HarnessOutput:
+        """Read the harness's stdout (its event stream); never raises."""
+        ...
+
+    def turn_notes(self, output: HarnessOutput) -> list[str]:
+        """Notes for the column about this turn that only this harness can give."""
+        ...
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Create ``path`` with mode 0600 (it may hold the turn token or a provider key)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def check_paths(kind: str, parts: tuple[str, ...]) -> None:
+    """``HarnessUnavailable`` when one of ``parts`` is a path that does not exist."""
+    for part in parts:
+        if "/" in part and not Path(part).exists():
+            raise HarnessUnavailable(
+                f"{kind}: {part} not found (run `make tools` / scripts/install-tools.sh, "
+                "or set command in the host configuration)"
+            )

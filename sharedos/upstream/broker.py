@@ -1,0 +1,502 @@
+"""``UpstreamBroker``: brokered upstream MCP servers as one ``ContextToolProvider``.
+
+Lifecycle::
+
+    async with UpstreamBroker(host_config.upstream, pins=load_pins(path)) as broker:
+        broker.attach(registry, policy)                # adds the provider; policy for resources
+        async with broker.turn(context) as upstreams:  # lists every upstream for this turn
+            print(upstreams.report())                  # down upstreams, quarantined tools ...
+            async with open_turn(host, context, run_policy) as turn:
+                ...                                    # brokered tools are in turn.catalog
+
+Per turn, not globally: ``turn(context)`` lists each upstream through a pooled
+session (keyed by upstream id and credential-set fingerprint, never by who
+asks), keeps only tools whose definition matches the pin file, and fixes the
+result as that turn's snapshot: ``tools_for(context)`` returns exactly it for
+``context.turn_id`` (and nothing for a turn it did not prepare), so the
+catalogue stays fixed for the turn even if an upstream announces
+``list_changed`` mid-turn; the change is seen at the next turn, after
+approval. No user's catalogue mutates anything shared: the snapshot belongs
+to the turn and is dropped when it ends. An upstream that is down is reported
+and left out; the others and the built-in tools are unaffected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+from cachetools import LRUCache
+from pydantic import SecretStr
+
+from sharedos.catalog.collisions import find_name_collisions
+from sharedos.catalog.definition import ToolDefinition
+from sharedos.context import AccessContext
+from sharedos.outcomes import ReasonCode
+from sharedos.upstream.config import UpstreamConfig
+from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
+from sharedos.upstream.definitions import RawTool, Refusal, build_definition
+from sharedos.upstream.forward import ForwardHandler
+from sharedos.upstream.pins import Drift, PinFile, compare
+from sharedos.upstream.secrets import CredentialError, CredentialSet, resolve_credentials
+
+State = Literal["ok", "unavailable", "disabled"]
+_PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
+
+
+@dataclass(frozen=True)
+class UpstreamStatus:
+    """What one upstream contributed to one turn, and why not more."""
+
+    upstream: str
+    namespace: str
+    state: State
+    message: str = ""
+    published: tuple[str, ...] = ()
+    refused: tuple[Refusal, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    server: Mapping[str, Any] = field(default_factory=dict)
+    listed: int = 0
+    elapsed_ms: float = 0.0
+
+    def lines(self) -> list[str]:
+        """Human lines for a report (no credential values: they never reach a status)."""
+        head = f"upstream {self.upstream} ({self.namespace}.*): "
+        if self.state == "disabled":
+            return [head + "disabled in the host configuration"]
+        if self.state == "unavailable":
+            return [head + f"unavailable, its tools are absent this turn: {self.message}"]
+        server = ""
+        if self.server.get("name"):
+            server = f" [{self.server.get('name')} {self.server.get('version', '')}]".rstrip()
+        out = [head + f"{len(self.published)} of {self.listed} tools published{server}"]
+        out.extend(f"  refused: {r.describe()}" for r in self.refused)
+        out.extend(f"  held back: {d.describe()}" for d in self.drift)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "upstream": self.upstream,
+            "namespace": self.namespace,
+            "state": self.state,
+            "message": self.message,
+            "published": list(self.published),
+            "listed": self.listed,
+            "refused": [{"tool": r.tool, "reason": r.reason} for r in self.refused],
+            "drift": [d.as_dict() for d in self.drift],
+            "server": dict(self.server),
+            "elapsedMs": self.elapsed_ms,
+        }
+
+
+@dataclass
+class TurnUpstreams:
+    """One turn's brokered tools: fixed when the turn opened, dropped when it ends."""
+
+    turn_id: str
+    tools: dict[str, ToolDefinition]
+    statuses: tuple[UpstreamStatus, ...]
+    #: published tool name -> digest of the upstream definition it was published from
+    expected: dict[str, str]
+    #: upstream id -> the credential set its calls in this turn use
+    credentials: dict[str, CredentialSet]
+    opened_ms: float = 0.0
+
+    def report(self) -> list[str]:
+        """Human lines: one per upstream plus its refusals and drift."""
+        out: list[str] = []
+        for status in self.statuses:
+            out.extend(status.lines())
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "turnId": self.turn_id,
+            "tools": sorted(self.tools),
+            "upstreams": [s.as_dict() for s in self.statuses],
+            "openedMs": self.opened_ms,
+        }
+
+
+@dataclass
+class Listing:
+    """One upstream listed through one session, turned into definitions."""
+
+    config: UpstreamConfig
+    credentials: CredentialSet | None
+    raw: list[RawTool] = field(default_factory=list)
+    tools: list[tuple[ToolDefinition, RawTool]] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    server: dict[str, Any] = field(default_factory=dict)
+    failure: str | None = None
+    elapsed_ms: float = 0.0
+
+
+class _Slot:
+    """The pooled session of one (upstream, credential set), and the lock that opens it."""
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.connection: UpstreamConnection | None = None
+        #: a listing in flight or just finished, shared by turns opening at the same time
+        self.listing: tuple[float, list[RawTool]] | None = None
+        self.list_lock = anyio.Lock()
+        self.list_changed = False
+
+
+class UpstreamBroker:
+    """Brokers configured upstreams for many concurrent turns (see the module docstring)."""
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, UpstreamConfig],
+        *,
+        pins: PinFile | None = None,
+        environ: Mapping[str, str] | None = None,
+        stderr: IO[str] | None = None,
+    ) -> None:
+        import os
+
+        self.upstreams = dict(upstreams)
+        self.pins = pins if pins is not None else PinFile()
+        self._environ = dict(environ if environ is not None else os.environ)
+        self._stderr = stderr if stderr is not None else default_stderr()
+        self._slots: dict[tuple[str, str], _Slot] = {}
+        self._turns: dict[str, TurnUpstreams] = {}
+        self._definitions: LRUCache[tuple[str, str, str], ToolDefinition | Refusal] = LRUCache(8192)
+        self._tg: TaskGroup | None = None
+        self._exit: contextlib.AsyncExitStack | None = None
+        self._reserved: frozenset[str] = frozenset()
+        self._registry: Any = None
+        self._policy: Any = None
+        self._resource_args: dict[str, str | None] = {}
+
+    # -- lifecycle ----------------------------------------------------------
+    async def __aenter__(self) -> UpstreamBroker:
+        stack = contextlib.AsyncExitStack()
+        self._tg = await stack.enter_async_context(anyio.create_task_group())
+        self._exit = stack
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):
+            for slot in list(self._slots.values()):
+                if slot.connection is not None:
+                    await slot.connection.close()
+        self._slots.clear()
+        self._turns.clear()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        if self._exit is not None:
+            await self._exit.__aexit__(None, None, None)
+            self._exit = None
+        self._tg = None
+
+    def attach(self, registry: Any, policy: Any = None) -> None:
+        """Add this broker to ``registry`` as a provider; ``policy`` tells which argument
+        of a brokered tool holds its path resource (forwarded in canonical form)."""
+        self._registry = registry
+        self._policy = policy
+        self._resource_args.clear()
+        registry.add_provider(self)
+
+    # -- ContextToolProvider ----------------------------------------------------
+    def tools_for(self, context: AccessContext) -> Iterable[ToolDefinition]:
+        """The brokered tools of ``context``'s turn: its fixed snapshot, or none."""
+        state = self._turns.get(context.turn_id)
+        if state is None:
+            return ()
+        return state.tools.values()
+
+    def turn_state(self, turn_id: str) -> TurnUpstreams | None:
+        """The snapshot of an open turn (None when the turn was not opened here or has ended)."""
+        return self._turns.get(turn_id)
+
+    # -- turns -----------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def turn(self, context: AccessContext) -> AsyncIterator[TurnUpstreams]:
+        """Prepare ``context``'s turn: list every upstream, apply pins, fix the snapshot."""
+        if context.turn_id in self._turns:
+            raise ValueError(f"turn {context.turn_id!r} is already open with this broker")
+        state = await self.prepare(context)
+        self._turns[context.turn_id] = state
+        try:
+            yield state
+        finally:
+            self._turns.pop(context.turn_id, None)
+
+    async def prepare(self, context: AccessContext) -> TurnUpstreams:
+        """Build a turn snapshot without registering it (``turn`` registers it)."""
+        started = time.perf_counter()
+        listings: dict[str, Listing] = {}
+
+        async def one(config: UpstreamConfig) -> None:
+            listings[config.id] = await self.list_upstream(config)
+
+        async with anyio.create_task_group() as tg:
+            for config in self.upstreams.values():
+                if config.enabled:
+                    tg.start_soon(one, config)
+        state = self._assemble(context, listings)
+        state.opened_ms = round((time.perf_counter() - started) * 1000, 3)
+        return state
+
+    def _assemble(self, context: AccessContext, listings: Mapping[str, Listing]) -> TurnUpstreams:
+        reserved = self._reserved_names()
+        statuses: list[UpstreamStatus] = []
+        candidates: dict[str, tuple[ToolDefinition, RawTool, str]] = {}
+        per_upstream: dict[str, tuple[list[Refusal], list[Drift]]] = {}
+        credentials: dict[str, CredentialSet] = {}
+        for uid, config in self.upstreams.items():
+            if not config.enabled:
+                statuses.append(UpstreamStatus(uid, config.namespace, "disabled"))
+                continue
+            listing = listings[uid]
+            if listing.failure is not None or listing.credentials is None:
+                statuses.append(
+                    UpstreamStatus(
+                        uid,
+                        config.namespace,
+                        "unavailable",
+                        message=listing.failure or "no session",
+                        elapsed_ms=listing.elapsed_ms,
+                    )
+                )
+                continue
+            credentials[uid] = listing.credentials
+            refused = list(listing.refused)
+            if config.pinning == "required":
+                ok, drift = compare(uid, self.pins.for_upstream(uid), listing.tools)
+            else:
+                ok, drift = {t.name for t, _ in listing.tools}, []
+            for tool, raw in listing.tools:
+                if tool.name not in ok:
+                    continue
+                if tool.name in reserved:
+                    refused.append(
+                        Refusal(uid, raw.name, f"{tool.name!r} is already a SharedOS tool")
+                    )
+                    continue
+                candidates[tool.name] = (tool, raw, uid)
+            per_upstream[uid] = (refused, drift)
+        # names that collide after the harness alias sanitization, with each other or
+        # with a shared tool, are all refused: a clash is reported, never resolved
+        clash = find_name_collisions([*candidates, *reserved])
+        for collision in clash:
+            for name in collision.names:
+                hit = candidates.pop(name, None)
+                if hit is not None:
+                    tool, raw, uid = hit
+                    per_upstream[uid][0].append(Refusal(uid, raw.name, collision.describe()))
+        tools = {name: hit[0] for name, hit in sorted(candidates.items())}
+        expected = {name: hit[1].digest for name, hit in candidates.items()}
+        for uid, config in self.upstreams.items():
+            if uid not in per_upstream:
+                continue
+            refused, drift = per_upstream[uid]
+            listing = listings[uid]
+            statuses.append(
+                UpstreamStatus(
+                    uid,
+                    config.namespace,
+                    "ok",
+                    published=tuple(n for n, h in candidates.items() if h[2] == uid),
+                    refused=tuple(refused),
+                    drift=tuple(drift),
+                    server=listing.server,
+                    listed=len(listing.raw),
+                    elapsed_ms=listing.elapsed_ms,
+                )
+            )
+        order = {uid: i for i, uid in enumerate(self.upstreams)}
+        statuses.sort(key=lambda s: order.get(s.upstream, 0))
+        return TurnUpstreams(
+            turn_id=context.turn_id,
+            tools=tools,
+            statuses=tuple(statuses),
+            expected=expected,
+            credentials=credentials,
+        )
+
+    def _reserved_names(self) -> frozenset[str]:
+        registry = self._registry
+        if registry is None:
+            return frozenset()
+        return frozenset(t.name for t in registry.tools())
+
+    # -- listing -------------------------------------------------------------------
+    async def list_upstream(self, config: UpstreamConfig) -> Listing:
+        """List one upstream through its pooled session; failures are in ``Listing.failure``."""
+        started = time.perf_counter()
+        listing = Listing(config=config, credentials=None)
+        try:
+            creds = resolve_credentials(config, self._environ)
+        except CredentialError as exc:
+            listing.failure = str(exc)
+            return listing
+        listing.credentials = creds
+        try:
+            slot, conn = await self._connection(config, creds)
+            raw = await self._listing(slot, conn)
+        except UpstreamFailure as exc:
+            listing.failure = exc.message
+            listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+            return listing
+        listing.raw = raw
+        listing.server = dict(conn.server_info)
+        if conn.protocol_version:
+            listing.server["protocolVersion"] = conn.protocol_version
+        secrets = _credential_map(creds)
+        for item in raw:
+            key = (config.id, creds.fingerprint, item.digest)
+            built = self._definitions.get(key)
+            if built is None:
+                built = build_definition(
+                    config, item, ForwardHandler(self, config.id, item.name), secrets
+                )
+                self._definitions[key] = built
+            if isinstance(built, Refusal):
+                listing.refused.append(built)
+            else:
+                listing.tools.append((built, item))
+        names = [t.name for t, _ in listing.tools]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            listing.refused.extend(
+                Refusal(config.id, n.split(".", 1)[1], "the upstream lists this name twice")
+                for n in sorted(dupes)
+            )
+            listing.tools = [(t, r) for t, r in listing.tools if t.name not in dupes]
+        listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        return listing
+
+    async def _listing(self, slot: _Slot, conn: UpstreamConnection) -> list[RawTool]:
+        """The upstream's tools now; turns opening together share one tools/list."""
+        asked = time.monotonic()
+        async with slot.list_lock:
+            cached = slot.listing
+            # a listing that started after this turn asked is as fresh as a new one;
+            # an operator may also accept one up to list_cache_s old
+            if (
+                cached is not None
+                and not slot.list_changed
+                and (cached[0] >= asked or asked - cached[0] < conn.config.list_cache_s)
+            ):
+                return cached[1]
+            slot.list_changed = False
+            began = time.monotonic()
+            raw = await conn.list_tools()
+            slot.listing = (began, raw)
+            return raw
+
+    async def _connection(
+        self, config: UpstreamConfig, creds: CredentialSet
+    ) -> tuple[_Slot, UpstreamConnection]:
+        """The pooled session for (upstream, credential set), opened or re-opened as needed."""
+        if self._tg is None:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_UNAVAILABLE, "the upstream broker is not running"
+            )
+        key = (config.id, creds.fingerprint)
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = _Slot()
+        conn = slot.connection
+        if conn is not None and conn.usable:
+            return slot, conn
+        async with slot.lock:
+            conn = slot.connection
+            if conn is not None and conn.usable:
+                return slot, conn
+            if conn is not None:
+                await conn.close()
+                slot.connection = None
+                slot.listing = None
+
+            def changed() -> None:
+                slot.list_changed = True
+
+            fresh = UpstreamConnection(config, creds, stderr=self._stderr, on_list_changed=changed)
+            await fresh.start(self._tg)
+            slot.connection = fresh
+            return slot, fresh
+
+    # -- calls (used by ForwardHandler) ------------------------------------------------
+    async def connection_for_call(
+        self, turn_id: str, upstream_id: str, tool: str
+    ) -> UpstreamConnection:
+        """The session a call of ``tool`` in ``turn_id`` goes to; re-opened if it broke.
+
+        After a re-open the upstream is listed again, and the call is refused
+        (``upstream_unavailable``) when ``tool``'s definition is no longer the
+        one this turn published: a restarted upstream cannot change under a turn.
+        """
+        state = self._turns.get(turn_id)
+        config = self.upstreams.get(upstream_id)
+        if state is None or config is None or upstream_id not in state.credentials:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_UNAVAILABLE,
+                f"upstream {upstream_id!r} has no session for this turn (the turn was not "
+                "opened through the upstream broker, or it has ended)",
+            )
+        creds = state.credentials[upstream_id]
+        slot = self._slots.get((upstream_id, creds.fingerprint))
+        if slot is not None and slot.connection is not None and slot.connection.usable:
+            return slot.connection
+        slot, conn = await self._connection(config, creds)
+        raw = await self._listing(slot, conn)
+        want = state.expected.get(tool)
+        now = next((r.digest for r in raw if f"{config.namespace}.{r.name}" == tool), None)
+        if want is None or now != want:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_UNAVAILABLE,
+                f"upstream {upstream_id!r} reconnected, and its definition of {tool} is not "
+                "the one this turn was given; the change takes effect at a later turn, after "
+                "`sharedos upstream approve`",
+            )
+        return conn
+
+    def resource_argument(self, tool: str) -> str | None:
+        """The top-level argument holding ``tool``'s path resource (``path(args.X)``), if any."""
+        if tool in self._resource_args:
+            return self._resource_args[tool]
+        arg: str | None = None
+        policy = self._policy
+        if policy is not None:
+            requirement = policy.requirements.get(tool)
+            expr = getattr(requirement, "resource", None)
+            if isinstance(expr, str):
+                m = _PATH_ARG.match(expr.strip())
+                arg = m.group(1) if m else None
+        self._resource_args[tool] = arg
+        return arg
+
+    # -- operator views (sharedos upstream ...) -------------------------------------------
+    async def list_all(self) -> dict[str, Listing]:
+        """Every enabled upstream listed now (no pins applied): what pin/diff/approve read."""
+        out: dict[str, Listing] = {}
+
+        async def one(config: UpstreamConfig) -> None:
+            out[config.id] = await self.list_upstream(config)
+
+        async with anyio.create_task_group() as tg:
+            for config in self.upstreams.values():
+                if config.enabled:
+                    tg.start_soon(one, config)
+        return {uid: out[uid] for uid in self.upstreams if uid in out}
+
+
+def _credential_map(creds: CredentialSet) -> dict[str, SecretStr]:
+    """Every secret of a credential set under a distinct key (what the kernel scrubs errors of)."""
+    out = dict(creds.values)
+    for i, value in enumerate(creds.bare):
+        out[f"#bare{i}"] = value
+    return out

@@ -1,0 +1,458 @@
+"""Upstream configuration: the ``[upstream.ID]`` tables of the host configuration.
+
+An upstream is an MCP server SharedOS connects to as a client and brokers:
+its tools are published as ``NAMESPACE.TOOL`` and every call is authorized
+by the kernel before it is forwarded. Per upstream the operator gives::
+
+    [upstream.git]
+    namespace = "git"                      # optional; the table id by default
+    command = "mcp-server-git"             # stdio: the program, its args and cwd
+    args = ["--repository", "/srv/git"]
+    cwd = "/srv/git"
+    # url = "http://127.0.0.1:8931/mcp"   # or streamable HTTP (exactly one of command/url)
+    timeouts = { connect_s = 10, list_s = 10, call_s = 60 }
+    limits = { max_result_bytes = 4194304, max_concurrency = 16 }
+
+    [upstream.git.env]                     # plain, non-secret environment of the process
+    GIT_CONFIG_NOSYSTEM = "1"
+
+    [upstream.git.credentials]             # by environment reference only, never a value
+    GITHUB_PERSONAL_ACCESS_TOKEN = { env = "SHAREDOS_GITHUB_TOKEN" }
+
+For stdio a credential's key is the environment variable the upstream
+process receives; for HTTP it is the header sent (``prefix`` is prepended,
+e.g. ``"Bearer "``). The host environment variable named by ``env`` is read
+only when a session is opened, only into that session, and its value is
+scrubbed from everything the upstream returns.
+
+This module only validates; it imports no MCP machinery (the host
+configuration is loaded by commands that must start fast). Problems are
+reported as ``file:line:col: upstream.ID.key: message`` and never echo a
+value that may be a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+#: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
+#: would be governed by, and collide with, the built-in rules).
+RESERVED_NAMESPACES = frozenset({"files", "conformance", "sharedos"})
+
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+#: names of env entries, headers or query parameters that can only be credentials
+_SECRET_NAME_RE = re.compile(
+    r"(token|secret|passw|pwd|api[_-]?key|apikey|auth|cookie|credential|private[_-]?key|session)",
+    re.IGNORECASE,
+)
+_INTERPOLATION_RE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]")
+
+UPSTREAM_KEYS = frozenset(
+    {
+        "namespace",
+        "command",
+        "args",
+        "cwd",
+        "env",
+        "url",
+        "headers",
+        "credentials",
+        "timeouts",
+        "limits",
+        "pinning",
+        "protocol",
+        "list_cache_s",
+        "enabled",
+        "description",
+    }
+)
+
+
+class CredentialRef(BaseModel):
+    """A credential named by the host environment variable that holds it (never its value)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: the host environment variable holding the value
+    env: str
+    #: prepended to the value (HTTP headers: ``"Bearer "``)
+    prefix: str = ""
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: str) -> str:
+        if not _ENV_NAME_RE.fullmatch(value):
+            raise ValueError(f"env {value!r} is not a valid environment variable name")
+        return value
+
+
+class UpstreamTimeouts(BaseModel):
+    """Seconds allowed to open a session, to list tools, and for one forwarded call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    connect_s: float = Field(default=15.0, gt=0, le=600)
+    list_s: float = Field(default=10.0, gt=0, le=600)
+    call_s: float = Field(default=60.0, gt=0, le=3600)
+
+
+class UpstreamLimits(BaseModel):
+    """Per-upstream limits: largest result relayed, and calls in flight at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_result_bytes: int = Field(default=4 * 1024 * 1024, gt=0, le=256 * 1024 * 1024)
+    max_concurrency: int = Field(default=16, gt=0, le=1024)
+
+
+class UpstreamConfig(BaseModel):
+    """One brokered upstream MCP server (validated; see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    namespace: str
+    transport: Literal["stdio", "http"]
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    credentials: dict[str, CredentialRef] = Field(default_factory=dict)
+    timeouts: UpstreamTimeouts = Field(default_factory=UpstreamTimeouts)
+    limits: UpstreamLimits = Field(default_factory=UpstreamLimits)
+    #: ``required``: a tool is published only while its definition matches the pin file
+    #: (new and changed tools are held back); ``off``: publish whatever is listed
+    pinning: Literal["required", "off"] = "required"
+    #: ``auto``: discover 2026-07-28, fall back to the initialize handshake; ``legacy``: handshake only
+    protocol: Literal["auto", "legacy"] = "auto"
+    #: seconds a tools/list answer is reused by later turns (0: every turn lists afresh).
+    #: A ``list_changed`` notification or a reconnect always forces a new listing.
+    list_cache_s: float = Field(default=0.0, ge=0, le=3600)
+    enabled: bool = True
+    description: str = ""
+
+    @property
+    def source(self) -> str:
+        """The ``metadata.source`` of this upstream's tools (part of catalogHash)."""
+        return f"upstream:{self.id}"
+
+    def credential_names(self) -> list[str]:
+        """Host environment variable names this upstream reads (safe to print)."""
+        return sorted({ref.env for ref in self.credentials.values()})
+
+    def summary(self) -> str:
+        """One line for ``sharedos host check``: no values, only names."""
+        where = (
+            f"stdio {self.command}"
+            if self.transport == "stdio"
+            else f"http {_without_query(self.url or '')}"
+        )
+        creds = ", ".join(self.credential_names()) or "none"
+        t = self.timeouts
+        return (
+            f"namespace {self.namespace}, {where}, pinning {self.pinning}, "
+            f"timeouts connect {t.connect_s:g}s / list {t.list_s:g}s / call {t.call_s:g}s, "
+            f"credentials from: {creds}" + ("" if self.enabled else " (disabled)")
+        )
+
+
+def _without_query(url: str) -> str:
+    return url.split("?", 1)[0]
+
+
+class UpstreamConfigProblems(ValueError):
+    """Positioned problems (``file:line:col: ...``) found in the upstream tables."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def parse_upstreams(
+    table: Any, text: str, source: str, base_dir: Path | None = None
+) -> tuple[dict[str, UpstreamConfig], list[str]]:
+    """Validate the ``upstream`` table of a host file; return (configs, problems).
+
+    Every upstream is checked, so one bad entry does not hide the others'
+    problems; an upstream with a problem is left out of the result. Relative
+    ``command`` paths (containing ``/``) and ``cwd`` are made relative to
+    ``base_dir`` (the host file's directory).
+    """
+    problems: list[str] = []
+    configs: dict[str, UpstreamConfig] = {}
+    if table is None:
+        return configs, problems
+
+    def report(loc: tuple[str, ...], message: str) -> None:
+        line, col = locate(text, ("upstream", *loc))
+        label = ".".join(("upstream", *loc))
+        problems.append(f"{source}:{line}:{col}: {label}: {message}")
+
+    if not isinstance(table, dict):
+        report((), "must be a table of [upstream.<id>] tables")
+        return configs, problems
+    namespaces: dict[str, str] = {}
+    for uid, entry in table.items():
+        before = len(problems)
+        config = _parse_one(str(uid), entry, base_dir, report)
+        if config is None or len(problems) > before:
+            continue
+        other = namespaces.get(config.namespace)
+        if other is not None:
+            report(
+                (uid, "namespace"),
+                f"namespace {config.namespace!r} is already used by upstream {other!r}; "
+                "two upstreams must not share a namespace",
+            )
+            continue
+        namespaces[config.namespace] = config.id
+        configs[config.id] = config
+    return configs, problems
+
+
+def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> UpstreamConfig | None:
+    if not _ID_RE.fullmatch(uid):
+        report((uid,), "an upstream id is 1-64 characters of letters, digits, '_' and '-'")
+        return None
+    if not isinstance(entry, dict):
+        report((uid,), "must be a table ([upstream.ID] with command or url)")
+        return None
+    for key in entry:
+        if key not in UPSTREAM_KEYS:
+            report((uid, str(key)), f"unknown key (known: {', '.join(sorted(UPSTREAM_KEYS))})")
+    data = {k: v for k, v in entry.items() if k in UPSTREAM_KEYS}
+    namespace = data.get("namespace", uid)
+    if not isinstance(namespace, str) or not _ID_RE.fullmatch(namespace):
+        report(
+            (uid, "namespace"),
+            "a namespace is 1-64 characters of letters, digits, '_' and '-' (no '.': tools "
+            "are published as NAMESPACE.TOOL)",
+        )
+        return None
+    if namespace in RESERVED_NAMESPACES:
+        report(
+            (uid, "namespace"),
+            f"namespace {namespace!r} is SharedOS's own; choose another for the upstream",
+        )
+        return None
+    has_cmd, has_url = "command" in data, "url" in data
+    if has_cmd == has_url:
+        report(
+            (uid,),
+            "give exactly one of command (stdio) or url (streamable HTTP)",
+        )
+        return None
+    transport = "stdio" if has_cmd else "http"
+    _check_credentials(uid, data.get("credentials"), transport, report)
+    _check_plain(uid, "env", data.get("env"), report, names=_ENV_NAME_RE, what="environment")
+    _check_plain(uid, "headers", data.get("headers"), report, names=_HEADER_NAME_RE, what="header")
+    if transport == "stdio":
+        for key in ("url", "headers"):
+            if key in data:
+                report((uid, key), f"{key} is for url upstreams; this one has a command")
+        _check_stdio(uid, data, report)
+    else:
+        for key in ("command", "args", "cwd", "env"):
+            if key in data:
+                report((uid, key), f"{key} is for command upstreams; this one has a url")
+        _check_url(uid, data.get("url"), report)
+    data["id"] = uid
+    data["namespace"] = namespace
+    data["transport"] = transport
+    if has_cmd and isinstance(data.get("command"), str):
+        data["command"] = _relative_to(data["command"], base_dir, only_with_slash=True)
+    if isinstance(data.get("cwd"), str):
+        data["cwd"] = _relative_to(data["cwd"], base_dir, only_with_slash=False)
+    if isinstance(data.get("credentials"), dict):
+        data["credentials"] = {k: v for k, v in data["credentials"].items() if isinstance(v, dict)}
+    try:
+        return UpstreamConfig.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            loc = tuple(str(p) for p in err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            # pydantic may quote the input; never echo a credential-ish value
+            report((uid, *loc), msg)
+        return None
+
+
+def _relative_to(value: str, base_dir: Path | None, *, only_with_slash: bool) -> str:
+    if base_dir is None or Path(value).is_absolute():
+        return value
+    if only_with_slash and "/" not in value:
+        return value  # a program looked up on PATH
+    return str((base_dir / value).resolve())
+
+
+def _check_credentials(uid: str, creds: Any, transport: str, report: Any) -> None:
+    if creds is None:
+        return
+    if not isinstance(creds, dict):
+        report((uid, "credentials"), 'must be a table of NAME = { env = "HOST_VARIABLE" }')
+        return
+    names = _ENV_NAME_RE if transport == "stdio" else _HEADER_NAME_RE
+    for key, ref in creds.items():
+        if not names.fullmatch(str(key)):
+            what = "environment variable" if transport == "stdio" else "HTTP header"
+            report((uid, "credentials", str(key)), f"{key!r} is not a valid {what} name")
+        if isinstance(ref, str):
+            # never echo the value: it may be the secret itself
+            report(
+                (uid, "credentials", str(key)),
+                "a literal value is not allowed: credentials are referenced by host "
+                f'environment variable only, e.g. {key} = {{ env = "HOST_VARIABLE" }}',
+            )
+        elif not isinstance(ref, dict):
+            report(
+                (uid, "credentials", str(key)),
+                f'must be {{ env = "HOST_VARIABLE" }} (got {type(ref).__name__})',
+            )
+        elif set(ref) - {"env", "prefix"} or "env" not in ref:
+            report(
+                (uid, "credentials", str(key)),
+                'must be { env = "HOST_VARIABLE" } with an optional prefix (e.g. "Bearer ")',
+            )
+
+
+def _check_plain(
+    uid: str, key: str, table: Any, report: Any, *, names: re.Pattern[str], what: str
+) -> None:
+    if table is None:
+        return
+    if not isinstance(table, dict):
+        report((uid, key), f'must be a table of NAME = "value" ({what} entries)')
+        return
+    for name, value in table.items():
+        if not names.fullmatch(str(name)):
+            report((uid, key, str(name)), f"{name!r} is not a valid {what} name")
+            continue
+        if not isinstance(value, str):
+            report((uid, key, str(name)), f"must be a string, got {type(value).__name__}")
+            continue
+        if _SECRET_NAME_RE.search(str(name)):
+            report(
+                (uid, key, str(name)),
+                f"{name!r} looks like a credential; {key} holds plain values only. Move it to "
+                f'[upstream.{uid}.credentials] as {name} = {{ env = "HOST_VARIABLE" }}',
+            )
+        elif _INTERPOLATION_RE.search(value):
+            report(
+                (uid, key, str(name)),
+                "values are literal (no $VAR interpolation): a value read from the host "
+                f"environment is a credential; declare it under [upstream.{uid}.credentials]",
+            )
+
+
+def _check_stdio(uid: str, data: Mapping[str, Any], report: Any) -> None:
+    command = data.get("command")
+    if not isinstance(command, str) or not command.strip():
+        report((uid, "command"), "must be a non-empty string (the program to run)")
+    args = data.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        report((uid, "args"), "must be a list of strings")
+    elif any(_INTERPOLATION_RE.search(a) for a in args):
+        report(
+            (uid, "args"),
+            "arguments are literal (no $VAR): a value from the host environment is a credential "
+            "and never goes on a command line; pass it through credentials (the environment)",
+        )
+    cwd = data.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        report((uid, "cwd"), "must be a string (a directory)")
+
+
+def _check_url(uid: str, url: Any, report: Any) -> None:
+    if not isinstance(url, str):
+        report((uid, "url"), "must be a string (http:// or https:// URL of the MCP endpoint)")
+        return
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        report((uid, "url"), "is not a valid URL")
+        return
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        report((uid, "url"), "must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        report(
+            (uid, "url"),
+            "must not carry user:password@; send credentials as a header under credentials",
+        )
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _SECRET_NAME_RE.search(name):
+            report(
+                (uid, "url"),
+                f"query parameter {name!r} looks like a credential; send it as a header "
+                "under credentials instead",
+            )
+    if _INTERPOLATION_RE.search(url):
+        report((uid, "url"), "is literal (no $VAR interpolation)")
+
+
+def locate(text: str, loc: tuple[Any, ...]) -> tuple[int, int]:
+    """Best-effort 1-based (line, col) of the TOML key ``loc`` points at (1:1 when unknown).
+
+    Understands ``[a.b]`` / ``[a.b.c]`` headers and ``key =`` lines (bare or
+    quoted) inside them, and inline tables on one line.
+    """
+    parts = [str(p) for p in loc]
+    headers = list(_HEADER_RE.finditer(text))
+    best: tuple[int, int] | None = None
+    # the deepest [table] header that is a prefix of loc, then the next key inside it
+    for depth in range(len(parts), 0, -1):
+        want = parts[:depth]
+        for i, m in enumerate(headers):
+            if _split_key(m.group(1)) == want:
+                start = m.end()
+                end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+                rest = parts[depth:]
+                offset = _find_keys(text, start, end, rest) if rest else m.start(1)
+                if offset is None:
+                    offset = m.start(1)
+                best = _line_col(text, offset)
+                break
+        if best is not None:
+            return best
+    # no header: dotted keys at the top level (upstream.git.command = ...)
+    return (1, 1)
+
+
+_HEADER_RE = re.compile(r"^[ \t]*\[(?!\[)[ \t]*([^\]\n]+?)[ \t]*\][ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def _split_key(dotted: str) -> list[str]:
+    out: list[str] = []
+    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([^.\s]+)', dotted):
+        out.append(m.group(1) if m.group(1) is not None else (m.group(2) or m.group(3) or ""))
+    return out
+
+
+def _find_keys(text: str, start: int, end: int, keys: list[str]) -> int | None:
+    """Offset of the deepest of ``keys`` found in order within ``text[start:end]``."""
+    pos, found = start, None
+    for key in keys:
+        m = re.search(
+            rf'(^|[\s{{,])(?:"{re.escape(key)}"|\'{re.escape(key)}\'|{re.escape(key)})\s*=',
+            text[pos:end],
+            re.MULTILINE,
+        )
+        if m is None:
+            break
+        found = pos + m.start() + len(m.group(1))
+        pos = found
+    return found
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, col

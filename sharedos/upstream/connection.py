@@ -1,0 +1,394 @@
+"""One open MCP client session with one upstream (the official SDK's ``mcp.Client``).
+
+A connection is opened for an upstream and a credential set, lives in a task
+of the broker's task group (the SDK's client must be entered and left in one
+task), and serves concurrent calls from many turns: the SDK multiplexes
+requests by id. It never raises transport exceptions at its callers: every
+failure is an ``UpstreamFailure`` with a reason code and a sentence that
+names the upstream and never a credential.
+
+The stdio upstream's stderr is read through a pipe, scrubbed of credential
+values and relayed line by line (prefixed with the upstream id); the last
+lines are kept for the report of an upstream that died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import IO, Any, TextIO, cast
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskGroup, TaskStatus
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from sharedos.outcomes import ReasonCode
+from sharedos.upstream.config import UpstreamConfig
+from sharedos.upstream.definitions import RawTool, raw_tool
+from sharedos.upstream.secrets import CredentialSet, Scrubber
+
+#: JSON-RPC code the SDK uses for a closed connection
+CONNECTION_CLOSED = -32000
+#: JSON-RPC code the SDK uses for its own request timeout
+REQUEST_TIMEOUT = -32001
+#: most tools/list pages followed (a paginator that never ends cannot hang a turn)
+MAX_LIST_PAGES = 50
+_STDERR_TAIL = 20
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class UpstreamFailure(Exception):
+    """Why an upstream could not serve (``reason``: an ``upstream_*`` code; message names no secret)."""
+
+    def __init__(self, reason: ReasonCode, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for an exception from the SDK or a transport (ExceptionGroups unwrapped)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (JSON-RPC {exc.error.code})"
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    return f"{type(exc).__name__}: {text}"[:500]
+
+
+class _StderrRelay:
+    """Reads an upstream's stderr from a pipe, scrubs it, relays it and keeps a tail."""
+
+    def __init__(self, upstream: str, scrubber: Scrubber, sink: IO[str] | None) -> None:
+        self.upstream = upstream
+        self.scrubber = scrubber
+        self.sink = sink
+        self.tail: deque[str] = deque(maxlen=_STDERR_TAIL)
+        read_fd, write_fd = os.pipe()
+        self._reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
+        #: the write end handed to the upstream process
+        self.writer: IO[str] | None = os.fdopen(write_fd, "w", encoding="utf-8")
+        self._thread = threading.Thread(
+            target=self._pump, name=f"sharedos-upstream-{upstream}-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def _pump(self) -> None:
+        with contextlib.suppress(Exception):
+            for line in self._reader:
+                clean = self.scrubber.text(line.rstrip("\n"))
+                self.tail.append(clean)
+                if self.sink is not None:
+                    with contextlib.suppress(Exception):
+                        self.sink.write(f"upstream {self.upstream}: {clean}\n")
+                        self.sink.flush()
+        with contextlib.suppress(Exception):
+            self._reader.close()
+
+    def spawned(self) -> None:
+        """Close SharedOS's copy of the write end (the child has its own), so EOF arrives."""
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+
+    def last(self) -> str:
+        """The last stderr line the upstream wrote (scrubbed), or ''."""
+        return self.tail[-1] if self.tail else ""
+
+
+class UpstreamConnection:
+    """An open session with one upstream for one credential set (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        credentials: CredentialSet,
+        *,
+        stderr: IO[str] | None = None,
+        on_list_changed: Callable[[], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.credentials = credentials
+        self.scrubber = Scrubber(credentials.secrets())
+        self._stderr_sink = stderr
+        self._on_list_changed = on_list_changed
+        self._client: Client | None = None
+        self._closed = anyio.Event()
+        self._done = anyio.Event()
+        self._relay: _StderrRelay | None = None
+        self.broken: str | None = None
+        self.server_info: dict[str, Any] = {}
+        self.protocol_version: str | None = None
+        self._limiter = anyio.CapacityLimiter(config.limits.max_concurrency)
+
+    # -- lifecycle ----------------------------------------------------------
+    async def start(self, tg: TaskGroup) -> None:
+        """Open the session within the connect timeout; ``UpstreamFailure`` (unavailable) otherwise."""
+        try:
+            with anyio.fail_after(self.config.timeouts.connect_s):
+                await tg.start(self._run)
+        except TimeoutError:
+            self._closed.set()
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.config.id!r} did not complete the MCP handshake within "
+                f"{self.config.timeouts.connect_s:g} s{self._stderr_hint()}",
+            ) from None
+        except UpstreamFailure:
+            raise
+        except Exception as exc:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.config.id!r} could not be reached: "
+                f"{self.scrubber.text(describe_exception(exc))}{self._stderr_hint()}",
+            ) from None
+
+    def _stderr_hint(self) -> str:
+        last = self._relay.last() if self._relay is not None else ""
+        return f" (its stderr: {last[:300]})" if last else ""
+
+    def _transport(self) -> Any:
+        config = self.config
+        if config.transport == "stdio":
+            assert config.command is not None
+            self._relay = _StderrRelay(config.id, self.scrubber, self._stderr_sink)
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env={**config.env, **self.credentials.env()},
+                cwd=config.cwd,
+            )
+            assert self._relay.writer is not None
+            return stdio_client(params, errlog=cast(TextIO, self._relay.writer))
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert config.url is not None
+        headers = {**config.headers, **self.credentials.env()}
+        http = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(config.timeouts.call_s + 5.0, connect=config.timeouts.connect_s),
+            trust_env=False,  # never pick up proxies or .netrc credentials from the host
+        )
+        self._http = http
+        return streamable_http_client(config.url, http_client=http)
+
+    async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        try:
+            client = Client(
+                self._transport(),
+                client_info=types.Implementation(
+                    name="sharedos-upstream-broker", version=_version()
+                ),
+                mode=self.config.protocol,
+                cache=None,  # every listing reaches the upstream: drift is seen when it happens
+                message_handler=self._on_message,
+            )
+            async with client:
+                if self._relay is not None:
+                    self._relay.spawned()
+                self._client = client
+                self.protocol_version = client.protocol_version
+                info = client.server_info
+                if info is not None:
+                    self.server_info = {"name": info.name, "version": info.version}
+                started = True
+                task_status.started()
+                if self.config.list_cache_s > 0 and self._on_list_changed is not None:
+                    # a cached listing must hear about changes: on 2026-07-28 that takes a
+                    # subscriptions/listen stream (handshake-era sessions get the notification)
+                    async with anyio.create_task_group() as watch:
+                        watch.start_soon(self._watch, client)
+                        await self._closed.wait()
+                        watch.cancel_scope.cancel()
+                else:
+                    await self._closed.wait()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:
+            self.broken = self.broken or self.scrubber.text(describe_exception(exc))
+            if not started:
+                raise
+        finally:
+            self._client = None
+            if self._relay is not None:
+                self._relay.spawned()
+            http = getattr(self, "_http", None)
+            if http is not None:
+                with contextlib.suppress(Exception):
+                    await http.aclose()
+            self._done.set()
+
+    async def _watch(self, client: Client) -> None:
+        """Relay 2026-07-28 tools list-change events (best effort; the TTL still bounds staleness)."""
+        with contextlib.suppress(Exception):
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    if self._on_list_changed is not None:
+                        self._on_list_changed()
+
+    async def close(self) -> None:
+        """End the session (the stdio process is closed, then killed by the SDK if it lingers)."""
+        self._closed.set()
+        with anyio.move_on_after(5):
+            await self._done.wait()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            if self._on_list_changed is not None:
+                self._on_list_changed()
+        elif isinstance(message, Exception):
+            # a transport fault the session surfaced; calls in flight fail on their own
+            pass
+        await anyio.lowlevel.checkpoint()
+
+    @property
+    def usable(self) -> bool:
+        """True while the session is open and no call has seen it break."""
+        return self._client is not None and self.broken is None and not self._closed.is_set()
+
+    def _mark_broken(self, why: str) -> None:
+        if self.broken is None:
+            self.broken = why
+        # the runner task leaves the client context: the process or HTTP session ends
+        self._closed.set()
+
+    # -- requests ------------------------------------------------------------
+    def _require(self) -> Client:
+        client = self._client
+        if client is None or not self.usable:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.config.id!r} is not connected"
+                + (f" ({self.broken})" if self.broken else ""),
+            )
+        return client
+
+    async def list_tools(self) -> list[RawTool]:
+        """Every tool the upstream lists now (all pages), within the list timeout."""
+        client = self._require()
+        out: list[RawTool] = []
+        try:
+            with anyio.fail_after(self.config.timeouts.list_s):
+                cursor: str | None = None
+                for _ in range(MAX_LIST_PAGES):
+                    result = await client.session.list_tools(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    )
+                    for tool in result.tools:
+                        out.append(
+                            raw_tool(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
+                        )
+                    cursor = result.next_cursor
+                    if not cursor:
+                        break
+        except TimeoutError:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_TIMEOUT,
+                f"upstream {self.config.id!r} did not list its tools within "
+                f"{self.config.timeouts.list_s:g} s",
+            ) from None
+        except Exception as exc:
+            why = self.scrubber.text(describe_exception(exc))
+            if _is_closed(exc):
+                self._mark_broken(why)
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_ERROR,
+                f"upstream {self.config.id!r} failed to list its tools: {why}{self._stderr_hint()}",
+            ) from None
+        return out
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, progress: ProgressFn | None = None
+    ) -> types.CallToolResult:
+        """Forward one call; the upstream's result as it sent it, or ``UpstreamFailure``.
+
+        Cancellation (the harness cancelled, the turn closed) propagates and the
+        SDK tells the upstream (``notifications/cancelled`` / closing the HTTP
+        stream); the call timeout cancels the upstream request the same way.
+        """
+        client = self._require()
+        timeout = self.config.timeouts.call_s
+        callback: Any = None
+        if progress is not None:
+            hook = progress
+
+            async def callback(p: float, total: float | None, message: str | None) -> None:
+                with contextlib.suppress(Exception):
+                    await hook(p, total, self.scrubber.text(message) if message else message)
+
+        try:
+            with anyio.fail_after(timeout):
+                async with self._limiter:
+                    result = await client.session.call_tool(
+                        name, arguments, progress_callback=callback
+                    )
+        except TimeoutError:
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_TIMEOUT,
+                f"upstream {self.config.id!r} did not answer {name} within {timeout:g} s; "
+                "the upstream request was cancelled",
+            ) from None
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            why = self.scrubber.text(describe_exception(exc))
+            if _is_closed(exc):
+                self._mark_broken(why)
+                last = self._stderr_hint()
+                raise UpstreamFailure(
+                    ReasonCode.UPSTREAM_ERROR,
+                    f"upstream {self.config.id!r} disconnected during {name}: {why}{last}",
+                ) from None
+            if isinstance(exc, MCPError) and exc.error.code == REQUEST_TIMEOUT:
+                raise UpstreamFailure(
+                    ReasonCode.UPSTREAM_TIMEOUT,
+                    f"upstream {self.config.id!r} did not answer {name} in time: {why}",
+                ) from None
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_ERROR,
+                f"upstream {self.config.id!r} answered {name} with an error: {why}",
+            ) from None
+        if not isinstance(result, types.CallToolResult):
+            raise UpstreamFailure(
+                ReasonCode.UPSTREAM_ERROR,
+                f"upstream {self.config.id!r} answered {name} with a "
+                f"{type(result).__name__}, not a tool result",
+            )
+        return result
+
+
+def _is_closed(exc: BaseException) -> bool:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return exc.error.code == CONNECTION_CLOSED
+    return isinstance(
+        exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream | OSError
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sharedos")
+    except PackageNotFoundError:
+        return "0"
+
+
+def default_stderr() -> IO[str]:
+    """Where upstream stderr lines go by default."""
+    return sys.stderr

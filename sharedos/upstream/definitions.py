@@ -1,0 +1,135 @@
+"""An upstream's listed tools -> namespaced ``ToolDefinition``s (or a refusal naming both).
+
+A tool ``git_status`` of the upstream whose namespace is ``git`` is published
+as ``git.git_status`` with ``metadata`` ``{"namespace": "git", "source":
+"upstream:<id>"}``, so the catalogHash says where it came from and two
+upstreams with the same raw name never collide. A tool that cannot be
+published (its prefixed name breaks ToolNameSchema, its schema is not an
+object schema MCP accepts, ...) is refused with a message naming the
+upstream and the tool; the rest of the upstream still works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+from pydantic import SecretStr, ValidationError
+
+from sharedos.catalog.definition import (
+    ToolAnnotations,
+    ToolDefinition,
+    ToolDefinitionError,
+    ToolMetadata,
+)
+from sharedos.names import is_valid_tool_name
+from sharedos.upstream.config import UpstreamConfig
+
+_ANNOTATION_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+@dataclass(frozen=True, slots=True)
+class RawTool:
+    """One tool exactly as the upstream listed it (wire spelling) and its digest."""
+
+    name: str
+    wire: Mapping[str, Any]
+    #: sha256 of the RFC 8785 form of ``wire`` (every field the upstream sent)
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A tool of an upstream that is not published, and why (one sentence for an operator)."""
+
+    upstream: str
+    tool: str
+    reason: str
+
+    def describe(self) -> str:
+        """``upstream 'git', tool 'x': reason``."""
+        return f"upstream {self.upstream!r}, tool {self.tool!r}: {self.reason}"
+
+
+def raw_tool(wire: Mapping[str, Any]) -> RawTool:
+    """Wrap a listed tool's wire dict (``Tool.model_dump(by_alias=True, exclude_none=True)``)."""
+    try:
+        digest = "sha256:" + hashlib.sha256(rfc8785.dumps(dict(wire))).hexdigest()
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):
+        digest = "sha256:" + hashlib.sha256(repr(sorted(wire.items())).encode()).hexdigest()
+    return RawTool(name=str(wire.get("name", "")), wire=wire, digest=digest)
+
+
+def published_name(config: UpstreamConfig, raw_name: str) -> str:
+    """``NAMESPACE.TOOL``: the canonical SharedOS id of an upstream tool."""
+    return f"{config.namespace}.{raw_name}"
+
+
+def build_definition(
+    config: UpstreamConfig,
+    raw: RawTool,
+    handler: Callable[..., Any],
+    credentials: Mapping[str, SecretStr],
+) -> ToolDefinition | Refusal:
+    """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published."""
+    wire = raw.wire
+    if not isinstance(wire.get("name"), str) or not wire["name"]:
+        return Refusal(
+            config.id, str(wire.get("name")), "the upstream listed a tool without a name"
+        )
+    name = published_name(config, raw.name)
+    if not is_valid_tool_name(name):
+        return Refusal(
+            config.id,
+            raw.name,
+            f"{name!r} is not a valid tool name after prefixing with the namespace "
+            "(1-128 characters of [A-Za-z0-9_.-]); SharedOS does not rename tools",
+        )
+    description = wire.get("description")
+    if not isinstance(description, str) or not description.strip():
+        title = wire.get("title") if isinstance(wire.get("title"), str) else None
+        description = (
+            f"{title or raw.name} (brokered from upstream {config.id!r}, which gave no description)"
+        )
+    annotations = wire.get("annotations")
+    try:
+        ann = (
+            ToolAnnotations.model_validate(
+                {k: annotations[k] for k in _ANNOTATION_KEYS if k in annotations}
+            )
+            if isinstance(annotations, Mapping)
+            else None
+        )
+        return ToolDefinition(
+            name=name,
+            description=description,
+            input_schema=wire.get("inputSchema", {"type": "object"}),
+            output_schema=wire.get("outputSchema"),
+            annotations=ann,
+            metadata=ToolMetadata(namespace=config.namespace, source=config.source),
+            handler=handler,
+            credentials=dict(credentials),
+            issuing_authority=config.source,
+            namespace_settings={"upstream": config.id, "upstreamTool": raw.name},
+        )
+    except ToolDefinitionError as exc:
+        return Refusal(config.id, raw.name, str(exc))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "definition"
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        return Refusal(config.id, raw.name, f"{where}: {msg}")
+
+
+def split_refusals(
+    items: Iterable[ToolDefinition | Refusal],
+) -> tuple[list[ToolDefinition], list[Refusal]]:
+    """Separate definitions from refusals, keeping order."""
+    tools: list[ToolDefinition] = []
+    refused: list[Refusal] = []
+    for item in items:
+        (refused if isinstance(item, Refusal) else tools).append(item)  # type: ignore[arg-type]
+    return tools, refused

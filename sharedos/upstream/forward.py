@@ -1,0 +1,129 @@
+"""The handler that forwards an authorized call to its upstream and relays the answer.
+
+It runs as the tool's handler, so by the kernel's contract the attempt is
+already durable (write-ahead evidence) and the call was authorized on the
+canonical resource before anything here runs: a denied call never reaches
+this code, and so never reaches the upstream.
+
+What it promises:
+
+- the upstream's result is passed back unchanged: content blocks,
+  ``structuredContent`` and ``isError`` (an upstream's own ``isError`` result
+  is a failed outcome whose content reaches the caller as the upstream wrote
+  it: ``passthrough``);
+- a protocol error, crash, disconnect or timeout is a failed outcome with an
+  ``upstream_*`` reason code and an ``isError`` result, never an exception;
+- cancellation propagates (the SDK tells the upstream); progress is relayed;
+- the path resource the call was authorized for is what is forwarded: an
+  argument the requirement reads as ``path(args.X)`` is replaced by the
+  canonical path (``/srv/git/../x`` arrives upstream as ``/x``, exactly what
+  was decided);
+- credential values are scrubbed from everything relayed, in every encoding;
+- a result larger than the upstream's ``max_result_bytes`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from sharedos.kernel.handlers import HandlerContext, HandlerResult
+from sharedos.outcomes import ReasonCode
+from sharedos.upstream.connection import UpstreamFailure
+from sharedos.upstream.secrets import Scrubber
+
+if TYPE_CHECKING:
+    from sharedos.upstream.broker import UpstreamBroker
+
+
+def _failure(reason: ReasonCode, message: str) -> HandlerResult:
+    return HandlerResult(content=[{"type": "text", "text": message}], is_error=True, reason=reason)
+
+
+class ForwardHandler:
+    """``async (args, hctx) -> HandlerResult`` for one upstream tool (see the module docstring)."""
+
+    __slots__ = ("broker", "raw_name", "upstream_id")
+
+    def __init__(self, broker: UpstreamBroker, upstream_id: str, raw_name: str) -> None:
+        self.broker = broker
+        self.upstream_id = upstream_id
+        self.raw_name = raw_name
+
+    async def __call__(self, args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        tool = hctx.call.tool
+        broker = self.broker
+        config = broker.upstreams.get(self.upstream_id)
+        if config is None:
+            return _failure(
+                ReasonCode.UPSTREAM_UNAVAILABLE, f"upstream {self.upstream_id!r} is not configured"
+            )
+        arguments = dict(args)
+        resource_arg = broker.resource_argument(tool)
+        if resource_arg is not None and hctx.decision.resource is not None:
+            # forward exactly the canonical resource that was authorized
+            arguments[resource_arg] = str(hctx.decision.resource)
+        try:
+            conn = await broker.connection_for_call(hctx.context.turn_id, self.upstream_id, tool)
+            result = await conn.call_tool(self.raw_name, arguments, progress=hctx.progress)
+        except UpstreamFailure as exc:
+            return _failure(exc.reason, exc.message)
+        except anyio.get_cancelled_exc_class():
+            raise
+        scrub = conn.scrubber
+        try:
+            content = [
+                block.model_dump(by_alias=True, exclude_none=True, mode="json")
+                for block in result.content
+            ]
+        except Exception as exc:  # a block the SDK parsed but cannot serialize back
+            return _failure(
+                ReasonCode.UPSTREAM_ERROR,
+                f"upstream {self.upstream_id!r} returned content SharedOS cannot relay "
+                f"({type(exc).__name__})",
+            )
+        structured = result.structured_content
+        if structured is not None and not isinstance(structured, dict):
+            return _failure(
+                ReasonCode.UPSTREAM_ERROR,
+                f"upstream {self.upstream_id!r} returned non-object structuredContent "
+                f"({type(structured).__name__}), which MCP 2025-11-25 clients cannot receive",
+            )
+        return relay(
+            content,
+            structured,
+            is_error=bool(result.is_error),
+            scrub=scrub,
+            limit=config.limits.max_result_bytes,
+            upstream=self.upstream_id,
+        )
+
+
+def relay(
+    content: list[dict[str, Any]],
+    structured: dict[str, Any] | None,
+    *,
+    is_error: bool,
+    scrub: Scrubber,
+    limit: int,
+    upstream: str,
+) -> HandlerResult:
+    """The HandlerResult for an upstream's answer: scrubbed, size-checked, isError kept."""
+    if scrub:
+        content = scrub.json(content)
+        structured = scrub.json(structured) if structured is not None else None
+    size = len(json.dumps({"content": content, "structuredContent": structured}, default=str))
+    if size > limit:
+        return _failure(
+            ReasonCode.UPSTREAM_ERROR,
+            f"upstream {upstream!r} returned a result of {size} bytes, over its limit of "
+            f"{limit} bytes (limits.max_result_bytes); nothing of it is relayed",
+        )
+    if is_error:
+        # the upstream tool's own error: failed (handler_error), relayed as it wrote it
+        return HandlerResult(
+            content=content, structured=structured, is_error=True, passthrough=True
+        )
+    return HandlerResult(content=content, structured=structured)

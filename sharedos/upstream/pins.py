@@ -1,0 +1,263 @@
+"""Pins: each upstream tool's full definition, recorded; drift is held back until approved.
+
+``sharedos upstream pin CONFIG`` writes ``<config stem>.pins.json`` next to the
+host configuration. For every upstream tool it records the full published
+definition (every ``CATALOG_HASH_FIELDS`` field: name, description,
+inputSchema, outputSchema, annotations, metadata) and the tool exactly as the
+upstream listed it (title, execution, icons, ``_meta`` ... included), each
+with its SHA-256 over RFC 8785 JSON. On a later listing:
+
+- a pinned tool whose published definition or upstream definition differs is
+  **changed**: quarantined (not published) with a readable diff;
+- a tool with no pin is **new**: held back the same way;
+- a pinned tool the upstream no longer lists is **removed**: reported.
+
+``sharedos upstream approve`` re-pins what is listed now. Hashing the whole
+definition, not the description alone, is the point: a schema or annotation
+change is as much a change of what the model is offered as new prose is.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sharedos.catalog.definition import ToolDefinition
+from sharedos.upstream.definitions import RawTool
+
+PIN_FILE_VERSION = 1
+
+DriftKind = Literal["changed", "new", "removed"]
+
+
+class PinError(ValueError):
+    """A pin file that cannot be read or written (one line for an operator)."""
+
+
+class ToolPin(BaseModel):
+    """One tool's pinned definition."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: sha256 of the RFC 8785 JSON of ``published``
+    hash: str
+    #: the published definition, wire spelling (every catalogHash field)
+    published: dict[str, Any]
+    #: sha256 of the tool exactly as the upstream listed it
+    upstream_hash: str = Field(alias="upstreamHash")
+    #: the tool exactly as the upstream listed it
+    upstream: dict[str, Any]
+
+
+class UpstreamPins(BaseModel):
+    """The pins of one upstream (keyed by published tool name)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: dict[str, Any] = Field(default_factory=dict)
+    pinned_at: str = Field(default="", alias="pinnedAt")
+    tools: dict[str, ToolPin] = Field(default_factory=dict)
+
+
+class PinFile(BaseModel):
+    """The whole pin file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = 1
+    upstreams: dict[str, UpstreamPins] = Field(default_factory=dict)
+
+    def for_upstream(self, upstream_id: str) -> UpstreamPins | None:
+        """The pins of one upstream, if any were recorded."""
+        return self.upstreams.get(upstream_id)
+
+
+def pin_path_for(config_path: str | Path) -> Path:
+    """Where the pin file of a host configuration lives: ``host.toml`` -> ``host.pins.json``."""
+    path = Path(config_path)
+    return path.with_name(f"{path.stem}.pins.json")
+
+
+def definition_hash(published: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of the RFC 8785 JSON of a published definition."""
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(published))).hexdigest()
+
+
+def tool_pin(tool: ToolDefinition, raw: RawTool) -> ToolPin:
+    """The pin of one published tool and the upstream definition it came from."""
+    published = tool.published.wire()
+    return ToolPin(
+        hash=definition_hash(published),
+        published=published,
+        upstreamHash=raw.digest,
+        upstream=dict(raw.wire),
+    )
+
+
+def load_pins(path: Path) -> PinFile:
+    """Read a pin file; a missing file is an empty one (every tool is then new)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return PinFile()
+    except OSError as exc:
+        raise PinError(f"{path}: cannot read the pin file: {exc.strerror or exc}") from None
+    try:
+        return PinFile.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "file"
+        raise PinError(
+            f"{path}: not a SharedOS pin file ({where}: {first['msg']}); "
+            "re-create it with `sharedos upstream pin`"
+        ) from None
+
+
+def save_pins(pins: PinFile, path: Path) -> None:
+    """Write the pin file atomically (sorted keys, one stable layout for review in VCS)."""
+    data = json.dumps(
+        pins.model_dump(by_alias=True, mode="json"), indent=2, sort_keys=True, ensure_ascii=False
+    )
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(data + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise PinError(f"{path}: cannot write the pin file: {exc.strerror or exc}") from None
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 with a ``Z``."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """One tool of one upstream that is not published as listed, and why."""
+
+    upstream: str
+    tool: str
+    kind: DriftKind
+    #: a unified diff of pinned -> listed (JSON, sorted keys); empty for new/removed
+    diff: str = ""
+    #: top-level fields that differ (``description``, ``inputSchema``, ``upstream.title`` ...)
+    fields: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line for an operator."""
+        if self.kind == "new":
+            return (
+                f"upstream {self.upstream!r}: new tool {self.tool} is held back until "
+                "`sharedos upstream approve` pins it"
+            )
+        if self.kind == "removed":
+            return f"upstream {self.upstream!r}: pinned tool {self.tool} is no longer listed"
+        changed = ", ".join(self.fields) or "definition"
+        return (
+            f"upstream {self.upstream!r}: tool {self.tool} changed ({changed}); quarantined "
+            "until `sharedos upstream approve` (see `sharedos upstream diff`)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "upstream": self.upstream,
+            "tool": self.tool,
+            "kind": self.kind,
+            "fields": list(self.fields),
+            "diff": self.diff,
+        }
+
+
+def _pretty(value: Any) -> list[str]:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+
+def changed_fields(old: ToolPin, new: ToolPin) -> tuple[str, ...]:
+    """Top-level fields of the published and upstream definitions that differ."""
+    out: list[str] = []
+    for key in sorted(set(old.published) | set(new.published)):
+        if old.published.get(key) != new.published.get(key):
+            out.append(key)
+    for key in sorted(set(old.upstream) | set(new.upstream)):
+        if old.upstream.get(key) != new.upstream.get(key) and key not in out:
+            out.append(f"upstream.{key}")
+    return tuple(out)
+
+
+def render_diff(upstream: str, tool: str, old: ToolPin, new: ToolPin) -> str:
+    """A unified diff, pinned -> listed, of both the published and the upstream definition."""
+    lines = list(
+        difflib.unified_diff(
+            _pretty({"published": old.published, "upstream": old.upstream}),
+            _pretty({"published": new.published, "upstream": new.upstream}),
+            fromfile=f"{upstream}/{tool} (pinned)",
+            tofile=f"{upstream}/{tool} (listed now)",
+            lineterm="",
+        )
+    )
+    return "\n".join(lines)
+
+
+def compare(
+    upstream: str,
+    pins: UpstreamPins | None,
+    listed: Iterable[tuple[ToolDefinition, RawTool]],
+) -> tuple[set[str], list[Drift]]:
+    """Which listed tools match their pins (publishable), and the drift of the rest.
+
+    ``pins`` None means the upstream was never pinned: every tool is new.
+    """
+    ok: set[str] = set()
+    drift: list[Drift] = []
+    pinned = pins.tools if pins is not None else {}
+    seen: set[str] = set()
+    for tool, raw in listed:
+        seen.add(tool.name)
+        now_pin = tool_pin(tool, raw)
+        old = pinned.get(tool.name)
+        if old is None:
+            drift.append(Drift(upstream, tool.name, "new"))
+            continue
+        if old.hash == now_pin.hash and old.upstream_hash == now_pin.upstream_hash:
+            ok.add(tool.name)
+            continue
+        drift.append(
+            Drift(
+                upstream,
+                tool.name,
+                "changed",
+                diff=render_diff(upstream, tool.name, old, now_pin),
+                fields=changed_fields(old, now_pin),
+            )
+        )
+    for name in sorted(set(pinned) - seen):
+        drift.append(Drift(upstream, name, "removed"))
+    return ok, drift
+
+
+def pin_upstream(
+    server: Mapping[str, Any], listed: Iterable[tuple[ToolDefinition, RawTool]]
+) -> UpstreamPins:
+    """Fresh pins for everything an upstream lists now."""
+    return UpstreamPins(
+        server=dict(server),
+        pinnedAt=now(),
+        tools={tool.name: tool_pin(tool, raw) for tool, raw in listed},
+    )

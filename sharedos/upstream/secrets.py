@@ -1,0 +1,125 @@
+"""Upstream credentials: resolved from the host environment, scrubbed from everything.
+
+A credential is read from the host environment only when a session is opened,
+and only into that session (the upstream process's environment, or an HTTP
+header). Its value must never come back out: everything an upstream returns
+(results, error messages, its stderr) is scrubbed of every encoding the value
+can take before SharedOS keeps or relays it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import SecretStr
+
+from sharedos.upstream.config import UpstreamConfig
+
+REDACTED = "[redacted]"
+#: shorter values cannot be scrubbed as substrings without mangling ordinary text
+MIN_CREDENTIAL_LENGTH = 8
+
+# A per-process key: credential-set fingerprints (pool keys) are never comparable
+# across processes, and cannot be used to test guesses offline.
+_FINGERPRINT_KEY = os.urandom(32)
+
+
+class CredentialError(ValueError):
+    """A credential that cannot be resolved (unset, empty, too short); names only, never values."""
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialSet:
+    """The resolved credentials of one upstream: target name -> value (kept in memory only)."""
+
+    values: Mapping[str, SecretStr] = field(default_factory=dict)
+    #: the bare values behind prefixed ones ("Bearer " + value): secrets too
+    bare: tuple[SecretStr, ...] = ()
+    #: a keyed hash of the values: the pool key, never shown or recorded
+    fingerprint: str = ""
+
+    def env(self) -> dict[str, str]:
+        """The values as environment entries (stdio upstreams)."""
+        return {k: v.get_secret_value() for k, v in self.values.items()}
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every value, longest first (what scrubbing removes)."""
+        raw = {v.get_secret_value() for v in (*self.values.values(), *self.bare)}
+        return tuple(sorted(raw, key=len, reverse=True))
+
+
+def resolve_credentials(config: UpstreamConfig, environ: Mapping[str, str]) -> CredentialSet:
+    """Read ``config``'s credential references from ``environ``; ``CredentialError`` names what is missing."""
+    values: dict[str, SecretStr] = {}
+    bare: list[SecretStr] = []
+    for target, ref in sorted(config.credentials.items()):
+        raw = environ.get(ref.env)
+        if raw is None or raw == "":
+            raise CredentialError(
+                f"upstream {config.id!r}: credential {target} needs the host environment "
+                f"variable {ref.env}, which is not set"
+            )
+        if len(raw) < MIN_CREDENTIAL_LENGTH:
+            raise CredentialError(
+                f"upstream {config.id!r}: the value of {ref.env} is shorter than "
+                f"{MIN_CREDENTIAL_LENGTH} characters; SharedOS cannot keep so short a value out "
+                "of results, so it refuses to use it"
+            )
+        values[target] = SecretStr(ref.prefix + raw)
+        # the bare value is a secret too (a prefix such as "Bearer " is not)
+        if ref.prefix:
+            bare.append(SecretStr(raw))
+    mac = hmac.new(_FINGERPRINT_KEY, digestmod=hashlib.sha256)
+    for key in sorted(values):
+        mac.update(key.encode() + b"\x00" + values[key].get_secret_value().encode() + b"\x01")
+    return CredentialSet(values=values, bare=tuple(bare), fingerprint=mac.hexdigest())
+
+
+def encodings(value: str) -> list[str]:
+    """Every form ``value`` can take in text SharedOS relays: raw, JSON-escaped, repr-escaped."""
+    forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    forms.add(repr(value)[1:-1])
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+class Scrubber:
+    """Replaces credential values (in all their encodings) in text and JSON values."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for value in secrets:
+            if len(value) >= MIN_CREDENTIAL_LENGTH:
+                forms.update(encodings(value))
+        self._forms = tuple(sorted(forms, key=len, reverse=True))
+
+    def __bool__(self) -> bool:
+        return bool(self._forms)
+
+    def text(self, value: str) -> str:
+        """``value`` with every credential form replaced by ``[redacted]``."""
+        for form in self._forms:
+            if form in value:
+                value = value.replace(form, REDACTED)
+        return value
+
+    def json(self, value: Any) -> Any:
+        """A copy of a JSON value with every string (keys included) scrubbed."""
+        if not self._forms:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.json(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.json(v) for v in value]
+        return value
+
+    def contains(self, value: str) -> bool:
+        """True when ``value`` holds any credential form."""
+        return any(form in value for form in self._forms)

@@ -1,0 +1,42 @@
+"""``sharedos demo`` (what ``make demo`` runs), as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHAPES = ("responses", "anthropic", "pi", "dsh")
+
+
+def test_demo_runs_offline_in_under_a_minute(tmp_path: Path) -> None:
+    """What `make demo` runs, as a subprocess from a clean working directory."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.endswith("_PROXY") and not k.endswith("_proxy")
+    }
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "sharedos"), "demo", "--out", str(tmp_path / "reports")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert elapsed < 60
+    out = proc.stdout
+    for needle in (
+        "Check the shipped rules",
+        "files.read(/public/../private/a.txt) -> deny [forbidden]",
+        "catalogHash:",
+        "56 passed, 0 failed, 0 not exercised",
+        "html report:",
+    ):
+        assert needle in out, needle
+    for shape in SHAPES:
+        assert f"scripted/{shape}" in out
+    assert (tmp_path / "reports" / "demo.html").is_file()

@@ -1,0 +1,169 @@
+"""Upstream configuration: validated with file:line:col, credentials by reference only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sharedos.harness.hostconfig import HostConfigError, parse_host_config
+from sharedos.upstream.config import UpstreamConfig
+from sharedos.upstream.definitions import Refusal, build_definition, raw_tool
+from sharedos.upstream.secrets import CredentialError, Scrubber, resolve_credentials
+
+GOOD = """\
+[harness.claude-code]
+
+[upstream.git]
+command = "mcp-server-git"
+args = ["--repository", "/srv/git"]
+timeouts = { connect_s = 5, list_s = 3, call_s = 20 }
+limits = { max_result_bytes = 65536, max_concurrency = 4 }
+
+[upstream.gh]
+namespace = "github"
+url = "https://api.example.invalid/mcp"
+[upstream.gh.credentials]
+Authorization = { env = "GH_TOKEN", prefix = "Bearer " }
+"""
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(HostConfigError) as info:
+        parse_host_config(text, "host.toml", base_dir=Path("/etc/sharedos"))
+    return info.value.problems
+
+
+def test_a_good_configuration_parses() -> None:
+    config = parse_host_config(GOOD, "host.toml", base_dir=Path("/etc/sharedos"))
+    git, gh = config.upstream["git"], config.upstream["gh"]
+    assert (git.transport, git.namespace, git.args) == (
+        "stdio",
+        "git",
+        ("--repository", "/srv/git"),
+    )
+    assert (git.timeouts.call_s, git.limits.max_concurrency) == (20, 4)
+    assert (gh.transport, gh.namespace, gh.source) == ("http", "github", "upstream:gh")
+    assert gh.credentials["Authorization"].env == "GH_TOKEN"
+    assert "credentials from: GH_TOKEN" in gh.summary()
+    assert config.harness  # harness tables unaffected
+
+
+def test_an_upstream_only_file_is_valid() -> None:
+    config = parse_host_config('[upstream.m]\ncommand = "x"\n', "h.toml")
+    assert list(config.upstream) == ["m"] and config.harness == {}
+
+
+def test_relative_commands_and_cwd_resolve_against_the_file() -> None:
+    text = '[upstream.a]\ncommand = "bin/server"\ncwd = "work"\n'
+    config = parse_host_config(text, "h.toml", base_dir=Path("/etc/sharedos"))
+    assert config.upstream["a"].command == "/etc/sharedos/bin/server"
+    assert config.upstream["a"].cwd == "/etc/sharedos/work"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.credentials]\nTOKEN = "ghp_literal0123456789"\n',
+            "host.toml:4:1: upstream.a.credentials.TOKEN: a literal value is not allowed",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nGITHUB_TOKEN = "abc"\n',
+            "host.toml:4:1: upstream.a.env.GITHUB_TOKEN: 'GITHUB_TOKEN' looks like a credential",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\nargs = ["--token", "${TOKEN}"]\n',
+            "host.toml:3:1: upstream.a.args: arguments are literal",
+        ),
+        (
+            '[upstream.a]\nurl = "https://user:pw@example.invalid/mcp"\n',
+            "host.toml:2:1: upstream.a.url: must not carry user:password@",
+        ),
+        (
+            '[upstream.a]\nurl = "https://example.invalid/mcp?api_key=zzz"\n',
+            "host.toml:2:1: upstream.a.url: query parameter 'api_key' looks like a credential",
+        ),
+        (
+            '[upstream.a]\nnamespace = "files"\ncommand = "x"\n',
+            "host.toml:2:1: upstream.a.namespace: namespace 'files' is SharedOS's own",
+        ),
+        (
+            '[upstream.a]\nnamespace = "g.x"\ncommand = "x"\n',
+            "host.toml:2:1: upstream.a.namespace: a namespace is 1-64 characters",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n',
+            "host.toml:1:2: upstream.a: give exactly one of command (stdio) or url",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\ntimeouts = { call_s = -1 }\n',
+            "host.toml:3:14: upstream.a.timeouts.call_s: Input should be greater than 0",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\ncolour = "red"\n',
+            "host.toml:3:1: upstream.a.colour: unknown key",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n\n[upstream.b]\nnamespace = "a"\ncommand = "y"\n',
+            "host.toml:5:1: upstream.b.namespace: namespace 'a' is already used by upstream 'a'",
+        ),
+    ],
+)
+def test_problems_are_positioned_and_never_echo_values(text: str, expected: str) -> None:
+    found = problems(text)
+    assert any(p.startswith(expected) for p in found), found
+    for secret in ("ghp_literal0123456789", "pw@", "zzz"):
+        assert not any(secret in p for p in found)
+
+
+def test_every_bad_upstream_is_reported_not_only_the_first() -> None:
+    text = (
+        '[upstream.a]\ncommand = "x"\n[upstream.a.credentials]\nK = "v1"\n'
+        '[upstream.b]\nurl = "ftp://x"\n'
+    )
+    found = problems(text)
+    assert len([p for p in found if "upstream.a." in p]) == 1
+    assert any("upstream.b.url" in p for p in found)
+
+
+def test_credentials_resolve_from_the_environment_only() -> None:
+    config = parse_host_config(GOOD, "host.toml").upstream["gh"]
+    with pytest.raises(CredentialError) as info:
+        resolve_credentials(config, {})
+    assert "GH_TOKEN, which is not set" in str(info.value)
+    with pytest.raises(CredentialError):
+        resolve_credentials(config, {"GH_TOKEN": "short"})
+    creds = resolve_credentials(config, {"GH_TOKEN": "a-long-enough-token"})
+    assert creds.env() == {"Authorization": "Bearer a-long-enough-token"}
+    assert "a-long-enough-token" in creds.secrets()  # the bare value is scrubbed too
+    assert "a-long-enough-token" not in repr(creds)
+    other = resolve_credentials(config, {"GH_TOKEN": "another-long-token"})
+    assert other.fingerprint != creds.fingerprint  # pooled separately
+
+
+def test_the_scrubber_removes_every_encoding() -> None:
+    secret = 'tok"en\\with\nodd'
+    scrub = Scrubber([secret, "short"])
+    import json
+
+    for form in (secret, json.dumps(secret)[1:-1], repr(secret)[1:-1]):
+        assert scrub.text(f"a {form} b") == "a [redacted] b"
+    assert scrub.json({secret: [secret, 1]}) == {"[redacted]": ["[redacted]", 1]}
+    assert scrub.text("short stays") == "short stays"  # below the floor: never substring-scrubbed
+
+
+def _config() -> UpstreamConfig:
+    return parse_host_config('[upstream.u]\ncommand = "x"\n', "h.toml").upstream["u"]
+
+
+async def _noop(args: object, hctx: object) -> None:
+    return None
+
+
+def test_a_non_object_schema_is_refused_naming_upstream_and_tool() -> None:
+    raw = raw_tool({"name": "t", "description": "d", "inputSchema": {"type": "string"}})
+    refused = build_definition(_config(), raw, _noop, {})
+    assert isinstance(refused, Refusal)
+    assert refused.describe().startswith("upstream 'u', tool 't':")
+    assert 'root type must be "object"' in refused.reason
