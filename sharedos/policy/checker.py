@@ -642,7 +642,8 @@ def _check_test(
         listing = ", ".join(sorted(policy_names)) or "none"
         ctx.err(
             "SOS405",
-            f"test {test.name!r} runs under toolpolicy {test.policy!r}, which is not declared",
+            f"test {test.name!r} runs under toolpolicy {test.policy!r}, which is not declared"
+            + _did_you_mean(test.policy, policy_names),
             test.policy_span or test.span,
             hint=f"declared toolpolicies: {listing}",
         )
@@ -678,6 +679,7 @@ def _check_test(
         if not expects_unavailable:
             ctx.err(
                 "SOS401",
-                f"test {test.name!r} calls {test.tool!r}, which no requirement declares",
+                f"test {test.name!r} calls {test.tool!r}, which no requirement declares"
+                + _did_you_mean(test.tool, requirements),
                 test.tool_span or test.span,
             )

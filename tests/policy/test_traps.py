@@ -182,3 +182,8 @@ def test_an_out_of_range_number_in_eval_input_fails_that_line_only(tmp_path: Pat
     out = result.stdout.splitlines()
     assert result.exit_code == 1 and len(out) == 2
     assert '"invalid_json"' in out[0] and '"allow"' in out[1]
+
+
+def test_did_you_mean_for_a_misspelt_tool_in_a_test() -> None:
+    with pytest.raises(PolicyError, match=r"calls 'files.raed'.*did you mean 'files.read'"):
+        compile_source(FILES + 'test "t" { call files.raed { path: "/a" } expect allow }\n')
