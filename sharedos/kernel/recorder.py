@@ -1,0 +1,252 @@
+"""``EvidenceRecorder``: evidence writes off the event loop, with a bounded wait, failing closed.
+
+Every write of ``RuntimeHost`` goes through here. The store's synchronous
+methods run on one daemon writer thread (``DaemonLane``), so a locked, slow
+or hung store never blocks the loop: other requests (401s, ``tools/list``,
+pings, calls of other turns that need no write) keep being served. Each
+write waits at most ``timeout_s`` (2 s by default); past it, or when the
+store raises ``EvidenceStoreError``, the caller gets ``EvidenceUnavailable``
+and fails the call closed (``evidence_unavailable``).
+
+A write given up on is not forgotten: it stays queued, and when the store
+answers, what is written is what the caller was told — an attempt given up
+on becomes a complete ``failed`` / ``evidence_unavailable`` record (or
+``cancelled``), and an attempt committed after its caller gave up gets that
+outcome at once. So the count of attempts stays honest after the store
+recovers. Once the writer has made no progress for ``timeout_s`` while
+writes are waiting, new writes fail at once instead of each waiting the
+full bound; more than ``max_pending`` waiting writes are refused outright.
+
+Failures are reported on stderr (logger ``sharedos.evidence``) once per
+cause until a write succeeds again, which is reported too, with the number
+of calls that failed closed meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
+from sharedos.kernel.threads import DaemonLane, LaneTask
+
+__all__ = ["EvidenceRecorder", "EvidenceUnavailable", "GiveUp"]
+
+logger = logging.getLogger("sharedos.evidence")
+
+#: why a waiting write was given up: its bound passed, or its caller was cancelled
+GiveUp = Literal["timeout", "cancelled"]
+#: the outcome to write instead, for a write given up on
+Fallback = Callable[[GiveUp], OutcomeRecord]
+
+
+class EvidenceUnavailable(Exception):
+    """A write could not be made durable in time; ``cause`` is an ``EvidenceStoreError`` cause."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class _Job:
+    """One write and what to do if its waiter gives up before or after it lands."""
+
+    __slots__ = ("abandoned", "compensate", "instead", "landed", "primary", "why")
+
+    def __init__(
+        self,
+        primary: Callable[[], Any],
+        instead: Callable[[GiveUp], None] | None,
+        compensate: Callable[[Any, GiveUp], None] | None,
+    ) -> None:
+        self.primary = primary
+        #: written instead of ``primary`` when the waiter gave up before it started
+        self.instead = instead
+        #: written after ``primary`` when the waiter gave up while it ran
+        self.compensate = compensate
+        self.abandoned = False
+        self.why: GiveUp = "timeout"
+        self.landed = False
+
+
+class EvidenceRecorder:
+    """Two-phase evidence writes for one store, on one writer thread, each bounded by ``timeout_s``."""
+
+    def __init__(
+        self, store: EvidenceStore, *, timeout_s: float = 2.0, max_pending: int = 1024
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError("the evidence timeout must be positive")
+        self.store = store
+        self.timeout_s = timeout_s
+        self.max_pending = max_pending
+        self._lane = DaemonLane("sharedos-evidence", max_threads=1)
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._progress_at = time.monotonic()
+        self._reported: set[str] = set()
+        self._failed_calls = 0
+
+    # -- the three writes --------------------------------------------------------
+
+    async def begin(self, attempt: EvidenceRecord, fallback: Fallback) -> int:
+        """Commit ``attempt``; its seq. Given up on: the attempt is written concluded by ``fallback``."""
+        store = self.store
+
+        def instead(why: GiveUp) -> None:
+            store.record(attempt.with_outcome(fallback(why)))
+
+        def compensate(seq: Any, why: GiveUp) -> None:
+            store.finish(int(seq), fallback(why))
+
+        seq = await self._write(_Job(lambda: store.begin(attempt), instead, compensate))
+        return int(seq)
+
+    async def finish(self, seq: int, outcome: OutcomeRecord, fallback: Fallback) -> None:
+        """Commit the outcome of attempt ``seq``. Given up on before it started: ``fallback`` instead."""
+        store = self.store
+
+        def instead(why: GiveUp) -> None:
+            store.finish(seq, fallback(why))
+
+        await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
+
+    async def record(self, record: EvidenceRecord, fallback: Fallback) -> int:
+        """Commit a complete record. Given up on before it started: concluded by ``fallback``."""
+        store = self.store
+
+        def instead(why: GiveUp) -> None:
+            store.record(record.with_outcome(fallback(why)))
+
+        seq = await self._write(_Job(lambda: store.record(record), instead, None))
+        return int(seq)
+
+    # -- machinery --------------------------------------------------------------
+
+    async def _write(self, job: _Job) -> Any:
+        task: LaneTask[Any] = LaneTask(self._run, job)
+        now = time.monotonic()
+        with self._lock:
+            if self._inflight >= self.max_pending:
+                refused = EvidenceUnavailable(
+                    "overloaded", f"{self._inflight} evidence writes are already waiting"
+                )
+            elif self._inflight and now - self._progress_at > self.timeout_s:
+                # the writer is stuck: queue this write for later, answer at once
+                job.abandoned = True
+                refused = EvidenceUnavailable(
+                    "timeout",
+                    f"the evidence store has completed no write for {now - self._progress_at:.1f} s",
+                )
+            else:
+                refused = None
+            if refused is None or job.abandoned:
+                if not self._inflight:
+                    self._progress_at = now
+                self._inflight += 1
+        if refused is not None:
+            if job.abandoned:
+                self._lane.submit(task)
+            self._failed(refused.cause, str(refused))
+            raise refused
+        try:
+            with anyio.move_on_after(self.timeout_s):
+                await self._lane.wait(task)
+        except anyio.get_cancelled_exc_class():
+            self._give_up(job, task, "cancelled")
+            raise
+        if not task.done and self._give_up(job, task, "timeout"):
+            error = EvidenceUnavailable(
+                "timeout", f"the evidence store did not answer within {self.timeout_s:g} s"
+            )
+            self._failed(error.cause, str(error))
+            raise error
+        try:
+            return task.outcome()
+        except EvidenceStoreError as exc:
+            self._failed(exc.cause, str(exc))
+            raise EvidenceUnavailable(exc.cause, str(exc)) from exc
+
+    def _give_up(self, job: _Job, task: LaneTask[Any], why: GiveUp) -> bool:
+        """Mark ``job`` abandoned; False when it had already landed (its result stands)."""
+        with self._lock:
+            if task.done:
+                landed = job.landed
+            else:
+                job.abandoned, job.why = True, why
+                return True
+        if why == "cancelled" and landed and job.compensate is not None:
+            # committed, but the caller is going away: conclude it as cancelled, later
+            compensate, result = job.compensate, task.result
+            self._lane.submit(LaneTask(self._quietly, lambda: compensate(result, why)))
+        return why == "cancelled"
+
+    def _run(self, job: _Job) -> Any:
+        """On the writer thread: the write, or what replaces it when its waiter gave up."""
+        with self._lock:
+            abandoned, why = job.abandoned, job.why
+        try:
+            if abandoned:
+                if job.instead is not None:
+                    self._quietly(lambda: job.instead(why))  # type: ignore[misc]
+                return None
+            result = job.primary()
+            with self._lock:
+                job.landed = True
+                abandoned, why = job.abandoned, job.why
+            if abandoned and job.compensate is not None:
+                self._quietly(lambda: job.compensate(result, why))  # type: ignore[misc]
+            self._succeeded()
+            return result
+        finally:
+            with self._lock:
+                self._inflight -= 1
+
+    def _quietly(self, write: Callable[[], Any]) -> None:
+        """A write nobody waits for: a failure is reported, never raised."""
+        try:
+            write()
+        except EvidenceStoreError as exc:
+            self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
+        except Exception as exc:
+            self._failed("io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)")
+        else:
+            self._succeeded()
+
+    # -- reporting ----------------------------------------------------------------
+
+    def _failed(self, cause: str, message: str) -> None:
+        with self._lock:
+            self._failed_calls += 1
+            first = cause not in self._reported
+            self._reported.add(cause)
+        if first:
+            logger.error(
+                "sharedos: evidence store unavailable (%s): %s; calls fail closed "
+                "(evidence_unavailable) until it recovers",
+                cause,
+                message,
+            )
+
+    def _succeeded(self) -> None:
+        # a failed write is no progress: a store that fails every write slowly is stuck
+        self._progress_at = time.monotonic()
+        if not self._reported:  # the common case: one attribute read
+            return
+        with self._lock:
+            if not self._reported:
+                return
+            causes, failed = sorted(self._reported), self._failed_calls
+            self._reported.clear()
+            self._failed_calls = 0
+        logger.warning(
+            "sharedos: evidence store writable again (after %s; %d writes failed meanwhile)",
+            ", ".join(causes),
+            failed,
+        )
