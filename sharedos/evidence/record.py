@@ -284,7 +284,8 @@ def storable_arguments(arguments: Any) -> Any:
     try:
         text = _STORABLE(arguments)
     except Exception:  # not JSON, NaN, too deep (RecursionError), hostile objects
-        return {"$unstorable": safe_text(safe_repr(arguments), 4096)}
+        # security: never a repr of the arguments (it would carry their secrets)
+        return {"$unstorable": safe_text(type(arguments).__name__)}
     if len(text) > MAX_STORED_ARGUMENTS:
         return {"$truncated": True, "$bytes": len(text)}
     # a detached copy: nothing done to the caller's object later can change the record

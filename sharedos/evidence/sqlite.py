@@ -334,10 +334,7 @@ class SqliteEvidenceStore:
                 raise EvidenceStoreError(f"no evidence database at {self.path}", "io")
         try:
             if self.read_only and not memory:
-                uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
-                conn = sqlite3.connect(
-                    uri, uri=True, timeout=self._busy_timeout_s, check_same_thread=False
-                )
+                conn = self._connect_read_only()
             else:
                 conn = sqlite3.connect(
                     self.path,
@@ -390,6 +387,29 @@ class SqliteEvidenceStore:
                 )
             self._ids = (db_id, _file_id(self.path + "-wal"))
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection; on read-only media, an ``immutable`` one.
+
+        A WAL database needs its ``-shm`` file to be read; on a read-only
+        filesystem nobody can create it, and nobody can be writing either, so
+        the file is opened as immutable.
+        """
+        base = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        try:
+            conn = sqlite3.connect(
+                base, uri=True, timeout=self._busy_timeout_s, check_same_thread=False
+            )
+            conn.execute("PRAGMA user_version").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            if os.access(os.path.dirname(os.path.abspath(self.path)), os.W_OK) and not (
+                os.statvfs(self.path).f_flag & os.ST_RDONLY
+            ):
+                raise
+        return sqlite3.connect(
+            base + "&immutable=1", uri=True, timeout=self._busy_timeout_s, check_same_thread=False
+        )
 
     @staticmethod
     def _install(conn: sqlite3.Connection, statements: tuple[str, ...]) -> None:

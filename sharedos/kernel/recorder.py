@@ -34,9 +34,9 @@ import anyio
 
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
-from sharedos.kernel.threads import DaemonLane, LaneTask
+from sharedos.kernel.threads import LaneTask, SerialLane, await_task
 
-__all__ = ["EvidenceRecorder", "EvidenceUnavailable", "GiveUp"]
+__all__ = ["EvidenceRecorder", "EvidenceUnavailable", "GiveUp", "RecordOnlyStore"]
 
 logger = logging.getLogger("sharedos.evidence")
 
@@ -86,7 +86,7 @@ class EvidenceRecorder:
         self.store = store
         self.timeout_s = timeout_s
         self.max_pending = max_pending
-        self._lane = DaemonLane("sharedos-evidence", max_threads=1)
+        self._lane = SerialLane("sharedos-evidence")
         self._lock = threading.Lock()
         self._inflight = 0
         self._progress_at = time.monotonic()
@@ -108,14 +108,16 @@ class EvidenceRecorder:
         seq = await self._write(_Job(lambda: store.begin(attempt), instead, compensate))
         return int(seq)
 
-    async def finish(self, seq: int, outcome: OutcomeRecord, fallback: Fallback) -> None:
-        """Commit the outcome of attempt ``seq``. Given up on before it started: ``fallback`` instead."""
+    async def finish(self, seq: int, outcome: OutcomeRecord, fallback: Fallback) -> int:
+        """Commit the outcome of attempt ``seq``; the record's seq (``seq``, except for a
+        record-only store). Given up on before it started: ``fallback`` is written instead."""
         store = self.store
 
         def instead(why: GiveUp) -> None:
             store.finish(seq, fallback(why))
 
-        await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
+        landed = await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
+        return int(landed) if isinstance(landed, int) else seq
 
     async def record(self, record: EvidenceRecord, fallback: Fallback) -> int:
         """Commit a complete record. Given up on before it started: concluded by ``fallback``."""
@@ -156,12 +158,11 @@ class EvidenceRecorder:
             self._failed(refused.cause, str(refused))
             raise refused
         try:
-            with anyio.move_on_after(self.timeout_s):
-                await self._lane.wait(task)
+            landed = await await_task(task, self._lane.submit, self.timeout_s)
         except anyio.get_cancelled_exc_class():
             self._give_up(job, task, "cancelled")
             raise
-        if not task.done and self._give_up(job, task, "timeout"):
+        if not landed and self._give_up(job, task, "timeout"):
             error = EvidenceUnavailable(
                 "timeout", f"the evidence store did not answer within {self.timeout_s:g} s"
             )
@@ -172,6 +173,9 @@ class EvidenceRecorder:
         except EvidenceStoreError as exc:
             self._failed(exc.cause, str(exc))
             raise EvidenceUnavailable(exc.cause, str(exc)) from exc
+        except Exception as exc:  # a backend breaking its contract still fails closed
+            self._failed("io", f"{type(exc).__name__}: {exc}")
+            raise EvidenceUnavailable("io", f"{type(exc).__name__}: {exc}") from exc
 
     def _give_up(self, job: _Job, task: LaneTask[Any], why: GiveUp) -> bool:
         """Mark ``job`` abandoned; False when it had already landed (its result stands)."""
@@ -250,3 +254,52 @@ class EvidenceRecorder:
             ", ".join(causes),
             failed,
         )
+
+
+class RecordOnlyStore:
+    """Adapts a store of the version-1 protocol (``record`` only) to the two-phase one.
+
+    Such a store cannot write an attempt ahead of its effect: ``begin`` keeps
+    the attempt in memory and ``finish`` records it complete. It is accepted so
+    that older backends (and benchmarks' evidence-off baselines) keep working,
+    and RuntimeHost says at construction, once, that the guarantee is gone.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.inner = store
+        self._pending: dict[int, EvidenceRecord] = {}
+        self._next = -2  # provisional seqs are negative: never a store's
+        self._lock = threading.Lock()
+        logger.warning(
+            "sharedos: evidence store %s has no begin()/finish(): attempts are not written "
+            "ahead of their effect (no write-ahead guarantee)",
+            type(store).__name__,
+        )
+
+    def begin(self, attempt: EvidenceRecord) -> int:
+        """Keep ``attempt`` until its outcome is known (nothing durable)."""
+        with self._lock:
+            seq = self._next
+            self._next -= 1
+            self._pending[seq] = attempt
+        return seq
+
+    def finish(self, seq: int, outcome: OutcomeRecord) -> int:
+        """Record the kept attempt with ``outcome``; the store's seq."""
+        with self._lock:
+            attempt = self._pending.pop(seq, None)
+        if attempt is None:
+            raise EvidenceStoreError(f"no pending attempt {seq}", "conflict")
+        return int(self.inner.record(attempt.with_outcome(outcome)))
+
+    def record(self, record: EvidenceRecord) -> int:
+        """Record a complete record."""
+        return int(self.inner.record(record))
+
+    def query(self, *args: Any, **kwargs: Any) -> list[EvidenceRecord]:
+        """The inner store's records."""
+        return list(self.inner.query(*args, **kwargs))
+
+    def counts(self, turn_id: str | None = None) -> Any:
+        """The inner store's counts."""
+        return self.inner.counts(turn_id)

@@ -70,7 +70,12 @@ from sharedos.kernel.handlers import HandlerContext, HandlerResult, LogHook, Pro
 from sharedos.kernel.kernel import Kernel, TurnCatalog
 from sharedos.kernel.messages import refusal_content
 from sharedos.kernel.policy_api import DecisionLike, rule_id
-from sharedos.kernel.recorder import EvidenceRecorder, EvidenceUnavailable, GiveUp
+from sharedos.kernel.recorder import (
+    EvidenceRecorder,
+    EvidenceUnavailable,
+    GiveUp,
+    RecordOnlyStore,
+)
 from sharedos.kernel.threads import DaemonLane
 from sharedos.names import is_valid_tool_name
 from sharedos.outcomes import DENIAL_REASONS, Effect, Outcome, ReasonCode, outcome_for_reason
@@ -294,20 +299,24 @@ class RuntimeHost:
     ) -> None:
         if handler_timeout_s <= 0:
             raise ValueError("handler_timeout_s must be positive")
+        store: EvidenceStore
         if isinstance(evidence, str | os.PathLike):
-            evidence = SqliteEvidenceStore(evidence, synchronous=synchronous or "NORMAL")
-        elif (
-            synchronous is not None and getattr(evidence, "synchronous", synchronous) != synchronous
-        ):
-            raise ValueError(
-                f"the evidence store was opened with synchronous={evidence.synchronous!r}, "  # type: ignore[attr-defined]
-                f"not {synchronous!r}"
-            )
+            store = SqliteEvidenceStore(evidence, synchronous=synchronous or "NORMAL")
+        else:
+            store = evidence
+            opened = getattr(store, "synchronous", synchronous)
+            if synchronous is not None and opened != synchronous:
+                raise ValueError(
+                    f"the evidence store was opened with synchronous={opened!r}, "
+                    f"not {synchronous!r}"
+                )
         self.kernel = kernel
-        self.evidence: EvidenceStore = evidence
+        #: the store as given (or opened); evidence is read back from here
+        self.evidence: EvidenceStore = store
         self.handler_timeout_s = handler_timeout_s
         self.host_secrets = Secrets(host_secrets)
-        self._recorder = EvidenceRecorder(evidence, timeout_s=evidence_timeout_s)
+        writes: Any = store if callable(getattr(store, "begin", None)) else RecordOnlyStore(store)
+        self._recorder = EvidenceRecorder(writes, timeout_s=evidence_timeout_s)
         self._handler_lane = DaemonLane("sharedos-handler", max_threads=max_handler_threads)
         #: per-tool credential secrets, keyed by the tool object (tools are immutable)
         self._tool_secrets: dict[int, tuple[ToolDefinition, Secrets]] = {}
@@ -603,7 +612,7 @@ class RuntimeHost:
         error = self._scrubbed(attempt, ran.error)
         outcome = OutcomeRecord(ran.outcome, _now(), attempt.elapsed_ms(), ran.reason, error)
         try:
-            await self._recorder.finish(
+            seq = await self._recorder.finish(
                 seq, outcome, lambda why: self._given_up(attempt, why, ran=True, had=ran)
             )
         except EvidenceUnavailable as exc:

@@ -1,27 +1,30 @@
-"""``DaemonLane``: a small, bounded pool of daemon threads that an event loop awaits without blocking.
+"""Daemon threads an event loop awaits without blocking: ``DaemonLane`` (bounded pool) and
+``SerialLane`` (one thread, FIFO: the evidence writer).
 
 Why not anyio's worker threads: a sync handler that outlives its timeout
 cannot be killed, and anyio's threads are joined at interpreter exit, so one
 stuck handler kept the host process alive long after its last turn. Lane
 threads are daemon threads (the interpreter does not wait for them at exit),
-there are at most ``max_threads`` of them (a flood of stuck handlers makes
-later calls wait, and time out, instead of growing the process without
-bound), and an idle thread exits after ``idle_s``.
+a ``DaemonLane`` has at most ``max_threads`` of them (a flood of stuck
+handlers makes later calls wait, and time out, instead of growing the process
+without bound), and an idle thread exits after ``idle_s``.
 
-A task that is still queued when its awaiting call gives up (timeout or
-cancellation) is dropped and never runs: an effect must not happen after the
-call that asked for it was answered. A task already running is abandoned: it
-runs to its end and its result is discarded.
+A task still queued when its waiter gives up (timeout or cancellation) can be
+dropped (``DaemonLane.drop``) and then never runs: an effect must not happen
+after the call that asked for it was answered. A task already running is
+abandoned: it runs to its end and its result is discarded.
 
 Waking the loop costs one ``call_soon_threadsafe``; under asyncio (what the
-bridge runs) the wait is an ``asyncio`` future. On another backend the lane
-falls back to ``anyio.to_thread`` to wait.
+bridge runs) the wait is an ``asyncio`` future and the timeout a
+``call_later``, which is several microseconds cheaper per call than a cancel
+scope. On another backend the wait falls back to ``anyio.to_thread``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -31,13 +34,13 @@ import anyio
 
 _T = TypeVar("_T")
 
-__all__ = ["DaemonLane", "LaneTask"]
+__all__ = ["DaemonLane", "LaneTask", "SerialLane", "await_task"]
 
 
 class LaneTask(Generic[_T]):
     """One unit of work on a lane; ``run()`` is called on a lane thread at most once."""
 
-    __slots__ = ("_done", "_wake", "args", "dropped", "error", "fn", "result", "started")
+    __slots__ = ("_event", "_wake", "args", "done", "dropped", "error", "fn", "result", "started")
 
     def __init__(self, fn: Callable[..., _T], *args: Any) -> None:
         self.fn = fn
@@ -45,10 +48,12 @@ class LaneTask(Generic[_T]):
         self.result: _T | None = None
         self.error: BaseException | None = None
         self.started = False
+        #: True once ``run`` has finished (set before the waiter is woken)
+        self.done = False
         #: set (under the lane's lock) when the waiter gave up before the task started
         self.dropped = False
-        self._done = threading.Event()
         self._wake: Callable[[], object] | None = None
+        self._event: threading.Event | None = None
 
     def run(self) -> None:
         """Run ``fn`` and publish its result or exception; wake the waiter."""
@@ -56,16 +61,13 @@ class LaneTask(Generic[_T]):
             self.result = self.fn(*self.args)
         except BaseException as exc:  # carried to the waiter, never raised on the lane thread
             self.error = exc
-        self._done.set()
-        wake = self._wake
+        self.done = True
+        wake, event = self._wake, self._event
         if wake is not None:
             with contextlib.suppress(RuntimeError):  # the waiting loop has closed
                 wake()
-
-    @property
-    def done(self) -> bool:
-        """True once ``run`` has finished."""
-        return self._done.is_set()
+        if event is not None:
+            event.set()
 
     def outcome(self) -> _T:
         """The result, or raise the task's exception."""
@@ -77,6 +79,69 @@ class LaneTask(Generic[_T]):
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+async def await_task(
+    task: LaneTask[Any], submit: Callable[[LaneTask[Any]], None], timeout_s: float | None
+) -> bool:
+    """Submit ``task`` and wait for it: True once it has run, False when ``timeout_s`` passed first.
+
+    Cancellation of the caller propagates (the task is then neither dropped nor
+    awaited: the caller decides).
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: wait on an anyio worker thread instead
+        task._event = event = threading.Event()
+        submit(task)
+        if task.done:
+            return True
+        with anyio.move_on_after(timeout_s if timeout_s is not None else float("inf")):
+            await anyio.to_thread.run_sync(event.wait, abandon_on_cancel=True)
+        return task.done
+    fut: asyncio.Future[None] = loop.create_future()
+    task._wake = lambda: loop.call_soon_threadsafe(_resolve, fut)
+    submit(task)
+    timer = loop.call_later(timeout_s, _resolve, fut) if timeout_s is not None else None
+    try:
+        await fut
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return task.done
+
+
+class SerialLane:
+    """One daemon thread running submitted tasks in order; it exits when idle and restarts on demand."""
+
+    def __init__(self, name: str, *, idle_s: float = 10.0) -> None:
+        self.name = name
+        self.idle_s = idle_s
+        self._queue: queue.SimpleQueue[LaneTask[Any]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._alive = False
+
+    def submit(self, task: LaneTask[Any]) -> None:
+        """Queue ``task`` (starting the thread if it is not running)."""
+        with self._lock:
+            self._queue.put(task)
+            if not self._alive:
+                self._alive = True
+                threading.Thread(target=self._work, name=self.name, daemon=True).start()
+
+    def _work(self) -> None:
+        get = self._queue.get
+        while True:
+            try:
+                task = get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.empty():
+                        self._alive = False
+                        return
+                continue
+            task.started = True
+            task.run()
 
 
 class DaemonLane:
@@ -100,9 +165,9 @@ class DaemonLane:
         return self._running
 
     @property
-    def pending(self) -> int:
-        """Tasks queued and not started."""
-        return len(self._queue)
+    def threads(self) -> int:
+        """Threads alive right now."""
+        return self._threads
 
     def submit(self, task: LaneTask[Any]) -> None:
         """Queue ``task``; start a thread when every thread is busy and the bound allows one."""
@@ -145,21 +210,6 @@ class DaemonLane:
                 with self._cv:
                     self._running -= 1
 
-    async def wait(self, task: LaneTask[_T]) -> None:
-        """Submit ``task`` and wait until it has run (cancellable; see ``run_sync`` for the rest)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # not asyncio: wait on an anyio worker thread instead
-            self.submit(task)
-            await anyio.to_thread.run_sync(task._done.wait, abandon_on_cancel=True)
-            return
-        fut: asyncio.Future[None] = loop.create_future()
-        task._wake = lambda: loop.call_soon_threadsafe(_resolve, fut)
-        self.submit(task)
-        if task.done:  # finished before the wake-up was armed
-            return
-        await fut
-
     async def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn(*args)`` on a lane thread and return its result (or raise its exception).
 
@@ -168,7 +218,7 @@ class DaemonLane:
         """
         task: LaneTask[_T] = LaneTask(fn, *args)
         try:
-            await self.wait(task)
+            await await_task(task, self.submit, None)
         except BaseException:
             self.drop(task)
             raise
