@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from sharedos.catalog import ToolRegistry
 from sharedos.evidence import EvidenceRecord, EvidenceStoreError, SqliteEvidenceStore
 from sharedos.evidence.record import arguments_digest
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall, ToolResult
+from sharedos.outcomes import ReasonCode
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
 
 from .conftest import MountFn, fill, remount_read_only
 
@@ -150,3 +156,65 @@ def test_opening_read_only_never_creates_a_file(tmp_path: Path) -> None:
     with pytest.raises(EvidenceStoreError, match="no evidence database"):
         SqliteEvidenceStore(tmp_path / "absent.db", read_only=True)
     assert not (tmp_path / "absent.db").exists()
+
+
+# -- the same faults under a real RuntimeHost: no effect without a record ----------------------
+
+POLICY = """
+namespace files
+requirement files.write { action write; resource path(args.path) }
+permit write on "/public/**"
+"""
+
+
+def _files_host(db_dir: Path, sandbox: Path) -> tuple[RuntimeHost, Path]:
+    (sandbox / "public").mkdir(parents=True, exist_ok=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    db = db_dir / "evidence.db"
+    host = RuntimeHost(Kernel(compile_source(POLICY, "faults.sos"), registry), db)
+    return host, db
+
+
+async def _write(host: RuntimeHost, name: str) -> ToolResult:
+    return await host.invoke_tool(
+        ToolCall(
+            call_id=name, tool="files.write", arguments={"path": f"/public/{name}", "content": "x"}
+        ),
+        AccessContext(principal="p", turn_id="faults"),
+        ToolPolicy(name="f", mode=RunMode.OPEN, managed=("files.*",)),
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["disk_full", "deleted", "replaced", "moved"])
+async def test_under_a_store_fault_files_write_has_no_effect(
+    fault: str, tmp_path: Path, tmpfs: MountFn
+) -> None:
+    db_dir = tmpfs("512k") if fault == "disk_full" else tmp_path / "db"
+    db_dir.mkdir(exist_ok=True)
+    sandbox = tmp_path / "sandbox"
+    host, db = _files_host(db_dir, sandbox)
+    ok = await _write(host, "before.txt")
+    assert ok.reason is None
+    if fault == "disk_full":
+        fill(db_dir)
+    elif fault == "deleted":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    elif fault == "replaced":
+        SqliteEvidenceStore(tmp_path / "other.db").close()
+        os.replace(tmp_path / "other.db", db)
+    else:
+        os.rename(db, db_dir / "elsewhere.db")
+    results = [await _write(host, f"during{i}.txt") for i in range(20)]
+    if fault == "disk_full":
+        # the WAL may still have room for a few rows; every row it took is a real record
+        refused = [r for r in results if r.reason is ReasonCode.EVIDENCE_UNAVAILABLE]
+        assert refused, "a full disk never failed a call"
+        written = {p.name for p in (sandbox / "public").iterdir()}
+        recorded = {r.call_id for r in SqliteEvidenceStore(db, read_only=True).query()}
+        assert {n for n in written if n != "before.txt"} <= recorded
+    else:
+        assert all(r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in results)
+        assert [p.name for p in (sandbox / "public").iterdir()] == ["before.txt"]
