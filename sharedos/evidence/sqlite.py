@@ -40,11 +40,14 @@ AUTOINCREMENT column, which would add a write to ``sqlite_sequence`` on every
 insert; rows are never deleted, so rowids only grow. SQLite's automatic WAL
 checkpoint (every 1,000 pages) runs inside the commit that crosses it and is
 what a p99 measures (a few ms); it runs on the recorder's writer thread, never
-on an event loop.
+on an event loop. ``try_now`` commits on a second connection with no busy wait
+and no automatic checkpoint, for callers that must not wait (see its
+docstring); ``checkpoint`` folds the WAL those commits grow, off the loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import operator
@@ -201,6 +204,60 @@ def _outcome_row(seq: int, outcome: OutcomeRecord) -> tuple[Any, ...]:
     )
 
 
+def _begin_op(attempt: EvidenceRecord) -> Callable[[sqlite3.Cursor], int]:
+    row = _attempt_row(attempt)
+
+    def op(cur: sqlite3.Cursor) -> int:
+        seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
+        assert seq is not None
+        return int(seq)
+
+    return op
+
+
+def _finish_op(seq: int, outcome: OutcomeRecord) -> Callable[[sqlite3.Cursor], None]:
+    row = _outcome_row(int(seq), outcome)
+
+    def op(cur: sqlite3.Cursor) -> None:
+        cur.execute(_INSERT_OUTCOME, row)
+
+    return op
+
+
+def _record_op(record: EvidenceRecord) -> Callable[[sqlite3.Cursor], int]:
+    outcome = record.outcome_record
+    if outcome is None:
+        raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
+    row = _attempt_row(record)
+
+    def op(cur: sqlite3.Cursor) -> int:
+        cur.execute("BEGIN")
+        try:
+            seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
+            assert seq is not None
+            cur.execute(_INSERT_OUTCOME, _outcome_row(int(seq), outcome))
+            cur.execute("COMMIT")
+        except BaseException:
+            if cur.connection.in_transaction:
+                cur.connection.execute("ROLLBACK")
+            raise
+        return int(seq)
+
+    return op
+
+
+_OPS: dict[str, Callable[..., Callable[[sqlite3.Cursor], Any]]] = {
+    "begin": _begin_op,
+    "finish": _finish_op,
+    "record": _record_op,
+}
+_NOT_NOW: tuple[bool, Any] = (False, None)
+#: no-wait commits between two looks at the WAL's size
+_CHECKPOINT_EVERY = 200
+#: the WAL size past which ``checkpoint`` folds it back (SQLite's own default: 1,000 pages)
+_CHECKPOINT_BYTES = 1000 * 4096
+
+
 #: SQLite primary result codes -> ``EvidenceStoreError.cause``
 _CAUSE_BY_CODE = {
     5: "locked",  # SQLITE_BUSY
@@ -315,6 +372,12 @@ class SqliteEvidenceStore:
         #: (db, wal) identities this connection writes; None for ":memory:" and readers
         self._ids: tuple[FileId, FileId | None] | None = None
         self.schema_version = SCHEMA_VERSION
+        #: the no-wait connection (``try_now``), opened on first use
+        self._fast: sqlite3.Connection | None = None
+        self._fast_cur: sqlite3.Cursor | None = None
+        self._fast_lock = threading.Lock()
+        self._fast_generation = -1
+        self._fast_commits = 0
         self._conn = self._open()
         self._cur = self._conn.cursor()
 
@@ -462,8 +525,8 @@ class SqliteEvidenceStore:
             )
             raise self._broken
 
-    def _write(self, what: str, fn: Callable[[sqlite3.Cursor], _T]) -> _T:
-        """Run ``fn`` (one committed transaction) under the lock, then verify the files."""
+    def _write(self, what: str, op: Callable[[sqlite3.Cursor], _T]) -> _T:
+        """Run ``op`` (one committed transaction) under the lock, then verify the files."""
         with self._locked():
             if self._broken is not None:
                 raise self._broken
@@ -472,7 +535,7 @@ class SqliteEvidenceStore:
                     f"evidence database {self.path} was opened read-only", "read_only"
                 )
             try:
-                result = fn(self._cur)
+                result = op(self._cur)
             except sqlite3.Error as exc:
                 cause = _cause(exc)
                 raise EvidenceStoreError(
@@ -483,45 +546,95 @@ class SqliteEvidenceStore:
 
     def begin(self, attempt: EvidenceRecord) -> int:
         """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
-        row = _attempt_row(attempt)
-
-        def insert(cur: sqlite3.Cursor) -> int:
-            seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
-            assert seq is not None
-            return int(seq)
-
-        return self._write("write the attempt", insert)
+        return self._write("write the attempt", _begin_op(attempt))
 
     def finish(self, seq: int, outcome: OutcomeRecord) -> None:
         """Commit the outcome row of attempt ``seq`` (once; cause ``conflict`` otherwise)."""
-        row = _outcome_row(int(seq), outcome)
-
-        def insert(cur: sqlite3.Cursor) -> None:
-            cur.execute(_INSERT_OUTCOME, row)
-
-        self._write("write the outcome", insert)
+        self._write("write the outcome", _finish_op(seq, outcome))
 
     def record(self, record: EvidenceRecord) -> int:
         """Commit a complete record (attempt and outcome rows) in one transaction; return its seq."""
-        outcome = record.outcome_record
-        if outcome is None:
-            raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
-        row = _attempt_row(record)
+        return self._write("write the record", _record_op(record))
 
-        def insert(cur: sqlite3.Cursor) -> int:
-            cur.execute("BEGIN")
+    # -- the no-wait path ----------------------------------------------------------
+
+    def try_now(self, kind: str, *args: Any) -> tuple[bool, Any]:
+        """Commit ``begin``/``finish``/``record`` at once if nothing makes it wait: ``(True, result)``;
+        ``(False, None)`` when it would have to wait (a lock, FULL's fsync) or failed.
+
+        This is how ``EvidenceRecorder`` spares the writer-thread round trip when
+        the store is idle: a second connection with no busy wait and no automatic
+        checkpoint, used only when its own lock is free. So the caller never
+        waits on a lock, a busy wait, an fsync or a checkpoint; a commit it
+        makes is a ``write()`` into the page cache. Anything that goes wrong
+        here is left to the caller's ordinary (waiting) path, which retries and
+        reports it; only a file found replaced after a commit raises.
+        """
+        if self.synchronous != "NORMAL" or self._ids is None or self.read_only:
+            return _NOT_NOW
+        if self._broken is not None:
+            raise self._broken
+        if not self._fast_lock.acquire(blocking=False):
+            return _NOT_NOW
+        try:
+            cur = self._fast_cursor()
+            if cur is None:
+                return _NOT_NOW
+            op = _OPS[kind](*args)
             try:
-                seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
-                assert seq is not None
-                cur.execute(_INSERT_OUTCOME, _outcome_row(int(seq), outcome))
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
-            return int(seq)
+                result = op(cur)
+            except sqlite3.Error:
+                return _NOT_NOW
+            self._verify()
+            self._fast_commits += 1
+            return True, result
+        finally:
+            self._fast_lock.release()
 
-        return self._write("write the record", insert)
+    def _fast_cursor(self) -> sqlite3.Cursor | None:
+        """The no-wait connection's cursor (opened on first use and after ``fork()``)."""
+        if self._fast is not None and self._fast_generation == _FORK_GENERATION[0]:
+            return self._fast_cur
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA busy_timeout=0")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the writer thread
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error:
+            return None
+        self._fast, self._fast_cur = conn, conn.cursor()
+        self._fast_generation = _FORK_GENERATION[0]
+        return self._fast_cur
+
+    def checkpoint_due(self) -> bool:
+        """True every ``_CHECKPOINT_EVERY`` no-wait commits: time to call ``checkpoint`` (off-loop)."""
+        if self._fast_commits < _CHECKPOINT_EVERY:
+            return False
+        self._fast_commits = 0
+        return True
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database once it holds more than about 1,000 pages.
+
+        ``RESTART`` makes writers wait while it runs (no-wait commits go to the
+        writer thread meanwhile), so a steady stream of commits cannot outrun
+        it and the WAL stays bounded. Blocking: call it from a writer thread.
+        """
+        try:
+            size = os.stat(self.path + "-wal").st_size
+        except OSError:
+            return
+        if size < _CHECKPOINT_BYTES:
+            return
+        with self._locked():
+            if self._broken is not None:
+                return
+            # a checkpoint that cannot run now runs at the next one
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
     # -- reading ---------------------------------------------------------------
 
@@ -607,6 +720,10 @@ class SqliteEvidenceStore:
             if self._broken is None:
                 self._broken = EvidenceStoreError(f"evidence store {self.path} is closed", "closed")
             self._conn.close()
+        with self._fast_lock:
+            if self._fast is not None:
+                self._fast.close()
+                self._fast = None
 
     def __enter__(self) -> SqliteEvidenceStore:
         return self

@@ -1,7 +1,10 @@
 """``EvidenceRecorder``: evidence writes off the event loop, with a bounded wait, failing closed.
 
-Every write of ``RuntimeHost`` goes through here. The store's synchronous
-methods run on one daemon writer thread (``DaemonLane``), so a locked, slow
+Every write of ``RuntimeHost`` goes through here. When nothing is queued and
+the store offers a commit that cannot wait (``SqliteEvidenceStore.try_now``:
+NORMAL, no busy wait, no checkpoint), that is tried first; otherwise, and
+whenever it declines, the store's synchronous methods run on one daemon writer
+thread (``SerialLane``), so a locked, slow
 or hung store never blocks the loop: other requests (401s, ``tools/list``,
 pings, calls of other turns that need no write) keep being served. Each
 write waits at most ``timeout_s`` (2 s by default); past it, or when the
@@ -92,6 +95,10 @@ class EvidenceRecorder:
         self._progress_at = time.monotonic()
         self._reported: set[str] = set()
         self._failed_calls = 0
+        #: the store's no-wait commit (``SqliteEvidenceStore.try_now``), when it has one
+        self._try_now: Callable[..., tuple[bool, Any]] | None = getattr(store, "try_now", None)
+        self._checkpoint: Callable[[], None] | None = getattr(store, "checkpoint", None)
+        self._checkpoint_due: Callable[[], bool] | None = getattr(store, "checkpoint_due", None)
 
     # -- the three writes --------------------------------------------------------
 
@@ -105,7 +112,9 @@ class EvidenceRecorder:
         def compensate(seq: Any, why: GiveUp) -> None:
             store.finish(int(seq), fallback(why))
 
-        seq = await self._write(_Job(lambda: store.begin(attempt), instead, compensate))
+        done, seq = self._now("begin", attempt)
+        if not done:
+            seq = await self._write(_Job(lambda: store.begin(attempt), instead, compensate))
         return int(seq)
 
     async def finish(self, seq: int, outcome: OutcomeRecord, fallback: Fallback) -> int:
@@ -116,7 +125,9 @@ class EvidenceRecorder:
         def instead(why: GiveUp) -> None:
             store.finish(seq, fallback(why))
 
-        landed = await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
+        done, landed = self._now("finish", seq, outcome)
+        if not done:
+            landed = await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
         return int(landed) if isinstance(landed, int) else seq
 
     async def record(self, record: EvidenceRecord, fallback: Fallback) -> int:
@@ -126,10 +137,33 @@ class EvidenceRecorder:
         def instead(why: GiveUp) -> None:
             store.record(record.with_outcome(fallback(why)))
 
-        seq = await self._write(_Job(lambda: store.record(record), instead, None))
+        done, seq = self._now("record", record)
+        if not done:
+            seq = await self._write(_Job(lambda: store.record(record), instead, None))
         return int(seq)
 
     # -- machinery --------------------------------------------------------------
+
+    def _now(self, kind: str, *args: Any) -> tuple[bool, Any]:
+        """The store's no-wait commit, when the writer is idle; ``(False, None)`` to go the long way.
+
+        Only taken when no write is queued (so writes stay in order) and the
+        store says nothing would make it wait; see ``SqliteEvidenceStore.try_now``.
+        """
+        try_now = self._try_now
+        if try_now is None or self._inflight:
+            return False, None
+        try:
+            done, result = try_now(kind, *args)
+        except EvidenceStoreError as exc:  # committed into a file that is no longer the store
+            self._failed(exc.cause, str(exc))
+            raise EvidenceUnavailable(exc.cause, str(exc)) from exc
+        if done:
+            self._succeeded()
+            due = self._checkpoint_due
+            if due is not None and due() and self._checkpoint is not None:
+                self._lane.submit(LaneTask(self._quietly, self._checkpoint))
+        return done, result
 
     async def _write(self, job: _Job) -> Any:
         task: LaneTask[Any] = LaneTask(self._run, job)

@@ -333,3 +333,20 @@ async def test_synchronous_full_can_be_chosen_at_construction(
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     with pytest.raises(ValueError, match="synchronous"):
         RuntimeHost(kernel, SqliteEvidenceStore(tmp_path / "n.db"), synchronous="FULL")
+
+
+async def test_commits_taken_without_the_writer_thread_keep_the_wal_bounded(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    db = tmp_path / "wal.db"
+    store = SqliteEvidenceStore(db)
+    host = _host(kernel, store, misc_tool())
+    wal = Path(f"{db}-wal")
+    largest = 0
+    for i in range(3000):  # 6,000 commits of about 1.5 KiB: 9 MB of WAL if never folded back
+        result = await call(host, "misc.echo", {"path": "/x", "pad": "p" * 1200}, call_id=f"c{i}")
+        assert result.outcome is Outcome.SUCCEEDED
+        if i % 100 == 0:
+            largest = max(largest, wal.stat().st_size)
+    assert store.counts().total == 3000 and store.counts().interrupted == 0
+    assert largest < 8 * 1024 * 1024, f"the WAL grew to {largest} bytes"
