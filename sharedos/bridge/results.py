@@ -16,7 +16,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel, TypeAdapter
 
-from sharedos.kernel.runtime import ToolResult
+from sharedos.kernel.result import ToolResult
 from sharedos.outcomes import Outcome, ReasonCode
 
 _BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
