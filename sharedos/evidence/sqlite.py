@@ -1,6 +1,6 @@
 """``SqliteEvidenceStore``: the default evidence backend (SQLite, WAL, append-only, two phases).
 
-Layout (schema version 2): table ``attempts`` (one row committed before a
+Layout (schema version 2, ``sharedos.evidence.sqlite_schema``): table ``attempts`` (one row committed before a
 handler runs), table ``outcomes`` (one row per concluded attempt, primary key
 and foreign key ``seq``), and a view ``evidence`` = ``attempts LEFT JOIN
 outcomes`` with the version-1 column names, so ``SELECT * FROM evidence``
@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import operator
 import os
 import sqlite3
 import threading
@@ -61,196 +60,29 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from sharedos.evidence.record import (
-    OUTCOME_FIELDS,
     EvidenceRecord,
     OutcomeRecord,
-    encoded_text,
-    storable_json_text,
+)
+from sharedos.evidence.sqlite_schema import (
+    INSERT_PROBE,
+    JSON_COLUMNS,
+    MIGRATE_FROM_1,
+    OPS,
+    READ_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SELECT,
+    begin_op,
+    finish_op,
+    record_op,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
 __all__ = ["SCHEMA_VERSION", "EvidenceStoreError", "SqliteEvidenceStore"]
 
-SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
 
-#: the attempt row's columns, in INSERT order
-_ATTEMPT_COLUMNS = (
-    "turn_id",
-    "call_id",
-    "tool",
-    "started_at",
-    "arguments_digest",
-    "arguments",
-    "effect",
-    "resource",
-    "namespace",
-    "action",
-    "rule_ids",
-    "catalog_hash",
-    "policy_hash",
-    "principal",
-    "tenant",
-    "diagnostics",
-    "identity",
-)
-_OUTCOME_COLUMNS = OUTCOME_FIELDS  # outcome, reason, finished_at, duration_ms, error
-#: every column of the ``evidence`` view (and of the version-1 table), in read order
-_READ_COLUMNS = _ATTEMPT_COLUMNS + _OUTCOME_COLUMNS
-_JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity"})
-#: one C-level attribute fetch for the whole attempt row, in column order
-_ATTEMPT_ROW = operator.attrgetter(*_ATTEMPT_COLUMNS)
-_OUTCOME_ROW = operator.attrgetter(*_OUTCOME_COLUMNS)
-_JSON_INDEXES = tuple(_ATTEMPT_COLUMNS.index(c) for c in sorted(_JSON_COLUMNS))
-_RULE_IDS_INDEX = _ATTEMPT_COLUMNS.index("rule_ids")
-
-_OUTCOMES_CHECK = "('succeeded','denied','failed','cancelled')"
-_ATTEMPTS_DDL = """CREATE TABLE attempts (
-    seq              INTEGER PRIMARY KEY,  -- the rowid: rows are never deleted, so it only grows
-    turn_id          TEXT NOT NULL,
-    call_id          TEXT NOT NULL,
-    tool             TEXT NOT NULL,
-    started_at       TEXT NOT NULL,
-    arguments_digest TEXT NOT NULL,
-    arguments        TEXT,
-    effect           TEXT,
-    resource         TEXT,
-    namespace        TEXT,
-    action           TEXT,
-    rule_ids         TEXT NOT NULL DEFAULT '[]',
-    catalog_hash     TEXT,
-    policy_hash      TEXT,
-    principal        TEXT,
-    tenant           TEXT,
-    diagnostics      TEXT,
-    identity         TEXT
-)"""
-_OUTCOMES_DDL = f"""CREATE TABLE outcomes (
-    seq              INTEGER PRIMARY KEY REFERENCES attempts (seq),  -- written once per attempt
-    outcome          TEXT NOT NULL CHECK (outcome IN {_OUTCOMES_CHECK}),
-    reason           TEXT,
-    finished_at      TEXT NOT NULL,
-    duration_ms      REAL NOT NULL,
-    error            TEXT
-)"""
-_VIEW_DDL = (
-    "CREATE VIEW evidence AS SELECT a.seq AS seq, "
-    + ", ".join(f"a.{c} AS {c}" for c in _ATTEMPT_COLUMNS)
-    + ", "
-    + ", ".join(f"o.{c} AS {c}" for c in _OUTCOME_COLUMNS)
-    + " FROM attempts AS a LEFT JOIN outcomes AS o ON o.seq = a.seq"
-)
-_SCHEMA = (
-    _ATTEMPTS_DDL,
-    _OUTCOMES_DDL,
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
-    "CREATE INDEX attempts_turn ON attempts (turn_id, seq)",
-    "CREATE INDEX attempts_call ON attempts (call_id)",
-    _VIEW_DDL,
-)
-_MIGRATE_FROM_1 = (
-    *_SCHEMA[:3],
-    f"INSERT INTO attempts (seq, {', '.join(_ATTEMPT_COLUMNS)}) "
-    f"SELECT seq, {', '.join(_ATTEMPT_COLUMNS)} FROM evidence ORDER BY seq",
-    f"INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
-    f"SELECT seq, {', '.join(_OUTCOME_COLUMNS)} FROM evidence ORDER BY seq",
-    "DROP TABLE evidence",  # and its indexes evidence_turn, evidence_call
-    *_SCHEMA[3:],
-)
-_INSERT_ATTEMPT = (
-    f"INSERT INTO attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_ATTEMPT_COLUMNS))})"
-)
-_INSERT_OUTCOME = (
-    f"INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
-    f"VALUES (?, {', '.join('?' * len(_OUTCOME_COLUMNS))})"
-)
-_SELECT = f"SELECT seq, {', '.join(_READ_COLUMNS)} FROM evidence"
-_PROBE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)"
-
-
-def _dumps(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = encoded_text(value)  # encoded once on the call path (compact, ASCII-safe)
-    if text is not None:
-        return text
-    try:
-        return storable_json_text(value)
-    except Exception:  # too deep or hostile: the record is still written
-        return json.dumps({"$unstorable": type(value).__name__})
-
-
-def _attempt_row(record: EvidenceRecord) -> list[Any]:
-    """The INSERT parameters of ``record``'s attempt row, in ``_ATTEMPT_COLUMNS`` order."""
-    row = list(_ATTEMPT_ROW(record))
-    row[_RULE_IDS_INDEX] = list(row[_RULE_IDS_INDEX])
-    for i in _JSON_INDEXES:
-        row[i] = _dumps(row[i])
-    return row
-
-
-def _outcome_row(seq: int, outcome: OutcomeRecord) -> tuple[Any, ...]:
-    """The INSERT parameters of an outcome row."""
-    out, reason, finished_at, duration_ms, error = _OUTCOME_ROW(outcome)
-    return (
-        seq,
-        str(out),
-        str(reason) if reason is not None else None,
-        finished_at,
-        float(duration_ms),
-        error,
-    )
-
-
-def _begin_op(attempt: EvidenceRecord) -> Callable[[sqlite3.Cursor], int]:
-    row = _attempt_row(attempt)
-
-    def op(cur: sqlite3.Cursor) -> int:
-        seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
-        assert seq is not None
-        return int(seq)
-
-    return op
-
-
-def _finish_op(seq: int, outcome: OutcomeRecord) -> Callable[[sqlite3.Cursor], None]:
-    row = _outcome_row(int(seq), outcome)
-
-    def op(cur: sqlite3.Cursor) -> None:
-        cur.execute(_INSERT_OUTCOME, row)
-
-    return op
-
-
-def _record_op(record: EvidenceRecord) -> Callable[[sqlite3.Cursor], int]:
-    outcome = record.outcome_record
-    if outcome is None:
-        raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
-    row = _attempt_row(record)
-
-    def op(cur: sqlite3.Cursor) -> int:
-        cur.execute("BEGIN")
-        try:
-            seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
-            assert seq is not None
-            cur.execute(_INSERT_OUTCOME, _outcome_row(int(seq), outcome))
-            cur.execute("COMMIT")
-        except BaseException:
-            if cur.connection.in_transaction:
-                cur.connection.execute("ROLLBACK")
-            raise
-        return int(seq)
-
-    return op
-
-
-_OPS: dict[str, Callable[..., Callable[[sqlite3.Cursor], Any]]] = {
-    "begin": _begin_op,
-    "finish": _finish_op,
-    "record": _record_op,
-}
 _NOT_NOW: tuple[bool, Any] = (False, None)
 #: no-wait commits between two looks at the WAL's size
 _CHECKPOINT_EVERY = 200
@@ -432,10 +264,10 @@ class SqliteEvidenceStore:
                     "io",
                 )
             if version != SCHEMA_VERSION:
-                self._install(conn, _SCHEMA if version == 0 else _MIGRATE_FROM_1)
+                self._install(conn, SCHEMA if version == 0 else MIGRATE_FROM_1)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
-            conn.execute(_PROBE, (_now(),))
+            conn.execute(INSERT_PROBE, (_now(),))
         except sqlite3.Error as exc:
             cause = _cause(exc)
             what = "write" if cause in ("read_only", "disk_full", "locked") else "open"
@@ -546,15 +378,15 @@ class SqliteEvidenceStore:
 
     def begin(self, attempt: EvidenceRecord) -> int:
         """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
-        return self._write("write the attempt", _begin_op(attempt))
+        return self._write("write the attempt", begin_op(attempt))
 
     def finish(self, seq: int, outcome: OutcomeRecord) -> None:
         """Commit the outcome row of attempt ``seq`` (once; cause ``conflict`` otherwise)."""
-        self._write("write the outcome", _finish_op(seq, outcome))
+        self._write("write the outcome", finish_op(seq, outcome))
 
     def record(self, record: EvidenceRecord) -> int:
         """Commit a complete record (attempt and outcome rows) in one transaction; return its seq."""
-        return self._write("write the record", _record_op(record))
+        return self._write("write the record", record_op(record))
 
     # -- the no-wait path ----------------------------------------------------------
 
@@ -580,7 +412,7 @@ class SqliteEvidenceStore:
             cur = self._fast_cursor()
             if cur is None:
                 return _NOT_NOW
-            op = _OPS[kind](*args)
+            op = OPS[kind](*args)
             try:
                 result = op(cur)
             except sqlite3.Error:
@@ -674,7 +506,7 @@ class SqliteEvidenceStore:
     ) -> list[EvidenceRecord]:
         """Records in ``seq`` order, filtered by turn, call id and status (``interrupted`` too)."""
         where, params = self._where(turn_id, call_id, outcome)
-        sql = _SELECT + where + " ORDER BY seq"
+        sql = SELECT + where + " ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._row_to_record(row) for row in self._read(sql, params)]
@@ -710,8 +542,8 @@ class SqliteEvidenceStore:
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:
         data: dict[str, Any] = {"seq": row[0]}
-        for name, value in zip(_READ_COLUMNS, row[1:], strict=True):
-            data[name] = json.loads(value) if name in _JSON_COLUMNS and value is not None else value
+        for name, value in zip(READ_COLUMNS, row[1:], strict=True):
+            data[name] = json.loads(value) if name in JSON_COLUMNS and value is not None else value
         return EvidenceRecord.from_dict(data)
 
     def close(self) -> None:
