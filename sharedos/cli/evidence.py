@@ -10,7 +10,8 @@ from typing import Any, TextIO
 import click
 
 from sharedos.evidence.record import EvidenceRecord
-from sharedos.evidence.sqlite import EvidenceStoreError, SqliteEvidenceStore
+from sharedos.evidence.sqlite import SqliteEvidenceStore
+from sharedos.evidence.store import INTERRUPTED, EvidenceStoreError
 
 _DB = click.option(
     "--db",
@@ -27,7 +28,8 @@ def _open(db: Path) -> SqliteEvidenceStore:
     if not db.is_file():
         raise click.ClickException(f"no evidence database at {db}")
     try:
-        return SqliteEvidenceStore(db)
+        # read-only: no probe, no migration, works on an archived or read-only copy
+        return SqliteEvidenceStore(db, read_only=True)
     except EvidenceStoreError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -38,7 +40,7 @@ def _text_row(rec: EvidenceRecord) -> str:
     rules = ",".join(rec.rule_ids) or "-"
     return (
         f"{rec.seq:>6}  {rec.started_at}  {rec.turn_id}  {rec.call_id}  {rec.tool}  "
-        f"{rec.outcome}  {reason}  {resource}  {rules}"
+        f"{rec.status}  {reason}  {resource}  {rules}"
     )
 
 
@@ -50,7 +52,7 @@ def _emit(records: list[EvidenceRecord], fmt: str, out: TextIO) -> None:
         json.dump([r.to_dict() for r in records], out, ensure_ascii=False, indent=2, sort_keys=True)
         out.write("\n")
     else:
-        out.write("   seq  started_at  turn  call_id  tool  outcome  reason  resource  rules\n")
+        out.write("   seq  started_at  turn  call_id  tool  status  reason  resource  rules\n")
         for rec in records:
             out.write(_text_row(rec) + "\n")
 
@@ -63,11 +65,15 @@ def evidence() -> None:
 @evidence.command("list")
 @_DB
 @_TURN
-@click.option("--outcome", type=click.Choice(["succeeded", "denied", "failed", "cancelled"]))
+@click.option(
+    "--outcome",
+    type=click.Choice(["succeeded", "denied", "failed", "cancelled", INTERRUPTED]),
+    help="Only this status (interrupted: an attempt whose outcome was never written).",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text")
 def list_cmd(db: Path, turn: str | None, outcome: str | None, limit: int | None, fmt: str) -> None:
-    """List attempts in sequence order."""
+    """List attempts in sequence order; an attempt with no outcome shows as ``interrupted``."""
     with _open(db) as store:
         _emit(store.query(turn, outcome=outcome, limit=limit), fmt, sys.stdout)
 
@@ -100,7 +106,12 @@ def export_cmd(db: Path, turn: str | None, fmt: str, output: Path | None) -> Non
 @_TURN
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def counts_cmd(db: Path, turn: str | None, fmt: str) -> None:
-    """Counts by outcome and by reason; the denial rate is denied/total."""
+    """Counts by status and by reason; the denial rate is denied/total.
+
+    ``interrupted`` counts attempts whose outcome was never written (the host
+    stopped between the attempt and its outcome): they are attempts, never
+    successes.
+    """
     with _open(db) as store:
         counts = store.counts(turn)
     if fmt == "json":
@@ -111,7 +122,8 @@ def counts_cmd(db: Path, turn: str | None, fmt: str) -> None:
     scope = f"turn {turn}" if turn else "all turns"
     pct = f"{counts.denial_rate * 100:.1f}%"
     click.echo(f"{scope}: {counts.total} attempts, denied {counts.denied}/{counts.total} ({pct})")
-    click.echo("by outcome:")
+    click.echo(f"interrupted (attempt recorded, outcome never written): {counts.interrupted}")
+    click.echo("by status:")
     for name, n in sorted(counts.by_outcome.items()):
         click.echo(f"  {name:<12} {n}")
     click.echo("by reason:")

@@ -112,8 +112,7 @@ def build_environment(
     kernel = Kernel(policy, registry)
     evidence_path = base / "evidence.sqlite"
     evidence = SqliteEvidenceStore(evidence_path, synchronous=synchronous)
-    # TODO(kernel helper's RuntimeHost secrets argument): pass `secrets=tuple(secrets)` here.
-    host = RuntimeHost(kernel, evidence, handler_timeout_s=30.0)
+    host = RuntimeHost(kernel, evidence, handler_timeout_s=30.0, host_secrets=tuple(secrets))
     return ConformanceEnv(
         workdir=base,
         sandbox_root=sandbox_root,

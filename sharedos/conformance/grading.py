@@ -60,6 +60,8 @@ class Cell(BaseModel):
 
 
 def _actual(attempt: Attempt) -> str:
+    if attempt.outcome is None:
+        return "interrupted"
     if attempt.outcome is Outcome.SUCCEEDED or attempt.reason is None:
         return attempt.outcome.value
     return f"{attempt.outcome.value}/{attempt.reason.value}"
@@ -109,7 +111,7 @@ def _wire_problem(attempt: Attempt) -> str | None:
         return "the result content the model decoded differs from what the kernel returned"
     is_error = wire.get("isError")
     if is_error is not None and bool(is_error) != (attempt.outcome is not Outcome.SUCCEEDED):
-        return f"the model saw isError={is_error} for a {attempt.outcome.value} outcome"
+        return f"the model saw isError={is_error} for a {_actual(attempt)} outcome"
     return None
 
 
@@ -152,6 +154,8 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
             problems.append(
                 f"call {a.call_id}: the kernel received arguments {a.record['arguments']!r}"
             )
+        elif a.outcome is None:
+            problems.append(f"call {a.call_id}: interrupted (the attempt has no recorded outcome)")
         elif a.outcome is not row.expect.outcome or (
             row.expect.outcome is not Outcome.SUCCEEDED and a.reason is not want_reason
         ):

@@ -121,10 +121,10 @@ class Report(BaseModel):
 
 
 def _counts(column: ColumnRun) -> tuple[ColumnCounts, list[str]]:
-    outcomes = Counter(a.outcome.value for a in column.attempts)
+    outcomes = Counter(a.outcome.value if a.outcome else "interrupted" for a in column.attempts)
     reasons = Counter(a.reason.value for a in column.attempts if a.reason is not None)
     bad = [
-        f"{a.call_id}: outcome {a.outcome.value} with reason {a.reason.value}"
+        f"{a.call_id}: outcome {a.outcome.value if a.outcome else 'interrupted'} with reason {a.reason.value}"
         for a in column.attempts
         if a.reason is not None and outcome_for_reason(a.reason) is not a.outcome
     ]

@@ -84,7 +84,9 @@ class Attempt(BaseModel):
     tool: str
     resource: str | None = None
     principal: str | None = None
-    outcome: Outcome
+    #: None for an interrupted attempt (an attempt row with no outcome: the host stopped
+    #: between the two commits); grading never counts it as passed
+    outcome: Outcome | None
     reason: ReasonCode | None = None
     evidence_seq: int | None = None
     record: dict[str, Any] = Field(default_factory=dict)
@@ -145,7 +147,7 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
         tool=str(data.get("tool", "")),
         resource=resource,
         principal=data.get("principal"),
-        outcome=Outcome(data["outcome"]),
+        outcome=Outcome(data["outcome"]) if data.get("outcome") is not None else None,
         reason=ReasonCode(reason) if reason else None,
         evidence_seq=int(seq) if seq is not None else None,
         record=data,
