@@ -33,6 +33,7 @@ itself; a seal-requiring verification (``--require-seal``) lists turns without o
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import json
 import math
@@ -469,7 +470,11 @@ def verify_turn(
 
     # 2. every link of the chain: its content, its binding, its place
     attempt_hash = {lk.seq: lk.hash for lk in chain if lk.kind == "attempt"}
+    chain_positions = {lk.pos for lk in chain}
+    # links put in with the chain renumbered around them shift the genuine ones
+    shifting = sorted(lk.pos for lk in remaining.values() if lk.pos not in chain_positions)
     offset = 0
+    last_seq: int | None = None
     for index, lk in enumerate(chain):
         if lk.values is None:
             add("deleted", lk, lk.pos, f"the {lk.kind} row of this link is gone")
@@ -477,7 +482,7 @@ def verify_turn(
             add("edited", lk, lk.pos, "the outcome no longer concludes the attempt it was bound to")
         elif not _self_valid(lk):
             add("edited", lk, lk.pos, f"the {lk.kind} does not match its hash")
-        moved = lk.pos - expected[index]
+        moved = lk.pos - expected[index] - bisect.bisect_left(shifting, lk.pos)
         if moved != offset and moved != 0:
             add(
                 "reordered",
@@ -486,8 +491,18 @@ def verify_turn(
                 f"the {lk.kind} stored at position {lk.pos} belongs at position {expected[index]}",
             )
         offset = moved
+        if lk.kind == "attempt" and lk.seq is not None:
+            # the store numbers rows as they commit, so a turn's attempts have rising seqs
+            if last_seq is not None and lk.seq <= last_seq:
+                add(
+                    "reordered",
+                    lk,
+                    lk.pos,
+                    f"the attempt at this position has seq {lk.seq}, not after the "
+                    f"attempt before it (seq {last_seq}): the store's order was changed",
+                )
+            last_seq = lk.seq
     # 3. links the chain does not go through
-    chain_positions = {lk.pos for lk in chain}
     for lk in remaining.values():
         second = " (a second link at this position)" if lk.pos in chain_positions else ""
         add("inserted", lk, lk.pos, f"a {lk.kind} that is not part of the chain{second}")

@@ -612,9 +612,9 @@ class PostgresEvidenceStore:
                 raise self._error("read", exc) from None
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
-        """Every link with its content, ordered by turn and position, then content rows with no link."""
+        """Every link with its content, ordered by turn (binary order) and position."""
         where = " WHERE l.turn_id = %s" if turn_id is not None else ""
-        params: list[Any] = [turn_id] if turn_id is not None else []
+        params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
         with self._conn() as conn:
             try:
                 with conn.transaction(), conn.cursor(name="sharedos_links") as cur:
@@ -624,23 +624,25 @@ class PostgresEvidenceStore:
                         + READER_COLUMNS
                         + READER_FROM
                         + where
-                        # the binary order of turn ids: the same as SQLite's
+                        # the binary order of turn ids, the same as SQLite's
                         + ' ORDER BY l.turn_id COLLATE "C", l.pos, l.seq',
                         params,
                     )
                     for row in cur:
                         yield link_from_row(tuple(row))
-                extra = conn.execute(
-                    "SELECT * FROM ("
-                    + UNLINKED_SQL
-                    + ") u"
-                    + (" WHERE u.turn_id = %s" if turn_id is not None else ""),
-                    params,
-                ).fetchall()
+            except EvidenceStoreError:
+                raise
             except Exception as exc:
                 raise self._error("read", exc) from None
-        for turn, kind, seq in extra:
-            yield unlinked(turn, kind, seq)
+
+    def unlinked(self, turn_id: str | None = None) -> list[Link]:
+        """Content rows that no link covers (rows added behind the store's back)."""
+        sql = "SELECT * FROM (" + UNLINKED_SQL + ") u"
+        params: list[Any] = []
+        if turn_id is not None:
+            sql += " WHERE u.turn_id = %s"
+            params.append(pg_text(turn_id))
+        return [unlinked(t, k, s) for t, k, s in self._read(sql, params)]
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""

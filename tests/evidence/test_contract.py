@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.evidence.stores)
 """The evidence store contract, run against every backend (SQLite file, real PostgreSQL).
 
 One suite, parametrised: whatever a host relies on — two-phase writes,
@@ -9,8 +10,6 @@ both stores (``sharedos.evidence.store`` states the contract).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,40 +17,8 @@ import pytest
 from sharedos.evidence import EvidenceRecord, EvidenceStore, arguments_digest
 from sharedos.evidence.record import OutcomeRecord
 from sharedos.evidence.store import EvidenceStoreError
-from sharedos.evidence.url import open_store
 from sharedos.outcomes import Outcome, ReasonCode
-
-Opener = Callable[..., Any]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(kind, location): a fresh SQLite file or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield "sqlite", str(tmp_path / "evidence.db")
-    else:
-        yield "postgresql", request.getfixturevalue("pg_url")
-
-
-@pytest.fixture
-def opener(backend: tuple[str, str]) -> Iterator[Opener]:
-    """Opens stores on this test's location; closes them all at the end."""
-    opened: list[Any] = []
-
-    def open_(**kw: Any) -> Any:
-        store = open_store(backend[1], **kw)
-        opened.append(store)
-        return store
-
-    yield open_
-    for store in opened:
-        store.close()
-
-
-@pytest.fixture
-def store(opener: Opener) -> Any:
-    """A writable store on this test's location."""
-    return opener()
+from tests.evidence.stores import Opener, backend, opener, store  # noqa: F401  (fixtures)
 
 
 def attempt(call: str = "c1", turn: str = "t1", **kw: Any) -> EvidenceRecord:
