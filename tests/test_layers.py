@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "sharedos"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "names", "outcomes", "toolpolicy", "context", "resources", "identity", "_shipped"),
-    ("policy", "evidence", "catalog"),
+    ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),
     ("tools", "upstream"),
     ("bridge",),

@@ -1,0 +1,28 @@
+"""Policy bundles distributed to a fleet: fetched from a source, verified, then used for new turns.
+
+``BundleManager`` polls a ``DirectorySource`` or an ``HttpSource`` (ETag /
+If-None-Match), verifies what it gets (``BundleVerifier``: the content hash,
+and an ed25519 signature when keys are configured) and only then makes it
+``current()``. A turn takes ``current()`` once, when it opens, so a new
+bundle applies to turns opened after it loaded and never to one already
+open; a bundle that fails verification is refused and the last good one
+stays in force, with one line saying so.
+"""
+
+from sharedos.bundles.manager import BundleManager, PollResult
+from sharedos.bundles.source import DirectorySource, Fetched, HttpSource, NotModified, open_source
+from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle, sign_bundle
+
+__all__ = [
+    "BundleManager",
+    "BundleRejected",
+    "BundleVerifier",
+    "DirectorySource",
+    "Fetched",
+    "HttpSource",
+    "LoadedBundle",
+    "NotModified",
+    "PollResult",
+    "open_source",
+    "sign_bundle",
+]
