@@ -215,7 +215,8 @@ class PostgresEvidenceStore:
         try:
             from psycopg.conninfo import conninfo_to_dict
 
-            given = conninfo_to_dict(self.url).get("options")
+            given_params = conninfo_to_dict(self.url)
+            given = given_params.get("options")
         except Exception as exc:
             raise EvidenceStoreError(
                 f"not a PostgreSQL URL: {self.shown} ({_first_line(exc)})", "io"
@@ -225,7 +226,8 @@ class PostgresEvidenceStore:
         kwargs: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, round(self._connect_timeout_s)),
-            "application_name": "sharedos-evidence",
+            # the URL's own name wins: it tells an operator which host a backend serves
+            "application_name": given_params.get("application_name") or "sharedos-evidence",
             "options": options,
             # bound a half-open TCP connection (ignored on a Unix socket)
             "keepalives": 1,
