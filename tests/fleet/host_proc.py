@@ -16,7 +16,7 @@ returned result is printed at once, flushed, as::
 so the parent knows what was answered even if it kills this process. With
 ``--pause-after N`` every turn waits, after its N-th call, for a line on
 stdin (the parent kills a database connection meanwhile). The last line is
-``DONE <calls made>``.
+``DONE <calls made> <seconds> <start epoch> <end epoch>``.
 """
 
 from __future__ import annotations
@@ -104,13 +104,13 @@ async def main(args: argparse.Namespace) -> None:
                         out("PAUSED")
                     await resume.wait()
 
-    started = time.perf_counter()
+    started, wall_start = time.perf_counter(), time.time()
     async with anyio.create_task_group() as tg:
         if args.pause_after:
             tg.start_soon(wait_for_parent)
         for n in range(args.turns):
             tg.start_soon(turn, n)
-    out(f"DONE {made} {time.perf_counter() - started:.3f}")
+    out(f"DONE {made} {time.perf_counter() - started:.3f} {wall_start:.6f} {time.time():.6f}")
     store.close()
 
 

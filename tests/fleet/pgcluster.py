@@ -87,7 +87,9 @@ def _free_port() -> int:
 class TempCluster:
     """One throwaway cluster; ``url`` (Unix socket) and ``tcp_url`` (127.0.0.1) reach its database."""
 
-    fsync: bool = False
+    #: False: no fsync (throwaway data, fast tests); True: fsync on; None: the configuration
+    #: decides (so ``ALTER SYSTEM SET fsync`` and a reload can switch it, as the benchmark does)
+    fsync: bool | None = False
     bindir: Path = field(default_factory=find_bindir)
     root: Path | None = None
     port: int = 0
@@ -172,12 +174,13 @@ class TempCluster:
             "unix_socket_directories": str(sock),
             "max_connections": "200",
             "shared_buffers": "64MB",
-            "fsync": "on" if self.fsync else "off",
             "synchronous_commit": "on",
-            "full_page_writes": "on" if self.fsync else "off",
             "log_min_messages": "fatal",
             "logging_collector": "off",
         }
+        if self.fsync is not None:
+            settings["fsync"] = "on" if self.fsync else "off"
+            settings["full_page_writes"] = "on" if self.fsync else "off"
         args = [str(self.bindir / "postgres"), "-D", str(data)]
         for key, value in settings.items():
             args += ["-c", f"{key}={value}"]
