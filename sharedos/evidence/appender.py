@@ -186,6 +186,9 @@ class ChainAppender:
         self.deadline_s = deadline_s
         self.cache = HeadCache()
         self.lock = threading.Lock()
+        #: when the write under way must be done by (``time.monotonic``); None between writes.
+        #: Backends bound their own waits (a connection from the pool) by it.
+        self.deadline: float | None = None
         self._identity_index = ATTEMPT_FIELDS.index("identity")
 
     # -- planning ------------------------------------------------------------------
@@ -285,25 +288,33 @@ class ChainAppender:
 
     def _commit(self, make: Callable[[], Plan | None]) -> tuple[int, Plan | None]:
         """Plan and execute under the lock, re-planning on a moved head; (seq, plan landed)."""
-        deadline = time.monotonic() + self.deadline_s
-        turn = "?"
         with self.lock:
-            for _ in range(MAX_STALE_RETRIES):
-                plan = make()
-                if plan is None:
-                    return -1, None
-                turn = plan.turn_id
-                try:
-                    seq = self._execute(plan, deadline)
-                except StaleHead:
-                    self.cache.forget(plan.turn_id)
-                    continue
-                except BaseException:
-                    self.cache.forget(plan.turn_id)
-                    raise
-                last = plan.links[-1]
-                self.cache.advance(plan.turn_id, last.pos, last.hash)
-                return seq, plan
+            deadline = self.deadline = time.monotonic() + self.deadline_s
+            try:
+                return self._commit_locked(make, deadline)
+            finally:
+                self.deadline = None
+
+    def _commit_locked(
+        self, make: Callable[[], Plan | None], deadline: float
+    ) -> tuple[int, Plan | None]:
+        turn = "?"
+        for _ in range(MAX_STALE_RETRIES):
+            plan = make()
+            if plan is None:
+                return -1, None
+            turn = plan.turn_id
+            try:
+                seq = self._execute(plan, deadline)
+            except StaleHead:
+                self.cache.forget(plan.turn_id)
+                continue
+            except BaseException:
+                self.cache.forget(plan.turn_id)
+                raise
+            last = plan.links[-1]
+            self.cache.advance(plan.turn_id, last.pos, last.hash)
+            return seq, plan
         raise EvidenceStoreError(
             f"turn {turn}: {MAX_STALE_RETRIES} other writes moved its chain head "
             "while this one was being written",

@@ -40,8 +40,10 @@ first host to restart. A newer version is refused too.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -204,6 +206,12 @@ class PostgresEvidenceStore:
     def _open_pool(self) -> Any:
         from psycopg_pool import ConnectionPool
 
+        pool_log = logging.getLogger("psycopg.pool")
+        if pool_log.level == logging.NOTSET:
+            # the pool warns at every reconnection attempt; the kernel's recorder already
+            # says once per cause that evidence is unavailable, and when it is back
+            pool_log.setLevel(logging.ERROR)
+
         options = (
             f"-c statement_timeout={int(self._statement_timeout_s * 1000)} "
             f"-c lock_timeout={int(self._statement_timeout_s * 1000)} "
@@ -311,7 +319,7 @@ class PostgresEvidenceStore:
             conn = None
         if conn is None:
             try:
-                conn = self._pool.getconn(timeout=self._connect_timeout_s)
+                conn = self._pool.getconn(timeout=self._wait_bound())
             except PoolTimeout:
                 raise EvidenceStoreError(
                     f"no connection to the evidence database {self.shown} within "
@@ -328,6 +336,13 @@ class PostgresEvidenceStore:
         finally:
             if conn.closed or conn.broken:
                 self._release_writer()
+
+    def _wait_bound(self) -> float:
+        """How long a write may wait for a connection: the pool's bound, within the write's deadline."""
+        deadline = self.appender.deadline if hasattr(self, "appender") else None
+        if deadline is None:
+            return self._connect_timeout_s
+        return max(0.05, min(self._connect_timeout_s, deadline - time.monotonic()))
 
     def _release_writer(self) -> None:
         conn, self._writer = self._writer, None
