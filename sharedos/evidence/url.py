@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from sharedos.evidence.store import EvidenceStoreError
 
-__all__ = ["StoreTarget", "open_store", "parse_store_url"]
+__all__ = ["StoreTarget", "open_configured_store", "open_store", "parse_store_url"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
@@ -97,3 +97,40 @@ def open_store(
     if signer is not None:
         kwargs["signer"] = signer
     return SqliteEvidenceStore(target.location, **kwargs)
+
+
+def open_configured_store(
+    url: str | os.PathLike[str],
+    *,
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+    sign_key: str | os.PathLike[str] | None = None,
+    otlp_endpoint: str | None = None,
+) -> Any:
+    """The store a host configuration's ``[evidence]`` table describes, ready to write.
+
+    ``sign_key``: an ed25519 private key (PKCS#8 PEM file) that signs each
+    turn's seal. ``otlp_endpoint``: an OTLP/HTTP base URL; the store is then
+    wrapped so each attempt is also a log record and a span
+    (``sharedos.evidence.otel``).
+    """
+    signer = None
+    if sign_key is not None:
+        from sharedos.evidence.chain import Signer
+
+        try:
+            signer = Signer.from_pem(Path(sign_key).read_bytes())
+        except (OSError, ValueError) as exc:
+            raise EvidenceStoreError(
+                f"cannot use the signing key {sign_key}: {exc}", "io"
+            ) from None
+    store = open_store(url, synchronous=synchronous, signer=signer)
+    if otlp_endpoint:
+        from sharedos.evidence.otel import TelemetryStore, otlp_providers
+
+        try:
+            tracer_provider, logger_provider = otlp_providers(otlp_endpoint)
+        except RuntimeError as exc:
+            store.close()
+            raise EvidenceStoreError(str(exc), "io") from None
+        store = TelemetryStore(store, tracer_provider, logger_provider)
+    return store
