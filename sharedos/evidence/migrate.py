@@ -20,6 +20,7 @@ never left half-migrated.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "MIN_READABLE",
     "MigrationResult",
     "chain_existing",
+    "migrate_store",
     "pg_migrate",
     "pg_version",
     "refuse_unreadable",
@@ -297,3 +299,49 @@ def sqlite_chain_existing(conn: sqlite3.Connection) -> tuple[int, int]:
     reader.execute(_READ_EXISTING)
     rows = iter(lambda: reader.fetchmany(5000), [])
     return _chain_into((row for chunk in rows for row in chunk), turns, links)
+
+
+def sqlite_version(path: str) -> int:
+    """The schema version of the SQLite file at ``path`` (read-only; 0 for an empty file)."""
+    import urllib.parse
+
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=1.5)
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise EvidenceStoreError(f"cannot read {path}: {exc}", "io") from None
+
+
+def migrate_store(value: str) -> tuple[MigrationResult, str]:
+    """Migrate the store ``value`` names to ``LATEST``; (what was done, the store as shown)."""
+    from sharedos.evidence.url import parse_store_url
+
+    try:
+        target = parse_store_url(value)
+    except ValueError as exc:
+        raise EvidenceStoreError(str(exc), "io") from None
+    if target.kind == "postgresql":
+        import psycopg
+
+        try:
+            with psycopg.connect(target.location, autocommit=True, connect_timeout=5) as conn:
+                return pg_migrate(conn), target.shown
+        except psycopg.Error as exc:
+            first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            raise EvidenceStoreError(f"cannot migrate {target.shown}: {first}", "io") from None
+    path = target.location
+    if not os.path.isfile(path):
+        raise EvidenceStoreError(f"no evidence database at {path}", "io")
+    before = sqlite_version(path)
+    refuse_unreadable(path, before, writing=False)
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    # a writable open migrates a SQLite file (one host, one file), in one transaction per step
+    store = SqliteEvidenceStore(path)
+    chained = getattr(store, "migrated_rows", (0, 0))
+    store.close()
+    return MigrationResult(before, sqlite_version(path), *chained), path
