@@ -59,6 +59,10 @@ class StaleHead(Exception):
     """The plan's first position is taken: the turn's head moved (another writer)."""
 
 
+class _Uncached(Exception):
+    """A no-wait plan needed something only the database knows."""
+
+
 class CommitUnknown(Exception):
     """The connection was lost with the plan in flight; the backend has reconnected."""
 
@@ -189,6 +193,8 @@ class ChainAppender:
         #: when the write under way must be done by (``time.monotonic``); None between writes.
         #: Backends bound their own waits (a connection from the pool) by it.
         self.deadline: float | None = None
+        #: True while planning a no-wait write: a head not in the cache ends the attempt
+        self._cached_only = False
         self._identity_index = ATTEMPT_FIELDS.index("identity")
 
     # -- planning ------------------------------------------------------------------
@@ -196,6 +202,8 @@ class ChainAppender:
     def _head(self, turn_id: str) -> tuple[int, str] | None:
         head = self.cache.head(turn_id)
         if head is None:
+            if self._cached_only:
+                raise _Uncached()
             head = self.backend.head(turn_id)
             if head is not None:
                 self.cache.advance(turn_id, *head)
@@ -252,7 +260,11 @@ class ChainAppender:
         return plan
 
     def _plan_outcome(self, seq: int, outcome: OutcomeRecord) -> Plan:
-        known = self.cache.attempt(seq) or self.backend.attempt_link(seq)
+        known = self.cache.attempt(seq)
+        if known is None:
+            if self._cached_only:
+                raise _Uncached()
+            known = self.backend.attempt_link(seq)
         if known is None:
             raise EvidenceStoreError(f"no attempt with seq {seq} to conclude", "conflict")
         turn_id, attempt_hash = known
@@ -350,6 +362,58 @@ class ChainAppender:
             if time.monotonic() >= deadline:
                 raise lost.cause from None
             return self._execute(plan, deadline)  # not committed: once more, on the new connection
+
+    # -- the no-wait path -----------------------------------------------------------------
+
+    def try_now(
+        self, kind: str, args: tuple[Any, ...], run: Callable[[Plan], int | None]
+    ) -> tuple[bool, Any]:
+        """``begin``/``finish``/``record`` at once if nothing would wait: ``(True, result)``.
+
+        ``(False, None)`` when another write of this store is under way (its
+        lock is taken), when planning would need the database (a turn or an
+        attempt not in the cache), or when ``run`` — the backend committing the
+        plan on a connection that does not wait — returns None. The caller
+        then takes its ordinary path, which decides and reports.
+        """
+        if not self.lock.acquire(blocking=False):
+            return False, None
+        try:
+            self._cached_only = True
+            try:
+                if kind == "begin":
+                    (attempt,) = args
+                    plan = self._plan_attempt(self.attempt_values(attempt), None)
+                elif kind == "finish":
+                    seq, outcome = args
+                    plan = self._plan_outcome(int(seq), outcome)
+                elif kind == "record":
+                    (record,) = args
+                    outcome = record.outcome_record
+                    if outcome is None:
+                        return False, None
+                    plan = self._plan_attempt(self.attempt_values(record), outcome)
+                else:
+                    return False, None
+            except _Uncached:
+                return False, None
+            finally:
+                self._cached_only = False
+            seq = run(plan)
+            if seq is None:
+                self.cache.forget(plan.turn_id)
+                return False, None
+            last = plan.links[-1]
+            self.cache.advance(plan.turn_id, last.pos, last.hash)
+            if kind == "begin":
+                self.cache.begun(seq, plan.turn_id, plan.links[-1].hash)
+                return True, seq
+            if kind == "finish":
+                self.cache.finished(int(args[0]))
+                return True, None
+            return True, seq
+        finally:
+            self.lock.release()
 
     # -- the store's methods -------------------------------------------------------------
 

@@ -23,6 +23,8 @@ __all__ = [
     "pg_attempt_values",
     "pg_text",
     "plain_attempt_values",
+    "sqlite_attempt_values",
+    "sqlite_text",
 ]
 
 JSON_FIELDS = frozenset({"arguments", "rule_ids", "diagnostics", "identity"})
@@ -54,6 +56,26 @@ def pg_text(value: str | None) -> str | None:
     except UnicodeEncodeError:
         value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
+
+
+def sqlite_text(value: str | None) -> str | None:
+    """``value`` as SQLite TEXT (UTF-8) can hold it: lone surrogates backslash-escaped."""
+    if value is None or value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def sqlite_attempt_values(record: EvidenceRecord) -> list[Any]:
+    """``plain_attempt_values`` with every text made storable in SQLite."""
+    row = plain_attempt_values(record)
+    for i, value in enumerate(row):
+        if type(value) is str and not value.isascii():
+            row[i] = sqlite_text(value)
+    return row
 
 
 def plain_attempt_values(record: EvidenceRecord) -> list[Any]:

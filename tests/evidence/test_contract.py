@@ -120,9 +120,7 @@ def test_every_field_survives_the_round_trip(store: Any) -> None:
     assert back.to_dict() == {**expected.to_dict(), "seq": seq}
 
 
-def test_hostile_text_is_stored_never_refused(store: Any, backend: tuple[str, str]) -> None:
-    if backend[0] == "sqlite":
-        pytest.xfail("the SQLite store lets UnicodeEncodeError escape for a lone surrogate (WIP)")
+def test_hostile_text_is_stored_never_refused(store: Any) -> None:
     # NUL, a lone surrogate, control characters: a call carrying them must still be recorded
     weird = "a\x00b\ud800c\x1b[31m"
     seq = store.begin(attempt(weird, tool=weird, resource=weird, principal=weird))
