@@ -40,14 +40,6 @@ from tests.evidence.stores import (  # noqa: F401  (fixtures)
 )
 
 
-@pytest.fixture(autouse=True)
-def _chained_backend(backend: tuple[str, str]) -> None:
-    from sharedos.evidence.sqlite import SqliteEvidenceStore
-
-    if backend[0] == "sqlite" and not hasattr(SqliteEvidenceStore, "iter_links"):
-        pytest.skip("the SQLite store is chained once wave-kernel's store lands (rebase pending)")
-
-
 def attempt(call: str, turn: str = "T", **kw: Any) -> EvidenceRecord:
     base: dict[str, Any] = {
         "turn_id": turn,

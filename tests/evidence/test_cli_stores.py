@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
@@ -23,14 +22,6 @@ def cli(*args: str) -> tuple[int, str]:
 
 def location(store: Any) -> str:
     return str(getattr(store, "url", None) or store.path)
-
-
-@pytest.fixture(autouse=True)
-def _chained_backend(backend: tuple[str, str]) -> None:
-    from sharedos.evidence.sqlite import SqliteEvidenceStore
-
-    if backend[0] == "sqlite" and not hasattr(SqliteEvidenceStore, "iter_links"):
-        pytest.skip("the SQLite store is chained once wave-kernel's store lands (rebase pending)")
 
 
 def test_verify_a_clean_store_exits_0(store: Any) -> None:

@@ -109,14 +109,6 @@ def export_peak_kb(db: str, fmt: str, out: Path) -> int:
     return int(usage.ru_maxrss)
 
 
-@pytest.fixture(autouse=True)
-def _streaming_backend(backend: tuple[str, str]) -> None:
-    from sharedos.evidence.sqlite import SqliteEvidenceStore
-
-    if backend[0] == "sqlite" and not hasattr(SqliteEvidenceStore, "iter_records"):
-        pytest.skip("the SQLite store streams once wave-kernel's store lands (rebase pending)")
-
-
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_export_memory_does_not_grow_with_the_store(
     tmp_path: Path, backend: tuple[str, str], fmt: str
