@@ -35,7 +35,7 @@ from typing import Any
 
 from sharedos.bundles.source import Fetched
 
-__all__ = ["BundleRejected", "BundleVerifier", "LoadedBundle", "sign_bundle"]
+__all__ = ["BundleRejected", "BundleVerifier", "BundledPolicy", "LoadedBundle", "sign_bundle"]
 
 
 class BundleRejected(Exception):
@@ -55,12 +55,35 @@ class LoadedBundle:
     signed_by: str | None = None
     loaded_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
+    @property
+    def kernel_policy(self) -> Any:
+        """The policy to give a ``Kernel``: the bundle's, carrying its revision (``bundle_revision``)."""
+        return BundledPolicy(self.policy, self.revision)
+
     def describe(self) -> str:
         """One line: revision, hash, signer."""
         signer = f", signed by {self.signed_by}" if self.signed_by else ", unsigned"
         return (
             f"revision {self.revision} (bundle {self.bundle_hash[:16]}…{signer}) from {self.origin}"
         )
+
+
+class BundledPolicy:
+    """A compiled policy from a distributed bundle, with the bundle's revision.
+
+    Everything else is the ``PolicySet``'s (attribute access is forwarded), so
+    a ``Kernel`` decides with it as with the policy itself; whoever builds a
+    turn's SystemIdentity reads ``bundle_revision`` from the kernel's policy.
+    """
+
+    __slots__ = ("_policy", "bundle_revision")
+
+    def __init__(self, policy: Any, revision: str) -> None:
+        self._policy = policy
+        self.bundle_revision = revision
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
 
 
 def _key_id(public_key: Any) -> str:
