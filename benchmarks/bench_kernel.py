@@ -10,6 +10,7 @@ Figures are printed as measured on this machine; nothing is adjusted.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import tempfile
@@ -137,7 +138,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--quick", action="store_true", help="fewer calls (development)")
     args = ap.parse_args()
+    if args.quick or os.environ.get("BENCH_QUICK") == "1":
+        args.calls, args.reps = min(args.calls, 500), min(args.reps, 40)
     print(f"python {platform.python_version()} on {platform.machine()}, {N_TOOLS} tools")
 
     t0 = time.perf_counter()

@@ -14,7 +14,22 @@ HTTP stack.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the real types for mypy and editors; at run time, resolved lazily below
+    from sharedos.bridge.diagnostics import harness_aliases as harness_aliases
+    from sharedos.bridge.host import BridgeHost as BridgeHost
+    from sharedos.bridge.limits import TransportLimits as TransportLimits
+    from sharedos.bridge.limits import TransportStats as TransportStats
+    from sharedos.bridge.server import TurnEndpoint as TurnEndpoint
+    from sharedos.bridge.turn import Turn as Turn
+    from sharedos.bridge.turn import open_turn as open_turn
+    from sharedos.bridge.turnfile import StdioLaunch as StdioLaunch
+    from sharedos.bridge.turnfile import TurnFile as TurnFile
+    from sharedos.bridge.turnfile import harness_command as harness_command
+    from sharedos.bridge.turnfile import harness_mcp_config as harness_mcp_config
+    from sharedos.bridge.turnfile import read_turn_file as read_turn_file
+    from sharedos.bridge.turnfile import write_turn_file as write_turn_file
 
 _EXPORTS: dict[str, str] = {
     "open_turn": "sharedos.bridge.turn",
@@ -28,12 +43,28 @@ _EXPORTS: dict[str, str] = {
     "harness_command": "sharedos.bridge.turnfile",
     "harness_mcp_config": "sharedos.bridge.turnfile",
     "harness_aliases": "sharedos.bridge.diagnostics",
+    "TransportLimits": "sharedos.bridge.limits",
+    "TransportStats": "sharedos.bridge.limits",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "BridgeHost",
+    "StdioLaunch",
+    "TransportLimits",
+    "TransportStats",
+    "Turn",
+    "TurnEndpoint",
+    "TurnFile",
+    "harness_aliases",
+    "harness_command",
+    "harness_mcp_config",
+    "open_turn",
+    "read_turn_file",
+    "write_turn_file",
+]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'sharedos.bridge' has no attribute {name!r}")

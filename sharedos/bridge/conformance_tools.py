@@ -14,11 +14,12 @@ them unless a host asks for the ``conformance`` tool set.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from sharedos.catalog.definition import ToolDefinition, ToolMetadata
+from sharedos.bridge.hooks import BridgePeer
+from sharedos.catalog.definition import Handler, ToolDefinition, ToolMetadata
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 
 NAMESPACE = "conformance"
@@ -101,13 +102,13 @@ async def _progress(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult
     return HandlerResult.text("Tool with progress executed successfully")
 
 
-def _peer(hctx: HandlerContext, capability: str) -> Any:
+def _peer(hctx: HandlerContext, capability: str) -> BridgePeer:
     peer = hctx.peer
     if peer is None or not peer.can_request:
         raise RuntimeError(f"this transport has no back channel for {capability} requests")
     if not peer.client_supports(capability):
         raise RuntimeError(f"the client does not support {capability}")
-    return peer
+    return cast(BridgePeer, peer)
 
 
 async def _sampling(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
@@ -235,7 +236,7 @@ async def _json_schema(args: dict[str, Any], hctx: HandlerContext) -> HandlerRes
 
 
 def _tool(
-    name: str, description: str, handler: Any, schema: dict[str, Any] | None = None
+    name: str, description: str, handler: Handler, schema: dict[str, Any] | None = None
 ) -> ToolDefinition:
     return ToolDefinition(
         name=name,

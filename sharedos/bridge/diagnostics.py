@@ -12,9 +12,12 @@ import contextlib
 import contextvars
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sharedos.names import harness_sanitized
+
+if TYPE_CHECKING:
+    from mcp.server.session import ServerSession
 
 #: Per HTTP request: a list the server side appends to when a ``tools/call`` reached
 #: it. The SDK runs each message's handling in the sending request's context, so
@@ -56,7 +59,7 @@ def harness_aliases(server_name: str, tool: str) -> dict[str, Any]:
     }
 
 
-def bounded(value: Any, depth: int = 0) -> Any:
+def bounded(value: object, depth: int = 0) -> object:
     """A JSON-safe, size-bounded copy (diagnostics come from the harness: never trust their size)."""
     if depth > 4:
         return "…"
@@ -71,22 +74,25 @@ def bounded(value: Any, depth: int = 0) -> Any:
     return bounded(str(value), depth + 1)
 
 
-def correlation_from_meta(meta: Any) -> dict[str, Any]:
+def correlation_from_meta(meta: object) -> dict[str, Any]:
     """The correlation keys found in a request's ``_meta`` (Claude Code, Codex, progress token)."""
     if meta is None:
         return {}
-    if not isinstance(meta, Mapping):
+    found: Mapping[str, object]
+    if isinstance(meta, Mapping):
+        found = meta
+    else:
         dump = getattr(meta, "model_dump", None)
         if dump is None:
             return {}
-        meta = dump(by_alias=True, exclude_none=True)
-    return {key: bounded(meta[key]) for key in CORRELATION_META_KEYS if key in meta}
+        found = dump(by_alias=True, exclude_none=True)
+    return {key: bounded(found[key]) for key in CORRELATION_META_KEYS if key in found}
 
 
 _SAFE_TOKEN_RE = re.compile(r"[^\x20-\x7e]")
 
 
-def client_identity(session: Any) -> dict[str, Any]:
+def client_identity(session: ServerSession) -> dict[str, Any]:
     """Client name/version (from ``initialize`` or the 2026 envelope) and the negotiated version."""
     out: dict[str, Any] = {}
     try:

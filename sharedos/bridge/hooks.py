@@ -12,6 +12,11 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+
+#: The SDK's per-request context as the bridge's handlers receive it (default lifespan state;
+#: the request object is the transport's own: a Starlette request on HTTP, None on stdio).
+RequestContext = ServerRequestContext[dict[str, Any], Any]
 
 _LEVELS: tuple[str, ...] = (
     "debug",
@@ -42,7 +47,7 @@ class LogGate:
 class BridgePeer:
     """Server→client requests for one call: sampling and elicitation, where the transport allows."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: RequestContext) -> None:
         self._ctx = ctx
 
     @property
@@ -89,7 +94,7 @@ class BridgePeer:
         return dumped
 
 
-def make_hooks(ctx: Any, gate: LogGate) -> dict[str, Any]:
+def make_hooks(ctx: RequestContext, gate: LogGate) -> dict[str, Any]:
     """``{"progress", "log", "peer"}`` for one ``tools/call`` request context."""
     session = ctx.session
 
@@ -99,7 +104,7 @@ def make_hooks(ctx: Any, gate: LogGate) -> dict[str, Any]:
         # A no-op unless the request carried _meta.progressToken (SDK behaviour).
         await session.report_progress(value, total, message)
 
-    async def log(level: str, data: Any) -> None:
+    async def log(level: str, data: object) -> None:
         # The request's allowed levels are worked out only when a handler logs
         # (most calls never do): this hook is built on every tools/call.
         modern_levels = allowed_log_levels(

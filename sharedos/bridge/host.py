@@ -8,6 +8,7 @@ from typing import Any
 
 from sharedos.bridge.turn import Transport, Turn, open_turn
 from sharedos.bridge.turnfile import StdioLaunch
+from sharedos.kernel import RuntimeHost
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
 
@@ -16,7 +17,11 @@ class BridgeHost:
     """Binds a ``RuntimeHost`` (and, for stdio, where the bridge process finds its inputs)."""
 
     def __init__(
-        self, runtime_host: Any, *, stdio: StdioLaunch | None = None, server_name: str = "sharedos"
+        self,
+        runtime_host: RuntimeHost,
+        *,
+        stdio: StdioLaunch | None = None,
+        server_name: str = "sharedos",
     ) -> None:
         self.runtime_host = runtime_host
         self.stdio = stdio

@@ -1,13 +1,10 @@
-"""Streamable HTTP for one turn: a socket we bind, an embedded uvicorn, a bearer token.
+"""Streamable HTTP for one turn: a socket we bind, an embedded uvicorn, a bearer token, a POST gate.
 
 Why not ``uvicorn.run``: stock uvicorn takes over SIGINT/SIGTERM of the host
-process, polls every 100 ms, and its shutdown sleeps a fixed 100 ms and then
-polls again in 100 ms steps. A turn opens and closes many times per process,
-so this module starts uvicorn's pieces directly (no signal capture, no tick
-loop) and stops them event-driven: stop accepting, terminate the SDK's session
-transports (a legacy client's GET stream would otherwise hold the connection),
-close idle keep-alive connections, wait for in-flight responses only as long
-as the grace allows, then close what is left.
+process, polls every 100 ms, and has no read deadlines. A turn opens and
+closes many times per process, so ``sharedos.compat.uvicorn`` drives
+uvicorn's pieces directly (no signal capture, no tick loop, an event-driven
+stop, header/body read deadlines and a connection cap).
 
 The socket is created with ``IPPROTO_TCP`` explicitly: asyncio sets
 ``TCP_NODELAY`` on accepted connections only when the listening socket's proto
@@ -17,24 +14,51 @@ delayed ACK (Nagle).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hmac
+import json
+import logging
 import socket
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import anyio
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sharedos.bridge.diagnostics import REACHED_SERVER
+from sharedos.bridge.frames import Frame, classify, oversized, truncated
+from sharedos.bridge.limits import TransportLimits, TransportStats
+from sharedos.bridge.malformed import WireRecorder
+from sharedos.compat import mcp_sdk
+from sharedos.compat.uvicorn import (
+    BODY_DEADLINE_EXTENSION,
+    BridgeStartError,
+    ConnectionGuard,
+    ConnectionLimits,
+    EmbeddedUvicorn,
+    embedded_config,
+)
+
+__all__ = [
+    "LOOPBACK",
+    "BridgeStartError",
+    "ConnectionGuard",
+    "ConnectionLimits",
+    "EmbeddedUvicorn",
+    "TurnHttpApp",
+    "bind_loopback",
+    "embedded_config",
+]
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
+#: frames above this size take the slow classification path in a worker thread
+_THREAD_CLASSIFY_BYTES = 64 * 1024
 
-
-class BridgeStartError(RuntimeError):
-    """The turn's HTTP listener could not be started."""
+#: records a tools/call the SDK's transport rejected (``TurnEndpoint.record_rejected_call``)
+OnRejected = Callable[[dict[str, object], int], Awaitable[None]]
 
 
 class TurnHttpApp:
@@ -46,24 +70,28 @@ class TurnHttpApp:
       ``hmac.compare_digest`` (constant time), else 401 — checked before anything
       else, so nothing about the endpoint leaks to a caller without it;
     - only ``path`` exists (404 elsewhere);
-    - a POST goes through ``RejectedCallRecorder`` (a ``tools/call`` the
-      transport rejects is still recorded), then to the SDK's transport, whose
-      Host/Origin (DNS-rebinding) check and body-size limit apply as usual.
+    - a POST body is read here, within the turn's size limit (413 beyond it)
+      and classified (``sharedos.bridge.frames``): one valid JSON-RPC message
+      goes on to the SDK's transport, whose Host/Origin (DNS-rebinding) check
+      applies as usual; anything else is refused, recorded and answered here.
+      A body cut off by the client or by the body read deadline is recorded
+      as ``malformed_request``.
 
     Why not the SDK's Starlette app: one listener serves exactly one turn at one
     path with one credential, so its router, two exception middlewares and the
     per-message ``send`` wrappers they add do nothing here but cost latency on
-    every call (measured: 6-10 % of a tools/call round trip). uvicorn itself
-    answers 500 for an exception that escapes before a response started.
+    every call (measured: 6-10 % of a tools/call round trip).
     """
 
     def __init__(
         self,
-        manager: Any,
+        manager: StreamableHTTPSessionManager,
         *,
         path: str,
         token: str,
-        on_rejected: Callable[[Any, int], Any],
+        recorder: WireRecorder,
+        on_rejected: OnRejected,
+        limits: TransportLimits,
     ) -> None:
         if len(token) < 32:
             raise ValueError("a turn token must be at least 32 characters of secret")
@@ -71,11 +99,20 @@ class TurnHttpApp:
         self._path = path
         self._expected = b"bearer " + token.encode("ascii")
         self._handle: ASGIApp = manager.asgi_app
-        self._post = RejectedCallRecorder(manager.asgi_app, on_rejected)
+        self._recorder = recorder
+        self._on_rejected = on_rejected
+        self._limits = limits
+        #: set when the turn closes: requests cancelled from then on end with one log line
+        self.closing = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
-        if kind == "http":
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind != "http":
+            return
+        try:
             if not self._authorized(scope):
                 await _unauthorized(send)
             elif scope["path"] != self._path:
@@ -84,8 +121,12 @@ class TurnHttpApp:
                 await self._post(scope, receive, send)
             else:
                 await self._handle(scope, receive, send)
-        elif kind == "lifespan":
-            await self._lifespan(receive, send)
+        except anyio.get_cancelled_exc_class():
+            if not self.closing:
+                raise
+            # the turn closed under a request in flight: the runtime recorded the
+            # call as cancelled; there is no one left to answer
+            logger.info("bridge: a %s request was cancelled as the turn closed", scope["method"])
 
     def _authorized(self, scope: Scope) -> bool:
         presented = b""
@@ -110,93 +151,134 @@ class TurnHttpApp:
             raise
         await send({"type": "lifespan.shutdown.complete"})
 
-
-class RejectedCallRecorder:
-    """ASGI wrapper for POSTs: a ``tools/call`` the SDK's transport rejects is still an attempt.
-
-    Security (ADR 0014: an attempt that leaves no trace is the outcome this
-    boundary must not produce): a ``tools/call`` in a JSON-RPC batch, with
-    non-object ``params``, a wrong ``jsonrpc`` version, without an ``id`` or
-    with an unknown session is answered by the SDK's transport (4xx, or 202
-    for a "notification") and never reaches the server, so its handler and
-    middleware cannot record it. This layer keeps the POST body and, when the
-    response is a rejection (4xx/5xx, or 202) and the body names ``tools/call``, hands
-    each such call to ``on_rejected(body_item, status)`` (which records a
-    refusal; nothing is run) — unless the server did see the call (then the
-    server recorded it; ``REACHED_SERVER`` tells the two apart). The body is
-    bounded by the SDK's size limit (413 beyond it), which sits inside this
-    layer.
-    """
-
-    def __init__(self, app: ASGIApp, on_rejected: Callable[[Any, int], Any]) -> None:
-        self._app = app
-        self._on_rejected = on_rejected
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        chunks: list[bytes] = []
-        state = {"status": 0, "complete": False, "recorded": False}
-        reached: list[str] = []  # the server appends when a tools/call reached it
-
-        async def keep() -> Any:
+    # -- POST -------------------------------------------------------------------
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self._limits.max_frame_bytes
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await self._refuse(oversized(declared, b""), send, status=413)
+            return
+        body = bytearray()
+        complete = False
+        while True:
             message = await receive()
-            if message.get("type") == "http.request":
-                chunks.append(message.get("body", b""))
-                state["complete"] = not message.get("more_body", False)
-            return message
+            if message["type"] != "http.request":
+                break  # http.disconnect
+            chunk: bytes = message.get("body", b"")
+            if len(body) + len(chunk) > limit:
+                head = bytes(body[:64]) or chunk[:64]
+                await self._refuse(oversized(len(body) + len(chunk), head), send, status=413)
+                return
+            body += chunk
+            if not message.get("more_body", False):
+                complete = True
+                break
+        data = bytes(body)
+        if not complete:
+            expired = BODY_DEADLINE_EXTENSION in (scope.get("extensions") or {})
+            logger.warning(
+                "bridge: a POST body %s after %d bytes; recorded as malformed_request",
+                "timed out" if expired else "was cut off (the client disconnected)",
+                len(data),
+            )
+            await self._recorder.refuse(truncated(data), status=408 if expired else None)
+            return
+        if len(data) > _THREAD_CLASSIFY_BYTES:
+            frame = await anyio.to_thread.run_sync(classify, data)
+        else:
+            frame = classify(data)
+        if frame.message is None:
+            await self._refuse(frame, send, status=None, scope=scope)
+            return
+        if (
+            _opens_session(scope)
+            and mcp_sdk.at_session_cap(self._manager)
+            and await mcp_sdk.evict_idle_session(self._manager)
+        ):
+            self._recorder.stats.sessions_evicted += 1
+        await self._deliver(scope, data, frame, receive, send)
 
-        async def watch(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                state["status"] = int(message["status"])
+    async def _deliver(
+        self, scope: Scope, data: bytes, frame: Frame, receive: Receive, send: Send
+    ) -> None:
+        """Hand a valid message to the SDK's transport; record a tools/call it rejects."""
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": data, "more_body": False}
+            return await receive()
+
+        message = frame.message
+        is_call = getattr(message, "method", None) == "tools/call"
+        if not is_call:
+            await self._handle(scope, replay, send)
+            return
+        reached: list[str] = []  # the server appends when the tools/call reached it
+
+        async def watch(out: Message) -> None:
+            if out["type"] == "http.response.start" and int(out["status"]) >= 400 and not reached:
+                # the SDK's transport turned the call away (headers, session, Accept ...):
                 # recorded before the rejection goes out, like every other attempt
-                if (
-                    _rejected(state["status"])
-                    and not reached
-                    and state["complete"]
-                    and _names_call(chunks)
-                ):
-                    state["recorded"] = True
-                    await self._record(b"".join(chunks), state["status"])
-            await send(message)
+                await self._on_rejected(json.loads(data), int(out["status"]))
+            await send(out)
 
         marker = REACHED_SERVER.set(reached)
         try:
-            await self._app(scope, keep, watch)
+            await self._handle(scope, replay, watch)
         finally:
             REACHED_SERVER.reset(marker)
-        if _rejected(state["status"]) and not state["recorded"] and not reached:
-            # rejected before the body was read (e.g. a wrong Accept header): read it now
-            while not state["complete"] and sum(map(len, chunks)) <= _MAX_REJECTED_BODY:
-                if (await keep()).get("type") != "http.request":
-                    break
-            if state["complete"] and _names_call(chunks):
-                await self._record(b"".join(chunks), int(state["status"]))
 
-    async def _record(self, body: bytes, status: int) -> None:
-        import json
-
-        try:
-            parsed = json.loads(body)
-        except (ValueError, RecursionError):
-            return  # not JSON: no method can be read from it
-        items = parsed if isinstance(parsed, list) else [parsed]
-        for item in items:
-            if isinstance(item, dict) and item.get("method") == "tools/call":
-                await self._on_rejected(item, status)
-
-
-#: the most of a rejected body read only to record the tools/call in it
-_MAX_REJECTED_BODY = 1024 * 1024
-
-
-def _rejected(status: int) -> bool:
-    """A status that means the server never handled the message: 4xx/5xx, or 202 (a
-    "notification", which a server drops). 0 — no response at all — is a call the
-    server did take and that was then cancelled (the kernel recorded that)."""
-    return status == 202 or status >= 400
+    async def _refuse(
+        self, frame: Frame, send: Send, *, status: int | None, scope: Scope | None = None
+    ) -> None:
+        """Record an undeliverable frame and answer it here."""
+        version = _header(scope, b"mcp-protocol-version") if scope is not None else None
+        answers = await self._recorder.refuse(frame, status=status, version=version)
+        if status == 413:
+            # The rest of the body is read and discarded by h11 (bounded by the body
+            # deadline), so the client reads this answer instead of a reset.
+            body = json.dumps(answers[0] if answers else {}).encode()
+            await _respond(send, 413, b"application/json", body)
+            return
+        if not answers:  # only notifications (or an empty body): nothing is owed
+            await _respond(send, 202, b"application/json", b"")
+            return
+        has_result = any("result" in a for a in answers)
+        payload: object = answers if frame.batch else answers[0]
+        await _respond(
+            send,
+            200 if has_result else 400,
+            b"application/json",
+            json.dumps(payload, separators=(",", ":")).encode(),
+        )
 
 
-def _names_call(chunks: list[bytes]) -> bool:
-    return b"tools/call" in b"".join(chunks)
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    raw = _header(scope, b"content-length")
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def _opens_session(scope: Scope) -> bool:
+    """A 2025-11-25-era POST without a session id: the SDK opens a stateful session for it."""
+    if _header(scope, b"mcp-session-id") is not None:
+        return False
+    version = _header(scope, b"mcp-protocol-version")
+    return version is None or version not in MODERN_PROTOCOL_VERSIONS
 
 
 async def _not_found(send: Send) -> None:
@@ -234,81 +316,6 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
-class _TrackedH11(H11Protocol):
-    """h11 protocol that tells the server when a connection goes, so stop can wait on an event."""
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        # uvicorn 0.54 cancels the keep-alive timer only on a clean close (exc is None).
-        # Measured: the SDK's 2025-11-25 client resets (ConnectionResetError) the
-        # connection of every SSE-answered POST, so each legacy tools/call left a live
-        # 5 s timer holding this protocol, its request cycle and buffers (~25 objects;
-        # >1000 dead connections at a time under load) for the garbage collector's
-        # full passes to walk. A lost connection needs no keep-alive timer.
-        self._unset_keepalive_if_required()
-        notify: Callable[[], None] | None = getattr(self.server_state, "on_connection_lost", None)
-        if notify is not None:
-            notify()
-
-
-class EmbeddedUvicorn(uvicorn.Server):
-    """uvicorn without signal capture, without the 100 ms tick loop, with an event-driven stop."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self._drained = asyncio.Event()
-        self.server_state.on_connection_lost = self._connection_lost  # type: ignore[attr-defined]
-
-    def _connection_lost(self) -> None:
-        if not self.server_state.connections:
-            self._drained.set()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        """The host process owns its signals; a turn never captures them."""
-        yield
-
-    async def start(self, sock: socket.socket) -> None:
-        """Run the ASGI lifespan and start accepting on ``sock``; return once serving."""
-        config = self.config
-        if not config.loaded:
-            config.load()
-        self.lifespan = config.lifespan_class(config)
-        try:
-            await self.startup(sockets=[sock])
-        except SystemExit as exc:  # uvicorn exits the process on a failed lifespan
-            raise BridgeStartError("the bridge's ASGI lifespan failed to start") from exc
-        if not self.started:
-            raise BridgeStartError("the bridge's HTTP listener did not start")
-        # What the tick loop would have done once: fixed default headers.
-        await self.on_tick(0)
-
-    async def stop(self, sock: socket.socket, *, grace_s: float) -> None:
-        """Stop accepting, drain or close every connection, shut the lifespan down."""
-        self.should_exit = True
-        for server in self.servers:
-            server.close()
-        sock.close()
-        for connection in list(self.server_state.connections):
-            connection.shutdown()
-        if self.server_state.connections:
-            self._drained.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), timeout=grace_s)
-        for connection in list(self.server_state.connections):
-            transport: Any = getattr(connection, "transport", None)
-            if transport is not None:
-                transport.close()
-        for task in list(self.server_state.tasks):
-            task.cancel()
-        if self.server_state.tasks:
-            await asyncio.wait(list(self.server_state.tasks), timeout=grace_s)
-        for server in self.servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), timeout=grace_s)
-        await self.lifespan.shutdown()
-
-
 def bind_loopback() -> socket.socket:
     """A listening TCP socket on 127.0.0.1 with an ephemeral port (``IPPROTO_TCP``: see module doc)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -322,18 +329,19 @@ def bind_loopback() -> socket.socket:
     return sock
 
 
-def embedded_config(app: Any, *, grace_s: float) -> uvicorn.Config:
-    """A uvicorn config for one turn: no logging setup, no access log, no server/date headers."""
-    return uvicorn.Config(
-        app,
-        http=_TrackedH11,
-        ws="none",
-        lifespan="on",
-        log_config=None,  # never reconfigure the host's logging
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=max(1, round(grace_s)),  # unused: stop() applies grace_s itself
-        loop="none",
+def connection_guard(limits: TransportLimits, stats: TransportStats) -> ConnectionGuard:
+    """The turn's connection guard (deadlines and cap from ``limits``; counts into ``stats``)."""
+    return ConnectionGuard(
+        ConnectionLimits(
+            header_timeout_s=limits.header_timeout_s,
+            body_timeout_s=limits.body_timeout_s,
+            max_connections=limits.max_connections,
+        ),
+        stats,
     )
+
+
+async def close_sessions(manager: StreamableHTTPSessionManager) -> None:
+    """Terminate the SDK's session transports (a legacy GET stream would hold its connection)."""
+    with contextlib.suppress(RuntimeError):
+        await mcp_sdk.terminate_sessions(manager)

@@ -11,6 +11,7 @@ thing that escapes is cancellation, after the kernel has recorded it.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
@@ -21,7 +22,9 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import Server
+from mcp.server.session import ServerSession
 
 from sharedos.bridge.diagnostics import (
     REACHED_SERVER,
@@ -30,11 +33,15 @@ from sharedos.bridge.diagnostics import (
     correlation_from_meta,
     harness_aliases,
 )
-from sharedos.bridge.hooks import LogGate, make_hooks
+from sharedos.bridge.frames import CallAttempt, Problem
+from sharedos.bridge.hooks import LogGate, RequestContext, make_hooks
+from sharedos.bridge.limits import TransportLimits, TransportStats
+from sharedos.bridge.malformed import WireRecorder
 from sharedos.bridge.results import internal_error_result, to_wire_result
 from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
+from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.evidence import MAX_STORED_ARGUMENTS, EncodedJson, plain_json, storable_json_text
-from sharedos.kernel.context import AccessContext, ToolCall, new_call_id
+from sharedos.kernel import RuntimeHost, ToolResult, TurnCatalog
 from sharedos.names import PortableNameMap
 from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
@@ -44,15 +51,24 @@ logger = logging.getLogger(__name__)
 #: The server name harnesses see; aliases (``mcp__sharedos__files_read``) are derived from it.
 DEFAULT_SERVER_NAME = "sharedos"
 
+#: A turn's low-level SDK server.
+TurnServer = Server[dict[str, Any]]
+
+#: Per tools/call request: set by the middleware, marked by ``on_call_tool`` when it ran, so a
+#: failure before the handler (the SDK's params validation) is told from one after it.
+_HANDLER_RAN: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "sharedos_handler_ran", default=None
+)
+
 
 @dataclass
 class TurnEndpoint:
     """The per-turn state behind one MCP server: catalogue, context, policy and the runtime."""
 
-    runtime_host: Any
+    runtime_host: RuntimeHost
     context: AccessContext
     tool_policy: ToolPolicy
-    catalog: Any
+    catalog: TurnCatalog
     server_name: str = DEFAULT_SERVER_NAME
     portable_names: bool = False
     transport: str = "http"
@@ -60,21 +76,35 @@ class TurnEndpoint:
     closed: bool = False
     #: for transports whose closing is learned from outside (stdio: the open-marker)
     is_open: Callable[[], bool] | None = None
+    limits: TransportLimits = field(default_factory=TransportLimits)
+    stats: TransportStats = field(default_factory=TransportStats)
     tools: list[types.Tool] = field(default_factory=list)
     excluded: list[ExcludedTool] = field(default_factory=list)
     log_gate: LogGate = field(default_factory=LogGate)
+    recorder: WireRecorder = field(init=False)
     _portable: PortableNameMap | None = None
-    _schemas: dict[str, Any] = field(default_factory=dict)
+    _schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (received, tool, client name, client version, versions) -> (static diagnostics, its text)
-    _static: dict[tuple[Any, ...], tuple[dict[str, Any], str | None]] = field(default_factory=dict)
+    _static: dict[tuple[object, ...], tuple[dict[str, Any], str | None]] = field(
+        default_factory=dict
+    )
     #: (client name, client version, protocol version) -> sanitized identity, per turn
-    _clients: dict[tuple[Any, Any, Any], dict[str, Any]] = field(default_factory=dict)
+    _clients: dict[tuple[object, object, object], dict[str, Any]] = field(default_factory=dict)
     _bridge: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Encoded once per turn; every evidence record of the turn stores this text.
         self.identity = plain_json(self.identity)
         self._bridge = {"transport": self.transport, "server": self.server_name}
+        self.recorder = WireRecorder(
+            self._refuse_for_transport,
+            turn_id=self.context.turn_id,
+            transport=self.transport,
+            server_name=self.server_name,
+            canonical_name=self.canonical_name,
+            limits=self.limits,
+            stats=self.stats,
+        )
         self.tools, self.excluded = sieve_catalog(self.catalog.tools)
         for gone in self.excluded:
             logger.warning("bridge: tool %r left out of tools/list: %s", gone.name, gone.reason)
@@ -96,7 +126,7 @@ class TurnEndpoint:
 
     # -- handlers ---------------------------------------------------------------
     async def on_list_tools(
-        self, ctx: Any, params: types.PaginatedRequestParams | None
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         """The turn's tools; the same list for the whole turn (ttlMs 0, cacheScope private)."""
         return types.ListToolsResult(
@@ -104,7 +134,7 @@ class TurnEndpoint:
         )
 
     async def on_set_logging_level(
-        self, ctx: Any, params: types.SetLevelRequestParams
+        self, ctx: RequestContext, params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         """Handshake-era ``logging/setLevel``: the minimum level of handler log notifications."""
         self.log_gate.minimum = str(params.level)
@@ -112,13 +142,13 @@ class TurnEndpoint:
 
     def canonical_name(self, received: str) -> str:
         """The raw name, or the canonical name a portable name stands for (mapped back, injectively)."""
-        if self._portable is not None and isinstance(received, str):
+        if self._portable is not None:
             canonical = self._portable.to_canonical(received)
             if canonical is not None:
                 return canonical
         return received
 
-    def diagnostics(self, ctx: Any, received: str, tool: str) -> dict[str, Any]:
+    def diagnostics(self, ctx: RequestContext, received: str, tool: str) -> dict[str, Any]:
         """What the evidence record keeps about the transport (never read by a decision).
 
         Only the correlation keys and the JSON-RPC id change from call to call;
@@ -142,7 +172,7 @@ class TurnEndpoint:
         return EncodedJson({**static, **dynamic}, combined)
 
     def _static_diagnostics(
-        self, ctx: Any, received: str, tool: str
+        self, ctx: RequestContext, received: str, tool: str
     ) -> tuple[dict[str, Any], str | None]:
         try:
             session = ctx.session
@@ -182,7 +212,7 @@ class TurnEndpoint:
             self._static[key] = (diag, text)
         return diag, text
 
-    def _client_identity(self, session: Any) -> dict[str, Any]:
+    def _client_identity(self, session: ServerSession) -> dict[str, Any]:
         """``client_identity(session)``, sanitized once per distinct client for this turn."""
         try:
             params = session.client_params
@@ -203,9 +233,12 @@ class TurnEndpoint:
         return cached
 
     async def on_call_tool(
-        self, ctx: Any, params: types.CallToolRequestParams
+        self, ctx: RequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """Hand the raw call to ``RuntimeHost.invoke_tool`` and map its outcome; never raises."""
+        ran = _HANDLER_RAN.get()
+        if ran is not None:
+            ran.append(True)
         received = params.name
         tool = received
         try:
@@ -218,19 +251,8 @@ class TurnEndpoint:
                 turn_id=self.context.turn_id,
             )
             diagnostics = self.diagnostics(ctx, received, tool)
-            if not self.closed and self.is_open is not None and not self.is_open():
-                self.closed = True
-            if self.closed:
-                result = await record_refusal(
-                    self.runtime_host,
-                    call,
-                    self.context,
-                    self.tool_policy,
-                    ReasonCode.TURN_CLOSED,
-                    catalog=self.catalog,
-                    diagnostics=diagnostics,
-                    detail="the turn this bridge served has closed",
-                )
+            if self.turn_closed():
+                result = await self.refuse_closed(call, diagnostics)
             else:
                 result = await self.runtime_host.invoke_tool(
                     call,
@@ -250,8 +272,23 @@ class TurnEndpoint:
             logger.exception("bridge: internal failure handling tools/call %r", tool)
             return await self._internal_failure(ctx, received, tool, params.arguments, exc)
 
+    async def refuse_closed(
+        self, call: ToolCall, diagnostics: Mapping[str, Any] | None
+    ) -> ToolResult:
+        """Record and return the ``turn_closed`` refusal of a call that reached a closed turn."""
+        return await record_refusal(
+            self.runtime_host,
+            call,
+            self.context,
+            self.tool_policy,
+            ReasonCode.TURN_CLOSED,
+            catalog=self.catalog,
+            diagnostics=diagnostics,
+            detail="the turn this bridge served has closed",
+        )
+
     async def _internal_failure(
-        self, ctx: Any, received: str, tool: str, arguments: Any, exc: Exception
+        self, ctx: RequestContext, received: str, tool: str, arguments: object, exc: Exception
     ) -> types.CallToolResult:
         detail = f"internal error in the bridge ({type(exc).__name__})"
         try:
@@ -272,38 +309,53 @@ class TurnEndpoint:
             logger.exception("bridge: could not record the internal failure of %r", tool)
         return internal_error_result(tool, detail)
 
-    async def record_malformed_calls(self, ctx: Any, call_next: Any) -> Any:
+    async def record_malformed_calls(
+        self, ctx: RequestContext, call_next: CallNext
+    ) -> HandlerResult:
         """Server middleware: a ``tools/call`` the SDK rejects as malformed is still an attempt.
 
         A non-string name or non-object arguments fail the SDK's params
-        validation before ``on_call_tool`` runs, and the client gets a JSON-RPC
-        "invalid params" error (the request itself was malformed). The attempt
-        must not vanish: it is handed to the kernel with the raw values, which
-        refuses and records it, and then the SDK's error goes out unchanged.
+        validation before ``on_call_tool`` runs. The attempt must not vanish,
+        and it is answered like every other call — as a result: the raw values
+        go to the kernel, which refuses and records them (``tool_unavailable``
+        / ``invalid_arguments``), and that refusal is the answer.
         """
-        if ctx.method == "tools/call":
-            reached = REACHED_SERVER.get()
-            if reached is not None:
-                reached.append("tools/call")  # this server records it: the transport must not
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        reached = REACHED_SERVER.get()
+        if reached is not None:
+            reached.append("tools/call")  # this server records it: the transport must not
+        ran: list[bool] = []
+        marker = _HANDLER_RAN.set(ran)
         try:
             return await call_next(ctx)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception:
-            if ctx.method == "tools/call" and ctx.request_id is not None:
-                params = ctx.params if isinstance(ctx.params, Mapping) else {}
-                name, arguments = params.get("name"), params.get("arguments")
-                if not isinstance(name, str) or not (
-                    arguments is None or isinstance(arguments, dict)
-                ):
-                    await self._record_malformed(ctx, name, arguments)
-            raise
+            if ran or ctx.request_id is None:
+                raise  # the handler ran (and recorded); this is the SDK's own error
+            params = ctx.params if isinstance(ctx.params, Mapping) else {}
+            name, arguments = params.get("name"), params.get("arguments")
+            if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+                # the kernel has the words for these (tool_unavailable / invalid_arguments)
+                result = await self._record_malformed(ctx, name, arguments)
+            else:
+                # a valid name and arguments, but params the SDK could not accept
+                # (a malformed _meta ...): never run what the protocol layer refused
+                result = await self._refuse_params(ctx, name, arguments)
+            if result is None:
+                raise
+            return cast(HandlerResult, to_wire_result(result))
+        finally:
+            _HANDLER_RAN.reset(marker)
 
-    async def _record_malformed(self, ctx: Any, name: Any, arguments: Any) -> None:
+    async def _record_malformed(
+        self, ctx: RequestContext, name: object, arguments: object
+    ) -> ToolResult | None:
         tool = name if isinstance(name, str) else json.dumps(name, default=repr)[:1024]
         try:
             diagnostics = {**self.diagnostics(ctx, tool, tool), "malformedRequest": True}
-            await self.runtime_host.invoke_tool(
+            return await self.runtime_host.invoke_tool(
                 ToolCall(tool=tool, arguments=arguments, turn_id=self.context.turn_id),
                 self.context,
                 self.tool_policy,
@@ -315,43 +367,83 @@ class TurnEndpoint:
             raise
         except Exception:
             logger.exception("bridge: could not record a malformed tools/call")
+            return None
 
-    async def record_rejected_call(self, item: Mapping[str, Any], status: int | None) -> None:
-        """Record a ``tools/call`` the transport rejected before the server saw it (never runs it).
-
-        ``status`` is the HTTP status the rejection carried (``None`` on stdio).
-        """
+    async def _refuse_params(
+        self, ctx: RequestContext, name: str, arguments: object
+    ) -> ToolResult | None:
+        request_id = ctx.request_id
+        attempt = CallAttempt(
+            request_id=request_id if isinstance(request_id, int | str) else None,
+            name=name,
+            arguments=arguments,
+            arguments_intact=True,
+            protocol_version=ctx.protocol_version,
+        )
         try:
-            params = item.get("params")
-            params = params if isinstance(params, Mapping) else {}
-            name, arguments = params.get("name"), params.get("arguments")
-            tool = name if isinstance(name, str) else json.dumps(name, default=repr)[:1024]
-            tool = self.canonical_name(tool)
-            diagnostics: dict[str, Any] = {
-                "bridge": {"transport": self.transport, "server": self.server_name},
-                "rejectedByTransport": {"httpStatus": status, "jsonrpcId": bounded(item.get("id"))},
-            }
-            how = f" (HTTP {status})" if status is not None else ""
-            await record_refusal(
-                self.runtime_host,
-                ToolCall(tool=tool, arguments=arguments, turn_id=self.context.turn_id),
-                self.context,
-                self.tool_policy,
-                ReasonCode.INVALID_ARGUMENTS,
-                catalog=self.catalog,
-                diagnostics=diagnostics,
-                detail=f"the MCP transport rejected this tools/call request{how}; "
-                "it was not a valid JSON-RPC request and was not run",
+            return await self.recorder.refuse_call(attempt, Problem.NOT_JSONRPC, size=0)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            logger.exception("bridge: could not record a tools/call with invalid params")
+            return None
+
+    async def record_rejected_call(self, item: Mapping[str, object], status: int | None) -> None:
+        """Record a ``tools/call`` the SDK's transport rejected after the bridge passed it on.
+
+        (A wrong ``Accept`` header, an unknown session, a 2026-07-28 header that
+        does not match the body ...) ``status`` is the HTTP status of the
+        rejection, which the SDK has already answered. Nothing is run.
+        """
+        params = item.get("params")
+        params = params if isinstance(params, Mapping) else {}
+        request_id = item.get("id")
+        attempt = CallAttempt(
+            request_id=request_id if isinstance(request_id, int | str) else None,
+            name=params.get("name"),
+            arguments=params.get("arguments"),
+            arguments_intact=True,
+            protocol_version=None,
+        )
+        how = f" (HTTP {status})" if status is not None else ""
+        try:
+            await self.recorder.refuse_call(
+                attempt,
+                Problem.REJECTED,
+                size=0,
+                status=status,
+                detail=f"the MCP transport rejected this tools/call request{how}; it was not run",
             )
         except anyio.get_cancelled_exc_class():
             raise
         except Exception:
             logger.exception("bridge: could not record a tools/call the transport rejected")
 
+    async def _refuse_for_transport(
+        self, call: ToolCall, reason: ReasonCode, diagnostics: Mapping[str, Any], detail: str
+    ) -> ToolResult:
+        """``RuntimeHost.refuse`` bound to this turn (the transport's refusals: ``WireRecorder``)."""
+        return await record_refusal(
+            self.runtime_host,
+            call,
+            self.context,
+            self.tool_policy,
+            reason,
+            catalog=self.catalog,
+            diagnostics=diagnostics,
+            detail=detail,
+        )
+
+    def turn_closed(self) -> bool:
+        """True once the turn has closed (for stdio, learned from the open-marker)."""
+        if not self.closed and self.is_open is not None and not self.is_open():
+            self.closed = True
+        return self.closed
+
     # -- server -----------------------------------------------------------------
-    def build_server(self) -> Server[Any]:
+    def build_server(self) -> TurnServer:
         """A fresh low-level SDK server for this turn (never shared)."""
-        server: Server[Any] = Server(
+        server: TurnServer = Server(
             self.server_name,
             version=_version(),
             instructions=None,
@@ -372,7 +464,9 @@ class TurnEndpoint:
             # provider configured its spans record nothing, yet it costs each request a
             # span, a context attach and an attribute dict (~2-3 % of a tools/call round
             # trip in A/B runs); the evidence record is the per-call trace either way.
-            server.middleware[:] = [m for m in server.middleware if not _is_sdk_tracing(m)]
+            from sharedos.compat.mcp_sdk import remove_sdk_tracing
+
+            remove_sdk_tracing(server)
         server.middleware.append(self.record_malformed_calls)
         return server
 
@@ -389,29 +483,24 @@ def tracing_configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def _is_sdk_tracing(middleware: Any) -> bool:
-    return type(middleware).__name__ == "OpenTelemetryMiddleware" and type(
-        middleware
-    ).__module__.startswith("mcp.")
-
-
 async def record_refusal(
-    runtime_host: Any,
+    runtime_host: RuntimeHost,
     call: ToolCall,
     context: AccessContext,
     tool_policy: ToolPolicy,
     reason: ReasonCode,
     *,
-    catalog: Any,
+    catalog: TurnCatalog,
     diagnostics: Mapping[str, Any] | None,
     detail: str,
-) -> Any:
+) -> ToolResult:
     """Record (durably, before returning) a refusal the bridge issues without a decision.
 
-    Only two exist: ``turn_closed`` (a call reaching a bridge whose turn has
-    ended) and ``internal_error`` (the bridge could not hand the call to the
-    kernel). The runtime records them (``RuntimeHost.refuse``) exactly like
-    any other attempt.
+    ``turn_closed`` (a call reaching a bridge whose turn has ended),
+    ``internal_error`` (the bridge could not hand the call to the kernel) and
+    ``malformed_request`` (the transport could not deliver the call). The
+    runtime records them (``RuntimeHost.refuse``) exactly like any other
+    attempt.
     """
     result = await runtime_host.refuse(
         call, context, tool_policy, reason, catalog=catalog, diagnostics=diagnostics, detail=detail

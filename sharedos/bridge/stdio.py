@@ -10,98 +10,37 @@ reference machine).
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
-from sharedos.bridge.turnfile import TurnFile, TurnFileError, read_turn_file
+from sharedos.bridge.turnfile import TurnFile, TurnFileError, one_line, read_turn_file
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from sharedos.bridge.server import TurnEndpoint, TurnServer
+    from sharedos.bridge.stdio_wire import RawLine, StdioWire
+    from sharedos.kernel import RuntimeHost
+    from sharedos.toolpolicy import ToolPolicy
+
+logger = logging.getLogger(__name__)
+
+#: frames above this size take the slow classification path in a worker thread
+_THREAD_CLASSIFY_BYTES = 64 * 1024
 
 
 class TurnClosedError(RuntimeError):
     """The turn this bridge was launched for has already closed."""
 
 
-class RecordingReadStream:
-    """The stdio read stream, passed through; a ``tools/call`` the transport cannot deliver is recorded.
-
-    Security (ADR 0014: no attempt may vanish): the SDK's stdio reader turns a
-    line that is not a valid JSON-RPC message (a batch array, non-object
-    ``params``, a wrong ``jsonrpc`` version) into an exception item, and a
-    ``tools/call`` without an ``id`` into a notification the server drops;
-    neither reaches the server's handler. Each such call is recorded as a
-    refusal (nothing is run) before the item is handed on unchanged.
-    """
-
-    def __init__(self, inner: Any, on_rejected: Any) -> None:
-        self._inner = inner
-        self._on_rejected = on_rejected
-
-    @property
-    def last_context(self) -> Any:
-        """The sender's context of the last item (the SDK reads it when present)."""
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        """The next item, after recording any tools/call it carries that cannot be served."""
-        item = await self._inner.receive()
-        for call in undeliverable_calls(item):
-            await self._on_rejected(call, None)
-        return item
-
-    async def aclose(self) -> None:
-        """Close the underlying stream."""
-        await self._inner.aclose()
-
-    def __aiter__(self) -> RecordingReadStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> RecordingReadStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def undeliverable_calls(item: Any) -> list[dict[str, Any]]:
-    """The ``tools/call`` messages an item of the SDK's read stream carries but cannot deliver."""
-    message = getattr(item, "message", None)
-    if message is not None:  # a valid message: only a tools/call "notification" is dropped
-        if type(message).__name__ == "JSONRPCNotification" and message.method == "tools/call":
-            params = message.params if isinstance(message.params, dict) else {}
-            return [{"method": "tools/call", "params": params}]
-        return []
-    errors = getattr(item, "errors", None)
-    if not callable(errors):
-        return []
-    try:
-        found = errors()
-    except Exception:
-        return []
-    # The whole message appears as the input of the union's "is it a request?"
-    # error (a batch array) or of the response member's missing "result" (an object).
-    wholes = [
-        e.get("input")
-        for e in found
-        if tuple(e.get("loc", ())) in (("JSONRPCRequest",), ("JSONRPCResponse", "result"))
-    ]
-    calls: list[dict[str, Any]] = []
-    for whole in wholes[:1]:
-        for candidate in whole if isinstance(whole, list) else [whole]:
-            if isinstance(candidate, dict) and candidate.get("method") == "tools/call":
-                calls.append(candidate)
-    return calls
-
-
-def build_runtime(turn: TurnFile) -> tuple[Any, Any]:
+def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
     """``(RuntimeHost, ToolPolicy)`` from the turn file: policy, registry, evidence store."""
     from sharedos.catalog.registry import ToolRegistry
     from sharedos.evidence.sqlite import SqliteEvidenceStore
@@ -144,7 +83,14 @@ def build_runtime(turn: TurnFile) -> tuple[Any, Any]:
 
 
 async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
-    """Serve the turn on stdin/stdout until the client leaves or the turn closes; exit code."""
+    """Serve the turn on stdin/stdout until the client leaves or the turn closes; exit code.
+
+    0: the client closed stdin. 3: the host closed the turn; the bridge then
+    answers and records every call that arrives (``turn_closed``) for
+    ``close_linger_s`` and exits — at the latest ``close_linger_s`` after it
+    saw the turn close, whatever the harness does, because nothing here
+    waits outside the event loop.
+    """
     if not turn.open_marker.exists():
         raise TurnClosedError("this turn has already closed")
     host, tool_policy = build_runtime(turn)
@@ -158,11 +104,9 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
             f"this bridge computes {catalog.catalog_hash[:12]}… (policy or tools changed); refusing to serve"
         )
 
-    from mcp.server.stdio import stdio_server
-
     from sharedos.bridge.server import TurnEndpoint
+    from sharedos.bridge.stdio_wire import StdioWire
 
-    marker = turn.open_marker
     endpoint = TurnEndpoint(
         runtime_host=host,
         context=turn.context,
@@ -172,30 +116,159 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
         portable_names=turn.portable_names,
         transport="stdio",
         identity=turn.identity,
-        is_open=marker.exists,
+        is_open=turn.open_marker.exists,
+        limits=turn.limits,
     )
     server = endpoint.build_server()
+    with StdioWire.claim_std(max_frame=endpoint.limits.max_frame_bytes) as wire:
+        closed = await _serve(wire, endpoint, server, turn, poll_s)
+    return 3 if closed else 0
+
+
+async def _serve(
+    wire: StdioWire, endpoint: TurnEndpoint, server: TurnServer, turn: TurnFile, poll_s: float
+) -> bool:
+    """Run the SDK server over ``wire`` until end of input or the turn's close; True if closed."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    server_out, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     closed_by_host = False
+    linger = max(0.0, turn.close_linger_s)
+    #: kept for the final drain and shutdown within the linger
+    reserve = min(0.1, linger / 4)
 
-    async with anyio.create_task_group() as tg:
-
-        async def watch_turn() -> None:
-            nonlocal closed_by_host
-            while marker.exists():
-                await anyio.sleep(poll_s)
-            endpoint.closed = True
-            closed_by_host = True
-            # Calls arriving in this window are refused and recorded (turn_closed);
-            # then the door closes for good.
-            await anyio.sleep(turn.close_linger_s)
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch_turn)
-        async with stdio_server() as (read_stream, write_stream):
-            recording = RecordingReadStream(read_stream, endpoint.record_rejected_call)
-            await server.run(recording, write_stream, server.create_initialization_options())
+    async def watch_turn() -> None:
+        nonlocal closed_by_host
+        while turn.open_marker.exists():
+            await anyio.sleep(poll_s)
+            with anyio.CancelScope(shield=True):
+                await endpoint.recorder.flush_if_allowed()
+        endpoint.closed = True
+        closed_by_host = True
+        # Calls arriving in this window are refused and recorded (turn_closed);
+        # then the door closes for good.
+        await anyio.sleep(linger - reserve)
         tg.cancel_scope.cancel()
-    return 3 if closed_by_host else 0
+
+    #: requests handed to the server and not yet answered (ids as sent, counted: ids may repeat)
+    pending: Counter[object] = Counter()
+
+    async def read_frames() -> None:
+        async with to_server:
+            while (line := await wire.read_line()) is not None:
+                message = await _take_line(wire, endpoint, line)
+                if message is None:
+                    continue
+                if isinstance(message, mcp_types.JSONRPCRequest):
+                    pending[message.id] += 1
+                elif isinstance(message, mcp_types.JSONRPCNotification) and (
+                    message.method == "notifications/cancelled"
+                ):
+                    pending.pop((message.params or {}).get("requestId"), None)
+                await to_server.send(SessionMessage(message))
+            # End of input: the client may still read. Answer what it already asked
+            # (bounded by the handler timeout) before the server's input ends.
+            with anyio.move_on_after(turn.handler_timeout_s + 1.0):
+                while +pending and not endpoint.closed:
+                    await anyio.sleep(0.01)
+
+    written = anyio.Event()
+
+    async def write_frames() -> None:
+        try:
+            async with from_server:
+                async for item in from_server:
+                    message = item.message
+                    if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
+                        if pending[message.id] > 1:
+                            pending[message.id] -= 1
+                        else:
+                            pending.pop(message.id, None)
+                    data = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await wire.write_line(data.encode("utf-8", "surrogatepass"))
+        finally:
+            written.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch_turn)
+            tg.start_soon(read_frames)
+            tg.start_soon(write_frames)
+            async with server_out:
+                await server.run(server_in, server_out, server.create_initialization_options())
+            # the client left: let the last answers out (the writer ends with the stream)
+            with anyio.move_on_after(1.0):
+                await written.wait()
+            tg.cancel_scope.cancel()
+    except anyio.BrokenResourceError:
+        logger.info("bridge: the client closed stdout; ending the turn's stdio bridge")
+    with anyio.CancelScope(shield=True), anyio.move_on_after(max(reserve, 0.05)):
+        await _final_drain(wire, endpoint)
+    with anyio.CancelScope(shield=True):
+        await endpoint.recorder.flush()
+    return closed_by_host
+
+
+async def _take_line(
+    wire: StdioWire, endpoint: TurnEndpoint, line: RawLine
+) -> types.JSONRPCMessage | None:
+    """Classify one line: the message to deliver, or ``None`` after refusing and answering it."""
+    from sharedos.bridge.frames import classify, oversized
+
+    if line.oversized:
+        frame = oversized(line.size, line.data)
+    elif not line.data.strip():
+        return None  # a blank line between frames: nothing was sent
+    elif line.size > _THREAD_CLASSIFY_BYTES:
+        frame = await anyio.to_thread.run_sync(classify, line.data)
+    else:
+        frame = classify(line.data)
+    if frame.message is not None:
+        return frame.message
+    with anyio.CancelScope(shield=True):  # a refused call is recorded even as the turn ends
+        answers = await endpoint.recorder.refuse(frame)
+    for answer in answers:
+        await wire.write_line(json.dumps(answer, separators=(",", ":")).encode())
+    return None
+
+
+async def _final_drain(wire: StdioWire, endpoint: TurnEndpoint) -> None:
+    """Answer and record every call already in the pipe when the bridge stops (never run)."""
+    import mcp_types
+
+    from sharedos.bridge.answers import result_message
+    from sharedos.bridge.frames import classify, oversized
+    from sharedos.context import ToolCall
+
+    for line in wire.read_available():
+        if not line.oversized and not line.data.strip():
+            continue
+        frame = oversized(line.size, line.data) if line.oversized else classify(line.data)
+        message = frame.message
+        if message is None:
+            for answer in await endpoint.recorder.refuse(frame):
+                wire.write_line_nowait(json.dumps(answer, separators=(",", ":")).encode())
+            continue
+        if not (isinstance(message, mcp_types.JSONRPCRequest) and message.method == "tools/call"):
+            continue
+        params = message.params or {}
+        name = params.get("name")
+        tool = endpoint.canonical_name(name) if isinstance(name, str) else json.dumps(name)[:1024]
+        call = ToolCall(
+            tool=tool, arguments=params.get("arguments"), turn_id=endpoint.context.turn_id
+        )
+        meta = params.get("_meta")
+        version = (
+            meta.get("io.modelcontextprotocol/protocolVersion") if isinstance(meta, dict) else None
+        )
+        result = await endpoint.refuse_closed(
+            call,
+            {"bridge": {"transport": "stdio", "server": endpoint.server_name}, "finalDrain": True},
+        )
+        answer = result_message(message.id, result, version if isinstance(version, str) else None)
+        wire.write_line_nowait(json.dumps(answer, separators=(",", ":")).encode())
 
 
 def main_stdio(turn_path: Path) -> int:
@@ -204,15 +277,15 @@ def main_stdio(turn_path: Path) -> int:
         turn = read_turn_file(turn_path)
         return anyio.run(serve_stdio, turn)
     except TurnClosedError as exc:
-        print(f"sharedos bridge: {exc}", file=sys.stderr)
+        print(f"sharedos bridge: {one_line(str(exc))}", file=sys.stderr)
         return 3
     except (TurnFileError, OSError) as exc:
-        print(f"sharedos bridge: {exc}", file=sys.stderr)
+        print(f"sharedos bridge: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         policy_error = type(exc).__name__ == "PolicyError"
         print(
-            f"sharedos bridge: {'policy error' if policy_error else 'error'}: {exc}",
+            f"sharedos bridge: {'policy error' if policy_error else 'error'}: {one_line(str(exc))}",
             file=sys.stderr,
         )
         if os.environ.get("SHAREDOS_DEBUG"):

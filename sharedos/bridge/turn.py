@@ -14,13 +14,18 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.server import DEFAULT_SERVER_NAME, TurnEndpoint
-from sharedos.kernel.context import AccessContext
+from sharedos.context import AccessContext
+from sharedos.kernel import RuntimeHost, TurnCatalog
 from sharedos.toolpolicy import ToolPolicy
+
+if TYPE_CHECKING:
+    from sharedos.bridge.turnfile import StdioLaunch
 
 Transport = Literal["http", "stdio"]
 
@@ -32,13 +37,16 @@ class Turn:
     ``url`` and ``token`` are set for HTTP (pass the token as
     ``Authorization: Bearer <token>``; never log it). ``command`` is set for
     stdio (the MCP server command line the harness launches). ``catalog`` and
-    ``catalog_hash`` are fixed for the life of the turn.
+    ``catalog_hash`` are fixed for the life of the turn. ``transport_stats``
+    counts what the HTTP transport refused or bounded (timed-out and refused
+    connections, evicted sessions, malformed requests); a stdio bridge runs
+    in its own process and keeps its counts there.
     """
 
     transport: Transport
     context: AccessContext
     tool_policy: ToolPolicy
-    catalog: Any
+    catalog: TurnCatalog
     catalog_hash: str
     server_name: str
     url: str | None = None
@@ -47,6 +55,7 @@ class Turn:
     turn_file: Path | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     endpoint: TurnEndpoint | None = field(default=None, repr=False)
+    transport_stats: TransportStats = field(default_factory=TransportStats)
 
     @property
     def catalogHash(self) -> str:
@@ -67,14 +76,16 @@ class Turn:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-def compute_catalog(runtime_host: Any, context: AccessContext, tool_policy: ToolPolicy) -> Any:
+def compute_catalog(
+    runtime_host: RuntimeHost, context: AccessContext, tool_policy: ToolPolicy
+) -> TurnCatalog:
     """The turn's catalogue: ``kernel.list_tools(context, tool_policy)`` (a ``TurnCatalog``)."""
     return runtime_host.kernel.list_tools(context, tool_policy)
 
 
 @contextlib.asynccontextmanager
 async def open_turn(
-    runtime_host: Any,
+    runtime_host: RuntimeHost,
     context: AccessContext,
     tool_policy: ToolPolicy,
     *,
@@ -83,7 +94,8 @@ async def open_turn(
     portable_names: bool = False,
     identity: Mapping[str, Any] | None = None,
     grace_s: float = 0.5,
-    stdio: Any = None,
+    stdio: StdioLaunch | None = None,
+    limits: TransportLimits | None = None,
 ) -> AsyncIterator[Turn]:
     """Open one turn's bridge; close it (and release its port) when the block exits.
 
@@ -92,7 +104,9 @@ async def open_turn(
     ``transport="stdio"``: writes a private turn file and yields the command
     line the harness launches (``stdio`` must be a ``StdioLaunch``); closing
     the turn removes the turn's open-marker, and the stdio bridge then refuses
-    every further call and exits.
+    every further call and exits within ``stdio.close_linger_s``.
+    ``limits``: the transport's deadlines and caps (``TransportLimits``; the
+    defaults suit a harness on loopback).
     """
     started = time.perf_counter()
     catalog = compute_catalog(runtime_host, context, tool_policy)
@@ -106,6 +120,7 @@ async def open_turn(
             portable_names=portable_names,
             identity=identity,
             grace_s=grace_s,
+            limits=limits or TransportLimits(),
         ) as turn:
             turn.diagnostics["openMs"] = round((time.perf_counter() - started) * 1000, 3)
             yield turn
@@ -132,22 +147,27 @@ async def open_turn(
 
 @contextlib.asynccontextmanager
 async def _open_http(
-    runtime_host: Any,
+    runtime_host: RuntimeHost,
     context: AccessContext,
     tool_policy: ToolPolicy,
-    catalog: Any,
+    catalog: TurnCatalog,
     *,
     server_name: str,
     portable_names: bool,
     identity: Mapping[str, Any] | None,
     grace_s: float,
+    limits: TransportLimits,
 ) -> AsyncIterator[Turn]:
     from sharedos.bridge.http import (
         EmbeddedUvicorn,
         TurnHttpApp,
         bind_loopback,
+        close_sessions,
+        connection_guard,
         embedded_config,
     )
+
+    stats = TransportStats()
 
     endpoint = TurnEndpoint(
         runtime_host=runtime_host,
@@ -158,6 +178,8 @@ async def _open_http(
         portable_names=portable_names,
         transport="http",
         identity=identity,
+        limits=limits,
+        stats=stats,
     )
     server = endpoint.build_server()
     token = secrets.token_urlsafe(32)
@@ -166,18 +188,25 @@ async def _open_http(
     server.streamable_http_app(
         streamable_http_path="/mcp",
         host="127.0.0.1",  # also switches the SDK's DNS-rebinding (Host/Origin) protection on
-        max_sessions=256,  # one harness per turn; the SDK default (10 000) is for shared servers
+        # one harness per turn: the SDK's defaults (10 000 sessions, 30 min idle) are for
+        # shared servers; at the cap the longest-idle session is evicted (TurnHttpApp)
+        max_sessions=limits.max_sessions,
+        session_idle_timeout=limits.session_idle_s,
+        max_request_body_size=limits.max_frame_bytes,
     )
+    manager = server.session_manager
     app = TurnHttpApp(
-        server.session_manager,
+        manager,
         path="/mcp",
         token=token,
         # only the token holder's attempts are recorded: the recorder sits behind the check
+        recorder=endpoint.recorder,
         on_rejected=endpoint.record_rejected_call,
+        limits=limits,
     )
     sock = bind_loopback()
     port = sock.getsockname()[1]
-    uv = EmbeddedUvicorn(embedded_config(app, grace_s=grace_s))
+    uv = EmbeddedUvicorn(embedded_config(app, grace_s=grace_s), connection_guard(limits, stats))
     try:
         await uv.start(sock)
     except BaseException:
@@ -197,25 +226,16 @@ async def _open_http(
             "excludedTools": [{"name": e.name, "reason": e.reason} for e in endpoint.excluded],
             "tools": len(endpoint.tools),
         },
+        transport_stats=stats,
     )
     try:
         yield turn
     finally:
         endpoint.closed = True
+        app.closing = True
         with anyio.CancelScope(shield=True):
-            await _close_http(server, uv, sock, grace_s)
-
-
-async def _close_http(server: Any, uv: Any, sock: Any, grace_s: float) -> None:
-    # Terminate the SDK's session transports first: a legacy client's GET SSE
-    # stream would otherwise keep its connection busy until the grace expires.
-    # The session manager has no public "close all"; _server_instances is the
-    # only handle (mcp 2.3.0).
-    try:
-        manager = server.session_manager
-        for transport in list(manager._server_instances.values()):
-            with contextlib.suppress(Exception):
-                await transport.terminate()
-    except RuntimeError:
-        pass
-    await uv.stop(sock, grace_s=grace_s)
+            # Terminate the SDK's session transports first: a legacy client's GET SSE
+            # stream would otherwise keep its connection busy until the grace expires.
+            await close_sessions(manager)
+            await uv.stop(sock, grace_s=grace_s)
+            await endpoint.recorder.flush()  # the aggregate of rate-limited garbage, if any

@@ -19,12 +19,17 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from sharedos.kernel.context import AccessContext
+from sharedos.bridge.limits import TransportLimits
+from sharedos.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
+
+if TYPE_CHECKING:
+    from sharedos.bridge.turn import Turn
+    from sharedos.kernel import TurnCatalog
 
 #: Tool sets a turn file may ask for. Closed on purpose: a turn file names
 #: capabilities, it never imports arbitrary code.
@@ -51,7 +56,9 @@ class StdioLaunch(BaseModel):
     python: str = Field(default_factory=lambda: sys.executable)
     directory: Path | None = None
     handler_timeout_s: float = 30.0
-    close_linger_s: float = 0.5
+    close_linger_s: float = Field(default=0.5, ge=0)
+    #: the stdio bridge's frame size limit and malformed-request rate limit
+    limits: TransportLimits = Field(default_factory=TransportLimits)
 
     @model_validator(mode="after")
     def _check(self) -> StdioLaunch:
@@ -85,7 +92,8 @@ class TurnFile(BaseModel):
     #: SystemIdentity stored on every evidence record of the turn (never read by a decision)
     identity: dict[str, JsonValue] | None = None
     handler_timeout_s: float = 30.0
-    close_linger_s: float = 0.5
+    close_linger_s: float = Field(default=0.5, ge=0)
+    limits: TransportLimits = Field(default_factory=TransportLimits)
 
     @model_validator(mode="after")
     def _check(self) -> TurnFile:
@@ -134,7 +142,34 @@ def read_turn_file(path: Path) -> TurnFile:
     try:
         return TurnFile.model_validate_json(raw)
     except Exception as exc:
-        raise TurnFileError(f"turn file {path} is not a valid SharedOS turn file: {exc}") from None
+        raise TurnFileError(
+            f"turn file {path} is not a valid SharedOS turn file: {validation_summary(exc)}"
+        ) from None
+
+
+def validation_summary(exc: Exception) -> str:
+    """One readable line for a (pydantic) validation error: the first problem and how many more."""
+    errors = getattr(exc, "errors", None)
+    try:
+        found = errors() if callable(errors) else None
+    except Exception:
+        found = None
+    if not found:
+        return one_line(str(exc))
+    first = found[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "(the file)"
+    more = (
+        f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})"
+        if len(found) > 1
+        else ""
+    )
+    return one_line(f"{where}: {first.get('msg', 'invalid')}{more}")
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """``text`` on one line (newlines folded), at most ``limit`` characters."""
+    folded = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
 
 
 def harness_command(turn_file: Path, *, python: str | None = None) -> list[str]:
@@ -163,12 +198,12 @@ def open_stdio_turn(
     launch: StdioLaunch,
     context: AccessContext,
     tool_policy: ToolPolicy,
-    catalog: Any,
+    catalog: TurnCatalog,
     *,
     server_name: str = "sharedos",
     portable_names: bool = False,
     identity: Mapping[str, Any] | None = None,
-) -> Iterator[Any]:
+) -> Iterator[Turn]:
     """Write the turn file and open-marker; yield the ``Turn``; remove both when the turn closes."""
     from sharedos.bridge.turn import Turn
 
@@ -194,6 +229,7 @@ def open_stdio_turn(
         identity=dict(identity) if identity else None,
         handler_timeout_s=launch.handler_timeout_s,
         close_linger_s=launch.close_linger_s,
+        limits=launch.limits,
     )
     write_turn_file(record, turn_path)
     turn = Turn(

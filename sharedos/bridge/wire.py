@@ -20,6 +20,8 @@ from jsonschema.exceptions import SchemaError
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from sharedos.catalog import PublishedToolDefinition
+
 #: ``_meta`` key under which a tool's SharedOS metadata (namespace, source) travels.
 METADATA_META_KEY = "sharedos.dev/metadata"
 #: ``_meta`` key on a ``tools/list`` result carrying the turn's catalogHash.
@@ -36,7 +38,7 @@ class ExcludedTool:
     reason: str
 
 
-def wire_tool(published: Any) -> dict[str, Any]:
+def wire_tool(published: PublishedToolDefinition | Mapping[str, Any]) -> dict[str, Any]:
     """MCP wire dict for a published tool (``PublishedToolDefinition`` or a wire mapping)."""
     if hasattr(published, "wire"):
         raw: Mapping[str, Any] = published.wire()

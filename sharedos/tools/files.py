@@ -2,15 +2,21 @@
 
 Each handler acts on ``hctx.resource`` — the canonical path the policy
 decision authorized — never on the raw argument, and only through
-``Sandbox`` (no ``..``, no symlinks, nothing outside the root). Failures
-(missing file, a link, a directory where a file was expected) are
-handler-reported errors: outcome ``failed``, reason ``handler_error``.
+``Sandbox`` (no ``..``, no symbolic links, no hard links, nothing outside the
+root). Every handler runs inside one boundary (``_handler``): a refusal or a
+host failure (missing file, a link, a full disk, a directory where a file was
+expected, an entry renamed away mid-call) is a handler-reported error —
+outcome ``failed``, reason ``handler_error`` — whose message names the
+canonical path and ends with a stable code such as ``(hard_link)``
+(docs/files-tools.md lists them). No ``OSError`` leaves a handler.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
+import secrets
 import stat
 from collections.abc import Callable
 from typing import Any
@@ -18,14 +24,27 @@ from typing import Any
 from sharedos.catalog.definition import ToolAnnotations, ToolDefinition, ToolMetadata
 from sharedos.catalog.registry import ToolRegistry
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
-from sharedos.tools.sandbox import Sandbox, SandboxError, explain
+from sharedos.tools.sandbox import (
+    IS_A_DIRECTORY,
+    MAX_DEPTH,
+    NOT_A_REGULAR_FILE,
+    PERMISSION_DENIED,
+    SYMLINK,
+    Sandbox,
+    SandboxError,
+    check_regular,
+    contained,
+)
 
 FILES_TOOL_NAMES = ("files.delete", "files.list", "files.read", "files.search", "files.write")
 MAX_READ_BYTES = 1024 * 1024
 MAX_SEARCH_RESULTS = 1000
-_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+#: the prefix of ``files.write``'s temporary file, renamed over the target when complete
+TEMP_PREFIX = ".sharedos-write-"
 
 _PATH = {"type": "string", "minLength": 1, "description": "Absolute path, e.g. /public/a.txt"}
+
+_Op = Callable[[dict[str, Any], str], HandlerResult]
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -37,29 +56,64 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
+def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResult]:
+    """The one boundary of every files handler: host failures become canonical-path errors."""
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        resource = hctx.resource
+        try:
+            with contained(resource):
+                return op(args, resource)
+        except SandboxError as exc:
+            return HandlerResult(
+                content=[{"type": "text", "text": str(exc)}],
+                structured={"path": resource, "code": exc.code, "message": str(exc)},
+                is_error=True,
+            )
+
+    handler.__name__ = handler.__qualname__ = op.__name__
+    handler.__doc__ = op.__doc__
+    return handler
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 65536))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _unlink_quietly(name: str, dfd: int) -> None:
+    with contextlib.suppress(OSError):  # best effort: the failure being reported is the write's
+        os.unlink(name, dir_fd=dfd)
+
+
 class _FilesHandlers:
     """Handlers bound to one sandbox root (no state beyond the root)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
 
-    def read(self, args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        resource = hctx.resource
+    def read(self, args: dict[str, Any], resource: str) -> HandlerResult:
+        """Up to ``max_bytes`` of a singly-linked regular file, as UTF-8 text."""
         limit = int(args.get("max_bytes", MAX_READ_BYTES))
-        try:
-            with self.sandbox.parent_fd(resource) as (dfd, name):
-                try:
-                    # O_NONBLOCK: opening a FIFO planted in the tree must not hang the handler
-                    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _FILE_FLAGS, dir_fd=dfd)
-                except OSError as exc:
-                    raise explain(exc, resource) from None
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    os.close(fd)
-                    raise SandboxError(f"{resource} is not a regular file")
-                with os.fdopen(fd, "rb") as fh:
-                    data = fh.read(limit + 1)
-        except SandboxError as exc:
-            return HandlerResult.error(str(exc))
+        with self.sandbox.parent(resource) as (dfd, name):
+            fd = self.sandbox.open_regular(dfd, name, resource)
+            try:
+                data = _read_at_most(fd, limit + 1)
+            finally:
+                os.close(fd)
         truncated = len(data) > limit
         data = data[:limit]
         text = data.decode("utf-8", errors="replace")
@@ -73,56 +127,76 @@ class _FilesHandlers:
             },
         )
 
-    def write(self, args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        resource = hctx.resource
+    def write(self, args: dict[str, Any], resource: str) -> HandlerResult:
+        """Replace (or create) a file atomically: a temporary file renamed over the target.
+
+        Readers see the old content or the new, never a part; a failure (a full
+        disk) leaves the old content as it was. The rename replaces the name in
+        the authorized directory only, so even a target that became a hard link
+        after the check below cannot carry the write into another file.
+        """
         payload = str(args["content"]).encode("utf-8")
-        try:
-            with self.sandbox.parent_fd(resource, create=True) as (dfd, name):
-                try:
-                    fd = os.open(
-                        name,
-                        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | _FILE_FLAGS,
-                        0o644,
-                        dir_fd=dfd,
+        with self.sandbox.parent(resource, create=True) as (dfd, name):
+            mode = 0o644
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if stat.S_ISLNK(st.st_mode):
+                    raise SandboxError(
+                        SYMLINK, resource, "is a symbolic link; files tools do not follow links"
                     )
-                except OSError as exc:
-                    raise explain(exc, resource) from None
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                if stat.S_ISDIR(st.st_mode):
+                    raise SandboxError(IS_A_DIRECTORY, resource, "is a directory")
+                check_regular(st, resource)
+                if not os.access(name, os.W_OK, dir_fd=dfd, follow_symlinks=False):
+                    # the rename could replace it; the host's "read-only" is kept instead
+                    raise SandboxError(
+                        PERMISSION_DENIED,
+                        resource,
+                        "cannot be changed: permission denied by the host",
+                    )
+                mode = stat.S_IMODE(st.st_mode) & 0o777
+            temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
+            fd = os.open(
+                temp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dfd,
+            )
+            try:
+                try:
+                    _write_all(fd, payload)
+                    os.fchmod(fd, mode)
+                finally:
                     os.close(fd)
-                    raise SandboxError(f"{resource} is not a regular file")
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(payload)
-        except SandboxError as exc:
-            return HandlerResult.error(str(exc))
+                os.replace(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                _unlink_quietly(temp, dfd)
+                raise
         return HandlerResult.text(
             f"wrote {len(payload)} bytes to {resource}",
             structured={"path": resource, "bytes": len(payload)},
         )
 
-    def delete(self, args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        resource = hctx.resource
-        try:
-            with self.sandbox.parent_fd(resource) as (dfd, name):
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                except OSError as exc:
-                    raise explain(exc, resource) from None
-                if not stat.S_ISREG(st.st_mode):
-                    raise SandboxError(f"{resource} is not a regular file; only files are deleted")
-                os.unlink(name, dir_fd=dfd)
-        except SandboxError as exc:
-            return HandlerResult.error(str(exc))
+    def delete(self, args: dict[str, Any], resource: str) -> HandlerResult:
+        """Remove one name of a regular file (a hard link's other names keep the content)."""
+        with self.sandbox.parent(resource) as (dfd, name):
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise SandboxError(
+                    NOT_A_REGULAR_FILE, resource, "is not a regular file; only files are deleted"
+                )
+            os.unlink(name, dir_fd=dfd)
         return HandlerResult.text(
             f"deleted {resource}", structured={"path": resource, "deleted": True}
         )
 
-    def list(self, args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        resource = hctx.resource
-        try:
-            with self.sandbox.dir_fd(resource) as fd:
-                entries = [_entry(e) for e in os.scandir(fd)]
-        except SandboxError as exc:
-            return HandlerResult.error(str(exc))
+    def list(self, args: dict[str, Any], resource: str) -> HandlerResult:
+        """The entries of a directory; entries renamed away mid-listing are skipped."""
+        with self.sandbox.directory(resource) as fd:
+            entries = [e for e in (_entry(d) for d in _scan(fd)) if e is not None]
         entries.sort(key=lambda e: e["name"])
         lines = [f"{e['type']}\t{e['name']}" for e in entries]
         return HandlerResult.text(
@@ -130,32 +204,51 @@ class _FilesHandlers:
             structured={"path": resource, "entries": entries},
         )
 
-    def search(self, args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        resource = hctx.resource
+    def search(self, args: dict[str, Any], resource: str) -> HandlerResult:
+        """Singly-linked regular files below a directory whose name (or path) matches a glob."""
         pattern = str(args["pattern"])
         needle = args.get("text")
-        limit = int(args.get("max_results", MAX_SEARCH_RESULTS))
-        prefix = "" if resource == "/" else resource
-        matches: list[str] = []
-        try:
-            with self.sandbox.dir_fd(resource) as fd:
-                _walk(fd, prefix, pattern, needle, matches, limit)
-        except SandboxError as exc:
-            return HandlerResult.error(str(exc))
+        walk = _Walk(
+            pattern,
+            None if needle is None else str(needle).encode("utf-8"),
+            int(args.get("max_results", MAX_SEARCH_RESULTS)),
+        )
+        with self.sandbox.directory(resource) as fd:
+            depth = 0 if resource == "/" else resource.count("/")
+            walk.run(fd, "" if resource == "/" else resource, depth)
+        matches = walk.matches
         return HandlerResult.text(
             "\n".join(matches) if matches else f"no match for {pattern!r} under {resource}",
-            structured={"root": resource, "pattern": pattern, "matches": matches},
+            structured={
+                "root": resource,
+                "pattern": pattern,
+                "matches": matches,
+                "truncated": walk.truncated,
+            },
         )
 
 
-def _entry(entry: os.DirEntry[str]) -> dict[str, Any]:
-    st = entry.stat(follow_symlinks=False)
+def _scan(fd: int) -> list[os.DirEntry[str]]:
+    """The entries of an open directory, sorted by name."""
+    with os.scandir(fd) as it:
+        return sorted(it, key=lambda e: e.name)
+
+
+def _entry(entry: os.DirEntry[str]) -> dict[str, Any] | None:
+    """A listing entry; ``None`` for one that vanished since the directory was read."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {"name": _shown(entry.name), "type": "other", "size": None}
     if stat.S_ISLNK(st.st_mode):
         kind = "symlink"  # listed, never followed
     elif stat.S_ISDIR(st.st_mode):
         kind = "dir"
     elif stat.S_ISREG(st.st_mode):
-        kind = "file"
+        # a second name of a file that may live elsewhere: no attribute of it is shown
+        kind = "hardlink" if st.st_nlink > 1 else "file"
     else:
         kind = "other"
     return {
@@ -177,41 +270,75 @@ def _shown(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _walk(dfd: int, prefix: str, pattern: str, needle: Any, out: list[str], limit: int) -> None:
-    """Depth-first over real directories only (links are never entered or matched)."""
-    for entry in sorted(os.scandir(dfd), key=lambda e: e.name):
-        if len(out) >= limit:
-            return
-        st = entry.stat(follow_symlinks=False)
-        path = f"{prefix}/{_shown(entry.name)}"
-        if stat.S_ISDIR(st.st_mode):
+class _Walk:
+    """One search: depth-first over real directories (links are never entered or matched)."""
+
+    def __init__(self, pattern: str, needle: bytes | None, limit: int) -> None:
+        self.pattern, self.needle, self.limit = pattern, needle, limit
+        self.matches: list[str] = []
+        self.truncated = False
+
+    def run(self, dfd: int, prefix: str, depth: int, *, top: bool = True) -> None:
+        """Search the open directory ``dfd`` (shown as ``prefix``, ``depth`` components deep)."""
+        entries = _scan(dfd) if top else _scan_or_nothing(dfd)
+        for entry in entries:
+            if len(self.matches) >= self.limit:
+                self.truncated = True
+                return
             try:
-                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | _FILE_FLAGS, dir_fd=dfd)
+                st = entry.stat(follow_symlinks=False)
             except OSError:
-                continue  # vanished or swapped for a link since scandir: skip, never follow
-            try:
-                _walk(sub, path, pattern, needle, out, limit)
-            finally:
-                os.close(sub)
-        elif stat.S_ISREG(st.st_mode):
-            target = path if "/" in pattern else _shown(entry.name)
-            if not fnmatch.fnmatchcase(target, pattern):
-                continue
-            if needle is not None and not _contains(dfd, entry.name, str(needle)):
-                continue
-            out.append(path)
+                continue  # vanished since the directory was read
+            path = f"{prefix}/{_shown(entry.name)}"
+            if stat.S_ISDIR(st.st_mode):
+                self._enter(dfd, entry.name, path, depth)
+            elif self._matches(st, entry, dfd, path):
+                self.matches.append(path)
+
+    def _enter(self, dfd: int, name: str, path: str, depth: int) -> None:
+        if depth + 1 >= MAX_DEPTH:  # its files would be deeper than any path the tools serve
+            self.truncated = True
+            return
+        try:
+            sub = os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd
+            )
+        except OSError:
+            return  # vanished or swapped for a link since it was read: skip, never follow
+        try:
+            self.run(sub, path, depth + 1, top=False)
+        finally:
+            os.close(sub)
+
+    def _matches(self, st: os.stat_result, entry: os.DirEntry[str], dfd: int, path: str) -> bool:
+        """A singly-linked regular file whose name (or path) matches, holding the text if asked."""
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return False  # a hard link is neither matched nor listed: it may be another's file
+        target = path if "/" in self.pattern else _shown(entry.name)
+        if not fnmatch.fnmatchcase(target, self.pattern):
+            return False
+        return self.needle is None or self._contains(dfd, entry.name, path)
+
+    def _contains(self, dfd: int, name: str, path: str) -> bool:
+        assert self.needle is not None
+        try:
+            fd = Sandbox.open_regular(dfd, name, path)  # re-checks type and links on the fd
+        except SandboxError:
+            return False
+        try:
+            return self.needle in _read_at_most(fd, MAX_READ_BYTES)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
 
 
-def _contains(dfd: int, name: str, needle: str) -> bool:
+def _scan_or_nothing(fd: int) -> list[os.DirEntry[str]]:
+    """``_scan`` for a subdirectory: one that cannot be read is skipped, not fatal."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _FILE_FLAGS, dir_fd=dfd)
+        return _scan(fd)
     except OSError:
-        return False
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return False
-    with os.fdopen(fd, "rb") as fh:
-        return needle.encode("utf-8") in fh.read(MAX_READ_BYTES)
+        return []
 
 
 def files_tools(
@@ -219,6 +346,10 @@ def files_tools(
 ) -> list[ToolDefinition]:
     """The five files tools bound to sandbox ``root`` (an existing directory)."""
     handlers = _FilesHandlers(Sandbox(root))
+    read, write, list_, search, delete = (
+        _handler(op)
+        for op in (handlers.read, handlers.write, handlers.list, handlers.search, handlers.delete)
+    )
     meta = ToolMetadata(namespace="files", source=source)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -244,21 +375,21 @@ def files_tools(
             "files.read",
             "Read a text file. Returns its content (UTF-8, up to 1 MiB).",
             _schema({"path": _PATH, "max_bytes": max_bytes}, ["path"]),
-            handlers.read,
+            read,
             read_only,
         ),
         tool(
             "files.write",
             "Write a text file, creating it (and missing parent directories) or replacing it.",
             _schema({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
-            handlers.write,
+            write,
             ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
         ),
         tool(
             "files.list",
             "List the entries of a directory (name and type; symbolic links are listed, not followed).",
             _schema({"path": _PATH}, ["path"]),
-            handlers.list,
+            list_,
             read_only,
         ),
         tool(
@@ -274,14 +405,14 @@ def files_tools(
                 },
                 ["root", "pattern"],
             ),
-            handlers.search,
+            search,
             read_only,
         ),
         tool(
             "files.delete",
             "Delete one file (not a directory).",
             _schema({"path": _PATH}, ["path"]),
-            handlers.delete,
+            delete,
             ToolAnnotations(destructive_hint=True, idempotent_hint=False, open_world_hint=False),
         ),
     ]

@@ -1,41 +1,169 @@
 """Open files strictly beneath a sandbox root, for one canonical resource path.
 
 A managed files tool acts on the canonical resource its decision authorized,
-mapped under the root: ``/public/a.txt`` -> ``<root>/public/a.txt``. Two
-independent guards keep it there:
+mapped under the root: ``/public/a.txt`` -> ``<root>/public/a.txt``. Every
+open walks that path one component at a time from a descriptor of the root,
+with ``dir_fd`` and ``O_NOFOLLOW``: a symbolic link anywhere on the way (a
+link in ``/public`` to ``/private``, or out of the root) is refused, and a
+link swapped in while the call runs is still not followed, because nothing is
+ever resolved by name from the top again. (There is no ``realpath`` check:
+it added a second, racy resolution whose ``OSError`` carried the host path.)
 
-* the resolved real path must equal ``<real root>/<canonical path>``
-  (``os.path.realpath``), so a symlink anywhere on the way (a link in
-  ``/public`` to ``/private``, or out of the root) is refused;
-* the open itself walks the path one component at a time with ``dir_fd`` and
-  ``O_NOFOLLOW``, so a link swapped in after that check is still not followed.
+A regular file is opened only if it has exactly one link (``st_nlink == 1``,
+read from the opened descriptor): a hard link is the same file under a second
+name, so a link placed in ``/public`` to a file in ``/private`` would
+otherwise carry the forbidden file's content out, and a write would change it.
+
+Errors are ``SandboxError`` only. ``explain`` is the one place an ``OSError``
+becomes a message: it names the canonical path and a fixed phrase per
+``errno`` — never the host path, never ``str(exc)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO planted in the tree must not hang the handler
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: the most components a served path may have: a deeper tree (one write could create
+#: thousands of levels) breaks the recursive tools operators clean up with
+MAX_DEPTH = 64
+#: how often an open that raced a concurrent ``mkdir`` is retried before giving up
+_RACE_RETRIES = 3
+
+# The refusal codes (docs/files-tools.md). Each message ends with "(<code>)".
+NOT_CANONICAL = "not_canonical"
+NOT_FOUND = "not_found"
+SYMLINK = "symlink"
+NOT_A_DIRECTORY = "not_a_directory"
+IS_A_DIRECTORY = "is_a_directory"
+NOT_A_REGULAR_FILE = "not_a_regular_file"
+HARD_LINK = "hard_link"
+PERMISSION_DENIED = "permission_denied"
+NAME_TOO_LONG = "name_too_long"
+TOO_DEEP = "path_too_deep"
+INVALID_NAME = "invalid_name"
+NO_SPACE = "no_space"
+CHANGED = "changed_during_call"
+HOST_ERROR = "host_error"
+
+ERROR_CODES = frozenset(
+    {
+        NOT_CANONICAL,
+        NOT_FOUND,
+        SYMLINK,
+        NOT_A_DIRECTORY,
+        IS_A_DIRECTORY,
+        NOT_A_REGULAR_FILE,
+        HARD_LINK,
+        PERMISSION_DENIED,
+        NAME_TOO_LONG,
+        TOO_DEEP,
+        INVALID_NAME,
+        NO_SPACE,
+        CHANGED,
+        HOST_ERROR,
+    }
+)
 
 
 class SandboxError(Exception):
-    """An operation the sandbox refuses or cannot perform; the message names the canonical path."""
+    """A refusal or failure of the sandbox: ``code`` is one of ``ERROR_CODES``.
+
+    The message names the canonical path only and ends with ``(<code>)``.
+    """
+
+    def __init__(self, code: str, shown: str, what: str) -> None:
+        super().__init__(f"{shown} {what} ({code})")
+        self.code = code
+        self.shown = shown
+
+
+# errno -> (code, phrase); the phrase follows the canonical path in the message
+_BY_ERRNO: dict[int, tuple[str, str]] = {
+    errno.ENOENT: (NOT_FOUND, "does not exist"),
+    errno.ELOOP: (SYMLINK, "is a symbolic link; files tools do not follow links"),
+    errno.EMLINK: (SYMLINK, "is a symbolic link; files tools do not follow links"),
+    errno.ENOTDIR: (NOT_A_DIRECTORY, "is not a directory (or a path component is not)"),
+    errno.EISDIR: (IS_A_DIRECTORY, "is a directory"),
+    errno.ENXIO: (NOT_A_REGULAR_FILE, "is not a regular file"),
+    errno.ENODEV: (NOT_A_REGULAR_FILE, "is not a regular file"),
+    errno.EACCES: (PERMISSION_DENIED, "cannot be accessed: permission denied by the host"),
+    errno.EPERM: (PERMISSION_DENIED, "cannot be accessed: permission denied by the host"),
+    errno.EROFS: (PERMISSION_DENIED, "cannot be changed: the host filesystem is read-only"),
+    errno.ENAMETOOLONG: (NAME_TOO_LONG, "has a name too long for the host filesystem"),
+    errno.ENOSPC: (NO_SPACE, "could not be written: no space left on the host"),
+    errno.EDQUOT: (NO_SPACE, "could not be written: the host's disk quota is exceeded"),
+    errno.EFBIG: (NO_SPACE, "could not be written: too large for the host filesystem"),
+    errno.EEXIST: (CHANGED, "changed while the call ran; try again"),
+    errno.ENOTEMPTY: (CHANGED, "changed while the call ran; try again"),
+    errno.ESTALE: (CHANGED, "changed while the call ran; try again"),
+    errno.EMFILE: (HOST_ERROR, "could not be opened: the host is out of file descriptors"),
+    errno.ENFILE: (HOST_ERROR, "could not be opened: the host is out of file descriptors"),
+    errno.EIO: (HOST_ERROR, "could not be read or written: input/output error on the host"),
+}
+
+
+def explain(exc: BaseException, shown: str) -> SandboxError:
+    """The ``SandboxError`` for a host failure, naming ``shown`` (a canonical path) only.
+
+    The one place an ``OSError`` (or an unencodable name) becomes a message:
+    the text is a fixed phrase chosen by ``errno``; nothing of ``exc``'s own
+    message (which carries the host path) is used.
+    """
+    if isinstance(exc, SandboxError):
+        return exc
+    if isinstance(exc, OSError):
+        code, phrase = _BY_ERRNO.get(
+            exc.errno or 0, (HOST_ERROR, "could not be accessed: the host filesystem failed")
+        )
+        return SandboxError(code, shown, phrase)
+    if isinstance(exc, UnicodeError | ValueError):
+        # os.* refuse lone surrogates that are not escaped bytes, and embedded NULs
+        return SandboxError(INVALID_NAME, shown, "is not a valid file name on this host")
+    return SandboxError(HOST_ERROR, shown, "could not be accessed: the files tool failed")
+
+
+@contextmanager
+def contained(shown: str) -> Iterator[None]:
+    """Turn any host failure inside the block into a ``SandboxError`` naming ``shown``."""
+    try:
+        yield
+    except SandboxError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise explain(exc, shown) from None
 
 
 def segments_of(resource: str) -> tuple[str, ...]:
     """Segments of a canonical path; raise ``SandboxError`` if it is not canonical."""
     if not isinstance(resource, str) or not resource.startswith("/") or "\x00" in resource:
-        raise SandboxError(f"{resource!r} is not a canonical absolute path")
+        raise SandboxError(NOT_CANONICAL, "the resource", "is not a canonical absolute path")
     if resource == "/":
         return ()
     parts = tuple(resource[1:].split("/"))
     if any(p in ("", ".", "..") for p in parts):
-        raise SandboxError(f"{resource!r} is not a canonical path")
+        raise SandboxError(NOT_CANONICAL, "the resource", "is not a canonical path")
+    if len(parts) > MAX_DEPTH:
+        raise SandboxError(
+            TOO_DEEP, "/" + "/".join(parts[:3]) + "/...", f"is more than {MAX_DEPTH} levels deep"
+        )
     return parts
+
+
+def _shown(parts: tuple[str, ...]) -> str:
+    return "/" + "/".join(parts)
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):  # nothing written through it that a close could lose
+        os.close(fd)
 
 
 class Sandbox:
@@ -46,84 +174,105 @@ class Sandbox:
         if not os.path.isdir(real):
             raise ValueError(f"sandbox root {os.fspath(root)!r} is not a directory")
         self.root = real
+        st = os.stat(real)
+        # the directory the sandbox was opened on; a root replaced later is refused
+        self._identity = (st.st_dev, st.st_ino)
 
-    def host_path(self, resource: str) -> str:
-        """``<root>/<canonical path>`` (not resolved)."""
-        parts = segments_of(resource)
-        return os.path.join(self.root, *parts) if parts else self.root
+    def _open_root(self) -> int:
+        with contained("/"):
+            fd = os.open(self.root, _DIR_FLAGS)
+            try:
+                st = os.fstat(fd)
+            except BaseException:
+                _close_quietly(fd)
+                raise
+        if (st.st_dev, st.st_ino) != self._identity:
+            _close_quietly(fd)
+            raise SandboxError(CHANGED, "/", "is no longer the directory the files tools serve")
+        return fd
 
-    def check_real(self, resource: str) -> str:
-        """The host path of ``resource``, after proving no symlink redirects it."""
-        expected = self.host_path(resource)
-        if os.path.realpath(expected) != expected:
-            raise SandboxError(
-                f"{resource} resolves through a symbolic link; files tools do not follow links"
-            )
-        return expected
-
-    @contextmanager
-    def parent_fd(self, resource: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
-        """``(fd of the parent directory, final name)``, walked without following links."""
-        parts = segments_of(resource)
-        if not parts:
-            raise SandboxError("/ has no parent")
-        self.check_real(resource)
-        fd = os.open(self.root, _DIR_FLAGS)
+    def _walk(self, parts: tuple[str, ...], *, create: bool) -> int:
+        """An fd of the directory ``parts`` below the root, walked without following links."""
+        fd = self._open_root()
         try:
-            for i, part in enumerate(parts[:-1]):
+            for i, part in enumerate(parts):
+                nxt = self._open_dir(fd, part, _shown(parts[: i + 1]), create=create)
+                _close_quietly(fd)
+                fd = nxt
+        except BaseException:
+            _close_quietly(fd)
+            raise
+        return fd
+
+    @staticmethod
+    def _open_dir(fd: int, part: str, shown: str, *, create: bool) -> int:
+        for _ in range(_RACE_RETRIES):
+            with contained(shown):
                 try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    return os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
-                        raise SandboxError(f"/{'/'.join(parts[: i + 1])} does not exist") from None
+                        raise
+                try:
                     os.mkdir(part, 0o755, dir_fd=fd)
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    raise _explain(exc, "/" + "/".join(parts[: i + 1])) from None
-                os.close(fd)
-                fd = nxt
-            yield fd, parts[-1]
-        finally:
-            os.close(fd)
+                except FileExistsError:
+                    continue  # made by someone else since our open: open theirs (checked alike)
+        raise SandboxError(CHANGED, shown, "changed while the call ran; try again")
 
     @contextmanager
-    def dir_fd(self, resource: str) -> Iterator[int]:
+    def directory(self, resource: str) -> Iterator[int]:
         """An fd of the directory ``resource``, opened without following links."""
-        self.check_real(resource)
-        fd = os.open(self.root, _DIR_FLAGS)
+        fd = self._walk(segments_of(resource), create=False)
         try:
-            for i, part in enumerate(segments_of(resource)):
-                try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    parts = segments_of(resource)
-                    raise _explain(exc, "/" + "/".join(parts[: i + 1])) from None
-                os.close(fd)
-                fd = nxt
             yield fd
         finally:
-            os.close(fd)
+            _close_quietly(fd)
 
-    def display(self, host: str | Path) -> str:
-        """The canonical resource path of a host path beneath the root."""
-        rel = os.path.relpath(os.fspath(host), self.root)
-        return "/" if rel == "." else "/" + rel.replace(os.sep, "/")
+    @contextmanager
+    def parent(self, resource: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+        """``(fd of the parent directory, final name)``; ``create`` makes missing parents."""
+        parts = segments_of(resource)
+        if not parts:
+            raise SandboxError(IS_A_DIRECTORY, "/", "is the root directory, not a file")
+        fd = self._walk(parts[:-1], create=create)
+        try:
+            yield fd, parts[-1]
+        finally:
+            _close_quietly(fd)
+
+    @staticmethod
+    def open_regular(dfd: int, name: str, shown: str, *, write: bool = False) -> int:
+        """Open ``name`` in ``dfd`` as a singly-linked regular file; return its fd.
+
+        ``write`` opens it for writing, creating it if missing, and does *not*
+        truncate (``O_TRUNC`` would empty a refused file before the check):
+        the caller truncates the checked descriptor. The type and the link
+        count are read from the opened descriptor, so a swap between a check
+        and the open cannot slip another file in.
+        """
+        flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
+        with contained(shown):
+            fd = os.open(name, flags | _FILE_FLAGS, 0o644, dir_fd=dfd)
+        try:
+            with contained(shown):
+                st = os.fstat(fd)
+            check_regular(st, shown)
+        except BaseException:
+            _close_quietly(fd)
+            raise
+        return fd
 
 
-def _explain(exc: OSError, shown: str) -> SandboxError:
-    if exc.errno == errno.ENOENT:
-        return SandboxError(f"{shown} does not exist")
-    if exc.errno in (errno.ELOOP, errno.EMLINK):
-        return SandboxError(f"{shown} is a symbolic link; files tools do not follow links")
-    if exc.errno == errno.ENOTDIR:
-        return SandboxError(f"{shown} is not a directory")
-    if exc.errno == errno.EISDIR:
-        return SandboxError(f"{shown} is a directory")
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return SandboxError(f"{shown}: permission denied by the host filesystem")
-    return SandboxError(f"{shown}: {exc.strerror or exc}")
-
-
-def explain(exc: OSError, shown: str) -> SandboxError:
-    """A ``SandboxError`` naming the canonical path (never the host path) for an ``OSError``."""
-    return _explain(exc, shown)
+def check_regular(st: os.stat_result, shown: str) -> None:
+    """Refuse anything but a regular file with exactly one link (see the module docstring)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise SandboxError(NOT_A_REGULAR_FILE, shown, "is not a regular file")
+    if st.st_nlink > 1:
+        raise SandboxError(
+            HARD_LINK,
+            shown,
+            f"has {st.st_nlink} hard links; files tools refuse a file that is also reachable "
+            "under another name, which may be outside what this call was allowed",
+        )
+    if st.st_nlink == 0:
+        raise SandboxError(CHANGED, shown, "was removed while the call ran; try again")

@@ -1,8 +1,7 @@
-"""A tools/call the SDK rejects as malformed still reaches the kernel and is recorded."""
+"""A tools/call the SDK rejects as malformed still reaches the kernel, is recorded, and is
+answered as a result (a refusal is never a JSON-RPC error)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import httpx2
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from sharedos.bridge import open_turn
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
+from tests.bridge.rawwire import json_rpc_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +23,7 @@ MODERN_META = {
 async def test_malformed_calls_are_recorded_in_both_eras(
     runtime: Runtime, alice: AccessContext
 ) -> None:
-    replies: list[Any] = []
+    replies: list[httpx2.Response] = []
     async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
         assert turn.url is not None
         async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
@@ -58,7 +58,7 @@ async def test_malformed_calls_are_recorded_in_both_eras(
                     json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params},
                     headers=session,
                 )
-                replies.append(r.text)
+                replies.append(r)
             modern = {
                 "mcp-protocol-version": "2026-07-28",
                 "mcp-method": "tools/call",
@@ -74,9 +74,15 @@ async def test_malformed_calls_are_recorded_in_both_eras(
                 },
                 headers=modern,
             )
-            replies.append(r.text)
-    # the client is told its request was malformed (JSON-RPC invalid params) ...
-    assert all("-32602" in reply for reply in replies)
+            replies.append(r)
+    # the client gets the kernel's refusal as a result ...
+    answers = [json_rpc_messages(r)[-1] for r in replies]
+    assert all(a["result"]["isError"] is True for a in answers), answers
+    assert [a["result"]["structuredContent"]["reason"] for a in answers] == [
+        "tool_unavailable",
+        "invalid_arguments",
+        "invalid_arguments",
+    ]
     # ... and every attempt is in the evidence, refused by the kernel
     records = runtime.evidence.query(turn_id=alice.turn_id)
     assert [(r.tool, str(r.outcome), str(r.reason)) for r in records] == [

@@ -3,9 +3,9 @@
 Finding (fixed): a ``tools/call`` the SDK's transport rejects before the
 server sees it — inside a JSON-RPC batch, with non-object ``params``, a wrong
 ``jsonrpc`` version, or sent without an ``id`` (answered 202 as a
-"notification") — left no evidence record. ``RejectedCallRecorder`` now
-records each as a refusal (``invalid_arguments``, never run) before the
-rejection goes out.
+"notification") — left no evidence record. The bridge's POST gate now
+records each as a refusal (``malformed_request``, never run) and answers it
+as a result where its id allows.
 
 Regression guards: 127.0.0.1 only; the bearer token is required on every
 method and never appears in logs, evidence, diagnostics or ``repr``; bodies
@@ -99,13 +99,21 @@ async def test_tools_calls_the_transport_rejects_are_recorded_and_never_run(
             # the bridge still serves normally afterwards
             ok = await hc.post(turn.url, json=_write("/home/alice/ok.txt"), headers=session)
             assert ok.status_code == 200
-    assert all(s != 200 for s in statuses.values()), statuses
+    # answered as results where the id allows; a notification is owed nothing; an
+    # object id cannot be answered (JSON-RPC error, id null)
+    assert statuses == {
+        "batch": 200,
+        "params-list": 200,
+        "jsonrpc-1.0": 200,
+        "no-id": 202,
+        "object-id": 400,
+    }
     home = runtime.sandbox / "home" / "alice"
     assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "ok.txt"]  # nothing else ran
     records = runtime.evidence.query()
     rejected = [r for r in records if (r.diagnostics or {}).get("rejectedByTransport")]
     assert len(rejected) == 6
-    assert all((str(r.outcome), str(r.reason)) == ("failed", "invalid_arguments") for r in rejected)
+    assert all((str(r.outcome), str(r.reason)) == ("failed", "malformed_request") for r in rejected)
     assert {r.tool for r in rejected} == {"files.write", "null"}
 
 
@@ -242,12 +250,21 @@ async def test_huge_bodies_are_refused_and_the_bridge_keeps_serving(
 
 
 async def test_sessions_per_turn_are_bounded(runtime: Runtime, alice: AccessContext) -> None:
+    """At the session cap the longest-idle session makes room: never more than 256 open,
+    and abandoned sessions cannot lock the turn out (each 'initialize' still gets 200)."""
     async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
         assert turn.url is not None
         async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
-            codes = [(await hc.post(turn.url, json=INIT)).status_code for _ in range(260)]
-    assert codes[:256] == [200] * 256
-    assert set(codes[256:]) == {503}
+            replies = [await hc.post(turn.url, json=INIT) for _ in range(260)]
+            first = replies[0].headers["mcp-session-id"]
+            gone = await hc.post(
+                turn.url,
+                json={"jsonrpc": "2.0", "id": 5, "method": "tools/list"},
+                headers={"mcp-session-id": first, "mcp-protocol-version": "2025-11-25"},
+            )
+    assert [r.status_code for r in replies] == [200] * 260
+    assert turn.transport_stats.sessions_evicted == 4
+    assert gone.status_code == 404  # the oldest session was the one evicted
 
 
 # ------------------------------------------------------------------ stdio turn file
@@ -398,7 +415,10 @@ def test_stdio_tools_calls_the_transport_cannot_deliver_are_recorded_and_never_r
     assert any(r.get("id") == 9 and "tools" in r.get("result", {}) for r in replies), proc.stderr
     records = runtime.evidence.query()
     assert len(records) == 5, [(r.tool, r.reason) for r in records]  # the batch held two
-    assert all((str(r.outcome), str(r.reason)) == ("failed", "invalid_arguments") for r in records)
+    assert all((str(r.outcome), str(r.reason)) == ("failed", "malformed_request") for r in records)
+    # every one with an id was answered, as a result (the notification is owed nothing)
+    answered = [r for r in replies if r.get("id") == 7]
+    assert len(answered) == 4 and all(r["result"]["isError"] for r in answered)
     assert all((r.diagnostics or {}).get("rejectedByTransport") for r in records)
     home = runtime.sandbox / "home" / "alice"
     assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]  # nothing ran

@@ -58,4 +58,28 @@ async def test_shipped_rules_and_files_tools_agree(host: RuntimeHost) -> None:
         "root": "/public",
         "pattern": "*.txt",
         "matches": ["/public/docs/readme.txt"],
+        "truncated": False,
     }
+
+
+async def test_a_hard_link_refusal_is_recorded_with_its_code(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for d in ("public", "private"):
+        (root / d).mkdir(parents=True)
+    (root / "private" / "keys.txt").write_text("SECRET KEYS")
+    (root / "public" / "keys.txt").hardlink_to(root / "private" / "keys.txt")
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    kernel = Kernel(compile_paths([shipped_dir("rules") / "files.sos"]), registry)
+    store = SqliteEvidenceStore(tmp_path / "e.db")
+    host = RuntimeHost(kernel, store)
+    bob = AccessContext(principal="bob")
+    r = await host.invoke_tool(
+        ToolCall(tool="files.read", arguments={"path": "/public/keys.txt"}), bob, RUN
+    )
+    assert (r.outcome, r.reason) == (Outcome.FAILED, ReasonCode.HANDLER_ERROR)
+    assert "(hard_link)" in r.content[0]["text"] and "SECRET" not in r.content[0]["text"]
+    (record,) = store.query(call_id=r.call_id)
+    assert record.reason is ReasonCode.HANDLER_ERROR
+    assert record.error is not None and record.error.endswith("(hard_link)")
+    assert str(tmp_path) not in record.error

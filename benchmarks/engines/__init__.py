@@ -1,0 +1,1 @@
+"""Engine adapters of the peer benchmark: SharedOS, the indexed reference, Cedar, Casbin, Rego."""

@@ -1,0 +1,374 @@
+"""One received frame (an HTTP body or a stdio line), classified before the SDK sees it.
+
+Security (ADR 0014: no attempt may vanish, nothing runs on an altered value):
+the SDK parses a frame with ``pydantic_core`` and drops — or, on HTTP, answers
+with a bare 400 and never records — anything it cannot read: invalid UTF-8,
+a lone surrogate escape, nesting deeper than its parser's limit, a truncated
+body, a batch array, a ``tools/call`` without an ``id``. Its stdio reader even
+decodes invalid UTF-8 with replacement characters and runs the call on the
+altered text. So every frame is classified here first:
+
+- ``Frame.message`` set: one valid JSON-RPC message, parsed exactly as the SDK
+  would; it is handed on (the fast path: one ``pydantic_core`` parse and one
+  validation, a few microseconds).
+- otherwise ``Frame.problem`` says what is wrong, ``Frame.calls`` holds every
+  ``tools/call`` that can still be made out (each is refused and recorded, and
+  answered as a result when it carries a usable id), and ``Frame.requests``
+  the ids of other requests that can be answered with a JSON-RPC error.
+
+Arguments are kept on a ``CallAttempt`` only when they were read faithfully
+(the frame's only fault is a lone surrogate or its depth); after replacement
+of invalid bytes or flattening of a too-deep tree they are not what the
+client sent, and are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+import mcp_types as types
+import pydantic_core
+from pydantic import ValidationError
+
+#: the deepest JSON the SDK's parser (pydantic_core) reads; deeper frames are refused
+SDK_MAX_DEPTH = 200
+#: nesting beyond which the bridge itself stops building the value (a subtree is replaced by null)
+FLATTEN_DEPTH = 256
+#: bytes of a frame's start whose SHA-256 is recorded for an unparseable frame (never the bytes)
+FINGERPRINT_BYTES = 64
+#: the placeholder tool of a record for a frame from which no call could be made out
+MALFORMED_TOOL = "<malformed>"
+
+_MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+_METHOD_HINT = re.compile(r'"method"\s*:\s*"tools/call"')
+
+
+class Problem(StrEnum):
+    """Why a frame could not be handed to the SDK as it is."""
+
+    #: bytes that are not UTF-8 (JSON text must be)
+    INVALID_UTF8 = "invalid_utf8"
+    #: a ``\\ud800``-style escape without its pair: no faithful text exists for it
+    LONE_SURROGATE = "lone_surrogate"
+    #: nesting deeper than the transport reads
+    TOO_DEEP = "too_deep"
+    #: the JSON ends early (a cut line, a body the peer stopped sending)
+    TRUNCATED = "truncated"
+    #: not JSON at all
+    NOT_JSON = "not_json"
+    #: valid JSON, but not one valid JSON-RPC message (a batch, a wrong version, a bad id ...)
+    NOT_JSONRPC = "not_jsonrpc"
+    #: nothing but whitespace
+    EMPTY = "empty"
+    #: larger than the transport accepts
+    OVERSIZED = "oversized"
+    #: a valid message the SDK's transport turned away (headers, session, media type)
+    REJECTED = "rejected_by_transport"
+
+
+#: what the model and the record are told, per problem
+PROBLEM_TEXT: dict[Problem, str] = {
+    Problem.INVALID_UTF8: "the request is not valid UTF-8",
+    Problem.LONE_SURROGATE: "the request contains an unpaired UTF-16 surrogate escape",
+    Problem.TOO_DEEP: f"the request is nested deeper than {SDK_MAX_DEPTH} levels",
+    Problem.TRUNCATED: "the request ends before its JSON is complete",
+    Problem.NOT_JSON: "the request is not JSON",
+    Problem.NOT_JSONRPC: "the request is not a single valid JSON-RPC 2.0 request",
+    Problem.EMPTY: "the request is empty",
+    Problem.OVERSIZED: "the request is larger than the transport accepts",
+    Problem.REJECTED: "the MCP transport rejected the request (its headers, session or media type)",
+}
+
+RequestId = int | str
+
+
+@dataclass(frozen=True, slots=True)
+class CallAttempt:
+    """A ``tools/call`` made out in a frame that cannot be delivered as it is.
+
+    ``request_id`` is the id to answer (``None``: a notification, or an id of
+    a type JSON-RPC does not allow — recorded, not answerable). ``name`` is
+    the raw name (any JSON type); ``arguments`` are set only when read
+    faithfully. ``protocol_version`` comes from a 2026-07-28 ``_meta``
+    envelope, if the call has one.
+    """
+
+    request_id: RequestId | None
+    name: object
+    arguments: object
+    arguments_intact: bool
+    protocol_version: str | None
+    #: the request had an ``id`` member (perhaps of a type that cannot be answered)
+    has_id: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One classified frame (see the module docstring)."""
+
+    size: int
+    message: types.JSONRPCMessage | None
+    problem: Problem | None = None
+    calls: tuple[CallAttempt, ...] = ()
+    #: ids of requests other than tools/call that cannot be delivered (answered with an error)
+    requests: tuple[RequestId, ...] = ()
+    #: the frame looks like a tools/call although nothing could be made out
+    looks_like_call: bool = False
+    #: the frame is a JSON array (a JSON-RPC batch: its answers go back as an array)
+    batch: bool = False
+    fingerprint: str = ""
+
+
+def fingerprint(data: bytes) -> str:
+    """SHA-256 (hex, 128 bits) of the first ``FINGERPRINT_BYTES`` of a frame; never the bytes themselves."""
+    return hashlib.sha256(data[:FINGERPRINT_BYTES]).hexdigest()[:32]
+
+
+def classify(data: bytes) -> Frame:
+    """Classify one frame; never raises."""
+    try:
+        value = pydantic_core.from_json(data)
+    except ValueError:
+        return _damaged(data)
+    return _structured(data, value, None, intact=True)
+
+
+def oversized(size: int, head: bytes) -> Frame:
+    """The frame of a body or line refused for its size (only its first bytes were kept)."""
+    return Frame(
+        size=size,
+        message=None,
+        problem=Problem.OVERSIZED,
+        looks_like_call=_looks_like_call(head),
+        fingerprint=fingerprint(head),
+    )
+
+
+def truncated(data: bytes) -> Frame:
+    """The frame of a body whose sender stopped before its end (disconnect or read deadline).
+
+    What did arrive may still name a ``tools/call`` (even be complete JSON,
+    when a body announced more bytes than it sent); it is refused either way.
+    """
+    return _damaged(data, forced=Problem.TRUNCATED)
+
+
+def _structured(data: bytes, value: object, problem: Problem | None, *, intact: bool) -> Frame:
+    """A frame whose JSON was read (faithfully when ``intact``)."""
+    if problem is None and isinstance(value, dict):
+        try:
+            message = types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+        except ValidationError:
+            pass
+        else:
+            if not (
+                isinstance(message, types.JSONRPCNotification) and message.method == "tools/call"
+            ):
+                return Frame(size=len(data), message=message)
+            # a tools/call without an id: the server would drop it as a notification
+    items: Iterable[object] = value if isinstance(value, list) else (value,)
+    calls: list[CallAttempt] = []
+    requests: list[RequestId] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        request_id = _usable_id(item)
+        if item.get("method") == "tools/call":
+            calls.append(_call_attempt(item, request_id, intact=intact, has_id="id" in item))
+        elif isinstance(item.get("method"), str) and request_id is not None:
+            requests.append(request_id)
+    return Frame(
+        size=len(data),
+        message=None,
+        problem=problem or Problem.NOT_JSONRPC,
+        calls=tuple(calls),
+        requests=tuple(requests),
+        looks_like_call=bool(calls),
+        batch=isinstance(value, list),
+        fingerprint=fingerprint(data),
+    )
+
+
+def _call_attempt(
+    item: Mapping[str, object], request_id: RequestId | None, *, intact: bool, has_id: bool
+) -> CallAttempt:
+    params = item.get("params")
+    name: object = None
+    arguments: object = None
+    version: str | None = None
+    if isinstance(params, Mapping):
+        name = params.get("name")
+        arguments = params.get("arguments") if intact else None
+        meta = params.get("_meta")
+        if isinstance(meta, Mapping) and isinstance(meta.get(_MODERN_VERSION_KEY), str):
+            version = str(meta[_MODERN_VERSION_KEY])
+    return CallAttempt(
+        request_id=request_id,
+        name=name,
+        arguments=arguments,
+        arguments_intact=intact,
+        protocol_version=version,
+        has_id=has_id,
+    )
+
+
+def _usable_id(item: Mapping[str, object]) -> RequestId | None:
+    """The item's id when JSON-RPC allows answering it (a string or an integer, not a bool)."""
+    rid = item.get("id")
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return rid
+    return None
+
+
+def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
+    """The slow path: the SDK's parser refused the frame; find out why and what can be said.
+
+    ``forced``: the problem is already known (a truncated body); the frame is
+    still searched for the calls it names.
+    """
+    if not data.strip():
+        return Frame(
+            size=len(data),
+            message=None,
+            problem=forced or Problem.EMPTY,
+            fingerprint=fingerprint(data),
+        )
+    problem: Problem | None = None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        problem = Problem.INVALID_UTF8
+        text = data.decode("utf-8", "replace")
+    value: object = None
+    parsed = False
+    try:
+        value = json.loads(text)
+        parsed = True
+    except RecursionError:
+        problem = problem or Problem.TOO_DEEP
+        try:
+            value = json.loads(flatten(text, FLATTEN_DEPTH))
+            parsed = True
+        except (ValueError, RecursionError):
+            parsed = False
+    except ValueError as exc:
+        at_end = isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
+        unterminated = isinstance(exc, json.JSONDecodeError) and exc.msg.startswith("Unterminated")
+        if problem is None:
+            problem = Problem.TRUNCATED if at_end or unterminated else Problem.NOT_JSON
+    if not parsed:
+        return Frame(
+            size=len(data),
+            message=None,
+            problem=forced or problem,
+            looks_like_call=_looks_like_call(data),
+            fingerprint=fingerprint(data),
+        )
+    if problem is None and forced is not None:
+        return _structured(data, value, forced, intact=not depth_exceeds(value, FLATTEN_DEPTH - 1))
+    if problem is None:
+        # JSON that Python reads and the SDK does not: depth, or a lone surrogate
+        if depth_exceeds(value, SDK_MAX_DEPTH):
+            problem = Problem.TOO_DEEP
+        elif has_lone_surrogate(value):
+            problem = Problem.LONE_SURROGATE
+        else:
+            problem = Problem.NOT_JSON
+    intact = problem in (Problem.LONE_SURROGATE, Problem.TOO_DEEP) and not depth_exceeds(
+        value, FLATTEN_DEPTH - 1
+    )
+    return _structured(data, value, forced or problem, intact=intact)
+
+
+def _looks_like_call(data: bytes) -> bool:
+    return _METHOD_HINT.search(data[: 1 << 20].decode("utf-8", "replace")) is not None
+
+
+def depth_exceeds(value: object, limit: int) -> bool:
+    """True when ``value`` nests lists/objects more than ``limit`` levels (iterative)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def has_lone_surrogate(value: object) -> bool:
+    """True when a string (or an object key) anywhere in ``value`` holds an unpaired surrogate."""
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+')
+
+
+def flatten(text: str, limit: int) -> str:
+    """``text`` with every array/object nested deeper than ``limit`` replaced by ``null``.
+
+    For JSON too deep for a recursive parser: the envelope (method, id,
+    params.name) survives, the deep subtree does not. Strings are skipped
+    whole, so brackets inside them do not count. Runs of brackets are
+    handled by their length, so ``[[[[…]]]]`` costs O(runs), not O(bytes).
+    """
+    out: list[str] = []
+    depth = 0
+    emitted = 0  # text[:emitted] is already in out (or was dropped)
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token[0] == '"':
+            continue
+        start = match.start()
+        if token[0] in "[{":
+            if depth > limit:
+                depth += len(token)
+                continue
+            room = limit - depth
+            if len(token) <= room:
+                depth += len(token)
+                continue
+            # the run crosses the limit: keep its first `room` brackets, drop from there
+            cut = start + room
+            out.append(text[emitted:cut])
+            out.append("null")
+            emitted = cut
+            depth += len(token)
+        else:
+            if depth <= limit:
+                depth = max(0, depth - len(token))
+                continue
+            back_to = depth - len(token)
+            if back_to >= limit:
+                depth = back_to
+                emitted = match.end()
+                continue
+            # the run climbs back above the limit: drop up to it, keep the rest
+            keep_from = start + (depth - limit)
+            emitted = keep_from
+            depth = max(0, back_to)
+    out.append(text[emitted:] if depth <= limit else "")
+    return "".join(out)

@@ -1,0 +1,89 @@
+"""A small instance of the peer benchmark's agreement check (issue 14).
+
+Every engine must give the same decision on every request of both seeded
+workloads; the full-size check is `make bench`. cedarpy and pycasbin are in
+the dev extra; regopy (the `bench` extra) is used when importable.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.engines.base import available  # noqa: E402
+from benchmarks.peers import disagreements  # noqa: E402
+from benchmarks.workload import WORKLOADS, build  # noqa: E402
+
+ENGINES = ["sharedos", "reference", "cedar", "casbin"]
+try:
+    import regopy  # noqa: F401
+
+    ENGINES.append("rego")
+except ImportError:
+    pass
+
+
+def answers(engine_name: str, workload: str, n_rules: int, n_requests: int) -> list[bool]:
+    """Load the engine's native translation of the workload and decide every request."""
+    wl = build(workload, n_rules, n_requests)
+    engine = available()[engine_name]()
+    engine.load(engine.native(wl), wl)
+    out = []
+    for req in wl.requests:
+        args, kwargs = engine.translate(req)
+        out.append(engine.allowed(engine.call(*args, **kwargs)))
+    return out
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("n_rules", [10, 60])
+def test_every_engine_decides_every_request_alike(workload: str, n_rules: int) -> None:
+    wl = build(workload, n_rules, 120)
+    expected = [r.shape.startswith("allow:") for r in wl.requests]
+    for engine in ENGINES:
+        got = answers(engine, workload, n_rules, 120)
+        wrong = [
+            (wl.requests[i].tool, wl.requests[i].args, wl.requests[i].context["principal"], g)
+            for i, (g, e) in enumerate(zip(got, expected, strict=True))
+            if g != e
+        ]
+        assert not wrong, f"{engine} disagrees on {len(wrong)} requests, e.g. {wrong[:3]}"
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_workload_is_balanced_canonical_and_seeded(workload: str) -> None:
+    wl = build(workload, 100, 200)
+    allows = sum(r.shape.startswith("allow:") for r in wl.requests)
+    assert allows == 100 and len(wl.requests) == 200
+    assert sum(r.near_miss for r in wl.requests) >= 40  # denies are mostly near misses
+    for r in wl.requests:
+        p = r.args["path"]
+        assert p.startswith("/") and "//" not in p and "/." not in p and not p.endswith("/")
+    again = build(workload, 100, 200)
+    assert [(r.tool, r.args, r.context) for r in again.requests] == [
+        (r.tool, r.args, r.context) for r in wl.requests
+    ]
+    assert wl.n_rules == 100
+
+
+def test_runner_reports_a_disagreement_with_the_request_and_every_answer() -> None:
+    wl = build("acl", 10, 40)
+    good = "".join("1" if r.shape.startswith("allow:") else "0" for r in wl.requests)
+    flipped = ("0" if good[3] == "1" else "1") + good[4:]
+    bad = good[:3] + flipped
+    base = {"workload": "acl", "rules": 10, "requests": 40, "rep": 0, "unstable": []}
+    runs = [
+        {**base, "engine": "sharedos", "answers": good},
+        {**base, "engine": "cedar", "answers": bad},
+    ]
+    problems = disagreements(runs, seed=14)
+    assert len(problems) == 1
+    assert "request 3" in problems[0]
+    assert wl.requests[3].args["path"] in problems[0]
+    assert "sharedos#1=" in problems[0] and "cedar#1=" in problems[0]

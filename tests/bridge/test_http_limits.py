@@ -1,0 +1,160 @@
+"""A turn's HTTP listener bounds what a peer can hold: connections, read time, sessions.
+
+Finding (fixed): stalled connections were never timed out — mid-headers,
+mid-body, or silent (the last two need no token): 1,000 of them stayed open
+for minutes. Now header and body read deadlines close them, a per-turn cap
+bounds how many are open (the oldest idle or stalled one makes room for a
+new one), and each refusal is counted on ``Turn.transport_stats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import anyio
+import httpx2
+import pytest
+
+from sharedos.bridge import open_turn
+from sharedos.bridge.limits import TransportLimits
+from sharedos.kernel.context import AccessContext
+from tests.bridge.conftest import OPEN_POLICY, Runtime, http_client
+from tests.bridge.rawwire import ACCEPT, call, frame, http_post_head, initialize
+
+pytestmark = pytest.mark.anyio
+
+FAST = TransportLimits(header_timeout_s=0.5, body_timeout_s=0.5)
+
+
+async def _closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
+    """True when the server closes the connection (EOF or reset) within ``within`` seconds."""
+    with anyio.move_on_after(within):
+        try:
+            while await reader.read(65536):
+                pass
+        except ConnectionError:
+            pass
+        return True
+    return False
+
+
+async def test_stalled_connections_are_timed_out_and_counted(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=FAST) as turn:
+        assert turn.port is not None and turn.token is not None
+        port, token = turn.port, turn.token
+        body = frame(call(1, "files.read", {"path": "/public/a.txt"}))
+        opened: list[tuple[str, asyncio.StreamReader, asyncio.StreamWriter]] = []
+        for kind in ("silent", "mid-headers", "mid-body", "mid-body-no-token") * 10:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            if kind == "mid-headers":
+                writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-")
+            elif kind == "mid-body":
+                writer.write(http_post_head(port, token, len(body) + 100) + body)
+            elif kind == "mid-body-no-token":
+                writer.write(http_post_head(port, "x" * 43, len(body) + 100) + body)
+            await writer.drain()
+            opened.append((kind, reader, writer))
+        started = time.monotonic()
+        results = [
+            (kind, await _closed_by_server(reader, FAST.body_timeout_s + 3))
+            for kind, reader, _ in opened
+        ]
+        took = time.monotonic() - started
+        for _, _, writer in opened:
+            writer.close()
+        # trickling bytes does not push a deadline back
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        trickled_at = time.monotonic()
+        with anyio.move_on_after(5), contextlib.suppress(ConnectionError):
+            for byte in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 500:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await anyio.sleep(0.01)
+        trickle_closed = await _closed_by_server(reader, 2)
+        trickle_took = time.monotonic() - trickled_at
+        writer.close()
+        # the turn still serves
+        async with http_client(turn.url or "", turn.token) as client:
+            assert not (await client.call_tool("files.read", {"path": "/public/a.txt"})).is_error
+        stats = turn.transport_stats
+    assert all(closed for _, closed in results), [k for k, c in results if not c]
+    assert took < FAST.body_timeout_s + 3
+    assert trickle_closed and trickle_took < FAST.header_timeout_s + 2
+    assert stats.header_timeouts >= 21  # 10 silent, 10 mid-headers, the trickler
+    assert stats.body_timeouts >= 20
+    # the token holder's cut-off tools/call bodies are attempts: recorded, never run
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    cut = [r for r in records if str(r.reason) == "malformed_request"]
+    assert len(cut) == 10 and all(str(r.outcome) == "failed" for r in cut)
+    assert all(r.tool == "files.read" for r in cut)
+    assert all((r.diagnostics or {})["rejectedByTransport"]["problem"] == "truncated" for r in cut)
+
+
+async def test_the_connection_cap_keeps_a_flood_of_idle_connections_out(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    limits = TransportLimits(max_connections=8, header_timeout_s=30)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.port is not None
+        flood = [await asyncio.open_connection("127.0.0.1", turn.port) for _ in range(40)]
+        await anyio.sleep(0.2)
+        # the harness still gets through: idle connections make room, oldest first
+        async with http_client(turn.url or "", turn.token) as client:
+            ok = await client.call_tool("files.read", {"path": "/public/a.txt"})
+        closed = [await _closed_by_server(reader, 0.2) for reader, _ in flood]
+        for _, writer in flood:
+            writer.close()
+        stats = turn.transport_stats
+    assert not ok.is_error
+    assert sum(closed) >= 32  # at most 8 were ever open at once
+    assert stats.connections_evicted >= 32
+
+
+async def test_busy_connections_are_not_evicted_and_new_ones_are_refused(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    limits = TransportLimits(max_connections=3)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.url is not None
+
+        async def slow(n: int) -> bool:
+            async with http_client(turn.url or "", turn.token) as client:
+                r = await client.call_tool("slow.wait", {"seconds": 1.0})
+                return not r.is_error
+
+        outcomes: list[bool] = []
+
+        async def run(n: int) -> None:
+            outcomes.append(await slow(n))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(3):
+                tg.start_soon(run, n)
+            await anyio.sleep(0.5)  # three calls in flight: the cap is reached by busy connections
+            async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=5) as hc:
+                with pytest.raises(httpx2.TransportError):
+                    await hc.post(turn.url, json=initialize())
+        stats = turn.transport_stats
+    assert outcomes == [True, True, True]  # the busy ones were never touched
+    assert stats.connections_refused >= 1
+
+
+async def test_idle_legacy_sessions_expire_per_turn(runtime: Runtime, alice: AccessContext) -> None:
+    limits = TransportLimits(session_idle_s=0.3)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=5) as hc:
+            init = await hc.post(turn.url, json=initialize())
+            session = {
+                "mcp-session-id": init.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+            await anyio.sleep(1.0)
+            later = await hc.post(
+                turn.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session
+            )
+    assert later.status_code == 404

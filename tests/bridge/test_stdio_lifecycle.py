@@ -1,0 +1,138 @@
+"""The stdio bridge ends with its turn, whatever the harness does.
+
+Finding (fixed): with a silent harness (stdin open, nothing sent) the stdio
+bridge kept running 10-15 s after the host closed the turn, because the
+SDK's stdin reader blocks in a thread that cancellation cannot interrupt;
+a call sent in that time was neither answered nor recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from sharedos.bridge import open_turn
+from sharedos.bridge.turnfile import StdioLaunch
+from sharedos.kernel.context import AccessContext
+from sharedos.toolpolicy import ToolPolicy
+from tests.bridge.conftest import DATA, Runtime, build_runtime
+from tests.bridge.rawwire import StdioBridge, call, frame
+
+pytestmark = pytest.mark.anyio
+
+FILES_POLICY = ToolPolicy(name="bridge-open", mode="open", managed=("files.*",))
+LINGER = 0.5
+#: process start-up aside, what exiting may take beyond the linger: the marker poll
+#: (50 ms), the final drain and interpreter shutdown
+SLACK = 1.5
+
+
+@pytest.fixture
+def files_runtime(tmp_path: Path) -> Runtime:
+    return build_runtime(tmp_path, with_slow=False)
+
+
+def _launch(rt: Runtime) -> StdioLaunch:
+    return StdioLaunch(
+        rules=(DATA / "files.sos",),
+        evidence_db=rt.evidence_path,
+        tool_sets=("files",),
+        sandbox_root=rt.sandbox,
+        run_policy="bridge-open",
+        close_linger_s=LINGER,
+    )
+
+
+async def test_silent_harness_does_not_keep_the_bridge_alive(files_runtime: Runtime) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt)) as t:
+        assert t.command is not None
+        bridge = await StdioBridge.start(t.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(frame(call(1, "files.read", {"path": "/public/a.txt"})))
+            assert "result" in await bridge.wait_reply(1)
+        except BaseException:
+            await bridge.kill()
+            raise
+    closed_at = time.monotonic()  # the host closed the turn; the harness stays silent, stdin open
+    try:
+        code, _ = await bridge.wait_exit(LINGER + SLACK + 10)
+        took = time.monotonic() - closed_at
+        assert code is not None, "the stdio bridge outlived its turn by more than 10 s"
+        assert took <= LINGER + SLACK, f"the bridge exited {took:.2f} s after the turn closed"
+        assert code == 3  # closed by the host
+    finally:
+        await bridge.kill()
+
+
+async def test_a_call_in_the_linger_window_is_answered_and_recorded(
+    files_runtime: Runtime,
+) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt)) as t:
+        assert t.command is not None
+        bridge = await StdioBridge.start(t.command)
+        try:
+            await bridge.handshake()
+        except BaseException:
+            await bridge.kill()
+            raise
+    try:
+        await anyio.sleep(0.15)  # the bridge has seen the marker go; its linger runs
+        await bridge.send_line(frame(call(2, "files.read", {"path": "/public/a.txt"})))
+        reply = await bridge.wait_reply(2, timeout=LINGER + SLACK)
+        assert reply["result"]["isError"] is True
+        assert reply["result"]["structuredContent"]["reason"] == "turn_closed"
+        code, _ = await bridge.wait_exit(LINGER + SLACK)
+        assert code == 3
+    finally:
+        await bridge.kill()
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.reason)) for r in records] == [("files.read", "turn_closed")]
+
+
+async def test_a_call_sent_as_the_bridge_exits_is_answered_or_refused_at_the_pipe(
+    files_runtime: Runtime,
+) -> None:
+    """Calls keep coming until the pipe breaks: each one that got a reply is recorded,
+    and every call whose bytes were in the pipe early enough got a reply."""
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt)) as t:
+        assert t.command is not None
+        bridge = await StdioBridge.start(t.command)
+        try:
+            await bridge.handshake()
+        except BaseException:
+            await bridge.kill()
+            raise
+    sent: list[tuple[int, float]] = []
+    broke_at = None
+    try:
+        with anyio.fail_after(LINGER + SLACK + 5):
+            for request_id in range(100, 10_000):
+                try:
+                    await bridge.send_line(frame(call(request_id, "files.read", {"path": "/x"})))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    broke_at = time.monotonic()
+                    break
+                sent.append((request_id, time.monotonic()))
+                await anyio.sleep(0.02)
+        await bridge.wait_exit(SLACK)
+    finally:
+        await bridge.kill()
+    assert broke_at is not None, "the bridge never stopped reading"
+    answered = {r["id"] for r in bridge.replies if "result" in r and r["id"] >= 100}
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert len(records) >= len(answered)
+    assert all(str(r.reason) == "turn_closed" for r in records)
+    # a call that sat in the pipe for 0.3 s before the bridge went away was read and answered
+    early = [rid for rid, at in sent if at < broke_at - 0.3]
+    assert early
+    assert set(early) <= answered
