@@ -129,6 +129,9 @@ def test_export_memory_does_not_grow_with_the_store(
         assert lines == n + (1 if fmt == "csv" else 0)
         assert oct(out.stat().st_mode & 0o777) == "0o600"
     growth = peaks[LARGE] - peaks[SMALL]
+    print(
+        f"\nexport {kind} {fmt}: peak RSS {peaks[SMALL]} KiB for {SMALL:,}, {peaks[LARGE]} KiB for {LARGE:,}"
+    )
     assert growth < MAX_GROWTH_KB, f"peak RSS {peaks} KiB: grew {growth} KiB"
 
 
