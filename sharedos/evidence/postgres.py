@@ -402,7 +402,7 @@ class PostgresEvidenceStore:
 
     # -- the appender's backend ----------------------------------------------------------
 
-    def _guarded(self, what: str) -> None:
+    def _guarded(self) -> None:
         if self._broken is not None:
             raise self._broken
         if self.read_only:
@@ -512,7 +512,7 @@ class PostgresEvidenceStore:
 
     def execute(self, plan: Plan) -> int:
         """Commit ``plan`` in one statement (see ``ChainBackend.execute``)."""
-        self._guarded("write")
+        self._guarded()
         sql = self._statement(plan)
         params = self._params(plan)
         with self._writer_conn() as conn:
@@ -547,27 +547,27 @@ class PostgresEvidenceStore:
 
     def begin(self, attempt: EvidenceRecord) -> int:
         """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
-        self._guarded("write")
+        self._guarded()
         return self.appender.begin(attempt)
 
     def finish(self, seq: int, outcome: OutcomeRecord) -> None:
         """Commit the outcome row of attempt ``seq`` (once; cause ``conflict`` otherwise)."""
-        self._guarded("write")
+        self._guarded()
         self.appender.finish(int(seq), outcome)
 
     def record(self, record: EvidenceRecord) -> int:
         """Commit a complete record (attempt and outcome rows) in one statement; return its seq."""
-        self._guarded("write")
+        self._guarded()
         return self.appender.record(record)
 
     def open_turn(self, opening: Opening) -> bool:
         """Write the turn's opening record unless it has one; True when this call wrote it."""
-        self._guarded("write")
+        self._guarded()
         return self.appender.open_turn(opening)
 
     def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
         """Append the turn's seal (signed when the store has a signer); the seal's hash."""
-        self._guarded("write")
+        self._guarded()
         return self.appender.seal_turn(turn_id, closed_at)
 
     # -- reading -----------------------------------------------------------------------

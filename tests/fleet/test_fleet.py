@@ -15,8 +15,8 @@ while its turns are open. Then:
 * the host whose connections were killed lost nothing and failed nothing
   closed: the store reconnected.
 
-``make test`` runs 4 hosts x 25 turns x 12 calls; ``SHAREDOS_STRESS=long``
-(``make stress``) runs 40 calls per turn.
+``make test`` runs 4 hosts x 25 turns x 12 calls; ``make stress`` (the
+``stress`` marker) 40 calls per turn.
 """
 
 from __future__ import annotations
@@ -38,20 +38,19 @@ from click.testing import CliRunner
 from sharedos.evidence.url import open_store
 from sharedos.evidence.verify import verify_store
 
-pytestmark = pytest.mark.stress
-
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = 4
 TURNS = 25
-CALLS = 40 if os.environ.get("SHAREDOS_STRESS") == "long" else 12
-KILL_AFTER = TURNS * CALLS // 3  # returned results before the SIGKILL: mid-turn for every turn
-PAUSE_AFTER = CALLS // 2
+QUICK_CALLS = 12
+LONG_CALLS = 40
 
 
 class Host:
     """One host process and what it printed."""
 
-    def __init__(self, name: str, url: str, sandbox: Path, *, pause: bool = False) -> None:
+    def __init__(
+        self, name: str, url: str, sandbox: Path, calls: int, *, pause: bool = False
+    ) -> None:
         args = [
             sys.executable,
             "-m",
@@ -65,10 +64,10 @@ class Host:
             "--turns",
             str(TURNS),
             "--calls",
-            str(CALLS),
+            str(calls),
         ]
         if pause:
-            args += ["--pause-after", str(PAUSE_AFTER)]
+            args += ["--pause-after", str(calls // 2)]
         self.name = name
         self.proc = subprocess.Popen(
             args,
@@ -139,19 +138,29 @@ def _terminate_backends(url: str, application: str) -> int:
 
 
 def test_a_fleet_of_hosts_loses_nothing(tmp_path: Path, pg_url: str) -> None:
+    _fleet(tmp_path, pg_url, QUICK_CALLS)
+
+
+@pytest.mark.stress
+def test_a_longer_fleet_loses_nothing(tmp_path: Path, pg_url: str) -> None:
+    _fleet(tmp_path, pg_url, LONG_CALLS)
+
+
+def _fleet(tmp_path: Path, pg_url: str, calls: int) -> None:
+    kill_after = TURNS * calls // 3  # results returned before the SIGKILL: mid-turn for every turn
     sandbox = _sandbox(tmp_path / "sandbox")
     open_store(pg_url).close()  # the schema, once, before the fleet starts
     started = time.perf_counter()
     hosts = [
-        Host("h0", pg_url, sandbox),
-        Host("h1", pg_url, sandbox),  # SIGKILLed mid-turn
-        Host("h2", pg_url, sandbox, pause=True),  # its connections are terminated
-        Host("h3", pg_url, sandbox),
+        Host("h0", pg_url, sandbox, calls),
+        Host("h1", pg_url, sandbox, calls),  # SIGKILLed mid-turn
+        Host("h2", pg_url, sandbox, calls, pause=True),  # its connections are terminated
+        Host("h3", pg_url, sandbox, calls),
     ]
     killed, severed = hosts[1], hosts[2]
     try:
         deadline = time.monotonic() + 90
-        while len(killed.results) < KILL_AFTER and killed.proc.poll() is None:
+        while len(killed.results) < kill_after and killed.proc.poll() is None:
             assert time.monotonic() < deadline, f"h1 printed {len(killed.results)} results"
             time.sleep(0.01)
         killed.proc.send_signal(signal.SIGKILL)
@@ -173,7 +182,7 @@ def test_a_fleet_of_hosts_loses_nothing(tmp_path: Path, pg_url: str) -> None:
         assert host.proc.returncode == 0, (
             f"{host.name} exited {host.proc.returncode}:\n{host.stderr}"
         )
-        assert host.made == TURNS * CALLS and len(host.results) == TURNS * CALLS
+        assert host.made == TURNS * calls and len(host.results) == TURNS * calls
 
     store = open_store(pg_url, read_only=True)
     try:
@@ -183,7 +192,7 @@ def test_a_fleet_of_hosts_loses_nothing(tmp_path: Path, pg_url: str) -> None:
             by_call.setdefault(rec.call_id, []).append(rec)
         # 1. every returned result is recorded once, as it was answered
         returned = [r for host in hosts for r in host.results]
-        assert len(killed.results) >= KILL_AFTER
+        assert len(killed.results) >= kill_after
         for turn, call, outcome, _reason, seq in returned:
             recs = by_call.get(call, [])
             assert len(recs) == 1, f"{call}: {len(recs)} records"
