@@ -31,10 +31,6 @@ class RunMode(StrEnum):
     OPEN = "open"
 
 
-class ToolPolicyError(ValueError):
-    """A ToolPolicy that contradicts its own declaration."""
-
-
 @lru_cache(maxsize=1024)
 def _managed_regexes(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     # Keyed by the patterns themselves (not cached on the instance), so a

@@ -13,21 +13,6 @@ from typing import Any, Protocol
 from sharedos.outcomes import Effect, ReasonCode
 
 
-class RuleRefLike(Protocol):
-    """A rule reference: id and source position."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def file(self) -> str: ...
-    @property
-    def line(self) -> int: ...
-    @property
-    def col(self) -> int: ...
-    @property
-    def effect(self) -> str: ...
-
-
 class DecisionLike(Protocol):
     """A policy decision (``sharedos.policy.Decision``)."""
 

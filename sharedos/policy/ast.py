@@ -7,18 +7,19 @@ point at file:line:col. Nodes are frozen dataclasses: an AST is a value.
 Layout of one file::
 
     PolicyFile(path, source, statements=(NamespaceDecl | Requirement | Rule |
-               ToolPolicyDecl | TestBlock, ...), comments=(Comment, ...))
+               ConditionDecl | ToolPolicyDecl | TestBlock, ...), comments=(Comment, ...))
 
-Statements keep source order. Each ``Requirement``, ``Rule`` and ``TestBlock``
+Statements keep source order. Each ``Requirement``, ``Rule``, ``ConditionDecl`` and ``TestBlock``
 records the namespace in force where it was written (the last preceding
 ``namespace`` statement of the same file, else ``DEFAULT_NAMESPACE``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 from typing import Literal as TypingLiteral
-from typing import NamedTuple
 
 #: Namespace of statements written before any ``namespace`` statement.
 DEFAULT_NAMESPACE = "default"
@@ -89,12 +90,12 @@ class Call:
     span: Span
 
 
-CompareOp = TypingLiteral["==", "!=", "in", "not in"]
+CompareOp = TypingLiteral["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``left OP right`` with OP one of ``==``, ``!=``, ``in``, ``not in``."""
+    """``left OP right``: ``==``, ``!=``, the orderings ``< <= > >=``, ``in``, ``not in``."""
 
     op: CompareOp
     left: Expr
@@ -104,11 +105,22 @@ class Compare:
 
 @dataclass(frozen=True, slots=True)
 class BoolOp:
-    """``left and right`` / ``left or right`` (binary, left-associative as parsed)."""
+    """``a and b and ...`` / ``a or b or ...``: two or more operands, evaluated left to right.
+
+    A chain of one operator is one node however long it is, so no pass
+    recurses once per term.
+    """
 
     op: TypingLiteral["and", "or"]
-    left: Expr
-    right: Expr
+    operands: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Concat:
+    """``a + b + ...``: strings joined (an error if any operand is not a string)."""
+
+    operands: tuple[Expr, ...]
     span: Span
 
 
@@ -120,7 +132,74 @@ class Not:
     span: Span
 
 
-Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Not
+Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Concat | Not
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of ``expr``, in source order."""
+    get = _CHILDREN.get(type(expr))
+    return get(expr) if get is not None else ()
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and every subexpression, pre-order, left to right (iterative: any depth).
+
+    The one traversal the checker, the lints and the compiler share (Cedar's
+    ``subexpressions``).
+    """
+    stack = [expr]
+    pop, push, table = stack.pop, stack.extend, _CHILDREN
+    while stack:
+        node = pop()
+        yield node
+        get = table.get(type(node))
+        if get is not None:
+            push(reversed(get(node)))
+
+
+def inline(expr: Expr, named: Mapping[str, Expr]) -> Expr:
+    """``expr`` with every reference to a named condition replaced by its expression.
+
+    ``named`` maps a name to its already-inlined expression; the checker
+    refuses cycles, so a reference's replacement holds no further names.
+    """
+    if isinstance(expr, Ref):
+        if not expr.path and expr.root in named:
+            return named[expr.root]
+        return expr
+    kids = children(expr)
+    if not kids:
+        return expr
+    new = tuple(inline(k, named) for k in kids)
+    if all(a is b for a, b in zip(new, kids, strict=True)):
+        return expr
+    if isinstance(expr, BoolOp):
+        return BoolOp(expr.op, new, expr.span)
+    if isinstance(expr, Concat):
+        return Concat(new, expr.span)
+    if isinstance(expr, Compare):
+        return Compare(expr.op, new[0], new[1], expr.span)
+    if isinstance(expr, Not):
+        return Not(new[0], expr.span)
+    if isinstance(expr, Call):
+        return Call(expr.func, new, expr.span)
+    assert isinstance(expr, ListExpr)
+    return ListExpr(new, expr.span)
+
+
+_CHILDREN: dict[type, Any] = {
+    BoolOp: lambda e: e.operands,
+    Concat: lambda e: e.operands,
+    Compare: lambda e: (e.left, e.right),
+    Not: lambda e: (e.operand,),
+    Call: lambda e: e.args,
+    ListExpr: lambda e: e.items,
+}
+
+
+def roots(expr: Expr) -> frozenset[str]:
+    """The reference roots (``context``, ``args``, ``resource``, ``action``) ``expr`` reads."""
+    return frozenset(node.root for node in walk(expr) if isinstance(node, Ref))
 
 
 # ---------------------------------------------------------- resources, patterns
@@ -196,29 +275,44 @@ class Annotation:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """``permit|forbid ACTIONS on PATTERN [when|unless COND]``.
+    """``permit|forbid ACTIONS on PATTERN [when COND] [unless COND]``.
 
-    ``actions`` is ``("*",)`` for every action of the namespace. ``condition_kind``
-    is ``None`` when there is no condition.
+    ``actions`` is ``("*",)`` for every action of the namespace. The rule
+    applies when its ``when`` condition (if any) holds and its ``unless``
+    condition (if any) does not.
     """
 
     effect: TypingLiteral["permit", "forbid"]
     actions: tuple[str, ...]
     pattern: Pattern
-    condition: Expr | None
-    condition_kind: TypingLiteral["when", "unless"] | None
+    when: Expr | None
+    unless: Expr | None
     namespace: str
     annotations: tuple[Annotation, ...]
     span: Span
     action_spans: tuple[Span, ...] = ()
 
     @property
-    def explicit_id(self) -> str | None:
-        """The ``@id("...")`` value, if any."""
+    def conditions(self) -> tuple[Expr, ...]:
+        """The rule's conditions, ``when`` first."""
+        return tuple(c for c in (self.when, self.unless) if c is not None)
+
+    def annotation(self, name: str) -> str | None:
+        """The value of ``@name("...")``, if the rule has it."""
         for ann in self.annotations:
-            if ann.name == "id":
+            if ann.name == name:
                 return ann.value
         return None
+
+    @property
+    def explicit_id(self) -> str | None:
+        """The ``@id("...")`` value, if any."""
+        return self.annotation("id")
+
+    @property
+    def description(self) -> str | None:
+        """The ``@description("...")`` value, if any."""
+        return self.annotation("description")
 
     @property
     def auto_id(self) -> str:
@@ -229,6 +323,17 @@ class Rule:
     def rule_id(self) -> str:
         """The explicit id, else ``file:line``."""
         return self.explicit_id or self.auto_id
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionDecl:
+    """``condition NAME = EXPR``: a name the rules of its namespace may use in conditions."""
+
+    name: str
+    expr: Expr
+    namespace: str
+    span: Span
+    name_span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,9 +392,20 @@ class TestBlock:
     #: denied ``not_in_run_policy`` before any rule is consulted)
     policy: str | None = None
     policy_span: Span | None = None
+    #: the ``context`` clause (keyword to closing brace), when written
+    context_span: Span | None = None
+    #: ``skip ["reason"]``: the test is reported as skipped, not run ("" without a reason)
+    skip: str | None = None
+    #: keys written twice in the test's objects (the later value is the one kept)
+    duplicate_keys: tuple[Span, ...] = ()
+    #: the ``call`` clause, and where each top-level key of ``context``/``args``
+    #: is written (the formatter keeps comments beside them)
+    call_span: Span | None = None
+    context_pair_spans: tuple[Span, ...] = ()
+    args_pair_spans: tuple[Span, ...] = ()
 
 
-Statement = NamespaceDecl | Requirement | Rule | ToolPolicyDecl | TestBlock
+Statement = NamespaceDecl | Requirement | Rule | ConditionDecl | ToolPolicyDecl | TestBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +435,11 @@ class PolicyFile:
     def rules(self) -> tuple[Rule, ...]:
         """The file's permit/forbid rules in source order."""
         return tuple(s for s in self.statements if isinstance(s, Rule))
+
+    @property
+    def conditions(self) -> tuple[ConditionDecl, ...]:
+        """The file's named conditions in source order."""
+        return tuple(s for s in self.statements if isinstance(s, ConditionDecl))
 
     @property
     def tool_policies(self) -> tuple[ToolPolicyDecl, ...]:

@@ -8,6 +8,7 @@ from sharedos.outcomes import Effect, ReasonCode
 from sharedos.policy import ast
 from sharedos.policy.context import complete_context
 from sharedos.policy.decision import Decision
+from sharedos.policy.evaluator import Evaluator
 from sharedos.policy.policyset import PolicySet
 
 
@@ -21,39 +22,35 @@ class CaseResult:
     message: str
 
 
+def run_policy_denial(policy: Evaluator, run: str | None, tool: str) -> Decision | None:
+    """The ``not_in_run_policy`` denial of ``tool`` under toolpolicy ``run``, if any.
+
+    As the kernel does: a tool outside the run's managed set is denied before
+    any rule is consulted. ``run`` None means no run policy (no denial).
+    """
+    if run is None:
+        return None
+    declared = policy.tool_policies.get(run)
+    if declared is None:
+        why = f"toolpolicy {run!r} is not declared"
+    elif not declared.is_managed(tool):
+        why = f"{tool} is not in the managed set of toolpolicy {run!r}"
+    else:
+        return None
+    return Decision(Effect.DENY, ReasonCode.NOT_IN_RUN_POLICY, tool, None, None, None, (), why)
+
+
 def decide_case(policy: PolicySet, test: ast.TestBlock) -> Decision | None:
     """The decision a test block's call gets; ``None`` when the test is incomplete.
 
-    With ``policy NAME`` the call is first checked against that run policy, as
-    the kernel does: a tool outside its managed set is denied
-    ``not_in_run_policy`` before any rule is consulted.
+    With ``policy NAME`` the call is first checked against that run policy
+    (``run_policy_denial``).
     """
     if test.tool is None:
         return None
-    if test.policy is not None:
-        run = policy.tool_policies.get(test.policy)
-        if run is None:
-            return Decision(
-                Effect.DENY,
-                ReasonCode.NOT_IN_RUN_POLICY,
-                test.tool,
-                None,
-                None,
-                None,
-                (),
-                f"toolpolicy {test.policy!r} is not declared",
-            )
-        if not run.is_managed(test.tool):
-            return Decision(
-                Effect.DENY,
-                ReasonCode.NOT_IN_RUN_POLICY,
-                test.tool,
-                None,
-                None,
-                None,
-                (),
-                f"{test.tool} is not in the managed set of toolpolicy {test.policy!r}",
-            )
+    denial = run_policy_denial(policy, test.policy, test.tool)
+    if denial is not None:
+        return denial
     return policy.decide(test.tool, test.args, complete_context(test.context))
 
 

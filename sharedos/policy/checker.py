@@ -7,8 +7,10 @@ that decide; this module only positions their verdicts).
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable, Sequence
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +19,10 @@ from pydantic import ValidationError
 from sharedos.names import is_valid_tool_name
 from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
-from sharedos.policy.conditions import FUNCTIONS
+from sharedos.policy.conditions import ORDERING
 from sharedos.policy.diagnostics import Diagnostic, make
+from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, LIST, NUMBER, STRING
+from sharedos.policy.grammar import is_keyword
 from sharedos.policy.patterns import PatternSyntaxError, parse_pattern
 from sharedos.toolpolicy import RunMode, ToolPolicy
 
@@ -31,6 +35,8 @@ DECISION_REASONS = (
     ReasonCode.FORBIDDEN,
 )
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Annotations a rule may carry.
+ANNOTATIONS = ("id", "description")
 
 
 @dataclass
@@ -41,12 +47,15 @@ class CheckResult:
     tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
     #: raw pattern -> parsed (encoded) pattern, for every valid pattern seen
     patterns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: namespace -> named condition -> its expression, named conditions inlined
+    conditions: dict[str, dict[str, ast.Expr]] = field(default_factory=dict)
 
 
 class _Ctx:
-    def __init__(self, files: Sequence[ast.PolicyFile]) -> None:
+    def __init__(self, files: Sequence[ast.PolicyFile], *, quiet: bool = False) -> None:
         self.sources = {f.path: f.source for f in files}
         self.out: list[Diagnostic] = []
+        self.quiet = quiet
 
     def err(
         self,
@@ -57,6 +66,8 @@ class _Ctx:
         hint: str | None = None,
         severity: Any = "error",
     ) -> None:
+        if self.quiet:
+            return
         end_col = span.end_col if span.end_line == span.line else None
         self.out.append(
             make(
@@ -77,6 +88,9 @@ def check(files: Sequence[ast.PolicyFile]) -> CheckResult:
     """Check every file together (namespaces, ids and tool names are global)."""
     ctx = _Ctx(files)
     result = CheckResult(diagnostics=ctx.out)
+    for file in files:
+        _check_characters(ctx, file)
+    result.conditions = _check_named_conditions(ctx, files)
     requirements: dict[str, ast.Requirement] = {}
     actions: dict[str, set[str]] = {}
     for file in files:
@@ -100,7 +114,14 @@ def check(files: Sequence[ast.PolicyFile]) -> CheckResult:
     for file in files:
         for stmt in file.statements:
             if isinstance(stmt, ast.Rule):
-                _check_rule(ctx, stmt, actions, ids, result.patterns)
+                _check_rule(
+                    ctx,
+                    stmt,
+                    actions,
+                    ids,
+                    result.patterns,
+                    result.conditions.get(stmt.namespace, {}),
+                )
             elif isinstance(stmt, ast.ToolPolicyDecl):
                 if stmt.name in policies:
                     ctx.err(
@@ -132,6 +153,29 @@ def check(files: Sequence[ast.PolicyFile]) -> CheckResult:
 def _check_requirement(ctx: _Ctx, req: ast.Requirement) -> None:
     if not is_valid_tool_name(req.tool):
         ctx.err("SOS206", f"{req.tool!r} is not a valid tool name", req.tool_span)
+    elif "." in req.tool and req.tool.split(".", 1)[0] != req.namespace:
+        # Rules govern only their namespace's requirements: a files.* tool
+        # declared elsewhere would escape every forbid of namespace files. (A
+        # name without a dot claims no namespace: external contracts fix some
+        # tool names, such as the MCP conformance suite's test_wait.)
+        prefix = req.tool.split(".", 1)[0]
+        where = (
+            "before any 'namespace' statement (namespace 'default')"
+            if req.namespace == ast.DEFAULT_NAMESPACE
+            else f"in namespace {req.namespace!r}"
+        )
+        ctx.err(
+            "SOS212",
+            f"requirement {req.tool} is declared {where}: the rules of namespace "
+            f"{prefix!r}, forbids included, would not govern it",
+            req.tool_span,
+            hint=f"declare it after 'namespace {prefix}'"
+            + (
+                ""
+                if req.namespace == ast.DEFAULT_NAMESPACE
+                else f", or name the tool {req.namespace}.<name> if it belongs to namespace {req.namespace!r}"
+            ),
+        )
     if req.action is None:
         ctx.err("SOS209", f"requirement {req.tool} has no 'action NAME'", req.tool_span)
     if req.resource is None:
@@ -185,6 +229,7 @@ def _check_rule(
     actions: dict[str, set[str]],
     ids: dict[str, ast.Span],
     patterns: dict[str, dict[str, Any]],
+    names: Mapping[str, ast.Expr],
 ) -> None:
     known = actions.get(rule.namespace, set())
     spans = rule.action_spans or (rule.span,) * len(rule.actions)
@@ -201,19 +246,26 @@ def _check_rule(
             listing = ", ".join(sorted(known)) or "none"
             ctx.err(
                 "SOS201",
-                f"no requirement of namespace {rule.namespace!r} has action {action!r}",
+                f"no requirement of namespace {rule.namespace!r} has action {action!r}"
+                + _did_you_mean(action, known),
                 span,
                 hint=f"actions of namespace {rule.namespace!r}: {listing}",
             )
     seen_ann: set[str] = set()
     for ann in rule.annotations:
-        if ann.name != "id":
-            ctx.err("SOS211", f"unknown annotation @{ann.name}", ann.span)
+        if ann.name not in ANNOTATIONS:
+            ctx.err(
+                "SOS211",
+                f"unknown annotation @{ann.name}" + _did_you_mean(ann.name, ANNOTATIONS),
+                ann.span,
+            )
             continue
         if ann.name in seen_ann:
-            ctx.err("SOS211", "a rule takes one @id", ann.span)
+            ctx.err("SOS211", f"a rule takes one @{ann.name}", ann.span)
             continue
         seen_ann.add(ann.name)
+        if ann.name != "id":
+            continue
         if not ann.value or _CONTROL_RE.search(ann.value):
             ctx.err(
                 "SOS210",
@@ -239,47 +291,170 @@ def _check_rule(
             f"invalid pattern {rule.pattern.raw!r}: {exc}",
             ast.Span(sp.file, sp.line, col, sp.line, col + max(exc.length, 1)),
         )
-    if rule.condition is not None:
-        _check_expr(ctx, rule.condition, boolean=True)
+    for condition in rule.conditions:
+        _check_condition(ctx, condition, names)
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ------------------------------------------------------------ named conditions
+
+
+def named_conditions(files: Sequence[ast.PolicyFile]) -> dict[str, dict[str, ast.Expr]]:
+    """The named conditions of ``files`` per namespace, inlined (the faulty ones left out)."""
+    return _check_named_conditions(_Ctx(files, quiet=True), files)
+
+
+def _check_named_conditions(
+    ctx: _Ctx, files: Sequence[ast.PolicyFile]
+) -> dict[str, dict[str, ast.Expr]]:
+    """Check every ``condition NAME = EXPR``; return them inlined, per namespace."""
+    decls: dict[str, dict[str, ast.ConditionDecl]] = {}
+    for file in files:
+        for decl in file.conditions:
+            mine = decls.setdefault(decl.namespace, {})
+            if decl.name in ast.REF_ROOTS or is_keyword(decl.name) or decl.name in FUNCTIONS:
+                ctx.err(
+                    "SOS214",
+                    f"{decl.name!r} cannot name a condition: it is a "
+                    + (
+                        "root conditions read"
+                        if decl.name in ast.REF_ROOTS
+                        else "keyword"
+                        if is_keyword(decl.name)
+                        else "function"
+                    ),
+                    decl.name_span,
+                )
+            elif decl.name in mine:
+                ctx.err(
+                    "SOS214",
+                    f"condition {decl.name} is already declared in namespace "
+                    f"{decl.namespace!r} at {mine[decl.name].name_span}",
+                    decl.name_span,
+                )
+            else:
+                mine[decl.name] = decl
+    out: dict[str, dict[str, ast.Expr]] = {}
+    for ns, named in decls.items():
+        resolved: dict[str, ast.Expr] = {}
+        for name in named:
+            _resolve(ctx, name, named, resolved, [])
+        out[ns] = resolved
+        for decl in named.values():
+            if decl.name in resolved:
+                _check_condition(ctx, decl.expr, resolved, boolean=False)
+    return out
+
+
+def _resolve(
+    ctx: _Ctx,
+    name: str,
+    named: Mapping[str, ast.ConditionDecl],
+    resolved: dict[str, ast.Expr],
+    stack: list[str],
+) -> ast.Expr | None:
+    if name in resolved:
+        return resolved[name]
+    decl = named[name]
+    if name in stack:
+        cycle = " -> ".join([*stack[stack.index(name) :], name])
+        ctx.err("SOS215", f"condition {name} refers to itself ({cycle})", decl.name_span)
+        return None
+    stack.append(name)
+    uses: dict[str, ast.Expr] = {}
+    ok = True
+    for node in ast.walk(decl.expr):
+        if isinstance(node, ast.Ref) and not node.path and node.root in named:
+            sub = _resolve(ctx, node.root, named, resolved, stack)
+            if sub is None:
+                ok = False
+            else:
+                uses[node.root] = sub
+    stack.pop()
+    if not ok:
+        return None
+    expr = ast.inline(decl.expr, uses) if uses else decl.expr
+    resolved[name] = expr
+    return expr
 
 
 # ----------------------------------------------------------------- expressions
 
-_STR, _NUM, _BOOL, _LIST, _ANY = "string", "number", "boolean", "list", "any"
 
-
-def _kind_of(expr: ast.Expr) -> str:
-    """A cheap static type: exact for literals, refs to resource/action and calls."""
+def _kind_of(expr: ast.Expr, names: Mapping[str, ast.Expr]) -> str:
+    """A cheap static type: exact for literals, refs to resource/action, named conditions and calls."""
+    t = type(expr)
+    if t is ast.Compare or t is ast.BoolOp or t is ast.Not:
+        return BOOLEAN
     if isinstance(expr, ast.Literal):
         v = expr.value
         if isinstance(v, bool):
-            return _BOOL
+            return BOOLEAN
         if isinstance(v, int | float):
-            return _NUM
-        return _STR
+            return NUMBER
+        return STRING
     if isinstance(expr, ast.ListExpr):
-        return _LIST
+        return LIST
     if isinstance(expr, ast.Ref):
         if expr.root in ("resource", "action") and not expr.path:
-            return _STR
-        return _ANY
+            return STRING
+        if not expr.path and expr.root in names:
+            return _kind_of(names[expr.root], names)
+        return ANY
     if isinstance(expr, ast.Call):
-        return _STR if expr.func == "path" else _BOOL
-    return _BOOL
+        fn = FUNCTIONS.get(expr.func)
+        return fn.result if fn is not None else ANY
+    if isinstance(expr, ast.Concat):
+        return STRING
+    return BOOLEAN
 
 
-def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
+def _check_condition(
+    ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr], *, boolean: bool = True
+) -> None:
+    """Every problem of a condition: each subexpression checked on its own."""
     if boolean:
-        kind = _kind_of(expr)
-        if kind not in (_BOOL, _ANY):
-            ctx.err("SOS204", f"expected a boolean condition, found a {kind}", expr.span)
+        _expect_boolean(ctx, expr, names)
+    for node in ast.walk(expr):
+        _check_node(ctx, node, names)
+
+
+def _expect_boolean(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> None:
+    kind = _kind_of(expr, names)
+    if kind not in (BOOLEAN, ANY):
+        ctx.err("SOS204", f"expected a boolean condition, found a {kind}", expr.span)
+
+
+def _expect(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr], want: str, what: str) -> None:
+    kind = _kind_of(expr, names)
+    if want != ANY and kind not in (want, ANY):
+        ctx.err("SOS204", f"{what} takes a {want}, found a {kind}", expr.span)
+
+
+def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> None:
+    """The checks of one node given its children's static types (not the children's own)."""
+    if type(expr) is ast.Literal:
+        return
     if isinstance(expr, ast.Ref):
-        if expr.root not in ast.REF_ROOTS:
+        if expr.root in names:
+            if expr.path:
+                ctx.err(
+                    "SOS204",
+                    f"{expr.root} is a named condition; it has no attribute {expr.path[0]!r}",
+                    expr.span,
+                )
+        elif expr.root not in ast.REF_ROOTS:
             ctx.err(
                 "SOS203",
-                f"undefined name {expr.dotted!r}",
+                f"undefined name {expr.dotted!r}"
+                + _did_you_mean(expr.root, (*ast.REF_ROOTS, *names)),
                 expr.span,
-                hint="conditions may read context.*, args.*, resource and action; quote it if you meant a string",
+                hint="conditions read context.*, args.*, resource, action and the named "
+                "conditions of their namespace; quote it if you meant a string",
             )
         elif expr.root in ("resource", "action") and expr.path:
             ctx.err(
@@ -287,28 +462,24 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
                 f"{expr.root} is a string; it has no attribute {expr.path[0]!r}",
                 expr.span,
             )
-        return
-    if isinstance(expr, ast.Literal):
-        return
-    if isinstance(expr, ast.ListExpr):
-        for item in expr.items:
-            _check_expr(ctx, item)
-        return
-    if isinstance(expr, ast.Call):
-        arity = FUNCTIONS.get(expr.func)
-        if arity is None:
-            ctx.err("SOS205", f"unknown function {expr.func!r}", expr.span)
-        elif len(expr.args) != arity:
+    elif isinstance(expr, ast.Call):
+        fn = FUNCTIONS.get(expr.func)
+        if fn is None:
             ctx.err(
-                "SOS213",
-                f"{expr.func}() takes {arity} argument{'s' if arity != 1 else ''}, got {len(expr.args)}",
+                "SOS205",
+                f"unknown function {expr.func!r}" + _did_you_mean(expr.func, FUNCTIONS),
                 expr.span,
             )
-        for arg in expr.args:
-            _check_expr(ctx, arg)
-            kind = _kind_of(arg)
-            if arity is not None and kind not in (_STR, _ANY):
-                ctx.err("SOS204", f"{expr.func}() takes strings, found a {kind}", arg.span)
+            return
+        if len(expr.args) != len(fn.params):
+            n = len(fn.params)
+            ctx.err(
+                "SOS213",
+                f"{fn.signature} takes {n} argument{'s' if n != 1 else ''}, got {len(expr.args)}",
+                expr.span,
+            )
+        for arg, want in zip(expr.args, fn.params, strict=False):
+            _expect(ctx, arg, names, want, f"{expr.func}()")
         if expr.func == "path" and expr.args:
             arg = expr.args[0]
             if (
@@ -319,36 +490,68 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
                 ctx.err(
                     "SOS204", f"path({arg.value!r}) is not absolute and never resolves", arg.span
                 )
-        return
-    if isinstance(expr, ast.Compare):
-        _check_expr(ctx, expr.left)
-        _check_expr(ctx, expr.right)
-        lk, rk = _kind_of(expr.left), _kind_of(expr.right)
+    elif isinstance(expr, ast.Compare):
+        lk, rk = _kind_of(expr.left, names), _kind_of(expr.right, names)
         if expr.op in ("in", "not in"):
-            if rk in (_NUM, _BOOL):
+            if rk not in (LIST, ANY):
                 ctx.err(
                     "SOS204",
-                    f"'{expr.op}' needs a list, string or object on the right, found a {rk}",
+                    f"'{expr.op}' needs a list on the right, found a {rk}"
+                    + ("; for a substring use contains(haystack, needle)" if rk == STRING else ""),
                     expr.right.span,
                 )
-            elif rk == _STR and lk not in (_STR, _ANY):
-                ctx.err(
-                    "SOS204",
-                    f"'{expr.op}' a string needs a string on the left, found a {lk}",
-                    expr.left.span,
-                )
-        elif _ANY not in (lk, rk) and lk != rk:
+        elif expr.op in ORDERING:
+            for side, kind in ((expr.left, lk), (expr.right, rk)):
+                if kind not in (NUMBER, ANY):
+                    ctx.err("SOS204", f"'{expr.op}' orders numbers, found a {kind}", side.span)
+        elif ANY not in (lk, rk) and lk != rk:
             ctx.err(
                 "SOS204",
                 f"'{expr.op}' compares a {lk} with a {rk}: the result is always {'false' if expr.op == '==' else 'true'}",
                 expr.span,
             )
+    elif isinstance(expr, ast.Concat):
+        for operand in expr.operands:
+            _expect(ctx, operand, names, STRING, "'+'")
+    elif isinstance(expr, ast.BoolOp):
+        for operand in expr.operands:
+            _expect_boolean(ctx, operand, names)
+    elif isinstance(expr, ast.Not):
+        _expect_boolean(ctx, expr.operand, names)
+
+
+# ------------------------------------------------------------------ characters
+
+_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]")
+#: Unicode categories that change how text displays without being seen:
+#: format characters (bidi controls, zero-width marks) and line/paragraph separators.
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
+
+
+def _check_characters(ctx: _Ctx, file: ast.PolicyFile) -> None:
+    """Warn about raw invisible or bidirectional characters anywhere in the text
+    (Trojan Source: they make code read differently than it runs)."""
+    text = file.source
+    if text.isascii():
         return
-    if isinstance(expr, ast.BoolOp):
-        _check_expr(ctx, expr.left, boolean=True)
-        _check_expr(ctx, expr.right, boolean=True)
-        return
-    _check_expr(ctx, expr.operand, boolean=True)
+    line, line_start = 1, 0
+    for m in _NON_ASCII_RE.finditer(text):
+        ch = m.group(0)
+        if unicodedata.category(ch) not in INVISIBLE_CATEGORIES:
+            continue
+        line += text.count("\n", line_start, m.start())
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        col = m.start() - line_start + 1
+        name = unicodedata.name(ch, f"U+{ord(ch):04X}")
+        ctx.err(
+            "SOS106",
+            f"invisible character U+{ord(ch):04X} ({name}): the text does not read as it runs",
+            ast.Span(file.path, line, col, line, col + 1),
+            hint=f"write it as the escape \\u{ord(ch):04x} inside a string"
+            if ord(ch) <= 0xFFFF
+            else f"write it as the escape \\U{ord(ch):08x} inside a string",
+            severity="warning",
+        )
 
 
 # ------------------------------------------------------------------ toolpolicy
@@ -357,10 +560,6 @@ def _check_expr(ctx: _Ctx, expr: ast.Expr, *, boolean: bool = False) -> None:
 def _validator_message(err: Any) -> str:
     msg = str(err.get("msg", ""))
     return msg.removeprefix("Value error, ")
-
-
-def _entries(decl_list: Iterable[ast.ToolPolicyEntry] | None) -> tuple[str, ...]:
-    return tuple(e.value for e in decl_list or ())
 
 
 def _check_toolpolicy(ctx: _Ctx, decl: ast.ToolPolicyDecl) -> ToolPolicy | None:
@@ -443,7 +642,8 @@ def _check_test(
         listing = ", ".join(sorted(policy_names)) or "none"
         ctx.err(
             "SOS405",
-            f"test {test.name!r} runs under toolpolicy {test.policy!r}, which is not declared",
+            f"test {test.name!r} runs under toolpolicy {test.policy!r}, which is not declared"
+            + _did_you_mean(test.policy, policy_names),
             test.policy_span or test.span,
             hint=f"declared toolpolicies: {listing}",
         )
@@ -479,6 +679,7 @@ def _check_test(
         if not expects_unavailable:
             ctx.err(
                 "SOS401",
-                f"test {test.name!r} calls {test.tool!r}, which no requirement declares",
+                f"test {test.name!r} calls {test.tool!r}, which no requirement declares"
+                + _did_you_mean(test.tool, requirements),
                 test.tool_span or test.span,
             )

@@ -4,16 +4,18 @@ The program is the single compiled form: ``PolicySet`` executes it and
 bundles store it verbatim. Layout::
 
     {"requirements": {tool: {...}},
-     "rules": [[id, effect, file, line, col, ns, pattern_raw, None,
-                cond_enc | None, "when" | "unless" | None, context_only], ...],
+     "rules": [[id, effect, file, line, col, ns, pattern_raw, None, cond_enc | None,
+                "when" | "unless" | "when unless" | None, context_only, description], ...],
      "index": {ns: {action: [forbid_abs, forbid_rel, permit_abs, permit_rel]}},
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256}}
 
-Each index entry is a segment trie over the rules' literal pattern prefixes:
-``[rule indexes whose literal prefix ends here, {segment: child}]``. A
-decision walks the resource's segments down one trie, so rules whose literal
-prefix differs from the resource are never looked at. In a bundle (and in
+Each index entry lists the rules by their literal pattern prefix:
+``{"projects/p1/src": [rule indexes], "": [...]}`` (segments joined by ``/``,
+which no segment contains; ``""`` is the root). The runtime builds a segment
+trie from it (``index.TrieNode``), and a decision walks the resource's
+segments down that trie, so rules whose literal prefix differs from the
+resource are never looked at. In a bundle (and in
 ``PolicySet.program``) each rule record and each ``[forbid_abs, ...]`` entry is
 packed as one compact JSON string, decoded on first use: loading a bundle then
 parses long strings rather than hundreds of thousands of small containers.
@@ -26,16 +28,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.conditions import encode, roots
+from sharedos.policy.conditions import encode
+from sharedos.policy.index import PrefixTable
+from sharedos.policy.ir import encode_rule
 from sharedos.policy.patterns import literal_prefix, parse_pattern
 from sharedos.toolpolicy import ToolPolicy
-
-#: Rule record field positions.
-R_ID, R_EFFECT, R_FILE, R_LINE, R_COL, R_NS, R_PATTERN, R_PENC, R_COND, R_KIND, R_CTXONLY = range(
-    11
-)
-
-Trie = list[Any]  # [list[int], dict[str, Trie]]
 
 
 def resource_text(res: ast.ResourceExpr) -> str:
@@ -65,31 +62,48 @@ def encode_resource(res: ast.ResourceExpr) -> dict[str, Any]:
     return {"kind": "template", "abs": absolute, "segs": segs}
 
 
-def _new_trie() -> Trie:
-    return [[], {}]
+def rule_condition(
+    rule: ast.Rule, named: Mapping[str, ast.Expr]
+) -> tuple[ast.Expr | None, str | None]:
+    """A rule's one compiled condition and its kind, named conditions inlined.
 
-
-def _insert(trie: Trie, prefix: Sequence[str], idx: int) -> None:
-    node = trie
-    for seg in prefix:
-        children: dict[str, Trie] = node[1]
-        nxt = children.get(seg)
-        if nxt is None:
-            nxt = children[seg] = _new_trie()
-        node = nxt
-    node[0].append(idx)
+    ``when A unless B`` is ``A and not B`` with kind ``"when unless"`` (so the
+    explainer can print it as written): it applies iff A holds and B does not,
+    and an error in either makes the rule indeterminate, exactly as written.
+    """
+    when = ast.inline(rule.when, named) if rule.when is not None and named else rule.when
+    unless = ast.inline(rule.unless, named) if rule.unless is not None and named else rule.unless
+    if when is not None and unless is not None:
+        return ast.BoolOp("and", (when, ast.Not(unless, unless.span)), rule.span), "when unless"
+    if when is not None:
+        return when, "when"
+    if unless is not None:
+        return unless, "unless"
+    return None, None
 
 
 def compile_program(
     files: Sequence[ast.PolicyFile],
     tool_policies: Mapping[str, ToolPolicy],
     patterns: Mapping[str, dict[str, Any]] | None = None,
+    conditions: Mapping[str, Mapping[str, ast.Expr]] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Build the program from checked files (call only when the checker found no errors).
 
-    ``patterns`` are the checker's parsed patterns (re-parsed when absent).
+    ``patterns`` are the checker's parsed patterns (re-parsed when absent);
+    ``conditions`` its named conditions per namespace, inlined. ``names``
+    maps a file's path as given to the name the program records for it (a
+    path relative to a declared root: the compiled program, and so its hash,
+    does not depend on how paths were spelled on a command line).
     """
     known = patterns or {}
+    named_by_ns = conditions or {}
+    renamed = names or {}
+
+    def name(path: str) -> str:
+        return renamed.get(path, path)
+
     requirements: dict[str, dict[str, Any]] = {}
     ns_actions: dict[str, list[str]] = {}
     for file in files:
@@ -101,7 +115,7 @@ def compile_program(
                 "action": req.action,
                 "resource_text": resource_text(req.resource),
                 "resource": encode_resource(req.resource),
-                "file": req.span.file,
+                "file": name(req.span.file),
                 "line": req.span.line,
                 "col": req.span.col,
             }
@@ -110,39 +124,50 @@ def compile_program(
                 acts.append(req.action)
     rules: list[list[Any]] = []
     reads_turn = False
-    index: dict[str, dict[str, list[Trie]]] = {}
+    index: dict[str, dict[str, list[PrefixTable]]] = {}
     for ns, acts in ns_actions.items():
-        index[ns] = {a: [_new_trie(), _new_trie(), _new_trie(), _new_trie()] for a in acts}
+        index[ns] = {a: [{}, {}, {}, {}] for a in acts}
     for file in files:
         for rule in file.rules:
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
-            cond = encode(rule.condition) if rule.condition is not None else None
-            ctx_only = cond is not None and roots(cond) <= {"context"}
-            reads_turn = reads_turn or _reads_turn_id(cond) or _interpolates_turn_id(penc)
+            expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
+            cond = encode(expr) if expr is not None else None
+            ctx_only = False
+            if expr is not None:
+                read, turn = _reads(expr)
+                ctx_only = read <= {"context"}
+                reads_turn = reads_turn or turn
+            reads_turn = reads_turn or _interpolates_turn_id(penc)
             idx = len(rules)
             rules.append(
-                [
-                    rule.rule_id,
+                encode_rule(
+                    rule.explicit_id or f"{name(rule.span.file)}:{rule.span.line}",
                     rule.effect,
-                    rule.span.file,
+                    name(rule.span.file),
                     rule.span.line,
                     rule.span.col,
                     rule.namespace,
                     rule.pattern.raw,
-                    None,  # the parsed pattern is recomputed on first use (smaller bundles)
                     cond,
-                    rule.condition_kind,
+                    kind,
                     ctx_only,
-                ]
+                    rule.description,
+                )
             )
             targets = ns_actions.get(rule.namespace, [])
             actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
             slot = (0 if rule.effect == "forbid" else 2) + (0 if penc["abs"] else 1)
-            prefix = literal_prefix(penc)
+            prefix = "/".join(literal_prefix(penc))
             for action in dict.fromkeys(actions):
-                _insert(index[rule.namespace][action][slot], prefix, idx)
+                table = index[rule.namespace][action][slot]
+                entry = table.get(prefix)
+                if entry is None:
+                    table[prefix] = [idx]
+                else:
+                    entry.append(idx)
     sources = {
-        f.path: hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest() for f in files
+        name(f.path): hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest()
+        for f in files
     }
     return {
         "requirements": requirements,
@@ -165,26 +190,12 @@ def _interpolates_turn_id(penc: Mapping[str, Any]) -> bool:
     )
 
 
-def _reads_turn_id(enc: list[Any] | None) -> bool:
-    if enc is None:
-        return False
-    if enc[0] == "ref":
-        return bool(enc[1] == "context" and enc[2][:1] == ["turn_id"])
-    if enc[0] == "lit":
-        return False
-    return any(isinstance(child, list) and _reads_turn_id(child) for child in _children(enc))
-
-
-def _children(enc: list[Any]) -> list[Any]:
-    kind = enc[0]
-    if kind == "list":
-        return list(enc[1])
-    if kind == "call":
-        return list(enc[2])
-    if kind == "cmp":
-        return [enc[2], enc[3]]
-    if kind in ("and", "or"):
-        return [enc[1], enc[2]]
-    if kind == "not":
-        return [enc[1]]
-    return []
+def _reads(expr: ast.Expr) -> tuple[set[str], bool]:
+    """The roots ``expr`` reads, and whether it reads ``context.turn_id`` (one walk)."""
+    roots: set[str] = set()
+    turn = False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Ref):
+            roots.add(node.root)
+            turn = turn or (node.root == "context" and node.path[:1] == ("turn_id",))
+    return roots, turn

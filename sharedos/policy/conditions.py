@@ -3,7 +3,8 @@
 Encoded (JSON-ready) expression form, the one bundles store::
 
     ["lit", v] | ["list", [e...]] | ["ref", root, [name...]] | ["call", f, [e...]]
-    | ["cmp", op, l, r] | ["and", l, r] | ["or", l, r] | ["not", e]
+    | ["cmp", op, l, r] | ["and", e, e, ...] | ["or", e, e, ...] | ["not", e]
+    | ["concat", e, e, ...]
 
 Runtime semantics (fixed, documented in docs/policy-language.md):
 
@@ -14,28 +15,28 @@ Runtime semantics (fixed, documented in docs/policy-language.md):
 * A rule whose condition errors is *indeterminate*: a permit does not apply, a
   forbid does apply (fail closed).
 * ``==`` never equates a boolean with a number; lists compare element-wise.
+* ``in`` is membership in a list only (a string on the right is an error, not
+  a substring test: that is ``contains``); ``< <= > >=`` order numbers only;
+  ``+`` joins strings only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.paths import UnresolvablePath, canonical_path
+from sharedos.policy.functions import FUNCTIONS, EvalError, member, values_equal
 
-#: Functions a condition may call, with their arity.
-FUNCTIONS: dict[str, int] = {"startswith": 2, "endswith": 2, "path": 1}
+#: Comparison operators that order numbers.
+ORDERING = ("<", "<=", ">", ">=")
 
 # Environment passed to compiled conditions: (context, args, resource, action).
 Env = tuple[Any, Any, Any, Any]
 Fn = Callable[[Env], Any]
 
 _ROOT_INDEX = {"context": 0, "args": 1, "resource": 2, "action": 3}
-
-
-class EvalError(Exception):
-    """A condition could not be evaluated (missing attribute, wrong type...)."""
 
 
 # ----------------------------------------------------------------- encoding
@@ -54,64 +55,44 @@ def encode(expr: ast.Expr) -> list[Any]:
     if isinstance(expr, ast.Compare):
         return ["cmp", expr.op, encode(expr.left), encode(expr.right)]
     if isinstance(expr, ast.BoolOp):
-        return [expr.op, encode(expr.left), encode(expr.right)]
+        return [expr.op, *(encode(e) for e in expr.operands)]
+    if isinstance(expr, ast.Concat):
+        return ["concat", *(encode(e) for e in expr.operands)]
     return ["not", encode(expr.operand)]
+
+
+def operands(enc: list[Any]) -> list[list[Any]]:
+    """The direct subexpressions of an encoded expression."""
+    kind = enc[0]
+    if kind == "list":
+        return list(enc[1])
+    if kind == "call":
+        return list(enc[2])
+    if kind == "cmp":
+        return [enc[2], enc[3]]
+    if kind in ("and", "or", "not", "concat"):
+        return list(enc[1:])
+    return []
+
+
+def subexpressions(enc: list[Any]) -> Iterator[list[Any]]:
+    """An encoded expression and all its subexpressions, pre-order (iterative: any depth).
+
+    The encoded-form twin of ``ast.walk`` (bundles hold encoded conditions).
+    """
+    stack = [enc]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(operands(node)))
 
 
 def roots(enc: list[Any]) -> set[str]:
     """Reference roots an encoded expression reads."""
-    kind = enc[0]
-    if kind == "lit":
-        return set()
-    if kind == "ref":
-        return {enc[1]}
-    if kind == "list":
-        return set().union(*(roots(e) for e in enc[1])) if enc[1] else set()
-    if kind == "call":
-        return set().union(*(roots(e) for e in enc[2])) if enc[2] else set()
-    if kind == "cmp":
-        return roots(enc[2]) | roots(enc[3])
-    if kind in ("and", "or"):
-        return roots(enc[1]) | roots(enc[2])
-    return roots(enc[1])
+    return {node[1] for node in subexpressions(enc) if node[0] == "ref"}
 
 
 # ------------------------------------------------------------------ values
-
-
-def values_equal(a: Any, b: Any) -> bool:
-    """Policy equality: booleans never equal numbers; sequences compare element-wise."""
-    if a is b:
-        return True
-    ta, tb = type(a), type(b)
-    if ta is bool or tb is bool:
-        return ta is tb and a == b
-    if ta in (list, tuple) and tb in (list, tuple):
-        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
-    if (ta in (list, tuple)) != (tb in (list, tuple)):
-        return False
-    try:
-        return bool(a == b)
-    except Exception:  # a foreign object with a hostile __eq__
-        return False
-
-
-def contains(container: Any, item: Any) -> bool:
-    """``item in container`` with policy semantics; raise ``EvalError`` on a type mismatch."""
-    tc = type(container)
-    if tc is list or tc is tuple:
-        if type(item) is str:
-            return item in container
-        return any(values_equal(item, x) for x in container)
-    if tc is str:
-        if type(item) is not str:
-            raise EvalError(f"'in' a string needs a string on the left, got {type(item).__name__}")
-        return item in container
-    if isinstance(container, Mapping):
-        if type(item) is not str:
-            raise EvalError("'in' an object needs a string key on the left")
-        return item in container
-    raise EvalError(f"'in' needs a list, string or object on the right, got {tc.__name__}")
 
 
 def _truth(value: Any) -> bool:
@@ -122,30 +103,25 @@ def _truth(value: Any) -> bool:
     raise EvalError(f"expected a boolean, got {type(value).__name__}")
 
 
-def _startswith(a: Any, b: Any) -> bool:
-    if type(a) is not str or type(b) is not str:
-        raise EvalError("startswith(a, b) needs two strings")
-    return a.startswith(b)
+def _ordered(op: str, a: Any, b: Any) -> bool:
+    """``a < b`` and friends: numbers only (booleans are not numbers)."""
+    ta, tb = type(a), type(b)
+    if ta not in (int, float) or tb not in (int, float):
+        raise EvalError(f"'{op}' compares numbers, got {ta.__name__} and {tb.__name__}")
+    if op == "<":
+        return bool(a < b)
+    if op == "<=":
+        return bool(a <= b)
+    if op == ">":
+        return bool(a > b)
+    return bool(a >= b)
 
 
-def _endswith(a: Any, b: Any) -> bool:
-    if type(a) is not str or type(b) is not str:
-        raise EvalError("endswith(a, b) needs two strings")
-    return a.endswith(b)
-
-
-def _path(a: Any) -> str:
-    try:
-        return canonical_path(a)
-    except UnresolvablePath as exc:
-        raise EvalError(str(exc)) from None
-
-
-_IMPLS: dict[str, Callable[..., Any]] = {
-    "startswith": _startswith,
-    "endswith": _endswith,
-    "path": _path,
-}
+def _concat(parts: list[Any]) -> str:
+    for part in parts:
+        if type(part) is not str:
+            raise EvalError(f"'+' joins strings, got a {type(part).__name__}")
+    return "".join(parts)
 
 
 # --------------------------------------------------------------- compilation
@@ -162,8 +138,11 @@ def compile_expr(enc: list[Any]) -> Fn:
         return lambda env: [f(env) for f in items]
     if kind == "ref":
         return _compile_ref(enc[1], tuple(enc[2]))
+    if kind == "concat":
+        parts = [compile_expr(e) for e in enc[1:]]
+        return lambda env: _concat([f(env) for f in parts])
     if kind == "call":
-        impl = _IMPLS[enc[1]]
+        impl = FUNCTIONS[enc[1]].impl
         fargs = [compile_expr(e) for e in enc[2]]
         if len(fargs) == 1:
             (f0,) = fargs
@@ -174,6 +153,9 @@ def compile_expr(enc: list[Any]) -> Fn:
         return lambda env: impl(*(f(env) for f in fargs))
     if kind == "cmp":
         op = enc[1]
+        fast = _compile_lit_ref(op, enc[2], enc[3])
+        if fast is not None:
+            return fast
         left = compile_expr(enc[2])
         right = compile_expr(enc[3])
         if op == "==":
@@ -182,20 +164,78 @@ def compile_expr(enc: list[Any]) -> Fn:
             return lambda env: not values_equal(left(env), right(env))
         if op == "in":
             return lambda env: _in(left, right, env)
-        return lambda env: not _in(left, right, env)
+        if op == "not in":
+            return lambda env: not _in(left, right, env)
+        return lambda env: _ordered(op, left(env), right(env))
     if kind == "and":
-        a, b = compile_expr(enc[1]), compile_expr(enc[2])
-        return lambda env: _truth(a(env)) and _truth(b(env))
+        parts = [compile_expr(e) for e in enc[1:]]
+        if len(parts) == 2:
+            a, b = parts
+            return lambda env: _truth(a(env)) and _truth(b(env))
+        return lambda env: all(_truth(f(env)) for f in parts)
     if kind == "or":
-        a, b = compile_expr(enc[1]), compile_expr(enc[2])
-        return lambda env: _truth(a(env)) or _truth(b(env))
+        parts = [compile_expr(e) for e in enc[1:]]
+        if len(parts) == 2:
+            a, b = parts
+            return lambda env: _truth(a(env)) or _truth(b(env))
+        return lambda env: any(_truth(f(env)) for f in parts)
     inner = compile_expr(enc[1])
     return lambda env: not _truth(inner(env))
 
 
 def _in(left: Fn, right: Fn, env: Env) -> bool:
     item = left(env)  # left to right, like every other operator
-    return contains(right(env), item)
+    return member(item, right(env))
+
+
+def _compile_lit_ref(op: str, left: list[Any], right: list[Any]) -> Fn | None:
+    """One closure for the commonest atoms, ``"x" in context.roles`` and
+    ``context.tenant == "t"`` (a literal against a one-step reference), instead of
+    three: a tenth of a large policy's compile is building these. Same order of
+    evaluation and the same errors as the general form."""
+    if op not in ("in", "not in", "==", "!="):
+        return None
+    if left[0] == "lit" and right[0] == "ref" and len(right[2]) == 1:
+        value, root, name, lit_first = left[1], right[1], right[2][0], True
+    elif left[0] == "ref" and right[0] == "lit" and len(left[2]) == 1 and op in ("==", "!="):
+        value, root, name, lit_first = right[1], left[1], left[2][0], False
+    else:
+        return None
+    idx = _ROOT_INDEX[root]
+    missing = f"{root}.{name} is not defined"
+
+    def read(env: Env) -> Any:
+        base = env[idx]
+        if isinstance(base, Mapping):
+            try:
+                return base[name]
+            except KeyError:
+                pass
+        raise EvalError(missing)
+
+    if op in ("in", "not in"):
+        negate = op == "not in"
+        if type(value) is str:
+
+            def member_str(env: Env) -> bool:
+                container = read(env)
+                tc = type(container)
+                found = (
+                    value in container if tc is list or tc is tuple else member(value, container)
+                )
+                return not found if negate else found
+
+            return member_str
+
+        def member_any(env: Env) -> bool:
+            found = member(value, read(env))
+            return not found if negate else found
+
+        return member_any
+    equal = op == "=="
+    if lit_first:
+        return lambda env: values_equal(value, read(env)) is equal
+    return lambda env: values_equal(read(env), value) is equal
 
 
 def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
@@ -264,9 +304,62 @@ def evaluate(enc: list[Any], env: Env) -> tuple[bool | None, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
+def trace(enc: list[Any], env: Env) -> list[tuple[int, str, str]]:
+    """Every sub-expression of a condition with what it evaluated to, for explanations.
+
+    Returns ``(depth, source text, outcome)`` in pre-order; the outcome is the
+    value as JSON, ``error: ...``, or ``not evaluated`` for operands an
+    ``and``/``or`` never reached (the same short-circuit as ``decide``).
+    """
+    import json
+
+    out: list[tuple[int, str, str]] = []
+
+    def show(value: Any) -> str:
+        try:
+            return json.dumps(value, ensure_ascii=False, default=repr)[:200]
+        except (TypeError, ValueError):
+            return repr(value)[:200]
+
+    def visit(node: list[Any], depth: int) -> Any:
+        slot = len(out)
+        out.append((depth, unparse(node), ""))
+        kind = node[0]
+        try:
+            if kind in ("and", "or"):
+                stop = kind == "or"  # or stops at the first true, and at the first false
+                value = not stop
+                for i, operand in enumerate(node[1:], start=1):
+                    result = visit(operand, depth + 1)
+                    if _truth(result) is stop:
+                        value = stop
+                        for rest in node[i + 1 :]:
+                            out.append((depth + 1, unparse(rest), "not evaluated"))
+                        break
+            elif kind == "lit" or kind == "ref":
+                value = compile_expr(node)(env)
+            else:
+                # operands first (left to right), then this node as decide computes it
+                for operand in operands(node):
+                    visit(operand, depth + 1)
+                value = compile_expr(node)(env)
+        except EvalError as exc:
+            out[slot] = (depth, out[slot][1], f"error: {exc}")
+            raise
+        except Exception as exc:
+            out[slot] = (depth, out[slot][1], f"error: {type(exc).__name__}")
+            raise EvalError(str(exc)) from None
+        out[slot] = (depth, out[slot][1], show(value))
+        return value
+
+    with contextlib.suppress(EvalError):  # the failing node is already marked
+        visit(enc, 0)
+    return out
+
+
 # ------------------------------------------------------------------- unparse
 
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4}
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "concat": 5}
 
 
 def unparse(enc: list[Any], parent: int = 0) -> str:
@@ -291,7 +384,9 @@ def unparse(enc: list[Any], parent: int = 0) -> str:
     if kind == "cmp":
         text = f"{unparse(enc[2], prec + 1)} {enc[1]} {unparse(enc[3], prec + 1)}"
     elif kind in ("and", "or"):
-        text = f"{unparse(enc[1], prec)} {kind} {unparse(enc[2], prec + 1)}"
+        text = f" {kind} ".join(unparse(e, prec + 1) for e in enc[1:])
+    elif kind == "concat":
+        text = " + ".join(unparse(e, prec + 1) for e in enc[1:])
     else:
         text = f"not {unparse(enc[1], prec)}"
     return f"({text})" if prec < parent else text

@@ -95,6 +95,59 @@ class RuleTrace:
     condition_result: bool | None  # None: no condition, or not evaluated, or errored
     applied: bool
     why: str
+    #: the pattern with its ``{context.x}`` holes filled in (None: it has none)
+    instantiated: str | None = None
+    description: str | None = None
+    #: (depth, sub-expression, what it evaluated to) of the condition, when evaluated
+    values: tuple[tuple[int, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PermitReason:
+    """Why one permit could, or could not, make a tool callable for a context."""
+
+    rule: RuleRef
+    pattern: str
+    possible: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListingExplanation:
+    """Whether a tool is listed for a context (``could_permit``) and why, permit by permit."""
+
+    tool: str
+    listed: bool
+    reason: str
+    permits: tuple[PermitReason, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "tool": self.tool,
+            "listed": self.listed,
+            "reason": self.reason,
+            "permits": [
+                {
+                    "rule": p.rule.to_dict(),
+                    "pattern": p.pattern,
+                    "possible": p.possible,
+                    "why": p.why,
+                }
+                for p in self.permits
+            ],
+        }
+
+    def render(self) -> str:
+        """Text form: the verdict, then each permit and why it can or cannot apply."""
+        lines = [f"{'listed' if self.listed else 'hidden'} {self.tool}: {self.reason}"]
+        for p in self.permits:
+            mark = "could apply" if p.possible else "cannot apply"
+            lines.append(
+                f"    [{mark}] permit on {p.pattern!r} ({p.rule.id} at {p.rule.file}:{p.rule.line})"
+            )
+            lines.append(f"        {p.why}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +161,10 @@ class Explanation:
     resource_error: str | None
     decision: Decision
     rules: tuple[RuleTrace, ...] = field(default=())
+    #: the context the rules read (a hand-written one after the kernel's defaults)
+    context: Any = None
+    #: the run policy the call was decided under, if any
+    run_policy: str | None = None
 
     @property
     def winning_forbids(self) -> tuple[RuleRef, ...]:
@@ -119,6 +176,8 @@ class Explanation:
         req = self.requirement
         return {
             "tool": self.tool,
+            "context": self.context,
+            "run_policy": self.run_policy,
             "requirement": None
             if req is None
             else {
@@ -140,6 +199,9 @@ class Explanation:
                     "condition_result": t.condition_result,
                     "applied": t.applied,
                     "why": t.why,
+                    "instantiated": t.instantiated,
+                    "description": t.description,
+                    "values": [{"depth": d, "expr": e, "value": v} for d, e, v in t.values],
                 }
                 for t in self.rules
             ],
@@ -147,8 +209,15 @@ class Explanation:
 
     def render(self) -> str:
         """Text form: requirement, canonical resource, every rule considered, the verdict."""
+        import json
+
         d = self.decision
         lines = [f"call {self.tool}"]
+        if self.context is not None:
+            shown = json.dumps(self.context, ensure_ascii=False, sort_keys=True, default=repr)
+            lines.append(f"  context (after defaults): {shown}")
+        if self.run_policy is not None:
+            lines.append(f"  run policy: {self.run_policy}")
         req = self.requirement
         if req is None:
             lines.append("  requirement: none (the tool is neither listed nor callable)")
@@ -157,7 +226,9 @@ class Explanation:
             lines.append(
                 f"    namespace {req.namespace}, action {req.action}, resource {req.resource}"
             )
-            if self.resource is not None:
+            if d.reason is ReasonCode.NOT_IN_RUN_POLICY:
+                lines.append("  not in the run policy's managed set: no rule is consulted")
+            elif self.resource is not None:
                 lines.append(f"  canonical resource: {self.resource}")
             else:
                 lines.append(f"  canonical resource: unresolvable ({self.resource_error})")
@@ -169,7 +240,13 @@ class Explanation:
                 lines.append(
                     f"    [{mark}] {t.rule.effect} on {t.pattern!r}{cond}  ({t.rule.id} at {t.rule.file}:{t.rule.line})"
                 )
+                if t.description:
+                    lines.append(f"        description: {t.description}")
+                if t.instantiated is not None:
+                    lines.append(f"        pattern as instantiated: {t.instantiated!r}")
                 lines.append(f"        {t.why}")
+                for depth, expr, value in t.values:
+                    lines.append(f"        {'  ' * depth}{expr}  => {value}")
         elif req is not None and self.resource is not None:
             lines.append("  rules considered: none govern this action")
         lines.append(f"  decision: {d.effect.value} ({d.reason.value}) - {d.detail}")

@@ -1,8 +1,9 @@
 """Diagnostics: positioned, coded, renderable errors and warnings.
 
 Every problem the parser or checker finds becomes a ``Diagnostic`` with a
-stable code (``SOS1xx`` syntax, ``SOS2xx`` meaning, ``SOS3xx`` toolpolicy,
-``SOS4xx`` tests, ``SOS0xx`` input files), a position, a one-line hint and a
+stable code (``SOS0xx`` input files, ``SOS1xx`` syntax, ``SOS2xx`` meaning,
+``SOS3xx`` toolpolicy, ``SOS4xx`` tests, ``SOS5xx`` lints, ``SOS9xx`` the tool
+itself), a position, a one-line hint and a
 caret excerpt. ``CODES`` is the catalogue the reference documentation is
 generated from; a code is never reused for a different meaning.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 Severity = Literal["error", "warning"]
@@ -35,7 +37,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS101",
         "unexpected token",
-        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, toolpolicy, test or @id",
+        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, condition, toolpolicy, test or @id",
     ),
     CodeInfo(
         "SOS102",
@@ -48,7 +50,17 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS104",
         "invalid string literal",
-        'strings are double-quoted on one line; escapes are \\" \\\\ \\n \\t \\r \\uXXXX',
+        'strings are double-quoted on one line; escapes are \\" \\\\ \\/ \\n \\t \\r \\uXXXX \\UXXXXXXXX',
+    ),
+    CodeInfo(
+        "SOS105",
+        "number out of range",
+        "integers are 64-bit and other numbers must fit a 64-bit float; write a smaller number",
+    ),
+    CodeInfo(
+        "SOS106",
+        "invisible or bidirectional character",
+        "write the character as a \\uXXXX escape inside a string (sharedos-policy fmt does), or remove it",
     ),
     # -- meaning
     CodeInfo(
@@ -62,17 +74,19 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "keep one requirement per tool; delete or merge the other",
     ),
     CodeInfo(
-        "SOS203", "undefined name", "conditions may read context.*, args.*, resource and action"
+        "SOS203",
+        "undefined name",
+        "conditions may read context.*, args.*, resource, action and the named conditions of their namespace",
     ),
     CodeInfo(
         "SOS204",
         "type error",
-        "compare values of the same kind; 'in' needs a list (or a string) on the right",
+        "compare values of the same kind; 'in' needs a list on the right (contains(s, sub) tests substrings)",
     ),
     CodeInfo(
         "SOS205",
         "unknown function",
-        "available functions: startswith(a, b), endswith(a, b), path(x)",
+        "the functions are startswith, endswith, contains, lower, path, segment, any_in and all_in",
     ),
     CodeInfo("SOS206", "invalid tool name", "a tool name is 1-128 characters of [A-Za-z0-9_.-]"),
     CodeInfo(
@@ -91,11 +105,28 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "a requirement needs exactly one 'action NAME' and one 'resource EXPR'",
     ),
     CodeInfo("SOS210", "duplicate rule id", "give each @id a unique value"),
-    CodeInfo("SOS211", "unknown annotation", 'the only annotation is @id("...")'),
+    CodeInfo(
+        "SOS211", "unknown annotation", 'a rule takes @id("...") and @description("..."), each once'
+    ),
+    CodeInfo(
+        "SOS212",
+        "requirement outside its namespace",
+        "declare the requirement after 'namespace NS', where NS is the part of its tool name before the first dot",
+    ),
     CodeInfo(
         "SOS213",
         "wrong number of arguments",
-        "check the function's arity: startswith(a, b), endswith(a, b), path(x)",
+        "check the function's arity in docs/policy-language.md (Functions)",
+    ),
+    CodeInfo(
+        "SOS214",
+        "invalid named condition",
+        "give each named condition of a namespace its own name, not a keyword, function or root",
+    ),
+    CodeInfo(
+        "SOS215",
+        "named condition refers to itself",
+        "break the cycle: a named condition may use other named conditions, but not itself",
     ),
     # -- toolpolicy (the ToolPolicy validators decide; these codes position their verdicts)
     CodeInfo(
@@ -147,9 +178,24 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "test names an unknown toolpolicy",
         "name a declared toolpolicy in 'policy NAME', and compile its file alongside",
     ),
-)
+    # -- lints (warnings; ``check --strict`` makes them errors)
+    CodeInfo("SOS501", "unknown context attribute", "use an attribute the context schema declares (host-specific values live under context.attributes), or add it to the schema"),
+    CodeInfo("SOS502", "context attribute used as the wrong type", "compare the attribute with a value of its declared type; for a list use 'x in context.roles'"),
+    CodeInfo("SOS503", "permit shadowed by a forbid", "narrow the forbid (pattern, actions or a when/unless condition) or delete the permit that can never apply"),
+    CodeInfo("SOS504", "rule never matches", "make the pattern's shape (absolute or relative, depth) match the resource of a requirement it governs"),
+    CodeInfo("SOS505", "argument not in the tool's inputSchema", "read an argument the tool's inputSchema declares, or fix the spelling"),
+    CodeInfo("SOS506", "requirement for a tool the catalogue lacks", "remove the requirement, or register the tool in the catalogue"),
+    CodeInfo("SOS507", "list interpolated into a pattern", "interpolate a string attribute; to test membership write a condition: when x in context.roles"),
+    CodeInfo("SOS508", "constant condition", "the condition does not depend on the call: fix the comparison, or remove the condition (or the rule)"),
+    CodeInfo("SOS509", "managed pattern matches no requirement", "fix the spelling, or compile the rule files that declare those tools alongside"),
+    CodeInfo("SOS510", "duplicate toolpolicy entry", "list each tool once, in one clause"),
+    CodeInfo("SOS511", "duplicate key in a test object", "write each key once; only the last value is used"),
+    CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
+    CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
+    # -- the tool itself
+)  # fmt: skip
 
-#: code -> CodeInfo, for every code the parser and checker can emit.
+#: code -> CodeInfo, for every code SharedOS's policy tools can emit (the one catalogue).
 CODES: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
 
 
@@ -171,6 +217,9 @@ class Diagnostic:
     end_col: int
     hint: str
     excerpt: str = ""
+    #: column (1-based) of the excerpt's first character: a long line is cut
+    #: to a window around the span (``EXCERPT_WIDTH``), never printed whole
+    excerpt_col: int = 1
 
     @property
     def location(self) -> str:
@@ -184,7 +233,10 @@ class Diagnostic:
             gutter = str(self.line)
             pad = " " * len(gutter)
             text = self.excerpt.expandtabs(1)
-            start = max(self.col - 1, 0)
+            start = max(self.col - self.excerpt_col, 0)
+            if self.excerpt_col > 1:  # the line was cut on the left
+                text = "..." + text
+                start += 3
             if self.end_line == self.line and self.end_col > self.col:
                 width = self.end_col - self.col
             else:
@@ -209,15 +261,39 @@ class Diagnostic:
             "end_col": self.end_col,
             "hint": self.hint,
             "excerpt": self.excerpt,
+            "excerpt_col": self.excerpt_col,
         }
+
+
+#: Longest excerpt shown, in characters; a longer line is cut around the span.
+EXCERPT_WIDTH = 160
+
+
+@lru_cache(maxsize=8)
+def _lines(source: str) -> tuple[str, ...]:
+    # A pure memo (keyed by the text itself): thousands of diagnostics in one
+    # large file split it once, not once each.
+    return tuple(source.splitlines())
 
 
 def source_line(source: str, line: int) -> str:
     """Line ``line`` (1-based) of ``source`` without its newline, or ``""``."""
     if line < 1:
         return ""
-    lines = source.splitlines()
+    lines = _lines(source)
     return lines[line - 1] if line <= len(lines) else ""
+
+
+def excerpt_window(text: str, col: int, end_col: int) -> tuple[str, int]:
+    """``text`` cut to at most ``EXCERPT_WIDTH`` characters around columns ``col``..``end_col``:
+    (excerpt, column of its first character)."""
+    if len(text) <= EXCERPT_WIDTH:
+        return text, 1
+    span = max(end_col - col, 1)
+    before = max((EXCERPT_WIDTH - min(span, EXCERPT_WIDTH)) // 2, 10)
+    start = max(col - 1 - before, 0)
+    cut = text[start : start + EXCERPT_WIDTH]
+    return (cut + "..." if start + EXCERPT_WIDTH < len(text) else cut), start + 1
 
 
 def make(
@@ -235,6 +311,8 @@ def make(
 ) -> Diagnostic:
     """Build a diagnostic, filling the hint from ``CODES`` and the excerpt from ``source``."""
     info = CODES[code]
+    end = (col + 1) if end_col is None else end_col
+    excerpt, excerpt_col = excerpt_window(source_line(source, line), col, end)
     return Diagnostic(
         code=code,
         severity=severity,
@@ -243,9 +321,10 @@ def make(
         line=line,
         col=col,
         end_line=line if end_line is None else end_line,
-        end_col=(col + 1) if end_col is None else end_col,
+        end_col=end,
         hint=info.hint if hint is None else hint,
-        excerpt=source_line(source, line),
+        excerpt=excerpt,
+        excerpt_col=excerpt_col,
     )
 
 

@@ -23,30 +23,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sharedos.policy import ast
-from sharedos.policy.diagnostics import Diagnostic
+from sharedos.policy.diagnostics import CODES, Diagnostic
+from sharedos.policy.grammar import is_keyword
 from sharedos.policy.parser import parse_source
 
 INDENT = "  "
 
-#: Every keyword of the grammar: a bare tool name or key spelled like one is quoted.
-KEYWORDS = frozenset(
-    {
-        "namespace", "requirement", "action", "resource", "permit", "forbid", "on",
-        "when", "unless", "toolpolicy", "mode", "managed", "harness_local",
-        "external_direct", "test", "policy", "context", "call", "expect", "allow", "deny",
-        "true", "false", "null", "and", "or", "not", "in",
-    }
-)  # fmt: skip
-
 _TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _TOOLPAT_RE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-*]*")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CONTEXT_CLAUSE_RE = re.compile(r"^[ \t]*context\b")
 
 
 class FormatError(Exception):
@@ -69,8 +60,17 @@ class FormatResult:
 # ------------------------------------------------------------------ literals
 
 
+#: Characters a string literal never holds raw: controls, invisible format
+#: characters (bidi, zero-width), line separators and lone surrogates.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
 def quote(value: str) -> str:
-    """A double-quoted string literal that the grammar decodes back to ``value``."""
+    """A double-quoted string literal that the grammar decodes back to ``value``.
+
+    Invisible and control characters are written as escapes, never raw, so
+    formatting cannot hide text (Trojan Source).
+    """
     out = ['"']
     for ch in value:
         if ch == '"':
@@ -83,8 +83,11 @@ def quote(value: str) -> str:
             out.append("\\t")
         elif ch == "\r":
             out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
+        elif ch.isascii() and ch.isprintable():
+            out.append(ch)
+        elif unicodedata.category(ch) in _ESCAPED_CATEGORIES:
+            code = ord(ch)
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(ch)
     out.append('"')
@@ -106,13 +109,13 @@ def _number(value: int | float) -> str:
 
 
 def _tool_ref(name: str) -> str:
-    if _TOOL_RE.fullmatch(name) and name not in KEYWORDS:
+    if _TOOL_RE.fullmatch(name) and not is_keyword(name):
         return name
     return quote(name)
 
 
 def _key(name: str) -> str:
-    if _NAME_RE.fullmatch(name) and name not in KEYWORDS:
+    if _NAME_RE.fullmatch(name) and not is_keyword(name):
         return name
     return quote(name)
 
@@ -141,10 +144,12 @@ def format_value(value: ast.Value) -> str:
 # --------------------------------------------------------------- expressions
 
 # Binding strength, loosest first; the grammar's levels.
-_OR, _AND, _NOT, _CMP, _ATOM = 1, 2, 3, 4, 5
+_OR, _AND, _NOT, _CMP, _CONCAT, _ATOM = 1, 2, 3, 4, 5, 6
 
 
 def _level(expr: ast.Expr) -> int:
+    if isinstance(expr, ast.Concat):
+        return _CONCAT
     if isinstance(expr, ast.BoolOp):
         return _OR if expr.op == "or" else _AND
     if isinstance(expr, ast.Not):
@@ -162,14 +167,16 @@ def _at_least(expr: ast.Expr, level: int) -> str:
 def format_expr(expr: ast.Expr) -> str:
     """An expression with the fewest parentheses that parse back to the same tree."""
     if isinstance(expr, ast.BoolOp):
-        # or: left may be any level, right must bind tighter (left-associative).
-        left_min = _OR if expr.op == "or" else _AND
-        right_min = _AND if expr.op == "or" else _NOT
-        return f"{_at_least(expr.left, left_min)} {expr.op} {_at_least(expr.right, right_min)}"
+        # Every operand binds tighter than the operator: a nested chain of the
+        # same operator was written in parentheses and keeps them.
+        tighter = _AND if expr.op == "or" else _NOT
+        return f" {expr.op} ".join(_at_least(e, tighter) for e in expr.operands)
     if isinstance(expr, ast.Not):
         return f"not {_at_least(expr.operand, _NOT)}"
     if isinstance(expr, ast.Compare):
-        return f"{_at_least(expr.left, _ATOM)} {expr.op} {_at_least(expr.right, _ATOM)}"
+        return f"{_at_least(expr.left, _CONCAT)} {expr.op} {_at_least(expr.right, _CONCAT)}"
+    if isinstance(expr, ast.Concat):
+        return " + ".join(_at_least(e, _ATOM) for e in expr.operands)
     if isinstance(expr, ast.Literal):
         if expr.value is True:
             return "true"
@@ -226,28 +233,106 @@ def _requirement(
     return f"requirement {tool} {{}}"
 
 
-def _rule_lines(rule: ast.Rule) -> list[_Line]:
+@dataclass(frozen=True, slots=True)
+class _Style:
+    """What the layout depends on besides the AST: comment lines and the line width."""
+
+    comment_lines: frozenset[int] = frozenset()
+    width: int | None = None
+
+    def must_break(self, first: int, last: int, text: str, indent: int = 0) -> bool:
+        """True when a construct on source lines first..last must keep several lines:
+        a comment sits inside it (not after its end), or one line would be too wide."""
+        if any(first <= c < last for c in self.comment_lines):
+            return True
+        return self.width is not None and len(INDENT * indent + text) > self.width
+
+
+def _rule_lines(rule: ast.Rule, style: _Style) -> list[_Line]:
     out = [
         _Line(f"@{ann.name}({quote(ann.value)})", 0, ann.span.line, ann.span.end_line)
         for ann in rule.annotations
     ]
     actions = "*" if rule.actions == ("*",) else ", ".join(rule.actions)
-    text = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
-    if rule.condition is not None and rule.condition_kind is not None:
-        text += f" {rule.condition_kind} {format_expr(rule.condition)}"
-    out.append(_Line(text, 0, rule.span.line, rule.span.end_line))
+    head = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
+    clauses = [(kw, c) for kw, c in (("when", rule.when), ("unless", rule.unless)) if c is not None]
+    text = head + "".join(f" {kw} {format_expr(c)}" for kw, c in clauses)
+    one_line = [*out, _Line(text, 0, rule.span.line, rule.span.end_line)]
+    if not clauses or not style.must_break(rule.span.line, rule.span.end_line, text):
+        return one_line
+    broken = out + _broken_rule(rule, head, clauses)
+    too_wide = style.width is not None and len(text) > style.width
+    if not too_wide and not _keeps_a_comment_inside(broken[len(out) :], rule, style):
+        return one_line  # breaking would not keep any comment inside: stay on one line
+    return broken
+
+
+def _keeps_a_comment_inside(lines: list[_Line], rule: ast.Rule, style: _Style) -> bool:
+    """True when some comment inside the rule would sit beside a line other than its last."""
+    for c in style.comment_lines:
+        if not rule.span.line <= c < rule.span.end_line:
+            continue
+        covering = [i for i, ln in enumerate(lines) if ln.first <= c <= ln.last]
+        target = (
+            covering[-1]
+            if covering
+            else next((i for i, ln in enumerate(lines) if ln.last >= c), len(lines) - 1)
+        )
+        if target < len(lines) - 1:
+            return True
+    return False
+
+
+def _broken_rule(rule: ast.Rule, head: str, clauses: list[tuple[str, ast.Expr]]) -> list[_Line]:
+    """The rule one condition operand per line, so that every comment stays beside the
+    operand it was written next to."""
+    out = [_Line(head, 0, rule.span.line, rule.pattern.span.end_line)]
+    for kw, cond in clauses:
+        if isinstance(cond, ast.BoolOp):
+            tighter = _AND if cond.op == "or" else _NOT
+            parts = [_at_least(e, tighter) for e in cond.operands]
+            operands: tuple[ast.Expr, ...] = cond.operands
+        else:
+            parts, operands = [format_expr(cond)], (cond,)
+        for i, (part, operand) in enumerate(zip(parts, operands, strict=True)):
+            line, indent = (f"{kw} {part}", 1) if i == 0 else (f"{cond.op} {part}", 2)  # type: ignore[union-attr]
+            out.append(_Line(line, indent, operand.span.line, operand.span.end_line))
     return out
 
 
+def _object_clause(
+    keyword: str,
+    value: dict[str, ast.Value],
+    pairs: tuple[ast.Span, ...],
+    span: ast.Span | None,
+    start: int,
+    style: _Style,
+) -> list[_Line]:
+    """A test's ``context {...}`` / ``call TOOL {...}`` clause: one line, or one key per line
+    when a comment sits inside it (or it is too wide)."""
+    first = span.line if span is not None else start
+    last = span.end_line if span is not None else first
+    text = f"{keyword} {format_value(value)}" if value else keyword
+    if not value or len(pairs) != len(value) or not style.must_break(first, last, text, 1):
+        return [_Line(text, 1, first, first)]
+    lines = [_Line(f"{keyword} {{", 1, first, first)]
+    items = list(value.items())
+    for i, ((key, sub), pair) in enumerate(zip(items, pairs, strict=True)):
+        comma = "," if i < len(items) - 1 else ""
+        lines.append(_Line(f"{_key(key)}: {format_value(sub)}{comma}", 2, pair.line, pair.line))
+    lines.append(_Line("}", 1, last, last, closing=True))
+    return lines
+
+
 def _entry(entry: ast.ToolPolicyEntry) -> str:
-    if not entry.quoted and _TOOLPAT_RE.fullmatch(entry.value) and entry.value not in KEYWORDS:
+    if not entry.quoted and _TOOLPAT_RE.fullmatch(entry.value) and not is_keyword(entry.value):
         return entry.value
     return quote(entry.value)
 
 
 def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
     start, end = tp.span.line, tp.span.end_line
-    clauses: list[tuple[int, str]] = []
+    clauses: list[tuple[int, list[_Line]]] = []
     printed: set[str] = set()
     lists = {
         "managed": tp.managed,
@@ -261,65 +346,66 @@ def _toolpolicy_lines(tp: ast.ToolPolicyDecl) -> list[_Line]:
             raise FormatError(f"toolpolicy {tp.name} repeats its '{key}' clause; fix that first")
         printed.add(key)
         if key == "mode":
-            clauses.append((span.line, f"mode {tp.mode}"))
+            text = f"mode {tp.mode}"
         else:
             entries = lists[key] or ()
             text = key + (" " + ", ".join(_entry(e) for e in entries) if entries else "")
-            clauses.append((span.line, text))
+        clauses.append((span.line, [_Line(text, 1, span.line, span.line)]))
     return _block(f"toolpolicy {_tool_ref(tp.name)} {{", clauses, start, end)
 
 
-def _test_lines(test: ast.TestBlock, source_lines: Sequence[str]) -> list[_Line]:
+def _test_lines(test: ast.TestBlock, style: _Style) -> list[_Line]:
     start, end = test.span.line, test.span.end_line
-    clauses: list[tuple[int, str]] = []
+    clauses: list[tuple[int, list[_Line]]] = []
+
+    def one(line: int, text: str) -> None:
+        clauses.append((line, [_Line(text, 1, line, line)]))
+
+    if test.duplicate_keys:
+        # The AST keeps one value per key; printing it would drop the other.
+        raise FormatError(f"test {test.name!r} writes a key twice in one object; fix that first")
+    if test.skip is not None:
+        one(start, "skip" + (f" {quote(test.skip)}" if test.skip else ""))
     if test.policy is not None:
-        line = test.policy_span.line if test.policy_span else start
-        clauses.append((line, f"policy {_tool_ref(test.policy)}"))
-    if test.context:
-        clauses.append(
-            (_context_line(source_lines, start, end), f"context {format_value(test.context)}")
+        one(
+            test.policy_span.line if test.policy_span else start, f"policy {_tool_ref(test.policy)}"
         )
+    if test.context:
+        lines = _object_clause(
+            "context", test.context, test.context_pair_spans, test.context_span, start, style
+        )
+        clauses.append((lines[0].first, lines))
     if test.tool is not None:
-        line = test.tool_span.line if test.tool_span else start
-        call = f"call {_tool_ref(test.tool)}"
-        if test.args:
-            call += f" {format_value(test.args)}"
-        clauses.append((line, call))
+        call_start = test.tool_span.line if test.tool_span else start
+        span = test.call_span or ast.Span(test.span.file, call_start, 1, call_start, 1)
+        lines = _object_clause(
+            f"call {_tool_ref(test.tool)}", test.args, test.args_pair_spans, span, start, style
+        )
+        clauses.append((lines[0].first, lines))
     if test.expect_effect is not None:
-        line = test.expect_span.line if test.expect_span else end
         expect = f"expect {test.expect_effect}"
         if test.expect_reason:
             expect += f" {test.expect_reason}"
-        clauses.append((line, expect))
+        one(test.expect_span.line if test.expect_span else end, expect)
     return _block(f"test {quote(test.name)} {{", clauses, start, end)
 
 
-def _context_line(source_lines: Sequence[str], start: int, end: int) -> int:
-    # The AST keeps no span for a test's context clause; it is the first line in
-    # the block that starts with the keyword (only used to place comments).
-    for number in range(start, end + 1):
-        text = source_lines[number - 1] if number - 1 < len(source_lines) else ""
-        if number == start:
-            brace = text.find("{")
-            text = text[brace + 1 :] if brace >= 0 else ""
-        if _CONTEXT_CLAUSE_RE.match(text):
-            return number
-    return start
-
-
-def _block(header: str, clauses: list[tuple[int, str]], start: int, end: int) -> list[_Line]:
+def _block(
+    header: str, clauses: list[tuple[int, list[_Line]]], start: int, end: int
+) -> list[_Line]:
     if not clauses:
         return [_Line(header + "}", 0, start, end)]
     clauses.sort(key=lambda c: c[0])  # stable: clauses keep source order
     # Each clause stands for its own first line only: a comment written between
     # clauses is placed before the next clause, never hoisted above the block.
     lines = [_Line(header, 0, start, start)]
-    lines.extend(_Line(text, 1, line, line) for line, text in clauses)
+    for _line, clause in clauses:
+        lines.extend(clause)
     lines.append(_Line("}", 0, end, end, closing=True))
     return lines
 
 
-def _statement_lines(stmt: ast.Statement, source_lines: Sequence[str]) -> list[_Line]:
+def _statement_lines(stmt: ast.Statement, style: _Style) -> list[_Line]:
     if isinstance(stmt, ast.NamespaceDecl):
         return [_Line(f"namespace {stmt.name}", 0, stmt.span.line, stmt.span.end_line)]
     if isinstance(stmt, ast.Requirement):
@@ -332,11 +418,14 @@ def _statement_lines(stmt: ast.Statement, source_lines: Sequence[str]) -> list[_
             _Line(_requirement(*parts), 0, stmt.span.line, stmt.span.end_line, requirement=parts)
         ]
     if isinstance(stmt, ast.Rule):
-        return _rule_lines(stmt)
+        return _rule_lines(stmt, style)
+    if isinstance(stmt, ast.ConditionDecl):
+        text = f"condition {stmt.name} = {format_expr(stmt.expr)}"
+        return [_Line(text, 0, stmt.span.line, stmt.span.end_line)]
     if isinstance(stmt, ast.ToolPolicyDecl):
         return _toolpolicy_lines(stmt)
     if isinstance(stmt, ast.TestBlock):
-        return _test_lines(stmt, source_lines)
+        return _test_lines(stmt, style)
     raise FormatError(f"unexpected statement {type(stmt).__name__}")  # pragma: no cover
 
 
@@ -353,11 +442,12 @@ class _Item:
     indent: int
 
 
-def _layout(file: ast.PolicyFile) -> str:
+def _layout(file: ast.PolicyFile, width: int | None = None) -> str:
     source_lines = file.source.split("\n")
+    style = _Style(frozenset(c.span.line for c in file.comments), width)
     lines: list[_Line] = []
     for stmt in file.statements:
-        lines.extend(_statement_lines(stmt, source_lines))
+        lines.extend(_statement_lines(stmt, style))
 
     # Each comment goes to one output line: an own-line comment above the first
     # output line that reaches its source line, a trailing comment after the
@@ -457,7 +547,7 @@ def _blank_between(source_lines: Sequence[str], after: int, before: int) -> bool
 
 # ----------------------------------------------------------------- equivalence
 
-_POSITION_FIELDS = frozenset({"span", "file", "source", "quoted", "comments"})
+_POSITION_FIELDS = frozenset({"span", "file", "source", "quoted", "comments", "duplicate_keys"})
 
 
 def shape(node: Any) -> Any:
@@ -489,9 +579,13 @@ def _comment_texts(comments: Iterable[ast.Comment]) -> list[str]:
 # ------------------------------------------------------------------ public API
 
 
-def format_file(file: ast.PolicyFile) -> str:
-    """Print a parsed, error-free file canonically; raise ``FormatError`` if meaning would change."""
-    text = _layout(file)
+def format_file(file: ast.PolicyFile, *, width: int | None = None) -> str:
+    """Print a parsed, error-free file canonically; raise ``FormatError`` if meaning would change.
+
+    ``width``: break rules and test objects longer than this many characters
+    (one operand or key per line); by default only a comment inside them does.
+    """
+    text = _layout(file, width)
     again = parse_source(text, file.path)
     if again.diagnostics or shape(again.file.statements) != shape(file.statements):
         raise FormatError("the formatted text would not parse back to the same policy")
@@ -500,27 +594,41 @@ def format_file(file: ast.PolicyFile) -> str:
     return text
 
 
-def format_source(text: str, filename: str = "<string>") -> FormatResult:
+_BOM = "\ufeff"
+
+
+def format_source(
+    text: str, filename: str = "<string>", *, width: int | None = None
+) -> FormatResult:
     """Format ``text``: the canonical text, or the syntax diagnostics that prevent formatting.
 
-    Never raises for bad input; a file the formatter cannot reproduce
-    faithfully yields a ``SOS901`` diagnostic and no text.
+    Accepts what ``check`` accepts: a leading byte-order mark is kept, and a
+    file written with CRLF line ends is formatted with CRLF line ends (so
+    ``fmt --check`` does not flag every line of it). Never raises for bad
+    input; a file the formatter cannot reproduce faithfully yields a
+    ``SOS901`` diagnostic and no text.
     """
-    parsed = parse_source(text, filename)
+    bom = _BOM if text.startswith(_BOM) else ""
+    body = text[len(bom) :]
+    crlf = "\r\n" in body and body.count("\r\n") == body.count("\n")
+    if crlf:
+        body = body.replace("\r\n", "\n")
+    parsed = parse_source(body, filename)
     errors = tuple(d for d in parsed.diagnostics if d.severity == "error")
     if errors:
         return FormatResult(None, errors)
     try:
-        return FormatResult(format_file(parsed.file), ())
+        formatted = format_file(parsed.file, width=width)
+        if crlf:
+            formatted = formatted.replace("\n", "\r\n")
+        return FormatResult(bom + formatted, ())
     except (FormatError, RecursionError) as exc:
         reason = str(exc) if isinstance(exc, FormatError) else "expression nested too deeply"
         return FormatResult(None, (_cannot_format(filename, reason),))
 
 
 def _cannot_format(filename: str, reason: str) -> Diagnostic:
-    from sharedos.policy.lints import LINT_CODES
-
-    info = LINT_CODES["SOS901"]
+    info = CODES["SOS901"]
     return Diagnostic(
         code="SOS901",
         severity="error",

@@ -21,6 +21,8 @@ from typing import Any
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 from lark.lexer import Lexer, LexerState, PatternStr, TerminalDef, Token
 
+from sharedos.compat.lark import state_accepts
+
 
 def _order(term: TerminalDef) -> tuple[int, int, int, str]:
     # Lark's own ordering of alternatives (BasicLexer).
@@ -82,7 +84,7 @@ class FastContextualLexer(Lexer):
         position = parser_state.position
         plan = self.by_state.get(position)
         if plan is None:
-            accepts = parser_state.parse_conf.parse_table.states[position]
+            accepts = state_accepts(parser_state)
             names = frozenset(n for n in accepts if n in self.terminals) | self.ignore
             plan = self.plans.get(names)
             if plan is None:

@@ -23,191 +23,32 @@ passes: ``AccessContext.policy_input`` (``principal``, ``tenant``, ``roles``,
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
 from sharedos.policy import ast
+from sharedos.policy.checker import named_conditions
 from sharedos.policy.compiler import encode_resource, resource_text
-from sharedos.policy.diagnostics import CodeInfo, Diagnostic, source_line
+from sharedos.policy.conditions import encode, evaluate
+from sharedos.policy.diagnostics import CODES, Diagnostic, make
+from sharedos.policy.index import TrieNode
 from sharedos.policy.patterns import (
     PatternSyntaxError,
     Resolved,
     covers_within,
+    literal_prefix,
     meets_shape,
     parse_pattern,
     resolve,
 )
-
-_CATALOGUE: tuple[CodeInfo, ...] = (
-    CodeInfo("SOS501", "unknown context attribute", "use an attribute the context schema declares (host-specific values live under context.attributes), or add it to the schema"),
-    CodeInfo("SOS502", "context attribute used as the wrong type", "compare the attribute with a value of its declared type; for a list use 'x in context.roles'"),
-    CodeInfo("SOS503", "permit shadowed by a forbid", "narrow the forbid (pattern, actions or a when/unless condition) or delete the permit that can never apply"),
-    CodeInfo("SOS504", "rule never matches", "make the pattern's shape (absolute or relative, depth) match the resource of a requirement it governs"),
-    CodeInfo("SOS505", "argument not in the tool's inputSchema", "read an argument the tool's inputSchema declares, or fix the spelling"),
-    CodeInfo("SOS506", "requirement for a tool the catalogue lacks", "remove the requirement, or register the tool in the catalogue"),
-    CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
-    CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
-)  # fmt: skip
-
-#: Codes emitted by the lints and the CLI (the core's checker codes are in ``diagnostics.CODES``).
-LINT_CODES: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
-
-
-# ----------------------------------------------------------------- schemas
-
-
-@dataclass(frozen=True)
-class AttrSchema:
-    """What is known about one attribute: its JSON types and, for objects, its members.
-
-    ``members is None`` means the object is open (any member may exist).
-    ``types`` empty means any type.
-    """
-
-    types: frozenset[str] = frozenset()
-    members: Mapping[str, AttrSchema] | None = None
-
-    def allows(self, kind: str) -> bool:
-        """True when a value of JSON type ``kind`` is allowed here."""
-        if not self.types:
-            return True
-        if kind == "number":
-            return bool(self.types & {"number", "integer"})
-        return kind in self.types
-
-
-_OPEN = AttrSchema()
-
-#: ``AccessContext.policy_input``: the context the kernel really passes.
-ACCESS_CONTEXT_SCHEMA = AttrSchema(
-    frozenset({"object"}),
-    {
-        "principal": AttrSchema(frozenset({"string"})),
-        "tenant": AttrSchema(frozenset({"string"})),
-        "roles": AttrSchema(frozenset({"array"})),
-        "attributes": AttrSchema(frozenset({"object"}), None),
-        "turn_id": AttrSchema(frozenset({"string"})),
-    },
+from sharedos.policy.resolvers import resource_shape
+from sharedos.policy.schemas import (
+    ACCESS_CONTEXT_SCHEMA,
+    AttrSchema,
+    CatalogTool,
+    lookup,
 )
-
-_SHORTHAND_TYPES = {
-    "string": "string",
-    "str": "string",
-    "number": "number",
-    "integer": "integer",
-    "int": "integer",
-    "boolean": "boolean",
-    "bool": "boolean",
-    "array": "array",
-    "list": "array",
-    "object": "object",
-    "null": "null",
-    "any": "",
-}
-
-
-class SchemaError(ValueError):
-    """A context schema or catalogue file that cannot be used."""
-
-
-def schema_from_json(data: Any, where: str = "schema") -> AttrSchema:
-    """Read a context schema: a JSON Schema object, or the shorthand ``{"name": "type" | {...}}``.
-
-    In JSON Schema form, an object's listed ``properties`` are the known
-    attributes; it is open only when ``additionalProperties`` is ``true`` or a
-    schema, or when it lists no properties at all.
-    """
-    if isinstance(data, Mapping) and ("properties" in data or "type" in data or "$schema" in data):
-        return _from_json_schema(data, where)
-    if isinstance(data, Mapping):
-        return AttrSchema(
-            frozenset({"object"}),
-            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in data.items()},
-        )
-    raise SchemaError(f"{where}: expected a JSON object (a JSON Schema or a name -> type mapping)")
-
-
-def _from_shorthand(value: Any, where: str) -> AttrSchema:
-    if isinstance(value, str):
-        kind = _SHORTHAND_TYPES.get(value.lower())
-        if kind is None:
-            raise SchemaError(
-                f"{where}: unknown type {value!r} (use one of {', '.join(sorted(_SHORTHAND_TYPES))})"
-            )
-        return AttrSchema(frozenset({kind}) if kind else frozenset())
-    if isinstance(value, Mapping):
-        return AttrSchema(
-            frozenset({"object"}),
-            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in value.items()},
-        )
-    raise SchemaError(f"{where}: expected a type name or an object, got {type(value).__name__}")
-
-
-def _from_json_schema(node: Any, where: str) -> AttrSchema:
-    if node is True or node is None:
-        return _OPEN
-    if not isinstance(node, Mapping):
-        raise SchemaError(f"{where}: expected a JSON Schema object")
-    raw_type = node.get("type")
-    if isinstance(raw_type, str):
-        types = frozenset({raw_type})
-    elif isinstance(raw_type, list) and all(isinstance(t, str) for t in raw_type):
-        types = frozenset(raw_type)
-    else:
-        types = frozenset()
-    props = node.get("properties")
-    members: dict[str, AttrSchema] | None = None
-    if isinstance(props, Mapping) and props:
-        extra = node.get("additionalProperties", False)
-        if extra is False:
-            members = {str(k): _from_json_schema(v, f"{where}.{k}") for k, v in props.items()}
-    return AttrSchema(types, members)
-
-
-@dataclass(frozen=True)
-class CatalogTool:
-    """A catalogued tool: its name and what its inputSchema says about arguments."""
-
-    name: str
-    args: AttrSchema
-
-
-class CatalogEntry(BaseModel):
-    """One tool of a ``--catalog`` file, in MCP spelling (other MCP fields are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    name: str
-    # MCP spelling on the wire
-    inputSchema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
-
-
-_CATALOG_ADAPTER: TypeAdapter[list[CatalogEntry]] = TypeAdapter(list[CatalogEntry])
-
-
-def catalog_from_json(data: Any) -> dict[str, CatalogTool]:
-    """Read a catalogue: a JSON list of ``{name, inputSchema}`` (or ``{"tools": [...]}``, as MCP lists them)."""
-    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list):
-        raise SchemaError('expected a JSON list of {"name", "inputSchema"} objects')
-    try:
-        entries = _CATALOG_ADAPTER.validate_python(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise SchemaError(f"tool #{where}: {err['msg']}") from None
-    # For arguments the usual JSON Schema default holds only when nothing is
-    # listed: a tool that lists properties is taken to declare all it reads.
-    return {
-        e.name: CatalogTool(e.name, _from_json_schema(e.inputSchema, f"{e.name}.inputSchema"))
-        for e in entries
-    }
-
 
 # ------------------------------------------------------------------- lints
 
@@ -229,17 +70,16 @@ class _Out:
     def warn(self, code: str, message: str, span: ast.Span, hint: str | None = None) -> None:
         end_col = span.end_col if span.end_line == span.line else span.col + 1
         self.items.append(
-            Diagnostic(
-                code=code,
-                severity="warning",
-                message=message,
+            make(
+                code,
+                message,
                 file=span.file,
+                source=self.sources.get(span.file, ""),
                 line=span.line,
                 col=span.col,
-                end_line=span.line,
                 end_col=end_col,
-                hint=hint if hint is not None else LINT_CODES[code].hint,
-                excerpt=source_line(self.sources.get(span.file, ""), span.line),
+                hint=hint,
+                severity="warning",
             )
         )
 
@@ -249,11 +89,21 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     opts = options or LintOptions()
     out = _Out({f.path: f.source for f in files})
     requirements = _requirements(files)
+    named = named_conditions(files)
     _lint_context(files, opts, out)
-    _lint_rules(files, requirements, out)
+    _lint_constants(files, named, out)
+    _lint_rules(files, requirements, named, out)
+    _lint_tool_policies(files, requirements, out)
+    _lint_tests(files, out)
     if opts.catalog is not None:
-        _lint_catalog(files, requirements, opts.catalog, out)
+        _lint_catalog(files, requirements, named, opts.catalog, out)
     return out.items
+
+
+def _inlined(rule: ast.Rule, named: Mapping[str, Mapping[str, ast.Expr]]) -> list[ast.Expr]:
+    """A rule's conditions with its namespace's named conditions inlined."""
+    names = named.get(rule.namespace, {})
+    return [ast.inline(c, names) if names else c for c in rule.conditions]
 
 
 def _requirements(files: Sequence[ast.PolicyFile]) -> dict[str, ast.Requirement]:
@@ -268,25 +118,10 @@ def _requirements(files: Sequence[ast.PolicyFile]) -> dict[str, ast.Requirement]
 # -- expressions
 
 
-def _walk(expr: ast.Expr) -> Iterator[ast.Expr]:
-    yield expr
-    if isinstance(expr, ast.ListExpr):
-        for item in expr.items:
-            yield from _walk(item)
-    elif isinstance(expr, ast.Call):
-        for arg in expr.args:
-            yield from _walk(arg)
-    elif isinstance(expr, ast.Compare | ast.BoolOp):
-        yield from _walk(expr.left)
-        yield from _walk(expr.right)
-    elif isinstance(expr, ast.Not):
-        yield from _walk(expr.operand)
-
-
 def _refs(expr: ast.Expr | None, root: str) -> Iterator[ast.Ref]:
     if expr is None:
         return
-    for node in _walk(expr):
+    for node in ast.walk(expr):
         if isinstance(node, ast.Ref) and node.root == root and node.path:
             yield node
 
@@ -294,25 +129,10 @@ def _refs(expr: ast.Expr | None, root: str) -> Iterator[ast.Ref]:
 # -- context attributes (SOS501, SOS502)
 
 
-def _lookup(schema: AttrSchema, path: Sequence[str]) -> tuple[str, AttrSchema | None, int]:
-    """Walk ``path``: ("ok", schema, n), ("unknown", parent, i) or ("not-object", parent, i)."""
-    node = schema
-    for i, name in enumerate(path):
-        if node.types and "object" not in node.types:
-            return "not-object", node, i
-        if node.members is None:
-            return "ok", None, i  # open object: nothing more is known
-        child = node.members.get(name)
-        if child is None:
-            return "unknown", node, i
-        node = child
-    return "ok", node, len(path)
-
-
 def _check_context_path(
     path: Sequence[str], span: ast.Span, opts: LintOptions, out: _Out
 ) -> AttrSchema | None:
-    status, node, i = _lookup(opts.context_schema, path)
+    status, node, i = lookup(opts.context_schema, path)
     dotted = ".".join(("context", *path[: i + 1]))
     if status == "unknown" and node is not None and node.members is not None:
         known = ", ".join(sorted(node.members)) or "none"
@@ -355,7 +175,7 @@ def _lint_condition(cond: ast.Expr, opts: LintOptions, out: _Out) -> None:
     known: dict[int, AttrSchema | None] = {}
     for ref in _refs(cond, "context"):
         known[id(ref)] = _check_context_path(ref.path, ref.span, opts, out)
-    for node in _walk(cond):
+    for node in ast.walk(cond):
         if not isinstance(node, ast.Compare):
             continue
         if node.op in ("==", "!="):
@@ -419,38 +239,37 @@ def _pattern_context_refs(pattern: ast.Pattern) -> list[tuple[list[str], int]]:
 def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out) -> None:
     for f in files:
         for stmt in f.statements:
+            if isinstance(stmt, ast.ConditionDecl):
+                _lint_condition(stmt.expr, opts, out)
             if isinstance(stmt, ast.Rule):
-                if stmt.condition is not None:
-                    _lint_condition(stmt.condition, opts, out)
+                for condition in stmt.conditions:
+                    _lint_condition(condition, opts, out)
                 sp = stmt.pattern.span
                 for path, offset in _pattern_context_refs(stmt.pattern):
                     col = sp.col + 1 + offset  # +1: the opening quote
                     width = len("{context." + ".".join(path) + "}")
-                    _check_context_path(
-                        path, ast.Span(sp.file, sp.line, col, sp.line, col + width), opts, out
-                    )
+                    where = ast.Span(sp.file, sp.line, col, sp.line, col + width)
+                    schema = _check_context_path(path, where, opts, out)
+                    if schema is not None and schema.types and not schema.types & _SEGMENT_TYPES:
+                        kinds = "/".join(sorted(schema.types))
+                        out.warn(
+                            "SOS507",
+                            f"pattern {stmt.pattern.raw!r} interpolates context.{'.'.join(path)}, "
+                            f"declared {kinds}: only a string or integer fills a segment, so the "
+                            + (
+                                "permit matches nothing"
+                                if stmt.effect == "permit"
+                                else "forbid matches any segment there"
+                            ),
+                            where,
+                        )
             elif isinstance(stmt, ast.TestBlock):
-                _lint_test_context(stmt, _test_context_span(stmt, f.source), opts, out)
-
-
-def _test_context_span(test: ast.TestBlock, source: str) -> ast.Span:
-    """Where the test's ``context`` clause is (the AST keeps no span for it): else the test."""
-    lines = source.split("\n")
-    for number in range(test.span.line, min(test.span.end_line, len(lines)) + 1):
-        text = lines[number - 1]
-        offset = 0
-        if number == test.span.line:
-            offset = text.find("{", test.span.col - 1) + 1
-            if offset == 0:
-                continue
-        m = _CONTEXT_CLAUSE_RE.match(text, offset)
-        if m:
-            col = m.start(1) + 1
-            return ast.Span(test.span.file, number, col, number, col + len("context"))
-    return test.span
-
-
-_CONTEXT_CLAUSE_RE = re.compile(r"[ \t]*(context)\b")
+                clause = stmt.context_span
+                if clause is not None:  # point at the 'context' keyword
+                    clause = clause._replace(
+                        end_line=clause.line, end_col=clause.col + len("context")
+                    )
+                _lint_test_context(stmt, clause or stmt.span, opts, out)
 
 
 def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, out: _Out) -> None:
@@ -459,7 +278,7 @@ def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, 
             return
         for key, sub in value.items():
             here = [*path, key]
-            status, node, _ = _lookup(opts.context_schema, here)
+            status, node, _ = lookup(opts.context_schema, here)
             if status != "ok":
                 _check_context_path(here, where, opts, out)
                 continue
@@ -489,6 +308,108 @@ def _value_kind(value: Any) -> str:
     return "object"
 
 
+#: Schema types whose values can fill a pattern segment.
+_SEGMENT_TYPES = frozenset({"string", "integer", "number"})
+
+
+# -- constant and contradictory conditions (SOS508)
+
+
+def _constant(expr: ast.Expr) -> tuple[bool, bool | None]:
+    """(is constant, its value: True/False, None when it always errors)."""
+    if ast.roots(expr):
+        return False, None
+    value, _error = evaluate(encode(expr), (None, None, None, None))
+    return True, value
+
+
+def _always_applies(rule: ast.Rule, named: Mapping[str, Mapping[str, ast.Expr]]) -> bool:
+    """True when the rule's conditions apply whatever the call (``when true``, none at all)."""
+    names = named.get(rule.namespace, {})
+    for kind, cond in (("when", rule.when), ("unless", rule.unless)):
+        if cond is None:
+            continue
+        constant, value = _constant(ast.inline(cond, names) if names else cond)
+        if not constant:
+            return False
+        # an error applies a forbid (fail closed): it counts as applying
+        if value is (kind == "unless"):
+            return False
+    return True
+
+
+def _shape_key(expr: ast.Expr) -> Any:
+    from sharedos.policy.formatter import shape
+
+    return shape(expr)
+
+
+def _lint_constants(
+    files: Sequence[ast.PolicyFile], named: Mapping[str, Mapping[str, ast.Expr]], out: _Out
+) -> None:
+    for f in files:
+        for rule in f.rules:
+            names = named.get(rule.namespace, {})
+            for kind, cond in (("when", rule.when), ("unless", rule.unless)):
+                if cond is None:
+                    continue
+                expr = ast.inline(cond, names) if names else cond
+                constant, value = _constant(expr)
+                if constant:
+                    verdict = (
+                        "always errors" if value is None else f"is always {str(value).lower()}"
+                    )
+                    applies = (value is None and rule.effect == "forbid") or (
+                        value is not None and value is (kind == "when")
+                    )
+                    out.warn(
+                        "SOS508",
+                        f"the {kind} condition of {rule.effect} {rule.rule_id} {verdict}: the rule "
+                        + ("always applies" if applies else "never applies"),
+                        cond.span,
+                    )
+                    continue
+                problem = _contradiction(expr)
+                if problem is not None:
+                    out.warn(
+                        "SOS508",
+                        f"the {kind} condition of {rule.effect} {rule.rule_id} {problem}",
+                        cond.span,
+                    )
+
+
+def _contradiction(expr: ast.Expr) -> str | None:
+    """Why an ``and`` can never hold or an ``or`` always does, if it is that plain."""
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.BoolOp):
+            continue
+        seen: set[Any] = set()
+        negated: set[Any] = set()
+        equals: dict[str, Any] = {}
+        for operand in node.operands:
+            if isinstance(operand, ast.Not):
+                negated.add(_shape_key(operand.operand))
+            else:
+                seen.add(_shape_key(operand))
+            if node.op == "and" and isinstance(operand, ast.Compare) and operand.op == "==":
+                ref, lit = operand.left, operand.right
+                if isinstance(lit, ast.Ref):
+                    ref, lit = lit, ref
+                if isinstance(ref, ast.Ref) and isinstance(lit, ast.Literal):
+                    key = ref.dotted
+                    value = (type(lit.value).__name__, lit.value)
+                    if key in equals and equals[key] != value:
+                        return f"can never hold: {key} cannot equal two different values"
+                    equals[key] = value
+        if seen & negated:
+            return (
+                "can never hold: it requires something and its negation"
+                if node.op == "and"
+                else "always holds: it accepts something and its negation"
+            )
+    return None
+
+
 # -- rules (SOS503, SOS504)
 
 #: Stand-in values for ``{context.x}`` holes: distinct per attribute, safe, and
@@ -516,15 +437,14 @@ def _placeholder_context(rules: Sequence[ast.Rule]) -> dict[str, Any] | None:
 
 def _shape(req: ast.Requirement) -> tuple[Any, ...]:
     assert req.resource is not None
-    enc = encode_resource(req.resource)
-    if enc["kind"] == "path":
-        return ("path",)
-    segs = tuple(tuple(("t", p[1]) if p[0] == "t" else ("h",) for p in seg) for seg in enc["segs"])
-    return ("template", enc["abs"], segs)
+    return resource_shape(encode_resource(req.resource))
 
 
 def _lint_rules(
-    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+    files: Sequence[ast.PolicyFile],
+    requirements: Mapping[str, ast.Requirement],
+    named: Mapping[str, Mapping[str, ast.Expr]],
+    out: _Out,
 ) -> None:
     rules = [r for f in files for r in f.rules]
     by_ns: dict[str, list[ast.Requirement]] = {}
@@ -576,12 +496,12 @@ def _lint_rules(
     # resources a forbid can only cover a permit whose pattern starts with the
     # forbid's literal segments, so only the forbids met along the permit's
     # own literal prefix need the full coverage test.
-    tries: dict[str, _PrefixTrie] = {}
+    tries: dict[str, TrieNode[ast.Rule]] = {}
     everything: dict[str, list[ast.Rule]] = {}
     for rule in rules:
-        if rule.effect == "forbid" and rule.condition is None and id(rule) in resolved:
-            tries.setdefault(rule.namespace, _PrefixTrie()).add(
-                _literal_prefix(resolved[id(rule)]), rule
+        if rule.effect == "forbid" and _always_applies(rule, named) and id(rule) in resolved:
+            tries.setdefault(rule.namespace, TrieNode()).insert(
+                literal_prefix(resolved[id(rule)]), rule
             )
             everything.setdefault(rule.namespace, []).append(rule)
     forbid_actions = {id(r): effective_actions(r) for rs in everything.values() for r in rs}
@@ -594,7 +514,7 @@ def _lint_rules(
         wanted = effective_actions(permit)
         shapes = [_shape(req) for req in matched_reqs]
         if all(shape == ("path",) for shape in shapes):
-            candidates = tries.get(permit.namespace, _PrefixTrie()).along(_literal_prefix(ppat))
+            candidates = list(tries.get(permit.namespace, TrieNode()).along(literal_prefix(ppat)))
         else:
             candidates = everything.get(permit.namespace, [])
         for forbid in candidates:
@@ -612,51 +532,86 @@ def _lint_rules(
                 break
 
 
-def _literal_prefix(pattern: Resolved) -> list[str]:
-    out: list[str] = []
-    for seg in pattern.segs:
-        if seg[0] != "L":
-            break
-        out.append(seg[1])
-    return out
+# -- run policies (SOS509, SOS510) and tests (SOS511)
 
 
-class _PrefixTrie:
-    """Rules keyed by literal segment prefixes; ``along(p)`` yields those whose key is a prefix of ``p``."""
+def _lint_tool_policies(
+    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+) -> None:
+    tools = sorted(requirements)
+    for f in files:
+        for tp in f.tool_policies:
+            seen: dict[str, str] = {}
+            for clause in ("managed", "harness_local", "external_direct"):
+                for entry in getattr(tp, clause) or ():
+                    if entry.value in seen:
+                        out.warn(
+                            "SOS510",
+                            f"toolpolicy {tp.name} lists {entry.value!r} again"
+                            + (
+                                f" (already in {seen[entry.value]})"
+                                if seen[entry.value] != clause
+                                else ""
+                            ),
+                            entry.span,
+                        )
+                    else:
+                        seen[entry.value] = clause
+                    if clause == "managed" and tools and not _matches_any(entry.value, tools):
+                        close = difflib.get_close_matches(entry.value, tools, n=1, cutoff=0.6)
+                        if not close:  # a misspelt namespace: compare the first segments
+                            heads = sorted({t.split(".")[0] for t in tools})
+                            head = difflib.get_close_matches(entry.value.split(".")[0], heads, n=1)
+                            close = (
+                                [entry.value.replace(entry.value.split(".")[0], head[0], 1)]
+                                if head
+                                else []
+                            )
+                        out.warn(
+                            "SOS509",
+                            f"toolpolicy {tp.name}: managed {entry.value!r} matches no tool any "
+                            "requirement declares"
+                            + (f" (did you mean {close[0]!r}?)" if close else ""),
+                            entry.span,
+                        )
 
-    def __init__(self) -> None:
-        self.here: list[ast.Rule] = []
-        self.children: dict[str, _PrefixTrie] = {}
 
-    def add(self, prefix: Sequence[str], rule: ast.Rule) -> None:
-        node = self
-        for seg in prefix:
-            node = node.children.setdefault(seg, _PrefixTrie())
-        node.here.append(rule)
+def _matches_any(pattern: str, tools: Sequence[str]) -> bool:
+    from pydantic import ValidationError
 
-    def along(self, prefix: Sequence[str]) -> list[ast.Rule]:
-        out: list[ast.Rule] = list(self.here)
-        node = self
-        for seg in prefix:
-            nxt = node.children.get(seg)
-            if nxt is None:
-                break
-            node = nxt
-            out.extend(node.here)
-        return out
+    from sharedos.toolpolicy import RunMode, ToolPolicy
+
+    try:
+        policy = ToolPolicy(name="lint", mode=RunMode.OPEN, managed=(pattern,))
+    except ValidationError:
+        return True  # an invalid pattern is the checker's SOS303
+    return any(policy.is_managed(t) for t in tools)
+
+
+def _lint_tests(files: Sequence[ast.PolicyFile], out: _Out) -> None:
+    for f in files:
+        for test in f.tests:
+            for span in test.duplicate_keys:
+                out.warn(
+                    "SOS511",
+                    f"test {test.name!r} writes the key at {span.line}:{span.col} twice in one "
+                    "object; only the last value counts",
+                    span,
+                )
 
 
 # -- catalogue (SOS505, SOS506)
 
 
 def _arg_known(schema: AttrSchema, path: Sequence[str]) -> bool:
-    status, _, _ = _lookup(schema, path)
+    status, _, _ = lookup(schema, path)
     return status == "ok"
 
 
 def _lint_catalog(
     files: Sequence[ast.PolicyFile],
     requirements: Mapping[str, ast.Requirement],
+    named: Mapping[str, Mapping[str, ast.Expr]],
     catalog: Mapping[str, CatalogTool],
     out: _Out,
 ) -> None:
@@ -697,7 +652,8 @@ def _lint_catalog(
                 ]
                 if not tools:
                     continue
-                for ref in _refs(stmt.condition, "args"):
+                args_refs = [r for c in _inlined(stmt, named) for r in _refs(c, "args")]
+                for ref in args_refs:
                     if not any(_arg_known(t.args, ref.path) for t in tools):
                         names = ", ".join(sorted(t.name for t in tools))
                         out.warn(
@@ -720,7 +676,7 @@ def _lint_catalog(
 def _declared_hint(tool: CatalogTool, name: str | None = None) -> str:
     members = tool.args.members
     if members is None:
-        return LINT_CODES["SOS505"].hint
+        return CODES["SOS505"].hint
     hint = f"{tool.name} declares: {', '.join(sorted(members)) or 'no arguments'}"
     close = difflib.get_close_matches(name, list(members), n=1) if name else []
     return hint + (f" (did you mean {close[0]!r}?)" if close else "")

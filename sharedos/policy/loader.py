@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,14 +104,47 @@ def _parse_check(
     return files, diagnostics, checked
 
 
-def compile_sources(sources: Sequence[tuple[str, str]]) -> PolicySet:
-    """Compile ``(filename, text)`` pairs together; raise ``PolicyError`` listing every error."""
+def compile_sources(
+    sources: Sequence[tuple[str, str]], *, names: Mapping[str, str] | None = None
+) -> PolicySet:
+    """Compile ``(filename, text)`` pairs together; raise ``PolicyError`` listing every error.
+
+    Diagnostics name files as given; the compiled program names them through
+    ``names`` (given -> recorded name; default: as given), which is what
+    decisions cite and ``bundle_hash`` covers.
+    """
     with gc_paused():
         files, diagnostics, checked = _parse_check(sources)
         if has_errors(diagnostics):
             raise PolicyError(diagnostics)
-        program = compile_program(files, checked.tool_policies, checked.patterns)
+        program = compile_program(
+            files, checked.tool_policies, checked.patterns, checked.conditions, names
+        )
         return PolicySet(program, files=tuple(files), diagnostics=tuple(diagnostics))
+
+
+def program_names(files: Sequence[Path], root: str | Path | None = None) -> dict[str, str]:
+    """The names a program records for ``files``: POSIX paths relative to ``root``.
+
+    The default root is the deepest directory holding every file, so
+    ``rules/``, ``./rules`` and ``/abs/checkout/rules`` give the same names,
+    and the same policy the same ``bundle_hash``, wherever it is compiled
+    from. A file outside an explicit root keeps its resolved absolute path.
+    """
+    resolved = {str(f): f.resolve() for f in files}
+    if root is not None:
+        base = Path(root).resolve()
+    elif resolved:
+        base = Path(os.path.commonpath([str(p.parent) for p in resolved.values()]))
+    else:
+        return {}
+    out: dict[str, str] = {}
+    for given, path in resolved.items():
+        try:
+            out[given] = path.relative_to(base).as_posix()
+        except ValueError:
+            out[given] = path.as_posix()
+    return out
 
 
 @contextmanager
@@ -135,11 +169,13 @@ def compile_source(text: str, filename: str = "<string>") -> PolicySet:
     return compile_sources([(filename, text)])
 
 
-def compile_paths(paths: Iterable[str | Path]) -> PolicySet:
+def compile_paths(paths: Iterable[str | Path], *, root: str | Path | None = None) -> PolicySet:
     """Compile ``.sos`` files and directories (recursively) together as one policy.
 
-    Files are ordered by path, so the same inputs always give the same
-    ``bundle_hash``. Raise ``PolicyError`` listing every problem found.
+    The program names each file relative to ``root`` (default: the deepest
+    directory holding them all; see ``program_names``), so the same policy
+    has one ``bundle_hash`` however its paths are spelled. Raise
+    ``PolicyError`` listing every problem found.
     """
     if isinstance(paths, str | Path):
         paths = [paths]
@@ -169,4 +205,4 @@ def compile_paths(paths: Iterable[str | Path]) -> PolicySet:
         except Exception:  # pragma: no cover - parse_and_check never raises
             pass
         raise PolicyError(problems)
-    return compile_sources(sources)
+    return compile_sources(sources, names=program_names(files, root))

@@ -2,65 +2,72 @@
 
 ``parse_source`` never raises: whatever the input, it returns the statements it
 could read and a list of diagnostics. After a syntax error it resumes at the
-next top-level statement (a line whose first word is ``namespace``,
-``requirement``, ``permit``, ``forbid``, ``toolpolicy``, ``test`` or an ``@``
-annotation), so several errors in one file are all reported.
+next top-level statement (a line whose first word starts a statement, per the
+grammar: ``grammar.facts``), so several errors in one file are all reported.
+
+Lark builds a parse tree; ``AstBuilder`` (a ``lark.Transformer`` whose methods
+are named after the grammar's rules) turns it into the AST, one top-level
+statement at a time, so each statement records the namespace in force where
+it was written. Large files take the one-line fast path (``fastpath``) for
+their simple rules.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import difflib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from lark import Lark, Token, Tree
+from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import (
     LarkError,
     UnexpectedCharacters,
     UnexpectedEOF,
     UnexpectedInput,
     UnexpectedToken,
+    VisitError,
 )
 
 from sharedos.policy import ast
 from sharedos.policy.diagnostics import Diagnostic, make
-from sharedos.policy.lexer import FastContextualLexer
-from sharedos.resources import grammar_path
+from sharedos.policy.fastpath import scan
+from sharedos.policy.grammar import (
+    GRAMMAR_VERSION,
+    describe_terminal,
+    facts,
+    grammar_text,
+    is_keyword,
+    parser,
+)
+from sharedos.policy.literals import SyntaxProblem as _SyntaxProblem
+from sharedos.policy.literals import decode_string, number_value, template_parts
 
-#: Bumped whenever the meaning of the grammar or the compiled form changes.
-GRAMMAR_VERSION = "1"
-#: Whether one-line rules skip Lark (see ``_parse_fast``); tests compare both paths.
+__all__ = ["GRAMMAR_VERSION", "ParseResult", "grammar_text", "parse_source"]
+
+#: Whether one-line rules skip Lark (see ``fastpath``); tests compare both paths.
 _FAST_ENABLED = True
 
-_TOP_KEYWORDS = ("namespace", "requirement", "permit", "forbid", "toolpolicy", "test")
-_TOP_LINE_RE = re.compile(r"^[ \t]*(?:@|(?:namespace|requirement|permit|forbid|toolpolicy|test)\b)")
 _ANNOTATION_ONLY_RE = re.compile(
-    r'^[ \t]*@[A-Za-z_][A-Za-z0-9_]*\s*\(\s*"(?:[^"\\\n]|\\.)*"\s*\)\s*(?:#.*)?$'
+    r'^[ \t]*@[A-Za-z_][A-Za-z0-9_]*\s*\(\s*"[^"\\\n]*(?:\\.[^"\\\n]*)*"\s*\)\s*(?:#.*)?$'
 )
-_HOLE_RE = re.compile(r"\{([^{}]*)\}")
-_DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_AT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PARSE_ERRORS = (LarkError, RecursionError)
 
 
 @lru_cache(maxsize=1)
-def grammar_text() -> str:
-    """The grammar file's text (located with ``sharedos.resources.grammar_path``)."""
-    return grammar_path().read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    # Built once per process; a Lark LALR parser is immutable after
-    # construction and safe to reuse for every parse.
-    return Lark(
-        grammar_text(),
-        parser="lalr",
-        lexer=FastContextualLexer,
-        propagate_positions=True,
-        maybe_placeholders=False,
-    )
+def _top_line_re() -> re.Pattern[str]:
+    # A chunk starts at a statement keyword or an annotation; not at ';', which
+    # may also stand alone inside a block.
+    lang = facts()
+    words = "|".join(lang.statement_keywords)
+    marks = "".join(re.escape(m) for m in lang.statement_marks if m != ";")
+    return re.compile(rf"^[ \t]*(?:[{marks}]|(?:{words})\b)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +78,7 @@ class ParseResult:
     diagnostics: tuple[Diagnostic, ...]
 
 
-class _SyntaxProblem(Exception):
-    """A construct the grammar accepts but whose content is malformed (bad escape...)."""
-
-    def __init__(
-        self, code: str, message: str, line: int, col: int, end_col: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.line = line
-        self.col = col
-        self.end_col = end_col
+_ERRORS = (*_PARSE_ERRORS, _SyntaxProblem)
 
 
 def parse_source(text: str, filename: str = "<string>") -> ParseResult:
@@ -94,24 +90,24 @@ def parse_source(text: str, filename: str = "<string>") -> ParseResult:
     if fast is not None:
         return ParseResult(ast.PolicyFile(filename, text, tuple(fast), comments), ())
     try:
-        statements = _parse_chunk(text, _Builder(filename, 0))
+        statements = _parse_chunk(text, AstBuilder(filename, 0))
         return ParseResult(ast.PolicyFile(filename, text, tuple(statements), comments), ())
-    except (LarkError, _SyntaxProblem, RecursionError):
+    except _ERRORS:
         pass
     # Error path: parse statement by statement so that every error is reported.
     diagnostics: list[Diagnostic] = []
     statements = []
-    builder = _Builder(filename, 0)
+    builder = AstBuilder(filename, 0)
     for line_offset, chunk in _chunks(text):
         builder.off = line_offset
         try:
             statements.extend(_parse_chunk(chunk, builder))
-        except (LarkError, _SyntaxProblem, RecursionError) as exc:
+        except _ERRORS as exc:
             diagnostics.append(_diagnostic(exc, chunk, filename, line_offset, text))
     if not diagnostics:  # the whole failed but every chunk parsed: report the whole's error
         try:
-            _parse_chunk(text, _Builder(filename, 0))
-        except (LarkError, _SyntaxProblem, RecursionError) as exc:
+            _parse_chunk(text, AstBuilder(filename, 0))
+        except _ERRORS as exc:
             diagnostics.append(_diagnostic(exc, text, filename, 0, text))
     return ParseResult(
         ast.PolicyFile(filename, text, tuple(statements), comments), tuple(diagnostics)
@@ -126,8 +122,9 @@ def _chunks(text: str) -> Iterator[tuple[int, str]]:
     lines = text.split("\n")
     start = 0
     annotation_only = False
+    top = _top_line_re().match
     for i, line in enumerate(lines):
-        if i > start and _TOP_LINE_RE.match(line):
+        if i > start and top(line):
             if annotation_only:
                 # '@id(...)' on its own line belongs to the statement below it.
                 annotation_only = bool(_ANNOTATION_ONLY_RE.match(line))
@@ -140,8 +137,8 @@ def _chunks(text: str) -> Iterator[tuple[int, str]]:
     yield start, "\n".join(lines[start:])
 
 
-def _parse_chunk(chunk: str, builder: _Builder) -> list[ast.Statement]:
-    tree = _parser().parse(chunk)
+def _parse_chunk(chunk: str, builder: AstBuilder) -> list[ast.Statement]:
+    tree = parser().parse(chunk)
     # Statements are built in source order, so the builder's current
     # namespace is the one in force where each statement was written.
     return [s for s in (builder.statement(child) for child in tree.children) if s is not None]
@@ -149,34 +146,44 @@ def _parse_chunk(chunk: str, builder: _Builder) -> list[ast.Statement]:
 
 # ------------------------------------------------------------- diagnostics
 
-_TOKEN_WORDS = {
-    "NAME": "a name",
-    "REF": "a name",
-    "TOOL": "a tool name",
-    "TOOLPAT": "a tool name or pattern",
-    "STRING": "a string",
-    "SIGNED_NUMBER": "a number",
-    "EFFECT": "'permit' or 'forbid'",
-    "COND_KW": "'when' or 'unless'",
-    "TP_LIST": "'managed', 'harness_local' or 'external_direct'",
-    "EXPECT_EFFECT": "'allow' or 'deny'",
-    "COMPARE_OP": "'==' or '!='",
-    "STAR": "'*'",
-    "$END": "end of file",
+
+def _expected(names: Iterable[str]) -> str:
+    described = sorted({describe_terminal(t) for t in names})
+    return ", ".join(described[:8]) + (", ..." if len(described) > 8 else "")
+
+
+def _unknown_keyword(word: str, expected: Iterable[str]) -> tuple[str, str | None] | None:
+    """('unknown keyword ...; did you mean ...?', hint) when a word stands where keywords were expected."""
+    words = facts().terminal_words
+    wanted = [w for name in expected for w in words.get(name, ())]
+    if not wanted or not _WORD_RE.fullmatch(word) or is_keyword(word):
+        return None
+    glued = [w for w in sorted(wanted, key=len, reverse=True) if word.startswith(w)][:1]
+    close = difflib.get_close_matches(word, wanted, n=1, cutoff=0.6) or glued
+    if not close:
+        return f"unknown keyword '{word}'; expected {_expected(expected)}", None
+    hint = None
+    if glued and glued[0] == close[0]:
+        hint = (
+            f"a keyword is a whole word: write '{glued[0]} {word[len(glued[0]) :]}' "
+            "with a space if that is what you meant"
+        )
+    return f"unknown keyword '{word}'; did you mean '{close[0]}'?", hint
+
+
+#: What a character from another language usually meant here.
+_CHARACTER_HINTS = {
+    "'": 'strings are written in double quotes: "like this"',
+    "&": "write 'and' (not && or &)",
+    "|": "write 'or' (not || or |)",
+    "!": "write 'not x' to negate, '!=' to compare",
 }
 
 
-def _describe_terminal(name: str) -> str:
-    if name in _TOKEN_WORDS:
-        return _TOKEN_WORDS[name]
-    try:
-        term = _parser().get_terminal(name)
-    except (KeyError, LarkError):
-        return name
-    pattern = term.pattern
-    if pattern.type == "str":
-        return repr(pattern.value)
-    return name
+def _token_hint(token: str, expected: Iterable[str]) -> str | None:
+    if token == "=" and "COMPARE_OP" in set(expected):
+        return "compare with '==' (a single '=' only names a condition: condition NAME = EXPR)"
+    return None
 
 
 def _describe_token(token: Token) -> str:
@@ -211,14 +218,19 @@ def _diagnostic(
         )
     if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
         token = exc.token
-        expected = sorted({_describe_terminal(t) for t in exc.expected})
-        shown = ", ".join(expected[:8]) + (", ..." if len(expected) > 8 else "")
         line = (token.line or 1) + line_offset
         col = token.column or 1
+        word = str(token)
         end_col = (token.end_column or col + 1) if token.end_line == token.line else col + 1
+        unknown = _unknown_keyword(word.split(".")[0], exc.expected)
+        if unknown is not None:
+            end_col = col + len(word.split(".")[0])
         return make(
             "SOS101",
-            f"unexpected {_describe_token(token)}; expected {shown}",
+            unknown[0]
+            if unknown
+            else f"unexpected {_describe_token(token)}; expected {_expected(exc.expected)}",
+            hint=unknown[1] if unknown else _token_hint(word, exc.expected),
             file=filename,
             source=full,
             line=line,
@@ -226,8 +238,7 @@ def _diagnostic(
             end_col=end_col,
         )
     if isinstance(exc, UnexpectedToken | UnexpectedEOF):
-        expected = sorted({_describe_terminal(t) for t in exc.expected})
-        shown = ", ".join(expected[:8]) + (", ..." if len(expected) > 8 else "")
+        shown = _expected(exc.expected)
         # Point just past the last non-blank character of the chunk.
         stripped = _strip_comments(chunk).rstrip()
         lines = stripped.split("\n") if stripped else [""]
@@ -258,8 +269,20 @@ def _diagnostic(
                 col=col,
                 end_col=len(_line(full, line)) + 1,
             )
-        allowed = sorted({_describe_terminal(t) for t in (exc.allowed or set())})
-        shown = ", ".join(allowed[:8]) + (", ..." if len(allowed) > 8 else "")
+        shown = _expected(exc.allowed or set())
+        at = _WORD_AT_RE.match(_line(full, line), col - 1)
+        unknown = _unknown_keyword(at.group(0), exc.allowed or set()) if at else None
+        if unknown is not None and at is not None:
+            return make(
+                "SOS101",
+                unknown[0],
+                hint=unknown[1],
+                file=filename,
+                source=full,
+                line=line,
+                col=col,
+                end_col=at.end() + 1,
+            )
         return make(
             "SOS102",
             f"invalid character {char!r} here" + (f"; expected {shown}" if shown else ""),
@@ -267,6 +290,7 @@ def _diagnostic(
             source=full,
             line=line,
             col=col,
+            hint=_CHARACTER_HINTS.get(char),
         )
     if isinstance(exc, UnexpectedInput):
         line = (getattr(exc, "line", 1) or 1) + line_offset
@@ -333,27 +357,59 @@ def _scan_comments(text: str, filename: str) -> Iterator[ast.Comment]:
 
 # ----------------------------------------------------------------- builder
 
-_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
+#: A block item as the builder hands it to its block: (clause, value, span).
+_Item = tuple[str, Any, ast.Span]
 
 
-class _Builder:
-    """Turn one Lark tree into AST statements, shifting lines by ``line_offset``."""
+class AstBuilder(Transformer[Token, Any]):
+    """Parse tree -> AST. One method per grammar rule (or alias), named after it.
+
+    Spans are shifted by ``off`` lines (the chunk's first line in the file).
+    ``statement`` transforms one top-level statement, so that a
+    ``namespace`` statement sets the namespace of the statements after it.
+    """
 
     def __init__(self, filename: str, line_offset: int) -> None:
+        super().__init__(visit_tokens=False)
         self.file = filename
         self.off = line_offset
         self.namespace = ast.DEFAULT_NAMESPACE
+        self._duplicates: list[ast.Span] = []
+        self._pair_spans: tuple[ast.Span, ...] = ()
+        self._clause_pairs: dict[str, tuple[ast.Span, ...]] = {}
 
-    # -- spans
-    def tspan(self, tok: Any) -> ast.Span:
+    def statement(self, node: Tree[Token] | Token) -> ast.Statement | None:
+        """The AST of one top-level statement (None for an empty ``;``)."""
+        try:
+            result = self.transform(node) if isinstance(node, Tree) else None
+        except VisitError as exc:  # Lark wraps what a callback raised
+            if isinstance(exc.orig_exc, _SyntaxProblem | RecursionError):
+                raise exc.orig_exc from None
+            raise
+        if result is not None and not isinstance(
+            result,
+            ast.NamespaceDecl
+            | ast.Requirement
+            | ast.Rule
+            | ast.ConditionDecl
+            | ast.ToolPolicyDecl
+            | ast.TestBlock,
+        ):
+            sp = self.span(node)
+            raise _SyntaxProblem("SOS101", "unexpected statement", sp.line, 1)
+        return result
+
+    # -- spans and literals
+
+    def tspan(self, tok: Token) -> ast.Span:
+        """The span of a token."""
         line = (tok.line or 1) + self.off
         end_line = (tok.end_line or tok.line or 1) + self.off
-        return ast.Span(
-            self.file, line, tok.column or 1, end_line, tok.end_column or (tok.column or 1) + 1
-        )
+        col = tok.column or 1
+        return ast.Span(self.file, line, col, end_line, tok.end_column or col + 1)
 
-    def nspan(self, tree: Any) -> ast.Span:
-        meta = tree.meta
+    def mspan(self, meta: Any) -> ast.Span:
+        """The span of a rule match (its ``meta``)."""
         if getattr(meta, "empty", True):
             return ast.Span(self.file, self.off + 1, 1, self.off + 1, 2)
         return ast.Span(
@@ -361,83 +417,110 @@ class _Builder:
         )
 
     def span(self, node: Any) -> ast.Span:
-        return self.tspan(node) if isinstance(node, Token) else self.nspan(node)
+        """The span of a token or a tree."""
+        return self.tspan(node) if isinstance(node, Token) else self.mspan(node.meta)
 
-    def string(self, tok: Any) -> str:
-        """Decode a STRING token's escapes; raise ``_SyntaxProblem`` on a bad escape."""
-        raw = str(tok)[1:-1]
-        if "\\" not in raw:
-            return raw
-        out: list[str] = []
-        i = 0
-        while i < len(raw):
-            ch = raw[i]
-            if ch != "\\":
-                out.append(ch)
-                i += 1
-                continue
-            nxt = raw[i + 1] if i + 1 < len(raw) else ""
-            if nxt in _ESCAPES:
-                out.append(_ESCAPES[nxt])
-                i += 2
-            elif nxt == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", raw[i + 2 : i + 6]):
-                out.append(chr(int(raw[i + 2 : i + 6], 16)))
-                i += 6
-            else:
-                col = (tok.column or 1) + 1 + i
-                raise _SyntaxProblem(
-                    "SOS104",
-                    f"invalid escape sequence '\\{nxt}' in string literal",
-                    (tok.line or 1) + self.off,
-                    col,
-                    col + 2,
-                )
-        return "".join(out)
+    def string(self, tok: Token) -> str:
+        """Decode a STRING token's escapes; raise ``SyntaxProblem`` on a bad escape."""
+        return decode_string(str(tok), (tok.line or 1) + self.off, tok.column or 1)
 
-    # -- statements
-    def statement(self, node: Any) -> ast.Statement | None:
-        kind = node.data
-        if kind == "empty":
-            return None
-        if kind == "namespace_decl":
-            tok = node.children[0]
-            self.namespace = str(tok)
-            return ast.NamespaceDecl(str(tok), self.nspan(node))
-        if kind == "requirement":
-            return self.requirement(node)
-        if kind == "rule":
-            return self.rule(node)
-        if kind == "toolpolicy":
-            return self.toolpolicy(node)
-        if kind == "test_block":
-            return self.test_block(node)
-        raise _SyntaxProblem("SOS101", f"unexpected statement {kind}", self.nspan(node).line, 1)
-
-    def tool_ref(self, tok: Any) -> tuple[str, ast.Span]:
+    def tool_ref(self, tok: Token) -> tuple[str, ast.Span]:
+        """A tool name written bare or quoted, and its span."""
         value = self.string(tok) if tok.type == "STRING" else str(tok)
         return value, self.tspan(tok)
 
-    def requirement(self, node: Any) -> ast.Requirement:
-        tool, tool_span = self.tool_ref(node.children[0])
+    def ref(self, tok: Token) -> ast.Ref:
+        """A dotted reference token as a ``Ref``."""
+        root, *path = str(tok).split(".")
+        return ast.Ref(root, tuple(path), self.tspan(tok))
+
+    def operand(self, node: Any) -> ast.Expr:
+        """An expression child: operands arrive as bare tokens (see the grammar)."""
+        if not isinstance(node, Token):
+            return node  # type: ignore[no-any-return]
+        if node.type == "STRING":
+            return ast.Literal(self.string(node), self.tspan(node))
+        if node.type == "SIGNED_NUMBER":
+            return ast.Literal(self.number(node), self.tspan(node))
+        return self.ref(node)
+
+    def number(self, tok: Token) -> int | float:
+        """A number literal's value; raise ``SyntaxProblem`` when it is out of range."""
+        return number_value(str(tok), (tok.line or 1) + self.off, tok.column or 1)
+
+    # -- statements
+
+    def empty(self, _children: list[Any]) -> None:
+        """``;`` (at top level or inside a block)."""
+        return None
+
+    @v_args(meta=True)
+    def namespace_decl(self, meta: Any, children: list[Token]) -> ast.NamespaceDecl:
+        """``namespace NAME``: also the namespace of the statements that follow."""
+        self.namespace = str(children[0])
+        return ast.NamespaceDecl(self.namespace, self.mspan(meta))
+
+    @v_args(meta=True)
+    def req_action(self, meta: Any, children: list[Token]) -> _Item:
+        """``action NAME`` in a requirement."""
+        return ("action", children[0], self.mspan(meta))
+
+    @v_args(meta=True)
+    def req_resource(self, meta: Any, children: list[Any]) -> _Item:
+        """``resource EXPR`` in a requirement."""
+        return ("resource", children[0], self.mspan(meta))
+
+    @v_args(meta=True)
+    def call_resource(self, meta: Any, children: list[Token]) -> ast.PathResource:
+        """``path(args.x)`` (the only resource function)."""
+        span = self.mspan(meta)
+        func = str(children[0])
+        if func != "path":
+            raise _SyntaxProblem(
+                "SOS208",
+                f"unknown resource function {func!r}: resources are path(args.x) or a string template",
+                span.line,
+                span.col,
+                span.col + len(func),
+            )
+        return ast.PathResource(self.ref(children[1]), span)
+
+    @v_args(meta=True)
+    def template_resource(self, meta: Any, children: list[Token]) -> ast.TemplateResource:
+        """``"{args.owner}/{args.repo}"``."""
+        tok = children[0]
+        raw = self.string(tok)
+        parts = template_parts(raw, self.file, (tok.line or 1) + self.off, (tok.column or 1) + 1)
+        return ast.TemplateResource(raw, parts, self.mspan(meta))
+
+    @v_args(meta=True)
+    def ref_resource(self, meta: Any, children: list[Token]) -> ast.TemplateResource:
+        """``args.x``: the one-hole template."""
+        ref = self.ref(children[0])
+        return ast.TemplateResource("{" + ref.dotted + "}", (ref,), self.mspan(meta))
+
+    @v_args(meta=True)
+    def requirement(self, meta: Any, children: list[Any]) -> ast.Requirement:
+        """``requirement TOOL { action NAME; resource EXPR }``."""
+        tool, tool_span = self.tool_ref(children[0])
         action: str | None = None
         action_span: ast.Span | None = None
         resource: ast.ResourceExpr | None = None
         duplicate: list[ast.Span] = []
-        for item in node.children[1:]:
-            if not isinstance(item, Tree) or item.data == "empty":
+        for item in children[1:]:
+            if item is None:
                 continue
-            if item.data == "req_action":
+            clause, value, span = item
+            if clause == "action":
                 if action is not None:
-                    duplicate.append(self.nspan(item))
-                action = str(item.children[0])
-                action_span = self.tspan(item.children[0])
-            elif item.data == "req_resource":
+                    duplicate.append(span)
+                action = str(value)
+                action_span = self.tspan(value)
+            else:
                 if resource is not None:
-                    duplicate.append(self.nspan(item))
-                resource = self.resource_expr(item.children[0])
-        span = self.nspan(node)
+                    duplicate.append(span)
+                resource = value
         if duplicate:
-            # Recorded as a requirement without action so the checker reports SOS209 at the repeat.
             first = duplicate[0]
             raise _SyntaxProblem(
                 "SOS209",
@@ -446,535 +529,370 @@ class _Builder:
                 first.col,
                 first.end_col if first.end_line == first.line else None,
             )
-        return ast.Requirement(tool, self.namespace, action, resource, span, tool_span, action_span)
+        return ast.Requirement(
+            tool, self.namespace, action, resource, self.mspan(meta), tool_span, action_span
+        )
 
-    def resource_expr(self, node: Any) -> ast.ResourceExpr:
-        span = self.nspan(node)
-        if node.data == "call_resource":
-            func = str(node.children[0])
-            ref = self.ref_token(node.children[1])
-            if func != "path":
-                raise _SyntaxProblem(
-                    "SOS208",
-                    f"unknown resource function {func!r}: resources are path(args.x) or a string template",
-                    span.line,
-                    span.col,
-                    span.col + len(func),
-                )
-            return ast.PathResource(ref, span)
-        if node.data == "template_resource":
-            tok = node.children[0]
-            raw = self.string(tok)
-            return ast.TemplateResource(raw, self.template_parts(raw, tok), span)
-        # a bare reference is the one-hole template
-        ref = self.ref_token(node.children[0])
-        return ast.TemplateResource("{" + ref.dotted + "}", (ref,), span)
+    @v_args(meta=True)
+    def annotation(self, meta: Any, children: list[Token]) -> ast.Annotation:
+        """``@name("value")``."""
+        return ast.Annotation(str(children[0]), self.string(children[1]), self.mspan(meta))
 
-    def template_parts(self, raw: str, tok: Token) -> tuple[str | ast.Ref, ...]:
-        parts: list[str | ast.Ref] = []
-        pos = 0
-        base_col = (tok.column or 1) + 1
-        line = (tok.line or 1) + self.off
-        for m in _HOLE_RE.finditer(raw):
-            if m.start() > pos:
-                parts.append(raw[pos : m.start()])
-            inner = m.group(1).strip()
-            col = base_col + m.start()
-            if not _DOTTED_RE.match(inner):
-                raise _SyntaxProblem(
-                    "SOS208",
-                    f"template hole {{{m.group(1)}}} is not a reference such as {{args.name}}",
-                    line,
-                    col,
-                    col + len(m.group(0)),
-                )
-            root, *rest = inner.split(".")
-            parts.append(
-                ast.Ref(
-                    root, tuple(rest), ast.Span(self.file, line, col, line, col + len(m.group(0)))
-                )
-            )
-            pos = m.end()
-        if pos < len(raw):
-            parts.append(raw[pos:])
-        for part in parts:
-            if isinstance(part, str) and ("{" in part or "}" in part):
-                raise _SyntaxProblem(
-                    "SOS208",
-                    "unbalanced '{' or '}' in resource template",
-                    line,
-                    base_col,
-                    base_col + len(raw),
-                )
-        return tuple(parts)
-
-    def rule(self, node: Any) -> ast.Rule:
-        children = list(node.children)
+    @v_args(meta=True)
+    def rule(self, meta: Any, children: list[Any]) -> ast.Rule:
+        """``[@id(...)] permit|forbid ACTIONS on PATTERN [when COND] [unless COND]``."""
+        i = 0
         annotations: list[ast.Annotation] = []
-        while children and isinstance(children[0], Tree) and children[0].data == "annotation":
-            ann = children.pop(0)
-            annotations.append(
-                ast.Annotation(str(ann.children[0]), self.string(ann.children[1]), self.nspan(ann))
-            )
-        effect_tok = children.pop(0)
-        action_toks = []
-        while children and children[0].type in ("STAR", "NAME"):
-            action_toks.append(children.pop(0))
-        pattern_tok = children.pop(0)
-        actions: tuple[str, ...] = tuple(str(t) for t in action_toks)
-        action_spans: tuple[ast.Span, ...] = tuple(self.tspan(t) for t in action_toks)
+        while isinstance(children[i], ast.Annotation):
+            annotations.append(children[i])
+            i += 1
+        effect_tok: Token = children[i]
+        i += 1
+        action_toks: list[Token] = []
+        while isinstance(children[i], Token) and children[i].type in ("STAR", "NAME"):
+            action_toks.append(children[i])
+            i += 1
+        pattern_tok: Token = children[i]
         pattern = ast.Pattern(self.string(pattern_tok), self.tspan(pattern_tok))
-        condition: ast.Expr | None = None
-        kind: Any = None
-        if children:
-            kind = str(children[0])
-            condition = self.expr(children[1])
+        clauses = dict(children[i + 1 :])
         # The rule's position is its keyword, so the auto id names the permit/forbid line.
         effect_span = self.tspan(effect_tok)
-        end = self.nspan(node)
-        span = ast.Span(self.file, effect_span.line, effect_span.col, end.end_line, end.end_col)
+        end = self.mspan(meta)
         effect: Any = str(effect_tok)
         return ast.Rule(
             effect,
-            actions,
+            tuple(str(t) for t in action_toks),
             pattern,
-            condition,
-            kind,
+            clauses.get("when"),
+            clauses.get("unless"),
             self.namespace,
             tuple(annotations),
-            span,
-            action_spans,
+            ast.Span(self.file, effect_span.line, effect_span.col, end.end_line, end.end_col),
+            tuple(self.tspan(t) for t in action_toks),
         )
 
-    def toolpolicy(self, node: Any) -> ast.ToolPolicyDecl:
-        name, name_span = self.tool_ref(node.children[0])
+    def when_clause(self, children: list[Any]) -> tuple[str, ast.Expr]:
+        """``when COND``."""
+        return ("when", self.operand(children[0]))
+
+    def unless_clause(self, children: list[Any]) -> tuple[str, ast.Expr]:
+        """``unless COND``."""
+        return ("unless", self.operand(children[0]))
+
+    @v_args(meta=True)
+    def condition_decl(self, meta: Any, children: list[Any]) -> ast.ConditionDecl:
+        """``condition NAME = EXPR``."""
+        name: Token = children[0]
+        return ast.ConditionDecl(
+            str(name), self.operand(children[1]), self.namespace, self.mspan(meta), self.tspan(name)
+        )
+
+    @v_args(meta=True)
+    def tp_mode(self, meta: Any, children: list[Token]) -> _Item:
+        """``mode NAME`` in a toolpolicy."""
+        return ("mode", children[0], self.mspan(meta))
+
+    def tp_entry(self, children: list[Token]) -> ast.ToolPolicyEntry:
+        """One toolpolicy list entry, bare or quoted."""
+        tok = children[0]
+        quoted = tok.type == "STRING"
+        return ast.ToolPolicyEntry(
+            self.string(tok) if quoted else str(tok), quoted, self.tspan(tok)
+        )
+
+    def tp_entries(self, children: list[ast.ToolPolicyEntry]) -> list[ast.ToolPolicyEntry]:
+        """A toolpolicy list's entries."""
+        return children
+
+    def tp_list(self, children: list[Any]) -> _Item:
+        """``managed|harness_local|external_direct ENTRIES``."""
+        key = children[0]
+        entries = children[1] if len(children) > 1 else []
+        return (str(key), tuple(entries), self.tspan(key))
+
+    @v_args(meta=True)
+    def toolpolicy(self, meta: Any, children: list[Any]) -> ast.ToolPolicyDecl:
+        """``toolpolicy NAME { mode ...; managed ...; ... }``."""
+        name, name_span = self.tool_ref(children[0])
         mode: str | None = None
         mode_span: ast.Span | None = None
         lists: dict[str, tuple[ast.ToolPolicyEntry, ...]] = {}
         clause_spans: list[tuple[str, ast.Span]] = []
-        for item in node.children[1:]:
-            if not isinstance(item, Tree) or item.data == "empty":
+        for item in children[1:]:
+            if item is None:
                 continue
-            if item.data == "tp_mode":
-                clause_spans.append(("mode", self.nspan(item)))
-                mode = str(item.children[0])
-                mode_span = self.tspan(item.children[0])
-            elif item.data == "tp_list":
-                key = str(item.children[0])
-                clause_spans.append((key, self.tspan(item.children[0])))
-                entries: list[ast.ToolPolicyEntry] = []
-                if len(item.children) > 1:
-                    for entry in item.children[1].children:
-                        tok: Any = entry.children[0]
-                        quoted = tok.type == "STRING"
-                        value = self.string(tok) if quoted else str(tok)
-                        entries.append(ast.ToolPolicyEntry(value, quoted, self.tspan(tok)))
-                lists[key] = lists.get(key, ()) + tuple(entries)
+            clause, value, span = item
+            clause_spans.append((clause, span))
+            if clause == "mode":
+                mode = str(value)
+                mode_span = self.tspan(value)
+            else:
+                lists[clause] = lists.get(clause, ()) + value
         return ast.ToolPolicyDecl(
             name=name,
             mode=mode,
             managed=lists.get("managed"),
             harness_local=lists.get("harness_local"),
             external_direct=lists.get("external_direct"),
-            span=self.nspan(node),
+            span=self.mspan(meta),
             name_span=name_span,
             mode_span=mode_span,
             clause_spans=tuple(clause_spans),
         )
 
-    def test_block(self, node: Any) -> ast.TestBlock:
-        name = self.string(node.children[0])
-        context: dict[str, ast.Value] = {}
+    @v_args(meta=True)
+    def test_context(self, meta: Any, children: list[Any]) -> _Item:
+        """``context {...}`` in a test."""
+        self._clause_pairs["context"] = self._pair_spans
+        return ("context", children[0], self.mspan(meta))
+
+    @v_args(meta=True)
+    def test_call(self, meta: Any, children: list[Any]) -> _Item:
+        """``call TOOL [{...}]`` in a test."""
+        self._clause_pairs["call"] = self._pair_spans if len(children) > 1 else ()
+        return ("call", children, self.mspan(meta))
+
+    @v_args(meta=True)
+    def test_expect(self, meta: Any, children: list[Token]) -> _Item:
+        """``expect allow|deny [REASON]`` in a test."""
+        return ("expect", children, self.mspan(meta))
+
+    @v_args(meta=True)
+    def test_skip(self, meta: Any, children: list[Token]) -> _Item:
+        """``skip ["reason"]`` in a test."""
+        return ("skip", self.string(children[0]) if children else "", self.mspan(meta))
+
+    @v_args(meta=True)
+    def test_policy(self, meta: Any, children: list[Token]) -> _Item:
+        """``policy NAME`` in a test."""
+        return ("policy", children[0], self.mspan(meta))
+
+    @v_args(meta=True)
+    def test_block(self, meta: Any, children: list[Any]) -> ast.TestBlock:
+        """``test "name" { [policy NAME] context {...} call TOOL {...} expect ... }``."""
+        try:
+            return self._test_block(meta, children)
+        finally:
+            self._duplicates = []
+            self._clause_pairs = {}
+
+    def _test_block(self, meta: Any, children: list[Any]) -> ast.TestBlock:
+        name = self.string(children[0])
+        fields: dict[str, Any] = {}
+        spans: dict[str, ast.Span] = {}
+        for item in children[1:]:
+            if item is None:
+                continue
+            clause, value, span = item
+            if clause in fields:
+                raise _SyntaxProblem(
+                    "SOS402",
+                    f"test {name!r} has more than one '{clause}' clause",
+                    span.line,
+                    span.col,
+                    span.end_col if span.end_line == span.line else None,
+                )
+            fields[clause] = value
+            spans[clause] = span
         tool: str | None = None
         tool_span: ast.Span | None = None
         args: dict[str, ast.Value] = {}
+        if "call" in fields:
+            tool, tool_span = self.tool_ref(fields["call"][0])
+            if len(fields["call"]) > 1:
+                args = fields["call"][1]
         effect: Any = None
         reason: str | None = None
         expect_span: ast.Span | None = None
         reason_span: ast.Span | None = None
-        seen: set[str] = set()
+        if "expect" in fields:
+            effect_tok, *reason_tok = fields["expect"]
+            effect = str(effect_tok)
+            expect_span = self.tspan(effect_tok)
+            if reason_tok:
+                reason = str(reason_tok[0])
+                reason_span = self.tspan(reason_tok[0])
         policy: str | None = None
         policy_span: ast.Span | None = None
-        for item in node.children[1:]:
-            if not isinstance(item, Tree) or item.data == "empty":
-                continue
-            if item.data in seen:
-                sp = self.nspan(item)
-                raise _SyntaxProblem(
-                    "SOS402",
-                    f"test {name!r} has more than one '{item.data.removeprefix('test_')}' clause",
-                    sp.line,
-                    sp.col,
-                    sp.end_col if sp.end_line == sp.line else None,
-                )
-            seen.add(item.data)
-            if item.data == "test_context":
-                obj = self.value(item.children[0])
-                assert isinstance(obj, dict)
-                context = obj
-            elif item.data == "test_call":
-                tool, tool_span = self.tool_ref(item.children[0])
-                if len(item.children) > 1:
-                    obj = self.value(item.children[1])
-                    assert isinstance(obj, dict)
-                    args = obj
-            elif item.data == "test_policy":
-                policy, policy_span = self.tool_ref(item.children[0])
-            elif item.data == "test_expect":
-                effect = str(item.children[0])
-                expect_span = self.tspan(item.children[0])
-                if len(item.children) > 1:
-                    reason = str(item.children[1])
-                    reason_span = self.tspan(item.children[1])
+        if "policy" in fields:
+            policy, policy_span = self.tool_ref(fields["policy"])
         return ast.TestBlock(
             name=name,
             namespace=self.namespace,
-            context=context,
+            context=fields.get("context", {}),
             tool=tool,
             args=args,
             expect_effect=effect,
             expect_reason=reason,
-            span=self.nspan(node),
+            span=self.mspan(meta),
             tool_span=tool_span,
             expect_span=expect_span,
             policy=policy,
             policy_span=policy_span,
             reason_span=reason_span,
+            context_span=spans.get("context"),
+            skip=fields.get("skip"),
+            duplicate_keys=tuple(self._duplicates),
+            call_span=spans.get("call"),
+            context_pair_spans=self._clause_pairs.get("context", ()),
+            args_pair_spans=self._clause_pairs.get("call", ()),
         )
 
-    def value(self, node: Any) -> ast.Value:
-        if isinstance(node, Token):  # pragma: no cover - the grammar wraps values
-            return str(node)
-        kind = node.data
-        if kind == "object":
-            out: dict[str, ast.Value] = {}
-            for pair in node.children:
-                key_tok = pair.children[0]
-                key = self.string(key_tok) if key_tok.type == "STRING" else str(key_tok)
-                out[key] = self.value(pair.children[1])
-            return out
-        if kind == "v_string":
-            return self.string(node.children[0])
-        if kind == "v_number":
-            return _number(str(node.children[0]))
-        if kind == "v_true":
-            return True
-        if kind == "v_false":
-            return False
-        if kind == "v_null":
-            return None
-        if kind == "v_list":
-            return [self.value(c) for c in node.children]
-        raise _SyntaxProblem("SOS101", f"unexpected value {kind}", self.nspan(node).line, 1)
+    # -- test values
+
+    def object(self, children: list[tuple[str, ast.Value, ast.Span]]) -> dict[str, ast.Value]:
+        """``{ key: value, ... }`` (a key written twice is recorded: the checker reports it)."""
+        out: dict[str, ast.Value] = {}
+        for key, value, span in children:
+            if key in out:
+                self._duplicates.append(span)
+            out[key] = value
+        # objects are built inside out: the last one built is a clause's own
+        self._pair_spans = tuple(span for _key, _value, span in children)
+        return out
+
+    def pair(self, children: list[Any]) -> tuple[str, ast.Value, ast.Span]:
+        """``key: value`` (key bare or quoted)."""
+        key_tok: Token = children[0]
+        key = self.string(key_tok) if key_tok.type == "STRING" else str(key_tok)
+        return key, children[1], self.tspan(key_tok)
+
+    def v_string(self, children: list[Token]) -> str:
+        """A string value."""
+        return self.string(children[0])
+
+    def v_number(self, children: list[Token]) -> int | float:
+        """A number value."""
+        return self.number(children[0])
+
+    def v_true(self, _children: list[Any]) -> bool:
+        """``true``."""
+        return True
+
+    def v_false(self, _children: list[Any]) -> bool:
+        """``false``."""
+        return False
+
+    def v_null(self, _children: list[Any]) -> None:
+        """``null``."""
+        return None
+
+    def v_list(self, children: list[ast.Value]) -> list[ast.Value]:
+        """``[a, b, ...]``."""
+        return list(children)
 
     # -- expressions
-    def ref_token(self, tok: Any) -> ast.Ref:
-        root, *path = str(tok).split(".")
-        return ast.Ref(root, tuple(path), self.tspan(tok))
 
-    def expr(self, node: Any) -> ast.Expr:
-        if isinstance(node, Token):
-            if node.type == "STRING":
-                return ast.Literal(self.string(node), self.tspan(node))
-            if node.type == "SIGNED_NUMBER":
-                return ast.Literal(_number(str(node)), self.tspan(node))
-            return self.ref_token(node)
-        kind = node.data
-        span = self.nspan(node)
-        if kind == "or_op" or kind == "and_op":
-            op: Any = "or" if kind == "or_op" else "and"
-            return ast.BoolOp(op, self.expr(node.children[0]), self.expr(node.children[1]), span)
-        if kind == "not_op":
-            return ast.Not(self.expr(node.children[0]), span)
-        if kind == "compare":
-            cmp_op: Any = str(node.children[1])
-            return ast.Compare(
-                cmp_op, self.expr(node.children[0]), self.expr(node.children[2]), span
-            )
-        if kind == "in_op":
-            return ast.Compare("in", self.expr(node.children[0]), self.expr(node.children[1]), span)
-        if kind == "not_in_op":
-            return ast.Compare(
-                "not in", self.expr(node.children[0]), self.expr(node.children[1]), span
-            )
-        if kind == "e_true":
-            return ast.Literal(True, span)
-        if kind == "e_false":
-            return ast.Literal(False, span)
-        if kind == "call":
-            func = str(node.children[0])
-            return ast.Call(func, tuple(self.expr(c) for c in node.children[1:]), span)
-        if kind == "e_list":
-            return ast.ListExpr(tuple(self.expr(c) for c in node.children), span)
-        raise _SyntaxProblem("SOS101", f"unexpected expression {kind}", span.line, span.col)
+    @v_args(meta=True)
+    def or_op(self, meta: Any, children: list[Any]) -> ast.BoolOp:
+        """``a or b or ...``."""
+        return ast.BoolOp("or", tuple(self.operand(c) for c in children), self.mspan(meta))
 
+    @v_args(meta=True)
+    def and_op(self, meta: Any, children: list[Any]) -> ast.BoolOp:
+        """``a and b and ...``."""
+        return ast.BoolOp("and", tuple(self.operand(c) for c in children), self.mspan(meta))
 
-def _number(text: str) -> int | float:
-    if re.fullmatch(r"-?(?:0|[1-9][0-9]*)", text):
-        return int(text)
-    return float(text)
+    @v_args(meta=True)
+    def not_op(self, meta: Any, children: list[Any]) -> ast.Not:
+        """``not a``."""
+        return ast.Not(self.operand(children[0]), self.mspan(meta))
 
+    @v_args(meta=True)
+    def concat(self, meta: Any, children: list[Any]) -> ast.Concat:
+        """``a + b + ...``."""
+        return ast.Concat(tuple(self.operand(c) for c in children), self.mspan(meta))
 
-# ------------------------------------------------------ fast path for rules
-#
-# A 10,000-rule policy spends most of its compile time in Lark building trees
-# for one-line rules. Lines that are a complete rule of the simplest shape
-# (``permit|forbid ACTIONS on "PATTERN" [when|unless CMP {and|or CMP}]`` with
-# string, number or reference operands, no escapes, no annotations) are built
-# here directly; everything else still goes through Lark. The result is the
-# AST Lark's path builds (tests/policy/test_parser.py compares the two), and
-# any doubt -- a syntax error anywhere, a Lark statement spanning a fast line
-# -- falls back to the full Lark parse, so diagnostics never change.
-
-_FAST_START_RE = re.compile(r"[ \t]*(?:permit|forbid)[ \t]")
-_FAST_TOKEN_RE = re.compile(
-    r'[ \t\r\f]*(?:(?P<s>"[^"\\\n]*")'
-    r"|(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])"
-    r"|(?P<w>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
-    r"|(?P<o>==|!=|,|\*)"
-    r"|(?P<c>#.*)|(?P<e>$))"
-)
-#: Words that a fast line never treats as a name or reference (Lark may lex them
-#: as keywords in some parser state: such lines go through Lark).
-_RESERVED = frozenset(
-    {
-        "permit",
-        "forbid",
-        "on",
-        "when",
-        "unless",
-        "and",
-        "or",
-        "not",
-        "in",
-        "true",
-        "false",
-        "namespace",
-        "requirement",
-        "toolpolicy",
-        "test",
-    }
-)
-_NAMESPACE_LINE_RE = re.compile(r"[ \t]*namespace[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t\r\f]*(?:#.*)?$")
-_BLANK_OR_COMMENT_RE = re.compile(r"[ \t\r\f]*(?:#.*)?$")
-_NEXT_STATEMENT_RE = re.compile(
-    r"[ \t\r\f]*(?:[@;]|(?:namespace|requirement|permit|forbid|toolpolicy|test)(?![A-Za-z0-9_]))"
-)
-
-#: A fast token: (kind, text, column).
-_FastToken = tuple[str, str, int]
-
-
-def _fast_tokens(line: str) -> list[_FastToken] | None:
-    out: list[_FastToken] = []
-    pos = 0
-    end = len(line)
-    match = _FAST_TOKEN_RE.match
-    while True:
-        m = match(line, pos)
-        if m is None:
-            return None
-        kind = m.lastgroup or ""
-        if kind in ("c", "e"):
-            return out if m.end() == end else None
-        start = m.start(kind)
-        out.append((kind, m.group(kind), start + 1))
-        pos = m.end()
-
-
-class _FastLine:
-    """Builds one rule from a line's tokens, or reports that it cannot (None)."""
-
-    __slots__ = ("file", "i", "line", "toks")
-
-    def __init__(self, file: str, line: int, toks: list[_FastToken]) -> None:
-        self.file = file
-        self.line = line
-        self.toks = toks
-        self.i = 0
-
-    def span(self, tok: _FastToken) -> ast.Span:
-        return ast.Span(self.file, self.line, tok[2], self.line, tok[2] + len(tok[1]))
-
-    def peek(self) -> _FastToken | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def word(self, *values: str) -> _FastToken | None:
-        tok = self.peek()
-        if tok is not None and tok[0] == "w" and tok[1] in values:
-            self.i += 1
-            return tok
-        return None
-
-    def rule(self, namespace: str) -> ast.Rule | None:
-        effect = self.word("permit", "forbid")
-        if effect is None:
-            return None
-        actions: list[_FastToken] = []
-        tok = self.peek()
-        if tok is not None and tok[0] == "o" and tok[1] == "*":
-            actions.append(tok)
-            self.i += 1
-        else:
-            while True:
-                tok = self.peek()
-                if tok is None or tok[0] != "w" or "." in tok[1] or tok[1] in _RESERVED:
-                    return None
-                actions.append(tok)
-                self.i += 1
-                tok = self.peek()
-                if tok is None or tok[1] != ",":
-                    break
-                self.i += 1
-        if self.word("on") is None:
-            return None
-        pattern = self.peek()
-        if pattern is None or pattern[0] != "s":
-            return None
-        self.i += 1
-        condition: ast.Expr | None = None
-        kind: Any = None
-        end_col = pattern[2] + len(pattern[1])
-        cond_kw = self.word("when", "unless")
-        if cond_kw is not None:
-            condition = self.disjunction()
-            if condition is None:
-                return None
-            kind = cond_kw[1]
-            end_col = condition.span.end_col
-        if self.i != len(self.toks):
-            return None
-        effect_value: Any = effect[1]
-        return ast.Rule(
-            effect_value,
-            tuple(t[1] for t in actions),
-            ast.Pattern(pattern[1][1:-1], self.span(pattern)),
-            condition,
-            kind,
-            namespace,
-            (),
-            ast.Span(self.file, self.line, effect[2], self.line, end_col),
-            tuple(self.span(t) for t in actions),
+    @v_args(meta=True)
+    def compare(self, meta: Any, children: list[Any]) -> ast.Compare:
+        """``a == b``, ``a != b``, ``a < b``, ``a <= b``, ``a > b``, ``a >= b``."""
+        op: Any = str(children[1])
+        return ast.Compare(
+            op, self.operand(children[0]), self.operand(children[2]), self.mspan(meta)
         )
 
-    def disjunction(self) -> ast.Expr | None:
-        left = self.conjunction()
-        while left is not None and self.word("or") is not None:
-            right = self.conjunction()
-            if right is None:
-                return None
-            left = ast.BoolOp("or", left, right, self._join(left, right))
-        return left
+    @v_args(meta=True)
+    def in_op(self, meta: Any, children: list[Any]) -> ast.Compare:
+        """``a in b``."""
+        return ast.Compare(
+            "in", self.operand(children[0]), self.operand(children[1]), self.mspan(meta)
+        )
 
-    def conjunction(self) -> ast.Expr | None:
-        left: ast.Expr | None = self.comparison()
-        while left is not None and self.word("and") is not None:
-            right = self.comparison()
-            if right is None:
-                return None
-            left = ast.BoolOp("and", left, right, self._join(left, right))
-        return left
+    @v_args(meta=True)
+    def not_in_op(self, meta: Any, children: list[Any]) -> ast.Compare:
+        """``a not in b``."""
+        return ast.Compare(
+            "not in", self.operand(children[0]), self.operand(children[1]), self.mspan(meta)
+        )
 
-    def _join(self, left: ast.Expr, right: ast.Expr) -> ast.Span:
-        return ast.Span(self.file, self.line, left.span.col, self.line, right.span.end_col)
+    @v_args(meta=True)
+    def e_true(self, meta: Any, _children: list[Any]) -> ast.Literal:
+        """``true`` in an expression."""
+        return ast.Literal(True, self.mspan(meta))
 
-    def comparison(self) -> ast.Compare | None:
-        left = self.operand()
-        if left is None:
-            return None
-        tok = self.peek()
-        if tok is None:
-            return None
-        op: Any
-        if tok[0] == "o" and tok[1] in ("==", "!="):
-            op = tok[1]
-            self.i += 1
-        elif self.word("in") is not None:
-            op = "in"
-        elif self.word("not") is not None:
-            if self.word("in") is None:
-                return None
-            op = "not in"
-        else:
-            return None
-        right = self.operand()
-        if right is None:
-            return None
-        return ast.Compare(op, left, right, self._join(left, right))
+    @v_args(meta=True)
+    def e_false(self, meta: Any, _children: list[Any]) -> ast.Literal:
+        """``false`` in an expression."""
+        return ast.Literal(False, self.mspan(meta))
 
-    def operand(self) -> ast.Expr | None:
-        tok = self.peek()
-        if tok is None:
-            return None
-        kind, text, _col = tok
-        if kind == "s":
-            self.i += 1
-            return ast.Literal(text[1:-1], self.span(tok))
-        if kind == "n":
-            self.i += 1
-            return ast.Literal(_number(text), self.span(tok))
-        if kind == "w" and text not in _RESERVED:
-            self.i += 1
-            root, *path = text.split(".")
-            return ast.Ref(root, tuple(path), self.span(tok))
-        return None
+    @v_args(meta=True)
+    def call(self, meta: Any, children: list[Any]) -> ast.Call:
+        """``f(a, ...)``."""
+        return ast.Call(
+            str(children[0]), tuple(self.operand(c) for c in children[1:]), self.mspan(meta)
+        )
+
+    @v_args(meta=True)
+    def e_list(self, meta: Any, children: list[Any]) -> ast.ListExpr:
+        """``[a, b, ...]`` in an expression."""
+        return ast.ListExpr(tuple(self.operand(c) for c in children), self.mspan(meta))
+
+
+# ------------------------------------------------------ fast path merge
 
 
 def _parse_fast(text: str, filename: str) -> list[ast.Statement] | None:
-    """Parse with one-line rules built directly; None when the Lark path must decide."""
-    lines = text.split("\n")
-    fast: dict[int, ast.Rule] = {}
-    guess = ast.DEFAULT_NAMESPACE  # the namespace in force, if the file parses as it looks
-    for i, line in enumerate(lines):
-        if not _FAST_START_RE.match(line) or "\\" in line:
-            ns = _NAMESPACE_LINE_RE.match(line)
-            if ns is not None:
-                guess = ns.group(1)
-            continue
-        toks = _fast_tokens(line)
-        if toks is None:
-            continue
-        # The next statement must start on a later line: nothing after this
-        # line may continue the rule (a condition can span lines).
-        j = i + 1
-        while j < len(lines) and _BLANK_OR_COMMENT_RE.match(lines[j]):
-            j += 1
-        if j < len(lines) and not _NEXT_STATEMENT_RE.match(lines[j]):
-            continue
-        rule = _FastLine(filename, i + 1, toks).rule(guess)
-        if rule is not None:
-            fast[i + 1] = rule
-    if len(fast) < 64:
-        return None  # not worth it: the Lark path alone
-    rest = "\n".join("" if (i + 1) in fast else line for i, line in enumerate(lines))
-    try:
-        tree = _parser().parse(rest)
-    except (LarkError, RecursionError):
+    """Parse with the one-line statements built by ``fastpath`` and the rest by Lark;
+    None when the Lark path alone must decide."""
+    fast = scan(text, filename)
+    if fast.complete:
+        return [statement for _, statement in fast.statements]
+    if not fast.statements:
         return None
-    fast_lines = sorted(fast)
-    builder = _Builder(filename, 0)
+    lines = text.split("\n")
+    rest = "\n".join("" if (i + 1) in fast.lines else line for i, line in enumerate(lines))
+    try:
+        tree = parser().parse(rest)
+    except _PARSE_ERRORS:
+        return None
+    used = sorted(fast.lines)
+    builder = AstBuilder(filename, 0)
     out: list[ast.Statement] = []
+    items = fast.statements
     k = 0
     try:
         for child in tree.children:
             meta: Any = getattr(child, "meta", None)
             if not getattr(meta, "empty", True):
                 start, end = meta.line, meta.end_line
-                while k < len(fast_lines) and fast_lines[k] < start:
-                    out.append(_in_namespace(fast[fast_lines[k]], builder.namespace))
+                while k < len(items) and items[k][0] < start:
+                    out.append(_in_namespace(items[k][1], builder.namespace))
                     k += 1
-                if k < len(fast_lines) and fast_lines[k] < end:
+                j = bisect.bisect_left(used, start)
+                if j < len(used) and used[j] <= end:
                     return None  # a Lark statement spans a fast line: not what it seemed
             statement = builder.statement(child)
             if statement is not None:
                 out.append(statement)
-    except _SyntaxProblem:
+    except (_SyntaxProblem, RecursionError):
         return None
-    while k < len(fast_lines):
-        out.append(_in_namespace(fast[fast_lines[k]], builder.namespace))
+    while k < len(items):
+        out.append(_in_namespace(items[k][1], builder.namespace))
         k += 1
     return out
 
 
-def _in_namespace(rule: ast.Rule, namespace: str) -> ast.Rule:
-    return rule if rule.namespace == namespace else dataclasses.replace(rule, namespace=namespace)
+def _in_namespace(statement: ast.Statement, namespace: str) -> ast.Statement:
+    if not isinstance(statement, ast.Rule | ast.Requirement) or statement.namespace == namespace:
+        return statement
+    return dataclasses.replace(statement, namespace=namespace)

@@ -14,13 +14,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from sharedos.policy.conditions import (
-    EvalError,
-    compile_expr,
-    contains,
-    roots,
-    values_equal,
-)
+from sharedos.policy.conditions import compile_expr, operands, roots
+from sharedos.policy.functions import EvalError, member, values_equal
 
 T, F, E = "T", "F", "E"
 _UNKNOWN = object()
@@ -36,25 +31,21 @@ def outcomes(enc: list[Any], context: Any, action: str) -> frozenset[str]:
     ``decide`` for every concrete choice of arguments.
     """
     kind = enc[0]
-    if kind == "and":
-        a = outcomes(enc[1], context, action)
+    if kind in ("and", "or"):
+        # Left to right: an operand that decides (F for and, T for or) or
+        # errors stops the chain; otherwise the next operand is reached.
+        stop = F if kind == "and" else T
+        go_on = T if kind == "and" else F
         out: set[str] = set()
-        if F in a:
-            out.add(F)
-        if E in a:
-            out.add(E)
-        if T in a:
-            out |= outcomes(enc[2], context, action)
-        return frozenset(out)
-    if kind == "or":
-        a = outcomes(enc[1], context, action)
-        out = set()
-        if T in a:
-            out.add(T)
-        if E in a:
-            out.add(E)
-        if F in a:
-            out |= outcomes(enc[2], context, action)
+        reached = True
+        for operand in enc[1:]:
+            a = outcomes(operand, context, action)
+            out |= a & {stop, E}
+            if go_on not in a:
+                reached = False
+                break
+        if reached:
+            out.add(go_on)
         return frozenset(out)
     if kind == "not":
         inner = outcomes(enc[1], context, action)
@@ -82,14 +73,7 @@ def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
     if "args" in roots(enc) or "resource" in roots(enc):
         # Every operand of a comparison, call or list is evaluated (no short
         # circuit), so an operand that certainly errors makes the whole an error.
-        if kind == "cmp":
-            children = [enc[2], enc[3]]
-        elif kind == "call":
-            children = list(enc[2])
-        elif kind == "list":
-            children = list(enc[1])
-        else:
-            children = []
+        children = operands(enc)
         if any(_partial_value(c, context, action) is _ERROR for c in children):
             return _ERROR
         return _UNKNOWN
@@ -179,8 +163,8 @@ class JointSpace:
         node = _normal(node)
         kind = node[0]
         if kind in ("and", "or"):
-            self._walk(node[1])
-            self._walk(node[2])
+            for operand in node[1:]:
+                self._walk(operand)
             return
         if kind == "not":
             self._walk(node[1])
@@ -251,13 +235,9 @@ class JointSpace:
 def _candidates(op: str, side: str, value: Any) -> list[Any]:
     if op == "==":
         return [value]
-    if side == "L":  # args.p in VALUE
+    if side == "L":  # args.p in VALUE: membership in a list (anything else errors)
         if isinstance(value, list | tuple):
             return list(value)
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, Mapping):
-            return [k for k in value if isinstance(k, str)]
         return []
     return [[value]]  # VALUE in args.p: a list holding it
 
@@ -269,8 +249,8 @@ def _value_atom(mine: Any, side: str, other: Any, op: str) -> str:
         if op == "==":
             return T if values_equal(mine, other) else F
         if side == "L":
-            return T if contains(other, mine) else F
-        return T if contains(mine, other) else F
+            return T if member(mine, other) else F
+        return T if member(other, mine) else F
     except EvalError:
         return E
     except Exception:
@@ -281,12 +261,14 @@ def outcome_under(enc: list[Any], context: Any, action: str, assign: Mapping[str
     """T/F/E of a boolean condition when each argument atom takes the value in ``assign``."""
     enc = _normal(enc)
     kind = enc[0]
-    if kind == "and":
-        a = outcome_under(enc[1], context, action, assign)
-        return a if a != T else outcome_under(enc[2], context, action, assign)
-    if kind == "or":
-        a = outcome_under(enc[1], context, action, assign)
-        return a if a != F else outcome_under(enc[2], context, action, assign)
+    if kind in ("and", "or"):
+        go_on = T if kind == "and" else F
+        result = go_on
+        for operand in enc[1:]:
+            result = outcome_under(operand, context, action, assign)
+            if result != go_on:
+                return result
+        return result
     if kind == "not":
         return {T: F, F: T, E: E}[outcome_under(enc[1], context, action, assign)]
     if _reads_args(enc):

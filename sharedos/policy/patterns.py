@@ -109,10 +109,10 @@ def _parse_segment(text: str, offset: int) -> Seg:
     return ["G", pieces]
 
 
-def literal_prefix(enc: Mapping[str, Any]) -> list[str]:
-    """The leading literal segments (the part the trie indexes)."""
+def literal_prefix(pattern: Mapping[str, Any] | Resolved) -> list[str]:
+    """The leading literal segments of an encoded or resolved pattern (the part the index walks)."""
     out: list[str] = []
-    for seg in enc["segs"]:
+    for seg in pattern.segs if isinstance(pattern, Resolved) else pattern["segs"]:
         if seg[0] != "L":
             break
         out.append(seg[1])
@@ -197,6 +197,23 @@ def resolve(enc: Mapping[str, Any], context: Any, *, forbid: bool = False) -> Re
             regex = "".join(re.escape(t) if k == "t" else "[^/]*" for k, t in pieces)
             out.append(("G", regex, tuple(pieces)))
     return Resolved(True, bool(enc["abs"]), tuple(out))
+
+
+def resolved_text(resolved: Resolved) -> str:
+    """A resolved pattern written back as a glob (``/home/carol/**``), for explanations."""
+    out: list[str] = []
+    for seg in resolved.segs:
+        kind = seg[0]
+        if kind == "L":
+            out.append(seg[1])
+        elif kind == "S":
+            out.append("*")
+        elif kind == "D":
+            out.append("**")
+        else:
+            out.append("".join(t if k == "t" else "*" for k, t in seg[2]))
+    body = "/".join(out)
+    return ("/" + body) if resolved.absolute else body
 
 
 def to_regex(resolved: Resolved) -> str:

@@ -1,29 +1,34 @@
 """Run a policy's own ``test`` blocks and measure rule coverage (``sharedos-policy test``).
 
 Each test block names a context, a call (tool and arguments) and the expected
-decision (``allow``/``deny`` and optionally a reason code). A test runs the
-real compiled policy: ``PolicySet.explain``, which makes the same decision as
-``decide`` and also reports every rule it considered.
+decision (``allow``/``deny`` and optionally a reason code). A test is
+*decided*, as the kernel decides (``cases.run_case``); only a failing test is
+explained (``PolicySet.explain``), so a run costs one indexed decision per
+test, not a walk of every rule.
 
-The test's context is passed exactly as written (no defaults are filled in),
-so a test can probe what happens when an attribute is missing.
+The test's context gets the kernel's defaults for the keys it leaves out
+(``context.complete_context``), so it decides as the kernel would for the same
+person.
 
-Coverage: a rule is *exercised* when it applied in at least one test — its
-pattern matched and its condition held (for a forbid, also when the condition
-failed closed). The percentage is truncated, never rounded up: 99.995% is
-reported as 99.99%, and 100% means every rule was exercised.
+Coverage: a rule is *exercised* when it applied in at least one test's call
+-- its pattern matched and its condition held (for a forbid, also when the
+condition failed closed), a permit overridden by a forbid included. The
+percentage is truncated, never rounded up: 99.995% is reported as 99.99%, and
+100% means every rule was exercised.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
 from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
 from sharedos.policy.context import complete_context
-from sharedos.policy.decision import Decision, Explanation, RuleRef
+from sharedos.policy.decision import Decision, RuleRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +47,20 @@ class TestOutcome:
     passed: bool
     decision: Decision | None
     message: str  # why it failed ("" when it passed)
-    applied: tuple[RuleRef, ...]  # rules that applied in this test's decision
+    applied: tuple[RuleRef, ...]  # rules that applied in this test's call
+    skipped: bool = False
+    #: the explanation of a failing test's call (the decision path), else ""
+    trace: str = ""
 
     @property
     def location(self) -> str:
         """``file:line`` of the test block."""
         return f"{self.file}:{self.line}"
+
+    @property
+    def status(self) -> str:
+        """``PASS``, ``FAIL`` or ``SKIP``."""
+        return "SKIP" if self.skipped else "PASS" if self.passed else "FAIL"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -58,9 +71,12 @@ class TestOutcome:
             "col": self.col,
             "tool": self.tool,
             "expected": {"effect": self.expected_effect, "reason": self.expected_reason},
+            "status": self.status.lower(),
             "passed": self.passed,
+            "skipped": self.skipped,
             "decision": self.decision.to_dict() if self.decision is not None else None,
             "message": self.message,
+            "trace": self.trace,
             "applied_rules": [r.to_dict() for r in self.applied],
         }
 
@@ -92,6 +108,12 @@ class Coverage:
         """Coverage with two decimals, truncated (see ``coverage_percent``)."""
         return coverage_percent(self.covered, self.total)
 
+    def meets(self, threshold: float) -> bool:
+        """True when coverage is at least ``threshold`` percent (exact integer arithmetic)."""
+        if self.total == 0:
+            return True
+        return self.covered * 100 >= threshold * self.total
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
@@ -114,11 +136,16 @@ class TestReport:
     @property
     def failed(self) -> tuple[TestOutcome, ...]:
         """The tests that failed."""
-        return tuple(o for o in self.outcomes if not o.passed)
+        return tuple(o for o in self.outcomes if not o.passed and not o.skipped)
+
+    @property
+    def skipped(self) -> tuple[TestOutcome, ...]:
+        """The tests that were skipped."""
+        return tuple(o for o in self.outcomes if o.skipped)
 
     @property
     def ok(self) -> bool:
-        """True when every test passed."""
+        """True when every test that ran passed."""
         return not self.failed
 
     def to_dict(self, *, with_coverage: bool = False) -> dict[str, Any]:
@@ -126,12 +153,37 @@ class TestReport:
         out: dict[str, Any] = {
             "tests": [o.to_dict() for o in self.outcomes],
             "total": len(self.outcomes),
-            "passed": len(self.outcomes) - len(self.failed),
+            "passed": len(self.outcomes) - len(self.failed) - len(self.skipped),
             "failed": len(self.failed),
+            "skipped": len(self.skipped),
         }
         if with_coverage:
             out["coverage"] = self.coverage.to_dict()
         return out
+
+    def junit_xml(self, suite: str = "sharedos-policy") -> str:
+        """The report as JUnit XML (one ``testcase`` per test block, classname = file)."""
+        lines = [
+            '<?xml version="1.0" encoding="UTF-8"?>',
+            f'<testsuite name={quoteattr(suite)} tests="{len(self.outcomes)}" '
+            f'failures="{len(self.failed)}" errors="0" skipped="{len(self.skipped)}">',
+        ]
+        for o in self.outcomes:
+            head = f'  <testcase classname={quoteattr(o.file)} name={quoteattr(o.name)} line="{o.line}"'
+            if o.skipped:
+                lines.append(head + ">")
+                lines.append(f"    <skipped message={quoteattr(o.message or 'skipped')}/>")
+                lines.append("  </testcase>")
+            elif o.passed:
+                lines.append(head + "/>")
+            else:
+                lines.append(head + ">")
+                lines.append(
+                    f"    <failure message={quoteattr(o.message)}>{escape(o.trace)}</failure>"
+                )
+                lines.append("  </testcase>")
+        lines.append("</testsuite>")
+        return "\n".join(lines) + "\n"
 
 
 def coverage_percent(covered: int, total: int) -> str:
@@ -147,33 +199,39 @@ def coverage_percent(covered: int, total: int) -> str:
 
 
 def run_test(policy: Any, test: ast.TestBlock) -> TestOutcome:
-    """Run one test block against a compiled ``PolicySet``.
-
-    The verdict is the core's (``sharedos.policy.cases.run_case``); the
-    explanation of the same call adds which rules applied, for coverage.
-    """
+    """Run one test block against a compiled ``PolicySet``: decide, and explain only a failure."""
     from sharedos.policy.cases import run_case
 
     tool = test.tool or ""
     expected_effect = test.expect_effect or "allow"
+    head = (test.name, test.span.file, test.span.line, test.span.col, tool, expected_effect)
+    if test.skip is not None:
+        return TestOutcome(
+            *head, test.expect_reason, False, None, test.skip or "skipped", (), skipped=True
+        )
     applied: tuple[RuleRef, ...] = ()
+    trace = ""
     try:
         case = run_case(policy, test)
+        context = complete_context(test.context)
         # A call refused by the test's run policy never reached the rules.
         reached_rules = case.decision is not None and case.decision.reason is not (
             ReasonCode.NOT_IN_RUN_POLICY
         )
         if test.tool is not None and reached_rules:
-            explanation: Explanation = policy.explain(
-                test.tool, test.args, complete_context(test.context)
-            )
-            applied = tuple(t.rule for t in explanation.rules if t.applied)
+            applied = tuple(r.ref for r in policy.applying_rules(test.tool, test.args, context))
+        if not case.passed and test.tool is not None:
+            trace = policy.explain(test.tool, test.args, context, run_policy=test.policy).render()
     # evaluation must not raise; if it does, this test fails and the run goes on
     except Exception as exc:
         return TestOutcome(
-            test.name, test.span.file, test.span.line, test.span.col, tool, expected_effect,
-            test.expect_reason, False, None, f"evaluation raised {type(exc).__name__}: {exc}", (),
-        )  # fmt: skip
+            *head,
+            test.expect_reason,
+            False,
+            None,
+            f"evaluation raised {type(exc).__name__}: {exc}",
+            (),
+        )
     message = ""
     if not case.passed:
         message = case.message
@@ -183,9 +241,19 @@ def run_test(policy: Any, test: ast.TestBlock) -> TestOutcome:
                 f"{r.id} ({r.file}:{r.line})" for r in decision.rule_ids
             )
     return TestOutcome(
-        test.name, test.span.file, test.span.line, test.span.col, tool, expected_effect,
-        test.expect_reason, case.passed, case.decision, message, applied,
-    )  # fmt: skip
+        *head, test.expect_reason, case.passed, case.decision, message, applied, trace=trace
+    )
+
+
+def select_tests(tests: Sequence[ast.TestBlock], pattern: str | None) -> tuple[ast.TestBlock, ...]:
+    """The tests whose name matches the regular expression ``pattern`` (all when None).
+
+    Raise ``re.error`` for an invalid expression.
+    """
+    if pattern is None:
+        return tuple(tests)
+    regex = re.compile(pattern)
+    return tuple(t for t in tests if regex.search(t.name))
 
 
 def run_tests(policy: Any, tests: Sequence[ast.TestBlock] | None = None) -> TestReport:

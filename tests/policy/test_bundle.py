@@ -73,6 +73,15 @@ def _rewrite(path: Path, **changes: object) -> None:
     path.write_text(json.dumps(doc))
 
 
+def _tamper(path: Path, doc: dict, *, rehash: bool) -> None:  # type: ignore[type-arg]
+    """Write an edited bundle; with ``rehash`` the attacker also fixes its hash."""
+    from sharedos.policy.policyset import program_hash
+
+    if rehash:
+        doc["bundle_hash"] = program_hash(doc["program"])
+    path.write_text(json.dumps(doc))
+
+
 def test_other_compiler_version_is_refused(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bundle = tmp_path / "b.json"
     shipped.save_bundle(bundle)
@@ -112,7 +121,9 @@ def test_junk_is_refused_with_a_clear_error(tmp_path: Path, content: bytes) -> N
 def test_malformed_program_is_refused(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bundle = tmp_path / "b.json"
     shipped.save_bundle(bundle)
-    _rewrite(bundle, program={"rules": []})
+    from sharedos.policy.policyset import program_hash
+
+    _rewrite(bundle, program={"rules": []}, bundle_hash=program_hash({"rules": []}))
     with pytest.raises(BundleError, match="malformed"):
         load_bundle(bundle)
 
@@ -134,7 +145,7 @@ def test_save_is_atomic_and_overwrites(shipped, tmp_path: Path) -> None:  # type
 def test_prepare_compiles_everything_and_changes_nothing(shipped) -> None:  # type: ignore[no-untyped-def]
     before = [shipped.decide(t, a, c) for t, a, c in CALLS]
     assert shipped.prepare() is shipped
-    assert all(rt is not None for rt in shipped._rts)
+    assert all(r is not None for r in shipped._records)
     assert [shipped.decide(t, a, c) for t, a, c in CALLS] == before
 
 
@@ -145,7 +156,7 @@ def test_index_is_packed_per_action_and_decoded_on_first_use(shipped, tmp_path: 
     entries = [e for actions in doc["program"]["index"].values() for e in actions.values()]
     assert entries and all(isinstance(e, str) for e in entries)
     loaded = load_bundle(bundle)
-    assert loaded._tries == {}  # nothing decoded by the load itself
+    assert loaded._tables == {}  # nothing decoded by the load itself
     assert [loaded.decide(t, a, c) for t, a, c in CALLS] == [
         shipped.decide(t, a, c) for t, a, c in CALLS
     ]
@@ -156,7 +167,7 @@ def test_a_corrupt_index_entry_denies_that_action_and_never_raises(shipped, tmp_
     shipped.save_bundle(bundle)
     doc = json.loads(bundle.read_text())
     doc["program"]["index"]["files"]["read"] = '[[[], {"public": "not a node"'
-    bundle.write_text(json.dumps(doc))
+    _tamper(bundle, doc, rehash=True)  # past the hash check: the decoder still fails closed
     loaded = load_bundle(bundle)
     call = ("files.read", {"path": "/public/a"}, {"principal": "bob", "roles": []})
     assert shipped.decide(*call).allowed
@@ -174,6 +185,6 @@ def test_a_malformed_requirement_fails_the_load(shipped, tmp_path: Path) -> None
     shipped.save_bundle(bundle)
     doc = json.loads(bundle.read_text())
     del doc["program"]["requirements"]["files.read"]["resource"]
-    bundle.write_text(json.dumps(doc))
+    _tamper(bundle, doc, rehash=True)
     with pytest.raises(BundleError, match="malformed"):
         load_bundle(bundle)

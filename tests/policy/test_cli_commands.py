@@ -222,9 +222,19 @@ def test_test_command_json_and_verbose() -> None:
     assert code == 0 and "allow (allowed) resource=/public/a.txt rules=public-read" in stdout
 
 
-def test_test_command_on_a_broken_policy_exits_1() -> None:
+def test_test_command_on_a_broken_policy_exits_4_not_1() -> None:
+    # CI tells "the policy does not compile" from "a test failed"
     code, _, stderr = invoke("test", str(DATA / "bad"))
-    assert code == 1 and "error[SOS" in stderr
+    assert code == 4 and "error[SOS" in stderr and "no test was run" in stderr
+
+
+def test_test_command_json_is_always_json_on_stdout() -> None:
+    import json
+
+    code, stdout, _ = invoke("test", "--format", "json", str(DATA / "bad"))
+    doc = json.loads(stdout)
+    assert code == 4 and doc["ok"] is False and doc["error"]["code"] == "does_not_compile"
+    assert doc["diagnostics"] and doc["diagnostics"][0]["code"].startswith("SOS")
 
 
 def test_shipped_policies_tests_pass_with_full_coverage(repo_root: Path) -> None:

@@ -295,8 +295,25 @@ permit read_pr on "/repos/acme/**"
         ('context.tenant != "t1"', False),
         ('context.attributes.team == "blue"', True),
         ('context.tenant in ["t1", "t2"]', True),
-        ('"ali" in context.principal', True),
-        ('"team" in context.attributes', True),
+        # 'in' is list membership only: a string or object on the right is an
+        # error (indeterminate), never a substring or key test
+        ('"ali" in context.principal', False),
+        ('"ali" not in context.principal', False),
+        ('"team" in context.attributes', False),
+        ('contains(context.principal, "ali")', True),
+        ('contains(context.principal, "bob")', False),
+        ('lower("ALICE") == context.principal', True),
+        ("args.size < 4 and args.size >= 3 and not (args.size > 3)", True),
+        ("args.size <= 2", False),
+        ("args.flag < 2", False),  # booleans are not numbers: an error
+        ("args.mode < 2", False),
+        ('"/d/" + "x.txt" == resource', True),
+        ('"/d/" + args.size == resource', False),  # '+' joins strings only
+        ('segment(resource, 1) == "d" and segment(resource, -1) == "x.txt"', True),
+        ('segment(resource, 3) == "x"', False),  # out of range: an error
+        ('any_in(["x", "staff"], context.roles)', True),
+        ('all_in(["x", "staff"], context.roles)', False),
+        ("all_in([], context.roles)", True),
         ('action == "read"', True),
         ('resource == "/d/x.txt"', True),
         ('startswith(resource, "/d/")', True),

@@ -255,3 +255,37 @@ def test_cli_write_failure_is_reported_not_crashed(
     assert code == 1
     assert "cannot write: Permission denied" in stderr
     assert target.read_text(encoding="utf-8") == (DATA / "messy.sos").read_text(encoding="utf-8")
+
+
+# ----------------------------------------- what check accepts, fmt accepts (issue 13)
+
+_SIMPLE = (
+    "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    'permit read on "/a/**" when "x" in context.roles and context.tenant == "t"\n'
+)
+
+
+def test_a_bom_and_crlf_file_is_already_formatted() -> None:
+    src = "\ufeff" + _SIMPLE.replace("\n", "\r\n")
+    result = format_source(src, "x.sos")
+    assert result.text == src  # not "every line changed"
+
+
+def test_line_width_breaks_long_rules_one_operand_per_line() -> None:
+    result = format_source(_SIMPLE, "x.sos", width=50)
+    assert result.text is not None
+    assert result.text.splitlines()[2:] == [
+        'permit read on "/a/**"',
+        '  when "x" in context.roles',
+        '    and context.tenant == "t"',
+    ]
+    assert format_source(result.text, "x.sos", width=50).text == result.text
+    assert format_source(result.text, "x.sos").text == _SIMPLE  # without a width: one line
+
+
+def test_comments_inside_a_rule_stay_beside_their_operand() -> None:
+    src = _SIMPLE.replace(" and ", "  # first\n  and ") + "# end\n"
+    out = format_source(src, "x.sos").text
+    assert out is not None
+    assert '  when "x" in context.roles  # first' in out
+    assert format_source(out, "x.sos").text == out

@@ -9,14 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sharedos.policy import compile_source
-from sharedos.policy.lints import (
-    LintOptions,
-    SchemaError,
-    catalog_from_json,
-    lint,
-    schema_from_json,
-)
+from sharedos.policy.lints import LintOptions, lint
 from sharedos.policy.parser import parse_source
+from sharedos.policy.schemas import SchemaError, catalog_from_json, schema_from_json
 
 HEAD = (
     "namespace files\n"

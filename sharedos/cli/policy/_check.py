@@ -21,7 +21,8 @@ from sharedos.policy.diagnostics import Diagnostic, sort_key
 
 def load_lint_options(context_schema: str | None, catalog: str | None) -> object:
     """Build ``LintOptions`` from the option files; a bad file is a usage error (exit 2)."""
-    from sharedos.policy.lints import LintOptions, SchemaError, catalog_from_json, schema_from_json
+    from sharedos.policy.lints import LintOptions
+    from sharedos.policy.schemas import SchemaError, catalog_from_json, schema_from_json
 
     opts = LintOptions()
     if context_schema is not None:
@@ -76,9 +77,21 @@ def check_files(files: Sequence[Path], options: object) -> list[Diagnostic]:
     help='JSON list of {"name", "inputSchema"}: args.x a tool lacks are warned about.',
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as errors (exit 1).")
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Print at most this many diagnostics (0: all); the summary still counts every one.",
+)
 @guarded
 def check_cmd(
-    paths: tuple[str, ...], fmt: str, context_schema: str | None, catalog: str | None, strict: bool
+    paths: tuple[str, ...],
+    fmt: str,
+    context_schema: str | None,
+    catalog: str | None,
+    strict: bool,
+    max_errors: int,
 ) -> None:
     """Parse, check and lint every .sos file under PATHS, compiled together.
 
@@ -92,6 +105,7 @@ def check_cmd(
         diagnostics = [dataclasses.replace(d, severity="error") for d in diagnostics]
     errors = sum(1 for d in diagnostics if d.severity == "error")
     warnings = len(diagnostics) - errors
+    shown = diagnostics[:max_errors] if max_errors else diagnostics
     if fmt == "json":
         emit_json(
             {
@@ -99,12 +113,17 @@ def check_cmd(
                 "files": [str(f) for f in files],
                 "errors": errors,
                 "warnings": warnings,
-                "diagnostics": [d.to_dict() for d in diagnostics],
+                "diagnostics": [d.to_dict() for d in shown],
+                "truncated": len(shown) < len(diagnostics),
             }
         )
     else:
-        for diag in diagnostics:
+        for diag in shown:
             click.echo(diag.render() + "\n")
+        if len(shown) < len(diagnostics):
+            click.echo(
+                f"... {len(diagnostics) - len(shown)} more not shown (--max-errors {max_errors})\n"
+            )
         noun = "file" if len(files) == 1 else "files"
         status = "ok" if errors == 0 else "failed"
         click.echo(

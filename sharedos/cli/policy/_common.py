@@ -9,6 +9,8 @@ Exit codes are a contract with scripts and CI, so they live in one place:
   an option value (click's own usage errors already exit 2).
 * ``3`` — internal error: ``sharedos-policy`` itself failed. It is reported as
   an ``SOS900`` internal-error diagnostic, never as a Python traceback.
+* ``4`` — ``test`` only: the policy does not compile, so no test was run
+  (CI can tell "the policy is broken" from "a test failed").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ EXIT_OK = 0
 EXIT_POLICY = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_NO_COMPILE = 4
 
 POLICY_SUFFIX = ".sos"
 
@@ -78,6 +81,8 @@ def read_json_option(value: str, what: str) -> Any:
         raise click.BadParameter(
             f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", param_hint=what
         ) from None
+    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+        raise click.BadParameter(f"not usable JSON ({exc})", param_hint=what) from None
 
 
 def read_json_file(path: Path, what: str) -> Any:
@@ -93,6 +98,8 @@ def read_json_file(path: Path, what: str) -> Any:
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
             param_hint=what,
         ) from None
+    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+        raise click.BadParameter(f"{path} is not usable JSON ({exc})", param_hint=what) from None
 
 
 def internal_error_text(exc: BaseException) -> str:

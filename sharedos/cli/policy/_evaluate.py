@@ -1,7 +1,8 @@
-"""``compile``, ``explain`` and ``eval``: the subcommands that run the compiled policy."""
+"""``compile``, ``explain``, ``eval`` and ``catalog``: the subcommands that run the compiled policy."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -11,16 +12,36 @@ import click
 from sharedos.cli.policy._common import (
     EXIT_OK,
     EXIT_POLICY,
+    discover_sources,
     emit_json,
     guarded,
     iter_lines,
     read_json_option,
 )
-from sharedos.cli.policy._load import load_policy_set
+from sharedos.cli.policy._load import load_policy_set, trusted_key_option
 from sharedos.cli.policy.evalio import EvalError, EvalErrorBody, decision_line, dump, parse_request
 from sharedos.policy.context import complete_context
 
 _FORMAT = click.Choice(["text", "json"])
+
+
+def _run_policy(policy: Any, name: str | None) -> str | None:
+    """Check that ``--policy NAME`` names a compiled toolpolicy (usage error otherwise)."""
+    if name is not None and name not in policy.tool_policies:
+        known = ", ".join(sorted(policy.tool_policies)) or "none"
+        raise click.BadParameter(
+            f"no toolpolicy {name!r} is compiled (declared: {known})", param_hint="--policy"
+        )
+    return name
+
+
+_POLICY_OPTION = click.option(
+    "--policy",
+    "run",
+    metavar="RUN",
+    help="Decide as a run under this toolpolicy: tools outside its managed set are "
+    "denied not_in_run_policy before any rule.",
+)
 
 
 @click.command("compile", short_help="Compile policy files into a bundle; print its hash.")
@@ -33,10 +54,31 @@ _FORMAT = click.Choice(["text", "json"])
     type=click.Path(dir_okay=False, writable=True),
     help="Where to write the bundle (e.g. policy.bundle.json).",
 )
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    help="Directory the bundle names files relative to (default: the deepest one holding them all).",
+)
 @guarded
-def compile_cmd(paths: tuple[str, ...], output: str) -> None:
-    """Compile PATHS into a bundle host runtimes load without re-parsing; print its hash."""
-    policy = load_policy_set(paths)
+def compile_cmd(paths: tuple[str, ...], output: str, root: str | None) -> None:
+    """Compile PATHS into a bundle host runtimes load without re-parsing; print its hash.
+
+    \b
+    Lint warnings are printed on stderr (they do not stop the compile). The
+    hash depends only on the policy's content and its files' names relative
+    to the root, so the same policy has the same hash wherever it is built.
+    """
+    from sharedos.policy import PolicyError, compile_paths
+    from sharedos.policy.lints import lint
+
+    files = discover_sources(paths)
+    try:
+        policy = compile_paths(files, root=root)
+    except PolicyError as exc:
+        click.echo(str(exc), err=True)
+        raise click.exceptions.Exit(EXIT_POLICY) from None
+    for diag in sorted([*policy.diagnostics, *lint(policy.files)], key=lambda d: d.location):
+        click.echo(diag.render() + "\n", err=True)
     try:
         policy.save_bundle(Path(output))
     except OSError as exc:
@@ -70,26 +112,102 @@ def _json_object(value: str, what: str) -> dict[str, Any]:
     "context_json",
     default="{}",
     show_default=True,
-    help="Context: JSON object or @file.",
+    help="Context: JSON object or @file (the kernel's defaults fill what it leaves out).",
 )
+@_POLICY_OPTION
+@trusted_key_option
 @click.option("--format", "fmt", type=_FORMAT, default="text", show_default=True)
 @guarded
 def explain_cmd(
-    paths: tuple[str, ...], tool: str, args_json: str, context_json: str, fmt: str
+    paths: tuple[str, ...],
+    tool: str,
+    args_json: str,
+    context_json: str,
+    run: str | None,
+    trusted_keys: tuple[str, ...],
+    fmt: str,
 ) -> None:
-    """Show the decision path for one call: requirement, resource, action, every rule and why.
+    """Show the decision path for one call: the context after defaults, requirement,
+    resource, every rule (patterns as instantiated, each sub-expression's value) and the winner.
 
     Exit 0 whatever the decision (an explanation of a denial is a successful
     explanation); 1 if the policy does not compile; 2 for bad options.
     """
     args = _json_object(args_json, "--args")
     context = complete_context(_json_object(context_json, "--context"))
-    policy = load_policy_set(paths)
-    explanation = policy.explain(tool, args, context)
+    policy = load_policy_set(paths, trusted_keys)
+    explanation = policy.explain(tool, args, context, run_policy=_run_policy(policy, run))
     if fmt == "json":
         emit_json(explanation.to_dict())
     else:
         click.echo(explanation.render())
+
+
+@click.command("catalog", short_help="Which tools a context sees under a run policy, and why.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--context",
+    "context_json",
+    default="{}",
+    show_default=True,
+    help="Context: JSON object or @file (the kernel's defaults fill what it leaves out).",
+)
+@_POLICY_OPTION
+@click.option("--tool", "tools", multiple=True, help="Explain only this tool (repeatable).")
+@trusted_key_option
+@click.option("--format", "fmt", type=_FORMAT, default="text", show_default=True)
+@guarded
+def catalog_cmd(
+    paths: tuple[str, ...],
+    context_json: str,
+    run: str | None,
+    tools: tuple[str, ...],
+    trusted_keys: tuple[str, ...],
+    fmt: str,
+) -> None:
+    """List every tool a requirement declares, listed or hidden for this context, and why.
+
+    \b
+    A tool is listed when it is in the run's managed set (with --policy) and
+    some call of it could be permitted (partial evaluation, as the kernel
+    lists a turn's catalogue). With --tool, say why that tool is or is not
+    there, permit by permit. Exit 0.
+    """
+    from sharedos.policy.cases import run_policy_denial
+
+    context = complete_context(_json_object(context_json, "--context"))
+    policy = load_policy_set(paths, trusted_keys)
+    run_name = _run_policy(policy, run)
+    names = list(tools) or sorted(policy.requirements)
+    entries: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for name in names:
+        denial = run_policy_denial(policy, run_name, name)
+        if denial is not None:
+            entries.append({"tool": name, "listed": False, "reason": denial.detail, "permits": []})
+            texts.append(f"hidden {name}: {denial.detail}")
+            continue
+        listing = policy.explain_listing(name, context)
+        entry = listing.to_dict()
+        if not tools:  # the overview: one line per tool
+            entry["permits"] = []
+        entries.append(entry)
+        texts.append(listing.render() if tools else listing.render().splitlines()[0])
+        if name not in policy.requirements:
+            from difflib import get_close_matches
+
+            close = get_close_matches(name, list(policy.requirements), n=1)
+            if close:
+                texts[-1] += f" (did you mean {close[0]}?)"
+    if fmt == "json":
+        emit_json({"context": context, "run_policy": run_name, "tools": entries})
+    else:
+        shown = json.dumps(context, ensure_ascii=False, sort_keys=True, default=repr)
+        click.echo(f"context (after defaults): {shown}")
+        if run_name is not None:
+            click.echo(f"run policy: {run_name}")
+        for text in texts:
+            click.echo(text)
 
 
 @click.command("eval", short_help="Batch decisions: JSONL requests in, JSONL decisions out.")
@@ -102,21 +220,28 @@ def explain_cmd(
     show_default=True,
     help='JSONL requests {"tool", "args", "context"}; "-" reads stdin.',
 )
+@_POLICY_OPTION
+@trusted_key_option
 @guarded
-def eval_cmd(paths: tuple[str, ...], input_file: TextIO) -> None:
+def eval_cmd(
+    paths: tuple[str, ...], input_file: TextIO, run: str | None, trusted_keys: tuple[str, ...]
+) -> None:
     """Batch decisions: JSONL requests in, one JSONL decision (or error) per line out.
 
-    Blank lines are skipped. A malformed line yields ``{"line": N, "error": ...}``
+    \b
+    Blank lines are skipped. A malformed line yields {"line": N, "error": ...}
     and the batch continues; the exit code is then 1 (0 if every line was a
     valid request, whatever the decisions).
     """
-    policy = load_policy_set(paths)
-    bad = _run_batch(policy, input_file, sys.stdout)
+    policy = load_policy_set(paths, trusted_keys)
+    bad = _run_batch(policy, input_file, sys.stdout, _run_policy(policy, run))
     raise click.exceptions.Exit(EXIT_POLICY if bad else EXIT_OK)
 
 
-def _run_batch(policy: Any, source: TextIO, sink: TextIO) -> int:
+def _run_batch(policy: Any, source: TextIO, sink: TextIO, run: str | None = None) -> int:
     """Evaluate every request line of ``source`` into ``sink``; return how many lines were bad."""
+    from sharedos.policy.cases import run_policy_denial
+
     bad = 0
     for number, line in iter_lines(source):
         if not line.strip():
@@ -127,7 +252,9 @@ def _run_batch(policy: Any, source: TextIO, sink: TextIO) -> int:
             out = dump(EvalError(line=number, error=parsed))
         else:
             try:
-                decision = policy.decide(parsed.tool, parsed.args, complete_context(parsed.context))
+                decision = run_policy_denial(policy, run, parsed.tool) or policy.decide(
+                    parsed.tool, parsed.args, complete_context(parsed.context)
+                )
                 out = dump(decision_line(number, decision))
             # decide must not raise; if it does, report it for this line only
             except Exception as exc:

@@ -36,8 +36,16 @@ def _write_atomically(path: Path, text: str) -> None:
     "--diff", "show_diff", is_flag=True, help="Print a unified diff of the changes; write nothing."
 )
 @click.option("--write", "write", is_flag=True, help="Rewrite files in place.")
+@click.option(
+    "--line-width",
+    "width",
+    type=click.IntRange(min=20),
+    help="Break rules and test objects longer than this (one operand or key per line).",
+)
 @guarded
-def fmt_cmd(paths: tuple[str, ...], check_only: bool, show_diff: bool, write: bool) -> None:
+def fmt_cmd(
+    paths: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, width: int | None
+) -> None:
     """Format .sos files canonically (idempotent; comments preserved).
 
     \b
@@ -45,6 +53,8 @@ def fmt_cmd(paths: tuple[str, ...], check_only: bool, show_diff: bool, write: bo
     --write   rewrite files in place
     --check   list files that would change; exit 1 if any
     --diff    print a unified diff (may be combined with --check)
+    A comment inside a rule or a test object stays where it was: the rule
+    keeps one operand per line, the object one key per line.
     PATHS may be '-' to format stdin to stdout.
     A file that does not parse is reported and left untouched (exit 1).
     """
@@ -56,7 +66,7 @@ def fmt_cmd(paths: tuple[str, ...], check_only: bool, show_diff: bool, write: bo
         if len(paths) != 1:
             raise click.UsageError("'-' (stdin) cannot be combined with other paths")
         text = sys.stdin.read()
-        result = format_source(text, "<stdin>")
+        result = format_source(text, "<stdin>", width=width)
         if result.text is None:
             for diag in result.diagnostics:
                 click.echo(diag.render() + "\n", err=True)
@@ -74,7 +84,7 @@ def fmt_cmd(paths: tuple[str, ...], check_only: bool, show_diff: bool, write: bo
             click.echo(f"{path}: error[SOS001]: cannot read policy file: {exc}", err=True)
             failed += 1
             continue
-        result = format_source(original, str(path))
+        result = format_source(original, str(path), width=width)
         if result.text is None:
             failed += 1
             for diag in result.diagnostics:

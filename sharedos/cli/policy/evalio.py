@@ -68,6 +68,8 @@ def parse_request(line: str) -> EvalRequest | EvalErrorBody:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
         return EvalErrorBody(code="invalid_json", message=f"{exc.msg} at column {exc.colno}")
+    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+        return EvalErrorBody(code="invalid_json", message=str(exc).split(";")[0])
     if not isinstance(raw, dict):
         return EvalErrorBody(
             code="invalid_request",

@@ -1,0 +1,136 @@
+"""The explainer: the decision path of one call, rule by rule (``sharedos-policy explain``).
+
+It makes the evaluator's decision and then walks every rule of the call's
+(namespace, action) to say whether the index reached it, whether its pattern
+matched, what its condition gave, and so whether it applied. It is not on any
+hot path: clarity over speed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sharedos.policy.conditions import Env, evaluate, trace, unparse
+from sharedos.policy.decision import Explanation, RuleTrace
+from sharedos.policy.evaluator import Evaluator
+from sharedos.policy.index import rules_of, walk_along
+from sharedos.policy.ir import MatchKind, RuleRecord
+from sharedos.policy.patterns import resolved_text, to_regex
+
+
+def explain(
+    evaluator: Evaluator,
+    tool: str,
+    args: Mapping[str, Any],
+    context: Mapping[str, Any],
+    *,
+    run_policy: str | None = None,
+) -> Explanation:
+    """The decision path of one call: requirement, canonical resource, every rule and why.
+
+    With ``run_policy`` the call is first checked against that toolpolicy, as
+    the kernel does (a tool outside its managed set reaches no rule).
+    """
+    from sharedos.policy.cases import run_policy_denial
+
+    denial = run_policy_denial(evaluator, run_policy, tool)
+    decision = denial or evaluator.decide(tool, args, context)
+    t = evaluator.tool(tool)
+    if t is None or denial is not None:
+        req = t.requirement if t is not None else None
+        return Explanation(str(tool), args, req, None, None, decision, (), context, run_policy)
+    try:
+        resource, segs = t.resolve(args)
+    except Exception as exc:
+        return Explanation(
+            tool, args, t.requirement, None, str(exc), decision, (), context, run_policy
+        )
+    key = "/" + "/".join(segs) if segs else ""
+    env: Env = (context, args, resource, t.action)
+    node = walk_along(t.walk, segs)
+    traces: list[RuleTrace] = []
+    for every, groups in ((t.forbids, node.forbids), (t.permits, node.permits)):
+        reached = {r.index for r in rules_of(groups)}
+        for rule in every:
+            traces.append(trace_rule(rule, rule.index in reached, key, env))
+    return Explanation(
+        tool, args, t.requirement, resource, None, decision, tuple(traces), context, run_policy
+    )
+
+
+def condition_text(rule: RuleRecord) -> str | None:
+    """A rule's condition as written: ``when A``, ``unless B`` or ``when A unless B``."""
+    cond = rule.condition
+    if cond is None:
+        return None
+    if rule.condition_kind == "when unless":
+        return f"when {unparse(cond[1])} unless {unparse(cond[2][1])}"
+    return f"{rule.condition_kind} {unparse(cond)}"
+
+
+def condition_values(rule: RuleRecord, env: Env) -> tuple[tuple[int, str, str], ...]:
+    """Each sub-expression of a rule's condition(s) and its value, as written."""
+    cond = rule.condition
+    if cond is None:
+        return ()
+    if rule.condition_kind != "when unless":
+        found = trace(cond, env)
+        return tuple((d, f"{rule.condition_kind} {e}" if d == 0 else e, v) for d, e, v in found)
+    when, unless = cond[1], cond[2][1]
+    first = trace(when, env)
+    out = [(d, f"when {e}" if d == 0 else e, v) for d, e, v in first]
+    if first and first[0][2] == "true":
+        out += [(d, f"unless {e}" if d == 0 else e, v) for d, e, v in trace(unless, env)]
+    else:
+        out.append((0, f"unless {unparse(unless)}", "not evaluated"))
+    return tuple(out)
+
+
+def trace_rule(rule: RuleRecord, indexed: bool, key: str, env: Env) -> RuleTrace:
+    """How one rule fared for one call (``indexed``: the index reached it)."""
+    forbid = rule.forbid
+    cond_text = condition_text(rule)
+    resolved = rule.resolve(env[0])
+    instantiated = None
+    if rule.match is MatchKind.CONTEXT:
+        instantiated = resolved_text(resolved) if resolved.safe else "(unsafe context value)"
+    if not indexed:
+        matched = False
+        why = "pattern does not match: its literal prefix differs from the resource"
+    elif not resolved.safe:
+        matched = False
+        why = "pattern interpolates a missing or unsafe context value: the permit matches nothing"
+    else:
+        matched = re.fullmatch(to_regex(resolved), key) is not None
+        why = "pattern matches" if matched else "pattern does not match"
+    cond_result: bool | None = None
+    applied = matched
+    values: tuple[tuple[int, str, str], ...] = ()
+    if matched and rule.condition is not None:
+        values = condition_values(rule, env)
+        value, error = evaluate(rule.condition, env)
+        want = rule.condition_kind != "unless"
+        if value is None:
+            applied = forbid
+            why += f"; condition errored ({error}): " + (
+                "the forbid applies (fail closed)" if forbid else "the permit does not apply"
+            )
+        else:
+            cond_result = value
+            applied = value is want
+            why += f"; condition is {'true' if value else 'false'}"
+            why += "" if applied else f", so the {rule.effect} does not apply"
+    return RuleTrace(
+        rule.ref,
+        rule.pattern,
+        cond_text,
+        matched,
+        cond_result,
+        applied,
+        why,
+        instantiated,
+        rule.description,
+        values,
+    )

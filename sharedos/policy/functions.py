@@ -1,0 +1,168 @@
+"""The functions a condition may call: one table for the checker's types and the runtime.
+
+Every function is total in the policy's sense: for any argument values it
+returns a value or raises ``EvalError`` (a wrong type, an out-of-range
+segment), and an error makes the rule indeterminate (a permit does not
+apply, a forbid does). None of them reads anything but its arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sharedos.policy.paths import UnresolvablePath, canonical_path
+
+#: Static kinds the checker reasons with.
+STRING, NUMBER, BOOLEAN, LIST, ANY = "string", "number", "boolean", "list", "any"
+
+
+class EvalError(Exception):
+    """A condition could not be evaluated (missing attribute, wrong type...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """A function's signature (argument kinds, result kind), its implementation and its doc line."""
+
+    name: str
+    params: tuple[str, ...]
+    result: str
+    impl: Callable[..., Any]
+    doc: str
+
+    @property
+    def signature(self) -> str:
+        """``name(a, b)`` as the docs and diagnostics write it."""
+        names = {STRING: "s", NUMBER: "n", LIST: "list", BOOLEAN: "b", ANY: "x"}
+        return f"{self.name}(" + ", ".join(names[p] for p in self.params) + ")"
+
+
+def _kind(value: Any) -> str:
+    t = type(value)
+    if t is str:
+        return STRING
+    if t is bool:
+        return BOOLEAN
+    if t is int or t is float:
+        return NUMBER
+    if t is list or t is tuple:
+        return LIST
+    return "object" if value is not None else "null"
+
+
+def _need(fn: str, value: Any, kind: str) -> None:
+    if _kind(value) != kind:
+        raise EvalError(f"{fn}() needs a {kind}, got a {_kind(value)}")
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Policy equality: booleans never equal numbers; sequences compare element-wise."""
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if ta in (list, tuple) and tb in (list, tuple):
+        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
+    if (ta in (list, tuple)) != (tb in (list, tuple)):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # a foreign object with a hostile __eq__
+        return False
+
+
+def member(item: Any, container: Any) -> bool:
+    """``item in container``: membership in a list (anything else on the right is an error).
+
+    A string on the right is *not* a substring test (``"a" in "acme"`` would
+    be true): use ``contains(haystack, needle)`` for that.
+    """
+    tc = type(container)
+    if tc is not list and tc is not tuple:
+        raise EvalError(
+            f"'in' needs a list on the right, got a {_kind(container)}"
+            + ("; for a substring use contains(haystack, needle)" if tc is str else "")
+        )
+    if type(item) is str:
+        return item in container
+    return any(values_equal(item, x) for x in container)
+
+
+def _startswith(s: Any, prefix: Any) -> bool:
+    _need("startswith", s, STRING)
+    _need("startswith", prefix, STRING)
+    return bool(s.startswith(prefix))
+
+
+def _endswith(s: Any, suffix: Any) -> bool:
+    _need("endswith", s, STRING)
+    _need("endswith", suffix, STRING)
+    return bool(s.endswith(suffix))
+
+
+def _contains(haystack: Any, needle: Any) -> bool:
+    _need("contains", haystack, STRING)
+    _need("contains", needle, STRING)
+    return needle in haystack
+
+
+def _lower(s: Any) -> str:
+    _need("lower", s, STRING)
+    return str(s.lower())
+
+
+def _path(s: Any) -> str:
+    try:
+        return canonical_path(s)
+    except UnresolvablePath as exc:
+        raise EvalError(str(exc)) from None
+
+
+def _segment(s: Any, i: Any) -> str:
+    _need("segment", s, STRING)
+    if type(i) is not int:
+        raise EvalError(f"segment() needs an integer position, got a {_kind(i)}")
+    parts = [p for p in s.split("/") if p] if s != "/" else []
+    if i == 0 or not -len(parts) <= i <= len(parts):
+        raise EvalError(f"segment({i}) is out of range: {s[:60]!r} has {len(parts)} segments")
+    return str(parts[i - 1] if i > 0 else parts[i])
+
+
+def _any_in(items: Any, container: Any) -> bool:
+    _need("any_in", items, LIST)
+    _need("any_in", container, LIST)
+    return any(member(x, container) for x in items)
+
+
+def _all_in(items: Any, container: Any) -> bool:
+    _need("all_in", items, LIST)
+    _need("all_in", container, LIST)
+    return all(member(x, container) for x in items)
+
+
+FUNCTIONS: dict[str, Function] = {
+    f.name: f
+    for f in (
+        Function(
+            "startswith", (STRING, STRING), BOOLEAN, _startswith, "s begins with the other string"
+        ),
+        Function("endswith", (STRING, STRING), BOOLEAN, _endswith, "s ends with the other string"),
+        Function(
+            "contains", (STRING, STRING), BOOLEAN, _contains, "the second string occurs in the first"
+        ),
+        Function("lower", (STRING,), STRING, _lower, "s in lower case"),
+        Function("path", (STRING,), STRING, _path, "the canonical path of s (an error if none)"),
+        Function(
+            "segment",
+            (STRING, NUMBER),
+            STRING,
+            _segment,
+            "segment n of a resource, 1 the first, -1 the last (an error if there is none)",
+        ),
+        Function("any_in", (LIST, LIST), BOOLEAN, _any_in, "some element of the first list is in the second"),
+        Function("all_in", (LIST, LIST), BOOLEAN, _all_in, "every element of the first list is in the second"),
+    )
+}  # fmt: skip

@@ -1,0 +1,180 @@
+"""What policies are checked against: the context schema and the tool catalogue.
+
+``sharedos-policy check --context-schema FILE`` and ``--catalog FILE`` are read
+here into ``AttrSchema`` trees (JSON Schema or a ``name -> type`` shorthand)
+and ``CatalogTool`` records; the lints (``lints``) use them. Without a context
+schema the schema is the context the kernel really passes,
+``AccessContext.policy_input`` (``ACCESS_CONTEXT_SCHEMA``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+
+@dataclass(frozen=True)
+class AttrSchema:
+    """What is known about one attribute: its JSON types and, for objects, its members.
+
+    ``members is None`` means the object is open (any member may exist).
+    ``types`` empty means any type.
+    """
+
+    types: frozenset[str] = frozenset()
+    members: Mapping[str, AttrSchema] | None = None
+
+    def allows(self, kind: str) -> bool:
+        """True when a value of JSON type ``kind`` is allowed here."""
+        if not self.types:
+            return True
+        if kind == "number":
+            return bool(self.types & {"number", "integer"})
+        return kind in self.types
+
+
+_OPEN = AttrSchema()
+
+#: ``AccessContext.policy_input``: the context the kernel really passes.
+ACCESS_CONTEXT_SCHEMA = AttrSchema(
+    frozenset({"object"}),
+    {
+        "principal": AttrSchema(frozenset({"string"})),
+        "tenant": AttrSchema(frozenset({"string"})),
+        "roles": AttrSchema(frozenset({"array"})),
+        "attributes": AttrSchema(frozenset({"object"}), None),
+        "turn_id": AttrSchema(frozenset({"string"})),
+    },
+)
+
+_SHORTHAND_TYPES = {
+    "string": "string",
+    "str": "string",
+    "number": "number",
+    "integer": "integer",
+    "int": "integer",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "object": "object",
+    "null": "null",
+    "any": "",
+}
+
+
+def lookup(schema: AttrSchema, path: Sequence[str]) -> tuple[str, AttrSchema | None, int]:
+    """Walk ``path``: ("ok", schema, n), ("unknown", parent, i) or ("not-object", parent, i)."""
+    node = schema
+    for i, name in enumerate(path):
+        if node.types and "object" not in node.types:
+            return "not-object", node, i
+        if node.members is None:
+            return "ok", None, i  # open object: nothing more is known
+        child = node.members.get(name)
+        if child is None:
+            return "unknown", node, i
+        node = child
+    return "ok", node, len(path)
+
+
+class SchemaError(ValueError):
+    """A context schema or catalogue file that cannot be used."""
+
+
+def schema_from_json(data: Any, where: str = "schema") -> AttrSchema:
+    """Read a context schema: a JSON Schema object, or the shorthand ``{"name": "type" | {...}}``.
+
+    In JSON Schema form, an object's listed ``properties`` are the known
+    attributes; it is open only when ``additionalProperties`` is ``true`` or a
+    schema, or when it lists no properties at all.
+    """
+    if isinstance(data, Mapping) and ("properties" in data or "type" in data or "$schema" in data):
+        return _from_json_schema(data, where)
+    if isinstance(data, Mapping):
+        return AttrSchema(
+            frozenset({"object"}),
+            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in data.items()},
+        )
+    raise SchemaError(f"{where}: expected a JSON object (a JSON Schema or a name -> type mapping)")
+
+
+def _from_shorthand(value: Any, where: str) -> AttrSchema:
+    if isinstance(value, str):
+        kind = _SHORTHAND_TYPES.get(value.lower())
+        if kind is None:
+            raise SchemaError(
+                f"{where}: unknown type {value!r} (use one of {', '.join(sorted(_SHORTHAND_TYPES))})"
+            )
+        return AttrSchema(frozenset({kind}) if kind else frozenset())
+    if isinstance(value, Mapping):
+        return AttrSchema(
+            frozenset({"object"}),
+            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in value.items()},
+        )
+    raise SchemaError(f"{where}: expected a type name or an object, got {type(value).__name__}")
+
+
+def _from_json_schema(node: Any, where: str) -> AttrSchema:
+    if node is True or node is None:
+        return _OPEN
+    if not isinstance(node, Mapping):
+        raise SchemaError(f"{where}: expected a JSON Schema object")
+    raw_type = node.get("type")
+    if isinstance(raw_type, str):
+        types = frozenset({raw_type})
+    elif isinstance(raw_type, list) and all(isinstance(t, str) for t in raw_type):
+        types = frozenset(raw_type)
+    else:
+        types = frozenset()
+    props = node.get("properties")
+    members: dict[str, AttrSchema] | None = None
+    if isinstance(props, Mapping) and props:
+        extra = node.get("additionalProperties", False)
+        if extra is False:
+            members = {str(k): _from_json_schema(v, f"{where}.{k}") for k, v in props.items()}
+    return AttrSchema(types, members)
+
+
+@dataclass(frozen=True)
+class CatalogTool:
+    """A catalogued tool: its name and what its inputSchema says about arguments."""
+
+    name: str
+    args: AttrSchema
+
+
+class CatalogEntry(BaseModel):
+    """One tool of a ``--catalog`` file, in MCP spelling (other MCP fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    # MCP spelling on the wire
+    inputSchema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+_CATALOG_ADAPTER: TypeAdapter[list[CatalogEntry]] = TypeAdapter(list[CatalogEntry])
+
+
+def catalog_from_json(data: Any) -> dict[str, CatalogTool]:
+    """Read a catalogue: a JSON list of ``{name, inputSchema}`` (or ``{"tools": [...]}``, as MCP lists them)."""
+    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise SchemaError('expected a JSON list of {"name", "inputSchema"} objects')
+    try:
+        entries = _CATALOG_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise SchemaError(f"tool #{where}: {err['msg']}") from None
+    # For arguments the usual JSON Schema default holds only when nothing is
+    # listed: a tool that lists properties is taken to declare all it reads.
+    return {
+        e.name: CatalogTool(e.name, _from_json_schema(e.inputSchema, f"{e.name}.inputSchema"))
+        for e in entries
+    }

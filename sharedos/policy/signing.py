@@ -1,0 +1,149 @@
+"""Ed25519 signatures on policy bundles (``sharedos-policy keygen/sign/verify``).
+
+A signature covers the bundle's envelope and its ``bundle_hash``; the hash
+covers the compiled program and is checked against it on every load, so a
+valid signature vouches for every rule. The signed message is the canonical
+JSON of ``{format, compiler_version, grammar_sha256, bundle_hash}`` after a
+domain-separation prefix, so a signature over anything else can never be
+replayed as a bundle signature.
+
+Keys are PEM files: PKCS#8 for the private key (written owner-only), the
+standard SubjectPublicKeyInfo for the public key. A key is named by its id:
+the SHA-256 of its raw 32 public bytes, in hex.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+_DOMAIN = b"sharedos-policy-bundle-signature/1\n"
+_SIGNED_FIELDS = ("format", "compiler_version", "grammar_sha256", "bundle_hash")
+ALGORITHM = "ed25519"
+
+
+class SigningKeyError(ValueError):
+    """A key file that cannot be used (unreadable, not PEM, not an Ed25519 key)."""
+
+
+def generate_keypair() -> tuple[bytes, bytes]:
+    """A new Ed25519 key pair as (private PKCS#8 PEM, public PEM)."""
+    private = Ed25519PrivateKey.generate()
+    return (
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+        private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+    )
+
+
+def write_keypair(path: str | Path) -> tuple[Path, Path]:
+    """Write a new key pair: the private key at ``path`` (mode 0600, never overwritten)
+    and the public key at ``path.pub``; return both paths."""
+    private_path = Path(path)
+    public_path = private_path.with_name(private_path.name + ".pub")
+    private_pem, public_pem = generate_keypair()
+    # O_EXCL: never replace an existing key; 0600: the key is a secret.
+    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(private_pem)
+    public_path.write_bytes(public_pem)
+    return private_path, public_path
+
+
+def _read(path: str | Path, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SigningKeyError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def load_private_key(path: str | Path) -> Ed25519PrivateKey:
+    """The Ed25519 private key in a PEM file; raise ``SigningKeyError`` otherwise."""
+    data = _read(path, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise SigningKeyError(f"{path} is not an unencrypted PEM private key ({exc})") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SigningKeyError(f"{path} is not an Ed25519 private key")
+    return key
+
+
+def load_public_key(path: str | Path) -> Ed25519PublicKey:
+    """The Ed25519 public key in a PEM file; raise ``SigningKeyError`` otherwise."""
+    data = _read(path, "public key")
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise SigningKeyError(f"{path} is not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise SigningKeyError(f"{path} is not an Ed25519 public key")
+    return key
+
+
+def load_public_keys(paths: Iterable[str | Path]) -> list[Ed25519PublicKey]:
+    """Every public key of ``paths`` (the keys a host trusts to sign its bundles)."""
+    return [load_public_key(p) for p in paths]
+
+
+def key_id(key: Ed25519PublicKey | Ed25519PrivateKey) -> str:
+    """The id of a key: SHA-256 (hex) of its raw public bytes."""
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def signed_message(doc: Mapping[str, Any]) -> bytes:
+    """The bytes a bundle signature signs (see the module docstring)."""
+    fields = {name: doc.get(name) for name in _SIGNED_FIELDS}
+    return _DOMAIN + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def signature_entry(doc: Mapping[str, Any], key: Ed25519PrivateKey) -> dict[str, str]:
+    """A signature entry for a bundle document: ``{"alg", "key_id", "signature"}``."""
+    return {
+        "alg": ALGORITHM,
+        "key_id": key_id(key),
+        "signature": base64.b64encode(key.sign(signed_message(doc))).decode("ascii"),
+    }
+
+
+def verified_by(doc: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]) -> str | None:
+    """The id of the first of ``keys`` that validly signed ``doc``; None if none did.
+
+    Malformed entries are ignored (they verify nothing); only a signature by
+    one of ``keys`` over exactly this envelope counts.
+    """
+    entries = doc.get("signatures")
+    if not isinstance(entries, list) or not keys:
+        return None
+    message = signed_message(doc)
+    by_id = {key_id(k): k for k in keys}
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("alg") != ALGORITHM:
+            continue
+        key = by_id.get(str(entry.get("key_id")))
+        sig = entry.get("signature")
+        if key is None or not isinstance(sig, str):
+            continue
+        try:
+            key.verify(base64.b64decode(sig, validate=True), message)
+        except (InvalidSignature, binascii.Error, ValueError):
+            continue
+        return key_id(key)
+    return None
