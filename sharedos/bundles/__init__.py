@@ -1,8 +1,9 @@
 """Policy bundles distributed to a fleet: fetched from a source, verified, then used for new turns.
 
 ``BundleManager`` polls a ``DirectorySource`` or an ``HttpSource`` (ETag /
-If-None-Match), verifies what it gets (``BundleVerifier``: the content hash,
-and an ed25519 signature when keys are configured) and only then makes it
+If-None-Match), verifies what it gets (``BundleVerifier``: the policy
+package's own checks — content hash, and an Ed25519 signature by a
+configured key when there are keys) and only then makes it
 ``current()``. A turn takes ``current()`` once, when it opens, so a new
 bundle applies to turns opened after it loaded and never to one already
 open; a bundle that fails verification is refused and the last good one
@@ -11,12 +12,13 @@ stays in force, with one line saying so.
 
 from sharedos.bundles.manager import BundleManager, PollResult
 from sharedos.bundles.source import DirectorySource, Fetched, HttpSource, NotModified, open_source
-from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle, sign_bundle
+from sharedos.bundles.verify import BundledPolicy, BundleRejected, BundleVerifier, LoadedBundle
 
 __all__ = [
     "BundleManager",
     "BundleRejected",
     "BundleVerifier",
+    "BundledPolicy",
     "DirectorySource",
     "Fetched",
     "HttpSource",
@@ -24,5 +26,4 @@ __all__ = [
     "NotModified",
     "PollResult",
     "open_source",
-    "sign_bundle",
 ]

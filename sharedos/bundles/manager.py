@@ -10,6 +10,7 @@ revision kept. ``start(interval_s)`` polls on a daemon thread.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable
@@ -81,9 +82,9 @@ class BundleManager:
                 return self._problem("unreachable", str(exc))
             if isinstance(fetched, NotModified):
                 return PollResult("unchanged", held)
-            # what was refused is not verified (nor reported) again, unless it changed:
-            # the bytes or the signature (a bundle re-signed with a trusted key)
-            seen = _identity(fetched.data, fetched.signature)
+            # what was refused is not verified (nor reported) again until it changes
+            # (new bytes: a rebuilt bundle, or one re-signed with a trusted key)
+            seen = hashlib.sha256(fetched.data).hexdigest()
             if seen == self._refused_tag:
                 return PollResult("refused", held, self._last_problem or "")
             try:
@@ -139,14 +140,6 @@ class BundleManager:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=5)
-
-
-def _identity(data: bytes, signature: bytes | None) -> str:
-    import hashlib
-
-    h = hashlib.sha256(data)
-    h.update(b"\0sig\0" + (signature or b""))
-    return h.hexdigest()
 
 
 def _retagged(held: LoadedBundle, tag: str) -> LoadedBundle:

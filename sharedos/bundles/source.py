@@ -1,15 +1,15 @@
 """Where a host gets its policy bundle: a directory (or file) on disk, or an HTTP(S) URL.
 
-A source returns the bundle's bytes and, when there is one, its detached
-signature (``<bundle>.sig``: base64 ed25519 over the bundle bytes), or
-``NotModified`` when the bundle is the one the caller already has:
+A source returns the bundle's bytes (its signatures are inside it:
+``sharedos-policy sign``), or ``NotModified`` when the bundle is the one the
+caller already has:
 
 * ``DirectorySource(path)``: ``path/bundle.json`` (or ``path`` itself when
-  it is a file) and ``<that>.sig``; "unchanged" when the bytes hash to the
-  caller's tag (a file rewritten with the same content is no change).
+  it is a file); "unchanged" when the bytes hash to the caller's tag (a file
+  rewritten with the same content is no change).
 * ``HttpSource(url)``: ``GET url`` with ``If-None-Match`` (a ``304`` is no
-  change), and ``GET url.sig`` when the bundle changed. Bounded: a timeout
-  per request and a size cap; only ``http`` and ``https``.
+  change). Bounded: a timeout per request and a size cap; only ``http`` and
+  ``https``.
 
 Errors are ``SourceError`` with one line saying what failed where.
 """
@@ -45,10 +45,9 @@ class SourceError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
-    """A bundle as fetched: its bytes, its signature (or None) and the tag to poll with next."""
+    """A bundle as fetched: its bytes and the tag to poll with next."""
 
     data: bytes
-    signature: bytes | None
     tag: str
     origin: str
 
@@ -86,7 +85,7 @@ def _read_capped(path: Path) -> bytes:
 
 
 class DirectorySource:
-    """A bundle file on disk (``DIR/bundle.json``, or the file itself), with ``<file>.sig``."""
+    """A bundle file on disk (``DIR/bundle.json``, or the file itself)."""
 
     def __init__(self, path: str | Path) -> None:
         self.root = Path(path)
@@ -104,9 +103,7 @@ class DirectorySource:
         new_tag = _content_tag(data)
         if tag == new_tag:
             return NotModified(new_tag)
-        sig_path = path.with_name(path.name + ".sig")
-        signature = _read_capped(sig_path) if sig_path.is_file() else None
-        return Fetched(data, signature, new_tag, str(path))
+        return Fetched(data, new_tag, str(path))
 
 
 class HttpSource:
@@ -140,19 +137,11 @@ class HttpSource:
         return status, data, etag
 
     def fetch(self, tag: str | None) -> Fetched | NotModified:
-        """GET the bundle (conditional on ``tag``), and its signature when it changed."""
+        """GET the bundle, conditional on ``tag``."""
         status, data, etag = self._get(self.url, tag)
         if status == 304:
             return NotModified(tag or "")
-        try:
-            sig_status, signature, _ = self._get(self.url + ".sig", None)
-        except SourceError as exc:
-            if "HTTP 404" not in str(exc):
-                raise
-            signature = None
-        else:
-            signature = signature if sig_status == 200 else None
-        return Fetched(data, signature, etag or _content_tag(data), self.origin)
+        return Fetched(data, etag or _content_tag(data), self.origin)
 
 
 def open_source(location: str | Path) -> DirectorySource | HttpSource:

@@ -230,7 +230,8 @@ class HeadCache:
 
 
 def _key_id(public_raw: bytes) -> str:
-    return "ed25519:" + hashlib.sha256(public_raw).hexdigest()[:16]
+    # the same id ``sharedos-policy keygen`` prints: SHA-256 (hex) of the raw public key
+    return hashlib.sha256(public_raw).hexdigest()
 
 
 class Signer:
@@ -248,7 +249,7 @@ class Signer:
 
     @classmethod
     def generate(cls) -> Signer:
-        """A fresh key (tests, ``sharedos evidence keygen``)."""
+        """A fresh key (tests; operators use ``sharedos-policy keygen``)."""
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         return cls(Ed25519PrivateKey.generate())

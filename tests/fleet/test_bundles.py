@@ -19,7 +19,6 @@ from sharedos.bundles import (
     BundleVerifier,
     DirectorySource,
     HttpSource,
-    sign_bundle,
 )
 from sharedos.evidence.chain import Signer
 from sharedos.policy import compile_sources
@@ -51,14 +50,22 @@ def bundle_bytes(tmp: Path, rules: str, revision: str | None = None) -> bytes:
     return data
 
 
-def publish(directory: Path, data: bytes, signature: bytes | None = None) -> None:
+def publish(directory: Path, data: bytes) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "bundle.json").write_bytes(data)
-    sig = directory / "bundle.json.sig"
-    if signature is None:
-        sig.unlink(missing_ok=True)
-    else:
-        sig.write_bytes(signature)
+
+
+def signed(tmp: Path, data: bytes, private_pem: bytes) -> bytes:
+    """``data`` with a signature by the key added (``sharedos-policy sign``'s own function)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from sharedos.policy.bundle import sign_bundle
+
+    path = tmp / f"to-sign-{abs(hash((data, private_pem)))}.json"
+    path.write_bytes(data)
+    key = serialization.load_pem_private_key(private_pem, password=None)
+    sign_bundle(path, key)  # type: ignore[arg-type]
+    return path.read_bytes()
 
 
 @pytest.fixture
@@ -95,7 +102,7 @@ def test_a_tampered_program_is_refused_and_the_last_good_bundle_stays(
     publish(pub, json.dumps(doc).encode())
     with caplog.at_level(logging.ERROR, logger="sharedos.bundles"):
         result = manager.poll()
-    assert result.status == "refused" and "content hash mismatch" in result.detail
+    assert result.status == "refused" and "does not match its bundle_hash" in result.detail
     assert manager.current() is good
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "refused a policy bundle" in line and "keeping revision r1" in line
@@ -124,22 +131,28 @@ def test_with_a_key_only_signed_bundles_are_accepted(
     manager = BundleManager(DirectorySource(pub), BundleVerifier([public]))
     publish(pub, data)  # unsigned
     refused = manager.poll()
-    assert refused.status == "refused" and "no signature" in refused.detail
+    assert refused.status == "refused" and "is not signed" in refused.detail
     other = Signer.generate().private_pem()
-    publish(pub, data, sign_bundle(data, other))  # signed by someone else
-    assert "does not verify" in manager.poll().detail
-    publish(pub, data, sign_bundle(data, private))
+    publish(pub, signed(tmp_path, data, other))  # signed by someone else
+    assert "not signed by any trusted key" in manager.poll().detail
+    publish(pub, signed(tmp_path, data, private))
     loaded = manager.poll()
     assert loaded.status == "loaded" and loaded.current is not None
-    assert loaded.current.signed_by and loaded.current.signed_by.startswith("ed25519:")
-    # a signed bundle whose bytes were changed afterwards is refused
-    v2 = bundle_bytes(tmp_path, RULES_V2, "r2")
-    publish(pub, v2, sign_bundle(data, private))
+    assert loaded.current.signed_by == Signer.from_pem(private).key_id
+    # a signed bundle whose program was changed afterwards is refused
+    doc = json.loads(signed(tmp_path, data, private))
+    doc["program"] = json.loads(bundle_bytes(tmp_path, RULES_V2, "r2"))["program"]
+    publish(pub, json.dumps(doc).encode())
     assert manager.poll().status == "refused" and manager.current().revision == "r1"
+    # and one whose signature was moved onto another bundle's envelope is refused too
+    v2 = json.loads(bundle_bytes(tmp_path, RULES_V2, "r2"))
+    v2["signatures"] = json.loads(signed(tmp_path, data, private))["signatures"]
+    publish(pub, json.dumps(v2).encode())
+    assert "not signed by any trusted key" in manager.poll().detail
 
 
 class _BundleServer(http.server.BaseHTTPRequestHandler):
-    """Serves /bundle.json (+ .sig) from the server's state, with ETags and 304s."""
+    """Serves /bundle.json from the server's state, with ETags and 304s."""
 
     def do_GET(self) -> None:
         state = self.server.state  # type: ignore[attr-defined]
@@ -154,8 +167,6 @@ class _BundleServer(http.server.BaseHTTPRequestHandler):
                 self.send_header("ETag", etag)
                 self.end_headers()
                 return
-        elif self.path == "/bundle.json.sig" and state.get("sig") is not None:
-            body, etag = state["sig"], None
         else:
             self.send_error(404)
             return
@@ -189,18 +200,18 @@ def test_an_http_bundle_is_polled_with_etags(
     url, state = bundle_server
     private, public = keys
     v1 = bundle_bytes(tmp_path, RULES_V1, "r1")
-    state.update(bundle=v1, etag='"v1"', sig=sign_bundle(v1, private))
+    state.update(bundle=signed(tmp_path, v1, private), etag='"v1"')
     manager = BundleManager(HttpSource(url), BundleVerifier([public]))
     assert manager.poll().status == "loaded"
     assert manager.poll().status == "unchanged"
-    # the second poll asked with the ETag and was answered 304 (no body, no signature fetch)
+    # the second poll asked with the ETag and was answered 304 (no body)
     assert state["requests"][-1] == ("/bundle.json", '"v1"')
-    # a new revision is served: loaded, with its signature
+    # a new revision is served: loaded
     v2 = bundle_bytes(tmp_path, RULES_V2, "r2")
-    state.update(bundle=v2, etag='"v2"', sig=sign_bundle(v2, private))
+    state.update(bundle=signed(tmp_path, v2, private), etag='"v2"')
     assert manager.poll().status == "loaded" and manager.current().revision == "r2"
     # a bad one is refused and r2 stays; the server going away changes nothing either
-    state.update(bundle=b"garbage", etag='"v3"', sig=sign_bundle(b"garbage", private))
+    state.update(bundle=b"garbage", etag='"v3"')
     assert manager.poll().status == "refused" and manager.current().revision == "r2"
     state["down"] = True
     assert manager.poll().status == "unreachable" and manager.current().revision == "r2"
