@@ -26,6 +26,7 @@ demo: $(STAMP)
 
 test: $(STAMP) tools lint typecheck
 	bash scripts/ensure-system-deps.sh
+	bash scripts/ensure-postgres.sh
 	$(PY) -m pytest -q
 
 # The adversarial suite in its long mode (`make test` runs the same tests quickly):

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_shipped",
         "compat",
     ),
-    ("policy", "evidence", "catalog"),
+    ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),
     ("tools", "upstream"),
     ("bridge",),

@@ -210,9 +210,10 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
 @click.option(
     "--evidence",
     "evidence_db",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("evidence.sqlite"),
-    show_default=True,
+    default=None,
+    metavar="PATH|URL",
+    help="The evidence store: a SQLite path or a postgresql:// URL "
+    "(default: the host configuration's [evidence] url, else evidence.sqlite).",
 )
 @click.option(
     "--plan",
@@ -240,7 +241,7 @@ def run(
     policy_name: str,
     rule_paths: tuple[Path, ...],
     sandbox: Path | None,
-    evidence_db: Path,
+    evidence_db: str | None,
     plan_file: Path | None,
     timeout_s: float | None,
     workdir: Path | None,
@@ -268,7 +269,12 @@ def run(
         except HostConfigError as exc:
             _fail(str(exc))
     try:
-        policy = compile_paths(list(rule_paths) or [shipped_dir("rules"), shipped_dir("policy")])
+        if not rule_paths and host_config.policy.bundle:
+            policy = _bundle_policy(host_config)  # a distributed bundle, verified
+        else:
+            policy = compile_paths(
+                list(rule_paths) or [shipped_dir("rules"), shipped_dir("policy")]
+            )
     except PolicyError as exc:
         click.echo(str(exc), err=True)
         sys.exit(EXIT_CONFIG)
@@ -307,9 +313,30 @@ def run(
     sys.exit(code)
 
 
+def _bundle_policy(host_config: Any) -> Any:
+    """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
+    from sharedos.bundles import BundleManager, BundleVerifier, open_source
+
+    cfg = host_config.policy
+    try:
+        verifier = BundleVerifier(host_config.resolve_path(k) for k in cfg.keys)
+    except (OSError, ValueError) as exc:
+        click.echo(f"error: [policy] keys: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    location = cfg.bundle
+    if not location.lower().startswith(("http://", "https://")):
+        location = host_config.resolve_path(location)
+    manager = BundleManager(open_source(location), verifier)
+    result = manager.poll()
+    if result.current is None:
+        click.echo(f"error: no usable policy bundle from {location}: {result.detail}", err=True)
+        sys.exit(EXIT_CONFIG)
+    click.echo(f"policy: bundle {result.current.describe()}", err=True)
+    return result.current.kernel_policy
+
+
 async def _run_turn(opts: dict[str, Any]) -> int:
     from sharedos.catalog import ToolRegistry
-    from sharedos.evidence import SqliteEvidenceStore
     from sharedos.kernel import Kernel, RuntimeHost
     from sharedos.upstream.broker import UpstreamBroker
 
@@ -329,7 +356,19 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     # the host's handler deadline must outlast every upstream's own call timeout, so a
     # slow upstream is reported as upstream_timeout (and cancelled upstream), not timeout
     longest = max((u.timeouts.call_s for u in upstreams.values()), default=25.0)
-    store = SqliteEvidenceStore(opts["evidence_db"])
+    from sharedos.evidence.store import EvidenceStoreError
+    from sharedos.evidence.url import open_configured_store
+
+    evidence = host_config.evidence
+    try:
+        store = open_configured_store(
+            opts["evidence_db"] or evidence.url or "evidence.sqlite",
+            synchronous=evidence.synchronous,
+            sign_key=host_config.resolve_path(evidence.sign_key) if evidence.sign_key else None,
+            otlp_endpoint=evidence.otlp_endpoint,
+        )
+    except EvidenceStoreError as exc:
+        _fail(str(exc))
     try:
         host = RuntimeHost(Kernel(policy, registry), store, handler_timeout_s=longest + 5.0)
         async with UpstreamBroker(upstreams, pins=opts["pins"]) as broker:

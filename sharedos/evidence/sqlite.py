@@ -54,27 +54,37 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from sharedos.evidence.appender import ChainAppender, Opening, Plan, StaleHead
+from sharedos.evidence.chain import Link, Signer
+from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
 from sharedos.evidence.record import (
     EvidenceRecord,
     OutcomeRecord,
+)
+from sharedos.evidence.rows import (
+    READER_COLUMNS,
+    READER_FROM,
+    UNLINKED_SQL,
+    link_from_row,
+    sqlite_attempt_values,
+    sqlite_text,
+    unlinked,
 )
 from sharedos.evidence.sqlite_schema import (
     INSERT_PROBE,
     JSON_COLUMNS,
     MIGRATE_FROM_1,
-    OPS,
+    MIGRATE_FROM_2,
     READ_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
     SELECT,
-    begin_op,
-    finish_op,
-    record_op,
+    run_plan,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
@@ -178,7 +188,8 @@ class SqliteEvidenceStore:
 
     ``read_only=True`` opens an existing file for reading only (the CLI): no
     probe, no migration, nothing created; any write raises cause
-    ``read_only``.
+    ``read_only``. Every row is a link of its turn's hash chain
+    (``sharedos.evidence.chain``); ``signer`` signs each turn's seal.
     """
 
     def __init__(
@@ -188,6 +199,7 @@ class SqliteEvidenceStore:
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_s: float = 1.5,
         read_only: bool = False,
+        signer: Signer | None = None,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be 'NORMAL' or 'FULL'")
@@ -210,8 +222,11 @@ class SqliteEvidenceStore:
         self._fast_lock = threading.Lock()
         self._fast_generation = -1
         self._fast_commits = 0
+        #: (turns, rows) the opening migration chained (``sharedos evidence migrate`` reports it)
+        self.migrated_rows = (0, 0)
         self._conn = self._open()
         self._cur = self._conn.cursor()
+        self.appender = ChainAppender(self, sqlite_attempt_values, text=sqlite_text, signer=signer)
 
     # -- opening ---------------------------------------------------------------
 
@@ -241,10 +256,12 @@ class SqliteEvidenceStore:
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if self.read_only:
-                if version not in (1, SCHEMA_VERSION):
+                if version > SCHEMA_VERSION:
+                    refuse_unreadable(self.path, int(version), writing=False)
+                if version not in (1, 2, SCHEMA_VERSION):
                     raise EvidenceStoreError(
                         f"{self.path} is not a SharedOS evidence database (schema version "
-                        f"{version}; this SharedOS reads versions 1 and {SCHEMA_VERSION})",
+                        f"{version}; this SharedOS reads versions 1 to {SCHEMA_VERSION})",
                         "io",
                     )
                 self.schema_version = int(version)
@@ -257,14 +274,18 @@ class SqliteEvidenceStore:
                     )
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")  # an outcome needs its attempt
-            if version not in (0, 1, SCHEMA_VERSION):
+            if version > SCHEMA_VERSION:
+                refuse_unreadable(self.path, int(version), writing=True)
+            if version not in (0, 1, 2, SCHEMA_VERSION):
                 raise EvidenceStoreError(
                     f"{self.path} has evidence schema version {version}; this SharedOS "
-                    f"reads versions 1 and {SCHEMA_VERSION}",
+                    f"reads versions 1 to {SCHEMA_VERSION}",
                     "io",
                 )
             if version != SCHEMA_VERSION:
-                self._install(conn, SCHEMA if version == 0 else MIGRATE_FROM_1)
+                # one host, one file: a writable open migrates (each version in one transaction)
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2}[int(version)]
+                self.migrated_rows = self._install(conn, steps, chain=version in (1, 2))
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
             conn.execute(INSERT_PROBE, (_now(),))
@@ -307,17 +328,24 @@ class SqliteEvidenceStore:
         )
 
     @staticmethod
-    def _install(conn: sqlite3.Connection, statements: tuple[str, ...]) -> None:
-        """Create (or migrate to) schema version 2 in one transaction."""
+    def _install(
+        conn: sqlite3.Connection, statements: tuple[str, ...], *, chain: bool = False
+    ) -> tuple[int, int]:
+        """Create (or migrate to) the schema in one transaction; with ``chain``, chain the rows there.
+
+        Returns (turns, rows) chained.
+        """
         conn.execute("BEGIN IMMEDIATE")
         try:
             for stmt in statements:
                 conn.execute(stmt)
+            chained = sqlite_chain_existing(conn) if chain else (0, 0)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        return chained
 
     def _locked(self) -> threading.Lock:
         """The store's lock, after making sure this process owns its connection.
@@ -378,15 +406,69 @@ class SqliteEvidenceStore:
 
     def begin(self, attempt: EvidenceRecord) -> int:
         """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
-        return self._write("write the attempt", begin_op(attempt))
+        self._writable()
+        return self.appender.begin(attempt)
 
     def finish(self, seq: int, outcome: OutcomeRecord) -> None:
         """Commit the outcome row of attempt ``seq`` (once; cause ``conflict`` otherwise)."""
-        self._write("write the outcome", finish_op(seq, outcome))
+        self._writable()
+        self.appender.finish(int(seq), outcome)
 
     def record(self, record: EvidenceRecord) -> int:
         """Commit a complete record (attempt and outcome rows) in one transaction; return its seq."""
-        return self._write("write the record", record_op(record))
+        if record.outcome_record is None:
+            raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
+        self._writable()
+        return self.appender.record(record)
+
+    def open_turn(self, opening: Opening) -> bool:
+        """Write the turn's opening record (the anchor of its chain) unless it has one."""
+        self._writable()
+        return self.appender.open_turn(opening)
+
+    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
+        """Append the turn's seal (signed when the store has a signer); the seal's hash."""
+        self._writable()
+        return self.appender.seal_turn(turn_id, closed_at)
+
+    def _writable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if self.read_only:
+            raise EvidenceStoreError(
+                f"evidence database {self.path} was opened read-only", "read_only"
+            )
+
+    # -- the appender's backend (called under its lock) ----------------------------
+
+    def head(self, turn_id: str) -> tuple[int, str] | None:
+        """The turn's last link (pos, hash) as the file has it."""
+        rows = self._read(
+            "SELECT pos, hash FROM links WHERE turn_id = ? ORDER BY pos DESC LIMIT 1", [turn_id]
+        )
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def attempt_link(self, seq: int) -> tuple[str, str] | None:
+        """(turn_id, hash) of the attempt link of ``seq``."""
+        rows = self._read(
+            "SELECT turn_id, hash FROM links WHERE seq = ? AND kind = 'attempt' LIMIT 1", [seq]
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
+        """(seq, hash) of the turn's link at ``pos``."""
+        rows = self._read(
+            "SELECT seq, hash FROM links WHERE turn_id = ? AND pos = ?", [turn_id, pos]
+        )
+        if not rows:
+            return None
+        seq, hash_ = rows[0]
+        return (int(seq) if seq is not None else None, str(hash_))
+
+    def execute(self, plan: Plan) -> int:
+        """Commit ``plan`` in one transaction on the store's connection (``ChainBackend``)."""
+        what = "write the attempt" if plan.attempt is not None else "write the outcome"
+        return self._write(what, lambda cur: run_plan(cur, plan))
 
     # -- the no-wait path ----------------------------------------------------------
 
@@ -406,20 +488,23 @@ class SqliteEvidenceStore:
             return _NOT_NOW
         if self._broken is not None:
             raise self._broken
+        return self.appender.try_now(kind, args, self._run_now)
+
+    def _run_now(self, plan: Plan) -> int | None:
+        """Commit ``plan`` on the no-wait connection; None when it would wait or failed."""
         if not self._fast_lock.acquire(blocking=False):
-            return _NOT_NOW
+            return None
         try:
             cur = self._fast_cursor()
             if cur is None:
-                return _NOT_NOW
-            op = OPS[kind](*args)
+                return None
             try:
-                result = op(cur)
-            except sqlite3.Error:
-                return _NOT_NOW
+                result = run_plan(cur, plan)
+            except (sqlite3.Error, StaleHead):
+                return None
             self._verify()
             self._fast_commits += 1
-            return True, result
+            return result
         finally:
             self._fast_lock.release()
 
@@ -510,6 +595,60 @@ class SqliteEvidenceStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._row_to_record(row) for row in self._read(sql, params)]
+
+    @contextlib.contextmanager
+    def _reader(self) -> Any:
+        """A connection of its own for a long read (an export, a verification).
+
+        Reading through a cursor of its own never holds the store's lock, so
+        writers are not kept waiting by a long export; WAL readers see one
+        consistent snapshot. An in-memory store has only its one connection.
+        """
+        if self.path == ":memory:":
+            with self._locked():
+                yield self._conn
+            return
+        conn = self._connect_read_only()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _stream(self, sql: str, params: list[Any], batch: int) -> Any:
+        with self._reader() as conn:
+            try:
+                cur = conn.execute(sql, params)
+                while rows := cur.fetchmany(batch):
+                    yield from rows
+            except sqlite3.Error as exc:
+                raise EvidenceStoreError(
+                    f"cannot read evidence from {self.path}: {exc}", _cause(exc)
+                ) from exc
+
+    def iter_records(
+        self, turn_id: str | None = None, *, batch: int = 2000
+    ) -> Iterator[EvidenceRecord]:
+        """Every record in ``seq`` order, streamed (memory holds one batch)."""
+        where, params = self._where(turn_id)
+        for row in self._stream(SELECT + where + " ORDER BY seq", params, batch):
+            yield self._row_to_record(row)
+
+    def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
+        """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
+        where = " WHERE l.turn_id = ?" if turn_id is not None else ""
+        params: list[Any] = [turn_id] if turn_id is not None else []
+        sql = "SELECT " + READER_COLUMNS + READER_FROM + where + " ORDER BY l.turn_id, l.pos, l.seq"
+        for row in self._stream(sql, params, batch):
+            yield link_from_row(tuple(row))
+
+    def unlinked(self, turn_id: str | None = None) -> list[Link]:
+        """Content rows that no link covers (rows added behind the store's back)."""
+        sql = "SELECT * FROM (" + UNLINKED_SQL + ") u"
+        params: list[Any] = []
+        if turn_id is not None:
+            sql += " WHERE u.turn_id = ?"
+            params.append(turn_id)
+        return [unlinked(t, k, q) for t, k, q in self._stream(sql, params, 1000)]
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""

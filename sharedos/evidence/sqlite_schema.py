@@ -1,43 +1,35 @@
-"""The SQLite evidence schema, version 2: DDL, the version-1 migration, and row encoding.
+"""The SQLite evidence schema, version 3: DDL, the migrations, and the one chained write.
 
 Table ``attempts`` holds the row committed before a handler runs, table
 ``outcomes`` the row that concludes it (``seq`` is its primary key and a
 foreign key to ``attempts``), and the view ``evidence`` joins them under the
-version-1 column names. Each write is one of three operations (``OPS``), a
-function of a cursor that commits one transaction; the store runs them on
-either of its connections.
+version-1 column names. Version 3 adds the tamper-evident chain
+(``sharedos.evidence.chain``): ``turns`` (each turn's opening record),
+``links`` (each row's place in its turn's chain) and ``seals``. Every write
+is a ``Plan`` made by ``ChainAppender`` and committed by ``run_plan`` in one
+transaction, on either of the store's connections.
 """
 
 from __future__ import annotations
 
-import json
-import operator
 import sqlite3
-from collections.abc import Callable
-from typing import Any
 
-from sharedos.evidence.record import (
-    OUTCOME_FIELDS,
-    EvidenceRecord,
-    OutcomeRecord,
-    encoded_text,
-    storable_json_text,
-)
+from sharedos.evidence.appender import Plan, StaleHead
+from sharedos.evidence.migrate import SQLITE_V3
+from sharedos.evidence.record import OUTCOME_FIELDS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 __all__ = [
     "INSERT_PROBE",
     "JSON_COLUMNS",
     "MIGRATE_FROM_1",
-    "OPS",
+    "MIGRATE_FROM_2",
     "READ_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SELECT",
-    "begin_op",
-    "finish_op",
-    "record_op",
+    "run_plan",
 ]
 
 #: the attempt row's columns, in INSERT order
@@ -64,11 +56,6 @@ _OUTCOME_COLUMNS = OUTCOME_FIELDS  # outcome, reason, finished_at, duration_ms, 
 #: every column of the ``evidence`` view (and of the version-1 table), in read order
 READ_COLUMNS = _ATTEMPT_COLUMNS + _OUTCOME_COLUMNS
 JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity"})
-#: one C-level attribute fetch for the whole attempt row, in column order
-_ATTEMPT_ROW = operator.attrgetter(*_ATTEMPT_COLUMNS)
-_OUTCOME_ROW = operator.attrgetter(*_OUTCOME_COLUMNS)
-_JSON_INDEXES = tuple(_ATTEMPT_COLUMNS.index(c) for c in sorted(JSON_COLUMNS))
-_RULE_IDS_INDEX = _ATTEMPT_COLUMNS.index("rule_ids")
 
 _OUTCOMES_CHECK = "('succeeded','denied','failed','cancelled')"
 _ATTEMPTS_DDL = """CREATE TABLE attempts (
@@ -113,6 +100,7 @@ SCHEMA = (
     "CREATE INDEX attempts_turn ON attempts (turn_id, seq)",
     "CREATE INDEX attempts_call ON attempts (call_id)",
     _VIEW_DDL,
+    *SQLITE_V3,  # the chain (sharedos.evidence.chain): turns, links, seals
 )
 MIGRATE_FROM_1 = (
     *SCHEMA[:3],
@@ -123,6 +111,8 @@ MIGRATE_FROM_1 = (
     "DROP TABLE evidence",  # and its indexes evidence_turn, evidence_call
     *SCHEMA[3:],
 )
+#: version 2 -> 3: the chain's tables (the rows already there are chained by the migration)
+MIGRATE_FROM_2 = SQLITE_V3
 _INSERT_ATTEMPT = (
     f"INSERT INTO attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(_ATTEMPT_COLUMNS))})"
@@ -131,91 +121,55 @@ _INSERT_OUTCOME = (
     f"INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
     f"VALUES (?, {', '.join('?' * len(_OUTCOME_COLUMNS))})"
 )
+_INSERT_TURN = (
+    "INSERT INTO turns (turn_id, opened_at, catalog_hash, policy_hash, policy_revision, identity) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_INSERT_SEAL = "INSERT INTO seals (turn_id, pos, closed_at, links, key_id, signature) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_LINK = (
+    "INSERT INTO links (turn_id, pos, kind, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
+)
 SELECT = f"SELECT seq, {', '.join(READ_COLUMNS)} FROM evidence"
 INSERT_PROBE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)"
 
 
-def _dumps(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = encoded_text(value)  # encoded once on the call path (compact, ASCII-safe)
-    if text is not None:
-        return text
+def run_plan(cur: sqlite3.Cursor, plan: Plan) -> int:
+    """Commit ``plan`` (a turn's next chain links and their rows) in one transaction.
+
+    Returns the attempt's seq (the plan's own for an outcome, -1 for an
+    opening or a seal). Raises ``StaleHead`` when the first position is
+    taken (another writer moved the turn's head) and ``sqlite3.Error`` for
+    the rest (a second outcome is a constraint error: cause ``conflict``).
+    """
+    cur.execute("BEGIN IMMEDIATE")
     try:
-        return storable_json_text(value)
-    except Exception:  # too deep or hostile: the record is still written
-        return json.dumps({"$unstorable": type(value).__name__})
-
-
-def _attempt_row(record: EvidenceRecord) -> list[Any]:
-    """The INSERT parameters of ``record``'s attempt row, in ``_ATTEMPT_COLUMNS`` order."""
-    row = list(_ATTEMPT_ROW(record))
-    row[_RULE_IDS_INDEX] = list(row[_RULE_IDS_INDEX])
-    for i in _JSON_INDEXES:
-        row[i] = _dumps(row[i])
-    return row
-
-
-def _outcome_row(seq: int, outcome: OutcomeRecord) -> tuple[Any, ...]:
-    """The INSERT parameters of an outcome row."""
-    out, reason, finished_at, duration_ms, error = _OUTCOME_ROW(outcome)
-    return (
-        seq,
-        str(out),
-        str(reason) if reason is not None else None,
-        finished_at,
-        float(duration_ms),
-        error,
-    )
-
-
-def begin_op(attempt: EvidenceRecord) -> Callable[[sqlite3.Cursor], int]:
-    """The write of an attempt row; the op returns its seq."""
-    row = _attempt_row(attempt)
-
-    def op(cur: sqlite3.Cursor) -> int:
-        seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
-        assert seq is not None
-        return int(seq)
-
-    return op
-
-
-def finish_op(seq: int, outcome: OutcomeRecord) -> Callable[[sqlite3.Cursor], None]:
-    """The write of the outcome row of attempt ``seq``."""
-    row = _outcome_row(int(seq), outcome)
-
-    def op(cur: sqlite3.Cursor) -> None:
-        cur.execute(_INSERT_OUTCOME, row)
-
-    return op
-
-
-def record_op(record: EvidenceRecord) -> Callable[[sqlite3.Cursor], int]:
-    """Both rows of a complete record, in one transaction; the op returns the seq."""
-    outcome = record.outcome_record
-    if outcome is None:
-        raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
-    row = _attempt_row(record)
-
-    def op(cur: sqlite3.Cursor) -> int:
-        cur.execute("BEGIN")
-        try:
-            seq = cur.execute(_INSERT_ATTEMPT, row).lastrowid
-            assert seq is not None
-            cur.execute(_INSERT_OUTCOME, _outcome_row(int(seq), outcome))
-            cur.execute("COMMIT")
-        except BaseException:
-            if cur.connection.in_transaction:
-                cur.connection.execute("ROLLBACK")
-            raise
-        return int(seq)
-
-    return op
-
-
-OPS: dict[str, Callable[..., Callable[[sqlite3.Cursor], Any]]] = {
-    "begin": begin_op,
-    "finish": finish_op,
-    "record": record_op,
-}
+        seq = plan.seq if plan.seq is not None else -1
+        if plan.opening is not None:
+            cur.execute(_INSERT_TURN, plan.opening.values())
+        if plan.attempt is not None:
+            rowid = cur.execute(_INSERT_ATTEMPT, plan.attempt).lastrowid
+            assert rowid is not None
+            seq = int(rowid)
+        if plan.outcome is not None:
+            cur.execute(_INSERT_OUTCOME, (seq, *plan.outcome))
+        if plan.seal is not None:
+            closed_at, links, key_id, signature = plan.seal
+            pos = plan.links[-1].pos
+            cur.execute(_INSERT_SEAL, (plan.turn_id, pos, closed_at, links, key_id, signature))
+        for link in plan.links:
+            link_seq = seq if link.kind in ("attempt", "outcome") else None
+            try:
+                cur.execute(
+                    _INSERT_LINK,
+                    (plan.turn_id, link.pos, link.kind, link_seq, link.prev, link.hash),
+                )
+            except sqlite3.IntegrityError as exc:
+                if "links." in str(exc):
+                    raise StaleHead() from None
+                raise
+        cur.execute("COMMIT")
+    except BaseException:
+        if cur.connection.in_transaction:
+            cur.connection.execute("ROLLBACK")
+        raise
+    return seq

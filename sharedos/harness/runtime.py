@@ -186,7 +186,12 @@ class McpHarnessRuntime:
         return self._version
 
     def identity(
-        self, *, catalog_hash: str | None, policy_hash: str | None, live: bool = False
+        self,
+        *,
+        catalog_hash: str | None,
+        policy_hash: str | None,
+        live: bool = False,
+        policy_revision: str | None = None,
     ) -> SystemIdentity:
         """SystemIdentity for this harness's records."""
         adapter = self.adapter
@@ -199,6 +204,7 @@ class McpHarnessRuntime:
             mcp_extension=None if live else adapter.mcp_extension,
             catalog_hash=catalog_hash,
             policy_bundle_hash=policy_hash,
+            policy_bundle_revision=policy_revision,
         )
 
     async def run_turn(
@@ -249,10 +255,12 @@ class McpHarnessRuntime:
         kernel = runtime_host.kernel
         catalog: TurnCatalog | None = None if live else kernel.list_tools(context, tool_policy)
         policy_hash = getattr(kernel, "policy_hash", None)
+        revision = getattr(kernel.policy, "bundle_revision", None)  # a distributed bundle's
         identity = self.identity(
             catalog_hash=None if catalog is None else str(catalog.catalog_hash),
             policy_hash=str(policy_hash) if policy_hash else None,
             live=live,
+            policy_revision=str(revision) if revision is not None else None,
         )
         workdir.mkdir(parents=True, exist_ok=True)
         turn_dir = Path(tempfile.mkdtemp(prefix=f"{self.harness.id}-", dir=workdir))
