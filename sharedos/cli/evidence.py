@@ -50,16 +50,19 @@ def _text_row(rec: EvidenceRecord) -> str:
 
 
 def _emit(records: list[EvidenceRecord], fmt: str, out: TextIO) -> None:
+    from sharedos.evidence.export import json_text
+
     if fmt == "jsonl":
         for rec in records:
-            out.write(json.dumps(rec.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
+            out.write(json_text(rec.to_dict()) + "\n")
     elif fmt == "json":
-        json.dump([r.to_dict() for r in records], out, ensure_ascii=False, indent=2, sort_keys=True)
+        out.write(json_text([r.to_dict() for r in records], indent=2))
         out.write("\n")
     else:
         out.write("   seq  started_at  turn  call_id  tool  status  reason  resource  rules\n")
         for rec in records:
-            out.write(_text_row(rec) + "\n")
+            # a lone surrogate (a tool name or resource JSON could carry) is shown escaped
+            out.write(_text_row(rec).encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
 
 
 @click.group()

@@ -62,16 +62,28 @@ def iter_records(store: Any, turn_id: str | None = None) -> Iterator[EvidenceRec
         yield from store.query(turn_id)
 
 
+def json_text(value: Any, indent: int | None = None) -> str:
+    """JSON of ``value`` with sorted keys: UTF-8 where it can be, ``\\u`` escapes when a
+    string holds a lone surrogate (JSON carries one, UTF-8 cannot: a raw write would
+    fail mid-export)."""
+    text = (
+        _ENCODE(value)
+        if indent is None
+        else json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent)
+    )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, sort_keys=True, indent=indent)
+    return text
+
+
 def write_jsonl(records: Iterable[EvidenceRecord], out: TextIO) -> int:
     """One JSON object per line (sorted keys, UTF-8); returns the number written."""
     n = 0
     write = out.write
     for rec in records:
-        try:
-            line = _ENCODE(rec.to_dict())
-        except ValueError:  # a lone surrogate that the store kept: escape it
-            line = json.dumps(rec.to_dict(), ensure_ascii=True, sort_keys=True)
-        write(line + "\n")
+        write(json_text(rec.to_dict()) + "\n")
         n += 1
     return n
 

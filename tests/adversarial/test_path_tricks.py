@@ -229,12 +229,6 @@ async def test_a_long_race_never_leaks_or_changes_a_forbidden_file(
     print(f"long race: {run.calls} calls, {run.outcomes}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sharedos evidence export raises UnicodeEncodeError (a traceback, exit 1) on a record "
-    "whose arguments hold a lone surrogate: sharedos/cli/evidence.py _emit writes "
-    "json.dumps(ensure_ascii=False) to a strict UTF-8 stdout (evidence/CLI owner to fix)",
-)
 async def test_the_evidence_export_survives_a_lone_surrogate_argument(run: Run) -> None:
     # (a low surrogate such as "\udcc0" is written out as a raw invalid UTF-8 byte instead)
     await run.call(BOB_ODD, "files.read", {"path": "/public/docs/\ud800"})
