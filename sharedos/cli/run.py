@@ -356,16 +356,27 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         store.close()
 
 
+#: control characters (C0 but tab, DEL, C1): a harness line must not drive the terminal
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
+
+
+def printable(line: str) -> str:
+    """``line`` with control characters (ANSI escapes, carriage returns ...) shown as ``\\xNN``."""
+    return line.translate(_CONTROL)
+
+
 def stream_printer(harness_id: str) -> Any:
     """The output hook of ``sharedos run``: each harness line on stderr, as it arrives.
 
     stdout lines are prefixed ``[ID]``, stderr lines ``[ID stderr]``; stdout of
-    ``sharedos run`` stays for the answer (and ``--json``).
+    ``sharedos run`` stays for the answer (and ``--json``). Lines arrive scrubbed of
+    the host's secrets; control characters are shown escaped, so what a harness (or
+    a tool result it echoes) prints cannot move the cursor or rewrite the terminal.
     """
 
     def printer(stream: str, line: str) -> None:
         tag = harness_id if stream == "stdout" else f"{harness_id} {stream}"
-        click.echo(f"[{tag}] {line}", err=True)
+        click.echo(f"[{tag}] {printable(line)}", err=True)
 
     return printer
 

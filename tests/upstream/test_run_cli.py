@@ -321,3 +321,17 @@ def test_run_streams_the_harness_output_while_it_runs_scrubbed(tmp_path: Path) -
     assert any(planted in json.dumps(r) for r in received)
     assert planted not in err and planted not in out
     assert any("[redacted]" in x for x in streamed)
+
+
+def test_streamed_lines_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """A harness line with ANSI escapes or a carriage return is shown, not obeyed."""
+    from sharedos.cli.run import stream_printer
+
+    printer = stream_printer("codex")
+    printer("stdout", "ok \x1b[2J\x1b]0;owned\x07 done\rfake")
+    printer("stderr", "warn\x9b31m é\ttab")
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "[codex] ok \\x1b[2J\\x1b]0;owned\\x07 done\\x0dfake",
+        "[codex stderr] warn\\x9b31m é\ttab",
+    ]
