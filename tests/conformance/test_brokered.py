@@ -208,3 +208,23 @@ def test_a_success_forwarded_as_spelled_not_as_authorized_fails(manifest: Manife
     ]
     assert cell.grade is Grade.FAILED
     assert "received the arguments as the harness wrote them" in cell.detail
+
+
+@pytest.mark.anyio
+async def test_a_workdir_a_policy_pattern_cannot_name_leaves_the_rows_not_available(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    """A space or a glob character in the path would change what the fixture's permit means:
+    the fixture is refused, with the reason, rather than compiled into a different rule."""
+    work = tmp_path / "has space*"
+    work.mkdir()
+    report, _ = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=work, shapes=("dsh",)),
+        keep_workdir=work,
+    )
+    cells = _brokered_cells(report)
+    assert {c[0].grade for c in cells.values()} == {Grade.NOT_AVAILABLE}
+    assert all("cannot name literally" in c[0].detail for c in cells.values())
+    assert report.ok
