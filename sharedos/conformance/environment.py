@@ -44,7 +44,12 @@ from sharedos.tools import register_files_tools
 
 @dataclass
 class BrokeredTurn:
-    """One column turn as the brokered upstreams saw it (see ``ConformanceEnv.turn``)."""
+    """One column turn as the brokered upstreams saw it (see ``ConformanceEnv.turn``).
+
+    The tap logs of an environment are sliced by turn (``marks``), so a column runs
+    its turns one after another: a call is attributed to the turn it reached the
+    upstream in, never to an earlier shape's or group's turn.
+    """
 
     env: ConformanceEnv
     #: the broker's snapshot of the turn (None: no upstream served)
