@@ -11,8 +11,10 @@
    (``--sandbox``) and the host file's brokered upstreams;
 3. opens the turn: lists every upstream (down ones are reported and left
    out), computes the catalogue, opens the turn bridge;
-4. launches the harness through the MCP harness runtime, prints its output,
-   closes the turn (the port is released);
+4. launches the harness through the MCP harness runtime, streams its output
+   (each stdout/stderr line on stderr as it arrives, prefixed with the harness
+   id and scrubbed of the host's secrets; ``--no-stream`` keeps it quiet),
+   prints its answer on stdout, closes the turn (the port is released);
 5. prints an evidence summary: attempts, allowed / denied / failed, by reason.
 
 ``--dry-run`` prints the catalogue this user would get, and why each tool is
@@ -227,6 +229,12 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the harness's private turn directory is made (default: a temp dir).",
 )
+@click.option(
+    "--stream/--no-stream",
+    default=True,
+    show_default=True,
+    help="Print the harness's output lines on stderr as they arrive.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the catalogue and why; launch nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def run(
@@ -245,6 +253,7 @@ def run(
     plan_file: Path | None,
     timeout_s: float | None,
     workdir: Path | None,
+    stream: bool,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -306,6 +315,7 @@ def run(
             prompt=prompt,
             timeout_s=timeout_s,
             workdir=workdir,
+            stream=stream,
             dry_run=dry_run,
             as_json=as_json,
         ),
@@ -385,6 +395,31 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         store.close()
 
 
+#: control characters (C0 but tab, DEL, C1): a harness line must not drive the terminal
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
+
+
+def printable(line: str) -> str:
+    """``line`` with control characters (ANSI escapes, carriage returns ...) shown as ``\\xNN``."""
+    return line.translate(_CONTROL)
+
+
+def stream_printer(harness_id: str) -> Any:
+    """The output hook of ``sharedos run``: each harness line on stderr, as it arrives.
+
+    stdout lines are prefixed ``[ID]``, stderr lines ``[ID stderr]``; stdout of
+    ``sharedos run`` stays for the answer (and ``--json``). Lines arrive scrubbed of
+    the host's secrets; control characters are shown escaped, so what a harness (or
+    a tool result it echoes) prints cannot move the cursor or rewrite the terminal.
+    """
+
+    def printer(stream: str, line: str) -> None:
+        tag = harness_id if stream == "stdout" else f"{harness_id} {stream}"
+        click.echo(f"[{tag}] {printable(line)}", err=True)
+
+    return printer
+
+
 async def _launch(
     opts: dict[str, Any], host: Any, context: Any, tool_policy: Any, turn_upstreams: Any
 ) -> int:
@@ -409,6 +444,11 @@ async def _launch(
         f"{len(catalog)} tool(s), catalogHash {catalog.catalog_hash}",
         err=True,
     )
+    # the host's secrets (every harness's env values, the upstreams' credentials) are
+    # scrubbed from the harness's output, streamed or captured
+    secrets = [*opts["host_config"].secret_values(runtime.environ)]
+    for creds in turn_upstreams.credentials.values():
+        secrets.extend(creds.secrets())
     try:
         result = await runtime.run_turn(
             host,
@@ -419,6 +459,8 @@ async def _launch(
             transport=transport,
             timeout_s=opts["timeout_s"],
             prompt=opts["prompt"] or None,
+            on_output=stream_printer(runtime.harness.id) if opts["stream"] else None,
+            secrets=secrets,
         )
     except HarnessUnavailable as exc:
         click.echo(f"error: {exc}", err=True)

@@ -36,7 +36,7 @@ from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
 from sharedos.harness.outputs import HarnessOutput
-from sharedos.harness.process import ProcessResult, redact, run_process
+from sharedos.harness.process import OutputHook, ProcessResult, redact, run_process
 from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
 from sharedos.harness.scripted_model.plan import IssuedCall
 from sharedos.harness.tools import harness_version
@@ -146,6 +146,9 @@ class _Turn:
     model: ScriptedModelServer | None = None
     url: str | None = None
     launch: recipes.Launch | None = None
+    on_output: OutputHook | None = None
+    #: values scrubbed from the harness's output besides the launch's own
+    secrets: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -220,9 +223,19 @@ class McpHarnessRuntime:
         timeout_s: float | None = None,
         live: bool = False,
         prompt: str | None = None,
+        on_output: OutputHook | None = None,
+        secrets: Sequence[str] = (),
     ) -> HarnessTurnResult:
-        """Run one turn of this harness against ``context``'s catalogue (see module doc)."""
+        """Run one turn of this harness against ``context``'s catalogue (see module doc).
+
+        ``on_output(stream, line)`` receives the harness's stdout and stderr line by
+        line while it runs, scrubbed like the captured output (``run_process``) of the
+        launch's secrets (turn token, the host file's env values) and of ``secrets``
+        (more values the host holds, e.g. upstream credentials).
+        """
         turn = self._begin(runtime_host, context, tool_policy, plan, workdir, live=live)
+        turn.on_output = on_output
+        turn.secrets = tuple(secrets)
         turn.transport = None if live else (transport or self.harness.transport)
         turn.deadline = timeout_s if timeout_s is not None else self.harness.timeout_s
         turn.prompt = prompt or build_prompt(plan, live=live)
@@ -327,6 +340,8 @@ class McpHarnessRuntime:
             host_env=self.environ,
             command=self.command,
         )
+        if turn.secrets:
+            launch.secret_values = tuple(dict.fromkeys((*launch.secret_values, *turn.secrets)))
         try:
             return await run_process(
                 launch.argv,
@@ -334,6 +349,7 @@ class McpHarnessRuntime:
                 cwd=launch.cwd,
                 timeout_s=turn.deadline,
                 secrets=launch.secret_values,
+                on_output=turn.on_output,
             )
         except (FileNotFoundError, PermissionError) as exc:
             shown = redact(launch.argv[0], launch.secret_values)

@@ -74,8 +74,11 @@ class Attempt(BaseModel):
     grading reads three keys and fails the cell when they disagree with the record:
     ``isError`` (the error flag the harness/model saw, must equal outcome != succeeded),
     ``delivered`` (False: the result never reached the model) and ``contentEqual``
-    (False: the model decoded other content than the kernel returned). Other keys
-    (aliases, harness call ids) are kept as diagnostics.
+    (False: the model decoded other content than the kernel returned). For a brokered
+    tool, ``upstream`` holds what the upstream's own tap saw (``calls``: requests with
+    the authorized arguments, ``rawCalls``: with the arguments as written, when they
+    differ), and grading fails a refused call the upstream received, or a success it
+    did not. Other keys (aliases, harness call ids) are kept as diagnostics.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -113,6 +116,11 @@ class ColumnRun(BaseModel):
     tool_policy: ToolPolicy | None = None
     #: free-form notes shown under the column (why a row was not attempted, diagnostics)
     notes: list[str] = Field(default_factory=list)
+    #: ``{ID.root}`` placeholder -> the path it stood for in this column's environment
+    #: (grading binds the rows with it before matching)
+    bindings: dict[str, str] = Field(default_factory=dict)
+    #: rows this column could not serve at all -> why (graded not available)
+    unavailable_rows: dict[str, str] = Field(default_factory=dict)
     duration_s: float | None = None
     evidence_path: str | None = None
 
