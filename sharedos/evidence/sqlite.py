@@ -94,10 +94,19 @@ __all__ = ["SCHEMA_VERSION", "EvidenceStoreError", "SqliteEvidenceStore"]
 _T = TypeVar("_T")
 
 _NOT_NOW: tuple[bool, Any] = (False, None)
-#: no-wait commits between two looks at the WAL's size
-_CHECKPOINT_EVERY = 200
+#: no-wait commits between two looks at the WAL's size. A commit with its chain
+#: link writes several pages (~16 KiB of WAL), so 50 commits grow the WAL by
+#: under 1 MiB between looks.
+_CHECKPOINT_EVERY = 50
 #: the WAL size past which ``checkpoint`` folds it back (SQLite's own default: 1,000 pages)
 _CHECKPOINT_BYTES = 1000 * 4096
+#: the WAL size past which no-wait commits stop until ``checkpoint`` has folded it:
+#: commits then go through the writer thread, queued behind that checkpoint, so
+#: a checkpoint that is late (its thread not scheduled) cannot let the WAL run away
+_PAUSE_BYTES = 6 * 1024 * 1024
+#: a WAL file left larger than this after a checkpoint reset is truncated to it
+#: (``journal_size_limit``): the file's size is a high-water mark otherwise
+_WAL_SIZE_LIMIT = 1024 * 1024
 
 
 #: SQLite primary result codes -> ``EvidenceStoreError.cause``
@@ -222,6 +231,7 @@ class SqliteEvidenceStore:
         self._fast_lock = threading.Lock()
         self._fast_generation = -1
         self._fast_commits = 0
+        self._fast_paused = False
         #: (turns, rows) the opening migration chained (``sharedos evidence migrate`` reports it)
         self.migrated_rows = (0, 0)
         self._conn = self._open()
@@ -273,6 +283,7 @@ class SqliteEvidenceStore:
                         f"could not enable WAL on {self.path} (got {mode})", "io"
                     )
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
             conn.execute("PRAGMA foreign_keys=ON")  # an outcome needs its attempt
             if version > SCHEMA_VERSION:
                 refuse_unreadable(self.path, int(version), writing=True)
@@ -484,7 +495,7 @@ class SqliteEvidenceStore:
         here is left to the caller's ordinary (waiting) path, which retries and
         reports it; only a file found replaced after a commit raises.
         """
-        if self.synchronous != "NORMAL" or self._ids is None or self.read_only:
+        if self.synchronous != "NORMAL" or self._ids is None or self.read_only or self._fast_paused:
             return _NOT_NOW
         if self._broken is not None:
             raise self._broken
@@ -519,6 +530,7 @@ class SqliteEvidenceStore:
             conn.execute("PRAGMA busy_timeout=0")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the writer thread
+            conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error:
             return None
@@ -527,31 +539,45 @@ class SqliteEvidenceStore:
         return self._fast_cur
 
     def checkpoint_due(self) -> bool:
-        """True every ``_CHECKPOINT_EVERY`` no-wait commits: time to call ``checkpoint`` (off-loop)."""
+        """True when, at one of its looks every ``_CHECKPOINT_EVERY`` no-wait commits, the
+        WAL has grown past about 1,000 pages: time to call ``checkpoint`` (off-loop).
+
+        Past ``_PAUSE_BYTES`` the no-wait path also stops until that checkpoint ran.
+        """
         if self._fast_commits < _CHECKPOINT_EVERY:
             return False
         self._fast_commits = 0
-        return True
+        try:
+            size = os.stat(self.path + "-wal").st_size
+        except OSError:
+            return False
+        if size >= _PAUSE_BYTES:
+            self._fast_paused = True
+        return size >= _CHECKPOINT_BYTES
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the database once it holds more than about 1,000 pages.
 
         ``RESTART`` makes writers wait while it runs (no-wait commits go to the
         writer thread meanwhile), so a steady stream of commits cannot outrun
-        it and the WAL stays bounded. Blocking: call it from a writer thread.
+        it and the WAL stays bounded; ``journal_size_limit`` then trims the
+        file. Blocking: call it from a writer thread.
         """
         try:
-            size = os.stat(self.path + "-wal").st_size
-        except OSError:
-            return
-        if size < _CHECKPOINT_BYTES:
-            return
-        with self._locked():
-            if self._broken is not None:
+            try:
+                size = os.stat(self.path + "-wal").st_size
+            except OSError:
                 return
-            # a checkpoint that cannot run now runs at the next one
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+            if size < _CHECKPOINT_BYTES:
+                return
+            with self._locked():
+                if self._broken is not None:
+                    return
+                # a checkpoint that cannot run now runs at the next one
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        finally:
+            self._fast_paused = False
 
     # -- reading ---------------------------------------------------------------
 
