@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from sharedos.errors import SharedOSError
+
 __all__ = [
     "MAX_BUNDLE_BYTES",
     "DirectorySource",
@@ -39,7 +41,7 @@ MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 BUNDLE_NAME = "bundle.json"
 
 
-class SourceError(Exception):
+class SourceError(SharedOSError):
     """The source could not be read (unreachable, missing, too large)."""
 
 

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from sharedos.bundles.source import Fetched
+from sharedos.errors import SharedOSError
 
 __all__ = ["BundleRejected", "BundleVerifier", "BundledPolicy", "LoadedBundle"]
 
 
-class BundleRejected(Exception):
+class BundleRejected(SharedOSError):
     """The bundle failed verification; the message says which check and why."""
 
 

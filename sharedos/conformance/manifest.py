@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sharedos.context import AccessContext
+from sharedos.errors import SharedOSError
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.toolpolicy import ToolPolicy
 
@@ -30,7 +31,7 @@ PLACEHOLDER_RE = re.compile(r"\{([a-z0-9][a-z0-9_-]{0,31})\.root\}")
 _TEMPLATE_ROOTS = frozenset({"context", "args", "resource", "action"})
 
 
-class ManifestError(ValueError):
+class ManifestError(SharedOSError, ValueError):
     """A manifest that cannot be used; ``str()`` is a positioned, human message."""
 
 

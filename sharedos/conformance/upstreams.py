@@ -38,6 +38,7 @@ from typing import Any
 
 from sharedos.conformance.manifest import PLACEHOLDER_RE, Manifest, UpstreamFixture
 from sharedos.conformance.tap import TappedCall
+from sharedos.errors import SharedOSError
 
 #: Characters a fixture root may contain so that it can stand literally in a policy
 #: glob pattern (no glob metacharacters, quotes, braces or spaces).
@@ -177,7 +178,7 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
     return FixtureUpstream(uid, namespace, root, tap_log, overlay, config)
 
 
-class FixtureError(RuntimeError):
+class FixtureError(SharedOSError, RuntimeError):
     """A fixture that cannot be built in this environment; ``str()`` says why."""
 
     def __init__(self, uid: str, reason: str) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from sharedos.errors import SharedOSError
 from sharedos.evidence.chain import (
     ATTEMPT_FIELDS,
     HeadCache,
@@ -55,7 +56,7 @@ __all__ = [
 MAX_STALE_RETRIES = 8
 
 
-class StaleHead(Exception):
+class StaleHead(SharedOSError):
     """The plan's first position is taken: the turn's head moved (another writer)."""
 
 
@@ -63,7 +64,7 @@ class _Uncached(Exception):
     """A no-wait plan needed something only the database knows."""
 
 
-class CommitUnknown(Exception):
+class CommitUnknown(SharedOSError):
     """The connection was lost with the plan in flight; the backend has reconnected."""
 
     def __init__(self, message: str, cause: EvidenceStoreError) -> None:

@@ -36,6 +36,7 @@ from pydantic import (
     model_validator,
 )
 
+from sharedos.errors import SharedOSError
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.harness.tomlpos import key_positions, locate
 from sharedos.upstream.config import UpstreamConfig, parse_upstreams
@@ -45,7 +46,7 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class HostConfigError(ValueError):
+class HostConfigError(SharedOSError, ValueError):
     """A host configuration that cannot be used; ``str()`` lists positioned problems."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import anyio
 
+from sharedos.errors import SharedOSError
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
 from sharedos.kernel.threads import LaneTask, SerialLane, await_task
@@ -49,7 +50,7 @@ GiveUp = Literal["timeout", "cancelled"]
 Fallback = Callable[[GiveUp], OutcomeRecord]
 
 
-class EvidenceUnavailable(Exception):
+class EvidenceUnavailable(SharedOSError):
     """A write could not be made durable in time; ``cause`` is an ``EvidenceStoreError`` cause."""
 
     def __init__(self, cause: str, message: str) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharedos.errors import SharedOSError
 from sharedos.policy.grammar import GRAMMAR_VERSION, grammar_sha256
 from sharedos.policy.policyset import PolicySet, program_hash
 
@@ -38,7 +39,7 @@ BUNDLE_FORMAT = "sharedos-policy-bundle"
 COMPILER_VERSION = f"sharedos-policy-compiler/4 grammar/{GRAMMAR_VERSION}"
 
 
-class BundleError(ValueError):
+class BundleError(SharedOSError, ValueError):
     """A bundle that cannot be loaded (unreadable, malformed, tampered, unsigned, or from another compiler)."""
 
 

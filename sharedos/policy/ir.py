@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Literal
 
+from sharedos.errors import SharedOSError
 from sharedos.policy.conditions import Env, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
 from sharedos.policy.patterns import (
@@ -215,7 +216,7 @@ class RuleRecord:
         return matcher_for(resolved, len(literal_prefix(self.pattern_enc)))
 
 
-class MalformedProgram(ValueError):
+class MalformedProgram(SharedOSError, ValueError):
     """A program (usually from a bundle) whose structure is not what the compiler writes."""
 
 
