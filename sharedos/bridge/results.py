@@ -22,7 +22,7 @@ from sharedos.outcomes import Outcome, ReasonCode
 _BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
 
 
-def _content_blocks(raw: Any) -> list[types.ContentBlock]:
+def _content_blocks(raw: Sequence[object] | None) -> list[types.ContentBlock]:
     blocks: list[types.ContentBlock] = []
     for block in raw or ():
         if isinstance(block, BaseModel):
@@ -40,7 +40,7 @@ def _content_blocks(raw: Any) -> list[types.ContentBlock]:
     return blocks
 
 
-def _unencodable(value: Any, depth: int = 0) -> bool:
+def _unencodable(value: object, depth: int = 0) -> bool:
     """True when ``value`` holds a string UTF-8 cannot encode (ASCII strings cost ~nothing)."""
     if isinstance(value, str):
         if value.isascii():
@@ -71,7 +71,7 @@ def _carries_lone_surrogate(blocks: Sequence[Any], structured: dict[str, Any] | 
     return structured is not None and _unencodable(structured)
 
 
-def to_wire_result(result: Any) -> types.CallToolResult | dict[str, Any]:
+def to_wire_result(result: ToolResult) -> types.CallToolResult | dict[str, Any]:
     """``to_call_tool_result(result)``, or for the common case its wire dict directly.
 
     A success whose content is text blocks only (no structured content) is
@@ -101,7 +101,7 @@ def to_wire_result(result: Any) -> types.CallToolResult | dict[str, Any]:
     return to_call_tool_result(result)
 
 
-def to_call_tool_result(result: Any) -> types.CallToolResult:
+def to_call_tool_result(result: ToolResult) -> types.CallToolResult:
     """The MCP result for a kernel ``ToolResult``: its content and payload, its error flag."""
     is_error = result.outcome is not Outcome.SUCCEEDED
     structured = result.structured if isinstance(result.structured, dict) else None
