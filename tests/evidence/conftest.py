@@ -73,35 +73,3 @@ def fill(target: Path) -> Path:
         except OSError:
             pass
     return filler
-
-
-class Figures:
-    """Lines of figures a stress test reports; printed in the test summary."""
-
-    def __init__(self, sink: list[str]) -> None:
-        self._sink = sink
-
-    def add(self, line: str) -> None:
-        """Report one line (and show it in the terminal summary)."""
-        self._sink.append(line)
-
-
-_FIGURES = pytest.StashKey[list[str]]()
-
-
-@pytest.fixture
-def stress_figures(request: pytest.FixtureRequest) -> Figures:
-    """Where a stress test puts the figures ``make stress`` prints."""
-    sink = request.config.stash.setdefault(_FIGURES, [])
-    return Figures(sink)
-
-
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
-    """Print the figures the stress tests of this run reported."""
-    lines = config.stash.get(_FIGURES, [])
-    if lines:
-        terminalreporter.section("evidence stress figures")
-        for line in lines:
-            terminalreporter.write_line(line)

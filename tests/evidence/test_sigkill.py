@@ -26,8 +26,7 @@ from pathlib import Path
 import pytest
 
 from sharedos.evidence import SqliteEvidenceStore
-
-from .conftest import Figures
+from tests.conftest import Figures
 
 CHILD = Path(__file__).with_name("sigkill_child.py")
 LONG = os.environ.get("SHAREDOS_STRESS", "") == "long"

@@ -37,6 +37,7 @@ from click.testing import CliRunner
 
 from sharedos.evidence.url import open_store
 from sharedos.evidence.verify import verify_store
+from tests.conftest import Figures
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = 4
@@ -142,11 +143,12 @@ def test_a_fleet_of_hosts_loses_nothing(tmp_path: Path, pg_url: str) -> None:
 
 
 @pytest.mark.stress
-def test_a_longer_fleet_loses_nothing(tmp_path: Path, pg_url: str) -> None:
-    _fleet(tmp_path, pg_url, LONG_CALLS)
+def test_a_longer_fleet_loses_nothing(tmp_path: Path, pg_url: str, stress_figures: Figures) -> None:
+    stress_figures.add(_fleet(tmp_path, pg_url, LONG_CALLS))
 
 
-def _fleet(tmp_path: Path, pg_url: str, calls: int) -> None:
+def _fleet(tmp_path: Path, pg_url: str, calls: int) -> str:
+    """Run the fleet and check it; returns its figures line."""
     kill_after = TURNS * calls // 3  # results returned before the SIGKILL: mid-turn for every turn
     sandbox = _sandbox(tmp_path / "sandbox")
     open_store(pg_url).close()  # the schema, once, before the fleet starts
@@ -226,8 +228,10 @@ def _fleet(tmp_path: Path, pg_url: str, calls: int) -> None:
     finally:
         store.close()
     calls = len(records)
-    print(
-        f"\nfleet: {calls} calls by {HOSTS} hosts in {elapsed:.1f} s ({calls / elapsed:.0f} calls/s)"
+    return (
+        f"fleet on PostgreSQL: {HOSTS} hosts x {TURNS} turns, {calls} calls in {elapsed:.1f} s "
+        f"({calls / elapsed:.0f} calls/s), one host SIGKILLed and one's connections "
+        f"terminated; lost 0, double-counted 0, chain problems 0"
     )
 
 
