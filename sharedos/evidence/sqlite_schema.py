@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 
 from sharedos.evidence.appender import Plan, StaleHead
+from sharedos.evidence.chain import ATTEMPT_FIELDS
 from sharedos.evidence.migrate import SQLITE_V3
 from sharedos.evidence.record import OUTCOME_FIELDS
 
@@ -32,26 +33,8 @@ __all__ = [
     "run_plan",
 ]
 
-#: the attempt row's columns, in INSERT order
-_ATTEMPT_COLUMNS = (
-    "turn_id",
-    "call_id",
-    "tool",
-    "started_at",
-    "arguments_digest",
-    "arguments",
-    "effect",
-    "resource",
-    "namespace",
-    "action",
-    "rule_ids",
-    "catalog_hash",
-    "policy_hash",
-    "principal",
-    "tenant",
-    "diagnostics",
-    "identity",
-)
+#: the attempt row's columns, in INSERT order (the chain hashes them in the same order)
+_ATTEMPT_COLUMNS = ATTEMPT_FIELDS
 _OUTCOME_COLUMNS = OUTCOME_FIELDS  # outcome, reason, finished_at, duration_ms, error
 #: every column of the ``evidence`` view (and of the version-1 table), in read order
 READ_COLUMNS = _ATTEMPT_COLUMNS + _OUTCOME_COLUMNS
