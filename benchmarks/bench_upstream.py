@@ -19,6 +19,7 @@ pooled upstreams <= 20 ms. ``python benchmarks/bench_upstream.py [calls] [turns]
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import statistics
@@ -207,8 +208,11 @@ async def bench_turn_open(turns: int, tmp: Path, cache_s: float = 0.0) -> None:
 
 
 def main() -> None:
-    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    turns = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("calls", nargs="?", type=int, default=2000, help="calls per path")
+    parser.add_argument("turns", nargs="?", type=int, default=200, help="turns to open")
+    args = parser.parse_args()
+    calls, turns = args.calls, args.turns
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"bench_upstream: {os.cpu_count()} cores, load average {load:.2f} at start")
     with tempfile.TemporaryDirectory() as tmp:

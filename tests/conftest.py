@@ -46,15 +46,11 @@ class Figures:
         self._sink.append(line)
 
 
-def figures_of(config: pytest.Config) -> Figures:
-    """The run's figures sink (for fixtures of any scope)."""
-    return Figures(config.stash.setdefault(_FIGURES, []))
-
-
-@pytest.fixture
+@pytest.fixture(scope="session")
 def stress_figures(request: pytest.FixtureRequest) -> Figures:
-    """Where a stress test puts the figures ``make stress`` prints."""
-    return figures_of(request.config)
+    """Where a stress test puts the figures ``make stress`` prints (a fixture, not an
+    import: pytest may load this file under another module name than ``tests.conftest``)."""
+    return Figures(request.config.stash.setdefault(_FIGURES, []))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

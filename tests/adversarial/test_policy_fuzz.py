@@ -37,7 +37,7 @@ from tests.adversarial.policyfuzz import (
     save_found,
     seed_files,
 )
-from tests.conftest import figures_of
+from tests.conftest import Figures
 
 KNOWN: dict[str, dict[str, str]] = tomllib.loads(
     (REGRESSIONS / "known.toml").read_text(encoding="utf-8")
@@ -45,13 +45,13 @@ KNOWN: dict[str, dict[str, str]] = tomllib.loads(
 
 
 @pytest.fixture(scope="module")
-def worker(request: pytest.FixtureRequest) -> Iterator[Worker]:
+def worker(request: pytest.FixtureRequest, stress_figures: Figures) -> Iterator[Worker]:
     w = Worker()
     yield w
     w.close()
     if "stress" in (request.config.getoption("markexpr", "") or ""):
-        figures_of(request.config).add(
-            f"policy fuzz: {w.served} inputs through check, fmt, compile and decide, "
+        stress_figures.add(
+            f"policy fuzz: {w.served} inputs through compile_source, check and fmt --check, "
             "every one handled (no traceback, no hang, no internal error)"
         )
 

@@ -39,7 +39,7 @@ from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import DATA, Runtime, build_runtime
 from tests.bridge.garbage import Expectation, Garbage, expect, fixed, mutations
 from tests.bridge.rawwire import ACCEPT, StdioBridge, frame, json_rpc_messages, legacy_session
-from tests.conftest import figures_of
+from tests.conftest import Figures
 
 pytestmark = pytest.mark.anyio
 
@@ -266,13 +266,13 @@ def _count(mode: str, request: pytest.FixtureRequest) -> int:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_http_garbage(
-    files_runtime: Runtime, request: pytest.FixtureRequest, mode: str
+    files_runtime: Runtime, request: pytest.FixtureRequest, mode: str, stress_figures: Figures
 ) -> None:
     alice = AccessContext(principal="alice")
     frames = _corpus(11, _count(mode, request), huge=True)
     ledger = await _http_run(files_runtime, alice, frames, EXACT)
     if mode == "stress":
-        figures_of(request.config).add(
+        stress_figures.add(
             f"wire garbage (http): {len(frames)} frames, {ledger.unparseable} unparseable, "
             f"problems {len(ledger.failures)} (crash, unanswered, unrecorded or an effect no frame asked for)"
         )
@@ -281,13 +281,13 @@ async def test_http_garbage(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_stdio_garbage(
-    files_runtime: Runtime, request: pytest.FixtureRequest, mode: str
+    files_runtime: Runtime, request: pytest.FixtureRequest, mode: str, stress_figures: Figures
 ) -> None:
     alice = AccessContext(principal="alice")
     frames = _corpus(12, _count(mode, request), huge=True)
     ledger = await _stdio_run(files_runtime, alice, frames, EXACT)
     if mode == "stress":
-        figures_of(request.config).add(
+        stress_figures.add(
             f"wire garbage (stdio): {len(frames)} frames, {ledger.unparseable} unparseable, "
             f"problems {len(ledger.failures)} (crash, unanswered, unrecorded or an effect no frame asked for)"
         )
