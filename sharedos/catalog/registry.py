@@ -14,13 +14,21 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from sharedos.catalog.collisions import ToolNameCollisionError, find_name_collisions
+from sharedos.catalog.collisions import (
+    NameCollision,
+    ToolNameCollisionError,
+    find_name_collisions,
+)
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import SharedOSError
 from sharedos.names import harness_sanitized, validate_tool_name
 
 if TYPE_CHECKING:
     from sharedos.context import AccessContext
+
+
+#: distinct merged catalogues whose names' order and collisions are kept
+_MERGED_NAMES_KEPT = 1024
 
 
 class ToolRegistrationError(SharedOSError, ValueError):
@@ -55,6 +63,13 @@ class ToolRegistry:
         self._sorted: tuple[ToolDefinition, ...] = ()
         self._providers: tuple[ContextToolProvider, ...] = ()
         self._version = 0
+        #: names of a merged view -> (their sorted order, their collisions). Collisions
+        #: depend on the names alone, and a turn's provider tools are the same on every
+        #: call, so each call's lookup does not redo the sanitization and portable-name
+        #: mappings of the whole catalogue. Bounded; dict get/set are atomic.
+        self._merged_names: dict[
+            frozenset[str], tuple[tuple[str, ...], tuple[NameCollision, ...]]
+        ] = {}
         self.register_many(tools)
 
     # -- registration -----------------------------------------------------
@@ -170,10 +185,17 @@ class ToolRegistry:
         if not extra:
             return RegistryView(tools, sorted_tools, overlay=False)
         merged = {**tools, **extra}
-        collisions = find_name_collisions(merged)
+        key = frozenset(merged)
+        known = self._merged_names.get(key)
+        if known is None:
+            known = (tuple(sorted(merged)), tuple(find_name_collisions(merged)))
+            if len(self._merged_names) >= _MERGED_NAMES_KEPT:
+                self._merged_names.clear()
+            self._merged_names[key] = known
+        order, collisions = known
         if collisions:
             raise ToolNameCollisionError(collisions)
-        return RegistryView(merged, tuple(merged[n] for n in sorted(merged)), overlay=True)
+        return RegistryView(merged, tuple(merged[n] for n in order), overlay=True)
 
 
 class RegistryView(Mapping[str, ToolDefinition]):

@@ -11,6 +11,7 @@ from sharedos.catalog import (
     check_name_collisions,
     find_name_collisions,
 )
+from sharedos.context import AccessContext
 from sharedos.names import PortableNameMap, portable_tool_name
 
 
@@ -60,3 +61,25 @@ def test_registry_refuses_a_colliding_batch_atomically() -> None:
     with pytest.raises(ToolNameCollisionError):
         registry.register_many([make("ok.one"), make("a.b"), make("a_b")])
     assert len(registry) == 0
+
+
+class _Provider:
+    """Contributes a per-context tool list (what a brokered upstream's turn snapshot is)."""
+
+    def __init__(self, by_principal: dict[str, list[ToolDefinition]]) -> None:
+        self.by_principal = by_principal
+
+    def tools_for(self, context: AccessContext) -> list[ToolDefinition]:
+        return self.by_principal.get(context.principal, [])
+
+
+def test_a_provider_tool_that_collides_is_refused_on_every_view_not_only_the_first() -> None:
+    registry = ToolRegistry([make("files.read")])
+    registry.add_provider(
+        _Provider({"mallory": [make("files_read")], "alice": [make("git.status")]})
+    )
+    mallory, alice = AccessContext(principal="mallory"), AccessContext(principal="alice")
+    for _ in range(3):  # the second and third views reuse what the first learnt of these names
+        with pytest.raises(ToolNameCollisionError, match="files_read"):
+            registry.view(mallory)
+        assert [t.name for t in registry.view(alice).tools()] == ["files.read", "git.status"]
