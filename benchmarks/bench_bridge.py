@@ -58,6 +58,9 @@ from sharedos.kernel.runtime import RuntimeHost
 from sharedos.policy import compile_source
 from sharedos.toolpolicy import ToolPolicy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kernel import NoEvidence  # a sibling script, not a package module
+
 RULES = """
 namespace bench
 requirement bench.echo { action call; resource "/bench/echo" }
@@ -72,8 +75,9 @@ async def _echo(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
     return HandlerResult.text(str(args.get("text", "")))
 
 
-def make_runtime(tmp: Path) -> RuntimeHost:
-    """A real runtime: one managed tool, compiled rules, SQLite evidence on disk."""
+def make_runtime(tmp: Path, *, evidence: bool = True) -> RuntimeHost:
+    """A real runtime: one managed tool, compiled rules, SQLite evidence on disk
+    (``evidence=False``: a store that keeps nothing, to show what the evidence costs)."""
     registry = ToolRegistry(
         [
             ToolDefinition(
@@ -86,7 +90,8 @@ def make_runtime(tmp: Path) -> RuntimeHost:
         ]
     )
     policy = compile_source(RULES, "bench.sos")
-    return RuntimeHost(Kernel(policy, registry), SqliteEvidenceStore(tmp / "evidence.db"))
+    store = SqliteEvidenceStore(tmp / "evidence.db") if evidence else NoEvidence()
+    return RuntimeHost(Kernel(policy, registry), store)
 
 
 @contextlib.asynccontextmanager
@@ -151,7 +156,7 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
-async def bench_latency(host: RuntimeHost, calls: int) -> dict[str, Any]:
+async def bench_latency(host: RuntimeHost, host_off: RuntimeHost, calls: int) -> dict[str, Any]:
     ctx = AccessContext(principal="bench")
     # Many short rounds, rotating who goes first: a slow spell of this shared
     # machine then lands on every server alike instead of on one server's round.
@@ -162,31 +167,35 @@ async def bench_latency(host: RuntimeHost, calls: int) -> dict[str, Any]:
         bare_server() as bare_url,
         bare_server(schema_lookup=True) as bare2_url,
         open_turn(host, ctx, TOOL_POLICY) as turn,
+        open_turn(host_off, ctx, TOOL_POLICY) as turn_off,
     ):
-        assert turn.url is not None
+        assert turn.url is not None and turn_off.url is not None
         for mode, era in (("auto", "2026-07-28"), ("legacy", "2025-11-25")):
-            samples: dict[str, list[float]] = {"bare": [], "bare2": [], "bridge": []}
-            wall: dict[str, float] = {"bare": 0.0, "bare2": 0.0, "bridge": 0.0}
+            names = ("bare", "bare2", "bridge", "bridge_off")
+            samples: dict[str, list[float]] = {n: [] for n in names}
+            wall: dict[str, float] = dict.fromkeys(names, 0.0)
             # CPU seconds of this process (client + server) per server: less sensitive than
             # wall-clock latency to other processes competing for the machine's cores
-            cpu: dict[str, float] = {"bare": 0.0, "bare2": 0.0, "bridge": 0.0}
+            cpu: dict[str, float] = dict.fromkeys(names, 0.0)
             async with (
                 client(bare_url, None, mode) as cb,
                 client(bare2_url, None, mode) as cb2,
                 client(turn.url, turn.token, mode) as cs,
+                client(turn_off.url, turn_off.token, mode) as cs_off,
             ):
-                clients = {"bare": cb, "bare2": cb2, "bridge": cs}
+                clients = {"bare": cb, "bare2": cb2, "bridge": cs, "bridge_off": cs_off}
                 for c in clients.values():
                     await timed_calls(c, 100)  # warm-up
                 order = list(clients)
                 for i in range(rounds):  # interleaved rounds, rotating who goes first
-                    for name in order[i % 3 :] + order[: i % 3]:
+                    for name in order[i % 4 :] + order[: i % 4]:
                         c0 = time.process_time()
                         w0 = time.perf_counter()
                         samples[name] += await timed_calls(clients[name], per)
                         wall[name] += time.perf_counter() - w0
                         cpu[name] += time.process_time() - c0
             bare, bare2, bridge = samples["bare"], samples["bare2"], samples["bridge"]
+            off50 = statistics.median(samples["bridge_off"])
             b50, b2, s50 = (
                 statistics.median(bare),
                 statistics.median(bare2),
@@ -197,6 +206,8 @@ async def bench_latency(host: RuntimeHost, calls: int) -> dict[str, Any]:
                 f"  bare SDK server (stock)               p50 {b50:6.3f} ms   p99 {pct(bare, 99):6.3f} ms\n"
                 f"  bare SDK server (+get_tool_input_schema) p50 {b2:6.3f} ms   p99 {pct(bare2, 99):6.3f} ms\n"
                 f"  SharedOS bridge                       p50 {s50:6.3f} ms   p99 {pct(bridge, 99):6.3f} ms\n"
+                f"  SharedOS bridge, evidence off         p50 {off50:6.3f} ms   "
+                f"(the write-ahead evidence: {(s50 - off50) * 1000:4.0f} us of each call)\n"
                 f"  ratio p50 bridge/bare+lookup {s50 / b2:5.3f}x (target <= 1.10x); "
                 f"bridge/bare stock {s50 / b50:5.3f}x; p99 bridge/bare stock {pct(bridge, 99) / pct(bare, 99):5.3f}x\n"
                 f"  throughput (sequential, one client): bare stock {len(bare) / wall['bare']:6.0f}/s, "
@@ -219,6 +230,7 @@ async def bench_latency(host: RuntimeHost, calls: int) -> dict[str, Any]:
                 },
                 "ratio_p50_vs_bare_lookup": s50 / b2,
                 "ratio_p50_vs_bare_stock": s50 / b50,
+                "evidence_us_p50": (s50 - off50) * 1000,
             }
     return out
 
@@ -390,11 +402,12 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         host = make_runtime(tmp)
+        host_off = make_runtime(tmp, evidence=False)
         print(
             f"# bench_bridge  python {sys.version.split()[0]}  token={len(secrets.token_urlsafe(32))} chars"
         )
         result: dict[str, Any] = {"calls": args.calls}
-        result["tools_call"] = await bench_latency(host, args.calls)
+        result["tools_call"] = await bench_latency(host, host_off, args.calls)
         result["open_close"] = await bench_open_close(host, args.turns)
         result["hundred"] = await bench_hundred(host)
         result["stdio"] = await bench_stdio_start(tmp, 2 if args.quick else 5)
