@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv tools lint typecheck bench clean
+.PHONY: demo test stress venv tools lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,14 @@ demo: $(STAMP)
 
 test: $(STAMP) tools lint typecheck
 	bash scripts/ensure-system-deps.sh
+	bash scripts/ensure-postgres.sh
 	$(PY) -m pytest -q
+
+# The adversarial suite in its long mode (`make test` runs the same tests quickly):
+# every test marked `stress`, with SHAREDOS_STRESS=long (e.g. 100 SIGKILLs of a
+# host under 4 concurrent clients); prints its figures at the end.
+stress: $(STAMP)
+	SHAREDOS_STRESS=long $(PY) -m pytest -q -m stress -p no:cacheprovider
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check sharedos tests benchmarks

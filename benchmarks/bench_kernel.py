@@ -48,6 +48,21 @@ class NoEvidence:
         self.n += 1
         return self.n
 
+    def begin(self, attempt: EvidenceRecord) -> int:
+        self.n += 1
+        return self.n
+
+    def finish(self, seq: int, outcome: Any) -> None:
+        return None
+
+    def try_now(self, kind: str, *args: Any) -> tuple[bool, Any]:
+        """Commit at once on the calling thread, as the SQLite store's no-wait path does,
+        so "off" measures the kernel without a writer-thread hand-off."""
+        if kind == "finish":
+            return True, None
+        self.n += 1
+        return True, self.n
+
     def query(self, turn_id: str | None = None, **kw: Any) -> list[EvidenceRecord]:
         return []
 

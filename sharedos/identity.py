@@ -59,6 +59,8 @@ class SystemIdentity(BaseModel):
     mcp_extension: str | None = None
     catalog_hash: str | None = None
     policy_bundle_hash: str | None = None
+    #: the distributed bundle's revision (``sharedos.bundles``), when the policy came from one
+    policy_bundle_revision: str | None = None
     sharedos_version: str = sharedos.__version__
 
     def as_record(self) -> dict[str, Any]:

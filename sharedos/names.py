@@ -15,6 +15,8 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
+from sharedos.errors import SharedOSError
+
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
 TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
 
@@ -28,11 +30,11 @@ IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN)
 IdentifierSchema = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 
 
-class InvalidToolName(ValueError):
+class InvalidToolName(SharedOSError, ValueError):
     """A tool name that cannot be published (fails ``ToolNameSchema``)."""
 
 
-class PortableNameCollision(ValueError):
+class PortableNameCollision(SharedOSError, ValueError):
     """Two canonical names map to the same portable name."""
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fleet.fixtures import pg_url, postgres_cluster  # noqa: F401  (PostgreSQL fixtures)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
@@ -30,6 +32,29 @@ def test_data() -> Path:
 
 
 _SESSION_STARTED = pytest.StashKey[float]()
+_FIGURES = pytest.StashKey[list[str]]()
+
+
+class Figures:
+    """Lines of figures a stress test reports; ``make stress`` prints them in its summary."""
+
+    def __init__(self, sink: list[str]) -> None:
+        self._sink = sink
+
+    def add(self, line: str) -> None:
+        """Report one line (shown in the terminal summary under "stress figures")."""
+        self._sink.append(line)
+
+
+def figures_of(config: pytest.Config) -> Figures:
+    """The run's figures sink (for fixtures of any scope)."""
+    return Figures(config.stash.setdefault(_FIGURES, []))
+
+
+@pytest.fixture
+def stress_figures(request: pytest.FixtureRequest) -> Figures:
+    """Where a stress test puts the figures ``make stress`` prints."""
+    return figures_of(request.config)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -40,7 +65,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    """Print the full conformance matrix when this run produced one (``make test`` does)."""
+    """Print the stress figures this run reported, and the full conformance matrix
+    when this run produced one (``make test`` does)."""
+    lines = config.stash.get(_FIGURES, [])
+    if lines:
+        terminalreporter.section("stress figures")
+        for line in lines:
+            terminalreporter.write_line(line)
     started = config.stash.get(_SESSION_STARTED, time.time())
     reports = sorted((REPO_ROOT / "reports" / "full-matrix").glob("*.txt"))
     fresh = [p for p in reports if p.stat().st_mtime >= started]

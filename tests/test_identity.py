@@ -40,6 +40,7 @@ def test_wire_form_is_camel_case_and_complete() -> None:
         "mcpExtension": "pi-mcp-adapter",
         "catalogHash": "a" * 64,
         "policyBundleHash": "b" * 64,
+        "policyBundleRevision": None,
         "sharedosVersion": sharedos.__version__,
     }
     assert SystemIdentity.model_validate(rec) == _ident()

@@ -7,7 +7,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 
 Layer order (docs/contracts.md, issue 15 move 2)::
 
-    names, outcomes, toolpolicy, context, resources, identity
+    names, outcomes, toolpolicy, context, resources, identity, errors
       → policy, evidence, catalog → kernel → tools, upstream → bridge
       → harness → conformance → cli
 """
@@ -32,10 +32,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "context",
         "resources",
         "identity",
+        "errors",
         "_shipped",
         "compat",
     ),
-    ("policy", "evidence", "catalog"),
+    ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),
     ("tools", "upstream"),
     ("bridge",),

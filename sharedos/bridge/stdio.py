@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from sharedos.bridge.turnfile import TurnFile, TurnFileError, one_line, read_turn_file
+from sharedos.errors import SharedOSError
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 _THREAD_CLASSIFY_BYTES = 64 * 1024
 
 
-class TurnClosedError(RuntimeError):
+class TurnClosedError(SharedOSError, RuntimeError):
     """The turn this bridge was launched for has already closed."""
 
 

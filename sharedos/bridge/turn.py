@@ -21,6 +21,7 @@ import anyio
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.server import DEFAULT_SERVER_NAME, TurnEndpoint
 from sharedos.context import AccessContext
+from sharedos.evidence.turns import evidence_turn
 from sharedos.kernel import RuntimeHost, TurnCatalog
 from sharedos.toolpolicy import ToolPolicy
 
@@ -110,39 +111,47 @@ async def open_turn(
     """
     started = time.perf_counter()
     catalog = compute_catalog(runtime_host, context, tool_policy)
-    if transport == "http":
-        async with _open_http(
-            runtime_host,
-            context,
-            tool_policy,
-            catalog,
-            server_name=server_name,
-            portable_names=portable_names,
-            identity=identity,
-            grace_s=grace_s,
-            limits=limits or TransportLimits(),
-        ) as turn:
-            turn.diagnostics["openMs"] = round((time.perf_counter() - started) * 1000, 3)
-            yield turn
-    elif transport == "stdio":
-        from sharedos.bridge.turnfile import open_stdio_turn
+    # the turn's opening record (its chain's anchor) now, its seal when it closes
+    async with evidence_turn(
+        getattr(runtime_host, "evidence", None),
+        turn_id=context.turn_id,
+        catalog_hash=catalog.catalog_hash,
+        policy_hash=getattr(getattr(runtime_host, "kernel", None), "policy_hash", None),
+        identity=identity,
+    ):
+        if transport == "http":
+            async with _open_http(
+                runtime_host,
+                context,
+                tool_policy,
+                catalog,
+                server_name=server_name,
+                portable_names=portable_names,
+                identity=identity,
+                grace_s=grace_s,
+                limits=limits or TransportLimits(),
+            ) as turn:
+                turn.diagnostics["openMs"] = round((time.perf_counter() - started) * 1000, 3)
+                yield turn
+        elif transport == "stdio":
+            from sharedos.bridge.turnfile import open_stdio_turn
 
-        if stdio is None:
-            raise ValueError(
-                "transport='stdio' needs stdio=StdioLaunch(...) (policy, evidence and tool paths)"
-            )
-        with open_stdio_turn(
-            stdio,
-            context,
-            tool_policy,
-            catalog,
-            server_name=server_name,
-            portable_names=portable_names,
-            identity=identity,
-        ) as turn:
-            yield turn
-    else:
-        raise ValueError(f"unknown bridge transport {transport!r} (expected 'http' or 'stdio')")
+            if stdio is None:
+                raise ValueError(
+                    "transport='stdio' needs stdio=StdioLaunch(...) (policy, evidence and tool paths)"
+                )
+            with open_stdio_turn(
+                stdio,
+                context,
+                tool_policy,
+                catalog,
+                server_name=server_name,
+                portable_names=portable_names,
+                identity=identity,
+            ) as turn:
+                yield turn
+        else:
+            raise ValueError(f"unknown bridge transport {transport!r} (expected 'http' or 'stdio')")
 
 
 @contextlib.asynccontextmanager

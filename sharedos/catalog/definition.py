@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
+from sharedos.errors import SharedOSError
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
 #: The only keys a published tool may carry, in wire spelling. They are exactly
@@ -49,7 +50,7 @@ CATALOG_HASH_FIELDS: tuple[str, ...] = (
 )
 
 
-class ToolDefinitionError(ValueError):
+class ToolDefinitionError(SharedOSError, ValueError):
     """A tool definition that cannot be registered (bad schema, empty description...)."""
 
 

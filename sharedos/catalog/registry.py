@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sharedos.catalog.collisions import ToolNameCollisionError, find_name_collisions
 from sharedos.catalog.definition import ToolDefinition
+from sharedos.errors import SharedOSError
 from sharedos.names import harness_sanitized, validate_tool_name
 
 if TYPE_CHECKING:
     from sharedos.context import AccessContext
 
 
-class ToolRegistrationError(ValueError):
+class ToolRegistrationError(SharedOSError, ValueError):
     """A registration that was refused (duplicate name, collision, not a ToolDefinition)."""
 
 

@@ -27,6 +27,7 @@ from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
 from sharedos.conformance.report import Report, render_matrix, write_reports
 from sharedos.conformance.runner import run_report
+from sharedos.evidence.backup import keep_evidence
 from sharedos.resources import shipped_dir
 
 SAMPLES: tuple[tuple[str, dict[str, Any], str], ...] = (
@@ -73,6 +74,7 @@ def demo(out_dir: Path) -> None:
         _show_turn(manifest, tmp)
         _step(4, "Run the scripted columns through four vendor wire shapes against the real kernel")
         report, runs = _run_scripted(manifest, tmp)
+        kept = keep_evidence(tmp / "columns", out_dir)  # for `sharedos evidence verify --db`
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for run in runs:
@@ -82,6 +84,8 @@ def demo(out_dir: Path) -> None:
             )
     _step(5, "Matrix")
     _show_matrix(report, out_dir)
+    if kept is not None:
+        _say(f"evidence store: {kept} (sharedos evidence verify --db {kept})")
     _say(_harnesses_line())
     _step(6, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
     brokered_ok = _run_brokered()

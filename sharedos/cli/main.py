@@ -16,6 +16,7 @@ import click
 _SUBCOMMANDS: dict[str, str] = {
     "evidence": "sharedos.cli.evidence:evidence",
     "bridge": "sharedos.cli.bridge:bridge",
+    "bundle": "sharedos.cli.bundle:bundle",
     "conformance": "sharedos.cli.conformance:conformance",
     "demo": "sharedos.cli.demo:demo",
     "host": "sharedos.cli.host:host",

@@ -11,8 +11,10 @@
    (``--sandbox``) and the host file's brokered upstreams;
 3. opens the turn: lists every upstream (down ones are reported and left
    out), computes the catalogue, opens the turn bridge;
-4. launches the harness through the MCP harness runtime, prints its output,
-   closes the turn (the port is released);
+4. launches the harness through the MCP harness runtime, streams its output
+   (each stdout/stderr line on stderr as it arrives, prefixed with the harness
+   id and scrubbed of the host's secrets; ``--no-stream`` keeps it quiet),
+   prints its answer on stdout, closes the turn (the port is released);
 5. prints an evidence summary: attempts, allowed / denied / failed, by reason.
 
 ``--dry-run`` prints the catalogue this user would get, and why each tool is
@@ -210,9 +212,10 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
 @click.option(
     "--evidence",
     "evidence_db",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("evidence.sqlite"),
-    show_default=True,
+    default=None,
+    metavar="PATH|URL",
+    help="The evidence store: a SQLite path or a postgresql:// URL "
+    "(default: the host configuration's [evidence] url, else evidence.sqlite).",
 )
 @click.option(
     "--plan",
@@ -225,6 +228,12 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the harness's private turn directory is made (default: a temp dir).",
+)
+@click.option(
+    "--stream/--no-stream",
+    default=True,
+    show_default=True,
+    help="Print the harness's output lines on stderr as they arrive.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the catalogue and why; launch nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
@@ -240,10 +249,11 @@ def run(
     policy_name: str,
     rule_paths: tuple[Path, ...],
     sandbox: Path | None,
-    evidence_db: Path,
+    evidence_db: str | None,
     plan_file: Path | None,
     timeout_s: float | None,
     workdir: Path | None,
+    stream: bool,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -268,7 +278,12 @@ def run(
         except HostConfigError as exc:
             _fail(str(exc))
     try:
-        policy = compile_paths(list(rule_paths) or [shipped_dir("rules"), shipped_dir("policy")])
+        if not rule_paths and host_config.policy.bundle:
+            policy = _bundle_policy(host_config)  # a distributed bundle, verified
+        else:
+            policy = compile_paths(
+                list(rule_paths) or [shipped_dir("rules"), shipped_dir("policy")]
+            )
     except PolicyError as exc:
         click.echo(str(exc), err=True)
         sys.exit(EXIT_CONFIG)
@@ -300,6 +315,7 @@ def run(
             prompt=prompt,
             timeout_s=timeout_s,
             workdir=workdir,
+            stream=stream,
             dry_run=dry_run,
             as_json=as_json,
         ),
@@ -307,9 +323,30 @@ def run(
     sys.exit(code)
 
 
+def _bundle_policy(host_config: Any) -> Any:
+    """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
+    from sharedos.bundles import BundleManager, BundleVerifier, open_source
+
+    cfg = host_config.policy
+    try:
+        verifier = BundleVerifier(host_config.resolve_path(k) for k in cfg.keys)
+    except (OSError, ValueError) as exc:
+        click.echo(f"error: [policy] keys: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    location = cfg.bundle
+    if not location.lower().startswith(("http://", "https://")):
+        location = host_config.resolve_path(location)
+    manager = BundleManager(open_source(location), verifier)
+    result = manager.poll()
+    if result.current is None:
+        click.echo(f"error: no usable policy bundle from {location}: {result.detail}", err=True)
+        sys.exit(EXIT_CONFIG)
+    click.echo(f"policy: bundle {result.current.describe()}", err=True)
+    return result.current.kernel_policy
+
+
 async def _run_turn(opts: dict[str, Any]) -> int:
     from sharedos.catalog import ToolRegistry
-    from sharedos.evidence import SqliteEvidenceStore
     from sharedos.kernel import Kernel, RuntimeHost
     from sharedos.upstream.broker import UpstreamBroker
 
@@ -329,7 +366,19 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     # the host's handler deadline must outlast every upstream's own call timeout, so a
     # slow upstream is reported as upstream_timeout (and cancelled upstream), not timeout
     longest = max((u.timeouts.call_s for u in upstreams.values()), default=25.0)
-    store = SqliteEvidenceStore(opts["evidence_db"])
+    from sharedos.evidence.store import EvidenceStoreError
+    from sharedos.evidence.url import open_configured_store
+
+    evidence = host_config.evidence
+    try:
+        store = open_configured_store(
+            opts["evidence_db"] or evidence.url or "evidence.sqlite",
+            synchronous=evidence.synchronous,
+            sign_key=host_config.resolve_path(evidence.sign_key) if evidence.sign_key else None,
+            otlp_endpoint=evidence.otlp_endpoint,
+        )
+    except EvidenceStoreError as exc:
+        _fail(str(exc))
     try:
         host = RuntimeHost(Kernel(policy, registry), store, handler_timeout_s=longest + 5.0)
         async with UpstreamBroker(upstreams, pins=opts["pins"]) as broker:
@@ -344,6 +393,31 @@ async def _run_turn(opts: dict[str, Any]) -> int:
                 return await _launch(opts, host, context, tool_policy, turn_upstreams)
     finally:
         store.close()
+
+
+#: control characters (C0 but tab, DEL, C1): a harness line must not drive the terminal
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
+
+
+def printable(line: str) -> str:
+    """``line`` with control characters (ANSI escapes, carriage returns ...) shown as ``\\xNN``."""
+    return line.translate(_CONTROL)
+
+
+def stream_printer(harness_id: str) -> Any:
+    """The output hook of ``sharedos run``: each harness line on stderr, as it arrives.
+
+    stdout lines are prefixed ``[ID]``, stderr lines ``[ID stderr]``; stdout of
+    ``sharedos run`` stays for the answer (and ``--json``). Lines arrive scrubbed of
+    the host's secrets; control characters are shown escaped, so what a harness (or
+    a tool result it echoes) prints cannot move the cursor or rewrite the terminal.
+    """
+
+    def printer(stream: str, line: str) -> None:
+        tag = harness_id if stream == "stdout" else f"{harness_id} {stream}"
+        click.echo(f"[{tag}] {printable(line)}", err=True)
+
+    return printer
 
 
 async def _launch(
@@ -370,6 +444,11 @@ async def _launch(
         f"{len(catalog)} tool(s), catalogHash {catalog.catalog_hash}",
         err=True,
     )
+    # the host's secrets (every harness's env values, the upstreams' credentials) are
+    # scrubbed from the harness's output, streamed or captured
+    secrets = [*opts["host_config"].secret_values(runtime.environ)]
+    for creds in turn_upstreams.credentials.values():
+        secrets.extend(creds.secrets())
     try:
         result = await runtime.run_turn(
             host,
@@ -380,6 +459,8 @@ async def _launch(
             transport=transport,
             timeout_s=opts["timeout_s"],
             prompt=opts["prompt"] or None,
+            on_output=stream_printer(runtime.harness.id) if opts["stream"] else None,
+            secrets=secrets,
         )
     except HarnessUnavailable as exc:
         click.echo(f"error: {exc}", err=True)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from sharedos.errors import SharedOSError
 
-class VendorVersionError(ImportError):
+
+class VendorVersionError(SharedOSError, ImportError):
     """The installed version of a dependency is not the one a compat module was written for."""
 
 

@@ -6,13 +6,23 @@
 * ``failed``: exercised, but some matching attempt differs; the cell carries
   expected vs actual and the evidence record.
 * ``not_exercised``: no matching attempt in the evidence. Never green.
-* ``not_available``: the column could not run here at all (e.g. dsh).
+* ``not_available``: the column could not run here at all (e.g. dsh), or could
+  not serve this row (a brokered row in a column without the upstream; the
+  column's ``unavailable_rows`` says why).
 
 Matching: by call id when the column controls ids (``ColumnRun.row_call_ids``),
 otherwise on tool + canonical resource (+ principal when the record has one);
 a row without a resource (unknown tool, bad arguments, unresolvable path) is
 matched on tool + the exact arguments instead, and when several rows share a
 tool + resource, attempts carrying a row's exact arguments are preferred.
+Rows are bound to the column first: a ``{ID.root}`` placeholder stands for the
+path of the column's own upstream fixture (``ColumnRun.bindings``).
+
+For a brokered tool, the upstream's own input (a tap in front of the real
+server) is part of the evidence: a call the kernel refused must never have
+reached the upstream, and a call the kernel recorded as succeeded must have
+reached it with the arguments that were authorized (the canonical resource,
+not the spelling the harness sent).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sharedos.conformance.columns.base import Attempt, ColumnRun
 from sharedos.conformance.manifest import Manifest, Row
-from sharedos.outcomes import Outcome, outcome_for_reason
+from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 
 
 class Grade(StrEnum):
@@ -60,6 +70,8 @@ class Cell(BaseModel):
 
 
 def _actual(attempt: Attempt) -> str:
+    if attempt.outcome is None:
+        return "interrupted"
     if attempt.outcome is Outcome.SUCCEEDED or attempt.reason is None:
         return attempt.outcome.value
     return f"{attempt.outcome.value}/{attempt.reason.value}"
@@ -67,6 +79,7 @@ def _actual(attempt: Attempt) -> str:
 
 def matching_attempts(row: Row, manifest: Manifest, column: ColumnRun) -> list[Attempt]:
     """The column's attempts that belong to ``row`` (see the module docstring for the rules)."""
+    row = row.bind(column.bindings)
     if column.match_by == "call_id":
         call_id = column.row_call_ids.get(row.id)
         if call_id is None:
@@ -109,21 +122,74 @@ def _wire_problem(attempt: Attempt) -> str | None:
         return "the result content the model decoded differs from what the kernel returned"
     is_error = wire.get("isError")
     if is_error is not None and bool(is_error) != (attempt.outcome is not Outcome.SUCCEEDED):
-        return f"the model saw isError={is_error} for a {attempt.outcome.value} outcome"
+        return f"the model saw isError={is_error} for a {_actual(attempt)} outcome"
+    return _upstream_problem(attempt)
+
+
+#: Outcomes after which no handler ran, so nothing may have been forwarded upstream.
+_NOT_FORWARDED = {ReasonCode.INVALID_ARGUMENTS, ReasonCode.EVIDENCE_UNAVAILABLE}
+
+
+def _upstream_account(attempt: Attempt) -> str | None:
+    """For a passed brokered cell: what the upstream's own input showed (the report says it)."""
+    up = (attempt.wire or {}).get("upstream")
+    if not isinstance(up, dict):
+        return None
+    name = up.get("upstream", "the upstream")
+    if attempt.outcome is Outcome.SUCCEEDED:
+        canonical = (
+            " (the canonical resource, not the spelling sent)" if up.get("rawCalls") == 0 else ""
+        )
+        return f"upstream {name} received it with the authorized arguments{canonical}"
+    return f"upstream {name} received nothing for it (its tap log)"
+
+
+def _upstream_problem(attempt: Attempt) -> str | None:
+    """A refused call must not have reached the upstream; a success must have, as authorized."""
+    up = (attempt.wire or {}).get("upstream")
+    if not isinstance(up, dict):
+        return None
+    calls = int(up.get("calls") or 0)
+    raw = int(up.get("rawCalls") or 0)
+    name = up.get("upstream", "the upstream")
+    refused = attempt.outcome is Outcome.DENIED or (
+        attempt.outcome is Outcome.FAILED and attempt.reason in _NOT_FORWARDED
+    )
+    if refused and calls + raw:
+        return (
+            f"the kernel refused the call, yet upstream {name} received {calls + raw} "
+            "tools/call request(s) with its arguments (its tap log)"
+        )
+    if attempt.outcome is Outcome.SUCCEEDED:
+        wanted = max(int(up.get("successes") or 0), 1)
+        if calls < wanted:
+            return (
+                f"the kernel recorded {wanted} success(es) with these arguments in the turn, "
+                f"but upstream {name} received {calls} tools/call request(s) with the "
+                "arguments that were authorized (its tap log)"
+            )
+        if raw:
+            return (
+                f"upstream {name} received the arguments as the harness wrote them, not the "
+                "canonical resource that was authorized"
+            )
     return None
 
 
 def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
     """Grade one row in one column."""
     expected = row.expect.describe()
-    if not column.available:
+    if not column.available or row.id in column.unavailable_rows:
         return Cell(
             row_id=row.id,
             column_id=column.column_id,
             grade=Grade.NOT_AVAILABLE,
             expected=expected,
-            detail=column.unavailable_reason or "column not available",
+            detail=column.unavailable_rows.get(row.id)
+            or column.unavailable_reason
+            or "column not available",
         )
+    row = row.bind(column.bindings)
     attempts = matching_attempts(row, manifest, column)
     if not attempts:
         how = "call id" if column.match_by == "call_id" else "tool + resource"
@@ -152,6 +218,8 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
             problems.append(
                 f"call {a.call_id}: the kernel received arguments {a.record['arguments']!r}"
             )
+        elif a.outcome is None:
+            problems.append(f"call {a.call_id}: interrupted (the attempt has no recorded outcome)")
         elif a.outcome is not row.expect.outcome or (
             row.expect.outcome is not Outcome.SUCCEEDED and a.reason is not want_reason
         ):
@@ -183,6 +251,7 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
         grade=Grade.PASSED,
         expected=expected,
         actual=actual,
+        detail="; ".join(sorted({u for a in attempts if (u := _upstream_account(a))})),
         attempts=len(attempts),
         evidence=evidence,
     )

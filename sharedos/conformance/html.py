@@ -56,7 +56,9 @@ pre { white-space: pre-wrap; font: 12px ui-monospace, Menlo, monospace; margin: 
 def _cell_html(cell: Cell) -> str:
     title = cell.detail or f"expected {cell.expected}, got {cell.actual}"
     if cell.grade is Grade.PASSED:
-        title = f"passed: {cell.actual} ({cell.attempts} attempt(s))"
+        title = f"passed: {cell.actual} ({cell.attempts} attempt(s))" + (
+            f"; {cell.detail}" if cell.detail else ""
+        )
     label = {
         Grade.PASSED: "passed",
         Grade.FAILED: "failed",
@@ -133,7 +135,14 @@ def _columns_table(report: Report) -> str:
         if col.inconsistent_records:
             ev += f' <span style="color:var(--fail)">({len(col.inconsistent_records)} inconsistent)</span>'
         grades = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(col.grades.items()))
-        notes = "".join(f"<br><small>{escape(n)}</small>" for n in col.notes)
+        unserved: dict[str, list[str]] = {}
+        for row_id, why in col.unavailable_rows.items():
+            unserved.setdefault(why, []).append(row_id)
+        notes = "".join(
+            f"<br><small><b>not available here</b> ({escape(', '.join(ids))}): {escape(why)}</small>"
+            for why, ids in unserved.items()
+        )
+        notes += "".join(f"<br><small>{escape(n)}</small>" for n in col.notes)
         parts.append(
             f"<tr><td><b>{escape(col.column_id)}</b><br><small>{escape(col.label)}</small>{notes}</td>"
             f"<td>{ident_html}</td><td>{hash_html}</td><td>{ev}</td><td>{escape(grades)}</td></tr>"
@@ -185,7 +194,7 @@ def render_html(report: Report) -> str:
 <p class="legend"><span><b style="background:#e6f4ea;color:var(--pass)">✓</b> passed: exercised, outcome and reason as expected</span>
 <span><b style="background:#fce8e6;color:var(--fail)">✗</b> failed: exercised, outcome differs</span>
 <span><b style="background:#f8f9fa;color:var(--none)">○</b> not exercised: no matching attempt (not tested, never green)</span>
-<span><b style="background:#e8eaed">–</b> column not available here</span></p>
+<span><b style="background:#e8eaed">–</b> not available here (the column, or that row in it)</span></p>
 <h2>Columns</h2>
 {_columns_table(report)}
 <h2>Failed cells</h2>

@@ -17,13 +17,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sharedos.context import AccessContext
+from sharedos.errors import SharedOSError
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.toolpolicy import ToolPolicy
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "manifest.toml"
 
+#: ``{ID.root}``: the directory holding the repositories of the brokered upstream
+#: fixture ``ID`` (``[upstreams.ID]``), resolved per column environment.
+PLACEHOLDER_RE = re.compile(r"\{([a-z0-9][a-z0-9_-]{0,31})\.root\}")
+#: Fixture ids that would read like a policy template (``{context.principal}``) if
+#: used as a placeholder.
+_TEMPLATE_ROOTS = frozenset({"context", "args", "resource", "action"})
 
-class ManifestError(ValueError):
+
+class ManifestError(SharedOSError, ValueError):
     """A manifest that cannot be used; ``str()`` is a positioned, human message."""
 
 
@@ -85,6 +93,57 @@ class Expectation(BaseModel):
         return f"{self.outcome.value}/{self.reason.value}"
 
 
+class UpstreamFixture(BaseModel):
+    """A brokered upstream the column environment starts for the rows that name it.
+
+    ``server`` is a closed set on purpose (a manifest names fixtures, it never
+    runs arbitrary commands): ``mcp-server-git``, the PyPI server, over stdio
+    behind a tap that logs what reached it, against ``repositories`` (one commit
+    each) created fresh under ``{ID.root}``. ``rules`` is policy text compiled
+    with the run's rules after ``{ID.root}`` is resolved: it grants what the
+    rows need on the fixture's paths (the shipped rules govern ``/srv/git``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    server: Literal["mcp-server-git"]
+    namespace: str = Field(default="", pattern=r"^([A-Za-z0-9_-]{1,64})?$")
+    repositories: tuple[str, ...] = Field(min_length=1)
+    rules: str = ""
+
+    @field_validator("repositories")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name):
+                raise ValueError(f"repository name {name!r} must match [a-z0-9][a-z0-9_-]*")
+        if len(set(value)) != len(value):
+            raise ValueError("a repository is named twice")
+        return value
+
+
+def placeholders_in(value: Any) -> set[str]:
+    """The fixture ids of every ``{ID.root}`` in a JSON-shaped value."""
+    if isinstance(value, str):
+        return set(PLACEHOLDER_RE.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(placeholders_in(v) for v in value.values())) if value else set()
+    if isinstance(value, list | tuple):
+        return set().union(*(placeholders_in(v) for v in value)) if value else set()
+    return set()
+
+
+def bind_value(value: Any, bindings: Mapping[str, str]) -> Any:
+    """``value`` with each ``{ID.root}`` whose ``ID.root`` is in ``bindings`` replaced."""
+    if isinstance(value, str):
+        return PLACEHOLDER_RE.sub(lambda m: bindings.get(f"{m.group(1)}.root", m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: bind_value(v, bindings) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [bind_value(v, bindings) for v in value]
+    return value
+
+
 class Row(BaseModel):
     """One kernel row: an attempt (tool, arguments, context, run policy) and what must happen."""
 
@@ -104,8 +163,22 @@ class Row(BaseModel):
     match_arguments: bool = False
     #: which columns may match this row: by call id only, or also on tool + resource
     match: tuple[Literal["call_id", "tool_resource"], ...] = ("call_id", "tool_resource")
+    #: the brokered upstream fixture (``[upstreams.ID]``) whose tool this row calls; a
+    #: column that cannot serve it grades the row not available, with the reason
+    upstream: str | None = None
     #: a short note on why this row matters (shown in the report)
     why: str = ""
+
+    def bind(self, bindings: Mapping[str, str]) -> Row:
+        """This row with ``{ID.root}`` placeholders in arguments and resource resolved."""
+        if self.upstream is None or not bindings:
+            return self
+        return self.model_copy(
+            update={
+                "arguments": bind_value(self.arguments, bindings),
+                "resource": bind_value(self.resource, bindings),
+            }
+        )
 
     @property
     def tool_name(self) -> str:
@@ -149,6 +222,7 @@ class Manifest(BaseModel):
     contexts: dict[str, ContextSpec]
     policies: dict[str, ToolPolicy]
     sandbox: SandboxSpec
+    upstreams: dict[str, UpstreamFixture] = Field(default_factory=dict)
     rows: tuple[Row, ...] = Field(min_length=1)
     source: str = "<manifest>"
 
@@ -173,7 +247,53 @@ class Manifest(BaseModel):
                 raise ValueError(
                     f"row {row.id!r}: policy {row.policy!r} is not defined in [policies]"
                 )
+            self._check_upstream(row)
+        for uid, fixture in self.upstreams.items():
+            if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", uid) or uid in _TEMPLATE_ROOTS:
+                raise ValueError(
+                    f"upstream fixture id {uid!r} must match [a-z0-9][a-z0-9_-]* and not be "
+                    f"one of {sorted(_TEMPLATE_ROOTS)}"
+                )
+            if self.namespace_of(uid) in {"files", "conformance", "sharedos"}:
+                raise ValueError(f"upstream fixture {uid!r}: namespace is reserved")
+            stray = set(PLACEHOLDER_RE.findall(fixture.rules)) - {uid}
+            if stray:
+                raise ValueError(
+                    f"upstream fixture {uid!r}: its rules may use only {{{uid}.root}}, "
+                    f"not {', '.join(sorted(f'{{{s}.root}}' for s in stray))}"
+                )
         return self
+
+    def _check_upstream(self, row: Row) -> None:
+        used = placeholders_in(row.arguments) | placeholders_in(row.resource)
+        if row.upstream is None:
+            if used:
+                raise ValueError(
+                    f"row {row.id!r}: uses {{{sorted(used)[0]}.root}} but names no upstream "
+                    "(set upstream = ID)"
+                )
+            return
+        if row.upstream not in self.upstreams:
+            raise ValueError(
+                f"row {row.id!r}: upstream {row.upstream!r} is not defined in [upstreams]"
+            )
+        if used - {row.upstream}:
+            raise ValueError(
+                f"row {row.id!r}: may use only {{{row.upstream}.root}}, the root of its upstream"
+            )
+        prefix = self.namespace_of(row.upstream) + "."
+        if not row.tool_name.startswith(prefix):
+            raise ValueError(
+                f"row {row.id!r}: a row of upstream {row.upstream!r} calls a {prefix}* tool"
+            )
+
+    def namespace_of(self, upstream: str) -> str:
+        """The namespace an upstream fixture's tools are published under (its id by default)."""
+        return self.upstreams[upstream].namespace or upstream
+
+    def brokered_rows(self) -> tuple[Row, ...]:
+        """The rows that call a brokered upstream fixture's tool."""
+        return tuple(r for r in self.rows if r.upstream is not None)
 
     def context_of(self, row: Row) -> str:
         """Name of the context the row runs under."""

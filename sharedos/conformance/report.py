@@ -85,6 +85,10 @@ class ColumnReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
     duration_s: float | None = None
     evidence_path: str | None = None
+    #: rows this column could not serve -> why (their cells are not available)
+    unavailable_rows: dict[str, str] = Field(default_factory=dict)
+    #: ``{ID.root}`` placeholder -> the path it stood for in this column
+    bindings: dict[str, str] = Field(default_factory=dict)
 
 
 class CatalogCheck(BaseModel):
@@ -121,10 +125,10 @@ class Report(BaseModel):
 
 
 def _counts(column: ColumnRun) -> tuple[ColumnCounts, list[str]]:
-    outcomes = Counter(a.outcome.value for a in column.attempts)
+    outcomes = Counter(a.outcome.value if a.outcome else "interrupted" for a in column.attempts)
     reasons = Counter(a.reason.value for a in column.attempts if a.reason is not None)
     bad = [
-        f"{a.call_id}: outcome {a.outcome.value} with reason {a.reason.value}"
+        f"{a.call_id}: outcome {a.outcome.value if a.outcome else 'interrupted'} with reason {a.reason.value}"
         for a in column.attempts
         if a.reason is not None and outcome_for_reason(a.reason) is not a.outcome
     ]
@@ -212,6 +216,8 @@ def build_report(
                 notes=list(column.notes),
                 duration_s=column.duration_s,
                 evidence_path=column.evidence_path,
+                unavailable_rows=dict(column.unavailable_rows),
+                bindings=dict(column.bindings),
             )
         )
     cells = [[by_column[c][r] for c in range(len(columns))] for r in range(len(manifest.rows))]
@@ -257,7 +263,8 @@ def render_matrix(report: Report) -> str:
         lines.append("  ".join([row.id.ljust(id_width), *marks]).rstrip())
     lines.append("")
     lines.append(
-        "✓ passed   ✗ failed   ○ not exercised (never green)   – column not available here"
+        "✓ passed   ✗ failed   ○ not exercised (never green)   "
+        "– not available here (the column, or that row in it)"
     )
     return "\n".join(lines)
 
@@ -306,6 +313,13 @@ def render_text(report: Report) -> str:
             out.append(f"    INCONSISTENT RECORD: {bad}")
         if col.duration_s is not None:
             out.append(f"    ran in {col.duration_s:.2f} s")
+        for key, path in col.bindings.items():
+            out.append(f"    {{{key}}} = {path}")
+        why_rows: dict[str, list[str]] = {}
+        for row_id, why in col.unavailable_rows.items():
+            why_rows.setdefault(why, []).append(row_id)
+        for why, ids in why_rows.items():
+            out.append(f"    rows not available here ({', '.join(ids)}): {why}")
         for note in col.notes:
             out.append(f"    note: {note}")
     failures = [cell for row in report.cells for cell in row if cell.grade is Grade.FAILED]

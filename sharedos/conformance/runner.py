@@ -12,12 +12,13 @@ from pathlib import Path
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import Report, build_report
+from sharedos.errors import SharedOSError
 from sharedos.identity import ColumnKind
 
 COLUMN_KINDS: tuple[str, ...] = tuple(k.value for k in ColumnKind)
 
 
-class ColumnUnavailableError(RuntimeError):
+class ColumnUnavailableError(SharedOSError, RuntimeError):
     """A column module that is not part of this build."""
 
 

@@ -1,4 +1,4 @@
-"""Evidence: a durable record of every tool-call attempt (SQLite by default)."""
+"""Evidence: a durable, append-only, two-phase record of every tool-call attempt (SQLite by default)."""
 
 from sharedos.evidence.dicts import record_dict
 from sharedos.evidence.record import (
@@ -6,22 +6,33 @@ from sharedos.evidence.record import (
     REDACTED,
     EncodedJson,
     EvidenceRecord,
+    OutcomeRecord,
     arguments_digest,
     plain_json,
     redact_arguments,
     storable_json_text,
 )
-from sharedos.evidence.sqlite import EvidenceStoreError, SqliteEvidenceStore
-from sharedos.evidence.store import EvidenceCounts, EvidenceStore
+from sharedos.evidence.sqlite import SCHEMA_VERSION, SqliteEvidenceStore
+from sharedos.evidence.store import (
+    CAUSES,
+    INTERRUPTED,
+    EvidenceCounts,
+    EvidenceStore,
+    EvidenceStoreError,
+)
 
 __all__ = [
+    "CAUSES",
+    "INTERRUPTED",
     "MAX_STORED_ARGUMENTS",
     "REDACTED",
+    "SCHEMA_VERSION",
     "EncodedJson",
     "EvidenceCounts",
     "EvidenceRecord",
     "EvidenceStore",
     "EvidenceStoreError",
+    "OutcomeRecord",
     "SqliteEvidenceStore",
     "arguments_digest",
     "plain_json",

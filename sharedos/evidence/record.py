@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import rfc8785
@@ -26,17 +26,38 @@ MAX_STORED_TOOL = 1024
 
 
 @dataclass(frozen=True, slots=True)
+class OutcomeRecord:
+    """How an attempt ended: the second of its two rows (``EvidenceStore.finish``)."""
+
+    outcome: Outcome
+    finished_at: str
+    duration_ms: float
+    reason: ReasonCode | None = None
+    error: str | None = None
+
+
+#: the fields of ``EvidenceRecord`` that belong to the outcome row, not the attempt row
+OUTCOME_FIELDS = ("outcome", "reason", "finished_at", "duration_ms", "error")
+
+
+@dataclass(frozen=True, slots=True)
 class EvidenceRecord:
-    """One attempt. ``seq`` is assigned by the store (``None`` before it is recorded)."""
+    """One attempt, with its outcome when it has one.
+
+    As written by ``EvidenceStore.begin`` the outcome fields are ``None``; as
+    read back they are ``None`` exactly when the attempt was interrupted
+    (``status == "interrupted"``). ``seq`` is assigned by the store (``None``
+    before it is recorded).
+    """
 
     turn_id: str
     call_id: str
     tool: str
-    outcome: Outcome
     started_at: str
-    finished_at: str
-    duration_ms: float
     arguments_digest: str
+    outcome: Outcome | None = None
+    finished_at: str | None = None
+    duration_ms: float | None = None
     arguments: Any = None
     reason: ReasonCode | None = None
     effect: str | None = None
@@ -53,23 +74,54 @@ class EvidenceRecord:
     identity: Mapping[str, Any] | None = None
     seq: int | None = None
 
+    @property
+    def status(self) -> str:
+        """The outcome's value, or ``"interrupted"`` for an attempt with no outcome."""
+        return str(self.outcome) if self.outcome is not None else "interrupted"
+
+    @property
+    def outcome_record(self) -> OutcomeRecord | None:
+        """The outcome row of this record, or None for a bare attempt."""
+        if self.outcome is None:
+            return None
+        return OutcomeRecord(
+            outcome=self.outcome,
+            finished_at=self.finished_at or self.started_at,
+            duration_ms=self.duration_ms if self.duration_ms is not None else 0.0,
+            reason=self.reason,
+            error=self.error,
+        )
+
+    def with_outcome(self, outcome: OutcomeRecord) -> EvidenceRecord:
+        """This attempt concluded by ``outcome``."""
+        return replace(
+            self,
+            outcome=outcome.outcome,
+            reason=outcome.reason,
+            finished_at=outcome.finished_at,
+            duration_ms=outcome.duration_ms,
+            error=outcome.error,
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready mapping (enums as their string values)."""
+        """JSON-ready mapping (enums as their string values), with the derived ``status``."""
         out = asdict(self)
-        out["outcome"] = str(self.outcome)
+        out["outcome"] = str(self.outcome) if self.outcome is not None else None
         out["reason"] = str(self.reason) if self.reason is not None else None
         out["rule_ids"] = list(self.rule_ids)
+        out["status"] = self.status
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvidenceRecord:
-        """Inverse of ``to_dict``; unknown keys are refused."""
+        """Inverse of ``to_dict`` (``status`` is derived and ignored); unknown keys are refused."""
         known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        values = {k: v for k, v in data.items() if k != "status"}
+        unknown = set(values) - known
         if unknown:
             raise ValueError(f"unknown evidence fields: {sorted(unknown)}")
-        values = dict(data)
-        values["outcome"] = Outcome(values["outcome"])
+        if values.get("outcome") is not None:
+            values["outcome"] = Outcome(values["outcome"])
         if values.get("reason") is not None:
             values["reason"] = ReasonCode(values["reason"])
         values["rule_ids"] = tuple(values.get("rule_ids") or ())
@@ -232,7 +284,8 @@ def storable_arguments(arguments: Any) -> Any:
     try:
         text = _STORABLE(arguments)
     except Exception:  # not JSON, NaN, too deep (RecursionError), hostile objects
-        return {"$unstorable": safe_text(safe_repr(arguments), 4096)}
+        # security: never a repr of the arguments (it would carry their secrets)
+        return {"$unstorable": safe_text(type(arguments).__name__)}
     if len(text) > MAX_STORED_ARGUMENTS:
         return {"$truncated": True, "$bytes": len(text)}
     # a detached copy: nothing done to the caller's object later can change the record

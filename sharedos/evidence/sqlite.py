@@ -1,140 +1,147 @@
-"""``SqliteEvidenceStore``: the default evidence backend (SQLite, WAL).
+"""``SqliteEvidenceStore``: the default evidence backend (SQLite, WAL, append-only, two phases).
 
-Durability choice: ``journal_mode=WAL`` with ``synchronous=NORMAL`` by default.
-In WAL mode every commit appends the transaction to the ``-wal`` file with a
-``write()`` before ``record`` returns, so a record survives the death of the
-process (SIGKILL, crash, OOM kill): the data is in the kernel's page cache and
-the next opener replays the WAL. What NORMAL gives up is an ``fsync`` per
-commit, i.e. the last few records on an operating-system crash or power loss.
-That is the threat model of a host process recording tool calls, and an fsync
-per call would cost milliseconds on ordinary disks (the target is 100 us).
-Pass ``synchronous="FULL"`` where power-loss durability is worth that price.
+Layout (schema version 2, ``sharedos.evidence.sqlite_schema``): table ``attempts`` (one row committed before a
+handler runs), table ``outcomes`` (one row per concluded attempt, primary key
+and foreign key ``seq``), and a view ``evidence`` = ``attempts LEFT JOIN
+outcomes`` with the version-1 column names, so ``SELECT * FROM evidence``
+reads both versions. An attempt without an outcome row reads as
+``interrupted``. Version-1 files (one ``evidence`` table) are migrated in one
+transaction when opened for writing, and read as they are when opened
+read-only.
 
-Concurrency: one connection per store, guarded by a lock (many threads and
-asyncio tasks of one process); separate processes each open their own store,
-and SQLite's file locking plus ``busy_timeout`` serializes their commits.
-A store used after ``fork()`` reopens its connection in the child.
+Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL`` by default. Every
+commit appends its frames to the ``-wal`` file with ``write()`` before the
+method returns, so a committed row survives the death of the process
+(SIGKILL, crash, OOM kill): the data is in the kernel's page cache and the
+next opener replays the WAL. NORMAL does not ``fsync`` per commit, so an
+operating-system crash or power loss can lose the last commits (never
+corrupt the file: the WAL's checksums cut it at the last complete frame).
+``synchronous="FULL"`` fsyncs the WAL on every commit and survives power
+loss as well, at the price of an fsync per commit (two per allowed call).
 
-Cost per record: one autocommit INSERT (p50 about 20-30 us here) plus
-encoding the row (one C-level attribute fetch and pre-built JSON encoders: a
-few us). ``seq`` is the rowid rather than an AUTOINCREMENT column, which would
-add a write to ``sqlite_sequence`` on every insert; the store never deletes
-rows, so rowids only grow. SQLite's automatic WAL checkpoint (every 1,000
-pages) runs inside the commit that crosses it and is what the p99 of
-``record`` measures (a few ms); moving it to a background thread was tried and
-was worse on this machine (the WAL outran passive checkpoints). Measured and
-not adopted: ``page_size`` 1024/8192, ``cache_size``/``temp_store`` (no change
-at p50), ``wal_autocheckpoint=4000`` (rarer but longer stalls, mean about the
-same). Only dropping the two indexes moved p50 (about -7 us), and queries by
-turn and call id need them.
+The store knows it is the store: a writable open commits a probe row (a
+read-only file, directory or filesystem, or a full disk, fails at open with
+one line), and every commit is followed by a check that the database and its
+``-wal`` at the path are still the files this connection writes (device and
+inode): a file deleted, replaced or moved fails that commit and every later
+one with cause ``replaced`` (rows written into an unlinked file are not
+evidence anyone can read).
+
+Concurrency: one connection per store, guarded by a lock (many threads of
+one process); separate processes each open their own store, and SQLite's file
+locking plus ``busy_timeout`` serializes their commits. A store used after
+``fork()`` reopens its connection in the child. The busy wait (1.5 s by
+default) is below the recorder's 2 s bound, so a locked store is reported as
+``locked`` by the store itself rather than as a timeout.
+
+Cost per commit: one autocommit INSERT (about 10-30 us here) plus two
+``stat`` calls (about 1 us each). ``seq`` is the rowid rather than an
+AUTOINCREMENT column, which would add a write to ``sqlite_sequence`` on every
+insert; rows are never deleted, so rowids only grow. SQLite's automatic WAL
+checkpoint (every 1,000 pages) runs inside the commit that crosses it and is
+what a p99 measures (a few ms); it runs on the recorder's writer thread, never
+on an event loop. ``try_now`` commits on a second connection with no busy wait
+and no automatic checkpoint, for callers that must not wait (see its
+docstring); ``checkpoint`` folds the WAL those commits grow, off the loop.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
-import operator
 import os
 import sqlite3
 import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from sharedos.evidence.record import EvidenceRecord, encoded_text, storable_json_text
-from sharedos.evidence.store import EvidenceCounts
-
-SCHEMA_VERSION = 1
-
-_COLUMNS = (
-    "turn_id",
-    "call_id",
-    "tool",
-    "outcome",
-    "started_at",
-    "finished_at",
-    "duration_ms",
-    "arguments_digest",
-    "arguments",
-    "reason",
-    "effect",
-    "resource",
-    "namespace",
-    "action",
-    "rule_ids",
-    "error",
-    "catalog_hash",
-    "policy_hash",
-    "principal",
-    "tenant",
-    "diagnostics",
-    "identity",
+from sharedos.evidence.appender import ChainAppender, Opening, Plan, StaleHead
+from sharedos.evidence.chain import Link, Signer
+from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
+from sharedos.evidence.record import (
+    EvidenceRecord,
+    OutcomeRecord,
 )
-_JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity"})
-#: one C-level attribute fetch for the whole row, in column order
-_ROW = operator.attrgetter(*_COLUMNS)
-_ENUM_INDEXES = tuple(_COLUMNS.index(c) for c in ("outcome", "reason"))
-_JSON_INDEXES = tuple(_COLUMNS.index(c) for c in sorted(_JSON_COLUMNS))
-_RULE_IDS_INDEX = _COLUMNS.index("rule_ids")
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS evidence (
-    seq              INTEGER PRIMARY KEY,  -- the rowid: rows are never deleted, so it only grows
-    turn_id          TEXT NOT NULL,
-    call_id          TEXT NOT NULL,
-    tool             TEXT NOT NULL,
-    outcome          TEXT NOT NULL CHECK (outcome IN ('succeeded','denied','failed','cancelled')),
-    started_at       TEXT NOT NULL,
-    finished_at      TEXT NOT NULL,
-    duration_ms      REAL NOT NULL,
-    arguments_digest TEXT NOT NULL,
-    arguments        TEXT,
-    reason           TEXT,
-    effect           TEXT,
-    resource         TEXT,
-    namespace        TEXT,
-    action           TEXT,
-    rule_ids         TEXT NOT NULL DEFAULT '[]',
-    error            TEXT,
-    catalog_hash     TEXT,
-    policy_hash      TEXT,
-    principal        TEXT,
-    tenant           TEXT,
-    diagnostics      TEXT,
-    identity         TEXT
-)""",
-    "CREATE INDEX IF NOT EXISTS evidence_turn ON evidence (turn_id, seq)",
-    "CREATE INDEX IF NOT EXISTS evidence_call ON evidence (call_id)",
+from sharedos.evidence.rows import (
+    READER_COLUMNS,
+    READER_FROM,
+    UNLINKED_SQL,
+    link_from_row,
+    sqlite_attempt_values,
+    sqlite_text,
+    unlinked,
 )
+from sharedos.evidence.sqlite_schema import (
+    INSERT_PROBE,
+    JSON_COLUMNS,
+    MIGRATE_FROM_1,
+    MIGRATE_FROM_2,
+    READ_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SELECT,
+    run_plan,
+)
+from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
-_INSERT = f"INSERT INTO evidence ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
-_SELECT = f"SELECT seq, {', '.join(_COLUMNS)} FROM evidence"
-
-
-class EvidenceStoreError(RuntimeError):
-    """The evidence database cannot be opened or written."""
-
-
-def _dumps(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = encoded_text(value)  # encoded once on the call path (compact, ASCII-safe)
-    if text is not None:
-        return text
-    try:
-        return storable_json_text(value)
-    except Exception:  # too deep or hostile: the record is still written
-        return json.dumps({"$unstorable": type(value).__name__})
+__all__ = ["SCHEMA_VERSION", "EvidenceStoreError", "SqliteEvidenceStore"]
 
 
-def _row(record: EvidenceRecord) -> list[Any]:
-    """The INSERT parameters for ``record``, in ``_COLUMNS`` order."""
-    row = list(_ROW(record))
-    row[_RULE_IDS_INDEX] = list(row[_RULE_IDS_INDEX])
-    for i in _JSON_INDEXES:
-        row[i] = _dumps(row[i])
-    for i in _ENUM_INDEXES:
-        if row[i] is not None:
-            row[i] = str(row[i])
-    return row
+_T = TypeVar("_T")
+
+_NOT_NOW: tuple[bool, Any] = (False, None)
+#: no-wait commits between two looks at the WAL's size. A commit with its chain
+#: link writes several pages (~16 KiB of WAL), so 50 commits grow the WAL by
+#: under 1 MiB between looks.
+_CHECKPOINT_EVERY = 50
+#: the WAL size past which ``checkpoint`` folds it back (SQLite's own default: 1,000 pages)
+_CHECKPOINT_BYTES = 1000 * 4096
+#: the WAL size past which no-wait commits stop until ``checkpoint`` has folded it:
+#: commits then go through the writer thread, queued behind that checkpoint, so
+#: a checkpoint that is late (its thread not scheduled) cannot let the WAL run away
+_PAUSE_BYTES = 6 * 1024 * 1024
+#: a WAL file left larger than this after a checkpoint reset is truncated to it
+#: (``journal_size_limit``): the file's size is a high-water mark otherwise
+_WAL_SIZE_LIMIT = 1024 * 1024
+
+
+#: SQLite primary result codes -> ``EvidenceStoreError.cause``
+_CAUSE_BY_CODE = {
+    5: "locked",  # SQLITE_BUSY
+    6: "locked",  # SQLITE_LOCKED
+    8: "read_only",  # SQLITE_READONLY
+    13: "disk_full",  # SQLITE_FULL
+    19: "conflict",  # SQLITE_CONSTRAINT
+    21: "closed",  # SQLITE_MISUSE
+}
+
+
+def _cause(exc: BaseException) -> str:
+    """The ``EvidenceStoreError`` cause for a SQLite or OS error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in _CAUSE_BY_CODE:
+        return _CAUSE_BY_CODE[code & 0xFF]
+    if isinstance(exc, sqlite3.ProgrammingError):
+        return "closed"  # "Cannot operate on a closed database"
+    if isinstance(exc, sqlite3.IntegrityError):
+        return "conflict"
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ENOSPC:
+            return "disk_full"
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return "read_only"
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return "locked"
+    if "readonly" in text or "read-only" in text:
+        return "read_only"
+    if "full" in text:
+        return "disk_full"
+    return "io"
 
 
 #: bumped in a child process right after ``fork()``; a store opened before the fork
@@ -158,75 +165,198 @@ def _create_private(path: str) -> None:
     created with the umask it would be world-readable. SQLite gives the -wal
     and -shm files the database file's mode, so they follow.
     """
-    if path.startswith("file:"):
-        return  # a SQLite URI: the caller manages that file
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except FileExistsError:
         return
     except OSError as exc:
-        raise EvidenceStoreError(f"cannot create evidence database {path}: {exc.strerror}") from exc
+        raise EvidenceStoreError(
+            f"cannot create evidence database {path}: {exc.strerror}", _cause(exc)
+        ) from exc
     os.close(fd)
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+FileId = tuple[int, int]
+
+
+def _file_id(path: str) -> FileId | None:
+    """(st_dev, st_ino) of ``path``, or None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class SqliteEvidenceStore:
-    """Evidence in one SQLite file (or ``":memory:"`` for tests: the same code on real SQLite)."""
+    """Evidence in one SQLite file (or ``":memory:"`` for tests: the same code on real SQLite).
+
+    ``read_only=True`` opens an existing file for reading only (the CLI): no
+    probe, no migration, nothing created; any write raises cause
+    ``read_only``. Every row is a link of its turn's hash chain
+    (``sharedos.evidence.chain``); ``signer`` signs each turn's seal.
+    """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-        busy_timeout_s: float = 10.0,
+        busy_timeout_s: float = 1.5,
+        read_only: bool = False,
+        signer: Signer | None = None,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be 'NORMAL' or 'FULL'")
+        if busy_timeout_s < 0:
+            raise ValueError("busy_timeout_s must not be negative")
         self.path = str(path)
         self.synchronous = synchronous
+        self.read_only = read_only
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
         self._generation = _FORK_GENERATION[0]
+        #: why every further write fails (set once the file was found replaced, or on close)
+        self._broken: EvidenceStoreError | None = None
+        #: (db, wal) identities this connection writes; None for ":memory:" and readers
+        self._ids: tuple[FileId, FileId | None] | None = None
+        self.schema_version = SCHEMA_VERSION
+        #: the no-wait connection (``try_now``), opened on first use
+        self._fast: sqlite3.Connection | None = None
+        self._fast_cur: sqlite3.Cursor | None = None
+        self._fast_lock = threading.Lock()
+        self._fast_generation = -1
+        self._fast_commits = 0
+        self._fast_paused = False
+        #: (turns, rows) the opening migration chained (``sharedos evidence migrate`` reports it)
+        self.migrated_rows = (0, 0)
         self._conn = self._open()
-        self._insert = self._conn.cursor()
+        self._cur = self._conn.cursor()
+        self.appender = ChainAppender(self, sqlite_attempt_values, text=sqlite_text, signer=signer)
+
+    # -- opening ---------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        if self.path != ":memory:":
+        memory = self.path == ":memory:"
+        if not memory:
             parent = Path(self.path).expanduser().resolve().parent
             if not parent.is_dir():
-                raise EvidenceStoreError(f"evidence database directory {parent} does not exist")
-            _create_private(self.path)
+                raise EvidenceStoreError(
+                    f"evidence database directory {parent} does not exist", "io"
+                )
+            if not self.read_only:
+                _create_private(self.path)
+            elif not os.path.isfile(self.path):
+                raise EvidenceStoreError(f"no evidence database at {self.path}", "io")
         try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self._busy_timeout_s,
-                isolation_level=None,  # autocommit: each INSERT is its own durable transaction
-                check_same_thread=False,  # guarded by self._lock
-            )
-            if self.path != ":memory:":
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise EvidenceStoreError(f"could not enable WAL on {self.path} (got {mode})")
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            if self.read_only and not memory:
+                conn = self._connect_read_only()
+            else:
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=self._busy_timeout_s,
+                    isolation_level=None,  # autocommit: each INSERT is its own transaction
+                    check_same_thread=False,  # guarded by self._lock
+                )
+            conn.isolation_level = None
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if self.read_only:
+                if version > SCHEMA_VERSION:
+                    refuse_unreadable(self.path, int(version), writing=False)
+                if version not in (1, 2, SCHEMA_VERSION):
+                    raise EvidenceStoreError(
+                        f"{self.path} is not a SharedOS evidence database (schema version "
+                        f"{version}; this SharedOS reads versions 1 to {SCHEMA_VERSION})",
+                        "io",
+                    )
+                self.schema_version = int(version)
+                return conn
+            if not memory:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise EvidenceStoreError(
+                        f"could not enable WAL on {self.path} (got {mode})", "io"
+                    )
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
+            conn.execute("PRAGMA foreign_keys=ON")  # an outcome needs its attempt
+            if version > SCHEMA_VERSION:
+                refuse_unreadable(self.path, int(version), writing=True)
+            if version not in (0, 1, 2, SCHEMA_VERSION):
                 raise EvidenceStoreError(
                     f"{self.path} has evidence schema version {version}; this SharedOS "
-                    f"reads version {SCHEMA_VERSION}"
+                    f"reads versions 1 to {SCHEMA_VERSION}",
+                    "io",
                 )
-            if version == 0:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for stmt in _SCHEMA:
-                        conn.execute(stmt)
-                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+            if version != SCHEMA_VERSION:
+                # one host, one file: a writable open migrates (each version in one transaction)
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2}[int(version)]
+                self.migrated_rows = self._install(conn, steps, chain=version in (1, 2))
+            # The probe: a committed write, so that a store that cannot be written
+            # fails here, with one line, and not at the first call.
+            conn.execute(INSERT_PROBE, (_now(),))
         except sqlite3.Error as exc:
-            raise EvidenceStoreError(f"cannot open evidence database {self.path}: {exc}") from exc
+            cause = _cause(exc)
+            what = "write" if cause in ("read_only", "disk_full", "locked") else "open"
+            raise EvidenceStoreError(
+                f"cannot {what} evidence database {self.path}: {exc} ({cause})", cause
+            ) from exc
+        if not memory:
+            db_id = _file_id(self.path)
+            if db_id is None:
+                raise EvidenceStoreError(
+                    f"evidence database {self.path} vanished while it was opened", "replaced"
+                )
+            self._ids = (db_id, _file_id(self.path + "-wal"))
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection; on read-only media, an ``immutable`` one.
+
+        A WAL database needs its ``-shm`` file to be read; on a read-only
+        filesystem nobody can create it, and nobody can be writing either, so
+        the file is opened as immutable.
+        """
+        base = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        try:
+            conn = sqlite3.connect(
+                base, uri=True, timeout=self._busy_timeout_s, check_same_thread=False
+            )
+            conn.execute("PRAGMA user_version").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            if os.access(os.path.dirname(os.path.abspath(self.path)), os.W_OK) and not (
+                os.statvfs(self.path).f_flag & os.ST_RDONLY
+            ):
+                raise
+        return sqlite3.connect(
+            base + "&immutable=1", uri=True, timeout=self._busy_timeout_s, check_same_thread=False
+        )
+
+    @staticmethod
+    def _install(
+        conn: sqlite3.Connection, statements: tuple[str, ...], *, chain: bool = False
+    ) -> tuple[int, int]:
+        """Create (or migrate to) the schema in one transaction; with ``chain``, chain the rows there.
+
+        Returns (turns, rows) chained.
+        """
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in statements:
+                conn.execute(stmt)
+            chained = sqlite_chain_existing(conn) if chain else (0, 0)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return chained
 
     def _locked(self) -> threading.Lock:
         """The store's lock, after making sure this process owns its connection.
@@ -240,24 +370,242 @@ class SqliteEvidenceStore:
             self._lock = threading.Lock()
             self._generation = _FORK_GENERATION[0]
             self._conn = self._open()
-            self._insert = self._conn.cursor()
+            self._cur = self._conn.cursor()
         return self._lock
 
-    def _connection(self) -> sqlite3.Connection:
-        return self._conn
+    # -- writing ---------------------------------------------------------------
+
+    def _verify(self) -> None:
+        """Fail (for good) when the files at the path are not the ones this connection writes."""
+        ids = self._ids
+        if ids is None:
+            return
+        db_id, wal_id = ids
+        now_db = _file_id(self.path)
+        now_wal = _file_id(self.path + "-wal")
+        if wal_id is None and now_wal is not None:
+            # the first commit after open created the WAL: remember it
+            self._ids = (db_id, now_wal)
+            wal_id = now_wal
+        if now_db != db_id or now_wal != wal_id:
+            what = "deleted or moved" if now_db is None or now_wal is None else "replaced"
+            self._broken = EvidenceStoreError(
+                f"evidence database {self.path} was {what} while in use; "
+                "refusing to write evidence into a file nobody can read",
+                "replaced",
+            )
+            raise self._broken
+
+    def _write(self, what: str, op: Callable[[sqlite3.Cursor], _T]) -> _T:
+        """Run ``op`` (one committed transaction) under the lock, then verify the files."""
+        with self._locked():
+            if self._broken is not None:
+                raise self._broken
+            if self.read_only:
+                raise EvidenceStoreError(
+                    f"evidence database {self.path} was opened read-only", "read_only"
+                )
+            try:
+                result = op(self._cur)
+            except sqlite3.Error as exc:
+                cause = _cause(exc)
+                raise EvidenceStoreError(
+                    f"cannot {what} evidence in {self.path}: {exc} ({cause})", cause
+                ) from exc
+            self._verify()
+            return result
+
+    def begin(self, attempt: EvidenceRecord) -> int:
+        """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
+        self._writable()
+        return self.appender.begin(attempt)
+
+    def finish(self, seq: int, outcome: OutcomeRecord) -> None:
+        """Commit the outcome row of attempt ``seq`` (once; cause ``conflict`` otherwise)."""
+        self._writable()
+        self.appender.finish(int(seq), outcome)
 
     def record(self, record: EvidenceRecord) -> int:
-        """Insert ``record`` in its own transaction; return its ``seq`` once committed."""
-        row = _row(record)
+        """Commit a complete record (attempt and outcome rows) in one transaction; return its seq."""
+        if record.outcome_record is None:
+            raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
+        self._writable()
+        return self.appender.record(record)
+
+    def open_turn(self, opening: Opening) -> bool:
+        """Write the turn's opening record (the anchor of its chain) unless it has one."""
+        self._writable()
+        return self.appender.open_turn(opening)
+
+    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
+        """Append the turn's seal (signed when the store has a signer); the seal's hash."""
+        self._writable()
+        return self.appender.seal_turn(turn_id, closed_at)
+
+    def _writable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if self.read_only:
+            raise EvidenceStoreError(
+                f"evidence database {self.path} was opened read-only", "read_only"
+            )
+
+    # -- the appender's backend (called under its lock) ----------------------------
+
+    def head(self, turn_id: str) -> tuple[int, str] | None:
+        """The turn's last link (pos, hash) as the file has it."""
+        rows = self._read(
+            "SELECT pos, hash FROM links WHERE turn_id = ? ORDER BY pos DESC LIMIT 1", [turn_id]
+        )
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def attempt_link(self, seq: int) -> tuple[str, str] | None:
+        """(turn_id, hash) of the attempt link of ``seq``."""
+        rows = self._read(
+            "SELECT turn_id, hash FROM links WHERE seq = ? AND kind = 'attempt' LIMIT 1", [seq]
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
+        """(seq, hash) of the turn's link at ``pos``."""
+        rows = self._read(
+            "SELECT seq, hash FROM links WHERE turn_id = ? AND pos = ?", [turn_id, pos]
+        )
+        if not rows:
+            return None
+        seq, hash_ = rows[0]
+        return (int(seq) if seq is not None else None, str(hash_))
+
+    def execute(self, plan: Plan) -> int:
+        """Commit ``plan`` in one transaction on the store's connection (``ChainBackend``)."""
+        what = "write the attempt" if plan.attempt is not None else "write the outcome"
+        return self._write(what, lambda cur: run_plan(cur, plan))
+
+    # -- the no-wait path ----------------------------------------------------------
+
+    def try_now(self, kind: str, *args: Any) -> tuple[bool, Any]:
+        """Commit ``begin``/``finish``/``record`` at once if nothing makes it wait: ``(True, result)``;
+        ``(False, None)`` when it would have to wait (a lock, FULL's fsync) or failed.
+
+        This is how ``EvidenceRecorder`` spares the writer-thread round trip when
+        the store is idle: a second connection with no busy wait and no automatic
+        checkpoint, used only when its own lock is free. So the caller never
+        waits on a lock, a busy wait, an fsync or a checkpoint; a commit it
+        makes is a ``write()`` into the page cache. Anything that goes wrong
+        here is left to the caller's ordinary (waiting) path, which retries and
+        reports it; only a file found replaced after a commit raises.
+        """
+        if self.synchronous != "NORMAL" or self._ids is None or self.read_only or self._fast_paused:
+            return _NOT_NOW
+        if self._broken is not None:
+            raise self._broken
+        return self.appender.try_now(kind, args, self._run_now)
+
+    def _run_now(self, plan: Plan) -> int | None:
+        """Commit ``plan`` on the no-wait connection; None when it would wait or failed."""
+        if not self._fast_lock.acquire(blocking=False):
+            return None
+        try:
+            cur = self._fast_cursor()
+            if cur is None:
+                return None
+            try:
+                result = run_plan(cur, plan)
+            except (sqlite3.Error, StaleHead):
+                return None
+            self._verify()
+            self._fast_commits += 1
+            return result
+        finally:
+            self._fast_lock.release()
+
+    def _fast_cursor(self) -> sqlite3.Cursor | None:
+        """The no-wait connection's cursor (opened on first use and after ``fork()``)."""
+        if self._fast is not None and self._fast_generation == _FORK_GENERATION[0]:
+            return self._fast_cur
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA busy_timeout=0")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the writer thread
+            conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error:
+            return None
+        self._fast, self._fast_cur = conn, conn.cursor()
+        self._fast_generation = _FORK_GENERATION[0]
+        return self._fast_cur
+
+    def checkpoint_due(self) -> bool:
+        """True when, at one of its looks every ``_CHECKPOINT_EVERY`` no-wait commits, the
+        WAL has grown past about 1,000 pages: time to call ``checkpoint`` (off-loop).
+
+        Past ``_PAUSE_BYTES`` the no-wait path also stops until that checkpoint ran.
+        """
+        if self._fast_commits < _CHECKPOINT_EVERY:
+            return False
+        self._fast_commits = 0
+        try:
+            size = os.stat(self.path + "-wal").st_size
+        except OSError:
+            return False
+        if size >= _PAUSE_BYTES:
+            self._fast_paused = True
+        return size >= _CHECKPOINT_BYTES
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database once it holds more than about 1,000 pages.
+
+        ``RESTART`` makes writers wait while it runs (no-wait commits go to the
+        writer thread meanwhile), so a steady stream of commits cannot outrun
+        it and the WAL stays bounded; ``journal_size_limit`` then trims the
+        file. Blocking: call it from a writer thread.
+        """
+        try:
+            try:
+                size = os.stat(self.path + "-wal").st_size
+            except OSError:
+                return
+            if size < _CHECKPOINT_BYTES:
+                return
+            with self._locked():
+                if self._broken is not None:
+                    return
+                # a checkpoint that cannot run now runs at the next one
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        finally:
+            self._fast_paused = False
+
+    # -- reading ---------------------------------------------------------------
+
+    def _read(self, sql: str, params: list[Any]) -> list[Any]:
         with self._locked():
             try:
-                # one reused cursor: conn.execute() would build a new one per record
-                cur = self._insert.execute(_INSERT, row)
+                return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise EvidenceStoreError(f"cannot write evidence to {self.path}: {exc}") from exc
-            seq = cur.lastrowid
-        assert seq is not None
-        return int(seq)
+                raise EvidenceStoreError(
+                    f"cannot read evidence from {self.path}: {exc}", _cause(exc)
+                ) from exc
+
+    @staticmethod
+    def _where(
+        turn_id: str | None, call_id: str | None = None, outcome: str | None = None
+    ) -> tuple[str, list[Any]]:
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("turn_id", turn_id), ("call_id", call_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if outcome == INTERRUPTED:
+            where.append("outcome IS NULL")
+        elif outcome is not None:
+            where.append("outcome = ?")
+            params.append(outcome)
+        return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
     def query(
         self,
@@ -267,64 +615,112 @@ class SqliteEvidenceStore:
         outcome: str | None = None,
         limit: int | None = None,
     ) -> list[EvidenceRecord]:
-        """Records in ``seq`` order, filtered by turn, call id and outcome."""
-        where, params = [], []
-        for column, value in (("turn_id", turn_id), ("call_id", call_id), ("outcome", outcome)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        sql = _SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
+        """Records in ``seq`` order, filtered by turn, call id and status (``interrupted`` too)."""
+        where, params = self._where(turn_id, call_id, outcome)
+        sql = SELECT + where + " ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        with self._locked():
-            rows = self._connection().execute(sql, params).fetchall()
-        return [self._row_to_record(row) for row in rows]
+        return [self._row_to_record(row) for row in self._read(sql, params)]
+
+    @contextlib.contextmanager
+    def _reader(self) -> Any:
+        """A connection of its own for a long read (an export, a verification).
+
+        Reading through a cursor of its own never holds the store's lock, so
+        writers are not kept waiting by a long export; WAL readers see one
+        consistent snapshot. An in-memory store has only its one connection.
+        """
+        if self.path == ":memory:":
+            with self._locked():
+                yield self._conn
+            return
+        conn = self._connect_read_only()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _stream(self, sql: str, params: list[Any], batch: int) -> Any:
+        with self._reader() as conn:
+            try:
+                cur = conn.execute(sql, params)
+                while rows := cur.fetchmany(batch):
+                    yield from rows
+            except sqlite3.Error as exc:
+                raise EvidenceStoreError(
+                    f"cannot read evidence from {self.path}: {exc}", _cause(exc)
+                ) from exc
+
+    def iter_records(
+        self, turn_id: str | None = None, *, batch: int = 2000
+    ) -> Iterator[EvidenceRecord]:
+        """Every record in ``seq`` order, streamed (memory holds one batch)."""
+        where, params = self._where(turn_id)
+        for row in self._stream(SELECT + where + " ORDER BY seq", params, batch):
+            yield self._row_to_record(row)
+
+    def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
+        """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
+        where = " WHERE l.turn_id = ?" if turn_id is not None else ""
+        params: list[Any] = [turn_id] if turn_id is not None else []
+        sql = "SELECT " + READER_COLUMNS + READER_FROM + where + " ORDER BY l.turn_id, l.pos, l.seq"
+        for row in self._stream(sql, params, batch):
+            yield link_from_row(tuple(row))
+
+    def unlinked(self, turn_id: str | None = None) -> list[Link]:
+        """Content rows that no link covers (rows added behind the store's back)."""
+        sql = "SELECT * FROM (" + UNLINKED_SQL + ") u"
+        params: list[Any] = []
+        if turn_id is not None:
+            sql += " WHERE u.turn_id = ?"
+            params.append(turn_id)
+        return [unlinked(t, k, q) for t, k, q in self._stream(sql, params, 1000)]
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
-        """Counts by outcome and by reason (``succeeded`` for a success), optionally for one turn."""
-        where, params = ("WHERE turn_id = ?", [turn_id]) if turn_id is not None else ("", [])
-        with self._locked():
-            conn = self._connection()
-            by_outcome = dict(
-                conn.execute(
-                    f"SELECT outcome, COUNT(*) FROM evidence {where} GROUP BY outcome ORDER BY outcome",
-                    params,
-                ).fetchall()
+        """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
+        where, params = self._where(turn_id)
+        by_outcome = dict(
+            self._read(
+                f"SELECT COALESCE(outcome, '{INTERRUPTED}'), COUNT(*) FROM evidence{where} "
+                "GROUP BY 1 ORDER BY 1",
+                params,
             )
-            by_reason = dict(
-                conn.execute(
-                    f"SELECT COALESCE(reason, outcome), COUNT(*) FROM evidence {where} "
-                    "GROUP BY 1 ORDER BY 1",
-                    params,
-                ).fetchall()
+        )
+        by_reason = dict(
+            self._read(
+                f"SELECT COALESCE(reason, outcome, '{INTERRUPTED}'), COUNT(*) FROM evidence{where} "
+                "GROUP BY 1 ORDER BY 1",
+                params,
             )
+        )
         return EvidenceCounts(
             total=sum(by_outcome.values()), by_outcome=by_outcome, by_reason=by_reason
         )
 
     def turns(self) -> list[tuple[str, int]]:
-        """Turn ids with their number of records, in order of first appearance."""
-        with self._locked():
-            rows = (
-                self._connection()
-                .execute(
-                    "SELECT turn_id, COUNT(*) FROM evidence GROUP BY turn_id ORDER BY MIN(seq)"
-                )
-                .fetchall()
-            )
+        """Turn ids with their number of attempts, in order of first appearance."""
+        rows = self._read(
+            "SELECT turn_id, COUNT(*) FROM evidence GROUP BY turn_id ORDER BY MIN(seq)", []
+        )
         return [(str(t), int(n)) for t, n in rows]
 
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:
         data: dict[str, Any] = {"seq": row[0]}
-        for name, value in zip(_COLUMNS, row[1:], strict=True):
-            data[name] = json.loads(value) if name in _JSON_COLUMNS and value is not None else value
+        for name, value in zip(READ_COLUMNS, row[1:], strict=True):
+            data[name] = json.loads(value) if name in JSON_COLUMNS and value is not None else value
         return EvidenceRecord.from_dict(data)
 
     def close(self) -> None:
-        """Close the connection (further use raises ``EvidenceStoreError``)."""
+        """Close the connection (further writes raise cause ``closed``)."""
         with self._locked():
+            if self._broken is None:
+                self._broken = EvidenceStoreError(f"evidence store {self.path} is closed", "closed")
             self._conn.close()
+        with self._fast_lock:
+            if self._fast is not None:
+                self._fast.close()
+                self._fast = None
 
     def __enter__(self) -> SqliteEvidenceStore:
         return self

@@ -36,6 +36,7 @@ from pydantic import (
     model_validator,
 )
 
+from sharedos.errors import SharedOSError
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.harness.tomlpos import key_positions, locate
 from sharedos.upstream.config import UpstreamConfig, parse_upstreams
@@ -45,7 +46,7 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class HostConfigError(ValueError):
+class HostConfigError(SharedOSError, ValueError):
     """A host configuration that cannot be used; ``str()`` lists positioned problems."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -180,15 +181,54 @@ class HarnessConfig(BaseModel):
 
 
 class EvidenceConfig(BaseModel):
-    """``[evidence]``: how the host's SQLite evidence store commits.
+    """``[evidence]``: where the host's evidence goes and how it commits (docs/evidence.md).
 
+    ``url``: a SQLite path (or ``sqlite:///path``) or a ``postgresql://`` URL;
+    unset, each turn's environment keeps its own SQLite file.
     ``synchronous = "NORMAL"`` (default) survives a killed process; ``"FULL"``
-    also survives power loss, at an fsync per commit (docs/kernel.md).
+    also survives power loss, at an fsync per commit (SQLite; docs/kernel.md).
+    ``sign_key``: an ed25519 private key (PEM) that signs each turn's seal.
+    ``otlp_endpoint``: an OTLP/HTTP base URL for a log record and span per attempt.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    url: str | None = None
+    sign_key: str | None = None
+    otlp_endpoint: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from sharedos.evidence.url import parse_store_url
+
+        parse_store_url(value)  # ValueError names the problem
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("otlp_endpoint must be an http:// or https:// URL (OTLP/HTTP)")
+        return value
+
+
+class PolicySourceConfig(BaseModel):
+    """``[policy]``: a host that takes its policy from a distributed bundle (docs/evidence.md).
+
+    ``bundle``: a directory, a bundle file, or an http(s) URL; polled every
+    ``poll_interval_s``. ``keys``: public keys (PEM files); when given, only
+    bundles signed by one of them are used.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bundle: str | None = None
+    keys: tuple[str, ...] = ()
+    poll_interval_s: float = Field(default=30.0, gt=0)
 
 
 class HostConfig(BaseModel):
@@ -201,6 +241,7 @@ class HostConfig(BaseModel):
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
     #: brokered upstream MCP servers (``[upstream.ID]``; see sharedos.upstream.config)
     upstream: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    policy: PolicySourceConfig = Field(default_factory=PolicySourceConfig)
     source: str = "<host config>"
     base_dir: Path = Path(".")
 

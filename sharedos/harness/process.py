@@ -9,10 +9,12 @@ normal exit the group is killed too, so no child outlives the turn.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,12 @@ from sharedos.harness.secrets import Secrets
 
 #: Captured output kept per stream (bytes); a chatty harness cannot exhaust memory.
 MAX_CAPTURE = 16 * 1024 * 1024
+#: A line longer than this (characters) is handed to the output hook in pieces.
+MAX_LINE = 64 * 1024
+
+#: ``on_output(stream, line)``: one line of the harness's output as it arrives,
+#: ``stream`` is ``"stdout"`` or ``"stderr"``, the line has no newline and is scrubbed.
+OutputHook = Callable[[str, str], None]
 
 
 @dataclass
@@ -93,7 +101,78 @@ async def _reap_group(pgid: int, grace_s: float) -> None:
             return
 
 
-async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
+class LineRelay:
+    """Turns one stream's bytes into scrubbed lines for an ``OutputHook``, as they arrive.
+
+    Only complete lines are scrubbed and handed on, so a secret split across two
+    reads is still found whole. A line longer than ``MAX_LINE`` is handed on in
+    pieces, but the last ``longest spelling - 1`` characters are held back until
+    more arrives, so no occurrence of a secret can straddle a cut and no piece
+    carries part of one. (A secret whose raw value holds a newline could straddle
+    a line break too; then the same hold applies at line ends, and a line may
+    wait for more output before it is handed on.) A hook that raises is dropped:
+    the harness keeps running and its output is still captured; the error is
+    kept in ``error``.
+    """
+
+    def __init__(self, name: str, hook: OutputHook, secrets: Secrets) -> None:
+        self.name = name
+        self.hook: OutputHook | None = hook
+        self.secrets = secrets
+        self.error: BaseException | None = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._hold = max((len(f) for f in secrets.forms), default=1) - 1
+        self._multiline = any("\n" in f for f in secrets.forms)
+
+    def feed(self, data: bytes) -> None:
+        """Add bytes read from the stream; emit every line they complete."""
+        if self.hook is None:
+            return
+        self._pending += self._decoder.decode(data)
+        if self._multiline:
+            # scrubbing is idempotent, so the pending text is kept scrubbed; only what
+            # lies before the held-back tail is final
+            self._pending = self.secrets.scrub(self._pending)
+            safe = len(self._pending) - self._hold
+            end = self._pending.rfind("\n", 0, max(safe, 0))
+            if end >= 0:
+                done, self._pending = self._pending[:end], self._pending[end + 1 :]
+                for line in done.split("\n"):
+                    self._emit(line.removesuffix("\r"))
+        else:
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self._emit(self.secrets.scrub(line.removesuffix("\r")))
+        if len(self._pending) > MAX_LINE and "\n" not in self._pending:
+            text = self.secrets.scrub(self._pending)
+            cut = max(len(text) - self._hold, 0)
+            self._pending = text[cut:]
+            self._emit(text[:cut])
+
+    def close(self) -> None:
+        """The stream ended: emit what is left (scrubbed), line by line."""
+        if self.hook is None:
+            return
+        self._pending += self._decoder.decode(b"", final=True)
+        text, self._pending = self.secrets.scrub(self._pending), ""
+        if text:
+            for line in text.removesuffix("\n").split("\n"):
+                self._emit(line.removesuffix("\r"))
+
+    def _emit(self, line: str) -> None:
+        if self.hook is None:
+            return
+        try:
+            self.hook(self.name, line)
+        except Exception as exc:  # the hook is the caller's; the turn must not die of it
+            self.error = exc
+            self.hook = None
+
+
+async def _read_capped(
+    stream: asyncio.StreamReader | None, relay: LineRelay | None = None
+) -> bytes:
     if stream is None:
         return b""
     chunks: list[bytes] = []
@@ -102,9 +181,13 @@ async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
         chunk = await stream.read(65536)
         if not chunk:
             break
+        if relay is not None:
+            relay.feed(chunk)
         if size < MAX_CAPTURE:
             chunks.append(chunk[: MAX_CAPTURE - size])
         size += len(chunk)
+    if relay is not None:
+        relay.close()
     return b"".join(chunks)
 
 
@@ -116,9 +199,13 @@ async def run_process(
     timeout_s: float,
     secrets: tuple[str, ...] = (),
     term_grace_s: float = 2.0,
+    on_output: OutputHook | None = None,
 ) -> ProcessResult:
     """Run ``argv`` with stdin closed; kill its process group on timeout or cancellation.
 
+    ``on_output``, when given, receives each line of stdout and stderr as it
+    arrives (scrubbed of ``secrets`` like the captured output), while the
+    process runs; the captured output in the result is unchanged by it.
     Never raises for the harness's own failure (a non-zero exit is a result);
     re-raises ``CancelledError`` after the group is dead.
     """
@@ -133,8 +220,12 @@ async def run_process(
         start_new_session=True,
     )
     pgid = proc.pid
-    out_task = asyncio.ensure_future(_read_capped(proc.stdout))
-    err_task = asyncio.ensure_future(_read_capped(proc.stderr))
+    relays: tuple[LineRelay | None, LineRelay | None] = (None, None)
+    if on_output is not None:
+        scrub = Secrets.of(secrets)
+        relays = (LineRelay("stdout", on_output, scrub), LineRelay("stderr", on_output, scrub))
+    out_task = asyncio.ensure_future(_read_capped(proc.stdout, relays[0]))
+    err_task = asyncio.ensure_future(_read_capped(proc.stderr, relays[1]))
     timed_out = cancelled = False
     # Poll the leader's exit rather than awaiting proc.wait(): asyncio's wait()
     # also waits for the pipes to close, and a grandchild that inherited them

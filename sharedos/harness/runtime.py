@@ -36,7 +36,7 @@ from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
 from sharedos.harness.outputs import HarnessOutput
-from sharedos.harness.process import ProcessResult, redact, run_process
+from sharedos.harness.process import OutputHook, ProcessResult, redact, run_process
 from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
 from sharedos.harness.scripted_model.plan import IssuedCall
 from sharedos.harness.tools import harness_version
@@ -146,6 +146,9 @@ class _Turn:
     model: ScriptedModelServer | None = None
     url: str | None = None
     launch: recipes.Launch | None = None
+    on_output: OutputHook | None = None
+    #: values scrubbed from the harness's output besides the launch's own
+    secrets: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -186,7 +189,12 @@ class McpHarnessRuntime:
         return self._version
 
     def identity(
-        self, *, catalog_hash: str | None, policy_hash: str | None, live: bool = False
+        self,
+        *,
+        catalog_hash: str | None,
+        policy_hash: str | None,
+        live: bool = False,
+        policy_revision: str | None = None,
     ) -> SystemIdentity:
         """SystemIdentity for this harness's records."""
         adapter = self.adapter
@@ -199,6 +207,7 @@ class McpHarnessRuntime:
             mcp_extension=None if live else adapter.mcp_extension,
             catalog_hash=catalog_hash,
             policy_bundle_hash=policy_hash,
+            policy_bundle_revision=policy_revision,
         )
 
     async def run_turn(
@@ -214,9 +223,19 @@ class McpHarnessRuntime:
         timeout_s: float | None = None,
         live: bool = False,
         prompt: str | None = None,
+        on_output: OutputHook | None = None,
+        secrets: Sequence[str] = (),
     ) -> HarnessTurnResult:
-        """Run one turn of this harness against ``context``'s catalogue (see module doc)."""
+        """Run one turn of this harness against ``context``'s catalogue (see module doc).
+
+        ``on_output(stream, line)`` receives the harness's stdout and stderr line by
+        line while it runs, scrubbed like the captured output (``run_process``) of the
+        launch's secrets (turn token, the host file's env values) and of ``secrets``
+        (more values the host holds, e.g. upstream credentials).
+        """
         turn = self._begin(runtime_host, context, tool_policy, plan, workdir, live=live)
+        turn.on_output = on_output
+        turn.secrets = tuple(secrets)
         turn.transport = None if live else (transport or self.harness.transport)
         turn.deadline = timeout_s if timeout_s is not None else self.harness.timeout_s
         turn.prompt = prompt or build_prompt(plan, live=live)
@@ -249,10 +268,12 @@ class McpHarnessRuntime:
         kernel = runtime_host.kernel
         catalog: TurnCatalog | None = None if live else kernel.list_tools(context, tool_policy)
         policy_hash = getattr(kernel, "policy_hash", None)
+        revision = getattr(kernel.policy, "bundle_revision", None)  # a distributed bundle's
         identity = self.identity(
             catalog_hash=None if catalog is None else str(catalog.catalog_hash),
             policy_hash=str(policy_hash) if policy_hash else None,
             live=live,
+            policy_revision=str(revision) if revision is not None else None,
         )
         workdir.mkdir(parents=True, exist_ok=True)
         turn_dir = Path(tempfile.mkdtemp(prefix=f"{self.harness.id}-", dir=workdir))
@@ -319,6 +340,8 @@ class McpHarnessRuntime:
             host_env=self.environ,
             command=self.command,
         )
+        if turn.secrets:
+            launch.secret_values = tuple(dict.fromkeys((*launch.secret_values, *turn.secrets)))
         try:
             return await run_process(
                 launch.argv,
@@ -326,6 +349,7 @@ class McpHarnessRuntime:
                 cwd=launch.cwd,
                 timeout_s=turn.deadline,
                 secrets=launch.secret_values,
+                on_output=turn.on_output,
             )
         except (FileNotFoundError, PermissionError) as exc:
             shown = redact(launch.argv[0], launch.secret_values)

@@ -78,10 +78,3 @@ class HandlerResult:
 
 #: The handler signature.
 HandlerFn = Callable[[dict[str, Any], HandlerContext], "Awaitable[HandlerResult] | HandlerResult"]
-
-
-def hooks_from(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Pick ``progress`` / ``log`` / ``peer`` out of an optional mapping of transport hooks."""
-    if not mapping:
-        return {}
-    return {k: mapping[k] for k in ("progress", "log", "peer") if k in mapping}

@@ -1,23 +1,81 @@
-"""Sentences written for a model: what a refusal or failure means and whether retrying helps.
+"""The one writer of what a model is told when a call does not succeed.
 
-The bridge reuses them as the text block of an ``isError`` result. They name
-the tool, the canonical resource and the rule ids, and say plainly that an
-authorization decision does not change on retry.
+Every refusal, failure and cancellation a harness receives — from the
+scripted column's driver, from the turn bridge, from a bridge's own fallback
+— is written here, once, and carried by ``ToolResult`` (``content`` holds
+the sentence as one text block, ``structured`` the payload). The bridge only
+maps those types onto the wire, so the scripted and MCP columns deliver
+byte-identical words for the same refusal.
+
+The sentence says plainly whether this was a policy denial or a failure,
+names the tool and the canonical resource, and says whether retrying the
+same call can help. Codex hands the model the ``structuredContent`` JSON
+rather than the text, and pi-mcp-adapter appends it, so the payload repeats
+the sentence (``message``) and is written for a model as well.
+
+Rule references are shown by id only: an ``@id`` as written, a positional id
+(``/etc/sharedos/rules/files.sos:27``) as ``files.sos:27``. Source columns
+and directories are never shown to a model (they tell it nothing it can act
+on, and the directories describe the host); the evidence record keeps the
+full ids for the operator, and ``sharedos-policy explain`` gives positions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
-from sharedos.kernel.policy_api import rule_location
-from sharedos.outcomes import ReasonCode
+from sharedos.kernel.policy_api import rule_id
+from sharedos.outcomes import DENIAL_REASONS, ReasonCode, outcome_for_reason
 
-_FINAL = "This is an authorization decision; retrying the same call will not succeed."
+_DENIAL = "SharedOS policy denial"
+_FINAL = (
+    "This is an authorization decision, not a malfunction; retrying the same call will not help."
+)
+_FAILURE = "SharedOS tool failure (not a policy denial)"
+
+_HINTS: dict[ReasonCode, str] = {
+    ReasonCode.INVALID_ARGUMENTS: (
+        "The arguments do not match the tool's inputSchema: retrying the same call will not help. "
+        "Fix the arguments to match the inputSchema and call again."
+    ),
+    ReasonCode.HANDLER_ERROR: "The tool reported an error. Retrying the same call will not help.",
+    ReasonCode.TIMEOUT: (
+        "The tool did not finish in time and was stopped. Retrying the same call is unlikely "
+        "to help."
+    ),
+    ReasonCode.INTERNAL_ERROR: (
+        "SharedOS failed internally (fail closed); the call may or may not have taken effect. "
+        "Report this to the operator; retrying the same call will not help."
+    ),
+    ReasonCode.EVIDENCE_UNAVAILABLE: (
+        "SharedOS could not record this attempt, so the tool was not run and the call had no "
+        "effect. Retrying will not help until the operator repairs the evidence store."
+    ),
+    ReasonCode.MALFORMED_REQUEST: (
+        "The request could not be read as a tool call; nothing ran. Send a well-formed request."
+    ),
+    ReasonCode.UPSTREAM_ERROR: (
+        "The upstream server failed. Retrying may succeed once it is healthy again."
+    ),
+    ReasonCode.UPSTREAM_TIMEOUT: (
+        "The upstream server did not answer in time. Retry later or with a smaller request."
+    ),
+    ReasonCode.UPSTREAM_UNAVAILABLE: (
+        "The upstream server could not be reached; nothing was sent to it. Retry later."
+    ),
+}
+#: evidence_unavailable after the handler ran: the effect may have happened
+_RAN_UNRECORDED = (
+    "The tool ran, but SharedOS could not record its outcome: the call may have taken effect. "
+    "Do not assume it failed; report this to the operator before retrying."
+)
+_POSITIONAL = re.compile(r"^(?:.*[/\\])?([^/\\]+):(\d+)$")
 
 
 def shown_name(tool: object, limit: int = 80) -> str:
-    """A tool name safe to quote in a sentence (repr'd when odd, truncated when long)."""
+    """A tool name (or resource) safe to quote in a sentence (repr'd when odd, truncated when long)."""
     text = tool if isinstance(tool, str) else repr(tool)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
@@ -25,11 +83,34 @@ def shown_name(tool: object, limit: int = 80) -> str:
     return text if printable and text else repr(text)
 
 
+def public_rule_id(ref: Any) -> str:
+    """A rule's id as a model may see it: ``@id`` verbatim, a positional id by file base name."""
+    rid = rule_id(ref)
+    file, line = getattr(ref, "file", None), getattr(ref, "line", None)
+    if file and line and rid == f"{file}:{line}":
+        return f"{str(file).replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+    if file is None:
+        match = _POSITIONAL.match(rid)
+        if match and ("/" in rid or "\\" in rid):
+            return f"{match.group(1)}:{match.group(2)}"
+    return rid
+
+
 def _rules(rule_ids: Iterable[Any]) -> str:
-    refs = [rule_location(r) for r in rule_ids]
+    refs = [public_rule_id(r) for r in rule_ids]
     if not refs:
         return ""
     return ("rule " if len(refs) == 1 else "rules ") + ", ".join(refs)
+
+
+def _sentence(detail: str | None) -> str:
+    """``detail`` as the end of a sentence (stripped, with a full stop), or empty."""
+    if not detail:
+        return ""
+    text = detail.strip()
+    if text and text[-1] not in ".!?":
+        text += "."
+    return text
 
 
 def refusal_message(
@@ -39,53 +120,100 @@ def refusal_message(
     resource: str | None = None,
     rule_ids: Iterable[Any] = (),
     detail: str | None = None,
+    ran: bool = False,
 ) -> str:
-    """The model-facing sentence for a denial, a failure or a cancellation."""
+    """The model-facing sentence for a denial, a failure or a cancellation.
+
+    ``ran`` is for ``evidence_unavailable`` only: the handler had run when the
+    outcome could not be recorded, so the call may have taken effect.
+    """
     name = shown_name(tool)
-    on = f" on {resource}" if resource else ""
-    if reason is ReasonCode.TOOL_UNAVAILABLE:
-        return (
-            f"SharedOS has no tool named {name} available in this turn (tool_unavailable). {_FINAL}"
-        )
-    if reason is ReasonCode.NOT_IN_RUN_POLICY:
-        return (
-            f"SharedOS policy denied {name}: the tool is not in this run's managed tool set "
-            f"(not_in_run_policy). {_FINAL}"
-        )
-    if reason is ReasonCode.NOT_IN_TURN_CATALOG:
-        return (
-            f"SharedOS policy denied {name}: the tool was not published in this turn's catalogue "
-            f"(not_in_turn_catalog). {_FINAL}"
-        )
-    if reason is ReasonCode.UNRESOLVABLE_RESOURCE:
-        why = f": {detail}" if detail else ""
-        return (
-            f"SharedOS policy denied {name}: the resource could not be resolved to a canonical "
-            f"resource (unresolvable_resource){why}. {_FINAL}"
-        )
-    if reason is ReasonCode.FORBIDDEN:
-        rules = _rules(rule_ids)
-        by = f"forbidden by {rules}" if rules else "forbidden"
-        return f"SharedOS policy denied {name}{on} ({by}). {_FINAL}"
-    if reason is ReasonCode.NO_MATCHING_PERMIT:
-        return f"SharedOS policy denied {name}{on} (no permit rule matches: default deny). {_FINAL}"
-    if reason is ReasonCode.TURN_CLOSED:
-        return f"SharedOS refused {name}: this turn has closed (turn_closed). {_FINAL}"
-    if reason is ReasonCode.INVALID_ARGUMENTS:
-        return (
-            f"SharedOS rejected the arguments for {name}: {detail or 'they do not match its inputSchema'}. "
-            "Fix the arguments to match the tool's inputSchema and call again."
-        )
-    if reason is ReasonCode.TIMEOUT:
-        return (
-            f"{name} did not finish within its time limit ({detail or 'timeout'}) and was stopped."
-        )
-    if reason is ReasonCode.HANDLER_ERROR:
-        return f"{name} failed{on}: {detail or 'the tool reported an error'}."
+    on = f" on {shown_name(resource, 200)}" if resource else ""
+    if reason in DENIAL_REASONS:
+        if reason is ReasonCode.TOOL_UNAVAILABLE:
+            return (
+                f"{_DENIAL}: there is no tool named {name} in this turn's catalogue "
+                f"(tool_unavailable). {_FINAL} Use a tool from the turn's tool list."
+            )
+        if reason is ReasonCode.NOT_IN_RUN_POLICY:
+            why = "the tool is not in this run's managed tool set (not_in_run_policy)"
+        elif reason is ReasonCode.NOT_IN_TURN_CATALOG:
+            why = "the tool was not published in this turn's catalogue (not_in_turn_catalog)"
+        elif reason is ReasonCode.TURN_CLOSED:
+            why = "this turn has closed (turn_closed)"
+        elif reason is ReasonCode.UNRESOLVABLE_RESOURCE:
+            extra = f": {detail.strip().rstrip('.')}" if detail and detail.strip() else ""
+            why = (
+                "its resource could not be resolved to a canonical resource "
+                f"(unresolvable_resource){extra}"
+            )
+        elif reason is ReasonCode.FORBIDDEN:
+            rules = _rules(rule_ids)
+            why = f"the access policy forbids it (forbidden{' by ' + rules if rules else ''})"
+        else:  # no_matching_permit
+            why = "no permit rule of the access policy covers it (no_matching_permit: default deny)"
+        return f"{_DENIAL}: the call to tool {name}{on} was refused: {why}. {_FINAL}"
     if reason is ReasonCode.CANCELLED:
-        return f"The call to {name} was cancelled."
-    why = f": {detail}" if detail else ""
-    return (
-        f"SharedOS failed internally while handling {name} (internal_error){why}. "
-        "The call may or may not have taken effect; report this to the operator."
+        return f"SharedOS: the call to tool {name}{on} was cancelled before it completed."
+    head = f"{_FAILURE}: the call to tool {name}{on} failed ({reason.value})."
+    said = _sentence(detail)
+    if reason is ReasonCode.EVIDENCE_UNAVAILABLE and ran:
+        hint = _RAN_UNRECORDED
+    else:
+        hint = _HINTS.get(reason, "Retrying the same call will not help.")
+    return " ".join(part for part in (head, said, hint) if part)
+
+
+def refusal_payload(
+    reason: ReasonCode,
+    tool: str,
+    call_id: str,
+    message: str,
+    *,
+    resource: str | None = None,
+    rule_ids: Iterable[Any] = (),
+    detail: str | None = None,
+) -> dict[str, Any]:
+    """The ``structuredContent`` of a refusal (wire spelling), the sentence included as ``message``."""
+    payload: dict[str, Any] = {
+        "outcome": str(outcome_for_reason(reason)),
+        "reason": str(reason),
+        "tool": tool,
+        "callId": call_id,
+        "message": message,
+        "resource": resource,
+        "ruleIds": [public_rule_id(r) for r in rule_ids],
+    }
+    if detail:
+        payload["detail"] = detail
+    return payload
+
+
+def refusal_content(
+    reason: ReasonCode,
+    tool: str,
+    call_id: str,
+    *,
+    resource: str | None = None,
+    rule_ids: Iterable[Any] = (),
+    detail: str | None = None,
+    ran: bool = False,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The content blocks and the structured payload of one refusal: the only place both are made."""
+    rules = tuple(rule_ids)
+    message = refusal_message(
+        reason, tool, resource=resource, rule_ids=rules, detail=detail, ran=ran
     )
+    payload = refusal_payload(
+        reason, tool, call_id, message, resource=resource, rule_ids=rules, detail=detail
+    )
+    return [{"type": "text", "text": message}], payload
+
+
+__all__ = [
+    "public_rule_id",
+    "refusal_content",
+    "refusal_message",
+    "refusal_payload",
+    "shown_name",
+]

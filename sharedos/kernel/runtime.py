@@ -1,4 +1,4 @@
-"""``RuntimeHost``: re-authorize the exact call, run the handler, record the attempt.
+"""``RuntimeHost``: re-authorize the exact call, write the attempt ahead, run it, record the outcome.
 
 Order of checks (each step's refusal is final; later steps do not run):
 
@@ -8,24 +8,32 @@ Order of checks (each step's refusal is final; later steps do not run):
 4. arguments vs ``inputSchema`` (non-object or schema violation)  -> failed ``invalid_arguments``
 5. ``policy.decide``: resource resolution + decision tree         -> denied ``unresolvable_resource``
                                                                      / ``no_matching_permit`` / ``forbidden``
-6. the handler, under a timeout                                   -> failed ``handler_error`` / ``timeout``
+6. write-ahead: the attempt is committed                          -> failed ``evidence_unavailable``
+7. the handler, under a timeout                                   -> failed ``handler_error`` / ``timeout``
+                                                                     / the handler's ``upstream_*`` reason
+8. the outcome is committed, then the answer is returned          -> failed ``evidence_unavailable``
+
+A call refused at 1-5 is recorded with one commit (attempt and outcome
+together). An allowed call is recorded with two: the attempt before the
+handler runs (if it cannot be committed, the handler never runs) and the
+outcome before the answer is returned (if that cannot be committed, the
+answer says the tool ran and its outcome is unrecorded; the attempt row
+stands and reads as ``interrupted``). Writes leave the event loop
+(``EvidenceRecorder``) and wait at most ``evidence_timeout_s``.
 
 Cancellation at any point records ``cancelled`` and re-raises. Anything else
-unexpected is ``failed`` / ``internal_error`` (fail closed). The evidence
-record is written before ``invoke_tool`` returns.
+unexpected is ``failed`` / ``internal_error`` (fail closed).
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import inspect
-import json
-import sys
-import time
-from collections.abc import Mapping
+import logging
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from jsonschema.exceptions import best_match
@@ -34,149 +42,64 @@ from sharedos.catalog.definition import ToolDefinition
 from sharedos.evidence.record import (
     MAX_STORED_ARGUMENTS,
     EncodedJson,
-    EvidenceRecord,
-    arguments_digest,
+    OutcomeRecord,
     digest_of_canonical,
-    fast_canonical,
-    plain_json,
-    redact_arguments,
-    safe_text,
-    scrub_secrets,
-    storable_arguments,
 )
+from sharedos.evidence.redaction import Secrets, secret_values
+from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.store import EvidenceStore
+from sharedos.kernel.answers import answer, unrecorded
+from sharedos.kernel.arguments import (
+    MAX_ARGUMENT_DEPTH,
+    copy_of,
+    detached,
+    json_type,
+    schema_problem,
+    too_deep,
+)
+from sharedos.kernel.attempt import Attempt, Ran, attempt_record, given_up, now, scrubbed
 from sharedos.kernel.context import AccessContext, ToolCall
 from sharedos.kernel.handlers import HandlerContext, HandlerResult, LogHook, ProgressHook
 from sharedos.kernel.kernel import Kernel, TurnCatalog
-from sharedos.kernel.messages import refusal_message
-from sharedos.kernel.policy_api import DecisionLike, rule_id
+from sharedos.kernel.recorder import EvidenceRecorder, EvidenceUnavailable, RecordOnlyStore
+from sharedos.kernel.result import ToolResult
+from sharedos.kernel.threads import DaemonLane
 from sharedos.names import is_valid_tool_name
 from sharedos.outcomes import DENIAL_REASONS, Effect, Outcome, ReasonCode, outcome_for_reason
 from sharedos.toolpolicy import ToolPolicy
 
-__all__ = ["HandlerContext", "HandlerResult", "RuntimeHost", "ToolResult"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "HandlerContext", "HandlerResult", "RuntimeHost", "ToolResult"]
 
-_MAX_ERROR = 2000
-#: deeper arguments are refused as invalid (no JSON tool input needs more, and
-#: validating or copying them recursively would exhaust the stack)
-MAX_ARGUMENT_DEPTH = 64
+logger = logging.getLogger("sharedos.kernel")
 
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """True when ``value`` nests dicts/lists more than ``limit`` levels (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+#: arguments up to this size (bytes of canonical JSON) take the one-encoding path;
+#: larger ones go through the general path, which applies the storage cap
+_ONE_PASS_MAX = MAX_STORED_ARGUMENTS // 8
+#: the reasons a handler may name for its own failure (anything else is handler_error)
+_HANDLER_REASONS = frozenset(
+    {
+        ReasonCode.HANDLER_ERROR,
+        ReasonCode.UPSTREAM_ERROR,
+        ReasonCode.UPSTREAM_TIMEOUT,
+        ReasonCode.UPSTREAM_UNAVAILABLE,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResult:
-    """The answer to one call. ``outcome`` succeeded / denied / failed (cancelled re-raises)."""
+class _Refusal:
+    """The verdict of a check that refuses the call; a check that passes returns None."""
 
-    call_id: str
-    tool: str
-    outcome: Outcome
-    reason: ReasonCode | None
-    decision: DecisionLike | None
-    content: list[dict[str, Any]]
-    structured: dict[str, Any] | None
-    error: str | None
-    #: the evidence record's sequence number; -1 only when the store could not be written
-    evidence_seq: int
-
-    @property
-    def is_error(self) -> bool:
-        """True for every outcome but ``succeeded`` (MCP ``isError``)."""
-        return self.outcome is not Outcome.SUCCEEDED
-
-    def to_mcp(self) -> dict[str, Any]:
-        """An MCP ``CallToolResult`` in wire spelling (a refusal is a result, never an error)."""
-        out: dict[str, Any] = {"content": self.content, "isError": self.is_error}
-        if self.structured is not None:
-            out["structuredContent"] = self.structured
-        return out
+    reason: ReasonCode
+    detail: str | None = None
 
 
-@dataclass(slots=True)
-class _Attempt:
-    """What is known about an attempt so far; becomes the evidence record."""
-
-    call: ToolCall
-    context: AccessContext
-    tool_name: str
-    started_at: str
-    t0: float
-    tool: ToolDefinition | None = None
-    arguments: Any = None
-    decision: DecisionLike | None = None
-    secrets: tuple[str, ...] = ()
-    #: the stored arguments and their digest, when made from the one canonical encoding
-    #: before the handler ran (else ``_finish`` derives both from ``arguments``)
-    stored: tuple[EncodedJson, str] | None = None
-
-    @classmethod
-    def begin(cls, call: ToolCall, context: AccessContext, arguments: Any = None) -> _Attempt:
-        """A new attempt at ``call``, timed from now."""
-        return cls(
-            call=call,
-            context=context,
-            tool_name=safe_text(getattr(call, "tool", None)),
-            started_at=_now(),
-            t0=time.perf_counter(),
-            arguments=arguments,
-        )
-
-
-# Encoders built once: ``json.dumps`` with keyword arguments constructs a new
-# encoder per call, which costs more than encoding small arguments. They hold
-# only immutable configuration.
-_ENCODE = json.JSONEncoder().encode
-#: arguments up to this size (bytes of canonical JSON) take the one-encoding path in
-#: ``_finish``; larger ones go through the general path, which applies the storage cap
-_ONE_PASS_MAX = MAX_STORED_ARGUMENTS // 8
-
-
-_SCALARS = frozenset({str, int, bool, type(None)})
-
-
-def _detached(args: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
-    """A copy of validated arguments that shares nothing with the caller's object,
-    and their RFC 8785 bytes when the fast encoder could make them (reused for the
-    evidence digest and the stored copy, so the arguments are encoded once per call)."""
-    canonical = fast_canonical(args)
-    if canonical is not None:
-        return _copy_of(args, canonical), canonical
-    try:
-        copied: dict[str, Any] = json.loads(_ENCODE(args))
-        return copied, None
-    except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
-        return copy.deepcopy(args), None
-
-
-def _copy_of(args: dict[str, Any], canonical: bytes) -> dict[str, Any]:
-    """A detached copy of ``args``, whose RFC 8785 bytes are ``canonical``."""
-    if all(type(v) in _SCALARS for v in args.values()):
-        return dict(args)  # flat, immutable values: a shallow copy shares nothing
-    copied: dict[str, Any] = json.loads(canonical)
-    return copied
+#: what a check returns: a refusal, or None to go on
+Verdict = _Refusal | None
 
 
 class _HandlerAborted(Exception):
-    """Carries a sync handler's non-``Exception`` ``BaseException`` across the thread boundary.
-
-    A ``GeneratorExit`` set on the worker's future and re-raised at the
-    ``await`` closes the awaiting coroutine instead of reaching its ``except``.
-    """
+    """Carries a sync handler's non-``Exception`` ``BaseException`` across the thread boundary."""
 
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
@@ -202,21 +125,68 @@ def _well_formed(result: HandlerResult) -> bool:
     )
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _text_of(result: HandlerResult) -> str:
+    return " ".join(
+        str(block.get("text", "")) for block in result.content if isinstance(block, dict)
+    ).strip()
 
 
 class RuntimeHost:
-    """Runs calls for one kernel and records every attempt in ``evidence``."""
+    """Runs calls for one kernel and records every attempt in ``evidence``, ahead of its effect.
+
+    ``evidence`` is a store, or the path of a SQLite database to open with
+    ``synchronous`` (``"NORMAL"`` by default, ``"FULL"`` for power-loss
+    durability). ``evidence_timeout_s`` bounds every evidence write (a call
+    whose record cannot be committed within it fails closed).
+    ``host_secrets`` are values the host knows are secret (its configuration's
+    credentials): they are scrubbed from every record field and every text a
+    model is given. Sync handlers run on at most ``max_handler_threads``
+    daemon threads.
+    """
 
     def __init__(
-        self, kernel: Kernel, evidence: EvidenceStore, *, handler_timeout_s: float = 30.0
+        self,
+        kernel: Kernel,
+        evidence: EvidenceStore | str | os.PathLike[str],
+        *,
+        handler_timeout_s: float = 30.0,
+        evidence_timeout_s: float = 2.0,
+        synchronous: Literal["NORMAL", "FULL"] | None = None,
+        host_secrets: Iterable[object] = (),
+        max_handler_threads: int = 16,
     ) -> None:
         if handler_timeout_s <= 0:
             raise ValueError("handler_timeout_s must be positive")
+        store: EvidenceStore
+        if isinstance(evidence, str | os.PathLike):
+            store = SqliteEvidenceStore(evidence, synchronous=synchronous or "NORMAL")
+        else:
+            store = evidence
+            opened = getattr(store, "synchronous", synchronous)
+            if synchronous is not None and opened != synchronous:
+                raise ValueError(
+                    f"the evidence store was opened with synchronous={opened!r}, "
+                    f"not {synchronous!r}"
+                )
         self.kernel = kernel
-        self.evidence = evidence
+        #: the store as given (or opened); evidence is read back from here
+        self.evidence: EvidenceStore = store
         self.handler_timeout_s = handler_timeout_s
+        self.host_secrets = Secrets(host_secrets)
+        writes: Any = store if callable(getattr(store, "begin", None)) else RecordOnlyStore(store)
+        self._recorder = EvidenceRecorder(writes, timeout_s=evidence_timeout_s)
+        self._handler_lane = DaemonLane("sharedos-handler", max_threads=max_handler_threads)
+        #: per-tool credential secrets, keyed by the tool object (tools are immutable)
+        self._tool_secrets: dict[int, tuple[ToolDefinition, Secrets]] = {}
+        #: the secret argument names of every tool in a registry version (see _check_tool)
+        self._view_secret_names: tuple[int, frozenset[str]] | None = None
+
+    @property
+    def evidence_timeout_s(self) -> float:
+        """The bound on every evidence write."""
+        return self._recorder.timeout_s
+
+    # -- public entry points -------------------------------------------------------
 
     async def invoke_tool(
         self,
@@ -235,29 +205,19 @@ class RuntimeHost:
 
         ``diagnostics`` and ``identity`` are stored on the evidence record and
         read by no decision. ``progress`` / ``log`` / ``peer`` are transport
-        hooks handed to the handler.
+        hooks handed to the handler. The attempt is durable before the
+        handler runs, the outcome before this returns.
         """
-        raw_tool = getattr(call, "tool", None)
-        attempt = _Attempt.begin(call, context)
-        meta = (catalog, diagnostics, identity)
+        attempt = Attempt.begin(call, context, (catalog, diagnostics, identity))
         try:
-            result = await self._authorize_and_run(
-                attempt, raw_tool, tool_policy, catalog, progress, log, peer
-            )
-        except anyio.get_cancelled_exc_class():
-            # Recording is synchronous (no await), so it completes inside a cancelled scope.
-            self._finish(attempt, Outcome.CANCELLED, ReasonCode.CANCELLED, None, meta)
-            raise
+            verdict = self._authorize(attempt, tool_policy, catalog)
         except Exception as exc:  # fail closed: an internal bug is a failed call, never a crash
-            return self._finish(
-                attempt,
-                Outcome.FAILED,
-                ReasonCode.INTERNAL_ERROR,
-                f"{type(exc).__name__}: {exc}",
-                meta,
-            )
-        outcome, reason, error, handler_result = result
-        return self._finish(attempt, outcome, reason, error, meta, handler_result)
+            logger.exception("sharedos: internal error authorizing %s", attempt.call_id)
+            verdict = _Refusal(ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            self._redact_conservatively(attempt)
+        if verdict is not None:
+            return await self._conclude(attempt, verdict.reason, verdict.detail)
+        return await self._run_allowed(attempt, progress, log, peer)
 
     async def refuse(
         self,
@@ -275,83 +235,86 @@ class RuntimeHost:
 
         The same record, redaction and model-facing message as ``invoke_tool``;
         no check runs and no handler is called. ``reason`` must not be
-        ``allowed`` (that is recorded as ``internal_error``). Never raises.
+        ``allowed`` (that is recorded as ``internal_error``). Never raises
+        (except on cancellation).
         """
-        if reason is ReasonCode.ALLOWED:
+        if reason is ReasonCode.ALLOWED or not isinstance(reason, ReasonCode):
             reason = ReasonCode.INTERNAL_ERROR
-            detail = "refuse() was called with 'allowed'"
-        raw_tool = getattr(call, "tool", None)
-        attempt = _Attempt.begin(call, context, getattr(call, "arguments", None))
+            detail = "refuse() was called without a refusal reason"
+        attempt = Attempt.begin(
+            call, context, (catalog, diagnostics, identity), getattr(call, "arguments", None)
+        )
         try:  # only to know which argument values to redact
-            if is_valid_tool_name(raw_tool):
-                attempt.tool = self.kernel.view(context).get_tool(raw_tool)
+            self._learn_secrets(attempt, self._lookup(attempt))
         except Exception:
-            attempt.tool = None
-        if attempt.tool is not None:
-            attempt.secrets = self._secret_values(attempt.tool, attempt.arguments)
-        return self._finish(
-            attempt, outcome_for_reason(reason), reason, detail, (catalog, diagnostics, identity)
+            self._redact_conservatively(attempt)
+        return await self._conclude(attempt, reason, detail)
+
+    # -- checks 1-5 -------------------------------------------------------------------
+
+    def _authorize(
+        self, attempt: Attempt, tool_policy: ToolPolicy, catalog: TurnCatalog | None
+    ) -> Verdict:
+        """Checks 1-5 in order; the first refusal, or None when the call may run."""
+        return (
+            self._check_tool(attempt)
+            or self._check_run_policy(attempt, tool_policy)
+            or self._check_turn_catalog(attempt, catalog)
+            or self._check_arguments(attempt)
+            or self._check_decision(attempt)
         )
 
-    @staticmethod
-    def _secret_values(tool: ToolDefinition, raw_args: Any) -> tuple[str, ...]:
-        """Values that must never appear in a recorded error: credentials, and the
-        values of arguments the tool marks secret (a handler may echo them)."""
-        if not tool.credentials and not tool.secret_arguments:
-            return ()
-        values = [c.get_secret_value() for c in tool.credentials.values()]
-        if isinstance(raw_args, dict):
-            values.extend(
-                str(raw_args[name])
-                for name in tool.secret_arguments
-                if raw_args.get(name) is not None
-            )
-        return tuple(sorted(values, key=len, reverse=True))
+    def _lookup(self, attempt: Attempt) -> ToolDefinition | None:
+        raw = getattr(attempt.call, "tool", None)
+        if not is_valid_tool_name(raw):
+            return None
+        return self.kernel.view(attempt.context).get_tool(raw)
 
-    async def _authorize_and_run(
-        self,
-        attempt: _Attempt,
-        raw_tool: object,
-        tool_policy: ToolPolicy,
-        catalog: TurnCatalog | None,
-        progress: ProgressHook | None,
-        log: LogHook | None,
-        peer: Any,
-    ) -> tuple[Outcome, ReasonCode | None, str | None, HandlerResult | None]:
-        call, context, kernel = attempt.call, attempt.context, self.kernel
-        raw_args = getattr(call, "arguments", None)
-        attempt.arguments = raw_args
-        # 1. tool lookup
-        tool = kernel.view(context).get_tool(raw_tool) if is_valid_tool_name(raw_tool) else None
-        if tool is None or tool.name not in kernel.policy.requirements:
-            return self._refuse(attempt, ReasonCode.TOOL_UNAVAILABLE)
+    def _check_tool(self, attempt: Attempt) -> Verdict:
+        """1. The raw name must name a tool of this context's view that a requirement governs."""
+        attempt.arguments = getattr(attempt.call, "arguments", None)
+        tool = self._lookup(attempt)
+        self._learn_secrets(attempt, tool)
+        if tool is None or tool.name not in self.kernel.policy.requirements:
+            return _Refusal(ReasonCode.TOOL_UNAVAILABLE)
         attempt.tool = tool
-        attempt.secrets = self._secret_values(tool, raw_args)
-        # 2. run policy
-        if not tool_policy.is_managed(tool.name):
-            return self._refuse(attempt, ReasonCode.NOT_IN_RUN_POLICY)
-        # 3. turn catalogue
-        if catalog is not None and tool.name not in catalog.names:
-            return self._refuse(attempt, ReasonCode.NOT_IN_TURN_CATALOG)
-        # 4. arguments
-        args: Any = {} if raw_args is None else raw_args
+        return None
+
+    def _check_run_policy(self, attempt: Attempt, tool_policy: ToolPolicy) -> Verdict:
+        """2. The tool must be in the run's managed set."""
+        assert attempt.tool is not None
+        if not tool_policy.is_managed(attempt.tool.name):
+            return _Refusal(ReasonCode.NOT_IN_RUN_POLICY)
+        return None
+
+    @staticmethod
+    def _check_turn_catalog(attempt: Attempt, catalog: TurnCatalog | None) -> Verdict:
+        """3. When a turn catalogue is given, the tool must have been published in it."""
+        assert attempt.tool is not None
+        if catalog is not None and attempt.tool.name not in catalog.names:
+            return _Refusal(ReasonCode.NOT_IN_TURN_CATALOG)
+        return None
+
+    @staticmethod
+    def _check_arguments(attempt: Attempt) -> Verdict:
+        """4. Absent arguments are ``{}``; otherwise an object, at most 64 deep, valid for the schema."""
+        tool = attempt.tool
+        assert tool is not None
+        raw = attempt.arguments
+        args: Any = {} if raw is None else raw
         if not isinstance(args, dict):
-            return (
-                Outcome.FAILED,
+            return _Refusal(
                 ReasonCode.INVALID_ARGUMENTS,
-                f"arguments must be a JSON object, got {type(args).__name__}",
-                None,
+                f"arguments must be a JSON object, got {json_type(args)}",
             )
-        if _too_deep(args, MAX_ARGUMENT_DEPTH):
-            return (
-                Outcome.FAILED,
+        if too_deep(args, MAX_ARGUMENT_DEPTH):
+            return _Refusal(
                 ReasonCode.INVALID_ARGUMENTS,
                 f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
-                None,
             )
         try:
             # The shortcut only ever says "certainly valid"; anything else goes
-            # to the full validator, which is the judge and writes the message.
+            # to the full validator, which is the judge.
             fast = tool.input_fast_check
             problem = (
                 None
@@ -360,18 +323,22 @@ class RuntimeHost:
             )
         except Exception as exc:
             # values no JSON could carry (hostile objects from a Python caller)
-            detail = f"arguments could not be validated ({type(exc).__name__})"
-            return Outcome.FAILED, ReasonCode.INVALID_ARGUMENTS, detail, None
+            return _Refusal(
+                ReasonCode.INVALID_ARGUMENTS,
+                f"arguments could not be validated ({type(exc).__name__})",
+            )
         if problem is not None:
-            where = problem.json_path
-            top = problem.absolute_path[0] if problem.absolute_path else None
-            if top in tool.secret_arguments:
-                detail = f"{where}: value does not satisfy {problem.validator!r}"
-            else:
-                detail = f"{where}: {problem.message}"
-            return Outcome.FAILED, ReasonCode.INVALID_ARGUMENTS, detail[:_MAX_ERROR], None
-        # 5. requirement resolution, canonicalization and the decision tree
-        decision = kernel.policy.decide(
+            return _Refusal(
+                ReasonCode.INVALID_ARGUMENTS, schema_problem(problem, tool.secret_arguments)
+            )
+        attempt.args = args
+        return None
+
+    def _check_decision(self, attempt: Attempt) -> Verdict:
+        """5. Requirement resolution, resource canonicalization and the decision tree."""
+        tool, args, context = attempt.tool, attempt.args, attempt.context
+        assert tool is not None and args is not None
+        decision = self.kernel.policy.decide(
             tool.name, args, context.policy_input, context_key=context.cache_key
         )
         attempt.decision = decision
@@ -381,225 +348,218 @@ class RuntimeHost:
                 if decision.reason in DENIAL_REASONS
                 else ReasonCode.NO_MATCHING_PERMIT
             )
-            return self._refuse(attempt, reason)
-        # 6. the handler
+            return _Refusal(reason, decision.detail or None)
+        return None
+
+    # -- secrets ------------------------------------------------------------------------
+
+    def _learn_secrets(self, attempt: Attempt, tool: ToolDefinition | None) -> None:
+        """Which fields to redact and which values to scrub, for this call.
+
+        A name that resolves to no tool (misspelled, an alias such as
+        ``mcp__sharedos__files_read``, a portable ``files_x2e_read``, a
+        non-string) could be any tool's, so every secret field of every tool
+        in the context's view is redacted (conservative).
+        """
+        if tool is None:
+            attempt.secret_names = self._all_secret_names(attempt.context)
+        else:
+            attempt.secret_names = tool.secret_arguments
+        secrets = self.host_secrets
+        if tool is not None and tool.credentials:
+            secrets = secrets.union(self._credentials_of(tool))
+        raw = attempt.arguments
+        if attempt.secret_names and isinstance(raw, Mapping):
+            try:
+                values = [
+                    v
+                    for name in attempt.secret_names
+                    if raw.get(name) is not None
+                    for v in secret_values(raw[name])
+                ]
+            except Exception:  # a hostile mapping: its values cannot be read, nor recorded
+                values = []
+            if values:
+                secrets = secrets.union(values)
+        attempt.secrets = secrets
+
+    def _redact_conservatively(self, attempt: Attempt) -> None:
+        """After a failed lookup: redact every tool's secret fields, or store no arguments."""
+        try:
+            attempt.secret_names = attempt.secret_names or self._all_secret_names(attempt.context)
+        except Exception:
+            attempt.arguments = None  # cannot tell what is secret: keep nothing
+        attempt.secrets = attempt.secrets or self.host_secrets
+
+    def _credentials_of(self, tool: ToolDefinition) -> Secrets:
+        hit = self._tool_secrets.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        made = Secrets(tool.credentials.values())
+        if len(self._tool_secrets) >= 1024:
+            self._tool_secrets.clear()
+        self._tool_secrets[id(tool)] = (tool, made)
+        return made
+
+    def _all_secret_names(self, context: AccessContext) -> frozenset[str]:
+        """The secret argument names of every tool in ``context``'s view."""
+        registry = self.kernel.registry
+        version = registry.version
+        cached = self._view_secret_names
+        view = self.kernel.view(context)
+        if not view.overlay and cached is not None and cached[0] == version:
+            return cached[1]
+        names = frozenset(n for t in view.tools() for n in t.secret_arguments)
+        if not view.overlay:
+            self._view_secret_names = (version, names)
+        return names
+
+    # -- steps 6-8: an allowed call -------------------------------------------------------
+
+    async def _run_allowed(
+        self, attempt: Attempt, progress: ProgressHook | None, log: LogHook | None, peer: Any
+    ) -> ToolResult:
+        tool, args, decision = attempt.tool, attempt.args, attempt.decision
+        assert tool is not None and args is not None and decision is not None
         if tool.handler is None:
-            return Outcome.FAILED, ReasonCode.HANDLER_ERROR, "the tool has no handler", None
+            return await self._conclude(
+                attempt, ReasonCode.HANDLER_ERROR, "the tool has no handler"
+            )
+        # the handler gets a copy: it cannot alter what is recorded
+        handler_args, canonical = detached(args)
+        if (
+            canonical is not None
+            and attempt.arguments is not None  # absent arguments stay absent in the record, not {}
+            and not attempt.secret_names  # redacted ones are stored and digested redacted
+            and len(canonical) <= _ONE_PASS_MAX
+        ):
+            # The same bytes give the digest and the stored text.
+            attempt.stored = (
+                EncodedJson(copy_of(args, canonical), canonical.decode("utf-8")),
+                digest_of_canonical(canonical),
+            )
+        # 6. write-ahead: no effect without a durable attempt
+        try:
+            seq = await self._recorder.begin(
+                attempt_record(attempt, self.kernel.policy_hash),
+                lambda why: given_up(attempt, why, self.evidence_timeout_s, ran=False),
+            )
+        except EvidenceUnavailable as exc:
+            return unrecorded(attempt, exc.cause, -1, ran=False)
         hctx = HandlerContext(
-            call=call,
-            context=context,
+            call=attempt.call,
+            context=attempt.context,
             decision=decision,
             credentials=tool.credentials,
             progress=progress,
             log=log,
             peer=peer,
         )
-        # the handler gets a copy: it cannot alter what is recorded
-        handler_args, canonical = _detached(args)
-        if (
-            canonical is not None
-            and raw_args is not None  # absent arguments stay absent in the record, not {}
-            and not tool.secret_arguments  # redacted ones are stored and digested redacted
-            and len(canonical) <= _ONE_PASS_MAX
-        ):
-            # The same bytes give the digest and the stored text; the record's copy is
-            # made now, before the handler (which may keep a reference to its own) runs.
-            attempt.stored = (
-                EncodedJson(_copy_of(args, canonical), canonical.decode("utf-8")),
-                digest_of_canonical(canonical),
+        # 7. the handler
+        try:
+            ran = await self._run_handler(tool, handler_args, hctx)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
+                await self._finish_quietly(
+                    attempt, seq, Ran(Outcome.CANCELLED, ReasonCode.CANCELLED)
+                )
+            raise
+        except Exception as exc:  # fail closed
+            logger.exception("sharedos: internal error running %s", attempt.call_id)
+            ran = Ran(Outcome.FAILED, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        # 8. the outcome, then the answer
+        error = scrubbed(attempt, ran.error)
+        outcome = OutcomeRecord(ran.outcome, now(), attempt.elapsed_ms(), ran.reason, error)
+        try:
+            seq = await self._recorder.finish(
+                seq,
+                outcome,
+                lambda why: given_up(attempt, why, self.evidence_timeout_s, ran=True, had=ran),
             )
+        except EvidenceUnavailable as exc:
+            return unrecorded(attempt, exc.cause, seq, ran=True)
+        return answer(attempt, seq, ran, error)
+
+    async def _finish_quietly(self, attempt: Attempt, seq: int, ran: Ran) -> None:
+        outcome = OutcomeRecord(ran.outcome, now(), attempt.elapsed_ms(), ran.reason, None)
+        # a failure is reported by the recorder; the attempt row stands (interrupted)
+        with contextlib.suppress(EvidenceUnavailable):
+            await self._recorder.finish(seq, outcome, lambda why: outcome)
+
+    async def _run_handler(
+        self, tool: ToolDefinition, args: dict[str, Any], hctx: HandlerContext
+    ) -> Ran:
+        """Step 7: the handler under its timeout, its result judged."""
         with anyio.move_on_after(self.handler_timeout_s) as scope:
             try:
-                outcome = await self._call_handler(tool, handler_args, hctx)
+                result = await self._call_handler(tool, args, hctx)
             except anyio.get_cancelled_exc_class():
                 raise
             except BaseException as exc:  # security: see below
                 # Any BaseException from a handler (sys.exit(), KeyboardInterrupt,
                 # GeneratorExit, a custom one) is a failed, recorded call: letting it
                 # escape would skip the evidence record and could stop the host.
-                # (Ctrl-C under asyncio arrives as cancellation, handled above.)
                 if isinstance(exc, _HandlerAborted):
                     exc = exc.original
-                return (
-                    Outcome.FAILED,
-                    ReasonCode.HANDLER_ERROR,
-                    f"{type(exc).__name__}: {exc}",
-                    None,
-                )
+                return Ran(Outcome.FAILED, ReasonCode.HANDLER_ERROR, f"{type(exc).__name__}: {exc}")
         if scope.cancelled_caught:
-            return (
-                Outcome.FAILED,
-                ReasonCode.TIMEOUT,
-                f"no result within {self.handler_timeout_s:g} s",
-                None,
+            return Ran(
+                Outcome.FAILED, ReasonCode.TIMEOUT, f"no result within {self.handler_timeout_s:g} s"
             )
-        if not isinstance(outcome, HandlerResult):
-            return (
+        if not isinstance(result, HandlerResult):
+            return Ran(
                 Outcome.FAILED,
                 ReasonCode.HANDLER_ERROR,
-                f"handler returned {type(outcome).__name__}, not a HandlerResult",
-                None,
+                f"handler returned {type(result).__name__}, not a HandlerResult",
             )
-        if not _well_formed(outcome):
+        if not _well_formed(result):
             # security: a result no harness can be given is a failure, never a recorded success
-            return (
+            return Ran(
                 Outcome.FAILED,
                 ReasonCode.HANDLER_ERROR,
                 "handler returned malformed content (content must be a list of MCP content "
                 "block objects with a string 'type'; structured must be an object or None)",
-                None,
             )
-        if outcome.is_error:
-            text = " ".join(
-                str(block.get("text", "")) for block in outcome.content if isinstance(block, dict)
-            ).strip()
-            return (
-                Outcome.FAILED,
-                ReasonCode.HANDLER_ERROR,
-                text or "the tool reported an error",
-                outcome,
+        if result.is_error:
+            reason = (
+                result.reason if result.reason in _HANDLER_REASONS else ReasonCode.HANDLER_ERROR
             )
-        return Outcome.SUCCEEDED, None, None, outcome
+            return Ran(
+                Outcome.FAILED, reason, _text_of(result) or "the tool reported an error", result
+            )
+        return Ran(Outcome.SUCCEEDED, result=result)
 
-    @staticmethod
     async def _call_handler(
-        tool: ToolDefinition, args: dict[str, Any], hctx: HandlerContext
+        self, tool: ToolDefinition, args: dict[str, Any], hctx: HandlerContext
     ) -> Any:
         handler = tool.handler
         assert handler is not None
         if tool.handler_is_async:
             return await handler(args, hctx)
-        # A sync handler runs in a worker thread; on timeout the thread is abandoned
-        # (Python cannot kill it) and its eventual result is discarded.
-        result = await anyio.to_thread.run_sync(
-            _guarded, handler, args, hctx, abandon_on_cancel=True
-        )
+        # A sync handler runs on a daemon lane thread; on timeout it is dropped if it
+        # has not started, else abandoned (Python cannot kill it) and its result discarded.
+        result = await self._handler_lane.run_sync(_guarded, handler, args, hctx)
         if inspect.isawaitable(result):
             result = await result
         return result
 
-    @staticmethod
-    def _refuse(
-        attempt: _Attempt, reason: ReasonCode
-    ) -> tuple[Outcome, ReasonCode | None, str | None, HandlerResult | None]:
-        detail = attempt.decision.detail if attempt.decision is not None else None
-        return outcome_for_reason(reason), reason, detail, None
+    # -- a call refused before any handler ------------------------------------------------
 
-    def _finish(
-        self,
-        attempt: _Attempt,
-        outcome: Outcome,
-        reason: ReasonCode | None,
-        error: str | None,
-        meta: tuple[TurnCatalog | None, Mapping[str, Any] | None, Mapping[str, Any] | None],
-        handler_result: HandlerResult | None = None,
+    async def _conclude(
+        self, attempt: Attempt, reason: ReasonCode, detail: str | None
     ) -> ToolResult:
-        catalog, diagnostics, identity = meta
-        tool, decision, context = attempt.tool, attempt.decision, attempt.context
-        if error is not None:
-            # scrub before truncating: a secret straddling the cut would leave its prefix
-            error = safe_text(scrub_secrets(str(error), attempt.secrets), _MAX_ERROR)
-        secret_names = tool.secret_arguments if tool is not None else frozenset()
-        stored_args: Any
-        if attempt.stored is not None:
-            stored_args, digest = attempt.stored
-        else:
-            try:
-                stored_args = storable_arguments(redact_arguments(attempt.arguments, secret_names))
-            except Exception:  # a hostile mapping: record that, never fail the record over it
-                stored_args = {"$unstorable": safe_text(type(attempt.arguments).__name__)}
-            digest = arguments_digest(stored_args)
-        call_id = safe_text(getattr(attempt.call, "call_id", ""), 256)
-        record = EvidenceRecord(
-            turn_id=context.turn_id,
-            call_id=call_id,
-            tool=attempt.tool_name,
-            outcome=outcome,
-            started_at=attempt.started_at,
-            finished_at=_now(),
-            duration_ms=round((time.perf_counter() - attempt.t0) * 1000.0, 3),
-            arguments_digest=digest,
-            arguments=stored_args,
-            reason=reason,
-            effect=str(decision.effect) if decision is not None else None,
-            # security: a resource holding a lone surrogate (JSON can carry one) must not
-            # make the record unwritable, which would erase the attempt
-            resource=safe_text(decision.resource)
-            if decision is not None and decision.resource is not None
-            else None,
-            namespace=(decision.namespace if decision is not None else None)
-            or (tool.namespace if tool is not None else None),
-            action=decision.action if decision is not None else None,
-            rule_ids=tuple(rule_id(r) for r in decision.rule_ids) if decision is not None else (),
-            error=error,
-            catalog_hash=catalog.catalog_hash if catalog is not None else None,
-            policy_hash=self.kernel.policy_hash,
-            principal=context.principal,
-            tenant=context.tenant,
-            diagnostics=plain_json(diagnostics),
-            identity=plain_json(identity),
+        """A call refused before any handler: one commit, then the refusal."""
+        outcome = outcome_for_reason(reason)
+        error = scrubbed(attempt, detail)
+        record = attempt_record(attempt, self.kernel.policy_hash).with_outcome(
+            OutcomeRecord(outcome, now(), attempt.elapsed_ms(), reason, error)
         )
+        had = Ran(outcome, reason, error)
         try:
-            seq = self.evidence.record(record)
-        except Exception as exc:
-            # No record, no success: the caller is told the call failed.
-            print(f"sharedos: evidence write failed for {call_id}: {exc}", file=sys.stderr)
-            reason, outcome, seq = ReasonCode.INTERNAL_ERROR, Outcome.FAILED, -1
-            error = "the evidence record could not be written"
-            handler_result = None
-        return self._result(attempt, call_id, outcome, reason, error, handler_result, seq)
-
-    @staticmethod
-    def _result(
-        attempt: _Attempt,
-        call_id: str,
-        outcome: Outcome,
-        reason: ReasonCode | None,
-        error: str | None,
-        handler_result: HandlerResult | None,
-        seq: int,
-    ) -> ToolResult:
-        decision = attempt.decision
-        tool_name = attempt.tool_name
-        if outcome is Outcome.SUCCEEDED and handler_result is not None:
-            return ToolResult(
-                call_id=call_id,
-                tool=tool_name,
-                outcome=outcome,
-                reason=None,
-                decision=decision,
-                content=list(handler_result.content),
-                structured=handler_result.structured,
-                error=None,
-                evidence_seq=seq,
+            seq = await self._recorder.record(
+                record,
+                lambda why: given_up(attempt, why, self.evidence_timeout_s, ran=False, had=had),
             )
-        assert reason is not None
-        resource = decision.resource if decision is not None else None
-        rule_refs = tuple(decision.rule_ids) if decision is not None else ()
-        message = refusal_message(
-            reason, attempt.tool_name, resource=resource, rule_ids=rule_refs, detail=error
-        )
-        structured: dict[str, Any] = {
-            "outcome": str(outcome),
-            "reason": str(reason),
-            "tool": tool_name,
-            "callId": call_id,
-            "message": message,
-        }
-        if resource is not None:
-            structured["resource"] = resource
-        if rule_refs:
-            structured["ruleIds"] = [rule_id(r) for r in rule_refs]
-        if error is not None and outcome is not Outcome.DENIED:
-            structured["error"] = error
-        return ToolResult(
-            call_id=call_id,
-            tool=tool_name,
-            outcome=outcome,
-            reason=reason,
-            decision=decision,
-            content=[{"type": "text", "text": message}],
-            structured=structured,
-            error=error,
-            evidence_seq=seq,
-        )
+        except EvidenceUnavailable as exc:
+            return unrecorded(attempt, exc.cause, -1, ran=False)
+        return answer(attempt, seq, had, error)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from sharedos.errors import SharedOSError
+
 Severity = Literal["error", "warning"]
 
 
@@ -343,7 +345,7 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.severity == "error" for d in diagnostics)
 
 
-class PolicyError(Exception):
+class PolicyError(SharedOSError):
     """Policy text that cannot be compiled. ``str()`` is the rendered diagnostics."""
 
     def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sharedos.errors import SharedOSError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
 
 #: Static kinds the checker reasons with.
 STRING, NUMBER, BOOLEAN, LIST, ANY = "string", "number", "boolean", "list", "any"
 
 
-class EvalError(Exception):
+class EvalError(SharedOSError):
     """A condition could not be evaluated (missing attribute, wrong type...)."""
 
 

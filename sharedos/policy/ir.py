@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from sharedos.errors import SharedOSError
 from sharedos.policy.conditions import Env, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
 from sharedos.policy.matchers import (
@@ -88,7 +89,7 @@ RULE_COLUMNS: dict[str, str] = {
 }
 
 
-class MalformedProgram(ValueError):
+class MalformedProgram(SharedOSError, ValueError):
     """A program (usually from a bundle) whose structure is not what the compiler writes."""
 
 

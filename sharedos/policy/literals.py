@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from sharedos.errors import SharedOSError
 from sharedos.policy import ast
 
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
@@ -20,7 +21,7 @@ _HOLE_RE = re.compile(r"\{([^{}]*)\}")
 _DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-class SyntaxProblem(Exception):
+class SyntaxProblem(SharedOSError):
     """A construct the grammar accepts but whose content is malformed (bad escape, bad hole...)."""
 
     def __init__(

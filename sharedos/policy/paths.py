@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from sharedos.errors import SharedOSError
+
 #: Longest path accepted, in characters (longer is unresolvable, not truncated).
 MAX_PATH_CHARS = 4096
 
@@ -20,7 +22,7 @@ MAX_PATH_CHARS = 4096
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-class UnresolvablePath(ValueError):
+class UnresolvablePath(SharedOSError, ValueError):
     """A value that has no canonical absolute path (the call is denied ``unresolvable_resource``)."""
 
 

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sharedos.errors import SharedOSError
+
 _UNSAFE_RE = re.compile(r"[/*\x00-\x1f\x7f-\x9f]")
 _REF_RE = re.compile(r"^context(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -27,7 +29,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 Seg = list[Any]
 
 
-class PatternSyntaxError(ValueError):
+class PatternSyntaxError(SharedOSError, ValueError):
     """A pattern that cannot be compiled; ``offset`` is the character index in the pattern."""
 
     def __init__(self, message: str, offset: int, length: int = 1) -> None:

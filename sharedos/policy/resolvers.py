@@ -13,13 +13,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sharedos.errors import SharedOSError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
 from sharedos.policy.patterns import Shape
 
 _UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
 
 
-class Unresolvable(Exception):
+class Unresolvable(SharedOSError):
     """The arguments do not name a resource (missing, wrong type, unsafe, above '/')."""
 
 

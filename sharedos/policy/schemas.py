@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from sharedos.errors import SharedOSError
+
 
 @dataclass(frozen=True)
 class AttrSchema:
@@ -81,7 +83,7 @@ def lookup(schema: AttrSchema, path: Sequence[str]) -> tuple[str, AttrSchema | N
     return "ok", node, len(path)
 
 
-class SchemaError(ValueError):
+class SchemaError(SharedOSError, ValueError):
     """A context schema or catalogue file that cannot be used."""
 
 

@@ -27,12 +27,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from sharedos.errors import SharedOSError
+
 _DOMAIN = b"sharedos-policy-bundle-signature/1\n"
 _SIGNED_FIELDS = ("format", "compiler_version", "grammar_sha256", "bundle_hash")
 ALGORITHM = "ed25519"
 
 
-class SigningKeyError(ValueError):
+class SigningKeyError(SharedOSError, ValueError):
     """A key file that cannot be used (unreadable, not PEM, not an Ed25519 key)."""
 
 

@@ -28,6 +28,8 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sharedos.errors import SharedOSError
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted in the tree must not hang the handler
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -73,7 +75,7 @@ ERROR_CODES = frozenset(
 )
 
 
-class SandboxError(Exception):
+class SandboxError(SharedOSError):
     """A refusal or failure of the sandbox: ``code`` is one of ``ERROR_CODES``.
 
     The message names the canonical path only and ends with ``(<code>)``.

@@ -41,6 +41,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sharedos.errors import SharedOSError
+
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
 #: would be governed by, and collide with, the built-in rules).
 RESERVED_NAMESPACES = frozenset({"files", "conformance", "sharedos"})
@@ -170,7 +172,7 @@ def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
 
 
-class UpstreamConfigProblems(ValueError):
+class UpstreamConfigProblems(SharedOSError, ValueError):
     """Positioned problems (``file:line:col: ...``) found in the upstream tables."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -29,6 +29,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
+from sharedos.errors import SharedOSError
 from sharedos.outcomes import ReasonCode
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.definitions import RawTool, raw_tool
@@ -45,7 +46,7 @@ _STDERR_TAIL = 20
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
-class UpstreamFailure(Exception):
+class UpstreamFailure(SharedOSError):
     """Why an upstream could not serve (``reason``: an ``upstream_*`` code; message names no secret)."""
 
     def __init__(self, reason: ReasonCode, message: str) -> None:

@@ -34,6 +34,7 @@ import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharedos.catalog.definition import ToolDefinition
+from sharedos.errors import SharedOSError
 from sharedos.upstream.definitions import RawTool
 
 PIN_FILE_VERSION = 1
@@ -41,7 +42,7 @@ PIN_FILE_VERSION = 1
 DriftKind = Literal["changed", "new", "removed"]
 
 
-class PinError(ValueError):
+class PinError(SharedOSError, ValueError):
     """A pin file that cannot be read or written (one line for an operator)."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from sharedos.errors import SharedOSError
 from sharedos.upstream.config import UpstreamConfig
 
 REDACTED = "[redacted]"
@@ -30,7 +31,7 @@ MIN_CREDENTIAL_LENGTH = 8
 _FINGERPRINT_KEY = os.urandom(32)
 
 
-class CredentialError(ValueError):
+class CredentialError(SharedOSError, ValueError):
     """A credential that cannot be resolved (unset, empty, too short); names only, never values."""
 
 

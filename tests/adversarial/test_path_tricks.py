@@ -45,6 +45,7 @@ from tests.adversarial.tricks import (
     calls_for,
     corpus,
 )
+from tests.conftest import Figures
 
 pytestmark = pytest.mark.anyio
 RUN = ToolPolicy(name="files", mode=RunMode.OPEN, managed=("files.*",))
@@ -93,16 +94,14 @@ class Run:
             # an oracle: no file holding the secret is ever named by a content search
             assert result.structured["matches"] == [], where
 
-    def finish(self, capfd: pytest.CaptureFixture[str]) -> None:
-        """The checks over everything the run left behind."""
-        assert self.arena.snapshot() == self.arena.frozen, "a forbidden file or tree changed"
-        for name in ("created.txt",):
-            assert not (self.arena.root / "private" / name).exists()
+    def finish(self, capfd: pytest.CaptureFixture[str]) -> str:
+        """The checks over everything the run left behind; returns its figures line."""
+        changed = self.arena.snapshot() != self.arena.frozen
+        created = [n for n in ("created.txt",) if (self.arena.root / "private" / n).exists()]
         written = self.arena.files_containing(MARK)
         allowed = tuple(p for ps in WRITABLE.values() for p in ps)
-        assert [w for w in written if not w.startswith(allowed)] == [], written
+        outside = [w for w in written if not w.startswith(allowed)]
         counts = self.store.counts()
-        assert counts.total == self.calls, (counts, self.calls)  # every attempt is recorded
         turns = {r.turn_id for r in self.store.query()}
         self.store.close()
         # the host path is a secret too: errors name canonical paths only
@@ -112,9 +111,20 @@ class Run:
                 scan.evidence(self.db, turn=turn)  # the export, and the raw db/WAL bytes
             scan.file(self.db)
             scan.file(f"{self.db}-wal")
-        host.assert_clean()
         self.scan.captured(capfd)
+        bypasses = int(changed) + len(created) + len(outside)
+        figures = (
+            f"{self.calls} calls, recorded {counts.total}, outcomes {self.outcomes}, "
+            f"bypasses {bypasses}, leaked secrets {len(self.scan.findings)}, "
+            f"host paths leaked {len(host.findings)}"
+        )
+        assert not changed, "a forbidden file or tree changed"
+        assert created == [], created
+        assert outside == [], written
+        assert counts.total == self.calls, (counts, self.calls)  # every attempt is recorded
+        host.assert_clean()
         self.scan.assert_clean()
+        return figures
 
 
 def _turn_for(ctx: AccessContext, path: str) -> AccessContext:
@@ -154,12 +164,12 @@ async def test_the_corpus_never_leaks_a_secret_or_changes_a_forbidden_file(
             args = {"root": area, "pattern": pattern, "text": run.arena.fragment}
             await run.call(CAROL if area == "/shared" else BOB, "files.search", args)
     elapsed = time.perf_counter() - t0
-    run.finish(capfd)
+    figures = run.finish(capfd)
     # the corpus exercised every kind of answer, not only refusals
     assert run.outcomes.get("succeeded", 0) > 50, run.outcomes
     assert run.outcomes.get("denied", 0) > 500, run.outcomes
     assert run.outcomes.get("failed", 0) > 200, run.outcomes
-    print(f"path-trick corpus: {run.calls} calls in {elapsed:.1f} s, outcomes {run.outcomes}")
+    print(f"path-trick corpus in {elapsed:.1f} s: {figures}")
 
 
 async def test_links_swapped_during_calls_never_leak_or_change_a_forbidden_file(
@@ -197,7 +207,7 @@ _path = st.builds(
 
 @pytest.mark.stress
 async def test_generated_paths_never_leak_a_secret_or_change_a_forbidden_file(
-    run: Run, capfd: pytest.CaptureFixture[str]
+    run: Run, capfd: pytest.CaptureFixture[str], stress_figures: Figures
 ) -> None:
     generated: list[str] = []
 
@@ -216,25 +226,18 @@ async def test_generated_paths_never_leak_a_secret_or_change_a_forbidden_file(
         for ctx in (BOB, CAROL):
             for tool, args in calls_for(path, run.arena):
                 await run.call(_turn_for(ctx, path), tool, args)
-    run.finish(capfd)
-    print(f"generated path tricks: {len(generated)} paths, {run.calls} calls, {run.outcomes}")
+    figures = run.finish(capfd)
+    stress_figures.add(f"generated path tricks: {len(generated)} paths, {figures}")
 
 
 @pytest.mark.stress
 async def test_a_long_race_never_leaks_or_changes_a_forbidden_file(
-    run: Run, capfd: pytest.CaptureFixture[str]
+    run: Run, capfd: pytest.CaptureFixture[str], stress_figures: Figures
 ) -> None:
     await _race(run, rounds=1500)
-    run.finish(capfd)
-    print(f"long race: {run.calls} calls, {run.outcomes}")
+    stress_figures.add(f"link-swap race: {run.finish(capfd)}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sharedos evidence export raises UnicodeEncodeError (a traceback, exit 1) on a record "
-    "whose arguments hold a lone surrogate: sharedos/cli/evidence.py _emit writes "
-    "json.dumps(ensure_ascii=False) to a strict UTF-8 stdout (evidence/CLI owner to fix)",
-)
 async def test_the_evidence_export_survives_a_lone_surrogate_argument(run: Run) -> None:
     # (a low surrogate such as "\udcc0" is written out as a raw invalid UTF-8 byte instead)
     await run.call(BOB_ODD, "files.read", {"path": "/public/docs/\ud800"})

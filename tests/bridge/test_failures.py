@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from sharedos.bridge.results import refusal_text
 from sharedos.bridge.server import TurnEndpoint
 from sharedos.kernel.context import AccessContext
 from sharedos.kernel.runtime import RuntimeHost
@@ -44,30 +43,3 @@ async def test_internal_failure_is_a_recorded_result_not_a_jsonrpc_error(
     (record,) = runtime.evidence.query(turn_id=ctx.turn_id)
     assert str(record.outcome) == "failed" and str(record.reason) == "internal_error"
     assert record.tool == "files.read"
-
-
-def test_refusal_text_for_the_model() -> None:
-    denial = refusal_text(
-        outcome="denied",
-        reason="forbidden",
-        tool="files.read",
-        resource="/private/a.txt",
-        rule_ids=["rules/files.sos:9"],
-        detail=None,
-    )
-    assert denial.startswith("SharedOS policy denial")
-    assert (
-        "'files.read'" in denial and "'/private/a.txt'" in denial and "rules/files.sos:9" in denial
-    )
-    assert "retrying the same call will not help" in denial
-
-    failure = refusal_text(
-        outcome="failed",
-        reason="handler_error",
-        tool="files.read",
-        resource="/public/missing.txt",
-        rule_ids=[],
-        detail="file not found",
-    )
-    assert "not a policy denial" in failure and "file not found." in failure
-    assert "Retrying the same call will not help" in failure

@@ -39,6 +39,7 @@ from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import DATA, Runtime, build_runtime
 from tests.bridge.garbage import Expectation, Garbage, expect, fixed, mutations
 from tests.bridge.rawwire import ACCEPT, StdioBridge, frame, json_rpc_messages, legacy_session
+from tests.conftest import figures_of
 
 pytestmark = pytest.mark.anyio
 
@@ -270,6 +271,11 @@ async def test_http_garbage(
     alice = AccessContext(principal="alice")
     frames = _corpus(11, _count(mode, request), huge=True)
     ledger = await _http_run(files_runtime, alice, frames, EXACT)
+    if mode == "stress":
+        figures_of(request.config).add(
+            f"wire garbage (http): {len(frames)} frames, {ledger.unparseable} unparseable, "
+            f"problems {len(ledger.failures)} (crash, unanswered, unrecorded or an effect no frame asked for)"
+        )
     assert not ledger.failures, _report(ledger)
 
 
@@ -280,6 +286,11 @@ async def test_stdio_garbage(
     alice = AccessContext(principal="alice")
     frames = _corpus(12, _count(mode, request), huge=True)
     ledger = await _stdio_run(files_runtime, alice, frames, EXACT)
+    if mode == "stress":
+        figures_of(request.config).add(
+            f"wire garbage (stdio): {len(frames)} frames, {ledger.unparseable} unparseable, "
+            f"problems {len(ledger.failures)} (crash, unanswered, unrecorded or an effect no frame asked for)"
+        )
     assert not ledger.failures, _report(ledger)
 
 

@@ -62,7 +62,24 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
     for row in ("public-read-allowed", "private-read-denied", "traversal-denied",
                 "write-home-allowed"):  # fmt: skip
         assert dsh[row] == {"passed"}, (row, dsh[row])
+    # brokered rows: the real mcp-server-git behind the host's broker, in the scripted and
+    # the HTTP mcp columns; over stdio they are not available, with the reason
+    brokered = [r["id"] for r in report["rows"] if r["id"].startswith("brokered-")]
+    assert len(brokered) == 5
+    for harness in ("claude-code", "codex", "pi", "pi-adapter", "dsh"):
+        http = by_id_cells(report, f"mcp/{harness}/http")
+        stdio = by_id_cells(report, f"mcp/{harness}/stdio")
+        for row in brokered:
+            assert stdio[row] == {"not_available"}, (harness, row)
+            want = {"not_exercised"} if row == "brokered-not-in-run-policy" else {"passed"}
+            assert http[row] == want, (harness, row, http[row])
+    for shape in ("responses", "anthropic", "pi", "dsh"):
+        cells = by_id_cells(report, f"scripted/{shape}")
+        assert all(cells[row] == {"passed"} for row in brokered), (shape, cells)
     by_id = {c["column_id"]: c for c in report["columns"]}
+    assert (
+        "separate process" in by_id["mcp/codex/stdio"]["unavailable_rows"]["brokered-read-allowed"]
+    )
     adapter = by_id["mcp/pi-adapter/stdio"]["identity"]
     assert adapter["mcpSupport"] == "extension" and adapter["mcpExtension"] == "pi-mcp-adapter"
     assert by_id["live/claude-code"]["counts"]["attempts"] == 0

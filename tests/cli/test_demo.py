@@ -33,10 +33,21 @@ def test_demo_runs_offline_in_under_a_minute(tmp_path: Path) -> None:
         "Check the shipped rules",
         "files.read(/public/../private/a.txt) -> deny [forbidden]",
         "catalogHash:",
-        "56 passed, 0 failed, 0 not exercised",
+        "76 passed, 0 failed, 0 not exercised",  # 19 rows (5 brokered) x 4 shapes
+        "brokered-traversal-canonical",
         "html report:",
     ):
         assert needle in out, needle
     for shape in SHAPES:
         assert f"scripted/{shape}" in out
     assert (tmp_path / "reports" / "demo.html").is_file()
+    # the demo leaves its evidence store, and its chains verify (docs/evidence.md)
+    kept = tmp_path / "reports" / "evidence.sqlite"
+    assert f"evidence store: {kept}" in out
+    verify = subprocess.run(
+        [str(Path(sys.executable).parent / "sharedos"), "evidence", "verify", "--db", str(kept)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert verify.returncode == 0 and ": clean" in verify.stdout, verify.stdout + verify.stderr

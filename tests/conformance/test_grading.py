@@ -45,6 +45,7 @@ def _as_live(
         label="Claude Code (http)",
         identity=ident,
         match_by="tool_resource",
+        bindings=run.bindings,  # {git.root} stood for the scripted column's own fixture
         attempts=[
             a.model_copy(update={"call_id": f"toolu_{i}", "wire": None})
             for i, a in enumerate(attempts)

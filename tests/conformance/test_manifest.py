@@ -84,3 +84,79 @@ def test_duplicate_row_ids_are_refused() -> None:
     )
     with pytest.raises(ManifestError, match="row id 'public-read-allowed' is used twice"):
         parse_manifest(text, "dup.toml")
+
+
+def test_shipped_manifest_has_brokered_rows_on_a_git_fixture() -> None:
+    m = load_manifest()
+    fixture = m.upstreams["git"]
+    assert fixture.server == "mcp-server-git" and set(fixture.repositories) == {"team", "other"}
+    assert "{git.root}/team/**" in fixture.rules
+    brokered = {r.id: r for r in m.brokered_rows()}
+    assert set(brokered) == {
+        "brokered-read-allowed",
+        "brokered-other-repo-denied",
+        "brokered-traversal-denied",
+        "brokered-traversal-canonical",
+        "brokered-not-in-run-policy",
+    }
+    assert brokered["brokered-not-in-run-policy"].expect.reason is ReasonCode.NOT_IN_RUN_POLICY
+    assert all(r.tool_name.startswith("git.") and r.upstream == "git" for r in brokered.values())
+    bound = brokered["brokered-traversal-denied"].bind({"git.root": "/w/git"})
+    assert bound.arguments == {"repo_path": "/w/git/team/../other"}
+    assert bound.resource == "/w/git/other"
+    # binding other fixtures' keys, or none, leaves a row as written
+    assert brokered["brokered-read-allowed"].bind({"x.root": "/y"}).resource == "{git.root}/team"
+
+
+_FIXTURE = '[upstreams.git]\nserver = "mcp-server-git"\nrepositories = ["team"]\n'
+
+
+def _with_row(row: str, fixture: str = _FIXTURE) -> str:
+    text = Path(MANIFEST_PATH).read_text(encoding="utf-8")
+    head, rows = text.split("[upstreams.git]", 1)
+    rows = rows[rows.index("[[rows]]") :]
+    return head + fixture + "\n" + rows + "\n[[rows]]\n" + row
+
+
+@pytest.mark.parametrize(
+    ("row", "fixture", "message"),
+    [
+        (
+            'id = "x"\ntitle = "t"\ntool = "git.git_log"\narguments = { repo_path = "{git.root}/a" }\n'
+            'expect = { outcome = "succeeded" }\n',
+            _FIXTURE,
+            "uses {git.root} but names no upstream",
+        ),
+        (
+            'id = "x"\ntitle = "t"\ntool = "git.git_log"\nupstream = "svn"\n'
+            'expect = { outcome = "succeeded" }\n',
+            _FIXTURE,
+            "upstream 'svn' is not defined in [upstreams]",
+        ),
+        (
+            'id = "x"\ntitle = "t"\ntool = "files.read"\nupstream = "git"\n'
+            'expect = { outcome = "succeeded" }\n',
+            _FIXTURE,
+            "a row of upstream 'git' calls a git.* tool",
+        ),
+        (
+            'id = "x"\ntitle = "t"\ntool = "git.git_log"\nupstream = "git"\n'
+            'expect = { outcome = "succeeded" }\n',
+            _FIXTURE + 'rules = "permit read on \\"{hg.root}/**\\""\n',
+            "its rules may use only {git.root}, not {hg.root}",
+        ),
+        (
+            'id = "x"\ntitle = "t"\ntool = "git.git_log"\nupstream = "git"\n'
+            'expect = { outcome = "succeeded" }\n',
+            '[upstreams.git]\nserver = "/bin/sh"\nrepositories = ["team"]\n',
+            "upstreams.git.server",
+        ),
+    ],
+)
+def test_brokered_rows_that_cannot_be_served_are_refused_with_a_reason(
+    row: str, fixture: str, message: str
+) -> None:
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(_with_row(row, fixture), "brokered.toml")
+    assert message in str(err.value)
+    assert "Traceback" not in str(err.value)

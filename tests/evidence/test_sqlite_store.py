@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sqlite3
 import threading
@@ -64,15 +65,8 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     seq = store.record(original)
     (back,) = store.query("t1")
     assert back.seq == seq
-    assert back == EvidenceRecord(
-        **{
-            **original.to_dict(),
-            "seq": seq,
-            "outcome": original.outcome,
-            "reason": original.reason,
-            "rule_ids": original.rule_ids,
-        }
-    )  # type: ignore[arg-type]
+    assert back == dataclasses.replace(original, seq=seq)
+    assert EvidenceRecord.from_dict(back.to_dict()) == back
 
 
 def test_wal_mode_and_synchronous_setting(tmp_path: Path) -> None:

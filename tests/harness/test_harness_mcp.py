@@ -37,7 +37,11 @@ UNOFFERED = {
     "malformed-name-space",
     "malformed-name-long",
     "malformed-name-unicode",
+    "brokered-not-in-run-policy",
 }
+#: rows that call a brokered upstream's tool (the manifest's git fixture): served over
+#: HTTP (the broker runs in the host process), graded not available over stdio
+BROKERED = {r.id for r in load_manifest().brokered_rows()}
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
@@ -85,14 +89,46 @@ def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], c
     assert col["available"], col["unavailable_reason"]
     grades = scenario["grades"][cid]
     assert list(grades) == [r.id for r in manifest.rows]
+    stdio = cid.endswith("/stdio")
     for row_id, cell in grades.items():
+        if stdio and row_id in BROKERED:
+            assert cell["grade"] == "not_available", (row_id, cell)
+            assert "separate process" in cell["detail"], cell
+            continue
         assert cell["grade"] in ("passed", "not_exercised"), (row_id, cell)
         if cell["attempts"]:
             assert cell["grade"] == "passed", (row_id, cell)
     exercised = {r for r, c in grades.items() if c["grade"] == "passed"}
     # The script attempts every row whose tool the harness offered; those reach the kernel.
-    assert {r.id for r in manifest.rows} - UNOFFERED - {"invalid-arguments"} <= exercised
+    served = {r.id for r in manifest.rows} - (BROKERED if stdio else set())
+    assert served - UNOFFERED - {"invalid-arguments"} <= exercised
     assert UNOFFERED.isdisjoint(exercised)
+
+
+@pytest.mark.parametrize("cid", [c for c in MCP_COLUMNS if c.endswith("/http")])
+def test_brokered_calls_reach_the_real_upstream_only_when_allowed(
+    scenario: dict[str, Any], cid: str
+) -> None:
+    """Through the harness's own MCP client, over the HTTP bridge, to mcp-server-git: the
+    upstream's tap shows the allowed calls (canonical path) and none of the refused ones."""
+    col = column(scenario, cid)
+    grades = scenario["grades"][cid]
+    for row_id in BROKERED - UNOFFERED:
+        assert grades[row_id]["grade"] == "passed", (row_id, grades[row_id])
+    brokered = [a for a in col["attempts"] if a["tool"].startswith("git.")]
+    assert {a["tool"] for a in brokered} == {"git.git_log", "git.git_status"}
+    root = col["bindings"]["git.root"]
+    for a in brokered:
+        up = a["wire"]["upstream"]
+        if a["outcome"] == "succeeded":
+            assert a["resource"] == f"{root}/team" and up["calls"] >= 1, a
+            assert up["rawCalls"] in (None, 0), a
+        else:
+            assert (a["outcome"], a["reason"]) == ("denied", "no_matching_permit"), a
+            assert up["calls"] == 0 and not up["rawCalls"], a
+    (seen,) = [n for n in col["notes"] if "turn alice/brokered: upstream git received" in n]
+    assert "received 2 tools/call" in seen and "/other" not in seen and ".." not in seen
+    assert any("upstream git (git.*): 12 of 12 tools published" in n for n in col["notes"])
 
 
 #: What each harness's client answered the model when it guessed an unoffered name
@@ -125,7 +161,7 @@ def test_guessed_names_are_refused_by_the_harness_client_and_said_so(
     notes = "\n".join(col["notes"])
     alias_head, reply_head = CLIENT_REFUSAL[harness]
     for row in manifest.rows:
-        if row.id not in UNOFFERED:
+        if row.id not in UNOFFERED or (row.id in BROKERED and cid.endswith("/stdio")):
             continue
         (note,) = [n for n in col["notes"] if f": {row.id}: the model guessed " in n]
         assert f"the model guessed {alias_head}" in note, note
@@ -225,7 +261,9 @@ def test_system_identity(scenario: dict[str, Any], cid: str) -> None:
     else:
         assert (ident["mcp_support"], ident["mcp_extension"]) == ("native", None)
     default_turn = [
-        a for a in column(scenario, cid)["attempts"] if a["record"]["principal"] == "alice"
+        a
+        for a in column(scenario, cid)["attempts"]
+        if a["record"]["principal"] == "alice" and not a["tool"].startswith("git.")
     ]
     assert default_turn
     for a in default_turn:

@@ -85,3 +85,88 @@ async def test_secrets_are_redacted_from_captured_output(tmp_path: Path) -> None
     )
     assert "tok-123456789" not in result.stdout and "[redacted]" in result.stdout
     assert "sk-abcdefgh" not in result.stderr
+
+
+@pytest.mark.anyio
+async def test_output_lines_reach_the_hook_while_the_process_runs(tmp_path: Path) -> None:
+    """The process waits for a file the hook creates when it sees "ready": a hook called
+    only after exit would leave it waiting until its deadline."""
+    gate = tmp_path / "gate"
+    script = f"echo ready; while [ ! -e {gate} ]; do sleep 0.05; done; echo done; echo oops >&2"
+    seen: list[tuple[str, str]] = []
+
+    def hook(stream: str, line: str) -> None:
+        seen.append((stream, line))
+        if line == "ready":
+            gate.touch()
+
+    result = await run_process(
+        ["sh", "-c", script], env=ENV, cwd=tmp_path, timeout_s=30, on_output=hook
+    )
+    assert not result.timed_out and result.returncode == 0
+    assert [x for x in seen if x[0] == "stdout"] == [("stdout", "ready"), ("stdout", "done")]
+    assert ("stderr", "oops") in seen
+    assert result.stdout == "ready\ndone\n"  # the capture is unchanged by the hook
+
+
+@pytest.mark.anyio
+async def test_a_secret_split_across_writes_is_scrubbed_from_streamed_lines(tmp_path: Path) -> None:
+    script = "printf 'key=tok-12'; sleep 0.2; printf '3456789 end\\n'; printf 'tail tok-123456789'"
+    seen: list[str] = []
+    result = await run_process(
+        ["sh", "-c", script],
+        env=ENV,
+        cwd=tmp_path,
+        timeout_s=10,
+        secrets=("tok-123456789",),
+        on_output=lambda stream, line: seen.append(line),
+    )
+    assert seen == ["key=[redacted] end", "tail [redacted]"]
+    assert "tok-123456789" not in result.stdout
+
+
+@pytest.mark.anyio
+async def test_a_very_long_line_is_streamed_in_pieces_that_never_cut_a_secret(
+    tmp_path: Path,
+) -> None:
+    """Past MAX_LINE a line is handed on in pieces; a secret on a piece boundary is still
+    found whole, so no piece carries a part of it."""
+    from sharedos.harness.process import MAX_LINE
+
+    secret = "sk-" + "s" * 40
+    writer = tmp_path / "w.py"
+    writer.write_text(
+        "import sys, time\n"
+        f"for i in range(6):\n"
+        f"    sys.stdout.write('x' * ({MAX_LINE} - 5) + {secret!r}[: 10 + i])\n"
+        f"    sys.stdout.flush(); time.sleep(0.05)\n"
+        f"    sys.stdout.write({secret!r}[10 + i :] + ' ')\n"
+        "    sys.stdout.flush()\n"
+        "print('end')\n"
+    )
+    import sys
+
+    pieces: list[str] = []
+    await run_process(
+        [sys.executable, str(writer)],
+        env=ENV,
+        cwd=tmp_path,
+        timeout_s=30,
+        secrets=(secret,),
+        on_output=lambda stream, line: pieces.append(line),
+    )
+    assert len(pieces) > 1
+    joined = "".join(pieces)
+    assert joined.endswith("end") and joined.count("[redacted]") == 6
+    assert not any(secret[:8] in p for p in pieces)
+
+
+@pytest.mark.anyio
+async def test_a_hook_that_raises_does_not_stop_the_process(tmp_path: Path) -> None:
+    def hook(stream: str, line: str) -> None:
+        raise RuntimeError("the caller's bug")
+
+    result = await run_process(
+        ["sh", "-c", "echo one; echo two"], env=ENV, cwd=tmp_path, timeout_s=10, on_output=hook
+    )
+    assert result.returncode == 0 and result.stdout == "one\ntwo\n"

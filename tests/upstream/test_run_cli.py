@@ -226,3 +226,112 @@ def test_run_drives_claude_code_with_an_allowed_and_a_denied_brokered_call(tmp_p
         timeout=60,
     )
     assert export.returncode == 0 and "3" in export.stdout
+
+
+@pytest.mark.harness
+def test_run_streams_the_harness_output_while_it_runs_scrubbed(tmp_path: Path) -> None:
+    """The harness's lines reach ``sharedos run``'s stderr while the harness is still running.
+
+    The plan's one call goes to the fixture upstream's ``gate`` tool, which answers only
+    once a file exists; the test creates that file when it reads the first streamed
+    Claude Code line. Were the output printed only after the harness exits, the harness
+    would sit in the call until the gate's own deadline and the answer would say
+    ``gate open: False``. A host secret the harness echoes (here: the model passes it
+    as an argument, so Claude Code's event stream carries it) is streamed scrubbed.
+    """
+    from sharedos.harness.tools import default_command
+    from tests.upstream.conftest import FIXTURE, FIXTURE_RULES
+
+    if (
+        shutil.which(default_command("claude-code")[0]) is None
+        and not Path(default_command("claude-code")[0]).exists()
+    ):
+        pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
+    planted = "PLANTED-host-secret-51c0e9a2"
+    log = tmp_path / "fixture.jsonl"
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.claude-code.env]\nSHAREDOS_TEST_SECRET = "${SHAREDOS_TEST_SECRET}"\n\n'
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(FIXTURE), '--log', str(log)])}\n"
+        'pinning = "off"\ntimeouts = { call_s = 120 }\n',
+        encoding="utf-8",
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(
+        FIXTURE_RULES
+        + "requirement fx.gate { action read; resource path(args.path) }\n"
+        + 'toolpolicy run { mode strict\n managed fx.*\n harness_local "shell" }\n',
+        encoding="utf-8",
+    )
+    gate = tmp_path / "gate-open"
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            [
+                {
+                    "tool": "fx.gate",
+                    "arguments": {"until": str(gate), "seconds": 90, "path": "/public/x"},
+                },
+                {"tool": "fx.echo", "arguments": {"message": planted, "path": "/public/y"}},
+            ]
+        )
+    )
+    argv = [
+        SHAREDOS, "run", "--host-config", str(host), "--harness", "claude-code",
+        "--rules", str(rules), "--policy", "run", "--principal", "bob",
+        "--evidence", str(tmp_path / "evidence.sqlite"), "--plan", str(plan),
+        "--workdir", str(tmp_path / "work"), "--timeout", "150", "call the tools",
+    ]  # fmt: skip
+    if AS_ROOT and shutil.which("unshare") and shutil.which("ip"):
+        inner = " ".join(json.dumps(a) for a in argv)
+        argv = ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {inner}"]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SHAREDOS_TEST_SECRET": planted},
+    )
+    assert proc.stderr is not None and proc.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("[claude-code] "):
+                gate.touch()
+        out = proc.stdout.read()
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "\n".join(lines)
+    assert code == 0, out[-2000:] + err[-3000:]
+    streamed = [x for x in lines if x.startswith("[claude-code] ")]
+    # the streamed lines are the harness's own event stream (stream-json), line by line
+    assert all(json.loads(x.removeprefix("[claude-code] ")) for x in streamed)
+    # the gate was opened by a streamed line while the harness sat in the call
+    assert "gate open: True" in err
+    summary = next(i for i, x in enumerate(lines) if x.startswith("evidence: "))
+    assert max(i for i, x in enumerate(lines) if x.startswith("[claude-code] ")) < summary
+    assert "evidence: 2 attempt(s): 2 allowed and succeeded" in err
+    # the host secret went through the call (the upstream received it) but was never streamed
+    received = [json.loads(x) for x in log.read_text().splitlines()]
+    assert any(planted in json.dumps(r) for r in received)
+    assert planted not in err and planted not in out
+    assert any("[redacted]" in x for x in streamed)
+
+
+def test_streamed_lines_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """A harness line with ANSI escapes or a carriage return is shown, not obeyed."""
+    from sharedos.cli.run import stream_printer
+
+    printer = stream_printer("codex")
+    printer("stdout", "ok \x1b[2J\x1b]0;owned\x07 done\rfake")
+    printer("stderr", "warn\x9b31m é\ttab")
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "[codex] ok \\x1b[2J\\x1b]0;owned\\x07 done\\x0dfake",
+        "[codex stderr] warn\\x9b31m é\ttab",
+    ]

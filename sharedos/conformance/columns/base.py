@@ -74,8 +74,11 @@ class Attempt(BaseModel):
     grading reads three keys and fails the cell when they disagree with the record:
     ``isError`` (the error flag the harness/model saw, must equal outcome != succeeded),
     ``delivered`` (False: the result never reached the model) and ``contentEqual``
-    (False: the model decoded other content than the kernel returned). Other keys
-    (aliases, harness call ids) are kept as diagnostics.
+    (False: the model decoded other content than the kernel returned). For a brokered
+    tool, ``upstream`` holds what the upstream's own tap saw (``calls``: requests with
+    the authorized arguments, ``rawCalls``: with the arguments as written, when they
+    differ), and grading fails a refused call the upstream received, or a success it
+    did not. Other keys (aliases, harness call ids) are kept as diagnostics.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -84,7 +87,9 @@ class Attempt(BaseModel):
     tool: str
     resource: str | None = None
     principal: str | None = None
-    outcome: Outcome
+    #: None for an interrupted attempt (an attempt row with no outcome: the host stopped
+    #: between the two commits); grading never counts it as passed
+    outcome: Outcome | None
     reason: ReasonCode | None = None
     evidence_seq: int | None = None
     record: dict[str, Any] = Field(default_factory=dict)
@@ -111,6 +116,11 @@ class ColumnRun(BaseModel):
     tool_policy: ToolPolicy | None = None
     #: free-form notes shown under the column (why a row was not attempted, diagnostics)
     notes: list[str] = Field(default_factory=list)
+    #: ``{ID.root}`` placeholder -> the path it stood for in this column's environment
+    #: (grading binds the rows with it before matching)
+    bindings: dict[str, str] = Field(default_factory=dict)
+    #: rows this column could not serve at all -> why (graded not available)
+    unavailable_rows: dict[str, str] = Field(default_factory=dict)
     duration_s: float | None = None
     evidence_path: str | None = None
 
@@ -145,7 +155,7 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
         tool=str(data.get("tool", "")),
         resource=resource,
         principal=data.get("principal"),
-        outcome=Outcome(data["outcome"]),
+        outcome=Outcome(data["outcome"]) if data.get("outcome") is not None else None,
         reason=ReasonCode(reason) if reason else None,
         evidence_seq=int(seq) if seq is not None else None,
         record=data,

@@ -62,7 +62,9 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
     manifest = options.manifest
     hid = runtime.harness.id
     name = f"live-{hid}-{uuid.uuid4().hex[:6]}"
-    env = column_environment(options, name)
+    env = column_environment(
+        options, name, no_upstreams="the live column configures no SharedOS catalogue"
+    )
     column = ColumnRun(
         column_id=f"live/{hid}",
         kind=ColumnKind.LIVE,

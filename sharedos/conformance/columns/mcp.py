@@ -11,6 +11,11 @@ guess before any tools/call, the row is not exercised and the notes quote the
 refusal. A turn whose model was never offered the SharedOS tools at all (dsh's
 asynchronous MCP discovery can do that) is said so, and its rows stay not
 exercised: it is never retried until green.
+
+Brokered rows (``[upstreams.ID]`` in the manifest) run over HTTP: the column's
+environment starts the upstream broker in this process, and each turn is
+opened with ``env.turn(context)`` so its catalogue holds the brokered tools.
+Over stdio they are graded not available (``STDIO_NO_UPSTREAMS`` says why).
 """
 
 from __future__ import annotations
@@ -35,13 +40,22 @@ from sharedos.conformance.columns.harnesses import (
     turn_groups,
     unavailable,
 )
-from sharedos.conformance.environment import column_environment
+from sharedos.conformance.environment import column_environment, merge_wire
 from sharedos.harness.adapters import HarnessUnavailable, get_adapter
 from sharedos.harness.correlate import CallLink, correlate
 from sharedos.harness.hostconfig import HostConfigError
 from sharedos.harness.runtime import HarnessTurnResult, McpHarnessRuntime
 from sharedos.harness.scripted_model import ScriptedAttempt
 from sharedos.identity import ColumnKind
+
+#: Why a stdio mcp column grades brokered rows not available.
+STDIO_NO_UPSTREAMS = (
+    "brokered upstreams are not served over the stdio bridge: it is a separate process the "
+    "harness launches (`sharedos bridge --stdio`), which cannot reach the upstream sessions "
+    "this host pools, and opening its own would hand the upstreams' credentials to the "
+    "harness's environment; `sharedos run` bridges brokered turns over HTTP for the same "
+    "reason. The http column of this harness exercises these rows"
+)
 
 
 async def run(options: ColumnOptions) -> list[ColumnRun]:
@@ -73,7 +87,9 @@ async def run_mcp_column(
 
     hid = runtime.harness.id
     name = f"mcp-{hid}-{transport}-{uuid.uuid4().hex[:6]}"
-    env = column_environment(options, name)
+    env = column_environment(
+        options, name, no_upstreams=STDIO_NO_UPSTREAMS if transport == "stdio" else None
+    )
     stdio_launch = None
     if transport == "stdio":
         stdio_launch = StdioLaunch(
@@ -83,41 +99,57 @@ async def run_mcp_column(
             sandbox_root=env.sandbox_root,
             directory=env.workdir,
         )
+    unavailable_rows = env.unavailable_rows()
     column = ColumnRun(
         column_id=f"mcp/{hid}/{transport}",
         kind=ColumnKind.MCP,
         label=f"{label_for(runtime.harness.kind)} ({transport})",
         match_by="tool_resource",
         evidence_path=str(env.evidence_path),
+        bindings=env.bindings,
+        unavailable_rows=unavailable_rows,
     )
     t0 = time.perf_counter()
     try:
-        for ctx_name, pol_name, rows in turn_groups(options.manifest):
-            plan, plan_notes = plan_for(rows)
-            column.notes.extend(plan_notes)
-            tool_policy = env.tool_policy(pol_name)
-            try:
-                result = await runtime.run_turn(
-                    env.host,
-                    env.context(ctx_name, f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"),
-                    tool_policy,
-                    plan=plan,
-                    workdir=env.workdir / "turns",
-                    transport=transport,
-                    stdio_launch=stdio_launch,
-                    timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+        async with env.serving_upstreams():
+            for ctx_name, pol_name, rows in turn_groups(options.manifest):
+                served = [r.bind(env.bindings) for r in rows if r.id not in unavailable_rows]
+                if not served:
+                    continue  # nothing this column can serve in that turn: no harness launch
+                plan, plan_notes = plan_for(served)
+                column.notes.extend(plan_notes)
+                tool_policy = env.tool_policy(pol_name)
+                context = env.context(
+                    ctx_name, f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"
                 )
-            except HarnessUnavailable as exc:
-                return unavailable(ColumnKind.MCP, hid, transport, str(exc))
-            # a harness may echo a host credential back in a reply: scrub before any clipping
-            result.issued = [
-                replace(c, reply=options.secrets.scrub(c.reply)) if c.reply else c
-                for c in result.issued
-            ]
-            if column.identity is None:
-                column.identity = result.identity
-                column.tool_policy = tool_policy
-            _collect(column, result, ctx_name, pol_name, plan)
+                try:
+                    async with env.turn(context) as brokered:
+                        result = await runtime.run_turn(
+                            env.host,
+                            context,
+                            tool_policy,
+                            plan=plan,
+                            workdir=env.workdir / "turns",
+                            transport=transport,
+                            stdio_launch=stdio_launch,
+                            timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+                        )
+                        upstream = brokered.wires(result.evidence)
+                        seen = brokered.note(f"turn {ctx_name}/{pol_name}")
+                except HarnessUnavailable as exc:
+                    return unavailable(ColumnKind.MCP, hid, transport, str(exc))
+                # a harness may echo a host credential back in a reply: scrub before any clipping
+                result.issued = [
+                    replace(c, reply=options.secrets.scrub(c.reply)) if c.reply else c
+                    for c in result.issued
+                ]
+                if column.identity is None:
+                    column.identity = result.identity
+                    column.tool_policy = tool_policy
+                _collect(column, result, ctx_name, pol_name, plan, upstream)
+                if seen is not None and any(r.upstream for r in served):
+                    column.notes.append(seen)
+            column.notes.extend(env.upstream_notes())
     finally:
         env.close()
     column.duration_s = round(time.perf_counter() - t0, 3)
@@ -130,12 +162,15 @@ def _collect(
     ctx_name: str,
     pol_name: str,
     plan: Sequence[ScriptedAttempt],
+    upstream: Sequence[dict[str, Any] | None] | None = None,
 ) -> None:
-    """Add one turn's attempts and notes to the column."""
+    """Add one turn's attempts and notes to the column; ``upstream`` holds, per evidence
+    record, what a brokered upstream's tap saw of it."""
     group = f"turn {ctx_name}/{pol_name}"
     links = correlate(result.evidence, result.issued, result.output.tool_events)
-    for record, link in zip(result.evidence, links, strict=True):
-        column.attempts.append(attempt_from_record(record, wire=_wire(link)))
+    seen = list(upstream) if upstream is not None else [None] * len(links)
+    for record, link, up in zip(result.evidence, links, seen, strict=True):
+        column.attempts.append(attempt_from_record(record, wire=merge_wire(_wire(link), up)))
     _note_calls_without_attempts(column, result, links, group)
     _note_attempts_without_calls(column, links, group)
     _note_turn(column, result, plan, group)

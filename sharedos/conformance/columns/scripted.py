@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 
 from sharedos.conformance.columns.base import Attempt, ColumnOptions, ColumnRun, attempt_from_record
-from sharedos.conformance.environment import ConformanceEnv, column_environment
+from sharedos.conformance.environment import ConformanceEnv, column_environment, merge_wire
 from sharedos.conformance.manifest import Manifest, Row
 from sharedos.harness.driver import (
     DriverError,
@@ -93,36 +93,48 @@ async def run_shape(
     row_call_ids: dict[str, str] = {}
     attempts: list[Attempt] = []
     notes: list[str] = []
+    unavailable = env.unavailable_rows()
     for ctx_name, policy_name, rows in _groups(manifest):
         turn_id = f"{run_tag}-{shape.name}-{ctx_name}-{policy_name}"
         context = env.context(ctx_name, turn_id)
         tool_policy = env.tool_policy(policy_name)
-        catalog = env.catalog(context, tool_policy)
-        identity = identity_for(shape, env, catalog.catalog_hash)
-        if column_identity is None:
-            column_identity = identity
         plan = []
         for index, row in rows:
+            if row.id in unavailable:
+                continue
             call_id = call_id_for(shape.name, index, row)
             row_call_ids[row.id] = call_id
-            plan.append(PlannedCall(row.id, call_id, row.tool_name, dict(row.arguments)))
-        model = ScriptedModel(shape, plan, SCRIPTED_MODEL)
-        driver = HarnessDriver(
-            shape,
-            env.host,
-            declared_model=SCRIPTED_MODEL,
-            identity=identity.as_record(),
-            max_steps=max_steps,
-        )
-        try:
-            turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
-        except (DriverError, ShapeError) as exc:
-            # the turn broke off: what was recorded is graded, the rest is honestly
-            # left not exercised (never green)
-            notes.append(f"turn {ctx_name}/{policy_name} aborted: {exc}")
-            turn = DriverTurn(exchanges=list(driver.last_exchanges))
+            bound = row.bind(env.bindings)
+            plan.append(PlannedCall(row.id, call_id, bound.tool_name, dict(bound.arguments)))
+        if not plan:
+            continue
+        async with env.turn(context) as brokered:
+            catalog = env.catalog(context, tool_policy)
+            identity = identity_for(shape, env, catalog.catalog_hash)
+            if column_identity is None:
+                column_identity = identity
+            model = ScriptedModel(shape, plan, SCRIPTED_MODEL)
+            driver = HarnessDriver(
+                shape,
+                env.host,
+                declared_model=SCRIPTED_MODEL,
+                identity=identity.as_record(),
+                max_steps=max_steps,
+            )
+            try:
+                turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
+            except (DriverError, ShapeError) as exc:
+                # the turn broke off: what was recorded is graded, the rest is honestly
+                # left not exercised (never green)
+                notes.append(f"turn {ctx_name}/{policy_name} aborted: {exc}")
+                turn = DriverTurn(exchanges=list(driver.last_exchanges))
+            records = env.evidence.query(turn_id=turn_id)
+            upstream = brokered.wires(records)
+            seen_note = brokered.note(f"turn {ctx_name}/{policy_name}")
+            if seen_note is not None and any(r.upstream for _, r in rows):
+                notes.append(seen_note)
         sent = {ex.call.call_id: ex for ex in turn.exchanges}
-        for record in env.evidence.query(turn_id=turn_id):
+        for record, seen_upstream in zip(records, upstream, strict=True):
             seen = model.seen.get(record.call_id)
             exchange = sent.get(record.call_id)
             wire = {
@@ -138,7 +150,7 @@ async def run_shape(
                 ),
                 "kernelReceivedTool": exchange.call.name if exchange else None,
             }
-            attempts.append(attempt_from_record(record, wire=wire))
+            attempts.append(attempt_from_record(record, wire=merge_wire(wire, seen_upstream)))
         issued = [p for p in plan if p.call_id in model.wire_names]
         guessed = [p.tool for p in issued if p.tool not in model.offered]
         if guessed:
@@ -147,6 +159,7 @@ async def run_shape(
                 f"turn {ctx_name}/{policy_name}: {len(catalog)} tools offered; the model also "
                 f"guessed names not offered: {shown}"
             )
+    notes.extend(env.upstream_notes())
     if not shape.carries_error_flag:
         notes.append(
             f"{shape.label} has no error flag on tool results: refusals reach the model as output text"
@@ -164,6 +177,8 @@ async def run_shape(
         notes=notes,
         duration_s=round(time.perf_counter() - started, 3),
         evidence_path=str(env.evidence_path),
+        bindings=env.bindings,
+        unavailable_rows=unavailable,
     )
 
 
@@ -177,6 +192,9 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
     env = column_environment(options, "scripted")
     run_tag = f"scripted-{uuid.uuid4().hex[:8]}"
     try:
-        return [await run_shape(env, name, run_tag=run_tag, max_steps=max_steps) for name in shapes]
+        async with env.serving_upstreams():
+            return [
+                await run_shape(env, name, run_tag=run_tag, max_steps=max_steps) for name in shapes
+            ]
     finally:
         env.close()

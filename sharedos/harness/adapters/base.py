@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from sharedos.errors import SharedOSError
 from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.identity import McpSupport
@@ -31,7 +32,7 @@ MODEL_KEY_ENV = "SHAREDOS_MODEL_KEY"
 SCRIPTED_MODEL_KEY = "sharedos-scripted-model-no-key"
 
 
-class HarnessUnavailable(RuntimeError):
+class HarnessUnavailable(SharedOSError, RuntimeError):
     """The harness cannot run on this machine; ``str()`` says why (shown in reports)."""
 
 

@@ -13,8 +13,10 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import ValidationError
 
+from sharedos.errors import SharedOSError
 
-class ShapeError(ValueError):
+
+class ShapeError(SharedOSError, ValueError):
     """Wire JSON that does not fit the vendor's shape, or a value the shape cannot carry."""
 
 

@@ -6,8 +6,8 @@ speaking both protocol eras over stdio or streamable HTTP:
 
 - ``--tools FILE``: a JSON list of tool definitions, re-read at every
   ``tools/list`` (edit the file to make the tools drift); without it a fixed
-  set is served (``echo``, ``slow``, ``crash``, ``progress``, ``whoami``,
-  ``fail``, ``big``).
+  set is served (``echo``, ``slow``, ``gate``, ``crash``, ``progress``, ``whoami``,
+  ``fail``, ``big``, ...).
 - ``--log FILE``: every request and notification received is appended as one
   JSON line (``{"method", "params"}``) -- the upstream's own account of what
   reached it.
@@ -90,6 +90,19 @@ DEFAULT_TOOLS: list[dict[str, Any]] = [
         },
     },
     {
+        "name": "gate",
+        "description": "Wait until the file 'until' exists (at most 'seconds'), then answer.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "until": {"type": "string"},
+                "seconds": {"type": "number"},
+                "path": {"type": "string"},
+            },
+            "required": ["until"],
+        },
+    },
+    {
         "name": "big",
         "description": "Answer with 'size' bytes of text.",
         "inputSchema": {
@@ -162,6 +175,14 @@ def main() -> None:
                 log("cancelled-in-handler", {"name": name})
                 raise
             return types.CallToolResult(content=text("slept"))
+        if name == "gate":
+            gate, end = (
+                Path(str(args.get("until"))),
+                time.monotonic() + float(args.get("seconds", 60)),
+            )
+            while not gate.exists() and time.monotonic() < end:
+                await anyio.sleep(0.05)
+            return types.CallToolResult(content=text(f"gate open: {gate.exists()}"))
         if name == "crash":
             sys.stdout.flush()
             os._exit(3)

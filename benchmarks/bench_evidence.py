@@ -1,0 +1,247 @@
+"""Evidence benchmark: per-call evidence cost on SQLite and PostgreSQL, and a fleet's sustained rate.
+
+Run: .venv/bin/python benchmarks/bench_evidence.py [--calls N] [--fleet-calls N]
+
+1. Per-call cost of the evidence of one allowed call — the attempt committed
+   (``begin``) and its outcome committed (``finish``), each with its chain link
+   — on SQLite (a file, WAL, synchronous=NORMAL) and on PostgreSQL over a Unix
+   socket (a throwaway cluster started here), p50 and p99, each compared at the
+   same durability: SQLite NORMAL with PostgreSQL fsync off (a commit is in the
+   operating system when it returns: it survives the death of any process)
+   and SQLite FULL with PostgreSQL fsync on (it is on disk: it survives power
+   loss); and the chain's own share (hashing one row).
+2. Sustained calls/s of a fleet (in both PostgreSQL settings): 4 host processes (``tests/fleet/host_proc.py``:
+   a real ``RuntimeHost``, files tools, 25 concurrent turns each) on one
+   PostgreSQL database, and a check that nothing was lost (every call made has
+   its record, every chain verifies).
+
+Targets (issue 16): PostgreSQL adds <= 1 ms p50 per call over SQLite; the
+fleet sustains >= 500 calls/s with nothing lost. Figures are printed as
+measured; this machine has 2 cores shared with other work, so they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from sharedos.evidence import EvidenceRecord, arguments_digest  # noqa: E402
+from sharedos.evidence.chain import genesis, link_hash  # noqa: E402
+from sharedos.evidence.record import OutcomeRecord  # noqa: E402
+from sharedos.evidence.rows import plain_attempt_values  # noqa: E402
+from sharedos.evidence.url import open_store  # noqa: E402
+from sharedos.outcomes import Outcome  # noqa: E402
+from tests.fleet.pgcluster import ClusterUnavailable, TempCluster  # noqa: E402
+
+
+def _attempt(i: int) -> EvidenceRecord:
+    return EvidenceRecord(
+        turn_id=f"bench-{i // 50}",
+        call_id=f"c{i}",
+        tool="files.read",
+        started_at="2026-12-02T10:00:00.000000Z",
+        arguments_digest=arguments_digest({"path": "/public/a.txt"}),
+        arguments={"path": "/public/a.txt"},
+        effect="allow",
+        resource="/public/a.txt",
+        namespace="files",
+        action="read",
+        rule_ids=("files.sos:5",),
+        catalog_hash="c" * 64,
+        policy_hash="p" * 64,
+        principal="alice",
+        identity={"harness": "bench", "policyBundleRevision": "r1"},
+    )
+
+
+_DONE = OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:00.000300Z", 0.3)
+
+
+def per_call(store: Any, n: int) -> list[float]:
+    """Microseconds per call (begin + finish), one sample per call."""
+    samples = []
+    for i in range(200):  # warm up: prepared statements, page cache
+        store.finish(store.begin(_attempt(-i - 1)), _DONE)
+    for i in range(n):
+        rec = _attempt(i)
+        t0 = time.perf_counter()
+        seq = store.begin(rec)
+        store.finish(seq, _DONE)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return samples
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def chain_cost(n: int = 20000) -> float:
+    """Microseconds to hash one attempt row into its chain."""
+    values = plain_attempt_values(_attempt(1))
+    prev = genesis("bench")
+    t0 = time.perf_counter()
+    for _ in range(n):
+        prev = link_hash("attempt", prev, values)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def fleet(url: str, calls_per_turn: int, hosts: int = 4, turns: int = 25) -> dict[str, Any]:
+    """Run ``hosts`` host processes at once; their sustained calls/s and what was lost."""
+    from sharedos.evidence.verify import verify_store
+
+    sandbox = Path(tempfile.mkdtemp(prefix="sharedos-bench-fleet-"))
+    (sandbox / "public").mkdir()
+    (sandbox / "public" / "a.txt").write_text("public\n")
+    (sandbox / "private").mkdir()
+    (sandbox / "private" / "s.txt").write_text("secret\n")
+    for h in range(hosts):
+        for t in range(turns):
+            (sandbox / "home" / f"h{h}-p{t}").mkdir(parents=True)
+    open_store(url).close()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.fleet.host_proc",
+                "--db",
+                url,
+                "--host",
+                f"h{h}",
+                "--sandbox",
+                str(sandbox),
+                "--turns",
+                str(turns),
+                "--calls",
+                str(calls_per_turn),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for h in range(hosts)
+    ]
+    made = 0
+    answered = 0
+    windows: list[tuple[float, float]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"a host failed: {err[-2000:]}")
+        lines = out.splitlines()
+        answered += sum(1 for line in lines if line.startswith("R "))
+        _, n, _seconds, start, end = lines[-1].split()
+        made += int(n)
+        windows.append((float(start), float(end)))
+    # from the first turn opening anywhere to the last turn closing anywhere (interpreter
+    # start-up and policy compilation are not calls)
+    wall = max(e for _, e in windows) - min(s for s, _ in windows)
+    store = open_store(url, read_only=True)
+    try:
+        counts = store.counts()
+        report = verify_store(store)
+    finally:
+        store.close()
+    return {
+        "calls": made,
+        "answered": answered,
+        "recorded": counts.total,
+        "interrupted": counts.interrupted,
+        "unavailable": counts.by_reason.get("evidence_unavailable", 0),
+        "chain_problems": len(report.problems),
+        "wall_s": wall,
+        "calls_per_s": made / wall,
+    }
+
+
+def _set_fsync(url: str, on: bool) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET fsync = {'on' if on else 'off'}")
+        conn.execute("SELECT pg_reload_conf()")
+    want, value = ("on" if on else "off"), "?"
+    for _ in range(50):  # the reload reaches new sessions shortly after
+        time.sleep(0.05)
+        with psycopg.connect(url, autocommit=True) as conn:
+            (value,) = conn.execute("SHOW fsync").fetchone() or ("?",)
+        if value == want:
+            return
+    raise RuntimeError(f"could not switch fsync to {want} (it is {value})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=3000, help="calls per store for the p50/p99")
+    parser.add_argument("--fleet-calls", type=int, default=40, help="calls per turn in the fleet")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, load {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f} (shared with other work: figures are noisy); "
+        f"python {platform.python_version()}"
+    )
+    print(f"chain: {chain_cost():.1f} us to hash one attempt row (SHA-256 over RFC 8785)")
+    sqlite: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("NORMAL", "FULL"):
+            store = open_store(str(Path(tmp) / f"bench-{mode}.db"), synchronous=mode)  # type: ignore[arg-type]
+            sqlite[mode] = per_call(store, args.calls)
+            store.close()
+            print(
+                f"sqlite (WAL, synchronous={mode}):".ljust(42)
+                + f"p50 {pct(sqlite[mode], 0.5):7.0f} us  p99 {pct(sqlite[mode], 0.99):7.0f} us"
+                + f"  per call (attempt + outcome, {args.calls} calls)"
+            )
+    try:
+        cluster = TempCluster(fsync=None).start()  # switched per measurement below
+    except ClusterUnavailable as exc:
+        print(f"postgresql: not measured ({exc})")
+        return
+    try:
+        # fsync on: each commit waits for the WAL on disk (survives power loss, like FULL);
+        # fsync off: each commit is written to the OS (survives any process dying, like NORMAL)
+        for fsync, like in ((False, "NORMAL"), (True, "FULL")):
+            _set_fsync(cluster.database_url("postgres"), fsync)
+            store = open_store(cluster.create_database(f"bench_{int(fsync)}"))
+            samples = per_call(store, args.calls)
+            store.close()
+            label = f"postgresql (unix socket, fsync {'on' if fsync else 'off'}):"
+            print(
+                label.ljust(42)
+                + f"p50 {pct(samples, 0.5):7.0f} us  p99 {pct(samples, 0.99):7.0f} us  per call"
+            )
+            added = pct(samples, 0.5) - pct(sqlite[like], 0.5)
+            verdict = "meets" if added <= 1000 else "misses"
+            print(
+                f"  adds {added:.0f} us p50 over sqlite {like} (same durability class; "
+                f"{verdict} the <= 1 ms target)"
+            )
+            result = fleet(cluster.create_database(f"fleet_{int(fsync)}"), args.fleet_calls)
+            lost = result["calls"] - result["recorded"]
+            verdict = "meets" if result["calls_per_s"] >= 500 and lost == 0 else "misses"
+            print(
+                f"  fleet: 4 hosts x 25 turns x {args.fleet_calls} calls = {result['calls']} calls "
+                f"in {result['wall_s']:.1f} s: {result['calls_per_s']:.0f} calls/s; recorded "
+                f"{result['recorded']}, lost {lost}, interrupted {result['interrupted']}, "
+                f"failed closed {result['unavailable']}, chain problems "
+                f"{result['chain_problems']} ({verdict} the >= 500 calls/s, nothing lost target)"
+            )
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Verify a fetched bundle before anything uses it, with the policy package's own checks.
+
+``BundleVerifier.verify(fetched)`` returns a ``LoadedBundle`` or raises
+``BundleRejected`` saying why. The checks are ``sharedos.policy.bundle``'s
+(``load_bundle``), the same a host runs on a bundle file:
+
+1. format, compiler version and grammar (a bundle from another compiler is
+   refused with how to rebuild it);
+2. the content hash — the program must match its ``bundle_hash``, so a
+   program edited after compilation is refused;
+3. with public keys configured, a valid Ed25519 signature by one of them in
+   the bundle's ``signatures`` (``sharedos-policy sign``); without keys no
+   signature is required.
+
+The bytes are checked exactly as fetched (written to a private temporary
+file for ``load_bundle``); nothing from an unverified bundle is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sharedos.bundles.source import Fetched
+from sharedos.errors import SharedOSError
+
+__all__ = ["BundleRejected", "BundleVerifier", "BundledPolicy", "LoadedBundle"]
+
+
+class BundleRejected(SharedOSError):
+    """The bundle failed verification; the message says which check and why."""
+
+
+@dataclass(frozen=True)
+class LoadedBundle:
+    """A verified bundle in force: the policy, its hash and revision, and where it came from."""
+
+    policy: Any  # sharedos.policy.PolicySet
+    bundle_hash: str
+    revision: str
+    content_sha256: str
+    origin: str
+    tag: str
+    signed_by: str | None = None
+    loaded_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @property
+    def kernel_policy(self) -> Any:
+        """The policy to give a ``Kernel``: the bundle's, carrying its revision (``bundle_revision``)."""
+        return BundledPolicy(self.policy, self.revision)
+
+    def describe(self) -> str:
+        """One line: revision, hash, signer."""
+        signer = f", signed by key {self.signed_by[:16]}…" if self.signed_by else ", unsigned"
+        return (
+            f"revision {self.revision} (bundle {self.bundle_hash[:16]}…{signer}) from {self.origin}"
+        )
+
+
+class BundledPolicy:
+    """A compiled policy from a distributed bundle, with the bundle's revision.
+
+    Everything else is the ``PolicySet``'s (attribute access is forwarded), so
+    a ``Kernel`` decides with it as with the policy itself; whoever builds a
+    turn's SystemIdentity reads ``bundle_revision`` from the kernel's policy.
+    """
+
+    __slots__ = ("_policy", "bundle_revision")
+
+    def __init__(self, policy: Any, revision: str) -> None:
+        self._policy = policy
+        self.bundle_revision = revision
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
+class BundleVerifier:
+    """Checks bundles against configured public keys (PEM bytes, or paths of PEM files)."""
+
+    def __init__(self, public_keys: Iterable[bytes | str | Path] = ()) -> None:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        from sharedos.policy.signing import load_public_key
+
+        self.keys: list[Any] = []
+        for item in public_keys:
+            if isinstance(item, bytes):
+                key = serialization.load_pem_public_key(item)
+                if not isinstance(key, Ed25519PublicKey):
+                    raise ValueError("not an Ed25519 public key")
+            else:
+                key = load_public_key(item)  # SigningKeyError is a ValueError
+            self.keys.append(key)
+
+    @property
+    def requires_signature(self) -> bool:
+        """True when keys are configured (then every bundle must be signed by one)."""
+        return bool(self.keys)
+
+    def verify(self, fetched: Fetched) -> LoadedBundle:
+        """Every check of ``load_bundle`` on the fetched bytes; ``BundleRejected`` otherwise."""
+        from sharedos.policy.bundle import BundleError, load_bundle, read_document
+        from sharedos.policy.signing import verified_by
+
+        fd, tmp = tempfile.mkstemp(prefix=".sharedos-bundle-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(fetched.data)
+            try:
+                policy = load_bundle(tmp, trusted_keys=self.keys or None)
+                doc = read_document(tmp)
+            except BundleError as exc:
+                raise BundleRejected(str(exc).replace(tmp, fetched.origin)) from None
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        signed_by = verified_by(doc, self.keys) if self.keys else None
+        content = hashlib.sha256(fetched.data).hexdigest()
+        revision = doc.get("revision")
+        return LoadedBundle(
+            policy=policy,
+            bundle_hash=str(policy.bundle_hash),
+            revision=str(revision) if isinstance(revision, str | int) else content[:12],
+            content_sha256=content,
+            origin=fetched.origin,
+            tag=fetched.tag,
+            signed_by=signed_by,
+        )

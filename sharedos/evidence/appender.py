@@ -1,0 +1,463 @@
+"""``ChainAppender``: the two-phase writes of a store, each row a link of its turn's chain.
+
+Shared by every backend: it turns ``begin`` / ``finish`` / ``record`` /
+``open_turn`` / ``seal_turn`` into a ``Plan`` (the content rows and the links
+to append, with their positions and hashes) and hands it to the backend's
+``execute``, which commits it in one transaction. The appender keeps the
+turn heads it knows (``HeadCache``) and answers the three ways a plan can
+fail to land cleanly:
+
+* ``StaleHead``: another writer appended to the turn first (the
+  ``(turn_id, pos)`` key collided): re-read the head, re-plan, try again
+  (a bounded number of times);
+* ``CommitUnknown``: the connection died while the plan was in flight, so
+  it may or may not have committed: after the backend reconnects the
+  appender looks at the first link it planned — the same hash there means it
+  committed (the write is not repeated), anything else means it did not;
+* ``EvidenceStoreError``: the write failed; the turn's cached head is
+  dropped (it is re-read next time) and the error goes to the caller.
+
+Everything here runs on the caller's thread under one lock per store; the
+backends' methods are synchronous (``sharedos.kernel.recorder`` keeps them
+off the event loop).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sharedos.errors import SharedOSError
+from sharedos.evidence.chain import (
+    ATTEMPT_FIELDS,
+    HeadCache,
+    Signer,
+    genesis,
+    link_hash,
+)
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.store import EvidenceStoreError
+
+__all__ = [
+    "ChainAppender",
+    "ChainBackend",
+    "CommitUnknown",
+    "Opening",
+    "Plan",
+    "PlannedLink",
+    "StaleHead",
+]
+
+#: how often a write is re-planned after another writer moved the turn's head
+MAX_STALE_RETRIES = 8
+
+
+class StaleHead(SharedOSError):
+    """The plan's first position is taken: the turn's head moved (another writer)."""
+
+
+class _Uncached(Exception):
+    """A no-wait plan needed something only the database knows."""
+
+
+class CommitUnknown(SharedOSError):
+    """The connection was lost with the plan in flight; the backend has reconnected."""
+
+    def __init__(self, message: str, cause: EvidenceStoreError) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A turn's opening record: what the turn was offered and which policy decided it."""
+
+    turn_id: str
+    opened_at: str
+    catalog_hash: str | None = None
+    policy_hash: str | None = None
+    policy_revision: str | None = None
+    identity: str | None = None  # JSON text
+
+    def values(self) -> tuple[Any, ...]:
+        """In ``OPEN_FIELDS`` order."""
+        return (
+            self.turn_id,
+            self.opened_at,
+            self.catalog_hash,
+            self.policy_hash,
+            self.policy_revision,
+            self.identity,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedLink:
+    """One link to append: its position, kind, predecessor and hash."""
+
+    pos: int
+    kind: str
+    prev: str
+    hash: str
+
+
+@dataclass(slots=True)
+class Plan:
+    """One transaction's worth of rows: the content rows and their links, in chain order.
+
+    ``seq`` is set for an outcome (the attempt it concludes); for a plan with
+    an attempt the backend assigns it. ``seal`` is (closed_at, links, key_id,
+    signature).
+    """
+
+    turn_id: str
+    links: list[PlannedLink] = field(default_factory=list)
+    opening: Opening | None = None
+    attempt: Sequence[Any] | None = None
+    outcome: tuple[Any, ...] | None = None  # (outcome, reason, finished_at, duration_ms, error)
+    seq: int | None = None
+    seal: tuple[str, int, str | None, str | None] | None = None
+
+
+class ChainBackend(Protocol):
+    """What a backend gives the appender (each method synchronous, one short transaction)."""
+
+    def head(self, turn_id: str) -> tuple[int, str] | None:
+        """The turn's last link (pos, hash) as the database has it, or None."""
+        ...
+
+    def attempt_link(self, seq: int) -> tuple[str, str] | None:
+        """(turn_id, hash) of the attempt link of ``seq``, or None."""
+        ...
+
+    def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
+        """(seq, hash) of the link at ``pos`` of the turn, or None."""
+        ...
+
+    def execute(self, plan: Plan) -> int:
+        """Commit ``plan`` atomically; return the attempt's seq (or ``plan.seq``, or -1).
+
+        Raises ``StaleHead`` when its first link's position is taken,
+        ``CommitUnknown`` when the connection was lost in flight,
+        ``EvidenceStoreError`` otherwise.
+        """
+        ...
+
+
+def now_iso() -> str:
+    """UTC now in the stores' timestamp format."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _revision_of(identity_text: str | None) -> str | None:
+    """``policyBundleRevision`` from SystemIdentity JSON text, without decoding all of it."""
+    if not identity_text or "policyBundleRevision" not in identity_text:
+        return None
+    import json
+
+    try:
+        value = json.loads(identity_text).get("policyBundleRevision")
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value is not None else None
+
+
+class ChainAppender:
+    """Plans and commits chained rows for one store (thread-safe; one write at a time).
+
+    ``attempt_values`` turns a record into its stored attempt fields
+    (``ATTEMPT_FIELDS`` order, JSON columns as text, text the backend can
+    store); ``identity_text`` gives a record's stored identity text. With a
+    ``signer`` every seal carries an ed25519 signature of its hash.
+    """
+
+    def __init__(
+        self,
+        backend: ChainBackend,
+        attempt_values: Callable[[EvidenceRecord], list[Any]],
+        *,
+        text: Callable[[str | None], str | None] = lambda s: s,
+        signer: Signer | None = None,
+        deadline_s: float = 1.8,
+    ) -> None:
+        self.backend = backend
+        self.attempt_values = attempt_values
+        self.text = text
+        self.signer = signer
+        self.deadline_s = deadline_s
+        self.cache = HeadCache()
+        self.lock = threading.Lock()
+        #: when the write under way must be done by (``time.monotonic``); None between writes.
+        #: Backends bound their own waits (a connection from the pool) by it.
+        self.deadline: float | None = None
+        #: True while planning a no-wait write: a head not in the cache ends the attempt
+        self._cached_only = False
+        self._identity_index = ATTEMPT_FIELDS.index("identity")
+
+    # -- planning ------------------------------------------------------------------
+
+    def _head(self, turn_id: str) -> tuple[int, str] | None:
+        head = self.cache.head(turn_id)
+        if head is None:
+            if self._cached_only:
+                raise _Uncached()
+            head = self.backend.head(turn_id)
+            if head is not None:
+                self.cache.advance(turn_id, *head)
+        return head
+
+    def _start(self, plan: Plan, head: tuple[int, str] | None, fallback: Opening | None) -> int:
+        """Add the opening when the turn has none yet; the next free position."""
+        if head is not None:
+            return head[0] + 1
+        opening = fallback or Opening(turn_id=plan.turn_id, opened_at=now_iso())
+        plan.opening = opening
+        prev = genesis(plan.turn_id)
+        plan.links.append(PlannedLink(0, "open", prev, link_hash("open", prev, opening.values())))
+        return 1
+
+    def _prev(self, plan: Plan, head: tuple[int, str] | None) -> str:
+        if plan.links:
+            return plan.links[-1].hash
+        assert head is not None
+        return head[1]
+
+    def _opening_from(self, values: Sequence[Any]) -> Opening:
+        identity = values[self._identity_index]
+        return Opening(
+            turn_id=values[0],
+            opened_at=values[ATTEMPT_FIELDS.index("started_at")],
+            catalog_hash=values[ATTEMPT_FIELDS.index("catalog_hash")],
+            policy_hash=values[ATTEMPT_FIELDS.index("policy_hash")],
+            policy_revision=self.text(_revision_of(identity)),
+            identity=identity,
+        )
+
+    def _outcome_values(self, outcome: OutcomeRecord) -> tuple[Any, ...]:
+        return (
+            str(outcome.outcome),
+            str(outcome.reason) if outcome.reason is not None else None,
+            self.text(outcome.finished_at),
+            float(outcome.duration_ms),
+            self.text(outcome.error),
+        )
+
+    def _plan_attempt(self, values: list[Any], outcome: OutcomeRecord | None) -> Plan:
+        turn_id = values[0]
+        plan = Plan(turn_id=turn_id, attempt=values)
+        head = self._head(turn_id)
+        pos = self._start(plan, head, self._opening_from(values))
+        prev = self._prev(plan, head)
+        attempt_hash = link_hash("attempt", prev, values)
+        plan.links.append(PlannedLink(pos, "attempt", prev, attempt_hash))
+        if outcome is not None:
+            plan.outcome = self._outcome_values(outcome)
+            h = link_hash("outcome", attempt_hash, (attempt_hash, *plan.outcome))
+            plan.links.append(PlannedLink(pos + 1, "outcome", attempt_hash, h))
+        return plan
+
+    def _plan_outcome(self, seq: int, outcome: OutcomeRecord) -> Plan:
+        known = self.cache.attempt(seq)
+        if known is None:
+            if self._cached_only:
+                raise _Uncached()
+            known = self.backend.attempt_link(seq)
+        if known is None:
+            raise EvidenceStoreError(f"no attempt with seq {seq} to conclude", "conflict")
+        turn_id, attempt_hash = known
+        plan = Plan(turn_id=turn_id, seq=seq, outcome=self._outcome_values(outcome))
+        head = self._head(turn_id)
+        pos = self._start(plan, head, None)
+        prev = self._prev(plan, head)
+        h = link_hash("outcome", prev, (attempt_hash, *plan.outcome))  # type: ignore[misc]
+        plan.links.append(PlannedLink(pos, "outcome", prev, h))
+        return plan
+
+    def _plan_open(self, opening: Opening) -> Plan | None:
+        plan = Plan(turn_id=opening.turn_id)
+        if self._head(opening.turn_id) is not None:
+            return None  # already opened (by this turn's first call, or another process)
+        self._start(plan, None, opening)
+        return plan
+
+    def _plan_seal(self, turn_id: str, closed_at: str) -> Plan:
+        plan = Plan(turn_id=turn_id)
+        head = self._head(turn_id)
+        pos = self._start(plan, head, None)
+        prev = self._prev(plan, head)
+        key_id = self.signer.key_id if self.signer is not None else None
+        values = (turn_id, closed_at, pos, key_id)
+        h = link_hash("seal", prev, values)
+        signature = self.signer.sign(h) if self.signer is not None else None
+        plan.seal = (closed_at, pos, key_id, signature)
+        plan.links.append(PlannedLink(pos, "seal", prev, h))
+        return plan
+
+    # -- committing ------------------------------------------------------------------
+
+    def _commit(self, make: Callable[[], Plan | None]) -> tuple[int, Plan | None]:
+        """Plan and execute under the lock, re-planning on a moved head; (seq, plan landed)."""
+        with self.lock:
+            deadline = self.deadline = time.monotonic() + self.deadline_s
+            try:
+                return self._commit_locked(make, deadline)
+            finally:
+                self.deadline = None
+
+    def _commit_locked(
+        self, make: Callable[[], Plan | None], deadline: float
+    ) -> tuple[int, Plan | None]:
+        turn = "?"
+        for _ in range(MAX_STALE_RETRIES):
+            plan = make()
+            if plan is None:
+                return -1, None
+            turn = plan.turn_id
+            try:
+                seq = self._execute(plan, deadline)
+            except StaleHead:
+                self.cache.forget(plan.turn_id)
+                continue
+            except BaseException:
+                self.cache.forget(plan.turn_id)
+                raise
+            last = plan.links[-1]
+            self.cache.advance(plan.turn_id, last.pos, last.hash)
+            return seq, plan
+        raise EvidenceStoreError(
+            f"turn {turn}: {MAX_STALE_RETRIES} other writes moved its chain head "
+            "while this one was being written",
+            "locked",
+        )
+
+    def _execute(self, plan: Plan, deadline: float) -> int:
+        """``backend.execute``, resolving an in-flight connection loss by looking at the first link."""
+        try:
+            return self.backend.execute(plan)
+        except CommitUnknown as lost:
+            first = plan.links[0]
+            while True:
+                try:
+                    found = self.backend.link_at(plan.turn_id, first.pos)
+                except EvidenceStoreError:
+                    if time.monotonic() >= deadline:
+                        raise lost.cause from None
+                    time.sleep(0.05)
+                    continue
+                break
+            if found is not None and found[1] == first.hash:
+                # it committed before the connection went: the answer is what landed
+                if plan.seq is not None:
+                    return plan.seq
+                attempt = next((lk for lk in plan.links if lk.kind == "attempt"), None)
+                if attempt is None:
+                    return -1
+                got = self.backend.link_at(plan.turn_id, attempt.pos)
+                return int(got[0]) if got is not None and got[0] is not None else -1
+            if found is not None:
+                raise StaleHead() from None
+            if time.monotonic() >= deadline:
+                raise lost.cause from None
+            return self._execute(plan, deadline)  # not committed: once more, on the new connection
+
+    # -- the no-wait path -----------------------------------------------------------------
+
+    def try_now(
+        self, kind: str, args: tuple[Any, ...], run: Callable[[Plan], int | None]
+    ) -> tuple[bool, Any]:
+        """``begin``/``finish``/``record`` at once if nothing would wait: ``(True, result)``.
+
+        ``(False, None)`` when another write of this store is under way (its
+        lock is taken), when planning would need the database (a turn or an
+        attempt not in the cache), or when ``run`` — the backend committing the
+        plan on a connection that does not wait — returns None. The caller
+        then takes its ordinary path, which decides and reports.
+        """
+        if not self.lock.acquire(blocking=False):
+            return False, None
+        try:
+            self._cached_only = True
+            try:
+                if kind == "begin":
+                    (attempt,) = args
+                    plan = self._plan_attempt(self.attempt_values(attempt), None)
+                elif kind == "finish":
+                    seq, outcome = args
+                    plan = self._plan_outcome(int(seq), outcome)
+                elif kind == "record":
+                    (record,) = args
+                    outcome = record.outcome_record
+                    if outcome is None:
+                        return False, None
+                    plan = self._plan_attempt(self.attempt_values(record), outcome)
+                else:
+                    return False, None
+            except _Uncached:
+                return False, None
+            finally:
+                self._cached_only = False
+            seq = run(plan)
+            if seq is None:
+                self.cache.forget(plan.turn_id)
+                return False, None
+            last = plan.links[-1]
+            self.cache.advance(plan.turn_id, last.pos, last.hash)
+            if kind == "begin":
+                self.cache.begun(seq, plan.turn_id, plan.links[-1].hash)
+                return True, seq
+            if kind == "finish":
+                self.cache.finished(int(args[0]))
+                return True, None
+            return True, seq
+        finally:
+            self.lock.release()
+
+    # -- the store's methods -------------------------------------------------------------
+
+    def begin(self, attempt: EvidenceRecord) -> int:
+        """Commit the attempt row (and the turn's opening when it is the first row); its seq."""
+        values = self.attempt_values(attempt)
+        seq, plan = self._commit(lambda: self._plan_attempt(values, None))
+        if plan is not None:
+            link = next(lk for lk in plan.links if lk.kind == "attempt")
+            self.cache.begun(seq, plan.turn_id, link.hash)
+        return seq
+
+    def finish(self, seq: int, outcome: OutcomeRecord) -> None:
+        """Commit the outcome row of attempt ``seq`` (cause ``conflict`` when it has one or none exists)."""
+        self._commit(lambda: self._plan_outcome(int(seq), outcome))
+        self.cache.finished(int(seq))
+
+    def record(self, record: EvidenceRecord) -> int:
+        """Commit attempt and outcome rows in one transaction; the attempt's seq."""
+        outcome = record.outcome_record
+        if outcome is None:
+            raise ValueError("record() needs a record with an outcome; use begin() for an attempt")
+        values = self.attempt_values(record)
+        seq, _ = self._commit(lambda: self._plan_attempt(values, outcome))
+        return seq
+
+    def open_turn(self, opening: Opening) -> bool:
+        """Write the turn's opening record unless it has one; True when this call wrote it."""
+        opening = Opening(
+            turn_id=self.text(opening.turn_id) or "",
+            opened_at=opening.opened_at,
+            catalog_hash=self.text(opening.catalog_hash),
+            policy_hash=self.text(opening.policy_hash),
+            policy_revision=self.text(opening.policy_revision),
+            identity=self.text(opening.identity),
+        )
+        _, plan = self._commit(lambda: self._plan_open(opening))
+        return plan is not None
+
+    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
+        """Append the turn's seal (signed when a signer is set); return the seal's hash."""
+        when = closed_at or now_iso()
+        turn_id = self.text(turn_id) or ""
+        _, plan = self._commit(lambda: self._plan_seal(turn_id, when))
+        assert plan is not None
+        return plan.links[-1].hash

@@ -1,0 +1,532 @@
+"""The tamper-evident chain: one hash chain per turn over the store's append-only rows.
+
+Every row a store appends for a turn is one *link* of that turn's chain, in
+the order the rows were committed, numbered ``pos`` 0, 1, 2, ... without gaps:
+
+* ``open`` (pos 0): the turn's opening record — its catalogHash, the policy
+  bundle hash and revision, the SystemIdentity it was opened with;
+* ``attempt``: an attempt row (``EvidenceStore.begin``, or the first half of
+  ``record``);
+* ``outcome``: an outcome row (``finish``, or the second half of ``record``),
+  bound to the attempt it concludes by that attempt's link hash;
+* ``seal``: written when the turn closes; it names the head the turn closed on
+  and may carry an ed25519 signature of its own hash (``Signer``).
+
+A link's hash is ``sha256:`` + SHA-256 of the RFC 8785 (JCS) encoding of one
+JSON object: ``kind``, ``prev`` (the hash of the link before it; for pos 0 a
+per-turn genesis value) and the row's fields *as stored* (JSON columns as
+their stored text, so a verifier needs no JSON re-encoding to agree). The
+store-assigned ``seq`` and ``pos`` are not hashed: order is what ``prev``
+says, and ``pos`` is a claim ``verify_turn`` checks against it. The two-phase
+rows therefore chain naturally: each commit appends one or two links and
+costs one SHA-256 over a few hundred bytes (see benchmarks/bench_evidence.py).
+
+What this detects and what it does not (docs/evidence.md): an edited,
+deleted, inserted or reordered row is found by anyone who re-walks the chain,
+unless the person who changed it also recomputed every later hash. Against
+that person the chain needs an anchor outside their reach: the signed seal
+(a turn closed with a signing key cannot be rewritten without the key), or
+heads copied elsewhere. Deleting a whole turn leaves no trace in the turn
+itself; a seal-requiring verification (``--require-seal``) lists turns without one.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+
+__all__ = [
+    "ATTEMPT_FIELDS",
+    "CHAIN_VERSION",
+    "KINDS",
+    "OPEN_FIELDS",
+    "OUTCOME_FIELDS",
+    "SEAL_FIELDS",
+    "HeadCache",
+    "Link",
+    "Problem",
+    "Signer",
+    "canonical_object",
+    "genesis",
+    "link_hash",
+    "load_public_key",
+    "verify_seal_signature",
+    "verify_turn",
+]
+
+CHAIN_VERSION = 1
+KINDS = ("open", "attempt", "outcome", "seal")
+
+#: the attempt row's stored fields, in the stores' column order
+ATTEMPT_FIELDS = (
+    "turn_id",
+    "call_id",
+    "tool",
+    "started_at",
+    "arguments_digest",
+    "arguments",
+    "effect",
+    "resource",
+    "namespace",
+    "action",
+    "rule_ids",
+    "catalog_hash",
+    "policy_hash",
+    "principal",
+    "tenant",
+    "diagnostics",
+    "identity",
+)
+#: the outcome row's stored fields (``of`` is the hash of the attempt link it concludes)
+OUTCOME_FIELDS = ("of", "outcome", "reason", "finished_at", "duration_ms", "error")
+#: the opening record's stored fields
+OPEN_FIELDS = (
+    "turn_id",
+    "opened_at",
+    "catalog_hash",
+    "policy_hash",
+    "policy_revision",
+    "identity",
+)
+#: the seal's stored fields (``links`` = how many links precede it; ``key_id`` of the signer or null)
+SEAL_FIELDS = ("turn_id", "closed_at", "links", "key_id")
+
+FIELDS_OF: dict[str, tuple[str, ...]] = {
+    "open": OPEN_FIELDS,
+    "attempt": ATTEMPT_FIELDS,
+    "outcome": OUTCOME_FIELDS,
+    "seal": SEAL_FIELDS,
+}
+
+_encode_str = json.encoder.encode_basestring  # C; JCS escaping
+
+
+def _key(name: str) -> str:
+    return _encode_str(name) + ":"
+
+
+#: per kind: the JCS key order (all keys are ASCII, so code-point order is UTF-16 order)
+#: as (encoded key prefix, index into (kind, prev, *fields)) pairs
+_LAYOUT: dict[str, tuple[tuple[str, int], ...]] = {}
+for _kind, _fields in FIELDS_OF.items():
+    _names = ("kind", "prev", *_fields)
+    _LAYOUT[_kind] = tuple((_key(n), i) for n, i in sorted((n, i) for i, n in enumerate(_names)))
+
+
+def _scalar(value: Any) -> str:
+    """The RFC 8785 text of one stored scalar (str, int, float, bool, None)."""
+    if value is None:
+        return "null"
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if kind is float:
+        if not math.isfinite(value):  # never stored by SharedOS; still deterministic
+            return _encode_str(repr(value))
+        if value.is_integer() and abs(value) < 2**53:
+            return str(int(value))  # what ECMAScript prints for 3.0 is "3"
+        return rfc8785.dumps(value).decode("ascii")
+    raise TypeError(f"a chain field must be a scalar, not {kind.__name__}")
+
+
+def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
+    """RFC 8785 bytes of ``{"kind": kind, "prev": prev, <fields of kind>: values}``.
+
+    ``values`` are the stored fields of the row in ``FIELDS_OF[kind]`` order;
+    each is a string, number, boolean or null (JSON columns as their text).
+    """
+    row = (kind, prev, *values)
+    layout = _LAYOUT[kind]
+    if len(row) != len(layout):
+        raise ValueError(f"{kind} link needs {len(layout) - 2} fields, got {len(values)}")
+    text = "{" + ",".join(k + _scalar(row[i]) for k, i in layout) + "}"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: stores escape them; still deterministic
+        return text.encode("utf-8", "backslashreplace")
+
+
+def link_hash(kind: str, prev: str, values: Sequence[Any]) -> str:
+    """``sha256:`` + hex SHA-256 of the link's canonical encoding."""
+    return "sha256:" + hashlib.sha256(canonical_object(kind, prev, values)).hexdigest()
+
+
+def genesis(turn_id: str) -> str:
+    """The ``prev`` of a turn's first link (bound to the turn id and the chain version)."""
+    seed = f"sharedos-evidence-chain/{CHAIN_VERSION}\n{turn_id}".encode("utf-8", "backslashreplace")
+    return "sha256:" + hashlib.sha256(seed).hexdigest()
+
+
+# -- the writer's memory of heads ------------------------------------------------------
+
+
+class HeadCache:
+    """The last link (pos, hash) of recently written turns, and the hashes of attempts not yet finished.
+
+    Only a cache: a miss (or a forgotten entry after a failed or unknown
+    commit) is answered from the database, and a stale entry (another process
+    appended to the turn) makes the insert collide on the store's
+    ``(turn_id, pos)`` key, after which the writer re-reads the head. Bounded,
+    so a long-lived host does not grow with every turn it ever served.
+    """
+
+    def __init__(self, max_turns: int = 4096, max_pending: int = 65536) -> None:
+        self._heads: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._pending: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._max_turns = max_turns
+        self._max_pending = max_pending
+
+    def head(self, turn_id: str) -> tuple[int, str] | None:
+        """The cached (pos, hash) of the turn's last link, or None."""
+        return self._heads.get(turn_id)
+
+    def advance(self, turn_id: str, pos: int, hash_: str) -> None:
+        """Remember that ``pos``/``hash_`` is now the turn's last link."""
+        heads = self._heads
+        heads[turn_id] = (pos, hash_)
+        heads.move_to_end(turn_id)
+        if len(heads) > self._max_turns:
+            heads.popitem(last=False)
+
+    def forget(self, turn_id: str) -> None:
+        """Drop the turn's head (after a failed or unknown commit)."""
+        self._heads.pop(turn_id, None)
+
+    def attempt(self, seq: int) -> tuple[str, str] | None:
+        """(turn_id, attempt link hash) of an attempt begun here and not finished yet."""
+        return self._pending.get(seq)
+
+    def begun(self, seq: int, turn_id: str, hash_: str) -> None:
+        """Remember an attempt awaiting its outcome."""
+        pending = self._pending
+        pending[seq] = (turn_id, hash_)
+        if len(pending) > self._max_pending:
+            pending.popitem(last=False)
+
+    def finished(self, seq: int) -> None:
+        """The attempt has its outcome."""
+        self._pending.pop(seq, None)
+
+    def clear(self) -> None:
+        """Forget everything (after a reconnection)."""
+        self._heads.clear()
+        self._pending.clear()
+
+
+# -- signing ----------------------------------------------------------------------------
+
+
+def _key_id(public_raw: bytes) -> str:
+    # the same id ``sharedos-policy keygen`` prints: SHA-256 (hex) of the raw public key
+    return hashlib.sha256(public_raw).hexdigest()
+
+
+class Signer:
+    """An ed25519 private key that signs seals; ``key_id`` names its public key."""
+
+    def __init__(self, private_key: Any) -> None:
+        from cryptography.hazmat.primitives import serialization
+
+        self._key = private_key
+        public = private_key.public_key()
+        self.public_raw: bytes = public.public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        self.key_id = _key_id(self.public_raw)
+
+    @classmethod
+    def generate(cls) -> Signer:
+        """A fresh key (tests; operators use ``sharedos-policy keygen``)."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def from_pem(cls, data: bytes) -> Signer:
+        """A key from PEM (PKCS#8, unencrypted); ``ValueError`` when it is not an ed25519 key."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        key = serialization.load_pem_private_key(data, password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError("the signing key is not an ed25519 private key")
+        return cls(key)
+
+    def private_pem(self) -> bytes:
+        """The private key as unencrypted PKCS#8 PEM."""
+        from cryptography.hazmat.primitives import serialization
+
+        return bytes(
+            self._key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+
+    def public_pem(self) -> bytes:
+        """The public key as SubjectPublicKeyInfo PEM (what a verifier is given)."""
+        from cryptography.hazmat.primitives import serialization
+
+        return bytes(
+            self._key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+
+    def sign(self, seal_hash: str) -> str:
+        """Base64 ed25519 signature of the seal link's hash string."""
+        return base64.b64encode(self._key.sign(seal_hash.encode("ascii"))).decode("ascii")
+
+
+def load_public_key(data: bytes) -> tuple[Any, str]:
+    """(public key, key_id) from PEM; ``ValueError`` when it is not an ed25519 public key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    key = serialization.load_pem_public_key(data)
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError("the verification key is not an ed25519 public key")
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return key, _key_id(raw)
+
+
+def verify_seal_signature(public_key: Any, seal_hash: str, signature: str) -> bool:
+    """True when ``signature`` (base64) is the key's signature of ``seal_hash``."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        public_key.verify(base64.b64decode(signature, validate=True), seal_hash.encode("ascii"))
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+# -- verification -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One link as read back from a store, for ``verify_turn``.
+
+    ``values`` are the row's stored fields in ``FIELDS_OF[kind]`` order; for an
+    outcome the first (``of``) is the stored hash of the attempt link with the
+    same ``seq`` (None when that attempt is gone). ``values`` is None when the
+    link row exists but its content row does not (the content was deleted).
+    """
+
+    turn_id: str
+    pos: int
+    kind: str
+    seq: int | None
+    prev: str
+    hash: str
+    values: tuple[Any, ...] | None
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding of ``verify_turn``: ``kind`` is edited, deleted, inserted, reordered, unsealed or signature."""
+
+    kind: str
+    turn_id: str
+    position: int | None
+    seq: int | None
+    detail: str
+
+    def line(self) -> str:
+        """One human line: what, where."""
+        where = f"position {self.position}" if self.position is not None else "-"
+        seq = f" (seq {self.seq})" if self.seq is not None else ""
+        return f"{self.kind}: turn {self.turn_id} {where}{seq}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping."""
+        return {
+            "kind": self.kind,
+            "turn_id": self.turn_id,
+            "position": self.position,
+            "seq": self.seq,
+            "detail": self.detail,
+        }
+
+
+@dataclass(slots=True)
+class TurnReport:
+    """What ``verify_turn`` found for one turn."""
+
+    turn_id: str
+    links: int
+    head: str | None
+    sealed: bool = False
+    signed_by: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _self_valid(link: Link) -> bool:
+    if link.values is None or link.kind not in FIELDS_OF:
+        return False
+    try:
+        return link_hash(link.kind, link.prev, link.values) == link.hash
+    except (TypeError, ValueError):
+        return False
+
+
+def verify_turn(
+    turn_id: str,
+    links: Iterable[Link],
+    *,
+    public_keys: Mapping[str, Any] | None = None,
+    require_seal: bool = False,
+) -> TurnReport:
+    """Walk one turn's chain; report every edited, deleted, inserted or reordered link.
+
+    The walk follows ``prev`` pointers from the turn's genesis, using the
+    stored hashes (so one edited row is reported once and the walk goes on
+    past it). Findings, each with the position where the chain shows it:
+
+    * ``edited``: a link whose stored hash is not the hash of its content
+      (for an outcome: also one moved to another attempt);
+    * ``deleted``: the chain breaks (a link chains to a hash no link holds:
+      the link before it was deleted, or replaced with its hash recomputed),
+      or a link's content row is gone;
+    * ``inserted``: a link the chain does not go through (a second link at a
+      position, one chained to nothing), or a content row with no link
+      (``Link.pos == -1``);
+    * ``reordered``: links of the chain whose ``pos`` is not their place in it
+      (reported where the displacement starts).
+
+    With ``public_keys`` (key_id -> key) every seal must carry a valid
+    signature by one of them; ``require_seal`` reports a turn without a seal.
+    """
+    ordered = sorted(links, key=lambda lk: (lk.pos, lk.seq if lk.seq is not None else -1))
+    problems: list[Problem] = []
+    report = TurnReport(turn_id=turn_id, links=0, head=None, problems=problems)
+
+    def add(kind: str, link: Link | None, position: int | None, detail: str) -> None:
+        problems.append(
+            Problem(kind, turn_id, position, link.seq if link is not None else None, detail)
+        )
+
+    linked = [lk for lk in ordered if lk.pos >= 0]
+    for lk in ordered:
+        if lk.pos < 0:
+            add("inserted", lk, None, f"an {lk.kind} row that has no link in the chain")
+    report.links = len(linked)
+    by_prev: dict[str, list[Link]] = {}
+    for lk in linked:
+        by_prev.setdefault(lk.prev, []).append(lk)
+    held = {lk.hash for lk in linked}
+
+    # 1. the walk: from genesis, follow the link whose prev is the current hash
+    chain: list[Link] = []
+    #: the position each link of the chain should have (a deletion gap shifts it)
+    expected: list[int] = []
+    remaining = {id(lk): lk for lk in linked}
+    cur = genesis(turn_id)
+    while remaining:
+        nexts = [lk for lk in by_prev.get(cur, ()) if id(lk) in remaining]
+        if len(nexts) > 1:
+            # a fork: the genuine link is the one the rest of the chain goes through
+            nexts.sort(key=lambda lk: (-len(by_prev.get(lk.hash, ())), lk.pos))
+        if nexts:
+            nxt = nexts[0]
+        else:
+            # the chain stops; a later link chained to a hash nobody holds continues it
+            last_pos = chain[-1].pos if chain else -1
+            orphans = [lk for lk in remaining.values() if lk.prev not in held and lk.pos > last_pos]
+            if not orphans:
+                break
+            nxt = min(orphans, key=lambda lk: lk.pos)
+            gap = nxt.pos - (last_pos + 1)
+            add(
+                "deleted",
+                nxt,
+                last_pos + 1,
+                f"{gap} link(s) missing before the {nxt.kind} at position {nxt.pos}"
+                if gap > 0
+                else f"the {nxt.kind} at position {nxt.pos} is chained to a link that is gone "
+                "(deleted, or edited with its hash recomputed)",
+            )
+        following = expected[-1] + 1 if expected else 0
+        # after a deletion the chain resumes at the orphan's own position
+        expected.append(following if nexts else max(nxt.pos, following))
+        chain.append(nxt)
+        del remaining[id(nxt)]
+        cur = nxt.hash
+
+    # 2. every link of the chain: its content, its binding, its place
+    attempt_hash = {lk.seq: lk.hash for lk in chain if lk.kind == "attempt"}
+    chain_positions = {lk.pos for lk in chain}
+    # links put in with the chain renumbered around them shift the genuine ones
+    shifting = sorted(lk.pos for lk in remaining.values() if lk.pos not in chain_positions)
+    offset = 0
+    last_seq: int | None = None
+    for index, lk in enumerate(chain):
+        if lk.values is None:
+            add("deleted", lk, lk.pos, f"the {lk.kind} row of this link is gone")
+        elif lk.kind == "outcome" and lk.values[0] != attempt_hash.get(lk.seq):
+            add("edited", lk, lk.pos, "the outcome no longer concludes the attempt it was bound to")
+        elif not _self_valid(lk):
+            add("edited", lk, lk.pos, f"the {lk.kind} does not match its hash")
+        moved = lk.pos - expected[index] - bisect.bisect_left(shifting, lk.pos)
+        if moved != offset and moved != 0:
+            add(
+                "reordered",
+                lk,
+                expected[index],
+                f"the {lk.kind} stored at position {lk.pos} belongs at position {expected[index]}",
+            )
+        offset = moved
+        if lk.kind == "attempt" and lk.seq is not None:
+            # the store numbers rows as they commit, so a turn's attempts have rising seqs
+            if last_seq is not None and lk.seq <= last_seq:
+                add(
+                    "reordered",
+                    lk,
+                    lk.pos,
+                    f"the attempt at this position has seq {lk.seq}, not after the "
+                    f"attempt before it (seq {last_seq}): the store's order was changed",
+                )
+            last_seq = lk.seq
+    # 3. links the chain does not go through
+    for lk in remaining.values():
+        second = " (a second link at this position)" if lk.pos in chain_positions else ""
+        add("inserted", lk, lk.pos, f"a {lk.kind} that is not part of the chain{second}")
+
+    report.head = chain[-1].hash if chain else None
+    seals = [lk for lk in chain if lk.kind == "seal"]
+    report.sealed = bool(seals)
+    if public_keys is not None:
+        for seal in seals:
+            key_id = seal.values[SEAL_FIELDS.index("key_id")] if seal.values else None
+            key = public_keys.get(str(key_id)) if key_id else None
+            if key is None or seal.signature is None:
+                add(
+                    "signature",
+                    seal,
+                    seal.pos,
+                    f"the seal is not signed by a trusted key ({key_id})",
+                )
+            elif not verify_seal_signature(key, seal.hash, seal.signature):
+                add("signature", seal, seal.pos, "the seal's signature does not verify")
+            else:
+                report.signed_by = str(key_id)
+    if require_seal and not seals:
+        add("unsealed", None, None, "the turn has no seal (never closed, or its seal was deleted)")
+    problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
+    return report

@@ -1,0 +1,347 @@
+"""Versioned evidence schema migrations, for both backends (``sharedos evidence migrate``).
+
+A store's schema version is an integer (SQLite: ``PRAGMA user_version``;
+PostgreSQL: ``meta.schema_version``). This SharedOS writes version
+``LATEST`` and reads versions ``MIN_READABLE`` to ``LATEST``:
+
+* 1 — SQLite only: one ``evidence`` table (a row written after the call).
+* 2 — two phases: ``attempts`` + ``outcomes`` and the ``evidence`` view.
+* 3 — the tamper-evident chain: ``turns``, ``links``, ``seals``; the rows
+  already there are chained by the migration (per turn in ``seq`` order, each
+  outcome right after its attempt, since the order they were committed in was
+  not recorded), so verification covers them from then on.
+
+A store at a version newer than ``LATEST`` is refused, for reading and for
+writing, with a message naming both versions. Each migration runs in one
+transaction (PostgreSQL: under an advisory lock, so two operators cannot
+migrate at once; a host opening the database waits for it), so a store is
+never left half-migrated.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sharedos.evidence.appender import Opening, _revision_of
+from sharedos.evidence.chain import ATTEMPT_FIELDS, genesis, link_hash
+from sharedos.evidence.store import EvidenceStoreError
+
+__all__ = [
+    "LATEST",
+    "MIN_READABLE",
+    "MigrationResult",
+    "chain_existing",
+    "migrate_store",
+    "pg_migrate",
+    "pg_version",
+    "refuse_unreadable",
+]
+
+LATEST = 3
+MIN_READABLE = 1
+
+_OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationResult:
+    """What ``migrate`` did: the version before and after, and how many rows it chained."""
+
+    before: int
+    after: int
+    chained_turns: int = 0
+    chained_rows: int = 0
+
+    def line(self, shown: str) -> str:
+        """One human line."""
+        if self.before == self.after:
+            return f"{shown}: evidence schema version {self.after}, up to date"
+        chained = (
+            f"; chained {self.chained_rows} existing rows in {self.chained_turns} turns"
+            if self.chained_rows
+            else ""
+        )
+        return f"{shown}: migrated evidence schema {self.before} -> {self.after}{chained}"
+
+
+def refuse_unreadable(shown: str, version: int, *, writing: bool) -> None:
+    """Raise ``EvidenceStoreError`` when this SharedOS cannot use a store at ``version``."""
+    if version > LATEST:
+        raise EvidenceStoreError(
+            f"evidence database {shown} has schema version {version}, newer than this "
+            f"SharedOS (which knows versions up to {LATEST}); upgrade SharedOS to use it",
+            "io",
+        )
+    if version < MIN_READABLE:
+        raise EvidenceStoreError(
+            f"{shown} is not a SharedOS evidence database (no schema version)", "io"
+        )
+    if writing and version < LATEST:
+        raise EvidenceStoreError(
+            f"evidence database {shown} has schema version {version}; this SharedOS writes "
+            f"version {LATEST}: run `sharedos evidence migrate --db {shown}` first "
+            "(once, for the whole fleet)",
+            "io",
+        )
+
+
+# -- chaining rows written before version 3 ------------------------------------------------
+
+
+def chain_existing(
+    rows: Iterable[Sequence[Any]],
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Links (and openings) for rows of ``attempts LEFT JOIN outcomes`` ordered by turn, seq.
+
+    Each input row is ``(seq, *ATTEMPT_FIELDS values, outcome_seq, *outcome
+    values)``. Yields ``("turn", OPEN values)`` and ``("link", (turn_id, pos,
+    kind, seq, prev, hash))`` in chain order; memory holds one turn's head.
+    """
+    turn: str | None = None
+    pos, prev = 0, ""
+    n_attempt = len(ATTEMPT_FIELDS)
+    for row in rows:
+        seq = int(row[0])
+        values = tuple(row[1 : 1 + n_attempt])
+        outcome_seq = row[1 + n_attempt]
+        outcome = tuple(row[2 + n_attempt :])
+        turn_id = str(values[0])
+        if turn_id != turn:
+            turn = turn_id
+            identity = values[ATTEMPT_FIELDS.index("identity")]
+            opening = Opening(
+                turn_id=turn_id,
+                opened_at=values[ATTEMPT_FIELDS.index("started_at")],
+                catalog_hash=values[ATTEMPT_FIELDS.index("catalog_hash")],
+                policy_hash=values[ATTEMPT_FIELDS.index("policy_hash")],
+                policy_revision=_revision_of(identity),
+                identity=identity,
+            )
+            prev = genesis(turn_id)
+            h = link_hash("open", prev, opening.values())
+            yield "turn", opening.values()
+            yield "link", (turn_id, 0, "open", None, prev, h)
+            pos, prev = 1, h
+        attempt_hash = link_hash("attempt", prev, values)
+        yield "link", (turn_id, pos, "attempt", seq, prev, attempt_hash)
+        pos, prev = pos + 1, attempt_hash
+        if outcome_seq is not None:
+            duration = outcome[3]
+            stored = (*outcome[:3], float(duration) if duration is not None else None, outcome[4])
+            h = link_hash("outcome", prev, (attempt_hash, *stored))
+            yield "link", (turn_id, pos, "outcome", seq, prev, h)
+            pos, prev = pos + 1, h
+
+
+def _chain_into(
+    rows: Iterable[Sequence[Any]],
+    insert_turns: Callable[[list[tuple[Any, ...]]], None],
+    insert_links: Callable[[list[tuple[Any, ...]]], None],
+    batch: int = 5000,
+) -> tuple[int, int]:
+    turns: list[tuple[Any, ...]] = []
+    links: list[tuple[Any, ...]] = []
+    n_turns = n_rows = 0
+    for what, values in chain_existing(rows):
+        if what == "turn":
+            turns.append(values)
+            n_turns += 1
+        else:
+            links.append(values)
+            if values[2] != "open":
+                n_rows += 1
+        if len(links) >= batch:
+            insert_turns(turns)
+            insert_links(links)
+            turns, links = [], []
+    if links or turns:
+        insert_turns(turns)
+        insert_links(links)
+    return n_turns, n_rows
+
+
+_READ_EXISTING = (
+    "SELECT a.seq, "
+    + ", ".join(f"a.{c}" for c in ATTEMPT_FIELDS)
+    + ", o.seq, "
+    + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
+    + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq ORDER BY a.turn_id, a.seq"
+)
+_INSERT_TURN = (
+    "INSERT INTO turns (turn_id, opened_at, catalog_hash, policy_hash, policy_revision, identity)"
+    " VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+)
+_INSERT_LINK = "INSERT INTO links (turn_id, pos, kind, seq, prev_hash, hash) VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+
+
+# -- PostgreSQL --------------------------------------------------------------------------
+
+
+def pg_version(conn: Any) -> int:
+    """The schema version of the database ``conn`` is connected to (0: empty)."""
+    meta, attempts = conn.execute(
+        "SELECT to_regclass('meta') IS NOT NULL, to_regclass('attempts') IS NOT NULL"
+    ).fetchone()
+    if meta:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None:
+            try:
+                return int(row[0])
+            except ValueError:
+                raise EvidenceStoreError(
+                    f"the evidence database has an unreadable schema version {row[0]!r}", "io"
+                ) from None
+    if attempts or meta:
+        raise EvidenceStoreError(
+            "the database has tables named like SharedOS's but no schema version: "
+            "it is not a SharedOS evidence database",
+            "io",
+        )
+    return 0
+
+
+def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
+    """Bring the database to ``target`` in one transaction, under the schema advisory lock."""
+    from sharedos.evidence import pg_schema
+    from sharedos.evidence.postgres import SCHEMA_LOCK, new_store_id
+
+    if target > LATEST:
+        raise EvidenceStoreError(f"no evidence schema version {target} (latest {LATEST})", "io")
+    chained = (0, 0)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        before = pg_version(conn)
+        if before > LATEST:
+            refuse_unreadable("the evidence database", before, writing=True)
+        for version in range(max(before, 1) + 1, target + 1):
+            for statement in pg_schema.STEPS[version]:
+                conn.execute(statement)
+            if version == 3 and before >= 2:
+                chained = _pg_chain_existing(conn)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(version),),
+            )
+        if before == 0:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
+                (new_store_id(),),
+            )
+        after = max(before, target)
+    return MigrationResult(before, after, chained_turns=chained[0], chained_rows=chained[1])
+
+
+def _pg_chain_existing(conn: Any) -> tuple[int, int]:
+    def turns(batch: list[tuple[Any, ...]]) -> None:
+        if batch:
+            with conn.cursor() as cur:
+                cur.executemany(_INSERT_TURN.format(p="%s"), batch)
+
+    def links(batch: list[tuple[Any, ...]]) -> None:
+        if batch:
+            with conn.cursor() as cur:
+                cur.executemany(_INSERT_LINK.format(p="%s"), batch)
+
+    with conn.cursor(name="sharedos_migrate") as reader:
+        reader.itersize = 5000
+        reader.execute(_READ_EXISTING)
+        return _chain_into(reader, turns, links)
+
+
+# -- SQLite ---------------------------------------------------------------------------------
+
+SQLITE_V3 = (
+    """CREATE TABLE turns (
+    turn_id          TEXT PRIMARY KEY,
+    opened_at        TEXT NOT NULL,
+    catalog_hash     TEXT,
+    policy_hash      TEXT,
+    policy_revision  TEXT,
+    identity         TEXT
+)""",
+    """CREATE TABLE links (
+    turn_id          TEXT NOT NULL,
+    pos              INTEGER NOT NULL,
+    kind             TEXT NOT NULL CHECK (kind IN ('open','attempt','outcome','seal')),
+    seq              INTEGER,
+    prev_hash        TEXT NOT NULL,
+    hash             TEXT NOT NULL,
+    PRIMARY KEY (turn_id, pos)
+) WITHOUT ROWID""",
+    "CREATE INDEX links_seq ON links (seq, kind)",
+    """CREATE TABLE seals (
+    turn_id          TEXT NOT NULL,
+    pos              INTEGER NOT NULL,
+    closed_at        TEXT NOT NULL,
+    links            INTEGER NOT NULL,
+    key_id           TEXT,
+    signature        TEXT,
+    PRIMARY KEY (turn_id, pos)
+)""",
+)
+
+
+def sqlite_chain_existing(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Chain the rows of a version-2 SQLite store (inside the caller's transaction)."""
+
+    def turns(batch: list[tuple[Any, ...]]) -> None:
+        conn.executemany(_INSERT_TURN.format(p="?"), batch)
+
+    def links(batch: list[tuple[Any, ...]]) -> None:
+        conn.executemany(_INSERT_LINK.format(p="?"), batch)
+
+    reader = conn.cursor()
+    reader.execute(_READ_EXISTING)
+    rows = iter(lambda: reader.fetchmany(5000), [])
+    return _chain_into((row for chunk in rows for row in chunk), turns, links)
+
+
+def sqlite_version(path: str) -> int:
+    """The schema version of the SQLite file at ``path`` (read-only; 0 for an empty file)."""
+    import urllib.parse
+
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=1.5)
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise EvidenceStoreError(f"cannot read {path}: {exc}", "io") from None
+
+
+def migrate_store(value: str) -> tuple[MigrationResult, str]:
+    """Migrate the store ``value`` names to ``LATEST``; (what was done, the store as shown)."""
+    from sharedos.evidence.url import parse_store_url
+
+    try:
+        target = parse_store_url(value)
+    except ValueError as exc:
+        raise EvidenceStoreError(str(exc), "io") from None
+    if target.kind == "postgresql":
+        import psycopg
+
+        try:
+            with psycopg.connect(target.location, autocommit=True, connect_timeout=5) as conn:
+                return pg_migrate(conn), target.shown
+        except psycopg.Error as exc:
+            first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            raise EvidenceStoreError(f"cannot migrate {target.shown}: {first}", "io") from None
+    path = target.location
+    if not os.path.isfile(path):
+        raise EvidenceStoreError(f"no evidence database at {path}", "io")
+    before = sqlite_version(path)
+    refuse_unreadable(path, before, writing=False)
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    # a writable open migrates a SQLite file (one host, one file), in one transaction per step
+    store = SqliteEvidenceStore(path)
+    chained = getattr(store, "migrated_rows", (0, 0))
+    store.close()
+    return MigrationResult(before, sqlite_version(path), *chained), path

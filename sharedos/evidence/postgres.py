@@ -1,0 +1,723 @@
+"""``PostgresEvidenceStore``: the evidence store many hosts share (psycopg 3 and its pool).
+
+The same contract as the SQLite store (``sharedos.evidence.store``), on
+schema 3 (``sharedos.evidence.pg_schema``):
+
+* ``begin`` is one statement — ``INSERT`` of the attempt row and of its link
+  in one data-modifying ``WITH`` — committed (autocommit, ``synchronous_commit
+  = on``: WAL flushed) before it returns; ``finish`` is one statement (the
+  outcome row and its link), ``record`` one statement with both rows. A turn's
+  first row also writes its opening record, in the same statement. One round
+  trip per commit.
+* Rows are append-only; reads are ``attempts LEFT JOIN outcomes``; an attempt
+  without an outcome reads as ``interrupted``.
+* Every failure raises ``EvidenceStoreError`` with a cause: ``conflict``
+  (second outcome, unknown attempt), ``read_only`` (read-only transaction or
+  no INSERT privilege), ``disk_full``, ``locked`` (lock timeout), ``timeout``
+  (statement timeout, or no connection within ``connect_timeout_s``),
+  ``replaced`` (the database at the URL is no longer the store that was
+  opened: its ``store_id`` changed, or its tables are gone), ``closed``,
+  ``io`` (anything else, a lost connection that could not be re-made).
+
+Lost connections: the pool replaces a dead connection (a killed backend, a
+restarted server) on the next use. A write whose connection died in flight
+is resolved by the chain (``ChainAppender``): after reconnecting, the link
+at the position it planned either carries its hash (it committed; not
+written twice) or not (it is written once more, on the new connection).
+All of it within ``write_deadline_s`` (1.5 s by default, below the
+recorder's 2 s bound); past it the call fails closed. Nothing here runs on
+an event loop: the methods are synchronous and thread-safe, and the kernel
+calls them from its writer thread.
+
+Schema: an empty database is given the latest schema when a host opens it
+for writing (under an advisory lock, so hosts starting together create it
+once). A database at an older version is refused with the command that
+migrates it (``sharedos evidence migrate --db URL``): in a fleet, hosts of
+the old version may still be writing, so an operator migrates, not the
+first host to restart. A newer version is refused too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from sharedos.evidence.appender import (
+    ChainAppender,
+    CommitUnknown,
+    Opening,
+    Plan,
+    StaleHead,
+)
+from sharedos.evidence.chain import ATTEMPT_FIELDS, Link, Signer
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.rows import (
+    JSON_FIELDS,
+    READER_COLUMNS,
+    READER_FROM,
+    UNLINKED_SQL,
+    link_from_row,
+    pg_attempt_values,
+    pg_text,
+    unlinked,
+)
+from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
+
+__all__ = ["PostgresEvidenceStore", "redacted_url"]
+
+_OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
+_READ_COLUMNS = ("seq", *ATTEMPT_FIELDS, *_OUTCOME_COLUMNS)
+_SELECT = (
+    "SELECT a.seq, "
+    + ", ".join(f"a.{c}" for c in ATTEMPT_FIELDS)
+    + ", "
+    + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
+    + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq"
+)
+_LINK_COLUMNS = "(turn_id, pos, kind, seq, prev_hash, hash)"
+#: an advisory lock key shared by every SharedOS process creating or migrating a schema
+SCHEMA_LOCK = 0x5348_4F53_4556  # "SHOSEV"
+
+_FORK_GENERATION = [0]
+
+
+def _forked() -> None:
+    _FORK_GENERATION[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its password (for messages)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://..."
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+#: SQLSTATE -> cause (the class is looked up when the full code is not here)
+_CAUSE_BY_SQLSTATE = {
+    "23505": "conflict",
+    "23503": "conflict",
+    "25006": "read_only",  # read_only_sql_transaction
+    "42501": "read_only",  # insufficient_privilege
+    "53100": "disk_full",
+    "55P03": "locked",  # lock_not_available (lock_timeout)
+    "40P01": "locked",  # deadlock_detected
+    "57014": "timeout",  # query_canceled (statement_timeout)
+    "42P01": "replaced",  # undefined_table: the schema is gone
+}
+_LOST_SQLSTATE_CLASSES = ("08", "57P")  # connection exceptions; admin/crash shutdown
+
+
+def _cause(exc: BaseException) -> str:
+    state = getattr(exc, "sqlstate", None) or ""
+    if state in _CAUSE_BY_SQLSTATE:
+        return _CAUSE_BY_SQLSTATE[state]
+    if state.startswith("53"):
+        return "disk_full"  # insufficient resources
+    return "io"
+
+
+def _lost(exc: BaseException, conn: Any) -> bool:
+    """True when ``exc`` means the connection is gone (the write's fate is unknown)."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None) or ""
+    if state.startswith(_LOST_SQLSTATE_CLASSES):
+        return True
+    return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.broken or not state)
+
+
+class PostgresEvidenceStore:
+    """Evidence in a PostgreSQL database, shared by any number of hosts.
+
+    ``url`` is a libpq URL (``postgresql://user@host:port/db``, or a Unix
+    socket: ``postgresql://user@/db?host=/run/postgresql``). ``signer`` signs
+    each turn's seal. ``read_only`` opens for reading (the CLI): nothing is
+    created, every write fails with cause ``read_only``. ``create`` (default
+    True) lets a writable open give an empty database the latest schema.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        signer: Signer | None = None,
+        read_only: bool = False,
+        create: bool = True,
+        min_connections: int = 1,
+        max_connections: int = 4,
+        connect_timeout_s: float = 1.0,
+        statement_timeout_s: float = 1.5,
+        write_deadline_s: float = 1.5,
+        check_schema: bool = True,
+    ) -> None:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a dependency of the package
+            raise EvidenceStoreError(
+                f"the PostgreSQL evidence store needs psycopg and psycopg_pool ({exc})", "io"
+            ) from None
+        self.url = url
+        self.shown = redacted_url(url)
+        self.read_only = read_only
+        self.synchronous = "FULL"  # PostgreSQL commits are WAL-flushed (synchronous_commit=on)
+        self._create = create
+        self._min, self._max = min_connections, max_connections
+        self._connect_timeout_s = connect_timeout_s
+        self._statement_timeout_s = statement_timeout_s
+        self._broken: EvidenceStoreError | None = None
+        self._store_id: str | None = None
+        self._lock = threading.Lock()
+        self._generation = _FORK_GENERATION[0]
+        self._writer: Any = None
+        self._sql: dict[tuple[tuple[str, ...], bool], str] = {}
+        self.schema_version = 0
+        self._pool = self._open_pool()
+        try:
+            if check_schema:
+                self._check_schema()
+        except BaseException:
+            self._pool.close()
+            raise
+        self.appender = ChainAppender(
+            self, pg_attempt_values, text=pg_text, signer=signer, deadline_s=write_deadline_s
+        )
+
+    # -- connections -------------------------------------------------------------------
+
+    def _open_pool(self) -> Any:
+        from psycopg_pool import ConnectionPool
+
+        pool_log = logging.getLogger("psycopg.pool")
+        if pool_log.level == logging.NOTSET:
+            # the pool warns at every reconnection attempt; the kernel's recorder already
+            # says once per cause that evidence is unavailable, and when it is back
+            pool_log.setLevel(logging.ERROR)
+
+        options = (
+            f"-c statement_timeout={int(self._statement_timeout_s * 1000)} "
+            f"-c lock_timeout={int(self._statement_timeout_s * 1000)} "
+            "-c idle_in_transaction_session_timeout=10000 "
+            "-c synchronous_commit=on"
+        )
+        if self.read_only:
+            options += " -c default_transaction_read_only=on"
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+
+            given_params = conninfo_to_dict(self.url)
+            given = given_params.get("options")
+        except Exception as exc:
+            raise EvidenceStoreError(
+                f"not a PostgreSQL URL: {self.shown} ({_first_line(exc)})", "io"
+            ) from None
+        if given:
+            options = f"{given} {options}"  # the URL's own settings, then the store's
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, round(self._connect_timeout_s)),
+            # the URL's own name wins: it tells an operator which host a backend serves
+            "application_name": given_params.get("application_name") or "sharedos-evidence",
+            "options": options,
+            # bound a half-open TCP connection (ignored on a Unix socket)
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 2,
+            "tcp_user_timeout": 3000,
+        }
+        pool = ConnectionPool(
+            self.url,
+            kwargs=kwargs,
+            min_size=self._min,
+            max_size=self._max,
+            open=False,
+            timeout=self._connect_timeout_s,
+            reconnect_timeout=30.0,
+            configure=self._configure,
+            name="sharedos-evidence",
+        )
+        try:
+            pool.open(wait=True, timeout=max(self._connect_timeout_s, 2.0))
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                pool.close(timeout=0)
+            raise EvidenceStoreError(
+                f"cannot connect to the evidence database {self.shown}: {_first_line(exc)}",
+                "io",
+            ) from None
+        return pool
+
+    def _configure(self, conn: Any) -> None:
+        """Runs on every new connection: the database must still be the store that was opened."""
+        expected = self._store_id
+        if expected is None:
+            return
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+        except Exception:
+            row = None
+        if row is None or row[0] != expected:
+            self._broken = EvidenceStoreError(
+                f"the evidence database {self.shown} is no longer the store that was opened "
+                "(its store id changed or its tables are gone); refusing to write evidence into it",
+                "replaced",
+            )
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[Any]:
+        """A pooled connection; a failure to get one within the bound is cause ``timeout``."""
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        self._check_fork()
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout:
+            raise EvidenceStoreError(
+                f"no connection to the evidence database {self.shown} within "
+                f"{self._connect_timeout_s:g} s",
+                "timeout",
+            ) from None
+        except PoolClosed:
+            raise EvidenceStoreError(f"evidence store {self.shown} is closed", "closed") from None
+
+    @contextlib.contextmanager
+    def _writer_conn(self) -> Iterator[Any]:
+        """The store's write connection, held out of the pool between writes.
+
+        Checking a connection out of the pool per commit costs about half a
+        millisecond here (its locks and the return-path checks), more than the
+        commit itself; the writer keeps one, under the appender's lock. A
+        connection found broken goes back to the pool, which discards it, and
+        the next write takes a fresh one: that is the reconnection.
+        """
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        self._check_fork()
+        conn = self._writer
+        if conn is not None and (conn.closed or conn.broken):
+            self._release_writer()
+            conn = None
+        if conn is None:
+            try:
+                conn = self._pool.getconn(timeout=self._wait_bound())
+            except PoolTimeout:
+                raise EvidenceStoreError(
+                    f"no connection to the evidence database {self.shown} within "
+                    f"{self._connect_timeout_s:g} s",
+                    "timeout",
+                ) from None
+            except PoolClosed:
+                raise EvidenceStoreError(
+                    f"evidence store {self.shown} is closed", "closed"
+                ) from None
+            self._writer = conn
+        try:
+            yield conn
+        finally:
+            if conn.closed or conn.broken:
+                self._release_writer()
+
+    def _wait_bound(self) -> float:
+        """How long a write may wait for a connection: the pool's bound, within the write's deadline."""
+        deadline = self.appender.deadline if hasattr(self, "appender") else None
+        if deadline is None:
+            return self._connect_timeout_s
+        return max(0.05, min(self._connect_timeout_s, deadline - time.monotonic()))
+
+    def _release_writer(self) -> None:
+        conn, self._writer = self._writer, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                self._pool.putconn(conn)
+
+    def _check_fork(self) -> None:
+        if self._generation != _FORK_GENERATION[0]:
+            # neither the pool's threads nor its sockets are this process's after fork()
+            with self._lock:
+                if self._generation != _FORK_GENERATION[0]:
+                    self._generation = _FORK_GENERATION[0]
+                    self._writer = None
+                    self._pool = self._open_pool()
+
+    def _error(self, what: str, exc: BaseException) -> EvidenceStoreError:
+        cause = _cause(exc)
+        return EvidenceStoreError(
+            f"cannot {what} evidence in {self.shown}: {_first_line(exc)} ({cause})", cause
+        )
+
+    # -- schema ------------------------------------------------------------------------
+
+    def _check_schema(self) -> None:
+        from sharedos.evidence import migrate
+
+        with self._conn() as conn:
+            try:
+                version = migrate.pg_version(conn)
+                if version == 0 and not self.read_only and self._create:
+                    migrate.pg_migrate(conn, migrate.LATEST)
+                    version = migrate.pg_version(conn)
+            except EvidenceStoreError:
+                raise
+            except Exception as exc:
+                raise EvidenceStoreError(
+                    f"cannot open evidence database {self.shown}: {_first_line(exc)}", _cause(exc)
+                ) from None
+            migrate.refuse_unreadable(self.shown, version, writing=not self.read_only)
+            self.schema_version = version
+            row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+            self._store_id = row[0] if row else None
+            if not self.read_only:
+                try:
+                    # the probe: a store that cannot be written fails here, with one line
+                    conn.execute(
+                        "INSERT INTO meta (key, value) VALUES ('last_opened_at', now()::text) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                    )
+                except Exception as exc:
+                    cause = _cause(exc)
+                    raise EvidenceStoreError(
+                        f"cannot write evidence database {self.shown}: {_first_line(exc)} ({cause})",
+                        cause,
+                    ) from None
+
+    # -- the appender's backend ----------------------------------------------------------
+
+    def _guarded(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if self.read_only:
+            raise EvidenceStoreError(
+                f"evidence database {self.shown} was opened read-only", "read_only"
+            )
+
+    def head(self, turn_id: str) -> tuple[int, str] | None:
+        """The turn's last link as the database has it."""
+        row = self._fetchone(
+            "SELECT pos, hash FROM links WHERE turn_id = %s ORDER BY pos DESC LIMIT 1",
+            (pg_text(turn_id),),
+        )
+        return (int(row[0]), str(row[1])) if row else None
+
+    def attempt_link(self, seq: int) -> tuple[str, str] | None:
+        """(turn_id, hash) of the attempt link of ``seq``."""
+        row = self._fetchone(
+            "SELECT turn_id, hash FROM links WHERE seq = %s AND kind = 'attempt' LIMIT 1", (seq,)
+        )
+        return (str(row[0]), str(row[1])) if row else None
+
+    def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
+        """(seq, hash) of the turn's link at ``pos``."""
+        row = self._fetchone(
+            "SELECT seq, hash FROM links WHERE turn_id = %s AND pos = %s", (turn_id, pos)
+        )
+        return (int(row[0]) if row[0] is not None else None, str(row[1])) if row else None
+
+    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """One row, on the writer's connection (called under the appender's lock)."""
+        for retry in (True, False):
+            with self._writer_conn() as conn:
+                try:
+                    return conn.execute(sql, params, prepare=True).fetchone()
+                except Exception as exc:
+                    if retry and _lost(exc, conn):
+                        continue  # a read can be repeated: once more, on a new connection
+                    raise self._error("read", exc) from None
+        raise AssertionError("unreachable")
+
+    def _statement(self, plan: Plan) -> str:
+        """The one SQL statement that commits a plan of this shape (built once per shape)."""
+        kinds = tuple(link.kind for link in plan.links)
+        shape = (kinds, plan.attempt is not None)
+        sql = self._sql.get(shape)
+        if sql is not None:
+            return sql
+        attempt = plan.attempt is not None
+        ctes: list[str] = []
+        if "open" in kinds:
+            ctes.append(
+                "t AS (INSERT INTO turns (turn_id, opened_at, catalog_hash, policy_hash, "
+                "policy_revision, identity) VALUES (%s, %s, %s, %s, %s, %s))"
+            )
+        if attempt:
+            ctes.append(
+                f"a AS (INSERT INTO attempts ({', '.join(ATTEMPT_FIELDS)}) VALUES "
+                f"({', '.join(['%s'] * len(ATTEMPT_FIELDS))}) RETURNING seq)"
+            )
+        # the seq of the attempt: the new row's (from the CTE), or the one being concluded
+        seq_sql = "(SELECT seq FROM a)" if attempt else "%s::bigint"
+        if "outcome" in kinds:
+            ctes.append(
+                f"o AS (INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
+                f"VALUES ({seq_sql}, %s, %s, %s, %s, %s))"
+            )
+        if "seal" in kinds:
+            ctes.append(
+                "s AS (INSERT INTO seals (turn_id, pos, closed_at, links, key_id, signature) "
+                "VALUES (%s, %s, %s, %s, %s, %s))"
+            )
+        rows = [
+            f"(%s, %s, %s, {seq_sql if kind in ('attempt', 'outcome') else 'NULL'}, %s, %s)"
+            for kind in kinds
+        ]
+        ctes.append(f"l AS (INSERT INTO links {_LINK_COLUMNS} VALUES {', '.join(rows)})")
+        result = seq_sql if attempt or "outcome" in kinds else "-1"
+        sql = "WITH " + ", ".join(ctes) + f" SELECT {result}"
+        self._sql[shape] = sql
+        return sql
+
+    @staticmethod
+    def _params(plan: Plan) -> list[Any]:
+        """The statement's parameters, in placeholder order."""
+        attempt = plan.attempt is not None
+        params: list[Any] = []
+        if plan.opening is not None:
+            params += plan.opening.values()
+        if attempt:
+            params += plan.attempt  # type: ignore[arg-type]
+        if plan.outcome is not None:
+            if not attempt:
+                params.append(plan.seq)
+            params += plan.outcome
+        if plan.seal is not None:
+            closed_at, links, key_id, signature = plan.seal
+            params += (plan.turn_id, plan.links[-1].pos, closed_at, links, key_id, signature)
+        for link in plan.links:
+            params += (plan.turn_id, link.pos, link.kind)
+            if not attempt and link.kind == "outcome":
+                params.append(plan.seq)
+            params += (link.prev, link.hash)
+        if not attempt and plan.outcome is not None:
+            params.append(plan.seq)
+        return params
+
+    def execute(self, plan: Plan) -> int:
+        """Commit ``plan`` in one statement (see ``ChainBackend.execute``)."""
+        self._guarded()
+        sql = self._statement(plan)
+        params = self._params(plan)
+        with self._writer_conn() as conn:
+            try:
+                row = conn.execute(sql, params, prepare=True).fetchone()
+            except Exception as exc:
+                if _lost(exc, conn):
+                    raise CommitUnknown(
+                        str(exc),
+                        EvidenceStoreError(
+                            f"lost the connection to the evidence database {self.shown}: "
+                            f"{_first_line(exc)}",
+                            "io",
+                        ),
+                    ) from None
+                state = getattr(exc, "sqlstate", None)
+                constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
+                if state == "23505" and constraint in ("links_pkey", "turns_pkey", "seals_pkey"):
+                    raise StaleHead() from None
+                if state == "23505" and constraint == "outcomes_pkey":
+                    raise EvidenceStoreError(
+                        f"attempt {plan.seq} already has an outcome", "conflict"
+                    ) from None
+                if state == "23503":
+                    raise EvidenceStoreError(
+                        f"no attempt with seq {plan.seq} to conclude", "conflict"
+                    ) from None
+                raise self._error("write", exc) from None
+        return int(row[0]) if row is not None and row[0] is not None else -1
+
+    # -- the store's writes ------------------------------------------------------------
+
+    def begin(self, attempt: EvidenceRecord) -> int:
+        """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
+        self._guarded()
+        return self.appender.begin(attempt)
+
+    def finish(self, seq: int, outcome: OutcomeRecord) -> None:
+        """Commit the outcome row of attempt ``seq`` (once; cause ``conflict`` otherwise)."""
+        self._guarded()
+        self.appender.finish(int(seq), outcome)
+
+    def record(self, record: EvidenceRecord) -> int:
+        """Commit a complete record (attempt and outcome rows) in one statement; return its seq."""
+        self._guarded()
+        return self.appender.record(record)
+
+    def open_turn(self, opening: Opening) -> bool:
+        """Write the turn's opening record unless it has one; True when this call wrote it."""
+        self._guarded()
+        return self.appender.open_turn(opening)
+
+    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
+        """Append the turn's seal (signed when the store has a signer); the seal's hash."""
+        self._guarded()
+        return self.appender.seal_turn(turn_id, closed_at)
+
+    # -- reading -----------------------------------------------------------------------
+
+    @staticmethod
+    def _where(
+        turn_id: str | None, call_id: str | None = None, outcome: str | None = None
+    ) -> tuple[str, list[Any]]:
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("a.turn_id", turn_id), ("a.call_id", call_id)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(pg_text(value))
+        if outcome == INTERRUPTED:
+            where.append("o.seq IS NULL")
+        elif outcome is not None:
+            where.append("o.outcome = %s")
+            params.append(outcome)
+        return (f" WHERE {' AND '.join(where)}" if where else ""), params
+
+    def _read(self, sql: str, params: list[Any]) -> list[Any]:
+        with self._conn() as conn:
+            try:
+                return list(conn.execute(sql, params).fetchall())
+            except Exception as exc:
+                raise self._error("read", exc) from None
+
+    def query(
+        self,
+        turn_id: str | None = None,
+        *,
+        call_id: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+    ) -> list[EvidenceRecord]:
+        """Records in ``seq`` order, filtered by turn, call id and status (``interrupted`` too)."""
+        where, params = self._where(turn_id, call_id, outcome)
+        sql = _SELECT + where + " ORDER BY a.seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_row_to_record(row) for row in self._read(sql, params)]
+
+    def iter_records(
+        self, turn_id: str | None = None, *, batch: int = 2000
+    ) -> Iterator[EvidenceRecord]:
+        """Every record in ``seq`` order, streamed through a server-side cursor (bounded memory)."""
+        where, params = self._where(turn_id)
+        with self._conn() as conn:
+            try:
+                with conn.transaction(), conn.cursor(name="sharedos_export") as cur:
+                    cur.itersize = batch
+                    cur.execute(_SELECT + where + " ORDER BY a.seq", params)
+                    for row in cur:
+                        yield _row_to_record(row)
+            except EvidenceStoreError:
+                raise
+            except Exception as exc:
+                raise self._error("read", exc) from None
+
+    def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
+        """Every link with its content, ordered by turn (binary order) and position."""
+        where = " WHERE l.turn_id = %s" if turn_id is not None else ""
+        params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
+        with self._conn() as conn:
+            try:
+                with conn.transaction(), conn.cursor(name="sharedos_links") as cur:
+                    cur.itersize = batch
+                    cur.execute(
+                        "SELECT "
+                        + READER_COLUMNS
+                        + READER_FROM
+                        + where
+                        # the binary order of turn ids, the same as SQLite's
+                        + ' ORDER BY l.turn_id COLLATE "C", l.pos, l.seq',
+                        params,
+                    )
+                    for row in cur:
+                        yield link_from_row(tuple(row))
+            except EvidenceStoreError:
+                raise
+            except Exception as exc:
+                raise self._error("read", exc) from None
+
+    def unlinked(self, turn_id: str | None = None) -> list[Link]:
+        """Content rows that no link covers (rows added behind the store's back)."""
+        sql = "SELECT * FROM (" + UNLINKED_SQL + ") u"
+        params: list[Any] = []
+        if turn_id is not None:
+            sql += " WHERE u.turn_id = %s"
+            params.append(pg_text(turn_id))
+        return [unlinked(t, k, s) for t, k, s in self._read(sql, params)]
+
+    def counts(self, turn_id: str | None = None) -> EvidenceCounts:
+        """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
+        where, params = self._where(turn_id)
+        rows = self._read(
+            f"SELECT COALESCE(o.outcome, '{INTERRUPTED}'), "
+            f"COALESCE(o.reason, o.outcome, '{INTERRUPTED}'), COUNT(*) "
+            f"FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq{where} GROUP BY 1, 2",
+            params,
+        )
+        by_outcome: dict[str, int] = {}
+        by_reason: dict[str, int] = {}
+        for status, reason, n in rows:
+            by_outcome[status] = by_outcome.get(status, 0) + int(n)
+            by_reason[reason] = by_reason.get(reason, 0) + int(n)
+        return EvidenceCounts(
+            total=sum(by_outcome.values()),
+            by_outcome=dict(sorted(by_outcome.items())),
+            by_reason=dict(sorted(by_reason.items())),
+        )
+
+    def turns(self) -> list[tuple[str, int]]:
+        """Turn ids with their number of attempts, in order of first appearance."""
+        rows = self._read(
+            "SELECT turn_id, COUNT(*) FROM attempts GROUP BY turn_id ORDER BY MIN(seq)", []
+        )
+        return [(str(t), int(n)) for t, n in rows]
+
+    def close(self) -> None:
+        """Close the pool (further writes raise cause ``closed``)."""
+        if self._broken is None:
+            self._broken = EvidenceStoreError(f"evidence store {self.shown} is closed", "closed")
+        with self.appender.lock:
+            self._release_writer()
+        with contextlib.suppress(Exception):
+            self._pool.close(timeout=2.0)
+
+    def __enter__(self) -> PostgresEvidenceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _row_to_record(row: Any) -> EvidenceRecord:
+    import json
+
+    data: dict[str, Any] = {}
+    for name, value in zip(_READ_COLUMNS, row, strict=True):
+        data[name] = json.loads(value) if name in JSON_FIELDS and value is not None else value
+    return EvidenceRecord.from_dict(data)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def new_store_id() -> str:
+    """A fresh store id (written once, when the schema is created)."""
+    return str(uuid.uuid4())

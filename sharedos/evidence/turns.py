@@ -1,0 +1,89 @@
+"""``evidence_turn``: a turn's opening record when it opens, its seal when it closes.
+
+One call for whoever opens turns (``sharedos.bridge.turn.open_turn``, a
+host's own loop)::
+
+    async with evidence_turn(runtime_host.evidence, turn_id=..., catalog_hash=...,
+                             policy_hash=..., identity=...):
+        ...  # the turn's calls
+
+On entry the store commits the turn's opening record (the anchor of its
+chain: catalogHash, policy bundle hash and revision, SystemIdentity); on exit
+it appends the seal (signed when the store has a signing key). Both run off
+the event loop with a bounded wait. Neither can fail the turn: a store that
+cannot write them cannot write the turn's calls either, and those fail closed
+on their own (``evidence_unavailable``); the failure is logged once. A store
+without a chain (a test double, an old backend) is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+
+from sharedos.evidence.appender import Opening, now_iso
+from sharedos.evidence.record import storable_json_text
+from sharedos.evidence.store import EvidenceStoreError
+
+__all__ = ["evidence_turn"]
+
+logger = logging.getLogger("sharedos.evidence")
+
+
+async def _off_loop(what: str, turn_id: str, fn: Any, timeout_s: float) -> Any:
+    try:
+        with anyio.fail_after(timeout_s):
+            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+    except TimeoutError:
+        logger.error(
+            "sharedos: the evidence store did not write the %s of turn %s within %g s",
+            what,
+            turn_id,
+            timeout_s,
+        )
+    except EvidenceStoreError as exc:
+        logger.error(
+            "sharedos: cannot write the %s of turn %s (%s): %s", what, turn_id, exc.cause, exc
+        )
+    except Exception as exc:  # never let the record of a turn break the turn
+        logger.error("sharedos: cannot write the %s of turn %s: %s", what, turn_id, exc)
+    return None
+
+
+@contextlib.asynccontextmanager
+async def evidence_turn(
+    store: Any,
+    *,
+    turn_id: str,
+    catalog_hash: str | None = None,
+    policy_hash: str | None = None,
+    identity: Mapping[str, Any] | None = None,
+    timeout_s: float = 2.0,
+) -> AsyncIterator[None]:
+    """Open the turn's chain on entry, seal it on exit (see the module docstring)."""
+    open_turn = getattr(store, "open_turn", None)
+    seal_turn = getattr(store, "seal_turn", None)
+    if open_turn is None or seal_turn is None:
+        yield
+        return
+    ident = dict(identity) if identity else None
+    revision = ident.get("policyBundleRevision") if ident else None
+    declared = ident.get("policyBundleHash") if ident else None
+    opening = Opening(
+        turn_id=turn_id,
+        opened_at=now_iso(),
+        catalog_hash=catalog_hash,
+        policy_hash=policy_hash or (str(declared) if declared is not None else None),
+        policy_revision=str(revision) if revision is not None else None,
+        identity=str(storable_json_text(ident)) if ident else None,
+    )
+    await _off_loop("opening record", turn_id, lambda: open_turn(opening), timeout_s)
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s)

@@ -1,0 +1,105 @@
+"""Check 4 of a call: the arguments, their schema error written without leaking them, and copies.
+
+``schema_problem`` writes the ``invalid_arguments`` detail. jsonschema's own
+messages embed ``repr(instance)``; for an object or an array (at the root
+that is the whole argument object) that is a copy of every argument, secret
+ones included, in an escaping a plain string search for the secret does not
+find. So a message is jsonschema's only when its instance is a scalar outside
+any secret field (a scalar's repr is one of the encodings ``Secrets`` scrubs)
+or when the validator names keys rather than the instance; otherwise the
+message is written here from the validator and the JSON type alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from jsonschema.exceptions import ValidationError
+
+from sharedos.evidence.record import fast_canonical
+
+#: deeper arguments are refused as invalid (no JSON tool input needs more, and
+#: validating or copying them recursively would exhaust the stack)
+MAX_ARGUMENT_DEPTH = 64
+#: validators whose jsonschema message names keys (of the schema or the object), never the instance
+_KEY_MESSAGES = frozenset(
+    {"required", "additionalProperties", "unevaluatedProperties", "dependentRequired"}
+)
+_SCALARS = frozenset({str, int, bool, type(None)})
+_ENCODE = json.JSONEncoder().encode
+
+
+def json_type(value: object) -> str:
+    """The JSON type name of a Python value (``object``, ``array``, ``string``, ...)."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """True when ``value`` nests dicts/lists more than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def schema_problem(error: ValidationError, secret_names: Iterable[str]) -> str:
+    """The ``invalid_arguments`` detail for ``error``: where, and what is wrong, never a repr of an object."""
+    where = error.json_path
+    top = error.absolute_path[0] if error.absolute_path else None
+    validator = str(error.validator)
+    if top is not None and top in frozenset(secret_names):
+        return f"{where}: value does not satisfy {validator!r}"
+    instance = error.instance
+    if validator in _KEY_MESSAGES or type(instance) in _SCALARS or isinstance(instance, float):
+        return f"{where}: {error.message}"
+    if validator == "type":
+        expected = error.validator_value
+        wanted = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        return f"{where}: expected {wanted}, got {json_type(instance)}"
+    return f"{where}: the {json_type(instance)} does not satisfy {validator!r}"
+
+
+def detached(args: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """A copy of validated arguments that shares nothing with the caller's object,
+    and their RFC 8785 bytes when the fast encoder could make them (reused for the
+    evidence digest and the stored copy, so the arguments are encoded once per call)."""
+    canonical = fast_canonical(args)
+    if canonical is not None:
+        return copy_of(args, canonical), canonical
+    try:
+        copied: dict[str, Any] = json.loads(_ENCODE(args))
+        return copied, None
+    except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
+        return copy.deepcopy(args), None
+
+
+def copy_of(args: dict[str, Any], canonical: bytes) -> dict[str, Any]:
+    """A detached copy of ``args``, whose RFC 8785 bytes are ``canonical``."""
+    if all(type(v) in _SCALARS for v in args.values()):
+        return dict(args)  # flat, immutable values: a shallow copy shares nothing
+    copied: dict[str, Any] = json.loads(canonical)
+    return copied

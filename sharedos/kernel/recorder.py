@@ -1,0 +1,340 @@
+"""``EvidenceRecorder``: evidence writes off the event loop, with a bounded wait, failing closed.
+
+Every write of ``RuntimeHost`` goes through here. When nothing is queued and
+the store offers a commit that cannot wait (``SqliteEvidenceStore.try_now``:
+NORMAL, no busy wait, no checkpoint), that is tried first; otherwise, and
+whenever it declines, the store's synchronous methods run on one daemon writer
+thread (``SerialLane``), so a locked, slow
+or hung store never blocks the loop: other requests (401s, ``tools/list``,
+pings, calls of other turns that need no write) keep being served. Each
+write waits at most ``timeout_s`` (2 s by default); past it, or when the
+store raises ``EvidenceStoreError``, the caller gets ``EvidenceUnavailable``
+and fails the call closed (``evidence_unavailable``).
+
+A write given up on is not forgotten: it stays queued, and when the store
+answers, what is written is what the caller was told — an attempt given up
+on becomes a complete ``failed`` / ``evidence_unavailable`` record (or
+``cancelled``), and an attempt committed after its caller gave up gets that
+outcome at once. So the count of attempts stays honest after the store
+recovers. Once the writer has made no progress for ``timeout_s`` while
+writes are waiting, new writes fail at once instead of each waiting the
+full bound; more than ``max_pending`` waiting writes are refused outright.
+
+Failures are reported on stderr (logger ``sharedos.evidence``) once per
+cause until a write succeeds again, which is reported too, with the number
+of calls that failed closed meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+
+from sharedos.errors import SharedOSError
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
+from sharedos.kernel.threads import LaneTask, SerialLane, await_task
+
+__all__ = ["EvidenceRecorder", "EvidenceUnavailable", "GiveUp", "RecordOnlyStore"]
+
+logger = logging.getLogger("sharedos.evidence")
+
+#: why a waiting write was given up: its bound passed, or its caller was cancelled
+GiveUp = Literal["timeout", "cancelled"]
+#: the outcome to write instead, for a write given up on
+Fallback = Callable[[GiveUp], OutcomeRecord]
+
+
+class EvidenceUnavailable(SharedOSError):
+    """A write could not be made durable in time; ``cause`` is an ``EvidenceStoreError`` cause."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class _Job:
+    """One write and what to do if its waiter gives up before or after it lands."""
+
+    __slots__ = ("abandoned", "compensate", "instead", "landed", "primary", "why")
+
+    def __init__(
+        self,
+        primary: Callable[[], Any],
+        instead: Callable[[GiveUp], None] | None,
+        compensate: Callable[[Any, GiveUp], None] | None,
+    ) -> None:
+        self.primary = primary
+        #: written instead of ``primary`` when the waiter gave up before it started
+        self.instead = instead
+        #: written after ``primary`` when the waiter gave up while it ran
+        self.compensate = compensate
+        self.abandoned = False
+        self.why: GiveUp = "timeout"
+        self.landed = False
+
+
+class EvidenceRecorder:
+    """Two-phase evidence writes for one store, on one writer thread, each bounded by ``timeout_s``."""
+
+    def __init__(
+        self, store: EvidenceStore, *, timeout_s: float = 2.0, max_pending: int = 1024
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError("the evidence timeout must be positive")
+        self.store = store
+        self.timeout_s = timeout_s
+        self.max_pending = max_pending
+        self._lane = SerialLane("sharedos-evidence")
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._progress_at = time.monotonic()
+        self._reported: set[str] = set()
+        self._failed_calls = 0
+        #: the store's no-wait commit (``SqliteEvidenceStore.try_now``), when it has one
+        self._try_now: Callable[..., tuple[bool, Any]] | None = getattr(store, "try_now", None)
+        self._checkpoint: Callable[[], None] | None = getattr(store, "checkpoint", None)
+        self._checkpoint_due: Callable[[], bool] | None = getattr(store, "checkpoint_due", None)
+
+    # -- the three writes --------------------------------------------------------
+
+    async def begin(self, attempt: EvidenceRecord, fallback: Fallback) -> int:
+        """Commit ``attempt``; its seq. Given up on: the attempt is written concluded by ``fallback``."""
+        store = self.store
+
+        def instead(why: GiveUp) -> None:
+            store.record(attempt.with_outcome(fallback(why)))
+
+        def compensate(seq: Any, why: GiveUp) -> None:
+            store.finish(int(seq), fallback(why))
+
+        done, seq = self._now("begin", attempt)
+        if not done:
+            seq = await self._write(_Job(lambda: store.begin(attempt), instead, compensate))
+        return int(seq)
+
+    async def finish(self, seq: int, outcome: OutcomeRecord, fallback: Fallback) -> int:
+        """Commit the outcome of attempt ``seq``; the record's seq (``seq``, except for a
+        record-only store). Given up on before it started: ``fallback`` is written instead."""
+        store = self.store
+
+        def instead(why: GiveUp) -> None:
+            store.finish(seq, fallback(why))
+
+        done, landed = self._now("finish", seq, outcome)
+        if not done:
+            landed = await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
+        return int(landed) if isinstance(landed, int) else seq
+
+    async def record(self, record: EvidenceRecord, fallback: Fallback) -> int:
+        """Commit a complete record. Given up on before it started: concluded by ``fallback``."""
+        store = self.store
+
+        def instead(why: GiveUp) -> None:
+            store.record(record.with_outcome(fallback(why)))
+
+        done, seq = self._now("record", record)
+        if not done:
+            seq = await self._write(_Job(lambda: store.record(record), instead, None))
+        return int(seq)
+
+    # -- machinery --------------------------------------------------------------
+
+    def _now(self, kind: str, *args: Any) -> tuple[bool, Any]:
+        """The store's no-wait commit, when the writer is idle; ``(False, None)`` to go the long way.
+
+        Only taken when no write is queued (so writes stay in order) and the
+        store says nothing would make it wait; see ``SqliteEvidenceStore.try_now``.
+        """
+        try_now = self._try_now
+        if try_now is None or self._inflight:
+            return False, None
+        try:
+            done, result = try_now(kind, *args)
+        except EvidenceStoreError as exc:  # committed into a file that is no longer the store
+            self._failed(exc.cause, str(exc))
+            raise EvidenceUnavailable(exc.cause, str(exc)) from exc
+        if done:
+            self._succeeded()
+            due = self._checkpoint_due
+            if due is not None and due() and self._checkpoint is not None:
+                self._lane.submit(LaneTask(self._quietly, self._checkpoint))
+        return done, result
+
+    async def _write(self, job: _Job) -> Any:
+        task: LaneTask[Any] = LaneTask(self._run, job)
+        now = time.monotonic()
+        with self._lock:
+            if self._inflight >= self.max_pending:
+                refused = EvidenceUnavailable(
+                    "overloaded", f"{self._inflight} evidence writes are already waiting"
+                )
+            elif self._inflight and now - self._progress_at > self.timeout_s:
+                # the writer is stuck: queue this write for later, answer at once
+                job.abandoned = True
+                refused = EvidenceUnavailable(
+                    "timeout",
+                    f"the evidence store has completed no write for {now - self._progress_at:.1f} s",
+                )
+            else:
+                refused = None
+            if refused is None or job.abandoned:
+                if not self._inflight:
+                    self._progress_at = now
+                self._inflight += 1
+        if refused is not None:
+            if job.abandoned:
+                self._lane.submit(task)
+            self._failed(refused.cause, str(refused))
+            raise refused
+        try:
+            landed = await await_task(task, self._lane.submit, self.timeout_s)
+        except anyio.get_cancelled_exc_class():
+            self._give_up(job, task, "cancelled")
+            raise
+        if not landed and self._give_up(job, task, "timeout"):
+            error = EvidenceUnavailable(
+                "timeout", f"the evidence store did not answer within {self.timeout_s:g} s"
+            )
+            self._failed(error.cause, str(error))
+            raise error
+        try:
+            return task.outcome()
+        except EvidenceStoreError as exc:
+            self._failed(exc.cause, str(exc))
+            raise EvidenceUnavailable(exc.cause, str(exc)) from exc
+        except Exception as exc:  # a backend breaking its contract still fails closed
+            self._failed("io", f"{type(exc).__name__}: {exc}")
+            raise EvidenceUnavailable("io", f"{type(exc).__name__}: {exc}") from exc
+
+    def _give_up(self, job: _Job, task: LaneTask[Any], why: GiveUp) -> bool:
+        """Mark ``job`` abandoned; False when it had already landed (its result stands)."""
+        with self._lock:
+            if task.done:
+                landed = job.landed
+            else:
+                job.abandoned, job.why = True, why
+                return True
+        if why == "cancelled" and landed and job.compensate is not None:
+            # committed, but the caller is going away: conclude it as cancelled, later
+            compensate, result = job.compensate, task.result
+            self._lane.submit(LaneTask(self._quietly, lambda: compensate(result, why)))
+        return why == "cancelled"
+
+    def _run(self, job: _Job) -> Any:
+        """On the writer thread: the write, or what replaces it when its waiter gave up."""
+        with self._lock:
+            abandoned, why = job.abandoned, job.why
+        try:
+            if abandoned:
+                if job.instead is not None:
+                    self._quietly(lambda: job.instead(why))  # type: ignore[misc]
+                return None
+            result = job.primary()
+            with self._lock:
+                job.landed = True
+                abandoned, why = job.abandoned, job.why
+            if abandoned and job.compensate is not None:
+                self._quietly(lambda: job.compensate(result, why))  # type: ignore[misc]
+            self._succeeded()
+            return result
+        finally:
+            with self._lock:
+                self._inflight -= 1
+
+    def _quietly(self, write: Callable[[], Any]) -> None:
+        """A write nobody waits for: a failure is reported, never raised."""
+        try:
+            write()
+        except EvidenceStoreError as exc:
+            self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
+        except Exception as exc:
+            self._failed("io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)")
+        else:
+            self._succeeded()
+
+    # -- reporting ----------------------------------------------------------------
+
+    def _failed(self, cause: str, message: str) -> None:
+        with self._lock:
+            self._failed_calls += 1
+            first = cause not in self._reported
+            self._reported.add(cause)
+        if first:
+            logger.error(
+                "sharedos: evidence store unavailable (%s): %s; calls fail closed "
+                "(evidence_unavailable) until it recovers",
+                cause,
+                message,
+            )
+
+    def _succeeded(self) -> None:
+        # a failed write is no progress: a store that fails every write slowly is stuck
+        self._progress_at = time.monotonic()
+        if not self._reported:  # the common case: one attribute read
+            return
+        with self._lock:
+            if not self._reported:
+                return
+            causes, failed = sorted(self._reported), self._failed_calls
+            self._reported.clear()
+            self._failed_calls = 0
+        logger.warning(
+            "sharedos: evidence store writable again (after %s; %d writes failed meanwhile)",
+            ", ".join(causes),
+            failed,
+        )
+
+
+class RecordOnlyStore:
+    """Adapts a store of the version-1 protocol (``record`` only) to the two-phase one.
+
+    Such a store cannot write an attempt ahead of its effect: ``begin`` keeps
+    the attempt in memory and ``finish`` records it complete. It is accepted so
+    that older backends (and benchmarks' evidence-off baselines) keep working,
+    and RuntimeHost says at construction, once, that the guarantee is gone.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.inner = store
+        self._pending: dict[int, EvidenceRecord] = {}
+        self._next = -2  # provisional seqs are negative: never a store's
+        self._lock = threading.Lock()
+        logger.warning(
+            "sharedos: evidence store %s has no begin()/finish(): attempts are not written "
+            "ahead of their effect (no write-ahead guarantee)",
+            type(store).__name__,
+        )
+
+    def begin(self, attempt: EvidenceRecord) -> int:
+        """Keep ``attempt`` until its outcome is known (nothing durable)."""
+        with self._lock:
+            seq = self._next
+            self._next -= 1
+            self._pending[seq] = attempt
+        return seq
+
+    def finish(self, seq: int, outcome: OutcomeRecord) -> int:
+        """Record the kept attempt with ``outcome``; the store's seq."""
+        with self._lock:
+            attempt = self._pending.pop(seq, None)
+        if attempt is None:
+            raise EvidenceStoreError(f"no pending attempt {seq}", "conflict")
+        return int(self.inner.record(attempt.with_outcome(outcome)))
+
+    def record(self, record: EvidenceRecord) -> int:
+        """Record a complete record."""
+        return int(self.inner.record(record))
+
+    def query(self, *args: Any, **kwargs: Any) -> list[EvidenceRecord]:
+        """The inner store's records."""
+        return list(self.inner.query(*args, **kwargs))
+
+    def counts(self, turn_id: str | None = None) -> Any:
+        """The inner store's counts."""
+        return self.inner.counts(turn_id)

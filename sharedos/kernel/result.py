@@ -1,0 +1,76 @@
+"""``ToolResult``: the answer to one call, exactly as the harness is given it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sharedos.kernel.messages import refusal_content
+from sharedos.kernel.policy_api import DecisionLike
+from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
+
+__all__ = ["ToolResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The answer to one call. ``outcome`` succeeded / denied / failed (cancelled re-raises).
+
+    ``content`` and ``structured`` are exactly what the harness is given: for a
+    success the handler's; for anything else the one refusal text of
+    ``sharedos.kernel.messages`` and its payload (or, for a handler failure
+    with ``passthrough``, the handler's own error result).
+    """
+
+    call_id: str
+    tool: str
+    outcome: Outcome
+    reason: ReasonCode | None
+    decision: DecisionLike | None
+    content: list[dict[str, Any]]
+    structured: dict[str, Any] | None
+    error: str | None
+    #: the evidence record's sequence number; -1 when no record could be written
+    evidence_seq: int
+
+    @property
+    def is_error(self) -> bool:
+        """True for every outcome but ``succeeded`` (MCP ``isError``)."""
+        return self.outcome is not Outcome.SUCCEEDED
+
+    def to_mcp(self) -> dict[str, Any]:
+        """An MCP ``CallToolResult`` in wire spelling (a refusal is a result, never an error)."""
+        out: dict[str, Any] = {"content": self.content, "isError": self.is_error}
+        if self.structured is not None:
+            out["structuredContent"] = self.structured
+        return out
+
+    @classmethod
+    def refusal(
+        cls,
+        reason: ReasonCode,
+        tool: str,
+        call_id: str,
+        *,
+        detail: str | None = None,
+        decision: DecisionLike | None = None,
+        evidence_seq: int = -1,
+        ran: bool = False,
+    ) -> ToolResult:
+        """A non-success result, its text and payload written by ``sharedos.kernel.messages``."""
+        resource = decision.resource if decision is not None else None
+        rules = tuple(decision.rule_ids) if decision is not None else ()
+        content, structured = refusal_content(
+            reason, tool, call_id, resource=resource, rule_ids=rules, detail=detail, ran=ran
+        )
+        return cls(
+            call_id=call_id,
+            tool=tool,
+            outcome=outcome_for_reason(reason),
+            reason=reason,
+            decision=decision,
+            content=content,
+            structured=structured,
+            error=detail,
+            evidence_seq=evidence_seq,
+        )

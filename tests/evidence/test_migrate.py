@@ -1,0 +1,105 @@
+"""Versioned schemas on both stores: ``sharedos evidence migrate``, chaining old rows, refusing newer ones."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from sharedos.cli.main import main
+from sharedos.evidence.migrate import LATEST, pg_migrate
+from sharedos.evidence.record import OutcomeRecord
+from sharedos.evidence.sqlite import SqliteEvidenceStore
+from sharedos.evidence.store import EvidenceStoreError
+from sharedos.evidence.verify import verify_store
+from sharedos.outcomes import Outcome
+
+OLD_ROWS = (
+    "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest, resource) VALUES "
+    "('t1', 'a', 'files.read', '2026-01-01T00:00:00Z', 'sha256:0', '/public/a'), "
+    "('t2', 'b', 'files.read', '2026-01-01T00:00:01Z', 'sha256:0', '/private/b'), "
+    "('t1', 'c', 'files.write', '2026-01-01T00:00:02Z', 'sha256:0', '/public/c')"
+)
+OLD_OUTCOMES = (
+    "INSERT INTO outcomes (seq, outcome, reason, finished_at, duration_ms) VALUES "
+    "(1, 'succeeded', NULL, '2026', 0.5), (2, 'denied', 'forbidden', '2026', 0.1)"
+)
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def version_2_file(path: Path) -> None:
+    """A store as a version-2 SharedOS left it: attempts, outcomes, the view, no chain."""
+    SqliteEvidenceStore(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    for table in ("links", "seals", "turns"):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute(OLD_ROWS)
+    conn.execute(OLD_OUTCOMES)
+    conn.execute("PRAGMA user_version=2")
+    conn.close()
+
+
+def test_a_version_2_sqlite_file_is_migrated_and_its_rows_chained(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    version_2_file(db)
+    # readers read it as it is, and say there is no chain yet
+    code, out = cli("evidence", "counts", "--db", str(db), "--format", "json")
+    assert code == 0 and '"total": 3' in out
+    code, out = cli("evidence", "verify", "--db", str(db))
+    assert code == 1 and "sharedos evidence migrate" in out
+    code, out = cli("evidence", "migrate", "--db", str(db))
+    assert code == 0, out
+    assert "migrated evidence schema 2 -> 3; chained 5 existing rows in 2 turns" in out
+    code, out = cli("evidence", "verify", "--db", str(db))
+    assert code == 0 and "verified 2 turn(s)" in out
+    code, out = cli("evidence", "migrate", "--db", str(db))
+    assert code == 0 and "up to date" in out
+    store = SqliteEvidenceStore(db)
+    try:
+        (pending,) = store.query(outcome="interrupted")
+        store.finish(pending.seq, OutcomeRecord(Outcome.SUCCEEDED, "2026", 1.0))
+        assert [lk.pos for lk in store.iter_links("t1")] == list(range(5))
+        assert verify_store(store).clean
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_newer_sqlite_file_is_refused(tmp_path: Path, read_only: bool) -> None:
+    db = tmp_path / "new.db"
+    SqliteEvidenceStore(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version=99")
+    conn.close()
+    with pytest.raises(EvidenceStoreError) as exc:
+        SqliteEvidenceStore(db, read_only=read_only)
+    assert f"schema version 99, newer than this SharedOS (which knows versions up to {LATEST})" in (
+        str(exc.value)
+    )
+    code, out = cli("evidence", "counts", "--db", str(db))
+    assert code == 1 and "newer than this SharedOS" in out and len(out.strip().splitlines()) == 1
+
+
+def test_migrate_creates_and_upgrades_a_postgresql_database(pg_url: str) -> None:
+    code, out = cli("evidence", "migrate", "--db", pg_url)
+    assert code == 0 and "migrated evidence schema 0 -> 3" in out
+    code, out = cli("evidence", "migrate", "--db", pg_url)
+    assert code == 0 and "up to date" in out
+
+
+def test_migrate_chains_a_version_2_postgresql_database(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        pg_migrate(conn, 2)
+        conn.execute(OLD_ROWS)
+        conn.execute(OLD_OUTCOMES)
+    code, out = cli("evidence", "migrate", "--db", pg_url)
+    assert code == 0 and "2 -> 3; chained 5 existing rows in 2 turns" in out
+    code, out = cli("evidence", "verify", "--db", pg_url)
+    assert code == 0, out

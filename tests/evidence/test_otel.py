@@ -1,0 +1,175 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.evidence.stores)
+"""OpenTelemetry per attempt: a log record when the attempt commits, a span when it concludes.
+
+Checked twice: with the SDK's in-memory exporters (what was emitted), and over
+real OTLP/HTTP to a collector stand-in on 127.0.0.1 that decodes the protobuf
+requests with the OpenTelemetry protocol package (what goes on the wire).
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from sharedos.evidence import EvidenceRecord, arguments_digest
+from sharedos.evidence.otel import TelemetryStore, otlp_providers
+from sharedos.evidence.record import OutcomeRecord
+from sharedos.outcomes import Outcome, ReasonCode
+from tests.evidence.stores import Opener, backend, opener, store  # noqa: F401  (fixtures)
+
+
+def attempt(call: str, **kw: Any) -> EvidenceRecord:
+    base: dict[str, Any] = {
+        "turn_id": "T",
+        "call_id": call,
+        "tool": "files.write",
+        "started_at": "2026-12-02T10:00:00.000000Z",
+        "arguments_digest": arguments_digest({"path": "/public/x", "token": "s3cret"}),
+        "arguments": {"path": "/public/x", "token": "s3cret-value"},
+        "resource": "/public/x",
+        "principal": "alice",
+        "identity": {"policyBundleRevision": "r7"},
+        "policy_hash": "p" * 64,
+    }
+    base.update(kw)
+    return EvidenceRecord(**base)
+
+
+@pytest.fixture
+def telemetry(store: Any) -> Iterator[tuple[TelemetryStore, InMemorySpanExporter, Any]]:
+    spans = InMemorySpanExporter()
+    logs = InMemoryLogRecordExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(spans))
+    lp = LoggerProvider()
+    lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    yield TelemetryStore(store, tp, lp), spans, logs
+
+
+def test_a_span_and_a_log_record_per_attempt(telemetry: Any) -> None:
+    tstore, spans, logs = telemetry
+    a = tstore.begin(attempt("a1"))
+    tstore.finish(a, OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:00.250000Z", 250.0))
+    b = tstore.begin(attempt("a2"))  # never concluded: the host "died"
+    tstore.finish(
+        tstore.begin(attempt("a3")),
+        OutcomeRecord(Outcome.FAILED, "2026-12-02T10:00:01Z", 1000.0, ReasonCode.HANDLER_ERROR),
+    )
+    tstore.record(
+        attempt(
+            "d1",
+            outcome=Outcome.DENIED,
+            reason=ReasonCode.FORBIDDEN,
+            finished_at="2026-12-02T10:00:00.000100Z",
+            duration_ms=0.1,
+        )
+    )
+    # the store got everything, unchanged
+    assert tstore.counts().total == 4 and tstore.counts().interrupted == 1
+    # one log record per committed attempt, the interrupted one included
+    records = [r.log_record for r in logs.get_finished_logs()]
+    assert sorted(r.attributes["sharedos.call_id"] for r in records) == ["a1", "a2", "a3", "d1"]
+    interrupted = next(r for r in records if r.attributes["sharedos.call_id"] == "a2")
+    assert interrupted.attributes["sharedos.seq"] == b
+    # one span per concluded attempt, timed from started_at to finished_at
+    finished = {s.attributes["sharedos.call_id"]: s for s in spans.get_finished_spans()}
+    assert sorted(finished) == ["a1", "a3", "d1"]
+    ok = finished["a1"]
+    assert ok.name == "sharedos.tool_call"
+    assert (ok.end_time - ok.start_time) == 250_000_000
+    assert ok.attributes["sharedos.outcome"] == "succeeded"
+    assert ok.attributes["gen_ai.tool.name"] == "files.write"
+    assert ok.attributes["sharedos.policy_revision"] == "r7"
+    assert finished["a3"].status.status_code is StatusCode.ERROR
+    assert finished["d1"].attributes["sharedos.reason"] == "forbidden"
+    assert finished["d1"].status.status_code is StatusCode.UNSET
+    # arguments never leave through telemetry
+    for item in [*records, *finished.values()]:
+        assert "s3cret" not in repr(dict(item.attributes))
+
+
+def test_a_failing_exporter_never_fails_a_call(store: Any) -> None:
+    class Broken:
+        def get_tracer(self, name: str) -> Any:
+            raise_on = self
+
+            class T:
+                def start_span(self, *a: Any, **k: Any) -> Any:
+                    raise RuntimeError("collector down")
+
+            del raise_on
+            return T()
+
+        def get_logger(self, name: str) -> Any:
+            class L:
+                def emit(self, *a: Any, **k: Any) -> None:
+                    raise RuntimeError("collector down")
+
+            return L()
+
+    tstore = TelemetryStore(store, Broken(), Broken())
+    seq = tstore.begin(attempt("x"))
+    tstore.finish(seq, OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:01Z", 1.0))
+    assert store.counts().by_outcome == {"succeeded": 1}
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """A stand-in OTLP/HTTP collector: decodes what it is sent, answers 200."""
+
+    received: dict[str, list[bytes]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.received.setdefault(self.path, []).append(body)  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_spans_and_logs_reach_an_otlp_http_endpoint(store: Any) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    server.received = {}  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        tp, lp = otlp_providers(f"http://127.0.0.1:{server.server_port}")
+        tstore = TelemetryStore(store, tp, lp)
+        seq = tstore.begin(attempt("wire"))
+        tstore.finish(seq, OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:01Z", 1.0))
+        tstore.close()  # flushes both batch processors
+    finally:
+        server.shutdown()
+        server.server_close()
+    received = server.received  # type: ignore[attr-defined]
+    traces = trace_service_pb2.ExportTraceServiceRequest()
+    traces.ParseFromString(b"".join(received["/v1/traces"][:1]))
+    (span,) = [s for rs in traces.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    attrs = {a.key: a.value for a in span.attributes}
+    assert span.name == "sharedos.tool_call"
+    assert attrs["sharedos.call_id"].string_value == "wire"
+    assert attrs["sharedos.outcome"].string_value == "succeeded"
+    logs = logs_service_pb2.ExportLogsServiceRequest()
+    logs.ParseFromString(b"".join(received["/v1/logs"][:1]))
+    (log,) = [r for rl in logs.resource_logs for sl in rl.scope_logs for r in sl.log_records]
+    assert "wire" in log.body.string_value

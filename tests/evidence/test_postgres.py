@@ -1,0 +1,276 @@
+"""The PostgreSQL store under the faults a shared database has: killed connections, a database
+that stops taking connections, a write lost in flight, roles without privileges, schemas from
+another version, a database replaced under the store. All against a real server.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from sharedos.evidence import EvidenceRecord, arguments_digest
+from sharedos.evidence.appender import CommitUnknown
+from sharedos.evidence.migrate import LATEST, pg_migrate
+from sharedos.evidence.postgres import PostgresEvidenceStore, redacted_url
+from sharedos.evidence.record import OutcomeRecord
+from sharedos.evidence.store import EvidenceStoreError
+from sharedos.evidence.verify import verify_store
+from sharedos.outcomes import Outcome, ReasonCode
+from tests.fleet.pgcluster import TempCluster
+
+
+def attempt(call: str, turn: str = "T") -> EvidenceRecord:
+    return EvidenceRecord(
+        turn_id=turn,
+        call_id=call,
+        tool="files.read",
+        started_at="2026-12-02T10:00:00.000000Z",
+        arguments_digest=arguments_digest({"path": "/public/a"}),
+        arguments={"path": "/public/a"},
+        effect="allow",
+        resource="/public/a",
+    )
+
+
+OK = OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:00.000300Z", 0.3)
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PostgresEvidenceStore]:
+    store = PostgresEvidenceStore(f"{pg_url}&application_name=under-test")
+    yield store
+    store.close()
+
+
+def admin(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
+
+
+def terminate(url: str, application: str = "under-test") -> int:
+    with admin(url) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (application,),
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_killed_connection_is_replaced_and_nothing_is_lost(
+    pg: PostgresEvidenceStore, pg_url: str
+) -> None:
+    for i in range(5):
+        pg.finish(pg.begin(attempt(f"before{i}")), OK)
+    assert terminate(pg_url) >= 1
+    # the next writes find the connection dead, reconnect, and land once each
+    for i in range(5):
+        pg.finish(pg.begin(attempt(f"after{i}")), OK)
+    records = pg.query()
+    assert [r.call_id for r in records] == [f"before{i}" for i in range(5)] + [
+        f"after{i}" for i in range(5)
+    ]
+    assert all(r.status == "succeeded" for r in records)
+    positions = [lk.pos for lk in pg.iter_links("T")]
+    assert positions == list(range(len(positions)))
+    assert verify_store(pg).clean
+
+
+def test_a_database_that_takes_no_connections_fails_closed_within_the_bound(
+    pg: PostgresEvidenceStore, pg_url: str, postgres_cluster: TempCluster
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    pg.finish(pg.begin(attempt("a")), OK)
+    with admin(postgres_cluster.database_url("postgres")) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    try:
+        terminate(postgres_cluster.database_url("postgres"))
+        started = time.monotonic()
+        with pytest.raises(EvidenceStoreError) as exc:
+            pg.begin(attempt("b"))
+        elapsed = time.monotonic() - started
+        assert exc.value.cause in ("io", "timeout")
+        assert elapsed < 2.0, f"failing took {elapsed:.2f} s"
+    finally:
+        with admin(postgres_cluster.database_url("postgres")) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    # and it recovers by itself once the database is back
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            pg.finish(pg.begin(attempt("c")), OK)
+            break
+        except EvidenceStoreError:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert [r.call_id for r in pg.query()] == ["a", "c"]
+    assert verify_store(pg).clean
+
+
+def test_a_write_cut_off_in_flight_is_written_once(pg: PostgresEvidenceStore, pg_url: str) -> None:
+    """The connection dies while an INSERT waits: it did not commit, so it is written again."""
+    pg.finish(pg.begin(attempt("first")), OK)
+    locker = admin(pg_url)
+    locker.execute("BEGIN")
+    locker.execute("LOCK TABLE links IN EXCLUSIVE MODE")
+    result: dict[str, Any] = {}
+
+    def write() -> None:
+        try:
+            result["seq"] = pg.begin(attempt("cut"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            result["error"] = exc
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    time.sleep(0.3)  # the INSERT is now waiting for the lock
+    assert terminate(pg_url) >= 1
+    locker.execute("COMMIT")
+    locker.close()
+    thread.join(10)
+    assert "error" not in result, result.get("error")
+    (rec,) = pg.query(call_id="cut")
+    assert rec.seq == result["seq"] and rec.status == "interrupted"
+    assert len(pg.query()) == 2
+    assert verify_store(pg).clean
+
+
+def test_a_write_that_committed_but_lost_its_answer_is_not_repeated(
+    pg: PostgresEvidenceStore,
+) -> None:
+    """The commit lands, then the connection dies before the answer: the chain says it landed."""
+    real = pg.execute
+    cut = {"n": 0}
+
+    def commit_then_lose_the_answer(plan: Any) -> int:
+        seq = real(plan)  # really committed
+        if cut["n"] == 0:
+            cut["n"] += 1
+            raise CommitUnknown("server closed the connection", EvidenceStoreError("lost", "io"))
+        return seq
+
+    pg.execute = commit_then_lose_the_answer  # type: ignore[method-assign]
+    seq = pg.begin(attempt("once"))
+    pg.finish(seq, OK)
+    (rec,) = pg.query(call_id="once")
+    assert rec.seq == seq and rec.status == "succeeded"
+    assert verify_store(pg).clean
+
+
+def test_a_role_that_cannot_insert_fails_at_open(pg_url: str, pg: PostgresEvidenceStore) -> None:
+    with admin(pg_url) as conn:
+        conn.execute("CREATE ROLE auditor LOGIN")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO auditor")
+    url = pg_url.replace("postgresql://sharedos@", "postgresql://auditor@")
+    with pytest.raises(EvidenceStoreError) as exc:
+        PostgresEvidenceStore(url)
+    assert exc.value.cause == "read_only" and "cannot write" in str(exc.value)
+    reader = PostgresEvidenceStore(url, read_only=True)
+    try:
+        assert reader.counts().total == 0
+    finally:
+        reader.close()
+
+
+def test_the_documented_least_privilege_role_can_write(
+    pg_url: str, pg: PostgresEvidenceStore
+) -> None:
+    with admin(pg_url) as conn:
+        conn.execute("CREATE ROLE sharedos_host LOGIN")
+        conn.execute(
+            "GRANT SELECT, INSERT ON attempts, outcomes, turns, links, seals TO sharedos_host"
+        )
+        conn.execute("GRANT SELECT, INSERT, UPDATE ON meta TO sharedos_host")
+        conn.execute("GRANT USAGE ON SEQUENCE attempts_seq_seq TO sharedos_host")
+    url = pg_url.replace("postgresql://sharedos@", "postgresql://sharedos_host@")
+    host = PostgresEvidenceStore(url)
+    try:
+        host.finish(host.begin(attempt("x")), OK)
+        host.seal_turn("T")
+        assert verify_store(host).clean
+    finally:
+        host.close()
+    # and it cannot change what it wrote
+    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error):
+        conn.execute("UPDATE attempts SET resource = '/x'")
+
+
+def test_a_newer_schema_is_refused(pg_url: str, pg: PostgresEvidenceStore) -> None:
+    with admin(pg_url) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    for read_only in (False, True):
+        with pytest.raises(EvidenceStoreError) as exc:
+            PostgresEvidenceStore(pg_url, read_only=read_only)
+        assert "schema version 99, newer than this SharedOS" in str(exc.value)
+        assert f"up to {LATEST}" in str(exc.value)
+
+
+def test_an_older_schema_is_refused_for_writing_until_migrated(pg_url: str) -> None:
+    with admin(pg_url) as conn:
+        pg_migrate(conn, 2)
+        # rows written by a version-2 host
+        conn.execute(
+            "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest) "
+            "VALUES ('old', 'c1', 'files.read', '2026', 'sha256:0'), "
+            "('old', 'c2', 'files.read', '2026', 'sha256:0')"
+        )
+        conn.execute(
+            "INSERT INTO outcomes (seq, outcome, reason, finished_at, duration_ms) "
+            "SELECT seq, 'denied', 'forbidden', '2026', 0.5 FROM attempts WHERE call_id = 'c1'"
+        )
+    with pytest.raises(EvidenceStoreError) as exc:
+        PostgresEvidenceStore(pg_url)
+    assert "sharedos evidence migrate --db" in str(exc.value)
+    reader = PostgresEvidenceStore(pg_url, read_only=True)  # reading a version-2 store is fine
+    try:
+        assert reader.counts().total == 2
+    finally:
+        reader.close()
+    with admin(pg_url) as conn:
+        result = pg_migrate(conn)
+    assert (result.before, result.after, result.chained_rows) == (2, 3, 3)
+    store = PostgresEvidenceStore(pg_url)
+    try:
+        assert verify_store(store).clean
+        store.record(
+            attempt("c3", "old").with_outcome(
+                OutcomeRecord(Outcome.DENIED, "2026", 0.1, ReasonCode.FORBIDDEN)
+            )
+        )
+        assert [lk.pos for lk in store.iter_links("old")] == list(range(6))
+        assert verify_store(store).clean
+    finally:
+        store.close()
+
+
+def test_a_replaced_database_is_refused_from_then_on(
+    pg: PostgresEvidenceStore, pg_url: str
+) -> None:
+    pg.finish(pg.begin(attempt("a")), OK)
+    with admin(pg_url) as conn:
+        conn.execute("UPDATE meta SET value = 'another-store' WHERE key = 'store_id'")
+    terminate(pg_url)
+    with pytest.raises(EvidenceStoreError) as exc:
+        for _ in range(3):  # the first write may find the dead connection first
+            pg.begin(attempt("b"))
+    assert exc.value.cause == "replaced"
+    with pytest.raises(EvidenceStoreError) as again:
+        pg.begin(attempt("c"))
+    assert again.value.cause == "replaced"
+
+
+def test_an_unreachable_server_fails_at_open_with_one_line() -> None:
+    with pytest.raises(EvidenceStoreError) as exc:
+        PostgresEvidenceStore("postgresql://nobody:hunter2@127.0.0.1:1/none", connect_timeout_s=1)
+    text = str(exc.value)
+    assert "cannot connect" in text and "hunter2" not in text and "\n" not in text
+
+
+def test_passwords_never_reach_messages() -> None:
+    assert redacted_url("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+    assert redacted_url("postgresql://u@h/db") == "postgresql://u@h/db"

@@ -1,0 +1,220 @@
+"""The store knows it is the store: faults of the file under it fail writes, loudly and for good.
+
+Each fault is made for real: a full tmpfs, a tmpfs remounted read-only, a
+database file unlinked, replaced or renamed while open, another connection
+holding the write lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import EvidenceRecord, EvidenceStoreError, SqliteEvidenceStore
+from sharedos.evidence.record import arguments_digest
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall, ToolResult
+from sharedos.outcomes import ReasonCode
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
+
+from .conftest import MountFn, fill, remount_read_only
+
+
+def attempt(call: str = "c1") -> EvidenceRecord:
+    return EvidenceRecord(
+        turn_id="t",
+        call_id=call,
+        tool="files.write",
+        started_at="2026-12-02T10:00:00.000000Z",
+        arguments_digest=arguments_digest({}),
+        arguments={},
+    )
+
+
+def cause_of(store: SqliteEvidenceStore, call: str = "c1") -> str:
+    with pytest.raises(EvidenceStoreError) as err:
+        store.begin(attempt(call))
+    return err.value.cause
+
+
+def test_a_read_only_filesystem_fails_at_open_with_one_line(tmpfs: MountFn) -> None:
+    mnt = tmpfs("1m")
+    SqliteEvidenceStore(mnt / "e.db").close()
+    remount_read_only(mnt)
+    with pytest.raises(EvidenceStoreError) as err:
+        SqliteEvidenceStore(mnt / "e.db")
+    message = str(err.value)
+    assert "\n" not in message and str(mnt / "e.db") in message
+    assert err.value.cause in ("read_only", "io")
+    # reading it is still possible (the CLI opens read-only)
+    assert SqliteEvidenceStore(mnt / "e.db", read_only=True).query() == []
+
+
+def test_a_full_disk_fails_writes_and_they_recover_when_space_returns(tmpfs: MountFn) -> None:
+    mnt = tmpfs("512k")
+    store = SqliteEvidenceStore(mnt / "e.db")
+    store.begin(attempt("before"))
+    filler = fill(mnt)
+    big = {"blob": "x" * 200_000}  # more than the WAL's already-allocated pages can take
+    with pytest.raises(EvidenceStoreError) as err:
+        for i in range(50):
+            store.begin(dataclasses.replace(attempt(f"full{i}"), arguments=big))
+    assert err.value.cause in ("disk_full", "io")
+    filler.unlink()
+    store.begin(attempt("after"))  # not sticky: the disk, not the store, was the problem
+    assert [r.call_id for r in store.query()][-1] == "after"
+
+
+def test_a_full_disk_at_open_fails_at_open(tmpfs: MountFn) -> None:
+    mnt = tmpfs("256k")
+    fill(mnt)
+    with pytest.raises(EvidenceStoreError) as err:
+        SqliteEvidenceStore(mnt / "e.db")
+    assert "\n" not in str(err.value)
+
+
+def test_a_deleted_database_fails_from_then_on(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    store.begin(attempt("kept"))
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    assert cause_of(store, "lost") == "replaced"
+    # a new database appearing at the path does not make the old connection honest again
+    SqliteEvidenceStore(db).close()
+    assert cause_of(store, "later") == "replaced"
+
+
+def test_a_deleted_main_file_alone_is_detected(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    db.unlink()
+    assert cause_of(store) == "replaced"
+
+
+def test_a_deleted_wal_alone_is_detected(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    Path(f"{db}-wal").unlink()
+    assert cause_of(store) == "replaced"
+
+
+def test_a_replaced_database_is_detected(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    store.begin(attempt("original"))
+    other = tmp_path / "other.db"
+    SqliteEvidenceStore(other).close()
+    os.replace(other, db)
+    assert cause_of(store, "after") == "replaced"
+    assert cause_of(store, "later") == "replaced"
+    # (SQLite pairs the new file with the old -wal left at the path, so the new file may
+    # show the old rows; whatever it shows, the refused call is never a success)
+    seen = {r.call_id: r.status for r in SqliteEvidenceStore(db, read_only=True).query()}
+    assert seen.get("after", "interrupted") == "interrupted" and "later" not in seen
+
+
+def test_a_moved_database_is_detected(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    store.begin(attempt("before"))
+    os.rename(db, tmp_path / "moved.db")
+    assert cause_of(store, "after") == "replaced"
+
+
+def test_a_locked_database_fails_within_the_busy_wait(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.3)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        assert cause_of(store) == "locked"
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.begin(attempt("after"))  # a lock is transient
+
+
+def test_a_read_only_store_refuses_writes(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    SqliteEvidenceStore(db).close()
+    reader = SqliteEvidenceStore(db, read_only=True)
+    assert cause_of(reader) == "read_only"
+    assert not Path(f"{db}.new").exists()
+
+
+def test_opening_read_only_never_creates_a_file(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceStoreError, match="no evidence database"):
+        SqliteEvidenceStore(tmp_path / "absent.db", read_only=True)
+    assert not (tmp_path / "absent.db").exists()
+
+
+# -- the same faults under a real RuntimeHost: no effect without a record ----------------------
+
+POLICY = """
+namespace files
+requirement files.write { action write; resource path(args.path) }
+permit write on "/public/**"
+"""
+
+
+def _files_host(db_dir: Path, sandbox: Path) -> tuple[RuntimeHost, Path]:
+    (sandbox / "public").mkdir(parents=True, exist_ok=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    db = db_dir / "evidence.db"
+    host = RuntimeHost(Kernel(compile_source(POLICY, "faults.sos"), registry), db)
+    return host, db
+
+
+async def _write(host: RuntimeHost, name: str) -> ToolResult:
+    return await host.invoke_tool(
+        ToolCall(
+            call_id=name, tool="files.write", arguments={"path": f"/public/{name}", "content": "x"}
+        ),
+        AccessContext(principal="p", turn_id="faults"),
+        ToolPolicy(name="f", mode=RunMode.OPEN, managed=("files.*",)),
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["disk_full", "deleted", "replaced", "moved"])
+async def test_under_a_store_fault_files_write_has_no_effect(
+    fault: str, tmp_path: Path, tmpfs: MountFn
+) -> None:
+    db_dir = tmpfs("512k") if fault == "disk_full" else tmp_path / "db"
+    db_dir.mkdir(exist_ok=True)
+    sandbox = tmp_path / "sandbox"
+    host, db = _files_host(db_dir, sandbox)
+    ok = await _write(host, "before.txt")
+    assert ok.reason is None
+    if fault == "disk_full":
+        fill(db_dir)
+    elif fault == "deleted":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    elif fault == "replaced":
+        SqliteEvidenceStore(tmp_path / "other.db").close()
+        os.replace(tmp_path / "other.db", db)
+    else:
+        os.rename(db, db_dir / "elsewhere.db")
+    results = [await _write(host, f"during{i}.txt") for i in range(20)]
+    if fault == "disk_full":
+        # the WAL may still have room for a few rows; every row it took is a real record
+        refused = [r for r in results if r.reason is ReasonCode.EVIDENCE_UNAVAILABLE]
+        assert refused, "a full disk never failed a call"
+        written = {p.name for p in (sandbox / "public").iterdir()}
+        recorded = {r.call_id for r in SqliteEvidenceStore(db, read_only=True).query()}
+        assert {n for n in written if n != "before.txt"} <= recorded
+    else:
+        assert all(r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in results)
+        assert [p.name for p in (sandbox / "public").iterdir()] == ["before.txt"]

@@ -1,0 +1,305 @@
+"""Bundles distributed and verified: directory and HTTP sources, ETag polling, signatures, content hashes,
+refusal keeping the last good bundle, and new bundles applying to new turns only (real bridge, real SDK client).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharedos.bundles import (
+    BundleManager,
+    BundleVerifier,
+    DirectorySource,
+    HttpSource,
+)
+from sharedos.evidence.chain import Signer
+from sharedos.policy import compile_sources
+from sharedos.policy.bundle import save_bundle
+
+pytestmark = pytest.mark.anyio
+
+RULES_V1 = """
+namespace files
+requirement files.read  { action read;  resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+permit read on "/public/**"
+permit read, write on "/home/{context.principal}/**"
+toolpolicy fleet { mode open managed files.* }
+"""
+# revision 2 takes /public away
+RULES_V2 = RULES_V1.replace('permit read on "/public/**"', 'forbid read on "/public/**"')
+
+
+def bundle_bytes(tmp: Path, rules: str, revision: str | None = None) -> bytes:
+    policy = compile_sources([("files.sos", rules)])
+    path = tmp / f"b-{abs(hash((rules, revision)))}.json"
+    save_bundle(policy, path)
+    data = path.read_bytes()
+    if revision is not None:
+        doc = json.loads(data)
+        doc["revision"] = revision
+        data = json.dumps(doc, separators=(",", ":")).encode()
+    return data
+
+
+def publish(directory: Path, data: bytes) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "bundle.json").write_bytes(data)
+
+
+def signed(tmp: Path, data: bytes, private_pem: bytes) -> bytes:
+    """``data`` with a signature by the key added (``sharedos-policy sign``'s own function)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from sharedos.policy.bundle import sign_bundle
+
+    path = tmp / f"to-sign-{abs(hash((data, private_pem)))}.json"
+    path.write_bytes(data)
+    key = serialization.load_pem_private_key(private_pem, password=None)
+    sign_bundle(path, key)  # type: ignore[arg-type]
+    return path.read_bytes()
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[bytes, bytes]:
+    signer = Signer.generate()
+    return signer.private_pem(), signer.public_pem()
+
+
+def test_a_directory_bundle_is_loaded_and_polled(tmp_path: Path) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, bundle_bytes(tmp_path, RULES_V1, "r1"))
+    manager = BundleManager(DirectorySource(pub))
+    first = manager.poll()
+    assert first.status == "loaded" and first.current is not None
+    assert first.current.revision == "r1"
+    assert manager.poll().status == "unchanged"
+    publish(pub, bundle_bytes(tmp_path, RULES_V2, "r2"))
+    second = manager.poll()
+    assert second.status == "loaded" and manager.current().revision == "r2"
+    assert manager.current().bundle_hash != first.current.bundle_hash
+
+
+def test_a_tampered_program_is_refused_and_the_last_good_bundle_stays(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, bundle_bytes(tmp_path, RULES_V1, "r1"))
+    manager = BundleManager(DirectorySource(pub))
+    manager.poll()
+    good = manager.current()
+    # someone edits the compiled program but leaves the declared hash: the content check refuses it
+    doc = json.loads(bundle_bytes(tmp_path, RULES_V2, "r2"))
+    doc["bundle_hash"] = good.bundle_hash
+    publish(pub, json.dumps(doc).encode())
+    with caplog.at_level(logging.ERROR, logger="sharedos.bundles"):
+        result = manager.poll()
+    assert result.status == "refused" and "does not match its bundle_hash" in result.detail
+    assert manager.current() is good
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "refused a policy bundle" in line and "keeping revision r1" in line
+    # the same refused bundle is not re-verified (nor re-reported) on every poll
+    caplog.clear()
+    assert manager.poll().status == "refused"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # garbage is refused too
+    publish(pub, b"{not json")
+    assert manager.poll().status == "refused" and manager.current() is good
+
+
+def test_no_bundle_in_force_means_no_policy(tmp_path: Path) -> None:
+    manager = BundleManager(DirectorySource(tmp_path / "missing"))
+    assert manager.poll().status == "unreachable"
+    with pytest.raises(RuntimeError, match="no verified policy bundle"):
+        manager.current()
+
+
+def test_with_a_key_only_signed_bundles_are_accepted(
+    tmp_path: Path, keys: tuple[bytes, bytes]
+) -> None:
+    private, public = keys
+    pub = tmp_path / "pub"
+    data = bundle_bytes(tmp_path, RULES_V1, "r1")
+    manager = BundleManager(DirectorySource(pub), BundleVerifier([public]))
+    publish(pub, data)  # unsigned
+    refused = manager.poll()
+    assert refused.status == "refused" and "is not signed" in refused.detail
+    other = Signer.generate().private_pem()
+    publish(pub, signed(tmp_path, data, other))  # signed by someone else
+    assert "not signed by any trusted key" in manager.poll().detail
+    publish(pub, signed(tmp_path, data, private))
+    loaded = manager.poll()
+    assert loaded.status == "loaded" and loaded.current is not None
+    assert loaded.current.signed_by == Signer.from_pem(private).key_id
+    # a signed bundle whose program was changed afterwards is refused
+    doc = json.loads(signed(tmp_path, data, private))
+    doc["program"] = json.loads(bundle_bytes(tmp_path, RULES_V2, "r2"))["program"]
+    publish(pub, json.dumps(doc).encode())
+    assert manager.poll().status == "refused" and manager.current().revision == "r1"
+    # and one whose signature was moved onto another bundle's envelope is refused too
+    v2 = json.loads(bundle_bytes(tmp_path, RULES_V2, "r2"))
+    v2["signatures"] = json.loads(signed(tmp_path, data, private))["signatures"]
+    publish(pub, json.dumps(v2).encode())
+    assert "not signed by any trusted key" in manager.poll().detail
+
+
+class _BundleServer(http.server.BaseHTTPRequestHandler):
+    """Serves /bundle.json from the server's state, with ETags and 304s."""
+
+    def do_GET(self) -> None:
+        state = self.server.state  # type: ignore[attr-defined]
+        state["requests"].append((self.path, self.headers.get("If-None-Match")))
+        if state.get("down"):
+            self.send_error(503)
+            return
+        if self.path == "/bundle.json":
+            body, etag = state["bundle"], state["etag"]
+            if self.headers.get("If-None-Match") == etag:
+                self.send_response(304)
+                self.send_header("ETag", etag)
+                self.end_headers()
+                return
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        if etag:
+            self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def bundle_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _BundleServer)
+    server.state = {"requests": []}  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/bundle.json", server.state  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_http_bundle_is_polled_with_etags(
+    tmp_path: Path, bundle_server: tuple[str, dict[str, Any]], keys: tuple[bytes, bytes]
+) -> None:
+    url, state = bundle_server
+    private, public = keys
+    v1 = bundle_bytes(tmp_path, RULES_V1, "r1")
+    state.update(bundle=signed(tmp_path, v1, private), etag='"v1"')
+    manager = BundleManager(HttpSource(url), BundleVerifier([public]))
+    assert manager.poll().status == "loaded"
+    assert manager.poll().status == "unchanged"
+    # the second poll asked with the ETag and was answered 304 (no body)
+    assert state["requests"][-1] == ("/bundle.json", '"v1"')
+    # a new revision is served: loaded
+    v2 = bundle_bytes(tmp_path, RULES_V2, "r2")
+    state.update(bundle=signed(tmp_path, v2, private), etag='"v2"')
+    assert manager.poll().status == "loaded" and manager.current().revision == "r2"
+    # a bad one is refused and r2 stays; the server going away changes nothing either
+    state.update(bundle=b"garbage", etag='"v3"')
+    assert manager.poll().status == "refused" and manager.current().revision == "r2"
+    state["down"] = True
+    assert manager.poll().status == "unreachable" and manager.current().revision == "r2"
+
+
+def test_a_background_poller_picks_up_a_new_bundle(tmp_path: Path) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, bundle_bytes(tmp_path, RULES_V1, "r1"))
+    changed = threading.Event()
+    manager = BundleManager(DirectorySource(pub), on_change=lambda b: changed.set())
+    manager.poll()
+    changed.clear()
+    manager.start(0.05)
+    try:
+        publish(pub, bundle_bytes(tmp_path, RULES_V2, "r2"))
+        assert changed.wait(10)
+    finally:
+        manager.stop()
+    assert manager.current().revision == "r2"
+
+
+# -- a new bundle applies to new turns, never to an open one ------------------------------
+
+
+async def test_a_new_bundle_applies_to_turns_opened_after_it(tmp_path: Path) -> None:
+    from sharedos.bridge import open_turn
+    from sharedos.catalog.registry import ToolRegistry
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+    from sharedos.identity import ColumnKind, SystemIdentity
+    from sharedos.kernel.context import AccessContext
+    from sharedos.kernel.kernel import Kernel
+    from sharedos.kernel.runtime import RuntimeHost
+    from sharedos.tools.files import register_files_tools
+    from tests.bridge.conftest import http_client, make_sandbox
+
+    sandbox = make_sandbox(tmp_path / "sandbox", ["alice"])
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    store = SqliteEvidenceStore(tmp_path / "evidence.db")
+    pub = tmp_path / "pub"
+    publish(pub, bundle_bytes(tmp_path, RULES_V1, "r1"))
+    manager = BundleManager(DirectorySource(pub))
+    manager.poll()
+    hosts: dict[str, RuntimeHost] = {}
+
+    def host_for_new_turn() -> tuple[RuntimeHost, Any, dict[str, Any]]:
+        bundle = manager.current()  # taken once, when the turn opens
+        host = hosts.setdefault(
+            bundle.bundle_hash, RuntimeHost(Kernel(bundle.policy, registry), store)
+        )
+        identity = SystemIdentity(
+            harness="fleet-test",
+            harness_version="1",
+            column=ColumnKind.MCP,
+            declared_model="none",
+            policy_bundle_hash=bundle.bundle_hash,
+            policy_bundle_revision=bundle.revision,
+        ).as_record()
+        return host, bundle.policy.tool_policies["fleet"], identity
+
+    old_ctx = AccessContext(principal="alice", turn_id="turn-old")
+    new_ctx = AccessContext(principal="alice", turn_id="turn-new")
+    host1, tp1, id1 = host_for_new_turn()
+    async with (
+        open_turn(host1, old_ctx, tp1, identity=id1) as old,
+        http_client(old.url, old.token) as old_client,
+    ):
+        first = await old_client.call_tool("files.read", {"path": "/public/a.txt"})
+        publish(pub, bundle_bytes(tmp_path, RULES_V2, "r2"))
+        assert manager.poll().status == "loaded"
+        host2, tp2, id2 = host_for_new_turn()
+        async with (
+            open_turn(host2, new_ctx, tp2, identity=id2) as new,
+            http_client(new.url, new.token) as new_client,
+        ):
+            in_new = await new_client.call_tool("files.read", {"path": "/public/a.txt"})
+            # the open turn still answers under the bundle it opened with
+            still_old = await old_client.call_tool("files.read", {"path": "/public/a.txt"})
+    assert not first.is_error and not still_old.is_error
+    assert in_new.is_error and (in_new.structured_content or {})["outcome"] == "denied"
+    # each record says which bundle decided it
+    old_recs = store.query("turn-old")
+    new_recs = store.query("turn-new")
+    assert {r.identity["policyBundleRevision"] for r in old_recs} == {"r1"}  # type: ignore[index]
+    assert {r.identity["policyBundleRevision"] for r in new_recs} == {"r2"}  # type: ignore[index]
+    assert {r.policy_hash for r in old_recs} == {host1.kernel.policy_hash}
+    assert (
+        {r.policy_hash for r in new_recs}
+        == {host2.kernel.policy_hash}
+        != {host1.kernel.policy_hash}
+    )

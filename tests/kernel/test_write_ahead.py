@@ -1,0 +1,352 @@
+"""Evidence before effect: the attempt is durable before a handler runs; a store that cannot
+write makes calls fail closed within the bound, without freezing the event loop."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sharedos.catalog import ToolDefinition, ToolRegistry
+from sharedos.evidence import (
+    EvidenceCounts,
+    EvidenceRecord,
+    OutcomeRecord,
+    SqliteEvidenceStore,
+)
+from sharedos.kernel import Kernel, RuntimeHost, ToolCall, ToolResult
+from sharedos.kernel.handlers import HandlerContext, HandlerResult
+from sharedos.outcomes import Outcome, ReasonCode
+
+from .conftest import ALICE, ALL, misc_tool
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(host: RuntimeHost, tool: str, arguments: Any, call_id: str = "c1") -> ToolResult:
+    return await host.invoke_tool(
+        ToolCall(call_id=call_id, tool=tool, arguments=arguments), ALICE, ALL
+    )
+
+
+def _host(kernel: Kernel, store: Any, tool: ToolDefinition, **kw: Any) -> RuntimeHost:
+    return RuntimeHost(Kernel(kernel.policy, ToolRegistry([tool])), store, **kw)
+
+
+async def test_the_attempt_is_durable_before_the_handler_runs(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    db = tmp_path / "e.db"
+    seen: list[EvidenceRecord] = []
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        # another connection, as another process would read it, while the handler runs
+        seen.extend(SqliteEvidenceStore(db, read_only=True).query(call_id=hctx.call.call_id))
+        return HandlerResult.text("ran")
+
+    host = _host(kernel, SqliteEvidenceStore(db), misc_tool(handler))
+    result = await call(host, "misc.echo", {"path": "/x"})
+    assert result.outcome is Outcome.SUCCEEDED
+    (during,) = seen
+    assert (during.status, during.resource, during.effect) == ("interrupted", "/x", "allow")
+    assert during.seq == result.evidence_seq
+    (after,) = SqliteEvidenceStore(db, read_only=True).query(call_id="c1")
+    assert after.status == "succeeded" and after.seq == during.seq
+
+
+async def test_no_attempt_no_effect_and_one_report_per_cause(
+    host: RuntimeHost, sandbox: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_path / 'evidence.db'}{suffix}").unlink(missing_ok=True)
+    caplog.set_level(logging.ERROR, logger="sharedos.evidence")
+    results = [
+        await call(
+            host,
+            "files.write",
+            {"path": f"/home/alice/w{i}.txt", "content": "x"},
+            call_id=f"w{i}",
+        )
+        for i in range(5)
+    ]
+    for result in results:
+        assert (result.outcome, result.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+        assert result.to_mcp()["isError"] is True
+        assert "the tool was not run and the call had no effect" in result.content[0]["text"]
+        assert str(tmp_path) not in str(result.to_mcp())  # the store's path stays in the log
+    assert not list((sandbox / "home" / "alice").glob("w*.txt"))  # no effect without a record
+    reports = [r for r in caplog.records if r.name == "sharedos.evidence"]
+    assert len(reports) == 1 and "replaced" in reports[0].getMessage()
+    # a denied call needs its one commit too: it fails closed the same way
+    denied = await call(host, "files.read", {"path": "/private/a.txt"})
+    assert denied.reason is ReasonCode.EVIDENCE_UNAVAILABLE
+
+
+async def test_an_outcome_that_cannot_be_committed_is_said_honestly(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    db = tmp_path / "e.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+
+    def locks_the_store(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        holder.execute("BEGIN IMMEDIATE")  # from now on nobody else can commit
+        return HandlerResult.text("the effect happened")
+
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = _host(kernel, store, misc_tool(locks_the_store), evidence_timeout_s=1.0)
+    try:
+        result = await call(host, "misc.echo", {"path": "/x"})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (result.outcome, result.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+    text = result.content[0]["text"]
+    assert "The tool ran" in text and "may have taken effect" in text
+    assert result.structured is not None and "(locked)" in result.structured["detail"]
+    (rec,) = store.query(call_id="c1")
+    assert rec.status == "interrupted" and rec.seq == result.evidence_seq  # the attempt stands
+
+
+async def test_a_locked_store_fails_closed_within_the_bound_while_the_loop_stays_live(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    db = tmp_path / "locked.db"
+    store = SqliteEvidenceStore(db)
+    ran: list[str] = []
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    locked_host = _host(kernel, store, misc_tool(handler))
+    healthy_host = _host(kernel, SqliteEvidenceStore(tmp_path / "ok.db"), misc_tool(handler))
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another connection holds the write lock
+    gaps: list[float] = []
+    outcomes: dict[str, tuple[ToolResult, float]] = {}
+    stop = anyio.Event()
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while not stop.is_set():
+            await anyio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    async def timed(host: RuntimeHost, call_id: str) -> None:
+        t0 = time.monotonic()
+        result = await call(host, "misc.echo", {"path": "/x"}, call_id=call_id)
+        outcomes[call_id] = (result, time.monotonic() - t0)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            async with anyio.create_task_group() as calls:
+                for i in range(3):
+                    calls.start_soon(timed, locked_host, f"locked{i}")
+                await anyio.sleep(0.2)
+                calls.start_soon(timed, healthy_host, "healthy")  # another turn's store
+            stop.set()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    for i in range(3):
+        result, took = outcomes[f"locked{i}"]
+        assert result.reason is ReasonCode.EVIDENCE_UNAVAILABLE
+        assert took <= 2.5, f"a locked store held a call for {took:.2f} s"
+    healthy, took = outcomes["healthy"]
+    assert healthy.outcome is Outcome.SUCCEEDED and took < 1.0
+    assert ran == ["healthy"]  # no handler ran without its attempt on record
+    assert max(gaps) < 0.25, f"the event loop froze for {max(gaps):.2f} s"
+
+
+class HangingStore:
+    """A real SQLite store behind a disk that stops answering (an NFS hang) until released."""
+
+    def __init__(self, inner: SqliteEvidenceStore) -> None:
+        self.inner = inner
+        self.release = threading.Event()
+
+    def begin(self, attempt: EvidenceRecord) -> int:
+        self.release.wait(30)
+        return self.inner.begin(attempt)
+
+    def finish(self, seq: int, outcome: OutcomeRecord) -> None:
+        self.inner.finish(seq, outcome)
+
+    def record(self, record: EvidenceRecord) -> int:
+        self.release.wait(30)
+        return self.inner.record(record)
+
+    def query(self, *args: Any, **kwargs: Any) -> list[EvidenceRecord]:
+        return self.inner.query(*args, **kwargs)
+
+    def counts(self, turn_id: str | None = None) -> EvidenceCounts:
+        return self.inner.counts(turn_id)
+
+
+async def test_a_hung_store_fails_calls_fast_and_the_count_is_honest_once_it_answers(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    inner = SqliteEvidenceStore(tmp_path / "e.db")
+    store = HangingStore(inner)
+    ran: list[str] = []
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=0.3)
+    t0 = time.monotonic()
+    first = await call(host, "misc.echo", {"path": "/x"}, call_id="first")
+    took_first = time.monotonic() - t0
+    await anyio.sleep(0.4)  # the writer has now made no progress for longer than the bound
+    t1 = time.monotonic()
+    second = await call(host, "misc.echo", {"path": "/x"}, call_id="second")
+    took_second = time.monotonic() - t1
+    assert first.reason is second.reason is ReasonCode.EVIDENCE_UNAVAILABLE
+    assert 0.25 <= took_first < 1.0 and took_second < 0.1
+    assert ran == []
+    store.release.set()  # the disk answers again: what the callers were told is written
+    deadline = time.monotonic() + 10
+    while inner.counts().total < 2 and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
+    records = {r.call_id: r for r in inner.query()}
+    assert set(records) == {"first", "second"}
+    for rec in records.values():
+        assert (rec.outcome, rec.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+        assert rec.error is not None and "nothing ran" in rec.error
+
+
+async def test_a_cancelled_call_is_recorded_cancelled(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    started = anyio.Event()
+
+    async def waits(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        started.set()
+        await anyio.sleep(30)
+        return HandlerResult.text("never")
+
+    host = _host(kernel, store, misc_tool(waits))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, host, "misc.echo", {"path": "/x"})
+        await started.wait()
+        (during,) = store.query(call_id="c1")
+        assert during.status == "interrupted"  # written ahead
+        tg.cancel_scope.cancel()
+    (rec,) = store.query(call_id="c1")
+    assert (rec.outcome, rec.reason) == (Outcome.CANCELLED, ReasonCode.CANCELLED)
+
+
+async def test_a_handler_names_its_failure_reason_and_may_pass_its_result_through(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    own = {"content": [{"type": "text", "text": "upstream says: rate limited"}]}
+
+    async def upstream(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        mode = args.get("mode")
+        if mode == "pass":
+            return HandlerResult(
+                content=list(own["content"]),
+                structured={"retryAfter": 3},
+                is_error=True,
+                reason=ReasonCode.UPSTREAM_ERROR,
+                passthrough=True,
+            )
+        if mode == "timeout":
+            return HandlerResult(
+                content=[{"type": "text", "text": "no answer"}],
+                is_error=True,
+                reason=ReasonCode.UPSTREAM_TIMEOUT,
+            )
+        # a handler cannot claim a denial, nor any reason that is not a failure of its own
+        return HandlerResult(
+            content=[{"type": "text", "text": "sneaky"}], is_error=True, reason=ReasonCode.FORBIDDEN
+        )
+
+    tool = misc_tool(upstream, mode={"type": "string"})
+    host = _host(kernel, store, tool)
+    passed = await call(host, "misc.echo", {"path": "/x", "mode": "pass"}, call_id="p")
+    assert (passed.outcome, passed.reason) == (Outcome.FAILED, ReasonCode.UPSTREAM_ERROR)
+    assert passed.content == own["content"] and passed.structured == {"retryAfter": 3}
+    assert passed.to_mcp()["isError"] is True
+    timed = await call(host, "misc.echo", {"path": "/x", "mode": "timeout"}, call_id="t")
+    assert timed.reason is ReasonCode.UPSTREAM_TIMEOUT
+    assert (
+        "not a policy denial" in timed.content[0]["text"]
+        and "no answer" in timed.content[0]["text"]
+    )
+    sneaky = await call(host, "misc.echo", {"path": "/x", "mode": "x"}, call_id="s")
+    assert (sneaky.outcome, sneaky.reason) == (Outcome.FAILED, ReasonCode.HANDLER_ERROR)
+    reasons = {r.call_id: r.reason for r in store.query()}
+    assert reasons == {
+        "p": ReasonCode.UPSTREAM_ERROR,
+        "t": ReasonCode.UPSTREAM_TIMEOUT,
+        "s": ReasonCode.HANDLER_ERROR,
+    }
+    assert {r.call_id: r.error for r in store.query()}["p"] == "upstream says: rate limited"
+
+
+class RecordOnly:
+    """A backend written against the version-1 protocol (``record`` only)."""
+
+    def __init__(self) -> None:
+        self.records: list[EvidenceRecord] = []
+
+    def record(self, record: EvidenceRecord) -> int:
+        self.records.append(record)
+        return len(self.records)
+
+    def query(self, *args: Any, **kwargs: Any) -> list[EvidenceRecord]:
+        return list(self.records)
+
+    def counts(self, turn_id: str | None = None) -> EvidenceCounts:
+        return EvidenceCounts(total=len(self.records))
+
+
+async def test_a_record_only_store_still_works_and_says_it_cannot_write_ahead(
+    kernel: Kernel, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sharedos.evidence")
+    store = RecordOnly()
+    host = _host(kernel, store, misc_tool())
+    assert any("no write-ahead guarantee" in r.getMessage() for r in caplog.records)
+    result = await call(host, "misc.echo", {"path": "/x"})
+    assert result.outcome is Outcome.SUCCEEDED and result.evidence_seq == 1
+    assert [r.outcome for r in store.records] == [Outcome.SUCCEEDED]
+
+
+async def test_synchronous_full_can_be_chosen_at_construction(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    host = RuntimeHost(kernel, tmp_path / "full.db", synchronous="FULL")
+    assert isinstance(host.evidence, SqliteEvidenceStore) and host.evidence.synchronous == "FULL"
+    conn = host.evidence._conn
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    with pytest.raises(ValueError, match="synchronous"):
+        RuntimeHost(kernel, SqliteEvidenceStore(tmp_path / "n.db"), synchronous="FULL")
+
+
+async def test_commits_taken_without_the_writer_thread_keep_the_wal_bounded(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    db = tmp_path / "wal.db"
+    store = SqliteEvidenceStore(db)
+    host = _host(kernel, store, misc_tool())
+    wal = Path(f"{db}-wal")
+    largest = 0
+    for i in range(3000):  # 6,000 commits of about 1.5 KiB: 9 MB of WAL if never folded back
+        result = await call(host, "misc.echo", {"path": "/x", "pad": "p" * 1200}, call_id=f"c{i}")
+        assert result.outcome is Outcome.SUCCEEDED
+        if i % 100 == 0:
+            largest = max(largest, wal.stat().st_size)
+    assert store.counts().total == 3000 and store.counts().interrupted == 0
+    assert largest < 8 * 1024 * 1024, f"the WAL grew to {largest} bytes"
