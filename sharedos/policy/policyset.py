@@ -9,16 +9,17 @@ need: the packed program, its hash, the rules and the source files' tests.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sharedos.policy import ast
 from sharedos.policy.decision import Explanation, ListingExplanation, RuleRef
-from sharedos.policy.diagnostics import Diagnostic
 from sharedos.policy.evaluator import CONTEXT_CACHE_SIZE, DECISION_CACHE_SIZE, Evaluator
-from sharedos.policy.explainer import explain
-from sharedos.policy.partial_eval import PartialEvaluator
+
+if TYPE_CHECKING:
+    from sharedos.policy import ast
+    from sharedos.policy.diagnostics import Diagnostic
+    from sharedos.policy.partial_eval import PartialEvaluator
 
 __all__ = [
     "CONTEXT_CACHE_SIZE",
@@ -39,16 +40,28 @@ class PolicySet(Evaluator):
         files: tuple[ast.PolicyFile, ...] = (),
         diagnostics: tuple[Diagnostic, ...] = (),
         bundle_hash: str | None = None,
+        texts: Sequence[tuple[str, str]] = (),
     ) -> None:
         super().__init__(program)
         self._program = program
-        self.files = files
+        self._files: tuple[ast.PolicyFile, ...] | None = files or None
+        self._texts = tuple(texts)
         #: warnings found while compiling (errors raise ``PolicyError`` instead)
         self.diagnostics = diagnostics
         self._bundle_hash = bundle_hash
-        self._partial = PartialEvaluator(self)
+        self._partial_ev: PartialEvaluator | None = None
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def _partial(self) -> PartialEvaluator:
+        # Built (and its module imported) on first use: deciding never needs it.
+        partial = self._partial_ev
+        if partial is None:
+            from sharedos.policy.partial_eval import PartialEvaluator
+
+            partial = self._partial_ev = PartialEvaluator(self)
+        return partial
 
     @property
     def program(self) -> dict[str, Any]:
@@ -73,6 +86,21 @@ class PolicySet(Evaluator):
     def rules(self) -> tuple[RuleRef, ...]:
         """Every rule, in compile order (for coverage reports)."""
         return tuple(self.rule(i).ref for i in range(self.rule_count))
+
+    @property
+    def files(self) -> tuple[ast.PolicyFile, ...]:
+        """The parsed source files (empty for a PolicySet loaded from a bundle).
+
+        A compile keeps the source texts, not their syntax trees (deciding
+        never reads those: at 10,000 rules they are a third of the memory),
+        and parses them again the first time this is asked for.
+        """
+        files = self._files
+        if files is None:
+            from sharedos.policy.parser import parse_source
+
+            files = self._files = tuple(parse_source(text, name).file for name, text in self._texts)
+        return files
 
     @property
     def tests(self) -> tuple[ast.TestBlock, ...]:
@@ -130,6 +158,8 @@ class PolicySet(Evaluator):
     ) -> Explanation:
         """The decision path of one call: requirement, canonical resource, every rule and why
         (under toolpolicy ``run_policy`` when given)."""
+        from sharedos.policy.explainer import explain
+
         return explain(self, tool, args, context, run_policy=run_policy)
 
 

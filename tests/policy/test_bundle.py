@@ -262,3 +262,40 @@ def test_a_malformed_requirement_fails_the_load(shipped, tmp_path: Path) -> None
     _tamper(bundle, doc, rehash=True)
     with pytest.raises(BundleError, match="malformed"):
         load_bundle(bundle)
+
+
+def test_loading_a_bundle_and_deciding_never_imports_the_parser(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A host that only loads a bundle pays for neither Lark, the checker nor pydantic."""
+    import subprocess
+    import sys
+
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    tool, args, context = CALLS[0]
+    code = (
+        "import json, sys\n"
+        "import sharedos.policy as sp\n"
+        f"p = sp.load_bundle({str(bundle)!r})\n"
+        f"d = p.decide({tool!r}, {args!r}, {context!r})\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lark', 'pydantic')"
+        " or m in ('sharedos.policy.parser', 'sharedos.policy.checker', 'sharedos.policy.ast'))\n"
+        "print(json.dumps([d.allowed, heavy]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    allowed, heavy = json.loads(out.stdout)
+    assert allowed is shipped.decide(tool, args, context).allowed
+    assert heavy == []
+
+
+def test_a_compiled_policy_parses_its_files_again_only_when_asked(repo_root: Path) -> None:
+    from sharedos.policy import compile_source
+    from sharedos.policy.parser import parse_source
+
+    text = (repo_root / "rules" / "files.sos").read_text()
+    policy = compile_source(text, "files.sos")
+    assert policy._files is None  # the syntax trees are not kept by the compile
+    assert policy.files == (parse_source(text, "files.sos").file,)
+    assert policy.files is policy.files  # parsed once
+    assert policy.tests and policy.tests == policy.files[0].tests
