@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from sharedos.policy import ast
 from sharedos.policy.conditions import encode
 from sharedos.policy.index import IndexBuilder
-from sharedos.policy.ir import CONDITION_KINDS, encode_rules
+from sharedos.policy.ir import CONDITION_KINDS, RULE_COLUMNS, encode_rules
 from sharedos.policy.matchers import MatchKind, static_spec
 from sharedos.policy.patterns import is_context_dependent, literal_prefix, parse_pattern
 
@@ -129,7 +129,8 @@ def compile_program(
             acts = ns_actions.setdefault(req.namespace, [])
             if req.action not in acts:
                 acts.append(req.action)
-    rows: list[dict[str, Any]] = []
+    cols: dict[str, list[Any]] = {name: [] for name in RULE_COLUMNS}
+    n_rules = 0
     file_names: dict[str, int] = {}
     ns_names: dict[str, int] = {}
     reads_turn = False
@@ -154,27 +155,27 @@ def compile_program(
             else:
                 mkind, depth, head, tail, tests = static_spec(penc)
             fname = name(rule.span.file)
-            idx = len(rows)
-            rows.append(
-                {
-                    "id": rule.explicit_id or f"{fname}:{rule.span.line}",
-                    "effect": 1 if rule.effect == "forbid" else 0,
-                    "file": file_names.setdefault(fname, len(file_names)),
-                    "line": rule.span.line,
-                    "col": rule.span.col,
-                    "ns": ns_names.setdefault(rule.namespace, len(ns_names)),
-                    "pattern": rule.pattern.raw,
-                    "cond": _pack(encode(expr)) if expr is not None else None,
-                    "ckind": _CKIND[kind],
-                    "ctx": 1 if ctx_only else 0,
-                    "desc": rule.description,
-                    "mkind": int(mkind),
-                    "mdepth": depth,
-                    "mhead": head,
-                    "mtail": tail,
-                    "mtests": tests,
-                }
-            )
+            idx = n_rules
+            n_rules += 1
+            for column, value in (
+                ("id", rule.explicit_id or f"{fname}:{rule.span.line}"),
+                ("effect", 1 if rule.effect == "forbid" else 0),
+                ("file", file_names.setdefault(fname, len(file_names))),
+                ("line", rule.span.line),
+                ("col", rule.span.col),
+                ("ns", ns_names.setdefault(rule.namespace, len(ns_names))),
+                ("pattern", rule.pattern.raw),
+                ("cond", _pack(encode(expr)) if expr is not None else None),
+                ("ckind", _CKIND[kind]),
+                ("ctx", 1 if ctx_only else 0),
+                ("desc", rule.description),
+                ("mkind", int(mkind)),
+                ("mdepth", depth),
+                ("mhead", head),
+                ("mtail", tail),
+                ("mtests", tests),
+            ):
+                cols[column].append(value)
             targets = ns_actions.get(rule.namespace, [])
             actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
             prefix = tuple(literal_prefix(penc))
@@ -188,7 +189,7 @@ def compile_program(
     }
     return {
         "requirements": requirements,
-        "rules": encode_rules(rows, list(file_names), list(ns_names)),
+        "rules": encode_rules(cols, list(file_names), list(ns_names)),
         "groups": builder.groups,
         "index": index,
         "tool_policies": {

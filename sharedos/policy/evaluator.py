@@ -115,12 +115,16 @@ class Evaluator:
         index = program.get("index")
         if type(index) is not dict or not all(type(a) is dict for a in index.values()):
             raise MalformedProgram("index is not a mapping of namespaces to actions")
+        # One empty children dict for every leaf, one list per distinct group
+        # list: no decision fills either (a walk is read-only once built).
+        leaf: dict[str, Any] = {}
+        shared: dict[tuple[int, ...], list[int]] = {}
         for actions in index.values():
             for walks in actions.values():
                 if type(walks) is not list or len(walks) != 2:
                     raise MalformedProgram("an index entry is not [absolute walk, relative walk]")
                 for walk in walks:
-                    validate_walk(walk, len(self._groups))
+                    validate_walk(walk, len(self._groups), leaf, shared)
         self._index: Mapping[str, Mapping[str, list[Node]]] = index
         self._ctx_cache: LRUCache[str, ContextEntry] = LRUCache(maxsize=CONTEXT_CACHE_SIZE)
         self._ctx_front: dict[str, ContextEntry] = {}

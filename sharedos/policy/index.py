@@ -174,11 +174,21 @@ def validate_groups(groups: Any, n_rules: int) -> None:
             raise MalformedProgram("a rule group is not a list of rule positions")
 
 
-def validate_walk(root: Any, n_groups: int) -> None:
+def validate_walk(
+    root: Any,
+    n_groups: int,
+    leaf: dict[str, Any] | None = None,
+    shared: dict[tuple[int, ...], list[int]] | None = None,
+) -> None:
     """Raise ``MalformedProgram`` unless ``root`` is a decision walk over ``n_groups`` groups.
 
     Checked once, before the walk is used, so that a decision never meets a
-    malformed node (a corrupt bundle fails its load instead).
+    malformed node (a corrupt bundle fails its load instead). With ``leaf``
+    and ``shared`` it also compacts the walk in place without changing its
+    JSON: every node without children gets the one empty dict ``leaf`` (which
+    nothing may fill), and equal group lists become one list (``shared``,
+    by content) -- most of a walk's nodes are leaves, and a node without a
+    rule of its own has its parent's groups.
     """
     stack = [root]
     pop = stack.pop
@@ -190,7 +200,7 @@ def validate_walk(root: Any, n_groups: int) -> None:
         kids, f, p = node
         if type(kids) is not dict:
             raise MalformedProgram("a decision walk node's children are not a mapping")
-        for gids in (f, p):
+        for at, gids in ((1, f), (2, p)):
             if gids == 0 and type(gids) is int:
                 continue
             if (
@@ -201,8 +211,12 @@ def validate_walk(root: Any, n_groups: int) -> None:
                 or max(gids) >= n_groups
             ):
                 raise MalformedProgram("a decision walk node's groups are malformed")
+            if shared is not None:
+                node[at] = shared.setdefault(tuple(gids), gids)
         if kids:
             push(kids.values())
+        elif leaf is not None:
+            node[0] = leaf
 
 
 def walk_along(walk: Node, segs: Sequence[str]) -> Node:

@@ -94,10 +94,15 @@ class MalformedProgram(SharedOSError, ValueError):
 
 
 def encode_rules(
-    rows: Sequence[Mapping[str, Any]], files: Sequence[str], namespaces: Sequence[str]
+    columns: Mapping[str, list[Any]], files: Sequence[str], namespaces: Sequence[str]
 ) -> dict[str, Any]:
-    """The program's rule table from one mapping per rule (keys: ``RULE_COLUMNS``)."""
-    table: dict[str, Any] = {name: [row[name] for row in rows] for name in RULE_COLUMNS}
+    """The program's rule table from its columns (keys: ``RULE_COLUMNS``, one entry per rule).
+
+    Columns rather than one mapping per rule: a compile of 10,000 rules
+    would otherwise build 10,000 short-lived dicts (a high-water mark the
+    process keeps as resident memory).
+    """
+    table: dict[str, Any] = {name: columns[name] for name in RULE_COLUMNS}
     table["files"] = list(files)
     table["namespaces"] = list(namespaces)
     return table
@@ -299,8 +304,12 @@ class RuleRecord:
         self.description = description
 
     @property
-    def condition(self) -> list[Any] | None:
-        """The encoded condition (``conditions``), decoded on first use; None: unconditional.
+    def has_condition(self) -> bool:
+        """True when the rule has a ``when``/``unless`` (without decoding it)."""
+        return self._packed is not None
+
+    def decode_condition(self) -> list[Any] | None:
+        """The encoded condition decoded afresh (not kept: see ``condition``).
 
         A corrupt one (a tampered bundle) reads as a condition that always
         errors, so it fails closed here too.
@@ -311,16 +320,31 @@ class RuleRecord:
         if cond is None:
             try:
                 cond = json.loads(self._packed)
-            except ValueError:
+            except (ValueError, RecursionError):
                 cond = None
             if type(cond) is not list:
                 cond = ["lit", None]  # evaluates to an error: fails closed
-            self._cond = cond
+        return cond
+
+    @property
+    def condition(self) -> list[Any] | None:
+        """The encoded condition (``conditions``), decoded on first use and kept; None:
+        unconditional. Deciding never reads it (it runs ``applies``); the partial
+        evaluator and the explainer do."""
+        cond = self._cond
+        if cond is None and self._packed is not None:
+            cond = self._cond = self.decode_condition()
         return cond
 
     @property
     def pattern_enc(self) -> dict[str, Any]:
-        """The parsed pattern (``patterns.parse_pattern``), for explanations and listing."""
+        """The parsed pattern (``patterns.parse_pattern``), for explanations and listing.
+
+        Kept only for a pattern that interpolates the context (resolved per
+        context); a static one is parsed again when asked (listing plans keep
+        what they resolved, explanations are not a hot path), so a prepared
+        policy does not hold every rule's parsed pattern.
+        """
         penc = self._penc
         if penc is None:
             try:
@@ -328,7 +352,8 @@ class RuleRecord:
             except ValueError:
                 # Unparseable (a tampered bundle): a permit matches nothing, a forbid everything.
                 penc = {"abs": True, "segs": [["D"]] if self.forbid else [["L", ""], ["L", ""]]}
-            self._penc = penc
+            if self.match is MatchKind.CONTEXT:
+                self._penc = penc
         return penc
 
     def resolve(self, context: Any) -> Resolved:

@@ -112,8 +112,8 @@ class PartialEvaluator:
         """The tool's permits, unconditional ones first (they answer soonest)."""
         order = self._porder.get(t.name)
         if order is None:
-            plain = [r for r in t.permits if r.condition is None]
-            gated = [r for r in t.permits if r.condition is not None]
+            plain = [r for r in t.permits if not r.has_condition]
+            gated = [r for r in t.permits if r.has_condition]
             order = self._porder[t.name] = plain + gated
         return order
 
@@ -153,8 +153,9 @@ class PartialEvaluator:
         forbid_set = tuple(r.index for r in t.forbids) if dynamic else None
         if forbid_set is not None:
             involved += [self._ev.rule(i) for i in forbid_set]
+        # decoded afresh, not kept: a prepared policy holds no condition it never weighs
         reads_action = any(
-            r.condition is not None and "action" in roots(r.condition) for r in involved
+            (cond := r.decode_condition()) is not None and "action" in roots(cond) for r in involved
         )
         sig = (
             t.shape,
