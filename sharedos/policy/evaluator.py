@@ -384,7 +384,10 @@ class Evaluator:
             node = child
         n = len(segs)
         env: Env | None = None
-        hits: list[RuleRecord] | None = None
+        # the first rule that applies, and all of them once there are several
+        # (no list for the common single hit)
+        first: RuleRecord | None = None
+        more: list[RuleRecord] | None = None
         groups = self._groups
         # Forbids first: one that applies denies, whatever the permits say.
         for gids in (node[1], node[2]):
@@ -431,19 +434,26 @@ class Evaluator:
                                 continue
                         elif not applies(env):
                             continue
-                    if hits is None:
-                        hits = [rule]
+                    if first is None:
+                        first = rule
+                    elif more is None:
+                        more = [first, rule]
                     else:
-                        hits.append(rule)
-            if hits is not None:
+                        more.append(rule)
+            if first is not None:
                 break
         # Decisions are immutable values, so identical ones are shared: building
         # a frozen dataclass costs more than the whole walk.
-        dkey = (tool, resource) if hits is None else (tool, resource, *hits)
+        if first is None:
+            dkey: tuple[Any, ...] = (tool, resource)
+        elif more is None:
+            dkey = (tool, resource, first)
+        else:
+            dkey = (tool, resource, *more)
         cached = self._decisions.get(dkey)
         if cached is not None:
             return cached
-        return self._decision(dkey, t, resource, hits)
+        return self._decision(dkey, t, resource, dkey[2:] or None)
 
     def applying_rules(
         self, tool: str, args: Mapping[str, Any], context: Mapping[str, Any]
@@ -517,7 +527,7 @@ class Evaluator:
         dkey: tuple[Any, ...],
         t: ToolPlan,
         resource: str,
-        hits: list[RuleRecord] | None,
+        hits: tuple[RuleRecord, ...] | None,
     ) -> Decision:
         if hits is None:
             reason: ReasonCode = _NO_PERMIT
