@@ -4,35 +4,42 @@ The program is the single compiled form: ``PolicySet`` executes it and
 bundles store it verbatim. Layout::
 
     {"requirements": {tool: {...}},
-     "rules": [[id, effect, file, line, col, ns, pattern_raw, None, cond_enc | None,
-                "when" | "unless" | "when unless" | None, context_only, description], ...],
-     "index": {ns: {action: [forbid_abs, forbid_rel, permit_abs, permit_rel]}},
+     "rules": {column: [one entry per rule], ..., "files": [...], "namespaces": [...]},
+     "groups": [[rule position, ...], ...],
+     "index": {ns: {action: [absolute walk, relative walk]}},
      "tool_policies": {name: ToolPolicy fields},
-     "sources": {file: sha256}}
+     "sources": {file: sha256},
+     "reads_turn_id": bool}
 
-Each index entry lists the rules by their literal pattern prefix:
-``{"projects/p1/src": [rule indexes], "": [...]}`` (segments joined by ``/``,
-which no segment contains; ``""`` is the root). The runtime builds a segment
-trie from it (``index.TrieNode``), and a decision walks the resource's
-segments down that trie, so rules whose literal prefix differs from the
-resource are never looked at. In a bundle (and in
-``PolicySet.program``) each rule record and each ``[forbid_abs, ...]`` entry is
-packed as one compact JSON string, decoded on first use: loading a bundle then
-parses long strings rather than hundreds of thousands of small containers.
+The rule table is columnar (``ir.RULE_COLUMNS``): each rule's id, effect,
+place, pattern, packed condition, description and ready-made matcher
+(``matchers.static_spec``) sit at its position in one list per field. A
+walk (``index``) is a segment trie over the literal prefixes of the
+patterns whose nodes list the rule groups a resource reaching them can
+meet; a decision descends it and reads one node. Everything is plain JSON
+that a decision uses as it is, so a bundle is ready once ``json.loads``
+returns: no rule is re-parsed, no regex compiled, no index built.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sharedos.policy import ast
 from sharedos.policy.conditions import encode
-from sharedos.policy.index import PrefixTable
-from sharedos.policy.ir import encode_rule
-from sharedos.policy.patterns import literal_prefix, parse_pattern
-from sharedos.toolpolicy import ToolPolicy
+from sharedos.policy.index import IndexBuilder
+from sharedos.policy.ir import CONDITION_KINDS, RULE_COLUMNS, encode_rules
+from sharedos.policy.matchers import MatchKind, static_spec
+from sharedos.policy.patterns import is_context_dependent, literal_prefix, parse_pattern
+
+if TYPE_CHECKING:
+    from sharedos.toolpolicy import ToolPolicy
+
+_pack = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_CKIND: dict[str | None, int] = {k: i for i, k in enumerate(CONDITION_KINDS)}
 
 
 def resource_text(res: ast.ResourceExpr) -> str:
@@ -122,56 +129,68 @@ def compile_program(
             acts = ns_actions.setdefault(req.namespace, [])
             if req.action not in acts:
                 acts.append(req.action)
-    rules: list[list[Any]] = []
+    cols: dict[str, list[Any]] = {name: [] for name in RULE_COLUMNS}
+    n_rules = 0
+    file_names: dict[str, int] = {}
+    ns_names: dict[str, int] = {}
     reads_turn = False
-    index: dict[str, dict[str, list[PrefixTable]]] = {}
+    builder = IndexBuilder()
     for ns, acts in ns_actions.items():
-        index[ns] = {a: [{}, {}, {}, {}] for a in acts}
+        for action in acts:
+            builder.declare(ns, action)
     for file in files:
         for rule in file.rules:
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
             expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
-            cond = encode(expr) if expr is not None else None
             ctx_only = False
             if expr is not None:
                 read, turn = _reads(expr)
                 ctx_only = read <= {"context"}
                 reads_turn = reads_turn or turn
-            reads_turn = reads_turn or _interpolates_turn_id(penc)
-            idx = len(rules)
-            rules.append(
-                encode_rule(
-                    rule.explicit_id or f"{name(rule.span.file)}:{rule.span.line}",
-                    rule.effect,
-                    name(rule.span.file),
-                    rule.span.line,
-                    rule.span.col,
-                    rule.namespace,
-                    rule.pattern.raw,
-                    cond,
-                    kind,
-                    ctx_only,
-                    rule.description,
-                )
-            )
+            dynamic = is_context_dependent(penc)
+            reads_turn = reads_turn or (dynamic and _interpolates_turn_id(penc))
+            mkind: int
+            if dynamic:
+                mkind, depth, head, tail, tests = int(MatchKind.CONTEXT), 0, "", "", None
+            else:
+                mkind, depth, head, tail, tests = static_spec(penc)
+            fname = name(rule.span.file)
+            idx = n_rules
+            n_rules += 1
+            for column, value in (
+                ("id", rule.explicit_id or f"{fname}:{rule.span.line}"),
+                ("effect", 1 if rule.effect == "forbid" else 0),
+                ("file", file_names.setdefault(fname, len(file_names))),
+                ("line", rule.span.line),
+                ("col", rule.span.col),
+                ("ns", ns_names.setdefault(rule.namespace, len(ns_names))),
+                ("pattern", rule.pattern.raw),
+                ("cond", _pack(encode(expr)) if expr is not None else None),
+                ("ckind", _CKIND[kind]),
+                ("ctx", 1 if ctx_only else 0),
+                ("desc", rule.description),
+                ("mkind", int(mkind)),
+                ("mdepth", depth),
+                ("mhead", head),
+                ("mtail", tail),
+                ("mtests", tests),
+            ):
+                cols[column].append(value)
             targets = ns_actions.get(rule.namespace, [])
             actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
-            slot = (0 if rule.effect == "forbid" else 2) + (0 if penc["abs"] else 1)
-            prefix = "/".join(literal_prefix(penc))
+            prefix = tuple(literal_prefix(penc))
+            forbid = rule.effect == "forbid"
             for action in dict.fromkeys(actions):
-                table = index[rule.namespace][action][slot]
-                entry = table.get(prefix)
-                if entry is None:
-                    table[prefix] = [idx]
-                else:
-                    entry.append(idx)
+                builder.add(rule.namespace, action, forbid, bool(penc["abs"]), prefix, idx)
+    index = builder.build()
     sources = {
         name(f.path): hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest()
         for f in files
     }
     return {
         "requirements": requirements,
-        "rules": rules,
+        "rules": encode_rules(cols, list(file_names), list(ns_names)),
+        "groups": builder.groups,
         "index": index,
         "tool_policies": {
             name: policy.model_dump(mode="json") for name, policy in sorted(tool_policies.items())

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sharedos.policy import ast
 from sharedos.policy.functions import FUNCTIONS, EvalError, member, values_equal
+
+if TYPE_CHECKING:
+    from sharedos.policy import ast
 
 #: Comparison operators that order numbers.
 ORDERING = ("<", "<=", ">", ">=")
@@ -44,21 +46,27 @@ _ROOT_INDEX = {"context": 0, "args": 1, "resource": 2, "action": 3}
 
 def encode(expr: ast.Expr) -> list[Any]:
     """AST expression -> encoded form."""
-    if isinstance(expr, ast.Literal):
-        return ["lit", expr.value]
-    if isinstance(expr, ast.ListExpr):
-        return ["list", [encode(e) for e in expr.items]]
-    if isinstance(expr, ast.Ref):
-        return ["ref", expr.root, list(expr.path)]
-    if isinstance(expr, ast.Call):
-        return ["call", expr.func, [encode(e) for e in expr.args]]
-    if isinstance(expr, ast.Compare):
-        return ["cmp", expr.op, encode(expr.left), encode(expr.right)]
-    if isinstance(expr, ast.BoolOp):
-        return [expr.op, *(encode(e) for e in expr.operands)]
-    if isinstance(expr, ast.Concat):
-        return ["concat", *(encode(e) for e in expr.operands)]
-    return ["not", encode(expr.operand)]
+    # Imported here: deciding (conditions from a bundle) never needs the AST classes.
+    from sharedos.policy import ast as tree
+
+    def enc(e: ast.Expr) -> list[Any]:
+        if isinstance(e, tree.Literal):
+            return ["lit", e.value]
+        if isinstance(e, tree.ListExpr):
+            return ["list", [enc(i) for i in e.items]]
+        if isinstance(e, tree.Ref):
+            return ["ref", e.root, list(e.path)]
+        if isinstance(e, tree.Call):
+            return ["call", e.func, [enc(a) for a in e.args]]
+        if isinstance(e, tree.Compare):
+            return ["cmp", e.op, enc(e.left), enc(e.right)]
+        if isinstance(e, tree.BoolOp):
+            return [e.op, *(enc(o) for o in e.operands)]
+        if isinstance(e, tree.Concat):
+            return ["concat", *(enc(o) for o in e.operands)]
+        return ["not", enc(e.operand)]
+
+    return enc(expr)
 
 
 def operands(enc: list[Any]) -> list[list[Any]]:

@@ -8,16 +8,15 @@ hot path: clarity over speed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from sharedos.policy.conditions import Env, evaluate, trace, unparse
 from sharedos.policy.decision import Explanation, RuleTrace
 from sharedos.policy.evaluator import Evaluator
-from sharedos.policy.index import rules_of, walk_along
+from sharedos.policy.index import walk_along
 from sharedos.policy.ir import MatchKind, RuleRecord
-from sharedos.policy.patterns import resolved_text, to_regex
+from sharedos.policy.patterns import resolved_text
 
 
 def explain(
@@ -47,14 +46,13 @@ def explain(
         return Explanation(
             tool, args, t.requirement, None, str(exc), decision, (), context, run_policy
         )
-    key = "/" + "/".join(segs) if segs else ""
     env: Env = (context, args, resource, t.action)
     node = walk_along(t.walk, segs)
     traces: list[RuleTrace] = []
-    for every, groups in ((t.forbids, node.forbids), (t.permits, node.permits)):
-        reached = {r.index for r in rules_of(groups)}
+    for every, forbid in ((t.forbids, True), (t.permits, False)):
+        reached = {r.index for r in evaluator.node_rules(node, forbid)}
         for rule in every:
-            traces.append(trace_rule(rule, rule.index in reached, key, env))
+            traces.append(trace_rule(evaluator, rule, rule.index in reached, segs, env))
     return Explanation(
         tool, args, t.requirement, resource, None, decision, tuple(traces), context, run_policy
     )
@@ -88,7 +86,9 @@ def condition_values(rule: RuleRecord, env: Env) -> tuple[tuple[int, str, str], 
     return tuple(out)
 
 
-def trace_rule(rule: RuleRecord, indexed: bool, key: str, env: Env) -> RuleTrace:
+def trace_rule(
+    evaluator: Evaluator, rule: RuleRecord, indexed: bool, segs: list[str], env: Env
+) -> RuleTrace:
     """How one rule fared for one call (``indexed``: the index reached it)."""
     forbid = rule.forbid
     cond_text = condition_text(rule)
@@ -103,7 +103,7 @@ def trace_rule(rule: RuleRecord, indexed: bool, key: str, env: Env) -> RuleTrace
         matched = False
         why = "pattern interpolates a missing or unsafe context value: the permit matches nothing"
     else:
-        matched = re.fullmatch(to_regex(resolved), key) is not None
+        matched = evaluator.pattern_matches(rule, segs, env[0])
         why = "pattern matches" if matched else "pattern does not match"
     cond_result: bool | None = None
     applied = matched

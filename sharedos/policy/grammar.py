@@ -16,7 +16,6 @@ text with this Lark version; otherwise the parser is built from the grammar.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -31,11 +30,11 @@ from lark import Lark
 from lark.lexer import PatternRE, PatternStr
 
 from sharedos.compat import lark as lark_compat
+from sharedos.policy.grammar_id import GRAMMAR_VERSION as GRAMMAR_VERSION
+from sharedos.policy.grammar_id import grammar_sha256 as grammar_sha256
+from sharedos.policy.grammar_id import grammar_text as grammar_text
 from sharedos.policy.lexer import FastContextualLexer
 from sharedos.resources import grammar_path
-
-#: Bumped whenever the meaning of the grammar changes (part of the compiler version).
-GRAMMAR_VERSION = "2"
 
 _KEYWORD_RE = re.compile(r"^(?:\(\?:)?([a-z_]+(?:\|[a-z_]+)*)\)?\\b$")
 _OPTIONS: dict[str, Any] = {
@@ -43,17 +42,6 @@ _OPTIONS: dict[str, Any] = {
     "propagate_positions": True,
     "maybe_placeholders": False,
 }
-
-
-@lru_cache(maxsize=1)
-def grammar_text() -> str:
-    """The grammar file's text (located with ``sharedos.resources.grammar_path``)."""
-    return grammar_path().read_text(encoding="utf-8")
-
-
-def grammar_sha256() -> str:
-    """SHA-256 of the grammar text."""
-    return hashlib.sha256(grammar_text().encode("utf-8")).hexdigest()
 
 
 def tables_path() -> Path:

@@ -1,33 +1,48 @@
-"""The rule index: rules by literal pattern prefix, and the decision walk built from it.
+"""The rule index: rules by literal pattern prefix, as decision walks ready to descend.
 
 A pattern such as ``/projects/p1/src/**`` is indexed under its literal prefix
-``projects/p1/src``. The compiler writes one ``PrefixTable`` (prefix -> rule
-positions) per (namespace, action, effect, absolute or relative resource).
-The runtime merges the forbid and permit tables of one (namespace, action,
-resource kind) into a ``WalkNode`` tree (``build_walk``): a decision descends
-it with one dict lookup per resource segment and reads the rule groups met on
-the way, so rules whose literal prefix differs from the resource are never
-looked at (OPA's ``ast/index.go`` does the same for Rego rules). ``TrieNode``
-is the same prefix trie for other passes (the lints' shadowing check).
+``projects / p1 / src``. For every (namespace, action, resource kind) the
+compiler writes one **decision walk**: a segment trie in plain JSON form,
+
+    node = [children, forbid_groups, permit_groups]
+    children = {segment: node, ...}
+
+where ``forbid_groups``/``permit_groups`` list the *groups* (``groups`` in
+the program: lists of rule positions sharing one literal prefix) of the
+node's own prefix **and of every ancestor**, root first, or are ``0`` when
+there are none. A decision descends the trie with one dict lookup per
+resource segment and reads the groups of the deepest node it reached: every
+rule whose literal prefix the resource starts with, and no other (OPA's
+``ast/index.go`` does the same for Rego rules). Listing groups rather than
+rules keeps a node's size proportional to its depth, however many rules its
+ancestors hold. Identical groups (the same rules at the same prefix for
+several actions) are stored once.
+
+The walk is used as loaded: a bundle's walks come out of ``json.loads``
+ready to descend, so the first decision after a load builds nothing.
+``validate_walk`` checks one before it is used. ``TrieNode`` is a prefix
+trie for other passes (the lints' shadowing check).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from sharedos.policy.ir import MalformedProgram, RuleRecord
+from sharedos.policy.ir import MalformedProgram
 
 T = TypeVar("T")
-U = TypeVar("U")
 
-#: The program's form of one trie: literal prefix (segments joined by ``/``, which
-#: no segment contains; ``""`` for the root) -> rule positions.
-PrefixTable = dict[str, list[int]]
+#: One node of a decision walk (see the module docstring).
+Node = list[Any]
 
-#: A rule group holding more rules than this gets a per-context filtered copy.
+#: A group holding more rules than this gets a per-context filtered copy.
 FILTER_MIN = 8
+
+
+def empty_walk() -> Node:
+    """A walk with no rule (every call of its action is denied)."""
+    return [{}, 0, 0]
 
 
 class TrieNode(Generic[T]):
@@ -71,107 +86,161 @@ class TrieNode(Generic[T]):
             depth += 1
 
 
-class RuleGroup:
-    """The rules of one index node, in index order.
+# ------------------------------------------------------------------ compile time
 
-    ``key`` is non-negative when the group is large enough to be worth
-    filtering per context (only the rules whose context-only condition holds
-    for that caller are kept: ``Evaluator`` caches the result under ``key``).
+
+class IndexBuilder:
+    """Collects rule positions by (namespace, action, effect, resource kind, prefix)
+    and writes the program's ``index`` and ``groups``."""
+
+    def __init__(self) -> None:
+        #: (ns, action) -> [forbid_abs, forbid_rel, permit_abs, permit_rel], prefix -> rules
+        self._tables: dict[tuple[str, str], list[dict[tuple[str, ...], list[int]]]] = {}
+        self._gids: dict[tuple[int, ...], int] = {}
+        self.groups: list[list[int]] = []
+
+    def declare(self, ns: str, action: str) -> None:
+        """Make sure (ns, action) gets a walk, even with no rule."""
+        if (ns, action) not in self._tables:
+            self._tables[(ns, action)] = [{}, {}, {}, {}]
+
+    def add(
+        self, ns: str, action: str, forbid: bool, absolute: bool, prefix: tuple[str, ...], idx: int
+    ) -> None:
+        """Index rule ``idx`` under its literal ``prefix``."""
+        tables = self._tables.get((ns, action))
+        if tables is None:
+            tables = self._tables[(ns, action)] = [{}, {}, {}, {}]
+        table = tables[(0 if forbid else 2) + (0 if absolute else 1)]
+        entry = table.get(prefix)
+        if entry is None:
+            table[prefix] = [idx]
+        else:
+            entry.append(idx)
+
+    def _group(self, ids: list[int]) -> int:
+        key = tuple(ids)
+        gid = self._gids.get(key)
+        if gid is None:
+            gid = self._gids[key] = len(self.groups)
+            self.groups.append(ids)
+        return gid
+
+    def _walk(
+        self, forbids: dict[tuple[str, ...], list[int]], permits: dict[tuple[str, ...], list[int]]
+    ) -> Node:
+        root: Node = [{}, 0, 0]
+        # Shallow prefixes first, so that every node is made with its ancestors' groups.
+        for prefix in sorted({*forbids, *permits}, key=len):
+            node = root
+            for seg in prefix[:-1]:
+                kids = node[0]
+                child = kids.get(seg)
+                if child is None:
+                    child = kids[seg] = [{}, node[1], node[2]]
+                node = child
+            f, p = forbids.get(prefix), permits.get(prefix)
+            fg = (node[1] or []) + [self._group(f)] if f else node[1]
+            pg = (node[2] or []) + [self._group(p)] if p else node[2]
+            if prefix:
+                node[0][prefix[-1]] = [{}, fg, pg]
+            else:
+                root[1], root[2] = fg, pg
+        return root
+
+    def build(self) -> dict[str, dict[str, list[Node]]]:
+        """``{ns: {action: [absolute walk, relative walk]}}`` (and ``self.groups``)."""
+        index: dict[str, dict[str, list[Node]]] = {}
+        for (ns, action), (fa, fr, pa, pr) in self._tables.items():
+            index.setdefault(ns, {})[action] = [self._walk(fa, pa), self._walk(fr, pr)]
+        return index
+
+
+# ---------------------------------------------------------------------- run time
+
+
+def validate_groups(groups: Any, n_rules: int) -> None:
+    """Raise ``MalformedProgram`` unless ``groups`` is a list of non-empty lists of rule positions."""
+    if type(groups) is not list:
+        raise MalformedProgram("groups is not a list")
+    for group in groups:
+        if (
+            type(group) is not list
+            or not group
+            or not set(map(type, group)) <= {int}
+            or min(group) < 0
+            or max(group) >= n_rules
+        ):
+            raise MalformedProgram("a rule group is not a list of rule positions")
+
+
+def validate_walk(
+    root: Any,
+    n_groups: int,
+    leaf: dict[str, Any] | None = None,
+    shared: dict[tuple[int, ...], list[int]] | None = None,
+) -> None:
+    """Raise ``MalformedProgram`` unless ``root`` is a decision walk over ``n_groups`` groups.
+
+    Checked once, before the walk is used, so that a decision never meets a
+    malformed node (a corrupt bundle fails its load instead). With ``leaf``
+    and ``shared`` it also compacts the walk in place without changing its
+    JSON: every node without children gets the one empty dict ``leaf`` (which
+    nothing may fill), and equal group lists become one list (``shared``,
+    by content) -- most of a walk's nodes are leaves, and a node without a
+    rule of its own has its parent's groups.
     """
-
-    __slots__ = ("key", "rules")
-
-    def __init__(self, rules: tuple[RuleRecord, ...], key: int) -> None:
-        self.rules = rules
-        self.key = key
-
-
-class WalkNode:
-    """A node of the decision walk: the forbid and permit groups from the root down to here.
-
-    Every node carries the groups of all its ancestors (and its own), so a
-    decision descends to the deepest node along the resource and reads one
-    short chain: one walk instead of two, and no per-node work on the (many)
-    index nodes that hold no rule.
-    """
-
-    __slots__ = ("children", "forbids", "permits")
-
-    def __init__(self, forbids: tuple[RuleGroup, ...], permits: tuple[RuleGroup, ...]) -> None:
-        self.forbids = forbids
-        self.permits = permits
-        self.children: dict[str, WalkNode] = {}
-
-
-def decode_table(table: Any, decode: Callable[[Any], U]) -> dict[str, list[U]]:
-    """A ``PrefixTable`` with each value mapped through ``decode``.
-
-    Raise ``MalformedProgram`` when ``table`` is not one (a corrupt bundle).
-    """
-    if type(table) is not dict:
-        raise MalformedProgram("an index entry is not a prefix table")
-    out: dict[str, list[U]] = {}
-    for prefix, values in table.items():
-        if type(prefix) is not str or type(values) is not list:
-            raise MalformedProgram("an index entry is not a prefix table")
-        out[prefix] = [decode(v) for v in values]
-    return out
+    stack = [root]
+    pop = stack.pop
+    push = stack.extend
+    while stack:
+        node = pop()
+        if type(node) is not list or len(node) != 3:
+            raise MalformedProgram("a decision walk node is not [children, forbids, permits]")
+        kids, f, p = node
+        if type(kids) is not dict:
+            raise MalformedProgram("a decision walk node's children are not a mapping")
+        for at, gids in ((1, f), (2, p)):
+            if gids == 0 and type(gids) is int:
+                continue
+            if (
+                type(gids) is not list
+                or not gids
+                or not set(map(type, gids)) <= {int}
+                or min(gids) < 0
+                or max(gids) >= n_groups
+            ):
+                raise MalformedProgram("a decision walk node's groups are malformed")
+            if shared is not None:
+                node[at] = shared.setdefault(tuple(gids), gids)
+        if kids:
+            push(kids.values())
+        elif leaf is not None:
+            node[0] = leaf
 
 
-def build_walk(
-    forbids: Mapping[str, list[RuleRecord]],
-    permits: Mapping[str, list[RuleRecord]],
-    keys: Iterator[int] | None = None,
-) -> WalkNode:
-    """The decision walk of one (namespace, action, resource kind) from its forbid and
-    permit prefix tables.
-
-    ``keys`` numbers the groups worth filtering per context (unique within
-    one ``PolicySet``); by default a fresh counter.
-    """
-    counter = keys if keys is not None else itertools.count()
-
-    def group(values: list[RuleRecord] | None) -> tuple[RuleGroup, ...]:
-        if not values:
-            return ()
-        return (RuleGroup(tuple(values), next(counter) if len(values) > FILTER_MIN else -1),)
-
-    root = WalkNode(group(forbids.get("")), group(permits.get("")))
-    # Ancestors first (by depth), so that every node is created with its
-    # parent's groups already in place.
-    prefixes = sorted({*forbids, *permits} - {""}, key=lambda p: p.count("/"))
-    fget = forbids.get
-    pget = permits.get
-    for prefix in prefixes:
-        *path, last = prefix.split("/")
-        node = root
-        for seg in path:
-            child = node.children.get(seg)
-            if child is None:
-                child = node.children[seg] = WalkNode(node.forbids, node.permits)
-            node = child
-        fv = fget(prefix)
-        pv = pget(prefix)
-        node.children[last] = WalkNode(
-            node.forbids + group(fv) if fv else node.forbids,
-            node.permits + group(pv) if pv else node.permits,
-        )
-    return root
-
-
-def walk_along(walk: WalkNode, segs: Sequence[str]) -> WalkNode:
+def walk_along(walk: Node, segs: Sequence[str]) -> Node:
     """The deepest node of ``walk`` along ``segs``: its groups hold every rule whose
     literal prefix ``segs`` starts with."""
     node = walk
     for seg in segs:
-        child = node.children.get(seg)
+        child = node[0].get(seg)
         if child is None:
             break
         node = child
     return node
 
 
-def rules_of(groups: tuple[RuleGroup, ...]) -> Iterator[RuleRecord]:
-    """The rules of ``groups`` in order (root first)."""
-    for group in groups:
-        yield from group.rules
+def walk_groups(walk: Node) -> tuple[set[int], set[int]]:
+    """Every forbid group and every permit group of a walk (for listing all its rules)."""
+    forbids: set[int] = set()
+    permits: set[int] = set()
+    stack = [walk]
+    while stack:
+        node = stack.pop()
+        if node[1]:
+            forbids.update(node[1])
+        if node[2]:
+            permits.update(node[2])
+        stack.extend(node[0].values())
+    return forbids, permits

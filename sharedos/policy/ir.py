@@ -1,208 +1,360 @@
 """The typed runtime form of a compiled policy (what the evaluators walk).
 
 The compiled *program* (``compiler.compile_program``) is JSON-ready data:
-that is what bundles store and what ``bundle_hash`` is computed over. This
-module decodes it into slotted objects the evaluator, the partial evaluator
-and the explainer share:
+that is what bundles store and what ``bundle_hash`` is computed over. Its
+rules are stored **column by column** (``RULE_COLUMNS``: one list per field,
+one entry per rule), so a bundle of 10,000 rules loads as a few dozen long
+lists, and each rule's matcher is stored ready to use (``matchers``), so
+loading compiles nothing. This module checks those columns once
+(``RuleTable``) and decodes one rule into a slotted ``RuleRecord`` the first
+time a decision reaches it; the evaluator, the partial evaluator and the
+explainer share the records:
 
-* ``RuleRecord`` — one permit/forbid: where it lives, its condition compiled
-  to a closure, and a *matcher* (``MatchKind`` plus the data that kind needs)
-  that tests a resource without a regex in the common cases;
-* ``Matcher`` — the same test for a pattern that interpolates the context,
-  built per context (``matcher_for``);
-* ``ToolPlan`` — one requirement ready to decide: resolver, resource shape and
-  the decision-walk index of its (namespace, action).
+* ``RuleRecord`` -- one permit/forbid: where it lives, its condition compiled
+  to a closure, and its matcher (``MatchKind`` plus the data that kind needs);
+* ``ToolPlan`` -- one requirement ready to decide: resolver, resource shape
+  and the decision walk of its (namespace, action).
 
-The index structures (``TrieNode``, ``WalkNode``) live in ``index``.
+The decision walks themselves live in ``index``.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 from sharedos.errors import SharedOSError
 from sharedos.policy.conditions import Env, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
-from sharedos.policy.patterns import (
-    Resolved,
-    is_context_dependent,
-    literal_prefix,
-    parse_pattern,
-    resolve,
-    to_regex,
+from sharedos.policy.matchers import (
+    Matcher,
+    MatchKind,
+    Program,
+    compile_tests,
+    context_matcher,
 )
+from sharedos.policy.patterns import Resolved, parse_pattern, resolve
 from sharedos.policy.resolvers import Resolver
 
 if TYPE_CHECKING:
-    from sharedos.policy.index import WalkNode
+    from sharedos.policy.index import Node
 
-#: Positions of a rule record in the program's JSON form (``encode_rule``/``decode_rule``).
-_ID, _EFFECT, _FILE, _LINE, _COL, _NS, _PATTERN, _PENC, _COND, _KIND, _CTXONLY, _DESC = range(12)
-_RULE_FIELDS = 12
+__all__ = [
+    "CONDITION_KINDS",
+    "RULE_COLUMNS",
+    "MalformedProgram",
+    "MatchKind",
+    "Matcher",
+    "RuleRecord",
+    "RuleTable",
+    "ToolPlan",
+    "encode_rules",
+]
 
 Applies = Callable[[Env], bool]
-RegexMatch = Callable[[str], "re.Match[str] | None"]
+
+#: A rule's condition kind as stored (``ckind`` column) -> as written.
+CONDITION_KINDS: tuple[Literal["when", "unless", "when unless"] | None, ...] = (
+    None,
+    "when",
+    "unless",
+    "when unless",
+)
+_EFFECTS: tuple[Literal["permit", "forbid"], ...] = ("permit", "forbid")
+
+#: The rule columns of a program: name -> what every entry is.
+#: ``file`` and ``ns`` index the table's ``files`` and ``namespaces`` lists;
+#: ``cond`` is the encoded condition (``conditions``) packed as compact JSON,
+#: decoded when the rule is first used; ``m*`` is the static matcher
+#: (``matchers.static_spec``; ``mkind`` 4 means the pattern interpolates the
+#: context and is resolved per context).
+RULE_COLUMNS: dict[str, str] = {
+    "id": "str",
+    "effect": "bit",  # 0 permit, 1 forbid
+    "file": "file",
+    "line": "int",
+    "col": "int",
+    "ns": "ns",
+    "pattern": "str",
+    "cond": "str?",
+    "ckind": "ckind",
+    "ctx": "bit",  # 1: the condition reads nothing but the context
+    "desc": "str?",
+    "mkind": "mkind",
+    "mdepth": "int",
+    "mhead": "str",
+    "mtail": "str",
+    "mtests": "list?",
+}
 
 
-class MatchKind(IntEnum):
-    """How a rule tests a resource once the index has matched its literal prefix."""
-
-    #: ``**`` after the literal prefix: every resource the index reaches matches
-    ANY = 0
-    #: exactly ``depth`` segments (the pattern ends at its prefix, or with one ``*``)
-    DEPTH = 1
-    #: exactly ``depth`` segments, the last one ``head*tail`` (e.g. ``*.md``)
-    AFFIX = 2
-    #: anything else: a backtracking-safe regex over the match key
-    REGEX = 3
-    #: the pattern interpolates the context: a ``Matcher`` is built per context
-    CONTEXT = 4
+class MalformedProgram(SharedOSError, ValueError):
+    """A program (usually from a bundle) whose structure is not what the compiler writes."""
 
 
-@dataclass(slots=True, eq=False)
-class Matcher:
-    """A resource test for one resolved pattern (see ``matcher_for``).
+def encode_rules(
+    columns: Mapping[str, list[Any]], files: Sequence[str], namespaces: Sequence[str]
+) -> dict[str, Any]:
+    """The program's rule table from its columns (keys: ``RULE_COLUMNS``, one entry per rule).
 
-    Segments before ``start`` are already known to match (the index walked
-    them); ``lits`` are further literal segments from ``start`` on (values
-    interpolated from the context). ``regex`` is set for ``MatchKind.REGEX``.
+    Columns rather than one mapping per rule: a compile of 10,000 rules
+    would otherwise build 10,000 short-lived dicts (a high-water mark the
+    process keeps as resident memory).
+    """
+    table: dict[str, Any] = {name: columns[name] for name in RULE_COLUMNS}
+    table["files"] = list(files)
+    table["namespaces"] = list(namespaces)
+    return table
+
+
+def _check_column(name: str, kind: str, column: Any, n: int, limits: Mapping[str, int]) -> None:
+    if type(column) is not list or len(column) != n:
+        raise MalformedProgram(f"rule column {name!r} is not a list of {n} entries")
+    if not column:
+        return
+    types = set(map(type, column))
+    if kind == "str":
+        ok = types <= {str}
+    elif kind == "str?":
+        ok = types <= {str, type(None)}
+    elif kind == "list?":
+        ok = types <= {list, type(None)}
+    else:
+        ok = types <= {int}
+        if ok and kind != "int":
+            top = {"bit": 2, "ckind": len(CONDITION_KINDS), "mkind": len(MatchKind)}.get(kind)
+            ok = min(column) >= 0 and max(column) < (top if top is not None else limits[kind])
+    if not ok:
+        raise MalformedProgram(f"rule column {name!r} has a malformed entry")
+
+
+class RuleTable:
+    """The program's rule columns, checked once; ``record(i)`` decodes rule ``i``.
+
+    Raise ``MalformedProgram`` when a column is missing, of the wrong length
+    or holds an entry of the wrong type (a corrupt bundle fails its load,
+    never a decision).
     """
 
-    kind: MatchKind
-    start: int
-    lits: list[str]
-    depth: int
-    head: str
-    tail: str
-    least: int
-    regex: RegexMatch | None
+    __slots__ = ("columns", "files", "n", "namespaces")
 
-    def matches(self, segs: list[str], key: str) -> bool:
-        """True when the canonical resource (``segs``, match key ``key``) matches."""
-        kind = self.kind
-        if kind is MatchKind.REGEX:
-            return self.regex is not None and self.regex(key) is not None
-        lits = self.lits
-        if lits and segs[self.start : self.start + len(lits)] != lits:
-            return False
-        if kind is MatchKind.ANY:
-            return True
-        if len(segs) != self.depth:
-            return False
-        if kind is MatchKind.DEPTH:
-            return True
-        last = segs[-1]
-        return len(last) >= self.least and last.startswith(self.head) and last.endswith(self.tail)
+    def __init__(self, table: Any) -> None:
+        if type(table) is not dict:
+            raise MalformedProgram("rules is not a rule table")
+        files, namespaces = table.get("files"), table.get("namespaces")
+        for what, names in (("files", files), ("namespaces", namespaces)):
+            if type(names) is not list or not set(map(type, names)) <= {str}:
+                raise MalformedProgram(f"the rule table's {what} is not a list of names")
+        ids = table.get("id")
+        if type(ids) is not list:
+            raise MalformedProgram("rule column 'id' is missing")
+        self.n = len(ids)
+        limits = {"file": len(files), "ns": len(namespaces)}  # type: ignore[arg-type]
+        for name, kind in RULE_COLUMNS.items():
+            _check_column(name, kind, table.get(name), self.n, limits)
+        self.columns: dict[str, list[Any]] = {name: table[name] for name in RULE_COLUMNS}
+        self.files: list[str] = files  # type: ignore[assignment]
+        self.namespaces: list[str] = namespaces  # type: ignore[assignment]
 
-
-def _single_wildcard(pieces: Sequence[Sequence[Any]]) -> tuple[str, str] | None:
-    """(head, tail) of glob pieces ``head*tail`` with one wildcard and no hole, else None."""
-    kinds = [p[0] for p in pieces]
-    if kinds.count("w") != 1 or "c" in kinds:
-        return None
-    star = kinds.index("w")
-    return (
-        "".join(p[1] for p in pieces[:star]),
-        "".join(p[1] for p in pieces[star + 1 :]),
-    )
-
-
-def _shape_matcher(
-    segs: Sequence[Sequence[Any]], start: int, glob_pieces: int
-) -> tuple[MatchKind, list[str], int, str, str] | None:
-    """Kind, literals, depth, head, tail of a segment list (encoded or resolved); None: needs a regex.
-
-    ``glob_pieces`` is the position of a glob segment's pieces (1 encoded, 2 resolved).
-    """
-    prefix = 0
-    while prefix < len(segs) and segs[prefix][0] == "L":
-        prefix += 1
-    lits = [s[1] for s in segs[start:prefix]]
-    rest = segs[prefix:]
-    if not rest:
-        return MatchKind.DEPTH, lits, prefix, "", ""
-    if len(rest) != 1:
-        return None
-    kind = rest[0][0]
-    if kind == "D":
-        return MatchKind.ANY, lits, prefix, "", ""
-    if kind == "S":
-        return MatchKind.DEPTH, lits, prefix + 1, "", ""
-    affix = _single_wildcard(rest[0][glob_pieces]) if kind == "G" else None
-    if affix is None:
-        return None
-    return MatchKind.AFFIX, lits, prefix + 1, affix[0], affix[1]
-
-
-def matcher_for(resolved: Resolved, start: int) -> Matcher:
-    """The cheapest exact test for a safe resolved pattern whose first ``start`` segments the index matched."""
-    shape = _shape_matcher(resolved.segs, start, 2)
-    if shape is None:
-        regex = re.compile(to_regex(resolved)).fullmatch
-        return Matcher(MatchKind.REGEX, start, [], 0, "", "", 0, regex)
-    kind, lits, depth, head, tail = shape
-    return Matcher(kind, start, lits, depth, head, tail, len(head) + len(tail), None)
-
-
-def static_matcher(
-    pattern_enc: Mapping[str, Any],
-) -> tuple[MatchKind, int, str, str, RegexMatch | None]:
-    """Kind, depth, head, tail and regex of an encoded pattern that does not interpolate
-    the context, for a resource whose literal prefix the index matched."""
-    segs = pattern_enc["segs"]
-    start = 0
-    while start < len(segs) and segs[start][0] == "L":
-        start += 1
-    shape = _shape_matcher(segs, start, 1)
-    if shape is None:
-        return (
-            MatchKind.REGEX,
-            0,
-            "",
-            "",
-            re.compile(to_regex(resolve(pattern_enc, None))).fullmatch,
+    def record(self, i: int) -> RuleRecord:
+        """Rule ``i`` decoded (its condition compiled, its matcher ready)."""
+        c = self.columns
+        forbid = c["effect"][i] == 1
+        effect = _EFFECTS[1 if forbid else 0]
+        rid = c["id"][i]
+        file = self.files[c["file"][i]]
+        ref = RuleRef(rid, file, c["line"][i], c["col"][i], effect)
+        kind = CONDITION_KINDS[c["ckind"][i]]
+        packed = c["cond"][i]
+        applies: Applies | None = None
+        if packed is not None:
+            applies = _compile_packed(packed, kind, forbid)
+        mkind = MatchKind(c["mkind"][i])
+        depth = c["mdepth"][i]
+        prog: Program | None = None
+        if mkind is MatchKind.GENERAL:
+            prog = _tests_or_nothing(c["mtests"][i])
+            if (
+                prog is None
+            ):  # a malformed matcher: a permit matches nothing, a forbid all it reaches
+                mkind, depth = (MatchKind.ANY, 0) if forbid else (MatchKind.DEPTH, -1)
+        return RuleRecord(
+            i,
+            rid,
+            effect,
+            forbid,
+            self.namespaces[c["ns"][i]],
+            c["pattern"][i],
+            packed,
+            kind,
+            c["ctx"][i] == 1 and packed is not None,
+            applies,
+            mkind,
+            depth,
+            c["mhead"][i],
+            c["mtail"][i],
+            prog,
+            ref,
+            c["desc"][i],
         )
-    kind, _lits, depth, head, tail = shape
-    return kind, depth, head, tail, None
 
 
-@dataclass(slots=True, eq=False)
+def _fail_closed(forbid: bool) -> Applies:
+    return lambda env: forbid
+
+
+def _compile_packed(packed: str, kind: str | None, forbid: bool) -> Applies:
+    """The applies-closure of a packed condition; a corrupt one fails closed (a forbid
+    applies, a permit does not), like any condition that cannot be evaluated."""
+    try:
+        enc = json.loads(packed)
+        if type(enc) is not list:
+            raise ValueError("not an encoded expression")
+        return compile_applies(enc, kind, forbid)
+    except Exception:
+        return _fail_closed(forbid)
+
+
+def _tests_or_nothing(tests: Any) -> Program | None:
+    try:
+        return compile_tests(tests)
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+
+
 class RuleRecord:
     """One compiled permit/forbid, decoded from the program and ready to evaluate.
 
     ``index`` is the rule's position in the program (per-context verdict
     caches are indexed by it). ``applies`` is ``None`` for an unconditional
     rule; ``context_only`` says the condition reads nothing but the context
-    (its verdict is cached per context). The matcher fields (``match`` and,
-    per kind, ``depth``/``head``/``tail``/``least``/``regex``) are those of
-    ``Matcher`` with the index's prefix already matched; a ``CONTEXT`` rule
-    keeps its encoded pattern (``pattern_enc``) to resolve per context.
+    (its verdict is cached per context). The matcher is ``match`` plus, per
+    kind, ``depth``/``head``/``tail``/``least`` (``DEPTH``, ``AFFIX``) or
+    ``prog`` (``GENERAL``, whose tests start at segment ``depth``); a
+    ``CONTEXT`` rule resolves its pattern per context (``context_matcher``).
     ``description`` is the rule's ``@description``, for explanations.
     """
 
-    index: int
-    id: str
-    effect: Literal["permit", "forbid"]
-    forbid: bool
-    namespace: str
-    pattern: str
-    pattern_enc: dict[str, Any]
-    condition: list[Any] | None
-    condition_kind: Literal["when", "unless", "when unless"] | None
-    context_only: bool
-    applies: Applies | None
-    match: MatchKind
-    depth: int
-    head: str
-    tail: str
-    least: int
-    regex: RegexMatch | None
-    ref: RuleRef
-    description: str | None
+    __slots__ = (
+        "_cond",
+        "_packed",
+        "_penc",
+        "applies",
+        "condition_kind",
+        "context_only",
+        "depth",
+        "description",
+        "effect",
+        "forbid",
+        "head",
+        "id",
+        "index",
+        "least",
+        "match",
+        "namespace",
+        "pattern",
+        "prog",
+        "ref",
+        "refs",
+        "tail",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        rid: str,
+        effect: Literal["permit", "forbid"],
+        forbid: bool,
+        namespace: str,
+        pattern: str,
+        packed: str | None,
+        condition_kind: Literal["when", "unless", "when unless"] | None,
+        context_only: bool,
+        applies: Applies | None,
+        match: MatchKind,
+        depth: int,
+        head: str,
+        tail: str,
+        prog: Program | None,
+        ref: RuleRef,
+        description: str | None,
+    ) -> None:
+        self.index = index
+        self.id = rid
+        self.effect = effect
+        self.forbid = forbid
+        self.namespace = namespace
+        self.pattern = pattern
+        self._packed = packed
+        self._cond: list[Any] | None = None
+        self._penc: dict[str, Any] | None = None
+        self.condition_kind = condition_kind
+        self.context_only = context_only
+        self.applies = applies
+        self.match = match
+        self.depth = depth
+        self.head = head
+        self.tail = tail
+        self.least = len(head) + len(tail)
+        self.prog = prog
+        self.ref = ref
+        #: ``(ref,)``, made the first time this rule alone decides a call
+        self.refs: tuple[RuleRef, ...] | None = None
+        self.description = description
+
+    @property
+    def has_condition(self) -> bool:
+        """True when the rule has a ``when``/``unless`` (without decoding it)."""
+        return self._packed is not None
+
+    def decode_condition(self) -> list[Any] | None:
+        """The encoded condition decoded afresh (not kept: see ``condition``).
+
+        A corrupt one (a tampered bundle) reads as a condition that always
+        errors, so it fails closed here too.
+        """
+        if self._packed is None:
+            return None
+        cond = self._cond
+        if cond is None:
+            try:
+                cond = json.loads(self._packed)
+            except (ValueError, RecursionError):
+                cond = None
+            if type(cond) is not list:
+                cond = ["lit", None]  # evaluates to an error: fails closed
+        return cond
+
+    @property
+    def condition(self) -> list[Any] | None:
+        """The encoded condition (``conditions``), decoded on first use and kept; None:
+        unconditional. Deciding never reads it (it runs ``applies``); the partial
+        evaluator and the explainer do."""
+        cond = self._cond
+        if cond is None and self._packed is not None:
+            cond = self._cond = self.decode_condition()
+        return cond
+
+    @property
+    def pattern_enc(self) -> dict[str, Any]:
+        """The parsed pattern (``patterns.parse_pattern``), for explanations and listing.
+
+        Kept only for a pattern that interpolates the context (resolved per
+        context); a static one is parsed again when asked (listing plans keep
+        what they resolved, explanations are not a hot path), so a prepared
+        policy does not hold every rule's parsed pattern.
+        """
+        penc = self._penc
+        if penc is None:
+            try:
+                penc = parse_pattern(self.pattern)
+            except ValueError:
+                # Unparseable (a tampered bundle): a permit matches nothing, a forbid everything.
+                penc = {"abs": True, "segs": [["D"]] if self.forbid else [["L", ""], ["L", ""]]}
+            if self.match is MatchKind.CONTEXT:
+                self._penc = penc
+        return penc
 
     def resolve(self, context: Any) -> Resolved:
         """The pattern with ``{context.x}`` filled in (unsafe values fail closed in a forbid)."""
@@ -210,114 +362,73 @@ class RuleRecord:
 
     def context_matcher(self, context: Any) -> Matcher | None:
         """A ``CONTEXT`` rule's matcher for one context; None: it matches nothing there."""
-        resolved = self.resolve(context)
-        if not resolved.safe:
-            return None  # a permit interpolating a missing or unsafe value matches nothing
-        return matcher_for(resolved, len(literal_prefix(self.pattern_enc)))
+        penc = self.pattern_enc
+        start = 0
+        segs = penc["segs"]
+        while start < len(segs) and segs[start][0] == "L":
+            start += 1
+        return context_matcher(penc, context, start, forbid=self.forbid)
 
 
-class MalformedProgram(SharedOSError, ValueError):
-    """A program (usually from a bundle) whose structure is not what the compiler writes."""
-
-
-def decode_rule(raw: Sequence[Any], index: int) -> RuleRecord:
-    """Decode one rule of the program's JSON form; raise ``MalformedProgram`` if it is not one."""
-    if not isinstance(raw, list | tuple) or len(raw) != _RULE_FIELDS:
-        raise MalformedProgram(f"rule #{index} is not a rule record")
-    rid, effect, file, line, col = raw[_ID], raw[_EFFECT], raw[_FILE], raw[_LINE], raw[_COL]
-    kind = raw[_KIND]
-    if (
-        type(rid) is not str
-        or effect not in ("permit", "forbid")
-        or type(file) is not str
-        or type(line) is not int
-        or type(col) is not int
-        or type(raw[_PATTERN]) is not str
-        or kind not in ("when", "unless", "when unless", None)
-        or (raw[_COND] is not None and not isinstance(raw[_COND], list))
-        or (raw[_DESC] is not None and type(raw[_DESC]) is not str)
-    ):
-        raise MalformedProgram(f"rule #{index} has a malformed field")
-    penc = raw[_PENC]
-    if penc is None:
-        penc = parse_pattern(raw[_PATTERN])
-    forbid = effect == "forbid"
-    cond = raw[_COND]
-    ref = RuleRef(rid, file, line, col, effect)
-    applies = compile_applies(cond, kind, forbid) if cond is not None else None
-    if is_context_dependent(penc):
-        kind_, depth, head, tail, regex = MatchKind.CONTEXT, 0, "", "", None
-    else:
-        kind_, depth, head, tail, regex = static_matcher(penc)
-    return RuleRecord(
-        index,
-        rid,
-        effect,
-        forbid,
-        str(raw[_NS]),
-        raw[_PATTERN],
-        penc,
-        cond,
-        kind,
-        bool(raw[_CTXONLY]),
-        applies,
-        kind_,
-        depth,
-        head,
-        tail,
-        len(head) + len(tail),
-        regex,
-        ref,
-        raw[_DESC],
-    )
-
-
-def encode_rule(
-    rule_id: str,
-    effect: str,
-    file: str,
-    line: int,
-    col: int,
-    namespace: str,
-    pattern: str,
-    condition: list[Any] | None,
-    condition_kind: str | None,
-    context_only: bool,
-    description: str | None,
-) -> list[Any]:
-    """A rule record in the program's JSON form (the parsed pattern is recomputed on load)."""
-    return [
-        rule_id,
-        effect,
-        file,
-        line,
-        col,
-        namespace,
-        pattern,
-        None,
-        condition,
-        condition_kind,
-        context_only,
-        description,
-    ]
-
-
-@dataclass(frozen=True, slots=True)
 class ToolPlan:
-    """A requirement ready to decide: how to resolve its resource and which index to walk.
+    """A requirement ready to decide: how to resolve its resource and which walk to take.
 
-    ``walk`` is the decision walk of its (namespace, action) for its
-    resource kind (absolute or relative); ``forbids``/``permits`` are every
-    rule of that walk, in program order.
+    ``walk`` is the decision walk (``index``) of its (namespace, action) for
+    its resource kind (absolute or relative); ``path_arg`` is the argument
+    name of a ``path(args.x)`` resource (the evaluator canonicalizes it
+    inline); ``forbids``/``permits`` are every rule of that walk, in program
+    order (decoded on first use, for listing and explanations).
     """
 
-    name: str
-    namespace: str
-    action: str
-    resolve: Resolver
-    absolute: bool
-    shape: tuple[Any, ...]
-    requirement: Requirement
-    walk: WalkNode
-    forbids: tuple[RuleRecord, ...]
-    permits: tuple[RuleRecord, ...]
+    __slots__ = (
+        "_all",
+        "absolute",
+        "action",
+        "name",
+        "namespace",
+        "path_arg",
+        "requirement",
+        "resolve",
+        "shape",
+        "walk",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        action: str,
+        resolve: Resolver,
+        absolute: bool,
+        shape: tuple[Any, ...],
+        requirement: Requirement,
+        walk: Node,
+        path_arg: str | None,
+        rules: Callable[[], tuple[tuple[RuleRecord, ...], tuple[RuleRecord, ...]]],
+    ) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.action = action
+        self.resolve = resolve
+        self.absolute = absolute
+        self.shape = shape
+        self.requirement = requirement
+        self.walk = walk
+        self.path_arg = path_arg
+        self._all: Any = rules
+
+    def _rules(self) -> tuple[tuple[RuleRecord, ...], tuple[RuleRecord, ...]]:
+        found = self._all
+        if callable(found):
+            found = self._all = found()
+        return found  # type: ignore[no-any-return]
+
+    @property
+    def forbids(self) -> tuple[RuleRecord, ...]:
+        """Every forbid of this tool's walk, in program order."""
+        return self._rules()[0]
+
+    @property
+    def permits(self) -> tuple[RuleRecord, ...]:
+        """Every permit of this tool's walk, in program order."""
+        return self._rules()[1]

@@ -120,7 +120,8 @@ def compile_sources(
         program = compile_program(
             files, checked.tool_policies, checked.patterns, checked.conditions, names
         )
-        return PolicySet(program, files=tuple(files), diagnostics=tuple(diagnostics))
+        # The texts, not the syntax trees: PolicySet.files parses again if asked.
+        return PolicySet(program, diagnostics=tuple(diagnostics), texts=sources)
 
 
 def program_names(files: Sequence[Path], root: str | Path | None = None) -> dict[str, str]:

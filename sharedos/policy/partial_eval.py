@@ -23,7 +23,7 @@ from sharedos.policy.conditions import Env, roots
 from sharedos.policy.decision import ListingExplanation, PermitReason
 from sharedos.policy.evaluator import ContextEntry, Evaluator
 from sharedos.policy.explainer import condition_text
-from sharedos.policy.index import rules_of, walk_along
+from sharedos.policy.index import walk_along
 from sharedos.policy.ir import MatchKind, RuleRecord, ToolPlan
 from sharedos.policy.partial import (
     MAX_JOINT_CASES,
@@ -112,8 +112,8 @@ class PartialEvaluator:
         """The tool's permits, unconditional ones first (they answer soonest)."""
         order = self._porder.get(t.name)
         if order is None:
-            plain = [r for r in t.permits if r.condition is None]
-            gated = [r for r in t.permits if r.condition is not None]
+            plain = [r for r in t.permits if not r.has_condition]
+            gated = [r for r in t.permits if r.has_condition]
             order = self._porder[t.name] = plain + gated
         return order
 
@@ -128,7 +128,7 @@ class PartialEvaluator:
             pat = resolve(rule.pattern_enc, None)
             if not meets_shape(pat, t.shape):
                 continue  # whatever the context, this permit never meets the resource
-            candidates = t.forbids if template else forbids_along(t, literal_prefix(pat))
+            candidates = t.forbids if template else forbids_along(self._ev, t, literal_prefix(pat))
             fsteps: list[ForbidStep] = []
             for forbid in candidates:
                 if _context_dependent(forbid):
@@ -153,8 +153,9 @@ class PartialEvaluator:
         forbid_set = tuple(r.index for r in t.forbids) if dynamic else None
         if forbid_set is not None:
             involved += [self._ev.rule(i) for i in forbid_set]
+        # decoded afresh, not kept: a prepared policy holds no condition it never weighs
         reads_action = any(
-            r.condition is not None and "action" in roots(r.condition) for r in involved
+            (cond := r.decode_condition()) is not None and "action" in roots(cond) for r in involved
         )
         sig = (
             t.shape,
@@ -194,7 +195,9 @@ class PartialEvaluator:
                     pat = resolve(rule.pattern_enc, context)
                 if not meets_shape(pat, shape):
                     continue
-                candidates = t.forbids if template else forbids_along(t, literal_prefix(pat))
+                candidates = (
+                    t.forbids if template else forbids_along(self._ev, t, literal_prefix(pat))
+                )
                 fsteps = [ForbidStep(f, None) for f in candidates]
             covered = False
             uncertain: list[RuleRecord] = []
@@ -264,7 +267,7 @@ class PartialEvaluator:
         if not meets_shape(pat, t.shape):
             return say(False, f"its pattern can never match the resource {t.requirement.resource}")
         segs = [] if t.shape[0] != "path" else literal_prefix(pat)
-        candidates = t.forbids if t.shape[0] != "path" else forbids_along(t, segs)
+        candidates = t.forbids if t.shape[0] != "path" else forbids_along(self._ev, t, segs)
         uncertain: list[RuleRecord] = []
         for forbid in candidates:
             fpat = resolve(forbid.pattern_enc, context, forbid=True)
@@ -300,9 +303,9 @@ class PartialEvaluator:
         return forbid_certain(rule.condition, rule.condition_kind, env[0], env[3])
 
 
-def forbids_along(t: ToolPlan, segs: Sequence[str]) -> Iterator[RuleRecord]:
+def forbids_along(ev: Evaluator, t: ToolPlan, segs: Sequence[str]) -> Iterator[RuleRecord]:
     """The forbids of ``t`` whose literal prefix is a prefix of ``segs``."""
-    return rules_of(walk_along(t.walk, segs).forbids)
+    return iter(ev.node_rules(walk_along(t.walk, segs), True))
 
 
 def _context_dependent(rule: RuleRecord) -> bool:

@@ -143,7 +143,8 @@ def lookup_context(context: Any, path: Sequence[str]) -> tuple[bool, Any]:
     return True, value
 
 
-def _safe_value(value: Any) -> str | None:
+def safe_value(value: Any) -> str | None:
+    """An interpolated value as text when it is safe as (part of) one segment, else None."""
     if type(value) is int:
         value = str(value)
     if type(value) is not str:
@@ -180,7 +181,7 @@ def resolve(enc: Mapping[str, Any], context: Any, *, forbid: bool = False) -> Re
         for piece in seg[1]:
             if piece[0] == "c":
                 found, value = lookup_context(context, piece[1])
-                text = _safe_value(value) if found else None
+                text = safe_value(value) if found else None
                 if text is None:
                     if not forbid:
                         return Resolved(False, bool(enc["abs"]), ())

@@ -9,19 +9,25 @@ need: the packed program, its hash, the rules and the source files' tests.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sharedos.policy import ast
 from sharedos.policy.decision import Explanation, ListingExplanation, RuleRef
-from sharedos.policy.diagnostics import Diagnostic
 from sharedos.policy.evaluator import CONTEXT_CACHE_SIZE, DECISION_CACHE_SIZE, Evaluator
-from sharedos.policy.explainer import explain
-from sharedos.policy.partial_eval import PartialEvaluator
 
-__all__ = ["CONTEXT_CACHE_SIZE", "DECISION_CACHE_SIZE", "PolicySet", "program_hash"]
+if TYPE_CHECKING:
+    from sharedos.policy import ast
+    from sharedos.policy.diagnostics import Diagnostic
+    from sharedos.policy.partial_eval import PartialEvaluator
+
+__all__ = [
+    "CONTEXT_CACHE_SIZE",
+    "DECISION_CACHE_SIZE",
+    "PolicySet",
+    "canonical_program",
+    "program_hash",
+]
 
 
 class PolicySet(Evaluator):
@@ -34,36 +40,35 @@ class PolicySet(Evaluator):
         files: tuple[ast.PolicyFile, ...] = (),
         diagnostics: tuple[Diagnostic, ...] = (),
         bundle_hash: str | None = None,
+        texts: Sequence[tuple[str, str]] = (),
     ) -> None:
         super().__init__(program)
         self._program = program
-        self.files = files
+        self._files: tuple[ast.PolicyFile, ...] | None = files or None
+        self._texts = tuple(texts)
         #: warnings found while compiling (errors raise ``PolicyError`` instead)
         self.diagnostics = diagnostics
         self._bundle_hash = bundle_hash
-        self._partial = PartialEvaluator(self)
+        self._partial_ev: PartialEvaluator | None = None
 
     # ------------------------------------------------------------ properties
 
     @property
+    def _partial(self) -> PartialEvaluator:
+        # Built (and its module imported) on first use: deciding never needs it.
+        partial = self._partial_ev
+        if partial is None:
+            from sharedos.policy.partial_eval import PartialEvaluator
+
+            partial = self._partial_ev = PartialEvaluator(self)
+        return partial
+
+    @property
     def program(self) -> dict[str, Any]:
-        """The compiled program in its packed form (what bundles store): each rule is
-        a compact JSON string, decoded on first use. Do not mutate."""
-        packed = dict(self._program)
-        packed["rules"] = [
-            r if type(r) is str else json.dumps(r, separators=(",", ":"), ensure_ascii=False)
-            for r in self._program["rules"]
-        ]
-        packed["index"] = {
-            ns: {
-                action: tries
-                if type(tries) is str
-                else json.dumps(tries, separators=(",", ":"), ensure_ascii=False)
-                for action, tries in actions.items()
-            }
-            for ns, actions in self._program["index"].items()
-        }
-        return packed
+        """The compiled program (what bundles store, and what ``bundle_hash`` covers).
+
+        Plain JSON data that decisions read as it is: do not mutate."""
+        return self._program
 
     @property
     def bundle_hash(self) -> str:
@@ -83,31 +88,39 @@ class PolicySet(Evaluator):
         return tuple(self.rule(i).ref for i in range(self.rule_count))
 
     @property
+    def files(self) -> tuple[ast.PolicyFile, ...]:
+        """The parsed source files (empty for a PolicySet loaded from a bundle).
+
+        A compile keeps the source texts, not their syntax trees (deciding
+        never reads those: at 10,000 rules they are a third of the memory),
+        and parses them again the first time this is asked for.
+        """
+        files = self._files
+        if files is None:
+            from sharedos.policy.parser import parse_source
+
+            files = self._files = tuple(parse_source(text, name).file for name, text in self._texts)
+        return files
+
+    @property
     def tests(self) -> tuple[ast.TestBlock, ...]:
         """Test blocks of the compiled files (empty for a PolicySet loaded from a bundle)."""
         return tuple(t for f in self.files for t in f.tests)
 
     def prepare(self) -> PolicySet:
-        """Decode every rule and build every tool's decision index now; returns ``self``.
+        """Decode every rule and build every tool's plan now; returns ``self``.
 
-        Decisions decode what they reach lazily (so loading a bundle is cheap);
-        a long-running host calls this once at start-up so that no turn pays
-        for it. Also builds every ``could_permit`` plan. Decisions are unchanged.
+        Never needed: decisions decode only the rules they reach, so the first
+        decisions after a compile or a bundle load are already fast. A host
+        that wants even the first call of every rule at full speed calls this
+        once at start-up. Also builds every ``could_permit`` plan. Decisions
+        are unchanged.
         """
-        import gc
-
-        was_enabled = gc.isenabled()
-        gc.disable()  # tens of thousands of small records and closures, no cycles
-        try:
-            for idx in range(self.rule_count):
-                self.rule(idx)
-            for name in self.requirements:
-                t = self.tool(name)
-                assert t is not None
-                self._partial.plan(t)
-        finally:
-            if was_enabled:
-                gc.enable()
+        self.prepare_all()
+        for name in self.requirements:
+            t = self.tool(name)
+            assert t is not None
+            self._partial.plan(t)
         return self
 
     def save_bundle(self, path: str | Path) -> None:
@@ -145,10 +158,19 @@ class PolicySet(Evaluator):
     ) -> Explanation:
         """The decision path of one call: requirement, canonical resource, every rule and why
         (under toolpolicy ``run_policy`` when given)."""
+        from sharedos.policy.explainer import explain
+
         return explain(self, tool, args, context, run_policy=run_policy)
 
 
 def program_hash(program: Mapping[str, Any]) -> str:
     """SHA-256 hex of the canonical JSON of a program."""
+    return hashlib.sha256(canonical_program(program)).hexdigest()
+
+
+def canonical_program(program: Mapping[str, Any]) -> bytes:
+    """The canonical JSON of a program, UTF-8 (sorted keys, no spaces): what the hash covers."""
+    import json
+
     text = json.dumps(program, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text.encode("utf-8", "surrogatepass")

@@ -149,35 +149,109 @@ def test_prepare_compiles_everything_and_changes_nothing(shipped) -> None:  # ty
     assert [shipped.decide(t, a, c) for t, a, c in CALLS] == before
 
 
-def test_index_is_packed_per_action_and_decoded_on_first_use(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_bundle_is_ready_when_loaded_and_decodes_only_what_decisions_reach(
+    shipped, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     bundle = tmp_path / "b.json"
     shipped.save_bundle(bundle)
-    doc = json.loads(bundle.read_text())
-    entries = [e for actions in doc["program"]["index"].values() for e in actions.values()]
-    assert entries and all(isinstance(e, str) for e in entries)
+    raw = bundle.read_bytes()
+    # the program is the last member, in exactly the canonical form its hash covers
+    from sharedos.policy.policyset import canonical_program
+
+    doc = json.loads(raw)
+    assert raw.endswith(b',"program":' + canonical_program(doc["program"]) + b"}")
     loaded = load_bundle(bundle)
-    assert loaded._tables == {}  # nothing decoded by the load itself
+    assert all(r is None for r in loaded._records)  # nothing decoded by the load itself
+    assert loaded.decide(*CALLS[0]) == shipped.decide(*CALLS[0])
+    decoded = [r for r in loaded._records if r is not None]
+    assert 0 < len(decoded) < len(loaded._records)  # only the rules that call reached
     assert [loaded.decide(t, a, c) for t, a, c in CALLS] == [
         shipped.decide(t, a, c) for t, a, c in CALLS
     ]
 
 
-def test_a_corrupt_index_entry_denies_that_action_and_never_raises(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_reformatted_bundle_still_loads_and_an_edited_one_does_not(
+    shipped, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     bundle = tmp_path / "b.json"
     shipped.save_bundle(bundle)
     doc = json.loads(bundle.read_text())
-    doc["program"]["index"]["files"]["read"] = '[[[], {"public": "not a node"'
-    _tamper(bundle, doc, rehash=True)  # past the hash check: the decoder still fails closed
+    # reformatted (keys reordered, indented): the slow path re-serializes and checks the hash
+    bundle.write_text(json.dumps(dict(reversed(list(doc.items()))), indent=2))
+    assert load_bundle(bundle).bundle_hash == shipped.bundle_hash
+    # an edit inside the canonical program text, layout kept: caught by either path
+    shipped.save_bundle(bundle)
+    raw = bundle.read_bytes()
+    assert b'"/public/**"' in raw
+    bundle.write_bytes(raw.replace(b'"/public/**"', b'"/**"', 1))
+    with pytest.raises(BundleError, match="does not match its bundle_hash"):
+        load_bundle(bundle)
+
+
+def test_the_program_that_runs_is_the_one_whose_hash_was_checked(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A second "program" member cannot smuggle an unchecked program past the fast path."""
+    from sharedos.policy.policyset import canonical_program
+
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    raw = bundle.read_bytes()
+    head, _, body = raw.partition(b',"program":')
+    evil = json.loads(body[:-1])
+    evil["rules"]["effect"] = [0] * len(evil["rules"]["effect"])  # every forbid a permit
+    evil_text = canonical_program(evil)
+    for crafted in (
+        head + b',"program":' + evil_text + b',"program":' + body,  # checked one last
+        head + b',"program":' + body[:-1] + b',"program":' + evil_text + b"}",  # unchecked last
+    ):
+        bundle.write_bytes(crafted)
+        try:
+            loaded = load_bundle(bundle)
+        except BundleError:
+            continue
+        # if it loads, it must run the program the hash covers: traversal is still forbidden
+        assert not loaded.decide(*CALLS[1]).allowed
+
+
+def test_a_corrupt_index_fails_the_load_with_a_clear_error(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    for corrupt in (
+        '[[[], {"public": "not a node"',
+        [[{"public": "not a node"}, 0, 0], []],
+        [[{}, [99999], 0], [{}, 0, 0]],
+        [[{}, [-1], 0], [{}, 0, 0]],
+    ):
+        doc = json.loads(bundle.read_text())
+        doc["program"]["index"]["files"]["read"] = corrupt
+        _tamper(bundle, doc, rehash=True)  # past the hash check: the structure check still refuses
+        with pytest.raises(BundleError, match="malformed"):
+            load_bundle(bundle)
+    doc = json.loads(bundle.read_text())
+    doc["program"]["groups"][0] = [10**6]
+    _tamper(bundle, doc, rehash=True)
+    with pytest.raises(BundleError, match="malformed"):
+        load_bundle(bundle)
+
+
+def test_a_corrupt_rule_fails_closed_where_it_is_used(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A rule column of the right shape but garbage inside (a condition that is not an
+    expression, a matcher that is not one) fails closed: the forbid applies."""
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    doc = json.loads(bundle.read_text())
+    rules = doc["program"]["rules"]
+    for i, effect in enumerate(rules["effect"]):
+        if effect == 1:  # every forbid: a garbage condition, a garbage matcher
+            rules["cond"][i] = "[not json"
+            rules["ckind"][i] = 1
+            rules["mkind"][i] = 3
+            rules["mtests"][i] = [["Q"]]
+    _tamper(bundle, doc, rehash=True)
     loaded = load_bundle(bundle)
-    call = ("files.read", {"path": "/public/a"}, {"principal": "bob", "roles": []})
-    assert shipped.decide(*call).allowed
-    assert not loaded.decide(*call).allowed
-    assert not loaded.could_permit("files.read", {"principal": "bob", "roles": []})
-    # other actions are untouched
-    ctx = {"principal": "bob", "roles": []}
-    assert loaded.decide("files.write", {"path": "/home/bob/x"}, ctx) == shipped.decide(
-        "files.write", {"path": "/home/bob/x"}, ctx
-    )
+    admin = ("files.read", {"path": "/private/a"}, {"principal": "dana", "roles": ["admin"]})
+    assert shipped.decide(*admin).allowed
+    assert loaded.decide(*admin).reason.value == "forbidden"
+    assert not loaded.explain(*admin).decision.allowed
 
 
 def test_a_malformed_requirement_fails_the_load(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -188,3 +262,40 @@ def test_a_malformed_requirement_fails_the_load(shipped, tmp_path: Path) -> None
     _tamper(bundle, doc, rehash=True)
     with pytest.raises(BundleError, match="malformed"):
         load_bundle(bundle)
+
+
+def test_loading_a_bundle_and_deciding_never_imports_the_parser(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A host that only loads a bundle pays for neither Lark, the checker nor pydantic."""
+    import subprocess
+    import sys
+
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    tool, args, context = CALLS[0]
+    code = (
+        "import json, sys\n"
+        "import sharedos.policy as sp\n"
+        f"p = sp.load_bundle({str(bundle)!r})\n"
+        f"d = p.decide({tool!r}, {args!r}, {context!r})\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lark', 'pydantic')"
+        " or m in ('sharedos.policy.parser', 'sharedos.policy.checker', 'sharedos.policy.ast'))\n"
+        "print(json.dumps([d.allowed, heavy]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    allowed, heavy = json.loads(out.stdout)
+    assert allowed is shipped.decide(tool, args, context).allowed
+    assert heavy == []
+
+
+def test_a_compiled_policy_parses_its_files_again_only_when_asked(repo_root: Path) -> None:
+    from sharedos.policy import compile_source
+    from sharedos.policy.parser import parse_source
+
+    text = (repo_root / "rules" / "files.sos").read_text()
+    policy = compile_source(text, "files.sos")
+    assert policy._files is None  # the syntax trees are not kept by the compile
+    assert policy.files == (parse_source(text, "files.sos").file,)
+    assert policy.files is policy.files  # parsed once
+    assert policy.tests and policy.tests == policy.files[0].tests

@@ -38,9 +38,9 @@ def keys(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_an_edited_bundle_is_refused(bundle: Path) -> None:
     doc = json.loads(bundle.read_text())
-    rules = doc["program"]["rules"]
-    flipped = next(i for i, r in enumerate(rules) if '"forbid"' in r)
-    rules[flipped] = rules[flipped].replace('"forbid"', '"permit"', 1)
+    effects = doc["program"]["rules"]["effect"]
+    flipped = effects.index(1)  # a forbid...
+    effects[flipped] = 0  # ...made a permit
     bundle.write_text(json.dumps(doc))
     with pytest.raises(BundleError, match="does not match its bundle_hash"):
         load_bundle(bundle)
@@ -116,9 +116,8 @@ def test_a_signature_does_not_survive_a_consistent_edit(
     private, public = keys
     sign_bundle(bundle, load_private_key(private))
     doc = json.loads(bundle.read_text())
-    rules = doc["program"]["rules"]
-    i = next(i for i, r in enumerate(rules) if '"forbid"' in r)
-    rules[i] = rules[i].replace('"forbid"', '"permit"', 1)
+    effects = doc["program"]["rules"]["effect"]
+    effects[effects.index(1)] = 0  # a forbid made a permit
     doc["bundle_hash"] = program_hash(doc["program"])  # the attacker fixes the hash too
     bundle.write_text(json.dumps(doc))
     load_bundle(bundle)  # consistent, so an unverified load accepts it ...
