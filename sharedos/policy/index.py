@@ -159,18 +159,23 @@ class IndexBuilder:
 # ---------------------------------------------------------------------- run time
 
 
+def _positions_below(values: Any, bound: int) -> bool:
+    """True when ``values`` is a non-empty list of ints, each in ``range(bound)``."""
+    return (
+        type(values) is list
+        and bool(values)
+        and set(map(type, values)) <= {int}
+        and min(values) >= 0
+        and max(values) < bound
+    )
+
+
 def validate_groups(groups: Any, n_rules: int) -> None:
     """Raise ``MalformedProgram`` unless ``groups`` is a list of non-empty lists of rule positions."""
     if type(groups) is not list:
         raise MalformedProgram("groups is not a list")
     for group in groups:
-        if (
-            type(group) is not list
-            or not group
-            or not set(map(type, group)) <= {int}
-            or min(group) < 0
-            or max(group) >= n_rules
-        ):
+        if not _positions_below(group, n_rules):
             raise MalformedProgram("a rule group is not a list of rule positions")
 
 
@@ -203,13 +208,7 @@ def validate_walk(
         for at, gids in ((1, f), (2, p)):
             if gids == 0 and type(gids) is int:
                 continue
-            if (
-                type(gids) is not list
-                or not gids
-                or not set(map(type, gids)) <= {int}
-                or min(gids) < 0
-                or max(gids) >= n_groups
-            ):
+            if not _positions_below(gids, n_groups):
                 raise MalformedProgram("a decision walk node's groups are malformed")
             if shared is not None:
                 node[at] = shared.setdefault(tuple(gids), gids)
