@@ -35,6 +35,11 @@ _SESSION_STARTED = pytest.StashKey[float]()
 _FIGURES = pytest.StashKey[list[str]]()
 
 
+def stress_selected(config: pytest.Config) -> bool:
+    """True when this run's ``-m`` expression names the ``stress`` marker (``make stress``)."""
+    return "stress" in (config.getoption("markexpr", "") or "")
+
+
 class Figures:
     """Lines of figures a stress test reports; ``make stress`` prints them in its summary."""
 

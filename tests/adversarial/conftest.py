@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stress_selected
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip stress tests unless ``-m`` names the ``stress`` marker."""
-    if "stress" in (config.getoption("markexpr", "") or ""):
+    if stress_selected(config):
         return
     skip = pytest.mark.skip(
         reason="long adversarial mode: run with `make stress` (pytest -m stress)"

@@ -37,7 +37,7 @@ from tests.adversarial.policyfuzz import (
     save_found,
     seed_files,
 )
-from tests.conftest import Figures
+from tests.conftest import Figures, stress_selected
 
 KNOWN: dict[str, dict[str, str]] = tomllib.loads(
     (REGRESSIONS / "known.toml").read_text(encoding="utf-8")
@@ -49,7 +49,7 @@ def worker(request: pytest.FixtureRequest, stress_figures: Figures) -> Iterator[
     w = Worker()
     yield w
     w.close()
-    if "stress" in (request.config.getoption("markexpr", "") or ""):
+    if stress_selected(request.config):
         stress_figures.add(
             f"policy fuzz: {w.served} inputs through compile_source, check and fmt --check, "
             "every one handled (no traceback, no hang, no internal error)"

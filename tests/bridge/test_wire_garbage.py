@@ -39,7 +39,7 @@ from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import DATA, Runtime, build_runtime
 from tests.bridge.garbage import Expectation, Garbage, expect, fixed, mutations
 from tests.bridge.rawwire import ACCEPT, StdioBridge, frame, json_rpc_messages, legacy_session
-from tests.conftest import Figures
+from tests.conftest import Figures, stress_selected
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,7 @@ STRESS_MUTATIONS = 3000
 
 
 def _stress(request: pytest.FixtureRequest) -> bool:
-    return "stress" in (request.config.getoption("markexpr") or "")
+    return stress_selected(request.config)
 
 
 @pytest.fixture
