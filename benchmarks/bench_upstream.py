@@ -24,7 +24,6 @@ pooled upstreams <= 20 ms. ``python benchmarks/bench_upstream.py [calls] [turns]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import os
 import statistics
@@ -50,6 +49,7 @@ from sharedos.harness.hostconfig import parse_host_config  # noqa: E402
 from sharedos.kernel import Kernel, RuntimeHost  # noqa: E402
 from sharedos.policy import compile_source  # noqa: E402
 from sharedos.upstream.broker import UpstreamBroker  # noqa: E402
+from tests.upstream.conftest import free_port, http_process  # noqa: E402
 
 FIXTURE = REPO / "tests" / "data" / "upstream" / "fixture_server.py"
 PY = sys.executable
@@ -119,28 +119,6 @@ def three_upstreams(tmp: Path) -> tuple[str, str]:
     )
 
 
-def _fixture_over_http() -> tuple[int, subprocess.Popen[bytes]]:
-    """The fixture server on streamable HTTP (127.0.0.1, a free port), ready to call."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [PY, str(FIXTURE), "--http", str(port), "--max-life", "600"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s, contextlib.suppress(OSError):
-            s.connect(("127.0.0.1", port))
-            return port, proc
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the fixture server did not start on HTTP")
-
-
 async def bench_calls(n: int, rounds: int, tmp: Path) -> None:
     toml = f'[upstream.fx]\ncommand = "{PY}"\nargs = ["{FIXTURE}"]\npinning = "off"\n'
     config = parse_host_config(toml, "bench.toml")
@@ -154,53 +132,55 @@ async def bench_calls(n: int, rounds: int, tmp: Path) -> None:
     brokered: list[float] = []
     kernel_only: list[float] = []
     per_round = max(1, n // rounds)
-    port, http_upstream = _fixture_over_http()
-    async with (
-        httpx2.AsyncClient() as plain_http,
-        Client(
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=plain_http),
-            cache=None,
-        ) as plain_over_http,
-        Client(StdioServerParameters(command=PY, args=[str(FIXTURE)]), cache=None) as plain,
-        UpstreamBroker(config.upstream, environ={}, stderr=io.StringIO()) as broker,
-    ):
-        broker.attach(registry, policy)
-        ctx = AccessContext(principal="bench")
+    port = free_port()
+    fixture_over_http = [PY, str(FIXTURE), "--http", str(port), "--max-life", "600"]
+    with http_process(fixture_over_http, port):  # killed when the block ends, whatever happens
         async with (
-            broker.turn(ctx),
-            open_turn(host, ctx, tool_policy) as turn,
-            httpx2.AsyncClient(headers=turn.headers()) as http,
-            Client(streamable_http_client(str(turn.url), http_client=http)) as bridged,
+            httpx2.AsyncClient() as plain_http,
+            Client(
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=plain_http),
+                cache=None,
+            ) as plain_over_http,
+            Client(StdioServerParameters(command=PY, args=[str(FIXTURE)]), cache=None) as plain,
+            UpstreamBroker(config.upstream, environ={}, stderr=io.StringIO()) as broker,
         ):
-            for _ in range(20):  # warm up all four paths
-                await plain.call_tool("echo", ARGS)
-                await plain_over_http.call_tool("echo", ARGS)
-                await bridged.call_tool("fx.echo", ARGS)
-                await host.invoke_tool(ToolCall(tool="fx.echo", arguments=ARGS), ctx, tool_policy)
-            for _ in range(rounds):
-                for _ in range(per_round):
-                    t = time.perf_counter()
+            broker.attach(registry, policy)
+            ctx = AccessContext(principal="bench")
+            async with (
+                broker.turn(ctx),
+                open_turn(host, ctx, tool_policy) as turn,
+                httpx2.AsyncClient(headers=turn.headers()) as http,
+                Client(streamable_http_client(str(turn.url), http_client=http)) as bridged,
+            ):
+                for _ in range(20):  # warm up all four paths
                     await plain.call_tool("echo", ARGS)
-                    direct.append(time.perf_counter() - t)
-                for _ in range(per_round):
-                    t = time.perf_counter()
                     await plain_over_http.call_tool("echo", ARGS)
-                    direct_http.append(time.perf_counter() - t)
-                for _ in range(per_round):
-                    t = time.perf_counter()
-                    r = await bridged.call_tool("fx.echo", ARGS)
-                    brokered.append(time.perf_counter() - t)
-                    assert not r.is_error
-                for _ in range(per_round):
-                    t = time.perf_counter()
-                    res = await host.invoke_tool(
+                    await bridged.call_tool("fx.echo", ARGS)
+                    await host.invoke_tool(
                         ToolCall(tool="fx.echo", arguments=ARGS), ctx, tool_policy
                     )
-                    kernel_only.append(time.perf_counter() - t)
-                    assert not res.is_error
+                for _ in range(rounds):
+                    for _ in range(per_round):
+                        t = time.perf_counter()
+                        await plain.call_tool("echo", ARGS)
+                        direct.append(time.perf_counter() - t)
+                    for _ in range(per_round):
+                        t = time.perf_counter()
+                        await plain_over_http.call_tool("echo", ARGS)
+                        direct_http.append(time.perf_counter() - t)
+                    for _ in range(per_round):
+                        t = time.perf_counter()
+                        r = await bridged.call_tool("fx.echo", ARGS)
+                        brokered.append(time.perf_counter() - t)
+                        assert not r.is_error
+                    for _ in range(per_round):
+                        t = time.perf_counter()
+                        res = await host.invoke_tool(
+                            ToolCall(tool="fx.echo", arguments=ARGS), ctx, tool_policy
+                        )
+                        kernel_only.append(time.perf_counter() - t)
+                        assert not res.is_error
     store.close()
-    http_upstream.terminate()
-    http_upstream.wait(10)
     d, b = statistics.median(direct), statistics.median(brokered)
     dh = statistics.median(direct_http)
     print(
