@@ -23,6 +23,7 @@ Runtime semantics (fixed, documented in docs/policy-language.md):
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,17 @@ Env = tuple[Any, Any, Any, Any]
 Fn = Callable[[Env], Any]
 
 _ROOT_INDEX = {"context": 0, "args": 1, "resource": 2, "action": 3}
+
+#: Encoded kinds whose closures always return a real ``bool`` (their operands of
+#: ``and``/``or``/``not`` need no ``_truth`` check).
+_BOOLEAN = frozenset(("cmp", "and", "or", "not"))
+
+_ORDER_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 # ----------------------------------------------------------------- encoding
@@ -142,6 +154,10 @@ def compile_expr(enc: list[Any]) -> Fn:
         value = enc[1]
         return lambda env: value
     if kind == "list":
+        if all(e[0] == "lit" for e in enc[1]):
+            # a constant list is built once (nothing reads a list to change it)
+            constant = [e[1] for e in enc[1]]
+            return lambda env: constant
         items = [compile_expr(e) for e in enc[1]]
         return lambda env: [f(env) for f in items]
     if kind == "ref":
@@ -161,7 +177,7 @@ def compile_expr(enc: list[Any]) -> Fn:
         return lambda env: impl(*(f(env) for f in fargs))
     if kind == "cmp":
         op = enc[1]
-        fast = _compile_lit_ref(op, enc[2], enc[3])
+        fast = _compile_lit_ref(op, enc[2], enc[3]) or _compile_against_constant(op, enc[2], enc[3])
         if fast is not None:
             return fast
         left = compile_expr(enc[2])
@@ -175,20 +191,29 @@ def compile_expr(enc: list[Any]) -> Fn:
         if op == "not in":
             return lambda env: not _in(left, right, env)
         return lambda env: _ordered(op, left(env), right(env))
-    if kind == "and":
-        parts = [compile_expr(e) for e in enc[1:]]
+    if kind == "and" or kind == "or":
+        parts = [_boolean(e) for e in enc[1:]]
         if len(parts) == 2:
             a, b = parts
-            return lambda env: _truth(a(env)) and _truth(b(env))
-        return lambda env: all(_truth(f(env)) for f in parts)
-    if kind == "or":
-        parts = [compile_expr(e) for e in enc[1:]]
-        if len(parts) == 2:
-            a, b = parts
-            return lambda env: _truth(a(env)) or _truth(b(env))
-        return lambda env: any(_truth(f(env)) for f in parts)
-    inner = compile_expr(enc[1])
-    return lambda env: not _truth(inner(env))
+            if kind == "and":
+                return lambda env: a(env) and b(env)
+            return lambda env: a(env) or b(env)
+        if kind == "and":
+            return lambda env: all(f(env) for f in parts)
+        return lambda env: any(f(env) for f in parts)
+    inner = _boolean(enc[1])
+    return lambda env: not inner(env)
+
+
+def _boolean(enc: list[Any]) -> Callable[[Env], bool]:
+    """The closure of an operand of ``and``/``or``/``not``: a real ``bool`` or ``EvalError``.
+
+    Comparisons and boolean operators return real booleans already; anything
+    else (a reference, a literal, a call) is checked by ``_truth``."""
+    fn = compile_expr(enc)
+    if enc[0] in _BOOLEAN:
+        return fn
+    return lambda env: _truth(fn(env))
 
 
 def _in(left: Fn, right: Fn, env: Env) -> bool:
@@ -214,7 +239,7 @@ def _compile_lit_ref(op: str, left: list[Any], right: list[Any]) -> Fn | None:
 
     def read(env: Env) -> Any:
         base = env[idx]
-        if isinstance(base, Mapping):
+        if type(base) is dict or isinstance(base, Mapping):
             try:
                 return base[name]
             except KeyError:
@@ -246,6 +271,43 @@ def _compile_lit_ref(op: str, left: list[Any], right: list[Any]) -> Fn | None:
     return lambda env: values_equal(read(env), value) is equal
 
 
+def _compile_against_constant(op: str, left: list[Any], right: list[Any]) -> Fn | None:
+    """One closure for an operand against a constant on the right: ``args.mode in
+    ["a", "b"]`` (a set lookup for strings) and ``args.size <= 1000`` (the type check
+    inline). Same order of evaluation, results and errors as the general form."""
+    if op in ("in", "not in") and right[0] == "list" and all(e[0] == "lit" for e in right[1]):
+        items = [e[1] for e in right[1]]
+        if not all(type(v) is str for v in items):
+            return None
+        strings = frozenset(items)
+        item_fn = compile_expr(left)
+        negate = op == "not in"
+
+        def in_strings(env: Env) -> bool:
+            item = item_fn(env)
+            if type(item) is str:
+                found = item in strings
+            else:
+                found = any(values_equal(item, x) for x in items)
+            return not found if negate else found
+
+        return in_strings
+    if op in _ORDER_OPS and right[0] == "lit" and type(right[1]) in (int, float):
+        bound = right[1]
+        value_fn = compile_expr(left)
+        order = _ORDER_OPS[op]
+
+        def ordered(env: Env) -> bool:
+            value = value_fn(env)
+            tv = type(value)
+            if tv is int or tv is float:
+                return order(value, bound)
+            return _ordered(op, value, bound)  # raises the error of the general form
+
+        return ordered
+    return None
+
+
 def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
     idx = _ROOT_INDEX[root]
     if not path:
@@ -262,7 +324,7 @@ def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
 
         def ref1(env: Env) -> Any:
             base = env[idx]
-            if isinstance(base, Mapping):
+            if type(base) is dict or isinstance(base, Mapping):
                 try:
                     return base[name]
                 except KeyError:
@@ -274,7 +336,7 @@ def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
     def refn(env: Env) -> Any:
         value = env[idx]
         for name in path:
-            if isinstance(value, Mapping) and name in value:
+            if (type(value) is dict or isinstance(value, Mapping)) and name in value:
                 value = value[name]
             else:
                 raise EvalError(f"{'.'.join((root, *path))} is not defined")

@@ -70,7 +70,7 @@ _NO_PERMIT = ReasonCode.NO_MATCHING_PERMIT
 _DEPTH = MatchKind.DEPTH
 _AFFIX = MatchKind.AFFIX
 _GENERAL = MatchKind.GENERAL
-_MISSING = object()
+_MISSING: Any = object()
 
 
 class ContextEntry:
@@ -304,7 +304,7 @@ class Evaluator:
         m = cache.matchers.get(rule.index, _MISSING)
         if m is _MISSING:
             m = cache.matchers[rule.index] = rule.context_matcher(context)
-        return m  # type: ignore[return-value]
+        return m  # type: ignore[no-any-return]
 
     def _group_rules(
         self, gid: int, cache: ContextEntry | None, env: Env
@@ -419,7 +419,12 @@ class Evaluator:
                             if not match_general(rule.prog, segs, rule.depth):
                                 continue
                         else:  # CONTEXT: the pattern interpolates the context
-                            m = self.context_matcher(rule, context, cache)
+                            if cache is not None:
+                                m = cache.matchers.get(rule.index, _MISSING)
+                                if m is _MISSING:
+                                    m = self.context_matcher(rule, context, cache)
+                            else:
+                                m = rule.context_matcher(context)
                             if m is None or not m.matches(segs):
                                 continue
                     applies = rule.applies

@@ -200,22 +200,30 @@ def match_general(prog: Program, segs: Sequence[str], start: int) -> bool:
     return True
 
 
+_ANY_KIND = MatchKind.ANY
+_DEPTH_KIND = MatchKind.DEPTH
+_AFFIX_KIND = MatchKind.AFFIX
+_GENERAL_KIND = MatchKind.GENERAL
+
+
 class Matcher:
     """A resource test for one pattern resolved for one context (see ``context_matcher``).
 
-    Segments before ``start`` are known to match (the index walked them);
-    ``lits`` are further literal segments from ``start`` on (values the
-    context filled in); ``prog`` is set for ``MatchKind.GENERAL`` (its tests
-    start at ``start``).
+    Segments before ``start`` are known to match (the index walked them).
+    ``checks`` are the fixed-position tests from ``start`` on, before any
+    ``**`` or glob: ``(position, text)`` for a literal segment (often a value
+    the context filled in) and ``(position, None)`` for a ``*``. ``depth`` is
+    the exact segment count (``DEPTH``, ``AFFIX``) or the least (``ANY``);
+    ``prog`` is set for ``MatchKind.GENERAL`` (its tests start at ``start``).
     """
 
-    __slots__ = ("depth", "head", "kind", "least", "lits", "prog", "start", "tail")
+    __slots__ = ("checks", "depth", "head", "kind", "least", "prog", "start", "tail")
 
     def __init__(
         self,
         kind: MatchKind,
         start: int,
-        lits: list[str],
+        checks: tuple[tuple[int, str | None], ...],
         depth: int,
         head: str,
         tail: str,
@@ -223,7 +231,7 @@ class Matcher:
     ) -> None:
         self.kind = kind
         self.start = start
-        self.lits = lits
+        self.checks = checks
         self.depth = depth
         self.head = head
         self.tail = tail
@@ -233,19 +241,25 @@ class Matcher:
     def matches(self, segs: list[str]) -> bool:
         """True when the canonical resource (its segments ``segs``) matches."""
         kind = self.kind
-        if kind is MatchKind.GENERAL:
+        if kind is _GENERAL_KIND:
             return match_general(self.prog, segs, self.start)  # type: ignore[arg-type]
-        lits = self.lits
-        if lits and segs[self.start : self.start + len(lits)] != lits:
+        if kind is _ANY_KIND:
+            if len(segs) < self.depth:
+                return False
+        elif len(segs) != self.depth:
             return False
-        if kind is MatchKind.ANY:
-            return True
-        if len(segs) != self.depth:
-            return False
-        if kind is MatchKind.DEPTH:
-            return True
-        last = segs[-1]
-        return len(last) >= self.least and last.startswith(self.head) and last.endswith(self.tail)
+        for pos, text in self.checks:
+            if text is None:
+                if not segs[pos]:
+                    return False
+            elif segs[pos] != text:
+                return False
+        if kind is _AFFIX_KIND:
+            last = segs[-1]
+            return (
+                len(last) >= self.least and last.startswith(self.head) and last.endswith(self.tail)
+            )
+        return True
 
 
 def context_matcher(
@@ -287,10 +301,12 @@ def context_matcher(
             tests.append(["L", texts[0]])
         else:
             tests.append(["G", texts[0], texts[1:-1], texts[-1]])
-    lits: list[str] = []
-    while len(lits) < len(tests) and tests[len(lits)][0] == "L":
-        lits.append(tests[len(lits)][1])
-    kind_, depth, head, tail, general = classify(tests[len(lits) :], start + len(lits))
+    # the fixed-position run (literals and single-segment stars), then the rest
+    fixed = 0
+    while fixed < len(tests) and tests[fixed][0] in ("L", "S"):
+        fixed += 1
+    checks = tuple((start + i, t[1] if t[0] == "L" else None) for i, t in enumerate(tests[:fixed]))
+    kind_, depth, head, tail, general = classify(tests[fixed:], start + fixed)
     if general is not None:
-        return Matcher(MatchKind.GENERAL, start, [], 0, "", "", compile_tests(tests))
-    return Matcher(MatchKind(kind_), start, lits, depth, head, tail, None)
+        return Matcher(MatchKind.GENERAL, start, (), 0, "", "", compile_tests(tests))
+    return Matcher(MatchKind(kind_), start, checks, depth, head, tail, None)

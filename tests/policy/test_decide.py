@@ -507,3 +507,57 @@ def test_policies_reading_the_turn_id_are_not_cached_across_turns() -> None:
     assert not policy.could_permit("files.read", two, context_key="alice")
     cached = compile_source(FILES + 'permit read on "/d/**" when context.tenant == "t1"\n', "p.sos")
     assert cached.program["reads_turn_id"] is False
+
+
+# The compiled forms of `x in [constant strings]`, `x <= number` and boolean
+# operands have fast paths; they must decide exactly what the general forms do,
+# errors included (a permit whose condition errors does not apply, a forbid does).
+_ODD_VALUES: list[object] = [
+    "create",
+    "delete",
+    "",
+    1,
+    0,
+    True,
+    False,
+    None,
+    1.5,
+    10,
+    11,
+    10.0,
+    ["create"],
+    {"a": 1},
+]
+
+
+@pytest.mark.parametrize("effect", ["permit", "forbid"])
+@pytest.mark.parametrize(
+    ("fast", "general"),
+    [
+        ('args.v in ["create", "append"]', 'args.v in ["create", "app" + "end"]'),
+        ('args.v not in ["create", "append"]', 'not (args.v in ["create", "app" + "end"])'),
+        ("args.v <= 10", "10 >= args.v"),
+        ("args.v > 10", "10 < args.v"),
+        ("args.v < 10.5", "10.5 > args.v"),
+        ("args.v >= 10", "10 <= args.v"),
+        (
+            'args.v == "create" and args.v in ["create"]',
+            'args.v == "create" and args.v in [lower("CREATE")]',
+        ),
+        ('not (args.v in ["create"])', 'not (args.v in [lower("CREATE")])'),
+        ('args.v in ["create"] or args.v > 10', 'args.v in [lower("CREATE")] or 10 < args.v'),
+    ],
+)
+def test_fast_condition_forms_decide_like_the_general_forms(
+    effect: str, fast: str, general: str
+) -> None:
+    base = FILES + ('permit write on "/**"\n' if effect == "forbid" else "")
+    fast_policy = compile_source(base + f'{effect} write on "/d/**" when {fast}\n', "p.sos")
+    general_policy = compile_source(base + f'{effect} write on "/d/**" when {general}\n', "q.sos")
+    for value in [*_ODD_VALUES, "missing"]:
+        args: dict[str, object] = {"path": "/d/x"}
+        if value != "missing":
+            args["v"] = value
+        got = fast_policy.decide("files.write", args, ALICE)
+        want = general_policy.decide("files.write", args, ALICE)
+        assert (got.effect, got.reason) == (want.effect, want.reason), (fast, value)
