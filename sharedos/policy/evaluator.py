@@ -594,7 +594,9 @@ class Evaluator:
         gc.disable()  # thousands of small records and closures, no cycles
         try:
             for idx in range(self._table.n):
-                self.rule(idx)
+                record = self.rule(idx)
+                if record.has_condition:
+                    record.compile_condition()
             for gid in range(len(self._groups)):
                 self.group(gid)
             for name in self.requirements:

@@ -29,10 +29,12 @@ from sharedos.policy.conditions import Env, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
 from sharedos.policy.matchers import (
     Matcher,
+    MatcherPlan,
     MatchKind,
     Program,
     compile_tests,
     context_matcher,
+    matcher_plan,
 )
 from sharedos.policy.patterns import Resolved, parse_pattern, resolve
 from sharedos.policy.resolvers import Resolver
@@ -167,9 +169,6 @@ class RuleTable:
         ref = RuleRef(rid, file, c["line"][i], c["col"][i], effect)
         kind = CONDITION_KINDS[c["ckind"][i]]
         packed = c["cond"][i]
-        applies: Applies | None = None
-        if packed is not None:
-            applies = _compile_packed(packed, kind, forbid)
         mkind = MatchKind(c["mkind"][i])
         depth = c["mdepth"][i]
         prog: Program | None = None
@@ -179,7 +178,7 @@ class RuleTable:
                 prog is None
             ):  # a malformed matcher: a permit matches nothing, a forbid all it reaches
                 mkind, depth = (MatchKind.ANY, 0) if forbid else (MatchKind.DEPTH, -1)
-        return RuleRecord(
+        record = RuleRecord(
             i,
             rid,
             effect,
@@ -189,7 +188,7 @@ class RuleTable:
             packed,
             kind,
             c["ctx"][i] == 1 and packed is not None,
-            applies,
+            None,
             mkind,
             depth,
             c["mhead"][i],
@@ -198,6 +197,24 @@ class RuleTable:
             ref,
             c["desc"][i],
         )
+        if packed is not None:
+            record.applies = _compile_on_first_use(record)
+        return record
+
+
+def _compile_on_first_use(record: RuleRecord) -> Applies:
+    """A stand-in for a rule's applies-closure that compiles it the first time it runs.
+
+    Decoding a rule then costs no compile: a decision that reaches a group
+    decodes all of its rules but evaluates the conditions of only those whose
+    pattern matched, and a condition is compiled once, by the first decision
+    that evaluates it (two threads may both compile it; either result is the
+    same closure)."""
+
+    def first_use(env: Env) -> bool:
+        return record.compile_condition()(env)
+
+    return first_use
 
 
 def _fail_closed(forbid: bool) -> Applies:
@@ -238,6 +255,7 @@ class RuleRecord:
 
     __slots__ = (
         "_cond",
+        "_mplan",
         "_packed",
         "_penc",
         "applies",
@@ -289,6 +307,7 @@ class RuleRecord:
         self._packed = packed
         self._cond: list[Any] | None = None
         self._penc: dict[str, Any] | None = None
+        self._mplan: MatcherPlan | int | None = None
         self.condition_kind = condition_kind
         self.context_only = context_only
         self.applies = applies
@@ -302,6 +321,14 @@ class RuleRecord:
         #: ``(ref,)``, made the first time this rule alone decides a call
         self.refs: tuple[RuleRef, ...] | None = None
         self.description = description
+
+    def compile_condition(self) -> Applies:
+        """Compile the condition now (it is otherwise compiled by its first evaluation);
+        returns the closure, which is also ``applies`` from then on."""
+        if self._packed is None:
+            raise ValueError(f"rule {self.id} has no condition")
+        applies = self.applies = _compile_packed(self._packed, self.condition_kind, self.forbid)
+        return applies
 
     @property
     def has_condition(self) -> bool:
@@ -362,12 +389,17 @@ class RuleRecord:
 
     def context_matcher(self, context: Any) -> Matcher | None:
         """A ``CONTEXT`` rule's matcher for one context; None: it matches nothing there."""
-        penc = self.pattern_enc
-        start = 0
-        segs = penc["segs"]
-        while start < len(segs) and segs[start][0] == "L":
-            start += 1
-        return context_matcher(penc, context, start, forbid=self.forbid)
+        plan = self._mplan
+        if plan is None:
+            penc = self.pattern_enc
+            start = 0
+            segs = penc["segs"]
+            while start < len(segs) and segs[start][0] == "L":
+                start += 1
+            plan = self._mplan = matcher_plan(penc, start) or start
+        if type(plan) is int:  # a shape the plan does not cover: its prefix length
+            return context_matcher(self.pattern_enc, context, plan, forbid=self.forbid)
+        return plan.matcher(context, forbid=self.forbid)  # type: ignore[union-attr]
 
 
 class ToolPlan:

@@ -262,6 +262,66 @@ class Matcher:
         return True
 
 
+#: A fixed-position test of a ``MatcherPlan``: a literal, a ``*`` or a whole-segment hole.
+_PLAN_TEXT, _PLAN_STAR, _PLAN_HOLE = 0, 1, 2
+
+
+class MatcherPlan:
+    """What a common ``CONTEXT`` pattern needs per context, worked out once per rule.
+
+    Covers a pattern whose segments after the literal prefix are literals,
+    ``*`` and whole-segment holes (``{context.principal}``), optionally ending
+    in ``**``: resolving it for a context is then a lookup per hole, with the
+    same safe-value rule as ``context_matcher`` (which handles every other
+    shape)."""
+
+    __slots__ = ("any_tail", "depth", "start", "template")
+
+    def __init__(
+        self, start: int, template: tuple[tuple[int, int, Any], ...], any_tail: bool, depth: int
+    ) -> None:
+        self.start = start
+        self.template = template
+        self.any_tail = any_tail
+        self.depth = depth
+
+    def matcher(self, context: Any, *, forbid: bool) -> Matcher | None:
+        """The matcher for one context (None: a permit that matches nothing there)."""
+        checks: list[tuple[int, str | None]] = []
+        for pos, kind, value in self.template:
+            if kind == _PLAN_HOLE:
+                found, v = lookup_context(context, value)
+                text = safe_value(v) if found else None
+                if text is None and not forbid:
+                    return None  # a forbid's unsafe hole matches any one segment (None)
+                checks.append((pos, text))
+            else:
+                checks.append((pos, value))
+        kind_ = _ANY_KIND if self.any_tail else _DEPTH_KIND
+        return Matcher(kind_, self.start, tuple(checks), self.depth, "", "", None)
+
+
+def matcher_plan(penc: Mapping[str, Any], start: int) -> MatcherPlan | None:
+    """The ``MatcherPlan`` of a context-interpolating pattern, or None when its shape
+    needs the general ``context_matcher``."""
+    segs = penc["segs"][start:]
+    any_tail = bool(segs) and segs[-1][0] == "D"
+    if any_tail:
+        segs = segs[:-1]
+    template: list[tuple[int, int, Any]] = []
+    for i, seg in enumerate(segs, start=start):
+        kind = seg[0]
+        if kind == "L":
+            template.append((i, _PLAN_TEXT, seg[1]))
+        elif kind == "S":
+            template.append((i, _PLAN_STAR, None))
+        elif kind == "G" and len(seg[1]) == 1 and seg[1][0][0] not in ("t", "w"):
+            template.append((i, _PLAN_HOLE, tuple(seg[1][0][1])))
+        else:
+            return None
+    return MatcherPlan(start, tuple(template), any_tail, start + len(template))
+
+
 def context_matcher(
     penc: Mapping[str, Any], context: Any, start: int, *, forbid: bool
 ) -> Matcher | None:

@@ -108,7 +108,7 @@ class PolicySet(Evaluator):
         return tuple(t for f in self.files for t in f.tests)
 
     def prepare(self) -> PolicySet:
-        """Decode every rule and build every tool's plan now; returns ``self``.
+        """Decode every rule, compile every condition and build every tool plan now; returns self.
 
         Never needed: decisions decode only the rules they reach, so the first
         decisions after a compile or a bundle load are already fast. A host

@@ -12,6 +12,7 @@ from sharedos.policy.matchers import (
     compile_tests,
     context_matcher,
     match_general,
+    matcher_plan,
     static_spec,
 )
 from sharedos.policy.patterns import literal_prefix, parse_pattern, resolve, to_regex
@@ -97,3 +98,32 @@ def test_context_matchers_agree_with_the_regex(
     matcher = context_matcher(penc, context, start, forbid=forbid)
     got = reached and matcher is not None and matcher.matches(resource)
     assert got is expected, (raw, resource, value, forbid)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pattern=st.lists(
+        st.one_of(_NAMES, st.just("*"), st.just("{context.p}"), st.just("{context.q.r}")),
+        min_size=1,
+        max_size=5,
+    ),
+    tail=st.sampled_from(["", "/**"]),
+    resource=st.lists(st.one_of(_NAMES, st.just("u1")), min_size=0, max_size=6),
+    value=st.one_of(_NAMES, st.just("u1"), st.sampled_from(["", "..", "a/b", "a*", 7, None])),
+    forbid=st.booleans(),
+)
+def test_matcher_plans_build_the_matchers_context_matcher_builds(
+    pattern: list[str], tail: str, resource: list[str], value: object, forbid: bool
+) -> None:
+    # The per-rule plan (the common shapes: literals, '*', whole-segment holes,
+    # an optional '**') must decide exactly what the general builder decides.
+    penc = parse_pattern("/" + "/".join(pattern) + tail)
+    start = len(literal_prefix(penc))
+    plan = matcher_plan(penc, start)
+    assert plan is not None
+    context = {} if value is None else {"p": value, "q": {"r": value}}
+    want = context_matcher(penc, context, start, forbid=forbid)
+    got = plan.matcher(context, forbid=forbid)
+    assert (got is None) is (want is None)
+    if got is not None and want is not None and resource[:start] == literal_prefix(penc):
+        assert got.matches(resource) is want.matches(resource), (pattern, tail, resource, value)
