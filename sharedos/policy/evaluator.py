@@ -425,7 +425,11 @@ class Evaluator:
                                     m = self.context_matcher(rule, context, cache)
                             else:
                                 m = rule.context_matcher(context)
-                            if m is None or not m.matches(segs):
+                            if (
+                                m is None
+                                or (n > m.qpos and segs[m.qpos] != m.qtext)
+                                or not m.matches(segs)
+                            ):
                                 continue
                     applies = rule.applies
                     if applies is not None:

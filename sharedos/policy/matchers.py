@@ -204,6 +204,8 @@ _ANY_KIND = MatchKind.ANY
 _DEPTH_KIND = MatchKind.DEPTH
 _AFFIX_KIND = MatchKind.AFFIX
 _GENERAL_KIND = MatchKind.GENERAL
+#: ``Matcher.qpos`` of a matcher without a literal check (no resource is that deep).
+_NO_QUICK_REJECT = 1 << 40
 
 
 class Matcher:
@@ -217,7 +219,18 @@ class Matcher:
     ``prog`` is set for ``MatchKind.GENERAL`` (its tests start at ``start``).
     """
 
-    __slots__ = ("checks", "depth", "head", "kind", "least", "prog", "start", "tail")
+    __slots__ = (
+        "checks",
+        "depth",
+        "head",
+        "kind",
+        "least",
+        "prog",
+        "qpos",
+        "qtext",
+        "start",
+        "tail",
+    )
 
     def __init__(
         self,
@@ -237,6 +250,12 @@ class Matcher:
         self.tail = tail
         self.least = len(head) + len(tail)
         self.prog = prog
+        # A quick reject for the evaluator's loop, before it calls ``matches``:
+        # a resource with more than ``qpos`` segments whose segment ``qpos`` is
+        # not ``qtext`` does not match (the last literal check; most of the
+        # context rules a decision meets are another caller's, and fail it).
+        literal = [(pos, text) for pos, text in checks if text is not None]
+        self.qpos, self.qtext = literal[-1] if literal else (_NO_QUICK_REJECT, "")
 
     def matches(self, segs: list[str]) -> bool:
         """True when the canonical resource (its segments ``segs``) matches."""
