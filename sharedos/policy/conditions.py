@@ -147,9 +147,24 @@ def _concat(parts: list[Any]) -> str:
 # --------------------------------------------------------------- compilation
 
 
-def compile_expr(enc: list[Any]) -> Fn:
-    """Encoded expression -> closure ``fn(env) -> value`` (raises ``EvalError``)."""
+#: Compiled closures of one program, shared by the rules that repeat a condition
+#: or a comparison (``"team1" in context.roles`` in every rule of a team):
+#: owned by a ``RuleTable``, never shared across programs.
+Memo = dict[Any, Any]
+
+
+def compile_expr(enc: list[Any], memo: Memo | None = None) -> Fn:
+    """Encoded expression -> closure ``fn(env) -> value`` (raises ``EvalError``).
+
+    With ``memo``, a comparison compiled before (the same encoded form) is
+    reused: closures are pure functions of the environment."""
     kind = enc[0]
+    if kind == "cmp" and memo is not None:
+        key = repr(enc)  # deterministic for JSON values, and it tells 1, 1.0, True and "1" apart
+        fn = memo.get(key)
+        if fn is None:
+            fn = memo[key] = compile_expr(enc)
+        return fn
     if kind == "lit":
         value = enc[1]
         return lambda env: value
@@ -192,7 +207,7 @@ def compile_expr(enc: list[Any]) -> Fn:
             return lambda env: not _in(left, right, env)
         return lambda env: _ordered(op, left(env), right(env))
     if kind == "and" or kind == "or":
-        parts = [_boolean(e) for e in enc[1:]]
+        parts = [_boolean(e, memo) for e in enc[1:]]
         if len(parts) == 2:
             a, b = parts
             if kind == "and":
@@ -201,16 +216,16 @@ def compile_expr(enc: list[Any]) -> Fn:
         if kind == "and":
             return lambda env: all(f(env) for f in parts)
         return lambda env: any(f(env) for f in parts)
-    inner = _boolean(enc[1])
+    inner = _boolean(enc[1], memo)
     return lambda env: not inner(env)
 
 
-def _boolean(enc: list[Any]) -> Callable[[Env], bool]:
+def _boolean(enc: list[Any], memo: Memo | None) -> Callable[[Env], bool]:
     """The closure of an operand of ``and``/``or``/``not``: a real ``bool`` or ``EvalError``.
 
     Comparisons and boolean operators return real booleans already; anything
     else (a reference, a literal, a call) is checked by ``_truth``."""
-    fn = compile_expr(enc)
+    fn = compile_expr(enc, memo)
     if enc[0] in _BOOLEAN:
         return fn
     return lambda env: _truth(fn(env))
@@ -345,11 +360,14 @@ def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
     return refn
 
 
-def compile_applies(enc: list[Any] | None, kind: str | None, forbid: bool) -> Callable[[Env], bool]:
-    """Closure answering "does this rule apply?" with the fail-closed error rule."""
+def compile_applies(
+    enc: list[Any] | None, kind: str | None, forbid: bool, memo: Memo | None = None
+) -> Callable[[Env], bool]:
+    """Closure answering "does this rule apply?" with the fail-closed error rule
+    (comparisons shared through ``memo``, see ``compile_expr``)."""
     if enc is None:
         return lambda env: True
-    fn = compile_expr(enc)
+    fn = compile_expr(enc, memo)
     want = kind != "unless"
     on_error = forbid
 

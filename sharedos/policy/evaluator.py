@@ -600,7 +600,7 @@ class Evaluator:
             for idx in range(self._table.n):
                 record = self.rule(idx)
                 if record.has_condition:
-                    record.compile_condition()
+                    record.compile_condition(self._table.memo)
             for gid in range(len(self._groups)):
                 self.group(gid)
             for name in self.requirements:

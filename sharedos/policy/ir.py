@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sharedos.errors import SharedOSError
-from sharedos.policy.conditions import Env, compile_applies
+from sharedos.policy.conditions import Env, Memo, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
 from sharedos.policy.matchers import (
     Matcher,
@@ -139,7 +139,7 @@ class RuleTable:
     never a decision).
     """
 
-    __slots__ = ("columns", "files", "n", "namespaces")
+    __slots__ = ("columns", "files", "memo", "n", "namespaces")
 
     def __init__(self, table: Any) -> None:
         if type(table) is not dict:
@@ -158,6 +158,8 @@ class RuleTable:
         self.columns: dict[str, list[Any]] = {name: table[name] for name in RULE_COLUMNS}
         self.files: list[str] = files  # type: ignore[assignment]
         self.namespaces: list[str] = namespaces  # type: ignore[assignment]
+        #: the compiled conditions and comparisons of this program's rules (see ``_compile_packed``)
+        self.memo: Memo = {}
 
     def record(self, i: int) -> RuleRecord:
         """Rule ``i`` decoded (its condition compiled, its matcher ready)."""
@@ -198,11 +200,11 @@ class RuleTable:
             c["desc"][i],
         )
         if packed is not None:
-            record.applies = _compile_on_first_use(record)
+            record.applies = _compile_on_first_use(record, self.memo)
         return record
 
 
-def _compile_on_first_use(record: RuleRecord) -> Applies:
+def _compile_on_first_use(record: RuleRecord, memo: Memo) -> Applies:
     """A stand-in for a rule's applies-closure that compiles it the first time it runs.
 
     Decoding a rule then costs no compile: a decision that reaches a group
@@ -212,7 +214,7 @@ def _compile_on_first_use(record: RuleRecord) -> Applies:
     same closure)."""
 
     def first_use(env: Env) -> bool:
-        return record.compile_condition()(env)
+        return record.compile_condition(memo)(env)
 
     return first_use
 
@@ -221,16 +223,25 @@ def _fail_closed(forbid: bool) -> Applies:
     return lambda env: forbid
 
 
-def _compile_packed(packed: str, kind: str | None, forbid: bool) -> Applies:
+def _compile_packed(packed: str, kind: str | None, forbid: bool, memo: Memo) -> Applies:
     """The applies-closure of a packed condition; a corrupt one fails closed (a forbid
-    applies, a permit does not), like any condition that cannot be evaluated."""
+    applies, a permit does not), like any condition that cannot be evaluated.
+
+    Rules with the same condition (text, kind and effect) share one closure,
+    and different conditions share their common comparisons, through ``memo``."""
+    key = (packed, kind, forbid)
+    applies: Applies | None = memo.get(key)
+    if applies is not None:
+        return applies
     try:
         enc = json.loads(packed)
         if type(enc) is not list:
             raise ValueError("not an encoded expression")
-        return compile_applies(enc, kind, forbid)
+        applies = compile_applies(enc, kind, forbid, memo)
     except Exception:
-        return _fail_closed(forbid)
+        applies = _fail_closed(forbid)
+    memo[key] = applies
+    return applies
 
 
 def _tests_or_nothing(tests: Any) -> Program | None:
@@ -322,12 +333,14 @@ class RuleRecord:
         self.refs: tuple[RuleRef, ...] | None = None
         self.description = description
 
-    def compile_condition(self) -> Applies:
-        """Compile the condition now (it is otherwise compiled by its first evaluation);
-        returns the closure, which is also ``applies`` from then on."""
+    def compile_condition(self, memo: Memo) -> Applies:
+        """Compile the condition now (it is otherwise compiled by its first evaluation),
+        sharing closures through ``memo`` (its ``RuleTable``'s); returns the closure,
+        which is also ``applies`` from then on."""
         if self._packed is None:
             raise ValueError(f"rule {self.id} has no condition")
-        applies = self.applies = _compile_packed(self._packed, self.condition_kind, self.forbid)
+        applies = _compile_packed(self._packed, self.condition_kind, self.forbid, memo)
+        self.applies = applies
         return applies
 
     @property

@@ -561,3 +561,25 @@ def test_fast_condition_forms_decide_like_the_general_forms(
         got = fast_policy.decide("files.write", args, ALICE)
         want = general_policy.decide("files.write", args, ALICE)
         assert (got.effect, got.reason) == (want.effect, want.reason), (fast, value)
+
+
+def test_rules_sharing_comparisons_keep_their_own_values() -> None:
+    # Compiled comparisons are shared between the rules of a program that repeat
+    # one; 1, 1.0, true and "1" are different comparisons and must stay apart.
+    text = FILES + "".join(
+        f'permit write on "/{name}/**" when args.v == {value}\n'
+        for name, value in [("int", "1"), ("bool", "true"), ("str", '"1"'), ("int2", "1")]
+    )
+    policy = compile_source(text, "p.sos")
+    for value in (1, True, "1", 1.0, 2):
+        got = {
+            name: policy.decide("files.write", {"path": f"/{name}/x", "v": value}, ALICE).allowed
+            for name in ("int", "bool", "str", "int2")
+        }
+        assert got == {
+            "int": value == 1 and type(value) is not bool,
+            "bool": value is True,
+            "str": value == "1",
+            "int2": value == 1 and type(value) is not bool,
+        }, value
+    assert policy.rule(3).applies is policy.rule(0).applies  # the same condition, one closure
