@@ -179,6 +179,16 @@ def targets(
             "ms",
             note=f"+ import sharedos.policy {cold['import_ms']:.0f} ms",
         )
+    cold_bundle = probes.get("cold", {}).get("bundle")
+    if cold_bundle:
+        floor = probes["cold"].get("stdlib_floor_ms")
+        add(
+            "cold load of a 10-rule bundle (import + load_bundle + first decision)",
+            cold_bundle["total_ms"],
+            5,
+            "ms",
+            note=f"import json, hashlib alone: {floor:.1f} ms" if floor is not None else "",
+        )
     bundles = probes.get("bundle", {})
     if bundles:
         nb = max(bundles, key=int)

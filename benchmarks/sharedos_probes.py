@@ -61,6 +61,14 @@ t4 = time.perf_counter()
 print(json.dumps({"import_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3, "first_decision_ms": (t4 - t3) * 1e3}))
 """
 
+STDLIB_FLOOR = """
+import time
+t0 = time.perf_counter()
+import json, hashlib
+t1 = time.perf_counter()
+print(f'{{"import_ms": {(t1 - t0) * 1e3}}}')
+"""
+
 BUNDLE_FIRST = """
 import time, sys, json, gc
 import sharedos.policy as sp
@@ -185,6 +193,17 @@ def run(quick: bool, sizes: Sequence[int], log: Any = print) -> dict[str, Any]:
         bundle10 = tmp / "cold.bundle.json"
         compile_source(src.read_text(), "cold.sos").save_bundle(bundle10)
         reqs10 = _requests_file(tmp, wl10)
+        # An installed package has its bytecode compiled (pip does it); without
+        # this, a shell with PYTHONDONTWRITEBYTECODE=1 recompiles every edited
+        # module in every child and the figures measure the compiler.
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "sharedos")],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        # The floor under any JSON bundle loader in CPython: the standard library
+        # modules a load cannot do without (json imports re; hashlib checks the hash).
+        floor = [_child(STDLIB_FLOOR) for _ in range(reps)]
         python = []
         for _ in range(reps):
             t0 = time.perf_counter()
@@ -196,6 +215,7 @@ def run(quick: bool, sizes: Sequence[int], log: Any = print) -> dict[str, Any]:
         cold_b = _median_dicts(bundle_runs)
         out["cold"] = {
             "python_startup_ms": statistics.median(python),
+            "stdlib_floor_ms": statistics.median(f["import_ms"] for f in floor),
             "source": {**cold_c, "total_ms": cold_c["import_ms"] + cold_c["compile_ms"]},
             "bundle": {
                 **cold_b,
@@ -205,7 +225,8 @@ def run(quick: bool, sizes: Sequence[int], log: Any = print) -> dict[str, Any]:
         log(
             f"  cold 10-rule policy: import {cold_c['import_ms']:.1f} ms + compile "
             f"{cold_c['compile_ms']:.1f} ms; bundle: import {cold_b['import_ms']:.1f} + load "
-            f"{cold_b['load_ms']:.1f} + first decision {cold_b['first_decision_ms']:.2f} ms"
+            f"{cold_b['load_ms']:.1f} + first decision {cold_b['first_decision_ms']:.2f} ms "
+            f"(stdlib floor: import json, hashlib {out['cold']['stdlib_floor_ms']:.1f} ms)"
         )
         # -- first decision after a bundle load, per size
         out["bundle"] = {}
