@@ -11,7 +11,10 @@ only. The program is used as it is: the walks are descended as compiled (or
 as ``json.loads`` returned them from a bundle), and a rule is decoded the
 first time a decision reaches it, so neither a compile nor a bundle load does
 per-rule work and the first decision of an action decodes only the rules it
-meets (``PolicySet.prepare`` does them all up front, if a host wants that). A
+meets; a condition is compiled by its first evaluation, through the rule
+table's memo (``PolicySet.prepare`` does all of it up front, if a host wants
+that). A context rule's matcher is tested inline against its quick reject
+(``Matcher.qpos``/``qtext``) before it is called. A
 ``path(args.x)`` resource that is already canonical is recognised inline
 with the same C-level string tests ``paths.canonical_path`` starts with;
 anything else goes through ``canonical_path``. Context-only conditions and
