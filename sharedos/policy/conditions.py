@@ -169,9 +169,9 @@ def compile_expr(enc: list[Any], memo: Memo | None = None) -> Fn:
         value = enc[1]
         return lambda env: value
     if kind == "list":
-        if all(e[0] == "lit" for e in enc[1]):
+        constant = _constant_list(enc)
+        if constant is not None:
             # a constant list is built once (nothing reads a list to change it)
-            constant = [e[1] for e in enc[1]]
             return lambda env: constant
         items = [compile_expr(e) for e in enc[1]]
         return lambda env: [f(env) for f in items]
@@ -286,12 +286,19 @@ def _compile_lit_ref(op: str, left: list[Any], right: list[Any]) -> Fn | None:
     return lambda env: values_equal(read(env), value) is equal
 
 
+def _constant_list(enc: list[Any]) -> list[Any] | None:
+    """The values of a list expression made only of literals, else None."""
+    if enc[0] != "list" or not all(e[0] == "lit" for e in enc[1]):
+        return None
+    return [e[1] for e in enc[1]]
+
+
 def _compile_against_constant(op: str, left: list[Any], right: list[Any]) -> Fn | None:
     """One closure for an operand against a constant on the right: ``args.mode in
     ["a", "b"]`` (a set lookup for strings) and ``args.size <= 1000`` (the type check
     inline). Same order of evaluation, results and errors as the general form."""
-    if op in ("in", "not in") and right[0] == "list" and all(e[0] == "lit" for e in right[1]):
-        items = [e[1] for e in right[1]]
+    items = _constant_list(right) if op in ("in", "not in") else None
+    if items is not None:
         if not all(type(v) is str for v in items):
             return None
         strings = frozenset(items)

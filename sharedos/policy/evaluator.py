@@ -425,7 +425,7 @@ class Evaluator:
                             if cache is not None:
                                 m = cache.matchers.get(rule.index, _MISSING)
                                 if m is _MISSING:
-                                    m = self.context_matcher(rule, context, cache)
+                                    m = cache.matchers[rule.index] = rule.context_matcher(context)
                             else:
                                 m = rule.context_matcher(context)
                             if (

@@ -162,7 +162,7 @@ class RuleTable:
         self.memo: Memo = {}
 
     def record(self, i: int) -> RuleRecord:
-        """Rule ``i`` decoded (its condition compiled, its matcher ready)."""
+        """Rule ``i`` decoded (its matcher ready; its condition compiled by its first evaluation)."""
         c = self.columns
         forbid = c["effect"][i] == 1
         effect = _EFFECTS[1 if forbid else 0]
