@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / ".tools" / "node_modules"
-TS_CLIENT = REPO / "tests" / "data" / "clients" / "ts_sdk_client.mjs"
+TS_CLIENT = REPO / "sharedos" / "conformance" / "columns" / "ts_sdk_client.mjs"
 
 
 @dataclass(frozen=True)

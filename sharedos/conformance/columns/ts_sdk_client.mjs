@@ -1,5 +1,6 @@
 // A plain MCP client on the official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
-// tools/package.json), driven by the tests: it connects over streamable HTTP (with headers)
+// tools/package.json), driven by the conformance client column (client.py beside this file)
+// and the tests (tests/clients): it connects over streamable HTTP (with headers)
 // or stdio (a command it launches), lists the tools (which caches their outputSchema
 // validators, as every SDK client does), makes the calls it is given, and prints one JSON
 // document: what the SDK handed back for each call, or the error it threw.
