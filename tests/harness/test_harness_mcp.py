@@ -213,8 +213,9 @@ def test_names_shown_to_the_model_are_recorded_and_map_back(
         elif harness == "codex":
             assert f"{predicted['codex']['namespace']}/{predicted['codex']['name']}" == alias
         elif harness == "dsh":
-            # the bridge's alias family predicts the sanitized stem; dsh appends its hash
+            # the bridge's alias family predicts dsh's hashed name exactly
             assert alias.startswith(predicted["claude-code"] + "_")
+            assert predicted["dsh"] == alias
         else:
             assert alias in predicted["pi"]
         assert a["record"]["tool"] == a["tool"]  # the dotted canonical name reached the kernel
