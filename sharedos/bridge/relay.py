@@ -30,7 +30,7 @@ import os
 import socket
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ from sharedos.bridge.relay_wire import (
 from sharedos.bridge.server import CallRuntime
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.kernel import ToolResult, TurnCatalog
+from sharedos.kernel.messages import folded_refusal
 from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
 
@@ -187,7 +188,15 @@ class _Connection:
     ) -> None:
         try:
             with scope:
-                result = await self.host.answer(self, rid, message)
+                try:
+                    result = await self.host.answer(self, rid, message)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except Exception as exc:  # fail closed, as a result: never drop the connection
+                    logger.exception("bridge relay: internal failure answering a relayed call")
+                    result = self.host.internal_error(
+                        str(message.get("tool"))[:1024], type(exc).__name__
+                    )
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await self.send({"id": rid, "result": result_to_wire(result)})
         finally:
@@ -310,6 +319,20 @@ class RelayHost:
             )
         )
         return True
+
+    def internal_error(self, tool: str, what: str) -> ToolResult:
+        """The (unrecorded) answer when the relay itself failed: fail closed, as a result."""
+        made = ToolResult.refusal(
+            ReasonCode.INTERNAL_ERROR,
+            tool,
+            "",
+            detail=f"internal error in the bridge relay ({what})",
+        )
+        if any(t.name == tool and t.output_schema is not None for t in self.turn.catalog.tools):
+            made = replace(
+                made, content=folded_refusal(made.content, made.structured), structured=None
+            )
+        return made
 
     async def answer(self, conn: _Connection, rid: int, message: dict[str, Any]) -> ToolResult:
         """Run (``invoke``) or record (``refuse``) one relayed call with the turn's own inputs."""
