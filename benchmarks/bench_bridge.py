@@ -4,7 +4,8 @@ Prints, for each protocol era, tools/call p50/p99 for a bare low-level
 ``mcp.server.Server`` exposing one trivial tool and for a SharedOS bridge
 exposing the same tool as a managed tool (bearer auth, kernel re-authorization,
 policy decision, durable SQLite evidence write), and their ratio; then turn
-open+close time, 100 turns open at once, and stdio bridge start-up.
+open+close time, 100 turns open at once, stdio bridge start-up and stdio tools/call
+(relayed to the host vs standalone).
 
 Both servers are served the same way (embedded uvicorn on a 127.0.0.1 socket
 bound with IPPROTO_TCP) and called by the same SDK client, in interleaved
@@ -334,36 +335,62 @@ permit read, list on "/public/**"
 """
 
 
-async def bench_stdio_start(tmp: Path, runs: int = 5) -> dict[str, Any]:
-    """Spawn `sharedos bridge --stdio` → initialize → first tools/call → exit, with a compiled bundle."""
-    from mcp import StdioServerParameters
-
-    from sharedos.bridge import StdioLaunch
+def _stdio_world(tmp: Path) -> tuple[Any, Any, Path]:
+    """A files runtime over a sandbox, its compiled bundle and the bundle's path."""
     from sharedos.tools.files import files_tools
 
     sandbox = tmp / "sandbox"
-    (sandbox / "public").mkdir(parents=True)
-    (sandbox / "public" / "a.txt").write_text("hello\n")
+    if not sandbox.exists():
+        (sandbox / "public").mkdir(parents=True)
+        (sandbox / "public" / "a.txt").write_text("hello\n")
     policy = compile_source(FILES_RULES, "files.sos")
     bundle = tmp / "files.bundle.json"
     policy.save_bundle(bundle)
     host = RuntimeHost(
         Kernel(policy, ToolRegistry(files_tools(sandbox))), SqliteEvidenceStore(tmp / "stdio.db")
     )
+    return host, sandbox, bundle
+
+
+def _launches(tmp: Path, sandbox: Path, bundle: Path) -> dict[str, Any]:
+    """The two kinds of stdio turn: relayed (the default) and standalone (compiled bundle)."""
+    from sharedos.bridge import StdioLaunch
+
+    return {
+        "relayed": StdioLaunch(directory=tmp),
+        "standalone": StdioLaunch(
+            relay=False, bundle=bundle, evidence_db=tmp / "stdio.db", sandbox_root=sandbox
+        ),
+    }
+
+
+async def bench_stdio_start(tmp: Path, runs: int = 5) -> dict[str, Any]:
+    """Spawn `sharedos bridge --stdio` → initialize → first tools/call → exit: relayed (calls run
+    in the host) and standalone (the bridge compiles nothing: a compiled bundle)."""
+    from mcp import StdioServerParameters
+
+    host, sandbox, bundle = _stdio_world(tmp)
     tool_policy = ToolPolicy(name="files", mode="open", managed=("files.*",))
-    launch = StdioLaunch(bundle=bundle, evidence_db=tmp / "stdio.db", sandbox_root=sandbox)
-    times: dict[str, list[float]] = {"auto": [], "legacy": []}
-    for i in range(runs):
-        for mode in ("auto", "legacy"):
-            ctx = AccessContext(principal=f"s{i}")
-            async with open_turn(host, ctx, tool_policy, transport="stdio", stdio=launch) as turn:
-                assert turn.command is not None
-                params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
-                t0 = time.perf_counter()
-                async with Client(params, mode=mode) as c:  # type: ignore[arg-type]
-                    r = await c.call_tool("files.read", {"path": "/public/a.txt"})
-                    assert not r.is_error, r
-                times[mode].append((time.perf_counter() - t0) * 1000)
+    out: dict[str, Any] = {}
+    for kind, launch in _launches(tmp, sandbox, bundle).items():
+        times: dict[str, list[float]] = {"auto": [], "legacy": []}
+        for i in range(runs):
+            for mode in ("auto", "legacy"):
+                ctx = AccessContext(principal=f"s{i}")
+                async with open_turn(
+                    host, ctx, tool_policy, transport="stdio", stdio=launch
+                ) as turn:
+                    assert turn.command is not None
+                    params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+                    t0 = time.perf_counter()
+                    async with Client(params, mode=mode) as c:  # type: ignore[arg-type]
+                        r = await c.call_tool("files.read", {"path": "/public/a.txt"})
+                        assert not r.is_error, r
+                    times[mode].append((time.perf_counter() - t0) * 1000)
+        out[kind] = {
+            "auto_p50_ms": statistics.median(times["auto"]),
+            "legacy_p50_ms": statistics.median(times["legacy"]),
+        }
     code = (
         "import time; t=time.perf_counter(); import sharedos.bridge.stdio, sharedos.bridge.server;"
         "import sharedos.policy, sharedos.tools.files, sharedos.kernel.runtime, mcp.server.stdio;"
@@ -371,20 +398,52 @@ async def bench_stdio_start(tmp: Path, runs: int = 5) -> dict[str, Any]:
     )
     imports = []
     for _ in range(runs):
-        out = subprocess.run(
+        proc = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         )
-        imports.append(float(out.stdout.strip()))
-    print(
-        f"stdio bridge (compiled bundle), spawn + connect + first tools/call + exit, {runs} runs:\n"
-        f"  auto p50 {statistics.median(times['auto']):6.0f} ms   legacy p50 {statistics.median(times['legacy']):6.0f} ms"
-        f"   (of which imports p50 {statistics.median(imports):5.0f} ms; `import mcp` is the floor)"
-    )
-    return {
-        "auto_p50_ms": statistics.median(times["auto"]),
-        "legacy_p50_ms": statistics.median(times["legacy"]),
-        "imports_p50_ms": statistics.median(imports),
-    }
+        imports.append(float(proc.stdout.strip()))
+    out["imports_p50_ms"] = statistics.median(imports)
+    print(f"stdio bridge, spawn + connect + first tools/call + exit, {runs} runs:")
+    for kind in ("relayed", "standalone"):
+        print(
+            f"  {kind:<10} auto p50 {out[kind]['auto_p50_ms']:6.0f} ms   "
+            f"legacy p50 {out[kind]['legacy_p50_ms']:6.0f} ms"
+        )
+    print(f"  (standalone imports p50 {out['imports_p50_ms']:5.0f} ms; `import mcp` is the floor)")
+    return out
+
+
+async def bench_stdio_calls(tmp: Path, calls: int) -> dict[str, Any]:
+    """tools/call round trips over one stdio connection: relayed (stdio → bridge process → Unix
+    socket → host runtime) vs standalone (the bridge process runs the call itself)."""
+    from mcp import StdioServerParameters
+
+    host, sandbox, bundle = _stdio_world(tmp)
+    tool_policy = ToolPolicy(name="files", mode="open", managed=("files.*",))
+    out: dict[str, Any] = {}
+    for kind, launch in _launches(tmp, sandbox, bundle).items():
+        ctx = AccessContext(principal=f"calls-{kind}")
+        samples: list[float] = []
+        async with open_turn(host, ctx, tool_policy, transport="stdio", stdio=launch) as turn:
+            assert turn.command is not None
+            params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+            async with Client(params) as c:
+                for _ in range(20):  # warm-up
+                    await c.call_tool("files.read", {"path": "/public/a.txt"})
+                for _ in range(calls):
+                    t0 = time.perf_counter()
+                    r = await c.call_tool("files.read", {"path": "/public/a.txt"})
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    assert not r.is_error
+        samples.sort()
+        out[kind] = {
+            "p50_ms": statistics.median(samples),
+            "p90_ms": samples[int(len(samples) * 0.9)],
+        }
+    print(f"stdio tools/call, {calls} calls over one connection (files.read, evidence on):")
+    for kind in ("relayed", "standalone"):
+        print(f"  {kind:<10} p50 {out[kind]['p50_ms']:6.2f} ms   p90 {out[kind]['p90_ms']:6.2f} ms")
+    return out
 
 
 async def main() -> None:
@@ -411,6 +470,7 @@ async def main() -> None:
         result["open_close"] = await bench_open_close(host, args.turns)
         result["hundred"] = await bench_hundred(host)
         result["stdio"] = await bench_stdio_start(tmp, 2 if args.quick else 5)
+        result["stdio_calls"] = await bench_stdio_calls(tmp, min(args.calls, 500))
         result["evidence_records"] = host.evidence.counts().total
         print(f"evidence records written: {result['evidence_records']}")
         if args.json:

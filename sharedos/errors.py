@@ -45,12 +45,15 @@ classes live beside the code that raises them; the tree (checked by
     │   └── UpstreamFailure                       sharedos.upstream.connection
     ├── bridge
     │   ├── TurnClosedError(RuntimeError)         sharedos.bridge.stdio
-    │   └── TurnFileError(ValueError)             sharedos.bridge.turnfile
+    │   ├── TurnFileError(ValueError)             sharedos.bridge.turnfile
+    │   ├── RelayError(RuntimeError)              sharedos.bridge.relay_client
+    │   └── RelayProtocolError(ValueError)        sharedos.bridge.relay_wire
     ├── harness
     │   ├── HostConfigError(ValueError)           sharedos.harness.hostconfig
     │   │   └── MissingHostVariable               sharedos.harness.hostconfig
     │   ├── DriverError(RuntimeError)             sharedos.harness.driver
     │   ├── HarnessUnavailable(RuntimeError)      sharedos.harness.adapters.base
+    │   │   └── ModelEndpointRefused              sharedos.harness.endpoints
     │   └── ShapeError(ValueError)                sharedos.harness.shapes.neutral
     └── conformance
         ├── ManifestError(ValueError)             sharedos.conformance.manifest

@@ -28,6 +28,8 @@ class ColumnKind(StrEnum):
     SCRIPTED = "scripted"
     LIVE = "live"
     MCP = "mcp"
+    #: a programmatic MCP client (TypeScript SDK, MCP Inspector) making each row's call
+    CLIENT = "client"
 
 
 class McpSupport(StrEnum):

@@ -9,6 +9,7 @@ character it admits is carried unchanged by every harness we drive.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated
@@ -93,6 +94,27 @@ def canonical_from_portable(portable: str) -> str:
 def harness_sanitized(name: str) -> str:
     """The lossy ``[^A-Za-z0-9_-] -> _`` mapping that Claude Code, Codex and Pi apply to aliases."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+#: dsh's mcp-client: public names are at most 64 characters of ``[A-Za-z0-9_-]``
+DSH_NAME_LIMIT = 64
+DSH_HASH_CHARS = 12
+
+
+def dsh_public_name(server: str, raw: str) -> str:
+    """The name dsh 0.2.1-rc.2's MCP client shows the model for ``raw`` on ``server``.
+
+    ``mcp__<server>__<raw>`` when that is already a legal DeepSeek function name;
+    otherwise the name with every other character replaced by ``_``, cut to fit,
+    and ``_`` plus the first 12 hex digits of SHA-256(``server`` NUL ``raw``)
+    appended (measured: ``files.read`` → ``mcp__sharedos__files_read_369b5d85e292``).
+    """
+    joined = f"mcp__{server}__{raw}"
+    normalized = re.sub(r"[^A-Za-z0-9_-]", "_", joined)
+    if normalized == joined and len(normalized) <= DSH_NAME_LIMIT:
+        return normalized
+    digest = hashlib.sha256(f"{server}\0{raw}".encode()).hexdigest()[:DSH_HASH_CHARS]
+    return f"{normalized[: DSH_NAME_LIMIT - DSH_HASH_CHARS - 1]}_{digest}"
 
 
 def find_sanitization_collisions(names: Iterable[str]) -> dict[str, list[str]]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel, TypeAdapter
 
+from sharedos.kernel.messages import folded_refusal
 from sharedos.kernel.result import ToolResult
 from sharedos.outcomes import Outcome, ReasonCode
 
@@ -117,8 +119,15 @@ def to_call_tool_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult(content=blocks, structured_content=structured, is_error=is_error)
 
 
-def internal_error_result(tool: str, detail: str, call_id: str = "") -> types.CallToolResult:
-    """The result for a call the bridge could not even hand to the kernel (fail closed)."""
-    return to_call_tool_result(
-        ToolResult.refusal(ReasonCode.INTERNAL_ERROR, tool, call_id, detail=detail)
-    )
+def internal_error_result(
+    tool: str, detail: str, call_id: str = "", *, output_schema: bool = False
+) -> types.CallToolResult:
+    """The result for a call the bridge could not even hand to the kernel (fail closed).
+
+    ``output_schema``: the tool declares one, so the payload is folded into the
+    text (``folded_refusal``), as the kernel does for its own refusals.
+    """
+    made = ToolResult.refusal(ReasonCode.INTERNAL_ERROR, tool, call_id, detail=detail)
+    if output_schema:
+        made = replace(made, content=folded_refusal(made.content, made.structured), structured=None)
+    return to_call_tool_result(made)

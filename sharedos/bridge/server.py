@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import mcp_types as types
@@ -41,7 +41,8 @@ from sharedos.bridge.results import internal_error_result, to_wire_result
 from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.evidence import MAX_STORED_ARGUMENTS, EncodedJson, plain_json, storable_json_text
-from sharedos.kernel import RuntimeHost, ToolResult, TurnCatalog
+from sharedos.kernel import ToolResult, TurnCatalog
+from sharedos.kernel.handlers import LogHook, ProgressHook
 from sharedos.names import PortableNameMap
 from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
@@ -61,11 +62,47 @@ _HANDLER_RAN: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar
 )
 
 
+class CallRuntime(Protocol):
+    """What a turn's endpoint hands calls to: ``RuntimeHost`` in the host, or, in a relayed
+    stdio bridge process, ``RelayRuntime`` (the same calls, run in the host)."""
+
+    async def invoke_tool(
+        self,
+        call: ToolCall,
+        context: AccessContext,
+        tool_policy: ToolPolicy,
+        *,
+        catalog: TurnCatalog | None = None,
+        diagnostics: Mapping[str, Any] | None = None,
+        identity: Mapping[str, Any] | None = None,
+        progress: ProgressHook | None = None,
+        log: LogHook | None = None,
+        peer: Any = None,
+    ) -> ToolResult:
+        """Re-authorize, record and run ``call`` (see ``RuntimeHost.invoke_tool``)."""
+        ...
+
+    async def refuse(
+        self,
+        call: ToolCall,
+        context: AccessContext,
+        tool_policy: ToolPolicy,
+        reason: ReasonCode,
+        *,
+        catalog: TurnCatalog | None = None,
+        diagnostics: Mapping[str, Any] | None = None,
+        identity: Mapping[str, Any] | None = None,
+        detail: str | None = None,
+    ) -> ToolResult:
+        """Record and return a refusal decided outside the kernel (see ``RuntimeHost.refuse``)."""
+        ...
+
+
 @dataclass
 class TurnEndpoint:
     """The per-turn state behind one MCP server: catalogue, context, policy and the runtime."""
 
-    runtime_host: RuntimeHost
+    runtime_host: CallRuntime
     context: AccessContext
     tool_policy: ToolPolicy
     catalog: TurnCatalog
@@ -307,7 +344,8 @@ class TurnEndpoint:
             raise
         except Exception:
             logger.exception("bridge: could not record the internal failure of %r", tool)
-        return internal_error_result(tool, detail)
+        declares = any(t.name == tool and t.output_schema is not None for t in self.catalog.tools)
+        return internal_error_result(tool, detail, output_schema=declares)
 
     async def record_malformed_calls(
         self, ctx: RequestContext, call_next: CallNext
@@ -484,7 +522,7 @@ def tracing_configured() -> bool:
 
 
 async def record_refusal(
-    runtime_host: RuntimeHost,
+    runtime_host: CallRuntime,
     call: ToolCall,
     context: AccessContext,
     tool_policy: ToolPolicy,

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,9 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
     """``(RuntimeHost, ToolPolicy)`` from the turn file: policy, registry, evidence store."""
     from sharedos.catalog.registry import ToolRegistry
     from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    if turn.evidence_db is None:
+        raise TurnFileError("a standalone turn file needs evidence_db")
     from sharedos.kernel.kernel import Kernel
     from sharedos.kernel.runtime import RuntimeHost
 
@@ -94,6 +98,9 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
     """
     if not turn.open_marker.exists():
         raise TurnClosedError("this turn has already closed")
+    if turn.relay is not None:
+        return await _serve_relayed(turn, poll_s)
+    assert turn.context is not None  # a standalone turn file has one (its validator)
     host, tool_policy = build_runtime(turn)
     catalog = host.kernel.list_tools(turn.context, tool_policy)
     if turn.catalog_hash is not None and catalog.catalog_hash != turn.catalog_hash:
@@ -122,12 +129,55 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
     )
     server = endpoint.build_server()
     with StdioWire.claim_std(max_frame=endpoint.limits.max_frame_bytes) as wire:
-        closed = await _serve(wire, endpoint, server, turn, poll_s)
+        closed = await _serve(wire, endpoint, server, turn, poll_s, turn.open_marker.exists)
+    return 3 if closed else 0
+
+
+async def _serve_relayed(turn: TurnFile, poll_s: float) -> int:
+    """Serve a relayed turn: MCP here, every call run by the host that opened the turn."""
+    from sharedos.bridge.relay_client import RelayChannel, RelayError, RelayRuntime
+    from sharedos.bridge.server import TurnEndpoint
+    from sharedos.bridge.stdio_wire import StdioWire
+
+    assert turn.relay is not None
+    try:
+        async with RelayChannel.connect(turn.relay.socket, turn.relay.secret) as channel:
+            catalog = channel.catalog()
+            if turn.catalog_hash is not None and catalog.catalog_hash != turn.catalog_hash:
+                raise TurnFileError(
+                    f"catalogue drift: the turn file names catalogHash {turn.catalog_hash[:12]}…, "
+                    f"the host serves {catalog.catalog_hash[:12]}…; refusing to serve"
+                )
+
+            def still_open() -> bool:
+                return turn.open_marker.exists() and not channel.lost.is_set()
+
+            endpoint = TurnEndpoint(
+                runtime_host=RelayRuntime(channel),
+                context=channel.context(),
+                tool_policy=channel.tool_policy(),
+                catalog=catalog,
+                server_name=turn.server_name,
+                portable_names=turn.portable_names,
+                transport="stdio",
+                is_open=still_open,
+                limits=turn.limits,
+            )
+            server = endpoint.build_server()
+            with StdioWire.claim_std(max_frame=endpoint.limits.max_frame_bytes) as wire:
+                closed = await _serve(wire, endpoint, server, turn, poll_s, still_open)
+    except RelayError as exc:
+        raise TurnFileError(str(exc)) from None
     return 3 if closed else 0
 
 
 async def _serve(
-    wire: StdioWire, endpoint: TurnEndpoint, server: TurnServer, turn: TurnFile, poll_s: float
+    wire: StdioWire,
+    endpoint: TurnEndpoint,
+    server: TurnServer,
+    turn: TurnFile,
+    poll_s: float,
+    still_open: Callable[[], bool],
 ) -> bool:
     """Run the SDK server over ``wire`` until end of input or the turn's close; True if closed."""
     import mcp_types
@@ -142,7 +192,7 @@ async def _serve(
 
     async def watch_turn() -> None:
         nonlocal closed_by_host
-        while turn.open_marker.exists():
+        while still_open():
             await anyio.sleep(poll_s)
             with anyio.CancelScope(shield=True):
                 await endpoint.recorder.flush_if_allowed()

@@ -103,9 +103,12 @@ async def open_turn(
     ``transport="http"``: streamable HTTP on 127.0.0.1, an ephemeral port, a
     per-turn bearer token, Host/Origin (DNS-rebinding) protection on.
     ``transport="stdio"``: writes a private turn file and yields the command
-    line the harness launches (``stdio`` must be a ``StdioLaunch``); closing
-    the turn removes the turn's open-marker, and the stdio bridge then refuses
-    every further call and exits within ``stdio.close_linger_s``.
+    line the harness launches (``stdio``: a ``StdioLaunch``, by default a
+    relayed one: the bridge process relays every call to this host, which
+    runs it with this runtime, brokered upstreams included); closing the turn
+    removes the turn's open-marker, and the stdio bridge then refuses (and
+    this host records) every further call and exits within
+    ``stdio.close_linger_s``.
     ``limits``: the transport's deadlines and caps (``TransportLimits``; the
     defaults suit a harness on loopback).
     """
@@ -134,14 +137,11 @@ async def open_turn(
                 turn.diagnostics["openMs"] = round((time.perf_counter() - started) * 1000, 3)
                 yield turn
         elif transport == "stdio":
-            from sharedos.bridge.turnfile import open_stdio_turn
+            from sharedos.bridge.turnfile import StdioLaunch, open_stdio_turn
 
-            if stdio is None:
-                raise ValueError(
-                    "transport='stdio' needs stdio=StdioLaunch(...) (policy, evidence and tool paths)"
-                )
-            with open_stdio_turn(
-                stdio,
+            async with open_stdio_turn(
+                stdio if stdio is not None else StdioLaunch(),
+                runtime_host,
                 context,
                 tool_policy,
                 catalog,

@@ -1,13 +1,24 @@
 """The stdio turn file: what the host prepares so a harness can launch one turn's bridge.
 
-The harness launches ``sharedos bridge --stdio --turn FILE`` as its MCP server.
-Everything that affects authorization — the trusted context, the policy
-(rules or a compiled bundle), the run policy, the evidence store, the tool
-sets and their sandbox root — is in this file, written by the host with mode
-0600. The harness supplies nothing but the path. The turn is open while the
-``open_marker`` file exists; the host removes it to close the turn, and the
-stdio bridge then refuses every further call (recorded, ``turn_closed``) and
-exits.
+The harness launches ``sharedos bridge --stdio --turn FILE`` as its MCP server
+and supplies nothing but the path; the host writes the file with mode 0600 in
+a fresh 0700 directory. Two kinds:
+
+- **relayed** (what ``open_turn`` writes by default): the file names the
+  turn's relay socket and its per-turn secret (``relay``); the bridge process
+  serves MCP and relays every call to the host that opened the turn, which
+  holds the trusted context, the policy, the evidence store and the pooled
+  upstream sessions (``sharedos.bridge.relay``). Nothing that affects
+  authorization is in the file, and brokered tools are served like built-in ones.
+- **standalone** (``StdioLaunch(relay=False)``, or a file written by other
+  tooling): everything that affects authorization — the trusted context, the
+  policy (rules or a compiled bundle), the run policy, the evidence store, the
+  tool sets and their sandbox root — is in the file, and the bridge process
+  builds its own runtime from it (built-in tool sets only).
+
+The turn is open while the ``open_marker`` file exists; the host removes it to
+close the turn, and the stdio bridge then refuses every further call
+(recorded, ``turn_closed``) and exits.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,6 +40,8 @@ from sharedos.errors import SharedOSError
 from sharedos.toolpolicy import ToolPolicy
 
 if TYPE_CHECKING:
+    from sharedos.bridge.relay import RelayHost
+    from sharedos.bridge.server import CallRuntime
     from sharedos.bridge.turn import Turn
     from sharedos.kernel import TurnCatalog
 
@@ -44,13 +57,21 @@ class TurnFileError(SharedOSError, ValueError):
 
 
 class StdioLaunch(BaseModel):
-    """Host-side description of where the stdio bridge finds policy, evidence and tools."""
+    """Host-side settings of a stdio turn.
+
+    ``relay=True`` (the default): the bridge process relays every call to this
+    host (``rules``, ``bundle``, ``evidence_db``, ``tool_sets``,
+    ``sandbox_root`` and ``run_policy`` are not used: the host's own runtime
+    serves the turn, brokered upstreams included). ``relay=False``: a
+    standalone bridge that builds its own runtime from those paths.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    relay: bool = True
     rules: tuple[Path, ...] = ()
     bundle: Path | None = None
-    evidence_db: Path
+    evidence_db: Path | None = None
     tool_sets: tuple[ToolSet, ...] = ("files",)
     sandbox_root: Path | None = None
     run_policy: str | None = None
@@ -63,13 +84,28 @@ class StdioLaunch(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> StdioLaunch:
+        if self.relay:
+            return self
         if not self.rules and self.bundle is None:
             raise ValueError(
-                "StdioLaunch needs rules (paths of .sos files/directories) or a compiled bundle"
+                "a standalone StdioLaunch needs rules (paths of .sos files/directories) or a "
+                "compiled bundle"
             )
+        if self.evidence_db is None:
+            raise ValueError("a standalone StdioLaunch needs evidence_db")
         if "files" in self.tool_sets and self.sandbox_root is None:
             raise ValueError("the files tool set needs sandbox_root")
         return self
+
+
+class RelayAddress(BaseModel):
+    """Where a relayed stdio bridge reaches the host of its turn, and the turn's secret."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    socket: Path
+    #: per-turn secret (``secrets.token_urlsafe(32)``), compared in constant time by the host
+    secret: str = Field(repr=False, min_length=16)
 
 
 class TurnFile(BaseModel):
@@ -78,12 +114,14 @@ class TurnFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     version: Literal[1] = 1
-    context: AccessContext
+    #: a relayed turn: the host's socket and secret (then nothing below about policy is used)
+    relay: RelayAddress | None = None
+    context: AccessContext | None = None
     run_policy: str | None = None
     tool_policy: ToolPolicy | None = None
     rules: tuple[Path, ...] = ()
     bundle: Path | None = None
-    evidence_db: Path
+    evidence_db: Path | None = None
     tool_sets: tuple[ToolSet, ...] = ("files",)
     sandbox_root: Path | None = None
     open_marker: Path
@@ -98,6 +136,12 @@ class TurnFile(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> TurnFile:
+        if self.relay is not None:
+            return self
+        if self.context is None:
+            raise ValueError("a standalone turn file needs context (or relay)")
+        if self.evidence_db is None:
+            raise ValueError("a standalone turn file needs evidence_db (or relay)")
         if not self.rules and self.bundle is None:
             raise ValueError("a turn file needs rules or bundle")
         if self.tool_policy is None and self.run_policy is None:
@@ -194,9 +238,33 @@ def harness_mcp_config(
     return {"mcpServers": {server_name: {"command": cmd[0], "args": cmd[1:]}}}
 
 
-@contextlib.contextmanager
-def open_stdio_turn(
+#: AF_UNIX path limit (sun_path is 108 bytes on Linux, NUL included)
+_MAX_SOCKET_PATH = 107
+
+
+def relay_socket_path(workdir: Path) -> tuple[Path, Path | None]:
+    """``workdir/relay.sock``, or one in a fresh short 0700 directory when that path is too long.
+
+    Returns the socket path and the extra directory to remove (or None).
+    """
+    from sharedos.bridge.relay_wire import RELAY_SOCKET
+
+    path = workdir / RELAY_SOCKET
+    if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
+        return path, None
+    for base in (tempfile.gettempdir(), "/tmp"):
+        extra = Path(tempfile.mkdtemp(prefix="sos-", dir=base))  # 0700
+        path = extra / RELAY_SOCKET
+        if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
+            return path, extra
+        extra.rmdir()
+    raise OSError("no directory short enough for the turn's relay socket")
+
+
+@contextlib.asynccontextmanager
+async def open_stdio_turn(
     launch: StdioLaunch,
+    runtime_host: CallRuntime,
     context: AccessContext,
     tool_policy: ToolPolicy,
     catalog: TurnCatalog,
@@ -204,8 +272,9 @@ def open_stdio_turn(
     server_name: str = "sharedos",
     portable_names: bool = False,
     identity: Mapping[str, Any] | None = None,
-) -> Iterator[Turn]:
-    """Write the turn file and open-marker; yield the ``Turn``; remove both when the turn closes."""
+) -> AsyncIterator[Turn]:
+    """Write the turn file and open-marker (and, relayed, serve the relay socket); yield the
+    ``Turn``; close the relay, and remove all of it, when the turn closes."""
     from sharedos.bridge.turn import Turn
 
     directory = Path(launch.directory) if launch.directory else Path(tempfile.gettempdir())
@@ -214,43 +283,80 @@ def open_stdio_turn(
     marker = workdir / "open"
     fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
-    record = TurnFile(
-        context=context,
-        run_policy=launch.run_policy,
-        tool_policy=None if launch.run_policy else tool_policy,
-        rules=tuple(p.resolve() for p in launch.rules),
-        bundle=launch.bundle.resolve() if launch.bundle else None,
-        evidence_db=launch.evidence_db.resolve(),
-        tool_sets=launch.tool_sets,
-        sandbox_root=launch.sandbox_root.resolve() if launch.sandbox_root else None,
-        open_marker=marker,
-        catalog_hash=str(catalog.catalog_hash),
-        server_name=server_name,
-        portable_names=portable_names,
-        identity=dict(identity) if identity else None,
-        handler_timeout_s=launch.handler_timeout_s,
-        close_linger_s=launch.close_linger_s,
-        limits=launch.limits,
-    )
-    write_turn_file(record, turn_path)
-    turn = Turn(
-        transport="stdio",
-        context=context,
-        tool_policy=tool_policy,
-        catalog=catalog,
-        catalog_hash=str(catalog.catalog_hash),
-        server_name=server_name,
-        command=harness_command(turn_path, python=launch.python),
-        turn_file=turn_path,
-    )
+    relay_host: RelayHost | None = None
+    extra_dir: Path | None = None
     try:
+        if launch.relay:
+            from sharedos.bridge.relay import RelayHost, RelayTurn
+
+            socket_path, extra_dir = relay_socket_path(workdir)
+            secret = secrets.token_urlsafe(32)
+            relay_host = RelayHost(
+                RelayTurn(runtime_host, context, tool_policy, catalog, identity),
+                socket_path,
+                secret,
+            )
+            await relay_host.start()
+            record = TurnFile(
+                relay=RelayAddress(socket=socket_path, secret=secret),
+                open_marker=marker,
+                catalog_hash=str(catalog.catalog_hash),
+                server_name=server_name,
+                portable_names=portable_names,
+                handler_timeout_s=launch.handler_timeout_s,
+                close_linger_s=launch.close_linger_s,
+                limits=launch.limits,
+            )
+        else:
+            assert launch.evidence_db is not None  # the validator saw to it
+            record = TurnFile(
+                context=context,
+                run_policy=launch.run_policy,
+                tool_policy=None if launch.run_policy else tool_policy,
+                rules=tuple(p.resolve() for p in launch.rules),
+                bundle=launch.bundle.resolve() if launch.bundle else None,
+                evidence_db=launch.evidence_db.resolve(),
+                tool_sets=launch.tool_sets,
+                sandbox_root=launch.sandbox_root.resolve() if launch.sandbox_root else None,
+                open_marker=marker,
+                catalog_hash=str(catalog.catalog_hash),
+                server_name=server_name,
+                portable_names=portable_names,
+                identity=dict(identity) if identity else None,
+                handler_timeout_s=launch.handler_timeout_s,
+                close_linger_s=launch.close_linger_s,
+                limits=launch.limits,
+            )
+        write_turn_file(record, turn_path)
+        turn = Turn(
+            transport="stdio",
+            context=context,
+            tool_policy=tool_policy,
+            catalog=catalog,
+            catalog_hash=str(catalog.catalog_hash),
+            server_name=server_name,
+            command=harness_command(turn_path, python=launch.python),
+            turn_file=turn_path,
+        )
         yield turn
     finally:
+        if relay_host is not None:
+            relay_host.closed = True  # from now on every relayed call is refused, recorded
         # Removing the marker is what closes the door: a running stdio bridge
         # sees it gone, refuses every further call and exits.
         with contextlib.suppress(FileNotFoundError):
             marker.unlink()
+        if relay_host is not None:
+            import anyio
+
+            with anyio.CancelScope(shield=True):
+                # a bridge still attached refuses (and the host records) calls for its
+                # linger, then leaves; what is still running after that is cancelled
+                await relay_host.close(linger_s=launch.close_linger_s + 0.25)
         with contextlib.suppress(FileNotFoundError):
             turn_path.unlink()
         with contextlib.suppress(OSError):
             workdir.rmdir()
+        if extra_dir is not None:
+            with contextlib.suppress(OSError):
+                extra_dir.rmdir()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from sharedos.cli.hostfile import host_file_option, required_host_file
+
 
 @click.group()
 def host() -> None:
@@ -14,17 +16,19 @@ def host() -> None:
 
 
 @host.command("check")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@host_file_option
 @click.option(
     "--versions", is_flag=True, help="Also run each CLI's --version (proves it can start)."
 )
-def check(file: Path, versions: bool) -> None:
-    """Validate FILE; print file:line:col for every problem (exit 1), or a summary (exit 0).
+def check(config_path: Path | None, host_config_option: Path | None, versions: bool) -> None:
+    """Validate CONFIG (or --host-config FILE); print file:line:col for every problem (exit 1),
+    or a summary (exit 0).
 
     Environment values are never printed: only their names.
     """
     from sharedos.harness.hostconfig import HostConfigError, load_host_config
 
+    file = required_host_file(config_path, host_config_option)
     try:
         config = load_host_config(file)
     except HostConfigError as exc:

@@ -11,26 +11,37 @@
    (``--sandbox``) and the host file's brokered upstreams;
 3. opens the turn: lists every upstream (down ones are reported and left
    out), computes the catalogue, opens the turn bridge;
-4. launches the harness through the MCP harness runtime, streams its output
-   (each stdout/stderr line on stderr as it arrives, prefixed with the harness
-   id and scrubbed of the host's secrets; ``--no-stream`` keeps it quiet),
-   prints its answer on stdout, closes the turn (the port is released);
-5. prints an evidence summary: attempts, allowed / denied / failed, by reason.
+4. launches the harness through the MCP harness runtime (over the transport
+   the host file names: HTTP, or stdio through a bridge process that relays
+   every call to this process), streams its output (each stdout/stderr line on
+   stderr as it arrives, prefixed with the harness id and scrubbed of the
+   host's secrets; ``--no-stream`` keeps it quiet), prints its answer on
+   stdout, closes the turn (the port is released);
+5. prints an evidence summary: attempts, allowed / denied / failed, by reason,
+   and the name the model used for each (``wire.alias``).
 
-``--dry-run`` prints the catalogue this user would get, and why each tool is
-in or out, without launching anything.
+``--json`` prints exactly one JSON document on stdout (the answer is in it);
+everything else goes to stderr. ``--dry-run`` prints the catalogue this user
+would get, and why each tool is in or out, without launching anything.
+
+The harness's private run directory (its transcript and HOME) is made under
+``--workdir``, or in a fresh 0700 ``sharedos-run-*`` temporary directory that
+is removed after the run unless ``--keep``; either way its path is printed.
 
 Exit codes:
   0  the turn ran and the harness exited 0 (or --dry-run printed the catalogue)
   1  the host configuration, policy, context or plan could not be used (nothing ran)
   2  command-line usage error
-  3  the harness ran but failed: non-zero exit or timed out (the summary is printed)
-  4  the harness could not be started (not installed, not executable)
+  3  the harness ran but failed: non-zero exit or timed out (the summary is
+     printed), or its model endpoint refuses connections (said before it starts)
+  4  the harness could not be started (not installed, not executable); checked
+     before the turn and the upstreams are opened
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 import uuid
@@ -117,41 +128,78 @@ def _plan(plan_file: Path | None) -> list[Any]:
     ]
 
 
-def explain_catalog(host: Any, context: Any, tool_policy: Any, upstreams: Any) -> list[str]:
-    """Every tool this context could be offered, in or out of the catalogue, and why."""
+def catalog_entries(
+    host: Any, context: Any, tool_policy: Any, upstreams: Any
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The catalogue, and every tool this context could be offered: in or out, why, source."""
     kernel = host.kernel
     catalog = kernel.list_tools(context, tool_policy)
     policy = kernel.policy
-    lines = [f"catalogue for {context.principal} under {tool_policy.name}: {len(catalog)} tool(s)"]
-    lines.append(f"catalogHash {catalog.catalog_hash}")
+    entries: list[dict[str, Any]] = []
     for tool in kernel.view(context).tools():
         source = tool.metadata.source if tool.metadata is not None else "?"
-        if tool.name in catalog.names:
-            why = "in: managed by the run policy, and some permit can apply to this user"
+        listed = tool.name in catalog.names
+        if listed:
+            why = "managed by the run policy, and some permit can apply to this user"
         elif not tool_policy.is_managed(tool.name):
-            why = f"out: not in run policy {tool_policy.name}'s managed set"
+            why = f"not in run policy {tool_policy.name}'s managed set"
         elif tool.name not in policy.requirements:
-            why = "out: no requirement governs it (not listed, not callable)"
+            why = "no requirement governs it (not listed, not callable)"
         else:
-            why = "out: no permit can apply to this user (or a forbid covers every case)"
-        lines.append(f"  {tool.name:<36} {why}  [{source}]")
+            why = "no permit can apply to this user (or a forbid covers every case)"
+        entries.append({"tool": tool.name, "in": listed, "why": why, "source": source})
     if upstreams is not None:
         for status in upstreams.statuses:
             for refusal in status.refused:
-                lines.append(f"  {status.namespace}.{refusal.tool:<30} out: {refusal.reason}")
+                entries.append(
+                    {
+                        "tool": f"{status.namespace}.{refusal.tool}",
+                        "in": False,
+                        "why": str(refusal.reason),
+                        "source": f"upstream:{status.upstream}",
+                        "upstreamReport": True,
+                    }
+                )
             for drift in status.drift:
                 if drift.kind != "removed":
-                    lines.append(f"  {drift.tool:<36} out: {drift.describe()}")
+                    entries.append(
+                        {
+                            "tool": drift.tool,
+                            "in": False,
+                            "why": drift.describe(),
+                            "source": f"upstream:{status.upstream}",
+                            "upstreamReport": True,
+                        }
+                    )
             if status.state == "unavailable":
-                lines.append(
-                    f"  {status.namespace}.*{'':<32} out: upstream {status.upstream} is "
-                    f"unavailable: {status.message}"
+                entries.append(
+                    {
+                        "tool": f"{status.namespace}.*",
+                        "in": False,
+                        "why": f"upstream {status.upstream} is unavailable: {status.message}",
+                        "source": f"upstream:{status.upstream}",
+                        "upstreamReport": True,
+                    }
                 )
+    return catalog, entries
+
+
+def explain_catalog(host: Any, context: Any, tool_policy: Any, upstreams: Any) -> list[str]:
+    """Every tool this context could be offered, in or out of the catalogue, and why."""
+    catalog, entries = catalog_entries(host, context, tool_policy, upstreams)
+    lines = [f"catalogue for {context.principal} under {tool_policy.name}: {len(catalog)} tool(s)"]
+    lines.append(f"catalogHash {catalog.catalog_hash}")
+    for e in entries:
+        where = "" if e.get("upstreamReport") else f"  [{e['source']}]"
+        lines.append(f"  {e['tool']:<36} {'in' if e['in'] else 'out'}: {e['why']}{where}")
     return lines
 
 
-def summary_lines(records: Sequence[Any]) -> list[str]:
-    """The evidence summary printed after a turn: counts and one line per attempt."""
+def summary_lines(
+    records: Sequence[Any], wires: Sequence[dict[str, Any] | None] | None = None
+) -> list[str]:
+    """The evidence summary printed after a turn: counts and one line per attempt (with the
+    name the model used for it, when the harness's account says)."""
     by: dict[str, int] = {}
     reasons: dict[str, int] = {}
     for r in records:
@@ -170,10 +218,12 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
     lines = [head]
     if reasons:
         lines.append("  by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
-    for r in records:
+    for i, r in enumerate(records):
         where = f" {r.resource}" if r.resource else ""
         why = f" ({r.reason})" if r.reason and str(r.outcome) != "succeeded" else ""
-        lines.append(f"  #{r.seq} {r.tool}{where}: {r.outcome}{why}")
+        wire = wires[i] if wires is not None and i < len(wires) else None
+        alias = f"; the model called it {wire['alias']}" if wire and wire.get("alias") else ""
+        lines.append(f"  #{r.seq} {r.tool}{where}: {r.outcome}{why}{alias}")
     return lines
 
 
@@ -227,7 +277,13 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where the harness's private turn directory is made (default: a temp dir).",
+    help="Where the harness's private turn directory (transcript, its HOME) is made and kept "
+    "(default: a fresh 0700 temporary directory, removed after the run unless --keep).",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep the temporary run directory (its path is printed); with --workdir it is kept anyway.",
 )
 @click.option(
     "--stream/--no-stream",
@@ -236,7 +292,13 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
     help="Print the harness's output lines on stderr as they arrive.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the catalogue and why; launch nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (the answer, attempts, catalogue or dry run); "
+    "everything else goes to stderr.",
+)
 def run(
     prompt: str,
     host_config_path: Path | None,
@@ -253,6 +315,7 @@ def run(
     plan_file: Path | None,
     timeout_s: float | None,
     workdir: Path | None,
+    keep: bool,
     stream: bool,
     dry_run: bool,
     as_json: bool,
@@ -272,11 +335,13 @@ def run(
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
         sys.exit(EXIT_CONFIG)
+    runtime = None
     if not dry_run:
         try:
             host_config.get(harness_id)
         except HostConfigError as exc:
             _fail(str(exc))
+        runtime = _harness_runtime(harness_id, host_config)
     try:
         if not rule_paths and host_config.policy.bundle:
             policy = _bundle_policy(host_config)  # a distributed bundle, verified
@@ -315,12 +380,31 @@ def run(
             prompt=prompt,
             timeout_s=timeout_s,
             workdir=workdir,
+            keep=keep,
             stream=stream,
             dry_run=dry_run,
             as_json=as_json,
+            runtime=runtime,
         ),
     )
     sys.exit(code)
+
+
+def _harness_runtime(harness_id: str, host_config: Any) -> Any:
+    """The harness's runtime, its CLI proven to start (``--version``) before anything opens."""
+    from sharedos.harness.hostconfig import HostConfigError
+    from sharedos.harness.runtime import create_mcp_harness_runtime
+    from sharedos.harness.tools import HarnessUnavailable
+
+    runtime = create_mcp_harness_runtime(harness_id, host_config)
+    try:
+        runtime.version()
+    except HarnessUnavailable as exc:
+        # before the turn, the evidence store and the upstreams are opened
+        _fail(str(exc), EXIT_HARNESS_UNAVAILABLE)
+    except HostConfigError as exc:  # e.g. a ${VAR} in its command that is unset
+        _fail(str(exc))
+    return runtime
 
 
 def _bundle_policy(host_config: Any) -> Any:
@@ -387,6 +471,22 @@ async def _run_turn(opts: dict[str, Any]) -> int:
                 for line in turn_upstreams.report():
                     click.echo(line, err=True)
                 if opts["dry_run"]:
+                    if opts["as_json"]:
+                        catalog, entries = catalog_entries(
+                            host, context, tool_policy, turn_upstreams
+                        )
+                        doc = {
+                            "principal": context.principal,
+                            "runPolicy": tool_policy.name,
+                            "catalogHash": catalog.catalog_hash,
+                            "tools": [
+                                {k: v for k, v in e.items() if k != "upstreamReport"}
+                                for e in entries
+                            ],
+                            "upstreams": turn_upstreams.as_dict()["upstreams"],
+                        }
+                        click.echo(json.dumps(doc, indent=2, default=str))
+                        return EXIT_OK
                     for line in explain_catalog(host, context, tool_policy, turn_upstreams):
                         click.echo(line)
                     return EXIT_OK
@@ -420,28 +520,55 @@ def stream_printer(harness_id: str) -> Any:
     return printer
 
 
+def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool]:
+    """Where the harness's private turn directory is made, and whether it is removed after."""
+    if opts["workdir"] is not None:
+        base = Path(opts["workdir"])
+        click.echo(f"run directory: {base} (--workdir; kept)", err=True)
+        return base, False
+    base = Path(tempfile.mkdtemp(prefix="sharedos-run-"))  # 0700
+    if opts["keep"]:
+        click.echo(f"run directory: {base} (kept: --keep)", err=True)
+    else:
+        click.echo(f"run directory: {base} (removed after the run; --keep keeps it)", err=True)
+    return base, not opts["keep"]
+
+
+def _attempt_wires(result: Any) -> list[dict[str, Any] | None]:
+    """Per evidence record, what the harness side saw: the name the model used, its call id,
+    whether the harness marked the result as an error (from its own account of the turn)."""
+    from sharedos.harness.correlate import correlate
+
+    out: list[dict[str, Any] | None] = []
+    for link in correlate(result.evidence, result.issued, result.output.tool_events):
+        issued, event = link.issued, link.event
+        alias = (issued.alias if issued else None) or (event.alias if event else None)
+        if alias is None and event is None:
+            out.append(None)
+            continue
+        wire: dict[str, Any] = {
+            "alias": alias,
+            "harnessCallId": (event.call_id if event else None)
+            or (issued.call_id if issued else None),
+        }
+        if event is not None and event.is_error is not None:
+            wire["isError"] = event.is_error
+        out.append(wire)
+    return out
+
+
 async def _launch(
     opts: dict[str, Any], host: Any, context: Any, tool_policy: Any, turn_upstreams: Any
 ) -> int:
-    from sharedos.harness.runtime import create_mcp_harness_runtime
+    from sharedos.harness.endpoints import ModelEndpointRefused
     from sharedos.harness.tools import HarnessUnavailable
 
-    runtime = create_mcp_harness_runtime(opts["harness_id"], opts["host_config"])
-    base = opts["workdir"] or Path(tempfile.mkdtemp(prefix="sharedos-run-"))
+    runtime = opts["runtime"]
     transport = runtime.harness.transport
-    if host.kernel.registry.has_providers and transport == "stdio":
-        # a stdio bridge is a separate process that cannot reach this process's
-        # upstream sessions; brokered turns are bridged over HTTP (127.0.0.1, bearer)
-        click.echo(
-            f"note: {runtime.harness.id} is configured for stdio; brokered upstreams are "
-            "served over the HTTP bridge for this turn",
-            err=True,
-        )
-        transport = "http"
     catalog = host.kernel.list_tools(context, tool_policy)
     click.echo(
         f"turn {context.turn_id}: {context.principal} under {tool_policy.name}, "
-        f"{len(catalog)} tool(s), catalogHash {catalog.catalog_hash}",
+        f"{len(catalog)} tool(s), catalogHash {catalog.catalog_hash}, over {transport}",
         err=True,
     )
     # the host's secrets (every harness's env values, the upstreams' credentials) are
@@ -449,6 +576,7 @@ async def _launch(
     secrets = [*opts["host_config"].secret_values(runtime.environ)]
     for creds in turn_upstreams.credentials.values():
         secrets.extend(creds.secrets())
+    base, remove = _run_directory(opts)
     try:
         result = await runtime.run_turn(
             host,
@@ -462,20 +590,34 @@ async def _launch(
             on_output=stream_printer(runtime.harness.id) if opts["stream"] else None,
             secrets=secrets,
         )
+    except ModelEndpointRefused as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_HARNESS_FAILED
     except HarnessUnavailable as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_HARNESS_UNAVAILABLE
-    if result.output.final_text:
-        click.echo(result.output.final_text)
-    elif result.process.stdout.strip():
-        click.echo(result.process.stdout.rstrip())
+    finally:
+        if remove:
+            shutil.rmtree(base, ignore_errors=True)
+    return _report(opts, result, turn_upstreams, base, remove)
+
+
+def _report(
+    opts: dict[str, Any], result: Any, turn_upstreams: Any, base: Path, removed: bool
+) -> int:
+    """The answer and the evidence summary (or the one JSON document); the exit code."""
+    answer = result.output.final_text or result.process.stdout.rstrip() or None
     records = result.evidence
+    wires = _attempt_wires(result)
     if opts["as_json"]:
         click.echo(
             json.dumps(
                 {
                     "turnId": result.turn_id,
                     "catalogHash": result.identity.catalog_hash,
+                    "transport": result.transport,
+                    "answer": answer,
+                    "runDirectory": {"path": str(base), "removed": removed},
                     "upstreams": turn_upstreams.as_dict()["upstreams"],
                     "attempts": [
                         {
@@ -484,8 +626,9 @@ async def _launch(
                             "outcome": str(r.outcome),
                             "reason": str(r.reason) if r.reason else None,
                             "resource": r.resource,
+                            "wire": wire,
                         }
-                        for r in records
+                        for r, wire in zip(records, wires, strict=True)
                     ],
                     "harness": result.diagnostics(),
                 },
@@ -493,7 +636,9 @@ async def _launch(
                 default=str,
             )
         )
-    for line in summary_lines(records):
+    elif answer:
+        click.echo(answer)
+    for line in summary_lines(records, wires):
         click.echo(line, err=True)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)

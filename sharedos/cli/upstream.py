@@ -5,7 +5,8 @@ upstream could not be used (one line each on stderr); 3 ``diff``/``status``
 found tools held back (changed or new) or removed.
 
 Credential values are never printed: only the names of the host environment
-variables they are read from.
+variables they are read from. The host file is the positional CONFIG or
+``--host-config FILE`` (as for ``sharedos run``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from sharedos.cli.hostfile import host_file_option, required_host_file
 
 EXIT_ERROR = 1
 EXIT_DRIFT = 3
@@ -85,15 +88,17 @@ def upstream() -> None:
 
 
 @upstream.command("status")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
+@host_file_option
 @upstream_opt
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def status(config_path: Path, only: tuple[str, ...], as_json: bool) -> None:
+def status(
+    config_path: Path | None, host_config_option: Path | None, only: tuple[str, ...], as_json: bool
+) -> None:
     """Connect to every upstream and say what a turn would publish from it, and why not more."""
     from sharedos.context import AccessContext
     from sharedos.upstream.broker import UpstreamBroker
 
-    config, pin_path = _load(config_path)
+    config, pin_path = _load(required_host_file(config_path, host_config_option))
     pins = _pins(pin_path)
     ups = _selected(config, only)
     import anyio
@@ -116,19 +121,19 @@ def status(config_path: Path, only: tuple[str, ...], as_json: bool) -> None:
 
 
 @upstream.command("pin")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
+@host_file_option
 @upstream_opt
-def pin(config_path: Path, only: tuple[str, ...]) -> None:
+def pin(config_path: Path | None, host_config_option: Path | None, only: tuple[str, ...]) -> None:
     """Record every listed tool's full definition in the pin file next to CONFIG.
 
     Replaces the pins of the upstreams listed; an upstream that cannot be
     reached keeps its old pins (and the command exits 1).
     """
-    _repin(config_path, only, tools=(), verb="pinned")
+    _repin(required_host_file(config_path, host_config_option), only, tools=(), verb="pinned")
 
 
 @upstream.command("approve")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
+@host_file_option
 @upstream_opt
 @click.option(
     "--tool",
@@ -137,9 +142,15 @@ def pin(config_path: Path, only: tuple[str, ...]) -> None:
     metavar="NAME",
     help="Approve only this published tool (repeatable; default: everything held back).",
 )
-def approve(config_path: Path, only: tuple[str, ...], tools: tuple[str, ...]) -> None:
+def approve(
+    config_path: Path | None,
+    host_config_option: Path | None,
+    only: tuple[str, ...],
+    tools: tuple[str, ...],
+) -> None:
     """Re-pin what the upstreams list now: changed and new tools are published from the next turn."""
-    _repin(config_path, only, tools=tools, verb="approved")
+    config = required_host_file(config_path, host_config_option)
+    _repin(config, only, tools=tools, verb="approved")
 
 
 def _repin(config_path: Path, only: tuple[str, ...], *, tools: tuple[str, ...], verb: str) -> None:
@@ -174,11 +185,7 @@ def _repin(config_path: Path, only: tuple[str, ...], *, tools: tuple[str, ...], 
         if not tools:
             merged[uid] = pin_upstream(listing.server, listing.tools)
             for d in drift:
-                click.echo(
-                    f"  {verb}: {d.describe()}"
-                    if d.kind != "removed"
-                    else f"  dropped: {d.describe()}"
-                )
+                click.echo(pinned_line(d, verb))
             click.echo(f"upstream {uid}: {len(listing.tools)} tool(s) {verb}")
             continue
         wanted = {t.name: (t, r) for t, r in listing.tools if t.name in tools}
@@ -201,14 +208,25 @@ def _repin(config_path: Path, only: tuple[str, ...], *, tools: tuple[str, ...], 
         sys.exit(EXIT_ERROR)
 
 
+def pinned_line(drift: Any, verb: str) -> str:
+    """What pinning (or approving) did to one drifted tool: it is no longer held back."""
+    where = f"upstream {drift.upstream!r}"
+    if drift.kind == "new":
+        return f"  {verb}: {drift.tool} (new in {where}; published from the next turn)"
+    if drift.kind == "removed":
+        return f"  dropped: {drift.tool} (no longer listed by {where})"
+    changed = ", ".join(drift.fields) or "definition"
+    return f"  {verb}: {drift.tool} (changed: {changed}; published from the next turn)"
+
+
 @upstream.command("diff")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
+@host_file_option
 @upstream_opt
-def diff(config_path: Path, only: tuple[str, ...]) -> None:
+def diff(config_path: Path | None, host_config_option: Path | None, only: tuple[str, ...]) -> None:
     """Show, with a unified diff, every tool whose listing differs from its pin (exit 3 if any)."""
     from sharedos.upstream.pins import compare
 
-    config, pin_path = _load(config_path)
+    config, pin_path = _load(required_host_file(config_path, host_config_option))
     pins = _pins(pin_path)
     ups = _selected(config, only)
     listings = _list(ups, pins)

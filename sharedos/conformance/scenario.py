@@ -81,7 +81,7 @@ async def left_running(
     """Close a turn while the harness is mid-turn; report what its late call met."""
     from sharedos.bridge.turn import open_turn
     from sharedos.bridge.turnfile import StdioLaunch
-    from sharedos.conformance.environment import build_environment, default_policy_paths
+    from sharedos.conformance.environment import build_environment
     from sharedos.harness import recipes
     from sharedos.harness.adapters import get_adapter
     from sharedos.harness.hostconfig import default_host_config
@@ -96,14 +96,8 @@ async def left_running(
     hold = threading.Event()
     turn_dir = Path(tempfile.mkdtemp(prefix="turn-", dir=env.workdir))
     model = ScriptedModelServer(plan, hold=hold, log_path=turn_dir / "model.jsonl").start()
-    stdio = None
-    if transport == "stdio":
-        stdio = StdioLaunch(
-            rules=default_policy_paths(),
-            evidence_db=env.evidence_path,
-            sandbox_root=env.sandbox_root,
-            directory=env.workdir,
-        )
+    # stdio: a relayed bridge, so the host records what reaches it after the close
+    stdio = StdioLaunch(directory=env.workdir) if transport == "stdio" else None
     url = None
     t0 = time.perf_counter()
     try:
@@ -127,9 +121,13 @@ async def left_running(
                 )
             )
             # The harness has connected, listed the tools and asked the model for
-            # its first step: it is mid-turn. Now the turn ends under it.
+            # its first step: it is mid-turn. Now the turn ends under it, and the
+            # model lets the harness make its late call just after the close began
+            # (a relayed stdio bridge still attached is lingering then; an HTTP
+            # port is already closed).
             while not model.holding.is_set() and not task.done():
                 await asyncio.sleep(0.05)
+            asyncio.get_running_loop().call_later(0.1, hold.set)
         closed_at = time.perf_counter() - t0
         port_refused = None
         if url:

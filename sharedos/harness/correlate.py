@@ -22,6 +22,7 @@ from sharedos.evidence import record_dict
 from sharedos.harness.adapters import correlation_keys
 from sharedos.harness.outputs import HarnessToolEvent
 from sharedos.harness.scripted_model.plan import IssuedCall
+from sharedos.names import dsh_public_name, harness_sanitized
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,46 @@ def _match_calls(
     return matches
 
 
+def alias_candidates(server: str, tool: str) -> set[str]:
+    """Every name a pinned harness may show the model for ``tool`` on MCP server ``server``.
+
+    Claude Code and Pi's built-in client ``mcp__<server>__<tool>`` (Pi also turns
+    ``-`` into ``_``), Codex ``mcp__<server>/<tool>`` (namespace / function, as its
+    events are read), pi-mcp-adapter ``<server>_<tool>``, dsh its hashed form.
+    """
+    srv, name = harness_sanitized(server), harness_sanitized(tool)
+    return {
+        f"mcp__{srv}__{name}",
+        f"mcp__{srv}__{name.replace('-', '_')}",
+        f"mcp__{srv}/{name}",
+        f"{srv}_{name}",
+        dsh_public_name(server, tool),
+    }
+
+
+def resolve_event_tools(
+    events: Sequence[HarnessToolEvent], catalog_names: Sequence[str], server: str = "sharedos"
+) -> None:
+    """Fill in the canonical tool of events a harness reported only by alias (in place).
+
+    A name two catalogue tools could both be shown as is left unresolved (never guessed).
+    """
+    owners: dict[str, set[str]] = {}
+    for tool in catalog_names:
+        for alias in alias_candidates(server, tool):
+            owners.setdefault(alias, set()).add(tool)
+    for event in events:
+        if event.tool is None:
+            found = owners.get(event.alias, set())
+            if len(found) == 1:
+                event.tool = next(iter(found))
+
+
+def aliases_from_events(events: Sequence[HarnessToolEvent]) -> dict[str, str]:
+    """canonical tool -> the name the model used for it, from the harness's own events."""
+    return {e.tool: e.alias for e in events if e.tool is not None}
+
+
 def correlate(
     records: Sequence[Any], issued: Sequence[IssuedCall], events: Sequence[HarnessToolEvent]
 ) -> list[CallLink]:
@@ -99,6 +140,12 @@ def correlate(
     out: list[CallLink] = []
     for rec, match, key in zip(rows, matches, keys, strict=True):
         event = by_call.get(match.call_id) if match is not None else None
+        if event is None and key is not None and key[1] in by_call:
+            # no scripted call to go through (an operator-supplied model): the harness's
+            # correlation key is its own id for the call (Claude Code's tool_use id)
+            event = by_call[key[1]]
+            if event in ordered_events:
+                ordered_events.remove(event)
         if event is None:
             event = next((e for e in ordered_events if e.tool == rec.get("tool")), None)
             if event is not None:

@@ -34,6 +34,8 @@ from sharedos.context import AccessContext
 from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
+from sharedos.harness.correlate import aliases_from_events, resolve_event_tools
+from sharedos.harness.endpoints import check_model_endpoints
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.process import OutputHook, ProcessResult, redact, run_process
@@ -303,6 +305,7 @@ class McpHarnessRuntime:
     ) -> ProcessResult:
         """Open the turn bridge, run the harness against it, close it."""
         from sharedos.bridge.turn import open_turn
+        from sharedos.bridge.turnfile import StdioLaunch
 
         async with open_turn(
             runtime_host,
@@ -310,7 +313,11 @@ class McpHarnessRuntime:
             tool_policy,
             transport=turn.transport,  # type: ignore[arg-type]
             identity=turn.identity.as_record(),
-            stdio=stdio_launch,
+            # stdio: by default a relayed bridge whose turn file and socket sit in the
+            # harness's private turn directory; the calls run here, upstreams included
+            stdio=stdio_launch
+            if stdio_launch is not None
+            else StdioLaunch(directory=turn.turn_dir),
         ) as bridge:
             if bridge.catalog_hash != turn.identity.catalog_hash:
                 turn.notes.append(
@@ -342,6 +349,9 @@ class McpHarnessRuntime:
         )
         if turn.secrets:
             launch.secret_values = tuple(dict.fromkeys((*launch.secret_values, *turn.secrets)))
+        if self.harness.provider != "scripted":
+            # a refusing model endpoint is said now, not after the deadline's retries
+            check_model_endpoints(self.harness.id, launch, skip=(turn.url,))
         try:
             return await run_process(
                 launch.argv,
@@ -370,6 +380,8 @@ class McpHarnessRuntime:
             with contextlib.suppress(OSError):
                 path.unlink()
         output = self.adapter.parse_output(proc.stdout)
+        # events reported only by alias get their canonical tool (for correlation, aliases)
+        resolve_event_tools(output.tool_events, turn.catalog_names)
         notes = [*turn.notes, *self.adapter.turn_notes(output), *self._exit_notes(turn, proc)]
         model = turn.model
         return HarnessTurnResult(
@@ -381,7 +393,11 @@ class McpHarnessRuntime:
             evidence=evidence,
             output=output,
             issued=list(model.issued) if model is not None else [],
-            aliases_shown=dict(model.offered_seen) if model is not None else {},
+            # the scripted model reads what was offered; with an operator-supplied model,
+            # the harness's own events say which name the model used for each tool it called
+            aliases_shown=dict(model.offered_seen)
+            if model is not None
+            else aliases_from_events(output.tool_events),
             catalog_names=turn.catalog_names,
             model_requests=model.requests if model is not None else 0,
             offered_tools=list(model.last_offered) if model is not None else [],

@@ -5,10 +5,36 @@ from __future__ import annotations
 from typing import Any
 
 from sharedos.kernel.attempt import Attempt, Ran
+from sharedos.kernel.messages import folded_refusal
 from sharedos.kernel.result import ToolResult
 from sharedos.outcomes import Outcome, ReasonCode
 
-__all__ = ["answer", "refusal", "unrecorded"]
+__all__ = ["answer", "declares_output_schema", "refusal", "unrecorded"]
+
+
+def declares_output_schema(attempt: Attempt) -> bool:
+    """True when the tool called declares an ``outputSchema`` (in the registry or the turn).
+
+    Such a tool's refusals carry no ``structuredContent`` (see
+    ``sharedos.kernel.messages.folded_refusal``): a client that validates
+    results against the schema would otherwise reject the refusal.
+    """
+    tool = attempt.tool
+    if tool is not None:
+        return tool.output_schema is not None
+    catalog, name = attempt.catalog, getattr(attempt.call, "tool", None)
+    if catalog is None or not isinstance(name, str) or name not in catalog.names:
+        return False
+    return any(t.name == name and t.output_schema is not None for t in catalog.tools)
+
+
+def _for_clients(
+    attempt: Attempt, content: list[dict[str, Any]], structured: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """A refusal's content and payload as every client accepts them (folded when needed)."""
+    if structured is not None and declares_output_schema(attempt):
+        return folded_refusal(content, structured), None
+    return content, structured
 
 
 def answer(attempt: Attempt, seq: int, ran: Ran, error: str | None) -> ToolResult:
@@ -29,8 +55,11 @@ def answer(attempt: Attempt, seq: int, ran: Ran, error: str | None) -> ToolResul
         )
     assert ran.reason is not None
     if result is not None and result.passthrough:
-        # the handler's own error result (a brokered upstream's), unchanged but scrubbed
-        content, structured = scrub_result(attempt, list(result.content), result.structured)
+        # the handler's own error result (a brokered upstream's), scrubbed; its payload is
+        # folded into the text when the tool declares an outputSchema (see _for_clients)
+        content, structured = _for_clients(
+            attempt, *scrub_result(attempt, list(result.content), result.structured)
+        )
         return ToolResult(
             call_id=attempt.call_id,
             tool=attempt.tool_name,
@@ -68,7 +97,9 @@ def refusal(
         evidence_seq=seq,
         ran=ran,
     )
-    content, structured = scrub_result(attempt, made.content, made.structured)
+    content, structured = _for_clients(
+        attempt, *scrub_result(attempt, made.content, made.structured)
+    )
     return ToolResult(
         call_id=made.call_id,
         tool=made.tool,

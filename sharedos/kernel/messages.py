@@ -22,6 +22,7 @@ full ids for the operator, and ``sharedos-policy explain`` gives positions.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -210,7 +211,27 @@ def refusal_content(
     return [{"type": "text", "text": message}], payload
 
 
+def folded_refusal(
+    content: list[dict[str, Any]], structured: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """``content`` followed by ``structured`` as a JSON text block: a refusal without a payload.
+
+    For a tool that declares an ``outputSchema``: schema-validating clients (the
+    TypeScript SDK, MCP Inspector) check a result's ``structuredContent``
+    against that schema even when ``isError`` is true, and a refusal payload
+    cannot match an arbitrary tool's schema, so such a refusal carries no
+    ``structuredContent`` at all (valid for every client: the spec lets an
+    error result omit it). The payload stays model-visible, as JSON text after
+    the sentence (the spec's own convention for structured content shown as
+    text); ASCII-escaped, so an odd name can never make the text unsendable.
+    """
+    if structured is None:
+        return list(content)
+    return [*content, {"type": "text", "text": json.dumps(structured, default=str)}]
+
+
 __all__ = [
+    "folded_refusal",
     "public_rule_id",
     "refusal_content",
     "refusal_message",

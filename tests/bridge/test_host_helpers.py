@@ -44,10 +44,15 @@ async def test_bridge_host_opens_http_and_stdio_turns(
 
 
 def test_stdio_launch_needs_policy_and_sandbox(tmp_path: Path) -> None:
+    """A standalone stdio bridge builds its own runtime: it needs policy, evidence, sandbox."""
     with pytest.raises(ValueError, match="rules"):
-        StdioLaunch(evidence_db=tmp_path / "e.db", sandbox_root=tmp_path)
+        StdioLaunch(relay=False, evidence_db=tmp_path / "e.db", sandbox_root=tmp_path)
     with pytest.raises(ValueError, match="sandbox_root"):
-        StdioLaunch(rules=(DATA / "files.sos",), evidence_db=tmp_path / "e.db")
+        StdioLaunch(relay=False, rules=(DATA / "files.sos",), evidence_db=tmp_path / "e.db")
+    with pytest.raises(ValueError, match="evidence_db"):
+        StdioLaunch(relay=False, rules=(DATA / "files.sos",), sandbox_root=tmp_path)
+    # a relayed one (the default) needs none of it: the host's own runtime serves the turn
+    assert StdioLaunch().relay is True
 
 
 def test_cli_serves_only_stdio() -> None:

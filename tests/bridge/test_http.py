@@ -113,6 +113,8 @@ async def test_diagnostics_are_recorded_not_decided_on(
     assert diag["aliases"]["claude-code"] == "mcp__sharedos__files_read"
     assert diag["aliases"]["codex"] == {"namespace": "mcp__sharedos", "name": "files_read"}
     assert "sharedos_files_read" in diag["aliases"]["pi"]
+    # dsh shows a hashed name when sanitizing changed it; the record predicts it
+    assert diag["aliases"]["dsh"] == "mcp__sharedos__files_read_369b5d85e292"
     assert diag["correlation"]["claudecode/toolUseId"] == "toolu_123"
     assert diag["correlation"]["callId"] == "call_9"
     assert diag["correlation"]["x-codex-turn-metadata"]["turn_id"] == "t-1"

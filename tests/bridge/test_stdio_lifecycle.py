@@ -4,6 +4,11 @@ Finding (fixed): with a silent harness (stdin open, nothing sent) the stdio
 bridge kept running 10-15 s after the host closed the turn, because the
 SDK's stdin reader blocks in a thread that cancellation cannot interrupt;
 a call sent in that time was neither answered nor recorded.
+
+Each test runs with a relayed bridge (the default: the host records, and
+closing the turn waits for an attached bridge's linger) and a standalone one
+(it records itself, and may outlive ``open_turn`` by its linger). The host
+closes the turn in its own task, so calls are sent while it closes.
 """
 
 from __future__ import annotations
@@ -35,8 +40,27 @@ def files_runtime(tmp_path: Path) -> Runtime:
     return build_runtime(tmp_path, with_slow=False)
 
 
-def _launch(rt: Runtime) -> StdioLaunch:
+class HeldTurn:
+    """``open_turn`` held in its own task, so the test can act while the host closes it."""
+
+    def __init__(self, rt: Runtime, alice: AccessContext, launch: StdioLaunch) -> None:
+        self.rt, self.alice, self.launch = rt, alice, launch
+        self.opened = anyio.Event()
+        self.release = anyio.Event()
+        self.command: list[str] | None = None
+
+    async def run(self) -> None:
+        async with open_turn(
+            self.rt.host, self.alice, FILES_POLICY, transport="stdio", stdio=self.launch
+        ) as t:
+            self.command = t.command
+            self.opened.set()
+            await self.release.wait()
+
+
+def _launch(rt: Runtime, relay: bool = True) -> StdioLaunch:
     return StdioLaunch(
+        relay=relay,
         rules=(DATA / "files.sos",),
         evidence_db=rt.evidence_path,
         tool_sets=("files",),
@@ -70,63 +94,69 @@ async def test_silent_harness_does_not_keep_the_bridge_alive(files_runtime: Runt
         await bridge.kill()
 
 
+@pytest.mark.parametrize("relay", [True, False], ids=["relayed", "standalone"])
 async def test_a_call_in_the_linger_window_is_answered_and_recorded(
-    files_runtime: Runtime,
+    files_runtime: Runtime, relay: bool
 ) -> None:
     rt = files_runtime
     alice = AccessContext(principal="alice")
-    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt)) as t:
-        assert t.command is not None
-        bridge = await StdioBridge.start(t.command)
+    held = HeldTurn(rt, alice, _launch(rt, relay))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held.run)
+        await held.opened.wait()
+        assert held.command is not None
+        bridge = await StdioBridge.start(held.command)
         try:
             await bridge.handshake()
-        except BaseException:
+            held.release.set()  # the host closes the turn
+            await anyio.sleep(0.15)  # the bridge has seen the marker go; its linger runs
+            await bridge.send_line(frame(call(2, "files.read", {"path": "/public/a.txt"})))
+            reply = await bridge.wait_reply(2, timeout=LINGER + SLACK)
+            assert reply["result"]["isError"] is True
+            assert reply["result"]["structuredContent"]["reason"] == "turn_closed"
+            code, _ = await bridge.wait_exit(LINGER + SLACK)
+            assert code == 3
+        finally:
+            held.release.set()
             await bridge.kill()
-            raise
-    try:
-        await anyio.sleep(0.15)  # the bridge has seen the marker go; its linger runs
-        await bridge.send_line(frame(call(2, "files.read", {"path": "/public/a.txt"})))
-        reply = await bridge.wait_reply(2, timeout=LINGER + SLACK)
-        assert reply["result"]["isError"] is True
-        assert reply["result"]["structuredContent"]["reason"] == "turn_closed"
-        code, _ = await bridge.wait_exit(LINGER + SLACK)
-        assert code == 3
-    finally:
-        await bridge.kill()
     records = rt.evidence.query(turn_id=alice.turn_id)
     assert [(r.tool, str(r.reason)) for r in records] == [("files.read", "turn_closed")]
 
 
+@pytest.mark.parametrize("relay", [True, False], ids=["relayed", "standalone"])
 async def test_a_call_sent_as_the_bridge_exits_is_answered_or_refused_at_the_pipe(
-    files_runtime: Runtime,
+    files_runtime: Runtime, relay: bool
 ) -> None:
     """Calls keep coming until the pipe breaks: each one that got a reply is recorded,
     and every call whose bytes were in the pipe early enough got a reply."""
     rt = files_runtime
     alice = AccessContext(principal="alice")
-    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt)) as t:
-        assert t.command is not None
-        bridge = await StdioBridge.start(t.command)
-        try:
-            await bridge.handshake()
-        except BaseException:
-            await bridge.kill()
-            raise
+    held = HeldTurn(rt, alice, _launch(rt, relay))
     sent: list[tuple[int, float]] = []
     broke_at = None
-    try:
-        with anyio.fail_after(LINGER + SLACK + 5):
-            for request_id in range(100, 10_000):
-                try:
-                    await bridge.send_line(frame(call(request_id, "files.read", {"path": "/x"})))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    broke_at = time.monotonic()
-                    break
-                sent.append((request_id, time.monotonic()))
-                await anyio.sleep(0.02)
-        await bridge.wait_exit(SLACK)
-    finally:
-        await bridge.kill()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held.run)
+        await held.opened.wait()
+        assert held.command is not None
+        bridge = await StdioBridge.start(held.command)
+        try:
+            await bridge.handshake()
+            held.release.set()  # the host closes the turn while the calls keep coming
+            with anyio.fail_after(LINGER + SLACK + 5):
+                for request_id in range(100, 10_000):
+                    try:
+                        await bridge.send_line(
+                            frame(call(request_id, "files.read", {"path": "/x"}))
+                        )
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        broke_at = time.monotonic()
+                        break
+                    sent.append((request_id, time.monotonic()))
+                    await anyio.sleep(0.02)
+            await bridge.wait_exit(SLACK)
+        finally:
+            held.release.set()
+            await bridge.kill()
     assert broke_at is not None, "the bridge never stopped reading"
     answered = {r["id"] for r in bridge.replies if "result" in r and r["id"] >= 100}
     records = rt.evidence.query(turn_id=alice.turn_id)

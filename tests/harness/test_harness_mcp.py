@@ -23,7 +23,9 @@ from sharedos.harness.tools import default_command, harness_version
 from sharedos.names import harness_sanitized
 from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
 
-pytestmark = pytest.mark.harness
+#: the scenario (five CLIs × two transports, brokered rows on both, live, left-running,
+#: deadline) took 4m16s on the 2-core machine under load 7-9: more than the default 300 s
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
 
 HARNESSES = ("claude-code", "codex", "pi", "pi-adapter", "dsh")
 TRANSPORTS = ("http", "stdio")
@@ -40,7 +42,7 @@ UNOFFERED = {
     "brokered-not-in-run-policy",
 }
 #: rows that call a brokered upstream's tool (the manifest's git fixture): served over
-#: HTTP (the broker runs in the host process), graded not available over stdio
+#: both transports (the broker runs in the host process; a stdio bridge relays to it)
 BROKERED = {r.id for r in load_manifest().brokered_rows()}
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -62,7 +64,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for h in HARNESSES:
         args += ["--left-running", h]
     args += ["--deadline", "claude-code", "--deadline", "dsh"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=840, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
@@ -89,28 +91,25 @@ def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], c
     assert col["available"], col["unavailable_reason"]
     grades = scenario["grades"][cid]
     assert list(grades) == [r.id for r in manifest.rows]
-    stdio = cid.endswith("/stdio")
     for row_id, cell in grades.items():
-        if stdio and row_id in BROKERED:
-            assert cell["grade"] == "not_available", (row_id, cell)
-            assert "separate process" in cell["detail"], cell
-            continue
         assert cell["grade"] in ("passed", "not_exercised"), (row_id, cell)
         if cell["attempts"]:
             assert cell["grade"] == "passed", (row_id, cell)
     exercised = {r for r, c in grades.items() if c["grade"] == "passed"}
-    # The script attempts every row whose tool the harness offered; those reach the kernel.
-    served = {r.id for r in manifest.rows} - (BROKERED if stdio else set())
+    # The script attempts every row whose tool the harness offered; those reach the kernel,
+    # brokered rows over stdio too (the bridge process relays each call to the host).
+    served = {r.id for r in manifest.rows}
     assert served - UNOFFERED - {"invalid-arguments"} <= exercised
     assert UNOFFERED.isdisjoint(exercised)
 
 
-@pytest.mark.parametrize("cid", [c for c in MCP_COLUMNS if c.endswith("/http")])
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
 def test_brokered_calls_reach_the_real_upstream_only_when_allowed(
     scenario: dict[str, Any], cid: str
 ) -> None:
-    """Through the harness's own MCP client, over the HTTP bridge, to mcp-server-git: the
-    upstream's tap shows the allowed calls (canonical path) and none of the refused ones."""
+    """Through the harness's own MCP client, over the HTTP bridge or a relayed stdio bridge,
+    to mcp-server-git: the upstream's tap shows the allowed calls (canonical path) and none
+    of the refused ones."""
     col = column(scenario, cid)
     grades = scenario["grades"][cid]
     for row_id in BROKERED - UNOFFERED:
@@ -161,7 +160,7 @@ def test_guessed_names_are_refused_by_the_harness_client_and_said_so(
     notes = "\n".join(col["notes"])
     alias_head, reply_head = CLIENT_REFUSAL[harness]
     for row in manifest.rows:
-        if row.id not in UNOFFERED or (row.id in BROKERED and cid.endswith("/stdio")):
+        if row.id not in UNOFFERED:
             continue
         (note,) = [n for n in col["notes"] if f": {row.id}: the model guessed " in n]
         assert f"the model guessed {alias_head}" in note, note
@@ -216,8 +215,9 @@ def test_names_shown_to_the_model_are_recorded_and_map_back(
         elif harness == "codex":
             assert f"{predicted['codex']['namespace']}/{predicted['codex']['name']}" == alias
         elif harness == "dsh":
-            # the bridge's alias family predicts the sanitized stem; dsh appends its hash
+            # the bridge's alias family predicts dsh's hashed name exactly
             assert alias.startswith(predicted["claude-code"] + "_")
+            assert predicted["dsh"] == alias
         else:
             assert alias in predicted["pi"]
         assert a["record"]["tool"] == a["tool"]  # the dotted canonical name reached the kernel

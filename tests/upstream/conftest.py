@@ -249,11 +249,28 @@ class Brokered:
 
     @contextlib.asynccontextmanager
     async def turn(
-        self, context: AccessContext | None = None, run_policy: str = "run", mode: str = "auto"
+        self,
+        context: AccessContext | None = None,
+        run_policy: str = "run",
+        mode: str = "auto",
+        transport: str = "http",
     ) -> AsyncIterator[BrokeredTurn]:
-        """Prepare the upstreams, open the HTTP turn bridge, connect an SDK client."""
+        """Prepare the upstreams, open the turn bridge (HTTP, or stdio: a bridge process the
+        client launches, which relays every call to this host), connect an SDK client."""
         ctx = context or self.context()
         tool_policy = self.policy.tool_policies[run_policy]
+        if transport == "stdio":
+            from mcp import StdioServerParameters
+
+            async with (
+                self.broker.turn(ctx) as upstreams,
+                open_turn(self.host, ctx, tool_policy, transport="stdio") as turn,
+            ):
+                assert turn.command is not None
+                params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+                async with Client(params, mode=mode) as client:
+                    yield BrokeredTurn(ctx, upstreams, turn, client)
+            return
         async with (
             self.broker.turn(ctx) as upstreams,
             open_turn(self.host, ctx, tool_policy) as turn,
@@ -333,6 +350,15 @@ def text_of(result: Any) -> str:
 def structured(result: Any) -> dict[str, Any]:
     """The structuredContent of an SDK result (``{}`` when absent)."""
     return dict(result.structured_content or {})
+
+
+def refusal_payload(result: Any) -> dict[str, Any]:
+    """A refusal's payload: its structuredContent, or -- for a tool that declares an
+    outputSchema, whose refusals carry none -- the JSON text block after the sentence."""
+    if result.structured_content is not None:
+        return dict(result.structured_content)
+    parsed: dict[str, Any] = json.loads(result.content[-1].text)
+    return parsed
 
 
 FIXTURE_RULES = """

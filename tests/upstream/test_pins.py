@@ -265,3 +265,36 @@ async def test_a_cached_listing_is_dropped_when_the_upstream_announces_a_change(
         async with env.turn() as t:
             assert "fx.added" in await t.names()
     assert listings() == 2
+
+
+def test_pinning_says_what_it_pinned_and_takes_the_host_file_either_way(tmp_path: Path) -> None:
+    """``pin``/``approve`` used to print "held back until `sharedos upstream approve` pins it"
+    for the very tools they were pinning; and every ``upstream`` command takes the host file
+    as ``--host-config FILE`` as well as positionally (as README and ``sharedos run`` spell it)."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    host = host_file(tmp_path, tools_file, log)
+
+    status = cli("status", "--host-config", str(host))
+    assert status.returncode == 3 and "new tool fx.echo is held back" in status.stdout
+
+    pinned = cli("pin", "--host-config", str(host))
+    assert pinned.returncode == 0, pinned.stderr
+    assert "held back" not in pinned.stdout and "quarantined" not in pinned.stdout
+    assert "pinned: fx.echo (new in upstream 'fx'; published from the next turn)" in pinned.stdout
+
+    drifted = json.loads(json.dumps(TOOLS))
+    drifted[0]["description"] = "Echo, differently."
+    write_tools(tools_file, drifted)
+    approved = cli("approve", str(host))
+    assert approved.returncode == 0, approved.stderr
+    assert "held back" not in approved.stdout and "quarantined" not in approved.stdout
+    assert "approved: fx.echo (changed: description; published from the next turn)" in (
+        approved.stdout
+    )
+    assert cli("diff", "--host-config", str(host)).returncode == 0
+
+    both = cli("diff", str(host), "--host-config", str(tmp_path / "other.toml"))
+    neither = cli("diff")
+    assert both.returncode == 2 and "CONFIG or --host-config" in both.stderr
+    assert neither.returncode == 2 and "which host configuration" in neither.stderr

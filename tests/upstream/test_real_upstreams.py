@@ -27,6 +27,7 @@ from tests.upstream.conftest import (
     make_repo,
     node,
     npm_server,
+    refusal_payload,
     stdio_upstream,
     structured,
     text_of,
@@ -174,9 +175,12 @@ async def test_filesystem_memory_and_everything_over_stdio(tmp_path: Path) -> No
     } <= set(names)
     assert all(s.state == "ok" for s in statuses.values()), [s.lines() for s in statuses.values()]
     assert read.is_error is False and "public words" in text_of(read)
-    assert private.is_error is True and structured(private)["reason"] == "forbidden"
+    # fs.read_text_file and fs.write_file declare an outputSchema: their refusals carry
+    # no structuredContent (a schema-validating client would reject it), the payload is text
+    assert private.is_error is True and private.structured_content is None
+    assert refusal_payload(private)["reason"] == "forbidden"
     assert "alice,1" not in text_of(private)
-    assert write.is_error is True and structured(write)["outcome"] == "denied"
+    assert write.is_error is True and refusal_payload(write)["outcome"] == "denied"
     assert not (share / "public" / "x").exists()
     assert created.is_error is False and graph.is_error is False
     assert "SharedOS" in json.dumps(structured(graph)) + text_of(graph)

@@ -335,3 +335,226 @@ def test_streamed_lines_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[
         "[codex] ok \\x1b[2J\\x1b]0;owned\\x07 done\\x0dfake",
         "[codex stderr] warn\\x9b31m é\ttab",
     ]
+
+
+def _alias(harness: str, tool: str) -> str:
+    """The name each pinned harness shows its model for ``tool`` (measured; docs/harnesses.md)."""
+    from sharedos.names import dsh_public_name, harness_sanitized
+
+    return {
+        "claude-code": f"mcp__sharedos__{harness_sanitized(tool)}",
+        "codex": f"mcp__sharedos/{harness_sanitized(tool)}",
+        "pi": "mcp__sharedos__" + tool.replace(".", "_").replace("-", "_"),
+        "pi-adapter": f"sharedos_{harness_sanitized(tool)}",
+        "dsh": dsh_public_name("sharedos", tool),
+    }[harness]
+
+
+def _operator_model_host(harness: str, model_url: str, upstream: str) -> str:
+    """A host file whose harness talks to the operator's own model endpoint (provider host)."""
+    head = f'[harness.{harness}]\nprovider = "host"\ntransport = "stdio"\n'
+    key = "operator-model-key-7f3a"
+    if harness == "claude-code":
+        body = (
+            'declared_model = "operator-model"\n[harness.claude-code.env]\n'
+            f'ANTHROPIC_BASE_URL = "{model_url}"\nANTHROPIC_API_KEY = "{key}"\n'
+        )
+    elif harness == "dsh":
+        body = (
+            'declared_model = "deepseek-flash"\n[harness.dsh.env]\n'
+            f'DEEPSEEK_BASE_URL = "{model_url}"\nDEEPSEEK_API_KEY = "{key}"\n'
+        )
+    elif harness == "codex":
+        body = (
+            'declared_model = "operator-model"\n[harness.codex.env]\n'
+            f'OPERATOR_MODEL_KEY = "{key}"\n[harness.codex.vendor.config]\n'
+            'model = "operator-model"\nmodel_provider = "operator"\n'
+            "[harness.codex.vendor.config.model_providers.operator]\n"
+            f'name = "operator"\nbase_url = "{model_url}/v1"\nwire_api = "responses"\n'
+            'env_key = "OPERATOR_MODEL_KEY"\nsupports_websockets = false\n'
+            "request_max_retries = 0\nstream_max_retries = 0\n"
+        )
+    else:  # pi, pi-adapter: Pi's own models.json format
+        body = (
+            'declared_model = "operator-model"\n'
+            'args = ["--provider", "operator", "--model", "operator-model"]\n'
+            f"[harness.{harness}.vendor.models.providers.operator]\n"
+            f'baseUrl = "{model_url}/v1"\napi = "openai-completions"\napiKey = "{key}"\n'
+            'models = [{ id = "operator-model", name = "operator", reasoning = false, '
+            'input = ["text"], contextWindow = 128000, maxTokens = 4096, '
+            "cost = { input = 0, output = 0, cacheRead = 0, cacheWrite = 0 } }]\n"
+        )
+    if harness == "pi-adapter":
+        head += 'kind = "pi-adapter"\n'
+    return head + body + "\n" + upstream
+
+
+@pytest.mark.harness
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "pi", "pi-adapter", "dsh"])
+def test_run_with_the_operators_model_over_stdio_prints_one_json_document(
+    tmp_path: Path, harness: str
+) -> None:
+    """``sharedos run --json`` as a new user meets it, with a model SharedOS does not run.
+
+    The host file says stdio and brokers an upstream: the turn runs over stdio (the bridge
+    process relays to ``sharedos run``), stdout is exactly one JSON document (the answer is
+    in it), each attempt carries the name the model used (``wire.alias``, dsh's hashed ones
+    too), ``aliasesShown`` is filled from the harness's own events, and the temporary run
+    directory is named and removed (``--keep`` keeps it, 0700).
+    """
+    from sharedos.harness.hostconfig import default_host_config
+    from sharedos.harness.runtime import create_mcp_harness_runtime
+    from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
+    from sharedos.harness.tools import harness_version
+    from tests.upstream.conftest import FIXTURE, FIXTURE_RULES
+
+    try:
+        runtime = create_mcp_harness_runtime(harness, default_host_config())
+        harness_version(runtime.command, runtime.harness.kind)
+    except Exception as exc:
+        pytest.skip(f"{harness} is not installed: {exc}")
+    log = tmp_path / "fixture.jsonl"
+    upstream = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f'args = {json.dumps([str(FIXTURE), "--log", str(log)])}\npinning = "off"\n'
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(
+        FIXTURE_RULES
+        + "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+        + 'permit read on "/public/**"\n'
+        + 'toolpolicy run { mode strict\n managed fx.echo, files.read\n harness_local "shell" }\n',
+        encoding="utf-8",
+    )
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "public").mkdir(parents=True)
+    (sandbox / "public" / "a.txt").write_text("hello\n", encoding="utf-8")
+    plan = [
+        ScriptedAttempt("allowed", "fx.echo", {"message": "hi", "path": "/public/a"}),
+        ScriptedAttempt("denied", "fx.echo", {"message": "no", "path": "/private/x"}),
+        ScriptedAttempt("builtin", "files.read", {"path": "/public/a.txt"}),
+    ]
+    keep = harness == "claude-code"
+    with ScriptedModelServer(plan, catalog_names=("files.read", "fx.echo")) as model:
+        host = tmp_path / "host.toml"
+        host.write_text(_operator_model_host(harness, model.url, upstream), encoding="utf-8")
+        args = [
+            "--host-config", str(host), "--harness", harness, "--rules", str(rules),
+            "--policy", "run", "--principal", "bob", "--sandbox", str(sandbox),
+            "--evidence", str(tmp_path / "evidence.sqlite"), "--timeout", "150", "--json",
+            "--no-stream", *(["--keep"] if keep else []), "make the calls",
+        ]  # fmt: skip
+        proc = run(args, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)  # exactly one JSON document, nothing before or after it
+    assert doc["transport"] == "stdio"
+    got = [(a["tool"], a["outcome"]) for a in doc["attempts"]]
+    assert got == [("fx.echo", "succeeded"), ("fx.echo", "denied"), ("files.read", "succeeded")]
+    for attempt in doc["attempts"]:
+        assert attempt["wire"]["alias"] == _alias(harness, attempt["tool"]), attempt
+        assert f"the model called it {attempt['wire']['alias']}" in proc.stderr
+    shown = doc["harness"]["aliasesShown"]
+    assert shown["fx.echo"] == _alias(harness, "fx.echo")
+    assert shown["files.read"] == _alias(harness, "files.read")
+    # the brokered upstream got the allowed call only, through the stdio relay
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [e["params"] for e in events if e["method"] == "tools/call"] == [
+        {"name": "echo", "arguments": {"message": "hi", "path": "/public/a"}}
+    ]
+    run_dir = Path(doc["runDirectory"]["path"])
+    assert f"run directory: {run_dir}" in proc.stderr
+    if keep:
+        assert doc["runDirectory"]["removed"] is False and run_dir.is_dir()
+        assert run_dir.stat().st_mode & 0o777 == 0o700
+        assert any(run_dir.iterdir())  # the harness's turn directory (transcript, HOME)
+        shutil.rmtree(run_dir)
+    else:
+        assert doc["runDirectory"]["removed"] is True and not run_dir.exists()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends: refuses connections
+
+
+def _fixture_host(tmp: Path, harness_table: str) -> tuple[Path, Path, Path]:
+    from tests.upstream.conftest import FIXTURE, FIXTURE_RULES
+
+    log = tmp / "fixture.jsonl"
+    host = tmp / "host.toml"
+    host.write_text(
+        harness_table
+        + f"\n[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        + f'args = {json.dumps([str(FIXTURE), "--log", str(log)])}\npinning = "off"\n',
+        encoding="utf-8",
+    )
+    rules = tmp / "rules.sos"
+    rules.write_text(
+        FIXTURE_RULES + 'toolpolicy run { mode strict\n managed fx.*\n harness_local "shell" }\n',
+        encoding="utf-8",
+    )
+    return host, rules, log
+
+
+def test_a_missing_cli_is_reported_before_the_turn_and_the_upstreams_open(tmp_path: Path) -> None:
+    """Exit 4 at once: no upstream was started, no evidence store created, no turn opened."""
+    host, rules, log = _fixture_host(
+        tmp_path, '[harness.claude-code]\ncommand = ["/nonexistent/bin/claude"]\n'
+    )
+    db = tmp_path / "evidence.sqlite"
+    proc = run(
+        ["--host-config", str(host), "--harness", "claude-code", "--rules", str(rules),
+         "--policy", "run", "--principal", "bob", "--evidence", str(db), "hello"]
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stderr
+    assert "/nonexistent/bin/claude" in proc.stderr and "Traceback" not in proc.stderr
+    assert not log.exists()  # the fixture upstream was never started
+    assert not db.exists()
+    assert "turn run-" not in proc.stderr
+
+
+@pytest.mark.harness
+def test_a_model_endpoint_that_refuses_connections_is_said_before_the_harness_starts(
+    tmp_path: Path,
+) -> None:
+    """Before: exit 3 only at the deadline (130 s with --timeout 120), Claude Code retrying.
+    Now the endpoint is probed before the harness starts, and the run says why it stopped."""
+    from sharedos.harness.hostconfig import default_host_config
+    from sharedos.harness.runtime import create_mcp_harness_runtime
+
+    try:
+        create_mcp_harness_runtime("claude-code", default_host_config()).version()
+    except Exception as exc:
+        pytest.skip(f"Claude Code is not installed: {exc}")
+    url = f"http://127.0.0.1:{_closed_port()}"
+    host, rules, _log = _fixture_host(
+        tmp_path,
+        '[harness.claude-code]\nprovider = "host"\ndeclared_model = "operator-model"\n'
+        f'[harness.claude-code.env]\nANTHROPIC_BASE_URL = "{url}"\n'
+        'ANTHROPIC_API_KEY = "operator-model-key-7f3a"\n',
+    )
+    proc = run(
+        ["--host-config", str(host), "--harness", "claude-code", "--rules", str(rules),
+         "--policy", "run", "--principal", "bob", "--evidence", str(tmp_path / "e.sqlite"),
+         "--timeout", "120", "hello"]
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert "refuses connections" in proc.stderr and "connection refused" in proc.stderr
+    assert "the harness was not started" in proc.stderr
+    assert "[claude-code]" not in proc.stderr  # not one line from the harness: it never ran
+
+
+def test_dry_run_json_is_one_document(tmp_path: Path) -> None:
+    host, rules, _log = _fixture_host(tmp_path, "[harness.claude-code]\n")
+    proc = run(
+        ["--host-config", str(host), "--rules", str(rules), "--policy", "run",
+         "--principal", "bob", "--dry-run", "--json"]
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    tools = {t["tool"]: t for t in doc["tools"]}
+    assert tools["fx.echo"]["in"] is True and tools["fx.echo"]["source"] == "upstream:fx"
+    assert doc["runPolicy"] == "run" and len(doc["catalogHash"]) == 64

@@ -12,10 +12,12 @@ refusal. A turn whose model was never offered the SharedOS tools at all (dsh's
 asynchronous MCP discovery can do that) is said so, and its rows stay not
 exercised: it is never retried until green.
 
-Brokered rows (``[upstreams.ID]`` in the manifest) run over HTTP: the column's
-environment starts the upstream broker in this process, and each turn is
-opened with ``env.turn(context)`` so its catalogue holds the brokered tools.
-Over stdio they are graded not available (``STDIO_NO_UPSTREAMS`` says why).
+Brokered rows (``[upstreams.ID]`` in the manifest) run over both transports:
+the column's environment starts the upstream broker in this process, and each
+turn is opened with ``env.turn(context)`` so its catalogue holds the brokered
+tools. Over stdio the bridge process the harness launches relays every call
+to this process (``sharedos.bridge.relay``), which holds the pooled upstream
+sessions, so the same rows run with the same re-authorization and evidence.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from sharedos.conformance.columns.harnesses import (
     label_for,
     load_host,
     plan_for,
-    policy_paths,
     runtime_for,
     short,
     turn_groups,
@@ -47,15 +48,6 @@ from sharedos.harness.hostconfig import HostConfigError
 from sharedos.harness.runtime import HarnessTurnResult, McpHarnessRuntime
 from sharedos.harness.scripted_model import ScriptedAttempt
 from sharedos.identity import ColumnKind
-
-#: Why a stdio mcp column grades brokered rows not available.
-STDIO_NO_UPSTREAMS = (
-    "brokered upstreams are not served over the stdio bridge: it is a separate process the "
-    "harness launches (`sharedos bridge --stdio`), which cannot reach the upstream sessions "
-    "this host pools, and opening its own would hand the upstreams' credentials to the "
-    "harness's environment; `sharedos run` bridges brokered turns over HTTP for the same "
-    "reason. The http column of this harness exercises these rows"
-)
 
 
 async def run(options: ColumnOptions) -> list[ColumnRun]:
@@ -87,18 +79,9 @@ async def run_mcp_column(
 
     hid = runtime.harness.id
     name = f"mcp-{hid}-{transport}-{uuid.uuid4().hex[:6]}"
-    env = column_environment(
-        options, name, no_upstreams=STDIO_NO_UPSTREAMS if transport == "stdio" else None
-    )
-    stdio_launch = None
-    if transport == "stdio":
-        stdio_launch = StdioLaunch(
-            rules=policy_paths(options),
-            evidence_db=env.evidence_path,
-            tool_sets=("files",),
-            sandbox_root=env.sandbox_root,
-            directory=env.workdir,
-        )
+    env = column_environment(options, name)
+    # stdio: a relayed bridge (the turn's directory under the column's own workdir)
+    stdio_launch = StdioLaunch(directory=env.workdir) if transport == "stdio" else None
     unavailable_rows = env.unavailable_rows()
     column = ColumnRun(
         column_id=f"mcp/{hid}/{transport}",

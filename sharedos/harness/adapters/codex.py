@@ -31,6 +31,7 @@ from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines
 from sharedos.harness.paths import tools_dir
 from sharedos.harness.scripted_model.plan import SERVER_NAME
 from sharedos.identity import McpSupport
+from sharedos.names import harness_sanitized
 
 
 def merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:
@@ -159,7 +160,9 @@ class CodexAdapter:
                 out.tool_events.append(
                     HarnessToolEvent(
                         call_id=str(item.get("id")),
-                        alias=f"mcp__{item.get('server')}/{item.get('tool')}",
+                        # what the model saw: namespace mcp__<server>, function <sanitized tool>
+                        alias=f"mcp__{harness_sanitized(str(item.get('server')))}/"
+                        f"{harness_sanitized(str(item.get('tool')))}",
                         tool=str(item.get("tool")),
                         is_error=item.get("status") == "failed",
                         text=text_of(result.get("content"))

@@ -14,14 +14,24 @@ row is honestly left unexercised.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos import __version__
-from sharedos.names import is_valid_tool_name
+from sharedos.names import (  # re-exported: dsh's names live with the others
+    DSH_HASH_CHARS as DSH_HASH_CHARS,
+)
+from sharedos.names import (
+    DSH_NAME_LIMIT as DSH_NAME_LIMIT,
+)
+from sharedos.names import (
+    dsh_public_name as dsh_public_name,
+)
+from sharedos.names import (
+    is_valid_tool_name,
+)
 
 #: MCP server name the runtime gives the SharedOS bridge in every harness config.
 SERVER_NAME = "sharedos"
@@ -81,27 +91,6 @@ def _loose(name: str) -> str:
 def _strict(name: str) -> str:
     """Claude Code / Codex / pi-mcp-adapter keep '-' and replace other characters."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
-
-
-#: dsh's mcp-client: public names are at most 64 characters of ``[A-Za-z0-9_-]``
-DSH_NAME_LIMIT = 64
-DSH_HASH_CHARS = 12
-
-
-def dsh_public_name(server: str, raw: str) -> str:
-    """The name dsh 0.2.1-rc.2's MCP client shows the model for ``raw`` on ``server``.
-
-    ``mcp__<server>__<raw>`` when that is already a legal DeepSeek function name;
-    otherwise the name with every other character replaced by ``_``, cut to fit,
-    and ``_`` plus the first 12 hex digits of SHA-256(``server`` NUL ``raw``)
-    appended (measured: ``files.read`` → ``mcp__sharedos__files_read_369b5d85e292``).
-    """
-    joined = f"mcp__{server}__{raw}"
-    normalized = re.sub(r"[^A-Za-z0-9_-]", "_", joined)
-    if normalized == joined and len(normalized) <= DSH_NAME_LIMIT:
-        return normalized
-    digest = hashlib.sha256(f"{server}\0{raw}".encode()).hexdigest()[:DSH_HASH_CHARS]
-    return f"{normalized[: DSH_NAME_LIMIT - DSH_HASH_CHARS - 1]}_{digest}"
 
 
 def _matches(suffix: str, canonical: str) -> bool:

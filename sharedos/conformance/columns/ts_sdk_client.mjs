@@ -1,0 +1,70 @@
+// A plain MCP client on the official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
+// tools/package.json), driven by the conformance client column (client.py beside this file)
+// and the tests (tests/clients): it connects over streamable HTTP (with headers)
+// or stdio (a command it launches), lists the tools (which caches their outputSchema
+// validators, as every SDK client does), makes the calls it is given, and prints one JSON
+// document: what the SDK handed back for each call, or the error it threw.
+//
+// Usage: node ts_sdk_client.mjs < spec.json, with SHAREDOS_NODE_MODULES naming the
+// node_modules directory that holds the SDK. The spec (stdin, so a token never sits on a
+// command line): {"transport": "http"|"stdio", "url", "headers", "command", "args",
+// "env", "calls": [{"name", "arguments"}]}.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const modules = process.env.SHAREDOS_NODE_MODULES;
+if (!modules) {
+  process.stderr.write("SHAREDOS_NODE_MODULES is not set\n");
+  process.exit(2);
+}
+const sdk = (rel) => import(pathToFileURL(join(modules, "@modelcontextprotocol/sdk/dist/esm", rel)).href);
+const { Client } = await sdk("client/index.js");
+const spec = JSON.parse(readFileSync(0, "utf8"));
+
+let transport;
+if (spec.transport === "stdio") {
+  const { StdioClientTransport, getDefaultEnvironment } = await sdk("client/stdio.js");
+  transport = new StdioClientTransport({
+    command: spec.command,
+    args: spec.args ?? [],
+    env: { ...getDefaultEnvironment(), ...(spec.env ?? {}) },
+    stderr: "inherit",
+  });
+} else {
+  const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+  transport = new StreamableHTTPClientTransport(new URL(spec.url), {
+    requestInit: { headers: spec.headers ?? {} },
+  });
+}
+
+const client = new Client({ name: "sharedos-ts-sdk-probe", version: "1.0.0" });
+const out = { results: [] };
+try {
+  await client.connect(transport);
+  out.protocolVersion = transport.protocolVersion ?? null;
+  const listed = await client.listTools();
+  out.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: Boolean(t.outputSchema) }));
+  for (const call of spec.calls ?? []) {
+    try {
+      const result = await client.callTool({ name: call.name, arguments: call.arguments ?? {} });
+      out.results.push({ name: call.name, ok: true, result });
+    } catch (error) {
+      out.results.push({
+        name: call.name,
+        ok: false,
+        error: { code: error?.code ?? null, message: String(error?.message ?? error) },
+      });
+    }
+  }
+} catch (error) {
+  out.fatal = String(error?.message ?? error);
+} finally {
+  try {
+    await client.close();
+  } catch {
+    // closing a transport whose peer already left is not a result
+  }
+}
+process.stdout.write(JSON.stringify(out) + "\n");
+process.exit(out.fatal ? 1 : 0);

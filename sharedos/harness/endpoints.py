@@ -1,0 +1,126 @@
+"""Before a harness starts: does the model endpoint it is configured with accept connections?
+
+A harness whose model endpoint refuses connections does not fail fast: Claude
+Code, Codex and Pi retry with back-off until the turn's deadline (measured:
+exit 3 only after 130 s with ``--timeout 120``). So before launching, the
+runtime finds the model endpoints the launch names — environment variables
+``*_BASE_URL`` (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``,
+``DEEPSEEK_BASE_URL`` ...) and ``base_url`` / ``baseUrl`` keys in the
+configuration files the adapter wrote (Codex's ``config.toml``, Pi's
+``models.json``) — and tries one TCP connection to each whose host is a
+literal address or ``localhost`` (names are not resolved here: a DNS lookup
+can hang, and a remote provider's failures are the harness's to report).
+One that refuses is reported at once, and the harness is not started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import json
+import socket
+import tomllib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sharedos.harness.adapters.base import HarnessUnavailable, Launch
+from sharedos.harness.process import redact
+
+#: how long one probe may take (a listening endpoint answers a SYN at once)
+PROBE_TIMEOUT_S = 2.0
+_URL_KEYS = frozenset({"base_url", "baseUrl", "baseURL"})
+
+
+class ModelEndpointRefused(HarnessUnavailable):
+    """The harness's model endpoint refuses connections: the turn would only run into its deadline."""
+
+
+def _urls_in(value: Any, depth: int = 0) -> Iterator[str]:
+    """Values of ``base_url``-like keys anywhere in a parsed configuration."""
+    if depth > 12:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _URL_KEYS and isinstance(item, str):
+                yield item
+            else:
+                yield from _urls_in(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _urls_in(item, depth + 1)
+
+
+def model_endpoints(launch: Launch, *, skip: Iterable[str | None] = ()) -> list[str]:
+    """The http(s) model endpoints ``launch`` names, in order, without ``skip`` (the bridge's)."""
+    found: list[str] = [v for k, v in launch.env.items() if k.upper().endswith("_BASE_URL")]
+    for path in launch.files:
+        with contextlib.suppress(OSError, ValueError):
+            text = Path(path).read_text(encoding="utf-8")
+            if path.suffix == ".toml":
+                found.extend(_urls_in(tomllib.loads(text)))
+            elif path.suffix == ".json":
+                found.extend(_urls_in(json.loads(text)))
+    skipped = {s.rstrip("/") for s in skip if s}
+    out: list[str] = []
+    for url in found:
+        if urlsplit(url).scheme not in ("http", "https"):
+            continue
+        if any(url.rstrip("/").startswith(s) for s in skipped) or url in out:
+            continue
+        out.append(url)
+    return out
+
+
+def _probe_target(url: str) -> tuple[str, int] | None:
+    """(host, port) to probe for ``url``, or None when its host is a name (not resolved here)."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if host is None:
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    if host == "localhost":
+        return "127.0.0.1", port
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return host, port
+
+
+def refusal_of(url: str) -> str | None:
+    """Why ``url``'s endpoint refuses connections (``ECONNREFUSED`` ...), or None if it accepts
+    them (or was not probed)."""
+    target = _probe_target(url)
+    if target is None:
+        return None
+    family = socket.AF_INET6 if ":" in target[0] else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(PROBE_TIMEOUT_S)
+        try:
+            sock.connect(target)
+        except ConnectionRefusedError:
+            return "connection refused (ECONNREFUSED)"
+        except OSError as exc:
+            if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+                return f"{exc.strerror or 'unreachable'} ({errno.errorcode.get(exc.errno, '')})"
+            return None  # a timeout or anything else: not known to refuse
+    return None
+
+
+def check_model_endpoints(harness_id: str, launch: Launch, *, skip: Iterable[str | None]) -> None:
+    """Raise ``ModelEndpointRefused`` when a model endpoint of ``launch`` refuses connections."""
+    for url in model_endpoints(launch, skip=skip):
+        why = refusal_of(url)
+        if why is not None:
+            shown = redact(url, launch.secret_values)
+            raise ModelEndpointRefused(
+                f"{harness_id}: its model endpoint {shown} refuses connections ({why}); the "
+                "harness was not started (it would retry until the deadline). Check the "
+                "provider's base URL in the host configuration."
+            )

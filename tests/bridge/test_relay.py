@@ -1,0 +1,192 @@
+"""The stdio relay's channel: who may use it, what it carries, and what happens when a side goes.
+
+A relayed stdio turn file names a Unix socket and a per-turn secret, and
+nothing else that affects authorization: the host keeps the trusted context,
+the policy and the evidence store, and runs every call itself. A peer must run
+as the host's user and present the secret; whatever it sends, the context of
+every record is the host's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from sharedos.bridge import open_turn
+from sharedos.bridge.relay import RelayHost, RelayTurn
+from sharedos.bridge.relay_client import RelayChannel, RelayError, RelayRuntime
+from sharedos.bridge.relay_wire import decode, encode
+from sharedos.bridge.turnfile import StdioLaunch, read_turn_file, write_turn_file
+from sharedos.context import ToolCall
+from sharedos.kernel.context import AccessContext
+from sharedos.outcomes import ReasonCode
+from tests.bridge.conftest import OPEN_POLICY, Runtime
+
+pytestmark = pytest.mark.anyio
+
+
+async def _raw(path: Path, hello: dict[str, Any]) -> tuple[Any, BufferedByteReceiveStream]:
+    stream = await anyio.connect_unix(path)
+    await stream.send(encode(hello))
+    return stream, BufferedByteReceiveStream(stream)
+
+
+async def test_the_relayed_turn_file_holds_no_authority_and_the_socket_is_private(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None
+        data = json.loads(turn.turn_file.read_text())
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        sock = spec.relay.socket
+        mode = os.stat(sock).st_mode
+        assert stat.S_ISSOCK(mode) and mode & 0o077 == 0
+        assert os.stat(sock.parent).st_mode & 0o077 == 0
+        assert spec.relay.secret not in repr(spec)
+    # nothing the harness could read says who asks or where the policy and evidence live
+    for key in ("context", "rules", "bundle", "evidence_db", "sandbox_root", "tool_policy"):
+        assert data.get(key) in (None, [], ()), key
+    assert "alice" not in json.dumps(data)
+    assert not sock.exists()  # closing the turn removed the socket
+
+
+async def test_a_peer_without_the_secret_gets_nothing(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        for wrong in ("", spec.relay.secret[:-1], spec.relay.secret + "x", "x" * 43):
+            stream, reader = await _raw(spec.relay.socket, {"version": 1, "secret": wrong})
+            with anyio.fail_after(10):
+                answer = decode(await reader.receive_until(b"\n", 4096))
+            assert answer == {"ok": False, "error": "unauthorized"}
+            await stream.aclose()
+        # a bridge launched on a turn file with a wrong secret exits 2 with one line
+        forged = spec.model_copy(
+            update={"relay": spec.relay.model_copy(update={"secret": "y" * 43})}
+        )
+        path = write_turn_file(forged, turn.turn_file.parent / "forged.json")
+        proc = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "sharedos.bridge", "--stdio", "--turn", str(path)],
+                input="",
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        )
+        path.unlink()
+    assert proc.returncode == 2, proc.stderr
+    assert "refused this bridge" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert runtime.evidence.query(turn_id=alice.turn_id) == []
+
+
+async def test_a_peer_cannot_choose_the_context_or_the_reason(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        stream, reader = await _raw(spec.relay.socket, {"version": 1, "secret": spec.relay.secret})
+        with anyio.fail_after(10):
+            hello = decode(await reader.receive_until(b"\n", 1 << 24))
+            assert hello["ok"] is True and hello["turnId"] == alice.turn_id
+            assert "principal" not in json.dumps(hello)  # the context never leaves the host
+            forged = {"principal": "root", "roles": ["admin"]}
+            await stream.send(
+                encode(
+                    {
+                        "id": 1,
+                        "op": "invoke",
+                        "tool": "files.read",
+                        "arguments": {"path": "/private/secret.txt"},
+                        "context": forged,
+                        "turn_id": "other-turn",
+                    }
+                )
+            )
+            await stream.send(
+                encode({"id": 2, "op": "refuse", "tool": "files.read", "reason": "allowed"})
+            )
+            answers = {}
+            while len(answers) < 2:
+                message = decode(await reader.receive_until(b"\n", 1 << 24))
+                answers[message["id"]] = message["result"]
+        await stream.aclose()
+    assert answers[1]["outcome"] == "denied"  # alice's context, not the forged one
+    assert answers[2]["reason"] == "internal_error"  # a peer records only transport refusals
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert [(r.principal, str(r.reason)) for r in records] == [
+        ("alice", "forbidden"),
+        ("alice", "internal_error"),
+    ]
+
+
+async def test_a_long_turn_directory_puts_the_socket_somewhere_short(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    launch = StdioLaunch(directory=deep)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio", stdio=launch) as t:
+        assert t.turn_file is not None and str(t.turn_file).startswith(str(deep))
+        spec = read_turn_file(t.turn_file)
+        assert spec.relay is not None
+        sock = spec.relay.socket
+        assert len(os.fsencode(sock)) <= 107
+        assert os.stat(sock.parent).st_mode & 0o077 == 0
+        async with RelayChannel.connect(sock, spec.relay.secret) as channel:
+            result = await RelayRuntime(channel).invoke_tool(
+                ToolCall(tool="files.read", arguments={"path": "/public/a.txt"}),
+                channel.context(),
+                channel.tool_policy(),
+            )
+    assert not result.is_error
+    assert not sock.exists() and not sock.parent.exists()
+
+
+async def test_when_the_host_goes_calls_are_refused_unrecorded(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    catalog = runtime.host.kernel.list_tools(alice, OPEN_POLICY)
+    host = RelayHost(
+        RelayTurn(runtime.host, alice, OPEN_POLICY, catalog), tmp_path / "r.sock", "s" * 43
+    )
+    await host.start()
+    async with RelayChannel.connect(tmp_path / "r.sock", "s" * 43) as channel:
+        relay = RelayRuntime(channel)
+        first = await relay.invoke_tool(
+            ToolCall(tool="files.read", arguments={"path": "/public/a.txt"}),
+            channel.context(),
+            channel.tool_policy(),
+        )
+        await host.close(linger_s=0)  # the host goes away (its process ended)
+        with anyio.fail_after(5):
+            await channel.lost.wait()
+        after = await relay.invoke_tool(
+            ToolCall(tool="files.read", arguments={"path": "/public/a.txt"}),
+            channel.context(),
+            channel.tool_policy(),
+        )
+    assert not first.is_error and first.evidence_seq >= 0
+    assert after.reason is ReasonCode.TURN_CLOSED and after.evidence_seq == -1
+    assert "host of this turn is gone" in (after.error or "")
+    assert len(runtime.evidence.query(turn_id=alice.turn_id)) == 1
+    with pytest.raises(RelayError, match="cannot reach the host"):
+        async with RelayChannel.connect(tmp_path / "r.sock", "s" * 43):
+            pass
