@@ -4,10 +4,16 @@ Every sandbox SharedOS starts gets, besides its view:
 
 - ``--unshare-all``: new mount, PID, network, IPC, UTS and cgroup namespaces
   (``--share-net`` only for a view whose network mode is ``host``);
+- ``--unshare-user --uid 65534 --gid 65534``: its own user namespace, where
+  it runs as ``nobody`` mapped onto the caller's uid (files it writes in its
+  turn directory belong to the caller). Not uid 0: a CLI's own sandbox
+  (Codex's bubblewrap) nests inside only when it can map its uid without
+  mapping root (measured: as uid 0 without capabilities the nested map fails
+  with EPERM);
 - ``--cap-drop ALL``: bubblewrap run as root keeps every capability unless
   told otherwise (measured: ``CapEff 000001fffeffffff``); with it the sandbox
-  runs as uid 0 with no capability at all, under ``no_new_privs``, so it
-  cannot mount, unmount, ``setns`` or read files its owner bits refuse;
+  has no capability at all, under ``no_new_privs``, so it cannot unmount the
+  masks, mount, ``setns`` or read files its owner bits refuse;
 - ``--die-with-parent``: the sandbox is killed when the process that
   started it dies, however it dies (with the PID namespace, every process
   in it goes too);
@@ -21,6 +27,9 @@ import os
 from collections.abc import Sequence
 
 from sharedos.confine.view import SandboxView
+
+#: the uid (and gid) processes have inside a sandbox: ``nobody``
+SANDBOX_UID = 65534
 
 
 def _depth(path: str) -> tuple[int, str]:
@@ -45,6 +54,11 @@ def bwrap_argv(
     argv = [
         bwrap,
         "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
         *(["--share-net"] if view.network == "host" else []),
         "--die-with-parent",
         "--new-session",

@@ -568,7 +568,11 @@ class McpHarnessRuntime:
                 raise FileNotFoundError(2, "No such file or directory", cmd)
         private = private_files(launch.files, launch.secret_values)
         argv = sandbox.argv(launch.argv, cwd=launch.cwd, private=private)
-        env = {**launch.env, "TMPDIR": "/tmp"}
+        # The sandbox's /tmp is its own; TMPDIR points inside the turn directory so a
+        # CLI that refuses to keep helpers "under a temporary dir" (Codex) still can.
+        tmp = turn.turn_dir / "tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        env = {**launch.env, "TMPDIR": str(tmp)}
         serving = asyncio.ensure_future(sandbox.serve(servers))
         try:
             proc = await run_process(
