@@ -305,9 +305,22 @@ class HostConfig(BaseModel):
     def managed_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """Paths of this file that a confined harness must never see.
 
+        ``state_paths`` (SharedOS's own state) and every upstream's roots and
+        working directory.
+        """
+        out = self.state_paths(environ)
+        for upstream in self.upstream.values():
+            out += [root.path for root in upstream.roots or ()]
+            if upstream.cwd:
+                out.append(upstream.cwd)
+        return out
+
+    def state_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """SharedOS's own state named by this file, which no sandbox may show.
+
         The host file itself and its pin file, the policy bundle (when local)
         and its trusted keys, the evidence signing key, the evidence database
-        (a SQLite URL), and every upstream's roots and working directory.
+        (a SQLite URL, with its ``-wal`` and ``-shm``).
         """
         env = environ if environ is not None else os.environ
         out: list[str] = []
@@ -329,10 +342,6 @@ class HostConfig(BaseModel):
             if target.kind == "sqlite" and target.location != ":memory:":
                 db = str(Path(target.location).expanduser().resolve())
                 out += [db, db + "-wal", db + "-shm"]
-        for upstream in self.upstream.values():
-            out += [root.path for root in upstream.roots]
-            if upstream.cwd:
-                out.append(upstream.cwd)
         return out
 
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:

@@ -156,8 +156,8 @@ class UpstreamConfig(BaseModel):
     enabled: bool = True
     description: str = ""
     #: stdio: the only paths its sandbox shows besides the system and its own program
-    #: (docs/confinement.md); none declared = it cannot be confined
-    roots: tuple[UpstreamRoot, ...] = ()
+    #: (docs/confinement.md); ``[]`` = no files at all; absent (None) = it cannot be confined
+    roots: tuple[UpstreamRoot, ...] | None = None
     #: stdio, confined: ``true`` lets it reach the host's network (off by default)
     network: bool = False
     #: stdio, confined: more read-only paths its runtime needs (beyond what is found)
@@ -183,11 +183,11 @@ class UpstreamConfig(BaseModel):
         t = self.timeouts
         roots = ""
         if self.transport == "stdio":
-            shown = ", ".join(f"{r.path} ({r.mode})" for r in self.roots)
+            shown = ", ".join(f"{r.path} ({r.mode})" for r in self.roots or ()) or "no files"
             roots = (
                 f", roots: {shown}" + (", network on" if self.network else "")
-                if self.roots
-                else ", roots: none (cannot be confined)"
+                if self.roots is not None
+                else ", roots: not declared (cannot be confined)"
             )
         return (
             f"namespace {self.namespace}, {where}, pinning {self.pinning}, "

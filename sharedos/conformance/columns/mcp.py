@@ -264,9 +264,16 @@ def _note_turn(
     shown_aliases = set(result.aliases_shown.values())
     local = [t for t in result.offered_tools if t not in shown_aliases]
     if local and not any(n.startswith("harness-local tools") for n in column.notes):
+        conf = result.identity.confinement
+        where = (
+            f"they ran inside the harness's sandbox ({conf.label()}), which shows no managed root"
+            if conf is not None and conf.confined
+            else "the run policy's strict claim does not cover them; the harness was "
+            + (conf.label() if conf is not None else "not confined")
+        )
         column.notes.append(
             "harness-local tools the CLI also offered the model (its own, not authorized by "
-            f"SharedOS; the run policy's strict claim does not cover them): {', '.join(local)}"
+            f"SharedOS call by call; {where}): {', '.join(local)}"
         )
     if result.port_closed_after_turn is False:
         column.notes.append(

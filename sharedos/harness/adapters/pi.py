@@ -7,8 +7,8 @@ holding ``models.json`` and ``mcp.json``; its model endpoint is OpenAI chat
 completions. The bridge token is read from the environment (``${VAR}`` in the
 headers for the built-in client, ``bearerTokenEnv`` for the adapter).
 
-Under a strict run policy ``--tools`` keeps only the built-in tools of the
-kinds the run policy's ``harness_local`` names (MCP tools stay).
+Under a strict run policy ``--exclude-tools`` drops the built-in tools of the
+kinds the run policy's ``harness_local`` does not name (MCP tools stay).
 
 Its ``--mode json`` output: ``tool_execution_end`` (``toolCallId``,
 ``toolName``, ``isError``) and ``agent_end``.
@@ -112,11 +112,17 @@ class PiAdapter:
         return ["--no-mcp"] if inputs.bridge is None else []
 
     def tool_args(self, inputs: TurnInputs) -> list[str]:
-        """Strict: ``--tools`` keeps only the built-in tools of the named kinds (MCP tools stay)."""
+        """Strict: ``--exclude-tools`` drops the built-in tools of kinds the run policy lacks.
+
+        A denylist, not ``--tools``: measured with Pi 1.6.0, an allowlist such as
+        ``--tools bash`` also removed the MCP tools (built-in ``mcp__*`` and the
+        adapter's ``sharedos_*``) from the model's request.
+        """
         if not inputs.strict:
             return []
-        own = [t for kind in sorted(local_tool_kinds(inputs.local_tools)) for t in TOOLS[kind]]
-        return ["--tools", ",".join(own)] if own else ["--no-builtin-tools"]
+        kinds = local_tool_kinds(inputs.local_tools)
+        dropped = [t for kind, tools in sorted(TOOLS.items()) if kind not in kinds for t in tools]
+        return ["--exclude-tools", ",".join(dropped)] if dropped else []
 
     def prepare(self, inputs: TurnInputs) -> Launch:
         """``models.json`` for the provider, ``mcp.json`` for the bridge, ``--mode json``."""
