@@ -74,8 +74,11 @@ def program_paths(program: str, path_env: str | None = None, *, _depth: int = 0)
     out: list[str] = []
     if not _is_system(found):
         out.append(found)
-    if not _is_system(real):
-        out.extend(p for p in install_root(real) if not _is_system(p))
+    # both the path as called (a virtualenv's ``bin/python`` is a link to the base
+    # interpreter: the venv, with its packages, is what it runs in) and the real file
+    for where in dict.fromkeys((found, real)):
+        if not _is_system(where):
+            out.extend(p for p in install_root(where) if not _is_system(p))
     if _depth < 3:
         words = _shebang(real)
         if words:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sharedos.confine import ConfinementUnavailable, ManagedRootVisible
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
 from sharedos.conformance.columns.harnesses import (
     clip,
@@ -133,11 +134,20 @@ async def run_mcp_column(
                             transport=transport,
                             stdio_launch=stdio_launch,
                             timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+                            managed_roots=env.managed_roots(),
+                            upstream_confinement=brokered.upstreams.confinement()
+                            if brokered.upstreams is not None
+                            else None,
                         )
                         upstream = brokered.wires(result.evidence)
                         seen = brokered.note(f"turn {ctx_name}/{pol_name}")
                 except HarnessUnavailable as exc:
                     return unavailable(ColumnKind.MCP, hid, transport, str(exc))
+                except (ConfinementUnavailable, ManagedRootVisible) as exc:
+                    # a strict column that cannot be confined is not run unconfined
+                    return unavailable(
+                        ColumnKind.MCP, hid, transport, f"the harness cannot be confined: {exc}"
+                    )
                 # a harness may echo a host credential back in a reply: scrub before any clipping
                 result.issued = [
                     replace(c, reply=options.secrets.scrub(c.reply)) if c.reply else c
