@@ -28,13 +28,13 @@ import contextlib
 import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from sharedos.errors import SharedOSError
+from sharedos.confine.detect import ConfinementUnavailable
 
 #: ``serve(sock)``: start accepting connections on a listening socket from the sandbox
 ServeFn = Callable[[socket.socket], Awaitable[None]]
 
 
-class SandboxSetupFailed(SharedOSError, RuntimeError):
+class SandboxSetupFailed(ConfinementUnavailable):
     """The sandbox could not be set up (its first program failed); ``str()`` says why."""
 
 

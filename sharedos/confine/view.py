@@ -139,10 +139,14 @@ class SandboxView:
         return tuple(sorted({*self.readonly, *self.writable}))
 
     def shows(self, path: str) -> bool:
-        """True when ``path`` exists in the sandbox: inside a bound path, or on the way to one."""
+        """True when directory ``path`` exists in the sandbox: inside a bound path, or on
+        the way to one (a private tmpfs is empty: only its own root counts)."""
         path = os.path.abspath(path)
-        places = [*self.readonly, *self.writable, *self.tmpfs, *(link for link, _ in self.symlinks)]
-        return any(_is_under(path, p) or _is_under(p, path) for p in places)
+        bound = [*self.readonly, *self.writable]
+        if any(_is_under(path, p) for p in bound) or path in self.tmpfs:
+            return True
+        places = [*bound, *(link for link, _ in self.symlinks)]
+        return any(_is_under(p, path) and p != path for p in places)
 
     def _stable(self, path: str) -> str:
         for prefix, label in self.placeholders:

@@ -598,11 +598,11 @@ class McpHarnessRuntime:
         if serving.cancelled():
             return proc
         failure = serving.exception()
+        if isinstance(failure, ConfinementUnavailable):
+            raise SandboxSetupFailed(
+                f"{self.harness.id}: {failure} ({proc.stderr.strip()[-300:]})"
+            ) from None
         if failure is not None:
-            if isinstance(failure, ConfinementUnavailable):
-                raise SandboxSetupFailed(
-                    f"{self.harness.id}: {failure} ({proc.stderr.strip()[-300:]})"
-                )
             raise failure
         return proc
 

@@ -83,3 +83,13 @@ def test_a_program_brings_its_installation(tmp_path: Path) -> None:
         pytest.skip("the tests do not run from a virtualenv")
     assert str(venv_python.parent.parent) in paths
     assert canonical(sys.base_prefix) in paths
+
+
+def test_a_directory_exists_in_the_sandbox_only_if_shown_or_on_the_way(tmp_path: Path) -> None:
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    view = ViewBuilder().readonly(deep).build()
+    assert view.shows(str(deep / "x")) and view.shows(str(tmp_path / "a"))
+    # the private /tmp is empty: a host directory under it is not there
+    assert view.shows("/tmp") and not view.shows("/tmp/somewhere-else")
+    assert not view.shows(str(tmp_path / "other"))
