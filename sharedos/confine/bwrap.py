@@ -43,13 +43,14 @@ def bwrap_argv(
     *,
     chdir: str | None = None,
     data: Sequence[tuple[int, str]] = (),
+    options: Sequence[str] = (),
 ) -> list[str]:
     """``bwrap ... -- command`` for ``view``.
 
     ``data`` is (fd, path) pairs: the content of ``fd`` appears read-only at
     ``path`` (``--ro-bind-data``) and is never written to the host's disk.
     The view's ``helpers`` (SharedOS's own, under ``/run/sharedos``) are bound
-    read-only at their sandbox paths.
+    read-only at their sandbox paths. ``options`` go last, before ``--``.
     """
     argv = [
         bwrap,
@@ -87,5 +88,5 @@ def bwrap_argv(
         argv += ["--ro-bind-data", str(fd), path]
     if chdir is not None:
         argv += ["--chdir", chdir]
-    argv += ["--", *command]
+    argv += [*options, "--", *command]
     return argv

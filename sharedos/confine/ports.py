@@ -19,13 +19,25 @@ A connection the harness makes before the host is serving waits in the
 socket's backlog (the sockets listen before the harness starts), so there is
 no start-up race. Nothing else on the host's loopback can be reached from the
 sandbox: it has no route to it.
+
+``NetnsHandoff`` does the same without any program in the sandbox, where the
+host may enter the sandbox's network namespace (``setns``; as root):
+bubblewrap reports its child's PID (``--info-fd``) and holds the harness back
+(``--block-fd``) while a short-lived host thread enters that namespace, binds
+the listeners there and leaves; then the harness starts. Measured: a whole
+sandboxed start of ``bash`` that connects back took 17 ms this way; the
+Python helper costs a Python start-up (15-30 ms) more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import json
+import os
 import socket
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from sharedos.confine.detect import ConfinementUnavailable
@@ -53,6 +65,15 @@ class PortHandoff:
     def child_fd(self) -> int:
         """The descriptor the sandbox's first program writes to (pass it to the child)."""
         return self._child.fileno()
+
+    @property
+    def child_fds(self) -> tuple[int, ...]:
+        """Every descriptor the sandbox must inherit."""
+        return (self._child.fileno(),)
+
+    def bwrap_options(self) -> list[str]:
+        """Extra ``bwrap`` options this handoff needs (none: ``inside.py init`` does the work)."""
+        return []
 
     def spawned(self) -> None:
         """Close the host's copy of the child's end (so a failed start reads as EOF)."""
@@ -114,9 +135,138 @@ class PortHandoff:
         for sock in self.sockets.values():
             sock.close()
         self.sockets.clear()
-        self._host.close()
-        with contextlib.suppress(OSError):
-            self._child.close()
+        for end in (getattr(self, "_host", None), getattr(self, "_child", None)):
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    end.close()
+
+
+#: ``setns`` namespace type of a network namespace
+CLONE_NEWNET = 0x40000000
+
+
+def can_enter_namespaces() -> bool:
+    """True when this process may ``setns`` into a sandbox's network namespace (root)."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+async def _read_all(fd: int, timeout_s: float, until: bytes) -> bytes:
+    """Read ``fd`` (non-blocking) until ``until`` is seen or EOF, within ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    data = b""
+    done: asyncio.Event = asyncio.Event()
+    loop.add_reader(fd, done.set)
+    try:
+        async with asyncio.timeout(timeout_s):
+            while until not in data:
+                await done.wait()
+                done.clear()
+                try:
+                    chunk = os.read(fd, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                data += chunk
+    except TimeoutError:
+        raise SandboxSetupFailed(f"the sandbox did not start within {timeout_s:g} s") from None
+    finally:
+        loop.remove_reader(fd)
+    return data
+
+
+def _listen_in(pid: int, ports: Sequence[int]) -> list[socket.socket]:
+    """Listeners on 127.0.0.1:PORT inside ``pid``'s network namespace (from a thread of its own)."""
+    out: list[socket.socket] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        # setns changes only this thread, which ends right after: no other thread of
+        # SharedOS ever runs in the sandbox's namespace
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into the sandbox: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            for port in ports:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+                out.append(sock)
+                sock.bind(("127.0.0.1", port))
+                sock.listen(128)
+                sock.setblocking(False)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=work, name="sharedos-sandbox-netns", daemon=True)
+    thread.start()
+    thread.join()
+    if failure:
+        for sock in out:
+            sock.close()
+        raise SandboxSetupFailed(f"the sandbox's loopback could not be set up: {failure[0]}")
+    return out
+
+
+class NetnsHandoff(PortHandoff):
+    """The host binds the sandbox's listeners itself (``setns``); nothing runs in the sandbox."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        self.ports = tuple(ports)
+        self.sockets = {}
+        self._servers = []
+        self._info_r, self._info_w = os.pipe()
+        self._block_r, self._block_w = os.pipe()
+        for fd in (self._info_w, self._block_r):
+            os.set_inheritable(fd, True)
+
+    @property
+    def child_fds(self) -> tuple[int, ...]:
+        """What ``bwrap`` inherits: the info pipe's write end and the block pipe's read end."""
+        return (self._info_w, self._block_r)
+
+    def bwrap_options(self) -> list[str]:
+        """``--info-fd`` (its child's PID) and ``--block-fd`` (hold the harness back)."""
+        return ["--info-fd", str(self._info_w), "--block-fd", str(self._block_r)]
+
+    def spawned(self) -> None:
+        """Close the host's copies of the child's ends."""
+        for attr in ("_info_w", "_block_r"):
+            fd = getattr(self, attr)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, attr, -1)
+
+    async def receive(self, timeout_s: float = 30.0) -> dict[int, socket.socket]:
+        """Bind the listeners inside the sandbox, then let the harness start."""
+        info = await _read_all(self._info_r, timeout_s, b"}")
+        try:
+            pid = int(json.loads(info)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            raise SandboxSetupFailed(
+                "the sandbox did not start (bubblewrap reported no child)"
+            ) from None
+        socks = _listen_in(pid, self.ports)
+        self.sockets = dict(zip(self.ports, socks, strict=True))
+        os.write(self._block_w, b"go")  # the harness starts now; its ports already listen
+        os.close(self._block_w)
+        self._block_w = -1
+        return dict(self.sockets)
+
+    async def close(self) -> None:
+        """Stop the relays, close the pipes and the sockets no server took over."""
+        await super().close()
+        for attr in ("_info_r", "_info_w", "_block_r", "_block_w"):
+            fd = getattr(self, attr, -1)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, attr, -1)
 
 
 class _Pipe(asyncio.Protocol):

@@ -28,7 +28,7 @@ from pathlib import Path
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor
-from sharedos.confine.ports import PortHandoff, ServeFn
+from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.view import NetworkMode, SandboxView, ViewBuilder, canonical
 from sharedos.identity import Confinement, ConfinementState
 
@@ -113,7 +113,14 @@ class HarnessSandbox:
             self._memfds.append(fd)
             data.append((fd, path))
         inner = list(command)
-        if self.view.network == "loopback" and self.view.ports:
+        options: list[str] = []
+        if self.view.network == "loopback" and self.view.ports and can_enter_namespaces():
+            # the host binds the listeners in the sandbox itself: no program runs before
+            # the harness (ports.NetnsHandoff)
+            netns = NetnsHandoff(self.view.ports)
+            self.handoff = netns
+            options = netns.bwrap_options()
+        elif self.view.network == "loopback" and self.view.ports:
             self.handoff = PortHandoff(self.view.ports)
             ports = ",".join(str(p) for p in self.view.ports)
             inner = [
@@ -129,14 +136,16 @@ class HarnessSandbox:
                 "--",
                 *inner,
             ]
-        return bwrap_argv(self.mechanism.path, self.view, inner, chdir=str(cwd), data=data)
+        return bwrap_argv(
+            self.mechanism.path, self.view, inner, chdir=str(cwd), data=data, options=options
+        )
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
         """Descriptors the sandbox process must inherit."""
         fds = list(self._memfds)
         if self.handoff is not None:
-            fds.append(self.handoff.child_fd)
+            fds.extend(self.handoff.child_fds)
         return tuple(fds)
 
     def spawned(self) -> None:

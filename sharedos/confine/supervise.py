@@ -24,9 +24,10 @@ outlives it, whatever kills the run:
 
 from __future__ import annotations
 
+# ``_signal``, not ``signal``: the latter imports ``enum`` (a few ms at every start)
+import _signal as signal
 import ctypes
 import os
-import signal
 import sys
 import time
 
@@ -81,8 +82,19 @@ def _reap() -> None:
             return
 
 
+def _has_children() -> bool:
+    """True while any child lives (as a subreaper, every orphaned descendant is one)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return True  # a live child (pid 0), or one just reaped: look again via /proc
+
+
 def end_tree(grace_s: float, *, wait_first: bool) -> None:
     """Let descendants exit (``wait_first``), then SIGTERM them, then SIGKILL what is left."""
+    if not _has_children():
+        return  # no child, so no descendant: nothing to scan /proc for
     me = os.getpid()
     steps = ((None, grace_s),) if wait_first else ()
     for sig, wait in (*steps, (signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):

@@ -579,8 +579,8 @@ class McpHarnessRuntime:
         tmp.mkdir(mode=0o700, exist_ok=True)
         env = {**launch.env, "TMPDIR": str(tmp)}
         serving = asyncio.ensure_future(sandbox.serve(servers))
-        try:
-            proc = await run_process(
+        running = asyncio.ensure_future(
+            run_process(
                 argv,
                 env=env,
                 cwd=launch.cwd,
@@ -590,20 +590,37 @@ class McpHarnessRuntime:
                 pass_fds=sandbox.pass_fds,
                 on_spawn=sandbox.spawned,
             )
+        )
+        failed = False
+        try:
+            await asyncio.wait({serving, running}, return_when=asyncio.FIRST_COMPLETED)
+            if serving.done() and serving.exception() is not None and not running.done():
+                failed = True  # the sandbox's set-up failed: end the harness, do not wait
+                running.cancel()
+            try:
+                proc = await running
+            except asyncio.CancelledError:
+                if not failed:
+                    raise
+                proc = None
         finally:
             if not serving.done():
                 serving.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await serving
-        if serving.cancelled():
-            return proc
-        failure = serving.exception()
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await running
+        failure = None if serving.cancelled() else serving.exception()
         if isinstance(failure, ConfinementUnavailable):
+            tail = proc.stderr.strip()[-300:] if proc is not None else ""
             raise SandboxSetupFailed(
-                f"{self.harness.id}: {failure} ({proc.stderr.strip()[-300:]})"
+                f"{self.harness.id}: {failure}" + (f" ({tail})" if tail else "")
             ) from None
         if failure is not None:
             raise failure
+        assert proc is not None
         return proc
 
     def _finish(

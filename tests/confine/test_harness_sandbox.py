@@ -140,7 +140,14 @@ async def _probe(
     return seen, result, canary, env
 
 
-def test_a_strict_harness_sees_no_managed_root_and_reaches_only_its_ports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("handoff", ["netns", "init"])
+def test_a_strict_harness_sees_no_managed_root_and_reaches_only_its_ports(
+    tmp_path: Path, handoff: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of giving the sandbox its ports: the host entering its network namespace
+    (as root), and the in-sandbox helper handing listeners out (any user)."""
+    if handoff == "init":
+        monkeypatch.setattr("sharedos.confine.sandbox.can_enter_namespaces", lambda: False)
     seen, result, canary, env = asyncio.run(_probe(tmp_path, RunMode.STRICT))
     canary.close()
     try:
