@@ -88,6 +88,10 @@ class HarnessSandbox:
         view = builder.build(managed=managed, network=network, ports=ports, helpers=helpers)
         return cls(mechanism=mechanism, view=view, python=python, door=door)
 
+    def with_helper(self, host_path: str, sandbox_path: str) -> None:
+        """Also bind ``host_path`` read-only at ``sandbox_path`` (before ``argv``)."""
+        self.view = replace(self.view, helpers=(*self.view.helpers, (host_path, sandbox_path)))
+
     def with_ports(self, ports: Sequence[int]) -> None:
         """Set the allowed loopback ports once they are known (they are not in the digest)."""
         self.view = replace(self.view, ports=tuple(sorted(set(ports))))

@@ -162,7 +162,7 @@ class SandboxView:
             "writable": sorted({fix(p) for p in self.writable}),
             "masked": sorted({fix(p) for p in self.masked}),
             "tmpfs": sorted({fix(p) for p in self.tmpfs}),
-            "helpers": sorted({dest for _src, dest in self.helpers}),
+            "helpers": sorted({fix(dest) for _src, dest in self.helpers}),
             "network": self.network,
         }
         if not stable:

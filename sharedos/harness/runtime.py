@@ -53,6 +53,7 @@ from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
+from sharedos.harness.jiti import adopt, jiti_cache_dir
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.paths import dsh_dir, tools_dir
 from sharedos.harness.process import OutputHook, ProcessResult, redact, run_process
@@ -571,12 +572,14 @@ class McpHarnessRuntime:
         for cmd in self.command[:1]:
             if "/" in cmd and not os.path.exists(cmd):
                 raise FileNotFoundError(2, "No such file or directory", cmd)
-        private = private_files(launch.files, launch.secret_values)
-        argv = sandbox.argv(launch.argv, cwd=launch.cwd, private=private)
         # The sandbox's /tmp is its own; TMPDIR points inside the turn directory so a
         # CLI that refuses to keep helpers "under a temporary dir" (Codex) still can.
         tmp = turn.turn_dir / "tmp"
         tmp.mkdir(mode=0o700, exist_ok=True)
+        if self.harness.kind == "pi-adapter":
+            await self._with_jiti_cache(sandbox, tmp)
+        private = private_files(launch.files, launch.secret_values)
+        argv = sandbox.argv(launch.argv, cwd=launch.cwd, private=private)
         env = {**launch.env, "TMPDIR": str(tmp)}
         serving = asyncio.ensure_future(sandbox.serve(servers))
         running = asyncio.ensure_future(
@@ -622,6 +625,73 @@ class McpHarnessRuntime:
             raise failure
         assert proc is not None
         return proc
+
+    async def _with_jiti_cache(self, sandbox: HarnessSandbox, tmp: Path) -> None:
+        """Seed this turn's compile cache of pi-mcp-adapter from the trusted one (``harness.jiti``)."""
+        target = jiti_cache_dir()
+        if not target.is_dir():
+            with contextlib.suppress(Exception):  # no cache: the turn compiles, as before
+                await self._warm_jiti(sandbox, target)
+        if target.is_dir():
+            # a copy of its own: jiti drops its cache when the directory is not writable
+            # (measured), and what this turn writes must not reach the next one
+            shutil.copytree(target, tmp / "jiti", dirs_exist_ok=True)
+
+    async def _warm_jiti(self, like: HarnessSandbox, target: Path) -> None:
+        """One run of Pi + the adapter, scripted model, no plan, no bridge: fills the cache."""
+        from sharedos.harness.hostconfig import SecretEnv
+        from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
+
+        warm = Path(tempfile.mkdtemp(prefix="sharedos-jiti-warm-"))
+        model = ScriptedModelServer([]).start()
+        sandbox: HarnessSandbox | None = None
+        try:
+            cfg = self.harness.model_copy(
+                update={
+                    "provider": "scripted",
+                    "declared_model": SCRIPTED_MODEL_NAME,
+                    "env": SecretEnv(),
+                    "args": (),
+                }
+            )
+            launch = recipes.prepare(
+                cfg,
+                bridge=None,
+                turn_dir=warm,
+                prompt="Reply with the single word: done.",
+                model_url=model.url,
+                host_env=self.environ,
+                command=self.command,
+                strict=True,
+                confined=True,
+            )
+            sandbox = HarnessSandbox.plan(
+                like.mechanism,
+                readonly=self._install_paths(),
+                writable=[warm],
+                managed=[],
+                network="loopback",
+            )
+            sandbox.with_ports([model.port])
+            (warm / "tmp").mkdir(mode=0o700)
+            argv = sandbox.argv(launch.argv, cwd=launch.cwd)
+            serving = asyncio.ensure_future(sandbox.serve({model.port: model.serve_socket}))
+            await run_process(
+                argv,
+                env={**launch.env, "TMPDIR": str(warm / "tmp")},
+                cwd=launch.cwd,
+                timeout_s=180,
+                pass_fds=sandbox.pass_fds,
+                on_spawn=sandbox.spawned,
+            )
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await serving
+            adopt(warm / "tmp" / "jiti", target)
+        finally:
+            model.stop()
+            if sandbox is not None:
+                await sandbox.close()
+            shutil.rmtree(warm, ignore_errors=True)
 
     def _finish(
         self, turn: _Turn, proc: ProcessResult, evidence: list[Any], turn_id: str
