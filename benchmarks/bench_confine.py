@@ -161,7 +161,7 @@ async def bench_launch(n: int, tmp: Path) -> tuple[float, float, float]:
     print(f"harness launch (start + wait for {TRUE}), {n} launches each:")
     print(f"  plain (before: no supervisor, no sandbox)             {ms(plain)}")
     print(f"  supervised (unconfined runs: subreaper + pdeathsig)   {ms(sup)}")
-    print(f"  confined (plan + bwrap + init + 2 ports handed out)   {ms(confined)}")
+    print(f"  confined (plan + bwrap + 2 loopback listeners made)   {ms(confined)}")
     print(f"    of which planning the view + managed-root checks    {ms(planning)}")
     added = statistics.median(confined) - statistics.median(plain)
     print(f"  the sandbox adds {added * 1000:.1f} ms p50 to a turn's open (target <= 50 ms)")
