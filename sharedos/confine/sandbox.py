@@ -18,6 +18,7 @@ killed with ``SIGKILL`` leaves no token behind.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -171,7 +172,8 @@ class HarnessSandbox:
         if self.handoff is not None:
             await self.handoff.close()
         if self.door is not None:
-            self.door.close()
+            # joins its threads (a bridge may take a moment to end): off the event loop
+            await asyncio.to_thread(self.door.close)
         self.spawned()
 
     def record(self, upstreams: Mapping[str, str] | None = None) -> Confinement:
