@@ -36,6 +36,10 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── ToolDefinitionError(ValueError)       sharedos.catalog.definition
     │   ├── ToolRegistrationError(ValueError)     sharedos.catalog.registry
     │   └── ToolNameCollisionError(ValueError)    sharedos.catalog.collisions
+    ├── confine: OS sandboxes
+    │   ├── ConfinementUnavailable(RuntimeError)  sharedos.confine.detect
+    │   │   └── SandboxSetupFailed                sharedos.confine.ports
+    │   └── ManagedRootVisible(ValueError)        sharedos.confine.view
     ├── EvidenceUnavailable                       sharedos.kernel.recorder
     ├── SandboxError                              sharedos.tools.sandbox
     ├── upstream: brokered MCP servers

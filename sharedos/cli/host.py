@@ -38,6 +38,7 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
     click.echo(f"{file}: ok, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)")
     for uid, up in config.upstream.items():
         click.echo(f"  upstream {uid}: {up.summary()}")
+    click.echo(f"  confinement: {_confinement_line(config)}")
     failed = False
     for hid, cfg in config.harness.items():
         env_names = ", ".join(cfg.env.redacted()) or "none"
@@ -57,3 +58,22 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
                 click.echo(f"    error: {exc}", err=True)
     if failed:
         sys.exit(1)
+
+
+def _confinement_line(config: object) -> str:
+    """The ``[confinement]`` settings and whether a sandbox can be set up here."""
+    from sharedos.confine import ConfinementUnavailable, find_bubblewrap
+
+    conf = getattr(config, "confinement", None)
+    if conf is None:
+        return "default"
+    ports = ", ".join(map(str, conf.loopback_ports)) or "none"
+    extra = ", ".join(conf.readonly) or "none"
+    try:
+        mech = find_bubblewrap()
+        here = f"{mech.name} {mech.version} available"
+    except ConfinementUnavailable as exc:
+        here = f"NOT available here ({exc}): strict runs will refuse to start (exit 5)"
+    return (
+        f"network {conf.network}, relayed loopback ports: {ports}, extra read-only: {extra}; {here}"
+    )

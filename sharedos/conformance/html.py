@@ -124,6 +124,10 @@ def _columns_table(report: Report) -> str:
                 f" · model <code>{escape(ident.declared_model)}</code> · mcpSupport "
                 f"{escape(ident.mcp_support.value)}{ext} · SharedOS {escape(ident.sharedos_version)}"
             )
+            if ident.confinement is not None:
+                conf = ident.confinement
+                label = escape(conf.label())
+                ident_html += " · " + (label if conf.confined else f"<b>{label}</b>")
             hash_html = f"<code>{escape((ident.catalog_hash or '-')[:16])}</code>"
         else:
             ident_html, hash_html = "-", "-"

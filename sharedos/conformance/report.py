@@ -302,6 +302,8 @@ def render_text(report: Report) -> str:
             out.append(
                 f"    catalogHash {ident.catalog_hash or '-'}  policy bundle {ident.policy_bundle_hash or '-'}"
             )
+            if ident.confinement is not None:
+                out.append(f"    confinement: {ident.confinement.label()}")
         c = col.counts
         out.append(
             f"    evidence: {c.attempts} attempts — {c.succeeded} succeeded, {c.denied} denied, "
