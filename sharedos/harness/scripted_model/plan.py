@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos import __version__
+from sharedos.harness.scripted_model.local import LocalCall, LocalShape
 from sharedos.names import is_valid_tool_name
 
 #: MCP server name the runtime gives the SharedOS bridge in every harness config.
@@ -43,6 +44,8 @@ class ScriptedAttempt:
     key: str  # the manifest row id (diagnostic only; never sent to the harness)
     tool: str  # canonical tool name, exactly as published (or as the row wants it)
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    #: a harness-local attempt: made with the CLI's own tool, never the catalogue's
+    local: LocalCall | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,8 @@ class ToolAlias:
     (Responses API: ``namespace`` + ``name``) or ``proxy`` (pi-mcp-adapter's
     ``mcp`` tool: call ``name`` with ``{"tool": target, "args": arguments}``).
     ``guessed`` marks a name the harness did NOT offer for this tool: the model
-    is guessing at it (see ``guess_aliases``).
+    is guessing at it (see ``guess_aliases``). ``local`` is set for the CLI's own
+    built-in tool standing for a harness-local attempt (``scripted_model.local``).
     """
 
     canonical: str
@@ -62,6 +66,7 @@ class ToolAlias:
     namespace: str | None = None
     target: str | None = None
     guessed: bool = False
+    local: LocalShape | None = None
 
     @property
     def shown(self) -> str:
@@ -215,6 +220,9 @@ class IssuedCall:
     arguments: Mapping[str, Any]
     guessed: bool = False  # the harness did not offer this name: the model guessed it
     reply: str | None = None  # what the harness answered the model for this call
+    #: the kind of a harness-local attempt (shell, read, write, network); ``alias`` is then
+    #: the CLI's own tool and ``arguments`` what it was given
+    local: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -227,4 +235,5 @@ class IssuedCall:
             "arguments": dict(self.arguments),
             "guessed": self.guessed,
             "reply": self.reply,
+            "local": self.local,
         }
