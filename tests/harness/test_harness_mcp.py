@@ -42,6 +42,9 @@ UNOFFERED = {
 #: rows that call a brokered upstream's tool (the manifest's git fixture): served over
 #: HTTP (the broker runs in the host process), graded not available over stdio
 BROKERED = {r.id for r in load_manifest().brokered_rows()}
+#: harness-local rows: the CLI's own shell/read/write, graded from the sandbox's side
+#: (test_harness_local_rows_are_stopped_by_the_sandbox below)
+LOCAL = {r.id for r in load_manifest().local_rows()}
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
@@ -91,6 +94,8 @@ def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], c
     assert list(grades) == [r.id for r in manifest.rows]
     stdio = cid.endswith("/stdio")
     for row_id, cell in grades.items():
+        if row_id in LOCAL:
+            continue  # graded from the sandbox's side: see the harness-local tests
         if stdio and row_id in BROKERED:
             assert cell["grade"] == "not_available", (row_id, cell)
             assert "separate process" in cell["detail"], cell
@@ -100,7 +105,7 @@ def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], c
             assert cell["grade"] == "passed", (row_id, cell)
     exercised = {r for r, c in grades.items() if c["grade"] == "passed"}
     # The script attempts every row whose tool the harness offered; those reach the kernel.
-    served = {r.id for r in manifest.rows} - (BROKERED if stdio else set())
+    served = {r.id for r in manifest.rows} - (BROKERED if stdio else set()) - LOCAL
     assert served - UNOFFERED - {"invalid-arguments"} <= exercised
     assert UNOFFERED.isdisjoint(exercised)
 
@@ -315,3 +320,68 @@ def test_a_missed_deadline_kills_the_harness_and_closes_the_turn(scenario: dict[
         assert check["portClosedAfterTurn"] is True
         assert check["wallS"] < 15
         assert any("process group was killed" in n for n in check["notes"])
+
+
+#: Each CLI's own tools by kind, in the order the scripted model prefers them (measured:
+#: docs/harnesses.md, "The harnesses' own tools"); a CLI offering no read or write tool
+#: gets the attempt through its shell.
+OWN_TOOLS = {
+    "claude-code": {"shell": "Bash", "read": "Read", "write": "Write"},
+    "codex": {"shell": "exec_command"},
+    "pi": {"shell": "bash", "read": "read", "write": "write"},
+    "pi-adapter": {"shell": "bash", "read": "read", "write": "write"},
+    "dsh": {"shell": "bash", "read": "read", "write": "write"},
+}
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_the_model_used_the_harnesss_own_tools(scenario: dict[str, Any], cid: str) -> None:
+    """The scripted model made each CLI call its OWN built-in tool of the row's kind (the
+    one the CLI offered; a read or write without such a tool goes through the shell)."""
+    harness = cid.split("/")[1]
+    col = column(scenario, cid)
+    observed = col["local"]
+    assert observed, "the column observed no harness-local row"
+    own = OWN_TOOLS[harness]
+    for row_id, obs in observed.items():
+        assert obs["issued"] and obs["answered"], (row_id, obs)
+        kind = "shell" if obs["kind"] == "network" else obs["kind"]
+        offered = obs["offered_tools"]
+        want = own[kind] if kind in own and own[kind] in offered else own["shell"]
+        assert obs["harness_tool"] == want, (row_id, obs["harness_tool"], offered)
+        assert not obs["harness_tool"].startswith("mcp")
+    # none of them reached the kernel: the evidence holds no record of a harness-local call
+    assert not [a for a in col["attempts"] if a["tool"].startswith("<harness")]
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_harness_local_rows_are_stopped_by_the_sandbox(scenario: dict[str, Any], cid: str) -> None:
+    """Issue 22: under a strict run policy the harness's own shell, read and write tools
+    reach no managed resource -- graded from the sandbox's side: the secret in nothing the
+    harness produced or the model received, the managed file byte for byte unchanged, the
+    canary on the host never connected to. Under the open run policy the cell is
+    informational and says the harness was not confined."""
+    manifest = load_manifest()
+    col = column(scenario, cid)
+    grades = scenario["grades"][cid]
+    for row in manifest.local_rows():
+        cell = grades[row.id]
+        if manifest.policies[manifest.policy_of(row)].mode.value == "open":
+            assert cell["grade"] == "informational", (row.id, cell)
+            assert "the harness was NOT confined" in cell["detail"]
+            continue
+        if row.upstream is not None and cid.endswith("/stdio"):
+            assert cell["grade"] == "not_available", (row.id, cell)
+            assert "no upstream repository" in cell["detail"]
+            continue
+        assert cell["grade"] == "passed", (row.id, cell["detail"])
+        obs = col["local"][row.id]
+        assert obs["leaks"] == [] and obs["changed"] == [], obs
+        assert obs["canary_connections"] in (None, 0), obs
+        assert obs["confined"] is True, (row.id, obs["stopped_by"], obs["confinement"])
+        # the reader sees which layer stopped it
+        assert obs["stopped_by"].startswith(("the OS sandbox stopped it", "the CLI's own")), obs
+    guarded = [c for c in grades if c.startswith("local-")]
+    assert len(guarded) == len(manifest.local_rows())
+    conf = col["identity"].get("confinement")
+    assert conf is not None and conf["state"] == "confined", conf
