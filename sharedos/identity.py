@@ -2,7 +2,9 @@
 
 Shared vocabulary (ADR 0014, "SystemIdentity"): the harness and its real
 version, the column kind, the declared model, how the harness reaches MCP, the
-catalogHash it was served and the policy bundle hash. The harness runtime
+catalogHash it was served, the policy bundle hash and what confined the
+harness (``Confinement``: mechanism, version, view digest, or plainly that
+nothing did). The harness runtime
 builds one per turn, the conformance columns carry one per column, the kernel
 stores its wire form on every evidence record it writes for them.
 
@@ -38,6 +40,57 @@ class McpSupport(StrEnum):
     NONE = "none"
 
 
+class ConfinementState(StrEnum):
+    """Whether the harness ran in an OS sandbox (docs/confinement.md)."""
+
+    #: in a sandbox: the managed roots absent, the network limited to the bridge and model
+    CONFINED = "confined"
+    #: a strict run the operator started with ``--unconfined``: NOT confined
+    UNCONFINED = "unconfined"
+    #: an open run policy: not confined, by design
+    OPEN = "open"
+
+
+class Confinement(BaseModel):
+    """What confined the harness of a turn (and, by id, each stdio upstream it could reach).
+
+    ``mechanism``/``version`` name the sandbox (``bubblewrap`` 0.8.0);
+    ``view_digest`` is the SHA-256 of what was visible and writable
+    (``sharedos.confine.view``); ``network`` is ``loopback`` (only the bridge
+    and the model endpoint), ``host`` or ``none``. ``upstreams`` maps an
+    upstream id to ``confined <digest>`` or ``not confined: <why>``.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    state: ConfinementState
+    mechanism: str | None = None
+    version: str | None = None
+    view_digest: str | None = None
+    network: str | None = None
+    note: str | None = None
+    upstreams: dict[str, str] | None = None
+
+    @property
+    def confined(self) -> bool:
+        """True when the harness ran in a sandbox."""
+        return self.state is ConfinementState.CONFINED
+
+    def label(self) -> str:
+        """One plain line for reports: what confined the harness, or that nothing did."""
+        if self.state is ConfinementState.CONFINED:
+            digest = (self.view_digest or "")[:19]
+            return (
+                f"confined by {self.mechanism} {self.version} (view {digest}, "
+                f"network {self.network})"
+            )
+        if self.state is ConfinementState.UNCONFINED:
+            return "NOT CONFINED: strict run started with --unconfined"
+        return "not confined (open run policy)"
+
+
 class SystemIdentity(BaseModel):
     """Who/what produced a column: harness + version, column kind, declared model,
     MCP support, the catalogHash served and the policy bundle hash.
@@ -61,6 +114,8 @@ class SystemIdentity(BaseModel):
     policy_bundle_hash: str | None = None
     #: the distributed bundle's revision (``sharedos.bundles``), when the policy came from one
     policy_bundle_revision: str | None = None
+    #: the harness's OS sandbox (None: no harness process ran, e.g. a scripted column)
+    confinement: Confinement | None = None
     sharedos_version: str = sharedos.__version__
 
     def as_record(self) -> dict[str, Any]:
@@ -70,7 +125,8 @@ class SystemIdentity(BaseModel):
     def label(self) -> str:
         """A short human label, e.g. ``scripted: responses 0.1.0``."""
         ext = f" via {self.mcp_extension}" if self.mcp_extension else ""
-        return f"{self.column.value}: {self.harness} {self.harness_version}{ext}"
+        confined = f", {self.confinement.label()}" if self.confinement is not None else ""
+        return f"{self.column.value}: {self.harness} {self.harness_version}{ext}{confined}"
 
 
 def catalog_hash_mismatch(

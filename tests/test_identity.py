@@ -41,6 +41,7 @@ def test_wire_form_is_camel_case_and_complete() -> None:
         "catalogHash": "a" * 64,
         "policyBundleHash": "b" * 64,
         "policyBundleRevision": None,
+        "confinement": None,
         "sharedosVersion": sharedos.__version__,
     }
     assert SystemIdentity.model_validate(rec) == _ident()

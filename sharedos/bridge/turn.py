@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import socket
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -57,6 +58,11 @@ class Turn:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     endpoint: TurnEndpoint | None = field(default=None, repr=False)
     transport_stats: TransportStats = field(default_factory=TransportStats)
+    #: HTTP: also serve this turn on another listening socket (a harness sandbox's own
+    #: loopback, ``sharedos.confine``); it closes with the turn
+    serve_socket: Callable[[socket.socket], Awaitable[None]] | None = field(
+        default=None, repr=False
+    )
 
     @property
     def catalogHash(self) -> str:
@@ -236,6 +242,7 @@ async def _open_http(
             "tools": len(endpoint.tools),
         },
         transport_stats=stats,
+        serve_socket=uv.add_socket,
     )
     try:
         yield turn

@@ -20,12 +20,24 @@
 ``--dry-run`` prints the catalogue this user would get, and why each tool is
 in or out, without launching anything.
 
+Under a strict run policy the harness runs confined (docs/confinement.md):
+in a bubblewrap sandbox that shows none of the managed roots (the
+``--sandbox`` root, the evidence store, the rules, the host file and its keys,
+every upstream's roots) and reaches only the bridge and its model endpoint.
+A strict run that cannot be confined does not start (exit 5) unless
+``--unconfined`` is given, which is then stamped on the turn's identity and
+its evidence. Under an open run policy the harness is not confined, and the
+run says so. Whatever kills ``sharedos run`` (``SIGKILL`` included), no
+process of the run outlives it.
+
 Exit codes:
   0  the turn ran and the harness exited 0 (or --dry-run printed the catalogue)
   1  the host configuration, policy, context or plan could not be used (nothing ran)
   2  command-line usage error
   3  the harness ran but failed: non-zero exit or timed out (the summary is printed)
   4  the harness could not be started (not installed, not executable)
+  5  the run policy is strict and the harness cannot be confined (no bubblewrap, not
+     Linux, or a managed root would be visible in its sandbox); nothing ran
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ EXIT_OK = 0
 EXIT_CONFIG = 1
 EXIT_HARNESS_FAILED = 3
 EXIT_HARNESS_UNAVAILABLE = 4
+EXIT_CANNOT_CONFINE = 5
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> None:
@@ -235,6 +248,12 @@ def summary_lines(records: Sequence[Any]) -> list[str]:
     show_default=True,
     help="Print the harness's output lines on stderr as they arrive.",
 )
+@click.option(
+    "--unconfined",
+    is_flag=True,
+    help="Run a strict run policy's harness without its OS sandbox (stamped on the turn's "
+    "identity, evidence and every report as NOT CONFINED).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the catalogue and why; launch nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def run(
@@ -254,6 +273,7 @@ def run(
     timeout_s: float | None,
     workdir: Path | None,
     stream: bool,
+    unconfined: bool,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -291,6 +311,10 @@ def run(
     if tool_policy is None:
         known = ", ".join(sorted(policy.tool_policies)) or "none"
         _fail(f"no run policy {policy_name!r} (defined: {known})")
+    if not dry_run:
+        why = confinement_check(tool_policy, unconfined)
+        if why is not None:
+            sys.exit(_cannot_confine(tool_policy.name, why))
     pins = None
     if host_config.upstream and host_config_path is not None:
         try:
@@ -316,6 +340,9 @@ def run(
             timeout_s=timeout_s,
             workdir=workdir,
             stream=stream,
+            unconfined=unconfined,
+            rule_paths=[p.resolve() for p in rule_paths]
+            or [shipped_dir("rules"), shipped_dir("policy")],
             dry_run=dry_run,
             as_json=as_json,
         ),
@@ -348,7 +375,9 @@ def _bundle_policy(host_config: Any) -> Any:
 async def _run_turn(opts: dict[str, Any]) -> int:
     from sharedos.catalog import ToolRegistry
     from sharedos.kernel import Kernel, RuntimeHost
+    from sharedos.toolpolicy import RunMode
     from sharedos.upstream.broker import UpstreamBroker
+    from sharedos.upstream.sandbox import UpstreamConfinementPolicy
 
     host_config = opts["host_config"]
     context = opts["context"]
@@ -381,7 +410,11 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         _fail(str(exc))
     try:
         host = RuntimeHost(Kernel(policy, registry), store, handler_timeout_s=longest + 5.0)
-        async with UpstreamBroker(upstreams, pins=opts["pins"]) as broker:
+        confinement = UpstreamConfinementPolicy(
+            required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
+            managed=tuple(state_paths(opts, host_config)),
+        )
+        async with UpstreamBroker(upstreams, pins=opts["pins"], confinement=confinement) as broker:
             broker.attach(registry, policy)
             async with broker.turn(context) as turn_upstreams:
                 for line in turn_upstreams.report():
@@ -420,9 +453,62 @@ def stream_printer(harness_id: str) -> Any:
     return printer
 
 
+def confinement_check(tool_policy: Any, unconfined: bool) -> str | None:
+    """Why this run cannot start confined (``None``: it can, or needs not be)."""
+    from sharedos.confine import ConfinementUnavailable, find_bubblewrap
+    from sharedos.toolpolicy import RunMode
+
+    if tool_policy.mode is not RunMode.STRICT or unconfined:
+        return None
+    try:
+        find_bubblewrap()
+    except ConfinementUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def _cannot_confine(policy_name: str, why: str) -> int:
+    click.echo(
+        f"error: run policy {policy_name!r} is strict, so its harness must run confined, and it "
+        f"cannot be: {why}. Nothing ran. Install bubblewrap, or pass --unconfined to run it "
+        "anyway (the turn is then recorded and reported as NOT CONFINED).",
+        err=True,
+    )
+    return EXIT_CANNOT_CONFINE
+
+
+def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
+    """SharedOS's own state, which no sandbox (harness or upstream) may show."""
+    from sharedos.evidence.url import parse_store_url
+
+    roots = [str(p) for p in opts.get("rule_paths") or []]
+    evidence = opts.get("evidence_db") or host_config.evidence.url or "evidence.sqlite"
+    try:
+        target = parse_store_url(evidence)
+    except ValueError:
+        target = None
+    if target is not None and target.kind == "sqlite" and target.location != ":memory:":
+        db = str(Path(target.location).expanduser().resolve())
+        roots += [db, db + "-wal", db + "-shm"]
+    return [*roots, *host_config.state_paths()]
+
+
+def managed_roots(opts: dict[str, Any], host: Any) -> list[str]:
+    """The managed roots a confined harness must not see (the runtime adds its own finds)."""
+    roots = [str(p) for p in opts.get("rule_paths") or []]
+    if opts.get("sandbox") is not None:
+        roots.append(str(Path(opts["sandbox"]).resolve()))
+    path = getattr(host.evidence, "path", None)
+    if isinstance(path, str) and path != ":memory:":
+        db = str(Path(path).resolve())
+        roots += [db, db + "-wal", db + "-shm"]
+    return roots
+
+
 async def _launch(
     opts: dict[str, Any], host: Any, context: Any, tool_policy: Any, turn_upstreams: Any
 ) -> int:
+    from sharedos.confine import ConfinementUnavailable, ManagedRootVisible
     from sharedos.harness.runtime import create_mcp_harness_runtime
     from sharedos.harness.tools import HarnessUnavailable
 
@@ -461,10 +547,20 @@ async def _launch(
             prompt=opts["prompt"] or None,
             on_output=stream_printer(runtime.harness.id) if opts["stream"] else None,
             secrets=secrets,
+            unconfined=opts["unconfined"],
+            managed_roots=managed_roots(opts, host),
+            upstream_confinement=turn_upstreams.confinement(),
         )
     except HarnessUnavailable as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_HARNESS_UNAVAILABLE
+    except (ConfinementUnavailable, ManagedRootVisible) as exc:
+        return _cannot_confine(tool_policy.name, str(exc))
+    confinement = result.identity.confinement
+    if confinement is not None:
+        click.echo(f"confinement: {confinement.label()}", err=True)
+        for uid, how in sorted((confinement.upstreams or {}).items()):
+            click.echo(f"  upstream {uid}: {how}", err=True)
     if result.output.final_text:
         click.echo(result.output.final_text)
     elif result.process.stdout.strip():
@@ -476,6 +572,9 @@ async def _launch(
                 {
                     "turnId": result.turn_id,
                     "catalogHash": result.identity.catalog_hash,
+                    "confinement": confinement.model_dump(mode="json", by_alias=True)
+                    if confinement is not None
+                    else None,
                     "upstreams": turn_upstreams.as_dict()["upstreams"],
                     "attempts": [
                         {

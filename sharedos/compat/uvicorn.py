@@ -253,6 +253,27 @@ class EmbeddedUvicorn(uvicorn.Server):
         # What the tick loop would have done once: fixed default headers.
         await self.on_tick(0)
 
+    async def add_socket(self, sock: socket.socket) -> None:
+        """Also accept on ``sock`` (a listener handed out of a harness sandbox's own loopback).
+
+        The same protocol factory ``startup`` uses (uvicorn 0.55 builds it inline),
+        so every connection shares the server state, the guard and the app; ``stop``
+        closes it with the others.
+        """
+        config = self.config
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(create_protocol, sock=sock, backlog=config.backlog)
+        self.servers.append(server)
+
     async def stop(self, sock: socket.socket, *, grace_s: float) -> None:
         """Stop accepting, drain or close every connection, shut the lifespan down."""
         self.should_exit = True

@@ -180,9 +180,19 @@ class ConformanceEnv:
             yield
             return
         from sharedos.upstream.broker import UpstreamBroker
+        from sharedos.upstream.sandbox import UpstreamConfinementPolicy
 
         configs = {f.id: f.config for f in self.fixtures.built.values()}
-        async with UpstreamBroker(configs, environ={}, stderr=self.upstream_stderr) as broker:
+        # the manifest's run policies are strict: a fixture that cannot be confined is
+        # left out (its rows then graded from an absent upstream), never run unconfined
+        db = str(self.evidence_path)
+        overlays = [str(p) for p in self.fixtures.overlays]
+        confinement = UpstreamConfinementPolicy(
+            required=True, managed=(db, db + "-wal", db + "-shm", str(self.sandbox_root), *overlays)
+        )
+        async with UpstreamBroker(
+            configs, environ={}, stderr=self.upstream_stderr, confinement=confinement
+        ) as broker:
             broker.attach(self.registry, self.policy)
             self.broker = broker
             try:
@@ -214,6 +224,16 @@ class ConformanceEnv:
             for uid, why in self.fixtures.unavailable.items()
         )
         return notes
+
+    def managed_roots(self) -> list[str]:
+        """What a confined harness must not see here: the files sandbox, the evidence store,
+        the rules and the fixtures' repositories and rules (docs/confinement.md)."""
+        db = str(self.evidence_path)
+        out = [str(self.sandbox_root), db, db + "-wal", db + "-shm"]
+        out += [str(p) for p in self.fixtures.overlays]
+        out += [str(f.root) for f in self.fixtures.built.values()]
+        out += [str(f.tap_log.parent) for f in self.fixtures.built.values()]
+        return out
 
     def tool_policy(self, name: str) -> ToolPolicy:
         """A run policy of the manifest by name."""

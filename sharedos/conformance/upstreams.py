@@ -152,6 +152,7 @@ def _why_unavailable(spec: UpstreamFixture) -> str | None:
 
 
 def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> FixtureUpstream:
+    from sharedos.conformance import tap as tap_module
     from sharedos.harness.hostconfig import parse_host_config
 
     root = (base / uid).resolve()
@@ -168,20 +169,31 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
             if rel.split("/", 1)[0] == name
         }
         make_repository(root / name, name, own)
-    tap_log = base / f"{uid}.tap.jsonl"
+    # the tap's log in a directory of its own: the upstream's sandbox may write there
+    # and nowhere else (the rules overlay beside it is a policy source, never shown)
+    tap_dir = base / f"{uid}.tap"
+    tap_dir.mkdir(exist_ok=True)
+    tap_log = tap_dir / "tap.jsonl"
     tap_log.touch()
     overlay = base / f"{uid}.sos"
     rules = PLACEHOLDER_RE.sub(lambda m: str(root), spec.rules)
     overlay.write_text(rules, encoding="utf-8")
     command = git_server_command()
     assert command is not None
-    args = ["-m", "sharedos.conformance.tap", str(tap_log), "--", command]
-    # No --repository: the upstream is not fenced, so only SharedOS's decision stands
-    # between a refused call and the repository, and the tap shows whether it held.
+    # the tap as a script (standard library only): the upstream's sandbox shows no checkout
+    args = [str(Path(tap_module.__file__).resolve()), str(tap_log), "--", command]
+    # No --repository: the upstream is not fenced to one repository, so only SharedOS's
+    # decision stands between a refused call and the repository, and the tap shows
+    # whether it held. Its sandbox (sharedos.confine) shows the fixture's repositories
+    # and the tap's log directory, nothing else of the host.
+    roots = (
+        f'roots = [{{ path = {json.dumps(str(root))}, mode = "ro" }}, '
+        f'{{ path = {json.dumps(str(tap_dir.resolve()))}, mode = "rw" }}]\n'
+    )
     toml = (
         f"[upstream.{uid}]\nnamespace = {json.dumps(namespace)}\n"
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
-        f'pinning = "off"\ntimeouts = {{ call_s = {CALL_TIMEOUT_S:g} }}\n'
+        f'pinning = "off"\ntimeouts = {{ call_s = {CALL_TIMEOUT_S:g} }}\n{roots}'
         f'[upstream.{uid}.env]\nGIT_CONFIG_NOSYSTEM = "1"\n'
     )
     config = parse_host_config(toml, f"<conformance upstream {uid}>").upstream[uid]
@@ -267,7 +279,8 @@ def fixture_summary(fixture: FixtureUpstream) -> str:
     """One note: what the fixture is and where its upstream's own log is."""
     return (
         f"upstream {fixture.id}: the real mcp-server-git over stdio, behind "
-        f"sharedos.conformance.tap (its input is logged to {fixture.tap_log}), not confined "
-        f"to a repository, so only SharedOS's decision keeps refused calls away from the "
-        f"repositories under {fixture.root}"
+        f"sharedos.conformance.tap (its input is logged to {fixture.tap_log}), in a sandbox "
+        f"of its own that shows the repositories under {fixture.root} (read-only) and its "
+        "tap log, but not fenced to one repository: only SharedOS's decision keeps refused "
+        "calls away from the repositories it may not use"
     )

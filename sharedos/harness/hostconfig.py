@@ -19,6 +19,7 @@ Errors are ``HostConfigError`` whose message lists ``file:line:col: problem``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tomllib
@@ -231,6 +232,35 @@ class PolicySourceConfig(BaseModel):
     poll_interval_s: float = Field(default=30.0, gt=0)
 
 
+class ConfinementConfig(BaseModel):
+    """``[confinement]``: how a confined harness reaches the network, and what more it may read.
+
+    ``network = "loopback"`` (default): the sandbox has its own loopback, where
+    only the bridge, the scripted model and ``loopback_ports`` of the host's
+    loopback answer (an egress proxy for a remote model API, say: point the
+    CLI's ``HTTPS_PROXY`` at ``http://127.0.0.1:PORT``); nothing else is
+    reachable. ``network = "host"``: the host's network, unfiltered (a remote
+    model API without a proxy; every destination stays open — see
+    docs/confinement.md). ``readonly``: more host paths the harness may read
+    (a CLI installed outside the pinned tools); a path inside a managed root
+    is refused when the turn opens.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    network: Literal["loopback", "host"] = "loopback"
+    loopback_ports: tuple[int, ...] = ()
+    readonly: tuple[str, ...] = ()
+
+    @field_validator("loopback_ports")
+    @classmethod
+    def _ports(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        for port in value:
+            if not 1 <= port <= 65535:
+                raise ValueError(f"loopback port {port} is not between 1 and 65535")
+        return value
+
+
 class HostConfig(BaseModel):
     """The whole host file: a table of harnesses keyed by id."""
 
@@ -242,6 +272,7 @@ class HostConfig(BaseModel):
     #: brokered upstream MCP servers (``[upstream.ID]``; see sharedos.upstream.config)
     upstream: dict[str, UpstreamConfig] = Field(default_factory=dict)
     policy: PolicySourceConfig = Field(default_factory=PolicySourceConfig)
+    confinement: ConfinementConfig = Field(default_factory=ConfinementConfig)
     source: str = "<host config>"
     base_dir: Path = Path(".")
 
@@ -270,6 +301,48 @@ class HostConfig(BaseModel):
                 except MissingHostVariable:
                     continue
         return tuple(dict.fromkeys(v for v in values if v))
+
+    def managed_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """Paths of this file that a confined harness must never see.
+
+        ``state_paths`` (SharedOS's own state) and every upstream's roots and
+        working directory.
+        """
+        out = self.state_paths(environ)
+        for upstream in self.upstream.values():
+            out += [root.path for root in upstream.roots or ()]
+            if upstream.cwd:
+                out.append(upstream.cwd)
+        return out
+
+    def state_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """SharedOS's own state named by this file, which no sandbox may show.
+
+        The host file itself and its pin file, the policy bundle (when local)
+        and its trusted keys, the evidence signing key, the evidence database
+        (a SQLite URL, with its ``-wal`` and ``-shm``).
+        """
+        env = environ if environ is not None else os.environ
+        out: list[str] = []
+        source = Path(self.source)
+        if source.is_file():
+            out += [str(source.resolve()), str(source.resolve().with_suffix(".pins.json"))]
+        for value in (*self.policy.keys, self.evidence.sign_key):
+            if value:
+                with contextlib.suppress(HostConfigError):
+                    out.append(self.resolve_path(value, env))
+        bundle = self.policy.bundle
+        if bundle and not bundle.lower().startswith(("http://", "https://")):
+            with contextlib.suppress(HostConfigError):
+                out.append(self.resolve_path(bundle, env))
+        if self.evidence.url:
+            from sharedos.evidence.url import parse_store_url
+
+            target = parse_store_url(self.evidence.url)
+            if target.kind == "sqlite" and target.location != ":memory:":
+                db = str(Path(target.location).expanduser().resolve())
+                out += [db, db + "-wal", db + "-shm"]
+        return out
 
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
         """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file."""

@@ -200,12 +200,16 @@ async def run_process(
     secrets: tuple[str, ...] = (),
     term_grace_s: float = 2.0,
     on_output: OutputHook | None = None,
+    pass_fds: tuple[int, ...] = (),
+    on_spawn: Callable[[], None] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` with stdin closed; kill its process group on timeout or cancellation.
 
     ``on_output``, when given, receives each line of stdout and stderr as it
     arrives (scrubbed of ``secrets`` like the captured output), while the
     process runs; the captured output in the result is unchanged by it.
+    ``pass_fds`` are inherited by the process (a sandbox's handoff socket);
+    ``on_spawn`` runs right after the process started, before any waiting.
     Never raises for the harness's own failure (a non-zero exit is a result);
     re-raises ``CancelledError`` after the group is dead.
     """
@@ -218,7 +222,10 @@ async def run_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        pass_fds=pass_fds,
     )
+    if on_spawn is not None:
+        on_spawn()
     pgid = proc.pid
     relays: tuple[LineRelay | None, LineRelay | None] = (None, None)
     if on_output is not None:

@@ -56,13 +56,20 @@ def prepare(
     model_url: str | None,
     host_env: Mapping[str, str],
     command: tuple[str, ...] | None = None,
+    strict: bool = False,
+    confined: bool = False,
+    local_tools: tuple[str, ...] = (),
 ) -> Launch:
     """Write the harness's configuration for this turn and return how to launch it.
 
     ``bridge`` is ``None`` for the live column (no SharedOS catalogue at all).
     ``model_url`` is the scripted model's base URL when ``cfg.provider`` is
     ``scripted``. ``host_env`` is the host's environment, read only to resolve
-    ``${VAR}`` references of the host file.
+    ``${VAR}`` references of the host file. ``strict``/``confined``/``local_tools``
+    tell the adapter the run policy's mode, whether the CLI runs in SharedOS's
+    sandbox, and the harness-local tools the run policy names (each adapter
+    then applies its CLI's own safety settings, never a sandbox-bypass flag
+    under ``strict``).
     """
     adapter = get_adapter(cfg.kind)
     home = turn_dir / "home"
@@ -80,6 +87,9 @@ def prepare(
             model_url=model_url,
             env=base_env(host_env, home),
             argv=list(command or cfg.command or adapter.default_command()),
+            strict=strict,
+            confined=confined,
+            local_tools=local_tools,
         )
     )
     # Host-file env last: the operator's settings win over the recipe's defaults

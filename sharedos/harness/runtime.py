@@ -9,7 +9,12 @@
    offline provider, a scripted model endpoint;
 3. has the harness's adapter write its own MCP configuration into a fresh
    0700 directory and launches the CLI non-interactively in its own process
-   group;
+   group — under a strict run policy inside a bubblewrap sandbox
+   (``sharedos.confine``: the system read-only, its turn directory
+   read-write, no managed root, a loopback holding only the bridge and the
+   model; a strict run that cannot be confined raises
+   ``ConfinementUnavailable`` unless ``unconfined=True``), otherwise under a
+   supervisor that ends its whole process tree with the run;
 4. waits within a deadline, kills the group on timeout or cancellation, closes
    the bridge (the port is released), and checks the door is shut;
 5. returns the turn's evidence and the harness's own account of it.
@@ -20,28 +25,47 @@ has only its local tools (the live column).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import socket
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharedos.confine import (
+    ConfinementUnavailable,
+    HarnessSandbox,
+    SandboxSetupFailed,
+    StdioDoor,
+    canonical,
+    find_bubblewrap,
+    private_files,
+    supervised,
+)
+from sharedos.confine.ports import ServeFn
 from sharedos.context import AccessContext
 from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
 from sharedos.harness.outputs import HarnessOutput
+from sharedos.harness.paths import dsh_dir, tools_dir
 from sharedos.harness.process import OutputHook, ProcessResult, redact, run_process
 from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
 from sharedos.harness.scripted_model.plan import IssuedCall
 from sharedos.harness.tools import harness_version
-from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
-from sharedos.toolpolicy import ToolPolicy
+from sharedos.identity import (
+    ColumnKind,
+    Confinement,
+    ConfinementState,
+    McpSupport,
+    SystemIdentity,
+)
+from sharedos.toolpolicy import RunMode, ToolPolicy
 
 if TYPE_CHECKING:
     from sharedos.bridge.turnfile import StdioLaunch
@@ -119,6 +143,10 @@ class HarnessTurnResult:
         }
 
 
+def _port(url: str) -> int:
+    return int(url.split(":")[2].split("/")[0])
+
+
 def port_refuses(url: str | None) -> bool | None:
     """True when nothing accepts connections at ``url``'s port any more (None: no URL)."""
     if not url:
@@ -150,6 +178,13 @@ class _Turn:
     #: values scrubbed from the harness's output besides the launch's own
     secrets: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
+    #: the harness's sandbox (None: not confined; see ``identity.confinement``)
+    sandbox: HarnessSandbox | None = None
+    #: serves the HTTP bridge on a listener from the sandbox's loopback
+    serve_bridge: ServeFn | None = None
+    #: the turn's view of the harness's own local tools (``ToolPolicy.harness_local``)
+    strict: bool = False
+    local_tools: tuple[str, ...] = ()
 
 
 class McpHarnessRuntime:
@@ -195,6 +230,7 @@ class McpHarnessRuntime:
         policy_hash: str | None,
         live: bool = False,
         policy_revision: str | None = None,
+        confinement: Confinement | None = None,
     ) -> SystemIdentity:
         """SystemIdentity for this harness's records."""
         adapter = self.adapter
@@ -208,6 +244,7 @@ class McpHarnessRuntime:
             catalog_hash=catalog_hash,
             policy_bundle_hash=policy_hash,
             policy_bundle_revision=policy_revision,
+            confinement=confinement,
         )
 
     async def run_turn(
@@ -225,6 +262,9 @@ class McpHarnessRuntime:
         prompt: str | None = None,
         on_output: OutputHook | None = None,
         secrets: Sequence[str] = (),
+        unconfined: bool = False,
+        managed_roots: Sequence[str | os.PathLike[str]] = (),
+        upstream_confinement: Mapping[str, str] | None = None,
     ) -> HarnessTurnResult:
         """Run one turn of this harness against ``context``'s catalogue (see module doc).
 
@@ -232,6 +272,16 @@ class McpHarnessRuntime:
         line while it runs, scrubbed like the captured output (``run_process``) of the
         launch's secrets (turn token, the host file's env values) and of ``secrets``
         (more values the host holds, e.g. upstream credentials).
+
+        Confinement (docs/confinement.md): under a strict ``tool_policy`` the CLI
+        runs in a bubblewrap sandbox that shows none of ``managed_roots`` (plus
+        what the runtime finds itself: the evidence store, the stdio turn's
+        policy and sandbox root, the host file, its keys); ``ConfinementUnavailable``
+        (or its subclass ``SandboxSetupFailed``) when that cannot be done, or
+        ``ManagedRootVisible`` when the view would show a managed root —
+        unless ``unconfined`` (the operator's ``--unconfined``), which is then
+        stamped on the identity. ``upstream_confinement`` (upstream id → how it
+        was confined) is recorded beside it.
         """
         turn = self._begin(runtime_host, context, tool_policy, plan, workdir, live=live)
         turn.on_output = on_output
@@ -239,17 +289,36 @@ class McpHarnessRuntime:
         turn.transport = None if live else (transport or self.harness.transport)
         turn.deadline = timeout_s if timeout_s is not None else self.harness.timeout_s
         turn.prompt = prompt or build_prompt(plan, live=live)
-        turn.model = self._start_model(plan, turn)
+        self._confine(
+            turn,
+            tool_policy,
+            runtime_host,
+            stdio_launch,
+            unconfined=unconfined,
+            managed_roots=managed_roots,
+            upstreams=upstream_confinement,
+        )
         try:
-            if live:
-                proc = await self._launch(turn, None)
-            else:
-                proc = await self._run_bridged(
-                    runtime_host, context, tool_policy, stdio_launch, turn
-                )
+            turn.model = self._start_model(plan, turn)
+            try:
+                if live:
+                    proc = await self._launch(turn, None)
+                else:
+                    proc = await self._run_bridged(
+                        runtime_host, context, tool_policy, stdio_launch, turn
+                    )
+            finally:
+                if turn.model is not None:
+                    turn.model.stop()
         finally:
-            if turn.model is not None:
-                turn.model.stop()
+            # The harness config may hold the turn token (Claude Code): whatever
+            # ended the turn, the file goes with it.
+            if turn.launch is not None:
+                for path in turn.launch.files:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            if turn.sandbox is not None:
+                await turn.sandbox.close()
         evidence = [] if live else list(runtime_host.evidence.query(turn_id=context.turn_id))
         return self._finish(turn, proc, evidence, context.turn_id)
 
@@ -279,7 +348,117 @@ class McpHarnessRuntime:
         turn_dir = Path(tempfile.mkdtemp(prefix=f"{self.harness.id}-", dir=workdir))
         os.chmod(turn_dir, 0o700)
         names = tuple(sorted(catalog.names)) if catalog is not None else ()
-        return _Turn(identity, names, turn_dir, prompt="", deadline=0.0, transport=None)
+        turn = _Turn(identity, names, turn_dir, prompt="", deadline=0.0, transport=None)
+        turn.strict = tool_policy.mode is RunMode.STRICT
+        turn.local_tools = tuple(tool_policy.harness_local)
+        return turn
+
+    def _confine(
+        self,
+        turn: _Turn,
+        tool_policy: ToolPolicy,
+        runtime_host: RuntimeHost,
+        stdio_launch: StdioLaunch | None,
+        *,
+        unconfined: bool,
+        managed_roots: Sequence[str | os.PathLike[str]],
+        upstreams: Mapping[str, str] | None,
+    ) -> None:
+        """Plan the turn's sandbox (strict) or say plainly that it has none; stamp the identity."""
+        ups = dict(upstreams) if upstreams else None
+        if tool_policy.mode is not RunMode.STRICT:
+            record = Confinement(
+                state=ConfinementState.OPEN,
+                note=(
+                    f"open run policy {tool_policy.name!r}: the harness and its own tools are not "
+                    "confined"
+                ),
+                upstreams=ups,
+            )
+        elif unconfined:
+            record = Confinement(
+                state=ConfinementState.UNCONFINED,
+                note=(
+                    f"strict run policy {tool_policy.name!r} started with --unconfined: the "
+                    "harness's own tools could reach every managed resource"
+                ),
+                upstreams=ups,
+            )
+        else:
+            mechanism = find_bubblewrap()  # ConfinementUnavailable says why not
+            door = None
+            if turn.transport == "stdio":
+                door = StdioDoor(env=recipes.base_env(self.environ, turn.turn_dir / "bridge-home"))
+            try:
+                sandbox = HarnessSandbox.plan(
+                    mechanism,
+                    readonly=self._install_paths(),
+                    writable=[turn.turn_dir],
+                    managed=self._managed_roots(runtime_host, stdio_launch, managed_roots),
+                    network=self._network(),
+                    placeholders={str(turn.turn_dir): "{turn}"},
+                    door=door,
+                )
+            except BaseException:
+                if door is not None:
+                    door.close()
+                raise
+            turn.sandbox = sandbox
+            record = sandbox.record(ups)
+        turn.identity = turn.identity.model_copy(update={"confinement": record})
+
+    def _install_paths(self) -> list[str]:
+        """What the CLI needs to run, read-only: the pinned tools, its command, extra paths.
+
+        Paths are given as the CLI is called (``.tools/...``): the view binds what
+        they resolve to and recreates the symbolic links on the way.
+        """
+        paths: list[str] = []
+        roots: list[str] = []
+        for root in (tools_dir(), dsh_dir()):
+            if root.exists():
+                paths.append(str(root))
+                roots.append(canonical(root))
+        for part in self.command[:2]:
+            if "/" in part and os.path.exists(part):
+                real = canonical(part)
+                if not any(real.startswith(r.rstrip("/") + "/") for r in roots):
+                    paths.append(os.path.dirname(real))
+                paths.append(part)  # its own symlinks (``.tools/node_modules/.bin/claude``)
+        if self.host_config is not None:
+            paths.extend(
+                self.host_config.resolve_path(p, self.environ)
+                for p in self.host_config.confinement.readonly
+            )
+        return paths
+
+    def _network(self) -> Any:
+        """``loopback`` (default) or ``host``, from the host file's ``[confinement]``."""
+        if self.host_config is None:
+            return "loopback"
+        return self.host_config.confinement.network
+
+    def _managed_roots(
+        self,
+        runtime_host: RuntimeHost,
+        stdio_launch: StdioLaunch | None,
+        extra: Sequence[str | os.PathLike[str]],
+    ) -> list[str]:
+        """Every managed root the runtime knows of, beside the caller's ``extra``."""
+        roots: list[str] = [os.fspath(p) for p in extra]
+        store_path = getattr(getattr(runtime_host, "evidence", None), "path", None)
+        if isinstance(store_path, str) and store_path != ":memory:":
+            roots += [store_path, store_path + "-wal", store_path + "-shm"]
+        if stdio_launch is not None:
+            db = str(stdio_launch.evidence_db)
+            roots += [db, db + "-wal", db + "-shm", *map(str, stdio_launch.rules)]
+            if stdio_launch.bundle is not None:
+                roots.append(str(stdio_launch.bundle))
+            if stdio_launch.sandbox_root is not None:
+                roots.append(str(stdio_launch.sandbox_root))
+        if self.host_config is not None:
+            roots += self.host_config.managed_paths(self.environ)
+        return roots
 
     def _start_model(
         self, plan: Sequence[ScriptedAttempt], turn: _Turn
@@ -321,6 +500,7 @@ class McpHarnessRuntime:
                     update={"catalog_hash": bridge.catalog_hash}
                 )
             turn.url = bridge.url
+            turn.serve_bridge = bridge.serve_socket
             endpoint = recipes.BridgeEndpoint(
                 transport=bridge.transport,
                 url=bridge.url,
@@ -331,6 +511,13 @@ class McpHarnessRuntime:
 
     async def _launch(self, turn: _Turn, bridge: recipes.BridgeEndpoint | None) -> ProcessResult:
         """Prepare the harness's files for this turn and run it within the deadline."""
+        sandbox = turn.sandbox
+        if sandbox is not None and bridge is not None and bridge.transport == "stdio":
+            # the stdio bridge needs what the sandbox hides: it runs outside, on the
+            # harness's own pipes, behind the door (sharedos.confine.door)
+            assert sandbox.door is not None and bridge.command
+            sandbox.door.command = list(bridge.command)
+            bridge = replace(bridge, command=sandbox.connector())
         turn.launch = launch = recipes.prepare(
             self.harness,
             bridge=bridge,
@@ -339,12 +526,20 @@ class McpHarnessRuntime:
             model_url=turn.model.url if turn.model is not None else None,
             host_env=self.environ,
             command=self.command,
+            strict=turn.strict,
+            confined=sandbox is not None,
+            local_tools=turn.local_tools,
         )
         if turn.secrets:
             launch.secret_values = tuple(dict.fromkeys((*launch.secret_values, *turn.secrets)))
         try:
+            if sandbox is not None:
+                return await self._run_confined(turn, launch, sandbox)
+            # Not confined: a supervisor still ends the whole tree with the run, and
+            # removes the token file, whatever kills the run (SIGKILL included).
+            holding = [str(p) for p in private_files(launch.files, launch.secret_values, keep=True)]
             return await run_process(
-                launch.argv,
+                supervised(launch.argv, cleanup=holding),
                 env=launch.env,
                 cwd=launch.cwd,
                 timeout_s=turn.deadline,
@@ -357,6 +552,55 @@ class McpHarnessRuntime:
                 f"{self.harness.id}: cannot start {shown}: {exc.strerror}"
             ) from None
 
+    async def _run_confined(
+        self, turn: _Turn, launch: recipes.Launch, sandbox: HarnessSandbox
+    ) -> ProcessResult:
+        """Run the prepared launch inside its sandbox, serving its loopback from the host."""
+        servers: dict[int, ServeFn] = {}
+        if turn.url is not None and turn.serve_bridge is not None:
+            servers[_port(turn.url)] = turn.serve_bridge
+        if turn.model is not None:
+            servers[turn.model.port] = turn.model.serve_socket
+        extra = self.host_config.confinement.loopback_ports if self.host_config else ()
+        sandbox.with_ports([*servers, *extra])
+        for cmd in self.command[:1]:
+            if "/" in cmd and not os.path.exists(cmd):
+                raise FileNotFoundError(2, "No such file or directory", cmd)
+        private = private_files(launch.files, launch.secret_values)
+        argv = sandbox.argv(launch.argv, cwd=launch.cwd, private=private)
+        # The sandbox's /tmp is its own; TMPDIR points inside the turn directory so a
+        # CLI that refuses to keep helpers "under a temporary dir" (Codex) still can.
+        tmp = turn.turn_dir / "tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        env = {**launch.env, "TMPDIR": str(tmp)}
+        serving = asyncio.ensure_future(sandbox.serve(servers))
+        try:
+            proc = await run_process(
+                argv,
+                env=env,
+                cwd=launch.cwd,
+                timeout_s=turn.deadline,
+                secrets=launch.secret_values,
+                on_output=turn.on_output,
+                pass_fds=sandbox.pass_fds,
+                on_spawn=sandbox.spawned,
+            )
+        finally:
+            if not serving.done():
+                serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await serving
+        if serving.cancelled():
+            return proc
+        failure = serving.exception()
+        if failure is not None:
+            if isinstance(failure, ConfinementUnavailable):
+                raise SandboxSetupFailed(
+                    f"{self.harness.id}: {failure} ({proc.stderr.strip()[-300:]})"
+                )
+            raise failure
+        return proc
+
     def _finish(
         self, turn: _Turn, proc: ProcessResult, evidence: list[Any], turn_id: str
     ) -> HarnessTurnResult:
@@ -364,11 +608,11 @@ class McpHarnessRuntime:
         assert turn.launch is not None
         (turn.turn_dir / "harness-stdout.jsonl").write_text(proc.stdout, encoding="utf-8")
         (turn.turn_dir / "harness-stderr.txt").write_text(proc.stderr, encoding="utf-8")
-        # The harness config may hold the turn token (Claude Code): the turn is
-        # closed, but the file goes anyway.
-        for path in turn.launch.files:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        if turn.sandbox is not None:
+            view = turn.sandbox.view.describe()
+            (turn.turn_dir / "sandbox-view.json").write_text(
+                json.dumps(view, indent=2, sort_keys=True), encoding="utf-8"
+            )
         output = self.adapter.parse_output(proc.stdout)
         notes = [*turn.notes, *self.adapter.turn_notes(output), *self._exit_notes(turn, proc)]
         model = turn.model

@@ -44,6 +44,7 @@ from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, de
 from sharedos.upstream.definitions import RawTool, Refusal, build_definition
 from sharedos.upstream.forward import ForwardHandler
 from sharedos.upstream.pins import Drift, PinFile, compare
+from sharedos.upstream.sandbox import UpstreamConfinementPolicy, UpstreamPlacement, decide
 from sharedos.upstream.secrets import CredentialError, CredentialSet, resolve_credentials
 
 State = Literal["ok", "unavailable", "disabled"]
@@ -108,6 +109,12 @@ class TurnUpstreams:
     #: upstream id -> the credential set its calls in this turn use
     credentials: dict[str, CredentialSet]
     opened_ms: float = 0.0
+    #: upstream id -> how its process ran (``confined by …`` / ``not confined: …``)
+    placements: dict[str, str] = field(default_factory=dict)
+
+    def confinement(self) -> dict[str, str]:
+        """Upstream id → how it was confined, for the turn's identity (docs/confinement.md)."""
+        return dict(self.placements)
 
     def report(self) -> list[str]:
         """Human lines: one per upstream plus its refusals and drift."""
@@ -122,6 +129,7 @@ class TurnUpstreams:
             "turnId": self.turn_id,
             "tools": sorted(self.tools),
             "upstreams": [s.as_dict() for s in self.statuses],
+            "confinement": dict(self.placements),
             "openedMs": self.opened_ms,
         }
 
@@ -162,10 +170,14 @@ class UpstreamBroker:
         pins: PinFile | None = None,
         environ: Mapping[str, str] | None = None,
         stderr: IO[str] | None = None,
+        confinement: UpstreamConfinementPolicy | None = None,
     ) -> None:
         import os
 
         self.upstreams = dict(upstreams)
+        #: how stdio upstreams run (their own sandbox, or supervised); see upstream.sandbox
+        self.confinement = confinement or UpstreamConfinementPolicy()
+        self._placements: dict[str, UpstreamPlacement] = {}
         self.pins = pins if pins is not None else PinFile()
         self._environ = dict(environ if environ is not None else os.environ)
         self._stderr = stderr if stderr is not None else default_stderr()
@@ -324,7 +336,19 @@ class UpstreamBroker:
             statuses=tuple(statuses),
             expected=expected,
             credentials=credentials,
+            placements={
+                uid: self.placement(config).record
+                for uid, config in self.upstreams.items()
+                if config.enabled
+            },
         )
+
+    def placement(self, config: UpstreamConfig) -> UpstreamPlacement:
+        """How ``config``'s upstream runs (decided once per broker: its sandbox, or why not)."""
+        placed = self._placements.get(config.id)
+        if placed is None:
+            placed = self._placements[config.id] = decide(config, self.confinement, self._environ)
+        return placed
 
     def _reserved_names(self) -> frozenset[str]:
         registry = self._registry
@@ -337,6 +361,10 @@ class UpstreamBroker:
         """List one upstream through its pooled session; failures are in ``Listing.failure``."""
         started = time.perf_counter()
         listing = Listing(config=config, credentials=None)
+        refusal = self.placement(config).refusal
+        if refusal is not None:  # fail closed: an upstream a strict run cannot confine
+            listing.failure = refusal
+            return listing
         try:
             creds = resolve_credentials(config, self._environ)
         except CredentialError as exc:
@@ -424,7 +452,13 @@ class UpstreamBroker:
             def changed() -> None:
                 slot.list_changed = True
 
-            fresh = UpstreamConnection(config, creds, stderr=self._stderr, on_list_changed=changed)
+            fresh = UpstreamConnection(
+                config,
+                creds,
+                stderr=self._stderr,
+                on_list_changed=changed,
+                wrap=self.placement(config).wrap,
+            )
             await fresh.start(self._tg)
             slot.connection = fresh
             return slot, fresh

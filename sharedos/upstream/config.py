@@ -33,6 +33,7 @@ value that may be a secret.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -74,6 +75,9 @@ UPSTREAM_KEYS = frozenset(
         "list_cache_s",
         "enabled",
         "description",
+        "roots",
+        "network",
+        "readonly",
     }
 )
 
@@ -94,6 +98,15 @@ class CredentialRef(BaseModel):
         if not _ENV_NAME_RE.fullmatch(value):
             raise ValueError(f"env {value!r} is not a valid environment variable name")
         return value
+
+
+class UpstreamRoot(BaseModel):
+    """A directory (or file) a confined stdio upstream may see: ``ro`` or ``rw``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    mode: Literal["ro", "rw"] = "ro"
 
 
 class UpstreamTimeouts(BaseModel):
@@ -142,6 +155,13 @@ class UpstreamConfig(BaseModel):
     list_cache_s: float = Field(default=0.0, ge=0, le=3600)
     enabled: bool = True
     description: str = ""
+    #: stdio: the only paths its sandbox shows besides the system and its own program
+    #: (docs/confinement.md); ``[]`` = no files at all; absent (None) = it cannot be confined
+    roots: tuple[UpstreamRoot, ...] | None = None
+    #: stdio, confined: ``true`` lets it reach the host's network (off by default)
+    network: bool = False
+    #: stdio, confined: more read-only paths its runtime needs (beyond what is found)
+    readonly: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
@@ -161,10 +181,18 @@ class UpstreamConfig(BaseModel):
         )
         creds = ", ".join(self.credential_names()) or "none"
         t = self.timeouts
+        roots = ""
+        if self.transport == "stdio":
+            shown = ", ".join(f"{r.path} ({r.mode})" for r in self.roots or ()) or "no files"
+            roots = (
+                f", roots: {shown}" + (", network on" if self.network else "")
+                if self.roots is not None
+                else ", roots: not declared (cannot be confined)"
+            )
         return (
             f"namespace {self.namespace}, {where}, pinning {self.pinning}, "
             f"timeouts connect {t.connect_s:g}s / list {t.list_s:g}s / call {t.call_s:g}s, "
-            f"credentials from: {creds}" + ("" if self.enabled else " (disabled)")
+            f"credentials from: {creds}{roots}" + ("" if self.enabled else " (disabled)")
         )
 
 
@@ -263,8 +291,9 @@ def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> Upst
             if key in data:
                 report((uid, key), f"{key} is for url upstreams; this one has a command")
         _check_stdio(uid, data, report)
+        _check_roots(uid, data, report)
     else:
-        for key in ("command", "args", "cwd", "env"):
+        for key in ("command", "args", "cwd", "env", "roots", "network", "readonly"):
             if key in data:
                 report((uid, key), f"{key} is for command upstreams; this one has a url")
         _check_url(uid, data.get("url"), report)
@@ -371,6 +400,67 @@ def _check_stdio(uid: str, data: Mapping[str, Any], report: Any) -> None:
     cwd = data.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         report((uid, "cwd"), "must be a string (a directory)")
+
+
+def _check_roots(uid: str, data: dict[str, Any], report: Any) -> None:
+    """``roots``: each ``{ path, mode }`` absolute, existing, canonical, with no symlink in it."""
+    roots = data.get("roots")
+    if roots is None:
+        return
+    if not isinstance(roots, list):
+        report((uid, "roots"), 'must be a list of { path = "/abs/dir", mode = "ro" | "rw" }')
+        data.pop("roots")
+        return
+    clean: list[dict[str, Any]] = []
+    for i, root in enumerate(roots):
+        if not isinstance(root, dict) or not isinstance(root.get("path"), str):
+            report((uid, "roots"), f'entry {i + 1}: write {{ path = "/abs/dir", mode = "ro" }}')
+            continue
+        extra = set(root) - {"path", "mode"}
+        if extra:
+            report((uid, "roots"), f"entry {i + 1}: unknown key(s) {', '.join(sorted(extra))}")
+            continue
+        if root.get("mode", "ro") not in ("ro", "rw"):
+            report((uid, "roots"), f'entry {i + 1}: mode is "ro" or "rw"')
+            continue
+        problem = root_problem(root["path"])
+        if problem is not None:
+            report((uid, "roots"), f"entry {i + 1} ({root['path']}): {problem}")
+            continue
+        clean.append({"path": root["path"], "mode": root.get("mode", "ro")})
+    data["roots"] = clean
+    for key, kind in (("network", bool), ("readonly", list)):
+        if key in data and not isinstance(data[key], kind):
+            report(
+                (uid, key), "must be true or false" if kind is bool else "must be a list of paths"
+            )
+            data.pop(key)
+    for path in data.get("readonly", []):
+        if not isinstance(path, str) or not os.path.isabs(path):
+            report((uid, "readonly"), "each entry must be an absolute path")
+            data.pop("readonly")
+            break
+
+
+def root_problem(path: str) -> str | None:
+    """Why ``path`` cannot be an upstream root (None when it can).
+
+    A root is an absolute, existing path, written canonically (no ``.``, ``..``,
+    ``//`` or trailing ``/``), with no symbolic link in any component: what the
+    kernel decides on and what the sandbox shows must be the same place.
+    """
+    if not os.path.isabs(path):
+        return "must be an absolute path"
+    if os.path.normpath(path) != path or path.startswith("//"):
+        return f"must be written canonically ({os.path.normpath(path)})"
+    current = "/"
+    for part in Path(path).parts[1:]:
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return f"{current} is a symbolic link (give the path it points to)"
+    if not os.path.exists(path):
+        return "does not exist"
+    return None
 
 
 def _check_url(uid: str, url: Any, report: Any) -> None:

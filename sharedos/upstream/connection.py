@@ -9,7 +9,9 @@ names the upstream and never a credential.
 
 The stdio upstream's stderr is read through a pipe, scrubbed of credential
 values and relayed line by line (prefixed with the upstream id); the last
-lines are kept for the report of an upstream that died.
+lines are kept for the report of an upstream that died. The broker decides
+how its process starts (``wrap``): in its own bubblewrap sandbox, or under
+SharedOS's supervisor (``sharedos.upstream.sandbox``).
 """
 
 from __future__ import annotations
@@ -118,8 +120,11 @@ class UpstreamConnection:
         *,
         stderr: IO[str] | None = None,
         on_list_changed: Callable[[], None] | None = None,
+        wrap: Callable[[str, list[str]], tuple[str, list[str]]] | None = None,
     ) -> None:
         self.config = config
+        #: stdio: how the process is started (its sandbox, or SharedOS's supervisor)
+        self._wrap = wrap
         self.credentials = credentials
         self.scrubber = Scrubber(credentials.secrets())
         self._stderr_sink = stderr
@@ -164,9 +169,12 @@ class UpstreamConnection:
         if config.transport == "stdio":
             assert config.command is not None
             self._relay = _StderrRelay(config.id, self.scrubber, self._stderr_sink)
+            command, args = config.command, list(config.args)
+            if self._wrap is not None:
+                command, args = self._wrap(command, args)
             params = StdioServerParameters(
-                command=config.command,
-                args=list(config.args),
+                command=command,
+                args=args,
                 env={**config.env, **self.credentials.env()},
                 cwd=config.cwd,
             )

@@ -34,13 +34,22 @@ def rules_for(repo: Path) -> str:
 def setup(tmp: Path, *, pinning: str = "off") -> tuple[Path, Path, Path, Path, Path]:
     repo = make_repo(tmp / "repos" / "open", {"a.txt": "a\n"})
     secret = make_repo(tmp / "repos" / "secret", {"s.txt": "s\n"})
-    tap = tmp / "tap.jsonl"
+    (tmp / "tap").mkdir()
+    tap = tmp / "tap" / "tap.jsonl"
     host = tmp / "host.toml"
+    # the upstream's sandbox shows the repositories (read-only) and its tap's log directory
+    roots = [
+        {"path": str(tmp / "repos"), "mode": "ro"},
+        {"path": str(tmp / "tap"), "mode": "rw"},
+    ]
     host.write_text(
         "[harness.claude-code]\n\n"
         f"[upstream.git]\ncommand = {json.dumps(PY)}\n"
         f"args = {json.dumps([str(TAP), str(tap), '--', str(git_server())])}\n"
-        f'pinning = "{pinning}"\n',
+        f'pinning = "{pinning}"\n'
+        "roots = ["
+        + ", ".join(f'{{ path = {json.dumps(r["path"])}, mode = "{r["mode"]}" }}' for r in roots)
+        + "]\n",
         encoding="utf-8",
     )
     rules = tmp / "rules.sos"
@@ -248,13 +257,16 @@ def test_run_streams_the_harness_output_while_it_runs_scrubbed(tmp_path: Path) -
     ):
         pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
     planted = "PLANTED-host-secret-51c0e9a2"
-    log = tmp_path / "fixture.jsonl"
+    shared = tmp_path / "fx"  # the fixture's root: its log and the gate file
+    shared.mkdir()
+    log = shared / "fixture.jsonl"
     host = tmp_path / "host.toml"
     host.write_text(
         '[harness.claude-code.env]\nSHAREDOS_TEST_SECRET = "${SHAREDOS_TEST_SECRET}"\n\n'
         f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
         f"args = {json.dumps([str(FIXTURE), '--log', str(log)])}\n"
-        'pinning = "off"\ntimeouts = { call_s = 120 }\n',
+        'pinning = "off"\ntimeouts = { call_s = 120 }\n'
+        f'roots = [{{ path = {json.dumps(str(shared))}, mode = "rw" }}]\n',
         encoding="utf-8",
     )
     rules = tmp_path / "rules.sos"
@@ -264,7 +276,7 @@ def test_run_streams_the_harness_output_while_it_runs_scrubbed(tmp_path: Path) -
         + 'toolpolicy run { mode strict\n managed fx.*\n harness_local "shell" }\n',
         encoding="utf-8",
     )
-    gate = tmp_path / "gate-open"
+    gate = shared / "gate-open"
     plan = tmp_path / "plan.json"
     plan.write_text(
         json.dumps(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+from sharedos.confine import ConfinementUnavailable, ManagedRootVisible
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
 from sharedos.conformance.columns.harnesses import (
     expand_harnesses,
@@ -48,7 +49,11 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
         except HarnessUnavailable as exc:
             runs.append(unavailable(ColumnKind.LIVE, cfg.id, None, str(exc)))
             continue
-        runs.append(await run_live_column(runtime, options))
+        try:
+            runs.append(await run_live_column(runtime, options))
+        except (ConfinementUnavailable, ManagedRootVisible) as exc:
+            why = f"the harness cannot be confined: {exc}"
+            runs.append(unavailable(ColumnKind.LIVE, cfg.id, None, why))
     return runs
 
 
@@ -85,6 +90,7 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
             workdir=env.workdir / "turns",
             live=True,
             timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+            managed_roots=env.managed_roots(),
         )
         # Nothing can have reached the kernel: there was no bridge. Read the store
         # anyway, so the claim "zero rows exercised" comes from the evidence.

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sharedos.confine import ConfinementUnavailable, ManagedRootVisible
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
 from sharedos.conformance.columns.harnesses import (
     clip,
@@ -169,11 +170,20 @@ async def run_mcp_column(
                             transport=transport,
                             stdio_launch=stdio_launch,
                             timeout_s=min(runtime.harness.timeout_s, options.timeout_s),
+                            managed_roots=env.managed_roots(),
+                            upstream_confinement=brokered.upstreams.confinement()
+                            if brokered.upstreams is not None
+                            else None,
                         )
                         upstream = brokered.wires(result.evidence)
                         seen = brokered.note(f"turn {ctx_name}/{pol_name}")
                 except HarnessUnavailable as exc:
                     return unavailable(ColumnKind.MCP, hid, transport, str(exc))
+                except (ConfinementUnavailable, ManagedRootVisible) as exc:
+                    # a strict column that cannot be confined is not run unconfined
+                    return unavailable(
+                        ColumnKind.MCP, hid, transport, f"the harness cannot be confined: {exc}"
+                    )
                 # a harness may echo a host credential back in a reply: scrub before any clipping
                 result.issued = [
                     replace(c, reply=options.secrets.scrub(c.reply)) if c.reply else c
@@ -360,9 +370,16 @@ def _note_turn(
     shown_aliases = set(result.aliases_shown.values())
     local = [t for t in result.offered_tools if t not in shown_aliases]
     if local and not any(n.startswith("harness-local tools") for n in column.notes):
+        conf = result.identity.confinement
+        where = (
+            f"they ran inside the harness's sandbox ({conf.label()}), which shows no managed root"
+            if conf is not None and conf.confined
+            else "the run policy's strict claim does not cover them; the harness was "
+            + (conf.label() if conf is not None else "not confined")
+        )
         column.notes.append(
             "harness-local tools the CLI also offered the model (its own, not authorized by "
-            f"SharedOS; the run policy's strict claim does not cover them): {', '.join(local)}"
+            f"SharedOS call by call; {where}): {', '.join(local)}"
         )
     if result.port_closed_after_turn is False:
         column.notes.append(

@@ -65,7 +65,10 @@ class TurnInputs:
     ``bridge`` is ``None`` for the live column (no SharedOS catalogue at all);
     ``model_url`` is the scripted model's base URL when ``cfg.provider`` is
     ``scripted``; ``env`` is the minimal base environment (fresh HOME), which
-    the adapter extends; ``argv`` is the CLI's argv prefix.
+    the adapter extends; ``argv`` is the CLI's argv prefix. ``strict`` is the
+    run policy's mode (never a sandbox-bypass flag then), ``confined`` whether
+    SharedOS runs the CLI in its sandbox, ``local_tools`` the run policy's
+    ``harness_local`` names (``local_tool_kinds`` reads them).
     """
 
     cfg: HarnessConfig
@@ -76,6 +79,9 @@ class TurnInputs:
     model_url: str | None
     env: dict[str, str] = field(repr=False)
     argv: list[str]
+    strict: bool = False
+    confined: bool = False
+    local_tools: tuple[str, ...] = ()
 
 
 class HarnessAdapter(Protocol):

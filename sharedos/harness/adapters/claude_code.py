@@ -4,7 +4,11 @@ Launched as ``claude -p PROMPT --mcp-config FILE --strict-mcp-config
 --output-format stream-json --verbose --no-session-persistence``; its model
 endpoint is Anthropic Messages (``ANTHROPIC_BASE_URL``). The bridge token is in
 the ``--mcp-config`` file (0600 inside the 0700 turn directory, deleted with
-the turn): Claude Code has no bearer-from-environment setting.
+the turn; in SharedOS's sandbox it is given to the CLI as in-memory data and
+left empty on disk): Claude Code has no bearer-from-environment setting.
+Under a strict run policy ``--tools`` offers only the built-in tools of the
+kinds the run policy's ``harness_local`` names, and ``--allowedTools`` allows
+exactly those and the SharedOS server.
 
 Its ``stream-json`` output: ``system/init`` (``mcp_servers`` status),
 ``assistant`` events with ``tool_use`` blocks, ``user`` events with
@@ -25,10 +29,19 @@ from sharedos.harness.adapters.base import (
     check_paths,
     write_private,
 )
+from sharedos.harness.localtools import local_tool_kinds
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
 from sharedos.harness.paths import tools_dir
 from sharedos.harness.scripted_model.plan import SERVER_NAME
 from sharedos.identity import McpSupport
+
+#: Claude Code's built-in tools per kind of ``harness_local`` tool (sharedos.harness.localtools)
+TOOLS: dict[str, tuple[str, ...]] = {
+    "shell": ("Bash",),
+    "edit": ("Edit", "Write", "NotebookEdit"),
+    "read": ("Read", "Grep", "Glob"),
+    "web": ("WebFetch", "WebSearch"),
+}
 
 
 class ClaudeCodeAdapter:
@@ -111,10 +124,18 @@ class ClaudeCodeAdapter:
             "--verbose",
             "--no-session-persistence",
         ]
-        if bridge is not None:
+        allowed = [f"mcp__{SERVER_NAME}"] if bridge is not None else []
+        if inputs.strict:
+            # Claude Code's own settings in addition to the sandbox: only the built-in
+            # tools of the kinds the run policy names are offered, and they are
+            # allowed without a prompt (-p has nobody to ask); nothing else is.
+            own = [t for kind in sorted(local_tool_kinds(inputs.local_tools)) for t in TOOLS[kind]]
+            argv += ["--tools", ",".join(own)]
+            allowed += own
+        if allowed:
             # Allow the whole SharedOS server (SharedOS authorizes each call itself);
-            # as root, --dangerously-skip-permissions is refused anyway.
-            argv += ["--allowedTools", f"mcp__{SERVER_NAME}"]
+            # never --dangerously-skip-permissions (refused as root anyway).
+            argv += ["--allowedTools", ",".join(allowed)]
         if cfg.provider == "scripted":
             argv += ["--model", cfg.declared_model]
         return Launch(argv=argv, env=env, cwd=inputs.work, files=[mcp_path])

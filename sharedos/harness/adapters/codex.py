@@ -119,7 +119,14 @@ class CodexAdapter:
                 server["args"] = bridge.command[1:]
                 if bridge.stdio_env:
                     server["env"] = dict(bridge.stdio_env)
+            if inputs.strict:
+                # No bypass flag under a strict run: Codex keeps its own sandbox, and the
+                # SharedOS tools are approved explicitly (SharedOS authorizes each call).
+                server["default_tools_approval_mode"] = "approve"
             config.setdefault("mcp_servers", {})[SERVER_NAME] = server
+        if inputs.strict:
+            config["approval_policy"] = "never"
+            config["sandbox_mode"] = "workspace-write"
         return config
 
     def prepare(self, inputs: TurnInputs) -> Launch:
@@ -133,11 +140,19 @@ class CodexAdapter:
         env["CODEX_HOME"] = str(codex_home)
         # RUST_BACKTRACE=1 would append a backtrace to every MCP error text the model sees.
         env["RUST_BACKTRACE"] = "0"
+        # Under a strict run policy never the bypass flag: Codex's own sandbox
+        # (workspace-write: writes only in the work directory, no network for its
+        # commands) runs inside SharedOS's; an open run keeps the measured recipe.
+        safety = (
+            ["--sandbox", "workspace-write"]
+            if inputs.strict
+            else ["--dangerously-bypass-approvals-and-sandbox"]
+        )
         argv = [
             *inputs.argv,
             "exec",
             "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
+            *safety,
             "--ephemeral",
             "--json",
             "-C",

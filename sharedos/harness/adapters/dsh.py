@@ -13,6 +13,9 @@ command. Its model endpoint is Anthropic Messages at ``DEEPSEEK_BASE_URL``
 (``POST /v1/messages``, ``x-api-key`` from ``DEEPSEEK_API_KEY``); SharedOS
 points that at the scripted model only for ``provider = "scripted"`` and
 selects no model. ``DSH_TELEMETRY_MODE=DISABLED`` turns its OTLP exporter off.
+Under a strict run policy ``DSH_PERMISSION_MODE`` is ``workspace-write`` when
+the run policy keeps an edit tool and ``read-only`` otherwise (its own
+sandbox for its shell and file tools; never ``danger-full-access``).
 
 The model sees ``mcp__sharedos__<name>``, normalized to ``[A-Za-z0-9_-]{1,64}``
 with a 12-hex identity hash appended when that changed the name
@@ -43,6 +46,7 @@ from sharedos.harness.adapters.base import (
     check_paths,
     write_private,
 )
+from sharedos.harness.localtools import local_tool_kinds
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines
 from sharedos.harness.paths import dsh_dir
 from sharedos.harness.scripted_model.plan import SERVER_NAME
@@ -128,6 +132,12 @@ class DshAdapter:
         home.mkdir(mode=0o700, exist_ok=True)
         env["DSH_HOME"] = str(home)
         env["DSH_TELEMETRY_MODE"] = "DISABLED"
+        if inputs.strict:
+            # dsh's own sandbox mode in addition to SharedOS's: writes only in the work
+            # directory when the run policy keeps an edit tool, none otherwise (never
+            # danger-full-access). Reads it does not restrict: SharedOS's view does.
+            kinds = local_tool_kinds(inputs.local_tools)
+            env["DSH_PERMISSION_MODE"] = "workspace-write" if "edit" in kinds else "read-only"
         if cfg.provider == "scripted":
             assert inputs.model_url is not None
             env["DEEPSEEK_BASE_URL"] = inputs.model_url

@@ -7,6 +7,9 @@ holding ``models.json`` and ``mcp.json``; its model endpoint is OpenAI chat
 completions. The bridge token is read from the environment (``${VAR}`` in the
 headers for the built-in client, ``bearerTokenEnv`` for the adapter).
 
+Under a strict run policy ``--exclude-tools`` drops the built-in tools of the
+kinds the run policy's ``harness_local`` does not name (MCP tools stay).
+
 Its ``--mode json`` output: ``tool_execution_end`` (``toolCallId``,
 ``toolName``, ``isError``) and ``agent_end``.
 """
@@ -26,6 +29,7 @@ from sharedos.harness.adapters.base import (
     check_paths,
     write_private,
 )
+from sharedos.harness.localtools import local_tool_kinds
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
 from sharedos.harness.paths import node22, pi_adapter_dir, tools_dir
 from sharedos.harness.scripted_model.plan import SERVER_NAME
@@ -33,6 +37,14 @@ from sharedos.identity import McpSupport
 
 #: Pi 1.6.0 needs Node >= 22.19 (``node:fs`` ``globSync``).
 PI_MIN_NODE = (22, 19)
+#: Pi's built-in tools per kind of ``harness_local`` tool (sharedos.harness.localtools);
+#: it has no web tool of its own
+TOOLS: dict[str, tuple[str, ...]] = {
+    "shell": ("bash",),
+    "edit": ("edit", "write"),
+    "read": ("read", "grep", "find", "ls"),
+    "web": (),
+}
 
 
 def adapter_version() -> str | None:
@@ -99,6 +111,19 @@ class PiAdapter:
         """Built-in client: none, or ``--no-mcp`` when there is no bridge (live column)."""
         return ["--no-mcp"] if inputs.bridge is None else []
 
+    def tool_args(self, inputs: TurnInputs) -> list[str]:
+        """Strict: ``--exclude-tools`` drops the built-in tools of kinds the run policy lacks.
+
+        A denylist, not ``--tools``: measured with Pi 1.6.0, an allowlist such as
+        ``--tools bash`` also removed the MCP tools (built-in ``mcp__*`` and the
+        adapter's ``sharedos_*``) from the model's request.
+        """
+        if not inputs.strict:
+            return []
+        kinds = local_tool_kinds(inputs.local_tools)
+        dropped = [t for kind, tools in sorted(TOOLS.items()) if kind not in kinds for t in tools]
+        return ["--exclude-tools", ",".join(dropped)] if dropped else []
+
     def prepare(self, inputs: TurnInputs) -> Launch:
         """``models.json`` for the provider, ``mcp.json`` for the bridge, ``--mode json``."""
         cfg, env = inputs.cfg, inputs.env
@@ -127,6 +152,7 @@ class PiAdapter:
             *inputs.argv,
             *self.extension_args(inputs),
             *provider_args,
+            *self.tool_args(inputs),
             "--no-session",
             "--mode",
             "json",

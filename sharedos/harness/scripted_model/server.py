@@ -16,6 +16,7 @@ tool, the alias used, the call id) for diagnostics.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -118,6 +119,7 @@ class ScriptedModelServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._extra: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> ScriptedModelServer:
@@ -135,8 +137,28 @@ class ScriptedModelServer:
         self._thread.start()
         return self
 
+    async def serve_socket(self, sock: socket.socket) -> None:
+        """Also answer on ``sock`` (a listener from a harness sandbox's own loopback)."""
+        assert self._httpd is not None, "server not started"
+        handler = self._httpd.RequestHandlerClass
+        extra = ThreadingHTTPServer(self._httpd.server_address, handler, bind_and_activate=False)
+        extra.socket.close()
+        sock.setblocking(True)
+        extra.socket = sock
+        extra.daemon_threads = True
+        thread = threading.Thread(
+            target=extra.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        thread.start()
+        self._extra.append((extra, thread))
+
     def stop(self) -> None:
-        """Stop serving and release the port."""
+        """Stop serving and release the port (and any sandbox listener)."""
+        for extra, thread in self._extra:
+            extra.shutdown()
+            extra.server_close()
+            thread.join(timeout=5)
+        self._extra.clear()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -1,0 +1,91 @@
+"""The ``bwrap`` command line for a ``SandboxView``.
+
+Every sandbox SharedOS starts gets, besides its view:
+
+- ``--unshare-all``: new mount, PID, network, IPC, UTS and cgroup namespaces
+  (``--share-net`` only for a view whose network mode is ``host``);
+- ``--unshare-user --uid 65534 --gid 65534``: its own user namespace, where
+  it runs as ``nobody`` mapped onto the caller's uid (files it writes in its
+  turn directory belong to the caller). Not uid 0: a CLI's own sandbox
+  (Codex's bubblewrap) nests inside only when it can map its uid without
+  mapping root (measured: as uid 0 without capabilities the nested map fails
+  with EPERM);
+- ``--cap-drop ALL``: bubblewrap run as root keeps every capability unless
+  told otherwise (measured: ``CapEff 000001fffeffffff``); with it the sandbox
+  has no capability at all, under ``no_new_privs``, so it cannot unmount the
+  masks, mount, ``setns`` or read files its owner bits refuse;
+- ``--die-with-parent``: the sandbox is killed when the process that
+  started it dies, however it dies (with the PID namespace, every process
+  in it goes too);
+- ``--new-session``: no controlling terminal to inject input into;
+- a fresh ``/proc`` (its own processes only) and a minimal ``/dev``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from sharedos.confine.view import SandboxView
+
+#: the uid (and gid) processes have inside a sandbox: ``nobody``
+SANDBOX_UID = 65534
+
+
+def _depth(path: str) -> tuple[int, str]:
+    return (path.rstrip("/").count("/"), path)
+
+
+def bwrap_argv(
+    bwrap: str,
+    view: SandboxView,
+    command: Sequence[str],
+    *,
+    chdir: str | None = None,
+    data: Sequence[tuple[int, str]] = (),
+) -> list[str]:
+    """``bwrap ... -- command`` for ``view``.
+
+    ``data`` is (fd, path) pairs: the content of ``fd`` appears read-only at
+    ``path`` (``--ro-bind-data``) and is never written to the host's disk.
+    The view's ``helpers`` (SharedOS's own, under ``/run/sharedos``) are bound
+    read-only at their sandbox paths.
+    """
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        *(["--share-net"] if view.network == "host" else []),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
+    for path in sorted(view.tmpfs, key=_depth):
+        argv += ["--tmpfs", path]
+    mounts = [(p, "--ro-bind") for p in view.readonly] + [(p, "--bind") for p in view.writable]
+    for path, flag in sorted(mounts, key=lambda m: _depth(m[0])):
+        argv += [flag, path, path]
+    for link, target in view.symlinks:
+        argv += ["--symlink", target, link]
+    for src, dest in view.helpers:
+        argv += ["--ro-bind", src, dest]
+    for path in sorted(view.masked, key=_depth):
+        if os.path.isdir(path):
+            argv += ["--tmpfs", path, "--remount-ro", path]
+        else:
+            argv += ["--ro-bind", "/dev/null", path]
+    for fd, path in data:
+        argv += ["--ro-bind-data", str(fd), path]
+    if chdir is not None:
+        argv += ["--chdir", chdir]
+    argv += ["--", *command]
+    return argv

@@ -1,0 +1,118 @@
+"""Which confinement mechanism this machine offers, and its version.
+
+``find_bubblewrap()`` returns the ``bwrap`` program SharedOS uses, after
+checking it really starts a sandbox here (a container may forbid the
+namespaces it needs); ``ConfinementUnavailable`` says why not, in one
+sentence an operator can act on. ``landlock_abi()`` reports the kernel's
+Landlock ABI, the documented alternative (docs/confinement.md), which SharedOS
+does not use: it filters paths but cannot hide them, and cannot limit
+connections by destination.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from sharedos.errors import SharedOSError
+
+#: the environment variable naming another ``bwrap`` program (tests, unusual installs)
+BWRAP_ENV = "SHAREDOS_BWRAP"
+MECHANISM = "bubblewrap"
+
+
+class ConfinementUnavailable(SharedOSError, RuntimeError):
+    """No sandbox can be set up on this machine; ``str()`` says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A usable sandbox program: its name (``bubblewrap``), path and version."""
+
+    name: str
+    path: str
+    version: str
+
+
+def find_bubblewrap(path: str | None = None) -> Mechanism:
+    """The ``bwrap`` to use, checked to start a sandbox here; ``ConfinementUnavailable`` otherwise.
+
+    ``path`` (or ``$SHAREDOS_BWRAP``) names the program; the default is ``bwrap`` on ``PATH``.
+    """
+    if not sys.platform.startswith("linux"):
+        raise ConfinementUnavailable(
+            f"harness confinement needs Linux (bubblewrap); this is {sys.platform}"
+        )
+    wanted = path or os.environ.get(BWRAP_ENV) or "bwrap"
+    found = shutil.which(wanted)
+    if found is None:
+        raise ConfinementUnavailable(
+            f"bubblewrap ({wanted}) is not installed: install the Debian package `bubblewrap` "
+            "(scripts/ensure-system-deps.sh does)"
+        )
+    return _probe(os.path.realpath(found))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(bwrap: str) -> Mechanism:
+    # Cached per program path for the life of the process: it describes the machine,
+    # not a turn, and costs a sandbox start.
+    try:
+        out = subprocess.run(
+            [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfinementUnavailable(f"{bwrap} --version failed: {exc}") from None
+    match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out.stdout or out.stderr)
+    if out.returncode != 0 or match is None:
+        raise ConfinementUnavailable(f"{bwrap} --version printed nothing usable")
+    true = shutil.which("true") or "/bin/true"
+    try:
+        trial = subprocess.run(
+            [
+                bwrap,
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-all",
+                "--cap-drop",
+                "ALL",
+                "--die-with-parent",
+                "--new-session",
+                "--",
+                true,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfinementUnavailable(f"bubblewrap cannot start a sandbox here: {exc}") from None
+    if trial.returncode != 0:
+        why = (trial.stderr or "").strip().splitlines()
+        raise ConfinementUnavailable(
+            "bubblewrap cannot start a sandbox here (namespaces refused?): "
+            + (why[-1] if why else f"exit {trial.returncode}")
+        )
+    return Mechanism(MECHANISM, bwrap, match.group(1))
+
+
+def landlock_abi() -> int | None:
+    """The kernel's Landlock ABI version, or ``None`` where Landlock is absent (informational)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+        abi = int(libc.syscall(444, None, 0, 1))
+    except (OSError, AttributeError):
+        return None
+    return abi if abi > 0 else None

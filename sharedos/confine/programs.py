@@ -1,0 +1,89 @@
+"""What a program needs to see to run: its installation, found from the program itself.
+
+``program_paths("mcp-server-git", path_env)`` → the read-only paths a sandbox
+must show for that program to start: the program as it is called (so its
+symbolic links are recreated), its installation root — a virtualenv (the
+directory holding ``pyvenv.cfg``, plus the Python it was made from), the
+``node_modules`` directory an npm package lives in, the prefix of a
+``PREFIX/bin/program``, or else the program's own directory — and, through its ``#!`` line, the same for its interpreter. Paths
+under ``/usr`` are left out: the system view already shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from sharedos.confine.view import canonical
+
+_SYSTEM = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/")
+
+
+def _is_system(path: str) -> bool:
+    return any(path.startswith(p) for p in _SYSTEM)
+
+
+def _venv_home(root: Path) -> str | None:
+    try:
+        for line in (root / "pyvenv.cfg").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                return canonical(Path(value.strip()).parent)
+    except OSError:
+        return None
+    return None
+
+
+def install_root(real: str) -> list[str]:
+    """The installation a (resolved) program file belongs to, as paths to show."""
+    path = Path(real)
+    for parent in path.parents:
+        if (parent / "pyvenv.cfg").is_file():
+            home = _venv_home(parent)
+            return [str(parent), *([home] if home else [])]
+        if parent.name == "node_modules":
+            top = parent
+            for above in parent.parents:  # the outermost node_modules of a nested install
+                if above.name == "node_modules":
+                    top = above
+            return [str(top)]
+    # a prefix installation (``PREFIX/bin/prog`` with its ``PREFIX/lib``): the prefix
+    return [str(path.parent.parent if path.parent.name == "bin" else path.parent)]
+
+
+def _shebang(real: str) -> list[str]:
+    try:
+        with open(real, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    return line.split()
+
+
+def program_paths(program: str, path_env: str | None = None, *, _depth: int = 0) -> list[str]:
+    """Read-only paths a sandbox shows so that ``program`` can run (see the module docstring)."""
+    found = shutil.which(program, path=path_env) if "/" not in program else program
+    if found is None or not os.path.exists(found):
+        return []
+    found = os.path.abspath(found)
+    real = canonical(found)
+    out: list[str] = []
+    if not _is_system(found):
+        out.append(found)
+    # both the path as called (a virtualenv's ``bin/python`` is a link to the base
+    # interpreter: the venv, with its packages, is what it runs in) and the real file
+    for where in dict.fromkeys((found, real)):
+        if not _is_system(where):
+            out.extend(p for p in install_root(where) if not _is_system(p))
+    if _depth < 3:
+        words = _shebang(real)
+        if words:
+            interpreter = words[0]
+            if os.path.basename(interpreter) == "env" and len(words) > 1:
+                interpreter = words[1] if not words[1].startswith("-") else words[-1]
+            out.extend(program_paths(interpreter, path_env, _depth=_depth + 1))
+    return list(dict.fromkeys(out))

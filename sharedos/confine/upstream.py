@@ -1,0 +1,102 @@
+"""A stdio upstream in a sandbox of its own: only its declared roots, no network by default.
+
+``plan_upstream(...)`` builds the view of one stdio upstream: the system
+read-only, what its program needs to run (``programs.program_paths``, plus
+the operator's ``readonly``; a ``.js``/``.mjs``/``.cjs``/``.py`` argument is
+the script its interpreter runs and is shown with its installation), and its
+declared roots, each read-only or read-write — nothing else. A symbolic link inside a root that points outside
+the roots therefore *dangles* inside the sandbox: the upstream cannot follow
+it to a file the kernel never decided on. Its network is ``none`` unless the
+operator opts in (``network = true``). SharedOS's own state (the evidence
+store, the host file, keys, the policy sources) must not be visible: a view
+that would show one is refused (``ManagedRootVisible``).
+
+``UpstreamSandbox.wrap(command, args)`` is the ``bwrap`` command line that
+runs it; the SDK's stdio client launches that instead of the program, and the
+pipes pass through unchanged (no extra hop per message).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sharedos.confine.bwrap import bwrap_argv
+from sharedos.confine.detect import Mechanism
+from sharedos.confine.programs import program_paths
+from sharedos.confine.view import SandboxView, ViewBuilder
+
+#: an argument ending so is the script its interpreter runs, shown read-only with its install
+SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".py")
+
+
+@dataclass(frozen=True)
+class UpstreamSandbox:
+    """The planned sandbox of one stdio upstream."""
+
+    mechanism: Mechanism
+    view: SandboxView
+    cwd: str
+    #: the declared roots, (path, ``ro``|``rw``)
+    roots: tuple[tuple[str, str], ...] = ()
+
+    def wrap(self, command: str, args: Sequence[str]) -> tuple[str, list[str]]:
+        """(program, argv[1:]) that run ``command args`` inside the sandbox."""
+        argv = bwrap_argv(self.mechanism.path, self.view, [command, *args], chdir=self.cwd)
+        # the upstream's HOME and TMPDIR: the sandbox's own /tmp (the host's HOME is absent)
+        extra = ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+        cut = argv.index("--")
+        argv = [*argv[:cut], *extra, *argv[cut:]]
+        return argv[0], argv[1:]
+
+    def describe(self) -> str:
+        """``confined by bubblewrap 0.8.0, view sha256:…, network none, roots …`` (identity)."""
+        roots = ", ".join(f"{p} {m}" for p, m in self.roots) or "none"
+        return (
+            f"confined by {self.mechanism.name} {self.mechanism.version}, view "
+            f"{self.view.digest()}, network {self.view.network}, roots {roots}"
+        )
+
+
+def plan_upstream(
+    mechanism: Mechanism,
+    *,
+    command: str,
+    args: Sequence[str] = (),
+    roots: Iterable[tuple[str, str]],
+    readonly: Iterable[str] = (),
+    network: bool = False,
+    cwd: str | None = None,
+    managed: Iterable[str | os.PathLike[str]] = (),
+    path_env: str | None = None,
+) -> UpstreamSandbox:
+    """The sandbox of a stdio upstream (see the module docstring).
+
+    ``roots`` are (path, ``ro``|``rw``) pairs, already validated by the host
+    file's checker (absolute, existing, canonical, no symbolic link).
+    ``cwd`` must lie inside a root or the program's installation; by default
+    the first root.
+    """
+    roots = list(roots)
+    builder = ViewBuilder().system(network=network)
+    for path in program_paths(command, path_env):
+        builder.readonly(path)
+    for arg in args:
+        # a script the interpreter runs (``node server.js``, ``python tap.py``) is part
+        # of the program; other arguments (paths it serves) must be declared as roots
+        if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
+            for path in program_paths(arg, path_env):
+                builder.readonly(path)
+    for path in readonly:
+        builder.readonly(path)
+    for path, mode in roots:
+        if mode == "rw":
+            builder.writable(path)
+        else:
+            builder.readonly(path)
+    view = builder.build(managed=managed, network="host" if network else "none")
+    where = cwd or (roots[0][0] if roots else "/")
+    return UpstreamSandbox(
+        mechanism=mechanism, view=view, cwd=where, roots=tuple((p, m) for p, m in roots)
+    )

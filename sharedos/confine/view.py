@@ -1,0 +1,270 @@
+"""What a sandboxed process can see: an allow-list of host paths, each at its own path.
+
+A ``SandboxView`` is plain data: the paths bound read-only, the paths bound
+read-write, the managed paths masked, the symbolic links recreated so that a
+path the caller uses (``.tools`` → ``~/.cache/sharedos/tools/…``) still
+resolves, the private ``tmpfs`` directories, and the network mode with its
+allowed loopback ports. Everything else of the host's filesystem is absent:
+the sandbox's root is an empty ``tmpfs``.
+
+``ViewBuilder`` assembles one and ``build(managed=...)`` checks it against the
+managed roots (the ``files.*`` sandbox root, every brokered upstream's roots,
+the evidence store and its ``-wal``/``-shm``, the host file, key files, the
+policy sources or bundle): a managed root that a visible path contains is
+masked when it exists, and the view is refused (``ManagedRootVisible``) when a
+visible path lies inside a managed root, *is* one, or contains one that does
+not exist yet (it would appear there once created).
+
+``digest()`` is a SHA-256 over the canonical JSON of the sorted paths and the
+network mode, with per-turn paths replaced by their placeholder (``{turn}``)
+and the (ephemeral) port numbers left out, so two turns with the same view
+have the same digest; ``describe()`` gives the full lists for diagnostics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sharedos.errors import SharedOSError
+
+#: ``none``: no network at all; ``loopback``: its own loopback, where only the allowed
+#: ports of the host's loopback answer; ``host``: the host's network, unfiltered
+NetworkMode = Literal["none", "loopback", "host"]
+
+#: Entries of /etc a program may need (users, name service, TLS roots, dynamic linker,
+#: time zone, shell start-up files); /etc as a whole is not visible (shadow, host configs).
+ETC_ENTRIES: tuple[str, ...] = (
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "inputrc",
+    "issue",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "locale.gen",
+    "localtime",
+    "lsb-release",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "profile",
+    "protocols",
+    "services",
+    "ssl",
+    "terminfo",
+    "timezone",
+)
+#: /etc entries only a sandbox with the host's network gets (name resolution)
+ETC_NETWORK_ENTRIES: tuple[str, ...] = ("resolv.conf",)
+#: Top-level system directories bound read-only (or recreated as the symlinks they are)
+SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+class ManagedRootVisible(SharedOSError, ValueError):
+    """A managed root would be visible or writable in a sandbox; ``str()`` names it and why."""
+
+
+def _is_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def canonical(path: str | os.PathLike[str]) -> str:
+    """The absolute path with every symbolic link resolved (need not exist)."""
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def symlink_chain(path: str) -> list[tuple[str, str]]:
+    """Every (link, target) met while resolving ``path`` component by component."""
+    links: list[tuple[str, str]] = []
+    todo = [p for p in Path(os.path.abspath(path)).parts[1:]]
+    cur = "/"
+    hops = 0
+    while todo:
+        comp = todo.pop(0)
+        if comp in ("", "."):
+            continue
+        if comp == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, comp)
+        if os.path.islink(nxt):
+            hops += 1
+            if hops > 40:
+                break
+            target = os.readlink(nxt)
+            links.append((nxt, target))
+            parts = list(Path(target).parts)
+            if os.path.isabs(target):
+                cur, parts = "/", parts[1:]
+            todo = parts + todo
+        else:
+            cur = nxt
+    return links
+
+
+@dataclass(frozen=True)
+class SandboxView:
+    """The filesystem and network a sandboxed process gets (see the module docstring)."""
+
+    readonly: tuple[str, ...]
+    writable: tuple[str, ...]
+    masked: tuple[str, ...] = ()
+    symlinks: tuple[tuple[str, str], ...] = ()
+    tmpfs: tuple[str, ...] = ("/tmp",)
+    network: NetworkMode = "none"
+    ports: tuple[int, ...] = ()
+    #: (host path, sandbox path): SharedOS's own helpers, bound read-only elsewhere
+    helpers: tuple[tuple[str, str], ...] = ()
+    #: (path prefix, placeholder) replaced in the digest: per-turn directories
+    placeholders: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def visible(self) -> tuple[str, ...]:
+        """Every host path bound into the sandbox (read-only or read-write), sorted."""
+        return tuple(sorted({*self.readonly, *self.writable}))
+
+    def _stable(self, path: str) -> str:
+        for prefix, label in self.placeholders:
+            if _is_under(path, prefix):
+                return label + path[len(prefix.rstrip("/")) :]
+        return path
+
+    def describe(self, *, stable: bool = False) -> dict[str, Any]:
+        """JSON-ready lists (sorted); ``stable`` replaces per-turn paths and leaves ports out."""
+        fix = self._stable if stable else (lambda p: p)
+        out: dict[str, Any] = {
+            "readonly": sorted({fix(p) for p in self.readonly}),
+            "writable": sorted({fix(p) for p in self.writable}),
+            "masked": sorted({fix(p) for p in self.masked}),
+            "tmpfs": sorted({fix(p) for p in self.tmpfs}),
+            "helpers": sorted({dest for _src, dest in self.helpers}),
+            "network": self.network,
+        }
+        if not stable:
+            out["ports"] = sorted(self.ports)
+            out["symlinks"] = sorted([list(s) for s in self.symlinks])
+        return out
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the stable description (same view, same digest, turn after turn)."""
+        text = json.dumps(self.describe(stable=True), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+class ViewBuilder:
+    """Collects the paths of a view; ``build`` checks them against the managed roots."""
+
+    def __init__(self) -> None:
+        self._ro: dict[str, None] = {}
+        self._rw: dict[str, None] = {}
+        self._links: dict[str, str] = {}
+        self._tmpfs: dict[str, None] = {"/tmp": None}
+        self._placeholders: list[tuple[str, str]] = []
+
+    def system(self, *, network: bool = False) -> ViewBuilder:
+        """The system read-only: /usr and its companions, the selected /etc entries."""
+        for top in SYSTEM_DIRS:
+            if os.path.islink(top):
+                self._links[top] = os.readlink(top)
+            elif os.path.isdir(top):
+                self._ro[canonical(top)] = None
+        for name in (*ETC_ENTRIES, *(ETC_NETWORK_ENTRIES if network else ())):
+            self.readonly(f"/etc/{name}", optional=True)
+        return self
+
+    def readonly(self, path: str | os.PathLike[str], *, optional: bool = False) -> ViewBuilder:
+        """Show ``path`` read-only at its own path (through its symlinks, if any)."""
+        return self._add(self._ro, path, optional=optional)
+
+    def writable(self, path: str | os.PathLike[str]) -> ViewBuilder:
+        """Show ``path`` read-write at its own path."""
+        return self._add(self._rw, path, optional=False)
+
+    def placeholder(self, path: str | os.PathLike[str], label: str) -> ViewBuilder:
+        """Name a per-turn directory in the digest by ``label`` instead of its path."""
+        self._placeholders.append((canonical(path), label))
+        return self
+
+    def _add(
+        self, into: dict[str, None], path: str | os.PathLike[str], *, optional: bool
+    ) -> ViewBuilder:
+        raw = os.path.abspath(os.fspath(path))
+        if not os.path.lexists(raw):
+            if optional:
+                return self
+            raise ManagedRootVisible(f"sandbox path {raw} does not exist")
+        real = canonical(raw)
+        if not os.path.exists(real):
+            if optional:
+                return self  # a dangling link: nothing to show
+            raise ManagedRootVisible(f"sandbox path {raw} is a dangling link")
+        into[real] = None
+        for link, target in symlink_chain(raw):
+            self._links.setdefault(link, target)
+        return self
+
+    def build(
+        self,
+        *,
+        managed: Iterable[str | os.PathLike[str]] = (),
+        network: NetworkMode = "none",
+        ports: Sequence[int] = (),
+        helpers: Sequence[tuple[str, str]] = (),
+    ) -> SandboxView:
+        """The view, with managed roots masked; ``ManagedRootVisible`` when one cannot be hidden."""
+        # a path inside another path of the same kind adds nothing to the view
+        writable = [p for p in self._rw if not any(_is_under(p, o) and p != o for o in self._rw)]
+        readonly = [
+            p
+            for p in self._ro
+            if p not in self._rw and not any(_is_under(p, o) and p != o for o in self._ro)
+        ]
+        visible = [*readonly, *writable]
+        masked: list[str] = []
+        for root in dict.fromkeys(canonical(m) for m in managed):
+            for seen in visible:
+                if _is_under(seen, root):
+                    raise ManagedRootVisible(
+                        f"managed root {root} would be visible in the sandbox: the view shows "
+                        f"{seen}, which is {'that root' if seen == root else 'inside it'}"
+                    )
+                if _is_under(root, seen):
+                    if not os.path.lexists(root):
+                        raise ManagedRootVisible(
+                            f"managed root {root} lies inside {seen}, which the sandbox shows, "
+                            "and does not exist yet, so it cannot be masked (it would appear "
+                            "there once created); move it out of that directory"
+                        )
+                    masked.append(root)
+        # A recreated symlink that lies inside a bound directory already exists there.
+        links = {
+            link: target
+            for link, target in self._links.items()
+            if not any(_is_under(link, v) for v in visible) or link in SYSTEM_DIRS
+        }
+        return SandboxView(
+            readonly=tuple(sorted(readonly)),
+            writable=tuple(sorted(writable)),
+            masked=tuple(sorted(set(masked))),
+            symlinks=tuple(sorted(links.items())),
+            tmpfs=tuple(sorted(self._tmpfs)),
+            network=network,
+            ports=tuple(sorted(set(ports))),
+            helpers=tuple(helpers),
+            placeholders=tuple(self._placeholders),
+        )

@@ -1,0 +1,108 @@
+"""How the broker runs each stdio upstream: in its own sandbox, or plainly not.
+
+``UpstreamConfinementPolicy`` is what the host asks for (``sharedos run``
+derives it from the run policy): ``required`` under a strict run policy (not
+``--unconfined``), with the managed paths no upstream may see (SharedOS's own
+state: the evidence store, the host file and pins, keys, policy sources).
+``decide(config, policy)`` says, per upstream:
+
+- a stdio upstream with declared ``roots`` (``[]`` declares that it needs no
+  files) on a machine with bubblewrap runs
+  in its own sandbox (``sharedos.confine.upstream``): only its roots, the
+  system and its own program; no network unless ``network = true``;
+- a stdio upstream that cannot be confined (no roots declared, no
+  bubblewrap, or a view that would show a managed path) is **left out** of a
+  strict turn, with that reason, so the run fails closed; otherwise it runs
+  unconfined under SharedOS's supervisor (it still dies with the run), and
+  the turn's identity says so;
+- an HTTP upstream is not a process SharedOS starts: it is recorded as such.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
+from sharedos.confine.upstream import UpstreamSandbox, plan_upstream
+from sharedos.upstream.config import UpstreamConfig
+
+#: (command, args) → (command, args) actually started
+Wrap = Callable[[str, list[str]], tuple[str, list[str]]]
+
+
+@dataclass(frozen=True)
+class UpstreamConfinementPolicy:
+    """What the host requires of stdio upstreams (see the module docstring)."""
+
+    #: a strict run policy (not --unconfined): an upstream that cannot be confined is left out
+    required: bool = False
+    #: paths no upstream sandbox may show
+    managed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UpstreamPlacement:
+    """One upstream's decision: how to start it, how the identity records it, or why not."""
+
+    wrap: Wrap | None
+    record: str
+    refusal: str | None = None
+    sandbox: UpstreamSandbox | None = None
+
+
+def _supervise(command: str, args: list[str]) -> tuple[str, list[str]]:
+    argv = supervised([command, *args])
+    return argv[0], argv[1:]
+
+
+def decide(
+    config: UpstreamConfig,
+    policy: UpstreamConfinementPolicy,
+    environ: Mapping[str, str] | None = None,
+) -> UpstreamPlacement:
+    """How ``config``'s upstream runs under ``policy`` (never raises)."""
+    if config.transport != "stdio" or config.command is None:
+        return UpstreamPlacement(None, "not a process SharedOS starts (streamable HTTP)")
+    unconfined = "not confined: "
+    why: str
+    if config.roots is None:
+        why = "it declares no roots in the host file"
+    else:
+        try:
+            mechanism = find_bubblewrap()
+            path_env = (environ if environ is not None else os.environ).get("PATH")
+            sandbox = plan_upstream(
+                mechanism,
+                command=config.command,
+                args=config.args,
+                roots=[(r.path, r.mode) for r in config.roots],
+                readonly=config.readonly,
+                network=config.network,
+                cwd=config.cwd,
+                managed=policy.managed,
+                path_env=path_env,
+            )
+        except ManagedRootVisible as exc:
+            # a view that shows SharedOS's own state is refused whatever the run policy
+            return UpstreamPlacement(
+                None,
+                unconfined + str(exc),
+                refusal=f"upstream {config.id!r} cannot be confined: {exc}",
+            )
+        except ConfinementUnavailable as exc:
+            why = str(exc)
+        else:
+            return UpstreamPlacement(sandbox.wrap, sandbox.describe(), sandbox=sandbox)
+    if policy.required:
+        return UpstreamPlacement(
+            None,
+            unconfined + why,
+            refusal=(
+                f"upstream {config.id!r} cannot be confined ({why}), and this run policy is "
+                "strict: its tools are left out of the turn (declare its roots, or run with "
+                "--unconfined)"
+            ),
+        )
+    return UpstreamPlacement(_supervise, unconfined + why)
