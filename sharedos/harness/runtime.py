@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -289,15 +290,19 @@ class McpHarnessRuntime:
         turn.transport = None if live else (transport or self.harness.transport)
         turn.deadline = timeout_s if timeout_s is not None else self.harness.timeout_s
         turn.prompt = prompt or build_prompt(plan, live=live)
-        self._confine(
-            turn,
-            tool_policy,
-            runtime_host,
-            stdio_launch,
-            unconfined=unconfined,
-            managed_roots=managed_roots,
-            upstreams=upstream_confinement,
-        )
+        try:
+            self._confine(
+                turn,
+                tool_policy,
+                runtime_host,
+                stdio_launch,
+                unconfined=unconfined,
+                managed_roots=managed_roots,
+                upstreams=upstream_confinement,
+            )
+        except BaseException:
+            shutil.rmtree(turn.turn_dir, ignore_errors=True)  # nothing ran in it
+            raise
         try:
             turn.model = self._start_model(plan, turn)
             try:

@@ -49,7 +49,7 @@ async def test_the_upstream_receives_exactly_the_allowed_calls_in_canonical_form
         assert {c.grade for c in cells} == {Grade.PASSED}
     root = Path(runs[0].bindings["git.root"])
     assert (root / "team" / ".git").is_dir() and (root / "other" / ".git").is_dir()
-    tap = root.parent / "git.tap.jsonl"
+    tap = root.parent / "git.tap" / "tap.jsonl"  # its own directory: the sandbox writes there
     received = [json.loads(line) for line in tap.read_text().splitlines()]
     methods = {m.get("method") for m in received}
     assert {"tools/list", "tools/call"} <= methods  # the tap saw the live session

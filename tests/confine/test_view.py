@@ -1,0 +1,85 @@
+"""The sandbox view: what is shown, what is masked, what is refused, and its digest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sharedos.confine import ManagedRootVisible, ViewBuilder, bwrap_argv
+from sharedos.confine.programs import program_paths
+from sharedos.confine.view import canonical, symlink_chain
+
+
+def test_a_managed_root_inside_a_visible_directory_is_masked(tmp_path: Path) -> None:
+    shown = tmp_path / "shown"
+    (shown / "secret").mkdir(parents=True)
+    (shown / "evidence.sqlite").write_text("x")
+    view = (
+        ViewBuilder().readonly(shown).build(managed=[shown / "secret", shown / "evidence.sqlite"])
+    )
+    assert view.masked == (str(shown / "evidence.sqlite"), str(shown / "secret"))
+    argv = bwrap_argv("bwrap", view, ["true"])
+    # a directory gets an empty read-only tmpfs over it, a file /dev/null
+    assert ["--tmpfs", str(shown / "secret"), "--remount-ro", str(shown / "secret")] == argv[
+        argv.index(str(shown / "secret")) - 1 : argv.index(str(shown / "secret")) + 3
+    ]
+    assert ["--ro-bind", "/dev/null", str(shown / "evidence.sqlite")] == argv[
+        argv.index("/dev/null") - 1 : argv.index("/dev/null") + 2
+    ]
+
+
+def test_views_that_would_show_a_managed_root_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "managed"
+    (root / "inside").mkdir(parents=True)
+    # the view shows the managed root itself, or a directory inside it
+    for shown in (root, root / "inside"):
+        with pytest.raises(ManagedRootVisible, match="would be visible"):
+            ViewBuilder().writable(shown).build(managed=[root])
+    # a managed path that does not exist yet would appear once created: no mask possible
+    with pytest.raises(ManagedRootVisible, match="does not exist yet"):
+        ViewBuilder().readonly(tmp_path).build(managed=[tmp_path / "evidence.sqlite-wal"])
+    # a managed root reached through a symbolic link is the same root
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    with pytest.raises(ManagedRootVisible):
+        ViewBuilder().readonly(root / "inside").build(managed=[link])
+
+
+def test_the_digest_names_the_view_not_the_turn(tmp_path: Path) -> None:
+    def view(turn: Path, extra: Path | None = None) -> str:
+        turn.mkdir(parents=True, exist_ok=True)
+        b = ViewBuilder().system().writable(turn).placeholder(turn, "{turn}")
+        if extra is not None:
+            b.readonly(extra)
+        return b.build(network="loopback", ports=[os.getpid() % 60000 + 1]).digest()
+
+    one, two = view(tmp_path / "t1"), view(tmp_path / "t2")
+    assert one == two and one.startswith("sha256:")
+    assert view(tmp_path / "t3", extra=tmp_path / "t1") != one
+
+
+def test_paths_through_symbolic_links_still_resolve(tmp_path: Path) -> None:
+    real = tmp_path / "cache" / "tools"
+    (real / "bin").mkdir(parents=True)
+    (real / "bin" / "cli").write_text("#!/bin/sh\n")
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / ".tools").symlink_to(real)
+    called = tmp_path / "checkout" / ".tools" / "bin" / "cli"
+    assert symlink_chain(str(called)) == [(str(tmp_path / "checkout" / ".tools"), str(real))]
+    view = ViewBuilder().readonly(called).build()
+    assert view.readonly == (canonical(called),)
+    assert (str(tmp_path / "checkout" / ".tools"), str(real)) in view.symlinks
+
+
+def test_a_program_brings_its_installation(tmp_path: Path) -> None:
+    """A virtualenv's console script needs the venv and the Python it was made from."""
+    import sys
+
+    venv_python = Path(sys.executable)
+    paths = program_paths(str(venv_python.parent / "mcp-server-git"))
+    if not (venv_python.parent.parent / "pyvenv.cfg").exists():
+        pytest.skip("the tests do not run from a virtualenv")
+    assert str(venv_python.parent.parent) in paths
+    assert canonical(sys.base_prefix) in paths
