@@ -324,8 +324,22 @@ _CLI_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
         "the CLI's own read-before-write check refused the call",
     ),
     (
+        # dsh: "[sandbox: file access denied under read-only mode]"
         re.compile(r"\[sandbox: [^\]]*denied", re.IGNORECASE),
         "the CLI's own sandbox refused the call",
+    ),
+    (
+        # dsh inside another sandbox: 'sandbox mode "read-only" is requested but no sandbox
+        # backend is usable on this host; refusing to run the command unconfined'
+        re.compile(r"refusing to run the command unconfined|no sandbox backend is usable"),
+        "the CLI's own sandbox refused to run the command (it cannot set itself up inside "
+        "another sandbox, so its shell runs nothing)",
+    ),
+    (
+        # Codex --sandbox workspace-write: "bash: socket: Operation not permitted"
+        re.compile(r"socket: Operation not permitted"),
+        "the CLI's own sandbox refused to open a socket (a seccomp filter, as Codex's "
+        "workspace-write mode installs)",
     ),
 )
 #: What a call stopped by an OS sandbox reports (the path absent, read-only, the port shut).
@@ -369,6 +383,13 @@ def stopped_by(obs: LocalObservation) -> str:
             )
     if not obs.answered:
         return "the harness never answered the call"
+    if obs.confined:
+        # e.g. Codex's apply_patch "Success. Updated the following files: A <path>": it
+        # wrote into the sandbox's own scratch space, the managed tree never saw it
+        return (
+            "the OS sandbox kept it inside the harness's own view: the reply shows no "
+            "refusal, yet nothing leaked, changed or reached on the host"
+        )
     return "no layer named in the reply; nothing leaked, changed or reached (read the reply)"
 
 
