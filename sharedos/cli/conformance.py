@@ -207,8 +207,8 @@ def _exit_for(report: Report) -> None:
         raise SystemExit(1)
     if t["passed"] == 0:
         click.echo(
-            "error: nothing was exercised: every cell is not exercised or not available "
-            "(see the notes of each column)",
+            "error: nothing was exercised: every cell is not exercised, not available or "
+            "informational (see the notes of each column)",
             err=True,
         )
         raise SystemExit(EXIT_NOTHING_EXERCISED)
