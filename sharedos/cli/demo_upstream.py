@@ -76,7 +76,13 @@ async def brokered_git_demo(tmp: Path, say: Callable[[str], None]) -> bool:
         encoding="utf-8",
     )
     policy = compile_paths([shipped_dir("rules"), shipped_dir("policy"), overlay])
-    host_toml = f'[upstream.git]\ncommand = "{command}"\npinning = "off"\n'
+    # the upstream's own sandbox shows the repositories (read-only) and nothing else of the
+    # host (docs/confinement.md); brokered-dev is strict, so it must be confinable
+    repos = (base / "repos").resolve()
+    host_toml = (
+        f'[upstream.git]\ncommand = "{command}"\npinning = "off"\n'
+        f'roots = [{{ path = "{repos}", mode = "ro" }}]\n'
+    )
     config = parse_host_config(host_toml, "<demo host config>")
     registry = ToolRegistry()
     register_files_tools(registry, base / "sandbox")
@@ -86,9 +92,16 @@ async def brokered_git_demo(tmp: Path, say: Callable[[str], None]) -> bool:
     context = AccessContext(principal="alice")
     ok = True
     from sharedos.upstream.broker import UpstreamBroker
+    from sharedos.upstream.sandbox import UpstreamConfinementPolicy
 
     try:
-        async with UpstreamBroker(config.upstream, environ={}, stderr=io.StringIO()) as broker:
+        state = str((base / "evidence.sqlite").resolve())
+        confinement = UpstreamConfinementPolicy(
+            required=True, managed=(state, state + "-wal", state + "-shm", str(overlay))
+        )
+        async with UpstreamBroker(
+            config.upstream, environ={}, stderr=io.StringIO(), confinement=confinement
+        ) as broker:
             broker.attach(registry, policy)
             async with broker.turn(context) as upstreams:
                 for line in upstreams.report():

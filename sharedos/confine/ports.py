@@ -97,12 +97,14 @@ class PortHandoff:
         for port, sock in received.items():
             serve = servers.get(port)
             if serve is not None:
+                # the server owns the listener now (it closes it when it stops)
+                del self.sockets[port]
                 await serve(sock)
             else:
                 self._servers.append(await relay_to_loopback(sock, port))
 
     async def close(self) -> None:
-        """Stop the relays and close every socket of the handoff (idempotent)."""
+        """Stop the relays and close the sockets no server took over (idempotent)."""
         for server in self._servers:
             server.close()
         for server in self._servers:

@@ -76,7 +76,7 @@ def plan_upstream(
     ``roots`` are (path, ``ro``|``rw``) pairs, already validated by the host
     file's checker (absolute, existing, canonical, no symbolic link).
     ``cwd`` must lie inside a root or the program's installation; by default
-    the first root.
+    the host's working directory when the view has it, else the first root.
     """
     roots = list(roots)
     builder = ViewBuilder().system(network=network)
@@ -96,7 +96,10 @@ def plan_upstream(
         else:
             builder.readonly(path)
     view = builder.build(managed=managed, network="host" if network else "none")
-    where = cwd or (roots[0][0] if roots else "/")
+    # the host's working directory when the sandbox has it (a relative script argument
+    # then still resolves), else the first root
+    here = os.getcwd()
+    where = cwd or (here if view.shows(here) else roots[0][0] if roots else "/")
     return UpstreamSandbox(
         mechanism=mechanism, view=view, cwd=where, roots=tuple((p, m) for p, m in roots)
     )

@@ -138,6 +138,12 @@ class SandboxView:
         """Every host path bound into the sandbox (read-only or read-write), sorted."""
         return tuple(sorted({*self.readonly, *self.writable}))
 
+    def shows(self, path: str) -> bool:
+        """True when ``path`` exists in the sandbox: inside a bound path, or on the way to one."""
+        path = os.path.abspath(path)
+        places = [*self.readonly, *self.writable, *self.tmpfs, *(link for link, _ in self.symlinks)]
+        return any(_is_under(path, p) or _is_under(p, path) for p in places)
+
     def _stable(self, path: str) -> str:
         for prefix, label in self.placeholders:
             if _is_under(path, prefix):
