@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.harness
+#: every column, every CLI and transport, each turn in its own sandbox: a guard against a
+#: hang on a loaded machine, never a measure of speed
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
 _MAIN = "import sys; from sharedos.cli.main import main; sys.exit(main())"
@@ -45,7 +47,7 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
         "--out", str(out),
     )  # fmt: skip
     proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False
+        argv, capture_output=True, text=True, timeout=1400, cwd=tmp_path, check=False
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report_json = next(out.glob("*.json"))
