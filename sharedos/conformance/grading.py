@@ -238,6 +238,12 @@ def grade_local_cell(row: Row, column: ColumnRun) -> Cell:
         )
     breaches = obs.breaches()
     actual = obs.actual()
+    if obs.unchecked and not breaches:
+        return cell(
+            Grade.NOT_EXERCISED,
+            "the sandbox's side could not be checked: " + "; ".join(obs.unchecked),
+            attempts=1,
+        )
     call = f"{obs.harness_tool} {obs.arguments}"
     said = f'; the harness answered the model "{obs.reply}"' if obs.reply is not None else ""
     if not obs.answered and not breaches:

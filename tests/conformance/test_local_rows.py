@@ -347,6 +347,11 @@ def test_open_policy_is_informational_never_green_and_the_report_says_so() -> No
         ),
         ({"canary_connections": 2}, Grade.FAILED, "canary accepted 2 connection(s)"),
         ({}, Grade.PASSED, "confinement: confined by bubblewrap"),
+        (
+            {"unchecked": ["{files.root}/private/a.txt could not be read before the turn"]},
+            Grade.NOT_EXERCISED,
+            "could not be checked",
+        ),
     ],
 )
 def test_strict_grades(kw: dict[str, object], grade: Grade, words: str) -> None:

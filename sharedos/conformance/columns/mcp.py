@@ -126,7 +126,8 @@ async def run_mcp_column(
     for row in options.manifest.local_rows():
         if row.id in unavailable_rows and transport == "stdio":
             unavailable_rows[row.id] = STDIO_NO_UPSTREAM_FILES
-    canary = Canary().start()
+    # the host's TCP canary (bound now, so its port is known; closed with the column)
+    canary = Canary()
     # harness-local rows also name the files.* root and the canary's port
     bindings = {
         **env.bindings,
@@ -145,6 +146,7 @@ async def run_mcp_column(
     )
     t0 = time.perf_counter()
     try:
+        canary.start()
         async with env.serving_upstreams():
             for ctx_name, pol_name, rows in turn_groups(options.manifest):
                 rows = [r for r in rows if r.id not in unavailable_rows]
