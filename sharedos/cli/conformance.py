@@ -17,7 +17,13 @@ import click
 
 from sharedos.conformance.columns.base import ColumnOptions
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
-from sharedos.conformance.report import Report, render_matrix, write_reports
+from sharedos.conformance.report import (
+    Report,
+    confinement_summary,
+    render_matrix,
+    totals_line,
+    write_reports,
+)
 from sharedos.conformance.runner import COLUMN_KINDS, ColumnUnavailableError, run_report
 from sharedos.harness.hostconfig import (
     HostConfig,
@@ -181,14 +187,14 @@ def _run(manifest: Manifest, columns: Sequence[str], options: ColumnOptions) -> 
 
 def _print_summary(report: Report, paths: dict[str, Path], secrets: Secrets) -> None:
     """The catalogue check, the matrix, the totals and where the reports are (scrubbed)."""
-    t = report.totals
+    summary = confinement_summary(report)
     lines = [
         report.catalog_check.message,
         "",
+        *([*summary, ""] if summary else []),
         render_matrix(report),
         "",
-        f"{t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
-        f"{t['not_available']} not available",
+        totals_line(report),
         *(f"{kind} report: {path}" for kind, path in paths.items()),
     ]
     click.echo(secrets.scrub("\n".join(lines)))
@@ -201,8 +207,8 @@ def _exit_for(report: Report) -> None:
         raise SystemExit(1)
     if t["passed"] == 0:
         click.echo(
-            "error: nothing was exercised: every cell is not exercised or not available "
-            "(see the notes of each column)",
+            "error: nothing was exercised: every cell is not exercised, not available or "
+            "informational (see the notes of each column)",
             err=True,
         )
         raise SystemExit(EXIT_NOTHING_EXERCISED)

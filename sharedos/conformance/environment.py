@@ -159,9 +159,10 @@ class ConformanceEnv:
         return self.fixtures.bindings if self.no_upstreams is None else {}
 
     def unavailable_rows(self) -> dict[str, str]:
-        """Brokered rows this environment cannot serve -> why (graded not available)."""
+        """Rows needing an upstream fixture this environment cannot serve -> why (graded
+        not available)."""
         out: dict[str, str] = {}
-        for row in self.manifest.brokered_rows():
+        for row in self.manifest.upstream_rows():
             uid = row.upstream or ""
             if self.no_upstreams is not None:
                 out[row.id] = self.no_upstreams

@@ -9,6 +9,16 @@
 * ``not_available``: the column could not run here at all (e.g. dsh), or could
   not serve this row (a brokered row in a column without the upstream; the
   column's ``unavailable_rows`` says why).
+* ``informational``: a harness-local row under an OPEN run policy: the harness
+  was not confined by design, so what happened is reported, never green as a
+  refusal.
+
+Harness-local rows (``local = {...}``) never reach the kernel: they are graded
+from the sandbox's side (``ColumnRun.local``, see ``conformance.localrows``).
+Under a strict run policy a cell passes when the harness made the attempt and
+nothing leaked, changed or reached the canary, and fails when something did
+(whichever layer was supposed to stop it); a row the harness never attempted is
+not exercised.
 
 Matching: by call id when the column controls ids (``ColumnRun.row_call_ids``),
 otherwise on tool + canonical resource (+ principal when the record has one);
@@ -44,6 +54,7 @@ class Grade(StrEnum):
     FAILED = "failed"
     NOT_EXERCISED = "not_exercised"
     NOT_AVAILABLE = "not_available"
+    INFORMATIONAL = "informational"
 
 
 SYMBOLS: dict[Grade, str] = {
@@ -51,6 +62,20 @@ SYMBOLS: dict[Grade, str] = {
     Grade.FAILED: "✗",
     Grade.NOT_EXERCISED: "○",
     Grade.NOT_AVAILABLE: "–",
+    Grade.INFORMATIONAL: "i",
+}
+
+#: Why a column without a harness CLI of its own cannot serve a harness-local row.
+LOCAL_NEEDS_HARNESS = {
+    "scripted": (
+        "a harness-local row needs a harness with tools of its own: in the scripted column "
+        "HarnessDriver plays the harness and has no shell, file or network tool (these rows "
+        "run in the mcp columns)"
+    ),
+    "live": (
+        "harness-local rows run in the mcp columns, where the scripted model makes the CLI "
+        "call its own tools under the row's run policy; the live column plays no script"
+    ),
 }
 
 
@@ -176,9 +201,86 @@ def _upstream_problem(attempt: Attempt) -> str | None:
     return None
 
 
+def grade_local_cell(row: Row, column: ColumnRun) -> Cell:
+    """Grade one harness-local row from the sandbox's side (see the module docstring)."""
+    expected = row.expected
+    kind = row.local.tool if row.local is not None else "local"
+
+    def cell(grade: Grade, detail: str, actual: str | None = None, attempts: int = 0) -> Cell:
+        return Cell(
+            row_id=row.id,
+            column_id=column.column_id,
+            grade=grade,
+            expected=expected,
+            actual=actual,
+            detail=detail,
+            attempts=attempts,
+        )
+
+    if column.local is None:
+        return cell(
+            Grade.NOT_AVAILABLE,
+            LOCAL_NEEDS_HARNESS.get(
+                column.kind.value,
+                "this column runs no harness CLI with tools of its own (harness-local rows "
+                "run in the mcp columns)",
+            ),
+        )
+    obs = column.local.get(row.id)
+    if obs is None:
+        return cell(Grade.NOT_EXERCISED, "no turn of this column made this row's attempt")
+    if not obs.issued:
+        offered = ", ".join(obs.offered_tools) or "none"
+        return cell(
+            Grade.NOT_EXERCISED,
+            f"the harness offered the model no {kind} tool of its own that could make this "
+            f"attempt (its tools: {offered}), or the turn ended before it",
+        )
+    breaches = obs.breaches()
+    actual = obs.actual()
+    if obs.unchecked and not breaches:
+        return cell(
+            Grade.NOT_EXERCISED,
+            "the sandbox's side could not be checked: " + "; ".join(obs.unchecked),
+            attempts=1,
+        )
+    call = f"{obs.harness_tool} {obs.arguments}"
+    said = f'; the harness answered the model "{obs.reply}"' if obs.reply is not None else ""
+    if not obs.answered and not breaches:
+        return cell(
+            Grade.NOT_EXERCISED,
+            f"the model called {call}, but the harness never answered the call (the turn "
+            "ended first); nothing leaked, changed or reached",
+            attempts=1,
+        )
+    if obs.policy_mode != "strict":
+        happened = "; ".join(breaches) if breaches else f"nothing leaked ({obs.stopped_by})"
+        return cell(
+            Grade.INFORMATIONAL,
+            f"open run policy {obs.policy!r}: the harness was NOT confined ({obs.confinement}). "
+            f"Informational, not a refusal by SharedOS: {happened}. Call: {call}{said}",
+            actual=actual,
+            attempts=1,
+        )
+    if breaches:
+        return cell(
+            Grade.FAILED,
+            f"under strict run policy {obs.policy!r}: {'; '.join(breaches)}; "
+            f"confinement: {obs.confinement}. Call: {call}{said}",
+            actual=actual,
+            attempts=1,
+        )
+    return cell(
+        Grade.PASSED,
+        f"{obs.stopped_by}; {obs.checks()}; confinement: {obs.confinement}. Call: {call}{said}",
+        actual=actual,
+        attempts=1,
+    )
+
+
 def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
     """Grade one row in one column."""
-    expected = row.expect.describe()
+    expected = row.expected
     if not column.available or row.id in column.unavailable_rows:
         return Cell(
             row_id=row.id,
@@ -189,6 +291,10 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
             or column.unavailable_reason
             or "column not available",
         )
+    if row.local is not None:
+        return grade_local_cell(row, column)
+    expect = row.expect
+    assert expect is not None  # a kernel row (validated)
     row = row.bind(column.bindings)
     attempts = matching_attempts(row, manifest, column)
     if not attempts:
@@ -202,7 +308,7 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
         )
     problems: list[str] = []
     for a in attempts:
-        want_reason = row.expect.reason
+        want_reason = expect.reason
         if a.tool != row.tool_name:
             # the raw string must reach the kernel unchanged: a shape that renamed
             # "files read" to "files_read" would still be refused, for the wrong reason
@@ -220,8 +326,8 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
             )
         elif a.outcome is None:
             problems.append(f"call {a.call_id}: interrupted (the attempt has no recorded outcome)")
-        elif a.outcome is not row.expect.outcome or (
-            row.expect.outcome is not Outcome.SUCCEEDED and a.reason is not want_reason
+        elif a.outcome is not expect.outcome or (
+            expect.outcome is not Outcome.SUCCEEDED and a.reason is not want_reason
         ):
             problems.append(f"call {a.call_id}: expected {expected}, got {_actual(a)}")
         elif a.reason is not None and outcome_for_reason(a.reason) is not a.outcome:

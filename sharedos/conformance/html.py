@@ -37,6 +37,7 @@ td.cell { text-align: center; font-size: 18px; font-weight: 700; min-width: 64px
 td.passed { background: #e6f4ea; color: var(--pass); }
 td.failed { background: #fce8e6; color: var(--fail); }
 td.not_exercised { background: #f8f9fa; color: var(--none); }
+td.informational { background: #e8f0fe; color: #1a73e8; font-style: italic; }
 td.not_available { background: repeating-linear-gradient(45deg, #f1f3f4, #f1f3f4 6px, #e8eaed 6px, #e8eaed 12px);
                    color: #80868b; }
 th.unavailable { color: #80868b; }
@@ -64,6 +65,7 @@ def _cell_html(cell: Cell) -> str:
         Grade.FAILED: "failed",
         Grade.NOT_EXERCISED: "not exercised",
         Grade.NOT_AVAILABLE: "not available",
+        Grade.INFORMATIONAL: "informational",
     }[cell.grade]
     return (
         f'<td class="cell {cell.grade.value}" title="{escape(title)}" aria-label="{label}">'
@@ -124,10 +126,9 @@ def _columns_table(report: Report) -> str:
                 f" · model <code>{escape(ident.declared_model)}</code> · mcpSupport "
                 f"{escape(ident.mcp_support.value)}{ext} · SharedOS {escape(ident.sharedos_version)}"
             )
-            if ident.confinement is not None:
-                conf = ident.confinement
-                label = escape(conf.label())
-                ident_html += " · " + (label if conf.confined else f"<b>{label}</b>")
+            if col.confinement is not None:
+                style = "" if col.confined else ' style="color:var(--fail)"'
+                ident_html += f"<br><b{style}>{escape(col.confinement)}</b>"
             hash_html = f"<code>{escape((ident.catalog_hash or '-')[:16])}</code>"
         else:
             ident_html, hash_html = "-", "-"
@@ -170,6 +171,27 @@ def _failures(report: Report) -> str:
     return "".join(parts)
 
 
+def _confinement_banner(report: Report) -> str:
+    """Which harness columns ran confined, above the matrix (empty: no harness column)."""
+    harness = [c for c in report.columns if c.available and c.confined is not None]
+    if not harness:
+        return ""
+    loose = report.unconfined_columns()
+    if not loose:
+        return (
+            '<div class="banner ok">Harness confinement: every harness column ran in an OS '
+            f"sandbox ({escape(harness[0].confinement or '')})</div>"
+        )
+    items = "".join(
+        f"<li><b>{escape(c.column_id)}</b>: {escape(c.confinement or '')}</li>" for c in loose
+    )
+    return (
+        '<div class="banner bad">Harness confinement: these columns ran their harness with no '
+        "OS sandbox, so their strict claim does not cover what the harness's own shell and "
+        f"file tools could reach:<ul>{items}</ul></div>"
+    )
+
+
 def render_html(report: Report) -> str:
     """One self-contained HTML page (no external resources of any kind)."""
     t = report.totals
@@ -189,16 +211,19 @@ def render_html(report: Report) -> str:
 <div class="meta">generated {escape(report.generated_at)} by SharedOS {escape(report.sharedos_version)}
  · manifest <code>{escape(report.manifest)}</code> · {len(report.rows)} rows × {len(report.columns)} columns</div>
 <div class="banner {banner_cls}">Catalogue check: {escape(check.message)}</div>
+{_confinement_banner(report)}
 <div class="totals"><span style="color:var(--pass)">✓ {t.get("passed", 0)} passed</span>
 <span style="color:var(--fail)">✗ {t.get("failed", 0)} failed</span>
 <span style="color:var(--none)">○ {t.get("not_exercised", 0)} not exercised</span>
-<span style="color:#80868b">– {t.get("not_available", 0)} not available</span></div>
+<span style="color:#80868b">– {t.get("not_available", 0)} not available</span>
+<span style="color:#1a73e8">i {t.get("informational", 0)} informational</span></div>
 <h2>Matrix</h2>
 {_matrix(report)}
 <p class="legend"><span><b style="background:#e6f4ea;color:var(--pass)">✓</b> passed: exercised, outcome and reason as expected</span>
 <span><b style="background:#fce8e6;color:var(--fail)">✗</b> failed: exercised, outcome differs</span>
 <span><b style="background:#f8f9fa;color:var(--none)">○</b> not exercised: no matching attempt (not tested, never green)</span>
-<span><b style="background:#e8eaed">–</b> not available here (the column, or that row in it)</span></p>
+<span><b style="background:#e8eaed">–</b> not available here (the column, or that row in it)</span>
+<span><b style="background:#e8f0fe;color:#1a73e8">i</b> informational: an open run policy, the harness not confined (never a refusal)</span></p>
 <h2>Columns</h2>
 {_columns_table(report)}
 <h2>Failed cells</h2>

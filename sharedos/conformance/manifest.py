@@ -29,6 +29,14 @@ PLACEHOLDER_RE = re.compile(r"\{([a-z0-9][a-z0-9_-]{0,31})\.root\}")
 #: Fixture ids that would read like a policy template (``{context.principal}``) if
 #: used as a placeholder.
 _TEMPLATE_ROOTS = frozenset({"context", "args", "resource", "action"})
+#: Placeholders of a harness-local row (``local = {...}``): ``{files.root}`` (the
+#: ``files.*`` sandbox root), ``{canary.port}`` (the TCP canary the column starts on
+#: the host) and ``{ID.root}`` of the row's own upstream fixture.
+LOCAL_PLACEHOLDER_RE = re.compile(r"\{(files\.root|canary\.port|[a-z0-9][a-z0-9_-]{0,31}\.root)\}")
+#: The kinds of harness-local attempt a row can make (docs/conformance.md).
+LocalKind = Literal["shell", "read", "write", "network"]
+#: A guarded secret shorter than this (stripped) would be found by chance.
+MIN_SECRET_CHARS = 16
 
 
 class ManifestError(SharedOSError, ValueError):
@@ -110,6 +118,21 @@ class UpstreamFixture(BaseModel):
     namespace: str = Field(default="", pattern=r"^([A-Za-z0-9_-]{1,64})?$")
     repositories: tuple[str, ...] = Field(min_length=1)
     rules: str = ""
+    #: more files committed into the repositories (``"REPO/PATH" = content``): what a
+    #: harness-local row guards on the upstream's side (``{ID.root}/REPO/PATH``)
+    files: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("files")
+    @classmethod
+    def _file_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            parts = path.split("/")
+            if len(parts) < 2 or any(p in ("", ".", "..", ".git") for p in parts):
+                raise ValueError(
+                    f"fixture file {path!r} must be REPOSITORY/PATH with no empty, '.', '..' "
+                    "or '.git' part"
+                )
+        return value
 
     @field_validator("repositories")
     @classmethod
@@ -133,6 +156,11 @@ def placeholders_in(value: Any) -> set[str]:
     return set()
 
 
+def bind_local(value: str, bindings: Mapping[str, str]) -> str:
+    """``value`` with each local-row placeholder whose key is in ``bindings`` replaced."""
+    return LOCAL_PLACEHOLDER_RE.sub(lambda m: bindings.get(m.group(1), m.group(0)), value)
+
+
 def bind_value(value: Any, bindings: Mapping[str, str]) -> Any:
     """``value`` with each ``{ID.root}`` whose ``ID.root`` is in ``bindings`` replaced."""
     if isinstance(value, str):
@@ -144,18 +172,87 @@ def bind_value(value: Any, bindings: Mapping[str, str]) -> Any:
     return value
 
 
+class LocalAttempt(BaseModel):
+    """An attempt through the harness's OWN tool (its shell, file read or write), never
+    through the SharedOS catalogue: what a confined harness must not be able to do.
+
+    ``shell`` runs ``command`` in the CLI's shell tool; ``read`` reads ``path`` with
+    its file-read tool; ``write`` writes ``content`` to ``path`` with its write tool;
+    ``network`` has its shell open a TCP connection to the canary the column
+    starts on the host (``{canary.port}``). Paths are written ``{files.root}/...``
+    or ``{ID.root}/...`` (the column's own directories).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: LocalKind
+    command: str | None = Field(default=None, min_length=1)
+    path: str | None = Field(default=None, min_length=1)
+    content: str | None = None
+
+    @model_validator(mode="after")
+    def _fields(self) -> LocalAttempt:
+        wanted = {
+            "shell": {"command"},
+            "read": {"path"},
+            "write": {"path", "content"},
+            "network": set(),
+        }[self.tool]
+        given = {k for k in ("command", "path", "content") if getattr(self, k) is not None}
+        if given != wanted:
+            need = ", ".join(sorted(wanted)) or "no other field"
+            raise ValueError(f"a local {self.tool} attempt takes {need} (got {sorted(given)})")
+        return self
+
+    def strings(self) -> list[str]:
+        """Every string of the attempt (placeholders are checked on these)."""
+        return [v for v in (self.command, self.path, self.content) if v is not None]
+
+
+class LocalGuard(BaseModel):
+    """What the sandbox's side must show after a harness-local attempt.
+
+    ``secret``: files whose content must appear in nothing the harness produced or
+    the model received; ``unchanged``: files that must be byte for byte as before
+    (or still absent); ``canary``: the host's TCP canary must see no connection.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secret: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    canary: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.secret or self.unchanged or self.canary)
+
+    def merged(self, other: LocalGuard) -> LocalGuard:
+        """Both guards' checks."""
+        return LocalGuard(
+            secret=tuple(dict.fromkeys((*self.secret, *other.secret))),
+            unchanged=tuple(dict.fromkeys((*self.unchanged, *other.unchanged))),
+            canary=self.canary or other.canary,
+        )
+
+
 class Row(BaseModel):
-    """One kernel row: an attempt (tool, arguments, context, run policy) and what must happen."""
+    """One row: a kernel attempt (tool, arguments, context, run policy) and what must
+    happen, or a harness-local attempt (``local``) and what its sandbox must show."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
     title: str = Field(min_length=1)
-    tool: str | RepeatedName
+    tool: str | RepeatedName | None = None
     arguments: Any = Field(default_factory=dict)
     context: str | None = None
     policy: str | None = None
-    expect: Expectation
+    expect: Expectation | None = None
+    #: a harness-local attempt (the harness's own shell / read / write / network), graded
+    #: from the sandbox's side instead of from the evidence (docs/conformance.md)
+    local: LocalAttempt | None = None
+    #: what the sandbox must show after ``local`` (added to what its kind implies)
+    guard: LocalGuard | None = None
     #: the canonical resource a tool+resource column matches on (None: no resource, e.g. an unknown tool)
     resource: str | None = None
     #: a tool+resource column must also see the row's exact arguments (for rows whose point
@@ -170,7 +267,31 @@ class Row(BaseModel):
     why: str = ""
 
     def bind(self, bindings: Mapping[str, str]) -> Row:
-        """This row with ``{ID.root}`` placeholders in arguments and resource resolved."""
+        """This row with ``{ID.root}`` placeholders in arguments and resource resolved
+        (and, for a local row, ``{files.root}``/``{canary.port}`` in its attempt and guard)."""
+        if self.local is not None:
+            if not bindings:
+                return self
+            local, guard = self.local, self.guard
+            return self.model_copy(
+                update={
+                    "local": local.model_copy(
+                        update={
+                            k: bind_local(getattr(local, k), bindings)
+                            for k in ("command", "path", "content")
+                            if getattr(local, k) is not None
+                        }
+                    ),
+                    "guard": None
+                    if guard is None
+                    else guard.model_copy(
+                        update={
+                            "secret": tuple(bind_local(p, bindings) for p in guard.secret),
+                            "unchanged": tuple(bind_local(p, bindings) for p in guard.unchanged),
+                        }
+                    ),
+                }
+            )
         if self.upstream is None or not bindings:
             return self
         return self.model_copy(
@@ -182,15 +303,67 @@ class Row(BaseModel):
 
     @property
     def tool_name(self) -> str:
-        """The raw tool string the attempt carries (never narrowed)."""
+        """The raw tool string the attempt carries (never narrowed); for a local row,
+        ``<harness KIND>`` (no SharedOS tool has that name, so no record can match it)."""
+        if self.local is not None:
+            return f"<harness {self.local.tool}>"
+        assert self.tool is not None  # a kernel row has one (validated)
         return self.tool if isinstance(self.tool, str) else self.tool.render()
+
+    @property
+    def expected(self) -> str:
+        """What the row expects, for reports (``denied/forbidden``, or the local guard)."""
+        if self.local is not None:
+            return "nothing leaked, changed or reached (sandbox side)"
+        assert self.expect is not None
+        return self.expect.describe()
+
+    @property
+    def effective_guard(self) -> LocalGuard:
+        """A local row's checks: what its kind implies plus its explicit ``guard``."""
+        implied = LocalGuard()
+        if self.local is not None:
+            if self.local.tool == "read" and self.local.path:
+                implied = LocalGuard(secret=(self.local.path,))
+            elif self.local.tool == "write" and self.local.path:
+                implied = LocalGuard(unchanged=(self.local.path,))
+            elif self.local.tool == "network":
+                implied = LocalGuard(canary=True)
+        return implied.merged(self.guard) if self.guard is not None else implied
 
     @field_validator("tool")
     @classmethod
-    def _non_empty(cls, value: str | RepeatedName) -> str | RepeatedName:
+    def _non_empty(cls, value: str | RepeatedName | None) -> str | RepeatedName | None:
         if isinstance(value, str) and value == "":
             raise ValueError("tool must not be empty")
         return value
+
+    @model_validator(mode="after")
+    def _kind(self) -> Row:
+        if self.local is None:
+            if self.tool is None or self.expect is None:
+                raise ValueError(
+                    "a row needs tool and expect (a kernel row) or local (a harness-local row)"
+                )
+            if self.guard is not None:
+                raise ValueError("guard belongs to a harness-local row (local = {...})")
+            return self
+        stray = [k for k in ("tool", "expect", "resource") if getattr(self, k) is not None]
+        if self.arguments != {}:
+            stray.append("arguments")
+        if self.match_arguments:
+            stray.append("match_arguments")
+        if stray:
+            raise ValueError(
+                f"a harness-local row is graded from the sandbox's side, not from the "
+                f"evidence: it takes no {', '.join(stray)}"
+            )
+        if not self.effective_guard:
+            raise ValueError(
+                "a local shell row must say what it guards: guard = { secret = [...] }, "
+                "{ unchanged = [...] } or { canary = true }"
+            )
+        return self
 
 
 class SandboxSpec(BaseModel):
@@ -248,7 +421,14 @@ class Manifest(BaseModel):
                     f"row {row.id!r}: policy {row.policy!r} is not defined in [policies]"
                 )
             self._check_upstream(row)
+            if row.local is not None:
+                self._check_local(row)
         for uid, fixture in self.upstreams.items():
+            for path in fixture.files:
+                if path.split("/", 1)[0] not in fixture.repositories:
+                    raise ValueError(
+                        f"upstream fixture {uid!r}: file {path!r} is not in one of its repositories"
+                    )
             if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", uid) or uid in _TEMPLATE_ROOTS:
                 raise ValueError(
                     f"upstream fixture id {uid!r} must match [a-z0-9][a-z0-9_-]* and not be "
@@ -265,6 +445,8 @@ class Manifest(BaseModel):
         return self
 
     def _check_upstream(self, row: Row) -> None:
+        if row.local is not None:
+            return  # a local row's placeholders are checked by _check_local
         used = placeholders_in(row.arguments) | placeholders_in(row.resource)
         if row.upstream is None:
             if used:
@@ -287,12 +469,73 @@ class Manifest(BaseModel):
                 f"row {row.id!r}: a row of upstream {row.upstream!r} calls a {prefix}* tool"
             )
 
+    def _check_local(self, row: Row) -> None:
+        """A local row's placeholders, paths and guarded secrets must be usable."""
+        assert row.local is not None
+        roots = {"files.root"} | ({f"{row.upstream}.root"} if row.upstream else set())
+        if row.upstream is not None and row.upstream not in self.upstreams:
+            raise ValueError(
+                f"row {row.id!r}: upstream {row.upstream!r} is not defined in [upstreams]"
+            )
+        guard = row.effective_guard
+        strings = [*row.local.strings(), *guard.secret, *guard.unchanged]
+        allowed = roots | ({"canary.port"} if row.local.tool == "shell" else set())
+        for text in strings:
+            for key in re.findall(r"\{([^{}]*)\}", text):
+                if key not in allowed:
+                    shown = ", ".join(f"{{{k}}}" for k in sorted(allowed))
+                    raise ValueError(
+                        f"row {row.id!r}: unknown placeholder {{{key}}} (this row may use {shown})"
+                    )
+        paths = [p for p in (row.local.path,) if p is not None] + [
+            *guard.secret,
+            *guard.unchanged,
+        ]
+        for path in paths:
+            root, _, rest = path.partition("}/")
+            if root.lstrip("{") not in roots or not rest or ".." in rest.split("/"):
+                raise ValueError(
+                    f"row {row.id!r}: path {path!r} must be {{files.root}}/... or "
+                    f"{{ID.root}}/... of the row's upstream, with no '..'"
+                )
+        for path in guard.secret:
+            content = self._guarded_content(path)
+            if content is None:
+                raise ValueError(
+                    f"row {row.id!r}: secret {path!r} is not a file of the sandbox "
+                    "([sandbox.files]) or of the row's upstream fixture (files)"
+                )
+            if len(content.strip()) < MIN_SECRET_CHARS:
+                raise ValueError(
+                    f"row {row.id!r}: secret {path!r} holds fewer than {MIN_SECRET_CHARS} "
+                    "characters, too few to search for without chance matches"
+                )
+
+    def _guarded_content(self, path: str) -> str | None:
+        """The content a guarded ``{files.root}/...`` or ``{ID.root}/...`` path is created with."""
+        root, _, rest = path.partition("}/")
+        key = root.lstrip("{")
+        if key == "files.root":
+            return self.sandbox.files.get("/" + rest)
+        uid = key.removesuffix(".root")
+        fixture = self.upstreams.get(uid)
+        return None if fixture is None else fixture.files.get(rest)
+
+    def local_rows(self) -> tuple[Row, ...]:
+        """The harness-local rows (graded from the sandbox's side)."""
+        return tuple(r for r in self.rows if r.local is not None)
+
     def namespace_of(self, upstream: str) -> str:
         """The namespace an upstream fixture's tools are published under (its id by default)."""
         return self.upstreams[upstream].namespace or upstream
 
     def brokered_rows(self) -> tuple[Row, ...]:
         """The rows that call a brokered upstream fixture's tool."""
+        return tuple(r for r in self.rows if r.upstream is not None and r.local is None)
+
+    def upstream_rows(self) -> tuple[Row, ...]:
+        """Every row that needs an upstream fixture: the brokered rows, and the
+        harness-local rows that guard a fixture's files."""
         return tuple(r for r in self.rows if r.upstream is not None)
 
     def context_of(self, row: Row) -> str:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import sharedos
 from sharedos.conformance.columns.base import ColumnRun
 from sharedos.conformance.grading import SYMBOLS, Cell, Grade, grade_column
+from sharedos.conformance.localrows import confinement_of
 from sharedos.conformance.manifest import Manifest, Row
 from sharedos.harness.secrets import Secrets
 from sharedos.identity import SystemIdentity, catalog_hash_mismatch
@@ -89,6 +90,10 @@ class ColumnReport(BaseModel):
     unavailable_rows: dict[str, str] = Field(default_factory=dict)
     #: ``{ID.root}`` placeholder -> the path it stood for in this column
     bindings: dict[str, str] = Field(default_factory=dict)
+    #: a harness column's confinement, one plain line (None: no harness ran, e.g. scripted)
+    confinement: str | None = None
+    #: whether that harness ran in an OS sandbox (None: no harness)
+    confined: bool | None = None
 
 
 class CatalogCheck(BaseModel):
@@ -123,6 +128,11 @@ class Report(BaseModel):
         """True when no cell failed."""
         return self.totals.get(Grade.FAILED.value, 0) == 0
 
+    def unconfined_columns(self) -> list[ColumnReport]:
+        """Harness columns whose harness ran with no OS sandbox (their strict claim does
+        not cover the harness's own tools)."""
+        return [c for c in self.columns if c.available and c.confined is False]
+
 
 def _counts(column: ColumnRun) -> tuple[ColumnCounts, list[str]]:
     outcomes = Counter(a.outcome.value if a.outcome else "interrupted" for a in column.attempts)
@@ -144,14 +154,19 @@ def _counts(column: ColumnRun) -> tuple[ColumnCounts, list[str]]:
 
 
 def _row_report(row: Row, manifest: Manifest) -> RowReport:
+    arguments = row.arguments
+    if row.local is not None:
+        arguments = row.local.model_dump(exclude_none=True) | {
+            "guard": row.effective_guard.model_dump(exclude_defaults=True)
+        }
     return RowReport(
         id=row.id,
         title=row.title,
         tool=display_tool(row.tool_name),
-        arguments=row.arguments,
+        arguments=arguments,
         context=manifest.context_of(row),
         policy=manifest.policy_of(row),
-        expected=row.expect.describe(),
+        expected=row.expected,
         why=row.why,
     )
 
@@ -199,6 +214,11 @@ def build_report(
         totals.update(grades)
         counts, bad = _counts(column)
         policy = column.tool_policy
+        confinement, confined = (
+            confinement_of(column.identity)
+            if column.available and column.kind.value in _HARNESS_KINDS
+            else (None, None)
+        )
         col_reports.append(
             ColumnReport(
                 column_id=column.column_id,
@@ -218,6 +238,8 @@ def build_report(
                 evidence_path=column.evidence_path,
                 unavailable_rows=dict(column.unavailable_rows),
                 bindings=dict(column.bindings),
+                confinement=confinement,
+                confined=confined,
             )
         )
     cells = [[by_column[c][r] for c in range(len(columns))] for r in range(len(manifest.rows))]
@@ -241,10 +263,44 @@ def report_json(report: Report) -> str:
 
 
 _MATCH_LABEL = {"call_id": "call id", "tool_resource": "tool + canonical resource"}
+#: Column kinds that run a harness CLI (their confinement is reported).
+_HARNESS_KINDS = ("mcp", "live")
+
+
+def confinement_summary(report: Report) -> list[str]:
+    """Plain lines on what confined each harness column (first thing after the catalogue
+    check: a strict claim says nothing about the harness's own tools when it ran free)."""
+    harness = [c for c in report.columns if c.available and c.confined is not None]
+    if not harness:
+        return []
+    lines = [
+        "Harness confinement (what stood between the harness's own tools and the "
+        "managed resources):"
+    ]
+    for col in harness:
+        lines.append(f"* {col.column_id}: {col.confinement}")
+    if report.unconfined_columns():
+        lines.append(
+            "  A column marked NOT CONFINED ran its harness with no OS sandbox: its strict "
+            "claim does not cover what the harness's own shell and file tools could reach."
+        )
+    return lines
 
 
 def _short_label(column: ColumnReport) -> str:
     return column.column_id
+
+
+def totals_line(report: Report) -> str:
+    """``3 passed, 0 failed, ...`` (informational cells only when there are any)."""
+    t = report.totals
+    line = (
+        f"{t.get('passed', 0)} passed, {t.get('failed', 0)} failed, "
+        f"{t.get('not_exercised', 0)} not exercised, {t.get('not_available', 0)} not available"
+    )
+    if t.get("informational"):
+        line += f", {t['informational']} informational"
+    return line
 
 
 def render_matrix(report: Report) -> str:
@@ -264,7 +320,8 @@ def render_matrix(report: Report) -> str:
     lines.append("")
     lines.append(
         "✓ passed   ✗ failed   ○ not exercised (never green)   "
-        "– not available here (the column, or that row in it)"
+        "– not available here (the column, or that row in it)   "
+        "i informational (open run policy: not confined, never a refusal)"
     )
     return "\n".join(lines)
 
@@ -277,13 +334,12 @@ def render_text(report: Report) -> str:
     out.append("")
     out.append("Catalogue check: " + report.catalog_check.message)
     out.append("")
+    summary = confinement_summary(report)
+    if summary:
+        out.extend([*summary, ""])
     out.append(render_matrix(report))
     out.append("")
-    t = report.totals
-    out.append(
-        f"Cells: {t.get('passed', 0)} passed, {t.get('failed', 0)} failed, "
-        f"{t.get('not_exercised', 0)} not exercised, {t.get('not_available', 0)} not available"
-    )
+    out.append("Cells: " + totals_line(report))
     out.append("")
     out.append("Columns")
     out.append("-------")
@@ -302,8 +358,8 @@ def render_text(report: Report) -> str:
             out.append(
                 f"    catalogHash {ident.catalog_hash or '-'}  policy bundle {ident.policy_bundle_hash or '-'}"
             )
-            if ident.confinement is not None:
-                out.append(f"    confinement: {ident.confinement.label()}")
+        if col.confinement is not None:
+            out.append(f"    confinement: {col.confinement}")
         c = col.counts
         out.append(
             f"    evidence: {c.attempts} attempts — {c.succeeded} succeeded, {c.denied} denied, "
@@ -359,6 +415,16 @@ def render_text(report: Report) -> str:
         out.append("----------------------------------------------------")
         for cell in unexercised:
             out.append(f"* {cell.row_id} in {cell.column_id}: {cell.detail}")
+    informational = [
+        cell for row in report.cells for cell in row if cell.grade is Grade.INFORMATIONAL
+    ]
+    if informational:
+        out.append("")
+        out.append("Informational (open run policy: not confined, never a refusal)")
+        out.append("--------------------------------------------------------------")
+        for cell in informational:
+            out.append(f"* {cell.row_id} in {cell.column_id}: {cell.actual}")
+            out.append(f"    {cell.detail}")
     out.append("")
     out.append("Run policies and what their claim covers")
     out.append("----------------------------------------")

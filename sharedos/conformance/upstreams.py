@@ -68,10 +68,15 @@ def _git_env() -> dict[str, str]:
     }
 
 
-def make_repository(path: Path, name: str) -> Path:
-    """A real git repository with one commit (``README.md`` naming it)."""
+def make_repository(path: Path, name: str, files: Mapping[str, str] | None = None) -> Path:
+    """A real git repository with one commit (``README.md`` naming it, and ``files``:
+    relative path -> content)."""
     path.mkdir(parents=True)
     (path / "README.md").write_text(f"conformance repository {name}\n", encoding="utf-8")
+    for rel, text in (files or {}).items():
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
     env = _git_env()
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", name]):
         subprocess.run(
@@ -158,7 +163,12 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
             "literally; run with a plain --workdir / TMPDIR",
         )
     for name in spec.repositories:
-        make_repository(root / name, name)
+        own = {
+            rel.split("/", 1)[1]: text
+            for rel, text in spec.files.items()
+            if rel.split("/", 1)[0] == name
+        }
+        make_repository(root / name, name, own)
     # the tap's log in a directory of its own: the upstream's sandbox may write there
     # and nowhere else (the rules overlay beside it is a policy source, never shown)
     tap_dir = base / f"{uid}.tap"

@@ -117,6 +117,8 @@ async def test_without_mcp_server_git_the_brokered_rows_are_not_available(
         if row.id.startswith("brokered-"):
             assert cells[0].grade is Grade.NOT_AVAILABLE
             assert "mcp-server-git is not installed" in cells[0].detail
+        elif row.id.startswith("local-"):
+            assert cells[0].grade is Grade.NOT_AVAILABLE  # no harness in the scripted column
         else:
             assert cells[0].grade is Grade.PASSED, row.id
     assert report.ok

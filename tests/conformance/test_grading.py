@@ -58,7 +58,9 @@ async def test_tool_resource_matching_grades_every_row(
     manifest: Manifest, scripted_run: ColumnRun
 ) -> None:
     cells = grade_column(manifest, _as_live(scripted_run))
-    assert {c.row_id: c.grade for c in cells} == {r.id: Grade.PASSED for r in manifest.rows}
+    assert {c.row_id: c.grade for c in cells} == {
+        r.id: Grade.PASSED if r.local is None else Grade.NOT_AVAILABLE for r in manifest.rows
+    }
 
 
 @pytest.mark.anyio
@@ -68,7 +70,8 @@ async def test_a_row_never_attempted_is_not_exercised_never_green(
     keep = {"public-read-allowed", "private-read-denied"}
     column = _as_live(scripted_run, keep=keep)
     cells = {c.row_id: c for c in grade_column(manifest, column)}
-    for row in manifest.rows:
+    kernel = [r for r in manifest.rows if r.local is None]
+    for row in kernel:
         if row.id in keep:
             assert cells[row.id].grade is Grade.PASSED
         else:
@@ -76,7 +79,7 @@ async def test_a_row_never_attempted_is_not_exercised_never_green(
             assert "no attempt" in cells[row.id].detail
     report = build_report(manifest, [column])
     assert report.totals["passed"] == 2
-    assert report.totals["not_exercised"] == len(manifest.rows) - 2
+    assert report.totals["not_exercised"] == len(kernel) - 2
     text = render_text(report)
     assert "Not exercised (not tested — never counted as passed)" in text
 
@@ -91,7 +94,8 @@ async def test_call_id_column_with_a_missing_record_is_not_exercised(
     )
     cells = {c.row_id: c.grade for c in grade_column(manifest, column)}
     assert cells["handler-failure"] is Grade.NOT_EXERCISED
-    assert sum(g is Grade.PASSED for g in cells.values()) == len(manifest.rows) - 1
+    kernel = [r for r in manifest.rows if r.local is None]
+    assert sum(g is Grade.PASSED for g in cells.values()) == len(kernel) - 1
 
 
 @pytest.mark.anyio

@@ -31,8 +31,12 @@ def test_turn_groups_cover_every_row_once_default_first() -> None:
     assert (groups[0][0], groups[0][1]) == (manifest.default_context, manifest.default_policy)
     ids = [r.id for _, _, rows in groups for r in rows]
     assert sorted(ids) == sorted(r.id for r in manifest.rows)
-    plan, notes = plan_for(groups[0][2])
+    plan, notes = plan_for(groups[0][2], canary_port=9)
     assert [a.key for a in plan] == [r.id for r in groups[0][2]] and notes == []
+    # without a canary the network row cannot be planned, and the notes say so
+    plan, notes = plan_for(groups[0][2])
+    assert "local-network-canary" not in [a.key for a in plan]
+    assert notes == ["local-network-canary: no canary listens in this column; not attempted"]
 
 
 def test_expansions() -> None:
@@ -143,6 +147,7 @@ def test_a_turn_whose_model_never_saw_the_tools_says_so_and_stays_not_exercised(
         kind=ColumnKind.MCP,
         label="dsh (stdio)",
         match_by="tool_resource",
+        local={},
     )
     _collect(column, result, "alice", "conformance", plan)
     (note,) = [n for n in column.notes if "never offered the SharedOS tools" in n]

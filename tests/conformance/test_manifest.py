@@ -17,7 +17,7 @@ from sharedos.outcomes import Outcome, ReasonCode
 
 def test_shipped_manifest_covers_the_required_kernel_rows() -> None:
     m = load_manifest()
-    expect = {r.id: (r.expect.outcome, r.expect.reason) for r in m.rows}
+    expect = {r.id: (r.expect.outcome, r.expect.reason) for r in m.rows if r.expect is not None}
     assert expect["public-read-allowed"][0] is Outcome.SUCCEEDED
     assert expect["private-read-denied"] == (Outcome.DENIED, ReasonCode.FORBIDDEN)
     assert expect["private-read-admin-allowed"][0] is Outcome.SUCCEEDED
@@ -108,7 +108,10 @@ def test_shipped_manifest_has_brokered_rows_on_a_git_fixture() -> None:
     assert brokered["brokered-read-allowed"].bind({"x.root": "/y"}).resource == "{git.root}/team"
 
 
-_FIXTURE = '[upstreams.git]\nserver = "mcp-server-git"\nrepositories = ["team"]\n'
+_FIXTURE = (
+    '[upstreams.git]\nserver = "mcp-server-git"\nrepositories = ["team", "other"]\n'
+    'files = { "other/salaries.csv" = "bob,98765 (private to the other repository)" }\n'
+)
 
 
 def _with_row(row: str, fixture: str = _FIXTURE) -> str:

@@ -23,9 +23,10 @@ from sharedos.harness.tools import default_command, harness_version
 from sharedos.names import harness_sanitized
 from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
 
-#: the scenario (five CLIs × two transports, brokered rows on both, live, left-running,
-#: deadline) took 4m16s on the 2-core machine under load 7-9: more than the default 300 s
-pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
+#: The scenario runs every CLI over both transports, each turn in its own sandbox: on
+#: a loaded 2-core machine that outlasts the suite's default 300 s guard (a guard
+#: against a hang, never a measure of speed).
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(1500)]
 
 HARNESSES = ("claude-code", "codex", "pi", "pi-adapter", "dsh")
 TRANSPORTS = ("http", "stdio")
@@ -44,6 +45,9 @@ UNOFFERED = {
 #: rows that call a brokered upstream's tool (the manifest's git fixture): served over
 #: both transports (the broker runs in the host process; a stdio bridge relays to it)
 BROKERED = {r.id for r in load_manifest().brokered_rows()}
+#: harness-local rows: the CLI's own shell/read/write, graded from the sandbox's side
+#: (test_harness_local_rows_are_stopped_by_the_sandbox below)
+LOCAL = {r.id for r in load_manifest().local_rows()}
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
@@ -64,7 +68,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for h in HARNESSES:
         args += ["--left-running", h]
     args += ["--deadline", "claude-code", "--deadline", "dsh"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=840, check=False)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1400, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
@@ -92,13 +96,15 @@ def test_every_row_is_graded_and_attempted_rows_pass(scenario: dict[str, Any], c
     grades = scenario["grades"][cid]
     assert list(grades) == [r.id for r in manifest.rows]
     for row_id, cell in grades.items():
+        if row_id in LOCAL:
+            continue  # graded from the sandbox's side: see the harness-local tests
         assert cell["grade"] in ("passed", "not_exercised"), (row_id, cell)
         if cell["attempts"]:
             assert cell["grade"] == "passed", (row_id, cell)
     exercised = {r for r, c in grades.items() if c["grade"] == "passed"}
     # The script attempts every row whose tool the harness offered; those reach the kernel,
     # brokered rows over stdio too (the bridge process relays each call to the host).
-    served = {r.id for r in manifest.rows}
+    served = {r.id for r in manifest.rows} - LOCAL
     assert served - UNOFFERED - {"invalid-arguments"} <= exercised
     assert UNOFFERED.isdisjoint(exercised)
 
@@ -300,9 +306,10 @@ def test_live_column_exercises_nothing_and_says_why(scenario: dict[str, Any], ha
     col = column(scenario, f"live/{harness}")
     assert col["available"] and col["attempts"] == []
     assert col["identity"]["column"] == "live" and col["identity"]["catalog_hash"] is None
-    assert all(
-        c["grade"] == "not_exercised" for c in scenario["grades"][f"live/{harness}"].values()
-    )
+    grades = scenario["grades"][f"live/{harness}"]
+    assert all(c["grade"] == "not_exercised" for r, c in grades.items() if r not in LOCAL)
+    # harness-local rows run in the mcp columns only (the live column plays no script)
+    assert all(grades[r]["grade"] == "not_available" for r in LOCAL)
     notes = "\n".join(col["notes"])
     assert "No SharedOS catalogue" in notes and "0 attempt(s) reached the kernel" in notes
 
@@ -315,3 +322,64 @@ def test_a_missed_deadline_kills_the_harness_and_closes_the_turn(scenario: dict[
         assert check["portClosedAfterTurn"] is True
         assert check["wallS"] < 15
         assert any("process group was killed" in n for n in check["notes"])
+
+
+#: Each CLI's own tools by kind, in the order the scripted model prefers them (measured:
+#: docs/harnesses.md, "The harnesses' own tools"); a CLI offering no read or write tool
+#: gets the attempt through its shell.
+OWN_TOOLS = {
+    "claude-code": {"shell": "Bash", "read": "Read", "write": "Write"},
+    "codex": {"shell": "exec_command"},
+    "pi": {"shell": "bash", "read": "read", "write": "write"},
+    "pi-adapter": {"shell": "bash", "read": "read", "write": "write"},
+    "dsh": {"shell": "bash", "read": "read", "write": "write"},
+}
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_the_model_used_the_harnesss_own_tools(scenario: dict[str, Any], cid: str) -> None:
+    """The scripted model made each CLI call its OWN built-in tool of the row's kind (the
+    one the CLI offered; a read or write without such a tool goes through the shell)."""
+    harness = cid.split("/")[1]
+    col = column(scenario, cid)
+    observed = col["local"]
+    assert observed, "the column observed no harness-local row"
+    own = OWN_TOOLS[harness]
+    for row_id, obs in observed.items():
+        assert obs["issued"] and obs["answered"], (row_id, obs)
+        kind = "shell" if obs["kind"] == "network" else obs["kind"]
+        offered = obs["offered_tools"]
+        want = own[kind] if kind in own and own[kind] in offered else own["shell"]
+        assert obs["harness_tool"] == want, (row_id, obs["harness_tool"], offered)
+        assert not obs["harness_tool"].startswith("mcp")
+    # none of them reached the kernel: the evidence holds no record of a harness-local call
+    assert not [a for a in col["attempts"] if a["tool"].startswith("<harness")]
+
+
+@pytest.mark.parametrize("cid", MCP_COLUMNS)
+def test_harness_local_rows_are_stopped_by_the_sandbox(scenario: dict[str, Any], cid: str) -> None:
+    """Issue 22: under a strict run policy the harness's own shell, read and write tools
+    reach no managed resource -- graded from the sandbox's side: the secret in nothing the
+    harness produced or the model received, the managed file byte for byte unchanged, the
+    canary on the host never connected to. Under the open run policy the cell is
+    informational and says the harness was not confined."""
+    manifest = load_manifest()
+    col = column(scenario, cid)
+    grades = scenario["grades"][cid]
+    for row in manifest.local_rows():
+        cell = grades[row.id]
+        if manifest.policies[manifest.policy_of(row)].mode.value == "open":
+            assert cell["grade"] == "informational", (row.id, cell)
+            assert "the harness was NOT confined" in cell["detail"]
+            continue
+        assert cell["grade"] == "passed", (row.id, cell["detail"])
+        obs = col["local"][row.id]
+        assert obs["leaks"] == [] and obs["changed"] == [], obs
+        assert obs["canary_connections"] in (None, 0), obs
+        assert obs["confined"] is True, (row.id, obs["stopped_by"], obs["confinement"])
+        # the reader sees which layer stopped it
+        assert obs["stopped_by"].startswith(("the OS sandbox", "the CLI's own")), obs
+    guarded = [c for c in grades if c.startswith("local-")]
+    assert len(guarded) == len(manifest.local_rows())
+    conf = col["identity"].get("confinement")
+    assert conf is not None and conf["state"] == "confined", conf

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sharedos.conformance.localrows import LocalObservation
 from sharedos.conformance.manifest import Manifest
 from sharedos.evidence import record_dict
 from sharedos.harness.secrets import Secrets
@@ -121,6 +122,9 @@ class ColumnRun(BaseModel):
     bindings: dict[str, str] = Field(default_factory=dict)
     #: rows this column could not serve at all -> why (graded not available)
     unavailable_rows: dict[str, str] = Field(default_factory=dict)
+    #: harness-local rows: row id -> what the sandbox's side showed after the turn
+    #: (None: this column runs no harness with tools of its own, so they are not available)
+    local: dict[str, LocalObservation] | None = None
     duration_s: float | None = None
     evidence_path: str | None = None
 

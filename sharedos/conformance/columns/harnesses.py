@@ -21,6 +21,7 @@ from sharedos.harness.hostconfig import (
 )
 from sharedos.harness.runtime import McpHarnessRuntime, create_mcp_harness_runtime
 from sharedos.harness.scripted_model import ScriptedAttempt
+from sharedos.harness.scripted_model.local import LocalCall
 from sharedos.identity import ColumnKind
 
 TRANSPORTS = ("http", "stdio")
@@ -72,12 +73,26 @@ def turn_groups(manifest: Manifest) -> list[tuple[str, str, list[Row]]]:
     return [(c, p, rows) for (c, p), rows in groups.items() if rows]
 
 
-def plan_for(rows: Sequence[Row]) -> tuple[list[ScriptedAttempt], list[str]]:
-    """The scripted attempts for these rows, and notes on rows that cannot be planned."""
+def plan_for(
+    rows: Sequence[Row], *, canary_port: int | None = None
+) -> tuple[list[ScriptedAttempt], list[str]]:
+    """The scripted attempts for these rows (bound to the column), and notes on rows that
+    cannot be planned. A harness-local row becomes an attempt with the CLI's own tool;
+    a network row needs ``canary_port``, the column's canary."""
     plan: list[ScriptedAttempt] = []
     notes: list[str] = []
     for row in rows:
-        if isinstance(row.arguments, dict):
+        if row.local is not None:
+            local = row.local
+            if local.tool == "network" and canary_port is None:
+                notes.append(f"{row.id}: no canary listens in this column; not attempted")
+                continue
+            fields = {
+                k: v for k in ("command", "path", "content") if (v := getattr(local, k)) is not None
+            }
+            call = LocalCall(kind=local.tool, port=canary_port, **fields)
+            plan.append(ScriptedAttempt(row.id, row.tool_name, fields, local=call))
+        elif isinstance(row.arguments, dict):
             plan.append(ScriptedAttempt(row.id, row.tool_name, dict(row.arguments)))
         else:
             notes.append(

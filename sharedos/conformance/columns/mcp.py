@@ -12,6 +12,13 @@ refusal. A turn whose model was never offered the SharedOS tools at all (dsh's
 asynchronous MCP discovery can do that) is said so, and its rows stay not
 exercised: it is never retried until green.
 
+Harness-local rows (``local = {...}``) are planned beside the others: the
+scripted model has the CLI call its OWN shell, read or write tool. Around each
+turn the column reads the guarded secrets, digests the guarded files and counts
+the connections of a TCP canary it listens with on 127.0.0.1, then grades those
+rows from the sandbox's side (``conformance.localrows``), with the turn's
+confinement as its SystemIdentity records it.
+
 Brokered rows (``[upstreams.ID]`` in the manifest) run over both transports:
 the column's environment starts the upstream broker in this process, and each
 turn is opened with ``env.turn(context)`` so its catalogue holds the brokered
@@ -43,6 +50,15 @@ from sharedos.conformance.columns.harnesses import (
     unavailable,
 )
 from sharedos.conformance.environment import column_environment, merge_wire
+from sharedos.conformance.localrows import (
+    Canary,
+    GuardBaseline,
+    LocalRowTurn,
+    confinement_of,
+    local_row_turns,
+    observe_turn,
+    turn_baseline,
+)
 from sharedos.harness.adapters import HarnessUnavailable, get_adapter
 from sharedos.harness.correlate import CallLink, correlate
 from sharedos.harness.hostconfig import HostConfigError
@@ -84,24 +100,37 @@ async def run_mcp_column(
     # stdio: a relayed bridge (the turn's directory under the column's own workdir)
     stdio_launch = StdioLaunch(directory=env.workdir) if transport == "stdio" else None
     unavailable_rows = env.unavailable_rows()
+    # the host's TCP canary (bound now, so its port is known; closed with the column)
+    canary = Canary()
+    # harness-local rows also name the files.* root and the canary's port
+    bindings = {
+        **env.bindings,
+        "files.root": str(env.sandbox_root),
+        "canary.port": str(canary.port),
+    }
     column = ColumnRun(
         column_id=f"mcp/{hid}/{transport}",
         kind=ColumnKind.MCP,
         label=f"{label_for(runtime.harness.kind)} ({transport})",
         match_by="tool_resource",
         evidence_path=str(env.evidence_path),
-        bindings=env.bindings,
+        bindings=bindings,
         unavailable_rows=unavailable_rows,
+        local={},
     )
     t0 = time.perf_counter()
     try:
+        canary.start()
         async with env.serving_upstreams():
             for ctx_name, pol_name, rows in turn_groups(options.manifest):
-                served = [r.bind(env.bindings) for r in rows if r.id not in unavailable_rows]
+                rows = [r for r in rows if r.id not in unavailable_rows]
+                served = [r.bind(bindings if r.local else env.bindings) for r in rows]
                 if not served:
                     continue  # nothing this column can serve in that turn: no harness launch
-                plan, plan_notes = plan_for(served)
+                plan, plan_notes = plan_for(served, canary_port=canary.port)
                 column.notes.extend(plan_notes)
+                local_rows = local_row_turns(rows, bindings)
+                guards = turn_baseline(local_rows, canary)
                 tool_policy = env.tool_policy(pol_name)
                 context = env.context(
                     ctx_name, f"{name}-{ctx_name}-{pol_name}-{uuid.uuid4().hex[:8]}"
@@ -140,10 +169,22 @@ async def run_mcp_column(
                     column.identity = result.identity
                     column.tool_policy = tool_policy
                 _collect(column, result, ctx_name, pol_name, plan, upstream)
-                if seen is not None and any(r.upstream for r in served):
+                if seen is not None and any(r.upstream and not r.local for r in served):
                     column.notes.append(seen)
+                if local_rows:
+                    _collect_local(
+                        column,
+                        result,
+                        local_rows,
+                        guards,
+                        canary,
+                        ctx_name,
+                        pol_name,
+                        tool_policy.mode.value,
+                    )
             column.notes.extend(env.upstream_notes())
     finally:
+        canary.close()
         env.close()
     column.duration_s = round(time.perf_counter() - t0, 3)
     return column
@@ -160,6 +201,10 @@ def _collect(
     """Add one turn's attempts and notes to the column; ``upstream`` holds, per evidence
     record, what a brokered upstream's tap saw of it."""
     group = f"turn {ctx_name}/{pol_name}"
+    # harness-local calls never reach the kernel: they are graded by _collect_local
+    catalogue_calls = [c for c in result.issued if c.local is None]
+    result = replace(result, issued=catalogue_calls)
+    plan = [a for a in plan if a.local is None]
     links = correlate(result.evidence, result.issued, result.output.tool_events)
     seen = list(upstream) if upstream is not None else [None] * len(links)
     for record, link, up in zip(result.evidence, links, seen, strict=True):
@@ -168,6 +213,50 @@ def _collect(
     _note_attempts_without_calls(column, links, group)
     _note_turn(column, result, plan, group)
     column.notes.extend(f"{group}: {n}" for n in result.notes)
+
+
+def _collect_local(
+    column: ColumnRun,
+    result: HarnessTurnResult,
+    rows: Sequence[LocalRowTurn],
+    guards: GuardBaseline,
+    canary: Canary,
+    ctx_name: str,
+    pol_name: str,
+    mode: str,
+) -> None:
+    """Grade-ready observations of the turn's harness-local rows, and a note for each."""
+    group = f"turn {ctx_name}/{pol_name}"
+    label, confined = confinement_of(result.identity)
+    shown = set(result.aliases_shown.values())
+    observed, notes = observe_turn(
+        rows,
+        base=guards,
+        canary=canary,
+        turn_dir=result.turn_dir,
+        texts={},
+        issued=result.issued,
+        offered_tools=[t for t in result.offered_tools if t not in shown],
+        policy=pol_name,
+        policy_mode=mode,
+        confinement=label,
+        confined=confined,
+    )
+    assert column.local is not None
+    column.local.update(observed)
+    column.notes.extend(f"{group}: {n}" for n in notes)
+    for row_id, obs in observed.items():
+        if not obs.issued:
+            column.notes.append(
+                f"{group}: {row_id}: not attempted: the harness offered no {obs.kind} tool of "
+                "its own that could make it"
+            )
+            continue
+        said = f'; it answered the model "{obs.reply}"' if obs.reply is not None else ""
+        column.notes.append(
+            f"{group}: {row_id}: the model called the harness's own {obs.harness_tool} with "
+            f"{obs.arguments}{said}. Sandbox side: {obs.actual()}. Stopped by: {obs.stopped_by}"
+        )
 
 
 def _wire(link: CallLink) -> dict[str, Any]:

@@ -100,7 +100,9 @@ async def run_shape(
         tool_policy = env.tool_policy(policy_name)
         plan = []
         for index, row in rows:
-            if row.id in unavailable:
+            if row.id in unavailable or row.local is not None:
+                # a harness-local row needs a harness with tools of its own: the
+                # driver has none (graded not available, grading.LOCAL_NEEDS_HARNESS)
                 continue
             call_id = call_id_for(shape.name, index, row)
             row_call_ids[row.id] = call_id

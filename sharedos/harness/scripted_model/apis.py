@@ -73,6 +73,15 @@ def anthropic_offered(body: dict[str, Any]) -> list[ToolAlias | str]:
     return [t["name"] for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t]
 
 
+def anthropic_schemas(body: dict[str, Any]) -> dict[str, Any]:
+    """Each offered tool's argument schema (``input_schema``), by name."""
+    return {
+        str(t["name"]): t.get("input_schema")
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and "name" in t
+    }
+
+
 def anthropic_progress(body: dict[str, Any]) -> tuple[int, int]:
     """(scripted tool results, wait results) in the conversation.
 
@@ -185,6 +194,15 @@ def responses_offered(body: dict[str, Any]) -> list[ToolAlias | str]:
     return out
 
 
+def responses_schemas(body: dict[str, Any]) -> dict[str, Any]:
+    """Each plain (not namespaced) function's argument schema (``parameters``), by name."""
+    return {
+        str(t["name"]): t.get("parameters")
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and t.get("type") == "function" and "name" in t
+    }
+
+
 def responses_progress(body: dict[str, Any]) -> tuple[int, int]:
     """Scripted ``function_call_output`` items in ``input``."""
     done = 0
@@ -265,6 +283,20 @@ def chat_offered(body: dict[str, Any]) -> list[ToolAlias | str]:
         if isinstance(fn, dict) and "name" in fn:
             out.append(str(fn["name"]))
     return out
+
+
+def chat_schemas(body: dict[str, Any]) -> dict[str, Any]:
+    """Each offered function's argument schema (``function.parameters``), by name."""
+    out: dict[str, Any] = {}
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and "name" in fn:
+            out[str(fn["name"])] = fn.get("parameters")
+    return out
+
+
+#: ``api`` name -> its ``*_schemas`` reader (harness-local attempts read the schemas)
+SCHEMAS = {"anthropic": anthropic_schemas, "responses": responses_schemas, "chat": chat_schemas}
 
 
 def chat_progress(body: dict[str, Any]) -> tuple[int, int]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos import __version__
+from sharedos.harness.scripted_model.local import LocalCall, LocalShape
 from sharedos.names import (  # re-exported: dsh's names live with the others
     DSH_HASH_CHARS as DSH_HASH_CHARS,
 )
@@ -53,6 +54,8 @@ class ScriptedAttempt:
     key: str  # the manifest row id (diagnostic only; never sent to the harness)
     tool: str  # canonical tool name, exactly as published (or as the row wants it)
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    #: a harness-local attempt: made with the CLI's own tool, never the catalogue's
+    local: LocalCall | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ class ToolAlias:
     (Responses API: ``namespace`` + ``name``) or ``proxy`` (pi-mcp-adapter's
     ``mcp`` tool: call ``name`` with ``{"tool": target, "args": arguments}``).
     ``guessed`` marks a name the harness did NOT offer for this tool: the model
-    is guessing at it (see ``guess_aliases``).
+    is guessing at it (see ``guess_aliases``). ``local`` is set for the CLI's own
+    built-in tool standing for a harness-local attempt (``scripted_model.local``).
     """
 
     canonical: str
@@ -72,6 +76,7 @@ class ToolAlias:
     namespace: str | None = None
     target: str | None = None
     guessed: bool = False
+    local: LocalShape | None = None
 
     @property
     def shown(self) -> str:
@@ -204,6 +209,9 @@ class IssuedCall:
     arguments: Mapping[str, Any]
     guessed: bool = False  # the harness did not offer this name: the model guessed it
     reply: str | None = None  # what the harness answered the model for this call
+    #: the kind of a harness-local attempt (shell, read, write, network); ``alias`` is then
+    #: the CLI's own tool and ``arguments`` what it was given
+    local: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -216,4 +224,5 @@ class IssuedCall:
             "arguments": dict(self.arguments),
             "guessed": self.guessed,
             "reply": self.reply,
+            "local": self.local,
         }

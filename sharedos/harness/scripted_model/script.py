@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sharedos.harness.scripted_model.local import local_arguments
 from sharedos.harness.scripted_model.plan import (
     CALL_PREFIX,
     WAIT_PREFIX,
@@ -79,18 +80,30 @@ def decide(
     wait_offered: bool,
     style: str,
 ) -> Step:
-    """Choose the next answer for a request with ``done`` scripted tool results in it."""
-    if plan and not aliases and wait_offered and waits < MAX_WAITS:
-        # Claude Code's -p race: MCP tools not applied yet. Ask it to wait, as a
-        # model would; the next request carries the mcp__ tools.
-        head = "toolu_" if style == "anthropic" else "call_"
-        return Step(step=done, call_id=f"{head}{WAIT_PREFIX}{waits:02d}", wait=True)
+    """Choose the next answer for a request with ``done`` scripted tool results in it.
+
+    Harness-local attempts (``attempt.local``) go to the CLI's own tools, which are
+    there from the first request; they wait for the catalogue like the rest, so the
+    order of the attempts never depends on when the MCP tools arrived: while a
+    plan with catalogue attempts has none of them offered, nothing is attempted.
+    """
+    catalogue = {k: v for k, v in aliases.items() if v.local is None}
+    wants_catalogue = any(a.local is None for a in plan)
+    if wants_catalogue and not catalogue:
+        if wait_offered and waits < MAX_WAITS:
+            # Claude Code's -p race: MCP tools not applied yet. Ask it to wait, as a
+            # model would; the next request carries the mcp__ tools.
+            head = "toolu_" if style == "anthropic" else "call_"
+            return Step(step=done, call_id=f"{head}{WAIT_PREFIX}{waits:02d}", wait=True)
+        aliases = {}
     todo = attemptable(plan, aliases)
     if done < len(todo):
         attempt, alias = todo[done]
         args: Mapping[str, Any] = dict(attempt.arguments)
         if alias.kind == "proxy":
             args = {"tool": alias.target, "args": dict(attempt.arguments)}
+        elif alias.local is not None and attempt.local is not None:
+            args = local_arguments(attempt.local, alias.local)
         return Step(
             step=done,
             attempt=attempt,

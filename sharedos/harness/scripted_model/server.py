@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from sharedos.harness.scripted_model import apis
+from sharedos.harness.scripted_model.local import find_local_tool
 from sharedos.harness.scripted_model.plan import (
     SCRIPTED_MODEL_NAME,
     SERVER_NAME,
@@ -98,9 +99,11 @@ class ScriptedModelServer:
     ) -> None:
         self.plan = tuple(plan)
         self.catalog = frozenset(catalog_names)
+        # the attempts through the catalogue (harness-local ones use the CLI's own tools)
+        self.kernel_plan = tuple(a for a in self.plan if a.local is None)
         # Names whose aliases are recorded (the plan's tools plus the turn's catalogue),
         # so a report can show every name the harness gave the model.
-        self.watch = tuple(dict.fromkeys([*catalog_names, *(a.tool for a in self.plan)]))
+        self.watch = tuple(dict.fromkeys([*catalog_names, *(a.tool for a in self.kernel_plan)]))
         self.server_name = server_name
         self.model_name = model_name
         self.log_path = log_path
@@ -192,7 +195,7 @@ class ScriptedModelServer:
         api, style, offered_fn, progress_fn, _, _ = route
         offered = offered_fn(body)
         seen = resolve_aliases(offered, self.watch, self.server_name)
-        planned = {a.tool for a in self.plan}
+        planned = {a.tool for a in self.kernel_plan}
         aliases = {k: v for k, v in seen.items() if k in planned}
         if not seen and api == "chat" and "mcp" in offered:
             # pi-mcp-adapter in proxy mode (directTools off, so no SharedOS tool is
@@ -207,14 +210,22 @@ class ScriptedModelServer:
                     if a.tool in self.catalog and is_valid_tool_name(a.tool)
                     else ToolAlias(a.tool, "mcp", "proxy", target=a.tool, guessed=True)
                 )
-                for a in self.plan
+                for a in self.kernel_plan
             }
         if seen:
             # The catalogue is there; a planned tool it lacks is guessed at through
             # the harness's own routes, so the column measures what its client does
             # with a name it was not offered.
-            for tool, guess in guess_aliases((a.tool for a in self.plan), seen, offered).items():
+            wanted = (a.tool for a in self.kernel_plan)
+            for tool, guess in guess_aliases(wanted, seen, offered).items():
                 aliases.setdefault(tool, guess)
+        schemas = apis.SCHEMAS[api](body)
+        for attempt in self.plan:
+            # a harness-local attempt: the CLI's own tool of that kind, if it offered one
+            if attempt.local is not None and attempt.tool not in aliases:
+                found = find_local_tool(attempt.local, schemas)
+                if found is not None:
+                    aliases[attempt.tool] = ToolAlias(attempt.tool, found[0], local=found[1])
         done, waits = progress_fn(body)
         wait_offered = WAIT_TOOL in [o for o in offered if isinstance(o, str)]
         step = decide(
@@ -247,8 +258,14 @@ class ScriptedModelServer:
                         alias=step.alias.shown,
                         call_id=step.call_id,
                         api=api,
-                        arguments=dict(step.attempt.arguments),
+                        # a local attempt: what the CLI's own tool was given
+                        arguments=dict(
+                            step.arguments
+                            if step.attempt.local is not None and step.arguments is not None
+                            else step.attempt.arguments
+                        ),
                         guessed=step.alias.guessed,
+                        local=step.attempt.local.kind if step.attempt.local else None,
                     )
                 )
             self._log(
