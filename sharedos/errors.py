@@ -37,7 +37,7 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── ToolRegistrationError(ValueError)     sharedos.catalog.registry
     │   └── ToolNameCollisionError(ValueError)    sharedos.catalog.collisions
     ├── EvidenceUnavailable                       sharedos.kernel.recorder
-    ├── SandboxError                              sharedos.tools.sandbox
+    ├── SandboxError                              sharedos.pathwalk
     ├── upstream: brokered MCP servers
     │   ├── UpstreamConfigProblems(ValueError)    sharedos.upstream.config
     │   ├── CredentialError(ValueError)           sharedos.upstream.secrets

@@ -39,10 +39,12 @@ from sharedos.catalog.collisions import find_name_collisions
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
+from sharedos.pathwalk import SandboxError
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
 from sharedos.upstream.definitions import RawTool, Refusal, build_definition
 from sharedos.upstream.forward import ForwardHandler
+from sharedos.upstream.localpaths import UNCHECKED, LocalPaths
 from sharedos.upstream.pins import Drift, PinFile, compare
 from sharedos.upstream.secrets import CredentialError, CredentialSet, resolve_credentials
 
@@ -178,6 +180,8 @@ class UpstreamBroker:
         self._registry: Any = None
         self._policy: Any = None
         self._resource_args: dict[str, str | None] = {}
+        self._path_tools: dict[str, bool] = {}
+        self._local_paths = LocalPaths()
 
     # -- lifecycle ----------------------------------------------------------
     async def __aenter__(self) -> UpstreamBroker:
@@ -206,6 +210,7 @@ class UpstreamBroker:
         self._registry = registry
         self._policy = policy
         self._resource_args.clear()
+        self._path_tools.clear()
         registry.add_provider(self)
 
     # -- ContextToolProvider ----------------------------------------------------
@@ -478,6 +483,42 @@ class UpstreamBroker:
                 arg = m.group(1) if m else None
         self._resource_args[tool] = arg
         return arg
+
+    def path_resource(self, tool: str) -> bool:
+        """True when ``tool``'s requirement computes its resource with ``path(...)``: the
+        canonical resource is a host path the upstream will open."""
+        known = self._path_tools.get(tool)
+        if known is not None:
+            return known
+        requirement = self._policy.requirements.get(tool) if self._policy is not None else None
+        expr = getattr(requirement, "resource", None)
+        found = isinstance(expr, str) and expr.strip().startswith("path(")
+        self._path_tools[tool] = found
+        return found
+
+    async def check_path(self, config: UpstreamConfig, resource: str) -> str | None:
+        """Why the path ``resource`` must not be forwarded to ``config``'s upstream, or None.
+
+        ``LocalPaths`` on this host (``path_check`` local), nothing (``off``), or a
+        refusal for an upstream on another host with ``path_check`` unset. The
+        sentence names the canonical path and ends with the check's code.
+        """
+        if config.links == "off":
+            return None
+        if config.links == "unchecked":
+            return (
+                f"{resource} cannot be checked for links: upstream {config.id!r} is on another "
+                'host, and its path_check is not set (set path_check = "off" once that host '
+                f"keeps its own links in check) ({UNCHECKED})"
+            )
+        try:
+            # inline: a few syscalls per component (a thread hop would cost more)
+            git_directory = self._local_paths.check(resource)
+            if git_directory is not None:
+                await anyio.to_thread.run_sync(self._local_paths.walk_git, git_directory)
+        except SandboxError as exc:
+            return f"{exc}; SharedOS did not forward the call to upstream {config.id!r}"
+        return None
 
     # -- operator views (sharedos upstream ...) -------------------------------------------
     async def list_all(self) -> dict[str, Listing]:

@@ -74,6 +74,7 @@ UPSTREAM_KEYS = frozenset(
         "list_cache_s",
         "enabled",
         "description",
+        "path_check",
     }
 )
 
@@ -142,6 +143,21 @@ class UpstreamConfig(BaseModel):
     list_cache_s: float = Field(default=0.0, ge=0, le=3600)
     enabled: bool = True
     description: str = ""
+    #: where a brokered call's path resource is checked for links before it is forwarded
+    #: (docs/upstreams.md, "Links"): ``local``, on this host's filesystem (the default for
+    #: stdio and for a loopback URL); ``off``, not at all (an upstream on another host,
+    #: whose own host keeps its links in check). Unset on an HTTP upstream on another
+    #: host: its path calls are refused, since nothing here can check them.
+    path_check: Literal["local", "off"] | None = None
+
+    @property
+    def links(self) -> Literal["local", "off", "unchecked"]:
+        """How this upstream's path resources are checked: ``path_check``, or its default."""
+        if self.path_check is not None:
+            return self.path_check
+        if self.transport == "stdio" or _is_loopback(self.url or ""):
+            return "local"
+        return "unchecked"
 
     @property
     def source(self) -> str:
@@ -161,8 +177,13 @@ class UpstreamConfig(BaseModel):
         )
         creds = ", ".join(self.credential_names()) or "none"
         t = self.timeouts
+        links = {
+            "local": "path links checked on this host",
+            "off": "path links not checked (path_check = off)",
+            "unchecked": "path calls refused (another host; set path_check)",
+        }[self.links]
         return (
-            f"namespace {self.namespace}, {where}, pinning {self.pinning}, "
+            f"namespace {self.namespace}, {where}, pinning {self.pinning}, {links}, "
             f"timeouts connect {t.connect_s:g}s / list {t.list_s:g}s / call {t.call_s:g}s, "
             f"credentials from: {creds}" + ("" if self.enabled else " (disabled)")
         )
@@ -170,6 +191,22 @@ class UpstreamConfig(BaseModel):
 
 def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
+
+
+def _is_loopback(url: str) -> bool:
+    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class UpstreamConfigProblems(SharedOSError, ValueError):

@@ -14,7 +14,7 @@ from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import Effect, ReasonCode
 from sharedos.policy.decision import Decision
 from sharedos.tools import FILES_TOOL_NAMES, files_tools
-from sharedos.tools.sandbox import SandboxError, segments_of
+from sharedos.pathwalk import SandboxError, segments_of
 
 
 @pytest.fixture
