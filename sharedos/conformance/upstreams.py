@@ -158,6 +158,7 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
         )
     for name in spec.repositories:
         make_repository(root / name, name)
+    plant_links(root, spec)
     tap_log = base / f"{uid}.tap.jsonl"
     tap_log.touch()
     overlay = base / f"{uid}.sos"
@@ -176,6 +177,18 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
     )
     config = parse_host_config(toml, f"<conformance upstream {uid}>").upstream[uid]
     return FixtureUpstream(uid, namespace, root, tap_log, overlay, config)
+
+
+def plant_links(root: Path, spec: UpstreamFixture) -> None:
+    """The fixture's planted links: symbolic links and ``gitdir:`` pointers (both below ``root``)."""
+    for name, target in spec.symlinks.items():
+        link = root / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(root / target if target != "." else root, link)
+    for name, target in spec.gitdir_pointers.items():
+        directory = root / name
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / ".git").write_text(f"gitdir: {root / target / '.git'}\n", encoding="utf-8")
 
 
 class FixtureError(SharedOSError, RuntimeError):
