@@ -365,7 +365,7 @@ class UpstreamBroker:
             built = self._definitions.get(key)
             if built is None:
                 built = build_definition(
-                    config, item, ForwardHandler(self, config.id, item.name), secrets
+                    config, item, ForwardHandler(self, config.id, item.name), secrets, conn.scrubber
                 )
                 self._definitions[key] = built
             if isinstance(built, Refusal):

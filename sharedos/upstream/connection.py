@@ -204,7 +204,11 @@ class UpstreamConnection:
                 self.protocol_version = client.protocol_version
                 info = client.server_info
                 if info is not None:
-                    self.server_info = {"name": info.name, "version": info.version}
+                    # shown in reports and pinned: scrubbed like everything it sends
+                    self.server_info = {
+                        "name": self.scrubber.text(info.name),
+                        "version": self.scrubber.text(info.version),
+                    }
                 started = True
                 task_status.started()
                 if self.config.list_cache_s > 0 and self._on_list_changed is not None:

@@ -7,6 +7,13 @@ upstreams with the same raw name never collide. A tool that cannot be
 published (its prefixed name breaks ToolNameSchema, its schema is not an
 object schema MCP accepts, ...) is refused with a message naming the
 upstream and the tool; the rest of the upstream still works.
+
+A tool whose definition holds one of the upstream's own credentials, in any
+encoding and anywhere (name, description, title, input or output schema —
+defaults, enums, examples, property names —, annotations, ``_meta``, icons),
+is held back whole: it is neither published (the model never reads it) nor
+pinned (the pin file never stores it), and the refusal names the fields, never
+the value (issue 22).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from sharedos.catalog.definition import (
 )
 from sharedos.names import is_valid_tool_name
 from sharedos.upstream.config import UpstreamConfig
+from sharedos.upstream.secrets import Scrubber
 
 _ANNOTATION_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -73,9 +81,26 @@ def build_definition(
     raw: RawTool,
     handler: Callable[..., Any],
     credentials: Mapping[str, SecretStr],
+    scrubber: Scrubber | None = None,
 ) -> ToolDefinition | Refusal:
-    """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published."""
+    """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published.
+
+    ``scrubber`` knows the upstream's credentials: a definition holding one is refused
+    (see the module docstring) with the refusal naming where, never what.
+    """
     wire = raw.wire
+    if scrubber is not None:
+        found = scrubber.find(dict(wire))
+        if found:
+            shown = ", ".join(found[:10]) + (
+                f" and {len(found) - 10} more" if len(found) > 10 else ""
+            )
+            return Refusal(
+                config.id,
+                scrubber.text(raw.name),
+                f"its definition contains a credential of this upstream (in {shown}); held "
+                "back: not published, not pinned",
+            )
     if not isinstance(wire.get("name"), str) or not wire["name"]:
         return Refusal(
             config.id, str(wire.get("name")), "the upstream listed a tool without a name"
