@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -46,7 +48,12 @@ from sharedos.upstream.definitions import RawTool, Refusal, build_definition
 from sharedos.upstream.forward import ForwardHandler
 from sharedos.upstream.localpaths import UNCHECKED, LocalPaths
 from sharedos.upstream.pins import Drift, PinFile, compare
-from sharedos.upstream.secrets import CredentialError, CredentialSet, resolve_credentials
+from sharedos.upstream.secrets import (
+    CredentialError,
+    CredentialSet,
+    Scrubber,
+    resolve_credentials,
+)
 
 State = Literal["ok", "unavailable", "disabled"]
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
@@ -174,6 +181,8 @@ class UpstreamBroker:
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._turns: dict[str, TurnUpstreams] = {}
         self._definitions: LRUCache[tuple[str, str, str], ToolDefinition | Refusal] = LRUCache(8192)
+        #: the cache is filled from worker threads (one per upstream listing at once)
+        self._definitions_lock = threading.Lock()
         self._tg: TaskGroup | None = None
         self._exit: contextlib.AsyncExitStack | None = None
         self._reserved: frozenset[str] = frozenset()
@@ -250,7 +259,8 @@ class UpstreamBroker:
             for config in self.upstreams.values():
                 if config.enabled:
                     tg.start_soon(one, config)
-        state = self._assemble(context, listings)
+        # pins compared (an RFC 8785 digest per tool) and collisions found off the loop too
+        state = await anyio.to_thread.run_sync(self._assemble, context, listings)
         state.opened_ms = round((time.perf_counter() - started) * 1000, 3)
         return state
 
@@ -359,29 +369,39 @@ class UpstreamBroker:
         listing.server = dict(conn.server_info)
         if conn.protocol_version:
             listing.server["protocolVersion"] = conn.protocol_version
+        # definitions are built (schemas checked: ~2 ms a tool) in a worker thread, so
+        # a large listing never stalls the event loop every turn of the process runs on
+        await anyio.to_thread.run_sync(self._build, listing, creds, conn.scrubber)
+        listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        return listing
+
+    def _build(self, listing: Listing, creds: CredentialSet, scrubber: Scrubber) -> None:
+        """Turn ``listing.raw`` into definitions and refusals (runs in a worker thread)."""
+        config = listing.config
         secrets = _credential_map(creds)
-        for item in raw:
+        for item in listing.raw:
             key = (config.id, creds.fingerprint, item.digest)
-            built = self._definitions.get(key)
+            with self._definitions_lock:
+                built = self._definitions.get(key) if item.digest else None
             if built is None:
                 built = build_definition(
-                    config, item, ForwardHandler(self, config.id, item.name), secrets, conn.scrubber
+                    config, item, ForwardHandler(self, config.id, item.name), secrets, scrubber
                 )
-                self._definitions[key] = built
+                if item.digest:
+                    with self._definitions_lock:
+                        self._definitions[key] = built
             if isinstance(built, Refusal):
                 listing.refused.append(built)
             else:
                 listing.tools.append((built, item))
-        names = [t.name for t, _ in listing.tools]
-        dupes = {n for n in names if names.count(n) > 1}
+        counts = Counter(t.name for t, _ in listing.tools)
+        dupes = {n for n, k in counts.items() if k > 1}
         if dupes:
             listing.refused.extend(
                 Refusal(config.id, n.split(".", 1)[1], "the upstream lists this name twice")
                 for n in sorted(dupes)
             )
             listing.tools = [(t, r) for t, r in listing.tools if t.name not in dupes]
-        listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-        return listing
 
     async def _listing(self, slot: _Slot, conn: UpstreamConnection) -> list[RawTool]:
         """The upstream's tools now; turns opening together share one tools/list."""

@@ -11,7 +11,7 @@ by the kernel before it is forwarded. Per upstream the operator gives::
     cwd = "/srv/git"
     # url = "http://127.0.0.1:8931/mcp"   # or streamable HTTP (exactly one of command/url)
     timeouts = { connect_s = 10, list_s = 10, call_s = 60 }
-    limits = { max_result_bytes = 4194304, max_concurrency = 16 }
+    limits = { max_result_bytes = 4194304, max_concurrency = 16, max_tools = 1000 }
 
     [upstream.git.env]                     # plain, non-secret environment of the process
     GIT_CONFIG_NOSYSTEM = "1"
@@ -108,12 +108,25 @@ class UpstreamTimeouts(BaseModel):
 
 
 class UpstreamLimits(BaseModel):
-    """Per-upstream limits: largest result relayed, and calls in flight at once."""
+    """Per-upstream limits: what is read from it, relayed, published, and run at once.
+
+    ``max_result_bytes`` bounds a call's result while it is read (nothing more is
+    buffered; the call fails promptly and the session stays usable);
+    ``max_listing_bytes`` bounds one ``tools/list`` answer the same way. A listed
+    tool past ``max_tools``, or whose description or title is over
+    ``max_description_bytes``, or whose input schema, output schema or other fields
+    (annotations, ``_meta``, icons) are over ``max_schema_bytes`` each, is refused by
+    name (the rest of the upstream is still served).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_result_bytes: int = Field(default=4 * 1024 * 1024, gt=0, le=256 * 1024 * 1024)
     max_concurrency: int = Field(default=16, gt=0, le=1024)
+    max_listing_bytes: int = Field(default=16 * 1024 * 1024, gt=0, le=256 * 1024 * 1024)
+    max_tools: int = Field(default=1000, gt=0, le=100_000)
+    max_description_bytes: int = Field(default=64 * 1024, gt=0, le=16 * 1024 * 1024)
+    max_schema_bytes: int = Field(default=256 * 1024, gt=0, le=64 * 1024 * 1024)
 
 
 class UpstreamConfig(BaseModel):

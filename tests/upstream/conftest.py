@@ -249,15 +249,20 @@ class Brokered:
 
     @contextlib.asynccontextmanager
     async def turn(
-        self, context: AccessContext | None = None, run_policy: str = "run", mode: str = "auto"
+        self,
+        context: AccessContext | None = None,
+        run_policy: str = "run",
+        mode: str = "auto",
+        http_timeout: float = 5.0,
     ) -> AsyncIterator[BrokeredTurn]:
-        """Prepare the upstreams, open the HTTP turn bridge, connect an SDK client."""
+        """Prepare the upstreams, open the HTTP turn bridge, connect an SDK client
+        (``http_timeout``: its read timeout, for calls an upstream is slow to answer)."""
         ctx = context or self.context()
         tool_policy = self.policy.tool_policies[run_policy]
         async with (
             self.broker.turn(ctx) as upstreams,
             open_turn(self.host, ctx, tool_policy) as turn,
-            httpx2.AsyncClient(headers=turn.headers()) as http,
+            httpx2.AsyncClient(headers=turn.headers(), timeout=http_timeout) as http,
             Client(streamable_http_client(str(turn.url), http_client=http), mode=mode) as client,
         ):
             yield BrokeredTurn(ctx, upstreams, turn, client)
