@@ -56,6 +56,8 @@ from sharedos.upstream.secrets import (
 )
 
 State = Literal["ok", "unavailable", "disabled"]
+#: refusals shown one per line in a report (all of them are in ``as_dict``)
+_SHOWN_REFUSALS = 20
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
@@ -85,7 +87,13 @@ class UpstreamStatus:
         if self.server.get("name"):
             server = f" [{self.server.get('name')} {self.server.get('version', '')}]".rstrip()
         out = [head + f"{len(self.published)} of {self.listed} tools published{server}"]
-        out.extend(f"  refused: {r.describe()}" for r in self.refused)
+        out.extend(f"  refused: {r.describe()}" for r in self.refused[:_SHOWN_REFUSALS])
+        if len(self.refused) > _SHOWN_REFUSALS:
+            # an upstream listing 10,001 tools must not print 9,000 lines into a run
+            more = len(self.refused) - _SHOWN_REFUSALS
+            out.append(
+                f"  refused: {more} more tool(s) (`sharedos upstream status --json` lists every one)"
+            )
         out.extend(f"  held back: {d.describe()}" for d in self.drift)
         return out
 

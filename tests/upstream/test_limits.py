@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from sharedos.upstream import broker as broker_module
+from sharedos.upstream.broker import UpstreamStatus
 from sharedos.upstream.config import UpstreamLimits
 from sharedos.upstream.transport import ListingScreen, message_id
 from tests.upstream.conftest import (
@@ -97,8 +98,15 @@ async def test_a_huge_listing_is_capped_and_every_refusal_named(
     assert "over limits.max_tools (1000)" in refused["t01000"]
     assert "over limits.max_tools" in refused["t10000"]
     assert len(refused) == 10_001 - 998
-    # the report names them without echoing a 4 MiB description
+    # the report names them without echoing a 4 MiB description, and not 9,003 lines long
     assert all(len(r) < 300 for r in refused.values())
+    status = UpstreamStatus(
+        "fx", "fx", "ok", published=tuple(published), refused=tuple(listing.refused), listed=10_001
+    )
+    lines = status.lines()
+    assert len(lines) == 22 and "8983 more tool(s)" in lines[-1]
+    assert lines[-1].endswith("more tool(s) (`sharedos upstream status --json` lists every one)")
+    assert len(status.as_dict()["refused"]) == 10_001 - 998
 
 
 async def test_the_event_loop_stays_live_while_a_listing_is_converted(
