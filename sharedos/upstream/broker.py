@@ -56,6 +56,11 @@ from sharedos.upstream.secrets import (
 )
 
 State = Literal["ok", "unavailable", "disabled"]
+#: definitions still to build for a listing up to which building stays on the event loop
+#: (a few ms at most; more go to a worker thread)
+_INLINE_BUILDS = 8
+#: tools in a turn's snapshot up to which pins are compared on the event loop (~50 us each)
+_INLINE_ASSEMBLE = 64
 #: refusals shown one per line in a report (all of them are in ``as_dict``)
 _SHOWN_REFUSALS = 20
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
@@ -267,8 +272,12 @@ class UpstreamBroker:
             for config in self.upstreams.values():
                 if config.enabled:
                     tg.start_soon(one, config)
-        # pins compared (an RFC 8785 digest per tool) and collisions found off the loop too
-        state = await anyio.to_thread.run_sync(self._assemble, context, listings)
+        # pins compared (an RFC 8785 digest per tool) and collisions found off the loop too,
+        # unless there are so few tools that a thread hop would cost more
+        if sum(len(x.tools) for x in listings.values()) > _INLINE_ASSEMBLE:
+            state = await anyio.to_thread.run_sync(self._assemble, context, listings)
+        else:
+            state = self._assemble(context, listings)
         state.opened_ms = round((time.perf_counter() - started) * 1000, 3)
         return state
 
@@ -377,9 +386,17 @@ class UpstreamBroker:
         listing.server = dict(conn.server_info)
         if conn.protocol_version:
             listing.server["protocolVersion"] = conn.protocol_version
-        # definitions are built (schemas checked: ~2 ms a tool) in a worker thread, so
-        # a large listing never stalls the event loop every turn of the process runs on
-        await anyio.to_thread.run_sync(self._build, listing, creds, conn.scrubber)
+        # definitions are built (schemas checked: ~2 ms a tool) in a worker thread, so a
+        # large listing never stalls the event loop every turn of the process runs on;
+        # a listing whose definitions are all cached but a few is cheaper inline
+        with self._definitions_lock:
+            misses = sum(
+                1 for r in raw if (config.id, creds.fingerprint, r.digest) not in self._definitions
+            )
+        if misses > _INLINE_BUILDS:
+            await anyio.to_thread.run_sync(self._build, listing, creds, conn.scrubber)
+        else:
+            self._build(listing, creds, conn.scrubber)
         listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
         return listing
 

@@ -48,6 +48,9 @@ REQUEST_TIMEOUT = -32001
 #: most tools/list pages followed (a paginator that never ends cannot hang a turn)
 MAX_LIST_PAGES = 50
 _STDERR_TAIL = 20
+#: listings up to this many tools are converted on the loop (~0.1 ms a tool: cheaper than
+#: a thread hop); larger ones in a worker thread
+_INLINE_TOOLS = 32
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -335,6 +338,8 @@ class UpstreamConnection:
                 f"upstream {self.config.id!r} failed to list its tools: {why}{self._stderr_hint()}",
             ) from None
         dropped = self._screen.take()
+        if len(listed) + len(dropped) <= _INLINE_TOOLS:
+            return raw_tools(listed, self.config.limits, self.scrubber, dropped)
         return await anyio.to_thread.run_sync(
             raw_tools, listed, self.config.limits, self.scrubber, dropped
         )
