@@ -341,33 +341,39 @@ async def bounded_stdio_client(
         await deliver(too_large(request_id, method, bounds))
         return True
 
-    async def stdout_reader() -> None:
+    async def read_lines() -> None:
+        """Deliver every line until EOF, the session's end, or a line no request owns."""
         assert process.stdout is not None
         line = _Line()
-        try:
-            async with read_writer:
+        while True:
+            try:
+                chunk = await process.stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            start = 0
+            while True:
+                newline = chunk.find(b"\n", start)
+                end = len(chunk) if newline == -1 else newline
+                line.add(chunk[start:end], outstanding.bound(bounds))
+                if newline == -1:
+                    break
+                complete, line = line, _Line()
                 try:
-                    while True:
-                        try:
-                            chunk = await process.stdout.receive()
-                        except (anyio.EndOfStream, anyio.ClosedResourceError):
-                            return
-                        start = 0
-                        while True:
-                            newline = chunk.find(b"\n", start)
-                            end = len(chunk) if newline == -1 else newline
-                            line.add(chunk[start:end], outstanding.bound(bounds))
-                            if newline == -1:
-                                break
-                            complete, line = line, _Line()
-                            try:
-                                if not await finish(complete):
-                                    return
-                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                                return  # the session is gone
-                            start = newline + 1
-                finally:
-                    await mcp_sdk.drain_stdio(process)
+                    if not await finish(complete):
+                        return
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the session is gone
+                start = newline + 1
+
+    async def stdout_reader() -> None:
+        try:
+            try:
+                async with read_writer:
+                    await read_lines()
+                # the session has seen the end (EOF, or ended here); what the server still
+                # writes is drained so it can exit, as the SDK's reader does
+            finally:
+                await mcp_sdk.drain_stdio(process)
         except anyio.ClosedResourceError:
             pass
         except (anyio.BrokenResourceError, ConnectionError, OSError):

@@ -238,3 +238,55 @@ async def test_an_oversized_result_over_http_is_refused_while_read(
     argv = [PY, str(FIXTURE), "--http", str(port), "--log", str(log), "--max-life", "300"]
     with http_process(argv, port):
         await _oversized_then_ordinary(tmp_path, toml)
+
+
+# -- the bounded stdio reader on its own ------------------------------------------------
+
+#: a "server" that answers each request line with a 3 MiB line carrying no id
+_NO_ID_SERVER = (
+    "import sys\n"
+    "for line in sys.stdin:\n"
+    '    sys.stdout.write(\'{"jsonrpc":"2.0","result":{"x":"\' + \'y\' * (3 << 20) + \'"}}\\n\')\n'
+    "    sys.stdout.flush()\n"
+)
+
+
+async def _ask(write: Any, request_id: int) -> None:
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call", params={})
+    await write.send(SessionMessage(request))
+
+
+async def test_an_oversized_line_without_an_id_fails_the_only_request_or_ends_the_session(
+    tmp_path: Path,
+) -> None:
+    from mcp.client.stdio import StdioServerParameters
+
+    from sharedos.upstream.transport import RESPONSE_TOO_LARGE, ReadBounds, bounded_stdio_client
+
+    params = StdioServerParameters(command=PY, args=["-c", _NO_ID_SERVER])
+    bounds = ReadBounds(result=1 << 20, listing=1 << 20)
+    ended: list[bool] = []
+    errlog = (tmp_path / "stderr.txt").open("w")
+    async with bounded_stdio_client(
+        params,
+        errlog,
+        bounds,
+        on_unattributed=lambda: ended.append(True),  # type: ignore[arg-type]
+    ) as (read, write):
+        # one request outstanding: the oversized answer can only be its
+        await _ask(write, 1)
+        with anyio.fail_after(60):
+            answer = await read.receive()
+        assert answer.message.id == 1 and answer.message.error.code == RESPONSE_TOO_LARGE
+        assert "SharedOS stopped reading it" in answer.message.error.message
+        # two outstanding, and an answer naming neither: the session ends
+        await _ask(write, 2)
+        await _ask(write, 3)
+        with anyio.fail_after(60), pytest.raises(anyio.EndOfStream):
+            while True:
+                await read.receive()
+    errlog.close()
+    assert ended == [True]
