@@ -140,7 +140,8 @@ class ListingScreen:
                 wire = tool if isinstance(tool, dict) else {}
                 problem = over_limits(wire, self._seen, self.limits)
                 if problem:
-                    self._dropped.append((str(wire.get("name", "")), problem))
+                    # only a name's head is kept: reports shorten it anyway
+                    self._dropped.append((str(wire.get("name", ""))[:256], problem))
                 else:
                     kept.append(tool)
         if len(kept) == len(result["tools"]):
