@@ -234,6 +234,45 @@ async def bench_turn_open(turns: int, tmp: Path, cache_s: float = 0.0) -> None:
     print(f"  turn open + bridge + close                          {ms(opened)} (target <= 20 ms)")
 
 
+def bench_link_check(n: int, tmp: Path) -> None:
+    """What checking a brokered path resource for links costs (issue 22), per call."""
+    from sharedos.upstream.localpaths import LocalPaths
+
+    paths = LocalPaths()
+    deep = tmp / "links" / "srv" / "share" / "public" / "docs"
+    deep.mkdir(parents=True)
+    (deep / "a.txt").write_text("x\n")
+    repo = tmp / "links" / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q",
+         "--allow-empty", "-m", "b"],
+        check=True,
+    )  # fmt: skip
+    cases = {
+        f"a file, {len(deep.parts) + 1} components": str(deep / "a.txt"),
+        "a file to be created": str(deep / "new" / "b.txt"),
+        "a git repository (pointers, config)": str(repo),
+    }
+    print(f"link check of a brokered path resource, {n} checks each:")
+    for label, resource in cases.items():
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            paths.check(resource)
+            times.append(time.perf_counter() - t)
+        print(f"  {label:<44} {ms(times)}")
+    walk = []
+    gitdir = str(repo / ".git")
+    for _ in range(n):
+        t = time.perf_counter()
+        paths.walk_git(gitdir)
+        walk.append(time.perf_counter() - t)
+    entries = sum(len(files) + len(dirs) for _, dirs, files in os.walk(gitdir))
+    print(f"  {'its git directory walked for links':<44} {ms(walk)} ({entries} entries, thread)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("calls", nargs="?", type=int, default=2000, help="calls per path")
@@ -243,6 +282,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"bench_upstream: {os.cpu_count()} cores, load average {load:.2f} at start")
     with tempfile.TemporaryDirectory() as tmp:
+        bench_link_check(min(calls, 2000), Path(tmp))
         anyio.run(bench_calls, calls, 40, Path(tmp))
         anyio.run(bench_turn_open, turns, Path(tmp))
         anyio.run(bench_turn_open, turns, Path(tmp), 60.0)

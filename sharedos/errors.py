@@ -41,7 +41,7 @@ classes live beside the code that raises them; the tree (checked by
     │   │   └── SandboxSetupFailed                sharedos.confine.ports
     │   └── ManagedRootVisible(ValueError)        sharedos.confine.view
     ├── EvidenceUnavailable                       sharedos.kernel.recorder
-    ├── SandboxError                              sharedos.tools.sandbox
+    ├── SandboxError                              sharedos.pathwalk
     ├── upstream: brokered MCP servers
     │   ├── UpstreamConfigProblems(ValueError)    sharedos.upstream.config
     │   ├── CredentialError(ValueError)           sharedos.upstream.secrets

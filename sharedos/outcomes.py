@@ -67,6 +67,9 @@ class ReasonCode(StrEnum):
     UPSTREAM_TIMEOUT = "upstream_timeout"
     #: a brokered upstream MCP server could not be reached for this call
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    #: a brokered call's path resource is reached through a link on disk (a symbolic
+    #: link, a hard link, a git pointer), so it was not forwarded to the upstream
+    LINKED_RESOURCE = "linked_resource"
     # -- cancelled -----------------------------------------------------------
     #: the caller cancelled the request
     CANCELLED = "cancelled"
@@ -94,6 +97,7 @@ FAILURE_REASONS = frozenset(
         ReasonCode.UPSTREAM_ERROR,
         ReasonCode.UPSTREAM_TIMEOUT,
         ReasonCode.UPSTREAM_UNAVAILABLE,
+        ReasonCode.LINKED_RESOURCE,
     }
 )
 

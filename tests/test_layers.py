@@ -7,7 +7,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 
 Layer order (docs/contracts.md, issue 15 move 2)::
 
-    names, outcomes, toolpolicy, context, resources, identity, errors, confine
+    names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk
       → policy, evidence, catalog → kernel → tools, upstream → bridge
       → harness → conformance → cli
 """
@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_shipped",
         "compat",
         "confine",
+        "pathwalk",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

@@ -8,6 +8,12 @@
   out until they expire (``_server_instances``, ``_discard_session``).
 - The SDK puts its OpenTelemetry middleware on every ``Server``; it lives in
   the private ``mcp.server._otel`` module.
+- The stdio client transport reads a server's whole line before parsing it
+  (quadratically: each chunk re-joins and re-splits the line so far), so a
+  brokered upstream's answer cannot be bounded while it is read. SharedOS's own
+  bounded reader (``sharedos.upstream.transport``) reuses the SDK's process
+  handling (``spawn_stdio_server``, ``stop_stdio_server``, ``drain_stdio``:
+  private helpers of ``mcp.client.stdio``) so spawning and shutdown stay the SDK's.
 
 Importing this module on any other mcp version raises ``VendorVersionError``.
 """
@@ -16,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import TypeVar
+from typing import Any, TextIO, TypeVar
 
+from mcp.client import stdio as _stdio
+from mcp.client.stdio import StdioServerParameters
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
@@ -79,3 +87,30 @@ def remove_sdk_tracing(server: Server[_Lifespan]) -> None:
     server.middleware[:] = [
         m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)
     ]
+
+
+#: seconds the stdio writer may flush accepted messages before stdin closes (the SDK's)
+STDIO_WRITER_FLUSH_TIMEOUT: float = _stdio._WRITER_FLUSH_TIMEOUT
+
+
+async def spawn_stdio_server(params: StdioServerParameters, errlog: TextIO) -> Any:
+    """Start a stdio server exactly as ``mcp.client.stdio.stdio_client`` does (its own process
+    group, the SDK's minimal inherited environment plus ``params.env``)."""
+    command = await _stdio._get_executable_command(params.command)
+    return await _stdio._create_platform_compatible_process(
+        command=command,
+        args=params.args,
+        env=_stdio.get_default_environment() | (params.env or {}),
+        errlog=errlog,
+        cwd=params.cwd,
+    )
+
+
+async def stop_stdio_server(process: Any) -> None:
+    """The SDK's shutdown: close stdin, wait, then kill the whole process tree."""
+    await _stdio._stop_server_process(process)
+
+
+async def drain_stdio(process: Any) -> None:
+    """Consume and discard what the server still writes (shielded; ends when the pipe closes)."""
+    await _stdio._drain_stdout(process)

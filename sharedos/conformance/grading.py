@@ -151,8 +151,13 @@ def _wire_problem(attempt: Attempt) -> str | None:
     return _upstream_problem(attempt)
 
 
-#: Outcomes after which no handler ran, so nothing may have been forwarded upstream.
-_NOT_FORWARDED = {ReasonCode.INVALID_ARGUMENTS, ReasonCode.EVIDENCE_UNAVAILABLE}
+#: Outcomes after which nothing may have been forwarded upstream: no handler ran, or
+#: the forwarder refused the call's path (a link on disk) before forwarding it.
+_NOT_FORWARDED = {
+    ReasonCode.INVALID_ARGUMENTS,
+    ReasonCode.EVIDENCE_UNAVAILABLE,
+    ReasonCode.LINKED_RESOURCE,
+}
 
 
 def _upstream_account(attempt: Attempt) -> str | None:

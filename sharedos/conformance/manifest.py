@@ -110,6 +110,12 @@ class UpstreamFixture(BaseModel):
     each) created fresh under ``{ID.root}``. ``rules`` is policy text compiled
     with the run's rules after ``{ID.root}`` is resolved: it grants what the
     rows need on the fixture's paths (the shipped rules govern ``/srv/git``).
+
+    ``symlinks`` (``"team/linked" = "other"``) and ``gitdir_pointers``
+    (``"team/pointer" = "other"``: a directory whose ``.git`` is a ``gitdir:``
+    file naming another repository's git directory) are planted after the
+    repositories, both sides relative to ``{ID.root}``: the links a brokered
+    call must never be forwarded through (issue 22).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -132,6 +138,26 @@ class UpstreamFixture(BaseModel):
                     f"fixture file {path!r} must be REPOSITORY/PATH with no empty, '.', '..' "
                     "or '.git' part"
                 )
+        return value
+
+    symlinks: dict[str, str] = Field(default_factory=dict)
+    gitdir_pointers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("symlinks", "gitdir_pointers")
+    @classmethod
+    def _relative(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, target in value.items():
+            for path in (name, target):
+                parts = path.split("/")
+                if path != "." and not all(
+                    re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", p) for p in parts
+                ):
+                    raise ValueError(
+                        f"{path!r} must be a relative path of plain names below the fixture "
+                        "root ('.' for the root itself; no '..', no absolute path)"
+                    )
+            if name == ".":
+                raise ValueError("a link cannot replace the fixture root")
         return value
 
     @field_validator("repositories")

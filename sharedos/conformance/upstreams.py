@@ -169,6 +169,7 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
             if rel.split("/", 1)[0] == name
         }
         make_repository(root / name, name, own)
+    plant_links(root, spec)
     # the tap's log in a directory of its own: the upstream's sandbox may write there
     # and nowhere else (the rules overlay beside it is a policy source, never shown)
     tap_dir = base / f"{uid}.tap"
@@ -198,6 +199,18 @@ def _build_one(uid: str, namespace: str, spec: UpstreamFixture, base: Path) -> F
     )
     config = parse_host_config(toml, f"<conformance upstream {uid}>").upstream[uid]
     return FixtureUpstream(uid, namespace, root, tap_log, overlay, config)
+
+
+def plant_links(root: Path, spec: UpstreamFixture) -> None:
+    """The fixture's planted links: symbolic links and ``gitdir:`` pointers (both below ``root``)."""
+    for name, target in spec.symlinks.items():
+        link = root / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(root / target if target != "." else root, link)
+    for name, target in spec.gitdir_pointers.items():
+        directory = root / name
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / ".git").write_text(f"gitdir: {root / target / '.git'}\n", encoding="utf-8")
 
 
 class FixtureError(SharedOSError, RuntimeError):

@@ -66,6 +66,12 @@ _HINTS: dict[ReasonCode, str] = {
     ReasonCode.UPSTREAM_UNAVAILABLE: (
         "The upstream server could not be reached; nothing was sent to it. Retry later."
     ),
+    ReasonCode.LINKED_RESOURCE: (
+        "On disk this path is reached through a link (a symbolic link, a hard link or a git "
+        "pointer), so SharedOS did not forward the call; nothing was sent to the upstream. "
+        "Retrying the same call will not help; use the path the link points to, if that is "
+        "allowed."
+    ),
 }
 #: evidence_unavailable after the handler ran: the effect may have happened
 _RAN_UNRECORDED = (

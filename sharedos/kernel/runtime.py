@@ -82,6 +82,7 @@ _HANDLER_REASONS = frozenset(
         ReasonCode.UPSTREAM_ERROR,
         ReasonCode.UPSTREAM_TIMEOUT,
         ReasonCode.UPSTREAM_UNAVAILABLE,
+        ReasonCode.LINKED_RESOURCE,
     }
 )
 

@@ -24,7 +24,7 @@ from typing import Any
 from sharedos.catalog.definition import ToolAnnotations, ToolDefinition, ToolMetadata
 from sharedos.catalog.registry import ToolRegistry
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
-from sharedos.tools.sandbox import (
+from sharedos.pathwalk import (
     IS_A_DIRECTORY,
     MAX_DEPTH,
     NOT_A_REGULAR_FILE,

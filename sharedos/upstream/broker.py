@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -39,15 +41,29 @@ from sharedos.catalog.collisions import find_name_collisions
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
+from sharedos.pathwalk import SandboxError
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
 from sharedos.upstream.definitions import RawTool, Refusal, build_definition
 from sharedos.upstream.forward import ForwardHandler
+from sharedos.upstream.localpaths import UNCHECKED, LocalPaths
 from sharedos.upstream.pins import Drift, PinFile, compare
 from sharedos.upstream.sandbox import UpstreamConfinementPolicy, UpstreamPlacement, decide
-from sharedos.upstream.secrets import CredentialError, CredentialSet, resolve_credentials
+from sharedos.upstream.secrets import (
+    CredentialError,
+    CredentialSet,
+    Scrubber,
+    resolve_credentials,
+)
 
 State = Literal["ok", "unavailable", "disabled"]
+#: definitions still to build for a listing up to which building stays on the event loop
+#: (a few ms at most; more go to a worker thread)
+_INLINE_BUILDS = 8
+#: tools in a turn's snapshot up to which pins are compared on the event loop (~50 us each)
+_INLINE_ASSEMBLE = 64
+#: refusals shown one per line in a report (all of them are in ``as_dict``)
+_SHOWN_REFUSALS = 20
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
@@ -77,7 +93,13 @@ class UpstreamStatus:
         if self.server.get("name"):
             server = f" [{self.server.get('name')} {self.server.get('version', '')}]".rstrip()
         out = [head + f"{len(self.published)} of {self.listed} tools published{server}"]
-        out.extend(f"  refused: {r.describe()}" for r in self.refused)
+        out.extend(f"  refused: {r.describe()}" for r in self.refused[:_SHOWN_REFUSALS])
+        if len(self.refused) > _SHOWN_REFUSALS:
+            # an upstream listing 10,001 tools must not print 9,000 lines into a run
+            more = len(self.refused) - _SHOWN_REFUSALS
+            out.append(
+                f"  refused: {more} more tool(s) (`sharedos upstream status --json` lists every one)"
+            )
         out.extend(f"  held back: {d.describe()}" for d in self.drift)
         return out
 
@@ -184,12 +206,16 @@ class UpstreamBroker:
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._turns: dict[str, TurnUpstreams] = {}
         self._definitions: LRUCache[tuple[str, str, str], ToolDefinition | Refusal] = LRUCache(8192)
+        #: the cache is filled from worker threads (one per upstream listing at once)
+        self._definitions_lock = threading.Lock()
         self._tg: TaskGroup | None = None
         self._exit: contextlib.AsyncExitStack | None = None
         self._reserved: frozenset[str] = frozenset()
         self._registry: Any = None
         self._policy: Any = None
         self._resource_args: dict[str, str | None] = {}
+        self._path_tools: dict[str, bool] = {}
+        self._local_paths = LocalPaths()
 
     # -- lifecycle ----------------------------------------------------------
     async def __aenter__(self) -> UpstreamBroker:
@@ -218,6 +244,7 @@ class UpstreamBroker:
         self._registry = registry
         self._policy = policy
         self._resource_args.clear()
+        self._path_tools.clear()
         registry.add_provider(self)
 
     # -- ContextToolProvider ----------------------------------------------------
@@ -257,7 +284,12 @@ class UpstreamBroker:
             for config in self.upstreams.values():
                 if config.enabled:
                     tg.start_soon(one, config)
-        state = self._assemble(context, listings)
+        # pins compared (an RFC 8785 digest per tool) and collisions found off the loop too,
+        # unless there are so few tools that a thread hop would cost more
+        if sum(len(x.tools) for x in listings.values()) > _INLINE_ASSEMBLE:
+            state = await anyio.to_thread.run_sync(self._assemble, context, listings)
+        else:
+            state = self._assemble(context, listings)
         state.opened_ms = round((time.perf_counter() - started) * 1000, 3)
         return state
 
@@ -382,29 +414,47 @@ class UpstreamBroker:
         listing.server = dict(conn.server_info)
         if conn.protocol_version:
             listing.server["protocolVersion"] = conn.protocol_version
+        # definitions are built (schemas checked: ~2 ms a tool) in a worker thread, so a
+        # large listing never stalls the event loop every turn of the process runs on;
+        # a listing whose definitions are all cached but a few is cheaper inline
+        with self._definitions_lock:
+            misses = sum(
+                1 for r in raw if (config.id, creds.fingerprint, r.digest) not in self._definitions
+            )
+        if misses > _INLINE_BUILDS:
+            await anyio.to_thread.run_sync(self._build, listing, creds, conn.scrubber)
+        else:
+            self._build(listing, creds, conn.scrubber)
+        listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        return listing
+
+    def _build(self, listing: Listing, creds: CredentialSet, scrubber: Scrubber) -> None:
+        """Turn ``listing.raw`` into definitions and refusals (runs in a worker thread)."""
+        config = listing.config
         secrets = _credential_map(creds)
-        for item in raw:
+        for item in listing.raw:
             key = (config.id, creds.fingerprint, item.digest)
-            built = self._definitions.get(key)
+            with self._definitions_lock:
+                built = self._definitions.get(key) if item.digest else None
             if built is None:
                 built = build_definition(
-                    config, item, ForwardHandler(self, config.id, item.name), secrets
+                    config, item, ForwardHandler(self, config.id, item.name), secrets, scrubber
                 )
-                self._definitions[key] = built
+                if item.digest:
+                    with self._definitions_lock:
+                        self._definitions[key] = built
             if isinstance(built, Refusal):
                 listing.refused.append(built)
             else:
                 listing.tools.append((built, item))
-        names = [t.name for t, _ in listing.tools]
-        dupes = {n for n in names if names.count(n) > 1}
+        counts = Counter(t.name for t, _ in listing.tools)
+        dupes = {n for n, k in counts.items() if k > 1}
         if dupes:
             listing.refused.extend(
                 Refusal(config.id, n.split(".", 1)[1], "the upstream lists this name twice")
                 for n in sorted(dupes)
             )
             listing.tools = [(t, r) for t, r in listing.tools if t.name not in dupes]
-        listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-        return listing
 
     async def _listing(self, slot: _Slot, conn: UpstreamConnection) -> list[RawTool]:
         """The upstream's tools now; turns opening together share one tools/list."""
@@ -512,6 +562,42 @@ class UpstreamBroker:
                 arg = m.group(1) if m else None
         self._resource_args[tool] = arg
         return arg
+
+    def path_resource(self, tool: str) -> bool:
+        """True when ``tool``'s requirement computes its resource with ``path(...)``: the
+        canonical resource is a host path the upstream will open."""
+        known = self._path_tools.get(tool)
+        if known is not None:
+            return known
+        requirement = self._policy.requirements.get(tool) if self._policy is not None else None
+        expr = getattr(requirement, "resource", None)
+        found = isinstance(expr, str) and expr.strip().startswith("path(")
+        self._path_tools[tool] = found
+        return found
+
+    async def check_path(self, config: UpstreamConfig, resource: str) -> str | None:
+        """Why the path ``resource`` must not be forwarded to ``config``'s upstream, or None.
+
+        ``LocalPaths`` on this host (``path_check`` local), nothing (``off``), or a
+        refusal for an upstream on another host with ``path_check`` unset. The
+        sentence names the canonical path and ends with the check's code.
+        """
+        if config.links == "off":
+            return None
+        if config.links == "unchecked":
+            return (
+                f"{resource} cannot be checked for links: upstream {config.id!r} is on another "
+                'host, and its path_check is not set (set path_check = "off" once that host '
+                f"keeps its own links in check) ({UNCHECKED})"
+            )
+        try:
+            # inline: a few syscalls per component (a thread hop would cost more)
+            git_directory = self._local_paths.check(resource)
+            if git_directory is not None:
+                await anyio.to_thread.run_sync(self._local_paths.walk_git, git_directory)
+        except SandboxError as exc:
+            return f"{exc}; SharedOS did not forward the call to upstream {config.id!r}"
+        return None
 
     # -- operator views (sharedos upstream ...) -------------------------------------------
     async def list_all(self) -> dict[str, Listing]:

@@ -11,7 +11,7 @@ by the kernel before it is forwarded. Per upstream the operator gives::
     cwd = "/srv/git"
     # url = "http://127.0.0.1:8931/mcp"   # or streamable HTTP (exactly one of command/url)
     timeouts = { connect_s = 10, list_s = 10, call_s = 60 }
-    limits = { max_result_bytes = 4194304, max_concurrency = 16 }
+    limits = { max_result_bytes = 4194304, max_concurrency = 16, max_tools = 1000 }
 
     [upstream.git.env]                     # plain, non-secret environment of the process
     GIT_CONFIG_NOSYSTEM = "1"
@@ -78,6 +78,7 @@ UPSTREAM_KEYS = frozenset(
         "roots",
         "network",
         "readonly",
+        "path_check",
     }
 )
 
@@ -120,12 +121,25 @@ class UpstreamTimeouts(BaseModel):
 
 
 class UpstreamLimits(BaseModel):
-    """Per-upstream limits: largest result relayed, and calls in flight at once."""
+    """Per-upstream limits: what is read from it, relayed, published, and run at once.
+
+    ``max_result_bytes`` bounds a call's result while it is read (nothing more is
+    buffered; the call fails promptly and the session stays usable);
+    ``max_listing_bytes`` bounds one ``tools/list`` answer the same way. A listed
+    tool past ``max_tools``, or whose description or title is over
+    ``max_description_bytes``, or whose input schema, output schema or other fields
+    (annotations, ``_meta``, icons) are over ``max_schema_bytes`` each, is refused by
+    name (the rest of the upstream is still served).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_result_bytes: int = Field(default=4 * 1024 * 1024, gt=0, le=256 * 1024 * 1024)
     max_concurrency: int = Field(default=16, gt=0, le=1024)
+    max_listing_bytes: int = Field(default=16 * 1024 * 1024, gt=0, le=256 * 1024 * 1024)
+    max_tools: int = Field(default=1000, gt=0, le=100_000)
+    max_description_bytes: int = Field(default=64 * 1024, gt=0, le=16 * 1024 * 1024)
+    max_schema_bytes: int = Field(default=256 * 1024, gt=0, le=64 * 1024 * 1024)
 
 
 class UpstreamConfig(BaseModel):
@@ -162,6 +176,21 @@ class UpstreamConfig(BaseModel):
     network: bool = False
     #: stdio, confined: more read-only paths its runtime needs (beyond what is found)
     readonly: tuple[str, ...] = ()
+    #: where a brokered call's path resource is checked for links before it is forwarded
+    #: (docs/upstreams.md, "Links"): ``local``, on this host's filesystem (the default for
+    #: stdio and for a loopback URL); ``off``, not at all (an upstream on another host,
+    #: whose own host keeps its links in check). Unset on an HTTP upstream on another
+    #: host: its path calls are refused, since nothing here can check them.
+    path_check: Literal["local", "off"] | None = None
+
+    @property
+    def links(self) -> Literal["local", "off", "unchecked"]:
+        """How this upstream's path resources are checked: ``path_check``, or its default."""
+        if self.path_check is not None:
+            return self.path_check
+        if self.transport == "stdio" or _is_loopback(self.url or ""):
+            return "local"
+        return "unchecked"
 
     @property
     def source(self) -> str:
@@ -189,8 +218,13 @@ class UpstreamConfig(BaseModel):
                 if self.roots is not None
                 else ", roots: not declared (cannot be confined)"
             )
+        links = {
+            "local": "path links checked on this host",
+            "off": "path links not checked (path_check = off)",
+            "unchecked": "path calls refused (another host; set path_check)",
+        }[self.links]
         return (
-            f"namespace {self.namespace}, {where}, pinning {self.pinning}, "
+            f"namespace {self.namespace}, {where}, pinning {self.pinning}, {links}, "
             f"timeouts connect {t.connect_s:g}s / list {t.list_s:g}s / call {t.call_s:g}s, "
             f"credentials from: {creds}{roots}" + ("" if self.enabled else " (disabled)")
         )
@@ -198,6 +232,22 @@ class UpstreamConfig(BaseModel):
 
 def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
+
+
+def _is_loopback(url: str) -> bool:
+    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class UpstreamConfigProblems(SharedOSError, ValueError):

@@ -28,14 +28,20 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from sharedos.errors import SharedOSError
 from sharedos.outcomes import ReasonCode
 from sharedos.upstream.config import UpstreamConfig
-from sharedos.upstream.definitions import RawTool, raw_tool
+from sharedos.upstream.definitions import RawTool, raw_tools
 from sharedos.upstream.secrets import CredentialSet, Scrubber
+from sharedos.upstream.transport import (
+    RESPONSE_TOO_LARGE,
+    BoundedHTTPTransport,
+    ListingScreen,
+    ReadBounds,
+    bounded_stdio_client,
+)
 
 #: JSON-RPC code the SDK uses for a closed connection
 CONNECTION_CLOSED = -32000
@@ -44,6 +50,9 @@ REQUEST_TIMEOUT = -32001
 #: most tools/list pages followed (a paginator that never ends cannot hang a turn)
 MAX_LIST_PAGES = 50
 _STDERR_TAIL = 20
+#: listings up to this many tools are converted on the loop (~0.1 ms a tool: cheaper than
+#: a thread hop); larger ones in a worker thread
+_INLINE_TOOLS = 32
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -137,6 +146,8 @@ class UpstreamConnection:
         self.server_info: dict[str, Any] = {}
         self.protocol_version: str | None = None
         self._limiter = anyio.CapacityLimiter(config.limits.max_concurrency)
+        #: tools the transport takes out of listings for a limit (reported by name)
+        self._screen = ListingScreen(config.limits)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, tg: TaskGroup) -> None:
@@ -160,6 +171,12 @@ class UpstreamConnection:
                 f"{self.scrubber.text(describe_exception(exc))}{self._stderr_hint()}",
             ) from None
 
+    def _oversized_unattributed(self) -> None:
+        self.broken = self.broken or (
+            "it sent an oversized message that answered no request SharedOS could tell; "
+            "the session was ended"
+        )
+
     def _stderr_hint(self) -> str:
         last = self._relay.last() if self._relay is not None else ""
         return f" (its stderr: {last[:300]})" if last else ""
@@ -179,7 +196,14 @@ class UpstreamConnection:
                 cwd=config.cwd,
             )
             assert self._relay.writer is not None
-            return stdio_client(params, errlog=cast(TextIO, self._relay.writer))
+            # the SDK's stdio_client, with each answer bounded while it is read (transport.py)
+            return bounded_stdio_client(
+                params,
+                cast(TextIO, self._relay.writer),
+                ReadBounds.of(config.limits),
+                screen=self._screen,
+                on_unattributed=self._oversized_unattributed,
+            )
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
@@ -189,6 +213,7 @@ class UpstreamConnection:
             headers=headers,
             timeout=httpx2.Timeout(config.timeouts.call_s + 5.0, connect=config.timeouts.connect_s),
             trust_env=False,  # never pick up proxies or .netrc credentials from the host
+            transport=BoundedHTTPTransport(ReadBounds.of(config.limits), self._screen),
         )
         self._http = http
         return streamable_http_client(config.url, http_client=http)
@@ -212,7 +237,11 @@ class UpstreamConnection:
                 self.protocol_version = client.protocol_version
                 info = client.server_info
                 if info is not None:
-                    self.server_info = {"name": info.name, "version": info.version}
+                    # shown in reports and pinned: scrubbed like everything it sends
+                    self.server_info = {
+                        "name": self.scrubber.text(info.name),
+                        "version": self.scrubber.text(info.version),
+                    }
                 started = True
                 task_status.started()
                 if self.config.list_cache_s > 0 and self._on_list_changed is not None:
@@ -286,9 +315,11 @@ class UpstreamConnection:
         return client
 
     async def list_tools(self) -> list[RawTool]:
-        """Every tool the upstream lists now (all pages), within the list timeout."""
+        """Every tool the upstream lists now (all pages), within the list timeout; the
+        conversion and the limits (``raw_tools``) run in a worker thread, off the loop."""
         client = self._require()
-        out: list[RawTool] = []
+        listed: list[types.Tool] = []
+        self._screen.take()  # nothing left over from a listing the SDK made on its own
         try:
             with anyio.fail_after(self.config.timeouts.list_s):
                 cursor: str | None = None
@@ -296,10 +327,7 @@ class UpstreamConnection:
                     result = await client.session.list_tools(
                         params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
                     )
-                    for tool in result.tools:
-                        out.append(
-                            raw_tool(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
-                        )
+                    listed.extend(result.tools)
                     cursor = result.next_cursor
                     if not cursor:
                         break
@@ -317,7 +345,12 @@ class UpstreamConnection:
                 ReasonCode.UPSTREAM_ERROR,
                 f"upstream {self.config.id!r} failed to list its tools: {why}{self._stderr_hint()}",
             ) from None
-        return out
+        dropped = self._screen.take()
+        if len(listed) + len(dropped) <= _INLINE_TOOLS:
+            return raw_tools(listed, self.config.limits, self.scrubber, dropped)
+        return await anyio.to_thread.run_sync(
+            raw_tools, listed, self.config.limits, self.scrubber, dropped
+        )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, progress: ProgressFn | None = None
@@ -360,6 +393,15 @@ class UpstreamConnection:
                 raise UpstreamFailure(
                     ReasonCode.UPSTREAM_ERROR,
                     f"upstream {self.config.id!r} disconnected during {name}: {why}{last}",
+                ) from None
+            if isinstance(exc, MCPError) and exc.error.code == RESPONSE_TOO_LARGE:
+                # refused while it was read (transport.py): the session is still in step
+                limit = self.config.limits.max_result_bytes
+                raise UpstreamFailure(
+                    ReasonCode.UPSTREAM_ERROR,
+                    f"upstream {self.config.id!r} returned a result over its limit of {limit} "
+                    "bytes (limits.max_result_bytes); SharedOS stopped reading it, nothing of it "
+                    "is relayed",
                 ) from None
             if isinstance(exc, MCPError) and exc.error.code == REQUEST_TIMEOUT:
                 raise UpstreamFailure(

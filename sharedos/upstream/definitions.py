@@ -7,12 +7,20 @@ upstreams with the same raw name never collide. A tool that cannot be
 published (its prefixed name breaks ToolNameSchema, its schema is not an
 object schema MCP accepts, ...) is refused with a message naming the
 upstream and the tool; the rest of the upstream still works.
+
+A tool whose definition holds one of the upstream's own credentials, in any
+encoding and anywhere (name, description, title, input or output schema —
+defaults, enums, examples, property names —, annotations, ``_meta``, icons),
+is held back whole: it is neither published (the model never reads it) nor
+pinned (the pin file never stores it), and the refusal names the fields, never
+the value (issue 22).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,19 +34,27 @@ from sharedos.catalog.definition import (
     ToolMetadata,
 )
 from sharedos.names import is_valid_tool_name
-from sharedos.upstream.config import UpstreamConfig
+from sharedos.upstream.config import UpstreamConfig, UpstreamLimits
+from sharedos.upstream.secrets import Scrubber
 
 _ANNOTATION_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 @dataclass(frozen=True, slots=True)
 class RawTool:
-    """One tool exactly as the upstream listed it (wire spelling) and its digest."""
+    """One tool exactly as the upstream listed it (wire spelling) and its digest.
+
+    A tool over one of the upstream's ``limits`` keeps only its name (``wire`` is
+    ``{"name": ...}``, ``digest`` empty) and says why in ``problem``: it is refused
+    before anything else looks at it.
+    """
 
     name: str
     wire: Mapping[str, Any]
     #: sha256 of the RFC 8785 form of ``wire`` (every field the upstream sent)
     digest: str
+    #: why the tool is refused before it is built (a limit), or ""
+    problem: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +79,79 @@ def raw_tool(wire: Mapping[str, Any]) -> RawTool:
     return RawTool(name=str(wire.get("name", "")), wire=wire, digest=digest)
 
 
+#: the longest tool name shown in a refusal (an upstream may list a megabyte-long one)
+_SHOWN_NAME = 128
+
+
+def _shown_name(name: str) -> str:
+    return name if len(name) <= _SHOWN_NAME else name[: _SHOWN_NAME - 3] + "..."
+
+
+def _size(value: Any) -> int:
+    """Bytes of ``value`` as compact JSON (UTF-8)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
+def raw_tools(
+    tools: Sequence[Any],
+    limits: UpstreamLimits,
+    scrubber: Scrubber,
+    dropped: Sequence[tuple[str, str]] = (),
+) -> list[RawTool]:
+    """An upstream's listed ``mcp_types.Tool`` models as ``RawTool``s, limits applied.
+
+    CPU-bound (a dump and an RFC 8785 digest per tool): the connection runs it in a
+    worker thread, never on the event loop. ``dropped`` are the tools the transport
+    already took out of the answer for a limit (``transport.ListingScreen``), as
+    (name, why); a tool still over a limit here is refused the same way. Either way
+    it is kept by name with its ``problem``; names shown are scrubbed and shortened.
+    """
+    out: list[RawTool] = []
+    for name, problem in dropped:
+        shown = _shown_name(scrubber.text(name))
+        out.append(RawTool(shown, {"name": shown}, "", problem))
+    for position, tool in enumerate(tools, start=1):
+        wire = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+        problem = over_limits(wire, position, limits)
+        if problem:
+            shown = _shown_name(scrubber.text(str(wire.get("name", ""))))
+            out.append(RawTool(shown, {"name": shown}, "", problem))
+        else:
+            out.append(raw_tool(wire))
+    return out
+
+
+def over_limits(wire: Mapping[str, Any], position: int, limits: UpstreamLimits) -> str:
+    """Why a listed tool (wire spelling, the ``position``-th of its listing, from 1) is over
+    the upstream's limits (``UpstreamLimits``), or ""."""
+    if position > limits.max_tools:
+        return (
+            f"it is tool number {position} of the listing, over limits.max_tools "
+            f"({limits.max_tools}); only the first {limits.max_tools} are considered"
+        )
+    if len(str(wire.get("name", ""))) > _SHOWN_NAME:
+        return f"its name is longer than {_SHOWN_NAME} characters"
+    for field in ("description", "title"):
+        text = wire.get(field)
+        if isinstance(text, str) and len(text.encode("utf-8", "replace")) > (
+            limits.max_description_bytes
+        ):
+            return (
+                f"its {field} is over limits.max_description_bytes "
+                f"({limits.max_description_bytes} bytes)"
+            )
+    known = ("name", "description", "title", "inputSchema", "outputSchema")
+    rest = {k: v for k, v in wire.items() if k not in known}
+    for label, value in (
+        ("input schema", wire.get("inputSchema")),
+        ("output schema", wire.get("outputSchema")),
+        ("annotations, _meta and other fields", rest or None),
+    ):
+        if value is not None and _size(value) > limits.max_schema_bytes:
+            return f"its {label} is over limits.max_schema_bytes ({limits.max_schema_bytes} bytes)"
+    return ""
+
+
 def published_name(config: UpstreamConfig, raw_name: str) -> str:
     """``NAMESPACE.TOOL``: the canonical SharedOS id of an upstream tool."""
     return f"{config.namespace}.{raw_name}"
@@ -73,9 +162,28 @@ def build_definition(
     raw: RawTool,
     handler: Callable[..., Any],
     credentials: Mapping[str, SecretStr],
+    scrubber: Scrubber | None = None,
 ) -> ToolDefinition | Refusal:
-    """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published."""
+    """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published.
+
+    ``scrubber`` knows the upstream's credentials: a definition holding one is refused
+    (see the module docstring) with the refusal naming where, never what.
+    """
     wire = raw.wire
+    if raw.problem:
+        return Refusal(config.id, raw.name, raw.problem)
+    if scrubber is not None:
+        found = scrubber.find(dict(wire))
+        if found:
+            shown = ", ".join(found[:10]) + (
+                f" and {len(found) - 10} more" if len(found) > 10 else ""
+            )
+            return Refusal(
+                config.id,
+                scrubber.text(raw.name),
+                f"its definition contains a credential of this upstream (in {shown}); held "
+                "back: not published, not pinned",
+            )
     if not isinstance(wire.get("name"), str) or not wire["name"]:
         return Refusal(
             config.id, str(wire.get("name")), "the upstream listed a tool without a name"

@@ -18,6 +18,10 @@ What it promises:
   argument the requirement reads as ``path(args.X)`` is replaced by the
   canonical path (``/srv/git/../x`` arrives upstream as ``/x``, exactly what
   was decided);
+- the object at that path is the one decided: a path resource reached through
+  a link on disk (a symbolic link, a hard link, a git pointer; see
+  ``localpaths``) is refused (``linked_resource``) and never reaches the
+  upstream;
 - credential values are scrubbed from everything relayed, in every encoding;
 - a result larger than the upstream's ``max_result_bytes`` is refused.
 """
@@ -61,10 +65,17 @@ class ForwardHandler:
                 ReasonCode.UPSTREAM_UNAVAILABLE, f"upstream {self.upstream_id!r} is not configured"
             )
         arguments = dict(args)
+        resource = hctx.decision.resource
         resource_arg = broker.resource_argument(tool)
-        if resource_arg is not None and hctx.decision.resource is not None:
+        if resource_arg is not None and resource is not None:
             # forward exactly the canonical resource that was authorized
-            arguments[resource_arg] = str(hctx.decision.resource)
+            arguments[resource_arg] = str(resource)
+        if resource is not None and broker.path_resource(tool):
+            # ...and only if that path leads straight to its object on disk: the upstream
+            # follows links the decision never saw
+            problem = await broker.check_path(config, str(resource))
+            if problem is not None:
+                return _failure(ReasonCode.LINKED_RESOURCE, problem)
         try:
             conn = await broker.connection_for_call(hctx.context.turn_id, self.upstream_id, tool)
             result = await conn.call_tool(self.raw_name, arguments, progress=hctx.progress)

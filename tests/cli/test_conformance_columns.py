@@ -71,7 +71,7 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
     # brokered rows: the real mcp-server-git behind the host's broker, in the scripted and
     # the mcp columns over both transports (a stdio bridge relays to the host's broker)
     brokered = [r["id"] for r in report["rows"] if r["id"].startswith("brokered-")]
-    assert len(brokered) == 5
+    assert len(brokered) == 8  # 3 of them the link rows (issue 22)
     for harness in ("claude-code", "codex", "pi", "pi-adapter", "dsh"):
         for transport in ("http", "stdio"):
             cells = by_id_cells(report, f"mcp/{harness}/{transport}")

@@ -33,7 +33,7 @@ def test_demo_runs_offline_in_under_a_minute(tmp_path: Path) -> None:
         "Check the shipped rules",
         "files.read(/public/../private/a.txt) -> deny [forbidden]",
         "catalogHash:",
-        "76 passed, 0 failed, 0 not exercised",  # 19 rows (5 brokered) x 4 shapes
+        "88 passed, 0 failed, 0 not exercised",  # 22 rows (8 brokered) x 4 shapes
         "brokered-traversal-canonical",
         "html report:",
     ):

@@ -20,6 +20,7 @@ from sharedos.harness.shapes import SHAPE_NAMES
 from sharedos.identity import ColumnKind
 from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.resources import shipped_dir
+from sharedos.upstream.broker import UpstreamBroker
 
 pytestmark = pytest.mark.skipif(
     upstreams.git_server_command() is None or shutil.which("git") is None,
@@ -66,10 +67,46 @@ async def test_the_upstream_receives_exactly_the_allowed_calls_in_canonical_form
     assert "upstream git received nothing for it" in denied.detail
     canonical = cells["brokered-traversal-canonical"][0]
     assert "the canonical resource, not the spelling sent" in canonical.detail
+    # the planted links: each call allowed on its path, refused at the forwarder
+    assert (root / "team" / "linked").is_symlink() and (root / "team" / "up").is_symlink()
+    assert (root / "team" / "pointer" / ".git").is_file()
+    for row_id in LINK_ROWS:
+        assert "upstream git received nothing for it" in cells[row_id][0].detail
     text = render_text(report)
     assert f"{{git.root}} = {root}" in text
     assert "upstream git (git.*): 12 of 12 tools published" in text
     assert "turn alice/brokered: upstream git received 2 tools/call" in text
+
+
+LINK_ROWS = (
+    "brokered-link-symlinked-repository",
+    "brokered-link-symlinked-directory",
+    "brokered-link-gitdir-pointer",
+)
+
+
+@pytest.mark.anyio
+async def test_without_the_link_check_the_link_rows_turn_red(
+    manifest: Manifest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on main before issue 22: the kernel allows the path, the forwarder does not look
+    at the disk, the upstream follows the link, and the cells say so from its tap."""
+
+    async def unchecked(self: UpstreamBroker, config: object, resource: str) -> None:
+        return None
+
+    monkeypatch.setattr(UpstreamBroker, "check_path", unchecked)
+    report, _ = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path / "w", shapes=("anthropic",)),
+    )
+    cells = {k: v[0] for k, v in _brokered_cells(report).items()}
+    for row_id in LINK_ROWS:
+        assert cells[row_id].grade is Grade.FAILED, row_id
+        assert cells[row_id].actual == "succeeded", row_id
+    assert cells["brokered-read-allowed"].grade is Grade.PASSED
+    assert not report.ok
 
 
 def _rules_with(tmp_path: Path, extra: str) -> tuple[Path, ...]:

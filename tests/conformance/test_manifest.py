@@ -98,7 +98,12 @@ def test_shipped_manifest_has_brokered_rows_on_a_git_fixture() -> None:
         "brokered-traversal-denied",
         "brokered-traversal-canonical",
         "brokered-not-in-run-policy",
+        "brokered-link-symlinked-repository",
+        "brokered-link-symlinked-directory",
+        "brokered-link-gitdir-pointer",
     }
+    assert fixture.symlinks == {"team/linked": "other", "team/up": "."}
+    assert fixture.gitdir_pointers == {"team/pointer": "other"}
     assert brokered["brokered-not-in-run-policy"].expect.reason is ReasonCode.NOT_IN_RUN_POLICY
     assert all(r.tool_name.startswith("git.") and r.upstream == "git" for r in brokered.values())
     bound = brokered["brokered-traversal-denied"].bind({"git.root": "/w/git"})

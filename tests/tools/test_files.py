@@ -12,9 +12,9 @@ from sharedos.catalog import ToolDefinition
 from sharedos.kernel.context import AccessContext, ToolCall
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import Effect, ReasonCode
+from sharedos.pathwalk import SandboxError, segments_of
 from sharedos.policy.decision import Decision
 from sharedos.tools import FILES_TOOL_NAMES, files_tools
-from sharedos.tools.sandbox import SandboxError, segments_of
 
 
 @pytest.fixture

@@ -161,7 +161,7 @@ def test_list_and_search_keep_answering_while_files_are_renamed_underneath(root:
 
 
 def test_paths_deeper_than_the_limit_are_refused_and_search_stops_there(root: Path) -> None:
-    from sharedos.tools.sandbox import MAX_DEPTH
+    from sharedos.pathwalk import MAX_DEPTH
 
     ts = tools(root)
     deep = "/public/" + "/".join(["d"] * (MAX_DEPTH - 1))  # MAX_DEPTH components

@@ -254,9 +254,11 @@ class Brokered:
         run_policy: str = "run",
         mode: str = "auto",
         transport: str = "http",
+        http_timeout: float = 5.0,
     ) -> AsyncIterator[BrokeredTurn]:
         """Prepare the upstreams, open the turn bridge (HTTP, or stdio: a bridge process the
-        client launches, which relays every call to this host), connect an SDK client."""
+        client launches, which relays every call to this host), connect an SDK client
+        (``http_timeout``: its HTTP read timeout, for calls an upstream is slow to answer)."""
         ctx = context or self.context()
         tool_policy = self.policy.tool_policies[run_policy]
         if transport == "stdio":
@@ -274,7 +276,7 @@ class Brokered:
         async with (
             self.broker.turn(ctx) as upstreams,
             open_turn(self.host, ctx, tool_policy) as turn,
-            httpx2.AsyncClient(headers=turn.headers()) as http,
+            httpx2.AsyncClient(headers=turn.headers(), timeout=http_timeout) as http,
             Client(streamable_http_client(str(turn.url), http_client=http), mode=mode) as client,
         ):
             yield BrokeredTurn(ctx, upstreams, turn, client)

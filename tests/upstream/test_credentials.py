@@ -187,3 +187,137 @@ def test_a_literal_credential_in_the_host_file_is_refused_without_echoing_it(
     assert f"{host}:6:1: upstream.gh.env.API_TOKEN" in proc.stderr
     assert "looks like a credential" in proc.stderr
     assert planted not in proc.stdout + proc.stderr
+
+
+def _fixture_with_credential(log: Path, tools: Path | None = None) -> str:
+    args = [str(FIXTURE), "--log", str(log), *(["--tools", str(tools)] if tools else [])]
+    return (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\nargs = {json.dumps(args)}\n"
+        'pinning = "off"\n'
+        '[upstream.fx.credentials]\nFIXTURE_TOKEN = { env = "SHAREDOS_TEST_TOKEN" }\n'
+    )
+
+
+async def test_encoded_forms_of_a_credential_are_scrubbed_from_results(tmp_path: Path) -> None:
+    """base64 (standard, URL-safe, unpadded, inside a longer blob), hex in both cases and
+    percent-encoding are scrubbed like the raw value (issue 22)."""
+    from tests.adversarial.planted import SecretScan
+
+    token = "PLANTED/cred+7f3a=9c1e 5b2d&4860?x"
+    log = tmp_path / "fx.log"
+    rules = (
+        FIXTURE_RULES
+        + "namespace fx\nrequirement fx.leak { action read; resource path(args.path) }\n"
+        + RUN_POLICY
+    )
+    environ = {"SHAREDOS_TEST_TOKEN": token}
+    async with (
+        brokered(tmp_path, _fixture_with_credential(log), rules, environ=environ) as env,
+        env.turn() as t,
+    ):
+        result = await t.call("fx.leak", {"how": "encoded", "path": "/public/x"})
+    data = structured(result)
+    # the upstream really sent every encoding (so the test can fail)...
+    assert set(data) >= {"base64", "base64url", "hex", "HEX", "percent", "percent-plus"}
+    assert "[redacted]" in data["hex"] and "[redacted]" in data["base64-inside"]
+    # ...and no form of the value is left anywhere in what the harness received
+    scan = SecretScan(token)
+    scan.json_value("the tool result", result.model_dump(by_alias=True, mode="json"))
+    scan.evidence(tmp_path / "evidence.sqlite")
+    scan.assert_clean()
+
+
+def _definition_tools(planted: str) -> list[dict[str, Any]]:
+    """One clean tool, and the same credential in every place a definition can carry it."""
+    import base64
+
+    schema: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
+
+    def tool(name: str, **extra: Any) -> dict[str, Any]:
+        out = {"name": name, "description": f"{name} tool", "inputSchema": schema}
+        out.update(extra)
+        return out
+
+    def prop(**extra: Any) -> dict[str, Any]:
+        props = {"path": {"type": "string"}, "x": {"type": "string", **extra}}
+        return {"type": "object", "properties": props}
+
+    encoded = base64.b64encode(planted.encode()).decode()
+    return [
+        tool("clean"),
+        tool("in_description", description=f"use the token {planted} to log in"),
+        tool("in_description_base64", description=f"auth blob {encoded}"),
+        tool("in_title", title=f"Tool {planted}"),
+        tool("in_default", inputSchema=prop(default=planted)),
+        tool("in_enum", inputSchema=prop(enum=["a", planted])),
+        tool("in_examples", inputSchema=prop(examples=[planted])),
+        tool(
+            "in_property_name",
+            inputSchema={"type": "object", "properties": {planted: {"type": "string"}}},
+        ),
+        tool(
+            "in_output_schema",
+            outputSchema={"type": "object", "properties": {"k": {"const": planted}}},
+        ),
+        tool("in_annotations", annotations={"title": f"by {planted}", "readOnlyHint": True}),
+        tool("in_meta", _meta={"vendor/auth": {"token": planted}}),
+        tool(f"named_{planted}"),
+    ]
+
+
+def test_a_credential_in_a_tool_definition_is_held_back_and_never_pinned(
+    tmp_path: Path, planted: str
+) -> None:
+    """An upstream that puts its own credential in a tool definition gets that tool held
+    back: not in tools/list, not in the pin file, reported by tool without the value."""
+    tools = _definition_tools(planted)
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    rules = "namespace fx\n" + "".join(
+        "requirement fx." + t["name"] + ' { action read; resource "r" }\n' for t in tools
+    )
+    rules += 'permit read on "r"\n' + RUN_POLICY
+
+    async def listed() -> tuple[bytes, Any]:
+        async with (
+            brokered(
+                tmp_path,
+                _fixture_with_credential(tmp_path / "fx.log", tools_file),
+                rules,
+                environ={"SHAREDOS_TEST_TOKEN": planted},
+            ) as env,
+            env.turn() as t,
+        ):
+            wire = await t.client.list_tools()
+            blob = dump([tool.model_dump(by_alias=True, mode="json") for tool in wire.tools])
+            return blob, t.upstreams
+
+    import anyio
+
+    blob, upstreams = anyio.run(listed)
+    # the bridge's tools/list (what the model reads) holds the clean tool only
+    assert b'"fx.clean"' in blob
+    assert grep_bytes(blob, planted) == []
+    [status] = upstreams.statuses
+    assert status.published == ("fx.clean",)
+    refused = {r.tool: r.reason for r in status.refused}
+    assert len(refused) == len(tools) - 1
+    assert all("contains a credential of this upstream" in why for why in refused.values())
+    assert "inputSchema.properties.x.default" in refused["in_default"]
+    assert "_meta.vendor/auth.token" in refused["in_meta"]
+    assert "named_[redacted]" in refused
+    report = dump(upstreams.as_dict()) + "\n".join(upstreams.report()).encode()
+    assert grep_bytes(report, planted) == []
+    # the operator's commands: the pin file never stores it, nor does any output show it
+    host = tmp_path / "host.toml"
+    host.write_text(_fixture_with_credential(tmp_path / "fx.log", tools_file), encoding="utf-8")
+    sharedos = str(Path(PY).parent / "sharedos")
+    environ = {**os.environ, "SHAREDOS_TEST_TOKEN": planted}
+    outputs = b""
+    for args in (["upstream", "pin", str(host)], ["upstream", "status", "--json", str(host)]):
+        proc = subprocess.run([sharedos, *args], capture_output=True, env=environ, timeout=120)
+        outputs += proc.stdout + proc.stderr
+    pins = (tmp_path / "host.pins.json").read_text(encoding="utf-8")
+    assert '"fx.clean"' in pins
+    assert grep_bytes(pins.encode(), planted) == [] and grep_bytes(outputs, planted) == []
+    assert grep_tree(tmp_path, planted, skip=(tools_file,)) == {}

@@ -222,6 +222,29 @@ def main() -> None:
                 from mcp.shared.exceptions import MCPError
 
                 raise MCPError(code=-32602, message=f"bad token {token}")
+            if how == "encoded":
+                import base64
+                import re
+                from urllib.parse import quote, quote_plus
+
+                raw = token.encode()
+                forms = {
+                    "base64": base64.b64encode(raw).decode(),
+                    "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+                    "base64-inside": base64.b64encode(b"xy" + raw + b"z").decode(),
+                    "base64url-inside": base64.urlsafe_b64encode(b"q" + raw).decode(),
+                    "hex": raw.hex(),
+                    "HEX": raw.hex().upper(),
+                    "percent": quote(token, safe=""),
+                    "percent-plus": quote_plus(token, safe=""),
+                    "percent-lower": re.sub(
+                        r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(token, safe="")
+                    ),
+                }
+                return types.CallToolResult(
+                    content=text(" ".join(f"{k}={v}" for k, v in forms.items())),
+                    structured_content=forms,
+                )
             return types.CallToolResult(
                 content=text(f"the token is {token} (json: {json.dumps(token)})"),
                 structured_content={"token": token, "nested": [{token: token}]},

@@ -1,18 +1,30 @@
-"""Open files strictly beneath a sandbox root, for one canonical resource path.
+"""Walk a canonical path on the real filesystem, one component at a time, never through a link.
 
-A managed files tool acts on the canonical resource its decision authorized,
-mapped under the root: ``/public/a.txt`` -> ``<root>/public/a.txt``. Every
-open walks that path one component at a time from a descriptor of the root,
-with ``dir_fd`` and ``O_NOFOLLOW``: a symbolic link anywhere on the way (a
-link in ``/public`` to ``/private``, or out of the root) is refused, and a
-link swapped in while the call runs is still not followed, because nothing is
-ever resolved by name from the top again. (There is no ``realpath`` check:
-it added a second, racy resolution whose ``OSError`` carried the host path.)
+The one implementation of "the object is where the canonical path says"
+(issue 22): the built-in files tools (``sharedos.tools.files``) open files
+through it, and the upstream broker checks a brokered call's path resource
+with it before forwarding (``sharedos.upstream.localpaths``).
+
+``Sandbox(root)`` stands for ``/`` of a resource space: ``/public/a.txt`` ->
+``<root>/public/a.txt`` (the files tools' sandbox root; the broker uses ``/``
+itself, because a brokered path resource *is* a host path). Every open walks
+that path one component at a time from a descriptor of the root, with
+``dir_fd`` and ``O_NOFOLLOW``: a symbolic link anywhere on the way (a link in
+``/public`` to ``/private``, or out of the root) is refused, and a link
+swapped in while the call runs is still not followed, because nothing is ever
+resolved by name from the top again. (There is no ``realpath`` check: it
+added a second, racy resolution whose ``OSError`` carried the host path.)
 
 A regular file is opened only if it has exactly one link (``st_nlink == 1``,
 read from the opened descriptor): a hard link is the same file under a second
 name, so a link placed in ``/public`` to a file in ``/private`` would
 otherwise carry the forbidden file's content out, and a write would change it.
+
+``Sandbox.probe`` applies the same rules without opening the object (what the
+broker needs: the upstream, not SharedOS, opens it): every existing component
+a real directory, the object a directory, a singly-linked regular file, or
+absent (a file to be created, whose existing parent chain was walked
+link-free).
 
 Errors are ``SandboxError`` only. ``explain`` is the one place an ``OSError``
 becomes a message: it names the canonical path and a fixed phrase per
@@ -27,6 +39,8 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
 
 from sharedos.errors import SharedOSError
 
@@ -242,6 +256,26 @@ class Sandbox:
         finally:
             _close_quietly(fd)
 
+    @contextmanager
+    def probe(self, resource: str) -> Iterator[Probe]:
+        """What is at ``resource``, checked with the files tools' rules, without opening it.
+
+        Refuses (``SandboxError``) a symbolic link as any existing component or as
+        the object (``symlink``), a regular file with more than one hard link
+        (``hard_link``), and a FIFO, socket or device (``not_a_regular_file``).
+        Everything is looked at relative to descriptors walked from the root with
+        ``O_NOFOLLOW``, so the answer is about the object at the canonical path and
+        nothing else. A directory's descriptor is yielded open for further checks
+        and closed when the block ends.
+        """
+        parts = segments_of(resource)
+        found = _probe(self._open_root(), parts)
+        try:
+            yield found
+        finally:
+            if found.fd >= 0:
+                _close_quietly(found.fd)
+
     @staticmethod
     def open_regular(dfd: int, name: str, shown: str, *, write: bool = False) -> int:
         """Open ``name`` in ``dfd`` as a singly-linked regular file; return its fd.
@@ -278,3 +312,91 @@ def check_regular(st: os.stat_result, shown: str) -> None:
         )
     if st.st_nlink == 0:
         raise SandboxError(CHANGED, shown, "was removed while the call ran; try again")
+
+
+#: What ``Sandbox.probe`` found at a canonical path.
+ProbeKind = Literal["missing", "directory", "file"]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """The object at a canonical path, as a link-free walk found it.
+
+    ``kind`` is ``missing`` (some component does not exist, or is not a
+    directory: nothing is there to be reached through a link), ``directory``
+    (``fd`` is an open descriptor of it, valid inside the ``with`` block) or
+    ``file`` (a regular file with exactly one link; ``fd`` is -1).
+    """
+
+    kind: ProbeKind
+    fd: int = -1
+
+
+def _lstat_at(dfd: int, name: str, shown: str) -> os.stat_result | None:
+    """``lstat`` of ``name`` in ``dfd``; None when it does not exist."""
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as exc:
+        raise explain(exc, shown) from None
+
+
+def _refuse_link(shown: str) -> SandboxError:
+    return SandboxError(SYMLINK, shown, "is a symbolic link")
+
+
+def _probe_final(dfd: int, name: str, shown: str) -> Probe:
+    st = _lstat_at(dfd, name, shown)
+    if st is None:
+        return Probe("missing")
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse_link(shown)
+    if stat.S_ISREG(st.st_mode):
+        if st.st_nlink > 1:
+            raise SandboxError(
+                HARD_LINK,
+                shown,
+                f"has {st.st_nlink} hard links: the same file is reachable under another name, "
+                "which may be outside what this call was allowed",
+            )
+        return Probe("file")
+    if not stat.S_ISDIR(st.st_mode):
+        raise SandboxError(NOT_A_REGULAR_FILE, shown, "is not a regular file or a directory")
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    except (OSError, ValueError) as exc:
+        again = _lstat_at(dfd, name, shown)
+        if again is not None and stat.S_ISLNK(again.st_mode):
+            raise _refuse_link(shown) from None  # swapped for a link since the lstat
+        raise explain(exc, shown) from None
+    return Probe("directory", fd)
+
+
+def _probe(fd: int, parts: tuple[str, ...]) -> Probe:
+    """Walk ``parts`` from the root descriptor ``fd`` (consumed) without following links
+    (see ``Sandbox.probe``); the caller closes the ``fd`` of a directory found."""
+    if not parts:
+        return Probe("directory", fd)
+    try:
+        for i, part in enumerate(parts[:-1]):
+            shown = _shown(parts[: i + 1])
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return Probe("missing")
+            except (OSError, ValueError) as exc:
+                # O_DIRECTORY|O_NOFOLLOW answers ENOTDIR (or ELOOP) for a link: look at it
+                st = _lstat_at(fd, part, shown)
+                if st is None:
+                    return Probe("missing")
+                if stat.S_ISLNK(st.st_mode):
+                    raise _refuse_link(shown) from None
+                if not stat.S_ISDIR(st.st_mode):
+                    return Probe("missing")  # a file is not a directory: nothing lies beyond it
+                raise explain(exc, shown) from None
+            _close_quietly(fd)
+            fd = nxt
+        return _probe_final(fd, parts[-1], _shown(parts))
+    finally:
+        _close_quietly(fd)

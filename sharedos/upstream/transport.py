@@ -1,0 +1,601 @@
+"""Reading an upstream's answers with a bound, so an oversized one is refused while it is read.
+
+The SDK's transports read a server's whole message before anything looks at
+its size (and the stdio one re-joins the line at every chunk: a 100 MiB answer
+took longer than the call timeout to read, and the session it blocked failed
+the next call too; issue 22). Here each message is bounded while it is read:
+
+- **the bound** of an answer is known from the request it answers:
+  ``limits.max_result_bytes`` (plus ``ENVELOPE_BYTES`` for the JSON-RPC
+  envelope and escaping) for ``tools/call``, ``limits.max_listing_bytes`` for
+  everything else (``tools/list``, the handshake). On stdio, where a line's
+  request is known only once it is parsed, a line is held to the largest bound
+  of the requests still outstanding;
+- **past the bound** nothing more is buffered: the rest of the message is read
+  and dropped (the session stays in step), and the request it answered gets a
+  JSON-RPC error (``RESPONSE_TOO_LARGE``) at once, which the connection turns
+  into a failed call (``upstream_error``). The next call on the same session
+  works. On stdio the request is found from the message's own ``id`` (at its
+  head or tail, where every JSON-RPC encoder puts it, checked to be a member of
+  the top-level object), or is the only one outstanding; if neither, the
+  session is ended (every call in flight fails, the next one reconnects);
+- **large lines are parsed in a worker thread**, never on the event loop;
+- **a tools/list answer is screened there too** (``ListingScreen``): tools past
+  ``limits.max_tools`` or over the description / schema limits are taken out
+  (and remembered by name and reason for the connection to report) before the
+  SDK's session, which validates every listed tool on the event loop, sees the
+  answer. What reaches the loop is bounded by the limits, whatever the
+  upstream lists.
+
+``bounded_stdio_client`` replaces ``mcp.client.stdio.stdio_client`` (the
+process is spawned and stopped by the SDK's own code, through
+``sharedos.compat.mcp_sdk``); ``BoundedHTTPTransport`` wraps httpx2's
+transport under ``streamable_http_client``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+import anyio.lowlevel
+import httpx2
+import mcp_types as types
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.message import SessionMessage
+
+from sharedos.compat import mcp_sdk
+from sharedos.upstream.config import UpstreamLimits
+from sharedos.upstream.definitions import over_limits
+
+logger = logging.getLogger("sharedos.upstream")
+
+#: JSON-RPC error code of a synthesized "your answer was too large" (implementation range)
+RESPONSE_TOO_LARGE = -32090
+#: room for the JSON-RPC envelope and JSON escaping around a result of max_result_bytes
+ENVELOPE_BYTES = 64 * 1024
+#: lines at least this long are parsed in a worker thread
+THREAD_PARSE_BYTES = 256 * 1024
+#: bytes kept of an oversized message's head and tail to find its id
+_EDGE = 4096
+
+
+@dataclass(frozen=True)
+class ReadBounds:
+    """The per-request bounds of one upstream (from its ``limits``)."""
+
+    result: int
+    listing: int
+
+    @classmethod
+    def of(cls, limits: UpstreamLimits) -> ReadBounds:
+        """The bounds ``limits`` implies (see the module docstring)."""
+        return cls(
+            result=limits.max_result_bytes + ENVELOPE_BYTES, listing=limits.max_listing_bytes
+        )
+
+    def for_method(self, method: str | None) -> int:
+        """The most bytes an answer to ``method`` may have."""
+        return self.result if method == "tools/call" else self.listing
+
+    def describe(self, method: str | None) -> str:
+        """Which limit bounds an answer to ``method`` (for messages)."""
+        return "limits.max_result_bytes" if method == "tools/call" else "limits.max_listing_bytes"
+
+
+def too_large(request_id: Any, method: str | None, bounds: ReadBounds) -> SessionMessage:
+    """The JSON-RPC error answering ``request_id`` in place of an oversized answer."""
+    limit = bounds.for_method(method)
+    error = types.ErrorData(
+        code=RESPONSE_TOO_LARGE,
+        message=(
+            f"the answer to {method or 'the request'} was over {limit} bytes "
+            f"({bounds.describe(method)}); SharedOS stopped reading it and relays nothing of it"
+        ),
+    )
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+class ListingScreen:
+    """Takes the tools over an upstream's limits out of its tools/list answers, off the loop.
+
+    One per connection. ``start`` is called when a listing's first page is
+    requested (no cursor); ``screen`` runs on each answer (in a worker thread for
+    a large one) and keeps count across the listing's pages; ``take`` hands the
+    connection what was dropped, as (name, why).
+    """
+
+    def __init__(self, limits: UpstreamLimits) -> None:
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._seen = 0
+        self._dropped: list[tuple[str, str]] = []
+
+    def start(self) -> None:
+        """A new listing begins: count from its first tool again."""
+        with self._lock:
+            self._seen = 0
+
+    def take(self) -> list[tuple[str, str]]:
+        """What was dropped since the last ``take``."""
+        with self._lock:
+            out, self._dropped = self._dropped, []
+        return out
+
+    def screen(self, result: Any) -> Any:
+        """A tools/list result (a JSON object) with the tools over the limits taken out."""
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            return result
+        kept: list[Any] = []
+        with self._lock:
+            for tool in result["tools"]:
+                self._seen += 1
+                wire = tool if isinstance(tool, dict) else {}
+                problem = over_limits(wire, self._seen, self.limits)
+                if problem:
+                    # only a name's head is kept: reports shorten it anyway
+                    self._dropped.append((str(wire.get("name", ""))[:256], problem))
+                else:
+                    kept.append(tool)
+        if len(kept) == len(result["tools"]):
+            return result
+        return {**result, "tools": kept}
+
+    def screen_message(self, message: SessionMessage | Exception) -> SessionMessage | Exception:
+        """``screen`` applied to a parsed JSON-RPC response."""
+        if isinstance(message, SessionMessage) and isinstance(
+            message.message, types.JSONRPCResponse
+        ):
+            screened = self.screen(message.message.result)
+            if screened is not message.message.result:
+                message.message.result = screened
+        return message
+
+    def screen_body(self, body: bytes) -> bytes:
+        """``screen`` applied to a JSON-RPC response's bytes (re-encoded only if changed)."""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(data, dict) or "result" not in data:
+            return body
+        screened = self.screen(data["result"])
+        if screened is data["result"]:
+            return body
+        return json.dumps({**data, "result": screened}, separators=(",", ":")).encode("utf-8")
+
+
+def _is_first_page(message: Any) -> bool:
+    params = getattr(message, "params", None)
+    cursor = params.get("cursor") if isinstance(params, dict) else None
+    return cursor is None
+
+
+# -- finding the id of a message that was not read whole -------------------------------
+
+_ID_KEY = b'"id"'
+
+
+def _scalar(text: str) -> Any:
+    """A JSON-RPC id (string or integer) at the start of ``text``, else raise ValueError."""
+    value, _ = json.JSONDecoder().raw_decode(text.lstrip())
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError("not an id")
+    return value
+
+
+def _preceded_by_member_start(data: bytes, at: int) -> bool:
+    before = data[:at].rstrip()
+    return before.endswith((b"{", b","))
+
+
+def message_id(head: bytes, tail: bytes) -> Any:
+    """The top-level ``id`` of a JSON-RPC message seen only by its first and last bytes, or None.
+
+    A quote is always escaped inside a JSON string, so ``{"id"`` / ``,"id"`` never
+    occurs inside one; a candidate is accepted only if it is a member of the
+    top-level object: in the head, everything before it parses as the start of that
+    object; in the tail, it and everything after it parse as that object's last
+    members.
+    """
+    at = head.find(_ID_KEY)
+    while at != -1:
+        if _preceded_by_member_start(head, at):
+            prefix = head[:at].rstrip().rstrip(b",")
+            with contextlib.suppress(ValueError):
+                if isinstance(json.loads(prefix + b"}"), dict):
+                    rest = head[at + len(_ID_KEY) :].lstrip()
+                    if rest.startswith(b":"):
+                        return _scalar(rest[1:].decode("utf-8", "ignore"))
+        at = head.find(_ID_KEY, at + 1)
+    at = tail.rfind(_ID_KEY)
+    while at != -1:
+        if _preceded_by_member_start(tail, at):
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                members = json.loads(b"{" + tail[at:].rstrip())
+                if isinstance(members, dict) and "id" in members:
+                    value = members["id"]
+                    if isinstance(value, str | int) and not isinstance(value, bool):
+                        return value
+        at = tail.rfind(_ID_KEY, 0, at)
+    return None
+
+
+# -- stdio ------------------------------------------------------------------------------
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    """One line as a session message, or the parse error as a value (as the SDK does)."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        logger.warning("an upstream sent a line that is not a JSON-RPC message")
+        return exc
+
+
+class _Outstanding:
+    """Requests sent and not yet answered: id -> method."""
+
+    def __init__(self) -> None:
+        self.methods: dict[Any, str] = {}
+
+    def bound(self, bounds: ReadBounds) -> int:
+        """The largest bound of what may arrive now."""
+        if not self.methods:
+            return bounds.result
+        return max(bounds.for_method(m) for m in self.methods.values())
+
+
+class _Line:
+    """The line being read: its chunks while under the bound, its edges once over it."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.over = False
+        self.head = b""
+        self.tail = b""
+
+    def add(self, piece: bytes, bound: int) -> None:
+        if not piece:
+            return
+        if not self.over and self.size + len(piece) > bound:
+            self.over = True
+            joined = b"".join(self.chunks)
+            self.head = (joined + piece[:_EDGE])[:_EDGE]
+            self.chunks = []
+            self.tail = (joined + piece)[-_EDGE:]
+        elif self.over:
+            self.tail = (self.tail + piece)[-_EDGE:]
+        else:
+            self.chunks.append(piece)
+        self.size += len(piece)
+
+
+@asynccontextmanager
+async def bounded_stdio_client(
+    server: StdioServerParameters,
+    errlog: TextIO,
+    bounds: ReadBounds,
+    *,
+    screen: ListingScreen | None = None,
+    on_unattributed: Callable[[], None] | None = None,
+) -> AsyncGenerator[Any, None]:
+    """``mcp.client.stdio.stdio_client`` with every line bounded while it is read.
+
+    See the module docstring. ``on_unattributed`` is told when an oversized line
+    could be matched to no request (the session is then ended).
+    """
+    process = await mcp_sdk.spawn_stdio_server(server, errlog)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    outstanding = _Outstanding()
+    shutting_down = False
+    writer_done = anyio.Event()
+
+    async def deliver(message: SessionMessage | Exception) -> None:
+        if isinstance(message, SessionMessage):
+            inner = message.message
+            if isinstance(inner, types.JSONRPCResponse | types.JSONRPCError):
+                outstanding.methods.pop(inner.id, None)
+        await read_writer.send(message)
+
+    def parse(data: bytes) -> SessionMessage | Exception:
+        message = _parse(data)
+        if screen is not None and isinstance(message, SessionMessage):
+            inner = message.message
+            if (
+                isinstance(inner, types.JSONRPCResponse)
+                and outstanding.methods.get(inner.id) == "tools/list"
+            ):
+                message = screen.screen_message(message)
+        return message
+
+    async def finish(line: _Line) -> bool:
+        """Deliver one complete line; False when the session must end."""
+        if not line.over:
+            data = b"".join(line.chunks)
+            if not data.strip():
+                return True
+            if len(data) >= THREAD_PARSE_BYTES:
+                message = await anyio.to_thread.run_sync(parse, data)
+            else:
+                message = parse(data)
+            await deliver(message)
+            return True
+        request_id = message_id(line.head, line.tail)
+        if request_id not in outstanding.methods:
+            request_id = next(iter(outstanding.methods)) if len(outstanding.methods) == 1 else None
+        if request_id is None:
+            logger.warning("an upstream sent an oversized line answering no known request")
+            if on_unattributed is not None:
+                on_unattributed()
+            return False
+        method = outstanding.methods.get(request_id)
+        await deliver(too_large(request_id, method, bounds))
+        return True
+
+    async def read_lines() -> None:
+        """Deliver every line until EOF, the session's end, or a line no request owns."""
+        assert process.stdout is not None
+        line = _Line()
+        while True:
+            try:
+                chunk = await process.stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            start = 0
+            while True:
+                newline = chunk.find(b"\n", start)
+                end = len(chunk) if newline == -1 else newline
+                line.add(chunk[start:end], outstanding.bound(bounds))
+                if newline == -1:
+                    break
+                complete, line = line, _Line()
+                try:
+                    if not await finish(complete):
+                        return
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the session is gone
+                start = newline + 1
+
+    async def stdout_reader() -> None:
+        try:
+            try:
+                async with read_writer:
+                    await read_lines()
+                # the session has seen the end (EOF, or ended here); what the server still
+                # writes is drained so it can exit, as the SDK's reader does
+            finally:
+                await mcp_sdk.drain_stdio(process)
+        except anyio.ClosedResourceError:
+            pass
+        except (anyio.BrokenResourceError, ConnectionError, OSError):
+            if not shutting_down:
+                logger.warning("reading an upstream's stdout failed mid-session")
+
+    async def stdin_writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for session_message in write_reader:
+                    message = session_message.message
+                    if isinstance(message, types.JSONRPCRequest):
+                        outstanding.methods[message.id] = message.method
+                        if (
+                            screen is not None
+                            and message.method == "tools/list"
+                            and _is_first_page(message)
+                        ):
+                            screen.start()
+                    text = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send((text + "\n").encode("utf-8"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(mcp_sdk.STDIO_WRITER_FLUSH_TIMEOUT):
+            await writer_done.wait()
+        await mcp_sdk.stop_stdio_server(process)
+        for stream in (read_stream, write_stream, read_writer, write_reader):
+            await stream.aclose()
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            shutting_down = True
+            with anyio.CancelScope(shield=True):
+                await shutdown()
+            tg.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+# -- streamable HTTP --------------------------------------------------------------------
+
+
+def _request_of(request: httpx2.Request) -> tuple[Any, str | None, bool]:
+    """(id, method, first page) of the JSON-RPC request an HTTP request carries."""
+    if request.method != "POST":
+        return None, None, False
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None, None, False
+    if isinstance(body, dict) and "id" in body and isinstance(body.get("method"), str):
+        params = body.get("params")
+        first = not (isinstance(params, dict) and params.get("cursor") is not None)
+        return body["id"], body["method"], first
+    return None, None, False
+
+
+def _error_body(request_id: Any, method: str | None, bounds: ReadBounds) -> bytes:
+    message = too_large(request_id, method, bounds).message
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+
+
+Rewrite = Callable[[bytes], bytes]
+
+
+class _BoundedJSON(httpx2.AsyncByteStream):
+    """A JSON body read whole up to ``limit`` bytes; past it, a JSON-RPC error instead.
+    ``rewrite`` (a listing's screen) runs on the whole body in a worker thread."""
+
+    def __init__(
+        self,
+        inner: Any,
+        limit: int,
+        replacement: Callable[[], bytes] | None,
+        rewrite: Rewrite | None = None,
+    ) -> None:
+        self.inner, self.limit, self.replacement, self.rewrite = inner, limit, replacement, rewrite
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in self.inner:
+            size += len(chunk)
+            if size > self.limit:
+                await self.aclose()
+                if self.replacement is None:
+                    raise httpx2.ReadError("the upstream's answer is over its limit")
+                yield self.replacement()
+                return
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        if self.rewrite is not None:
+            body = await anyio.to_thread.run_sync(self.rewrite, body)
+        yield body
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.inner.aclose()
+
+
+_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+
+
+def _event_end(buffer: bytes | bytearray, start: int = 0) -> int:
+    """The index just past the first complete SSE event in ``buffer`` (none ends before
+    ``start``), or -1."""
+    ends = [(at, len(sep)) for sep in _EVENT_ENDS if (at := buffer.find(sep, start)) != -1]
+    if not ends:
+        return -1
+    at, width = min(ends)
+    return at + width
+
+
+def _rewrite_event(event: bytes, rewrite: Rewrite) -> bytes:
+    """An SSE event whose data (a JSON-RPC message) went through ``rewrite``."""
+    lines = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    data = [ln[5:].removeprefix(b" ") for ln in lines if ln.startswith(b"data:")]
+    if not data:
+        return event
+    new = rewrite(b"\n".join(data))
+    others = [ln for ln in lines if ln and not ln.startswith(b"data:")]
+    return b"\n".join([*others, b"data: " + new]) + b"\n\n"
+
+
+class _BoundedSSE(httpx2.AsyncByteStream):
+    """An SSE body relayed event by event, each up to ``limit`` bytes; past it, a
+    JSON-RPC error event answering the request instead, and the end of the stream.
+    ``rewrite`` (a listing's screen) runs on each event's data in a worker thread."""
+
+    def __init__(
+        self,
+        inner: Any,
+        limit: int,
+        replacement: Callable[[], bytes] | None,
+        rewrite: Rewrite | None = None,
+    ) -> None:
+        self.inner, self.limit, self.replacement, self.rewrite = inner, limit, replacement, rewrite
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        buffer = bytearray()
+        async for chunk in self.inner:
+            # an event ends in the new bytes (or straddles into them): look only there
+            fresh = len(buffer) - 3
+            buffer += chunk
+            while (end := _event_end(buffer, max(fresh, 0))) != -1:
+                fresh = 0
+                if end > self.limit:
+                    break
+                event = bytes(buffer[:end])
+                del buffer[:end]
+                if self.rewrite is not None:
+                    event = await anyio.to_thread.run_sync(_rewrite_event, event, self.rewrite)
+                yield event
+            if len(buffer) > self.limit:
+                await self.aclose()
+                if self.replacement is not None:
+                    yield b"event: message\ndata: " + self.replacement() + b"\n\n"
+                return
+        if buffer:
+            yield bytes(buffer)
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.inner.aclose()
+
+
+class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
+    """httpx2's transport with each MCP answer bounded while it is read (module docstring)."""
+
+    def __init__(
+        self,
+        bounds: ReadBounds,
+        screen: ListingScreen | None = None,
+        inner: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.bounds = bounds
+        self.screen = screen
+        self.inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Forward ``request``; wrap the answer's body in its bound (and screen a listing)."""
+        request_id, method, first = _request_of(request)
+        rewrite: Rewrite | None = None
+        if self.screen is not None and method == "tools/list":
+            if first:
+                self.screen.start()
+            rewrite = self.screen.screen_body
+        response = await self.inner.handle_async_request(request)
+        limit = self.bounds.for_method(method) if method else self.bounds.result
+        bounds = self.bounds
+        replacement = (
+            (lambda: _error_body(request_id, method, bounds)) if request_id is not None else None
+        )
+        kind = response.headers.get("content-type", "").lower()
+        stream: httpx2.AsyncByteStream
+        if kind.startswith("text/event-stream"):
+            stream = _BoundedSSE(response.stream, limit, replacement, rewrite)
+        else:
+            stream = _BoundedJSON(response.stream, limit, replacement, rewrite)
+        headers = [
+            (k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"
+        ]
+        return httpx2.Response(
+            status_code=response.status_code,
+            headers=headers,
+            stream=stream,
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport."""
+        await self.inner.aclose()

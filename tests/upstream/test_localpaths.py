@@ -1,0 +1,205 @@
+"""``LocalPaths``: each rule a brokered path resource is held to, one case at a time.
+
+The real-upstream attacks are in test_links.py; here every rule is exercised
+directly on a real filesystem, including the cases no shipped upstream
+reaches (FIFOs, bare repositories, config includes, a git directory too large
+to walk).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sharedos.harness.hostconfig import parse_host_config
+from sharedos.pathwalk import SandboxError
+from sharedos.upstream import localpaths
+from sharedos.upstream.broker import UpstreamBroker
+from sharedos.upstream.localpaths import LocalPaths
+from tests.upstream.conftest import make_repo
+
+
+def refusal(resource: Path | str) -> str | None:
+    """The code ``LocalPaths`` refuses ``resource`` with (git walk included), or None."""
+    paths = LocalPaths()
+    try:
+        git_directory = paths.check(str(resource))
+        if git_directory is not None:
+            paths.walk_git(git_directory)
+    except SandboxError as exc:
+        assert str(exc).endswith(f"({exc.code})")
+        return exc.code
+    return None
+
+
+def test_plain_files_directories_and_files_to_be_created_pass(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("x")
+    (tmp_path / "d" / "f.txt").chmod(0o644)
+    assert refusal(tmp_path / "d" / "f.txt") is None
+    assert refusal(tmp_path / "d") is None
+    assert refusal("/") is None
+    # not there yet (a write creates it), parents missing too (create_directory makes them)
+    assert refusal(tmp_path / "d" / "new.txt") is None
+    assert refusal(tmp_path / "d" / "a" / "b" / "c") is None
+    # a file where a directory would be: nothing lies beyond it
+    assert refusal(tmp_path / "d" / "f.txt" / "x") is None
+
+
+def test_a_symbolic_link_anywhere_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (real / "sub" / "f.txt").write_text("x")
+    os.symlink(real / "sub" / "f.txt", tmp_path / "file_link")
+    os.symlink(real, tmp_path / "dir_link")
+    os.symlink("real/sub", tmp_path / "relative_link")
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    assert refusal(tmp_path / "file_link") == "symlink"
+    assert refusal(tmp_path / "dir_link") == "symlink"
+    assert refusal(tmp_path / "dir_link" / "sub" / "f.txt") == "symlink"
+    assert refusal(tmp_path / "relative_link" / "f.txt") == "symlink"
+    assert refusal(tmp_path / "dangling") == "symlink"  # a write would create its target
+    assert refusal(tmp_path / "dangling" / "x") == "symlink"
+    assert refusal(tmp_path / "loop") == "symlink"
+    assert refusal(real / "sub" / "f.txt") is None  # the real path is fine
+
+
+def test_hard_links_and_special_files_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("x")
+    os.link(tmp_path / "f.txt", tmp_path / "second_name")
+    os.mkfifo(tmp_path / "fifo")
+    assert refusal(tmp_path / "second_name") == "hard_link"
+    assert refusal(tmp_path / "f.txt") == "hard_link"  # both names are the same file
+    assert refusal(tmp_path / "fifo") == "not_a_regular_file"
+
+
+def test_a_plain_repository_passes_and_each_git_indirection_is_refused(tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other")
+    assert refusal(make_repo(tmp_path / "plain")) is None
+    assert refusal(tmp_path / "plain" / ".git") is None  # the git directory itself
+
+    (tmp_path / "dotlink").mkdir()
+    os.symlink(other / ".git", tmp_path / "dotlink" / ".git")
+    assert refusal(tmp_path / "dotlink") == "symlink"
+
+    (tmp_path / "pointer").mkdir()
+    (tmp_path / "pointer" / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    assert refusal(tmp_path / "pointer") == "git_pointer"
+
+    worktree_gitdir = make_repo(tmp_path / "wtgit") / ".git"
+    (worktree_gitdir / "commondir").write_text("../../other/.git\n")
+    assert refusal(tmp_path / "wtgit") == "git_pointer"
+
+    for name in ("alternates", "http-alternates"):
+        repo = make_repo(tmp_path / f"alt-{name}")
+        (repo / ".git" / "objects" / "info" / name).write_text(f"{other / '.git' / 'objects'}\n")
+        assert refusal(repo) == "git_alternates"
+
+    for i, text in enumerate(
+        (
+            f"[core]\n\tworktree = {other}\n",
+            f"[core] worktree={other}\n",
+            f"[CORE]\n  WorkTree = {other}\n",
+            f"[include]\n\tpath = {other / '.git' / 'config'}\n",
+            f'[includeIf "gitdir:/x/"]\n\tpath = {other / ".git" / "config"}\n',
+        )
+    ):
+        repo = make_repo(tmp_path / f"cfg{i}")
+        with (repo / ".git" / "config").open("a") as fh:
+            fh.write(text)
+        assert refusal(repo) == "git_worktree", text
+
+    deep = make_repo(tmp_path / "deep")
+    os.symlink(other / ".git" / "refs" / "heads", deep / ".git" / "refs" / "linked")
+    assert refusal(deep) == "symlink"
+
+
+def test_a_bare_repository_is_checked_like_a_git_directory(tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other")
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(other), str(bare)], check=True)
+    assert (bare / "HEAD").exists()
+    assert refusal(bare) is None
+    (bare / "objects" / "info").mkdir(exist_ok=True)
+    (bare / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
+    assert refusal(bare) == "git_alternates"
+
+
+def test_hard_linked_objects_of_a_local_clone_are_allowed(tmp_path: Path) -> None:
+    """``git clone --local`` shares object files by hard link: that is no indirection."""
+    other = make_repo(tmp_path / "other")
+    subprocess.run(
+        ["git", "clone", "-q", "--local", str(other), str(tmp_path / "clone")], check=True
+    )
+    assert refusal(tmp_path / "clone") is None
+
+
+def test_a_git_directory_too_large_to_walk_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    monkeypatch.setattr(localpaths, "GIT_MAX_ENTRIES", 5)
+    assert refusal(repo) == "git_too_large"
+
+
+def _config(text: str, tmp_path: Path) -> object:
+    return parse_host_config(text, str(tmp_path / "host.toml"), base_dir=tmp_path)
+
+
+def test_path_check_defaults_by_where_the_upstream_runs(tmp_path: Path) -> None:
+    config = _config(
+        '[upstream.a]\ncommand = "x"\n'
+        '[upstream.b]\nurl = "http://127.0.0.1:9/mcp"\n'
+        '[upstream.c]\nurl = "http://localhost:9/mcp"\n'
+        '[upstream.d]\nurl = "https://mcp.example.com/mcp"\n'
+        '[upstream.e]\nurl = "https://mcp.example.com/mcp"\npath_check = "off"\n'
+        '[upstream.f]\ncommand = "x"\npath_check = "off"\n'
+        '[upstream.g]\nurl = "http://[::1]:9/mcp"\n',
+        tmp_path,
+    )
+    links = {uid: c.links for uid, c in config.upstream.items()}  # type: ignore[attr-defined]
+    assert links == {
+        "a": "local",
+        "b": "local",
+        "c": "local",
+        "d": "unchecked",
+        "e": "off",
+        "f": "off",
+        "g": "local",
+    }
+    assert "path calls refused" in config.upstream["d"].summary()  # type: ignore[attr-defined]
+
+
+def test_a_bad_path_check_is_reported_at_its_position(tmp_path: Path) -> None:
+    from sharedos.harness.hostconfig import HostConfigError
+
+    with pytest.raises(HostConfigError) as caught:
+        _config('[upstream.a]\ncommand = "x"\npath_check = "sometimes"\n', tmp_path)
+    assert "host.toml:3:1: upstream.a.path_check" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_the_broker_refuses_what_it_cannot_check_and_skips_what_it_is_told(
+    tmp_path: Path,
+) -> None:
+    os.symlink(tmp_path, tmp_path / "link")
+    config = _config(
+        '[upstream.remote]\nurl = "https://mcp.example.com/mcp"\n'
+        '[upstream.trusted]\nurl = "https://mcp.example.com/mcp"\npath_check = "off"\n'
+        '[upstream.here]\ncommand = "x"\n',
+        tmp_path,
+    )
+    ups = config.upstream  # type: ignore[attr-defined]
+    broker = UpstreamBroker(ups, environ={})
+    plain = str(tmp_path)
+    linked = str(tmp_path / "link")
+    remote = await broker.check_path(ups["remote"], plain)
+    assert remote is not None and remote.endswith("(unchecked_host)")
+    assert await broker.check_path(ups["trusted"], linked) is None
+    assert await broker.check_path(ups["here"], plain) is None
+    here = await broker.check_path(ups["here"], linked)
+    assert here is not None and "(symlink)" in here and "'here'" in here
