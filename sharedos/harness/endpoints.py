@@ -93,6 +93,25 @@ def _probe_target(url: str) -> tuple[str, int] | None:
     return host, port
 
 
+def loopback_ports(launch: Launch, *, skip: Iterable[str | None] = ()) -> list[int]:
+    """The ports of the model endpoints ``launch`` names on this host's loopback.
+
+    A confined harness (network ``loopback``) reaches the bridge and its model
+    endpoint: an operator's model served on ``127.0.0.1`` / ``localhost`` is let
+    in by its port, exactly like ``[confinement] loopback_ports``; a model on
+    another host is not (docs/confinement.md: an egress proxy's port is).
+    """
+    ports: list[int] = []
+    for url in model_endpoints(launch, skip=skip):
+        target = _probe_target(url)
+        if target is None:
+            continue
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(target[0]).is_loopback and target[1] not in ports:
+                ports.append(target[1])
+    return ports
+
+
 def refusal_of(url: str) -> str | None:
     """Why ``url``'s endpoint refuses connections (``ECONNREFUSED`` ...), or None if it accepts
     them (or was not probed)."""

@@ -53,7 +53,7 @@ from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
 from sharedos.harness.correlate import aliases_from_events, resolve_event_tools
-from sharedos.harness.endpoints import check_model_endpoints
+from sharedos.harness.endpoints import check_model_endpoints, loopback_ports
 from sharedos.harness.hostconfig import HarnessConfig, HostConfig
 from sharedos.harness.jiti import adopt, jiti_cache_dir
 from sharedos.harness.outputs import HarnessOutput
@@ -577,8 +577,10 @@ class McpHarnessRuntime:
             servers[_port(turn.url)] = turn.serve_bridge
         if turn.model is not None:
             servers[turn.model.port] = turn.model.serve_socket
-        extra = self.host_config.confinement.loopback_ports if self.host_config else ()
-        sandbox.with_ports([*servers, *extra])
+        extra = [*(self.host_config.confinement.loopback_ports if self.host_config else ())]
+        if turn.model is None:  # the operator's model: its loopback endpoint is let in
+            extra += [p for p in loopback_ports(launch, skip=(turn.url,)) if p not in servers]
+        sandbox.with_ports([*servers, *dict.fromkeys(extra)])
         for cmd in self.command[:1]:
             if "/" in cmd and not os.path.exists(cmd):
                 raise FileNotFoundError(2, "No such file or directory", cmd)

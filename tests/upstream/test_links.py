@@ -35,8 +35,8 @@ from tests.upstream.conftest import (
     make_repo,
     node,
     npm_server,
+    refusal_payload,
     stdio_upstream,
-    structured,
     text_of,
 )
 
@@ -77,12 +77,13 @@ def not_refused(results: list[tuple[str, Any]], secret: str) -> list[str]:
 
 def refused_as_linked(result: Any) -> bool:
     """A failed / linked_resource result (the kernel's refusal payload)."""
-    data = structured(result)
-    return (
-        result.is_error is True
-        and data.get("outcome") == "failed"
-        and data.get("reason") == "linked_resource"
-    )
+    if result.is_error is not True:
+        return False
+    try:  # structuredContent, or the JSON text block of a tool with an outputSchema
+        data = refusal_payload(result)
+    except (ValueError, IndexError, AttributeError):
+        return False
+    return data.get("outcome") == "failed" and data.get("reason") == "linked_resource"
 
 
 # -- server-filesystem --------------------------------------------------------------

@@ -425,10 +425,12 @@ def test_run_with_the_operators_model_over_stdio_prints_one_json_document(
         harness_version(runtime.command, runtime.harness.kind)
     except Exception as exc:
         pytest.skip(f"{harness} is not installed: {exc}")
-    log = tmp_path / "fixture.jsonl"
+    (tmp_path / "fixture-log").mkdir()
+    log = tmp_path / "fixture-log" / "fixture.jsonl"
     upstream = (
         f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
         f'args = {json.dumps([str(FIXTURE), "--log", str(log)])}\npinning = "off"\n'
+        f'roots = [{{ path = {json.dumps(str(log.parent))}, mode = "rw" }}]\n'
     )
     rules = tmp_path / "rules.sos"
     rules.write_text(
@@ -495,12 +497,15 @@ def _closed_port() -> int:
 def _fixture_host(tmp: Path, harness_table: str) -> tuple[Path, Path, Path]:
     from tests.upstream.conftest import FIXTURE, FIXTURE_RULES
 
-    log = tmp / "fixture.jsonl"
+    (tmp / "fixture-log").mkdir(exist_ok=True)
+    log = tmp / "fixture-log" / "fixture.jsonl"
     host = tmp / "host.toml"
+    # its sandbox (a strict run confines it) shows its log's directory, read-write
     host.write_text(
         harness_table
         + f"\n[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        + f'args = {json.dumps([str(FIXTURE), "--log", str(log)])}\npinning = "off"\n',
+        + f'args = {json.dumps([str(FIXTURE), "--log", str(log)])}\npinning = "off"\n'
+        + f'roots = [{{ path = {json.dumps(str(log.parent))}, mode = "rw" }}]\n',
         encoding="utf-8",
     )
     rules = tmp / "rules.sos"
