@@ -221,7 +221,10 @@ class PolicySourceConfig(BaseModel):
 
     ``bundle``: a directory, a bundle file, or an http(s) URL; polled every
     ``poll_interval_s``. ``keys``: public keys (PEM files); when given, only
-    bundles signed by one of them are used.
+    bundles signed by one of them are used. ``state``: the file where the host
+    remembers the last release it enforced, so a restart cannot be rolled back
+    (default: under ``$XDG_STATE_HOME/sharedos/``, one file per source:
+    ``sharedos.bundles.state``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -229,6 +232,7 @@ class PolicySourceConfig(BaseModel):
     bundle: str | None = None
     keys: tuple[str, ...] = ()
     poll_interval_s: float = Field(default=30.0, gt=0)
+    state: str | None = None
 
 
 class HostConfig(BaseModel):

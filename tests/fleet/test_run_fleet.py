@@ -27,7 +27,7 @@ def host_file(tmp: Path, pg_url: str, *, signed: bool) -> Path:
     host.write_text(
         "[harness.claude-code]\n\n"
         f'[evidence]\nurl = "{pg_url}"\n\n'
-        '[policy]\nbundle = "./pub"\nkeys = ["./keys/policy.pub"]\n',
+        '[policy]\nbundle = "./pub"\nkeys = ["./keys/policy.pub"]\nstate = "./state/bundle.json"\n',
         encoding="utf-8",
     )
     (tmp / "sandbox" / "public").mkdir(parents=True)
