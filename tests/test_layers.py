@@ -7,7 +7,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 
 Layer order (docs/contracts.md, issue 15 move 2)::
 
-    names, outcomes, toolpolicy, context, resources, identity, errors
+    names, outcomes, toolpolicy, context, resources, identity, errors, canonical
       → policy, evidence, catalog → kernel → tools, upstream → bridge
       → harness → conformance → cli
 """
@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "errors",
         "_shipped",
         "compat",
+        "canonical",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

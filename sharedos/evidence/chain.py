@@ -35,14 +35,12 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
-import json
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import rfc8785
+from sharedos import canonical
 
 __all__ = [
     "ATTEMPT_FIELDS",
@@ -107,7 +105,8 @@ FIELDS_OF: dict[str, tuple[str, ...]] = {
     "seal": SEAL_FIELDS,
 }
 
-_encode_str = json.encoder.encode_basestring  # C; JCS escaping
+_encode_str = canonical.encode_string  # C; JCS escaping
+_scalar = canonical.scalar
 
 
 def _key(name: str) -> str:
@@ -120,26 +119,6 @@ _LAYOUT: dict[str, tuple[tuple[str, int], ...]] = {}
 for _kind, _fields in FIELDS_OF.items():
     _names = ("kind", "prev", *_fields)
     _LAYOUT[_kind] = tuple((_key(n), i) for n, i in sorted((n, i) for i, n in enumerate(_names)))
-
-
-def _scalar(value: Any) -> str:
-    """The RFC 8785 text of one stored scalar (str, int, float, bool, None)."""
-    if value is None:
-        return "null"
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return str(value)
-    if kind is float:
-        if not math.isfinite(value):  # never stored by SharedOS; still deterministic
-            return _encode_str(repr(value))
-        if value.is_integer() and abs(value) < 2**53:
-            return str(int(value))  # what ECMAScript prints for 3.0 is "3"
-        return rfc8785.dumps(value).decode("ascii")
-    raise TypeError(f"a chain field must be a scalar, not {kind.__name__}")
 
 
 def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
