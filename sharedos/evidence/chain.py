@@ -46,6 +46,7 @@ __all__ = [
     "ATTEMPT_FIELDS",
     "CHAIN_VERSION",
     "KINDS",
+    "LATE_FIELDS",
     "OPEN_FIELDS",
     "OUTCOME_FIELDS",
     "SEAL_FIELDS",
@@ -83,7 +84,11 @@ ATTEMPT_FIELDS = (
     "tenant",
     "diagnostics",
     "identity",
+    "context",
 )
+#: fields added to a kind after chain version 1: hashed only when not null, so every
+#: link written before them keeps its hash (``context``: the decision context, schema 4)
+LATE_FIELDS: dict[str, tuple[str, ...]] = {"attempt": ("context",)}
 #: the outcome row's stored fields (``of`` is the hash of the attempt link it concludes)
 OUTCOME_FIELDS = ("of", "outcome", "reason", "finished_at", "duration_ms", "error")
 #: the opening record's stored fields
@@ -116,9 +121,12 @@ def _key(name: str) -> str:
 #: per kind: the JCS key order (all keys are ASCII, so code-point order is UTF-16 order)
 #: as (encoded key prefix, index into (kind, prev, *fields)) pairs
 _LAYOUT: dict[str, tuple[tuple[str, int], ...]] = {}
+#: per kind: the indexes (into (kind, prev, *fields)) of its late fields
+_LATE: dict[str, frozenset[int]] = {}
 for _kind, _fields in FIELDS_OF.items():
     _names = ("kind", "prev", *_fields)
     _LAYOUT[_kind] = tuple((_key(n), i) for n, i in sorted((n, i) for i, n in enumerate(_names)))
+    _LATE[_kind] = frozenset(_names.index(n) for n in LATE_FIELDS.get(_kind, ()))
 
 
 def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
@@ -326,9 +334,13 @@ class Problem:
     position: int | None
     seq: int | None
     detail: str
+    #: set for a finding about the store's checkpoints (then ``turn_id`` is empty)
+    checkpoint: int | None = None
 
     def line(self) -> str:
         """One human line: what, where."""
+        if self.checkpoint is not None and not self.turn_id:
+            return f"{self.kind}: checkpoint {self.checkpoint}: {self.detail}"
         where = f"position {self.position}" if self.position is not None else "-"
         seq = f" (seq {self.seq})" if self.seq is not None else ""
         return f"{self.kind}: turn {self.turn_id} {where}{seq}: {self.detail}"
@@ -341,6 +353,7 @@ class Problem:
             "position": self.position,
             "seq": self.seq,
             "detail": self.detail,
+            "checkpoint": self.checkpoint,
         }
 
 
@@ -371,6 +384,7 @@ def verify_turn(
     *,
     public_keys: Mapping[str, Any] | None = None,
     require_seal: bool = False,
+    covered: tuple[int, str, int] | None = None,
 ) -> TurnReport:
     """Walk one turn's chain; report every edited, deleted, inserted or reordered link.
 
@@ -390,7 +404,13 @@ def verify_turn(
       (reported where the displacement starts).
 
     With ``public_keys`` (key_id -> key) every seal must carry a valid
-    signature by one of them; ``require_seal`` reports a turn without a seal.
+    signature by one of them, and a turn must have a seal (a host that signs
+    seals every turn it closes: a turn without one was never closed — a host
+    that died, or a turn still running — or had its seal removed);
+    ``require_seal`` reports a turn without a seal without keys too.
+    ``covered`` is (position, hash, checkpoint number): the head a store-wide
+    checkpoint recorded for this turn, which the chain must still reach with
+    that hash (``sharedos.evidence.checkpoint``).
     """
     ordered = sorted(links, key=lambda lk: (lk.pos, lk.seq if lk.seq is not None else -1))
     problems: list[Problem] = []
@@ -505,7 +525,32 @@ def verify_turn(
                 add("signature", seal, seal.pos, "the seal's signature does not verify")
             else:
                 report.signed_by = str(key_id)
-    if require_seal and not seals:
-        add("unsealed", None, None, "the turn has no seal (never closed, or its seal was deleted)")
+    if (require_seal or public_keys is not None) and not seals:
+        add(
+            "unsealed",
+            None,
+            None,
+            "the turn has no seal (never closed: its host died or it is still running; "
+            "or its seal was deleted)",
+        )
+    if covered is not None:
+        pos, hash_, number = covered
+        at = {lk.pos: lk.hash for lk in chain}
+        if pos not in at:
+            end = chain[-1].pos if chain else -1
+            add(
+                "deleted",
+                None,
+                pos,
+                f"checkpoint {number} covered this turn up to position {pos}; the chain now "
+                f"ends at position {end}: what was committed before the checkpoint is gone",
+            )
+        elif at[pos] != hash_:
+            add(
+                "edited",
+                None,
+                pos,
+                f"the link at this position is not the one checkpoint {number} covered",
+            )
     problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
     return report

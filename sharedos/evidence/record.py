@@ -73,6 +73,10 @@ class EvidenceRecord:
     tenant: str | None = None
     diagnostics: Mapping[str, Any] | None = None
     identity: Mapping[str, Any] | None = None
+    #: the decision context: the trusted AccessContext the host resolved, as the
+    #: policy saw it (``{"principal", "tenant", "roles", "attributes"}``); None for
+    #: records written before schema 4. ``access_context()`` reads it back.
+    context: Mapping[str, Any] | None = None
     seq: int | None = None
 
     @property
@@ -91,6 +95,28 @@ class EvidenceRecord:
             duration_ms=self.duration_ms if self.duration_ms is not None else 0.0,
             reason=self.reason,
             error=self.error,
+        )
+
+    def access_context(self) -> Any:
+        """The ``AccessContext`` this attempt was decided under, rebuilt from ``context``.
+
+        For a replay (deciding the recorded call again under another policy):
+        the principal, tenant, roles and attributes the host resolved, and this
+        record's turn id. ``ValueError`` when the record has none (written
+        before schema 4) or it was too large to keep (a ``$truncated`` marker).
+        """
+        from sharedos.context import AccessContext
+
+        ctx = self.context
+        if not isinstance(ctx, Mapping) or "principal" not in ctx:
+            why = "was too large to keep" if ctx else "was not recorded (before schema 4)"
+            raise ValueError(f"the decision context of attempt {self.seq} {why}")
+        return AccessContext(
+            principal=ctx["principal"],
+            tenant=ctx.get("tenant", "default"),
+            roles=tuple(ctx.get("roles") or ()),
+            attributes=dict(ctx.get("attributes") or {}),
+            turn_id=self.turn_id,
         )
 
     def with_outcome(self, outcome: OutcomeRecord) -> EvidenceRecord:

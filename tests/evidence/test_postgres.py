@@ -182,22 +182,33 @@ def test_the_documented_least_privilege_role_can_write(
 ) -> None:
     with admin(pg_url) as conn:
         conn.execute("CREATE ROLE sharedos_host LOGIN")
+        # exactly what docs/evidence.md says a host needs
         conn.execute(
-            "GRANT SELECT, INSERT ON attempts, outcomes, turns, links, seals TO sharedos_host"
+            "GRANT SELECT, INSERT ON chain, checkpoints, checkpoint_heads TO sharedos_host"
+        )
+        conn.execute(
+            "GRANT SELECT ON attempts, outcomes, turns, links, seals, evidence TO sharedos_host"
         )
         conn.execute("GRANT SELECT, INSERT, UPDATE ON meta TO sharedos_host")
-        conn.execute("GRANT USAGE ON SEQUENCE attempts_seq_seq TO sharedos_host")
+        conn.execute("GRANT USAGE ON SEQUENCE chain_seq_seq TO sharedos_host")
     url = pg_url.replace("postgresql://sharedos@", "postgresql://sharedos_host@")
     host = PostgresEvidenceStore(url)
     try:
         host.finish(host.begin(attempt("x")), OK)
         host.seal_turn("T")
-        assert verify_store(host).clean
+        assert host.take_checkpoint() is not None
+        assert verify_store(host).clean and verify_store(host).checkpoints == 1
     finally:
         host.close()
-    # and it cannot change what it wrote
-    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error):
-        conn.execute("UPDATE attempts SET resource = '/x'")
+    # and it cannot change or remove what it wrote
+    for change in (
+        "UPDATE chain SET resource = '/x'",
+        "UPDATE attempts SET resource = '/x'",
+        "DELETE FROM chain",
+        "DELETE FROM checkpoint_heads",
+    ):
+        with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error):
+            conn.execute(change)
 
 
 def test_a_newer_schema_is_refused(pg_url: str, pg: PostgresEvidenceStore) -> None:
@@ -233,7 +244,7 @@ def test_an_older_schema_is_refused_for_writing_until_migrated(pg_url: str) -> N
         reader.close()
     with admin(pg_url) as conn:
         result = pg_migrate(conn)
-    assert (result.before, result.after, result.chained_rows) == (2, 3, 3)
+    assert (result.before, result.after, result.chained_rows) == (2, LATEST, 3)
     store = PostgresEvidenceStore(pg_url)
     try:
         assert verify_store(store).clean
