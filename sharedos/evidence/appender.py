@@ -559,12 +559,12 @@ class ChainAppender:
 
     def _one(self, kind: str, args: tuple[Any, ...]) -> tuple[bool, Any]:
         try:
-            method: Callable[..., Any] = {
-                "begin": self.begin,
-                "finish": self.finish,
-                "record": self.record,
-            }[kind]
-            return True, method(*args)
+            if kind == "begin":
+                return True, self.begin(*args)
+            if kind == "finish":
+                self.finish(*args)
+                return True, None
+            return True, self.record(*args)
         except Exception as exc:
             return False, exc
 
