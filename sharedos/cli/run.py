@@ -381,6 +381,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             synchronous=evidence.synchronous,
             sign_key=host_config.resolve_path(evidence.sign_key) if evidence.sign_key else None,
             otlp_endpoint=evidence.otlp_endpoint,
+            checkpoint_interval_s=evidence.checkpoint_interval_s,
         )
     except EvidenceStoreError as exc:
         _fail(str(exc))

@@ -425,7 +425,10 @@ def migrate_store(value: str) -> tuple[MigrationResult, str]:
             with psycopg.connect(target.location, autocommit=True, connect_timeout=5) as conn:
                 return pg_migrate(conn), target.shown
         except psycopg.Error as exc:
+            from sharedos.evidence.url import location_secrets, scrub
+
             first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            first = scrub(first, location_secrets(target.location))
             raise EvidenceStoreError(f"cannot migrate {target.shown}: {first}", "io") from None
     path = target.location
     if not os.path.isfile(path):

@@ -112,18 +112,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def redacted_url(url: str) -> str:
-    """``url`` without its password (for messages)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """``url`` (a libpq URL or key=value string) without its password, in any spelling."""
+    from sharedos.evidence.url import redacted_location
 
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://..."
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    return redacted_location(url)
 
 
 #: SQLSTATE -> cause (the class is looked up when the full code is not here)
@@ -192,8 +184,12 @@ class PostgresEvidenceStore:
             raise EvidenceStoreError(
                 f"the PostgreSQL evidence store needs psycopg and psycopg_pool ({exc})", "io"
             ) from None
+        from sharedos.evidence.url import location_secrets
+
         self.url = url
         self.shown = redacted_url(url)
+        #: every spelling of the location's password: scrubbed from any driver message
+        self._secrets = location_secrets(url)
         self.read_only = read_only
         self.synchronous = "FULL"  # PostgreSQL commits are WAL-flushed (synchronous_commit=on)
         self._create = create
@@ -250,8 +246,10 @@ class PostgresEvidenceStore:
             given_params = conninfo_to_dict(self.url)
             given = given_params.get("options")
         except Exception as exc:
+            # libpq's parse errors quote the text around the fault, which may be the password
+            why = "" if self._secrets else f" ({self._say(exc)})"
             raise EvidenceStoreError(
-                f"not a PostgreSQL URL: {self.shown} ({_first_line(exc)})", "io"
+                f"not a PostgreSQL URL or connection string: {self.shown}{why}", "io"
             ) from None
         if given:
             options = f"{given} {options}"  # the URL's own settings, then the store's
@@ -268,6 +266,17 @@ class PostgresEvidenceStore:
             "keepalives_count": 2,
             "tcp_user_timeout": 3000,
         }
+        # one connection first: a server that is not there fails at once, with libpq's
+        # reason (the pool would retry until its bound and say only that it timed out)
+        import psycopg
+
+        try:
+            psycopg.connect(self.url, **kwargs).close()
+        except Exception as exc:
+            raise EvidenceStoreError(
+                f"cannot connect to the evidence database {self.shown}: {self._say(exc)}",
+                "io",
+            ) from None
         pool = ConnectionPool(
             self.url,
             kwargs=kwargs,
@@ -277,6 +286,9 @@ class PostgresEvidenceStore:
             timeout=self._connect_timeout_s,
             reconnect_timeout=30.0,
             configure=self._configure,
+            # a connection handed out is known alive (one empty query): the writer takes one
+            # only after losing its own, when the others may have gone with it
+            check=ConnectionPool.check_connection,
             name="sharedos-evidence",
         )
         try:
@@ -285,7 +297,7 @@ class PostgresEvidenceStore:
             with contextlib.suppress(Exception):
                 pool.close(timeout=0)
             raise EvidenceStoreError(
-                f"cannot connect to the evidence database {self.shown}: {_first_line(exc)}",
+                f"cannot connect to the evidence database {self.shown}: {self._say(exc)}",
                 "io",
             ) from None
         return pool
@@ -383,10 +395,16 @@ class PostgresEvidenceStore:
                     self._writer = None
                     self._pool = self._open_pool()
 
+    def _say(self, exc: BaseException) -> str:
+        """The first line of a driver error, scrubbed of every spelling of the password."""
+        from sharedos.evidence.url import scrub
+
+        return scrub(_first_line(exc), self._secrets)
+
     def _error(self, what: str, exc: BaseException) -> EvidenceStoreError:
         cause = _cause(exc)
         return EvidenceStoreError(
-            f"cannot {what} evidence in {self.shown}: {_first_line(exc)} ({cause})", cause
+            f"cannot {what} evidence in {self.shown}: {self._say(exc)} ({cause})", cause
         )
 
     # -- schema ------------------------------------------------------------------------
@@ -404,7 +422,7 @@ class PostgresEvidenceStore:
                 raise
             except Exception as exc:
                 raise EvidenceStoreError(
-                    f"cannot open evidence database {self.shown}: {_first_line(exc)}", _cause(exc)
+                    f"cannot open evidence database {self.shown}: {self._say(exc)}", _cause(exc)
                 ) from None
             migrate.refuse_unreadable(self.shown, version, writing=not self.read_only)
             self.schema_version = version
@@ -420,7 +438,7 @@ class PostgresEvidenceStore:
                 except Exception as exc:
                     cause = _cause(exc)
                     raise EvidenceStoreError(
-                        f"cannot write evidence database {self.shown}: {_first_line(exc)} ({cause})",
+                        f"cannot write evidence database {self.shown}: {self._say(exc)} ({cause})",
                         cause,
                     ) from None
 
@@ -467,7 +485,11 @@ class PostgresEvidenceStore:
                     return conn.execute(sql, params, prepare=True).fetchone()
                 except Exception as exc:
                     if retry and _lost(exc, conn):
-                        continue  # a read can be repeated: once more, on a new connection
+                        # a read can be repeated: once more, on a new connection (the
+                        # server may have said goodbye before the socket shows it closed)
+                        with contextlib.suppress(Exception):
+                            conn.close()
+                        continue
                     raise self._error("read", exc) from None
         raise AssertionError("unreachable")
 
@@ -510,10 +532,9 @@ class PostgresEvidenceStore:
         """Map a failed write to ``CommitUnknown``, ``StaleHead`` or ``EvidenceStoreError``."""
         if _lost(exc, conn):
             raise CommitUnknown(
-                str(exc),
+                self._say(exc),
                 EvidenceStoreError(
-                    f"lost the connection to the evidence database {self.shown}: "
-                    f"{_first_line(exc)}",
+                    f"lost the connection to the evidence database {self.shown}: {self._say(exc)}",
                     "io",
                 ),
             ) from None
@@ -614,7 +635,7 @@ class PostgresEvidenceStore:
                     # unknown whether it landed: the next checkpoint re-reads the last one
                     raise EvidenceStoreError(
                         f"lost the connection to the evidence database {self.shown} "
-                        f"while writing a checkpoint: {_first_line(exc)}",
+                        f"while writing a checkpoint: {self._say(exc)}",
                         "io",
                     ) from None
                 raise self._error("write a checkpoint of", exc) from None
@@ -675,6 +696,12 @@ class PostgresEvidenceStore:
         """Commit a complete record (attempt and outcome rows) in one statement; return its seq."""
         self._guarded()
         return self.appender.record(record)
+
+    def commit_group(self, ops: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        """Several ``begin``/``finish``/``record`` writes in one transaction (``ChainAppender.
+        commit_group``): one (ok, result or error) per op, in order."""
+        self._guarded()
+        return self.appender.commit_group(ops)
 
     def open_turn(self, opening: Opening) -> bool:
         """Write the turn's opening record unless it has one; True when this call wrote it."""

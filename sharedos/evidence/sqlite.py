@@ -549,6 +549,12 @@ class SqliteEvidenceStore:
         self._writable()
         return self.appender.record(record)
 
+    def commit_group(self, ops: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        """Several ``begin``/``finish``/``record`` writes in one transaction (``ChainAppender.
+        commit_group``): one (ok, result or error) per op, in order."""
+        self._writable()
+        return self.appender.commit_group(ops)
+
     def open_turn(self, opening: Opening) -> bool:
         """Write the turn's opening record (the anchor of its chain) unless it has one."""
         self._writable()

@@ -187,7 +187,9 @@ class EvidenceConfig(BaseModel):
     unset, each turn's environment keeps its own SQLite file.
     ``synchronous = "NORMAL"`` (default) survives a killed process; ``"FULL"``
     also survives power loss, at an fsync per commit (SQLite; docs/kernel.md).
-    ``sign_key``: an ed25519 private key (PEM) that signs each turn's seal.
+    ``sign_key``: an ed25519 private key (PEM) that signs each turn's seal and
+    the store-wide checkpoints. ``checkpoint_interval_s``: how often the host
+    writes a checkpoint over the turn heads it committed (docs/evidence.md).
     ``otlp_endpoint``: an OTLP/HTTP base URL for a log record and span per attempt.
     """
 
@@ -196,6 +198,7 @@ class EvidenceConfig(BaseModel):
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     url: str | None = None
     sign_key: str | None = None
+    checkpoint_interval_s: float = Field(default=10.0, gt=0)
     otlp_endpoint: str | None = None
 
     @field_validator("url")

@@ -110,7 +110,7 @@ class EvidenceRecorder:
         self.max_pending = max_pending
         #: the store's group commit (``commit_group``), when it has one
         self._group: Callable[..., list[tuple[bool, Any]]] | None = getattr(
-            getattr(store, "appender", None), "commit_group", None
+            store, "commit_group", None
         )
         self._lane = SerialLane(
             "sharedos-evidence", batch=self._batch if self._group is not None else None
