@@ -133,13 +133,20 @@ def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
     """RFC 8785 bytes of ``{"kind": kind, "prev": prev, <fields of kind>: values}``.
 
     ``values`` are the stored fields of the row in ``FIELDS_OF[kind]`` order;
-    each is a string, number, boolean or null (JSON columns as their text).
+    each is a string, number, boolean or null (JSON columns as their text). A
+    late field (``LATE_FIELDS``) that is null is left out of the object, so a
+    link written before the field existed keeps its hash.
     """
     row = (kind, prev, *values)
     layout = _LAYOUT[kind]
     if len(row) != len(layout):
         raise ValueError(f"{kind} link needs {len(layout) - 2} fields, got {len(values)}")
-    text = "{" + ",".join(k + _scalar(row[i]) for k, i in layout) + "}"
+    late = _LATE[kind]
+    if late and any(row[i] is None for i in late):
+        parts = [k + _scalar(row[i]) for k, i in layout if i not in late or row[i] is not None]
+        text = "{" + ",".join(parts) + "}"
+    else:
+        text = "{" + ",".join(k + _scalar(row[i]) for k, i in layout) + "}"
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: stores escape them; still deterministic

@@ -23,7 +23,14 @@ from click.testing import CliRunner
 
 from sharedos.cli.main import main
 from sharedos.evidence.appender import Opening
-from sharedos.evidence.chain import Signer, genesis, link_hash, load_public_key
+from sharedos.evidence.chain import (
+    OPEN_FIELDS,
+    OUTCOME_FIELDS,
+    SEAL_FIELDS,
+    Signer,
+    genesis,
+    load_public_key,
+)
 from sharedos.evidence.migrate import LATEST, SQLITE_V3, V3_ATTEMPT_FIELDS, pg_migrate
 from sharedos.evidence.record import OutcomeRecord
 from sharedos.evidence.rows import plain_attempt_values
@@ -37,11 +44,21 @@ from tests.evidence.test_chain import attempt, ok
 Run = Callable[..., Any]
 
 
+def v3_hash(kind: str, prev: str, fields: tuple[str, ...], values: Any) -> str:
+    """A link hash as version 3 computed it, from rfc8785 itself (not this SharedOS's encoder)."""
+    import hashlib
+
+    import rfc8785
+
+    body = rfc8785.dumps({"kind": kind, "prev": prev, **dict(zip(fields, values, strict=True))})
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
 def write_v3_turn(run: Run, turn: str, signer: Signer, *, calls: int = 3) -> list[int]:
     """One turn as a version-3 SharedOS wrote it: opening, attempts, outcomes, signed seal."""
     opening = Opening(turn, "2026-12-01T00:00:00.000000Z", "c" * 64, "p" * 64, "r3", '{"v":3}')
     prev = genesis(turn)
-    h = link_hash("open", prev, opening.values())
+    h = v3_hash("open", prev, OPEN_FIELDS, opening.values())
     run(
         "INSERT INTO turns (turn_id, opened_at, catalog_hash, policy_hash, policy_revision, "
         "identity) VALUES (?, ?, ?, ?, ?, ?)",
@@ -55,7 +72,7 @@ def write_v3_turn(run: Run, turn: str, signer: Signer, *, calls: int = 3) -> lis
         marks = ", ".join("?" * len(V3_ATTEMPT_FIELDS))
         seq = run(f"INSERT INTO attempts ({cols}) VALUES ({marks}) RETURNING seq", *values)[0][0]
         seqs.append(seq)
-        a_hash = link_hash("attempt", prev, (*values, None))
+        a_hash = v3_hash("attempt", prev, V3_ATTEMPT_FIELDS, values)
         _link(run, turn, pos, "attempt", seq, prev, a_hash)
         out = ("succeeded", None, "2026-12-01T00:00:01.000000Z", 0.5, None)
         run(
@@ -64,11 +81,11 @@ def write_v3_turn(run: Run, turn: str, signer: Signer, *, calls: int = 3) -> lis
             seq,
             *out,
         )
-        o_hash = link_hash("outcome", a_hash, (a_hash, *out))
+        o_hash = v3_hash("outcome", a_hash, OUTCOME_FIELDS, (a_hash, *out))
         _link(run, turn, pos + 1, "outcome", seq, a_hash, o_hash)
         pos, prev = pos + 2, o_hash
     seal = (turn, "2026-12-01T00:00:02.000000Z", pos, signer.key_id)
-    s_hash = link_hash("seal", prev, seal)
+    s_hash = v3_hash("seal", prev, SEAL_FIELDS, seal)
     run(
         "INSERT INTO seals (turn_id, pos, closed_at, links, key_id, signature) "
         "VALUES (?, ?, ?, ?, ?, ?)",
