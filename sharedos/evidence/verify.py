@@ -79,6 +79,7 @@ def check_checkpoints(
     since: Checkpoint | None = None,
 ) -> tuple[list[Problem], int]:
     """The store's checkpoint chain checked (and ``since`` found in it); (problems, count)."""
+    _chained(store)
     walk = getattr(store, "iter_checkpoints", None)
     if walk is None:
         if since is not None:

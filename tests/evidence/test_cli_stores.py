@@ -28,7 +28,7 @@ def test_verify_a_clean_store_exits_0(store: Any) -> None:
     write_turn(store)
     code, out = cli("evidence", "verify", "--db", location(store))
     assert code == 0, out
-    assert "verified 1 turn(s), 10 link(s): clean (1 sealed)" in out
+    assert "verified 1 turn(s), 10 link(s), 0 checkpoint(s): clean (1 sealed)" in out
     code, out = cli("evidence", "verify", "--db", location(store), "--format", "json")
     assert code == 0 and json.loads(out)["clean"] is True
 
