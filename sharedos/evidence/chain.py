@@ -35,8 +35,9 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+import operator
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,10 +124,18 @@ def _key(name: str) -> str:
 _LAYOUT: dict[str, tuple[tuple[str, int], ...]] = {}
 #: per kind: the indexes (into (kind, prev, *fields)) of its late fields
 _LATE: dict[str, frozenset[int]] = {}
+#: per kind and "are its late fields all present": (picks the values in key order, the
+#: object's text with a %s per value) -- one C call to pick, one to format
+_FORMAT: dict[tuple[str, bool], tuple[Callable[[Sequence[Any]], Any], str]] = {}
 for _kind, _fields in FIELDS_OF.items():
     _names = ("kind", "prev", *_fields)
     _LAYOUT[_kind] = tuple((_key(n), i) for n, i in sorted((n, i) for i, n in enumerate(_names)))
     _LATE[_kind] = frozenset(_names.index(n) for n in LATE_FIELDS.get(_kind, ()))
+    for _with_late in (True, False):
+        _kept = [(k, i) for k, i in _LAYOUT[_kind] if _with_late or i not in _LATE[_kind]]
+        _pick = operator.itemgetter(*(i for _, i in _kept))
+        _text = "{" + ",".join(k.replace("%", "%%") + "%s" for k, _ in _kept) + "}"
+        _FORMAT[(_kind, _with_late)] = (_pick, _text)
 
 
 def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
@@ -142,11 +151,14 @@ def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
     if len(row) != len(layout):
         raise ValueError(f"{kind} link needs {len(layout) - 2} fields, got {len(values)}")
     late = _LATE[kind]
-    if late and any(row[i] is None for i in late):
-        parts = [k + _scalar(row[i]) for k, i in layout if i not in late or row[i] is not None]
-        text = "{" + ",".join(parts) + "}"
-    else:
-        text = "{" + ",".join(k + _scalar(row[i]) for k, i in layout) + "}"
+    pick, fmt = _FORMAT[(kind, not late or all(row[i] is not None for i in late))]
+    # strings and nulls (nearly every field) without a function call; the rest by _scalar
+    text = fmt % tuple(
+        [
+            _encode_str(v) if type(v) is str else "null" if v is None else _scalar(v)
+            for v in pick(row)
+        ]
+    )
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: stores escape them; still deterministic
