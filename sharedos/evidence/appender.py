@@ -520,7 +520,17 @@ class ChainAppender:
                         # the next op of this turn chains after this one (forgotten on failure)
                         self.cache.advance(plan.turn_id, last.pos, last.hash)
                     seqs = execute_many(plans) if time.monotonic() < deadline else None
-                except (StaleHead, CommitUnknown, EvidenceStoreError, ValueError):
+                except CommitUnknown as lost:
+                    # the group is one transaction: it landed whole or not at all
+                    try:
+                        seqs = self._group_landed(plans, lost, deadline)
+                    except EvidenceStoreError as unknown:
+                        # it may have landed: writing it again could write it twice, so
+                        # every write of the group fails closed, as one write would
+                        for plan in plans:
+                            self.cache.forget(plan.turn_id)
+                        return [(False, unknown)] * len(ops)
+                except (StaleHead, EvidenceStoreError, ValueError):
                     seqs = None
                 if seqs is None:
                     for plan in plans:
@@ -535,6 +545,34 @@ class ChainAppender:
             finally:
                 self.deadline = None
         return [self._one(kind, args) for kind, args in ops]
+
+    def _group_landed(
+        self, plans: list[Plan], lost: CommitUnknown, deadline: float
+    ) -> list[int] | None:
+        """After a connection lost with a group in flight: its seqs if it committed, None if
+        it did not (then each write is made on its own). Raises the loss's cause when that
+        cannot be told within the deadline (every write of the group then fails closed)."""
+        first = plans[0].links[0]
+        while True:
+            try:
+                found = self.backend.link_at(plans[0].turn_id, first.pos)
+            except EvidenceStoreError:
+                if time.monotonic() >= deadline:
+                    raise lost.cause from None
+                time.sleep(0.05)
+                continue
+            break
+        if found is None or found[1] != first.hash:
+            return None
+        seqs: list[int] = []
+        for plan in plans:
+            if plan.seq is not None or plan.attempt is None:
+                seqs.append(plan.seq if plan.seq is not None else -1)
+                continue
+            link = next(lk for lk in plan.links if lk.kind == "attempt")
+            got = self.backend.link_at(plan.turn_id, link.pos)
+            seqs.append(int(got[0]) if got is not None and got[0] is not None else -1)
+        return seqs
 
     def _plan_op(self, kind: str, args: tuple[Any, ...]) -> Plan:
         if kind == "begin":

@@ -162,6 +162,30 @@ def test_a_write_that_committed_but_lost_its_answer_is_not_repeated(
     assert verify_store(pg).clean
 
 
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_group_whose_connection_was_lost_is_written_once(
+    pg: PostgresEvidenceStore, landed: bool
+) -> None:
+    """A group commit cut off in flight: if it landed, it is not written again; if not, each
+    write is made on its own. Either way every write is there exactly once."""
+    a = pg.begin(attempt("a"))
+    real = pg.execute_many
+
+    def cut(plans: Any) -> list[int]:
+        if landed:
+            real(plans)  # really committed, then the answer is lost
+        raise CommitUnknown("server closed the connection", EvidenceStoreError("lost", "io"))
+
+    pg.execute_many = cut  # type: ignore[method-assign]
+    results = pg.commit_group([("finish", (a, OK)), ("begin", (attempt("b"),))])
+    pg.execute_many = real  # type: ignore[method-assign]
+    assert [ok for ok, _ in results] == [True, True]
+    records = pg.query()
+    assert [(r.call_id, r.status) for r in records] == [("a", "succeeded"), ("b", "interrupted")]
+    assert records[1].seq == results[1][1]
+    assert verify_store(pg).clean
+
+
 def test_a_role_that_cannot_insert_fails_at_open(pg_url: str, pg: PostgresEvidenceStore) -> None:
     with admin(pg_url) as conn:
         conn.execute("CREATE ROLE auditor LOGIN")
