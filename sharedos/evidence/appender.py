@@ -618,15 +618,20 @@ class ChainAppender:
         return self.checkpoint_interval_s is not None and time.monotonic() >= self._next_checkpoint
 
     def checkpoint(self, heads: Sequence[tuple[str, int, str]] | None = None) -> Checkpoint | None:
-        """Write a checkpoint over ``heads`` (default: the heads committed here since the last
-        one); the checkpoint written, or None when there was nothing to cover.
+        """Write a checkpoint over ``heads`` and the heads committed here since the last one
+        (the later of the two for a turn in both); the checkpoint written, or None when there
+        was nothing to cover.
 
         Numbered after the store's last checkpoint, whoever wrote it (a number
         another writer took first is re-read and the checkpoint re-made).
         """
         with self.lock:
-            if heads is None:
-                heads = [(turn, pos, hash_) for turn, (pos, hash_) in self.dirty.items()]
+            merged = {turn: (pos, hash_) for turn, pos, hash_ in heads or ()}
+            # what this writer committed is covered too (it may be newer than ``heads``)
+            for turn, (pos, hash_) in self.dirty.items():
+                if turn not in merged or pos > merged[turn][0]:
+                    merged[turn] = (pos, hash_)
+            heads = [(turn, pos, hash_) for turn, (pos, hash_) in merged.items()]
             if not heads:
                 return None
             self.deadline = time.monotonic() + self.deadline_s
