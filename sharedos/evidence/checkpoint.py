@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sharedos import canonical
+from sharedos.errors import SharedOSError
 from sharedos.evidence.chain import Problem, Signer, verify_seal_signature
 
 __all__ = [
@@ -64,7 +65,7 @@ FORMAT = "sharedos-evidence-checkpoint/1"
 Head = tuple[str, int, str]  # (turn_id, pos, hash)
 
 
-class CheckpointTaken(Exception):
+class CheckpointTaken(SharedOSError):
     """Another writer took the checkpoint number first: re-read the last one and number after it."""
 
 
