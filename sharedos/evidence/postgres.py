@@ -672,6 +672,7 @@ class PostgresEvidenceStore:
         with self._conn() as conn:
             try:
                 with conn.transaction(), conn.cursor(name="sharedos_stream") as cur:
+                    _unbounded_read(conn)
                     cur.itersize = batch
                     cur.execute(sql, params)
                     yield from cur
@@ -762,6 +763,7 @@ class PostgresEvidenceStore:
         with self._conn() as conn:
             try:
                 with conn.transaction(), conn.cursor(name="sharedos_export") as cur:
+                    _unbounded_read(conn)
                     cur.itersize = batch
                     cur.execute(self._select + where + " ORDER BY a.seq", params)
                     for row in cur:
@@ -886,6 +888,18 @@ def _row_to_record(row: Any) -> EvidenceRecord:
     for name, value in zip(columns, row, strict=True):
         data[name] = json.loads(value) if name in JSON_FIELDS and value is not None else value
     return EvidenceRecord.from_dict(data)
+
+
+def _unbounded_read(conn: Any) -> None:
+    """Lift the statement timeout for this streaming read's transaction.
+
+    The store's ``statement_timeout`` bounds writes (a call must not wait on
+    a stuck database). A stream over the whole store (an export, a
+    verification, a copy) is read off any call's path, and its first fetch
+    may have to sort or join the whole table (a table just filled, before
+    PostgreSQL has statistics on it) before the first row comes back.
+    """
+    conn.execute("SET LOCAL statement_timeout = 0")
 
 
 def _first_line(exc: BaseException) -> str:
