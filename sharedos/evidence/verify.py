@@ -135,10 +135,12 @@ def iter_turn_reports(
         group.append(link)
     if current is not None:
         yield from report(current, group)
+    gone_at_end = False
     while pending is not None:
+        gone_at_end = True
         yield _gone(pending)
         pending = next(coverage, None)
-    if turn_id is not None and current is None:
+    if turn_id is not None and current is None and not gone_at_end:
         raise EvidenceStoreError(f"no turn {turn_id!r} in this store", "io")
 
 
@@ -146,9 +148,12 @@ def _coverage(store: Any, turn_id: str | None) -> Iterator[tuple[str, int, str, 
     walk = getattr(store, "iter_coverage", None)
     if walk is None:
         return
+    last: str | None = None
     for turn, pos, hash_, number in walk():
-        if turn_id is None or turn == turn_id:
+        # one head per turn (two writers may have recorded the same one)
+        if turn != last and (turn_id is None or turn == turn_id):
             yield turn, pos, hash_, number
+        last = turn
 
 
 def _gone(covered: tuple[str, int, str, int]) -> TurnReport:

@@ -288,3 +288,21 @@ def test_the_checkpoint_command(store: Any, tmp_path: Path, take: bool) -> None:
         "evidence", "verify", "--db", location(store), "--since", str(tmp_path / "cp.json")
     )
     assert code == 0 and "since checkpoint 1: clean" in out
+
+
+def test_a_head_two_writers_both_checkpointed_is_one_head(opener: Opener, store: Any) -> None:
+    other = opener()
+    write_turn(store, "T")
+    assert other.take_checkpoint(everything=True) is not None  # an auditor's: T's head
+    assert store.take_checkpoint() is not None  # the host's own: the same head of T
+    report = verify_store(store)
+    assert report.clean and report.checkpoints == 2, [p.line() for p in report.problems]
+    assert verify_store(store, "T").clean
+
+
+def test_one_turn_deleted_whole_is_reported_for_that_turn(store: Any, raw: Raw) -> None:
+    write_turn(store, "T")
+    store.take_checkpoint()
+    raw("DELETE FROM chain WHERE turn_id = 'T'")
+    code, out = cli("evidence", "verify", "--db", location(store), "--turn", "T")
+    assert code == 1 and "deleted: turn T -: the whole turn is gone" in out
