@@ -216,7 +216,9 @@ async def bench_latency(host: RuntimeHost, host_off: RuntimeHost, calls: int) ->
                 f"  CPU per call (client+server, this process): bare stock "
                 f"{cpu['bare'] / len(bare) * 1e3:6.3f} ms, bare+lookup {cpu['bare2'] / len(bare2) * 1e3:6.3f} ms, "
                 f"bridge {cpu['bridge'] / len(bridge) * 1e3:6.3f} ms; "
-                f"ratio bridge/bare stock {cpu['bridge'] / cpu['bare']:5.3f}x"
+                f"ratio bridge/bare stock {cpu['bridge'] / cpu['bare']:5.3f}x\n"
+                f"  evidence CPU per call (bridge - bridge with evidence off): "
+                f"{(cpu['bridge'] / len(bridge) - cpu['bridge_off'] / len(samples['bridge_off'])) * 1e6:5.0f} us"
             )
             out[era] = {
                 "calls": len(bare),

@@ -27,11 +27,13 @@ classes live beside the code that raises them; the tree (checked by
     │   └── BundleError(ValueError)               sharedos.policy.bundle
     ├── bundles: distribution
     │   ├── BundleRejected                        sharedos.bundles.verify
-    │   └── SourceError                           sharedos.bundles.source
+    │   ├── SourceError                           sharedos.bundles.source
+    │   └── StateError(OSError)                   sharedos.bundles.state
     ├── evidence
     │   ├── EvidenceStoreError(RuntimeError)      sharedos.evidence.store
     │   ├── StaleHead                             sharedos.evidence.appender
-    │   └── CommitUnknown                         sharedos.evidence.appender
+    │   ├── CommitUnknown                         sharedos.evidence.appender
+    │   └── CheckpointTaken                       sharedos.evidence.checkpoint
     ├── catalog
     │   ├── ToolDefinitionError(ValueError)       sharedos.catalog.definition
     │   ├── ToolRegistrationError(ValueError)     sharedos.catalog.registry

@@ -7,7 +7,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 
 Layer order (docs/contracts.md, issue 15 move 2)::
 
-    names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk
+    names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical
       → policy, evidence, catalog → kernel → tools, upstream → bridge
       → harness → conformance → cli
 """
@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "compat",
         "confine",
         "pathwalk",
+        "canonical",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

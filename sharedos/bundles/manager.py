@@ -6,6 +6,19 @@ took from ``current()`` when it opened: the manager never changes a bundle
 under an open turn. A failed fetch or a refused bundle leaves ``current()``
 as it was and is said once on stderr (logger ``sharedos.bundles``), with the
 revision kept. ``start(interval_s)`` polls on a daemon thread.
+
+Newer means a higher ``sequence`` (signed with the bundle: ``sharedos.policy.
+signing``). A bundle whose sequence is lower than the one in force is a
+rollback and is refused; one with the same sequence but another revision or
+program is a relabelled release and is refused too. With a ``BundleState``
+the last enforced release is written down before it is put in force and
+read back when the manager starts, so a restarted host refuses the rollback
+it refused before. Bundles without a sequence (0) are accepted only while no
+sequenced bundle has been enforced.
+
+The fetch runs outside the manager's state lock and is bounded as a whole by
+the source (``HttpSource``'s deadline), so a source that answers slowly
+cannot hold ``poll()`` for long; ``current()`` never waits for a poll.
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sharedos.bundles.source import BundleSource, NotModified, SourceError
+from sharedos.bundles.state import BundleState, Enforced, StateError
 from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle
 
 __all__ = ["BundleManager", "PollResult"]
@@ -37,7 +51,11 @@ class PollResult:
 
 
 class BundleManager:
-    """Polls ``source``, verifies with ``verifier``, keeps the last good bundle."""
+    """Polls ``source``, verifies with ``verifier``, keeps the last good bundle.
+
+    ``state``: where the last enforced release is remembered across restarts
+    (None: in memory only, for this process's life).
+    """
 
     def __init__(
         self,
@@ -45,14 +63,22 @@ class BundleManager:
         verifier: BundleVerifier | None = None,
         *,
         on_change: Callable[[LoadedBundle], None] | None = None,
+        state: BundleState | None = None,
     ) -> None:
         self.source = source
         self.verifier = verifier or BundleVerifier()
         self.on_change = on_change
+        self.state = state
         self._current: LoadedBundle | None = None
+        #: the last release enforced by this host, in any of its lives (from ``state``)
+        self._enforced: Enforced | None = None
+        self._state_read = False
         self._refused_tag: str | None = None
         self._last_problem: str | None = None
+        #: guards the manager's fields; never held while fetching
         self._lock = threading.Lock()
+        #: one fetch at a time (each bounded by the source's own deadline)
+        self._fetching = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -61,8 +87,8 @@ class BundleManager:
         current = self._current
         if current is None:
             raise RuntimeError(
-                f"no verified policy bundle from {self.source.origin} yet"
-                + (f": {self._last_problem}" if self._last_problem else "")
+                f"no verified policy bundle from {self.source.origin} yet, so no policy: "
+                "nothing runs" + (f" ({self._last_problem})" if self._last_problem else "")
             )
         return current
 
@@ -72,15 +98,21 @@ class BundleManager:
         return self._last_problem
 
     def poll(self) -> PollResult:
-        """Fetch, verify and (when new and good) put in force one bundle."""
-        with self._lock:
+        """Fetch, verify and (when new, good and not a rollback) put in force one bundle."""
+        with self._fetching:
             held = self._current
-            tag = held.tag if held is not None else None
+            tag = held.tag if held is not None else None  # no bundle: fetch unconditionally
             try:
                 fetched = self.source.fetch(tag)
             except SourceError as exc:
                 return self._problem("unreachable", str(exc))
             if isinstance(fetched, NotModified):
+                if held is None:  # a source that says "unchanged" to a host holding nothing
+                    return self._problem(
+                        "unreachable",
+                        f"{self.source.origin} answered 'not modified' to a request for the "
+                        "bundle itself",
+                    )
                 return PollResult("unchanged", held)
             # what was refused is not verified (nor reported) again until it changes
             # (new bytes: a rebuilt bundle, or one re-signed with a trusted key)
@@ -89,22 +121,66 @@ class BundleManager:
                 return PollResult("refused", held, self._last_problem or "")
             try:
                 loaded = self.verifier.verify(fetched)
+                floor = self._floor(held)
             except BundleRejected as exc:
                 self._refused_tag = seen
                 return self._problem("refused", str(exc))
+            except StateError as exc:
+                return self._problem(
+                    "refused", f"{exc}; refusing every bundle until it is fixed or removed"
+                )
+            why = _not_newer(loaded, floor)
+            if why is not None:
+                self._refused_tag = seen
+                return self._problem("refused", why)
             if held is not None and loaded.content_sha256 == held.content_sha256:
-                self._current = _retagged(held, loaded.tag)
+                with self._lock:
+                    self._current = _retagged(held, loaded.tag)
                 return PollResult("unchanged", self._current)
-            self._current, self._refused_tag, self._last_problem = loaded, None, None
+            try:
+                self._remember(loaded)
+            except StateError as exc:
+                return self._problem(
+                    "refused",
+                    f"cannot remember {loaded.describe()} as enforced: {exc}; not putting it "
+                    "in force (a restarted host could then be rolled back)",
+                )
+            with self._lock:
+                self._current, self._refused_tag, self._last_problem = loaded, None, None
         logger.warning("sharedos: policy bundle %s is in force for new turns", loaded.describe())
         if self.on_change is not None:
             self.on_change(loaded)
         return PollResult("loaded", loaded)
 
+    def _floor(self, held: LoadedBundle | None) -> Enforced | None:
+        """The highest release enforced so far: the one in force, or the one ``state`` recorded."""
+        if self.state is not None and not self._state_read:
+            self._enforced = self.state.load()  # StateError: fail closed (the caller refuses)
+            self._state_read = True
+        best = self._enforced
+        if held is not None and (best is None or held.sequence >= best.sequence):
+            best = Enforced.of(held)
+        return best
+
+    def _remember(self, loaded: LoadedBundle) -> None:
+        """Write ``loaded`` down as enforced, before it is put in force (sequenced bundles)."""
+        if loaded.sequence <= 0:
+            return
+        if self._enforced is not None and self._enforced.same_release(loaded):
+            return
+        enforced = Enforced.of(loaded)
+        if self.state is not None:
+            self.state.save(enforced)
+        self._enforced = enforced
+
     def _problem(self, status: Status, detail: str) -> PollResult:
         held = self._current
         if detail != self._last_problem:
-            kept = f"keeping {held.describe()}" if held is not None else "no bundle is in force yet"
+            kept = (
+                f"keeping {held.describe()}"
+                if held is not None
+                else "no bundle is in force yet: this host has no policy, and nothing runs"
+            )
             verb = (
                 "refused a policy bundle"
                 if status == "refused"
@@ -140,6 +216,25 @@ class BundleManager:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=5)
+
+
+def _not_newer(loaded: LoadedBundle, floor: Enforced | None) -> str | None:
+    """Why ``loaded`` may not replace what was enforced (a rollback, a relabel); None if it may."""
+    if floor is None or floor.sequence <= 0:
+        return None
+    if loaded.sequence < floor.sequence:
+        got = f"sequence {loaded.sequence}" if loaded.sequence else "no sequence"
+        return (
+            f"bundle {loaded.origin} (revision {loaded.revision}, {got}) is older than "
+            f"{floor.describe()}, which this host already enforced: a rollback"
+        )
+    if loaded.sequence == floor.sequence and not floor.same_release(loaded):
+        return (
+            f"bundle {loaded.origin} claims sequence {loaded.sequence} as revision "
+            f"{loaded.revision} (bundle {loaded.bundle_hash[:16]}…), but this host enforced "
+            f"{floor.describe()} under that sequence: a relabelled release"
+        )
+    return None
 
 
 def _retagged(held: LoadedBundle, tag: str) -> LoadedBundle:

@@ -8,23 +8,34 @@ caller already has:
   it is a file); "unchanged" when the bytes hash to the caller's tag (a file
   rewritten with the same content is no change).
 * ``HttpSource(url)``: ``GET url`` with ``If-None-Match`` (a ``304`` is no
-  change). Bounded: a timeout per request and a size cap; only ``http`` and
-  ``https``.
+  change). Bounded: a timeout per network operation, a deadline for the whole
+  fetch (a server that answers one byte at a time cannot hold a poll past
+  it: its connection is shut when the deadline passes) and a size cap; only
+  ``http`` and ``https``. A ``304`` to a request that had nothing to compare
+  (the host holds no bundle) is a broken cache or server: the bundle is asked
+  for once more, uncached, and if the answer is still ``304`` that is an error.
 
 Errors are ``SourceError`` with one line saying what failed where.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
+import logging
+import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from sharedos.errors import SharedOSError
+
+logger = logging.getLogger("sharedos.bundles")
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
@@ -108,39 +119,143 @@ class DirectorySource:
         return Fetched(data, new_tag, str(path))
 
 
-class HttpSource:
-    """A bundle served over HTTP(S), polled with ``If-None-Match``."""
+class _Deadline:
+    """The sockets of one fetch, shut down when its deadline passes (which unblocks any read)."""
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: Any) -> None:
+        """Shut ``sock`` down at the deadline (at once if it has passed)."""
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: Any) -> None:
+    with contextlib.suppress(OSError):  # already closed: nothing to unblock
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(base: type[http.client.HTTPConnection], deadline: _Deadline) -> Any:
+    """``base`` whose socket, once connected, is handed to ``deadline``."""
+
+    class Watched(base):  # type: ignore[misc,valid-type]
+        def connect(self) -> None:
+            super().connect()
+            deadline.watch(self.sock)
+
+    return Watched
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_watched(http.client.HTTPConnection, self._deadline), req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(
+            _watched(http.client.HTTPSConnection, self._deadline),
+            req,
+            context=getattr(self, "_context", None),
+        )
+
+
+class HttpSource:
+    """A bundle served over HTTP(S), polled with ``If-None-Match``.
+
+    ``timeout_s`` bounds each network operation (connect, each read);
+    ``deadline_s`` the whole fetch, redirects and body included.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 10.0, deadline_s: float = 30.0) -> None:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("http", "https"):
             raise SourceError(f"{url}: a bundle URL must be http:// or https://")
+        if timeout_s <= 0 or deadline_s <= 0:
+            raise ValueError("timeout_s and deadline_s must be positive")
         self.url = url
         self.origin = url
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
 
-    def _get(self, url: str, tag: str | None) -> tuple[int, bytes, str | None]:
+    def _get(
+        self, url: str, tag: str | None, *, uncached: bool = False
+    ) -> tuple[int, bytes, str | None]:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         if tag:
             request.add_header("If-None-Match", tag)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:
-                data = resp.read(MAX_BUNDLE_BYTES + 1)
-                status, etag = int(resp.status), resp.headers.get("ETag")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 304:
-                return 304, b"", tag
-            raise SourceError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SourceError(f"GET {url}: {reason}") from None
+        if uncached:
+            request.add_header("Cache-Control", "no-cache")
+            request.add_header("Pragma", "no-cache")
+        with _Deadline(self.deadline_s) as deadline:
+            opener = urllib.request.build_opener(_HttpHandler(deadline), _HttpsHandler(deadline))
+            try:
+                with opener.open(request, timeout=min(self.timeout_s, self.deadline_s)) as resp:
+                    data = resp.read(MAX_BUNDLE_BYTES + 1)
+                    status, etag = int(resp.status), resp.headers.get("ETag")
+            except urllib.error.HTTPError as exc:
+                if exc.code == 304:
+                    return 304, b"", tag
+                raise SourceError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+                if deadline.expired:
+                    raise self._late(url) from None
+                reason = getattr(exc, "reason", exc)
+                raise SourceError(f"GET {url}: {reason}") from None
+            if deadline.expired:  # the body was cut short when the deadline passed
+                raise self._late(url)
         if len(data) > MAX_BUNDLE_BYTES:
             raise SourceError(f"GET {url}: larger than {MAX_BUNDLE_BYTES} bytes")
         return status, data, etag
 
+    def _late(self, url: str) -> SourceError:
+        return SourceError(f"GET {url}: no complete answer within {self.deadline_s:g} s")
+
     def fetch(self, tag: str | None) -> Fetched | NotModified:
-        """GET the bundle, conditional on ``tag``."""
+        """GET the bundle, conditional on ``tag`` (unconditional, and uncached if need be, without)."""
         status, data, etag = self._get(self.url, tag)
+        if status == 304 and not tag:
+            # nothing was asked to compare against: a cache (or the server) is wrong
+            logger.warning(
+                "sharedos: GET %s answered 304 Not Modified to a request that had no "
+                "If-None-Match (this host holds no bundle); asking again, uncached",
+                self.url,
+            )
+            status, data, etag = self._get(self.url, None, uncached=True)
+            if status == 304:
+                raise SourceError(
+                    f"GET {self.url}: answered 304 Not Modified to a request that had no "
+                    "If-None-Match (the host holds no bundle yet), even uncached; "
+                    "the server or a cache in front of it is misconfigured"
+                )
         if status == 304:
             return NotModified(tag or "")
         return Fetched(data, etag or _content_tag(data), self.origin)

@@ -9,8 +9,14 @@
 2. the content hash — the program must match its ``bundle_hash``, so a
    program edited after compilation is refused;
 3. with public keys configured, a valid Ed25519 signature by one of them in
-   the bundle's ``signatures`` (``sharedos-policy sign``); without keys no
-   signature is required.
+   the bundle's ``signatures`` (``sharedos-policy sign``), which covers the
+   envelope, the release (``revision``, ``sequence``) and the signing time;
+   without keys no signature is required (and the release is only a claim);
+4. the release fields are well formed: ``sequence`` a positive integer,
+   ``revision`` a non-empty string (both optional in an unsigned bundle).
+
+Whether a verified bundle may replace the one in force (its sequence is not
+lower: no rollback) is the manager's decision, not the verifier's.
 
 The bytes are checked exactly as fetched (written to a private temporary
 file for ``load_bundle``); nothing from an unverified bundle is used.
@@ -48,6 +54,10 @@ class LoadedBundle:
     origin: str
     tag: str
     signed_by: str | None = None
+    #: the release's place in the publisher's order (0: the bundle declares none)
+    sequence: int = 0
+    #: when the signature this host trusted was made (None: unsigned, or no keys configured)
+    signed_at: str | None = None
     loaded_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -57,9 +67,15 @@ class LoadedBundle:
 
     def describe(self) -> str:
         """One line: revision, hash, signer."""
-        signer = f", signed by key {self.signed_by[:16]}…" if self.signed_by else ", unsigned"
+        signer = (
+            f", signed by key {self.signed_by[:16]}… at {self.signed_at}"
+            if self.signed_by
+            else ", unsigned"
+        )
+        sequence = f", sequence {self.sequence}" if self.sequence else ""
         return (
-            f"revision {self.revision} (bundle {self.bundle_hash[:16]}…{signer}) from {self.origin}"
+            f"revision {self.revision} (bundle {self.bundle_hash[:16]}…{sequence}{signer}) "
+            f"from {self.origin}"
         )
 
 
@@ -108,7 +124,7 @@ class BundleVerifier:
     def verify(self, fetched: Fetched) -> LoadedBundle:
         """Every check of ``load_bundle`` on the fetched bytes; ``BundleRejected`` otherwise."""
         from sharedos.policy.bundle import BundleError, load_bundle, read_document
-        from sharedos.policy.signing import verified_by
+        from sharedos.policy.signing import verified_entry
 
         fd, tmp = tempfile.mkstemp(prefix=".sharedos-bundle-", suffix=".json")
         try:
@@ -121,15 +137,29 @@ class BundleVerifier:
                 raise BundleRejected(str(exc).replace(tmp, fetched.origin)) from None
         finally:
             Path(tmp).unlink(missing_ok=True)
-        signed_by = verified_by(doc, self.keys) if self.keys else None
+        entry = verified_entry(doc, self.keys) if self.keys else None
         content = hashlib.sha256(fetched.data).hexdigest()
-        revision = doc.get("revision")
+        revision, sequence = _release(doc, fetched.origin)
         return LoadedBundle(
             policy=policy,
             bundle_hash=str(policy.bundle_hash),
-            revision=str(revision) if isinstance(revision, str | int) else content[:12],
+            revision=revision if revision is not None else content[:12],
             content_sha256=content,
             origin=fetched.origin,
             tag=fetched.tag,
-            signed_by=signed_by,
+            signed_by=str(entry["key_id"]) if entry is not None else None,
+            sequence=sequence,
+            signed_at=str(entry["signed_at"]) if entry is not None else None,
         )
+
+
+def _release(doc: dict[str, Any], origin: str) -> tuple[str | None, int]:
+    """(revision, sequence) of a bundle document; ``BundleRejected`` when malformed."""
+    revision, sequence = doc.get("revision"), doc.get("sequence")
+    if revision is not None and (type(revision) not in (str, int) or not str(revision).strip()):
+        raise BundleRejected(f"bundle {origin} has a malformed revision {revision!r}")
+    if sequence is not None and (type(sequence) is not int or sequence < 1):
+        raise BundleRejected(
+            f"bundle {origin} has a malformed sequence {sequence!r} (a positive integer)"
+        )
+    return (str(revision) if revision is not None else None), (sequence or 0)

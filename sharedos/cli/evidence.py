@@ -1,9 +1,11 @@
-"""``sharedos evidence``: read, verify and migrate the evidence store (SQLite file or PostgreSQL).
+"""``sharedos evidence``: read, verify, checkpoint, copy and migrate the evidence store.
 
-``--db`` is a path (or ``sqlite:///path``) or a ``postgresql://`` URL
-(``sharedos.evidence.url``). Readers open the store read-only: nothing is
-created, probed or migrated. ``verify`` exits 1 when it finds anything,
-``migrate`` is the one command that changes a store's schema.
+``--db`` is a path (or ``sqlite:///path``), a ``postgresql://`` URL or a
+libpq key=value string (``sharedos.evidence.url``). Readers open the store
+read-only: nothing is created, probed or migrated. ``verify`` exits 1 when
+it finds anything; ``migrate`` is the one command that changes a store's
+schema; ``checkpoint --take`` and ``copy`` write (``copy`` only to its
+``--to`` store).
 """
 
 from __future__ import annotations
@@ -182,18 +184,39 @@ def turns_cmd(db: str) -> None:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="A trusted ed25519 public key (PEM); with any, every seal must be signed by one.",
 )
-@click.option("--require-seal", is_flag=True, help="Report every turn that has no seal.")
+@click.option(
+    "--require-seal",
+    is_flag=True,
+    help="Report every turn that has no seal (implied by --key).",
+)
+@click.option(
+    "--since",
+    "since",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A checkpoint exported earlier (sharedos evidence checkpoint): the store must still "
+    "hold it, and everything it covered.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def verify_cmd(
-    db: str, turn: str | None, keys: tuple[Path, ...], require_seal: bool, fmt: str
+    db: str,
+    turn: str | None,
+    keys: tuple[Path, ...],
+    require_seal: bool,
+    since: Path | None,
+    fmt: str,
 ) -> None:
-    """Walk every turn's hash chain; report edited, deleted, inserted or reordered records.
+    """Walk the store's checkpoints and every turn's hash chain; report what was changed.
 
-    Exit 0 when the store is clean, 1 when anything was found (each finding
-    with its turn and position), 2 for a usage error.
+    Finds edited, deleted, inserted or reordered records; with checkpoints, a
+    deleted turn or a cut tail committed before one; with --key, seals and
+    checkpoints not signed by a trusted key and turns without a seal. Exit 0
+    when the store is clean, 1 when anything was found (each finding with its
+    turn and position, or its checkpoint), 2 for a usage error.
     """
     from sharedos.evidence.chain import load_public_key
-    from sharedos.evidence.verify import iter_turn_reports
+    from sharedos.evidence.checkpoint import Checkpoint
+    from sharedos.evidence.verify import StoreReport, check_checkpoints, iter_turn_reports
 
     public: dict[str, Any] = {}
     for path in keys:
@@ -202,11 +225,22 @@ def verify_cmd(
         except (OSError, ValueError) as exc:
             raise click.UsageError(f"{path}: {exc}") from None
         public[key_id] = key
-    from sharedos.evidence.verify import StoreReport
-
+    anchor = None
+    if since is not None:
+        try:
+            anchor = Checkpoint.load(since.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise click.UsageError(f"{since}: {exc}") from None
     total = StoreReport()
     with _open(db) as store:
         try:
+            problems, total.checkpoints = check_checkpoints(
+                store, public_keys=public or None, since=anchor
+            )
+            total.problems.extend(problems)
+            if fmt == "text":
+                for problem in problems:
+                    click.echo(problem.line())
             for report in iter_turn_reports(
                 store, turn, public_keys=public or None, require_seal=require_seal
             ):
@@ -221,11 +255,131 @@ def verify_cmd(
     else:
         signed = f", {total.signed} signed" if public else ""
         verdict = "clean" if total.clean else f"{len(total.problems)} problem(s)"
+        anchored = f", since checkpoint {anchor.number}" if anchor is not None else ""
         click.echo(
-            f"verified {total.turns} turn(s), {total.links} link(s): {verdict} "
+            f"verified {total.turns} turn(s), {total.links} link(s), "
+            f"{total.checkpoints} checkpoint(s){anchored}: {verdict} "
             f"({total.sealed} sealed{signed})"
         )
     if not total.clean:
+        raise SystemExit(1)
+
+
+def _signer(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from sharedos.evidence.chain import Signer
+
+    try:
+        return Signer.from_pem(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(f"{path}: {exc}") from None
+
+
+_SIGN_KEY = click.option(
+    "--sign-key",
+    "sign_key",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="An ed25519 private key (PKCS#8 PEM) to sign the checkpoint with.",
+)
+
+
+@evidence.command("checkpoint")
+@_DB
+@click.option(
+    "--take",
+    is_flag=True,
+    help="Take a checkpoint now over every turn head no checkpoint covers yet "
+    "(writes to the store), then export it.",
+)
+@_SIGN_KEY
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the checkpoint here instead of standard output.",
+)
+def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | None) -> None:
+    """Export the store's latest checkpoint (a signed head over everything committed before it).
+
+    Keep the file elsewhere; later, `sharedos evidence verify --since FILE`
+    shows whether anything committed before it was changed or removed. The
+    store's checkpoint chain is checked first: a store whose checkpoints do
+    not verify exports nothing (exit 1).
+    """
+    from sharedos.evidence.verify import check_checkpoints
+
+    signer = _signer(sign_key)
+    if take:
+        from sharedos.evidence.url import open_store
+
+        try:
+            with open_store(db, signer=signer, must_exist=True) as store:
+                store.take_checkpoint(everything=True)
+        except EvidenceStoreError as exc:
+            raise click.ClickException(str(exc)) from None
+    elif signer is not None:
+        raise click.UsageError("--sign-key signs a checkpoint taken now: give --take too")
+    latest = None
+    with _open(db) as store:
+        try:
+            problems, _n = check_checkpoints(store)
+            for cp, _heads in getattr(store, "iter_checkpoints", lambda: ())():
+                latest = cp
+        except EvidenceStoreError as exc:
+            raise click.ClickException(str(exc)) from None
+    if problems:
+        for problem in problems:
+            click.echo(problem.line(), err=True)
+        raise click.ClickException("the store's checkpoints do not verify; nothing exported")
+    if latest is None:
+        raise click.ClickException(
+            "the store has no checkpoint yet (hosts write one every checkpoint_interval_s; "
+            "`--take` takes one now)"
+        )
+    text = json.dumps(latest.to_dict(), indent=1, sort_keys=True) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        with _private_output(output) as out:
+            out.write(text)
+    click.echo(latest.line(), err=True)
+
+
+@evidence.command("copy")
+@click.option("--from", "source", required=True, metavar="PATH|URL", help="The store to copy.")
+@click.option("--to", "target", required=True, metavar="PATH|URL", help="The store to copy into.")
+@_SIGN_KEY
+def copy_cmd(source: str, target: str, sign_key: Path | None) -> None:
+    """Copy every turn, its chain intact, from one store into another (SQLite <-> PostgreSQL).
+
+    Each turn is copied in one transaction; run it again after an
+    interruption and it resumes (turns already there are checked, not
+    copied twice; a turn that grew on the source gets its new rows). Ends
+    with a checkpoint of the target (signed with --sign-key). Exit 1 when a
+    turn of the target is another chain than the source's (not copied).
+    """
+    from sharedos.evidence.copy import copy_store
+    from sharedos.evidence.url import open_store, parse_store_url
+
+    signer = _signer(sign_key)
+    try:
+        shown_from = parse_store_url(source).shown
+        shown_to = parse_store_url(target).shown
+        with open_store(source, read_only=True) as src, open_store(target, signer=signer) as dst:
+            result = copy_store(
+                src,
+                dst,
+                progress=lambda r: click.echo(
+                    f"... {r.turns} turn(s) read, {r.copied_rows} row(s) copied", err=True
+                ),
+            )
+    except (EvidenceStoreError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(result.line(shown_from, shown_to))
+    if result.conflicts:
         raise SystemExit(1)
 
 

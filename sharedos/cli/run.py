@@ -437,6 +437,7 @@ def _harness_runtime(harness_id: str, host_config: Any) -> Any:
 def _bundle_policy(host_config: Any) -> Any:
     """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
     from sharedos.bundles import BundleManager, BundleVerifier, open_source
+    from sharedos.bundles.state import BundleState, default_state_path
 
     cfg = host_config.policy
     try:
@@ -447,7 +448,11 @@ def _bundle_policy(host_config: Any) -> Any:
     location = cfg.bundle
     if not location.lower().startswith(("http://", "https://")):
         location = host_config.resolve_path(location)
-    manager = BundleManager(open_source(location), verifier)
+    # the last release this host enforced, so a restart cannot be rolled back
+    state = BundleState(
+        host_config.resolve_path(cfg.state) if cfg.state else default_state_path(location)
+    )
+    manager = BundleManager(open_source(location), verifier, state=state)
     result = manager.poll()
     if result.current is None:
         click.echo(f"error: no usable policy bundle from {location}: {result.detail}", err=True)
@@ -489,6 +494,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             synchronous=evidence.synchronous,
             sign_key=host_config.resolve_path(evidence.sign_key) if evidence.sign_key else None,
             otlp_endpoint=evidence.otlp_endpoint,
+            checkpoint_interval_s=evidence.checkpoint_interval_s,
         )
     except EvidenceStoreError as exc:
         _fail(str(exc))

@@ -39,6 +39,12 @@ from sharedos.evidence.chain import (
     genesis,
     link_hash,
 )
+from sharedos.evidence.checkpoint import (
+    Checkpoint,
+    CheckpointTaken,
+    checkpoint_genesis,
+    make_checkpoint,
+)
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.store import EvidenceStoreError
 
@@ -54,6 +60,10 @@ __all__ = [
 
 #: how often a write is re-planned after another writer moved the turn's head
 MAX_STALE_RETRIES = 8
+#: seconds between a writer's checkpoints (``sharedos.evidence.checkpoint``)
+DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
+#: a writer holding this many uncheckpointed heads checkpoints at once
+_DIRTY_LIMIT = 50_000
 
 
 class StaleHead(SharedOSError):
@@ -105,6 +115,18 @@ class PlannedLink:
     hash: str
 
 
+class _AttemptSeq:
+    """Stands for the seq of the attempt written earlier in the same plan (an outcome's ``attempt``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ATTEMPT_SEQ"
+
+
+ATTEMPT_SEQ: Any = _AttemptSeq()
+
+
 @dataclass(slots=True)
 class Plan:
     """One transaction's worth of rows: the content rows and their links, in chain order.
@@ -121,6 +143,34 @@ class Plan:
     outcome: tuple[Any, ...] | None = None  # (outcome, reason, finished_at, duration_ms, error)
     seq: int | None = None
     seal: tuple[str, int, str | None, str | None] | None = None
+
+    def rows(self) -> list[tuple[str, list[Any]]]:
+        """The rows to insert into ``chain``, in chain order: (kind, parameters).
+
+        Parameters are ``chain_sql.insert_sql(kind)``'s: the link (turn_id, pos,
+        kind, prev_hash, hash), then the kind's content. An outcome whose
+        attempt is in the same plan has ``ATTEMPT_SEQ`` for its ``attempt``.
+        """
+        out: list[tuple[str, list[Any]]] = []
+        turn = self.turn_id
+        for link in self.links:
+            params: list[Any] = [turn, link.pos, link.kind, link.prev, link.hash]
+            kind = link.kind
+            if kind == "attempt":
+                assert self.attempt is not None
+                params += self.attempt[1:]
+            elif kind == "outcome":
+                assert self.outcome is not None
+                params.append(self.seq if self.seq is not None else ATTEMPT_SEQ)
+                params += self.outcome
+            elif kind == "open":
+                assert self.opening is not None
+                params += self.opening.values()[1:]
+            else:
+                assert self.seal is not None
+                params += self.seal
+            out.append((kind, params))
+        return out
 
 
 class ChainBackend(Protocol):
@@ -183,6 +233,7 @@ class ChainAppender:
         text: Callable[[str | None], str | None] = lambda s: s,
         signer: Signer | None = None,
         deadline_s: float = 1.8,
+        checkpoint_interval_s: float | None = DEFAULT_CHECKPOINT_INTERVAL_S,
     ) -> None:
         self.backend = backend
         self.attempt_values = attempt_values
@@ -191,6 +242,13 @@ class ChainAppender:
         self.deadline_s = deadline_s
         self.cache = HeadCache()
         self.lock = threading.Lock()
+        #: the heads this writer committed since its last checkpoint (turn -> (pos, hash))
+        self.dirty: dict[str, tuple[int, str]] = {}
+        #: seconds between checkpoints (None: only when asked, and at close)
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self._next_checkpoint = time.monotonic() + (checkpoint_interval_s or 0.0)
+        #: the store's last checkpoint as this writer knows it (None: ask the database)
+        self._last_checkpoint: Checkpoint | None = None
         #: when the write under way must be done by (``time.monotonic``); None between writes.
         #: Backends bound their own waits (a connection from the pool) by it.
         self.deadline: float | None = None
@@ -210,11 +268,22 @@ class ChainAppender:
                 self.cache.advance(turn_id, *head)
         return head
 
-    def _start(self, plan: Plan, head: tuple[int, str] | None, fallback: Opening | None) -> int:
-        """Add the opening when the turn has none yet; the next free position."""
+    def _start(
+        self,
+        plan: Plan,
+        head: tuple[int, str] | None,
+        fallback: Callable[[], Opening] | None,
+    ) -> int:
+        """Add the opening when the turn has none yet; the next free position.
+
+        ``fallback`` makes the opening from the plan's row: called only for a
+        turn's first row (the opening is not built, nor the identity decoded,
+        for every other attempt).
+        """
         if head is not None:
             return head[0] + 1
-        opening = fallback or Opening(turn_id=plan.turn_id, opened_at=now_iso())
+        opening = fallback() if fallback is not None else None
+        opening = opening or Opening(turn_id=plan.turn_id, opened_at=now_iso())
         plan.opening = opening
         prev = genesis(plan.turn_id)
         plan.links.append(PlannedLink(0, "open", prev, link_hash("open", prev, opening.values())))
@@ -250,7 +319,7 @@ class ChainAppender:
         turn_id = values[0]
         plan = Plan(turn_id=turn_id, attempt=values)
         head = self._head(turn_id)
-        pos = self._start(plan, head, self._opening_from(values))
+        pos = self._start(plan, head, lambda: self._opening_from(values))
         prev = self._prev(plan, head)
         attempt_hash = link_hash("attempt", prev, values)
         plan.links.append(PlannedLink(pos, "attempt", prev, attempt_hash))
@@ -281,7 +350,7 @@ class ChainAppender:
         plan = Plan(turn_id=opening.turn_id)
         if self._head(opening.turn_id) is not None:
             return None  # already opened (by this turn's first call, or another process)
-        self._start(plan, None, opening)
+        self._start(plan, None, lambda: opening)
         return plan
 
     def _plan_seal(self, turn_id: str, closed_at: str) -> Plan:
@@ -298,6 +367,11 @@ class ChainAppender:
         return plan
 
     # -- committing ------------------------------------------------------------------
+
+    def _advanced(self, turn_id: str, pos: int, hash_: str) -> None:
+        """A plan landed: the turn's head is now (pos, hash_), and the next checkpoint covers it."""
+        self.cache.advance(turn_id, pos, hash_)
+        self.dirty[turn_id] = (pos, hash_)
 
     def _commit(self, make: Callable[[], Plan | None]) -> tuple[int, Plan | None]:
         """Plan and execute under the lock, re-planning on a moved head; (seq, plan landed)."""
@@ -326,7 +400,7 @@ class ChainAppender:
                 self.cache.forget(plan.turn_id)
                 raise
             last = plan.links[-1]
-            self.cache.advance(plan.turn_id, last.pos, last.hash)
+            self._advanced(plan.turn_id, last.pos, last.hash)
             return seq, plan
         raise EvidenceStoreError(
             f"turn {turn}: {MAX_STALE_RETRIES} other writes moved its chain head "
@@ -405,7 +479,7 @@ class ChainAppender:
                 self.cache.forget(plan.turn_id)
                 return False, None
             last = plan.links[-1]
-            self.cache.advance(plan.turn_id, last.pos, last.hash)
+            self._advanced(plan.turn_id, last.pos, last.hash)
             if kind == "begin":
                 self.cache.begun(seq, plan.turn_id, plan.links[-1].hash)
                 return True, seq
@@ -415,6 +489,192 @@ class ChainAppender:
             return True, seq
         finally:
             self.lock.release()
+
+    # -- group commit ----------------------------------------------------------------------
+
+    def commit_group(self, ops: Sequence[tuple[str, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        """Commit several ``begin``/``finish``/``record`` writes in one transaction.
+
+        Each op is (kind, args) as for the store's method; the answer is one
+        (True, result) or (False, exception) per op, in order. The ops are
+        planned in order (a later one of the same turn chains after an
+        earlier one) and committed together: one transaction, one commit (one
+        fsync where the store syncs), so when it returns every one of them is
+        as durable as its own commit would have made it. If the group cannot
+        land as a whole (one op conflicts, a head moved, the connection
+        dropped), nothing of it is kept and each op is committed on its own,
+        so one op's failure is never another's.
+        """
+        execute_many = getattr(self.backend, "execute_many", None)
+        if execute_many is None or len(ops) < 2:
+            return [self._one(kind, args) for kind, args in ops]
+        with self.lock:
+            deadline = self.deadline = time.monotonic() + self.deadline_s
+            try:
+                plans: list[Plan] = []
+                try:
+                    for kind, args in ops:
+                        plan = self._plan_op(kind, args)
+                        plans.append(plan)
+                        last = plan.links[-1]
+                        # the next op of this turn chains after this one (forgotten on failure)
+                        self.cache.advance(plan.turn_id, last.pos, last.hash)
+                    seqs = execute_many(plans) if time.monotonic() < deadline else None
+                except CommitUnknown as lost:
+                    # the group is one transaction: it landed whole or not at all
+                    try:
+                        seqs = self._group_landed(plans, lost, deadline)
+                    except EvidenceStoreError as unknown:
+                        # it may have landed: writing it again could write it twice, so
+                        # every write of the group fails closed, as one write would
+                        for plan in plans:
+                            self.cache.forget(plan.turn_id)
+                        return [(False, unknown)] * len(ops)
+                except (StaleHead, EvidenceStoreError, ValueError):
+                    seqs = None
+                if seqs is None:
+                    for plan in plans:
+                        self.cache.forget(plan.turn_id)
+                else:
+                    results: list[tuple[bool, Any]] = []
+                    for (kind, args), plan, seq in zip(ops, plans, seqs, strict=True):
+                        last = plan.links[-1]
+                        self.dirty[plan.turn_id] = (last.pos, last.hash)
+                        results.append((True, self._landed(kind, args, plan, seq)))
+                    return results
+            finally:
+                self.deadline = None
+        return [self._one(kind, args) for kind, args in ops]
+
+    def _group_landed(
+        self, plans: list[Plan], lost: CommitUnknown, deadline: float
+    ) -> list[int] | None:
+        """After a connection lost with a group in flight: its seqs if it committed, None if
+        it did not (then each write is made on its own). Raises the loss's cause when that
+        cannot be told within the deadline (every write of the group then fails closed)."""
+        first = plans[0].links[0]
+        while True:
+            try:
+                found = self.backend.link_at(plans[0].turn_id, first.pos)
+            except EvidenceStoreError:
+                if time.monotonic() >= deadline:
+                    raise lost.cause from None
+                time.sleep(0.05)
+                continue
+            break
+        if found is None or found[1] != first.hash:
+            return None
+        seqs: list[int] = []
+        for plan in plans:
+            if plan.seq is not None or plan.attempt is None:
+                seqs.append(plan.seq if plan.seq is not None else -1)
+                continue
+            link = next(lk for lk in plan.links if lk.kind == "attempt")
+            got = self.backend.link_at(plan.turn_id, link.pos)
+            seqs.append(int(got[0]) if got is not None and got[0] is not None else -1)
+        return seqs
+
+    def _plan_op(self, kind: str, args: tuple[Any, ...]) -> Plan:
+        if kind == "begin":
+            return self._plan_attempt(self.attempt_values(args[0]), None)
+        if kind == "finish":
+            return self._plan_outcome(int(args[0]), args[1])
+        if kind == "record":
+            outcome = args[0].outcome_record
+            if outcome is None:
+                raise ValueError("record() needs a record with an outcome")
+            return self._plan_attempt(self.attempt_values(args[0]), outcome)
+        raise ValueError(f"no such write {kind!r}")
+
+    def _landed(self, kind: str, args: tuple[Any, ...], plan: Plan, seq: int) -> Any:
+        if kind == "begin":
+            self.cache.begun(seq, plan.turn_id, plan.links[-1].hash)
+            return seq
+        if kind == "finish":
+            self.cache.finished(int(args[0]))
+            return None
+        return seq
+
+    def _one(self, kind: str, args: tuple[Any, ...]) -> tuple[bool, Any]:
+        try:
+            if kind == "begin":
+                return True, self.begin(*args)
+            if kind == "finish":
+                self.finish(*args)
+                return True, None
+            return True, self.record(*args)
+        except Exception as exc:
+            return False, exc
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def checkpoint_due(self) -> bool:
+        """True when this writer has heads to checkpoint and its interval has passed."""
+        dirty = self.dirty
+        if not dirty:
+            return False
+        if len(dirty) >= _DIRTY_LIMIT:
+            return True
+        return self.checkpoint_interval_s is not None and time.monotonic() >= self._next_checkpoint
+
+    def checkpoint(self, heads: Sequence[tuple[str, int, str]] | None = None) -> Checkpoint | None:
+        """Write a checkpoint over ``heads`` and the heads committed here since the last one
+        (the later of the two for a turn in both); the checkpoint written, or None when there
+        was nothing to cover.
+
+        Numbered after the store's last checkpoint, whoever wrote it (a number
+        another writer took first is re-read and the checkpoint re-made).
+        """
+        with self.lock:
+            merged = {turn: (pos, hash_) for turn, pos, hash_ in heads or ()}
+            # what this writer committed is covered too (it may be newer than ``heads``)
+            for turn, (pos, hash_) in self.dirty.items():
+                if turn not in merged or pos > merged[turn][0]:
+                    merged[turn] = (pos, hash_)
+            heads = [(turn, pos, hash_) for turn, (pos, hash_) in merged.items()]
+            if not heads:
+                return None
+            self.deadline = time.monotonic() + self.deadline_s
+            try:
+                made = self._write_checkpoint(heads)
+            finally:
+                self.deadline = None
+            self.dirty.clear()
+            if self.checkpoint_interval_s is not None:
+                self._next_checkpoint = time.monotonic() + self.checkpoint_interval_s
+            return made
+
+    def _write_checkpoint(self, heads: Sequence[tuple[str, int, str]]) -> Checkpoint:
+        store_id = str(self.backend.store_id)  # type: ignore[attr-defined]
+        ordered = sorted(heads)
+        for _ in range(MAX_STALE_RETRIES):
+            last = self._last_checkpoint
+            if last is None:
+                found = self.backend.last_checkpoint()  # type: ignore[attr-defined]
+                number, prev = (found[0] + 1, found[1]) if found else (1, None)
+            else:
+                number, prev = last.number + 1, last.hash
+            made = make_checkpoint(
+                number,
+                store_id,
+                prev or checkpoint_genesis(store_id),
+                ordered,
+                self.signer,
+                now_iso(),
+            )
+            try:
+                self.backend.execute_checkpoint(made, ordered)  # type: ignore[attr-defined]
+            except CheckpointTaken:
+                self._last_checkpoint = None  # another writer numbered it: re-read
+                continue
+            except BaseException:
+                self._last_checkpoint = None
+                raise
+            self._last_checkpoint = made
+            return made
+        raise EvidenceStoreError(
+            f"{MAX_STALE_RETRIES} other writers took the next checkpoint number first", "locked"
+        )
 
     # -- the store's methods -------------------------------------------------------------
 

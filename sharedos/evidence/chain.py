@@ -35,19 +35,19 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
-import json
-import math
+import operator
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import rfc8785
+from sharedos import canonical
 
 __all__ = [
     "ATTEMPT_FIELDS",
     "CHAIN_VERSION",
     "KINDS",
+    "LATE_FIELDS",
     "OPEN_FIELDS",
     "OUTCOME_FIELDS",
     "SEAL_FIELDS",
@@ -85,7 +85,11 @@ ATTEMPT_FIELDS = (
     "tenant",
     "diagnostics",
     "identity",
+    "context",
 )
+#: fields added to a kind after chain version 1: hashed only when not null, so every
+#: link written before them keeps its hash (``context``: the decision context, schema 4)
+LATE_FIELDS: dict[str, tuple[str, ...]] = {"attempt": ("context",)}
 #: the outcome row's stored fields (``of`` is the hash of the attempt link it concludes)
 OUTCOME_FIELDS = ("of", "outcome", "reason", "finished_at", "duration_ms", "error")
 #: the opening record's stored fields
@@ -107,7 +111,8 @@ FIELDS_OF: dict[str, tuple[str, ...]] = {
     "seal": SEAL_FIELDS,
 }
 
-_encode_str = json.encoder.encode_basestring  # C; JCS escaping
+_encode_str = canonical.encode_string  # C; JCS escaping
+_scalar = canonical.scalar
 
 
 def _key(name: str) -> str:
@@ -117,42 +122,43 @@ def _key(name: str) -> str:
 #: per kind: the JCS key order (all keys are ASCII, so code-point order is UTF-16 order)
 #: as (encoded key prefix, index into (kind, prev, *fields)) pairs
 _LAYOUT: dict[str, tuple[tuple[str, int], ...]] = {}
+#: per kind: the indexes (into (kind, prev, *fields)) of its late fields
+_LATE: dict[str, frozenset[int]] = {}
+#: per kind and "are its late fields all present": (picks the values in key order, the
+#: object's text with a %s per value) -- one C call to pick, one to format
+_FORMAT: dict[tuple[str, bool], tuple[Callable[[Sequence[Any]], Any], str]] = {}
 for _kind, _fields in FIELDS_OF.items():
     _names = ("kind", "prev", *_fields)
     _LAYOUT[_kind] = tuple((_key(n), i) for n, i in sorted((n, i) for i, n in enumerate(_names)))
-
-
-def _scalar(value: Any) -> str:
-    """The RFC 8785 text of one stored scalar (str, int, float, bool, None)."""
-    if value is None:
-        return "null"
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return str(value)
-    if kind is float:
-        if not math.isfinite(value):  # never stored by SharedOS; still deterministic
-            return _encode_str(repr(value))
-        if value.is_integer() and abs(value) < 2**53:
-            return str(int(value))  # what ECMAScript prints for 3.0 is "3"
-        return rfc8785.dumps(value).decode("ascii")
-    raise TypeError(f"a chain field must be a scalar, not {kind.__name__}")
+    _LATE[_kind] = frozenset(_names.index(n) for n in LATE_FIELDS.get(_kind, ()))
+    for _with_late in (True, False):
+        _kept = [(k, i) for k, i in _LAYOUT[_kind] if _with_late or i not in _LATE[_kind]]
+        _pick = operator.itemgetter(*(i for _, i in _kept))
+        _text = "{" + ",".join(k.replace("%", "%%") + "%s" for k, _ in _kept) + "}"
+        _FORMAT[(_kind, _with_late)] = (_pick, _text)
 
 
 def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
     """RFC 8785 bytes of ``{"kind": kind, "prev": prev, <fields of kind>: values}``.
 
     ``values`` are the stored fields of the row in ``FIELDS_OF[kind]`` order;
-    each is a string, number, boolean or null (JSON columns as their text).
+    each is a string, number, boolean or null (JSON columns as their text). A
+    late field (``LATE_FIELDS``) that is null is left out of the object, so a
+    link written before the field existed keeps its hash.
     """
     row = (kind, prev, *values)
     layout = _LAYOUT[kind]
     if len(row) != len(layout):
         raise ValueError(f"{kind} link needs {len(layout) - 2} fields, got {len(values)}")
-    text = "{" + ",".join(k + _scalar(row[i]) for k, i in layout) + "}"
+    late = _LATE[kind]
+    pick, fmt = _FORMAT[(kind, not late or all(row[i] is not None for i in late))]
+    # strings and nulls (nearly every field) without a function call; the rest by _scalar
+    text = fmt % tuple(
+        [
+            _encode_str(v) if type(v) is str else "null" if v is None else _scalar(v)
+            for v in pick(row)
+        ]
+    )
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: stores escape them; still deterministic
@@ -347,9 +353,13 @@ class Problem:
     position: int | None
     seq: int | None
     detail: str
+    #: set for a finding about the store's checkpoints (then ``turn_id`` is empty)
+    checkpoint: int | None = None
 
     def line(self) -> str:
         """One human line: what, where."""
+        if self.checkpoint is not None and not self.turn_id:
+            return f"{self.kind}: checkpoint {self.checkpoint}: {self.detail}"
         where = f"position {self.position}" if self.position is not None else "-"
         seq = f" (seq {self.seq})" if self.seq is not None else ""
         return f"{self.kind}: turn {self.turn_id} {where}{seq}: {self.detail}"
@@ -362,6 +372,7 @@ class Problem:
             "position": self.position,
             "seq": self.seq,
             "detail": self.detail,
+            "checkpoint": self.checkpoint,
         }
 
 
@@ -392,6 +403,7 @@ def verify_turn(
     *,
     public_keys: Mapping[str, Any] | None = None,
     require_seal: bool = False,
+    covered: tuple[int, str, int] | None = None,
 ) -> TurnReport:
     """Walk one turn's chain; report every edited, deleted, inserted or reordered link.
 
@@ -411,7 +423,13 @@ def verify_turn(
       (reported where the displacement starts).
 
     With ``public_keys`` (key_id -> key) every seal must carry a valid
-    signature by one of them; ``require_seal`` reports a turn without a seal.
+    signature by one of them, and a turn must have a seal (a host that signs
+    seals every turn it closes: a turn without one was never closed — a host
+    that died, or a turn still running — or had its seal removed);
+    ``require_seal`` reports a turn without a seal without keys too.
+    ``covered`` is (position, hash, checkpoint number): the head a store-wide
+    checkpoint recorded for this turn, which the chain must still reach with
+    that hash (``sharedos.evidence.checkpoint``).
     """
     ordered = sorted(links, key=lambda lk: (lk.pos, lk.seq if lk.seq is not None else -1))
     problems: list[Problem] = []
@@ -526,7 +544,32 @@ def verify_turn(
                 add("signature", seal, seal.pos, "the seal's signature does not verify")
             else:
                 report.signed_by = str(key_id)
-    if require_seal and not seals:
-        add("unsealed", None, None, "the turn has no seal (never closed, or its seal was deleted)")
+    if (require_seal or public_keys is not None) and not seals:
+        add(
+            "unsealed",
+            None,
+            None,
+            "the turn has no seal (never closed: its host died or it is still running; "
+            "or its seal was deleted)",
+        )
+    if covered is not None:
+        pos, hash_, number = covered
+        at = {lk.pos: lk.hash for lk in chain}
+        if pos not in at:
+            end = chain[-1].pos if chain else -1
+            add(
+                "deleted",
+                None,
+                pos,
+                f"checkpoint {number} covered this turn up to position {pos}; the chain now "
+                f"ends at position {end}: what was committed before the checkpoint is gone",
+            )
+        elif at[pos] != hash_:
+            add(
+                "edited",
+                None,
+                pos,
+                f"the link at this position is not the one checkpoint {number} covered",
+            )
     problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
     return report

@@ -10,6 +10,13 @@ PostgreSQL: ``meta.schema_version``). This SharedOS writes version
   already there are chained by the migration (per turn in ``seq`` order, each
   outcome right after its attempt, since the order they were committed in was
   not recorded), so verification covers them from then on.
+* 4 — one table ``chain``: each row carries its own link (``sharedos.
+  evidence.chain_sql``); the version-3 tables become views of the same names;
+  attempts keep their ``seq``; every link keeps its hash, so a store that
+  verified before verifies after. Adds the attempt's decision ``context`` and
+  the store-wide ``checkpoints``. Rows a version-3 store held outside its
+  chain (or links without their row) are carried over as they were, so
+  ``verify`` still reports them.
 
 A store at a version newer than ``LATEST`` is refused, for reading and for
 writing, with a message naming both versions. Each migration runs in one
@@ -28,6 +35,7 @@ from typing import Any
 
 from sharedos.evidence.appender import Opening, _revision_of
 from sharedos.evidence.chain import ATTEMPT_FIELDS, genesis, link_hash
+from sharedos.evidence.chain_sql import VIEWS, Dialect, checkpoint_ddl, table_ddl
 from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = [
@@ -41,10 +49,12 @@ __all__ = [
     "refuse_unreadable",
 ]
 
-LATEST = 3
+LATEST = 4
 MIN_READABLE = 1
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
+#: an attempt's stored fields up to schema 3 (4 added ``context``)
+V3_ATTEMPT_FIELDS = tuple(c for c in ATTEMPT_FIELDS if c != "context")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,13 +107,13 @@ def chain_existing(
 ) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """Links (and openings) for rows of ``attempts LEFT JOIN outcomes`` ordered by turn, seq.
 
-    Each input row is ``(seq, *ATTEMPT_FIELDS values, outcome_seq, *outcome
+    Each input row is ``(seq, *V3_ATTEMPT_FIELDS values, outcome_seq, *outcome
     values)``. Yields ``("turn", OPEN values)`` and ``("link", (turn_id, pos,
     kind, seq, prev, hash))`` in chain order; memory holds one turn's head.
     """
     turn: str | None = None
     pos, prev = 0, ""
-    n_attempt = len(ATTEMPT_FIELDS)
+    n_attempt = len(V3_ATTEMPT_FIELDS)
     for row in rows:
         seq = int(row[0])
         values = tuple(row[1 : 1 + n_attempt])
@@ -112,12 +122,12 @@ def chain_existing(
         turn_id = str(values[0])
         if turn_id != turn:
             turn = turn_id
-            identity = values[ATTEMPT_FIELDS.index("identity")]
+            identity = values[V3_ATTEMPT_FIELDS.index("identity")]
             opening = Opening(
                 turn_id=turn_id,
-                opened_at=values[ATTEMPT_FIELDS.index("started_at")],
-                catalog_hash=values[ATTEMPT_FIELDS.index("catalog_hash")],
-                policy_hash=values[ATTEMPT_FIELDS.index("policy_hash")],
+                opened_at=values[V3_ATTEMPT_FIELDS.index("started_at")],
+                catalog_hash=values[V3_ATTEMPT_FIELDS.index("catalog_hash")],
+                policy_hash=values[V3_ATTEMPT_FIELDS.index("policy_hash")],
                 policy_revision=_revision_of(identity),
                 identity=identity,
             )
@@ -126,7 +136,7 @@ def chain_existing(
             yield "turn", opening.values()
             yield "link", (turn_id, 0, "open", None, prev, h)
             pos, prev = 1, h
-        attempt_hash = link_hash("attempt", prev, values)
+        attempt_hash = link_hash("attempt", prev, (*values, None))  # no context before 4
         yield "link", (turn_id, pos, "attempt", seq, prev, attempt_hash)
         pos, prev = pos + 1, attempt_hash
         if outcome_seq is not None:
@@ -166,7 +176,7 @@ def _chain_into(
 
 _READ_EXISTING = (
     "SELECT a.seq, "
-    + ", ".join(f"a.{c}" for c in ATTEMPT_FIELDS)
+    + ", ".join(f"a.{c}" for c in V3_ATTEMPT_FIELDS)
     + ", o.seq, "
     + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
     + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq ORDER BY a.turn_id, a.seq"
@@ -176,6 +186,85 @@ _INSERT_TURN = (
     " VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
 )
 _INSERT_LINK = "INSERT INTO links (turn_id, pos, kind, seq, prev_hash, hash) VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+
+
+# -- version 3 -> 4: one table ---------------------------------------------------------------
+
+_V3_CONTENT = ", ".join(V3_ATTEMPT_FIELDS[1:])
+
+
+def v3_to_v4(dialect: Dialect) -> tuple[str, ...]:
+    """The statements that turn a version-3 store into a version-4 one (in one transaction).
+
+    Every link keeps its position and hash and every attempt its ``seq``; each
+    content row goes to the link that covers it (the first, should a tampered
+    store have two), links without their row and rows without a link are
+    carried over as they are (``verify`` reports them as it did).
+    """
+    a_cols = ", ".join(f"a.{c}" for c in V3_ATTEMPT_FIELDS[1:])
+    first = (
+        "l.pos = (SELECT min(l2.pos) FROM links l2 WHERE l2.kind = l.kind AND "
+        "l2.seq = l.seq AND l2.turn_id = l.turn_id)"
+    )
+    bare = "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash) "
+    statements = [
+        *table_ddl(dialect),
+        # attempts, with the link covering each (an attempt no link covers: pos NULL)
+        f"INSERT INTO chain (seq, turn_id, pos, kind, prev_hash, hash, {_V3_CONTENT}) "
+        f"SELECT a.seq, a.turn_id, l.pos, 'attempt', COALESCE(l.prev_hash, ''), "
+        f"COALESCE(l.hash, ''), {a_cols} FROM attempts a LEFT JOIN links l "
+        f"ON l.kind = 'attempt' AND l.seq = a.seq AND l.turn_id = a.turn_id AND {first}",
+    ]
+    if dialect == "postgresql":  # every later row numbered after the attempts kept theirs
+        statements.append(
+            "SELECT setval(pg_get_serial_sequence('chain', 'seq'), "
+            "GREATEST((SELECT max(seq) FROM chain), 1))"
+        )
+    statements += [
+        # attempt links whose row is gone (or a second link of one row)
+        bare + "SELECT l.turn_id, l.pos, 'attempt', l.prev_hash, l.hash FROM links l "
+        "WHERE l.kind = 'attempt' AND NOT EXISTS (SELECT 1 FROM chain c "
+        "WHERE c.turn_id = l.turn_id AND c.pos = l.pos)",
+        # outcomes, with their links
+        "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, attempt, outcome, reason, "
+        "finished_at, duration_ms, error) SELECT COALESCE(l.turn_id, a.turn_id, '?'), l.pos, "
+        "'outcome', COALESCE(l.prev_hash, ''), COALESCE(l.hash, ''), a.seq, o.outcome, "
+        "o.reason, o.finished_at, o.duration_ms, o.error FROM outcomes o "
+        "LEFT JOIN attempts a ON a.seq = o.seq "
+        "LEFT JOIN links l ON l.kind = 'outcome' AND l.seq = o.seq AND "
+        "l.pos = (SELECT min(l2.pos) FROM links l2 WHERE l2.kind = 'outcome' AND l2.seq = o.seq)",
+        bare + "SELECT l.turn_id, l.pos, 'outcome', l.prev_hash, l.hash FROM links l "
+        "WHERE l.kind = 'outcome' AND NOT EXISTS (SELECT 1 FROM chain c "
+        "WHERE c.turn_id = l.turn_id AND c.pos = l.pos)",
+        # openings
+        "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, opened_at, catalog_hash, "
+        "policy_hash, policy_revision, identity) SELECT t.turn_id, l.pos, 'open', "
+        "COALESCE(l.prev_hash, ''), COALESCE(l.hash, ''), t.opened_at, t.catalog_hash, "
+        "t.policy_hash, t.policy_revision, t.identity FROM turns t LEFT JOIN links l "
+        "ON l.kind = 'open' AND l.turn_id = t.turn_id AND "
+        "l.pos = (SELECT min(l2.pos) FROM links l2 WHERE l2.kind = 'open' "
+        "AND l2.turn_id = t.turn_id)",
+        bare + "SELECT l.turn_id, l.pos, 'open', l.prev_hash, l.hash FROM links l "
+        "WHERE l.kind = 'open' AND NOT EXISTS (SELECT 1 FROM chain c "
+        "WHERE c.turn_id = l.turn_id AND c.pos = l.pos)",
+        # seals
+        "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, closed_at, links, key_id, "
+        "signature) SELECT s.turn_id, l.pos, 'seal', COALESCE(l.prev_hash, ''), "
+        "COALESCE(l.hash, ''), s.closed_at, s.links, s.key_id, s.signature FROM seals s "
+        "LEFT JOIN links l ON l.kind = 'seal' AND l.turn_id = s.turn_id AND l.pos = s.pos",
+        bare + "SELECT l.turn_id, l.pos, 'seal', l.prev_hash, l.hash FROM links l "
+        "WHERE l.kind = 'seal' AND NOT EXISTS (SELECT 1 FROM chain c "
+        "WHERE c.turn_id = l.turn_id AND c.pos = l.pos)",
+        "DROP VIEW evidence",
+        "DROP TABLE outcomes",
+        "DROP TABLE attempts",
+        "DROP TABLE links",
+        "DROP TABLE turns",
+        "DROP TABLE seals",
+        *VIEWS,
+        *checkpoint_ddl(dialect),
+    ]
+    return tuple(statements)
 
 
 # -- PostgreSQL --------------------------------------------------------------------------
@@ -217,8 +306,13 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
         before = pg_version(conn)
         if before > LATEST:
             refuse_unreadable("the evidence database", before, writing=True)
-        for version in range(max(before, 1) + 1, target + 1):
-            for statement in pg_schema.STEPS[version]:
+        fresh = before == 0 and target == LATEST
+        if fresh:  # an empty database: the latest layout at once
+            for statement in pg_schema.FRESH:
+                conn.execute(statement)
+        for version in range(max(before, 1) + 1, target + 1) if not fresh else (LATEST,):
+            steps = () if fresh else pg_schema.STEPS.get(version) or v3_to_v4("postgresql")
+            for statement in steps:
                 conn.execute(statement)
             if version == 3 and before >= 2:
                 chained = _pg_chain_existing(conn)
@@ -331,7 +425,10 @@ def migrate_store(value: str) -> tuple[MigrationResult, str]:
             with psycopg.connect(target.location, autocommit=True, connect_timeout=5) as conn:
                 return pg_migrate(conn), target.shown
         except psycopg.Error as exc:
+            from sharedos.evidence.url import location_secrets, scrub
+
             first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            first = scrub(first, location_secrets(target.location))
             raise EvidenceStoreError(f"cannot migrate {target.shown}: {first}", "io") from None
     path = target.location
     if not os.path.isfile(path):

@@ -142,6 +142,28 @@ class TelemetryStore:
         self._quietly(self._span, record, seq)
         return seq
 
+    def commit_group(self, ops: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        """The store's group commit; then what each write that landed tells, as alone."""
+        results: list[tuple[bool, Any]] = self.inner.commit_group(ops)
+        for (kind, args), (ok, value) in zip(ops, results, strict=True):
+            if not ok:
+                continue
+            if kind == "begin":
+                with self._lock:
+                    self._open[int(value)] = args[0]
+                    if len(self._open) > _MAX_OPEN:
+                        self._open.popitem(last=False)
+                self._quietly(self._log, args[0], int(value))
+            elif kind == "finish":
+                with self._lock:
+                    attempt = self._open.pop(int(args[0]), None)
+                if attempt is not None:
+                    self._quietly(self._span, attempt.with_outcome(args[1]), int(args[0]))
+            else:
+                self._quietly(self._log, args[0], int(value))
+                self._quietly(self._span, args[0], int(value))
+        return results
+
     # -- emitting --------------------------------------------------------------------------
 
     def _quietly(self, emit: Any, rec: EvidenceRecord, seq: int) -> None:

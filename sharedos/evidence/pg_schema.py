@@ -12,6 +12,10 @@ either backend:
   primary key, kind, seq, prev_hash, hash) and ``seals`` (each turn's closing
   head, with its signature). Rows written at version 2 are chained by the
   migration, in ``seq`` order, each outcome after its attempt.
+* **4** — one table ``chain`` (each row with its own link) and views named as
+  the version-3 tables; ``checkpoints`` (``sharedos.evidence.chain_sql``;
+  the step is ``sharedos.evidence.migrate.v3_to_v4``). ``FRESH`` creates it
+  in an empty database at once.
 
 Text everywhere a value is hashed (timestamps, JSON): the chain hashes what
 is stored, and ``text`` is stored exactly as written.
@@ -20,8 +24,9 @@ is stored, and ``text`` is stored exactly as written.
 from __future__ import annotations
 
 from sharedos.evidence.chain import ATTEMPT_FIELDS
+from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, table_ddl
 
-LATEST = 3
+LATEST = 4
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 
@@ -58,7 +63,7 @@ V2 = (
     "CREATE INDEX attempts_turn ON attempts (turn_id, seq)",
     "CREATE INDEX attempts_call ON attempts (call_id)",
     "CREATE VIEW evidence AS SELECT a.seq AS seq, "
-    + ", ".join(f"a.{c} AS {c}" for c in ATTEMPT_FIELDS)
+    + ", ".join(f"a.{c} AS {c}" for c in ATTEMPT_FIELDS if c != "context")
     + ", "
     + ", ".join(f"o.{c} AS {c}" for c in _OUTCOME_COLUMNS)
     + " FROM attempts AS a LEFT JOIN outcomes AS o ON o.seq = a.seq",
@@ -94,5 +99,12 @@ V3 = (
 )""",
 )
 
-#: statements per target version (applied in order, each version in one transaction)
+#: statements per target version up to 3 (applied in order, each version in one transaction)
 STEPS: dict[int, tuple[str, ...]] = {2: V2, 3: V3}
+#: an empty database, straight to the latest version
+FRESH = (
+    "CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text NOT NULL)",
+    *table_ddl("postgresql"),
+    *VIEWS,
+    *checkpoint_ddl("postgresql"),
+)

@@ -49,6 +49,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from sharedos.evidence.appender import (
+    ATTEMPT_SEQ,
+    DEFAULT_CHECKPOINT_INTERVAL_S,
     ChainAppender,
     CommitUnknown,
     Opening,
@@ -56,16 +58,15 @@ from sharedos.evidence.appender import (
     StaleHead,
 )
 from sharedos.evidence.chain import ATTEMPT_FIELDS, Link, Signer
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, READER_SQL, insert_sql
+from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.reporting import FailureReporter
 from sharedos.evidence.rows import (
     JSON_FIELDS,
-    READER_COLUMNS,
-    READER_FROM,
-    UNLINKED_SQL,
     link_from_row,
     pg_attempt_values,
     pg_text,
-    unlinked,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
@@ -80,7 +81,22 @@ _SELECT = (
     + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
     + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq"
 )
-_LINK_COLUMNS = "(turn_id, pos, kind, seq, prev_hash, hash)"
+#: a database read as it is at version 2 or 3 (no ``context``)
+_SELECT_V3 = _SELECT.replace(", a.context", "")
+_READ_COLUMNS_V3 = tuple(c for c in _READ_COLUMNS if c != "context")
+#: each turn's head past the furthest position its checkpoints covered
+_UNCOVERED_SQL = (
+    "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
+    "FROM chain GROUP BY turn_id) h ON h.turn_id = c.turn_id AND h.pos = c.pos "
+    "LEFT JOIN (SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) k "
+    'ON k.turn_id = c.turn_id WHERE k.pos IS NULL OR k.pos < c.pos ORDER BY c.turn_id COLLATE "C"'
+)
+#: each turn's furthest checkpointed head, in the binary order of turn ids
+_COVERAGE_SQL = (
+    'SELECT DISTINCT ON (k.turn_id COLLATE "C") k.turn_id, k.pos, k.hash, k.number '
+    "FROM checkpoint_heads k "
+    'ORDER BY k.turn_id COLLATE "C", k.pos DESC, k.number'
+)
 #: an advisory lock key shared by every SharedOS process creating or migrating a schema
 SCHEMA_LOCK = 0x5348_4F53_4556  # "SHOSEV"
 
@@ -96,18 +112,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def redacted_url(url: str) -> str:
-    """``url`` without its password (for messages)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """``url`` (a libpq URL or key=value string) without its password, in any spelling."""
+    from sharedos.evidence.url import redacted_location
 
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://..."
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    return redacted_location(url)
 
 
 #: SQLSTATE -> cause (the class is looked up when the full code is not here)
@@ -167,6 +175,7 @@ class PostgresEvidenceStore:
         statement_timeout_s: float = 1.5,
         write_deadline_s: float = 1.5,
         check_schema: bool = True,
+        checkpoint_interval_s: float | None = DEFAULT_CHECKPOINT_INTERVAL_S,
     ) -> None:
         try:
             import psycopg  # noqa: F401
@@ -175,8 +184,12 @@ class PostgresEvidenceStore:
             raise EvidenceStoreError(
                 f"the PostgreSQL evidence store needs psycopg and psycopg_pool ({exc})", "io"
             ) from None
+        from sharedos.evidence.url import location_secrets
+
         self.url = url
         self.shown = redacted_url(url)
+        #: every spelling of the location's password: scrubbed from any driver message
+        self._secrets = location_secrets(url)
         self.read_only = read_only
         self.synchronous = "FULL"  # PostgreSQL commits are WAL-flushed (synchronous_commit=on)
         self._create = create
@@ -188,8 +201,10 @@ class PostgresEvidenceStore:
         self._lock = threading.Lock()
         self._generation = _FORK_GENERATION[0]
         self._writer: Any = None
-        self._sql: dict[tuple[tuple[str, ...], bool], str] = {}
+        self._sql: dict[tuple[str, ...], str] = {}
         self.schema_version = 0
+        #: failures to write a turn's opening or seal (or a checkpoint), said once per cause
+        self.failures = FailureReporter()
         self._pool = self._open_pool()
         try:
             if check_schema:
@@ -198,7 +213,12 @@ class PostgresEvidenceStore:
             self._pool.close()
             raise
         self.appender = ChainAppender(
-            self, pg_attempt_values, text=pg_text, signer=signer, deadline_s=write_deadline_s
+            self,
+            pg_attempt_values,
+            text=pg_text,
+            signer=signer,
+            deadline_s=write_deadline_s,
+            checkpoint_interval_s=checkpoint_interval_s,
         )
 
     # -- connections -------------------------------------------------------------------
@@ -226,8 +246,10 @@ class PostgresEvidenceStore:
             given_params = conninfo_to_dict(self.url)
             given = given_params.get("options")
         except Exception as exc:
+            # libpq's parse errors quote the text around the fault, which may be the password
+            why = "" if self._secrets else f" ({self._say(exc)})"
             raise EvidenceStoreError(
-                f"not a PostgreSQL URL: {self.shown} ({_first_line(exc)})", "io"
+                f"not a PostgreSQL URL or connection string: {self.shown}{why}", "io"
             ) from None
         if given:
             options = f"{given} {options}"  # the URL's own settings, then the store's
@@ -244,6 +266,17 @@ class PostgresEvidenceStore:
             "keepalives_count": 2,
             "tcp_user_timeout": 3000,
         }
+        # one connection first: a server that is not there fails at once, with libpq's
+        # reason (the pool would retry until its bound and say only that it timed out)
+        import psycopg
+
+        try:
+            psycopg.connect(self.url, **kwargs).close()
+        except Exception as exc:
+            raise EvidenceStoreError(
+                f"cannot connect to the evidence database {self.shown}: {self._say(exc)}",
+                "io",
+            ) from None
         pool = ConnectionPool(
             self.url,
             kwargs=kwargs,
@@ -253,6 +286,9 @@ class PostgresEvidenceStore:
             timeout=self._connect_timeout_s,
             reconnect_timeout=30.0,
             configure=self._configure,
+            # a connection handed out is known alive (one empty query): the writer takes one
+            # only after losing its own, when the others may have gone with it
+            check=ConnectionPool.check_connection,
             name="sharedos-evidence",
         )
         try:
@@ -261,7 +297,7 @@ class PostgresEvidenceStore:
             with contextlib.suppress(Exception):
                 pool.close(timeout=0)
             raise EvidenceStoreError(
-                f"cannot connect to the evidence database {self.shown}: {_first_line(exc)}",
+                f"cannot connect to the evidence database {self.shown}: {self._say(exc)}",
                 "io",
             ) from None
         return pool
@@ -359,10 +395,16 @@ class PostgresEvidenceStore:
                     self._writer = None
                     self._pool = self._open_pool()
 
+    def _say(self, exc: BaseException) -> str:
+        """The first line of a driver error, scrubbed of every spelling of the password."""
+        from sharedos.evidence.url import scrub
+
+        return scrub(_first_line(exc), self._secrets)
+
     def _error(self, what: str, exc: BaseException) -> EvidenceStoreError:
         cause = _cause(exc)
         return EvidenceStoreError(
-            f"cannot {what} evidence in {self.shown}: {_first_line(exc)} ({cause})", cause
+            f"cannot {what} evidence in {self.shown}: {self._say(exc)} ({cause})", cause
         )
 
     # -- schema ------------------------------------------------------------------------
@@ -380,7 +422,7 @@ class PostgresEvidenceStore:
                 raise
             except Exception as exc:
                 raise EvidenceStoreError(
-                    f"cannot open evidence database {self.shown}: {_first_line(exc)}", _cause(exc)
+                    f"cannot open evidence database {self.shown}: {self._say(exc)}", _cause(exc)
                 ) from None
             migrate.refuse_unreadable(self.shown, version, writing=not self.read_only)
             self.schema_version = version
@@ -396,7 +438,7 @@ class PostgresEvidenceStore:
                 except Exception as exc:
                     cause = _cause(exc)
                     raise EvidenceStoreError(
-                        f"cannot write evidence database {self.shown}: {_first_line(exc)} ({cause})",
+                        f"cannot write evidence database {self.shown}: {self._say(exc)} ({cause})",
                         cause,
                     ) from None
 
@@ -413,7 +455,8 @@ class PostgresEvidenceStore:
     def head(self, turn_id: str) -> tuple[int, str] | None:
         """The turn's last link as the database has it."""
         row = self._fetchone(
-            "SELECT pos, hash FROM links WHERE turn_id = %s ORDER BY pos DESC LIMIT 1",
+            "SELECT pos, hash FROM chain WHERE turn_id = %s AND pos IS NOT NULL "
+            "ORDER BY pos DESC LIMIT 1",
             (pg_text(turn_id),),
         )
         return (int(row[0]), str(row[1])) if row else None
@@ -421,14 +464,16 @@ class PostgresEvidenceStore:
     def attempt_link(self, seq: int) -> tuple[str, str] | None:
         """(turn_id, hash) of the attempt link of ``seq``."""
         row = self._fetchone(
-            "SELECT turn_id, hash FROM links WHERE seq = %s AND kind = 'attempt' LIMIT 1", (seq,)
+            "SELECT turn_id, hash FROM chain WHERE seq = %s AND kind = 'attempt'", (seq,)
         )
         return (str(row[0]), str(row[1])) if row else None
 
     def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
-        """(seq, hash) of the turn's link at ``pos``."""
+        """(seq of the attempt it is or concludes, hash) of the turn's link at ``pos``."""
         row = self._fetchone(
-            "SELECT seq, hash FROM links WHERE turn_id = %s AND pos = %s", (turn_id, pos)
+            "SELECT CASE kind WHEN 'attempt' THEN seq WHEN 'outcome' THEN attempt END, hash "
+            "FROM chain WHERE turn_id = %s AND pos = %s",
+            (turn_id, pos),
         )
         return (int(row[0]) if row[0] is not None else None, str(row[1])) if row else None
 
@@ -440,108 +485,201 @@ class PostgresEvidenceStore:
                     return conn.execute(sql, params, prepare=True).fetchone()
                 except Exception as exc:
                     if retry and _lost(exc, conn):
-                        continue  # a read can be repeated: once more, on a new connection
+                        # a read can be repeated: once more, on a new connection (the
+                        # server may have said goodbye before the socket shows it closed)
+                        with contextlib.suppress(Exception):
+                            conn.close()
+                        continue
                     raise self._error("read", exc) from None
         raise AssertionError("unreachable")
 
-    def _statement(self, plan: Plan) -> str:
-        """The one SQL statement that commits a plan of this shape (built once per shape)."""
-        kinds = tuple(link.kind for link in plan.links)
-        shape = (kinds, plan.attempt is not None)
-        sql = self._sql.get(shape)
-        if sql is not None:
-            return sql
-        attempt = plan.attempt is not None
-        ctes: list[str] = []
-        if "open" in kinds:
-            ctes.append(
-                "t AS (INSERT INTO turns (turn_id, opened_at, catalog_hash, policy_hash, "
-                "policy_revision, identity) VALUES (%s, %s, %s, %s, %s, %s))"
-            )
-        if attempt:
-            ctes.append(
-                f"a AS (INSERT INTO attempts ({', '.join(ATTEMPT_FIELDS)}) VALUES "
-                f"({', '.join(['%s'] * len(ATTEMPT_FIELDS))}) RETURNING seq)"
-            )
-        # the seq of the attempt: the new row's (from the CTE), or the one being concluded
-        seq_sql = "(SELECT seq FROM a)" if attempt else "%s::bigint"
-        if "outcome" in kinds:
-            ctes.append(
-                f"o AS (INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
-                f"VALUES ({seq_sql}, %s, %s, %s, %s, %s))"
-            )
-        if "seal" in kinds:
-            ctes.append(
-                "s AS (INSERT INTO seals (turn_id, pos, closed_at, links, key_id, signature) "
-                "VALUES (%s, %s, %s, %s, %s, %s))"
-            )
-        rows = [
-            f"(%s, %s, %s, {seq_sql if kind in ('attempt', 'outcome') else 'NULL'}, %s, %s)"
-            for kind in kinds
-        ]
-        ctes.append(f"l AS (INSERT INTO links {_LINK_COLUMNS} VALUES {', '.join(rows)})")
-        result = seq_sql if attempt or "outcome" in kinds else "-1"
-        sql = "WITH " + ", ".join(ctes) + f" SELECT {result}"
-        self._sql[shape] = sql
-        return sql
+    def _statement(self, plan: Plan) -> tuple[str, list[Any]]:
+        """The one SQL statement that commits ``plan``, and its parameters.
 
-    @staticmethod
-    def _params(plan: Plan) -> list[Any]:
-        """The statement's parameters, in placeholder order."""
-        attempt = plan.attempt is not None
+        One row is one ``INSERT … RETURNING seq``. Two (a turn's opening and its
+        first row; a refused call's attempt and outcome) are one statement of
+        data-modifying ``WITH`` parts, the outcome naming the attempt's new seq
+        through the part that inserted it. The text is built once per shape.
+        """
+        rows = plan.rows()
+        kinds = tuple(kind for kind, _ in rows)
         params: list[Any] = []
-        if plan.opening is not None:
-            params += plan.opening.values()
-        if attempt:
-            params += plan.attempt  # type: ignore[arg-type]
-        if plan.outcome is not None:
-            if not attempt:
-                params.append(plan.seq)
-            params += plan.outcome
-        if plan.seal is not None:
-            closed_at, links, key_id, signature = plan.seal
-            params += (plan.turn_id, plan.links[-1].pos, closed_at, links, key_id, signature)
-        for link in plan.links:
-            params += (plan.turn_id, link.pos, link.kind)
-            if not attempt and link.kind == "outcome":
-                params.append(plan.seq)
-            params += (link.prev, link.hash)
-        if not attempt and plan.outcome is not None:
-            params.append(plan.seq)
-        return params
+        for _, values in rows:
+            params += [v for v in values if v is not ATTEMPT_SEQ]
+        sql = self._sql.get(kinds)
+        if sql is not None:
+            return sql, params
+        if len(rows) == 1:
+            sql = insert_sql(kinds[0], "postgresql", returning=True)
+        else:
+            parts: list[str] = []
+            attempt_part: str | None = None
+            for i, (kind, values) in enumerate(rows):
+                marks = [
+                    f"(SELECT seq FROM r{attempt_part})" if v is ATTEMPT_SEQ else "%s"
+                    for v in values
+                ]
+                columns = insert_sql(kind, "postgresql").split(" VALUES ")[0]
+                parts.append(f"r{i} AS ({columns} VALUES ({', '.join(marks)}) RETURNING seq)")
+                if kind == "attempt":
+                    attempt_part = str(i)
+            result = f"(SELECT seq FROM r{attempt_part})" if attempt_part is not None else "-1"
+            sql = "WITH " + ", ".join(parts) + f" SELECT {result}"
+        self._sql[kinds] = sql
+        return sql, params
+
+    def _raise_write_error(self, exc: BaseException, conn: Any, plan: Plan | None) -> None:
+        """Map a failed write to ``CommitUnknown``, ``StaleHead`` or ``EvidenceStoreError``."""
+        if _lost(exc, conn):
+            raise CommitUnknown(
+                self._say(exc),
+                EvidenceStoreError(
+                    f"lost the connection to the evidence database {self.shown}: {self._say(exc)}",
+                    "io",
+                ),
+            ) from None
+        state = getattr(exc, "sqlstate", None)
+        constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
+        seq = plan.seq if plan is not None else None
+        if state == "23505" and constraint == "chain_place":
+            raise StaleHead() from None
+        if state == "23505" and constraint == "chain_attempt":
+            raise EvidenceStoreError(f"attempt {seq} already has an outcome", "conflict") from None
+        if state == "23503":
+            raise EvidenceStoreError(f"no attempt with seq {seq} to conclude", "conflict") from None
+        raise self._error("write", exc) from None
 
     def execute(self, plan: Plan) -> int:
         """Commit ``plan`` in one statement (see ``ChainBackend.execute``)."""
         self._guarded()
-        sql = self._statement(plan)
-        params = self._params(plan)
+        sql, params = self._statement(plan)
         with self._writer_conn() as conn:
             try:
                 row = conn.execute(sql, params, prepare=True).fetchone()
             except Exception as exc:
-                if _lost(exc, conn):
-                    raise CommitUnknown(
-                        str(exc),
-                        EvidenceStoreError(
-                            f"lost the connection to the evidence database {self.shown}: "
-                            f"{_first_line(exc)}",
-                            "io",
-                        ),
-                    ) from None
+                self._raise_write_error(exc, conn, plan)
+        if plan.attempt is None:
+            return plan.seq if plan.seq is not None else -1
+        return int(row[0]) if row is not None and row[0] is not None else -1
+
+    def execute_many(self, plans: list[Plan]) -> list[int]:
+        """Commit ``plans`` in one transaction (group commit: one commit, one WAL flush).
+
+        A connection lost in flight is resolved like a single write's: the
+        group landed as a whole when its first link is there with its hash.
+        """
+        self._guarded()
+        statements = [self._statement(plan) for plan in plans]
+        seqs: list[int] = []
+        with self._writer_conn() as conn:
+            try:
+                with conn.transaction():
+                    for plan, (sql, params) in zip(plans, statements, strict=True):
+                        row = conn.execute(sql, params, prepare=True).fetchone()
+                        if plan.attempt is None:
+                            seqs.append(plan.seq if plan.seq is not None else -1)
+                        else:
+                            seqs.append(int(row[0]) if row is not None else -1)
+            except Exception as exc:
+                self._raise_write_error(exc, conn, None)
+        return seqs
+
+    # -- checkpoints (sharedos.evidence.checkpoint) ----------------------------------------
+
+    @property
+    def store_id(self) -> str:
+        """The database's ``meta.store_id``, named by its checkpoints."""
+        return self._store_id or ""
+
+    def last_checkpoint(self) -> tuple[int, str] | None:
+        """(number, hash) of the store's last checkpoint."""
+        row = self._fetchone(
+            "SELECT number, hash FROM checkpoints ORDER BY number DESC LIMIT 1", ()
+        )
+        return (int(row[0]), str(row[1])) if row else None
+
+    def execute_checkpoint(self, cp: Checkpoint, heads: list[tuple[str, int, str]]) -> None:
+        """Commit checkpoint ``cp`` and its heads in one statement (``CheckpointTaken`` when
+        another writer took its number)."""
+        self._guarded()
+        sql = (
+            "WITH c AS (INSERT INTO checkpoints (number, store_id, taken_at, prev_hash, heads, "
+            "heads_hash, key_id, signature, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)) "
+            "INSERT INTO checkpoint_heads (number, turn_id, pos, hash) "
+            "SELECT %s, t, p, h FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u (t, p, h)"
+        )
+        params = (
+            cp.number,
+            cp.store_id,
+            cp.taken_at,
+            cp.prev,
+            cp.heads,
+            cp.heads_hash,
+            cp.key_id,
+            cp.signature,
+            cp.hash,
+            cp.number,
+            [pg_text(t) for t, _, _ in heads],
+            [p for _, p, _ in heads],
+            [h for _, _, h in heads],
+        )
+        with self._writer_conn() as conn:
+            try:
+                conn.execute(sql, params)
+            except Exception as exc:
                 state = getattr(exc, "sqlstate", None)
                 constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
-                if state == "23505" and constraint in ("links_pkey", "turns_pkey", "seals_pkey"):
-                    raise StaleHead() from None
-                if state == "23505" and constraint == "outcomes_pkey":
+                if state == "23505" and constraint == "checkpoints_pkey":
+                    raise CheckpointTaken() from None
+                if _lost(exc, conn):
+                    # unknown whether it landed: the next checkpoint re-reads the last one
                     raise EvidenceStoreError(
-                        f"attempt {plan.seq} already has an outcome", "conflict"
+                        f"lost the connection to the evidence database {self.shown} "
+                        f"while writing a checkpoint: {self._say(exc)}",
+                        "io",
                     ) from None
-                if state == "23503":
-                    raise EvidenceStoreError(
-                        f"no attempt with seq {plan.seq} to conclude", "conflict"
-                    ) from None
-                raise self._error("write", exc) from None
-        return int(row[0]) if row is not None and row[0] is not None else -1
+                raise self._error("write a checkpoint of", exc) from None
+
+    def evidence_checkpoint_due(self) -> bool:
+        """True when this store has committed heads to checkpoint and its interval passed."""
+        return self.appender.checkpoint_due()
+
+    def take_checkpoint(self, *, everything: bool = False) -> Checkpoint | None:
+        """Write a checkpoint now: over the heads committed here since the last one, or with
+        ``everything`` over every turn head no checkpoint covers yet; None when nothing to cover."""
+        self._guarded()
+        heads = self.uncovered_heads() if everything else None
+        return self.appender.checkpoint(heads)
+
+    def uncovered_heads(self) -> list[tuple[str, int, str]]:
+        """Every turn's head that is past what the store's checkpoints cover."""
+        return [(str(t), int(p), str(h)) for t, p, h in self._read(_UNCOVERED_SQL, [])]
+
+    def iter_checkpoints(self) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
+        """Every checkpoint in number order, with the heads it lists (one at a time in memory)."""
+        from sharedos.evidence.sqlite import iter_checkpoint_rows
+
+        yield from iter_checkpoint_rows(self._stream)
+
+    def iter_coverage(self) -> Iterator[tuple[str, int, str, int]]:
+        """(turn_id, pos, hash, checkpoint) of the furthest head any checkpoint recorded for
+        each turn, ordered by turn id (binary order, as ``iter_links``)."""
+        for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
+            yield str(turn), int(pos), str(hash_), int(number)
+
+    def _stream(self, sql: str, params: list[Any], batch: int) -> Iterator[Any]:
+        """Rows of ``sql`` through a server-side cursor (bounded memory)."""
+        with self._conn() as conn:
+            try:
+                with conn.transaction(), conn.cursor(name="sharedos_stream") as cur:
+                    _unbounded_read(conn)
+                    cur.itersize = batch
+                    cur.execute(sql, params)
+                    yield from cur
+            except EvidenceStoreError:
+                raise
+            except Exception as exc:
+                raise self._error("read", exc) from None
 
     # -- the store's writes ------------------------------------------------------------
 
@@ -559,6 +697,12 @@ class PostgresEvidenceStore:
         """Commit a complete record (attempt and outcome rows) in one statement; return its seq."""
         self._guarded()
         return self.appender.record(record)
+
+    def commit_group(self, ops: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        """Several ``begin``/``finish``/``record`` writes in one transaction (``ChainAppender.
+        commit_group``): one (ok, result or error) per op, in order."""
+        self._guarded()
+        return self.appender.commit_group(ops)
 
     def open_turn(self, opening: Opening) -> bool:
         """Write the turn's opening record unless it has one; True when this call wrote it."""
@@ -606,7 +750,7 @@ class PostgresEvidenceStore:
     ) -> list[EvidenceRecord]:
         """Records in ``seq`` order, filtered by turn, call id and status (``interrupted`` too)."""
         where, params = self._where(turn_id, call_id, outcome)
-        sql = _SELECT + where + " ORDER BY a.seq"
+        sql = self._select + where + " ORDER BY a.seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_row_to_record(row) for row in self._read(sql, params)]
@@ -619,8 +763,9 @@ class PostgresEvidenceStore:
         with self._conn() as conn:
             try:
                 with conn.transaction(), conn.cursor(name="sharedos_export") as cur:
+                    _unbounded_read(conn)
                     cur.itersize = batch
-                    cur.execute(_SELECT + where + " ORDER BY a.seq", params)
+                    cur.execute(self._select + where + " ORDER BY a.seq", params)
                     for row in cur:
                         yield _row_to_record(row)
             except EvidenceStoreError:
@@ -628,38 +773,63 @@ class PostgresEvidenceStore:
             except Exception as exc:
                 raise self._error("read", exc) from None
 
+    @property
+    def _select(self) -> str:
+        return _SELECT if self.schema_version >= 4 else _SELECT_V3
+
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn (binary order) and position."""
-        where = " WHERE l.turn_id = %s" if turn_id is not None else ""
+        where = " WHERE c.turn_id = %s" if turn_id is not None else ""
         params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
-        with self._conn() as conn:
-            try:
-                with conn.transaction(), conn.cursor(name="sharedos_links") as cur:
-                    cur.itersize = batch
-                    cur.execute(
-                        "SELECT "
-                        + READER_COLUMNS
-                        + READER_FROM
-                        + where
-                        # the binary order of turn ids, the same as SQLite's
-                        + ' ORDER BY l.turn_id COLLATE "C", l.pos, l.seq',
-                        params,
-                    )
-                    for row in cur:
-                        yield link_from_row(tuple(row))
-            except EvidenceStoreError:
-                raise
-            except Exception as exc:
-                raise self._error("read", exc) from None
+        # the binary order of turn ids, the same as SQLite's
+        sql = READER_SQL + where + ' ORDER BY c.turn_id COLLATE "C", c.pos, c.seq'
+        for row in self._stream(sql, params, batch):
+            yield link_from_row(row)
 
-    def unlinked(self, turn_id: str | None = None) -> list[Link]:
-        """Content rows that no link covers (rows added behind the store's back)."""
-        sql = "SELECT * FROM (" + UNLINKED_SQL + ") u"
-        params: list[Any] = []
-        if turn_id is not None:
-            sql += " WHERE u.turn_id = %s"
-            params.append(pg_text(turn_id))
-        return [unlinked(t, k, s) for t, k, s in self._read(sql, params)]
+    def iter_chain_rows(
+        self, turn_id: str | None = None, *, batch: int = 2000
+    ) -> Iterator[tuple[Any, ...]]:
+        """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
+        where = " WHERE turn_id = %s" if turn_id is not None else ""
+        params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
+        sql = (
+            f"SELECT seq, {', '.join(CHAIN_COLUMNS)} FROM chain{where} "
+            'ORDER BY turn_id COLLATE "C", pos, seq'
+        )
+        for row in self._stream(sql, params, batch):
+            yield tuple(row)
+
+    def import_rows(self, rows: list[tuple[Any, ...]], attempts: dict[int, int]) -> dict[int, int]:
+        """Append rows read from another store (``iter_chain_rows``) in one transaction.
+
+        Each keeps its place, hashes and content; it gets a seq here, and an
+        outcome's ``attempt`` is mapped through ``attempts`` (source seq -> seq
+        here) as it grows. Returns that map. ``StaleHead`` when a position is taken.
+        """
+        self._guarded()
+        mapping = dict(attempts)
+        sql = (
+            f"INSERT INTO chain ({', '.join(CHAIN_COLUMNS)}) "
+            f"VALUES ({', '.join(['%s'] * len(CHAIN_COLUMNS))}) RETURNING seq"
+        )
+        at, kind_at = CHAIN_COLUMNS.index("attempt"), CHAIN_COLUMNS.index("kind")
+        with self._writer_conn() as conn:
+            try:
+                with conn.transaction():
+                    for row in rows:
+                        values: list[Any] = [pg_text(v) if type(v) is str else v for v in row[1:]]
+                        if values[at] is not None:
+                            values[at] = mapping.get(int(values[at]), values[at])
+                        (seq,) = conn.execute(sql, values).fetchone() or (None,)
+                        if values[kind_at] == "attempt" and seq is not None:
+                            mapping[int(row[0])] = int(seq)
+            except Exception as exc:
+                state = getattr(exc, "sqlstate", None)
+                constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
+                if state == "23505" and constraint == "chain_place":
+                    raise StaleHead() from None
+                raise self._error("copy rows into", exc) from None
+        return mapping
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
@@ -689,7 +859,13 @@ class PostgresEvidenceStore:
         return [(str(t), int(n)) for t, n in rows]
 
     def close(self) -> None:
-        """Close the pool (further writes raise cause ``closed``)."""
+        """Write a last checkpoint over what was committed here, then close the pool
+        (further writes raise cause ``closed``)."""
+        if self._broken is None and not self.read_only and self.appender.dirty:
+            try:
+                self.appender.checkpoint()
+            except EvidenceStoreError as exc:  # the rows stand; only their checkpoint is late
+                self.failures.failed(exc.cause, f"cannot write a checkpoint: {exc}")
         if self._broken is None:
             self._broken = EvidenceStoreError(f"evidence store {self.shown} is closed", "closed")
         with self.appender.lock:
@@ -708,9 +884,22 @@ def _row_to_record(row: Any) -> EvidenceRecord:
     import json
 
     data: dict[str, Any] = {}
-    for name, value in zip(_READ_COLUMNS, row, strict=True):
+    columns = _READ_COLUMNS if len(row) == len(_READ_COLUMNS) else _READ_COLUMNS_V3
+    for name, value in zip(columns, row, strict=True):
         data[name] = json.loads(value) if name in JSON_FIELDS and value is not None else value
     return EvidenceRecord.from_dict(data)
+
+
+def _unbounded_read(conn: Any) -> None:
+    """Lift the statement timeout for this streaming read's transaction.
+
+    The store's ``statement_timeout`` bounds writes (a call must not wait on
+    a stuck database). A stream over the whole store (an export, a
+    verification, a copy) is read off any call's path, and its first fetch
+    may have to sort or join the whole table (a table just filled, before
+    PostgreSQL has statistics on it) before the first row comes back.
+    """
+    conn.execute("SET LOCAL statement_timeout = 0")
 
 
 def _first_line(exc: BaseException) -> str:

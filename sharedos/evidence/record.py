@@ -16,6 +16,7 @@ from typing import Any
 
 import rfc8785
 
+from sharedos import canonical
 from sharedos.outcomes import Outcome, ReasonCode
 
 REDACTED = "[redacted]"
@@ -72,6 +73,10 @@ class EvidenceRecord:
     tenant: str | None = None
     diagnostics: Mapping[str, Any] | None = None
     identity: Mapping[str, Any] | None = None
+    #: the decision context: the trusted AccessContext the host resolved, as the
+    #: policy saw it (``{"principal", "tenant", "roles", "attributes"}``); None for
+    #: records written before schema 4. ``access_context()`` reads it back.
+    context: Mapping[str, Any] | None = None
     seq: int | None = None
 
     @property
@@ -90,6 +95,28 @@ class EvidenceRecord:
             duration_ms=self.duration_ms if self.duration_ms is not None else 0.0,
             reason=self.reason,
             error=self.error,
+        )
+
+    def access_context(self) -> Any:
+        """The ``AccessContext`` this attempt was decided under, rebuilt from ``context``.
+
+        For a replay (deciding the recorded call again under another policy):
+        the principal, tenant, roles and attributes the host resolved, and this
+        record's turn id. ``ValueError`` when the record has none (written
+        before schema 4) or it was too large to keep (a ``$truncated`` marker).
+        """
+        from sharedos.context import AccessContext
+
+        ctx = self.context
+        if not isinstance(ctx, Mapping) or "principal" not in ctx:
+            why = "was too large to keep" if ctx else "was not recorded (before schema 4)"
+            raise ValueError(f"the decision context of attempt {self.seq} {why}")
+        return AccessContext(
+            principal=ctx["principal"],
+            tenant=ctx.get("tenant", "default"),
+            roles=tuple(ctx.get("roles") or ()),
+            attributes=dict(ctx.get("attributes") or {}),
+            turn_id=self.turn_id,
         )
 
     def with_outcome(self, outcome: OutcomeRecord) -> EvidenceRecord:
@@ -159,68 +186,23 @@ def redact_arguments(arguments: Any, secret_names: Iterable[str]) -> Any:
 # Encoders built once (``json.dumps`` with keyword arguments builds a new one per
 # call); they hold only immutable configuration.
 _STORABLE = json.JSONEncoder(ensure_ascii=True, allow_nan=False).encode
-_SORTED_UTF8 = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-).encode
-# RFC 8785 represents numbers as IEEE doubles: integers outside this range are
-# refused by the rfc8785 package, so the fast path leaves them to it.
-_JCS_INT_MIN, _JCS_INT_MAX = -(2**53) + 1, 2**53 - 1
-
-
-def _jcs_equivalent(value: Any) -> bool:
-    """True when sorted compact ``json`` output of ``value`` is byte-for-byte RFC 8785.
-
-    That holds for exact dicts with string keys, lists, strings, booleans,
-    ``None`` and integers within +-(2**53 - 1), provided no key holds a
-    character at or above U+D800: JCS sorts keys by UTF-16 code units and
-    ``json`` by code points, and the two orders differ only there. String
-    escaping is the same in both (the two-character escapes, ``\\u00xx`` for
-    other control characters, everything else literal). Floats are left to
-    the rfc8785 package (its number formatting is ECMAScript's). Iterative:
-    hostile nesting cannot exhaust the stack here.
-    """
-    stack = [value]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is str or item is None or kind is bool:
-            continue
-        if kind is dict:
-            for key, child in item.items():
-                if type(key) is not str or not (key.isascii() or max(key) < "\ud800"):
-                    return False
-                push(child)
-        elif kind is list:
-            extend(item)
-        elif kind is int:
-            if not _JCS_INT_MIN <= item <= _JCS_INT_MAX:
-                return False
-        else:
-            return False
-    return True
 
 
 def fast_canonical(arguments: Any) -> bytes | None:
     """RFC 8785 JSON of ``arguments`` from the C encoder, or None when only the general path can say.
 
-    None for floats, huge integers, lone surrogates, keys JCS orders differently
-    and nesting too deep; ``canonical_arguments`` handles those.
+    ``sharedos.canonical.fast``: None for integral and extreme floats, huge
+    integers, lone surrogates, keys JCS orders differently and nesting too
+    deep; ``canonical_arguments`` handles those.
     """
-    if _jcs_equivalent(arguments):
-        try:
-            # the C encoder: several times faster than the pure-Python rfc8785 package
-            return _SORTED_UTF8(arguments).encode("utf-8")
-        except Exception:  # lone surrogates, nesting too deep: the general path decides
-            pass
-    return None
+    return canonical.fast(arguments)
 
 
 def canonical_arguments(arguments: Any) -> bytes:
     """RFC 8785 JSON of ``arguments``; a deterministic fallback for values JCS cannot encode."""
-    fast = fast_canonical(arguments)
-    if fast is not None:
-        return fast
+    made = canonical.fast(arguments)
+    if made is not None:
+        return made
     try:
         return rfc8785.dumps(arguments)
     except Exception:

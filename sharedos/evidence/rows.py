@@ -10,14 +10,16 @@ computed, so what is stored is what is hashed.
 from __future__ import annotations
 
 import json
+import operator
+from collections.abc import Sequence
 from typing import Any
 
-from sharedos.evidence.chain import ATTEMPT_FIELDS, OPEN_FIELDS, SEAL_FIELDS, Link
+from sharedos.evidence.chain import ATTEMPT_FIELDS, Link
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, CONTENT_OF
 from sharedos.evidence.record import EvidenceRecord, encoded_text, storable_json_text
 
 __all__ = [
     "JSON_FIELDS",
-    "READER_COLUMNS",
     "dumps",
     "link_from_row",
     "pg_attempt_values",
@@ -27,9 +29,10 @@ __all__ = [
     "sqlite_text",
 ]
 
-JSON_FIELDS = frozenset({"arguments", "rule_ids", "diagnostics", "identity"})
+JSON_FIELDS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "context"})
 _JSON_INDEXES = tuple(i for i, f in enumerate(ATTEMPT_FIELDS) if f in JSON_FIELDS)
 _RULE_IDS = ATTEMPT_FIELDS.index("rule_ids")
+_ATTEMPT_GETTER = operator.attrgetter(*ATTEMPT_FIELDS)  # one C call for every field
 
 
 def dumps(value: Any) -> str | None:
@@ -80,7 +83,7 @@ def sqlite_attempt_values(record: EvidenceRecord) -> list[Any]:
 
 def plain_attempt_values(record: EvidenceRecord) -> list[Any]:
     """The stored attempt fields of ``record`` in ``ATTEMPT_FIELDS`` order (JSON columns as text)."""
-    row: list[Any] = [getattr(record, name) for name in ATTEMPT_FIELDS]
+    row: list[Any] = list(_ATTEMPT_GETTER(record))
     row[_RULE_IDS] = list(row[_RULE_IDS])
     for i in _JSON_INDEXES:
         row[i] = dumps(row[i])
@@ -96,79 +99,56 @@ def pg_attempt_values(record: EvidenceRecord) -> list[Any]:
     return row
 
 
-#: the chain reader's SELECT list (both backends); ``link_from_row`` reads it back
-READER_COLUMNS = (
-    "l.turn_id, l.pos, l.kind, l.seq, l.prev_hash, l.hash, "
-    + ", ".join(f"t.{c}" for c in OPEN_FIELDS)
-    + ", a.seq, "
-    + ", ".join(f"a.{c}" for c in ATTEMPT_FIELDS)
-    + ", o.seq, aa.hash, o.outcome, o.reason, o.finished_at, o.duration_ms, o.error, "
-    + ", ".join(f"s.{c}" for c in SEAL_FIELDS)
-    + ", s.signature"
-)
-READER_FROM = (
-    " FROM links l"
-    " LEFT JOIN turns t ON l.kind = 'open' AND t.turn_id = l.turn_id"
-    " LEFT JOIN attempts a ON l.kind = 'attempt' AND a.seq = l.seq"
-    " LEFT JOIN outcomes o ON l.kind = 'outcome' AND o.seq = l.seq"
-    " LEFT JOIN links aa ON l.kind = 'outcome' AND aa.kind = 'attempt' AND aa.seq = l.seq"
-    " LEFT JOIN seals s ON l.kind = 'seal' AND s.turn_id = l.turn_id AND s.pos = l.pos"
-)
-_O = 6
-_A = _O + len(OPEN_FIELDS)
-_OUT = _A + 1 + len(ATTEMPT_FIELDS)
-_S = _OUT + 7
+_COL = {name: i + 1 for i, name in enumerate(CHAIN_COLUMNS)}  # row[0] is seq
+_AT = {kind: tuple(_COL[c] for c in cols) for kind, cols in CONTENT_OF.items()}
+_OF = len(CHAIN_COLUMNS) + 1  # the concluded attempt's hash (READER_SQL's last column)
+_SEAL_SIGNATURE = _COL["signature"]
 
 
-def link_from_row(row: tuple[Any, ...]) -> Link:
-    """A ``Link`` from one row of ``SELECT READER_COLUMNS READER_FROM``."""
-    turn_id, pos, kind, seq, prev, hash_ = row[:6]
-    values: tuple[Any, ...] | None = None
+def link_from_row(row: Sequence[Any]) -> Link:
+    """A ``Link`` from one row of ``chain_sql.READER_SQL``.
+
+    A row outside every chain (``pos`` NULL: what a migration found without a
+    link) is a ``Link`` with ``pos == -1``, which ``verify_turn`` reports as inserted.
+    """
+    seq, turn_id, pos, kind, prev, hash_ = (
+        row[0],
+        row[_COL["turn_id"]],
+        row[_COL["pos"]],
+        row[_COL["kind"]],
+        row[_COL["prev_hash"]],
+        row[_COL["hash"]],
+    )
+    content = tuple(row[i] for i in _AT.get(kind, ()))
     signature = None
-    if kind == "open" and row[_O] is not None:
-        values = tuple(row[_O:_A])
-    elif kind == "attempt" and row[_A] is not None:
-        values = tuple(row[_A + 1 : _OUT])
-    elif kind == "outcome" and row[_OUT] is not None:
-        values = tuple(row[_OUT + 1 : _S])
-        values = (*values[:4], float(values[4]) if values[4] is not None else None, values[5])
-    elif kind == "seal" and row[_S] is not None:
-        values = tuple(row[_S : _S + len(SEAL_FIELDS)])
-        signature = row[_S + len(SEAL_FIELDS)]
+    link_seq = seq
+    if kind == "open":
+        values: tuple[Any, ...] | None = (turn_id, *content)
+        link_seq = None
+    elif kind == "attempt":
+        values = (turn_id, *content)
+    elif kind == "outcome":
+        link_seq = content[0]
+        duration = content[4]
+        values = (
+            row[_OF],
+            *content[1:4],
+            float(duration) if duration is not None else None,
+            content[5],
+        )
+    elif kind == "seal":
+        values = (turn_id, *content[:3])
+        signature = content[3]
+        link_seq = None
+    else:
+        values = None
     return Link(
         turn_id=str(turn_id),
-        pos=int(pos),
+        pos=int(pos) if pos is not None else -1,
         kind=str(kind),
-        seq=int(seq) if seq is not None else None,
+        seq=int(link_seq) if link_seq is not None else None,
         prev=str(prev),
         hash=str(hash_),
         values=values,
         signature=signature,
-    )
-
-
-#: content rows with no link (the chain reader lists them as inserted): turn, kind, seq
-UNLINKED_SQL = (
-    "SELECT a.turn_id, 'attempt', a.seq FROM attempts a WHERE NOT EXISTS "
-    "(SELECT 1 FROM links l WHERE l.kind = 'attempt' AND l.seq = a.seq) "
-    "UNION ALL SELECT a.turn_id, 'outcome', o.seq FROM outcomes o "
-    "LEFT JOIN attempts a ON a.seq = o.seq WHERE NOT EXISTS "
-    "(SELECT 1 FROM links l WHERE l.kind = 'outcome' AND l.seq = o.seq) "
-    "UNION ALL SELECT t.turn_id, 'open', NULL FROM turns t WHERE NOT EXISTS "
-    "(SELECT 1 FROM links l WHERE l.kind = 'open' AND l.turn_id = t.turn_id) "
-    "UNION ALL SELECT s.turn_id, 'seal', NULL FROM seals s WHERE NOT EXISTS "
-    "(SELECT 1 FROM links l WHERE l.kind = 'seal' AND l.turn_id = s.turn_id AND l.pos = s.pos)"
-)
-
-
-def unlinked(turn_id: Any, kind: str, seq: Any) -> Link:
-    """A content row without a link, as a ``Link`` with ``pos == -1``."""
-    return Link(
-        turn_id=str(turn_id) if turn_id is not None else "?",
-        pos=-1,
-        kind=kind,
-        seq=int(seq) if seq is not None else None,
-        prev="",
-        hash="",
-        values=None,
     )

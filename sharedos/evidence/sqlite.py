@@ -59,31 +59,39 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sharedos.evidence.appender import ChainAppender, Opening, Plan, StaleHead
+from sharedos.evidence.appender import (
+    DEFAULT_CHECKPOINT_INTERVAL_S,
+    ChainAppender,
+    Opening,
+    Plan,
+    StaleHead,
+)
 from sharedos.evidence.chain import Link, Signer
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, READER_SQL
+from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
 from sharedos.evidence.record import (
     EvidenceRecord,
     OutcomeRecord,
 )
+from sharedos.evidence.reporting import FailureReporter
 from sharedos.evidence.rows import (
-    READER_COLUMNS,
-    READER_FROM,
-    UNLINKED_SQL,
     link_from_row,
     sqlite_attempt_values,
     sqlite_text,
-    unlinked,
 )
 from sharedos.evidence.sqlite_schema import (
     INSERT_PROBE,
     JSON_COLUMNS,
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
+    MIGRATE_FROM_3,
     READ_COLUMNS,
+    READ_COLUMNS_V3,
     SCHEMA,
     SCHEMA_VERSION,
     SELECT,
+    SELECT_V3,
     run_plan,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
@@ -182,6 +190,86 @@ def _now() -> str:
 
 FileId = tuple[int, int]
 
+_INSERT_CHECKPOINT = (
+    "INSERT INTO checkpoints (number, store_id, taken_at, prev_hash, heads, heads_hash, key_id, "
+    "signature, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: each turn's head past the furthest position its checkpoints covered
+_UNCOVERED_SQL = (
+    "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
+    "FROM chain GROUP BY turn_id) h ON h.turn_id = c.turn_id AND h.pos = c.pos "
+    "LEFT JOIN (SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) k "
+    "ON k.turn_id = c.turn_id WHERE k.pos IS NULL OR k.pos < c.pos ORDER BY c.turn_id"
+)
+#: each turn's furthest checkpointed head (and the checkpoint that recorded it)
+_COVERAGE_SQL = (
+    "SELECT k.turn_id, k.pos, k.hash, k.number FROM checkpoint_heads k JOIN "
+    "(SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) m "
+    "ON m.turn_id = k.turn_id AND m.pos = k.pos ORDER BY k.turn_id, k.number"
+)
+
+
+def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
+    return (
+        cp.number,
+        cp.store_id,
+        cp.taken_at,
+        cp.prev,
+        cp.heads,
+        cp.heads_hash,
+        cp.key_id,
+        cp.signature,
+        cp.hash,
+    )
+
+
+def iter_checkpoint_rows(
+    stream: Callable[[str, list[Any], int], Any],
+) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
+    """Checkpoints with their heads, in number order, from one ordered join (both stores)."""
+    sql = (
+        "SELECT c.number, c.store_id, c.taken_at, c.prev_hash, c.heads, c.heads_hash, c.key_id, "
+        "c.signature, c.hash, k.turn_id, k.pos, k.hash FROM checkpoints c "
+        "LEFT JOIN checkpoint_heads k ON k.number = c.number ORDER BY c.number, k.turn_id"
+    )
+    current: Checkpoint | None = None
+    heads: list[tuple[str, int, str]] = []
+    for row in stream(sql, [], 5000):
+        if current is None or row[0] != current.number:
+            if current is not None:
+                yield current, heads
+            current = Checkpoint(
+                number=int(row[0]),
+                store_id=str(row[1]),
+                taken_at=str(row[2]),
+                prev=str(row[3]),
+                heads=int(row[4]),
+                heads_hash=str(row[5]),
+                key_id=row[6],
+                signature=row[7],
+                hash=str(row[8]),
+            )
+            heads = []
+        if row[9] is not None:
+            heads.append((str(row[9]), int(row[10]), str(row[11])))
+    if current is not None:
+        yield current, heads
+
+
+def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
+    """The file's ``meta.store_id`` (given one when it has none and ``create``)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    if row is not None:
+        return str(row[0])
+    if not create:
+        return ""
+    import uuid
+
+    made = str(uuid.uuid4())
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (made,))
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    return str(row[0])
+
 
 def _file_id(path: str) -> FileId | None:
     """(st_dev, st_ino) of ``path``, or None when nothing is there."""
@@ -209,6 +297,7 @@ class SqliteEvidenceStore:
         busy_timeout_s: float = 1.5,
         read_only: bool = False,
         signer: Signer | None = None,
+        checkpoint_interval_s: float | None = DEFAULT_CHECKPOINT_INTERVAL_S,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be 'NORMAL' or 'FULL'")
@@ -234,9 +323,21 @@ class SqliteEvidenceStore:
         self._fast_paused = False
         #: (turns, rows) the opening migration chained (``sharedos evidence migrate`` reports it)
         self.migrated_rows = (0, 0)
+        #: the schema version the file had when opened (a writable open migrates it)
+        self.opened_version = 0
+        #: the store's identity (``meta.store_id``), named by its checkpoints
+        self.store_id = ""
+        #: failures to write a turn's opening or seal (or a checkpoint), said once per cause
+        self.failures = FailureReporter()
         self._conn = self._open()
         self._cur = self._conn.cursor()
-        self.appender = ChainAppender(self, sqlite_attempt_values, text=sqlite_text, signer=signer)
+        self.appender = ChainAppender(
+            self,
+            sqlite_attempt_values,
+            text=sqlite_text,
+            signer=signer,
+            checkpoint_interval_s=checkpoint_interval_s,
+        )
 
     # -- opening ---------------------------------------------------------------
 
@@ -265,16 +366,19 @@ class SqliteEvidenceStore:
             conn.isolation_level = None
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
+            self.opened_version = int(version)
             if self.read_only:
                 if version > SCHEMA_VERSION:
                     refuse_unreadable(self.path, int(version), writing=False)
-                if version not in (1, 2, SCHEMA_VERSION):
+                if version not in range(1, SCHEMA_VERSION + 1):
                     raise EvidenceStoreError(
                         f"{self.path} is not a SharedOS evidence database (schema version "
                         f"{version}; this SharedOS reads versions 1 to {SCHEMA_VERSION})",
                         "io",
                     )
                 self.schema_version = int(version)
+                if version == SCHEMA_VERSION:
+                    self.store_id = _store_id(conn, create=False)
                 return conn
             if not memory:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -287,16 +391,22 @@ class SqliteEvidenceStore:
             conn.execute("PRAGMA foreign_keys=ON")  # an outcome needs its attempt
             if version > SCHEMA_VERSION:
                 refuse_unreadable(self.path, int(version), writing=True)
-            if version not in (0, 1, 2, SCHEMA_VERSION):
+            if version not in range(0, SCHEMA_VERSION + 1):
                 raise EvidenceStoreError(
                     f"{self.path} has evidence schema version {version}; this SharedOS "
                     f"reads versions 1 to {SCHEMA_VERSION}",
                     "io",
                 )
             if version != SCHEMA_VERSION:
-                # one host, one file: a writable open migrates (each version in one transaction)
-                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2}[int(version)]
-                self.migrated_rows = self._install(conn, steps, chain=version in (1, 2))
+                # one host, one file: a writable open migrates (all of it in one transaction)
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: ()}[int(version)]
+                self.migrated_rows = self._install(
+                    conn,
+                    steps,
+                    chain=version in (1, 2),
+                    then=() if version == 0 else MIGRATE_FROM_3,
+                )
+            self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
             conn.execute(INSERT_PROBE, (_now(),))
@@ -340,9 +450,14 @@ class SqliteEvidenceStore:
 
     @staticmethod
     def _install(
-        conn: sqlite3.Connection, statements: tuple[str, ...], *, chain: bool = False
+        conn: sqlite3.Connection,
+        statements: tuple[str, ...],
+        *,
+        chain: bool = False,
+        then: tuple[str, ...] = (),
     ) -> tuple[int, int]:
-        """Create (or migrate to) the schema in one transaction; with ``chain``, chain the rows there.
+        """Create (or migrate to) the schema in one transaction; with ``chain``, chain the
+        rows there (the version-3 layout), then run ``then`` (3 -> 4).
 
         Returns (turns, rows) chained.
         """
@@ -351,6 +466,8 @@ class SqliteEvidenceStore:
             for stmt in statements:
                 conn.execute(stmt)
             chained = sqlite_chain_existing(conn) if chain else (0, 0)
+            for stmt in then:
+                conn.execute(stmt)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
@@ -432,6 +549,12 @@ class SqliteEvidenceStore:
         self._writable()
         return self.appender.record(record)
 
+    def commit_group(self, ops: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        """Several ``begin``/``finish``/``record`` writes in one transaction (``ChainAppender.
+        commit_group``): one (ok, result or error) per op, in order."""
+        self._writable()
+        return self.appender.commit_group(ops)
+
     def open_turn(self, opening: Opening) -> bool:
         """Write the turn's opening record (the anchor of its chain) unless it has one."""
         self._writable()
@@ -455,21 +578,25 @@ class SqliteEvidenceStore:
     def head(self, turn_id: str) -> tuple[int, str] | None:
         """The turn's last link (pos, hash) as the file has it."""
         rows = self._read(
-            "SELECT pos, hash FROM links WHERE turn_id = ? ORDER BY pos DESC LIMIT 1", [turn_id]
+            "SELECT pos, hash FROM chain WHERE turn_id = ? AND pos IS NOT NULL "
+            "ORDER BY pos DESC LIMIT 1",
+            [turn_id],
         )
         return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
     def attempt_link(self, seq: int) -> tuple[str, str] | None:
         """(turn_id, hash) of the attempt link of ``seq``."""
         rows = self._read(
-            "SELECT turn_id, hash FROM links WHERE seq = ? AND kind = 'attempt' LIMIT 1", [seq]
+            "SELECT turn_id, hash FROM chain WHERE seq = ? AND kind = 'attempt'", [seq]
         )
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
-        """(seq, hash) of the turn's link at ``pos``."""
+        """(seq of the attempt it is or concludes, hash) of the turn's link at ``pos``."""
         rows = self._read(
-            "SELECT seq, hash FROM links WHERE turn_id = ? AND pos = ?", [turn_id, pos]
+            "SELECT CASE kind WHEN 'attempt' THEN seq WHEN 'outcome' THEN attempt END, hash "
+            "FROM chain WHERE turn_id = ? AND pos = ?",
+            [turn_id, pos],
         )
         if not rows:
             return None
@@ -477,9 +604,80 @@ class SqliteEvidenceStore:
         return (int(seq) if seq is not None else None, str(hash_))
 
     def execute(self, plan: Plan) -> int:
-        """Commit ``plan`` in one transaction on the store's connection (``ChainBackend``)."""
+        """Commit ``plan`` atomically on the store's connection (``ChainBackend``)."""
         what = "write the attempt" if plan.attempt is not None else "write the outcome"
         return self._write(what, lambda cur: run_plan(cur, plan))
+
+    def execute_many(self, plans: list[Plan]) -> list[int]:
+        """Commit ``plans`` in one transaction (group commit); their seqs, in order."""
+
+        def run(cur: sqlite3.Cursor) -> list[int]:
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                seqs = [run_plan(cur, plan, nested=True) for plan in plans]
+                cur.execute("COMMIT")
+            except BaseException:
+                if cur.connection.in_transaction:
+                    cur.connection.execute("ROLLBACK")
+                raise
+            return seqs
+
+        return self._write("write a group of records", run)
+
+    # -- checkpoints (sharedos.evidence.checkpoint) ----------------------------------------
+
+    def last_checkpoint(self) -> tuple[int, str] | None:
+        """(number, hash) of the store's last checkpoint."""
+        rows = self._read("SELECT number, hash FROM checkpoints ORDER BY number DESC LIMIT 1", [])
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def execute_checkpoint(self, cp: Checkpoint, heads: list[tuple[str, int, str]]) -> None:
+        """Commit checkpoint ``cp`` and its heads in one transaction (``CheckpointTaken``
+        when its number is taken)."""
+
+        def run(cur: sqlite3.Cursor) -> None:
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                try:
+                    cur.execute(_INSERT_CHECKPOINT, _checkpoint_row(cp))
+                except sqlite3.IntegrityError:
+                    raise CheckpointTaken() from None
+                cur.executemany(
+                    "INSERT INTO checkpoint_heads (number, turn_id, pos, hash) VALUES (?, ?, ?, ?)",
+                    [(cp.number, t, p, h) for t, p, h in heads],
+                )
+                cur.execute("COMMIT")
+            except BaseException:
+                if cur.connection.in_transaction:
+                    cur.connection.execute("ROLLBACK")
+                raise
+
+        self._write("write a checkpoint", run)
+
+    def evidence_checkpoint_due(self) -> bool:
+        """True when this store has committed heads to checkpoint and its interval passed."""
+        return self.appender.checkpoint_due()
+
+    def take_checkpoint(self, *, everything: bool = False) -> Checkpoint | None:
+        """Write a checkpoint now: over the heads committed here since the last one, or with
+        ``everything`` over every turn head no checkpoint covers yet; None when nothing to cover."""
+        self._writable()
+        heads = self.uncovered_heads() if everything else None
+        return self.appender.checkpoint(heads)
+
+    def uncovered_heads(self) -> list[tuple[str, int, str]]:
+        """Every turn's head that is past what the store's checkpoints cover."""
+        return [(str(t), int(p), str(h)) for t, p, h in self._read(_UNCOVERED_SQL, [])]
+
+    def iter_checkpoints(self) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
+        """Every checkpoint in number order, with the heads it lists (one at a time in memory)."""
+        yield from iter_checkpoint_rows(self._stream)
+
+    def iter_coverage(self) -> Iterator[tuple[str, int, str, int]]:
+        """(turn_id, pos, hash, checkpoint) of the furthest head any checkpoint recorded for
+        each turn, ordered by turn id as ``iter_links`` orders them."""
+        for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
+            yield str(turn), int(pos), str(hash_), int(number)
 
     # -- the no-wait path ----------------------------------------------------------
 
@@ -617,7 +815,7 @@ class SqliteEvidenceStore:
     ) -> list[EvidenceRecord]:
         """Records in ``seq`` order, filtered by turn, call id and status (``interrupted`` too)."""
         where, params = self._where(turn_id, call_id, outcome)
-        sql = SELECT + where + " ORDER BY seq"
+        sql = self._select + where + " ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._row_to_record(row) for row in self._read(sql, params)]
@@ -656,25 +854,67 @@ class SqliteEvidenceStore:
     ) -> Iterator[EvidenceRecord]:
         """Every record in ``seq`` order, streamed (memory holds one batch)."""
         where, params = self._where(turn_id)
-        for row in self._stream(SELECT + where + " ORDER BY seq", params, batch):
+        for row in self._stream(self._select + where + " ORDER BY seq", params, batch):
             yield self._row_to_record(row)
+
+    @property
+    def _select(self) -> str:
+        """The records' SELECT for this file's version (read as they are: 1 to 3 have no context)."""
+        return SELECT if self.schema_version >= SCHEMA_VERSION else SELECT_V3
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
-        where = " WHERE l.turn_id = ?" if turn_id is not None else ""
+        where = " WHERE c.turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        sql = "SELECT " + READER_COLUMNS + READER_FROM + where + " ORDER BY l.turn_id, l.pos, l.seq"
+        sql = READER_SQL + where + " ORDER BY c.turn_id, c.pos, c.seq"
         for row in self._stream(sql, params, batch):
-            yield link_from_row(tuple(row))
+            yield link_from_row(row)
 
-    def unlinked(self, turn_id: str | None = None) -> list[Link]:
-        """Content rows that no link covers (rows added behind the store's back)."""
-        sql = "SELECT * FROM (" + UNLINKED_SQL + ") u"
-        params: list[Any] = []
-        if turn_id is not None:
-            sql += " WHERE u.turn_id = ?"
-            params.append(turn_id)
-        return [unlinked(t, k, q) for t, k, q in self._stream(sql, params, 1000)]
+    def iter_chain_rows(
+        self, turn_id: str | None = None, *, batch: int = 2000
+    ) -> Iterator[tuple[Any, ...]]:
+        """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
+        where = " WHERE turn_id = ?" if turn_id is not None else ""
+        params: list[Any] = [turn_id] if turn_id is not None else []
+        sql = f"SELECT seq, {', '.join(CHAIN_COLUMNS)} FROM chain{where} ORDER BY turn_id, pos, seq"
+        for row in self._stream(sql, params, batch):
+            yield tuple(row)
+
+    def import_rows(self, rows: list[tuple[Any, ...]], attempts: dict[int, int]) -> dict[int, int]:
+        """Append rows read from another store (``iter_chain_rows``) in one transaction.
+
+        Each keeps its place, hashes and content; it gets a seq here, and an
+        outcome's ``attempt`` is mapped through ``attempts`` (source seq -> seq
+        here) as it grows. Returns that map. ``StaleHead`` when a position is taken.
+        """
+        mapping = dict(attempts)
+        placeholders = ", ".join("?" * len(CHAIN_COLUMNS))
+        sql = f"INSERT INTO chain ({', '.join(CHAIN_COLUMNS)}) VALUES ({placeholders})"
+        at = CHAIN_COLUMNS.index("attempt")
+
+        def run(cur: sqlite3.Cursor) -> None:
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for row in rows:
+                    values = list(row[1:])
+                    if values[at] is not None:
+                        values[at] = mapping.get(int(values[at]), values[at])
+                    try:
+                        cur.execute(sql, values)
+                    except sqlite3.IntegrityError as exc:
+                        if "chain.turn_id, chain.pos" in str(exc):
+                            raise StaleHead() from None
+                        raise
+                    if values[CHAIN_COLUMNS.index("kind")] == "attempt":
+                        mapping[int(row[0])] = int(cur.lastrowid or 0)
+                cur.execute("COMMIT")
+            except BaseException:
+                if cur.connection.in_transaction:
+                    cur.connection.execute("ROLLBACK")
+                raise
+
+        self._write("copy rows into", run)
+        return mapping
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
@@ -707,12 +947,19 @@ class SqliteEvidenceStore:
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:
         data: dict[str, Any] = {"seq": row[0]}
-        for name, value in zip(READ_COLUMNS, row[1:], strict=True):
+        columns = READ_COLUMNS if len(row) == len(READ_COLUMNS) + 1 else READ_COLUMNS_V3
+        for name, value in zip(columns, row[1:], strict=True):
             data[name] = json.loads(value) if name in JSON_COLUMNS and value is not None else value
         return EvidenceRecord.from_dict(data)
 
     def close(self) -> None:
-        """Close the connection (further writes raise cause ``closed``)."""
+        """Write a last checkpoint over what was committed here, then close the connection
+        (further writes raise cause ``closed``)."""
+        if self._broken is None and not self.read_only and self.appender.dirty:
+            try:
+                self.appender.checkpoint()
+            except EvidenceStoreError as exc:  # the rows stand; only their checkpoint is late
+                self.failures.failed(exc.cause, f"cannot write a checkpoint: {exc}")
         with self._locked():
             if self._broken is None:
                 self._broken = EvidenceStoreError(f"evidence store {self.path} is closed", "closed")

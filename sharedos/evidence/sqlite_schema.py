@@ -1,31 +1,34 @@
-"""The SQLite evidence schema, version 3: DDL, the migrations, and the one chained write.
+"""The SQLite evidence schema, version 4: DDL, the migrations, and the one chained write.
 
-Table ``attempts`` holds the row committed before a handler runs, table
-``outcomes`` the row that concludes it (``seq`` is its primary key and a
-foreign key to ``attempts``), and the view ``evidence`` joins them under the
-version-1 column names. Version 3 adds the tamper-evident chain
-(``sharedos.evidence.chain``): ``turns`` (each turn's opening record),
-``links`` (each row's place in its turn's chain) and ``seals``. Every write
-is a ``Plan`` made by ``ChainAppender`` and committed by ``run_plan`` in one
-transaction, on either of the store's connections.
+Version 4 (``sharedos.evidence.chain_sql``) keeps every row of every turn in
+one table, ``chain``, each row with its own link of the turn's hash chain;
+``attempts``, ``outcomes``, ``turns``, ``seals``, ``links`` and ``evidence``
+are views of it under the version-3 names. Every write is a ``Plan`` made by
+``ChainAppender`` and committed by ``run_plan``: one ``INSERT`` (autocommit)
+when the plan is one row — an attempt of an open turn, an outcome, a seal —
+and one transaction when it is two (a turn's first row and its opening; a
+refused call's attempt and outcome). Older files are migrated when opened
+for writing: 1 -> 2 -> 3 (their rows chained) -> 4.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from sharedos.evidence.appender import Plan, StaleHead
-from sharedos.evidence.chain import ATTEMPT_FIELDS
-from sharedos.evidence.migrate import SQLITE_V3
+from sharedos.evidence.appender import ATTEMPT_SEQ, Plan, StaleHead
+from sharedos.evidence.chain import ATTEMPT_FIELDS, KINDS
+from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, table_ddl
+from sharedos.evidence.migrate import SQLITE_V3, V3_ATTEMPT_FIELDS, v3_to_v4
 from sharedos.evidence.record import OUTCOME_FIELDS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 __all__ = [
     "INSERT_PROBE",
     "JSON_COLUMNS",
     "MIGRATE_FROM_1",
     "MIGRATE_FROM_2",
+    "MIGRATE_FROM_3",
     "READ_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
@@ -33,14 +36,15 @@ __all__ = [
     "run_plan",
 ]
 
-#: the attempt row's columns, in INSERT order (the chain hashes them in the same order)
-_ATTEMPT_COLUMNS = ATTEMPT_FIELDS
 _OUTCOME_COLUMNS = OUTCOME_FIELDS  # outcome, reason, finished_at, duration_ms, error
-#: every column of the ``evidence`` view (and of the version-1 table), in read order
-READ_COLUMNS = _ATTEMPT_COLUMNS + _OUTCOME_COLUMNS
-JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity"})
+#: every column of the ``evidence`` view, in read order (version 4)
+READ_COLUMNS = ATTEMPT_FIELDS + _OUTCOME_COLUMNS
+#: the same for a file read as it is at version 1 to 3 (no ``context``)
+READ_COLUMNS_V3 = V3_ATTEMPT_FIELDS + _OUTCOME_COLUMNS
+JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "context"})
 
 _OUTCOMES_CHECK = "('succeeded','denied','failed','cancelled')"
+# -- versions 2 and 3 (what the migrations pass through) -----------------------------------
 _ATTEMPTS_DDL = """CREATE TABLE attempts (
     seq              INTEGER PRIMARY KEY,  -- the rowid: rows are never deleted, so it only grows
     turn_id          TEXT NOT NULL,
@@ -69,87 +73,89 @@ _OUTCOMES_DDL = f"""CREATE TABLE outcomes (
     duration_ms      REAL NOT NULL,
     error            TEXT
 )"""
-_VIEW_DDL = (
+_VIEW_V2_DDL = (
     "CREATE VIEW evidence AS SELECT a.seq AS seq, "
-    + ", ".join(f"a.{c} AS {c}" for c in _ATTEMPT_COLUMNS)
+    + ", ".join(f"a.{c} AS {c}" for c in V3_ATTEMPT_FIELDS)
     + ", "
     + ", ".join(f"o.{c} AS {c}" for c in _OUTCOME_COLUMNS)
     + " FROM attempts AS a LEFT JOIN outcomes AS o ON o.seq = a.seq"
 )
-SCHEMA = (
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)"
+_V2 = (
     _ATTEMPTS_DDL,
     _OUTCOMES_DDL,
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+    _META,
     "CREATE INDEX attempts_turn ON attempts (turn_id, seq)",
     "CREATE INDEX attempts_call ON attempts (call_id)",
-    _VIEW_DDL,
-    *SQLITE_V3,  # the chain (sharedos.evidence.chain): turns, links, seals
+    _VIEW_V2_DDL,
 )
+#: the version-2 layout (what a version-2 SharedOS created; tests build old files with it)
+SCHEMA_V2 = _V2
+# -- version 4 ------------------------------------------------------------------------------
+#: an empty file, straight to version 4
+SCHEMA = (_META, *table_ddl("sqlite"), *VIEWS, *checkpoint_ddl("sqlite"))
+#: version 1 -> 3 (its rows are then chained), then ``MIGRATE_FROM_3``
 MIGRATE_FROM_1 = (
-    *SCHEMA[:3],
-    f"INSERT INTO attempts (seq, {', '.join(_ATTEMPT_COLUMNS)}) "
-    f"SELECT seq, {', '.join(_ATTEMPT_COLUMNS)} FROM evidence ORDER BY seq",
+    *_V2[:3],
+    f"INSERT INTO attempts (seq, {', '.join(V3_ATTEMPT_FIELDS)}) "
+    f"SELECT seq, {', '.join(V3_ATTEMPT_FIELDS)} FROM evidence ORDER BY seq",
     f"INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
     f"SELECT seq, {', '.join(_OUTCOME_COLUMNS)} FROM evidence ORDER BY seq",
     "DROP TABLE evidence",  # and its indexes evidence_turn, evidence_call
-    *SCHEMA[3:],
+    *_V2[3:],
+    *SQLITE_V3,
 )
-#: version 2 -> 3: the chain's tables (the rows already there are chained by the migration)
+#: version 2 -> 3: the chain's tables (the rows already there are then chained)
 MIGRATE_FROM_2 = SQLITE_V3
-_INSERT_ATTEMPT = (
-    f"INSERT INTO attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_ATTEMPT_COLUMNS))})"
-)
-_INSERT_OUTCOME = (
-    f"INSERT INTO outcomes (seq, {', '.join(_OUTCOME_COLUMNS)}) "
-    f"VALUES (?, {', '.join('?' * len(_OUTCOME_COLUMNS))})"
-)
-_INSERT_TURN = (
-    "INSERT INTO turns (turn_id, opened_at, catalog_hash, policy_hash, policy_revision, identity) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
-)
-_INSERT_SEAL = "INSERT INTO seals (turn_id, pos, closed_at, links, key_id, signature) VALUES (?, ?, ?, ?, ?, ?)"
-_INSERT_LINK = (
-    "INSERT INTO links (turn_id, pos, kind, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
-)
+#: version 3 -> 4: one table
+MIGRATE_FROM_3 = v3_to_v4("sqlite")
+
+_INSERT = {kind: insert_sql(kind, "sqlite") for kind in KINDS}
 SELECT = f"SELECT seq, {', '.join(READ_COLUMNS)} FROM evidence"
+SELECT_V3 = f"SELECT seq, {', '.join(READ_COLUMNS_V3)} FROM evidence"
 INSERT_PROBE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)"
 
 
-def run_plan(cur: sqlite3.Cursor, plan: Plan) -> int:
-    """Commit ``plan`` (a turn's next chain links and their rows) in one transaction.
+def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
+    try:
+        cur.execute(_INSERT[kind], params)
+    except sqlite3.IntegrityError as exc:
+        if "chain.turn_id, chain.pos" in str(exc):
+            raise StaleHead() from None  # another writer took the position: re-plan
+        raise
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return int(rowid)
+
+
+def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
+    """Commit ``plan`` (a turn's next chain links and their rows) atomically.
 
     Returns the attempt's seq (the plan's own for an outcome, -1 for an
     opening or a seal). Raises ``StaleHead`` when the first position is
     taken (another writer moved the turn's head) and ``sqlite3.Error`` for
-    the rest (a second outcome is a constraint error: cause ``conflict``).
+    the rest (a second outcome or an unknown attempt is a constraint error:
+    cause ``conflict``). ``nested``: inside the caller's transaction (group
+    commit), which commits or rolls back.
     """
+    rows = plan.rows()
+    seq = plan.seq if plan.seq is not None else -1
+    if len(rows) == 1 or nested:  # one autocommitted INSERT is atomic by itself
+        for kind, params in rows:
+            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
+                params[5] = seq
+            rowid = _insert(cur, kind, params)
+            if kind == "attempt":
+                seq = rowid
+        return seq
     cur.execute("BEGIN IMMEDIATE")
     try:
-        seq = plan.seq if plan.seq is not None else -1
-        if plan.opening is not None:
-            cur.execute(_INSERT_TURN, plan.opening.values())
-        if plan.attempt is not None:
-            rowid = cur.execute(_INSERT_ATTEMPT, plan.attempt).lastrowid
-            assert rowid is not None
-            seq = int(rowid)
-        if plan.outcome is not None:
-            cur.execute(_INSERT_OUTCOME, (seq, *plan.outcome))
-        if plan.seal is not None:
-            closed_at, links, key_id, signature = plan.seal
-            pos = plan.links[-1].pos
-            cur.execute(_INSERT_SEAL, (plan.turn_id, pos, closed_at, links, key_id, signature))
-        for link in plan.links:
-            link_seq = seq if link.kind in ("attempt", "outcome") else None
-            try:
-                cur.execute(
-                    _INSERT_LINK,
-                    (plan.turn_id, link.pos, link.kind, link_seq, link.prev, link.hash),
-                )
-            except sqlite3.IntegrityError as exc:
-                if "links." in str(exc):
-                    raise StaleHead() from None
-                raise
+        for kind, params in rows:
+            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
+                params[5] = seq
+            rowid = _insert(cur, kind, params)
+            if kind == "attempt":
+                seq = rowid
         cur.execute("COMMIT")
     except BaseException:
         if cur.connection.in_transaction:

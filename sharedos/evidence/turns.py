@@ -12,8 +12,10 @@ chain: catalogHash, policy bundle hash and revision, SystemIdentity); on exit
 it appends the seal (signed when the store has a signing key). Both run off
 the event loop with a bounded wait. Neither can fail the turn: a store that
 cannot write them cannot write the turn's calls either, and those fail closed
-on their own (``evidence_unavailable``); the failure is logged once. A store
-without a chain (a test double, an old backend) is left alone.
+on their own (``evidence_unavailable``). A failure is logged once per cause
+for the store (``store.failures``, shared with the kernel's recorder), not
+once per turn: a full disk under a busy host is one line, and its recovery
+another. A store without a chain (a test double, an old backend) is left alone.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import anyio
 
 from sharedos.evidence.appender import Opening, now_iso
 from sharedos.evidence.record import storable_json_text
+from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = ["evidence_turn"]
@@ -34,23 +37,31 @@ __all__ = ["evidence_turn"]
 logger = logging.getLogger("sharedos.evidence")
 
 
-async def _off_loop(what: str, turn_id: str, fn: Any, timeout_s: float) -> Any:
+async def _off_loop(
+    what: str, turn_id: str, fn: Any, timeout_s: float, report: FailureReporter
+) -> Any:
     try:
         with anyio.fail_after(timeout_s):
-            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            done = await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
     except TimeoutError:
-        logger.error(
-            "sharedos: the evidence store did not write the %s of turn %s within %g s",
-            what,
-            turn_id,
-            timeout_s,
+        report.failed(
+            "timeout",
+            f"the evidence store did not write the {what} of turn {turn_id} within "
+            f"{timeout_s:g} s (said once until the store answers again)",
         )
     except EvidenceStoreError as exc:
-        logger.error(
-            "sharedos: cannot write the %s of turn %s (%s): %s", what, turn_id, exc.cause, exc
+        report.failed(
+            exc.cause,
+            f"cannot write the {what} of turn {turn_id} ({exc.cause}): {exc} "
+            "(said once per cause until the store writes again)",
         )
     except Exception as exc:  # never let the record of a turn break the turn
-        logger.error("sharedos: cannot write the %s of turn %s: %s", what, turn_id, exc)
+        report.failed(
+            "io", f"cannot write the {what} of turn {turn_id}: {type(exc).__name__}: {exc}"
+        )
+    else:
+        report.succeeded()
+        return done
     return None
 
 
@@ -70,6 +81,7 @@ async def evidence_turn(
     if open_turn is None or seal_turn is None:
         yield
         return
+    report = reporter_of(store)
     ident = dict(identity) if identity else None
     revision = ident.get("policyBundleRevision") if ident else None
     declared = ident.get("policyBundleHash") if ident else None
@@ -81,9 +93,9 @@ async def evidence_turn(
         policy_revision=str(revision) if revision is not None else None,
         identity=str(storable_json_text(ident)) if ident else None,
     )
-    await _off_loop("opening record", turn_id, lambda: open_turn(opening), timeout_s)
+    await _off_loop("opening record", turn_id, lambda: open_turn(opening), timeout_s, report)
     try:
         yield
     finally:
         with anyio.CancelScope(shield=True):
-            await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s)
+            await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s, report)

@@ -3,25 +3,169 @@
 * a bare path, or ``sqlite:PATH`` / ``sqlite://PATH`` (``sqlite:///var/x.db``
   is the absolute path ``/var/x.db``): the SQLite store (the default);
 * ``postgresql://…`` or ``postgres://…``: the PostgreSQL store (a libpq URL;
-  a Unix socket is ``postgresql://user@/db?host=/run/postgresql``).
+  a Unix socket is ``postgresql://user@/db?host=/run/postgresql``);
+* a libpq key=value connection string (``host=db.internal dbname=evidence``):
+  the PostgreSQL store too.
 
 Anything else with a ``scheme://`` is refused with a clear message, so a
 mistyped URL never becomes a SQLite file named after it.
+
+A location is never shown as it was given: ``redacted_location`` drops the
+password from every place libpq takes one (``user:password@``, a
+``password`` or ``sslpassword`` query parameter, a ``password=`` key, quoted
+or not), and ``location_secrets`` gives every spelling of it (as given,
+percent-decoded, as libpq parses it) so that an error text from the driver
+can be scrubbed of it before it is put in a message. Passwords belong in the
+libpq environment (``PGPASSWORD``, ``~/.pgpass``), not in the location.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from sharedos.evidence.store import EvidenceStoreError
 
-__all__ = ["StoreTarget", "open_configured_store", "open_store", "parse_store_url"]
+__all__ = [
+    "StoreTarget",
+    "location_secrets",
+    "open_configured_store",
+    "open_store",
+    "parse_store_url",
+    "redacted_location",
+]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+#: a libpq key=value connection string starts with a keyword and "="
+_CONNINFO = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
+#: libpq keywords whose value is a secret
+_SECRET_KEYS = frozenset({"password", "sslpassword"})
+#: a secret keyword's value in a key=value string: quoted (escapes allowed, maybe unterminated) or bare
+_CONNINFO_SECRET = re.compile(
+    r"\b(password|sslpassword)(\s*=\s*)('(?:\\.|[^'\\])*'?|\S*)", re.IGNORECASE
+)
+_HIDDEN = "***"
+
+
+def _is_conninfo(text: str) -> bool:
+    return "://" not in text and bool(_CONNINFO.match(text))
+
+
+def redacted_location(text: str) -> str:
+    """A store location as a message may show it: the password gone, in every spelling.
+
+    URLs keep their shape (``postgresql://u:***@h/db?password=***``); a
+    key=value string keeps its keys (``password=***``); a path is a path. A URL
+    whose user information is ambiguous (an unencoded ``@`` in it) shows none
+    of it.
+    """
+    if _is_conninfo(text):
+        return _CONNINFO_SECRET.sub(lambda m: m.group(1) + "=" + _HIDDEN, text)
+    m = _SCHEME.match(text)
+    if m is None or not text[m.end() :].startswith("//"):
+        return text
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError:
+        return f"{m.group(1)}://{_HIDDEN}"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        if "@" in userinfo:  # ambiguous: which '@' ends the password is libpq's guess
+            netloc = f"{_HIDDEN}@{hostport}"
+        else:
+            user, colon, _password = userinfo.partition(":")
+            netloc = f"{user}:{_HIDDEN}@{hostport}" if colon else f"{user}@{hostport}"
+    query = parts.query
+    if query and any(_is_secret_key(k) for k, _ in _query_pairs(query)):
+        query = "&".join(
+            f"{k}={_HIDDEN}" if _is_secret_key(k) else (f"{k}={v}" if v is not None else k)
+            for k, v in _query_pairs(query)
+        )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _is_secret_key(raw_key: str) -> bool:
+    return urllib.parse.unquote_plus(raw_key).strip().lower() in _SECRET_KEYS
+
+
+def _query_pairs(query: str) -> list[tuple[str, str | None]]:
+    """The raw (undecoded) key/value pairs of a query string."""
+    pairs: list[tuple[str, str | None]] = []
+    for item in re.split(r"[&;]", query):
+        key, eq, value = item.partition("=")
+        pairs.append((key, value if eq else None))
+    return pairs
+
+
+def location_secrets(text: str) -> tuple[str, ...]:
+    """Every spelling of the passwords a store location holds (to scrub driver messages of)."""
+    found: set[str] = set()
+
+    def add(value: str | None) -> None:
+        if value:
+            for spelling in (
+                value,
+                urllib.parse.unquote(value),
+                urllib.parse.unquote_plus(value),
+                urllib.parse.quote(value, safe=""),
+            ):
+                if spelling:
+                    found.add(spelling)
+
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(text)
+        for key in _SECRET_KEYS:
+            value = params.get(key)
+            add(str(value) if value is not None else None)
+    except Exception:  # not parseable: the raw spellings below still count
+        pass
+    if _is_conninfo(text):
+        for found_secret in _CONNINFO_SECRET.finditer(text):
+            raw = found_secret.group(3)
+            add(raw)
+            if raw.startswith("'"):
+                inner = raw[1:-1] if raw.endswith("'") and len(raw) > 1 else raw[1:]
+                add(inner)
+                add(re.sub(r"\\(.)", r"\1", inner))
+        return tuple(sorted(found, key=len, reverse=True))
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        rest = text[scheme.end() :]
+        netloc_end = len(rest)
+        for stop in "/?#":
+            at = rest.find(stop, 2)
+            if at != -1:
+                netloc_end = min(netloc_end, at)
+        netloc = rest[2:netloc_end] if rest.startswith("//") else ""
+        # every way the user information could end (an unencoded '@' is ambiguous)
+        for at in [i for i, c in enumerate(netloc) if c == "@"]:
+            _user, colon, password = netloc[:at].partition(":")
+            if colon:
+                add(password)
+        query = text.partition("?")[2].partition("#")[0]
+        for key, value in _query_pairs(query):
+            if _is_secret_key(key):
+                add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with each of ``secrets`` (and its JSON and ``repr`` encodings) replaced by ``***``."""
+    if not secrets:
+        return text
+    from sharedos.evidence.redaction import Secrets
+
+    out = Secrets(secrets).scrub(text)
+    for value in secrets:  # short values too: a message is not worth a password
+        out = out.replace(value, _HIDDEN)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +178,7 @@ class StoreTarget:
     @property
     def shown(self) -> str:
         """The location as messages print it (no password)."""
-        if self.kind == "postgresql":
-            from sharedos.evidence.postgres import redacted_url
-
-            return redacted_url(self.location)
-        return self.location
+        return redacted_location(self.location) if self.kind == "postgresql" else self.location
 
 
 def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
@@ -48,7 +188,13 @@ def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
         raise ValueError("an empty evidence store location")
     m = _SCHEME.match(text)
     scheme = m.group(1).lower() if m else None
-    if scheme in ("postgresql", "postgres"):
+    if scheme in ("postgresql", "postgres") or _is_conninfo(text):
+        if scheme is not None and "@" in text.partition("//")[2].split("/")[0].rpartition("@")[0]:
+            raise ValueError(
+                f"{redacted_location(text)}: the user information holds an unencoded '@'; "
+                "percent-encode it (%40), or better, keep the password out of the URL "
+                "(PGPASSWORD, ~/.pgpass)"
+            )
         return StoreTarget("postgresql", text)
     if scheme == "sqlite":
         path = text[len("sqlite:") :]
@@ -59,7 +205,7 @@ def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
         return StoreTarget("sqlite", path)
     if scheme is not None and len(scheme) > 1 and text[m.end() :].startswith("//"):  # type: ignore[union-attr]
         raise ValueError(
-            f"{text}: unknown evidence store scheme {scheme!r} "
+            f"{redacted_location(text)}: unknown evidence store scheme {scheme!r} "
             "(a path or sqlite:///path for SQLite, postgresql://... for PostgreSQL)"
         )
     return StoreTarget("sqlite", text)
@@ -72,11 +218,13 @@ def open_store(
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
     signer: Any = None,
     must_exist: bool = False,
+    checkpoint_interval_s: float | None = None,
 ) -> Any:
     """Open the store ``value`` names (``EvidenceStoreError`` with one clear line otherwise).
 
     ``must_exist`` (the CLI's readers): a SQLite path with no file is refused
-    rather than created. ``signer`` (a ``chain.Signer``) signs turn seals.
+    rather than created. ``signer`` (a ``chain.Signer``) signs turn seals and
+    checkpoints; ``checkpoint_interval_s`` overrides the stores' default.
     """
     try:
         target = parse_store_url(value)
@@ -85,7 +233,10 @@ def open_store(
     if target.kind == "postgresql":
         from sharedos.evidence.postgres import PostgresEvidenceStore
 
-        return PostgresEvidenceStore(target.location, read_only=read_only, signer=signer)
+        extra: dict[str, Any] = {}
+        if checkpoint_interval_s is not None:
+            extra["checkpoint_interval_s"] = checkpoint_interval_s
+        return PostgresEvidenceStore(target.location, read_only=read_only, signer=signer, **extra)
     from sharedos.evidence.sqlite import SqliteEvidenceStore
 
     missing = target.location != ":memory:" and not Path(target.location).is_file()
@@ -96,6 +247,8 @@ def open_store(
         kwargs["synchronous"] = synchronous
     if signer is not None:
         kwargs["signer"] = signer
+    if checkpoint_interval_s is not None:
+        kwargs["checkpoint_interval_s"] = checkpoint_interval_s
     return SqliteEvidenceStore(target.location, **kwargs)
 
 
@@ -105,6 +258,7 @@ def open_configured_store(
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
     sign_key: str | os.PathLike[str] | None = None,
     otlp_endpoint: str | None = None,
+    checkpoint_interval_s: float | None = None,
 ) -> Any:
     """The store a host configuration's ``[evidence]`` table describes, ready to write.
 
@@ -123,7 +277,9 @@ def open_configured_store(
             raise EvidenceStoreError(
                 f"cannot use the signing key {sign_key}: {exc}", "io"
             ) from None
-    store = open_store(url, synchronous=synchronous, signer=signer)
+    store = open_store(
+        url, synchronous=synchronous, signer=signer, checkpoint_interval_s=checkpoint_interval_s
+    )
     if otlp_endpoint:
         from sharedos.evidence.otel import TelemetryStore, otlp_providers
 

@@ -1,9 +1,12 @@
-"""Verify a whole store's chains (``sharedos evidence verify``), streaming turn by turn.
+"""Verify a whole store (``sharedos evidence verify``): its checkpoints, then every turn's chain.
 
 Works on any store that offers ``iter_links(turn_id)`` (links with their
-content, ordered by turn and position) and ``unlinked(turn_id)`` (content
-rows no link covers): both SharedOS backends at schema 3. Memory holds one
-turn's links at a time.
+content, ordered by turn and position), and, for the store-wide checks,
+``iter_checkpoints()`` and ``iter_coverage()`` (``sharedos.evidence.
+checkpoint``): both SharedOS backends at schema 4. Memory holds one turn's
+links, or one checkpoint's heads, at a time: the turns and the furthest head
+each checkpoint recorded are read as two streams in the same order and
+walked side by side.
 """
 
 from __future__ import annotations
@@ -13,9 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos.evidence.chain import Link, Problem, TurnReport, verify_turn
+from sharedos.evidence.checkpoint import Checkpoint, check_chain
 from sharedos.evidence.store import EvidenceStoreError
 
-__all__ = ["StoreReport", "verify_store"]
+__all__ = ["StoreReport", "iter_turn_reports", "verify_store"]
+
+#: the schema whose rows carry their links (``sharedos.evidence.chain_sql``)
+CHAINED_SCHEMA = 4
 
 
 @dataclass(slots=True)
@@ -26,6 +33,7 @@ class StoreReport:
     links: int = 0
     sealed: int = 0
     signed: int = 0
+    checkpoints: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -49,18 +57,40 @@ class StoreReport:
             "links": self.links,
             "sealed": self.sealed,
             "signed": self.signed,
+            "checkpoints": self.checkpoints,
             "problems": [p.to_dict() for p in self.problems],
         }
 
 
 def _chained(store: Any) -> None:
     version = getattr(store, "schema_version", None)
-    if not hasattr(store, "iter_links") or (version is not None and version < 3):
+    if not hasattr(store, "iter_links") or (version is not None and version < CHAINED_SCHEMA):
         raise EvidenceStoreError(
-            f"this store has no chain to verify (schema version {version}); "
-            "run `sharedos evidence migrate` to chain it",
+            f"this store's schema (version {version}) is older than the one this SharedOS "
+            "verifies; run `sharedos evidence migrate` first (its chains are kept)",
             "io",
         )
+
+
+def check_checkpoints(
+    store: Any,
+    *,
+    public_keys: Mapping[str, Any] | None = None,
+    since: Checkpoint | None = None,
+) -> tuple[list[Problem], int]:
+    """The store's checkpoint chain checked (and ``since`` found in it); (problems, count)."""
+    _chained(store)
+    walk = getattr(store, "iter_checkpoints", None)
+    if walk is None:
+        if since is not None:
+            raise EvidenceStoreError("this store keeps no checkpoints to verify against", "io")
+        return [], 0
+    return check_chain(
+        walk(),
+        store_id=getattr(store, "store_id", None) or None,
+        public_keys=public_keys,
+        since=since,
+    )
 
 
 def iter_turn_reports(
@@ -69,35 +99,73 @@ def iter_turn_reports(
     *,
     public_keys: Mapping[str, Any] | None = None,
     require_seal: bool = False,
+    checkpoints: bool = True,
 ) -> Iterator[TurnReport]:
-    """One ``TurnReport`` per turn of ``store`` (or for ``turn_id`` only), in turn order."""
+    """One ``TurnReport`` per turn of ``store`` (or for ``turn_id`` only), in turn order.
+
+    With ``checkpoints`` every turn must reach the furthest head a checkpoint
+    recorded for it, and a turn a checkpoint covered that is gone altogether
+    is reported too (as a turn with no links).
+    """
     _chained(store)
-    extra: dict[str, list[Link]] = {}
-    for link in store.unlinked(turn_id):
-        extra.setdefault(link.turn_id, []).append(link)
+    coverage = _coverage(store, turn_id) if checkpoints else iter(())
+    pending = next(coverage, None)
     current: str | None = None
     group: list[Link] = []
 
-    def report(turn: str, links: list[Link]) -> TurnReport:
-        return verify_turn(
-            turn,
-            links + extra.pop(turn, []),
-            public_keys=public_keys,
-            require_seal=require_seal,
+    def report(turn: str, links: list[Link]) -> Iterator[TurnReport]:
+        nonlocal pending
+        # covered turns that sort before this one have no links left: gone
+        while pending is not None and pending[0] < turn:
+            yield _gone(pending)
+            pending = next(coverage, None)
+        covered = None
+        if pending is not None and pending[0] == turn:
+            covered = pending[1:]
+            pending = next(coverage, None)
+        yield verify_turn(
+            turn, links, public_keys=public_keys, require_seal=require_seal, covered=covered
         )
 
     for link in store.iter_links(turn_id):
         if link.turn_id != current:
             if current is not None:
-                yield report(current, group)
+                yield from report(current, group)
             current, group = link.turn_id, []
         group.append(link)
     if current is not None:
-        yield report(current, group)
-    for turn in sorted(extra):
-        yield report(turn, [])
-    if turn_id is not None and current is None and not extra:
+        yield from report(current, group)
+    gone_at_end = False
+    while pending is not None:
+        gone_at_end = True
+        yield _gone(pending)
+        pending = next(coverage, None)
+    if turn_id is not None and current is None and not gone_at_end:
         raise EvidenceStoreError(f"no turn {turn_id!r} in this store", "io")
+
+
+def _coverage(store: Any, turn_id: str | None) -> Iterator[tuple[str, int, str, int]]:
+    walk = getattr(store, "iter_coverage", None)
+    if walk is None:
+        return
+    last: str | None = None
+    for turn, pos, hash_, number in walk():
+        # one head per turn (two writers may have recorded the same one)
+        if turn != last and (turn_id is None or turn == turn_id):
+            yield turn, pos, hash_, number
+        last = turn
+
+
+def _gone(covered: tuple[str, int, str, int]) -> TurnReport:
+    turn, pos, _hash, number = covered
+    problem = Problem(
+        "deleted",
+        turn,
+        None,
+        None,
+        f"the whole turn is gone: checkpoint {number} covered it up to position {pos}",
+    )
+    return TurnReport(turn_id=turn, links=0, head=None, problems=[problem])
 
 
 def verify_store(
@@ -106,9 +174,12 @@ def verify_store(
     *,
     public_keys: Mapping[str, Any] | None = None,
     require_seal: bool = False,
+    since: Checkpoint | None = None,
 ) -> StoreReport:
-    """Walk every chain of ``store`` (or one turn's) and total what was found."""
+    """Walk the store's checkpoints and every chain (or one turn's); total what was found."""
     total = StoreReport()
+    problems, total.checkpoints = check_checkpoints(store, public_keys=public_keys, since=since)
+    total.problems.extend(problems)
     for report in iter_turn_reports(
         store, turn_id, public_keys=public_keys, require_seal=require_seal
     ):

@@ -188,7 +188,9 @@ class EvidenceConfig(BaseModel):
     unset, each turn's environment keeps its own SQLite file.
     ``synchronous = "NORMAL"`` (default) survives a killed process; ``"FULL"``
     also survives power loss, at an fsync per commit (SQLite; docs/kernel.md).
-    ``sign_key``: an ed25519 private key (PEM) that signs each turn's seal.
+    ``sign_key``: an ed25519 private key (PEM) that signs each turn's seal and
+    the store-wide checkpoints. ``checkpoint_interval_s``: how often the host
+    writes a checkpoint over the turn heads it committed (docs/evidence.md).
     ``otlp_endpoint``: an OTLP/HTTP base URL for a log record and span per attempt.
     """
 
@@ -197,6 +199,7 @@ class EvidenceConfig(BaseModel):
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     url: str | None = None
     sign_key: str | None = None
+    checkpoint_interval_s: float = Field(default=10.0, gt=0)
     otlp_endpoint: str | None = None
 
     @field_validator("url")
@@ -222,7 +225,10 @@ class PolicySourceConfig(BaseModel):
 
     ``bundle``: a directory, a bundle file, or an http(s) URL; polled every
     ``poll_interval_s``. ``keys``: public keys (PEM files); when given, only
-    bundles signed by one of them are used.
+    bundles signed by one of them are used. ``state``: the file where the host
+    remembers the last release it enforced, so a restart cannot be rolled back
+    (default: under ``$XDG_STATE_HOME/sharedos/``, one file per source:
+    ``sharedos.bundles.state``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -230,6 +236,7 @@ class PolicySourceConfig(BaseModel):
     bundle: str | None = None
     keys: tuple[str, ...] = ()
     poll_interval_s: float = Field(default=30.0, gt=0)
+    state: str | None = None
 
 
 class ConfinementConfig(BaseModel):

@@ -129,8 +129,29 @@ def stored_json(value: Mapping[str, Any] | None, secrets: Secrets) -> dict[str, 
     return stored
 
 
-def attempt_record(attempt: Attempt, policy_hash: str) -> EvidenceRecord:
-    """The attempt row: everything known before the handler runs (no outcome)."""
+def decision_context(context: AccessContext) -> dict[str, Any] | None:
+    """The decision context an attempt records: the trusted ``AccessContext`` as the host
+    resolved it and the policy read it (principal, tenant, roles, attributes; the turn id
+    is the record's own), as detached, storable JSON (``EvidenceRecord.access_context``
+    reads it back). Over ``MAX_STORED_ARGUMENTS`` it is a ``$truncated`` marker."""
+    return plain_json(
+        {
+            "principal": context.principal,
+            "tenant": context.tenant,
+            "roles": list(context.roles),
+            "attributes": dict(context.attributes),
+        }
+    )
+
+
+def attempt_record(
+    attempt: Attempt, policy_hash: str, context_json: Mapping[str, Any] | None = None
+) -> EvidenceRecord:
+    """The attempt row: everything known before the handler runs (no outcome).
+
+    ``context_json``: ``decision_context(attempt.context)``, when the caller keeps
+    it per context (it is the same for every call of a turn).
+    """
     context, decision, tool, secrets = (
         attempt.context,
         attempt.decision,
@@ -171,6 +192,9 @@ def attempt_record(attempt: Attempt, policy_hash: str) -> EvidenceRecord:
         tenant=context.tenant,
         diagnostics=stored_json(attempt.diagnostics, secrets),
         identity=stored_json(attempt.identity, secrets),
+        context=stored_json(
+            context_json if context_json is not None else decision_context(context), secrets
+        ),
     )
 
 

@@ -22,7 +22,21 @@ full bound; more than ``max_pending`` waiting writes are refused outright.
 
 Failures are reported on stderr (logger ``sharedos.evidence``) once per
 cause until a write succeeds again, which is reported too, with the number
-of calls that failed closed meanwhile.
+of calls that failed closed meanwhile — through the store's own reporter
+(``store.failures``), which the turns' openings and seals share.
+
+Group commit: when writes queue up behind one another (concurrent calls
+while the writer is busy), the writer takes every queued write at once and
+commits them in one transaction (``ChainAppender.commit_group``: one commit,
+one fsync). Each caller is answered only after that commit, so each call's
+promise holds as it would alone: its attempt durable before its handler
+runs, its outcome durable before its answer. A group that cannot land whole
+is not kept and its writes are committed one by one, so one call's failure
+is never another's. A lone write is never delayed to wait for company.
+
+Checkpoints: after a write, when the store says one is due
+(``evidence_checkpoint_due``), the writer thread takes it
+(``sharedos.evidence.checkpoint``), off the calls' path.
 """
 
 from __future__ import annotations
@@ -37,6 +51,7 @@ import anyio
 
 from sharedos.errors import SharedOSError
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.reporting import reporter_of
 from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
 from sharedos.kernel.threads import LaneTask, SerialLane, await_task
 
@@ -61,15 +76,18 @@ class EvidenceUnavailable(SharedOSError):
 class _Job:
     """One write and what to do if its waiter gives up before or after it lands."""
 
-    __slots__ = ("abandoned", "compensate", "instead", "landed", "primary", "why")
+    __slots__ = ("abandoned", "compensate", "instead", "landed", "op", "primary", "why")
 
     def __init__(
         self,
         primary: Callable[[], Any],
         instead: Callable[[GiveUp], None] | None,
         compensate: Callable[[Any, GiveUp], None] | None,
+        op: tuple[str, tuple[Any, ...]] | None = None,
     ) -> None:
         self.primary = primary
+        #: the write as (kind, args), so it can join a group commit
+        self.op = op
         #: written instead of ``primary`` when the waiter gave up before it started
         self.instead = instead
         #: written after ``primary`` when the waiter gave up while it ran
@@ -90,16 +108,25 @@ class EvidenceRecorder:
         self.store = store
         self.timeout_s = timeout_s
         self.max_pending = max_pending
-        self._lane = SerialLane("sharedos-evidence")
+        #: the store's group commit (``commit_group``), when it has one
+        self._group: Callable[..., list[tuple[bool, Any]]] | None = getattr(
+            store, "commit_group", None
+        )
+        self._lane = SerialLane(
+            "sharedos-evidence", batch=self._batch if self._group is not None else None
+        )
         self._lock = threading.Lock()
         self._inflight = 0
         self._progress_at = time.monotonic()
-        self._reported: set[str] = set()
-        self._failed_calls = 0
+        self._report = reporter_of(store)
         #: the store's no-wait commit (``SqliteEvidenceStore.try_now``), when it has one
         self._try_now: Callable[..., tuple[bool, Any]] | None = getattr(store, "try_now", None)
         self._checkpoint: Callable[[], None] | None = getattr(store, "checkpoint", None)
         self._checkpoint_due: Callable[[], bool] | None = getattr(store, "checkpoint_due", None)
+        #: the store-wide checkpoints (``sharedos.evidence.checkpoint``)
+        self._heads_due: Callable[[], bool] | None = getattr(store, "evidence_checkpoint_due", None)
+        self._take_checkpoint: Callable[[], Any] | None = getattr(store, "take_checkpoint", None)
+        self._heads_queued = False
 
     # -- the three writes --------------------------------------------------------
 
@@ -115,7 +142,9 @@ class EvidenceRecorder:
 
         done, seq = self._now("begin", attempt)
         if not done:
-            seq = await self._write(_Job(lambda: store.begin(attempt), instead, compensate))
+            seq = await self._write(
+                _Job(lambda: store.begin(attempt), instead, compensate, ("begin", (attempt,)))
+            )
         return int(seq)
 
     async def finish(self, seq: int, outcome: OutcomeRecord, fallback: Fallback) -> int:
@@ -128,7 +157,9 @@ class EvidenceRecorder:
 
         done, landed = self._now("finish", seq, outcome)
         if not done:
-            landed = await self._write(_Job(lambda: store.finish(seq, outcome), instead, None))
+            landed = await self._write(
+                _Job(lambda: store.finish(seq, outcome), instead, None, ("finish", (seq, outcome)))
+            )
         return int(landed) if isinstance(landed, int) else seq
 
     async def record(self, record: EvidenceRecord, fallback: Fallback) -> int:
@@ -140,7 +171,9 @@ class EvidenceRecorder:
 
         done, seq = self._now("record", record)
         if not done:
-            seq = await self._write(_Job(lambda: store.record(record), instead, None))
+            seq = await self._write(
+                _Job(lambda: store.record(record), instead, None, ("record", (record,)))
+            )
         return int(seq)
 
     # -- machinery --------------------------------------------------------------
@@ -164,7 +197,25 @@ class EvidenceRecorder:
             due = self._checkpoint_due
             if due is not None and due() and self._checkpoint is not None:
                 self._lane.submit(LaneTask(self._quietly, self._checkpoint))
+            self._heads_checkpoint()
         return done, result
+
+    def _heads_checkpoint(self) -> None:
+        """Queue a store-wide checkpoint on the writer thread when the store says one is due."""
+        due = self._heads_due
+        if due is None or self._heads_queued or not due():
+            return
+        take = self._take_checkpoint
+        assert take is not None
+        self._heads_queued = True
+
+        def run() -> None:
+            try:
+                self._quietly(take)
+            finally:
+                self._heads_queued = False
+
+        self._lane.submit(LaneTask(run))
 
     async def _write(self, job: _Job) -> Any:
         task: LaneTask[Any] = LaneTask(self._run, job)
@@ -236,16 +287,67 @@ class EvidenceRecorder:
                     self._quietly(lambda: job.instead(why))  # type: ignore[misc]
                 return None
             result = job.primary()
-            with self._lock:
-                job.landed = True
-                abandoned, why = job.abandoned, job.why
-            if abandoned and job.compensate is not None:
-                self._quietly(lambda: job.compensate(result, why))  # type: ignore[misc]
-            self._succeeded()
+            self._landed(job, result)
             return result
         finally:
             with self._lock:
                 self._inflight -= 1
+            self._heads_checkpoint()
+
+    def _landed(self, job: _Job, result: Any) -> None:
+        """``job``'s write is durable: conclude it as cancelled if its waiter went away meanwhile."""
+        with self._lock:
+            job.landed = True
+            abandoned, why = job.abandoned, job.why
+        if abandoned and job.compensate is not None:
+            self._quietly(lambda: job.compensate(result, why))  # type: ignore[misc]
+        self._succeeded()
+
+    def _batch(self, tasks: list[LaneTask[Any]]) -> None:
+        """On the writer thread: every queued task, consecutive writes committed as one group."""
+        group: list[LaneTask[Any]] = []
+        for task in tasks:
+            job = task.args[0] if task.fn == self._run and task.args else None
+            if isinstance(job, _Job) and job.op is not None:
+                group.append(task)
+                continue
+            self._commit_group(group)
+            group = []
+            task.run()
+        self._commit_group(group)
+
+    def _commit_group(self, tasks: list[LaneTask[Any]]) -> None:
+        """Commit the writes of ``tasks`` together (one at a time when fewer than two are live)."""
+        live: list[tuple[LaneTask[Any], _Job]] = []
+        for task in tasks:
+            job: _Job = task.args[0]
+            with self._lock:
+                abandoned = job.abandoned
+            if abandoned:  # written as what its waiter was told instead
+                task.run()
+            else:
+                live.append((task, job))
+        if len(live) < 2:
+            for task, _ in live:
+                task.run()
+            return
+        group = self._group
+        assert group is not None
+        try:
+            results = group([job.op for _, job in live])
+        except BaseException as exc:  # a backend breaking its contract: each waiter is told
+            results = [(False, exc)] * len(live)
+        for (task, job), (ok, value) in zip(live, results, strict=True):
+            try:
+                if ok:
+                    self._landed(job, value)
+                    task.complete(value)
+                else:
+                    task.complete(None, value)
+            finally:
+                with self._lock:
+                    self._inflight -= 1
+        self._heads_checkpoint()
 
     def _quietly(self, write: Callable[[], Any]) -> None:
         """A write nobody waits for: a failure is reported, never raised."""
@@ -261,34 +363,16 @@ class EvidenceRecorder:
     # -- reporting ----------------------------------------------------------------
 
     def _failed(self, cause: str, message: str) -> None:
-        with self._lock:
-            self._failed_calls += 1
-            first = cause not in self._reported
-            self._reported.add(cause)
-        if first:
-            logger.error(
-                "sharedos: evidence store unavailable (%s): %s; calls fail closed "
-                "(evidence_unavailable) until it recovers",
-                cause,
-                message,
-            )
+        self._report.failed(
+            cause,
+            f"evidence store unavailable ({cause}): {message}; calls fail closed "
+            "(evidence_unavailable) until it recovers",
+        )
 
     def _succeeded(self) -> None:
         # a failed write is no progress: a store that fails every write slowly is stuck
         self._progress_at = time.monotonic()
-        if not self._reported:  # the common case: one attribute read
-            return
-        with self._lock:
-            if not self._reported:
-                return
-            causes, failed = sorted(self._reported), self._failed_calls
-            self._reported.clear()
-            self._failed_calls = 0
-        logger.warning(
-            "sharedos: evidence store writable again (after %s; %d writes failed meanwhile)",
-            ", ".join(causes),
-            failed,
-        )
+        self._report.succeeded()
 
 
 class RecordOnlyStore:

@@ -57,7 +57,15 @@ from sharedos.kernel.arguments import (
     schema_problem,
     too_deep,
 )
-from sharedos.kernel.attempt import Attempt, Ran, attempt_record, given_up, now, scrubbed
+from sharedos.kernel.attempt import (
+    Attempt,
+    Ran,
+    attempt_record,
+    decision_context,
+    given_up,
+    now,
+    scrubbed,
+)
 from sharedos.kernel.context import AccessContext, ToolCall
 from sharedos.kernel.handlers import HandlerContext, HandlerResult, LogHook, ProgressHook
 from sharedos.kernel.kernel import Kernel, TurnCatalog
@@ -181,6 +189,8 @@ class RuntimeHost:
         self._tool_secrets: dict[int, tuple[ToolDefinition, Secrets]] = {}
         #: the secret argument names of every tool in a registry version (see _check_tool)
         self._view_secret_names: tuple[int, frozenset[str]] | None = None
+        #: each context's recorded decision context, encoded once (a turn's calls share one)
+        self._context_json: dict[tuple[str, tuple[str, ...]], Any] = {}
 
     @property
     def evidence_timeout_s(self) -> float:
@@ -417,6 +427,17 @@ class RuntimeHost:
 
     # -- steps 6-8: an allowed call -------------------------------------------------------
 
+    def _record(self, attempt: Attempt) -> Any:
+        """The attempt's evidence record, its decision context encoded once per context."""
+        context = attempt.context
+        key = (context.cache_key, context.roles)
+        made = self._context_json.get(key)
+        if made is None:
+            if len(self._context_json) >= 4096:  # a long-lived host: bounded
+                self._context_json.clear()
+            made = self._context_json[key] = decision_context(context)
+        return attempt_record(attempt, self.kernel.policy_hash, made)
+
     async def _run_allowed(
         self, attempt: Attempt, progress: ProgressHook | None, log: LogHook | None, peer: Any
     ) -> ToolResult:
@@ -442,7 +463,7 @@ class RuntimeHost:
         # 6. write-ahead: no effect without a durable attempt
         try:
             seq = await self._recorder.begin(
-                attempt_record(attempt, self.kernel.policy_hash),
+                self._record(attempt),
                 lambda why: given_up(attempt, why, self.evidence_timeout_s, ran=False),
             )
         except EvidenceUnavailable as exc:
@@ -552,7 +573,7 @@ class RuntimeHost:
         """A call refused before any handler: one commit, then the refusal."""
         outcome = outcome_for_reason(reason)
         error = scrubbed(attempt, detail)
-        record = attempt_record(attempt, self.kernel.policy_hash).with_outcome(
+        record = self._record(attempt).with_outcome(
             OutcomeRecord(outcome, now(), attempt.elapsed_ms(), reason, error)
         )
         had = Ran(outcome, reason, error)

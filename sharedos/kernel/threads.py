@@ -58,9 +58,17 @@ class LaneTask(Generic[_T]):
     def run(self) -> None:
         """Run ``fn`` and publish its result or exception; wake the waiter."""
         try:
-            self.result = self.fn(*self.args)
+            result, error = self.fn(*self.args), None
         except BaseException as exc:  # carried to the waiter, never raised on the lane thread
-            self.error = exc
+            result, error = None, exc
+        self.complete(result, error)
+
+    def complete(self, result: Any, error: BaseException | None = None) -> None:
+        """Publish a result (or an exception) got some other way than ``run``; wake the waiter.
+
+        What a lane's ``batch`` function calls for each task it ran as part of a group.
+        """
+        self.result, self.error = result, error
         self.done = True
         wake, event = self._wake, self._event
         if wake is not None:
@@ -112,14 +120,29 @@ async def await_task(
 
 
 class SerialLane:
-    """One daemon thread running submitted tasks in order; it exits when idle and restarts on demand."""
+    """One daemon thread running submitted tasks in order; it exits when idle and restarts on demand.
 
-    def __init__(self, name: str, *, idle_s: float = 10.0) -> None:
+    With ``batch``, the thread takes every task already queued (up to
+    ``max_batch``) at once and hands the list to ``batch``, which must run or
+    ``complete`` each of them, in order (group commit: several queued writes,
+    one transaction).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        idle_s: float = 10.0,
+        batch: Callable[[list[LaneTask[Any]]], None] | None = None,
+        max_batch: int = 64,
+    ) -> None:
         self.name = name
         self.idle_s = idle_s
         self._queue: queue.SimpleQueue[LaneTask[Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._alive = False
+        self._batch = batch
+        self._max_batch = max_batch
 
     def submit(self, task: LaneTask[Any]) -> None:
         """Queue ``task`` (starting the thread if it is not running)."""
@@ -140,8 +163,25 @@ class SerialLane:
                         self._alive = False
                         return
                 continue
-            task.started = True
-            task.run()
+            batch = self._batch
+            if batch is None:
+                task.started = True
+                task.run()
+                continue
+            tasks = [task]
+            while len(tasks) < self._max_batch:
+                try:
+                    tasks.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for each in tasks:
+                each.started = True
+            try:
+                batch(tasks)
+            except BaseException as exc:  # a broken batch function still answers every waiter
+                for each in tasks:
+                    if not each.done:
+                        each.complete(None, exc)
 
 
 class DaemonLane:

@@ -203,10 +203,15 @@ def load_bundle(
     """
     doc = read_document(path)
     if trusted_keys is not None:
-        from sharedos.policy.signing import verified_by
+        from sharedos.policy.signing import legacy_signed, verified_by
 
         if verified_by(doc, trusted_keys) is None:
             signed = bool(doc.get("signatures"))
+            if legacy_signed(doc, trusted_keys):
+                raise BundleError(
+                    f"bundle {path} is signed in the first signature format, which does not "
+                    "cover its revision or sequence; re-sign it with `sharedos-policy sign`"
+                )
             raise BundleError(
                 f"bundle {path} is "
                 + ("not signed by any trusted key" if signed else "not signed")
@@ -219,19 +224,54 @@ def load_bundle(
         raise BundleError(f"bundle {path} is malformed: {type(exc).__name__}: {exc}") from None
 
 
-def sign_bundle(path: str | Path, key: Ed25519PrivateKey) -> str:
+def default_sequence() -> int:
+    """The sequence a bundle is signed with when none is given: the signing time in
+    microseconds since 1970, so a later signing orders after an earlier one."""
+    import time
+
+    return time.time_ns() // 1000
+
+
+def sign_bundle(
+    path: str | Path,
+    key: Ed25519PrivateKey,
+    *,
+    revision: str | None = None,
+    sequence: int | None = None,
+    signed_at: str | None = None,
+) -> str:
     """Add a signature by ``key`` to the bundle at ``path`` (verified first); return the key id.
 
-    A signature by the same key replaces the previous one; others are kept.
+    The signature covers the envelope, the release (``revision``, ``sequence``)
+    and its own signing time (``sharedos.policy.signing``). ``revision`` and
+    ``sequence`` replace the bundle's own when given; a bundle with no sequence
+    gets ``default_sequence()``. A signature by the same key replaces the
+    previous one; others are kept while the release they signed is unchanged.
     """
+    from datetime import UTC, datetime
+
     from sharedos.policy.signing import key_id, signature_entry
 
+    if sequence is not None and (type(sequence) is not int or sequence < 1):
+        raise BundleError(f"a bundle sequence must be a positive integer, not {sequence!r}")
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+        raise BundleError("a bundle revision must be a non-empty string")
     doc, body = _read(path)
+    before = (doc.get("revision"), doc.get("sequence"))
+    if revision is not None:
+        doc["revision"] = revision
+    if sequence is not None:
+        doc["sequence"] = sequence
+    elif doc.get("sequence") is None:
+        doc["sequence"] = default_sequence()
     mine = key_id(key)
     kept = [
         s for s in doc.get("signatures") or [] if isinstance(s, dict) and s.get("key_id") != mine
     ]
-    doc["signatures"] = [*kept, signature_entry(doc, key)]
+    if (doc.get("revision"), doc.get("sequence")) != before:
+        kept = []  # they signed another release: they would verify nothing
+    when = signed_at or datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    doc["signatures"] = [*kept, signature_entry(doc, key, when)]
     write_document(doc, path, body=body)
     return mine
 

@@ -1,11 +1,21 @@
 """Ed25519 signatures on policy bundles (``sharedos-policy keygen/sign/verify``).
 
-A signature covers the bundle's envelope and its ``bundle_hash``; the hash
-covers the compiled program and is checked against it on every load, so a
-valid signature vouches for every rule. The signed message is the canonical
-JSON of ``{format, compiler_version, grammar_sha256, bundle_hash}`` after a
-domain-separation prefix, so a signature over anything else can never be
-replayed as a bundle signature.
+A signature covers everything a host acts on or records about a bundle: the
+envelope's ``format``, ``compiler_version`` and ``grammar_sha256`` (compiler
+and grammar identity), its ``bundle_hash`` (which covers the compiled program
+and is checked against it on every load, so a valid signature vouches for
+every rule), its release — ``revision`` (the name hosts stamp on evidence)
+and ``sequence`` (a number that only grows from one published bundle to the
+next: hosts refuse a lower one, which is what makes a rollback visible) — and
+the signature's own ``signed_at``. The signed message is the canonical JSON of
+those seven fields after a domain-separation prefix, so a signature over
+anything else can never be replayed as a bundle signature, and changing any
+of them after signing (relabelling a bundle ``r99``, or giving an old bundle a
+new sequence) voids it.
+
+Signatures of the first format (``sharedos-policy-bundle-signature/1``: the
+four envelope fields only, no revision or sequence) verify nothing any more:
+``legacy_signed`` names them so a host can say to re-sign.
 
 Keys are PEM files: PKCS#8 for the private key (written owner-only), the
 standard SubjectPublicKeyInfo for the public key. A key is named by its id:
@@ -29,8 +39,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from sharedos.errors import SharedOSError
 
-_DOMAIN = b"sharedos-policy-bundle-signature/1\n"
-_SIGNED_FIELDS = ("format", "compiler_version", "grammar_sha256", "bundle_hash")
+_DOMAIN = b"sharedos-policy-bundle-signature/2\n"
+_LEGACY_DOMAIN = b"sharedos-policy-bundle-signature/1\n"
+_ENVELOPE_FIELDS = ("format", "compiler_version", "grammar_sha256", "bundle_hash")
+#: the release fields of the envelope a signature covers beside the four above
+RELEASE_FIELDS = ("revision", "sequence")
 ALGORITHM = "ed25519"
 
 
@@ -110,34 +123,72 @@ def key_id(key: Ed25519PublicKey | Ed25519PrivateKey) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def signed_message(doc: Mapping[str, Any]) -> bytes:
-    """The bytes a bundle signature signs (see the module docstring)."""
-    fields = {name: doc.get(name) for name in _SIGNED_FIELDS}
+def signed_message(doc: Mapping[str, Any], signed_at: str | None) -> bytes:
+    """The bytes a bundle signature made at ``signed_at`` signs (see the module docstring)."""
+    fields = {name: doc.get(name) for name in (*_ENVELOPE_FIELDS, *RELEASE_FIELDS)}
+    fields["signed_at"] = signed_at
     return _DOMAIN + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def signature_entry(doc: Mapping[str, Any], key: Ed25519PrivateKey) -> dict[str, str]:
-    """A signature entry for a bundle document: ``{"alg", "key_id", "signature"}``."""
+def _legacy_message(doc: Mapping[str, Any]) -> bytes:
+    fields = {name: doc.get(name) for name in _ENVELOPE_FIELDS}
+    return _LEGACY_DOMAIN + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signature_entry(
+    doc: Mapping[str, Any], key: Ed25519PrivateKey, signed_at: str
+) -> dict[str, str]:
+    """A signature entry for a bundle document: ``{"alg", "key_id", "signed_at", "signature"}``."""
     return {
         "alg": ALGORITHM,
         "key_id": key_id(key),
-        "signature": base64.b64encode(key.sign(signed_message(doc))).decode("ascii"),
+        "signed_at": signed_at,
+        "signature": base64.b64encode(key.sign(signed_message(doc, signed_at))).decode("ascii"),
     }
 
 
-def verified_by(doc: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]) -> str | None:
-    """The id of the first of ``keys`` that validly signed ``doc``; None if none did.
+def verified_entry(
+    doc: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]
+) -> dict[str, Any] | None:
+    """The first signature entry of ``doc`` that one of ``keys`` validly made; None if none.
 
     Malformed entries are ignored (they verify nothing); only a signature by
-    one of ``keys`` over exactly this envelope counts.
+    one of ``keys`` over exactly this envelope, release and signing time counts.
     """
     entries = doc.get("signatures")
     if not isinstance(entries, list) or not keys:
         return None
-    message = signed_message(doc)
     by_id = {key_id(k): k for k in keys}
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("alg") != ALGORITHM:
+            continue
+        key = by_id.get(str(entry.get("key_id")))
+        sig, signed_at = entry.get("signature"), entry.get("signed_at")
+        if key is None or not isinstance(sig, str) or not isinstance(signed_at, str):
+            continue
+        try:
+            key.verify(base64.b64decode(sig, validate=True), signed_message(doc, signed_at))
+        except (InvalidSignature, binascii.Error, ValueError):
+            continue
+        return {**entry, "key_id": key_id(key)}
+    return None
+
+
+def verified_by(doc: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]) -> str | None:
+    """The id of the first of ``keys`` that validly signed ``doc``; None if none did."""
+    entry = verified_entry(doc, keys)
+    return str(entry["key_id"]) if entry is not None else None
+
+
+def legacy_signed(doc: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]) -> bool:
+    """True when one of ``keys`` signed ``doc`` in the first format (no revision, no sequence)."""
+    entries = doc.get("signatures")
+    if not isinstance(entries, list) or not keys:
+        return False
+    by_id = {key_id(k): k for k in keys}
+    message = _legacy_message(doc)
+    for entry in entries:
+        if not isinstance(entry, dict) or "signed_at" in entry:
             continue
         key = by_id.get(str(entry.get("key_id")))
         sig = entry.get("signature")
@@ -147,5 +198,5 @@ def verified_by(doc: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]) -> str
             key.verify(base64.b64decode(sig, validate=True), message)
         except (InvalidSignature, binascii.Error, ValueError):
             continue
-        return key_id(key)
-    return None
+        return True
+    return False

@@ -51,3 +51,27 @@ def test_values_outside_jcs_still_digest_deterministically() -> None:
         deep = [deep]
     assert arguments_digest(deep).startswith("sha256:")  # no RecursionError escapes
     assert arguments_digest({"a": 1}) == "sha256:" + hashlib.sha256(b'{"a":1}').hexdigest()
+
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(["open", "attempt", "outcome", "seal"]), TEXT, st.data())
+def test_a_link_is_encoded_exactly_as_rfc8785(kind: str, prev: str, data: Any) -> None:
+    """The chain's own encoder (one format string per kind) against the rfc8785 package."""
+    from sharedos.evidence.chain import FIELDS_OF, LATE_FIELDS, canonical_object
+
+    fields = FIELDS_OF[kind]
+    values = data.draw(st.tuples(*[SCALARS for _ in fields]))
+    obj = {"kind": kind, "prev": prev, **dict(zip(fields, values, strict=True))}
+    for late in LATE_FIELDS.get(kind, ()):
+        if obj[late] is None:
+            del obj[late]  # a null late field is not part of the object
+    assert canonical_object(kind, prev, values) == rfc8785.dumps(obj)

@@ -142,60 +142,57 @@ def test_a_turn_without_an_explicit_opening_is_opened_by_its_first_row(store: An
 
 
 def test_an_edited_attempt_is_found(store: Any, turn: dict[str, int], raw: Raw) -> None:
-    raw("UPDATE attempts SET resource = '/public/x', effect = 'allow' WHERE seq = ?", turn["d1"])
+    raw("UPDATE chain SET resource = '/public/x', effect = 'allow' WHERE seq = ?", turn["d1"])
     assert found(store) == [("edited", 3)]
 
 
 def test_an_edited_outcome_is_found(store: Any, turn: dict[str, int], raw: Raw) -> None:
-    raw("UPDATE outcomes SET outcome = 'succeeded', reason = NULL WHERE seq = ?", turn["d1"])
+    raw("UPDATE chain SET outcome = 'succeeded', reason = NULL WHERE attempt = ?", turn["d1"])
     assert found(store) == [("edited", 4)]
 
 
 def test_an_edited_opening_is_found(store: Any, turn: dict[str, int], raw: Raw) -> None:
-    raw("UPDATE turns SET catalog_hash = ? WHERE turn_id = 'T'", "e" * 64)
+    raw("UPDATE chain SET catalog_hash = ? WHERE turn_id = 'T' AND kind = 'open'", "e" * 64)
     assert found(store) == [("edited", 0)]
 
 
 def test_an_outcome_moved_to_another_attempt_is_found(
     store: Any, turn: dict[str, int], raw: Raw
 ) -> None:
-    # swap which attempts two outcomes conclude (rows and links moved together)
+    # swap which attempts two outcomes conclude
     a2, a3 = turn["a2"], turn["a3"]
-    _drop_foreign_key(raw)
-    raw("UPDATE outcomes SET seq = -1 WHERE seq = ?", a2)
-    raw("UPDATE outcomes SET seq = ? WHERE seq = ?", a2, a3)
-    raw("UPDATE outcomes SET seq = ? WHERE seq = -1", a3)
-    raw("UPDATE links SET seq = -1 WHERE kind = 'outcome' AND seq = ?", a2)
-    raw("UPDATE links SET seq = ? WHERE kind = 'outcome' AND seq = ?", a2, a3)
-    raw("UPDATE links SET seq = ? WHERE kind = 'outcome' AND seq = -1", a3)
+    raw("UPDATE chain SET attempt = NULL WHERE kind = 'outcome' AND attempt = ?", a2)
+    raw("UPDATE chain SET attempt = ? WHERE kind = 'outcome' AND attempt = ?", a2, a3)
+    raw(
+        "UPDATE chain SET attempt = ? WHERE kind = 'outcome' AND attempt IS NULL AND turn_id = 'T'",
+        a3,
+    )
     assert found(store) == [("edited", 7), ("edited", 8)]
 
 
 def test_a_deleted_outcome_is_found(store: Any, turn: dict[str, int], raw: Raw) -> None:
-    # the careful way: the content row and its link
-    raw("DELETE FROM outcomes WHERE seq = ?", turn["a1"])
-    raw("DELETE FROM links WHERE turn_id = 'T' AND pos = 2")
+    # a row is its link: deleting one deletes both
+    raw("DELETE FROM chain WHERE attempt = ?", turn["a1"])
     assert found(store) == [("deleted", 2)]
 
 
-def test_deleted_content_under_its_link_is_found(
-    store: Any, turn: dict[str, int], raw: Raw
-) -> None:
-    raw("DELETE FROM outcomes WHERE seq = ?", turn["a3"])
-    raw("DELETE FROM attempts WHERE seq = ?", turn["a3"])
-    assert found(store) == [("deleted", 6), ("deleted", 7)]
+def test_content_blanked_in_place_is_found(store: Any, turn: dict[str, int], raw: Raw) -> None:
+    raw(
+        "UPDATE chain SET call_id = NULL, tool = NULL, arguments = NULL, resource = NULL "
+        "WHERE seq = ?",
+        turn["a3"],
+    )
+    assert found(store) == [("edited", 6)]
 
 
 def test_a_deletion_with_the_chain_renumbered_is_found(
     store: Any, turn: dict[str, int], raw: Raw
 ) -> None:
     # remove the denied call entirely and close the gap in the positions
-    raw("DELETE FROM outcomes WHERE seq = ?", turn["d1"])
-    raw("DELETE FROM attempts WHERE seq = ?", turn["d1"])
-    raw("DELETE FROM links WHERE turn_id = 'T' AND pos IN (3, 4)")
+    raw("DELETE FROM chain WHERE attempt = ?", turn["d1"])
+    raw("DELETE FROM chain WHERE seq = ?", turn["d1"])
     for pos in range(5, 10):
-        raw("UPDATE links SET pos = ? WHERE turn_id = 'T' AND pos = ?", pos - 2, pos)
-    raw("UPDATE seals SET pos = 7 WHERE turn_id = 'T'")
+        raw("UPDATE chain SET pos = ? WHERE turn_id = 'T' AND pos = ?", pos - 2, pos)
     assert found(store) == [("deleted", 3)]
 
 
@@ -203,8 +200,9 @@ def test_an_inserted_row_without_a_link_is_found(
     store: Any, turn: dict[str, int], raw: Raw
 ) -> None:
     raw(
-        "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest) "
-        "VALUES ('T', 'forged', 'files.read', '2026', 'sha256:0')"
+        "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, call_id, tool, started_at, "
+        "arguments_digest) VALUES ('T', NULL, 'attempt', '', '', 'forged', 'files.read', '2026', "
+        "'sha256:0')"
     )
     problems = verify_store(store).problems
     assert [(p.kind, p.turn_id, p.position) for p in problems] == [("inserted", "T", None)]
@@ -214,7 +212,7 @@ def test_a_forged_link_at_a_taken_position_is_found(
     store: Any, turn: dict[str, int], raw: Raw
 ) -> None:
     # a self-consistent forgery: correct hash, chained to the real link before it
-    (prev_hash,) = raw("SELECT hash FROM links WHERE turn_id = 'T' AND pos = 4")[0]
+    (prev_hash,) = raw("SELECT hash FROM chain WHERE turn_id = 'T' AND pos = 4")[0]
     _forge(raw, prev_hash, pos=5, renumber=False)
     assert found(store) == [("inserted", 5)]
 
@@ -222,7 +220,7 @@ def test_a_forged_link_at_a_taken_position_is_found(
 def test_a_forged_link_with_the_chain_renumbered_is_found(
     store: Any, turn: dict[str, int], raw: Raw
 ) -> None:
-    (prev_hash,) = raw("SELECT hash FROM links WHERE turn_id = 'T' AND pos = 4")[0]
+    (prev_hash,) = raw("SELECT hash FROM chain WHERE turn_id = 'T' AND pos = 4")[0]
     _forge(raw, prev_hash, pos=5, renumber=True)
     assert found(store) == [("inserted", 5)]
 
@@ -246,37 +244,25 @@ def _forge(raw: Raw, prev_hash: str, *, pos: int, renumber: bool) -> None:
         None,
         None,
         None,
+        None,
     ]
     h = link_hash("attempt", prev_hash, values)
-    raw(
-        "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest, arguments, "
-        "effect, resource, namespace, action, rule_ids, catalog_hash, policy_hash, principal, "
-        "tenant, diagnostics, identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        *values,
-    )
-    ((seq,),) = raw("SELECT max(seq) FROM attempts")
     if renumber:
         for p in range(9, pos - 1, -1):
-            raw("UPDATE links SET pos = ? WHERE turn_id = 'T' AND pos = ?", p + 1, p)
-        raw("UPDATE seals SET pos = 10 WHERE turn_id = 'T'")
-        raw(
-            "INSERT INTO links (turn_id, pos, kind, seq, prev_hash, hash) "
-            "VALUES ('T', ?, 'attempt', ?, ?, ?)",
-            pos,
-            seq,
-            prev_hash,
-            h,
-        )
+            raw("UPDATE chain SET pos = ? WHERE turn_id = 'T' AND pos = ?", p + 1, p)
     else:
-        raw("ALTER TABLE links DROP CONSTRAINT links_pkey") if _is_pg(raw) else _sqlite_dup(raw)
-        raw(
-            "INSERT INTO links (turn_id, pos, kind, seq, prev_hash, hash) "
-            "VALUES ('T', ?, 'attempt', ?, ?, ?)",
-            pos,
-            seq,
-            prev_hash,
-            h,
-        )
+        raw("DROP INDEX chain_place")  # as the owner of the database can
+    raw(
+        "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, call_id, tool, started_at, "
+        "arguments_digest, arguments, effect, resource, namespace, action, rule_ids, "
+        "catalog_hash, policy_hash, principal, tenant, diagnostics, identity, context) "
+        "VALUES (?, ?, 'attempt', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "T",
+        pos,
+        prev_hash,
+        h,
+        *values[1:],
+    )
 
 
 def _is_pg(raw: Raw) -> bool:
@@ -290,21 +276,14 @@ def _is_pg(raw: Raw) -> bool:
 def _drop_foreign_key(raw: Raw) -> None:
     """As the owner of the database can (SQLite's raw connection does not enforce it)."""
     if _is_pg(raw):
-        raw("ALTER TABLE outcomes DROP CONSTRAINT outcomes_seq_fkey")
-
-
-def _sqlite_dup(raw: Raw) -> None:
-    """SQLite cannot drop a primary key: rebuild ``links`` without it (as an attacker would)."""
-    raw("CREATE TABLE links2 AS SELECT * FROM links")
-    raw("DROP TABLE links")
-    raw("ALTER TABLE links2 RENAME TO links")
+        raw("ALTER TABLE chain DROP CONSTRAINT chain_attempt_fkey")
 
 
 def test_reordered_links_are_found(store: Any, turn: dict[str, int], raw: Raw) -> None:
     # swap the positions of the allowed a1 attempt and the denied d1 attempt
-    raw("UPDATE links SET pos = -3 WHERE turn_id = 'T' AND pos = 3")
-    raw("UPDATE links SET pos = 3 WHERE turn_id = 'T' AND pos = 1")
-    raw("UPDATE links SET pos = 1 WHERE turn_id = 'T' AND pos = -3")
+    raw("UPDATE chain SET pos = -3 WHERE turn_id = 'T' AND pos = 3")
+    raw("UPDATE chain SET pos = 3 WHERE turn_id = 'T' AND pos = 1")
+    raw("UPDATE chain SET pos = 1 WHERE turn_id = 'T' AND pos = -3")
     assert found(store) == [("reordered", 1), ("reordered", 3)]
 
 
@@ -312,18 +291,15 @@ def test_reordered_sequence_numbers_are_found(store: Any, turn: dict[str, int], 
     # make the denied call look as if it came first: swap the seqs of a1 and d1 everywhere
     a1, d1 = turn["a1"], turn["d1"]
     _drop_foreign_key(raw)
-    for table, extra in (("outcomes", ""), ("links", " AND turn_id = 'T'")):
-        raw(f"UPDATE {table} SET seq = -7 WHERE seq = ?{extra}", a1)
-        raw(f"UPDATE {table} SET seq = ? WHERE seq = ?{extra}", a1, d1)
-        raw(f"UPDATE {table} SET seq = ? WHERE seq = -7{extra}", d1)
-    raw("UPDATE attempts SET seq = -7 WHERE seq = ?", a1)
-    raw("UPDATE attempts SET seq = ? WHERE seq = ?", a1, d1)
-    raw("UPDATE attempts SET seq = ? WHERE seq = -7", d1)
+    for column, extra in (("attempt", " AND kind = 'outcome'"), ("seq", " AND kind = 'attempt'")):
+        raw(f"UPDATE chain SET {column} = -7 WHERE {column} = ?{extra}", a1)
+        raw(f"UPDATE chain SET {column} = ? WHERE {column} = ?{extra}", a1, d1)
+        raw(f"UPDATE chain SET {column} = ? WHERE {column} = -7{extra}", d1)
     assert ("reordered", 3) in found(store)
 
 
 def test_one_turn_at_a_time(store: Any, turn: dict[str, int], raw: Raw) -> None:
-    raw("UPDATE attempts SET tool = 'files.delete' WHERE seq = ?", turn["a2"])
+    raw("UPDATE chain SET tool = 'files.delete' WHERE seq = ?", turn["a2"])
     assert [p.kind for p in verify_store(store, "T").problems] == ["edited"]
     assert verify_store(store, "U").clean
 
@@ -384,7 +360,7 @@ def test_a_rewritten_chain_fails_its_signature(opener: Opener, signer: Signer, r
     store = opener(signer=signer)
     write_turn(store)
     key, key_id = load_public_key(signer.public_pem())
-    raw("UPDATE attempts SET resource = '/public/fine' WHERE call_id = 'd1'")
+    raw("UPDATE chain SET resource = '/public/fine' WHERE call_id = 'd1'")
     _rehash(store, raw, "T")
     assert verify_store(store).clean  # the chain alone cannot tell: it was recomputed
     assert found(store, public_keys={key_id: key}) == [("signature", 9)]
@@ -404,7 +380,7 @@ def _rehash(store: Any, raw: Raw, turn_id: str) -> None:
         h = link_hash(lk.kind, prev, values)
         new_hashes[lk.pos] = h
         raw(
-            "UPDATE links SET prev_hash = ?, hash = ? WHERE turn_id = ? AND pos = ?",
+            "UPDATE chain SET prev_hash = ?, hash = ? WHERE turn_id = ? AND pos = ?",
             prev,
             h,
             turn_id,
@@ -419,7 +395,7 @@ def test_a_seal_signature_edited_in_place_is_found(
     store = opener(signer=signer)
     write_turn(store)
     key, key_id = load_public_key(signer.public_pem())
-    raw("UPDATE seals SET signature = ? WHERE turn_id = 'T'", "A" * 88)
+    raw("UPDATE chain SET signature = ? WHERE turn_id = 'T' AND kind = 'seal'", "A" * 88)
     assert found(store, public_keys={key_id: key}) == [("signature", 9)]
 
 

@@ -28,16 +28,15 @@ def test_verify_a_clean_store_exits_0(store: Any) -> None:
     write_turn(store)
     code, out = cli("evidence", "verify", "--db", location(store))
     assert code == 0, out
-    assert "verified 1 turn(s), 10 link(s): clean (1 sealed)" in out
+    assert "verified 1 turn(s), 10 link(s), 0 checkpoint(s): clean (1 sealed)" in out
     code, out = cli("evidence", "verify", "--db", location(store), "--format", "json")
     assert code == 0 and json.loads(out)["clean"] is True
 
 
 def test_verify_reports_tampering_with_its_position_and_exits_1(store: Any, raw: Raw) -> None:
     seqs = write_turn(store)
-    raw("UPDATE attempts SET resource = '/public/x' WHERE seq = ?", seqs["d1"])
-    raw("DELETE FROM outcomes WHERE seq = ?", seqs["a1"])
-    raw("DELETE FROM links WHERE turn_id = 'T' AND pos = 2")
+    raw("UPDATE chain SET resource = '/public/x' WHERE seq = ?", seqs["d1"])
+    raw("DELETE FROM chain WHERE attempt = ?", seqs["a1"])
     code, out = cli("evidence", "verify", "--db", location(store))
     assert code == 1
     lines = out.splitlines()
@@ -79,7 +78,7 @@ def test_counts_and_list_take_a_url_or_a_path(store: Any) -> None:
 
 def test_migrate_reports_an_up_to_date_store(store: Any) -> None:
     code, out = cli("evidence", "migrate", "--db", location(store))
-    assert code == 0 and "evidence schema version 3, up to date" in out
+    assert code == 0 and "evidence schema version 4, up to date" in out
 
 
 def test_a_mistyped_store_is_one_clear_line(tmp_path: Path) -> None:

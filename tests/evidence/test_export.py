@@ -50,36 +50,36 @@ _ROW = (
 
 
 def bulk_fill(kind: str, location: str, n: int) -> None:
-    """``n`` attempts with outcomes, in one statement each (100 turns)."""
+    """``n`` attempts with outcomes, in one statement each (100 turns; placeholder links)."""
     cols = (
-        "turn_id, call_id, tool, started_at, arguments_digest, arguments, effect, resource, "
-        "namespace, action, rule_ids, principal"
+        "turn_id, pos, kind, prev_hash, hash, call_id, tool, started_at, arguments_digest, "
+        "arguments, effect, resource, namespace, action, rule_ids, principal"
     )
     values = ", ".join(_ROW)
+    outcomes = (
+        "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, attempt, outcome, finished_at, "
+        f"duration_ms) SELECT turn_id, pos + {n}, 'outcome', '', '', seq, 'succeeded', "
+        "'2026-12-02T10:00:00.000300Z', 0.3 FROM chain WHERE kind = 'attempt'"
+    )
     if kind == "postgresql":
         import psycopg
 
         with psycopg.connect(location, autocommit=True) as conn:
             conn.execute(
-                f"INSERT INTO attempts ({cols}) SELECT 'bulk-' || (g % 100), 'c' || g, {values} "
-                f"FROM generate_series(1, {n}) AS g"
+                f"INSERT INTO chain ({cols}) SELECT 'bulk-' || (g % 100), g, 'attempt', '', '', "
+                f"'c' || g, {values} FROM generate_series(1, {n}) AS g"
             )
-            conn.execute(
-                "INSERT INTO outcomes (seq, outcome, finished_at, duration_ms) "
-                "SELECT seq, 'succeeded', '2026-12-02T10:00:00.000300Z', 0.3 FROM attempts"
-            )
+            conn.execute(outcomes)
         return
     conn = sqlite3.connect(location, isolation_level=None)
     try:
         conn.execute("BEGIN")
         conn.execute(
             f"WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n}) "
-            f"INSERT INTO attempts ({cols}) SELECT 'bulk-' || (i % 100), 'c' || i, {values} FROM g"
+            f"INSERT INTO chain ({cols}) SELECT 'bulk-' || (i % 100), i, 'attempt', '', '', "
+            f"'c' || i, {values} FROM g"
         )
-        conn.execute(
-            "INSERT INTO outcomes (seq, outcome, finished_at, duration_ms) "
-            "SELECT seq, 'succeeded', '2026-12-02T10:00:00.000300Z', 0.3 FROM attempts"
-        )
+        conn.execute(outcomes)
         conn.execute("COMMIT")
     finally:
         conn.close()

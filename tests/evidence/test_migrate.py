@@ -36,10 +36,11 @@ def cli(*args: str) -> tuple[int, str]:
 
 def version_2_file(path: Path) -> None:
     """A store as a version-2 SharedOS left it: attempts, outcomes, the view, no chain."""
-    SqliteEvidenceStore(path).close()
+    from sharedos.evidence.sqlite_schema import SCHEMA_V2
+
     conn = sqlite3.connect(path, isolation_level=None)
-    for table in ("links", "seals", "turns"):
-        conn.execute(f"DROP TABLE {table}")
+    for statement in SCHEMA_V2:
+        conn.execute(statement)
     conn.execute(OLD_ROWS)
     conn.execute(OLD_OUTCOMES)
     conn.execute("PRAGMA user_version=2")
@@ -56,7 +57,7 @@ def test_a_version_2_sqlite_file_is_migrated_and_its_rows_chained(tmp_path: Path
     assert code == 1 and "sharedos evidence migrate" in out
     code, out = cli("evidence", "migrate", "--db", str(db))
     assert code == 0, out
-    assert "migrated evidence schema 2 -> 3; chained 5 existing rows in 2 turns" in out
+    assert f"migrated evidence schema 2 -> {LATEST}; chained 5 existing rows in 2 turns" in out
     code, out = cli("evidence", "verify", "--db", str(db))
     assert code == 0 and "verified 2 turn(s)" in out
     code, out = cli("evidence", "migrate", "--db", str(db))
@@ -89,7 +90,7 @@ def test_a_newer_sqlite_file_is_refused(tmp_path: Path, read_only: bool) -> None
 
 def test_migrate_creates_and_upgrades_a_postgresql_database(pg_url: str) -> None:
     code, out = cli("evidence", "migrate", "--db", pg_url)
-    assert code == 0 and "migrated evidence schema 0 -> 3" in out
+    assert code == 0 and f"migrated evidence schema 0 -> {LATEST}" in out
     code, out = cli("evidence", "migrate", "--db", pg_url)
     assert code == 0 and "up to date" in out
 
@@ -100,6 +101,6 @@ def test_migrate_chains_a_version_2_postgresql_database(pg_url: str) -> None:
         conn.execute(OLD_ROWS)
         conn.execute(OLD_OUTCOMES)
     code, out = cli("evidence", "migrate", "--db", pg_url)
-    assert code == 0 and "2 -> 3; chained 5 existing rows in 2 turns" in out
+    assert code == 0 and f"2 -> {LATEST}; chained 5 existing rows in 2 turns" in out
     code, out = cli("evidence", "verify", "--db", pg_url)
     assert code == 0, out

@@ -162,6 +162,30 @@ def test_a_write_that_committed_but_lost_its_answer_is_not_repeated(
     assert verify_store(pg).clean
 
 
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_group_whose_connection_was_lost_is_written_once(
+    pg: PostgresEvidenceStore, landed: bool
+) -> None:
+    """A group commit cut off in flight: if it landed, it is not written again; if not, each
+    write is made on its own. Either way every write is there exactly once."""
+    a = pg.begin(attempt("a"))
+    real = pg.execute_many
+
+    def cut(plans: Any) -> list[int]:
+        if landed:
+            real(plans)  # really committed, then the answer is lost
+        raise CommitUnknown("server closed the connection", EvidenceStoreError("lost", "io"))
+
+    pg.execute_many = cut  # type: ignore[method-assign]
+    results = pg.commit_group([("finish", (a, OK)), ("begin", (attempt("b"),))])
+    pg.execute_many = real  # type: ignore[method-assign]
+    assert [ok for ok, _ in results] == [True, True]
+    records = pg.query()
+    assert [(r.call_id, r.status) for r in records] == [("a", "succeeded"), ("b", "interrupted")]
+    assert records[1].seq == results[1][1]
+    assert verify_store(pg).clean
+
+
 def test_a_role_that_cannot_insert_fails_at_open(pg_url: str, pg: PostgresEvidenceStore) -> None:
     with admin(pg_url) as conn:
         conn.execute("CREATE ROLE auditor LOGIN")
@@ -182,22 +206,33 @@ def test_the_documented_least_privilege_role_can_write(
 ) -> None:
     with admin(pg_url) as conn:
         conn.execute("CREATE ROLE sharedos_host LOGIN")
+        # exactly what docs/evidence.md says a host needs
         conn.execute(
-            "GRANT SELECT, INSERT ON attempts, outcomes, turns, links, seals TO sharedos_host"
+            "GRANT SELECT, INSERT ON chain, checkpoints, checkpoint_heads TO sharedos_host"
+        )
+        conn.execute(
+            "GRANT SELECT ON attempts, outcomes, turns, links, seals, evidence TO sharedos_host"
         )
         conn.execute("GRANT SELECT, INSERT, UPDATE ON meta TO sharedos_host")
-        conn.execute("GRANT USAGE ON SEQUENCE attempts_seq_seq TO sharedos_host")
+        conn.execute("GRANT USAGE ON SEQUENCE chain_seq_seq TO sharedos_host")
     url = pg_url.replace("postgresql://sharedos@", "postgresql://sharedos_host@")
     host = PostgresEvidenceStore(url)
     try:
         host.finish(host.begin(attempt("x")), OK)
         host.seal_turn("T")
-        assert verify_store(host).clean
+        assert host.take_checkpoint() is not None
+        assert verify_store(host).clean and verify_store(host).checkpoints == 1
     finally:
         host.close()
-    # and it cannot change what it wrote
-    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error):
-        conn.execute("UPDATE attempts SET resource = '/x'")
+    # and it cannot change or remove what it wrote
+    for change in (
+        "UPDATE chain SET resource = '/x'",
+        "UPDATE attempts SET resource = '/x'",
+        "DELETE FROM chain",
+        "DELETE FROM checkpoint_heads",
+    ):
+        with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error):
+            conn.execute(change)
 
 
 def test_a_newer_schema_is_refused(pg_url: str, pg: PostgresEvidenceStore) -> None:
@@ -233,7 +268,7 @@ def test_an_older_schema_is_refused_for_writing_until_migrated(pg_url: str) -> N
         reader.close()
     with admin(pg_url) as conn:
         result = pg_migrate(conn)
-    assert (result.before, result.after, result.chained_rows) == (2, 3, 3)
+    assert (result.before, result.after, result.chained_rows) == (2, LATEST, 3)
     store = PostgresEvidenceStore(pg_url)
     try:
         assert verify_store(store).clean

@@ -3,7 +3,7 @@
 Usage::
 
     python -m tests.fleet.host_proc --db URL --host H --sandbox DIR \\
-        [--turns 25] [--calls 12] [--pause-after N]
+        [--turns 25] [--calls 12] [--pause-after N] [--checkpoint-interval S] [--sign-key PEM]
 
 A real ``RuntimeHost`` (kernel, the files tools over ``DIR``, the evidence
 store at ``URL``) runs ``--turns`` turns at once; each turn opens its chain,
@@ -16,7 +16,8 @@ returned result is printed at once, flushed, as::
 so the parent knows what was answered even if it kills this process. With
 ``--pause-after N`` every turn waits, after its N-th call, for a line on
 stdin (the parent kills a database connection meanwhile). The last line is
-``DONE <calls made> <seconds> <start epoch> <end epoch>``.
+``DONE <calls made> <seconds> <start epoch> <end epoch>``. ``--checkpoint-interval``
+and ``--sign-key`` are the host's ``[evidence] checkpoint_interval_s`` and ``sign_key``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,14 @@ async def main(args: argparse.Namespace) -> None:
     registry = ToolRegistry()
     register_files_tools(registry, args.sandbox)
     kernel = Kernel(compile_source(POLICY, "fleet.sos"), registry)
-    store = open_store(args.db)
+    signer = None
+    if args.sign_key:
+        from pathlib import Path
+
+        from sharedos.evidence.chain import Signer
+
+        signer = Signer.from_pem(Path(args.sign_key).read_bytes())
+    store = open_store(args.db, signer=signer, checkpoint_interval_s=args.checkpoint_interval)
     host = RuntimeHost(kernel, store)
     made = 0
     resume = anyio.Event()
@@ -122,4 +130,6 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=25)
     parser.add_argument("--calls", type=int, default=12)
     parser.add_argument("--pause-after", type=int, default=0)
+    parser.add_argument("--checkpoint-interval", type=float, default=None)
+    parser.add_argument("--sign-key", default=None)
     anyio.run(main, parser.parse_args())

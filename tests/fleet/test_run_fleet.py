@@ -27,7 +27,7 @@ def host_file(tmp: Path, pg_url: str, *, signed: bool) -> Path:
     host.write_text(
         "[harness.claude-code]\n\n"
         f'[evidence]\nurl = "{pg_url}"\n\n'
-        '[policy]\nbundle = "./pub"\nkeys = ["./keys/policy.pub"]\n',
+        '[policy]\nbundle = "./pub"\nkeys = ["./keys/policy.pub"]\nstate = "./state/bundle.json"\n',
         encoding="utf-8",
     )
     (tmp / "sandbox" / "public").mkdir(parents=True)
@@ -68,7 +68,7 @@ def test_a_host_takes_its_policy_from_a_signed_bundle_and_its_store_from_a_url(
     migrated = subprocess.run(
         [SHAREDOS, "evidence", "migrate", "--db", pg_url], capture_output=True, text=True
     )
-    assert "evidence schema version 3, up to date" in migrated.stdout
+    assert "evidence schema version 4, up to date" in migrated.stdout
 
 
 def test_an_unsigned_bundle_means_nothing_runs(tmp_path: Path, pg_url: str) -> None:

@@ -47,9 +47,24 @@ def keygen_cmd(out: Path) -> None:
 @click.option(
     "--key", "key_path", required=True, type=click.Path(dir_okay=False), help="Private key (PEM)."
 )
+@click.option(
+    "--revision",
+    default=None,
+    help="The release name hosts stamp on evidence (default: the bundle's own, if any).",
+)
+@click.option(
+    "--sequence",
+    type=click.IntRange(min=1),
+    default=None,
+    help="A number larger than every earlier release's: hosts refuse a lower one "
+    "(default: the bundle's own, else the signing time in microseconds).",
+)
 @guarded
-def sign_cmd(bundle: str, key_path: str) -> None:
-    """Verify BUNDLE (format, compiler, hash) and add a signature by the key; print its id."""
+def sign_cmd(bundle: str, key_path: str, revision: str | None, sequence: int | None) -> None:
+    """Verify BUNDLE (format, compiler, hash) and add a signature by the key; print its id.
+
+    The signature covers the envelope, the revision, the sequence and the signing time.
+    """
     from sharedos.policy.bundle import BundleError, sign_bundle
     from sharedos.policy.signing import SigningKeyError, load_private_key
 
@@ -58,7 +73,7 @@ def sign_cmd(bundle: str, key_path: str) -> None:
     except SigningKeyError as exc:
         raise click.BadParameter(str(exc), param_hint="--key") from None
     try:
-        signer = sign_bundle(bundle, key)
+        signer = sign_bundle(bundle, key, revision=revision, sequence=sequence)
     except BundleError as exc:
         _bundle_error(exc)
     except OSError as exc:

@@ -1,0 +1,139 @@
+"""Where a host remembers the last bundle release it enforced, so a restart cannot be rolled back.
+
+A ``BundleManager`` refuses a bundle whose ``sequence`` is lower than the one
+in force (``sharedos.bundles.manager``). In memory that protects a running
+host; a host that restarts would otherwise take whatever its source serves
+first. ``BundleState`` keeps the last enforced release in a small JSON file::
+
+    {"sequence": 42, "revision": "r42", "bundle_hash": "…", "origin": "https://…",
+     "signed_by": "…", "signed_at": "…", "enforced_at": "…"}
+
+written before the release is put in force (atomically: a temporary file,
+``fsync``, ``rename``, then the directory ``fsync``; mode 0600), and read
+when the manager starts. A file that cannot be read or parsed is not taken
+as "nothing enforced yet": the manager refuses every bundle until an operator
+fixes or removes it (fail closed). An operator who deliberately goes back to
+an older release removes the file (or publishes the old program with a higher
+sequence, which is the better way).
+
+Where: ``[policy] state`` in the host configuration; by default
+``$XDG_STATE_HOME/sharedos/bundle-<16 hex digits of SHA-256 of the source>.json``
+(``~/.local/state/…`` when ``XDG_STATE_HOME`` is unset): one file per source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sharedos.bundles.verify import LoadedBundle
+from sharedos.errors import SharedOSError
+
+__all__ = ["BundleState", "Enforced", "StateError", "default_state_path"]
+
+
+class StateError(SharedOSError, OSError):
+    """The state file cannot be read, parsed or written; the message says which and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class Enforced:
+    """The last release a host put in force."""
+
+    sequence: int
+    revision: str
+    bundle_hash: str
+    origin: str
+    signed_by: str | None = None
+    signed_at: str | None = None
+    enforced_at: str = ""
+
+    @classmethod
+    def of(cls, loaded: LoadedBundle) -> Enforced:
+        """The record of ``loaded`` being put in force now."""
+        return cls(
+            sequence=loaded.sequence,
+            revision=loaded.revision,
+            bundle_hash=loaded.bundle_hash,
+            origin=loaded.origin,
+            signed_by=loaded.signed_by,
+            signed_at=loaded.signed_at,
+            enforced_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        )
+
+    def same_release(self, loaded: LoadedBundle) -> bool:
+        """True when ``loaded`` is this release (same sequence, revision and program)."""
+        return (self.sequence, self.revision, self.bundle_hash) == (
+            loaded.sequence,
+            loaded.revision,
+            loaded.bundle_hash,
+        )
+
+    def describe(self) -> str:
+        """One line: sequence, revision, program."""
+        return (
+            f"sequence {self.sequence} (revision {self.revision}, bundle {self.bundle_hash[:16]}…)"
+        )
+
+
+def default_state_path(origin: str) -> Path:
+    """The default state file of a bundle source (see the module docstring)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(base) / "sharedos" / f"bundle-{digest}.json"
+
+
+class BundleState:
+    """The last enforced release, kept in the JSON file at ``path``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> Enforced | None:
+        """The release recorded there; None when no file exists; ``StateError`` otherwise."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        try:
+            data: Any = json.loads(raw)
+            enforced = Enforced(**data)
+        except (ValueError, TypeError) as exc:
+            raise StateError(f"{self.path} is not a bundle state file ({exc})") from None
+        if type(enforced.sequence) is not int or enforced.sequence < 0:
+            raise StateError(f"{self.path} records a malformed sequence {enforced.sequence!r}")
+        return enforced
+
+    def save(self, enforced: Enforced) -> None:
+        """Record ``enforced`` durably (atomic replace, fsynced); ``StateError`` when it cannot."""
+        text = json.dumps(asdict(enforced), indent=1, sort_keys=True) + "\n"
+        tmp: str | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(prefix=".bundle-state-", dir=str(self.path.parent))
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            tmp = None
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            raise StateError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)

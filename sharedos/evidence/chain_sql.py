@@ -1,0 +1,169 @@
+"""Schema 4, for both stores: every row of every turn in one table, ``chain``, with its link.
+
+Up to schema 3 each row was written twice: its content (``attempts``,
+``outcomes``, ``turns``, ``seals``) and its place in the turn's chain
+(``links``). From schema 4 the row *is* the link::
+
+    chain(seq, turn_id, pos, kind, prev_hash, hash, attempt, <the kind's stored fields>)
+
+* ``seq``: the row's number (SQLite rowid, PostgreSQL ``bigserial``); an
+  attempt's ``seq`` is the one the store's protocol returns.
+* ``(turn_id, pos)`` is unique across every kind: two writers of one turn
+  (a relaunched stdio bridge, the host sealing a turn its bridge still
+  writes) collide on it instead of forking the chain.
+* ``attempt``: an outcome's attempt (unique: an attempt has one outcome; a
+  foreign key: it must exist).
+* the fields of each kind are those the chain hashes (``sharedos.evidence.
+  chain.FIELDS_OF``), the ones kinds share (``catalog_hash``, ``policy_hash``,
+  ``identity`` of an opening and of an attempt) in one column.
+
+So a commit is one ``INSERT`` (a turn's first row, and a refused call's
+attempt + outcome, two rows in one transaction). The schema-3 tables are
+views over ``chain`` with the same names and columns (``attempts``,
+``outcomes``, ``turns``, ``seals``, ``links``, ``evidence``), so auditors'
+queries keep working. ``checkpoints`` and ``checkpoint_heads`` hold the
+store-wide signed heads (``sharedos.evidence.checkpoint``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sharedos.evidence.chain import ATTEMPT_FIELDS
+
+__all__ = [
+    "CHAIN_COLUMNS",
+    "CONTENT_OF",
+    "READER_SQL",
+    "VIEWS",
+    "Dialect",
+    "checkpoint_ddl",
+    "insert_sql",
+    "table_ddl",
+]
+
+Dialect = Literal["sqlite", "postgresql"]
+
+OUTCOMES = "('succeeded','denied','failed','cancelled')"
+KINDS_CHECK = "('open','attempt','outcome','seal')"
+
+#: the stored columns of each kind beside (turn_id, pos, kind, prev_hash, hash), in
+#: the order ``chain.FIELDS_OF`` hashes them (an outcome's ``of`` is the hash of the
+#: row its ``attempt`` names; a seal's ``signature`` is not hashed: it signs the hash)
+CONTENT_OF: dict[str, tuple[str, ...]] = {
+    "open": ("opened_at", "catalog_hash", "policy_hash", "policy_revision", "identity"),
+    "attempt": ATTEMPT_FIELDS[1:],
+    "outcome": ("attempt", "outcome", "reason", "finished_at", "duration_ms", "error"),
+    "seal": ("closed_at", "links", "key_id", "signature"),
+}
+_LINK = ("turn_id", "pos", "kind", "prev_hash", "hash")
+#: every column but ``seq``, in table order
+CHAIN_COLUMNS: tuple[str, ...] = tuple(
+    dict.fromkeys((*_LINK, "attempt", *(c for cols in CONTENT_OF.values() for c in cols)))
+)
+_INTEGER = frozenset({"pos", "attempt", "links"})
+
+
+def _type(column: str, dialect: Dialect) -> str:
+    if column in _INTEGER:
+        return "INTEGER" if dialect == "sqlite" else "bigint"
+    if column == "duration_ms":
+        return "REAL" if dialect == "sqlite" else "double precision"
+    return "TEXT" if dialect == "sqlite" else "text"
+
+
+def table_ddl(dialect: Dialect) -> tuple[str, ...]:
+    """``CREATE`` statements of ``chain`` and its indexes."""
+    seq = "seq INTEGER PRIMARY KEY" if dialect == "sqlite" else "seq bigserial PRIMARY KEY"
+    cols = [seq]
+    for column in CHAIN_COLUMNS:
+        decl = f"{column} {_type(column, dialect)}"
+        if column in ("turn_id", "kind", "prev_hash", "hash"):
+            decl += " NOT NULL"
+        if column == "kind":
+            decl += f" CHECK (kind IN {KINDS_CHECK})"
+        elif column == "outcome":
+            decl += f" CHECK (outcome IN {OUTCOMES})"
+        elif column == "attempt":
+            decl += " REFERENCES chain (seq)"
+        cols.append(decl)
+    return (
+        "CREATE TABLE chain (\n    " + ",\n    ".join(cols) + "\n)",
+        # pos is NULL only for rows a migration found outside every chain (so many may)
+        "CREATE UNIQUE INDEX chain_place ON chain (turn_id, pos)",
+        "CREATE UNIQUE INDEX chain_attempt ON chain (attempt) WHERE attempt IS NOT NULL",
+        "CREATE INDEX chain_call ON chain (call_id) WHERE kind = 'attempt'",
+    )
+
+
+def _select(columns: tuple[str, ...], alias: str = "") -> str:
+    return ", ".join(f"{alias}{c} AS {c}" for c in columns)
+
+
+_OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
+#: the schema-3 names, as views over ``chain``
+VIEWS: tuple[str, ...] = (
+    "CREATE VIEW attempts AS SELECT seq, "
+    + _select(ATTEMPT_FIELDS)
+    + " FROM chain WHERE kind = 'attempt'",
+    "CREATE VIEW outcomes AS SELECT attempt AS seq, "
+    + _select(_OUTCOME_COLUMNS)
+    + " FROM chain WHERE kind = 'outcome'",
+    "CREATE VIEW turns AS SELECT turn_id, "
+    + _select(("opened_at", "catalog_hash", "policy_hash", "policy_revision", "identity"))
+    + " FROM chain WHERE kind = 'open'",
+    "CREATE VIEW seals AS SELECT turn_id, pos, closed_at, links, key_id, signature "
+    "FROM chain WHERE kind = 'seal'",
+    "CREATE VIEW links AS SELECT turn_id, pos, kind, CASE kind WHEN 'attempt' THEN seq "
+    "WHEN 'outcome' THEN attempt END AS seq, prev_hash, hash FROM chain",
+    "CREATE VIEW evidence AS SELECT a.seq AS seq, "
+    + _select(ATTEMPT_FIELDS, "a.")
+    + ", "
+    + _select(_OUTCOME_COLUMNS, "o.")
+    + " FROM chain AS a LEFT JOIN chain AS o ON o.attempt = a.seq AND o.kind = 'outcome'"
+    " WHERE a.kind = 'attempt'",
+)
+
+
+def checkpoint_ddl(dialect: Dialect) -> tuple[str, ...]:
+    """``CREATE`` statements of the store-wide checkpoints (``sharedos.evidence.checkpoint``)."""
+    t = "TEXT" if dialect == "sqlite" else "text"
+    n = "INTEGER" if dialect == "sqlite" else "bigint"
+    return (
+        f"""CREATE TABLE checkpoints (
+    number      {n} PRIMARY KEY,
+    store_id    {t} NOT NULL,
+    taken_at    {t} NOT NULL,
+    prev_hash   {t} NOT NULL,
+    heads       {n} NOT NULL,
+    heads_hash  {t} NOT NULL,
+    key_id      {t},
+    signature   {t},
+    hash        {t} NOT NULL
+)""",
+        f"""CREATE TABLE checkpoint_heads (
+    number      {n} NOT NULL,
+    turn_id     {t} NOT NULL,
+    pos         {n} NOT NULL,
+    hash        {t} NOT NULL,
+    PRIMARY KEY (number, turn_id)
+)""",
+        "CREATE INDEX checkpoint_heads_turn ON checkpoint_heads (turn_id, pos)",
+    )
+
+
+def insert_sql(kind: str, dialect: Dialect, *, returning: bool = False) -> str:
+    """``INSERT`` of one row of ``kind`` (placeholders: the link's five values, then its content)."""
+    columns = (*_LINK, *CONTENT_OF[kind])
+    mark = "?" if dialect == "sqlite" else "%s"
+    sql = f"INSERT INTO chain ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
+    return sql + (" RETURNING seq" if returning else "")
+
+
+#: the chain reader (``rows.link_from_row``): each row with the hash of the attempt an
+#: outcome concludes; callers add WHERE / ORDER BY
+READER_SQL = (
+    "SELECT c.seq, "
+    + ", ".join(f"c.{col}" for col in CHAIN_COLUMNS)
+    + ", aa.hash FROM chain c LEFT JOIN chain aa ON aa.seq = c.attempt AND aa.kind = 'attempt'"
+)

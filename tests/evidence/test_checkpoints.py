@@ -1,0 +1,308 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.evidence.stores)
+"""Store-wide checkpoints: a deleted turn and a cut tail are found, on both stores (issue 24).
+
+Each test writes turns through the store's public methods, takes checkpoints
+the way a host does, then removes rows the way someone with write access to
+the database would, and checks what ``verify`` (and the CLI) reports.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sharedos.cli.main import main
+from sharedos.evidence.chain import Signer, load_public_key
+from sharedos.evidence.checkpoint import Checkpoint, heads_hash, make_checkpoint
+from sharedos.evidence.verify import verify_store
+from tests.evidence.stores import Opener, Raw, backend, opener, raw, store  # noqa: F401
+from tests.evidence.test_chain import attempt, ok, write_turn
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def location(store: Any) -> str:
+    return str(getattr(store, "url", None) or store.path)
+
+
+def found(store: Any, **kw: Any) -> list[tuple[str, str, int | None]]:
+    return sorted(
+        ((p.kind, p.turn_id, p.position) for p in verify_store(store, **kw).problems), key=str
+    )
+
+
+def unsealed_turn(store: Any, turn: str, calls: int = 3) -> None:
+    """A turn still running (or whose host died): attempts and outcomes, no seal."""
+    for i in range(calls):
+        store.finish(store.begin(attempt(f"{turn}-{i}", turn)), ok())
+
+
+def test_a_deleted_turn_is_found_once_a_checkpoint_covered_it(store: Any, raw: Raw) -> None:
+    write_turn(store, "T")
+    write_turn(store, "U")
+    # without a checkpoint a whole turn can go without a trace (what issue 24 found)
+    raw("DELETE FROM chain WHERE turn_id = 'U'")
+    assert verify_store(store).clean
+    write_turn(store, "V")
+    assert store.take_checkpoint() is not None
+    raw("DELETE FROM chain WHERE turn_id = 'V'")
+    # the host's checkpoint lists what it committed: U too, though U was gone before it
+    assert found(store) == [("deleted", "U", None), ("deleted", "V", None)]
+
+
+def test_the_cut_tail_of_an_unsealed_turn_is_found(store: Any, raw: Raw) -> None:
+    unsealed_turn(store, "running", calls=4)  # positions 0..8, no seal
+    store.take_checkpoint()
+    raw("DELETE FROM chain WHERE turn_id = 'running' AND pos >= 6")
+    problems = verify_store(store).problems
+    assert [(p.kind, p.turn_id, p.position) for p in problems] == [("deleted", "running", 8)]
+    assert "checkpoint 1 covered this turn up to position 8" in problems[0].detail
+
+
+def test_what_was_written_after_the_last_checkpoint_is_not_covered(store: Any, raw: Raw) -> None:
+    """The documented limit: rows committed after the last checkpoint are not anchored."""
+    unsealed_turn(store, "running", calls=2)
+    store.take_checkpoint()
+    unsealed_turn(store, "running", calls=2)  # positions 5..8, after the checkpoint
+    raw("DELETE FROM chain WHERE turn_id = 'running' AND pos >= 5")
+    assert verify_store(store).clean
+
+
+def test_heads_edited_to_hide_a_deletion_are_found(store: Any, raw: Raw) -> None:
+    write_turn(store, "T")
+    write_turn(store, "U")
+    store.take_checkpoint()
+    raw("DELETE FROM chain WHERE turn_id = 'U'")
+    raw("DELETE FROM checkpoint_heads WHERE turn_id = 'U'")
+    assert ("edited", "", 1) in [
+        (p.kind, p.turn_id, p.position) for p in verify_store(store).problems
+    ]
+
+
+def test_a_rewritten_checkpoint_chain_fails_against_an_exported_checkpoint(
+    store: Any, raw: Raw, tmp_path: Path
+) -> None:
+    """Someone who deletes a turn and recomputes every checkpoint cannot match one kept elsewhere."""
+    write_turn(store, "T")
+    write_turn(store, "U")
+    store.take_checkpoint()
+    code, out = cli("evidence", "checkpoint", "--db", location(store))
+    assert code == 0, out
+    exported = tmp_path / "cp.json"
+    exported.write_text(out.split("\ncheckpoint 1 of store")[0])
+    Checkpoint.load(exported.read_text())  # a checkpoint file, nothing else
+    raw("DELETE FROM chain WHERE turn_id = 'U'")
+    raw("DELETE FROM checkpoint_heads WHERE turn_id = 'U'")
+    _recompute(raw, store)
+    assert verify_store(store).clean  # self-consistent again: the store alone cannot tell
+    code, out = cli("evidence", "verify", "--db", location(store), "--since", str(exported))
+    assert code == 1
+    assert "checkpoint 1: the store's checkpoint 1 is not the one given" in out
+
+
+def _recompute(raw: Raw, store: Any) -> None:
+    """Recompute every checkpoint from the heads now listed, as an attacker can (unsigned)."""
+    rows = raw("SELECT number, store_id, taken_at FROM checkpoints ORDER BY number")
+    prev = None
+    for number, store_id, taken_at in rows:
+        heads = [
+            (str(t), int(p), str(h))
+            for t, p, h in raw(
+                "SELECT turn_id, pos, hash FROM checkpoint_heads WHERE number = ?", number
+            )
+        ]
+        from sharedos.evidence.checkpoint import checkpoint_genesis
+
+        made = make_checkpoint(
+            int(number), store_id, prev or checkpoint_genesis(store_id), heads, None, taken_at
+        )
+        raw(
+            "UPDATE checkpoints SET heads = ?, heads_hash = ?, prev_hash = ?, hash = ? "
+            "WHERE number = ?",
+            made.heads,
+            heads_hash(heads),
+            made.prev,
+            made.hash,
+            number,
+        )
+        prev = made.hash
+
+
+def test_removing_the_last_checkpoints_is_found_against_an_exported_one(
+    store: Any, raw: Raw, tmp_path: Path
+) -> None:
+    write_turn(store, "T")
+    store.take_checkpoint()
+    write_turn(store, "U")
+    second = store.take_checkpoint()
+    exported = tmp_path / "cp.json"
+    exported.write_text(json.dumps(second.to_dict()))
+    raw("DELETE FROM chain WHERE turn_id = 'U'")
+    raw("DELETE FROM checkpoint_heads WHERE number = 2")
+    raw("DELETE FROM checkpoints WHERE number = 2")
+    assert verify_store(store).clean  # the tail of the checkpoint chain is gone too
+    report = verify_store(store, since=second)
+    assert [(p.kind, p.checkpoint) for p in report.problems] == [("deleted", 2)]
+    code, out = cli("evidence", "verify", "--db", location(store), "--since", str(exported))
+    assert code == 1 and "checkpoint 2 (taken" in out and "is gone" in out
+
+
+def test_signed_checkpoints_cannot_be_recomputed(opener: Opener, raw: Raw) -> None:
+    signer = Signer.generate()
+    store = opener(signer=signer)
+    write_turn(store, "T")
+    write_turn(store, "U")
+    cp = store.take_checkpoint()
+    assert cp.key_id == signer.key_id and cp.signature
+    key, key_id = load_public_key(signer.public_pem())
+    assert verify_store(store, public_keys={key_id: key}).clean
+    raw("DELETE FROM chain WHERE turn_id = 'U'")
+    raw("DELETE FROM checkpoint_heads WHERE turn_id = 'U'")
+    _recompute(raw, store)
+    kinds = {
+        (p.kind, p.checkpoint) for p in verify_store(store, public_keys={key_id: key}).problems
+    }
+    assert ("signature", 1) in kinds
+
+
+def test_a_checkpoint_of_another_store_is_refused(opener: Opener, store: Any) -> None:
+    write_turn(store, "T")
+    cp = store.take_checkpoint()
+    other = Checkpoint.from_dict({**cp.to_dict(), "store_id": "another-store"})
+    problems = verify_store(store, since=other).problems
+    assert any("of store another-store, not of this store" in p.detail for p in problems)
+
+
+def test_checkpoints_number_on_from_the_store_whoever_wrote_them(
+    opener: Opener, store: Any
+) -> None:
+    """Two writers of one store (two hosts) make one checkpoint chain."""
+    other = opener()
+    write_turn(store, "T")
+    write_turn(other, "U")
+    first = store.take_checkpoint()
+    second = other.take_checkpoint()  # its idea of the last checkpoint is stale: re-read
+    write_turn(store, "V")
+    third = store.take_checkpoint()
+    assert [first.number, second.number, third.number] == [1, 2, 3]
+    assert second.prev == first.hash and third.prev == second.hash
+    report = verify_store(store)
+    assert report.clean and report.checkpoints == 3
+
+
+def test_verify_with_a_key_flags_a_closed_turn_whose_seal_was_removed(
+    opener: Opener, raw: Raw, tmp_path: Path
+) -> None:
+    signer = Signer.generate()
+    store = opener(signer=signer)
+    write_turn(store, "T")
+    (tmp_path / "host.pub").write_bytes(signer.public_pem())
+    code, out = cli(
+        "evidence", "verify", "--db", location(store), "--key", str(tmp_path / "host.pub")
+    )
+    assert code == 0, out
+    try:
+        raw("DELETE FROM chain WHERE turn_id = 'T' AND kind = 'seal'")
+    except Exception:  # a version-3 store (what this was checked against before the fix)
+        raw("DELETE FROM seals WHERE turn_id = 'T'")
+        raw("DELETE FROM links WHERE turn_id = 'T' AND kind = 'seal'")
+    code, out = cli(
+        "evidence", "verify", "--db", location(store), "--key", str(tmp_path / "host.pub")
+    )
+    assert code == 1 and "unsealed: turn T" in out
+
+
+def test_a_host_checkpoints_on_its_own(opener: Opener) -> None:
+    """The interval passes: the next write's recorder takes a checkpoint, off the call's path."""
+    import anyio
+
+    from sharedos.catalog import ToolRegistry
+    from sharedos.catalog.definition import ToolDefinition
+    from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+    from sharedos.kernel.handlers import HandlerResult
+    from sharedos.policy import compile_source
+    from sharedos.toolpolicy import RunMode, ToolPolicy
+
+    async def echo(args: dict[str, Any], hctx: Any) -> HandlerResult:
+        return HandlerResult(content=[{"type": "text", "text": "ok"}])
+
+    signer = Signer.generate()
+    store = opener(signer=signer, checkpoint_interval_s=0.01)
+    policy = compile_source(
+        "namespace t\nrequirement t.echo { action read; resource path(args.p) }\n"
+        'permit read on "/public/**"\n',
+        "t.sos",
+    )
+    tool = ToolDefinition(
+        name="t.echo",
+        description="echo",
+        input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
+        handler=echo,
+    )
+    host = RuntimeHost(Kernel(policy, ToolRegistry([tool])), store)
+    run = ToolPolicy(name="r", mode=RunMode.OPEN, managed=("t.*",))
+    ctx = AccessContext(principal="alice", turn_id="host-turn")
+
+    async def calls() -> None:
+        for i in range(20):
+            await host.invoke_tool(
+                ToolCall(call_id=f"c{i}", tool="t.echo", arguments={"p": "/public/a"}), ctx, run
+            )
+            await anyio.sleep(0.02)
+
+    anyio.run(calls)
+    checkpoints = [cp for cp, _ in store.iter_checkpoints()]
+    assert checkpoints and all(cp.key_id == signer.key_id for cp in checkpoints)
+    key, key_id = load_public_key(signer.public_pem())
+    problems = verify_store(store, public_keys={key_id: key}).problems
+    assert [p.kind for p in problems] == ["unsealed"]  # the turn never closed: no seal
+
+
+@pytest.mark.parametrize("take", [True, False])
+def test_the_checkpoint_command(store: Any, tmp_path: Path, take: bool) -> None:
+    write_turn(store, "T")
+    if not take:
+        code, out = cli("evidence", "checkpoint", "--db", location(store))
+        assert code == 1 and "no checkpoint yet" in out
+        store.take_checkpoint()
+    key = tmp_path / "auditor.pem"
+    signer = Signer.generate()
+    key.write_bytes(signer.private_pem())
+    args = ["evidence", "checkpoint", "--db", location(store), "-o", str(tmp_path / "cp.json")]
+    if take:
+        args += ["--take", "--sign-key", str(key)]
+    code, out = cli(*args)
+    assert code == 0, out
+    cp = Checkpoint.load((tmp_path / "cp.json").read_text())
+    assert cp.number == 1 and cp.heads == 1
+    assert (cp.key_id == signer.key_id) is take
+    (tmp_path / "a.pub").write_bytes(signer.public_pem())
+    code, out = cli(
+        "evidence", "verify", "--db", location(store), "--since", str(tmp_path / "cp.json")
+    )
+    assert code == 0 and "since checkpoint 1: clean" in out
+
+
+def test_a_head_two_writers_both_checkpointed_is_one_head(opener: Opener, store: Any) -> None:
+    other = opener()
+    write_turn(store, "T")
+    assert other.take_checkpoint(everything=True) is not None  # an auditor's: T's head
+    assert store.take_checkpoint() is not None  # the host's own: the same head of T
+    report = verify_store(store)
+    assert report.clean and report.checkpoints == 2, [p.line() for p in report.problems]
+    assert verify_store(store, "T").clean
+
+
+def test_one_turn_deleted_whole_is_reported_for_that_turn(store: Any, raw: Raw) -> None:
+    write_turn(store, "T")
+    store.take_checkpoint()
+    raw("DELETE FROM chain WHERE turn_id = 'T'")
+    code, out = cli("evidence", "verify", "--db", location(store), "--turn", "T")
+    assert code == 1 and "deleted: turn T -: the whole turn is gone" in out

@@ -1,0 +1,394 @@
+"""Bundles that cannot be rolled back or relabelled, and fetches that cannot hang a host (issue 24).
+
+Directory and HTTP sources (a real local HTTP server), real Ed25519 keys, real
+state files, and ``sharedos run`` restarted as a host would be.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sharedos.bundles import BundleManager, BundleVerifier, DirectorySource, HttpSource
+from sharedos.cli.main import main
+from sharedos.evidence.chain import Signer
+from sharedos.policy import compile_sources
+from sharedos.policy.bundle import save_bundle, sign_bundle
+from tests.fleet import test_bundles
+from tests.fleet.test_bundles import RULES_V1, RULES_V2, _BundleServer, publish
+
+bundle_server = test_bundles.bundle_server  # the fixture, shared
+
+SHAREDOS = str(Path(sys.executable).parent / "sharedos")
+
+
+@pytest.fixture
+def signer() -> Signer:
+    return Signer.generate()
+
+
+def release(tmp: Path, rules: str, signer: Signer, *, revision: str, sequence: int | None) -> bytes:
+    """A compiled bundle signed as release ``revision`` / ``sequence`` (sharedos-policy sign's function)."""
+    from cryptography.hazmat.primitives import serialization
+
+    path = tmp / f"release-{revision}-{sequence}-{abs(hash(rules))}.json"
+    save_bundle(compile_sources([("files.sos", rules)]), path)
+    key = serialization.load_pem_private_key(signer.private_pem(), password=None)
+    sign_bundle(path, key, revision=revision, sequence=sequence)  # type: ignore[arg-type]
+    return path.read_bytes()
+
+
+def BundleState(path: Path) -> Any:  # imported late: main had no such module
+    from sharedos.bundles.state import BundleState as State
+
+    return State(path)
+
+
+def verifier(signer: Signer) -> BundleVerifier:
+    return BundleVerifier([signer.public_pem()])
+
+
+# -- rollback and relabelling ----------------------------------------------------------------
+
+
+def test_an_older_signed_bundle_is_refused_from_a_directory(
+    tmp_path: Path, signer: Signer, caplog: pytest.LogCaptureFixture
+) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    manager = BundleManager(DirectorySource(pub), verifier(signer))
+    assert manager.poll().status == "loaded"
+    # a validly signed, older release: a rollback
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
+    with caplog.at_level(logging.ERROR, logger="sharedos.bundles"):
+        result = manager.poll()
+    assert result.status == "refused" and "a rollback" in result.detail
+    assert manager.current().revision == "r5" and manager.current().sequence == 5
+    assert any("keeping revision r5" in r.getMessage() for r in caplog.records)
+    # a newer one is taken
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
+    assert manager.poll().status == "loaded" and manager.current().revision == "r6"
+
+
+def test_an_older_signed_bundle_is_refused_over_http(
+    tmp_path: Path, signer: Signer, bundle_server: tuple[str, dict[str, Any]]
+) -> None:
+    url, state = bundle_server
+    state.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag='"5"')
+    manager = BundleManager(HttpSource(url), verifier(signer))
+    assert manager.poll().status == "loaded"
+    state.update(bundle=release(tmp_path, RULES_V1, signer, revision="r3", sequence=3), etag='"3"')
+    result = manager.poll()
+    assert result.status == "refused" and "a rollback" in result.detail
+    assert manager.current().revision == "r5"
+
+
+def test_the_same_sequence_under_another_revision_or_program_is_refused(
+    tmp_path: Path, signer: Signer
+) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r5", sequence=5))
+    manager = BundleManager(DirectorySource(pub), verifier(signer))
+    manager.poll()
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert "a relabelled release" in manager.poll().detail
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r5-bis", sequence=5))
+    assert "a relabelled release" in manager.poll().detail
+    assert manager.current().revision == "r5"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("revision", "r99-forged"), ("sequence", 99), ("compiler_version", "x")],
+)
+def test_the_signature_covers_the_release_and_the_compiler(
+    tmp_path: Path, signer: Signer, field: str, value: Any
+) -> None:
+    pub = tmp_path / "pub"
+    doc = json.loads(release(tmp_path, RULES_V1, signer, revision="r5", sequence=5))
+    doc[field] = value
+    publish(pub, json.dumps(doc).encode())
+    result = BundleManager(DirectorySource(pub), verifier(signer)).poll()
+    assert result.status == "refused" and result.current is None
+    public = tmp_path / "policy.pub"
+    public.write_bytes(signer.public_pem())
+    out = CliRunner().invoke(main, ["bundle", "verify", "--key", str(public), str(pub)])
+    assert out.exit_code == 1 and "refused" in out.output and "r99" not in out.output
+
+
+def test_the_signature_covers_its_signing_time(tmp_path: Path, signer: Signer) -> None:
+    pub = tmp_path / "pub"
+    doc = json.loads(release(tmp_path, RULES_V1, signer, revision="r5", sequence=5))
+    doc["signatures"][0]["signed_at"] = "2020-01-01T00:00:00Z"
+    publish(pub, json.dumps(doc).encode())
+    assert BundleManager(DirectorySource(pub), verifier(signer)).poll().status == "refused"
+
+
+def test_a_first_format_signature_is_refused_with_how_to_re_sign(
+    tmp_path: Path, signer: Signer
+) -> None:
+    import base64
+
+    from sharedos.policy.signing import _legacy_message
+
+    path = tmp_path / "b.json"
+    save_bundle(compile_sources([("files.sos", RULES_V1)]), path)
+    doc = json.loads(path.read_bytes())
+    doc["revision"] = "r1"
+    key = Signer.from_pem(signer.private_pem())
+    raw = key._key.sign(_legacy_message(doc))
+    doc["signatures"] = [
+        {"alg": "ed25519", "key_id": key.key_id, "signature": base64.b64encode(raw).decode()}
+    ]
+    publish(tmp_path / "pub", json.dumps(doc).encode())
+    result = BundleManager(DirectorySource(tmp_path / "pub"), verifier(signer)).poll()
+    assert result.status == "refused" and "re-sign it" in result.detail
+
+
+def test_a_loaded_release_says_what_was_signed(tmp_path: Path, signer: Signer) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r7", sequence=7))
+    loaded = BundleManager(DirectorySource(pub), verifier(signer)).poll().current
+    assert loaded is not None
+    assert (loaded.revision, loaded.sequence, loaded.signed_by) == ("r7", 7, signer.key_id)
+    assert loaded.signed_at is not None and loaded.signed_at.endswith("Z")
+    assert "sequence 7" in loaded.describe() and loaded.signed_at in loaded.describe()
+
+
+# -- remembered across restarts --------------------------------------------------------------
+
+
+def test_a_restarted_host_refuses_the_rollback_it_refused_before(
+    tmp_path: Path, signer: Signer
+) -> None:
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    first = BundleManager(DirectorySource(pub), verifier(signer), state=state)
+    assert first.poll().status == "loaded"
+    assert json.loads(state.path.read_text())["sequence"] == 5
+    assert state.path.stat().st_mode & 0o077 == 0
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
+    assert first.poll().status == "refused"
+    # the host restarts: a new manager, nothing in memory, the rollback still refused
+    restarted = BundleManager(DirectorySource(pub), verifier(signer), state=state)
+    result = restarted.poll()
+    assert result.status == "refused" and "sequence 5" in result.detail
+    with pytest.raises(RuntimeError, match="no policy"):
+        restarted.current()
+    # the release it enforced is still welcome (same sequence, same release)
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert restarted.poll().status == "loaded"
+
+
+def test_an_unreadable_state_refuses_every_bundle(tmp_path: Path, signer: Signer) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r1", sequence=1))
+    state = tmp_path / "state.json"
+    state.write_text("{not json")
+    result = BundleManager(DirectorySource(pub), verifier(signer), state=BundleState(state)).poll()
+    assert result.status == "refused" and "not a bundle state file" in result.detail
+
+
+def test_a_release_that_cannot_be_remembered_is_not_put_in_force(
+    tmp_path: Path, signer: Signer
+) -> None:
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r1", sequence=1))
+    # nothing there to read, and nowhere anyone (root included) can create it
+    unwritable = Path("/proc/sharedos-no-such-dir/state.json")
+    manager = BundleManager(DirectorySource(pub), verifier(signer), state=BundleState(unwritable))
+    result = manager.poll()
+    assert result.status == "refused" and "cannot remember" in result.detail
+    assert result.current is None
+
+
+def _host_file(tmp: Path, signer: Signer) -> Path:
+    (tmp / "keys").mkdir()
+    (tmp / "keys" / "policy.pub").write_bytes(signer.public_pem())
+    (tmp / "sandbox" / "public").mkdir(parents=True)
+    host = tmp / "host.toml"
+    host.write_text(
+        "[harness.claude-code]\n\n"
+        '[evidence]\nurl = "./evidence.db"\n\n'
+        '[policy]\nbundle = "./pub"\nkeys = ["./keys/policy.pub"]\nstate = "./state/bundle.json"\n',
+        encoding="utf-8",
+    )
+    return host
+
+
+def _run_host(host: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *(SHAREDOS, "run", "--host-config", str(host), "--policy", "fleet"),
+            *("--principal", "alice", "--sandbox", str(tmp / "sandbox"), "--dry-run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp,
+    )
+
+
+def test_sharedos_run_remembers_the_release_across_runs(tmp_path: Path, signer: Signer) -> None:
+    host = _host_file(tmp_path, signer)
+    publish(tmp_path / "pub", release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    first = _run_host(host, tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "revision r5" in first.stderr and "sequence 5" in first.stderr
+    publish(tmp_path / "pub", release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
+    second = _run_host(host, tmp_path)
+    assert second.returncode == 1
+    assert "a rollback" in second.stderr and "no usable policy bundle" in second.stderr
+
+
+# -- fetches that cannot hang a host -----------------------------------------------------------
+
+
+class _Dripper:
+    """A real TCP server that answers one byte every ``every_s`` seconds, forever."""
+
+    def __init__(self, phase: str, every_s: float = 2.0) -> None:
+        self.phase = phase
+        self.every_s = every_s
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            if self.phase == "body":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n{")
+                payload = b" " * 1_000_000
+            else:
+                payload = b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 1_000_000
+            for byte in payload:
+                if self.stop.wait(self.every_s):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_dripping_server_cannot_hold_a_poll(phase: str, caplog: pytest.LogCaptureFixture) -> None:
+    dripper = _Dripper(phase)
+    try:
+        manager = BundleManager(HttpSource(f"http://127.0.0.1:{dripper.port}/b", deadline_s=3.0))
+        results: list[Any] = []
+        with caplog.at_level(logging.ERROR, logger="sharedos.bundles"):
+            poller = threading.Thread(target=lambda: results.append(manager.poll()), daemon=True)
+            poller.start()
+            # liveness, not speed: without an overall deadline this poll never returns
+            poller.join(60)
+            assert not poller.is_alive(), "poll() is still held by a server dripping bytes"
+        (result,) = results
+        assert result.status == "unreachable" and "no complete answer within 3 s" in result.detail
+        # a host without a policy says so
+        assert any("this host has no policy" in r.getMessage() for r in caplog.records)
+        with pytest.raises(RuntimeError, match="no policy"):
+            manager.current()
+    finally:
+        dripper.close()
+
+
+def test_current_does_not_wait_for_a_poll_in_progress(tmp_path: Path, signer: Signer) -> None:
+    dripper = _Dripper("body", every_s=0.5)
+    try:
+        pub = tmp_path / "pub"
+        publish(pub, release(tmp_path, RULES_V1, signer, revision="r1", sequence=1))
+        manager = BundleManager(DirectorySource(pub), verifier(signer))
+        manager.poll()
+        manager.source = HttpSource(f"http://127.0.0.1:{dripper.port}/b", deadline_s=30.0)
+        poller = threading.Thread(target=manager.poll, daemon=True)
+        poller.start()
+        time.sleep(0.3)  # the poll is now inside its fetch
+        took = threading.Thread(target=manager.current, daemon=True)
+        took.start()
+        took.join(10)
+        assert not took.is_alive() and poller.is_alive()
+    finally:
+        dripper.close()
+
+
+# -- a 304 to a first request -----------------------------------------------------------------
+
+
+class _StaleCache(_BundleServer):
+    """A cache that answers 304 to anything but an uncached request (``Cache-Control: no-cache``)."""
+
+    def do_GET(self) -> None:
+        state = self.server.state  # type: ignore[attr-defined]
+        state["asked"].append(self.headers.get("Cache-Control"))
+        if self.headers.get("Cache-Control") != "no-cache" or state.get("always_304"):
+            self.send_response(304)
+            self.end_headers()
+            return
+        super().do_GET()
+
+
+@pytest.fixture
+def stale_cache() -> Iterator[tuple[str, dict[str, Any]]]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StaleCache)
+    server.state = {"requests": [], "asked": []}  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/bundle.json", server.state  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_304_to_a_first_request_is_said_and_the_bundle_fetched_uncached(
+    tmp_path: Path,
+    signer: Signer,
+    stale_cache: tuple[str, dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url, state = stale_cache
+    state.update(bundle=release(tmp_path, RULES_V1, signer, revision="r1", sequence=1), etag='"1"')
+    manager = BundleManager(HttpSource(url), verifier(signer))
+    with caplog.at_level(logging.WARNING, logger="sharedos.bundles"):
+        result = manager.poll()
+    assert result.status == "loaded" and manager.current().revision == "r1"
+    assert any("304 Not Modified" in r.getMessage() for r in caplog.records)
+    assert state["asked"] == [None, "no-cache"]
+
+
+def test_a_source_that_only_answers_304_leaves_a_host_saying_it_has_no_policy(
+    stale_cache: tuple[str, dict[str, Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, state = stale_cache
+    state["always_304"] = True
+    manager = BundleManager(HttpSource(url))
+    with caplog.at_level(logging.ERROR, logger="sharedos.bundles"):
+        result = manager.poll()
+    assert result.status == "unreachable" and "304 Not Modified" in result.detail
+    assert any("this host has no policy" in r.getMessage() for r in caplog.records)
