@@ -55,7 +55,7 @@ from sharedos.kernel.arguments import (
     detached,
     json_type,
     schema_problem,
-    too_deep,
+    shape_problem,
 )
 from sharedos.kernel.attempt import Attempt, Ran, attempt_record, given_up, now, scrubbed
 from sharedos.kernel.context import AccessContext, ToolCall
@@ -307,11 +307,9 @@ class RuntimeHost:
                 ReasonCode.INVALID_ARGUMENTS,
                 f"arguments must be a JSON object, got {json_type(args)}",
             )
-        if too_deep(args, MAX_ARGUMENT_DEPTH):
-            return _Refusal(
-                ReasonCode.INVALID_ARGUMENTS,
-                f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
-            )
+        shape = shape_problem(args, MAX_ARGUMENT_DEPTH)
+        if shape is not None:
+            return _Refusal(ReasonCode.INVALID_ARGUMENTS, shape)
         try:
             # The shortcut only ever says "certainly valid"; anything else goes
             # to the full validator, which is the judge.

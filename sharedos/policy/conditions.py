@@ -27,7 +27,7 @@ import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sharedos.policy.functions import FUNCTIONS, EvalError, member, values_equal
+from sharedos.policy.functions import FUNCTIONS, EvalError, finite, member, values_equal
 
 if TYPE_CHECKING:
     from sharedos.policy import ast
@@ -128,6 +128,8 @@ def _ordered(op: str, a: Any, b: Any) -> bool:
     ta, tb = type(a), type(b)
     if ta not in (int, float) or tb not in (int, float):
         raise EvalError(f"'{op}' compares numbers, got {ta.__name__} and {tb.__name__}")
+    finite(a)
+    finite(b)
     if op == "<":
         return bool(a < b)
     if op == "<=":
@@ -322,7 +324,7 @@ def _compile_against_constant(op: str, left: list[Any], right: list[Any]) -> Fn 
         def ordered(env: Env) -> bool:
             value = value_fn(env)
             tv = type(value)
-            if tv is int or tv is float:
+            if tv is int or (tv is float and value - value == 0):  # finite: not NaN, not inf
                 return order(value, bound)
             return _ordered(op, value, bound)  # raises the error of the general form
 

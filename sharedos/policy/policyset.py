@@ -172,5 +172,8 @@ def canonical_program(program: Mapping[str, Any]) -> bytes:
     """The canonical JSON of a program, UTF-8 (sorted keys, no spaces): what the hash covers."""
     import json
 
-    text = json.dumps(program, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # allow_nan=False: a program holding NaN or an infinity is not JSON (no compile makes one)
+    text = json.dumps(
+        program, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
     return text.encode("utf-8", "surrogatepass")

@@ -1,0 +1,208 @@
+"""Issue 23: constructs that read one way and decided another. Each test failed before its fix.
+
+Written against the public API (``compile_source``, ``decide``, the CLI, bundles),
+so each reads as what an operator would see.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sharedos.cli.policy import main
+from sharedos.policy import BundleError, PolicyError, compile_source, load_bundle
+
+FILES = (
+    "namespace files\n"
+    "requirement files.read  { action read;  resource path(args.path) }\n"
+    "requirement files.write { action write; resource path(args.path) }\n"
+)
+CTX = {"principal": "bob", "roles": []}
+
+
+def _decide(text: str, tool: str, args: dict[str, Any], ctx: dict[str, Any] | None = None) -> str:
+    d = compile_source(text, "t.sos").decide(tool, args, ctx or CTX)
+    return f"{d.effect.value} {d.reason.value}"
+
+
+# ------------------------------------------------------------ non-finite numbers
+
+SIZE_LIMIT = FILES + (
+    'permit write on "/up/**"\n'
+    'forbid write on "/up/**" when args.size > 1048576\n'
+    'permit read on "/n/**" when not (args.n > 10)\n'
+    'permit read on "/m/**" when args.n != 5\n'
+    'permit read on "/k/**" when args.n in [1, 2]\n'
+    'permit read on "/o/**" when args.o == context.attributes.o\n'
+)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_number_never_passes_a_comparison(bad: float) -> None:
+    # a forbid on a size bound applies (its condition errors: fail closed) ...
+    assert _decide(SIZE_LIMIT, "files.write", {"path": "/up/x", "size": bad}) == "deny forbidden"
+    # ... and a permit written as a negation, an inequality or a membership does not
+    for path in ("/n/x", "/m/x", "/k/x"):
+        got = _decide(SIZE_LIMIT, "files.read", {"path": path, "n": bad})
+        assert got == "deny no_matching_permit", path
+    ctx = {**CTX, "attributes": {"o": {"deep": [bad]}}}
+    got = _decide(SIZE_LIMIT, "files.read", {"path": "/o/x", "o": {"deep": [bad]}}, ctx)
+    assert got == "deny no_matching_permit"
+    # finite values still decide as written
+    assert _decide(SIZE_LIMIT, "files.write", {"path": "/up/x", "size": 10.5}) == "allow allowed"
+    assert _decide(SIZE_LIMIT, "files.read", {"path": "/n/x", "n": 3.0}) == "allow allowed"
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999", "-1E400"])
+def test_eval_refuses_a_non_finite_number_as_invalid_json(number: str, tmp_path: Path) -> None:
+    (tmp_path / "p.sos").write_text(SIZE_LIMIT)
+    line = '{"tool": "files.write", "args": {"path": "/up/x", "size": NUMBER}}'.replace(
+        "NUMBER", number
+    )
+    ok = '{"tool": "files.write", "args": {"path": "/up/x", "size": 1}}'
+    result = CliRunner().invoke(main, ["eval", str(tmp_path / "p.sos")], input=f"{line}\n{ok}\n")
+    assert result.exit_code == 1
+    first, second = (json.loads(x) for x in result.stdout.splitlines())
+    assert first["error"]["code"] == "invalid_json" and "refused" in first["error"]["message"]
+    assert second["effect"] == "allow"
+
+
+@pytest.mark.parametrize("where", ["--args", "--context"])
+def test_explain_refuses_a_non_finite_number_inline_or_in_a_file(
+    where: str, tmp_path: Path
+) -> None:
+    (tmp_path / "p.sos").write_text(SIZE_LIMIT)
+    value = '{"path": "/up/x", "size": NaN}' if where == "--args" else '{"attributes": {"n": NaN}}'
+    (tmp_path / "v.json").write_text(value)
+    for given in (value, f"@{tmp_path / 'v.json'}"):
+        result = CliRunner().invoke(
+            main, ["explain", str(tmp_path / "p.sos"), "--tool", "files.write", where, given]
+        )
+        assert result.exit_code == 2, result.output
+        assert "NaN is not a JSON number" in result.output
+
+
+def test_catalog_and_context_schema_files_refuse_non_finite_numbers(tmp_path: Path) -> None:
+    (tmp_path / "p.sos").write_text(SIZE_LIMIT)
+    (tmp_path / "cat.json").write_text(
+        '[{"name": "files.read", "inputSchema": {"maximum": 1e999}}]'
+    )
+    result = CliRunner().invoke(
+        main, ["check", str(tmp_path / "p.sos"), "--catalog", str(tmp_path / "cat.json")]
+    )
+    assert result.exit_code == 2 and "too large for a 64-bit float" in result.output
+
+
+def test_a_test_block_cannot_hold_a_non_finite_number() -> None:
+    for value in ("NaN", "Infinity", "1e999"):
+        text = (
+            SIZE_LIMIT
+            + f'test "t" {{ call files.write {{ path: "/up/x", size: {value} }} expect deny }}\n'
+        )
+        with pytest.raises(PolicyError) as info:
+            compile_source(text, "t.sos")
+        assert {d.code for d in info.value.diagnostics} & {"SOS101", "SOS102", "SOS105"}
+
+
+def _retamper(path: Path, old: str, new: str) -> None:
+    """Edit a bundle's program text and fix its hash (what an attacker without a key can do)."""
+    import hashlib
+
+    text = path.read_text()
+    mark = ',"program":'
+    head, program = text[: text.index(mark)], text[text.index(mark) + len(mark) : -1]
+    assert old in program
+    program = program.replace(old, new)
+    doc = json.loads(head + "}")
+    doc["bundle_hash"] = hashlib.sha256(program.encode()).hexdigest()
+    envelope = json.dumps(doc, separators=(",", ":"))
+    path.write_text(envelope[:-1] + mark + program + "}")
+
+
+def test_a_bundle_holding_a_non_finite_number_is_refused_or_fails_closed(tmp_path: Path) -> None:
+    from sharedos.policy.policyset import canonical_program
+
+    policy = compile_source(SIZE_LIMIT, "t.sos")
+    path = tmp_path / "b.json"
+    policy.save_bundle(path)
+    assert load_bundle(path).decide("files.write", {"path": "/up/x", "size": 1}, CTX).allowed
+    # a NaN in the program itself: not JSON, the load is refused
+    _retamper(path, '"reads_turn_id":false', '"reads_turn_id":NaN')
+    with pytest.raises(BundleError, match="not a JSON number"):
+        load_bundle(path)
+    # a NaN inside a packed condition: that condition cannot be read, so the
+    # forbid applies (fail closed) instead of comparing false
+    policy.save_bundle(path)
+    _retamper(path, "1048576", "NaN")
+    tampered = load_bundle(path)
+    d = tampered.decide("files.write", {"path": "/up/x", "size": 1}, CTX)
+    assert (d.effect.value, d.reason.value) == ("deny", "forbidden")
+    # and a compile can never write one
+    program = dict(policy.program)
+    program["sources"] = {"x": math.nan}
+    with pytest.raises(ValueError):
+        canonical_program(program)
+
+
+def test_a_host_context_cannot_carry_a_non_finite_number() -> None:
+    from pydantic import ValidationError
+
+    from sharedos.context import AccessContext
+
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ValidationError, match="non-finite"):
+            AccessContext(principal="p", attributes={"quota": {"left": [bad]}})
+    assert AccessContext(principal="p", attributes={"quota": 1.5}).attributes == {"quota": 1.5}
+
+
+# ------------------------------------------------------- objects: true is not 1
+
+OBJECTS = FILES + (
+    'permit read on "/o/**" when args.opts == context.attributes.expected\n'
+    'forbid read on "/o/**" when args.opts != context.attributes.expected and '
+    "context.attributes.strict == true\n"
+    'permit read on "/m/**" when args.item in context.attributes.allowed\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected", "equal"),
+    [
+        ({"admin": True}, {"admin": 1}, False),
+        ({"admin": 1}, {"admin": True}, False),
+        ({"a": {"b": [False]}}, {"a": {"b": [0]}}, False),
+        ({"a": [{"x": True}]}, {"a": [{"x": 1.0}]}, False),
+        ({"a": 1}, {"a": 1.0}, True),  # numbers are numbers
+        ({"a": [1, {"b": "c"}]}, {"a": [1, {"b": "c"}]}, True),
+        ({"a": 1}, {"a": 1, "b": None}, False),
+        ({}, [], False),
+    ],
+)
+def test_objects_keep_booleans_and_numbers_apart_at_any_depth(
+    given: Any, expected: Any, equal: bool
+) -> None:
+    ctx = {**CTX, "attributes": {"expected": expected, "strict": False}}
+    got = _decide(OBJECTS, "files.read", {"path": "/o/x", "opts": given}, ctx)
+    assert got == ("allow allowed" if equal else "deny no_matching_permit")
+    strict = {**CTX, "attributes": {"expected": expected, "strict": True}}
+    got = _decide(OBJECTS, "files.read", {"path": "/o/x", "opts": given}, strict)
+    assert got == ("allow allowed" if equal else "deny forbidden")
+
+
+def test_membership_of_an_object_keeps_true_and_1_apart() -> None:
+    ctx = {**CTX, "attributes": {"allowed": [{"ro": 1}, [0]]}}
+    assert (
+        _decide(OBJECTS, "files.read", {"path": "/m/x", "item": {"ro": True}}, ctx)
+        == "deny no_matching_permit"
+    )
+    assert _decide(OBJECTS, "files.read", {"path": "/m/x", "item": [False]}, ctx) == (
+        "deny no_matching_permit"
+    )
+    assert _decide(OBJECTS, "files.read", {"path": "/m/x", "item": {"ro": 1}}, ctx) == (
+        "allow allowed"
+    )
