@@ -21,7 +21,7 @@ from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
 from sharedos.policy.conditions import ORDERING
 from sharedos.policy.diagnostics import Diagnostic, make
-from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, LIST, NUMBER, STRING
+from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, INTEGER, LIST, NUMBER, STRING
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.patterns import PatternSyntaxError, parse_pattern
 from sharedos.toolpolicy import RunMode, ToolPolicy
@@ -431,6 +431,17 @@ def _expect_boolean(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) ->
 
 def _expect(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr], want: str, what: str) -> None:
     kind = _kind_of(expr, names)
+    if want == INTEGER:
+        # segment(resource, 1.0) would check clean and always error at run time
+        if isinstance(expr, ast.Literal) and type(expr.value) is float:
+            ctx.err(
+                "SOS204",
+                f"{what} takes an integer, found {expr.value!r}",
+                expr.span,
+                hint="write the position without a fraction or exponent: 1 is the first segment, -1 the last",
+            )
+            return
+        want = NUMBER
     if want != ANY and kind not in (want, ANY):
         ctx.err("SOS204", f"{what} takes a {want}, found a {kind}", expr.span)
 
@@ -480,6 +491,14 @@ def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> Non
             )
         for arg, want in zip(expr.args, fn.params, strict=False):
             _expect(ctx, arg, names, want, f"{expr.func}()")
+        if expr.func == "segment" and len(expr.args) == 2:
+            pos = expr.args[1]
+            if isinstance(pos, ast.Literal) and type(pos.value) is int and pos.value == 0:
+                ctx.err(
+                    "SOS204",
+                    "segment(s, 0) never exists: 1 is the first segment and -1 the last",
+                    pos.span,
+                )
         if expr.func == "path" and expr.args:
             arg = expr.args[0]
             if (

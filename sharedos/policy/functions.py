@@ -17,6 +17,8 @@ from sharedos.policy.paths import UnresolvablePath, canonical_path
 
 #: Static kinds the checker reasons with.
 STRING, NUMBER, BOOLEAN, LIST, ANY = "string", "number", "boolean", "list", "any"
+#: A parameter kind only: a number written without a fraction or exponent (``1``, never ``1.0``).
+INTEGER = "integer"
 
 
 class EvalError(SharedOSError):
@@ -36,7 +38,7 @@ class Function:
     @property
     def signature(self) -> str:
         """``name(a, b)`` as the docs and diagnostics write it."""
-        names = {STRING: "s", NUMBER: "n", LIST: "list", BOOLEAN: "b", ANY: "x"}
+        names = {STRING: "s", NUMBER: "n", INTEGER: "n", LIST: "list", BOOLEAN: "b", ANY: "x"}
         return f"{self.name}(" + ", ".join(names[p] for p in self.params) + ")"
 
 
@@ -194,7 +196,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("path", (STRING,), STRING, _path, "the canonical path of s (an error if none)"),
         Function(
             "segment",
-            (STRING, NUMBER),
+            (STRING, INTEGER),
             STRING,
             _segment,
             "segment n of a resource, 1 the first, -1 the last (an error if there is none)",

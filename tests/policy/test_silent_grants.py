@@ -206,3 +206,33 @@ def test_membership_of_an_object_keeps_true_and_1_apart() -> None:
     assert _decide(OBJECTS, "files.read", {"path": "/m/x", "item": {"ro": 1}}, ctx) == (
         "allow allowed"
     )
+
+
+# ------------------------------------------------------------ segment positions
+
+
+@pytest.mark.parametrize("position", ["1.0", "2e0", "-1.0", "0"])
+def test_a_segment_position_that_is_not_a_nonzero_integer_is_a_check_time_type_error(
+    position: str,
+) -> None:
+    text = FILES + f'permit read on "/**" when segment(resource, {position}) == "public"\n'
+    with pytest.raises(PolicyError) as info:
+        compile_source(text, "t.sos")
+    (diag,) = info.value.diagnostics
+    assert diag.code == "SOS204" and (diag.line, diag.col) == (4, 45)
+
+
+def test_an_out_of_range_segment_is_an_error_that_fails_closed() -> None:
+    text = FILES + (
+        'permit read on "/**" when segment(resource, 3) == "x"\n'
+        'forbid read on "/**" when segment(resource, -3) == "nothing-matches-this"\n'
+        'permit write on "/**" when segment(resource, 1) == "w"\n'
+    )
+    policy = compile_source(text, "t.sos")
+    # /a/b has two segments: position 3 and -3 do not exist
+    read = policy.decide("files.read", {"path": "/a/b"}, CTX)
+    assert (read.effect.value, read.reason.value) == ("deny", "forbidden")
+    assert policy.decide("files.read", {"path": "/a/b/x"}, CTX).allowed
+    # the root has no segment at all
+    assert not policy.decide("files.write", {"path": "/"}, CTX).allowed
+    assert policy.decide("files.write", {"path": "/w/z"}, CTX).allowed
