@@ -388,7 +388,7 @@ def _resolve(
 def _kind_of(expr: ast.Expr, names: Mapping[str, ast.Expr]) -> str:
     """A cheap static type: exact for literals, refs to resource/action, named conditions and calls."""
     t = type(expr)
-    if t is ast.Compare or t is ast.BoolOp or t is ast.Not:
+    if t is ast.Compare or t is ast.BoolOp or t is ast.Not or t is ast.Has:
         return BOOLEAN
     if isinstance(expr, ast.Literal):
         v = expr.value
@@ -537,6 +537,21 @@ def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> Non
             _expect_boolean(ctx, operand, names)
     elif isinstance(expr, ast.Not):
         _expect_boolean(ctx, expr.operand, names)
+    elif isinstance(expr, ast.Has):
+        ref = expr.ref
+        if ref.root in ("args", "context") and not ref.path:
+            ctx.err(
+                "SOS204",
+                f"'has {ref.root}' tests nothing: name the attribute, e.g. has {ref.root}.x",
+                expr.span,
+            )
+        elif ref.root in ("resource", "action") or ref.root in names:
+            ctx.err(
+                "SOS204",
+                f"'has' tests an attribute of args or context, not {ref.dotted}",
+                expr.span,
+                hint="write has args.x or has context.attributes.x",
+            )
 
 
 # ------------------------------------------------------------------ characters

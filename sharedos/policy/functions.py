@@ -14,6 +14,7 @@ from typing import Any
 
 from sharedos.errors import SharedOSError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
+from sharedos.policy.text import fold
 
 #: Static kinds the checker reasons with.
 STRING, NUMBER, BOOLEAN, LIST, ANY = "string", "number", "boolean", "list", "any"
@@ -150,7 +151,7 @@ def _contains(haystack: Any, needle: Any) -> bool:
 
 def _lower(s: Any) -> str:
     _need("lower", s, STRING)
-    return str(s.lower())
+    return fold(s)
 
 
 def _path(s: Any) -> str:
@@ -192,7 +193,7 @@ FUNCTIONS: dict[str, Function] = {
         Function(
             "contains", (STRING, STRING), BOOLEAN, _contains, "the second string occurs in the first"
         ),
-        Function("lower", (STRING,), STRING, _lower, "s in lower case"),
+        Function("lower", (STRING,), STRING, _lower, "the caseless key of s (NFKC, full case folding)"),
         Function("path", (STRING,), STRING, _path, "the canonical path of s (an error if none)"),
         Function(
             "segment",

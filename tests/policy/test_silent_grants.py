@@ -236,3 +236,227 @@ def test_an_out_of_range_segment_is_an_error_that_fails_closed() -> None:
     # the root has no segment at all
     assert not policy.decide("files.write", {"path": "/"}, CTX).allowed
     assert policy.decide("files.write", {"path": "/w/z"}, CTX).allowed
+
+
+# ------------------------------------------------- presence tests: has args.x
+
+BRANCHES = (
+    "namespace files\n"
+    "requirement files.write  { action write; resource path(args.path) }\n"
+    "requirement files.commit { action write; resource path(args.repo) }\n"
+    'permit write on "/srv/**"\n'
+    'forbid write on "/srv/repos/**" when has args.branch_name and args.branch_name == "main"\n'
+    'permit write on "/opt/**" when not has args.force\n'
+)
+
+
+def test_a_presence_test_lets_a_forbid_read_an_argument_only_some_tools_carry() -> None:
+    policy = compile_source(BRANCHES, "t.sos")
+    # the tool without the argument is decided, not forbidden by an error
+    assert policy.decide("files.commit", {"repo": "/srv/repos/a"}, CTX).allowed
+    got = policy.decide("files.write", {"path": "/srv/repos/a", "branch_name": "main"}, CTX)
+    assert got.reason.value == "forbidden"
+    assert policy.decide("files.write", {"path": "/srv/repos/a", "branch_name": "dev"}, CTX).allowed
+    # present with any value, null included; absent is false, never an error
+    assert policy.decide("files.write", {"path": "/opt/x"}, CTX).allowed
+    assert not policy.decide("files.write", {"path": "/opt/x", "force": None}, CTX).allowed
+    # listing reasons with it: a call without 'force' can be allowed
+    assert policy.could_permit("files.write", CTX)
+
+
+def test_has_on_the_context_and_nested_attributes() -> None:
+    text = FILES + (
+        'permit read on "/t/**" when has context.attributes.team.lead\n'
+        'forbid read on "/t/**" when has context.attributes.frozen\n'
+    )
+    policy = compile_source(text, "t.sos")
+    lead = {**CTX, "attributes": {"team": {"lead": False}}}
+    assert policy.decide("files.read", {"path": "/t/a"}, lead).allowed
+    assert not policy.decide(
+        "files.read", {"path": "/t/a"}, {**CTX, "attributes": {"team": 1}}
+    ).allowed
+    frozen = {**CTX, "attributes": {"team": {"lead": 1}, "frozen": 0}}
+    assert policy.decide("files.read", {"path": "/t/a"}, frozen).reason.value == "forbidden"
+    assert policy.could_permit("files.read", lead)
+    assert not policy.could_permit("files.read", frozen)  # the forbid covers it, certainly
+
+
+@pytest.mark.parametrize(
+    ("condition", "code"),
+    [
+        ("has args", "SOS204"),
+        ("has resource", "SOS204"),
+        ("has user.x", "SOS203"),
+        ('has "x"', "SOS101"),
+        ("has args.x == true", "SOS101"),
+    ],
+)
+def test_a_presence_test_names_an_attribute(condition: str, code: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        compile_source(FILES + f'permit read on "/a" when {condition}\n', "t.sos")
+    assert code in {d.code for d in info.value.diagnostics}
+
+
+def test_fmt_round_trips_presence_tests() -> None:
+    from sharedos.policy.formatter import format_source
+
+    text = FILES + (
+        'permit read on "/a" when (has args.x) and not has args.y or has context.attributes.z\n'
+        'permit read on "/b" when not (has args.x and args.x == 1)\n'
+    )
+    out = format_source(text, "t.sos").text
+    assert out is not None
+    assert "when has args.x and not has args.y or has context.attributes.z" in out
+    assert "when not (has args.x and args.x == 1)" in out
+    assert format_source(out, "t.sos").text == out
+
+
+def test_explain_shows_the_presence_test() -> None:
+    policy = compile_source(BRANCHES, "t.sos")
+    text = policy.explain("files.commit", {"repo": "/srv/repos/a"}, CTX).render()
+    assert "has args.branch_name  => false" in text
+    assert 'args.branch_name == "main"  => not evaluated' in text
+
+
+# -------------------------------- conditions on the raw argument (canonical form)
+
+RAW = FILES + (
+    'permit read on "/**" when segment(args.path, 1) == "public"\n'
+    'permit write on "/**" when startswith(args.path, "/scratch/")\n'
+)
+
+
+def test_a_condition_on_the_raw_argument_is_warned_about_with_a_fix() -> None:
+    from sharedos.policy.lints import lint
+    from sharedos.policy.parser import parse_source
+
+    found = [d for d in lint([parse_source(RAW, "t.sos").file]) if d.code == "SOS512"]
+    assert [(d.line, d.col) for d in found] == [(4, 35), (5, 39)]
+    assert all("path(args.path)" in d.hint and "`resource`" in d.hint for d in found)
+    fixed = RAW.replace("segment(args.path", "segment(resource").replace(
+        "startswith(args.path", "startswith(path(args.path)"
+    )
+    assert not [d for d in lint([parse_source(fixed, "t.sos").file]) if d.code == "SOS512"]
+
+
+def test_the_canonical_form_in_a_condition_closes_the_traversal() -> None:
+    raw = compile_source(RAW, "t.sos")
+    # the trap, as written: the raw argument reads 'public'
+    assert raw.decide("files.read", {"path": "/public/../private/x"}, CTX).allowed
+    fixed = compile_source(
+        RAW.replace("segment(args.path", "segment(path(args.path)").replace(
+            "startswith(args.path", "startswith(path(args.path)"
+        ),
+        "t.sos",
+    )
+    assert not fixed.decide("files.read", {"path": "/public/../private/x"}, CTX).allowed
+    assert fixed.decide("files.read", {"path": "/public/./a"}, CTX).allowed
+    assert not fixed.decide("files.write", {"path": "/scratch/../etc/passwd"}, CTX).allowed
+    assert fixed.decide("files.write", {"path": "/scratch//a"}, CTX).allowed
+
+
+# ----------------------------------------------------------------------- Unicode
+
+UNICODE = (
+    "namespace files\n"
+    "requirement files.read { action read; resource path(args.path) }\n"
+    'requirement files.user { action read; resource "/users/{args.name}" }\n'
+    'permit read on "/**"\n'
+    'forbid read on "/café/**"\n'
+    'forbid read on "/users/Kate"\n'
+    'forbid read on "/x/**" when lower(args.label) == "private"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("files.read", {"path": "/cafe\u0301/menu"}),  # NFD
+        ("files.read", {"path": "/ok/cafe\u0301"}),
+        ("files.user", {"name": "\u212aate"}),  # Kelvin sign, NFC is 'K'
+        ("files.user", {"name": "Ka\u0300te"}),
+    ],
+)
+def test_a_resource_not_in_nfc_is_refused_as_invalid_input(tool: str, args: dict[str, Any]) -> None:
+    d = compile_source(UNICODE, "t.sos").decide(tool, args, CTX)
+    assert (d.effect.value, d.reason.value) == ("deny", "unresolvable_resource")
+    assert "normalization form C" in d.detail
+
+
+def test_the_nfc_spelling_meets_its_forbid() -> None:
+    policy = compile_source(UNICODE, "t.sos")
+    assert policy.decide("files.read", {"path": "/café/menu"}, CTX).reason.value == "forbidden"
+    assert policy.decide("files.user", {"name": "Kate"}, CTX).reason.value == "forbidden"
+    assert policy.decide("files.read", {"path": "/Ωμέγα/x"}, CTX).allowed
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "PRIVATE",
+        "Private",
+        "PR\u0130VATE",
+        "pr\u0131vate",
+        "\uff30\uff32\uff29\uff36\uff21\uff34\uff25",
+        "privatE",
+    ],
+)
+def test_lower_is_a_caseless_key_no_spelling_slips_past(label: str) -> None:
+    d = compile_source(UNICODE, "t.sos").decide("files.read", {"path": "/x/1", "label": label}, CTX)
+    assert d.reason.value == "forbidden", label
+
+
+def test_lower_is_defined_precisely() -> None:
+    from sharedos.policy.functions import FUNCTIONS
+
+    lower = FUNCTIONS["lower"].impl
+    assert lower("\u212aate") == "kate"
+    assert lower("Stra\u00dfe") == "strasse"
+    assert lower("\ufb01le") == "file"
+    assert lower("CAFE\u0301") == "caf\u00e9"  # normalized too
+    assert lower("ΣΑΣ") == lower("σας")
+
+
+def test_a_pattern_not_in_nfc_is_an_error() -> None:
+    with pytest.raises(PolicyError) as info:
+        compile_source(UNICODE.replace('"/café/**"', '"/cafe\u0301/**"'), "t.sos")
+    (diag,) = info.value.diagnostics
+    assert diag.code == "SOS207" and "NFC" in diag.message and (diag.line, diag.col) == (5, 21)
+    with pytest.raises(PolicyError):
+        compile_source(UNICODE.replace('"/users/Kate"', '"/users/\u212aate"'), "t.sos")
+
+
+def test_a_context_value_not_in_nfc_never_widens_a_match() -> None:
+    text = FILES + (
+        'permit read on "/**"\n'
+        'forbid read on "/home/{context.principal}/secret/**"\n'
+        'permit write on "/home/{context.principal}/**"\n'
+    )
+    policy = compile_source(text, "t.sos")
+    nfd = {**CTX, "principal": "jose\u0301"}
+    # the forbid's segment matches any one segment, the permit matches nothing
+    assert policy.decide("files.read", {"path": "/home/eve/secret/a"}, nfd).reason.value == (
+        "forbidden"
+    )
+    assert not policy.decide("files.write", {"path": "/home/josé/a"}, nfd).allowed
+
+
+def test_literals_that_cannot_match_what_they_read_as_are_warned_about() -> None:
+    from sharedos.policy.lints import lint
+    from sharedos.policy.parser import parse_source
+
+    text = FILES + (
+        'forbid read on "/priv\u0430te/**"\n'  # a Cyrillic a
+        'forbid read on "/\uff50\uff52\uff49\uff56\uff41\uff54\uff45/**"\n'  # fullwidth
+        'forbid read on "/\u0440\u0430\u0443/**"\n'  # all Cyrillic, looks like 'pay'
+        'permit read on "/a/**" when lower(args.role) == "Admin"\n'
+        'permit read on "/b/**" when args.n == "cafe\u0301"\n'
+        'permit read on "/ok/caf\u00e9/Москва/**" when lower(args.x) in ["caf\u00e9"]\n'
+    )
+    found = [d for d in lint([parse_source(text, "t.sos").file]) if d.code == "SOS513"]
+    assert [d.line for d in found] == [4, 5, 6, 7, 8]
+    assert "mixes scripts" in found[0].message and "CYRILLIC SMALL LETTER A" in found[0].message
+    assert "reads as 'private'" in found[1].message
+    assert "look like the ASCII 'pay'" in found[2].message
+    assert "never holds" in found[3].message and found[3].hint == "compare with 'admin'"
+    assert "not in Unicode NFC" in found[4].message
