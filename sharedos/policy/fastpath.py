@@ -359,9 +359,7 @@ class _Line:
                 return None
             self.i += 1
             ref = self.ref(tok)
-            return ast.Has(
-                ref, ast.Span(self.file, self.line, has[2], self.line, ref.span.end_col)
-            )
+            return ast.Has(ref, ast.Span(self.file, self.line, has[2], self.line, ref.span.end_col))
         left = self.operand()
         if left is None:
             return None

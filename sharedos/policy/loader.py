@@ -128,8 +128,13 @@ def compile_sources(
         program = compile_program(
             files, checked.tool_policies, checked.patterns, checked.conditions, names
         )
+        from sharedos.policy.suppress import apply
+
+        # warnings a '# sos:ignore CODE: reason' covers are not the policy's
+        # warnings any more (check audits unused suppressions)
+        kept = apply(files, diagnostics, audit=False).kept if diagnostics else diagnostics
         # The texts, not the syntax trees: PolicySet.files parses again if asked.
-        return PolicySet(program, diagnostics=tuple(diagnostics), texts=sources)
+        return PolicySet(program, diagnostics=tuple(kept), texts=sources)
 
 
 def program_names(files: Sequence[Path], root: str | Path | None = None) -> dict[str, str]:

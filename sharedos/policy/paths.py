@@ -62,8 +62,7 @@ def canonical_path(value: object) -> str:
     if not (value.isascii() or _is_normalized("NFC", value)):
         # one spelling per name: an NFD 'café' must not pass a forbid written in NFC
         raise UnresolvablePath(
-            f"path {_show(value)} is not in Unicode normalization form C (NFC); "
-            "send it normalized"
+            f"path {_show(value)} is not in Unicode normalization form C (NFC); send it normalized"
         )
     if "//" not in value and "/." not in value and (value[-1] != "/" or len(value) == 1):
         return value  # printable-or-not aside, already canonical

@@ -50,7 +50,9 @@ def parse_pattern(raw: str) -> dict[str, Any]:
     if not is_nfc(raw):
         # Resources are NFC: a literal in another form would never match (a forbid
         # written in NFD would be bypassed by every call).
-        at = next(i for i in range(len(raw)) if not is_nfc(raw[i : i + 2]) or not is_nfc(raw[: i + 1]))
+        at = next(
+            i for i in range(len(raw)) if not is_nfc(raw[i : i + 2]) or not is_nfc(raw[: i + 1])
+        )
         raise PatternSyntaxError(
             "pattern is not in Unicode normalization form C (NFC), which every resource is: "
             f"write {unicodedata.normalize('NFC', raw)!r}",

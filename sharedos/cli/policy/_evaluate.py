@@ -59,16 +59,25 @@ _POLICY_OPTION = click.option(
     type=click.Path(file_okay=False),
     help="Directory the bundle names files relative to (default: the deepest one holding them all).",
 )
+@click.option(
+    "--warnings",
+    "show_warnings",
+    is_flag=True,
+    help="Print every lint warning (default: one line counting them; `check` shows them).",
+)
 @guarded
-def compile_cmd(paths: tuple[str, ...], output: str, root: str | None) -> None:
+def compile_cmd(paths: tuple[str, ...], output: str, root: str | None, show_warnings: bool) -> None:
     """Compile PATHS into a bundle host runtimes load without re-parsing; print its hash.
 
     \b
-    Lint warnings are printed on stderr (they do not stop the compile). The
-    hash depends only on the policy's content and its files' names relative
-    to the root, so the same policy has the same hash wherever it is built.
+    Warnings do not stop the compile: one line on stderr counts them (with
+    --warnings, each is printed, as `check` prints it). The hash depends only
+    on the policy's content and its files' names relative to the root, so the
+    same policy has the same hash wherever it is built.
     """
-    from sharedos.policy import PolicyError, compile_paths
+    from sharedos.policy import PolicyError, compile_paths, suppress
+    from sharedos.policy.checker import check
+    from sharedos.policy.diagnostics import sort_key
     from sharedos.policy.lints import lint
 
     files = discover_sources(paths)
@@ -77,8 +86,21 @@ def compile_cmd(paths: tuple[str, ...], output: str, root: str | None) -> None:
     except PolicyError as exc:
         click.echo(str(exc), err=True)
         raise click.exceptions.Exit(EXIT_POLICY) from None
-    for diag in sorted([*policy.diagnostics, *lint(policy.files)], key=lambda d: d.location):
-        click.echo(diag.render() + "\n", err=True)
+    # policy.diagnostics already leave suppressed warnings out; the audit of the
+    # suppressions (unused, malformed) needs every warning, the lints' included
+    files_ = policy.files
+    found = suppress.apply(files_, [*check(files_).diagnostics, *lint(files_)])
+    warnings = sorted(found.kept, key=sort_key)
+    if show_warnings:
+        for diag in warnings:
+            click.echo(diag.render() + "\n", err=True)
+    elif warnings:
+        shown = " ".join(paths)
+        click.echo(
+            f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} "
+            f"(`sharedos-policy check {shown}` shows them; compile --warnings prints them here)",
+            err=True,
+        )
     try:
         policy.save_bundle(Path(output))
     except OSError as exc:
