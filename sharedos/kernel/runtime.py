@@ -337,7 +337,7 @@ class RuntimeHost:
         tool, args, context = attempt.tool, attempt.args, attempt.context
         assert tool is not None and args is not None
         decision = self.kernel.policy.decide(
-            tool.name, args, context.policy_input, context_key=context.cache_key
+            tool.name, args, self.kernel.decision_context(context), context_key=context.cache_key
         )
         attempt.decision = decision
         if decision.effect != Effect.ALLOW:

@@ -291,8 +291,24 @@ def _check_rule(
             f"invalid pattern {rule.pattern.raw!r}: {exc}",
             ast.Span(sp.file, sp.line, col, sp.line, col + max(exc.length, 1)),
         )
+    parsed = patterns.get(rule.pattern.raw)
+    if parsed is not None and _interpolates_now(parsed):
+        ctx.err(
+            "SOS207",
+            f"pattern {rule.pattern.raw!r} interpolates context.now, which changes with "
+            "every call: a pattern names resources, not times",
+            rule.pattern.span,
+            hint="test the time in a condition: when context.now.hour >= 9",
+        )
     for condition in rule.conditions:
         _check_condition(ctx, condition, names)
+
+
+def _interpolates_now(penc: Mapping[str, Any]) -> bool:
+    return any(
+        seg[0] == "G" and any(p[0] == "c" and p[1][:1] == ["now"] for p in seg[1])
+        for seg in penc["segs"]
+    )
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:

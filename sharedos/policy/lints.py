@@ -281,6 +281,15 @@ def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, 
             return
         for key, sub in value.items():
             here = [*path, key]
+            if here == ["now"] and not isinstance(sub, dict):
+                # written as an ISO-8601 time or a timestamp, expanded for the test
+                from sharedos.policy.clock import ClockError, expand
+
+                try:
+                    expand(sub)
+                except ClockError as exc:
+                    out.warn("SOS502", f"test {test.name!r}: context.now: {exc}", where)
+                continue
             status, node, _ = lookup(opts.context_schema, here)
             if status != "ok":
                 _check_context_path(here, where, opts, out)

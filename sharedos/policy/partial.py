@@ -1,6 +1,7 @@
 """Partial evaluation of conditions: what ``could_permit`` reasons with.
 
-Arguments and resource are unknown, context and action are known. Each
+Arguments, resource and the time of the call (``context.now``) are unknown;
+the rest of the context and the action are known. Each
 condition has a set of possible outcomes (true / false / error); rules that
 test the same argument are reasoned about jointly (``JointSpace``), so a
 permit and a forbid on ``args.mode == "x"`` are seen to exclude each other.
@@ -14,7 +15,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from sharedos.policy.conditions import compile_expr, operands, roots
+from sharedos.policy.conditions import compile_expr, operands, subexpressions
 from sharedos.policy.functions import EvalError, member, values_equal
 
 T, F, E = "T", "F", "E"
@@ -62,6 +63,20 @@ def outcomes(enc: list[Any], context: Any, action: str) -> frozenset[str]:
     return frozenset({E})
 
 
+def _reads_unknown(enc: list[Any]) -> bool:
+    """Does ``enc`` read what listing does not know: arguments, the resource, or the
+    time of the call (``context.now``, supplied per call, never at listing)?"""
+    for node in subexpressions(enc):
+        kind = node[0]
+        if kind == "ref" or kind == "has":
+            root = node[1]
+            if root == "args" or root == "resource":
+                return True
+            if root == "context" and node[2][:1] == ["now"]:
+                return True
+    return False
+
+
 def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
     kind = enc[0]
     if kind in ("and", "or", "not"):
@@ -70,7 +85,7 @@ def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
             (only,) = outs
             return {T: True, F: False, E: _ERROR}[only]
         return _UNKNOWN
-    if "args" in roots(enc) or "resource" in roots(enc):
+    if _reads_unknown(enc):
         # Every operand of a comparison, call or list is evaluated (no short
         # circuit), so an operand that certainly errors makes the whole an error.
         children = operands(enc)
@@ -139,8 +154,7 @@ def _atom_key(enc: list[Any]) -> str:
 
 
 def _reads_args(node: list[Any]) -> bool:
-    r = roots(node)
-    return "args" in r or "resource" in r
+    return _reads_unknown(node)
 
 
 class JointSpace:

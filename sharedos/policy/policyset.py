@@ -78,6 +78,12 @@ class PolicySet(Evaluator):
         return self._bundle_hash
 
     @property
+    def reads_clock(self) -> bool:
+        """True when some condition reads ``context.now``: the host must then supply it
+        with every call (``sharedos.policy.clock.current``; the kernel does)."""
+        return bool(self._program.get("reads_clock", False))
+
+    @property
     def sources(self) -> Mapping[str, str]:
         """file -> SHA-256 of the source text compiled."""
         return dict(self._program["sources"])

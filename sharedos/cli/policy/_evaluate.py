@@ -110,6 +110,18 @@ def compile_cmd(paths: tuple[str, ...], output: str, root: str | None, show_warn
     click.echo(f"{policy.bundle_hash}  {output}")
 
 
+def _complete(context: dict[str, Any], policy: Any, what: str) -> dict[str, Any]:
+    """The context after the kernel's defaults; a policy that reads the time gets this
+    moment (UTC) when the context does not say ``now``, as the kernel gives it."""
+    from sharedos.policy.clock import ClockError
+
+    zone = "UTC" if getattr(policy, "reads_clock", False) else None
+    try:
+        return complete_context(context, clock_zone=zone)
+    except ClockError as exc:
+        raise click.BadParameter(f"now: {exc}", param_hint=what) from None
+
+
 def _json_object(value: str, what: str) -> dict[str, Any]:
     data = read_json_option(value, what)
     if not isinstance(data, dict):
@@ -156,8 +168,9 @@ def explain_cmd(
     explanation); 1 if the policy does not compile; 2 for bad options.
     """
     args = _json_object(args_json, "--args")
-    context = complete_context(_json_object(context_json, "--context"))
+    raw_context = _json_object(context_json, "--context")
     policy = load_policy_set(paths, trusted_keys)
+    context = _complete(raw_context, policy, "--context")
     explanation = policy.explain(tool, args, context, run_policy=_run_policy(policy, run))
     if fmt == "json":
         emit_json(explanation.to_dict())
@@ -197,8 +210,9 @@ def catalog_cmd(
     """
     from sharedos.policy.cases import run_policy_denial
 
-    context = complete_context(_json_object(context_json, "--context"))
+    raw_context = _json_object(context_json, "--context")
     policy = load_policy_set(paths, trusted_keys)
+    context = _complete(raw_context, policy, "--context")
     run_name = _run_policy(policy, run)
     names = list(tools) or sorted(policy.requirements)
     entries: list[dict[str, Any]] = []
@@ -274,8 +288,17 @@ def _run_batch(policy: Any, source: TextIO, sink: TextIO, run: str | None = None
             out = dump(EvalError(line=number, error=parsed))
         else:
             try:
+                zone = "UTC" if getattr(policy, "reads_clock", False) else None
+                context = complete_context(parsed.context, clock_zone=zone)
+            except ValueError as exc:  # a 'now' that is not a time
+                bad += 1
+                body = EvalErrorBody(code="invalid_request", message=f"context.now: {exc}")
+                sink.write(dump(EvalError(line=number, error=body)) + "\n")
+                sink.flush()
+                continue
+            try:
                 decision = run_policy_denial(policy, run, parsed.tool) or policy.decide(
-                    parsed.tool, parsed.args, complete_context(parsed.context)
+                    parsed.tool, parsed.args, context
                 )
                 out = dump(decision_line(number, decision))
             # decide must not raise; if it does, report it for this line only
