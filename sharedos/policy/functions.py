@@ -79,16 +79,20 @@ _SEQUENCES = (list, tuple)
 
 def values_equal(a: Any, b: Any) -> bool:
     """Policy equality: booleans never equal numbers, at any depth; lists compare
-    element-wise and objects key by key; a non-finite number is an error."""
+    element-wise (left to right, the first difference decides) and objects key by
+    key (in ``a``'s order); ``null`` equals only ``null``. Comparing two numbers of
+    which one is NaN or infinite is an error."""
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
         return ta is tb and a == b
     if ta is bool or tb is bool:
         return ta is tb and a == b
     if ta is float or tb is float:
-        finite(a)
-        finite(b)
-        return ta in (int, float) and tb in (int, float) and a == b
+        if ta in (int, float) and tb in (int, float):  # two numbers: both must be finite
+            finite(a)
+            finite(b)
+            return bool(a == b)
+        return False
     if ta is int and tb is int:
         return bool(a == b)
     if ta in _SEQUENCES or tb in _SEQUENCES:
