@@ -585,14 +585,14 @@ def _lint_raw_resource_reads(
                 has_refs = {id(n.ref) for n in ast.walk(cond) if isinstance(n, ast.Has)}
                 seen: set[tuple[str, ...]] = set()
                 for ref in _refs(cond, "args"):
-                    req = canon.get(ref.path)
-                    if req is None or id(ref) in safe or id(ref) in has_refs or ref.path in seen:
+                    hit = canon.get(ref.path)
+                    if hit is None or id(ref) in safe or id(ref) in has_refs or ref.path in seen:
                         continue
                     seen.add(ref.path)
                     out.warn(
                         "SOS512",
                         f"{rule.effect} {rule.rule_id} reads {ref.dotted} as sent, but "
-                        f"{req.tool} canonicalizes it as the resource: the condition can "
+                        f"{hit.tool} canonicalizes it as the resource: the condition can "
                         "read '/a/../b' where the decision sees '/b'",
                         ref.span,
                         f"read the canonical form: `resource`, or path({ref.dotted})",
