@@ -26,6 +26,8 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sharedos.errors import SharedOSError
+
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 #: the members of ``context.now``
 FIELDS = (
@@ -44,7 +46,7 @@ FIELDS = (
 _ZONED_RE = re.compile(r"^(?P<time>[^\[\]]+?)(?:\[(?P<zone>[A-Za-z0-9_+\-/]+)\])?$")
 
 
-class ClockError(ValueError):
+class ClockError(SharedOSError, ValueError):
     """A time or time zone that cannot be read."""
 
 
