@@ -8,7 +8,7 @@ import uuid
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from sharedos.names import IdentifierSchema
 
@@ -23,6 +23,23 @@ class AccessContext(BaseModel):
     roles: tuple[str, ...] = ()
     attributes: dict[str, JsonValue] = Field(default_factory=dict)
     turn_id: IdentifierSchema = Field(default_factory=lambda: f"turn-{uuid.uuid4().hex}")
+
+    @field_validator("attributes")
+    @classmethod
+    def _finite_attributes(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # JSON has no NaN or infinity, and a policy comparison cannot be
+        # trusted with one (NaN > 10 is false): a context file or a host that
+        # hands one over is refused here, as invalid input.
+        stack: list[Any] = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif type(item) is float and item - item != 0:
+                raise ValueError("attributes hold a non-finite number (NaN or an infinity)")
+        return value
 
     @cached_property
     def policy_input(self) -> dict[str, Any]:

@@ -24,6 +24,8 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── SchemaError(ValueError)               sharedos.policy.schemas
     │   ├── SigningKeyError(ValueError)           sharedos.policy.signing
     │   ├── MalformedProgram(ValueError)          sharedos.policy.ir
+    │   ├── NonFiniteNumber(ValueError)           sharedos.policy.jsonvalues
+    │   ├── ClockError(ValueError)                sharedos.policy.clock
     │   └── BundleError(ValueError)               sharedos.policy.bundle
     ├── bundles: distribution
     │   ├── BundleRejected                        sharedos.bundles.verify

@@ -69,6 +69,9 @@ class Problem(StrEnum):
     OVERSIZED = "oversized"
     #: a valid message the SDK's transport turned away (headers, session, media type)
     REJECTED = "rejected_by_transport"
+    #: ``NaN``, ``Infinity`` or a number too large for a float: not JSON, and no
+    #: comparison can be trusted with it (``NaN > 10`` is false)
+    NON_FINITE = "non_finite_number"
 
 
 #: what the model and the record are told, per problem
@@ -82,6 +85,8 @@ PROBLEM_TEXT: dict[Problem, str] = {
     Problem.EMPTY: "the request is empty",
     Problem.OVERSIZED: "the request is larger than the transport accepts",
     Problem.REJECTED: "the MCP transport rejected the request (its headers, session or media type)",
+    Problem.NON_FINITE: "the request holds a non-finite number (NaN, Infinity or one too large "
+    "for a 64-bit float), which JSON does not have",
 }
 
 RequestId = int | str
@@ -135,7 +140,29 @@ def classify(data: bytes) -> Frame:
         value = pydantic_core.from_json(data)
     except ValueError:
         return _damaged(data)
+    if has_non_finite(value):
+        # The SDK would read NaN and 1e999 as floats; JSON has neither, and a
+        # policy comparison cannot be trusted with them: refused and recorded,
+        # the arguments not kept (no canonical JSON can record them).
+        return _structured(data, value, Problem.NON_FINITE, intact=False)
     return _structured(data, value, None, intact=True)
+
+
+def has_non_finite(value: object) -> bool:
+    """True when a number anywhere in ``value`` is NaN or infinite (iterative: any depth)."""
+    stack: list[object] = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is float:
+            if item - item != 0:  # type: ignore[operator]
+                return True
+        elif kind is dict:
+            push(item.values())  # type: ignore[attr-defined]
+        elif kind is list:
+            push(item)  # type: ignore[arg-type]
+    return False
 
 
 def oversized(size: int, head: bytes) -> Frame:

@@ -53,6 +53,7 @@ UNPARSEABLE = frozenset(
         Problem.NOT_JSON,
         Problem.EMPTY,
         Problem.OVERSIZED,
+        Problem.NON_FINITE,
     }
 )
 

@@ -66,6 +66,28 @@ def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
     return False
 
 
+def shape_problem(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> str | None:
+    """Why arguments cannot be taken as JSON, or None: nesting deeper than ``limit``, or
+    a non-finite number (NaN, an infinity), which JSON does not have and which no
+    comparison can be trusted with (``NaN >= 0`` is false, so a ``minimum`` passes it).
+    One iterative walk."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            if type(item) is float and item - item != 0:
+                return "arguments hold a non-finite number (NaN or an infinity), which JSON does not have"
+            continue
+        if depth > limit:
+            return f"arguments nest deeper than {limit} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
 def schema_problem(error: ValidationError, secret_names: Iterable[str]) -> str:
     """The ``invalid_arguments`` detail for ``error``: where, and what is wrong, never a repr of an object."""
     where = error.json_path

@@ -9,7 +9,8 @@ and the policy's own ``could_permit`` / ``decide`` pair.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,10 +58,25 @@ class Kernel:
     """Computes catalogues and resolves tools against one compiled policy and one registry."""
 
     def __init__(
-        self, policy: PolicyLike, registry: ToolRegistry, *, cache_size: int = 1024
+        self,
+        policy: PolicyLike,
+        registry: ToolRegistry,
+        *,
+        cache_size: int = 1024,
+        time_zone: str = "UTC",
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.policy = policy
         self.registry = registry
+        #: the zone ``context.now``'s hour, weekday and date are given in (IANA name)
+        self.time_zone = time_zone
+        self._clock = clock
+        # only a policy that reads context.now is given it: building it costs a few us
+        self._reads_clock = bool(getattr(policy, "reads_clock", False))
+        if self._reads_clock:
+            from sharedos.policy.clock import zone
+
+            zone(time_zone)  # an unknown zone fails here, not on the first call
         # Catalogues are cached per (registry version, context, run policy) when
         # no provider contributed per-context tools. The key carries the whole
         # context (cache_key) so one user's catalogue is never served to another.
@@ -69,6 +85,21 @@ class Kernel:
         self._eligible: LRUCache[
             tuple[int, ToolPolicy], tuple[tuple[ToolDefinition, RequirementKey | None], ...]
         ] = LRUCache(64)
+
+    def decision_context(self, context: AccessContext) -> Mapping[str, Any]:
+        """The ``context`` a call is decided in: ``policy_input``, plus ``now`` (this
+        moment of the host's clock in ``time_zone``) when the policy reads the time.
+
+        ``now`` is never part of ``cache_key``: the policy evaluates conditions on
+        the time on every call (it caches only conditions that read nothing but
+        the rest of the context), and listing treats the time as unknown, so no
+        per-context cache can freeze it.
+        """
+        if not self._reads_clock:
+            return context.policy_input
+        from sharedos.policy.clock import current
+
+        return {**context.policy_input, "now": current(self.time_zone, self._clock)}
 
     @property
     def policy_hash(self) -> str:

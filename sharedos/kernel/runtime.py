@@ -55,7 +55,7 @@ from sharedos.kernel.arguments import (
     detached,
     json_type,
     schema_problem,
-    too_deep,
+    shape_problem,
 )
 from sharedos.kernel.attempt import (
     Attempt,
@@ -318,11 +318,9 @@ class RuntimeHost:
                 ReasonCode.INVALID_ARGUMENTS,
                 f"arguments must be a JSON object, got {json_type(args)}",
             )
-        if too_deep(args, MAX_ARGUMENT_DEPTH):
-            return _Refusal(
-                ReasonCode.INVALID_ARGUMENTS,
-                f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
-            )
+        shape = shape_problem(args, MAX_ARGUMENT_DEPTH)
+        if shape is not None:
+            return _Refusal(ReasonCode.INVALID_ARGUMENTS, shape)
         try:
             # The shortcut only ever says "certainly valid"; anything else goes
             # to the full validator, which is the judge.
@@ -350,7 +348,7 @@ class RuntimeHost:
         tool, args, context = attempt.tool, attempt.args, attempt.context
         assert tool is not None and args is not None
         decision = self.kernel.policy.decide(
-            tool.name, args, context.policy_input, context_key=context.cache_key
+            tool.name, args, self.kernel.decision_context(context), context_key=context.cache_key
         )
         attempt.decision = decision
         if decision.effect != Effect.ALLOW:

@@ -132,7 +132,20 @@ class Not:
     span: Span
 
 
-Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Concat | Not
+@dataclass(frozen=True, slots=True)
+class Has:
+    """``has args.x`` / ``has context.a.b``: true when the attribute is present (never an error).
+
+    ``ref`` is the attribute tested; it is a child (so every pass sees which
+    root the test reads), but it is not evaluated: a missing attribute is
+    ``false`` here, not an error.
+    """
+
+    ref: Ref
+    span: Span
+
+
+Expr = Literal | ListExpr | Ref | Call | Compare | BoolOp | Concat | Not | Has
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -183,6 +196,8 @@ def inline(expr: Expr, named: Mapping[str, Expr]) -> Expr:
         return Not(new[0], expr.span)
     if isinstance(expr, Call):
         return Call(expr.func, new, expr.span)
+    if isinstance(expr, Has):
+        return expr  # its reference is an attribute path, never a named condition
     assert isinstance(expr, ListExpr)
     return ListExpr(new, expr.span)
 
@@ -194,6 +209,7 @@ _CHILDREN: dict[type, Any] = {
     Not: lambda e: (e.operand,),
     Call: lambda e: e.args,
     ListExpr: lambda e: e.items,
+    Has: lambda e: (e.ref,),
 }
 
 

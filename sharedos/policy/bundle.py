@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from sharedos.errors import SharedOSError
 from sharedos.policy.grammar_id import GRAMMAR_VERSION, grammar_sha256
+from sharedos.policy.jsonvalues import loads
 from sharedos.policy.policyset import PolicySet, canonical_program
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 BUNDLE_FORMAT = "sharedos-policy-bundle"
 #: Version of the compiled program's layout and semantics; bump on any change.
-COMPILER_VERSION = f"sharedos-policy-compiler/5 grammar/{GRAMMAR_VERSION}"
+COMPILER_VERSION = f"sharedos-policy-compiler/6 grammar/{GRAMMAR_VERSION}"
 
 _PROGRAM_MARK = b',"program":'
 
@@ -113,7 +114,7 @@ def _fast_read(raw: bytes) -> tuple[dict[str, Any], bytes] | None:
         return None
     body = raw[at + len(_PROGRAM_MARK) : -1]
     try:
-        envelope = json.loads(raw[:at] + b"}")
+        envelope = loads(raw[:at] + b"}")
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(envelope, dict):
@@ -143,7 +144,7 @@ def _read(path: str | Path) -> tuple[dict[str, Any], bytes | None]:
         else:
             source = raw
         try:
-            parsed: Any = json.loads(source)
+            parsed: Any = loads(source)  # no NaN or infinity: not JSON, refused
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise BundleError(f"{path} is not a policy bundle (not JSON: {exc})") from None
     finally:

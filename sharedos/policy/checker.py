@@ -21,7 +21,7 @@ from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
 from sharedos.policy.conditions import ORDERING
 from sharedos.policy.diagnostics import Diagnostic, make
-from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, LIST, NUMBER, STRING
+from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, INTEGER, LIST, NUMBER, STRING
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.patterns import PatternSyntaxError, parse_pattern
 from sharedos.toolpolicy import RunMode, ToolPolicy
@@ -291,8 +291,24 @@ def _check_rule(
             f"invalid pattern {rule.pattern.raw!r}: {exc}",
             ast.Span(sp.file, sp.line, col, sp.line, col + max(exc.length, 1)),
         )
+    parsed = patterns.get(rule.pattern.raw)
+    if parsed is not None and _interpolates_now(parsed):
+        ctx.err(
+            "SOS207",
+            f"pattern {rule.pattern.raw!r} interpolates context.now, which changes with "
+            "every call: a pattern names resources, not times",
+            rule.pattern.span,
+            hint="test the time in a condition: when context.now.hour >= 9",
+        )
     for condition in rule.conditions:
         _check_condition(ctx, condition, names)
+
+
+def _interpolates_now(penc: Mapping[str, Any]) -> bool:
+    return any(
+        seg[0] == "G" and any(p[0] == "c" and p[1][:1] == ["now"] for p in seg[1])
+        for seg in penc["segs"]
+    )
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -388,7 +404,7 @@ def _resolve(
 def _kind_of(expr: ast.Expr, names: Mapping[str, ast.Expr]) -> str:
     """A cheap static type: exact for literals, refs to resource/action, named conditions and calls."""
     t = type(expr)
-    if t is ast.Compare or t is ast.BoolOp or t is ast.Not:
+    if t is ast.Compare or t is ast.BoolOp or t is ast.Not or t is ast.Has:
         return BOOLEAN
     if isinstance(expr, ast.Literal):
         v = expr.value
@@ -431,6 +447,17 @@ def _expect_boolean(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) ->
 
 def _expect(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr], want: str, what: str) -> None:
     kind = _kind_of(expr, names)
+    if want == INTEGER:
+        # segment(resource, 1.0) would check clean and always error at run time
+        if isinstance(expr, ast.Literal) and type(expr.value) is float:
+            ctx.err(
+                "SOS204",
+                f"{what} takes an integer, found {expr.value!r}",
+                expr.span,
+                hint="write the position without a fraction or exponent: 1 is the first segment, -1 the last",
+            )
+            return
+        want = NUMBER
     if want != ANY and kind not in (want, ANY):
         ctx.err("SOS204", f"{what} takes a {want}, found a {kind}", expr.span)
 
@@ -480,6 +507,14 @@ def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> Non
             )
         for arg, want in zip(expr.args, fn.params, strict=False):
             _expect(ctx, arg, names, want, f"{expr.func}()")
+        if expr.func == "segment" and len(expr.args) == 2:
+            pos = expr.args[1]
+            if isinstance(pos, ast.Literal) and type(pos.value) is int and pos.value == 0:
+                ctx.err(
+                    "SOS204",
+                    "segment(s, 0) never exists: 1 is the first segment and -1 the last",
+                    pos.span,
+                )
         if expr.func == "path" and expr.args:
             arg = expr.args[0]
             if (
@@ -518,6 +553,21 @@ def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> Non
             _expect_boolean(ctx, operand, names)
     elif isinstance(expr, ast.Not):
         _expect_boolean(ctx, expr.operand, names)
+    elif isinstance(expr, ast.Has):
+        ref = expr.ref
+        if ref.root in ("args", "context") and not ref.path:
+            ctx.err(
+                "SOS204",
+                f"'has {ref.root}' tests nothing: name the attribute, e.g. has {ref.root}.x",
+                expr.span,
+            )
+        elif ref.root in ("resource", "action") or ref.root in names:
+            ctx.err(
+                "SOS204",
+                f"'has' tests an attribute of args or context, not {ref.dotted}",
+                expr.span,
+                hint="write has args.x or has context.attributes.x",
+            )
 
 
 # ------------------------------------------------------------------ characters

@@ -9,7 +9,8 @@ bundles store it verbatim. Layout::
      "index": {ns: {action: [absolute walk, relative walk]}},
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256},
-     "reads_turn_id": bool}
+     "reads_turn_id": bool,
+     "reads_clock": bool}
 
 The rule table is columnar (``ir.RULE_COLUMNS``): each rule's id, effect,
 place, pattern, packed condition, description and ready-made matcher
@@ -134,6 +135,7 @@ def compile_program(
     file_names: dict[str, int] = {}
     ns_names: dict[str, int] = {}
     reads_turn = False
+    reads_clock = False
     builder = IndexBuilder()
     for ns, acts in ns_actions.items():
         for action in acts:
@@ -144,9 +146,12 @@ def compile_program(
             expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
             ctx_only = False
             if expr is not None:
-                read, turn = _reads(expr)
-                ctx_only = read <= {"context"}
+                read, turn, clock = _reads(expr)
+                # a condition on the time is not a property of the context: it
+                # is evaluated on every call, never cached per context
+                ctx_only = read <= {"context"} and not clock
                 reads_turn = reads_turn or turn
+                reads_clock = reads_clock or clock
             dynamic = is_context_dependent(penc)
             reads_turn = reads_turn or (dynamic and _interpolates_turn_id(penc))
             mkind: int
@@ -199,6 +204,8 @@ def compile_program(
         # Per-context caches are keyed without the turn id (AccessContext.cache_key),
         # so a policy that reads context.turn_id is never cached per context.
         "reads_turn_id": reads_turn,
+        # The host supplies context.now with every call only to a policy that reads it.
+        "reads_clock": reads_clock,
     }
 
 
@@ -209,12 +216,15 @@ def _interpolates_turn_id(penc: Mapping[str, Any]) -> bool:
     )
 
 
-def _reads(expr: ast.Expr) -> tuple[set[str], bool]:
-    """The roots ``expr`` reads, and whether it reads ``context.turn_id`` (one walk)."""
+def _reads(expr: ast.Expr) -> tuple[set[str], bool, bool]:
+    """The roots ``expr`` reads, and whether it reads ``context.turn_id`` and
+    ``context.now`` (one walk)."""
     roots: set[str] = set()
-    turn = False
+    turn = clock = False
     for node in ast.walk(expr):
         if isinstance(node, ast.Ref):
             roots.add(node.root)
-            turn = turn or (node.root == "context" and node.path[:1] == ("turn_id",))
-    return roots, turn
+            if node.root == "context":
+                turn = turn or node.path[:1] == ("turn_id",)
+                clock = clock or node.path[:1] == ("now",)
+    return roots, turn, clock

@@ -4,7 +4,7 @@ Encoded (JSON-ready) expression form, the one bundles store::
 
     ["lit", v] | ["list", [e...]] | ["ref", root, [name...]] | ["call", f, [e...]]
     | ["cmp", op, l, r] | ["and", e, e, ...] | ["or", e, e, ...] | ["not", e]
-    | ["concat", e, e, ...]
+    | ["concat", e, e, ...] | ["has", root, [name...]]
 
 Runtime semantics (fixed, documented in docs/policy-language.md):
 
@@ -14,7 +14,11 @@ Runtime semantics (fixed, documented in docs/policy-language.md):
   reached.
 * A rule whose condition errors is *indeterminate*: a permit does not apply, a
   forbid does apply (fail closed).
-* ``==`` never equates a boolean with a number; lists compare element-wise.
+* ``has args.x`` is true when the attribute is present, false when it is not
+  (never an error), so ``has args.x and args.x == "main"`` decides for a tool
+  that lacks ``x`` instead of failing closed.
+* ``==`` never equates a boolean with a number, at any depth; lists compare
+  element-wise, objects key by key. A non-finite number is an error.
 * ``in`` is membership in a list only (a string on the right is an error, not
   a substring test: that is ``contains``); ``< <= > >=`` order numbers only;
   ``+`` joins strings only.
@@ -27,7 +31,7 @@ import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sharedos.policy.functions import FUNCTIONS, EvalError, member, values_equal
+from sharedos.policy.functions import FUNCTIONS, EvalError, finite, member, values_equal
 
 if TYPE_CHECKING:
     from sharedos.policy import ast
@@ -43,7 +47,7 @@ _ROOT_INDEX = {"context": 0, "args": 1, "resource": 2, "action": 3}
 
 #: Encoded kinds whose closures always return a real ``bool`` (their operands of
 #: ``and``/``or``/``not`` need no ``_truth`` check).
-_BOOLEAN = frozenset(("cmp", "and", "or", "not"))
+_BOOLEAN = frozenset(("cmp", "and", "or", "not", "has"))
 
 _ORDER_OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
@@ -76,6 +80,8 @@ def encode(expr: ast.Expr) -> list[Any]:
             return [e.op, *(enc(o) for o in e.operands)]
         if isinstance(e, tree.Concat):
             return ["concat", *(enc(o) for o in e.operands)]
+        if isinstance(e, tree.Has):
+            return ["has", e.ref.root, list(e.ref.path)]
         return ["not", enc(e.operand)]
 
     return enc(expr)
@@ -108,8 +114,8 @@ def subexpressions(enc: list[Any]) -> Iterator[list[Any]]:
 
 
 def roots(enc: list[Any]) -> set[str]:
-    """Reference roots an encoded expression reads."""
-    return {node[1] for node in subexpressions(enc) if node[0] == "ref"}
+    """Reference roots an encoded expression reads (a presence test reads its root)."""
+    return {node[1] for node in subexpressions(enc) if node[0] == "ref" or node[0] == "has"}
 
 
 # ------------------------------------------------------------------ values
@@ -128,6 +134,8 @@ def _ordered(op: str, a: Any, b: Any) -> bool:
     ta, tb = type(a), type(b)
     if ta not in (int, float) or tb not in (int, float):
         raise EvalError(f"'{op}' compares numbers, got {ta.__name__} and {tb.__name__}")
+    finite(a)
+    finite(b)
     if op == "<":
         return bool(a < b)
     if op == "<=":
@@ -177,6 +185,8 @@ def compile_expr(enc: list[Any], memo: Memo | None = None) -> Fn:
         return lambda env: [f(env) for f in items]
     if kind == "ref":
         return _compile_ref(enc[1], tuple(enc[2]))
+    if kind == "has":
+        return _compile_has(enc[1], tuple(enc[2]))
     if kind == "concat":
         parts = [compile_expr(e) for e in enc[1:]]
         return lambda env: _concat([f(env) for f in parts])
@@ -322,7 +332,7 @@ def _compile_against_constant(op: str, left: list[Any], right: list[Any]) -> Fn 
         def ordered(env: Env) -> bool:
             value = value_fn(env)
             tv = type(value)
-            if tv is int or tv is float:
+            if tv is int or (tv is float and value - value == 0):  # finite: not NaN, not inf
                 return order(value, bound)
             return _ordered(op, value, bound)  # raises the error of the general form
 
@@ -365,6 +375,22 @@ def _compile_ref(root: str, path: tuple[str, ...]) -> Fn:
         return value
 
     return refn
+
+
+def _compile_has(root: str, path: tuple[str, ...]) -> Callable[[Env], bool]:
+    """``has root.a.b``: every step is an object holding the next name (never an error)."""
+    idx = _ROOT_INDEX[root]
+
+    def has(env: Env) -> bool:
+        value = env[idx]
+        for name in path:
+            if (type(value) is dict or isinstance(value, Mapping)) and name in value:
+                value = value[name]
+            else:
+                return False
+        return True
+
+    return has
 
 
 def compile_applies(
@@ -431,7 +457,7 @@ def trace(enc: list[Any], env: Env) -> list[tuple[int, str, str]]:
                         for rest in node[i + 1 :]:
                             out.append((depth + 1, unparse(rest), "not evaluated"))
                         break
-            elif kind == "lit" or kind == "ref":
+            elif kind == "lit" or kind == "ref" or kind == "has":
                 value = compile_expr(node)(env)
             else:
                 # operands first (left to right), then this node as decide computes it
@@ -473,6 +499,9 @@ def unparse(enc: list[Any], parent: int = 0) -> str:
         return "[" + ", ".join(unparse(e) for e in enc[1]) + "]"
     if kind == "ref":
         return ".".join([enc[1], *enc[2]])
+    if kind == "has":
+        text = "has " + ".".join([enc[1], *enc[2]])
+        return f"({text})" if _PREC["not"] < parent else text
     if kind == "call":
         return f"{enc[1]}(" + ", ".join(unparse(e) for e in enc[2]) + ")"
     prec = _PREC[kind]

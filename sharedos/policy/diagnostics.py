@@ -192,6 +192,10 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("SOS509", "managed pattern matches no requirement", "fix the spelling, or compile the rule files that declare those tools alongside"),
     CodeInfo("SOS510", "duplicate toolpolicy entry", "list each tool once, in one clause"),
     CodeInfo("SOS511", "duplicate key in a test object", "write each key once; only the last value is used"),
+    CodeInfo("SOS512", "condition reads the raw resource argument", "read the canonical form: resource, or path(args.x); the argument as sent may hold '..' or '//'"),
+    CodeInfo("SOS513", "literal that cannot match what it reads as", "write the literal in NFC, in one script, without characters that only look like ASCII; compare lower(x) with a lower-case literal"),
+    CodeInfo("SOS514", "invalid suppression", "write '# sos:ignore CODE: reason' for a warning code, with a reason after the colon"),
+    CodeInfo("SOS515", "unused suppression", "remove the suppression, or move it to the statement whose warning it is for"),
     CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
     CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
     # -- the tool itself

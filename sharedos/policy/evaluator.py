@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ _DEPTH = MatchKind.DEPTH
 _AFFIX = MatchKind.AFFIX
 _GENERAL = MatchKind.GENERAL
 _MISSING: Any = object()
+_is_normalized = unicodedata.is_normalized
 
 
 class ContextEntry:
@@ -360,6 +362,7 @@ class Evaluator:
             and "/." not in value
             and (value[-1] != "/" or len(value) == 1)
             and len(value) <= MAX_PATH_CHARS
+            and (value.isascii() or _is_normalized("NFC", value))
         ):
             resource = value
             segs = value[1:].split("/") if len(value) > 1 else []

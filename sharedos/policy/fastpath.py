@@ -351,7 +351,15 @@ class _Line:
     def _join(self, left: ast.Expr, right: ast.Expr) -> ast.Span:
         return ast.Span(self.file, self.line, left.span.col, self.line, right.span.end_col)
 
-    def comparison(self) -> ast.Compare | None:
+    def comparison(self) -> ast.Compare | ast.Has | None:
+        has = self.word("has")
+        if has is not None:
+            tok = self.peek()
+            if tok is None or tok[0] != "w" or tok[1] in self.words.reserved:
+                return None
+            self.i += 1
+            ref = self.ref(tok)
+            return ast.Has(ref, ast.Span(self.file, self.line, has[2], self.line, ref.span.end_col))
         left = self.operand()
         if left is None:
             return None

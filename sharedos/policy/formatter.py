@@ -153,7 +153,7 @@ def _level(expr: ast.Expr) -> int:
         return _CONCAT
     if isinstance(expr, ast.BoolOp):
         return _OR if expr.op == "or" else _AND
-    if isinstance(expr, ast.Not):
+    if isinstance(expr, ast.Not | ast.Has):
         return _NOT
     if isinstance(expr, ast.Compare):
         return _CMP
@@ -174,6 +174,8 @@ def format_expr(expr: ast.Expr) -> str:
         return f" {expr.op} ".join(_at_least(e, tighter) for e in expr.operands)
     if isinstance(expr, ast.Not):
         return f"not {_at_least(expr.operand, _NOT)}"
+    if isinstance(expr, ast.Has):
+        return f"has {expr.ref.dotted}"
     if isinstance(expr, ast.Compare):
         return f"{_at_least(expr.left, _CONCAT)} {expr.op} {_at_least(expr.right, _CONCAT)}"
     if isinstance(expr, ast.Concat):

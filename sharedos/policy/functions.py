@@ -8,15 +8,18 @@ apply, a forbid does). None of them reads anything but its arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sharedos.errors import SharedOSError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
+from sharedos.policy.text import fold
 
 #: Static kinds the checker reasons with.
 STRING, NUMBER, BOOLEAN, LIST, ANY = "string", "number", "boolean", "list", "any"
+#: A parameter kind only: a number written without a fraction or exponent (``1``, never ``1.0``).
+INTEGER = "integer"
 
 
 class EvalError(SharedOSError):
@@ -36,7 +39,7 @@ class Function:
     @property
     def signature(self) -> str:
         """``name(a, b)`` as the docs and diagnostics write it."""
-        names = {STRING: "s", NUMBER: "n", LIST: "list", BOOLEAN: "b", ANY: "x"}
+        names = {STRING: "s", NUMBER: "n", INTEGER: "n", LIST: "list", BOOLEAN: "b", ANY: "x"}
         return f"{self.name}(" + ", ".join(names[p] for p in self.params) + ")"
 
 
@@ -58,17 +61,57 @@ def _need(fn: str, value: Any, kind: str) -> None:
         raise EvalError(f"{fn}() needs a {kind}, got a {_kind(value)}")
 
 
+def finite(value: Any) -> Any:
+    """``value`` itself when it is not a non-finite float; raise ``EvalError`` otherwise.
+
+    NaN and the infinities are not values of the language: every entry
+    refuses them as invalid input, and a comparison that meets one anyway (a
+    host passing it from Python) is an error, so it fails closed rather than
+    comparing false (``NaN > 1048576`` is false, which let a forbid pass).
+    """
+    if type(value) is float and value - value != 0:  # NaN, inf and -inf only
+        raise EvalError(f"{value!r} is not a number the policy language compares")
+    return value
+
+
+_SEQUENCES = (list, tuple)
+
+
 def values_equal(a: Any, b: Any) -> bool:
-    """Policy equality: booleans never equal numbers; sequences compare element-wise."""
-    if a is b:
-        return True
+    """Policy equality: booleans never equal numbers, at any depth; lists compare
+    element-wise (left to right, the first difference decides) and objects key by
+    key (in ``a``'s order); ``null`` equals only ``null``. Comparing two numbers of
+    which one is NaN or infinite is an error."""
     ta, tb = type(a), type(b)
+    if ta is str or tb is str:
+        return ta is tb and a == b
     if ta is bool or tb is bool:
         return ta is tb and a == b
-    if ta in (list, tuple) and tb in (list, tuple):
-        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
-    if (ta in (list, tuple)) != (tb in (list, tuple)):
+    if ta is float or tb is float:
+        if ta in (int, float) and tb in (int, float):  # two numbers: both must be finite
+            finite(a)
+            finite(b)
+            return bool(a == b)
         return False
+    if ta is int and tb is int:
+        return bool(a == b)
+    if ta in _SEQUENCES or tb in _SEQUENCES:
+        return (
+            ta in _SEQUENCES
+            and tb in _SEQUENCES
+            and len(a) == len(b)
+            and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        # key by key, with this equality: {"a": true} is not {"a": 1}
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or len(a) != len(b):
+            return False
+        for key, value in a.items():
+            if key not in b or not values_equal(value, b[key]):
+                return False
+        return True
+    if a is b:
+        return True
     try:
         return bool(a == b)
     except Exception:  # a foreign object with a hostile __eq__
@@ -112,7 +155,7 @@ def _contains(haystack: Any, needle: Any) -> bool:
 
 def _lower(s: Any) -> str:
     _need("lower", s, STRING)
-    return str(s.lower())
+    return fold(s)
 
 
 def _path(s: Any) -> str:
@@ -154,11 +197,11 @@ FUNCTIONS: dict[str, Function] = {
         Function(
             "contains", (STRING, STRING), BOOLEAN, _contains, "the second string occurs in the first"
         ),
-        Function("lower", (STRING,), STRING, _lower, "s in lower case"),
+        Function("lower", (STRING,), STRING, _lower, "the caseless key of s (NFKC, full case folding)"),
         Function("path", (STRING,), STRING, _path, "the canonical path of s (an error if none)"),
         Function(
             "segment",
-            (STRING, NUMBER),
+            (STRING, INTEGER),
             STRING,
             _segment,
             "segment n of a resource, 1 the first, -1 the last (an error if there is none)",

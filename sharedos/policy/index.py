@@ -130,8 +130,10 @@ class IndexBuilder:
         self, forbids: dict[tuple[str, ...], list[int]], permits: dict[tuple[str, ...], list[int]]
     ) -> Node:
         root: Node = [{}, 0, 0]
-        # Shallow prefixes first, so that every node is made with its ancestors' groups.
-        for prefix in sorted({*forbids, *permits}, key=len):
+        # Shallow prefixes first, so that every node is made with its ancestors'
+        # groups; then by the prefix itself, so group numbers never depend on
+        # set order (the process's hash seed): one policy, one program, one hash.
+        for prefix in sorted({*forbids, *permits}, key=lambda p: (len(p), p)):
             node = root
             for seg in prefix[:-1]:
                 kids = node[0]

@@ -20,13 +20,13 @@ The decision walks themselves live in ``index``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sharedos.errors import SharedOSError
 from sharedos.policy.conditions import Env, Memo, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
+from sharedos.policy.jsonvalues import loads
 from sharedos.policy.matchers import (
     Matcher,
     MatcherPlan,
@@ -234,7 +234,7 @@ def _compile_packed(packed: str, kind: str | None, forbid: bool, memo: Memo) -> 
     if applies is not None:
         return applies
     try:
-        enc = json.loads(packed)
+        enc = loads(packed)  # a NaN in a tampered bundle: refused, fails closed
         if type(enc) is not list:
             raise ValueError("not an encoded expression")
         applies = compile_applies(enc, kind, forbid, memo)
@@ -359,7 +359,7 @@ class RuleRecord:
         cond = self._cond
         if cond is None:
             try:
-                cond = json.loads(self._packed)
+                cond = loads(self._packed)
             except (ValueError, RecursionError):
                 cond = None
             if type(cond) is not list:

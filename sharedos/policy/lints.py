@@ -49,6 +49,7 @@ from sharedos.policy.schemas import (
     CatalogTool,
     lookup,
 )
+from sharedos.policy.unicode_lints import lint_unicode
 
 # ------------------------------------------------------------------- lints
 
@@ -93,6 +94,8 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     _lint_context(files, opts, out)
     _lint_constants(files, named, out)
     _lint_rules(files, requirements, named, out)
+    _lint_raw_resource_reads(files, requirements, named, out)
+    lint_unicode(files, named, out.warn)
     _lint_tool_policies(files, requirements, out)
     _lint_tests(files, out)
     if opts.catalog is not None:
@@ -278,6 +281,15 @@ def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, 
             return
         for key, sub in value.items():
             here = [*path, key]
+            if here == ["now"] and not isinstance(sub, dict):
+                # written as an ISO-8601 time or a timestamp, expanded for the test
+                from sharedos.policy.clock import ClockError, expand
+
+                try:
+                    expand(sub)
+                except ClockError as exc:
+                    out.warn("SOS502", f"test {test.name!r}: context.now: {exc}", where)
+                continue
             status, node, _ = lookup(opts.context_schema, here)
             if status != "ok":
                 _check_context_path(here, where, opts, out)
@@ -532,6 +544,61 @@ def _lint_rules(
                 break
 
 
+# -- a condition reading the raw argument a requirement canonicalizes (SOS512)
+
+
+def _canonicalized(node: ast.Expr) -> set[int]:
+    """Ids of the nodes under a ``path(...)`` call (canonicalized where they are read)."""
+    inside: set[int] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and sub.func == "path":
+            for arg in sub.args:
+                inside.update(id(n) for n in ast.walk(arg))
+    return inside
+
+
+def _lint_raw_resource_reads(
+    files: Sequence[ast.PolicyFile],
+    requirements: Mapping[str, ast.Requirement],
+    named: Mapping[str, Mapping[str, ast.Expr]],
+    out: _Out,
+) -> None:
+    """``permit read on "/**" when segment(args.path, 1) == "public"`` reads the argument
+    as sent, while the resource is its canonical form: ``/public/../private/x`` is
+    ``public`` to the condition and ``/private/x`` to the decision."""
+    by_ns: dict[str, list[ast.Requirement]] = {}
+    for req in requirements.values():
+        if isinstance(req.resource, ast.PathResource) and req.resource.arg.root == "args":
+            by_ns.setdefault(req.namespace, []).append(req)
+    for f in files:
+        for rule in f.rules:
+            reqs = [
+                r
+                for r in by_ns.get(rule.namespace, [])
+                if "*" in rule.actions or r.action in rule.actions
+            ]
+            if not reqs:
+                continue
+            canon = {r.resource.arg.path: r for r in reqs}  # type: ignore[union-attr]
+            for cond in _inlined(rule, named):
+                safe = _canonicalized(cond)
+                has_refs = {id(n.ref) for n in ast.walk(cond) if isinstance(n, ast.Has)}
+                seen: set[tuple[str, ...]] = set()
+                for ref in _refs(cond, "args"):
+                    hit = canon.get(ref.path)
+                    if hit is None or id(ref) in safe or id(ref) in has_refs or ref.path in seen:
+                        continue
+                    seen.add(ref.path)
+                    out.warn(
+                        "SOS512",
+                        f"{rule.effect} {rule.rule_id} reads {ref.dotted} as sent, but "
+                        f"{hit.tool} canonicalizes it as the resource: the condition can "
+                        "read '/a/../b' where the decision sees '/b'",
+                        ref.span,
+                        f"read the canonical form: `resource`, or path({ref.dotted})",
+                    )
+
+
 # -- run policies (SOS509, SOS510) and tests (SOS511)
 
 
@@ -652,15 +719,23 @@ def _lint_catalog(
                 ]
                 if not tools:
                     continue
-                args_refs = [r for c in _inlined(stmt, named) for r in _refs(c, "args")]
-                for ref in args_refs:
-                    if not any(_arg_known(t.args, ref.path) for t in tools):
-                        names = ", ".join(sorted(t.name for t in tools))
-                        out.warn(
-                            "SOS505",
-                            f"{stmt.effect} {stmt.rule_id} reads {ref.dotted}, which no tool it governs declares ({names})",
-                            ref.span,
-                        )
+                for cond in _inlined(stmt, named):
+                    guarded = _guarded_refs(cond)
+                    seen: set[tuple[str, ...]] = set()
+                    for ref in _refs(cond, "args"):
+                        knows = [t for t in tools if _arg_known(t.args, ref.path)]
+                        if not knows:
+                            names = ", ".join(sorted(t.name for t in tools))
+                            out.warn(
+                                "SOS505",
+                                f"{stmt.effect} {stmt.rule_id} reads {ref.dotted}, which no tool it governs declares ({names})",
+                                ref.span,
+                            )
+                        elif len(knows) < len(tools) and id(ref) not in guarded:
+                            if ref.path in seen:
+                                continue  # one warning per argument and condition
+                            seen.add(ref.path)
+                            _warn_partly_declared(stmt, ref, tools, knows, out)
             elif isinstance(stmt, ast.TestBlock) and stmt.tool is not None and stmt.tool in catalog:
                 ctool = catalog[stmt.tool]
                 for key in stmt.args:
@@ -671,6 +746,61 @@ def _lint_catalog(
                             stmt.tool_span or stmt.span,
                             _declared_hint(ctool, key),
                         )
+
+
+def _warn_partly_declared(
+    rule: ast.Rule,
+    ref: ast.Ref,
+    tools: Sequence[CatalogTool],
+    knows: Sequence[CatalogTool],
+    out: _Out,
+) -> None:
+    """A rule reads an argument only some of the tools it governs declare: for the
+    others its condition errors, so a forbid applies to every call of theirs (and a
+    permit never does), which reads as narrow and decides broadly."""
+    lacking = sorted(t.name for t in tools if t not in knows)
+    having = sorted(t.name for t in knows)
+    shown = ", ".join(lacking[:3]) + (f" (and {len(lacking) - 3} more)" if len(lacking) > 3 else "")
+    effect = (
+        "the forbid applies to every call of theirs"
+        if rule.effect == "forbid"
+        else "the permit never applies to them"
+    )
+    out.warn(
+        "SOS505",
+        f"{rule.effect} {rule.rule_id} reads {ref.dotted}, which {shown} "
+        f"{'does' if len(lacking) == 1 else 'do'} not declare ({', '.join(having[:3])} "
+        f"{'does' if len(having) == 1 else 'do'}): for "
+        f"{'that tool' if len(lacking) == 1 else 'those tools'} the condition errors and {effect}",
+        ref.span,
+        f"test the argument first (when has {ref.dotted} and ...), or narrow the rule's actions "
+        "to the tools that have it",
+    )
+
+
+def _guarded_refs(cond: ast.Expr) -> set[int]:
+    """The ``args`` references of ``cond`` that a presence test guards: an operand of an
+    ``and`` after ``has args.x``, or of an ``or`` after ``not has args.x`` (the same
+    argument or one inside it), and the presence tests' own references."""
+    guarded: set[int] = set()
+    for node in ast.walk(cond):
+        if isinstance(node, ast.Has):
+            guarded.add(id(node.ref))
+        if not isinstance(node, ast.BoolOp):
+            continue
+        tested: list[tuple[str, ...]] = []
+        for operand in node.operands:
+            for ref in _refs(operand, "args"):
+                if any(ref.path[: len(p)] == p or p[: len(ref.path)] == ref.path for p in tested):
+                    guarded.add(id(ref))
+            inner = operand.operand if isinstance(operand, ast.Not) else operand
+            if (
+                isinstance(inner, ast.Has)
+                and inner.ref.root == "args"
+                and isinstance(operand, ast.Not) == (node.op == "or")
+            ):
+                tested.append(inner.ref.path)
+    return guarded
 
 
 def _declared_hint(tool: CatalogTool, name: str | None = None) -> str:

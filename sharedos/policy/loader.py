@@ -22,7 +22,11 @@ _DEPENDENT_CODES = frozenset({"SOS201", "SOS401"})
 
 
 def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnostic]]:
-    """Expand files and directories (recursively, ``*.sos``) into a sorted, de-duplicated list."""
+    """Expand files and directories (recursively, ``*.sos``) into a sorted, de-duplicated list.
+
+    A file reached twice (``rules`` and ``/abs/rules``, or through a symlinked
+    directory) is compiled once: files are told apart by their resolved path.
+    """
     found: dict[str, Path] = {}
     problems: list[Diagnostic] = []
     for raw in paths:
@@ -30,9 +34,9 @@ def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnos
         if path.is_dir():
             for child in sorted(path.rglob("*.sos")):
                 if child.is_file():
-                    found.setdefault(str(child), child)
+                    found.setdefault(str(child.resolve()), child)
         elif path.is_file():
-            found.setdefault(str(path), path)
+            found.setdefault(str(path.resolve()), path)
         else:
             problems.append(
                 make(
@@ -49,7 +53,7 @@ def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnos
                     col=1,
                 )
             )
-    files = [found[k] for k in sorted(found)]
+    files = sorted(found.values(), key=str)
     return files, problems
 
 
@@ -111,8 +115,12 @@ def compile_sources(
 
     Diagnostics name files as given; the compiled program names them through
     ``names`` (given -> recorded name; default: as given), which is what
-    decisions cite and ``bundle_hash`` covers.
+    decisions cite and ``bundle_hash`` covers. Files are compiled in the order
+    of their recorded names, so neither the order they were given in nor the
+    order a directory listed them changes the program (or its hash).
     """
+    renamed = names or {}
+    sources = sorted(sources, key=lambda item: (renamed.get(item[0], item[0]), item[1]))
     with gc_paused():
         files, diagnostics, checked = _parse_check(sources)
         if has_errors(diagnostics):
@@ -120,8 +128,13 @@ def compile_sources(
         program = compile_program(
             files, checked.tool_policies, checked.patterns, checked.conditions, names
         )
+        from sharedos.policy.suppress import apply
+
+        # warnings a '# sos:ignore CODE: reason' covers are not the policy's
+        # warnings any more (check audits unused suppressions)
+        kept = apply(files, diagnostics, audit=False).kept if diagnostics else diagnostics
         # The texts, not the syntax trees: PolicySet.files parses again if asked.
-        return PolicySet(program, diagnostics=tuple(diagnostics), texts=sources)
+        return PolicySet(program, diagnostics=tuple(kept), texts=sources)
 
 
 def program_names(files: Sequence[Path], root: str | Path | None = None) -> dict[str, str]:

@@ -799,6 +799,11 @@ class AstBuilder(Transformer[Token, Any]):
         return ast.Not(self.operand(children[0]), self.mspan(meta))
 
     @v_args(meta=True)
+    def has_op(self, meta: Any, children: list[Token]) -> ast.Has:
+        """``has args.x``: is the attribute present?"""
+        return ast.Has(self.ref(children[0]), self.mspan(meta))
+
+    @v_args(meta=True)
     def concat(self, meta: Any, children: list[Any]) -> ast.Concat:
         """``a + b + ...``."""
         return ast.Concat(tuple(self.operand(c) for c in children), self.mspan(meta))

@@ -1,6 +1,7 @@
 """Partial evaluation of conditions: what ``could_permit`` reasons with.
 
-Arguments and resource are unknown, context and action are known. Each
+Arguments, resource and the time of the call (``context.now``) are unknown;
+the rest of the context and the action are known. Each
 condition has a set of possible outcomes (true / false / error); rules that
 test the same argument are reasoned about jointly (``JointSpace``), so a
 permit and a forbid on ``args.mode == "x"`` are seen to exclude each other.
@@ -14,7 +15,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from sharedos.policy.conditions import compile_expr, operands, roots
+from sharedos.policy.conditions import compile_expr, operands, subexpressions
 from sharedos.policy.functions import EvalError, member, values_equal
 
 T, F, E = "T", "F", "E"
@@ -62,6 +63,20 @@ def outcomes(enc: list[Any], context: Any, action: str) -> frozenset[str]:
     return frozenset({E})
 
 
+def _reads_unknown(enc: list[Any]) -> bool:
+    """Does ``enc`` read what listing does not know: arguments, the resource, or the
+    time of the call (``context.now``, supplied per call, never at listing)?"""
+    for node in subexpressions(enc):
+        kind = node[0]
+        if kind == "ref" or kind == "has":
+            root = node[1]
+            if root == "args" or root == "resource":
+                return True
+            if root == "context" and node[2][:1] == ["now"]:
+                return True
+    return False
+
+
 def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
     kind = enc[0]
     if kind in ("and", "or", "not"):
@@ -70,7 +85,7 @@ def _partial_value(enc: list[Any], context: Any, action: str) -> Any:
             (only,) = outs
             return {T: True, F: False, E: _ERROR}[only]
         return _UNKNOWN
-    if "args" in roots(enc) or "resource" in roots(enc):
+    if _reads_unknown(enc):
         # Every operand of a comparison, call or list is evaluated (no short
         # circuit), so an operand that certainly errors makes the whole an error.
         children = operands(enc)
@@ -139,8 +154,7 @@ def _atom_key(enc: list[Any]) -> str:
 
 
 def _reads_args(node: list[Any]) -> bool:
-    r = roots(node)
-    return "args" in r or "resource" in r
+    return _reads_unknown(node)
 
 
 class JointSpace:
@@ -153,6 +167,8 @@ class JointSpace:
         self.value_atoms: dict[str, tuple[tuple[str, ...], str, Any, str]] = {}
         self.domains: dict[tuple[str, ...], list[Any]] = {}
         self.free: list[str] = []
+        #: argument paths compared with a value (the others are only tested with ``has``)
+        self.valued: set[tuple[str, ...]] = set()
 
     def add(self, enc: list[Any] | None) -> None:
         """Register every argument atom of a condition."""
@@ -176,6 +192,12 @@ class JointSpace:
         key = _atom_key(node)
         if key in self.value_atoms or key in self.free:
             return
+        if kind == "has" and node[1] == "args" and node[2]:
+            # a presence test is a function of the argument too: missing or not
+            path = tuple(node[2])
+            self.value_atoms[key] = (path, "L", None, "has")
+            self.domains.setdefault(path, [_MISSING, _FRESH])
+            return
         if kind == "cmp" and node[1] in ("==", "in"):
             for side, mine, other in (("L", node[2], node[3]), ("R", node[3], node[2])):
                 if mine[0] == "ref" and mine[1] == "args" and mine[2] and not _reads_args(other):
@@ -183,6 +205,7 @@ class JointSpace:
                     if value is _UNKNOWN or value is _ERROR:
                         break
                     path = tuple(mine[2])
+                    self.valued.add(path)
                     self.value_atoms[key] = (path, side, value, node[1])
                     dom = self.domains.setdefault(path, [_MISSING, _FRESH])
                     for candidate in _candidates(node[1], side, value):
@@ -207,7 +230,7 @@ class JointSpace:
         prefixes = self._prefix_conflicts(paths)
         for values in itertools.product(*(self.domains[p] for p in paths)):
             chosen = dict(zip(paths, values, strict=True))
-            if prefixes and not self._consistent(chosen, prefixes):
+            if prefixes and not self._consistent(chosen, prefixes, self.valued):
                 continue
             base: dict[str, str] = {}
             for key, (path, side, other, op) in self.value_atoms.items():
@@ -225,11 +248,20 @@ class JointSpace:
 
     @staticmethod
     def _consistent(
-        chosen: dict[tuple[str, ...], Any], pairs: list[tuple[tuple[str, ...], tuple[str, ...]]]
+        chosen: dict[tuple[str, ...], Any],
+        pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
+        valued: set[tuple[str, ...]],
     ) -> bool:
-        # args.a and args.a.b both constrained: args.a must then be an object,
-        # which no candidate of args.a is, unless args.a.b is missing.
-        return all(chosen[b] is _MISSING for _a, b in pairs)
+        # args.a and args.a.b both constrained: args.a.b present needs args.a to
+        # be an object. No candidate value of args.a is one, so args.a.b must be
+        # missing -- unless args.a is only ever tested with 'has', where any
+        # present args.a may be that object (but a missing one holds nothing).
+        for a, b in pairs:
+            if chosen[b] is _MISSING:
+                continue
+            if a in valued or chosen[a] is _MISSING:
+                return False
+        return True
 
 
 def _candidates(op: str, side: str, value: Any) -> list[Any]:
@@ -243,6 +275,8 @@ def _candidates(op: str, side: str, value: Any) -> list[Any]:
 
 
 def _value_atom(mine: Any, side: str, other: Any, op: str) -> str:
+    if op == "has":
+        return F if mine is _MISSING else T
     if mine is _MISSING:
         return E
     try:

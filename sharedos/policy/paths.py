@@ -9,6 +9,7 @@ which file a call touches. There is deliberately no percent-decoding:
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from sharedos.errors import SharedOSError
 
@@ -20,6 +21,7 @@ MAX_PATH_CHARS = 4096
 # Lone surrogates (JSON can carry "\udc80") are not text: the OS would map them
 # to raw bytes (surrogateescape) and no evidence store can record them.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_is_normalized = unicodedata.is_normalized
 
 
 class UnresolvablePath(SharedOSError, ValueError):
@@ -30,9 +32,10 @@ def canonical_path(value: object) -> str:
     """Return the canonical absolute form of ``value`` or raise ``UnresolvablePath``.
 
     Promises: the result starts with ``/``; has no empty, ``.`` or ``..``
-    segment; no trailing slash (except ``/`` itself); no control character.
-    Non-strings, relative paths, NUL/control characters, over-long values and
-    a ``..`` that would climb above ``/`` are refused.
+    segment; no trailing slash (except ``/`` itself); no control character;
+    it is in Unicode NFC. Non-strings, relative paths, NUL/control characters,
+    text not in NFC, over-long values and a ``..`` that would climb above
+    ``/`` are refused.
     """
     if type(value) is not str:
         raise UnresolvablePath(f"a path must be a string, got {type(value).__name__}")
@@ -49,11 +52,17 @@ def canonical_path(value: object) -> str:
         and "//" not in value
         and "/." not in value
         and (value[-1] != "/" or len(value) == 1)
+        and (value.isascii() or _is_normalized("NFC", value))
     ):
         return value
     if _CONTROL_RE.search(value) is not None:
         raise UnresolvablePath(
             f"path {_show(value)} contains a NUL or control character or a lone surrogate"
+        )
+    if not (value.isascii() or _is_normalized("NFC", value)):
+        # one spelling per name: an NFD 'café' must not pass a forbid written in NFC
+        raise UnresolvablePath(
+            f"path {_show(value)} is not in Unicode normalization form C (NFC); send it normalized"
         )
     if "//" not in value and "/." not in value and (value[-1] != "/" or len(value) == 1):
         return value  # printable-or-not aside, already canonical

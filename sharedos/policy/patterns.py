@@ -16,11 +16,13 @@ piece is ``["t", text]``, ``["w"]`` or ``["c", [name...]]`` (a context path).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sharedos.errors import SharedOSError
+from sharedos.policy.text import is_nfc
 
 _UNSAFE_RE = re.compile(r"[/*\x00-\x1f\x7f-\x9f]")
 _REF_RE = re.compile(r"^context(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -45,6 +47,17 @@ def parse_pattern(raw: str) -> dict[str, Any]:
     m = _CONTROL_RE.search(raw)
     if m:
         raise PatternSyntaxError("pattern contains a control character", m.start())
+    if not is_nfc(raw):
+        # Resources are NFC: a literal in another form would never match (a forbid
+        # written in NFD would be bypassed by every call).
+        at = next(
+            i for i in range(len(raw)) if not is_nfc(raw[i : i + 2]) or not is_nfc(raw[: i + 1])
+        )
+        raise PatternSyntaxError(
+            "pattern is not in Unicode normalization form C (NFC), which every resource is: "
+            f"write {unicodedata.normalize('NFC', raw)!r}",
+            at,
+        )
     absolute = raw.startswith("/")
     body = raw[1:] if absolute else raw
     if absolute and body == "":
@@ -150,6 +163,8 @@ def safe_value(value: Any) -> str | None:
     if type(value) is not str:
         return None
     if value in ("", ".", "..") or _UNSAFE_RE.search(value):
+        return None
+    if not is_nfc(value):  # a resource is NFC: this spelling could never meet one
         return None
     return value
 

@@ -78,6 +78,12 @@ class PolicySet(Evaluator):
         return self._bundle_hash
 
     @property
+    def reads_clock(self) -> bool:
+        """True when some condition reads ``context.now``: the host must then supply it
+        with every call (``sharedos.policy.clock.current``; the kernel does)."""
+        return bool(self._program.get("reads_clock", False))
+
+    @property
     def sources(self) -> Mapping[str, str]:
         """file -> SHA-256 of the source text compiled."""
         return dict(self._program["sources"])
@@ -172,5 +178,8 @@ def canonical_program(program: Mapping[str, Any]) -> bytes:
     """The canonical JSON of a program, UTF-8 (sorted keys, no spaces): what the hash covers."""
     import json
 
-    text = json.dumps(program, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # allow_nan=False: a program holding NaN or an infinity is not JSON (no compile makes one)
+    text = json.dumps(
+        program, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
     return text.encode("utf-8", "surrogatepass")

@@ -16,6 +16,7 @@ from typing import Any
 from sharedos.errors import SharedOSError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
 from sharedos.policy.patterns import Shape
+from sharedos.policy.text import is_nfc
 
 _UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
 
@@ -76,6 +77,11 @@ def _hole_value(args: Any, path: tuple[str, ...]) -> str:
     if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):
         raise Unresolvable(
             f"argument {'.'.join(('args', *path))}={value[:60]!r} is empty, '.', '..' or contains '/' or a control character"
+        )
+    if not is_nfc(value):
+        raise Unresolvable(
+            f"argument {'.'.join(('args', *path))}={value[:60]!r} is not in Unicode "
+            "normalization form C (NFC); send it normalized"
         )
     return value
 

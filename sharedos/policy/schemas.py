@@ -49,6 +49,22 @@ ACCESS_CONTEXT_SCHEMA = AttrSchema(
         "roles": AttrSchema(frozenset({"array"})),
         "attributes": AttrSchema(frozenset({"object"}), None),
         "turn_id": AttrSchema(frozenset({"string"})),
+        # the time of the call, supplied by the host (sharedos.policy.clock)
+        "now": AttrSchema(
+            frozenset({"object"}),
+            {
+                "timestamp": AttrSchema(frozenset({"integer", "number"})),
+                "iso": AttrSchema(frozenset({"string"})),
+                "zone": AttrSchema(frozenset({"string"})),
+                "date": AttrSchema(frozenset({"string"})),
+                "year": AttrSchema(frozenset({"integer", "number"})),
+                "month": AttrSchema(frozenset({"integer", "number"})),
+                "day": AttrSchema(frozenset({"integer", "number"})),
+                "hour": AttrSchema(frozenset({"integer", "number"})),
+                "minute": AttrSchema(frozenset({"integer", "number"})),
+                "weekday": AttrSchema(frozenset({"string"})),
+            },
+        ),
     },
 )
 

@@ -14,7 +14,9 @@ Coverage: a rule is *exercised* when it applied in at least one test's call
 -- its pattern matched and its condition held (for a forbid, also when the
 condition failed closed), a permit overridden by a forbid included. The
 percentage is truncated, never rounded up: 99.995% is reported as 99.99%, and
-100% means every rule was exercised.
+100% means every rule was exercised. Branch coverage (``branches``) also
+reports each ``when``/``unless`` condition and ``or`` term the tests never
+decided both ways.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
 from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
 from sharedos.policy.context import complete_context
 from sharedos.policy.decision import Decision, RuleRef
+
+if TYPE_CHECKING:
+    from sharedos.policy.branches import BranchCoverage
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,8 @@ class TestReport:
 
     outcomes: tuple[TestOutcome, ...]
     coverage: Coverage
+    #: condition outcomes decided (``branches``), when asked for
+    branches: BranchCoverage | None = None
 
     @property
     def failed(self) -> tuple[TestOutcome, ...]:
@@ -159,6 +166,8 @@ class TestReport:
         }
         if with_coverage:
             out["coverage"] = self.coverage.to_dict()
+            if self.branches is not None:
+                out["coverage"]["branches"] = self.branches.to_dict()
         return out
 
     def junit_xml(self, suite: str = "sharedos-policy") -> str:
@@ -256,9 +265,28 @@ def select_tests(tests: Sequence[ast.TestBlock], pattern: str | None) -> tuple[a
     return tuple(t for t in tests if regex.search(t.name))
 
 
-def run_tests(policy: Any, tests: Sequence[ast.TestBlock] | None = None) -> TestReport:
-    """Run ``tests`` (default: every test block compiled into ``policy``) and measure coverage."""
+def run_tests(
+    policy: Any, tests: Sequence[ast.TestBlock] | None = None, *, branches: bool = False
+) -> TestReport:
+    """Run ``tests`` (default: every test block compiled into ``policy``) and measure rule
+    coverage; with ``branches``, also which condition outcomes they decided (``branches``)."""
+    from sharedos.policy.branches import measure
+
     blocks = tuple(policy.tests) if tests is None else tuple(tests)
     outcomes = tuple(run_test(policy, t) for t in blocks)
     exercised = frozenset(r for o in outcomes for r in o.applied)
-    return TestReport(outcomes, Coverage(tuple(policy.rules), exercised))
+    branch_cov = None
+    if branches:
+        calls = []
+        for test, outcome in zip(blocks, outcomes, strict=True):
+            d = outcome.decision
+            if test.tool is None or outcome.skipped or d is None:
+                continue
+            if d.reason is ReasonCode.NOT_IN_RUN_POLICY:
+                continue  # refused before any rule
+            try:
+                calls.append((test.tool, test.args, complete_context(test.context)))
+            except ValueError:
+                continue  # an unreadable 'now': the test failed already
+        branch_cov = measure(policy, calls)
+    return TestReport(outcomes, Coverage(tuple(policy.rules), exercised), branch_cov)

@@ -195,8 +195,13 @@ _HUGE = "x" * 2_000_000
         (b"misc.echo", {"path": "/x"}, ReasonCode.TOOL_UNAVAILABLE),
         (None, {"path": "/x"}, ReasonCode.TOOL_UNAVAILABLE),
         (["misc.echo"], {"path": "/x"}, ReasonCode.TOOL_UNAVAILABLE),
-        ("misc.echo", {"path": "/x", "n": math.nan}, ReasonCode.ALLOWED),
-        ("misc.echo", {"path": "/x", "n": math.inf}, ReasonCode.ALLOWED),
+        (
+            "misc.echo",
+            {"path": "/x", "n": math.nan},
+            ReasonCode.INVALID_ARGUMENTS,
+        ),  # not JSON (issue 23)
+        ("misc.echo", {"path": "/x", "n": math.inf}, ReasonCode.INVALID_ARGUMENTS),
+        ("misc.echo", {"path": "/x", "deep": [{"n": -math.inf}]}, ReasonCode.INVALID_ARGUMENTS),
         ("misc.echo", {"path": "/x\udc80"}, ReasonCode.UNRESOLVABLE_RESOURCE),
         ("misc.echo", {"path": "/private/x\udc80"}, ReasonCode.UNRESOLVABLE_RESOURCE),
         ("misc.echo", {"path": "/x", "big": _HUGE}, ReasonCode.ALLOWED),

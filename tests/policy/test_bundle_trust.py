@@ -183,12 +183,17 @@ def test_cli_keygen_sign_verify_and_trusted_loads(bundle: Path, tmp_path: Path) 
     assert refused.exit_code == 1 and "not signed by any trusted key" in refused.stderr
 
 
-def test_compile_prints_lint_warnings(tmp_path: Path) -> None:
+def test_compile_counts_lint_warnings_and_prints_them_with_the_flag(tmp_path: Path) -> None:
     src = tmp_path / "p.sos"
     src.write_text(
         "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
         'permit read on "/a/**" when true\n'
     )
     result = CliRunner().invoke(main, ["compile", str(src), "-o", str(tmp_path / "b.json")])
+    assert result.exit_code == 0
+    assert "1 warning (" in result.stderr and "warning[SOS508]" not in result.stderr
+    result = CliRunner().invoke(
+        main, ["compile", str(src), "-o", str(tmp_path / "b.json"), "--warnings"]
+    )
     assert result.exit_code == 0
     assert "warning[SOS508]" in result.stderr

@@ -162,8 +162,24 @@ def test_arguments_checked_against_the_catalogue() -> None:
     opts = LintOptions(catalog=CATALOG)
     assert codes('permit read on "/a/**" when args.mode == "r"\n', opts) == ["SOS505"]
     assert codes('permit write on "/a/**" when args.mode == "r"\n', opts) == []
-    # '*' governs read and write: files.write declares 'mode', so it is fine
-    assert codes('permit * on "/a/**" when args.mode == "r"\n', opts) == []
+    # '*' governs read and write: files.write declares 'mode' but files.read does
+    # not, so for files.read the condition errors (issue 23: SOS505 sees it) ...
+    assert codes('permit * on "/a/**" when args.mode == "r"\n', opts) == ["SOS505"]
+    found = messages('forbid * on "/a/**" when args.mode == "r"\n', opts)
+    assert any(
+        "files.read does not declare (files.write does)" in m
+        and "the forbid applies to every call of theirs" in m
+        for m in found
+    ), found
+    # ... unless a presence test guards the read
+    for guarded in (
+        'permit * on "/a/**" when has args.mode and args.mode == "r"\n',
+        'forbid * on "/a/**" when not has args.mode or args.mode == "r"\n',
+        'forbid * on "/a/**" unless has args.mode and args.mode != "r"\n',
+    ):
+        assert codes(guarded, opts) == [], guarded
+    # a presence test that does not guard the read leaves the warning
+    assert codes('permit * on "/a/**" when has args.mode or args.mode == "r"\n', opts) == ["SOS505"]
     assert codes('test "t" { call files.read { path: "/a", modee: 1 } expect deny }\n', opts) == [
         "SOS505"
     ]

@@ -215,6 +215,14 @@ _TRICKY = [
     '@ id ( "a" ) permit read on "/x"\n',
     '@id("a")\npermit read on "/x" when context.a == "\\n"\n',
     '@id("a")\n',
+    # presence tests (issue 23)
+    'permit read on "/a" when has args.x and args.x == "y"\n',
+    'forbid * on "/a" unless has context.attributes.team or has args.b\n',
+    'permit read on "/a" when has\n',
+    'permit read on "/a" when has "x"\n',
+    'permit read on "/a" when has args.x == true\n',
+    'permit read on "/a" when not has args.x\n',
+    'permit read on "/a" when hasargs.x\n',
     # keywords glued to what follows
     'permitread on "/x"\n',
     "namespacefoo\n",

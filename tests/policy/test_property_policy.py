@@ -156,6 +156,12 @@ def atom(draw: st.DrawFn) -> str:
                 'startswith(resource, "/home/" + context.principal)',
                 "is_staff",
                 "is_staff and args.n <= 3",
+                # issue 23's constructs
+                "has args.n and args.n < 4",
+                "not has args.flag",
+                "has context.attributes.team",
+                'segment(path(args.path), 1) == "public"',
+                'lower(context.principal) == "alice"',
             ]
         )
     )

@@ -42,7 +42,15 @@ def load_lint_options(context_schema: str | None, catalog: str | None) -> object
 
 
 def check_files(files: Sequence[Path], options: object) -> list[Diagnostic]:
-    """Every diagnostic for ``files`` checked together: syntax, meaning, then lints."""
+    """Every diagnostic for ``files`` checked together: syntax, meaning, then lints
+    (suppressed warnings left out: ``check_with_suppressions`` counts them)."""
+    return check_with_suppressions(files, options)[0]
+
+
+def check_with_suppressions(files: Sequence[Path], options: object) -> tuple[list[Diagnostic], int]:
+    """Every diagnostic for ``files`` after ``# sos:ignore`` suppressions, and how many
+    warnings those silenced (malformed and unused suppressions are diagnostics)."""
+    from sharedos.policy import suppress
     from sharedos.policy.lints import LintOptions, lint
     from sharedos.policy.loader import parse_and_check, read_file
 
@@ -58,7 +66,8 @@ def check_files(files: Sequence[Path], options: object) -> list[Diagnostic]:
     diagnostics.extend(found)
     assert isinstance(options, LintOptions)
     diagnostics.extend(lint(parsed, options))
-    return sorted(diagnostics, key=sort_key)
+    result = suppress.apply(parsed, diagnostics)
+    return sorted(result.kept, key=sort_key), result.count
 
 
 @click.command("check", short_help="Parse, check and lint policy files; report every diagnostic.")
@@ -100,7 +109,7 @@ def check_cmd(
     """
     files = discover_sources(paths)
     options = load_lint_options(context_schema, catalog)
-    diagnostics = check_files(files, options)
+    diagnostics, suppressed = check_with_suppressions(files, options)
     if strict:
         diagnostics = [dataclasses.replace(d, severity="error") for d in diagnostics]
     errors = sum(1 for d in diagnostics if d.severity == "error")
@@ -113,6 +122,7 @@ def check_cmd(
                 "files": [str(f) for f in files],
                 "errors": errors,
                 "warnings": warnings,
+                "suppressed": suppressed,
                 "diagnostics": [d.to_dict() for d in shown],
                 "truncated": len(shown) < len(diagnostics),
             }
@@ -129,6 +139,7 @@ def check_cmd(
         click.echo(
             f"{status}: {len(files)} {noun} checked, {errors} error{'s' if errors != 1 else ''}, "
             f"{warnings} warning{'s' if warnings != 1 else ''}"
+            + (f", {suppressed} suppressed" if suppressed else "")
             + (" (--strict: warnings count as errors)" if strict and diagnostics else "")
         )
     raise click.exceptions.Exit(EXIT_POLICY if errors else EXIT_OK)

@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 
 import click
 
+from sharedos.policy.jsonvalues import loads
+
 EXIT_OK = 0
 EXIT_POLICY = 1
 EXIT_USAGE = 2
@@ -76,12 +78,12 @@ def read_json_option(value: str, what: str) -> Any:
                 f"cannot read {file}: {exc.strerror}", param_hint=what
             ) from None
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(
             f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", param_hint=what
         ) from None
-    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+    except ValueError as exc:  # NaN/Infinity, or an integer over Python's 4,300-digit limit
         raise click.BadParameter(f"not usable JSON ({exc})", param_hint=what) from None
 
 
@@ -92,13 +94,13 @@ def read_json_file(path: Path, what: str) -> Any:
     except OSError as exc:
         raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=what) from None
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
             param_hint=what,
         ) from None
-    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+    except ValueError as exc:  # NaN/Infinity, or an integer over Python's 4,300-digit limit
         raise click.BadParameter(f"{path} is not usable JSON ({exc})", param_hint=what) from None
 
 

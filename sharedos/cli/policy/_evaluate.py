@@ -59,16 +59,25 @@ _POLICY_OPTION = click.option(
     type=click.Path(file_okay=False),
     help="Directory the bundle names files relative to (default: the deepest one holding them all).",
 )
+@click.option(
+    "--warnings",
+    "show_warnings",
+    is_flag=True,
+    help="Print every lint warning (default: one line counting them; `check` shows them).",
+)
 @guarded
-def compile_cmd(paths: tuple[str, ...], output: str, root: str | None) -> None:
+def compile_cmd(paths: tuple[str, ...], output: str, root: str | None, show_warnings: bool) -> None:
     """Compile PATHS into a bundle host runtimes load without re-parsing; print its hash.
 
     \b
-    Lint warnings are printed on stderr (they do not stop the compile). The
-    hash depends only on the policy's content and its files' names relative
-    to the root, so the same policy has the same hash wherever it is built.
+    Warnings do not stop the compile: one line on stderr counts them (with
+    --warnings, each is printed, as `check` prints it). The hash depends only
+    on the policy's content and its files' names relative to the root, so the
+    same policy has the same hash wherever it is built.
     """
-    from sharedos.policy import PolicyError, compile_paths
+    from sharedos.policy import PolicyError, compile_paths, suppress
+    from sharedos.policy.checker import check
+    from sharedos.policy.diagnostics import sort_key
     from sharedos.policy.lints import lint
 
     files = discover_sources(paths)
@@ -77,8 +86,21 @@ def compile_cmd(paths: tuple[str, ...], output: str, root: str | None) -> None:
     except PolicyError as exc:
         click.echo(str(exc), err=True)
         raise click.exceptions.Exit(EXIT_POLICY) from None
-    for diag in sorted([*policy.diagnostics, *lint(policy.files)], key=lambda d: d.location):
-        click.echo(diag.render() + "\n", err=True)
+    # policy.diagnostics already leave suppressed warnings out; the audit of the
+    # suppressions (unused, malformed) needs every warning, the lints' included
+    files_ = policy.files
+    found = suppress.apply(files_, [*check(files_).diagnostics, *lint(files_)])
+    warnings = sorted(found.kept, key=sort_key)
+    if show_warnings:
+        for diag in warnings:
+            click.echo(diag.render() + "\n", err=True)
+    elif warnings:
+        shown = " ".join(paths)
+        click.echo(
+            f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} "
+            f"(`sharedos-policy check {shown}` shows them; compile --warnings prints them here)",
+            err=True,
+        )
     try:
         policy.save_bundle(Path(output))
     except OSError as exc:
@@ -86,6 +108,18 @@ def compile_cmd(paths: tuple[str, ...], output: str, root: str | None) -> None:
             f"cannot write {output}: {exc.strerror}", param_hint="-o"
         ) from None
     click.echo(f"{policy.bundle_hash}  {output}")
+
+
+def _complete(context: dict[str, Any], policy: Any, what: str) -> dict[str, Any]:
+    """The context after the kernel's defaults; a policy that reads the time gets this
+    moment (UTC) when the context does not say ``now``, as the kernel gives it."""
+    from sharedos.policy.clock import ClockError
+
+    zone = "UTC" if getattr(policy, "reads_clock", False) else None
+    try:
+        return complete_context(context, clock_zone=zone)
+    except ClockError as exc:
+        raise click.BadParameter(f"now: {exc}", param_hint=what) from None
 
 
 def _json_object(value: str, what: str) -> dict[str, Any]:
@@ -134,8 +168,9 @@ def explain_cmd(
     explanation); 1 if the policy does not compile; 2 for bad options.
     """
     args = _json_object(args_json, "--args")
-    context = complete_context(_json_object(context_json, "--context"))
+    raw_context = _json_object(context_json, "--context")
     policy = load_policy_set(paths, trusted_keys)
+    context = _complete(raw_context, policy, "--context")
     explanation = policy.explain(tool, args, context, run_policy=_run_policy(policy, run))
     if fmt == "json":
         emit_json(explanation.to_dict())
@@ -175,8 +210,9 @@ def catalog_cmd(
     """
     from sharedos.policy.cases import run_policy_denial
 
-    context = complete_context(_json_object(context_json, "--context"))
+    raw_context = _json_object(context_json, "--context")
     policy = load_policy_set(paths, trusted_keys)
+    context = _complete(raw_context, policy, "--context")
     run_name = _run_policy(policy, run)
     names = list(tools) or sorted(policy.requirements)
     entries: list[dict[str, Any]] = []
@@ -252,8 +288,17 @@ def _run_batch(policy: Any, source: TextIO, sink: TextIO, run: str | None = None
             out = dump(EvalError(line=number, error=parsed))
         else:
             try:
+                zone = "UTC" if getattr(policy, "reads_clock", False) else None
+                context = complete_context(parsed.context, clock_zone=zone)
+            except ValueError as exc:  # a 'now' that is not a time
+                bad += 1
+                body = EvalErrorBody(code="invalid_request", message=f"context.now: {exc}")
+                sink.write(dump(EvalError(line=number, error=body)) + "\n")
+                sink.flush()
+                continue
+            try:
                 decision = run_policy_denial(policy, run, parsed.tool) or policy.decide(
-                    parsed.tool, parsed.args, complete_context(parsed.context)
+                    parsed.tool, parsed.args, context
                 )
                 out = dump(decision_line(number, decision))
             # decide must not raise; if it does, report it for this line only

@@ -29,7 +29,10 @@ from sharedos.cli.policy._common import (
 @click.command("test", short_help="Run the policies' test blocks (--coverage: unexercised rules).")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
-    "--coverage", is_flag=True, help="Report rules no test exercised and the coverage percentage."
+    "--coverage",
+    is_flag=True,
+    help="Report rules no test exercised, the coverage percentage, and the when/unless "
+    "conditions and or terms no test decided both ways.",
 )
 @click.option(
     "--threshold",
@@ -120,7 +123,7 @@ def _run(
             "diagnostics": [d.to_dict() for d in exc.diagnostics],
         }
         return EXIT_NO_COMPILE, doc
-    report = run_tests(policy, select_tests(policy.tests, run_pattern))
+    report = run_tests(policy, select_tests(policy.tests, run_pattern), branches=coverage)
     if junit_path is not None:
         try:
             Path(junit_path).write_text(report.junit_xml(), encoding="utf-8")
@@ -171,5 +174,10 @@ def _print(
         click.echo(f"coverage: {cov.covered}/{cov.total} rules exercised ({cov.percent}%)")
         for ref in cov.uncovered:
             click.echo(f"  not exercised: {ref.file}:{ref.line}:{ref.col} {ref.effect} {ref.id}")
+        if report.branches is not None:
+            from sharedos.policy.branches import render
+
+            for line in render(report.branches):
+                click.echo(line)
         if below:
             click.echo(f"coverage is below the threshold of {threshold:g}%")

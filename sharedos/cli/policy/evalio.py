@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sharedos.policy.jsonvalues import loads
+
 
 class EvalRequest(BaseModel):
     """One request: the raw tool name, its arguments and the (trusted) context."""
@@ -65,10 +67,10 @@ class EvalError(BaseModel):
 def parse_request(line: str) -> EvalRequest | EvalErrorBody:
     """Parse one JSONL input line into a request, or say precisely why it is not one."""
     try:
-        raw = json.loads(line)
+        raw = loads(line)
     except json.JSONDecodeError as exc:
         return EvalErrorBody(code="invalid_json", message=f"{exc.msg} at column {exc.colno}")
-    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit limit
+    except ValueError as exc:  # NaN/Infinity, or an integer over Python's 4,300-digit limit
         return EvalErrorBody(code="invalid_json", message=str(exc).split(";")[0])
     if not isinstance(raw, dict):
         return EvalErrorBody(

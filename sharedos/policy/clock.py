@@ -1,0 +1,119 @@
+"""``context.now``: the time of a call, as the host's clock gives it, in a named time zone.
+
+A policy reads the time only through ``context.now``, an object the host
+supplies with every call (``Kernel`` does, from its clock and its
+``time_zone``)::
+
+    {"timestamp": 1796292900,            # seconds since 1970-01-01T00:00:00Z
+     "iso": "2026-12-03T11:15:00+01:00", "zone": "Europe/Paris",
+     "date": "2026-12-03", "year": 2026, "month": 12, "day": 3,
+     "hour": 11, "minute": 15, "weekday": "thu"}   # mon tue wed thu fri sat sun
+
+so ``context.now.hour >= 9 and context.now.weekday in ["mon", "tue"]`` and
+``context.now.timestamp < 1798761600`` compare as written. A context written
+by hand (a ``test`` block, ``explain``, ``eval``) may give ``now`` as an
+ISO-8601 time with an offset, optionally naming its zone
+(``"2026-12-07T09:30:00+01:00[Europe/Paris]"``), or as a timestamp; it is
+expanded to the same object (``expand``). Nothing here reads the clock but
+``current``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sharedos.errors import SharedOSError
+
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+#: the members of ``context.now``
+FIELDS = (
+    "timestamp",
+    "iso",
+    "zone",
+    "date",
+    "year",
+    "month",
+    "day",
+    "hour",
+    "minute",
+    "weekday",
+)
+
+_ZONED_RE = re.compile(r"^(?P<time>[^\[\]]+?)(?:\[(?P<zone>[A-Za-z0-9_+\-/]+)\])?$")
+
+
+class ClockError(SharedOSError, ValueError):
+    """A time or time zone that cannot be read."""
+
+
+def zone(name: str) -> tzinfo:
+    """The time zone called ``name`` (IANA: ``UTC``, ``Europe/Paris``); raise ``ClockError``."""
+    if name == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ClockError(f"unknown time zone {name!r}") from exc
+
+
+def now_value(instant: datetime, zone_name: str | None = None) -> dict[str, Any]:
+    """The ``context.now`` object of an aware ``instant``, in zone ``zone_name``
+    (default: the instant's own offset)."""
+    if instant.tzinfo is None:
+        raise ClockError("a time needs an offset or a zone (naive times are ambiguous)")
+    local = instant.astimezone(zone(zone_name)) if zone_name is not None else instant
+    name = zone_name if zone_name is not None else _offset_name(local)
+    return {
+        "timestamp": int(local.timestamp()),
+        "iso": local.isoformat(timespec="seconds"),
+        "zone": name,
+        "date": local.date().isoformat(),
+        "year": local.year,
+        "month": local.month,
+        "day": local.day,
+        "hour": local.hour,
+        "minute": local.minute,
+        "weekday": WEEKDAYS[local.weekday()],
+    }
+
+
+def current(zone_name: str = "UTC", clock: Any = time.time) -> dict[str, Any]:
+    """``context.now`` for this moment of ``clock`` (seconds since the epoch) in ``zone_name``."""
+    return now_value(datetime.fromtimestamp(float(clock()), UTC), zone_name)
+
+
+def expand(value: Any) -> dict[str, Any]:
+    """A hand-written ``now`` as the object the host gives: an ISO-8601 time with an offset
+    (``Z`` for UTC), optionally ``[Zone/Name]``, or a timestamp (UTC). Raise ``ClockError``."""
+    if type(value) is int or type(value) is float:
+        if value - value != 0:
+            raise ClockError("now is not a finite timestamp")
+        return now_value(datetime.fromtimestamp(value, UTC), "UTC")
+    if type(value) is not str:
+        raise ClockError(
+            'now is written as an ISO-8601 time ("2026-12-07T09:30:00+01:00[Europe/Paris]") '
+            "or a timestamp"
+        )
+    m = _ZONED_RE.match(value.strip())
+    if m is None:
+        raise ClockError(f"cannot read {value!r} as a time")
+    text = m.group("time").replace("Z", "+00:00").replace("z", "+00:00")
+    try:
+        instant = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ClockError(f"cannot read {value!r} as an ISO-8601 time") from exc
+    if instant.tzinfo is None:
+        raise ClockError(f"{value!r} has no offset (write Z for UTC, or +01:00)")
+    return now_value(instant, m.group("zone"))
+
+
+def _offset_name(local: datetime) -> str:
+    offset = local.utcoffset()
+    if not offset:
+        return "UTC"
+    text = local.isoformat()[-6:]
+    return text if text[0] in "+-" else "UTC"
