@@ -285,11 +285,7 @@ class Atoms:
                 return
             if x[0] == "fn" and y[0] == "const" and self._fn_glob(x, y[1], "eq"):
                 return
-            if (
-                x[0] in ("resource", "fn")
-                and y[0] in ("const", "ctx")
-                and self._resource(x, "eq", y, many=False)
-            ):
+            if x[0] in ("resource", "fn") and self._resource(x, "eq", y, many=False):
                 return
         if {a[0], b[0]} <= {"const", "error", "ctx"}:
             return  # reads no argument or resource: decided per context, enumerated exactly
@@ -315,11 +311,7 @@ class Atoms:
             and all(self._fn_glob(a, item, "eq") for item in b[1])
         ):
             return
-        if (
-            a[0] in ("resource", "fn")
-            and b[0] in ("const", "ctx")
-            and self._resource(a, "eq", b, many=True)
-        ):
+        if a[0] in ("resource", "fn") and self._resource(a, "eq", b, many=True):
             return
         if {a[0], b[0]} <= {"const", "error", "ctx"}:
             return
@@ -364,11 +356,7 @@ class Atoms:
             if len(parts) > _MAX_SUBSTRINGS:
                 self._gap(node, f"{name}() of a long constant: only {_MAX_SUBSTRINGS} parts tried")
             return
-        if (
-            a[0] in ("resource", "fn")
-            and b[0] in ("const", "ctx")
-            and self._resource(a, name, b, many=False)
-        ):
+        if a[0] in ("resource", "fn") and self._resource(a, name, b, many=False):
             return
         if {a[0], b[0]} <= {"const", "error", "ctx"}:
             return
@@ -410,7 +398,12 @@ class Atoms:
         return False
 
     def _resource(self, x: Term, test: str, y: Term, *, many: bool) -> bool:
-        """Record a resource atom; False when ``x`` is not the resource or one segment of it."""
+        """Record a resource atom; False when ``x`` is not the resource or one segment of it,
+        or ``y`` is not known once the context is (a literal, a context expression)."""
+        if y[0] == "var" and y[1][0] == "context":
+            y = ("ctx", _compact(["ref", "context", list(y[1][1])]), frozenset([y[1]]))
+        if y[0] not in ("const", "ctx"):
+            return False
         position: int | None = None
         if x[0] == "fn":
             args = x[2]

@@ -135,7 +135,9 @@ class DiffReport:
             for gap in self.gaps:
                 where = ""
                 if gap.rule is not None:
-                    where = f"{gap.rule.file}:{gap.rule.line}:{gap.rule.col} ({gap.rule.id}): "
+                    ref = gap.rule
+                    where = f"{ref.file}:{ref.line}:{ref.col}"
+                    where += ": " if ref.id == f"{ref.file}:{ref.line}" else f" ({ref.id}): "
                 lines.append(f"  - {where}{gap.construct}: {gap.why}")
         s = summary(self.groups)
         lines.append(
@@ -221,9 +223,9 @@ def diff_policies(
     comparer = Comparer(old, new)
     changes: list[Change] = []
     gaps: dict[Gap, None] = {}
-    for old_side, new_side, members in classes.values():
+    for (_old_key, _new_key, same_managed), (old_side, new_side, members) in classes.items():
         report.analysed.extend(members)
-        space = RequestSpace(old_side, new_side, limits)
+        space = RequestSpace(old_side, new_side, limits, prune=same_managed)
         seen: set[str] = set()
         for args, context in space.requests(members[0]):
             for tool in members:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedos.policy.analysis.atoms import Atoms, Uses, Var
-from sharedos.policy.analysis.strings import STAR, Glob, representatives
+from sharedos.policy.analysis.strings import Glob, representatives
 
 
 class _Missing:
@@ -49,6 +49,9 @@ MISSING: Any = _Missing()
 #: Two distinct values shared by variables compared with each other (so they can be
 #: equal, and different, even when no constant distinguishes them).
 _SHARED = ("v1", "v2")
+
+#: Values tried in place of a one-character representative, so examples read naturally.
+_READABLE = ("user", "alice", "bob", "carol", "dave")
 
 #: The kernel's context keys (``AccessContext.policy_input``).
 IDENTIFIERS = ("principal", "tenant", "turn_id")
@@ -140,7 +143,7 @@ class Domains:
                     if src is None:
                         continue
                     for g in src.strings:
-                        if all(t is not STAR for t in g.tokens) and not g.fold:
+                        if g.text is not None:
                             target.strings.setdefault(g, None)
                     for value in src.values:
                         target.add_value(value)
@@ -152,8 +155,8 @@ class Domains:
                 lst = merged.setdefault(target_var, Uses())
                 item = merged[var]
                 for g in list(item.strings):
-                    if all(t is not STAR for t in g.tokens) and not g.fold:
-                        lst.add_member("".join(t for t in g.tokens if t is not STAR))
+                    if g.text is not None:
+                        lst.add_member(g.text)
                 for value in item.values:
                     lst.add_member(value)
                 for member in list(lst.members):
@@ -221,9 +224,23 @@ class Domains:
             globs += [Glob.infix("/"), Glob.infix("*"), Glob.literal("."), Glob.literal("..")]
         if uses.as_path:
             globs.append(Glob.prefix("/"))
-        classes = representatives(_dedupe(globs), valid=valid, max_states=self._max_states)
+        globs = _dedupe(globs)
+        classes = representatives(globs, valid=valid, max_states=self._max_states)
+        # a readable value in place of a shortest one that no glob singles out, when it
+        # is treated exactly alike ("user" rather than "x")
+        strings: list[str] = []
+        for text, vector in classes.found:
+            for nicer in _READABLE:
+                if (
+                    nicer not in strings
+                    and valid(nicer)
+                    and vector == tuple(g.matches(nicer) for g in globs)
+                ):
+                    text = nicer
+                    break
+            strings.append(text)
         # ordinary values first: examples read better, and a sample keeps them
-        ordered = sorted(classes.strings, key=lambda s: (not _ordinary(s), len(s)))
+        ordered = sorted(strings, key=lambda s: (not _ordinary(s), s not in _READABLE, len(s)))
         return Domain(tuple(ordered), classes.complete)
 
     def _lists(self, uses: Uses, *, strings_only: bool) -> Domain:

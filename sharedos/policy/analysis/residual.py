@@ -7,6 +7,9 @@ context.roles and args.mode == "x"`` is ``args.mode == "x"`` for an admin and
 ``false`` for anyone else. Folding keeps the three-valued meaning exactly
 (``X and <error>`` stays as it is: it is false when X is false and an error
 otherwise), so a residual applies to exactly the calls the rule applies to.
+Whether it applies always, never or only under its residual is the partial
+evaluator's answer (``partial.outcomes``: every argument atom may be true,
+false or an error).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Literal
 
 from sharedos.policy.conditions import compile_expr, roots, unparse
 from sharedos.policy.functions import EvalError
+from sharedos.policy.partial import outcomes
 
 T, F, E = "T", "F", "E"
 
@@ -44,12 +48,17 @@ def residual(
     """The residual of a rule's encoded condition (of ``kind``) for this context."""
     if enc is None:
         return Residual("always")
+    # which outcomes the condition can have once the context is known (an argument
+    # atom may be true, false or an error), and on which of them the rule applies
+    possible = outcomes(enc, context, action)
+    applies = {F if kind == "unless" else T} | ({E} if forbid else set())
+    if possible <= applies:
+        return Residual("always")
+    if not possible & applies:
+        return Residual("never")
     folded = _fold(enc, context, action)
-    want = F if kind == "unless" else T
-    if isinstance(folded, str):
-        if folded == E:
-            return Residual("always" if forbid else "never")
-        return Residual("always" if folded == want else "never")
+    if isinstance(folded, str):  # pragma: no cover - outcomes() already knew it
+        return Residual("always" if folded in applies else "never")
     reads = sorted(
         {
             ".".join((node[1], *node[2]))

@@ -171,7 +171,8 @@ class Witnesses:
     notes: list[str] = field(default_factory=list)
 
 
-def _globs_of(patterns: Sequence[SegPattern]) -> list[Glob]:
+def globs_of(patterns: Sequence[SegPattern]) -> list[Glob]:
+    """Every segment predicate of the patterns: their literal segments and glob segments."""
     globs: dict[Glob, None] = {}
     for pat in patterns:
         for test in pat.segs:
@@ -184,7 +185,7 @@ def _globs_of(patterns: Sequence[SegPattern]) -> list[Glob]:
 
 def _skeleton(pieces: tuple[tuple[Any, ...], ...]) -> tuple[Glob, re.Pattern[str]]:
     """A template segment with holes as a glob, and a regex that splits out the holes."""
-    glob = Glob.of_pieces([("t", p[1]) if p[0] == "t" else ("w",) for p in pieces])
+    glob = Glob.of_pieces(pieces)
     holes = [i for i, p in enumerate(pieces) if p[0] == "h"]
     regex = "".join(
         re.escape(p[1]) if p[0] == "t" else ("(.+)" if i == holes[-1] else "(.+?)")
@@ -193,7 +194,8 @@ def _skeleton(pieces: tuple[tuple[Any, ...], ...]) -> tuple[Glob, re.Pattern[str
     return glob, re.compile(regex, re.DOTALL)
 
 
-def _safe_hole(value: str) -> bool:
+def safe_hole(value: str) -> bool:
+    """A value a template hole accepts: one non-empty segment, not ``.``/``..``."""
     return value not in ("", ".", "..") and "/" not in value and _CONTROL_RE.search(value) is None
 
 
@@ -203,7 +205,7 @@ def witnesses(
     """One resource of ``shape`` per combination of ``patterns`` (match or not) that some
     resource achieves, shortest first. See the module docstring."""
     out = Witnesses()
-    globs = _globs_of(patterns)
+    globs = globs_of(patterns)
     template = shape.template
     skeletons: list[tuple[Glob, re.Pattern[str]] | None] = []
     if template is not None:
@@ -229,7 +231,7 @@ def witnesses(
             allowed = []
             for text in alphabet:
                 m = skel[1].fullmatch(text)
-                if m is None or not all(_safe_hole(v) for v in m.groups()):
+                if m is None or not all(safe_hole(v) for v in m.groups()):
                     continue
                 allowed.append((text, tuple(zip(names, m.groups(), strict=True))))
             per_position.append(allowed)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,11 +38,13 @@ from sharedos.policy.analysis.segments import (
     SegPattern,
     Shape,
     Witness,
+    globs_of,
+    safe_hole,
     valid_segment,
     witnesses,
 )
-from sharedos.policy.analysis.strings import Glob
-from sharedos.policy.conditions import compile_expr
+from sharedos.policy.analysis.strings import Glob, representatives
+from sharedos.policy.conditions import compile_expr, roots
 from sharedos.policy.ir import RuleRecord
 from sharedos.policy.patterns import resolve
 
@@ -68,6 +69,8 @@ class Limits:
     max_states: int = 20000
     #: elements of a list variable whose every subset is tried
     max_members: int = 6
+    #: requests per tool (and the tools sharing its rules); past it the rest is not tried
+    max_requests: int = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,16 +153,23 @@ def set_path(target: dict[str, Any], path: Sequence[str], value: Any) -> None:
 class RequestSpace:
     """Witness requests for one tool under two policies (see the module docstring)."""
 
-    def __init__(self, old: Side, new: Side, limits: Limits | None = None) -> None:
+    def __init__(
+        self, old: Side, new: Side, limits: Limits | None = None, *, prune: bool = True
+    ) -> None:
         self.old = old
         self.new = new
         self.limits = limits or Limits()
+        #: skip a witness whose rules mean the same on both sides (False: something
+        #: else than the rules differs, such as the run policy's managed set)
+        self._prune = prune
         self.gaps: dict[Gap, None] = {}
         self.complete = True
+        # the same resource and action: a condition sees the same call on both sides
         self.same_requirement = (
             old.resource is not None
             and new.resource is not None
             and _canon(old.resource) == _canon(new.resource)
+            and old.action == new.action
         )
         rules = [*old.rules, *new.rules]
         self._rules = rules
@@ -170,10 +180,30 @@ class RequestSpace:
         self.gaps.update(self.atoms.gaps)
         # outer variables: interpolated into a pattern, or read by a resource atom
         interpolated: dict[Var, None] = {}
+        whole: dict[Var, None] = {}
+        inside: list[RuleRecord] = []
         for rule in rules:
             for var, pieces in interpolations(rule):
                 interpolated.setdefault(var, None)
-                self._interpolation_constants(rule, var, pieces)
+                if len(pieces) == 1:
+                    whole.setdefault(var, None)
+                else:
+                    inside.append(rule)
+                    self._interpolation_constants(rule, var, pieces)
+        # two context values filling whole segments can fill the same one: let them
+        # be equal (and not)
+        for a, b in itertools.combinations(whole, 2):
+            self.atoms.use(a).equal_to.add(b)
+            self.atoms.use(b).equal_to.add(a)
+        if inside and len(interpolated) > 1:
+            for rule in inside:
+                self._gap(
+                    rule.ref,
+                    rule.pattern,
+                    "an interpolation inside a segment with text, in rules that interpolate "
+                    "other context values too: values of both that spell the same segment "
+                    "are not all tried",
+                )
         outer = dict(interpolated)
         for atom in self.atoms.resource_atoms:
             for var in atom.reads:
@@ -213,7 +243,8 @@ class RequestSpace:
         return list(globs)
 
     def _interpolation_constants(self, rule: RuleRecord, var: Var, pieces: tuple[Any, ...]) -> None:
-        """A value of ``var`` that makes this segment equal some literal segment."""
+        """What decides a match for ``var`` inside a segment with text (``x-{context.tenant}``):
+        the other segments' literals and globs, shifted past that text."""
         if len(pieces) == 1:
             return  # the whole segment: the segment globs give the values (Domains)
         holes = [p for p in pieces if p[0] in ("c", "w")]
@@ -222,33 +253,15 @@ class RequestSpace:
                 rule.ref,
                 rule.pattern,
                 "an interpolation beside a wildcard or another interpolation in one "
-                "segment: only values that make it equal a literal segment are tried",
+                "segment: the values tried may miss some matches",
             )
-        parts: list[str] = []
-        grouped = False
-        for p in pieces:
-            if p[0] == "t":
-                parts.append(re.escape(p[1]))
-            elif p[0] == "c" and tuple(p[1]) == var[1] and not grouped:
-                parts.append("(.+)")
-                grouped = True
-            else:
-                parts.append(".*")
-        compiled = re.compile("".join(parts), re.DOTALL)
+            return
+        at = next(i for i, p in enumerate(pieces) if p[0] == "c")
+        prefix = "".join(p[1] for p in pieces[:at])
+        suffix = "".join(p[1] for p in pieces[at + 1 :])
         uses = self.atoms.use(var)
-        for other in self._rules:
-            for seg in other.pattern_enc["segs"]:
-                if seg[0] == "L":
-                    m = compiled.fullmatch(seg[1])
-                    if m is not None and m.groups():
-                        uses.add_value(m.group(1))
-                elif seg[0] == "G" and other is not rule:
-                    self._gap(
-                        rule.ref,
-                        rule.pattern,
-                        "an interpolation inside a segment with text, beside glob "
-                        "segments: values matching those globs are not derived",
-                    )
+        for glob in self._segment_globs(self._rules):
+            uses.strings.setdefault(glob.shift(prefix, suffix), None)
 
     # --------------------------------------------------------------- requests
 
@@ -259,11 +272,35 @@ class RequestSpace:
         for var, dom in zip(self.outer, outer_domains, strict=True):
             if not dom.complete:
                 self._gap(None, var_text(var), "its values were cut at a bound")
+        made = 0
         for outer in self._product([d.values for d in outer_domains], lim.max_contexts, "contexts"):
             base = json.loads(json.dumps(BASE_CONTEXT))
             for var, value in zip(self.outer, outer, strict=True):
                 set_path(base, var[1], value)
-            yield from self._for_context(base)
+            for request in self._for_context(base):
+                made += 1
+                if made > lim.max_requests:
+                    self.complete = False
+                    self._gap(
+                        None,
+                        tool,
+                        f"more than {lim.max_requests} requests: the rest were not tried",
+                    )
+                    return
+                yield request
+
+    def _witnesses(self, live: list[SegPattern], shape: Shape) -> list[Witness]:
+        key = (shape, tuple(live))
+        found = self._witness_cache.get(key)
+        if found is None:
+            found = self._witness_cache[key] = witnesses(
+                live, shape, max_states=self.limits.max_states
+            )
+            if not found.complete:
+                self.complete = False
+                for note in found.notes:
+                    self._gap(None, "resource witnesses", note)
+        return list(found.found)
 
     def _for_context(
         self, context: dict[str, Any]
@@ -271,63 +308,133 @@ class RequestSpace:
         patterns: list[SegPattern | None] = []
         for rule in self._rules:
             patterns.append(SegPattern.of(resolve(rule.pattern_enc, context, forbid=rule.forbid)))
-        pseudo = self._pseudo_patterns(context)
-        shapes: list[tuple[Shape, str]] = []
-        if self.same_requirement:
-            assert self.old.shape is not None
-            shapes.append((self.old.shape, "both"))
-        else:
-            for side, name in ((self.old, "old"), (self.new, "new")):
-                if side.shape is not None:
-                    shapes.append((side.shape, name))
-        n_old = len(self.old.rules)
-        live = [p for p in patterns if p is not None] + pseudo
-        for shape, which in shapes:
-            key = (shape, tuple(live))
-            found = self._witness_cache.get(key)
-            if found is None:
-                found = self._witness_cache[key] = witnesses(
-                    live, shape, max_states=self.limits.max_states
-                )
-                if not found.complete:
-                    self.complete = False
-                    for note in found.notes:
-                        self._gap(None, "resource witnesses", note)
-            for w in found.found:
-                matched = self._matched(patterns, w)
-                old_m = [r for i, r in enumerate(self.old.rules) if matched[i]]
-                new_m = [r for i, r in enumerate(self.new.rules) if matched[n_old + i]]
-                if self.same_requirement and _meaning(old_m) == _meaning(new_m):
-                    continue  # the same rules can apply: no context or argument can differ
-                rules = [*old_m, *new_m] if self.same_requirement else self._rules
-                yield from self._inner(context, rules, self._spell(w, which, shape))
+        live = [p for p in patterns if p is not None] + self._pseudo_patterns(context)
+        if not self.same_requirement:
+            for args, rules in self._both_sides(live, patterns):
+                yield from self._inner(context, rules, [args])
+            return
+        shape = self.old.shape
+        assert shape is not None
+        for w in self._witnesses(live, shape):
+            old_m, new_m = self._matched_rules(patterns, w)
+            if self._prune and _meaning(old_m) == _meaning(new_m):
+                continue  # the same rules can apply: no context or argument can differ
+            spelled: dict[str, Any] = {}
+            for path, value in _arg_values(self.old, w):
+                set_path(spelled, path, value)
+            yield from self._inner(context, [*old_m, *new_m], [spelled])
 
-    def _matched(self, patterns: Sequence[SegPattern | None], w: Witness) -> list[bool]:
+    def _matched_rules(
+        self, patterns: Sequence[SegPattern | None], w: Witness
+    ) -> tuple[list[RuleRecord], list[RuleRecord]]:
+        """The old and the new rules whose patterns match the witness."""
+        matched = self._matched(patterns, w)
+        n_old = len(self.old.rules)
+        old_m = [r for i, r in enumerate(self.old.rules) if matched[i]]
+        new_m = [r for i, r in enumerate(self.new.rules) if matched[n_old + i]]
+        return old_m, new_m
+
+    def _both_sides(
+        self, live: list[SegPattern], patterns: Sequence[SegPattern | None]
+    ) -> list[tuple[dict[str, Any], list[RuleRecord]]]:
+        """Arguments for a tool whose requirement differs (or exists on one side only),
+        each with the rules that can apply: every witness of one side's resource paired
+        with every witness of the other's (each side decides on its own resource), and
+        each alone (the other side's resource then unresolvable), and none (both
+        unresolvable). A pair whose rules
+        mean the same on both sides (and read neither resource nor action) decides
+        alike whatever else, and is left out."""
+        sides: list[list[tuple[list[tuple[tuple[str, ...], Any]], list[RuleRecord]]]] = []
+        for index, side in enumerate((self.old, self.new)):
+            shape = side.shape
+            found: list[tuple[list[tuple[tuple[str, ...], Any]], list[RuleRecord]]] = []
+            if shape is not None:
+                for w in self._witnesses(live, shape):
+                    mine = self._matched_rules(patterns, w)[index]
+                    found.append((_arg_values(side, w), mine))
+            sides.append(found)
+        old_paths = {p for values, _ in sides[0] for p, _ in values}
+        new_paths = {p for values, _ in sides[1] for p, _ in values}
+        shared = {a for a in old_paths for b in new_paths if a[: len(b)] == b or b[: len(a)] == a}
+        # no resource argument at all: unresolvable (or unavailable) on both sides
+        out: list[tuple[dict[str, Any], list[RuleRecord]]] = [({}, [])]
+        for values, rules in [*sides[0], *sides[1]]:
+            args: dict[str, Any] = {}
+            for path, value in values:
+                set_path(args, path, value)
+            out.append((args, rules))
+        if sides[0] and sides[1]:
+            if shared:
+                out += [(args, self._rules) for args in self._shared_holes(live)]
+                return out
+            for (a, a_rules), (b, b_rules) in itertools.product(sides[0], sides[1]):
+                if (
+                    self.old.action == self.new.action
+                    and not any(_reads_call(r) for r in (*a_rules, *b_rules))
+                    and _meaning(a_rules) == _meaning(b_rules)
+                ):
+                    continue  # the same rules on each side's own resource
+                args = {}
+                for path, value in (*a, *b):
+                    set_path(args, path, value)
+                out.append((args, [*a_rules, *b_rules]))
+        return out
+
+    def _shared_holes(self, live: list[SegPattern]) -> list[dict[str, Any]]:
+        """Arguments for two resource expressions that read the same arguments: every
+        combination of one value per class of each argument, the classes telling apart
+        what every pattern segment (shifted past the text beside it) can match there."""
+        templates = [side.resource for side in (self.old, self.new)]
+        if any(t is None or t.get("kind") != "template" for t in templates):
+            self._gap(
+                None,
+                "requirement",
+                "the resource expression changed between a path and a template that read "
+                "the same argument: only each side's own witnesses are tried",
+            )
+            return []
+        segment_globs = globs_of(live)
+        per_hole: dict[tuple[str, ...], dict[Glob, None]] = {}
+        for template in templates:
+            assert template is not None
+            for seg in template["segs"]:
+                holes = [i for i, p in enumerate(seg) if p[0] == "h"]
+                for i in holes:
+                    globs = per_hole.setdefault(tuple(seg[i][1]), {})
+                    if len(holes) > 1:
+                        self._gap(
+                            None,
+                            "requirement",
+                            "a template segment with several holes: the values tried for "
+                            "each may miss some matches",
+                        )
+                    prefix = "".join(p[1] for p in seg[:i] if p[0] == "t")
+                    suffix = "".join(p[1] for p in seg[i + 1 :] if p[0] == "t")
+                    for glob in segment_globs:
+                        globs.setdefault(glob.shift(prefix, suffix), None)
+        names = list(per_hole)
+        values = [
+            representatives(
+                list(per_hole[name]), valid=safe_hole, max_states=self.limits.max_states
+            ).strings
+            for name in names
+        ]
+        out: list[dict[str, Any]] = []
+        for combo in self._product(values, self.limits.max_combinations, "argument values"):
+            args: dict[str, Any] = {}
+            for name, value in zip(names, combo, strict=True):
+                set_path(args, name, value)
+            out.append(args)
+        return out
+
+    @staticmethod
+    def _matched(patterns: Sequence[SegPattern | None], w: Witness) -> list[bool]:
+        """Which rules' patterns match the witness (a None pattern matches nothing)."""
         out: list[bool] = []
         it = iter(w.vector)
         for p in patterns:
             out.append(False if p is None else next(it))
         return out
-
-    def _spell(self, w: Witness, which: str, shape: Shape) -> list[dict[str, Any]]:
-        """The arguments that make the witness resource, for one side or both."""
-        sides = {"both": (self.old,), "old": (self.old,), "new": (self.new,)}[which]
-        own: dict[str, Any] = {}
-        for side in sides:
-            for path, value in _arg_values(side, w):
-                set_path(own, path, value)
-        if which == "both":
-            return [own]
-        other = self.new if which == "old" else self.old
-        variants = [own]
-        if other.resource is not None:
-            merged = json.loads(json.dumps(own))
-            spelled = _arg_values_for_text(other, w.text)
-            if spelled is not None:
-                for path, value in spelled:
-                    set_path(merged, path, value)
-                variants.append(merged)
-        return variants
 
     def _inner(
         self,
@@ -362,7 +469,7 @@ class RequestSpace:
                 yield args, ctx
 
     def _product(
-        self, domains: list[Sequence[Any]], cap: int, what: str
+        self, domains: Sequence[Sequence[Any]], cap: int, what: str
     ) -> Iterator[tuple[Any, ...]]:
         total = 1
         for d in domains:
@@ -417,6 +524,13 @@ class RequestSpace:
                 for absolute in (True, False):
                     out.append(SegPattern(absolute, (*ones, ("D",))))
         return out
+
+
+def _reads_call(rule: RuleRecord) -> bool:
+    """Does the rule's condition read the resource or the action (which differ between
+    two requirements)?"""
+    cond = rule.condition
+    return cond is not None and bool({"resource", "action"} & roots(cond))
 
 
 def _canon(value: Any) -> str:
@@ -506,27 +620,6 @@ def _arg_values(side: Side, w: Witness) -> list[tuple[tuple[str, ...], Any]]:
     if res.get("kind") == "path":
         return [(tuple(res["arg"]), w.text)]
     return [(path, value) for path, value in w.holes]
-
-
-def _arg_values_for_text(side: Side, text: str) -> list[tuple[tuple[str, ...], Any]] | None:
-    """The arguments that make ``side``'s resource expression produce ``text`` (None: none do)."""
-    res = side.resource
-    if res is None:
-        return None
-    if res.get("kind") == "path":
-        return [(tuple(res["arg"]), text)]
-    absolute = bool(res.get("abs"))
-    if absolute != text.startswith("/"):
-        return None
-    body = text[1:] if absolute else text
-    regex = "/".join(
-        "".join(re.escape(p[1]) if p[0] == "t" else "([^/]+)" for p in seg) for seg in res["segs"]
-    )
-    m = re.fullmatch(regex, body)
-    if m is None:
-        return None
-    names = [tuple(p[1]) for seg in res["segs"] for p in seg if p[0] == "h"]
-    return list(zip(names, m.groups(), strict=True))
 
 
 __all__ = [

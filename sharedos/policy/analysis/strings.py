@@ -22,22 +22,65 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: The wildcard token of a glob (any run of characters, the empty one included).
 STAR: None = None
+#: The token for exactly one character, whatever it is (a template hole is never empty).
+ONE = "\x00one"
 
 #: Characters tried, in order, as the fresh character (the first one no glob mentions).
 _FRESH = "xyzqjkvw0123456789_"
 
+#: One character, ``ONE`` (any one character) or ``STAR``.
 Token = str | None
 
 
 @dataclass(frozen=True, slots=True)
 class Glob:
-    """A whole-string predicate: characters and ``STAR`` wildcards (``fold``: case-insensitive)."""
+    """A whole-string predicate: characters and ``STAR`` wildcards (``fold``: case-insensitive).
+
+    ``start``/``accept`` (None: the usual ones) make a *shifted* glob: the strings
+    ``s`` for which ``prefix + s + suffix`` satisfies the original (``shift``)."""
 
     tokens: tuple[Token, ...]
     fold: bool = False
+    start: frozenset[int] | None = None
+    accept: frozenset[int] | None = None
+
+    def shift(self, prefix: str, suffix: str) -> Glob:
+        """The strings ``s`` for which ``prefix + s + suffix`` satisfies this glob (a
+        pattern segment ``x-{context.tenant}`` against the glob of another segment)."""
+        states = self.initial()
+        for ch in prefix:
+            states = _step(self.tokens, self.fold, states, ch)
+        accept = set()
+        for i in range(len(self.tokens) + 1):
+            at = _closure(self.tokens, {i})
+            for ch in suffix:
+                at = _step(self.tokens, self.fold, at, ch)
+            if self.final(at):
+                accept.add(i)
+        return Glob(self.tokens, self.fold, states, frozenset(accept))
+
+    @property
+    def text(self) -> str | None:
+        """The text of a plain literal glob (no wildcard, not shifted, not folded), else None."""
+        if self.fold or self.start is not None or self.accept is not None:
+            return None
+        if any(t is STAR or t == ONE for t in self.tokens):
+            return None
+        return "".join(t for t in self.tokens if t is not None)
+
+    def initial(self) -> frozenset[int]:
+        """The automaton's states before any character."""
+        return self.start if self.start is not None else _closure(self.tokens, {0})
+
+    def final(self, states: frozenset[int]) -> bool:
+        """Do these states accept?"""
+        if self.accept is None:
+            return len(self.tokens) in states
+        return not self.accept.isdisjoint(states)
 
     @classmethod
     def literal(cls, text: str, *, fold: bool = False) -> Glob:
@@ -60,24 +103,27 @@ class Glob:
         return cls((STAR, *text, STAR))
 
     @classmethod
-    def of_pieces(cls, pieces: Iterable[Sequence[str]]) -> Glob:
-        """From pattern pieces: ``("t", text)`` literal text, ``("w", ...)`` a wildcard."""
+    def of_pieces(cls, pieces: Iterable[Sequence[Any]]) -> Glob:
+        """From pattern pieces: ``("t", text)`` literal text, ``("w", ...)`` a wildcard,
+        ``("h", ...)`` a template hole (one character or more)."""
         tokens: list[Token] = []
         for piece in pieces:
             if piece[0] == "t":
                 tokens.extend(piece[1])
+            elif piece[0] == "h":
+                tokens += [ONE, STAR]
             elif not tokens or tokens[-1] is not STAR:
                 tokens.append(STAR)
         return cls(tuple(tokens))
 
     def matches(self, text: str) -> bool:
         """Does ``text`` satisfy this glob? (The same automaton ``representatives`` walks.)"""
-        states = _closure(self.tokens, {0})
+        states = self.initial()
         for ch in text:
             states = _step(self.tokens, self.fold, states, ch)
             if not states:
                 return False
-        return len(self.tokens) in states
+        return self.final(states)
 
 
 def _closure(tokens: tuple[Token, ...], states: set[int]) -> frozenset[int]:
@@ -102,7 +148,7 @@ def _step(tokens: tuple[Token, ...], fold: bool, states: frozenset[int], ch: str
             tok = tokens[i]
             if tok is STAR:
                 out.add(i)
-            elif tok == key:
+            elif tok in (key, ONE):
                 out.add(i + 1)
     return _closure(tokens, out) if out else frozenset()
 
@@ -113,7 +159,7 @@ def alphabet(globs: Iterable[Glob], extra: str = "") -> str:
     chars: set[str] = set(extra)
     for glob in globs:
         for tok in glob.tokens:
-            if tok is STAR:
+            if tok is STAR or tok == ONE:
                 continue
             chars.add(tok)
             if glob.fold:
@@ -155,7 +201,7 @@ def representatives(
     but stays open until a valid string reaches it.
     """
     chars = alphabet(globs, extra)
-    start = tuple(_closure(g.tokens, {0}) for g in globs)
+    start = tuple(g.initial() for g in globs)
     # state -> reached by a valid string yet
     seen: dict[tuple[frozenset[int], ...], bool] = {}
     found: dict[tuple[bool, ...], str] = {}
@@ -165,7 +211,7 @@ def representatives(
     while queue:
         state, text = queue.popleft()
         if valid(text):
-            vector = tuple(len(g.tokens) in s for g, s in zip(globs, state, strict=True))
+            vector = tuple(g.final(s) for g, s in zip(globs, state, strict=True))
             found.setdefault(vector, text)
         for ch in chars:
             nxt = tuple(
