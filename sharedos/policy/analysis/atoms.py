@@ -69,6 +69,17 @@ class Uses:
     equal_to: set[Var] = field(default_factory=set)
     #: its value is tested for membership in these (list) variables
     member_of: set[Var] = field(default_factory=set)
+    #: values a one-element list of it should hold (a list a resource segment is looked
+    #: up in: only whether it holds that segment matters)
+    elements: list[Any] = field(default_factory=list)
+
+    def add_element(self, value: Any) -> None:
+        """A value to try as the only element of this (list) variable."""
+        if self._new("e", value):
+            self.elements.append(value)
+
+    #: keys of what ``values``/``members``/``elements`` hold (a quick duplicate check)
+    seen: set[tuple[str, str]] = field(default_factory=set)
 
     def add_value(self, value: Any) -> None:
         """An equality constant (a string becomes a literal glob)."""
@@ -77,17 +88,20 @@ class Uses:
         elif type(value) in (int, float) and value == value:  # NaN equals nothing
             self.values.append(value)
             self.bounds.append(value)
-        elif not any(_same(value, v) for v in self.values):
+        elif self._new("v", value):
             self.values.append(value)
 
     def add_member(self, value: Any) -> None:
         """An element tested for membership in this (list) variable."""
-        if not any(_same(value, v) for v in self.members):
+        if self._new("m", value):
             self.members.append(value)
 
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
+    def _new(self, where: str, value: Any) -> bool:
+        key = (where, type(value).__name__ + json.dumps(value, sort_keys=True, default=repr))
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,6 +120,7 @@ class Domains:
                 own.fresh_member,
                 own.boolean,
                 own.as_path,
+                elements=list(own.elements),
             )
             merged[var] = m
         # equality: a connected component shares its constants
@@ -184,7 +185,8 @@ class Domains:
             return Domain(tuple(strings.values), strings.complete)
         if kind == "roles":
             lists = self._lists(uses, strings_only=True)
-            return Domain(tuple(lists.values), lists.complete)
+            extra = [[e] for e in uses.elements if type(e) is str]
+            return Domain(tuple(_dedupe([*lists.values, *extra])), lists.complete)
         if kind == "attributes":
             return Domain(({},))
         # any JSON value, or missing
@@ -206,6 +208,9 @@ class Domains:
             lists = self._lists(uses, strings_only=False)
             values += lists.values
             complete = complete and lists.complete
+            used = True
+        if uses.elements:
+            values += [[], *([e] for e in uses.elements)]
             used = True
         for value in uses.values:
             if type(value) is not str and not _has(values, value):

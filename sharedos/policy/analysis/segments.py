@@ -158,8 +158,16 @@ class Witness:
 
     segs: tuple[str, ...]
     text: str
-    vector: tuple[bool, ...]
+    #: the indices of the patterns that match it
+    accepted: frozenset[int]
     holes: tuple[tuple[tuple[str, ...], str], ...] = ()
+    #: how many patterns were weighed
+    size: int = 0
+
+    @property
+    def vector(self) -> tuple[bool, ...]:
+        """Pattern by pattern, whether it matches."""
+        return tuple(i in self.accepted for i in range(self.size))
 
 
 @dataclass(slots=True)
@@ -235,37 +243,42 @@ def witnesses(
                     continue
                 allowed.append((text, tuple(zip(names, m.groups(), strict=True))))
             per_position.append(allowed)
-    starts = tuple(
-        _start(p.segs) if p.absolute == shape.absolute else frozenset() for p in patterns
+    # A product state lists only the patterns still alive, as (pattern, positions):
+    # most patterns die at their first literal. Each state indexes its live literal
+    # tests by text, so a step costs what the segment meets, not how many patterns live.
+    start: State = tuple(
+        (i, st)
+        for i, p in enumerate(patterns)
+        if p.absolute == shape.absolute and (st := _start(p.segs))
     )
-    cache: list[dict[tuple[int, str], bool]] = [{} for _ in patterns]
-    seen: set[tuple[int, tuple[frozenset[int], ...]]] = set()
-    vectors: set[tuple[bool, ...]] = set()
-    Item = tuple[tuple[frozenset[int], ...], tuple[str, ...], tuple[Any, ...]]
-    queue: deque[Item] = deque([(starts, (), ())])
-    seen.add((0, starts))
+    finals = [len(p.segs) for p in patterns]
+    rank = {text: k for k, text in enumerate(alphabet)}
+    glob_hits: dict[Glob, list[str]] = {}
+    cache: dict[tuple[int, int, str], bool] = {}
+    seen: set[tuple[int, State]] = {(0, start)}
+    vectors: set[frozenset[int]] = set()
+    Item = tuple[State, tuple[str, ...], tuple[Any, ...]]
+    queue: deque[Item] = deque([(start, (), ())])
+    n = len(patterns)
     while queue:
-        states, segs, holes = queue.popleft()
+        state, segs, holes = queue.popleft()
         depth = len(segs)
-        final = template is None or depth == len(template)
-        if final:
-            vector = tuple(len(p.segs) in s for p, s in zip(patterns, states, strict=True))
-            if vector not in vectors:
-                vectors.add(vector)
+        if template is None or depth == len(template):
+            accepted = frozenset(i for i, st in state if finals[i] in st)
+            if accepted not in vectors:
+                vectors.add(accepted)
                 body = "/".join(segs)
                 text = ("/" + body) if shape.absolute else body
-                out.found.append(Witness(segs, text, vector, holes))
+                out.found.append(Witness(segs, text, accepted, holes, n))
+        if template is not None and depth == len(template):
+            continue
+        literal, rest = _index(patterns, state)
         if template is not None:
-            if depth == len(template):
-                continue
             choices = per_position[depth]
         else:
-            choices = [(text, ()) for text in alphabet]
+            choices = [(text, ()) for text in _distinct(alphabet, rank, literal, rest, glob_hits)]
         for text, spelled in choices:
-            nxt = tuple(
-                _advance(p.segs, s, text, c) if s else s
-                for p, s, c in zip(patterns, states, cache, strict=True)
-            )
+            nxt = _step_state(patterns, literal, rest, text, cache)
             # a path's witnesses depend only on the product state; a template's also on depth
             key = (depth + 1 if template is not None else 0, nxt)
             if key in seen:
@@ -280,9 +293,81 @@ def witnesses(
     return out
 
 
+#: A product state: (pattern index, its automaton's positions) for each live pattern,
+#: in pattern order.
+State = tuple[tuple[int, frozenset[int]], ...]
+#: A state's live tests: literal text -> (pattern, position); the others with their test.
+Literals = dict[str, list[tuple[int, int]]]
+Rest = list[tuple[int, int, SegTest]]
+
+
+def _index(patterns: Sequence[SegPattern], state: State) -> tuple[Literals, Rest]:
+    literal: Literals = {}
+    rest: Rest = []
+    for i, positions in state:
+        segs = patterns[i].segs
+        for pos in positions:
+            if pos < len(segs):
+                test = segs[pos]
+                if test[0] == "L":
+                    literal.setdefault(test[1], []).append((i, pos))
+                else:
+                    rest.append((i, pos, test))
+    return literal, rest
+
+
+def _step_state(
+    patterns: Sequence[SegPattern],
+    literal: Literals,
+    rest: Rest,
+    text: str,
+    cache: dict[tuple[int, int, str], bool],
+) -> State:
+    moved: dict[int, set[int]] = {}
+    for i, pos in literal.get(text, ()):
+        moved.setdefault(i, set()).add(pos + 1)
+    for i, pos, test in rest:
+        kind = test[0]
+        if kind == "D":
+            moved.setdefault(i, set()).add(pos)
+        elif kind == "S":
+            moved.setdefault(i, set()).add(pos + 1)
+        else:
+            key = (i, pos, text)
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = _seg_matches(test, text)
+            if hit:
+                moved.setdefault(i, set()).add(pos + 1)
+    return tuple((i, _closure(patterns[i].segs, moved[i])) for i in sorted(moved))
+
+
+def _distinct(
+    alphabet: Sequence[str],
+    rank: Mapping[str, int],
+    literal: Literals,
+    rest: Rest,
+    glob_hits: dict[Glob, list[str]],
+) -> list[str]:
+    """The segment texts that can lead somewhere different from this state: every text a
+    live literal or glob test singles out, and one text none of them does (all such
+    texts only ever meet ``*`` and ``**`` here, so they all lead to the same state)."""
+    wanted = {text for text in literal if text in rank}
+    for _i, _pos, test in rest:
+        if test[0] == "G":
+            hits = glob_hits.get(test[1])
+            if hits is None:
+                hits = glob_hits[test[1]] = [t for t in alphabet if test[1].matches(t)]
+            wanted.update(hits)
+    plain = next((t for t in alphabet if t not in wanted), None)
+    if plain is not None:
+        wanted.add(plain)
+    return sorted(wanted, key=rank.__getitem__)
+
+
 def overlap(a: SegPattern, b: SegPattern, shape: Shape) -> Witness | None:
     """A resource of ``shape`` both patterns match, or None when they are disjoint there."""
     for w in witnesses([a, b], shape).found:
-        if w.vector == (True, True):
+        if w.accepted == {0, 1}:
             return w
     return None

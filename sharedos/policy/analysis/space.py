@@ -34,19 +34,21 @@ from typing import Any
 
 from sharedos.policy.analysis.atoms import Atoms, Gap, ResourceAtom, Var, reads_of, var_text
 from sharedos.policy.analysis.domains import MISSING, Domains
+from sharedos.policy.analysis.resource_atoms import atom_patterns
 from sharedos.policy.analysis.segments import (
     SegPattern,
     Shape,
     Witness,
     globs_of,
+    overlap,
     safe_hole,
     valid_segment,
     witnesses,
 )
 from sharedos.policy.analysis.strings import Glob, representatives
-from sharedos.policy.conditions import compile_expr, roots
+from sharedos.policy.conditions import roots, unparse
 from sharedos.policy.ir import RuleRecord
-from sharedos.policy.patterns import resolve
+from sharedos.policy.patterns import is_context_dependent, lookup_context, resolve
 
 #: The context every witness starts from: the kernel's defaults and a principal.
 BASE_CONTEXT: Mapping[str, Any] = {
@@ -171,6 +173,9 @@ class RequestSpace:
             and _canon(old.resource) == _canon(new.resource)
             and old.action == new.action
         )
+        if prune and self.same_requirement:
+            old, new = _relevant(old, new)
+            self.old, self.new = old, new
         rules = [*old.rules, *new.rules]
         self._rules = rules
         self.atoms = Atoms()
@@ -208,6 +213,7 @@ class RequestSpace:
         for atom in self.atoms.resource_atoms:
             for var in atom.reads:
                 outer.setdefault(var, None)
+            self._resource_atom_values(atom, rules)
         self.outer: list[Var] = list(outer)
         self.domains = Domains(
             self.atoms,
@@ -226,6 +232,9 @@ class RequestSpace:
                 "canonical spellings (the witness resources) are tried",
             )
         self._witness_cache: dict[tuple[Any, ...], Any] = {}
+        self._local: dict[tuple[int, ...], tuple[Atoms, Domains]] = {}
+        self._old_ids = {id(r) for r in old.rules}
+        self._live_cache: tuple[int, list[int]] | None = None
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -241,6 +250,61 @@ class RequestSpace:
                 elif seg[0] == "G" and all(p[0] != "c" for p in seg[1]):
                     globs.setdefault(Glob.of_pieces(seg[1]), None)
         return list(globs)
+
+    def _resource_atom_values(self, atom: ResourceAtom, rules: Sequence[RuleRecord]) -> None:
+        """Values for the context variables a resource condition compares the resource
+        with: for one segment (``segment(resource, 2) in context.attributes.folders``),
+        one segment of every class the patterns tell apart, so the value can equal what
+        another pattern names there, or not; for the whole resource, the static
+        patterns' witness resources (a heuristic, reported as a gap)."""
+        if not atom.reads:
+            return
+        other = atom.other_enc
+        plain = other[0] == "ref" and other[1] == "context"
+        construct = unparse(other)
+        if not plain:
+            self._gap(
+                None,
+                construct,
+                "a resource condition on a context expression: the context values tried "
+                "may miss some that match",
+            )
+        if atom.position is not None:
+            values = representatives(
+                self._segment_globs(rules), valid=valid_segment, max_states=self.limits.max_states
+            ).strings
+        else:
+            self._gap(
+                None,
+                construct,
+                "a context value compared with the whole resource: the values tried are "
+                "the patterns' own witness resources",
+            )
+            static = [
+                p
+                for r in rules
+                if not any(
+                    seg[0] == "G" and any(x[0] == "c" for x in seg[1])
+                    for seg in r.pattern_enc["segs"]
+                )
+                for p in [SegPattern.of(resolve(r.pattern_enc, None, forbid=r.forbid))]
+                if p is not None
+            ]
+            values = []
+            for side in (self.old, self.new):
+                if side.shape is not None:
+                    values += [w.text for w in witnesses(static, side.shape).found]
+        for var in atom.reads:
+            uses = self.atoms.use(var)
+            for value in values:
+                if atom.many:
+                    # one request has one resource: a list holding one value is as good
+                    # as any list holding it
+                    uses.add_element(value)
+                else:
+                    uses.add_value(value)
+                    if atom.test != "eq":
+                        uses.add_value(value + "/")
 
     def _interpolation_constants(self, rule: RuleRecord, var: Var, pieces: tuple[Any, ...]) -> None:
         """What decides a match for ``var`` inside a segment with text (``x-{context.tenant}``):
@@ -308,7 +372,9 @@ class RequestSpace:
         patterns: list[SegPattern | None] = []
         for rule in self._rules:
             patterns.append(SegPattern.of(resolve(rule.pattern_enc, context, forbid=rule.forbid)))
-        live = [p for p in patterns if p is not None] + self._pseudo_patterns(context)
+        live = [p for p in patterns if p is not None] + atom_patterns(
+            self.atoms.resource_atoms, context
+        )
         if not self.same_requirement:
             for args, rules in self._both_sides(live, patterns):
                 yield from self._inner(context, rules, [args])
@@ -327,12 +393,23 @@ class RequestSpace:
     def _matched_rules(
         self, patterns: Sequence[SegPattern | None], w: Witness
     ) -> tuple[list[RuleRecord], list[RuleRecord]]:
-        """The old and the new rules whose patterns match the witness."""
-        matched = self._matched(patterns, w)
+        """The old and the new rules whose patterns match the witness (``patterns`` are
+        the rules' patterns, None for one that matches nothing, in ``_rules`` order:
+        the live ones are the first patterns the witness was found for)."""
+        live = self._live_index(patterns)
         n_old = len(self.old.rules)
-        old_m = [r for i, r in enumerate(self.old.rules) if matched[i]]
-        new_m = [r for i, r in enumerate(self.new.rules) if matched[n_old + i]]
+        hit = sorted(live[k] for k in w.accepted if k < len(live))
+        old_m = [self._rules[i] for i in hit if i < n_old]
+        new_m = [self._rules[i] for i in hit if i >= n_old]
         return old_m, new_m
+
+    def _live_index(self, patterns: Sequence[SegPattern | None]) -> list[int]:
+        """For each pattern that is not None, in order, the index of its rule."""
+        key = id(patterns)
+        found = self._live_cache
+        if found is None or found[0] != key:
+            found = self._live_cache = (key, [i for i, p in enumerate(patterns) if p is not None])
+        return found[1]
 
     def _both_sides(
         self, live: list[SegPattern], patterns: Sequence[SegPattern | None]
@@ -341,16 +418,24 @@ class RequestSpace:
         each with the rules that can apply: every witness of one side's resource paired
         with every witness of the other's (each side decides on its own resource), and
         each alone (the other side's resource then unresolvable), and none (both
-        unresolvable). A pair whose rules
-        mean the same on both sides (and read neither resource nor action) decides
-        alike whatever else, and is left out."""
+        unresolvable). On one side, witnesses that the very same rules match (none of
+        them reading the resource) decide alike whatever else: one stands for all. A
+        pair whose rules mean the same on both sides (and read neither resource nor
+        action) decides alike whatever else, and is left out."""
         sides: list[list[tuple[list[tuple[tuple[str, ...], Any]], list[RuleRecord]]]] = []
         for index, side in enumerate((self.old, self.new)):
             shape = side.shape
             found: list[tuple[list[tuple[tuple[str, ...], Any]], list[RuleRecord]]] = []
+            classes: set[Any] = set()
             if shape is not None:
                 for w in self._witnesses(live, shape):
                     mine = self._matched_rules(patterns, w)[index]
+                    same: Any = frozenset(id(r) for r in mine)
+                    if any(_reads_call(r) for r in mine):
+                        same = (same, w.text)
+                    if same in classes:
+                        continue
+                    classes.add(same)
                     found.append((_arg_values(side, w), mine))
             sides.append(found)
         old_paths = {p for values, _ in sides[0] for p, _ in values}
@@ -365,19 +450,47 @@ class RequestSpace:
             out.append((args, rules))
         if sides[0] and sides[1]:
             if shared:
-                out += [(args, self._rules) for args in self._shared_holes(live)]
+                for args in self._shared_holes(live):
+                    a_rules = self._rules_at(0, patterns, args)
+                    b_rules = self._rules_at(1, patterns, args)
+                    if not self._same_pair(a_rules, b_rules):
+                        out.append((args, [*a_rules, *b_rules]))
                 return out
             for (a, a_rules), (b, b_rules) in itertools.product(sides[0], sides[1]):
-                if (
-                    self.old.action == self.new.action
-                    and not any(_reads_call(r) for r in (*a_rules, *b_rules))
-                    and _meaning(a_rules) == _meaning(b_rules)
-                ):
+                if self._same_pair(a_rules, b_rules):
                     continue  # the same rules on each side's own resource
                 args = {}
                 for path, value in (*a, *b):
                     set_path(args, path, value)
                 out.append((args, [*a_rules, *b_rules]))
+        return out
+
+    def _same_pair(self, a: Sequence[RuleRecord], b: Sequence[RuleRecord]) -> bool:
+        """Do these old and new rules, each on its own side's resource, decide alike
+        whatever the context and arguments? (Not when a condition reads the resource or
+        the action, which differ between the two requirements.)"""
+        return (
+            self.old.action == self.new.action
+            and not any(_reads_call(r) for r in (*a, *b))
+            and _meaning(a) == _meaning(b)
+        )
+
+    def _rules_at(
+        self, index: int, patterns: Sequence[SegPattern | None], args: Mapping[str, Any]
+    ) -> list[RuleRecord]:
+        """The rules of side ``index`` (0 old, 1 new) whose pattern matches the resource
+        its requirement makes of ``args`` (none when it makes none)."""
+        side = (self.old, self.new)[index]
+        segs = _template_segments(side.resource, args)
+        if segs is None:
+            return []
+        offset = 0 if index == 0 else len(self.old.rules)
+        absolute = bool(side.resource and side.resource.get("abs"))
+        out = []
+        for i, rule in enumerate(side.rules):
+            p = patterns[offset + i]
+            if p is not None and p.absolute == absolute and p.matches(segs):
+                out.append(rule)
         return out
 
     def _shared_holes(self, live: list[SegPattern]) -> list[dict[str, Any]]:
@@ -427,15 +540,6 @@ class RequestSpace:
             out.append(args)
         return out
 
-    @staticmethod
-    def _matched(patterns: Sequence[SegPattern | None], w: Witness) -> list[bool]:
-        """Which rules' patterns match the witness (a None pattern matches nothing)."""
-        out: list[bool] = []
-        it = iter(w.vector)
-        for p in patterns:
-            out.append(False if p is None else next(it))
-        return out
-
     def _inner(
         self,
         context: dict[str, Any],
@@ -450,13 +554,14 @@ class RequestSpace:
         inner = [v for v in reads if v not in outer and v not in self._resource_vars]
         # shallow paths first, so a deeper key lands inside an object made for it
         inner.sort(key=lambda v: (len(v[1]), v))
-        domains = [self.domains.domain(v) for v in inner]
-        for var, dom in zip(inner, domains, strict=True):
+        atoms, local = self._local_domains(rules)
+        domains: list[list[Any]] = []
+        for var in inner:
+            dom = local.domain(var)
             if not dom.complete:
                 self._gap(None, var_text(var), "its values were cut at a bound")
-        for combo in self._product(
-            [d.values for d in domains], self.limits.max_combinations, "combinations"
-        ):
+            domains.append(list(dom.values) + self._related_values(atoms, var, context))
+        for combo in self._product(domains, self.limits.max_combinations, "combinations"):
             ctx = json.loads(json.dumps(context))
             for var, value in zip(inner, combo, strict=True):
                 if var[0] == "context":
@@ -467,6 +572,47 @@ class RequestSpace:
                     if var[0] == "args":
                         set_path(args, var[1], value)
                 yield args, ctx
+
+    def _local_domains(self, rules: Sequence[RuleRecord]) -> tuple[Atoms, Domains]:
+        """The atoms and domains of just these rules (those that can apply at one
+        witness resource): what the other rules tell apart cannot matter there."""
+        key = tuple(sorted({id(r) for r in rules}))
+        found = self._local.get(key)
+        if found is None:
+            atoms = Atoms()
+            for rule in rules:
+                action = self.old.action if id(rule) in self._old_ids else self.new.action
+                atoms.add(rule.condition, action, rule.ref)
+            for var, uses in self.atoms.uses.items():
+                if uses.elements:
+                    atoms.use(var).elements = list(uses.elements)
+            domains = Domains(
+                atoms, max_members=self.limits.max_members, max_states=self.limits.max_states
+            )
+            found = self._local[key] = (atoms, domains)
+        return found
+
+    def _related_values(self, atoms: Atoms, var: Var, context: Mapping[str, Any]) -> list[Any]:
+        """The values, in this context, of the (fixed) context variables ``var`` is compared
+        with: so it can equal them, or hold them (and, from its domain, not)."""
+        uses = atoms.uses.get(var)
+        if uses is None:
+            return []
+        holders = {w for w, u in atoms.uses.items() if var in u.member_of}
+        out: list[Any] = []
+        for other in (*uses.equal_to, *uses.member_of, *holders):
+            if other not in self.outer or other[0] != "context":
+                continue
+            found, value = lookup_context(context, other[1])
+            if not found:
+                continue
+            if other in holders:
+                out.append([value])  # var holds the other's value
+            elif other in uses.member_of and isinstance(value, list | tuple):
+                out.extend(value)  # var is one of the other's elements
+            else:
+                out.append(value)
+        return out
 
     def _product(
         self, domains: Sequence[Sequence[Any]], cap: int, what: str
@@ -494,36 +640,114 @@ class RequestSpace:
 
     # ------------------------------------------------------- resource atoms
 
-    def _pseudo_patterns(self, context: Mapping[str, Any]) -> list[SegPattern]:
-        out: list[SegPattern] = []
-        for atom in self.atoms.resource_atoms:
-            out.extend(self._translate(atom, context))
-        return out
 
-    def _translate(self, atom: ResourceAtom, context: Mapping[str, Any]) -> list[SegPattern]:
-        """The patterns a resource atom amounts to in this context (empty: it tells no
-        resource from another here)."""
-        try:
-            value = compile_expr(atom.other_enc)((context, None, None, None))
-        except Exception:
-            return []  # the atom errors whatever the resource
-        values = value if atom.many else [value]
-        if not isinstance(values, list | tuple):
-            return []
-        out: list[SegPattern] = []
-        for text in values:
-            if type(text) is not str:
+def _relevant(old: Side, new: Side) -> tuple[Side, Side]:
+    """The two sides with only the rules that can matter: the *changed* rules (those the
+    other side does not have in the same form) and the rules whose pattern can meet
+    one of theirs. Any other rule never matches a resource where a changed rule does,
+    and where no changed rule matches, both sides have the same rules."""
+    old_forms = {signature(r) for r in old.rules}
+    new_forms = {signature(r) for r in new.rules}
+    changed = [r for r in old.rules if signature(r) not in new_forms]
+    changed += [r for r in new.rules if signature(r) not in old_forms]
+    shape = old.shape
+    assert shape is not None
+    met: dict[int, bool] = {}
+
+    def keep(rule: RuleRecord) -> bool:
+        key = id(rule)
+        if key not in met:
+            met[key] = any(c is rule or _may_meet(c, rule, shape) for c in changed)
+        return met[key]
+
+    return (
+        Side(old.resource, old.action, tuple(r for r in old.rules if keep(r))),
+        Side(new.resource, new.action, tuple(r for r in new.rules if keep(r))),
+    )
+
+
+def _may_meet(a: RuleRecord, b: RuleRecord, shape: Shape) -> bool:
+    """Can some resource of ``shape`` match both rules' patterns, in some context?"""
+    ea, eb = a.pattern_enc, b.pattern_enc
+    for sa, sb in zip(ea["segs"], eb["segs"], strict=False):
+        if sa[0] != "L" or sb[0] != "L":
+            break
+        if sa[1] != sb[1]:
+            return False  # their literal prefixes part ways
+    if is_context_dependent(ea) or is_context_dependent(eb):
+        return True  # whether they meet depends on the context: keep
+    pa = SegPattern.of(resolve(ea, None, forbid=a.forbid))
+    pb = SegPattern.of(resolve(eb, None, forbid=b.forbid))
+    if pa is None or pb is None:
+        return False
+    if shape.template is not None:
+        return overlap(pa, pb, shape) is not None
+    return _meet(pa.segs, pb.segs)
+
+
+def _meet(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Can one path match both segment-test sequences? Walks the pairs of positions
+    (``**`` either consuming a segment or not); two glob segments are taken to meet
+    (an over-estimate: it only keeps a rule that could have been left out)."""
+
+    def one(x: tuple[Any, ...], y: tuple[Any, ...]) -> bool:
+        if x[0] == "L" and y[0] == "L":
+            return bool(x[1] == y[1])
+        if x[0] == "L" and y[0] == "G":
+            return bool(y[1].matches(x[1]))
+        if x[0] == "G" and y[0] == "L":
+            return bool(x[1].matches(y[1]))
+        return True  # '*' meets anything; two globs: assumed to
+
+    todo = [(0, 0)]
+    seen = {(0, 0)}
+    while todo:
+        i, j = todo.pop()
+        if i == len(a) and j == len(b):
+            return True
+        steps = []
+        if i < len(a) and a[i][0] == "D":
+            steps.append((i + 1, j))  # '**' matches nothing more
+            if j < len(b) and b[j][0] != "D":
+                steps.append((i, j + 1))  # '**' takes the segment b's test takes
+        if j < len(b) and b[j][0] == "D":
+            steps.append((i, j + 1))
+            if i < len(a) and a[i][0] != "D":
+                steps.append((i + 1, j))
+        if i < len(a) and j < len(b) and a[i][0] != "D" and b[j][0] != "D" and one(a[i], b[j]):
+            steps.append((i + 1, j + 1))
+        for step in steps:
+            if step not in seen:
+                seen.add(step)
+                todo.append(step)
+    return False
+
+
+def _template_segments(
+    resource: Mapping[str, Any] | None, args: Mapping[str, Any]
+) -> tuple[str, ...] | None:
+    """The segments a template resource makes of ``args`` (None: unresolvable)."""
+    if resource is None or resource.get("kind") != "template":
+        return None
+    out: list[str] = []
+    for seg in resource["segs"]:
+        text = ""
+        for piece in seg:
+            if piece[0] == "t":
+                text += piece[1]
                 continue
-            for absolute in (True, False):
-                pat = _atom_pattern(atom.test, atom.position, text, absolute)
-                if pat is not None:
-                    out.append(pat)
-            if atom.position is not None:
-                depth = abs(atom.position)
-                ones: tuple[Any, ...] = tuple(("S",) for _ in range(depth))
-                for absolute in (True, False):
-                    out.append(SegPattern(absolute, (*ones, ("D",))))
-        return out
+            value: Any = args
+            for name in piece[1]:
+                if not isinstance(value, Mapping) or name not in value:
+                    return None
+                value = value[name]
+            if type(value) is int:
+                value = str(value)
+            if type(value) is not str or not safe_hole(value):
+                return None
+            text += value
+        out.append(text)
+    return tuple(out)
 
 
 def _reads_call(rule: RuleRecord) -> bool:
@@ -535,82 +759,6 @@ def _reads_call(rule: RuleRecord) -> bool:
 
 def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _atom_pattern(test: str, position: int | None, text: str, absolute: bool) -> SegPattern | None:
-    """``startswith(resource, "/a/b")`` as the pattern ``/a/b*/**`` and so on; None when no
-    canonical resource of that kind can satisfy it or every one does."""
-    if position is not None:
-        if "/" in text and test == "eq":
-            return None
-        glob = _glob(test, text)
-        if test == "eq" and not valid_segment(text):
-            return None
-        one: tuple[Any, ...] = ("L", text) if test == "eq" else ("G", glob)
-        pad: tuple[Any, ...] = tuple(("S",) for _ in range(abs(position) - 1))
-        if position > 0:
-            return SegPattern(absolute, (*pad, one, ("D",)))
-        return SegPattern(absolute, (("D",), one, *pad))
-    if absolute:
-        if test in ("eq", "startswith") and not text.startswith("/"):
-            return None
-        body = text[1:] if test in ("eq", "startswith") else text
-    else:
-        if test in ("eq", "startswith") and text.startswith("/"):
-            return None
-        body = text
-    parts = body.split("/")
-    if test == "eq":
-        if body == "":
-            return SegPattern(absolute, ()) if absolute else None
-        if not all(valid_segment(p) for p in parts):
-            return None
-        return SegPattern(absolute, tuple(("L", p) for p in parts))
-    if test == "startswith":
-        if body == "":
-            return None  # every resource of this kind
-        *whole, last = parts
-        if not all(valid_segment(p) for p in whole):
-            return None
-        tail: tuple[Any, ...] = ("S",) if last == "" else ("G", Glob.prefix(last))
-        return SegPattern(absolute, (*(("L", p) for p in whole), tail, ("D",)))
-    if test == "endswith":
-        if text == "":
-            return None
-        first, *rest = text.split("/")
-        if rest and rest[-1] == "":
-            # ends with '/': only the root of an absolute resource does
-            return SegPattern(absolute, ()) if absolute and text == "/" else None
-        if not all(valid_segment(p) for p in rest[:-1]):
-            return None
-        head: tuple[Any, ...] = () if (first == "" and rest) else (("G", Glob.suffix(first)),)
-        return SegPattern(absolute, (("D",), *head, *(("L", p) for p in rest)))
-    # contains
-    if text == "":
-        return None
-    parts = text.split("/")
-    if len(parts) == 1:
-        return SegPattern(absolute, (("D",), ("G", Glob.infix(text)), ("D",)))
-    first, *middle, last = parts
-    if not all(valid_segment(p) for p in middle):
-        return None
-    segs: list[Any] = [("D",)]
-    if first != "":
-        segs.append(("G", Glob.suffix(first)))
-    segs += [("L", p) for p in middle]
-    segs.append(("S",) if last == "" else ("G", Glob.prefix(last)))
-    segs.append(("D",))
-    return SegPattern(absolute, tuple(segs))
-
-
-def _glob(test: str, text: str) -> Glob:
-    if test == "startswith":
-        return Glob.prefix(text)
-    if test == "endswith":
-        return Glob.suffix(text)
-    if test == "contains":
-        return Glob.infix(text)
-    return Glob.literal(text)
 
 
 def _arg_values(side: Side, w: Witness) -> list[tuple[tuple[str, ...], Any]]:

@@ -201,22 +201,26 @@ def representatives(
     but stays open until a valid string reaches it.
     """
     chars = alphabet(globs, extra)
-    start = tuple(g.initial() for g in globs)
+    fresh = chars[0]
+    # A state lists only the globs still alive, as (glob, positions): most die at their
+    # first character, so a step touches few of them.
+    start: _State = tuple((k, st) for k, g in enumerate(globs) if (st := g.initial()))
     # state -> reached by a valid string yet
-    seen: dict[tuple[frozenset[int], ...], bool] = {}
+    seen: dict[_State, bool] = {start: valid("")}
     found: dict[tuple[bool, ...], str] = {}
-    queue: deque[tuple[tuple[frozenset[int], ...], str]] = deque([(start, "")])
-    seen[start] = valid("")
+    queue: deque[tuple[_State, str]] = deque([(start, "")])
     complete = True
+    n = len(globs)
     while queue:
         state, text = queue.popleft()
         if valid(text):
-            vector = tuple(g.final(s) for g, s in zip(globs, state, strict=True))
-            found.setdefault(vector, text)
-        for ch in chars:
-            nxt = tuple(
-                _step(g.tokens, g.fold, s, ch) if s else s
-                for g, s in zip(globs, state, strict=True)
+            accepted = {k for k, st in state if globs[k].final(st)}
+            found.setdefault(tuple(k in accepted for k in range(n)), text)
+        for ch in _distinct_chars(chars, fresh, state, globs):
+            nxt: _State = tuple(
+                (k, st2)
+                for k, st in state
+                if (st2 := _step(globs[k].tokens, globs[k].fold, st, ch))
             )
             ok = valid(text + ch)
             was = seen.get(nxt)
@@ -227,3 +231,25 @@ def representatives(
                 seen[nxt] = ok
                 queue.append((nxt, text + ch))
     return Classes(tuple((s, v) for v, s in found.items()), complete)
+
+
+#: A product state: (glob index, its automaton's positions) for each live glob.
+_State = tuple[tuple[int, frozenset[int]], ...]
+
+
+def _distinct_chars(chars: str, fresh: str, state: _State, globs: Sequence[Glob]) -> list[str]:
+    """The characters that can lead somewhere different from this state: those a live
+    glob expects next (in either case for a ``fold`` glob), and the fresh one for all
+    the others (which only ``*`` and ``ONE`` accept)."""
+    wanted: set[str] = {fresh}
+    for k, positions in state:
+        glob = globs[k]
+        tokens = glob.tokens
+        for pos in positions:
+            if pos < len(tokens):
+                tok = tokens[pos]
+                if tok is not STAR and tok != ONE:
+                    wanted.add(tok)
+                    if glob.fold:
+                        wanted.add(tok.upper())
+    return [c for c in chars if c in wanted]
