@@ -201,3 +201,19 @@ def test_resource_conditions_become_patterns_that_match_exactly_the_same_resourc
                 except Exception:
                     want = False
                 assert pat.matches(parts) == want, (position, text, resource)
+
+
+def test_the_quick_meet_check_never_misses_an_overlap() -> None:
+    """``space._meet`` may only over-estimate (it decides which rules can be left out)."""
+    from sharedos.policy.analysis.space import _meet
+
+    rng = random.Random(17)
+    for _ in range(300):
+        a, b = (
+            SegPattern.of(resolve(parse_pattern(rng.choice(PATTERNS[:11])), None)) for _ in range(2)
+        )
+        assert a is not None and b is not None
+        if overlap(a, b, Shape(True)) is not None:
+            assert _meet(a.segs, b.segs), (a, b)
+        elif all(t[0] != "G" for t in (*a.segs, *b.segs)):
+            assert not _meet(a.segs, b.segs), (a, b)

@@ -10,8 +10,9 @@ The context follows the kernel's schema (``AccessContext.policy_input``):
 ``principal``, ``tenant`` and ``turn_id`` are always present identifiers (1 to
 256 characters, no control character), ``roles`` is always a list of strings,
 ``attributes`` always an object whose keys may hold any JSON value or be
-missing; no other top-level key is ever present. Arguments may hold any JSON
-value or be missing.
+missing. Any other key (one a newer kernel passes, or a hand-written
+context's) is tried missing and with the values its uses suggest, like an
+argument. Arguments may hold any JSON value or be missing.
 
 A variable interpolated into a pattern (``{context.principal}``) also gets
 a value equal to every literal segment of the patterns and values that are
@@ -59,8 +60,9 @@ IDENTIFIERS = ("principal", "tenant", "turn_id")
 
 def context_kind(path: tuple[str, ...]) -> str:
     """What the kernel can put at ``context.<path>``: ``identifier``, ``roles``,
-    ``attributes`` (the object), ``any`` (an attribute: any JSON or missing) or
-    ``absent`` (never present)."""
+    ``attributes`` (the object), ``absent`` (below an identifier or the roles: a
+    string or a list has no keys) or ``any`` (an attribute, or a key this schema
+    does not know, such as one a newer kernel passes: any JSON value, or missing)."""
     head = path[0]
     if head in IDENTIFIERS:
         return "identifier" if len(path) == 1 else "absent"
@@ -68,7 +70,7 @@ def context_kind(path: tuple[str, ...]) -> str:
         return "roles" if len(path) == 1 else "absent"
     if head == "attributes":
         return "attributes" if len(path) == 1 else "any"
-    return "absent"
+    return "any"
 
 
 def _valid_identifier(text: str) -> bool:
