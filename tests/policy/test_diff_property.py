@@ -89,6 +89,9 @@ CONDITIONS = [
     "args.owner == context.principal",
     "segment(resource, 2) in context.attributes.folders",
     "not (args.flag == true) and context.attributes.level < 2",
+    # forms the analysis does not reduce: it must say so, never "no change"
+    'args.mode + "1" == "x1"',
+    "lower(args.mode) == lower(context.tenant)",
 ]
 
 SEGS = ["a", "b", "c", "x.md", "zz", "alice", "web", "acme", "x-t1", "bc"]
