@@ -147,10 +147,11 @@ class DiffReport:
             f"({s['widened']} widened, {s['narrowed']} narrowed, "
             f"{s['reason_changed']} reason changed)"
         )
+        only = "" if self.kinds == KINDS else f" (looking for: {', '.join(self.kinds)})"
         if self.verdict == "changed":
-            lines.append("result: some decisions change")
+            lines.append(f"result: some decisions change{only}")
         elif self.verdict == "unchanged":
-            lines.append("result: no decision can change")
+            lines.append(f"result: no decision can change{only}")
         else:
             lines.append(
                 "result: no change found, but the analysis is incomplete (see above): "
