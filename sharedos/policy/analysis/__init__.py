@@ -8,6 +8,9 @@
 * ``query`` — the resource patterns under which a principal's calls could be
   allowed, with residual conditions (``residual``) and carve-outs, from the
   partial evaluator;
+* ``space`` — the witness requests of one tool: ``atoms`` (what conditions
+  tell apart, variable by variable), ``domains`` (the values worth trying),
+  ``resource_atoms`` (conditions on the resource as patterns);
 * ``strings`` and ``segments`` — the automata behind the witnesses: one
   representative string per way of satisfying a set of globs, one resource per
   combination of patterns a resource can match.
