@@ -2,12 +2,15 @@
 
 1. compiles and checks the shipped rules and run policies;
 2. explains a few sample calls (allowed, denied, traversal);
-3. opens a turn for a sample user on a fresh sandbox tree and shows its catalogue;
-4. runs the scripted column through all four vendor wire shapes against the real
+3. shows what a widening change to the shipped git rules would do
+   (``sharedos-policy diff``), before it is enforced;
+4. opens a turn for a sample user on a fresh sandbox tree and shows its catalogue;
+5. runs the scripted column through all four vendor wire shapes against the real
    kernel and SQLite evidence store;
-5. prints the matrix and where the JSON, text and HTML reports were written, and
+6. prints the matrix and where the JSON, text and HTML reports were written, and
    says whether the real harness CLIs (dsh included) are installed for the full
-   matrix that ``make test`` runs.
+   matrix that ``make test`` runs;
+7. brokers a real upstream (mcp-server-git) beside the built-in files tools.
 
 Exits 1 if any cell failed (or the shipped rules do not compile).
 """
@@ -68,11 +71,13 @@ def demo(out_dir: Path) -> None:
     manifest = _manifest()
     _step(2, "Explain sample calls (the same tool, different authority)")
     _explain(policy, manifest)
+    _step(3, "What a change would do: diff a widening of the shipped git rules")
+    _diff_widening()
     tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-"))
     try:
-        _step(3, "Open a turn for a sample user on a sandbox file tree")
+        _step(4, "Open a turn for a sample user on a sandbox file tree")
         _show_turn(manifest, tmp)
-        _step(4, "Run the scripted columns through four vendor wire shapes against the real kernel")
+        _step(5, "Run the scripted columns through four vendor wire shapes against the real kernel")
         report, runs = _run_scripted(manifest, tmp)
         kept = keep_evidence(tmp / "columns", out_dir)  # for `sharedos evidence verify --db`
     finally:
@@ -82,12 +87,12 @@ def demo(out_dir: Path) -> None:
             _say(
                 f"  {run.column_id:<20} {len(run.attempts)} attempts recorded in {run.duration_s:.2f} s"
             )
-    _step(5, "Matrix")
+    _step(6, "Matrix")
     _show_matrix(report, out_dir)
     if kept is not None:
         _say(f"evidence store: {kept} (sharedos evidence verify --db {kept})")
     _say(_harnesses_line())
-    _step(6, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
+    _step(7, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
     brokered_ok = _run_brokered()
     _say(f"done in {time.perf_counter() - started:.1f} s")
     if not report.ok or not brokered_ok:
@@ -146,6 +151,27 @@ def _explain(policy: Any, manifest: Manifest) -> None:
                 _say(
                     f"        - {rule.rule.id} ({rule.rule.effect} {rule.pattern}{cond}): {rule.why}"
                 )
+
+
+#: The change step 3 diffs: every principal may write every organisation repository.
+WIDENING = '@id("git-everyone-writes")\npermit write on "/srv/git/**"\n'
+
+
+def _diff_widening() -> None:
+    """``sharedos-policy diff`` of the shipped rules against the same rules plus ``WIDENING``."""
+    from sharedos.policy import compile_sources
+    from sharedos.policy.analysis.diff import diff_policies
+
+    rules = sorted(shipped_dir("rules").glob("*.sos"))
+    sources = [(p.name, p.read_text(encoding="utf-8")) for p in rules]
+    widened = [(n, t.rstrip("\n") + "\n\n" + WIDENING if n == "git.sos" else t) for n, t in sources]
+    report = diff_policies(compile_sources(sources), compile_sources(widened), max_examples=1)
+    _say("  the change, appended to rules/git.sos:")
+    for line in WIDENING.splitlines():
+        _say(f"    {line}")
+    _say("  sharedos-policy diff rules/ rules-with-the-change/ says:")
+    for line in report.render().splitlines():
+        _say(f"  {line}")
 
 
 def _show_turn(manifest: Manifest, tmp: Path) -> None:

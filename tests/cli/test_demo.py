@@ -32,6 +32,7 @@ def test_demo_runs_offline_in_under_a_minute(tmp_path: Path) -> None:
     for needle in (
         "Check the shipped rules",
         "files.read(/public/../private/a.txt) -> deny [forbidden]",
+        "widened: git.git_add, git.git_checkout, git.git_commit",  # the diff step
         "catalogHash:",
         "88 passed, 0 failed, 0 not exercised",  # 22 rows (8 brokered) x 4 shapes
         "brokered-traversal-canonical",

@@ -9,8 +9,10 @@ from __future__ import annotations
 import click
 
 from sharedos.cli.policy._check import check_cmd
+from sharedos.cli.policy._diff import diff_cmd
 from sharedos.cli.policy._evaluate import catalog_cmd, compile_cmd, eval_cmd, explain_cmd
 from sharedos.cli.policy._fmt import fmt_cmd
+from sharedos.cli.policy._query import query_cmd
 from sharedos.cli.policy._sign import keygen_cmd, sign_cmd, verify_cmd
 from sharedos.cli.policy._test import test_cmd
 
@@ -33,6 +35,8 @@ main.add_command(test_cmd)
 main.add_command(explain_cmd)
 main.add_command(eval_cmd)
 main.add_command(catalog_cmd)
+main.add_command(query_cmd)
+main.add_command(diff_cmd)
 main.add_command(keygen_cmd)
 main.add_command(sign_cmd)
 main.add_command(verify_cmd)

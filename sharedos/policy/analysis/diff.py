@@ -1,0 +1,291 @@
+"""``diff_policies``: which requests two policies decide differently, with counterexamples.
+
+For every tool either policy declares, the tool's rules in both (the rules of
+its namespace and action that can meet its kind of resource) are compared
+first: when its requirement is the same and the rules mean the same (as sets
+of effect, pattern and condition: order, ids, files, formatting and
+duplicates do not count), no request to it can decide differently and it is
+not analysed further. Otherwise the tool's request space (``space``) yields
+witness requests, each is decided under both policies by the real evaluator
+(``compare``), and those that differ are grouped by (tool, action, pattern,
+kind). Tools whose requirement and rules are the same in both policies share
+one request space.
+
+Toolpolicies are compared too: a tool that becomes managed (or stops being
+managed) under a run policy, or a changed mode or list, is reported apart.
+
+The report is *complete* when no ``Gap`` was met: then a tool with no group
+has no request that decides differently (for the kernel's contexts, see
+``domains``). With gaps, "no change found" is not "no change", and the report
+says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sharedos.policy.analysis.atoms import Gap
+from sharedos.policy.analysis.compare import (
+    KINDS,
+    Change,
+    ChangeGroup,
+    ChangeKind,
+    Comparer,
+    Request,
+    change_kind,
+    decide_request,
+    group_changes,
+    render_groups,
+    summary,
+)
+from sharedos.policy.analysis.space import Limits, RequestSpace, Side, same_rules
+from sharedos.policy.policyset import PolicySet
+
+
+@dataclass(frozen=True, slots=True)
+class RunPolicyChange:
+    """A toolpolicy that was added, removed or changed, and the tools whose managed
+    status it changes (``(tool, managed before, managed after)``)."""
+
+    name: str
+    status: str
+    fields: Mapping[str, Mapping[str, Any]]
+    managed: tuple[tuple[str, bool, bool], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "name": self.name,
+            "status": self.status,
+            "fields": dict(self.fields),
+            "managed": [{"tool": t, "old": a, "new": b} for t, a, b in self.managed],
+        }
+
+
+@dataclass(slots=True)
+class DiffReport:
+    """What ``diff_policies`` found (see the module docstring)."""
+
+    groups: list[ChangeGroup] = field(default_factory=list)
+    run_policies: list[RunPolicyChange] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    analysed: list[str] = field(default_factory=list)
+    requests: int = 0
+    #: examples that did not decide differently when decided again (always 0: a
+    #: counterexample is printed only after a second decision agrees)
+    dropped: int = 0
+    kinds: tuple[ChangeKind, ...] = KINDS
+
+    @property
+    def complete(self) -> bool:
+        """True when the analysis met no construct it does not cover exactly."""
+        return not self.gaps
+
+    @property
+    def changed(self) -> bool:
+        """True when some request decides differently (or a toolpolicy changed)."""
+        return bool(self.groups) or bool(self.run_policies)
+
+    @property
+    def verdict(self) -> str:
+        """``changed``, ``unchanged`` or ``unknown`` (no change found, analysis incomplete)."""
+        if self.changed:
+            return "changed"
+        return "unchanged" if self.complete else "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the ``--format json`` document)."""
+        return {
+            "verdict": self.verdict,
+            "changed": self.changed,
+            "complete": self.complete,
+            "kinds": list(self.kinds),
+            "summary": {
+                **summary(self.groups),
+                "tools": len(self.tools),
+                "tools_analysed": len(self.analysed),
+                "requests_decided": self.requests,
+                "run_policies": len(self.run_policies),
+            },
+            "groups": [g.to_dict() for g in self.groups],
+            "run_policies": [r.to_dict() for r in self.run_policies],
+            "incomplete": [g.to_dict() for g in self.gaps],
+        }
+
+    def render(self) -> str:
+        """The text report."""
+        lines = render_groups(self.groups)
+        if self.run_policies:
+            lines.append("run policies:")
+            for rp in self.run_policies:
+                lines.append(f"  {rp.status} toolpolicy {rp.name}")
+                for name, values in rp.fields.items():
+                    lines.append(
+                        f"    {name}: {_show(values.get('old'))} -> {_show(values.get('new'))}"
+                    )
+                for tool, _before, after in rp.managed:
+                    what = "now managed" if after else "no longer managed"
+                    lines.append(f"    {tool}: {what}")
+        if self.gaps:
+            lines.append("incomplete: the analysis does not cover these exactly:")
+            for gap in self.gaps:
+                where = ""
+                if gap.rule is not None:
+                    ref = gap.rule
+                    where = f"{ref.file}:{ref.line}:{ref.col}"
+                    where += ": " if ref.id == f"{ref.file}:{ref.line}" else f" ({ref.id}): "
+                lines.append(f"  - {where}{gap.construct}: {gap.why}")
+        s = summary(self.groups)
+        lines.append(
+            f"{len(self.tools)} tools compared, {len(self.analysed)} with different rules, "
+            f"{self.requests} requests decided under both policies; "
+            f"{s['changes']} decide differently in {s['groups']} groups "
+            f"({s['widened']} widened, {s['narrowed']} narrowed, "
+            f"{s['reason_changed']} reason changed)"
+        )
+        only = "" if self.kinds == KINDS else f" (looking for: {', '.join(self.kinds)})"
+        if self.verdict == "changed":
+            lines.append(f"result: some decisions change{only}")
+        elif self.verdict == "unchanged":
+            lines.append(f"result: no decision can change{only}")
+        else:
+            lines.append(
+                "result: no change found, but the analysis is incomplete (see above): "
+                "this is not a proof that no decision changes"
+            )
+        return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _side(policy: PolicySet, tool: str) -> tuple[Side, tuple[Any, ...] | None]:
+    """The tool's side in one policy, and the key of what its decisions depend on."""
+    plan = policy.tool(tool)
+    if plan is None:
+        return Side(None, None, ()), None
+    resource = policy.program["requirements"][tool]["resource"]
+    key = (plan.namespace, plan.action, plan.absolute, json.dumps(resource, sort_keys=True))
+    return Side(resource, plan.action, (*plan.forbids, *plan.permits)), key
+
+
+def _managed(policy: PolicySet, run: str | None, tool: str) -> bool | None:
+    if run is None:
+        return None
+    declared = policy.tool_policies.get(run)
+    return declared is not None and declared.is_managed(tool)
+
+
+def diff_policies(
+    old: PolicySet,
+    new: PolicySet,
+    *,
+    run_policy: str | None = None,
+    kinds: Iterable[ChangeKind] | None = None,
+    max_examples: int = 3,
+    limits: Limits | None = None,
+) -> DiffReport:
+    """Every request ``old`` and ``new`` decide differently, grouped, with counterexamples.
+
+    ``run_policy``: decide every request as a run under that toolpolicy (a tool
+    outside its managed set is ``not_in_run_policy``). ``kinds``: report only
+    these kinds of change. ``max_examples``: requests kept per group (0: all).
+    Every example is decided a second time before it is reported; one that
+    does not decide differently again is dropped (and counted).
+    """
+    wanted = tuple(k for k in KINDS if kinds is None or k in set(kinds))
+    report = DiffReport(kinds=wanted)
+    tools = sorted(set(old.requirements) | set(new.requirements))
+    report.tools = tools
+    classes: dict[tuple[Any, ...], tuple[Side, Side, list[str]]] = {}
+    for tool in tools:
+        old_side, old_key = _side(old, tool)
+        new_side, new_key = _side(new, tool)
+        same_managed = _managed(old, run_policy, tool) == _managed(new, run_policy, tool)
+        if (
+            old_key is not None
+            and new_key is not None
+            and old_side.resource == new_side.resource
+            and same_rules(old_side.rules, new_side.rules)
+            and same_managed
+        ):
+            continue  # the same requirement and the same rules: nothing can differ
+        key = (old_key, new_key, same_managed)
+        entry = classes.get(key)
+        if entry is None:
+            classes[key] = (old_side, new_side, [tool])
+        else:
+            entry[2].append(tool)
+    comparer = Comparer(old, new)
+    changes: list[Change] = []
+    gaps: dict[Gap, None] = {}
+    for (_old_key, _new_key, same_managed), (old_side, new_side, members) in classes.items():
+        report.analysed.extend(members)
+        space = RequestSpace(old_side, new_side, limits, prune=same_managed)
+        seen: set[str] = set()
+        for args, context in space.requests(members[0]):
+            for tool in members:
+                request = Request(tool, args, context, run_policy)
+                text = request.key()
+                if text in seen:
+                    continue
+                seen.add(text)
+                report.requests += 1
+                change = comparer.compare_one(request)
+                if change is not None and change.kind in wanted:
+                    changes.append(change)
+        gaps.update(space.gaps)
+    groups = group_changes(changes, max_examples)
+    for group in groups:
+        kept = [c for c in group.examples if _still_differs(old, new, c)]
+        report.dropped += len(group.examples) - len(kept)
+        group.examples = kept
+    report.groups = [g for g in groups if g.examples]
+    report.run_policies = _run_policy_changes(old, new, tools, wanted)
+    report.gaps = list(gaps)
+    report.analysed.sort()
+    return report
+
+
+def _still_differs(old: PolicySet, new: PolicySet, change: Change) -> bool:
+    """Decide the request again under both policies: the same change, or it is dropped."""
+    request = Request(
+        change.request.tool,
+        json.loads(json.dumps(change.request.args)),
+        json.loads(json.dumps(change.request.context)),
+        change.request.run_policy,
+    )
+    return change_kind(decide_request(old, request), decide_request(new, request)) == change.kind
+
+
+def _run_policy_changes(
+    old: PolicySet, new: PolicySet, tools: list[str], kinds: tuple[ChangeKind, ...]
+) -> list[RunPolicyChange]:
+    out: list[RunPolicyChange] = []
+    for name in sorted(set(old.tool_policies) | set(new.tool_policies)):
+        before = old.tool_policies.get(name)
+        after = new.tool_policies.get(name)
+        a = before.model_dump(mode="json") if before is not None else None
+        b = after.model_dump(mode="json") if after is not None else None
+        if a == b:
+            continue
+        status = "added" if a is None else "removed" if b is None else "changed"
+        fields = {
+            k: {"old": (a or {}).get(k), "new": (b or {}).get(k)}
+            for k in sorted(set(a or {}) | set(b or {}))
+            if k != "name" and (a or {}).get(k) != (b or {}).get(k)
+        }
+        managed = []
+        for tool in tools:
+            was = before is not None and before.is_managed(tool)
+            now = after is not None and after.is_managed(tool)
+            if was != now and (("widened" if now else "narrowed") in kinds):
+                managed.append((tool, was, now))
+        if managed or len(kinds) == len(KINDS):
+            out.append(RunPolicyChange(name, status, fields, tuple(managed)))
+    return out

@@ -1,0 +1,308 @@
+"""The values worth trying for one variable, from what the conditions tell apart (``atoms``).
+
+A variable's *domain* holds one value per class of values its uses treat
+alike: one string per combination of its globs (``strings.representatives``),
+the numbers at and between its bounds, both booleans when it is a boolean,
+the subsets of the elements tested for membership in it when it is a list,
+and the values that make every use an error (missing, ``null``).
+
+The context follows the kernel's schema (``AccessContext.policy_input``):
+``principal``, ``tenant`` and ``turn_id`` are always present identifiers (1 to
+256 characters, no control character), ``roles`` is always a list of strings,
+``attributes`` always an object whose keys may hold any JSON value or be
+missing. Any other key (one a newer kernel passes, or a hand-written
+context's) is tried missing and with the values its uses suggest, like an
+argument. Arguments may hold any JSON value or be missing.
+
+A variable interpolated into a pattern (``{context.principal}``) also gets
+a value equal to every literal segment of the patterns and values that are
+*unsafe* in a segment (containing ``/`` or ``*``, ``.``, ``..``), since those
+decide whether the pattern matches.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sharedos.policy.analysis.atoms import Atoms, Uses, Var
+from sharedos.policy.analysis.strings import Glob, representatives
+
+
+class _Missing:
+    """The value of a variable that is not there (an argument not passed)."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+#: Two distinct values shared by variables compared with each other (so they can be
+#: equal, and different, even when no constant distinguishes them).
+_SHARED = ("v1", "v2")
+
+#: Values tried in place of a one-character representative, so examples read naturally.
+_READABLE = ("user", "alice", "bob", "carol", "dave")
+
+#: The kernel's context keys (``AccessContext.policy_input``).
+IDENTIFIERS = ("principal", "tenant", "turn_id")
+
+
+def context_kind(path: tuple[str, ...]) -> str:
+    """What the kernel can put at ``context.<path>``: ``identifier``, ``roles``,
+    ``attributes`` (the object), ``absent`` (below an identifier or the roles: a
+    string or a list has no keys) or ``any`` (an attribute, or a key this schema
+    does not know, such as one a newer kernel passes: any JSON value, or missing)."""
+    head = path[0]
+    if head in IDENTIFIERS:
+        return "identifier" if len(path) == 1 else "absent"
+    if head == "roles":
+        return "roles" if len(path) == 1 else "absent"
+    if head == "attributes":
+        return "attributes" if len(path) == 1 else "any"
+    return "any"
+
+
+def _valid_identifier(text: str) -> bool:
+    return 1 <= len(text) <= 256 and all(not (c < " " or "\x7f" <= c <= "\x9f") for c in text)
+
+
+def _any_string(text: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """The values to try for one variable; ``complete`` False when some class was cut."""
+
+    values: tuple[Any, ...]
+    complete: bool = True
+
+
+class Domains:
+    """Domains of every variable the ``atoms`` mention (built on first use, then kept)."""
+
+    def __init__(
+        self,
+        atoms: Atoms,
+        *,
+        interpolated: Iterable[Var] = (),
+        segment_globs: Iterable[Glob] = (),
+        max_members: int = 6,
+        max_states: int = 4096,
+    ) -> None:
+        self._atoms = atoms
+        self._interpolated = set(interpolated)
+        self._segment_globs = list(segment_globs)
+        self._max_members = max_members
+        self._max_states = max_states
+        self._cache: dict[Var, Domain] = {}
+        self._merged = self._merge()
+
+    def _merge(self) -> dict[Var, Uses]:
+        """Each variable's uses plus what relations to other variables add."""
+        uses = self._atoms.uses
+        merged: dict[Var, Uses] = {}
+        for var, own in uses.items():
+            m = Uses(
+                dict(own.strings),
+                list(own.values),
+                list(own.bounds),
+                list(own.members),
+                own.fresh_member,
+                own.boolean,
+                own.as_path,
+                elements=list(own.elements),
+            )
+            merged[var] = m
+        # equality: a connected component shares its constants
+        seen: set[Var] = set()
+        for var in uses:
+            if var in seen or not uses[var].equal_to:
+                continue
+            component: set[Var] = set()
+            todo = [var]
+            while todo:
+                v = todo.pop()
+                if v in component:
+                    continue
+                component.add(v)
+                todo.extend(uses[v].equal_to if v in uses else ())
+            seen |= component
+            for v in component:
+                target = merged.setdefault(v, Uses())
+                for other in component:
+                    src = uses.get(other)
+                    if src is None:
+                        continue
+                    for g in src.strings:
+                        if g.text is not None:
+                            target.strings.setdefault(g, None)
+                    for value in src.values:
+                        target.add_value(value)
+                for shared in _SHARED:
+                    target.add_value(shared)
+        # membership of one variable's value in another (list) variable
+        for var, own in uses.items():
+            for target_var in own.member_of:
+                lst = merged.setdefault(target_var, Uses())
+                item = merged[var]
+                for g in list(item.strings):
+                    if g.text is not None:
+                        lst.add_member(g.text)
+                for value in item.values:
+                    lst.add_member(value)
+                for member in list(lst.members):
+                    item.add_value(member)
+                lst.add_member(_SHARED[0])
+                item.add_value(_SHARED[0])
+                item.add_value(_SHARED[1])
+        return merged
+
+    def domain(self, var: Var) -> Domain:
+        """The values to try for ``var``."""
+        found = self._cache.get(var)
+        if found is None:
+            found = self._cache[var] = self._build(var)
+        return found
+
+    def _build(self, var: Var) -> Domain:
+        root, path = var
+        uses = self._merged.get(var) or Uses()
+        kind = context_kind(path) if root == "context" else "any"
+        if kind == "absent":
+            return Domain((MISSING,))
+        if kind == "identifier":
+            strings = self._strings(var, uses, _valid_identifier)
+            return Domain(tuple(strings.values), strings.complete)
+        if kind == "roles":
+            lists = self._lists(uses, strings_only=True)
+            extra = [[e] for e in uses.elements if type(e) is str]
+            return Domain(tuple(_dedupe([*lists.values, *extra])), lists.complete)
+        if kind == "attributes":
+            return Domain(({},))
+        # any JSON value, or missing
+        values: list[Any] = [MISSING, None]
+        complete = True
+        used = False
+        if uses.strings or var in self._interpolated or uses.as_path:
+            strings = self._strings(var, uses, _any_string)
+            values += strings.values
+            complete = complete and strings.complete
+            used = True
+        if uses.bounds:
+            values += _numbers(uses.bounds)
+            used = True
+        if uses.boolean or any(type(v) is bool for v in uses.values):
+            values += [True, False]
+            used = True
+        if uses.members or uses.fresh_member or any(isinstance(v, list) for v in uses.values):
+            lists = self._lists(uses, strings_only=False)
+            values += lists.values
+            complete = complete and lists.complete
+            used = True
+        if uses.elements:
+            values += [[], *([e] for e in uses.elements)]
+            used = True
+        for value in uses.values:
+            if type(value) is not str and not _has(values, value):
+                values.append(value)
+        if not used:
+            # read only where the analysis has a gap: one value of every JSON type
+            values += ["x", 0, True, [], {}]
+        return Domain(tuple(_dedupe(values)), complete)
+
+    def _strings(self, var: Var, uses: Uses, valid: Any) -> Domain:
+        globs = list(uses.strings)
+        if var in self._interpolated:
+            # what decides a pattern match: equal to a literal segment, matched by a
+            # glob segment, or unsafe in a segment
+            globs += self._segment_globs
+            globs += [Glob.infix("/"), Glob.infix("*"), Glob.literal("."), Glob.literal("..")]
+        if uses.as_path:
+            globs.append(Glob.prefix("/"))
+        globs = _dedupe(globs)
+        classes = representatives(globs, valid=valid, max_states=self._max_states)
+        # a readable value in place of a shortest one that no glob singles out, when it
+        # is treated exactly alike ("user" rather than "x")
+        strings: list[str] = []
+        for text, vector in classes.found:
+            for nicer in _READABLE:
+                if (
+                    nicer not in strings
+                    and valid(nicer)
+                    and vector == tuple(g.matches(nicer) for g in globs)
+                ):
+                    text = nicer
+                    break
+            strings.append(text)
+        # ordinary values first: examples read better, and a sample keeps them
+        ordered = sorted(strings, key=lambda s: (not _ordinary(s), s not in _READABLE, len(s)))
+        return Domain(tuple(ordered), classes.complete)
+
+    def _lists(self, uses: Uses, *, strings_only: bool) -> Domain:
+        members = [m for m in uses.members if not strings_only or type(m) is str]
+        complete = True
+        if len(members) <= self._max_members:
+            subsets = [
+                list(c) for n in range(len(members) + 1) for c in itertools.combinations(members, n)
+            ]
+        else:
+            complete = False
+            subsets = [[], list(members)]
+            subsets += [[m] for m in members]
+            subsets += [[x for x in members if x != m] for m in members]
+        if uses.fresh_member:
+            fresh = _fresh_member(members)
+            subsets += [[fresh], [*members, fresh]]
+        for value in uses.values:
+            if isinstance(value, list) and (not strings_only or all(type(v) is str for v in value)):
+                subsets.append(list(value))
+        return Domain(tuple(_dedupe(subsets)), complete)
+
+
+def _ordinary(text: str) -> bool:
+    """A value that is also safe in a pattern segment (no ``/``, ``*``, not ``.``/``..``)."""
+    return text not in ("", ".", "..") and "/" not in text and "*" not in text
+
+
+def _fresh_member(members: list[Any]) -> str:
+    n = 0
+    while f"x{n}" in members:
+        n += 1
+    return f"x{n}"
+
+
+def _numbers(bounds: list[int | float]) -> list[int | float]:
+    """A number below, at, between and above the bounds (every ordering class)."""
+    points = sorted(set(bounds))
+    out: list[int | float] = [points[0] - 1]
+    for a, b in itertools.pairwise(points):
+        out.append(a)
+        mid = (a + b) / 2
+        out.append(int(mid) if mid == int(mid) and mid not in (a, b) else mid)
+    out.append(points[-1])
+    out.append(points[-1] + 1)
+    return out
+
+
+def _has(values: list[Any], value: Any) -> bool:
+    return any(type(v) is type(value) and v == value for v in values)
+
+
+def _dedupe(values: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if not _has(out, value):
+            out.append(value)
+    return out

@@ -1,0 +1,359 @@
+"""``sharedos-policy diff`` and ``diff_policies`` on the shipped rules and small policies.
+
+Every counterexample a test looks at is decided again by policies compiled
+afresh from the same sources (``assert_real``): the report's own objects are
+never trusted to say that a request decides differently.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sharedos.cli.policy import main
+from sharedos.policy import compile_paths, compile_source, compile_sources
+from sharedos.policy.analysis.compare import Request, change_kind, decide_request
+from sharedos.policy.analysis.diff import DiffReport, diff_policies
+from sharedos.policy.formatter import format_source
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "rules"
+FS = (RULES / "fs.sos").read_text(encoding="utf-8")
+GIT = (RULES / "git.sos").read_text(encoding="utf-8")
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def diff_texts(old: str, new: str, **kwargs: Any) -> DiffReport:
+    return diff_policies(compile_source(old, "p.sos"), compile_source(new, "p.sos"), **kwargs)
+
+
+def assert_real(old: str, new: str, report: DiffReport) -> int:
+    """Every example of the report decides differently, the same way, under fresh compiles."""
+    a, b = compile_source(old, "p.sos"), compile_source(new, "p.sos")
+    assert report.dropped == 0  # the report's second decision agreed with its first
+    seen = 0
+    for group in report.groups:
+        assert group.examples and group.count >= len(group.examples)
+        for change in group.examples:
+            request = Request(
+                change.request.tool,
+                json.loads(json.dumps(change.request.args)),
+                json.loads(json.dumps(change.request.context)),
+                change.request.run_policy,
+            )
+            kind = change_kind(decide_request(a, request), decide_request(b, request))
+            assert kind == group.kind == change.kind, change.to_dict()
+            seen += 1
+    return seen
+
+
+def add_rule(text: str, rule: str) -> str:
+    return text.rstrip("\n") + "\n\n" + rule + "\n"
+
+
+# ---------------------------------------------------------------- the shipped rules
+
+
+def test_widening_fs_by_a_permit_reports_the_write_tools_on_its_pattern() -> None:
+    new = add_rule(FS, '@id("fs-public-write")\npermit write on "/srv/share/public/**"')
+    report = diff_texts(FS, new, max_examples=0)
+    assert report.verdict == "changed" and report.complete
+    kinds = {g.kind for g in report.groups}
+    assert kinds == {"widened"}
+    tools = {g.tool for g in report.groups}
+    assert tools == {"fs.write_file", "fs.edit_file", "fs.create_directory"}
+    for group in report.groups:
+        assert group.action == "write" and group.pattern == "/srv/share/public/**"
+        assert [ref.id for side, ref in group.rules] == ["fs-public-write"]
+        for change in group.examples:
+            assert change.new.allowed and not change.old.allowed
+            assert change.new.resource is not None
+            assert change.new.resource.startswith("/srv/share/public")
+    assert assert_real(FS, new, report) > 0
+
+
+def test_widening_git_writes_to_every_repository_keeps_the_security_forbid() -> None:
+    new = add_rule(GIT, 'permit write on "/srv/git/**"')
+    report = diff_texts(GIT, new, max_examples=0)
+    assert report.complete and {g.kind for g in report.groups} == {"widened"}
+    for group in report.groups:
+        for change in group.examples:
+            resource = change.new.resource or ""
+            roles = change.request.context["roles"]
+            # the security repositories stay forbidden to everyone outside the team
+            assert not resource.startswith("/srv/git/security") or "security" in roles
+            assert "maintainer" not in roles  # maintainers could write already
+    assert assert_real(GIT, new, report) > 0
+
+
+def test_narrowing_fs_by_a_forbid_reports_what_was_allowed_before() -> None:
+    new = add_rule(FS, '@id("no-home-secrets")\nforbid * on "/home/{context.principal}/secret/**"')
+    report = diff_texts(FS, new, max_examples=0)
+    assert report.complete
+    narrowed = [g for g in report.groups if g.kind == "narrowed"]
+    assert narrowed and all(g.pattern == "/home/{context.principal}/secret/**" for g in narrowed)
+    # every fs tool the home rule permits loses its secret directory
+    assert {g.tool for g in narrowed} == set(compile_source(FS, "p.sos").requirements)
+    for g in narrowed:
+        for change in g.examples:
+            principal = change.request.context["principal"]
+            assert change.new.resource is not None
+            assert change.new.resource.startswith(f"/home/{principal}/secret")
+            assert change.old.allowed and change.new.reason.value == "forbidden"
+    # where nothing permitted, the forbid only changes the reason
+    for g in report.groups:
+        if g.kind == "reason changed":
+            for change in g.examples:
+                assert change.old.reason.value == "no_matching_permit"
+    assert assert_real(FS, new, report) > 0
+
+
+def test_a_forbid_where_nothing_was_permitted_only_changes_the_reason() -> None:
+    new = add_rule(FS, 'forbid write on "/srv/share/public/**"')
+    report = diff_texts(FS, new, max_examples=0)
+    assert report.complete and report.groups
+    assert {g.kind for g in report.groups} == {"reason changed"}
+    assert assert_real(FS, new, report) > 0
+    only_widened = diff_texts(FS, new, kinds=["widened", "narrowed"])
+    assert only_widened.verdict == "unchanged" and not only_widened.groups
+
+
+def test_changing_only_a_condition_reports_the_contexts_it_changes() -> None:
+    new = FS.replace(
+        'unless "admin" in context.roles',
+        'unless "admin" in context.roles or "ops" in context.roles',
+    )
+    report = diff_texts(FS, new, max_examples=0)
+    assert report.complete and report.groups
+    for g in report.groups:
+        assert g.pattern == "/srv/share/private/**" and g.kind == "reason changed"
+        for change in g.examples:
+            assert "ops" in change.request.context["roles"]
+            assert "admin" not in change.request.context["roles"]
+    assert assert_real(FS, new, report) > 0
+
+
+def test_argument_conditions_get_counterexamples_with_the_arguments_that_matter() -> None:
+    new = FS.replace(
+        'permit read, list, search on "/srv/share/public/**"',
+        'permit read, list, search on "/srv/share/public/**" when args.mode != "raw" and args.n < 10',
+    )
+    report = diff_texts(FS, new, max_examples=0)
+    assert report.complete and {g.kind for g in report.groups} == {"narrowed"}
+    args = [c.request.args for g in report.groups for c in g.examples]
+    assert any(a.get("mode") == "raw" for a in args)
+    assert any(isinstance(a.get("n"), int | float) and a["n"] >= 10 for a in args)
+    assert assert_real(FS, new, report) > 0
+
+
+# ------------------------------------------------------------ no change, whatever moves
+
+
+def test_formatting_reordering_renaming_and_moving_rules_is_no_change() -> None:
+    formatted = format_source(FS, "fs.sos").text
+    assert formatted is not None
+    header, _, body = FS.partition('@id("fs-public-read")')
+    rules = ["@id(" + r for r in ('@id("fs-public-read")' + body).split("@id(")[1:]]
+    tests_at = rules[-1].index("test ")
+    tail = rules[-1][tests_at:]
+    rules[-1] = rules[-1][:tests_at]
+    renamed = [r.replace('@id("', '@id("renamed-', 1) for r in reversed(rules)]
+    moved = header + "".join(renamed[:2]) + tail
+    other = "namespace fs\n" + "".join(renamed[2:])
+    old = compile_source(FS, "fs.sos")
+    for new in (
+        compile_source(formatted, "fs.sos"),
+        compile_sources([("a.sos", moved), ("b.sos", other)]),
+    ):
+        report = diff_policies(old, new)
+        assert report.verdict == "unchanged", report.render()
+        assert report.analysed == [] and report.requests == 0
+
+
+def test_the_whole_shipped_policy_against_itself_exits_0() -> None:
+    code, out, _ = invoke("diff", str(RULES), str(RULES), "--with", str(REPO / "policy"))
+    assert code == 0, out
+    assert "no decision can change" in out
+
+
+def test_a_bundle_diffs_like_its_sources(tmp_path: Path) -> None:
+    bundle = tmp_path / "old.bundle.json"
+    compile_paths([RULES / "fs.sos"]).save_bundle(bundle)
+    new = tmp_path / "fs.sos"
+    new.write_text(add_rule(FS, 'permit write on "/srv/share/public/**"'), encoding="utf-8")
+    code, out, _ = invoke("diff", str(bundle), str(new), "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["verdict"] == "changed" and doc["summary"]["widened"] > 0
+    assert doc["old"]["bundle_hash"] == compile_paths([RULES / "fs.sos"]).bundle_hash
+    code, out, _ = invoke("diff", str(bundle), str(RULES / "fs.sos"))
+    assert code == 0, out
+
+
+# ---------------------------------------------------------------- requirements, tools
+
+
+def test_a_changed_resource_expression_is_reported() -> None:
+    new = FS.replace(
+        "requirement fs.write_file                { action write;  resource path(args.path) }",
+        "requirement fs.write_file                { action write;  resource path(args.file) }",
+    )
+    assert new != FS
+    report = diff_texts(FS, new, max_examples=0)
+    assert report.complete
+    groups = [g for g in report.groups if g.tool == "fs.write_file"]
+    assert {g.kind for g in groups} >= {"widened", "narrowed"}
+    assert all(g.tool == "fs.write_file" for g in report.groups)
+    assert assert_real(FS, new, report) > 0
+
+
+def test_a_removed_and_an_added_tool_are_reported() -> None:
+    removed = FS.replace(
+        "requirement fs.create_directory          { action write;  resource path(args.path) }\n", ""
+    )
+    assert removed != FS
+    report = diff_texts(FS, removed, max_examples=0)
+    assert {g.tool for g in report.groups} == {"fs.create_directory"}
+    assert {g.kind for g in report.groups} == {"narrowed", "reason changed"}
+    for g in report.groups:
+        for change in g.examples:
+            assert change.new.reason.value == "tool_unavailable"
+    assert assert_real(FS, removed, report) > 0
+    back = diff_texts(removed, FS, max_examples=0)
+    assert {g.kind for g in back.groups} == {"widened", "reason changed"}
+    assert assert_real(removed, FS, back) > 0
+
+
+# ------------------------------------------------------------- gaps: never "no change"
+
+
+def test_a_construct_the_analysis_does_not_cover_is_reported_not_called_unchanged() -> None:
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    old = head + 'permit read on "/a/**" when args.x + "1" == "ab1"\n'
+    new = head + 'permit read on "/a/**" when args.x + "1" == "ac1"\n'
+    report = diff_texts(old, new)
+    assert report.verdict != "unchanged"
+    assert not report.complete
+    assert any('args.x + "1"' in g.construct for g in report.gaps)
+    assert "incomplete" in report.render()
+
+
+def test_the_cli_exits_1_with_gaps_and_lists_them(tmp_path: Path) -> None:
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    (tmp_path / "old.sos").write_text(head + 'permit read on "/a/**" when args.x + "1" == "ab1"\n')
+    (tmp_path / "new.sos").write_text(head + 'permit read on "/a/**" when args.x + "1" == "ac1"\n')
+    code, out, _ = invoke("diff", str(tmp_path / "old.sos"), str(tmp_path / "new.sos"))
+    assert code == 1
+    assert "not a proof" in out
+    assert "old.sos:3:1" in out and "new.sos:3:1" in out
+
+
+# ----------------------------------------------------------------------- run policies
+
+
+def test_a_toolpolicy_that_manages_more_tools_is_reported(tmp_path: Path) -> None:
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    for d, managed in ((old_dir, "fs.read_text_file"), (new_dir, "fs.*")):
+        d.mkdir()
+        (d / "fs.sos").write_text(FS, encoding="utf-8")
+        (d / "run.sos").write_text(
+            f'toolpolicy r {{ mode strict; managed {managed}; harness_local "patch" }}\n'
+        )
+    code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["groups"] == []
+    (rp,) = doc["run_policies"]
+    assert rp["name"] == "r" and rp["status"] == "changed"
+    assert {"tool": "fs.write_file", "old": False, "new": True} in rp["managed"]
+    code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--policy", "r", "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["summary"]["widened"] > 0
+    for group in doc["groups"]:
+        for ex in group["examples"]:
+            assert ex["policy"] == "r" and ex["old"]["reason"] == "not_in_run_policy"
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+def test_cli_text_names_the_group_rules_and_both_decisions(tmp_path: Path) -> None:
+    new = tmp_path / "fs.sos"
+    new.write_text(add_rule(FS, '@id("fs-public-write")\npermit write on "/srv/share/public/**"'))
+    code, out, _ = invoke("diff", str(RULES / "fs.sos"), str(new))
+    assert code == 1
+    assert (
+        "widened: fs.create_directory, fs.edit_file, fs.write_file (write) on /srv/share/public/**"
+        in out
+    )
+    assert "rules: +fs-public-write (fs.sos:" in out
+    assert "old: deny no_matching_permit" in out
+    assert "new: allow allowed by fs-public-write" in out
+    assert "result: some decisions change" in out
+
+
+def test_cli_json_is_one_document_for_ci(tmp_path: Path) -> None:
+    new = tmp_path / "fs.sos"
+    new.write_text(add_rule(FS, 'forbid * on "/home/{context.principal}/secret/**"'))
+    code, out, _ = invoke(
+        "diff", str(RULES / "fs.sos"), str(new), "--format", "json", "--kind", "narrowed"
+    )
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["kinds"] == ["narrowed"] and doc["complete"] is True
+    assert {g["kind"] for g in doc["groups"]} == {"narrowed"}
+    group = doc["groups"][0]
+    assert set(group) == {"tool", "action", "pattern", "kind", "count", "rules", "examples"}
+    example = group["examples"][0]
+    assert set(example) == {"tool", "args", "context", "old", "new"}
+    assert example["old"]["effect"] == "allow" and example["new"]["reason"] == "forbidden"
+    assert example["new"]["rules"][0]["file"].endswith("fs.sos")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("diff", "nope-old.sos", "nope-new.sos"),
+        ("diff", str(RULES / "fs.sos")),
+        ("diff", str(RULES / "fs.sos"), str(RULES / "fs.sos"), "--kind", "wider"),
+        ("diff", str(RULES / "fs.sos"), str(RULES / "fs.sos"), "--policy", "nope"),
+    ],
+)
+def test_cli_usage_errors_exit_2(args: tuple[str, ...]) -> None:
+    code, _, _ = invoke(*args)
+    assert code == 2
+
+
+def test_cli_a_policy_that_does_not_compile_exits_2_with_its_diagnostics(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sos"
+    bad.write_text("namespace files\npermit read on /public/**\n")
+    code, _, err = invoke("diff", str(RULES / "fs.sos"), str(bad))
+    assert code == 2
+    assert "NEW" in err and "bad.sos:2:" in err and "SOS102" in err
+    junk = tmp_path / "junk.bundle.json"
+    junk.write_text("{}")
+    code, _, err = invoke("diff", str(junk), str(RULES / "fs.sos"))
+    assert code == 2 and "OLD" in err and "Traceback" not in err
+
+
+def test_a_context_key_the_kernel_schema_does_not_know_is_still_tried() -> None:
+    """A newer kernel may pass more keys (a clock, say): a change in a condition on one
+    is found, not taken for "no change"."""
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    old = head + 'permit read on "/a/**" when context.now < 100\n'
+    new = head + 'permit read on "/a/**" when context.now < 200\n'
+    report = diff_texts(old, new, max_examples=0)
+    assert report.verdict == "changed" and report.complete
+    (group,) = report.groups
+    assert group.kind == "widened"
+    assert all(100 <= c.request.context["now"] < 200 for c in group.examples)
+    assert assert_real(old, new, report) > 0
