@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
@@ -34,13 +34,26 @@ def requirement_key(requirement: Any) -> RequirementKey | None:
     return None
 
 
+#: (registry version, context cache key, turn id) a catalogue's tool snapshot belongs to
+ViewKey = tuple[int, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class TurnCatalog:
-    """The catalogue one context sees for one turn, fixed for the life of the turn."""
+    """The catalogue one context sees for one turn, fixed for the life of the turn.
+
+    ``view`` is the registry view the catalogue was computed from when
+    per-context providers contributed to it (``None`` otherwise: the shared
+    registry's view costs nothing to build), for ``view_key``'s context and
+    turn. A call of that turn looks its tool up there (``Kernel.view_for``)
+    instead of merging the providers' tools again.
+    """
 
     tools: tuple[PublishedToolDefinition, ...]
     catalog_hash: str
     names: frozenset[str]
+    view: RegistryView | None = field(default=None, compare=False, repr=False)
+    view_key: ViewKey | None = field(default=None, compare=False, repr=False)
 
     def wire(self) -> list[dict[str, object]]:
         """The published tools in wire spelling, sorted by name."""
@@ -78,6 +91,26 @@ class Kernel:
     def view(self, context: AccessContext) -> RegistryView:
         """The tools ``context`` may be offered (shared + its providers' tools)."""
         return self.registry.view(context)
+
+    def view_for(self, context: AccessContext, catalog: TurnCatalog | None) -> RegistryView:
+        """The view a call of ``context`` looks its tool up in.
+
+        The snapshot ``catalog`` was listed from when it was listed for this
+        context and turn at the current registry version: the turn's tools are
+        fixed for the turn, so a call costs a dict lookup however many tools
+        the providers contribute. Anything else (no catalogue, another
+        context's or turn's catalogue, a registry changed since) gets a fresh
+        ``view(context)``, exactly as without a catalogue.
+        """
+        if catalog is not None:
+            snapshot = catalog.view
+            if snapshot is not None and catalog.view_key == (
+                self.registry.version,
+                context.cache_key,
+                context.turn_id,
+            ):
+                return snapshot
+        return self.view(context)
 
     def eligible(self, tool: ToolDefinition, tool_policy: ToolPolicy) -> bool:
         """In the run's managed set and governed by a requirement (context not considered)."""
@@ -151,6 +184,8 @@ class Kernel:
             tools=listed,
             catalog_hash=catalog_hash(listed),
             names=names,
+            view=view if view.overlay else None,
+            view_key=(version, cache_key, context.turn_id) if view.overlay else None,
         )
         if not view.overlay and self.registry.version == version:
             with self._cache_lock:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -47,6 +48,8 @@ from sharedos.upstream.pins import Drift, PinFile, compare
 from sharedos.upstream.secrets import CredentialError, CredentialSet, resolve_credentials
 
 State = Literal["ok", "unavailable", "disabled"]
+#: (upstream, credential set) sessions whose latest definitions are kept for the next listing
+_SESSIONS_KEPT = 256
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
@@ -171,7 +174,13 @@ class UpstreamBroker:
         self._stderr = stderr if stderr is not None else default_stderr()
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._turns: dict[str, TurnUpstreams] = {}
-        self._definitions: LRUCache[tuple[str, str, str], ToolDefinition | Refusal] = LRUCache(8192)
+        #: (upstream id, credential fingerprint) -> the definitions built from its latest
+        #: listing, by the digest of the listed tool. Replaced by each listing (so it never
+        #: holds more than one listing's tools per session), reused by the next one: an item
+        #: cache smaller than a catalogue would miss on every item of every turn.
+        self._definitions: LRUCache[tuple[str, str], dict[str, ToolDefinition | Refusal]] = (
+            LRUCache(_SESSIONS_KEPT)
+        )
         self._tg: TaskGroup | None = None
         self._exit: contextlib.AsyncExitStack | None = None
         self._reserved: frozenset[str] = frozenset()
@@ -355,20 +364,23 @@ class UpstreamBroker:
         if conn.protocol_version:
             listing.server["protocolVersion"] = conn.protocol_version
         secrets = _credential_map(creds)
+        slot_key = (config.id, creds.fingerprint)
+        known = self._definitions.get(slot_key) or {}
+        fresh: dict[str, ToolDefinition | Refusal] = {}
         for item in raw:
-            key = (config.id, creds.fingerprint, item.digest)
-            built = self._definitions.get(key)
+            built = known.get(item.digest) or fresh.get(item.digest)
             if built is None:
                 built = build_definition(
                     config, item, ForwardHandler(self, config.id, item.name), secrets
                 )
-                self._definitions[key] = built
+            fresh[item.digest] = built
             if isinstance(built, Refusal):
                 listing.refused.append(built)
             else:
                 listing.tools.append((built, item))
-        names = [t.name for t, _ in listing.tools]
-        dupes = {n for n in names if names.count(n) > 1}
+        self._definitions[slot_key] = fresh
+        counts = Counter(t.name for t, _ in listing.tools)
+        dupes = {n for n, k in counts.items() if k > 1}
         if dupes:
             listing.refused.extend(
                 Refusal(config.id, n.split(".", 1)[1], "the upstream lists this name twice")
