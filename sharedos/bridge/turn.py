@@ -234,6 +234,7 @@ async def _open_http(
         diagnostics={
             "excludedTools": [{"name": e.name, "reason": e.reason} for e in endpoint.excluded],
             "tools": len(endpoint.tools),
+            "pages": endpoint.pages,
         },
         transport_stats=stats,
     )
