@@ -15,6 +15,7 @@ lines are kept for the report of an upstream that died.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import threading
@@ -132,6 +133,10 @@ class UpstreamConnection:
         self.server_info: dict[str, Any] = {}
         self.protocol_version: str | None = None
         self._limiter = anyio.CapacityLimiter(config.limits.max_concurrency)
+        #: the last listing's tools by their JSON text: an unchanged tool keeps its RawTool
+        #: (and digest) instead of being canonicalized again (RFC 8785 in pure Python is
+        #: most of a 10,000-tool listing's cost on this side)
+        self._listed: dict[str, RawTool] = {}
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, tg: TaskGroup) -> None:
@@ -281,6 +286,8 @@ class UpstreamConnection:
         """Every tool the upstream lists now (all pages), within the list timeout."""
         client = self._require()
         out: list[RawTool] = []
+        known: dict[str, RawTool] = self._listed
+        seen: dict[str, RawTool] = {}
         try:
             with anyio.fail_after(self.config.timeouts.list_s):
                 cursor: str | None = None
@@ -289,12 +296,16 @@ class UpstreamConnection:
                         params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
                     )
                     for tool in result.tools:
-                        out.append(
-                            raw_tool(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
-                        )
+                        wire = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+                        # equal text <=> equal JSON value: the key never joins two different tools
+                        text = json.dumps(wire, sort_keys=True, separators=(",", ":"))
+                        item = known.get(text) or seen.get(text) or raw_tool(wire)
+                        seen[text] = item
+                        out.append(item)
                     cursor = result.next_cursor
                     if not cursor:
                         break
+            self._listed = seen
         except TimeoutError:
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_TIMEOUT,
