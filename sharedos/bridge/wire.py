@@ -134,13 +134,29 @@ class WireSieve:
     """
 
     def __init__(self, maxsize: int = WIRE_VERDICTS_KEPT) -> None:
+        self._maxsize = maxsize
         self._verdicts: LRUCache[bytes, Verdict] = LRUCache(maxsize)
+        #: the same verdicts by object: a registered or brokered definition is the same
+        #: object turn after turn, and this skips even the hash. The object is kept with
+        #: its verdict, so an id is never mistaken for a later object's. Cleared when full.
+        self._by_object: dict[int, tuple[PublishedToolDefinition, Verdict]] = {}
         self._lock = threading.Lock()
         #: how many tools were actually checked (a miss); the tests count with it
         self.checked = 0
 
     def check(self, published: Any) -> Verdict:
         """``check_tool(published)``, from the memo when this exact tool was checked before."""
+        seen = self._by_object.get(id(published))
+        if seen is not None and seen[0] is published:
+            return seen[1]
+        verdict = self._check(published)
+        if isinstance(published, PublishedToolDefinition):
+            if len(self._by_object) >= self._maxsize:
+                self._by_object.clear()
+            self._by_object[id(published)] = (published, verdict)
+        return verdict
+
+    def _check(self, published: Any) -> Verdict:
         key: bytes | None = None
         if isinstance(published, PublishedToolDefinition):
             try:

@@ -24,6 +24,9 @@ from sharedos.toolpolicy import ToolPolicy
 
 #: (namespace, action, resource expression) of a requirement
 RequirementKey = tuple[str, str, str]
+#: run policies, and tool names per run policy, whose eligibility is remembered
+_RUN_POLICIES_KEPT = 64
+_NAMES_KEPT = 65_536
 
 
 def requirement_key(requirement: Any) -> RequirementKey | None:
@@ -82,6 +85,11 @@ class Kernel:
         self._eligible: LRUCache[
             tuple[int, ToolPolicy], tuple[tuple[ToolDefinition, RequirementKey | None], ...]
         ] = LRUCache(64)
+        #: run policy -> tool name -> (eligible, requirement key). Both depend on the name
+        #: alone (the policy is fixed for the kernel), so a provider's 10,000 tools are not
+        #: matched against the run policy and the requirements again at every turn. Plain
+        #: dicts (get/set are atomic), cleared when full.
+        self._by_name: dict[ToolPolicy, dict[str, tuple[bool, RequirementKey | None]]] = {}
 
     @property
     def policy_hash(self) -> str:
@@ -124,7 +132,7 @@ class Kernel:
         with self._cache_lock:
             hit = self._eligible.get(key)
         if hit is None:
-            hit = self._with_keys(t for t in view.tools() if self.eligible(t, tool_policy))
+            hit = self._eligible_keyed(view.tools(), tool_policy)
             with self._cache_lock:
                 self._eligible[key] = hit
         return hit
@@ -134,6 +142,30 @@ class Kernel:
     ) -> tuple[tuple[ToolDefinition, RequirementKey | None], ...]:
         requirements = self.policy.requirements
         return tuple((t, requirement_key(requirements.get(t.name))) for t in tools)
+
+    def _eligible_keyed(
+        self, tools: Iterable[ToolDefinition], tool_policy: ToolPolicy
+    ) -> tuple[tuple[ToolDefinition, RequirementKey | None], ...]:
+        """``eligible`` tools with their requirement keys, remembered per name and run policy."""
+        known = self._by_name.get(tool_policy)
+        if known is None:
+            if len(self._by_name) >= _RUN_POLICIES_KEPT:
+                self._by_name.clear()
+            known = self._by_name[tool_policy] = {}
+        elif len(known) >= _NAMES_KEPT:
+            known.clear()
+        requirements = self.policy.requirements
+        out: list[tuple[ToolDefinition, RequirementKey | None]] = []
+        for tool in tools:
+            info = known.get(tool.name)
+            if info is None:
+                info = known[tool.name] = (
+                    self.eligible(tool, tool_policy),
+                    requirement_key(requirements.get(tool.name)),
+                )
+            if info[0]:
+                out.append((tool, info[1]))
+        return tuple(out)
 
     def list_tools(self, context: AccessContext, tool_policy: ToolPolicy) -> TurnCatalog:
         """The effective catalogue: managed tools with a requirement that some permit could allow.
@@ -151,7 +183,7 @@ class Kernel:
                 return cached
         view = self.view(context)
         if view.overlay:
-            eligible = self._with_keys(t for t in view.tools() if self.eligible(t, tool_policy))
+            eligible = self._eligible_keyed(view.tools(), tool_policy)
         else:
             eligible = self._eligible_shared(version, view, tool_policy)
         policy_input = context.policy_input

@@ -36,7 +36,7 @@ from anyio.abc import TaskGroup
 from cachetools import LRUCache
 from pydantic import SecretStr
 
-from sharedos.catalog.collisions import find_name_collisions
+from sharedos.catalog.collisions import NameCollision, find_name_collisions
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
@@ -181,6 +181,7 @@ class UpstreamBroker:
         self._definitions: LRUCache[tuple[str, str], dict[str, ToolDefinition | Refusal]] = (
             LRUCache(_SESSIONS_KEPT)
         )
+        self._last_collisions: tuple[frozenset[str], list[NameCollision]] | None = None
         self._tg: TaskGroup | None = None
         self._exit: contextlib.AsyncExitStack | None = None
         self._reserved: frozenset[str] = frozenset()
@@ -298,7 +299,7 @@ class UpstreamBroker:
             per_upstream[uid] = (refused, drift)
         # names that collide after the harness alias sanitization, with each other or
         # with a shared tool, are all refused: a clash is reported, never resolved
-        clash = find_name_collisions([*candidates, *reserved])
+        clash = self._name_collisions(frozenset([*candidates, *reserved]))
         for collision in clash:
             for name in collision.names:
                 hit = candidates.pop(name, None)
@@ -334,6 +335,17 @@ class UpstreamBroker:
             expected=expected,
             credentials=credentials,
         )
+
+    def _name_collisions(self, names: frozenset[str]) -> list[NameCollision]:
+        """``find_name_collisions(names)``; the last answer is kept (turn after turn, the
+        same listings give the same names, and sanitizing 10,000 names costs more than
+        hashing them)."""
+        last = self._last_collisions
+        if last is not None and last[0] == names:
+            return last[1]
+        found = find_name_collisions(names)
+        self._last_collisions = (names, found)
+        return found
 
     def _reserved_names(self) -> frozenset[str]:
         registry = self._registry
