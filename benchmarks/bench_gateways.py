@@ -4,7 +4,10 @@ One upstream (the project's fixture server, official SDK, ``echo``), one client
 (the official SDK ``Client`` over streamable HTTP), every server in its own
 process on 127.0.0.1, measured in one run with interleaved rounds:
 
-- **direct**: the upstream itself, served over streamable HTTP;
+- **direct**: the client runs the upstream itself over stdio, as a harness does
+  without a gateway (the baseline of "added latency": every gateway below also
+  talks stdio to the upstream); and, for reference, the upstream served over
+  streamable HTTP by its own SDK server;
 - **FastMCP proxy**: ``fastmcp`` 4.2.3 ``create_proxy`` over the upstream (stdio),
   and the same with a deny-by-name middleware (``benchmarks/gateways/fastmcp_proxy.py``);
 - **mcp-proxy**: ``mcp-proxy`` 0.13.0 (PyPI), a stdio-to-HTTP transport bridge. It
@@ -17,7 +20,7 @@ process on 127.0.0.1, measured in one run with interleaved rounds:
 
 The graded era is 2025-11-25 (the handshake era every peer speaks; mcp-proxy's
 SDK knows no later one); a second pass lets each server negotiate its latest.
-"Added latency" is a server's p50 minus direct's p50 in the same run. Target
+"Added latency" is a server's p50 minus direct's (stdio) p50 in the same run. Target
 (issue 27): SharedOS's added latency <= 1.2 x mcp-proxy's, evidence on.
 CPU per call is the server process's own (``psutil``; the upstream child excluded).
 
@@ -44,7 +47,7 @@ from typing import Any
 import anyio
 import httpx2
 import psutil
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,17 +91,22 @@ class Server:
 
     name: str
     label: str
-    proc: subprocess.Popen[str]
-    url: str
+    proc: subprocess.Popen[str] | None  # None: the upstream over the client's stdio
+    url: str | None
     tool: str = "echo"
     token: str | None = None
     samples: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
     version: dict[str, str] = field(default_factory=dict)
 
+    pid: int | None = None
+
     def cpu_seconds(self) -> float:
         """User + system CPU of the server process itself (not its children)."""
-        t = psutil.Process(self.proc.pid).cpu_times()
+        pid = self.proc.pid if self.proc is not None else self.pid
+        if pid is None:
+            return 0.0
+        t = psutil.Process(pid).cpu_times()
         return float(t.user + t.system)
 
     def headers(self) -> dict[str, str]:
@@ -122,14 +130,13 @@ def _spawn(argv: list[str], **kw: Any) -> subprocess.Popen[str]:
 @contextlib.contextmanager
 def servers(tmp: Path, quick: bool) -> Iterator[tuple[list[Server], list[str]]]:
     """Start every server; stop them all when the block ends, whatever happens."""
-    started: list[Server] = []
+    started = [Server("direct", "upstream direct (stdio, the client runs it)", None, None)]
     notes: list[str] = []
     try:
         port = free_port()
         proc = _spawn([*UPSTREAM, "--http", str(port), "--max-life", "7200"])
-        started.append(
-            Server("direct", "upstream direct (HTTP)", proc, f"http://127.0.0.1:{port}/mcp")
-        )
+        url = f"http://127.0.0.1:{port}/mcp"
+        started.append(Server("direct_http", "upstream direct (its own HTTP server)", proc, url))
         for name, label, extra in (
             ("fastmcp", "FastMCP proxy (fastmcp 4.2.3)", []),
             ("fastmcp_deny", "FastMCP proxy + deny-by-name middleware", ["--deny", "crash"]),
@@ -171,6 +178,8 @@ def servers(tmp: Path, quick: bool) -> Iterator[tuple[list[Server], list[str]]]:
         yield started, notes
     finally:
         for s in started:
+            if s.proc is None:
+                continue
             with contextlib.suppress(Exception):
                 if s.proc.stdin is not None:
                     s.proc.stdin.close()
@@ -184,6 +193,15 @@ def servers(tmp: Path, quick: bool) -> Iterator[tuple[list[Server], list[str]]]:
 @contextlib.asynccontextmanager
 async def connect(server: Server, mode: str) -> AsyncIterator[Client]:
     """An SDK client session with ``server``, retried while the server starts."""
+    if server.url is None:  # the upstream over stdio, spawned by the client
+        before = {p.pid for p in psutil.Process().children()}
+        params = StdioServerParameters(command=UPSTREAM[0], args=UPSTREAM[1:])
+        async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+            await client.list_tools()
+            spawned = [p for p in psutil.Process().children() if p.pid not in before]
+            server.pid = spawned[0].pid if spawned else None
+            yield client
+        return
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -195,7 +213,7 @@ async def connect(server: Server, mode: str) -> AsyncIterator[Client]:
                 yield client
                 return
         except Exception:
-            if time.monotonic() > deadline or server.proc.poll() is not None:
+            if time.monotonic() > deadline or (server.proc and server.proc.poll() is not None):
                 raise
             await anyio.sleep(0.3)
 

@@ -327,6 +327,9 @@ async def crowd_turn(env: Env, crowd: Crowd, i: int) -> None:
                 httpx2.AsyncClient(headers=turn.headers(), timeout=60) as http,
                 Client(streamable_http_client(str(turn.url), http_client=http)) as c,
             ):
+                page = await c.list_tools()  # every page first, as a harness does
+                while page.next_cursor is not None:
+                    page = await c.list_tools(cursor=page.next_cursor)
                 for k in range(3):
                     t1 = time.perf_counter()
                     r = await c.call_tool("u00.echo", {**ARGS, "message": f"{i}-{k}"})
@@ -335,6 +338,8 @@ async def crowd_turn(env: Env, crowd: Crowd, i: int) -> None:
                         crowd.failures += 1
         except Exception as exc:  # counted and shown, never hidden
             crowd.failures += 1
+            while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+                exc = exc.exceptions[0]  # type: ignore[assignment]
             crowd.errors.append(f"{type(exc).__name__}: {exc}"[:200])
 
 
