@@ -19,12 +19,18 @@ Targets (issue 12): brokered adds <= 1.5 ms p50 over direct on the same transpor
 streamable HTTP; an HTTP round trip through the SDK costs about what stdio does
 plus 0.7 ms here, which the stdio comparison also prints); turn open with 3
 pooled upstreams <= 20 ms. ``python benchmarks/bench_upstream.py [calls] [turns]``.
+
+Then the catalogue-scale sweeps (``benchmarks/upstream_scale.py``): 10 / 1,000 /
+10,000 tools from one upstream, 1 / 5 / 20 upstreams, 1 / 10 / 100 concurrent
+turns; targets (issue 27) CPU per brokered call at 10,000 tools within 1.1x of 10,
+turn open <= 50 ms at 1,000 tools and <= 250 ms at 10,000.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import statistics
 import subprocess
@@ -277,17 +283,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("calls", nargs="?", type=int, default=2000, help="calls per path")
     parser.add_argument("turns", nargs="?", type=int, default=200, help="turns to open")
+    parser.add_argument("--quick", action="store_true", help="fewer calls and turns")
+    parser.add_argument("--json", type=Path, default=None, help="write the scale figures here")
+    parser.add_argument("--scale-only", action="store_true", help="only the catalogue-scale sweeps")
     args = parser.parse_args()
-    calls, turns = args.calls, args.turns
+    quick = args.quick or os.environ.get("BENCH_QUICK") == "1"
+    calls, turns = (
+        (min(args.calls, 400), min(args.turns, 40)) if quick else (args.calls, args.turns)
+    )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"bench_upstream: {os.cpu_count()} cores, load average {load:.2f} at start")
     with tempfile.TemporaryDirectory() as tmp:
-        bench_link_check(min(calls, 2000), Path(tmp))
-        anyio.run(bench_calls, calls, 40, Path(tmp))
-        anyio.run(bench_turn_open, turns, Path(tmp))
-        anyio.run(bench_turn_open, turns, Path(tmp), 60.0)
+        if not args.scale_only:
+            bench_link_check(min(calls, 2000), Path(tmp))
+            anyio.run(bench_calls, calls, 40, Path(tmp))
+            anyio.run(bench_turn_open, turns, Path(tmp))
+            anyio.run(bench_turn_open, turns, Path(tmp), 60.0)
+        from benchmarks import upstream_scale
+
+        scale = anyio.run(upstream_scale.run, Path(tmp), quick)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(scale, indent=1))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 Runs, in order: the peer matrix (``benchmarks.peers``: SharedOS vs the
 indexed reference, Cedar, Casbin, Rego; fails on any disagreement), the
 SharedOS start-up probes (``benchmarks.sharedos_probes``), the kernel
-benchmark and the bridge benchmark; samples the load average every 2 s
+benchmark, the bridge benchmark, the brokered-upstream benchmark with its
+catalogue-scale sweeps, and SharedOS beside the other gateways; samples the load average every 2 s
 throughout; prints the machine (CPU model, cores), the load average during the
 run, the tables and the issue-14 targets met or missed; and writes everything
 as JSON to ``reports/bench/bench-<UTC time>.json`` (and ``latest.json``).
+The issue-27 targets (catalogue scale, gateways) are graded in the same run.
 
 Quick mode (``--quick`` or ``BENCH_QUICK=1``): N = 10, 100, 1,000, one
 repetition, short budgets — a few minutes. The full run (N up to 10,000,
@@ -99,7 +101,7 @@ class LoadSampler:
 def _script(name: str, quick: bool, json_path: Path) -> tuple[str, dict[str, Any] | None]:
     env = dict(os.environ, BENCH_QUICK="1" if quick else "0")
     cmd = [sys.executable, str(REPO_ROOT / "benchmarks" / name)]
-    if name == "bench_bridge.py":
+    if name in ("bench_bridge.py", "bench_upstream.py", "bench_gateways.py"):
         cmd += ["--json", str(json_path)]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=3600)
     text = proc.stdout + (
@@ -117,9 +119,13 @@ def _row(rows: list[dict[str, Any]], workload: str, n: int, engine: str) -> dict
 
 
 def targets(
-    rows: list[dict[str, Any]], probes: dict[str, Any], bridge: dict[str, Any] | None
+    rows: list[dict[str, Any]],
+    probes: dict[str, Any],
+    bridge: dict[str, Any] | None,
+    upstream: dict[str, Any] | None = None,
+    gateways: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Issue 14's targets, each with the measured figure and met / missed."""
+    """Issues 14's and 27's targets, each with the measured figure and met / missed."""
     out: list[dict[str, Any]] = []
 
     def add(
@@ -225,12 +231,53 @@ def targets(
         oc = bridge.get("open_close")
         if oc:
             add("turn open + close p50", oc["p50_ms"], 2, "ms")
+    sizes_ = (upstream or {}).get("tools", {}).get("sizes", {})
+    small, big = sizes_.get("10") or sizes_.get(10), sizes_.get("10000") or sizes_.get(10000)
+    if small and big:
+        add(
+            "brokered call CPU, 10,000 vs 10 tools from one upstream (client + bridge + kernel)",
+            big["bridged_cpu_ms"] / small["bridged_cpu_ms"],
+            1.1,
+            "x",
+            note=f"{big['bridged_cpu_ms']:.3f} vs {small['bridged_cpu_ms']:.3f} ms",
+        )
+    for n, want in (("1000", 50), ("10000", 250)):
+        s_ = sizes_.get(n) or sizes_.get(int(n))
+        if s_:
+            add(
+                f"turn open, one upstream of {int(n):,} tools (listing reused + catalogue + bridge)",
+                s_["cached"]["open_ms"],
+                want,
+                "ms",
+                note=f"with a fresh tools/list {s_['fresh']['open_ms']:.0f} ms; "
+                f"catalogue + bridge {s_['fresh']['bridge_ms']:.1f} ms",
+            )
+    if big:
+        lg = big.get("legacy", {})
+        add(
+            "2025-11-25 SDK client against a 10,000-tool turn (lists every page, calls)",
+            1.0 if lg.get("works") else 0.0,
+            1.0,
+            "works",
+            le=False,
+            note=f"{lg.get('pages')} pages" if lg.get("works") else str(lg.get("error", "")),
+        )
+    legacy = (gateways or {}).get("eras", {}).get("legacy", {})
+    if "ratio_added_vs_mcp_proxy" in legacy:
+        sv = legacy["servers"]
+        add(
+            "SharedOS added latency / mcp-proxy's, over the direct upstream (evidence on)",
+            legacy["ratio_added_vs_mcp_proxy"],
+            1.2,
+            "x",
+            note=f"{sv['sharedos']['added_p50_ms']:.3f} vs {sv['mcp_proxy']['added_p50_ms']:.3f} ms",
+        )
     return out
 
 
 def targets_table(items: list[dict[str, Any]]) -> str:
     """The targets as text."""
-    lines = [f"{'target (issue 14, acl workload)':<72} {'measured':>12} {'target':>10}  verdict"]
+    lines = [f"{'target (issues 14 and 27)':<72} {'measured':>12} {'target':>10}  verdict"]
     for t in items:
         m = "-" if t["measured"] is None else f"{t['measured']:.3g} {t['unit']}"
         tgt = f"{'<=' if t['le'] else '>='} {t['target']:g} {t['unit']}"
@@ -247,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--skip", default="", help="comma list of: peers,probes,kernel,bridge")
+    ap.add_argument(
+        "--skip", default="", help="comma list of: peers,probes,kernel,bridge,upstream,gateways"
+    )
     opts = ap.parse_args(argv)
     quick = opts.quick or os.environ.get("BENCH_QUICK") == "1"
     skip = set(filter(None, opts.skip.split(",")))
@@ -308,11 +357,31 @@ def main(argv: list[str] | None = None) -> int:
                 bpath.unlink()
             report["bridge"] = bridge
             report["bridge_text"] = bridge_text
+        upstream: dict[str, Any] | None = None
+        upstream_text = ""
+        if "upstream" not in skip:
+            print("## upstream (brokered calls, catalogue scale)")
+            upath = REPORT_DIR / f".upstream-{stamp}.json"
+            upstream_text, upstream = _script("bench_upstream.py", quick, upath)
+            with contextlib.suppress(OSError):
+                upath.unlink()
+            report["upstream"] = upstream
+            report["upstream_text"] = upstream_text
+        gateways: dict[str, Any] | None = None
+        gateways_text = ""
+        if "gateways" not in skip:
+            print("## gateways (direct, FastMCP proxy, mcp-proxy, SharedOS)")
+            gpath = REPORT_DIR / f".gateways-{stamp}.json"
+            gateways_text, gateways = _script("bench_gateways.py", quick, gpath)
+            with contextlib.suppress(OSError):
+                gpath.unlink()
+            report["gateways"] = gateways
+            report["gateways_text"] = gateways_text
     load = sampler.summary()
     elapsed = time.time() - started
     report["load_average"] = load
     report["elapsed_s"] = elapsed
-    tg = targets(rows, probes, bridge)
+    tg = targets(rows, probes, bridge, upstream, gateways)
     report["targets"] = tg
 
     print()
@@ -366,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\nkernel\n" + kernel_text.rstrip())
     if bridge_text:
         print("\nbridge\n" + bridge_text.rstrip())
+    if upstream_text:
+        print("\nupstream\n" + upstream_text.rstrip())
+    if gateways_text:
+        print("\ngateways\n" + gateways_text.rstrip())
     print()
     print(targets_table(tg))
     out = REPORT_DIR / f"bench-{stamp}.json"

@@ -14,6 +14,11 @@ from dataclasses import asdict, dataclass
 
 #: the SDK's own default body limit (mcp 2.3.0), used for stdio lines as well
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: tools per tools/list page: 10,000 tools take 10 pages, well inside every measured
+#: client's page cap (the TypeScript SDK's 64, the Python SDK's re-list 100, Pi's 1,000)
+DEFAULT_LIST_PAGE_SIZE = 1000
+#: bytes of tool JSON per page: half the Python SDK client's 1 MiB event limit
+DEFAULT_LIST_PAGE_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,11 @@ class TransportLimits:
     #: then at most this many individual records per second; the rest are counted and
     #: recorded together in one aggregate record as soon as the rate allows (and at close)
     malformed_per_second: float = 2.0
+    #: tools per ``tools/list`` page; a longer catalogue is paginated with ``nextCursor``
+    list_page_size: int = DEFAULT_LIST_PAGE_SIZE
+    #: and at most about this many bytes of tool JSON per page (one larger tool gets a page
+    #: of its own): the MCP Python SDK client refuses an event over 1 MiB
+    list_page_bytes: int = DEFAULT_LIST_PAGE_BYTES
 
     def __post_init__(self) -> None:
         for name in (
@@ -48,7 +58,14 @@ class TransportLimits:
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"TransportLimits.{name} must be positive")
-        for name in ("max_connections", "max_sessions", "max_frame_bytes", "malformed_burst"):
+        for name in (
+            "max_connections",
+            "max_sessions",
+            "max_frame_bytes",
+            "malformed_burst",
+            "list_page_size",
+            "list_page_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"TransportLimits.{name} must be at least 1")
 

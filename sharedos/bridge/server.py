@@ -25,6 +25,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 
 from sharedos.bridge.diagnostics import (
     REACHED_SERVER,
@@ -37,8 +38,9 @@ from sharedos.bridge.frames import CallAttempt, Problem
 from sharedos.bridge.hooks import LogGate, RequestContext, make_hooks
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
+from sharedos.bridge.pages import InvalidCursor, PageCursors, cut_pages
 from sharedos.bridge.results import internal_error_result, to_wire_result
-from sharedos.bridge.wire import CATALOG_HASH_META_KEY, ExcludedTool, sieve_catalog
+from sharedos.bridge.wire import CATALOG_HASH_META_KEY, WIRE_SIEVE, ExcludedTool
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.evidence import MAX_STORED_ARGUMENTS, EncodedJson, plain_json, storable_json_text
 from sharedos.kernel import ToolResult, TurnCatalog
@@ -120,6 +122,8 @@ class TurnEndpoint:
     log_gate: LogGate = field(default_factory=LogGate)
     recorder: WireRecorder = field(init=False)
     _portable: PortableNameMap | None = None
+    _pages: list[tuple[int, int]] = field(default_factory=list)
+    _cursors: PageCursors = field(init=False)
     _schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (received, tool, client name, client version, versions) -> (static diagnostics, its text)
     _static: dict[tuple[object, ...], tuple[dict[str, Any], str | None]] = field(
@@ -142,15 +146,26 @@ class TurnEndpoint:
             limits=self.limits,
             stats=self.stats,
         )
-        self.tools, self.excluded = sieve_catalog(self.catalog.tools)
+        # Remembered per published definition across turns (WIRE_SIEVE): a turn of
+        # 10,000 known tools costs a hash lookup per tool here, not a schema check.
+        self.tools, sizes, self.excluded = WIRE_SIEVE.sieve_sized(self.catalog.tools)
         for gone in self.excluded:
             logger.warning("bridge: tool %r left out of tools/list: %s", gone.name, gone.reason)
         if self.portable_names:
             self._portable = PortableNameMap(t.name for t in self.tools)
-            self.tools = [
-                t.model_copy(update={"name": self._portable.to_portable(t.name)})
-                for t in self.tools
+            portable = [self._portable.to_portable(t.name) for t in self.tools]
+            sizes = [
+                n + len(p) - len(t.name)
+                for n, p, t in zip(sizes, portable, self.tools, strict=True)
             ]
+            self.tools = [
+                t.model_copy(update={"name": p}) for t, p in zip(self.tools, portable, strict=True)
+            ]
+        # Pages are cut once: the catalogue is fixed for the turn, and so are its pages.
+        self._pages = cut_pages(
+            sizes, max_items=self.limits.list_page_size, max_bytes=self.limits.list_page_bytes
+        )
+        self._cursors = PageCursors(len(self._pages))
         # Listed name -> inputSchema, for the SDK's Mcp-Param header check on 2026-07-28.
         # Without it the SDK runs the whole tools/list handler (and serializes the
         # result) on every tools/call just to find one schema.
@@ -162,12 +177,36 @@ class TurnEndpoint:
         return str(self.catalog.catalog_hash)
 
     # -- handlers ---------------------------------------------------------------
+    @property
+    def pages(self) -> int:
+        """How many ``tools/list`` pages the turn's catalogue takes (``TransportLimits``)."""
+        return len(self._pages)
+
     async def on_list_tools(
         self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """The turn's tools; the same list for the whole turn (ttlMs 0, cacheScope private)."""
+        """One page of the turn's tools (ttlMs 0, cacheScope private); ``nextCursor`` names the next.
+
+        The pages are the same for the whole turn. A cursor this turn did not
+        issue (stale, from another turn, altered) is JSON-RPC -32602.
+        """
+        cursor = None if params is None else params.cursor
+        try:
+            page = 0 if cursor is None else self._cursors.page(cursor)
+        except InvalidCursor:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=(
+                    "tools/list: invalid cursor: this turn did not issue it (it is from another "
+                    "turn or an earlier listing, or it was altered); list again without a cursor"
+                ),
+            ) from None
+        start, end = self._pages[page]
+        following = page + 1
         return types.ListToolsResult(
-            tools=list(self.tools), _meta={CATALOG_HASH_META_KEY: self.catalog_hash}
+            tools=self.tools[start:end],
+            next_cursor=self._cursors.cursor(following) if following < len(self._pages) else None,
+            _meta={CATALOG_HASH_META_KEY: self.catalog_hash},
         )
 
     async def on_set_logging_level(

@@ -240,6 +240,7 @@ async def _open_http(
         diagnostics={
             "excludedTools": [{"name": e.name, "reason": e.reason} for e in endpoint.excluded],
             "tools": len(endpoint.tools),
+            "pages": endpoint.pages,
         },
         transport_stats=stats,
         serve_socket=uv.add_socket,

@@ -22,7 +22,6 @@ from typing import Any
 
 import rfc8785
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -34,6 +33,7 @@ from pydantic import (
 )
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
+from sharedos.catalog.schemacheck import schema_problem
 from sharedos.errors import SharedOSError
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
@@ -126,12 +126,9 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
         raise ToolDefinitionError(
             f'tool {tool!r}: {field} root type must be "object", got {out["type"]!r}'
         )
-    try:
-        Draft202012Validator.check_schema(out)
-    except SchemaError as exc:
-        raise ToolDefinitionError(
-            f"tool {tool!r}: {field} is not a valid JSON Schema: {exc.message}"
-        ) from None
+    problem = schema_problem(out)  # remembered by the schema's content hash
+    if problem is not None:
+        raise ToolDefinitionError(f"tool {tool!r}: {field} is not a valid JSON Schema: {problem}")
     return out
 
 

@@ -39,8 +39,11 @@ class ToolRegistrationError(SharedOSError, ValueError):
 class ContextToolProvider(Protocol):
     """Contributes tools for one access context, without touching any shared registry.
 
-    ``tools_for`` is called when a catalogue is listed and when a call is
-    looked up, so it should be cheap (cache on your side, keyed by context).
+    ``tools_for`` is called when a catalogue is listed, and when a call is
+    looked up without its turn's catalogue, so it should be cheap (cache on
+    your side, keyed by context). A call that carries the catalogue listed
+    for its turn is looked up in the view that catalogue was listed from:
+    a turn's tools are fixed for the turn.
     """
 
     def tools_for(self, context: AccessContext) -> Iterable[ToolDefinition]:
@@ -201,7 +204,7 @@ class ToolRegistry:
 class RegistryView(Mapping[str, ToolDefinition]):
     """An immutable snapshot of the tools one context may be offered."""
 
-    __slots__ = ("_by_name", "_sorted", "overlay")
+    __slots__ = ("_by_name", "_secret_names", "_sorted", "overlay")
 
     def __init__(
         self,
@@ -212,6 +215,7 @@ class RegistryView(Mapping[str, ToolDefinition]):
     ) -> None:
         self._by_name = by_name
         self._sorted = sorted_tools
+        self._secret_names: frozenset[str] | None = None
         #: True when per-context provider tools are part of this view
         self.overlay = overlay
 
@@ -224,6 +228,15 @@ class RegistryView(Mapping[str, ToolDefinition]):
     def tools(self) -> tuple[ToolDefinition, ...]:
         """Tools sorted by name."""
         return self._sorted
+
+    def secret_argument_names(self) -> frozenset[str]:
+        """The secret argument names of every tool in the view (computed once per view)."""
+        names = self._secret_names
+        if names is None:
+            names = self._secret_names = frozenset(
+                n for t in self._sorted for n in t.secret_arguments
+            )
+        return names
 
     def __getitem__(self, name: str) -> ToolDefinition:
         return self._by_name[name]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
@@ -25,6 +25,9 @@ from sharedos.toolpolicy import ToolPolicy
 
 #: (namespace, action, resource expression) of a requirement
 RequirementKey = tuple[str, str, str]
+#: run policies, and tool names per run policy, whose eligibility is remembered
+_RUN_POLICIES_KEPT = 64
+_NAMES_KEPT = 65_536
 
 
 def requirement_key(requirement: Any) -> RequirementKey | None:
@@ -35,13 +38,26 @@ def requirement_key(requirement: Any) -> RequirementKey | None:
     return None
 
 
+#: (registry version, context cache key, turn id) a catalogue's tool snapshot belongs to
+ViewKey = tuple[int, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class TurnCatalog:
-    """The catalogue one context sees for one turn, fixed for the life of the turn."""
+    """The catalogue one context sees for one turn, fixed for the life of the turn.
+
+    ``view`` is the registry view the catalogue was computed from when
+    per-context providers contributed to it (``None`` otherwise: the shared
+    registry's view costs nothing to build), for ``view_key``'s context and
+    turn. A call of that turn looks its tool up there (``Kernel.view_for``)
+    instead of merging the providers' tools again.
+    """
 
     tools: tuple[PublishedToolDefinition, ...]
     catalog_hash: str
     names: frozenset[str]
+    view: RegistryView | None = field(default=None, compare=False, repr=False)
+    view_key: ViewKey | None = field(default=None, compare=False, repr=False)
 
     def wire(self) -> list[dict[str, object]]:
         """The published tools in wire spelling, sorted by name."""
@@ -85,6 +101,11 @@ class Kernel:
         self._eligible: LRUCache[
             tuple[int, ToolPolicy], tuple[tuple[ToolDefinition, RequirementKey | None], ...]
         ] = LRUCache(64)
+        #: run policy -> tool name -> (eligible, requirement key). Both depend on the name
+        #: alone (the policy is fixed for the kernel), so a provider's 10,000 tools are not
+        #: matched against the run policy and the requirements again at every turn. Plain
+        #: dicts (get/set are atomic), cleared when full.
+        self._by_name: dict[ToolPolicy, dict[str, tuple[bool, RequirementKey | None]]] = {}
 
     def decision_context(self, context: AccessContext) -> Mapping[str, Any]:
         """The ``context`` a call is decided in: ``policy_input``, plus ``now`` (this
@@ -110,6 +131,26 @@ class Kernel:
         """The tools ``context`` may be offered (shared + its providers' tools)."""
         return self.registry.view(context)
 
+    def view_for(self, context: AccessContext, catalog: TurnCatalog | None) -> RegistryView:
+        """The view a call of ``context`` looks its tool up in.
+
+        The snapshot ``catalog`` was listed from when it was listed for this
+        context and turn at the current registry version: the turn's tools are
+        fixed for the turn, so a call costs a dict lookup however many tools
+        the providers contribute. Anything else (no catalogue, another
+        context's or turn's catalogue, a registry changed since) gets a fresh
+        ``view(context)``, exactly as without a catalogue.
+        """
+        if catalog is not None:
+            snapshot = catalog.view
+            if snapshot is not None and catalog.view_key == (
+                self.registry.version,
+                context.cache_key,
+                context.turn_id,
+            ):
+                return snapshot
+        return self.view(context)
+
     def eligible(self, tool: ToolDefinition, tool_policy: ToolPolicy) -> bool:
         """In the run's managed set and governed by a requirement (context not considered)."""
         return tool_policy.is_managed(tool.name) and tool.name in self.policy.requirements
@@ -122,7 +163,7 @@ class Kernel:
         with self._cache_lock:
             hit = self._eligible.get(key)
         if hit is None:
-            hit = self._with_keys(t for t in view.tools() if self.eligible(t, tool_policy))
+            hit = self._eligible_keyed(view.tools(), tool_policy)
             with self._cache_lock:
                 self._eligible[key] = hit
         return hit
@@ -132,6 +173,30 @@ class Kernel:
     ) -> tuple[tuple[ToolDefinition, RequirementKey | None], ...]:
         requirements = self.policy.requirements
         return tuple((t, requirement_key(requirements.get(t.name))) for t in tools)
+
+    def _eligible_keyed(
+        self, tools: Iterable[ToolDefinition], tool_policy: ToolPolicy
+    ) -> tuple[tuple[ToolDefinition, RequirementKey | None], ...]:
+        """``eligible`` tools with their requirement keys, remembered per name and run policy."""
+        known = self._by_name.get(tool_policy)
+        if known is None:
+            if len(self._by_name) >= _RUN_POLICIES_KEPT:
+                self._by_name.clear()
+            known = self._by_name[tool_policy] = {}
+        elif len(known) >= _NAMES_KEPT:
+            known.clear()
+        requirements = self.policy.requirements
+        out: list[tuple[ToolDefinition, RequirementKey | None]] = []
+        for tool in tools:
+            info = known.get(tool.name)
+            if info is None:
+                info = known[tool.name] = (
+                    self.eligible(tool, tool_policy),
+                    requirement_key(requirements.get(tool.name)),
+                )
+            if info[0]:
+                out.append((tool, info[1]))
+        return tuple(out)
 
     def list_tools(self, context: AccessContext, tool_policy: ToolPolicy) -> TurnCatalog:
         """The effective catalogue: managed tools with a requirement that some permit could allow.
@@ -149,7 +214,7 @@ class Kernel:
                 return cached
         view = self.view(context)
         if view.overlay:
-            eligible = self._with_keys(t for t in view.tools() if self.eligible(t, tool_policy))
+            eligible = self._eligible_keyed(view.tools(), tool_policy)
         else:
             eligible = self._eligible_shared(version, view, tool_policy)
         policy_input = context.policy_input
@@ -182,6 +247,8 @@ class Kernel:
             tools=listed,
             catalog_hash=catalog_hash(listed),
             names=names,
+            view=view if view.overlay else None,
+            view_key=(version, cache_key, context.turn_id) if view.overlay else None,
         )
         if not view.overlay and self.registry.version == version:
             with self._cache_lock:

@@ -279,7 +279,8 @@ class RuntimeHost:
         raw = getattr(attempt.call, "tool", None)
         if not is_valid_tool_name(raw):
             return None
-        return self.kernel.view(attempt.context).get_tool(raw)
+        # the turn's own snapshot when the call carries its turn's catalogue (a dict lookup)
+        return self.kernel.view_for(attempt.context, attempt.catalog).get_tool(raw)
 
     def _check_tool(self, attempt: Attempt) -> Verdict:
         """1. The raw name must name a tool of this context's view that a requirement governs."""
@@ -371,7 +372,7 @@ class RuntimeHost:
         in the context's view is redacted (conservative).
         """
         if tool is None:
-            attempt.secret_names = self._all_secret_names(attempt.context)
+            attempt.secret_names = self._all_secret_names(attempt)
         else:
             attempt.secret_names = tool.secret_arguments
         secrets = self.host_secrets
@@ -395,7 +396,7 @@ class RuntimeHost:
     def _redact_conservatively(self, attempt: Attempt) -> None:
         """After a failed lookup: redact every tool's secret fields, or store no arguments."""
         try:
-            attempt.secret_names = attempt.secret_names or self._all_secret_names(attempt.context)
+            attempt.secret_names = attempt.secret_names or self._all_secret_names(attempt)
         except Exception:
             attempt.arguments = None  # cannot tell what is secret: keep nothing
         attempt.secrets = attempt.secrets or self.host_secrets
@@ -410,17 +411,18 @@ class RuntimeHost:
         self._tool_secrets[id(tool)] = (tool, made)
         return made
 
-    def _all_secret_names(self, context: AccessContext) -> frozenset[str]:
-        """The secret argument names of every tool in ``context``'s view."""
+    def _all_secret_names(self, attempt: Attempt) -> frozenset[str]:
+        """The secret argument names of every tool in the view the call was looked up in."""
         registry = self.kernel.registry
         version = registry.version
         cached = self._view_secret_names
-        view = self.kernel.view(context)
-        if not view.overlay and cached is not None and cached[0] == version:
+        view = self.kernel.view_for(attempt.context, attempt.catalog)
+        if view.overlay:
+            return view.secret_argument_names()  # computed once per view (per turn)
+        if cached is not None and cached[0] == version:
             return cached[1]
-        names = frozenset(n for t in view.tools() for n in t.secret_arguments)
-        if not view.overlay:
-            self._view_secret_names = (version, names)
+        names = view.secret_argument_names()
+        self._view_secret_names = (version, names)
         return names
 
     # -- steps 6-8: an allowed call -------------------------------------------------------

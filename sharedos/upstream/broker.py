@@ -37,7 +37,7 @@ from anyio.abc import TaskGroup
 from cachetools import LRUCache
 from pydantic import SecretStr
 
-from sharedos.catalog.collisions import find_name_collisions
+from sharedos.catalog.collisions import NameCollision, find_name_collisions
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
@@ -64,6 +64,8 @@ _INLINE_BUILDS = 8
 _INLINE_ASSEMBLE = 64
 #: refusals shown one per line in a report (all of them are in ``as_dict``)
 _SHOWN_REFUSALS = 20
+#: (upstream, credential set) sessions whose latest definitions are kept for the next listing
+_SESSIONS_KEPT = 256
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
@@ -205,9 +207,16 @@ class UpstreamBroker:
         self._stderr = stderr if stderr is not None else default_stderr()
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._turns: dict[str, TurnUpstreams] = {}
-        self._definitions: LRUCache[tuple[str, str, str], ToolDefinition | Refusal] = LRUCache(8192)
-        #: the cache is filled from worker threads (one per upstream listing at once)
+        #: (upstream id, credential fingerprint) -> the definitions built from its latest
+        #: listing, by the digest of the listed tool. Replaced by each listing (so it never
+        #: holds more than one listing's tools per session), reused by the next one: an item
+        #: cache smaller than a catalogue would miss on every item of every turn.
+        self._definitions: LRUCache[tuple[str, str], dict[str, ToolDefinition | Refusal]] = (
+            LRUCache(_SESSIONS_KEPT)
+        )
+        #: the map is read and replaced from worker threads (one per upstream listing at once)
         self._definitions_lock = threading.Lock()
+        self._last_collisions: tuple[frozenset[str], list[NameCollision]] | None = None
         self._tg: TaskGroup | None = None
         self._exit: contextlib.AsyncExitStack | None = None
         self._reserved: frozenset[str] = frozenset()
@@ -333,7 +342,7 @@ class UpstreamBroker:
             per_upstream[uid] = (refused, drift)
         # names that collide after the harness alias sanitization, with each other or
         # with a shared tool, are all refused: a clash is reported, never resolved
-        clash = find_name_collisions([*candidates, *reserved])
+        clash = self._name_collisions(frozenset([*candidates, *reserved]))
         for collision in clash:
             for name in collision.names:
                 hit = candidates.pop(name, None)
@@ -382,6 +391,17 @@ class UpstreamBroker:
             placed = self._placements[config.id] = decide(config, self.confinement, self._environ)
         return placed
 
+    def _name_collisions(self, names: frozenset[str]) -> list[NameCollision]:
+        """``find_name_collisions(names)``; the last answer is kept (turn after turn, the
+        same listings give the same names, and sanitizing 10,000 names costs more than
+        hashing them)."""
+        last = self._last_collisions
+        if last is not None and last[0] == names:
+            return last[1]
+        found = find_name_collisions(names)
+        self._last_collisions = (names, found)
+        return found
+
     def _reserved_names(self) -> frozenset[str]:
         registry = self._registry
         if registry is None:
@@ -418,9 +438,8 @@ class UpstreamBroker:
         # large listing never stalls the event loop every turn of the process runs on;
         # a listing whose definitions are all cached but a few is cheaper inline
         with self._definitions_lock:
-            misses = sum(
-                1 for r in raw if (config.id, creds.fingerprint, r.digest) not in self._definitions
-            )
+            known = self._definitions.get((config.id, creds.fingerprint)) or {}
+        misses = sum(1 for r in raw if r.digest not in known)
         if misses > _INLINE_BUILDS:
             await anyio.to_thread.run_sync(self._build, listing, creds, conn.scrubber)
         else:
@@ -432,21 +451,24 @@ class UpstreamBroker:
         """Turn ``listing.raw`` into definitions and refusals (runs in a worker thread)."""
         config = listing.config
         secrets = _credential_map(creds)
+        slot_key = (config.id, creds.fingerprint)
+        with self._definitions_lock:
+            known = self._definitions.get(slot_key) or {}
+        fresh: dict[str, ToolDefinition | Refusal] = {}
         for item in listing.raw:
-            key = (config.id, creds.fingerprint, item.digest)
-            with self._definitions_lock:
-                built = self._definitions.get(key) if item.digest else None
+            built = (known.get(item.digest) or fresh.get(item.digest)) if item.digest else None
             if built is None:
                 built = build_definition(
                     config, item, ForwardHandler(self, config.id, item.name), secrets, scrubber
                 )
-                if item.digest:
-                    with self._definitions_lock:
-                        self._definitions[key] = built
+            if item.digest:
+                fresh[item.digest] = built
             if isinstance(built, Refusal):
                 listing.refused.append(built)
             else:
                 listing.tools.append((built, item))
+        with self._definitions_lock:
+            self._definitions[slot_key] = fresh
         counts = Counter(t.name for t, _ in listing.tools)
         dupes = {n for n, k in counts.items() if k > 1}
         if dupes:

@@ -148,6 +148,10 @@ class UpstreamConnection:
         self._limiter = anyio.CapacityLimiter(config.limits.max_concurrency)
         #: tools the transport takes out of listings for a limit (reported by name)
         self._screen = ListingScreen(config.limits)
+        #: the last listing's tools by their JSON text: an unchanged tool keeps its RawTool
+        #: (and digest) instead of being canonicalized again (RFC 8785 in pure Python is
+        #: most of a 10,000-tool listing's cost on this side)
+        self._listed: dict[str, RawTool] = {}
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, tg: TaskGroup) -> None:
@@ -346,11 +350,15 @@ class UpstreamConnection:
                 f"upstream {self.config.id!r} failed to list its tools: {why}{self._stderr_hint()}",
             ) from None
         dropped = self._screen.take()
+        seen: dict[str, RawTool] = {}
         if len(listed) + len(dropped) <= _INLINE_TOOLS:
-            return raw_tools(listed, self.config.limits, self.scrubber, dropped)
-        return await anyio.to_thread.run_sync(
-            raw_tools, listed, self.config.limits, self.scrubber, dropped
-        )
+            out = raw_tools(listed, self.config.limits, self.scrubber, dropped, self._listed, seen)
+        else:
+            out = await anyio.to_thread.run_sync(
+                raw_tools, listed, self.config.limits, self.scrubber, dropped, self._listed, seen
+            )
+        self._listed = seen
+        return out
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, progress: ProgressFn | None = None

@@ -97,6 +97,8 @@ def raw_tools(
     limits: UpstreamLimits,
     scrubber: Scrubber,
     dropped: Sequence[tuple[str, str]] = (),
+    known: Mapping[str, RawTool] | None = None,
+    seen: dict[str, RawTool] | None = None,
 ) -> list[RawTool]:
     """An upstream's listed ``mcp_types.Tool`` models as ``RawTool``s, limits applied.
 
@@ -105,6 +107,11 @@ def raw_tools(
     already took out of the answer for a limit (``transport.ListingScreen``), as
     (name, why); a tool still over a limit here is refused the same way. Either way
     it is kept by name with its ``problem``; names shown are scrubbed and shortened.
+
+    ``known`` maps a tool's JSON text (sorted keys) to its ``RawTool`` of the last
+    listing: an unchanged tool keeps it, digest included, instead of being
+    canonicalized again (RFC 8785 in pure Python is most of a 10,000-tool
+    listing's cost here). Every tool of this listing is put in ``seen`` the same way.
     """
     out: list[RawTool] = []
     for name, problem in dropped:
@@ -116,8 +123,15 @@ def raw_tools(
         if problem:
             shown = _shown_name(scrubber.text(str(wire.get("name", ""))))
             out.append(RawTool(shown, {"name": shown}, "", problem))
-        else:
+        elif known is None and seen is None:
             out.append(raw_tool(wire))
+        else:
+            # equal text <=> equal JSON value: the key never joins two different tools
+            text = json.dumps(wire, sort_keys=True, separators=(",", ":"))
+            item = (known or {}).get(text) or (seen or {}).get(text) or raw_tool(wire)
+            if seen is not None:
+                seen[text] = item
+            out.append(item)
     return out
 
 

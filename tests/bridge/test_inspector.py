@@ -86,3 +86,35 @@ async def test_inspector_lists_and_calls(
         "succeeded",
         "denied",
     ]
+
+
+async def test_inspector_follows_next_cursor(
+    node_tools: NodeTools, runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    """Two tools a page: the Inspector walks every page, and calls a tool of the last one."""
+    from sharedos.bridge.limits import TransportLimits
+
+    limits = TransportLimits(list_page_size=2)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.url is not None and turn.diagnostics["pages"] >= 3
+        header = ["--header", f"Authorization: Bearer {turn.token}"]
+        listed = await _inspector(node_tools, tmp_path, turn.url, *header, "--method", "tools/list")
+        last = sorted(turn.catalog.names)[-1]
+        called = await _inspector(
+            node_tools,
+            tmp_path,
+            turn.url,
+            *header,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            last,
+            "--tool-arg",
+            "seconds=0",
+        )
+    assert listed.returncode == 0, listed.stderr
+    names = sorted(t["name"] for t in _json(listed.stdout)["tools"])  # type: ignore[attr-defined,index]
+    assert names == sorted(turn.catalog.names)
+    assert last == "slow.wait"
+    assert called.returncode == 0, called.stderr
+    assert "done" in called.stdout

@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.server.lowlevel.server import Server
 
 from sharedos.bridge.server import TurnEndpoint
-from sharedos.bridge.wire import sieve_catalog
+from sharedos.bridge.wire import WireSieve, sieve_catalog
 from sharedos.catalog.definition import PublishedToolDefinition, ToolMetadata
 from sharedos.kernel.context import AccessContext
 from sharedos.kernel.kernel import TurnCatalog
@@ -91,3 +91,42 @@ def test_sieve_reasons() -> None:
     assert "description" in reasons["no.desc"]
     assert "JSON Schema" in reasons["bad.json"]
     assert "outputSchema" in reasons["bad.out"]
+
+
+def _published(name: str, schema: dict[str, Any]) -> PublishedToolDefinition:
+    return PublishedToolDefinition.model_construct(
+        name=name,
+        description="A tool",
+        input_schema=schema,
+        output_schema=None,
+        annotations=None,
+        metadata=ToolMetadata(namespace=name.split(".")[0]),
+    )
+
+
+def test_the_sieve_remembers_a_tool_and_rechecks_a_changed_one() -> None:
+    """Verdicts are kept per definition hash across turns; a changed definition is not let through."""
+    sieve = WireSieve()
+    good = {"type": "object", "properties": {"q": {"type": "string"}}}
+    ok, excluded = sieve.sieve([_published("memo.tool", good)])
+    assert [t.name for t in ok] == ["memo.tool"] and not excluded
+    again, _ = sieve.sieve([_published("memo.tool", dict(good))])  # a later turn, equal tool
+    assert again[0] is ok[0] and sieve.checked == 1
+    # the same name, a changed schema: a new hash, checked, and left out
+    changed = {"type": "object", "properties": {"q": {"type": 3}}}
+    ok2, excluded2 = sieve.sieve([_published("memo.tool", changed)])
+    assert ok2 == [] and [e.name for e in excluded2] == ["memo.tool"]
+    assert "not a valid JSON Schema" in excluded2[0].reason
+    assert sieve.checked == 2
+    # a changed description is a changed definition too: checked again, published as changed
+    described = PublishedToolDefinition.model_construct(
+        **{**_published("memo.tool", good).__dict__, "description": "Another description"}
+    )
+    ok3, _ = sieve.sieve([described])
+    assert ok3[0].description == "Another description" and sieve.checked == 3
+
+
+def test_the_sieve_is_bounded() -> None:
+    sieve = WireSieve(maxsize=3)
+    sieve.sieve([_published(f"n.t{i}", {"type": "object"}) for i in range(10)])
+    assert len(sieve) == 3

@@ -8,6 +8,11 @@ speaking both protocol eras over stdio or streamable HTTP:
   ``tools/list`` (edit the file to make the tools drift); without it a fixed
   set is served (``echo``, ``slow``, ``gate``, ``crash``, ``progress``, ``whoami``,
   ``fail``, ``big``, ...).
+- ``--many N``: N more tools ``t00000`` ... (``many_tools(N)``: each with its own
+  description and a small object schema, answered like an unknown name), for
+  catalogue-scale tests and benchmarks; built once, not re-read.
+- ``--page-size N``: ``tools/list`` answers N tools per page with a ``nextCursor``
+  (the offset, as a string), as a large real server would; without it, one page.
 - ``--log FILE``: every request and notification received is appended as one
   JSON line (``{"method", "params"}``) -- the upstream's own account of what
   reached it.
@@ -114,6 +119,26 @@ DEFAULT_TOOLS: list[dict[str, Any]] = [
 ]
 
 
+def many_tools(n: int) -> list[dict[str, Any]]:
+    """``n`` generated tools ``t00000`` ...: distinct descriptions, one small object schema each."""
+    return [
+        {
+            "name": f"t{i:05d}",
+            "description": f"Generated tool number {i} of {n}: answers with its own name.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "message": {"type": "string"},
+                    f"option_{i % 7}": {"type": "integer", "minimum": 0},
+                },
+                "required": ["path"],
+            },
+        }
+        for i in range(n)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tools", type=Path)
@@ -122,7 +147,10 @@ def main() -> None:
     parser.add_argument("--require-header", default=None)
     parser.add_argument("--max-life", type=float, default=120.0)
     parser.add_argument("--name", default="sharedos-fixture-upstream")
+    parser.add_argument("--many", type=int, default=0)
+    parser.add_argument("--page-size", type=int, default=0)
     opts = parser.parse_args()
+    generated = [types.Tool.model_validate(t) for t in many_tools(opts.many)]
 
     def log(method: str, params: Any) -> None:
         if opts.log is None:
@@ -137,9 +165,17 @@ def main() -> None:
         return list(json.loads(opts.tools.read_text(encoding="utf-8")))
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        log("tools/list", None)
+        cursor = getattr(params, "cursor", None)
+        log("tools/list", {"cursor": cursor} if cursor else None)
         listed_mtime[0] = tools_mtime()
-        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tool_defs()])
+        tools = [types.Tool.model_validate(t) for t in tool_defs()] + generated
+        if opts.page_size <= 0:
+            return types.ListToolsResult(tools=tools)
+        start = int(cursor or 0)
+        end = start + opts.page_size
+        return types.ListToolsResult(
+            tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None
+        )
 
     def text(value: str) -> list[types.TextContent]:
         return [types.TextContent(type="text", text=value)]
