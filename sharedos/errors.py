@@ -55,7 +55,8 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── TurnClosedError(RuntimeError)         sharedos.bridge.stdio
     │   ├── TurnFileError(ValueError)             sharedos.bridge.turnfile
     │   ├── RelayError(RuntimeError)              sharedos.bridge.relay_client
-    │   └── RelayProtocolError(ValueError)        sharedos.bridge.relay_wire
+    │   ├── RelayProtocolError(ValueError)        sharedos.bridge.relay_wire
+    │   └── InvalidCursor(ValueError)             sharedos.bridge.pages
     ├── harness
     │   ├── HostConfigError(ValueError)           sharedos.harness.hostconfig
     │   │   └── MissingHostVariable               sharedos.harness.hostconfig

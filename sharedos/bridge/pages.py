@@ -25,6 +25,8 @@ import hmac
 import secrets
 from collections.abc import Sequence
 
+from sharedos.errors import SharedOSError
+
 #: version byte of the cursor format
 _FORMAT = 1
 #: bytes of the HMAC-SHA256 tag kept in a cursor (128 bits)
@@ -33,7 +35,7 @@ _TAG = 16
 _CONTEXT = b"sharedos tools/list page\x00"
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(SharedOSError, ValueError):
     """A cursor this turn did not issue (stale, from another turn, or altered)."""
 
 

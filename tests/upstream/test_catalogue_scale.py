@@ -38,7 +38,13 @@ def rules(n: int) -> str:
 
 async def test_ten_thousand_tools_are_listed_and_called_in_both_eras(tmp_path: Path) -> None:
     log = tmp_path / "fx.log"
-    upstream = fixture_upstream("fx", log, extra_args=["--many", str(TOOLS), "--page-size", "2500"])
+    # over the default cap of 1,000 tools an upstream (limits.max_tools): raised on purpose
+    upstream = fixture_upstream(
+        "fx",
+        log,
+        extra_args=["--many", str(TOOLS), "--page-size", "2500"],
+        extra=f"limits = {{ max_tools = {TOOLS + 10} }}\n",
+    )
     async with brokered(tmp_path, upstream, rules(TOOLS)) as env:
         ctx = env.context()
         tool_policy = env.policy.tool_policies["run"]
