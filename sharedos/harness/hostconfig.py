@@ -230,6 +230,10 @@ class PolicySourceConfig(BaseModel):
     (default: under ``$XDG_STATE_HOME/sharedos/``, one file per source:
     ``sharedos.bundles.state``). ``time_zone``: the IANA zone of ``context.now``
     for a policy that reads the time (default ``UTC``; docs/policy-language.md).
+    ``shadow``: a candidate policy (sources, or a bundle verified with ``keys``)
+    that decides every call too, never enforced, its decision recorded beside
+    the enforced one (``sharedos.bundles.shadow``; docs/policy-language.md,
+    "Changing a policy safely").
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -239,6 +243,14 @@ class PolicySourceConfig(BaseModel):
     poll_interval_s: float = Field(default=30.0, gt=0)
     state: str | None = None
     time_zone: str = "UTC"
+    shadow: str | None = None
+
+    @field_validator("shadow")
+    @classmethod
+    def _shadow(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("shadow names a candidate policy: a path or a bundle URL")
+        return value
 
     @field_validator("time_zone")
     @classmethod
@@ -338,8 +350,8 @@ class HostConfig(BaseModel):
     def state_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """SharedOS's own state named by this file, which no sandbox may show.
 
-        The host file itself and its pin file, the policy bundle (when local)
-        and its trusted keys, the evidence signing key, the evidence database
+        The host file itself and its pin file, the policy bundle and the shadow
+        policy (when local) and the trusted keys, the evidence signing key, the evidence database
         (a SQLite URL, with its ``-wal`` and ``-shm``).
         """
         env = environ if environ is not None else os.environ
@@ -351,10 +363,10 @@ class HostConfig(BaseModel):
             if value:
                 with contextlib.suppress(HostConfigError):
                     out.append(self.resolve_path(value, env))
-        bundle = self.policy.bundle
-        if bundle and not bundle.lower().startswith(("http://", "https://")):
-            with contextlib.suppress(HostConfigError):
-                out.append(self.resolve_path(bundle, env))
+        for bundle in (self.policy.bundle, self.policy.shadow):
+            if bundle and not bundle.lower().startswith(("http://", "https://")):
+                with contextlib.suppress(HostConfigError):
+                    out.append(self.resolve_path(bundle, env))
         if self.evidence.url:
             from sharedos.evidence.url import parse_store_url
 
