@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sharedos.outcomes import Effect
 from sharedos.policy.decision import Decision, RuleRef
 from sharedos.policy.evaluator import Evaluator
 
@@ -74,11 +75,29 @@ def decide_request(policy: Evaluator, request: Request) -> Decision:
     return policy.decide(request.tool, request.args, request.context)
 
 
+#: how far each effect lets a call go: deny, then approval_required (it runs once
+#: approved), then allow
+_REACH = {Effect.DENY: 0, Effect.APPROVAL_REQUIRED: 1, Effect.ALLOW: 2}
+
+
 def change_kind(old: Decision, new: Decision) -> ChangeKind | None:
-    """How the decision changed (None: the same effect and reason)."""
+    """How the decision changed (None: the same effect and reason).
+
+    ``widened`` when the call can now go further (deny -> approval_required ->
+    allow), ``narrowed`` when less far.
+    """
     if old.effect is new.effect:
-        return None if old.reason is new.reason else "reason changed"
-    return "widened" if new.allowed else "narrowed"
+        if old.reason is not new.reason:
+            return "reason changed"
+        # who may approve changed: the call waits for someone else now
+        if (
+            old.approval is not None
+            and new.approval is not None
+            and set(old.approval.approvers) != set(new.approval.approvers)
+        ):
+            return "reason changed"
+        return None
+    return "widened" if _REACH[new.effect] > _REACH[old.effect] else "narrowed"
 
 
 class RuleForms:
@@ -88,17 +107,19 @@ class RuleForms:
 
     def __init__(self, policy: Evaluator | None) -> None:
         self.by_id: dict[str, tuple[Any, ...]] = {}
-        for i in range(policy.rule_count if policy is not None else 0):
-            assert policy is not None
-            rule = policy.rule(i)
+        records = [] if policy is None else [policy.rule(i) for i in range(policy.rule_count)]
+        if policy is not None and policy.approvals is not None:
+            records += policy.approvals.all_rules()
+        for rule in records:
             cond = rule.condition
             text = None if cond is None else json.dumps(cond, sort_keys=True)
             self.by_id[rule.id] = (
-                rule.forbid,
+                rule.effect,
                 rule.namespace,
                 rule.pattern,
                 text,
                 rule.condition_kind,
+                getattr(rule, "approvers", ()),
             )
         self.forms = set(self.by_id.values())
 

@@ -118,7 +118,13 @@ def signature(rule: RuleRecord) -> tuple[Any, ...]:
     """What a rule means apart from where it is written and what it is called."""
     cond = rule.condition
     text = None if cond is None else json.dumps(cond, sort_keys=True, separators=(",", ":"))
-    return (rule.forbid, rule.pattern, text, rule.condition_kind)
+    return (
+        rule.effect,
+        rule.pattern,
+        text,
+        rule.condition_kind,
+        getattr(rule, "approvers", ()),  # an approval rule: who may approve is its meaning too
+    )
 
 
 def _meaning(rules: Sequence[RuleRecord]) -> frozenset[tuple[Any, ...]]:
