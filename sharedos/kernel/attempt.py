@@ -70,6 +70,8 @@ class Attempt:
     #: the stored arguments and their digest, when made from the one canonical encoding
     #: before the handler ran (else they are derived from ``arguments``)
     stored: tuple[Any, str] | None = None
+    #: the shadow policy's decision of the call (``sharedos.kernel.shadow``), for the row only
+    shadow: Mapping[str, Any] | None = None
 
     @classmethod
     def begin(
@@ -195,6 +197,7 @@ def attempt_record(
         context=stored_json(
             context_json if context_json is not None else decision_context(context), secrets
         ),
+        shadow=stored_json(attempt.shadow, secrets),
     )
 
 

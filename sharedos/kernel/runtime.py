@@ -71,6 +71,7 @@ from sharedos.kernel.handlers import HandlerContext, HandlerResult, LogHook, Pro
 from sharedos.kernel.kernel import Kernel, TurnCatalog
 from sharedos.kernel.recorder import EvidenceRecorder, EvidenceUnavailable, RecordOnlyStore
 from sharedos.kernel.result import ToolResult
+from sharedos.kernel.shadow import ShadowDecider
 from sharedos.kernel.threads import DaemonLane
 from sharedos.names import is_valid_tool_name
 from sharedos.outcomes import DENIAL_REASONS, Effect, Outcome, ReasonCode, outcome_for_reason
@@ -150,7 +151,9 @@ class RuntimeHost:
     ``host_secrets`` are values the host knows are secret (its configuration's
     credentials): they are scrubbed from every record field and every text a
     model is given. Sync handlers run on at most ``max_handler_threads``
-    daemon threads.
+    daemon threads. ``shadow``: a candidate policy that decides every call the
+    enforced policy decides too, recorded on the attempt and never acted on
+    (``sharedos.kernel.shadow``).
     """
 
     def __init__(
@@ -163,6 +166,7 @@ class RuntimeHost:
         synchronous: Literal["NORMAL", "FULL"] | None = None,
         host_secrets: Iterable[object] = (),
         max_handler_threads: int = 16,
+        shadow: ShadowDecider | None = None,
     ) -> None:
         if handler_timeout_s <= 0:
             raise ValueError("handler_timeout_s must be positive")
@@ -181,6 +185,8 @@ class RuntimeHost:
         #: the store as given (or opened); evidence is read back from here
         self.evidence: EvidenceStore = store
         self.handler_timeout_s = handler_timeout_s
+        #: the shadow policy's decider (None: no shadow policy)
+        self.shadow = shadow
         self.host_secrets = Secrets(host_secrets)
         writes: Any = store if callable(getattr(store, "begin", None)) else RecordOnlyStore(store)
         self._recorder = EvidenceRecorder(writes, timeout_s=evidence_timeout_s)
@@ -352,6 +358,9 @@ class RuntimeHost:
             tool.name, args, self.kernel.decision_context(context), context_key=context.cache_key
         )
         attempt.decision = decision
+        shadow = self.shadow
+        if shadow is not None:  # observes only: it never raises, and nothing reads it but the row
+            attempt.shadow = shadow.decide(tool.name, args, context, decision)
         if decision.effect != Effect.ALLOW:
             reason = (
                 decision.reason

@@ -1,0 +1,209 @@
+"""Shadow mode through the real call path: ``RuntimeHost.invoke_tool`` with a candidate policy.
+
+Every call the enforced policy decides is decided by the candidate too, on the
+same arguments and context; only the enforced decision acts (the handler runs
+or not by it alone); the attempt's row carries the candidate's decision and
+rule ids (schema 5, ``shadow``), on SQLite and PostgreSQL. A candidate that
+raises is recorded as an error and changes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharedos.catalog import ToolDefinition, ToolRegistry
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall, ToolResult
+from sharedos.kernel.shadow import MAX_SHADOW_ERROR, ShadowDecider
+from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.policy import compile_source
+from tests.evidence.stores import backend  # noqa: F401  (SQLite and PostgreSQL)
+
+from .conftest import ADMIN, ALICE, ALL, POLICY, echo_handler
+
+pytestmark = pytest.mark.anyio
+
+#: the candidate: /public/** loses read (narrowed), gains write (widened); admin.reset
+#: has no requirement any more; vault.get reads the clock
+CANDIDATE = (
+    POLICY.replace(
+        'permit read, list, search on "/public/**"',
+        '@id("public-list") permit list, search on "/public/**"\n'
+        '@id("public-write") permit write on "/public/**"',
+    )
+    .replace(
+        "requirement admin.reset { action reset; resource path(args.path) }\n"
+        'permit reset on "/**" when "admin" in context.roles\n',
+        "",
+    )
+    .replace(
+        'permit get on "/**"',
+        '@id("vault-by-day") permit get on "/**" when context.now.year >= 2000',
+    )
+)
+
+
+def candidate() -> ShadowDecider:
+    return ShadowDecider(compile_source(CANDIDATE, "candidate.sos"))
+
+
+async def call(
+    host: RuntimeHost, tool: str, arguments: Any, context: AccessContext = ALICE
+) -> ToolResult:
+    return await host.invoke_tool(ToolCall(tool=tool, arguments=arguments), context, ALL)
+
+
+def row(host: RuntimeHost, result: ToolResult) -> Any:
+    (rec,) = host.evidence.query(call_id=result.call_id)
+    return rec
+
+
+def test_the_candidate_differs_where_the_tests_say() -> None:
+    """The fixture itself: the candidate compiles and is another policy."""
+    policy = compile_source(POLICY, "kernel-test.sos")
+    assert candidate().policy_hash != policy.bundle_hash
+    assert "admin.reset" not in candidate().policy.requirements
+
+
+async def test_only_the_enforced_decision_acts_and_the_row_carries_both(
+    backend: tuple[str, str],  # noqa: F811
+    policy: Any,
+    registry: ToolRegistry,
+    sandbox: Path,
+) -> None:
+    from sharedos.evidence.url import open_store
+
+    shadow = candidate()
+    with open_store(backend[1]) as store:
+        host = RuntimeHost(Kernel(policy, registry), store, shadow=shadow)
+
+        # narrowed: the enforced policy allows the read, the candidate would deny it
+        read = await call(host, "files.read", {"path": "/public/a.txt"})
+        assert read.outcome is Outcome.SUCCEEDED
+        assert read.content == [{"type": "text", "text": "public A"}]
+        rec = row(host, read)
+        assert (rec.effect, rec.rule_ids) == ("allow", ("kernel-test.sos:10",))
+        assert rec.shadow == {
+            "policy": shadow.policy_hash,
+            "effect": "deny",
+            "reason": "no_matching_permit",
+            "rule_ids": [],
+        }
+
+        # widened: the candidate would allow the write, the enforced policy refuses it
+        write = await call(host, "files.write", {"path": "/public/new.txt", "content": "x"})
+        assert write.outcome is Outcome.DENIED
+        assert write.reason is ReasonCode.NO_MATCHING_PERMIT
+        assert not (sandbox / "public" / "new.txt").exists()  # nothing acted on the shadow
+        rec = row(host, write)
+        assert rec.effect == "deny"
+        assert rec.shadow == {
+            "policy": shadow.policy_hash,
+            "effect": "allow",
+            "reason": "allowed",
+            "rule_ids": ["public-write"],
+        }
+
+        # the same decision under both, the candidate's own rule id recorded
+        forbid = await call(host, "files.read", {"path": "/private/a.txt"})
+        assert forbid.reason is ReasonCode.FORBIDDEN
+        assert row(host, forbid).shadow == {
+            "policy": shadow.policy_hash,
+            "effect": "deny",
+            "reason": "forbidden",
+            "rule_ids": ["private-admins-only"],
+        }
+
+        # no requirement in the candidate: its resource (none) is recorded beside
+        reset = await call(host, "admin.reset", {"path": "/x"}, ADMIN)
+        assert reset.outcome is Outcome.SUCCEEDED
+        assert row(host, reset).shadow == {
+            "policy": shadow.policy_hash,
+            "effect": "deny",
+            "reason": "tool_unavailable",
+            "rule_ids": [],
+            "resource": None,
+        }
+
+        # refused before any decision: the candidate is not asked
+        bad = await call(host, "files.read", {"path": 3})
+        assert bad.reason is ReasonCode.INVALID_ARGUMENTS
+        assert row(host, bad).shadow is None
+        unknown = await call(host, "no.such", {})
+        assert row(host, unknown).shadow is None
+
+
+async def test_a_candidate_that_reads_the_clock_is_given_now(
+    policy: Any, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    from sharedos.evidence import SqliteEvidenceStore
+
+    shadow = candidate()
+    assert not getattr(policy, "reads_clock", False)  # the enforced policy does not
+    with SqliteEvidenceStore(tmp_path / "e.db") as store:
+        host = RuntimeHost(Kernel(policy, registry), store, shadow=shadow)
+        registry.register(
+            ToolDefinition(
+                name="vault.get",
+                description="Get.",
+                input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+                handler=echo_handler,
+            )
+        )
+        got = await call(host, "vault.get", {"path": "/k"})
+        assert got.outcome is Outcome.SUCCEEDED
+        assert row(host, got).shadow["rule_ids"] == ["vault-by-day"]
+
+
+class Raising:
+    """A candidate whose evaluation raises: a fault injected in front of the real policy."""
+
+    def __init__(self, policy: Any, exc: BaseException) -> None:
+        self.policy, self.exc = policy, exc
+        self.bundle_hash = policy.bundle_hash
+        self.requirements = policy.requirements
+
+    def decide(self, *args: Any, **kw: Any) -> Any:
+        raise self.exc
+
+    def could_permit(self, *args: Any, **kw: Any) -> bool:
+        raise self.exc
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("evaluator broke near hunter2-secret-token"),
+        RecursionError("maximum recursion depth exceeded"),
+        ValueError("x" * 5000),
+    ],
+)
+async def test_a_candidate_that_raises_changes_nothing(
+    exc: BaseException, policy: Any, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    from sharedos.evidence import SqliteEvidenceStore
+
+    shadow = ShadowDecider(Raising(compile_source(CANDIDATE, "candidate.sos"), exc))
+    with SqliteEvidenceStore(tmp_path / "e.db") as store:
+        host = RuntimeHost(
+            Kernel(policy, registry), store, shadow=shadow, host_secrets=["hunter2-secret-token"]
+        )
+        plain = RuntimeHost(Kernel(policy, registry), store)
+        for args in ({"path": "/public/a.txt"}, {"path": "/private/a.txt"}):
+            with_shadow = await call(host, "files.read", args)
+            without = await call(plain, "files.read", args)
+            # enforcement is exactly what it is without a shadow
+            assert (with_shadow.outcome, with_shadow.reason, with_shadow.content) == (
+                without.outcome,
+                without.reason,
+                without.content,
+            )
+            recorded = row(host, with_shadow).shadow
+            assert set(recorded) == {"policy", "error"}
+            assert recorded["policy"] == shadow.policy_hash
+            assert recorded["error"].startswith(type(exc).__name__)
+            assert len(recorded["error"]) <= MAX_SHADOW_ERROR
+            assert "hunter2-secret-token" not in recorded["error"]
+            assert row(plain, without).shadow is None
