@@ -207,3 +207,89 @@ async def test_a_candidate_that_raises_changes_nothing(
             assert len(recorded["error"]) <= MAX_SHADOW_ERROR
             assert "hunter2-secret-token" not in recorded["error"]
             assert row(plain, without).shadow is None
+
+
+def shadow_cli(*args: str) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from sharedos.cli.main import main
+
+    result = CliRunner().invoke(main, ["evidence", "shadow", *args])
+    return result.exit_code, result.output
+
+
+async def test_evidence_shadow_reports_what_the_candidate_would_have_done(
+    backend: tuple[str, str],  # noqa: F811
+    policy: Any,
+    registry: ToolRegistry,
+) -> None:
+    """Traffic through the real kernel into a real store, then ``sharedos evidence shadow``."""
+    import json
+
+    from sharedos.evidence.url import open_store
+
+    shadow = candidate()
+    with open_store(backend[1]) as store:
+        host = RuntimeHost(Kernel(policy, registry), store, shadow=shadow)
+        plain = RuntimeHost(Kernel(policy, registry), store)
+        for name in ("a", "b", "c"):  # would deny: the candidate takes /public reads away
+            await call(host, "files.read", {"path": f"/public/{name}.txt"})
+        for _ in range(2):  # would allow: the candidate permits /public writes
+            await call(host, "files.write", {"path": "/public/n.txt", "content": "x"})
+        await call(host, "files.read", {"path": "/private/a.txt"})  # same: forbidden
+        await call(host, "files.read", {"path": "/home/alice/x"})  # same: allowed
+        await call(plain, "files.read", {"path": "/public/a.txt"})  # no shadow policy
+        await call(host, "files.read", {"path": 7})  # refused before a decision
+    code, out = shadow_cli("--db", backend[1], "--format", "json")
+    assert code == 1, out
+    doc = json.loads(out)
+    assert doc["summary"] == {
+        "attempts": 9,
+        "shadowed": 7,
+        "without_shadow": 2,
+        "same": 2,
+        "errors": 0,
+        "would_allow": 2,
+        "would_deny": 3,
+        "reason_changed": 0,
+    }
+    assert [p["policy"] for p in doc["policies"]] == [shadow.policy_hash]
+    groups = {(g["kind"], g["tool"]): g for g in doc["groups"]}
+    assert set(groups) == {("would allow", "files.write"), ("would deny", "files.read")}
+    widened = groups[("would allow", "files.write")]
+    assert (widened["count"], widened["shadow_rules"]) == (2, ["public-write"])
+    narrowed = groups[("would deny", "files.read")]
+    assert narrowed["count"] == 3 and narrowed["enforced_rules"] == ["kernel-test.sos:10"]
+    assert len(narrowed["examples"]) == 3
+    example = narrowed["examples"][0]
+    assert example["enforced"] == {
+        "effect": "allow",
+        "reason": "allowed",
+        "rule_ids": ["kernel-test.sos:10"],
+    }
+    assert example["shadow"]["reason"] == "no_matching_permit"
+    assert example["principal"] == "alice" and example["resource"] == "/public/a.txt"
+    assert doc["by_tool"] == {"files.read": {"would deny": 3}, "files.write": {"would allow": 2}}
+    assert doc["by_rule"]["shadow:public-write"] == {"would allow": 2}
+    assert doc["by_rule"]["enforced:kernel-test.sos:10"] == {"would deny": 3}
+
+    code, text = shadow_cli("--db", backend[1], "--examples", "1")
+    assert code == 1
+    assert "would have been allowed: 2 attempts" in text
+    assert "files.write: 2 attempts  (shadow: public-write; enforced: no rule)" in text
+    assert "would have been denied: 3 attempts" in text
+    assert "enforced: allow allowed by kernel-test.sos:10; shadow: deny no_matching_permit" in text
+    assert text.count("      - turn ") == 2  # one example per group
+    assert "public-write: 2 would allow" in text
+
+    code, _ = shadow_cli("--db", backend[1], "--kind", "reason-changed")
+    assert code == 0  # nothing of that kind
+    code, out = shadow_cli("--db", backend[1], "--policy", "0000", "--format", "json")
+    assert code == 0 and json.loads(out)["summary"]["shadowed"] == 0
+
+
+def test_evidence_shadow_usage_errors(tmp_path: Path) -> None:
+    code, out = shadow_cli("--db", str(tmp_path / "missing.db"))
+    assert code == 2 and "Traceback" not in out
+    code, out = shadow_cli("--db", str(tmp_path / "x.db"), "--since", "yesterday")
+    assert code == 2 and "ISO-8601" in out
