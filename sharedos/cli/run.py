@@ -461,9 +461,10 @@ def _bundle_policy(host_config: Any) -> Any:
     return result.current.kernel_policy
 
 
-def _shadow(host_config: Any) -> Any:
-    """The decider of the host's ``[policy] shadow`` (None without one, or when it cannot be
-    loaded: the host says why on stderr and enforces exactly as without it)."""
+def _shadow(host_config: Any, enforced: Any = None) -> Any:
+    """The decider of the host's ``[policy] shadow`` beside the ``enforced`` policy (None
+    without one, or when it cannot be loaded: the host says why on stderr and enforces
+    exactly as without it)."""
     location = host_config.policy.shadow
     if not location:
         return None
@@ -480,7 +481,9 @@ def _shadow(host_config: Any) -> Any:
     if loaded.shadow is None:
         return None
     try:
-        return ShadowDecider(loaded.shadow.policy, time_zone=host_config.policy.time_zone)
+        return ShadowDecider(
+            loaded.shadow.policy, enforced=enforced, time_zone=host_config.policy.time_zone
+        )
     except Exception as exc:  # a shadow never stops the host
         click.echo(f"shadow policy not used: {exc}", err=True)
         return None
@@ -526,7 +529,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     try:
         kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)
         host = RuntimeHost(
-            kernel, store, handler_timeout_s=longest + 5.0, shadow=_shadow(host_config)
+            kernel, store, handler_timeout_s=longest + 5.0, shadow=_shadow(host_config, policy)
         )
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],

@@ -18,12 +18,19 @@ It never raises and never changes the enforced decision: the kernel records
 what it returns beside the decision that acts. A candidate that reads the
 clock gets ``context.now`` from the host's clock in the host's zone, read
 for it (the enforced decision read its own, microseconds apart).
+
+Given the ``enforced`` policy too, a tool whose requirement and rules mean the
+same in both policies (``sharedos.policy.analysis.diff.same_decisions``, the
+test ``sharedos-policy diff`` skips a tool by) is not decided again: the
+candidate's decision is the enforced one, its rules named by the candidate's
+ids. Only the tools a change touches cost a second evaluation.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from sharedos.kernel.context import AccessContext
@@ -33,21 +40,40 @@ __all__ = ["MAX_SHADOW_ERROR", "ShadowDecider"]
 
 #: a shadow failure is recorded as ``TYPE: message``, capped at this many characters
 MAX_SHADOW_ERROR = 500
+#: tools whose sameness is remembered (cleared when full: a long-lived host's tool names)
+_TOOLS_KEPT = 65_536
+#: a tool the candidate must decide itself
+_DECIDE: Mapping[str, str] | None = None
+#: a tool not looked at yet
+_UNKNOWN: Mapping[str, str] = MappingProxyType({})
 
 
 class ShadowDecider:
     """Decides calls under a candidate policy, for the record only (see the module docstring)."""
 
-    __slots__ = ("_clock", "_reads_clock", "policy", "policy_hash", "time_zone")
+    __slots__ = (
+        "_clock",
+        "_reads_clock",
+        "_same",
+        "enforced",
+        "policy",
+        "policy_hash",
+        "time_zone",
+    )
 
     def __init__(
         self,
         policy: PolicyLike,
         *,
+        enforced: PolicyLike | None = None,
         time_zone: str = "UTC",
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.policy = policy
+        #: the policy that acts, when known: tools it decides alike are not decided again
+        self.enforced = enforced
+        #: tool -> enforced rule id -> the candidate's id of the same rule (None: decide)
+        self._same: dict[str, Mapping[str, str] | None] = {}
         #: the candidate's bundle hash, recorded with every shadow decision
         self.policy_hash = str(policy.bundle_hash)
         self.time_zone = time_zone
@@ -71,6 +97,21 @@ class ShadowDecider:
         the candidate's). A candidate that raises gives ``{"policy", "error"}``.
         """
         try:
+            same = self._same.get(tool, _UNKNOWN) if self.enforced is not None else None
+            if same is _UNKNOWN:
+                same = self._sameness(tool)
+            if same is not None and enforced is not None:
+                try:
+                    ids = [same[r.id] for r in enforced.rule_ids]
+                except (KeyError, AttributeError):  # not a rule of this tool: decide it
+                    pass
+                else:
+                    return {
+                        "policy": self.policy_hash,
+                        "effect": str(enforced.effect),
+                        "reason": str(enforced.reason),
+                        "rule_ids": ids,
+                    }
             decision_context: Mapping[str, Any] = context.policy_input
             if self._reads_clock:
                 from sharedos.policy.clock import current
@@ -94,6 +135,23 @@ class ShadowDecider:
             return out
         except Exception as exc:  # a candidate never affects enforcement: record why, go on
             return {"policy": self.policy_hash, "error": _error_text(exc)}
+
+    def _sameness(self, tool: str) -> Mapping[str, str] | None:
+        """The rule-id map of a tool both policies decide alike, or None (remembered)."""
+        try:
+            from sharedos.policy.analysis.diff import same_decisions
+
+            same: Mapping[str, str] | None = same_decisions(
+                self.enforced,  # type: ignore[arg-type]
+                self.policy,  # type: ignore[arg-type]
+                tool,
+            )
+        except Exception:  # a policy the analysis cannot read: decide every call
+            same = _DECIDE
+        if len(self._same) >= _TOOLS_KEPT:
+            self._same.clear()
+        self._same[tool] = same
+        return same
 
 
 def _error_text(exc: BaseException) -> str:

@@ -293,3 +293,74 @@ def test_evidence_shadow_usage_errors(tmp_path: Path) -> None:
     assert code == 2 and "Traceback" not in out
     code, out = shadow_cli("--db", str(tmp_path / "x.db"), "--since", "yesterday")
     assert code == 2 and "ISO-8601" in out
+
+
+def shipped_policy(extra: str = "", rename: bool = False) -> Any:
+    """The shipped rules and run policies, ``extra`` appended to git.sos; ``rename`` gives
+    every rule of files.sos a new id and moves it (a change that decides nothing anew)."""
+    from sharedos.policy import compile_sources
+    from sharedos.resources import shipped_dir
+
+    sources = []
+    for directory in (shipped_dir("rules"), shipped_dir("policy")):
+        for path in sorted(Path(directory).glob("*.sos")):
+            text = path.read_text(encoding="utf-8")
+            if path.name == "git.sos":
+                text += extra
+            if rename and path.name == "files.sos":
+                text = "\n\n" + text.replace('@id("', '@id("renamed-')
+            sources.append((f"{Path(directory).name}/{path.name}", text))
+    return compile_sources(sources)
+
+
+SHIPPED_CALLS = [
+    (tool, args, ctx)
+    for ctx in (
+        AccessContext(principal="alice", roles=("maintainer",), turn_id="t"),
+        AccessContext(principal="bob", turn_id="t"),
+        AccessContext(principal="carol", roles=("admin",), turn_id="t"),
+    )
+    for tool, args in (
+        ("files.read", {"path": "/public/a.txt"}),
+        ("files.read", {"path": "/private/a.txt"}),
+        ("files.write", {"path": "/home/alice/n.md"}),
+        ("files.delete", {"path": "/home/bob/n.md"}),
+        ("git.git_commit", {"repo_path": "/srv/git/app"}),
+        ("git.git_add", {"repo_path": "/srv/git/security/k"}),
+        ("git.git_status", {"repo_path": "/srv/git/app"}),
+        ("github.create_issue", {"owner": "sharedos", "repo": "core"}),
+        ("fs.write_file", {"path": "/srv/projects/x"}),
+        ("memory.read_graph", {}),
+    )
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "rename"),
+    [
+        ('\n@id("git-everyone-writes")\npermit write on "/srv/git/**"\n', False),
+        ("", True),
+        ('\nforbid * on "/srv/git/**" unless "admin" in context.roles\n', True),
+    ],
+)
+def test_tools_the_change_leaves_alike_are_not_decided_again(extra: str, rename: bool) -> None:
+    """The shortcut records exactly what deciding under the candidate records."""
+    enforced = shipped_policy()
+    candidate_policy = shipped_policy(extra, rename)
+    fast = ShadowDecider(candidate_policy, enforced=enforced)
+    full = ShadowDecider(candidate_policy)
+    shortcut = 0
+    for tool, args, ctx in SHIPPED_CALLS:
+        decision = enforced.decide(tool, args, ctx.policy_input, context_key=ctx.cache_key)
+        assert fast.decide(tool, args, ctx, decision) == full.decide(tool, args, ctx, decision)
+        shortcut += fast._sameness(tool) is not None
+    assert shortcut  # the shortcut was taken (files, fs, github, memory are untouched by git)
+    if rename:  # the renamed rules are cited by the candidate's new ids
+        ctx = SHIPPED_CALLS[0][2]
+        decision = enforced.decide("files.write", {"path": "/home/alice/n.md"}, ctx.policy_input)
+        recorded = fast.decide("files.write", {"path": "/home/alice/n.md"}, ctx, decision)
+        assert recorded["rule_ids"] and all(
+            r.startswith("renamed-") for r in recorded["rule_ids"]
+        ), recorded
+    # git writes: decided again exactly when the change touches them
+    assert (fast._sameness("git.git_commit") is None) == bool(extra)
