@@ -23,7 +23,12 @@ Given the ``enforced`` policy too, a tool whose requirement and rules mean the
 same in both policies (``sharedos.policy.analysis.diff.same_decisions``, the
 test ``sharedos-policy diff`` skips a tool by) is not decided again: the
 candidate's decision is the enforced one, its rules named by the candidate's
-ids. Only the tools a change touches cost a second evaluation.
+ids. Only the tools a change touches cost a second evaluation. The answer
+is made as the row stores it (``EncodedJson``: encoded once); for a
+tool left alike, one answer is made per (tool, effect, reason, rules) and
+shared by the rows it fits, like a turn's encoded decision context (and the
+same decision object, which the policy hands out for a cached verdict, is
+recognised at once).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from sharedos.evidence.record import MAX_STORED_ARGUMENTS, EncodedJson, storable_json_text
 from sharedos.kernel.context import AccessContext
 from sharedos.kernel.policy_api import DecisionLike, PolicyLike, rule_id
 
@@ -52,7 +58,9 @@ class ShadowDecider:
     """Decides calls under a candidate policy, for the record only (see the module docstring)."""
 
     __slots__ = (
+        "_answers",
         "_clock",
+        "_last",
         "_reads_clock",
         "_same",
         "enforced",
@@ -74,6 +82,10 @@ class ShadowDecider:
         self.enforced = enforced
         #: tool -> enforced rule id -> the candidate's id of the same rule (None: decide)
         self._same: dict[str, Mapping[str, str] | None] = {}
+        #: tool left alike -> (the enforced decision last seen, the answer made for it)
+        self._last: dict[str, tuple[DecisionLike, Mapping[str, Any]]] = {}
+        #: (tool left alike, effect, reason, the candidate's rule ids) -> the answer
+        self._answers: dict[tuple[str, str, str, tuple[str, ...]], Mapping[str, Any]] = {}
         #: the candidate's bundle hash, recorded with every shadow decision
         self.policy_hash = str(policy.bundle_hash)
         self.time_zone = time_zone
@@ -90,28 +102,27 @@ class ShadowDecider:
         args: Mapping[str, Any],
         context: AccessContext,
         enforced: DecisionLike | None,
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, Any]:
         """The candidate's decision of this call as the evidence row stores it; never raises.
 
         ``enforced`` is the decision that acts (its resource is compared with
         the candidate's). A candidate that raises gives ``{"policy", "error"}``.
+        The answer is read-only (it may be shared by the rows of equal decisions).
         """
+        last = self._last.get(tool)
+        if last is not None and last[0] is enforced:
+            return last[1]  # the same decision of a tool left alike: the same answer
         try:
             same = self._same.get(tool, _UNKNOWN) if self.enforced is not None else None
             if same is _UNKNOWN:
                 same = self._sameness(tool)
             if same is not None and enforced is not None:
-                try:
-                    ids = [same[r.id] for r in enforced.rule_ids]
-                except (KeyError, AttributeError):  # not a rule of this tool: decide it
-                    pass
-                else:
-                    return {
-                        "policy": self.policy_hash,
-                        "effect": str(enforced.effect),
-                        "reason": str(enforced.reason),
-                        "rule_ids": ids,
-                    }
+                answer = self._alike(tool, same, enforced)
+                if answer is not None:
+                    if len(self._last) >= _TOOLS_KEPT:
+                        self._last.clear()
+                    self._last[tool] = (enforced, answer)
+                    return answer
             decision_context: Mapping[str, Any] = context.policy_input
             if self._reads_clock:
                 from sharedos.policy.clock import current
@@ -132,9 +143,35 @@ class ShadowDecider:
             resource = decision.resource
             if enforced is None or resource != enforced.resource:
                 out["resource"] = resource
-            return out
+            return _stored(out)
         except Exception as exc:  # a candidate never affects enforcement: record why, go on
-            return {"policy": self.policy_hash, "error": _error_text(exc)}
+            return _stored({"policy": self.policy_hash, "error": _error_text(exc)})
+
+    def _alike(
+        self, tool: str, same: Mapping[str, str], enforced: DecisionLike
+    ) -> Mapping[str, Any] | None:
+        """The answer for a tool left alike: the enforced decision, cited by the candidate's
+        rule ids, made once per (tool, effect, reason, rules); None when a rule the decision
+        cites is not one of the tool's (then the candidate decides)."""
+        try:
+            ids = tuple([same[r.id] for r in enforced.rule_ids])
+        except (KeyError, AttributeError, TypeError):
+            return None
+        key = (tool, str(enforced.effect), str(enforced.reason), ids)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = _stored(
+                {
+                    "policy": self.policy_hash,
+                    "effect": key[1],
+                    "reason": key[2],
+                    "rule_ids": list(ids),
+                }
+            )
+            if len(self._answers) >= _TOOLS_KEPT:
+                self._answers.clear()
+            self._answers[key] = answer
+        return answer
 
     def _sameness(self, tool: str) -> Mapping[str, str] | None:
         """The rule-id map of a tool both policies decide alike, or None (remembered)."""
@@ -152,6 +189,19 @@ class ShadowDecider:
             self._same.clear()
         self._same[tool] = same
         return same
+
+
+def _stored(answer: dict[str, Any]) -> Mapping[str, Any]:
+    """``answer`` with the text the store writes (``EncodedJson``), encoded once here so the
+    row does not encode it again. ``answer`` is made fresh by this module from strings,
+    lists of strings and None, so it is already detached and needs no round trip."""
+    try:
+        text = storable_json_text(answer)
+    except Exception:  # cannot happen for such values; the row encodes it then
+        return answer
+    if len(text) > MAX_STORED_ARGUMENTS:
+        return answer  # the row keeps a size marker instead (``plain_json``)
+    return EncodedJson(answer, text)
 
 
 def _error_text(exc: BaseException) -> str:
