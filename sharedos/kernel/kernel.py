@@ -106,6 +106,11 @@ class Kernel:
         #: matched against the run policy and the requirements again at every turn. Plain
         #: dicts (get/set are atomic), cleared when full.
         self._by_name: dict[ToolPolicy, dict[str, tuple[bool, RequirementKey | None]]] = {}
+        #: run policy -> tool name -> is it managed (a call's step 2, a dict lookup when known)
+        self._managed: dict[ToolPolicy, dict[str, bool]] = {}
+        #: the policy is fixed for the kernel: its requirements and hash are read once
+        self._requirements: Mapping[str, Any] = policy.requirements
+        self.policy_hash: str = str(policy.bundle_hash)
 
     def decision_context(self, context: AccessContext) -> Mapping[str, Any]:
         """The ``context`` a call is decided in: ``policy_input``, plus ``now`` (this
@@ -122,10 +127,32 @@ class Kernel:
 
         return {**context.policy_input, "now": current(self.time_zone, self._clock)}
 
-    @property
-    def policy_hash(self) -> str:
-        """The compiled policy's bundle hash."""
-        return str(self.policy.bundle_hash)
+    def lookup(
+        self, name: str, context: AccessContext, catalog: TurnCatalog | None
+    ) -> ToolDefinition | None:
+        """The tool ``name`` names in the view a call of ``context`` is looked up in
+        (``view_for``), or None. The same lookup ``list_tools`` lists from."""
+        if catalog is None and not self.registry.has_providers:
+            return self.registry.get(name)  # the shared registry's view is the registry
+        return self.view_for(context, catalog).get_tool(name)
+
+    def governs(self, name: str) -> bool:
+        """True when a requirement of the policy governs the tool called ``name``."""
+        return name in self._requirements
+
+    def managed(self, tool_policy: ToolPolicy, name: str) -> bool:
+        """``tool_policy.is_managed(name)``, remembered per run policy and name."""
+        known = self._managed.get(tool_policy)
+        if known is None:
+            if len(self._managed) >= _RUN_POLICIES_KEPT:
+                self._managed.clear()
+            known = self._managed[tool_policy] = {}
+        hit = known.get(name)
+        if hit is None:
+            if len(known) >= _NAMES_KEPT:
+                known.clear()
+            hit = known[name] = tool_policy.is_managed(name)
+        return hit
 
     def view(self, context: AccessContext) -> RegistryView:
         """The tools ``context`` may be offered (shared + its providers' tools)."""
