@@ -5,7 +5,8 @@ Run: .venv/bin/python -m benchmarks.trace_call_path [--show] [--json PATH]
 Counts, for one call after a warm-up call (so caches are as in steady state),
 on every thread the call runs on (the caller's, the evidence writer's when a
 commit goes through it, and the handler lane's thread that runs the sync
-``files.read`` handler):
+``files.read`` handler: every thread started after the script starts reports
+to the tracer):
 
 - *module entries*: calls that enter a ``sharedos`` module from another module
   (or from outside the package): a call from ``kernel.runtime`` into
@@ -110,6 +111,7 @@ class Tracer:
         self.entered: set[str] = set()
         self.current: dict[int, str | None] = {}
         self.path: list[str] = []
+        self.entries: list[str] = []
         self.on = False
         self._lock = threading.Lock()
 
@@ -130,6 +132,10 @@ class Tracer:
                 if caller != module:
                     self.module_entries += 1
                     self.modules[module] += 1
+                    self.entries.append(
+                        f"{(caller or '(outside)').removeprefix('sharedos.')} -> "
+                        f"{module.removeprefix('sharedos.')}.{frame.f_code.co_name}"
+                    )
                 caller_pkg = package_of(caller) if caller is not None else None
                 if caller_pkg is not None and caller_pkg != pkg:
                     self.crossings += 1
@@ -180,22 +186,27 @@ def build(root: Path) -> tuple[RuntimeHost, AccessContext, ToolPolicy]:
     return host, AccessContext(principal="alice", turn_id="trace-turn"), run
 
 
+#: the tracer the profile hook of every thread forwards to (None: not tracing)
+_ACTIVE: list[Tracer | None] = [None]
+
+
+def _dispatch(frame: FrameType, event: str, arg: Any) -> None:
+    tracer = _ACTIVE[0]
+    if tracer is not None:
+        tracer(frame, event, arg)
+
+
 async def traced(host: RuntimeHost, ctx: AccessContext, run: ToolPolicy, path: str) -> Tracer:
     """One call to files.read(path), traced (after an untraced warm-up of the same call)."""
     await host.invoke_tool(ToolCall(tool="files.read", arguments={"path": path}), ctx, run)
     tracer = Tracer()
-    lane = host._handler_lane  # the warm-up left one idle thread: trace it too
-    await lane.run_sync(sys.setprofile, tracer)
-    sys.setprofile(tracer)
-    threading.setprofile(tracer)  # a writer thread started meanwhile
     tracer.on = True
+    _ACTIVE[0] = tracer
     try:
         await host.invoke_tool(ToolCall(tool="files.read", arguments={"path": path}), ctx, run)
     finally:
+        _ACTIVE[0] = None
         tracer.on = False
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
-        await lane.run_sync(sys.setprofile, None)
     return tracer
 
 
@@ -206,6 +217,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     out: dict[str, dict[str, int]] = {}
+    # every thread started from here on (the handler lane's, the evidence writer's)
+    # reports to the active tracer, and so does this one
+    threading.setprofile(_dispatch)
+    sys.setprofile(_dispatch)
     with tempfile.TemporaryDirectory() as tmp:
         host, ctx, run = build(Path(tmp))
         for label, path in (("allowed", "/public/a.txt"), ("denied", "/private/a.txt")):
@@ -218,10 +233,14 @@ def main() -> None:
                 f"package changes (calls and returns) {f['package_changes']:3}"
             )
             if args.show:
+                print("  crossings:")
                 for step in t.path:
                     print("   ", step)
-                for module, n in t.modules.most_common():
-                    print(f"    {n:4} {module}")
+                print("  module entries:")
+                for step in t.entries:
+                    print("   ", step)
+    sys.setprofile(None)
+    threading.setprofile(None)  # type: ignore[arg-type]
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
 

@@ -41,11 +41,11 @@ import rfc8785
 
 __all__ = [
     "PREFIX",
-    "detached",
     "digest",
     "dumps",
     "encode_string",
     "fast",
+    "fast_tagged",
     "is_digest",
     "jcs_equivalent",
     "scalar",
@@ -102,6 +102,15 @@ def jcs_equivalent(value: Any) -> bool:
         else:
             return False
     return True
+
+
+def fast_tagged(value: Any) -> tuple[bytes, str] | None:
+    """``fast(value)`` and its ``tag``, or None: a value encoded once, for a record that
+    stores the bytes and hashes them (the kernel's arguments)."""
+    made = fast(value)
+    if made is None:
+        return None
+    return made, PREFIX + hashlib.sha256(made).hexdigest()
 
 
 def fast(value: Any) -> bytes | None:
@@ -203,16 +212,3 @@ def is_digest(value: object) -> bool:
         and value.startswith(PREFIX)
         and all(c in "0123456789abcdef" for c in value[len(PREFIX) :])
     )
-
-
-_SCALARS = frozenset({str, int, bool, type(None)})
-
-
-def detached(value: dict[str, Any], encoded: bytes) -> dict[str, Any]:
-    """A copy of the JSON object ``value`` that shares nothing with it, given its RFC 8785
-    bytes ``encoded`` (a flat object of immutable values is copied shallowly; anything
-    else is decoded from the bytes)."""
-    if all(type(v) in _SCALARS for v in value.values()):
-        return dict(value)
-    copied: dict[str, Any] = json.loads(encoded)
-    return copied

@@ -145,6 +145,13 @@ class ToolRegistry:
         """Shared tools, sorted by name."""
         return self._sorted
 
+    def lookup(self, name: object, context: AccessContext) -> ToolDefinition | None:
+        """The tool called ``name`` in ``view(context)``; ``None`` for anything else. Without
+        providers that is the shared tool (no view is built)."""
+        if not self._providers:
+            return self._tools.get(name) if isinstance(name, str) else None
+        return self.view(context).get_tool(name)
+
     def __len__(self) -> int:
         return len(self._tools)
 

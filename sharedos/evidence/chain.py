@@ -36,7 +36,6 @@ import base64
 import bisect
 import hashlib
 import operator
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +50,6 @@ __all__ = [
     "OPEN_FIELDS",
     "OUTCOME_FIELDS",
     "SEAL_FIELDS",
-    "HeadCache",
     "Link",
     "Problem",
     "Signer",
@@ -174,62 +172,6 @@ def genesis(turn_id: str) -> str:
     """The ``prev`` of a turn's first link (bound to the turn id and the chain version)."""
     seed = f"sharedos-evidence-chain/{CHAIN_VERSION}\n{turn_id}".encode("utf-8", "backslashreplace")
     return "sha256:" + hashlib.sha256(seed).hexdigest()
-
-
-# -- the writer's memory of heads ------------------------------------------------------
-
-
-class HeadCache:
-    """The last link (pos, hash) of recently written turns, and the hashes of attempts not yet finished.
-
-    Only a cache: a miss (or a forgotten entry after a failed or unknown
-    commit) is answered from the database, and a stale entry (another process
-    appended to the turn) makes the insert collide on the store's
-    ``(turn_id, pos)`` key, after which the writer re-reads the head. Bounded,
-    so a long-lived host does not grow with every turn it ever served.
-    """
-
-    def __init__(self, max_turns: int = 4096, max_pending: int = 65536) -> None:
-        self._heads: OrderedDict[str, tuple[int, str]] = OrderedDict()
-        self._pending: OrderedDict[int, tuple[str, str]] = OrderedDict()
-        self._max_turns = max_turns
-        self._max_pending = max_pending
-
-    def head(self, turn_id: str) -> tuple[int, str] | None:
-        """The cached (pos, hash) of the turn's last link, or None."""
-        return self._heads.get(turn_id)
-
-    def advance(self, turn_id: str, pos: int, hash_: str) -> None:
-        """Remember that ``pos``/``hash_`` is now the turn's last link."""
-        heads = self._heads
-        heads[turn_id] = (pos, hash_)
-        heads.move_to_end(turn_id)
-        if len(heads) > self._max_turns:
-            heads.popitem(last=False)
-
-    def forget(self, turn_id: str) -> None:
-        """Drop the turn's head (after a failed or unknown commit)."""
-        self._heads.pop(turn_id, None)
-
-    def attempt(self, seq: int) -> tuple[str, str] | None:
-        """(turn_id, attempt link hash) of an attempt begun here and not finished yet."""
-        return self._pending.get(seq)
-
-    def begun(self, seq: int, turn_id: str, hash_: str) -> None:
-        """Remember an attempt awaiting its outcome."""
-        pending = self._pending
-        pending[seq] = (turn_id, hash_)
-        if len(pending) > self._max_pending:
-            pending.popitem(last=False)
-
-    def finished(self, seq: int) -> None:
-        """The attempt has its outcome."""
-        self._pending.pop(seq, None)
-
-    def clear(self) -> None:
-        """Forget everything (after a reconnection)."""
-        self._heads.clear()
-        self._pending.clear()
 
 
 # -- signing ----------------------------------------------------------------------------

@@ -501,7 +501,7 @@ class PostgresEvidenceStore:
         data-modifying ``WITH`` parts, the outcome naming the attempt's new seq
         through the part that inserted it. The text is built once per shape.
         """
-        rows = plan.rows()
+        rows = plan.rows
         kinds = tuple(kind for kind, _ in rows)
         params: list[Any] = []
         for _, values in rows:

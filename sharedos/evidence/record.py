@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 MAX_STORED_ARGUMENTS = 64 * 1024
 #: raw tool strings longer than this are truncated in the record (the length is kept)
 MAX_STORED_TOOL = 1024
+#: the value types a shallow copy of an object detaches (immutable)
+_FLAT = frozenset({str, int, bool, type(None)})
 #: recorded (and shown) error texts are capped at this many characters, after scrubbing
 MAX_ERROR = 2000
 #: arguments up to this size (bytes of canonical JSON) are stored from the bytes their
@@ -265,6 +267,11 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def iso(at: float) -> str:
+    """``at`` (seconds since the epoch, ``time.time()``) as a record timestamp (``now_iso``'s form)."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 def _elapsed_ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
@@ -300,23 +307,27 @@ def _stored_json(value: Mapping[str, Any] | None, redactor: Redactor) -> dict[st
 
 
 def _stored_arguments(
-    arguments: Any, encoded: bytes | None, secret_names: frozenset[str]
+    arguments: Any, encoded: tuple[bytes, str] | None, secret_names: frozenset[str]
 ) -> tuple[Any, str]:
     """The arguments as recorded, and their digest: secret fields redacted, a non-object
     never stored (a marker is), large ones capped; from ``encoded`` (their RFC 8785
-    bytes) when that needs no change, so they are encoded once per call."""
+    bytes and its tag) when that needs no change, so they are encoded once per call."""
     if arguments is None:
         return None, arguments_digest(None)  # absent stays absent, not {}
     if (
         encoded is not None
         and not secret_names  # redacted ones are stored and digested redacted
-        and len(encoded) <= ONE_PASS_MAX
+        and len(encoded[0]) <= ONE_PASS_MAX
         and type(arguments) is dict
     ):
-        return (
-            EncodedJson(canonical.detached(arguments, encoded), encoded.decode("utf-8")),
-            canonical.tag(encoded),
+        data, digest = encoded
+        # a detached copy: flat immutable values copied shallowly, anything else decoded
+        copied = (
+            dict(arguments)
+            if all(type(v) in _FLAT for v in arguments.values())
+            else json.loads(data)
         )
+        return EncodedJson(copied, data.decode("utf-8")), digest
     if not isinstance(arguments, Mapping):
         stored: Any = non_object_marker(arguments)
     else:
@@ -347,9 +358,9 @@ def attempt_record(
     context: AccessContext,
     call_id: object,
     tool: object,
-    started_at: str,
+    started: float,
     arguments: Any,
-    encoded: bytes | None,
+    encoded: tuple[bytes, str] | None,
     secret_names: frozenset[str],
     redactor: Redactor,
     decision: Any,
@@ -364,9 +375,9 @@ def attempt_record(
     """The attempt row of one call, built once from what its authorization found.
 
     Every field is made storable and scrubbed by ``redactor`` here, in one
-    place: the raw ``tool`` and ``call_id`` (capped), the ``arguments`` as
-    received (``secret_names`` redacted; ``encoded``, their RFC 8785 bytes,
-    spares a second encoding), the ``decision``'s resource, the
+    place: the raw ``tool`` and ``call_id`` (capped), ``started`` (``time.time()``), the ``arguments`` as
+    received (``secret_names`` redacted; ``encoded``, their RFC 8785 bytes and
+    digest, spares a second encoding), the ``decision``'s resource, the
     ``diagnostics``, ``identity`` and decision context (``context_json``:
     ``decision_context(context)``, which a caller may keep per context).
     ``namespace`` is the tool's, for a call no decision was made for.
@@ -407,7 +418,7 @@ def attempt_record(
         turn_id=context.turn_id,
         call_id=call_text,
         tool=tool_text,
-        started_at=started_at,
+        started_at=iso(started),
         arguments_digest=digest,
         arguments=stored_args,
         effect=effect,

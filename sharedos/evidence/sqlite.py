@@ -53,14 +53,16 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from sharedos.evidence.appender import (
+    ATTEMPT_SEQ,
     DEFAULT_CHECKPOINT_INTERVAL_S,
+    DIRTY_LIMIT,
     ChainAppender,
     Opening,
     Plan,
@@ -70,10 +72,7 @@ from sharedos.evidence.chain import Link, Signer
 from sharedos.evidence.chain_sql import CHAIN_COLUMNS, READER_SQL
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
-from sharedos.evidence.record import (
-    EvidenceRecord,
-    OutcomeRecord,
-)
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord, now_iso
 from sharedos.evidence.reporting import FailureReporter
 from sharedos.evidence.rows import (
     link_from_row,
@@ -81,6 +80,7 @@ from sharedos.evidence.rows import (
     sqlite_text,
 )
 from sharedos.evidence.sqlite_schema import (
+    INSERT,
     INSERT_PROBE,
     JSON_COLUMNS,
     MIGRATE_FROM_1,
@@ -92,7 +92,6 @@ from sharedos.evidence.sqlite_schema import (
     SCHEMA_VERSION,
     SELECT,
     SELECT_V3,
-    run_plan,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
@@ -184,8 +183,52 @@ def _create_private(path: str) -> None:
     os.close(fd)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
+    try:
+        cur.execute(INSERT[kind], params)
+    except sqlite3.IntegrityError as exc:
+        if "chain.turn_id, chain.pos" in str(exc):
+            raise StaleHead() from None  # another writer took the position: re-plan
+        raise
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return int(rowid)
+
+
+def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
+    """Commit ``plan`` (a turn's next chain links and their rows) atomically.
+
+    Returns the attempt's seq (the plan's own for an outcome, -1 for an
+    opening or a seal). Raises ``StaleHead`` when the first position is
+    taken (another writer moved the turn's head) and ``sqlite3.Error`` for
+    the rest (a second outcome or an unknown attempt is a constraint error:
+    cause ``conflict``). ``nested``: inside the caller's transaction (group
+    commit), which commits or rolls back.
+    """
+    rows = plan.rows
+    seq = plan.seq if plan.seq is not None else -1
+    if len(rows) == 1 or nested:  # one autocommitted INSERT is atomic by itself
+        for kind, params in rows:
+            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
+                params = [*params[:5], seq, *params[6:]]  # the plan's rows stay as planned
+            rowid = _insert(cur, kind, params)
+            if kind == "attempt":
+                seq = rowid
+        return seq
+    cur.execute("BEGIN IMMEDIATE")
+    try:
+        for kind, params in rows:
+            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
+                params = [*params[:5], seq, *params[6:]]
+            rowid = _insert(cur, kind, params)
+            if kind == "attempt":
+                seq = rowid
+        cur.execute("COMMIT")
+    except BaseException:
+        if cur.connection.in_transaction:
+            cur.connection.execute("ROLLBACK")
+        raise
+    return seq
 
 
 FileId = tuple[int, int]
@@ -321,6 +364,10 @@ class SqliteEvidenceStore:
         self._fast_generation = -1
         self._fast_commits = 0
         self._fast_paused = False
+        #: set by ``try_now`` after a commit: upkeep (``checkpoint_due`` / ``checkpoint``,
+        #: ``evidence_checkpoint_due`` / ``take_checkpoint``) may be due; writers that
+        #: commit through ``try_now`` look at it instead of asking after every commit
+        self.upkeep_due = False
         #: (turns, rows) the opening migration chained (``sharedos evidence migrate`` reports it)
         self.migrated_rows = (0, 0)
         #: the schema version the file had when opened (a writable open migrates it)
@@ -409,7 +456,7 @@ class SqliteEvidenceStore:
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
-            conn.execute(INSERT_PROBE, (_now(),))
+            conn.execute(INSERT_PROBE, (now_iso(),))
         except sqlite3.Error as exc:
             cause = _cause(exc)
             what = "write" if cause in ("read_only", "disk_full", "locked") else "open"
@@ -697,7 +744,18 @@ class SqliteEvidenceStore:
             return _NOT_NOW
         if self._broken is not None:
             raise self._broken
-        return self.appender.try_now(kind, args, self._run_now)
+        appender = self.appender
+        done, result = appender.try_now(kind, args, self._run_now)
+        if done:
+            # read by the recorder after the commit: a WAL look or a checkpoint is due
+            self.upkeep_due = self._fast_commits >= _CHECKPOINT_EVERY or bool(
+                appender.dirty
+                and (
+                    len(appender.dirty) >= DIRTY_LIMIT
+                    or time.monotonic() >= appender.next_checkpoint
+                )
+            )
+        return done, result
 
     def _run_now(self, plan: Plan) -> int | None:
         """Commit ``plan`` on the no-wait connection; None when it would wait or failed."""

@@ -20,7 +20,6 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from sharedos import canonical
 from sharedos.catalog.definition import ToolDefinition
 
 #: deeper arguments are refused as invalid (no JSON tool input needs more, and
@@ -117,8 +116,11 @@ def arguments_problem(tool: ToolDefinition, args: Any) -> str | None:
 def handler_copy(args: dict[str, Any], encoded: bytes | None) -> dict[str, Any]:
     """A copy of validated arguments that shares nothing with the caller's object (nor with
     the record): from their RFC 8785 bytes ``encoded`` when the fast encoder made them."""
+    if all(type(v) in _SCALARS for v in args.values()):
+        return dict(args)  # flat, immutable values: a shallow copy shares nothing
     if encoded is not None:
-        return canonical.detached(args, encoded)
+        decoded: dict[str, Any] = json.loads(encoded)
+        return decoded
     try:
         copied: dict[str, Any] = json.loads(_ENCODE(args))
         return copied

@@ -63,8 +63,8 @@ class Authorization:
     arguments: Any
     #: the validated arguments (``{}`` for absent ones), once step 4 passed
     args: dict[str, Any] | None
-    #: their RFC 8785 bytes, when the fast encoder could make them
-    encoded: bytes | None
+    #: their RFC 8785 bytes and its ``sha256:`` tag, when the fast encoder could make them
+    encoded: tuple[bytes, str] | None
     #: the policy's decision, once step 5 ran
     decision: DecisionLike | None
     #: argument names whose values are redacted whole in the record
@@ -98,54 +98,18 @@ class Authorizer:
         raw = getattr(call, "arguments", None)
         name = getattr(call, "tool", None)
         kernel = self.kernel
-        # 1. lookup (a registered name is valid by construction: a str that is not one misses)
-        tool = kernel.lookup(name, context, catalog) if type(name) is str else None
+        # 1-3. lookup, run policy, turn catalogue (a registered name is valid by
+        # construction: a string that is not one misses)
+        if type(name) is not str:
+            return self.refused(call, context, catalog, ReasonCode.TOOL_UNAVAILABLE, looked_up=True)
+        tool, refusal = kernel.resolve(name, context, catalog, tool_policy)
         if tool is None:
             return self.refused(call, context, catalog, ReasonCode.TOOL_UNAVAILABLE, looked_up=True)
         names = tool.secret_arguments
         redactor = self._redactor(tool, names, raw)
         folds = tool.output_schema is not None
-        if not kernel.governs(tool.name):
-            return Authorization(
-                ReasonCode.TOOL_UNAVAILABLE,
-                None,
-                tool,
-                raw,
-                None,
-                None,
-                None,
-                names,
-                redactor,
-                folds,
-            )
-        # 2. run policy
-        if not kernel.managed(tool_policy, tool.name):
-            return Authorization(
-                ReasonCode.NOT_IN_RUN_POLICY,
-                None,
-                tool,
-                raw,
-                None,
-                None,
-                None,
-                names,
-                redactor,
-                folds,
-            )
-        # 3. turn catalogue
-        if catalog is not None and tool.name not in catalog.names:
-            return Authorization(
-                ReasonCode.NOT_IN_TURN_CATALOG,
-                None,
-                tool,
-                raw,
-                None,
-                None,
-                None,
-                names,
-                redactor,
-                folds,
-            )
+        if refusal is not None:
+            return Authorization(refusal, None, tool, raw, None, None, None, names, redactor, folds)
         # 4. arguments
         args: Any = {} if raw is None else raw
         problem = arguments_problem(tool, args)
@@ -162,11 +126,9 @@ class Authorizer:
                 redactor,
                 folds,
             )
-        encoded = canonical.fast(args)
+        encoded = canonical.fast_tagged(args)
         # 5. the decision
-        decision = kernel.policy.decide(
-            tool.name, args, kernel.decision_context(context), context_key=context.cache_key
-        )
+        decision = kernel.decide(tool, args, context)
         if decision.effect is Effect.ALLOW:
             reason, detail = _ALLOWED, None
         else:

@@ -21,6 +21,7 @@ from sharedos.catalog.hashing import catalog_hash
 from sharedos.catalog.registry import RegistryView, ToolRegistry
 from sharedos.kernel.context import AccessContext
 from sharedos.kernel.policy_api import PolicyLike
+from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
 
 #: (namespace, action, resource expression) of a requirement
@@ -132,27 +133,49 @@ class Kernel:
     ) -> ToolDefinition | None:
         """The tool ``name`` names in the view a call of ``context`` is looked up in
         (``view_for``), or None. The same lookup ``list_tools`` lists from."""
-        if catalog is None and not self.registry.has_providers:
-            return self.registry.get(name)  # the shared registry's view is the registry
+        if catalog is None or catalog.view is None:
+            return self.registry.lookup(name, context)
         return self.view_for(context, catalog).get_tool(name)
 
-    def governs(self, name: str) -> bool:
-        """True when a requirement of the policy governs the tool called ``name``."""
-        return name in self._requirements
-
-    def managed(self, tool_policy: ToolPolicy, name: str) -> bool:
-        """``tool_policy.is_managed(name)``, remembered per run policy and name."""
+    def resolve(
+        self,
+        name: str,
+        context: AccessContext,
+        catalog: TurnCatalog | None,
+        tool_policy: ToolPolicy,
+    ) -> tuple[ToolDefinition | None, ReasonCode | None]:
+        """Steps 1-3 of a call: the tool ``name`` names, and why it may not be called (None
+        when it may, so far): no such tool or no requirement (``tool_unavailable``), not in
+        the run's managed set (``not_in_run_policy``), not in the turn's catalogue
+        (``not_in_turn_catalog``)."""
+        tool = self.lookup(name, context, catalog)
+        if tool is None:
+            return None, ReasonCode.TOOL_UNAVAILABLE
+        name = tool.name
+        if name not in self._requirements:
+            return tool, ReasonCode.TOOL_UNAVAILABLE
         known = self._managed.get(tool_policy)
         if known is None:
             if len(self._managed) >= _RUN_POLICIES_KEPT:
                 self._managed.clear()
             known = self._managed[tool_policy] = {}
-        hit = known.get(name)
-        if hit is None:
+        managed = known.get(name)
+        if managed is None:
             if len(known) >= _NAMES_KEPT:
                 known.clear()
-            hit = known[name] = tool_policy.is_managed(name)
-        return hit
+            managed = known[name] = tool_policy.is_managed(name)
+        if not managed:
+            return tool, ReasonCode.NOT_IN_RUN_POLICY
+        if catalog is not None and name not in catalog.names:
+            return tool, ReasonCode.NOT_IN_TURN_CATALOG
+        return tool, None
+
+    def decide(self, tool: ToolDefinition, args: Mapping[str, Any], context: AccessContext) -> Any:
+        """Step 5: the policy's decision for ``tool`` with ``args`` in ``context`` (its
+        ``decision_context``: the clock's ``now`` when the policy reads the time)."""
+        return self.policy.decide(
+            tool.name, args, self.decision_context(context), context_key=context.cache_key
+        )
 
     def view(self, context: AccessContext) -> RegistryView:
         """The tools ``context`` may be offered (shared + its providers' tools)."""

@@ -54,9 +54,3 @@ class PolicyLike(Protocol):
     def could_permit(
         self, tool: str, context: Mapping[str, Any], *, context_key: str | None = None
     ) -> bool: ...
-
-
-def rule_id(ref: Any) -> str:
-    """The id string of a ``RuleRef`` (or of anything printable)."""
-    rid = getattr(ref, "id", None)
-    return str(rid) if rid is not None else str(ref)

@@ -193,11 +193,15 @@ class EvidenceRecorder:
             self._failed(exc.cause, str(exc))
             raise EvidenceUnavailable(exc.cause, str(exc)) from exc
         if done:
-            self._succeeded()
-            due = self._checkpoint_due
-            if due is not None and due() and self._checkpoint is not None:
-                self._lane.submit(LaneTask(self._quietly, self._checkpoint))
-            self._heads_checkpoint()
+            self._progress_at = time.monotonic()
+            if self._report.failing:
+                self._report.succeeded()
+            # a store that says when upkeep may be due is asked only then
+            if getattr(self.store, "upkeep_due", True):
+                due = self._checkpoint_due
+                if due is not None and due() and self._checkpoint is not None:
+                    self._lane.submit(LaneTask(self._quietly, self._checkpoint))
+                self._heads_checkpoint()
         return done, result
 
     def _heads_checkpoint(self) -> None:
@@ -372,7 +376,8 @@ class EvidenceRecorder:
     def _succeeded(self) -> None:
         # a failed write is no progress: a store that fails every write slowly is stuck
         self._progress_at = time.monotonic()
-        self._report.succeeded()
+        if self._report.failing:
+            self._report.succeeded()
 
 
 class RecordOnlyStore:

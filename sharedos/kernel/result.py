@@ -7,7 +7,7 @@ from typing import Any
 
 from sharedos.kernel.messages import folded_refusal, refusal_content
 from sharedos.kernel.policy_api import DecisionLike
-from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
+from sharedos.outcomes import OUTCOME_OF, Outcome, ReasonCode
 from sharedos.redaction import NO_SECRETS, Redactor
 
 #: ``ToolResult.refusal``'s default ``error``: the same text as ``detail``
@@ -84,7 +84,7 @@ class ToolResult:
         return cls(
             call_id=call_id,
             tool=tool,
-            outcome=outcome_for_reason(reason),
+            outcome=OUTCOME_OF[reason],
             reason=reason,
             decision=decision,
             content=content,

@@ -83,7 +83,7 @@ from sharedos.kernel.kernel import Kernel, TurnCatalog
 from sharedos.kernel.recorder import EvidenceRecorder, EvidenceUnavailable, RecordOnlyStore
 from sharedos.kernel.result import ToolResult
 from sharedos.kernel.threads import DaemonLane
-from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
+from sharedos.outcomes import OUTCOME_OF, Outcome, ReasonCode
 from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
@@ -102,8 +102,6 @@ _HANDLER_REASONS = frozenset(
     }
 )
 _ALLOWED = ReasonCode.ALLOWED
-#: the outcome each refusal reason is recorded as (``outcome_for_reason``, looked up once)
-_OUTCOME_OF = {reason: outcome_for_reason(reason) for reason in ReasonCode}
 #: what a write given up on is concluded as, given why (see ``_given_up``)
 Fallback = Callable[[str], OutcomeRecord]
 
@@ -218,7 +216,7 @@ class RuntimeHost:
         hooks handed to the handler. The attempt is durable before the
         handler runs, the outcome before this returns.
         """
-        t0, started_at = time.perf_counter(), now_iso()
+        t0, started = time.perf_counter(), time.time()
         # 1. authorization: a value
         try:
             auth = self._authorizer.authorize(call, context, tool_policy, catalog)
@@ -232,10 +230,10 @@ class RuntimeHost:
             if auth.reason is _ALLOWED:  # allowed, but nothing to run it with
                 auth = _refused_as(auth, ReasonCode.HANDLER_ERROR, "the tool has no handler")
             return await self._record_refusal(
-                auth, call, context, catalog, diagnostics, identity, started_at, t0
+                auth, call, context, catalog, diagnostics, identity, started, t0
             )
         # 2. the attempt row, from the value
-        row = self._row(auth, call, context, catalog, diagnostics, identity, started_at, None)
+        row = self._row(auth, call, context, catalog, diagnostics, identity, started, None)
         recorder = self._recorder
         # 3. write-ahead: no effect without a durable attempt
         try:
@@ -254,7 +252,8 @@ class RuntimeHost:
             peer=peer,
         )
         try:
-            ran = await self._run_handler(tool, handler_copy(auth.args, auth.encoded), hctx)
+            encoded = auth.encoded[0] if auth.encoded is not None else None
+            ran = await self._run_handler(tool, handler_copy(auth.args, encoded), hctx)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
                 cancelled = concluded(
@@ -294,13 +293,13 @@ class RuntimeHost:
         ``allowed`` (that is recorded as ``internal_error``). Never raises (except
         on cancellation).
         """
-        t0, started_at = time.perf_counter(), now_iso()
+        t0, started = time.perf_counter(), time.time()
         if reason is ReasonCode.ALLOWED or not isinstance(reason, ReasonCode):
             reason = ReasonCode.INTERNAL_ERROR
             detail = "refuse() was called without a refusal reason"
         auth = self._authorizer.refused(call, context, catalog, reason, detail)
         return await self._record_refusal(
-            auth, call, context, catalog, diagnostics, identity, started_at, t0
+            auth, call, context, catalog, diagnostics, identity, started, t0
         )
 
     # -- the steps ----------------------------------------------------------------------
@@ -313,7 +312,7 @@ class RuntimeHost:
         catalog: TurnCatalog | None,
         diagnostics: Mapping[str, Any] | None,
         identity: Mapping[str, Any] | None,
-        started_at: str,
+        started: float,
         ended: tuple[Outcome, ReasonCode | None, str | None, float] | None,
     ) -> EvidenceRecord:
         """Step 2: the call's evidence row, built once from its authorization."""
@@ -328,7 +327,7 @@ class RuntimeHost:
             context=context,
             call_id=getattr(call, "call_id", ""),
             tool=getattr(call, "tool", None),
-            started_at=started_at,
+            started=started,
             arguments=auth.arguments,
             encoded=auth.encoded,
             secret_names=auth.secret_names,
@@ -355,13 +354,13 @@ class RuntimeHost:
         catalog: TurnCatalog | None,
         diagnostics: Mapping[str, Any] | None,
         identity: Mapping[str, Any] | None,
-        started_at: str,
+        started: float,
         t0: float,
     ) -> ToolResult:
         """A call refused before any handler: its complete row in one commit, then the refusal."""
         reason = auth.reason
-        ended = (_OUTCOME_OF[reason], reason, auth.detail, t0)
-        row = self._row(auth, call, context, catalog, diagnostics, identity, started_at, ended)
+        ended = (OUTCOME_OF[reason], reason, auth.detail, t0)
+        row = self._row(auth, call, context, catalog, diagnostics, identity, started, ended)
         assert row.outcome is not None
         had = Ran(row.outcome, reason, row.error)
         try:
