@@ -23,7 +23,6 @@ have the same digest; ``describe()`` gives the full lists for diagnostics.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sharedos.canonical import tag as content_tag
 from sharedos.errors import SharedOSError
 
 #: ``none``: no network at all; ``loopback``: its own loopback, where only the allowed
@@ -173,7 +173,7 @@ class SandboxView:
     def digest(self) -> str:
         """``sha256:<hex>`` of the stable description (same view, same digest, turn after turn)."""
         text = json.dumps(self.describe(stable=True), sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        return content_tag(text.encode())
 
 
 class ViewBuilder:

@@ -24,7 +24,6 @@ layer refused it: the CLI's own permission system, the OS sandbox, or nothing.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 import socket
@@ -37,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sharedos import canonical
 from sharedos.conformance.manifest import Row
 from sharedos.harness.secrets import SCRUBBED, spellings
 
@@ -198,7 +198,7 @@ def file_state(path: Path) -> str | None:
             return "absent"
         if not path.is_file():
             return "not a regular file"
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        return canonical.tag(path.read_bytes())
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
 

@@ -18,7 +18,6 @@ the value (issue 22).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 import rfc8785
 from pydantic import SecretStr, ValidationError
 
+from sharedos import canonical
 from sharedos.catalog.definition import (
     ToolAnnotations,
     ToolDefinition,
@@ -73,9 +73,9 @@ class Refusal:
 def raw_tool(wire: Mapping[str, Any]) -> RawTool:
     """Wrap a listed tool's wire dict (``Tool.model_dump(by_alias=True, exclude_none=True)``)."""
     try:
-        digest = "sha256:" + hashlib.sha256(rfc8785.dumps(dict(wire))).hexdigest()
+        digest = canonical.tag(canonical.dumps(dict(wire)))
     except (rfc8785.CanonicalizationError, TypeError, ValueError):
-        digest = "sha256:" + hashlib.sha256(repr(sorted(wire.items())).encode()).hexdigest()
+        digest = canonical.tag(repr(sorted(wire.items())).encode())
     return RawTool(name=str(wire.get("name", "")), wire=wire, digest=digest)
 
 
