@@ -202,7 +202,12 @@ class Redactor:
         if isinstance(value, str):
             return self.scrub(value)
         if depth > _MAX_DEPTH:
-            return value
+            # too deep to walk: kept only when no secret occurs anywhere in it (fail closed)
+            try:
+                text = _JSON_UTF8(value)
+            except Exception:  # not JSON, or too deep even for the encoder
+                return REDACTED
+            return REDACTED if self.found_in(text) else value
         if isinstance(value, Mapping):
             return {
                 (self.scrub(k) if isinstance(k, str) else k): self.scrub_json(v, depth + 1)

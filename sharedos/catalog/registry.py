@@ -20,7 +20,7 @@ from sharedos.catalog.collisions import (
     find_name_collisions,
 )
 from sharedos.catalog.definition import ToolDefinition
-from sharedos.errors import SharedOSError
+from sharedos.errors import CatalogError
 from sharedos.names import harness_sanitized, validate_tool_name
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _MERGED_NAMES_KEPT = 1024
 
 
-class ToolRegistrationError(SharedOSError, ValueError):
+class ToolRegistrationError(CatalogError, ValueError):
     """A registration that was refused (duplicate name, collision, not a ToolDefinition)."""
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sharedos.canonical import tag as content_tag
-from sharedos.errors import SharedOSError
+from sharedos.errors import ConfinementError
 
 #: ``none``: no network at all; ``loopback``: its own loopback, where only the allowed
 #: ports of the host's loopback answer; ``host``: the host's network, unfiltered
@@ -76,7 +76,7 @@ ETC_NETWORK_ENTRIES: tuple[str, ...] = ("resolv.conf",)
 SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-class ManagedRootVisible(SharedOSError, ValueError):
+class ManagedRootVisible(ConfinementError, ValueError):
     """A managed root would be visible or writable in a sandbox; ``str()`` names it and why."""
 
 

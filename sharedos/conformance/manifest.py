@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sharedos.context import AccessContext
-from sharedos.errors import SharedOSError
+from sharedos.errors import ConformanceError
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.toolpolicy import ToolPolicy
 
@@ -39,7 +39,7 @@ LocalKind = Literal["shell", "read", "write", "network"]
 MIN_SECRET_CHARS = 16
 
 
-class ManifestError(SharedOSError, ValueError):
+class ManifestError(ConformanceError, ValueError):
     """A manifest that cannot be used; ``str()`` is a positioned, human message."""
 
 

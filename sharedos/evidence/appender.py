@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.chain import (
     ATTEMPT_FIELDS,
     Signer,
@@ -66,7 +66,7 @@ DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
 DIRTY_LIMIT = 50_000
 
 
-class StaleHead(SharedOSError):
+class StaleHead(EvidenceError):
     """The plan's first position is taken: the turn's head moved (another writer)."""
 
 
@@ -74,7 +74,7 @@ class _Uncached(Exception):
     """A no-wait plan needed something only the database knows."""
 
 
-class CommitUnknown(SharedOSError):
+class CommitUnknown(EvidenceError):
     """The connection was lost with the plan in flight; the backend has reconnected."""
 
     def __init__(self, message: str, cause: EvidenceStoreError) -> None:

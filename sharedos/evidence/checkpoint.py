@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sharedos import canonical
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.chain import Problem, Signer, verify_seal_signature
 
 __all__ = [
@@ -65,7 +65,7 @@ FORMAT = "sharedos-evidence-checkpoint/1"
 Head = tuple[str, int, str]  # (turn_id, pos, hash)
 
 
-class CheckpointTaken(SharedOSError):
+class CheckpointTaken(EvidenceError):
     """Another writer took the checkpoint number first: re-read the last one and number after it."""
 
 

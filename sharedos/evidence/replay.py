@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from sharedos.errors import EvidenceError
 from sharedos.evidence.record import EvidenceRecord
 from sharedos.outcomes import Effect, ReasonCode
 from sharedos.policy.analysis.compare import (
@@ -82,7 +83,7 @@ _DECIDED = frozenset(
 )
 
 
-class NotReplayable(Exception):
+class NotReplayable(EvidenceError):
     """Why one recorded attempt cannot be replayed (its ``str`` is the skip key)."""
 
 

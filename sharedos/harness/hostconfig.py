@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import HarnessError
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.harness.tomlpos import key_positions, locate
 from sharedos.upstream.config import UpstreamConfig, parse_upstreams
@@ -47,7 +47,7 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class HostConfigError(SharedOSError, ValueError):
+class HostConfigError(HarnessError, ValueError):
     """A host configuration that cannot be used; ``str()`` lists positioned problems."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -310,7 +310,7 @@ class HostConfig(BaseModel):
         """Every env value this file gives any harness, resolved against ``environ``.
 
         These are the host's credentials: whatever a harness later passes back
-        into a tool call or prints is scrubbed of them (``sharedos.harness.secrets``).
+        into a tool call or prints is scrubbed of them (``sharedos.redaction``).
         A reference to an unset variable contributes nothing (it is not a value).
         """
         values: list[str] = []

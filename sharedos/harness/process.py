@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sharedos.harness.secrets import Secrets
+from sharedos.redaction import Redactor
 
 #: Captured output kept per stream (bytes); a chatty harness cannot exhaust memory.
 MAX_CAPTURE = 16 * 1024 * 1024
@@ -44,7 +44,7 @@ class ProcessResult:
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
     """Replace every spelling of every secret value in ``text`` (tokens, provider keys)."""
-    return Secrets.of(secrets).scrub(text)
+    return Redactor(secrets).scrub(text)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -115,15 +115,15 @@ class LineRelay:
     kept in ``error``.
     """
 
-    def __init__(self, name: str, hook: OutputHook, secrets: Secrets) -> None:
+    def __init__(self, name: str, hook: OutputHook, secrets: Redactor) -> None:
         self.name = name
         self.hook: OutputHook | None = hook
         self.secrets = secrets
         self.error: BaseException | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
-        self._hold = max((len(f) for f in secrets.forms), default=1) - 1
-        self._multiline = any("\n" in f for f in secrets.forms)
+        self._hold = max((len(f) for f in secrets.needles), default=1) - 1
+        self._multiline = any("\n" in f for f in secrets.needles)
 
     def feed(self, data: bytes) -> None:
         """Add bytes read from the stream; emit every line they complete."""
@@ -229,7 +229,7 @@ async def run_process(
     pgid = proc.pid
     relays: tuple[LineRelay | None, LineRelay | None] = (None, None)
     if on_output is not None:
-        scrub = Secrets.of(secrets)
+        scrub = Redactor(secrets)
         relays = (LineRelay("stdout", on_output, scrub), LineRelay("stderr", on_output, scrub))
     out_task = asyncio.ensure_future(_read_capped(proc.stdout, relays[0]))
     err_task = asyncio.ensure_future(_read_capped(proc.stderr, relays[1]))

@@ -6,7 +6,7 @@ messages embed ``repr(instance)``; for an object or an array (at the root
 that is the whole argument object) that is a copy of every argument, secret
 ones included, in an escaping a plain string search for the secret does not
 find. So a message is jsonschema's only when its instance is a scalar outside
-any secret field (a scalar's repr is one of the encodings ``Secrets`` scrubs)
+any secret field (a scalar's repr is one of the encodings ``Redactor`` scrubs)
 or when the validator names keys rather than the instance; otherwise the
 message is written here from the validator and the JSON type alone.
 """

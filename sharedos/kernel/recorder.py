@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import anyio
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.reporting import reporter_of
 from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
@@ -65,7 +65,7 @@ GiveUp = Literal["timeout", "cancelled"]
 Fallback = Callable[[GiveUp], OutcomeRecord]
 
 
-class EvidenceUnavailable(SharedOSError):
+class EvidenceUnavailable(EvidenceError):
     """A write could not be made durable in time; ``cause`` is an ``EvidenceStoreError`` cause."""
 
     def __init__(self, cause: str, message: str) -> None:

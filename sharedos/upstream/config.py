@@ -42,7 +42,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
 #: would be governed by, and collide with, the built-in rules).
@@ -250,7 +250,7 @@ def _is_loopback(url: str) -> bool:
         return False
 
 
-class UpstreamConfigProblems(SharedOSError, ValueError):
+class UpstreamConfigProblems(UpstreamError, ValueError):
     """Positioned problems (``file:line:col: ...``) found in the upstream tables."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharedos import canonical
 from sharedos.catalog.definition import ToolDefinition
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 from sharedos.upstream.definitions import RawTool
 
 PIN_FILE_VERSION = 1
@@ -41,7 +41,7 @@ PIN_FILE_VERSION = 1
 DriftKind = Literal["changed", "new", "removed"]
 
 
-class PinError(SharedOSError, ValueError):
+class PinError(UpstreamError, ValueError):
     """A pin file that cannot be read or written (one line for an operator)."""
 
 
