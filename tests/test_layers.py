@@ -8,7 +8,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 Layer order (docs/contracts.md, issue 15 move 2)::
 
     names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical,
-    redaction
+    redaction, tomlpos
       → policy, evidence, catalog → kernel → tools, upstream → bridge
       → harness → conformance → cli
 """
@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "pathwalk",
         "canonical",
         "redaction",
+        "tomlpos",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

@@ -39,7 +39,7 @@ from pydantic import (
 
 from sharedos.errors import HarnessError
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
-from sharedos.harness.tomlpos import key_positions, locate
+from sharedos.tomlpos import decode_error_position, key_positions, locate
 from sharedos.upstream.config import UpstreamConfig, parse_upstreams
 
 REDACTED = "<redacted>"
@@ -406,8 +406,8 @@ def parse_host_config(
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"{source}:{m.group(1)}:{m.group(2)}" if m else source
+        stated = decode_error_position(str(exc))
+        where = f"{source}:{stated[0]}:{stated[1]}" if stated else source
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise HostConfigError([f"{where}: invalid TOML: {msg}"]) from None
     positions = key_positions(text)

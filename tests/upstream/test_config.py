@@ -95,7 +95,7 @@ def test_relative_commands_and_cwd_resolve_against_the_file() -> None:
         ),
         (
             '[upstream.a]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n',
-            "host.toml:1:2: upstream.a: give exactly one of command (stdio) or url",
+            "host.toml:1:1: upstream.a: give exactly one of command (stdio) or url",
         ),
         (
             '[upstream.a]\ncommand = "x"\ntimeouts = { call_s = -1 }\n',
