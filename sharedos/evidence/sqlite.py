@@ -69,7 +69,7 @@ from sharedos.evidence.appender import (
     StaleHead,
 )
 from sharedos.evidence.chain import Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, chain_rows_sql, reader_sql
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, chain_rows_sql, lookup_sql, reader_sql
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import (
     layout_step,
@@ -242,12 +242,12 @@ _INSERT_CHECKPOINT = (
     "signature, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: each turn's head past the furthest position its checkpoints covered
-_UNCOVERED_SQL = (
-    "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
-    "FROM chain GROUP BY turn_id) h ON h.turn_id = c.turn_id AND h.pos = c.pos "
-    "LEFT JOIN (SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) k "
-    "ON k.turn_id = c.turn_id WHERE k.pos IS NULL OR k.pos < c.pos ORDER BY c.turn_id"
-)
+_UNCOVERED_SQL = lookup_sql("uncovered", "sqlite")
+_HEAD_SQL = lookup_sql("head", "sqlite")
+_ATTEMPT_LINK_SQL = lookup_sql("attempt_link", "sqlite")
+_LINK_AT_SQL = lookup_sql("link_at", "sqlite")
+_LAST_CHECKPOINT_SQL = lookup_sql("last_checkpoint", "sqlite")
+_STORE_ID_SQL = lookup_sql("store_id", "sqlite")
 #: each turn's furthest checkpointed head (and the checkpoint that recorded it)
 _COVERAGE_SQL = (
     "SELECT k.turn_id, k.pos, k.hash, k.number FROM checkpoint_heads k JOIN "
@@ -274,11 +274,7 @@ def iter_checkpoint_rows(
     stream: Callable[[str, list[Any], int], Any],
 ) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
     """Checkpoints with their heads, in number order, from one ordered join (both stores)."""
-    sql = (
-        "SELECT c.number, c.store_id, c.taken_at, c.prev_hash, c.heads, c.heads_hash, c.key_id, "
-        "c.signature, c.hash, k.turn_id, k.pos, k.hash FROM checkpoints c "
-        "LEFT JOIN checkpoint_heads k ON k.number = c.number ORDER BY c.number, k.turn_id"
-    )
+    sql = lookup_sql("checkpoint_rows", "sqlite")  # no placeholders: either dialect
     current: Checkpoint | None = None
     heads: list[tuple[str, int, str]] = []
     for row in stream(sql, [], 5000):
@@ -305,7 +301,7 @@ def iter_checkpoint_rows(
 
 def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
     """The file's ``meta.store_id`` (given one when it has none and ``create``)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    row = conn.execute(_STORE_ID_SQL).fetchone()
     if row is not None:
         return str(row[0])
     if not create:
@@ -314,7 +310,7 @@ def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
 
     made = str(uuid.uuid4())
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (made,))
-    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    row = conn.execute(_STORE_ID_SQL).fetchone()
     return str(row[0])
 
 
@@ -638,27 +634,17 @@ class SqliteEvidenceStore:
 
     def head(self, turn_id: str) -> tuple[int, str] | None:
         """The turn's last link (pos, hash) as the file has it."""
-        rows = self._read(
-            "SELECT pos, hash FROM chain WHERE turn_id = ? AND pos IS NOT NULL "
-            "ORDER BY pos DESC LIMIT 1",
-            [turn_id],
-        )
+        rows = self._read(_HEAD_SQL, [turn_id])
         return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
     def attempt_link(self, seq: int) -> tuple[str, str] | None:
         """(turn_id, hash) of the attempt link of ``seq``."""
-        rows = self._read(
-            "SELECT turn_id, hash FROM chain WHERE seq = ? AND kind = 'attempt'", [seq]
-        )
+        rows = self._read(_ATTEMPT_LINK_SQL, [seq])
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
         """(seq of the attempt it is or concludes, hash) of the turn's link at ``pos``."""
-        rows = self._read(
-            "SELECT CASE kind WHEN 'attempt' THEN seq WHEN 'outcome' THEN attempt END, hash "
-            "FROM chain WHERE turn_id = ? AND pos = ?",
-            [turn_id, pos],
-        )
+        rows = self._read(_LINK_AT_SQL, [turn_id, pos])
         if not rows:
             return None
         seq, hash_ = rows[0]
@@ -689,7 +675,7 @@ class SqliteEvidenceStore:
 
     def last_checkpoint(self) -> tuple[int, str] | None:
         """(number, hash) of the store's last checkpoint."""
-        rows = self._read("SELECT number, hash FROM checkpoints ORDER BY number DESC LIMIT 1", [])
+        rows = self._read(_LAST_CHECKPOINT_SQL, [])
         return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
     def execute_checkpoint(self, cp: Checkpoint, heads: list[tuple[str, int, str]]) -> None:
