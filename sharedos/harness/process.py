@@ -214,16 +214,29 @@ async def run_process(
     re-raises ``CancelledError`` after the group is dead.
     """
     t0 = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        env=env,
-        cwd=str(cwd),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=pass_fds,
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
     )
+    try:
+        # shielded: cancelled inside process creation, asyncio would kill the leader
+        # and then wait for every holder of its pipes (a grandchild) to exit
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            started = await spawn
+            _kill_group(started.pid, signal.SIGKILL)  # never ran as asked: nothing to spare
+            await _until_exit(started, 5.0)
+            await _reap_group(started.pid, 0.0)
+        raise
     if on_spawn is not None:
         on_spawn()
     pgid = proc.pid
