@@ -395,14 +395,34 @@ def verify_turn(
         if lk.pos < 0:
             add("inserted", lk, None, f"an {lk.kind} row that has no link in the chain")
     report.links = len(linked)
+    chain, expected, remaining = _walk(turn_id, linked, add)
+    _check_links(chain, expected, remaining, add)
+    _stray_links(chain, remaining, add)
+    report.head = chain[-1].hash if chain else None
+    _check_seals(chain, report, add, public_keys=public_keys, require_seal=require_seal)
+    if covered is not None:
+        _check_covered(chain, covered, add)
+    problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
+    return report
+
+
+#: how a stage of ``verify_turn`` reports a finding: (kind, link, position, detail)
+_Add = Callable[[str, "Link | None", "int | None", str], None]
+
+
+def _walk(
+    turn_id: str, linked: list[Link], add: _Add
+) -> tuple[list[Link], list[int], dict[int, Link]]:
+    """Stage 1, the walk: from genesis, follow the link whose prev is the current hash.
+
+    Returns the chain, the position each of its links should have (a deletion
+    gap shifts it), and the links the walk did not go through (by ``id``).
+    """
     by_prev: dict[str, list[Link]] = {}
     for lk in linked:
         by_prev.setdefault(lk.prev, []).append(lk)
     held = {lk.hash for lk in linked}
-
-    # 1. the walk: from genesis, follow the link whose prev is the current hash
     chain: list[Link] = []
-    #: the position each link of the chain should have (a deletion gap shifts it)
     expected: list[int] = []
     remaining = {id(lk): lk for lk in linked}
     cur = genesis(turn_id)
@@ -436,8 +456,13 @@ def verify_turn(
         chain.append(nxt)
         del remaining[id(nxt)]
         cur = nxt.hash
+    return chain, expected, remaining
 
-    # 2. every link of the chain: its content, its binding, its place
+
+def _check_links(
+    chain: list[Link], expected: list[int], remaining: dict[int, Link], add: _Add
+) -> None:
+    """Stage 2, every link of the chain: its content, its binding, its place."""
     attempt_hash = {lk.seq: lk.hash for lk in chain if lk.kind == "attempt"}
     chain_positions = {lk.pos for lk in chain}
     # links put in with the chain renumbered around them shift the genuine ones
@@ -471,12 +496,25 @@ def verify_turn(
                     f"attempt before it (seq {last_seq}): the store's order was changed",
                 )
             last_seq = lk.seq
-    # 3. links the chain does not go through
+
+
+def _stray_links(chain: list[Link], remaining: dict[int, Link], add: _Add) -> None:
+    """Stage 3, links the chain does not go through."""
+    chain_positions = {lk.pos for lk in chain}
     for lk in remaining.values():
         second = " (a second link at this position)" if lk.pos in chain_positions else ""
         add("inserted", lk, lk.pos, f"a {lk.kind} that is not part of the chain{second}")
 
-    report.head = chain[-1].hash if chain else None
+
+def _check_seals(
+    chain: list[Link],
+    report: TurnReport,
+    add: _Add,
+    *,
+    public_keys: Mapping[str, Any] | None,
+    require_seal: bool,
+) -> None:
+    """Stage 4, the seal: signed by a trusted key (with keys), present when required."""
     seals = [lk for lk in chain if lk.kind == "seal"]
     report.sealed = bool(seals)
     if public_keys is not None:
@@ -502,24 +540,25 @@ def verify_turn(
             "the turn has no seal (never closed: its host died or it is still running; "
             "or its seal was deleted)",
         )
-    if covered is not None:
-        pos, hash_, number = covered
-        at = {lk.pos: lk.hash for lk in chain}
-        if pos not in at:
-            end = chain[-1].pos if chain else -1
-            add(
-                "deleted",
-                None,
-                pos,
-                f"checkpoint {number} covered this turn up to position {pos}; the chain now "
-                f"ends at position {end}: what was committed before the checkpoint is gone",
-            )
-        elif at[pos] != hash_:
-            add(
-                "edited",
-                None,
-                pos,
-                f"the link at this position is not the one checkpoint {number} covered",
-            )
-    problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
-    return report
+
+
+def _check_covered(chain: list[Link], covered: tuple[int, str, int], add: _Add) -> None:
+    """Stage 5, the checkpoint: the chain still reaches the head it covered, with its hash."""
+    pos, hash_, number = covered
+    at = {lk.pos: lk.hash for lk in chain}
+    if pos not in at:
+        end = chain[-1].pos if chain else -1
+        add(
+            "deleted",
+            None,
+            pos,
+            f"checkpoint {number} covered this turn up to position {pos}; the chain now "
+            f"ends at position {end}: what was committed before the checkpoint is gone",
+        )
+    elif at[pos] != hash_:
+        add(
+            "edited",
+            None,
+            pos,
+            f"the link at this position is not the one checkpoint {number} covered",
+        )
