@@ -40,7 +40,8 @@ from typing import Any
 
 from sharedos.evidence.record import MAX_STORED_ARGUMENTS, EncodedJson, storable_json_text
 from sharedos.kernel.context import AccessContext
-from sharedos.kernel.policy_api import DecisionLike, PolicyLike, rule_id
+from sharedos.kernel.messages import rule_id
+from sharedos.kernel.policy_api import DecisionLike, PolicyLike
 
 __all__ = ["MAX_SHADOW_ERROR", "ShadowDecider"]
 
