@@ -6,6 +6,7 @@ bundles store it verbatim. Layout::
     {"requirements": {tool: {...}},
      "rules": {column: [one entry per rule], ..., "files": [...], "namespaces": [...]},
      "groups": [[rule position, ...], ...],
+     "buckets": [0 | [[plain rule position, ...], {role: [rule position, ...]}], ...],
      "index": {ns: {action: [absolute walk, relative walk]}},
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256},
@@ -17,7 +18,10 @@ place, pattern, packed condition, description and ready-made matcher
 (``matchers.static_spec``) sit at its position in one list per field. A
 walk (``index``) is a segment trie over the literal prefixes of the
 patterns whose nodes list the rule groups a resource reaching them can
-meet; a decision descends it and reads one node. Everything is plain JSON
+meet; a decision descends it and reads one node. ``buckets`` (one per group,
+``prefilter``) sorts the rules of a group by the role their condition needs,
+so a decision looks up the caller's roles instead of testing each rule.
+Everything is plain JSON
 that a decision uses as it is, so a bundle is ready once ``json.loads``
 returns: no rule is re-parsed, no regex compiled, no index built.
 """
@@ -35,6 +39,7 @@ from sharedos.policy.index import IndexBuilder
 from sharedos.policy.ir import CONDITION_KINDS, RULE_COLUMNS, encode_rules
 from sharedos.policy.matchers import MatchKind, static_spec
 from sharedos.policy.patterns import is_context_dependent, literal_prefix, parse_pattern
+from sharedos.policy.prefilter import context_plan, group_buckets, role_form
 
 if TYPE_CHECKING:
     from sharedos.toolpolicy import ToolPolicy
@@ -145,6 +150,9 @@ def compile_program(
             penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
             expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
             ctx_only = False
+            enc = encode(expr) if expr is not None else None
+            forbid = rule.effect == "forbid"
+            rkey, rform = role_form(enc, kind, forbid)
             if expr is not None:
                 read, turn, clock = _reads(expr)
                 # a condition on the time is not a property of the context: it
@@ -155,8 +163,10 @@ def compile_program(
             dynamic = is_context_dependent(penc)
             reads_turn = reads_turn or (dynamic and _interpolates_turn_id(penc))
             mkind: int
+            plan = None
             if dynamic:
                 mkind, depth, head, tail, tests = int(MatchKind.CONTEXT), 0, "", "", None
+                plan = context_plan(penc)
             else:
                 mkind, depth, head, tail, tests = static_spec(penc)
             fname = name(rule.span.file)
@@ -170,7 +180,7 @@ def compile_program(
                 ("col", rule.span.col),
                 ("ns", ns_names.setdefault(rule.namespace, len(ns_names))),
                 ("pattern", rule.pattern.raw),
-                ("cond", _pack(encode(expr)) if expr is not None else None),
+                ("cond", _pack(enc) if enc is not None else None),
                 ("ckind", _CKIND[kind]),
                 ("ctx", 1 if ctx_only else 0),
                 ("desc", rule.description),
@@ -179,12 +189,14 @@ def compile_program(
                 ("mhead", head),
                 ("mtail", tail),
                 ("mtests", tests),
+                ("rkey", rkey),
+                ("rform", rform),
+                ("mplan", plan),
             ):
                 cols[column].append(value)
             targets = ns_actions.get(rule.namespace, [])
             actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
             prefix = tuple(literal_prefix(penc))
-            forbid = rule.effect == "forbid"
             for action in dict.fromkeys(actions):
                 builder.add(rule.namespace, action, forbid, bool(penc["abs"]), prefix, idx)
     index = builder.build()
@@ -196,6 +208,8 @@ def compile_program(
         "requirements": requirements,
         "rules": encode_rules(cols, list(file_names), list(ns_names)),
         "groups": builder.groups,
+        # per group, the rules by the role they need (``prefilter``)
+        "buckets": group_buckets(builder.groups, cols["rkey"], cols["rform"]),
         "index": index,
         "tool_policies": {
             name: policy.model_dump(mode="json") for name, policy in sorted(tool_policies.items())

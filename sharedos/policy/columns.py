@@ -1,0 +1,237 @@
+"""The rule table as a decision reads it: column by column, nothing decoded up front.
+
+``decide`` (``evaluator``) tests a rule from the program's columns directly
+(its matcher kind, depth, head and tail, its role key and form), so reaching
+a rule costs no decoding; what needs building is built the first time a
+decision needs it, per rule and never per context: a condition's closure
+(shared through the table's memo), a general matcher's program, a context
+pattern's plan, the rule's ``RuleRef`` when it decides a call.
+
+Per caller, a decision needs the roles held (``held_roles``: a set, or None
+when ``context.roles`` is not a list of strings and conditions must be
+evaluated as written) and the values its patterns interpolate
+(``hole_value``): both are computed once per request, or once per context
+when the caller passes a ``context_key``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sharedos.policy.conditions import Env
+from sharedos.policy.decision import RuleRef
+from sharedos.policy.ir import CONDITION_KINDS, MalformedProgram, RuleTable, _compile_packed
+from sharedos.policy.matchers import Program, compile_tests
+from sharedos.policy.patterns import lookup_context, safe_value
+
+Applies = Callable[[Env], bool]
+
+#: A general matcher that matches nothing (a malformed permit) or everything the
+#: index reaches (a malformed forbid): see ``RuleTable.record``.
+NEVER: Any = ("never",)
+ALWAYS: Any = ("always",)
+#: A context pattern without a plan (``prefilter.context_plan`` returned None).
+NO_PLAN: Any = ("no plan",)
+_EFFECTS = ("permit", "forbid")
+
+
+def held_roles(context: Any) -> frozenset[str] | None:
+    """The roles a caller holds, when ``"R" in context.roles`` is exactly set membership.
+
+    None when the context is not a dict or its ``roles`` is missing or not a
+    list (or tuple) of strings: then every role condition is evaluated as
+    written (and a missing or malformed ``roles`` fails closed there)."""
+    if type(context) is not dict:
+        return None
+    roles = context.get("roles")
+    tr = type(roles)
+    if tr is not list and tr is not tuple:
+        return None
+    for r in roles:  # type: ignore[union-attr]
+        if type(r) is not str:
+            return None
+    return frozenset(roles)  # type: ignore[arg-type]
+
+
+def hole_value(context: Any, path: tuple[str, ...]) -> str | None:
+    """The text ``{context.PATH}`` inserts, or None when it is missing or unsafe."""
+    found, value = lookup_context(context, path)
+    return safe_value(value) if found else None
+
+
+def validate_buckets(buckets: Any, groups: list[list[int]]) -> None:
+    """Raise ``MalformedProgram`` unless ``buckets`` sorts each group's rules (see ``prefilter``)."""
+    if type(buckets) is not list or len(buckets) != len(groups):
+        raise MalformedProgram("buckets is not one entry per group")
+    for entry, group in zip(buckets, groups, strict=True):
+        if entry == 0 and type(entry) is int:
+            continue
+        if type(entry) is not list or len(entry) != 2:
+            raise MalformedProgram("a group's buckets are not [plain, by role]")
+        plain, by_role = entry
+        if type(plain) is not list or type(by_role) is not dict:
+            raise MalformedProgram("a group's buckets are not [plain, by role]")
+        members = list(plain)
+        for role, ids in by_role.items():
+            if type(role) is not str or type(ids) is not list or not ids:
+                raise MalformedProgram("a role bucket is malformed")
+            members.extend(ids)
+        if sorted(members) != sorted(group):
+            raise MalformedProgram("a group's buckets do not hold exactly its rules")
+
+
+_pack = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _role_term_text(role: str) -> str:
+    """``"R" in context.roles`` exactly as the compiler packs it."""
+    return '["cmp","in",["lit",' + _pack(role) + '],["ref","context",["roles"]]]'
+
+
+def checked_prefilter(
+    columns: Mapping[str, list[Any]], buckets: list[Any]
+) -> tuple[list[str | None], list[int], list[Any]]:
+    """The ``rkey``/``rform`` columns and the buckets a decision may trust (copies).
+
+    A rule's role key is a shortcut past its condition, so it is used only
+    when the packed condition says the same thing: exactly the role test for
+    a role form, the role test as the first term of an ``and`` for a keyed
+    forbid, a role test term somewhere in a keyed permit (a permit skipped
+    wrongly fails closed). Anything else (a bundle edited by hand) loses its
+    key and is evaluated as written, so a garbage condition fails closed where
+    it is used; a group holding such a rule in a bucket is scanned whole.
+    String tests only: the load parses no condition."""
+    rkey = list(columns["rkey"])
+    rform = list(columns["rform"])
+    conds, ckinds, effects = columns["cond"], columns["ckind"], columns["effect"]
+    terms: dict[str, str] = {}
+    dropped: set[int] = set()
+    for i, role in enumerate(rkey):
+        if role is None:
+            if rform[i]:
+                rform[i] = 0
+            continue
+        term = terms.get(role)
+        if term is None:
+            term = terms[role] = _role_term_text(role)
+        packed = conds[i]
+        form = rform[i]
+        if type(packed) is not str:
+            ok = False
+        elif form:
+            ok = packed == term and ckinds[i] == form  # ckind 1 when, 2 unless
+        elif effects[i] == 1:
+            body = packed
+            while body.startswith('["and",'):
+                body = body[7:]
+            ok = body != packed and body.startswith(term) and ckinds[i] in (1, 3)
+        else:
+            ok = packed.startswith('["and",') and term in packed and ckinds[i] in (1, 3)
+        if not ok:
+            rkey[i] = None
+            rform[i] = 0
+            dropped.add(i)
+    trusted = list(buckets)
+    for gid, entry in enumerate(trusted):
+        if entry == 0:
+            continue
+        for role, ids in entry[1].items():
+            if any(rkey[i] != role or rform[i] == 2 or i in dropped for i in ids):
+                trusted[gid] = 0  # scan the whole group, each rule as written
+                break
+    return rkey, rform, trusted
+
+
+class RuleColumns:
+    """Per-rule helpers built on first use, over a checked ``RuleTable``."""
+
+    __slots__ = (
+        "applies",
+        "effect",
+        "plans",
+        "progs",
+        "refs",
+        "singles",
+        "table",
+    )
+
+    def __init__(self, table: RuleTable) -> None:
+        n = table.n
+        self.table = table
+        self.effect: list[int] = table.columns["effect"]
+        #: compiled conditions by rule (None: not compiled yet; see ``compile``)
+        self.applies: list[Applies | None] = [None] * n
+        self.progs: list[Any] = [None] * n
+        self.plans: list[Any] = [None] * n
+        self.refs: list[RuleRef | None] = [None] * n
+        self.singles: list[tuple[RuleRef, ...] | None] = [None] * n
+
+    def compile(self, i: int) -> Applies:
+        """Rule ``i``'s condition as a closure (compiled once, shared through the memo)."""
+        c = self.table.columns
+        kind = CONDITION_KINDS[c["ckind"][i]]
+        fn = _compile_packed(c["cond"][i], kind, c["effect"][i] == 1, self.table.memo)
+        self.applies[i] = fn
+        return fn
+
+    def prog(self, i: int) -> Program:
+        """Rule ``i``'s general matcher; ``NEVER``/``ALWAYS`` for a malformed one."""
+        try:
+            prog: Any = compile_tests(self.table.columns["mtests"][i])
+        except (ValueError, TypeError, IndexError, KeyError):
+            prog = ALWAYS if self.effect[i] == 1 else NEVER
+        self.progs[i] = prog
+        return prog  # type: ignore[no-any-return]
+
+    def plan(self, i: int) -> Any:
+        """Rule ``i``'s context plan as tuples ``(any_tail, depth, checks)``; ``NO_PLAN``
+        when it has none (or a malformed one: the general matcher decides then)."""
+        raw = self.table.columns["mplan"][i]
+        plan: Any = NO_PLAN
+        try:
+            if raw is not None:
+                _start, any_tail, depth, checks = raw
+                out = []
+                for pos, kind, value in checks:
+                    if type(pos) is not int or kind not in (0, 1, 2, 3):
+                        raise ValueError("malformed check")
+                    if kind == 2:
+                        value = tuple(value)
+                        if not value or not all(type(v) is str for v in value):
+                            raise ValueError("malformed hole")
+                    elif kind == 3:
+                        value = (str(value[0]), str(value[1]))
+                    elif kind == 0 and type(value) is not str:
+                        raise ValueError("malformed literal")
+                    out.append((pos, kind, value))
+                if type(depth) is not int or not all(p < depth for p, _, _ in out):
+                    raise ValueError("malformed depth")
+                plan = (bool(any_tail), depth, tuple(out))
+        except (ValueError, TypeError, IndexError):
+            plan = NO_PLAN
+        self.plans[i] = plan
+        return plan
+
+    def ref(self, i: int) -> RuleRef:
+        """Where rule ``i`` lives (built the first time it decides a call)."""
+        ref = self.refs[i]
+        if ref is None:
+            c = self.table.columns
+            ref = self.refs[i] = RuleRef(
+                c["id"][i],
+                self.table.files[c["file"][i]],
+                c["line"][i],
+                c["col"][i],
+                _EFFECTS[1 if c["effect"][i] == 1 else 0],  # type: ignore[arg-type]
+            )
+        return ref
+
+    def single(self, i: int) -> tuple[RuleRef, ...]:
+        """``(ref(i),)``, made once: most decisions cite one rule."""
+        refs = self.singles[i]
+        if refs is None:
+            refs = self.singles[i] = (self.ref(i),)
+        return refs
+
