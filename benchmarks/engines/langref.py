@@ -357,9 +357,7 @@ def applies_fn(rule: LangRule, named: dict[str, Expr]) -> Callable[[Env], bool] 
         try:
             if when is not None and not _bool(when(env)):
                 return False
-            if unless is not None and _bool(unless(env)):
-                return False
-            return True
+            return not (unless is not None and _bool(unless(env)))
         except Err:
             return on_error
         except Exception:

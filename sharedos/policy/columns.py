@@ -234,4 +234,3 @@ class RuleColumns:
         if refs is None:
             refs = self.singles[i] = (self.ref(i),)
         return refs
-

@@ -129,9 +129,12 @@ def _check_column(name: str, kind: str, column: Any, n: int, limits: Mapping[str
     else:
         ok = types <= {int}
         if ok and kind != "int":
-            top = {"bit": 2, "ckind": len(CONDITION_KINDS), "mkind": len(MatchKind), "rform": 3}.get(
-                kind
-            )
+            top = {
+                "bit": 2,
+                "ckind": len(CONDITION_KINDS),
+                "mkind": len(MatchKind),
+                "rform": 3,
+            }.get(kind)
             ok = min(column) >= 0 and max(column) < (top if top is not None else limits[kind])
     if not ok:
         raise MalformedProgram(f"rule column {name!r} has a malformed entry")

@@ -57,7 +57,7 @@ def role_term(enc: Any) -> str | None:
         and type(enc[2][1]) is str
         and enc[3] == ["ref", "context", ["roles"]]
     ):
-        return enc[2][1]  # type: ignore[no-any-return]
+        return enc[2][1]
     return None
 
 
