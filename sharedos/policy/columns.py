@@ -61,6 +61,59 @@ def hole_value(context: Any, path: tuple[str, ...]) -> str | None:
     return safe_value(value) if found else None
 
 
+def glob_texts(context: Any, pieces: tuple[tuple[Any, ...], ...]) -> tuple[str, ...] | None:
+    """A plan's glob segment for one context: its texts between wildcards (one text: no
+    wildcard), or None when a hole's value is missing or unsafe (see ``hole_value``)."""
+    texts = [""]
+    for piece in pieces:
+        kind = piece[0]
+        if kind == "t":
+            texts[-1] += piece[1]
+        elif kind == "w":
+            texts.append("")
+        else:
+            value = hole_value(context, piece[1])
+            if value is None:
+                return None
+            texts[-1] += value
+    return tuple(texts)
+
+
+def glob_ok(texts: tuple[str, ...], s: str) -> bool:
+    """Does segment ``s`` match the glob ``texts`` (``glob_texts``), as ``matchers`` does?"""
+    if len(texts) == 1:
+        return s == texts[0]
+    head, tail = texts[0], texts[-1]
+    if len(s) < sum(map(len, texts)) or not s.startswith(head) or not s.endswith(tail):
+        return False
+    pos = len(head)
+    end = len(s) - len(tail)
+    for mid in texts[1:-1]:
+        found = s.find(mid, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(mid)
+    return True
+
+
+def _glob_pieces(value: Any) -> tuple[tuple[Any, ...], ...]:
+    """A plan's glob pieces as tuples (``ValueError`` when malformed)."""
+    out: list[tuple[Any, ...]] = []
+    for piece in value:
+        kind = piece[0]
+        if kind == "t" and len(piece) == 2 and type(piece[1]) is str:
+            out.append(("t", piece[1]))
+        elif kind == "w" and len(piece) == 1:
+            out.append(("w",))
+        elif kind == "c" and len(piece) == 2 and piece[1] and all(type(v) is str for v in piece[1]):
+            out.append(("c", tuple(piece[1])))
+        else:
+            raise ValueError("malformed glob piece")
+    if not out:
+        raise ValueError("empty glob")
+    return tuple(out)
+
+
 def validate_buckets(buckets: Any, groups: list[list[int]]) -> None:
     """Raise ``MalformedProgram`` unless ``buckets`` sorts each group's rules (see ``prefilter``)."""
     if type(buckets) is not list or len(buckets) != len(groups):
@@ -68,17 +121,26 @@ def validate_buckets(buckets: Any, groups: list[list[int]]) -> None:
     for entry, group in zip(buckets, groups, strict=True):
         if entry == 0 and type(entry) is int:
             continue
-        if type(entry) is not list or len(entry) != 2:
-            raise MalformedProgram("a group's buckets are not [plain, by role]")
-        plain, by_role = entry
+        if type(entry) is not list or len(entry) not in (2, 3):
+            raise MalformedProgram("a group's buckets are not [plain, by role(, twins)]")
+        plain, by_role = entry[0], entry[1]
         if type(plain) is not list or type(by_role) is not dict:
-            raise MalformedProgram("a group's buckets are not [plain, by role]")
+            raise MalformedProgram("a group's buckets are not [plain, by role(, twins)]")
         members = list(plain)
         for role, ids in by_role.items():
             if type(role) is not str or type(ids) is not list or not ids:
                 raise MalformedProgram("a role bucket is malformed")
             members.extend(ids)
-        if sorted(members) != sorted(group):
+        if len(entry) == 3:
+            listed = set(members)
+            twins = entry[2]
+            if type(twins) is not list or not twins:
+                raise MalformedProgram("a group's twins are malformed")
+            for row in twins:
+                if type(row) is not list or len(row) < 2 or row[0] not in listed:
+                    raise MalformedProgram("a group's twins are malformed")
+                members.extend(row[1:])
+        if not all(type(i) is int for i in members) or sorted(members) != sorted(group):
             raise MalformedProgram("a group's buckets do not hold exactly its rules")
 
 
@@ -134,6 +196,7 @@ def checked_prefilter(
             rform[i] = 0
             dropped.add(i)
     trusted = list(buckets)
+    same = [columns[name] for name in _TWIN_COLUMNS]
     for gid, entry in enumerate(trusted):
         if entry == 0:
             continue
@@ -141,7 +204,40 @@ def checked_prefilter(
             if any(rkey[i] != role or rform[i] == 2 or i in dropped for i in ids):
                 trusted[gid] = 0  # scan the whole group, each rule as written
                 break
+        else:
+            # copies are taken on trust only when every column a decision reads is equal
+            if len(entry) == 3 and not all(
+                all(col[row[0]] == col[i] for col in same) and rkey[row[0]] == rkey[i]
+                for row in entry[2]
+                for i in row[1:]
+            ):
+                trusted[gid] = 0
     return rkey, rform, trusted
+
+
+#: the columns a decision reads of a rule: copies (``twins``) must agree on each
+_TWIN_COLUMNS = (
+    "effect",
+    "pattern",
+    "cond",
+    "ckind",
+    "ctx",
+    "mkind",
+    "mdepth",
+    "mhead",
+    "mtail",
+    "mtests",
+    "rform",
+    "mplan",
+)
+
+
+def twin_maps(buckets: list[Any]) -> list[dict[int, tuple[int, ...]] | None]:
+    """Per group, its copies by first rule (``prefilter.group_buckets``), or None."""
+    return [
+        {row[0]: tuple(row[1:]) for row in entry[2]} if entry != 0 and len(entry) == 3 else None
+        for entry in buckets
+    ]
 
 
 class RuleColumns:
@@ -195,7 +291,7 @@ class RuleColumns:
                 _start, any_tail, depth, checks = raw
                 out = []
                 for pos, kind, value in checks:
-                    if type(pos) is not int or kind not in (0, 1, 2, 3):
+                    if type(pos) is not int or kind not in (0, 1, 2, 3, 4):
                         raise ValueError("malformed check")
                     if kind == 2:
                         value = tuple(value)
@@ -205,6 +301,8 @@ class RuleColumns:
                         value = (str(value[0]), str(value[1]))
                     elif kind == 0 and type(value) is not str:
                         raise ValueError("malformed literal")
+                    elif kind == 4:
+                        value = _glob_pieces(value)
                     out.append((pos, kind, value))
                 if type(depth) is not int or not all(p < depth for p, _, _ in out):
                     raise ValueError("malformed depth")

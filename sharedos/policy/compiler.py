@@ -6,7 +6,8 @@ bundles store it verbatim. Layout::
     {"requirements": {tool: {...}},
      "rules": {column: [one entry per rule], ..., "files": [...], "namespaces": [...]},
      "groups": [[rule position, ...], ...],
-     "buckets": [0 | [[plain rule position, ...], {role: [rule position, ...]}], ...],
+     "buckets": [0 | [[plain rule position, ...], {role: [rule position, ...]}
+                      (, [[first, copy, ...], ...])], ...],
      "index": {ns: {action: [absolute walk, relative walk]}},
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256},
@@ -23,7 +24,8 @@ walk (``index``) is a segment trie over the literal prefixes of the
 patterns whose nodes list the rule groups a resource reaching them can
 meet; a decision descends it and reads one node. ``buckets`` (one per group,
 ``prefilter``) sorts the rules of a group by the role their condition needs,
-so a decision looks up the caller's roles instead of testing each rule.
+so a decision looks up the caller's roles instead of testing each rule, and
+names the copies of a rule in the group (tested once, through the first).
 Everything is plain JSON that a decision uses as it is, so a bundle is ready once ``json.loads``
 returns: no rule is re-parsed, no regex compiled, no index built.
 
@@ -180,7 +182,9 @@ def compile_program(
         "rules": cols.encoded(),
         "groups": builder.groups,
         # per group, the rules by the role they need (``prefilter``)
-        "buckets": group_buckets(builder.groups, cols.cols["rkey"], cols.cols["rform"]),
+        "buckets": group_buckets(
+            builder.groups, cols.cols["rkey"], cols.cols["rform"], cols.signatures()
+        ),
         "index": index,
         "tool_policies": {
             name: policy.model_dump(mode="json") for name, policy in sorted(tool_policies.items())
@@ -270,6 +274,11 @@ class _Columns:
         ):
             self.cols[column].append(value)
         return idx, penc
+
+    def signatures(self) -> list[tuple[Any, ...]]:
+        """Per rule, what decides whether it applies: pattern, condition and effect."""
+        c = self.cols
+        return list(zip(c["pattern"], c["cond"], c["ckind"], c["effect"], strict=True))
 
     def encoded(self) -> dict[str, Any]:
         """The table as the program stores it."""

@@ -37,8 +37,11 @@ from sharedos.policy.columns import (
     NO_PLAN,
     RuleColumns,
     checked_prefilter,
+    glob_ok,
+    glob_texts,
     held_roles,
     hole_value,
+    twin_maps,
     validate_buckets,
 )
 from sharedos.policy.conditions import Env
@@ -106,7 +109,7 @@ class ContextEntry:
     def __init__(self, n_rules: int) -> None:
         self.verdicts = bytearray(n_rules)
         self.held: Any = _UNSET
-        self.values: dict[tuple[str, ...], str | None] | None = None
+        self.values: dict[Any, Any] | None = None
         self.matchers: dict[int, Matcher | None] = {}
         self.memo: dict[Any, Any] = {}
 
@@ -150,6 +153,7 @@ class Evaluator:
         c = self._table.columns
         rkey, rform, trusted = checked_prefilter(c, buckets)  # type: ignore[arg-type]
         self._buckets: list[Any] = trusted
+        self._twins = twin_maps(trusted)
         self._cols = RuleColumns(self._table)
         self._mkind: list[int] = c["mkind"]
         self._mdepth: list[int] = c["mdepth"]
@@ -414,6 +418,7 @@ class Evaluator:
         cols = self._cols
         raw_groups = self._raw_groups
         buckets = self._buckets
+        twins = self._twins
         mkind, mdepth, mhead, mtail = self._mkind, self._mdepth, self._mhead, self._mtail
         rform, rkey, ctx_only = self._rform, self._rkey, self._ctx_only
         applies_of, progs, plans = cols.applies, cols.progs, cols.plans
@@ -426,7 +431,9 @@ class Evaluator:
                     bk = buckets[gid]
                     if bk == 0:
                         lists: Any = (raw_groups[gid],)
+                        tw = None
                     else:
+                        tw = twins[gid]
                         # the rules of the roles the caller holds, not all of them
                         if held is _UNSET:
                             held = held_roles(context)
@@ -502,6 +509,21 @@ class Evaluator:
                                                 if not s:
                                                     ok = False
                                                     break
+                                            elif kind == 4:  # text, '*' and holes
+                                                if values is None:
+                                                    values = {}
+                                                    if cache is not None:
+                                                        cache.values = values
+                                                g = values.get(val, _MISSING)
+                                                if g is _MISSING:
+                                                    g = values[val] = glob_texts(context, val)
+                                                if g is None:  # unsafe: as a hole's
+                                                    if not forbid or not s:
+                                                        ok = False
+                                                        break
+                                                elif not glob_ok(g, s):
+                                                    ok = False
+                                                    break
                                             elif (  # a last 'head*tail'
                                                 len(s) < len(val[0]) + len(val[1])
                                                 or not s.startswith(val[0])
@@ -543,6 +565,10 @@ class Evaluator:
                                 hits = [i]
                             else:
                                 hits.append(i)
+                            if tw is not None:
+                                copies = tw.get(i)
+                                if copies is not None:  # they apply with it
+                                    hits.extend(copies)
             if hits is not None:
                 break
             forbid = False

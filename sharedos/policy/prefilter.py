@@ -13,7 +13,11 @@ by one, and decides a condition that *is* a role test with one set lookup.
   the whole condition is ``when "R" in context.roles`` (it applies iff R is
   held), ``ROLE_NOT`` when it is ``unless "R" in context.roles`` (iff R is
   not held; no bucket then), else ``GENERAL``.
-* ``group_buckets(groups, roles)``: per group, ``0`` or ``[plain, {R: [...]}]``.
+* ``group_buckets(groups, roles, forms, sigs)``: per group, ``0`` or ``[plain,
+  {R: [...]}]`` or ``[plain, {R: [...]}, twins]``: rules that are copies of
+  one another (same pattern, condition and effect: generated or merged
+  policies repeat rules) are tested once, through the first of them, and
+  ``twins`` (``[[first, copy, ...], ...]``) names the copies that apply with it.
 * ``context_plan(penc)``: the matcher of a pattern that interpolates the
   context (``/home/{context.principal}/**``), worked out once, so that a
   decision compares segments with the caller's values instead of building a
@@ -40,8 +44,9 @@ GENERAL, ROLE_IS, ROLE_NOT = 0, 1, 2
 #: A group gets role buckets when at least this many of its rules have a role key
 #: (fewer are as quickly tested one by one, with one set lookup each).
 BUCKET_MIN = 6
-#: ``context_plan`` check kinds: a literal, ``*``, a whole-segment hole, a last ``head*tail``.
-PLAN_TEXT, PLAN_STAR, PLAN_HOLE, PLAN_AFFIX = 0, 1, 2, 3
+#: ``context_plan`` check kinds: a literal, ``*``, a whole-segment hole, a last ``head*tail``,
+#: a segment of text, wildcards and holes (``{context.principal}-*``).
+PLAN_TEXT, PLAN_STAR, PLAN_HOLE, PLAN_AFFIX, PLAN_GLOB = 0, 1, 2, 3, 4
 
 
 def role_term(enc: Any) -> str | None:
@@ -97,24 +102,46 @@ def role_form(enc: Any, kind: str | None, forbid: bool) -> tuple[str | None, int
 
 
 def group_buckets(
-    groups: Sequence[Sequence[int]], roles: Sequence[str | None], forms: Sequence[int]
+    groups: Sequence[Sequence[int]],
+    roles: Sequence[str | None],
+    forms: Sequence[int],
+    sigs: Sequence[Any],
 ) -> list[Any]:
-    """Per group, ``0`` or ``[plain, {role: [rule positions]}]`` (positions in group order).
+    """Per group, ``0`` or ``[plain, {role: [rule positions]}]`` (positions in group order),
+    with a third entry ``twins`` when some rules of the group are copies of another.
 
-    A rule goes in the bucket of its role when it has one (``roles``) and its
-    form is not ``ROLE_NOT``; a group gets buckets when ``BUCKET_MIN`` of its
-    rules would."""
+    ``sigs[i]`` is what decides whether rule i applies (its pattern, condition
+    and effect): a rule whose signature an earlier rule of the group has is a
+    copy, listed only in ``twins`` under that first rule. A rule goes in the
+    bucket of its role when it has one (``roles``) and its form is not
+    ``ROLE_NOT``; a group gets role buckets when ``BUCKET_MIN`` of its rules
+    would."""
     out: list[Any] = []
     for group in groups:
-        keyed = [i for i in group if roles[i] is not None and forms[i] != ROLE_NOT]
-        if len(keyed) < BUCKET_MIN:
+        first: dict[Any, int] = {}
+        twins: dict[int, list[int]] = {}
+        reps: list[int] = []
+        for i in group:
+            rep = first.setdefault(sigs[i], i)
+            if rep == i:
+                reps.append(i)
+            else:
+                twins.setdefault(rep, []).append(i)
+        keyed = [i for i in reps if roles[i] is not None and forms[i] != ROLE_NOT]
+        bucketed = len(keyed) >= BUCKET_MIN
+        if not bucketed and not twins:
             out.append(0)
             continue
         buckets: dict[str, list[int]] = {}
-        for i in keyed:
-            buckets.setdefault(roles[i], []).append(i)  # type: ignore[arg-type]
-        taken = set(keyed)
-        out.append([[i for i in group if i not in taken], buckets])
+        taken: set[int] = set()
+        if bucketed:
+            for i in keyed:
+                buckets.setdefault(roles[i], []).append(i)  # type: ignore[arg-type]
+            taken = set(keyed)
+        entry: list[Any] = [[i for i in reps if i not in taken], buckets]
+        if twins:
+            entry.append([[rep, *copies] for rep, copies in twins.items()])
+        out.append(entry)
     return out
 
 
@@ -125,8 +152,10 @@ def context_plan(penc: Mapping[str, Any]) -> list[Any] | None:
     ``start`` is the length of the literal prefix (the index walked it);
     ``checks`` are ``[position, kind, value]`` from there on: a literal
     (``PLAN_TEXT``, the text), ``*`` (``PLAN_STAR``), a whole-segment hole
-    (``PLAN_HOLE``, the context path) and, last, a ``head*tail`` segment
-    (``PLAN_AFFIX``, ``[head, tail]``); ``any_tail`` is 1 when the pattern
+    (``PLAN_HOLE``, the context path), a last ``head*tail`` segment
+    (``PLAN_AFFIX``, ``[head, tail]``) and any other segment of text, ``*``
+    and holes (``PLAN_GLOB``, its pieces as the pattern has them: ``["t",
+    text]``, ``["w"]``, ``["c", path]``); ``any_tail`` is 1 when the pattern
     ends in ``**`` (then ``depth`` is the least number of segments, else the
     exact number)."""
     segs = penc["segs"]
@@ -155,6 +184,18 @@ def context_plan(penc: Mapping[str, Any]) -> list[Any] | None:
             head = seg[1][0][1] if seg[1][0][0] == "t" else ""
             tail = seg[1][-1][1] if seg[1][-1][0] == "t" else ""
             checks.append([pos, PLAN_AFFIX, [head, tail]])
+        elif kind == "G" and seg[1] and all(_plain_piece(p) for p in seg[1]):
+            checks.append([pos, PLAN_GLOB, [list(p) for p in seg[1]]])
         else:
             return None
     return [start, any_tail, start + len(rest), checks]
+
+
+def _plain_piece(piece: Any) -> bool:
+    """A glob segment's piece a plan can resolve: text, a wildcard or a context path."""
+    kind = piece[0]
+    return (
+        (kind == "t" and len(piece) == 2)
+        or (kind == "w" and len(piece) == 1)
+        or (kind == "c" and len(piece) == 2 and bool(piece[1]))
+    )
