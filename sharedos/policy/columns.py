@@ -37,6 +37,10 @@ NO_PLAN: Any = ("no plan",)
 _EFFECTS = ("permit", "forbid")
 
 
+#: the order a plan's checks run in, by kind (literal, hole, affix, glob, then '*')
+_CHECK_ORDER = {0: 0, 2: 1, 3: 2, 4: 3, 1: 4}
+
+
 def held_roles(context: Any) -> frozenset[str] | None:
     """The roles a caller holds, when ``"R" in context.roles`` is exactly set membership.
 
@@ -306,6 +310,9 @@ class RuleColumns:
                     out.append((pos, kind, value))
                 if type(depth) is not int or not all(p < depth for p, _, _ in out):
                     raise ValueError("malformed depth")
+                # each check reads one position on its own, so their order is free:
+                # literals first (they reject most paths, the same for every caller)
+                out.sort(key=lambda check: _CHECK_ORDER[check[1]])
                 plan = (bool(any_tail), depth, tuple(out))
         except (ValueError, TypeError, IndexError):
             plan = NO_PLAN

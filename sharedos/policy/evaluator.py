@@ -154,6 +154,11 @@ class Evaluator:
         rkey, rform, trusted = checked_prefilter(c, buckets)  # type: ignore[arg-type]
         self._buckets: list[Any] = trusted
         self._twins = twin_maps(trusted)
+        # a group without buckets is read as it is: its one list, made once
+        self._plain: list[tuple[list[int]] | None] = [
+            (group,) if entry == 0 else None
+            for group, entry in zip(self._raw_groups, trusted, strict=True)
+        ]
         self._cols = RuleColumns(self._table)
         self._mkind: list[int] = c["mkind"]
         self._mdepth: list[int] = c["mdepth"]
@@ -163,6 +168,23 @@ class Evaluator:
         self._rkey: list[str | None] = rkey
         self._ctx_only: list[int] = c["ctx"]
         self._conds: list[str | None] = c["cond"]
+        # What a decision reads of rule i, as one tuple (one object to reach, not one
+        # list per column: at thousands of rules each column is a cache miss):
+        # (match kind, depth, head, tail, has a condition, role form, role key,
+        # context-only). What is built on first use stays in ``self._cols``.
+        self._rows: list[tuple[Any, ...]] = list(
+            zip(
+                c["mkind"],
+                c["mdepth"],
+                c["mhead"],
+                c["mtail"],
+                [x is not None for x in c["cond"]],
+                rform,
+                rkey,
+                c["ctx"],
+                strict=True,
+            )
+        )
         # bounded, oldest first out (see context_entry); reads take no lock
         self._contexts: dict[str, ContextEntry] = {}
         self._decisions: dict[tuple[Any, ...], Decision] = {}
@@ -416,23 +438,21 @@ class Evaluator:
         env: Env | None = None
         hits: list[int] | None = None
         cols = self._cols
-        raw_groups = self._raw_groups
+        plain = self._plain
         buckets = self._buckets
         twins = self._twins
-        mkind, mdepth, mhead, mtail = self._mkind, self._mdepth, self._mhead, self._mtail
-        rform, rkey, ctx_only = self._rform, self._rkey, self._ctx_only
+        rows = self._rows
         applies_of, progs, plans = cols.applies, cols.progs, cols.plans
-        conds = self._conds
         # Forbids first: one that applies denies, whatever the permits say.
         forbid = True
         for gids in (node[1], node[2]):
             if gids:
                 for gid in gids:
-                    bk = buckets[gid]
-                    if bk == 0:
-                        lists: Any = (raw_groups[gid],)
+                    lists: Any = plain[gid]
+                    if lists is not None:
                         tw = None
                     else:
+                        bk = buckets[gid]
                         tw = twins[gid]
                         # the rules of the roles the caller holds, not all of them
                         if held is _UNSET:
@@ -453,17 +473,18 @@ class Evaluator:
                             lists.extend(got for r, got in by_role.items() if r in held)
                     for rules in lists:
                         for i in rules:
-                            mk = mkind[i]
+                            row = rows[i]
+                            mk = row[0]
                             if mk:  # ANY (0): '**' after the prefix, nothing to check
                                 if mk == 1:  # DEPTH
-                                    if n != mdepth[i]:
+                                    if n != row[1]:
                                         continue
                                 elif mk == 2:  # AFFIX
-                                    if n != mdepth[i] or not n:
+                                    if n != row[1] or not n:
                                         continue
                                     last = segs[-1]
-                                    head = mhead[i]
-                                    tail = mtail[i]
+                                    head = row[2]
+                                    tail = row[3]
                                     if (
                                         len(last) < len(head) + len(tail)
                                         or not last.startswith(head)
@@ -474,7 +495,7 @@ class Evaluator:
                                     prog = progs[i] or cols.prog(i)
                                     if prog is _NEVER or (
                                         prog is not _ALWAYS
-                                        and not match_general(prog, segs, mdepth[i])
+                                        and not match_general(prog, segs, row[1])
                                     ):
                                         continue
                                 else:  # CONTEXT: the pattern interpolates the context
@@ -537,23 +558,23 @@ class Evaluator:
                                         m = self.context_matcher(self.rule(i), context, cache)
                                         if m is None or not m.matches(segs):
                                             continue
-                            if conds[i] is not None:
-                                rf = rform[i]
+                            if row[4]:  # a condition
+                                rf = row[5]
                                 if rf and held is _UNSET:
                                     held = held_roles(context)
                                     if cache is not None:
                                         cache.held = held
                                 if rf == 1 and held is not None:
-                                    if rkey[i] not in held:
+                                    if row[6] not in held:
                                         continue
                                 elif rf == 2 and held is not None:
-                                    if rkey[i] in held:
+                                    if row[6] in held:
                                         continue
                                 else:
                                     applies = applies_of[i] or cols.compile(i)
                                     if env is None:
                                         env = (context, args, resource, t.action)
-                                    if verdicts is not None and ctx_only[i]:
+                                    if verdicts is not None and row[7]:
                                         ok_ = verdicts[i]
                                         if not ok_:
                                             ok_ = verdicts[i] = YES if applies(env) else NO
