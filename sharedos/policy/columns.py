@@ -286,7 +286,8 @@ class RuleColumns:
         return prog  # type: ignore[no-any-return]
 
     def plan(self, i: int) -> Any:
-        """Rule ``i``'s context plan as tuples ``(any_tail, depth, checks)``; ``NO_PLAN``
+        """Rule ``i``'s context plan as ``(any_tail, depth, checks, qpos, qtext)`` (``qpos``
+        -1, or a literal ``qtext`` the segment there must be, taken out of ``checks``); ``NO_PLAN``
         when it has none (or a malformed one: the general matcher decides then)."""
         raw = self.table.columns["mplan"][i]
         plan: Any = NO_PLAN
@@ -313,7 +314,11 @@ class RuleColumns:
                 # each check reads one position on its own, so their order is free:
                 # literals first (they reject most paths, the same for every caller)
                 out.sort(key=lambda check: _CHECK_ORDER[check[1]])
-                plan = (bool(any_tail), depth, tuple(out))
+                # the first literal, if any, is tested on its own, before the loop
+                qpos, qtext = -1, ""
+                if out and out[0][1] == 0:
+                    qpos, _, qtext = out.pop(0)
+                plan = (bool(any_tail), depth, tuple(out), qpos, qtext)
         except (ValueError, TypeError, IndexError):
             plan = NO_PLAN
         self.plans[i] = plan

@@ -415,6 +415,20 @@ class Evaluator:
                 return self._unresolvable(t, str(exc))
             except Exception as exc:  # hostile args object: fail closed, never raise
                 return self._unresolvable(t, type(exc).__name__)
+        # Descend to the deepest walk node along the resource: its groups hold
+        # every rule whose literal prefix the resource starts with.
+        node = t.walk
+        for seg in segs:
+            child = node[0].get(seg)
+            if child is None:
+                break
+            node = child
+        if not node[1] and not node[2]:  # no rule can apply: default deny
+            dkey0 = (tool, resource)
+            found = self._decisions.get(dkey0)
+            if found is not None:
+                return found
+            return self._decision(dkey0, t, resource, False, None)
         if type(context_key) is str and self._cacheable:
             cache = self._contexts.get(context_key)
             if cache is None:
@@ -426,14 +440,6 @@ class Evaluator:
             cache = verdicts = None  # no key (or not a string): evaluate, do not cache
             held = _UNSET
             values = None
-        # Descend to the deepest walk node along the resource: its groups hold
-        # every rule whose literal prefix the resource starts with.
-        node = t.walk
-        for seg in segs:
-            child = node[0].get(seg)
-            if child is None:
-                break
-            node = child
         n = len(segs)
         env: Env | None = None
         hits: list[int] | None = None
@@ -501,9 +507,11 @@ class Evaluator:
                                 else:  # CONTEXT: the pattern interpolates the context
                                     plan = plans[i] or cols.plan(i)
                                     if plan is not _NO_PLAN:
-                                        any_tail, depth, checks = plan
+                                        any_tail, depth, checks, qpos, qtext = plan
                                         if n < depth if any_tail else n != depth:
                                             continue
+                                        if qpos >= 0 and segs[qpos] != qtext:
+                                            continue  # qpos < depth <= n
                                         ok = True
                                         for pos, kind, val in checks:
                                             s = segs[pos]
