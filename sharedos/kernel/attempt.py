@@ -25,7 +25,7 @@ from sharedos.kernel.context import AccessContext, ToolCall
 from sharedos.kernel.handlers import HandlerResult
 from sharedos.kernel.kernel import TurnCatalog
 from sharedos.kernel.policy_api import DecisionLike, rule_id
-from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.outcomes import Effect, Outcome, ReasonCode
 
 __all__ = ["MAX_ERROR", "Attempt", "Ran", "attempt_record", "given_up", "now", "scrubbed"]
 
@@ -144,6 +144,20 @@ def decision_context(context: AccessContext) -> dict[str, Any] | None:
     )
 
 
+def _with_served_by(
+    diagnostics: Mapping[str, Any] | None, tool: ToolDefinition | None
+) -> Mapping[str, Any] | None:
+    """The caller's diagnostics plus the tool's ``servedBy`` (which credential serves it)."""
+    served = tool.served_by if tool is not None else None
+    if not served:
+        return diagnostics
+    return {**(diagnostics or {}), "servedBy": served}
+
+
+def _allowed(decision: DecisionLike | None) -> bool:
+    return decision is not None and decision.effect == Effect.ALLOW
+
+
 def attempt_record(
     attempt: Attempt, policy_hash: str, context_json: Mapping[str, Any] | None = None
 ) -> EvidenceRecord:
@@ -190,7 +204,9 @@ def attempt_record(
         policy_hash=policy_hash,
         principal=context.principal,
         tenant=context.tenant,
-        diagnostics=stored_json(attempt.diagnostics, secrets),
+        diagnostics=stored_json(
+            _with_served_by(attempt.diagnostics, tool if _allowed(decision) else None), secrets
+        ),
         identity=stored_json(attempt.identity, secrets),
         context=stored_json(
             context_json if context_json is not None else decision_context(context), secrets

@@ -90,6 +90,7 @@ _HANDLER_REASONS = frozenset(
         ReasonCode.UPSTREAM_ERROR,
         ReasonCode.UPSTREAM_TIMEOUT,
         ReasonCode.UPSTREAM_UNAVAILABLE,
+        ReasonCode.UPSTREAM_UNAUTHORIZED,
         ReasonCode.LINKED_RESOURCE,
     }
 )
