@@ -268,3 +268,23 @@ class TokenStore:
         except FileNotFoundError:
             return False
         return True
+
+
+def open_store(
+    config: Any, environ: Mapping[str, str], base_dir: Path | None = None
+) -> TokenStore:
+    """The token store a host file's ``[tokens]`` names (``TokenStoreError`` when its key
+    cannot be read)."""
+    key = config.key
+    if key.file is not None and base_dir is not None and not Path(key.file).is_absolute():
+        key = key.model_copy(update={"file": str(base_dir / key.file)})
+    return TokenStore(config.location(environ, base_dir), read_key(key, environ))
+
+
+def store_opener(config: Any, environ: Mapping[str, str], base_dir: Path | None = None) -> Any:
+    """A zero-argument callable opening the store on first use (what the broker takes)."""
+
+    def opener() -> TokenStore:
+        return open_store(config, environ, base_dir)
+
+    return opener
