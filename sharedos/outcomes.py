@@ -22,10 +22,17 @@ class Outcome(StrEnum):
 
 
 class Effect(StrEnum):
-    """A policy decision's effect."""
+    """A policy decision's effect.
+
+    ``approval_required``: a permit allows the call and an approval rule applies
+    to it, so it runs only with an approval of that exact call
+    (docs/approvals.md). Anything that does not know approvals reads it as "not
+    allow", which refuses the call (fail closed).
+    """
 
     ALLOW = "allow"
     DENY = "deny"
+    APPROVAL_REQUIRED = "approval_required"
 
 
 class ReasonCode(StrEnum):
@@ -48,6 +55,9 @@ class ReasonCode(StrEnum):
     UNRESOLVABLE_RESOURCE = "unresolvable_resource"
     #: the turn has closed; the bridge refuses further calls
     TURN_CLOSED = "turn_closed"
+    #: a permit allows the call but an approval rule applies: it runs only with an
+    #: approval of this exact call (the one denial a retry can change, once approved)
+    APPROVAL_REQUIRED = "approval_required"
     # -- failed --------------------------------------------------------------
     #: the arguments do not satisfy the tool's inputSchema
     INVALID_ARGUMENTS = "invalid_arguments"
@@ -87,6 +97,7 @@ DENIAL_REASONS = frozenset(
         ReasonCode.FORBIDDEN,
         ReasonCode.UNRESOLVABLE_RESOURCE,
         ReasonCode.TURN_CLOSED,
+        ReasonCode.APPROVAL_REQUIRED,
     }
 )
 FAILURE_REASONS = frozenset(

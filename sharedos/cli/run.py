@@ -500,7 +500,8 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     except EvidenceStoreError as exc:
         _fail(str(exc))
     try:
-        host = RuntimeHost(Kernel(policy, registry), store, handler_timeout_s=longest + 5.0)
+        kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)
+        host = RuntimeHost(kernel, store, handler_timeout_s=longest + 5.0)
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),

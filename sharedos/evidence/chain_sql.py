@@ -36,9 +36,14 @@ __all__ = [
     "CONTENT_OF",
     "READER_SQL",
     "VIEWS",
+    "VIEW_NAMES",
     "Dialect",
+    "add_columns_sql",
+    "chain_rows_sql",
     "checkpoint_ddl",
     "insert_sql",
+    "picked",
+    "reader_sql",
     "table_ddl",
 ]
 
@@ -100,6 +105,23 @@ def _select(columns: tuple[str, ...], alias: str = "") -> str:
     return ", ".join(f"{alias}{c} AS {c}" for c in columns)
 
 
+def picked(columns: tuple[str, ...], missing: frozenset[str] = frozenset(), alias: str = "") -> str:
+    """``alias.col`` for each column, ``NULL`` in place of the ``missing`` ones (a store
+    read as it is at an older version, which lacks them: they read as null)."""
+    return ", ".join("NULL" if c in missing else f"{alias}{c}" for c in columns)
+
+
+def add_columns_sql(present: set[str], dialect: Dialect) -> tuple[str, ...]:
+    """``ALTER TABLE`` statements adding every column of ``CHAIN_COLUMNS`` the table lacks
+    (``present``: the columns it has). A migration step that checks for the columns it
+    needs, so it is right whatever version brought the table to where it is."""
+    return tuple(
+        f"ALTER TABLE chain ADD COLUMN {c} {_type(c, dialect)}"
+        for c in CHAIN_COLUMNS
+        if c not in present
+    )
+
+
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 #: the schema-3 names, as views over ``chain``
 VIEWS: tuple[str, ...] = (
@@ -123,6 +145,10 @@ VIEWS: tuple[str, ...] = (
     + " FROM chain AS a LEFT JOIN chain AS o ON o.attempt = a.seq AND o.kind = 'outcome'"
     " WHERE a.kind = 'attempt'",
 )
+
+
+#: the names of ``VIEWS``, in order
+VIEW_NAMES = ("attempts", "outcomes", "turns", "seals", "links", "evidence")
 
 
 def checkpoint_ddl(dialect: Dialect) -> tuple[str, ...]:
@@ -160,10 +186,20 @@ def insert_sql(kind: str, dialect: Dialect, *, returning: bool = False) -> str:
     return sql + (" RETURNING seq" if returning else "")
 
 
-#: the chain reader (``rows.link_from_row``): each row with the hash of the attempt an
-#: outcome concludes; callers add WHERE / ORDER BY
-READER_SQL = (
-    "SELECT c.seq, "
-    + ", ".join(f"c.{col}" for col in CHAIN_COLUMNS)
-    + ", aa.hash FROM chain c LEFT JOIN chain aa ON aa.seq = c.attempt AND aa.kind = 'attempt'"
-)
+def reader_sql(missing: frozenset[str] = frozenset()) -> str:
+    """The chain reader (``rows.link_from_row``): each row with the hash of the attempt an
+    outcome concludes, ``missing`` columns read as null; callers add WHERE / ORDER BY."""
+    return (
+        "SELECT c.seq, "
+        + picked(CHAIN_COLUMNS, missing, "c.")
+        + ", aa.hash FROM chain c LEFT JOIN chain aa ON aa.seq = c.attempt AND aa.kind = 'attempt'"
+    )
+
+
+def chain_rows_sql(missing: frozenset[str] = frozenset()) -> str:
+    """Every stored row as (seq, *``CHAIN_COLUMNS``) (``copy``); callers add WHERE / ORDER BY."""
+    return f"SELECT seq, {picked(CHAIN_COLUMNS, missing)} FROM chain"
+
+
+#: the chain reader of a table with every column (``reader_sql``)
+READER_SQL = reader_sql()

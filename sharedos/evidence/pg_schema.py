@@ -16,6 +16,9 @@ either backend:
   the version-3 tables; ``checkpoints`` (``sharedos.evidence.chain_sql``;
   the step is ``sharedos.evidence.migrate.v3_to_v4``). ``FRESH`` creates it
   in an empty database at once.
+* **5** — the attempt's ``shadow`` decision: a column of ``chain`` and the
+  views made again (``sharedos.evidence.migrate.layout_step``, which adds
+  whatever column ``chain`` lacks and keeps the views' grants).
 
 Text everywhere a value is hashed (timestamps, JSON): the chain hashes what
 is stored, and ``text`` is stored exactly as written.
@@ -26,7 +29,7 @@ from __future__ import annotations
 from sharedos.evidence.chain import ATTEMPT_FIELDS
 from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, table_ddl
 
-LATEST = 4
+LATEST = 5
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 
@@ -63,7 +66,7 @@ V2 = (
     "CREATE INDEX attempts_turn ON attempts (turn_id, seq)",
     "CREATE INDEX attempts_call ON attempts (call_id)",
     "CREATE VIEW evidence AS SELECT a.seq AS seq, "
-    + ", ".join(f"a.{c} AS {c}" for c in ATTEMPT_FIELDS if c != "context")
+    + ", ".join(f"a.{c} AS {c}" for c in ATTEMPT_FIELDS if c not in ("context", "shadow"))
     + ", "
     + ", ".join(f"o.{c} AS {c}" for c in _OUTCOME_COLUMNS)
     + " FROM attempts AS a LEFT JOIN outcomes AS o ON o.seq = a.seq",

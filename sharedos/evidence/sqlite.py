@@ -67,9 +67,14 @@ from sharedos.evidence.appender import (
     StaleHead,
 )
 from sharedos.evidence.chain import Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, READER_SQL
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, chain_rows_sql, reader_sql
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
-from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
+from sharedos.evidence.migrate import (
+    layout_step,
+    refuse_unreadable,
+    sqlite_chain_columns,
+    sqlite_chain_existing,
+)
 from sharedos.evidence.record import (
     EvidenceRecord,
     OutcomeRecord,
@@ -86,13 +91,12 @@ from sharedos.evidence.sqlite_schema import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
+    MISSING_BEFORE_4,
     READ_COLUMNS,
-    READ_COLUMNS_V3,
     SCHEMA,
     SCHEMA_VERSION,
-    SELECT,
-    SELECT_V3,
     run_plan,
+    select_records,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
@@ -314,6 +318,8 @@ class SqliteEvidenceStore:
         #: (db, wal) identities this connection writes; None for ":memory:" and readers
         self._ids: tuple[FileId, FileId | None] | None = None
         self.schema_version = SCHEMA_VERSION
+        #: the columns this SharedOS reads that the file (read as it is) lacks: null
+        self._missing: frozenset[str] = frozenset()
         #: the no-wait connection (``try_now``), opened on first use
         self._fast: sqlite3.Connection | None = None
         self._fast_cur: sqlite3.Cursor | None = None
@@ -377,8 +383,11 @@ class SqliteEvidenceStore:
                         "io",
                     )
                 self.schema_version = int(version)
-                if version == SCHEMA_VERSION:
+                if version >= 4:
+                    self._missing = frozenset(CHAIN_COLUMNS) - sqlite_chain_columns(conn)
                     self.store_id = _store_id(conn, create=False)
+                else:
+                    self._missing = MISSING_BEFORE_4
                 return conn
             if not memory:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -399,12 +408,14 @@ class SqliteEvidenceStore:
                 )
             if version != SCHEMA_VERSION:
                 # one host, one file: a writable open migrates (all of it in one transaction)
-                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: ()}[int(version)]
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: ()}[
+                    int(version)
+                ]
                 self.migrated_rows = self._install(
                     conn,
                     steps,
                     chain=version in (1, 2),
-                    then=() if version == 0 else MIGRATE_FROM_3,
+                    then=() if version in (0, 4) else MIGRATE_FROM_3,
                 )
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
@@ -459,7 +470,8 @@ class SqliteEvidenceStore:
         """Create (or migrate to) the schema in one transaction; with ``chain``, chain the
         rows there (the version-3 layout), then run ``then`` (3 -> 4).
 
-        Returns (turns, rows) chained.
+        Returns (turns, rows) chained. Ends with ``layout_step``: every column this
+        SharedOS writes that ``chain`` lacks is added (4 -> 5), the views made again.
         """
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -467,6 +479,8 @@ class SqliteEvidenceStore:
                 conn.execute(stmt)
             chained = sqlite_chain_existing(conn) if chain else (0, 0)
             for stmt in then:
+                conn.execute(stmt)
+            for stmt in layout_step(sqlite_chain_columns(conn), "sqlite"):
                 conn.execute(stmt)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -859,14 +873,15 @@ class SqliteEvidenceStore:
 
     @property
     def _select(self) -> str:
-        """The records' SELECT for this file's version (read as they are: 1 to 3 have no context)."""
-        return SELECT if self.schema_version >= SCHEMA_VERSION else SELECT_V3
+        """The records' SELECT for this file as it is (columns it lacks read as null: 1 to 3
+        have no context, 1 to 4 no shadow decision)."""
+        return select_records(self._missing)
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
         where = " WHERE c.turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        sql = READER_SQL + where + " ORDER BY c.turn_id, c.pos, c.seq"
+        sql = reader_sql(self._missing) + where + " ORDER BY c.turn_id, c.pos, c.seq"
         for row in self._stream(sql, params, batch):
             yield link_from_row(row)
 
@@ -876,7 +891,7 @@ class SqliteEvidenceStore:
         """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
         where = " WHERE turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        sql = f"SELECT seq, {', '.join(CHAIN_COLUMNS)} FROM chain{where} ORDER BY turn_id, pos, seq"
+        sql = f"{chain_rows_sql(self._missing)}{where} ORDER BY turn_id, pos, seq"
         for row in self._stream(sql, params, batch):
             yield tuple(row)
 
@@ -947,8 +962,7 @@ class SqliteEvidenceStore:
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:
         data: dict[str, Any] = {"seq": row[0]}
-        columns = READ_COLUMNS if len(row) == len(READ_COLUMNS) + 1 else READ_COLUMNS_V3
-        for name, value in zip(columns, row[1:], strict=True):
+        for name, value in zip(READ_COLUMNS, row[1:], strict=True):
             data[name] = json.loads(value) if name in JSON_COLUMNS and value is not None else value
         return EvidenceRecord.from_dict(data)
 

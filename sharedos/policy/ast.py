@@ -290,15 +290,34 @@ class Annotation:
 
 
 @dataclass(frozen=True, slots=True)
+class Approver:
+    """One entry of an approval rule's ``by`` list: a ``role`` or a ``group`` (resolved by the host)."""
+
+    kind: TypingLiteral["role", "group"]
+    name: str
+    span: Span
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name!r}"
+
+
+#: A rule's effect: a permit or forbid, or an approval rule (``require approval by ...``).
+RuleEffect = TypingLiteral["permit", "forbid", "approval"]
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
-    """``permit|forbid ACTIONS on PATTERN [when COND] [unless COND]``.
+    """``permit|forbid ACTIONS on PATTERN [when COND] [unless COND]``, or an approval rule
+    ``require approval by APPROVERS for ACTIONS on PATTERN [when COND] [unless COND]``.
 
     ``actions`` is ``("*",)`` for every action of the namespace. The rule
     applies when its ``when`` condition (if any) holds and its ``unless``
-    condition (if any) does not.
+    condition (if any) does not. An approval rule (``effect == "approval"``)
+    never grants: when it applies to a call a permit allows (and no forbid
+    forbids), the call needs an approval by one of ``approvers``.
     """
 
-    effect: TypingLiteral["permit", "forbid"]
+    effect: RuleEffect
     actions: tuple[str, ...]
     pattern: Pattern
     when: Expr | None
@@ -307,6 +326,8 @@ class Rule:
     annotations: tuple[Annotation, ...]
     span: Span
     action_spans: tuple[Span, ...] = ()
+    #: who may approve (approval rules only): any one of them satisfies the rule
+    approvers: tuple[Approver, ...] = ()
 
     @property
     def conditions(self) -> tuple[Expr, ...]:
@@ -332,7 +353,7 @@ class Rule:
 
     @property
     def auto_id(self) -> str:
-        """``file:line`` of the rule keyword."""
+        """``file:line`` of the rule keyword (``permit``, ``forbid`` or ``require``)."""
         return f"{self.span.file}:{self.span.line}"
 
     @property
@@ -385,10 +406,13 @@ Value = str | int | float | bool | None | list["Value"] | dict[str, "Value"]
 
 @dataclass(frozen=True, slots=True)
 class TestBlock:
-    """``test "name" { [policy NAME;] context {...}; call TOOL {...}; expect allow|deny [REASON] }``.
+    """``test "name" { [policy NAME;] context {...}; call TOOL {...}; [approver {...};]
+    expect allow|deny|approval [REASON] }``.
 
     ``context``/``args`` are plain JSON-like values; ``expect_reason`` is a
-    ``ReasonCode`` value string (e.g. ``"forbidden"``) or ``None``.
+    ``ReasonCode`` value string (e.g. ``"forbidden"``) or ``None``. ``approver``
+    (``{principal, roles, groups}``) decides the call as if that person had
+    approved it: a call that needs approval is then allowed when they may give it.
     """
 
     __test__ = False  # not a pytest test class
@@ -398,7 +422,7 @@ class TestBlock:
     context: dict[str, Value]
     tool: str | None
     args: dict[str, Value]
-    expect_effect: TypingLiteral["allow", "deny"] | None
+    expect_effect: TypingLiteral["allow", "deny", "approval"] | None
     expect_reason: str | None
     span: Span
     tool_span: Span | None = None
@@ -419,6 +443,10 @@ class TestBlock:
     call_span: Span | None = None
     context_pair_spans: tuple[Span, ...] = ()
     args_pair_spans: tuple[Span, ...] = ()
+    #: ``approver {...}``: the person whose approval the call is decided with
+    approver: dict[str, Value] | None = None
+    approver_span: Span | None = None
+    approver_pair_spans: tuple[Span, ...] = ()
 
 
 Statement = NamespaceDecl | Requirement | Rule | ConditionDecl | ToolPolicyDecl | TestBlock
@@ -449,7 +477,7 @@ class PolicyFile:
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        """The file's permit/forbid rules in source order."""
+        """The file's permit/forbid and approval rules in source order."""
         return tuple(s for s in self.statements if isinstance(s, Rule))
 
     @property

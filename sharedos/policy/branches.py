@@ -112,8 +112,11 @@ def _clauses(rule: Any) -> list[tuple[str, list[Any]]]:
 def branch_points(policy: Any) -> list[BranchPoint]:
     """Every branch point of every rule of ``policy`` with a condition, in rule order."""
     out: list[BranchPoint] = []
-    for i in range(policy.rule_count):
-        rule = policy.rule(i)
+    records = [policy.rule(i) for i in range(policy.rule_count)]
+    approvals = getattr(policy, "approvals", None)
+    if approvals is not None:
+        records += approvals.all_rules()
+    for rule in records:
         for clause, enc in _clauses(rule):
             out.append(BranchPoint(rule.ref, clause, (), unparse(enc), 0))
             stack: list[tuple[list[Any], tuple[int, ...]]] = [(enc, ())]
@@ -183,27 +186,37 @@ def record(
         return
     env: Env = (context, args, resource, t.action)
     node = walk_along(t.walk, segs)
-    for forbid in (True, False):
-        for rule in policy.node_rules(node, forbid):
-            if not rule.has_condition or not policy.pattern_matches(rule, segs, context):
+    reached = [
+        rule
+        for forbid in (True, False)
+        for rule in policy.node_rules(node, forbid)
+        if rule.has_condition and policy.pattern_matches(rule, segs, context)
+    ]
+    approvals = getattr(policy, "approvals", None)
+    if approvals is not None:
+        reached += [
+            rule
+            for rule in approvals.rules_for(t.namespace, t.action, resource.startswith("/"))
+            if rule.has_condition and approvals.pattern_matches(rule, resource, context)
+        ]
+    for rule in reached:
+        for clause, enc in _clauses(rule):
+
+            def note(
+                path: tuple[int, ...],
+                outcome: bool,
+                ref: RuleRef = rule.ref,
+                clause: str = clause,
+            ) -> None:
+                coverage.seen.setdefault((ref, clause, path), set()).add(outcome)
+
+            recorder = _Recorder(env, note, memo)
+            try:
+                result = recorder.value(enc, ())
+            except Exception:  # an error decides nothing (the rule failed closed)
                 continue
-            for clause, enc in _clauses(rule):
-
-                def note(
-                    path: tuple[int, ...],
-                    outcome: bool,
-                    ref: RuleRef = rule.ref,
-                    clause: str = clause,
-                ) -> None:
-                    coverage.seen.setdefault((ref, clause, path), set()).add(outcome)
-
-                recorder = _Recorder(env, note, memo)
-                try:
-                    result = recorder.value(enc, ())
-                except Exception:  # an error decides nothing (the rule failed closed)
-                    continue
-                if type(result) is bool:
-                    note((), result)
+            if type(result) is bool:
+                note((), result)
 
 
 def measure(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sharedos.outcomes import Effect, ReasonCode
 from sharedos.policy import ast
@@ -10,6 +12,13 @@ from sharedos.policy.context import complete_context
 from sharedos.policy.decision import Decision
 from sharedos.policy.evaluator import Evaluator
 from sharedos.policy.policyset import PolicySet
+
+#: how a test's ``expect`` names each decision effect
+EXPECTED_AS = {
+    Effect.ALLOW: "allow",
+    Effect.DENY: "deny",
+    Effect.APPROVAL_REQUIRED: "approval",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +60,35 @@ def decide_case(policy: PolicySet, test: ast.TestBlock) -> Decision | None:
     denial = run_policy_denial(policy, test.policy, test.tool)
     if denial is not None:
         return denial
-    return policy.decide(test.tool, test.args, complete_context(test.context))
+    decision = policy.decide(test.tool, test.args, complete_context(test.context))
+    if test.approver is not None:
+        return approved(decision, test.approver)
+    return decision
+
+
+def approved(decision: Decision, approver: Mapping[str, Any]) -> Decision:
+    """``decision`` as it stands once ``approver`` (``{principal, roles, groups}``) said yes.
+
+    A call that needs approval runs (allow) when the approver may give it for
+    every approval rule that applied; otherwise, and for every other decision,
+    nothing changes: an approval never turns a deny into an allow.
+    """
+    need = decision.approval
+    if need is None or not decision.needs_approval:
+        return decision
+    roles = approver.get("roles") or ()
+    groups = approver.get("groups") or ()
+    if not isinstance(roles, list | tuple) or not isinstance(groups, list | tuple):
+        return decision
+    if not need.satisfied_by(roles, groups):
+        return decision
+    who = approver.get("principal")
+    return replace(
+        decision,
+        effect=Effect.ALLOW,
+        reason=ReasonCode.ALLOWED,
+        detail=f"{decision.detail}; approved by {who!r}",
+    )
 
 
 def run_case(policy: PolicySet, test: ast.TestBlock) -> CaseResult:
@@ -61,8 +98,8 @@ def run_case(policy: PolicySet, test: ast.TestBlock) -> CaseResult:
         return CaseResult(
             test, False, None, f"test {test.name!r} is incomplete (needs call and expect)"
         )
-    got = f"{decision.effect.value} {decision.reason.value}"
-    effect_ok = decision.effect.value == test.expect_effect
+    got = f"{EXPECTED_AS[decision.effect]} {decision.reason.value}"
+    effect_ok = EXPECTED_AS[decision.effect] == test.expect_effect
     reason_ok = test.expect_reason is None or decision.reason.value == test.expect_reason
     want = test.expect_effect + (f" {test.expect_reason}" if test.expect_reason else "")
     if effect_ok and reason_ok:

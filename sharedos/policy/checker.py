@@ -33,7 +33,13 @@ DECISION_REASONS = (
     ReasonCode.UNRESOLVABLE_RESOURCE,
     ReasonCode.NO_MATCHING_PERMIT,
     ReasonCode.FORBIDDEN,
+    ReasonCode.APPROVAL_REQUIRED,
 )
+#: the effect each reason goes with in a test's ``expect`` (every other reason: deny)
+_EXPECTED_EFFECT = {
+    ReasonCode.ALLOWED.value: "allow",
+    ReasonCode.APPROVAL_REQUIRED.value: "approval",
+}
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: Annotations a rule may carry.
 ANNOTATIONS = ("id", "description")
@@ -302,6 +308,34 @@ def _check_rule(
         )
     for condition in rule.conditions:
         _check_condition(ctx, condition, names)
+    if rule.effect == "approval":
+        _check_approvers(ctx, rule)
+
+
+def _check_approvers(ctx: _Ctx, rule: ast.Rule) -> None:
+    """An approval rule names who may approve: roles and host-resolved groups, each once."""
+    seen: dict[tuple[str, str], ast.Span] = {}
+    for approver in rule.approvers:
+        name = approver.name
+        problem = None
+        if not name or name != name.strip():
+            problem = "is empty or starts or ends with white space"
+        elif _CONTROL_RE.search(name):
+            problem = "contains a control character"
+        elif not unicodedata.is_normalized("NFC", name):
+            problem = "is not in Unicode NFC (a role or group name has one spelling)"
+        if problem is not None:
+            ctx.err("SOS216", f"approver {approver.kind} {name!r} {problem}", approver.span)
+            continue
+        key = (approver.kind, name)
+        if key in seen:
+            ctx.err(
+                "SOS216",
+                f"approver {approver.kind} {name!r} is already listed at {seen[key]}",
+                approver.span,
+            )
+            continue
+        seen[key] = approver.span
 
 
 def _interpolates_now(penc: Mapping[str, Any]) -> bool:
@@ -700,7 +734,7 @@ def _check_test(
     if test.tool is None:
         ctx.err("SOS402", f"test {test.name!r} has no 'call TOOL {{...}}'", test.span)
     if test.expect_effect is None:
-        ctx.err("SOS402", f"test {test.name!r} has no 'expect allow|deny'", test.span)
+        ctx.err("SOS402", f"test {test.name!r} has no 'expect allow|deny|approval'", test.span)
     reason = test.expect_reason
     allowed_reasons = {r.value for r in DECISION_REASONS}
     if test.policy is not None:
@@ -714,13 +748,15 @@ def _check_test(
     elif (
         reason is not None
         and test.expect_effect is not None
-        and (reason == ReasonCode.ALLOWED) != (test.expect_effect == "allow")
+        and _EXPECTED_EFFECT.get(reason, "deny") != test.expect_effect
     ):
         ctx.err(
             "SOS403",
             f"reason {reason!r} cannot go with 'expect {test.expect_effect}'",
             test.reason_span or test.span,
         )
+    if test.approver is not None:
+        _check_test_approver(ctx, test)
     if test.tool is not None and test.tool not in requirements:
         expects_unavailable = test.expect_effect == "deny" and reason in (
             ReasonCode.TOOL_UNAVAILABLE,
@@ -733,3 +769,36 @@ def _check_test(
                 + _did_you_mean(test.tool, requirements),
                 test.tool_span or test.span,
             )
+
+
+#: the keys of a test's ``approver {...}`` and what each must be
+_APPROVER_KEYS = {
+    "principal": "a string",
+    "roles": "a list of strings",
+    "groups": "a list of strings",
+}
+
+
+def _check_test_approver(ctx: _Ctx, test: ast.TestBlock) -> None:
+    """``approver { principal: "maya", roles: [...], groups: [...] }``: who approved the call."""
+    where = test.approver_span or test.span
+    value = test.approver or {}
+    if "principal" not in value:
+        ctx.err("SOS406", f"test {test.name!r}: approver has no 'principal'", where)
+    for key, sub in value.items():
+        want = _APPROVER_KEYS.get(key)
+        if want is None:
+            ctx.err(
+                "SOS406",
+                f"test {test.name!r}: approver has no key {key!r} (it takes "
+                f"{', '.join(_APPROVER_KEYS)})",
+                where,
+            )
+            continue
+        ok = (
+            isinstance(sub, str) and bool(sub)
+            if key == "principal"
+            else isinstance(sub, list) and all(isinstance(x, str) and x for x in sub)
+        )
+        if not ok:
+            ctx.err("SOS406", f"test {test.name!r}: approver {key} must be {want}", where)

@@ -10,7 +10,10 @@ bundles store it verbatim. Layout::
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256},
      "reads_turn_id": bool,
-     "reads_clock": bool}
+     "reads_clock": bool,
+     "approvals": {"rules": {column: [...], ...},        (only with approval rules)
+                   "approvers": [[[kind, name], ...], ...],
+                   "index": {ns: {action: [[absolute rule positions], [relative ...]]}}}}
 
 The rule table is columnar (``ir.RULE_COLUMNS``): each rule's id, effect,
 place, pattern, packed condition, description and ready-made matcher
@@ -20,6 +23,14 @@ patterns whose nodes list the rule groups a resource reaching them can
 meet; a decision descends it and reads one node. Everything is plain JSON
 that a decision uses as it is, so a bundle is ready once ``json.loads``
 returns: no rule is re-parsed, no regex compiled, no index built.
+
+Approval rules (``require approval by ...``) are kept apart, in
+``approvals``: a table of the same columns (their ``effect`` is 1, so that a
+condition that errors or an unsafe interpolation makes them apply: fail
+closed, like a forbid), who may approve per rule, and per (namespace, action)
+the positions of the rules over absolute and relative resources. They are
+read only after a permit allowed a call (``sharedos.policy.approvals``); a
+policy without them compiles to exactly the program it compiled to before.
 """
 
 from __future__ import annotations
@@ -130,61 +141,29 @@ def compile_program(
             acts = ns_actions.setdefault(req.namespace, [])
             if req.action not in acts:
                 acts.append(req.action)
-    cols: dict[str, list[Any]] = {name: [] for name in RULE_COLUMNS}
-    n_rules = 0
-    file_names: dict[str, int] = {}
-    ns_names: dict[str, int] = {}
-    reads_turn = False
-    reads_clock = False
+    cols = _Columns(name, known, named_by_ns)
+    approval_cols = _Columns(name, known, named_by_ns)
+    approvers: list[list[list[str]]] = []
+    approval_index: dict[str, dict[str, list[list[int]]]] = {}
     builder = IndexBuilder()
     for ns, acts in ns_actions.items():
         for action in acts:
             builder.declare(ns, action)
     for file in files:
         for rule in file.rules:
-            penc = known.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
-            expr, kind = rule_condition(rule, named_by_ns.get(rule.namespace, {}))
-            ctx_only = False
-            if expr is not None:
-                read, turn, clock = _reads(expr)
-                # a condition on the time is not a property of the context: it
-                # is evaluated on every call, never cached per context
-                ctx_only = read <= {"context"} and not clock
-                reads_turn = reads_turn or turn
-                reads_clock = reads_clock or clock
-            dynamic = is_context_dependent(penc)
-            reads_turn = reads_turn or (dynamic and _interpolates_turn_id(penc))
-            mkind: int
-            if dynamic:
-                mkind, depth, head, tail, tests = int(MatchKind.CONTEXT), 0, "", "", None
-            else:
-                mkind, depth, head, tail, tests = static_spec(penc)
-            fname = name(rule.span.file)
-            idx = n_rules
-            n_rules += 1
-            for column, value in (
-                ("id", rule.explicit_id or f"{fname}:{rule.span.line}"),
-                ("effect", 1 if rule.effect == "forbid" else 0),
-                ("file", file_names.setdefault(fname, len(file_names))),
-                ("line", rule.span.line),
-                ("col", rule.span.col),
-                ("ns", ns_names.setdefault(rule.namespace, len(ns_names))),
-                ("pattern", rule.pattern.raw),
-                ("cond", _pack(encode(expr)) if expr is not None else None),
-                ("ckind", _CKIND[kind]),
-                ("ctx", 1 if ctx_only else 0),
-                ("desc", rule.description),
-                ("mkind", int(mkind)),
-                ("mdepth", depth),
-                ("mhead", head),
-                ("mtail", tail),
-                ("mtests", tests),
-            ):
-                cols[column].append(value)
             targets = ns_actions.get(rule.namespace, [])
             actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
-            prefix = tuple(literal_prefix(penc))
+            if rule.effect == "approval":
+                idx, penc = approval_cols.add(rule, forbid=True)
+                approvers.append([[a.kind, a.name] for a in rule.approvers])
+                side = 0 if penc["abs"] else 1
+                by_action = approval_index.setdefault(rule.namespace, {})
+                for action in dict.fromkeys(actions):
+                    by_action.setdefault(action, [[], []])[side].append(idx)
+                continue
             forbid = rule.effect == "forbid"
+            idx, penc = cols.add(rule, forbid=forbid)
+            prefix = tuple(literal_prefix(penc))
             for action in dict.fromkeys(actions):
                 builder.add(rule.namespace, action, forbid, bool(penc["abs"]), prefix, idx)
     index = builder.build()
@@ -192,9 +171,9 @@ def compile_program(
         name(f.path): hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest()
         for f in files
     }
-    return {
+    program: dict[str, Any] = {
         "requirements": requirements,
-        "rules": encode_rules(cols, list(file_names), list(ns_names)),
+        "rules": cols.encoded(),
         "groups": builder.groups,
         "index": index,
         "tool_policies": {
@@ -203,10 +182,85 @@ def compile_program(
         "sources": sources,
         # Per-context caches are keyed without the turn id (AccessContext.cache_key),
         # so a policy that reads context.turn_id is never cached per context.
-        "reads_turn_id": reads_turn,
+        "reads_turn_id": cols.reads_turn or approval_cols.reads_turn,
         # The host supplies context.now with every call only to a policy that reads it.
-        "reads_clock": reads_clock,
+        "reads_clock": cols.reads_clock or approval_cols.reads_clock,
     }
+    if approval_cols.n:
+        program["approvals"] = {
+            "rules": approval_cols.encoded(),
+            "approvers": approvers,
+            "index": approval_index,
+        }
+    return program
+
+
+class _Columns:
+    """One rule table being built column by column (``ir.RULE_COLUMNS``)."""
+
+    def __init__(
+        self,
+        name: Any,
+        patterns: Mapping[str, dict[str, Any]],
+        named_by_ns: Mapping[str, Mapping[str, ast.Expr]],
+    ) -> None:
+        self.name = name
+        self.patterns = patterns
+        self.named_by_ns = named_by_ns
+        self.cols: dict[str, list[Any]] = {column: [] for column in RULE_COLUMNS}
+        self.n = 0
+        self.files: dict[str, int] = {}
+        self.namespaces: dict[str, int] = {}
+        self.reads_turn = False
+        self.reads_clock = False
+
+    def add(self, rule: ast.Rule, *, forbid: bool) -> tuple[int, dict[str, Any]]:
+        """Append ``rule``; (its position, its parsed pattern). ``forbid`` is the stored
+        effect bit (a forbid, or an approval rule: both fail closed)."""
+        penc = self.patterns.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
+        expr, kind = rule_condition(rule, self.named_by_ns.get(rule.namespace, {}))
+        ctx_only = False
+        if expr is not None:
+            read, turn, clock = _reads(expr)
+            # a condition on the time is not a property of the context: it
+            # is evaluated on every call, never cached per context
+            ctx_only = read <= {"context"} and not clock
+            self.reads_turn = self.reads_turn or turn
+            self.reads_clock = self.reads_clock or clock
+        dynamic = is_context_dependent(penc)
+        self.reads_turn = self.reads_turn or (dynamic and _interpolates_turn_id(penc))
+        mkind: int
+        if dynamic:
+            mkind, depth, head, tail, tests = int(MatchKind.CONTEXT), 0, "", "", None
+        else:
+            mkind, depth, head, tail, tests = static_spec(penc)
+        fname = self.name(rule.span.file)
+        idx = self.n
+        self.n += 1
+        for column, value in (
+            ("id", rule.explicit_id or f"{fname}:{rule.span.line}"),
+            ("effect", 1 if forbid else 0),
+            ("file", self.files.setdefault(fname, len(self.files))),
+            ("line", rule.span.line),
+            ("col", rule.span.col),
+            ("ns", self.namespaces.setdefault(rule.namespace, len(self.namespaces))),
+            ("pattern", rule.pattern.raw),
+            ("cond", _pack(encode(expr)) if expr is not None else None),
+            ("ckind", _CKIND[kind]),
+            ("ctx", 1 if ctx_only else 0),
+            ("desc", rule.description),
+            ("mkind", int(mkind)),
+            ("mdepth", depth),
+            ("mhead", head),
+            ("mtail", tail),
+            ("mtests", tests),
+        ):
+            self.cols[column].append(value)
+        return idx, penc
+
+    def encoded(self) -> dict[str, Any]:
+        """The table as the program stores it."""
+        return encode_rules(self.cols, list(self.files), list(self.namespaces))
 
 
 def _interpolates_turn_id(penc: Mapping[str, Any]) -> bool:

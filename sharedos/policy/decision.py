@@ -10,13 +10,14 @@ from sharedos.outcomes import Effect, ReasonCode
 
 @dataclass(frozen=True, slots=True)
 class RuleRef:
-    """Where a rule lives: its id (``@id`` or ``file:line``), position and effect."""
+    """Where a rule lives: its id (``@id`` or ``file:line``), position and effect
+    (``approval`` for an approval rule)."""
 
     id: str
     file: str
     line: int
     col: int
-    effect: Literal["permit", "forbid"]
+    effect: Literal["permit", "forbid", "approval"]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -29,9 +30,56 @@ class RuleRef:
         }
 
 
+#: One approver of an approval rule: ``("role", name)`` or ``("group", name)``.
+Approver = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalNeed:
+    """Who must approve a call that needs approval: one entry per approval rule that applied.
+
+    ``rules[i]`` may be satisfied by any approver of ``approvers[i]``; a call
+    runs only with an approval by someone who satisfies every rule that
+    applied (``satisfied_by``). ``permits`` are the permits that allow the call.
+    """
+
+    rules: tuple[RuleRef, ...]
+    approvers: tuple[tuple[Approver, ...], ...]
+    permits: tuple[RuleRef, ...] = ()
+
+    def satisfied_by(self, roles: Any, groups: Any) -> bool:
+        """True when someone with ``roles`` and ``groups`` may approve for every rule."""
+        have = {("role", r) for r in roles if type(r) is str}
+        have |= {("group", g) for g in groups if type(g) is str}
+        return bool(self.approvers) and all(
+            any((kind, name) in have for kind, name in entry) for entry in self.approvers
+        )
+
+    def describe(self) -> str:
+        """``role "maintainer" or group "release" (rule main-needs-review)``, one per rule."""
+        parts = []
+        for ref, entry in zip(self.rules, self.approvers, strict=True):
+            who = " or ".join(f"{kind} {name!r}" for kind, name in entry)
+            parts.append(f"{who} ({ref.id})")
+        return "; and ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "rules": [r.to_dict() for r in self.rules],
+            "approvers": [[{"kind": k, "name": n} for k, n in entry] for entry in self.approvers],
+            "permits": [r.to_dict() for r in self.permits],
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The answer for one call: effect, a closed reason code and the rules that decided it."""
+    """The answer for one call: effect, a closed reason code and the rules that decided it.
+
+    For ``approval_required`` (effect and reason), ``approval`` says which approval
+    rules applied and who may approve; ``rule_ids`` lists those rules, then the
+    permits that allow the call.
+    """
 
     effect: Effect
     reason: ReasonCode
@@ -41,15 +89,21 @@ class Decision:
     resource: str | None
     rule_ids: tuple[RuleRef, ...]
     detail: str
+    approval: ApprovalNeed | None = None
 
     @property
     def allowed(self) -> bool:
-        """True when the effect is allow."""
+        """True when the effect is allow (never for a call that still needs approval)."""
         return self.effect is Effect.ALLOW
+
+    @property
+    def needs_approval(self) -> bool:
+        """True when a permit allows the call but it runs only with an approval."""
+        return self.effect is Effect.APPROVAL_REQUIRED
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (evidence records, ``eval`` output)."""
-        return {
+        out: dict[str, Any] = {
             "effect": self.effect.value,
             "reason": self.reason.value,
             "tool": self.tool,
@@ -59,6 +113,9 @@ class Decision:
             "rule_ids": [r.to_dict() for r in self.rule_ids],
             "detail": self.detail,
         }
+        if self.approval is not None:
+            out["approval"] = self.approval.to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +177,9 @@ class ListingExplanation:
     listed: bool
     reason: str
     permits: tuple[PermitReason, ...] = ()
+    #: the approval rules of the tool's action: whether they could apply for this
+    #: context (a listed tool whose calls may need approval is still listed)
+    approvals: tuple[PermitReason, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -127,6 +187,15 @@ class ListingExplanation:
             "tool": self.tool,
             "listed": self.listed,
             "reason": self.reason,
+            "approvals": [
+                {
+                    "rule": p.rule.to_dict(),
+                    "pattern": p.pattern,
+                    "possible": p.possible,
+                    "why": p.why,
+                }
+                for p in self.approvals
+            ],
             "permits": [
                 {
                     "rule": p.rule.to_dict(),
@@ -145,6 +214,12 @@ class ListingExplanation:
             mark = "could apply" if p.possible else "cannot apply"
             lines.append(
                 f"    [{mark}] permit on {p.pattern!r} ({p.rule.id} at {p.rule.file}:{p.rule.line})"
+            )
+            lines.append(f"        {p.why}")
+        for p in self.approvals:
+            mark = "may need approval" if p.possible else "approval rule does not apply"
+            lines.append(
+                f"    [{mark}] require approval on {p.pattern!r} ({p.rule.id} at {p.rule.file}:{p.rule.line})"
             )
             lines.append(f"        {p.why}")
         return "\n".join(lines)
@@ -237,8 +312,9 @@ class Explanation:
             for t in self.rules:
                 mark = "APPLIES" if t.applied else "skipped"
                 cond = f" {t.condition}" if t.condition else ""
+                what = "require approval" if t.rule.effect == "approval" else t.rule.effect
                 lines.append(
-                    f"    [{mark}] {t.rule.effect} on {t.pattern!r}{cond}  ({t.rule.id} at {t.rule.file}:{t.rule.line})"
+                    f"    [{mark}] {what} on {t.pattern!r}{cond}  ({t.rule.id} at {t.rule.file}:{t.rule.line})"
                 )
                 if t.description:
                     lines.append(f"        description: {t.description}")
@@ -250,6 +326,15 @@ class Explanation:
         elif req is not None and self.resource is not None:
             lines.append("  rules considered: none govern this action")
         lines.append(f"  decision: {d.effect.value} ({d.reason.value}) - {d.detail}")
+        if d.approval is not None:
+            for ref, entry in zip(d.approval.rules, d.approval.approvers, strict=True):
+                who = " or ".join(f"{kind} {name!r}" for kind, name in entry)
+                lines.append(
+                    f"  approval required by: {ref.id} at {ref.file}:{ref.line}:{ref.col}; "
+                    f"who may approve: {who}"
+                )
+            for ref in d.approval.permits:
+                lines.append(f"  permitted by: {ref.id} at {ref.file}:{ref.line}:{ref.col}")
         if d.reason is ReasonCode.FORBIDDEN:
             for ref in d.rule_ids:
                 lines.append(f"  forbid won: {ref.id} at {ref.file}:{ref.line}:{ref.col}")

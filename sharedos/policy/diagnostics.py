@@ -39,7 +39,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS101",
         "unexpected token",
-        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, condition, toolpolicy, test or @id",
+        "check the statement against the grammar; a statement starts with namespace, requirement, permit, forbid, require, condition, toolpolicy, test or @id",
     ),
     CodeInfo(
         "SOS102",
@@ -130,6 +130,11 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "named condition refers to itself",
         "break the cycle: a named condition may use other named conditions, but not itself",
     ),
+    CodeInfo(
+        "SOS216",
+        "invalid approver",
+        'name each approver once, as role "NAME" or group "NAME": a non-empty NFC name without control characters or outer spaces',
+    ),
     # -- toolpolicy (the ToolPolicy validators decide; these codes position their verdicts)
     CodeInfo(
         "SOS301",
@@ -167,14 +172,19 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS402",
         "incomplete test",
-        "a test needs one 'call TOOL {...}' and one 'expect allow|deny [REASON]'",
+        "a test needs one 'call TOOL {...}' and one 'expect allow|deny|approval [REASON]'",
     ),
     CodeInfo(
         "SOS403",
         "unknown reason code",
-        "use a decision reason: allowed, tool_unavailable, unresolvable_resource, no_matching_permit, forbidden (and not_in_run_policy in a test with 'policy NAME')",
+        "use a decision reason: allowed, tool_unavailable, unresolvable_resource, no_matching_permit, forbidden, approval_required with 'expect approval' (and not_in_run_policy in a test with 'policy NAME')",
     ),
     CodeInfo("SOS404", "duplicate test name", "give each test block a unique name"),
+    CodeInfo(
+        "SOS406",
+        "invalid approver in a test",
+        'write approver { principal: "NAME", roles: ["ROLE", ...], groups: ["GROUP", ...] } (principal required)',
+    ),
     CodeInfo(
         "SOS405",
         "test names an unknown toolpolicy",
@@ -196,6 +206,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("SOS513", "literal that cannot match what it reads as", "write the literal in NFC, in one script, without characters that only look like ASCII; compare lower(x) with a lower-case literal"),
     CodeInfo("SOS514", "invalid suppression", "write '# sos:ignore CODE: reason' for a warning code, with a reason after the colon"),
     CodeInfo("SOS515", "unused suppression", "remove the suppression, or move it to the statement whose warning it is for"),
+    CodeInfo("SOS516", "approval rule that never takes effect", "an approval rule acts only on calls a permit allows and no forbid forbids: narrow the forbid, add the permit, or delete the approval rule"),
     CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
     CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
     # -- the tool itself

@@ -56,6 +56,7 @@ from sharedos.policy.resolvers import (
 )
 
 if TYPE_CHECKING:
+    from sharedos.policy.approvals import ApprovalRules
     from sharedos.toolpolicy import ToolPolicy
 
 #: How many distinct contexts keep cached condition results.
@@ -154,6 +155,15 @@ class Evaluator:
             )
             for tool, req in self._reqs.items()
         }
+        # Approval rules (sharedos.policy.approvals): read only after an allow, and
+        # only by a policy that has them; without them ``decide`` is untouched.
+        self.approvals: ApprovalRules | None = None
+        section = program.get("approvals")
+        if section is not None:
+            from sharedos.policy.approvals import ApprovalRules
+
+            self.approvals = ApprovalRules(section)
+            self.decide = self._decide_with_approvals  # type: ignore[method-assign]
         # Resolvers are built now (cheap, one per tool), so a malformed
         # requirement fails the load, never a decision.
         self._resolvers: dict[str, tuple[Resolver, bool, Shape, str | None]] = {}
@@ -470,6 +480,27 @@ class Evaluator:
             return cached
         return self._decision(dkey, t, resource, dkey[2:] or None)
 
+    def _decide_with_approvals(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any],
+        *,
+        context_key: str | None = None,
+    ) -> Decision:
+        """``decide``, then the approval rules of an allowed call (a policy that has them).
+
+        Forbid wins, then default deny, then approval (``approval_required``), then allow.
+        """
+        decision = Evaluator.decide(self, tool, args, context, context_key=context_key)
+        approvals = self.approvals
+        if decision.effect is not _ALLOW or approvals is None:
+            return decision
+        t = self._tools.get(tool)
+        if t is None:
+            return decision
+        return approvals.check(decision, t, args, context)
+
     def applying_rules(
         self, tool: str, args: Mapping[str, Any], context: Mapping[str, Any]
     ) -> tuple[RuleRecord, ...]:
@@ -492,12 +523,15 @@ class Evaluator:
             if child is None:
                 break
             node = child
-        return tuple(
+        found = tuple(
             r
             for forbid in (True, False)
             for r in self.node_rules(node, forbid)
             if self.rule_applies(r, segs, env, None)
         )
+        if self.approvals is not None:
+            found += tuple(self.approvals.applying(t, resource, args, context))
+        return found
 
     def pattern_matches(
         self, rule: RuleRecord, segs: list[str], context: Any, cache: ContextEntry | None = None

@@ -53,6 +53,21 @@ def explain(
         reached = {r.index for r in evaluator.node_rules(node, forbid)}
         for rule in every:
             traces.append(trace_rule(evaluator, rule, rule.index in reached, segs, env))
+    approvals = evaluator.approvals
+    if approvals is not None:
+        for rule in approvals.rules_for(t.namespace, t.action, t.absolute):
+            matched = approvals.pattern_matches(rule, resource, context)
+            traces.append(
+                trace_rule(
+                    evaluator,
+                    rule,
+                    True,
+                    segs,
+                    env,
+                    matched=matched,
+                    approvers=approvals.approvers(rule.index),
+                )
+            )
     return Explanation(
         tool, args, t.requirement, resource, None, decision, tuple(traces), context, run_policy
     )
@@ -87,10 +102,19 @@ def condition_values(rule: RuleRecord, env: Env) -> tuple[tuple[int, str, str], 
 
 
 def trace_rule(
-    evaluator: Evaluator, rule: RuleRecord, indexed: bool, segs: list[str], env: Env
+    evaluator: Evaluator,
+    rule: RuleRecord,
+    indexed: bool,
+    segs: list[str],
+    env: Env,
+    *,
+    matched: bool | None = None,
+    approvers: tuple[tuple[str, str], ...] = (),
 ) -> RuleTrace:
-    """How one rule fared for one call (``indexed``: the index reached it)."""
+    """How one rule fared for one call (``indexed``: the index reached it; ``matched``:
+    whether its pattern matched, when the caller knows, as for an approval rule)."""
     forbid = rule.forbid
+    what = "approval rule" if rule.effect == "approval" else rule.effect
     cond_text = condition_text(rule)
     resolved = rule.resolve(env[0])
     instantiated = None
@@ -103,7 +127,8 @@ def trace_rule(
         matched = False
         why = "pattern interpolates a missing or unsafe context value: the permit matches nothing"
     else:
-        matched = evaluator.pattern_matches(rule, segs, env[0])
+        if matched is None:
+            matched = evaluator.pattern_matches(rule, segs, env[0])
         why = "pattern matches" if matched else "pattern does not match"
     cond_result: bool | None = None
     applied = matched
@@ -115,13 +140,16 @@ def trace_rule(
         if value is None:
             applied = forbid
             why += f"; condition errored ({error}): " + (
-                "the forbid applies (fail closed)" if forbid else "the permit does not apply"
+                f"the {what} applies (fail closed)" if forbid else "the permit does not apply"
             )
         else:
             cond_result = value
             applied = value is want
             why += f"; condition is {'true' if value else 'false'}"
-            why += "" if applied else f", so the {rule.effect} does not apply"
+            why += "" if applied else f", so the {what} does not apply"
+    if approvers:
+        who = " or ".join(f"{kind} {name!r}" for kind, name in approvers)
+        why += f"; approvers: {who}"
     return RuleTrace(
         rule.ref,
         rule.pattern,

@@ -8,7 +8,9 @@ complete statement of one of these shapes are built here directly:
 * ``requirement TOOL { action NAME; resource EXPR }`` on one line;
 * ``permit|forbid ACTIONS on "PATTERN" [when|unless CMP {and|or CMP}]`` with
   string, number or reference operands, preceded by ``@name("...")``
-  annotations on the same line or on lines of their own.
+  annotations on the same line or on lines of their own;
+* ``require approval by role|group "NAME", ... for ACTIONS on "PATTERN" ...``
+  (an approval rule) with the same tail.
 
 Strings with escapes, and anything else, are left to Lark (``parser`` parses
 the rest of the file and merges the two); a file made only of such lines
@@ -61,6 +63,11 @@ class _Words:
     action: str
     resource: str
     on: str
+    require: str
+    approval: str
+    by: str
+    for_: str
+    approver_kinds: tuple[str, ...]
     reserved: frozenset[str]
     next_statement: re.Pattern[str]
 
@@ -80,6 +87,11 @@ def _words() -> _Words:
         action=words["_ACTION"][0],
         resource=words["_RESOURCE"][0],
         on=words["_ON"][0],
+        require=words["REQUIRE"][0],
+        approval=words["_APPROVAL"][0],
+        by=words["_BY"][0],
+        for_=words["_FOR"][0],
+        approver_kinds=words["APPROVER_KIND"],
         # Every keyword, except the condition roots that are also keywords
         # (``action``, ``resource``, ``context``): no parser state accepts both
         # a reference and one of those keywords, so a fast line may read them
@@ -267,10 +279,48 @@ class _Line:
         return ast.Ref(root, tuple(path), self.span(tok))
 
     def rule(self, namespace: str, annotations: tuple[ast.Annotation, ...]) -> ast.Rule | None:
-        w = self.words
-        effect = self.word(*w.effects)
+        effect = self.word(*self.words.effects)
         if effect is None:
             return None
+        return self.rule_tail(effect[1], effect, namespace, annotations, ())
+
+    def approval_rule(
+        self, namespace: str, annotations: tuple[ast.Annotation, ...]
+    ) -> ast.Rule | None:
+        w = self.words
+        keyword = self.word(w.require)
+        if keyword is None or self.word(w.approval) is None or self.word(w.by) is None:
+            return None
+        approvers: list[ast.Approver] = []
+        while True:
+            kind = self.word(*w.approver_kinds)
+            value = self.kind("s") if kind is not None else None
+            if kind is None or value is None:
+                return None
+            kind_value: Any = kind[1]
+            approvers.append(
+                ast.Approver(
+                    kind_value,
+                    value[1][1:-1],
+                    ast.Span(self.file, self.line, kind[2], self.line, value[2] + len(value[1])),
+                )
+            )
+            if self.mark(",") is None:
+                break
+        if self.word(w.for_) is None:
+            return None
+        return self.rule_tail("approval", keyword, namespace, annotations, tuple(approvers))
+
+    def rule_tail(
+        self,
+        effect_value: Any,
+        start: _Token,
+        namespace: str,
+        annotations: tuple[ast.Annotation, ...],
+        approvers: tuple[ast.Approver, ...],
+    ) -> ast.Rule | None:
+        """``ACTIONS on "PATTERN" [when ...] [unless ...]``: the rest of a rule."""
+        w = self.words
         actions: list[_Token] = []
         star = self.mark("*")
         if star is not None:
@@ -305,7 +355,6 @@ class _Line:
             end_col = unless.span.end_col
         if not self.at_end():
             return None
-        effect_value: Any = effect[1]
         return ast.Rule(
             effect_value,
             tuple(t[1] for t in actions),
@@ -314,8 +363,9 @@ class _Line:
             unless,
             namespace,
             annotations,
-            ast.Span(self.file, self.line, effect[2], self.line, end_col),
+            ast.Span(self.file, self.line, start[2], self.line, end_col),
             tuple(self.span(t) for t in actions),
+            approvers,
         )
 
     # -- conditions
@@ -428,7 +478,7 @@ def scan(text: str, filename: str) -> FastScan:
     namespaces: list[tuple[int, ast.Statement]] = []
     pending: list[tuple[int, list[ast.Annotation]]] = []  # annotation-only lines
     next_statement = words.next_statement.match
-    first_words = {words.namespace, words.requirement, *words.effects}
+    first_words = {words.namespace, words.requirement, words.require, *words.effects}
     for i, line in enumerate(lines):
         number = i + 1
         if _BLANK_OR_COMMENT_RE.match(line):
@@ -498,4 +548,6 @@ def _statement(
     if j < len(lines) and not next_statement(lines[j]):
         return None
     before = tuple(a for _, anns in pending for a in anns) + tuple(annotations or ())
+    if head[0] == "w" and head[1] == parser.words.require:
+        return parser.approval_rule(namespace, before)
     return parser.rule(namespace, before)

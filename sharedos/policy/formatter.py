@@ -257,7 +257,11 @@ def _rule_lines(rule: ast.Rule, style: _Style) -> list[_Line]:
         for ann in rule.annotations
     ]
     actions = "*" if rule.actions == ("*",) else ", ".join(rule.actions)
-    head = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
+    if rule.effect == "approval":
+        who = ", ".join(f"{a.kind} {quote(a.name)}" for a in rule.approvers)
+        head = f"require approval by {who} for {actions} on {quote(rule.pattern.raw)}"
+    else:
+        head = f"{rule.effect} {actions} on {quote(rule.pattern.raw)}"
     clauses = [(kw, c) for kw, c in (("when", rule.when), ("unless", rule.unless)) if c is not None]
     text = head + "".join(f" {kw} {format_expr(c)}" for kw, c in clauses)
     one_line = [*out, _Line(text, 0, rule.span.line, rule.span.end_line)]
@@ -383,6 +387,12 @@ def _test_lines(test: ast.TestBlock, style: _Style) -> list[_Line]:
         span = test.call_span or ast.Span(test.span.file, call_start, 1, call_start, 1)
         lines = _object_clause(
             f"call {_tool_ref(test.tool)}", test.args, test.args_pair_spans, span, start, style
+        )
+        clauses.append((lines[0].first, lines))
+    if test.approver is not None:
+        first = test.approver_span.line if test.approver_span else start
+        lines = _object_clause(
+            "approver", test.approver, test.approver_pair_spans, test.approver_span, first, style
         )
         clauses.append((lines[0].first, lines))
     if test.expect_effect is not None:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from sharedos.resources import grammar_path
 
 #: Bumped whenever the meaning of the grammar changes (part of the compiler version).
-GRAMMAR_VERSION = "3"
+GRAMMAR_VERSION = "4"
 
 
 @lru_cache(maxsize=1)

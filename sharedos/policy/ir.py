@@ -293,7 +293,7 @@ class RuleRecord:
         self,
         index: int,
         rid: str,
-        effect: Literal["permit", "forbid"],
+        effect: Literal["permit", "forbid", "approval"],
         forbid: bool,
         namespace: str,
         pattern: str,

@@ -11,7 +11,9 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
   its actions govern (e.g. an absolute pattern over ``"{args.owner}/{args.repo}"``);
 * ``SOS505`` an ``args.x`` that the tool's ``inputSchema`` does not declare
   (only with a catalogue);
-* ``SOS506`` a requirement for a tool the catalogue does not have.
+* ``SOS506`` a requirement for a tool the catalogue does not have;
+* ``SOS516`` an approval rule that never takes effect: no permit allows its
+  actions, or an unconditional forbid covers it.
 
 Duplicate requirements are a checker error (``SOS202``), not a lint.
 
@@ -263,6 +265,8 @@ def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out)
                                 "permit matches nothing"
                                 if stmt.effect == "permit"
                                 else "forbid matches any segment there"
+                                if stmt.effect == "forbid"
+                                else "approval rule matches any segment there"
                             ),
                             where,
                         )
@@ -371,7 +375,8 @@ def _lint_constants(
                     verdict = (
                         "always errors" if value is None else f"is always {str(value).lower()}"
                     )
-                    applies = (value is None and rule.effect == "forbid") or (
+                    # an error applies a forbid and an approval rule (fail closed)
+                    applies = (value is None and rule.effect != "permit") or (
                         value is not None and value is (kind == "when")
                     )
                     out.warn(
@@ -518,9 +523,23 @@ def _lint_rules(
             everything.setdefault(rule.namespace, []).append(rule)
     forbid_actions = {id(r): effective_actions(r) for rs in everything.values() for r in rs}
 
+    permitted: dict[str, set[str]] = {}
+    for rule in rules:
+        if rule.effect == "permit":
+            permitted.setdefault(rule.namespace, set()).update(effective_actions(rule))
     for permit in rules:
         matched_reqs = reachable.get(id(permit))
-        if permit.effect != "permit" or not matched_reqs:
+        if permit.effect == "forbid" or not matched_reqs:
+            continue
+        approval = permit.effect == "approval"
+        if approval and not effective_actions(permit) & permitted.get(permit.namespace, set()):
+            out.warn(
+                "SOS516",
+                f"approval rule {permit.rule_id} never takes effect: no permit of namespace "
+                f"{permit.namespace!r} allows {' or '.join(sorted(effective_actions(permit)))}, "
+                "and an approval rule never grants",
+                permit.span,
+            )
             continue
         ppat = resolved[id(permit)]
         wanted = effective_actions(permit)
@@ -533,6 +552,16 @@ def _lint_rules(
             if not wanted or not wanted <= forbid_actions[id(forbid)]:
                 continue
             fpat = resolved[id(forbid)]
+            if all(covers_within(fpat, ppat, shape) for shape in shapes) and approval:
+                out.warn(
+                    "SOS516",
+                    f"approval rule {permit.rule_id} never takes effect: forbid {forbid.rule_id}"
+                    + (f" (at {forbid.span.file}:{forbid.span.line})" if forbid.explicit_id else "")
+                    + f" forbids its actions on {permit.pattern.raw!r} unconditionally, and a "
+                    "forbid wins over any approval",
+                    permit.span,
+                )
+                break
             if all(covers_within(fpat, ppat, shape) for shape in shapes):
                 out.warn(
                     "SOS503",
@@ -762,9 +791,10 @@ def _warn_partly_declared(
     having = sorted(t.name for t in knows)
     shown = ", ".join(lacking[:3]) + (f" (and {len(lacking) - 3} more)" if len(lacking) > 3 else "")
     effect = (
-        "the forbid applies to every call of theirs"
-        if rule.effect == "forbid"
-        else "the permit never applies to them"
+        "the permit never applies to them"
+        if rule.effect == "permit"
+        else f"the {'forbid' if rule.effect == 'forbid' else 'approval rule'} applies to every "
+        "call of theirs"
     )
     out.warn(
         "SOS505",

@@ -571,6 +571,49 @@ class AstBuilder(Transformer[Token, Any]):
             tuple(self.tspan(t) for t in action_toks),
         )
 
+    @v_args(meta=True)
+    def approval_rule(self, meta: Any, children: list[Any]) -> ast.Rule:
+        """``[@id(...)] require approval by APPROVERS for ACTIONS on PATTERN [when] [unless]``."""
+        i = 0
+        annotations: list[ast.Annotation] = []
+        while isinstance(children[i], ast.Annotation):
+            annotations.append(children[i])
+            i += 1
+        keyword: Token = children[i]
+        i += 1
+        approvers: list[ast.Approver] = []
+        while isinstance(children[i], ast.Approver):
+            approvers.append(children[i])
+            i += 1
+        action_toks: list[Token] = []
+        while isinstance(children[i], Token) and children[i].type in ("STAR", "NAME"):
+            action_toks.append(children[i])
+            i += 1
+        pattern_tok: Token = children[i]
+        pattern = ast.Pattern(self.string(pattern_tok), self.tspan(pattern_tok))
+        clauses = dict(children[i + 1 :])
+        # The rule's position is its 'require' keyword, as a permit's is 'permit'.
+        start = self.tspan(keyword)
+        end = self.mspan(meta)
+        return ast.Rule(
+            "approval",
+            tuple(str(t) for t in action_toks),
+            pattern,
+            clauses.get("when"),
+            clauses.get("unless"),
+            self.namespace,
+            tuple(annotations),
+            ast.Span(self.file, start.line, start.col, end.end_line, end.end_col),
+            tuple(self.tspan(t) for t in action_toks),
+            tuple(approvers),
+        )
+
+    @v_args(meta=True)
+    def approver(self, meta: Any, children: list[Token]) -> ast.Approver:
+        """``role "NAME"`` or ``group "NAME"`` in an approval rule's ``by`` list."""
+        kind: Any = str(children[0])
+        return ast.Approver(kind, self.string(children[1]), self.mspan(meta))
+
     def when_clause(self, children: list[Any]) -> tuple[str, ast.Expr]:
         """``when COND``."""
         return ("when", self.operand(children[0]))
@@ -658,6 +701,12 @@ class AstBuilder(Transformer[Token, Any]):
         return ("expect", children, self.mspan(meta))
 
     @v_args(meta=True)
+    def test_approver(self, meta: Any, children: list[Any]) -> _Item:
+        """``approver {...}`` in a test: decide the call as approved by that person."""
+        self._clause_pairs["approver"] = self._pair_spans
+        return ("approver", children[0], self.mspan(meta))
+
+    @v_args(meta=True)
     def test_skip(self, meta: Any, children: list[Token]) -> _Item:
         """``skip ["reason"]`` in a test."""
         return ("skip", self.string(children[0]) if children else "", self.mspan(meta))
@@ -736,6 +785,9 @@ class AstBuilder(Transformer[Token, Any]):
             call_span=spans.get("call"),
             context_pair_spans=self._clause_pairs.get("context", ()),
             args_pair_spans=self._clause_pairs.get("call", ()),
+            approver=fields.get("approver"),
+            approver_span=spans.get("approver"),
+            approver_pair_spans=self._clause_pairs.get("approver", ()),
         )
 
     # -- test values

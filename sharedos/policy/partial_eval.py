@@ -251,7 +251,36 @@ class PartialEvaluator:
             summary = f"no permit governs action {t.action!r} of namespace {t.namespace!r}"
         else:
             summary = "no permit could allow any call for this context"
-        return ListingExplanation(tool, listed, summary, reasons)
+        approvals = self._approval_reasons(t, env)
+        if listed and any(a.possible for a in approvals):
+            summary += "; some calls may need approval"
+        return ListingExplanation(tool, listed, summary, reasons, approvals)
+
+    def _approval_reasons(self, t: ToolPlan, env: Env) -> tuple[PermitReason, ...]:
+        """The approval rules of the tool's action, and whether they could apply here.
+
+        They never hide a tool: a call that needs approval is still a call a
+        permit allows, so the tool is listed and each such call is asked about.
+        """
+        approvals = self._ev.approvals
+        if approvals is None:
+            return ()
+        out = []
+        for rule in approvals.rules_for(t.namespace, t.action, t.absolute):
+            who = " or ".join(f"{k} {n!r}" for k, n in approvals.approvers(rule.index))
+            possible = True
+            why = f"a call on a resource its pattern matches needs an approval by {who}"
+            if rule.applies is not None and rule.context_only:
+                try:
+                    possible = bool(rule.applies(env))
+                except Exception:
+                    possible = True  # fails closed: it may apply
+                if not possible:
+                    why = f"its condition ({condition_text(rule)}) is false for this context"
+            elif rule.applies is not None:
+                why += f" ({condition_text(rule)})"
+            out.append(PermitReason(rule.ref, rule.pattern, possible, why))
+        return tuple(out)
 
     def _permit_reason(self, t: ToolPlan, rule: RuleRecord, env: Env, context: Any) -> PermitReason:
         def say(possible: bool, why: str) -> PermitReason:

@@ -90,8 +90,11 @@ class PolicySet(Evaluator):
 
     @property
     def rules(self) -> tuple[RuleRef, ...]:
-        """Every rule, in compile order (for coverage reports)."""
-        return tuple(self.rule(i).ref for i in range(self.rule_count))
+        """Every rule, in compile order (for coverage reports); approval rules last."""
+        refs = tuple(self.rule(i).ref for i in range(self.rule_count))
+        if self.approvals is not None:
+            refs += tuple(r.ref for r in self.approvals.all_rules())
+        return refs
 
     @property
     def files(self) -> tuple[ast.PolicyFile, ...]:

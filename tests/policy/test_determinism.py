@@ -27,7 +27,13 @@ SOURCES = {
         for i in range(12)
     ),
     "a/more.sos": "namespace files\n"
-    + "".join(f'permit write on "/x{i}/{{context.principal}}/**"\n' for i in range(6)),
+    + "".join(f'permit write on "/x{i}/{{context.principal}}/**"\n' for i in range(6))
+    # approval rules (issue 28): their own section of the program, ordered too
+    + "".join(
+        f'require approval by role "r{i}", group "g{i % 2}" for write on "/x{i}/**" '
+        f'when "w{i}" in context.roles\n'
+        for i in range(4)
+    ),
     "b/github.sos": "namespace github\n"
     'requirement github.get { action read; resource "{args.owner}/{args.repo}" }\n'
     + "".join(f'permit read on "org{i}/*"\n' for i in range(8)),

@@ -92,6 +92,13 @@ CASES = [
     (HEAD + "condition when_x = true\ncondition x = 1\ncondition x = 2\n", "SOS214", 6, 11, "x"),
     (HEAD + "condition a = b\ncondition b = a\n", "SOS215", 4, 11, "a"),
     (
+        HEAD + 'require approval by role "m", role " m" for read on "/x/**"\n',
+        "SOS216",
+        4,
+        31,
+        'role " m"',
+    ),
+    (
         HEAD + 'permit read on "/x" when startswith(resource)\n',
         "SOS213",
         4,
@@ -132,6 +139,14 @@ CASES = [
         5,
         10,
         "nope",
+    ),
+    (
+        HEAD + 'test "x" {\n  call files.read { path: "/a" }\n  approver { roles: ["m"] }\n'
+        "  expect allow\n}\n",
+        "SOS406",
+        6,
+        3,
+        None,
     ),
     (
         HEAD

@@ -161,7 +161,8 @@ def _filler(n: int = 80) -> str:
                 f'forbid write on "/p{i}/rel/**" unless "rel" in context.roles or context.n == -1.5e3',
                 f'permit * on "/p{i}/shared/*" when context.tenant == "t" and context.x != 3',
                 f'permit read on "/p{i}/docs/*.md"',
-            )[i % 4]
+                f'require approval by role "r{i}", group "g" for write on "/p{i}/rel/**" when context.n == {i}',
+            )[i % 5]
         )
     return "\n".join(lines) + "\n"
 
@@ -223,6 +224,23 @@ _TRICKY = [
     'permit read on "/a" when has args.x == true\n',
     'permit read on "/a" when not has args.x\n',
     'permit read on "/a" when hasargs.x\n',
+    # approval rules (issue 28)
+    'require approval by role "maintainer" for delete on "/srv/git/**"\n',
+    'require approval by role "m", group "release" for read, write on "/a" when args.x == "y"\n',
+    '@id("ap") require approval by group "g" for * on "/a/{context.principal}/**" unless has args.f\n',
+    '@id("ap")\nrequire approval by role "m" for read on "/a"\n',
+    'require approval by role "m" for read on "/a" when "x" in context.roles\n  and context.t == "u"\n',
+    'require approval by "m" for read on "/a"\n',
+    'require approval by role "m" on "/a"\n',
+    'require approval by role "m\\n" for read on "/a"\n',
+    'require approval by role "m" group "g" for read on "/a"\n',
+    'require approval by role "m", for read on "/a"\n',
+    'require approval for read on "/a"\n',
+    'requireapproval by role "m" for read on "/a"\n',
+    'require approval by user "m" for read on "/a"\n',
+    'require approval by role "m" for for on "/a"\n',
+    'permit by, for, role on "/a"\n',
+    'test "t" { call files.read { path: "/a" } approver { principal: "m", roles: ["x"] } expect approval }\n',
     # keywords glued to what follows
     'permitread on "/x"\n',
     "namespacefoo\n",

@@ -171,7 +171,12 @@ def _side(policy: PolicySet, tool: str) -> tuple[Side, tuple[Any, ...] | None]:
         return Side(None, None, ()), None
     resource = policy.program["requirements"][tool]["resource"]
     key = (plan.namespace, plan.action, plan.absolute, json.dumps(resource, sort_keys=True))
-    return Side(resource, plan.action, (*plan.forbids, *plan.permits)), key
+    approvals = (
+        policy.approvals.rules_for(plan.namespace, plan.action, plan.absolute)
+        if policy.approvals is not None
+        else ()
+    )
+    return Side(resource, plan.action, (*plan.forbids, *plan.permits, *approvals)), key
 
 
 def _managed(policy: PolicySet, run: str | None, tool: str) -> bool | None:
