@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import time
 import webbrowser
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -104,7 +105,8 @@ def _client_auth(client: Mapping[str, Any] | None, data: dict[str, str]) -> dict
         callback_handler=None,
         client_info=info,
     )
-    new_data, headers = ctx.prepare_token_auth(data, headers)
+    # the SDK may return ``data`` itself: copy before clearing
+    new_data, headers = ctx.prepare_token_auth(dict(data), headers)
     data.clear()
     data.update(new_data)
     return headers
@@ -202,7 +204,10 @@ class TokenSource:
             try:
                 self._record = self._store().load(self.config.id, self.tenant, self.principal)
             except TokenStoreError as exc:
-                self.problem = str(exc)
+                self.problem = (
+                    f"the stored tokens of {self.principal!r} for upstream {self.config.id!r} "
+                    f"cannot be used: {exc}"
+                )
                 self._record = None
             self._loaded = True
             self._changed()
@@ -540,7 +545,8 @@ class CredentialAuth(httpx2.Auth):
         if response.status_code == 401 and source is not None and token is not None:
             fresh = await source.recover(token)
             if fresh is not None and fresh != token:
-                await response.aclose()
+                # no aclose here: httpx reads the refused response itself before the retry
+                # (closing it first makes that read fail and ends the session)
                 request.headers["Authorization"] = f"Bearer {fresh}"
                 response = yield request
         denial = _denial_of(response)
@@ -693,7 +699,8 @@ async def login(
     oauth = config.oauth
     if oauth is None:
         raise OAuthError(f"upstream {config.id!r} has no [upstream.{config.id}.oauth] table")
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    # one socket on 127.0.0.1 (a MultiListener has no accept of its own)
+    listener = (await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)).listeners[0]
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     redirect = f"http://127.0.0.1:{port}/callback"
     wanted = " ".join(dict.fromkeys([*oauth.scopes, *scopes])) or None
@@ -751,6 +758,10 @@ async def login(
         provider._validate_resource_url_callback = fixed_resource
         provider.context.get_resource_url = lambda: forced  # type: ignore[method-assign]
     tools = 0
+    # the SDK logs a failed flow with its traceback; the operator gets one sentence instead
+    quiet = logging.getLogger("mcp.client.auth")
+    was = quiet.disabled
+    quiet.disabled = True
     try:
         async with (
             listener,
@@ -767,6 +778,8 @@ async def login(
             f"signing in {principal!r} to upstream {config.id!r} failed: "
             + scrub.text(_describe(exc))
         ) from None
+    finally:
+        quiet.disabled = was
     tokens = storage.tokens
     if tokens is None or not seen:
         raise OAuthError(

@@ -270,9 +270,7 @@ class TokenStore:
         return True
 
 
-def open_store(
-    config: Any, environ: Mapping[str, str], base_dir: Path | None = None
-) -> TokenStore:
+def open_store(config: Any, environ: Mapping[str, str], base_dir: Path | None = None) -> TokenStore:
     """The token store a host file's ``[tokens]`` names (``TokenStoreError`` when its key
     cannot be read)."""
     key = config.key

@@ -1,0 +1,415 @@
+"""Each person's own identity at an OAuth upstream, with real parts on both sides.
+
+Two real processes on 127.0.0.1 (``tests/data/upstream/oauth_servers.py``, both
+built on the SDK's ``mcp.server.auth``): an authorization server (metadata,
+dynamic registration, PKCE, refresh with rotation, revocation, introspection,
+RFC 8693 token exchange) and an MCP server over streamable HTTP that accepts
+only its bearer tokens and logs, for every call, the user the token belongs to:
+what the upstream saw, from its side.
+
+SharedOS signs principals in with the real ``sharedos upstream login`` command
+(the test is the browser: it follows the printed address with an HTTP client,
+consents as the principal, and the redirect lands on the command's loopback
+listener), then runs turns through the real broker, kernel, bridge and SDK client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.harness.hostconfig import load_host_config
+from sharedos.kernel import Kernel, RuntimeHost
+from sharedos.policy import compile_source
+from sharedos.upstream.broker import UpstreamBroker
+from sharedos.upstream.tokenstore import TokenStore, TokenStoreError, generate_key, store_opener
+from tests.upstream.conftest import (
+    DATA,
+    PY,
+    Brokered,
+    free_port,
+    http_process,
+    read_log,
+    structured,
+    text_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+SERVERS = DATA / "oauth_servers.py"
+SHAREDOS = str(Path(PY).parent / "sharedos")
+#: every token the authorization server issues starts with this (grep for it)
+PREFIX = "PLANTEDTOK"
+#: host-provided subject tokens the AS accepts for token exchange (subject -> user)
+SUBJECT_TOKEN = "SUBJ-dave-4be1c9f07a2d"
+
+RULES = """
+namespace docs
+requirement docs.whoami { action read;  resource "doc:{args.path}" }
+requirement docs.note   { action write; resource "doc:{args.path}" }
+permit read, write on "doc:*"
+
+toolpolicy run {
+  mode strict
+  managed docs.*
+  harness_local "shell"
+}
+"""
+
+
+@dataclass
+class Servers:
+    """The running authorization server and protected MCP server."""
+
+    issuer: str
+    url: str
+    as_log: Path
+    rs_log: Path
+
+    def saw(self, user: str | None = None) -> list[dict[str, Any]]:
+        """The MCP server's log of calls (of ``user``'s tokens)."""
+        return [
+            e
+            for e in read_log(self.rs_log)
+            if e["event"] == "call" and (user is None or e["subject"] == user)
+        ]
+
+    def issued(self, user: str) -> list[str]:
+        """How each token the AS issued to ``user`` was obtained, in order."""
+        return [
+            e["via"] for e in read_log(self.as_log) if e["event"] == "issued" and e["user"] == user
+        ]
+
+    def admin(self, what: str, user: str) -> None:
+        """Expire or revoke ``user``'s tokens at the authorization server."""
+        httpx2.post(f"{self.issuer}/admin/{what}", params={"user": user}, trust_env=False)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    tmp = tmp_path_factory.mktemp("oauth")
+    exchange = tmp / "subjects.json"
+    exchange.write_text(json.dumps({SUBJECT_TOKEN: "dave"}), encoding="utf-8")
+    as_port, rs_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{as_port}"
+    as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp / "as.log")]
+    as_argv += ["--token-prefix", PREFIX, "--exchange", str(exchange)]
+    rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
+    rs_argv += ["--log", str(tmp / "rs.log"), "--slow", "0.2"]
+    with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
+        yield Servers(issuer, f"http://127.0.0.1:{rs_port}/mcp", tmp / "as.log", tmp / "rs.log")
+
+
+def write_host(tmp: Path, servers: Servers, *, oauth_extra: str = "", extra: str = "") -> Path:
+    """A host file with the OAuth upstream ``docs``, its token store and a key beside it."""
+    key = tmp / "token.key"
+    if not key.exists():
+        key.write_text(generate_key() + "\n", encoding="utf-8")
+        key.chmod(0o600)
+    host = tmp / "host.toml"
+    host.write_text(
+        f"""[tokens]
+path = "store"
+key = {{ file = "token.key" }}
+
+[upstream.docs]
+url = "{servers.url}"
+pinning = "off"
+{extra}
+[upstream.docs.oauth]
+scopes = ["docs"]
+{oauth_extra}
+""",
+        encoding="utf-8",
+    )
+    return host
+
+
+@dataclass
+class Login:
+    """What ``sharedos upstream login`` did."""
+
+    rc: int
+    out: str
+    err: str
+    url: str
+
+
+def login(host: Path, principal: str, *, deny: bool = False) -> Login:
+    """Run ``sharedos upstream login docs --principal P`` and act as P's browser."""
+    proc = subprocess.Popen(
+        [
+            *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+            *("--principal", principal, "--no-browser", "--wait", "60"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    url, err = "", []
+    for line in proc.stderr:
+        err.append(line)
+        found = re.search(r"(http://127\.0\.0\.1:\d+/authorize\S+)", line)
+        if found:
+            url = found.group(1)
+            break
+    if url:
+        with httpx2.Client(trust_env=False, timeout=30) as browser:
+            page = browser.get(url, follow_redirects=True)  # the AS's sign-in page
+            assert page.status_code == 200 and "/consent" in str(page.url), page.text
+            consent = f"{page.url}&user={principal}" + ("&deny=1" if deny else "")
+            back = browser.get(consent)
+            assert back.status_code == 302  # to the command's loopback listener
+            landed = browser.get(back.headers["location"])
+            assert landed.status_code == 200
+    out, rest = proc.communicate(timeout=60)
+    return Login(proc.returncode, out, "".join(err) + rest, url)
+
+
+@contextlib.asynccontextmanager
+async def brokered_host(
+    tmp: Path, host: Path, environ: dict[str, str] | None = None
+) -> AsyncIterator[Brokered]:
+    """A real kernel and broker for ``host`` (its token store opened as ``sharedos run`` does)."""
+    config = load_host_config(host)
+    policy = compile_source(RULES, "rules.sos")
+    registry = ToolRegistry()
+    store = SqliteEvidenceStore(tmp / "evidence.sqlite")
+    runtime = RuntimeHost(Kernel(policy, registry), store)
+    stderr = io.StringIO()
+    env = environ or {}
+    tokens = store_opener(config.tokens, env, config.base_dir)
+    try:
+        async with UpstreamBroker(
+            config.upstream, environ=env, stderr=stderr, tokens=tokens
+        ) as broker:
+            broker.attach(registry, policy)
+            yield Brokered(tmp, runtime, registry, policy, broker, store, stderr)
+    finally:
+        store.close()
+
+
+def open_store(tmp: Path, key: str | None = None) -> TokenStore:
+    """The test's token store with its key (or another one)."""
+    from sharedos.upstream.tokenstore import decode_key
+
+    text = key or (tmp / "token.key").read_text(encoding="utf-8")
+    return TokenStore(tmp / "store", decode_key(text, "test"))
+
+
+async def test_login_runs_pkce_and_the_upstream_serves_alice_as_alice(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    done = await anyio.to_thread.run_sync(lambda: login(host, "alice"))
+    assert done.rc == 0, done.err
+    assert "signed in: alice at upstream docs" in done.out and "refreshable" in done.out
+    # the authorization request: PKCE S256 and the resource indicator of the MCP server
+    assert "code_challenge_method=S256" in done.url and "code_challenge=" in done.url
+    assert "resource=" + servers.url.replace(":", "%3A").replace("/", "%2F") in done.url
+    assert servers.issued("alice")[-1] == "authorization_code"
+    stored = list((tmp_path / "store" / "docs").iterdir())
+    assert len(stored) == 1 and stored[0].stat().st_mode & 0o777 == 0o600
+    assert PREFIX.encode() not in stored[0].read_bytes()  # encrypted at rest
+
+    async with brokered_host(tmp_path, host) as b:
+        ctx = b.context("alice")
+        async with b.turn(ctx) as t:
+            assert await t.names() == ["docs.note", "docs.whoami"]
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "alice"
+        [rec] = b.records(ctx.turn_id)
+    assert [e["subject"] for e in servers.saw("alice")][-1:] == ["alice"]
+    assert rec.served_by == "docs:oauth:alice"
+    # sharedos evidence list shows which credential served the call
+    listed = subprocess.run(
+        [SHAREDOS, "evidence", "list", "--db", str(tmp_path / "evidence.sqlite")],
+        capture_output=True,
+        text=True,
+    )
+    assert "docs:oauth:alice" in listed.stdout, listed.stdout + listed.stderr
+
+
+async def test_two_principals_in_concurrent_turns_each_reach_the_upstream_as_themselves(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    for who in ("ann", "ben"):
+        done = await anyio.to_thread.run_sync(lambda who=who: login(host, who))
+        assert done.rc == 0, done.err
+    async with brokered_host(tmp_path, host) as b:
+
+        async def turn_of(who: str) -> None:
+            async with b.turn(b.context(who)) as t, anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(t.call, "docs.note", {"path": f"{who}-{i}", "text": who})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(turn_of, "ann")
+            tg.start_soon(turn_of, "ben")
+        keys = sorted(s.key[1] for s in b.broker.pool if s.key[0] == "docs")
+    assert keys == ["oauth:ann", "oauth:ben"]  # one session per credential, never shared
+    for who in ("ann", "ben"):
+        calls = [e for e in servers.saw() if e["args"].get("text") == who]
+        assert len(calls) == 4 and {e["subject"] for e in calls} == {who}
+
+
+async def test_a_principal_without_a_credential_does_not_see_the_tools_and_is_told_why(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    before = len(read_log(servers.rs_log))
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("mallory")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "no credential" in report and "mallory" in report
+    assert "sharedos upstream login docs" in report and "--principal mallory" in report
+    assert len(read_log(servers.rs_log)) == before  # nothing was sent in mallory's name
+    # the operator view says the same, and fails
+    status = subprocess.run(
+        [SHAREDOS, "upstream", "status", str(host), "--principal", "mallory"],
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 1 and "no credential" in status.stdout, status.stdout
+
+
+async def test_an_expired_token_is_refreshed_and_the_new_one_stored(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "erin"))).rc == 0
+    # 1. the stored expiry has passed: renewed before the call (refresh grant)
+    store = open_store(tmp_path)
+    rec = store.load("docs", "default", "erin")
+    assert rec is not None and rec.obtained_via == "authorization_code"
+    store.save("docs", "default", "erin", rec.model_copy(update={"expires_at": 1.0}))
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("erin")) as t:
+        first = await t.call("docs.whoami", {"path": "a"})
+        assert structured(first).get("subject") == "erin", text_of(first)
+        # 2. the server expires it early: the 401 is answered by one refresh and a retry
+        servers.admin("expire", "erin")
+        second = await t.call("docs.whoami", {"path": "b"})
+        assert second.is_error is False, text_of(second)
+        assert structured(second)["subject"] == "erin"
+    assert servers.issued("erin") == ["authorization_code", "refresh_token", "refresh_token"]
+    now = store.load("docs", "default", "erin")
+    assert now is not None and now.obtained_via == "refresh_token"
+    assert now.access_token != rec.access_token and now.refresh_token != rec.refresh_token
+
+
+async def test_a_revoked_grant_fails_upstream_unauthorized_naming_the_login_command(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "rita"))).rc == 0
+    async with brokered_host(tmp_path, host) as b:
+        ctx = b.context("rita")
+        async with b.turn(ctx) as t:
+            ok = await t.call("docs.whoami", {"path": "a"})
+            assert ok.is_error is False
+            servers.admin("revoke", "rita")  # access and refresh token gone at the AS
+            refused = await t.call("docs.whoami", {"path": "b"})
+        assert refused.is_error is True
+        data = structured(refused)
+        assert (data.get("outcome"), data.get("reason")) == ("failed", "upstream_unauthorized")
+        assert "sharedos upstream login docs" in text_of(refused) and "rita" in text_of(refused)
+        recs = b.records(ctx.turn_id)
+        assert [(str(r.outcome), str(r.reason)) for r in recs][-1] == (
+            "failed",
+            "upstream_unauthorized",
+        )
+        # the next turn: the listing is refused, the tools are absent, the report says why
+        async with b.turn(b.context("rita")) as t2:
+            assert await t2.names() == []
+            report = "\n".join(t2.upstreams.report())
+        assert "sharedos upstream login docs" in report, report
+
+
+async def test_logout_revokes_at_the_server_and_forgets_the_tokens(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "lou"))).rc == 0
+    out = subprocess.run(
+        [SHAREDOS, "upstream", "logout", "docs", "--host-config", str(host), "--principal", "lou"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and "logged out" in out.stdout, out.stdout + out.stderr
+    assert "refresh_token revoked" in out.stdout and "access_token revoked" in out.stdout
+    revoked = [
+        e for e in read_log(servers.as_log) if e["event"] == "revoked" and e["user"] == "lou"
+    ]
+    assert len(revoked) == 2
+    assert open_store(tmp_path).load("docs", "default", "lou") is None
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("lou")) as t:
+        assert await t.names() == []
+
+
+async def test_a_stolen_token_file_is_useless_without_the_key(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "sam"))).rc == 0
+    [stolen] = list((tmp_path / "store" / "docs").iterdir())
+    assert PREFIX.encode() not in stolen.read_bytes()
+    # another key (the thief's guess) does not open it
+    with pytest.raises(TokenStoreError):
+        open_store(tmp_path, generate_key()).load("docs", "default", "sam")
+    # copied under another principal's name, with the right key, it does not open either
+    own = open_store(tmp_path)
+    victim = own.load("docs", "default", "sam")
+    assert victim is not None
+    own.save("docs", "default", "eve", victim)
+    eve_file = next(p for p in (tmp_path / "store" / "docs").iterdir() if p != stolen)
+    shutil.copyfile(stolen, eve_file)
+    with pytest.raises(TokenStoreError):
+        own.load("docs", "default", "eve")
+    # a host whose key is not the one the store was sealed with: sam's tools are absent
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copytree(tmp_path / "store", other / "store")
+    other_host = write_host(other, servers)
+    before = len(servers.saw())
+    async with brokered_host(other, other_host) as b, b.turn(b.context("sam")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "sam" in report and PREFIX not in report
+    assert len(servers.saw()) == before
+
+
+async def test_token_exchange_gets_dave_a_token_from_his_host_provided_subject_token(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(
+        tmp_path, servers, oauth_extra='subject_tokens = { dave = { env = "DAVE_SUBJECT" } }\n'
+    )
+    async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": SUBJECT_TOKEN}) as b:
+        async with b.turn(b.context("dave")) as t:
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "dave"
+    assert servers.issued("dave") == ["token_exchange"]
+    rec = open_store(tmp_path).load("docs", "default", "dave")
+    assert rec is not None and rec.obtained_via == "token_exchange"
+    # a principal whose subject token the AS does not accept gets nothing
+    async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": "SUBJ-forged-000000000"}) as b:
+        open_store(tmp_path).delete("docs", "default", "dave")
+        async with b.turn(b.context("dave")) as t:
+            assert await t.names() == []
+            assert "refused the token exchange" in "\n".join(t.upstreams.report())
