@@ -61,6 +61,7 @@ RULES = """
 namespace docs
 requirement docs.whoami { action read;  resource "doc:{args.path}" }
 requirement docs.note   { action write; resource "doc:{args.path}" }
+requirement docs.leak   { action read;  resource "doc:{args.path}" }
 permit read, write on "doc:*"
 
 toolpolicy run {
@@ -230,7 +231,7 @@ async def test_login_runs_pkce_and_the_upstream_serves_alice_as_alice(
     async with brokered_host(tmp_path, host) as b:
         ctx = b.context("alice")
         async with b.turn(ctx) as t:
-            assert await t.names() == ["docs.note", "docs.whoami"]
+            assert await t.names() == ["docs.leak", "docs.note", "docs.whoami"]
             got = await t.call("docs.whoami", {"path": "a"})
         assert got.is_error is False and structured(got)["subject"] == "alice"
         [rec] = b.records(ctx.turn_id)
@@ -413,3 +414,73 @@ async def test_token_exchange_gets_dave_a_token_from_his_host_provided_subject_t
         async with b.turn(b.context("dave")) as t:
             assert await t.names() == []
             assert "refused the token exchange" in "\n".join(t.upstreams.report())
+
+
+async def test_no_token_appears_in_any_artifact(
+    tmp_path: Path, servers: Servers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every token the AS issued to pia (all start with PREFIX) is searched for, in every
+    form, in everything SharedOS printed, returned, recorded or wrote."""
+    import logging
+
+    from tests.upstream.test_credentials import grep_bytes, grep_tree, process_command_lines
+
+    caplog.set_level(logging.DEBUG)
+    host = write_host(tmp_path, servers)
+    seen: list[bytes] = []
+    done = await anyio.to_thread.run_sync(lambda: login(host, "pia"))
+    assert done.rc == 0, done.err
+    seen.append((done.out + done.err).encode())
+    tokens: set[str] = set()
+
+    def held() -> None:
+        rec = open_store(tmp_path).load("docs", "default", "pia")
+        if rec is not None:
+            tokens.update(t for t in (rec.access_token, rec.refresh_token) if t)
+
+    held()
+    async with brokered_host(tmp_path, host) as b:
+        async with b.turn(b.context("pia")) as t:
+            seen.append(
+                json.dumps(
+                    [x.model_dump(by_alias=True) for x in (await t.client.list_tools()).tools]
+                ).encode()
+            )
+            results = [
+                await t.call("docs.whoami", {"path": "a"}),
+                await t.call("docs.leak", {"path": "b"}),
+                await t.call("docs.leak", {"path": "c", "as_error": True}),
+            ]
+            # (the AS's own command line names the prefix: only whole tokens are looked for)
+            argvs = process_command_lines()
+            servers.admin("expire", "pia")  # the next call refreshes: new tokens to look for
+            results.append(await t.call("docs.leak", {"path": "d"}))
+            held()
+            servers.admin("revoke", "pia")
+            results.append(await t.call("docs.whoami", {"path": "e"}))  # upstream_unauthorized
+            seen.append("\n".join(t.upstreams.report()).encode())
+            seen.append(json.dumps(t.upstreams.as_dict(), default=str).encode())
+        async with b.turn(b.context("pia")) as t2:  # listing refused: the report says why
+            seen.append("\n".join(t2.upstreams.report()).encode())
+        seen.append(b.stderr.getvalue().encode())
+    for r in results:
+        seen.append(json.dumps(r.model_dump(by_alias=True, mode="json")).encode())
+    # the upstream really sent tokens back (so the test can fail) and SharedOS removed them
+    assert "[redacted]" in text_of(results[1]) and structured(results[1])["token"] == "[redacted]"
+    assert structured(results[4])["reason"] == "upstream_unauthorized"
+    for argv in (
+        ["evidence", "export", "--db", str(tmp_path / "evidence.sqlite")],
+        ["evidence", "list", "--db", str(tmp_path / "evidence.sqlite")],
+        ["host", "check", str(host)],
+        ["upstream", "status", str(host), "--principal", "pia"],
+        ["upstream", "logout", "docs", "--host-config", str(host), "--principal", "pia"],
+    ):
+        out = subprocess.run([SHAREDOS, *argv], capture_output=True, timeout=120)
+        seen.append(out.stdout + out.stderr)
+    seen.append(caplog.text.encode())
+    assert len(tokens) >= 3 and all(tok.startswith(PREFIX) for tok in tokens)
+    assert [tok for tok in tokens if grep_bytes(argvs, tok)] == []
+    for blob in seen:
+        assert [tok for tok in tokens if grep_bytes(blob, tok)] == []
+        assert PREFIX.encode() not in blob
+    assert grep_tree(tmp_path, PREFIX) == {}  # evidence db, token store (encrypted), host file
