@@ -184,11 +184,11 @@ def login(host: Path, principal: str, *, deny: bool = False) -> Login:
 
 @contextlib.asynccontextmanager
 async def brokered_host(
-    tmp: Path, host: Path, environ: dict[str, str] | None = None
+    tmp: Path, host: Path, environ: dict[str, str] | None = None, rules: str = RULES
 ) -> AsyncIterator[Brokered]:
     """A real kernel and broker for ``host`` (its token store opened as ``sharedos run`` does)."""
     config = load_host_config(host)
-    policy = compile_source(RULES, "rules.sos")
+    policy = compile_source(rules, "rules.sos")
     registry = ToolRegistry()
     store = SqliteEvidenceStore(tmp / "evidence.sqlite")
     runtime = RuntimeHost(Kernel(policy, registry), store)
