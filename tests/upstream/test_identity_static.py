@@ -168,3 +168,21 @@ async def test_the_broker_sweeps_idle_sessions_by_itself(tmp_path: Path) -> None
         with anyio.fail_after(60):
             while b.broker.pool.open_count("fx") or _alive(alice["pid"]):
                 await anyio.sleep(0.1)
+
+
+def test_the_documented_example_passes_host_check() -> None:
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "host.identity.toml"
+    out = subprocess.run([SHAREDOS, "host", "check", str(example)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "principal alice: TRACKER_TOKEN from env TRACKER_TOKEN_ALICE" in out.stdout
+    assert "group ops: TRACKER_TOKEN from store ops" in out.stdout
+    assert "token exchange for carol from env CAROL_IDP_TOKEN" in out.stdout
+    # and a literal value where a reference belongs is refused, without being repeated
+    bad = example.read_text(encoding="utf-8").replace(
+        '{ env = "TRACKER_TOKEN_ALICE" }', '"literal-secret-value-123"'
+    )
+    refused = subprocess.run(
+        [SHAREDOS, "host", "check", "/dev/stdin"], input=bad, capture_output=True, text=True
+    )
+    assert refused.returncode != 0 and "literal value is not allowed" in refused.stderr
+    assert "literal-secret-value-123" not in refused.stdout + refused.stderr
