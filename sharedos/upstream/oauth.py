@@ -759,9 +759,14 @@ async def login(
         provider.context.get_resource_url = lambda: forced  # type: ignore[method-assign]
     tools = 0
     # the SDK logs a failed flow with its traceback; the operator gets one sentence instead
-    quiet = logging.getLogger("mcp.client.auth")
-    was = quiet.disabled
-    quiet.disabled = True
+    quiet = [
+        logging.getLogger(name)
+        for name in ("mcp.client.auth", *logging.root.manager.loggerDict)
+        if name == "mcp.client.auth" or name.startswith("mcp.client.auth.")
+    ]
+    was = [q.disabled for q in quiet]
+    for q in quiet:
+        q.disabled = True
     try:
         async with (
             listener,
@@ -779,7 +784,8 @@ async def login(
             + scrub.text(_describe(exc))
         ) from None
     finally:
-        quiet.disabled = was
+        for q, before in zip(quiet, was, strict=True):
+            q.disabled = before
     tokens = storage.tokens
     if tokens is None or not seen:
         raise OAuthError(

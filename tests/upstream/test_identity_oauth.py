@@ -484,3 +484,31 @@ async def test_no_token_appears_in_any_artifact(
         assert [tok for tok in tokens if grep_bytes(blob, tok)] == []
         assert PREFIX.encode() not in blob
     assert grep_tree(tmp_path, PREFIX) == {}  # evidence db, token store (encrypted), host file
+
+
+async def test_a_token_without_the_needed_scope_fails_upstream_unauthorized(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "ivy"))).rc == 0
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("ivy")) as t:
+        servers.admin("downscope", "ivy")  # the MCP server now answers 403 insufficient_scope
+        refused = await t.call("docs.whoami", {"path": "a"})
+    assert refused.is_error is True
+    assert structured(refused)["reason"] == "upstream_unauthorized"
+    said = text_of(refused)
+    # (the SDK's server names no scope in its WWW-Authenticate, so no --scope is suggested)
+    assert "the credential oauth:ivy lacks the scope it needs" in said
+    assert "`sharedos upstream login docs --principal ivy`" in said
+    assert not [e for e in servers.saw("ivy")]  # the call never ran at the upstream
+
+
+async def test_a_refused_sign_in_stores_nothing_and_says_so(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    done = await anyio.to_thread.run_sync(lambda: login(host, "nina", deny=True))
+    assert done.rc == 1
+    assert "did not authorize 'nina' (access_denied)" in done.err, done.err
+    assert "Traceback" not in done.err, done.err
+    assert open_store(tmp_path).load("docs", "default", "nina") is None

@@ -11,9 +11,9 @@ Both are built on the official SDK's auth modules:
   (``/consent?txn=..&user=NAME``: the user "signs in" as NAME; ``deny=1`` refuses),
   RFC 7662 introspection for the resource server, the RFC 8693 token-exchange
   grant (``--exchange SUBJECT_TOKEN_FILE``: a JSON map subject token -> user;
-  advertised in the metadata only then), and ``/admin/expire`` / ``/admin/revoke``
-  (``?user=NAME``) so a test can expire or revoke a user's tokens from the
-  server's side.
+  advertised in the metadata only then), and ``/admin/expire`` / ``/admin/revoke`` /
+  ``/admin/downscope`` (``?user=NAME``) so a test can expire, revoke or narrow a
+  user's tokens from the server's side.
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
   ``AuthSettings`` + a token verifier that introspects at the AS: a 401 with
   ``WWW-Authenticate`` and protected-resource metadata (RFC 9728) for a missing
@@ -315,6 +315,8 @@ def serve_as(opts: argparse.Namespace) -> None:
         for t in tokens:
             if what == "expire":
                 provider.access[t].expires_at = int(time.time()) - 1
+            elif what == "downscope":  # still valid, but without the scope the server needs
+                provider.access[t].scopes = ["other"]
             else:
                 provider.access.pop(t, None)
         if what == "revoke":
