@@ -44,6 +44,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -334,6 +335,14 @@ class UpstreamConfig(BaseModel):
     #: OAuth 2.1 (streamable HTTP only): each principal's own tokens from the token store
     oauth: OAuthConfig | None = None
     sessions: SessionLimits = Field(default_factory=SessionLimits)
+    #: the host file this upstream was read from (for the commands messages name); not
+    #: part of the configuration's value (no dump, no equality)
+    _host_file: str | None = PrivateAttr(default=None)
+
+    @property
+    def host_file(self) -> str | None:
+        """The host file this upstream was read from, when it came from one."""
+        return self._host_file
 
     @property
     def per_person(self) -> bool:
@@ -483,6 +492,8 @@ def parse_upstreams(
             )
             continue
         namespaces[config.namespace] = config.id
+        if base_dir is not None and source and not source.startswith("<"):
+            config._host_file = str(Path(source).resolve())
         configs[config.id] = config
     return configs, problems
 

@@ -98,7 +98,9 @@ def no_credential_message(config: UpstreamConfig, context: AccessContext) -> str
         )
     ways = [f"[upstream.{config.id}.principals.{_toml_key(who)}]"]
     if config.oauth is not None:
-        ways.append(f"`sharedos upstream login {config.id} --principal {_shell(who)}`")
+        from sharedos.upstream.oauth import login_command
+
+        ways.append(f"`{login_command(config, who)}`")
     return (
         f"principal {who!r} has no credential for upstream {config.id!r} (identity "
         f"{config.identity}); the operator gives one: " + " or ".join(ways)

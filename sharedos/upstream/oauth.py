@@ -83,7 +83,8 @@ def login_command(config: UpstreamConfig, principal: str) -> str:
     """The command the operator runs to (re)authorize ``principal`` at ``config``'s upstream."""
     import shlex
 
-    return f"sharedos upstream login {config.id} --principal {shlex.quote(principal)}"
+    where = f" --host-config {shlex.quote(config.host_file)}" if config.host_file else ""
+    return f"sharedos upstream login {config.id}{where} --principal {shlex.quote(principal)}"
 
 
 def _client_auth(client: Mapping[str, Any] | None, data: dict[str, str]) -> dict[str, str]:

@@ -499,7 +499,8 @@ async def test_a_token_without_the_needed_scope_fails_upstream_unauthorized(
     said = text_of(refused)
     # (the SDK's server names no scope in its WWW-Authenticate, so no --scope is suggested)
     assert "the credential oauth:ivy lacks the scope it needs" in said
-    assert "`sharedos upstream login docs --principal ivy`" in said
+    # the exact command, host file included, to copy and run
+    assert f"`sharedos upstream login docs --host-config {host.resolve()} --principal ivy`" in said
     assert not [e for e in servers.saw("ivy")]  # the call never ran at the upstream
 
 
