@@ -513,3 +513,67 @@ async def test_a_refused_sign_in_stores_nothing_and_says_so(
     assert "did not authorize 'nina' (access_denied)" in done.err, done.err
     assert "Traceback" not in done.err, done.err
     assert open_store(tmp_path).load("docs", "default", "nina") is None
+
+
+def _run(host: Path, rules: Path, principal: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [SHAREDOS, "run", "--host-config", str(host), "--rules", str(rules)]
+    argv += ["--policy", "run", "--principal", principal, *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_sharedos_run_reports_whose_identity_serves_the_turn(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    assert login(host, "quinn").rc == 0
+    quinn = _run(host, rules, "quinn", "--dry-run")
+    assert quinn.returncode == 0, quinn.stderr
+    assert "upstream docs (docs.*): 3 of 3 tools published" in quinn.stderr
+    assert "as oauth:quinn" in quinn.stderr and "docs.whoami" in quinn.stdout
+    mallory = _run(host, rules, "mallory", "--dry-run")
+    assert mallory.returncode == 0, mallory.stderr
+    assert "no credential, its tools are absent this turn" in mallory.stderr
+    assert f"sharedos upstream login docs --host-config {host.resolve()} --principal mallory" in (
+        mallory.stderr
+    )
+    assert "docs.whoami" not in mallory.stdout
+    assert PREFIX not in quinn.stdout + quinn.stderr + mallory.stdout + mallory.stderr
+
+
+@pytest.mark.harness
+def test_sharedos_run_with_claude_code_calls_the_upstream_as_the_principal(
+    tmp_path: Path, servers: Servers
+) -> None:
+    from sharedos.harness.tools import default_command
+
+    if (
+        shutil.which(default_command("claude-code")[0]) is None
+        and not Path(default_command("claude-code")[0]).exists()
+    ):
+        pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
+    host = write_host(tmp_path, servers)
+    text = host.read_text(encoding="utf-8")
+    host.write_text("[harness.claude-code]\n\n" + text, encoding="utf-8")
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    assert login(host, "uma").rc == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"tool": "docs.whoami", "arguments": {"path": "run"}}]))
+    db = tmp_path / "evidence.sqlite"
+    proc = _run(
+        host,
+        rules,
+        "uma",
+        *("--harness", "claude-code", "--evidence", str(db), "--plan", str(plan)),
+        *("--workdir", str(tmp_path / "work"), "--timeout", "180", "who am I upstream?"),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    assert [e["args"] for e in servers.saw("uma")] == [{"path": "run"}]
+    listed = subprocess.run(
+        [SHAREDOS, "evidence", "list", "--db", str(db)], capture_output=True, text=True
+    )
+    assert "docs:oauth:uma" in listed.stdout
+    assert PREFIX not in proc.stdout + proc.stderr + listed.stdout
