@@ -186,3 +186,39 @@ def test_the_documented_example_passes_host_check() -> None:
     )
     assert refused.returncode != 0 and "literal value is not allowed" in refused.stderr
     assert "literal-secret-value-123" not in refused.stdout + refused.stderr
+
+
+def test_the_store_key_is_made_private_and_kept_apart_from_the_store(tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "token.key"
+    key.parent.mkdir()
+    made = subprocess.run(
+        [SHAREDOS, "upstream", "keygen", "--output", str(key)], capture_output=True, text=True
+    )
+    assert made.returncode == 0 and key.stat().st_mode & 0o777 == 0o600
+    assert key.read_text(encoding="utf-8").strip() not in made.stdout + made.stderr
+    again = subprocess.run(
+        [SHAREDOS, "upstream", "keygen", "--output", str(key)], capture_output=True, text=True
+    )
+    assert again.returncode == 1 and "never overwritten" in again.stderr
+    # a key inside the store is refused by host check (a copy of the store must not carry it)
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[tokens]\npath = "keys"\nkey = { file = "keys/token.key" }\n\n'
+        '[upstream.docs]\nurl = "http://127.0.0.1:9/mcp"\n[upstream.docs.oauth]\n',
+        encoding="utf-8",
+    )
+    checked = subprocess.run([SHAREDOS, "host", "check", str(host)], capture_output=True, text=True)
+    assert checked.returncode != 0 and "inside the token store" in checked.stdout + checked.stderr
+    # a credential file others can read is refused, naming the file and the fix, not the value
+    loose = tmp_path / "loose.token"
+    loose.write_text("loose-credential-value-0001\n", encoding="utf-8")
+    loose.chmod(0o644)
+    host.write_text(
+        f'[upstream.fx]\ncommand = {json.dumps(PY)}\nidentity = "per-person"\n'
+        f"[upstream.fx.principals.alice]\nT = {{ file = {json.dumps(str(loose))} }}\n",
+        encoding="utf-8",
+    )
+    checked = subprocess.run([SHAREDOS, "host", "check", str(host)], capture_output=True, text=True)
+    said = checked.stdout + checked.stderr
+    assert checked.returncode != 0 and "chmod 600" in said and str(loose) in said
+    assert "loose-credential-value" not in said

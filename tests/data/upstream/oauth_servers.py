@@ -444,7 +444,15 @@ def serve_rs(opts: argparse.Namespace) -> None:
         ),
         token_verifier=Introspecting(),
     )
-    uvicorn.run(app, host="127.0.0.1", port=opts.port, log_level="warning")
+
+    async def logged(scope: Any, receive: Any, send: Any) -> None:
+        # every HTTP request, with or without a bearer: a test can tell nothing arrived
+        if scope["type"] == "http":
+            auth = dict(scope.get("headers", [])).get(b"authorization", b"")
+            log("http", method=scope["method"], path=scope["path"], bearer=bool(auth))
+        await app(scope, receive, send)
+
+    uvicorn.run(logged, host="127.0.0.1", port=opts.port, log_level="warning")
 
 
 def main() -> None:
