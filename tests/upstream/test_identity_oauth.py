@@ -578,3 +578,26 @@ def test_sharedos_run_with_claude_code_calls_the_upstream_as_the_principal(
     )
     assert "docs:oauth:uma" in listed.stdout
     assert PREFIX not in proc.stdout + proc.stderr + listed.stdout
+
+
+async def test_concurrent_calls_after_an_expiry_share_one_refresh(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """Refresh tokens rotate (a spent one is refused): eight calls refused at once must
+    renew once, and all be retried with the one new token."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "cody"))).rc == 0
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("cody")) as t:
+        assert (await t.call("docs.whoami", {"path": "warm"})).is_error is False
+        servers.admin("expire", "cody")
+        results: list[Any] = []
+
+        async def one(i: int) -> None:
+            results.append(await t.call("docs.note", {"path": f"c{i}", "text": "cody"}))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(one, i)
+    assert [r.is_error for r in results] == [False] * 8, [text_of(r) for r in results]
+    assert servers.issued("cody") == ["authorization_code", "refresh_token"]
+    assert {e["subject"] for e in servers.saw() if e["args"].get("text") == "cody"} == {"cody"}
