@@ -56,6 +56,9 @@ SHAREDOS = str(Path(PY).parent / "sharedos")
 PREFIX = "PLANTEDTOK"
 #: host-provided subject tokens the AS accepts for token exchange (subject -> user)
 SUBJECT_TOKEN = "SUBJ-dave-4be1c9f07a2d"
+SUBJECT_TOKEN_EVA = "SUBJ-eva-77c0d1e2f3a4"
+#: a confidential client registered at the AS beforehand (oauth.client_id / client_secret)
+CLIENT_ID, CLIENT_SECRET = "sharedos-exchanger", "exchanger-secret-5d1f0c2b"
 
 RULES = """
 namespace docs
@@ -104,11 +107,14 @@ class Servers:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     tmp = tmp_path_factory.mktemp("oauth")
     exchange = tmp / "subjects.json"
-    exchange.write_text(json.dumps({SUBJECT_TOKEN: "dave"}), encoding="utf-8")
+    exchange.write_text(
+        json.dumps({SUBJECT_TOKEN: "dave", SUBJECT_TOKEN_EVA: "eva"}), encoding="utf-8"
+    )
     as_port, rs_port = free_port(), free_port()
     issuer = f"http://127.0.0.1:{as_port}"
     as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp / "as.log")]
     as_argv += ["--token-prefix", PREFIX, "--exchange", str(exchange)]
+    as_argv += ["--client", f"{CLIENT_ID}={CLIENT_SECRET}"]
     rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
     rs_argv += ["--log", str(tmp / "rs.log"), "--slow", "0.2"]
     with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
@@ -601,3 +607,33 @@ async def test_concurrent_calls_after_an_expiry_share_one_refresh(
     assert [r.is_error for r in results] == [False] * 8, [text_of(r) for r in results]
     assert servers.issued("cody") == ["authorization_code", "refresh_token"]
     assert {e["subject"] for e in servers.saw() if e["args"].get("text") == "cody"} == {"cody"}
+
+
+async def test_token_exchange_with_a_preregistered_confidential_client(
+    tmp_path: Path, servers: Servers
+) -> None:
+    secret = tmp_path / "client.secret"
+    secret.write_text(CLIENT_SECRET + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    host = write_host(
+        tmp_path,
+        servers,
+        oauth_extra=f'client_id = "{CLIENT_ID}"\nclient_secret = {{ file = "client.secret" }}\n'
+        'subject_tokens = { eva = { env = "EVA_SUBJECT" } }\n',
+    )
+    async with brokered_host(tmp_path, host, {"EVA_SUBJECT": SUBJECT_TOKEN_EVA}) as b:
+        async with b.turn(b.context("eva")) as t:
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "eva"
+    issued = [e for e in read_log(servers.as_log) if e["event"] == "issued" and e["user"] == "eva"]
+    assert [(e["via"], e["client"]) for e in issued] == [("token_exchange", CLIENT_ID)]
+    assert [e["client"] for e in servers.saw("eva")] == [CLIENT_ID]
+    # a wrong client secret: the AS refuses the client, the report says so, no token
+    secret.write_text("not-the-right-secret-000\n", encoding="utf-8")
+    open_store(tmp_path).delete("docs", "default", "eva")
+    env = {"EVA_SUBJECT": SUBJECT_TOKEN_EVA}
+    async with brokered_host(tmp_path, host, env) as b, b.turn(b.context("eva")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "refused the token exchange" in report and "invalid_client" in report
+    assert "not-the-right-secret" not in report and CLIENT_SECRET not in report

@@ -221,6 +221,15 @@ def serve_as(opts: argparse.Namespace) -> None:
             return [t for t, a in self.access.items() if a.subject == user]
 
     provider = Provider()
+    for pair in opts.client or []:  # pre-registered confidential clients (client_secret_post)
+        cid, secret = pair.split("=", 1)
+        provider.clients[cid] = OAuthClientInformationFull(
+            client_id=cid,
+            client_secret=secret,
+            redirect_uris=None,
+            grant_types=["authorization_code", "refresh_token", TOKEN_EXCHANGE],
+            token_endpoint_auth_method="client_secret_post",
+        )
     routes = create_auth_routes(
         provider,  # type: ignore[arg-type]
         issuer_url=AnyHttpUrl(issuer),
@@ -466,6 +475,7 @@ def main() -> None:
     parser.add_argument("--token-prefix", default="TOK")
     parser.add_argument("--exchange", type=Path, help="as: subject token -> user (JSON)")
     parser.add_argument("--slow", type=float, default=0.0, help="rs: seconds note takes")
+    parser.add_argument("--client", action="append", help="as: ID=SECRET, pre-registered")
     opts = parser.parse_args()
     opts.scope = opts.scope or ["docs"]
     serve_as(opts) if opts.role == "as" else serve_rs(opts)
