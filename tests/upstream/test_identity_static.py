@@ -222,3 +222,26 @@ def test_the_store_key_is_made_private_and_kept_apart_from_the_store(tmp_path: P
     said = checked.stdout + checked.stderr
     assert checked.returncode != 0 and "chmod 600" in said and str(loose) in said
     assert "loose-credential-value" not in said
+
+
+async def test_per_person_or_shared_gives_the_others_the_operators_credential(
+    tmp_path: Path,
+) -> None:
+    host = write_host(tmp_path)
+    text = host.read_text(encoding="utf-8").replace(
+        'identity = "per-person"',
+        'identity = "per-person-or-shared"\n'
+        'credentials = { FIXTURE_TOKEN = { env = "SHARED_FX_TOKEN" } }',
+    )
+    host.write_text(text, encoding="utf-8")
+    shared = "operator-shared-credential-00000004"  # 35 characters: unlike every other
+    async with brokered_host(tmp_path, host, {**ENV, "SHARED_FX_TOKEN": shared}, RULES) as b:
+        alice = await who(b, "alice")
+        mallory = await who(b, "mallory")
+        records = b.records()
+    assert alice["tokenLength"] == len(ALICE)
+    assert mallory["tokenLength"] == len(shared) and mallory["pid"] != alice["pid"]
+    assert {(r.principal, r.served_by) for r in records if r.served_by} == {
+        ("alice", "fx:principal:alice"),
+        ("mallory", "fx:shared"),
+    }
