@@ -397,7 +397,7 @@ def login(
     import anyio
 
     from sharedos.upstream.oauth import OAuthError
-    from sharedos.upstream.oauth import login as run_login
+    from sharedos.upstream.oauth_login import login as run_login
 
     config, _ = _load(host_config)
     up = _one(config, upstream_id)
@@ -451,7 +451,7 @@ def logout(upstream_id: str, host_config: Path, principal: str, tenant: str) -> 
 
     import anyio
 
-    from sharedos.upstream.oauth import logout as run_logout
+    from sharedos.upstream.oauth_login import logout as run_logout
 
     config, _ = _load(host_config)
     up = _one(config, upstream_id)
