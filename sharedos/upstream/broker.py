@@ -42,6 +42,7 @@ from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
 from sharedos.pathwalk import SandboxError
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
 from sharedos.upstream.credentials import Binding, NoCredential, resolve_static, select
@@ -55,7 +56,6 @@ from sharedos.upstream.sandbox import UpstreamConfinementPolicy, UpstreamPlaceme
 from sharedos.upstream.secrets import (
     CredentialError,
     CredentialSet,
-    Scrubber,
     fingerprint_of,
 )
 
@@ -528,7 +528,7 @@ class UpstreamBroker:
             auth=source,
         )
 
-    def _build(self, listing: Listing, creds: CredentialSet, scrubber: Scrubber) -> None:
+    def _build(self, listing: Listing, creds: CredentialSet, scrubber: Redactor) -> None:
         """Turn ``listing.raw`` into definitions and refusals (runs in a worker thread)."""
         config = listing.config
         secrets = _credential_map(creds)

@@ -30,12 +30,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 from sharedos.outcomes import ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.definitions import RawTool, raw_tools
 from sharedos.upstream.oauth import CALL_DENIALS, CredentialAuth, Denial, denial_message
-from sharedos.upstream.secrets import CredentialSet, Scrubber
+from sharedos.upstream.secrets import CredentialSet
 from sharedos.upstream.transport import (
     RESPONSE_TOO_LARGE,
     BoundedHTTPTransport,
@@ -58,7 +59,7 @@ _INLINE_TOOLS = 32
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
-class UpstreamFailure(SharedOSError):
+class UpstreamFailure(UpstreamError):
     """Why an upstream could not serve (``reason``: an ``upstream_*`` code; message names no secret)."""
 
     def __init__(self, reason: ReasonCode, message: str) -> None:
@@ -82,7 +83,7 @@ def describe_exception(exc: BaseException) -> str:
 class _StderrRelay:
     """Reads an upstream's stderr from a pipe, scrubs it, relays it and keeps a tail."""
 
-    def __init__(self, upstream: str, scrubber: Scrubber, sink: IO[str] | None) -> None:
+    def __init__(self, upstream: str, scrubber: Redactor, sink: IO[str] | None) -> None:
         self.upstream = upstream
         self.scrubber = scrubber
         self.sink = sink
@@ -99,7 +100,7 @@ class _StderrRelay:
     def _pump(self) -> None:
         with contextlib.suppress(Exception):
             for line in self._reader:
-                clean = self.scrubber.text(line.rstrip("\n"))
+                clean = self.scrubber.scrub(line.rstrip("\n"))
                 self.tail.append(clean)
                 if self.sink is not None:
                     with contextlib.suppress(Exception):
@@ -136,7 +137,7 @@ class UpstreamConnection:
         #: stdio: how the process is started (its sandbox, or SharedOS's supervisor)
         self._wrap = wrap
         self.credentials = credentials
-        self.scrubber = Scrubber(credentials.secrets())
+        self.scrubber = Redactor(credentials.secrets())
         #: the last refusal of this session's credential (401 / insufficient scope), if any
         self.last_denial: Denial | None = None
         source = credentials.auth
@@ -186,13 +187,13 @@ class UpstreamConnection:
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
                 f"upstream {self.config.id!r} could not be reached: "
-                f"{self.scrubber.text(describe_exception(exc))}{self._stderr_hint()}",
+                f"{self.scrubber.scrub(describe_exception(exc))}{self._stderr_hint()}",
             ) from None
         finally:
             CALL_DENIALS.reset(token)
 
     def _tokens_changed(self, tokens: tuple[str, ...]) -> None:
-        self.scrubber = Scrubber((*self.credentials.secrets(), *tokens))
+        self.scrubber = Redactor((*self.credentials.secrets(), *tokens))
 
     def _denied(self, denial: Denial) -> None:
         self.last_denial = denial
@@ -280,8 +281,8 @@ class UpstreamConnection:
                 if info is not None:
                     # shown in reports and pinned: scrubbed like everything it sends
                     self.server_info = {
-                        "name": self.scrubber.text(info.name),
-                        "version": self.scrubber.text(info.version),
+                        "name": self.scrubber.scrub(info.name),
+                        "version": self.scrubber.scrub(info.version),
                     }
                 started = True
                 task_status.started()
@@ -297,7 +298,7 @@ class UpstreamConnection:
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException as exc:
-            self.broken = self.broken or self.scrubber.text(describe_exception(exc))
+            self.broken = self.broken or self.scrubber.scrub(describe_exception(exc))
             if not started:
                 raise
         finally:
@@ -384,7 +385,7 @@ class UpstreamConnection:
             refused = self._unauthorized(denials)
             if refused is not None:
                 raise refused from None
-            why = self.scrubber.text(describe_exception(exc))
+            why = self.scrubber.scrub(describe_exception(exc))
             if _is_closed(exc):
                 self._mark_broken(why)
             raise UpstreamFailure(
@@ -421,7 +422,7 @@ class UpstreamConnection:
 
             async def callback(p: float, total: float | None, message: str | None) -> None:
                 with contextlib.suppress(Exception):
-                    await hook(p, total, self.scrubber.text(message) if message else message)
+                    await hook(p, total, self.scrubber.scrub(message) if message else message)
 
         denials: list[Denial] = []
         noted = CALL_DENIALS.set(denials)
@@ -443,7 +444,7 @@ class UpstreamConnection:
             refused = self._unauthorized(denials)
             if refused is not None:
                 raise refused from None
-            why = self.scrubber.text(describe_exception(exc))
+            why = self.scrubber.scrub(describe_exception(exc))
             if _is_closed(exc):
                 self._mark_broken(why)
                 last = self._stderr_hint()

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import httpx2
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.credentials import StoreOpener, read_reference
 from sharedos.upstream.secrets import CredentialError
@@ -44,7 +44,7 @@ _EXCHANGE_CLIENT = "sharedos-oauth-client"
 HTTP_TIMEOUT_S = 20.0
 
 
-class OAuthError(SharedOSError):
+class OAuthError(UpstreamError):
     """An OAuth step failed; the message names upstream, principal, endpoint, never a token."""
 
 

@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.credentials import StoreOpener
 from sharedos.upstream.oauth import (
@@ -35,7 +36,6 @@ from sharedos.upstream.oauth import (
     http_client,
     oauth_error,
 )
-from sharedos.upstream.secrets import Scrubber
 from sharedos.upstream.tokenstore import TokenRecord, TokenStoreError
 
 #: seconds ``login`` waits for the browser to come back
@@ -215,10 +215,10 @@ async def login(
         secrets = (
             [storage.tokens.access_token, storage.tokens.refresh_token] if storage.tokens else []
         )
-        scrub = Scrubber([s for s in secrets if s])
+        scrub = Redactor([s for s in secrets if s])
         raise OAuthError(
             f"signing in {principal!r} to upstream {config.id!r} failed: "
-            + scrub.text(_describe(exc))
+            + scrub.scrub(_describe(exc))
         ) from None
     finally:
         for q, before in zip(quiet, was, strict=True):

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 from sharedos.upstream.config import CredentialRef, secret_file_problem
 
 #: the store key's size (AES-256)
@@ -39,7 +39,7 @@ _FORMAT = 1
 _AAD = b"sharedos-token-store/v1"
 
 
-class TokenStoreError(SharedOSError, ValueError):
+class TokenStoreError(UpstreamError, ValueError):
     """The store cannot be used (no key, a wrong key, a file that does not decrypt); names only."""
 
 
