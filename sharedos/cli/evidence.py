@@ -584,6 +584,95 @@ def replay_cmd(
     raise SystemExit(1 if report.changed else 0)
 
 
+_SHADOW_KINDS = {
+    "would-allow": "would allow",
+    "would-deny": "would deny",
+    "reason-changed": "reason changed",
+}
+
+
+@evidence.command("shadow")
+@_DB
+@_TURN
+@click.option("--since", default=None, metavar="TIME", help="Only attempts started at or after.")
+@click.option("--until", default=None, metavar="TIME", help="Only attempts started before.")
+@click.option(
+    "--policy",
+    "policy_hash",
+    default=None,
+    metavar="HASH",
+    help="Only the decisions of the shadow policy whose bundle hash starts with HASH.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(sorted(_SHADOW_KINDS)),
+    help="Report only this kind of difference (repeatable; default: every kind).",
+)
+@click.option(
+    "--examples",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Attempts shown per group (0: every one).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@guarded
+def shadow_cmd(
+    db: str,
+    turn: str | None,
+    since: str | None,
+    until: str | None,
+    policy_hash: str | None,
+    kinds: tuple[str, ...],
+    examples: int,
+    fmt: str,
+) -> None:
+    """What the shadow policy would have done: its recorded decisions against the enforced ones.
+
+    \b
+    A host with [policy] shadow records, on every attempt its policy decided,
+    the candidate's decision beside the enforced one. This reports, per
+    shadow policy, the attempts it would have allowed (enforced: refused),
+    would have denied (enforced: allowed) and would have refused for another
+    reason, grouped by tool and the rules that decided, with examples;
+    counts by tool and by rule; the attempts decided the same; and the calls
+    the candidate failed on. Nothing is decided again (see `replay`).
+    Exit 0: every shadow decision matches the enforced one (or none was
+    recorded). 1: some differ. 2: usage error (a store that cannot be read).
+    """
+    from sharedos.evidence.export import iter_records
+    from sharedos.evidence.shadow_report import shadow_report
+    from sharedos.evidence.url import open_store
+
+    start, end = _moment(since, "--since"), _moment(until, "--until")
+    try:
+        store = open_store(db, read_only=True)
+    except EvidenceStoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(_EXIT_USAGE) from None
+    with store:
+        try:
+            report = shadow_report(
+                _in_window(iter_records(store, turn), start, end),
+                policy=policy_hash,
+                kinds=[_SHADOW_KINDS[k] for k in kinds] or None,  # type: ignore[misc]
+                max_examples=examples,
+            )
+        except EvidenceStoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(_EXIT_USAGE) from None
+    if fmt == "json":
+        from sharedos.evidence.export import json_text
+
+        click.echo(json_text({"db": _shown(db), **report.to_dict()}, indent=2))
+    else:
+        click.echo(f"evidence: {_shown(db)}")
+        click.echo(report.render().encode("utf-8", "backslashreplace").decode("utf-8"))
+    raise SystemExit(1 if report.changed else 0)
+
+
 def _shown(db: str) -> str:
     """The store as it may be shown (a URL without its password)."""
     from sharedos.evidence.url import parse_store_url

@@ -26,7 +26,7 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
 
     Environment values are never printed: only their names.
     """
-    from sharedos.harness.hostconfig import HostConfigError, load_host_config
+    from sharedos.harness.hostconfig import HostConfigError, check_shadow, load_host_config
 
     file = required_host_file(config_path, host_config_option)
     try:
@@ -46,6 +46,12 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
         click.echo(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
     click.echo(f"  confinement: {_confinement_line(config)}")
     failed = False
+    shadow_line, shadow_problem = check_shadow(config, file.read_text(encoding="utf-8"))
+    if shadow_line is not None:
+        click.echo(f"  {shadow_line}")
+    if shadow_problem is not None:
+        failed = True
+        click.echo(f"error: {shadow_problem}", err=True)
     for hid, cfg in config.harness.items():
         env_names = ", ".join(cfg.env.redacted()) or "none"
         ext = f", MCP client: {cfg.mcp_extension}" if cfg.mcp_extension else ", MCP client: native"

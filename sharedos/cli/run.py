@@ -462,6 +462,34 @@ def _bundle_policy(host_config: Any) -> Any:
     return result.current.kernel_policy
 
 
+def _shadow(host_config: Any, enforced: Any = None) -> Any:
+    """The decider of the host's ``[policy] shadow`` beside the ``enforced`` policy (None
+    without one, or when it cannot be loaded: the host says why on stderr and enforces
+    exactly as without it)."""
+    location = host_config.policy.shadow
+    if not location:
+        return None
+    from sharedos.bundles.shadow import load_shadow
+    from sharedos.harness.hostconfig import HostConfigError
+    from sharedos.kernel.shadow import ShadowDecider
+
+    try:
+        loaded = load_shadow(*host_config.shadow_source())
+    except HostConfigError as exc:
+        click.echo(f"shadow policy not loaded: {exc}; enforcement is unchanged", err=True)
+        return None
+    click.echo(loaded.line(), err=True)
+    if loaded.shadow is None:
+        return None
+    try:
+        return ShadowDecider(
+            loaded.shadow.policy, enforced=enforced, time_zone=host_config.policy.time_zone
+        )
+    except Exception as exc:  # a shadow never stops the host
+        click.echo(f"shadow policy not used: {exc}", err=True)
+        return None
+
+
 async def _run_turn(opts: dict[str, Any]) -> int:
     from sharedos.catalog import ToolRegistry
     from sharedos.kernel import Kernel, RuntimeHost
@@ -501,7 +529,9 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         _fail(str(exc))
     try:
         kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)
-        host = RuntimeHost(kernel, store, handler_timeout_s=longest + 5.0)
+        host = RuntimeHost(
+            kernel, store, handler_timeout_s=longest + 5.0, shadow=_shadow(host_config, policy)
+        )
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),

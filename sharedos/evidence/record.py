@@ -387,6 +387,7 @@ def attempt_record(
     identity: Mapping[str, Any] | None,
     context_json: Mapping[str, Any] | None,
     ended: tuple[Outcome, ReasonCode | None, str | None, float] | None = None,
+    shadow: Mapping[str, Any] | None = None,
 ) -> EvidenceRecord:
     """The attempt row of one call, built once from what its authorization found.
 
@@ -398,7 +399,9 @@ def attempt_record(
     ``decision_context(context)``, which a caller may keep per context).
     ``namespace`` is the tool's, for a call no decision was made for.
     ``ended`` = (outcome, reason, error, t0) makes the complete record of a
-    call refused before any handler (one commit).
+    call refused before any handler (one commit). ``shadow``: the shadow
+    policy's decision of the call (``sharedos.kernel.shadow``), stored like the
+    other caller-supplied JSON.
     """
     scrubs = bool(redactor.needles)
     stored_args, digest = _stored_arguments(arguments, encoded, secret_names)
@@ -449,6 +452,7 @@ def attempt_record(
         diagnostics=_stored_json(diagnostics, redactor),
         identity=_stored_json(identity, redactor),
         context=_stored_json(context_json, redactor),
+        shadow=_stored_json(shadow, redactor),
         outcome=outcome,
         reason=reason,
         finished_at=finished_at,

@@ -230,6 +230,10 @@ class PolicySourceConfig(BaseModel):
     (default: under ``$XDG_STATE_HOME/sharedos/``, one file per source:
     ``sharedos.bundles.state``). ``time_zone``: the IANA zone of ``context.now``
     for a policy that reads the time (default ``UTC``; docs/policy-language.md).
+    ``shadow``: a candidate policy (sources, or a bundle verified with ``keys``)
+    that decides every call too, never enforced, its decision recorded beside
+    the enforced one (``sharedos.bundles.shadow``; docs/policy-language.md,
+    "Changing a policy safely").
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -239,6 +243,14 @@ class PolicySourceConfig(BaseModel):
     poll_interval_s: float = Field(default=30.0, gt=0)
     state: str | None = None
     time_zone: str = "UTC"
+    shadow: str | None = None
+
+    @field_validator("shadow")
+    @classmethod
+    def _shadow(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("shadow names a candidate policy: a path or a bundle URL")
+        return value
 
     @field_validator("time_zone")
     @classmethod
@@ -357,8 +369,8 @@ class HostConfig(BaseModel):
     def state_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """SharedOS's own state named by this file, which no sandbox may show.
 
-        The host file itself and its pin file, the policy bundle (when local)
-        and its trusted keys, the evidence signing key, the evidence database
+        The host file itself and its pin file, the policy bundle and the shadow
+        policy (when local) and the trusted keys, the evidence signing key, the evidence database
         (a SQLite URL, with its ``-wal`` and ``-shm``).
         """
         env = environ if environ is not None else os.environ
@@ -379,6 +391,11 @@ class HostConfig(BaseModel):
         if bundle and not bundle.lower().startswith(("http://", "https://")):
             with contextlib.suppress(HostConfigError):
                 out.append(self.resolve_path(bundle, env))
+        if self.policy.shadow:
+            with contextlib.suppress(HostConfigError):
+                shadow = self.shadow_source(env)[0]
+                if not shadow.lower().startswith(("http://", "https://")):
+                    out.append(shadow)
         if self.evidence.url:
             from sharedos.evidence.url import parse_store_url
 
@@ -388,12 +405,47 @@ class HostConfig(BaseModel):
                 out += [db, db + "-wal", db + "-shm"]
         return out
 
+    def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+        """``[policy] shadow`` as a location to load (an http(s) URL as written; a path with
+        ``${VAR}`` interpolated, relative to this file's directory), and the ``keys`` a
+        bundle there must be signed by. ``HostConfigError`` for an unset variable."""
+        location = self.policy.shadow
+        if location is None:
+            raise HostConfigError([f"{self.source}: no [policy] shadow"])
+        env = environ if environ is not None else os.environ
+        keys = [self.resolve_path(k, env) for k in self.policy.keys]
+        if location.lower().startswith(("http://", "https://")):
+            return location, keys
+        text = interpolate(location, env, what="[policy] shadow")
+        return str((self.base_dir / Path(text).expanduser()).resolve()), keys
+
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
         """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file."""
         text = interpolate(value, environ if environ is not None else os.environ, what="command")
         if "/" in text and not os.path.isabs(text):
             return str((self.base_dir / text).resolve())
         return text
+
+
+def check_shadow(config: HostConfig, text: str) -> tuple[str | None, str | None]:
+    """Load ``config``'s ``[policy] shadow`` as the host would (``text``: the host file, for
+    positions): ``(the line the host would print, None)`` when it loads, ``(None, problem)``
+    with the problem at the ``shadow`` key's ``file:line:col`` when it does not, and
+    ``(None, None)`` without a shadow. A host runs on without a shadow that fails to load;
+    ``sharedos host check`` reports it as an error, so the operator hears of it first."""
+    if config.policy.shadow is None:
+        return None, None
+    from sharedos.bundles.shadow import load_shadow
+
+    line, col = locate(key_positions(text), ("policy", "shadow"))
+    where = f"{config.source}:{line}:{col}: policy.shadow"
+    try:
+        loaded = load_shadow(*config.shadow_source())
+    except HostConfigError as exc:
+        return None, f"{where}: {exc}"
+    if loaded.shadow is None:
+        return None, f"{where}: the candidate policy cannot be used: {loaded.problem}"
+    return loaded.line(), None
 
 
 def harness_kinds() -> tuple[str, ...]:

@@ -6,7 +6,10 @@ One call is one straight path; every step returns to ``invoke_tool``::
       1. auth = Authorizer.authorize(...)        a value: lookup, run policy, turn catalogue,
                                                  arguments, requirement + decision, the
                                                  call's Redactor   (sharedos.kernel.authorize)
-         [seam: approval, shadow decision]       see "Seams" below
+         shadow = ShadowDecider.decide(...)      with a shadow policy, for a decided call: the
+                                                 candidate's decision, for the row only
+                                                 (sharedos.kernel.shadow)
+         [seam: approval]                        see "Seams" below
       2. row  = attempt_record(auth, ...)        the evidence row, redacted and scrubbed once
                                                  (sharedos.evidence.record)
          refused?  recorder.record(row + outcome) -> one commit -> the refusal (answers)
@@ -82,6 +85,7 @@ from sharedos.kernel.handlers import HandlerContext, HandlerResult, LogHook, Pro
 from sharedos.kernel.kernel import Kernel, TurnCatalog
 from sharedos.kernel.recorder import EvidenceRecorder, EvidenceUnavailable, RecordOnlyStore
 from sharedos.kernel.result import ToolResult
+from sharedos.kernel.shadow import ShadowDecider
 from sharedos.kernel.threads import DaemonLane
 from sharedos.outcomes import OUTCOME_OF, Effect, Outcome, ReasonCode
 from sharedos.redaction import Redactor
@@ -150,7 +154,9 @@ class RuntimeHost:
     ``host_secrets`` are values the host knows are secret (its configuration's
     credentials): they are scrubbed from every record field and every text a
     model is given. Sync handlers run on at most ``max_handler_threads``
-    daemon threads.
+    daemon threads. ``shadow``: a candidate policy that decides every call the
+    enforced policy decides too, recorded on the attempt and never acted on
+    (``sharedos.kernel.shadow``).
     """
 
     def __init__(
@@ -163,6 +169,7 @@ class RuntimeHost:
         synchronous: Literal["NORMAL", "FULL"] | None = None,
         host_secrets: Iterable[object] = (),
         max_handler_threads: int = 16,
+        shadow: ShadowDecider | None = None,
     ) -> None:
         if handler_timeout_s <= 0:
             raise ValueError("handler_timeout_s must be positive")
@@ -181,6 +188,8 @@ class RuntimeHost:
         #: the store as given (or opened); evidence is read back from here
         self.evidence: EvidenceStore = store
         self.handler_timeout_s = handler_timeout_s
+        #: the shadow policy's decider (None: no shadow policy)
+        self.shadow = shadow
         #: the values the host knows are secret, ready to scrub (every call's redactor holds them)
         self.host_secrets = Redactor(host_secrets)
         self._authorizer = Authorizer(kernel, self.host_secrets)
@@ -227,14 +236,23 @@ class RuntimeHost:
                 call, context, catalog, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
             )
         tool = auth.tool
+        # the shadow decision: observes only (never raises; nothing reads it but the row)
+        shadow = (
+            self.shadow.decide(tool.name, auth.args, context, auth.decision)
+            if self.shadow is not None
+            and tool is not None
+            and auth.args is not None
+            and auth.decision is not None
+            else None
+        )
         if auth.reason is not _ALLOWED or tool is None or tool.handler is None:
             if auth.reason is _ALLOWED:  # allowed, but nothing to run it with
                 auth = _refused_as(auth, ReasonCode.HANDLER_ERROR, "the tool has no handler")
             return await self._record_refusal(
-                auth, call, context, catalog, diagnostics, identity, started, t0
+                auth, call, context, catalog, diagnostics, identity, started, t0, shadow
             )
         # 2. the attempt row, from the value
-        row = self._row(auth, call, context, catalog, diagnostics, identity, started, None)
+        row = self._row(auth, call, context, catalog, diagnostics, identity, started, None, shadow)
         recorder = self._recorder
         # 3. write-ahead: no effect without a durable attempt
         try:
@@ -315,8 +333,10 @@ class RuntimeHost:
         identity: Mapping[str, Any] | None,
         started: float,
         ended: tuple[Outcome, ReasonCode | None, str | None, float] | None,
+        shadow: Mapping[str, Any] | None = None,
     ) -> EvidenceRecord:
-        """Step 2: the call's evidence row, built once from its authorization."""
+        """Step 2: the call's evidence row, built once from its authorization (and the
+        shadow policy's decision, when there is one)."""
         key = (context.cache_key, context.roles)
         context_json = self._context_json.get(key)
         if context_json is None:
@@ -345,6 +365,7 @@ class RuntimeHost:
             identity=identity,
             context_json=context_json,
             ended=ended,
+            shadow=shadow,
         )
 
     async def _record_refusal(
@@ -357,11 +378,12 @@ class RuntimeHost:
         identity: Mapping[str, Any] | None,
         started: float,
         t0: float,
+        shadow: Mapping[str, Any] | None = None,
     ) -> ToolResult:
         """A call refused before any handler: its complete row in one commit, then the refusal."""
         reason = auth.reason
         ended = (OUTCOME_OF[reason], reason, auth.detail, t0)
-        row = self._row(auth, call, context, catalog, diagnostics, identity, started, ended)
+        row = self._row(auth, call, context, catalog, diagnostics, identity, started, ended, shadow)
         assert row.outcome is not None
         had = Ran(row.outcome, reason, row.error)
         try:

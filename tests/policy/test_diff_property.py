@@ -291,3 +291,51 @@ def test_diff_reports_only_real_changes_and_misses_none(texts: tuple[str, str]) 
         if report.complete:
             key = (request.tool, change.action, change.pattern, change.kind)
             assert key in keys, (request.to_dict(), key, sorted(keys, key=repr))
+
+
+#: a fixed moment for the shadow property: the host's clock, as both sides read it
+_SHADOW_NOW = 1796632200.0
+
+
+@SETTINGS
+@given(pair())
+def test_shadow_shortcut_records_what_deciding_would(texts: tuple[str, str]) -> None:
+    """``ShadowDecider`` given the enforced policy skips the tools ``same_decisions``
+    calls alike; on random pairs, what it records equals what deciding every call
+    under the candidate records (rule ids, effect, reason, resource)."""
+    from pydantic import ValidationError
+
+    from sharedos.kernel import AccessContext
+    from sharedos.kernel.shadow import ShadowDecider
+
+    old_text, new_text = texts
+    try:
+        old, new = compiles(old_text), compiles(new_text)
+    except Exception:  # the generator can write a rule the checker refuses
+        return
+    fast = ShadowDecider(new, enforced=old, clock=lambda: _SHADOW_NOW)
+    full = ShadowDecider(new, clock=lambda: _SHADOW_NOW)
+    now = clock.current("UTC", lambda: _SHADOW_NOW)
+    for request in sampled(new_text + old_text, 400):
+        ctx = request.context
+        try:
+            context = AccessContext(
+                principal=ctx["principal"],
+                tenant=ctx["tenant"],
+                roles=tuple(ctx["roles"]),
+                attributes=ctx["attributes"],
+                turn_id="t",
+            )
+        except ValidationError:
+            continue  # a principal the host would never resolve
+        if request.tool not in old.requirements:
+            continue  # the enforced policy refuses it before any decision
+        enforced = old.decide(
+            request.tool,
+            request.args,
+            {**context.policy_input, "now": now},
+            context_key=context.cache_key,
+        )
+        assert fast.decide(request.tool, request.args, context, enforced) == full.decide(
+            request.tool, request.args, context, enforced
+        ), (request.to_dict(), fast._sameness(request.tool))

@@ -41,7 +41,7 @@ from sharedos.policy.analysis.compare import (
     render_groups,
     summary,
 )
-from sharedos.policy.analysis.space import Limits, RequestSpace, Side, same_rules
+from sharedos.policy.analysis.space import Limits, RequestSpace, Side, same_rules, signature
 from sharedos.policy.policyset import PolicySet
 
 
@@ -177,6 +177,32 @@ def _side(policy: PolicySet, tool: str) -> tuple[Side, tuple[Any, ...] | None]:
         else ()
     )
     return Side(resource, plan.action, (*plan.forbids, *plan.permits, *approvals)), key
+
+
+def same_decisions(old: PolicySet, new: PolicySet, tool: str) -> dict[str, str] | None:
+    """When ``old`` and ``new`` decide every call of ``tool`` alike, the id of each of its
+    rules in ``old`` -> the id of the rule that means the same in ``new``; else None.
+
+    Alike: the same requirement (namespace, action, resource expression) and the
+    same rules as a set of meanings, the test ``diff_policies`` skips a tool by.
+    None too when a meaning is written more than once on either side (which
+    rule a decision cites would be a guess) or when either lacks the tool.
+    """
+    old_side, old_key = _side(old, tool)
+    new_side, new_key = _side(new, tool)
+    if old_key is None or old_key != new_key or old_side.resource != new_side.resource:
+        return None
+    old_ids: dict[tuple[Any, ...], str] = {}
+    new_ids: dict[tuple[Any, ...], str] = {}
+    for rules, ids in ((old_side.rules, old_ids), (new_side.rules, new_ids)):
+        for rule in rules:
+            sig = signature(rule)
+            if sig in ids:
+                return None
+            ids[sig] = str(rule.id)
+    if old_ids.keys() != new_ids.keys():
+        return None
+    return {rid: new_ids[sig] for sig, rid in old_ids.items()}
 
 
 def _managed(policy: PolicySet, run: str | None, tool: str) -> bool | None:
