@@ -499,7 +499,12 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     except EvidenceStoreError as exc:
         _fail(str(exc))
     try:
-        host = RuntimeHost(Kernel(policy, registry), store, handler_timeout_s=longest + 5.0)
+        host = RuntimeHost(
+            Kernel(policy, registry),
+            store,
+            handler_timeout_s=longest + 5.0,
+            approvals=host_config.approvals.settings(),
+        )
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),

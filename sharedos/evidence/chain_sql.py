@@ -1,4 +1,4 @@
-"""Schema 4, for both stores: every row of every turn in one table, ``chain``, with its link.
+"""Schemas 4 and 5, for both stores: every row of every turn in one table, ``chain``, with its link.
 
 Up to schema 3 each row was written twice: its content (``attempts``,
 ``outcomes``, ``turns``, ``seals``) and its place in the turn's chain
@@ -23,29 +23,43 @@ views over ``chain`` with the same names and columns (``attempts``,
 ``outcomes``, ``turns``, ``seals``, ``links``, ``evidence``), so auditors'
 queries keep working. ``checkpoints`` and ``checkpoint_heads`` hold the
 store-wide signed heads (``sharedos.evidence.checkpoint``).
+
+Schema 5 adds the kind ``approval`` (an approval event, with its own
+columns ``V5_COLUMNS``) and the unique indexes that let an approval be
+requested, decided and closed once each (``approval_indexes``).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from sharedos.evidence.chain import ATTEMPT_FIELDS
+from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS
 
 __all__ = [
     "CHAIN_COLUMNS",
+    "CHAIN_COLUMNS_V4",
     "CONTENT_OF",
     "READER_SQL",
+    "V5_COLUMNS",
     "VIEWS",
     "Dialect",
+    "approval_indexes",
+    "chain_indexes",
     "checkpoint_ddl",
     "insert_sql",
+    "reader_sql",
     "table_ddl",
+    "v4_to_v5",
 ]
 
 Dialect = Literal["sqlite", "postgresql"]
 
 OUTCOMES = "('succeeded','denied','failed','cancelled')"
-KINDS_CHECK = "('open','attempt','outcome','seal')"
+#: an approval's events (schema 5)
+EVENTS = "('requested','approved','denied','expired','consumed')"
+KINDS_CHECK = "('open','attempt','outcome','seal','approval')"
+#: the kinds of schema 4 (what a store not yet migrated to 5 holds)
+KINDS_CHECK_V4 = "('open','attempt','outcome','seal')"
 
 #: the stored columns of each kind beside (turn_id, pos, kind, prev_hash, hash), in
 #: the order ``chain.FIELDS_OF`` hashes them (an outcome's ``of`` is the hash of the
@@ -55,12 +69,21 @@ CONTENT_OF: dict[str, tuple[str, ...]] = {
     "attempt": ATTEMPT_FIELDS[1:],
     "outcome": ("attempt", "outcome", "reason", "finished_at", "duration_ms", "error"),
     "seal": ("closed_at", "links", "key_id", "signature"),
+    "approval": APPROVAL_FIELDS[1:],
 }
 _LINK = ("turn_id", "pos", "kind", "prev_hash", "hash")
 #: every column but ``seq``, in table order
 CHAIN_COLUMNS: tuple[str, ...] = tuple(
     dict.fromkeys((*_LINK, "attempt", *(c for cols in CONTENT_OF.values() for c in cols)))
 )
+#: the columns schema 5 added (an approval event's own fields)
+V5_COLUMNS: tuple[str, ...] = tuple(
+    c
+    for c in APPROVAL_FIELDS[1:]
+    if c not in {c2 for k, cs in CONTENT_OF.items() if k != "approval" for c2 in cs}
+)
+#: every column of schema 4, in its table order
+CHAIN_COLUMNS_V4: tuple[str, ...] = tuple(c for c in CHAIN_COLUMNS if c not in V5_COLUMNS)
 _INTEGER = frozenset({"pos", "attempt", "links"})
 
 
@@ -72,27 +95,63 @@ def _type(column: str, dialect: Dialect) -> str:
     return "TEXT" if dialect == "sqlite" else "text"
 
 
-def table_ddl(dialect: Dialect) -> tuple[str, ...]:
-    """``CREATE`` statements of ``chain`` and its indexes."""
+def table_ddl(dialect: Dialect, *, version: int = 5, name: str = "chain") -> tuple[str, ...]:
+    """``CREATE`` statements of ``chain`` (as of schema ``version``: 4 or 5) and its indexes.
+
+    ``name`` other than ``chain`` creates the table alone under that name (a
+    migration copies into it, then renames it).
+    """
     seq = "seq INTEGER PRIMARY KEY" if dialect == "sqlite" else "seq bigserial PRIMARY KEY"
     cols = [seq]
-    for column in CHAIN_COLUMNS:
+    for column in CHAIN_COLUMNS if version >= 5 else CHAIN_COLUMNS_V4:
         decl = f"{column} {_type(column, dialect)}"
         if column in ("turn_id", "kind", "prev_hash", "hash"):
             decl += " NOT NULL"
         if column == "kind":
-            decl += f" CHECK (kind IN {KINDS_CHECK})"
+            decl += f" CHECK (kind IN {KINDS_CHECK if version >= 5 else KINDS_CHECK_V4})"
         elif column == "outcome":
             decl += f" CHECK (outcome IN {OUTCOMES})"
+        elif column == "event":
+            decl += f" CHECK (event IN {EVENTS})"
         elif column == "attempt":
             decl += " REFERENCES chain (seq)"
         cols.append(decl)
+    table = f"CREATE TABLE {name} (\n    " + ",\n    ".join(cols) + "\n)"
+    if name != "chain":
+        return (table,)
     return (
-        "CREATE TABLE chain (\n    " + ",\n    ".join(cols) + "\n)",
+        table,
+        *chain_indexes(),
+        *(approval_indexes() if version >= 5 else ()),
+    )
+
+
+def chain_indexes() -> tuple[str, ...]:
+    """The indexes of ``chain`` since schema 4."""
+    return (
         # pos is NULL only for rows a migration found outside every chain (so many may)
         "CREATE UNIQUE INDEX chain_place ON chain (turn_id, pos)",
         "CREATE UNIQUE INDEX chain_attempt ON chain (attempt) WHERE attempt IS NOT NULL",
         "CREATE INDEX chain_call ON chain (call_id) WHERE kind = 'attempt'",
+    )
+
+
+def approval_indexes() -> tuple[str, ...]:
+    """Schema 5: what makes an approval's life one-way in any number of hosts.
+
+    Each approval is requested once, decided once (approved or denied) and
+    closed once (consumed or expired): a second host trying to consume an
+    approval another host consumed collides here, in the database, whatever
+    either host believed (``sharedos.evidence.approvals``).
+    """
+    return (
+        "CREATE INDEX chain_approval ON chain (approval_id) WHERE kind = 'approval'",
+        "CREATE UNIQUE INDEX chain_approval_requested ON chain (approval_id) "
+        "WHERE kind = 'approval' AND event = 'requested'",
+        "CREATE UNIQUE INDEX chain_approval_decided ON chain (approval_id) "
+        "WHERE kind = 'approval' AND event IN ('approved', 'denied')",
+        "CREATE UNIQUE INDEX chain_approval_closed ON chain (approval_id) "
+        "WHERE kind = 'approval' AND event IN ('consumed', 'expired')",
     )
 
 
@@ -101,6 +160,7 @@ def _select(columns: tuple[str, ...], alias: str = "") -> str:
 
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
+_VIEW_NAMES = ("evidence", "links", "seals", "turns", "outcomes", "attempts")
 #: the schema-3 names, as views over ``chain``
 VIEWS: tuple[str, ...] = (
     "CREATE VIEW attempts AS SELECT seq, "
@@ -123,6 +183,40 @@ VIEWS: tuple[str, ...] = (
     + " FROM chain AS a LEFT JOIN chain AS o ON o.attempt = a.seq AND o.kind = 'outcome'"
     " WHERE a.kind = 'attempt'",
 )
+
+
+def v4_to_v5(dialect: Dialect) -> tuple[str, ...]:
+    """The statements that turn a version-4 store into a version-5 one (in one transaction).
+
+    PostgreSQL widens the kind check and adds the columns in place. SQLite
+    cannot change a check constraint, so ``chain`` is rebuilt: copied, every
+    row with its ``seq`` and every column as stored (so every link keeps its
+    hash), into a table of the new layout that then takes its name; the views
+    are dropped and made again around it. The caller runs it with foreign
+    keys off (SQLite's own procedure for a table rebuild).
+    """
+    if dialect == "postgresql":
+        return (
+            "ALTER TABLE chain DROP CONSTRAINT chain_kind_check",
+            f"ALTER TABLE chain ADD CONSTRAINT chain_kind_check CHECK (kind IN {KINDS_CHECK})",
+            *(
+                f"ALTER TABLE chain ADD COLUMN {column} text"
+                + (f" CHECK (event IN {EVENTS})" if column == "event" else "")
+                for column in V5_COLUMNS
+            ),
+            *approval_indexes(),
+        )
+    columns = ", ".join(("seq", *CHAIN_COLUMNS_V4))
+    return (
+        *table_ddl("sqlite", name="chain_v5"),
+        f"INSERT INTO chain_v5 ({columns}) SELECT {columns} FROM chain ORDER BY seq",
+        *(f"DROP VIEW {view}" for view in _VIEW_NAMES),
+        "DROP TABLE chain",
+        "ALTER TABLE chain_v5 RENAME TO chain",
+        *chain_indexes(),
+        *approval_indexes(),
+        *VIEWS,
+    )
 
 
 def checkpoint_ddl(dialect: Dialect) -> tuple[str, ...]:
@@ -160,10 +254,17 @@ def insert_sql(kind: str, dialect: Dialect, *, returning: bool = False) -> str:
     return sql + (" RETURNING seq" if returning else "")
 
 
+def reader_sql(version: int = 5) -> str:
+    """The chain reader of a store at schema ``version`` (4 or 5): ``READER_SQL``'s columns,
+    the ones schema 4 lacks read as NULL."""
+    have = CHAIN_COLUMNS if version >= 5 else CHAIN_COLUMNS_V4
+    return (
+        "SELECT c.seq, "
+        + ", ".join(f"c.{col}" if col in have else f"NULL AS {col}" for col in CHAIN_COLUMNS)
+        + ", aa.hash FROM chain c LEFT JOIN chain aa ON aa.seq = c.attempt AND aa.kind = 'attempt'"
+    )
+
+
 #: the chain reader (``rows.link_from_row``): each row with the hash of the attempt an
 #: outcome concludes; callers add WHERE / ORDER BY
-READER_SQL = (
-    "SELECT c.seq, "
-    + ", ".join(f"c.{col}" for col in CHAIN_COLUMNS)
-    + ", aa.hash FROM chain c LEFT JOIN chain aa ON aa.seq = c.attempt AND aa.kind = 'attempt'"
-)
+READER_SQL = reader_sql()

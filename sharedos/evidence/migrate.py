@@ -17,6 +17,11 @@ PostgreSQL: ``meta.schema_version``). This SharedOS writes version
   the store-wide ``checkpoints``. Rows a version-3 store held outside its
   chain (or links without their row) are carried over as they were, so
   ``verify`` still reports them.
+* 5 — approvals (issue 28): the chain kind ``approval`` (one row per event
+  of an approval: requested, approved, denied, expired, consumed) with its
+  columns, and the unique indexes that make each approval requested,
+  decided and closed once across every host (``chain_sql.v4_to_v5``). Rows
+  already there are kept as they are, each link with its hash.
 
 A store at a version newer than ``LATEST`` is refused, for reading and for
 writing, with a message naming both versions. Each migration runs in one
@@ -35,7 +40,7 @@ from typing import Any
 
 from sharedos.evidence.appender import Opening, _revision_of
 from sharedos.evidence.chain import ATTEMPT_FIELDS, genesis, link_hash
-from sharedos.evidence.chain_sql import VIEWS, Dialect, checkpoint_ddl, table_ddl
+from sharedos.evidence.chain_sql import VIEWS, Dialect, checkpoint_ddl, table_ddl, v4_to_v5
 from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = [
@@ -47,9 +52,10 @@ __all__ = [
     "pg_migrate",
     "pg_version",
     "refuse_unreadable",
+    "v4_to_v5",
 ]
 
-LATEST = 4
+LATEST = 5
 MIN_READABLE = 1
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
@@ -208,7 +214,7 @@ def v3_to_v4(dialect: Dialect) -> tuple[str, ...]:
     )
     bare = "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash) "
     statements = [
-        *table_ddl(dialect),
+        *table_ddl(dialect, version=4),
         # attempts, with the link covering each (an attempt no link covers: pos NULL)
         f"INSERT INTO chain (seq, turn_id, pos, kind, prev_hash, hash, {_V3_CONTENT}) "
         f"SELECT a.seq, a.turn_id, l.pos, 'attempt', COALESCE(l.prev_hash, ''), "
@@ -311,7 +317,7 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
             for statement in pg_schema.FRESH:
                 conn.execute(statement)
         for version in range(max(before, 1) + 1, target + 1) if not fresh else (LATEST,):
-            steps = () if fresh else pg_schema.STEPS.get(version) or v3_to_v4("postgresql")
+            steps = () if fresh else pg_schema.STEPS.get(version) or _pg_step(version)
             for statement in steps:
                 conn.execute(statement)
             if version == 3 and before >= 2:
@@ -328,6 +334,15 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
             )
         after = max(before, target)
     return MigrationResult(before, after, chained_turns=chained[0], chained_rows=chained[1])
+
+
+def _pg_step(version: int) -> tuple[str, ...]:
+    """The statements of the PostgreSQL step to ``version`` (4 and later)."""
+    if version == 4:
+        return v3_to_v4("postgresql")
+    if version == 5:
+        return v4_to_v5("postgresql")
+    raise EvidenceStoreError(f"no evidence schema step to version {version}", "io")
 
 
 def _pg_chain_existing(conn: Any) -> tuple[int, int]:

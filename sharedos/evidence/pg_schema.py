@@ -14,8 +14,11 @@ either backend:
   migration, in ``seq`` order, each outcome after its attempt.
 * **4** — one table ``chain`` (each row with its own link) and views named as
   the version-3 tables; ``checkpoints`` (``sharedos.evidence.chain_sql``;
-  the step is ``sharedos.evidence.migrate.v3_to_v4``). ``FRESH`` creates it
-  in an empty database at once.
+  the step is ``sharedos.evidence.migrate.v3_to_v4``).
+* **5** — approvals: the chain kind ``approval`` and its columns, and the
+  unique indexes that make each approval requested, decided and closed once
+  (``sharedos.evidence.chain_sql.v4_to_v5``). ``FRESH`` creates the latest
+  layout in an empty database at once.
 
 Text everywhere a value is hashed (timestamps, JSON): the chain hashes what
 is stored, and ``text`` is stored exactly as written.
@@ -26,7 +29,7 @@ from __future__ import annotations
 from sharedos.evidence.chain import ATTEMPT_FIELDS
 from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, table_ddl
 
-LATEST = 4
+LATEST = 5
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 

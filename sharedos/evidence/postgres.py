@@ -45,7 +45,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sharedos.evidence.appender import (
@@ -57,8 +57,8 @@ from sharedos.evidence.appender import (
     Plan,
     StaleHead,
 )
-from sharedos.evidence.chain import ATTEMPT_FIELDS, Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, READER_SQL, insert_sql
+from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS, Link, Signer
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, CHAIN_COLUMNS_V4, insert_sql, reader_sql
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.reporting import FailureReporter
@@ -543,6 +543,10 @@ class PostgresEvidenceStore:
         seq = plan.seq if plan is not None else None
         if state == "23505" and constraint == "chain_place":
             raise StaleHead() from None
+        if state == "23505" and str(constraint or "").startswith("chain_approval_"):
+            from sharedos.evidence.approvals import ApprovalTaken
+
+            raise ApprovalTaken(f"approval write refused by {constraint}") from None
         if state == "23505" and constraint == "chain_attempt":
             raise EvidenceStoreError(f"attempt {seq} already has an outcome", "conflict") from None
         if state == "23503":
@@ -714,6 +718,41 @@ class PostgresEvidenceStore:
         self._guarded()
         return self.appender.seal_turn(turn_id, closed_at)
 
+    def append_approval(self, values: Sequence[Any]) -> str:
+        """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
+        (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
+        step of that approval is already in the store."""
+        self._guarded()
+        if self.schema_version < 5:
+            raise EvidenceStoreError(
+                f"evidence database {self.shown} has schema version {self.schema_version}, "
+                "which keeps no approvals: run `sharedos evidence migrate` first",
+                "io",
+            )
+        return self.appender.append_approval(values)
+
+    def approval_rows(
+        self, *, turn_id: str | None = None, approval_id: str | None = None
+    ) -> list[tuple[int, int | None, list[Any]]]:
+        """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
+        chain order (none before schema 5)."""
+        if self.schema_version < 5:
+            return []
+        where = ["kind = 'approval'"]
+        params: list[Any] = []
+        for column, value in (("turn_id", turn_id), ("approval_id", approval_id)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(pg_text(value))
+        sql = (
+            f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
+            f"WHERE {' AND '.join(where)} ORDER BY turn_id, pos, seq"
+        )
+        return [
+            (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
+            for row in self._read(sql, params)
+        ]
+
     # -- reading -----------------------------------------------------------------------
 
     @staticmethod
@@ -782,7 +821,11 @@ class PostgresEvidenceStore:
         where = " WHERE c.turn_id = %s" if turn_id is not None else ""
         params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
         # the binary order of turn ids, the same as SQLite's
-        sql = READER_SQL + where + ' ORDER BY c.turn_id COLLATE "C", c.pos, c.seq'
+        sql = (
+            reader_sql(self.schema_version)
+            + where
+            + ' ORDER BY c.turn_id COLLATE "C", c.pos, c.seq'
+        )
         for row in self._stream(sql, params, batch):
             yield link_from_row(row)
 
@@ -792,10 +835,9 @@ class PostgresEvidenceStore:
         """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
         where = " WHERE turn_id = %s" if turn_id is not None else ""
         params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
-        sql = (
-            f"SELECT seq, {', '.join(CHAIN_COLUMNS)} FROM chain{where} "
-            'ORDER BY turn_id COLLATE "C", pos, seq'
-        )
+        have = CHAIN_COLUMNS if self.schema_version >= 5 else CHAIN_COLUMNS_V4
+        columns = ", ".join(c if c in have else f"NULL AS {c}" for c in CHAIN_COLUMNS)
+        sql = f'SELECT seq, {columns} FROM chain{where} ORDER BY turn_id COLLATE "C", pos, seq'
         for row in self._stream(sql, params, batch):
             yield tuple(row)
 

@@ -54,7 +54,7 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -66,8 +66,8 @@ from sharedos.evidence.appender import (
     Plan,
     StaleHead,
 )
-from sharedos.evidence.chain import Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, READER_SQL
+from sharedos.evidence.chain import APPROVAL_FIELDS, Link, Signer
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, CHAIN_COLUMNS_V4, reader_sql
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
 from sharedos.evidence.record import (
@@ -86,6 +86,7 @@ from sharedos.evidence.sqlite_schema import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
+    MIGRATE_FROM_4,
     READ_COLUMNS,
     READ_COLUMNS_V3,
     SCHEMA,
@@ -377,7 +378,7 @@ class SqliteEvidenceStore:
                         "io",
                     )
                 self.schema_version = int(version)
-                if version == SCHEMA_VERSION:
+                if version >= 4:  # the store's identity is in meta since schema 4
                     self.store_id = _store_id(conn, create=False)
                 return conn
             if not memory:
@@ -399,13 +400,18 @@ class SqliteEvidenceStore:
                 )
             if version != SCHEMA_VERSION:
                 # one host, one file: a writable open migrates (all of it in one transaction)
-                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: ()}[int(version)]
-                self.migrated_rows = self._install(
-                    conn,
-                    steps,
-                    chain=version in (1, 2),
-                    then=() if version == 0 else MIGRATE_FROM_3,
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: ()}[
+                    int(version)
+                ]
+                then = {0: (), 4: MIGRATE_FROM_4}.get(
+                    int(version), (*MIGRATE_FROM_3, *MIGRATE_FROM_4)
                 )
+                # the step to 5 rebuilds ``chain``: SQLite's procedure runs it with
+                # foreign keys off (and they can only be switched outside a transaction)
+                if then:
+                    conn.execute("PRAGMA foreign_keys=OFF")
+                self.migrated_rows = self._install(conn, steps, chain=version in (1, 2), then=then)
+                conn.execute("PRAGMA foreign_keys=ON")
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
@@ -564,6 +570,41 @@ class SqliteEvidenceStore:
         """Append the turn's seal (signed when the store has a signer); the seal's hash."""
         self._writable()
         return self.appender.seal_turn(turn_id, closed_at)
+
+    def append_approval(self, values: Sequence[Any]) -> str:
+        """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
+        (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
+        step of that approval is already in the store."""
+        self._writable()
+        if self.schema_version < 5:
+            raise EvidenceStoreError(
+                f"evidence database {self.path} has schema version {self.schema_version}, "
+                "which keeps no approvals: run `sharedos evidence migrate` first",
+                "io",
+            )
+        return self.appender.append_approval(values)
+
+    def approval_rows(
+        self, *, turn_id: str | None = None, approval_id: str | None = None
+    ) -> list[tuple[int, int | None, list[Any]]]:
+        """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
+        chain order (none before schema 5)."""
+        if self.schema_version < 5:
+            return []
+        where = ["kind = 'approval'"]
+        params: list[Any] = []
+        for column, value in (("turn_id", turn_id), ("approval_id", approval_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(sqlite_text(value))
+        sql = (
+            f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
+            f"WHERE {' AND '.join(where)} ORDER BY turn_id, pos, seq"
+        )
+        return [
+            (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
+            for row in self._read(sql, params)
+        ]
 
     def _writable(self) -> None:
         if self._broken is not None:
@@ -860,13 +901,13 @@ class SqliteEvidenceStore:
     @property
     def _select(self) -> str:
         """The records' SELECT for this file's version (read as they are: 1 to 3 have no context)."""
-        return SELECT if self.schema_version >= SCHEMA_VERSION else SELECT_V3
+        return SELECT if self.schema_version >= 4 else SELECT_V3
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
         where = " WHERE c.turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        sql = READER_SQL + where + " ORDER BY c.turn_id, c.pos, c.seq"
+        sql = reader_sql(self.schema_version) + where + " ORDER BY c.turn_id, c.pos, c.seq"
         for row in self._stream(sql, params, batch):
             yield link_from_row(row)
 
@@ -876,7 +917,9 @@ class SqliteEvidenceStore:
         """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
         where = " WHERE turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        sql = f"SELECT seq, {', '.join(CHAIN_COLUMNS)} FROM chain{where} ORDER BY turn_id, pos, seq"
+        have = CHAIN_COLUMNS if self.schema_version >= 5 else CHAIN_COLUMNS_V4
+        columns = ", ".join(c if c in have else f"NULL AS {c}" for c in CHAIN_COLUMNS)
+        sql = f"SELECT seq, {columns} FROM chain{where} ORDER BY turn_id, pos, seq"
         for row in self._stream(sql, params, batch):
             yield tuple(row)
 

@@ -1,4 +1,4 @@
-"""The SQLite evidence schema, version 4: DDL, the migrations, and the one chained write.
+"""The SQLite evidence schema, version 5: DDL, the migrations, and the one chained write.
 
 Version 4 (``sharedos.evidence.chain_sql``) keeps every row of every turn in
 one table, ``chain``, each row with its own link of the turn's hash chain;
@@ -8,7 +8,8 @@ are views of it under the version-3 names. Every write is a ``Plan`` made by
 when the plan is one row — an attempt of an open turn, an outcome, a seal —
 and one transaction when it is two (a turn's first row and its opening; a
 refused call's attempt and outcome). Older files are migrated when opened
-for writing: 1 -> 2 -> 3 (their rows chained) -> 4.
+for writing: 1 -> 2 -> 3 (their rows chained) -> 4 -> 5 (approvals: the
+table rebuilt with the kind ``approval``, ``chain_sql.v4_to_v5``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import sqlite3
 
 from sharedos.evidence.appender import ATTEMPT_SEQ, Plan, StaleHead
 from sharedos.evidence.chain import ATTEMPT_FIELDS, KINDS
-from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, table_ddl
+from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, table_ddl, v4_to_v5
 from sharedos.evidence.migrate import SQLITE_V3, V3_ATTEMPT_FIELDS, v3_to_v4
 from sharedos.evidence.record import OUTCOME_FIELDS
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 __all__ = [
     "INSERT_PROBE",
@@ -29,6 +30,7 @@ __all__ = [
     "MIGRATE_FROM_1",
     "MIGRATE_FROM_2",
     "MIGRATE_FROM_3",
+    "MIGRATE_FROM_4",
     "READ_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
@@ -91,8 +93,8 @@ _V2 = (
 )
 #: the version-2 layout (what a version-2 SharedOS created; tests build old files with it)
 SCHEMA_V2 = _V2
-# -- version 4 ------------------------------------------------------------------------------
-#: an empty file, straight to version 4
+# -- version 5 ------------------------------------------------------------------------------
+#: an empty file, straight to version 5
 SCHEMA = (_META, *table_ddl("sqlite"), *VIEWS, *checkpoint_ddl("sqlite"))
 #: version 1 -> 3 (its rows are then chained), then ``MIGRATE_FROM_3``
 MIGRATE_FROM_1 = (
@@ -109,6 +111,8 @@ MIGRATE_FROM_1 = (
 MIGRATE_FROM_2 = SQLITE_V3
 #: version 3 -> 4: one table
 MIGRATE_FROM_3 = v3_to_v4("sqlite")
+#: version 4 -> 5: approvals (``chain`` rebuilt; run with foreign keys off)
+MIGRATE_FROM_4 = v4_to_v5("sqlite")
 
 _INSERT = {kind: insert_sql(kind, "sqlite") for kind in KINDS}
 SELECT = f"SELECT seq, {', '.join(READ_COLUMNS)} FROM evidence"
@@ -122,6 +126,11 @@ def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
     except sqlite3.IntegrityError as exc:
         if "chain.turn_id, chain.pos" in str(exc):
             raise StaleHead() from None  # another writer took the position: re-plan
+        if "chain.approval_id" in str(exc):
+            from sharedos.evidence.approvals import ApprovalTaken
+
+            # an approval requested, decided or closed a second time (another host won)
+            raise ApprovalTaken(f"approval write refused: {exc}") from None
         raise
     rowid = cur.lastrowid
     assert rowid is not None

@@ -96,6 +96,7 @@ def refusal(
         decision=attempt.decision,
         evidence_seq=seq,
         ran=ran,
+        approval=attempt.approval if reason is ReasonCode.APPROVAL_REQUIRED else None,
     )
     content, structured = _for_clients(
         attempt, *scrub_result(attempt, made.content, made.structured)

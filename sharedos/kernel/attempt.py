@@ -70,6 +70,8 @@ class Attempt:
     #: the stored arguments and their digest, when made from the one canonical encoding
     #: before the handler ran (else they are derived from ``arguments``)
     stored: tuple[Any, str] | None = None
+    #: an ``approval_required`` refusal's approval fields (``GateAnswer.payload``)
+    approval: dict[str, Any] | None = None
 
     @classmethod
     def begin(

@@ -56,12 +56,21 @@ class ToolResult:
         decision: DecisionLike | None = None,
         evidence_seq: int = -1,
         ran: bool = False,
+        approval: dict[str, Any] | None = None,
     ) -> ToolResult:
-        """A non-success result, its text and payload written by ``sharedos.kernel.messages``."""
+        """A non-success result, its text and payload written by ``sharedos.kernel.messages``
+        (``approval``: the approval fields of an ``approval_required`` refusal)."""
         resource = decision.resource if decision is not None else None
         rules = tuple(decision.rule_ids) if decision is not None else ()
         content, structured = refusal_content(
-            reason, tool, call_id, resource=resource, rule_ids=rules, detail=detail, ran=ran
+            reason,
+            tool,
+            call_id,
+            resource=resource,
+            rule_ids=rules,
+            detail=detail,
+            ran=ran,
+            approval=approval,
         )
         return cls(
             call_id=call_id,

@@ -8,6 +8,9 @@ Order of checks (each step's refusal is final; later steps do not run):
 4. arguments vs ``inputSchema`` (non-object or schema violation)  -> failed ``invalid_arguments``
 5. ``policy.decide``: resource resolution + decision tree         -> denied ``unresolvable_resource``
                                                                      / ``no_matching_permit`` / ``forbidden``
+5a. a decision ``approval_required``: the approval step           -> denied ``approval_required``
+    (``sharedos.kernel.approvals``): an approval of this exact call    (a request for one pending)
+    is used (or asked for by elicitation) before anything runs
 6. write-ahead: the attempt is committed                          -> failed ``evidence_unavailable``
 7. the handler, under a timeout                                   -> failed ``handler_error`` / ``timeout``
                                                                      / the handler's ``upstream_*`` reason
@@ -39,6 +42,7 @@ import anyio
 from jsonschema.exceptions import best_match
 
 from sharedos.catalog.definition import ToolDefinition
+from sharedos.evidence.approvals import Approval, ApprovalLedger
 from sharedos.evidence.record import (
     MAX_STORED_ARGUMENTS,
     EncodedJson,
@@ -49,6 +53,7 @@ from sharedos.evidence.redaction import Secrets, secret_values
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.store import EvidenceStore
 from sharedos.kernel.answers import answer, unrecorded
+from sharedos.kernel.approvals import ApprovalGate, ApprovalSettings
 from sharedos.kernel.arguments import (
     MAX_ARGUMENT_DEPTH,
     copy_of,
@@ -134,6 +139,22 @@ def _well_formed(result: HandlerResult) -> bool:
     )
 
 
+def approved_decision(decision: Any, approval: Approval) -> Any:
+    """``decision`` (``approval_required``) once ``approval`` was used for the call: allowed,
+    with the same rules (the approval rules that asked, then the permits)."""
+    import dataclasses
+
+    detail = (
+        f"{decision.detail}; approved by {approval.approver} via {approval.via} "
+        f"(approval {approval.approval_id})"
+    )
+    if dataclasses.is_dataclass(decision) and not isinstance(decision, type):
+        return dataclasses.replace(
+            decision, effect=Effect.ALLOW, reason=ReasonCode.ALLOWED, detail=detail
+        )
+    raise TypeError("an approval_required decision that is not a dataclass")
+
+
 def _text_of(result: HandlerResult) -> str:
     return " ".join(
         str(block.get("text", "")) for block in result.content if isinstance(block, dict)
@@ -150,7 +171,9 @@ class RuntimeHost:
     ``host_secrets`` are values the host knows are secret (its configuration's
     credentials): they are scrubbed from every record field and every text a
     model is given. Sync handlers run on at most ``max_handler_threads``
-    daemon threads.
+    daemon threads. ``approvals`` configures the approval step
+    (``sharedos.kernel.approvals``); it is on whenever the store keeps
+    approvals (schema 5), with the default settings when none are given.
     """
 
     def __init__(
@@ -163,6 +186,7 @@ class RuntimeHost:
         synchronous: Literal["NORMAL", "FULL"] | None = None,
         host_secrets: Iterable[object] = (),
         max_handler_threads: int = 16,
+        approvals: ApprovalSettings | None = None,
     ) -> None:
         if handler_timeout_s <= 0:
             raise ValueError("handler_timeout_s must be positive")
@@ -191,6 +215,12 @@ class RuntimeHost:
         self._view_secret_names: tuple[int, frozenset[str]] | None = None
         #: each context's recorded decision context, encoded once (a turn's calls share one)
         self._context_json: dict[tuple[str, tuple[str, ...]], Any] = {}
+        #: the approval step; None when the store keeps no approvals (such calls are refused)
+        self.approvals: ApprovalGate | None = None
+        if callable(getattr(store, "append_approval", None)):
+            self.approvals = ApprovalGate(
+                ApprovalLedger(store), approvals, timeout_s=evidence_timeout_s
+            )
 
     @property
     def evidence_timeout_s(self) -> float:
@@ -226,9 +256,55 @@ class RuntimeHost:
             logger.exception("sharedos: internal error authorizing %s", attempt.call_id)
             verdict = _Refusal(ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             self._redact_conservatively(attempt)
+        if verdict is not None and verdict.reason is ReasonCode.APPROVAL_REQUIRED:
+            verdict = await self._approval_step(attempt, peer)
         if verdict is not None:
             return await self._conclude(attempt, verdict.reason, verdict.detail)
         return await self._run_allowed(attempt, progress, log, peer)
+
+    async def _approval_step(self, attempt: Attempt, peer: Any) -> Verdict:
+        """5a. A call that needs approval: use an approval of this exact call, or ask, or
+        refuse naming a pending one (``sharedos.kernel.approvals``). None: the call runs."""
+        decision, tool, args, context = (
+            attempt.decision,
+            attempt.tool,
+            attempt.args,
+            attempt.context,
+        )
+        need = getattr(decision, "approval", None)
+        gate = self.approvals
+        if gate is None or need is None or decision is None or tool is None or args is None:
+            attempt.approval = {"approvers": need.describe() if need else "", "retry": False}
+            return _Refusal(
+                ReasonCode.APPROVAL_REQUIRED, "this host keeps no approvals: the call cannot run"
+            )
+        binding = gate.binding(
+            context.turn_id,
+            context.principal,
+            context.tenant,
+            tool.name,
+            str(decision.resource),
+            args,
+            self.kernel.policy_hash,
+        )
+        try:
+            answer = await gate.gate(
+                binding, call_id=attempt.call_id, need=need, roles=context.roles, peer=peer
+            )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # fail closed: the call does not run
+            logger.exception("sharedos: internal error in the approval step of %s", attempt.call_id)
+            return _Refusal(ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        if answer.run:
+            assert answer.approval is not None
+            attempt.decision = approved_decision(decision, answer.approval)
+            return None
+        attempt.approval = answer.payload()
+        said = [answer.detail] if answer.detail else []
+        if answer.approval is not None:
+            said.append(f"approval {answer.approval.approval_id} is {answer.approval.status}")
+        return _Refusal(ReasonCode.APPROVAL_REQUIRED, "; ".join(said) or None)
 
     async def refuse(
         self,
@@ -358,6 +434,10 @@ class RuntimeHost:
                 if decision.reason in DENIAL_REASONS
                 else ReasonCode.NO_MATCHING_PERMIT
             )
+            if (reason is ReasonCode.APPROVAL_REQUIRED) != (
+                decision.effect is Effect.APPROVAL_REQUIRED
+            ):
+                reason = ReasonCode.NO_MATCHING_PERMIT  # a decision that contradicts itself
             return _Refusal(reason, decision.detail or None)
         return None
 
