@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import click
 
+from sharedos.cli.policy._common import guarded
 from sharedos.evidence.record import EvidenceRecord
 from sharedos.evidence.store import INTERRUPTED, EvidenceStoreError
 
@@ -394,3 +395,197 @@ def migrate_cmd(db: str) -> None:
     except EvidenceStoreError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(result.line(shown))
+
+
+#: ``--kind`` spellings -> the report's kinds (as ``sharedos-policy diff``)
+_KINDS = {"widened": "widened", "narrowed": "narrowed", "reason-changed": "reason changed"}
+_EXIT_USAGE = 2
+
+
+def _moment(value: str | None, option: str) -> Any:
+    """An ISO-8601 time with an offset (``--since``/``--until``), or a usage error."""
+    if value is None:
+        return None
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"not an ISO-8601 time: {value!r}", param_hint=option) from None
+    if moment.tzinfo is None:
+        raise click.BadParameter(
+            f"{value!r} has no offset (write Z for UTC, or +01:00)", param_hint=option
+        )
+    return moment
+
+
+def _in_window(records: Any, since: Any, until: Any) -> Any:
+    """The records started at or after ``since`` and before ``until``."""
+    from datetime import datetime
+
+    for record in records:
+        if since is not None or until is not None:
+            try:
+                started = datetime.fromisoformat(record.started_at)
+            except ValueError:
+                continue
+            if (since is not None and started < since) or (until is not None and started >= until):
+                continue
+        yield record
+
+
+@evidence.command("replay")
+@_DB
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    metavar="NEW",
+    help="The candidate policy: a .sos file, a directory of them, or a compiled bundle.",
+)
+@click.option(
+    "--with",
+    "also",
+    multiple=True,
+    type=click.Path(),
+    help="Also compile these .sos files or directories with NEW (and OLD), e.g. the run policies.",
+)
+@click.option(
+    "--old",
+    "old_path",
+    default=None,
+    metavar="OLD",
+    help="The policy the attempts were decided under (sources or bundle): its rules are "
+    "named as diff names them, and attempts it decided are checked against it.",
+)
+@click.option(
+    "--trusted-key",
+    "trusted_keys",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Load a bundle only if this public key (PEM) signed it; repeatable.",
+)
+@click.option(
+    "--run-policy",
+    "run",
+    metavar="RUN",
+    default=None,
+    help="Decide every attempt as a run under this toolpolicy of NEW.",
+)
+@_TURN
+@click.option("--since", default=None, metavar="TIME", help="Only attempts started at or after.")
+@click.option("--until", default=None, metavar="TIME", help="Only attempts started before.")
+@click.option(
+    "--time-zone",
+    "time_zone",
+    default="UTC",
+    show_default=True,
+    help="The zone of context.now for attempts recorded without their time of decision.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(sorted(_KINDS)),
+    help="Report only this kind of change (repeatable; default: every kind).",
+)
+@click.option(
+    "--examples",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Attempts shown per group (0: every one).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@guarded
+def replay_cmd(
+    db: str,
+    policy_path: str,
+    also: tuple[str, ...],
+    old_path: str | None,
+    trusted_keys: tuple[str, ...],
+    run: str | None,
+    turn: str | None,
+    since: str | None,
+    until: str | None,
+    time_zone: str,
+    kinds: tuple[str, ...],
+    examples: int,
+    fmt: str,
+) -> None:
+    """Decide recorded attempts again under NEW; report the decisions that would change.
+
+    \b
+    Each attempt the kernel decided is decided again with the context recorded
+    for it (principal, tenant, roles, attributes, and the time of the call) and
+    its recorded arguments, and compared with the decision that was enforced;
+    changes are grouped like `sharedos-policy diff` groups them (widened,
+    narrowed, reason changed). Attempts recorded before schema 4 (no decision
+    context) and attempts refused before any decision (tool_unavailable,
+    not_in_run_policy, invalid_arguments, ...) are counted, not replayed.
+    Exit 0: no recorded decision would change. 1: some would. 2: usage error
+    (a store that cannot be read, a policy that does not compile or load).
+    """
+    from sharedos.cli.policy._diff import load_side
+    from sharedos.evidence.export import iter_records
+    from sharedos.evidence.replay import replay
+    from sharedos.policy.clock import ClockError, zone
+
+    try:
+        zone(time_zone)
+    except ClockError as exc:
+        raise click.BadParameter(str(exc), param_hint="--time-zone") from None
+    start, end = _moment(since, "--since"), _moment(until, "--until")
+    new = load_side(policy_path, also, trusted_keys, "NEW")
+    old = load_side(old_path, also, trusted_keys, "OLD") if old_path is not None else None
+    if run is not None and run not in new.tool_policies:
+        known = ", ".join(sorted(new.tool_policies)) or "none"
+        raise click.BadParameter(
+            f"NEW compiles no toolpolicy {run!r} (declared: {known})", param_hint="--run-policy"
+        )
+    from sharedos.evidence.url import open_store
+
+    try:
+        store = open_store(db, read_only=True)
+    except EvidenceStoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(_EXIT_USAGE) from None
+    with store:
+        try:
+            report = replay(
+                _in_window(iter_records(store, turn), start, end),
+                new,
+                old=old,
+                time_zone=time_zone,
+                run_policy=run,
+                kinds=[_KINDS[k] for k in kinds] or None,  # type: ignore[misc]
+                max_examples=examples,
+            )
+        except EvidenceStoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(_EXIT_USAGE) from None
+    sides: dict[str, Any] = {"policy": {"path": policy_path, "bundle_hash": new.bundle_hash}}
+    if old is not None:
+        sides["old"] = {"path": old_path, "bundle_hash": old.bundle_hash}
+    if fmt == "json":
+        doc = {"db": _shown(db), **sides, "run_policy": run, **report.to_dict()}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        click.echo(f"evidence: {_shown(db)}")
+        click.echo(f"new: {policy_path} ({new.bundle_hash[:12]})")
+        if old is not None:
+            click.echo(f"old: {old_path} ({old.bundle_hash[:12]})")
+        if run is not None:
+            click.echo(f"run policy: {run}")
+        click.echo(report.render())
+    raise SystemExit(1 if report.changed else 0)
+
+
+def _shown(db: str) -> str:
+    """The store as it may be shown (a URL without its password)."""
+    from sharedos.evidence.url import parse_store_url
+
+    try:
+        return str(parse_store_url(db).shown)
+    except ValueError:
+        return "<store>"

@@ -499,8 +499,9 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     except EvidenceStoreError as exc:
         _fail(str(exc))
     try:
+        kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)
         host = RuntimeHost(
-            Kernel(policy, registry),
+            kernel,
             store,
             handler_timeout_s=longest + 5.0,
             approvals=host_config.approvals.settings(),

@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+import itertools
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -93,10 +94,12 @@ ATTEMPT_FIELDS = (
     "diagnostics",
     "identity",
     "context",
+    "shadow",
 )
-#: fields added to a kind after chain version 1: hashed only when not null, so every
-#: link written before them keeps its hash (``context``: the decision context, schema 4)
-LATE_FIELDS: dict[str, tuple[str, ...]] = {"attempt": ("context",)}
+#: fields added to a kind after chain version 1: each hashed only when it is not null,
+#: so every link written before it keeps its hash (``context``: the decision context,
+#: schema 4; ``shadow``: the shadow policy's decision, schema 5)
+LATE_FIELDS: dict[str, tuple[str, ...]] = {"attempt": ("context", "shadow")}
 #: the outcome row's stored fields (``of`` is the hash of the attempt link it concludes)
 OUTCOME_FIELDS = ("of", "outcome", "reason", "finished_at", "duration_ms", "error")
 #: the opening record's stored fields
@@ -155,18 +158,22 @@ def _key(name: str) -> str:
 _LAYOUT: dict[str, tuple[tuple[str, int], ...]] = {}
 #: per kind: the indexes (into (kind, prev, *fields)) of its late fields
 _LATE: dict[str, frozenset[int]] = {}
-#: per kind and "are its late fields all present": (picks the values in key order, the
-#: object's text with a %s per value) -- one C call to pick, one to format
-_FORMAT: dict[tuple[str, bool], tuple[Callable[[Sequence[Any]], Any], str]] = {}
+#: per kind and which of its late fields are present (the indexes of those that are):
+#: (picks the values in key order, the object's text with a %s per value) -- one C call
+#: to pick, one to format
+_FORMAT: dict[tuple[str, frozenset[int]], tuple[Callable[[Sequence[Any]], Any], str]] = {}
 for _kind, _fields in FIELDS_OF.items():
     _names = ("kind", "prev", *_fields)
     _LAYOUT[_kind] = tuple((_key(n), i) for n, i in sorted((n, i) for i, n in enumerate(_names)))
     _LATE[_kind] = frozenset(_names.index(n) for n in LATE_FIELDS.get(_kind, ()))
-    for _with_late in (True, False):
-        _kept = [(k, i) for k, i in _LAYOUT[_kind] if _with_late or i not in _LATE[_kind]]
-        _pick = operator.itemgetter(*(i for _, i in _kept))
-        _text = "{" + ",".join(k.replace("%", "%%") + "%s" for k, _ in _kept) + "}"
-        _FORMAT[(_kind, _with_late)] = (_pick, _text)
+    _late = sorted(_LATE[_kind])
+    for _n in range(len(_late) + 1):
+        for _present in itertools.combinations(_late, _n):
+            _absent = _LATE[_kind] - set(_present)
+            _kept = [(k, i) for k, i in _LAYOUT[_kind] if i not in _absent]
+            _pick = operator.itemgetter(*(i for _, i in _kept))
+            _text = "{" + ",".join(k.replace("%", "%%") + "%s" for k, _ in _kept) + "}"
+            _FORMAT[(_kind, frozenset(_present))] = (_pick, _text)
 
 
 def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
@@ -175,14 +182,15 @@ def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
     ``values`` are the stored fields of the row in ``FIELDS_OF[kind]`` order;
     each is a string, number, boolean or null (JSON columns as their text). A
     late field (``LATE_FIELDS``) that is null is left out of the object, so a
-    link written before the field existed keeps its hash.
+    link written before the field existed keeps its hash (each late field on its
+    own: a row with a context and no shadow decision hashes as at schema 4).
     """
     row = (kind, prev, *values)
     layout = _LAYOUT[kind]
     if len(row) != len(layout):
         raise ValueError(f"{kind} link needs {len(layout) - 2} fields, got {len(values)}")
     late = _LATE[kind]
-    pick, fmt = _FORMAT[(kind, not late or all(row[i] is not None for i in late))]
+    pick, fmt = _FORMAT[(kind, frozenset(i for i in late if row[i] is not None))]
     # strings and nulls (nearly every field) without a function call; the rest by _scalar
     text = fmt % tuple(
         [

@@ -1,4 +1,4 @@
-"""Schemas 4 and 5, for both stores: every row of every turn in one table, ``chain``, with its link.
+"""Schema 4, for both stores: every row of every turn in one table, ``chain``, with its link.
 
 Up to schema 3 each row was written twice: its content (``attempts``,
 ``outcomes``, ``turns``, ``seals``) and its place in the turn's chain
@@ -23,10 +23,6 @@ views over ``chain`` with the same names and columns (``attempts``,
 ``outcomes``, ``turns``, ``seals``, ``links``, ``evidence``), so auditors'
 queries keep working. ``checkpoints`` and ``checkpoint_heads`` hold the
 store-wide signed heads (``sharedos.evidence.checkpoint``).
-
-Schema 5 adds the kind ``approval`` (an approval event, with its own
-columns ``V5_COLUMNS``) and the unique indexes that let an approval be
-requested, decided and closed once each (``approval_indexes``).
 """
 
 from __future__ import annotations
@@ -37,29 +33,28 @@ from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS
 
 __all__ = [
     "CHAIN_COLUMNS",
-    "CHAIN_COLUMNS_V4",
     "CONTENT_OF",
     "READER_SQL",
-    "V5_COLUMNS",
     "VIEWS",
+    "VIEW_NAMES",
     "Dialect",
+    "add_columns_sql",
     "approval_indexes",
-    "chain_indexes",
+    "approvals_step",
+    "chain_rows_sql",
     "checkpoint_ddl",
     "insert_sql",
+    "picked",
     "reader_sql",
     "table_ddl",
-    "v4_to_v5",
 ]
 
 Dialect = Literal["sqlite", "postgresql"]
 
 OUTCOMES = "('succeeded','denied','failed','cancelled')"
-#: an approval's events (schema 5)
-EVENTS = "('requested','approved','denied','expired','consumed')"
 KINDS_CHECK = "('open','attempt','outcome','seal','approval')"
-#: the kinds of schema 4 (what a store not yet migrated to 5 holds)
-KINDS_CHECK_V4 = "('open','attempt','outcome','seal')"
+#: the kinds a table made before schema 6 allows (it must be rebuilt or re-checked)
+KINDS_CHECK_V5 = "('open','attempt','outcome','seal')"
 
 #: the stored columns of each kind beside (turn_id, pos, kind, prev_hash, hash), in
 #: the order ``chain.FIELDS_OF`` hashes them (an outcome's ``of`` is the hash of the
@@ -76,14 +71,6 @@ _LINK = ("turn_id", "pos", "kind", "prev_hash", "hash")
 CHAIN_COLUMNS: tuple[str, ...] = tuple(
     dict.fromkeys((*_LINK, "attempt", *(c for cols in CONTENT_OF.values() for c in cols)))
 )
-#: the columns schema 5 added (an approval event's own fields)
-V5_COLUMNS: tuple[str, ...] = tuple(
-    c
-    for c in APPROVAL_FIELDS[1:]
-    if c not in {c2 for k, cs in CONTENT_OF.items() if k != "approval" for c2 in cs}
-)
-#: every column of schema 4, in its table order
-CHAIN_COLUMNS_V4: tuple[str, ...] = tuple(c for c in CHAIN_COLUMNS if c not in V5_COLUMNS)
 _INTEGER = frozenset({"pos", "attempt", "links"})
 
 
@@ -95,35 +82,26 @@ def _type(column: str, dialect: Dialect) -> str:
     return "TEXT" if dialect == "sqlite" else "text"
 
 
-def table_ddl(dialect: Dialect, *, version: int = 5, name: str = "chain") -> tuple[str, ...]:
-    """``CREATE`` statements of ``chain`` (as of schema ``version``: 4 or 5) and its indexes.
-
-    ``name`` other than ``chain`` creates the table alone under that name (a
-    migration copies into it, then renames it).
-    """
+def table_ddl(dialect: Dialect, *, name: str = "chain") -> tuple[str, ...]:
+    """``CREATE`` statements of ``chain`` and its indexes (``name`` other than ``chain``:
+    the table alone under that name, which a rebuild copies into and then renames)."""
     seq = "seq INTEGER PRIMARY KEY" if dialect == "sqlite" else "seq bigserial PRIMARY KEY"
     cols = [seq]
-    for column in CHAIN_COLUMNS if version >= 5 else CHAIN_COLUMNS_V4:
+    for column in CHAIN_COLUMNS:
         decl = f"{column} {_type(column, dialect)}"
         if column in ("turn_id", "kind", "prev_hash", "hash"):
             decl += " NOT NULL"
         if column == "kind":
-            decl += f" CHECK (kind IN {KINDS_CHECK if version >= 5 else KINDS_CHECK_V4})"
+            decl += f" CHECK (kind IN {KINDS_CHECK})"
         elif column == "outcome":
             decl += f" CHECK (outcome IN {OUTCOMES})"
-        elif column == "event":
-            decl += f" CHECK (event IN {EVENTS})"
         elif column == "attempt":
             decl += " REFERENCES chain (seq)"
         cols.append(decl)
     table = f"CREATE TABLE {name} (\n    " + ",\n    ".join(cols) + "\n)"
     if name != "chain":
         return (table,)
-    return (
-        table,
-        *chain_indexes(),
-        *(approval_indexes() if version >= 5 else ()),
-    )
+    return (table, *chain_indexes(), *approval_indexes())
 
 
 def chain_indexes() -> tuple[str, ...]:
@@ -137,21 +115,56 @@ def chain_indexes() -> tuple[str, ...]:
 
 
 def approval_indexes() -> tuple[str, ...]:
-    """Schema 5: what makes an approval's life one-way in any number of hosts.
+    """Schema 6: what makes an approval's life one-way across any number of hosts.
 
     Each approval is requested once, decided once (approved or denied) and
-    closed once (consumed or expired): a second host trying to consume an
-    approval another host consumed collides here, in the database, whatever
-    either host believed (``sharedos.evidence.approvals``).
+    closed once (consumed or expired): a host trying to consume an approval
+    another host consumed collides here, in the database, whatever either host
+    believed (``sharedos.evidence.approvals``). ``IF NOT EXISTS``: the step may
+    meet a table a migration already gave them.
     """
     return (
-        "CREATE INDEX chain_approval ON chain (approval_id) WHERE kind = 'approval'",
-        "CREATE UNIQUE INDEX chain_approval_requested ON chain (approval_id) "
+        "CREATE INDEX IF NOT EXISTS chain_approval ON chain (approval_id) WHERE kind = 'approval'",
+        "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_requested ON chain (approval_id) "
         "WHERE kind = 'approval' AND event = 'requested'",
-        "CREATE UNIQUE INDEX chain_approval_decided ON chain (approval_id) "
+        "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_decided ON chain (approval_id) "
         "WHERE kind = 'approval' AND event IN ('approved', 'denied')",
-        "CREATE UNIQUE INDEX chain_approval_closed ON chain (approval_id) "
+        "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_closed ON chain (approval_id) "
         "WHERE kind = 'approval' AND event IN ('consumed', 'expired')",
+    )
+
+
+def approvals_step(dialect: Dialect, present: set[str], table_sql: str) -> tuple[str, ...]:
+    """Schema 5 -> 6: let ``chain`` hold the kind ``approval`` (its columns are added by
+    ``migrate.layout_step``, which runs after this).
+
+    ``present``: the columns ``chain`` has; ``table_sql``: its ``CREATE`` text
+    (SQLite) — a table whose kind check already names ``approval`` needs nothing
+    but the indexes. PostgreSQL replaces the check in place. SQLite cannot
+    change a check, so ``chain`` is rebuilt by SQLite's own procedure (the
+    caller runs it with foreign keys off): a table of the new layout, every
+    row copied with its ``seq`` and every column as stored (so every link
+    keeps its hash), the old table dropped and the new one renamed; the views,
+    dropped first, are made again by ``layout_step``.
+    """
+    if dialect == "postgresql":
+        return (
+            "ALTER TABLE chain DROP CONSTRAINT IF EXISTS chain_kind_check",
+            f"ALTER TABLE chain ADD CONSTRAINT chain_kind_check CHECK (kind IN {KINDS_CHECK})",
+            *add_columns_sql(present, dialect),
+            *approval_indexes(),
+        )
+    if "'approval'" in table_sql:
+        return (*add_columns_sql(present, dialect), *approval_indexes())
+    columns = ", ".join(("seq", *(c for c in CHAIN_COLUMNS if c in present)))
+    return (
+        *(f"DROP VIEW IF EXISTS {view}" for view in reversed(VIEW_NAMES)),
+        *table_ddl("sqlite", name="chain_v6"),
+        f"INSERT INTO chain_v6 ({columns}) SELECT {columns} FROM chain ORDER BY seq",
+        "DROP TABLE chain",
+        "ALTER TABLE chain_v6 RENAME TO chain",
+        *chain_indexes(),
+        *approval_indexes(),
     )
 
 
@@ -159,8 +172,24 @@ def _select(columns: tuple[str, ...], alias: str = "") -> str:
     return ", ".join(f"{alias}{c} AS {c}" for c in columns)
 
 
+def picked(columns: tuple[str, ...], missing: frozenset[str] = frozenset(), alias: str = "") -> str:
+    """``alias.col`` for each column, ``NULL`` in place of the ``missing`` ones (a store
+    read as it is at an older version, which lacks them: they read as null)."""
+    return ", ".join("NULL" if c in missing else f"{alias}{c}" for c in columns)
+
+
+def add_columns_sql(present: set[str], dialect: Dialect) -> tuple[str, ...]:
+    """``ALTER TABLE`` statements adding every column of ``CHAIN_COLUMNS`` the table lacks
+    (``present``: the columns it has). A migration step that checks for the columns it
+    needs, so it is right whatever version brought the table to where it is."""
+    return tuple(
+        f"ALTER TABLE chain ADD COLUMN {c} {_type(c, dialect)}"
+        for c in CHAIN_COLUMNS
+        if c not in present
+    )
+
+
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
-_VIEW_NAMES = ("evidence", "links", "seals", "turns", "outcomes", "attempts")
 #: the schema-3 names, as views over ``chain``
 VIEWS: tuple[str, ...] = (
     "CREATE VIEW attempts AS SELECT seq, "
@@ -182,41 +211,15 @@ VIEWS: tuple[str, ...] = (
     + _select(_OUTCOME_COLUMNS, "o.")
     + " FROM chain AS a LEFT JOIN chain AS o ON o.attempt = a.seq AND o.kind = 'outcome'"
     " WHERE a.kind = 'attempt'",
+    # schema 6: each approval event, in its turn's chain (``sharedos.evidence.approvals``)
+    "CREATE VIEW approvals AS SELECT seq, pos, "
+    + _select(APPROVAL_FIELDS)
+    + " FROM chain WHERE kind = 'approval'",
 )
 
 
-def v4_to_v5(dialect: Dialect) -> tuple[str, ...]:
-    """The statements that turn a version-4 store into a version-5 one (in one transaction).
-
-    PostgreSQL widens the kind check and adds the columns in place. SQLite
-    cannot change a check constraint, so ``chain`` is rebuilt: copied, every
-    row with its ``seq`` and every column as stored (so every link keeps its
-    hash), into a table of the new layout that then takes its name; the views
-    are dropped and made again around it. The caller runs it with foreign
-    keys off (SQLite's own procedure for a table rebuild).
-    """
-    if dialect == "postgresql":
-        return (
-            "ALTER TABLE chain DROP CONSTRAINT chain_kind_check",
-            f"ALTER TABLE chain ADD CONSTRAINT chain_kind_check CHECK (kind IN {KINDS_CHECK})",
-            *(
-                f"ALTER TABLE chain ADD COLUMN {column} text"
-                + (f" CHECK (event IN {EVENTS})" if column == "event" else "")
-                for column in V5_COLUMNS
-            ),
-            *approval_indexes(),
-        )
-    columns = ", ".join(("seq", *CHAIN_COLUMNS_V4))
-    return (
-        *table_ddl("sqlite", name="chain_v5"),
-        f"INSERT INTO chain_v5 ({columns}) SELECT {columns} FROM chain ORDER BY seq",
-        *(f"DROP VIEW {view}" for view in _VIEW_NAMES),
-        "DROP TABLE chain",
-        "ALTER TABLE chain_v5 RENAME TO chain",
-        *chain_indexes(),
-        *approval_indexes(),
-        *VIEWS,
-    )
+#: the names of ``VIEWS``, in order
+VIEW_NAMES = ("attempts", "outcomes", "turns", "seals", "links", "evidence", "approvals")
 
 
 def checkpoint_ddl(dialect: Dialect) -> tuple[str, ...]:
@@ -254,17 +257,20 @@ def insert_sql(kind: str, dialect: Dialect, *, returning: bool = False) -> str:
     return sql + (" RETURNING seq" if returning else "")
 
 
-def reader_sql(version: int = 5) -> str:
-    """The chain reader of a store at schema ``version`` (4 or 5): ``READER_SQL``'s columns,
-    the ones schema 4 lacks read as NULL."""
-    have = CHAIN_COLUMNS if version >= 5 else CHAIN_COLUMNS_V4
+def reader_sql(missing: frozenset[str] = frozenset()) -> str:
+    """The chain reader (``rows.link_from_row``): each row with the hash of the attempt an
+    outcome concludes, ``missing`` columns read as null; callers add WHERE / ORDER BY."""
     return (
         "SELECT c.seq, "
-        + ", ".join(f"c.{col}" if col in have else f"NULL AS {col}" for col in CHAIN_COLUMNS)
+        + picked(CHAIN_COLUMNS, missing, "c.")
         + ", aa.hash FROM chain c LEFT JOIN chain aa ON aa.seq = c.attempt AND aa.kind = 'attempt'"
     )
 
 
-#: the chain reader (``rows.link_from_row``): each row with the hash of the attempt an
-#: outcome concludes; callers add WHERE / ORDER BY
+def chain_rows_sql(missing: frozenset[str] = frozenset()) -> str:
+    """Every stored row as (seq, *``CHAIN_COLUMNS``) (``copy``); callers add WHERE / ORDER BY."""
+    return f"SELECT seq, {picked(CHAIN_COLUMNS, missing)} FROM chain"
+
+
+#: the chain reader of a table with every column (``reader_sql``)
 READER_SQL = reader_sql()

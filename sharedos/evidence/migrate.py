@@ -17,11 +17,18 @@ PostgreSQL: ``meta.schema_version``). This SharedOS writes version
   the store-wide ``checkpoints``. Rows a version-3 store held outside its
   chain (or links without their row) are carried over as they were, so
   ``verify`` still reports them.
-* 5 — approvals (issue 28): the chain kind ``approval`` (one row per event
-  of an approval: requested, approved, denied, expired, consumed) with its
-  columns, and the unique indexes that make each approval requested,
-  decided and closed once across every host (``chain_sql.v4_to_v5``). Rows
-  already there are kept as they are, each link with its hash.
+* 5 — the attempt's ``shadow`` decision (``[policy] shadow``): one column of
+  ``chain``, hashed only when it is not null (every link written before it
+  keeps its hash), and the views made again to show it. The step adds every
+  column this SharedOS writes that ``chain`` lacks (``layout_step``: it checks
+  the table, not the version number, so it is right whatever brought the
+  table there), and keeps the grants on the views (PostgreSQL).
+* 6 — approvals (issue 28): the chain kind ``approval`` (one row per event of
+  an approval: requested, approved, denied, expired, consumed) with its
+  columns, the ``approvals`` view, and the unique indexes that let each
+  approval be requested, decided and closed once across every host
+  (``chain_sql.approvals_step``; SQLite rebuilds ``chain`` to widen its kind
+  check, copying every row as stored). Every earlier link keeps its hash.
 
 A store at a version newer than ``LATEST`` is refused, for reading and for
 writing, with a message naming both versions. Each migration runs in one
@@ -40,7 +47,15 @@ from typing import Any
 
 from sharedos.evidence.appender import Opening, _revision_of
 from sharedos.evidence.chain import ATTEMPT_FIELDS, genesis, link_hash
-from sharedos.evidence.chain_sql import VIEWS, Dialect, checkpoint_ddl, table_ddl, v4_to_v5
+from sharedos.evidence.chain_sql import (
+    VIEW_NAMES,
+    VIEWS,
+    Dialect,
+    add_columns_sql,
+    approvals_step,
+    checkpoint_ddl,
+    table_ddl,
+)
 from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = [
@@ -48,19 +63,23 @@ __all__ = [
     "MIN_READABLE",
     "MigrationResult",
     "chain_existing",
+    "layout_step",
     "migrate_store",
+    "pg_chain_columns",
     "pg_migrate",
     "pg_version",
     "refuse_unreadable",
-    "v4_to_v5",
+    "sqlite_chain_columns",
 ]
 
-LATEST = 5
+LATEST = 6
 MIN_READABLE = 1
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
-#: an attempt's stored fields up to schema 3 (4 added ``context``)
-V3_ATTEMPT_FIELDS = tuple(c for c in ATTEMPT_FIELDS if c != "context")
+#: the attempt fields added after schema 3: ``context`` (4), ``shadow`` (5)
+LATER_ATTEMPT_FIELDS = frozenset({"context", "shadow"})
+#: an attempt's stored fields up to schema 3
+V3_ATTEMPT_FIELDS = tuple(c for c in ATTEMPT_FIELDS if c not in LATER_ATTEMPT_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +161,8 @@ def chain_existing(
             yield "turn", opening.values()
             yield "link", (turn_id, 0, "open", None, prev, h)
             pos, prev = 1, h
-        attempt_hash = link_hash("attempt", prev, (*values, None))  # no context before 4
+        # no context (schema 4) nor shadow decision (schema 5) before 3
+        attempt_hash = link_hash("attempt", prev, (*values, None, None))
         yield "link", (turn_id, pos, "attempt", seq, prev, attempt_hash)
         pos, prev = pos + 1, attempt_hash
         if outcome_seq is not None:
@@ -214,7 +234,7 @@ def v3_to_v4(dialect: Dialect) -> tuple[str, ...]:
     )
     bare = "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash) "
     statements = [
-        *table_ddl(dialect, version=4),
+        *table_ddl(dialect),
         # attempts, with the link covering each (an attempt no link covers: pos NULL)
         f"INSERT INTO chain (seq, turn_id, pos, kind, prev_hash, hash, {_V3_CONTENT}) "
         f"SELECT a.seq, a.turn_id, l.pos, 'attempt', COALESCE(l.prev_hash, ''), "
@@ -273,6 +293,57 @@ def v3_to_v4(dialect: Dialect) -> tuple[str, ...]:
     return tuple(statements)
 
 
+# -- version 4 -> 5 (and any column added later): the columns the table lacks ------------------
+
+
+def layout_step(present: set[str], dialect: Dialect) -> tuple[str, ...]:
+    """The statements that give ``chain`` every column this SharedOS writes (``present``:
+    the columns it has) and make the views again, which list them."""
+    return (
+        *add_columns_sql(present, dialect),
+        *(f"DROP VIEW IF EXISTS {name}" for name in reversed(VIEW_NAMES)),
+        *VIEWS,
+    )
+
+
+def sqlite_chain_columns(conn: sqlite3.Connection) -> set[str]:
+    """The columns of a SQLite store's ``chain`` table (empty: no such table)."""
+    return {str(row[1]) for row in conn.execute("PRAGMA table_info(chain)")}
+
+
+def pg_chain_columns(conn: Any) -> set[str]:
+    """The columns of a PostgreSQL store's ``chain`` table (empty: no such table)."""
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = 'chain'"
+    ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def _pg_layout(conn: Any) -> None:
+    """``layout_step`` on PostgreSQL, keeping the privileges granted on the views (a
+    view made again starts with none, and the hosts read through them)."""
+    from psycopg import sql
+
+    grants = conn.execute(
+        "SELECT table_name, grantee, privilege_type FROM information_schema.role_table_grants "
+        "WHERE table_schema = current_schema() AND table_name = ANY(%s) "
+        "AND grantee <> current_user",
+        (list(VIEW_NAMES),),
+    ).fetchall()
+    for statement in layout_step(pg_chain_columns(conn), "postgresql"):
+        conn.execute(statement)
+    if not any(table == "approvals" for table, _, _ in grants):
+        # a view new at this step reads as the attempts view does (schema 6: approvals)
+        grants += [("approvals", g, p) for t, g, p in grants if t == "attempts"]
+    for table, grantee, privilege in grants:
+        conn.execute(
+            sql.SQL("GRANT {} ON {} TO {}").format(
+                sql.SQL(privilege), sql.Identifier(table), sql.Identifier(grantee)
+            )
+        )
+
+
 # -- PostgreSQL --------------------------------------------------------------------------
 
 
@@ -317,9 +388,18 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
             for statement in pg_schema.FRESH:
                 conn.execute(statement)
         for version in range(max(before, 1) + 1, target + 1) if not fresh else (LATEST,):
-            steps = () if fresh else pg_schema.STEPS.get(version) or _pg_step(version)
+            if fresh:
+                steps: tuple[str, ...] = ()
+            elif version == 4:
+                steps = v3_to_v4("postgresql")
+            elif version == 6:
+                steps = approvals_step("postgresql", pg_chain_columns(conn), "")
+            else:
+                steps = pg_schema.STEPS.get(version, ())
             for statement in steps:
                 conn.execute(statement)
+            if version >= 5 and not fresh:
+                _pg_layout(conn)
             if version == 3 and before >= 2:
                 chained = _pg_chain_existing(conn)
             conn.execute(
@@ -334,15 +414,6 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
             )
         after = max(before, target)
     return MigrationResult(before, after, chained_turns=chained[0], chained_rows=chained[1])
-
-
-def _pg_step(version: int) -> tuple[str, ...]:
-    """The statements of the PostgreSQL step to ``version`` (4 and later)."""
-    if version == 4:
-        return v3_to_v4("postgresql")
-    if version == 5:
-        return v4_to_v5("postgresql")
-    raise EvidenceStoreError(f"no evidence schema step to version {version}", "io")
 
 
 def _pg_chain_existing(conn: Any) -> tuple[int, int]:

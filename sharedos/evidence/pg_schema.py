@@ -14,11 +14,15 @@ either backend:
   migration, in ``seq`` order, each outcome after its attempt.
 * **4** — one table ``chain`` (each row with its own link) and views named as
   the version-3 tables; ``checkpoints`` (``sharedos.evidence.chain_sql``;
-  the step is ``sharedos.evidence.migrate.v3_to_v4``).
-* **5** — approvals: the chain kind ``approval`` and its columns, and the
-  unique indexes that make each approval requested, decided and closed once
-  (``sharedos.evidence.chain_sql.v4_to_v5``). ``FRESH`` creates the latest
-  layout in an empty database at once.
+  the step is ``sharedos.evidence.migrate.v3_to_v4``). ``FRESH`` creates it
+  in an empty database at once.
+* **5** — the attempt's ``shadow`` decision: a column of ``chain`` and the
+  views made again (``sharedos.evidence.migrate.layout_step``, which adds
+  whatever column ``chain`` lacks and keeps the views' grants).
+* **6** — approvals: the chain kind ``approval``, its columns, the
+  ``approvals`` view and the unique indexes that let each approval be
+  requested, decided and closed once (``sharedos.evidence.chain_sql.
+  approvals_step``, then ``layout_step``).
 
 Text everywhere a value is hashed (timestamps, JSON): the chain hashes what
 is stored, and ``text`` is stored exactly as written.
@@ -29,7 +33,7 @@ from __future__ import annotations
 from sharedos.evidence.chain import ATTEMPT_FIELDS
 from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, table_ddl
 
-LATEST = 5
+LATEST = 6
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 
@@ -66,7 +70,7 @@ V2 = (
     "CREATE INDEX attempts_turn ON attempts (turn_id, seq)",
     "CREATE INDEX attempts_call ON attempts (call_id)",
     "CREATE VIEW evidence AS SELECT a.seq AS seq, "
-    + ", ".join(f"a.{c} AS {c}" for c in ATTEMPT_FIELDS if c != "context")
+    + ", ".join(f"a.{c} AS {c}" for c in ATTEMPT_FIELDS if c not in ("context", "shadow"))
     + ", "
     + ", ".join(f"o.{c} AS {c}" for c in _OUTCOME_COLUMNS)
     + " FROM attempts AS a LEFT JOIN outcomes AS o ON o.seq = a.seq",

@@ -58,7 +58,13 @@ from sharedos.evidence.appender import (
     StaleHead,
 )
 from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS, Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, CHAIN_COLUMNS_V4, insert_sql, reader_sql
+from sharedos.evidence.chain_sql import (
+    CHAIN_COLUMNS,
+    chain_rows_sql,
+    insert_sql,
+    picked,
+    reader_sql,
+)
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.reporting import FailureReporter
@@ -74,16 +80,19 @@ __all__ = ["PostgresEvidenceStore", "redacted_url"]
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 _READ_COLUMNS = ("seq", *ATTEMPT_FIELDS, *_OUTCOME_COLUMNS)
-_SELECT = (
-    "SELECT a.seq, "
-    + ", ".join(f"a.{c}" for c in ATTEMPT_FIELDS)
-    + ", "
-    + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
-    + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq"
-)
-#: a database read as it is at version 2 or 3 (no ``context``)
-_SELECT_V3 = _SELECT.replace(", a.context", "")
-_READ_COLUMNS_V3 = tuple(c for c in _READ_COLUMNS if c != "context")
+
+
+def _select_records(missing: frozenset[str] = frozenset()) -> str:
+    """The records' SELECT (every ``_READ_COLUMNS``), ``missing`` columns read as null."""
+    return (
+        "SELECT a.seq, "
+        + picked(ATTEMPT_FIELDS, missing, "a.")
+        + ", "
+        + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
+        + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq"
+    )
+
+
 #: each turn's head past the furthest position its checkpoints covered
 _UNCOVERED_SQL = (
     "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
@@ -203,6 +212,7 @@ class PostgresEvidenceStore:
         self._writer: Any = None
         self._sql: dict[tuple[str, ...], str] = {}
         self.schema_version = 0
+        self._missing: frozenset[str] = frozenset()
         #: failures to write a turn's opening or seal (or a checkpoint), said once per cause
         self.failures = FailureReporter()
         self._pool = self._open_pool()
@@ -426,6 +436,11 @@ class PostgresEvidenceStore:
                 ) from None
             migrate.refuse_unreadable(self.shown, version, writing=not self.read_only)
             self.schema_version = version
+            # the columns this SharedOS reads that the database (read as it is) lacks
+            if version >= 4:
+                self._missing = frozenset(CHAIN_COLUMNS) - migrate.pg_chain_columns(conn)
+            else:
+                self._missing = migrate.LATER_ATTEMPT_FIELDS
             row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
             self._store_id = row[0] if row else None
             if not self.read_only:
@@ -721,9 +736,9 @@ class PostgresEvidenceStore:
     def append_approval(self, values: Sequence[Any]) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
-        step of that approval is already in the store."""
+        step of that approval is already in the store (another host wrote it first)."""
         self._guarded()
-        if self.schema_version < 5:
+        if self.schema_version < 6:
             raise EvidenceStoreError(
                 f"evidence database {self.shown} has schema version {self.schema_version}, "
                 "which keeps no approvals: run `sharedos evidence migrate` first",
@@ -735,8 +750,8 @@ class PostgresEvidenceStore:
         self, *, turn_id: str | None = None, approval_id: str | None = None
     ) -> list[tuple[int, int | None, list[Any]]]:
         """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
-        chain order (none before schema 5)."""
-        if self.schema_version < 5:
+        chain order (none before schema 6)."""
+        if self.schema_version < 6:
             return []
         where = ["kind = 'approval'"]
         params: list[Any] = []
@@ -746,7 +761,7 @@ class PostgresEvidenceStore:
                 params.append(pg_text(value))
         sql = (
             f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
-            f"WHERE {' AND '.join(where)} ORDER BY turn_id, pos, seq"
+            f'WHERE {" AND ".join(where)} ORDER BY turn_id COLLATE "C", pos, seq'
         )
         return [
             (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
@@ -814,18 +829,14 @@ class PostgresEvidenceStore:
 
     @property
     def _select(self) -> str:
-        return _SELECT if self.schema_version >= 4 else _SELECT_V3
+        return _select_records(self._missing)
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn (binary order) and position."""
         where = " WHERE c.turn_id = %s" if turn_id is not None else ""
         params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
         # the binary order of turn ids, the same as SQLite's
-        sql = (
-            reader_sql(self.schema_version)
-            + where
-            + ' ORDER BY c.turn_id COLLATE "C", c.pos, c.seq'
-        )
+        sql = reader_sql(self._missing) + where + ' ORDER BY c.turn_id COLLATE "C", c.pos, c.seq'
         for row in self._stream(sql, params, batch):
             yield link_from_row(row)
 
@@ -835,9 +846,7 @@ class PostgresEvidenceStore:
         """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
         where = " WHERE turn_id = %s" if turn_id is not None else ""
         params: list[Any] = [pg_text(turn_id)] if turn_id is not None else []
-        have = CHAIN_COLUMNS if self.schema_version >= 5 else CHAIN_COLUMNS_V4
-        columns = ", ".join(c if c in have else f"NULL AS {c}" for c in CHAIN_COLUMNS)
-        sql = f'SELECT seq, {columns} FROM chain{where} ORDER BY turn_id COLLATE "C", pos, seq'
+        sql = f'{chain_rows_sql(self._missing)}{where} ORDER BY turn_id COLLATE "C", pos, seq'
         for row in self._stream(sql, params, batch):
             yield tuple(row)
 
@@ -926,8 +935,7 @@ def _row_to_record(row: Any) -> EvidenceRecord:
     import json
 
     data: dict[str, Any] = {}
-    columns = _READ_COLUMNS if len(row) == len(_READ_COLUMNS) else _READ_COLUMNS_V3
-    for name, value in zip(columns, row, strict=True):
+    for name, value in zip(_READ_COLUMNS, row, strict=True):
         data[name] = json.loads(value) if name in JSON_FIELDS and value is not None else value
     return EvidenceRecord.from_dict(data)
 

@@ -77,6 +77,11 @@ class EvidenceRecord:
     #: policy saw it (``{"principal", "tenant", "roles", "attributes"}``); None for
     #: records written before schema 4. ``access_context()`` reads it back.
     context: Mapping[str, Any] | None = None
+    #: the shadow policy's decision of this call (``[policy] shadow``), recorded beside
+    #: the one enforced and never acted on: ``{"policy", "effect", "reason", "rule_ids"}``
+    #: (``"resource"`` when it differs from the enforced one), or ``{"policy", "error"}``
+    #: when the shadow failed; None without a shadow policy, and before schema 5
+    shadow: Mapping[str, Any] | None = None
     seq: int | None = None
 
     @property

@@ -29,7 +29,7 @@ __all__ = [
     "sqlite_text",
 ]
 
-JSON_FIELDS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "context"})
+JSON_FIELDS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "context", "shadow"})
 _JSON_INDEXES = tuple(i for i, f in enumerate(ATTEMPT_FIELDS) if f in JSON_FIELDS)
 _RULE_IDS = ATTEMPT_FIELDS.index("rule_ids")
 _ATTEMPT_GETTER = operator.attrgetter(*ATTEMPT_FIELDS)  # one C call for every field

@@ -67,9 +67,14 @@ from sharedos.evidence.appender import (
     StaleHead,
 )
 from sharedos.evidence.chain import APPROVAL_FIELDS, Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, CHAIN_COLUMNS_V4, reader_sql
+from sharedos.evidence.chain_sql import CHAIN_COLUMNS, approvals_step, chain_rows_sql, reader_sql
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
-from sharedos.evidence.migrate import refuse_unreadable, sqlite_chain_existing
+from sharedos.evidence.migrate import (
+    layout_step,
+    refuse_unreadable,
+    sqlite_chain_columns,
+    sqlite_chain_existing,
+)
 from sharedos.evidence.record import (
     EvidenceRecord,
     OutcomeRecord,
@@ -86,14 +91,12 @@ from sharedos.evidence.sqlite_schema import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
-    MIGRATE_FROM_4,
+    MISSING_BEFORE_4,
     READ_COLUMNS,
-    READ_COLUMNS_V3,
     SCHEMA,
     SCHEMA_VERSION,
-    SELECT,
-    SELECT_V3,
     run_plan,
+    select_records,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
@@ -315,6 +318,8 @@ class SqliteEvidenceStore:
         #: (db, wal) identities this connection writes; None for ":memory:" and readers
         self._ids: tuple[FileId, FileId | None] | None = None
         self.schema_version = SCHEMA_VERSION
+        #: the columns this SharedOS reads that the file (read as it is) lacks: null
+        self._missing: frozenset[str] = frozenset()
         #: the no-wait connection (``try_now``), opened on first use
         self._fast: sqlite3.Connection | None = None
         self._fast_cur: sqlite3.Cursor | None = None
@@ -378,8 +383,11 @@ class SqliteEvidenceStore:
                         "io",
                     )
                 self.schema_version = int(version)
-                if version >= 4:  # the store's identity is in meta since schema 4
+                if version >= 4:
+                    self._missing = frozenset(CHAIN_COLUMNS) - sqlite_chain_columns(conn)
                     self.store_id = _store_id(conn, create=False)
+                else:
+                    self._missing = MISSING_BEFORE_4
                 return conn
             if not memory:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -400,18 +408,24 @@ class SqliteEvidenceStore:
                 )
             if version != SCHEMA_VERSION:
                 # one host, one file: a writable open migrates (all of it in one transaction)
-                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: ()}[
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: (), 5: ()}[
                     int(version)
                 ]
-                then = {0: (), 4: MIGRATE_FROM_4}.get(
-                    int(version), (*MIGRATE_FROM_3, *MIGRATE_FROM_4)
-                )
-                # the step to 5 rebuilds ``chain``: SQLite's procedure runs it with
-                # foreign keys off (and they can only be switched outside a transaction)
-                if then:
+                # the step to 6 rebuilds a version-4/5 ``chain``: SQLite's procedure runs it
+                # with foreign keys off (switchable only outside a transaction)
+                rebuild = version in (4, 5)
+                if rebuild:
                     conn.execute("PRAGMA foreign_keys=OFF")
-                self.migrated_rows = self._install(conn, steps, chain=version in (1, 2), then=then)
-                conn.execute("PRAGMA foreign_keys=ON")
+                try:
+                    self.migrated_rows = self._install(
+                        conn,
+                        steps,
+                        chain=version in (1, 2),
+                        then=() if version in (0, 4, 5) else MIGRATE_FROM_3,
+                    )
+                finally:
+                    if rebuild:
+                        conn.execute("PRAGMA foreign_keys=ON")
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
@@ -465,7 +479,9 @@ class SqliteEvidenceStore:
         """Create (or migrate to) the schema in one transaction; with ``chain``, chain the
         rows there (the version-3 layout), then run ``then`` (3 -> 4).
 
-        Returns (turns, rows) chained.
+        Returns (turns, rows) chained. Ends with ``approvals_step`` (5 -> 6: a table whose
+        kind check lacks ``approval`` is rebuilt) and ``layout_step``: every column this
+        SharedOS writes that ``chain`` lacks is added (4 -> 5), the views made again.
         """
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -473,6 +489,13 @@ class SqliteEvidenceStore:
                 conn.execute(stmt)
             chained = sqlite_chain_existing(conn) if chain else (0, 0)
             for stmt in then:
+                conn.execute(stmt)
+            table = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chain'"
+            ).fetchone()
+            for stmt in approvals_step("sqlite", sqlite_chain_columns(conn), str(table[0])):
+                conn.execute(stmt)
+            for stmt in layout_step(sqlite_chain_columns(conn), "sqlite"):
                 conn.execute(stmt)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -576,7 +599,7 @@ class SqliteEvidenceStore:
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
         step of that approval is already in the store."""
         self._writable()
-        if self.schema_version < 5:
+        if self.schema_version < 6:
             raise EvidenceStoreError(
                 f"evidence database {self.path} has schema version {self.schema_version}, "
                 "which keeps no approvals: run `sharedos evidence migrate` first",
@@ -588,8 +611,8 @@ class SqliteEvidenceStore:
         self, *, turn_id: str | None = None, approval_id: str | None = None
     ) -> list[tuple[int, int | None, list[Any]]]:
         """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
-        chain order (none before schema 5)."""
-        if self.schema_version < 5:
+        chain order (none before schema 6)."""
+        if self.schema_version < 6:
             return []
         where = ["kind = 'approval'"]
         params: list[Any] = []
@@ -900,14 +923,15 @@ class SqliteEvidenceStore:
 
     @property
     def _select(self) -> str:
-        """The records' SELECT for this file's version (read as they are: 1 to 3 have no context)."""
-        return SELECT if self.schema_version >= 4 else SELECT_V3
+        """The records' SELECT for this file as it is (columns it lacks read as null: 1 to 3
+        have no context, 1 to 4 no shadow decision)."""
+        return select_records(self._missing)
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
         where = " WHERE c.turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        sql = reader_sql(self.schema_version) + where + " ORDER BY c.turn_id, c.pos, c.seq"
+        sql = reader_sql(self._missing) + where + " ORDER BY c.turn_id, c.pos, c.seq"
         for row in self._stream(sql, params, batch):
             yield link_from_row(row)
 
@@ -917,9 +941,7 @@ class SqliteEvidenceStore:
         """Every stored row as (seq, *``CHAIN_COLUMNS``), by turn and position (``copy``)."""
         where = " WHERE turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
-        have = CHAIN_COLUMNS if self.schema_version >= 5 else CHAIN_COLUMNS_V4
-        columns = ", ".join(c if c in have else f"NULL AS {c}" for c in CHAIN_COLUMNS)
-        sql = f"SELECT seq, {columns} FROM chain{where} ORDER BY turn_id, pos, seq"
+        sql = f"{chain_rows_sql(self._missing)}{where} ORDER BY turn_id, pos, seq"
         for row in self._stream(sql, params, batch):
             yield tuple(row)
 
@@ -990,8 +1012,7 @@ class SqliteEvidenceStore:
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:
         data: dict[str, Any] = {"seq": row[0]}
-        columns = READ_COLUMNS if len(row) == len(READ_COLUMNS) + 1 else READ_COLUMNS_V3
-        for name, value in zip(columns, row[1:], strict=True):
+        for name, value in zip(READ_COLUMNS, row[1:], strict=True):
             data[name] = json.loads(value) if name in JSON_COLUMNS and value is not None else value
         return EvidenceRecord.from_dict(data)
 

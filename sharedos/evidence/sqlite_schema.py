@@ -1,4 +1,4 @@
-"""The SQLite evidence schema, version 5: DDL, the migrations, and the one chained write.
+"""The SQLite evidence schema, version 6: DDL, the migrations, and the one chained write.
 
 Version 4 (``sharedos.evidence.chain_sql``) keeps every row of every turn in
 one table, ``chain``, each row with its own link of the turn's hash chain;
@@ -8,8 +8,10 @@ are views of it under the version-3 names. Every write is a ``Plan`` made by
 when the plan is one row — an attempt of an open turn, an outcome, a seal —
 and one transaction when it is two (a turn's first row and its opening; a
 refused call's attempt and outcome). Older files are migrated when opened
-for writing: 1 -> 2 -> 3 (their rows chained) -> 4 -> 5 (approvals: the
-table rebuilt with the kind ``approval``, ``chain_sql.v4_to_v5``).
+for writing: 1 -> 2 -> 3 (their rows chained) -> 4 -> 5 (the columns
+``chain`` lacks added: ``sharedos.evidence.migrate.layout_step``) -> 6
+(approvals: ``chain`` rebuilt with the kind ``approval``,
+``sharedos.evidence.chain_sql.approvals_step``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ import sqlite3
 
 from sharedos.evidence.appender import ATTEMPT_SEQ, Plan, StaleHead
 from sharedos.evidence.chain import ATTEMPT_FIELDS, KINDS
-from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, table_ddl, v4_to_v5
-from sharedos.evidence.migrate import SQLITE_V3, V3_ATTEMPT_FIELDS, v3_to_v4
+from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, picked, table_ddl
+from sharedos.evidence.migrate import (
+    LATER_ATTEMPT_FIELDS,
+    SQLITE_V3,
+    V3_ATTEMPT_FIELDS,
+    v3_to_v4,
+)
 from sharedos.evidence.record import OUTCOME_FIELDS
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 __all__ = [
     "INSERT_PROBE",
@@ -30,12 +37,12 @@ __all__ = [
     "MIGRATE_FROM_1",
     "MIGRATE_FROM_2",
     "MIGRATE_FROM_3",
-    "MIGRATE_FROM_4",
     "READ_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SELECT",
     "run_plan",
+    "select_records",
 ]
 
 _OUTCOME_COLUMNS = OUTCOME_FIELDS  # outcome, reason, finished_at, duration_ms, error
@@ -43,7 +50,9 @@ _OUTCOME_COLUMNS = OUTCOME_FIELDS  # outcome, reason, finished_at, duration_ms, 
 READ_COLUMNS = ATTEMPT_FIELDS + _OUTCOME_COLUMNS
 #: the same for a file read as it is at version 1 to 3 (no ``context``)
 READ_COLUMNS_V3 = V3_ATTEMPT_FIELDS + _OUTCOME_COLUMNS
-JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "context"})
+JSON_COLUMNS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "context", "shadow"})
+#: the attempt columns a file at version 1 to 3 lacks
+MISSING_BEFORE_4 = frozenset(LATER_ATTEMPT_FIELDS)
 
 _OUTCOMES_CHECK = "('succeeded','denied','failed','cancelled')"
 # -- versions 2 and 3 (what the migrations pass through) -----------------------------------
@@ -93,8 +102,8 @@ _V2 = (
 )
 #: the version-2 layout (what a version-2 SharedOS created; tests build old files with it)
 SCHEMA_V2 = _V2
-# -- version 5 ------------------------------------------------------------------------------
-#: an empty file, straight to version 5
+# -- version 4 ------------------------------------------------------------------------------
+#: an empty file, straight to version 4
 SCHEMA = (_META, *table_ddl("sqlite"), *VIEWS, *checkpoint_ddl("sqlite"))
 #: version 1 -> 3 (its rows are then chained), then ``MIGRATE_FROM_3``
 MIGRATE_FROM_1 = (
@@ -111,12 +120,16 @@ MIGRATE_FROM_1 = (
 MIGRATE_FROM_2 = SQLITE_V3
 #: version 3 -> 4: one table
 MIGRATE_FROM_3 = v3_to_v4("sqlite")
-#: version 4 -> 5: approvals (``chain`` rebuilt; run with foreign keys off)
-MIGRATE_FROM_4 = v4_to_v5("sqlite")
 
 _INSERT = {kind: insert_sql(kind, "sqlite") for kind in KINDS}
-SELECT = f"SELECT seq, {', '.join(READ_COLUMNS)} FROM evidence"
-SELECT_V3 = f"SELECT seq, {', '.join(READ_COLUMNS_V3)} FROM evidence"
+
+
+def select_records(missing: frozenset[str] = frozenset()) -> str:
+    """The records' SELECT (every ``READ_COLUMNS``), ``missing`` columns read as null."""
+    return f"SELECT seq, {picked(READ_COLUMNS, missing)} FROM evidence"
+
+
+SELECT = select_records()
 INSERT_PROBE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)"
 
 

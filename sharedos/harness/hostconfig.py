@@ -228,7 +228,8 @@ class PolicySourceConfig(BaseModel):
     bundles signed by one of them are used. ``state``: the file where the host
     remembers the last release it enforced, so a restart cannot be rolled back
     (default: under ``$XDG_STATE_HOME/sharedos/``, one file per source:
-    ``sharedos.bundles.state``).
+    ``sharedos.bundles.state``). ``time_zone``: the IANA zone of ``context.now``
+    for a policy that reads the time (default ``UTC``; docs/policy-language.md).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -237,6 +238,18 @@ class PolicySourceConfig(BaseModel):
     keys: tuple[str, ...] = ()
     poll_interval_s: float = Field(default=30.0, gt=0)
     state: str | None = None
+    time_zone: str = "UTC"
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from sharedos.policy.clock import ClockError, zone
+
+        try:
+            zone(value)
+        except ClockError as exc:
+            raise ValueError(f"{exc} (an IANA name such as UTC or Europe/Paris)") from None
+        return value
 
 
 class ConfinementConfig(BaseModel):

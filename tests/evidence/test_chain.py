@@ -245,6 +245,7 @@ def _forge(raw: Raw, prev_hash: str, *, pos: int, renumber: bool) -> None:
         None,
         None,
         None,
+        None,  # shadow (schema 5): null, left out of the hash
     ]
     h = link_hash("attempt", prev_hash, values)
     if renumber:
@@ -261,7 +262,7 @@ def _forge(raw: Raw, prev_hash: str, *, pos: int, renumber: bool) -> None:
         pos,
         prev_hash,
         h,
-        *values[1:],
+        *values[1:-1],
     )
 
 

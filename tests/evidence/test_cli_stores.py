@@ -9,9 +9,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from sharedos.evidence.migrate import LATEST
 from sharedos.cli.main import main
 from sharedos.evidence.chain import Signer
+from sharedos.evidence.migrate import LATEST
 from tests.evidence.stores import Raw, backend, opener, raw, store  # noqa: F401  (fixtures)
 from tests.evidence.test_chain import write_turn
 

@@ -17,6 +17,7 @@ import pytest
 
 from sharedos.catalog import ToolRegistry
 from sharedos.catalog.definition import ToolDefinition
+from sharedos.evidence.chain import ATTEMPT_FIELDS
 from sharedos.evidence.verify import verify_store
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
 from sharedos.kernel.handlers import HandlerResult
@@ -111,7 +112,8 @@ def test_the_context_is_part_of_the_chain(store: Any, raw: Raw) -> None:
     run(host(store), ctx, ["/team/a"])
     assert verify_store(store).clean
     links = [lk for lk in store.iter_links("chain-turn") if lk.kind == "attempt"]
-    assert '"roles":["editor"]' in links[0].values[-1]
+    context_at = ATTEMPT_FIELDS.index("context")
+    assert '"roles":["editor"]' in links[0].values[context_at]
     # granting a role after the fact is an edit the chain shows
     raw("UPDATE chain SET context = replace(context, 'editor', 'admin') WHERE kind = 'attempt'")
     assert [p.kind for p in verify_store(store).problems] == ["edited"]

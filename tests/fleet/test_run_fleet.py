@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sharedos.evidence.migrate import LATEST
 from sharedos.evidence.chain import Signer
+from sharedos.evidence.migrate import LATEST
 from sharedos.policy import compile_sources
 from sharedos.policy.bundle import save_bundle
 from tests.fleet.test_bundles import RULES_V1

@@ -43,6 +43,15 @@ def test_errors_name_file_line_and_column() -> None:
     assert "'http' or 'stdio'" in p
 
 
+def test_the_policy_time_zone_is_checked_where_it_is_written() -> None:
+    """Issue 23: the zone of context.now comes from the host file; a wrong one is positioned."""
+    config = parse_host_config('[harness.codex]\n[policy]\ntime_zone = "Europe/Paris"\n')
+    assert config.policy.time_zone == "Europe/Paris"
+    assert parse_host_config("[harness.codex]\n").policy.time_zone == "UTC"
+    (p,) = problems('version = 1\n[harness.codex]\n[policy]\ntime_zone = "Mars/Olympus"\n')
+    assert p.startswith("host.toml:4:1: policy.time_zone:") and "Mars/Olympus" in p
+
+
 def test_invalid_toml_is_positioned() -> None:
     (p,) = problems("version = 1\n[harness.codex\n")
     assert p.startswith("host.toml:2:") and "invalid TOML" in p

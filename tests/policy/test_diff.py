@@ -346,14 +346,14 @@ def test_cli_a_policy_that_does_not_compile_exits_2_with_its_diagnostics(tmp_pat
 
 
 def test_a_context_key_the_kernel_schema_does_not_know_is_still_tried() -> None:
-    """A newer kernel may pass more keys (a clock, say): a change in a condition on one
-    is found, not taken for "no change"."""
+    """A newer kernel may pass more keys: a change in a condition on one is found, not
+    taken for "no change"."""
     head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
-    old = head + 'permit read on "/a/**" when context.now < 100\n'
-    new = head + 'permit read on "/a/**" when context.now < 200\n'
+    old = head + 'permit read on "/a/**" when context.level < 100\n'
+    new = head + 'permit read on "/a/**" when context.level < 200\n'
     report = diff_texts(old, new, max_examples=0)
     assert report.verdict == "changed" and report.complete
     (group,) = report.groups
     assert group.kind == "widened"
-    assert all(100 <= c.request.context["now"] < 200 for c in group.examples)
+    assert all(100 <= c.request.context["level"] < 200 for c in group.examples)
     assert assert_real(old, new, report) > 0

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharedos.policy import compile_source
+from sharedos.policy import clock, compile_source
 from sharedos.policy.analysis.compare import Comparer, Request
 from sharedos.policy.analysis.diff import diff_policies
 
@@ -89,31 +89,61 @@ CONDITIONS = [
     "args.owner == context.principal",
     "segment(resource, 2) in context.attributes.folders",
     "not (args.flag == true) and context.attributes.level < 2",
+    # issue 23's constructs: presence, canonical paths, the caseless key, strict
+    # equality at depth, the clock
+    "has args.mode",
+    "not has args.flag",
+    'has args.mode and args.mode == "x"',
+    'startswith(path(args.dst), "/a/")',
+    'segment(path(args.dst), 1) == "b"',
+    'lower(args.name) == "ab"',
+    "args.v == [1]",
+    "args.v == [true]",
+    "args.v == context.attributes.v",
+    "context.now.hour >= 9",
+    'context.now.weekday in ["sat", "sun"]',
+    "context.now.timestamp < 1798761600",
     # forms the analysis does not reduce: it must say so, never "no change"
     'args.mode + "1" == "x1"',
     "lower(args.mode) == lower(context.tenant)",
 ]
 
 SEGS = ["a", "b", "c", "x.md", "zz", "alice", "web", "acme", "x-t1", "bc"]
+#: the host always gives the time to a policy that reads it: Saturday morning and
+#: Monday early before the cutoff, a Monday noon after it
+NOWS = [
+    clock.expand("2026-12-05T10:00:00Z"),
+    clock.expand("2026-12-07T08:30:00Z"),
+    clock.expand("2027-01-04T12:00:00Z"),
+]
 CONTEXTS: list[dict[str, Any]] = [
-    {"principal": p, "tenant": t, "roles": r, "attributes": a}
-    for p, t, r, a in itertools.product(
+    {"principal": p, "tenant": t, "roles": r, "attributes": a, "now": now}
+    for p, t, r, a, now in itertools.product(
         ["alice", "zz", "ALICE", "a/b", ".."],
         ["t1", "t2", "default"],
         [[], ["r1"], ["r9"], ["r1", "r9"]],
         [
             {},
-            {"level": 3, "team": "web", "orgs": ["acme"], "folders": ["b", "web"]},
-            {"level": 1, "orgs": []},
+            {"level": 3, "team": "web", "orgs": ["acme"], "folders": ["b", "web"], "v": [1]},
+            {"level": 1, "orgs": [], "v": [True]},
         ],
+        NOWS,
     )
 ]
 ARGS = [
-    {**({"mode": m} if m else {}), **({"n": n} if n is not None else {}), **f, **x}
+    {**({"mode": m} if m else {}), **({"n": n} if n is not None else {}), **f, **x, **d, **v}
     for m in ("x", "y", "z", None)
     for n in (2, 5, None)
     for f in ({}, {"flag": True})
-    for x in ({}, {"name": "abc", "tags": ["t"]}, {"name": "zz", "tags": []})
+    for x in (
+        {},
+        {"name": "abc", "tags": ["t"]},
+        {"name": "zz", "tags": []},
+        {"name": "AB"},
+        {"name": "\uff21b"},  # a fullwidth A: lower() is "ab"
+    )
+    for d in ({}, {"dst": "/a/x"}, {"dst": "/b/c"}, {"dst": "/a/../b"}, {"dst": "rel"})
+    for v in ({}, {"v": [1]}, {"v": [True]})
 ]
 
 

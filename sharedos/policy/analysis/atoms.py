@@ -13,7 +13,10 @@ condition and records, for each variable it reads (``context.x`` or
 * the elements tested for membership in it (``"admin" in context.roles``,
   ``any_in``/``all_in``);
 * the variables it is compared with (their constants are shared);
-* whether it is used as a boolean.
+* whether it is used as a boolean, or only tested for presence (``has``);
+* the tests of its canonical path (``startswith(path(args.x), "/a/")``,
+  ``segment(path(args.x), 2) == "b"``): ``PathAtom``, which become patterns
+  whose witness paths are the values tried (``domains``).
 
 Atoms on the resource itself (``startswith(resource, "/a")``,
 ``segment(resource, 2) == context.tenant``) are kept as ``ResourceAtom``: for
@@ -63,8 +66,12 @@ class Uses:
     #: a list whose elements are tested against a constant list: an element outside it matters
     fresh_member: bool = False
     boolean: bool = False
-    #: read through ``path()``: absolute and relative spellings matter
+    #: read through ``path()`` (in a form ``path_atoms`` may not hold)
     as_path: bool = False
+    #: tests of its canonical path: ``(test, segment position or None, text)``
+    path_atoms: dict[tuple[str, int | None, str], None] = field(default_factory=dict)
+    #: tested for presence (``has``): missing and present tell it apart
+    presence: bool = False
     #: compared for equality with these variables
     equal_to: set[Var] = field(default_factory=set)
     #: its value is tested for membership in these (list) variables
@@ -161,7 +168,7 @@ Term = tuple[Any, ...]
 
 def _refs(enc: list[Any]) -> Iterator[tuple[str, tuple[str, ...]]]:
     for node in subexpressions(enc):
-        if node[0] == "ref":
+        if node[0] == "ref" or node[0] == "has":  # a presence test reads its variable
             yield node[1], tuple(node[2])
 
 
@@ -170,6 +177,18 @@ def reads_of(enc: list[Any] | None) -> set[Var]:
     if enc is None:
         return set()
     return {(root, path) for root, path in _refs(enc) if root in ("context", "args") and path}
+
+
+def value_reads_of(enc: list[Any] | None) -> set[Var]:
+    """The variables an encoded condition reads the value of (a ``has`` reads only
+    whether one is there)."""
+    if enc is None:
+        return set()
+    return {
+        (node[1], tuple(node[2]))
+        for node in subexpressions(enc)
+        if node[0] == "ref" and node[1] in ("context", "args") and node[2]
+    }
 
 
 class Atoms:
@@ -230,6 +249,8 @@ class Atoms:
             inner = [self.term(a) for a in node[2]]
             if inner and inner[0][0] in ("var", "resource"):
                 return ("fn", node[1], inner)
+            if node[1] == "segment" and inner and _is_path_of_var(inner[0]):
+                return ("fn", "segment", inner)  # a segment of path(args.x)
         try:
             roots = {root for root, _ in _refs(node)}
         except Exception:
@@ -283,6 +304,10 @@ class Atoms:
                 self._gap(node, "the resource used as a boolean is not analysed")
             return
         if kind == "lit":
+            return
+        if kind == "has":
+            if node[1] in ("context", "args") and node[2]:
+                self.use((node[1], tuple(node[2]))).presence = True
             return
         # a node kind this analysis does not know (a newer language construct)
         if any(root in ("context", "args", "resource") for root, _ in _refs(node)):
@@ -398,6 +423,17 @@ class Atoms:
         if type(text) is not str:
             return False
         name, inner = fn[1], fn[2]
+        if name == "segment" and _is_path_of_var(inner[0]):
+            # segment(path(args.x), n): a test of the canonical path's n-th segment
+            if len(inner) != 2 or inner[1][0] != "const":
+                return False
+            position = inner[1][1]
+            if type(position) is not int or position == 0:
+                return False
+            uses = self.use(inner[0][2][0][1])
+            uses.as_path = True
+            uses.path_atoms.setdefault((test, position, text), None)
+            return True
         if inner[0][0] != "var":
             return False
         uses = self.use(inner[0][1])
@@ -406,8 +442,10 @@ class Atoms:
             uses.strings.setdefault(Glob(glob.tokens, fold=True), None)
             return True
         if name == "path":
-            uses.strings.setdefault(_fn_glob(test, text), None)
+            # the values tried are canonical paths (witnesses of what these tests tell
+            # apart) and one that is no path at all: see ``domains``
             uses.as_path = True
+            uses.path_atoms.setdefault((test, None, text), None)
             return True
         return False
 
@@ -435,6 +473,11 @@ class Atoms:
             other, reads = y[1], y[2]
         self.resource_atoms.setdefault(ResourceAtom(test, position, other, many, reads), None)
         return True
+
+
+def _is_path_of_var(term: Term) -> bool:
+    """Is ``term`` ``path(args.x)`` (or ``path(context.x)``)?"""
+    return term[0] == "fn" and term[1] == "path" and len(term[2]) == 1 and term[2][0][0] == "var"
 
 
 def _compact(enc: Any) -> str:

@@ -1,10 +1,12 @@
 """Decide requests under two policies, keep the ones that decide differently, group them.
 
-This is the reporting half of ``diff`` and of anything that replays recorded
-requests under a candidate policy: give ``compare`` two policies and any
-iterable of ``Request``; it decides each under both with the real evaluator
-(``decide_request``: the run policy first, as the kernel does) and yields a
-``Change`` for every request whose effect or reason code differs.
+This is the reporting half of ``diff`` and of ``sharedos evidence replay``: give
+``compare`` two policies and any iterable of ``Request``; it decides each under
+both with the real evaluator (``decide_request``: the run policy first, as the
+kernel does) and yields a ``Change`` for every request whose effect or reason
+code differs. A replay, whose old side is the decision that was recorded,
+gives ``Comparer.change`` both decisions instead (the old policy may be
+unknown: ``Comparer(None, new)``).
 ``group_changes`` groups them by (tool, action, resource pattern, kind of
 change) for a report, and ``groups_to_json``/``render_groups`` print them.
 
@@ -45,12 +47,17 @@ class Request:
     args: Mapping[str, Any]
     context: Mapping[str, Any]
     run_policy: str | None = None
+    #: where the request comes from, when it was recorded (an attempt's ``seq``,
+    #: ``turn_id``, ``call_id``, ``started_at``): shown with it, decided by nothing
+    origin: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         out: dict[str, Any] = {"tool": self.tool, "args": self.args, "context": self.context}
         if self.run_policy is not None:
             out["policy"] = self.run_policy
+        if self.origin is not None:
+            out["recorded"] = dict(self.origin)
         return out
 
     def key(self) -> str:
@@ -95,12 +102,13 @@ def change_kind(old: Decision, new: Decision) -> ChangeKind | None:
 
 class RuleForms:
     """Every rule of a policy by id, and the set of their forms (what a rule means:
-    effect, namespace, pattern, condition), built once per policy."""
+    effect, namespace, pattern, condition), built once per policy (None: a policy
+    that is not known, such as the one a recorded decision was made under: no form)."""
 
-    def __init__(self, policy: Evaluator) -> None:
+    def __init__(self, policy: Evaluator | None) -> None:
         self.by_id: dict[str, tuple[Any, ...]] = {}
-        records = [policy.rule(i) for i in range(policy.rule_count)]
-        if policy.approvals is not None:
+        records = [] if policy is None else [policy.rule(i) for i in range(policy.rule_count)]
+        if policy is not None and policy.approvals is not None:
             records += policy.approvals.all_rules()
         for rule in records:
             cond = rule.condition
@@ -158,9 +166,10 @@ def decision_to_dict(d: Decision) -> dict[str, Any]:
 
 
 class Comparer:
-    """Decides requests under two policies and builds ``Change`` records."""
+    """Decides requests under two policies and builds ``Change`` records (``old`` None:
+    the old decisions are given to ``change``, and the old rules' forms are unknown)."""
 
-    def __init__(self, old: Evaluator, new: Evaluator) -> None:
+    def __init__(self, old: Evaluator | None, new: Evaluator) -> None:
         self.old = old
         self.new = new
         self._forms: tuple[RuleForms, RuleForms] | None = None
@@ -174,8 +183,14 @@ class Comparer:
 
     def compare_one(self, request: Request) -> Change | None:
         """The change ``request`` shows, or None when both policies decide it alike."""
+        assert self.old is not None, "compare_one needs the old policy"
         old = decide_request(self.old, request)
         new = decide_request(self.new, request)
+        return self.change(request, old, new)
+
+    def change(self, request: Request, old: Decision, new: Decision) -> Change | None:
+        """The change between two decisions of ``request`` (None: the same effect and
+        reason), with the rules responsible."""
         kind = change_kind(old, new)
         if kind is None:
             return None
@@ -194,9 +209,13 @@ class Comparer:
         if not responsible:
             responsible = [("new", r) for r in new.rule_ids] + [("old", r) for r in old.rule_ids]
         pattern = None
-        if responsible:
-            side, ref = responsible[0]
+        for side, ref in responsible:
             pattern = (new_forms if side == "new" else old_forms).pattern(ref.id)
+            if pattern is not None or self.old is not None:
+                break
+            # a recorded rule of a policy that is not known: named by its id
+            pattern = f"(rule {ref.id} of the recorded policy)"
+            break
         return Change(request, old, new, kind, tuple(responsible), pattern)
 
 
@@ -287,11 +306,16 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
 
 
+def _where(ref: RuleRef) -> str:
+    """``id (file:line:col)``, or the id alone when its position is not known."""
+    return f"{ref.id} ({ref.file}:{ref.line}:{ref.col})" if ref.file else ref.id
+
+
 def _decision_line(d: Decision) -> str:
     text = f"{d.effect.value} {d.reason.value}"
     if d.rule_ids:
         verb = "by" if d.effect.value == "allow" or d.reason.value == "forbidden" else "with"
-        text += f" {verb} " + ", ".join(f"{r.id} ({r.file}:{r.line}:{r.col})" for r in d.rule_ids)
+        text += f" {verb} " + ", ".join(_where(r) for r in d.rule_ids)
     return text
 
 
@@ -315,15 +339,18 @@ def render_groups(groups: Sequence[ChangeGroup]) -> list[str]:
         lines.append(
             f"{g.kind}: {tools} ({g.action or '-'}) on {pattern}  [{count} request{plural}]"
         )
-        rules = ", ".join(
-            f"{'+' if side == 'new' else '-'}{ref.id} ({ref.file}:{ref.line}:{ref.col})"
-            for side, ref in g.rules
-        )
+        rules = ", ".join(f"{'+' if side == 'new' else '-'}{_where(ref)}" for side, ref in g.rules)
         if rules:
             lines.append(f"  rules: {rules}")
         for change in g.examples:
             req = change.request
             run = f" under {req.run_policy}" if req.run_policy is not None else ""
+            origin = req.origin
+            if origin is not None:
+                run += (
+                    f"  (attempt {origin.get('seq')} of turn {origin.get('turn_id')}"
+                    f" at {origin.get('started_at')})"
+                )
             lines.append(f"  - call {req.tool} {_show(req.args)}{run}")
             lines.append(f"    context {_show(req.context)}")
             lines.append(f"    old: {_decision_line(change.old)}")

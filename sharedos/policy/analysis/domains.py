@@ -14,10 +14,21 @@ missing. Any other key (one a newer kernel passes, or a hand-written
 context's) is tried missing and with the values its uses suggest, like an
 argument. Arguments may hold any JSON value or be missing.
 
+``context.now`` (the time of the call, ``sharedos.policy.clock``) is always
+the complete object the host gives, never missing: its members take their
+valid values only, chosen jointly (``clock_values``), so every witness is a
+time there is.
+
 A variable interpolated into a pattern (``{context.principal}``) also gets
 a value equal to every literal segment of the patterns and values that are
 *unsafe* in a segment (containing ``/`` or ``*``, ``.``, ``..``), since those
 decide whether the pattern matches.
+
+A variable read through ``path()`` (``startswith(path(args.dst), "/a/")``)
+takes the canonical paths that tell its tests apart (one witness path per
+combination, ``segments.witnesses``, exactly as resources are found) and one
+value that is no path at all. A variable tested with ``has`` is tried
+missing and present.
 """
 
 from __future__ import annotations
@@ -27,8 +38,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.policy.analysis.atoms import Atoms, Uses, Var
-from sharedos.policy.analysis.strings import Glob, representatives
+from sharedos.policy.analysis.atoms import Atoms, ResourceAtom, Uses, Var
+from sharedos.policy.analysis.segments import SegPattern, Shape, witnesses
+from sharedos.policy.analysis.strings import STAR, Glob, representatives
 
 
 class _Missing:
@@ -58,11 +70,19 @@ _READABLE = ("user", "alice", "bob", "carol", "dave")
 IDENTIFIERS = ("principal", "tenant", "turn_id")
 
 
+#: The context key of the time of the call (``sharedos.policy.clock``).
+CLOCK = "now"
+
+
 def context_kind(path: tuple[str, ...]) -> str:
     """What the kernel can put at ``context.<path>``: ``identifier``, ``roles``,
-    ``attributes`` (the object), ``absent`` (below an identifier or the roles: a
-    string or a list has no keys) or ``any`` (an attribute, or a key this schema
-    does not know, such as one a newer kernel passes: any JSON value, or missing)."""
+    ``attributes`` (the object), ``now`` (the time object) or ``now.<member>`` (one
+    of its members), ``absent`` (below an identifier, the roles or a member of the
+    time, or a member the time does not have) or ``any`` (an attribute, or a key this
+    schema does not know, such as one a newer kernel passes: any JSON value, or
+    missing)."""
+    from sharedos.policy.clock import FIELDS
+
     head = path[0]
     if head in IDENTIFIERS:
         return "identifier" if len(path) == 1 else "absent"
@@ -70,6 +90,10 @@ def context_kind(path: tuple[str, ...]) -> str:
         return "roles" if len(path) == 1 else "absent"
     if head == "attributes":
         return "attributes" if len(path) == 1 else "any"
+    if head == CLOCK:
+        if len(path) == 1:
+            return "now"
+        return f"now.{path[1]}" if len(path) == 2 and path[1] in FIELDS else "absent"
     return "any"
 
 
@@ -83,10 +107,12 @@ def _any_string(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Domain:
-    """The values to try for one variable; ``complete`` False when some class was cut."""
+    """The values to try for one variable; ``complete`` False when some class was cut
+    (``note``: why, when it is not a bound)."""
 
     values: tuple[Any, ...]
     complete: bool = True
+    note: str | None = None
 
 
 class Domains:
@@ -123,6 +149,8 @@ class Domains:
                 own.boolean,
                 own.as_path,
                 elements=list(own.elements),
+                path_atoms=dict(own.path_atoms),
+                presence=own.presence,
             )
             merged[var] = m
         # equality: a connected component shares its constants
@@ -191,14 +219,33 @@ class Domains:
             return Domain(tuple(_dedupe([*lists.values, *extra])), lists.complete)
         if kind == "attributes":
             return Domain(({},))
+        if kind.startswith("now"):
+            # the time is joined into one object per witness (``clock_values``): here,
+            # only whether its member is read at all
+            return Domain((MISSING,))
         # any JSON value, or missing
         values: list[Any] = [MISSING, None]
         complete = True
-        used = False
-        if uses.strings or var in self._interpolated or uses.as_path:
+        note: str | None = None
+        used = uses.presence  # missing and present (null): what `has` tells apart
+        raw = bool(uses.strings) or var in self._interpolated
+        if raw:
             strings = self._strings(var, uses, _any_string)
             values += strings.values
             complete = complete and strings.complete
+            note = strings.note
+            used = True
+        if uses.as_path:
+            paths = self._paths(uses)
+            # a string that is no path (path() is an error) and the canonical paths
+            values += ["x", *paths.values]
+            complete = complete and paths.complete
+            if raw:
+                complete = False
+                note = (
+                    "read both through path() and as written: the values tried are "
+                    "canonical paths and the written forms apart, not every mix"
+                )
             used = True
         if uses.bounds:
             values += _numbers(uses.bounds)
@@ -220,7 +267,22 @@ class Domains:
         if not used:
             # read only where the analysis has a gap: one value of every JSON type
             values += ["x", 0, True, [], {}]
-        return Domain(tuple(_dedupe(values)), complete)
+        return Domain(tuple(_dedupe(values)), complete, note)
+
+    def _paths(self, uses: Uses) -> Domain:
+        """One canonical path per combination of the tests on a variable's ``path()``
+        (a witness, as for resources)."""
+        from sharedos.policy.analysis.resource_atoms import translate
+
+        patterns: list[SegPattern] = []
+        for test, position, text in uses.path_atoms:
+            atom = ResourceAtom(test, position, _lit(text), False, frozenset())
+            patterns += [p for p in translate(atom, {}) if p.absolute]
+        found = witnesses(patterns, Shape(True, None), max_states=self._max_states)
+        texts = [w.text for w in found.found]
+        if len(texts) == 1:
+            texts.append("/x")  # no test on it: a path under the root too
+        return Domain(tuple(texts), found.complete)
 
     def _strings(self, var: Var, uses: Uses, valid: Any) -> Domain:
         globs = list(uses.strings)
@@ -232,6 +294,13 @@ class Domains:
         if uses.as_path:
             globs.append(Glob.prefix("/"))
         globs = _dedupe(globs)
+        note = None
+        if any(g.fold for g in globs) and any(not g.fold and STAR in g.tokens for g in globs):
+            note = (
+                "read both through lower() and with a wildcard test as written: a value "
+                "whose case folding depends on neighbouring characters (a combining "
+                "mark) is not tried"
+            )
         classes = representatives(globs, valid=valid, max_states=self._max_states)
         # a readable value in place of a shortest one that no glob singles out, when it
         # is treated exactly alike ("user" rather than "x")
@@ -248,7 +317,7 @@ class Domains:
             strings.append(text)
         # ordinary values first: examples read better, and a sample keeps them
         ordered = sorted(strings, key=lambda s: (not _ordinary(s), s not in _READABLE, len(s)))
-        return Domain(tuple(ordered), classes.complete)
+        return Domain(tuple(ordered), classes.complete and note is None, note)
 
     def _lists(self, uses: Uses, *, strings_only: bool) -> Domain:
         members = [m for m in uses.members if not strings_only or type(m) is str]
@@ -296,13 +365,46 @@ def _numbers(bounds: list[int | float]) -> list[int | float]:
     return out
 
 
+def _lit(value: Any) -> str:
+    import json
+
+    return json.dumps(["lit", value], separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _strict(value: Any) -> Any:
+    """A key that tells apart what the language's equality tells apart at any depth
+    (``true`` and ``1``, ``[true]`` and ``[1]``, ``{"a": true}`` and ``{"a": 1}``),
+    which Python's ``==`` does not."""
+    if value is MISSING:
+        return ("missing",)
+    if isinstance(value, bool) or value is None:
+        return (type(value).__name__, value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list | tuple):
+        return ("list", tuple(_strict(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", tuple(sorted((str(k), _strict(v)) for k, v in value.items())))
+    try:
+        hash(value)
+    except TypeError:
+        return ("other", repr(value))
+    return ("other", value)
+
+
 def _has(values: list[Any], value: Any) -> bool:
-    return any(type(v) is type(value) and v == value for v in values)
+    key = _strict(value)
+    return any(_strict(v) == key for v in values)
 
 
 def _dedupe(values: Iterable[Any]) -> list[Any]:
     out: list[Any] = []
+    seen: set[Any] = set()
     for value in values:
-        if not _has(out, value):
+        key = _strict(value)
+        if key not in seen:
+            seen.add(key)
             out.append(value)
     return out

@@ -32,8 +32,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.policy.analysis.atoms import Atoms, Gap, ResourceAtom, Var, reads_of, var_text
-from sharedos.policy.analysis.domains import MISSING, Domains
+from sharedos.policy.analysis.atoms import (
+    Atoms,
+    Gap,
+    ResourceAtom,
+    Var,
+    reads_of,
+    value_reads_of,
+    var_text,
+)
+from sharedos.policy.analysis.clock_values import MemberUses, now_values
+from sharedos.policy.analysis.domains import CLOCK, MISSING, Domains
 from sharedos.policy.analysis.resource_atoms import atom_patterns
 from sharedos.policy.analysis.segments import (
     SegPattern,
@@ -46,6 +55,7 @@ from sharedos.policy.analysis.segments import (
     witnesses,
 )
 from sharedos.policy.analysis.strings import Glob, representatives
+from sharedos.policy.clock import FIELDS as CLOCK_FIELDS
 from sharedos.policy.conditions import roots, unparse
 from sharedos.policy.ir import RuleRecord
 from sharedos.policy.patterns import is_context_dependent, lookup_context, resolve
@@ -229,7 +239,9 @@ class RequestSpace:
             max_states=self.limits.max_states,
         )
         self._resource_vars: set[Var] = set(old.resource_args()) | set(new.resource_args())
-        reads = set().union(*(reads_of(r.condition) for r in rules)) if rules else set()
+        # a `has` of the argument naming the resource is true wherever a rule's
+        # condition is evaluated (a call without it is unresolvable first)
+        reads = set().union(*(value_reads_of(r.condition) for r in rules)) if rules else set()
         for var in sorted(reads & self._resource_vars):
             self._gap(
                 None,
@@ -341,7 +353,7 @@ class RequestSpace:
         outer_domains = [self.domains.domain(v) for v in self.outer]
         for var, dom in zip(self.outer, outer_domains, strict=True):
             if not dom.complete:
-                self._gap(None, var_text(var), "its values were cut at a bound")
+                self._gap(None, var_text(var), dom.note or "its values were cut at a bound")
         made = 0
         for outer in self._product([d.values for d in outer_domains], lim.max_contexts, "contexts"):
             base = json.loads(json.dumps(BASE_CONTEXT))
@@ -558,14 +570,21 @@ class RequestSpace:
                 reads.setdefault(var, None)
         outer = set(self.outer)
         inner = [v for v in reads if v not in outer and v not in self._resource_vars]
+        # the time is one variable, its members chosen jointly (``clock_values``)
+        clock = [v for v in inner if v[0] == "context" and v[1][0] == CLOCK]
+        if clock:
+            inner = [v for v in inner if v not in clock] + [("context", (CLOCK,))]
         # shallow paths first, so a deeper key lands inside an object made for it
         inner.sort(key=lambda v: (len(v[1]), v))
         atoms, local = self._local_domains(rules)
         domains: list[list[Any]] = []
         for var in inner:
+            if var == ("context", (CLOCK,)):
+                domains.append(list(self._clock_values(atoms, clock)))
+                continue
             dom = local.domain(var)
             if not dom.complete:
-                self._gap(None, var_text(var), "its values were cut at a bound")
+                self._gap(None, var_text(var), dom.note or "its values were cut at a bound")
             domains.append(list(dom.values) + self._related_values(atoms, var, context))
         for combo in self._product(domains, self.limits.max_combinations, "combinations"):
             ctx = json.loads(json.dumps(context))
@@ -578,6 +597,24 @@ class RequestSpace:
                     if var[0] == "args":
                         set_path(args, var[1], value)
                 yield args, ctx
+
+    def _clock_values(self, atoms: Atoms, members: Sequence[Var]) -> tuple[dict[str, Any], ...]:
+        """The ``context.now`` objects to try, from what these rules tell apart in it."""
+        uses: dict[str, MemberUses] = {}
+        for var in members:
+            path = var[1]
+            if len(path) != 2 or path[1] not in CLOCK_FIELDS:
+                continue  # the object itself (``has context.now``), or no member: inert
+            found = atoms.uses.get(var)
+            if found is None:
+                uses.setdefault(path[1], MemberUses())
+                continue
+            bounds = tuple(b for b in found.bounds if b == b and abs(b) != float("inf"))
+            uses[path[1]] = MemberUses(bounds, tuple(found.strings))
+        domain = now_values(uses)
+        if domain.note is not None:
+            self._gap(None, "context.now", domain.note)
+        return domain.values
 
     def _local_domains(self, rules: Sequence[RuleRecord]) -> tuple[Atoms, Domains]:
         """The atoms and domains of just these rules (those that can apply at one

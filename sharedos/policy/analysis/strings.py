@@ -4,7 +4,14 @@ A *glob* here is text with ``*`` wildcards matched against a whole string
 (``*`` is any run of characters): a literal ``"admin"``, a prefix
 ``"ad*"`` (``startswith``), a suffix ``"*.md"`` (``endswith``), an infix
 ``"*li*"`` (``contains``), a pattern segment ``"pre*"``. ``fold`` globs
-compare lower-cased characters (``lower(s) == "alice"``).
+test the caseless key ``lower(s)`` is (``sharedos.policy.text.fold``:
+``lower(s) == "alice"`` holds for ``"ALICE"``, ``"Ａｌｉｃｅ"``; ``lower(s) ==
+"ss"`` for ``"ß"``): the walk folds character by character, which is the
+key of every string whose folding does not depend on neighbouring characters
+(a combining mark composing with the letter before it). ``representatives``
+keeps only such strings when a fold glob is weighed (``composition_free``),
+and every class of the key has one (the key itself, ``fold`` being
+idempotent).
 
 ``representatives`` answers: which combinations of these predicates can a
 string satisfy, and what is one (short) string for each? It walks the product
@@ -22,7 +29,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+from sharedos.policy.text import fold as _fold
 
 #: The wildcard token of a glob (any run of characters, the empty one included).
 STAR: None = None
@@ -117,10 +127,11 @@ class Glob:
         return cls(tuple(tokens))
 
     def matches(self, text: str) -> bool:
-        """Does ``text`` satisfy this glob? (The same automaton ``representatives`` walks.)"""
+        """Does ``text`` satisfy this glob? (The automaton ``representatives`` walks; a
+        fold glob reads the whole string's caseless key, as ``lower`` makes it.)"""
         states = self.initial()
-        for ch in text:
-            states = _step(self.tokens, self.fold, states, ch)
+        for ch in _fold(text) if self.fold else text:
+            states = _step(self.tokens, False, states, ch)
             if not states:
                 return False
         return self.final(states)
@@ -139,9 +150,31 @@ def _closure(tokens: tuple[Token, ...], states: set[int]) -> frozenset[int]:
     return frozenset(seen)
 
 
+@lru_cache(maxsize=4096)
+def fold_char(ch: str) -> str:
+    """The caseless key of one character (``lower``'s, which may be several characters:
+    ``ß`` is ``ss``)."""
+    return _fold(ch)
+
+
+def composition_free(text: str) -> bool:
+    """Is ``lower(text)`` the characters' own keys end to end (no character's folding
+    depends on its neighbours)?"""
+    return text.isascii() or _fold(text) == "".join(fold_char(c) for c in text)
+
+
 def _step(tokens: tuple[Token, ...], fold: bool, states: frozenset[int], ch: str) -> frozenset[int]:
+    if fold:
+        key = ch.lower() if ch.isascii() else fold_char(ch)
+        if len(key) != 1:
+            for part in key:  # one character whose key is several (or none)
+                states = _step(tokens, False, states, part)
+                if not states:
+                    break
+            return states
+    else:
+        key = ch
     n = len(tokens)
-    key = ch.lower() if fold else ch
     out: set[int] = set()
     for i in states:
         if i < n:
@@ -202,6 +235,12 @@ def representatives(
     """
     chars = alphabet(globs, extra)
     fresh = chars[0]
+    if any(g.fold for g in globs):
+        plain_valid = valid
+
+        def valid(text: str) -> bool:
+            return plain_valid(text) and composition_free(text)
+
     # A state lists only the globs still alive, as (glob, positions): most die at their
     # first character, so a step touches few of them.
     start: _State = tuple((k, st) for k, g in enumerate(globs) if (st := g.initial()))

@@ -1,0 +1,321 @@
+"""Replay: decide recorded attempts again under a candidate policy, report what would change.
+
+``replay(records, new)`` takes the attempts a store holds (``iter_records``)
+and, for each one the kernel decided, builds the request it decided — the
+tool, the recorded arguments, the recorded decision context
+(``EvidenceRecord.access_context()``: principal, tenant, roles, attributes)
+and, for a policy that reads the clock, the time of the call — decides it
+under NEW with the real evaluator, and compares the result with the decision
+that was *recorded* (what was enforced). The differences are grouped and
+rendered by ``sharedos.policy.analysis.compare``, exactly as ``diff`` groups
+its counterexamples: by (tool, action, pattern, kind), the kinds being
+widened, narrowed and reason changed.
+
+What is not replayed, and why (each counted in ``ReplayReport.skipped``):
+
+* ``no_context``: an attempt recorded before schema 4 has no decision context
+  (only its principal and tenant; its roles and attributes were never
+  written), so there is nothing faithful to decide it in;
+* ``context_too_large``: a context over 64 KiB was kept as a marker only;
+* ``arguments_not_kept``: arguments over 64 KiB (or not JSON) were kept as a
+  marker only: the call cannot be rebuilt;
+* ``refused before a decision: <reason>``: a call refused before the policy
+  was asked (``tool_unavailable``: no such tool, or no requirement;
+  ``not_in_run_policy``; ``not_in_turn_catalog``; ``invalid_arguments``;
+  ``malformed_request``; ``turn_closed``; ``internal_error``;
+  ``evidence_unavailable``): no policy decided it, so there is no decision to
+  compare, and its refusal does not depend on the rules a new policy changes
+  (the catalogue, the run policy and the input schema decide it).
+
+Replayed but not exactly as made (``ReplayReport.notes``): arguments a secret
+was redacted from (conditions see ``[redacted]``), and the time of a call
+recorded without ``now`` (before the host recorded it): ``started_at`` in
+``time_zone``.
+
+With ``old`` (the policy the records were decided under), attempts recorded
+under that policy (``policy_hash`` equal to its ``bundle_hash``) get the
+responsible rules exactly as ``diff`` names them, and are decided under OLD
+too: an attempt OLD does not decide as recorded is counted in ``mismatched``
+(a sign that the context or arguments replayed are not what was decided).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sharedos.evidence.record import REDACTED, EvidenceRecord
+from sharedos.outcomes import Effect, ReasonCode
+from sharedos.policy.analysis.compare import (
+    KINDS,
+    Change,
+    ChangeGroup,
+    ChangeKind,
+    Comparer,
+    Request,
+    change_kind,
+    decide_request,
+    group_changes,
+    render_groups,
+    summary,
+)
+from sharedos.policy.clock import ClockError, expand, now_value
+from sharedos.policy.decision import Decision, RuleRef
+
+__all__ = ["ReplayReport", "recorded_decision", "replay", "request_of"]
+
+#: the reasons a decision of the policy can be recorded with (anything else was refused
+#: before the policy was asked)
+_DECIDED = frozenset(
+    {
+        ReasonCode.ALLOWED,
+        ReasonCode.NO_MATCHING_PERMIT,
+        ReasonCode.FORBIDDEN,
+        ReasonCode.UNRESOLVABLE_RESOURCE,
+        ReasonCode.TOOL_UNAVAILABLE,
+    }
+)
+
+
+class NotReplayable(Exception):
+    """Why one recorded attempt cannot be replayed (its ``str`` is the skip key)."""
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """What ``replay`` found (see the module docstring)."""
+
+    groups: list[ChangeGroup] = field(default_factory=list)
+    #: attempts read from the store
+    attempts: int = 0
+    #: attempts decided again under NEW
+    replayed: int = 0
+    #: why -> how many attempts were not replayed
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: what -> how many replayed attempts it concerns (approximations)
+    notes: Counter[str] = field(default_factory=Counter)
+    #: recorded policy hash -> attempts replayed that it decided
+    recorded_policies: Counter[str] = field(default_factory=Counter)
+    #: attempts recorded under OLD (with ``old``) that OLD decides otherwise now
+    mismatched: int = 0
+    matched_old: int = 0
+    kinds: tuple[ChangeKind, ...] = KINDS
+
+    @property
+    def changed(self) -> bool:
+        """True when some replayed attempt decides differently under NEW."""
+        return bool(self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the ``--format json`` document)."""
+        return {
+            "verdict": "changed" if self.changed else "unchanged",
+            "changed": self.changed,
+            "kinds": list(self.kinds),
+            "summary": {
+                **summary(self.groups),
+                "attempts": self.attempts,
+                "replayed": self.replayed,
+                "skipped": sum(self.skipped.values()),
+                "matched_old": self.matched_old,
+                "mismatched": self.mismatched,
+            },
+            "groups": [g.to_dict() for g in self.groups],
+            "skipped": dict(sorted(self.skipped.items())),
+            "notes": dict(sorted(self.notes.items())),
+            "recorded_policies": dict(self.recorded_policies.most_common()),
+        }
+
+    def render(self) -> str:
+        """The text report."""
+        lines = render_groups(self.groups)
+        if self.skipped:
+            lines.append("not replayed:")
+            for why, n in sorted(self.skipped.items()):
+                lines.append(f"  {n} {_plural(n)}: {why}")
+        if self.notes:
+            lines.append("replayed, not exactly as decided:")
+            for what, n in sorted(self.notes.items()):
+                lines.append(f"  {n} {_plural(n)}: {what}")
+        if self.mismatched:
+            lines.append(
+                f"warning: {self.mismatched} of {self.matched_old} attempts recorded under "
+                "OLD are not decided as recorded by OLD now: their replayed context or "
+                "arguments are not what was decided"
+            )
+        s = summary(self.groups)
+        lines.append(
+            f"{self.attempts} attempts read, {self.replayed} decided again; "
+            f"{s['changes']} decide differently in {s['groups']} groups "
+            f"({s['widened']} widened, {s['narrowed']} narrowed, "
+            f"{s['reason_changed']} reason changed)"
+        )
+        only = "" if self.kinds == KINDS else f" (looking for: {', '.join(self.kinds)})"
+        if self.changed:
+            lines.append(f"result: some recorded decisions would change{only}")
+        elif self.replayed:
+            lines.append(f"result: no recorded decision would change{only}")
+        else:
+            lines.append("result: no attempt could be replayed (see above)")
+        return "\n".join(lines)
+
+
+def _plural(n: int) -> str:
+    return "attempt" if n == 1 else "attempts"
+
+
+def recorded_decision(
+    record: EvidenceRecord, rules: Mapping[str, RuleRef] | None = None
+) -> Decision:
+    """The decision ``record`` was enforced with, as a ``Decision`` (its rules' positions
+    from ``rules``, the old policy's rules by id, when given, else their ids only);
+    ``NotReplayable`` when none was made."""
+    effect = record.effect
+    if effect is None:
+        reason = record.reason.value if record.reason is not None else "unknown"
+        raise NotReplayable(f"refused before a decision: {reason}")
+    kind: Literal["permit", "forbid"]
+    if effect == Effect.ALLOW.value:
+        reason_code = ReasonCode.ALLOWED
+        kind = "permit"
+    else:
+        if record.reason is None or record.reason not in _DECIDED:
+            raise NotReplayable("a denial without its decision's reason")
+        reason_code = record.reason
+        kind = "forbid" if reason_code is ReasonCode.FORBIDDEN else "permit"
+    known = rules or {}
+    refs = tuple(known.get(rid) or RuleRef(rid, "", 0, 0, kind) for rid in record.rule_ids)
+    return Decision(
+        effect=Effect(effect),
+        reason=reason_code,
+        tool=record.tool,
+        namespace=record.namespace,
+        action=record.action,
+        resource=record.resource,
+        rule_ids=refs,
+        detail="as recorded",
+    )
+
+
+def request_of(
+    record: EvidenceRecord,
+    *,
+    reads_clock: bool,
+    time_zone: str = "UTC",
+    run_policy: str | None = None,
+) -> tuple[Request, list[str]]:
+    """The request ``record`` decided: tool, recorded arguments, recorded context (and the
+    time of the call when ``reads_clock``), with what is approximate about it."""
+    notes: list[str] = []
+    try:
+        access = record.access_context()
+    except ValueError:
+        raise NotReplayable(
+            "context_too_large"
+            if record.context
+            else "no_context: recorded before schema 4 (no decision context)"
+        ) from None
+    args = record.arguments if record.arguments is not None else {}
+    if not isinstance(args, Mapping) or _marker(args):
+        raise NotReplayable("arguments_not_kept: too large or not JSON when recorded")
+    if _redacted(args):
+        notes.append(f"arguments hold a redacted secret (conditions see {REDACTED!r})")
+    context: dict[str, Any] = dict(access.policy_input)
+    if reads_clock:
+        recorded = (record.context or {}).get("now")
+        now: Any = None
+        if isinstance(recorded, Mapping):
+            now = dict(recorded)
+        else:
+            try:
+                now = now_value(datetime.fromisoformat(record.started_at), time_zone)
+            except (ClockError, ValueError):
+                try:
+                    now = expand(record.started_at)
+                except ClockError:
+                    now = None
+            notes.append(f"time of the call not recorded: its started_at in {time_zone}")
+        if now is not None:
+            context["now"] = now
+    origin = {
+        "seq": record.seq,
+        "turn_id": record.turn_id,
+        "call_id": record.call_id,
+        "started_at": record.started_at,
+        "policy_hash": record.policy_hash,
+    }
+    return Request(record.tool, dict(args), context, run_policy, origin), notes
+
+
+def _marker(args: Mapping[str, Any]) -> bool:
+    """Is ``args`` the marker stored in place of arguments that could not be kept?"""
+    return (args.get("$truncated") is True and "$bytes" in args) or (
+        len(args) == 1 and "$unstorable" in args
+    )
+
+
+def _redacted(value: Any) -> bool:
+    """Does a redacted secret (or a value scrubbed of one) appear in ``value``?"""
+    try:
+        return REDACTED in json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return True
+
+
+def replay(
+    records: Iterable[EvidenceRecord],
+    new: Any,
+    *,
+    old: Any = None,
+    time_zone: str = "UTC",
+    run_policy: str | None = None,
+    kinds: Iterable[ChangeKind] | None = None,
+    max_examples: int = 3,
+) -> ReplayReport:
+    """Decide each recorded attempt of ``records`` again under ``new`` and group those
+    that would change (see the module docstring). ``old``: the policy the records were
+    decided under, when known. ``run_policy``: decide as a run under that toolpolicy of
+    ``new`` (a tool outside its managed set is ``not_in_run_policy``)."""
+    wanted = tuple(k for k in KINDS if kinds is None or k in set(kinds))
+    report = ReplayReport(kinds=wanted)
+    reads_clock = bool(getattr(new, "reads_clock", False)) or bool(
+        getattr(old, "reads_clock", False)
+    )
+    known = Comparer(old, new) if old is not None else None
+    unknown = Comparer(None, new)
+    old_hash = getattr(old, "bundle_hash", None)
+    old_rules = {r.id: r for r in old.rules} if old is not None else None
+
+    def changes() -> Iterator[Change]:
+        for record in records:
+            report.attempts += 1
+            try:
+                matches_old = old_hash is not None and record.policy_hash == old_hash
+                # the context first: a record older than schema 4 may lack its effect too
+                request, notes = request_of(
+                    record, reads_clock=reads_clock, time_zone=time_zone, run_policy=run_policy
+                )
+                was = recorded_decision(record, old_rules if matches_old else None)
+            except NotReplayable as exc:
+                report.skipped[str(exc)] += 1
+                continue
+            report.replayed += 1
+            report.recorded_policies[record.policy_hash or "(none)"] += 1
+            for note in notes:
+                report.notes[note] += 1
+            if matches_old:
+                report.matched_old += 1
+                again = decide_request(old, Request(request.tool, request.args, request.context))
+                if change_kind(was, again) is not None:
+                    report.mismatched += 1
+            comparer = known if matches_old and known is not None else unknown
+            change = comparer.change(request, was, decide_request(new, request))
+            if change is not None and change.kind in wanted:
+                yield change
+
+    report.groups = group_changes(changes(), max_examples)
+    return report

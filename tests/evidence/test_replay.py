@@ -1,0 +1,257 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.evidence.stores)
+"""``sharedos evidence replay``: recorded attempts decided again under a candidate policy.
+
+Traffic is made by a real ``RuntimeHost`` running the shipped rules (``rules/``,
+``policy/``) with the built-in files tools over a real sandbox, recorded in a
+real store (SQLite and PostgreSQL); the candidate is the shipped rules with
+one rule added or taken away. Every change a test reads is checked against
+the candidate's own decision of the same request.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+from click.testing import CliRunner
+
+from sharedos.catalog import ToolRegistry
+from sharedos.cli.main import main
+from sharedos.evidence.export import iter_records
+from sharedos.evidence.replay import replay
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.policy import compile_paths, compile_sources
+from sharedos.policy.analysis.compare import decide_request
+from sharedos.tools import register_files_tools
+from tests.evidence.stores import backend, opener, store  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "rules"
+POLICY = REPO / "policy"
+FILES = (RULES / "files.sos").read_text(encoding="utf-8")
+
+
+def shipped() -> Any:
+    return compile_paths([RULES, POLICY])
+
+
+def candidate(tmp_path: Path, files_text: str) -> Path:
+    """A copy of the shipped ``rules/`` and ``policy/`` with rules/files.sos replaced by
+    ``files_text``; returns the copy's ``rules`` directory (``policy`` beside it)."""
+    out = tmp_path / "candidate"
+    for name in ("rules", "policy"):
+        (out / name).mkdir(parents=True, exist_ok=True)
+        for src in (REPO / name).glob("*.sos"):
+            text = files_text if src.name == "files.sos" else src.read_text(encoding="utf-8")
+            (out / name / src.name).write_text(text, encoding="utf-8")
+    return out / "rules"
+
+
+def candidate_policy(tmp_path: Path, files_text: str) -> Any:
+    rules = candidate(tmp_path, files_text)
+    return compile_paths([rules, rules.parent / "policy"])
+
+
+#: (principal, roles, tool, arguments)
+TRAFFIC: list[tuple[str, tuple[str, ...], str, Any]] = [
+    ("bob", (), "files.read", {"path": "/public/readme.txt"}),
+    ("bob", (), "files.write", {"path": "/public/readme.txt", "content": "x"}),
+    ("bob", ("editor",), "files.write", {"path": "/shared/plan.md", "content": "y"}),
+    ("carol", ("editor",), "files.read", {"path": "/shared/plan.md"}),
+    ("bob", (), "files.read", {"path": "/private/salaries.csv"}),
+    ("alice", ("admin",), "files.read", {"path": "/private/salaries.csv"}),
+    ("bob", (), "files.read", {"path": "/public/../../etc/passwd"}),
+    ("bob", (), "files.rm", {"path": "/public/a"}),  # no such tool: tool_unavailable
+    ("bob", (), "files.read", {"nope": 1}),  # invalid_arguments (path is required)
+]
+
+
+def record_traffic(store: Any, tmp_path: Path, traffic: list[Any] = TRAFFIC) -> None:
+    sandbox = tmp_path / "sandbox"
+    for d in ("public", "shared", "private", "home/bob"):
+        (sandbox / d).mkdir(parents=True, exist_ok=True)
+    (sandbox / "public" / "readme.txt").write_text("hello")
+    (sandbox / "private" / "salaries.csv").write_text("1")
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    policy = shipped()
+    host = RuntimeHost(Kernel(policy, registry), store)
+    run = policy.tool_policies["dev-open"]
+
+    async def calls() -> None:
+        for i, (principal, roles, tool, args) in enumerate(traffic):
+            ctx = AccessContext(principal=principal, roles=roles, turn_id=f"turn-{i % 3}")
+            await host.invoke_tool(ToolCall(call_id=f"c{i}", tool=tool, arguments=args), ctx, run)
+
+    anyio.run(calls)
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_same_policy_changes_nothing(store: Any, tmp_path: Path) -> None:
+    record_traffic(store, tmp_path)
+    report = replay(iter_records(store), shipped(), old=shipped())
+    assert not report.changed
+    assert report.attempts == len(TRAFFIC)
+    assert report.replayed == len(TRAFFIC) - 2
+    assert report.skipped == {
+        "refused before a decision: tool_unavailable": 1,
+        "refused before a decision: invalid_arguments": 1,
+    }
+    # OLD decides every attempt it decided as it was recorded
+    assert report.matched_old == report.replayed and report.mismatched == 0
+
+
+def test_taking_a_permit_away_narrows_the_calls_it_allowed(store: Any, tmp_path: Path) -> None:
+    record_traffic(store, tmp_path)
+    text = FILES.replace('@id("files-shared-editors")\npermit * on "/shared/**"', "#", 1)
+    assert text != FILES
+    new = candidate_policy(tmp_path, text)
+    report = replay(iter_records(store), new, old=shipped(), max_examples=0)
+    assert report.changed
+    # the editors' write and read of /shared/plan.md: one group per tool
+    assert {(g.tool, g.kind, g.pattern) for g in report.groups} == {
+        ("files.write", "narrowed", "/shared/**"),
+        ("files.read", "narrowed", "/shared/**"),
+    }
+    changes = [c for g in report.groups for c in g.examples]
+    assert {c.request.args["path"] for c in changes} == {"/shared/plan.md"}
+    for group in report.groups:
+        assert [(side, ref.id) for side, ref in group.rules] == [("old", "files-shared-editors")]
+    for change in changes:
+        # the candidate really decides the recorded request so
+        again = decide_request(new, change.request)
+        assert (again.effect.value, again.reason.value) == ("deny", "no_matching_permit")
+        assert change.request.origin is not None and change.request.origin["seq"] is not None
+
+
+def test_adding_a_permit_widens_and_names_the_new_rule(store: Any, tmp_path: Path) -> None:
+    record_traffic(store, tmp_path)
+    text = FILES + '\n@id("public-writable")\npermit write on "/public/**"\n'
+    report = replay(iter_records(store), candidate_policy(tmp_path, text), max_examples=0)
+    (group,) = report.groups
+    assert group.kind == "widened" and group.tool == "files.write"
+    assert group.pattern == "/public/**"
+    assert [(side, ref.id) for side, ref in group.rules] == [("new", "public-writable")]
+    text_out = report.render()
+    assert "widened: files.write (write) on /public/**  [1 request]" in text_out
+    assert "+public-writable (rules/files.sos:" in text_out
+    assert "(attempt " in text_out and "of turn turn-1" in text_out
+
+
+def test_without_the_old_policy_recorded_rules_are_named_by_id(store: Any, tmp_path: Path) -> None:
+    record_traffic(store, tmp_path)
+    text = FILES.replace('forbid * on "/private/**"', 'forbid * on "/private/x/**"', 1)
+    report = replay(iter_records(store), candidate_policy(tmp_path, text), max_examples=0)
+    kinds = {(g.kind, g.tool) for g in report.groups}
+    # bob's read of /private/salaries.csv was forbidden; now nothing permits it
+    assert kinds == {("reason changed", "files.read")}
+    (group,) = report.groups
+    assert ("old", "files-private-admins-only") in [(s, r.id) for s, r in group.rules]
+    assert "-files-private-admins-only" in report.render()
+
+
+def version_2_store(path: Path) -> None:
+    """A store a version-2 SharedOS left: decisions recorded, no decision context."""
+    from sharedos.evidence.sqlite_schema import SCHEMA_V2
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in SCHEMA_V2:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest, arguments,"
+        " effect, resource, principal, tenant) VALUES ('t1', 'a', 'files.read',"
+        " '2026-01-01T00:00:00Z', 'sha256:0', '{\"path\": \"/public/a\"}', 'allow',"
+        " '/public/a', 'bob', 'default')"
+    )
+    conn.execute("PRAGMA user_version=2")
+    conn.close()
+
+
+def test_attempts_recorded_before_schema_4_are_counted_not_replayed(tmp_path: Path) -> None:
+    db = tmp_path / "v2.db"
+    version_2_store(db)
+    code, out, _ = cli("evidence", "replay", "--db", str(db), "--policy", str(RULES))
+    assert code == 0, out
+    assert "1 attempt: no_context: recorded before schema 4" in out
+    assert "result: no attempt could be replayed" in out
+
+
+def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(db)
+    try:
+        record_traffic(s, tmp_path)
+    finally:
+        s.close()
+    same = ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--with", str(POLICY)]
+    code, out, _ = cli(*same)
+    assert code == 0, out
+    assert "result: no recorded decision would change" in out
+    text = FILES + '\n@id("public-writable")\npermit write on "/public/**"\n'
+    widened = candidate(tmp_path, text)
+    with_policy = str(widened.parent / "policy")
+    args = ["evidence", "replay", "--db", str(db), "--policy", str(widened), "--with", with_policy]
+    code, out, _ = cli(*args, "--old", str(RULES))
+    assert code == 1, out
+    assert "result: some recorded decisions would change" in out
+    code, out, _ = cli(*args, "--format", "json", "--kind", "narrowed")
+    assert code == 0, out  # only narrowings were asked for: none
+    code, out, _ = cli(*args, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["verdict"] == "changed"
+    assert doc["summary"]["widened"] == 1 and doc["summary"]["replayed"] == len(TRAFFIC) - 2
+    (group,) = doc["groups"]
+    (example,) = group["examples"]
+    assert example["old"]["effect"] == "deny" and example["new"]["effect"] == "allow"
+    assert example["recorded"]["call_id"] == "c1"
+    assert doc["skipped"] == {
+        "refused before a decision: invalid_arguments": 1,
+        "refused before a decision: tool_unavailable": 1,
+    }
+    # a window that holds nothing
+    code, out, _ = cli(*args, "--since", "2999-01-01T00:00:00Z")
+    assert code == 0 and "0 attempts read" in out
+    # usage errors: exit 2, no traceback
+    bad = tmp_path / "bad.sos"
+    bad.write_text("namespace files\npermit read on\n")
+    for argv in (
+        ["evidence", "replay", "--db", str(tmp_path / "missing.db"), "--policy", str(RULES)],
+        ["evidence", "replay", "--db", str(db), "--policy", str(bad)],
+        ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--since", "yesterday"],
+        ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--time-zone", "Mars/X"],
+        ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--run-policy", "nope"],
+    ):
+        code, out, err = cli(*argv)
+        assert code == 2, (argv, out, err)
+        assert "Traceback" not in out + err
+
+
+def test_a_run_policy_of_the_candidate_applies(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(db)
+    try:
+        record_traffic(s, tmp_path)
+        new = compile_sources(
+            [
+                *((p.name, p.read_text()) for p in sorted(RULES.glob("*.sos"))),
+                ("narrow.sos", "toolpolicy only-read {\n  mode open\n  managed files.read\n}\n"),
+            ]
+        )
+        report = replay(iter_records(s), new, run_policy="only-read", max_examples=0)
+    finally:
+        s.close()
+    changes = [c for g in report.groups for c in g.examples]
+    assert changes and all(c.request.tool == "files.write" for c in changes)
+    assert {c.new.reason.value for c in changes} == {"not_in_run_policy"}
