@@ -75,7 +75,7 @@ class Host:
         return anyio.run(go)
 
 
-def approve(db: Path, approval_id: str, *extra: str) -> Any:
+def approve(db: Path | str, approval_id: str, *extra: str) -> Any:
     return CliRunner().invoke(
         cli_main, ["approvals", "approve", approval_id, "--db", str(db), *extra]
     )
@@ -335,3 +335,60 @@ def test_list_and_show(tmp_path: Path, status: str) -> None:
     assert shown.exit_code == 0, shown.output
     assert "files.write on /shared/release/notes.txt" in shown.output
     assert '"content": "v1\\n"' in shown.output and "release-needs-maintainer" in shown.output
+
+
+def test_a_pending_approval_survives_a_restart(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    h.store.close()  # the host goes away with the request pending
+    again = Host(tmp_path)  # a new host process on the same store
+    listed = CliRunner().invoke(cli_main, ["approvals", "list", "--db", str(again.db)])
+    assert listed.exit_code == 0 and approval_id in listed.output
+    assert approve(again.db, approval_id, "--as", "maya", "--role", "maintainer").exit_code == 0
+    ran = again.call(ARGS)
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    got = ApprovalLedger(again.store).get(approval_id)
+    assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
+
+
+def test_two_hosts_sharing_postgresql_consume_an_approval_once(tmp_path: Path, pg_url: str) -> None:
+    from sharedos.evidence.url import open_store
+
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "shared" / "release").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    policy = compile_source(POLICY, "files.sos")
+    stores = [open_store(pg_url), open_store(pg_url)]
+    hosts = [RuntimeHost(Kernel(policy, registry), s, approvals=ApprovalSettings()) for s in stores]
+    call = ToolCall(tool="files.write", arguments=ARGS, turn_id="turn-1")
+    try:
+        first = anyio.run(lambda: hosts[0].invoke_tool(call, BOB, RUN))
+        approval_id = first.structured["approvalId"]
+        # the other host sees the same pending approval
+        seen = ApprovalLedger(stores[1]).get(approval_id)
+        assert seen is not None and seen.status == "pending"
+        assert approve(pg_url, approval_id, "--as", "maya", "--role", "maintainer").exit_code == 0
+
+        async def race() -> list[Any]:
+            results: list[Any] = [None, None]
+
+            async def one(i: int) -> None:
+                results[i] = await hosts[i].invoke_tool(call, BOB, RUN)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0)
+                tg.start_soon(one, 1)
+            return results
+
+        results = anyio.run(race)
+        assert sorted(str(r.outcome) for r in results) == ["denied", "succeeded"]
+        loser = next(r for r in results if r.outcome is Outcome.DENIED)
+        assert loser.reason is ReasonCode.APPROVAL_REQUIRED
+        got = ApprovalLedger(stores[0]).get(approval_id)
+        assert got is not None and got.status == "consumed"
+        assert [e.event for e in got.events].count("consumed") == 1
+        assert verify_store(stores[1]).clean
+    finally:
+        for s in stores:
+            s.close()
