@@ -301,10 +301,9 @@ class RuntimeHost:
             attempt.decision = approved_decision(decision, answer.approval)
             return None
         attempt.approval = answer.payload()
-        said = [answer.detail] if answer.detail else []
-        if answer.approval is not None:
-            said.append(f"approval {answer.approval.approval_id} is {answer.approval.status}")
-        return _Refusal(ReasonCode.APPROVAL_REQUIRED, "; ".join(said) or None)
+        # the approval's id and status travel in the payload (``attempt.approval``); the
+        # attempt is tied to its request by the request's call id
+        return _Refusal(ReasonCode.APPROVAL_REQUIRED, answer.detail or None)
 
     async def refuse(
         self,
