@@ -252,12 +252,10 @@ class ApprovalGate:
             return GateAnswer(False, pending[0], _join(notes) or None, who)
         principal = binding.principal
         groups = self.settings.groups_of(principal)
-        can_ask = (
-            self.settings.elicitation
-            and peer is not None
-            and _can_elicit(peer)
-            and need.satisfied_by(tuple(roles), tuple(groups))
-        )
+        not_asked = self._not_asked(peer, need, principal, tuple(roles), tuple(groups))
+        can_ask = not_asked is None
+        if not_asked is not None:
+            notes.append(f"not asked at the client: {not_asked}")
         try:
             request = await self._off_loop(
                 self.ledger.request,
@@ -275,6 +273,26 @@ class ApprovalGate:
         if not can_ask:
             return GateAnswer(False, request, _join(notes) or None, who)
         return await self._ask(binding, request, call_id=call_id, peer=peer, who=who)
+
+    def _not_asked(
+        self,
+        peer: Any,
+        need: Any,
+        principal: str,
+        roles: tuple[str, ...],
+        groups: tuple[str, ...],
+    ) -> str | None:
+        """Why the person at the client is not asked (None: they are), first reason first:
+        said to the model and recorded, so what each client could do is in the evidence."""
+        if not self.settings.elicitation:
+            return "elicitation is off on this host ([approvals] elicitation)"
+        if peer is None or not bool(getattr(peer, "can_request", True)):
+            return "this call's channel cannot carry a request to the client"
+        if not _can_elicit(peer):
+            return "the client declared no elicitation"
+        if not need.satisfied_by(roles, groups):
+            return f"{principal} may not give this approval"
+        return None
 
     async def _ask(
         self, binding: Binding, request: Approval, *, call_id: str, peer: Any, who: str

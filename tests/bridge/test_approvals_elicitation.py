@@ -156,6 +156,7 @@ async def test_a_non_approver_is_not_asked_and_an_operator_approves_out_of_band(
         payload = first.structured_content or {}
         approval_id = payload["approvalId"]
         assert payload["reason"] == "approval_required" and payload["retry"] is True
+        assert "not asked at the client: bob may not give this approval" in payload["detail"]
         text = first.content[0].text  # type: ignore[union-attr]
         assert approval_id in text and "retry this same call" in text
         assert not s.written.exists()
@@ -188,4 +189,12 @@ async def test_without_a_channel_to_ask_an_approver_gets_the_out_of_band_path(
     assert result.is_error and person.asked == []
     payload = result.structured_content or {}
     assert payload["reason"] == "approval_required" and payload["approvalId"].startswith("apr-")
+    why = (
+        "this call's channel cannot carry a request to the client"
+        if mode == "auto"
+        else "the client declared no elicitation"
+    )
+    assert f"not asked at the client: {why}" in payload["detail"]
     assert not s.written.exists()
+    (record,) = s.store.query(MAYA.turn_id)  # and the evidence says why
+    assert why in (record.error or "")
