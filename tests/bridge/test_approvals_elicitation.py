@@ -105,6 +105,8 @@ async def test_an_approver_accepting_at_the_client_runs_the_call(tmp_path: Path)
     (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
     assert approval.status == "consumed" and approval.via == "elicitation"
     assert approval.approver == "maya"
+    # the client that answered, by the name it gave in initialize
+    assert approval.detail is not None and "answered accept at the client (" in approval.detail
     records = s.store.query(MAYA.turn_id)
     assert [(r.effect, str(r.outcome)) for r in records] == [("allow", "succeeded")]
     assert "release-needs-maintainer" in records[0].rule_ids
