@@ -200,3 +200,27 @@ async def test_without_a_channel_to_ask_an_approver_gets_the_out_of_band_path(
     assert not s.written.exists()
     (record,) = s.store.query(MAYA.turn_id)  # and the evidence says why
     assert why in (record.error or "")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_over_stdio_the_relayed_bridge_asks_on_a_handshake_session(
+    tmp_path: Path, mode: str
+) -> None:
+    from mcp import Client, StdioServerParameters
+
+    s = Setup(tmp_path)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    async with open_turn(s.host, MAYA, RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+        async with Client(params, mode=mode, elicitation_callback=person) as client:
+            result = await client.call_tool("files.write", ARGS)
+    if mode == "legacy":  # stdio carries the question back through the relay to the host
+        assert not result.is_error, result.content
+        assert len(person.asked) == 1 and s.written.read_text() == "v1\n"
+        (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
+        assert approval.status == "consumed" and approval.via == "elicitation"
+    else:  # 2026-07-28 over stdio: no server-to-client requests either
+        assert result.is_error and person.asked == []
+        assert "cannot carry a request" in (result.structured_content or {})["detail"]
+        assert not s.written.exists()
