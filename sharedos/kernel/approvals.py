@@ -29,11 +29,12 @@ the call can run; a store that cannot be written refuses the call.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -48,12 +49,18 @@ from sharedos.evidence.approvals import (
 )
 from sharedos.evidence.record import arguments_digest
 from sharedos.evidence.store import EvidenceStoreError
+from sharedos.outcomes import Effect, ReasonCode
+
+if TYPE_CHECKING:
+    from sharedos.kernel.attempt import Attempt
 
 __all__ = [
     "ApprovalGate",
     "ApprovalSettings",
     "GateAnswer",
+    "approved_decision",
     "elicitation_form",
+    "settle",
 ]
 
 logger = logging.getLogger("sharedos.approvals")
@@ -356,6 +363,61 @@ class ApprovalGate:
         except (EvidenceStoreError, TimeoutError):
             return approval
         return again if again is not None else approval
+
+
+def approved_decision(decision: Any, approval: Approval) -> Any:
+    """``decision`` (``approval_required``) once ``approval`` was used for the call: allowed,
+    with the same rules (the approval rules that asked, then the permits)."""
+    detail = (
+        f"{decision.detail}; approved by {approval.approver} via {approval.via} "
+        f"(approval {approval.approval_id})"
+    )
+    if dataclasses.is_dataclass(decision) and not isinstance(decision, type):
+        return dataclasses.replace(
+            decision, effect=Effect.ALLOW, reason=ReasonCode.ALLOWED, detail=detail
+        )
+    raise TypeError("an approval_required decision that is not a dataclass")
+
+
+async def settle(
+    gate: ApprovalGate | None, attempt: Attempt, policy_hash: str, peer: Any
+) -> tuple[ReasonCode, str | None] | None:
+    """The kernel's approval step for one call decided ``approval_required`` (between the
+    decision and the write-ahead commit). None: an approval of this exact call was used,
+    ``attempt.decision`` is now allowed and the call runs. Otherwise the refusal's reason
+    and detail; ``attempt.approval`` then holds the payload's approval fields. Never raises
+    but on cancellation (an internal error refuses the call: fail closed)."""
+    decision, tool, args, context = attempt.decision, attempt.tool, attempt.args, attempt.context
+    need = getattr(decision, "approval", None)
+    if gate is None or need is None or decision is None or tool is None or args is None:
+        attempt.approval = {"approvers": need.describe() if need else "", "retry": False}
+        return ReasonCode.APPROVAL_REQUIRED, "this host keeps no approvals: the call cannot run"
+    binding = gate.binding(
+        context.turn_id,
+        context.principal,
+        context.tenant,
+        tool.name,
+        str(decision.resource),
+        args,
+        policy_hash,
+    )
+    try:
+        answer = await gate.gate(
+            binding, call_id=attempt.call_id, need=need, roles=context.roles, peer=peer
+        )
+        if answer.run:
+            assert answer.approval is not None
+            attempt.decision = approved_decision(decision, answer.approval)
+            return None
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:  # fail closed: the call does not run
+        logger.exception("sharedos: internal error in the approval step of %s", attempt.call_id)
+        return ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
+    attempt.approval = answer.payload()
+    # the approval's id and status travel in the payload (``attempt.approval``); the
+    # attempt is tied to its request by the request's call id
+    return ReasonCode.APPROVAL_REQUIRED, answer.detail or None
 
 
 def _can_elicit(peer: Any) -> bool:

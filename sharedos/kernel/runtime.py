@@ -42,7 +42,7 @@ import anyio
 from jsonschema.exceptions import best_match
 
 from sharedos.catalog.definition import ToolDefinition
-from sharedos.evidence.approvals import Approval, ApprovalLedger
+from sharedos.evidence.approvals import ApprovalLedger
 from sharedos.evidence.record import (
     MAX_STORED_ARGUMENTS,
     EncodedJson,
@@ -53,7 +53,7 @@ from sharedos.evidence.redaction import Secrets, secret_values
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.store import EvidenceStore
 from sharedos.kernel.answers import answer, unrecorded
-from sharedos.kernel.approvals import ApprovalGate, ApprovalSettings
+from sharedos.kernel.approvals import ApprovalGate, ApprovalSettings, settle
 from sharedos.kernel.arguments import (
     MAX_ARGUMENT_DEPTH,
     copy_of,
@@ -137,22 +137,6 @@ def _well_formed(result: HandlerResult) -> bool:
         and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in result.content)
         and (result.structured is None or isinstance(result.structured, dict))
     )
-
-
-def approved_decision(decision: Any, approval: Approval) -> Any:
-    """``decision`` (``approval_required``) once ``approval`` was used for the call: allowed,
-    with the same rules (the approval rules that asked, then the permits)."""
-    import dataclasses
-
-    detail = (
-        f"{decision.detail}; approved by {approval.approver} via {approval.via} "
-        f"(approval {approval.approval_id})"
-    )
-    if dataclasses.is_dataclass(decision) and not isinstance(decision, type):
-        return dataclasses.replace(
-            decision, effect=Effect.ALLOW, reason=ReasonCode.ALLOWED, detail=detail
-        )
-    raise TypeError("an approval_required decision that is not a dataclass")
 
 
 def _text_of(result: HandlerResult) -> str:
@@ -264,46 +248,9 @@ class RuntimeHost:
 
     async def _approval_step(self, attempt: Attempt, peer: Any) -> Verdict:
         """5a. A call that needs approval: use an approval of this exact call, or ask, or
-        refuse naming a pending one (``sharedos.kernel.approvals``). None: the call runs."""
-        decision, tool, args, context = (
-            attempt.decision,
-            attempt.tool,
-            attempt.args,
-            attempt.context,
-        )
-        need = getattr(decision, "approval", None)
-        gate = self.approvals
-        if gate is None or need is None or decision is None or tool is None or args is None:
-            attempt.approval = {"approvers": need.describe() if need else "", "retry": False}
-            return _Refusal(
-                ReasonCode.APPROVAL_REQUIRED, "this host keeps no approvals: the call cannot run"
-            )
-        binding = gate.binding(
-            context.turn_id,
-            context.principal,
-            context.tenant,
-            tool.name,
-            str(decision.resource),
-            args,
-            self.kernel.policy_hash,
-        )
-        try:
-            answer = await gate.gate(
-                binding, call_id=attempt.call_id, need=need, roles=context.roles, peer=peer
-            )
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:  # fail closed: the call does not run
-            logger.exception("sharedos: internal error in the approval step of %s", attempt.call_id)
-            return _Refusal(ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        if answer.run:
-            assert answer.approval is not None
-            attempt.decision = approved_decision(decision, answer.approval)
-            return None
-        attempt.approval = answer.payload()
-        # the approval's id and status travel in the payload (``attempt.approval``); the
-        # attempt is tied to its request by the request's call id
-        return _Refusal(ReasonCode.APPROVAL_REQUIRED, answer.detail or None)
+        refuse naming a pending one (``sharedos.kernel.approvals.settle``). None: it runs."""
+        refused = await settle(self.approvals, attempt, self.kernel.policy_hash, peer)
+        return None if refused is None else _Refusal(*refused)
 
     async def refuse(
         self,
