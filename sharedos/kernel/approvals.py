@@ -344,11 +344,11 @@ class ApprovalGate:
                 False, request, f"the answer could not be recorded ({_why(exc)})", who
             )
         if not approve:
-            said = "declined" if action != "accept" else "did not approve"
+            said = {"decline": "declined", "cancel": "cancelled"}.get(action, "did not approve")
             return GateAnswer(
                 False,
                 decided,
-                f"the person at the client {said} approval {request.approval_id}",
+                f"the person at the client{client} {said} approval {request.approval_id}",
                 who,
             )
         try:

@@ -116,7 +116,7 @@ async def test_an_approver_accepting_at_the_client_runs_the_call(tmp_path: Path)
     ("answer", "said"),
     [
         (ElicitResult(action="decline"), "declined"),
-        (ElicitResult(action="cancel"), "declined"),
+        (ElicitResult(action="cancel"), "cancelled"),
         (ElicitResult(action="accept", content={"approve": False}), "did not approve"),
         (None, "no answer from the client"),
     ],
