@@ -220,6 +220,8 @@ async def test_over_stdio_the_relayed_bridge_asks_on_a_handshake_session(
         assert len(person.asked) == 1 and s.written.read_text() == "v1\n"
         (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
         assert approval.status == "consumed" and approval.via == "elicitation"
+        # the client's initialize name came through the relay too
+        assert approval.detail is not None and "answered accept at the client (" in approval.detail
     else:  # 2026-07-28 over stdio: no server-to-client requests either
         assert result.is_error and person.asked == []
         assert "cannot carry a request" in (result.structured_content or {})["detail"]
