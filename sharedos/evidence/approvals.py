@@ -407,6 +407,14 @@ class ApprovalLedger:
         """Every approval of the store, oldest first."""
         return list(fold(self._events()).values())
 
+    def turn_closed(self, turn_id: str) -> bool:
+        """True when the turn's chain has its seal: its calls can no longer be retried, so
+        its approvals can no longer be answered or used (nothing is appended after a seal)."""
+        links = getattr(self.store, "iter_links", None)
+        if links is None:
+            return False
+        return any(link.kind == "seal" for link in links(turn_id))
+
     def matching(self, binding: Binding) -> list[Approval]:
         """The approvals of the binding's turn for exactly this call, oldest first."""
         return [a for a in self.for_turn(binding.turn_id) if a.binding == binding]
@@ -504,6 +512,11 @@ class ApprovalLedger:
             )
         if status != "pending":
             raise ApprovalError(f"approval {approval_id} is {status}, not pending")
+        if self.turn_closed(approval.binding.turn_id):
+            raise ApprovalError(
+                f"approval {approval_id} is for a call of turn {approval.binding.turn_id}, "
+                "which has closed: that call can no longer be retried (a new turn asks anew)"
+            )
         return self._step(
             approval,
             "approved" if approve else "denied",

@@ -226,3 +226,21 @@ async def test_over_stdio_the_relayed_bridge_asks_on_a_handshake_session(
         assert result.is_error and person.asked == []
         assert "cannot carry a request" in (result.structured_content or {})["detail"]
         assert not s.written.exists()
+
+
+async def test_an_approval_of_a_closed_turn_cannot_be_answered(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    async with (
+        open_turn(s.host, BOB, RUN) as turn,
+        http_client(turn.url, turn.token, mode="auto") as client,
+    ):
+        first = await client.call_tool("files.write", ARGS)
+    approval_id = (first.structured_content or {})["approvalId"]
+    # the turn closed (sealed): its call can no longer be retried, so nothing is appended
+    late = CliRunner().invoke(
+        cli_main,
+        ["approvals", "approve", approval_id, "--db", str(s.db), "--as", "maya", "--role", "m"],
+    )
+    assert late.exit_code == 1 and "which has closed" in late.output
+    kinds = [link.kind for link in s.store.iter_links(BOB.turn_id)]
+    assert kinds[-1] == "seal" and kinds.count("approval") == 1

@@ -66,14 +66,16 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 def test_approval_events_are_chain_links_and_an_edit_shows(store: Any, raw: Raw) -> None:
-    write_turn(store, "T")
+    write_turn(store, "W")  # another turn, closed: its chain is left alone
+    seq = store.begin(attempt("c1", "T"))  # the call that asks, in an open turn
+    store.finish(seq, ok())
     ledger = ApprovalLedger(store)
     asked = ledger.request(BINDING, call_id="c1", rule_ids=["r"], approvers=APPROVERS)
     yes = ledger.answer(asked.approval_id, approve=True, approver="maya", via="cli")
     used = ledger.consume(yes, call_id="c2")
     assert used.status == "consumed" and used.closed_call == "c2"
     kinds = [lk.kind for lk in store.iter_links("T")]
-    assert kinds[-3:] == ["approval"] * 3
+    assert kinds[-3:] == ["approval"] * 3 and "seal" not in kinds
     assert verify_store(store).clean
     again = ledger.get(asked.approval_id)
     assert again is not None and [e.event for e in again.events] == [
@@ -165,7 +167,7 @@ def test_a_version_5_sqlite_file_reads_as_it_is_and_migrates_on_open(tmp_path: P
         assert {lk.pos: lk.hash for lk in s.iter_links("T5")} == before
         assert [r.to_dict() for r in s.query("T5")] == records
         ledger = ApprovalLedger(s)
-        asked = ledger.request(_binding("T5"), call_id="c1", rule_ids=["r"], approvers=APPROVERS)
+        asked = ledger.request(_binding("N6"), call_id="c1", rule_ids=["r"], approvers=APPROVERS)
         assert ledger.get(asked.approval_id) is not None
         assert verify_store(s).clean
     conn = sqlite3.connect(db)
@@ -220,7 +222,7 @@ def test_a_version_5_postgresql_database_is_migrated_by_the_operator(pg_url: str
     with open_store(pg_url) as s:
         assert {lk.pos: lk.hash for lk in s.iter_links("T5")} == before
         ledger = ApprovalLedger(s)
-        asked = ledger.request(_binding("T5"), call_id="c1", rule_ids=["r"], approvers=APPROVERS)
+        asked = ledger.request(_binding("N6"), call_id="c1", rule_ids=["r"], approvers=APPROVERS)
         yes = ledger.answer(asked.approval_id, approve=True, approver="maya", via="cli")
         ledger.consume(yes, call_id="c2")
         with pytest.raises(ApprovalTaken):
