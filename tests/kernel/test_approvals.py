@@ -392,3 +392,28 @@ def test_two_hosts_sharing_postgresql_consume_an_approval_once(tmp_path: Path, p
     finally:
         for s in stores:
             s.close()
+
+
+def test_with_a_host_file_the_approvers_roles_are_the_hosts(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    host_file = tmp_path / "host.toml"
+    host_file.write_text(
+        "version = 1\n"
+        '[harness.pi]\nprovider = "scripted"\n'
+        f'[evidence]\nurl = "{h.db}"\n'
+        '[approvals.approvers.maya]\nroles = ["maintainer"]\n',
+        encoding="utf-8",
+    )
+    base = ["approvals", "approve", approval_id, "--host-file", str(host_file)]
+    # roles asserted on the command line are refused when the host says who is who
+    asserted = CliRunner().invoke(cli_main, [*base, "--as", "dan", "--role", "maintainer"])
+    assert asserted.exit_code != 0 and "--role and --group are refused" in asserted.output
+    dan = CliRunner().invoke(cli_main, [*base, "--as", "dan"])
+    assert dan.exit_code == 1 and "dan may not answer" in dan.output
+    maya = CliRunner().invoke(cli_main, [*base, "--as", "maya"])
+    assert maya.exit_code == 0, maya.output
+    got = ApprovalLedger(h.store).get(approval_id)
+    assert got is not None and got.approver == "maya" and got.detail is not None
+    assert f"roles and groups from {host_file}" in got.detail and "os user" in got.detail
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED
