@@ -14,6 +14,13 @@ Two encoders, one answer:
 ``scalar(value)`` is the JCS text of one string, number, boolean or null, for
 encoders that lay out a fixed object themselves (the evidence chain's links).
 
+Digests: every content hash SharedOS writes is ``sha256:`` + the hex SHA-256
+of some bytes, made here and only here: ``tag(data)`` for bytes,
+``digest(value)`` for the RFC 8785 encoding of a value (``total``: never
+raises; a value JCS cannot encode — NaN, an integer beyond 2**53, a non-JSON
+object, nesting too deep — is still given deterministic bytes), ``text_digest``
+for a string's UTF-8, and ``is_digest`` to recognise one.
+
 Why the conditions: JCS sorts keys by UTF-16 code units and ``json`` by code
 points, and the two orders differ only for characters at or above U+D800;
 string escaping is the same in both (the two-character escapes, ``\\u00xx``
@@ -25,13 +32,30 @@ random values.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
 
 import rfc8785
 
-__all__ = ["dumps", "encode_string", "fast", "jcs_equivalent", "scalar"]
+__all__ = [
+    "PREFIX",
+    "digest",
+    "dumps",
+    "encode_string",
+    "fast",
+    "fast_tagged",
+    "is_digest",
+    "jcs_equivalent",
+    "scalar",
+    "tag",
+    "text_digest",
+    "total",
+]
+
+#: what every SharedOS content hash starts with
+PREFIX = "sha256:"
 
 #: the C string encoder (JCS escaping, UTF-8 left as is)
 encode_string = json.encoder.encode_basestring
@@ -80,6 +104,15 @@ def jcs_equivalent(value: Any) -> bool:
     return True
 
 
+def fast_tagged(value: Any) -> tuple[bytes, str] | None:
+    """``fast(value)`` and its ``tag``, or None: a value encoded once, for a record that
+    stores the bytes and hashes them (the kernel's arguments)."""
+    made = fast(value)
+    if made is None:
+        return None
+    return made, PREFIX + hashlib.sha256(made).hexdigest()
+
+
 def fast(value: Any) -> bytes | None:
     """RFC 8785 bytes of ``value`` from the C encoder, or None when only ``dumps`` can say.
 
@@ -125,4 +158,57 @@ def scalar(value: Any) -> str:
         return rfc8785.dumps(value).decode("ascii")
     raise TypeError(
         f"a canonical scalar must be a string, number, boolean or null, not {kind.__name__}"
+    )
+
+
+def _repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+
+
+def total(value: Any) -> bytes:
+    """RFC 8785 bytes of ``value``, or deterministic bytes for a value JCS cannot encode.
+
+    The fallback (NaN, integers beyond 2**53, non-JSON objects: sorted
+    ``json`` with ``repr`` for the rest; a marker when even that fails, e.g.
+    nesting too deep) only ever serves values SharedOS records but never
+    relays; it never raises.
+    """
+    made = fast(value)
+    if made is not None:
+        return made
+    try:
+        return rfc8785.dumps(value)
+    except Exception:
+        pass
+    try:
+        return json.dumps(value, sort_keys=True, default=_repr, ensure_ascii=True).encode()
+    except Exception:  # too deep, or a mapping that fails while being walked
+        return f"<unencodable {type(value).__name__}>".encode()
+
+
+def tag(data: bytes) -> str:
+    """``sha256:`` + the hex SHA-256 of ``data``: the form of every SharedOS content hash."""
+    return PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def digest(value: Any) -> str:
+    """``tag`` of the RFC 8785 encoding of ``value`` (``total``: never raises)."""
+    return PREFIX + hashlib.sha256(total(value)).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """``tag`` of a string's UTF-8 (lone surrogates backslash-escaped)."""
+    return PREFIX + hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()
+
+
+def is_digest(value: object) -> bool:
+    """True for a string that is a ``sha256:`` tag (64 lower-case hex digits after it)."""
+    return (
+        isinstance(value, str)
+        and len(value) == len(PREFIX) + 64
+        and value.startswith(PREFIX)
+        and all(c in "0123456789abcdef" for c in value[len(PREFIX) :])
     )

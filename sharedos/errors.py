@@ -12,8 +12,8 @@ classes live beside the code that raises them; the tree (checked by
     ├── PortableNameCollision(ValueError)         sharedos.names
     ├── VendorVersionError(ImportError)           sharedos.compat
     │   └── LarkVersionError                      sharedos.compat.lark
-    ├── BridgeStartError(RuntimeError)            sharedos.compat.uvicorn
-    ├── policy: the language and its bundles
+    ├── SandboxError                              sharedos.pathwalk
+    ├── PolicyLanguageError                       sharedos.errors
     │   ├── PolicyError                           sharedos.policy.diagnostics
     │   ├── SyntaxProblem                         sharedos.policy.literals
     │   ├── FormatError                           sharedos.policy.formatter
@@ -27,55 +27,106 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── NonFiniteNumber(ValueError)           sharedos.policy.jsonvalues
     │   ├── ClockError(ValueError)                sharedos.policy.clock
     │   └── BundleError(ValueError)               sharedos.policy.bundle
-    ├── bundles: distribution
+    ├── BundleDistributionError                   sharedos.errors
     │   ├── BundleRejected                        sharedos.bundles.verify
     │   ├── SourceError                           sharedos.bundles.source
     │   └── StateError(OSError)                   sharedos.bundles.state
-    ├── evidence
+    ├── EvidenceError                             sharedos.errors
     │   ├── EvidenceStoreError(RuntimeError)      sharedos.evidence.store
     │   ├── StaleHead                             sharedos.evidence.appender
     │   ├── CommitUnknown                         sharedos.evidence.appender
-    │   └── CheckpointTaken                       sharedos.evidence.checkpoint
-    ├── catalog
+    │   ├── CheckpointTaken                       sharedos.evidence.checkpoint
+    │   ├── NotReplayable                         sharedos.evidence.replay
+    │   └── EvidenceUnavailable                   sharedos.kernel.recorder
+    ├── CatalogError                              sharedos.errors
     │   ├── ToolDefinitionError(ValueError)       sharedos.catalog.definition
     │   ├── ToolRegistrationError(ValueError)     sharedos.catalog.registry
     │   └── ToolNameCollisionError(ValueError)    sharedos.catalog.collisions
-    ├── confine: OS sandboxes
+    ├── ConfinementError                          sharedos.errors
     │   ├── ConfinementUnavailable(RuntimeError)  sharedos.confine.detect
     │   │   └── SandboxSetupFailed                sharedos.confine.ports
     │   └── ManagedRootVisible(ValueError)        sharedos.confine.view
-    ├── EvidenceUnavailable                       sharedos.kernel.recorder
-    ├── SandboxError                              sharedos.pathwalk
-    ├── upstream: brokered MCP servers
+    ├── UpstreamError                             sharedos.errors
     │   ├── UpstreamConfigProblems(ValueError)    sharedos.upstream.config
     │   ├── CredentialError(ValueError)           sharedos.upstream.secrets
     │   ├── PinError(ValueError)                  sharedos.upstream.pins
     │   └── UpstreamFailure                       sharedos.upstream.connection
-    ├── bridge
+    ├── BridgeError                               sharedos.errors
+    │   ├── BridgeStartError(RuntimeError)        sharedos.compat.uvicorn
     │   ├── TurnClosedError(RuntimeError)         sharedos.bridge.stdio
     │   ├── TurnFileError(ValueError)             sharedos.bridge.turnfile
     │   ├── RelayError(RuntimeError)              sharedos.bridge.relay_client
     │   ├── RelayProtocolError(ValueError)        sharedos.bridge.relay_wire
     │   └── InvalidCursor(ValueError)             sharedos.bridge.pages
-    ├── harness
+    ├── HarnessError                              sharedos.errors
     │   ├── HostConfigError(ValueError)           sharedos.harness.hostconfig
     │   │   └── MissingHostVariable               sharedos.harness.hostconfig
     │   ├── DriverError(RuntimeError)             sharedos.harness.driver
     │   ├── HarnessUnavailable(RuntimeError)      sharedos.harness.adapters.base
     │   │   └── ModelEndpointRefused              sharedos.harness.endpoints
     │   └── ShapeError(ValueError)                sharedos.harness.shapes.neutral
-    └── conformance
+    └── ConformanceError                          sharedos.errors
         ├── ManifestError(ValueError)             sharedos.conformance.manifest
         ├── ColumnUnavailableError(RuntimeError)  sharedos.conformance.runner
         └── FixtureError(RuntimeError)            sharedos.conformance.upstreams
 
-(The grouping lines — "policy", "evidence", … — are headings, not classes.)
+The area classes (``PolicyLanguageError``, ``EvidenceError``, ``UpstreamError``,
+``BridgeError``, ``HarnessError``, …) let a caller catch by area, httpx-style
+(``except UpstreamError``), and are defined here, in the bottom layer, so any
+module may raise under them; each class's built-in base (in brackets) is kept.
 """
 
 from __future__ import annotations
 
-__all__ = ["SharedOSError"]
+__all__ = [
+    "BridgeError",
+    "BundleDistributionError",
+    "CatalogError",
+    "ConfinementError",
+    "ConformanceError",
+    "EvidenceError",
+    "HarnessError",
+    "PolicyLanguageError",
+    "SharedOSError",
+    "UpstreamError",
+]
 
 
 class SharedOSError(Exception):
     """Base class of every exception SharedOS defines."""
+
+
+class PolicyLanguageError(SharedOSError):
+    """The policy language and its compiled bundles (parse, check, compile, evaluate, sign)."""
+
+
+class BundleDistributionError(SharedOSError):
+    """Distributing policy bundles (sources, verification, the bundle state directory)."""
+
+
+class EvidenceError(SharedOSError):
+    """The evidence record: its stores, chain, checkpoints, and a record that cannot be written."""
+
+
+class CatalogError(SharedOSError):
+    """Tool definitions, their registration and their names."""
+
+
+class ConfinementError(SharedOSError):
+    """OS confinement (sandboxes for harnesses and upstreams)."""
+
+
+class UpstreamError(SharedOSError):
+    """Brokered upstream MCP servers (configuration, credentials, pins, connections)."""
+
+
+class BridgeError(SharedOSError):
+    """The MCP turn bridge (HTTP and stdio, the relay, the turn file)."""
+
+
+class HarnessError(SharedOSError):
+    """Harnesses (host configuration, the driver, adapters, wire shapes)."""
+
+
+class ConformanceError(SharedOSError):
+    """The conformance suite (manifest, columns, fixtures)."""

@@ -122,3 +122,9 @@ def outcome_for_reason(reason: ReasonCode) -> Outcome:
     if reason is ReasonCode.CANCELLED:
         return Outcome.CANCELLED
     return Outcome.SUCCEEDED
+
+
+#: ``outcome_for_reason`` of every reason code, as a mapping (a lookup on hot paths)
+OUTCOME_OF: dict[ReasonCode, Outcome] = {
+    reason: outcome_for_reason(reason) for reason in ReasonCode
+}

@@ -276,6 +276,26 @@ class Sandbox:
             if found.fd >= 0:
                 _close_quietly(found.fd)
 
+    def read(self, resource: str, limit: int) -> bytes:
+        """Up to ``limit`` bytes of the singly-linked regular file ``resource``, opened
+        without following links (``parent`` + ``open_regular``); ``SandboxError`` naming
+        ``resource`` for anything else."""
+        with self.parent(resource) as (dfd, name):
+            fd = self.open_regular(dfd, name, resource)
+        try:
+            chunks: list[bytes] = []
+            left = limit
+            with contained(resource):
+                while left > 0:
+                    chunk = os.read(fd, min(left, 65536))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    left -= len(chunk)
+        finally:
+            _close_quietly(fd)
+        return b"".join(chunks)
+
     @staticmethod
     def open_regular(dfd: int, name: str, shown: str, *, write: bool = False) -> int:
         """Open ``name`` in ``dfd`` as a singly-linked regular file; return its fd.

@@ -54,3 +54,50 @@ def test_a_user_error_is_still_its_builtin_kind() -> None:
 
     assert issubclass(InvalidToolName, ValueError)
     assert issubclass(BundleError, ValueError)
+
+
+def _drawn_tree() -> list[tuple[str, str, str | None]]:
+    """(class, module, drawn parent class) for every line of the tree in ``sharedos.errors``."""
+    doc = importlib.import_module("sharedos.errors").__doc__ or ""
+    out: list[tuple[str, str, str | None]] = []
+    stack: list[tuple[int, str]] = [(-1, "SharedOSError")]
+    for line in doc.splitlines():
+        m = re.match(r"\s*([│ ]*)[├└]── (\w+)(?:\(\w+\))?\s+(sharedos[\w.]*)", line)
+        if m is None:
+            continue
+        depth = len(m.group(1)) // 4
+        while stack[-1][0] >= depth:
+            stack.pop()
+        out.append((m.group(2), m.group(3), stack[-1][1]))
+        stack.append((depth, m.group(2)))
+    return out
+
+
+def test_each_class_descends_from_the_area_it_is_drawn_under() -> None:
+    """Catch by area, httpx-style: ``except UpstreamError`` catches every upstream error."""
+    errors = importlib.import_module("sharedos.errors")
+    tree = _drawn_tree()
+    assert len(tree) >= 60
+    wrong = []
+    for name, module, parent in tree:
+        cls = getattr(importlib.import_module(module), name)
+        base = errors.SharedOSError
+        for n, m, _ in tree:
+            if n == parent:
+                base = getattr(importlib.import_module(m), n)
+        if not issubclass(cls, base):
+            wrong.append(f"{name} is drawn under {parent}")
+    assert not wrong, wrong
+
+
+def test_the_area_classes_keep_the_built_in_bases() -> None:
+    from sharedos.errors import EvidenceError, UpstreamError
+    from sharedos.evidence.store import EvidenceStoreError
+    from sharedos.upstream.config import UpstreamConfigProblems
+
+    assert issubclass(EvidenceStoreError, EvidenceError) and issubclass(
+        EvidenceStoreError, RuntimeError
+    )
+    assert issubclass(UpstreamConfigProblems, UpstreamError) and issubclass(
+        UpstreamConfigProblems, ValueError
+    )

@@ -7,7 +7,8 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 
 Layer order (docs/contracts.md, issue 15 move 2)::
 
-    names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical
+    names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical,
+    redaction, tomlpos
       → policy, evidence, catalog → kernel → tools, upstream → bridge
       → harness → conformance → cli
 """
@@ -38,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "confine",
         "pathwalk",
         "canonical",
+        "redaction",
+        "tomlpos",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

@@ -25,7 +25,7 @@ import hmac
 import secrets
 from collections.abc import Sequence
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import BridgeError
 
 #: version byte of the cursor format
 _FORMAT = 1
@@ -35,7 +35,7 @@ _TAG = 16
 _CONTEXT = b"sharedos tools/list page\x00"
 
 
-class InvalidCursor(SharedOSError, ValueError):
+class InvalidCursor(BridgeError, ValueError):
     """A cursor this turn did not issue (stale, from another turn, or altered)."""
 
 

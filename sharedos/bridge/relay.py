@@ -30,7 +30,7 @@ import os
 import socket
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,6 @@ from sharedos.bridge.relay_wire import (
 from sharedos.bridge.server import CallRuntime
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.kernel import ToolResult, TurnCatalog
-from sharedos.kernel.messages import folded_refusal
 from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
 
@@ -328,17 +327,15 @@ class RelayHost:
 
     def internal_error(self, tool: str, what: str) -> ToolResult:
         """The (unrecorded) answer when the relay itself failed: fail closed, as a result."""
-        made = ToolResult.refusal(
+        return ToolResult.refusal(
             ReasonCode.INTERNAL_ERROR,
             tool,
             "",
             detail=f"internal error in the bridge relay ({what})",
+            fold=any(
+                t.name == tool and t.output_schema is not None for t in self.turn.catalog.tools
+            ),
         )
-        if any(t.name == tool and t.output_schema is not None for t in self.turn.catalog.tools):
-            made = replace(
-                made, content=folded_refusal(made.content, made.structured), structured=None
-            )
-        return made
 
     async def answer(self, conn: _Connection, rid: int, message: dict[str, Any]) -> ToolResult:
         """Run (``invoke``) or record (``refuse``) one relayed call with the turn's own inputs."""

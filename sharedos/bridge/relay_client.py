@@ -39,7 +39,7 @@ from sharedos.bridge.relay_wire import (
     result_from_wire,
 )
 from sharedos.context import AccessContext, ToolCall
-from sharedos.errors import SharedOSError
+from sharedos.errors import BridgeError
 from sharedos.kernel import ToolResult, TurnCatalog
 from sharedos.kernel.handlers import LogHook, ProgressHook
 from sharedos.outcomes import ReasonCode
@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 RELAYED_PRINCIPAL = "relayed-to-host"
 
 
-class RelayError(SharedOSError, RuntimeError):
+class RelayError(BridgeError, RuntimeError):
     """The host of the turn could not be reached, or refused this bridge process."""
 
 

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import BridgeError
 from sharedos.kernel import ToolResult
 from sharedos.outcomes import Outcome, ReasonCode
 
@@ -35,7 +35,7 @@ MAX_HELLO_BYTES = 4096
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
-class RelayProtocolError(SharedOSError, ValueError):
+class RelayProtocolError(BridgeError, ValueError):
     """A relay message that is not a JSON object (the peer is dropped)."""
 
 

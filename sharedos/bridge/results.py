@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel, TypeAdapter
 
-from sharedos.kernel.messages import folded_refusal
 from sharedos.kernel.result import ToolResult
 from sharedos.outcomes import Outcome, ReasonCode
 
@@ -127,7 +125,8 @@ def internal_error_result(
     ``output_schema``: the tool declares one, so the payload is folded into the
     text (``folded_refusal``), as the kernel does for its own refusals.
     """
-    made = ToolResult.refusal(ReasonCode.INTERNAL_ERROR, tool, call_id, detail=detail)
-    if output_schema:
-        made = replace(made, content=folded_refusal(made.content, made.structured), structured=None)
-    return to_call_tool_result(made)
+    return to_call_tool_result(
+        ToolResult.refusal(
+            ReasonCode.INTERNAL_ERROR, tool, call_id, detail=detail, fold=output_schema
+        )
+    )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from sharedos.bridge.turnfile import TurnFile, TurnFileError, one_line, read_turn_file
-from sharedos.errors import SharedOSError
+from sharedos.errors import BridgeError
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 _THREAD_CLASSIFY_BYTES = 64 * 1024
 
 
-class TurnClosedError(SharedOSError, RuntimeError):
+class TurnClosedError(BridgeError, RuntimeError):
     """The turn this bridge was launched for has already closed."""
 
 

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from sharedos.bridge.limits import TransportLimits
 from sharedos.context import AccessContext
-from sharedos.errors import SharedOSError
+from sharedos.errors import BridgeError
 from sharedos.toolpolicy import ToolPolicy
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ ToolSet = Literal["files", "conformance"]
 TURN_FILE_VERSION = 1
 
 
-class TurnFileError(SharedOSError, ValueError):
+class TurnFileError(BridgeError, ValueError):
     """A turn file that cannot be used (unreadable, not private, malformed, stale)."""
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import BundleDistributionError
 
 logger = logging.getLogger("sharedos.bundles")
 
@@ -52,7 +52,7 @@ MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 BUNDLE_NAME = "bundle.json"
 
 
-class SourceError(SharedOSError):
+class SourceError(BundleDistributionError):
     """The source could not be read (unreachable, missing, too large)."""
 
 

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from sharedos.bundles.verify import LoadedBundle
-from sharedos.errors import SharedOSError
+from sharedos.errors import BundleDistributionError
 
 __all__ = ["BundleState", "Enforced", "StateError", "default_state_path"]
 
 
-class StateError(SharedOSError, OSError):
+class StateError(BundleDistributionError, OSError):
     """The state file cannot be read, parsed or written; the message says which and where."""
 
 

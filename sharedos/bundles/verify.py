@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from sharedos.bundles.source import Fetched
-from sharedos.errors import SharedOSError
+from sharedos.errors import BundleDistributionError
 
 __all__ = ["BundleRejected", "BundleVerifier", "BundledPolicy", "LoadedBundle"]
 
 
-class BundleRejected(SharedOSError):
+class BundleRejected(BundleDistributionError):
     """The bundle failed verification; the message says which check and why."""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import CatalogError
 from sharedos.names import find_sanitization_collisions, portable_tool_name
 
 
@@ -38,7 +38,7 @@ class NameCollision:
         return f"tools {listed} share the portable name {self.mapped!r}; rename one of them"
 
 
-class ToolNameCollisionError(SharedOSError, ValueError):
+class ToolNameCollisionError(CatalogError, ValueError):
     """A catalogue whose names collide under a mapping a harness or transport applies."""
 
     def __init__(self, collisions: Iterable[NameCollision]) -> None:

@@ -34,7 +34,7 @@ from pydantic import (
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
 from sharedos.catalog.schemacheck import schema_problem
-from sharedos.errors import SharedOSError
+from sharedos.errors import CatalogError
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
 #: The only keys a published tool may carry, in wire spelling. They are exactly
@@ -50,7 +50,7 @@ CATALOG_HASH_FIELDS: tuple[str, ...] = (
 )
 
 
-class ToolDefinitionError(SharedOSError, ValueError):
+class ToolDefinitionError(CatalogError, ValueError):
     """A tool definition that cannot be registered (bad schema, empty description...)."""
 
 

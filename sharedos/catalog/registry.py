@@ -20,7 +20,7 @@ from sharedos.catalog.collisions import (
     find_name_collisions,
 )
 from sharedos.catalog.definition import ToolDefinition
-from sharedos.errors import SharedOSError
+from sharedos.errors import CatalogError
 from sharedos.names import harness_sanitized, validate_tool_name
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _MERGED_NAMES_KEPT = 1024
 
 
-class ToolRegistrationError(SharedOSError, ValueError):
+class ToolRegistrationError(CatalogError, ValueError):
     """A registration that was refused (duplicate name, collision, not a ToolDefinition)."""
 
 
@@ -144,6 +144,13 @@ class ToolRegistry:
     def tools(self) -> tuple[ToolDefinition, ...]:
         """Shared tools, sorted by name."""
         return self._sorted
+
+    def lookup(self, name: object, context: AccessContext) -> ToolDefinition | None:
+        """The tool called ``name`` in ``view(context)``; ``None`` for anything else. Without
+        providers that is the shared tool (no view is built)."""
+        if not self._providers:
+            return self._tools.get(name) if isinstance(name, str) else None
+        return self.view(context).get_tool(name)
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -31,7 +31,7 @@ from sharedos.harness.hostconfig import (
     default_host_config,
     load_host_config,
 )
-from sharedos.harness.secrets import Secrets
+from sharedos.redaction import NO_SECRETS, Redactor
 
 SHAPE_CHOICES = ("responses", "anthropic", "pi", "dsh", "all")
 #: exit status when nothing at all was exercised
@@ -123,7 +123,7 @@ def run_command(
     host = _host(host_config) if {"live", "mcp"} & set(columns) else None
     if host is not None:
         _check_harnesses(harnesses, host)
-    secrets = Secrets.of(host.secret_values(os.environ)) if host is not None else Secrets()
+    secrets = Redactor(host.secret_values(os.environ)) if host is not None else NO_SECRETS
     options = ColumnOptions(
         manifest=manifest,
         workdir=Path("."),
@@ -185,7 +185,7 @@ def _run(manifest: Manifest, columns: Sequence[str], options: ColumnOptions) -> 
         raise click.ClickException(f"the rules do not compile:\n{exc}") from None
 
 
-def _print_summary(report: Report, paths: dict[str, Path], secrets: Secrets) -> None:
+def _print_summary(report: Report, paths: dict[str, Path], secrets: Redactor) -> None:
     """The catalogue check, the matrix, the totals and where the reports are (scrubbed)."""
     summary = confinement_summary(report)
     lines = [

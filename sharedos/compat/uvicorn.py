@@ -34,7 +34,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from sharedos.compat import require_version
-from sharedos.errors import SharedOSError
+from sharedos.errors import BridgeError
 
 #: the uvicorn release this module was read against and tested with
 WRITTEN_FOR = "0.55.0"
@@ -46,7 +46,7 @@ BODY_DEADLINE_EXTENSION = "sharedos.body_deadline_expired"
 Phase = Literal["headers", "body"]
 
 
-class BridgeStartError(SharedOSError, RuntimeError):
+class BridgeStartError(BridgeError, RuntimeError):
     """The turn's HTTP listener could not be started."""
 
 

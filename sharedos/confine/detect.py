@@ -19,14 +19,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import ConfinementError
 
 #: the environment variable naming another ``bwrap`` program (tests, unusual installs)
 BWRAP_ENV = "SHAREDOS_BWRAP"
 MECHANISM = "bubblewrap"
 
 
-class ConfinementUnavailable(SharedOSError, RuntimeError):
+class ConfinementUnavailable(ConfinementError, RuntimeError):
     """No sandbox can be set up on this machine; ``str()`` says why and what to do."""
 
 

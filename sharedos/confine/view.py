@@ -23,7 +23,6 @@ have the same digest; ``describe()`` gives the full lists for diagnostics.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -31,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sharedos.errors import SharedOSError
+from sharedos.canonical import tag as content_tag
+from sharedos.errors import ConfinementError
 
 #: ``none``: no network at all; ``loopback``: its own loopback, where only the allowed
 #: ports of the host's loopback answer; ``host``: the host's network, unfiltered
@@ -76,7 +76,7 @@ ETC_NETWORK_ENTRIES: tuple[str, ...] = ("resolv.conf",)
 SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-class ManagedRootVisible(SharedOSError, ValueError):
+class ManagedRootVisible(ConfinementError, ValueError):
     """A managed root would be visible or writable in a sandbox; ``str()`` names it and why."""
 
 
@@ -173,7 +173,7 @@ class SandboxView:
     def digest(self) -> str:
         """``sha256:<hex>`` of the stable description (same view, same digest, turn after turn)."""
         text = json.dumps(self.describe(stable=True), sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        return content_tag(text.encode())
 
 
 class ViewBuilder:

@@ -339,7 +339,7 @@ def column_environment(
         options.workdir,
         policy_paths=options.policy_paths,
         name=name,
-        secrets=options.secrets.values,
+        secrets=tuple(sorted(options.secrets.values)),
         synchronous=options.evidence_synchronous,
         upstreams=no_upstreams is None,
         no_upstreams=no_upstreams,

@@ -24,7 +24,6 @@ layer refused it: the CLI's own permission system, the OS sandbox, or nothing.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 import socket
@@ -37,8 +36,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sharedos import canonical
 from sharedos.conformance.manifest import Row
-from sharedos.harness.secrets import SCRUBBED, spellings
+from sharedos.redaction import REDACTED, encodings
 
 #: A line of a guarded secret shorter than this is not searched on its own.
 MIN_LINE_CHARS = 12
@@ -198,7 +198,7 @@ def file_state(path: Path) -> str | None:
             return "absent"
         if not path.is_file():
             return "not a regular file"
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        return canonical.tag(path.read_bytes())
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
 
@@ -207,14 +207,15 @@ def secret_forms(content: str) -> tuple[bytes, ...]:
     """Every byte string whose presence in an artifact means ``content`` leaked.
 
     Each line of at least ``MIN_LINE_CHARS`` characters (stripped), in every spelling
-    ``harness.secrets.spellings`` knows (raw, JSON- and repr-escaped, HTML), and the
+    ``sharedos.redaction.encodings`` knows (raw, JSON-, repr- and HTML-escaped, hex,
+    percent, base64), and the
     whole content as base64 and hex; the whole stripped content when no line is long
     enough.
     """
     lines = [ln.strip() for ln in content.splitlines() if len(ln.strip()) >= MIN_LINE_CHARS]
     forms: set[str] = set()
     for line in lines or [content.strip()]:
-        forms |= spellings(line)
+        forms |= encodings(line)
     raw = content.encode("utf-8")
     out = {f.encode("utf-8") for f in forms if f}
     for blob in (raw, raw.strip()):
@@ -304,7 +305,7 @@ def redact(text: str, forms: Iterable[Sequence[bytes]]) -> str:
         for v in variants:
             shown = v.decode("utf-8", "replace")
             if shown and shown in text:
-                text = text.replace(shown, SCRUBBED)
+                text = text.replace(shown, REDACTED)
     return text
 
 

@@ -17,8 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sharedos.context import AccessContext
-from sharedos.errors import SharedOSError
+from sharedos.errors import ConformanceError
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
+from sharedos.tomlpos import key_positions, locate
 from sharedos.toolpolicy import ToolPolicy
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "manifest.toml"
@@ -39,7 +40,7 @@ LocalKind = Literal["shell", "read", "write", "network"]
 MIN_SECRET_CHARS = 16
 
 
-class ManifestError(SharedOSError, ValueError):
+class ManifestError(ConformanceError, ValueError):
     """A manifest that cannot be used; ``str()`` is a positioned, human message."""
 
 
@@ -607,10 +608,11 @@ def _render_validation(
     exc: ValidationError, text: str, source: str, data: Mapping[str, Any]
 ) -> str:
     lines = [f"{source}: invalid manifest ({exc.error_count()} problem(s))"]
+    positions = key_positions(text)
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
-        line, col = _locate(text, loc)
-        where = f"{source}:{line}:{col}" if line else source
+        line, col = locate(positions, loc)
+        where = f"{source}:{line}:{col}"
         lines.append(f"  {where}: {_loc_label(loc, data)}: {err['msg']}")
     return "\n".join(lines)
 
@@ -631,48 +633,3 @@ def _loc_label(loc: tuple[Any, ...], data: Mapping[str, Any]) -> str:
         else:
             parts.append(str(part))
     return ".".join(parts) or "manifest"
-
-
-_HEADER_RE = re.compile(r"^[ \t]*\[\[[ \t]*rows[ \t]*\]\]", re.MULTILINE)
-
-
-def _locate(text: str, loc: tuple[Any, ...]) -> tuple[int, int]:
-    """Best-effort line/column of the key a validation error points at (1-based; 0 if unknown)."""
-    offset = 0
-    end = len(text)
-    start_idx = 0
-    if len(loc) >= 2 and loc[0] == "rows" and isinstance(loc[1], int):
-        headers = list(_HEADER_RE.finditer(text))
-        if loc[1] < len(headers):
-            offset = headers[loc[1]].start()
-            end = headers[loc[1] + 1].start() if loc[1] + 1 < len(headers) else len(text)
-        start_idx = 2
-    elif loc and isinstance(loc[0], str):
-        table = None
-        if len(loc) >= 2 and isinstance(loc[1], str):
-            # a sub-table such as [policies.p]
-            table = re.search(
-                rf"^[ \t]*\[[ \t]*{re.escape(loc[0])}\.{re.escape(loc[1])}[ \t]*\]",
-                text,
-                re.MULTILINE,
-            )
-            start_idx = 2
-        if table is None:
-            table = re.search(rf"^[ \t]*\[[ \t]*{re.escape(loc[0])}(\]|\.)", text, re.MULTILINE)
-            start_idx = 1
-        if table:
-            offset = table.start()
-        else:
-            start_idx = 0
-    # find the deepest key of the loc inside the region
-    for part in reversed(loc[start_idx:]):
-        if isinstance(part, str):
-            m = re.search(rf"(^|[\s{{,.])({re.escape(part)})\s*=", text[offset:end], re.MULTILINE)
-            if m:
-                offset += m.start(2)
-                break
-    if offset == 0 and not loc:
-        return 0, 0
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col

@@ -24,9 +24,9 @@ from sharedos.conformance.columns.base import ColumnRun
 from sharedos.conformance.grading import SYMBOLS, Cell, Grade, grade_column
 from sharedos.conformance.localrows import confinement_of
 from sharedos.conformance.manifest import Manifest, Row
-from sharedos.harness.secrets import Secrets
 from sharedos.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.outcomes import Outcome, outcome_for_reason
+from sharedos.redaction import NO_SECRETS, Redactor
 
 
 def display_tool(name: str, limit: int = 40) -> str:
@@ -442,13 +442,13 @@ def render_text(report: Report) -> str:
 
 
 def write_reports(
-    report: Report, out_dir: Path, *, stem: str = "conformance", secrets: Secrets | None = None
+    report: Report, out_dir: Path, *, stem: str = "conformance", secrets: Redactor | None = None
 ) -> dict[str, Path]:
     """Write ``<stem>.json``, ``<stem>.txt`` and ``<stem>.html`` into ``out_dir`` (each 0600,
     scrubbed of ``secrets`` in every spelling); return their paths."""
     from sharedos.conformance.html import render_html
 
-    scrub = (secrets or Secrets()).scrub
+    scrub = (secrets or NO_SECRETS).scrub
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": out_dir / f"{stem}.json",

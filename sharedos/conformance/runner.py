@@ -12,13 +12,13 @@ from pathlib import Path
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import Report, build_report
-from sharedos.errors import SharedOSError
+from sharedos.errors import ConformanceError
 from sharedos.identity import ColumnKind
 
 COLUMN_KINDS: tuple[str, ...] = tuple(k.value for k in ColumnKind)
 
 
-class ColumnUnavailableError(SharedOSError, RuntimeError):
+class ColumnUnavailableError(ConformanceError, RuntimeError):
     """A column module that is not part of this build."""
 
 

@@ -194,12 +194,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from sharedos.conformance.grading import grade_column
     from sharedos.conformance.manifest import load_manifest
     from sharedos.harness.hostconfig import default_host_config, load_host_config
-    from sharedos.harness.secrets import Secrets
+    from sharedos.redaction import Redactor
 
     manifest = load_manifest()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="sharedos-harness-"))
     host = load_host_config(args.host_config) if args.host_config else default_host_config()
-    secrets = Secrets.of(host.secret_values(os.environ))
+    secrets = Redactor(host.secret_values(os.environ))
     options = ColumnOptions(
         manifest=manifest,
         workdir=workdir,

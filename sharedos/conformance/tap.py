@@ -66,14 +66,6 @@ def read_tool_calls(log: Path) -> list[TappedCall]:
     return calls
 
 
-def count_requests(log: Path) -> int:
-    """How many lines the upstream received (requests and notifications)."""
-    try:
-        return sum(1 for line in log.read_bytes().splitlines() if line.strip())
-    except FileNotFoundError:
-        return 0
-
-
 def _relay_in(source: IO[bytes], child: IO[bytes], log_path: str) -> None:
     with open(log_path, "ab", buffering=0) as log:
         for line in source:

@@ -38,7 +38,7 @@ from typing import Any
 
 from sharedos.conformance.manifest import PLACEHOLDER_RE, Manifest, UpstreamFixture
 from sharedos.conformance.tap import TappedCall
-from sharedos.errors import SharedOSError
+from sharedos.errors import ConformanceError
 
 #: Characters a fixture root may contain so that it can stand literally in a policy
 #: glob pattern (no glob metacharacters, quotes, braces or spaces).
@@ -213,7 +213,7 @@ def plant_links(root: Path, spec: UpstreamFixture) -> None:
         (directory / ".git").write_text(f"gitdir: {root / target / '.git'}\n", encoding="utf-8")
 
 
-class FixtureError(SharedOSError, RuntimeError):
+class FixtureError(ConformanceError, RuntimeError):
     """A fixture that cannot be built in this environment; ``str()`` says why."""
 
     def __init__(self, uid: str, reason: str) -> None:

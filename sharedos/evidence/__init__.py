@@ -3,13 +3,11 @@
 from sharedos.evidence.dicts import record_dict
 from sharedos.evidence.record import (
     MAX_STORED_ARGUMENTS,
-    REDACTED,
     EncodedJson,
     EvidenceRecord,
     OutcomeRecord,
     arguments_digest,
     plain_json,
-    redact_arguments,
     storable_json_text,
 )
 from sharedos.evidence.sqlite import SCHEMA_VERSION, SqliteEvidenceStore
@@ -20,6 +18,7 @@ from sharedos.evidence.store import (
     EvidenceStore,
     EvidenceStoreError,
 )
+from sharedos.redaction import REDACTED
 
 __all__ = [
     "CAUSES",
@@ -37,6 +36,5 @@ __all__ = [
     "arguments_digest",
     "plain_json",
     "record_dict",
-    "redact_arguments",
     "storable_json_text",
 ]

@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.chain import (
     ATTEMPT_FIELDS,
-    HeadCache,
     Signer,
     genesis,
     link_hash,
@@ -45,13 +44,14 @@ from sharedos.evidence.checkpoint import (
     checkpoint_genesis,
     make_checkpoint,
 )
-from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord, now_iso
 from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = [
     "ChainAppender",
     "ChainBackend",
     "CommitUnknown",
+    "HeadCache",
     "Opening",
     "Plan",
     "PlannedLink",
@@ -63,10 +63,10 @@ MAX_STALE_RETRIES = 8
 #: seconds between a writer's checkpoints (``sharedos.evidence.checkpoint``)
 DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
 #: a writer holding this many uncheckpointed heads checkpoints at once
-_DIRTY_LIMIT = 50_000
+DIRTY_LIMIT = 50_000
 
 
-class StaleHead(SharedOSError):
+class StaleHead(EvidenceError):
     """The plan's first position is taken: the turn's head moved (another writer)."""
 
 
@@ -74,7 +74,7 @@ class _Uncached(Exception):
     """A no-wait plan needed something only the database knows."""
 
 
-class CommitUnknown(SharedOSError):
+class CommitUnknown(EvidenceError):
     """The connection was lost with the plan in flight; the backend has reconnected."""
 
     def __init__(self, message: str, cause: EvidenceStoreError) -> None:
@@ -145,14 +145,19 @@ class Plan:
     seal: tuple[str, int, str | None, str | None] | None = None
     #: an approval event's stored fields (``APPROVAL_FIELDS`` order, turn id first)
     approval: Sequence[Any] | None = None
+    #: the rows to insert into ``chain``, in chain order: (kind, parameters); set when
+    #: the plan is complete (``done``). Parameters are ``chain_sql.insert_sql(kind)``'s:
+    #: the link (turn_id, pos, kind, prev_hash, hash), then the kind's content. An
+    #: outcome whose attempt is in the same plan has ``ATTEMPT_SEQ`` for its
+    #: ``attempt``. Backends read them and never change them (a plan may be run twice).
+    rows: list[tuple[str, list[Any]]] = field(default_factory=list)
 
-    def rows(self) -> list[tuple[str, list[Any]]]:
-        """The rows to insert into ``chain``, in chain order: (kind, parameters).
+    def done(self) -> Plan:
+        """Complete the plan: make its ``rows`` from its links; the plan."""
+        self.rows = self._rows()
+        return self
 
-        Parameters are ``chain_sql.insert_sql(kind)``'s: the link (turn_id, pos,
-        kind, prev_hash, hash), then the kind's content. An outcome whose
-        attempt is in the same plan has ``ATTEMPT_SEQ`` for its ``attempt``.
-        """
+    def _rows(self) -> list[tuple[str, list[Any]]]:
         out: list[tuple[str, list[Any]]] = []
         turn = self.turn_id
         for link in self.links:
@@ -203,9 +208,57 @@ class ChainBackend(Protocol):
         ...
 
 
-def now_iso() -> str:
-    """UTC now in the stores' timestamp format."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+class HeadCache:
+    """The last link (pos, hash) of recently written turns, and the hashes of attempts not yet finished.
+
+    Only a cache: a miss (or a forgotten entry after a failed or unknown
+    commit) is answered from the database, and a stale entry (another process
+    appended to the turn) makes the insert collide on the store's
+    ``(turn_id, pos)`` key, after which the writer re-reads the head. Bounded,
+    so a long-lived host does not grow with every turn it ever served.
+    """
+
+    def __init__(self, max_turns: int = 4096, max_pending: int = 65536) -> None:
+        self._heads: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._pending: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._max_turns = max_turns
+        self._max_pending = max_pending
+
+    def head(self, turn_id: str) -> tuple[int, str] | None:
+        """The cached (pos, hash) of the turn's last link, or None."""
+        return self._heads.get(turn_id)
+
+    def advance(self, turn_id: str, pos: int, hash_: str) -> None:
+        """Remember that ``pos``/``hash_`` is now the turn's last link."""
+        heads = self._heads
+        heads[turn_id] = (pos, hash_)
+        heads.move_to_end(turn_id)
+        if len(heads) > self._max_turns:
+            heads.popitem(last=False)
+
+    def forget(self, turn_id: str) -> None:
+        """Drop the turn's head (after a failed or unknown commit)."""
+        self._heads.pop(turn_id, None)
+
+    def attempt(self, seq: int) -> tuple[str, str] | None:
+        """(turn_id, attempt link hash) of an attempt begun here and not finished yet."""
+        return self._pending.get(seq)
+
+    def begun(self, seq: int, turn_id: str, hash_: str) -> None:
+        """Remember an attempt awaiting its outcome."""
+        pending = self._pending
+        pending[seq] = (turn_id, hash_)
+        if len(pending) > self._max_pending:
+            pending.popitem(last=False)
+
+    def finished(self, seq: int) -> None:
+        """The attempt has its outcome."""
+        self._pending.pop(seq, None)
+
+    def clear(self) -> None:
+        """Forget everything (after a reconnection)."""
+        self._heads.clear()
+        self._pending.clear()
 
 
 def _revision_of(identity_text: str | None) -> str | None:
@@ -251,7 +304,10 @@ class ChainAppender:
         self.dirty: dict[str, tuple[int, str]] = {}
         #: seconds between checkpoints (None: only when asked, and at close)
         self.checkpoint_interval_s = checkpoint_interval_s
-        self._next_checkpoint = time.monotonic() + (checkpoint_interval_s or 0.0)
+        #: when the next checkpoint is due (``time.monotonic``; never without an interval)
+        self.next_checkpoint = time.monotonic() + (
+            checkpoint_interval_s if checkpoint_interval_s is not None else float("inf")
+        )
         #: the store's last checkpoint as this writer knows it (None: ask the database)
         self._last_checkpoint: Checkpoint | None = None
         #: when the write under way must be done by (``time.monotonic``); None between writes.
@@ -312,12 +368,14 @@ class ChainAppender:
         )
 
     def _outcome_values(self, outcome: OutcomeRecord) -> tuple[Any, ...]:
+        finished, error = outcome.finished_at, outcome.error
+        # ASCII text (nearly always) is storable as it is in every backend
         return (
             str(outcome.outcome),
             str(outcome.reason) if outcome.reason is not None else None,
-            self.text(outcome.finished_at),
+            finished if finished.isascii() else self.text(finished),
             float(outcome.duration_ms),
-            self.text(outcome.error),
+            error if error is None or error.isascii() else self.text(error),
         )
 
     def _plan_attempt(self, values: list[Any], outcome: OutcomeRecord | None) -> Plan:
@@ -332,7 +390,7 @@ class ChainAppender:
             plan.outcome = self._outcome_values(outcome)
             h = link_hash("outcome", attempt_hash, (attempt_hash, *plan.outcome))
             plan.links.append(PlannedLink(pos + 1, "outcome", attempt_hash, h))
-        return plan
+        return plan.done()
 
     def _plan_outcome(self, seq: int, outcome: OutcomeRecord) -> Plan:
         known = self.cache.attempt(seq)
@@ -349,14 +407,14 @@ class ChainAppender:
         prev = self._prev(plan, head)
         h = link_hash("outcome", prev, (attempt_hash, *plan.outcome))  # type: ignore[misc]
         plan.links.append(PlannedLink(pos, "outcome", prev, h))
-        return plan
+        return plan.done()
 
     def _plan_open(self, opening: Opening) -> Plan | None:
         plan = Plan(turn_id=opening.turn_id)
         if self._head(opening.turn_id) is not None:
             return None  # already opened (by this turn's first call, or another process)
         self._start(plan, None, lambda: opening)
-        return plan
+        return plan.done()
 
     def _plan_approval(self, values: Sequence[Any]) -> Plan:
         turn_id = values[0]
@@ -365,7 +423,7 @@ class ChainAppender:
         pos = self._start(plan, head, None)
         prev = self._prev(plan, head)
         plan.links.append(PlannedLink(pos, "approval", prev, link_hash("approval", prev, values)))
-        return plan
+        return plan.done()
 
     def _plan_seal(self, turn_id: str, closed_at: str) -> Plan:
         plan = Plan(turn_id=turn_id)
@@ -378,7 +436,7 @@ class ChainAppender:
         signature = self.signer.sign(h) if self.signer is not None else None
         plan.seal = (closed_at, pos, key_id, signature)
         plan.links.append(PlannedLink(pos, "seal", prev, h))
-        return plan
+        return plan.done()
 
     # -- committing ------------------------------------------------------------------
 
@@ -627,9 +685,7 @@ class ChainAppender:
         dirty = self.dirty
         if not dirty:
             return False
-        if len(dirty) >= _DIRTY_LIMIT:
-            return True
-        return self.checkpoint_interval_s is not None and time.monotonic() >= self._next_checkpoint
+        return len(dirty) >= DIRTY_LIMIT or time.monotonic() >= self.next_checkpoint
 
     def checkpoint(self, heads: Sequence[tuple[str, int, str]] | None = None) -> Checkpoint | None:
         """Write a checkpoint over ``heads`` and the heads committed here since the last one
@@ -655,7 +711,7 @@ class ChainAppender:
                 self.deadline = None
             self.dirty.clear()
             if self.checkpoint_interval_s is not None:
-                self._next_checkpoint = time.monotonic() + self.checkpoint_interval_s
+                self.next_checkpoint = time.monotonic() + self.checkpoint_interval_s
             return made
 
     def _write_checkpoint(self, heads: Sequence[tuple[str, int, str]]) -> Checkpoint:

@@ -43,7 +43,6 @@ import bisect
 import hashlib
 import itertools
 import operator
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +58,6 @@ __all__ = [
     "OPEN_FIELDS",
     "OUTCOME_FIELDS",
     "SEAL_FIELDS",
-    "HeadCache",
     "Link",
     "Problem",
     "Signer",
@@ -206,69 +204,13 @@ def canonical_object(kind: str, prev: str, values: Sequence[Any]) -> bytes:
 
 def link_hash(kind: str, prev: str, values: Sequence[Any]) -> str:
     """``sha256:`` + hex SHA-256 of the link's canonical encoding."""
-    return "sha256:" + hashlib.sha256(canonical_object(kind, prev, values)).hexdigest()
+    return canonical.tag(canonical_object(kind, prev, values))
 
 
 def genesis(turn_id: str) -> str:
     """The ``prev`` of a turn's first link (bound to the turn id and the chain version)."""
     seed = f"sharedos-evidence-chain/{CHAIN_VERSION}\n{turn_id}".encode("utf-8", "backslashreplace")
-    return "sha256:" + hashlib.sha256(seed).hexdigest()
-
-
-# -- the writer's memory of heads ------------------------------------------------------
-
-
-class HeadCache:
-    """The last link (pos, hash) of recently written turns, and the hashes of attempts not yet finished.
-
-    Only a cache: a miss (or a forgotten entry after a failed or unknown
-    commit) is answered from the database, and a stale entry (another process
-    appended to the turn) makes the insert collide on the store's
-    ``(turn_id, pos)`` key, after which the writer re-reads the head. Bounded,
-    so a long-lived host does not grow with every turn it ever served.
-    """
-
-    def __init__(self, max_turns: int = 4096, max_pending: int = 65536) -> None:
-        self._heads: OrderedDict[str, tuple[int, str]] = OrderedDict()
-        self._pending: OrderedDict[int, tuple[str, str]] = OrderedDict()
-        self._max_turns = max_turns
-        self._max_pending = max_pending
-
-    def head(self, turn_id: str) -> tuple[int, str] | None:
-        """The cached (pos, hash) of the turn's last link, or None."""
-        return self._heads.get(turn_id)
-
-    def advance(self, turn_id: str, pos: int, hash_: str) -> None:
-        """Remember that ``pos``/``hash_`` is now the turn's last link."""
-        heads = self._heads
-        heads[turn_id] = (pos, hash_)
-        heads.move_to_end(turn_id)
-        if len(heads) > self._max_turns:
-            heads.popitem(last=False)
-
-    def forget(self, turn_id: str) -> None:
-        """Drop the turn's head (after a failed or unknown commit)."""
-        self._heads.pop(turn_id, None)
-
-    def attempt(self, seq: int) -> tuple[str, str] | None:
-        """(turn_id, attempt link hash) of an attempt begun here and not finished yet."""
-        return self._pending.get(seq)
-
-    def begun(self, seq: int, turn_id: str, hash_: str) -> None:
-        """Remember an attempt awaiting its outcome."""
-        pending = self._pending
-        pending[seq] = (turn_id, hash_)
-        if len(pending) > self._max_pending:
-            pending.popitem(last=False)
-
-    def finished(self, seq: int) -> None:
-        """The attempt has its outcome."""
-        self._pending.pop(seq, None)
-
-    def clear(self) -> None:
-        """Forget everything (after a reconnection)."""
-        self._heads.clear()
-        self._pending.clear()
+    return canonical.tag(seed)
 
 
 # -- signing ----------------------------------------------------------------------------
@@ -484,14 +426,34 @@ def verify_turn(
         if lk.pos < 0:
             add("inserted", lk, None, f"an {lk.kind} row that has no link in the chain")
     report.links = len(linked)
+    chain, expected, remaining = _walk(turn_id, linked, add)
+    _check_links(chain, expected, remaining, add)
+    _stray_links(chain, remaining, add)
+    report.head = chain[-1].hash if chain else None
+    _check_seals(chain, report, add, public_keys=public_keys, require_seal=require_seal)
+    if covered is not None:
+        _check_covered(chain, covered, add)
+    problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
+    return report
+
+
+#: how a stage of ``verify_turn`` reports a finding: (kind, link, position, detail)
+_Add = Callable[[str, "Link | None", "int | None", str], None]
+
+
+def _walk(
+    turn_id: str, linked: list[Link], add: _Add
+) -> tuple[list[Link], list[int], dict[int, Link]]:
+    """Stage 1, the walk: from genesis, follow the link whose prev is the current hash.
+
+    Returns the chain, the position each of its links should have (a deletion
+    gap shifts it), and the links the walk did not go through (by ``id``).
+    """
     by_prev: dict[str, list[Link]] = {}
     for lk in linked:
         by_prev.setdefault(lk.prev, []).append(lk)
     held = {lk.hash for lk in linked}
-
-    # 1. the walk: from genesis, follow the link whose prev is the current hash
     chain: list[Link] = []
-    #: the position each link of the chain should have (a deletion gap shifts it)
     expected: list[int] = []
     remaining = {id(lk): lk for lk in linked}
     cur = genesis(turn_id)
@@ -525,8 +487,13 @@ def verify_turn(
         chain.append(nxt)
         del remaining[id(nxt)]
         cur = nxt.hash
+    return chain, expected, remaining
 
-    # 2. every link of the chain: its content, its binding, its place
+
+def _check_links(
+    chain: list[Link], expected: list[int], remaining: dict[int, Link], add: _Add
+) -> None:
+    """Stage 2, every link of the chain: its content, its binding, its place."""
     attempt_hash = {lk.seq: lk.hash for lk in chain if lk.kind == "attempt"}
     chain_positions = {lk.pos for lk in chain}
     # links put in with the chain renumbered around them shift the genuine ones
@@ -560,12 +527,25 @@ def verify_turn(
                     f"attempt before it (seq {last_seq}): the store's order was changed",
                 )
             last_seq = lk.seq
-    # 3. links the chain does not go through
+
+
+def _stray_links(chain: list[Link], remaining: dict[int, Link], add: _Add) -> None:
+    """Stage 3, links the chain does not go through."""
+    chain_positions = {lk.pos for lk in chain}
     for lk in remaining.values():
         second = " (a second link at this position)" if lk.pos in chain_positions else ""
         add("inserted", lk, lk.pos, f"a {lk.kind} that is not part of the chain{second}")
 
-    report.head = chain[-1].hash if chain else None
+
+def _check_seals(
+    chain: list[Link],
+    report: TurnReport,
+    add: _Add,
+    *,
+    public_keys: Mapping[str, Any] | None,
+    require_seal: bool,
+) -> None:
+    """Stage 4, the seal: signed by a trusted key (with keys), present when required."""
     seals = [lk for lk in chain if lk.kind == "seal"]
     report.sealed = bool(seals)
     if public_keys is not None:
@@ -591,24 +571,25 @@ def verify_turn(
             "the turn has no seal (never closed: its host died or it is still running; "
             "or its seal was deleted)",
         )
-    if covered is not None:
-        pos, hash_, number = covered
-        at = {lk.pos: lk.hash for lk in chain}
-        if pos not in at:
-            end = chain[-1].pos if chain else -1
-            add(
-                "deleted",
-                None,
-                pos,
-                f"checkpoint {number} covered this turn up to position {pos}; the chain now "
-                f"ends at position {end}: what was committed before the checkpoint is gone",
-            )
-        elif at[pos] != hash_:
-            add(
-                "edited",
-                None,
-                pos,
-                f"the link at this position is not the one checkpoint {number} covered",
-            )
-    problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
-    return report
+
+
+def _check_covered(chain: list[Link], covered: tuple[int, str, int], add: _Add) -> None:
+    """Stage 5, the checkpoint: the chain still reaches the head it covered, with its hash."""
+    pos, hash_, number = covered
+    at = {lk.pos: lk.hash for lk in chain}
+    if pos not in at:
+        end = chain[-1].pos if chain else -1
+        add(
+            "deleted",
+            None,
+            pos,
+            f"checkpoint {number} covered this turn up to position {pos}; the chain now "
+            f"ends at position {end}: what was committed before the checkpoint is gone",
+        )
+    elif at[pos] != hash_:
+        add(
+            "edited",
+            None,
+            pos,
+            f"the link at this position is not the one checkpoint {number} covered",
+        )

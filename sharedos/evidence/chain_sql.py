@@ -274,3 +274,44 @@ def chain_rows_sql(missing: frozenset[str] = frozenset()) -> str:
 
 #: the chain reader of a table with every column (``reader_sql``)
 READER_SQL = reader_sql()
+
+
+# -- the lookups both stores make, in one shape (placeholders per dialect) ----------------
+
+#: each turn's head past the furthest position its checkpoints covered
+_UNCOVERED = (
+    "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
+    "FROM chain GROUP BY turn_id) h ON h.turn_id = c.turn_id AND h.pos = c.pos "
+    "LEFT JOIN (SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) k "
+    "ON k.turn_id = c.turn_id WHERE k.pos IS NULL OR k.pos < c.pos ORDER BY c.turn_id"
+)
+_LOOKUPS = {
+    # the turn's last link (pos, hash)
+    "head": "SELECT pos, hash FROM chain WHERE turn_id = {p} AND pos IS NOT NULL "
+    "ORDER BY pos DESC LIMIT 1",
+    # (turn_id, hash) of an attempt's link
+    "attempt_link": "SELECT turn_id, hash FROM chain WHERE seq = {p} AND kind = 'attempt'",
+    # (seq of the attempt a link is or concludes, hash) of a turn's link at a position
+    "link_at": "SELECT CASE kind WHEN 'attempt' THEN seq WHEN 'outcome' THEN attempt END, "
+    "hash FROM chain WHERE turn_id = {p} AND pos = {p}",
+    # (number, hash) of the store's last checkpoint
+    "last_checkpoint": "SELECT number, hash FROM checkpoints ORDER BY number DESC LIMIT 1",
+    # the store's id
+    "store_id": "SELECT value FROM meta WHERE key = 'store_id'",
+    # checkpoints with their heads, in number order (one ordered join)
+    "checkpoint_rows": "SELECT c.number, c.store_id, c.taken_at, c.prev_hash, c.heads, "
+    "c.heads_hash, c.key_id, c.signature, c.hash, k.turn_id, k.pos, k.hash FROM checkpoints c "
+    "LEFT JOIN checkpoint_heads k ON k.number = c.number ORDER BY c.number, k.turn_id",
+    # each turn's head not yet covered by a checkpoint (PostgreSQL orders ids bytewise,
+    # as SQLite does)
+    "uncovered": _UNCOVERED + "{collate}",
+}
+
+
+def lookup_sql(name: str, dialect: Dialect) -> str:
+    """The shared lookup ``name`` (``head``, ``attempt_link``, ``link_at``,
+    ``last_checkpoint``, ``store_id``, ``checkpoint_rows``, ``uncovered``) with ``dialect``'s placeholders: the statements the SQLite and
+    PostgreSQL stores both run, written once."""
+    mark = "?" if dialect == "sqlite" else "%s"
+    collate = "" if dialect == "sqlite" else ' COLLATE "C"'
+    return _LOOKUPS[name].replace("{p}", mark).replace("{collate}", collate)

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sharedos import canonical
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.chain import Problem, Signer, verify_seal_signature
 
 __all__ = [
@@ -65,7 +65,7 @@ FORMAT = "sharedos-evidence-checkpoint/1"
 Head = tuple[str, int, str]  # (turn_id, pos, hash)
 
 
-class CheckpointTaken(SharedOSError):
+class CheckpointTaken(EvidenceError):
     """Another writer took the checkpoint number first: re-read the last one and number after it."""
 
 
@@ -133,7 +133,7 @@ class Checkpoint:
 def checkpoint_genesis(store_id: str) -> str:
     """The ``prev`` of a store's first checkpoint."""
     seed = f"sharedos-evidence-checkpoints/1\n{store_id}".encode("utf-8", "backslashreplace")
-    return "sha256:" + hashlib.sha256(seed).hexdigest()
+    return canonical.tag(seed)
 
 
 def heads_hash(heads: Iterable[Head]) -> str:
@@ -142,7 +142,7 @@ def heads_hash(heads: Iterable[Head]) -> str:
     for turn_id, pos, hash_ in sorted(heads):
         line = f"[{canonical.scalar(turn_id)},{int(pos)},{canonical.scalar(hash_)}]\n"
         digest.update(line.encode("utf-8", "backslashreplace"))
-    return "sha256:" + digest.hexdigest()
+    return canonical.PREFIX + digest.hexdigest()
 
 
 def checkpoint_hash(
@@ -167,7 +167,7 @@ def checkpoint_hash(
             "key_id": key_id,
         }
     )
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+    return canonical.tag(body)
 
 
 def make_checkpoint(

@@ -62,6 +62,7 @@ from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
     chain_rows_sql,
     insert_sql,
+    lookup_sql,
     picked,
     reader_sql,
 )
@@ -94,12 +95,12 @@ def _select_records(missing: frozenset[str] = frozenset()) -> str:
 
 
 #: each turn's head past the furthest position its checkpoints covered
-_UNCOVERED_SQL = (
-    "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
-    "FROM chain GROUP BY turn_id) h ON h.turn_id = c.turn_id AND h.pos = c.pos "
-    "LEFT JOIN (SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) k "
-    'ON k.turn_id = c.turn_id WHERE k.pos IS NULL OR k.pos < c.pos ORDER BY c.turn_id COLLATE "C"'
-)
+_UNCOVERED_SQL = lookup_sql("uncovered", "postgresql")
+_HEAD_SQL = lookup_sql("head", "postgresql")
+_ATTEMPT_LINK_SQL = lookup_sql("attempt_link", "postgresql")
+_LINK_AT_SQL = lookup_sql("link_at", "postgresql")
+_LAST_CHECKPOINT_SQL = lookup_sql("last_checkpoint", "postgresql")
+_STORE_ID_SQL = lookup_sql("store_id", "postgresql")
 #: each turn's furthest checkpointed head, in the binary order of turn ids
 _COVERAGE_SQL = (
     'SELECT DISTINCT ON (k.turn_id COLLATE "C") k.turn_id, k.pos, k.hash, k.number '
@@ -318,7 +319,7 @@ class PostgresEvidenceStore:
         if expected is None:
             return
         try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+            row = conn.execute(_STORE_ID_SQL).fetchone()
         except Exception:
             row = None
         if row is None or row[0] != expected:
@@ -441,7 +442,7 @@ class PostgresEvidenceStore:
                 self._missing = frozenset(CHAIN_COLUMNS) - migrate.pg_chain_columns(conn)
             else:
                 self._missing = migrate.LATER_ATTEMPT_FIELDS
-            row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+            row = conn.execute(_STORE_ID_SQL).fetchone()
             self._store_id = row[0] if row else None
             if not self.read_only:
                 try:
@@ -469,27 +470,17 @@ class PostgresEvidenceStore:
 
     def head(self, turn_id: str) -> tuple[int, str] | None:
         """The turn's last link as the database has it."""
-        row = self._fetchone(
-            "SELECT pos, hash FROM chain WHERE turn_id = %s AND pos IS NOT NULL "
-            "ORDER BY pos DESC LIMIT 1",
-            (pg_text(turn_id),),
-        )
+        row = self._fetchone(_HEAD_SQL, (pg_text(turn_id),))
         return (int(row[0]), str(row[1])) if row else None
 
     def attempt_link(self, seq: int) -> tuple[str, str] | None:
         """(turn_id, hash) of the attempt link of ``seq``."""
-        row = self._fetchone(
-            "SELECT turn_id, hash FROM chain WHERE seq = %s AND kind = 'attempt'", (seq,)
-        )
+        row = self._fetchone(_ATTEMPT_LINK_SQL, (seq,))
         return (str(row[0]), str(row[1])) if row else None
 
     def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
         """(seq of the attempt it is or concludes, hash) of the turn's link at ``pos``."""
-        row = self._fetchone(
-            "SELECT CASE kind WHEN 'attempt' THEN seq WHEN 'outcome' THEN attempt END, hash "
-            "FROM chain WHERE turn_id = %s AND pos = %s",
-            (turn_id, pos),
-        )
+        row = self._fetchone(_LINK_AT_SQL, (turn_id, pos))
         return (int(row[0]) if row[0] is not None else None, str(row[1])) if row else None
 
     def _fetchone(self, sql: str, params: tuple[Any, ...]) -> Any:
@@ -516,7 +507,7 @@ class PostgresEvidenceStore:
         data-modifying ``WITH`` parts, the outcome naming the attempt's new seq
         through the part that inserted it. The text is built once per shape.
         """
-        rows = plan.rows()
+        rows = plan.rows
         kinds = tuple(kind for kind, _ in rows)
         params: list[Any] = []
         for _, values in rows:
@@ -612,9 +603,7 @@ class PostgresEvidenceStore:
 
     def last_checkpoint(self) -> tuple[int, str] | None:
         """(number, hash) of the store's last checkpoint."""
-        row = self._fetchone(
-            "SELECT number, hash FROM checkpoints ORDER BY number DESC LIMIT 1", ()
-        )
+        row = self._fetchone(_LAST_CHECKPOINT_SQL, ())
         return (int(row[0]), str(row[1])) if row else None
 
     def execute_checkpoint(self, cp: Checkpoint, heads: list[tuple[str, int, str]]) -> None:

@@ -8,22 +8,32 @@ record format, not an MCP wire shape).
 
 from __future__ import annotations
 
-import hashlib
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
-
-import rfc8785
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from sharedos import canonical
 from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.redaction import Redactor, non_object_marker, redact_fields
 
-REDACTED = "[redacted]"
+if TYPE_CHECKING:
+    from sharedos.context import AccessContext
+
 #: stored arguments larger than this (bytes of JSON) are replaced by a marker; the digest stays
 MAX_STORED_ARGUMENTS = 64 * 1024
 #: raw tool strings longer than this are truncated in the record (the length is kept)
 MAX_STORED_TOOL = 1024
+#: the value types a shallow copy of an object detaches (immutable)
+_FLAT = frozenset({str, int, bool, type(None)})
+#: recorded (and shown) error texts are capped at this many characters, after scrubbing
+MAX_ERROR = 2000
+#: arguments up to this size (bytes of canonical JSON) are stored from the bytes their
+#: digest is made of (one encoding per call); larger ones take the general path, which
+#: applies the storage cap
+ONE_PASS_MAX = MAX_STORED_ARGUMENTS // 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,53 +190,12 @@ def safe_text(value: object, limit: int = MAX_STORED_TOOL) -> str:
     return text
 
 
-def redact_arguments(arguments: Any, secret_names: Iterable[str]) -> Any:
-    """``arguments`` with the values of the named top-level fields replaced by ``"[redacted]"``."""
-    secrets = frozenset(secret_names)
-    if not secrets or not isinstance(arguments, Mapping):
-        return arguments
-    return {k: (REDACTED if k in secrets else v) for k, v in arguments.items()}
-
-
 # Encoders built once (``json.dumps`` with keyword arguments builds a new one per
 # call); they hold only immutable configuration.
 _STORABLE = json.JSONEncoder(ensure_ascii=True, allow_nan=False).encode
 
-
-def fast_canonical(arguments: Any) -> bytes | None:
-    """RFC 8785 JSON of ``arguments`` from the C encoder, or None when only the general path can say.
-
-    ``sharedos.canonical.fast``: None for integral and extreme floats, huge
-    integers, lone surrogates, keys JCS orders differently and nesting too
-    deep; ``canonical_arguments`` handles those.
-    """
-    return canonical.fast(arguments)
-
-
-def canonical_arguments(arguments: Any) -> bytes:
-    """RFC 8785 JSON of ``arguments``; a deterministic fallback for values JCS cannot encode."""
-    made = canonical.fast(arguments)
-    if made is not None:
-        return made
-    try:
-        return rfc8785.dumps(arguments)
-    except Exception:
-        pass
-    try:
-        # NaN, integers beyond 2**53, non-JSON objects: still digest deterministically.
-        return json.dumps(arguments, sort_keys=True, default=safe_repr, ensure_ascii=True).encode()
-    except Exception:  # too deep, or a mapping that fails while being walked
-        return f"<unencodable {type(arguments).__name__}>".encode()
-
-
-def arguments_digest(arguments: Any) -> str:
-    """``sha256:`` + SHA-256 hex of the canonical JSON of ``arguments``."""
-    return digest_of_canonical(canonical_arguments(arguments))
-
-
-def digest_of_canonical(canonical: bytes) -> str:
-    """``sha256:`` + SHA-256 hex of already-canonical JSON bytes."""
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+#: ``sha256:`` + SHA-256 of the RFC 8785 encoding of ``arguments`` (``sharedos.canonical``)
+arguments_digest = canonical.digest
 
 
 #: The text form of every JSON value the evidence store writes: compact, ASCII-only
@@ -279,14 +248,6 @@ def storable_arguments(arguments: Any) -> Any:
     return json.loads(text)
 
 
-def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every occurrence of each non-empty secret replaced by ``"[redacted]"``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
-
-
 def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A JSON-safe, detached copy of caller-supplied diagnostics / identity (never raises).
 
@@ -304,3 +265,188 @@ def plain_json(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if len(text) > MAX_STORED_ARGUMENTS:
         return {"$truncated": True, "$bytes": len(text)}
     return EncodedJson.decode(text)  # a dict always encodes to a JSON object
+
+
+def now_iso() -> str:
+    """UTC now, ISO 8601 with microseconds and a ``Z`` (every record's timestamps)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def iso(at: float) -> str:
+    """``at`` (seconds since the epoch, ``time.time()``) as a record timestamp (``now_iso``'s form)."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _elapsed_ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+def scrubbed_error(text: str | None, redactor: Redactor) -> str | None:
+    """An error text as recorded and shown: secrets scrubbed, storable, capped (None stays None)."""
+    if text is None:
+        return None
+    # scrub before truncating: a secret straddling the cut would leave its prefix
+    return safe_text(redactor.scrub(str(text)) if redactor.needles else str(text), MAX_ERROR)
+
+
+def concluded(
+    outcome: Outcome, reason: ReasonCode | None, error: str | None, t0: float, redactor: Redactor
+) -> OutcomeRecord:
+    """The outcome row of an attempt timed from ``t0`` (``time.perf_counter``), ending now;
+    ``error`` scrubbed by ``redactor``, made storable and capped."""
+    return OutcomeRecord(
+        outcome, now_iso(), _elapsed_ms(t0), reason, scrubbed_error(error, redactor)
+    )
+
+
+def _stored_json(value: Mapping[str, Any] | None, redactor: Redactor) -> dict[str, Any] | None:
+    """Caller-supplied JSON (diagnostics, identity, the decision context) as recorded:
+    detached, storable, secrets scrubbed."""
+    stored = plain_json(value)
+    if stored is None or not redactor.needles:
+        return stored
+    text = encoded_text(stored)
+    if redactor.found_in(text if text is not None else repr(stored)):
+        return plain_json(redactor.scrub_json(stored))
+    return stored
+
+
+def _stored_arguments(
+    arguments: Any, encoded: tuple[bytes, str] | None, secret_names: frozenset[str]
+) -> tuple[Any, str]:
+    """The arguments as recorded, and their digest: secret fields redacted, a non-object
+    never stored (a marker is), large ones capped; from ``encoded`` (their RFC 8785
+    bytes and its tag) when that needs no change, so they are encoded once per call."""
+    if arguments is None:
+        return None, arguments_digest(None)  # absent stays absent, not {}
+    if (
+        encoded is not None
+        and not secret_names  # redacted ones are stored and digested redacted
+        and len(encoded[0]) <= ONE_PASS_MAX
+        and type(arguments) is dict
+    ):
+        data, digest = encoded
+        # a detached copy: flat immutable values copied shallowly, anything else decoded
+        copied = (
+            dict(arguments)
+            if all(type(v) in _FLAT for v in arguments.values())
+            else json.loads(data)
+        )
+        return EncodedJson(copied, data.decode("utf-8")), digest
+    if not isinstance(arguments, Mapping):
+        stored: Any = non_object_marker(arguments)
+    else:
+        try:
+            stored = storable_arguments(redact_fields(arguments, secret_names))
+        except Exception:  # a hostile mapping: record that, never fail the record over it
+            stored = {"$unstorable": safe_text(type(arguments).__name__)}
+    return stored, arguments_digest(stored)
+
+
+def decision_context(context: AccessContext) -> dict[str, Any] | None:
+    """The decision context an attempt records: the trusted ``AccessContext`` as the host
+    resolved it and the policy read it (principal, tenant, roles, attributes; the turn id
+    is the record's own), as detached, storable JSON (``EvidenceRecord.access_context``
+    reads it back). Over ``MAX_STORED_ARGUMENTS`` it is a ``$truncated`` marker."""
+    return plain_json(
+        {
+            "principal": context.principal,
+            "tenant": context.tenant,
+            "roles": list(context.roles),
+            "attributes": dict(context.attributes),
+        }
+    )
+
+
+def attempt_record(
+    *,
+    context: AccessContext,
+    call_id: object,
+    tool: object,
+    started: float,
+    arguments: Any,
+    encoded: tuple[bytes, str] | None,
+    secret_names: frozenset[str],
+    redactor: Redactor,
+    decision: Any,
+    namespace: str | None,
+    catalog_hash: str | None,
+    policy_hash: str | None,
+    diagnostics: Mapping[str, Any] | None,
+    identity: Mapping[str, Any] | None,
+    context_json: Mapping[str, Any] | None,
+    ended: tuple[Outcome, ReasonCode | None, str | None, float] | None = None,
+) -> EvidenceRecord:
+    """The attempt row of one call, built once from what its authorization found.
+
+    Every field is made storable and scrubbed by ``redactor`` here, in one
+    place: the raw ``tool`` and ``call_id`` (capped), ``started`` (``time.time()``), the ``arguments`` as
+    received (``secret_names`` redacted; ``encoded``, their RFC 8785 bytes and
+    digest, spares a second encoding), the ``decision``'s resource, the
+    ``diagnostics``, ``identity`` and decision context (``context_json``:
+    ``decision_context(context)``, which a caller may keep per context).
+    ``namespace`` is the tool's, for a call no decision was made for.
+    ``ended`` = (outcome, reason, error, t0) makes the complete record of a
+    call refused before any handler (one commit).
+    """
+    scrubs = bool(redactor.needles)
+    stored_args, digest = _stored_arguments(arguments, encoded, secret_names)
+    if scrubs:
+        text = encoded_text(stored_args)
+        if redactor.found_in(text if text is not None else repr(stored_args)):
+            stored_args = storable_arguments(redactor.scrub_json(stored_args))
+            digest = arguments_digest(stored_args)
+    call_text = safe_text(call_id, 256)
+    tool_text = safe_text(tool)
+    if scrubs:
+        call_text, tool_text = redactor.scrub(call_text), redactor.scrub(tool_text)
+    if decision is not None:
+        resource = decision.resource
+        # security: a resource holding a lone surrogate (JSON can carry one) must not
+        # make the record unwritable, which would erase the attempt
+        resource = scrubbed_error(resource, redactor) if resource is not None else None
+        rule_ids = tuple(_rule_id(r) for r in decision.rule_ids)
+        effect: str | None = str(decision.effect)
+        namespace = decision.namespace or namespace
+        action = decision.action
+    else:
+        resource, rule_ids, effect, action = None, (), None, None
+    if context_json is None:
+        context_json = decision_context(context)
+    if ended is None:
+        outcome = reason = finished_at = duration_ms = error = None
+    else:
+        outcome, reason, error, t0 = ended
+        finished_at, duration_ms = now_iso(), _elapsed_ms(t0)
+        error = scrubbed_error(error, redactor)
+    return EvidenceRecord(
+        turn_id=context.turn_id,
+        call_id=call_text,
+        tool=tool_text,
+        started_at=iso(started),
+        arguments_digest=digest,
+        arguments=stored_args,
+        effect=effect,
+        resource=resource,
+        namespace=namespace,
+        action=action,
+        rule_ids=rule_ids,
+        catalog_hash=catalog_hash,
+        policy_hash=policy_hash,
+        principal=context.principal,
+        tenant=context.tenant,
+        diagnostics=_stored_json(diagnostics, redactor),
+        identity=_stored_json(identity, redactor),
+        context=_stored_json(context_json, redactor),
+        outcome=outcome,
+        reason=reason,
+        finished_at=finished_at,
+        duration_ms=duration_ms,
+        error=error,
+    )
+
+
+def _rule_id(ref: Any) -> str:
+    """The id string of a ``RuleRef`` (or of anything printable)."""
+    rid = getattr(ref, "id", None)
+    return str(rid) if rid is not None else str(ref)

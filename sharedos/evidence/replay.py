@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sharedos.evidence.record import REDACTED, EvidenceRecord
+from sharedos.errors import EvidenceError
+from sharedos.evidence.record import EvidenceRecord
 from sharedos.outcomes import Effect, ReasonCode
 from sharedos.policy.analysis.compare import (
     KINDS,
@@ -65,6 +66,7 @@ from sharedos.policy.analysis.compare import (
 )
 from sharedos.policy.clock import ClockError, expand, now_value
 from sharedos.policy.decision import Decision, RuleRef
+from sharedos.redaction import REDACTED
 
 __all__ = ["ReplayReport", "recorded_decision", "replay", "request_of"]
 
@@ -81,7 +83,7 @@ _DECIDED = frozenset(
 )
 
 
-class NotReplayable(Exception):
+class NotReplayable(EvidenceError):
     """Why one recorded attempt cannot be replayed (its ``str`` is the skip key)."""
 
 

@@ -25,11 +25,9 @@ class FailureReporter:
         self._lock = threading.Lock()
         self._reported: set[str] = set()
         self._held = 0
-
-    @property
-    def failing(self) -> bool:
-        """True between a reported failure and the next success."""
-        return bool(self._reported)
+        #: True between a reported failure and the next success (an attribute: writers
+        #: read it after every commit and call ``succeeded`` only when it is set)
+        self.failing = False
 
     def failed(self, cause: str, message: str) -> bool:
         """Count a failure; log it when ``cause`` is new since the last success. True if logged."""
@@ -37,6 +35,7 @@ class FailureReporter:
             self._held += 1
             first = cause not in self._reported
             self._reported.add(cause)
+            self.failing = True
         if first:
             logger.error("sharedos: %s", message)
         return first
@@ -51,6 +50,7 @@ class FailureReporter:
             causes, held = sorted(self._reported), self._held
             self._reported.clear()
             self._held = 0
+            self.failing = False
         logger.warning(
             "sharedos: evidence store writable again (after %s; %d writes failed meanwhile)",
             ", ".join(causes),

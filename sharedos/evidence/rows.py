@@ -16,7 +16,7 @@ from typing import Any
 
 from sharedos.evidence.chain import ATTEMPT_FIELDS, Link
 from sharedos.evidence.chain_sql import CHAIN_COLUMNS, CONTENT_OF
-from sharedos.evidence.record import EvidenceRecord, encoded_text, storable_json_text
+from sharedos.evidence.record import EncodedJson, EvidenceRecord, storable_json_text
 
 __all__ = [
     "JSON_FIELDS",
@@ -39,9 +39,8 @@ def dumps(value: Any) -> str | None:
     """The stored JSON text of a column value (None stays NULL); never raises."""
     if value is None:
         return None
-    text = encoded_text(value)  # encoded once on the call path (compact, ASCII-safe)
-    if text is not None:
-        return text
+    if type(value) is EncodedJson and value.text:
+        return value.text  # encoded once on the call path (compact, storable)
     try:
         return str(storable_json_text(value))
     except Exception:  # too deep or hostile: the record is still written

@@ -53,21 +53,29 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from sharedos.evidence.appender import (
+    ATTEMPT_SEQ,
     DEFAULT_CHECKPOINT_INTERVAL_S,
+    DIRTY_LIMIT,
     ChainAppender,
     Opening,
     Plan,
     StaleHead,
 )
 from sharedos.evidence.chain import APPROVAL_FIELDS, Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, approvals_step, chain_rows_sql, reader_sql
+from sharedos.evidence.chain_sql import (
+    CHAIN_COLUMNS,
+    approvals_step,
+    chain_rows_sql,
+    lookup_sql,
+    reader_sql,
+)
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import (
     layout_step,
@@ -75,10 +83,7 @@ from sharedos.evidence.migrate import (
     sqlite_chain_columns,
     sqlite_chain_existing,
 )
-from sharedos.evidence.record import (
-    EvidenceRecord,
-    OutcomeRecord,
-)
+from sharedos.evidence.record import EvidenceRecord, OutcomeRecord, now_iso
 from sharedos.evidence.reporting import FailureReporter
 from sharedos.evidence.rows import (
     link_from_row,
@@ -86,6 +91,7 @@ from sharedos.evidence.rows import (
     sqlite_text,
 )
 from sharedos.evidence.sqlite_schema import (
+    INSERT,
     INSERT_PROBE,
     JSON_COLUMNS,
     MIGRATE_FROM_1,
@@ -95,7 +101,6 @@ from sharedos.evidence.sqlite_schema import (
     READ_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
-    run_plan,
     select_records,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
@@ -188,8 +193,57 @@ def _create_private(path: str) -> None:
     os.close(fd)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
+    try:
+        cur.execute(INSERT[kind], params)
+    except sqlite3.IntegrityError as exc:
+        if "chain.turn_id, chain.pos" in str(exc):
+            raise StaleHead() from None  # another writer took the position: re-plan
+        if "chain.approval_id" in str(exc):
+            from sharedos.evidence.approvals import ApprovalTaken
+
+            # an approval requested, decided or closed a second time (another host won)
+            raise ApprovalTaken(f"approval write refused: {exc}") from None
+        raise
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return int(rowid)
+
+
+def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
+    """Commit ``plan`` (a turn's next chain links and their rows) atomically.
+
+    Returns the attempt's seq (the plan's own for an outcome, -1 for an
+    opening or a seal). Raises ``StaleHead`` when the first position is
+    taken (another writer moved the turn's head) and ``sqlite3.Error`` for
+    the rest (a second outcome or an unknown attempt is a constraint error:
+    cause ``conflict``). ``nested``: inside the caller's transaction (group
+    commit), which commits or rolls back.
+    """
+    rows = plan.rows
+    seq = plan.seq if plan.seq is not None else -1
+    if len(rows) == 1 or nested:  # one autocommitted INSERT is atomic by itself
+        for kind, params in rows:
+            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
+                params = [*params[:5], seq, *params[6:]]  # the plan's rows stay as planned
+            rowid = _insert(cur, kind, params)
+            if kind == "attempt":
+                seq = rowid
+        return seq
+    cur.execute("BEGIN IMMEDIATE")
+    try:
+        for kind, params in rows:
+            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
+                params = [*params[:5], seq, *params[6:]]
+            rowid = _insert(cur, kind, params)
+            if kind == "attempt":
+                seq = rowid
+        cur.execute("COMMIT")
+    except BaseException:
+        if cur.connection.in_transaction:
+            cur.connection.execute("ROLLBACK")
+        raise
+    return seq
 
 
 FileId = tuple[int, int]
@@ -199,12 +253,12 @@ _INSERT_CHECKPOINT = (
     "signature, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: each turn's head past the furthest position its checkpoints covered
-_UNCOVERED_SQL = (
-    "SELECT c.turn_id, c.pos, c.hash FROM chain c JOIN (SELECT turn_id, max(pos) AS pos "
-    "FROM chain GROUP BY turn_id) h ON h.turn_id = c.turn_id AND h.pos = c.pos "
-    "LEFT JOIN (SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) k "
-    "ON k.turn_id = c.turn_id WHERE k.pos IS NULL OR k.pos < c.pos ORDER BY c.turn_id"
-)
+_UNCOVERED_SQL = lookup_sql("uncovered", "sqlite")
+_HEAD_SQL = lookup_sql("head", "sqlite")
+_ATTEMPT_LINK_SQL = lookup_sql("attempt_link", "sqlite")
+_LINK_AT_SQL = lookup_sql("link_at", "sqlite")
+_LAST_CHECKPOINT_SQL = lookup_sql("last_checkpoint", "sqlite")
+_STORE_ID_SQL = lookup_sql("store_id", "sqlite")
 #: each turn's furthest checkpointed head (and the checkpoint that recorded it)
 _COVERAGE_SQL = (
     "SELECT k.turn_id, k.pos, k.hash, k.number FROM checkpoint_heads k JOIN "
@@ -231,11 +285,7 @@ def iter_checkpoint_rows(
     stream: Callable[[str, list[Any], int], Any],
 ) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
     """Checkpoints with their heads, in number order, from one ordered join (both stores)."""
-    sql = (
-        "SELECT c.number, c.store_id, c.taken_at, c.prev_hash, c.heads, c.heads_hash, c.key_id, "
-        "c.signature, c.hash, k.turn_id, k.pos, k.hash FROM checkpoints c "
-        "LEFT JOIN checkpoint_heads k ON k.number = c.number ORDER BY c.number, k.turn_id"
-    )
+    sql = lookup_sql("checkpoint_rows", "sqlite")  # no placeholders: either dialect
     current: Checkpoint | None = None
     heads: list[tuple[str, int, str]] = []
     for row in stream(sql, [], 5000):
@@ -262,7 +312,7 @@ def iter_checkpoint_rows(
 
 def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
     """The file's ``meta.store_id`` (given one when it has none and ``create``)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    row = conn.execute(_STORE_ID_SQL).fetchone()
     if row is not None:
         return str(row[0])
     if not create:
@@ -271,7 +321,7 @@ def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
 
     made = str(uuid.uuid4())
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (made,))
-    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    row = conn.execute(_STORE_ID_SQL).fetchone()
     return str(row[0])
 
 
@@ -327,6 +377,10 @@ class SqliteEvidenceStore:
         self._fast_generation = -1
         self._fast_commits = 0
         self._fast_paused = False
+        #: set by ``try_now`` after a commit: upkeep (``checkpoint_due`` / ``checkpoint``,
+        #: ``evidence_checkpoint_due`` / ``take_checkpoint``) may be due; writers that
+        #: commit through ``try_now`` look at it instead of asking after every commit
+        self.upkeep_due = False
         #: (turns, rows) the opening migration chained (``sharedos evidence migrate`` reports it)
         self.migrated_rows = (0, 0)
         #: the schema version the file had when opened (a writable open migrates it)
@@ -429,7 +483,7 @@ class SqliteEvidenceStore:
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
-            conn.execute(INSERT_PROBE, (_now(),))
+            conn.execute(INSERT_PROBE, (now_iso(),))
         except sqlite3.Error as exc:
             cause = _cause(exc)
             what = "write" if cause in ("read_only", "disk_full", "locked") else "open"
@@ -641,27 +695,17 @@ class SqliteEvidenceStore:
 
     def head(self, turn_id: str) -> tuple[int, str] | None:
         """The turn's last link (pos, hash) as the file has it."""
-        rows = self._read(
-            "SELECT pos, hash FROM chain WHERE turn_id = ? AND pos IS NOT NULL "
-            "ORDER BY pos DESC LIMIT 1",
-            [turn_id],
-        )
+        rows = self._read(_HEAD_SQL, [turn_id])
         return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
     def attempt_link(self, seq: int) -> tuple[str, str] | None:
         """(turn_id, hash) of the attempt link of ``seq``."""
-        rows = self._read(
-            "SELECT turn_id, hash FROM chain WHERE seq = ? AND kind = 'attempt'", [seq]
-        )
+        rows = self._read(_ATTEMPT_LINK_SQL, [seq])
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def link_at(self, turn_id: str, pos: int) -> tuple[int | None, str] | None:
         """(seq of the attempt it is or concludes, hash) of the turn's link at ``pos``."""
-        rows = self._read(
-            "SELECT CASE kind WHEN 'attempt' THEN seq WHEN 'outcome' THEN attempt END, hash "
-            "FROM chain WHERE turn_id = ? AND pos = ?",
-            [turn_id, pos],
-        )
+        rows = self._read(_LINK_AT_SQL, [turn_id, pos])
         if not rows:
             return None
         seq, hash_ = rows[0]
@@ -692,7 +736,7 @@ class SqliteEvidenceStore:
 
     def last_checkpoint(self) -> tuple[int, str] | None:
         """(number, hash) of the store's last checkpoint."""
-        rows = self._read("SELECT number, hash FROM checkpoints ORDER BY number DESC LIMIT 1", [])
+        rows = self._read(_LAST_CHECKPOINT_SQL, [])
         return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
     def execute_checkpoint(self, cp: Checkpoint, heads: list[tuple[str, int, str]]) -> None:
@@ -761,7 +805,18 @@ class SqliteEvidenceStore:
             return _NOT_NOW
         if self._broken is not None:
             raise self._broken
-        return self.appender.try_now(kind, args, self._run_now)
+        appender = self.appender
+        done, result = appender.try_now(kind, args, self._run_now)
+        if done:
+            # read by the recorder after the commit: a WAL look or a checkpoint is due
+            self.upkeep_due = self._fast_commits >= _CHECKPOINT_EVERY or bool(
+                appender.dirty
+                and (
+                    len(appender.dirty) >= DIRTY_LIMIT
+                    or time.monotonic() >= appender.next_checkpoint
+                )
+            )
+        return done, result
 
     def _run_now(self, plan: Plan) -> int | None:
         """Commit ``plan`` on the no-wait connection; None when it would wait or failed."""

@@ -4,7 +4,7 @@ Version 4 (``sharedos.evidence.chain_sql``) keeps every row of every turn in
 one table, ``chain``, each row with its own link of the turn's hash chain;
 ``attempts``, ``outcomes``, ``turns``, ``seals``, ``links`` and ``evidence``
 are views of it under the version-3 names. Every write is a ``Plan`` made by
-``ChainAppender`` and committed by ``run_plan``: one ``INSERT`` (autocommit)
+``ChainAppender`` and committed by ``SqliteEvidenceStore``'s ``run_plan``: one ``INSERT`` (autocommit)
 when the plan is one row — an attempt of an open turn, an outcome, a seal —
 and one transaction when it is two (a turn's first row and its opening; a
 refused call's attempt and outcome). Older files are migrated when opened
@@ -16,9 +16,6 @@ for writing: 1 -> 2 -> 3 (their rows chained) -> 4 -> 5 (the columns
 
 from __future__ import annotations
 
-import sqlite3
-
-from sharedos.evidence.appender import ATTEMPT_SEQ, Plan, StaleHead
 from sharedos.evidence.chain import ATTEMPT_FIELDS, KINDS
 from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, picked, table_ddl
 from sharedos.evidence.migrate import (
@@ -32,6 +29,7 @@ from sharedos.evidence.record import OUTCOME_FIELDS
 SCHEMA_VERSION = 6
 
 __all__ = [
+    "INSERT",
     "INSERT_PROBE",
     "JSON_COLUMNS",
     "MIGRATE_FROM_1",
@@ -41,7 +39,6 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "SELECT",
-    "run_plan",
     "select_records",
 ]
 
@@ -121,7 +118,8 @@ MIGRATE_FROM_2 = SQLITE_V3
 #: version 3 -> 4: one table
 MIGRATE_FROM_3 = v3_to_v4("sqlite")
 
-_INSERT = {kind: insert_sql(kind, "sqlite") for kind in KINDS}
+#: the INSERT of each kind of row
+INSERT = {kind: insert_sql(kind, "sqlite") for kind in KINDS}
 
 
 def select_records(missing: frozenset[str] = frozenset()) -> str:
@@ -131,56 +129,3 @@ def select_records(missing: frozenset[str] = frozenset()) -> str:
 
 SELECT = select_records()
 INSERT_PROBE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)"
-
-
-def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
-    try:
-        cur.execute(_INSERT[kind], params)
-    except sqlite3.IntegrityError as exc:
-        if "chain.turn_id, chain.pos" in str(exc):
-            raise StaleHead() from None  # another writer took the position: re-plan
-        if "chain.approval_id" in str(exc):
-            from sharedos.evidence.approvals import ApprovalTaken
-
-            # an approval requested, decided or closed a second time (another host won)
-            raise ApprovalTaken(f"approval write refused: {exc}") from None
-        raise
-    rowid = cur.lastrowid
-    assert rowid is not None
-    return int(rowid)
-
-
-def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
-    """Commit ``plan`` (a turn's next chain links and their rows) atomically.
-
-    Returns the attempt's seq (the plan's own for an outcome, -1 for an
-    opening or a seal). Raises ``StaleHead`` when the first position is
-    taken (another writer moved the turn's head) and ``sqlite3.Error`` for
-    the rest (a second outcome or an unknown attempt is a constraint error:
-    cause ``conflict``). ``nested``: inside the caller's transaction (group
-    commit), which commits or rolls back.
-    """
-    rows = plan.rows()
-    seq = plan.seq if plan.seq is not None else -1
-    if len(rows) == 1 or nested:  # one autocommitted INSERT is atomic by itself
-        for kind, params in rows:
-            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
-                params[5] = seq
-            rowid = _insert(cur, kind, params)
-            if kind == "attempt":
-                seq = rowid
-        return seq
-    cur.execute("BEGIN IMMEDIATE")
-    try:
-        for kind, params in rows:
-            if kind == "outcome" and params[5] is ATTEMPT_SEQ:
-                params[5] = seq
-            rowid = _insert(cur, kind, params)
-            if kind == "attempt":
-                seq = rowid
-        cur.execute("COMMIT")
-    except BaseException:
-        if cur.connection.in_transaction:
-            cur.connection.execute("ROLLBACK")
-        raise
-    return seq

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 
 #: Why a store could not make a row durable (``EvidenceStoreError.cause``).
@@ -62,7 +62,7 @@ CAUSES = frozenset(
 INTERRUPTED = "interrupted"
 
 
-class EvidenceStoreError(SharedOSError, RuntimeError):
+class EvidenceStoreError(EvidenceError, RuntimeError):
     """A row could not be made durable (or the store cannot be opened); ``cause`` says why."""
 
     def __init__(self, message: str, cause: str = "io") -> None:

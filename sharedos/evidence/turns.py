@@ -27,8 +27,8 @@ from typing import Any
 
 import anyio
 
-from sharedos.evidence.appender import Opening, now_iso
-from sharedos.evidence.record import storable_json_text
+from sharedos.evidence.appender import Opening
+from sharedos.evidence.record import now_iso, storable_json_text
 from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
 

@@ -157,13 +157,15 @@ def location_secrets(text: str) -> tuple[str, ...]:
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with each of ``secrets`` (and its JSON and ``repr`` encodings) replaced by ``***``."""
+    """``text`` with each of ``secrets`` in every encoding removed (``sharedos.redaction``),
+    and a short value's raw occurrences replaced by ``***`` too (a message is not worth
+    a password)."""
     if not secrets:
         return text
-    from sharedos.evidence.redaction import Secrets
+    from sharedos.redaction import Redactor
 
-    out = Secrets(secrets).scrub(text)
-    for value in secrets:  # short values too: a message is not worth a password
+    out = Redactor(secrets).scrub(text)
+    for value in secrets:
         out = out.replace(value, _HIDDEN)
     return out
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import HarnessError
 from sharedos.harness.shapes.neutral import Call, Result, ToolSpec, Turn, WireShape, dumps
 from sharedos.kernel import AccessContext, RuntimeHost, ToolCall, ToolResult, TurnCatalog
 from sharedos.toolpolicy import ToolPolicy
@@ -103,7 +103,7 @@ class DriverTurn:
     transcript: list[dict[str, Any]] = field(default_factory=list)
 
 
-class DriverError(SharedOSError, RuntimeError):
+class DriverError(HarnessError, RuntimeError):
     """The turn loop could not complete (step budget exhausted, bad wire JSON)."""
 
 

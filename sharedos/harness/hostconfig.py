@@ -37,9 +37,9 @@ from pydantic import (
     model_validator,
 )
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import HarnessError
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
-from sharedos.harness.tomlpos import key_positions, locate
+from sharedos.tomlpos import decode_error_position, key_positions, locate
 from sharedos.upstream.config import UpstreamConfig, parse_upstreams
 
 REDACTED = "<redacted>"
@@ -47,7 +47,7 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class HostConfigError(SharedOSError, ValueError):
+class HostConfigError(HarnessError, ValueError):
     """A host configuration that cannot be used; ``str()`` lists positioned problems."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -354,7 +354,7 @@ class HostConfig(BaseModel):
         """Every env value this file gives any harness, resolved against ``environ``.
 
         These are the host's credentials: whatever a harness later passes back
-        into a tool call or prints is scrubbed of them (``sharedos.harness.secrets``).
+        into a tool call or prints is scrubbed of them (``sharedos.redaction``).
         A reference to an unset variable contributes nothing (it is not a value).
         """
         values: list[str] = []
@@ -450,8 +450,8 @@ def parse_host_config(
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"{source}:{m.group(1)}:{m.group(2)}" if m else source
+        stated = decode_error_position(str(exc))
+        where = f"{source}:{stated[0]}:{stated[1]}" if stated else source
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise HostConfigError([f"{where}: invalid TOML: {msg}"]) from None
     positions = key_positions(text)

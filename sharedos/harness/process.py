@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sharedos.harness.secrets import Secrets
+from sharedos.redaction import Redactor
 
 #: Captured output kept per stream (bytes); a chatty harness cannot exhaust memory.
 MAX_CAPTURE = 16 * 1024 * 1024
@@ -44,7 +44,7 @@ class ProcessResult:
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
     """Replace every spelling of every secret value in ``text`` (tokens, provider keys)."""
-    return Secrets.of(secrets).scrub(text)
+    return Redactor(secrets).scrub(text)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -115,15 +115,15 @@ class LineRelay:
     kept in ``error``.
     """
 
-    def __init__(self, name: str, hook: OutputHook, secrets: Secrets) -> None:
+    def __init__(self, name: str, hook: OutputHook, secrets: Redactor) -> None:
         self.name = name
         self.hook: OutputHook | None = hook
         self.secrets = secrets
         self.error: BaseException | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
-        self._hold = max((len(f) for f in secrets.forms), default=1) - 1
-        self._multiline = any("\n" in f for f in secrets.forms)
+        self._hold = max((len(f) for f in secrets.needles), default=1) - 1
+        self._multiline = any("\n" in f for f in secrets.needles)
 
     def feed(self, data: bytes) -> None:
         """Add bytes read from the stream; emit every line they complete."""
@@ -214,22 +214,35 @@ async def run_process(
     re-raises ``CancelledError`` after the group is dead.
     """
     t0 = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        env=env,
-        cwd=str(cwd),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=pass_fds,
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
     )
+    try:
+        # shielded: cancelled inside process creation, asyncio would kill the leader
+        # and then wait for every holder of its pipes (a grandchild) to exit
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            started = await spawn
+            _kill_group(started.pid, signal.SIGKILL)  # never ran as asked: nothing to spare
+            await _until_exit(started, 5.0)
+            await _reap_group(started.pid, 0.0)
+        raise
     if on_spawn is not None:
         on_spawn()
     pgid = proc.pid
     relays: tuple[LineRelay | None, LineRelay | None] = (None, None)
     if on_output is not None:
-        scrub = Secrets.of(secrets)
+        scrub = Redactor(secrets)
         relays = (LineRelay("stdout", on_output, scrub), LineRelay("stderr", on_output, scrub))
     out_task = asyncio.ensure_future(_read_capped(proc.stdout, relays[0]))
     err_task = asyncio.ensure_future(_read_capped(proc.stderr, relays[1]))

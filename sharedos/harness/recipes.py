@@ -26,14 +26,12 @@ from sharedos.harness.adapters.base import (
     TurnInputs,
 )
 from sharedos.harness.hostconfig import HarnessConfig
+from sharedos.redaction import MIN_SECRET_CHARS
 
 __all__ = ["MODEL_KEY_ENV", "TOKEN_ENV", "BridgeEndpoint", "Launch", "base_env", "prepare"]
 
 #: Environment variables every harness inherits from the host.
 _BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")
-#: A secret shorter than this is not scrubbed as a substring (it would mangle text);
-#: nothing that short is a credential worth the name.
-MIN_SECRET_LEN = 4
 
 
 def base_env(environ: Mapping[str, str], home: Path) -> dict[str, str]:
@@ -98,7 +96,8 @@ def prepare(
     if bridge is not None and bridge.token:
         launch.env[TOKEN_ENV] = bridge.token
     launch.argv.extend(cfg.args)
-    secrets = [v for v in resolved.values() if len(v) >= MIN_SECRET_LEN]
+    # a value shorter than the redactor scrubs is no credential worth the name
+    secrets = [v for v in resolved.values() if len(v) >= MIN_SECRET_CHARS]
     if bridge is not None and bridge.token:
         secrets.append(bridge.token)
     launch.secret_values = tuple(secrets)

@@ -52,7 +52,7 @@ from sharedos.evidence.store import EvidenceStoreError
 from sharedos.outcomes import Effect, ReasonCode
 
 if TYPE_CHECKING:
-    from sharedos.kernel.attempt import Attempt
+    from sharedos.kernel.authorize import Authorization
 
 __all__ = [
     "ApprovalGate",
@@ -380,18 +380,29 @@ def approved_decision(decision: Any, approval: Approval) -> Any:
 
 
 async def settle(
-    gate: ApprovalGate | None, attempt: Attempt, policy_hash: str, peer: Any
-) -> tuple[ReasonCode, str | None] | None:
-    """The kernel's approval step for one call decided ``approval_required`` (between the
-    decision and the write-ahead commit). None: an approval of this exact call was used,
-    ``attempt.decision`` is now allowed and the call runs. Otherwise the refusal's reason
-    and detail; ``attempt.approval`` then holds the payload's approval fields. Never raises
-    but on cancellation (an internal error refuses the call: fail closed)."""
-    decision, tool, args, context = attempt.decision, attempt.tool, attempt.args, attempt.context
+    gate: ApprovalGate | None,
+    auth: Authorization,
+    call: Any,
+    context: Any,
+    policy_hash: str,
+    peer: Any,
+) -> Authorization:
+    """The kernel's approval step for a call authorized ``approval_required`` (between
+    authorization and the attempt's row): one ``Authorization`` to another.
+
+    Allowed (``reason`` ``allowed``, the decision turned into an allow that names the
+    approver) when an approval of this exact call was used; otherwise the refusal —
+    ``approval_required`` with the approval fields in ``approval``, or
+    ``internal_error``. Never raises but on cancellation (fail closed)."""
+    decision, tool, args = auth.decision, auth.tool, auth.args
     need = getattr(decision, "approval", None)
     if gate is None or need is None or decision is None or tool is None or args is None:
-        attempt.approval = {"approvers": need.describe() if need else "", "retry": False}
-        return ReasonCode.APPROVAL_REQUIRED, "this host keeps no approvals: the call cannot run"
+        return dataclasses.replace(
+            auth,
+            detail="this host keeps no approvals: the call cannot run",
+            approval={"approvers": need.describe() if need else "", "retry": False},
+        )
+    call_id = str(getattr(call, "call_id", ""))
     binding = gate.binding(
         context.turn_id,
         context.principal,
@@ -403,21 +414,24 @@ async def settle(
     )
     try:
         answer = await gate.gate(
-            binding, call_id=attempt.call_id, need=need, roles=context.roles, peer=peer
+            binding, call_id=call_id, need=need, roles=context.roles, peer=peer
         )
         if answer.run:
             assert answer.approval is not None
-            attempt.decision = approved_decision(decision, answer.approval)
-            return None
+            allowed = approved_decision(decision, answer.approval)
+            return dataclasses.replace(
+                auth, reason=ReasonCode.ALLOWED, detail=None, decision=allowed
+            )
     except anyio.get_cancelled_exc_class():
         raise
     except Exception as exc:  # fail closed: the call does not run
-        logger.exception("sharedos: internal error in the approval step of %s", attempt.call_id)
-        return ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
-    attempt.approval = answer.payload()
-    # the approval's id and status travel in the payload (``attempt.approval``); the
-    # attempt is tied to its request by the request's call id
-    return ReasonCode.APPROVAL_REQUIRED, answer.detail or None
+        logger.exception("sharedos: internal error in the approval step of %s", call_id)
+        return dataclasses.replace(
+            auth, reason=ReasonCode.INTERNAL_ERROR, detail=f"{type(exc).__name__}: {exc}"
+        )
+    # the approval's id and status travel in the payload; the attempt is tied to its
+    # request by the request's call id
+    return dataclasses.replace(auth, detail=answer.detail or None, approval=answer.payload())
 
 
 def _can_elicit(peer: Any) -> bool:

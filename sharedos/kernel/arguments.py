@@ -1,11 +1,12 @@
-"""Check 4 of a call: the arguments, their schema error written without leaking them, and copies.
+"""Check 4 of a call (``arguments_problem``): the arguments, their schema error written
+without leaking them, and the copy a handler is given (``handler_copy``).
 
 ``schema_problem`` writes the ``invalid_arguments`` detail. jsonschema's own
 messages embed ``repr(instance)``; for an object or an array (at the root
 that is the whole argument object) that is a copy of every argument, secret
 ones included, in an escaping a plain string search for the secret does not
 find. So a message is jsonschema's only when its instance is a scalar outside
-any secret field (a scalar's repr is one of the encodings ``Secrets`` scrubs)
+any secret field (a scalar's repr is one of the encodings ``Redactor`` scrubs)
 or when the validator names keys rather than the instance; otherwise the
 message is written here from the validator and the JSON type alone.
 """
@@ -17,9 +18,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import ValidationError, best_match
 
-from sharedos.evidence.record import fast_canonical
+from sharedos.catalog.definition import ToolDefinition
 
 #: deeper arguments are refused as invalid (no JSON tool input needs more, and
 #: validating or copying them recursively would exhaust the stack)
@@ -47,23 +48,6 @@ def json_type(value: object) -> str:
     if value is None:
         return "null"
     return type(value).__name__
-
-
-def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """True when ``value`` nests dicts/lists more than ``limit`` levels (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def shape_problem(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> str | None:
@@ -105,23 +89,40 @@ def schema_problem(error: ValidationError, secret_names: Iterable[str]) -> str:
     return f"{where}: the {json_type(instance)} does not satisfy {validator!r}"
 
 
-def detached(args: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
-    """A copy of validated arguments that shares nothing with the caller's object,
-    and their RFC 8785 bytes when the fast encoder could make them (reused for the
-    evidence digest and the stored copy, so the arguments are encoded once per call)."""
-    canonical = fast_canonical(args)
-    if canonical is not None:
-        return copy_of(args, canonical), canonical
+def arguments_problem(tool: ToolDefinition, args: Any) -> str | None:
+    """Why ``args`` are not valid input for ``tool`` (the ``invalid_arguments`` detail), or None.
+
+    An object, at most ``MAX_ARGUMENT_DEPTH`` deep, no non-finite number, valid for
+    the tool's ``inputSchema`` (the accept-only shortcut first, the full validator
+    as the judge).
+    """
+    if not isinstance(args, dict):
+        return f"arguments must be a JSON object, got {json_type(args)}"
+    shape = shape_problem(args, MAX_ARGUMENT_DEPTH)
+    if shape is not None:
+        return shape
     try:
-        copied: dict[str, Any] = json.loads(_ENCODE(args))
-        return copied, None
-    except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
-        return copy.deepcopy(args), None
+        # The shortcut only ever says "certainly valid"; anything else goes to the
+        # full validator, which is the judge.
+        fast = tool.input_fast_check
+        if fast is not None and fast(args):
+            return None
+        problem = best_match(tool.input_validator.iter_errors(args))
+    except Exception as exc:  # values no JSON could carry (hostile objects from a Python caller)
+        return f"arguments could not be validated ({type(exc).__name__})"
+    return schema_problem(problem, tool.secret_arguments) if problem is not None else None
 
 
-def copy_of(args: dict[str, Any], canonical: bytes) -> dict[str, Any]:
-    """A detached copy of ``args``, whose RFC 8785 bytes are ``canonical``."""
+def handler_copy(args: dict[str, Any], encoded: bytes | None) -> dict[str, Any]:
+    """A copy of validated arguments that shares nothing with the caller's object (nor with
+    the record): from their RFC 8785 bytes ``encoded`` when the fast encoder made them."""
     if all(type(v) in _SCALARS for v in args.values()):
         return dict(args)  # flat, immutable values: a shallow copy shares nothing
-    copied: dict[str, Any] = json.loads(canonical)
-    return copied
+    if encoded is not None:
+        decoded: dict[str, Any] = json.loads(encoded)
+        return decoded
+    try:
+        copied: dict[str, Any] = json.loads(_ENCODE(args))
+        return copied
+    except (TypeError, ValueError):  # non-JSON values a Python caller passed; schema allowed them
+        return copy.deepcopy(args)

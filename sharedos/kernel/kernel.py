@@ -21,6 +21,7 @@ from sharedos.catalog.hashing import catalog_hash
 from sharedos.catalog.registry import RegistryView, ToolRegistry
 from sharedos.kernel.context import AccessContext
 from sharedos.kernel.policy_api import PolicyLike
+from sharedos.outcomes import ReasonCode
 from sharedos.toolpolicy import ToolPolicy
 
 #: (namespace, action, resource expression) of a requirement
@@ -106,6 +107,11 @@ class Kernel:
         #: matched against the run policy and the requirements again at every turn. Plain
         #: dicts (get/set are atomic), cleared when full.
         self._by_name: dict[ToolPolicy, dict[str, tuple[bool, RequirementKey | None]]] = {}
+        #: run policy -> tool name -> is it managed (a call's step 2, a dict lookup when known)
+        self._managed: dict[ToolPolicy, dict[str, bool]] = {}
+        #: the policy is fixed for the kernel: its requirements and hash are read once
+        self._requirements: Mapping[str, Any] = policy.requirements
+        self.policy_hash: str = str(policy.bundle_hash)
 
     def decision_context(self, context: AccessContext) -> Mapping[str, Any]:
         """The ``context`` a call is decided in: ``policy_input``, plus ``now`` (this
@@ -122,10 +128,54 @@ class Kernel:
 
         return {**context.policy_input, "now": current(self.time_zone, self._clock)}
 
-    @property
-    def policy_hash(self) -> str:
-        """The compiled policy's bundle hash."""
-        return str(self.policy.bundle_hash)
+    def lookup(
+        self, name: str, context: AccessContext, catalog: TurnCatalog | None
+    ) -> ToolDefinition | None:
+        """The tool ``name`` names in the view a call of ``context`` is looked up in
+        (``view_for``), or None. The same lookup ``list_tools`` lists from."""
+        if catalog is None or catalog.view is None:
+            return self.registry.lookup(name, context)
+        return self.view_for(context, catalog).get_tool(name)
+
+    def resolve(
+        self,
+        name: str,
+        context: AccessContext,
+        catalog: TurnCatalog | None,
+        tool_policy: ToolPolicy,
+    ) -> tuple[ToolDefinition | None, ReasonCode | None]:
+        """Steps 1-3 of a call: the tool ``name`` names, and why it may not be called (None
+        when it may, so far): no such tool or no requirement (``tool_unavailable``), not in
+        the run's managed set (``not_in_run_policy``), not in the turn's catalogue
+        (``not_in_turn_catalog``)."""
+        tool = self.lookup(name, context, catalog)
+        if tool is None:
+            return None, ReasonCode.TOOL_UNAVAILABLE
+        name = tool.name
+        if name not in self._requirements:
+            return tool, ReasonCode.TOOL_UNAVAILABLE
+        known = self._managed.get(tool_policy)
+        if known is None:
+            if len(self._managed) >= _RUN_POLICIES_KEPT:
+                self._managed.clear()
+            known = self._managed[tool_policy] = {}
+        managed = known.get(name)
+        if managed is None:
+            if len(known) >= _NAMES_KEPT:
+                known.clear()
+            managed = known[name] = tool_policy.is_managed(name)
+        if not managed:
+            return tool, ReasonCode.NOT_IN_RUN_POLICY
+        if catalog is not None and name not in catalog.names:
+            return tool, ReasonCode.NOT_IN_TURN_CATALOG
+        return tool, None
+
+    def decide(self, tool: ToolDefinition, args: Mapping[str, Any], context: AccessContext) -> Any:
+        """Step 5: the policy's decision for ``tool`` with ``args`` in ``context`` (its
+        ``decision_context``: the clock's ``now`` when the policy reads the time)."""
+        return self.policy.decide(
+            tool.name, args, self.decision_context(context), context_key=context.cache_key
+        )
 
     def view(self, context: AccessContext) -> RegistryView:
         """The tools ``context`` may be offered (shared + its providers' tools)."""

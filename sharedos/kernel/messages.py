@@ -27,8 +27,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sharedos.kernel.policy_api import rule_id
-from sharedos.outcomes import DENIAL_REASONS, ReasonCode, outcome_for_reason
+from sharedos.outcomes import DENIAL_REASONS, OUTCOME_OF, ReasonCode
 
 _DENIAL = "SharedOS policy denial"
 _FINAL = (
@@ -88,6 +87,12 @@ def shown_name(tool: object, limit: int = 80) -> str:
         text = text[: limit - 3] + "..."
     printable = text.isprintable() and " " not in text
     return text if printable and text else repr(text)
+
+
+def rule_id(ref: Any) -> str:
+    """The id string of a ``RuleRef`` (or of anything printable)."""
+    rid = getattr(ref, "id", None)
+    return str(rid) if rid is not None else str(ref)
 
 
 def public_rule_id(ref: Any) -> str:
@@ -218,7 +223,7 @@ def refusal_payload(
     """The ``structuredContent`` of a refusal (wire spelling), the sentence included as ``message``;
     for ``approval_required`` also ``approvalId``, ``approvalStatus``, ``approvers``, ``retry``."""
     payload: dict[str, Any] = {
-        "outcome": str(outcome_for_reason(reason)),
+        "outcome": str(OUTCOME_OF[reason]),
         "reason": str(reason),
         "tool": tool,
         "callId": call_id,

@@ -54,23 +54,3 @@ class PolicyLike(Protocol):
     def could_permit(
         self, tool: str, context: Mapping[str, Any], *, context_key: str | None = None
     ) -> bool: ...
-
-
-def rule_id(ref: Any) -> str:
-    """The id string of a ``RuleRef`` (or of anything printable)."""
-    rid = getattr(ref, "id", None)
-    return str(rid) if rid is not None else str(ref)
-
-
-def rule_location(ref: Any) -> str:
-    """``id (file:line:col)`` for a ``RuleRef``, the file as its base name only (a
-    model-facing message must not reveal the host's directory layout); the id
-    alone when the position is unknown or already is ``file:line``."""
-    rid = rule_id(ref)
-    file, line = getattr(ref, "file", None), getattr(ref, "line", None)
-    if not (file and line):
-        return rid
-    base = str(file).replace("\\", "/").rsplit("/", 1)[-1]
-    if rid in (f"{file}:{line}", f"{base}:{line}"):
-        return f"{base}:{line}:{getattr(ref, 'col', 1)}"
-    return f"{rid} ({base}:{line}:{getattr(ref, 'col', 1)})"

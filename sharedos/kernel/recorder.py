@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import anyio
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.reporting import reporter_of
 from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
@@ -65,7 +65,7 @@ GiveUp = Literal["timeout", "cancelled"]
 Fallback = Callable[[GiveUp], OutcomeRecord]
 
 
-class EvidenceUnavailable(SharedOSError):
+class EvidenceUnavailable(EvidenceError):
     """A write could not be made durable in time; ``cause`` is an ``EvidenceStoreError`` cause."""
 
     def __init__(self, cause: str, message: str) -> None:
@@ -193,11 +193,15 @@ class EvidenceRecorder:
             self._failed(exc.cause, str(exc))
             raise EvidenceUnavailable(exc.cause, str(exc)) from exc
         if done:
-            self._succeeded()
-            due = self._checkpoint_due
-            if due is not None and due() and self._checkpoint is not None:
-                self._lane.submit(LaneTask(self._quietly, self._checkpoint))
-            self._heads_checkpoint()
+            self._progress_at = time.monotonic()
+            if self._report.failing:
+                self._report.succeeded()
+            # a store that says when upkeep may be due is asked only then
+            if getattr(self.store, "upkeep_due", True):
+                due = self._checkpoint_due
+                if due is not None and due() and self._checkpoint is not None:
+                    self._lane.submit(LaneTask(self._quietly, self._checkpoint))
+                self._heads_checkpoint()
         return done, result
 
     def _heads_checkpoint(self) -> None:
@@ -372,7 +376,8 @@ class EvidenceRecorder:
     def _succeeded(self) -> None:
         # a failed write is no progress: a store that fails every write slowly is stuck
         self._progress_at = time.monotonic()
-        self._report.succeeded()
+        if self._report.failing:
+            self._report.succeeded()
 
 
 class RecordOnlyStore:

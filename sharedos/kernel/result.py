@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.kernel.messages import refusal_content
+from sharedos.kernel.messages import folded_refusal, refusal_content
 from sharedos.kernel.policy_api import DecisionLike
-from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
+from sharedos.outcomes import OUTCOME_OF, Outcome, ReasonCode
+from sharedos.redaction import NO_SECRETS, Redactor
+
+#: ``ToolResult.refusal``'s default ``error``: the same text as ``detail``
+_AS_DETAIL: str = "\x00as-detail"
 
 __all__ = ["ToolResult"]
 
@@ -56,13 +60,21 @@ class ToolResult:
         decision: DecisionLike | None = None,
         evidence_seq: int = -1,
         ran: bool = False,
+        error: str | None = _AS_DETAIL,
+        redactor: Redactor = NO_SECRETS,
+        fold: bool = False,
         approval: dict[str, Any] | None = None,
     ) -> ToolResult:
-        """A non-success result, its text and payload written by ``sharedos.kernel.messages``
-        (``approval``: the approval fields of an ``approval_required`` refusal)."""
+        """A non-success result, built once: its text and payload written by
+        ``sharedos.kernel.messages``, scrubbed by ``redactor``, and — with ``fold``, for a
+        tool that declares an ``outputSchema`` — the payload folded into the text
+        (``folded_refusal``) instead of sent as ``structuredContent``. ``detail`` is what
+        the model reads; ``error`` what the result carries as its error (``detail``
+        unless given). ``approval``: the approval fields of an ``approval_required`` refusal
+        (``sharedos.kernel.approvals.GateAnswer.payload``)."""
         resource = decision.resource if decision is not None else None
         rules = tuple(decision.rule_ids) if decision is not None else ()
-        content, structured = refusal_content(
+        content, payload = refusal_content(
             reason,
             tool,
             call_id,
@@ -72,14 +84,20 @@ class ToolResult:
             ran=ran,
             approval=approval,
         )
+        structured: dict[str, Any] | None = payload
+        if redactor.needles:
+            content = redactor.scrub_json(content)
+            structured = redactor.scrub_json(payload)
+        if fold:
+            content, structured = folded_refusal(content, structured), None
         return cls(
             call_id=call_id,
             tool=tool,
-            outcome=outcome_for_reason(reason),
+            outcome=OUTCOME_OF[reason],
             reason=reason,
             decision=decision,
             content=content,
             structured=structured,
-            error=detail,
+            error=detail if error is _AS_DETAIL else error,
             evidence_seq=evidence_seq,
         )

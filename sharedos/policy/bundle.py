@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy.grammar_id import GRAMMAR_VERSION, grammar_sha256
 from sharedos.policy.jsonvalues import loads
 from sharedos.policy.policyset import PolicySet, canonical_program
@@ -50,7 +50,7 @@ COMPILER_VERSION = f"sharedos-policy-compiler/7 grammar/{GRAMMAR_VERSION}"
 _PROGRAM_MARK = b',"program":'
 
 
-class BundleError(SharedOSError, ValueError):
+class BundleError(PolicyLanguageError, ValueError):
     """A bundle that cannot be loaded (unreadable, malformed, tampered, unsigned, or from another compiler)."""
 
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 #: the members of ``context.now``
@@ -46,7 +46,7 @@ FIELDS = (
 _ZONED_RE = re.compile(r"^(?P<time>[^\[\]]+?)(?:\[(?P<zone>[A-Za-z0-9_+\-/]+)\])?$")
 
 
-class ClockError(SharedOSError, ValueError):
+class ClockError(PolicyLanguageError, ValueError):
     """A time or time zone that cannot be read."""
 
 

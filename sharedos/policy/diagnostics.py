@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 
 Severity = Literal["error", "warning"]
 
@@ -360,7 +360,7 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.severity == "error" for d in diagnostics)
 
 
-class PolicyError(SharedOSError):
+class PolicyError(PolicyLanguageError):
     """Policy text that cannot be compiled. ``str()`` is the rendered diagnostics."""
 
     def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:

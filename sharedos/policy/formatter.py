@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy import ast
 from sharedos.policy.diagnostics import CODES, Diagnostic
 from sharedos.policy.grammar import is_keyword
@@ -41,7 +41,7 @@ _TOOLPAT_RE = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.\-*]*")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class FormatError(SharedOSError):
+class FormatError(PolicyLanguageError):
     """The formatter could not reproduce the file's meaning; the file must be left as it is."""
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
 from sharedos.policy.text import fold
 
@@ -22,7 +22,7 @@ STRING, NUMBER, BOOLEAN, LIST, ANY = "string", "number", "boolean", "list", "any
 INTEGER = "integer"
 
 
-class EvalError(SharedOSError):
+class EvalError(PolicyLanguageError):
     """A condition could not be evaluated (missing attribute, wrong type...)."""
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy.conditions import Env, Memo, compile_applies
 from sharedos.policy.decision import Requirement, RuleRef
 from sharedos.policy.jsonvalues import loads
@@ -91,7 +91,7 @@ RULE_COLUMNS: dict[str, str] = {
 }
 
 
-class MalformedProgram(SharedOSError, ValueError):
+class MalformedProgram(PolicyLanguageError, ValueError):
     """A program (usually from a bundle) whose structure is not what the compiler writes."""
 
 

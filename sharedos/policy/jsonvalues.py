@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 
 
-class NonFiniteNumber(SharedOSError, ValueError):
+class NonFiniteNumber(PolicyLanguageError, ValueError):
     """A JSON text holds ``NaN``, an infinity, or a number too large for a 64-bit float."""
 
 

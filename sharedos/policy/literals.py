@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy import ast
 
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
@@ -21,7 +21,7 @@ _HOLE_RE = re.compile(r"\{([^{}]*)\}")
 _DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-class SyntaxProblem(SharedOSError):
+class SyntaxProblem(PolicyLanguageError):
     """A construct the grammar accepts but whose content is malformed (bad escape, bad hole...)."""
 
     def __init__(

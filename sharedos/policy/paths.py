@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 
 #: Longest path accepted, in characters (longer is unresolvable, not truncated).
 MAX_PATH_CHARS = 4096
@@ -24,7 +24,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _is_normalized = unicodedata.is_normalized
 
 
-class UnresolvablePath(SharedOSError, ValueError):
+class UnresolvablePath(PolicyLanguageError, ValueError):
     """A value that has no canonical absolute path (the call is denied ``unresolvable_resource``)."""
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy.text import is_nfc
 
 _UNSAFE_RE = re.compile(r"[/*\x00-\x1f\x7f-\x9f]")
@@ -31,7 +31,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 Seg = list[Any]
 
 
-class PatternSyntaxError(SharedOSError, ValueError):
+class PatternSyntaxError(PolicyLanguageError, ValueError):
     """A pattern that cannot be compiled; ``offset`` is the character index in the pattern."""
 
     def __init__(self, message: str, offset: int, length: int = 1) -> None:

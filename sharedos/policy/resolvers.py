@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
 from sharedos.policy.patterns import Shape
 from sharedos.policy.text import is_nfc
@@ -21,7 +21,7 @@ from sharedos.policy.text import is_nfc
 _UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
 
 
-class Unresolvable(SharedOSError):
+class Unresolvable(PolicyLanguageError):
     """The arguments do not name a resource (missing, wrong type, unsafe, above '/')."""
 
 

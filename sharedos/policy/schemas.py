@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def lookup(schema: AttrSchema, path: Sequence[str]) -> tuple[str, AttrSchema | N
     return "ok", node, len(path)
 
 
-class SchemaError(SharedOSError, ValueError):
+class SchemaError(PolicyLanguageError, ValueError):
     """A context schema or catalogue file that cannot be used."""
 
 

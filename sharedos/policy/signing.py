@@ -37,7 +37,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import PolicyLanguageError
 
 _DOMAIN = b"sharedos-policy-bundle-signature/2\n"
 _LEGACY_DOMAIN = b"sharedos-policy-bundle-signature/1\n"
@@ -47,7 +47,7 @@ RELEASE_FIELDS = ("revision", "sequence")
 ALGORITHM = "ed25519"
 
 
-class SigningKeyError(SharedOSError, ValueError):
+class SigningKeyError(PolicyLanguageError, ValueError):
     """A key file that cannot be used (unreadable, not PEM, not an Ed25519 key)."""
 
 

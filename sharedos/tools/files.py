@@ -33,7 +33,7 @@ from sharedos.pathwalk import (
     Sandbox,
     SandboxError,
     check_regular,
-    contained,
+    explain,
 )
 
 FILES_TOOL_NAMES = ("files.delete", "files.list", "files.read", "files.search", "files.write")
@@ -60,14 +60,17 @@ def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResul
     """The one boundary of every files handler: host failures become canonical-path errors."""
 
     def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        resource = hctx.resource
+        resource = hctx.decision.resource
+        if resource is None:  # every files tool's requirement names its resource
+            raise LookupError("this call was authorized without a resource")
         try:
-            with contained(resource):
-                return op(args, resource)
-        except SandboxError as exc:
+            return op(args, resource)
+        except (SandboxError, OSError, ValueError) as exc:
+            # a host failure becomes a message naming the canonical path only
+            error = explain(exc, resource)
             return HandlerResult(
-                content=[{"type": "text", "text": str(exc)}],
-                structured={"path": resource, "code": exc.code, "message": str(exc)},
+                content=[{"type": "text", "text": str(error)}],
+                structured={"path": resource, "code": error.code, "message": str(error)},
                 is_error=True,
             )
 
@@ -108,17 +111,12 @@ class _FilesHandlers:
     def read(self, args: dict[str, Any], resource: str) -> HandlerResult:
         """Up to ``max_bytes`` of a singly-linked regular file, as UTF-8 text."""
         limit = int(args.get("max_bytes", MAX_READ_BYTES))
-        with self.sandbox.parent(resource) as (dfd, name):
-            fd = self.sandbox.open_regular(dfd, name, resource)
-            try:
-                data = _read_at_most(fd, limit + 1)
-            finally:
-                os.close(fd)
+        data = self.sandbox.read(resource, limit + 1)
         truncated = len(data) > limit
         data = data[:limit]
         text = data.decode("utf-8", errors="replace")
-        return HandlerResult.text(
-            text,
+        return HandlerResult(
+            content=[{"type": "text", "text": text}],
             structured={
                 "path": resource,
                 "bytes": len(data),

@@ -42,6 +42,7 @@ from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
 from sharedos.pathwalk import SandboxError
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
 from sharedos.upstream.definitions import RawTool, Refusal, build_definition
@@ -52,7 +53,6 @@ from sharedos.upstream.sandbox import UpstreamConfinementPolicy, UpstreamPlaceme
 from sharedos.upstream.secrets import (
     CredentialError,
     CredentialSet,
-    Scrubber,
     resolve_credentials,
 )
 
@@ -447,7 +447,7 @@ class UpstreamBroker:
         listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
         return listing
 
-    def _build(self, listing: Listing, creds: CredentialSet, scrubber: Scrubber) -> None:
+    def _build(self, listing: Listing, creds: CredentialSet, scrubber: Redactor) -> None:
         """Turn ``listing.raw`` into definitions and refusals (runs in a worker thread)."""
         config = listing.config
         secrets = _credential_map(creds)

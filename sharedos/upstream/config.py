@@ -42,7 +42,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
+from sharedos.tomlpos import key_positions, locate
 
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
 #: would be governed by, and collide with, the built-in rules).
@@ -250,7 +251,7 @@ def _is_loopback(url: str) -> bool:
         return False
 
 
-class UpstreamConfigProblems(SharedOSError, ValueError):
+class UpstreamConfigProblems(UpstreamError, ValueError):
     """Positioned problems (``file:line:col: ...``) found in the upstream tables."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -273,8 +274,10 @@ def parse_upstreams(
     if table is None:
         return configs, problems
 
+    positions = key_positions(text)
+
     def report(loc: tuple[str, ...], message: str) -> None:
-        line, col = locate(text, ("upstream", *loc))
+        line, col = locate(positions, ("upstream", *loc))
         label = ".".join(("upstream", *loc))
         problems.append(f"{source}:{line}:{col}: {label}: {message}")
 
@@ -538,63 +541,3 @@ def _check_url(uid: str, url: Any, report: Any) -> None:
             )
     if _INTERPOLATION_RE.search(url):
         report((uid, "url"), "is literal (no $VAR interpolation)")
-
-
-def locate(text: str, loc: tuple[Any, ...]) -> tuple[int, int]:
-    """Best-effort 1-based (line, col) of the TOML key ``loc`` points at (1:1 when unknown).
-
-    Understands ``[a.b]`` / ``[a.b.c]`` headers and ``key =`` lines (bare or
-    quoted) inside them, and inline tables on one line.
-    """
-    parts = [str(p) for p in loc]
-    headers = list(_HEADER_RE.finditer(text))
-    best: tuple[int, int] | None = None
-    # the deepest [table] header that is a prefix of loc, then the next key inside it
-    for depth in range(len(parts), 0, -1):
-        want = parts[:depth]
-        for i, m in enumerate(headers):
-            if _split_key(m.group(1)) == want:
-                start = m.end()
-                end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
-                rest = parts[depth:]
-                offset = _find_keys(text, start, end, rest) if rest else m.start(1)
-                if offset is None:
-                    offset = m.start(1)
-                best = _line_col(text, offset)
-                break
-        if best is not None:
-            return best
-    # no header: dotted keys at the top level (upstream.git.command = ...)
-    return (1, 1)
-
-
-_HEADER_RE = re.compile(r"^[ \t]*\[(?!\[)[ \t]*([^\]\n]+?)[ \t]*\][ \t]*(?:#.*)?$", re.MULTILINE)
-
-
-def _split_key(dotted: str) -> list[str]:
-    out: list[str] = []
-    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([^.\s]+)', dotted):
-        out.append(m.group(1) if m.group(1) is not None else (m.group(2) or m.group(3) or ""))
-    return out
-
-
-def _find_keys(text: str, start: int, end: int, keys: list[str]) -> int | None:
-    """Offset of the deepest of ``keys`` found in order within ``text[start:end]``."""
-    pos, found = start, None
-    for key in keys:
-        m = re.search(
-            rf'(^|[\s{{,])(?:"{re.escape(key)}"|\'{re.escape(key)}\'|{re.escape(key)})\s*=',
-            text[pos:end],
-            re.MULTILINE,
-        )
-        if m is None:
-            break
-        found = pos + m.start() + len(m.group(1))
-        pos = found
-    return found
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col

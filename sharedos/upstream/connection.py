@@ -30,11 +30,12 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 from sharedos.outcomes import ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.definitions import RawTool, raw_tools
-from sharedos.upstream.secrets import CredentialSet, Scrubber
+from sharedos.upstream.secrets import CredentialSet
 from sharedos.upstream.transport import (
     RESPONSE_TOO_LARGE,
     BoundedHTTPTransport,
@@ -57,7 +58,7 @@ _INLINE_TOOLS = 32
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
-class UpstreamFailure(SharedOSError):
+class UpstreamFailure(UpstreamError):
     """Why an upstream could not serve (``reason``: an ``upstream_*`` code; message names no secret)."""
 
     def __init__(self, reason: ReasonCode, message: str) -> None:
@@ -81,7 +82,7 @@ def describe_exception(exc: BaseException) -> str:
 class _StderrRelay:
     """Reads an upstream's stderr from a pipe, scrubs it, relays it and keeps a tail."""
 
-    def __init__(self, upstream: str, scrubber: Scrubber, sink: IO[str] | None) -> None:
+    def __init__(self, upstream: str, scrubber: Redactor, sink: IO[str] | None) -> None:
         self.upstream = upstream
         self.scrubber = scrubber
         self.sink = sink
@@ -98,7 +99,7 @@ class _StderrRelay:
     def _pump(self) -> None:
         with contextlib.suppress(Exception):
             for line in self._reader:
-                clean = self.scrubber.text(line.rstrip("\n"))
+                clean = self.scrubber.scrub(line.rstrip("\n"))
                 self.tail.append(clean)
                 if self.sink is not None:
                     with contextlib.suppress(Exception):
@@ -135,7 +136,7 @@ class UpstreamConnection:
         #: stdio: how the process is started (its sandbox, or SharedOS's supervisor)
         self._wrap = wrap
         self.credentials = credentials
-        self.scrubber = Scrubber(credentials.secrets())
+        self.scrubber = Redactor(credentials.secrets())
         self._stderr_sink = stderr
         self._on_list_changed = on_list_changed
         self._client: Client | None = None
@@ -172,7 +173,7 @@ class UpstreamConnection:
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
                 f"upstream {self.config.id!r} could not be reached: "
-                f"{self.scrubber.text(describe_exception(exc))}{self._stderr_hint()}",
+                f"{self.scrubber.scrub(describe_exception(exc))}{self._stderr_hint()}",
             ) from None
 
     def _oversized_unattributed(self) -> None:
@@ -243,8 +244,8 @@ class UpstreamConnection:
                 if info is not None:
                     # shown in reports and pinned: scrubbed like everything it sends
                     self.server_info = {
-                        "name": self.scrubber.text(info.name),
-                        "version": self.scrubber.text(info.version),
+                        "name": self.scrubber.scrub(info.name),
+                        "version": self.scrubber.scrub(info.version),
                     }
                 started = True
                 task_status.started()
@@ -260,7 +261,7 @@ class UpstreamConnection:
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException as exc:
-            self.broken = self.broken or self.scrubber.text(describe_exception(exc))
+            self.broken = self.broken or self.scrubber.scrub(describe_exception(exc))
             if not started:
                 raise
         finally:
@@ -342,7 +343,7 @@ class UpstreamConnection:
                 f"{self.config.timeouts.list_s:g} s",
             ) from None
         except Exception as exc:
-            why = self.scrubber.text(describe_exception(exc))
+            why = self.scrubber.scrub(describe_exception(exc))
             if _is_closed(exc):
                 self._mark_broken(why)
             raise UpstreamFailure(
@@ -377,7 +378,7 @@ class UpstreamConnection:
 
             async def callback(p: float, total: float | None, message: str | None) -> None:
                 with contextlib.suppress(Exception):
-                    await hook(p, total, self.scrubber.text(message) if message else message)
+                    await hook(p, total, self.scrubber.scrub(message) if message else message)
 
         try:
             with anyio.fail_after(timeout):
@@ -394,7 +395,7 @@ class UpstreamConnection:
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            why = self.scrubber.text(describe_exception(exc))
+            why = self.scrubber.scrub(describe_exception(exc))
             if _is_closed(exc):
                 self._mark_broken(why)
                 last = self._stderr_hint()

@@ -18,15 +18,15 @@ the value (issue 22).
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
 from pydantic import SecretStr, ValidationError
 
+from sharedos import canonical
 from sharedos.catalog.definition import (
     ToolAnnotations,
     ToolDefinition,
@@ -34,8 +34,8 @@ from sharedos.catalog.definition import (
     ToolMetadata,
 )
 from sharedos.names import is_valid_tool_name
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig, UpstreamLimits
-from sharedos.upstream.secrets import Scrubber
 
 _ANNOTATION_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -73,9 +73,9 @@ class Refusal:
 def raw_tool(wire: Mapping[str, Any]) -> RawTool:
     """Wrap a listed tool's wire dict (``Tool.model_dump(by_alias=True, exclude_none=True)``)."""
     try:
-        digest = "sha256:" + hashlib.sha256(rfc8785.dumps(dict(wire))).hexdigest()
+        digest = canonical.tag(canonical.dumps(dict(wire)))
     except (rfc8785.CanonicalizationError, TypeError, ValueError):
-        digest = "sha256:" + hashlib.sha256(repr(sorted(wire.items())).encode()).hexdigest()
+        digest = canonical.tag(repr(sorted(wire.items())).encode())
     return RawTool(name=str(wire.get("name", "")), wire=wire, digest=digest)
 
 
@@ -95,7 +95,7 @@ def _size(value: Any) -> int:
 def raw_tools(
     tools: Sequence[Any],
     limits: UpstreamLimits,
-    scrubber: Scrubber,
+    scrubber: Redactor,
     dropped: Sequence[tuple[str, str]] = (),
     known: Mapping[str, RawTool] | None = None,
     seen: dict[str, RawTool] | None = None,
@@ -115,13 +115,13 @@ def raw_tools(
     """
     out: list[RawTool] = []
     for name, problem in dropped:
-        shown = _shown_name(scrubber.text(name))
+        shown = _shown_name(scrubber.scrub(name))
         out.append(RawTool(shown, {"name": shown}, "", problem))
     for position, tool in enumerate(tools, start=1):
         wire = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
         problem = over_limits(wire, position, limits)
         if problem:
-            shown = _shown_name(scrubber.text(str(wire.get("name", ""))))
+            shown = _shown_name(scrubber.scrub(str(wire.get("name", ""))))
             out.append(RawTool(shown, {"name": shown}, "", problem))
         elif known is None and seen is None:
             out.append(raw_tool(wire))
@@ -176,7 +176,7 @@ def build_definition(
     raw: RawTool,
     handler: Callable[..., Any],
     credentials: Mapping[str, SecretStr],
-    scrubber: Scrubber | None = None,
+    scrubber: Redactor | None = None,
 ) -> ToolDefinition | Refusal:
     """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published.
 
@@ -194,7 +194,7 @@ def build_definition(
             )
             return Refusal(
                 config.id,
-                scrubber.text(raw.name),
+                scrubber.scrub(raw.name),
                 f"its definition contains a credential of this upstream (in {shown}); held "
                 "back: not published, not pinned",
             )
@@ -244,14 +244,3 @@ def build_definition(
         where = ".".join(str(p) for p in first["loc"]) or "definition"
         msg = str(first["msg"]).removeprefix("Value error, ")
         return Refusal(config.id, raw.name, f"{where}: {msg}")
-
-
-def split_refusals(
-    items: Iterable[ToolDefinition | Refusal],
-) -> tuple[list[ToolDefinition], list[Refusal]]:
-    """Separate definitions from refusals, keeping order."""
-    tools: list[ToolDefinition] = []
-    refused: list[Refusal] = []
-    for item in items:
-        (refused if isinstance(item, Refusal) else tools).append(item)  # type: ignore[arg-type]
-    return tools, refused

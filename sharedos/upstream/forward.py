@@ -35,8 +35,8 @@ import anyio
 
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.upstream.connection import UpstreamFailure
-from sharedos.upstream.secrets import Scrubber
 
 if TYPE_CHECKING:
     from sharedos.upstream.broker import UpstreamBroker
@@ -117,14 +117,14 @@ def relay(
     structured: dict[str, Any] | None,
     *,
     is_error: bool,
-    scrub: Scrubber,
+    scrub: Redactor,
     limit: int,
     upstream: str,
 ) -> HandlerResult:
     """The HandlerResult for an upstream's answer: scrubbed, size-checked, isError kept."""
     if scrub:
-        content = scrub.json(content)
-        structured = scrub.json(structured) if structured is not None else None
+        content = scrub.scrub_json(content)
+        structured = scrub.scrub_json(structured) if structured is not None else None
     size = len(json.dumps({"content": content, "structuredContent": structured}, default=str))
     if size > limit:
         return _failure(

@@ -20,7 +20,6 @@ change is as much a change of what the model is offered as new prose is.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 import secrets
@@ -30,11 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sharedos import canonical
 from sharedos.catalog.definition import ToolDefinition
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
 from sharedos.upstream.definitions import RawTool
 
 PIN_FILE_VERSION = 1
@@ -42,7 +41,7 @@ PIN_FILE_VERSION = 1
 DriftKind = Literal["changed", "new", "removed"]
 
 
-class PinError(SharedOSError, ValueError):
+class PinError(UpstreamError, ValueError):
     """A pin file that cannot be read or written (one line for an operator)."""
 
 
@@ -92,7 +91,7 @@ def pin_path_for(config_path: str | Path) -> Path:
 
 def definition_hash(published: Mapping[str, Any]) -> str:
     """``sha256:<hex>`` of the RFC 8785 JSON of a published definition."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(published))).hexdigest()
+    return canonical.tag(canonical.dumps(dict(published)))
 
 
 def tool_pin(tool: ToolDefinition, raw: RawTool) -> ToolPin:

@@ -4,44 +4,36 @@ A credential is read from the host environment only when a session is opened,
 and only into that session (the upstream process's environment, or an HTTP
 header). Its value must never come back out: everything an upstream returns
 (results, error messages, its stderr, its server name) is scrubbed of every
-encoding the value can take before SharedOS keeps or relays it, and a tool
-whose *definition* holds one is held back whole (``Scrubber.find``).
-
-The encodings (``encodings``): raw, JSON-escaped (ASCII and not), repr-escaped,
-hex (lower and upper case), percent-encoded (``quote``, ``quote_plus``, lower-case
-escapes), and base64 in the standard and URL-safe alphabets, padded or not,
-including the characters that depend only on the value at each of the three
-byte alignments, so the value is found (and cut) inside a longer encoded blob.
+encoding the value can take before SharedOS keeps or relays it, by the one
+redactor (``sharedos.redaction.Redactor``, built per connection from
+``CredentialSet.secrets()``), and a tool whose *definition* holds one is held
+back whole (``Redactor.find``). A credential shorter than the redactor's one
+minimum length (``MIN_SECRET_CHARS``) is refused here: it could not be scrubbed.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import json
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import quote, quote_plus
 
 from pydantic import SecretStr
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import UpstreamError
+from sharedos.redaction import MIN_SECRET_CHARS
 from sharedos.upstream.config import UpstreamConfig
 
-REDACTED = "[redacted]"
-#: shorter values cannot be scrubbed as substrings without mangling ordinary text
-MIN_CREDENTIAL_LENGTH = 8
+#: shorter values cannot be scrubbed as substrings (the redactor's one minimum length)
+MIN_CREDENTIAL_LENGTH = MIN_SECRET_CHARS
 
 # A per-process key: credential-set fingerprints (pool keys) are never comparable
 # across processes, and cannot be used to test guesses offline.
 _FINGERPRINT_KEY = os.urandom(32)
 
 
-class CredentialError(SharedOSError, ValueError):
+class CredentialError(UpstreamError, ValueError):
     """A credential that cannot be resolved (unset, empty, too short); names only, never values."""
 
 
@@ -90,98 +82,3 @@ def resolve_credentials(config: UpstreamConfig, environ: Mapping[str, str]) -> C
     for key in sorted(values):
         mac.update(key.encode() + b"\x00" + values[key].get_secret_value().encode() + b"\x01")
     return CredentialSet(values=values, bare=tuple(bare), fingerprint=mac.hexdigest())
-
-
-#: the shortest base64 piece scrubbed on its own (the aligned middle of an encoding)
-_MIN_BASE64_CORE = 10
-_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
-
-
-def _base64_forms(raw: bytes) -> set[str]:
-    """The value's base64 (both alphabets, padded and not) and its aligned cores: the
-    characters that depend only on ``raw`` when it sits at byte offset 0, 1 or 2 of a
-    longer encoded blob."""
-    forms: set[str] = set()
-    for encode in (base64.b64encode, base64.urlsafe_b64encode):
-        whole = encode(raw).decode("ascii")
-        forms.update((whole, whole.rstrip("=")))
-        for k in range(3):
-            text = encode(b"\0" * k + raw).decode("ascii")
-            start = -(-k * 8 // 6)  # the first character with no bit of the prefix
-            end = ((k + len(raw)) * 8) // 6  # the last with no bit of what follows
-            core = text[start:end]
-            if len(core) >= _MIN_BASE64_CORE:
-                forms.add(core)
-    return forms
-
-
-def encodings(value: str) -> list[str]:
-    """Every form ``value`` can take in text SharedOS relays (see the module docstring),
-    longest first."""
-    raw = value.encode("utf-8")
-    forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    forms.add(repr(value)[1:-1])
-    forms.update((raw.hex(), raw.hex().upper()))
-    for percent in (quote(value, safe=""), quote(value), quote_plus(value, safe="")):
-        forms.add(percent)
-        forms.add(_PERCENT_ESCAPE.sub(lambda m: m.group(0).lower(), percent))
-    forms.update(_base64_forms(raw))
-    return sorted((f for f in forms if f), key=len, reverse=True)
-
-
-class Scrubber:
-    """Replaces credential values (in all their encodings) in text and JSON values."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        forms: set[str] = set()
-        for value in secrets:
-            if len(value) >= MIN_CREDENTIAL_LENGTH:
-                forms.update(encodings(value))
-        self._forms = tuple(sorted(forms, key=len, reverse=True))
-
-    def __bool__(self) -> bool:
-        return bool(self._forms)
-
-    def text(self, value: str) -> str:
-        """``value`` with every credential form replaced by ``[redacted]``."""
-        for form in self._forms:
-            if form in value:
-                value = value.replace(form, REDACTED)
-        return value
-
-    def json(self, value: Any) -> Any:
-        """A copy of a JSON value with every string (keys included) scrubbed."""
-        if not self._forms:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.text(str(k)): self.json(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.json(v) for v in value]
-        return value
-
-    def contains(self, value: str) -> bool:
-        """True when ``value`` holds any credential form."""
-        return any(form in value for form in self._forms)
-
-    def find(self, value: Any, where: str = "") -> list[str]:
-        """Where in a JSON value a credential form occurs: dotted paths (``inputSchema.
-        properties.token.default``; a key holding one is named by its scrubbed form),
-        never the value itself. Empty when there is none."""
-        if not self._forms:
-            return []
-        if isinstance(value, str):
-            return [where or "(value)"] if self.contains(value) else []
-        found: list[str] = []
-        if isinstance(value, dict):
-            for key, item in value.items():
-                name = str(key)
-                path = f"{where}.{self.text(name)}" if where else self.text(name)
-                if self.contains(name):
-                    found.append(f"{path} (its name)")
-                found.extend(self.find(item, path))
-        elif isinstance(value, list | tuple):
-            for i, item in enumerate(value):
-                found.extend(self.find(item, f"{where}[{i}]"))
-        return found

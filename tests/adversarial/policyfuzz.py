@@ -32,6 +32,8 @@ import lark
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
+from tests.timing import bound
+
 REPO = Path(__file__).resolve().parents[2]
 GRAMMAR = REPO / "grammar" / "sharedos.lark"
 REGRESSIONS = REPO / "tests" / "data" / "adversarial" / "policy"
@@ -288,7 +290,7 @@ class Worker:
         """All stages on ``data``, by stage; ``Hang`` if one takes over ``LIMIT_S`` + slack."""
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
         self.served += 1
-        return self._ask(proc, data, timeout=LIMIT_S + 1.5)
+        return self._ask(proc, data, timeout=bound(LIMIT_S + 1.5))
 
     def close(self) -> None:
         """Stop the worker (killed: it may be stuck)."""
@@ -320,9 +322,12 @@ def verdict(reply: dict[str, Any]) -> str | None:
             problems.append(f"sharedos-policy {stage} printed a traceback")
         if got["detail"]:
             problems.append(f"{stage} output: {got['detail']}")
-    for stage in STAGES:
-        if reply[stage]["s"] > LIMIT_S:
-            problems.append(f"{stage} took {reply[stage]['s']:.2f} s (> {LIMIT_S:g} s)")
+    slowest = max((reply[stage]["s"] for stage in STAGES), default=0.0)
+    if slowest > LIMIT_S:  # measured against the machine's load only when it matters
+        limit = bound(LIMIT_S)
+        for stage in STAGES:
+            if reply[stage]["s"] > limit:
+                problems.append(f"{stage} took {reply[stage]['s']:.2f} s (> {limit:.2f} s)")
     return "; ".join(problems) or None
 
 

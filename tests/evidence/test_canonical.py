@@ -1,4 +1,4 @@
-"""The arguments digest: the C-encoder fast path yields exactly RFC 8785 bytes."""
+"""The arguments digest: the C-encoder fast path yields exactly RFC 8785 bytes (``canonical.total``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharedos.evidence.record import arguments_digest, canonical_arguments
+from sharedos.canonical import total as canonical_arguments
+from sharedos.evidence.record import arguments_digest
 
 # keys and strings across the planes where UTF-16 and code-point order differ
 TEXT = st.text(

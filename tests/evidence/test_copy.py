@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
@@ -72,6 +73,7 @@ def resume(source: str, target: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_sqlite_to_postgresql_and_back_killed_and_resumed(tmp_path: Path, pg_url: str) -> None:
     src = tmp_path / "host.sqlite"
     with SqliteEvidenceStore(src) as store:

@@ -8,8 +8,8 @@ on. At the end, two things must hold for every kill:
 * every effect (a file ``files.write`` created, named after its call id) has
   at least an attempt record: write-ahead means no effect is ever unrecorded.
 
-Quick mode (``make test``): 10 kills. Long mode (``make stress``, which sets
-``SHAREDOS_STRESS=long``): 100 kills. The figures are printed in the test
+Quick mode (``make test``): 10 kills. Long mode (``make stress``, the ``stress``
+marker): 100 kills. The figures are printed in the test
 summary.
 """
 
@@ -29,7 +29,6 @@ from sharedos.evidence import SqliteEvidenceStore
 from tests.conftest import Figures
 
 CHILD = Path(__file__).with_name("sigkill_child.py")
-LONG = os.environ.get("SHAREDOS_STRESS", "") == "long"
 
 
 def _kill_once(db: Path, root: Path, prefix: str, rng: random.Random) -> tuple[dict[str, str], str]:
@@ -68,11 +67,23 @@ def _kill_once(db: Path, root: Path, prefix: str, rng: random.Random) -> tuple[d
     return returned, err
 
 
-@pytest.mark.stress
+@pytest.mark.slow
 def test_sigkill_at_random_points_loses_no_returned_result_and_no_effect(
     tmp_path: Path, stress_figures: Figures
 ) -> None:
-    kills = 100 if LONG else 10
+    """Quick mode (``make test``): ten kills."""
+    _sigkill(tmp_path, stress_figures, 10)
+
+
+@pytest.mark.stress
+def test_a_hundred_sigkills_lose_no_returned_result_and_no_effect(
+    tmp_path: Path, stress_figures: Figures
+) -> None:
+    """Long mode (``make stress``): a hundred kills."""
+    _sigkill(tmp_path, stress_figures, 100)
+
+
+def _sigkill(tmp_path: Path, stress_figures: Figures, kills: int) -> None:
     rng = random.Random(int(os.environ.get("SHAREDOS_STRESS_SEED", "20261202")))
     root = tmp_path / "root"
     (root / "public" / "w").mkdir(parents=True)

@@ -16,10 +16,10 @@ from sharedos.evidence import (
     EvidenceStoreError,
     SqliteEvidenceStore,
     arguments_digest,
-    redact_arguments,
 )
 from sharedos.evidence.record import safe_text, storable_arguments
 from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.redaction import redact_fields as redact_arguments
 
 
 def rec(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sharedos.harness.process import run_process
+from tests.timing import bound
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
@@ -42,7 +44,7 @@ async def test_timeout_kills_the_group_including_grandchildren(tmp_path: Path) -
     t0 = time.perf_counter()
     result = await run_process(["sh", "-c", script], env=ENV, cwd=tmp_path, timeout_s=1.0)
     assert result.timed_out and not result.cancelled
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < bound(10)
     assert "started" in result.stdout
     grandchild = int(pidfile.read_text())
     assert not alive(grandchild)
@@ -170,3 +172,49 @@ async def test_a_hook_that_raises_does_not_stop_the_process(tmp_path: Path) -> N
         ["sh", "-c", "echo one; echo two"], env=ENV, cwd=tmp_path, timeout_s=10, on_output=hook
     )
     assert result.returncode == 0 and result.stdout == "one\ntwo\n"
+
+
+@pytest.mark.anyio
+async def test_cancellation_while_the_process_is_being_set_up_kills_the_group_at_once(
+    tmp_path: Path,
+) -> None:
+    """Cancelled inside process creation (the process already runs, its pipes not yet
+    connected), asyncio would wait for every holder of the pipes to exit — here a
+    ``sleep 60`` child. The group is killed at once instead, and nothing survives."""
+    for attempt in range(5):
+        pidfile = tmp_path / f"leader{attempt}.pid"
+        task = asyncio.ensure_future(
+            run_process(
+                ["sh", "-c", f"echo $$ > {pidfile}; sleep 60 & wait"],
+                env=ENV,
+                cwd=tmp_path,
+                timeout_s=60,
+            )
+        )
+        # cancel the moment the shell has written its pid: as early as possible
+        for _ in range(200_000):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            await asyncio.sleep(0)
+        leader = int(pidfile.read_text())
+        t0 = time.perf_counter()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.perf_counter() - t0 < bound(10)
+        assert not alive(leader)
+        assert not group_members(leader), "a process of the cancelled group survived"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(") ", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry))
+    return found

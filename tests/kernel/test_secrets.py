@@ -17,11 +17,12 @@ from pydantic import SecretStr
 
 from sharedos.catalog import ToolDefinition, ToolRegistry
 from sharedos.evidence import SqliteEvidenceStore
-from sharedos.evidence.redaction import MIN_SCRUB_CHARS, Secrets
 from sharedos.kernel import Kernel, RuntimeHost, ToolCall, ToolResult
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.names import portable_tool_name
 from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.redaction import MIN_SECRET_CHARS as MIN_SCRUB_CHARS
+from sharedos.redaction import Redactor as Secrets
 
 from .conftest import ALICE, ALL
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from sharedos.harness.hostconfig import HostConfigError, parse_host_config
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.definitions import Refusal, build_definition, raw_tool
-from sharedos.upstream.secrets import CredentialError, Scrubber, resolve_credentials
+from sharedos.upstream.secrets import CredentialError, resolve_credentials
 
 GOOD = """\
 [harness.claude-code]
@@ -94,7 +95,7 @@ def test_relative_commands_and_cwd_resolve_against_the_file() -> None:
         ),
         (
             '[upstream.a]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n',
-            "host.toml:1:2: upstream.a: give exactly one of command (stdio) or url",
+            "host.toml:1:1: upstream.a: give exactly one of command (stdio) or url",
         ),
         (
             '[upstream.a]\ncommand = "x"\ntimeouts = { call_s = -1 }\n',
@@ -144,13 +145,13 @@ def test_credentials_resolve_from_the_environment_only() -> None:
 
 def test_the_scrubber_removes_every_encoding() -> None:
     secret = 'tok"en\\with\nodd'
-    scrub = Scrubber([secret, "short"])
+    scrub = Redactor([secret, "short"])
     import json
 
     for form in (secret, json.dumps(secret)[1:-1], repr(secret)[1:-1]):
-        assert scrub.text(f"a {form} b") == "a [redacted] b"
-    assert scrub.json({secret: [secret, 1]}) == {"[redacted]": ["[redacted]", 1]}
-    assert scrub.text("short stays") == "short stays"  # below the floor: never substring-scrubbed
+        assert scrub.scrub(f"a {form} b") == "a [redacted] b"
+    assert scrub.scrub_json({secret: [secret, 1]}) == {"[redacted]": ["[redacted]", 1]}
+    assert scrub.scrub("short stays") == "short stays"  # below the floor: never substring-scrubbed
 
 
 def _config() -> UpstreamConfig:

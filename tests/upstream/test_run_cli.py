@@ -168,7 +168,7 @@ def test_usage_and_configuration_errors_have_their_exit_codes(tmp_path: Path) ->
     assert traceback == []
 
 
-@pytest.mark.harness
+@pytest.mark.harness("claude-code")
 def test_run_drives_claude_code_with_an_allowed_and_a_denied_brokered_call(tmp_path: Path) -> None:
     from sharedos.harness.tools import default_command
 
@@ -237,7 +237,7 @@ def test_run_drives_claude_code_with_an_allowed_and_a_denied_brokered_call(tmp_p
     assert export.returncode == 0 and "3" in export.stdout
 
 
-@pytest.mark.harness
+@pytest.mark.harness("claude-code")
 def test_run_streams_the_harness_output_while_it_runs_scrubbed(tmp_path: Path) -> None:
     """The harness's lines reach ``sharedos run``'s stderr while the harness is still running.
 
@@ -533,7 +533,7 @@ def test_a_missing_cli_is_reported_before_the_turn_and_the_upstreams_open(tmp_pa
     assert "turn run-" not in proc.stderr
 
 
-@pytest.mark.harness
+@pytest.mark.harness("claude-code")
 def test_a_model_endpoint_that_refuses_connections_is_said_before_the_harness_starts(
     tmp_path: Path,
 ) -> None:

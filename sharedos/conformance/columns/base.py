@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sharedos.conformance.localrows import LocalObservation
 from sharedos.conformance.manifest import Manifest
 from sharedos.evidence import record_dict
-from sharedos.harness.secrets import Secrets
 from sharedos.identity import ColumnKind, SystemIdentity
 from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
 MatchBy = Literal["call_id", "tool_resource"]
@@ -62,7 +62,7 @@ class ColumnOptions:
     #: scripted column: the most model steps one turn may take before it is broken off
     max_steps: int = 64
     #: the host's secrets (host-configuration env values): scrubbed from everything reported
-    secrets: Secrets = field(default_factory=Secrets)
+    secrets: Redactor = field(default_factory=Redactor)
     #: how the columns' evidence stores commit (the host configuration's ``[evidence]``)
     evidence_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
@@ -128,11 +128,11 @@ class ColumnRun(BaseModel):
     duration_s: float | None = None
     evidence_path: str | None = None
 
-    def scrubbed(self, secrets: Secrets) -> ColumnRun:
-        """This column with every string in it scrubbed of ``secrets`` (see harness.secrets)."""
+    def scrubbed(self, secrets: Redactor) -> ColumnRun:
+        """This column with every string in it scrubbed of ``secrets`` (see sharedos.redaction)."""
         if not secrets:
             return self
-        return ColumnRun.model_validate(secrets.scrub_data(self.model_dump(mode="json")))
+        return ColumnRun.model_validate(secrets.scrub_json(self.model_dump(mode="json")))
 
     @classmethod
     def unavailable(cls, column_id: str, kind: ColumnKind, label: str, reason: str) -> ColumnRun:

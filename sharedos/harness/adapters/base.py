@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import HarnessError
 from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.identity import McpSupport
@@ -32,7 +32,7 @@ MODEL_KEY_ENV = "SHAREDOS_MODEL_KEY"
 SCRIPTED_MODEL_KEY = "sharedos-scripted-model-no-key"
 
 
-class HarnessUnavailable(SharedOSError, RuntimeError):
+class HarnessUnavailable(HarnessError, RuntimeError):
     """The harness cannot run on this machine; ``str()`` says why (shown in reports)."""
 
 

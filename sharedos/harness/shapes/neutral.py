@@ -13,10 +13,10 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import ValidationError
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import HarnessError
 
 
-class ShapeError(SharedOSError, ValueError):
+class ShapeError(HarnessError, ValueError):
     """Wire JSON that does not fit the vendor's shape, or a value the shape cannot carry."""
 
 

@@ -1,0 +1,290 @@
+"""Secrets out of everything SharedOS keeps or shows: the one redactor (``Redactor``).
+
+Every place a secret value could leave SharedOS — an evidence record, a
+result or refusal a model reads, a report, a harness CLI's streamed output,
+an upstream's relayed text, stderr and server name — is scrubbed by a
+``Redactor``, built from everything the host knows is secret at that point:
+the host's own credentials (``RuntimeHost(host_secrets=...)``, a host
+configuration's values), a tool's credentials (a brokered upstream's, in
+every encoding below), and the values of the arguments a tool declares
+secret. The kernel builds one per call (``Redactor.union`` of what it has
+cached per host and per tool) and applies it to every field of the record
+and every text of the answer; the upstream layer, the harness runner and the
+conformance reports build theirs from the credentials they hold.
+
+Two tools, in this order:
+
+1. **Structural redaction** (``redact_fields``, ``non_object_marker``): a
+   field a tool marks secret is replaced by ``"[redacted]"`` whatever its
+   value (no length floor, no substring search); arguments that are not a
+   JSON object are never stored at all (a marker with their JSON type and
+   size is).
+2. **Scrubbing** (``Redactor``): every secret *value* is replaced by
+   ``"[redacted]"`` wherever it still occurs, in every form it can take in
+   text SharedOS relays (``encodings``): raw; JSON-escaped (ASCII and UTF-8),
+   and JSON-escaped twice (JSON text inside a JSON string); ``repr``-escaped
+   in every quote style, ``ascii()``- and ``unicode_escape``-escaped, the
+   ``repr`` of its UTF-8 bytes; HTML-escaped (of the raw and the JSON forms);
+   hex (lower and upper case); percent-encoded (``quote``, ``quote_plus``,
+   lower-case escapes); base64 in the standard and URL-safe alphabets,
+   padded or not, plus the characters that depend only on the value at each
+   of the three byte alignments, so it is cut out of a longer encoded blob.
+   Longest forms first: an encoded form is replaced before a shorter form
+   inside it could break it up.
+
+**One minimum length**, ``MIN_SECRET_CHARS`` (8): a shorter value is not
+searched for as a substring — replacing a few characters everywhere would
+mangle every message and reveal the value by the pattern of replacements, and
+below 8 bytes the base64 of a value inside a longer blob has no stable
+characters to find. Such a value is still redacted structurally wherever it is
+a field, and an upstream credential that short is refused outright
+(``sharedos.upstream.secrets``).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import html
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "NO_SECRETS",
+    "REDACTED",
+    "Redactor",
+    "encodings",
+    "non_object_marker",
+    "redact_fields",
+    "secret_text",
+    "secret_values",
+]
+
+#: what a secret (or a secret field) is replaced with: safe inside JSON, text and HTML
+REDACTED = "[redacted]"
+#: secret values shorter than this are redacted as fields but not scrubbed as substrings
+MIN_SECRET_CHARS = 8
+#: the shortest base64 piece scrubbed on its own (the aligned middle of an encoding)
+_MIN_BASE64_CORE = 10
+_MAX_DEPTH = 64
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+_JSON_ASCII = json.JSONEncoder(ensure_ascii=True).encode
+_JSON_UTF8 = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _base64_forms(raw: bytes) -> Iterator[str]:
+    """The value's base64 (both alphabets, padded and not) and its aligned cores: the
+    characters that depend only on ``raw`` when it sits at byte offset 0, 1 or 2 of a
+    longer encoded blob."""
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode("ascii")
+        yield whole
+        yield whole.rstrip("=")
+        for k in range(3):
+            text = encode(b"\0" * k + raw).decode("ascii")
+            start = -(-k * 8 // 6)  # the first character with no bit of the prefix
+            end = ((k + len(raw)) * 8) // 6  # the last with no bit of what follows
+            core = text[start:end]
+            if len(core) >= _MIN_BASE64_CORE:
+                yield core
+
+
+def encodings(value: str) -> frozenset[str]:
+    """Every form ``value`` can take in text SharedOS keeps or relays (see the module docstring)."""
+    forms = {value}
+    for encode in (_JSON_ASCII, _JSON_UTF8):
+        once = encode(value)[1:-1]
+        forms.add(once)
+        forms.add(encode(once)[1:-1])  # JSON text that was itself put in a JSON string
+    body = repr(value)[1:-1]
+    plain_quote = body.replace("\\'", "'")  # the body as a double-quoted repr writes it
+    forms.update((body, plain_quote, plain_quote.replace("'", "\\'")))
+    forms.add(ascii(value)[1:-1])
+    forms.add(value.encode("unicode_escape").decode("ascii"))
+    raw = value.encode("utf-8", "surrogatepass")
+    forms.add(repr(raw)[2:-1])
+    forms.update({html.escape(f) for f in list(forms)})
+    forms.update({html.escape(f, quote=False) for f in list(forms)})
+    forms.update((raw.hex(), raw.hex().upper()))
+    percents: tuple[str, ...] = ()
+    with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate has no percent-encoding
+        percents = (quote(value, safe=""), quote(value), quote_plus(value, safe=""))
+    for percent in percents:
+        forms.add(percent)
+        forms.add(_PERCENT_ESCAPE.sub(lambda m: m.group(0).lower(), percent))
+    forms.update(_base64_forms(raw))
+    forms.discard("")
+    return frozenset(forms)
+
+
+def secret_text(value: object) -> str | None:
+    """The text form of a secret value (``SecretStr`` unwrapped; numbers as text), or None."""
+    reveal = getattr(value, "get_secret_value", None)
+    if callable(reveal):
+        value = reveal()
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+class Redactor:
+    """A set of secret values and every encoding of them; scrubs them out of text and JSON.
+
+    Immutable once built; ``union`` makes a new one (sharing the work already
+    done). Building costs some tens of microseconds per value, so the kernel
+    builds one per host and one per tool once and unions them per call.
+    ``values`` holds every value given, short ones too (a component that
+    redacts fields needs them); only values of ``MIN_SECRET_CHARS`` or more
+    are searched for. ``needles`` (the forms searched for, longest first) is
+    empty exactly when there is nothing to scrub: test it, or the object's
+    truth, before scrubbing on a hot path.
+    """
+
+    __slots__ = ("_forms", "needles", "values")
+
+    def __init__(self, values: Iterable[object] = ()) -> None:
+        texts = [t for t in (secret_text(v) for v in values) if t]
+        self.values: frozenset[str] = frozenset(texts)
+        #: value -> its forms, for the values long enough to scrub
+        self._forms: dict[str, frozenset[str]] = {
+            v: encodings(v) for v in self.values if len(v) >= MIN_SECRET_CHARS
+        }
+        self.needles: tuple[str, ...] = self._order(self._forms)
+
+    @staticmethod
+    def _order(forms: Mapping[str, frozenset[str]]) -> tuple[str, ...]:
+        every = set().union(*forms.values()) if forms else set()
+        return tuple(sorted(every, key=lambda f: (-len(f), f)))
+
+    def __bool__(self) -> bool:
+        return bool(self.needles)
+
+    def __repr__(self) -> str:
+        return f"Redactor({len(self.values)} values, {len(self.needles)} forms)"
+
+    def union(self, other: Redactor | Iterable[object]) -> Redactor:
+        """A ``Redactor`` of both sets of values (``self`` when ``other`` adds nothing)."""
+        if not isinstance(other, Redactor):
+            other = Redactor(other)
+        if other.values <= self.values:
+            return self
+        if self.values <= other.values:
+            return other
+        made = Redactor.__new__(Redactor)
+        made.values = self.values | other.values
+        made._forms = {**self._forms, **other._forms}
+        made.needles = Redactor._order(made._forms)
+        return made
+
+    def found_in(self, text: str) -> bool:
+        """True when some secret, in some encoding, occurs in ``text``."""
+        return any(n in text for n in self.needles)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every occurrence of every encoding of every secret replaced."""
+        for needle in self.needles:
+            if needle in text:
+                text = text.replace(needle, REDACTED)
+        return text
+
+    def scrub_json(self, value: Any, depth: int = 0) -> Any:
+        """A copy of a JSON-like value with every string (keys too) scrubbed; others unchanged."""
+        if not self.needles:
+            return value
+        if isinstance(value, str):
+            return self.scrub(value)
+        if depth > _MAX_DEPTH:
+            # too deep to walk: kept only when no secret occurs anywhere in it (fail closed)
+            try:
+                text = _JSON_UTF8(value)
+            except Exception:  # not JSON, or too deep even for the encoder
+                return REDACTED
+            return REDACTED if self.found_in(text) else value
+        if isinstance(value, Mapping):
+            return {
+                (self.scrub(k) if isinstance(k, str) else k): self.scrub_json(v, depth + 1)
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.scrub_json(v, depth + 1) for v in value]
+        return value
+
+    def find(self, value: Any, where: str = "") -> list[str]:
+        """Where in a JSON value a secret occurs: dotted paths (``inputSchema.properties.
+        token.default``; a key holding one is named by its scrubbed form), never the value
+        itself. Empty when there is none."""
+        if not self.needles:
+            return []
+        if isinstance(value, str):
+            return [where or "(value)"] if self.found_in(value) else []
+        found: list[str] = []
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                name = str(key)
+                path = f"{where}.{self.scrub(name)}" if where else self.scrub(name)
+                if self.found_in(name):
+                    found.append(f"{path} (its name)")
+                found.extend(self.find(item, path))
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                found.extend(self.find(item, f"{where}[{i}]"))
+        return found
+
+
+#: the redactor of a host that knows no secrets
+NO_SECRETS = Redactor()
+
+
+def secret_values(value: Any, depth: int = 0) -> Iterator[str]:
+    """The scrubbable text of an argument value: itself, or every key and scalar leaf inside it."""
+    if isinstance(value, Mapping):
+        if depth < _MAX_DEPTH:
+            for k, v in value.items():
+                if isinstance(k, str):
+                    yield k
+                yield from secret_values(v, depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        if depth < _MAX_DEPTH:
+            for v in value:
+                yield from secret_values(v, depth + 1)
+        return
+    text = secret_text(value)
+    if text is not None:
+        yield text
+
+
+def redact_fields(arguments: Any, secret_names: Iterable[str]) -> Any:
+    """``arguments`` with the values of the named top-level fields replaced by ``"[redacted]"``."""
+    names = frozenset(secret_names)
+    if not names or not isinstance(arguments, Mapping):
+        return arguments
+    return {k: (REDACTED if k in names else v) for k, v in arguments.items()}
+
+
+def non_object_marker(arguments: Any) -> dict[str, Any]:
+    """What is stored for arguments that are not a JSON object: their type and size, never them.
+
+    Such a call is refused before any decision (``invalid_arguments``), its
+    tool may take a secret, and a bare string or number cannot say which part
+    is one; so the content is not kept at all.
+    """
+    if isinstance(arguments, str):
+        kind, size = "string", len(arguments)
+    elif isinstance(arguments, bool):
+        kind, size = "boolean", 1
+    elif isinstance(arguments, int | float):
+        kind, size = "number", len(repr(arguments))
+    elif isinstance(arguments, list | tuple):
+        kind, size = "array", len(arguments)
+    else:
+        kind, size = type(arguments).__name__, 0
+    return {"$nonobject": kind, "$size": size}

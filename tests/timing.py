@@ -1,0 +1,55 @@
+"""Test support: time bounds that scale with how busy the machine is, measured in the same run.
+
+A test in the default selection never asserts a fixed wall-clock time: on a
+busy machine (8 jobs on 2 cores) everything takes longer and such a test
+measures the load, not the behaviour. Where a test must bound a wait (a
+timeout fired instead of waiting for the handler, a closed turn did not wait
+out its grace), it asserts ``elapsed < bound(seconds)``: ``seconds`` is the
+bound on an idle machine, multiplied by ``slowdown()`` — how much slower a
+fixed piece of pure-Python work runs right now than on an idle development
+machine (never below 1) — and by ``SHAREDOS_TIME_SCALE`` when set (a CI
+runner known to be slow). Lower bounds (a timeout did not fire too early) need
+no scaling: load only makes things later.
+
+Speed itself (how fast, not whether in time) lives in ``benchmarks/``, which
+print figures and assert nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+__all__ = ["bound", "slowdown"]
+
+#: what one probe takes on an idle development machine (seconds; measured, rounded down)
+REFERENCE_S = 0.008
+_PROBE_ITERATIONS = 300_000
+
+
+def _probe() -> float:
+    """Seconds of one fixed piece of pure-Python work (CPU-bound, holds the GIL)."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(_PROBE_ITERATIONS):
+        total += i & 7
+    elapsed = time.perf_counter() - t0
+    assert total >= 0  # keep the loop's result alive
+    return elapsed
+
+
+def slowdown() -> float:
+    """How many times slower this machine runs right now than an idle one (at least 1):
+    the median of five probes against ``REFERENCE_S``, times ``SHAREDOS_TIME_SCALE``."""
+    measured = statistics.median(_probe() for _ in range(5))
+    try:
+        extra = float(os.environ.get("SHAREDOS_TIME_SCALE", "1") or 1)
+    except ValueError:
+        extra = 1.0
+    return max(1.0, measured / REFERENCE_S) * max(1.0, extra)
+
+
+def bound(seconds: float) -> float:
+    """``seconds`` (an upper bound on an idle machine) scaled by ``slowdown()`` now."""
+    return seconds * slowdown()
