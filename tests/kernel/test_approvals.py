@@ -116,6 +116,9 @@ def test_out_of_band_approval_then_the_same_call_runs_once(tmp_path: Path) -> No
     assert approval.closed_call == ran.call_id
     records = {r.call_id: r for r in h.store.query("turn-1")}
     assert records[first.call_id].effect == "approval_required"
+    # the approval binds the digest the record carries: an auditor can join them
+    assert approval.binding.arguments_digest == records[first.call_id].arguments_digest
+    assert approval.request_call == first.call_id
     assert records[first.call_id].reason is ReasonCode.APPROVAL_REQUIRED
     assert (
         records[ran.call_id].effect == "allow" and records[ran.call_id].outcome is Outcome.SUCCEEDED
