@@ -236,11 +236,16 @@ async def test_an_approval_of_a_closed_turn_cannot_be_answered(tmp_path: Path) -
     ):
         first = await client.call_tool("files.write", ARGS)
     approval_id = (first.structured_content or {})["approvalId"]
-    # the turn closed (sealed): its call can no longer be retried, so nothing is appended
+    # the turn closed: its call can no longer be retried; the request's expiry was recorded
+    # before the seal, and nothing is appended after it
+    closed = ApprovalLedger(s.store).get(approval_id)
+    assert closed is not None and closed.status == "expired"
+    assert [e.event for e in closed.events] == ["requested", "expired"]
+    assert closed.events[-1].detail == "the turn closed"
     late = CliRunner().invoke(
         cli_main,
         ["approvals", "approve", approval_id, "--db", str(s.db), "--as", "maya", "--role", "m"],
     )
-    assert late.exit_code == 1 and "which has closed" in late.output
+    assert late.exit_code == 1 and "is expired, not pending" in late.output
     kinds = [link.kind for link in s.store.iter_links(BOB.turn_id)]
-    assert kinds[-1] == "seal" and kinds.count("approval") == 1
+    assert kinds[-1] == "seal" and kinds.count("approval") == 2
