@@ -136,6 +136,7 @@ def approval_message(
         f"{who} (approval_required) and did not run."
     )
     said = _sentence(detail)
+    said = said[:1].upper() + said[1:]  # it follows a full stop
     approval_id = info.get("approvalId")
     if approval_id and info.get("retry"):
         tail = (
