@@ -29,8 +29,8 @@ thousands; more repetitions would add minutes and no information).
 Usage::
 
     python -m benchmarks.peers [--quick] [--sizes 10,100,1000,10000]
-        [--engines sharedos,reference,cedar,casbin,rego] [--workloads acl,interp]
-        [--reps 3] [--json out.json]
+        [--engines sharedos,reference,cedar,casbin,rego] [--workloads acl,interp,random]
+        [--reps 3] [--random-seed S] [--json out.json]
 """
 
 from __future__ import annotations
@@ -105,12 +105,23 @@ def worker(
     factories = available()
     if engine_name not in factories:
         raise SystemExit(f"engine {engine_name!r} is not importable here (pip install '.[bench]')")
+    from benchmarks.engines.base import Unsupported
+
     wl = build(workload, n_rules, n_requests, seed)
     engine = factories[engine_name]()
     warm_up = getattr(engine, "warm_up", None)
     if warm_up is not None:  # once-per-process costs are the cold probe's, not load_ms
         warm_up()
-    files = engine.native(wl)
+    try:
+        files = engine.native(wl)
+    except Unsupported as exc:
+        return {
+            "engine": engine_name,
+            "version": engine.version,
+            "workload": workload,
+            "rules": wl.n_rules,
+            "unsupported": str(exc),
+        }
     perf = time.perf_counter_ns
     gc.collect()
     rss0 = rss_bytes()
@@ -202,6 +213,7 @@ def worker(
         "engine": engine_name,
         "version": engine.version,
         "workload": workload,
+        "seed": seed,
         "rules": wl.n_rules,
         "requests": len(wl.requests),
         "decided": len(answers),
@@ -268,11 +280,21 @@ def run_matrix(
     slow_ms: float,
     cap_s: float = 180.0,
     log: Any = print,
+    not_run: list[dict[str, Any]] | None = None,
+    random_seed: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Every (workload, N, engine) ``reps`` times, rotating the engine order per repetition."""
+    """Every (workload, N, engine) ``reps`` times, rotating the engine order per repetition.
+
+    An engine whose language cannot express a workload is not run on it: the
+    runs that said so are appended to ``not_run`` (when given) and logged.
+    The ``random`` workload is drawn from ``random_seed`` when given (else ``seed``)."""
     runs: list[dict[str, Any]] = []
+    unsupported: list[dict[str, Any]] = []
+    if not_run is not None:
+        unsupported = not_run
     slow_engines: set[tuple[str, str]] = set()
     for workload in workloads:
+        wseed = random_seed if workload == "random" and random_seed is not None else seed
         for n in sizes:
             for rep in range(reps):
                 k = (rep + sizes.index(n)) % len(engines)
@@ -281,8 +303,15 @@ def run_matrix(
                     if rep >= slow_reps and n >= 1000 and (engine, workload) in slow_engines:
                         continue
                     t0 = time.perf_counter()
-                    res = run_worker(engine, workload, n, seed, budget_s, cap_s, timeout_s=3600)
+                    res = run_worker(engine, workload, n, wseed, budget_s, cap_s, timeout_s=3600)
                     res["rep"] = rep
+                    if "unsupported" in res:
+                        unsupported.append(res)
+                        log(
+                            f"  {workload:<6} N={n:<6} rep {rep + 1}/{reps} {engine:<9} "
+                            f"cannot express this workload: {res['unsupported']}"
+                        )
+                        continue
                     runs.append(res)
                     if res["first_p50_us"] > slow_ms * 1000:
                         slow_engines.add((engine, workload))
@@ -311,7 +340,9 @@ def disagreements(runs: Sequence[dict[str, Any]], seed: int) -> list[str]:
         answers = {(r["engine"], r["rep"]): r["answers"] for r in group}
         if len(set(answers.values())) <= 1:
             continue
-        wl = build(workload, n, group[0].get("requests", requests_for(n)), seed)
+        wl = build(
+            workload, n, group[0].get("requests", requests_for(n)), group[0].get("seed", seed)
+        )
         length = min(len(a) for a in answers.values())
         for i in range(length):
             seen = {key: a[i] for key, a in answers.items()}
@@ -376,6 +407,22 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def fresh_seed() -> int:
+    """A seed for the random workload that differs from run to run (printed, so a run repeats)."""
+    return int.from_bytes(os.urandom(4), "big") % 1_000_000
+
+
+def not_run_lines(not_run: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per (engine, workload) an engine's language could not express."""
+    seen: dict[tuple[str, str], str] = {}
+    for r in not_run:
+        seen.setdefault((r["engine"], r["workload"]), r["unsupported"])
+    return [
+        f"not run: {engine} on {workload}: cannot express it ({why})"
+        for (engine, workload), why in sorted(seen.items())
+    ]
+
+
 def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -412,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(res))
         return 0
     from benchmarks.engines.base import ALL_ENGINES, available
+    from benchmarks.workload import WORKLOADS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -419,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--sizes", default=None)
     ap.add_argument("--engines", default=",".join(ALL_ENGINES))
-    ap.add_argument("--workloads", default="acl,interp")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--slow-reps", type=int, default=1)
     ap.add_argument("--slow-ms", type=float, default=5.0)
@@ -430,6 +478,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cap", type=float, default=None, help="seconds an engine may spend on its first pass"
     )
     ap.add_argument("--seed", type=int, default=14)
+    ap.add_argument(
+        "--random-seed",
+        type=int,
+        default=None,
+        help="seed of the random workload (default: a fresh one per run, printed)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     opts = ap.parse_args(argv)
     quick = opts.quick or os.environ.get("BENCH_QUICK") == "1"
@@ -450,9 +504,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     cap = opts.cap if opts.cap is not None else (20.0 if quick else 180.0)
+    workloads = opts.workloads.split(",")
+    random_seed = opts.random_seed if opts.random_seed is not None else fresh_seed()
+    if "random" in workloads:
+        print(f"random workload seed: {random_seed} (--random-seed {random_seed} repeats it)")
+    not_run: list[dict[str, Any]] = []
     runs = run_matrix(
         engines,
-        opts.workloads.split(","),
+        workloads,
         sizes,
         reps,
         opts.slow_reps,
@@ -460,14 +519,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         budget,
         opts.slow_ms,
         cap,
+        not_run=not_run,
+        random_seed=random_seed,
     )
     rows = summarize(runs)
     print(table(rows))
+    for line in not_run_lines(not_run):
+        print(line)
     problems = disagreements(runs, opts.seed)
     if opts.json:
         opts.json.parent.mkdir(parents=True, exist_ok=True)
         opts.json.write_text(
-            json.dumps({"rows": rows, "runs": runs, "disagreements": problems}, indent=1)
+            json.dumps(
+                {
+                    "rows": rows,
+                    "runs": runs,
+                    "disagreements": problems,
+                    "not_run": not_run,
+                    "random_seed": random_seed,
+                },
+                indent=1,
+            )
         )
     if problems:
         print("\n".join(problems), file=sys.stderr)

@@ -144,22 +144,34 @@ def targets(
             }
         )
 
+    # every workload: acl and interp (the shapes tuned on) and random (issue 27's third)
+    workloads = sorted({r["workload"] for r in rows})
     sizes = sorted({r["rules"] for r in rows if r["workload"] == "acl"})
-    for n in sizes:
-        s, ref = _row(rows, "acl", n, "sharedos"), _row(rows, "acl", n, "reference")
-        if s and ref:
-            add(
-                f"decide p50 / reference p50, N={n}",
-                s["p50_us"] / ref["p50_us"],
-                1.1,
-                "x",
-                note=f"{s['p50_us']:.2f} vs {ref['p50_us']:.2f} us",
-            )
+    for wl in workloads:
+        for n in sizes:
+            s, ref = _row(rows, wl, n, "sharedos"), _row(rows, wl, n, "reference")
+            if s and ref:
+                add(
+                    f"decide p50 / reference p50, {wl}, N={n}",
+                    s["p50_us"] / ref["p50_us"],
+                    1.1,
+                    "x",
+                    note=f"{s['p50_us']:.2f} vs {ref['p50_us']:.2f} us",
+                )
     big = max(sizes) if sizes else None
     if big:
+        for wl in workloads:
+            s, ref = _row(rows, wl, big, "sharedos"), _row(rows, wl, big, "reference")
+            if s:
+                add(
+                    f"first-pass p99 after load, {wl}, N={big}",
+                    s["first_p99_us"],
+                    20,
+                    "us",
+                    note=f"reference {ref['first_p99_us']:.1f} us" if ref else "",
+                )
         s = _row(rows, "acl", big, "sharedos")
         if s:
-            add(f"first-pass p99 after load, N={big}", s["first_p99_us"], 20, "us")
             add(f"resident memory compiled + prepared, N={big}", s["rss_mb"], 40, "MB")
     ann = probes.get("annotations", {})
     if ann.get("id", {}).get("ok"):
@@ -207,13 +219,13 @@ def targets(
             20,
             "us",
         )
-    for n, want in ((10, 15), (10000, 5000)):
-        s = _row(rows, "acl", n, "sharedos")
+    for wl, n, want in (("acl", 10, 15), ("interp", 10, 15), ("acl", 10000, 5000)):
+        s = _row(rows, wl, n, "sharedos")
         for peer in ("cedar", "casbin", "rego"):
-            p = _row(rows, "acl", n, peer)
+            p = _row(rows, wl, n, peer)
             if s and p:
                 add(
-                    f"{peer} p50 / SharedOS p50, N={n}",
+                    f"{peer} p50 / SharedOS p50, {wl}, N={n}",
                     p["p50_us"] / s["p50_us"],
                     want,
                     "x",
@@ -323,9 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[dict[str, Any]] = []
         if "peers" not in skip:
             print("## peers (each engine x N in a fresh process)")
+            random_seed = peers.fresh_seed()
+            print(f"random workload seed: {random_seed}")
+            not_run: list[dict[str, Any]] = []
             runs = peers.run_matrix(
                 list(ALL_ENGINES),
-                ["acl", "interp"],
+                ["acl", "interp", "random"],
                 sizes,
                 reps=1 if quick else 3,
                 slow_reps=1,
@@ -333,10 +348,19 @@ def main(argv: list[str] | None = None) -> int:
                 budget_s=0.5 if quick else 2.0,
                 slow_ms=5.0,
                 cap_s=20.0 if quick else 180.0,
+                not_run=not_run,
+                random_seed=random_seed,
             )
             rows = peers.summarize(runs)
+            for line in peers.not_run_lines(not_run):
+                print(line)
             problems = peers.disagreements(runs, 14)
-            report["peers"] = {"rows": rows, "runs": runs, "disagreements": problems}
+            report["peers"] = {
+                "rows": rows,
+                "runs": runs,
+                "disagreements": problems,
+                "random_seed": random_seed,
+            }
         probes: dict[str, Any] = {}
         if "probes" not in skip:
             print("## SharedOS start-up probes (fresh processes)")

@@ -658,11 +658,17 @@ def _balanced(
 
 
 def build(name: str, n_rules: int, n_requests: int, seed: int = 14) -> Workload:
-    """The workload ``name`` (``acl`` or ``interp``) with ``n_rules`` rules and balanced requests.
+    """The workload ``name`` (``acl``, ``interp`` or ``random``) with ``n_rules`` rules and
+    balanced requests.
 
     Deterministic for a given (name, n_rules, n_requests, seed) and SharedOS
-    branch (the ``interp`` size bounds depend on ``ordering_supported()``).
+    branch (the ``interp`` size bounds depend on ``ordering_supported()``);
+    ``random`` (``workload_random``) is a different policy for every seed.
     """
+    if name == "random":
+        from benchmarks.workload_random import build_random
+
+        return build_random(n_rules, n_requests, seed)  # type: ignore[return-value]
     # Imported here: the reference is the labeller, and it imports this module.
     from benchmarks.engines.reference import ReferenceEngine
 
@@ -698,10 +704,10 @@ def build(name: str, n_rules: int, n_requests: int, seed: int = 14) -> Workload:
                 yield f"docs.{act}", {"path": path, **extra}, ctx, shape, near
 
     else:
-        raise ValueError(f"unknown workload {name!r} (acl, interp)")
+        raise ValueError(f"unknown workload {name!r} (acl, interp, random)")
     ref = ReferenceEngine.from_workload(wl)
     wl.requests = _balanced(cands(), n_requests, ref.decide, rng)
     return wl
 
 
-WORKLOADS = ("acl", "interp")
+WORKLOADS = ("acl", "interp", "random")

@@ -50,6 +50,8 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── UpstreamConfigProblems(ValueError)    sharedos.upstream.config
     │   ├── CredentialError(ValueError)           sharedos.upstream.secrets
     │   ├── PinError(ValueError)                  sharedos.upstream.pins
+    │   ├── TokenStoreError(ValueError)           sharedos.upstream.tokenstore
+    │   ├── OAuthError                            sharedos.upstream.oauth
     │   └── UpstreamFailure                       sharedos.upstream.connection
     ├── BridgeError                               sharedos.errors
     │   ├── BridgeStartError(RuntimeError)        sharedos.compat.uvicorn

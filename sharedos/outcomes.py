@@ -77,6 +77,9 @@ class ReasonCode(StrEnum):
     UPSTREAM_TIMEOUT = "upstream_timeout"
     #: a brokered upstream MCP server could not be reached for this call
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    #: a brokered upstream refused the credential the call carried (HTTP 401, or a 403
+    #: ``insufficient_scope``): the principal must sign in again or get a wider scope
+    UPSTREAM_UNAUTHORIZED = "upstream_unauthorized"
     #: a brokered call's path resource is reached through a link on disk (a symbolic
     #: link, a hard link, a git pointer), so it was not forwarded to the upstream
     LINKED_RESOURCE = "linked_resource"
@@ -108,6 +111,7 @@ FAILURE_REASONS = frozenset(
         ReasonCode.UPSTREAM_ERROR,
         ReasonCode.UPSTREAM_TIMEOUT,
         ReasonCode.UPSTREAM_UNAVAILABLE,
+        ReasonCode.UPSTREAM_UNAUTHORIZED,
         ReasonCode.LINKED_RESOURCE,
     }
 )

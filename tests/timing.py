@@ -9,7 +9,10 @@ bound on an idle machine, multiplied by ``slowdown()`` — how much slower a
 fixed piece of pure-Python work runs right now than on an idle development
 machine (never below 1) — and by ``SHAREDOS_TIME_SCALE`` when set (a CI
 runner known to be slow). Lower bounds (a timeout did not fire too early) need
-no scaling: load only makes things later.
+no scaling: load only makes things later. A bound on *work* (an input must not
+make the policy compiler backtrack) is better put on CPU time: ``cpu_bound``
+scales it by the processor's measured speed only, since waiting for a core
+does not count.
 
 Speed itself (how fast, not whether in time) lives in ``benchmarks/``, which
 print figures and assert nothing.
@@ -20,21 +23,22 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 
-__all__ = ["bound", "slowdown"]
+__all__ = ["bound", "cpu_bound", "cpu_slowdown", "slowdown"]
 
 #: what one probe takes on an idle development machine (seconds; measured, rounded down)
 REFERENCE_S = 0.008
 _PROBE_ITERATIONS = 300_000
 
 
-def _probe() -> float:
-    """Seconds of one fixed piece of pure-Python work (CPU-bound, holds the GIL)."""
-    t0 = time.perf_counter()
+def _probe(clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds (by ``clock``) of one fixed piece of pure-Python work (CPU-bound)."""
+    t0 = clock()
     total = 0
     for i in range(_PROBE_ITERATIONS):
         total += i & 7
-    elapsed = time.perf_counter() - t0
+    elapsed = clock() - t0
     assert total >= 0  # keep the loop's result alive
     return elapsed
 
@@ -53,3 +57,21 @@ def slowdown() -> float:
 def bound(seconds: float) -> float:
     """``seconds`` (an upper bound on an idle machine) scaled by ``slowdown()`` now."""
     return seconds * slowdown()
+
+
+def cpu_slowdown() -> float:
+    """How many times more CPU time the probe takes now than on the idle development
+    machine (at least 1): a slower processor, or one whose caches and cores are shared
+    with busy neighbours. Waiting for the CPU does not count, as it does in ``slowdown``."""
+    measured = statistics.median(_probe(time.process_time) for _ in range(5))
+    try:
+        extra = float(os.environ.get("SHAREDOS_TIME_SCALE", "1") or 1)
+    except ValueError:
+        extra = 1.0
+    return max(1.0, measured / REFERENCE_S) * max(1.0, extra)
+
+
+def cpu_bound(seconds: float) -> float:
+    """``seconds`` of CPU time (a bound on the work something does) scaled by
+    ``cpu_slowdown()``: for a bound on work, not on waiting."""
+    return seconds * cpu_slowdown()

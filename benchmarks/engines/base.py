@@ -21,6 +21,11 @@ from benchmarks.workload import Request, Workload
 Native = tuple[tuple[Any, ...], dict[str, Any]]
 
 
+class Unsupported(Exception):
+    """The engine's language cannot express this workload exactly (``native`` raises it);
+    the runner reports the engine as not run on it, with the reason."""
+
+
 class Engine(Protocol):
     """One policy engine under test."""
 

@@ -154,6 +154,10 @@ class CasbinEngine:
 
     def native(self, wl: Workload) -> dict[str, str]:
         """``model.conf`` and ``policy.csv``."""
+        if getattr(wl, "kind", "") == "lang":
+            from benchmarks.engines.base import Unsupported
+
+            raise Unsupported("not translated yet")
         lines = [line for r in wl.rules for line in policy_lines(r)]
         return {"model.conf": MODEL, "policy.csv": "\n".join(lines) + "\n"}
 

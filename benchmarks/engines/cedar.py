@@ -115,6 +115,10 @@ class CedarEngine:
 
     def native(self, wl: Workload) -> dict[str, str]:
         """The Cedar policy file."""
+        if getattr(wl, "kind", "") == "lang":
+            from benchmarks.engines.base import Unsupported
+
+            raise Unsupported("not translated yet")
         return {f"{wl.name}.cedar": "\n".join(rule_text(r) for r in wl.rules) + "\n"}
 
     def load(self, files: dict[str, str], wl: Workload) -> None:

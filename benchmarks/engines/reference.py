@@ -326,15 +326,21 @@ class ReferenceAdapter:
     version = "benchmarks.engines.reference (pure Python)"
 
     def __init__(self) -> None:
-        self.engine: ReferenceEngine | None = None
+        self.engine: Any = None
+        self.lang = False
 
     def native(self, wl: Workload) -> dict[str, str]:
         """No native text: the reference indexes the abstract rules directly."""
         return {}
 
     def load(self, files: dict[str, str], wl: Workload) -> None:
-        """Build the tries."""
-        self.engine = ReferenceEngine.from_workload(wl)
+        """Build the tries (the whole language's reference for the ``random`` workload)."""
+        if getattr(wl, "kind", "") == "lang":
+            from benchmarks.engines.langref import LangReference
+
+            self.engine, self.lang = LangReference.from_workload(wl), True  # type: ignore[arg-type]
+        else:
+            self.engine = ReferenceEngine.from_workload(wl)
 
     def prepare(self) -> bool:
         """Nothing to prepare."""
@@ -351,5 +357,5 @@ class ReferenceAdapter:
         return self.engine.decide
 
     def allowed(self, answer: Any) -> bool:
-        """The reference answers a bool."""
-        return bool(answer)
+        """The reference answers a bool (the whole language's, a reason code)."""
+        return answer == "allowed" if self.lang else bool(answer)

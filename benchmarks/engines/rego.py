@@ -142,6 +142,10 @@ class RegoEngine:
 
     def native(self, wl: Workload) -> dict[str, str]:
         """The Rego module."""
+        if getattr(wl, "kind", "") == "lang":
+            from benchmarks.engines.base import Unsupported
+
+            raise Unsupported("not translated yet")
         return {"authz.rego": module_text(wl)}
 
     def load(self, files: dict[str, str], wl: Workload) -> None:

@@ -89,6 +89,10 @@ class SharedOSEngine:
 
     def native(self, wl: Workload) -> dict[str, str]:
         """The ``.sos`` text."""
+        if getattr(wl, "kind", "") == "lang":  # the random workload: the whole language
+            from benchmarks.engines.sos_lang import policy_text as lang_text
+
+            return {f"{wl.name}.sos": lang_text(wl)}  # type: ignore[arg-type]
         return {f"{wl.name}.sos": policy_text(wl)}
 
     def load(self, files: dict[str, str], wl: Workload) -> None:

@@ -221,6 +221,11 @@ class ToolDefinition(BaseModel):
     handler: Handler | None = None
     #: top-level argument names whose values are replaced by "[redacted]" in evidence
     secret_arguments: frozenset[str] = frozenset()
+    #: who serves a call of this tool, recorded with every attempt under
+    #: ``diagnostics.servedBy`` (a brokered upstream's credential identity:
+    #: ``{"upstream": "docs", "credential": "principal:alice", "via": "oauth"}``); names
+    #: only, never a value; read by no decision
+    served_by: dict[str, str] | None = None
 
     @field_validator("name", mode="before")
     @classmethod

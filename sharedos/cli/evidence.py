@@ -46,9 +46,10 @@ def _text_row(rec: EvidenceRecord) -> str:
     reason = str(rec.reason) if rec.reason is not None else "-"
     resource = rec.resource or "-"
     rules = ",".join(rec.rule_ids) or "-"
+    served = rec.served_by or "-"
     return (
         f"{rec.seq:>6}  {rec.started_at}  {rec.turn_id}  {rec.call_id}  {rec.tool}  "
-        f"{rec.status}  {reason}  {resource}  {rules}"
+        f"{rec.status}  {reason}  {resource}  {rules}  {served}"
     )
 
 
@@ -62,7 +63,9 @@ def _emit(records: list[EvidenceRecord], fmt: str, out: TextIO) -> None:
         out.write(json_text([r.to_dict() for r in records], indent=2))
         out.write("\n")
     else:
-        out.write("   seq  started_at  turn  call_id  tool  status  reason  resource  rules\n")
+        out.write(
+            "   seq  started_at  turn  call_id  tool  status  reason  resource  rules  served_by\n"
+        )
         for rec in records:
             # a lone surrogate (a tool name or resource JSON could carry) is shown escaped
             out.write(_text_row(rec).encode("utf-8", "backslashreplace").decode("utf-8") + "\n")

@@ -38,6 +38,12 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
     click.echo(f"{file}: ok, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)")
     for uid, up in config.upstream.items():
         click.echo(f"  upstream {uid}: {up.summary()}")
+        if up.per_person:
+            click.echo(f"    {up.identity_summary()}")
+    if any(u.per_person for u in config.upstream.values()):
+        import os
+
+        click.echo(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
     click.echo(f"  confinement: {_confinement_line(config)}")
     failed = False
     for hid, cfg in config.harness.items():

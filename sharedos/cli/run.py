@@ -53,6 +53,7 @@ Exit codes:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -510,7 +511,12 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),
         )
-        async with UpstreamBroker(upstreams, pins=opts["pins"], confinement=confinement) as broker:
+        from sharedos.upstream.tokenstore import store_opener
+
+        tokens = store_opener(host_config.tokens, os.environ, host_config.base_dir)
+        async with UpstreamBroker(
+            upstreams, pins=opts["pins"], confinement=confinement, tokens=tokens
+        ) as broker:
             broker.attach(registry, policy)
             async with broker.turn(context) as turn_upstreams:
                 for line in turn_upstreams.report():

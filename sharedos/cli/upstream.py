@@ -60,17 +60,37 @@ def _selected(config: Any, only: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in ups.items() if not only or k in only}
 
 
-def _list(upstreams: dict[str, Any], pins: Any) -> dict[str, Any]:
-    import anyio
+def _broker(config: Any, upstreams: dict[str, Any], pins: Any) -> Any:
+    """A broker for ``upstreams`` with the host file's token store (opened when needed)."""
+    import os
 
     from sharedos.upstream.broker import UpstreamBroker
+    from sharedos.upstream.tokenstore import store_opener
+
+    return UpstreamBroker(
+        upstreams, pins=pins, tokens=store_opener(config.tokens, os.environ, config.base_dir)
+    )
+
+
+def _context(principal: str | None, roles: tuple[str, ...], tenant: str) -> Any:
+    """The principal whose credentials the upstreams are listed with (None: the operator's)."""
+    if principal is None:
+        return None
+    from sharedos.context import AccessContext
+
+    return AccessContext(principal=principal, roles=roles, tenant=tenant)
+
+
+def _list(config: Any, upstreams: dict[str, Any], pins: Any, context: Any = None) -> dict[str, Any]:
+    import anyio
 
     async def run() -> dict[str, Any]:
-        async with UpstreamBroker(upstreams, pins=pins) as broker:
-            return await broker.list_all()
+        async with _broker(config, upstreams, pins) as broker:
+            result: dict[str, Any] = await broker.list_all(context)
+            return result
 
-    result: dict[str, Any] = anyio.run(run)
-    return result
+    listed: dict[str, Any] = anyio.run(run)
+    return listed
 
 
 upstream_opt = click.option(
@@ -82,6 +102,23 @@ upstream_opt = click.option(
 )
 
 
+def as_principal(func: Any) -> Any:
+    """``--principal``, ``--role``, ``--tenant``: list with that principal's credentials."""
+    func = click.option(
+        "--tenant", default="default", show_default=True, help="The principal's tenant."
+    )(func)
+    func = click.option(
+        "--role", "roles", multiple=True, metavar="ROLE", help="A role of the principal (groups)."
+    )(func)
+    return click.option(
+        "--principal",
+        default=None,
+        metavar="NAME",
+        help="List with this principal's credentials (per-person upstreams; default: the "
+        "operator's shared ones).",
+    )(func)
+
+
 @click.group()
 def upstream() -> None:
     """Brokered upstream MCP servers: list their tools, pin them, review drift, approve it."""
@@ -90,22 +127,31 @@ def upstream() -> None:
 @upstream.command("status")
 @host_file_option
 @upstream_opt
+@as_principal
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def status(
-    config_path: Path | None, host_config_option: Path | None, only: tuple[str, ...], as_json: bool
+    config_path: Path | None,
+    host_config_option: Path | None,
+    only: tuple[str, ...],
+    principal: str | None,
+    roles: tuple[str, ...],
+    tenant: str,
+    as_json: bool,
 ) -> None:
     """Connect to every upstream and say what a turn would publish from it, and why not more."""
     from sharedos.context import AccessContext
-    from sharedos.upstream.broker import UpstreamBroker
 
     config, pin_path = _load(required_host_file(config_path, host_config_option))
     pins = _pins(pin_path)
     ups = _selected(config, only)
+    context = _context(principal, roles, tenant) or AccessContext(
+        principal="sharedos-upstream-status"
+    )
     import anyio
 
     async def run() -> Any:
-        async with UpstreamBroker(ups, pins=pins) as broker:
-            return await broker.prepare(AccessContext(principal="sharedos-upstream-status"))
+        async with _broker(config, ups, pins) as broker:
+            return await broker.prepare(context)
 
     state = anyio.run(run)
     if as_json:
@@ -114,7 +160,7 @@ def status(
         click.echo(f"pin file: {pin_path}{'' if pin_path.exists() else ' (none yet)'}")
         for line in state.report():
             click.echo(line)
-    if any(s.state == "unavailable" for s in state.statuses):
+    if any(s.state in ("unavailable", "no-credential", "unauthorized") for s in state.statuses):
         sys.exit(EXIT_ERROR)
     if any(s.drift for s in state.statuses):
         sys.exit(EXIT_DRIFT)
@@ -123,18 +169,34 @@ def status(
 @upstream.command("pin")
 @host_file_option
 @upstream_opt
-def pin(config_path: Path | None, host_config_option: Path | None, only: tuple[str, ...]) -> None:
+@as_principal
+def pin(
+    config_path: Path | None,
+    host_config_option: Path | None,
+    only: tuple[str, ...],
+    principal: str | None,
+    roles: tuple[str, ...],
+    tenant: str,
+) -> None:
     """Record every listed tool's full definition in the pin file next to CONFIG.
 
     Replaces the pins of the upstreams listed; an upstream that cannot be
-    reached keeps its old pins (and the command exits 1).
+    reached keeps its old pins (and the command exits 1). A per-person upstream is
+    listed with ``--principal``'s credentials.
     """
-    _repin(required_host_file(config_path, host_config_option), only, tools=(), verb="pinned")
+    _repin(
+        required_host_file(config_path, host_config_option),
+        only,
+        tools=(),
+        verb="pinned",
+        context=_context(principal, roles, tenant),
+    )
 
 
 @upstream.command("approve")
 @host_file_option
 @upstream_opt
+@as_principal
 @click.option(
     "--tool",
     "tools",
@@ -146,14 +208,24 @@ def approve(
     config_path: Path | None,
     host_config_option: Path | None,
     only: tuple[str, ...],
+    principal: str | None,
+    roles: tuple[str, ...],
+    tenant: str,
     tools: tuple[str, ...],
 ) -> None:
     """Re-pin what the upstreams list now: changed and new tools are published from the next turn."""
     config = required_host_file(config_path, host_config_option)
-    _repin(config, only, tools=tools, verb="approved")
+    _repin(config, only, tools=tools, verb="approved", context=_context(principal, roles, tenant))
 
 
-def _repin(config_path: Path, only: tuple[str, ...], *, tools: tuple[str, ...], verb: str) -> None:
+def _repin(
+    config_path: Path,
+    only: tuple[str, ...],
+    *,
+    tools: tuple[str, ...],
+    verb: str,
+    context: Any = None,
+) -> None:
     from sharedos.upstream.pins import (
         PinError,
         PinFile,
@@ -168,7 +240,7 @@ def _repin(config_path: Path, only: tuple[str, ...], *, tools: tuple[str, ...], 
     config, pin_path = _load(config_path)
     pins = _pins(pin_path)
     ups = _selected(config, only)
-    listings = _list(ups, pins)
+    listings = _list(config, ups, pins, context)
     merged = dict(pins.upstreams)
     failed = False
     for uid, listing in listings.items():
@@ -222,14 +294,22 @@ def pinned_line(drift: Any, verb: str) -> str:
 @upstream.command("diff")
 @host_file_option
 @upstream_opt
-def diff(config_path: Path | None, host_config_option: Path | None, only: tuple[str, ...]) -> None:
+@as_principal
+def diff(
+    config_path: Path | None,
+    host_config_option: Path | None,
+    only: tuple[str, ...],
+    principal: str | None,
+    roles: tuple[str, ...],
+    tenant: str,
+) -> None:
     """Show, with a unified diff, every tool whose listing differs from its pin (exit 3 if any)."""
     from sharedos.upstream.pins import compare
 
     config, pin_path = _load(required_host_file(config_path, host_config_option))
     pins = _pins(pin_path)
     ups = _selected(config, only)
-    listings = _list(ups, pins)
+    listings = _list(config, ups, pins, _context(principal, roles, tenant))
     drifted = failed = False
     for uid, listing in listings.items():
         if listing.failure is not None:
@@ -248,3 +328,222 @@ def diff(config_path: Path | None, host_config_option: Path | None, only: tuple[
         sys.exit(EXIT_ERROR)
     if drifted:
         sys.exit(EXIT_DRIFT)
+
+
+# -- per-person identity: login, logout, stored secrets, the store key ----------------------
+
+
+def _one(config: Any, uid: str) -> Any:
+    if uid not in config.upstream:
+        known = ", ".join(sorted(config.upstream)) or "none"
+        click.echo(f"error: no upstream {uid} (configured: {known})", err=True)
+        sys.exit(EXIT_ERROR)
+    return config.upstream[uid]
+
+
+def _opener(config: Any) -> Any:
+    import os
+
+    from sharedos.upstream.tokenstore import TokenStoreError, open_store
+
+    try:
+        store = open_store(config.tokens, os.environ, config.base_dir)
+    except TokenStoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    return lambda: store
+
+
+@upstream.command("login")
+@click.argument("upstream_id", metavar="ID")
+@click.option(
+    "--host-config",
+    "host_config",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The host configuration (TOML).",
+)
+@click.option("--principal", required=True, metavar="NAME", help="Whose tokens these are.")
+@click.option("--tenant", default="default", show_default=True, help="The principal's tenant.")
+@click.option(
+    "--scope", "scopes", multiple=True, metavar="SCOPE", help="Ask for this scope too (repeatable)."
+)
+@click.option(
+    "--no-browser", is_flag=True, help="Print the sign-in address only (do not open a browser)."
+)
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="Seconds to wait for the browser to come back.",
+)
+def login(
+    upstream_id: str,
+    host_config: Path,
+    principal: str,
+    tenant: str,
+    scopes: tuple[str, ...],
+    no_browser: bool,
+    wait_s: float,
+) -> None:
+    """Sign PRINCIPAL in to the OAuth upstream ID: the authorization-code flow with PKCE and a
+    loopback redirect (127.0.0.1, an ephemeral port). The tokens are kept encrypted in the
+    token store ([tokens]) for that principal and upstream, and refreshed by SharedOS."""
+    import os
+
+    import anyio
+
+    from sharedos.upstream.oauth import OAuthError
+    from sharedos.upstream.oauth_login import login as run_login
+
+    config, _ = _load(host_config)
+    up = _one(config, upstream_id)
+    if up.oauth is None:
+        click.echo(
+            f"error: upstream {upstream_id} has no [upstream.{upstream_id}.oauth] table", err=True
+        )
+        sys.exit(EXIT_ERROR)
+    opener = _opener(config)
+    try:
+        result = anyio.run(
+            lambda: run_login(
+                up,
+                tenant,
+                principal,
+                opener,
+                os.environ,
+                out=sys.stderr,
+                open_browser=not no_browser,
+                scopes=scopes,
+                wait_s=wait_s,
+            )
+        )
+    except OAuthError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    lifetime = f"{result.expires_in:g} s" if result.expires_in else "no stated lifetime"
+    click.echo(
+        f"signed in: {principal} at upstream {upstream_id} (scope {result.scope or '-'}; access "
+        f"token valid {lifetime}; {'refreshable' if result.refreshable else 'not refreshable'}); "
+        f"the upstream lists {result.tools} tool(s) to {principal}"
+    )
+
+
+@upstream.command("logout")
+@click.argument("upstream_id", metavar="ID")
+@click.option(
+    "--host-config",
+    "host_config",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The host configuration (TOML).",
+)
+@click.option("--principal", required=True, metavar="NAME", help="Whose tokens to remove.")
+@click.option("--tenant", default="default", show_default=True, help="The principal's tenant.")
+def logout(upstream_id: str, host_config: Path, principal: str, tenant: str) -> None:
+    """Revoke PRINCIPAL's tokens for upstream ID (where its server offers revocation) and
+    remove them from the token store."""
+    import os
+
+    import anyio
+
+    from sharedos.upstream.oauth_login import logout as run_logout
+
+    config, _ = _load(host_config)
+    up = _one(config, upstream_id)
+    opener = _opener(config)
+    found, said = anyio.run(lambda: run_logout(up, tenant, principal, opener, os.environ))
+    click.echo(
+        f"{'logged out' if found else 'nothing to do'}: {principal} at upstream {upstream_id}: {said}"
+    )
+
+
+@upstream.group("secret")
+def secret() -> None:
+    """Named secrets of the encrypted token store (credentials written { store = "NAME" })."""
+
+
+@secret.command("set")
+@click.argument("upstream_id", metavar="ID")
+@click.argument("name", metavar="NAME")
+@click.option(
+    "--host-config",
+    "host_config",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The host configuration (TOML).",
+)
+def secret_set(upstream_id: str, name: str, host_config: Path) -> None:
+    """Keep the value read from standard input (never from the command line) as the secret
+    NAME of upstream ID, encrypted."""
+    import re
+
+    config, _ = _load(host_config)
+    _one(config, upstream_id)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", name):
+        click.echo("error: a secret is named by 1-64 letters, digits, '_' and '-'", err=True)
+        sys.exit(EXIT_ERROR)
+    value = sys.stdin.read().removesuffix("\n").removesuffix("\r")
+    if len(value) < 8:
+        click.echo(
+            "error: the value on standard input is empty or shorter than 8 characters", err=True
+        )
+        sys.exit(EXIT_ERROR)
+    path = _opener(config)().put_secret(upstream_id, name, value)
+    click.echo(f"stored: secret {name} of upstream {upstream_id} ({path}, encrypted)")
+
+
+@secret.command("remove")
+@click.argument("upstream_id", metavar="ID")
+@click.argument("name", metavar="NAME")
+@click.option(
+    "--host-config",
+    "host_config",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The host configuration (TOML).",
+)
+def secret_remove(upstream_id: str, name: str, host_config: Path) -> None:
+    """Remove the stored secret NAME of upstream ID."""
+    config, _ = _load(host_config)
+    _one(config, upstream_id)
+    removed = _opener(config)().delete_secret(upstream_id, name)
+    click.echo(f"{'removed' if removed else 'not stored'}: secret {name} of upstream {upstream_id}")
+
+
+@upstream.command("keygen")
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Where to write the key (created 0600; never inside the token store).",
+)
+def keygen(output: Path) -> None:
+    """Write a new token store key (32 random bytes, base64url) to FILE, readable by its owner
+    only; name it in the host file as [tokens] key = { file = "FILE" } (or put its text in
+    the variable [tokens] key = { env = ... } names)."""
+    import os
+
+    from sharedos.upstream.tokenstore import generate_key
+
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        click.echo(
+            f"error: {output} exists; a key is never overwritten (tokens sealed with it would be lost)",
+            err=True,
+        )
+        sys.exit(EXIT_ERROR)
+    except OSError as exc:
+        click.echo(f"error: {output}: {exc.strerror}", err=True)
+        sys.exit(EXIT_ERROR)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(generate_key() + "\n")
+    click.echo(f"wrote a token store key to {output} (0600)")

@@ -170,8 +170,17 @@ def _upstream_account(attempt: Attempt) -> str | None:
         canonical = (
             " (the canonical resource, not the spelling sent)" if up.get("rawCalls") == 0 else ""
         )
-        return f"upstream {name} received it with the authorized arguments{canonical}"
+        return f"upstream {name} received it with the authorized arguments{canonical}{_served(attempt)}"
     return f"upstream {name} received nothing for it (its tap log)"
+
+
+def _served(attempt: Attempt) -> str:
+    """`` under credential X``: which credential identity the evidence says served the call."""
+    diag = attempt.record.get("diagnostics")
+    served = diag.get("servedBy") if isinstance(diag, dict) else None
+    if not isinstance(served, dict) or not served.get("credential"):
+        return ""
+    return f", under credential {served['credential']}"
 
 
 def _upstream_problem(attempt: Attempt) -> str | None:

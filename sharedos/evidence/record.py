@@ -112,6 +112,17 @@ class EvidenceRecord:
             error=self.error,
         )
 
+    @property
+    def served_by(self) -> str | None:
+        """Which credential served this call at a brokered upstream, as ``UPSTREAM:IDENTITY``
+        (``docs:principal:alice``, ``git:shared``), from ``diagnostics.servedBy``; None for a
+        call no upstream served (a built-in tool, a refusal)."""
+        diag = self.diagnostics
+        served = diag.get("servedBy") if isinstance(diag, Mapping) else None
+        if not isinstance(served, Mapping):
+            return None
+        return f"{served.get('upstream', '?')}:{served.get('credential', '?')}"
+
     def access_context(self) -> Any:
         """The ``AccessContext`` this attempt was decided under, rebuilt from ``context``.
 

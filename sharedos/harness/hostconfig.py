@@ -40,7 +40,7 @@ from pydantic import (
 from sharedos.errors import HarnessError
 from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate
-from sharedos.upstream.config import UpstreamConfig, parse_upstreams
+from sharedos.upstream.config import TokenStoreConfig, UpstreamConfig, parse_upstreams
 
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -337,8 +337,27 @@ class HostConfig(BaseModel):
     policy: PolicySourceConfig = Field(default_factory=PolicySourceConfig)
     confinement: ConfinementConfig = Field(default_factory=ConfinementConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    #: ``[tokens]``: the encrypted store of principals' upstream tokens, and its key
+    tokens: TokenStoreConfig = Field(default_factory=TokenStoreConfig)
     source: str = "<host config>"
     base_dir: Path = Path(".")
+
+    @model_validator(mode="after")
+    def _key_apart(self) -> HostConfig:
+        key = self.tokens.key.file
+        if key is not None:
+            store = self.tokens.location(os.environ, self.base_dir).resolve()
+            where = (self.base_dir / key).resolve()
+            if where == store or store in where.parents:
+                raise ValueError(
+                    "tokens.key: the key file lies inside the token store; keep it apart (a "
+                    "copy of the store must not carry its key)"
+                )
+        return self
+
+    def token_store_path(self, environ: Mapping[str, str] | None = None) -> Path:
+        """The token store's directory."""
+        return self.tokens.location(environ if environ is not None else os.environ, self.base_dir)
 
     def get(self, harness_id: str) -> HarnessConfig:
         """The harness with this id; ``HostConfigError`` naming the known ids otherwise."""
@@ -395,6 +414,11 @@ class HostConfig(BaseModel):
             if value:
                 with contextlib.suppress(HostConfigError):
                     out.append(self.resolve_path(value, env))
+        # the token store and its key: principals' upstream tokens
+        if any(u.per_person for u in self.upstream.values()):
+            out.append(str(self.token_store_path(env).resolve()))
+            if self.tokens.key.file:
+                out.append(str((self.base_dir / self.tokens.key.file).resolve()))
         bundle = self.policy.bundle
         if bundle and not bundle.lower().startswith(("http://", "https://")):
             with contextlib.suppress(HostConfigError):

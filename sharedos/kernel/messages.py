@@ -65,6 +65,10 @@ _HINTS: dict[ReasonCode, str] = {
     ReasonCode.UPSTREAM_UNAVAILABLE: (
         "The upstream server could not be reached; nothing was sent to it. Retry later."
     ),
+    ReasonCode.UPSTREAM_UNAUTHORIZED: (
+        "The upstream server refused the credential this call carried (expired, revoked, or "
+        "without the scope it needs). Retrying will not help until the operator renews it."
+    ),
     ReasonCode.LINKED_RESOURCE: (
         "On disk this path is reached through a link (a symbolic link, a hard link or a git "
         "pointer), so SharedOS did not forward the call; nothing was sent to the upstream. "

@@ -90,7 +90,7 @@ from sharedos.kernel.kernel import Kernel, TurnCatalog
 from sharedos.kernel.recorder import EvidenceRecorder, EvidenceUnavailable, RecordOnlyStore
 from sharedos.kernel.result import ToolResult
 from sharedos.kernel.threads import DaemonLane
-from sharedos.outcomes import OUTCOME_OF, Outcome, ReasonCode
+from sharedos.outcomes import OUTCOME_OF, Effect, Outcome, ReasonCode
 from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
@@ -105,6 +105,7 @@ _HANDLER_REASONS = frozenset(
         ReasonCode.UPSTREAM_ERROR,
         ReasonCode.UPSTREAM_TIMEOUT,
         ReasonCode.UPSTREAM_UNAVAILABLE,
+        ReasonCode.UPSTREAM_UNAUTHORIZED,
         ReasonCode.LINKED_RESOURCE,
     }
 )
@@ -360,7 +361,7 @@ class RuntimeHost:
             ),
             catalog_hash=catalog.catalog_hash if catalog is not None else None,
             policy_hash=self.kernel.policy_hash,
-            diagnostics=diagnostics,
+            diagnostics=_with_served_by(diagnostics, tool, decision),
             identity=identity,
             context_json=context_json,
             ended=ended,
@@ -482,3 +483,14 @@ def _given_up(
     else:
         error = f"the attempt could not be committed within {bound_s:g} s; nothing ran"
     return OutcomeRecord(Outcome.FAILED, at, ms, ReasonCode.EVIDENCE_UNAVAILABLE, error)
+
+
+def _with_served_by(
+    diagnostics: Mapping[str, Any] | None, tool: Any, decision: Any
+) -> Mapping[str, Any] | None:
+    """The caller's diagnostics plus, for an allowed call of a brokered tool, its
+    ``servedBy`` (which credential identity serves it: names only, never a value)."""
+    served = getattr(tool, "served_by", None) if tool is not None else None
+    if not served or decision is None or decision.effect != Effect.ALLOW:
+        return diagnostics
+    return {**(diagnostics or {}), "servedBy": served}

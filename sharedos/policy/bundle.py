@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 BUNDLE_FORMAT = "sharedos-policy-bundle"
 #: Version of the compiled program's layout and semantics; bump on any change.
-COMPILER_VERSION = f"sharedos-policy-compiler/7 grammar/{GRAMMAR_VERSION}"
+COMPILER_VERSION = f"sharedos-policy-compiler/8 grammar/{GRAMMAR_VERSION}"
 
 _PROGRAM_MARK = b',"program":'
 

@@ -6,6 +6,8 @@ bundles store it verbatim. Layout::
     {"requirements": {tool: {...}},
      "rules": {column: [one entry per rule], ..., "files": [...], "namespaces": [...]},
      "groups": [[rule position, ...], ...],
+     "buckets": [0 | [[plain rule position, ...], {role: [rule position, ...]}
+                      (, [[first, copy, ...], ...])], ...],
      "index": {ns: {action: [absolute walk, relative walk]}},
      "tool_policies": {name: ToolPolicy fields},
      "sources": {file: sha256},
@@ -20,8 +22,11 @@ place, pattern, packed condition, description and ready-made matcher
 (``matchers.static_spec``) sit at its position in one list per field. A
 walk (``index``) is a segment trie over the literal prefixes of the
 patterns whose nodes list the rule groups a resource reaching them can
-meet; a decision descends it and reads one node. Everything is plain JSON
-that a decision uses as it is, so a bundle is ready once ``json.loads``
+meet; a decision descends it and reads one node. ``buckets`` (one per group,
+``prefilter``) sorts the rules of a group by the role their condition needs,
+so a decision looks up the caller's roles instead of testing each rule, and
+names the copies of a rule in the group (tested once, through the first).
+Everything is plain JSON that a decision uses as it is, so a bundle is ready once ``json.loads``
 returns: no rule is re-parsed, no regex compiled, no index built.
 
 Approval rules (``require approval by ...``) are kept apart, in
@@ -46,6 +51,7 @@ from sharedos.policy.index import IndexBuilder
 from sharedos.policy.ir import CONDITION_KINDS, RULE_COLUMNS, encode_rules
 from sharedos.policy.matchers import MatchKind, static_spec
 from sharedos.policy.patterns import is_context_dependent, literal_prefix, parse_pattern
+from sharedos.policy.prefilter import context_plan, group_buckets, role_form
 
 if TYPE_CHECKING:
     from sharedos.toolpolicy import ToolPolicy
@@ -175,6 +181,10 @@ def compile_program(
         "requirements": requirements,
         "rules": cols.encoded(),
         "groups": builder.groups,
+        # per group, the rules by the role they need (``prefilter``)
+        "buckets": group_buckets(
+            builder.groups, cols.cols["rkey"], cols.cols["rform"], cols.signatures()
+        ),
         "index": index,
         "tool_policies": {
             name: policy.model_dump(mode="json") for name, policy in sorted(tool_policies.items())
@@ -220,6 +230,8 @@ class _Columns:
         penc = self.patterns.get(rule.pattern.raw) or parse_pattern(rule.pattern.raw)
         expr, kind = rule_condition(rule, self.named_by_ns.get(rule.namespace, {}))
         ctx_only = False
+        enc = encode(expr) if expr is not None else None
+        rkey, rform = role_form(enc, kind, forbid)
         if expr is not None:
             read, turn, clock = _reads(expr)
             # a condition on the time is not a property of the context: it
@@ -230,8 +242,10 @@ class _Columns:
         dynamic = is_context_dependent(penc)
         self.reads_turn = self.reads_turn or (dynamic and _interpolates_turn_id(penc))
         mkind: int
+        plan = None
         if dynamic:
             mkind, depth, head, tail, tests = int(MatchKind.CONTEXT), 0, "", "", None
+            plan = context_plan(penc)
         else:
             mkind, depth, head, tail, tests = static_spec(penc)
         fname = self.name(rule.span.file)
@@ -245,7 +259,7 @@ class _Columns:
             ("col", rule.span.col),
             ("ns", self.namespaces.setdefault(rule.namespace, len(self.namespaces))),
             ("pattern", rule.pattern.raw),
-            ("cond", _pack(encode(expr)) if expr is not None else None),
+            ("cond", _pack(enc) if enc is not None else None),
             ("ckind", _CKIND[kind]),
             ("ctx", 1 if ctx_only else 0),
             ("desc", rule.description),
@@ -254,9 +268,17 @@ class _Columns:
             ("mhead", head),
             ("mtail", tail),
             ("mtests", tests),
+            ("rkey", rkey),
+            ("rform", rform),
+            ("mplan", plan),
         ):
             self.cols[column].append(value)
         return idx, penc
+
+    def signatures(self) -> list[tuple[Any, ...]]:
+        """Per rule, what decides whether it applies: pattern, condition and effect."""
+        c = self.cols
+        return list(zip(c["pattern"], c["cond"], c["ckind"], c["effect"], strict=True))
 
     def encoded(self) -> dict[str, Any]:
         """The table as the program stores it."""

@@ -30,13 +30,23 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cachetools import LRUCache
-
 from sharedos.outcomes import Effect, ReasonCode
+from sharedos.policy.columns import (
+    ALWAYS,
+    NEVER,
+    NO_PLAN,
+    RuleColumns,
+    checked_prefilter,
+    glob_ok,
+    glob_texts,
+    held_roles,
+    hole_value,
+    twin_maps,
+    validate_buckets,
+)
 from sharedos.policy.conditions import Env
 from sharedos.policy.decision import Decision, Requirement, SourceSpan
 from sharedos.policy.index import (
-    FILTER_MIN,
     Node,
     empty_walk,
     validate_groups,
@@ -76,6 +86,9 @@ _DEPTH = MatchKind.DEPTH
 _AFFIX = MatchKind.AFFIX
 _GENERAL = MatchKind.GENERAL
 _MISSING: Any = object()
+#: ``held`` not computed yet (None means: not a list of strings, evaluate as written)
+_UNSET: Any = object()
+_NEVER, _ALWAYS, _NO_PLAN = NEVER, ALWAYS, NO_PLAN
 _is_normalized = unicodedata.is_normalized
 
 
@@ -83,18 +96,20 @@ class ContextEntry:
     """What one context has cached.
 
     ``verdicts[rule.index]`` is a context-only condition's verdict (``UNSEEN``,
-    ``NO``, ``YES``: a bytearray, compact and unhashed); ``filtered`` maps a
-    large group to the rules of it whose context-only condition holds;
+    ``NO``, ``YES``: a bytearray, compact and unhashed); ``held`` the roles
+    held (``columns.held_roles``; ``_UNSET`` until a decision needs them);
+    ``values`` the interpolated values by context path (None until needed);
     ``matchers`` maps a ``CONTEXT`` rule's index to its resolved matcher
-    (None: it matches nothing for this context); ``memo`` is the partial
-    evaluator's.
+    (None: it matches nothing for this context), for patterns without a plan;
+    ``memo`` is the partial evaluator's.
     """
 
-    __slots__ = ("filtered", "matchers", "memo", "verdicts")
+    __slots__ = ("held", "matchers", "memo", "values", "verdicts")
 
     def __init__(self, n_rules: int) -> None:
         self.verdicts = bytearray(n_rules)
-        self.filtered: dict[int, tuple[RuleRecord, ...]] = {}
+        self.held: Any = _UNSET
+        self.values: dict[Any, Any] | None = None
         self.matchers: dict[int, Matcher | None] = {}
         self.memo: dict[Any, Any] = {}
 
@@ -113,10 +128,9 @@ class Evaluator:
         groups = program.get("groups")
         validate_groups(groups, n_rules)
         self._raw_groups: list[list[int]] = groups  # type: ignore[assignment]
-        # decoded groups: a tuple of records, or None until first use (and for
-        # large groups, which are filtered per context: see _group_rules)
+        # decoded groups (for listing and explanations): a tuple of records, or None
+        # until first use; a decision reads the raw groups and the rule columns
         self._groups: list[tuple[RuleRecord, ...] | None] = [None] * len(groups)  # type: ignore[arg-type]
-        self._large: dict[int, tuple[RuleRecord, ...]] = {}
         self._records: list[RuleRecord | None] = [None] * n_rules
         index = program.get("index")
         if type(index) is not dict or not all(type(a) is dict for a in index.values()):
@@ -132,8 +146,47 @@ class Evaluator:
                 for walk in walks:
                     validate_walk(walk, len(self._groups), leaf, shared)
         self._index: Mapping[str, Mapping[str, list[Node]]] = index
-        self._ctx_cache: LRUCache[str, ContextEntry] = LRUCache(maxsize=CONTEXT_CACHE_SIZE)
-        self._ctx_front: dict[str, ContextEntry] = {}
+        # What a decision reads of each rule, column by column (``columns``), and the
+        # rules of each group by the role they need (``prefilter``).
+        buckets = program.get("buckets")
+        validate_buckets(buckets, self._raw_groups)
+        c = self._table.columns
+        rkey, rform, trusted = checked_prefilter(c, buckets)  # type: ignore[arg-type]
+        self._buckets: list[Any] = trusted
+        self._twins = twin_maps(trusted)
+        # a group without buckets is read as it is: its one list, made once
+        self._plain: list[tuple[list[int]] | None] = [
+            (group,) if entry == 0 else None
+            for group, entry in zip(self._raw_groups, trusted, strict=True)
+        ]
+        self._cols = RuleColumns(self._table)
+        self._mkind: list[int] = c["mkind"]
+        self._mdepth: list[int] = c["mdepth"]
+        self._mhead: list[str] = c["mhead"]
+        self._mtail: list[str] = c["mtail"]
+        self._rform: list[int] = rform
+        self._rkey: list[str | None] = rkey
+        self._ctx_only: list[int] = c["ctx"]
+        self._conds: list[str | None] = c["cond"]
+        # What a decision reads of rule i, as one tuple (one object to reach, not one
+        # list per column: at thousands of rules each column is a cache miss):
+        # (match kind, depth, head, tail, has a condition, role form, role key,
+        # context-only). What is built on first use stays in ``self._cols``.
+        self._rows: list[tuple[Any, ...]] = list(
+            zip(
+                c["mkind"],
+                c["mdepth"],
+                c["mhead"],
+                c["mtail"],
+                [x is not None for x in c["cond"]],
+                rform,
+                rkey,
+                c["ctx"],
+                strict=True,
+            )
+        )
+        # bounded, oldest first out (see context_entry); reads take no lock
+        self._contexts: dict[str, ContextEntry] = {}
         self._decisions: dict[tuple[Any, ...], Decision] = {}
         # context_key excludes the turn id; a policy reading it is never cached
         self._cacheable = not program.get("reads_turn_id", True)
@@ -212,13 +265,11 @@ class Evaluator:
 
     def group(self, gid: int) -> tuple[RuleRecord, ...]:
         """The rules of group ``gid``, in program order (decoded on first use)."""
-        rules = self._groups[gid] or self._large.get(gid)
+        rules = self._groups[gid]
         if rules is None:
-            rules = tuple(self._records[i] or self.rule(i) for i in self._raw_groups[gid])
-            if len(rules) > FILTER_MIN:
-                self._large[gid] = rules  # read through _group_rules, filtered per context
-            else:
-                self._groups[gid] = rules
+            rules = self._groups[gid] = tuple(
+                self._records[i] or self.rule(i) for i in self._raw_groups[gid]
+            )
         return rules
 
     def node_rules(self, node: Node, forbid: bool) -> tuple[RuleRecord, ...]:
@@ -274,26 +325,25 @@ class Evaluator:
     # ---------------------------------------------------------- context cache
 
     def context_entry(self, key: str) -> ContextEntry:
-        """The cache of one context (created on first use; bounded LRU)."""
-        # A lock-free front dict answers the common case; the bounded
-        # cachetools LRU behind it is the authority on which contexts stay.
-        entry = self._ctx_front.get(key)
+        """The cache of one context (created on first use; at most ``CONTEXT_CACHE_SIZE``
+        contexts are kept, the oldest dropped first)."""
+        entry = self._contexts.get(key)  # a dict read needs no lock
         if entry is not None:
             return entry
         with self._lock:
-            entry = self._ctx_cache.get(key)
+            contexts = self._contexts
+            entry = contexts.get(key)
             if entry is None:
                 entry = ContextEntry(self._table.n)
-                self._ctx_cache[key] = entry
-            if len(self._ctx_front) >= CONTEXT_CACHE_SIZE:
-                self._ctx_front.clear()
-            self._ctx_front[key] = entry
+                if len(contexts) >= CONTEXT_CACHE_SIZE:
+                    del contexts[next(iter(contexts))]
+                contexts[key] = entry
         return entry
 
     def cache_for(self, context_key: object) -> ContextEntry | None:
         """The context cache for ``context_key``; None when it cannot be cached."""
         if type(context_key) is str and self._cacheable:
-            return self._ctx_front.get(context_key) or self.context_entry(context_key)
+            return self._contexts.get(context_key) or self.context_entry(context_key)
         return None
 
     @staticmethod
@@ -321,24 +371,6 @@ class Evaluator:
             m = cache.matchers[rule.index] = rule.context_matcher(context)
         return m  # type: ignore[no-any-return]
 
-    def _group_rules(
-        self, gid: int, cache: ContextEntry | None, env: Env
-    ) -> tuple[RuleRecord, ...]:
-        """A group's rules on the slow path: decoded on first use, and a large group
-        narrowed, per context, to the rules whose context-only condition holds (so a
-        decision's cost follows the rules that can apply to this caller)."""
-        rules = self.group(gid)
-        if cache is None or len(rules) <= FILTER_MIN:
-            return rules
-        filtered = cache.filtered.get(gid)
-        if filtered is None:
-            filtered = cache.filtered[gid] = tuple(
-                r
-                for r in rules
-                if r.applies is None or not r.context_only or self.context_holds(r, env, cache)
-            )
-        return filtered
-
     # ----------------------------------------------------------------- decide
 
     def decide(
@@ -353,7 +385,7 @@ class Evaluator:
 
         Forbid overrides permit; default deny. ``context_key`` (e.g.
         ``AccessContext.cache_key``) must identify ``context``: context-only
-        conditions are cached under it.
+        conditions, the roles held and interpolated values are cached under it.
         """
         t = self._tools.get(tool) if type(tool) is str else None
         if t is None:
@@ -383,13 +415,6 @@ class Evaluator:
                 return self._unresolvable(t, str(exc))
             except Exception as exc:  # hostile args object: fail closed, never raise
                 return self._unresolvable(t, type(exc).__name__)
-        if type(context_key) is str and self._cacheable:
-            cache = self._ctx_front.get(context_key)
-            if cache is None:
-                cache = self.context_entry(context_key)
-            verdicts = cache.verdicts
-        else:
-            cache = verdicts = None  # no key (or not a string): evaluate, do not cache
         # Descend to the deepest walk node along the resource: its groups hold
         # every rule whose literal prefix the resource starts with.
         node = t.walk
@@ -398,87 +423,197 @@ class Evaluator:
             if child is None:
                 break
             node = child
+        if not node[1] and not node[2]:  # no rule can apply: default deny
+            dkey0 = (tool, resource)
+            found = self._decisions.get(dkey0)
+            if found is not None:
+                return found
+            return self._decision(dkey0, t, resource, False, None)
+        if type(context_key) is str and self._cacheable:
+            cache = self._contexts.get(context_key)
+            if cache is None:
+                cache = self.context_entry(context_key)
+            verdicts = cache.verdicts
+            held = cache.held
+            values = cache.values
+        else:
+            cache = verdicts = None  # no key (or not a string): evaluate, do not cache
+            held = _UNSET
+            values = None
         n = len(segs)
         env: Env | None = None
-        # the first rule that applies, and all of them once there are several
-        # (no list for the common single hit)
-        first: RuleRecord | None = None
-        more: list[RuleRecord] | None = None
-        groups = self._groups
+        hits: list[int] | None = None
+        cols = self._cols
+        plain = self._plain
+        buckets = self._buckets
+        twins = self._twins
+        rows = self._rows
+        applies_of, progs, plans = cols.applies, cols.progs, cols.plans
         # Forbids first: one that applies denies, whatever the permits say.
+        forbid = True
         for gids in (node[1], node[2]):
-            if not gids:
-                continue
-            for gid in gids:
-                rules = groups[gid]
-                if rules is None:
-                    if env is None:
-                        env = (context, args, resource, t.action)
-                    rules = self._group_rules(gid, cache, env)
-                for rule in rules:
-                    mk = rule.match
-                    if mk:  # ANY (0): '**' after the prefix, nothing to check
-                        if mk is _DEPTH:
-                            if n != rule.depth:
-                                continue
-                        elif mk is _AFFIX:
-                            if n != rule.depth:
-                                continue
-                            last = segs[-1]
-                            if (
-                                len(last) < rule.least
-                                or not last.startswith(rule.head)
-                                or not last.endswith(rule.tail)
-                            ):
-                                continue
-                        elif mk is _GENERAL:
-                            if not match_general(rule.prog, segs, rule.depth):
-                                continue
-                        else:  # CONTEXT: the pattern interpolates the context
-                            if cache is not None:
-                                m = cache.matchers.get(rule.index, _MISSING)
-                                if m is _MISSING:
-                                    m = cache.matchers[rule.index] = rule.context_matcher(context)
-                            else:
-                                m = rule.context_matcher(context)
-                            if (
-                                m is None
-                                or (n > m.qpos and segs[m.qpos] != m.qtext)
-                                or not m.matches(segs)
-                            ):
-                                continue
-                    applies = rule.applies
-                    if applies is not None:
-                        if env is None:
-                            env = (context, args, resource, t.action)
-                        if verdicts is not None and rule.context_only:
-                            ok = verdicts[rule.index]
-                            if not ok:
-                                ok = verdicts[rule.index] = YES if applies(env) else NO
-                            if ok == NO:
-                                continue
-                        elif not applies(env):
-                            continue
-                    if first is None:
-                        first = rule
-                    elif more is None:
-                        more = [first, rule]
+            if gids:
+                for gid in gids:
+                    lists: Any = plain[gid]
+                    if lists is not None:
+                        tw = None
                     else:
-                        more.append(rule)
-            if first is not None:
+                        bk = buckets[gid]
+                        tw = twins[gid]
+                        # the rules of the roles the caller holds, not all of them
+                        if held is _UNSET:
+                            held = held_roles(context)
+                            if cache is not None:
+                                cache.held = held
+                        by_role = bk[1]
+                        if held is None:
+                            lists = (bk[0], *by_role.values())
+                        elif len(held) <= len(by_role):
+                            lists = [bk[0]]
+                            for r in held:
+                                got = by_role.get(r)
+                                if got is not None:
+                                    lists.append(got)
+                        else:
+                            lists = [bk[0]]
+                            lists.extend(got for r, got in by_role.items() if r in held)
+                    for rules in lists:
+                        for i in rules:
+                            row = rows[i]
+                            mk = row[0]
+                            if mk:  # ANY (0): '**' after the prefix, nothing to check
+                                if mk == 1:  # DEPTH
+                                    if n != row[1]:
+                                        continue
+                                elif mk == 2:  # AFFIX
+                                    if n != row[1] or not n:
+                                        continue
+                                    last = segs[-1]
+                                    head = row[2]
+                                    tail = row[3]
+                                    if (
+                                        len(last) < len(head) + len(tail)
+                                        or not last.startswith(head)
+                                        or not last.endswith(tail)
+                                    ):
+                                        continue
+                                elif mk == 3:  # GENERAL
+                                    prog = progs[i] or cols.prog(i)
+                                    if prog is _NEVER or (
+                                        prog is not _ALWAYS
+                                        and not match_general(prog, segs, row[1])
+                                    ):
+                                        continue
+                                else:  # CONTEXT: the pattern interpolates the context
+                                    plan = plans[i] or cols.plan(i)
+                                    if plan is not _NO_PLAN:
+                                        any_tail, depth, checks, qpos, qtext = plan
+                                        if n < depth if any_tail else n != depth:
+                                            continue
+                                        if qpos >= 0 and segs[qpos] != qtext:
+                                            continue  # qpos < depth <= n
+                                        ok = True
+                                        for pos, kind, val in checks:
+                                            s = segs[pos]
+                                            if kind == 0:  # a literal
+                                                if s != val:
+                                                    ok = False
+                                                    break
+                                            elif kind == 2:  # {context.x}, the whole segment
+                                                if values is None:
+                                                    values = {}
+                                                    if cache is not None:
+                                                        cache.values = values
+                                                v = values.get(val, _MISSING)
+                                                if v is _MISSING:
+                                                    v = values[val] = hole_value(context, val)
+                                                if v is None:  # unsafe: a forbid's matches
+                                                    if not forbid:  # any segment, a
+                                                        ok = False  # permit's none
+                                                        break
+                                                elif s != v:
+                                                    ok = False
+                                                    break
+                                            elif kind == 1:  # '*'
+                                                if not s:
+                                                    ok = False
+                                                    break
+                                            elif kind == 4:  # text, '*' and holes
+                                                if values is None:
+                                                    values = {}
+                                                    if cache is not None:
+                                                        cache.values = values
+                                                g = values.get(val, _MISSING)
+                                                if g is _MISSING:
+                                                    g = values[val] = glob_texts(context, val)
+                                                if g is None:  # unsafe: as a hole's
+                                                    if not forbid or not s:
+                                                        ok = False
+                                                        break
+                                                elif not glob_ok(g, s):
+                                                    ok = False
+                                                    break
+                                            elif (  # a last 'head*tail'
+                                                len(s) < len(val[0]) + len(val[1])
+                                                or not s.startswith(val[0])
+                                                or not s.endswith(val[1])
+                                            ):
+                                                ok = False
+                                                break
+                                        if not ok:
+                                            continue
+                                    else:
+                                        m = self.context_matcher(self.rule(i), context, cache)
+                                        if m is None or not m.matches(segs):
+                                            continue
+                            if row[4]:  # a condition
+                                rf = row[5]
+                                if rf and held is _UNSET:
+                                    held = held_roles(context)
+                                    if cache is not None:
+                                        cache.held = held
+                                if rf == 1 and held is not None:
+                                    if row[6] not in held:
+                                        continue
+                                elif rf == 2 and held is not None:
+                                    if row[6] in held:
+                                        continue
+                                else:
+                                    applies = applies_of[i] or cols.compile(i)
+                                    if env is None:
+                                        env = (context, args, resource, t.action)
+                                    if verdicts is not None and row[7]:
+                                        ok_ = verdicts[i]
+                                        if not ok_:
+                                            ok_ = verdicts[i] = YES if applies(env) else NO
+                                        if ok_ == NO:
+                                            continue
+                                    elif not applies(env):
+                                        continue
+                            if hits is None:
+                                hits = [i]
+                            else:
+                                hits.append(i)
+                            if tw is not None:
+                                copies = tw.get(i)
+                                if copies is not None:  # they apply with it
+                                    hits.extend(copies)
+            if hits is not None:
                 break
+            forbid = False
         # Decisions are immutable values, so identical ones are shared: building
         # a frozen dataclass costs more than the whole walk.
-        if first is None:
+        if hits is None:
             dkey: tuple[Any, ...] = (tool, resource)
-        elif more is None:
-            dkey = (tool, resource, first)
+        elif len(hits) == 1:
+            dkey = (tool, resource, hits[0])
         else:
-            dkey = (tool, resource, *more)
+            hits.sort()  # program order, however the buckets were visited
+            dkey = (tool, resource, *hits)
         cached = self._decisions.get(dkey)
         if cached is not None:
             return cached
-        return self._decision(dkey, t, resource, dkey[2:] or None)
+        return self._decision(dkey, t, resource, forbid, hits)
 
     def _decide_with_approvals(
         self,
@@ -576,21 +711,19 @@ class Evaluator:
         dkey: tuple[Any, ...],
         t: ToolPlan,
         resource: str,
-        hits: tuple[RuleRecord, ...] | None,
+        forbid: bool,
+        hits: list[int] | None,
     ) -> Decision:
         if hits is None:
             reason: ReasonCode = _NO_PERMIT
             refs: tuple[Any, ...] = ()
             detail = f"no permit allows {t.action} on {resource} (default deny)"
         else:
-            reason = _FORBIDDEN if hits[0].forbid else _ALLOWED
-            if len(hits) == 1:
-                only = hits[0]
-                refs = only.refs or self._single_ref(only)
-            else:
-                refs = tuple(r.ref for r in hits)
+            reason = _FORBIDDEN if forbid else _ALLOWED
+            cols = self._cols
+            refs = cols.single(hits[0]) if len(hits) == 1 else tuple(cols.ref(i) for i in hits)
             ids = ", ".join(r.id for r in refs)
-            verb = "forbidden" if reason is _FORBIDDEN else "permitted"
+            verb = "forbidden" if forbid else "permitted"
             detail = f"{t.action} on {resource} is {verb} by {ids}"
         effect = _ALLOW if reason is _ALLOWED else _DENY
         decision = Decision(effect, reason, t.name, t.namespace, t.action, resource, refs, detail)
@@ -598,11 +731,6 @@ class Evaluator:
             self._decisions.clear()
         self._decisions[dkey] = decision
         return decision
-
-    @staticmethod
-    def _single_ref(rule: RuleRecord) -> tuple[Any, ...]:
-        refs = rule.refs = (rule.ref,)
-        return refs
 
     @staticmethod
     def _unresolvable(t: ToolPlan, why: str) -> Decision:
@@ -637,10 +765,16 @@ class Evaluator:
         was_enabled = gc.isenabled()
         gc.disable()  # thousands of small records and closures, no cycles
         try:
+            cols = self._cols
+            mkind = self._mkind
             for idx in range(self._table.n):
                 record = self.rule(idx)
                 if record.has_condition:
-                    record.compile_condition(self._table.memo)
+                    cols.applies[idx] = record.compile_condition(self._table.memo)
+                if mkind[idx] == 3 and cols.progs[idx] is None:
+                    cols.prog(idx)
+                elif mkind[idx] == 4 and cols.plans[idx] is None:
+                    cols.plan(idx)
             for gid in range(len(self._groups)):
                 self.group(gid)
             for name in self.requirements:

@@ -70,7 +70,8 @@ _EFFECTS: tuple[Literal["permit", "forbid"], ...] = ("permit", "forbid")
 #: ``cond`` is the encoded condition (``conditions``) packed as compact JSON,
 #: decoded when the rule is first used; ``m*`` is the static matcher
 #: (``matchers.static_spec``; ``mkind`` 4 means the pattern interpolates the
-#: context and is resolved per context).
+#: context and is resolved per context); ``rkey``/``rform``/``mplan`` are what a
+#: decision knows without evaluating (``prefilter``).
 RULE_COLUMNS: dict[str, str] = {
     "id": "str",
     "effect": "bit",  # 0 permit, 1 forbid
@@ -88,6 +89,9 @@ RULE_COLUMNS: dict[str, str] = {
     "mhead": "str",
     "mtail": "str",
     "mtests": "list?",
+    "rkey": "str?",  # the role the condition needs (prefilter.role_form), or null
+    "rform": "rform",  # 0 general, 1 exactly that role, 2 exactly not that role
+    "mplan": "list?",  # a CONTEXT pattern's plan (prefilter.context_plan), or null
 }
 
 
@@ -125,7 +129,12 @@ def _check_column(name: str, kind: str, column: Any, n: int, limits: Mapping[str
     else:
         ok = types <= {int}
         if ok and kind != "int":
-            top = {"bit": 2, "ckind": len(CONDITION_KINDS), "mkind": len(MatchKind)}.get(kind)
+            top = {
+                "bit": 2,
+                "ckind": len(CONDITION_KINDS),
+                "mkind": len(MatchKind),
+                "rform": 3,
+            }.get(kind)
             ok = min(column) >= 0 and max(column) < (top if top is not None else limits[kind])
     if not ok:
         raise MalformedProgram(f"rule column {name!r} has a malformed entry")

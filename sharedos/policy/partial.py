@@ -228,6 +228,7 @@ class JointSpace:
         """Yield one assignment (atom key -> "T"/"F"/"E") per combination."""
         paths = list(self.domains)
         prefixes = self._prefix_conflicts(paths)
+        self._offer_held_values(prefixes)
         for values in itertools.product(*(self.domains[p] for p in paths)):
             chosen = dict(zip(paths, values, strict=True))
             if prefixes and not self._consistent(chosen, prefixes, self.valued):
@@ -246,6 +247,18 @@ class JointSpace:
     ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         return [(a, b) for a in paths for b in paths if a != b and b[: len(a)] == a]
 
+    def _offer_held_values(self, pairs: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
+        """When a candidate of args.a is an object holding a value at args.a.b and
+        args.a.b is compared too, offer args.a.b that value (the one consistent case)."""
+        for a, b in pairs:
+            if b not in self.valued:
+                continue
+            dom = self.domains[b]
+            for candidate in self.domains[a]:
+                found, held = _held(candidate, b[len(a) :])
+                if found and not any(_same(c, held) for c in dom):
+                    dom.append(held)
+
     @staticmethod
     def _consistent(
         chosen: dict[tuple[str, ...], Any],
@@ -253,15 +266,47 @@ class JointSpace:
         valued: set[tuple[str, ...]],
     ) -> bool:
         # args.a and args.a.b both constrained: args.a.b present needs args.a to
-        # be an object. No candidate value of args.a is one, so args.a.b must be
-        # missing -- unless args.a is only ever tested with 'has', where any
-        # present args.a may be that object (but a missing one holds nothing).
+        # be an object. When the candidate of args.a is an object, args.a.b is
+        # what it holds there (missing, or that very value when args.a.b is
+        # compared). No other candidate is one, so args.a.b must be missing --
+        # unless args.a is only ever tested with 'has', where any present args.a
+        # may be that object (but a missing one holds nothing).
         for a, b in pairs:
-            if chosen[b] is _MISSING:
+            ca, cb = chosen[a], chosen[b]
+            if type(ca) is dict and a in valued:
+                found, held = _held(ca, b[len(a) :])
+                if not found:
+                    if cb is not _MISSING:
+                        return False
+                elif cb is _MISSING or (b in valued and not _same(cb, held)):
+                    return False
                 continue
-            if a in valued or chosen[a] is _MISSING:
+            if cb is _MISSING:
+                continue
+            if a in valued or ca is _MISSING:
                 return False
         return True
+
+
+def _held(value: Any, rest: tuple[str, ...]) -> tuple[bool, Any]:
+    """What the object ``value`` holds along ``rest`` (found, value)."""
+    for name in rest:
+        if type(value) is not dict or name not in value:
+            return False, None
+        value = value[name]
+    return True, value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The language's equality, as a candidate's identity (an error: not the same)."""
+    if a is b:
+        return True
+    if a is _MISSING or b is _MISSING or a is _FRESH or b is _FRESH:
+        return False
+    try:
+        return bool(values_equal(a, b))
+    except Exception:
+        return False
 
 
 def _candidates(op: str, side: str, value: Any) -> list[Any]:

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
@@ -45,18 +45,25 @@ from sharedos.pathwalk import SandboxError
 from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
+from sharedos.upstream.credentials import Binding, NoCredential, resolve_static, select
 from sharedos.upstream.definitions import RawTool, Refusal, build_definition
 from sharedos.upstream.forward import ForwardHandler
 from sharedos.upstream.localpaths import UNCHECKED, LocalPaths
+from sharedos.upstream.oauth import TokenSource
 from sharedos.upstream.pins import Drift, PinFile, compare
+from sharedos.upstream.pool import SessionPool, Slot
 from sharedos.upstream.sandbox import UpstreamConfinementPolicy, UpstreamPlacement, decide
 from sharedos.upstream.secrets import (
     CredentialError,
     CredentialSet,
-    resolve_credentials,
+    fingerprint_of,
 )
 
-State = Literal["ok", "unavailable", "disabled"]
+#: ``no-credential``: the turn's principal has none for an upstream that requires one;
+#: ``unauthorized``: the upstream refused the one it has (both: its tools are absent)
+State = Literal["ok", "unavailable", "disabled", "no-credential", "unauthorized"]
+#: what a principal without per-person credentials is told by the operator views
+_NO_CONTEXT = AccessContext(principal="sharedos-operator")
 #: definitions still to build for a listing up to which building stays on the event loop
 #: (a few ms at most; more go to a worker thread)
 _INLINE_BUILDS = 8
@@ -83,6 +90,8 @@ class UpstreamStatus:
     server: Mapping[str, Any] = field(default_factory=dict)
     listed: int = 0
     elapsed_ms: float = 0.0
+    #: the credential identity the turn's calls carry (``principal:alice``), names only
+    credential: str | None = None
 
     def lines(self) -> list[str]:
         """Human lines for a report (no credential values: they never reach a status)."""
@@ -91,10 +100,15 @@ class UpstreamStatus:
             return [head + "disabled in the host configuration"]
         if self.state == "unavailable":
             return [head + f"unavailable, its tools are absent this turn: {self.message}"]
+        if self.state == "no-credential":
+            return [head + f"no credential, its tools are absent this turn: {self.message}"]
+        if self.state == "unauthorized":
+            return [head + f"credential refused, its tools are absent this turn: {self.message}"]
         server = ""
         if self.server.get("name"):
             server = f" [{self.server.get('name')} {self.server.get('version', '')}]".rstrip()
-        out = [head + f"{len(self.published)} of {self.listed} tools published{server}"]
+        as_who = f" as {self.credential}" if self.credential else ""
+        out = [head + f"{len(self.published)} of {self.listed} tools published{server}{as_who}"]
         out.extend(f"  refused: {r.describe()}" for r in self.refused[:_SHOWN_REFUSALS])
         if len(self.refused) > _SHOWN_REFUSALS:
             # an upstream listing 10,001 tools must not print 9,000 lines into a run
@@ -118,6 +132,7 @@ class UpstreamStatus:
             "drift": [d.as_dict() for d in self.drift],
             "server": dict(self.server),
             "elapsedMs": self.elapsed_ms,
+            "credential": self.credential,
         }
 
 
@@ -170,18 +185,8 @@ class Listing:
     server: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
     elapsed_ms: float = 0.0
-
-
-class _Slot:
-    """The pooled session of one (upstream, credential set), and the lock that opens it."""
-
-    def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.connection: UpstreamConnection | None = None
-        #: a listing in flight or just finished, shared by turns opening at the same time
-        self.listing: tuple[float, list[RawTool]] | None = None
-        self.list_lock = anyio.Lock()
-        self.list_changed = False
+    #: with ``failure``: ``unavailable``, ``no-credential`` or ``unauthorized``
+    state: State = "unavailable"
 
 
 class UpstreamBroker:
@@ -195,23 +200,34 @@ class UpstreamBroker:
         environ: Mapping[str, str] | None = None,
         stderr: IO[str] | None = None,
         confinement: UpstreamConfinementPolicy | None = None,
+        tokens: Any = None,
+        subject_tokens: Callable[[AccessContext, str], str | None] | None = None,
     ) -> None:
+        """``tokens``: the token store (a ``TokenStore``, or a zero-argument callable that
+        opens it, raising ``TokenStoreError``), needed by OAuth and ``store`` references.
+        ``subject_tokens(context, upstream_id)``: a host-provided subject token for RFC 8693
+        token exchange (else the host file's ``oauth.subject_tokens``)."""
         import os
 
         self.upstreams = dict(upstreams)
+        self._tokens = tokens
+        self._store: Any = None
+        self._subject_tokens = subject_tokens
+        #: (upstream, tenant, principal) -> that principal's OAuth tokens for the upstream
+        self._sources: dict[tuple[str, str, str], TokenSource] = {}
+        self.pool = SessionPool()
         #: how stdio upstreams run (their own sandbox, or supervised); see upstream.sandbox
         self.confinement = confinement or UpstreamConfinementPolicy()
         self._placements: dict[str, UpstreamPlacement] = {}
         self.pins = pins if pins is not None else PinFile()
         self._environ = dict(environ if environ is not None else os.environ)
         self._stderr = stderr if stderr is not None else default_stderr()
-        self._slots: dict[tuple[str, str], _Slot] = {}
         self._turns: dict[str, TurnUpstreams] = {}
-        #: (upstream id, credential fingerprint) -> the definitions built from its latest
+        #: (upstream id, credential identity, fingerprint) -> the definitions built from its latest
         #: listing, by the digest of the listed tool. Replaced by each listing (so it never
         #: holds more than one listing's tools per session), reused by the next one: an item
         #: cache smaller than a catalogue would miss on every item of every turn.
-        self._definitions: LRUCache[tuple[str, str], dict[str, ToolDefinition | Refusal]] = (
+        self._definitions: LRUCache[tuple[str, str, str], dict[str, ToolDefinition | Refusal]] = (
             LRUCache(_SESSIONS_KEPT)
         )
         #: the map is read and replaced from worker threads (one per upstream listing at once)
@@ -231,14 +247,12 @@ class UpstreamBroker:
         stack = contextlib.AsyncExitStack()
         self._tg = await stack.enter_async_context(anyio.create_task_group())
         self._exit = stack
+        self._tg.start_soon(self._sweeper)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         with anyio.CancelScope(shield=True):
-            for slot in list(self._slots.values()):
-                if slot.connection is not None:
-                    await slot.connection.close()
-        self._slots.clear()
+            await self.pool.close_all()
         self._turns.clear()
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
@@ -268,26 +282,49 @@ class UpstreamBroker:
         """The snapshot of an open turn (None when the turn was not opened here or has ended)."""
         return self._turns.get(turn_id)
 
+    async def _sweeper(self) -> None:
+        """Close pooled sessions idle past their upstream's ``sessions.idle_s``."""
+        idle_of = {uid: c.sessions.idle_s for uid, c in self.upstreams.items()}
+        if not idle_of:
+            return
+        interval = min(30.0, max(0.05, min(idle_of.values()) / 4))
+        while True:
+            await anyio.sleep(interval)
+            await self.pool.sweep(idle_of)
+
+    def token_store(self) -> Any:
+        """The token store, opened on first use (``TokenStoreError`` when it cannot be)."""
+        if self._store is None:
+            from sharedos.upstream.tokenstore import TokenStoreError
+
+            if self._tokens is None:
+                raise TokenStoreError("no token store is configured ([tokens] in the host file)")
+            self._store = self._tokens() if callable(self._tokens) else self._tokens
+        return self._store
+
     # -- turns -----------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def turn(self, context: AccessContext) -> AsyncIterator[TurnUpstreams]:
         """Prepare ``context``'s turn: list every upstream, apply pins, fix the snapshot."""
         if context.turn_id in self._turns:
             raise ValueError(f"turn {context.turn_id!r} is already open with this broker")
-        state = await self.prepare(context)
-        self._turns[context.turn_id] = state
         try:
+            state = await self.prepare(context, hold=True)
+            self._turns[context.turn_id] = state
             yield state
         finally:
             self._turns.pop(context.turn_id, None)
+            self.pool.release(context.turn_id)
 
-    async def prepare(self, context: AccessContext) -> TurnUpstreams:
-        """Build a turn snapshot without registering it (``turn`` registers it)."""
+    async def prepare(self, context: AccessContext, *, hold: bool = False) -> TurnUpstreams:
+        """Build a turn snapshot without registering it (``turn`` registers it); ``hold``:
+        the sessions listed through stay held by ``context.turn_id`` (``turn`` releases them)."""
         started = time.perf_counter()
         listings: dict[str, Listing] = {}
+        holder = context.turn_id if hold else None
 
         async def one(config: UpstreamConfig) -> None:
-            listings[config.id] = await self.list_upstream(config)
+            listings[config.id] = await self.list_upstream(config, context, holder=holder)
 
         async with anyio.create_task_group() as tg:
             for config in self.upstreams.values():
@@ -318,9 +355,10 @@ class UpstreamBroker:
                     UpstreamStatus(
                         uid,
                         config.namespace,
-                        "unavailable",
+                        listing.state,
                         message=listing.failure or "no session",
                         elapsed_ms=listing.elapsed_ms,
+                        credential=listing.credentials.identity if listing.credentials else None,
                     )
                 )
                 continue
@@ -367,6 +405,7 @@ class UpstreamBroker:
                     server=listing.server,
                     listed=len(listing.raw),
                     elapsed_ms=listing.elapsed_ms,
+                    credential=listing.credentials.identity if listing.credentials else None,
                 )
             )
         order = {uid: i for i, uid in enumerate(self.upstreams)}
@@ -409,25 +448,42 @@ class UpstreamBroker:
         return frozenset(t.name for t in registry.tools())
 
     # -- listing -------------------------------------------------------------------
-    async def list_upstream(self, config: UpstreamConfig) -> Listing:
-        """List one upstream through its pooled session; failures are in ``Listing.failure``."""
+    async def list_upstream(
+        self,
+        config: UpstreamConfig,
+        context: AccessContext | None = None,
+        *,
+        holder: str | None = None,
+    ) -> Listing:
+        """List one upstream through the pooled session of ``context``'s credential (the
+        operator's, for an upstream whose identity is shared); failures are in
+        ``Listing.failure`` and ``Listing.state``."""
         started = time.perf_counter()
         listing = Listing(config=config, credentials=None)
         refusal = self.placement(config).refusal
         if refusal is not None:  # fail closed: an upstream a strict run cannot confine
             listing.failure = refusal
             return listing
+        binding = select(config, context or _NO_CONTEXT)
+        if isinstance(binding, NoCredential):
+            listing.failure, listing.state = binding.message, "no-credential"
+            return listing
         try:
-            creds = resolve_credentials(config, self._environ)
+            creds = await self.credentials_for(config, binding)
         except CredentialError as exc:
             listing.failure = str(exc)
             return listing
         listing.credentials = creds
+        if creds.auth is not None and await creds.auth.current() is None:
+            listing.failure, listing.state = creds.auth.problem or "no token", "no-credential"
+            return listing
         try:
-            slot, conn = await self._connection(config, creds)
+            slot, conn = await self._connection(config, creds, holder=holder)
             raw = await self._listing(slot, conn)
         except UpstreamFailure as exc:
             listing.failure = exc.message
+            if exc.reason is ReasonCode.UPSTREAM_UNAUTHORIZED:
+                listing.state = "unauthorized"
             listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
             return listing
         listing.raw = raw
@@ -438,7 +494,7 @@ class UpstreamBroker:
         # large listing never stalls the event loop every turn of the process runs on;
         # a listing whose definitions are all cached but a few is cheaper inline
         with self._definitions_lock:
-            known = self._definitions.get((config.id, creds.fingerprint)) or {}
+            known = self._definitions.get(_key(config, creds)) or {}
         misses = sum(1 for r in raw if r.digest not in known)
         if misses > _INLINE_BUILDS:
             await anyio.to_thread.run_sync(self._build, listing, creds, conn.scrubber)
@@ -447,11 +503,37 @@ class UpstreamBroker:
         listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
         return listing
 
+    async def credentials_for(self, config: UpstreamConfig, binding: Binding) -> CredentialSet:
+        """The credential set of ``binding`` (read now; OAuth: its principal's token source)."""
+        if binding.oauth is None:
+            return resolve_static(config, binding, self._environ, store=self.token_store)
+        tenant, principal = binding.oauth
+        key = (config.id, tenant, principal)
+        source = self._sources.get(key)
+        if source is None:
+            subject = None
+            if self._subject_tokens is not None:
+                hook, ctx = self._subject_tokens, AccessContext(principal=principal, tenant=tenant)
+
+                def subject() -> str | None:
+                    return hook(ctx, config.id)
+
+            source = self._sources[key] = TokenSource(
+                config, tenant, principal, self.token_store, self._environ, subject_token=subject
+            )
+        return CredentialSet(
+            fingerprint=fingerprint_of({}, "oauth", config.id, tenant, principal),
+            identity=binding.identity,
+            via="oauth",
+            auth=source,
+        )
+
     def _build(self, listing: Listing, creds: CredentialSet, scrubber: Redactor) -> None:
         """Turn ``listing.raw`` into definitions and refusals (runs in a worker thread)."""
         config = listing.config
         secrets = _credential_map(creds)
-        slot_key = (config.id, creds.fingerprint)
+        slot_key = _key(config, creds)
+        served = {"upstream": config.id, "credential": creds.identity, "via": creds.via}
         with self._definitions_lock:
             known = self._definitions.get(slot_key) or {}
         fresh: dict[str, ToolDefinition | Refusal] = {}
@@ -459,7 +541,12 @@ class UpstreamBroker:
             built = (known.get(item.digest) or fresh.get(item.digest)) if item.digest else None
             if built is None:
                 built = build_definition(
-                    config, item, ForwardHandler(self, config.id, item.name), secrets, scrubber
+                    config,
+                    item,
+                    ForwardHandler(self, config.id, item.name),
+                    secrets,
+                    scrubber,
+                    served,
                 )
             if item.digest:
                 fresh[item.digest] = built
@@ -478,7 +565,7 @@ class UpstreamBroker:
             )
             listing.tools = [(t, r) for t, r in listing.tools if t.name not in dupes]
 
-    async def _listing(self, slot: _Slot, conn: UpstreamConnection) -> list[RawTool]:
+    async def _listing(self, slot: Slot, conn: UpstreamConnection) -> list[RawTool]:
         """The upstream's tools now; turns opening together share one tools/list."""
         asked = time.monotonic()
         async with slot.list_lock:
@@ -498,17 +585,18 @@ class UpstreamBroker:
             return raw
 
     async def _connection(
-        self, config: UpstreamConfig, creds: CredentialSet
-    ) -> tuple[_Slot, UpstreamConnection]:
-        """The pooled session for (upstream, credential set), opened or re-opened as needed."""
+        self, config: UpstreamConfig, creds: CredentialSet, *, holder: str | None = None
+    ) -> tuple[Slot, UpstreamConnection]:
+        """The pooled session for (upstream, credential set), opened or re-opened as needed
+        (``holder``: the turn that holds it from now on)."""
         if self._tg is None:
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE, "the upstream broker is not running"
             )
-        key = (config.id, creds.fingerprint)
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self._slots[key] = _Slot()
+        slot = await self.pool.slot(config, _key(config, creds))
+        if holder is not None:
+            self.pool.hold(slot, holder)
+        slot.touch()
         conn = slot.connection
         if conn is not None and conn.usable:
             return slot, conn
@@ -532,6 +620,12 @@ class UpstreamBroker:
                 wrap=self.placement(config).wrap,
             )
             await fresh.start(self._tg)
+            if slot.closed:  # the pool closed this slot while it opened: do not leak it
+                await fresh.close()
+                raise UpstreamFailure(
+                    ReasonCode.UPSTREAM_UNAVAILABLE,
+                    f"upstream {config.id!r}: its session was closed by the pool while it opened",
+                )
             slot.connection = fresh
             return slot, fresh
 
@@ -554,10 +648,11 @@ class UpstreamBroker:
                 "opened through the upstream broker, or it has ended)",
             )
         creds = state.credentials[upstream_id]
-        slot = self._slots.get((upstream_id, creds.fingerprint))
+        slot = self.pool.get(_key(config, creds))
         if slot is not None and slot.connection is not None and slot.connection.usable:
+            slot.touch()
             return slot.connection
-        slot, conn = await self._connection(config, creds)
+        slot, conn = await self._connection(config, creds, holder=turn_id)
         raw = await self._listing(slot, conn)
         want = state.expected.get(tool)
         now = next((r.digest for r in raw if f"{config.namespace}.{r.name}" == tool), None)
@@ -622,12 +717,13 @@ class UpstreamBroker:
         return None
 
     # -- operator views (sharedos upstream ...) -------------------------------------------
-    async def list_all(self) -> dict[str, Listing]:
-        """Every enabled upstream listed now (no pins applied): what pin/diff/approve read."""
+    async def list_all(self, context: AccessContext | None = None) -> dict[str, Listing]:
+        """Every enabled upstream listed now (no pins applied) with ``context``'s credentials
+        (the operator's when None): what pin/diff/approve read."""
         out: dict[str, Listing] = {}
 
         async def one(config: UpstreamConfig) -> None:
-            out[config.id] = await self.list_upstream(config)
+            out[config.id] = await self.list_upstream(config, context)
 
         async with anyio.create_task_group() as tg:
             for config in self.upstreams.values():
@@ -641,4 +737,12 @@ def _credential_map(creds: CredentialSet) -> dict[str, SecretStr]:
     out = dict(creds.values)
     for i, value in enumerate(creds.bare):
         out[f"#bare{i}"] = value
+    if creds.auth is not None:  # the tokens held now (the forwarder scrubs the live ones)
+        for i, token in enumerate(creds.auth.secrets()):
+            out[f"#token{i}"] = SecretStr(token)
     return out
+
+
+def _key(config: UpstreamConfig, creds: CredentialSet) -> tuple[str, str, str]:
+    """The pool (and definitions) key: never shared by credentials that differ."""
+    return (config.id, creds.identity, creds.fingerprint)

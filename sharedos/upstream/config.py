@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sharedos.errors import UpstreamError
 from sharedos.tomlpos import key_positions, locate
@@ -80,26 +88,157 @@ UPSTREAM_KEYS = frozenset(
         "network",
         "readonly",
         "path_check",
+        "identity",
+        "principals",
+        "groups",
+        "tenant",
+        "oauth",
+        "sessions",
+    }
+)
+#: how an upstream's credentials are chosen for a turn (docs/upstreams.md, "Per-person identity")
+IdentityMode = Literal["shared", "per-person", "per-person-or-shared"]
+OAUTH_KEYS = frozenset(
+    {
+        "scopes",
+        "client_id",
+        "client_secret",
+        "client_name",
+        "resource",
+        "subject_tokens",
+        "subject_token_type",
     }
 )
 
 
 class CredentialRef(BaseModel):
-    """A credential named by the host environment variable that holds it (never its value)."""
+    """Where a credential is read from, never the credential itself: exactly one of a host
+    environment variable (``env``), a file only its owner may read (``file``, mode 0600 or
+    0400), or an entry of the encrypted token store (``store``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     #: the host environment variable holding the value
-    env: str
+    env: str | None = None
+    #: a file holding the value (trailing newline dropped); absolute after parsing
+    file: str | None = None
+    #: a named secret of the encrypted token store (``sharedos upstream secret set``)
+    store: str | None = None
     #: prepended to the value (HTTP headers: ``"Bearer "``)
     prefix: str = ""
 
     @field_validator("env")
     @classmethod
-    def _env(cls, value: str) -> str:
-        if not _ENV_NAME_RE.fullmatch(value):
+    def _env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME_RE.fullmatch(value):
             raise ValueError(f"env {value!r} is not a valid environment variable name")
         return value
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str | None) -> str | None:
+        if value is not None and not _ID_RE.fullmatch(value):
+            raise ValueError(
+                "a store entry is named by 1-64 letters, digits, '_' and '-' (sharedos upstream "
+                "secret set ID NAME)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> CredentialRef:
+        given = [k for k in ("env", "file", "store") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                'give exactly one of env = "HOST_VARIABLE", file = "/path/0600-file" or '
+                'store = "NAME"'
+            )
+        return self
+
+    def describe(self) -> str:
+        """Where the value comes from, by name only (``env ALICE_TOKEN``): safe to print."""
+        if self.env is not None:
+            return f"env {self.env}"
+        if self.file is not None:
+            return f"file {self.file}"
+        return f"store {self.store}"
+
+
+class OAuthConfig(BaseModel):
+    """``[upstream.ID.oauth]``: SharedOS is the OAuth 2.1 client of a streamable-HTTP upstream.
+
+    Each principal logs in once (``sharedos upstream login ID --principal P``: the
+    authorization-code flow with PKCE and a loopback redirect); their tokens are kept
+    encrypted in the token store and refreshed by SharedOS. ``subject_tokens`` names,
+    per principal, a host-provided token that SharedOS exchanges (RFC 8693) for an access
+    token where the authorization server offers the token-exchange grant.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: scopes requested at login (default: what the upstream's metadata asks for)
+    scopes: tuple[str, ...] = ()
+    #: a client registered beforehand (a public client, or confidential with client_secret);
+    #: unset: dynamic client registration at login
+    client_id: str | None = None
+    client_secret: CredentialRef | None = None
+    client_name: str = "SharedOS"
+    #: the RFC 8707 resource indicator (default: from the protected-resource metadata / URL)
+    resource: str | None = None
+    #: principal -> where its host-provided subject token is read (RFC 8693 token exchange)
+    subject_tokens: dict[str, CredentialRef] = Field(default_factory=dict)
+    subject_token_type: str = "urn:ietf:params:oauth:token-type:access_token"
+
+
+class SessionLimits(BaseModel):
+    """``sessions``: how many pooled sessions one upstream may have open (one per distinct
+    credential set), and how long an unused one is kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: sessions open at once for this upstream; at the cap the longest-idle session no open
+    #: turn uses is closed, and a turn that would need one more gets the upstream reported
+    #: unavailable
+    max: int = Field(default=32, gt=0, le=4096)
+    #: seconds a session no open turn uses and no call runs on is kept before it is closed
+    idle_s: float = Field(default=600.0, gt=0, le=86400)
+
+
+class TokenStoreConfig(BaseModel):
+    """``[tokens]``: where principals' OAuth tokens and stored secrets are kept (encrypted)
+    and where the key is read from (``sharedos.upstream.tokenstore``).
+
+    ``path``: the store's directory (default ``$XDG_STATE_HOME/sharedos/tokens``);
+    ``key``: ``{ env = "VAR" }`` (default ``SHAREDOS_TOKEN_KEY``) or ``{ file = "/path" }``
+    (0600), never inside ``path``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str | None = None
+    key: CredentialRef = Field(default_factory=lambda: CredentialRef(env="SHAREDOS_TOKEN_KEY"))
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: CredentialRef) -> CredentialRef:
+        if value.store is not None or value.prefix:
+            raise ValueError(
+                'the key is { env = "VAR" } or { file = "/path" } (no store, no prefix)'
+            )
+        return value
+
+    def location(self, environ: Mapping[str, str], base_dir: Path | None = None) -> Path:
+        """The store's directory (``path``, relative to the host file, or the default)."""
+        if self.path is not None:
+            path = Path(self.path).expanduser()
+            return path if path.is_absolute() or base_dir is None else (base_dir / path)
+        state = environ.get("XDG_STATE_HOME") or str(
+            Path(environ.get("HOME", "~")) / ".local" / "state"
+        )
+        return Path(state).expanduser() / "sharedos" / "tokens"
+
+    def summary(self, environ: Mapping[str, str], base_dir: Path | None = None) -> str:
+        """One line for ``sharedos host check`` (names only)."""
+        return f"{self.location(environ, base_dir)}, key from {self.key.describe()}"
 
 
 class UpstreamRoot(BaseModel):
@@ -183,6 +322,33 @@ class UpstreamConfig(BaseModel):
     #: whose own host keeps its links in check). Unset on an HTTP upstream on another
     #: host: its path calls are refused, since nothing here can check them.
     path_check: Literal["local", "off"] | None = None
+    #: ``shared``: every principal's calls use ``credentials`` (the operator's); ``per-person``:
+    #: each principal's own (``principals``, else ``groups``, else its OAuth login) and none
+    #: without one; ``per-person-or-shared``: its own, else ``credentials``
+    identity: IdentityMode = "shared"
+    #: principal -> its own credentials (same targets as ``credentials``)
+    principals: dict[str, dict[str, CredentialRef]] = Field(default_factory=dict)
+    #: role -> credentials for principals with that role (first matching group, in file order)
+    groups: dict[str, dict[str, CredentialRef]] = Field(default_factory=dict)
+    #: the tenant whose principals the per-person entries name (another tenant's "alice" is
+    #: not this alice)
+    tenant: str = "default"
+    #: OAuth 2.1 (streamable HTTP only): each principal's own tokens from the token store
+    oauth: OAuthConfig | None = None
+    sessions: SessionLimits = Field(default_factory=SessionLimits)
+    #: the host file this upstream was read from (for the commands messages name); not
+    #: part of the configuration's value (no dump, no equality)
+    _host_file: str | None = PrivateAttr(default=None)
+
+    @property
+    def host_file(self) -> str | None:
+        """The host file this upstream was read from, when it came from one."""
+        return self._host_file
+
+    @property
+    def per_person(self) -> bool:
+        """True when principals use credentials of their own (not only the operator's)."""
+        return self.identity != "shared"
 
     @property
     def links(self) -> Literal["local", "off", "unchecked"]:
@@ -199,8 +365,38 @@ class UpstreamConfig(BaseModel):
         return f"upstream:{self.id}"
 
     def credential_names(self) -> list[str]:
-        """Host environment variable names this upstream reads (safe to print)."""
-        return sorted({ref.env for ref in self.credentials.values()})
+        """Where this upstream's shared credentials are read, by name (safe to print)."""
+        return sorted({ref.describe().removeprefix("env ") for ref in self.credentials.values()})
+
+    def identity_summary(self) -> str:
+        """Who uses which credentials, by reference only (``sharedos host check``)."""
+        if not self.per_person:
+            return "identity shared (every principal acts as the operator)"
+
+        def refs(table: Mapping[str, CredentialRef]) -> str:
+            return ", ".join(f"{t} from {r.describe()}" for t, r in sorted(table.items()))
+
+        parts = [f"identity {self.identity}"]
+        if self.tenant != "default":
+            parts.append(f"tenant {self.tenant}")
+        parts += [f"principal {p}: {refs(t)}" for p, t in self.principals.items()]
+        parts += [f"group {g}: {refs(t)}" for g, t in self.groups.items()]
+        if self.oauth is not None:
+            o = self.oauth
+            client = f"client {o.client_id}" if o.client_id else "dynamic client registration"
+            scopes = " ".join(o.scopes) or "as the upstream asks"
+            line = f"oauth ({client}; scopes {scopes}; `sharedos upstream login {self.id} --principal P`)"
+            if o.subject_tokens:
+                line += "; token exchange for " + ", ".join(
+                    f"{p} from {r.describe()}" for p, r in sorted(o.subject_tokens.items())
+                )
+            parts.append(line)
+        if self.identity == "per-person-or-shared":
+            parts.append(f"others: shared from {', '.join(self.credential_names()) or 'none'}")
+        else:
+            parts.append("others: no credential, the upstream's tools are absent for them")
+        parts.append(f"sessions at most {self.sessions.max}, idle {self.sessions.idle_s:g}s")
+        return "; ".join(parts)
 
     def summary(self) -> str:
         """One line for ``sharedos host check``: no values, only names."""
@@ -299,6 +495,8 @@ def parse_upstreams(
             )
             continue
         namespaces[config.namespace] = config.id
+        if base_dir is not None and source and not source.startswith("<"):
+            config._host_file = str(Path(source).resolve())
         configs[config.id] = config
     return configs, problems
 
@@ -336,7 +534,7 @@ def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> Upst
         )
         return None
     transport = "stdio" if has_cmd else "http"
-    _check_credentials(uid, data.get("credentials"), transport, report)
+    _check_people(uid, data, transport, base_dir, report)
     _check_plain(uid, "env", data.get("env"), report, names=_ENV_NAME_RE, what="environment")
     _check_plain(uid, "headers", data.get("headers"), report, names=_HEADER_NAME_RE, what="header")
     if transport == "stdio":
@@ -357,8 +555,6 @@ def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> Upst
         data["command"] = _relative_to(data["command"], base_dir, only_with_slash=True)
     if isinstance(data.get("cwd"), str):
         data["cwd"] = _relative_to(data["cwd"], base_dir, only_with_slash=False)
-    if isinstance(data.get("credentials"), dict):
-        data["credentials"] = {k: v for k, v in data["credentials"].items() if isinstance(v, dict)}
     try:
         return UpstreamConfig.model_validate(data)
     except ValidationError as exc:
@@ -378,34 +574,224 @@ def _relative_to(value: str, base_dir: Path | None, *, only_with_slash: bool) ->
     return str((base_dir / value).resolve())
 
 
-def _check_credentials(uid: str, creds: Any, transport: str, report: Any) -> None:
-    if creds is None:
+def _check_people(
+    uid: str, data: dict[str, Any], transport: str, base_dir: Path | None, report: Any
+) -> None:
+    """``credentials``, ``principals``, ``groups``, ``oauth`` and ``identity``: each credential a
+    reference (never a value), each reference well-formed; bad entries are dropped from
+    ``data`` after being reported (so the rest is still validated)."""
+    if "credentials" in data:
+        data["credentials"] = _credential_table(
+            uid, ("credentials",), data["credentials"], transport, base_dir, report
+        )
+    for kind in ("principals", "groups"):
+        if kind not in data:
+            continue
+        table = data[kind]
+        what = "principal" if kind == "principals" else "role"
+        if not isinstance(table, dict):
+            report((uid, kind), f"must be a table of [upstream.{uid}.{kind}.<{what}>] tables")
+            data.pop(kind)
+            continue
+        clean: dict[str, Any] = {}
+        for name, entry in table.items():
+            if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
+                report(
+                    (uid, kind), f"a {what} name is a non-empty string without control characters"
+                )
+                continue
+            creds = _credential_table(uid, (kind, name), entry, transport, base_dir, report)
+            if creds:
+                clean[name] = creds
+            elif isinstance(entry, dict) and not entry:
+                report((uid, kind, name), "names no credential")
+        data[kind] = clean
+    if "oauth" in data:
+        _check_oauth(uid, data, transport, base_dir, report)
+    tenant = data.get("tenant", "default")
+    if not isinstance(tenant, str) or not tenant or any(ord(c) < 32 for c in tenant):
+        report((uid, "tenant"), "must be a tenant id (a non-empty string)")
+        data.pop("tenant", None)
+    personal = any(data.get(k) for k in ("principals", "groups")) or "oauth" in data
+    identity = data.get("identity")
+    if identity is None:
+        identity = data["identity"] = "per-person" if personal else "shared"
+    if identity not in ("shared", "per-person", "per-person-or-shared"):
+        report((uid, "identity"), 'must be "shared", "per-person" or "per-person-or-shared"')
+        data.pop("identity")
         return
+    if identity == "shared" and personal:
+        report(
+            (uid, "identity"),
+            "principals, groups and oauth give principals credentials of their own: set identity "
+            '= "per-person" (or "per-person-or-shared"), or remove them',
+        )
+    elif identity == "per-person" and data.get("credentials"):
+        report(
+            (uid, "credentials"),
+            'shared credentials and per-person ones: with identity = "per-person" a principal '
+            'without a credential of its own gets none; say identity = "per-person-or-shared" '
+            "to give those the shared ones",
+        )
+    elif identity != "shared" and not personal:
+        report(
+            (uid, "identity"),
+            f"{identity} needs [upstream.{uid}.principals.<name>], [upstream.{uid}.groups.<role>] "
+            f"or [upstream.{uid}.oauth]",
+        )
+
+
+def _credential_table(
+    uid: str,
+    loc: tuple[str, ...],
+    creds: Any,
+    transport: str,
+    base_dir: Path | None,
+    report: Any,
+) -> dict[str, Any]:
+    """A table of ``TARGET = { env | file | store, prefix }``, checked; the good entries."""
     if not isinstance(creds, dict):
-        report((uid, "credentials"), 'must be a table of NAME = { env = "HOST_VARIABLE" }')
-        return
+        report((uid, *loc), 'must be a table of NAME = { env = "HOST_VARIABLE" }')
+        return {}
     names = _ENV_NAME_RE if transport == "stdio" else _HEADER_NAME_RE
+    clean: dict[str, Any] = {}
     for key, ref in creds.items():
+        where = (uid, *loc, str(key))
         if not names.fullmatch(str(key)):
             what = "environment variable" if transport == "stdio" else "HTTP header"
-            report((uid, "credentials", str(key)), f"{key!r} is not a valid {what} name")
-        if isinstance(ref, str):
-            # never echo the value: it may be the secret itself
+            report(where, f"{key!r} is not a valid {what} name")
+            continue
+        checked = _credential_ref(where, ref, base_dir, report, example=str(key))
+        if checked is not None:
+            clean[str(key)] = checked
+    return clean
+
+
+def _credential_ref(
+    where: tuple[str, ...], ref: Any, base_dir: Path | None, report: Any, *, example: str
+) -> dict[str, Any] | None:
+    """One credential reference, checked (a file reference made absolute and its mode
+    checked when it exists); None after reporting a problem. Never echoes a value."""
+    if isinstance(ref, str):
+        # never echo the value: it may be the secret itself
+        report(
+            where,
+            "a literal value is not allowed: credentials are referenced, never written — "
+            f'e.g. {example} = {{ env = "HOST_VARIABLE" }}, {{ file = "/etc/sharedos/x.token" }} '
+            'or { store = "NAME" }',
+        )
+        return None
+    if not isinstance(ref, dict):
+        report(where, f'must be {{ env = "HOST_VARIABLE" }} (got {type(ref).__name__})')
+        return None
+    sources = [k for k in ("env", "file", "store") if k in ref]
+    if set(ref) - {"env", "file", "store", "prefix"} or len(sources) != 1:
+        report(
+            where,
+            'must be exactly one of { env = "HOST_VARIABLE" }, { file = "/path" } or '
+            '{ store = "NAME" }, with an optional prefix (e.g. "Bearer ")',
+        )
+        return None
+    if not all(isinstance(v, str) for v in ref.values()):
+        report(where, "env, file, store and prefix are strings")
+        return None
+    out = dict(ref)
+    if "file" in out:
+        path = Path(out["file"]).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        out["file"] = str(path)
+        problem = secret_file_problem(path, must_exist=False)
+        if problem is not None:
+            report(where, f"file {path}: {problem}")
+            return None
+    return out
+
+
+def secret_file_problem(path: Path, *, must_exist: bool) -> str | None:
+    """Why ``path`` cannot hold a credential (None when it can): it must be a regular file
+    (no symbolic link), owned by this user, readable by nobody else (0600 or 0400)."""
+    import stat
+
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return "does not exist" if must_exist else None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link (give the file itself)"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "is not owned by the user SharedOS runs as"
+    if st.st_mode & 0o077:
+        return f"is readable or writable by others (mode {stat.S_IMODE(st.st_mode):04o}; chmod 600)"
+    return None
+
+
+def _check_oauth(
+    uid: str, data: dict[str, Any], transport: str, base_dir: Path | None, report: Any
+) -> None:
+    table = data["oauth"]
+    if transport != "http":
+        report((uid, "oauth"), "OAuth is for url (streamable HTTP) upstreams")
+        data.pop("oauth")
+        return
+    if not isinstance(table, dict):
+        report((uid, "oauth"), "must be a table ([upstream.ID.oauth])")
+        data.pop("oauth")
+        return
+    for key in list(table):
+        if key not in OAUTH_KEYS:
             report(
-                (uid, "credentials", str(key)),
-                "a literal value is not allowed: credentials are referenced by host "
-                f'environment variable only, e.g. {key} = {{ env = "HOST_VARIABLE" }}',
+                (uid, "oauth", str(key)), f"unknown key (known: {', '.join(sorted(OAUTH_KEYS))})"
             )
-        elif not isinstance(ref, dict):
+            table.pop(key)
+    if "client_secret" in table:
+        secret = _credential_ref(
+            (uid, "oauth", "client_secret"),
+            table["client_secret"],
+            base_dir,
+            report,
+            example="client_secret",
+        )
+        if secret is None:
+            table.pop("client_secret")
+        else:
+            table["client_secret"] = secret
+            if "client_id" not in table:
+                report((uid, "oauth", "client_secret"), "a client_secret needs its client_id")
+    subjects = table.get("subject_tokens")
+    if subjects is not None:
+        if not isinstance(subjects, dict):
             report(
-                (uid, "credentials", str(key)),
-                f'must be {{ env = "HOST_VARIABLE" }} (got {type(ref).__name__})',
+                (uid, "oauth", "subject_tokens"), 'must be a table of PRINCIPAL = { env = "VAR" }'
             )
-        elif set(ref) - {"env", "prefix"} or "env" not in ref:
-            report(
-                (uid, "credentials", str(key)),
-                'must be { env = "HOST_VARIABLE" } with an optional prefix (e.g. "Bearer ")',
-            )
+            table.pop("subject_tokens")
+        else:
+            clean = {}
+            for principal, ref in subjects.items():
+                checked = _credential_ref(
+                    (uid, "oauth", "subject_tokens", str(principal)),
+                    ref,
+                    base_dir,
+                    report,
+                    example=str(principal),
+                )
+                if checked is not None:
+                    clean[str(principal)] = checked
+            table["subject_tokens"] = clean
+    scopes = table.get("scopes")
+    if scopes is not None and (
+        not isinstance(scopes, list)
+        or not all(isinstance(x, str) and x and " " not in x for x in scopes)
+    ):
+        report((uid, "oauth", "scopes"), "must be a list of scope names (no spaces)")
+        table.pop("scopes")
+    resource = table.get("resource")
+    if resource is not None:
+        _check_url(uid, resource, lambda loc, msg: report((uid, "oauth", "resource"), msg))
 
 
 def _check_plain(

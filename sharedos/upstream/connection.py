@@ -35,6 +35,7 @@ from sharedos.outcomes import ReasonCode
 from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.definitions import RawTool, raw_tools
+from sharedos.upstream.oauth import CALL_DENIALS, CredentialAuth, Denial, denial_message
 from sharedos.upstream.secrets import CredentialSet
 from sharedos.upstream.transport import (
     RESPONSE_TOO_LARGE,
@@ -137,6 +138,13 @@ class UpstreamConnection:
         self._wrap = wrap
         self.credentials = credentials
         self.scrubber = Redactor(credentials.secrets())
+        #: the last refusal of this session's credential (401 / insufficient scope), if any
+        self.last_denial: Denial | None = None
+        source = credentials.auth
+        if source is not None:
+            # an OAuth session: its tokens change (refresh, exchange); scrub the current ones
+            source.on_change = self._tokens_changed
+            self._tokens_changed(source.secrets())
         self._stderr_sink = stderr
         self._on_list_changed = on_list_changed
         self._client: Client | None = None
@@ -156,7 +164,10 @@ class UpstreamConnection:
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, tg: TaskGroup) -> None:
-        """Open the session within the connect timeout; ``UpstreamFailure`` (unavailable) otherwise."""
+        """Open the session within the connect timeout; ``UpstreamFailure`` (unavailable, or
+        unauthorized when the upstream refused the credential) otherwise."""
+        denials: list[Denial] = []
+        token = CALL_DENIALS.set(denials)
         try:
             with anyio.fail_after(self.config.timeouts.connect_s):
                 await tg.start(self._run)
@@ -170,11 +181,34 @@ class UpstreamConnection:
         except UpstreamFailure:
             raise
         except Exception as exc:
+            refused = self._unauthorized(denials)
+            if refused is not None:
+                raise refused from None
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
                 f"upstream {self.config.id!r} could not be reached: "
                 f"{self.scrubber.scrub(describe_exception(exc))}{self._stderr_hint()}",
             ) from None
+        finally:
+            CALL_DENIALS.reset(token)
+
+    def _tokens_changed(self, tokens: tuple[str, ...]) -> None:
+        self.scrubber = Redactor((*self.credentials.secrets(), *tokens))
+
+    def _denied(self, denial: Denial) -> None:
+        self.last_denial = denial
+
+    def _unauthorized(self, denials: list[Denial] | None) -> UpstreamFailure | None:
+        """The failure for a request this session's credential was refused on, or None."""
+        denial = denials[-1] if denials else None
+        if denial is None:
+            return None
+        source = self.credentials.auth
+        principal = source.principal if source is not None else None
+        return UpstreamFailure(
+            ReasonCode.UPSTREAM_UNAUTHORIZED,
+            denial_message(self.config, self.credentials.identity, denial, principal),
+        )
 
     def _oversized_unattributed(self) -> None:
         self.broken = self.broken or (
@@ -216,6 +250,9 @@ class UpstreamConnection:
         headers = {**config.headers, **self.credentials.env()}
         http = httpx2.AsyncClient(
             headers=headers,
+            # the OAuth bearer (set, renewed, refusals noted) or, for static credentials, only
+            # the noting: a 401 is upstream_unauthorized, never a transport error
+            auth=CredentialAuth(self.credentials.auth, self._denied),
             timeout=httpx2.Timeout(config.timeouts.call_s + 5.0, connect=config.timeouts.connect_s),
             trust_env=False,  # never pick up proxies or .netrc credentials from the host
             transport=BoundedHTTPTransport(ReadBounds.of(config.limits), self._screen),
@@ -325,6 +362,8 @@ class UpstreamConnection:
         client = self._require()
         listed: list[types.Tool] = []
         self._screen.take()  # nothing left over from a listing the SDK made on its own
+        denials: list[Denial] = []
+        noted = CALL_DENIALS.set(denials)
         try:
             with anyio.fail_after(self.config.timeouts.list_s):
                 cursor: str | None = None
@@ -343,6 +382,9 @@ class UpstreamConnection:
                 f"{self.config.timeouts.list_s:g} s",
             ) from None
         except Exception as exc:
+            refused = self._unauthorized(denials)
+            if refused is not None:
+                raise refused from None
             why = self.scrubber.scrub(describe_exception(exc))
             if _is_closed(exc):
                 self._mark_broken(why)
@@ -350,6 +392,8 @@ class UpstreamConnection:
                 ReasonCode.UPSTREAM_ERROR,
                 f"upstream {self.config.id!r} failed to list its tools: {why}{self._stderr_hint()}",
             ) from None
+        finally:
+            CALL_DENIALS.reset(noted)
         dropped = self._screen.take()
         seen: dict[str, RawTool] = {}
         if len(listed) + len(dropped) <= _INLINE_TOOLS:
@@ -380,6 +424,8 @@ class UpstreamConnection:
                 with contextlib.suppress(Exception):
                     await hook(p, total, self.scrubber.scrub(message) if message else message)
 
+        denials: list[Denial] = []
+        noted = CALL_DENIALS.set(denials)
         try:
             with anyio.fail_after(timeout):
                 async with self._limiter:
@@ -395,6 +441,9 @@ class UpstreamConnection:
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
+            refused = self._unauthorized(denials)
+            if refused is not None:
+                raise refused from None
             why = self.scrubber.scrub(describe_exception(exc))
             if _is_closed(exc):
                 self._mark_broken(why)
@@ -421,6 +470,8 @@ class UpstreamConnection:
                 ReasonCode.UPSTREAM_ERROR,
                 f"upstream {self.config.id!r} answered {name} with an error: {why}",
             ) from None
+        finally:
+            CALL_DENIALS.reset(noted)
         if not isinstance(result, types.CallToolResult):
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_ERROR,

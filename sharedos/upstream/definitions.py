@@ -177,11 +177,13 @@ def build_definition(
     handler: Callable[..., Any],
     credentials: Mapping[str, SecretStr],
     scrubber: Redactor | None = None,
+    served_by: Mapping[str, str] | None = None,
 ) -> ToolDefinition | Refusal:
     """The namespaced definition of ``raw``, or a ``Refusal`` saying why it cannot be published.
 
     ``scrubber`` knows the upstream's credentials: a definition holding one is refused
-    (see the module docstring) with the refusal naming where, never what.
+    (see the module docstring) with the refusal naming where, never what. ``served_by``
+    (the credential identity the definition's calls carry) is recorded with each call.
     """
     wire = raw.wire
     if raw.problem:
@@ -236,6 +238,7 @@ def build_definition(
             credentials=dict(credentials),
             issuing_authority=config.source,
             namespace_settings={"upstream": config.id, "upstreamTool": raw.name},
+            served_by=dict(served_by) if served_by else None,
         )
     except ToolDefinitionError as exc:
         return Refusal(config.id, raw.name, str(exc))

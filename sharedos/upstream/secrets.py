@@ -18,6 +18,7 @@ import hmac
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -46,6 +47,13 @@ class CredentialSet:
     bare: tuple[SecretStr, ...] = ()
     #: a keyed hash of the values: the pool key, never shown or recorded
     fingerprint: str = ""
+    #: which credential this is, by name (``shared``, ``principal:alice``, ``group:ops``,
+    #: ``oauth:alice``): recorded with every call it serves, never a value
+    identity: str = "shared"
+    #: where its values come from (``env``, ``file``, ``store``, ``oauth``, ``none``)
+    via: str = "env"
+    #: the ``oauth.TokenSource`` that sets and renews the credential per request (OAuth), or None
+    auth: Any = None
 
     def env(self) -> dict[str, str]:
         """The values as environment entries (stdio upstreams)."""
@@ -54,6 +62,8 @@ class CredentialSet:
     def secrets(self) -> tuple[str, ...]:
         """Every value, longest first (what scrubbing removes)."""
         raw = {v.get_secret_value() for v in (*self.values.values(), *self.bare)}
+        if self.auth is not None:  # the OAuth tokens held now
+            raw.update(self.auth.secrets())
         return tuple(sorted(raw, key=len, reverse=True))
 
 
@@ -62,6 +72,11 @@ def resolve_credentials(config: UpstreamConfig, environ: Mapping[str, str]) -> C
     values: dict[str, SecretStr] = {}
     bare: list[SecretStr] = []
     for target, ref in sorted(config.credentials.items()):
+        if ref.env is None:  # a file or store reference: sharedos.upstream.credentials reads it
+            raise CredentialError(
+                f"upstream {config.id!r}: credential {target} is read from {ref.describe()}, "
+                "which needs the upstream broker"
+            )
         raw = environ.get(ref.env)
         if raw is None or raw == "":
             raise CredentialError(
@@ -78,7 +93,14 @@ def resolve_credentials(config: UpstreamConfig, environ: Mapping[str, str]) -> C
         # the bare value is a secret too (a prefix such as "Bearer " is not)
         if ref.prefix:
             bare.append(SecretStr(raw))
+    return CredentialSet(values=values, bare=tuple(bare), fingerprint=fingerprint_of(values))
+
+
+def fingerprint_of(values: Mapping[str, SecretStr], *extra: str) -> str:
+    """The per-process keyed hash of a credential set (and of ``extra`` labels): a pool key."""
     mac = hmac.new(_FINGERPRINT_KEY, digestmod=hashlib.sha256)
     for key in sorted(values):
         mac.update(key.encode() + b"\x00" + values[key].get_secret_value().encode() + b"\x01")
-    return CredentialSet(values=values, bare=tuple(bare), fingerprint=mac.hexdigest())
+    for label in extra:
+        mac.update(b"\x02" + label.encode())
+    return mac.hexdigest()

@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.engines.base import available  # noqa: E402
+from benchmarks.engines.base import Unsupported, available  # noqa: E402
 from benchmarks.peers import disagreements  # noqa: E402
 from benchmarks.workload import WORKLOADS, build  # noqa: E402
 
@@ -29,11 +29,16 @@ except ImportError:
     pass
 
 
-def answers(engine_name: str, workload: str, n_rules: int, n_requests: int) -> list[bool]:
-    """Load the engine's native translation of the workload and decide every request."""
+def answers(engine_name: str, workload: str, n_rules: int, n_requests: int) -> list[bool] | None:
+    """Load the engine's native translation of the workload and decide every request
+    (None: the engine's language cannot express the workload; the runner says so too)."""
     wl = build(workload, n_rules, n_requests)
     engine = available()[engine_name]()
-    engine.load(engine.native(wl), wl)
+    try:
+        files = engine.native(wl)
+    except Unsupported:
+        return None
+    engine.load(files, wl)
     out = []
     for req in wl.requests:
         args, kwargs = engine.translate(req)
@@ -48,6 +53,9 @@ def test_every_engine_decides_every_request_alike(workload: str, n_rules: int) -
     expected = [r.shape.startswith("allow:") for r in wl.requests]
     for engine in ENGINES:
         got = answers(engine, workload, n_rules, 120)
+        if got is None:
+            assert engine not in ("sharedos", "reference"), f"{engine} must run every workload"
+            continue
         wrong = [
             (wl.requests[i].tool, wl.requests[i].args, wl.requests[i].context["principal"], g)
             for i, (g, e) in enumerate(zip(got, expected, strict=True))
@@ -61,10 +69,11 @@ def test_workload_is_balanced_canonical_and_seeded(workload: str) -> None:
     wl = build(workload, 100, 200)
     allows = sum(r.shape.startswith("allow:") for r in wl.requests)
     assert allows == 100 and len(wl.requests) == 200
-    assert sum(r.near_miss for r in wl.requests) >= 40  # denies are mostly near misses
-    for r in wl.requests:
-        p = r.args["path"]
-        assert p.startswith("/") and "//" not in p and "/." not in p and not p.endswith("/")
+    if workload != "random":  # the random workload sends odd paths and more on purpose
+        assert sum(r.near_miss for r in wl.requests) >= 40  # denies are mostly near misses
+        for r in wl.requests:
+            p = r.args["path"]
+            assert p.startswith("/") and "//" not in p and "/." not in p and not p.endswith("/")
     again = build(workload, 100, 200)
     assert [(r.tool, r.args, r.context) for r in again.requests] == [
         (r.tool, r.args, r.context) for r in wl.requests

@@ -67,6 +67,8 @@ async def test_the_upstream_receives_exactly_the_allowed_calls_in_canonical_form
     assert "upstream git received nothing for it" in denied.detail
     canonical = cells["brokered-traversal-canonical"][0]
     assert "the canonical resource, not the spelling sent" in canonical.detail
+    # and under which credential identity (the evidence's servedBy): the operator's
+    assert canonical.detail.endswith(", under credential shared")
     # the planted links: each call allowed on its path, refused at the forwarder
     assert (root / "team" / "linked").is_symlink() and (root / "team" / "up").is_symlink()
     assert (root / "team" / "pointer" / ".git").is_file()

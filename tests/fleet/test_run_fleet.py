@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from sharedos.evidence.chain import Signer
-from sharedos.evidence.migrate import LATEST
+from sharedos.evidence.sqlite_schema import SCHEMA_VERSION
 from sharedos.policy import compile_sources
 from sharedos.policy.bundle import save_bundle
 from tests.fleet.test_bundles import RULES_V1
@@ -69,7 +69,7 @@ def test_a_host_takes_its_policy_from_a_signed_bundle_and_its_store_from_a_url(
     migrated = subprocess.run(
         [SHAREDOS, "evidence", "migrate", "--db", pg_url], capture_output=True, text=True
     )
-    assert f"evidence schema version {LATEST}, up to date" in migrated.stdout
+    assert f"evidence schema version {SCHEMA_VERSION}, up to date" in migrated.stdout
 
 
 def test_an_unsigned_bundle_means_nothing_runs(tmp_path: Path, pg_url: str) -> None:

@@ -149,7 +149,7 @@ def test_prepare_compiles_everything_and_changes_nothing(shipped) -> None:  # ty
     assert [shipped.decide(t, a, c) for t, a, c in CALLS] == before
 
 
-def test_a_bundle_is_ready_when_loaded_and_decodes_only_what_decisions_reach(
+def test_a_bundle_is_ready_when_loaded_and_decodes_only_what_decisions_cite(
     shipped, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     bundle = tmp_path / "b.json"
@@ -162,12 +162,14 @@ def test_a_bundle_is_ready_when_loaded_and_decodes_only_what_decisions_reach(
     assert raw.endswith(b',"program":' + canonical_program(doc["program"]) + b"}")
     loaded = load_bundle(bundle)
     assert all(r is None for r in loaded._records)  # nothing decoded by the load itself
-    assert loaded.decide(*CALLS[0]) == shipped.decide(*CALLS[0])
-    decoded = [r for r in loaded._records if r is not None]
-    assert 0 < len(decoded) < len(loaded._records)  # only the rules that call reached
-    assert [loaded.decide(t, a, c) for t, a, c in CALLS] == [
-        shipped.decide(t, a, c) for t, a, c in CALLS
-    ]
+    decisions = [loaded.decide(t, a, c) for t, a, c in CALLS]
+    assert decisions == [shipped.decide(t, a, c) for t, a, c in CALLS]
+    # a decision reads the rule columns as loaded: it decodes no rule record, and
+    # builds the reference of each rule it cites, of no other
+    assert all(r is None for r in loaded._records)
+    cited = {ref.id for d in decisions for ref in d.rule_ids}
+    built = {ref.id for ref in loaded._cols.refs if ref is not None}
+    assert cited and built == cited
 
 
 def test_a_reformatted_bundle_still_loads_and_an_edited_one_does_not(

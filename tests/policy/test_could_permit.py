@@ -316,3 +316,20 @@ def test_an_uncoverable_unconditional_permit_answers_for_every_context() -> None
         assert policy.could_permit("files.read", ctx)
         assert policy.could_permit("files.cat", ctx, context_key=repr(ctx))
         assert not policy.could_permit("files.write", ctx, context_key=repr(ctx))
+
+
+def test_could_permit_sees_an_object_argument_and_a_key_under_it() -> None:
+    # 'has args.o.k' and 'args.o == context.attributes.o' both hold when args.o is
+    # that object: the joint space must offer args.o.k the value the object holds
+    src = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'permit * on "/**" when has args.o.k unless not (args.o == context.attributes.o)\n'
+    )
+    policy = compile_source(src, "t.sos")
+    ctx = {"principal": "p", "tenant": "default", "roles": [], "attributes": {"o": {"k": True}}}
+    assert policy.decide("files.read", {"path": "/a", "o": {"k": True}}, ctx).allowed
+    assert policy.could_permit("files.read", ctx)
+    # an object without the key cannot satisfy both: nothing to permit
+    ctx["attributes"] = {"o": {"j": 1}}
+    assert not policy.could_permit("files.read", ctx)

@@ -433,8 +433,7 @@ def test_context_cache_is_bounded() -> None:
     )
     for i in range(CONTEXT_CACHE_SIZE * 3):
         policy.decide("files.read", {"path": "/d/x"}, ALICE, context_key=f"user-{i}")
-    assert len(policy._ctx_cache) <= CONTEXT_CACHE_SIZE
-    assert len(policy._ctx_front) <= CONTEXT_CACHE_SIZE
+    assert len(policy._contexts) <= CONTEXT_CACHE_SIZE
 
 
 def test_concurrent_decisions_agree() -> None:
@@ -582,4 +581,6 @@ def test_rules_sharing_comparisons_keep_their_own_values() -> None:
             "str": value == "1",
             "int2": value == 1 and type(value) is not bool,
         }, value
-    assert policy.rule(3).applies is policy.rule(0).applies  # the same condition, one closure
+    # the same condition, one closure (as decisions compile it, and as a decoded rule does)
+    assert policy._cols.applies[3] is policy._cols.applies[0] is not None
+    assert policy.rule(3).compile_condition(policy._table.memo) is policy._cols.applies[0]

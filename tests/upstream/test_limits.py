@@ -182,7 +182,7 @@ def test_the_id_of_an_oversized_message_is_read_from_its_edges(
 
 def _sessions(env: Any) -> list[Any]:
     """The broker's pooled connections (to tell a kept session from a reopened one)."""
-    return [slot.connection for slot in env.broker._slots.values()]
+    return [slot.connection for slot in env.broker.pool]
 
 
 async def _oversized_then_ordinary(tmp_path: Path, toml: str) -> None:

@@ -1,0 +1,594 @@
+"""SharedOS as the OAuth 2.1 client of a streamable-HTTP upstream, per principal.
+
+- ``login`` and ``logout`` (``sharedos.upstream.oauth_login``): the operator's
+  side, signing a principal in and out.
+- ``TokenSource``: one principal's tokens for one upstream at run time. It
+  refreshes an expired access token (``refresh_token`` grant), and where the
+  authorization server offers it exchanges a host-provided subject token
+  (RFC 8693) for one; every new token is saved back, encrypted.
+- ``CredentialAuth``: the ``httpx2.Auth`` of a pooled session: sets the bearer on
+  each request, renews it once on a 401, and otherwise lets the refusal through
+  and notes it (``Denial``), which the connection turns into ``failed /
+  upstream_unauthorized`` with the command the operator runs. It never raises
+  into the SDK's transport (that would end the session) and never holds a lock
+  across a request, so calls on one session stay concurrent.
+
+No token is ever put in a message, a log line or an exception: errors name the
+upstream, the principal, the endpoint and the HTTP status.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+
+from sharedos.errors import UpstreamError
+from sharedos.upstream.config import UpstreamConfig
+from sharedos.upstream.credentials import StoreOpener, read_reference
+from sharedos.upstream.secrets import CredentialError
+from sharedos.upstream.tokenstore import TokenRecord, TokenStoreError
+
+TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+#: seconds before its expiry an access token is renewed
+REFRESH_SKEW_S = 30.0
+#: the named store secret holding the client SharedOS registered for token exchange
+_EXCHANGE_CLIENT = "sharedos-oauth-client"
+HTTP_TIMEOUT_S = 20.0
+
+
+class OAuthError(UpstreamError):
+    """An OAuth step failed; the message names upstream, principal, endpoint, never a token."""
+
+
+@dataclass(frozen=True)
+class Denial:
+    """An upstream refused a request's credential: a 401, or a 403 ``insufficient_scope``."""
+
+    status: int
+    error: str | None = None
+    scope: str | None = None
+
+    @property
+    def insufficient_scope(self) -> bool:
+        """True for a 403 whose ``WWW-Authenticate`` says ``insufficient_scope``."""
+        return self.status == 403
+
+
+#: per call: the denials its HTTP requests met (the SDK runs a request's POST in the caller's
+#: context, so the connection can tell which call was refused)
+CALL_DENIALS: contextvars.ContextVar[list[Denial] | None] = contextvars.ContextVar(
+    "sharedos_upstream_call_denials", default=None
+)
+
+
+def login_command(config: UpstreamConfig, principal: str) -> str:
+    """The command the operator runs to (re)authorize ``principal`` at ``config``'s upstream."""
+    import shlex
+
+    where = f" --host-config {shlex.quote(config.host_file)}" if config.host_file else ""
+    return f"sharedos upstream login {config.id}{where} --principal {shlex.quote(principal)}"
+
+
+def client_auth(client: Mapping[str, Any] | None, data: dict[str, str]) -> dict[str, str]:
+    """Add the registered client's authentication to a token/revocation request (the SDK's
+    ``OAuthContext.prepare_token_auth``); the headers to send."""
+    from mcp.client.auth.oauth2 import OAuthContext
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if not client:
+        return headers
+    info = OAuthClientInformationFull.model_validate(dict(client))
+    data["client_id"] = info.client_id or ""
+    ctx = OAuthContext(
+        server_url="",
+        client_metadata=OAuthClientMetadata(redirect_uris=None),
+        storage=None,  # type: ignore[arg-type]
+        redirect_handler=None,
+        callback_handler=None,
+        client_info=info,
+    )
+    # the SDK may return ``data`` itself: copy before clearing
+    new_data, headers = ctx.prepare_token_auth(dict(data), headers)
+    data.clear()
+    data.update(new_data)
+    return headers
+
+
+def http_client() -> httpx2.AsyncClient:
+    """A client for the authorization server's endpoints (no proxies, no redirects)."""
+    return httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False, follow_redirects=False)
+
+
+def oauth_error(response: httpx2.Response) -> str:
+    """``invalid_grant`` (and its description, capped) from an OAuth error response."""
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}"
+    if not isinstance(body, dict):
+        return f"HTTP {response.status_code}"
+    error = str(body.get("error", ""))[:80]
+    desc = str(body.get("error_description", ""))[:200]
+    return f"HTTP {response.status_code} {error}" + (f" ({desc})" if desc else "")
+
+
+def _record_from(
+    token: Mapping[str, Any],
+    *,
+    via: str,
+    base: TokenRecord | None,
+    **meta: Any,
+) -> TokenRecord:
+    """A new ``TokenRecord`` from a token endpoint's JSON answer (rotated refresh token kept)."""
+    access = token.get("access_token")
+    if not isinstance(access, str) or not access:
+        raise OAuthError("the token endpoint's answer holds no access_token")
+    expires_in = token.get("expires_in")
+    now = time.time()
+    kept = base.model_dump() if base is not None else {}
+    kept.update({k: v for k, v in meta.items() if v is not None})
+    kept.update(
+        access_token=access,
+        token_type="Bearer",
+        refresh_token=token.get("refresh_token")
+        or (base.refresh_token if base is not None and via == "refresh_token" else None),
+        expires_at=now + float(expires_in)
+        if isinstance(expires_in, int | float | str)
+        and str(expires_in).replace(".", "", 1).isdigit()
+        else None,
+        scope=token.get("scope")
+        if isinstance(token.get("scope"), str)
+        else (base.scope if base else None),
+        obtained_via=via,
+        obtained_at=now,
+    )
+    return TokenRecord.model_validate(kept)
+
+
+class TokenSource:
+    """One principal's tokens for one upstream: current, refreshed, exchanged, saved back."""
+
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        tenant: str,
+        principal: str,
+        store: StoreOpener,
+        environ: Mapping[str, str],
+        *,
+        subject_token: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.config = config
+        self.tenant = tenant
+        self.principal = principal
+        self._store = store
+        self._environ = environ
+        self._subject = subject_token
+        self._record: TokenRecord | None = None
+        self._loaded = False
+        self._lock = anyio.Lock()
+        #: called with every token value SharedOS holds after a change (scrubbers follow)
+        self.on_change: Callable[[tuple[str, ...]], None] | None = None
+        #: the last refusal the upstream answered with (for the status report)
+        self.last_denial: Denial | None = None
+        #: why the last renewal failed (operator-readable), or None
+        self.problem: str | None = None
+
+    # -- state ---------------------------------------------------------------
+    def secrets(self) -> tuple[str, ...]:
+        """The token values held now (what scrubbers remove)."""
+        rec = self._record
+        if rec is None:
+            return ()
+        return tuple(v for v in (rec.access_token, rec.refresh_token) if v)
+
+    def _load(self) -> TokenRecord | None:
+        if not self._loaded:
+            try:
+                self._record = self._store().load(self.config.id, self.tenant, self.principal)
+            except TokenStoreError as exc:
+                self.problem = (
+                    f"the stored tokens of {self.principal!r} for upstream {self.config.id!r} "
+                    f"cannot be used: {exc}"
+                )
+                self._record = None
+            self._loaded = True
+            self._changed()
+        return self._record
+
+    def _save(self, record: TokenRecord) -> None:
+        self._record = record
+        self._store().save(self.config.id, self.tenant, self.principal, record)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.secrets())
+
+    def subject_token(self) -> str | None:
+        """The host-provided subject token for this principal (None when there is none)."""
+        if self._subject is not None:
+            return self._subject()
+        oauth = self.config.oauth
+        ref = oauth.subject_tokens.get(self.principal) if oauth is not None else None
+        if ref is None or self.tenant != self.config.tenant:
+            return None
+        try:
+            return read_reference(
+                ref,
+                self._environ,
+                upstream=self.config.id,
+                label=f"the subject token of {self.principal}",
+                store=self._store,
+            )
+        except CredentialError as exc:
+            self.problem = str(exc)
+            return None
+
+    # -- the token a request carries -----------------------------------------------
+    async def current(self) -> str | None:
+        """A usable access token now: the stored one, renewed first when it has expired
+        (refresh, else token exchange). None when there is none and none can be had
+        (``problem`` says why)."""
+        rec = self._load()
+        if rec is not None and not rec.expired(REFRESH_SKEW_S):
+            return rec.access_token
+        async with self._lock:
+            rec = self._record
+            if rec is not None and not rec.expired(REFRESH_SKEW_S):
+                return rec.access_token
+            return await self._renew(rec)
+
+    async def recover(self, rejected: str) -> str | None:
+        """After the upstream refused ``rejected``: a different token to retry with (another
+        request already renewed it, or a refresh / exchange now), or None."""
+        async with self._lock:
+            rec = self._record
+            if rec is not None and rec.access_token != rejected and not rec.expired(0):
+                return rec.access_token
+            return await self._renew(rec)
+
+    async def _renew(self, rec: TokenRecord | None) -> str | None:
+        if rec is not None and rec.refresh_token and rec.token_endpoint:
+            renewed = await self._refresh(rec)
+            if renewed is not None:
+                return renewed.access_token
+        subject = self.subject_token()
+        if subject is not None:
+            exchanged = await self.exchange(subject, rec)
+            if exchanged is not None:
+                return exchanged.access_token
+        if rec is None and self.problem is None:
+            self.problem = (
+                f"principal {self.principal!r} has not signed in to upstream {self.config.id!r}: "
+                f"run `{login_command(self.config, self.principal)}`"
+            )
+        elif rec is not None and self.problem is None:
+            self.problem = (
+                f"the token of principal {self.principal!r} for upstream {self.config.id!r} has "
+                f"expired and cannot be renewed: run `{login_command(self.config, self.principal)}`"
+            )
+        return None
+
+    async def _refresh(self, rec: TokenRecord) -> TokenRecord | None:
+        assert rec.refresh_token and rec.token_endpoint
+        data = {"grant_type": "refresh_token", "refresh_token": rec.refresh_token}
+        if rec.resource:
+            data["resource"] = rec.resource  # RFC 8707: the same audience as before
+        headers = client_auth(rec.client, data)
+        try:
+            async with http_client() as http:
+                response = await http.post(rec.token_endpoint, data=data, headers=headers)
+        except httpx2.HTTPError as exc:
+            self.problem = (
+                f"refreshing the token of {self.principal!r} for upstream {self.config.id!r} "
+                f"failed: {type(exc).__name__} at {rec.token_endpoint}"
+            )
+            return None
+        if response.status_code != 200:
+            self.problem = (
+                f"the authorization server refused to refresh the token of {self.principal!r} "
+                f"for upstream {self.config.id!r} ({oauth_error(response)}): run "
+                f"`{login_command(self.config, self.principal)}`"
+            )
+            return None
+        try:
+            new = _record_from(response.json(), via="refresh_token", base=rec)
+        except (ValueError, OAuthError) as exc:
+            self.problem = (
+                f"the refresh answer for {self.principal!r} is unusable ({type(exc).__name__})"
+            )
+            return None
+        self.problem = None
+        self._save(new)
+        return new
+
+    async def exchange(self, subject: str, base: TokenRecord | None = None) -> TokenRecord | None:
+        """RFC 8693: trade the host-provided ``subject`` token for an access token to this
+        upstream, where its authorization server offers the grant; the result is saved."""
+        try:
+            meta = await discover(self.config, base)
+            grants = meta.get("grant_types_supported") or []
+            if TOKEN_EXCHANGE_GRANT not in grants:
+                self.problem = (
+                    f"the authorization server of upstream {self.config.id!r} does not offer token "
+                    f"exchange (RFC 8693); {self.principal!r} must sign in: "
+                    f"`{login_command(self.config, self.principal)}`"
+                )
+                return None
+            client = await self._exchange_client(meta, base)
+        except OAuthError as exc:
+            self.problem = str(exc)
+            return None
+        oauth = self.config.oauth
+        data = {
+            "grant_type": TOKEN_EXCHANGE_GRANT,
+            "subject_token": subject,
+            "subject_token_type": oauth.subject_token_type if oauth else ACCESS_TOKEN_TYPE,
+            "requested_token_type": ACCESS_TOKEN_TYPE,
+            "resource": meta["resource"],
+        }
+        if oauth is not None and oauth.scopes:
+            data["scope"] = " ".join(oauth.scopes)
+        headers = client_auth(client, data)
+        try:
+            async with http_client() as http:
+                response = await http.post(meta["token_endpoint"], data=data, headers=headers)
+        except httpx2.HTTPError as exc:
+            self.problem = f"token exchange for {self.principal!r} failed: {type(exc).__name__}"
+            return None
+        if response.status_code != 200:
+            self.problem = (
+                f"the authorization server of upstream {self.config.id!r} refused the token "
+                f"exchange for {self.principal!r} ({oauth_error(response)})"
+            )
+            return None
+        try:
+            new = _record_from(
+                response.json(),
+                via="token_exchange",
+                base=None,
+                client=client,
+                **{k: meta.get(k) for k in _META_KEYS},
+            )
+        except (ValueError, OAuthError) as exc:
+            self.problem = f"the token exchange answer for {self.principal!r} is unusable ({type(exc).__name__})"
+            return None
+        self.problem = None
+        self._save(new)
+        return new
+
+    async def _exchange_client(
+        self, meta: Mapping[str, Any], base: TokenRecord | None
+    ) -> dict[str, Any] | None:
+        """The client that asks for the exchange: the configured one, the principal's own,
+        or one SharedOS registers (RFC 7591) once per upstream and keeps in the store."""
+        configured = configured_client(self.config, self._environ, self._store)
+        if configured is not None:
+            return configured
+        if (
+            base is not None
+            and base.client
+            and TOKEN_EXCHANGE_GRANT in base.client.get("grant_types", [])
+        ):
+            return base.client
+        store = self._store()
+        kept = store.secret(self.config.id, _EXCHANGE_CLIENT)
+        if kept:
+            client: dict[str, Any] = json.loads(kept)
+            return client
+        endpoint = meta.get("registration_endpoint")
+        if not endpoint:
+            raise OAuthError(
+                f"upstream {self.config.id!r}: its authorization server has no registration "
+                "endpoint; set oauth.client_id to a client allowed to exchange tokens"
+            )
+        body = {
+            "client_name": (self.config.oauth.client_name if self.config.oauth else "SharedOS"),
+            "redirect_uris": ["http://127.0.0.1/callback"],
+            "grant_types": ["authorization_code", "refresh_token", TOKEN_EXCHANGE_GRANT],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_post",
+        }
+        try:
+            async with http_client() as http:
+                response = await http.post(endpoint, json=body)
+        except httpx2.HTTPError as exc:
+            raise OAuthError(
+                f"client registration at {endpoint} failed: {type(exc).__name__}"
+            ) from None
+        if response.status_code not in (200, 201):
+            raise OAuthError(
+                f"upstream {self.config.id!r}: client registration refused ({oauth_error(response)})"
+            )
+        client = dict(response.json())
+        store.put_secret(self.config.id, _EXCHANGE_CLIENT, json.dumps(client))
+        return client
+
+
+_META_KEYS = (
+    "issuer",
+    "token_endpoint",
+    "revocation_endpoint",
+    "registration_endpoint",
+    "grant_types_supported",
+    "resource",
+)
+
+
+def configured_client(
+    config: UpstreamConfig, environ: Mapping[str, str], store: StoreOpener | None
+) -> dict[str, Any] | None:
+    """The client the host file names (``oauth.client_id`` and its secret), as RFC 7591 client
+    information; None when it names none (dynamic registration)."""
+    oauth = config.oauth
+    if oauth is None or oauth.client_id is None:
+        return None
+    client: dict[str, Any] = {
+        "client_id": oauth.client_id,
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token", TOKEN_EXCHANGE_GRANT],
+    }
+    if oauth.client_secret is not None:
+        client["client_secret"] = read_reference(
+            oauth.client_secret,
+            environ,
+            upstream=config.id,
+            label="oauth.client_secret",
+            store=store,
+        )
+        client["token_endpoint_auth_method"] = "client_secret_post"
+    return client
+
+
+async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> dict[str, Any]:
+    """The upstream's authorization server metadata (RFC 9728 protected-resource metadata,
+    then RFC 8414 / OpenID discovery, with the SDK's URL rules), and the resource indicator.
+    Uses what ``base`` already recorded when it has a token endpoint."""
+    from mcp.client.auth.utils import (
+        build_oauth_authorization_server_metadata_discovery_urls,
+        build_protected_resource_metadata_discovery_urls,
+        extract_resource_metadata_from_www_auth,
+    )
+    from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+    from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
+
+    assert config.url is not None
+    if base is not None and base.token_endpoint:
+        return {k: getattr(base, k) for k in _META_KEYS}
+    resource = resource_url_from_server_url(config.url)
+    as_url: str | None = None
+    async with http_client() as http:
+        try:
+            probe = await http.post(
+                config.url,
+                json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+            hint = (
+                extract_resource_metadata_from_www_auth(probe) if probe.status_code == 401 else None
+            )
+            for url in build_protected_resource_metadata_discovery_urls(hint, config.url):
+                got = await http.get(url)
+                if got.status_code == 200:
+                    prm = ProtectedResourceMetadata.model_validate_json(got.content)
+                    if prm.resource and check_resource_allowed(resource, str(prm.resource)):
+                        resource = str(prm.resource)
+                    if prm.authorization_servers:
+                        as_url = str(prm.authorization_servers[0])
+                    break
+            meta: OAuthMetadata | None = None
+            for url in build_oauth_authorization_server_metadata_discovery_urls(as_url, config.url):
+                got = await http.get(url)
+                if got.status_code == 200:
+                    meta = OAuthMetadata.model_validate_json(got.content)
+                    break
+        except (httpx2.HTTPError, ValueError) as exc:
+            raise OAuthError(
+                f"upstream {config.id!r}: its OAuth metadata could not be read ({type(exc).__name__})"
+            ) from None
+    if meta is None:
+        raise OAuthError(f"upstream {config.id!r} publishes no OAuth authorization server metadata")
+    if config.oauth is not None and config.oauth.resource:
+        resource = config.oauth.resource
+    return {
+        "issuer": str(meta.issuer),
+        "token_endpoint": str(meta.token_endpoint),
+        "revocation_endpoint": str(meta.revocation_endpoint) if meta.revocation_endpoint else None,
+        "registration_endpoint": str(meta.registration_endpoint)
+        if meta.registration_endpoint
+        else None,
+        "grant_types_supported": list(meta.grant_types_supported or []),
+        "resource": resource,
+    }
+
+
+class CredentialAuth(httpx2.Auth):
+    """The ``httpx2.Auth`` of an HTTP session. With a ``TokenSource`` (OAuth): the principal's
+    current bearer token per request, renewed once after a 401. Either way, a refusal that
+    remains (401, 403 ``insufficient_scope``) is let through to the SDK untouched and noted
+    (``CALL_DENIALS`` of the call, and ``on_denial``)."""
+
+    requires_response_body = False
+
+    def __init__(
+        self, source: TokenSource | None, on_denial: Callable[[Denial], None] | None = None
+    ) -> None:
+        self.source = source
+        self._on_denial = on_denial
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        source = self.source
+        token = await source.current() if source is not None else None
+        if token is not None:
+            request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code == 401 and source is not None and token is not None:
+            fresh = await source.recover(token)
+            if fresh is not None and fresh != token:
+                # no aclose here: httpx reads the refused response itself before the retry
+                # (closing it first makes that read fail and ends the session)
+                request.headers["Authorization"] = f"Bearer {fresh}"
+                response = yield request
+        denial = _denial_of(response)
+        if denial is not None:
+            if source is not None:
+                source.last_denial = denial
+            if self._on_denial is not None:
+                self._on_denial(denial)
+            noted = CALL_DENIALS.get()
+            if noted is not None:
+                noted.append(denial)
+
+
+def _denial_of(response: httpx2.Response) -> Denial | None:
+    from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
+
+    if response.status_code == 401:
+        return Denial(401, extract_field_from_www_auth(response, "error"))
+    if (
+        response.status_code == 403
+        and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+    ):
+        return Denial(403, "insufficient_scope", extract_scope_from_www_auth(response))
+    return None
+
+
+def denial_message(
+    config: UpstreamConfig, identity: str, denial: Denial, principal: str | None
+) -> str:
+    """The sentence a refused call (or listing) fails with: who was refused, and what the
+    operator runs. Never a token."""
+    how = login_command(config, principal) if principal is not None else None
+    if denial.insufficient_scope:
+        need = f" (it asks for scope {denial.scope!r})" if denial.scope else ""
+        fix = (
+            f"`{how} --scope {denial.scope}`"
+            if how and denial.scope
+            else (f"`{how}`" if how else "a credential with that scope")
+        )
+        return (
+            f"upstream {config.id!r} refused the call: the credential {identity} lacks the scope "
+            f"it needs{need}; the operator runs {fix}"
+        )
+    error = f" ({denial.error})" if denial.error else ""
+    fix = (
+        f"`{how}`"
+        if how
+        else "a valid credential in its place (sharedos host check names where it is read from)"
+    )
+    return (
+        f"upstream {config.id!r} refused the credential {identity} (HTTP 401{error}); the operator "
+        f"runs {fix}"
+    )

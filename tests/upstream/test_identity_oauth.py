@@ -1,0 +1,639 @@
+"""Each person's own identity at an OAuth upstream, with real parts on both sides.
+
+Two real processes on 127.0.0.1 (``tests/data/upstream/oauth_servers.py``, both
+built on the SDK's ``mcp.server.auth``): an authorization server (metadata,
+dynamic registration, PKCE, refresh with rotation, revocation, introspection,
+RFC 8693 token exchange) and an MCP server over streamable HTTP that accepts
+only its bearer tokens and logs, for every call, the user the token belongs to:
+what the upstream saw, from its side.
+
+SharedOS signs principals in with the real ``sharedos upstream login`` command
+(the test is the browser: it follows the printed address with an HTTP client,
+consents as the principal, and the redirect lands on the command's loopback
+listener), then runs turns through the real broker, kernel, bridge and SDK client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.harness.hostconfig import load_host_config
+from sharedos.kernel import Kernel, RuntimeHost
+from sharedos.policy import compile_source
+from sharedos.upstream.broker import UpstreamBroker
+from sharedos.upstream.tokenstore import TokenStore, TokenStoreError, generate_key, store_opener
+from tests.upstream.conftest import (
+    DATA,
+    PY,
+    Brokered,
+    free_port,
+    http_process,
+    read_log,
+    structured,
+    text_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+SERVERS = DATA / "oauth_servers.py"
+SHAREDOS = str(Path(PY).parent / "sharedos")
+#: every token the authorization server issues starts with this (grep for it)
+PREFIX = "PLANTEDTOK"
+#: host-provided subject tokens the AS accepts for token exchange (subject -> user)
+SUBJECT_TOKEN = "SUBJ-dave-4be1c9f07a2d"
+SUBJECT_TOKEN_EVA = "SUBJ-eva-77c0d1e2f3a4"
+#: a confidential client registered at the AS beforehand (oauth.client_id / client_secret)
+CLIENT_ID, CLIENT_SECRET = "sharedos-exchanger", "exchanger-secret-5d1f0c2b"
+
+RULES = """
+namespace docs
+requirement docs.whoami { action read;  resource "doc:{args.path}" }
+requirement docs.note   { action write; resource "doc:{args.path}" }
+requirement docs.leak   { action read;  resource "doc:{args.path}" }
+permit read, write on "doc:*"
+
+toolpolicy run {
+  mode strict
+  managed docs.*
+  harness_local "shell"
+}
+"""
+
+
+@dataclass
+class Servers:
+    """The running authorization server and protected MCP server."""
+
+    issuer: str
+    url: str
+    as_log: Path
+    rs_log: Path
+
+    def saw(self, user: str | None = None) -> list[dict[str, Any]]:
+        """The MCP server's log of calls (of ``user``'s tokens)."""
+        return [
+            e
+            for e in read_log(self.rs_log)
+            if e["event"] == "call" and (user is None or e["subject"] == user)
+        ]
+
+    def issued(self, user: str) -> list[str]:
+        """How each token the AS issued to ``user`` was obtained, in order."""
+        return [
+            e["via"] for e in read_log(self.as_log) if e["event"] == "issued" and e["user"] == user
+        ]
+
+    def admin(self, what: str, user: str) -> None:
+        """Expire or revoke ``user``'s tokens at the authorization server."""
+        httpx2.post(f"{self.issuer}/admin/{what}", params={"user": user}, trust_env=False)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    tmp = tmp_path_factory.mktemp("oauth")
+    exchange = tmp / "subjects.json"
+    exchange.write_text(
+        json.dumps({SUBJECT_TOKEN: "dave", SUBJECT_TOKEN_EVA: "eva"}), encoding="utf-8"
+    )
+    as_port, rs_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{as_port}"
+    as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp / "as.log")]
+    as_argv += ["--token-prefix", PREFIX, "--exchange", str(exchange)]
+    as_argv += ["--client", f"{CLIENT_ID}={CLIENT_SECRET}"]
+    rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
+    rs_argv += ["--log", str(tmp / "rs.log"), "--slow", "0.2"]
+    with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
+        yield Servers(issuer, f"http://127.0.0.1:{rs_port}/mcp", tmp / "as.log", tmp / "rs.log")
+
+
+def write_host(tmp: Path, servers: Servers, *, oauth_extra: str = "", extra: str = "") -> Path:
+    """A host file with the OAuth upstream ``docs``, its token store and a key beside it."""
+    key = tmp / "token.key"
+    if not key.exists():
+        key.write_text(generate_key() + "\n", encoding="utf-8")
+        key.chmod(0o600)
+    host = tmp / "host.toml"
+    host.write_text(
+        f"""[tokens]
+path = "store"
+key = {{ file = "token.key" }}
+
+[upstream.docs]
+url = "{servers.url}"
+pinning = "off"
+{extra}
+[upstream.docs.oauth]
+scopes = ["docs"]
+{oauth_extra}
+""",
+        encoding="utf-8",
+    )
+    return host
+
+
+@dataclass
+class Login:
+    """What ``sharedos upstream login`` did."""
+
+    rc: int
+    out: str
+    err: str
+    url: str
+
+
+def login(host: Path, principal: str, *, deny: bool = False) -> Login:
+    """Run ``sharedos upstream login docs --principal P`` and act as P's browser."""
+    proc = subprocess.Popen(
+        [
+            *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+            *("--principal", principal, "--no-browser", "--wait", "60"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    url, err = "", []
+    for line in proc.stderr:
+        err.append(line)
+        found = re.search(r"(http://127\.0\.0\.1:\d+/authorize\S+)", line)
+        if found:
+            url = found.group(1)
+            break
+    if url:
+        with httpx2.Client(trust_env=False, timeout=30) as browser:
+            page = browser.get(url, follow_redirects=True)  # the AS's sign-in page
+            assert page.status_code == 200 and "/consent" in str(page.url), page.text
+            consent = f"{page.url}&user={principal}" + ("&deny=1" if deny else "")
+            back = browser.get(consent)
+            assert back.status_code == 302  # to the command's loopback listener
+            landed = browser.get(back.headers["location"])
+            assert landed.status_code == 200
+    out, rest = proc.communicate(timeout=60)
+    return Login(proc.returncode, out, "".join(err) + rest, url)
+
+
+@contextlib.asynccontextmanager
+async def brokered_host(
+    tmp: Path, host: Path, environ: dict[str, str] | None = None, rules: str = RULES
+) -> AsyncIterator[Brokered]:
+    """A real kernel and broker for ``host`` (its token store opened as ``sharedos run`` does)."""
+    config = load_host_config(host)
+    policy = compile_source(rules, "rules.sos")
+    registry = ToolRegistry()
+    store = SqliteEvidenceStore(tmp / "evidence.sqlite")
+    runtime = RuntimeHost(Kernel(policy, registry), store)
+    stderr = io.StringIO()
+    env = environ or {}
+    tokens = store_opener(config.tokens, env, config.base_dir)
+    try:
+        async with UpstreamBroker(
+            config.upstream, environ=env, stderr=stderr, tokens=tokens
+        ) as broker:
+            broker.attach(registry, policy)
+            yield Brokered(tmp, runtime, registry, policy, broker, store, stderr)
+    finally:
+        store.close()
+
+
+def open_store(tmp: Path, key: str | None = None) -> TokenStore:
+    """The test's token store with its key (or another one)."""
+    from sharedos.upstream.tokenstore import decode_key
+
+    text = key or (tmp / "token.key").read_text(encoding="utf-8")
+    return TokenStore(tmp / "store", decode_key(text, "test"))
+
+
+async def test_login_runs_pkce_and_the_upstream_serves_alice_as_alice(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    done = await anyio.to_thread.run_sync(lambda: login(host, "alice"))
+    assert done.rc == 0, done.err
+    assert "signed in: alice at upstream docs" in done.out and "refreshable" in done.out
+    # the authorization request: PKCE S256 and the resource indicator of the MCP server
+    assert "code_challenge_method=S256" in done.url and "code_challenge=" in done.url
+    assert "resource=" + servers.url.replace(":", "%3A").replace("/", "%2F") in done.url
+    assert servers.issued("alice")[-1] == "authorization_code"
+    stored = list((tmp_path / "store" / "docs").iterdir())
+    assert len(stored) == 1 and stored[0].stat().st_mode & 0o777 == 0o600
+    assert PREFIX.encode() not in stored[0].read_bytes()  # encrypted at rest
+
+    async with brokered_host(tmp_path, host) as b:
+        ctx = b.context("alice")
+        async with b.turn(ctx) as t:
+            assert await t.names() == ["docs.leak", "docs.note", "docs.whoami"]
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "alice"
+        [rec] = b.records(ctx.turn_id)
+    assert [e["subject"] for e in servers.saw("alice")][-1:] == ["alice"]
+    assert rec.served_by == "docs:oauth:alice"
+    # sharedos evidence list shows which credential served the call
+    listed = subprocess.run(
+        [SHAREDOS, "evidence", "list", "--db", str(tmp_path / "evidence.sqlite")],
+        capture_output=True,
+        text=True,
+    )
+    assert "docs:oauth:alice" in listed.stdout, listed.stdout + listed.stderr
+
+
+async def test_two_principals_in_concurrent_turns_each_reach_the_upstream_as_themselves(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    for who in ("ann", "ben"):
+        done = await anyio.to_thread.run_sync(lambda who=who: login(host, who))
+        assert done.rc == 0, done.err
+    async with brokered_host(tmp_path, host) as b:
+
+        async def turn_of(who: str) -> None:
+            async with b.turn(b.context(who)) as t, anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(t.call, "docs.note", {"path": f"{who}-{i}", "text": who})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(turn_of, "ann")
+            tg.start_soon(turn_of, "ben")
+        keys = sorted(s.key[1] for s in b.broker.pool if s.key[0] == "docs")
+    assert keys == ["oauth:ann", "oauth:ben"]  # one session per credential, never shared
+    for who in ("ann", "ben"):
+        calls = [e for e in servers.saw() if e["args"].get("text") == who]
+        assert len(calls) == 4 and {e["subject"] for e in calls} == {who}
+
+
+async def test_a_principal_without_a_credential_does_not_see_the_tools_and_is_told_why(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    before = len(read_log(servers.rs_log))
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("mallory")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "no credential" in report and "mallory" in report
+    assert "sharedos upstream login docs" in report and "--principal mallory" in report
+    # not one HTTP request reached the upstream in mallory's name (it logs every request)
+    assert len(read_log(servers.rs_log)) == before
+    # the operator view says the same, and fails
+    status = subprocess.run(
+        [SHAREDOS, "upstream", "status", str(host), "--principal", "mallory"],
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 1 and "no credential" in status.stdout, status.stdout
+
+
+async def test_an_expired_token_is_refreshed_and_the_new_one_stored(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "erin"))).rc == 0
+    # 1. the stored expiry has passed: renewed before the call (refresh grant)
+    store = open_store(tmp_path)
+    rec = store.load("docs", "default", "erin")
+    assert rec is not None and rec.obtained_via == "authorization_code"
+    store.save("docs", "default", "erin", rec.model_copy(update={"expires_at": 1.0}))
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("erin")) as t:
+        first = await t.call("docs.whoami", {"path": "a"})
+        assert structured(first).get("subject") == "erin", text_of(first)
+        # 2. the server expires it early: the 401 is answered by one refresh and a retry
+        servers.admin("expire", "erin")
+        second = await t.call("docs.whoami", {"path": "b"})
+        assert second.is_error is False, text_of(second)
+        assert structured(second)["subject"] == "erin"
+    assert servers.issued("erin") == ["authorization_code", "refresh_token", "refresh_token"]
+    now = store.load("docs", "default", "erin")
+    assert now is not None and now.obtained_via == "refresh_token"
+    assert now.access_token != rec.access_token and now.refresh_token != rec.refresh_token
+
+
+async def test_a_revoked_grant_fails_upstream_unauthorized_naming_the_login_command(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "rita"))).rc == 0
+    async with brokered_host(tmp_path, host) as b:
+        ctx = b.context("rita")
+        async with b.turn(ctx) as t:
+            ok = await t.call("docs.whoami", {"path": "a"})
+            assert ok.is_error is False
+            servers.admin("revoke", "rita")  # access and refresh token gone at the AS
+            refused = await t.call("docs.whoami", {"path": "b"})
+        assert refused.is_error is True
+        data = structured(refused)
+        assert (data.get("outcome"), data.get("reason")) == ("failed", "upstream_unauthorized")
+        assert "sharedos upstream login docs" in text_of(refused) and "rita" in text_of(refused)
+        recs = b.records(ctx.turn_id)
+        assert [(str(r.outcome), str(r.reason)) for r in recs][-1] == (
+            "failed",
+            "upstream_unauthorized",
+        )
+        # the next turn: the listing is refused, the tools are absent, the report says why
+        async with b.turn(b.context("rita")) as t2:
+            assert await t2.names() == []
+            report = "\n".join(t2.upstreams.report())
+        assert "sharedos upstream login docs" in report, report
+
+
+async def test_logout_revokes_at_the_server_and_forgets_the_tokens(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "lou"))).rc == 0
+    out = subprocess.run(
+        [SHAREDOS, "upstream", "logout", "docs", "--host-config", str(host), "--principal", "lou"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and "logged out" in out.stdout, out.stdout + out.stderr
+    assert "refresh_token revoked" in out.stdout and "access_token revoked" in out.stdout
+    revoked = [
+        e for e in read_log(servers.as_log) if e["event"] == "revoked" and e["user"] == "lou"
+    ]
+    assert len(revoked) == 2
+    assert open_store(tmp_path).load("docs", "default", "lou") is None
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("lou")) as t:
+        assert await t.names() == []
+
+
+async def test_a_stolen_token_file_is_useless_without_the_key(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "sam"))).rc == 0
+    [stolen] = list((tmp_path / "store" / "docs").iterdir())
+    assert PREFIX.encode() not in stolen.read_bytes()
+    # another key (the thief's guess) does not open it
+    with pytest.raises(TokenStoreError):
+        open_store(tmp_path, generate_key()).load("docs", "default", "sam")
+    # copied under another principal's name, with the right key, it does not open either
+    own = open_store(tmp_path)
+    victim = own.load("docs", "default", "sam")
+    assert victim is not None
+    own.save("docs", "default", "eve", victim)
+    eve_file = next(p for p in (tmp_path / "store" / "docs").iterdir() if p != stolen)
+    shutil.copyfile(stolen, eve_file)
+    with pytest.raises(TokenStoreError):
+        own.load("docs", "default", "eve")
+    # a host whose key is not the one the store was sealed with: sam's tools are absent
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copytree(tmp_path / "store", other / "store")
+    other_host = write_host(other, servers)
+    before = len(read_log(servers.rs_log))
+    async with brokered_host(other, other_host) as b, b.turn(b.context("sam")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "sam" in report and PREFIX not in report
+    assert len(read_log(servers.rs_log)) == before  # not one HTTP request reached the upstream
+
+
+async def test_token_exchange_gets_dave_a_token_from_his_host_provided_subject_token(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(
+        tmp_path, servers, oauth_extra='subject_tokens = { dave = { env = "DAVE_SUBJECT" } }\n'
+    )
+    async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": SUBJECT_TOKEN}) as b:
+        async with b.turn(b.context("dave")) as t:
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "dave"
+    assert servers.issued("dave") == ["token_exchange"]
+    rec = open_store(tmp_path).load("docs", "default", "dave")
+    assert rec is not None and rec.obtained_via == "token_exchange"
+    # a principal whose subject token the AS does not accept gets nothing
+    async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": "SUBJ-forged-000000000"}) as b:
+        open_store(tmp_path).delete("docs", "default", "dave")
+        async with b.turn(b.context("dave")) as t:
+            assert await t.names() == []
+            assert "refused the token exchange" in "\n".join(t.upstreams.report())
+
+
+async def test_no_token_appears_in_any_artifact(
+    tmp_path: Path, servers: Servers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every token the AS issued to pia (all start with PREFIX) is searched for, in every
+    form, in everything SharedOS printed, returned, recorded or wrote."""
+    import logging
+
+    from tests.upstream.test_credentials import grep_bytes, grep_tree, process_command_lines
+
+    caplog.set_level(logging.DEBUG)
+    host = write_host(tmp_path, servers)
+    seen: list[bytes] = []
+    done = await anyio.to_thread.run_sync(lambda: login(host, "pia"))
+    assert done.rc == 0, done.err
+    seen.append((done.out + done.err).encode())
+    tokens: set[str] = set()
+
+    def held() -> None:
+        rec = open_store(tmp_path).load("docs", "default", "pia")
+        if rec is not None:
+            tokens.update(t for t in (rec.access_token, rec.refresh_token) if t)
+
+    held()
+    async with brokered_host(tmp_path, host) as b:
+        async with b.turn(b.context("pia")) as t:
+            seen.append(
+                json.dumps(
+                    [x.model_dump(by_alias=True) for x in (await t.client.list_tools()).tools]
+                ).encode()
+            )
+            results = [
+                await t.call("docs.whoami", {"path": "a"}),
+                await t.call("docs.leak", {"path": "b"}),
+                await t.call("docs.leak", {"path": "c", "as_error": True}),
+            ]
+            # (the AS's own command line names the prefix: only whole tokens are looked for)
+            argvs = process_command_lines()
+            servers.admin("expire", "pia")  # the next call refreshes: new tokens to look for
+            results.append(await t.call("docs.leak", {"path": "d"}))
+            held()
+            servers.admin("revoke", "pia")
+            results.append(await t.call("docs.whoami", {"path": "e"}))  # upstream_unauthorized
+            seen.append("\n".join(t.upstreams.report()).encode())
+            seen.append(json.dumps(t.upstreams.as_dict(), default=str).encode())
+        async with b.turn(b.context("pia")) as t2:  # listing refused: the report says why
+            seen.append("\n".join(t2.upstreams.report()).encode())
+        seen.append(b.stderr.getvalue().encode())
+    for r in results:
+        seen.append(json.dumps(r.model_dump(by_alias=True, mode="json")).encode())
+    # the upstream really sent tokens back (so the test can fail) and SharedOS removed them
+    assert "[redacted]" in text_of(results[1]) and structured(results[1])["token"] == "[redacted]"
+    assert structured(results[4])["reason"] == "upstream_unauthorized"
+    for argv in (
+        ["evidence", "export", "--db", str(tmp_path / "evidence.sqlite")],
+        ["evidence", "list", "--db", str(tmp_path / "evidence.sqlite")],
+        ["host", "check", str(host)],
+        ["upstream", "status", str(host), "--principal", "pia"],
+        ["upstream", "logout", "docs", "--host-config", str(host), "--principal", "pia"],
+    ):
+        out = subprocess.run([SHAREDOS, *argv], capture_output=True, timeout=120)
+        seen.append(out.stdout + out.stderr)
+    seen.append(caplog.text.encode())
+    assert len(tokens) >= 3 and all(tok.startswith(PREFIX) for tok in tokens)
+    assert [tok for tok in tokens if grep_bytes(argvs, tok)] == []
+    for blob in seen:
+        assert [tok for tok in tokens if grep_bytes(blob, tok)] == []
+        assert PREFIX.encode() not in blob
+    assert grep_tree(tmp_path, PREFIX) == {}  # evidence db, token store (encrypted), host file
+
+
+async def test_a_token_without_the_needed_scope_fails_upstream_unauthorized(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "ivy"))).rc == 0
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("ivy")) as t:
+        servers.admin("downscope", "ivy")  # the MCP server now answers 403 insufficient_scope
+        refused = await t.call("docs.whoami", {"path": "a"})
+    assert refused.is_error is True
+    assert structured(refused)["reason"] == "upstream_unauthorized"
+    said = text_of(refused)
+    # (the SDK's server names no scope in its WWW-Authenticate, so no --scope is suggested)
+    assert "the credential oauth:ivy lacks the scope it needs" in said
+    # the exact command, host file included, to copy and run
+    assert f"`sharedos upstream login docs --host-config {host.resolve()} --principal ivy`" in said
+    assert not [e for e in servers.saw("ivy")]  # the call never ran at the upstream
+
+
+async def test_a_refused_sign_in_stores_nothing_and_says_so(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    done = await anyio.to_thread.run_sync(lambda: login(host, "nina", deny=True))
+    assert done.rc == 1
+    assert "did not authorize 'nina' (access_denied)" in done.err, done.err
+    assert "Traceback" not in done.err, done.err
+    assert open_store(tmp_path).load("docs", "default", "nina") is None
+
+
+def _run(host: Path, rules: Path, principal: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [SHAREDOS, "run", "--host-config", str(host), "--rules", str(rules)]
+    argv += ["--policy", "run", "--principal", principal, *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_sharedos_run_reports_whose_identity_serves_the_turn(
+    tmp_path: Path, servers: Servers
+) -> None:
+    host = write_host(tmp_path, servers)
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    assert login(host, "quinn").rc == 0
+    quinn = _run(host, rules, "quinn", "--dry-run")
+    assert quinn.returncode == 0, quinn.stderr
+    assert "upstream docs (docs.*): 3 of 3 tools published" in quinn.stderr
+    assert "as oauth:quinn" in quinn.stderr and "docs.whoami" in quinn.stdout
+    mallory = _run(host, rules, "mallory", "--dry-run")
+    assert mallory.returncode == 0, mallory.stderr
+    assert "no credential, its tools are absent this turn" in mallory.stderr
+    assert f"sharedos upstream login docs --host-config {host.resolve()} --principal mallory" in (
+        mallory.stderr
+    )
+    assert "docs.whoami" not in mallory.stdout
+    assert PREFIX not in quinn.stdout + quinn.stderr + mallory.stdout + mallory.stderr
+
+
+@pytest.mark.harness
+def test_sharedos_run_with_claude_code_calls_the_upstream_as_the_principal(
+    tmp_path: Path, servers: Servers
+) -> None:
+    from sharedos.harness.tools import default_command
+
+    if (
+        shutil.which(default_command("claude-code")[0]) is None
+        and not Path(default_command("claude-code")[0]).exists()
+    ):
+        pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
+    host = write_host(tmp_path, servers)
+    text = host.read_text(encoding="utf-8")
+    host.write_text("[harness.claude-code]\n\n" + text, encoding="utf-8")
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    assert login(host, "uma").rc == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"tool": "docs.whoami", "arguments": {"path": "run"}}]))
+    db = tmp_path / "evidence.sqlite"
+    proc = _run(
+        host,
+        rules,
+        "uma",
+        *("--harness", "claude-code", "--evidence", str(db), "--plan", str(plan)),
+        *("--workdir", str(tmp_path / "work"), "--timeout", "180", "who am I upstream?"),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    assert [e["args"] for e in servers.saw("uma")] == [{"path": "run"}]
+    listed = subprocess.run(
+        [SHAREDOS, "evidence", "list", "--db", str(db)], capture_output=True, text=True
+    )
+    assert "docs:oauth:uma" in listed.stdout
+    assert PREFIX not in proc.stdout + proc.stderr + listed.stdout
+
+
+async def test_concurrent_calls_after_an_expiry_share_one_refresh(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """Refresh tokens rotate (a spent one is refused): eight calls refused at once must
+    renew once, and all be retried with the one new token."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "cody"))).rc == 0
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("cody")) as t:
+        assert (await t.call("docs.whoami", {"path": "warm"})).is_error is False
+        servers.admin("expire", "cody")
+        results: list[Any] = []
+
+        async def one(i: int) -> None:
+            results.append(await t.call("docs.note", {"path": f"c{i}", "text": "cody"}))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(one, i)
+    assert [r.is_error for r in results] == [False] * 8, [text_of(r) for r in results]
+    assert servers.issued("cody") == ["authorization_code", "refresh_token"]
+    assert {e["subject"] for e in servers.saw() if e["args"].get("text") == "cody"} == {"cody"}
+
+
+async def test_token_exchange_with_a_preregistered_confidential_client(
+    tmp_path: Path, servers: Servers
+) -> None:
+    secret = tmp_path / "client.secret"
+    secret.write_text(CLIENT_SECRET + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    host = write_host(
+        tmp_path,
+        servers,
+        oauth_extra=f'client_id = "{CLIENT_ID}"\nclient_secret = {{ file = "client.secret" }}\n'
+        'subject_tokens = { eva = { env = "EVA_SUBJECT" } }\n',
+    )
+    async with brokered_host(tmp_path, host, {"EVA_SUBJECT": SUBJECT_TOKEN_EVA}) as b:
+        async with b.turn(b.context("eva")) as t:
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "eva"
+    issued = [e for e in read_log(servers.as_log) if e["event"] == "issued" and e["user"] == "eva"]
+    assert [(e["via"], e["client"]) for e in issued] == [("token_exchange", CLIENT_ID)]
+    assert [e["client"] for e in servers.saw("eva")] == [CLIENT_ID]
+    # a wrong client secret: the AS refuses the client, the report says so, no token
+    secret.write_text("not-the-right-secret-000\n", encoding="utf-8")
+    open_store(tmp_path).delete("docs", "default", "eva")
+    env = {"EVA_SUBJECT": SUBJECT_TOKEN_EVA}
+    async with brokered_host(tmp_path, host, env) as b, b.turn(b.context("eva")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "refused the token exchange" in report and "invalid_client" in report
+    assert "not-the-right-secret" not in report and CLIENT_SECRET not in report
