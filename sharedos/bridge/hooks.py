@@ -63,6 +63,16 @@ class BridgePeer:
         caps = self._ctx.session.client_capabilities
         return caps is not None and getattr(caps, capability, None) is not None
 
+    def client_name(self) -> str | None:
+        """The name and version the client gave in ``initialize`` (None when it gave none)."""
+        try:
+            info = self._ctx.session.client_params.client_info  # type: ignore[union-attr]
+        except Exception:
+            return None
+        name = getattr(info, "name", None)
+        version = getattr(info, "version", None)
+        return f"{name} {version}" if name and version else (str(name) if name else None)
+
     async def create_message(self, prompt: str, *, max_tokens: int = 100) -> dict[str, Any]:
         """Ask the client's model (``sampling/createMessage``); the result as a wire dict."""
         request = types.CreateMessageRequest(

@@ -97,6 +97,8 @@ class RelayPeer:
         self._conn = conn
         self._call = call
         self.can_request = bool(info.get("canRequest"))
+        client = info.get("client")
+        self._client = client[:200] if isinstance(client, str) else None
         supports = info.get("supports")
         self._supports = (
             frozenset(s for s in supports if isinstance(s, str))
@@ -107,6 +109,10 @@ class RelayPeer:
     def client_supports(self, capability: str) -> bool:
         """Whether the harness's client declared ``capability`` (``sampling``, ``elicitation``)."""
         return capability in self._supports
+
+    def client_name(self) -> str | None:
+        """The name and version the harness's client gave in ``initialize``, as relayed."""
+        return self._client
 
     async def create_message(self, prompt: str, *, max_tokens: int = 100) -> dict[str, Any]:
         """``sampling/createMessage`` through the bridge process; the result as a wire dict."""

@@ -194,6 +194,7 @@ class RelayChannel:
             message["peer"] = {
                 "canRequest": bool(peer.can_request),
                 "supports": [c for c in ("sampling", "elicitation") if _supports(peer, c)],
+                "client": _client_name(peer),
             }
         if op == "refuse":
             message["reason"] = str(reason)
@@ -249,6 +250,15 @@ class RelayChannel:
             except Exception as exc:
                 answer["error"] = f"{type(exc).__name__}: {exc}"[:500]
             await self._send(answer)
+
+
+def _client_name(peer: Any) -> str | None:
+    """The client's ``initialize`` name and version (approval evidence says who answered)."""
+    try:
+        name = peer.client_name()
+    except Exception:
+        return None
+    return name[:200] if isinstance(name, str) else None
 
 
 def _supports(peer: Any, capability: str) -> bool:

@@ -10,7 +10,9 @@
 6. prints the matrix and where the JSON, text and HTML reports were written, and
    says whether the real harness CLIs (dsh included) are installed for the full
    matrix that ``make test`` runs;
-7. brokers a real upstream (mcp-server-git) beside the built-in files tools.
+7. brokers a real upstream (mcp-server-git) beside the built-in files tools;
+8. one call that needs a maintainer's approval waits, is approved with
+   ``sharedos approvals approve`` and, retried, runs (docs/approvals.md).
 
 Exits 1 if any cell failed (or the shipped rules do not compile).
 """
@@ -94,8 +96,10 @@ def demo(out_dir: Path) -> None:
     _say(_harnesses_line())
     _step(7, "A brokered upstream: mcp-server-git as the git namespace, beside files.*")
     brokered_ok = _run_brokered()
+    _step(8, "An approval: one call waits, an operator approves it from the CLI, it runs")
+    approval_ok = _run_approval()
     _say(f"done in {time.perf_counter() - started:.1f} s")
-    if not report.ok or not brokered_ok:
+    if not report.ok or not brokered_ok or not approval_ok:
         raise SystemExit(1)
 
 
@@ -243,6 +247,17 @@ def _harnesses_line() -> str:
         f"installed harness CLIs: {', '.join(installed)}; `make test` runs them natively "
         f"(live and mcp columns, dsh included) and leaves the full matrix in {FULL_MATRIX}"
     )
+
+
+def _run_approval() -> bool:
+    """A call that needs approval: refused out of band, approved with the CLI, retried, run."""
+    from sharedos.cli.demo_approval import approval_demo
+
+    approval_tmp = Path(tempfile.mkdtemp(prefix="sharedos-demo-approval-"))
+    try:
+        return bool(anyio.run(approval_demo, approval_tmp, _say))
+    finally:
+        shutil.rmtree(approval_tmp, ignore_errors=True)
 
 
 def _run_brokered() -> bool:

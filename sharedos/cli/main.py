@@ -15,6 +15,7 @@ import click
 # subcommand name -> "module:attribute" of a click command
 _SUBCOMMANDS: dict[str, str] = {
     "evidence": "sharedos.cli.evidence:evidence",
+    "approvals": "sharedos.cli.approvals:approvals",
     "bridge": "sharedos.cli.bridge:bridge",
     "bundle": "sharedos.cli.bundle:bundle",
     "conformance": "sharedos.cli.conformance:conformance",

@@ -530,7 +530,11 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     try:
         kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)
         host = RuntimeHost(
-            kernel, store, handler_timeout_s=longest + 5.0, shadow=_shadow(host_config, policy)
+            kernel,
+            store,
+            handler_timeout_s=longest + 5.0,
+            shadow=_shadow(host_config, policy),
+            approvals=host_config.approvals.settings(),
         )
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],

@@ -143,6 +143,8 @@ class Plan:
     outcome: tuple[Any, ...] | None = None  # (outcome, reason, finished_at, duration_ms, error)
     seq: int | None = None
     seal: tuple[str, int, str | None, str | None] | None = None
+    #: an approval event's stored fields (``APPROVAL_FIELDS`` order, turn id first)
+    approval: Sequence[Any] | None = None
     #: the rows to insert into ``chain``, in chain order: (kind, parameters); set when
     #: the plan is complete (``done``). Parameters are ``chain_sql.insert_sql(kind)``'s:
     #: the link (turn_id, pos, kind, prev_hash, hash), then the kind's content. An
@@ -171,6 +173,9 @@ class Plan:
             elif kind == "open":
                 assert self.opening is not None
                 params += self.opening.values()[1:]
+            elif kind == "approval":
+                assert self.approval is not None
+                params += self.approval[1:]
             else:
                 assert self.seal is not None
                 params += self.seal
@@ -409,6 +414,15 @@ class ChainAppender:
         if self._head(opening.turn_id) is not None:
             return None  # already opened (by this turn's first call, or another process)
         self._start(plan, None, lambda: opening)
+        return plan.done()
+
+    def _plan_approval(self, values: Sequence[Any]) -> Plan:
+        turn_id = values[0]
+        plan = Plan(turn_id=turn_id, approval=values)
+        head = self._head(turn_id)
+        pos = self._start(plan, head, None)
+        prev = self._prev(plan, head)
+        plan.links.append(PlannedLink(pos, "approval", prev, link_hash("approval", prev, values)))
         return plan.done()
 
     def _plan_seal(self, turn_id: str, closed_at: str) -> Plan:
@@ -769,6 +783,15 @@ class ChainAppender:
         )
         _, plan = self._commit(lambda: self._plan_open(opening))
         return plan is not None
+
+    def append_approval(self, values: Sequence[Any]) -> str:
+        """Append one approval event to its turn's chain (``APPROVAL_FIELDS`` order, JSON
+        columns as text); its link's hash. ``ApprovalTaken`` when the store already holds
+        that step of that approval (another writer made it first)."""
+        stored = [self.text(v) if type(v) is str else v for v in values]
+        _, plan = self._commit(lambda: self._plan_approval(stored))
+        assert plan is not None
+        return plan.links[-1].hash
 
     def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
         """Append the turn's seal (signed when a signer is set); return the seal's hash."""

@@ -10,7 +10,13 @@ the order the rows were committed, numbered ``pos`` 0, 1, 2, ... without gaps:
 * ``outcome``: an outcome row (``finish``, or the second half of ``record``),
   bound to the attempt it concludes by that attempt's link hash;
 * ``seal``: written when the turn closes; it names the head the turn closed on
-  and may carry an ed25519 signature of its own hash (``Signer``).
+  and may carry an ed25519 signature of its own hash (``Signer``);
+* ``approval`` (schema 5): one event of an approval of one exact call of the
+  turn — ``requested``, ``approved``, ``denied``, ``expired`` or
+  ``consumed`` — each carrying the whole binding (principal, tenant, tool,
+  canonical resource, arguments digest, policy hash, the rules and who may
+  approve) and, as it applies, the approver, how they answered and the
+  expiry (``sharedos.evidence.approvals``).
 
 A link's hash is ``sha256:`` + SHA-256 of the RFC 8785 (JCS) encoding of one
 JSON object: ``kind``, ``prev`` (the hash of the link before it; for pos 0 a
@@ -44,6 +50,7 @@ from typing import Any
 from sharedos import canonical
 
 __all__ = [
+    "APPROVAL_FIELDS",
     "ATTEMPT_FIELDS",
     "CHAIN_VERSION",
     "KINDS",
@@ -63,7 +70,7 @@ __all__ = [
 ]
 
 CHAIN_VERSION = 1
-KINDS = ("open", "attempt", "outcome", "seal")
+KINDS = ("open", "attempt", "outcome", "seal", "approval")
 
 #: the attempt row's stored fields, in the stores' column order
 ATTEMPT_FIELDS = (
@@ -105,11 +112,35 @@ OPEN_FIELDS = (
 #: the seal's stored fields (``links`` = how many links precede it; ``key_id`` of the signer or null)
 SEAL_FIELDS = ("turn_id", "closed_at", "links", "key_id")
 
+#: an approval event's stored fields (schema 5; ``sharedos.evidence.approvals``): the
+#: approval and its event, the call it names (the one that asked, or the one that used
+#: it), the binding, and the approver, how they answered (``via``) and the expiry
+APPROVAL_FIELDS = (
+    "turn_id",
+    "approval_id",
+    "event",
+    "event_at",
+    "call_id",
+    "tool",
+    "resource",
+    "arguments_digest",
+    "policy_hash",
+    "principal",
+    "tenant",
+    "rule_ids",
+    "approvers",
+    "approver",
+    "via",
+    "expires_at",
+    "detail",
+)
+
 FIELDS_OF: dict[str, tuple[str, ...]] = {
     "open": OPEN_FIELDS,
     "attempt": ATTEMPT_FIELDS,
     "outcome": OUTCOME_FIELDS,
     "seal": SEAL_FIELDS,
+    "approval": APPROVAL_FIELDS,
 }
 
 _encode_str = canonical.encode_string  # C; JCS escaping

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sharedos.evidence.chain import ATTEMPT_FIELDS
+from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS
 
 __all__ = [
     "CHAIN_COLUMNS",
@@ -39,6 +39,8 @@ __all__ = [
     "VIEW_NAMES",
     "Dialect",
     "add_columns_sql",
+    "approval_indexes",
+    "approvals_step",
     "chain_rows_sql",
     "checkpoint_ddl",
     "insert_sql",
@@ -50,7 +52,9 @@ __all__ = [
 Dialect = Literal["sqlite", "postgresql"]
 
 OUTCOMES = "('succeeded','denied','failed','cancelled')"
-KINDS_CHECK = "('open','attempt','outcome','seal')"
+KINDS_CHECK = "('open','attempt','outcome','seal','approval')"
+#: the kinds a table made before schema 6 allows (it must be rebuilt or re-checked)
+KINDS_CHECK_V5 = "('open','attempt','outcome','seal')"
 
 #: the stored columns of each kind beside (turn_id, pos, kind, prev_hash, hash), in
 #: the order ``chain.FIELDS_OF`` hashes them (an outcome's ``of`` is the hash of the
@@ -60,6 +64,7 @@ CONTENT_OF: dict[str, tuple[str, ...]] = {
     "attempt": ATTEMPT_FIELDS[1:],
     "outcome": ("attempt", "outcome", "reason", "finished_at", "duration_ms", "error"),
     "seal": ("closed_at", "links", "key_id", "signature"),
+    "approval": APPROVAL_FIELDS[1:],
 }
 _LINK = ("turn_id", "pos", "kind", "prev_hash", "hash")
 #: every column but ``seq``, in table order
@@ -77,8 +82,9 @@ def _type(column: str, dialect: Dialect) -> str:
     return "TEXT" if dialect == "sqlite" else "text"
 
 
-def table_ddl(dialect: Dialect) -> tuple[str, ...]:
-    """``CREATE`` statements of ``chain`` and its indexes."""
+def table_ddl(dialect: Dialect, *, name: str = "chain") -> tuple[str, ...]:
+    """``CREATE`` statements of ``chain`` and its indexes (``name`` other than ``chain``:
+    the table alone under that name, which a rebuild copies into and then renames)."""
     seq = "seq INTEGER PRIMARY KEY" if dialect == "sqlite" else "seq bigserial PRIMARY KEY"
     cols = [seq]
     for column in CHAIN_COLUMNS:
@@ -92,12 +98,73 @@ def table_ddl(dialect: Dialect) -> tuple[str, ...]:
         elif column == "attempt":
             decl += " REFERENCES chain (seq)"
         cols.append(decl)
+    table = f"CREATE TABLE {name} (\n    " + ",\n    ".join(cols) + "\n)"
+    if name != "chain":
+        return (table,)
+    return (table, *chain_indexes(), *approval_indexes())
+
+
+def chain_indexes() -> tuple[str, ...]:
+    """The indexes of ``chain`` since schema 4."""
     return (
-        "CREATE TABLE chain (\n    " + ",\n    ".join(cols) + "\n)",
         # pos is NULL only for rows a migration found outside every chain (so many may)
         "CREATE UNIQUE INDEX chain_place ON chain (turn_id, pos)",
         "CREATE UNIQUE INDEX chain_attempt ON chain (attempt) WHERE attempt IS NOT NULL",
         "CREATE INDEX chain_call ON chain (call_id) WHERE kind = 'attempt'",
+    )
+
+
+def approval_indexes() -> tuple[str, ...]:
+    """Schema 6: what makes an approval's life one-way across any number of hosts.
+
+    Each approval is requested once, decided once (approved or denied) and
+    closed once (consumed or expired): a host trying to consume an approval
+    another host consumed collides here, in the database, whatever either host
+    believed (``sharedos.evidence.approvals``). ``IF NOT EXISTS``: the step may
+    meet a table a migration already gave them.
+    """
+    return (
+        "CREATE INDEX IF NOT EXISTS chain_approval ON chain (approval_id) WHERE kind = 'approval'",
+        "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_requested ON chain (approval_id) "
+        "WHERE kind = 'approval' AND event = 'requested'",
+        "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_decided ON chain (approval_id) "
+        "WHERE kind = 'approval' AND event IN ('approved', 'denied')",
+        "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_closed ON chain (approval_id) "
+        "WHERE kind = 'approval' AND event IN ('consumed', 'expired')",
+    )
+
+
+def approvals_step(dialect: Dialect, present: set[str], table_sql: str) -> tuple[str, ...]:
+    """Schema 5 -> 6: let ``chain`` hold the kind ``approval`` (its columns are added by
+    ``migrate.layout_step``, which runs after this).
+
+    ``present``: the columns ``chain`` has; ``table_sql``: its ``CREATE`` text
+    (SQLite) — a table whose kind check already names ``approval`` needs nothing
+    but the indexes. PostgreSQL replaces the check in place. SQLite cannot
+    change a check, so ``chain`` is rebuilt by SQLite's own procedure (the
+    caller runs it with foreign keys off): a table of the new layout, every
+    row copied with its ``seq`` and every column as stored (so every link
+    keeps its hash), the old table dropped and the new one renamed; the views,
+    dropped first, are made again by ``layout_step``.
+    """
+    if dialect == "postgresql":
+        return (
+            "ALTER TABLE chain DROP CONSTRAINT IF EXISTS chain_kind_check",
+            f"ALTER TABLE chain ADD CONSTRAINT chain_kind_check CHECK (kind IN {KINDS_CHECK})",
+            *add_columns_sql(present, dialect),
+            *approval_indexes(),
+        )
+    if "'approval'" in table_sql:
+        return (*add_columns_sql(present, dialect), *approval_indexes())
+    columns = ", ".join(("seq", *(c for c in CHAIN_COLUMNS if c in present)))
+    return (
+        *(f"DROP VIEW IF EXISTS {view}" for view in reversed(VIEW_NAMES)),
+        *table_ddl("sqlite", name="chain_v6"),
+        f"INSERT INTO chain_v6 ({columns}) SELECT {columns} FROM chain ORDER BY seq",
+        "DROP TABLE chain",
+        "ALTER TABLE chain_v6 RENAME TO chain",
+        *chain_indexes(),
+        *approval_indexes(),
     )
 
 
@@ -144,11 +211,15 @@ VIEWS: tuple[str, ...] = (
     + _select(_OUTCOME_COLUMNS, "o.")
     + " FROM chain AS a LEFT JOIN chain AS o ON o.attempt = a.seq AND o.kind = 'outcome'"
     " WHERE a.kind = 'attempt'",
+    # schema 6: each approval event, in its turn's chain (``sharedos.evidence.approvals``)
+    "CREATE VIEW approvals AS SELECT seq, pos, "
+    + _select(APPROVAL_FIELDS)
+    + " FROM chain WHERE kind = 'approval'",
 )
 
 
 #: the names of ``VIEWS``, in order
-VIEW_NAMES = ("attempts", "outcomes", "turns", "seals", "links", "evidence")
+VIEW_NAMES = ("attempts", "outcomes", "turns", "seals", "links", "evidence", "approvals")
 
 
 def checkpoint_ddl(dialect: Dialect) -> tuple[str, ...]:

@@ -23,6 +23,12 @@ PostgreSQL: ``meta.schema_version``). This SharedOS writes version
   column this SharedOS writes that ``chain`` lacks (``layout_step``: it checks
   the table, not the version number, so it is right whatever brought the
   table there), and keeps the grants on the views (PostgreSQL).
+* 6 — approvals (issue 28): the chain kind ``approval`` (one row per event of
+  an approval: requested, approved, denied, expired, consumed) with its
+  columns, the ``approvals`` view, and the unique indexes that let each
+  approval be requested, decided and closed once across every host
+  (``chain_sql.approvals_step``; SQLite rebuilds ``chain`` to widen its kind
+  check, copying every row as stored). Every earlier link keeps its hash.
 
 A store at a version newer than ``LATEST`` is refused, for reading and for
 writing, with a message naming both versions. Each migration runs in one
@@ -46,6 +52,7 @@ from sharedos.evidence.chain_sql import (
     VIEWS,
     Dialect,
     add_columns_sql,
+    approvals_step,
     checkpoint_ddl,
     table_ddl,
 )
@@ -65,7 +72,7 @@ __all__ = [
     "sqlite_chain_columns",
 ]
 
-LATEST = 5
+LATEST = 6
 MIN_READABLE = 1
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
@@ -326,6 +333,9 @@ def _pg_layout(conn: Any) -> None:
     ).fetchall()
     for statement in layout_step(pg_chain_columns(conn), "postgresql"):
         conn.execute(statement)
+    if not any(table == "approvals" for table, _, _ in grants):
+        # a view new at this step reads as the attempts view does (schema 6: approvals)
+        grants += [("approvals", g, p) for t, g, p in grants if t == "attempts"]
     for table, grantee, privilege in grants:
         conn.execute(
             sql.SQL("GRANT {} ON {} TO {}").format(
@@ -382,11 +392,13 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
                 steps: tuple[str, ...] = ()
             elif version == 4:
                 steps = v3_to_v4("postgresql")
+            elif version == 6:
+                steps = approvals_step("postgresql", pg_chain_columns(conn), "")
             else:
                 steps = pg_schema.STEPS.get(version, ())
             for statement in steps:
                 conn.execute(statement)
-            if version == 5 and not fresh:
+            if version >= 5 and not fresh:
                 _pg_layout(conn)
             if version == 3 and before >= 2:
                 chained = _pg_chain_existing(conn)

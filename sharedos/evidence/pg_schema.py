@@ -19,6 +19,10 @@ either backend:
 * **5** — the attempt's ``shadow`` decision: a column of ``chain`` and the
   views made again (``sharedos.evidence.migrate.layout_step``, which adds
   whatever column ``chain`` lacks and keeps the views' grants).
+* **6** — approvals: the chain kind ``approval``, its columns, the
+  ``approvals`` view and the unique indexes that let each approval be
+  requested, decided and closed once (``sharedos.evidence.chain_sql.
+  approvals_step``, then ``layout_step``).
 
 Text everywhere a value is hashed (timestamps, JSON): the chain hashes what
 is stored, and ``text`` is stored exactly as written.
@@ -29,7 +33,7 @@ from __future__ import annotations
 from sharedos.evidence.chain import ATTEMPT_FIELDS
 from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, table_ddl
 
-LATEST = 5
+LATEST = 6
 
 _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 

@@ -45,7 +45,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sharedos.evidence.appender import (
@@ -57,7 +57,7 @@ from sharedos.evidence.appender import (
     Plan,
     StaleHead,
 )
-from sharedos.evidence.chain import ATTEMPT_FIELDS, Link, Signer
+from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS, Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
     chain_rows_sql,
@@ -549,6 +549,10 @@ class PostgresEvidenceStore:
         seq = plan.seq if plan is not None else None
         if state == "23505" and constraint == "chain_place":
             raise StaleHead() from None
+        if state == "23505" and str(constraint or "").startswith("chain_approval_"):
+            from sharedos.evidence.approvals import ApprovalTaken
+
+            raise ApprovalTaken(f"approval write refused by {constraint}") from None
         if state == "23505" and constraint == "chain_attempt":
             raise EvidenceStoreError(f"attempt {seq} already has an outcome", "conflict") from None
         if state == "23503":
@@ -717,6 +721,41 @@ class PostgresEvidenceStore:
         """Append the turn's seal (signed when the store has a signer); the seal's hash."""
         self._guarded()
         return self.appender.seal_turn(turn_id, closed_at)
+
+    def append_approval(self, values: Sequence[Any]) -> str:
+        """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
+        (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
+        step of that approval is already in the store (another host wrote it first)."""
+        self._guarded()
+        if self.schema_version < 6:
+            raise EvidenceStoreError(
+                f"evidence database {self.shown} has schema version {self.schema_version}, "
+                "which keeps no approvals: run `sharedos evidence migrate` first",
+                "io",
+            )
+        return self.appender.append_approval(values)
+
+    def approval_rows(
+        self, *, turn_id: str | None = None, approval_id: str | None = None
+    ) -> list[tuple[int, int | None, list[Any]]]:
+        """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
+        chain order (none before schema 6)."""
+        if self.schema_version < 6:
+            return []
+        where = ["kind = 'approval'"]
+        params: list[Any] = []
+        for column, value in (("turn_id", turn_id), ("approval_id", approval_id)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(pg_text(value))
+        sql = (
+            f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
+            f'WHERE {" AND ".join(where)} ORDER BY turn_id COLLATE "C", pos, seq'
+        )
+        return [
+            (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
+            for row in self._read(sql, params)
+        ]
 
     # -- reading -----------------------------------------------------------------------
 

@@ -139,6 +139,9 @@ def link_from_row(row: Sequence[Any]) -> Link:
         values = (turn_id, *content[:3])
         signature = content[3]
         link_seq = None
+    elif kind == "approval":
+        values = (turn_id, *content)
+        link_seq = None
     else:
         values = None
     return Link(

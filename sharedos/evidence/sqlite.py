@@ -55,7 +55,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -68,8 +68,14 @@ from sharedos.evidence.appender import (
     Plan,
     StaleHead,
 )
-from sharedos.evidence.chain import Link, Signer
-from sharedos.evidence.chain_sql import CHAIN_COLUMNS, chain_rows_sql, lookup_sql, reader_sql
+from sharedos.evidence.chain import APPROVAL_FIELDS, Link, Signer
+from sharedos.evidence.chain_sql import (
+    CHAIN_COLUMNS,
+    approvals_step,
+    chain_rows_sql,
+    lookup_sql,
+    reader_sql,
+)
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import (
     layout_step,
@@ -193,6 +199,11 @@ def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
     except sqlite3.IntegrityError as exc:
         if "chain.turn_id, chain.pos" in str(exc):
             raise StaleHead() from None  # another writer took the position: re-plan
+        if "chain.approval_id" in str(exc):
+            from sharedos.evidence.approvals import ApprovalTaken
+
+            # an approval requested, decided or closed a second time (another host won)
+            raise ApprovalTaken(f"approval write refused: {exc}") from None
         raise
     rowid = cur.lastrowid
     assert rowid is not None
@@ -451,15 +462,24 @@ class SqliteEvidenceStore:
                 )
             if version != SCHEMA_VERSION:
                 # one host, one file: a writable open migrates (all of it in one transaction)
-                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: ()}[
+                steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: (), 5: ()}[
                     int(version)
                 ]
-                self.migrated_rows = self._install(
-                    conn,
-                    steps,
-                    chain=version in (1, 2),
-                    then=() if version in (0, 4) else MIGRATE_FROM_3,
-                )
+                # the step to 6 rebuilds a version-4/5 ``chain``: SQLite's procedure runs it
+                # with foreign keys off (switchable only outside a transaction)
+                rebuild = version in (4, 5)
+                if rebuild:
+                    conn.execute("PRAGMA foreign_keys=OFF")
+                try:
+                    self.migrated_rows = self._install(
+                        conn,
+                        steps,
+                        chain=version in (1, 2),
+                        then=() if version in (0, 4, 5) else MIGRATE_FROM_3,
+                    )
+                finally:
+                    if rebuild:
+                        conn.execute("PRAGMA foreign_keys=ON")
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
@@ -513,7 +533,8 @@ class SqliteEvidenceStore:
         """Create (or migrate to) the schema in one transaction; with ``chain``, chain the
         rows there (the version-3 layout), then run ``then`` (3 -> 4).
 
-        Returns (turns, rows) chained. Ends with ``layout_step``: every column this
+        Returns (turns, rows) chained. Ends with ``approvals_step`` (5 -> 6: a table whose
+        kind check lacks ``approval`` is rebuilt) and ``layout_step``: every column this
         SharedOS writes that ``chain`` lacks is added (4 -> 5), the views made again.
         """
         conn.execute("BEGIN IMMEDIATE")
@@ -522,6 +543,11 @@ class SqliteEvidenceStore:
                 conn.execute(stmt)
             chained = sqlite_chain_existing(conn) if chain else (0, 0)
             for stmt in then:
+                conn.execute(stmt)
+            table = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chain'"
+            ).fetchone()
+            for stmt in approvals_step("sqlite", sqlite_chain_columns(conn), str(table[0])):
                 conn.execute(stmt)
             for stmt in layout_step(sqlite_chain_columns(conn), "sqlite"):
                 conn.execute(stmt)
@@ -621,6 +647,41 @@ class SqliteEvidenceStore:
         """Append the turn's seal (signed when the store has a signer); the seal's hash."""
         self._writable()
         return self.appender.seal_turn(turn_id, closed_at)
+
+    def append_approval(self, values: Sequence[Any]) -> str:
+        """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
+        (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
+        step of that approval is already in the store."""
+        self._writable()
+        if self.schema_version < 6:
+            raise EvidenceStoreError(
+                f"evidence database {self.path} has schema version {self.schema_version}, "
+                "which keeps no approvals: run `sharedos evidence migrate` first",
+                "io",
+            )
+        return self.appender.append_approval(values)
+
+    def approval_rows(
+        self, *, turn_id: str | None = None, approval_id: str | None = None
+    ) -> list[tuple[int, int | None, list[Any]]]:
+        """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
+        chain order (none before schema 6)."""
+        if self.schema_version < 6:
+            return []
+        where = ["kind = 'approval'"]
+        params: list[Any] = []
+        for column, value in (("turn_id", turn_id), ("approval_id", approval_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(sqlite_text(value))
+        sql = (
+            f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
+            f"WHERE {' AND '.join(where)} ORDER BY turn_id, pos, seq"
+        )
+        return [
+            (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
+            for row in self._read(sql, params)
+        ]
 
     def _writable(self) -> None:
         if self._broken is not None:

@@ -1,4 +1,4 @@
-"""The SQLite evidence schema, version 5: DDL, the migrations, and the one chained write.
+"""The SQLite evidence schema, version 6: DDL, the migrations, and the one chained write.
 
 Version 4 (``sharedos.evidence.chain_sql``) keeps every row of every turn in
 one table, ``chain``, each row with its own link of the turn's hash chain;
@@ -9,7 +9,9 @@ when the plan is one row — an attempt of an open turn, an outcome, a seal —
 and one transaction when it is two (a turn's first row and its opening; a
 refused call's attempt and outcome). Older files are migrated when opened
 for writing: 1 -> 2 -> 3 (their rows chained) -> 4 -> 5 (the columns
-``chain`` lacks added: ``sharedos.evidence.migrate.layout_step``).
+``chain`` lacks added: ``sharedos.evidence.migrate.layout_step``) -> 6
+(approvals: ``chain`` rebuilt with the kind ``approval``,
+``sharedos.evidence.chain_sql.approvals_step``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sharedos.evidence.migrate import (
 )
 from sharedos.evidence.record import OUTCOME_FIELDS
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 __all__ = [
     "INSERT",

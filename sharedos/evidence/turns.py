@@ -9,7 +9,9 @@ host's own loop)::
 
 On entry the store commits the turn's opening record (the anchor of its
 chain: catalogHash, policy bundle hash and revision, SystemIdentity); on exit
-it appends the seal (signed when the store has a signing key). Both run off
+it records the expiry of the turn's approvals still open (a closed turn's call
+can no longer be retried; ``sharedos.evidence.approvals``), then appends the
+seal (signed when the store has a signing key). Both run off
 the event loop with a bounded wait. Neither can fail the turn: a store that
 cannot write them cannot write the turn's calls either, and those fail closed
 on their own (``evidence_unavailable``). A failure is logged once per cause
@@ -32,13 +34,19 @@ from sharedos.evidence.record import now_iso, storable_json_text
 from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
 
-__all__ = ["evidence_turn"]
+__all__ = ["evidence_turn", "expire_open_approvals"]
 
 logger = logging.getLogger("sharedos.evidence")
 
 
 async def _off_loop(
-    what: str, turn_id: str, fn: Any, timeout_s: float, report: FailureReporter
+    what: str,
+    turn_id: str,
+    fn: Any,
+    timeout_s: float,
+    report: FailureReporter,
+    *,
+    says_writable: bool = True,
 ) -> Any:
     try:
         with anyio.fail_after(timeout_s):
@@ -60,7 +68,8 @@ async def _off_loop(
             "io", f"cannot write the {what} of turn {turn_id}: {type(exc).__name__}: {exc}"
         )
     else:
-        report.succeeded()
+        if says_writable:  # a step that may only have read proves nothing about writes
+            report.succeeded()
         return done
     return None
 
@@ -98,4 +107,28 @@ async def evidence_turn(
         yield
     finally:
         with anyio.CancelScope(shield=True):
+            if callable(getattr(store, "append_approval", None)):
+                await _off_loop(
+                    "approvals' expiry",
+                    turn_id,
+                    lambda: expire_open_approvals(store, turn_id),
+                    timeout_s,
+                    report,
+                    says_writable=False,
+                )
             await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s, report)
+
+
+def expire_open_approvals(store: Any, turn_id: str) -> int:
+    """Record ``expired`` for each approval of the turn still pending or approved and unused
+    (its call can no longer be retried once the turn closes); how many. Runs before the
+    seal: nothing is appended to a sealed chain."""
+    from sharedos.evidence.approvals import ApprovalLedger
+
+    ledger = ApprovalLedger(store)
+    closed = 0
+    for approval in ledger.for_turn(turn_id):
+        open_ = approval.status in ("pending", "approved")
+        if open_ and ledger.expire(approval, detail="the turn closed") is not None:
+            closed += 1
+    return closed

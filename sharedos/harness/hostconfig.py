@@ -293,6 +293,49 @@ class ConfinementConfig(BaseModel):
         return value
 
 
+class ApproverConfig(BaseModel):
+    """``[approvals.approvers.NAME]``: the roles the host gives NAME when they answer out of band."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    roles: tuple[str, ...] = ()
+
+
+class ApprovalsConfig(BaseModel):
+    """``[approvals]``: how this host asks for approvals and who may give them (docs/approvals.md).
+
+    ``request_ttl_s``: a request not answered in time lapses; ``approval_ttl_s``:
+    an approval not used in time lapses. ``elicitation``: ask the client at once
+    (MCP elicitation) when it can be asked and its person (the turn's principal)
+    may approve; ``elicitation_timeout_s`` bounds the wait. ``groups``: the
+    members of each group an approval rule may name (``group "release"``).
+    ``approvers``: the roles of each person who answers with ``sharedos
+    approvals approve --as NAME``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_ttl_s: float = Field(default=3600.0, gt=0)
+    approval_ttl_s: float = Field(default=900.0, gt=0)
+    elicitation: bool = True
+    elicitation_timeout_s: float = Field(default=120.0, gt=0)
+    groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    approvers: dict[str, ApproverConfig] = Field(default_factory=dict)
+
+    def settings(self) -> Any:
+        """As the kernel takes them (``sharedos.kernel.approvals.ApprovalSettings``)."""
+        from sharedos.kernel.approvals import ApprovalSettings
+
+        return ApprovalSettings(
+            request_ttl_s=self.request_ttl_s,
+            approval_ttl_s=self.approval_ttl_s,
+            elicitation=self.elicitation,
+            elicitation_timeout_s=self.elicitation_timeout_s,
+            groups={name: frozenset(members) for name, members in self.groups.items()},
+            approvers={name: frozenset(a.roles) for name, a in self.approvers.items()},
+        )
+
+
 class HostConfig(BaseModel):
     """The whole host file: a table of harnesses keyed by id."""
 
@@ -305,6 +348,7 @@ class HostConfig(BaseModel):
     upstream: dict[str, UpstreamConfig] = Field(default_factory=dict)
     policy: PolicySourceConfig = Field(default_factory=PolicySourceConfig)
     confinement: ConfinementConfig = Field(default_factory=ConfinementConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     #: ``[tokens]``: the encrypted store of principals' upstream tokens, and its key
     tokens: TokenStoreConfig = Field(default_factory=TokenStoreConfig)
     source: str = "<host config>"

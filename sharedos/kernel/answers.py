@@ -92,6 +92,7 @@ def refusal(
         error=error,
         redactor=auth.redactor,
         fold=auth.folds,
+        approval=auth.approval if reason is ReasonCode.APPROVAL_REQUIRED else None,
     )
 
 

@@ -18,7 +18,11 @@ Steps, in order; the first refusal is final and later steps do not run:
 4. arguments: absent means ``{}``; otherwise a JSON object, at most 64 deep,
    no non-finite number, valid for ``inputSchema`` -> failed ``invalid_arguments``;
 5. decision: ``policy.decide`` (requirement, canonical resource, rules)
-   -> denied ``unresolvable_resource`` / ``no_matching_permit`` / ``forbidden``.
+   -> denied ``unresolvable_resource`` / ``no_matching_permit`` / ``forbidden``
+   / ``approval_required`` (a permit allows the call and an approval rule
+   applies: ``RuntimeHost`` then runs the approval step,
+   ``sharedos.kernel.approvals.settle``, which maps this value to an allowed
+   one or to the refusal naming an approval).
 
 Whatever the verdict, the value carries the call's ``Redactor``: built once,
 from the host's secrets, the tool's credentials and the values of the
@@ -74,6 +78,9 @@ class Authorization:
     #: the tool declares an ``outputSchema``: a refusal carries its payload folded into
     #: the text (``sharedos.kernel.messages.folded_refusal``), never as structuredContent
     folds: bool
+    #: an ``approval_required`` refusal's approval fields (``sharedos.kernel.approvals``:
+    #: the approval id, its status, who may approve, whether a retry can run)
+    approval: dict[str, Any] | None = None
 
 
 class Authorizer:
@@ -137,6 +144,10 @@ class Authorizer:
                 if decision.reason in DENIAL_REASONS
                 else ReasonCode.NO_MATCHING_PERMIT
             )
+            if (reason is ReasonCode.APPROVAL_REQUIRED) != (
+                decision.effect is Effect.APPROVAL_REQUIRED
+            ):
+                reason = ReasonCode.NO_MATCHING_PERMIT  # a decision that contradicts itself
             detail = decision.detail or None
         return Authorization(
             reason, detail, tool, raw, args, encoded, decision, names, redactor, folds

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sharedos.outcomes import DENIAL_REASONS, OUTCOME_OF, ReasonCode
@@ -129,6 +129,35 @@ def _sentence(detail: str | None) -> str:
     return text
 
 
+def approval_message(
+    name: str, on: str, detail: str | None, approval: Mapping[str, Any] | None
+) -> str:
+    """The sentence for ``approval_required``: who may approve, the approval id, what to do."""
+    info = approval or {}
+    who = info.get("approvers") or "an approver"
+    head = (
+        f"{_DENIAL} until approved: the call to tool {name}{on} needs an approval by "
+        f"{who} (approval_required) and did not run."
+    )
+    said = _sentence(detail)
+    said = said[:1].upper() + said[1:]  # it follows a full stop
+    approval_id = info.get("approvalId")
+    if approval_id and info.get("retry"):
+        tail = (
+            f"Approval {approval_id} is waiting for an approver. Tell the user it needs their "
+            "approver's yes; once it has been approved, retry this same call with exactly the "
+            "same arguments in this turn. Any other call needs its own approval."
+        )
+    elif approval_id:
+        tail = (
+            f"Approval {approval_id} is {info.get('approvalStatus', 'closed')}: retrying the "
+            "same call asks for a new approval."
+        )
+    else:
+        tail = "No approval request could be recorded; retrying will not help until it can."
+    return " ".join(part for part in (head, said, tail) if part)
+
+
 def refusal_message(
     reason: ReasonCode,
     tool: object,
@@ -137,14 +166,19 @@ def refusal_message(
     rule_ids: Iterable[Any] = (),
     detail: str | None = None,
     ran: bool = False,
+    approval: Mapping[str, Any] | None = None,
 ) -> str:
     """The model-facing sentence for a denial, a failure or a cancellation.
 
     ``ran`` is for ``evidence_unavailable`` only: the handler had run when the
     outcome could not be recorded, so the call may have taken effect.
+    ``approval`` (``approval_required`` only): the approval's id, status and who
+    may approve (``sharedos.kernel.approvals.GateAnswer.payload``).
     """
     name = shown_name(tool)
     on = f" on {shown_name(resource, 200)}" if resource else ""
+    if reason is ReasonCode.APPROVAL_REQUIRED:
+        return approval_message(name, on, detail, approval)
     if reason in DENIAL_REASONS:
         if reason is ReasonCode.TOOL_UNAVAILABLE:
             return (
@@ -189,8 +223,10 @@ def refusal_payload(
     resource: str | None = None,
     rule_ids: Iterable[Any] = (),
     detail: str | None = None,
+    approval: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``structuredContent`` of a refusal (wire spelling), the sentence included as ``message``."""
+    """The ``structuredContent`` of a refusal (wire spelling), the sentence included as ``message``;
+    for ``approval_required`` also ``approvalId``, ``approvalStatus``, ``approvers``, ``retry``."""
     payload: dict[str, Any] = {
         "outcome": str(OUTCOME_OF[reason]),
         "reason": str(reason),
@@ -202,6 +238,8 @@ def refusal_payload(
     }
     if detail:
         payload["detail"] = detail
+    if approval:
+        payload.update(approval)
     return payload
 
 
@@ -214,14 +252,22 @@ def refusal_content(
     rule_ids: Iterable[Any] = (),
     detail: str | None = None,
     ran: bool = False,
+    approval: Mapping[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The content blocks and the structured payload of one refusal: the only place both are made."""
     rules = tuple(rule_ids)
     message = refusal_message(
-        reason, tool, resource=resource, rule_ids=rules, detail=detail, ran=ran
+        reason, tool, resource=resource, rule_ids=rules, detail=detail, ran=ran, approval=approval
     )
     payload = refusal_payload(
-        reason, tool, call_id, message, resource=resource, rule_ids=rules, detail=detail
+        reason,
+        tool,
+        call_id,
+        message,
+        resource=resource,
+        rule_ids=rules,
+        detail=detail,
+        approval=approval,
     )
     return [{"type": "text", "text": message}], payload
 

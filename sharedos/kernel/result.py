@@ -63,17 +63,26 @@ class ToolResult:
         error: str | None = _AS_DETAIL,
         redactor: Redactor = NO_SECRETS,
         fold: bool = False,
+        approval: dict[str, Any] | None = None,
     ) -> ToolResult:
         """A non-success result, built once: its text and payload written by
         ``sharedos.kernel.messages``, scrubbed by ``redactor``, and — with ``fold``, for a
         tool that declares an ``outputSchema`` — the payload folded into the text
         (``folded_refusal``) instead of sent as ``structuredContent``. ``detail`` is what
         the model reads; ``error`` what the result carries as its error (``detail``
-        unless given)."""
+        unless given). ``approval``: the approval fields of an ``approval_required`` refusal
+        (``sharedos.kernel.approvals.GateAnswer.payload``)."""
         resource = decision.resource if decision is not None else None
         rules = tuple(decision.rule_ids) if decision is not None else ()
         content, payload = refusal_content(
-            reason, tool, call_id, resource=resource, rule_ids=rules, detail=detail, ran=ran
+            reason,
+            tool,
+            call_id,
+            resource=resource,
+            rule_ids=rules,
+            detail=detail,
+            ran=ran,
+            approval=approval,
         )
         structured: dict[str, Any] | None = payload
         if redactor.needles:

@@ -9,7 +9,9 @@ One call is one straight path; every step returns to ``invoke_tool``::
          shadow = ShadowDecider.decide(...)      with a shadow policy, for a decided call: the
                                                  candidate's decision, for the row only
                                                  (sharedos.kernel.shadow)
-         [seam: approval]                        see "Seams" below
+         [seam: approval]                        a decision ``approval_required``:
+                                                 auth = settle(auth)  (sharedos.kernel.approvals);
+                                                 see "Seams" below
       2. row  = attempt_record(auth, ...)        the evidence row, redacted and scrubbed once
                                                  (sharedos.evidence.record)
          refused?  recorder.record(row + outcome) -> one commit -> the refusal (answers)
@@ -27,6 +29,9 @@ Refusals and their reasons, in order (the first is final; later steps do not run
 4. arguments vs ``inputSchema`` (non-object or schema violation)  -> failed ``invalid_arguments``
 5. ``policy.decide``: resource resolution + decision tree         -> denied ``unresolvable_resource``
                                                                      / ``no_matching_permit`` / ``forbidden``
+5a. a decision ``approval_required``: the approval step           -> denied ``approval_required``
+    (``sharedos.kernel.approvals.settle``): an approval of this        (a request for one pending)
+    exact call is used (or asked for by elicitation) before anything runs
 6. write-ahead: the attempt is committed                          -> failed ``evidence_unavailable``
 7. the handler, under a timeout                                   -> failed ``handler_error`` / ``timeout``
                                                                      / the handler's ``upstream_*`` reason
@@ -67,6 +72,7 @@ from typing import Any, Literal
 import anyio
 
 from sharedos.catalog.definition import ToolDefinition
+from sharedos.evidence.approvals import ApprovalLedger
 from sharedos.evidence.record import (
     EvidenceRecord,
     OutcomeRecord,
@@ -78,6 +84,7 @@ from sharedos.evidence.record import (
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.store import EvidenceStore
 from sharedos.kernel.answers import Ran, answer, unrecorded
+from sharedos.kernel.approvals import ApprovalGate, ApprovalSettings, settle
 from sharedos.kernel.arguments import MAX_ARGUMENT_DEPTH, handler_copy
 from sharedos.kernel.authorize import Authorization, Authorizer
 from sharedos.kernel.context import AccessContext, ToolCall
@@ -156,7 +163,9 @@ class RuntimeHost:
     model is given. Sync handlers run on at most ``max_handler_threads``
     daemon threads. ``shadow``: a candidate policy that decides every call the
     enforced policy decides too, recorded on the attempt and never acted on
-    (``sharedos.kernel.shadow``).
+    (``sharedos.kernel.shadow``). ``approvals`` configures the approval step
+    (``sharedos.kernel.approvals``); it is on whenever the store keeps
+    approvals (schema 6), with the default settings when none are given.
     """
 
     def __init__(
@@ -170,6 +179,7 @@ class RuntimeHost:
         host_secrets: Iterable[object] = (),
         max_handler_threads: int = 16,
         shadow: ShadowDecider | None = None,
+        approvals: ApprovalSettings | None = None,
     ) -> None:
         if handler_timeout_s <= 0:
             raise ValueError("handler_timeout_s must be positive")
@@ -198,6 +208,12 @@ class RuntimeHost:
         self._handler_lane = DaemonLane("sharedos-handler", max_threads=max_handler_threads)
         #: each context's recorded decision context, encoded once (a turn's calls share one)
         self._context_json: dict[tuple[str, tuple[str, ...]], Any] = {}
+        #: the approval step; None when the store keeps no approvals (such calls are refused)
+        self.approvals: ApprovalGate | None = None
+        if callable(getattr(store, "append_approval", None)):
+            self.approvals = ApprovalGate(
+                ApprovalLedger(store), approvals, timeout_s=evidence_timeout_s
+            )
 
     @property
     def evidence_timeout_s(self) -> float:
@@ -235,16 +251,21 @@ class RuntimeHost:
             auth = self._authorizer.refused(
                 call, context, catalog, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
             )
-        tool = auth.tool
-        # the shadow decision: observes only (never raises; nothing reads it but the row)
+        # the shadow decision: observes only (never raises; nothing reads it but the row);
+        # taken on the policy's own decision, before an approval settles it
         shadow = (
-            self.shadow.decide(tool.name, auth.args, context, auth.decision)
+            self.shadow.decide(auth.tool.name, auth.args, context, auth.decision)
             if self.shadow is not None
-            and tool is not None
+            and auth.tool is not None
             and auth.args is not None
             and auth.decision is not None
             else None
         )
+        if auth.reason is ReasonCode.APPROVAL_REQUIRED:
+            # 1a. the approval step: one Authorization to another (allowed, or the refusal
+            # naming an approval); its events are in the chain before the row is built
+            auth = await settle(self.approvals, auth, call, context, self.kernel.policy_hash, peer)
+        tool = auth.tool
         if auth.reason is not _ALLOWED or tool is None or tool.handler is None:
             if auth.reason is _ALLOWED:  # allowed, but nothing to run it with
                 auth = _refused_as(auth, ReasonCode.HANDLER_ERROR, "the tool has no handler")

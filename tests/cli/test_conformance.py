@@ -18,7 +18,7 @@ def test_conformance_run_scripted_writes_three_reports(tmp_path: Path) -> None:
         main, ["conformance", "run", "--column", "scripted", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
-    assert "88 passed, 0 failed, 0 not exercised" in result.output
+    assert "92 passed, 0 failed, 0 not exercised" in result.output  # 23 rows x 4 shapes
     for name in (
         "conformance-scripted.json",
         "conformance-scripted.txt",

@@ -36,9 +36,15 @@ def test_demo_runs_offline_in_under_a_minute(tmp_path: Path) -> None:
         "files.read(/public/../private/a.txt) -> deny [forbidden]",
         "widened: git.git_add, git.git_checkout, git.git_commit",  # the diff step
         "catalogHash:",
-        "88 passed, 0 failed, 0 not exercised",  # 22 rows (8 brokered) x 4 shapes
+        "92 passed, 0 failed, 0 not exercised",  # 23 rows (8 brokered, 1 approval) x 4 shapes
         "brokered-traversal-canonical",
         "html report:",
+        # the approval step: one call waits, is approved from the CLI, and runs
+        "-> denied [approval_required]",
+        "$ sharedos approvals approve apr-",
+        "as maya: files.write on /home/alice/release/notes.txt",
+        "-> succeeded: wrote",
+        "approval events in the turn's chain; verify: clean",
     ):
         assert needle in out, needle
     for shape in SHAPES:

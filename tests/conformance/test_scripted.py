@@ -53,8 +53,10 @@ async def test_every_row_passes_in_every_shape(manifest: Manifest, tmp_path: Pat
     assert report.ok and report.catalog_check.equal
     for col in report.columns:
         # denied and failed stay distinguishable in the record
-        # failed: handler-failure, invalid-arguments and the three brokered link rows
-        assert col.counts.denied == 12 and col.counts.failed == 5 and col.counts.succeeded == 5
+        # failed: handler-failure, invalid-arguments and the three brokered link rows;
+        # denied includes release-write-needs-approval (approval_required, out of band)
+        assert col.counts.by_reason.get("approval_required") == 1
+        assert col.counts.denied == 13 and col.counts.failed == 5 and col.counts.succeeded == 5
         assert col.inconsistent_records == []
         assert col.identity is not None and col.identity.catalog_hash
         assert col.identity.declared_model == "sharedos-scripted-model"

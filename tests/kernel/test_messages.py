@@ -48,7 +48,11 @@ def test_every_reason_has_a_sentence_and_denials_say_so() -> None:
             continue
         text = refusal_message(reason, "files.read", detail="d")
         assert "files.read" in text, reason
-        if reason in DENIAL_REASONS:
+        if reason is ReasonCode.APPROVAL_REQUIRED:
+            # the one denial a retry can change: said only with a pending approval id
+            assert text.startswith("SharedOS policy denial until approved"), text
+            assert "retrying will not help until it can" in text
+        elif reason in DENIAL_REASONS:
             assert text.startswith("SharedOS policy denial"), reason
             assert "retrying the same call will not help" in text, reason
         elif reason is ReasonCode.CANCELLED:
@@ -90,3 +94,16 @@ def test_odd_names_are_quoted_and_truncated() -> None:
     assert shown_name("x" * 200).endswith("...") and len(shown_name("x" * 200)) == 80
     assert shown_name(200) == "200"
     assert shown_name("") == "''"
+
+
+def test_an_approval_required_refusal_tells_the_model_the_id_and_to_retry_the_same_call() -> None:
+    pending = {"approvers": "role 'maintainer'", "approvalId": "apr-x", "retry": True}
+    text = refusal_message(
+        ReasonCode.APPROVAL_REQUIRED, "files.write", resource="/r/a", approval=pending
+    )
+    assert "needs an approval by role 'maintainer'" in text and "/r/a" in text
+    assert "Approval apr-x is waiting" in text
+    assert "retry this same call with exactly the same arguments in this turn" in text
+    closed = {"approvers": "role 'm'", "approvalId": "apr-y", "approvalStatus": "denied"}
+    text = refusal_message(ReasonCode.APPROVAL_REQUIRED, "files.write", approval=closed)
+    assert "Approval apr-y is denied: retrying the same call asks for a new approval" in text

@@ -1,0 +1,478 @@
+"""The approval step: a call that needs approval runs only with a yes to that exact call.
+
+The policy answers ``approval_required`` (a permit allows the call and an
+approval rule applies; ``sharedos.policy.approvals``). This step then looks,
+in the evidence store, for an approval bound to exactly this call
+(``Binding``: principal, tenant, turn, tool, canonical resource, arguments
+digest, policy hash) and:
+
+1. **uses it** when one was approved and has not lapsed: its ``consumed``
+   event is written (once across every host: ``ApprovalTaken`` for the
+   loser) and the call goes on as allowed;
+2. otherwise, **asks the client** (MCP elicitation, form mode) when the
+   client declared elicitation on a channel that can carry a request to it,
+   and the person at the client — whom SharedOS takes to be the turn's
+   principal, with the roles the host resolved for them and the groups the
+   host puts them in — may give the approval: the request is written, the
+   question names the tool, the canonical resource and the arguments digest;
+   an accept (``approve: true``) is written as ``approved`` by the principal
+   ``via`` elicitation and consumed at once; anything else (decline, cancel,
+   no answer in time) refuses the call;
+3. otherwise **refuses** it (``approval_required``) naming a pending
+   approval id — the one already pending for this exact call, or a new
+   request — which an operator answers out of band (``sharedos approvals``);
+   the same call, retried once approved, then runs (1).
+
+Everything here is evidence (``sharedos.evidence.approvals``) written before
+the call can run; a store that cannot be written refuses the call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from sharedos.evidence.approvals import (
+    DEFAULT_APPROVAL_TTL_S,
+    DEFAULT_REQUEST_TTL_S,
+    Approval,
+    ApprovalError,
+    ApprovalLedger,
+    ApprovalTaken,
+    Binding,
+)
+from sharedos.evidence.record import arguments_digest
+from sharedos.evidence.store import EvidenceStoreError
+from sharedos.outcomes import Effect, ReasonCode
+
+if TYPE_CHECKING:
+    from sharedos.kernel.authorize import Authorization
+
+__all__ = [
+    "ApprovalGate",
+    "ApprovalSettings",
+    "GateAnswer",
+    "approved_decision",
+    "elicitation_form",
+    "settle",
+]
+
+logger = logging.getLogger("sharedos.approvals")
+
+#: the one field of the elicitation form: the answer to "approve this exact call?"
+APPROVE_FIELD = "approve"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSettings:
+    """How a host handles approvals (``[approvals]`` in the host file, docs/approvals.md).
+
+    ``groups`` maps a group an approval rule may name to its members
+    (principal names); ``approvers`` maps an approver's name to the roles the
+    host gives them when they answer out of band (``sharedos approvals``).
+    """
+
+    request_ttl_s: float = DEFAULT_REQUEST_TTL_S
+    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S
+    elicitation: bool = True
+    elicitation_timeout_s: float = 120.0
+    groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def groups_of(self, name: str) -> frozenset[str]:
+        """The groups the host puts ``name`` in."""
+        return frozenset(g for g, members in self.groups.items() if name in members)
+
+    def roles_of(self, name: str) -> frozenset[str]:
+        """The roles the host gives ``name`` as an out-of-band approver."""
+        return self.approvers.get(name, frozenset())
+
+
+@dataclass(frozen=True, slots=True)
+class GateAnswer:
+    """What the approval step decided: run (``approval`` was consumed for this call) or
+    refuse (``approval`` is the pending request, if one could be written)."""
+
+    run: bool
+    approval: Approval | None = None
+    detail: str | None = None
+    #: who may approve, as the model is told it
+    who: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        """The refusal payload's approval fields (wire spelling)."""
+        out: dict[str, Any] = {"approvers": self.who}
+        if self.approval is not None:
+            out["approvalId"] = self.approval.approval_id
+            out["approvalStatus"] = self.approval.status
+            out["retry"] = self.approval.status == "pending"
+        else:
+            out["retry"] = False
+        return out
+
+
+def elicitation_form(binding: Binding, approval: Approval) -> tuple[str, dict[str, Any]]:
+    """The message and form schema of the question put to the person at the client."""
+    message = (
+        f"SharedOS approval {approval.approval_id}: approve this exact call?\n"
+        f"tool: {binding.tool}\n"
+        f"resource: {binding.resource}\n"
+        f"arguments digest: {binding.arguments_digest}\n"
+        f"needed from: {approval.who_may_approve()}\n"
+        "Approving lets this one call run once, in this turn only."
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            APPROVE_FIELD: {
+                "type": "boolean",
+                "title": "Approve this call",
+                "description": (
+                    f"Run {binding.tool} on {binding.resource} once (approval "
+                    f"{approval.approval_id})"
+                ),
+            }
+        },
+        "required": [APPROVE_FIELD],
+    }
+    return message, schema
+
+
+def _accepted(answer: Mapping[str, Any]) -> bool:
+    """True only for ``accept`` with ``approve: true`` (anything else is no)."""
+    if answer.get("action") != "accept":
+        return False
+    content = answer.get("content")
+    return isinstance(content, Mapping) and content.get(APPROVE_FIELD) is True
+
+
+class ApprovalGate:
+    """The approval step of one host: its ledger (the evidence store) and its settings.
+
+    ``run_sync`` runs a ledger call off the event loop (the host's writer
+    lane); every call is bounded by ``timeout_s``.
+    """
+
+    def __init__(
+        self,
+        ledger: ApprovalLedger,
+        settings: ApprovalSettings | None = None,
+        *,
+        timeout_s: float = 2.0,
+        run_sync: Callable[..., Any] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.settings = settings or ApprovalSettings()
+        self.timeout_s = timeout_s
+        self._run_sync = run_sync
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        def call() -> Any:
+            return fn(*args, **kw)
+
+        with anyio.fail_after(self.timeout_s):
+            if self._run_sync is not None:
+                return await self._run_sync(call)
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    @staticmethod
+    def binding(
+        turn_id: str,
+        principal: str,
+        tenant: str,
+        tool: str,
+        resource: str,
+        arguments: Any,
+        policy_hash: str,
+    ) -> Binding:
+        """The binding of one call (the digest is over the arguments as the handler gets them)."""
+        return Binding(
+            turn_id=turn_id,
+            principal=principal,
+            tenant=tenant,
+            tool=tool,
+            resource=resource,
+            arguments_digest=arguments_digest(arguments),
+            policy_hash=policy_hash,
+        )
+
+    async def gate(
+        self,
+        binding: Binding,
+        *,
+        call_id: str,
+        need: Any,
+        roles: Iterable[str],
+        peer: Any = None,
+    ) -> GateAnswer:
+        """Decide whether the call ``call_id`` (which needs approval ``need``) runs now.
+
+        ``roles`` are the caller's (the principal's, as the host resolved
+        them); ``peer`` the transport's back channel (``HandlerContext.peer``).
+        Never raises but on cancellation: a store that cannot be read or
+        written refuses the call.
+        """
+        rule_ids = tuple(r.id for r in need.rules)
+        approvers = tuple(tuple(entry) for entry in need.approvers)
+        who = need.describe()
+        try:
+            found = await self._off_loop(self.ledger.matching, binding)
+        except (EvidenceStoreError, TimeoutError) as exc:
+            return GateAnswer(False, None, f"the approvals could not be read ({_why(exc)})", who)
+        now = datetime.now(UTC)
+        notes: list[str] = []
+        for approval in found:
+            status = approval.status_at(now)
+            if status != "approved":
+                continue
+            try:
+                used = await self._off_loop(self.ledger.consume, approval, call_id=call_id)
+            except ApprovalTaken:
+                notes.append(f"approval {approval.approval_id} was used by another call first")
+                continue
+            except ApprovalError as exc:
+                notes.append(str(exc))
+                continue
+            except (EvidenceStoreError, TimeoutError) as exc:
+                return GateAnswer(
+                    False, None, f"the approval could not be recorded as used ({_why(exc)})", who
+                )
+            return GateAnswer(True, used, None, who)
+        for approval in found:
+            if approval.status in ("pending", "approved") and approval.status_at(now) == "expired":
+                # a lapse is evidence too: written when a call finds it
+                try:
+                    await self._off_loop(
+                        self.ledger.expire, approval, detail=f"found lapsed by call {call_id}"
+                    )
+                except (EvidenceStoreError, TimeoutError) as exc:
+                    logger.warning("approvals: could not record that %s lapsed: %s", approval, exc)
+        pending = [a for a in found if a.status_at(now) == "pending"]
+        notes += _history(found, now)
+        if pending:
+            return GateAnswer(False, pending[0], _join(notes) or None, who)
+        principal = binding.principal
+        groups = self.settings.groups_of(principal)
+        not_asked = self._not_asked(peer, need, principal, tuple(roles), tuple(groups))
+        can_ask = not_asked is None
+        if not_asked is not None:
+            notes.append(f"not asked at the client: {not_asked}")
+        try:
+            request = await self._off_loop(
+                self.ledger.request,
+                binding,
+                call_id=call_id,
+                rule_ids=rule_ids,
+                approvers=approvers,
+                ttl_s=self.settings.request_ttl_s,
+                detail=_join(notes) or None,
+            )
+        except (EvidenceStoreError, TimeoutError) as exc:
+            return GateAnswer(
+                False, None, f"the approval request could not be recorded ({_why(exc)})", who
+            )
+        if not can_ask:
+            return GateAnswer(False, request, _join(notes) or None, who)
+        return await self._ask(binding, request, call_id=call_id, peer=peer, who=who)
+
+    def _not_asked(
+        self,
+        peer: Any,
+        need: Any,
+        principal: str,
+        roles: tuple[str, ...],
+        groups: tuple[str, ...],
+    ) -> str | None:
+        """Why the person at the client is not asked (None: they are), first reason first:
+        said to the model and recorded, so what each client could do is in the evidence."""
+        if not self.settings.elicitation:
+            return "elicitation is off on this host ([approvals] elicitation)"
+        if peer is None or not bool(getattr(peer, "can_request", True)):
+            return "this call's channel cannot carry a request to the client"
+        if not _can_elicit(peer):
+            return "the client declared no elicitation"
+        if not need.satisfied_by(roles, groups):
+            return f"{principal} may not give this approval"
+        return None
+
+    async def _ask(
+        self, binding: Binding, request: Approval, *, call_id: str, peer: Any, who: str
+    ) -> GateAnswer:
+        """Elicitation: the person at the client (the turn's principal) answers at once."""
+        message, schema = elicitation_form(binding, request)
+        client = _client_name(peer)
+        answer: Mapping[str, Any] | None = None
+        why = ""
+        try:
+            with anyio.move_on_after(self.settings.elicitation_timeout_s) as scope:
+                answer = await peer.elicit(message, schema)
+            if scope.cancelled_caught:
+                why = f"no answer from the client within {self.settings.elicitation_timeout_s:g} s"
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # the client refused the request, or the channel broke
+            why = f"the client could not be asked ({type(exc).__name__}: {str(exc)[:200]})"
+            answer = None
+        if answer is None:
+            try:
+                await self._off_loop(self.ledger.expire, request, detail=why)
+            except (EvidenceStoreError, TimeoutError) as exc:
+                logger.warning("approvals: could not record that %s lapsed: %s", request, exc)
+            closed = await self._reread(request)
+            return GateAnswer(False, closed, why, who)
+        approve = _accepted(answer)
+        action = str(answer.get("action"))
+        detail = f"answered {action} at the client{client}"
+        try:
+            decided = await self._off_loop(
+                self.ledger.answer,
+                request.approval_id,
+                approve=approve,
+                approver=binding.principal,
+                via="elicitation",
+                ttl_s=self.settings.approval_ttl_s,
+                detail=detail,
+            )
+        except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
+            return GateAnswer(
+                False, request, f"the answer could not be recorded ({_why(exc)})", who
+            )
+        if not approve:
+            said = {"decline": "declined", "cancel": "cancelled"}.get(action, "did not approve")
+            return GateAnswer(
+                False,
+                decided,
+                f"the person at the client{client} {said} approval {request.approval_id}",
+                who,
+            )
+        try:
+            used = await self._off_loop(self.ledger.consume, decided, call_id=call_id)
+        except (ApprovalTaken, ApprovalError, EvidenceStoreError, TimeoutError) as exc:
+            return GateAnswer(False, decided, f"the approval could not be used ({_why(exc)})", who)
+        return GateAnswer(True, used, None, who)
+
+    async def _reread(self, approval: Approval) -> Approval:
+        try:
+            again = await self._off_loop(self.ledger.get, approval.approval_id)
+        except (EvidenceStoreError, TimeoutError):
+            return approval
+        return again if again is not None else approval
+
+
+def approved_decision(decision: Any, approval: Approval) -> Any:
+    """``decision`` (``approval_required``) once ``approval`` was used for the call: allowed,
+    with the same rules (the approval rules that asked, then the permits)."""
+    detail = (
+        f"{decision.detail}; approved by {approval.approver} via {approval.via} "
+        f"(approval {approval.approval_id})"
+    )
+    if dataclasses.is_dataclass(decision) and not isinstance(decision, type):
+        return dataclasses.replace(
+            decision, effect=Effect.ALLOW, reason=ReasonCode.ALLOWED, detail=detail
+        )
+    raise TypeError("an approval_required decision that is not a dataclass")
+
+
+async def settle(
+    gate: ApprovalGate | None,
+    auth: Authorization,
+    call: Any,
+    context: Any,
+    policy_hash: str,
+    peer: Any,
+) -> Authorization:
+    """The kernel's approval step for a call authorized ``approval_required`` (between
+    authorization and the attempt's row): one ``Authorization`` to another.
+
+    Allowed (``reason`` ``allowed``, the decision turned into an allow that names the
+    approver) when an approval of this exact call was used; otherwise the refusal —
+    ``approval_required`` with the approval fields in ``approval``, or
+    ``internal_error``. Never raises but on cancellation (fail closed)."""
+    decision, tool, args = auth.decision, auth.tool, auth.args
+    need = getattr(decision, "approval", None)
+    if gate is None or need is None or decision is None or tool is None or args is None:
+        return dataclasses.replace(
+            auth,
+            detail="this host keeps no approvals: the call cannot run",
+            approval={"approvers": need.describe() if need else "", "retry": False},
+        )
+    call_id = str(getattr(call, "call_id", ""))
+    binding = gate.binding(
+        context.turn_id,
+        context.principal,
+        context.tenant,
+        tool.name,
+        str(decision.resource),
+        args,
+        policy_hash,
+    )
+    try:
+        answer = await gate.gate(
+            binding, call_id=call_id, need=need, roles=context.roles, peer=peer
+        )
+        if answer.run:
+            assert answer.approval is not None
+            allowed = approved_decision(decision, answer.approval)
+            return dataclasses.replace(
+                auth, reason=ReasonCode.ALLOWED, detail=None, decision=allowed
+            )
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:  # fail closed: the call does not run
+        logger.exception("sharedos: internal error in the approval step of %s", call_id)
+        return dataclasses.replace(
+            auth, reason=ReasonCode.INTERNAL_ERROR, detail=f"{type(exc).__name__}: {exc}"
+        )
+    # the approval's id and status travel in the payload; the attempt is tied to its
+    # request by the request's call id
+    return dataclasses.replace(auth, detail=answer.detail or None, approval=answer.payload())
+
+
+def _can_elicit(peer: Any) -> bool:
+    """The channel can carry a request to the client, and the client declared elicitation."""
+    try:
+        return bool(getattr(peer, "can_request", True)) and bool(
+            peer.client_supports("elicitation")
+        )
+    except Exception:
+        return False
+
+
+def _client_name(peer: Any) -> str:
+    name = getattr(peer, "client_name", None)
+    try:
+        text = name() if callable(name) else name
+    except Exception:
+        text = None
+    return f" ({text})" if isinstance(text, str) and text else ""
+
+
+def _history(found: Iterable[Approval], now: datetime) -> list[str]:
+    """What became of earlier approvals of this exact call (said to the model and recorded)."""
+    out = []
+    for a in found:
+        status = a.status_at(now)
+        if status == "consumed":
+            out.append(f"approval {a.approval_id} was already used by call {a.closed_call}")
+        elif status == "denied":
+            out.append(f"approval {a.approval_id} was denied by {a.approver}")
+        elif status == "expired":
+            out.append(f"approval {a.approval_id} lapsed")
+    return out
+
+
+def _join(notes: list[str]) -> str:
+    return "; ".join(notes)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "the evidence store did not answer in time"
+    cause = getattr(exc, "cause", None)
+    return f"{cause}: {exc}" if cause else str(exc)

@@ -1,0 +1,251 @@
+"""Approvals through a real bridge and the official SDK client (issue 28).
+
+* Elicitation (form mode) on a channel that can carry a request to the client
+  (the handshake era over HTTP, stateful): the person at the client is asked
+  on the same call — tool, canonical resource, arguments digest — when the
+  turn's principal may approve; their accept runs the call, their decline or
+  silence refuses it. A principal who may not approve is never asked: the
+  call is refused out of band, whatever their client would have answered.
+* Out of band everywhere else (the 2026-07-28 era, which has no
+  server-to-client requests; a client that declared no elicitation): the
+  refusal is a result (``isError``, reason ``approval_required``) naming an
+  approval id; an operator approves it with ``sharedos approvals approve``;
+  the same call, retried in the same turn, runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from mcp_types import ElicitResult
+
+from sharedos.bridge import open_turn
+from sharedos.catalog.registry import ToolRegistry
+from sharedos.cli.main import main as cli_main
+from sharedos.evidence.approvals import ApprovalLedger
+from sharedos.evidence.record import arguments_digest
+from sharedos.evidence.sqlite import SqliteEvidenceStore
+from sharedos.kernel.approvals import ApprovalSettings
+from sharedos.kernel.context import AccessContext
+from sharedos.kernel.kernel import Kernel
+from sharedos.kernel.runtime import RuntimeHost
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import ToolPolicy
+from sharedos.tools.files import register_files_tools
+from tests.bridge.conftest import http_client
+
+pytestmark = pytest.mark.anyio
+
+POLICY = """
+namespace files
+requirement files.read  { action read;  resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+permit read, write on "/shared/**"
+@id("release-needs-maintainer")
+require approval by role "m" for write on "/shared/release/**"
+"""
+RUN = ToolPolicy(name="approvals", mode="open", managed=("files.*",))
+ARGS = {"path": "/shared/release/notes.txt", "content": "v1\n"}
+
+
+class Setup:
+    def __init__(self, tmp: Path, **settings: Any) -> None:
+        self.sandbox = tmp / "sandbox"
+        (self.sandbox / "shared" / "release").mkdir(parents=True)
+        self.db = tmp / "evidence.db"
+        self.store = SqliteEvidenceStore(self.db)
+        registry = ToolRegistry()
+        register_files_tools(registry, self.sandbox)
+        policy = compile_source(POLICY, "approvals.sos")
+        self.host = RuntimeHost(
+            Kernel(policy, registry), self.store, approvals=ApprovalSettings(**settings)
+        )
+        self.written = self.sandbox / "shared" / "release" / "notes.txt"
+
+
+class Person:
+    """An elicitation callback: what the person at the client answers, and what they saw."""
+
+    def __init__(self, answer: ElicitResult | None) -> None:
+        self.answer = answer
+        self.asked: list[Any] = []
+
+    async def __call__(self, context: object, params: Any) -> ElicitResult:
+        self.asked.append(params)
+        if self.answer is None:  # the person never answers
+            import anyio
+
+            await anyio.sleep(60)
+        assert self.answer is not None
+        return self.answer
+
+
+MAYA = AccessContext(principal="maya", tenant="acme", roles=("m",))
+BOB = AccessContext(principal="bob", tenant="acme", roles=("developer",))
+
+
+async def test_an_approver_accepting_at_the_client_runs_the_call(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    async with (
+        open_turn(s.host, MAYA, RUN) as turn,
+        http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as client,
+    ):
+        result = await client.call_tool("files.write", ARGS)
+    assert not result.is_error, result.content
+    assert s.written.read_text() == "v1\n"
+    (params,) = person.asked
+    message = params.message
+    assert "files.write" in message and "/shared/release/notes.txt" in message
+    assert arguments_digest(ARGS) in message  # the digest of exactly these arguments
+    assert params.requested_schema["required"] == ["approve"]
+    (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
+    assert approval.status == "consumed" and approval.via == "elicitation"
+    assert approval.approver == "maya"
+    # the client that answered, by the name it gave in initialize
+    assert approval.detail is not None and "answered accept at the client (" in approval.detail
+    records = s.store.query(MAYA.turn_id)
+    assert [(r.effect, str(r.outcome)) for r in records] == [("allow", "succeeded")]
+    assert "release-needs-maintainer" in records[0].rule_ids
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (ElicitResult(action="decline"), "declined"),
+        (ElicitResult(action="cancel"), "cancelled"),
+        (ElicitResult(action="accept", content={"approve": False}), "did not approve"),
+        (None, "no answer from the client"),
+    ],
+)
+async def test_decline_cancel_no_or_silence_refuses(
+    tmp_path: Path, answer: ElicitResult | None, said: str
+) -> None:
+    s = Setup(tmp_path, elicitation_timeout_s=0.5)
+    person = Person(answer)
+    async with (
+        open_turn(s.host, MAYA, RUN) as turn,
+        http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as client,
+    ):
+        result = await client.call_tool("files.write", ARGS)
+    assert result.is_error and len(person.asked) == 1
+    payload = result.structured_content or {}
+    assert payload["reason"] == "approval_required" and said in payload["detail"]
+    assert not s.written.exists()
+    (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
+    assert approval.status == ("expired" if answer is None else "denied")
+    records = s.store.query(MAYA.turn_id)
+    assert [(r.effect, str(r.reason)) for r in records] == [
+        ("approval_required", "approval_required")
+    ]
+
+
+async def test_a_non_approver_is_not_asked_and_an_operator_approves_out_of_band(
+    tmp_path: Path,
+) -> None:
+    s = Setup(tmp_path)
+    # bob's client would accept anything: it is never asked (bob may not approve)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    async with (
+        open_turn(s.host, BOB, RUN) as turn,
+        http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as client,
+    ):
+        first = await client.call_tool("files.write", ARGS)
+        assert first.is_error and person.asked == []
+        payload = first.structured_content or {}
+        approval_id = payload["approvalId"]
+        assert payload["reason"] == "approval_required" and payload["retry"] is True
+        assert "not asked at the client: bob may not give this approval" in payload["detail"]
+        text = first.content[0].text  # type: ignore[union-attr]
+        assert approval_id in text and "retry this same call" in text
+        assert not s.written.exists()
+        ok = CliRunner().invoke(
+            cli_main,
+            ["approvals", "approve", approval_id, "--db", str(s.db), "--as", "maya", "--role", "m"],
+        )
+        assert ok.exit_code == 0, ok.output
+        again = await client.call_tool("files.write", ARGS)
+    assert not again.is_error, again.content
+    assert s.written.read_text() == "v1\n"
+    approval = ApprovalLedger(s.store).get(approval_id)
+    assert approval is not None and approval.status == "consumed" and approval.via == "cli"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy-without-elicitation"])
+async def test_without_a_channel_to_ask_an_approver_gets_the_out_of_band_path(
+    tmp_path: Path, mode: str
+) -> None:
+    s = Setup(tmp_path)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    kw: dict[str, Any] = {"elicitation_callback": person} if mode == "auto" else {}
+    async with (
+        open_turn(s.host, MAYA, RUN) as turn,
+        http_client(turn.url, turn.token, mode=mode.split("-")[0], **kw) as client,
+    ):
+        result = await client.call_tool("files.write", ARGS)
+    # 2026-07-28 (auto) cannot carry a server-to-client request; the other client
+    # declared no elicitation: nobody is asked, the call is refused naming an approval
+    assert result.is_error and person.asked == []
+    payload = result.structured_content or {}
+    assert payload["reason"] == "approval_required" and payload["approvalId"].startswith("apr-")
+    why = (
+        "this call's channel cannot carry a request to the client"
+        if mode == "auto"
+        else "the client declared no elicitation"
+    )
+    assert f"not asked at the client: {why}" in payload["detail"]
+    assert not s.written.exists()
+    (record,) = s.store.query(MAYA.turn_id)  # and the evidence says why
+    assert why in (record.error or "")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_over_stdio_the_relayed_bridge_asks_on_a_handshake_session(
+    tmp_path: Path, mode: str
+) -> None:
+    from mcp import Client, StdioServerParameters
+
+    s = Setup(tmp_path)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    async with open_turn(s.host, MAYA, RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+        async with Client(params, mode=mode, elicitation_callback=person) as client:
+            result = await client.call_tool("files.write", ARGS)
+    if mode == "legacy":  # stdio carries the question back through the relay to the host
+        assert not result.is_error, result.content
+        assert len(person.asked) == 1 and s.written.read_text() == "v1\n"
+        (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
+        assert approval.status == "consumed" and approval.via == "elicitation"
+        # the client's initialize name came through the relay too
+        assert approval.detail is not None and "answered accept at the client (" in approval.detail
+    else:  # 2026-07-28 over stdio: no server-to-client requests either
+        assert result.is_error and person.asked == []
+        assert "cannot carry a request" in (result.structured_content or {})["detail"]
+        assert not s.written.exists()
+
+
+async def test_an_approval_of_a_closed_turn_cannot_be_answered(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    async with (
+        open_turn(s.host, BOB, RUN) as turn,
+        http_client(turn.url, turn.token, mode="auto") as client,
+    ):
+        first = await client.call_tool("files.write", ARGS)
+    approval_id = (first.structured_content or {})["approvalId"]
+    # the turn closed: its call can no longer be retried; the request's expiry was recorded
+    # before the seal, and nothing is appended after it
+    closed = ApprovalLedger(s.store).get(approval_id)
+    assert closed is not None and closed.status == "expired"
+    assert [e.event for e in closed.events] == ["requested", "expired"]
+    assert closed.events[-1].detail == "the turn closed"
+    late = CliRunner().invoke(
+        cli_main,
+        ["approvals", "approve", approval_id, "--db", str(s.db), "--as", "maya", "--role", "m"],
+    )
+    assert late.exit_code == 1 and "is expired, not pending" in late.output
+    kinds = [link.kind for link in s.store.iter_links(BOB.turn_id)]
+    assert kinds[-1] == "seal" and kinds.count("approval") == 2

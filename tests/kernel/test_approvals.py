@@ -1,0 +1,422 @@
+"""The approval step of the kernel (issue 28): one exact call, one recorded yes, used once.
+
+Real parts: a compiled policy with an approval rule, the files tools over a
+sandbox, a SQLite evidence store, the ``sharedos approvals`` command. Replay
+and tampering — an approval used twice, for other arguments, after it
+lapsed, in another turn, by another principal, after a new bundle — are all
+refused and recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from sharedos.catalog import ToolRegistry
+from sharedos.cli.main import main as cli_main
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.evidence.approvals import ApprovalLedger
+from sharedos.evidence.verify import verify_store
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.kernel.approvals import ApprovalSettings
+from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
+
+POLICY = """
+namespace files
+requirement files.read  { action read;  resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+permit read, write on "/shared/**"
+forbid write on "/shared/frozen/**"
+@id("release-needs-maintainer")
+require approval by role "maintainer", group "release" for write on "/shared/release/**"
+"""
+
+RUN = ToolPolicy(name="all", mode=RunMode.OPEN, managed=("files.*",))
+BOB = AccessContext(principal="bob", tenant="acme", roles=("developer",), turn_id="turn-1")
+
+
+class Host:
+    """A host over one sandbox and one store; ``policy`` may be swapped (a new bundle)."""
+
+    def __init__(self, tmp: Path, policy_text: str = POLICY, **settings: Any) -> None:
+        self.sandbox = tmp / "sandbox"
+        (self.sandbox / "shared" / "release").mkdir(parents=True, exist_ok=True)
+        self.db = tmp / "evidence.db"
+        self.store = SqliteEvidenceStore(self.db)
+        self.registry = ToolRegistry()
+        register_files_tools(self.registry, self.sandbox)
+        self.settings = ApprovalSettings(**settings)
+        self.use(policy_text)
+
+    def use(self, policy_text: str) -> None:
+        self.policy = compile_source(policy_text, "files.sos")
+        self.host = RuntimeHost(
+            Kernel(self.policy, self.registry), self.store, approvals=self.settings
+        )
+
+    def call(self, args: dict[str, Any], context: AccessContext = BOB, peer: Any = None) -> Any:
+        async def go() -> Any:
+            return await self.host.invoke_tool(
+                ToolCall(tool="files.write", arguments=args, turn_id=context.turn_id),
+                context,
+                RUN,
+                peer=peer,
+            )
+
+        return anyio.run(go)
+
+
+def approve(db: Path | str, approval_id: str, *extra: str) -> Any:
+    return CliRunner().invoke(
+        cli_main, ["approvals", "approve", approval_id, "--db", str(db), *extra]
+    )
+
+
+ARGS = {"path": "/shared/release/notes.txt", "content": "v1\n"}
+
+
+def test_out_of_band_approval_then_the_same_call_runs_once(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    first = h.call(ARGS)
+    assert first.outcome is Outcome.DENIED and first.reason is ReasonCode.APPROVAL_REQUIRED
+    s = first.structured
+    assert s["reason"] == "approval_required" and s["retry"] is True
+    approval_id = s["approvalId"]
+    assert approval_id.startswith("apr-") and approval_id in first.content[0]["text"]
+    assert "role 'maintainer' or group 'release'" in s["approvers"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    # retried before anyone answered: the same pending approval, nothing runs
+    again = h.call(ARGS)
+    assert again.structured["approvalId"] == approval_id
+    # a developer may not approve it; a maintainer may
+    denied = approve(h.db, approval_id, "--as", "dan", "--role", "developer")
+    assert denied.exit_code == 1 and "may not answer" in denied.output
+    ok = approve(h.db, approval_id, "--as", "maya", "--role", "maintainer")
+    assert ok.exit_code == 0, ok.output
+    ran = h.call(ARGS)
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    assert (h.sandbox / "shared/release/notes.txt").read_text() == "v1\n"
+    # used once: the next identical call needs a new approval
+    replay = h.call(ARGS)
+    assert replay.reason is ReasonCode.APPROVAL_REQUIRED
+    assert replay.structured["approvalId"] != approval_id
+    assert f"approval {approval_id} was already used" in replay.structured["detail"]
+    approval = ApprovalLedger(h.store).get(approval_id)
+    assert approval is not None and approval.status == "consumed"
+    assert approval.approver == "maya" and approval.via == "cli"
+    assert approval.closed_call == ran.call_id
+    records = {r.call_id: r for r in h.store.query("turn-1")}
+    assert records[first.call_id].effect == "approval_required"
+    # the approval binds the digest the record carries: an auditor can join them
+    assert approval.binding.arguments_digest == records[first.call_id].arguments_digest
+    assert approval.request_call == first.call_id
+    assert records[first.call_id].reason is ReasonCode.APPROVAL_REQUIRED
+    assert (
+        records[ran.call_id].effect == "allow" and records[ran.call_id].outcome is Outcome.SUCCEEDED
+    )
+    assert "release-needs-maintainer" in records[ran.call_id].rule_ids
+    report = verify_store(h.store)
+    assert report.clean, [p.line() for p in report.problems]
+
+
+def _approved(h: Host, args: dict[str, Any] = ARGS, context: AccessContext = BOB) -> str:
+    approval_id = h.call(args, context).structured["approvalId"]
+    assert approve(h.db, approval_id, "--as", "maya", "--group", "release").exit_code == 0
+    return str(approval_id)
+
+
+def test_an_approval_binds_to_the_exact_arguments(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = _approved(h)
+    other = h.call({**ARGS, "content": "v2\n"})
+    assert other.reason is ReasonCode.APPROVAL_REQUIRED
+    assert other.structured["approvalId"] != approval_id
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    # the approved call itself still runs
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED
+
+
+def test_an_approval_binds_to_the_canonical_resource_not_its_spelling(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    _approved(h)
+    spelled = {**ARGS, "path": "/shared/release/../release/notes.txt"}
+    # another spelling is other arguments (the digest is over the arguments as sent)
+    assert h.call(spelled).reason is ReasonCode.APPROVAL_REQUIRED
+
+
+def test_an_approval_binds_to_the_turn_and_the_principal(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    _approved(h)
+    other_turn = AccessContext(principal="bob", tenant="acme", roles=("developer",), turn_id="t2")
+    assert h.call(ARGS, other_turn).reason is ReasonCode.APPROVAL_REQUIRED
+    eve = AccessContext(principal="eve", tenant="acme", roles=("developer",), turn_id="turn-1")
+    assert h.call(ARGS, eve).reason is ReasonCode.APPROVAL_REQUIRED
+    other_tenant = AccessContext(principal="bob", tenant="beta", roles=(), turn_id="turn-1")
+    assert h.call(ARGS, other_tenant).reason is ReasonCode.APPROVAL_REQUIRED
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED  # bob, turn-1: still there for him
+
+
+def test_a_new_bundle_needs_a_new_approval(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = _approved(h)
+    h.use(POLICY + '\npermit read on "/other/**"\n')  # another program, another bundle hash
+    after = h.call(ARGS)
+    assert after.reason is ReasonCode.APPROVAL_REQUIRED
+    assert after.structured["approvalId"] != approval_id
+
+
+def test_a_lapsed_approval_is_refused_and_recorded_expired(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    ledger = ApprovalLedger(h.store)
+    # approved an hour ago with a one-minute life: it lapsed
+    ledger.answer(
+        approval_id,
+        approve=True,
+        approver="maya",
+        via="cli",
+        ttl_s=60,
+        when=datetime.now(UTC) - timedelta(hours=1) + timedelta(seconds=1),
+    )
+    late = h.call(ARGS)
+    assert late.reason is ReasonCode.APPROVAL_REQUIRED
+    assert late.structured["approvalId"] != approval_id
+    got = ledger.get(approval_id)
+    assert got is not None and got.status == "expired"
+    assert [e.event for e in got.events] == ["requested", "approved", "expired"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+
+
+def test_a_lapsed_request_cannot_be_approved(tmp_path: Path) -> None:
+    h = Host(tmp_path, request_ttl_s=0.05)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    import time
+
+    time.sleep(0.1)
+    late = approve(h.db, approval_id, "--as", "maya", "--role", "maintainer")
+    assert late.exit_code == 1 and "lapsed" in late.output
+    got = ApprovalLedger(h.store).get(approval_id)
+    assert got is not None and got.status == "expired"
+
+
+def test_a_denied_approval_refuses_and_a_retry_asks_again(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    no = CliRunner().invoke(
+        cli_main,
+        [
+            "approvals",
+            "deny",
+            approval_id,
+            "--db",
+            str(h.db),
+            "--as",
+            "maya",
+            "--role",
+            "maintainer",
+        ],
+    )
+    assert no.exit_code == 0, no.output
+    after = h.call(ARGS)
+    assert after.reason is ReasonCode.APPROVAL_REQUIRED
+    assert f"approval {approval_id} was denied by maya" in after.structured["detail"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+
+
+def test_a_forbid_wins_and_asks_nobody(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    (h.sandbox / "shared/frozen").mkdir(parents=True)
+    res = h.call({"path": "/shared/frozen/x", "content": "x"})
+    assert res.reason is ReasonCode.FORBIDDEN
+    assert ApprovalLedger(h.store).every() == []
+
+
+def test_two_calls_racing_for_one_approval_one_wins(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = _approved(h)
+
+    async def race() -> list[Any]:
+        results: list[Any] = [None, None]
+
+        async def one(i: int) -> None:
+            results[i] = await h.host.invoke_tool(
+                ToolCall(tool="files.write", arguments=ARGS, turn_id="turn-1"), BOB, RUN
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, 0)
+            tg.start_soon(one, 1)
+        return results
+
+    results = anyio.run(race)
+    outcomes = sorted(str(r.outcome) for r in results)
+    assert outcomes == ["denied", "succeeded"], [r.content for r in results]
+    got = ApprovalLedger(h.store).get(approval_id)
+    assert got is not None and got.status == "consumed"
+    assert sum(1 for e in got.events if e.event == "consumed") == 1
+
+
+class _Peer:
+    """A back channel answering elicitation as a client would (the bridge tests use the SDK)."""
+
+    def __init__(self, answer: dict[str, Any] | None, delay: float = 0.0) -> None:
+        self.answer = answer
+        self.delay = delay
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+        self.can_request = True
+
+    def client_supports(self, capability: str) -> bool:
+        return capability == "elicitation"
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append((message, schema))
+        await asyncio.sleep(self.delay)
+        assert self.answer is not None
+        return self.answer
+
+
+def test_elicitation_is_asked_only_when_the_principal_may_approve(tmp_path: Path) -> None:
+    h = Host(tmp_path, groups={"release": frozenset({"rita"})})
+    peer = _Peer({"action": "accept", "content": {"approve": True}})
+    # bob is a developer: he may not approve, so he is not asked (out of band instead)
+    res = h.call(ARGS, peer=peer)
+    assert res.reason is ReasonCode.APPROVAL_REQUIRED and peer.asked == []
+    rita = AccessContext(principal="rita", tenant="acme", roles=(), turn_id="turn-r")
+    ran = h.call(ARGS, rita, peer=peer)
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    message, schema = peer.asked[0]
+    assert "files.write" in message and "/shared/release/notes.txt" in message
+    assert "sha256:" in message and schema["required"] == ["approve"]
+    (approval,) = ApprovalLedger(h.store).for_turn("turn-r")
+    assert approval.status == "consumed"
+    assert approval.approver == "rita" and approval.via == "elicitation"
+
+
+def test_elicitation_decline_and_timeout_refuse(tmp_path: Path) -> None:
+    h = Host(tmp_path, elicitation_timeout_s=0.2)
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="t")
+    declined = h.call(ARGS, maya, peer=_Peer({"action": "decline"}))
+    assert declined.reason is ReasonCode.APPROVAL_REQUIRED
+    assert "declined" in declined.structured["detail"]
+    said_no = h.call(ARGS, maya, peer=_Peer({"action": "accept", "content": {"approve": False}}))
+    assert said_no.reason is ReasonCode.APPROVAL_REQUIRED
+    slow = h.call(ARGS, maya, peer=_Peer({"action": "accept", "content": {"approve": True}}, 5))
+    assert slow.reason is ReasonCode.APPROVAL_REQUIRED
+    assert "no answer from the client" in slow.structured["detail"]
+    statuses = [a.status for a in ApprovalLedger(h.store).for_turn("t")]
+    assert statuses == ["denied", "denied", "expired"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+
+
+def test_without_a_ledger_a_call_that_needs_approval_is_refused(tmp_path: Path) -> None:
+    from sharedos.kernel.recorder import RecordOnlyStore  # noqa: F401  (the store API stays)
+
+    h = Host(tmp_path)
+    h.host.approvals = None
+    res = h.call(ARGS)
+    assert res.reason is ReasonCode.APPROVAL_REQUIRED
+    assert res.structured["retry"] is False
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+
+
+@pytest.mark.parametrize("status", ["pending", "all"])
+def test_list_and_show(tmp_path: Path, status: str) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    out = CliRunner().invoke(cli_main, ["approvals", "list", "--db", str(h.db), "--status", status])
+    assert out.exit_code == 0 and approval_id in out.output
+    shown = CliRunner().invoke(cli_main, ["approvals", "show", approval_id, "--db", str(h.db)])
+    assert shown.exit_code == 0, shown.output
+    assert "files.write on /shared/release/notes.txt" in shown.output
+    assert '"content": "v1\\n"' in shown.output and "release-needs-maintainer" in shown.output
+
+
+def test_a_pending_approval_survives_a_restart(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    h.store.close()  # the host goes away with the request pending
+    again = Host(tmp_path)  # a new host process on the same store
+    listed = CliRunner().invoke(cli_main, ["approvals", "list", "--db", str(again.db)])
+    assert listed.exit_code == 0 and approval_id in listed.output
+    assert approve(again.db, approval_id, "--as", "maya", "--role", "maintainer").exit_code == 0
+    ran = again.call(ARGS)
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    got = ApprovalLedger(again.store).get(approval_id)
+    assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
+
+
+def test_two_hosts_sharing_postgresql_consume_an_approval_once(tmp_path: Path, pg_url: str) -> None:
+    from sharedos.evidence.url import open_store
+
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "shared" / "release").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    policy = compile_source(POLICY, "files.sos")
+    stores = [open_store(pg_url), open_store(pg_url)]
+    hosts = [RuntimeHost(Kernel(policy, registry), s, approvals=ApprovalSettings()) for s in stores]
+    call = ToolCall(tool="files.write", arguments=ARGS, turn_id="turn-1")
+    try:
+        first = anyio.run(lambda: hosts[0].invoke_tool(call, BOB, RUN))
+        approval_id = first.structured["approvalId"]
+        # the other host sees the same pending approval
+        seen = ApprovalLedger(stores[1]).get(approval_id)
+        assert seen is not None and seen.status == "pending"
+        assert approve(pg_url, approval_id, "--as", "maya", "--role", "maintainer").exit_code == 0
+
+        async def race() -> list[Any]:
+            results: list[Any] = [None, None]
+
+            async def one(i: int) -> None:
+                results[i] = await hosts[i].invoke_tool(call, BOB, RUN)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0)
+                tg.start_soon(one, 1)
+            return results
+
+        results = anyio.run(race)
+        assert sorted(str(r.outcome) for r in results) == ["denied", "succeeded"]
+        loser = next(r for r in results if r.outcome is Outcome.DENIED)
+        assert loser.reason is ReasonCode.APPROVAL_REQUIRED
+        got = ApprovalLedger(stores[0]).get(approval_id)
+        assert got is not None and got.status == "consumed"
+        assert [e.event for e in got.events].count("consumed") == 1
+        assert verify_store(stores[1]).clean
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_with_a_host_file_the_approvers_roles_are_the_hosts(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    host_file = tmp_path / "host.toml"
+    host_file.write_text(
+        "version = 1\n"
+        '[harness.pi]\nprovider = "scripted"\n'
+        f'[evidence]\nurl = "{h.db}"\n'
+        '[approvals.approvers.maya]\nroles = ["maintainer"]\n',
+        encoding="utf-8",
+    )
+    base = ["approvals", "approve", approval_id, "--host-file", str(host_file)]
+    # roles asserted on the command line are refused when the host says who is who
+    asserted = CliRunner().invoke(cli_main, [*base, "--as", "dan", "--role", "maintainer"])
+    assert asserted.exit_code != 0 and "--role and --group are refused" in asserted.output
+    dan = CliRunner().invoke(cli_main, [*base, "--as", "dan"])
+    assert dan.exit_code == 1 and "dan may not answer" in dan.output
+    maya = CliRunner().invoke(cli_main, [*base, "--as", "maya"])
+    assert maya.exit_code == 0, maya.output
+    got = ApprovalLedger(h.store).get(approval_id)
+    assert got is not None and got.approver == "maya" and got.detail is not None
+    assert f"roles and groups from {host_file}" in got.detail and "os user" in got.detail
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED
