@@ -34,10 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from sharedos.confine.detect import ConfinementUnavailable
@@ -176,6 +178,29 @@ async def _read_all(fd: int, timeout_s: float, until: bytes) -> bytes:
     return data
 
 
+#: how long a sandbox's loopback may take to come up after bubblewrap reports its PID
+_LOOPBACK_UP_S = 10.0
+
+
+def _bind_when_up(sock: socket.socket, port: int) -> None:
+    """Bind ``sock`` to 127.0.0.1:``port`` in the namespace this thread is in, waiting for
+    its loopback to come up: bubblewrap reports the child's PID (``--info-fd``) as soon as
+    the namespace exists, while the child is still bringing ``lo`` up, so on a busy host
+    127.0.0.1 may not be assignable yet (EADDRNOTAVAIL). Any other error, or a loopback
+    still down after ``_LOOPBACK_UP_S``, is raised."""
+    deadline = time.monotonic() + _LOOPBACK_UP_S
+    delay = 0.001
+    while True:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 def _listen_in(pid: int, ports: Sequence[int]) -> list[socket.socket]:
     """Listeners on 127.0.0.1:PORT inside ``pid``'s network namespace (from a thread of its own)."""
     out: list[socket.socket] = []
@@ -196,7 +221,7 @@ def _listen_in(pid: int, ports: Sequence[int]) -> list[socket.socket]:
             for port in ports:
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
                 out.append(sock)
-                sock.bind(("127.0.0.1", port))
+                _bind_when_up(sock, port)
                 sock.listen(128)
                 sock.setblocking(False)
         except BaseException as exc:
