@@ -33,6 +33,8 @@ classes live beside the code that raises them; the tree (checked by
     │   └── StateError(OSError)                   sharedos.bundles.state
     ├── EvidenceError                             sharedos.errors
     │   ├── EvidenceStoreError(RuntimeError)      sharedos.evidence.store
+    │   │   └── ApprovalTaken                     sharedos.evidence.approvals
+    │   ├── ApprovalError(ValueError)             sharedos.evidence.approvals
     │   ├── StaleHead                             sharedos.evidence.appender
     │   ├── CommitUnknown                         sharedos.evidence.appender
     │   ├── CheckpointTaken                       sharedos.evidence.checkpoint

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from sharedos.errors import SharedOSError
+from sharedos.errors import EvidenceError
 from sharedos.evidence.chain import APPROVAL_FIELDS
 from sharedos.evidence.store import EvidenceStoreError
 
@@ -69,7 +69,7 @@ class ApprovalTaken(EvidenceStoreError):
         super().__init__(message, "conflict")
 
 
-class ApprovalError(SharedOSError, ValueError):
+class ApprovalError(EvidenceError, ValueError):
     """An approval cannot take that step (unknown, already answered, lapsed, used)."""
 
 
