@@ -49,6 +49,8 @@ __all__ = ["MAX_SHADOW_ERROR", "ShadowDecider"]
 MAX_SHADOW_ERROR = 500
 #: tools whose sameness is remembered (cleared when full: a long-lived host's tool names)
 _TOOLS_KEPT = 65_536
+#: enforced decisions whose answer is remembered (cleared when full)
+_DECISIONS_KEPT = 65_536
 #: a tool the candidate must decide itself
 _DECIDE: Mapping[str, str] | None = None
 #: a tool not looked at yet
@@ -83,8 +85,11 @@ class ShadowDecider:
         self.enforced = enforced
         #: tool -> enforced rule id -> the candidate's id of the same rule (None: decide)
         self._same: dict[str, Mapping[str, str] | None] = {}
-        #: tool left alike -> (the enforced decision last seen, the answer made for it)
-        self._last: dict[str, tuple[DecisionLike, Mapping[str, Any]]] = {}
+        #: id of an enforced decision of a tool left alike -> (that decision, the tool, the
+        #: answer made for it): the policy hands out the same decision object for a cached
+        #: verdict, so a repeated call is one probe (the entry holds the decision, so the id
+        #: stays its own while it is kept)
+        self._last: dict[int, tuple[DecisionLike, str, Mapping[str, Any]]] = {}
         #: (tool left alike, effect, reason, the candidate's rule ids) -> the answer
         self._answers: dict[tuple[str, str, str, tuple[str, ...]], Mapping[str, Any]] = {}
         #: the candidate's bundle hash, recorded with every shadow decision
@@ -110,9 +115,9 @@ class ShadowDecider:
         the candidate's). A candidate that raises gives ``{"policy", "error"}``.
         The answer is read-only (it may be shared by the rows of equal decisions).
         """
-        last = self._last.get(tool)
-        if last is not None and last[0] is enforced:
-            return last[1]  # the same decision of a tool left alike: the same answer
+        last = self._last.get(id(enforced))
+        if last is not None and last[0] is enforced and last[1] == tool:
+            return last[2]  # the same decision of a tool left alike: the same answer
         try:
             same = self._same.get(tool, _UNKNOWN) if self.enforced is not None else None
             if same is _UNKNOWN:
@@ -120,9 +125,9 @@ class ShadowDecider:
             if same is not None and enforced is not None:
                 answer = self._alike(tool, same, enforced)
                 if answer is not None:
-                    if len(self._last) >= _TOOLS_KEPT:
+                    if len(self._last) >= _DECISIONS_KEPT:
                         self._last.clear()
-                    self._last[tool] = (enforced, answer)
+                    self._last[id(enforced)] = (enforced, tool, answer)
                     return answer
             decision_context: Mapping[str, Any] = context.policy_input
             if self._reads_clock:
