@@ -9,7 +9,7 @@ Layer order (docs/contracts.md, issue 15 move 2)::
 
     names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical,
     redaction, tomlpos
-      → policy, evidence, catalog → kernel → tools, upstream → bridge
+      → policy, evidence, catalog → kernel → tools, upstream → bridge, testing
       → harness → conformance → cli
 """
 
@@ -45,7 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),
     ("tools", "upstream"),
-    ("bridge",),
+    ("bridge", "testing"),
     ("harness",),
     ("conformance",),
     ("cli",),

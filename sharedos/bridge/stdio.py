@@ -68,7 +68,7 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
 
         register_files_tools(registry, turn.sandbox_root)
     if "conformance" in turn.tool_sets:
-        from sharedos.bridge.conformance_tools import conformance_tools
+        from sharedos.testing.conformance_tools import conformance_tools
 
         registry.register_many(conformance_tools())
     if turn.tool_policy is not None:

@@ -124,7 +124,7 @@ def _context(
 
 
 def _plan(plan_file: Path | None) -> list[Any]:
-    from sharedos.harness.scripted_model.plan import ScriptedAttempt
+    from sharedos.testing.scripted_model.plan import ScriptedAttempt
 
     if plan_file is None:
         return []

@@ -86,7 +86,7 @@ async def left_running(
     from sharedos.harness.adapters import get_adapter
     from sharedos.harness.hostconfig import default_host_config
     from sharedos.harness.process import run_process
-    from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
+    from sharedos.testing.scripted_model import ScriptedAttempt, ScriptedModelServer
 
     cfg = default_host_config().get(harness_id)
     env = build_environment(manifest, workdir, name=f"left-{harness_id}-{transport}")
@@ -162,7 +162,7 @@ async def deadline_check(harness_id: str, workdir: Path, manifest: Any) -> dict[
     """A turn whose deadline expires mid-run: the group is killed and the bridge closed."""
     from sharedos.conformance.environment import build_environment
     from sharedos.harness.runtime import create_mcp_harness_runtime
-    from sharedos.harness.scripted_model import ScriptedAttempt
+    from sharedos.testing.scripted_model import ScriptedAttempt
 
     env = build_environment(manifest, workdir, name=f"deadline-{harness_id}")
     ctx = env.context(manifest.default_context, f"deadline-{harness_id}-{os.getpid()}")

@@ -23,18 +23,26 @@ views over ``chain`` with the same names and columns (``attempts``,
 ``outcomes``, ``turns``, ``seals``, ``links``, ``evidence``), so auditors'
 queries keep working. ``checkpoints`` and ``checkpoint_heads`` hold the
 store-wide signed heads (``sharedos.evidence.checkpoint``).
+
+The statements both stores run — the lookups, the counts and the checkpoint
+write — are written here once, with each dialect's placeholders.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS
+from sharedos.evidence.checkpoint import Checkpoint
+from sharedos.evidence.store import INTERRUPTED, EvidenceCounts
 
 __all__ = [
     "CHAIN_COLUMNS",
+    "CHECKPOINT_COLUMNS",
     "CONTENT_OF",
     "READER_SQL",
+    "TURNS_SQL",
     "VIEWS",
     "VIEW_NAMES",
     "Dialect",
@@ -43,7 +51,13 @@ __all__ = [
     "approvals_step",
     "chain_rows_sql",
     "checkpoint_ddl",
+    "checkpoint_heads_sql",
+    "checkpoint_insert_sql",
+    "checkpoint_values",
+    "counts_sql",
+    "fold_counts",
     "insert_sql",
+    "lookup_sql",
     "picked",
     "reader_sql",
     "table_ddl",
@@ -315,3 +329,87 @@ def lookup_sql(name: str, dialect: Dialect) -> str:
     mark = "?" if dialect == "sqlite" else "%s"
     collate = "" if dialect == "sqlite" else ' COLLATE "C"'
     return _LOOKUPS[name].replace("{p}", mark).replace("{collate}", collate)
+
+
+# -- the counts both stores make, in one shape ------------------------------------------
+
+#: (status, reason, attempts) per pair: an attempt without an outcome is ``interrupted``
+_COUNTS = (
+    f"SELECT COALESCE(outcome, '{INTERRUPTED}'), COALESCE(reason, outcome, '{INTERRUPTED}'), "
+    "COUNT(*) FROM evidence{where} GROUP BY 1, 2"
+)
+#: turn ids with their number of attempts, in order of first appearance (no placeholders)
+TURNS_SQL = "SELECT turn_id, COUNT(*) FROM attempts GROUP BY turn_id ORDER BY MIN(seq)"
+
+
+def counts_sql(dialect: Dialect, *, one_turn: bool) -> str:
+    """The counts statement (``fold_counts`` reads its rows), over every attempt or, with
+    ``one_turn``, over one turn's (one placeholder: the turn id)."""
+    mark = "?" if dialect == "sqlite" else "%s"
+    return _COUNTS.replace("{where}", f" WHERE turn_id = {mark}" if one_turn else "")
+
+
+def fold_counts(rows: Iterable[Sequence[Any]]) -> EvidenceCounts:
+    """``EvidenceCounts`` from the rows of ``counts_sql``: totals by status and by reason,
+    each keyed in sorted order."""
+    by_outcome: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
+    for status, reason, n in rows:
+        by_outcome[status] = by_outcome.get(status, 0) + int(n)
+        by_reason[reason] = by_reason.get(reason, 0) + int(n)
+    return EvidenceCounts(
+        total=sum(by_outcome.values()),
+        by_outcome=dict(sorted(by_outcome.items())),
+        by_reason=dict(sorted(by_reason.items())),
+    )
+
+
+# -- the checkpoint write, in one shape --------------------------------------------------
+
+#: the stored columns of a checkpoint, in the order ``checkpoint_values`` gives them
+CHECKPOINT_COLUMNS = (
+    "number",
+    "store_id",
+    "taken_at",
+    "prev_hash",
+    "heads",
+    "heads_hash",
+    "key_id",
+    "signature",
+    "hash",
+)
+_HEADS_INSERT = "INSERT INTO checkpoint_heads (number, turn_id, pos, hash)"
+
+
+def checkpoint_insert_sql(dialect: Dialect) -> str:
+    """``INSERT`` of one checkpoint row (placeholders: ``checkpoint_values``)."""
+    mark = "?" if dialect == "sqlite" else "%s"
+    marks = ", ".join([mark] * len(CHECKPOINT_COLUMNS))
+    return f"INSERT INTO checkpoints ({', '.join(CHECKPOINT_COLUMNS)}) VALUES ({marks})"
+
+
+def checkpoint_heads_sql(dialect: Dialect) -> str:
+    """``INSERT`` of a checkpoint's heads. SQLite: one head per execution (``executemany``
+    with ``(number, turn_id, pos, hash)``); PostgreSQL: every head in one statement
+    (placeholders: the number, then arrays of turn ids, positions and hashes)."""
+    if dialect == "sqlite":
+        return f"{_HEADS_INSERT} VALUES (?, ?, ?, ?)"
+    return (
+        f"{_HEADS_INSERT} "
+        "SELECT %s, t, p, h FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u (t, p, h)"
+    )
+
+
+def checkpoint_values(cp: Checkpoint) -> tuple[Any, ...]:
+    """The values of ``cp`` for ``checkpoint_insert_sql``, in ``CHECKPOINT_COLUMNS`` order."""
+    return (
+        cp.number,
+        cp.store_id,
+        cp.taken_at,
+        cp.prev,
+        cp.heads,
+        cp.heads_hash,
+        cp.key_id,
+        cp.signature,
+        cp.hash,
+    )

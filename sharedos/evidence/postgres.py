@@ -60,7 +60,13 @@ from sharedos.evidence.appender import (
 from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS, Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
+    TURNS_SQL,
     chain_rows_sql,
+    checkpoint_heads_sql,
+    checkpoint_insert_sql,
+    checkpoint_values,
+    counts_sql,
+    fold_counts,
     insert_sql,
     lookup_sql,
     picked,
@@ -101,6 +107,12 @@ _ATTEMPT_LINK_SQL = lookup_sql("attempt_link", "postgresql")
 _LINK_AT_SQL = lookup_sql("link_at", "postgresql")
 _LAST_CHECKPOINT_SQL = lookup_sql("last_checkpoint", "postgresql")
 _STORE_ID_SQL = lookup_sql("store_id", "postgresql")
+#: a checkpoint and its heads in one statement (the heads from three arrays)
+_WRITE_CHECKPOINT_SQL = (
+    f"WITH c AS ({checkpoint_insert_sql('postgresql')}) {checkpoint_heads_sql('postgresql')}"
+)
+_COUNTS_SQL = counts_sql("postgresql", one_turn=False)
+_TURN_COUNTS_SQL = counts_sql("postgresql", one_turn=True)
 #: each turn's furthest checkpointed head, in the binary order of turn ids
 _COVERAGE_SQL = (
     'SELECT DISTINCT ON (k.turn_id COLLATE "C") k.turn_id, k.pos, k.hash, k.number '
@@ -610,22 +622,8 @@ class PostgresEvidenceStore:
         """Commit checkpoint ``cp`` and its heads in one statement (``CheckpointTaken`` when
         another writer took its number)."""
         self._guarded()
-        sql = (
-            "WITH c AS (INSERT INTO checkpoints (number, store_id, taken_at, prev_hash, heads, "
-            "heads_hash, key_id, signature, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)) "
-            "INSERT INTO checkpoint_heads (number, turn_id, pos, hash) "
-            "SELECT %s, t, p, h FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u (t, p, h)"
-        )
         params = (
-            cp.number,
-            cp.store_id,
-            cp.taken_at,
-            cp.prev,
-            cp.heads,
-            cp.heads_hash,
-            cp.key_id,
-            cp.signature,
-            cp.hash,
+            *checkpoint_values(cp),
             cp.number,
             [pg_text(t) for t, _, _ in heads],
             [p for _, p, _ in heads],
@@ -633,7 +631,7 @@ class PostgresEvidenceStore:
         )
         with self._writer_conn() as conn:
             try:
-                conn.execute(sql, params)
+                conn.execute(_WRITE_CHECKPOINT_SQL, params)
             except Exception as exc:
                 state = getattr(exc, "sqlstate", None)
                 constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
@@ -873,30 +871,13 @@ class PostgresEvidenceStore:
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
-        where, params = self._where(turn_id)
-        rows = self._read(
-            f"SELECT COALESCE(o.outcome, '{INTERRUPTED}'), "
-            f"COALESCE(o.reason, o.outcome, '{INTERRUPTED}'), COUNT(*) "
-            f"FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq{where} GROUP BY 1, 2",
-            params,
-        )
-        by_outcome: dict[str, int] = {}
-        by_reason: dict[str, int] = {}
-        for status, reason, n in rows:
-            by_outcome[status] = by_outcome.get(status, 0) + int(n)
-            by_reason[reason] = by_reason.get(reason, 0) + int(n)
-        return EvidenceCounts(
-            total=sum(by_outcome.values()),
-            by_outcome=dict(sorted(by_outcome.items())),
-            by_reason=dict(sorted(by_reason.items())),
-        )
+        if turn_id is None:
+            return fold_counts(self._read(_COUNTS_SQL, []))
+        return fold_counts(self._read(_TURN_COUNTS_SQL, [pg_text(turn_id)]))
 
     def turns(self) -> list[tuple[str, int]]:
         """Turn ids with their number of attempts, in order of first appearance."""
-        rows = self._read(
-            "SELECT turn_id, COUNT(*) FROM attempts GROUP BY turn_id ORDER BY MIN(seq)", []
-        )
-        return [(str(t), int(n)) for t, n in rows]
+        return [(str(t), int(n)) for t, n in self._read(TURNS_SQL, [])]
 
     def close(self) -> None:
         """Write a last checkpoint over what was committed here, then close the pool

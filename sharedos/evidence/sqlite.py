@@ -71,8 +71,14 @@ from sharedos.evidence.appender import (
 from sharedos.evidence.chain import APPROVAL_FIELDS, Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
+    TURNS_SQL,
     approvals_step,
     chain_rows_sql,
+    checkpoint_heads_sql,
+    checkpoint_insert_sql,
+    checkpoint_values,
+    counts_sql,
+    fold_counts,
     lookup_sql,
     reader_sql,
 )
@@ -248,10 +254,10 @@ def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
 
 FileId = tuple[int, int]
 
-_INSERT_CHECKPOINT = (
-    "INSERT INTO checkpoints (number, store_id, taken_at, prev_hash, heads, heads_hash, key_id, "
-    "signature, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_INSERT_CHECKPOINT = checkpoint_insert_sql("sqlite")
+_INSERT_CHECKPOINT_HEAD = checkpoint_heads_sql("sqlite")
+_COUNTS_SQL = counts_sql("sqlite", one_turn=False)
+_TURN_COUNTS_SQL = counts_sql("sqlite", one_turn=True)
 #: each turn's head past the furthest position its checkpoints covered
 _UNCOVERED_SQL = lookup_sql("uncovered", "sqlite")
 _HEAD_SQL = lookup_sql("head", "sqlite")
@@ -265,20 +271,6 @@ _COVERAGE_SQL = (
     "(SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) m "
     "ON m.turn_id = k.turn_id AND m.pos = k.pos ORDER BY k.turn_id, k.number"
 )
-
-
-def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
-    return (
-        cp.number,
-        cp.store_id,
-        cp.taken_at,
-        cp.prev,
-        cp.heads,
-        cp.heads_hash,
-        cp.key_id,
-        cp.signature,
-        cp.hash,
-    )
 
 
 def iter_checkpoint_rows(
@@ -747,12 +739,11 @@ class SqliteEvidenceStore:
             cur.execute("BEGIN IMMEDIATE")
             try:
                 try:
-                    cur.execute(_INSERT_CHECKPOINT, _checkpoint_row(cp))
+                    cur.execute(_INSERT_CHECKPOINT, checkpoint_values(cp))
                 except sqlite3.IntegrityError:
                     raise CheckpointTaken() from None
                 cur.executemany(
-                    "INSERT INTO checkpoint_heads (number, turn_id, pos, hash) VALUES (?, ?, ?, ?)",
-                    [(cp.number, t, p, h) for t, p, h in heads],
+                    _INSERT_CHECKPOINT_HEAD, [(cp.number, t, p, h) for t, p, h in heads]
                 )
                 cur.execute("COMMIT")
             except BaseException:
@@ -1038,31 +1029,13 @@ class SqliteEvidenceStore:
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
-        where, params = self._where(turn_id)
-        by_outcome = dict(
-            self._read(
-                f"SELECT COALESCE(outcome, '{INTERRUPTED}'), COUNT(*) FROM evidence{where} "
-                "GROUP BY 1 ORDER BY 1",
-                params,
-            )
-        )
-        by_reason = dict(
-            self._read(
-                f"SELECT COALESCE(reason, outcome, '{INTERRUPTED}'), COUNT(*) FROM evidence{where} "
-                "GROUP BY 1 ORDER BY 1",
-                params,
-            )
-        )
-        return EvidenceCounts(
-            total=sum(by_outcome.values()), by_outcome=by_outcome, by_reason=by_reason
-        )
+        if turn_id is None:
+            return fold_counts(self._read(_COUNTS_SQL, []))
+        return fold_counts(self._read(_TURN_COUNTS_SQL, [turn_id]))
 
     def turns(self) -> list[tuple[str, int]]:
         """Turn ids with their number of attempts, in order of first appearance."""
-        rows = self._read(
-            "SELECT turn_id, COUNT(*) FROM evidence GROUP BY turn_id ORDER BY MIN(seq)", []
-        )
-        return [(str(t), int(n)) for t, n in rows]
+        return [(str(t), int(n)) for t, n in self._read(TURNS_SQL, [])]
 
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:

@@ -21,8 +21,8 @@ from typing import Any
 from sharedos.evidence import record_dict
 from sharedos.harness.adapters import correlation_keys
 from sharedos.harness.outputs import HarnessToolEvent
-from sharedos.harness.scripted_model.plan import IssuedCall
 from sharedos.names import dsh_public_name, harness_sanitized
+from sharedos.testing.scripted_model.plan import IssuedCall
 
 
 @dataclass(frozen=True)

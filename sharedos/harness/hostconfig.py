@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from sharedos.errors import HarnessError
-from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
+from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate
 from sharedos.upstream.config import TokenStoreConfig, UpstreamConfig, parse_upstreams
 

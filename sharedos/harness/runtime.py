@@ -59,8 +59,6 @@ from sharedos.harness.jiti import adopt, jiti_cache_dir
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.paths import dsh_dir, tools_dir
 from sharedos.harness.process import OutputHook, ProcessResult, redact, run_process
-from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
-from sharedos.harness.scripted_model.plan import IssuedCall
 from sharedos.harness.tools import harness_version
 from sharedos.identity import (
     ColumnKind,
@@ -69,6 +67,8 @@ from sharedos.identity import (
     McpSupport,
     SystemIdentity,
 )
+from sharedos.testing.scripted_model import ScriptedAttempt, ScriptedModelServer
+from sharedos.testing.scripted_model.plan import IssuedCall
 from sharedos.toolpolicy import RunMode, ToolPolicy
 
 if TYPE_CHECKING:
@@ -652,7 +652,7 @@ class McpHarnessRuntime:
     async def _warm_jiti(self, like: HarnessSandbox, target: Path) -> None:
         """One run of Pi + the adapter, scripted model, no plan, no bridge: fills the cache."""
         from sharedos.harness.hostconfig import SecretEnv
-        from sharedos.harness.scripted_model.plan import SCRIPTED_MODEL_NAME
+        from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 
         warm = Path(tempfile.mkdtemp(prefix="sharedos-jiti-warm-"))
         model = ScriptedModelServer([]).start()

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sharedos.policy import ast
@@ -121,14 +122,31 @@ def compile_program(
     maps a file's path as given to the name the program records for it (a
     path relative to a declared root: the compiled program, and so its hash,
     does not depend on how paths were spelled on a command line).
+
+    The stages, in order: the requirements (and which actions each namespace
+    declares), the rule tables and walks, the source hashes, then the program
+    assembled from them. Each stage is a function below; the order of the
+    program's keys and of every list is what it always was, so a bundle's
+    hash does not depend on how the compiler is organised.
     """
-    known = patterns or {}
-    named_by_ns = conditions or {}
     renamed = names or {}
 
     def name(path: str) -> str:
         return renamed.get(path, path)
 
+    requirements, ns_actions = _compile_requirements(files, name)
+    tables = _Tables.declared(ns_actions, name, patterns or {}, conditions or {})
+    for file in files:
+        for rule in file.rules:
+            tables.add(rule, ns_actions.get(rule.namespace, []))
+    return _assemble(requirements, tables, tool_policies, _source_hashes(files, name))
+
+
+def _compile_requirements(
+    files: Sequence[ast.PolicyFile], name: Callable[[str], str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """Stage 1: each tool's first complete requirement, encoded, and per namespace
+    the actions its requirements declare (in the order first seen)."""
     requirements: dict[str, dict[str, Any]] = {}
     ns_actions: dict[str, list[str]] = {}
     for file in files:
@@ -147,36 +165,73 @@ def compile_program(
             acts = ns_actions.setdefault(req.namespace, [])
             if req.action not in acts:
                 acts.append(req.action)
-    cols = _Columns(name, known, named_by_ns)
-    approval_cols = _Columns(name, known, named_by_ns)
-    approvers: list[list[list[str]]] = []
-    approval_index: dict[str, dict[str, list[list[int]]]] = {}
-    builder = IndexBuilder()
-    for ns, acts in ns_actions.items():
-        for action in acts:
-            builder.declare(ns, action)
-    for file in files:
-        for rule in file.rules:
-            targets = ns_actions.get(rule.namespace, [])
-            actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
-            if rule.effect == "approval":
-                idx, penc = approval_cols.add(rule, forbid=True)
-                approvers.append([[a.kind, a.name] for a in rule.approvers])
-                side = 0 if penc["abs"] else 1
-                by_action = approval_index.setdefault(rule.namespace, {})
-                for action in dict.fromkeys(actions):
-                    by_action.setdefault(action, [[], []])[side].append(idx)
-                continue
-            forbid = rule.effect == "forbid"
-            idx, penc = cols.add(rule, forbid=forbid)
-            prefix = tuple(literal_prefix(penc))
+    return requirements, ns_actions
+
+
+@dataclass
+class _Tables:
+    """Stage 2's state: the rule table and its walks, and the approval rules' table
+    with who approves each and its per-action index."""
+
+    rules: _Columns
+    approvals: _Columns
+    builder: IndexBuilder
+    approvers: list[list[list[str]]] = field(default_factory=list)
+    approval_index: dict[str, dict[str, list[list[int]]]] = field(default_factory=dict)
+
+    @classmethod
+    def declared(
+        cls,
+        ns_actions: Mapping[str, Sequence[str]],
+        name: Callable[[str], str],
+        patterns: Mapping[str, dict[str, Any]],
+        named_by_ns: Mapping[str, Mapping[str, ast.Expr]],
+    ) -> _Tables:
+        """Empty tables, the walks declaring every (namespace, action) a requirement names."""
+        builder = IndexBuilder()
+        for ns, acts in ns_actions.items():
+            for action in acts:
+                builder.declare(ns, action)
+        return cls(
+            _Columns(name, patterns, named_by_ns), _Columns(name, patterns, named_by_ns), builder
+        )
+
+    def add(self, rule: ast.Rule, targets: Sequence[str]) -> None:
+        """Add one rule for the declared actions ``targets`` of its namespace: an
+        approval rule to the approval table, a permit or forbid to the table and walks."""
+        actions = targets if "*" in rule.actions else [a for a in rule.actions if a in targets]
+        if rule.effect == "approval":
+            idx, penc = self.approvals.add(rule, forbid=True)
+            self.approvers.append([[a.kind, a.name] for a in rule.approvers])
+            side = 0 if penc["abs"] else 1
+            by_action = self.approval_index.setdefault(rule.namespace, {})
             for action in dict.fromkeys(actions):
-                builder.add(rule.namespace, action, forbid, bool(penc["abs"]), prefix, idx)
-    index = builder.build()
-    sources = {
+                by_action.setdefault(action, [[], []])[side].append(idx)
+            return
+        forbid = rule.effect == "forbid"
+        idx, penc = self.rules.add(rule, forbid=forbid)
+        prefix = tuple(literal_prefix(penc))
+        for action in dict.fromkeys(actions):
+            self.builder.add(rule.namespace, action, forbid, bool(penc["abs"]), prefix, idx)
+
+
+def _source_hashes(files: Sequence[ast.PolicyFile], name: Callable[[str], str]) -> dict[str, str]:
+    """Stage 3: each file's recorded name -> the sha256 of its text."""
+    return {
         name(f.path): hashlib.sha256(f.source.encode("utf-8", "surrogatepass")).hexdigest()
         for f in files
     }
+
+
+def _assemble(
+    requirements: dict[str, dict[str, Any]],
+    tables: _Tables,
+    tool_policies: Mapping[str, ToolPolicy],
+    sources: dict[str, str],
+) -> dict[str, Any]:
+    """Stage 4: the program, its keys in their fixed order (the bundle hash covers it)."""
+    cols, approval_cols, builder = tables.rules, tables.approvals, tables.builder
+    index = builder.build()  # before reading builder.groups, which it completes
     program: dict[str, Any] = {
         "requirements": requirements,
         "rules": cols.encoded(),
@@ -199,8 +254,8 @@ def compile_program(
     if approval_cols.n:
         program["approvals"] = {
             "rules": approval_cols.encoded(),
-            "approvers": approvers,
-            "index": approval_index,
+            "approvers": tables.approvers,
+            "index": tables.approval_index,
         }
     return program
 

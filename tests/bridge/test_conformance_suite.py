@@ -19,12 +19,12 @@ import anyio
 import pytest
 
 from sharedos.bridge import open_turn
-from sharedos.bridge.conformance_tools import conformance_tools
 from sharedos.catalog.registry import ToolRegistry
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.kernel.context import AccessContext
 from sharedos.kernel.kernel import Kernel
 from sharedos.kernel.runtime import RuntimeHost
+from sharedos.testing.conformance_tools import conformance_tools
 from tests.bridge.authproxy import AuthInjectingProxy
 from tests.bridge.conftest import DATA, OPEN_POLICY, NodeTools, Runtime, compile_rules
 

@@ -164,11 +164,11 @@ async def test_stdio_bundle_progress_logs_and_back_channel(tmp_path: Path, mode:
     """A compiled bundle, the conformance tool set, and the transport hooks over stdio."""
     from mcp_types import ElicitResult
 
-    from sharedos.bridge.conformance_tools import conformance_tools
     from sharedos.catalog.registry import ToolRegistry
     from sharedos.evidence.sqlite import SqliteEvidenceStore
     from sharedos.kernel.kernel import Kernel
     from sharedos.kernel.runtime import RuntimeHost
+    from sharedos.testing.conformance_tools import conformance_tools
     from tests.bridge.conftest import compile_rules
 
     policy = compile_rules("conformance.sos")
@@ -233,11 +233,11 @@ async def test_stdio_bundle_progress_logs_and_back_channel(tmp_path: Path, mode:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_stdio_cancellation_is_recorded(tmp_path: Path, mode: str) -> None:
     """Cancelling a call over stdio cancels the handler; the kernel records ``cancelled``."""
-    from sharedos.bridge.conformance_tools import conformance_tools
     from sharedos.catalog.registry import ToolRegistry
     from sharedos.evidence.sqlite import SqliteEvidenceStore
     from sharedos.kernel.kernel import Kernel
     from sharedos.kernel.runtime import RuntimeHost
+    from sharedos.testing.conformance_tools import conformance_tools
     from tests.bridge.conftest import compile_rules
 
     policy = compile_rules("conformance.sos")

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from sharedos.harness.runtime import create_mcp_harness_runtime
-from sharedos.harness.scripted_model import ScriptedAttempt
 from sharedos.harness.tools import HarnessUnavailable
+from sharedos.testing.scripted_model import ScriptedAttempt
 from tests.clients.world import strict_world
 
 pytestmark = [pytest.mark.anyio, pytest.mark.harness]

@@ -21,8 +21,8 @@ from sharedos.harness.hostconfig import HostConfigError, default_host_config, pa
 from sharedos.harness.outputs import HarnessOutput
 from sharedos.harness.process import ProcessResult
 from sharedos.harness.runtime import HarnessTurnResult
-from sharedos.harness.scripted_model import IssuedCall, ScriptedAttempt
 from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
+from sharedos.testing.scripted_model import IssuedCall, ScriptedAttempt
 
 
 def test_turn_groups_cover_every_row_once_default_first() -> None:

@@ -37,8 +37,8 @@ from sharedos.conformance.manifest import (
     parse_manifest,
 )
 from sharedos.conformance.report import build_report, render_text, report_json
-from sharedos.harness.scripted_model import IssuedCall
 from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
+from sharedos.testing.scripted_model import IssuedCall
 
 SECRET = "private file a: only admins may read this\n"
 

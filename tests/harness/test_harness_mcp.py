@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from sharedos.conformance.manifest import load_manifest
-from sharedos.harness.scripted_model import SCRIPTED_MODEL_NAME
-from sharedos.harness.scripted_model.plan import dsh_public_name
 from sharedos.harness.tools import default_command, harness_version
 from sharedos.names import harness_sanitized
 from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
+from sharedos.testing.scripted_model import SCRIPTED_MODEL_NAME
+from sharedos.testing.scripted_model.plan import dsh_public_name
 
 #: The scenario runs every CLI over both transports, each turn in its own sandbox: on
 #: a loaded 2-core machine that outlasts the suite's default 300 s guard (a guard

@@ -25,7 +25,7 @@ from sharedos.conformance.manifest import load_manifest
 from sharedos.harness import recipes
 from sharedos.harness.hostconfig import default_host_config
 from sharedos.harness.process import run_process
-from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
+from sharedos.testing.scripted_model import ScriptedAttempt, ScriptedModelServer
 
 pytestmark = [pytest.mark.harness, pytest.mark.anyio]
 

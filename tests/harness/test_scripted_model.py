@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sharedos.harness.scripted_model import (
+from sharedos.testing.scripted_model import (
     SCRIPTED_MODEL_NAME,
     ScriptedAttempt,
     ScriptedModelServer,

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
-from sharedos.harness.scripted_model.apis import SCHEMAS
-from sharedos.harness.scripted_model.local import (
+from sharedos.testing.scripted_model import ScriptedAttempt, ScriptedModelServer
+from sharedos.testing.scripted_model.apis import SCHEMAS
+from sharedos.testing.scripted_model.local import (
     FILLER,
     LocalCall,
     find_local_tool,

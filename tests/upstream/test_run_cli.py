@@ -416,8 +416,8 @@ def test_run_with_the_operators_model_over_stdio_prints_one_json_document(
     """
     from sharedos.harness.hostconfig import default_host_config
     from sharedos.harness.runtime import create_mcp_harness_runtime
-    from sharedos.harness.scripted_model import ScriptedAttempt, ScriptedModelServer
     from sharedos.harness.tools import harness_version
+    from sharedos.testing.scripted_model import ScriptedAttempt, ScriptedModelServer
     from tests.upstream.conftest import FIXTURE, FIXTURE_RULES
 
     try:

@@ -20,9 +20,9 @@ from sharedos.harness.hostconfig import (
     load_host_config,
 )
 from sharedos.harness.runtime import McpHarnessRuntime, create_mcp_harness_runtime
-from sharedos.harness.scripted_model import ScriptedAttempt
-from sharedos.harness.scripted_model.local import LocalCall
 from sharedos.identity import ColumnKind
+from sharedos.testing.scripted_model import ScriptedAttempt
+from sharedos.testing.scripted_model.local import LocalCall
 
 TRANSPORTS = ("http", "stdio")
 

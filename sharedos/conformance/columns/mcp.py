@@ -63,8 +63,8 @@ from sharedos.harness.adapters import HarnessUnavailable, get_adapter
 from sharedos.harness.correlate import CallLink, correlate
 from sharedos.harness.hostconfig import HostConfigError
 from sharedos.harness.runtime import HarnessTurnResult, McpHarnessRuntime
-from sharedos.harness.scripted_model import ScriptedAttempt
 from sharedos.identity import ColumnKind
+from sharedos.testing.scripted_model import ScriptedAttempt
 
 
 async def run(options: ColumnOptions) -> list[ColumnRun]:

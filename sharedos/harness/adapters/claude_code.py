@@ -32,8 +32,8 @@ from sharedos.harness.adapters.base import (
 from sharedos.harness.localtools import local_tool_kinds
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
 from sharedos.harness.paths import tools_dir
-from sharedos.harness.scripted_model.plan import SERVER_NAME
 from sharedos.identity import McpSupport
+from sharedos.testing.scripted_model.plan import SERVER_NAME
 
 #: Claude Code's built-in tools per kind of ``harness_local`` tool (sharedos.harness.localtools)
 TOOLS: dict[str, tuple[str, ...]] = {

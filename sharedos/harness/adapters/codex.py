@@ -29,9 +29,9 @@ from sharedos.harness.adapters.base import (
 )
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
 from sharedos.harness.paths import tools_dir
-from sharedos.harness.scripted_model.plan import SERVER_NAME
 from sharedos.identity import McpSupport
 from sharedos.names import harness_sanitized
+from sharedos.testing.scripted_model.plan import SERVER_NAME
 
 
 def merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:

@@ -49,8 +49,8 @@ from sharedos.harness.adapters.base import (
 from sharedos.harness.localtools import local_tool_kinds
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines
 from sharedos.harness.paths import dsh_dir
-from sharedos.harness.scripted_model.plan import SERVER_NAME
 from sharedos.identity import McpSupport
+from sharedos.testing.scripted_model.plan import SERVER_NAME
 
 #: The dsh release this adapter (and ``shapes/dsh.py``) was written against.
 DSH_VERSION = "0.2.1-rc.2"

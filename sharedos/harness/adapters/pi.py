@@ -32,8 +32,8 @@ from sharedos.harness.adapters.base import (
 from sharedos.harness.localtools import local_tool_kinds
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
 from sharedos.harness.paths import node22, pi_adapter_dir, tools_dir
-from sharedos.harness.scripted_model.plan import SERVER_NAME
 from sharedos.identity import McpSupport
+from sharedos.testing.scripted_model.plan import SERVER_NAME
 
 #: Pi 1.6.0 needs Node >= 22.19 (``node:fs`` ``globSync``).
 PI_MIN_NODE = (22, 19)

@@ -25,9 +25,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sharedos.harness.scripted_model import apis
-from sharedos.harness.scripted_model.local import find_local_tool
-from sharedos.harness.scripted_model.plan import (
+from sharedos.names import is_valid_tool_name
+from sharedos.testing.scripted_model import apis
+from sharedos.testing.scripted_model.local import find_local_tool
+from sharedos.testing.scripted_model.plan import (
     SCRIPTED_MODEL_NAME,
     SERVER_NAME,
     IssuedCall,
@@ -37,8 +38,7 @@ from sharedos.harness.scripted_model.plan import (
     guess_aliases,
     resolve_aliases,
 )
-from sharedos.harness.scripted_model.script import WAIT_TOOL, Step, decide
-from sharedos.names import is_valid_tool_name
+from sharedos.testing.scripted_model.script import WAIT_TOOL, Step, decide
 
 _MAX_BODY = 32 * 1024 * 1024
 

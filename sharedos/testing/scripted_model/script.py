@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sharedos.harness.scripted_model.local import local_arguments
-from sharedos.harness.scripted_model.plan import (
+from sharedos.testing.scripted_model.local import local_arguments
+from sharedos.testing.scripted_model.plan import (
     CALL_PREFIX,
     WAIT_PREFIX,
     ScriptedAttempt,

@@ -242,7 +242,7 @@ def _tool(
         name=name,
         description=description,
         input_schema=schema or _NO_ARGS,
-        metadata=ToolMetadata(namespace=NAMESPACE, source="sharedos.bridge.conformance_tools"),
+        metadata=ToolMetadata(namespace=NAMESPACE, source="sharedos.testing.conformance_tools"),
         handler=handler,
     )
 

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from sharedos.harness.scripted_model.plan import ToolAlias
-from sharedos.harness.scripted_model.script import Step, is_scripted_id, is_wait_id
+from sharedos.testing.scripted_model.plan import ToolAlias
+from sharedos.testing.scripted_model.script import Step, is_scripted_id, is_wait_id
 
 Event = tuple[str | None, dict[str, Any] | str]
 

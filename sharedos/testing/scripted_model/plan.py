@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos import __version__
-from sharedos.harness.scripted_model.local import LocalCall, LocalShape
 from sharedos.names import (  # re-exported: dsh's names live with the others
     DSH_HASH_CHARS as DSH_HASH_CHARS,
 )
@@ -33,6 +32,7 @@ from sharedos.names import (
 from sharedos.names import (
     is_valid_tool_name,
 )
+from sharedos.testing.scripted_model.local import LocalCall, LocalShape
 
 #: MCP server name the runtime gives the SharedOS bridge in every harness config.
 SERVER_NAME = "sharedos"

@@ -6,7 +6,7 @@ alias and issues the manifest's attempts one by one, then ends the turn. It
 declares itself as ``sharedos-scripted-model/<version>``, never as a real model.
 """
 
-from sharedos.harness.scripted_model.plan import (
+from sharedos.testing.scripted_model.plan import (
     SCRIPTED_MODEL_NAME,
     SERVER_NAME,
     IssuedCall,
@@ -15,7 +15,7 @@ from sharedos.harness.scripted_model.plan import (
     guess_aliases,
     resolve_aliases,
 )
-from sharedos.harness.scripted_model.server import ScriptedModelServer
+from sharedos.testing.scripted_model.server import ScriptedModelServer
 
 __all__ = [
     "SCRIPTED_MODEL_NAME",
