@@ -48,6 +48,8 @@ __all__ = [
     "Dialect",
     "add_columns_sql",
     "approval_indexes",
+    "approval_row",
+    "approval_rows_sql",
     "approvals_step",
     "chain_rows_sql",
     "checkpoint_ddl",
@@ -329,6 +331,31 @@ def lookup_sql(name: str, dialect: Dialect) -> str:
     mark = "?" if dialect == "sqlite" else "%s"
     collate = "" if dialect == "sqlite" else ' COLLATE "C"'
     return _LOOKUPS[name].replace("{p}", mark).replace("{collate}", collate)
+
+
+# -- the approval events both stores read, in one shape ----------------------------------
+
+
+def approval_rows_sql(dialect: Dialect, *, by_turn: bool, by_approval: bool) -> str:
+    """The chain's approval events as (seq, pos, ``APPROVAL_FIELDS``...), each turn's in
+    chain order; a placeholder for the turn id, then one for the approval id, where asked."""
+    mark = "?" if dialect == "sqlite" else "%s"
+    collate = "" if dialect == "sqlite" else ' COLLATE "C"'
+    where = ["kind = 'approval'"]
+    where += [
+        f"{column} = {mark}"
+        for column, on in (("turn_id", by_turn), ("approval_id", by_approval))
+        if on
+    ]
+    return (
+        f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
+        f"WHERE {' AND '.join(where)} ORDER BY turn_id{collate}, pos, seq"
+    )
+
+
+def approval_row(row: Sequence[Any]) -> tuple[int, int | None, list[Any]]:
+    """One row of ``approval_rows_sql`` as (seq, pos, values in ``APPROVAL_FIELDS`` order)."""
+    return (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
 
 
 # -- the counts both stores make, in one shape ------------------------------------------

@@ -57,10 +57,12 @@ from sharedos.evidence.appender import (
     Plan,
     StaleHead,
 )
-from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS, Link, Signer
+from sharedos.evidence.chain import ATTEMPT_FIELDS, Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
     TURNS_SQL,
+    approval_row,
+    approval_rows_sql,
     chain_rows_sql,
     checkpoint_heads_sql,
     checkpoint_insert_sql,
@@ -740,20 +742,11 @@ class PostgresEvidenceStore:
         chain order (none before schema 6)."""
         if self.schema_version < 6:
             return []
-        where = ["kind = 'approval'"]
-        params: list[Any] = []
-        for column, value in (("turn_id", turn_id), ("approval_id", approval_id)):
-            if value is not None:
-                where.append(f"{column} = %s")
-                params.append(pg_text(value))
-        sql = (
-            f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
-            f'WHERE {" AND ".join(where)} ORDER BY turn_id COLLATE "C", pos, seq'
+        params = [pg_text(v) for v in (turn_id, approval_id) if v is not None]
+        sql = approval_rows_sql(
+            "postgresql", by_turn=turn_id is not None, by_approval=approval_id is not None
         )
-        return [
-            (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
-            for row in self._read(sql, params)
-        ]
+        return [approval_row(row) for row in self._read(sql, params)]
 
     # -- reading -----------------------------------------------------------------------
 

@@ -68,10 +68,12 @@ from sharedos.evidence.appender import (
     Plan,
     StaleHead,
 )
-from sharedos.evidence.chain import APPROVAL_FIELDS, Link, Signer
+from sharedos.evidence.chain import Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
     TURNS_SQL,
+    approval_row,
+    approval_rows_sql,
     approvals_step,
     chain_rows_sql,
     checkpoint_heads_sql,
@@ -660,20 +662,11 @@ class SqliteEvidenceStore:
         chain order (none before schema 6)."""
         if self.schema_version < 6:
             return []
-        where = ["kind = 'approval'"]
-        params: list[Any] = []
-        for column, value in (("turn_id", turn_id), ("approval_id", approval_id)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(sqlite_text(value))
-        sql = (
-            f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
-            f"WHERE {' AND '.join(where)} ORDER BY turn_id, pos, seq"
+        params = [sqlite_text(v) for v in (turn_id, approval_id) if v is not None]
+        sql = approval_rows_sql(
+            "sqlite", by_turn=turn_id is not None, by_approval=approval_id is not None
         )
-        return [
-            (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
-            for row in self._read(sql, params)
-        ]
+        return [approval_row(row) for row in self._read(sql, params)]
 
     def _writable(self) -> None:
         if self._broken is not None:
