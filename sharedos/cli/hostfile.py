@@ -32,6 +32,18 @@ def host_file_option(func: F) -> F:
     return click.argument("config_path", metavar="[CONFIG]", required=False, type=_PATH)(func)
 
 
+#: ``--host-config FILE``, required, for the commands that take no positional CONFIG
+#: (``upstream login|logout``, ``upstream secret set|remove``)
+required_host_config = click.option(
+    "--host-config",
+    "host_config",
+    required=True,
+    type=_PATH,
+    metavar="FILE",
+    help="The host configuration (TOML).",
+)
+
+
 def required_host_file(config_path: Path | None, host_config_option: Path | None) -> Path:
     """The one host file given (positionally or with ``--host-config``); a usage error otherwise."""
     if config_path is not None and host_config_option is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from sharedos.cli.hostfile import host_file_option, required_host_file
+from sharedos.cli.hostfile import host_file_option, required_host_config, required_host_file
 
 EXIT_ERROR = 1
 EXIT_DRIFT = 3
@@ -356,14 +356,7 @@ def _opener(config: Any) -> Any:
 
 @upstream.command("login")
 @click.argument("upstream_id", metavar="ID")
-@click.option(
-    "--host-config",
-    "host_config",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="The host configuration (TOML).",
-)
+@required_host_config
 @click.option("--principal", required=True, metavar="NAME", help="Whose tokens these are.")
 @click.option("--tenant", default="default", show_default=True, help="The principal's tenant.")
 @click.option(
@@ -434,14 +427,7 @@ def login(
 
 @upstream.command("logout")
 @click.argument("upstream_id", metavar="ID")
-@click.option(
-    "--host-config",
-    "host_config",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="The host configuration (TOML).",
-)
+@required_host_config
 @click.option("--principal", required=True, metavar="NAME", help="Whose tokens to remove.")
 @click.option("--tenant", default="default", show_default=True, help="The principal's tenant.")
 def logout(upstream_id: str, host_config: Path, principal: str, tenant: str) -> None:
@@ -470,18 +456,13 @@ def secret() -> None:
 @secret.command("set")
 @click.argument("upstream_id", metavar="ID")
 @click.argument("name", metavar="NAME")
-@click.option(
-    "--host-config",
-    "host_config",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="The host configuration (TOML).",
-)
+@required_host_config
 def secret_set(upstream_id: str, name: str, host_config: Path) -> None:
     """Keep the value read from standard input (never from the command line) as the secret
     NAME of upstream ID, encrypted."""
     import re
+
+    from sharedos.upstream.secrets import MIN_CREDENTIAL_LENGTH
 
     config, _ = _load(host_config)
     _one(config, upstream_id)
@@ -489,9 +470,11 @@ def secret_set(upstream_id: str, name: str, host_config: Path) -> None:
         click.echo("error: a secret is named by 1-64 letters, digits, '_' and '-'", err=True)
         sys.exit(EXIT_ERROR)
     value = sys.stdin.read().removesuffix("\n").removesuffix("\r")
-    if len(value) < 8:
+    if len(value) < MIN_CREDENTIAL_LENGTH:
         click.echo(
-            "error: the value on standard input is empty or shorter than 8 characters", err=True
+            "error: the value on standard input is empty or shorter than "
+            f"{MIN_CREDENTIAL_LENGTH} characters",
+            err=True,
         )
         sys.exit(EXIT_ERROR)
     path = _opener(config)().put_secret(upstream_id, name, value)
@@ -501,14 +484,7 @@ def secret_set(upstream_id: str, name: str, host_config: Path) -> None:
 @secret.command("remove")
 @click.argument("upstream_id", metavar="ID")
 @click.argument("name", metavar="NAME")
-@click.option(
-    "--host-config",
-    "host_config",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="The host configuration (TOML).",
-)
+@required_host_config
 def secret_remove(upstream_id: str, name: str, host_config: Path) -> None:
     """Remove the stored secret NAME of upstream ID."""
     config, _ = _load(host_config)
