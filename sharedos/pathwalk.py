@@ -352,8 +352,9 @@ class Probe:
     fd: int = -1
 
 
-def _lstat_at(dfd: int, name: str, shown: str) -> os.stat_result | None:
-    """``lstat`` of ``name`` in ``dfd``; None when it does not exist."""
+def lstat_at(dfd: int, name: str, shown: str) -> os.stat_result | None:
+    """``lstat`` of ``name`` in ``dfd`` (never follows a link); None when it does not
+    exist; any other failure as a ``SandboxError`` naming ``shown``."""
     try:
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
@@ -367,7 +368,7 @@ def _refuse_link(shown: str) -> SandboxError:
 
 
 def _probe_final(dfd: int, name: str, shown: str) -> Probe:
-    st = _lstat_at(dfd, name, shown)
+    st = lstat_at(dfd, name, shown)
     if st is None:
         return Probe("missing")
     if stat.S_ISLNK(st.st_mode):
@@ -386,7 +387,7 @@ def _probe_final(dfd: int, name: str, shown: str) -> Probe:
     try:
         fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
     except (OSError, ValueError) as exc:
-        again = _lstat_at(dfd, name, shown)
+        again = lstat_at(dfd, name, shown)
         if again is not None and stat.S_ISLNK(again.st_mode):
             raise _refuse_link(shown) from None  # swapped for a link since the lstat
         raise explain(exc, shown) from None
@@ -407,7 +408,7 @@ def _probe(fd: int, parts: tuple[str, ...]) -> Probe:
                 return Probe("missing")
             except (OSError, ValueError) as exc:
                 # O_DIRECTORY|O_NOFOLLOW answers ENOTDIR (or ELOOP) for a link: look at it
-                st = _lstat_at(fd, part, shown)
+                st = lstat_at(fd, part, shown)
                 if st is None:
                     return Probe("missing")
                 if stat.S_ISLNK(st.st_mode):

@@ -41,6 +41,7 @@ from sharedos.pathwalk import (
     Sandbox,
     SandboxError,
     explain,
+    lstat_at,
 )
 
 #: codes of the git indirections (beside pathwalk's ``symlink``, ``hard_link`` ...)
@@ -68,20 +69,11 @@ def _name(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _lstat(dfd: int, name: str, shown: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except (OSError, ValueError) as exc:
-        raise explain(exc, shown) from None
-
-
 def _open_dir(dfd: int, name: str, shown: str) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=dfd)
     except (OSError, ValueError) as exc:
-        st = _lstat(dfd, name, shown)
+        st = lstat_at(dfd, name, shown)
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise SandboxError(SYMLINK, shown, "is a symbolic link") from None
         raise explain(exc, shown) from None
@@ -120,7 +112,7 @@ def _check_repository(found: Probe, shown: str) -> str | None:
     """If the directory ``found`` is a git repository, refuse git's own indirections;
     return its git directory (still to be walked for links), or None."""
     base = "" if shown == "/" else shown
-    dot_git = _lstat(found.fd, ".git", f"{base}/.git")
+    dot_git = lstat_at(found.fd, ".git", f"{base}/.git")
     if dot_git is None:
         if _is_git_directory(found.fd, base):
             _check_git_directory(found.fd, shown)
@@ -148,15 +140,15 @@ def _check_repository(found: Probe, shown: str) -> str | None:
 
 def _is_git_directory(dfd: int, base: str) -> bool:
     """True when the directory looks like a git directory itself (a bare repository)."""
-    head = _lstat(dfd, "HEAD", f"{base}/HEAD")
-    objects = _lstat(dfd, "objects", f"{base}/objects")
-    refs = _lstat(dfd, "refs", f"{base}/refs")
+    head = lstat_at(dfd, "HEAD", f"{base}/HEAD")
+    objects = lstat_at(dfd, "objects", f"{base}/objects")
+    refs = lstat_at(dfd, "refs", f"{base}/refs")
     return head is not None and objects is not None and refs is not None
 
 
 def _check_git_directory(gfd: int, shown: str) -> None:
     """Refuse a git directory that reaches another repository or holds a link."""
-    if _lstat(gfd, "commondir", f"{shown}/commondir") is not None:
+    if lstat_at(gfd, "commondir", f"{shown}/commondir") is not None:
         raise SandboxError(
             GIT_POINTER,
             shown,
@@ -168,18 +160,18 @@ def _check_git_directory(gfd: int, shown: str) -> None:
 
 
 def _check_alternates(gfd: int, shown: str) -> None:
-    objects = _lstat(gfd, "objects", f"{shown}/objects")
+    objects = lstat_at(gfd, "objects", f"{shown}/objects")
     if objects is None or not stat.S_ISDIR(objects.st_mode):
         return  # a link is refused by the walk; a missing store is git's problem
     ofd = _open_dir(gfd, "objects", f"{shown}/objects")
     try:
-        info = _lstat(ofd, "info", f"{shown}/objects/info")
+        info = lstat_at(ofd, "info", f"{shown}/objects/info")
         if info is None or not stat.S_ISDIR(info.st_mode):
             return
         ifd = _open_dir(ofd, "info", f"{shown}/objects/info")
         try:
             for name in ("alternates", "http-alternates"):
-                if _lstat(ifd, name, f"{shown}/objects/info/{name}") is not None:
+                if lstat_at(ifd, name, f"{shown}/objects/info/{name}") is not None:
                     raise SandboxError(
                         GIT_ALTERNATES,
                         shown,
@@ -193,7 +185,7 @@ def _check_alternates(gfd: int, shown: str) -> None:
 
 def _check_config(gfd: int, shown: str) -> None:
     where = f"{shown}/config"
-    st = _lstat(gfd, "config", where)
+    st = lstat_at(gfd, "config", where)
     if st is None or not stat.S_ISREG(st.st_mode):
         return  # a link is refused by the walk
     data = _read_config(gfd, where)
