@@ -220,6 +220,46 @@ def validate_walk(
             node[0] = leaf
 
 
+def tuple_walk(
+    root: Node, entries: Sequence[Any], leaf: dict[str, Any], memo: dict[int, tuple[Any, ...]]
+) -> tuple[Any, ...]:
+    """A checked walk rebuilt for deciding: every node a tuple ``(children, forbids,
+    permits)`` whose groups are the entries themselves (``entries[gid]``), not their
+    numbers.
+
+    The JSON form costs a decision an indirection per level and per group (the
+    node list's item array, the group number, the group list, the rule's row);
+    at thousands of rules each is a cache miss. Here a node's items are inline
+    in the tuple and a group entry holds the rules' rows, so a decision touches
+    the memory it reads and little else. Nodes without children share ``leaf``
+    (which nothing fills); nodes with the same group list share one tuple of
+    entries (``memo``, by the group list's identity, may be shared by the walks of one
+    program). ``root`` must have passed ``validate_walk`` (with its ``shared``
+    map, so equal group lists are one object)."""
+
+    def groups(gids: Any) -> tuple[Any, ...]:
+        if not gids:
+            return ()
+        got = memo.get(id(gids))
+        if got is None:
+            got = memo[id(gids)] = tuple(entries[g] for g in gids)
+        return got
+
+    kids = root[0]
+    top_kids: dict[str, Any] = {} if kids else leaf
+    top = (top_kids, groups(root[1]), groups(root[2]))
+    stack = [(kids, top_kids)] if kids else []
+    while stack:
+        kids, out = stack.pop()
+        for seg, node in kids.items():
+            below = node[0]
+            made: dict[str, Any] = {} if below else leaf
+            out[seg] = (made, groups(node[1]), groups(node[2]))
+            if below:
+                stack.append((below, made))
+    return top
+
+
 def walk_along(walk: Node, segs: Sequence[str]) -> Node:
     """The deepest node of ``walk`` along ``segs``: its groups hold every rule whose
     literal prefix ``segs`` starts with."""

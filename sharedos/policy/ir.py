@@ -428,7 +428,10 @@ class ToolPlan:
     """A requirement ready to decide: how to resolve its resource and which walk to take.
 
     ``walk`` is the decision walk (``index``) of its (namespace, action) for
-    its resource kind (absolute or relative); ``path_arg`` is the argument
+    its resource kind (absolute or relative), in its JSON form;
+    ``decision_walk`` the same walk as ``decide`` reads it (``index.tuple_walk``),
+    ``decided`` the decisions it keeps (see ``Evaluator._decision``);
+    ``path_arg`` is the argument
     name of a ``path(args.x)`` resource (the evaluator canonicalizes it
     inline); ``forbids``/``permits`` are every rule of that walk, in program
     order (decoded on first use, for listing and explanations).
@@ -438,6 +441,8 @@ class ToolPlan:
         "_all",
         "absolute",
         "action",
+        "decided",
+        "decision_walk",
         "name",
         "namespace",
         "path_arg",
@@ -459,6 +464,7 @@ class ToolPlan:
         walk: Node,
         path_arg: str | None,
         rules: Callable[[], tuple[tuple[RuleRecord, ...], tuple[RuleRecord, ...]]],
+        decision_walk: tuple[Any, ...] = ({}, (), ()),
     ) -> None:
         self.name = name
         self.namespace = namespace
@@ -468,6 +474,9 @@ class ToolPlan:
         self.shape = shape
         self.requirement = requirement
         self.walk = walk
+        self.decision_walk = decision_walk
+        #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
+        self.decided: dict[int, dict[str, Any]] = {}
         self.path_arg = path_arg
         self._all: Any = rules
 

@@ -117,13 +117,13 @@ class PolicySet(Evaluator):
         return tuple(t for f in self.files for t in f.tests)
 
     def prepare(self) -> PolicySet:
-        """Decode every rule, compile every condition and build every tool plan now; returns self.
+        """Decode every rule record and build every tool plan now; returns self.
 
-        Never needed: decisions decode only the rules they reach, so the first
-        decisions after a compile or a bundle load are already fast. A host
-        that wants even the first call of every rule at full speed calls this
-        once at start-up. Also builds every ``could_permit`` plan. Decisions
-        are unchanged.
+        Never needed for speed: the load already compiled every condition and
+        matcher a decision uses, so the first decisions after a compile or a
+        bundle load are fast. This adds what explanations, listings and
+        ``could_permit`` read (the rule records, every ``could_permit`` plan).
+        Decisions are unchanged.
         """
         self.prepare_all()
         for name in self.requirements:

@@ -436,6 +436,38 @@ def test_context_cache_is_bounded() -> None:
     assert len(policy._contexts) <= CONTEXT_CACHE_SIZE
 
 
+def test_kept_decisions_are_bounded_and_stay_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decisions kept for reuse (by tool and cited rule, or by a tuple of rules) never
+    exceed the bound, and a decision made after the store is dropped is the same."""
+    from sharedos.policy import evaluator
+
+    monkeypatch.setattr(evaluator, "DECISION_CACHE_SIZE", 16)
+    policy = compile_source(
+        FILES
+        + 'permit read on "/d/**"\n'
+        + 'permit read on "/d/both/**"\n'
+        + 'forbid read on "/d/no/**"\n',
+        "p.sos",
+    )
+
+    def kept() -> int:
+        by_tool = sum(
+            len(per) for plan in policy._tools.values() for per in plan.decided.values()
+        )
+        return by_tool + len(policy._decisions)
+
+    first = {}
+    for i in range(100):
+        for path in (f"/d/{i}", f"/d/both/{i}", f"/d/no/{i}", f"/e/{i}"):
+            first[path] = policy.decide("files.read", {"path": path}, ALICE)
+            assert kept() <= 16
+    for path, decision in first.items():
+        again = policy.decide("files.read", {"path": path}, ALICE)
+        assert again == decision
+        assert again.allowed is (path.startswith("/d/") and not path.startswith("/d/no/"))
+    assert [r.line for r in first["/d/both/1"].rule_ids] == [5, 6]
+
+
 def test_concurrent_decisions_agree() -> None:
     import threading
 
