@@ -8,7 +8,8 @@ face of all three.
 
 Hot path notes: ``decide`` touches dicts, lists, tuples and slotted records
 only. The walks a decision descends are the program's, rebuilt at load as
-tuples whose groups hold the rules' rows directly (``index.tuple_walk``):
+one trie of tuples per namespace whose groups hold the rules' rows directly
+(``index.merged_walk``):
 at thousands of rules every indirection is a cache miss. The load also
 compiles every condition a decision evaluates as written, every general
 matcher and every context plan (one compile per distinct condition), so the
@@ -52,7 +53,7 @@ from sharedos.policy.decision import Decision, Requirement, SourceSpan
 from sharedos.policy.index import (
     Node,
     empty_walk,
-    tuple_walk,
+    merged_walk,
     validate_groups,
     validate_walk,
     walk_groups,
@@ -78,9 +79,6 @@ CONTEXT_CACHE_SIZE = 256
 #: How many distinct decisions are kept for reuse (cleared when full).
 DECISION_CACHE_SIZE = 65536
 
-#: A context-only verdict in ``ContextEntry.verdicts``: not yet evaluated, false, true.
-UNSEEN, NO, YES = 0, 1, 2
-
 _ALLOW = Effect.ALLOW
 _DENY = Effect.DENY
 _ALLOWED = ReasonCode.ALLOWED
@@ -99,8 +97,8 @@ _is_normalized = unicodedata.is_normalized
 class ContextEntry:
     """What one context has cached.
 
-    ``verdicts[rule.index]`` is a context-only condition's verdict (``UNSEEN``,
-    ``NO``, ``YES``: a bytearray, compact and unhashed); ``held`` the roles
+    ``verdicts[rule.index]`` is a context-only condition's verdict (absent until
+    evaluated: sized by what the context met, not by the policy); ``held`` the roles
     held (``columns.held_roles``; ``_UNSET`` until a decision needs them);
     ``values`` the interpolated values by context path (None until needed);
     ``matchers`` maps a ``CONTEXT`` rule's index to its resolved matcher
@@ -110,8 +108,8 @@ class ContextEntry:
 
     __slots__ = ("held", "matchers", "memo", "values", "verdicts")
 
-    def __init__(self, n_rules: int) -> None:
-        self.verdicts = bytearray(n_rules)
+    def __init__(self) -> None:
+        self.verdicts: dict[int, bool] = {}
         self.held: Any = _UNSET
         self.values: dict[Any, Any] | None = None
         self.matchers: dict[int, Matcher | None] = {}
@@ -192,15 +190,16 @@ class Evaluator:
                         twins[gid],
                     ]
                 )
-        memo: dict[int, tuple[Any, ...]] = {}
-        self._decision_walks: dict[tuple[str, str], tuple[Any, Any]] = {
-            (ns, action): (
-                tuple_walk(walks[0], entries, leaf, memo),
-                tuple_walk(walks[1], entries, leaf, memo),
-            )
-            for ns, actions in index.items()
-            for action, walks in actions.items()
-        }
+        # One decision trie per (namespace, resource kind), every action's groups in
+        # its slots (``index.merged_walk``): (trie, slot) per (namespace, action, kind).
+        memo: dict[int, Any] = {}
+        self._decision_walks: dict[tuple[str, str, bool], tuple[tuple[Any, ...], int]] = {}
+        for ns, actions in index.items():
+            names = list(actions)
+            for kind, absolute in ((0, True), (1, False)):
+                trie = merged_walk([actions[a][kind] for a in names], entries, leaf, memo)
+                for k, action in enumerate(names):
+                    self._decision_walks[(ns, action, absolute)] = (trie, 1 + 2 * k)
         # bounded, oldest first out (see context_entry); reads take no lock
         self._contexts: dict[str, ContextEntry] = {}
         self._decisions: dict[tuple[Any, ...], Decision] = {}
@@ -347,8 +346,7 @@ class Evaluator:
         ns, action = req["ns"], req["action"]
         walks = self._index.get(ns, {}).get(action)
         walk = walks[0 if absolute else 1] if walks is not None else empty_walk()
-        dwalks = self._decision_walks.get((ns, action))
-        dwalk = dwalks[0 if absolute else 1] if dwalks is not None else ({}, (), ())
+        dwalk, slot = self._decision_walks.get((ns, action, absolute), (({}, (), ()), 1))
         key = (ns, action, absolute)
 
         def rules() -> tuple[tuple[RuleRecord, ...], tuple[RuleRecord, ...]]:
@@ -369,6 +367,7 @@ class Evaluator:
             path_arg,
             rules,
             dwalk,
+            slot,
         )
         self._tools[tool] = t
         return t
@@ -385,7 +384,7 @@ class Evaluator:
             contexts = self._contexts
             entry = contexts.get(key)
             if entry is None:
-                entry = ContextEntry(self._table.n)
+                entry = ContextEntry()
                 if len(contexts) >= CONTEXT_CACHE_SIZE:
                     del contexts[next(iter(contexts))]
                 contexts[key] = entry
@@ -405,10 +404,10 @@ class Evaluator:
             return True
         if cache is None:
             return bool(applies(env))
-        ok = cache.verdicts[rule.index]
-        if not ok:
-            ok = cache.verdicts[rule.index] = YES if applies(env) else NO
-        return ok == YES
+        ok = cache.verdicts.get(rule.index)
+        if ok is None:
+            ok = cache.verdicts[rule.index] = bool(applies(env))
+        return ok
 
     @staticmethod
     def context_matcher(
@@ -474,7 +473,10 @@ class Evaluator:
             if child is None:
                 break
             node = child
-        if not node[1] and not node[2]:  # no rule can apply: default deny
+        slot = t.walk_slot
+        forbids = node[slot]
+        permits = node[slot + 1]
+        if not forbids and not permits:  # no rule can apply: default deny
             per = t.decided.get(-1)
             if per is not None:
                 found = per.get(resource)
@@ -499,7 +501,7 @@ class Evaluator:
         applies_of, progs, plans = cols.applies, cols.progs, cols.plans
         # Forbids first: one that applies denies, whatever the permits say.
         forbid = True
-        for groups in (node[1], node[2]):
+        for groups in (forbids, permits):
             if groups:
                 for lists in groups:
                     if type(lists) is tuple:  # (rows,): the group read whole
@@ -630,10 +632,10 @@ class Evaluator:
                                     if env is None:
                                         env = (context, args, resource, t.action)
                                     if verdicts is not None and row[8]:
-                                        ok_ = verdicts[i]
+                                        ok_ = verdicts.get(i)
+                                        if ok_ is None:
+                                            ok_ = verdicts[i] = applies(env)
                                         if not ok_:
-                                            ok_ = verdicts[i] = YES if applies(env) else NO
-                                        if ok_ == NO:
                                             continue
                                     elif not applies(env):
                                         continue

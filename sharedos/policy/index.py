@@ -220,22 +220,23 @@ def validate_walk(
             node[0] = leaf
 
 
-def tuple_walk(
-    root: Node, entries: Sequence[Any], leaf: dict[str, Any], memo: dict[int, tuple[Any, ...]]
+def merged_walk(
+    roots: Sequence[Node], entries: Sequence[Any], leaf: dict[str, Any], memo: dict[int, Any]
 ) -> tuple[Any, ...]:
-    """A checked walk rebuilt for deciding: every node a tuple ``(children, forbids,
-    permits)`` whose groups are the entries themselves (``entries[gid]``), not their
-    numbers.
+    """The checked walks of several actions (one namespace, one resource kind) as one
+    trie for deciding: every node a tuple ``(children, forbids_0, permits_0,
+    forbids_1, permits_1, ...)`` where action ``k``'s groups sit at ``1 + 2k`` and
+    ``2 + 2k`` and are the group entries themselves (``entries[gid]``), not numbers.
 
-    The JSON form costs a decision an indirection per level and per group (the
-    node list's item array, the group number, the group list, the rule's row);
-    at thousands of rules each is a cache miss. Here a node's items are inline
-    in the tuple and a group entry holds the rules' rows, so a decision touches
-    the memory it reads and little else. Nodes without children share ``leaf``
-    (which nothing fills); nodes with the same group list share one tuple of
-    entries (``memo``, by the group list's identity, may be shared by the walks of one
-    program). ``root`` must have passed ``validate_walk`` (with its ``shared``
-    map, so equal group lists are one object)."""
+    A decision descends while a child exists, then reads its action's slots. Below
+    the deepest node of action ``k``'s own walk, a node (there for another action)
+    carries that deepest node's groups, which is exactly what descending ``k``'s walk
+    alone would have read. One trie instead of one per action, and node items
+    inline in a tuple instead of behind a list: at thousands of rules each
+    indirection is a cache miss and each node a few hundred bytes. Nodes without
+    children share ``leaf`` (which nothing fills); equal group lists share one tuple
+    of entries (``memo``, by the list's identity: ``roots`` must have passed
+    ``validate_walk`` with its ``shared`` map)."""
 
     def groups(gids: Any) -> tuple[Any, ...]:
         if not gids:
@@ -245,18 +246,34 @@ def tuple_walk(
             got = memo[id(gids)] = tuple(entries[g] for g in gids)
         return got
 
-    kids = root[0]
-    top_kids: dict[str, Any] = {} if kids else leaf
-    top = (top_kids, groups(root[1]), groups(root[2]))
-    stack = [(kids, top_kids)] if kids else []
+    def make(nodes: Sequence[Node], own: Sequence[bool]) -> tuple[tuple[Any, ...], list[str]]:
+        slots: list[Any] = []
+        below: dict[str, None] = {}
+        for node, mine in zip(nodes, own, strict=True):
+            slots.append(groups(node[1]))
+            slots.append(groups(node[2]))
+            if mine:
+                below.update(dict.fromkeys(node[0]))
+        kids: dict[str, Any] = {} if below else leaf
+        return (kids, *slots), list(below)
+
+    everywhere = [True] * len(roots)
+    top, segs = make(roots, everywhere)
+    stack = [(top, list(roots), everywhere, segs)]
     while stack:
-        kids, out = stack.pop()
-        for seg, node in kids.items():
-            below = node[0]
-            made: dict[str, Any] = {} if below else leaf
-            out[seg] = (made, groups(node[1]), groups(node[2]))
-            if below:
-                stack.append((below, made))
+        made, nodes, own, segs = stack.pop()
+        for seg in segs:
+            child_nodes: list[Node] = []
+            child_own: list[bool] = []
+            for node, mine in zip(nodes, own, strict=True):
+                # an action whose own walk ended above keeps its deepest node
+                child = node[0].get(seg) if mine else None
+                child_nodes.append(node if child is None else child)
+                child_own.append(child is not None)
+            child, child_segs = make(child_nodes, child_own)
+            made[0][seg] = child
+            if child_segs:
+                stack.append((child, child_nodes, child_own, child_segs))
     return top
 
 

@@ -429,7 +429,8 @@ class ToolPlan:
 
     ``walk`` is the decision walk (``index``) of its (namespace, action) for
     its resource kind (absolute or relative), in its JSON form;
-    ``decision_walk`` the same walk as ``decide`` reads it (``index.tuple_walk``),
+    ``decision_walk`` the trie ``decide`` reads (``index.merged_walk``), this
+    action's groups at ``walk_slot`` and the next,
     ``decided`` the decisions it keeps (see ``Evaluator._decision``);
     ``path_arg`` is the argument
     name of a ``path(args.x)`` resource (the evaluator canonicalizes it
@@ -450,6 +451,7 @@ class ToolPlan:
         "resolve",
         "shape",
         "walk",
+        "walk_slot",
     )
 
     def __init__(
@@ -465,6 +467,7 @@ class ToolPlan:
         path_arg: str | None,
         rules: Callable[[], tuple[tuple[RuleRecord, ...], tuple[RuleRecord, ...]]],
         decision_walk: tuple[Any, ...] = ({}, (), ()),
+        walk_slot: int = 1,
     ) -> None:
         self.name = name
         self.namespace = namespace
@@ -475,6 +478,7 @@ class ToolPlan:
         self.requirement = requirement
         self.walk = walk
         self.decision_walk = decision_walk
+        self.walk_slot = walk_slot
         #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
         self.decided: dict[int, dict[str, Any]] = {}
         self.path_arg = path_arg

@@ -133,7 +133,10 @@ def compile_sources(
         # warnings a '# sos:ignore CODE: reason' covers are not the policy's
         # warnings any more (check audits unused suppressions)
         kept = apply(files, diagnostics, audit=False).kept if diagnostics else diagnostics
-        # The texts, not the syntax trees: PolicySet.files parses again if asked.
+        # The texts, not the syntax trees: PolicySet.files parses again if asked. The
+        # trees go before the evaluator is built, so the compile's peak memory (which
+        # a process keeps as resident memory) does not hold both at once.
+        del files, checked
         return PolicySet(program, diagnostics=tuple(kept), texts=sources)
 
 

@@ -616,3 +616,31 @@ def test_rules_sharing_comparisons_keep_their_own_values() -> None:
     # the same condition, one closure (as decisions compile it, and as a decoded rule does)
     assert policy._cols.applies[3] is policy._cols.applies[0] is not None
     assert policy.rule(3).compile_condition(policy._table.memo) is policy._cols.applies[0]
+
+
+def test_actions_sharing_one_decision_trie_keep_their_own_rules() -> None:
+    """The actions of a namespace share one trie; below the deepest prefix of one
+    action's own rules a node (there for another action) must give that action the
+    rules of its deepest prefix, never the children of a shallower node."""
+    policy = compile_source(
+        FILES
+        + 'permit read on "/a/**"\n'
+        + 'permit read on "/a/c/**"\n'
+        + 'forbid read on "/a/c/secret/**"\n'
+        + 'permit write on "/a/b/c/**"\n'
+        + 'forbid write on "/a/b/c/secret/**"\n',
+        "p.sos",
+    )
+    cases = {
+        ("files.read", "/a/b/c/d"): True,  # read's deepest prefix is /a
+        ("files.read", "/a/b/c/secret/x"): True,  # the read forbid is under /a/c, not here
+        ("files.read", "/a/c/secret/x"): False,
+        ("files.write", "/a/b/c/d"): True,
+        ("files.write", "/a/b/c/secret/x"): False,
+        ("files.write", "/a/c/d"): False,  # write's own rules are under /a/b/c only
+        ("files.write", "/a/b/cc"): False,
+        ("files.search", "/a/b/c/d"): False,  # no rule of its action at all
+    }
+    for (tool, path), allowed in cases.items():
+        key = "root" if tool == "files.search" else "path"
+        assert policy.decide(tool, {key: path}, ALICE).allowed is allowed, (tool, path)
