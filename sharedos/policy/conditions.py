@@ -44,6 +44,8 @@ Env = tuple[Any, Any, Any, Any]
 Fn = Callable[[Env], Any]
 
 _ROOT_INDEX = {"context": 0, "args": 1, "resource": 2, "action": 3}
+#: "no value read yet" (distinct from every JSON value, None included)
+_NO_VALUE: Any = object()
 
 #: Encoded kinds whose closures always return a real ``bool`` (their operands of
 #: ``and``/``or``/``not`` need no ``_truth`` check).
@@ -328,6 +330,22 @@ def _compile_against_constant(op: str, left: list[Any], right: list[Any]) -> Fn 
         bound = right[1]
         value_fn = compile_expr(left)
         order = _ORDER_OPS[op]
+        if left[0] == "ref" and len(left[2]) == 1:
+            # ``args.size <= 10``: the one-step read inline (ref1's, same error)
+            idx = _ROOT_INDEX[left[1]]
+            name = left[2][0]
+
+            def ordered_ref(env: Env) -> bool:
+                base = env[idx]
+                value = base.get(name, _NO_VALUE) if type(base) is dict else _NO_VALUE
+                if value is _NO_VALUE:
+                    value = value_fn(env)  # missing or not a dict: the general read
+                tv = type(value)
+                if tv is int or (tv is float and value - value == 0):
+                    return order(value, bound)
+                return _ordered(op, value, bound)
+
+            return ordered_ref
 
         def ordered(env: Env) -> bool:
             value = value_fn(env)
@@ -403,6 +421,15 @@ def compile_applies(
     fn = compile_expr(enc, memo)
     want = kind != "unless"
     on_error = forbid
+    if enc[0] in _BOOLEAN:  # the closure returns a real bool or raises: no _truth needed
+
+        def applies_bool(env: Env) -> bool:
+            try:
+                return fn(env) is want
+            except Exception:  # EvalError, or a hostile value: fail closed
+                return on_error
+
+        return applies_bool
 
     def applies(env: Env) -> bool:
         try:

@@ -69,7 +69,20 @@ def path_resolver(arg: tuple[str, ...]) -> Resolver:
 
 
 def _hole_value(args: Any, path: tuple[str, ...]) -> str:
-    value = _lookup(args, path)
+    if len(path) == 1 and type(args) is dict:
+        value = args.get(path[0], _lookup)
+        if value is _lookup:
+            raise Unresolvable(f"argument args.{path[0]} is missing")
+        if (
+            type(value) is str
+            and value.isascii()
+            and value.isprintable()
+            and "/" not in value
+            and value not in ("", ".", "..")
+        ):
+            return value  # printable ASCII without '/': the checks below would pass it
+    else:
+        value = _lookup(args, path)
     if type(value) is int:
         value = str(value)
     if type(value) is not str:
@@ -90,13 +103,29 @@ def template_resolver(enc: Mapping[str, Any]) -> Resolver:
     """Resolver for an encoded template resource (see ``compiler.encode_resource``)."""
     absolute = bool(enc["abs"])
     segs = [[(p[0], p[1] if p[0] == "t" else tuple(p[1])) for p in seg] for seg in enc["segs"]]
+    # Per segment: (0, text) a literal, (1, path) one hole, (2, parts) anything else.
+    plan: list[tuple[int, Any]] = []
+    for seg in segs:
+        if len(seg) == 1:
+            kind, text = seg[0]
+            plan.append((0, str(text)) if kind == "t" else (1, text))
+        else:
+            plan.append((2, seg))
 
     def resolve_template(args: Any) -> tuple[str, list[str]]:
         out = []
-        for seg in segs:
-            out.append(
-                "".join(str(text) if kind == "t" else _hole_value(args, text) for kind, text in seg)
-            )
+        for form, value in plan:
+            if form == 1:
+                out.append(_hole_value(args, value))
+            elif form == 0:
+                out.append(value)
+            else:
+                out.append(
+                    "".join(
+                        str(text) if kind == "t" else _hole_value(args, text)
+                        for kind, text in value
+                    )
+                )
         res = "/".join(out)
         return ("/" + res if absolute else res), out
 
