@@ -156,10 +156,13 @@ class Evaluator:
         rkey, rform, trusted = checked_prefilter(c, buckets)  # type: ignore[arg-type]
         self._cols = RuleColumns(self._table)
         self._mkind: list[int] = c["mkind"]
+        self._compile_matchers_and_conditions(rform)
+        cols = self._cols
         # What a decision reads of rule i, as one tuple (one object to reach, not one
         # list per column: at thousands of rules each column is a cache miss):
         # (i, match kind, depth, head, tail, has a condition, role form, role key,
-        # context-only). What is built on first use stays in ``self._cols``.
+        # context-only, compiled condition or None, general matcher or context plan
+        # or None). A role form's condition is compiled on first use (in ``cols``).
         rows: list[tuple[Any, ...]] = list(
             zip(
                 range(n_rules),
@@ -171,6 +174,11 @@ class Evaluator:
                 rform,
                 rkey,
                 c["ctx"],
+                cols.applies,
+                [
+                    plan if kind == 4 else prog
+                    for kind, plan, prog in zip(c["mkind"], cols.plans, cols.progs, strict=True)
+                ],
                 strict=True,
             )
         )
@@ -248,7 +256,6 @@ class Evaluator:
                 resource_shape(renc),
                 arg[0] if is_path and len(arg) == 1 else None,
             )
-        self._compile_matchers_and_conditions(rform)
 
     def _compile_matchers_and_conditions(self, rform: list[int]) -> None:
         """Compile, at load, what a decision would otherwise build the first time it
@@ -497,8 +504,6 @@ class Evaluator:
         n = len(segs)
         env: Env | None = None
         hits: list[int] | None = None
-        cols = self._cols
-        applies_of, progs, plans = cols.applies, cols.progs, cols.plans
         # Forbids first: one that applies denies, whatever the permits say.
         forbid = True
         for groups in (forbids, permits):
@@ -547,14 +552,14 @@ class Evaluator:
                                     ):
                                         continue
                                 elif mk == 3:  # GENERAL
-                                    prog = progs[i] or cols.prog(i)
+                                    prog = row[10]  # built at load
                                     if prog is _NEVER or (
                                         prog is not _ALWAYS
                                         and not match_general(prog, segs, row[2])
                                     ):
                                         continue
                                 else:  # CONTEXT: the pattern interpolates the context
-                                    plan = plans[i] or cols.plan(i)
+                                    plan = row[10]  # built at load
                                     if plan is not _NO_PLAN:
                                         any_tail, depth, checks, qpos, qtext = plan
                                         if n < depth if any_tail else n != depth:
@@ -628,7 +633,10 @@ class Evaluator:
                                     if row[7] in held:
                                         continue
                                 else:
-                                    applies = applies_of[i] or cols.compile(i)
+                                    applies = row[9]
+                                    if applies is None:  # a role form, roles not a list
+                                        cols = self._cols
+                                        applies = cols.applies[i] or cols.compile(i)
                                     if env is None:
                                         env = (context, args, resource, t.action)
                                     if verdicts is not None and row[8]:
