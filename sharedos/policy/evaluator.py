@@ -182,20 +182,23 @@ class Evaluator:
                 strict=True,
             )
         )
-        # Each group as a decision reads it: ``(rows,)`` for a group read whole, or
-        # ``[plain rows, {role: rows}, copies]`` for one bucketed by role (copies:
-        # the twins of a rule, or None); the walks hold these entries directly.
+        # Each group as a decision reads it: a tuple of rows for a group read whole,
+        # or ``[plain rows, {role: rows}, copies, every row]`` for one bucketed by
+        # role (copies: the twins of a rule, or None; every row: for a context whose
+        # roles are not a list); the walks hold these entries directly.
         twins = twin_maps(trusted)
         entries: list[Any] = []
         for gid, (group, entry) in enumerate(zip(self._raw_groups, trusted, strict=True)):
             if entry == 0:
-                entries.append((tuple(rows[i] for i in group),))
+                entries.append(tuple(rows[i] for i in group))
             else:
                 entries.append(
                     [
                         tuple(rows[i] for i in entry[0]),
                         {r: tuple(rows[i] for i in ids) for r, ids in entry[1].items()},
                         twins[gid],
+                        tuple(rows[i] for i in entry[0])
+                        + tuple(rows[i] for ids in entry[1].values() for i in ids),
                     ]
                 )
         # One decision trie per (namespace, resource kind), every action's groups in
@@ -508,11 +511,11 @@ class Evaluator:
         forbid = True
         for groups in (forbids, permits):
             if groups:
-                for lists in groups:
-                    if type(lists) is tuple:  # (rows,): the group read whole
+                for rules in groups:
+                    if type(rules) is tuple:  # the group's rows, read whole
                         tw = None
-                    else:
-                        bk = lists
+                    else:  # [plain rows, {role: rows}, copies, every row]
+                        bk = rules
                         tw = bk[2]
                         # the rules of the roles the caller holds, not all of them
                         if held is _UNSET:
@@ -521,140 +524,140 @@ class Evaluator:
                                 cache.held = held
                         by_role = bk[1]
                         if held is None:
-                            lists = (bk[0], *by_role.values())
+                            rules = bk[3]
                         elif len(held) <= len(by_role):
-                            lists = [bk[0]]
+                            rules = bk[0]
                             for r in held:
                                 got = by_role.get(r)
                                 if got is not None:
-                                    lists.append(got)
+                                    rules += got
                         else:
-                            lists = [bk[0]]
-                            lists.extend(got for r, got in by_role.items() if r in held)
-                    for rules in lists:
-                        for row in rules:
-                            i = row[0]
-                            mk = row[1]
-                            if mk:  # ANY (0): '**' after the prefix, nothing to check
-                                if mk == 1:  # DEPTH
-                                    if n != row[2]:
+                            rules = bk[0]
+                            for r, got in by_role.items():
+                                if r in held:
+                                    rules += got
+                    for row in rules:
+                        i = row[0]
+                        mk = row[1]
+                        if mk:  # ANY (0): '**' after the prefix, nothing to check
+                            if mk == 1:  # DEPTH
+                                if n != row[2]:
+                                    continue
+                            elif mk == 2:  # AFFIX
+                                if n != row[2] or not n:
+                                    continue
+                                last = segs[-1]
+                                head = row[3]
+                                tail = row[4]
+                                if (
+                                    len(last) < len(head) + len(tail)
+                                    or not last.startswith(head)
+                                    or not last.endswith(tail)
+                                ):
+                                    continue
+                            elif mk == 3:  # GENERAL
+                                prog = row[10]  # built at load
+                                if prog is _NEVER or (
+                                    prog is not _ALWAYS and not match_general(prog, segs, row[2])
+                                ):
+                                    continue
+                            else:  # CONTEXT: the pattern interpolates the context
+                                plan = row[10]  # built at load
+                                if plan is not _NO_PLAN:
+                                    any_tail, depth, checks, qpos, qtext = plan
+                                    if n < depth if any_tail else n != depth:
                                         continue
-                                elif mk == 2:  # AFFIX
-                                    if n != row[2] or not n:
-                                        continue
-                                    last = segs[-1]
-                                    head = row[3]
-                                    tail = row[4]
-                                    if (
-                                        len(last) < len(head) + len(tail)
-                                        or not last.startswith(head)
-                                        or not last.endswith(tail)
-                                    ):
-                                        continue
-                                elif mk == 3:  # GENERAL
-                                    prog = row[10]  # built at load
-                                    if prog is _NEVER or (
-                                        prog is not _ALWAYS
-                                        and not match_general(prog, segs, row[2])
-                                    ):
-                                        continue
-                                else:  # CONTEXT: the pattern interpolates the context
-                                    plan = row[10]  # built at load
-                                    if plan is not _NO_PLAN:
-                                        any_tail, depth, checks, qpos, qtext = plan
-                                        if n < depth if any_tail else n != depth:
-                                            continue
-                                        if qpos >= 0 and segs[qpos] != qtext:
-                                            continue  # qpos < depth <= n
-                                        ok = True
-                                        for pos, kind, val in checks:
-                                            s = segs[pos]
-                                            if kind == 0:  # a literal
-                                                if s != val:
-                                                    ok = False
-                                                    break
-                                            elif kind == 2:  # {context.x}, the whole segment
-                                                if values is None:
-                                                    values = {}
-                                                    if cache is not None:
-                                                        cache.values = values
-                                                v = values.get(val, _MISSING)
-                                                if v is _MISSING:
-                                                    v = values[val] = hole_value(context, val)
-                                                if v is None:  # unsafe: a forbid's matches
-                                                    if not forbid:  # any segment, a
-                                                        ok = False  # permit's none
-                                                        break
-                                                elif s != v:
-                                                    ok = False
-                                                    break
-                                            elif kind == 1:  # '*'
-                                                if not s:
-                                                    ok = False
-                                                    break
-                                            elif kind == 4:  # text, '*' and holes
-                                                if values is None:
-                                                    values = {}
-                                                    if cache is not None:
-                                                        cache.values = values
-                                                g = values.get(val, _MISSING)
-                                                if g is _MISSING:
-                                                    g = values[val] = glob_texts(context, val)
-                                                if g is None:  # unsafe: as a hole's
-                                                    if not forbid or not s:
-                                                        ok = False
-                                                        break
-                                                elif not glob_ok(g, s):
-                                                    ok = False
-                                                    break
-                                            elif (  # a last 'head*tail'
-                                                len(s) < len(val[0]) + len(val[1])
-                                                or not s.startswith(val[0])
-                                                or not s.endswith(val[1])
-                                            ):
+                                    if qpos >= 0 and segs[qpos] != qtext:
+                                        continue  # qpos < depth <= n
+                                    ok = True
+                                    for pos, kind, val in checks:
+                                        s = segs[pos]
+                                        if kind == 0:  # a literal
+                                            if s != val:
                                                 ok = False
                                                 break
-                                        if not ok:
-                                            continue
-                                    else:
-                                        m = self.context_matcher(self.rule(i), context, cache)
-                                        if m is None or not m.matches(segs):
-                                            continue
-                            if row[5]:  # a condition
-                                rf = row[6]
-                                if rf and held is _UNSET:
-                                    held = held_roles(context)
-                                    if cache is not None:
-                                        cache.held = held
-                                if rf == 1 and held is not None:
-                                    if row[7] not in held:
-                                        continue
-                                elif rf == 2 and held is not None:
-                                    if row[7] in held:
+                                        elif kind == 2:  # {context.x}, the whole segment
+                                            if values is None:
+                                                values = {}
+                                                if cache is not None:
+                                                    cache.values = values
+                                            v = values.get(val, _MISSING)
+                                            if v is _MISSING:
+                                                v = values[val] = hole_value(context, val)
+                                            if v is None:  # unsafe: a forbid's matches
+                                                if not forbid:  # any segment, a
+                                                    ok = False  # permit's none
+                                                    break
+                                            elif s != v:
+                                                ok = False
+                                                break
+                                        elif kind == 1:  # '*'
+                                            if not s:
+                                                ok = False
+                                                break
+                                        elif kind == 4:  # text, '*' and holes
+                                            if values is None:
+                                                values = {}
+                                                if cache is not None:
+                                                    cache.values = values
+                                            g = values.get(val, _MISSING)
+                                            if g is _MISSING:
+                                                g = values[val] = glob_texts(context, val)
+                                            if g is None:  # unsafe: as a hole's
+                                                if not forbid or not s:
+                                                    ok = False
+                                                    break
+                                            elif not glob_ok(g, s):
+                                                ok = False
+                                                break
+                                        elif (  # a last 'head*tail'
+                                            len(s) < len(val[0]) + len(val[1])
+                                            or not s.startswith(val[0])
+                                            or not s.endswith(val[1])
+                                        ):
+                                            ok = False
+                                            break
+                                    if not ok:
                                         continue
                                 else:
-                                    applies = row[9]
-                                    if applies is None:  # a role form, roles not a list
-                                        cols = self._cols
-                                        applies = cols.applies[i] or cols.compile(i)
-                                    if env is None:
-                                        env = (context, args, resource, t.action)
-                                    if verdicts is not None and row[8]:
-                                        ok_ = verdicts.get(i)
-                                        if ok_ is None:
-                                            ok_ = verdicts[i] = applies(env)
-                                        if not ok_:
-                                            continue
-                                    elif not applies(env):
+                                    m = self.context_matcher(self.rule(i), context, cache)
+                                    if m is None or not m.matches(segs):
                                         continue
-                            if hits is None:
-                                hits = [i]
+                        if row[5]:  # a condition
+                            rf = row[6]
+                            if rf and held is _UNSET:
+                                held = held_roles(context)
+                                if cache is not None:
+                                    cache.held = held
+                            if rf == 1 and held is not None:
+                                if row[7] not in held:
+                                    continue
+                            elif rf == 2 and held is not None:
+                                if row[7] in held:
+                                    continue
                             else:
-                                hits.append(i)
-                            if tw is not None:
-                                copies = tw.get(i)
-                                if copies is not None:  # they apply with it
-                                    hits.extend(copies)
+                                applies = row[9]
+                                if applies is None:  # a role form, roles not a list
+                                    cols = self._cols
+                                    applies = cols.applies[i] or cols.compile(i)
+                                if env is None:
+                                    env = (context, args, resource, t.action)
+                                if verdicts is not None and row[8]:
+                                    ok_ = verdicts.get(i)
+                                    if ok_ is None:
+                                        ok_ = verdicts[i] = applies(env)
+                                    if not ok_:
+                                        continue
+                                elif not applies(env):
+                                    continue
+                        if hits is None:
+                            hits = [i]
+                        else:
+                            hits.append(i)
+                        if tw is not None:
+                            copies = tw.get(i)
+                            if copies is not None:  # they apply with it
+                                hits.extend(copies)
             if hits is not None:
                 break
             forbid = False
