@@ -155,7 +155,6 @@ class Evaluator:
         c = self._table.columns
         rkey, rform, trusted = checked_prefilter(c, buckets)  # type: ignore[arg-type]
         self._cols = RuleColumns(self._table)
-        self._mkind: list[int] = c["mkind"]
         self._compile_matchers_and_conditions(rform)
         cols = self._cols
         # What a decision reads of rule i, as one tuple (one object to reach, not one
@@ -836,20 +835,22 @@ class Evaluator:
         )
 
     def prepare_all(self) -> None:
-        """Decode every rule and group and build every tool's plan (see ``PolicySet.prepare``)."""
+        """Decode every rule and group and build every tool's plan (see ``PolicySet.prepare``).
+
+        Matchers and conditions were compiled by the load (a role test's
+        condition, which a decision reads as one set lookup, is compiled when
+        something evaluates it as written)."""
         was_enabled = gc.isenabled()
         gc.disable()  # thousands of small records and closures, no cycles
         try:
-            cols = self._cols
-            mkind = self._mkind
+            applies = self._cols.applies
             for idx in range(self._table.n):
                 record = self.rule(idx)
-                if record.has_condition:
-                    cols.applies[idx] = record.compile_condition(self._table.memo)
-                if mkind[idx] == 3 and cols.progs[idx] is None:
-                    cols.prog(idx)
-                elif mkind[idx] == 4 and cols.plans[idx] is None:
-                    cols.plan(idx)
+                # The load compiled every condition a decision evaluates; a role
+                # form's (one set lookup in a decision) stays compiled on first use.
+                fn = applies[idx]
+                if fn is not None and record.has_condition:
+                    record.applies = fn
             for gid in range(len(self._groups)):
                 self.group(gid)
             for name in self.requirements:
