@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sharedos.policy.conditions import Env
-from sharedos.policy.decision import RuleRef
+from sharedos.policy.decision import RuleRef, new_rule_ref
 from sharedos.policy.ir import CONDITION_KINDS, MalformedProgram, RuleTable, _compile_packed
 from sharedos.policy.matchers import Program, compile_tests
 from sharedos.policy.patterns import lookup_context, safe_value
@@ -329,7 +329,7 @@ class RuleColumns:
         ref = self.refs[i]
         if ref is None:
             c = self.table.columns
-            ref = self.refs[i] = RuleRef(
+            ref = self.refs[i] = new_rule_ref(
                 c["id"][i],
                 self.table.files[c["file"][i]],
                 c["line"][i],

@@ -49,7 +49,7 @@ from sharedos.policy.columns import (
     validate_buckets,
 )
 from sharedos.policy.conditions import Env
-from sharedos.policy.decision import Decision, Requirement, SourceSpan
+from sharedos.policy.decision import Decision, Requirement, SourceSpan, new_decision
 from sharedos.policy.index import (
     Node,
     empty_walk,
@@ -783,12 +783,18 @@ class Evaluator:
         else:
             reason = _FORBIDDEN if forbid else _ALLOWED
             cols = self._cols
-            refs = cols.single(hits[0]) if len(hits) == 1 else tuple(cols.ref(i) for i in hits)
-            ids = ", ".join(r.id for r in refs)
+            if len(hits) == 1:
+                refs = cols.single(hits[0])
+                ids = refs[0].id
+            else:
+                refs = tuple([cols.ref(i) for i in hits])
+                ids = ", ".join([r.id for r in refs])
             verb = "forbidden" if forbid else "permitted"
             detail = f"{t.action} on {resource} is {verb} by {ids}"
         effect = _ALLOW if reason is _ALLOWED else _DENY
-        decision = Decision(effect, reason, t.name, t.namespace, t.action, resource, refs, detail)
+        decision = new_decision(
+            effect, reason, t.name, t.namespace, t.action, resource, refs, detail
+        )
         # Bounded: when full, every kept decision is dropped (the tools' and the tuple-keyed).
         self._n_decided += 1
         if self._n_decided > DECISION_CACHE_SIZE:

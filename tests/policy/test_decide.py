@@ -451,9 +451,7 @@ def test_kept_decisions_are_bounded_and_stay_right(monkeypatch: pytest.MonkeyPat
     )
 
     def kept() -> int:
-        by_tool = sum(
-            len(per) for plan in policy._tools.values() for per in plan.decided.values()
-        )
+        by_tool = sum(len(per) for plan in policy._tools.values() for per in plan.decided.values())
         return by_tool + len(policy._decisions)
 
     first = {}
@@ -644,3 +642,18 @@ def test_actions_sharing_one_decision_trie_keep_their_own_rules() -> None:
     for (tool, path), allowed in cases.items():
         key = "root" if tool == "files.search" else "path"
         assert policy.decide(tool, {key: path}, ALICE).allowed is allowed, (tool, path)
+
+
+def test_decisions_built_by_slots_equal_the_dataclass() -> None:
+    """``new_decision`` / ``new_rule_ref`` (the evaluator's faster builders) make the
+    same values as the dataclasses' constructors, field for field."""
+    from sharedos.policy.decision import Decision, RuleRef, new_decision, new_rule_ref
+
+    ref = new_rule_ref("r1", "p.sos", 3, 1, "permit")
+    assert ref == RuleRef("r1", "p.sos", 3, 1, "permit") and ref.to_dict()["line"] == 3
+    args = (Effect.ALLOW, ReasonCode.ALLOWED, "files.read", "files", "read", "/a", (ref,), "d")
+    built = new_decision(*args)
+    assert built == Decision(*args) and hash(built) == hash(Decision(*args))
+    assert built.approval is None and built.allowed
+    with pytest.raises(AttributeError):
+        built.effect = Effect.DENY  # type: ignore[misc]
