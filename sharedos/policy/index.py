@@ -18,10 +18,12 @@ rules keeps a node's size proportional to its depth, however many rules its
 ancestors hold. Identical groups (the same rules at the same prefix for
 several actions) are stored once.
 
-The walk is used as loaded: a bundle's walks come out of ``json.loads``
-ready to descend, so the first decision after a load builds nothing.
-``validate_walk`` checks one before it is used. ``TrieNode`` is a prefix
-trie for other passes (the lints' shadowing check).
+``validate_walk`` checks a walk once, at load, before anything uses it. The
+JSON form is what the program (and a bundle, and its hash) holds, and what
+explanations and ``could_permit`` read; ``merged_walk`` rebuilds the walks of
+one namespace, at load, as the single trie of tuples ``decide`` descends
+(groups held directly, every action in its own slots). ``TrieNode`` is a
+prefix trie for other passes (the lints' shadowing check).
 """
 
 from __future__ import annotations
