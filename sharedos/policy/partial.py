@@ -268,9 +268,11 @@ class JointSpace:
         # args.a and args.a.b both constrained: args.a.b present needs args.a to
         # be an object. When the candidate of args.a is an object, args.a.b is
         # what it holds there (missing, or that very value when args.a.b is
-        # compared). No other candidate is one, so args.a.b must be missing --
-        # unless args.a is only ever tested with 'has', where any present args.a
-        # may be that object (but a missing one holds nothing).
+        # compared). A fresh value (equal to none compared) may be an object
+        # holding anything there; any other candidate is not an object, so
+        # args.a.b must be missing -- unless args.a is only ever tested with
+        # 'has', where any present args.a may be that object (but a missing one
+        # holds nothing).
         for a, b in pairs:
             ca, cb = chosen[a], chosen[b]
             if type(ca) is dict and a in valued:
@@ -281,7 +283,9 @@ class JointSpace:
                 elif cb is _MISSING or (b in valued and not _same(cb, held)):
                     return False
                 continue
-            if cb is _MISSING:
+            if cb is _MISSING or ca is _FRESH:
+                # a fresh args.a may be an object holding anything at args.a.b:
+                # with a key of its own it still differs from every compared value
                 continue
             if a in valued or ca is _MISSING:
                 return False

@@ -333,3 +333,19 @@ def test_could_permit_sees_an_object_argument_and_a_key_under_it() -> None:
     # an object without the key cannot satisfy both: nothing to permit
     ctx["attributes"] = {"o": {"j": 1}}
     assert not policy.could_permit("files.read", ctx)
+
+
+def test_could_permit_sees_another_object_holding_the_key() -> None:
+    # found by test_reference_semantics: the forbid applies unless args.o differs
+    # from the context's object *and* holds k; {"k": True} (or any object with k
+    # other than {"k": 1}) is such a value, so the tool must be listed
+    src = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'forbid * on "/**" when not (args.o != context.attributes.o and has args.o.k)\n'
+        'permit * on "/**"\n'
+    )
+    policy = compile_source(src, "t.sos")
+    ctx = {"principal": "p", "tenant": "default", "roles": [], "attributes": {"o": {"k": 1}}}
+    assert policy.decide("files.read", {"path": "/a", "o": {"k": True}}, ctx).allowed
+    assert policy.could_permit("files.read", ctx)
