@@ -246,12 +246,22 @@ async def measure(all_servers: list[Server], mode: str, calls: int, rounds: int)
             for s in all_servers[k:] + all_servers[:k]:
                 client = clients[s.name]
                 c0 = s.cpu_seconds()
-                for _ in range(per):
-                    t0 = time.perf_counter()
-                    r = await client.call_tool(s.tool, ARGS)
-                    s.samples[mode].append(time.perf_counter() - t0)
-                    if r.is_error:
-                        raise RuntimeError(f"{s.name}: {r.content}")
+                try:
+                    for _ in range(per):
+                        t0 = time.perf_counter()
+                        r = await client.call_tool(s.tool, ARGS)
+                        s.samples[mode].append(time.perf_counter() - t0)
+                        if r.is_error:
+                            raise RuntimeError(f"{s.name}: {r.content}")
+                except BaseException:
+                    # a stuck server surfaces as a client timeout in a task group
+                    # that names no server: say whose call was in flight
+                    print(
+                        f"  the run failed during a call to {s.label} ({mode}, round {i + 1})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    raise
                 s.cpu[mode] += s.cpu_seconds() - c0
 
 
