@@ -114,12 +114,16 @@ class Server:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
-def _spawn(argv: list[str], **kw: Any) -> subprocess.Popen[str]:
+def _spawn(argv: list[str], *, announces: bool = False, **kw: Any) -> subprocess.Popen[str]:
+    # Only a server that announces itself on stdout (SharedOS's turn: one line) gets a
+    # pipe; nobody reads a peer's stdout, and a peer that logs there (mcp-proxy's uvicorn
+    # writes an access-log line per request) would fill an unread pipe after ~1,000
+    # calls and block mid-run (the run then died of a client ReadTimeout).
     return subprocess.Popen(
         argv,
         cwd=REPO,
         stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.PIPE if announces else subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
@@ -166,7 +170,7 @@ def servers(tmp: Path, quick: bool) -> Iterator[tuple[list[Server], list[str]]]:
             ("sharedos_noev", "SharedOS, a store that keeps nothing", "off"),
         ):
             argv = [PY, "-m", "benchmarks.gateways.sharedos_gateway", "--evidence", evidence]
-            proc = _spawn([*argv, "--", *UPSTREAM])
+            proc = _spawn([*argv, "--", *UPSTREAM], announces=True)
             assert proc.stdout is not None
             line = proc.stdout.readline()
             if not line:
@@ -242,12 +246,22 @@ async def measure(all_servers: list[Server], mode: str, calls: int, rounds: int)
             for s in all_servers[k:] + all_servers[:k]:
                 client = clients[s.name]
                 c0 = s.cpu_seconds()
-                for _ in range(per):
-                    t0 = time.perf_counter()
-                    r = await client.call_tool(s.tool, ARGS)
-                    s.samples[mode].append(time.perf_counter() - t0)
-                    if r.is_error:
-                        raise RuntimeError(f"{s.name}: {r.content}")
+                try:
+                    for _ in range(per):
+                        t0 = time.perf_counter()
+                        r = await client.call_tool(s.tool, ARGS)
+                        s.samples[mode].append(time.perf_counter() - t0)
+                        if r.is_error:
+                            raise RuntimeError(f"{s.name}: {r.content}")
+                except BaseException:
+                    # a stuck server surfaces as a client timeout in a task group
+                    # that names no server: say whose call was in flight
+                    print(
+                        f"  the run failed during a call to {s.label} ({mode}, round {i + 1})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    raise
                 s.cpu[mode] += s.cpu_seconds() - c0
 
 
