@@ -9,8 +9,8 @@ face of all three.
 Hot path notes: ``decide`` touches dicts, lists, tuples and slotted records
 only. The walks a decision descends are the program's, rebuilt at load as
 one trie of tuples per namespace whose groups hold the rules' rows directly
-(``index.merged_walk``):
-at thousands of rules every indirection is a cache miss. The load also
+(``index.merged_walk``): at thousands of rules every indirection is a cache
+miss. The load also
 compiles every condition a decision evaluates as written, every general
 matcher and every context plan (one compile per distinct condition), so the
 first decision of a request costs what later ones do, less building its
