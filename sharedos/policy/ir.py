@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sharedos.errors import PolicyLanguageError
 from sharedos.policy.conditions import Env, Memo, compile_applies
-from sharedos.policy.decision import Requirement, RuleRef
+from sharedos.policy.decision import Decision, Requirement, RuleRef
 from sharedos.policy.jsonvalues import loads
 from sharedos.policy.matchers import (
     Matcher,
@@ -480,7 +480,7 @@ class ToolPlan:
         self.decision_walk = decision_walk
         self.walk_slot = walk_slot
         #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
-        self.decided: dict[int, dict[str, Any]] = {}
+        self.decided: dict[int, dict[str, Decision]] = {}
         self.path_arg = path_arg
         self._all: Any = rules
 
