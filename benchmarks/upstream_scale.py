@@ -106,6 +106,9 @@ async def environment(
     toml = "".join(
         f'[upstream.{ns}]\ncommand = "{PY}"\nargs = ["{FIXTURE}", "--many", "{generated}"]\n'
         f'pinning = "off"\nlist_cache_s = {cache_s}\n'
+        # the default cap (limits.max_tools = 1,000) would drop the generated tools
+        # past it: raised to exactly what the fixture lists
+        f"limits = {{ max_tools = {FIXED + generated} }}\n"
         for ns in namespaces
     )
     config = parse_host_config(toml, f"{name}.toml")
