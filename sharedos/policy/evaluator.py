@@ -125,6 +125,23 @@ class Evaluator:
     """
 
     def __init__(self, program: Mapping[str, Any]) -> None:
+        # Thousands of tuples, dicts and closures and no cycle: built with the collector
+        # paused (an automatic collection would walk the whole young program again and
+        # again), then everything promoted in one pass (see the end of ``_build``).
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._build(program)
+        finally:
+            if was_enabled:
+                gc.enable()
+        # Everything built (and a bundle's program, parsed with the collector paused)
+        # is in the young generations: promote it now, in one pass at load, instead
+        # of in collections the first decisions' allocations would trigger (at
+        # 10,000 rules, 30-100 ms on one early decision).
+        gc.collect(1)
+
+    def _build(self, program: Mapping[str, Any]) -> None:
         self._table = RuleTable(program.get("rules"))
         n_rules = self._table.n
         groups = program.get("groups")
@@ -258,11 +275,6 @@ class Evaluator:
                 resource_shape(renc),
                 arg[0] if is_path and len(arg) == 1 else None,
             )
-        # Everything built above (and a bundle's program, parsed with the collector
-        # paused) is in the young generations: promote it now, in one pass at load,
-        # instead of in collections the first decisions' allocations would trigger
-        # (at 10,000 rules, 30-100 ms on one early decision).
-        gc.collect(1)
 
     def _compile_matchers_and_conditions(self, rform: list[int]) -> None:
         """Compile, at load, what a decision would otherwise build the first time it
@@ -275,24 +287,18 @@ class Evaluator:
         about 0.1 s when every rule has a condition of its own. Done here, the
         first decision of each request costs what every later one does (less the
         decision it builds once); ``prepare`` adds the rule records explanations
-        read."""
-        was_enabled = gc.isenabled()
-        gc.disable()  # thousands of closures and tuples, no cycles
-        try:
-            cols = self._cols
-            c = self._table.columns
-            applies, conds = cols.applies, c["cond"]
-            for i, cond in enumerate(conds):
-                if cond is not None and not rform[i] and applies[i] is None:
-                    cols.compile(i)
-            for i, kind in enumerate(c["mkind"]):
-                if kind == 3:
-                    cols.prog(i)
-                elif kind == 4:
-                    cols.plan(i)
-        finally:
-            if was_enabled:
-                gc.enable()
+        read. (Called by ``_build``, with the collector paused.)"""
+        cols = self._cols
+        c = self._table.columns
+        applies, conds = cols.applies, c["cond"]
+        for i, cond in enumerate(conds):
+            if cond is not None and not rform[i] and applies[i] is None:
+                cols.compile(i)
+        for i, kind in enumerate(c["mkind"]):
+            if kind == 3:
+                cols.prog(i)
+            elif kind == 4:
+                cols.plan(i)
 
     # ------------------------------------------------------------ the program
 

@@ -240,42 +240,56 @@ def merged_walk(
     of entries (``memo``, by the list's identity: ``roots`` must have passed
     ``validate_walk`` with its ``shared`` map)."""
 
+    memo_get = memo.get
+
     def groups(gids: Any) -> tuple[Any, ...]:
         if not gids:
             return ()
-        got = memo.get(id(gids))
+        got = memo_get(id(gids))
         if got is None:
-            got = memo[id(gids)] = tuple(entries[g] for g in gids)
+            got = memo[id(gids)] = tuple([entries[g] for g in gids])
         return got
 
-    def make(nodes: Sequence[Node], own: Sequence[bool]) -> tuple[tuple[Any, ...], list[str]]:
-        slots: list[Any] = []
-        below: dict[str, None] = {}
-        for node, mine in zip(nodes, own, strict=True):
-            slots.append(groups(node[1]))
-            slots.append(groups(node[2]))
-            if mine:
-                below.update(dict.fromkeys(node[0]))
-        kids: dict[str, Any] = {} if below else leaf
-        return (kids, *slots), list(below)
+    def below(nodes: Sequence[Node | None]) -> list[str]:
+        """The segments under a merged node: its actions' own children, in order."""
+        found: Any = None
+        for node in nodes:
+            if node is not None and node[0]:
+                if found is None:
+                    found = list(node[0])
+                else:
+                    if type(found) is list:
+                        found = dict.fromkeys(found)
+                    found.update(dict.fromkeys(node[0]))
+        return [] if found is None else list(found)
 
-    everywhere = [True] * len(roots)
-    top, segs = make(roots, everywhere)
-    stack = [(top, list(roots), everywhere, segs)]
+    slots: list[Any] = []
+    for root in roots:
+        slots += (groups(root[1]), groups(root[2]))
+    segs = below(roots)
+    top = ({} if segs else leaf, *slots)
+    # (merged node, each action's own node there or None when its walk ended above,
+    # the node's slots, the segments below it)
+    stack: list[tuple[tuple[Any, ...], list[Node | None], list[Any], list[str]]] = [
+        (top, list(roots), slots, segs)
+    ]
     while stack:
-        made, nodes, own, segs = stack.pop()
+        made, nodes, parent_slots, segs = stack.pop()
+        kids = made[0]
         for seg in segs:
-            child_nodes: list[Node] = []
-            child_own: list[bool] = []
-            for node, mine in zip(nodes, own, strict=True):
-                # an action whose own walk ended above keeps its deepest node
-                child = node[0].get(seg) if mine else None
-                child_nodes.append(node if child is None else child)
-                child_own.append(child is not None)
-            child, child_segs = make(child_nodes, child_own)
-            made[0][seg] = child
+            child_nodes: list[Node | None] = []
+            child_slots = list(parent_slots)  # an action without this child keeps its groups
+            for k, node in enumerate(nodes):
+                child = node[0].get(seg) if node is not None else None
+                child_nodes.append(child)
+                if child is not None:
+                    child_slots[2 * k] = groups(child[1])
+                    child_slots[2 * k + 1] = groups(child[2])
+            child_segs = below(child_nodes)
+            child_made = ({} if child_segs else leaf, *child_slots)
+            kids[seg] = child_made
             if child_segs:
-                stack.append((child, child_nodes, child_own, child_segs))
+                stack.append((child_made, child_nodes, child_slots, child_segs))
     return top
 
 
