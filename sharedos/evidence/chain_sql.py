@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from sharedos.evidence.chain import APPROVAL_FIELDS, ATTEMPT_FIELDS
 from sharedos.evidence.checkpoint import Checkpoint
-from sharedos.evidence.store import INTERRUPTED, EvidenceCounts
+from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
 __all__ = [
     "CHAIN_COLUMNS",
@@ -351,6 +351,17 @@ def approval_rows_sql(dialect: Dialect, *, by_turn: bool, by_approval: bool) -> 
         f"SELECT seq, pos, {', '.join(APPROVAL_FIELDS)} FROM chain "
         f"WHERE {' AND '.join(where)} ORDER BY turn_id{collate}, pos, seq"
     )
+
+
+def require_approvals(schema_version: int, shown: str) -> None:
+    """Raise ``EvidenceStoreError`` (cause ``io``) unless a store at ``schema_version``
+    keeps approvals (schema 6 and later); ``shown`` names the database in the message."""
+    if schema_version < 6:
+        raise EvidenceStoreError(
+            f"evidence database {shown} has schema version {schema_version}, "
+            "which keeps no approvals: run `sharedos evidence migrate` first",
+            "io",
+        )
 
 
 def approval_row(row: Sequence[Any]) -> tuple[int, int | None, list[Any]]:

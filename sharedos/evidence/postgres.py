@@ -73,6 +73,7 @@ from sharedos.evidence.chain_sql import (
     lookup_sql,
     picked,
     reader_sql,
+    require_approvals,
 )
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
@@ -727,12 +728,7 @@ class PostgresEvidenceStore:
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
         step of that approval is already in the store (another host wrote it first)."""
         self._guarded()
-        if self.schema_version < 6:
-            raise EvidenceStoreError(
-                f"evidence database {self.shown} has schema version {self.schema_version}, "
-                "which keeps no approvals: run `sharedos evidence migrate` first",
-                "io",
-            )
+        require_approvals(self.schema_version, str(self.shown))
         return self.appender.append_approval(values)
 
     def approval_rows(

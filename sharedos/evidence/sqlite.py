@@ -83,6 +83,7 @@ from sharedos.evidence.chain_sql import (
     fold_counts,
     lookup_sql,
     reader_sql,
+    require_approvals,
 )
 from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.migrate import (
@@ -647,12 +648,7 @@ class SqliteEvidenceStore:
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
         step of that approval is already in the store."""
         self._writable()
-        if self.schema_version < 6:
-            raise EvidenceStoreError(
-                f"evidence database {self.path} has schema version {self.schema_version}, "
-                "which keeps no approvals: run `sharedos evidence migrate` first",
-                "io",
-            )
+        require_approvals(self.schema_version, str(self.path))
         return self.appender.append_approval(values)
 
     def approval_rows(
