@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -403,6 +404,33 @@ def migrate_cmd(db: str) -> None:
 #: ``--kind`` spellings -> the report's kinds (as ``sharedos-policy diff``)
 _KINDS = {"widened": "widened", "narrowed": "narrowed", "reason-changed": "reason changed"}
 _EXIT_USAGE = 2
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _report_options(kinds: Iterable[str], what: str) -> Callable[[_F], _F]:
+    """``--kind`` (one of ``kinds``, repeatable), ``--examples`` and ``--format``: the
+    options ``replay`` and ``shadow`` share, in that order in ``--help``."""
+
+    def apply(command: _F) -> _F:
+        command = click.option(
+            "--format", "fmt", type=click.Choice(["text", "json"]), default="text"
+        )(command)
+        command = click.option(
+            "--examples",
+            default=3,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="Attempts shown per group (0: every one).",
+        )(command)
+        return click.option(
+            "--kind",
+            "kinds",
+            multiple=True,
+            type=click.Choice(sorted(kinds)),
+            help=f"Report only this kind of {what} (repeatable; default: every kind).",
+        )(command)
+
+    return apply
 
 
 def _moment(value: str | None, option: str) -> Any:
@@ -485,21 +513,7 @@ def _in_window(records: Any, since: Any, until: Any) -> Any:
     show_default=True,
     help="The zone of context.now for attempts recorded without their time of decision.",
 )
-@click.option(
-    "--kind",
-    "kinds",
-    multiple=True,
-    type=click.Choice(sorted(_KINDS)),
-    help="Report only this kind of change (repeatable; default: every kind).",
-)
-@click.option(
-    "--examples",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Attempts shown per group (0: every one).",
-)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@_report_options(_KINDS, "change")
 @guarded
 def replay_cmd(
     db: str,
@@ -603,21 +617,7 @@ _SHADOW_KINDS = {
     metavar="HASH",
     help="Only the decisions of the shadow policy whose bundle hash starts with HASH.",
 )
-@click.option(
-    "--kind",
-    "kinds",
-    multiple=True,
-    type=click.Choice(sorted(_SHADOW_KINDS)),
-    help="Report only this kind of difference (repeatable; default: every kind).",
-)
-@click.option(
-    "--examples",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Attempts shown per group (0: every one).",
-)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@_report_options(_SHADOW_KINDS, "difference")
 @guarded
 def shadow_cmd(
     db: str,
