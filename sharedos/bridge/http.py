@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import JSONRPCRequest
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,6 +31,7 @@ from sharedos.bridge.diagnostics import REACHED_SERVER
 from sharedos.bridge.frames import Frame, classify, oversized, truncated
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
+from sharedos.bridge.sse_answer import SoleAnswerAsJson
 from sharedos.compat import mcp_sdk
 from sharedos.compat.uvicorn import (
     BODY_DEADLINE_EXTENSION,
@@ -74,6 +76,9 @@ class TurnHttpApp:
       and classified (``sharedos.bridge.frames``): one valid JSON-RPC message
       goes on to the SDK's transport, whose Host/Origin (DNS-rebinding) check
       applies as usual; anything else is refused, recorded and answered here.
+      A request's answer goes back as one ``application/json`` body when the
+      SSE stream the SDK opened for it would carry nothing but that answer
+      (``sharedos.bridge.sse_answer``); otherwise as the SDK's stream, unchanged.
       A body cut off by the client or by the body read deadline is recorded
       as ``malformed_request``.
 
@@ -212,6 +217,10 @@ class TurnHttpApp:
             return await receive()
 
         message = frame.message
+        if isinstance(message, JSONRPCRequest):
+            # answered as one JSON body when its SSE stream would carry nothing else
+            # (sharedos.bridge.sse_answer); notifications get the SDK's 202 as before
+            send = SoleAnswerAsJson(send, message.id)
         is_call = getattr(message, "method", None) == "tools/call"
         if not is_call:
             await self._handle(scope, replay, send)
