@@ -94,9 +94,7 @@ async def test_calls_with_nothing_to_stream_are_answered_with_json(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_progress_keeps_the_stream(
-    runtime: Runtime, alice: AccessContext, mode: str
-) -> None:
+async def test_progress_keeps_the_stream(runtime: Runtime, alice: AccessContext, mode: str) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
