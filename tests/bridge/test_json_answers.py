@@ -201,3 +201,37 @@ async def test_the_raw_wire(runtime: Runtime, alice: AccessContext) -> None:
             assert [e.get("method") for e in events] == ["notifications/progress", None]
             assert events[0]["params"]["progressToken"] == "p-8"
             assert events[1]["id"] == 8 and "result" in events[1]
+
+
+async def test_a_handlers_log_messages_keep_the_stream(tmp_path: Path) -> None:
+    """A tool that logs while it runs: its log messages arrive, on its call's stream."""
+    from sharedos.catalog.registry import ToolRegistry
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+    from sharedos.kernel.kernel import Kernel
+    from sharedos.kernel.runtime import RuntimeHost
+    from sharedos.testing.conformance_tools import conformance_tools
+    from tests.bridge.conftest import compile_rules
+
+    policy = compile_rules("conformance.sos")
+    host = RuntimeHost(
+        Kernel(policy, ToolRegistry(conformance_tools())),
+        SqliteEvidenceStore(tmp_path / "evidence.db"),
+    )
+    ctx = AccessContext(principal="conformance-suite", roles=("conformance",))
+    logged: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logged.append(params.data)
+
+    wire = Wire()
+    async with (
+        open_turn(host, ctx, policy.tool_policies["conformance"]) as turn,
+        watched_client(
+            turn.url, turn.token, wire, mode="legacy", logging_callback=on_log
+        ) as client,
+    ):
+        said = await client.call_tool("test_tool_with_logging", {})
+        plain = await client.call_tool("test_simple_text", {})
+    assert not said.is_error and not plain.is_error
+    assert logged == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+    assert wire.of("tools/call") == [SSE, JSON]
