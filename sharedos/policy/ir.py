@@ -479,7 +479,7 @@ class ToolPlan:
         self.walk = walk
         self.decision_walk = decision_walk
         self.walk_slot = walk_slot
-        #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
+        #: decisions ``decide`` keeps for reuse: by the first rule cited (-1: none), by resource
         self.decided: dict[int, dict[str, Decision]] = {}
         self.path_arg = path_arg
         self._all: Any = rules
