@@ -712,30 +712,26 @@ class Evaluator:
                 break
             forbid = False
         # Decisions are immutable values, so identical ones are shared: building
-        # a frozen dataclass costs more than the whole walk. They are kept by the
-        # tool, by the first rule cited (-1: none), by resource: two dict reads
-        # and no key to build. The decision kept there may cite other rules after
-        # that first one (another caller's): it is checked, and a decision that
-        # does not fit there is kept by a tuple key instead.
-        if hits is None:
-            per = t.decided.get(-1)
+        # a frozen dataclass costs more than the whole walk. Most cite one rule
+        # (or none): those are kept by the tool, by that rule, by resource (two
+        # dict reads, no key to build). Those citing several rules are kept the
+        # same way by the first rule cited (``decided_multi``), checked against
+        # the rules cited (another caller may cite others after that first one);
+        # one that does not fit there is kept by a tuple key.
+        if hits is None or len(hits) == 1:
+            per = t.decided.get(-1 if hits is None else hits[0])
             if per is not None:
                 found = per.get(resource)
                 if found is not None:
                     return found
             return self._decision(t, resource, forbid, hits)
-        n_hits = len(hits)
-        if n_hits > 1:
-            hits.sort()  # program order, however the buckets were visited
-        per = t.decided.get(hits[0])
+        hits.sort()  # program order, however the buckets were visited
+        per = t.decided_multi.get(hits[0])
         if per is not None:
             found = per.get(resource)
             if found is not None:
-                rids = found.rule_ids
-                if len(rids) == n_hits and (
-                    n_hits == 1 or rids == tuple(map(self._cols.refs.__getitem__, hits))
-                ):
-                    return found
+                if found.rule_ids == tuple(map(self._cols.refs.__getitem__, hits)):
+                    return found  # (the same references: compared by identity)
                 cached = self._decisions.get((tool, resource, *hits))
                 if cached is not None:
                     return cached
@@ -865,12 +861,19 @@ class Evaluator:
             self._decisions.clear()
             for plan in list(self._tools.values()):
                 plan.decided.clear()
-        key = -1 if hits is None else hits[0]
-        per = t.decided.get(key)
-        if per is None:
-            per = t.decided[key] = {}
-        if per.setdefault(resource, decision) is not decision and hits is not None:
-            self._decisions[(t.name, resource, *hits)] = decision  # taken: see ``decide``
+                plan.decided_multi.clear()
+        if hits is None or len(hits) == 1:
+            key = -1 if hits is None else hits[0]
+            per = t.decided.get(key)
+            if per is None:
+                per = t.decided[key] = {}
+            per[resource] = decision
+        else:
+            per = t.decided_multi.get(hits[0])
+            if per is None:
+                per = t.decided_multi[hits[0]] = {}
+            if per.setdefault(resource, decision) is not decision:  # taken: see ``decide``
+                self._decisions[(t.name, resource, *hits)] = decision
         return decision
 
     @staticmethod

@@ -431,7 +431,7 @@ class ToolPlan:
     its resource kind (absolute or relative), in its JSON form;
     ``decision_walk`` the trie ``decide`` reads (``index.merged_walk``), this
     action's groups at ``walk_slot`` and the next,
-    ``decided`` the decisions it keeps (see ``Evaluator._decision``);
+    ``decided``/``decided_multi`` the decisions it keeps (see ``Evaluator._decision``);
     ``path_arg`` is the argument
     name of a ``path(args.x)`` resource (the evaluator canonicalizes it
     inline); ``forbids``/``permits`` are every rule of that walk, in program
@@ -443,6 +443,7 @@ class ToolPlan:
         "absolute",
         "action",
         "decided",
+        "decided_multi",
         "decision_walk",
         "name",
         "namespace",
@@ -479,8 +480,10 @@ class ToolPlan:
         self.walk = walk
         self.decision_walk = decision_walk
         self.walk_slot = walk_slot
-        #: decisions ``decide`` keeps for reuse: by the first rule cited (-1: none), by resource
+        #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
         self.decided: dict[int, dict[str, Decision]] = {}
+        #: those citing several rules: by the first rule cited, by resource
+        self.decided_multi: dict[int, dict[str, Decision]] = {}
         self.path_arg = path_arg
         self._all: Any = rules
 

@@ -451,7 +451,12 @@ def test_kept_decisions_are_bounded_and_stay_right(monkeypatch: pytest.MonkeyPat
     )
 
     def kept() -> int:
-        by_tool = sum(len(per) for plan in policy._tools.values() for per in plan.decided.values())
+        by_tool = sum(
+            len(per)
+            for plan in policy._tools.values()
+            for kept in (plan.decided, plan.decided_multi)
+            for per in kept.values()
+        )
         return by_tool + len(policy._decisions)
 
     first = {}
