@@ -362,7 +362,7 @@ class Evaluator:
         """
         record = self._records[index]
         if record is None:
-            record = self._records[index] = self._table.record(index)
+            record = self._records[index] = self._table.record(index, self._cols.refs[index])
         return record
 
     def group(self, gid: int) -> tuple[RuleRecord, ...]:

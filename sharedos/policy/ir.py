@@ -170,14 +170,17 @@ class RuleTable:
         #: the compiled conditions and comparisons of this program's rules (see ``_compile_packed``)
         self.memo: Memo = {}
 
-    def record(self, i: int) -> RuleRecord:
-        """Rule ``i`` decoded (its matcher ready; its condition compiled by its first evaluation)."""
+    def record(self, i: int, ref: RuleRef | None = None) -> RuleRecord:
+        """Rule ``i`` decoded (its matcher ready; its condition compiled by its first evaluation).
+
+        ``ref``, when given, is rule ``i``'s reference already built (the
+        evaluator's, which decisions cite): the record shares it."""
         c = self.columns
         forbid = c["effect"][i] == 1
         effect = _EFFECTS[1 if forbid else 0]
         rid = c["id"][i]
-        file = self.files[c["file"][i]]
-        ref = RuleRef(rid, file, c["line"][i], c["col"][i], effect)
+        if ref is None:
+            ref = RuleRef(rid, self.files[c["file"][i]], c["line"][i], c["col"][i], effect)
         kind = CONDITION_KINDS[c["ckind"][i]]
         packed = c["cond"][i]
         mkind = MatchKind(c["mkind"][i])

@@ -734,3 +734,5 @@ def test_the_load_builds_every_reference_a_decision_cites() -> None:
     assert two.rule_ids[0] is refs[0] and two.rule_ids[1] is refs[1]
     assert deny.rule_ids == (refs[2],) and deny.detail.endswith("forbidden by p.sos:8")
     assert list(policy._cols.refs) == refs  # none built or replaced since
+    policy.prepare()  # the decoded records share them too
+    assert all(policy.rule(i).ref is ref for i, ref in enumerate(refs))
