@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -413,3 +415,24 @@ def new_rule_ref(
     _set_col(r, col)
     _set_ref_effect(r, effect)
     return r
+
+
+def new_rule_refs(
+    ids: Sequence[str],
+    files: Sequence[str],
+    lines: Sequence[int],
+    cols: Sequence[int],
+    effects: Sequence[Literal["permit", "forbid", "approval"]],
+) -> list[RuleRef]:
+    """``[RuleRef(*fields) for fields in zip(ids, files, lines, cols, effects)]``, built
+    faster: each slot is set for every reference in one C-level pass (``map``)."""
+    refs: list[RuleRef] = [_new(RuleRef) for _ in ids]
+    for setter, column in (
+        (_set_id, ids),
+        (_set_file, files),
+        (_set_line, lines),
+        (_set_col, cols),
+        (_set_ref_effect, effects),
+    ):
+        deque(map(setter, refs, column), maxlen=0)
+    return refs

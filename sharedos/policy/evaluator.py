@@ -14,7 +14,9 @@ miss. The load also
 compiles every condition a decision evaluates as written, every general
 matcher and every context plan (one compile per distinct condition), so the
 first decision of a request costs what later ones do, less building its
-``Decision``; the rule records explanations read are decoded on first use
+``Decision`` (the rule references it cites are built by the load too, one
+per rule, and copies of a rule cited together share one tuple of them);
+the rule records explanations read are decoded on first use
 (``PolicySet.prepare`` decodes all of them, if a host wants that). A context
 rule's matcher is tested inline against its quick reject
 (``Matcher.qpos``/``qtext``) before it is called. A ``path(args.x)``
@@ -49,7 +51,7 @@ from sharedos.policy.columns import (
     validate_buckets,
 )
 from sharedos.policy.conditions import Env
-from sharedos.policy.decision import Decision, Requirement, SourceSpan, new_decision
+from sharedos.policy.decision import Decision, Requirement, RuleRef, SourceSpan, new_decision
 from sharedos.policy.index import (
     Node,
     empty_walk,
@@ -97,23 +99,43 @@ _is_normalized = unicodedata.is_normalized
 class ContextEntry:
     """What one context has cached.
 
-    ``verdicts[rule.index]`` is a context-only condition's verdict (absent until
-    evaluated: sized by what the context met, not by the policy); ``held`` the roles
-    held (``columns.held_roles``; ``_UNSET`` until a decision needs them);
-    ``values`` the interpolated values by context path (None until needed);
-    ``matchers`` maps a ``CONTEXT`` rule's index to its resolved matcher
-    (None: it matches nothing for this context), for patterns without a plan;
-    ``memo`` is the partial evaluator's.
+    ``verdicts[rule.index]`` is a context-only condition's verdict (None until one
+    is cached, then absent until evaluated: sized by what the context met, not
+    by the policy); ``held`` the roles held (``columns.held_roles``; ``_UNSET``
+    until a decision needs them); ``values`` the interpolated values by context
+    path (None until needed); ``matchers`` maps a ``CONTEXT`` rule's index to its
+    resolved matcher (None: it matches nothing for this context), for patterns
+    without a plan; ``memo`` is the partial evaluator's. Each map is made when
+    first written: most contexts need none of them, and a first-seen context
+    then costs one object, not four (objects the first decisions leave behind
+    are what the garbage collector's pauses, tens of microseconds each, scale
+    with).
     """
 
-    __slots__ = ("held", "matchers", "memo", "values", "verdicts")
+    __slots__ = ("_matchers", "_memo", "held", "values", "verdicts")
 
     def __init__(self) -> None:
-        self.verdicts: dict[int, bool] = {}
+        self.verdicts: dict[int, bool] | None = None
         self.held: Any = _UNSET
         self.values: dict[Any, Any] | None = None
-        self.matchers: dict[int, Matcher | None] = {}
-        self.memo: dict[Any, Any] = {}
+        self._matchers: dict[int, Matcher | None] | None = None
+        self._memo: dict[Any, Any] | None = None
+
+    @property
+    def matchers(self) -> dict[int, Matcher | None]:
+        """The resolved matchers of ``CONTEXT`` rules by rule index (made on first use)."""
+        found = self._matchers
+        if found is None:
+            found = self._matchers = {}
+        return found
+
+    @property
+    def memo(self) -> dict[Any, Any]:
+        """The partial evaluator's memo for this context (made on first use)."""
+        found = self._memo
+        if found is None:
+            found = self._memo = {}
+        return found
 
 
 class Evaluator:
@@ -217,6 +239,19 @@ class Evaluator:
                         + tuple(rows[i] for ids in entry[1].values() for i in ids),
                     ]
                 )
+        # Copies of a rule apply together, so a decision citing one cites them all
+        # (dozens in a generated policy): the tuple of their references, and the
+        # ids a detail lists, are made now, once per family of copies, and shared
+        # by every decision citing exactly that family (``decide`` cites in program
+        # order, which is how the family is keyed).
+        self._cited: dict[tuple[int, ...], tuple[tuple[RuleRef, ...], str]] = {}
+        for tw in twins:
+            if tw is not None:
+                for rep, copies in tw.items():
+                    members = sorted((rep, *copies))
+                    key = tuple(members)
+                    if key not in self._cited:
+                        self._cited[key] = cols.cite(members)
         # One decision trie per (namespace, resource kind), every action's groups in
         # its slots (``index.merged_walk``): (trie, slot) per (namespace, action, kind).
         memo: dict[int, Any] = {}
@@ -327,7 +362,7 @@ class Evaluator:
         """
         record = self._records[index]
         if record is None:
-            record = self._records[index] = self._table.record(index)
+            record = self._records[index] = self._table.record(index, self._cols.refs[index])
         return record
 
     def group(self, gid: int) -> tuple[RuleRecord, ...]:
@@ -424,9 +459,12 @@ class Evaluator:
             return True
         if cache is None:
             return bool(applies(env))
-        ok = cache.verdicts.get(rule.index)
+        verdicts = cache.verdicts
+        if verdicts is None:
+            verdicts = cache.verdicts = {}
+        ok = verdicts.get(rule.index)
         if ok is None:
-            ok = cache.verdicts[rule.index] = bool(applies(env))
+            ok = verdicts[rule.index] = bool(applies(env))
         return ok
 
     @staticmethod
@@ -652,7 +690,9 @@ class Evaluator:
                                     applies = cols.applies[i] or cols.compile(i)
                                 if env is None:
                                     env = (context, args, resource, t.action)
-                                if verdicts is not None and row[8]:
+                                if row[8] and cache is not None:  # context-only: kept
+                                    if verdicts is None:
+                                        verdicts = cache.verdicts = {}
                                     ok_ = verdicts.get(i)
                                     if ok_ is None:
                                         ok_ = verdicts[i] = applies(env)
@@ -674,7 +714,10 @@ class Evaluator:
         # Decisions are immutable values, so identical ones are shared: building
         # a frozen dataclass costs more than the whole walk. Most cite one rule
         # (or none): those are kept by the tool, by that rule, by resource (two
-        # dict reads, no key to build); several rules, by a tuple key.
+        # dict reads, no key to build). Those citing several rules are kept the
+        # same way by the first rule cited (``decided_multi``), checked against
+        # the rules cited (another caller may cite others after that first one);
+        # one that does not fit there is kept by a tuple key.
         if hits is None or len(hits) == 1:
             per = t.decided.get(-1 if hits is None else hits[0])
             if per is not None:
@@ -683,9 +726,15 @@ class Evaluator:
                     return found
             return self._decision(t, resource, forbid, hits)
         hits.sort()  # program order, however the buckets were visited
-        cached = self._decisions.get((tool, resource, *hits))
-        if cached is not None:
-            return cached
+        per = t.decided_multi.get(hits[0])
+        if per is not None:
+            found = per.get(resource)
+            if found is not None:
+                if found.rule_ids == tuple(map(self._cols.refs.__getitem__, hits)):
+                    return found  # (the same references: compared by identity)
+                cached = self._decisions.get((tool, resource, *hits))
+                if cached is not None:
+                    return cached
         return self._decision(t, resource, forbid, hits)
 
     def _decide_with_approvals(
@@ -793,13 +842,12 @@ class Evaluator:
             detail = f"no permit allows {t.action} on {resource} (default deny)"
         else:
             reason = _FORBIDDEN if forbid else _ALLOWED
-            cols = self._cols
             if len(hits) == 1:
-                refs = cols.single(hits[0])
+                refs = self._cols.single(hits[0])
                 ids = refs[0].id
-            else:
-                refs = tuple([cols.ref(i) for i in hits])
-                ids = ", ".join([r.id for r in refs])
+            else:  # copies of one rule, cited together: made at load
+                cited = self._cited.get(tuple(hits))
+                refs, ids = cited if cited is not None else self._cols.cite(hits)
             verb = "forbidden" if forbid else "permitted"
             detail = f"{t.action} on {resource} is {verb} by {ids}"
         effect = _ALLOW if reason is _ALLOWED else _DENY
@@ -813,6 +861,7 @@ class Evaluator:
             self._decisions.clear()
             for plan in list(self._tools.values()):
                 plan.decided.clear()
+                plan.decided_multi.clear()
         if hits is None or len(hits) == 1:
             key = -1 if hits is None else hits[0]
             per = t.decided.get(key)
@@ -820,7 +869,11 @@ class Evaluator:
                 per = t.decided[key] = {}
             per[resource] = decision
         else:
-            self._decisions[(t.name, resource, *hits)] = decision
+            per = t.decided_multi.get(hits[0])
+            if per is None:
+                per = t.decided_multi[hits[0]] = {}
+            if per.setdefault(resource, decision) is not decision:  # taken: see ``decide``
+                self._decisions[(t.name, resource, *hits)] = decision
         return decision
 
     @staticmethod

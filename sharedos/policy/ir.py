@@ -170,14 +170,17 @@ class RuleTable:
         #: the compiled conditions and comparisons of this program's rules (see ``_compile_packed``)
         self.memo: Memo = {}
 
-    def record(self, i: int) -> RuleRecord:
-        """Rule ``i`` decoded (its matcher ready; its condition compiled by its first evaluation)."""
+    def record(self, i: int, ref: RuleRef | None = None) -> RuleRecord:
+        """Rule ``i`` decoded (its matcher ready; its condition compiled by its first evaluation).
+
+        ``ref``, when given, is rule ``i``'s reference already built (the
+        evaluator's, which decisions cite): the record shares it."""
         c = self.columns
         forbid = c["effect"][i] == 1
         effect = _EFFECTS[1 if forbid else 0]
         rid = c["id"][i]
-        file = self.files[c["file"][i]]
-        ref = RuleRef(rid, file, c["line"][i], c["col"][i], effect)
+        if ref is None:
+            ref = RuleRef(rid, self.files[c["file"][i]], c["line"][i], c["col"][i], effect)
         kind = CONDITION_KINDS[c["ckind"][i]]
         packed = c["cond"][i]
         mkind = MatchKind(c["mkind"][i])
@@ -431,7 +434,7 @@ class ToolPlan:
     its resource kind (absolute or relative), in its JSON form;
     ``decision_walk`` the trie ``decide`` reads (``index.merged_walk``), this
     action's groups at ``walk_slot`` and the next,
-    ``decided`` the decisions it keeps (see ``Evaluator._decision``);
+    ``decided``/``decided_multi`` the decisions it keeps (see ``Evaluator._decision``);
     ``path_arg`` is the argument
     name of a ``path(args.x)`` resource (the evaluator canonicalizes it
     inline); ``forbids``/``permits`` are every rule of that walk, in program
@@ -443,6 +446,7 @@ class ToolPlan:
         "absolute",
         "action",
         "decided",
+        "decided_multi",
         "decision_walk",
         "name",
         "namespace",
@@ -481,6 +485,8 @@ class ToolPlan:
         self.walk_slot = walk_slot
         #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
         self.decided: dict[int, dict[str, Decision]] = {}
+        #: those citing several rules: by the first rule cited, by resource
+        self.decided_multi: dict[int, dict[str, Decision]] = {}
         self.path_arg = path_arg
         self._all: Any = rules
 

@@ -451,7 +451,12 @@ def test_kept_decisions_are_bounded_and_stay_right(monkeypatch: pytest.MonkeyPat
     )
 
     def kept() -> int:
-        by_tool = sum(len(per) for plan in policy._tools.values() for per in plan.decided.values())
+        by_tool = sum(
+            len(per)
+            for plan in policy._tools.values()
+            for kept in (plan.decided, plan.decided_multi)
+            for per in kept.values()
+        )
         return by_tool + len(policy._decisions)
 
     first = {}
@@ -464,6 +469,37 @@ def test_kept_decisions_are_bounded_and_stay_right(monkeypatch: pytest.MonkeyPat
         assert again == decision
         assert again.allowed is (path.startswith("/d/") and not path.startswith("/d/no/"))
     assert [r.line for r in first["/d/both/1"].rule_ids] == [5, 6]
+
+
+def test_kept_decisions_for_one_resource_and_first_rule_are_told_apart() -> None:
+    """Decisions are kept by tool, first rule cited and resource; callers whose
+    decisions on one resource share the first rule but cite different rules after
+    it (or none after it) each get their own decision, in any order, again and again."""
+    source = (
+        FILES
+        + 'permit read on "/d/**"\n'
+        + 'permit read on "/d/**" when "a" in context.roles\n'
+        + 'permit read on "/d/**" when "b" in context.roles\n'
+        + 'forbid read on "/d/x/**" unless "c" in context.roles\n'
+        + 'forbid read on "/d/x/**" when "a" in context.roles\n'
+    )
+    policy = compile_source(source, "p.sos")
+    contexts = [{"roles": r} for r in ([], ["a"], ["b"], ["a", "b"], ["b", "a"], ["c"], ["a", "c"])]
+    for order in (contexts, contexts[::-1], contexts[1::2] + contexts[::2]):
+        for _ in range(2):
+            for ctx in order:
+                for path in ("/d/1", "/d/x/1"):
+                    for key in (None, repr(ctx)):
+                        got = policy.decide("files.read", {"path": path}, ctx, context_key=key)
+                        fresh = compile_source(source, "p.sos")
+                        assert got == fresh.decide("files.read", {"path": path}, ctx)
+    lines = lambda ctx, path: [  # noqa: E731
+        r.line for r in policy.decide("files.read", {"path": path}, ctx).rule_ids
+    ]
+    assert lines({"roles": []}, "/d/1") == [5]
+    assert lines({"roles": ["b", "a"]}, "/d/1") == [5, 6, 7]
+    assert lines({"roles": ["a"]}, "/d/x/1") == [8, 9]
+    assert lines({"roles": ["a", "c"]}, "/d/x/1") == [9]
 
 
 def test_concurrent_decisions_agree() -> None:
@@ -657,3 +693,46 @@ def test_decisions_built_by_slots_equal_the_dataclass() -> None:
     assert built.approval is None and built.allowed
     with pytest.raises(AttributeError):
         built.effect = Effect.DENY  # type: ignore[misc]
+
+
+def test_references_built_in_bulk_equal_the_dataclass() -> None:
+    """``new_rule_refs`` (every rule's reference, at load) makes, rule for rule, the
+    values ``RuleRef`` makes: each a distinct, frozen, hashable object."""
+    from sharedos.policy.decision import RuleRef, new_rule_refs
+
+    fields = [
+        (f"r{i}", f"f{i % 3}.sos", i + 1, i % 7 + 1, ("permit", "forbid", "approval")[i % 3])
+        for i in range(50)
+    ]
+    built = new_rule_refs(*(list(column) for column in zip(*fields, strict=True)))  # type: ignore[arg-type]
+    assert built == [RuleRef(*f) for f in fields]  # type: ignore[arg-type]
+    assert [hash(r) for r in built] == [hash(RuleRef(*f)) for f in fields]  # type: ignore[arg-type]
+    assert len({id(r) for r in built}) == 50 and new_rule_refs([], [], [], [], []) == []
+    with pytest.raises(AttributeError):
+        built[0].line = 9  # type: ignore[misc]
+
+
+def test_the_load_builds_every_reference_a_decision_cites() -> None:
+    """A rule's reference is built by the load, once: decisions citing the rule (alone
+    or with others, on any resource) hold that very object, equal to the one a
+    decoded rule record has."""
+    policy = compile_source(
+        FILES
+        + 'permit read on "/d/**"\n'
+        + '@id("second")\n'
+        + 'permit read on "/d/x/**"\n'
+        + 'forbid write on "/d/**"\n',
+        "p.sos",
+    )
+    refs = list(policy._cols.refs)
+    assert [r.id for r in refs] == ["p.sos:5", "second", "p.sos:8"]
+    assert [r.effect for r in refs] == ["permit", "permit", "forbid"]
+    one = policy.decide("files.read", {"path": "/d/a"}, ALICE)
+    two = policy.decide("files.read", {"path": "/d/x/a"}, ALICE)
+    deny = policy.decide("files.write", {"path": "/d/x/a"}, ALICE)
+    assert one.rule_ids[0] is refs[0] and one.rule_ids == (policy.rule(0).ref,)
+    assert two.rule_ids[0] is refs[0] and two.rule_ids[1] is refs[1]
+    assert deny.rule_ids == (refs[2],) and deny.detail.endswith("forbidden by p.sos:8")
+    assert list(policy._cols.refs) == refs  # none built or replaced since
+    policy.prepare()  # the decoded records share them too
+    assert all(policy.rule(i).ref is ref for i, ref in enumerate(refs))

@@ -125,3 +125,55 @@ def test_copies_that_differ_in_a_bundle_are_each_evaluated() -> None:
     assert d.allowed and [r.line for r in d.rule_ids] == [4, 7]
     calls = calls_for(["bob"], [[], ["x"]])
     assert decide_all(edited, calls) == decide_all(stripped(edited), calls)
+
+
+def many_copies_source(copies: int) -> str:
+    """Dozens of copies of a few rules, interleaved with each other and with other
+    rules, on nested prefixes (a deep path meets several groups at once), in role
+    buckets and out of them."""
+    lines = [
+        "namespace files",
+        "requirement files.read { action read; resource path(args.path) }",
+        "requirement files.write { action write; resource path(args.path) }",
+    ]
+    for k in range(copies):
+        lines.append(f'@id("home-{k}")')
+        lines.append('permit read, write on "/home/{context.principal}/**"')
+        lines.append(f'@id("dept-{k}")')
+        lines.append('permit read on "/home/**" when context.dept == "d1"')
+        lines.append(f'permit read on "/home/bob/r{k % 7}/**" when "r{k % 7}" in context.roles')
+        if k % 3 == 0:
+            lines.append('forbid write on "/home/*/locked/**" unless "admin" in context.roles')
+        if k % 5 == 0:
+            lines.append(f'permit read on "/home/bob/**" when "r{k % 7}" in context.roles')
+    return "\n".join(lines) + "\n"
+
+
+def test_a_decision_citing_dozens_of_copies_is_the_one_built_rule_by_rule() -> None:
+    # Copies' references are built at load, per family; a decision citing them
+    # (alone or with other rules) must be exactly the one built rule by rule:
+    # the same references, in program order, and the same detail.
+    source = many_copies_source(40)
+    policy = compile_source(source, "many.sos")
+    assert policy._cited  # families of copies were found and prebuilt
+    calls = []
+    for path in ("/home/bob/x", "/home/bob/r3/y", "/home/bob/locked/z", "/home/al/x", "/etc/x"):
+        for roles in ([], ["r3"], ["r3", "r0", "admin"], ["r1", "r2", "r4", "r5", "r6"]):
+            for dept in ("d1", "d2"):
+                ctx = {"principal": "bob", "roles": roles, "dept": dept}
+                for tool in ("files.read", "files.write"):
+                    calls.append((tool, {"path": path}, ctx))
+    got = decide_all(policy, calls)
+    cited = [d for d in got if len(d.rule_ids) >= 40]
+    assert len(cited) > 10  # the calls do cite dozens of copies at once
+    # the slow way: no buckets, no copies, each reference built when first cited
+    assert got == decide_all(stripped(policy), calls)
+    fresh = compile_source(source, "many.sos")
+    for (tool, args, ctx), d in zip(calls, got[::2], strict=True):
+        again = fresh.decide(tool, args, ctx)
+        assert again == d
+        ids = [r.id for r in d.rule_ids]
+        lines = [r.line for r in d.rule_ids]
+        assert lines == sorted(lines)  # program order
+        if ids:
+            assert d.detail.endswith(" by " + ", ".join(ids))
