@@ -50,7 +50,7 @@ from sharedos.policy.columns import (
     twin_maps,
     validate_buckets,
 )
-from sharedos.policy.conditions import Env
+from sharedos.policy.conditions import Env, compile_expr
 from sharedos.policy.decision import Decision, Requirement, RuleRef, SourceSpan, new_decision
 from sharedos.policy.index import (
     Node,
@@ -60,10 +60,20 @@ from sharedos.policy.index import (
     validate_walk,
     walk_groups,
 )
-from sharedos.policy.ir import MalformedProgram, Matcher, MatchKind, RuleRecord, RuleTable, ToolPlan
+from sharedos.policy.ir import (
+    CONDITION_KINDS,
+    MalformedProgram,
+    Matcher,
+    MatchKind,
+    RuleRecord,
+    RuleTable,
+    ToolPlan,
+)
+from sharedos.policy.jsonvalues import loads
 from sharedos.policy.matchers import match_general
 from sharedos.policy.paths import MAX_PATH_CHARS
 from sharedos.policy.patterns import Shape
+from sharedos.policy.prefilter import BUCKET_MIN, EQUALS, HOLDS, value_buckets, value_keys
 from sharedos.policy.resolvers import (
     Resolver,
     Unresolvable,
@@ -94,6 +104,49 @@ _MISSING: Any = object()
 _UNSET: Any = object()
 _NEVER, _ALWAYS, _NO_PLAN = NEVER, ALWAYS, NO_PLAN
 _is_normalized = unicodedata.is_normalized
+#: value-key modes a decision reads besides ``EQUALS`` (strings only): numbers too, membership
+_NUMBERS, _HOLDS = 2, HOLDS
+
+
+class _ValueKeys:
+    """Which rules of a group can be kept by a value (``prefilter.value_buckets``), from
+    the program's packed conditions; each distinct condition is decoded once, and only
+    for groups large enough to be bucketed (the load stays linear and small)."""
+
+    __slots__ = ("_conds", "_effects", "_kinds", "_seen")
+
+    def __init__(self, columns: Mapping[str, list[Any]]) -> None:
+        self._conds = columns["cond"]
+        self._kinds = columns["ckind"]
+        self._effects = columns["effect"]
+        self._seen: dict[tuple[Any, Any, Any], list[Any]] = {}
+
+    def buckets(self, rules: list[int]) -> Any:
+        """``((mode, root, path), {value: rules}, the rules kept by value)``, or None."""
+        if len(rules) < BUCKET_MIN:
+            return None
+        conds, kinds, effects, seen = self._conds, self._kinds, self._effects, self._seen
+        keys: dict[int, list[Any]] = {}
+        for i in rules:
+            packed = conds[i]
+            # only a comparison can be a key term: most conditions are decoded never
+            if type(packed) is not str or ('"=="' not in packed and '"in"' not in packed):
+                continue
+            sig = (packed, kinds[i], effects[i])
+            found = seen.get(sig)
+            if found is None:
+                try:
+                    enc = loads(packed)
+                    kind = CONDITION_KINDS[kinds[i]]
+                    found = value_keys(enc, kind, effects[i] == 1)
+                except Exception:  # a corrupt condition: no key, evaluated as written
+                    found = []
+                seen[sig] = found
+            if found:
+                keys[i] = found
+        if len(keys) < BUCKET_MIN:
+            return None
+        return value_buckets(rules, keys)
 
 
 class ContextEntry:
@@ -221,24 +274,54 @@ class Evaluator:
             )
         )
         # Each group as a decision reads it: a tuple of rows for a group read whole,
-        # or ``[plain rows, {role: rows}, copies, every row]`` for one bucketed by
-        # role (copies: the twins of a rule, or None; every row: for a context whose
-        # roles are not a list); the walks hold these entries directly.
+        # or ``[plain rows, {role: rows}, copies, every row, by value]`` for one
+        # bucketed by role or by value (copies: the twins of a rule, or None; every
+        # row: for a context whose roles are not a list, or a value key that cannot
+        # be read; by value: ``(read, {value: rows}, mode)`` or None, see
+        # ``prefilter.value_buckets``); the walks hold these entries directly.
         twins = twin_maps(trusted)
+        keyed = _ValueKeys(c)
         entries: list[Any] = []
         for gid, (group, entry) in enumerate(zip(self._raw_groups, trusted, strict=True)):
-            if entry == 0:
+            plain: list[int] = group if entry == 0 else entry[0]
+            by_role: dict[str, list[int]] = {} if entry == 0 else entry[1]
+            # Candidates for value keys: the plain rules, and the rules of a role bucket
+            # too large to narrow much on its own (``"staff" in context.roles and
+            # context.tenant == "t3"`` on every rule of a group: the tenant narrows it).
+            candidates = plain + [
+                i for ids in by_role.values() if len(ids) >= BUCKET_MIN for i in ids
+            ]
+            by_value = keyed.buckets(candidates)
+            if entry == 0 and by_value is None:
                 entries.append(tuple(rows[i] for i in group))
-            else:
-                entries.append(
-                    [
-                        tuple(rows[i] for i in entry[0]),
-                        {r: tuple(rows[i] for i in ids) for r, ids in entry[1].items()},
-                        twins[gid],
-                        tuple(rows[i] for i in entry[0])
-                        + tuple(rows[i] for ids in entry[1].values() for i in ids),
-                    ]
+                continue
+            value_entry = None
+            rest, roles_kept = plain, by_role
+            if by_value is not None:
+                (mode, root, path), values, taken = by_value
+                if mode == EQUALS and not all(type(v) is str for v in values):
+                    mode = _NUMBERS  # read a number too (strings only: nothing else matches)
+                value_entry = (
+                    compile_expr(["ref", root, list(path)]),
+                    {v: tuple(rows[i] for i in ids) for v, ids in values.items()},
+                    mode,
                 )
+                rest = [i for i in plain if i not in taken]
+                roles_kept = {}
+                for r, ids in by_role.items():
+                    kept = [i for i in ids if i not in taken]
+                    if kept:
+                        roles_kept[r] = kept
+            entries.append(
+                [
+                    tuple(rows[i] for i in rest),
+                    {r: tuple(rows[i] for i in ids) for r, ids in roles_kept.items()},
+                    None if entry == 0 else twins[gid],
+                    tuple(rows[i] for i in plain)
+                    + tuple(rows[i] for ids in by_role.values() for i in ids),
+                    value_entry,
+                ]
+            )
         # Copies of a rule apply together, so a decision citing one cites them all
         # (dozens in a generated policy): the tuple of their references, and the
         # ids a detail lists, are made now, once per family of copies, and shared
@@ -562,28 +645,64 @@ class Evaluator:
                 for rules in groups:
                     if type(rules) is tuple:  # the group's rows, read whole
                         tw = None
-                    else:  # [plain rows, {role: rows}, copies, every row]
+                    else:  # [plain rows, {role: rows}, copies, every row, by value]
                         bk = rules
                         tw = bk[2]
-                        # the rules of the roles the caller holds, not all of them
-                        if held is _UNSET:
-                            held = held_roles(context)
-                            if cache is not None:
-                                cache.held = held
+                        rules = bk[0]
                         by_role = bk[1]
-                        if held is None:
-                            rules = bk[3]
-                        elif len(held) <= len(by_role):
-                            rules = bk[0]
-                            for r in held:
-                                got = by_role.get(r)
-                                if got is not None:
-                                    rules += got
-                        else:
-                            rules = bk[0]
-                            for r, got in by_role.items():
-                                if r in held:
-                                    rules += got
+                        if by_role:
+                            # the rules of the roles the caller holds, not all of them
+                            if held is _UNSET:
+                                held = held_roles(context)
+                                if cache is not None:
+                                    cache.held = held
+                            if held is None:
+                                rules = bk[3]
+                            elif len(held) <= len(by_role):
+                                for r in held:
+                                    got = by_role.get(r)
+                                    if got is not None:
+                                        rules += got
+                            else:
+                                for r, got in by_role.items():
+                                    if r in held:
+                                        rules += got
+                        by_value = bk[4]
+                        if by_value is not None and rules is not bk[3]:
+                            # the rules of the value(s) the call holds; anything the
+                            # keys' reasoning does not cover: every rule, as written
+                            # (prefilter, "Why a value key is exact")
+                            if env is None:
+                                env = (context, args, resource, t.action)
+                            try:
+                                v = by_value[0](env)
+                            except Exception:  # unreadable: the key term errs
+                                rules = bk[3]
+                            else:
+                                tv = type(v)
+                                table = by_value[1]
+                                mode = by_value[2]
+                                if mode == _HOLDS:
+                                    if (tv is list or tv is tuple) and all(
+                                        type(e) is str for e in v
+                                    ):
+                                        for e in set(v):
+                                            got = table.get(e)
+                                            if got is not None:
+                                                rules += got
+                                    else:
+                                        rules = bk[3]
+                                elif tv is str:
+                                    got = table.get(v)
+                                    if got is not None:
+                                        rules += got
+                                elif mode == _NUMBERS and tv is not bool and v is not None:
+                                    if tv is int or (tv is float and v - v == 0):
+                                        got = table.get(v)
+                                        if got is not None:
+                                            rules += got
+                                    else:  # NaN, inf, or a foreign number type
+                                        rules = bk[3]
                     for row in rules:
                         i = row[0]
                         mk = row[1]

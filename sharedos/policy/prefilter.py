@@ -199,3 +199,125 @@ def _plain_piece(piece: Any) -> bool:
         or (kind == "w" and len(piece) == 1)
         or (kind == "c" and len(piece) == 2 and bool(piece[1]))
     )
+
+
+# ------------------------------------------------------------ value keys (at load)
+#
+# The same idea for the other common guards: rules on one prefix that differ only
+# by a value the caller or the call carries (``when context.tenant == "t3"``,
+# ``when args.mode in ["append", "create"]``, ``when args.level == 2``, ``when
+# "g1" in context.attributes.groups``). Worked out by the evaluator at load from
+# the packed conditions (not stored in the program, so bundles are unchanged): a
+# group with ``BUCKET_MIN`` such rules on one reference keeps them by value, and a
+# decision reads the reference once and tests only the rules of the value(s) it
+# holds.
+#
+# **Why a value key is exact.** A key term is ``REF == L`` (either side) or ``REF
+# in [L, ...]``, each L a string or a finite number (not a boolean): an *equality
+# key*; or ``"s" in REF``: a *membership key*. Policy equality
+# (``functions.values_equal``) makes ``v == L`` true, for a string v, iff v is the
+# same string; for an int or finite float v, iff v is the same number (Python's
+# dict lookup agrees: ``2 == 2.0``, ``"2" != 2``); and false, never an error, for
+# a boolean or null v, and for any value against a string L. ``"s" in REF`` on a
+# list of strings is true iff "s" is one of them. So the rules a bucket leaves out
+# have a key term that is false: a permit needs every term of its top-level
+# ``and`` true, and a forbid's *first* term false ends its ``and`` (false, not an
+# error). Whenever that reasoning does not cover the value read -- the reference
+# cannot be read (a missing name, a step that is not an object), a non-finite
+# float, a list holding anything but strings, a value of another type against a
+# number -- the decision tests every rule of the group as written, which is what
+# decides the fail-closed cases (a forbid whose condition errs applies). The rules
+# a bucket yields are still evaluated as written: a key only skips rules.
+
+#: value-key modes: ``REF == L`` / ``REF in [L, ...]``, and ``"s" in REF``
+EQUALS, HOLDS = 0, 1
+
+ValueKey = tuple[tuple[int, str, tuple[str, ...]], tuple[Any, ...]]
+
+
+def value_term(enc: Any) -> ValueKey | None:
+    """``((mode, root, path), values)`` when ``enc`` is a key term (see above), else None."""
+    if type(enc) is not list or len(enc) != 4 or enc[0] != "cmp":
+        return None
+    op, left, right = enc[1], enc[2], enc[3]
+    if op == "==":
+        if _is_ref(left) and _is_key_lit(right):
+            return (EQUALS, left[1], tuple(left[2])), (right[1],)
+        if _is_ref(right) and _is_key_lit(left):
+            return (EQUALS, right[1], tuple(right[2])), (left[1],)
+        return None
+    if op != "in":
+        return None
+    if _is_ref(right) and _is_lit(left) and type(left[1]) is str:
+        return (HOLDS, right[1], tuple(right[2])), (left[1],)
+    if _is_ref(left) and type(right) is list and len(right) == 2 and right[0] == "list":
+        items = right[1]
+        if type(items) is list and items and all(_is_key_lit(item) for item in items):
+            return (EQUALS, left[1], tuple(left[2])), tuple(item[1] for item in items)
+    return None
+
+
+def _is_ref(enc: Any) -> bool:
+    return (
+        type(enc) is list
+        and len(enc) == 3
+        and enc[0] == "ref"
+        and enc[1] in ("context", "args", "resource", "action")
+        and type(enc[2]) is list
+        and all(type(name) is str for name in enc[2])
+    )
+
+
+def _is_lit(enc: Any) -> bool:
+    return type(enc) is list and len(enc) == 2 and enc[0] == "lit"
+
+
+def _is_key_lit(enc: Any) -> bool:
+    """A string, an int or a finite float literal (never a boolean: ``True == 1`` in a dict)."""
+    if not _is_lit(enc):
+        return False
+    value = enc[1]
+    kind = type(value)
+    return kind is str or kind is int or (kind is float and value - value == 0)
+
+
+def value_keys(enc: Any, kind: str | None, forbid: bool) -> list[ValueKey]:
+    """Every key term a rule with this condition can be bucketed by (see above): any
+    term of a permit's top-level ``and``, only the first of a forbid's; none for an
+    ``unless`` (it applies when the term is false)."""
+    if enc is None or kind not in ("when", "when unless"):
+        return []
+    terms = _conjuncts(enc)
+    out = []
+    for term in terms[:1] if forbid else terms:
+        key = value_term(term)
+        if key is not None:
+            out.append(key)
+    return out
+
+
+def value_buckets(
+    rules: Sequence[int], keys: Mapping[int, list[ValueKey]]
+) -> tuple[tuple[int, str, tuple[str, ...]], dict[Any, list[int]], set[int]] | None:
+    """The reference (and mode) most of ``rules`` are keyed by (``keys[i]``, from
+    ``value_keys``) when at least ``BUCKET_MIN`` are: ``(key, {value: rules}, the rules
+    kept by value)`` (each list in the order of ``rules``), else None."""
+    counts: dict[tuple[int, str, tuple[str, ...]], int] = {}
+    for i in rules:
+        for ref in {k[0] for k in keys.get(i, ())}:
+            counts[ref] = counts.get(ref, 0) + 1
+    if not counts:
+        return None
+    ref, count = max(counts.items(), key=lambda item: item[1])
+    if count < BUCKET_MIN:
+        return None
+    by_value: dict[Any, list[int]] = {}
+    taken: set[int] = set()
+    for i in rules:
+        values = next((k[1] for k in keys.get(i, ()) if k[0] == ref), None)
+        if values is None:
+            continue
+        taken.add(i)
+        for v in dict.fromkeys(values):  # a value listed twice (or 1 and 1.0): the rule once
+            by_value.setdefault(v, []).append(i)
+    return ref, by_value, taken

@@ -1,0 +1,285 @@
+"""Rules kept by the value they test (``prefilter.value_buckets``) change no decision.
+
+A group of rules on one prefix that differ only by ``context.tenant == "t3"``
+or ``args.mode in ["a", "b"]`` is read by the value the call holds, not rule
+by rule. The decisions must be exactly those of the same policy with the
+buckets turned off (every rule evaluated as written): effect, reason, the
+rules cited and the detail, for values of every type, missing and unreadable
+references (where a forbid's condition errs, so it applies), conjunctions,
+``unless`` and rules in role buckets at the same time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sharedos.policy import compile_source, evaluator
+from sharedos.policy.policyset import PolicySet
+
+HEADER = """namespace files
+requirement files.read { action read; resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+"""
+
+
+def compile_both(source: str) -> tuple[PolicySet, PolicySet]:
+    """The policy, and the same policy compiled with value buckets off."""
+    keyed = compile_source(source, "p.sos")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluator, "BUCKET_MIN", 10**9)  # no group is large enough
+        plain = compile_source(source, "p.sos")
+    return keyed, plain
+
+
+def value_bucketed(policy: PolicySet) -> int:
+    """How many distinct group entries of ``policy``'s decision tries are read by value."""
+    found: dict[int, Any] = {}
+    tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
+    for trie in tries.values():
+        stack = [trie]
+        while stack:
+            node = stack.pop()
+            stack.extend(node[0].values())
+            for groups in node[1:]:
+                for g in groups:
+                    if type(g) is list and g[4] is not None:
+                        found[id(g)] = g
+    return len(found)
+
+
+def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any]:
+    out = []
+    for i, (tool, args, ctx) in enumerate(calls):
+        out.append(policy.decide(tool, args, ctx))
+        out.append(policy.decide(tool, args, ctx, context_key=f"k{i % 4}:{ctx!r}:{args!r}"))
+    return out
+
+
+TENANTS = (
+    "\n".join(f'permit read on "/data/**" when context.tenant == "t{k}"' for k in range(12)) + "\n"
+)
+
+
+def test_a_family_by_tenant_is_read_by_the_tenant_held() -> None:
+    keyed, plain = compile_both(HEADER + TENANTS)
+    assert value_bucketed(keyed) == 1 and value_bucketed(plain) == 0
+    d = keyed.decide("files.read", {"path": "/data/x"}, {"tenant": "t7"})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 7]
+    for tenant in ("t12", "T7", 7, None, ["t7"], {"t7": 1}, True):
+        assert not keyed.decide("files.read", {"path": "/data/x"}, {"tenant": tenant}).allowed
+    assert not keyed.decide("files.read", {"path": "/data/x"}, {}).allowed
+
+
+def test_an_unreadable_value_makes_each_forbid_of_the_family_apply() -> None:
+    # a forbid whose condition errs applies (fail closed), bucket or not
+    source = HEADER + 'permit read on "/data/**"\n'
+    source += "".join(
+        f'forbid read on "/data/**" when context.attributes.dept == "d{k}"\n' for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 1
+    for ctx in ({}, {"attributes": "not an object"}, {"attributes": {}}):
+        d = keyed.decide("files.read", {"path": "/data/x"}, ctx)
+        assert not d.allowed and len(d.rule_ids) == 8
+        assert d == plain.decide("files.read", {"path": "/data/x"}, ctx)
+    d = keyed.decide("files.read", {"path": "/data/x"}, {"attributes": {"dept": "d3"}})
+    assert not d.allowed and [r.line for r in d.rule_ids] == [5 + 3]
+    assert keyed.decide("files.read", {"path": "/data/x"}, {"attributes": {"dept": 3}}).allowed
+
+
+# ------------------------------------------------------------------ property
+
+REFS = ("context.tenant", "args.mode", "context.attributes.dept", "args.n")
+LISTS = ("context.attributes.groups", "args.tags")
+WORDS = ("a", "b", "c", "d", "e", "t1", "t2", "t3")
+NUMBERS = ("1", "2", "2.0", "3.5", "-1")
+
+
+@st.composite
+def condition(draw: Any, main: str, role: str | None = None) -> str:
+    """A rule's ``when``/``unless``: mostly a key term on ``main`` (so that groups reach
+    the bucket size); with ``role``, often that role test too, before or after it (the
+    rules then sit in one large role bucket, which value keys narrow)."""
+    ref = draw(st.sampled_from((main,) * 12 + REFS + LISTS))
+    word = draw(st.sampled_from(WORDS))
+    lit = draw(st.sampled_from((f'"{word}"',) * 3 + NUMBERS + ("true",)))
+    if ref in LISTS:
+        key = draw(
+            st.sampled_from(
+                (f'"{word}" in {ref}',) * 5 + (f"{lit} in {ref}", f'"{word}" not in {ref}')
+            )
+        )
+    else:
+        key = draw(
+            st.sampled_from(
+                (
+                    f"{ref} == {lit}",
+                    f"{ref} == {lit}",
+                    f'{ref} == "{word}"',
+                    f"{lit} == {ref}",
+                    f'{ref} in ["{word}", "{draw(st.sampled_from(WORDS))}"]',
+                    f"{ref} in [{lit}, {draw(st.sampled_from(NUMBERS))}]",
+                    f'{ref} in ["{word}", true]',  # a boolean: never a key
+                    f"{ref} != {lit}",  # not a key
+                )
+            )
+        )
+    other = draw(
+        st.sampled_from(
+            (
+                "",
+                "",
+                "",
+                "args.n > 2",
+                '"r1" in context.roles',
+                "has args.n",
+                'lower(args.mode) == "a"',
+            )
+        )
+    )
+    if role is not None and draw(st.integers(0, 9)) < 7:
+        test = f'"{role}" in context.roles'
+        key = f"{test} and {key}" if draw(st.booleans()) else f"{key} and {test}"
+    if not other:
+        return f"when {key}"
+    form = draw(st.sampled_from(("and_first", "and_last", "unless", "when_unless")))
+    if form == "and_first":
+        return f"when {key} and {other}"
+    if form == "and_last":
+        return f"when {other} and {key}"
+    if form == "unless":
+        return f"unless {key}"
+    return f"when {key} unless {other}"
+
+
+@st.composite
+def policy_source(draw: Any) -> str:
+    """A family of rules on one prefix keyed (mostly) by one reference, in both
+    effects, among other rules: the shape value buckets are for, and its edges."""
+    lines = [HEADER.rstrip("\n")]
+    main = draw(st.sampled_from(REFS + LISTS))
+    role = draw(st.sampled_from((None, "r1")))
+    for effect in ("permit", "forbid"):
+        for _ in range(draw(st.integers(min_value=0 if effect == "forbid" else 6, max_value=14))):
+            lines.append(f'{effect} read on "/data/**" {draw(condition(main, role))}')
+    for _ in range(draw(st.integers(min_value=0, max_value=6))):
+        effect = draw(st.sampled_from(("permit", "forbid")))
+        actions = draw(st.sampled_from(("read", "write", "read, write", "*")))
+        prefix = draw(st.sampled_from(("/data/**", "/data/x/**", "/data/*")))
+        lines.append(f'{effect} {actions} on "{prefix}" {draw(condition(main))}')
+    order = draw(st.permutations(lines[1:]))
+    return "\n".join([lines[0], *order]) + "\n"
+
+
+VALUES = st.one_of(
+    st.sampled_from(WORDS),
+    st.sampled_from(("A", "", "t3", "2")),
+    st.integers(-1, 3),
+    st.sampled_from((2.0, 3.5, -1.0, float("nan"), float("inf"))),
+    st.booleans(),
+    st.none(),
+    st.lists(st.sampled_from(WORDS), max_size=3),
+    st.lists(st.one_of(st.sampled_from(WORDS), st.integers(0, 2), st.none()), max_size=3),
+    st.dictionaries(st.sampled_from(WORDS), st.integers(0, 1), max_size=2),
+)
+
+
+@st.composite
+def call(draw: Any) -> tuple[str, Any, Any]:
+    args: dict[str, Any] = {"path": draw(st.sampled_from(("/data/x", "/data/x/y", "/data/z")))}
+    for name in ("mode", "n", "tags"):
+        if draw(st.booleans()):
+            args[name] = draw(VALUES)
+    roles = ([], ["r1"], ["r1"], ["r2", "r1"], "r1", None)
+    ctx: dict[str, Any] = {"roles": draw(st.sampled_from(roles))}
+    if draw(st.booleans()):
+        ctx["tenant"] = draw(VALUES)
+    attrs = draw(st.sampled_from(("absent", "value", "value", "not an object")))
+    if attrs == "value":
+        ctx["attributes"] = {
+            name: draw(VALUES) for name in ("dept", "groups") if draw(st.booleans())
+        }
+    elif attrs == "not an object":
+        ctx["attributes"] = draw(VALUES)
+    return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(policy_source(), st.lists(call(), min_size=1, max_size=20))
+def test_value_buckets_change_no_decision(source: str, calls: list[Any]) -> None:
+    keyed, plain = compile_both(source)
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_the_property_meets_bucketed_groups() -> None:
+    # the generator above does produce groups read by value (else it tests nothing)
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when args.mode in ["a", "b{k}"] and args.n > 2\n'
+        for k in range(6)
+    )
+    keyed, _ = compile_both(source)
+    assert value_bucketed(keyed) == 1
+    assert keyed.decide("files.read", {"path": "/data/x", "mode": "a", "n": 3}, {}).allowed
+    d = keyed.decide("files.read", {"path": "/data/x", "mode": "b4", "n": 3}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 4]
+    assert not keyed.decide("files.read", {"path": "/data/x", "mode": "b4", "n": 2}, {}).allowed
+
+
+def test_value_keys_narrow_a_large_role_bucket() -> None:
+    # every rule needs "staff": one role bucket of 8; the department narrows it to one
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when "staff" in context.roles and '
+        f'context.attributes.dept == "d{k}"\n'
+        for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 1
+    calls = [
+        ("files.read", {"path": "/data/x"}, {"roles": roles, "attributes": attrs})
+        for roles in (["staff"], [], ["other"], "staff", None)
+        for attrs in ({"dept": "d3"}, {"dept": "d9"}, {}, "x", {"dept": 3})
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+    d = keyed.decide("files.read", {"path": "/data/x"}, calls[0][2])
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 3]
+
+
+def test_numbers_are_keys_and_what_they_cannot_decide_is_evaluated_as_written() -> None:
+    from decimal import Decimal
+
+    source = HEADER + 'permit read on "/data/**"\n'
+    source += "".join(f'forbid read on "/data/**" when args.level == {k}\n' for k in range(8))
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 1
+
+    def forbids(level: Any) -> list[int]:
+        d = keyed.decide("files.read", {"path": "/data/x", "level": level}, {})
+        assert d == plain.decide("files.read", {"path": "/data/x", "level": level}, {})
+        return [r.line for r in d.rule_ids] if not d.allowed else []
+
+    assert forbids(2) == forbids(2.0) == forbids(Decimal(2)) == [5 + 2]
+    for level in (True, False, "2", None, [2], {"2": 2}, 2.5, -1):
+        assert forbids(level) == []  # not equal to any: no forbid applies
+    for level in (float("nan"), float("inf")):
+        assert forbids(level) == list(range(5, 13))  # comparing errs: every forbid applies
+    d = keyed.decide("files.read", {"path": "/data/x"}, {})  # missing: errs too
+    assert not d.allowed and len(d.rule_ids) == 8
+
+
+def test_membership_of_a_string_in_a_list_is_a_key() -> None:
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when "g{k}" in context.attributes.groups\n' for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 1
+    calls = [
+        ("files.read", {"path": "/data/x"}, {"attributes": {"groups": groups}})
+        for groups in (["g1", "g3", "g1"], [], ["g9"], ("g2",), "g1", ["g1", 1, None], None, {})
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+    d = keyed.decide(*calls[0])
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 1, 4 + 3]
