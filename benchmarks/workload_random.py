@@ -8,6 +8,9 @@ instance of it, and it stresses what they do not:
   (``permit read on "/data/d3/d7/**" when "r12" in context.roles``), on
   prefixes at random depths, so that a deep request path meets several
   prefixes (and every rule of each) at once;
+- **rules on one prefix that differ only by a value** the caller or the call
+  carries (``when context.tenant == "t3"``, ``when args.size == 4096``,
+  ``when "g2" in context.attributes.groups``), some also needing a role;
 - **forbids ``unless "ROLE" in context.roles``** on prefixes that overlap
   the permits' (ancestors, descendants and siblings of them);
 - owner homes and team folders by principal (``/home/{context.principal}/**``,
@@ -285,6 +288,49 @@ def _f_role_group(u: Universe, n: list[int]) -> list[LangRule]:
             LangRule(f"g{n[0]}", "permit", acts, True, _p(*prefix, tail), role(r), family="role")
         )
         n[0] += 1
+    return out
+
+
+def _f_value_group(u: Universe, n: list[int]) -> list[LangRule]:
+    """Several rules on one prefix that differ only by a value the caller or the call
+    carries: a tenant, a department, an argument (a string or a number), or a string
+    the caller's groups hold; sometimes each also needs a role; now and then forbids."""
+    rng = u.rng
+    prefix = u.prefix()
+    acts = u.actions()
+    tail = rng.choice((DSTAR, DSTAR, DSTAR, STAR))
+    kind = rng.randrange(5)
+    pool: list[Any]
+    if kind == 0:
+        ref, pool = R("context", "tenant"), list(u.tenants)
+    elif kind == 1:
+        ref, pool = R("context", "attributes", "dept"), list(u.depts)
+    elif kind == 2:
+        ref, pool = R("args", "mode"), ["create", "append", "overwrite"]
+    elif kind == 3:
+        ref, pool = R("args", "size"), [10, 4096, 65_536, 1_000_000]
+    else:
+        ref, pool = R("context", "attributes", "groups"), ["g0", "g1", "g2", "g3", "g4"]
+    effect = "forbid" if rng.random() < 0.15 else "permit"
+    need = role(rng.choice(u.roles)) if rng.random() < 0.3 else None
+    out = []
+    for v in rng.sample(pool, min(len(pool), rng.choice((2, 3, 4, 6, 8)))):
+        if kind == 4:
+            cond: Expr = ("cmp", "in", L(v), ref)
+        elif kind == 2 and rng.random() < 0.3:
+            cond = ("cmp", "in", ref, ("list", (L(v), L(rng.choice(pool)))))
+        else:
+            cond = ("cmp", "==", ref, L(v))
+        if need is not None:  # a forbid's first term is its key: the role test second
+            cond = (
+                ("and", cond, need)
+                if effect == "forbid" or rng.random() < 0.5
+                else ("and", need, cond)
+            )
+        n[0] += 1
+        out.append(
+            LangRule(f"v{n[0]}", effect, acts, True, _p(*prefix, tail), cond, family="value")
+        )
     return out
 
 
@@ -769,6 +815,7 @@ def _f_template(u: Universe, n: list[int]) -> list[LangRule]:
 
 FAMILIES = (
     (_f_role_group, 34),
+    (_f_value_group, 8),
     (_f_forbid_unless_role, 10),
     (_f_forbid_when, 5),
     (_f_owner, 10),
