@@ -68,8 +68,8 @@ from sharedos.policy.ir import (
     RuleRecord,
     RuleTable,
     ToolPlan,
+    decode_packed,
 )
-from sharedos.policy.jsonvalues import loads
 from sharedos.policy.matchers import match_general
 from sharedos.policy.paths import MAX_PATH_CHARS
 from sharedos.policy.patterns import Shape
@@ -113,12 +113,14 @@ class _ValueKeys:
     the program's packed conditions; each distinct condition is decoded once, and only
     for groups large enough to be bucketed (the load stays linear and small)."""
 
-    __slots__ = ("_conds", "_effects", "_kinds", "_seen")
+    __slots__ = ("_conds", "_effects", "_kinds", "_memo", "_seen")
 
-    def __init__(self, columns: Mapping[str, list[Any]]) -> None:
+    def __init__(self, table: RuleTable) -> None:
+        columns = table.columns
         self._conds = columns["cond"]
         self._kinds = columns["ckind"]
         self._effects = columns["effect"]
+        self._memo = table.memo  # the load compiled these conditions: decoded already
         self._seen: dict[tuple[Any, Any, Any], list[Any]] = {}
 
     def buckets(self, rules: list[int]) -> Any:
@@ -136,7 +138,7 @@ class _ValueKeys:
             found = seen.get(sig)
             if found is None:
                 try:
-                    enc = loads(packed)
+                    enc = decode_packed(packed, self._memo)
                     kind = CONDITION_KINDS[kinds[i]]
                     found = value_keys(enc, kind, effects[i] == 1)
                 except Exception:  # a corrupt condition: no key, evaluated as written
@@ -280,7 +282,7 @@ class Evaluator:
         # be read; by value: ``(read, {value: rows}, mode)`` or None, see
         # ``prefilter.value_buckets``); the walks hold these entries directly.
         twins = twin_maps(trusted)
-        keyed = _ValueKeys(c)
+        keyed = _ValueKeys(self._table)
         entries: list[Any] = []
         for gid, (group, entry) in enumerate(zip(self._raw_groups, trusted, strict=True)):
             plain: list[int] = group if entry == 0 else entry[0]

@@ -235,6 +235,20 @@ def _fail_closed(forbid: bool) -> Applies:
     return lambda env: forbid
 
 
+def decode_packed(packed: str, memo: Memo) -> list[Any]:
+    """A packed condition's encoded expression, decoded once per program (kept in
+    ``memo`` under ``("enc", packed)``); raise ``ValueError`` when it is not one (a NaN
+    in a tampered bundle is refused too)."""
+    key = ("enc", packed)
+    enc = memo.get(key)
+    if enc is None:
+        enc = loads(packed)
+        if type(enc) is not list:
+            raise ValueError("not an encoded expression")
+        memo[key] = enc
+    return enc
+
+
 def _compile_packed(packed: str, kind: str | None, forbid: bool, memo: Memo) -> Applies:
     """The applies-closure of a packed condition; a corrupt one fails closed (a forbid
     applies, a permit does not), like any condition that cannot be evaluated.
@@ -246,9 +260,7 @@ def _compile_packed(packed: str, kind: str | None, forbid: bool, memo: Memo) -> 
     if applies is not None:
         return applies
     try:
-        enc = loads(packed)  # a NaN in a tampered bundle: refused, fails closed
-        if type(enc) is not list:
-            raise ValueError("not an encoded expression")
+        enc = decode_packed(packed, memo)
         applies = compile_applies(enc, kind, forbid, memo)
     except Exception:
         applies = _fail_closed(forbid)

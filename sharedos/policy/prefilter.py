@@ -241,31 +241,35 @@ def value_term(enc: Any) -> ValueKey | None:
         return None
     op, left, right = enc[1], enc[2], enc[3]
     if op == "==":
-        if _is_ref(left) and _is_key_lit(right):
-            return (EQUALS, left[1], tuple(left[2])), (right[1],)
-        if _is_ref(right) and _is_key_lit(left):
-            return (EQUALS, right[1], tuple(right[2])), (left[1],)
+        ref = _ref(left)
+        if ref is not None and _is_key_lit(right):
+            return (EQUALS, *ref), (right[1],)
+        ref = _ref(right)
+        if ref is not None and _is_key_lit(left):
+            return (EQUALS, *ref), (left[1],)
         return None
     if op != "in":
         return None
-    if _is_ref(right) and _is_lit(left) and type(left[1]) is str:
-        return (HOLDS, right[1], tuple(right[2])), (left[1],)
-    if _is_ref(left) and type(right) is list and len(right) == 2 and right[0] == "list":
+    ref = _ref(right)
+    if ref is not None and _is_lit(left) and type(left[1]) is str:
+        return (HOLDS, *ref), (left[1],)
+    ref = _ref(left)
+    if ref is not None and type(right) is list and len(right) == 2 and right[0] == "list":
         items = right[1]
         if type(items) is list and items and all(_is_key_lit(item) for item in items):
-            return (EQUALS, left[1], tuple(left[2])), tuple(item[1] for item in items)
+            return (EQUALS, *ref), tuple(item[1] for item in items)
     return None
 
 
-def _is_ref(enc: Any) -> bool:
-    return (
-        type(enc) is list
-        and len(enc) == 3
-        and enc[0] == "ref"
-        and enc[1] in ("context", "args", "resource", "action")
-        and type(enc[2]) is list
-        and all(type(name) is str for name in enc[2])
-    )
+def _ref(enc: Any) -> tuple[str, tuple[str, ...]] | None:
+    """``(root, path)`` of a reference, else None."""
+    if type(enc) is not list or len(enc) != 3 or enc[0] != "ref":
+        return None
+    root, path = enc[1], enc[2]
+    if root not in ("context", "args", "resource", "action") or type(path) is not list:
+        return None
+    names = tuple(path)
+    return (root, names) if all(type(name) is str for name in names) else None
 
 
 def _is_lit(enc: Any) -> bool:
@@ -285,8 +289,11 @@ def value_keys(enc: Any, kind: str | None, forbid: bool) -> list[ValueKey]:
     """Every key term a rule with this condition can be bucketed by (see above): any
     term of a permit's top-level ``and``, only the first of a forbid's; none for an
     ``unless`` (it applies when the term is false)."""
-    if enc is None or kind not in ("when", "when unless"):
+    if enc is None or kind not in ("when", "when unless") or type(enc) is not list:
         return []
+    if enc[0] == "cmp":  # the commonest: one comparison
+        key = value_term(enc)
+        return [] if key is None else [key]
     terms = _conjuncts(enc)
     out = []
     for term in terms[:1] if forbid else terms:
@@ -303,9 +310,13 @@ def value_buckets(
     ``value_keys``) when at least ``BUCKET_MIN`` are: ``(key, {value: rules}, the rules
     kept by value)`` (each list in the order of ``rules``), else None."""
     counts: dict[tuple[int, str, tuple[str, ...]], int] = {}
-    for i in rules:
-        for ref in {k[0] for k in keys.get(i, ())}:
+    for found in keys.values():
+        if len(found) == 1:
+            ref = found[0][0]
             counts[ref] = counts.get(ref, 0) + 1
+        else:
+            for ref in {k[0] for k in found}:
+                counts[ref] = counts.get(ref, 0) + 1
     if not counts:
         return None
     ref, count = max(counts.items(), key=lambda item: item[1])
@@ -314,10 +325,16 @@ def value_buckets(
     by_value: dict[Any, list[int]] = {}
     taken: set[int] = set()
     for i in rules:
-        values = next((k[1] for k in keys.get(i, ()) if k[0] == ref), None)
+        held = keys.get(i)
+        if held is None:
+            continue
+        values = next((k[1] for k in held if k[0] == ref), None)
         if values is None:
             continue
         taken.add(i)
-        for v in dict.fromkeys(values):  # a value listed twice (or 1 and 1.0): the rule once
-            by_value.setdefault(v, []).append(i)
+        if len(values) == 1:
+            by_value.setdefault(values[0], []).append(i)
+        else:
+            for v in dict.fromkeys(values):  # a value listed twice (or 1 and 1.0): the rule once
+                by_value.setdefault(v, []).append(i)
     return ref, by_value, taken
