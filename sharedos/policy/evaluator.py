@@ -34,6 +34,7 @@ import gc
 import threading
 import unicodedata
 from collections.abc import Mapping
+from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from sharedos.outcomes import Effect, ReasonCode
@@ -73,7 +74,15 @@ from sharedos.policy.ir import (
 from sharedos.policy.matchers import match_general
 from sharedos.policy.paths import MAX_PATH_CHARS
 from sharedos.policy.patterns import Shape
-from sharedos.policy.prefilter import BUCKET_MIN, EQUALS, HOLDS, value_buckets, value_keys
+from sharedos.policy.prefilter import (
+    BUCKET_MIN,
+    EQUALS,
+    HOLDS,
+    ROLE_IS,
+    ROLE_NOT,
+    value_buckets,
+    value_keys,
+)
 from sharedos.policy.resolvers import (
     Resolver,
     Unresolvable,
@@ -106,6 +115,67 @@ _NEVER, _ALWAYS, _NO_PLAN = NEVER, ALWAYS, NO_PLAN
 _is_normalized = unicodedata.is_normalized
 #: value-key modes a decision reads besides ``EQUALS`` (strings only): numbers too, membership
 _NUMBERS, _HOLDS = 2, HOLDS
+
+
+#: a group keeps the rules its walk decides alone apart when it has at least this
+#: many (fewer are as quickly tested one by one)
+SURE_MIN = 3
+
+
+def _split_sure(
+    rest: list[int],
+    roles_kept: dict[str, list[int]],
+    rows: list[tuple[Any, ...]],
+    copies: dict[int, tuple[int, ...]] | None,
+) -> tuple[Any, list[int], dict[str, list[int]]]:
+    """Take out of a group the rules whose applying the walk and the roles held decide
+    alone: ``prefix/**`` (nothing to match once the walk is there) with no condition,
+    with exactly ``unless "R" in context.roles`` (it applies unless R is held), or with
+    exactly ``when "R" in context.roles`` in R's bucket (it is read only when R is
+    held). A decision cites them in bulk instead of testing them one by one: a deep
+    path under forbids ``unless`` a role on overlapping prefixes meets dozens.
+
+    Returns ``(sure, the other plain rules, the other role buckets)``; ``sure`` is
+    ``(always, {R: unless-R rules}, every unless rule, {R: when-R rules})`` (each a
+    tuple of rule positions, copies included), or None when the group has fewer than
+    ``SURE_MIN`` such rules (then nothing is taken out). Only trusted role forms are
+    used (``columns.checked_prefilter``), and only when the caller's roles are a list
+    of strings (``held`` not None); otherwise the group is read row by row."""
+    always: list[int] = []
+    unless: dict[str, list[int]] = {}
+    others: list[int] = []
+    for i in rest:
+        row = rows[i]
+        if row[1] == 0 and not row[5]:
+            always.append(i)
+        elif row[1] == 0 and row[6] == ROLE_NOT and type(row[7]) is str:
+            unless.setdefault(row[7], []).append(i)
+        else:
+            others.append(i)
+    by_held: dict[str, list[int]] = {}
+    roles: dict[str, list[int]] = {}
+    for r, ids in roles_kept.items():
+        for i in ids:
+            row = rows[i]
+            if row[1] == 0 and row[6] == ROLE_IS and row[7] == r:
+                by_held.setdefault(r, []).append(i)
+            else:
+                roles.setdefault(r, []).append(i)
+    found = len(always) + sum(map(len, unless.values())) + sum(map(len, by_held.values()))
+    if found < SURE_MIN:
+        return None, rest, roles_kept
+    twins = copies or {}
+
+    def cited(ids: list[int]) -> tuple[int, ...]:
+        return tuple(j for i in ids for j in (i, *twins.get(i, ())))
+
+    sure = (
+        cited(always),
+        {r: cited(ids) for r, ids in unless.items()},
+        cited([i for ids in unless.values() for i in ids]),
+        {r: cited(ids) for r, ids in by_held.items()},
+    )
+    return sure, others, roles
 
 
 class _ValueKeys:
@@ -276,11 +346,12 @@ class Evaluator:
             )
         )
         # Each group as a decision reads it: a tuple of rows for a group read whole,
-        # or ``[plain rows, {role: rows}, copies, every row, by value]`` for one
-        # bucketed by role or by value (copies: the twins of a rule, or None; every
-        # row: for a context whose roles are not a list, or a value key that cannot
-        # be read; by value: ``(read, {value: rows}, mode)`` or None, see
-        # ``prefilter.value_buckets``); the walks hold these entries directly.
+        # or ``[plain rows, {role: rows}, copies, every row, by value, sure]`` for
+        # one bucketed by role or by value, or holding rules the walk decides alone
+        # (copies: the twins of a rule, or None; every row: for a context whose
+        # roles are not a list, or a value key that cannot be read; by value:
+        # ``(read, {value: rows}, mode)`` or None, see ``prefilter.value_buckets``;
+        # sure: see ``_split_sure``, or None); the walks hold these entries directly.
         twins = twin_maps(trusted)
         keyed = _ValueKeys(self._table)
         entries: list[Any] = []
@@ -294,9 +365,6 @@ class Evaluator:
                 i for ids in by_role.values() if len(ids) >= BUCKET_MIN for i in ids
             ]
             by_value = keyed.buckets(candidates)
-            if entry == 0 and by_value is None:
-                entries.append(tuple(rows[i] for i in group))
-                continue
             value_entry = None
             rest, roles_kept = plain, by_role
             if by_value is not None:
@@ -314,14 +382,20 @@ class Evaluator:
                     kept = [i for i in ids if i not in taken]
                     if kept:
                         roles_kept[r] = kept
+            group_twins = None if entry == 0 else twins[gid]
+            sure, rest, roles_kept = _split_sure(rest, roles_kept, rows, group_twins)
+            if entry == 0 and by_value is None and sure is None:
+                entries.append(tuple(rows[i] for i in group))
+                continue
             entries.append(
                 [
                     tuple(rows[i] for i in rest),
                     {r: tuple(rows[i] for i in ids) for r, ids in roles_kept.items()},
-                    None if entry == 0 else twins[gid],
+                    group_twins,
                     tuple(rows[i] for i in plain)
                     + tuple(rows[i] for ids in by_role.values() for i in ids),
                     value_entry,
+                    sure,
                 ]
             )
         # Copies of a rule apply together, so a decision citing one cites them all
@@ -647,12 +721,13 @@ class Evaluator:
                 for rules in groups:
                     if type(rules) is tuple:  # the group's rows, read whole
                         tw = None
-                    else:  # [plain rows, {role: rows}, copies, every row, by value]
+                    else:  # [plain rows, {role: rows}, copies, every row, by value, sure]
                         bk = rules
                         tw = bk[2]
                         rules = bk[0]
                         by_role = bk[1]
-                        if by_role:
+                        sure = bk[5]
+                        if by_role or sure is not None:
                             # the rules of the roles the caller holds, not all of them
                             if held is _UNSET:
                                 held = held_roles(context)
@@ -660,6 +735,8 @@ class Evaluator:
                                     cache.held = held
                             if held is None:
                                 rules = bk[3]
+                            elif not by_role:
+                                pass
                             elif len(held) <= len(by_role):
                                 for r in held:
                                     got = by_role.get(r)
@@ -705,6 +782,43 @@ class Evaluator:
                                             rules += got
                                     else:  # NaN, inf, or a foreign number type
                                         rules = bk[3]
+                        if sure is not None and rules is not bk[3]:
+                            # rules that apply by the walk and the roles held alone,
+                            # cited in bulk (their copies with them)
+                            always, unless, unless_all, by_held = sure
+                            got = always
+                            if unless_all:
+                                out = None  # the unless-role rules whose role is held
+                                if len(held) <= len(unless):
+                                    for r in held:
+                                        ids = unless.get(r)
+                                        if ids is not None:
+                                            out = ids if out is None else out + ids
+                                else:
+                                    for r, ids in unless.items():
+                                        if r in held:
+                                            out = ids if out is None else out + ids
+                                if out is None:
+                                    got = got + unless_all
+                                else:
+                                    got = got + tuple(
+                                        filterfalse(set(out).__contains__, unless_all)
+                                    )
+                            if by_held:
+                                if len(held) <= len(by_held):
+                                    for r in held:
+                                        ids = by_held.get(r)
+                                        if ids is not None:
+                                            got = got + ids
+                                else:
+                                    for r, ids in by_held.items():
+                                        if r in held:
+                                            got = got + ids
+                            if got:
+                                if hits is None:
+                                    hits = list(got)
+                                else:
+                                    hits.extend(got)
                     for row in rules:
                         i = row[0]
                         mk = row[1]

@@ -28,7 +28,8 @@ from sharedos.policy.policyset import PolicySet  # noqa: E402
 
 
 def stripped(policy: PolicySet) -> PolicySet:
-    """The same program without role keys, buckets, twins, context plans or value keys."""
+    """The same program without role keys, buckets, twins, context plans, value keys or
+    rules cited in bulk."""
     program = copy.deepcopy(policy._program)
     rules = program["rules"]
     n = len(rules["id"])
@@ -38,6 +39,7 @@ def stripped(policy: PolicySet) -> PolicySet:
     program["buckets"] = [0] * len(program["groups"])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evaluator, "BUCKET_MIN", 10**9)  # no group is keyed by value at load
+        mp.setattr(evaluator, "SURE_MIN", 10**9)  # nor cites rules in bulk
         return PolicySet(program)
 
 

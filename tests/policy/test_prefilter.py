@@ -12,12 +12,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from sharedos.policy import compile_source
+import pytest
+
+from sharedos.policy import compile_source, evaluator
 from sharedos.policy.policyset import PolicySet
 
 
 def stripped(policy: PolicySet) -> PolicySet:
-    """The same program without role keys, buckets, twins or context plans."""
+    """The same program without role keys, buckets, twins or context plans, loaded
+    without value keys or rules cited in bulk (``evaluator._split_sure``)."""
     program = copy.deepcopy(policy._program)
     rules = program["rules"]
     n = len(rules["id"])
@@ -25,7 +28,10 @@ def stripped(policy: PolicySet) -> PolicySet:
     rules["rform"] = [0] * n
     rules["mplan"] = [None] * n
     program["buckets"] = [0] * len(program["groups"])
-    return PolicySet(program)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluator, "BUCKET_MIN", 10**9)
+        mp.setattr(evaluator, "SURE_MIN", 10**9)
+        return PolicySet(program)
 
 
 def decide_all(policy: PolicySet, calls: list[tuple[str, dict[str, Any], Any]]) -> list[Any]:

@@ -1,0 +1,172 @@
+"""Rules a walk decides alone, cited in bulk (``evaluator._split_sure``), change no decision.
+
+``forbid * on "/p/**" unless "r3" in context.roles`` applies to everything
+under /p unless r3 is held; ``permit read on "/p/**"`` applies to all of it;
+``permit read on "/p/**" when "r3" in context.roles`` in r3's bucket applies
+whenever its bucket is read. Groups with a few such rules cite them in bulk.
+The decisions must be exactly those of the same program read row by row:
+effect, reason, every rule cited (copies included) and the detail, for roles
+held and not, roles that are not a list of strings (every rule as written),
+copies of rules, and deep paths under several such prefixes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sharedos.policy import compile_source, evaluator
+from sharedos.policy.policyset import PolicySet
+
+HEADER = """namespace files
+requirement files.read { action read; resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+"""
+
+
+def compile_both(source: str) -> tuple[PolicySet, PolicySet]:
+    """The policy, and the same policy loaded with no rule cited in bulk."""
+    bulk = compile_source(source, "p.sos")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluator, "SURE_MIN", 10**9)
+        rows = compile_source(source, "p.sos")
+    return bulk, rows
+
+
+def sure_groups(policy: PolicySet) -> int:
+    """How many distinct group entries of ``policy``'s tries cite rules in bulk."""
+    found: dict[int, Any] = {}
+    tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
+    for trie in tries.values():
+        stack = [trie]
+        while stack:
+            node = stack.pop()
+            stack.extend(node[0].values())
+            for groups in node[1:]:
+                for g in groups:
+                    if type(g) is list and g[5] is not None:
+                        found[id(g)] = g
+    return len(found)
+
+
+def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any]:
+    out = []
+    for i, (tool, args, ctx) in enumerate(calls):
+        out.append(policy.decide(tool, args, ctx))
+        out.append(policy.decide(tool, args, ctx, context_key=f"k{i % 4}:{ctx!r}"))
+    return out
+
+
+def test_forbids_unless_a_role_are_cited_in_bulk_unless_the_role_is_held() -> None:
+    source = HEADER + 'permit read on "/p/**"\n'
+    source += "".join(f'forbid read on "/p/**" unless "r{k}" in context.roles\n' for k in range(6))
+    source += 'forbid read on "/p/**" unless "r2" in context.roles\n'  # a copy of line 7
+    bulk, rows = compile_both(source)
+    assert sure_groups(bulk) >= 1 and sure_groups(rows) == 0
+    call = ("files.read", {"path": "/p/x/y"})
+    d = bulk.decide(*call, {"roles": ["r2", "r4"]})
+    assert not d.allowed and [r.line for r in d.rule_ids] == [5, 6, 8, 10]
+    assert d == rows.decide(*call, {"roles": ["r2", "r4"]})
+    for roles in ([], ["r0", "r1", "r2", "r3", "r4", "r5"], "r1", None, ["r1", 1], ("r3",)):
+        ctx = {"roles": roles}
+        assert bulk.decide(*call, ctx) == rows.decide(*call, ctx)
+    assert bulk.decide(*call, {"roles": [f"r{k}" for k in range(6)]}).allowed
+
+
+ROLES = ("r1", "r2", "r3")
+FAMILY_ROLES = tuple(f"r{k}" for k in range(1, 9))
+PREFIXES = ("/p/**", "/p/**", "/p/q/**", "/p/q/r/**", "/p/*", "/p/q/*.md")
+
+
+@st.composite
+def rule(draw: Any) -> str:
+    effect = draw(st.sampled_from(("permit", "forbid")))
+    actions = draw(st.sampled_from(("read", "read", "write", "read, write", "*")))
+    prefix = draw(st.sampled_from(PREFIXES))
+    r = draw(st.sampled_from(ROLES))
+    cond = draw(
+        st.sampled_from(
+            (
+                "",
+                "",
+                f'when "{r}" in context.roles',
+                f'when "{r}" in context.roles',
+                f'unless "{r}" in context.roles',
+                f'unless "{r}" in context.roles',
+                f'when "{r}" in context.roles and args.n > 1',
+                f'unless "{r}" in context.roles or args.n > 1',
+                "when args.n > 1",
+            )
+        )
+    )
+    return f'{effect} {actions} on "{prefix}" {cond}'.rstrip()
+
+
+@st.composite
+def family(draw: Any, effect: str, prefix: str) -> list[str]:
+    """Rules of one effect on one prefix: unconditional, needing a role, or unless one."""
+    out = []
+    for _ in range(draw(st.integers(min_value=0, max_value=16))):
+        r = draw(st.sampled_from(FAMILY_ROLES))  # enough distinct rules for a role bucket
+        cond = draw(
+            st.sampled_from(("", f'when "{r}" in context.roles', f'unless "{r}" in context.roles'))
+        )
+        out.append(f'{effect} read on "{prefix}" {cond}'.rstrip())
+    return out
+
+
+@st.composite
+def policy_source(draw: Any) -> str:
+    rules = draw(family("permit", "/p/**")) + draw(family("forbid", "/p/**"))
+    rules += draw(family(draw(st.sampled_from(("permit", "forbid"))), "/p/q/**"))
+    rules += draw(st.lists(rule(), min_size=1, max_size=12))
+    copies = draw(st.lists(st.sampled_from(rules), max_size=4))  # rules repeated verbatim
+    return HEADER + "\n".join(draw(st.permutations(rules + copies))) + "\n"
+
+
+@st.composite
+def call(draw: Any) -> tuple[str, Any, Any]:
+    path = draw(st.sampled_from(("/p", "/p/x", "/p/q", "/p/q/a.md", "/p/q/r/s/t", "/z")))
+    args: dict[str, Any] = {"path": path}
+    if draw(st.booleans()):
+        args["n"] = draw(st.sampled_from((0, 2, "2")))
+    roles = draw(
+        st.one_of(
+            st.sampled_from(([], ["r1"], ["r2", "r3"], "r1", None, ["r1", 2])),
+            st.lists(st.sampled_from(FAMILY_ROLES), max_size=8),
+        )
+    )
+    ctx: dict[str, Any] = {} if roles is None else {"roles": roles}
+    return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(policy_source(), st.lists(call(), min_size=1, max_size=20))
+def test_rules_cited_in_bulk_change_no_decision(source: str, calls: list[Any]) -> None:
+    bulk, rows = compile_both(source)
+    assert decide_all(bulk, calls) == decide_all(rows, calls)
+
+
+def test_a_caller_holding_many_roles_reads_the_buckets_by_the_group_roles() -> None:
+    # more roles held than the group has: the decision walks the group's roles instead
+    source = HEADER + "".join(
+        f'permit read on "/p/**" when "r{k}" in context.roles\n'
+        f'forbid write on "/p/**" unless "r{k}" in context.roles\n'
+        for k in range(1, 7)
+    )
+    bulk, rows = compile_both(source)
+    assert sure_groups(bulk) == 2
+    many = [f"x{k}" for k in range(20)]
+    calls = [
+        (tool, {"path": "/p/a"}, {"roles": roles})
+        for tool in ("files.read", "files.write")
+        for roles in (["r2", *many], ["r2", "r5", *many], many, ["r1"], [])
+    ]
+    assert decide_all(bulk, calls) == decide_all(rows, calls)
+    d = bulk.decide("files.read", {"path": "/p/a"}, {"roles": ["r2", "r5", *many]})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 2, 4 + 8]
+    d = bulk.decide("files.write", {"path": "/p/a"}, {"roles": ["r2", "r5", *many]})
+    assert not d.allowed and [r.line for r in d.rule_ids] == [5, 9, 11, 15]
