@@ -93,6 +93,11 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
         lambda k: C("startswith", R("args", "mode"), L(_v(k))),
     ),
     "threshold": ("args.size <= K", lambda k: ("cmp", "<=", R("args", "size"), L(k))),
+    # not a condition shape: rules on every level of a deep tree (``deep_workload``)
+    "deep-forbids": (
+        'forbids unless "gK" in context.roles, permits when "rK", 6 deep',
+        lambda k: role(_v(k)),
+    ),
 }
 
 
@@ -133,6 +138,39 @@ def workload(shape: str, n_rules: int, seed: int = 3) -> RandomWorkload:
     return wl
 
 
+def deep_workload(n_rules: int, seed: int = 7) -> RandomWorkload:
+    """Rules on every level of a tree six deep (fan-out 3): one in ten a forbid ``unless
+    "gK" in context.roles`` (five guard roles), the rest permits needing one of 200
+    roles; requests on leaves six deep, each meeting dozens of forbids on its way
+    (the shape of issue 27's harness)."""
+    rng = random.Random(f"families:deep:{n_rules}:{seed}")
+    rules = []
+    for i in range(n_rules):
+        prefix = tuple(lit_seg(f"d{rng.randrange(3)}") for _ in range(rng.randrange(1, DEEP + 1)))
+        if rng.random() < 0.1:
+            guard = role(f"g{rng.randrange(5)}")
+            rules.append(
+                LangRule(f"f{i}", "forbid", ("read",), True, (*prefix, DSTAR), None, unless=guard)
+            )
+        else:
+            r = role(f"r{rng.randrange(200)}")
+            rules.append(LangRule(f"p{i}", "permit", ("read",), True, (*prefix, DSTAR), r))
+    wl = RandomWorkload(
+        "deep", NAMESPACE, dict(TOOLS), dict(RESOURCES), ACTIONS, dict(NAMED), rules
+    )
+    for j in range(1000):
+        path = "/" + "/".join(f"d{rng.randrange(3)}" for _ in range(DEEP)) + "/f.txt"
+        # each of the five guard roles held by four callers in five (all five: one in three)
+        roles = [f"r{rng.randrange(200)}" for _ in range(rng.choice((1, 3, 3, 30)))]
+        roles += [f"g{k}" for k in range(5) if rng.random() < 0.8]
+        ctx = {"principal": f"u{j}", "roles": roles}
+        wl.requests.append(Request("ws.read", {"path": path}, ctx, f"key{j}", "deep"))
+    return wl
+
+
+DEEP = 6
+
+
 def _timed(call: Callable[[Request], bool], reqs: list[Request]) -> tuple[float, float, list[bool]]:
     """(warm p50 µs, first-pass p99 µs, answers)."""
     perf = time.perf_counter_ns
@@ -156,7 +194,7 @@ def _timed(call: Callable[[Request], bool], reqs: list[Request]) -> tuple[float,
 
 def run_shape(shape: str, n_rules: int) -> dict[str, Any]:
     """Both engines on one shape; raises ``SystemExit`` on any disagreement."""
-    wl = workload(shape, n_rules)
+    wl = deep_workload(n_rules) if shape == "deep-forbids" else workload(shape, n_rules)
     ref = LangReference.from_workload(wl)
     policy = compile_source(policy_text(wl), "families.sos")
 
@@ -208,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['reference_p50_us']:8.2f}u {row['reference_first_p99_us']:10.1f}u {row['ratio']:7.2f}x",
             flush=True,
         )
-    print(f"{opts.rules:,} rules on {N_PREFIXES} prefixes per shape; every answer agreed")
+    print(
+        f"{opts.rules:,} rules per shape (on {N_PREFIXES} prefixes; deep-forbids: a tree "
+        f"{DEEP} deep); every answer agreed"
+    )
     if opts.json is not None:
         opts.json.write_text(json.dumps({"rows": rows}, indent=2))
     return 0
