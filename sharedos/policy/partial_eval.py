@@ -120,6 +120,7 @@ class PartialEvaluator:
     def _build_plan(self, t: ToolPlan) -> Plan | bool:
         template = t.shape[0] != "path"
         steps: list[PermitStep] = []
+        resolved: dict[int, Any] = {}
         for rule in self.permit_order(t):
             if _context_dependent(rule):
                 self._dyn_uses[rule.index] = self._dyn_uses.get(rule.index, 0) + 1
@@ -134,7 +135,11 @@ class PartialEvaluator:
                 if _context_dependent(forbid):
                     fsteps.append(ForbidStep(forbid, None))
                     continue
-                fpat = resolve(forbid.pattern_enc, None, forbid=True)
+                # a forbid on a shared prefix is weighed against every permit below it:
+                # its pattern resolved once per plan, not once per permit
+                fpat = resolved.get(forbid.index)
+                if fpat is None:
+                    fpat = resolved[forbid.index] = resolve(forbid.pattern_enc, None, forbid=True)
                 if covers_within(fpat, pat, t.shape):
                     fsteps.append(ForbidStep(forbid, fpat))
             if rule.applies is None and not fsteps:
@@ -148,14 +153,16 @@ class PartialEvaluator:
         # the same answer, whatever their action, unless a condition reads
         # ``action``: share one memo entry per context between them.
         dynamic = any(step.pattern is None for step in steps)
-        involved = [step.rule for step in steps]
-        involved += [f.rule for step in steps for f in step.forbids]
+        # each rule once (a forbid on a shared prefix is in the steps of every permit below it)
+        involved = {step.rule.index: step.rule for step in steps}
+        involved.update((f.rule.index, f.rule) for step in steps for f in step.forbids)
         forbid_set = tuple(r.index for r in t.forbids) if dynamic else None
         if forbid_set is not None:
-            involved += [self._ev.rule(i) for i in forbid_set]
+            involved.update((i, self._ev.rule(i)) for i in forbid_set)
         # decoded afresh, not kept: a prepared policy holds no condition it never weighs
         reads_action = any(
-            (cond := r.decode_condition()) is not None and "action" in roots(cond) for r in involved
+            (cond := r.decode_condition()) is not None and "action" in roots(cond)
+            for r in involved.values()
         )
         sig = (
             t.shape,

@@ -332,6 +332,25 @@ def _seg_covers(f: tuple[Any, ...], p: tuple[Any, ...]) -> bool:
 
 
 def _seq_covers(f: Sequence[tuple[Any, ...]], p: Sequence[tuple[Any, ...]]) -> bool:
+    """Every path ``p`` matches is matched by ``f`` (segment lists of resolved patterns)."""
+    last = len(f) - 1
+    if last >= 0 and f[last][0] == "D":
+        # The commonest forbid, literal segments then '**' (a prefix and all below it),
+        # weighed against every permit under it when a policy is prepared: ``p``'s
+        # first segments must be those literals (nothing else a literal covers).
+        n = len(p)
+        for i in range(last):
+            fi = f[i]
+            if fi[0] != "L":
+                return _seq_covers_general(f, p)
+            pi = p[i] if i < n else None
+            if pi is None or pi[0] != "L" or pi[1] != fi[1]:
+                return False
+        return True
+    return _seq_covers_general(f, p)
+
+
+def _seq_covers_general(f: Sequence[tuple[Any, ...]], p: Sequence[tuple[Any, ...]]) -> bool:
     memo: dict[tuple[int, int], bool] = {}
 
     def go(i: int, j: int) -> bool:
