@@ -29,8 +29,9 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
 
 Replayed but not exactly as made (``ReplayReport.notes``): arguments a secret
 was redacted from (conditions see ``[redacted]``), and the time of a call
-recorded without ``now`` (before the host recorded it): ``started_at`` in
-``time_zone``.
+recorded without ``now`` (before the host recorded it; the host records the
+``now`` a decision saw whenever the policy reads the time): ``started_at`` in
+``time_zone``, the wall clock, which a host with its own clock does not follow.
 
 With ``old`` (the policy the records were decided under), attempts recorded
 under that policy (``policy_hash`` equal to its ``bundle_hash``) get the

@@ -81,6 +81,9 @@ class Authorization:
     #: an ``approval_required`` refusal's approval fields (``sharedos.kernel.approvals``:
     #: the approval id, its status, who may approve, whether a retry can run)
     approval: dict[str, Any] | None = None
+    #: the ``context.now`` the decision saw, when the policy reads the time (the record
+    #: keeps it, so a replay decides the call at the moment it was decided)
+    now: Mapping[str, Any] | None = None
 
 
 class Authorizer:
@@ -135,7 +138,8 @@ class Authorizer:
             )
         encoded = canonical.fast_tagged(args)
         # 5. the decision
-        decision = kernel.decide(tool, args, context)
+        decided_in = kernel.decision_context(context)
+        decision = kernel.decide(tool, args, context, decided_in=decided_in)
         if decision.effect is Effect.ALLOW:
             reason, detail = _ALLOWED, None
         else:
@@ -150,7 +154,17 @@ class Authorizer:
                 reason = ReasonCode.NO_MATCHING_PERMIT  # a decision that contradicts itself
             detail = decision.detail or None
         return Authorization(
-            reason, detail, tool, raw, args, encoded, decision, names, redactor, folds
+            reason,
+            detail,
+            tool,
+            raw,
+            args,
+            encoded,
+            decision,
+            names,
+            redactor,
+            folds,
+            now=decided_in.get("now") if decided_in is not context.policy_input else None,
         )
 
     def refused(

@@ -170,12 +170,20 @@ class Kernel:
             return tool, ReasonCode.NOT_IN_TURN_CATALOG
         return tool, None
 
-    def decide(self, tool: ToolDefinition, args: Mapping[str, Any], context: AccessContext) -> Any:
+    def decide(
+        self,
+        tool: ToolDefinition,
+        args: Mapping[str, Any],
+        context: AccessContext,
+        *,
+        decided_in: Mapping[str, Any] | None = None,
+    ) -> Any:
         """Step 5: the policy's decision for ``tool`` with ``args`` in ``context`` (its
-        ``decision_context``: the clock's ``now`` when the policy reads the time)."""
-        return self.policy.decide(
-            tool.name, args, self.decision_context(context), context_key=context.cache_key
-        )
+        ``decision_context``: the clock's ``now`` when the policy reads the time; pass
+        ``decided_in`` when the caller already took it, so both see one moment)."""
+        if decided_in is None:
+            decided_in = self.decision_context(context)
+        return self.policy.decide(tool.name, args, decided_in, context_key=context.cache_key)
 
     def view(self, context: AccessContext) -> RegistryView:
         """The tools ``context`` may be offered (shared + its providers' tools)."""

@@ -364,6 +364,9 @@ class RuntimeHost:
             if len(self._context_json) >= 4096:  # a long-lived host: bounded
                 self._context_json.clear()
             context_json = self._context_json[key] = decision_context(context)
+        if auth.now is not None and isinstance(context_json, dict) and "principal" in context_json:
+            # the moment the decision saw, for a replay (never part of the cached JSON)
+            context_json = {**context_json, "now": dict(auth.now)}
         decision, tool = auth.decision, auth.tool
         return attempt_record(
             context=context,

@@ -255,3 +255,41 @@ def test_a_run_policy_of_the_candidate_applies(tmp_path: Path) -> None:
     changes = [c for g in report.groups for c in g.examples]
     assert changes and all(c.request.tool == "files.write" for c in changes)
     assert {c.new.reason.value for c in changes} == {"not_in_run_policy"}
+
+
+OFFICE_HOURS = """namespace files
+requirement files.read { action read; resource path(args.path) }
+permit read on "/public/**" when context.now.hour >= 9 and context.now.hour < 18
+"""
+
+
+def test_a_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
+    store: Any, tmp_path: Path
+) -> None:
+    # The host's clock says Monday 09:30 UTC, whatever the wall clock says: the record
+    # keeps the `now` the decision saw, so a replay at any hour decides the same.
+    # (Replaying from `started_at`, the wall clock, denied these calls before 09:00.)
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "public").mkdir(parents=True)
+    (sandbox / "public" / "a.txt").write_text("a")
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    policy = compile_sources([("hours.sos", OFFICE_HOURS)])
+    monday_0930 = 1796635800.0
+    host = RuntimeHost(Kernel(policy, registry, clock=lambda: monday_0930), store)
+    run = shipped().tool_policies["dev-open"]
+
+    async def calls() -> None:
+        ctx = AccessContext(principal="bob", turn_id="turn-1")
+        for i in range(3):
+            call = ToolCall(call_id=f"c{i}", tool="files.read", arguments={"path": "/public/a.txt"})
+            await host.invoke_tool(call, ctx, run)
+
+    anyio.run(calls)
+    records = list(iter_records(store))
+    attempts = [r for r in records if r.effect is not None]
+    assert len(attempts) == 3 and all(r.effect == "allow" for r in attempts)
+    assert all(r.context["now"]["hour"] == 9 for r in attempts)
+    report = replay(records, policy, old=policy, max_examples=0)
+    assert report.matched_old == 3 and report.mismatched == 0
+    assert not report.notes  # the time was recorded, not guessed from started_at
