@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharedos.policy import compile_source, evaluator
 from sharedos.policy.policyset import PolicySet
+from tests.policy.shortcuts import compile_without, decide_all, groups_using
 
 HEADER = """namespace files
 requirement files.read { action read; resource path(args.path) }
@@ -28,36 +27,12 @@ requirement files.write { action write; resource path(args.path) }
 
 
 def compile_both(source: str) -> tuple[PolicySet, PolicySet]:
-    """The policy, and the same policy loaded with no rule cited in bulk."""
-    bulk = compile_source(source, "p.sos")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluator, "SURE_MIN", 10**9)
-        rows = compile_source(source, "p.sos")
-    return bulk, rows
+    """The policy, and the same policy with the shortcut under test off."""
+    return compile_without(source, "SURE_MIN")
 
 
 def sure_groups(policy: PolicySet) -> int:
-    """How many distinct group entries of ``policy``'s tries cite rules in bulk."""
-    found: dict[int, Any] = {}
-    tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
-    for trie in tries.values():
-        stack = [trie]
-        while stack:
-            node = stack.pop()
-            stack.extend(node[0].values())
-            for groups in node[1:]:
-                for g in groups:
-                    if type(g) is list and g[5] is not None:
-                        found[id(g)] = g
-    return len(found)
-
-
-def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any]:
-    out = []
-    for i, (tool, args, ctx) in enumerate(calls):
-        out.append(policy.decide(tool, args, ctx))
-        out.append(policy.decide(tool, args, ctx, context_key=f"k{i % 4}:{ctx!r}"))
-    return out
+    return groups_using(policy, 5)
 
 
 def test_forbids_unless_a_role_are_cited_in_bulk_unless_the_role_is_held() -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharedos.policy import compile_source, evaluator
 from sharedos.policy.policyset import PolicySet
+from tests.policy.shortcuts import compile_without, decide_all, groups_using
 
 HEADER = """namespace files
 requirement files.read { action read; resource path(args.path) }
@@ -27,36 +26,12 @@ requirement files.write { action write; resource path(args.path) }
 
 
 def compile_both(source: str) -> tuple[PolicySet, PolicySet]:
-    """The policy, and the same policy compiled with value buckets off."""
-    keyed = compile_source(source, "p.sos")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluator, "BUCKET_MIN", 10**9)  # no group is large enough
-        plain = compile_source(source, "p.sos")
-    return keyed, plain
+    """The policy, and the same policy with the shortcut under test off."""
+    return compile_without(source, "BUCKET_MIN")
 
 
 def value_bucketed(policy: PolicySet) -> int:
-    """How many distinct group entries of ``policy``'s decision tries are read by value."""
-    found: dict[int, Any] = {}
-    tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
-    for trie in tries.values():
-        stack = [trie]
-        while stack:
-            node = stack.pop()
-            stack.extend(node[0].values())
-            for groups in node[1:]:
-                for g in groups:
-                    if type(g) is list and g[4] is not None:
-                        found[id(g)] = g
-    return len(found)
-
-
-def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any]:
-    out = []
-    for i, (tool, args, ctx) in enumerate(calls):
-        out.append(policy.decide(tool, args, ctx))
-        out.append(policy.decide(tool, args, ctx, context_key=f"k{i % 4}:{ctx!r}:{args!r}"))
-    return out
+    return groups_using(policy, 4)
 
 
 TENANTS = (
