@@ -164,7 +164,7 @@ class Authorizer:
             names,
             redactor,
             folds,
-            now=decided_in.get("now") if decided_in is not context.policy_input else None,
+            now=decided_in.get("now"),  # present only when the policy reads the time
         )
 
     def refused(

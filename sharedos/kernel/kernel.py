@@ -113,6 +113,16 @@ class Kernel:
         self._requirements: Mapping[str, Any] = policy.requirements
         self.policy_hash: str = str(policy.bundle_hash)
 
+    def take_time(self) -> None:
+        """Give every decision context ``now`` from this kernel's clock, even when the
+        policy reads no time: a shadow policy that does needs the moment recorded, so
+        that a replay decides its calls at the time they were decided."""
+        if not self._reads_clock:
+            from sharedos.policy.clock import zone
+
+            zone(self.time_zone)
+            self._reads_clock = True
+
     def decision_context(self, context: AccessContext) -> Mapping[str, Any]:
         """The ``context`` a call is decided in: ``policy_input``, plus ``now`` (this
         moment of the host's clock in ``time_zone``) when the policy reads the time.

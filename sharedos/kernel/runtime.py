@@ -200,6 +200,8 @@ class RuntimeHost:
         self.handler_timeout_s = handler_timeout_s
         #: the shadow policy's decider (None: no shadow policy)
         self.shadow = shadow
+        if shadow is not None and shadow.reads_clock:
+            kernel.take_time()  # the records keep the moment the candidate's decisions saw
         #: the values the host knows are secret, ready to scrub (every call's redactor holds them)
         self.host_secrets = Redactor(host_secrets)
         self._authorizer = Authorizer(kernel, self.host_secrets)

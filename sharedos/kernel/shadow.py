@@ -102,6 +102,11 @@ class ShadowDecider:
 
             zone(time_zone)  # an unknown zone fails here, not on every call
 
+    @property
+    def reads_clock(self) -> bool:
+        """The candidate policy reads ``context.now``."""
+        return self._reads_clock
+
     def decide(
         self,
         tool: str,

@@ -293,3 +293,39 @@ def test_a_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
     report = replay(records, policy, old=policy, max_examples=0)
     assert report.matched_old == 3 and report.mismatched == 0
     assert not report.notes  # the time was recorded, not guessed from started_at
+
+
+def test_a_shadow_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
+    store: Any, tmp_path: Path
+) -> None:
+    # The enforced policy reads no time, the shadow candidate does: the record still
+    # keeps the host clock's moment, so the replay of the candidate agrees with the
+    # shadow decisions made at that moment (not with the wall clock's hour).
+    from sharedos.kernel.shadow import ShadowDecider
+
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "public").mkdir(parents=True)
+    (sandbox / "public" / "a.txt").write_text("a")
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    old = compile_sources([("p.sos", head + 'permit read on "/public/**"\n')])
+    new = compile_sources([("p.sos", OFFICE_HOURS)])
+    monday_0930 = 1796635800.0
+    shadow = ShadowDecider(new, enforced=old, clock=lambda: monday_0930)
+    kernel = Kernel(old, registry, clock=lambda: monday_0930)
+    host = RuntimeHost(kernel, store, shadow=shadow)
+    run = shipped().tool_policies["dev-open"]
+
+    async def calls() -> None:
+        ctx = AccessContext(principal="bob", turn_id="turn-1")
+        call = ToolCall(call_id="c0", tool="files.read", arguments={"path": "/public/a.txt"})
+        await host.invoke_tool(call, ctx, run)
+
+    anyio.run(calls)
+    records = list(iter_records(store))
+    (attempt,) = [r for r in records if r.effect is not None]
+    assert attempt.shadow is not None and attempt.shadow["effect"] == "allow"
+    assert attempt.context["now"]["hour"] == 9
+    report = replay(records, new, old=old, max_examples=0)
+    assert not report.groups and report.mismatched == 0 and not report.notes
