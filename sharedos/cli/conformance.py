@@ -103,6 +103,14 @@ def conformance() -> None:
     show_default=True,
     help="Per-column deadline (s).",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Columns of one kind run at once, each in its own kernel, store and sandbox "
+    "(the report is the same; on a small machine more jobs can outlast the turn deadline).",
+)
 def run_command(
     columns: tuple[str, ...],
     shapes: tuple[str, ...],
@@ -113,6 +121,7 @@ def run_command(
     rules: tuple[Path, ...],
     out_dir: Path,
     timeout_s: float,
+    jobs: int,
 ) -> None:
     """Run the manifest through the chosen column(s).
 
@@ -135,6 +144,7 @@ def run_command(
         timeout_s=timeout_s,
         secrets=secrets,
         evidence_synchronous=host.evidence.synchronous if host is not None else "NORMAL",
+        jobs=jobs,
     )
     report = _run(manifest, columns, options)
     paths = write_reports(report, out_dir, stem="conformance-" + "-".join(columns), secrets=secrets)

@@ -209,6 +209,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         timeout_s=args.timeout,
         secrets=secrets,
         evidence_synchronous=host.evidence.synchronous,
+        jobs=max(1, args.jobs),
     )
     doc: dict[str, Any] = {
         "netns": in_netns(),
@@ -254,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         "--deadline", action="append", default=[], help="harness id for the deadline check"
     )
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="mcp/live columns run at once (each self-contained)"
+    )
     parser.add_argument("--workdir", help="where turns, sandboxes and evidence go (kept)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary workdir")
     parser.add_argument("--out", required=True)

@@ -46,6 +46,9 @@ def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
         "--harness", "all", "--transport", "all",
         "--host-config", str(REPO / "tests/data/harness/host.offline.toml"),
         "--out", str(out),
+        # two columns at once, each in its own kernel, store and sandbox: the matrix takes
+        # most of a serial suite's time, and the report does not depend on the order
+        "--jobs", "2",
     )  # fmt: skip
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=1400, cwd=tmp_path, check=False

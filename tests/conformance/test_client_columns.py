@@ -42,7 +42,9 @@ async def test_ts_sdk_and_inspector_columns_over_stdio(tmp_path: Path) -> None:
     """Over a relayed stdio bridge, brokered rows included (the full matrix in
     tests/cli/test_conformance_columns.py runs both transports)."""
     manifest = load_manifest()
-    runs = await run_client(ColumnOptions(manifest=manifest, workdir=tmp_path, transport="stdio"))
+    # both clients at once (each column has its own kernel and turn)
+    options = ColumnOptions(manifest=manifest, workdir=tmp_path, transport="stdio", jobs=2)
+    runs = await run_client(options)
     by_id = {r.column_id: r for r in runs}
     assert set(by_id) == {"client/ts-sdk/stdio", "client/inspector/stdio"}
     unavailable = [r.unavailable_reason for r in runs if not r.available]

@@ -64,7 +64,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "both",
         "--live",
     ]
-    args += ["--workdir", str(work), "--out", str(out), "--harness", "all"]
+    args += ["--workdir", str(work), "--out", str(out), "--harness", "all", "--jobs", "2"]
     for h in HARNESSES:
         args += ["--left-running", h]
     args += ["--deadline", "claude-code", "--deadline", "dsh"]

@@ -22,6 +22,8 @@ controls ids (``match_by="call_id"`` plus ``row_call_ids``), otherwise on tool
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -65,6 +67,9 @@ class ColumnOptions:
     secrets: Redactor = field(default_factory=Redactor)
     #: how the columns' evidence stores commit (the host configuration's ``[evidence]``)
     evidence_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    #: how many columns of one kind may run at once (each in its own environment: its own
+    #: kernel, evidence store, sandbox tree, ports and turns); 1 runs them one by one
+    jobs: int = 1
 
 
 class Attempt(BaseModel):
@@ -140,6 +145,39 @@ class ColumnRun(BaseModel):
         return cls(
             column_id=column_id, kind=kind, label=label, available=False, unavailable_reason=reason
         )
+
+
+#: a column to run: one already settled (a column that cannot run here), or how to start it
+ColumnJob = ColumnRun | Callable[[], Awaitable[ColumnRun]]
+
+
+async def run_at_most(jobs: int, columns: Sequence[ColumnJob]) -> list[ColumnRun]:
+    """Run ``columns`` with at most ``jobs`` of them at once; the results keep their order.
+
+    Columns share nothing but the process (each builds its own environment: kernel,
+    evidence store, sandbox tree, ports), so the order they finish in changes no grade.
+    If one raises, the others are cancelled and the error propagates, as it would have
+    one by one.
+    """
+    gate = asyncio.Semaphore(max(1, jobs))
+
+    async def gated(start: Callable[[], Awaitable[ColumnRun]]) -> ColumnRun:
+        async with gate:
+            return await start()
+
+    pending: list[ColumnRun | asyncio.Task[ColumnRun]] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            for column in columns:
+                if isinstance(column, ColumnRun):
+                    pending.append(column)
+                else:
+                    pending.append(group.create_task(gated(column)))
+    except ExceptionGroup as failed:
+        # the caller catches what one column raises, not a group of them (the first
+        # failure cancelled the rest, so there is rarely a second)
+        raise failed.exceptions[0] from None
+    return [p if isinstance(p, ColumnRun) else p.result() for p in pending]
 
 
 def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> Attempt:

@@ -28,12 +28,19 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
+from sharedos.conformance.columns.base import (
+    ColumnJob,
+    ColumnOptions,
+    ColumnRun,
+    attempt_from_record,
+    run_at_most,
+)
 from sharedos.conformance.columns.harnesses import TRANSPORTS, clip, turn_groups
 from sharedos.conformance.environment import column_environment, merge_wire
 from sharedos.conformance.manifest import Row
@@ -78,7 +85,7 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
         if options.transport in (None, "", "both", "all")
         else [str(options.transport)]
     )
-    runs: list[ColumnRun] = []
+    runs: list[ColumnJob] = []
     for client in CLIENTS:
         package = (
             "@modelcontextprotocol/sdk" if client == "ts-sdk" else "@modelcontextprotocol/inspector"
@@ -91,9 +98,8 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
             )
             runs.extend(_unavailable(client, t, reason) for t in transports)
             continue
-        for transport in transports:
-            runs.append(await run_client_column(client, version, transport, options))
-    return runs
+        runs.extend(partial(run_client_column, client, version, t, options) for t in transports)
+    return await run_at_most(options.jobs, runs)
 
 
 async def run_client_column(

@@ -8,9 +8,16 @@ not exercised; the notes say which tools the model was offered instead.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible
-from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
+from sharedos.conformance.columns.base import (
+    ColumnJob,
+    ColumnOptions,
+    ColumnRun,
+    attempt_from_record,
+    run_at_most,
+)
 from sharedos.conformance.columns.harnesses import (
     expand_harnesses,
     label_for,
@@ -28,7 +35,7 @@ from sharedos.identity import ColumnKind
 async def run(options: ColumnOptions) -> list[ColumnRun]:
     """One ``ColumnRun`` per CLI; every row is graded not exercised, and the notes say why."""
     host = load_host(options)
-    runs: list[ColumnRun] = []
+    runs: list[ColumnJob] = []
     seen_clis: set[str] = set()
     for hid in expand_harnesses(options.harnesses, host):
         try:
@@ -49,12 +56,17 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
         except HarnessUnavailable as exc:
             runs.append(unavailable(ColumnKind.LIVE, cfg.id, None, str(exc)))
             continue
-        try:
-            runs.append(await run_live_column(runtime, options))
-        except (ConfinementUnavailable, ManagedRootVisible) as exc:
-            why = f"the harness cannot be confined: {exc}"
-            runs.append(unavailable(ColumnKind.LIVE, cfg.id, None, why))
-    return runs
+        runs.append(partial(_live_or_unavailable, runtime, options))
+    return await run_at_most(options.jobs, runs)
+
+
+async def _live_or_unavailable(runtime: McpHarnessRuntime, options: ColumnOptions) -> ColumnRun:
+    """The live column of one CLI, or the column kept unavailable when it cannot be confined."""
+    try:
+        return await run_live_column(runtime, options)
+    except (ConfinementUnavailable, ManagedRootVisible) as exc:
+        why = f"the harness cannot be confined: {exc}"
+        return unavailable(ColumnKind.LIVE, runtime.harness.id, None, why)
 
 
 def _as_kind(cfg: HarnessConfig, kind: str) -> HarnessConfig:

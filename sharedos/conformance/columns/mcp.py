@@ -33,10 +33,17 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible
-from sharedos.conformance.columns.base import ColumnOptions, ColumnRun, attempt_from_record
+from sharedos.conformance.columns.base import (
+    ColumnJob,
+    ColumnOptions,
+    ColumnRun,
+    attempt_from_record,
+    run_at_most,
+)
 from sharedos.conformance.columns.harnesses import (
     clip,
     expand_harnesses,
@@ -70,7 +77,7 @@ from sharedos.testing.scripted_model import ScriptedAttempt
 async def run(options: ColumnOptions) -> list[ColumnRun]:
     """One ``ColumnRun`` per harness × transport; a harness that cannot run is kept, unavailable."""
     host = load_host(options)
-    runs: list[ColumnRun] = []
+    runs: list[ColumnJob] = []
     for hid in expand_harnesses(options.harnesses, host):
         try:
             cfg = host.get(hid)
@@ -83,9 +90,8 @@ async def run(options: ColumnOptions) -> list[ColumnRun]:
         except HarnessUnavailable as exc:
             runs.extend(unavailable(ColumnKind.MCP, hid, t, str(exc)) for t in transports)
             continue
-        for transport in transports:
-            runs.append(await run_mcp_column(runtime, options, transport))
-    return runs
+        runs.extend(partial(run_mcp_column, runtime, options, t) for t in transports)
+    return await run_at_most(options.jobs, runs)
 
 
 async def run_mcp_column(
