@@ -243,10 +243,12 @@ class Hang(Exception):
 class Worker:
     """One ``policy_worker`` process; ``run(data)`` returns its reply or raises ``Hang``."""
 
-    def __init__(self, *, selftest: bool = False) -> None:
+    def __init__(self, *, selftest: bool = False, hang_s: float = HANG_S) -> None:
         self.proc: subprocess.Popen[str] | None = None
         self.served = 0
         self.selftest = selftest
+        #: no answer within this many seconds (scaled by ``bound``) is a hang
+        self.hang_s = hang_s
 
     def _start(self) -> subprocess.Popen[str]:
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -296,7 +298,7 @@ class Worker:
         """All stages on ``data``, by stage; ``Hang`` if one gives no answer in time."""
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
         self.served += 1
-        return self._ask(proc, data, timeout=bound(HANG_S))
+        return self._ask(proc, data, timeout=bound(self.hang_s))
 
     def close(self) -> None:
         """Stop the worker (killed: it may be stuck)."""
