@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.fleet.fixtures import pg_url, postgres_cluster  # noqa: F401  (PostgreSQL fixtures)
+from tests.full_matrix import FullMatrix, run_full_matrix
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = Path(__file__).resolve().parent / "data"
@@ -114,6 +115,12 @@ def stress_figures(request: pytest.FixtureRequest) -> Figures:
     """Where a stress test puts the figures ``make stress`` prints (a fixture, not an
     import: pytest may load this file under another module name than ``tests.conftest``)."""
     return Figures(request.config.stash.setdefault(_FIGURES, []))
+
+
+@pytest.fixture(scope="session")
+def full_matrix(tmp_path_factory: pytest.TempPathFactory) -> FullMatrix:
+    """The full conformance matrix (tests/full_matrix.py), run once for every test reading it."""
+    return run_full_matrix(tmp_path_factory.mktemp("full-matrix"))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

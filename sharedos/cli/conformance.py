@@ -8,20 +8,24 @@ available): a run that proved nothing is not a success.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
 
-from sharedos.conformance.columns.base import ColumnOptions
+from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
+from sharedos.conformance.grading import grade_column
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
 from sharedos.conformance.report import (
     Report,
     confinement_summary,
     render_matrix,
     totals_line,
+    write_private_text,
     write_reports,
 )
 from sharedos.conformance.runner import COLUMN_KINDS, ColumnUnavailableError, run_report
@@ -104,6 +108,12 @@ def conformance() -> None:
     help="Per-column deadline (s).",
 )
 @click.option(
+    "--columns-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every column as it ran (JSON, 0600, scrubbed): each attempt with what the "
+    "harness side saw, the harness-local observations, and each cell's grade.",
+)
+@click.option(
     "--jobs",
     type=click.IntRange(min=1),
     default=1,
@@ -121,6 +131,7 @@ def run_command(
     rules: tuple[Path, ...],
     out_dir: Path,
     timeout_s: float,
+    columns_out: Path | None,
     jobs: int,
 ) -> None:
     """Run the manifest through the chosen column(s).
@@ -146,8 +157,11 @@ def run_command(
         evidence_synchronous=host.evidence.synchronous if host is not None else "NORMAL",
         jobs=jobs,
     )
-    report = _run(manifest, columns, options)
+    report, runs = _run(manifest, columns, options)
     paths = write_reports(report, out_dir, stem="conformance-" + "-".join(columns), secrets=secrets)
+    if columns_out is not None:
+        write_private_text(columns_out, secrets.scrub(columns_document(manifest, runs)))
+        paths["columns"] = columns_out
     _print_summary(report, paths, secrets)
     _exit_for(report)
 
@@ -179,13 +193,28 @@ def _check_harnesses(requested: Sequence[str], host: HostConfig) -> None:
         )
 
 
-def _run(manifest: Manifest, columns: Sequence[str], options: ColumnOptions) -> Report:
+def columns_document(manifest: Manifest, runs: Sequence[ColumnRun]) -> str:
+    """``{"columns": [every column as it ran], "grades": {column id: {row id: cell}}}`` as JSON."""
+    doc: dict[str, Any] = {
+        "columns": [run.model_dump(mode="json") for run in runs],
+        "grades": {
+            run.column_id: {
+                c.row_id: c.model_dump(mode="json") for c in grade_column(manifest, run)
+            }
+            for run in runs
+        },
+    }
+    return json.dumps(doc, indent=1, default=str)
+
+
+def _run(
+    manifest: Manifest, columns: Sequence[str], options: ColumnOptions
+) -> tuple[Report, list[ColumnRun]]:
     """Run the columns; a rule set that does not compile is a message, not a traceback."""
     from sharedos.policy import PolicyError
 
-    async def go() -> Report:
-        report, _ = await run_report(manifest, columns, options=options)
-        return report
+    async def go() -> tuple[Report, list[ColumnRun]]:
+        return await run_report(manifest, columns, options=options)
 
     try:
         return anyio.run(go)

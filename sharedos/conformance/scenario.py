@@ -3,8 +3,10 @@
 ``python -m sharedos.conformance.scenario --out result.json`` runs, with the
 scripted model and the pinned CLIs:
 
-1. the mcp column for each requested harness over each transport;
-2. the live column (same CLIs, no catalogue);
+1. the mcp column for each requested harness over each transport (unless
+   ``--no-mcp``: ``sharedos conformance run --columns-out`` writes the same
+   column runs and grades, as ``make test``'s full matrix does);
+2. the live column (same CLIs, no catalogue; ``--live``);
 3. "left running": a harness whose turn closes while it is still mid-turn
    (the scripted model holds its tool call until the bridge has closed) must
    find the door shut: a refused connection over HTTP, a refusing bridge over
@@ -220,7 +222,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "leftRunning": [],
     }
     t0 = time.perf_counter()
-    runs = await mcp.run(options)
+    runs = [] if args.no_mcp else await mcp.run(options)
     if args.live:
         runs += await live.run(options)
     for column in (run.scrubbed(secrets) for run in runs):
@@ -248,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transport", default="both", help="http, stdio or both")
     parser.add_argument("--host-config")
     parser.add_argument("--live", action="store_true", help="also run the live column")
+    parser.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="skip the mcp columns (run them with `sharedos conformance run --columns-out`); "
+        "the closed-door and deadline checks still run",
+    )
     parser.add_argument(
         "--left-running", action="append", default=[], help="harness id for the closed-door check"
     )

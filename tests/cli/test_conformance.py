@@ -41,6 +41,23 @@ def test_conformance_run_scripted_writes_three_reports(tmp_path: Path) -> None:
     assert data["catalog_check"]["equal"] is True
 
 
+def test_columns_out_keeps_every_attempt_and_grade_privately(tmp_path: Path) -> None:
+    """``--columns-out``: every column as it ran (attempts, notes) and each cell's grade, 0600."""
+    out, columns = tmp_path / "reports", tmp_path / "columns.json"
+    argv = ["conformance", "run", "--column", "scripted", "--shape", "pi", "--out", str(out)]
+    result = CliRunner().invoke(main, [*argv, "--columns-out", str(columns), "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    assert f"columns report: {columns}" in result.output
+    assert columns.stat().st_mode & 0o777 == 0o600
+    doc = json.loads(columns.read_text(encoding="utf-8"))
+    (run,) = doc["columns"]
+    assert run["column_id"] == "scripted/pi" and run["attempts"]
+    grades = doc["grades"]["scripted/pi"]
+    assert grades["public-read-allowed"]["grade"] == "passed"
+    denied = [a for a in run["attempts"] if a["outcome"] == "denied"]
+    assert denied and all(a["record"]["call_id"] == a["call_id"] for a in denied)
+
+
 def test_conformance_run_one_shape(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main,

@@ -1,61 +1,25 @@
 """`sharedos conformance run` with the scripted, live, mcp and client columns side by side (real
-CLIs, and the TypeScript SDK and MCP Inspector as programmatic clients)."""
+CLIs, and the TypeScript SDK and MCP Inspector as programmatic clients).
+
+The run itself is the session's ``full_matrix`` (tests/full_matrix.py), which
+tests/harness/test_harness_mcp.py reads too."""
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.full_matrix import FullMatrix
 
 #: every column, every CLI and transport, each turn in its own sandbox: a guard against a
 #: hang on a loaded machine, never a measure of speed
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(1500)]
 
-REPO = Path(__file__).resolve().parents[2]
-_MAIN = "import sys; from sharedos.cli.main import main; sys.exit(main())"
 
-
-def sharedos_argv(*args: str) -> list[str]:
-    """The CLI, inside a loopback-only namespace when running as root."""
-    script = Path(sys.executable).parent / "sharedos"
-    argv = [str(script), *args] if script.exists() else [sys.executable, "-c", _MAIN, *args]
-    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"):
-        inner = " ".join(shlex.quote(a) for a in argv)
-        return ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {inner}"]
-    return argv
-
-
-#: The full matrix that `make test` leaves behind (git-ignored); tests/conftest.py
-#: prints its text report at the end of the run.
-FULL_MATRIX_DIR = REPO / "reports" / "full-matrix"
-
-
-def test_report_shows_scripted_live_and_mcp_columns(tmp_path: Path) -> None:
-    out = FULL_MATRIX_DIR
-    shutil.rmtree(out, ignore_errors=True)
-    argv = sharedos_argv(
-        "conformance", "run",
-        "--column", "scripted", "--column", "live", "--column", "mcp", "--column", "client",
-        "--harness", "all", "--transport", "all",
-        "--host-config", str(REPO / "tests/data/harness/host.offline.toml"),
-        "--out", str(out),
-        # two columns at once, each in its own kernel, store and sandbox: the matrix takes
-        # most of a serial suite's time, and the report does not depend on the order
-        "--jobs", "2",
-    )  # fmt: skip
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=1400, cwd=tmp_path, check=False
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    report_json = next(out.glob("*.json"))
-    report = json.loads(report_json.read_text())
+def test_report_shows_scripted_live_and_mcp_columns(full_matrix: FullMatrix) -> None:
+    out = full_matrix.out
+    report = full_matrix.report
     kinds = {c["kind"] for c in report["columns"]}
     assert kinds == {"scripted", "live", "mcp", "client"}
     ids = [c["column_id"] for c in report["columns"]]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sharedos.conformance.manifest import MANIFEST_PATH
-from tests.cli.test_conformance_columns import sharedos_argv
+from tests.full_matrix import sharedos_argv
 
 pytestmark = pytest.mark.harness
 

@@ -1,9 +1,11 @@
 """The mcp and live columns with the real installed CLIs (Claude Code, Codex, Pi, Pi + pi-mcp-adapter).
 
-One scenario run (``python -m sharedos.conformance.scenario``) drives every harness
-over HTTP and stdio with the scripted model, the live column, and the
-"left running" check; as root it runs inside a loopback-only network namespace
-so no harness can reach beyond 127.0.0.1. The tests below read its JSON.
+The mcp and live columns are the session's full matrix (tests/full_matrix.py:
+``sharedos conformance run --columns-out``, every harness over HTTP and stdio with
+the scripted model); one scenario run (``python -m sharedos.conformance.scenario
+--no-mcp``) adds the "left running" and deadline checks. As root both run inside a
+loopback-only network namespace, so no harness can reach beyond 127.0.0.1. The tests
+below read their JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sharedos.names import harness_sanitized
 from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
 from sharedos.testing.scripted_model import SCRIPTED_MODEL_NAME
 from sharedos.testing.scripted_model.plan import dsh_public_name
+from tests.full_matrix import FullMatrix
 
 #: The scenario runs every CLI over both transports, each turn in its own sandbox: on
 #: a loaded 2-core machine that outlasts the suite's default 300 s guard (a guard
@@ -52,25 +55,22 @@ AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def scenario(tmp_path_factory: pytest.TempPathFactory, full_matrix: FullMatrix) -> dict[str, Any]:
+    """The mcp and live columns of the session's full matrix (every column as it ran, with its
+    grades), and this module's own checks: the namespace, the closed door, the deadline."""
     out = tmp_path_factory.mktemp("harness") / "scenario.json"
     work = tmp_path_factory.mktemp("harness-work")
-    args = [
-        sys.executable,
-        "-m",
-        "sharedos.conformance.scenario",
-        "--netns",
-        "--transport",
-        "both",
-        "--live",
-    ]
-    args += ["--workdir", str(work), "--out", str(out), "--harness", "all", "--jobs", "2"]
+    args = [sys.executable, "-m", "sharedos.conformance.scenario", "--netns", "--no-mcp"]
+    args += ["--transport", "both", "--workdir", str(work), "--out", str(out), "--harness", "all"]
     for h in HARNESSES:
         args += ["--left-running", h]
     args += ["--deadline", "claude-code", "--deadline", "dsh"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1400, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc: dict[str, Any] = json.loads(out.read_text())
+    ran = full_matrix.columns
+    doc["columns"] = [c for c in ran["columns"] if c["kind"] in ("mcp", "live")]
+    doc["grades"] = {c["column_id"]: ran["grades"][c["column_id"]] for c in doc["columns"]}
     return doc
 
 
