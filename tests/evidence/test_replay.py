@@ -261,31 +261,39 @@ OFFICE_HOURS = """namespace files
 requirement files.read { action read; resource path(args.path) }
 permit read on "/public/**" when context.now.hour >= 9 and context.now.hour < 18
 """
+#: the host's clock in the tests below: Monday 09:30 UTC, whatever the wall clock says
+MONDAY_0930 = 1796635800.0
 
 
-def test_a_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
-    store: Any, tmp_path: Path
+def read_on_the_hosts_clock(
+    store: Any, tmp_path: Path, policy: Any, calls: int, shadow: Any = None
 ) -> None:
-    # The host's clock says Monday 09:30 UTC, whatever the wall clock says: the record
-    # keeps the `now` the decision saw, so a replay at any hour decides the same.
-    # (Replaying from `started_at`, the wall clock, denied these calls before 09:00.)
+    """bob reads /public/a.txt ``calls`` times through a host whose kernel (and ``shadow``,
+    when given) run on ``MONDAY_0930``."""
     sandbox = tmp_path / "sandbox"
     (sandbox / "public").mkdir(parents=True)
     (sandbox / "public" / "a.txt").write_text("a")
     registry = ToolRegistry()
     register_files_tools(registry, sandbox)
-    policy = compile_sources([("hours.sos", OFFICE_HOURS)])
-    monday_0930 = 1796635800.0
-    host = RuntimeHost(Kernel(policy, registry, clock=lambda: monday_0930), store)
+    host = RuntimeHost(Kernel(policy, registry, clock=lambda: MONDAY_0930), store, shadow=shadow)
     run = shipped().tool_policies["dev-open"]
 
-    async def calls() -> None:
+    async def reads() -> None:
         ctx = AccessContext(principal="bob", turn_id="turn-1")
-        for i in range(3):
+        for i in range(calls):
             call = ToolCall(call_id=f"c{i}", tool="files.read", arguments={"path": "/public/a.txt"})
             await host.invoke_tool(call, ctx, run)
 
-    anyio.run(calls)
+    anyio.run(reads)
+
+
+def test_a_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
+    store: Any, tmp_path: Path
+) -> None:
+    # The record keeps the `now` the decision saw, so a replay at any hour decides the
+    # same. (Replaying from `started_at`, the wall clock, denied these calls before 09:00.)
+    policy = compile_sources([("hours.sos", OFFICE_HOURS)])
+    read_on_the_hosts_clock(store, tmp_path, policy, calls=3)
     records = list(iter_records(store))
     attempts = [r for r in records if r.effect is not None]
     assert len(attempts) == 3 and all(r.effect == "allow" for r in attempts)
@@ -303,26 +311,11 @@ def test_a_shadow_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
     # shadow decisions made at that moment (not with the wall clock's hour).
     from sharedos.kernel.shadow import ShadowDecider
 
-    sandbox = tmp_path / "sandbox"
-    (sandbox / "public").mkdir(parents=True)
-    (sandbox / "public" / "a.txt").write_text("a")
-    registry = ToolRegistry()
-    register_files_tools(registry, sandbox)
     head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
     old = compile_sources([("p.sos", head + 'permit read on "/public/**"\n')])
     new = compile_sources([("p.sos", OFFICE_HOURS)])
-    monday_0930 = 1796635800.0
-    shadow = ShadowDecider(new, enforced=old, clock=lambda: monday_0930)
-    kernel = Kernel(old, registry, clock=lambda: monday_0930)
-    host = RuntimeHost(kernel, store, shadow=shadow)
-    run = shipped().tool_policies["dev-open"]
-
-    async def calls() -> None:
-        ctx = AccessContext(principal="bob", turn_id="turn-1")
-        call = ToolCall(call_id="c0", tool="files.read", arguments={"path": "/public/a.txt"})
-        await host.invoke_tool(call, ctx, run)
-
-    anyio.run(calls)
+    shadow = ShadowDecider(new, enforced=old, clock=lambda: MONDAY_0930)
+    read_on_the_hosts_clock(store, tmp_path, old, calls=1, shadow=shadow)
     records = list(iter_records(store))
     (attempt,) = [r for r in records if r.effect is not None]
     assert attempt.shadow is not None and attempt.shadow["effect"] == "allow"
