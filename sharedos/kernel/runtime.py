@@ -366,8 +366,9 @@ class RuntimeHost:
             if len(self._context_json) >= 4096:  # a long-lived host: bounded
                 self._context_json.clear()
             context_json = self._context_json[key] = decision_context(context)
-        if auth.now is not None and isinstance(context_json, dict) and "principal" in context_json:
-            # the moment the decision saw, for a replay (never part of the cached JSON)
+        if auth.now is not None and context_json is not None and "$truncated" not in context_json:
+            # the moment the decision saw, for a replay: on this record's copy, never on the
+            # cached JSON (shared by the context's calls), and never beside a truncation marker
             context_json = {**context_json, "now": dict(auth.now)}
         decision, tool = auth.decision, auth.tool
         return attempt_record(
