@@ -12,13 +12,12 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 import click
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
-from sharedos.conformance.grading import grade_column
+from sharedos.conformance.grading import columns_as_run
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
 from sharedos.conformance.report import (
     Report,
@@ -160,7 +159,8 @@ def run_command(
     report, runs = _run(manifest, columns, options)
     paths = write_reports(report, out_dir, stem="conformance-" + "-".join(columns), secrets=secrets)
     if columns_out is not None:
-        write_private_text(columns_out, secrets.scrub(columns_document(manifest, runs)))
+        document = json.dumps(columns_as_run(manifest, runs), indent=1, default=str)
+        write_private_text(columns_out, secrets.scrub(document))
         paths["columns"] = columns_out
     _print_summary(report, paths, secrets)
     _exit_for(report)
@@ -191,20 +191,6 @@ def _check_harnesses(requested: Sequence[str], host: HostConfig) -> None:
             f"unknown harness {', '.join(repr(h) for h in unknown)} "
             f"(the host configuration {host.source} names: {known}; or use all)"
         )
-
-
-def columns_document(manifest: Manifest, runs: Sequence[ColumnRun]) -> str:
-    """``{"columns": [every column as it ran], "grades": {column id: {row id: cell}}}`` as JSON."""
-    doc: dict[str, Any] = {
-        "columns": [run.model_dump(mode="json") for run in runs],
-        "grades": {
-            run.column_id: {
-                c.row_id: c.model_dump(mode="json") for c in grade_column(manifest, run)
-            }
-            for run in runs
-        },
-    }
-    return json.dumps(doc, indent=1, default=str)
 
 
 def _run(

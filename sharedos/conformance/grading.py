@@ -380,3 +380,17 @@ def grade_cell(row: Row, manifest: Manifest, column: ColumnRun) -> Cell:
 def grade_column(manifest: Manifest, column: ColumnRun) -> list[Cell]:
     """Grade every manifest row in one column, in manifest order."""
     return [grade_cell(row, manifest, column) for row in manifest.rows]
+
+
+def columns_as_run(manifest: Manifest, runs: list[ColumnRun]) -> dict[str, Any]:
+    """Every column as it ran and each cell's grade, as JSON-ready data:
+    ``{"columns": [column, ...], "grades": {column id: {row id: cell}}}``."""
+    return {
+        "columns": [run.model_dump(mode="json") for run in runs],
+        "grades": {
+            run.column_id: {
+                c.row_id: c.model_dump(mode="json") for c in grade_column(manifest, run)
+            }
+            for run in runs
+        },
+    }

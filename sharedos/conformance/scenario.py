@@ -193,7 +193,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole scenario and return the JSON document."""
     from sharedos.conformance.columns import live, mcp
     from sharedos.conformance.columns.base import ColumnOptions
-    from sharedos.conformance.grading import grade_column
+    from sharedos.conformance.grading import columns_as_run
     from sharedos.conformance.manifest import load_manifest
     from sharedos.harness.hostconfig import default_host_config, load_host_config
     from sharedos.redaction import Redactor
@@ -217,19 +217,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "netns": in_netns(),
         "outside": outside_unreachable() if in_netns() else None,
         "workdir": str(workdir),
-        "columns": [],
-        "grades": {},
         "leftRunning": [],
     }
     t0 = time.perf_counter()
     runs = [] if args.no_mcp else await mcp.run(options)
     if args.live:
         runs += await live.run(options)
-    for column in (run.scrubbed(secrets) for run in runs):
-        doc["columns"].append(column.model_dump(mode="json"))
-        doc["grades"][column.column_id] = {
-            c.row_id: c.model_dump(mode="json") for c in grade_column(manifest, column)
-        }
+    doc.update(columns_as_run(manifest, [run.scrubbed(secrets) for run in runs]))
     for harness_id in args.left_running:
         for transport in (
             ("http", "stdio") if args.transport in ("both", "all") else (args.transport or "http",)
