@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import threading
 import unicodedata
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
@@ -75,11 +76,17 @@ from sharedos.policy.matchers import match_general
 from sharedos.policy.paths import MAX_PATH_CHARS
 from sharedos.policy.patterns import Shape
 from sharedos.policy.prefilter import (
+    ABOVE,
+    AT_LEAST,
+    AT_MOST,
+    BELOW,
     BUCKET_MIN,
     EQUALS,
     HOLDS,
+    PREFIX,
     ROLE_IS,
     ROLE_NOT,
+    SUFFIX,
     value_buckets,
     value_keys,
 )
@@ -113,8 +120,10 @@ _MISSING: Any = object()
 _UNSET: Any = object()
 _NEVER, _ALWAYS, _NO_PLAN = NEVER, ALWAYS, NO_PLAN
 _is_normalized = unicodedata.is_normalized
-#: value-key modes a decision reads besides ``EQUALS`` (strings only): numbers too, membership
-_NUMBERS, _HOLDS = 2, HOLDS
+#: value-key modes a decision reads besides ``EQUALS`` (strings only): numbers too, membership,
+#: prefixes, suffixes and the order keys (``prefilter``)
+_NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
+_AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
 
 
 #: a group keeps the rules its walk decides alone apart when it has at least this
@@ -178,12 +187,90 @@ def _split_sure(
     return sure, others, roles
 
 
+def _value_table(
+    mode: int,
+    by_value: dict[Any, list[int]],
+    rows: list[tuple[Any, ...]],
+    whole: set[int],
+    copies: dict[int, tuple[int, ...]] | None,
+) -> Any:
+    """How a decision reads one value-keyed group (``prefilter``, "Why a value key is
+    exact"): ``{value: rows}`` for an equality or membership key; ``({affix: rows},
+    the affix lengths, longest first)`` for a prefix or suffix key.
+
+    For an order key, ``(the bounds ascending, rows, starts, cited, cited starts)``,
+    so that what a number keeps is a slice: ``rows`` are the rules to test, in the
+    order of their bounds, and ``starts[k]`` where bound k's begin (the last is the
+    number of rows); ``cited`` are the rules the key decides alone — ``prefix/**``
+    (nothing left to match) whose whole condition is the key term — with their
+    copies, cited without a test (a family of thresholds applies by the hundred).
+    """
+    if mode < _PREFIX:
+        return {v: tuple(rows[i] for i in ids) for v, ids in by_value.items()}
+    if mode <= _SUFFIX:
+        table = {v: tuple(rows[i] for i in ids) for v, ids in by_value.items()}
+        return table, tuple(sorted({len(a) for a in table}, reverse=True))
+    twins = copies or {}
+    bounds = sorted(by_value)
+    tested: list[Any] = []
+    cited: list[int] = []
+    starts: list[int] = []
+    cited_starts: list[int] = []
+    for bound in bounds:
+        starts.append(len(tested))
+        cited_starts.append(len(cited))
+        for i in by_value[bound]:
+            row = rows[i]
+            if i in whole and row[1] == 0:
+                cited.append(i)
+                cited.extend(twins.get(i, ()))
+            else:
+                tested.append(row)
+    starts.append(len(tested))
+    cited_starts.append(len(cited))
+    return bounds, tuple(tested), tuple(starts), tuple(cited), tuple(cited_starts)
+
+
+def _by_affix(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, ...] | None:
+    """The rows a prefix or suffix key keeps for the value read (``_value_table``);
+    None when the key cannot decide that value (every rule is then tested as written)."""
+    if tv is not str:
+        return None
+    by_affix, lengths = table
+    n = len(v)
+    got: tuple[Any, ...] = ()
+    for k in lengths:
+        if k <= n:
+            rows = by_affix.get(v[:k] if mode == _PREFIX else v[n - k :])
+            if rows is not None:
+                got += rows
+    return got
+
+
+def _by_order(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, Any] | None:
+    """``(rows to test, rules cited)`` an order key keeps for the number read
+    (``_value_table``); None when it cannot decide that value (a boolean, a string,
+    null, NaN or an infinity: the key term errs, so every rule is tested as written)."""
+    if not (tv is int or (tv is float and v - v == 0)):
+        return None
+    bounds, tested, starts, cited, cited_starts = table
+    # REF <= N / REF > N: split before v's bound; REF < N / REF >= N: after it
+    k = bisect_left(bounds, v) if mode in (_AT_MOST, _ABOVE) else bisect_right(bounds, v)
+    if mode in (_AT_MOST, _BELOW):  # the bounds above the split
+        return tested[starts[k] :], cited[cited_starts[k] :]
+    return tested[: starts[k]], cited[: cited_starts[k]]  # the bounds below it
+
+
+#: what the packed text of a condition holding a key term must contain (one of)
+_KEY_MARKS = ('"=="', '"in"', '"<"', '"<="', '">"', '">="', '"startswith"', '"endswith"')
+
+
 class _ValueKeys:
     """Which rules of a group can be kept by a value (``prefilter.value_buckets``), from
     the program's packed conditions; each distinct condition is decoded once, and only
     for groups large enough to be bucketed (the load stays linear and small)."""
 
-    __slots__ = ("_conds", "_effects", "_kinds", "_memo", "_seen")
+    __slots__ = ("_conds", "_effects", "_kinds", "_memo", "_seen", "whole")
 
     def __init__(self, table: RuleTable) -> None:
         columns = table.columns
@@ -191,7 +278,9 @@ class _ValueKeys:
         self._kinds = columns["ckind"]
         self._effects = columns["effect"]
         self._memo = table.memo  # the load compiled these conditions: decoded already
-        self._seen: dict[tuple[Any, Any, Any], list[Any]] = {}
+        self._seen: dict[tuple[Any, Any, Any], tuple[list[Any], bool]] = {}
+        #: the rules whose whole condition is one key term (``when REF <= 10``)
+        self.whole: set[int] = set()
 
     def buckets(self, rules: list[int]) -> Any:
         """``((mode, root, path), {value: rules}, the rules kept by value)``, or None."""
@@ -201,21 +290,26 @@ class _ValueKeys:
         keys: dict[int, list[Any]] = {}
         for i in rules:
             packed = conds[i]
-            # only a comparison can be a key term: most conditions are decoded never
-            if type(packed) is not str or ('"=="' not in packed and '"in"' not in packed):
+            # only a comparison or an affix test can be a key term: most conditions are
+            # decoded never
+            if type(packed) is not str or not any(mark in packed for mark in _KEY_MARKS):
                 continue
             sig = (packed, kinds[i], effects[i])
-            found = seen.get(sig)
-            if found is None:
+            known = seen.get(sig)
+            if known is None:
                 try:
                     enc = decode_packed(packed, self._memo)
                     kind = CONDITION_KINDS[kinds[i]]
                     found = value_keys(enc, kind, effects[i] == 1)
+                    known = (found, kind == "when" and len(found) == 1 and enc[0] != "and")
                 except Exception:  # a corrupt condition: no key, evaluated as written
-                    found = []
-                seen[sig] = found
+                    known = ([], False)
+                seen[sig] = known
+            found, whole = known
             if found:
                 keys[i] = found
+                if whole:
+                    self.whole.add(i)
         if len(keys) < BUCKET_MIN:
             return None
         return value_buckets(rules, keys)
@@ -368,12 +462,15 @@ class Evaluator:
             value_entry = None
             rest, roles_kept = plain, by_role
             if by_value is not None:
-                (mode, root, path), values, taken = by_value
+                (mode, root, path, fn), values, taken = by_value
                 if mode == EQUALS and not all(type(v) is str for v in values):
                     mode = _NUMBERS  # read a number too (strings only: nothing else matches)
+                ref = ["ref", root, list(path)]
                 value_entry = (
-                    compile_expr(["ref", root, list(path)]),
-                    {v: tuple(rows[i] for i in ids) for v, ids in values.items()},
+                    compile_expr(ref if fn is None else ["call", fn, [ref]]),
+                    _value_table(
+                        mode, values, rows, keyed.whole, None if entry == 0 else twins[gid]
+                    ),
                     mode,
                 )
                 rest = [i for i in plain if i not in taken]
@@ -761,7 +858,24 @@ class Evaluator:
                                 tv = type(v)
                                 table = by_value[1]
                                 mode = by_value[2]
-                                if mode == _HOLDS:
+                                if mode >= _AT_MOST:
+                                    kept = _by_order(v, tv, table, mode)
+                                    if kept is None:  # not a value the key decides
+                                        rules = bk[3]
+                                    else:
+                                        rules += kept[0]
+                                        if kept[1]:  # applies by the key alone
+                                            if hits is None:
+                                                hits = list(kept[1])
+                                            else:
+                                                hits.extend(kept[1])
+                                elif mode >= _PREFIX:
+                                    got = _by_affix(v, tv, table, mode)
+                                    if got is None:
+                                        rules = bk[3]
+                                    elif got:
+                                        rules += got
+                                elif mode == _HOLDS:
                                     if (tv is list or tv is tuple) and all(
                                         type(e) is str for e in v
                                     ):

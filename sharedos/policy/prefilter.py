@@ -206,59 +206,131 @@ def _plain_piece(piece: Any) -> bool:
 # The same idea for the other common guards: rules on one prefix that differ only
 # by a value the caller or the call carries (``when context.tenant == "t3"``,
 # ``when args.mode in ["append", "create"]``, ``when args.level == 2``, ``when
-# "g1" in context.attributes.groups``). Worked out by the evaluator at load from
-# the packed conditions (not stored in the program, so bundles are unchanged): a
-# group with ``BUCKET_MIN`` such rules on one reference keeps them by value, and a
-# decision reads the reference once and tests only the rules of the value(s) it
-# holds.
+# "g1" in context.attributes.groups``, ``when lower(args.mode) == "append"``,
+# ``when startswith(path(args.path), "/t3/")``, ``when args.size <= 4096``).
+# Worked out by the evaluator at load from the packed conditions (not stored in
+# the program, so bundles are unchanged): a group with ``BUCKET_MIN`` such rules
+# on one reference keeps them by value, and a decision reads the reference once
+# and tests only the rules of the value(s) it holds.
 #
-# **Why a value key is exact.** A key term is ``REF == L`` (either side) or ``REF
-# in [L, ...]``, each L a string or a finite number (not a boolean): an *equality
-# key*; or ``"s" in REF``: a *membership key*. Policy equality
-# (``functions.values_equal``) makes ``v == L`` true, for a string v, iff v is the
-# same string; for an int or finite float v, iff v is the same number (Python's
-# dict lookup agrees: ``2 == 2.0``, ``"2" != 2``); and false, never an error, for
-# a boolean or null v, and for any value against a string L. ``"s" in REF`` on a
-# list of strings is true iff "s" is one of them. So the rules a bucket leaves out
-# have a key term that is false: a permit needs every term of its top-level
-# ``and`` true, and a forbid's *first* term false ends its ``and`` (false, not an
-# error). Whenever that reasoning does not cover the value read -- the reference
-# cannot be read (a missing name, a step that is not an object), a non-finite
-# float, a list holding anything but strings, a value of another type against a
-# number -- the decision tests every rule of the group as written, which is what
-# decides the fail-closed cases (a forbid whose condition errs applies). The rules
-# a bucket yields are still evaluated as written: a key only skips rules.
+# **Why a value key is exact.** The *read* of a key is a reference, or
+# ``lower(REF)`` or ``path(REF)`` (pure functions of one string: the same read
+# gives the same value). A key term is ``READ == L`` (either side) or ``READ
+# in [L, ...]``, each L a string or a finite number (not a boolean): an
+# *equality key*; ``"s" in REF``: a *membership key*; ``startswith(READ, "s")``
+# / ``endswith(READ, "s")``: a *prefix* / *suffix key*; ``REF < N``, ``REF <=
+# N``, ``REF > N``, ``REF >= N`` (either side, N a finite number literal): an
+# *order key*. Policy equality (``functions.values_equal``) makes ``v == L``
+# true, for a string v, iff v is the same string; for an int or finite float v,
+# iff v is the same number (Python's dict lookup agrees: ``2 == 2.0``, ``"2" !=
+# 2``); and false, never an error, for a boolean or null v, and for any value
+# against a string L. ``"s" in REF`` on a list of strings is true iff "s" is one
+# of them. ``startswith(v, "s")`` on a string v is true iff "s" is one of v's
+# prefixes (``endswith``: suffixes). An order term on an int or finite float v
+# is Python's own comparison, which a sorted list of the bounds answers exactly
+# (``bisect``). So the rules a bucket leaves out have a key term that is false:
+# a permit needs every term of its top-level ``and`` true, and a forbid's
+# *first* term false ends its ``and`` (false, not an error). Whenever that
+# reasoning does not cover the value read -- the read fails (a missing name, a
+# step that is not an object, ``lower`` of a number, a ``path`` that does not
+# resolve), a non-finite float, a list holding anything but strings, a value of
+# another type against a number, anything but a string for a prefix, anything
+# but a finite number for an order key -- the decision tests every rule of the
+# group as written, which is what decides the fail-closed cases (a forbid whose
+# condition errs applies). The rules a bucket yields are still evaluated as
+# written: a key only skips rules.
 
-#: value-key modes: ``REF == L`` / ``REF in [L, ...]``, and ``"s" in REF``
+#: value-key modes: ``READ == L`` / ``READ in [L, ...]``, and ``"s" in REF`` (2 is the
+#: evaluator's: an equality key read as a number too)
 EQUALS, HOLDS = 0, 1
+#: ``startswith(READ, "s")`` / ``endswith(READ, "s")``
+PREFIX, SUFFIX = 3, 4
+#: ``REF <= N``, ``REF < N``, ``REF >= N``, ``REF > N`` (a literal on the left: flipped)
+AT_MOST, BELOW, AT_LEAST, ABOVE = 5, 6, 7, 8
+#: the order keys, by the operator with the reference on the left
+ORDER_MODES = {"<=": AT_MOST, "<": BELOW, ">=": AT_LEAST, ">": ABOVE}
+_FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
+#: the functions a key's read may apply to its reference (pure, of one string)
+READ_FUNCTIONS = ("lower", "path")
 
-ValueKey = tuple[tuple[int, str, tuple[str, ...]], tuple[Any, ...]]
+#: ``(mode, root, path, function)``: what a key reads (``function``: None, or one of
+#: ``READ_FUNCTIONS`` applied to the reference) and how it is compared
+KeyRead = tuple[int, str, tuple[str, ...], str | None]
+ValueKey = tuple[KeyRead, tuple[Any, ...]]
 
 
 def value_term(enc: Any) -> ValueKey | None:
-    """``((mode, root, path), values)`` when ``enc`` is a key term (see above), else None."""
-    if type(enc) is not list or len(enc) != 4 or enc[0] != "cmp":
+    """``((mode, root, path, function), values)`` when ``enc`` is a key term (see above),
+    else None."""
+    if type(enc) is not list:
+        return None
+    if len(enc) == 3 and enc[0] == "call":
+        return _affix_term(enc)
+    if len(enc) != 4 or enc[0] != "cmp":
         return None
     op, left, right = enc[1], enc[2], enc[3]
     if op == "==":
+        read = _read(left)
+        if read is not None and _is_key_lit(right):
+            return (EQUALS, *read), (right[1],)
+        read = _read(right)
+        if read is not None and _is_key_lit(left):
+            return (EQUALS, *read), (left[1],)
+        return None
+    mode = ORDER_MODES.get(op) if type(op) is str else None
+    if mode is not None:
         ref = _ref(left)
-        if ref is not None and _is_key_lit(right):
-            return (EQUALS, *ref), (right[1],)
+        if ref is not None and _is_bound(right):
+            return (mode, *ref, None), (right[1],)
         ref = _ref(right)
-        if ref is not None and _is_key_lit(left):
-            return (EQUALS, *ref), (left[1],)
+        if ref is not None and _is_bound(left):
+            return (ORDER_MODES[_FLIPPED[op]], *ref, None), (left[1],)
         return None
     if op != "in":
         return None
     ref = _ref(right)
     if ref is not None and _is_lit(left) and type(left[1]) is str:
-        return (HOLDS, *ref), (left[1],)
-    ref = _ref(left)
-    if ref is not None and type(right) is list and len(right) == 2 and right[0] == "list":
+        return (HOLDS, *ref, None), (left[1],)
+    read = _read(left)
+    if read is not None and type(right) is list and len(right) == 2 and right[0] == "list":
         items = right[1]
         if type(items) is list and items and all(_is_key_lit(item) for item in items):
-            return (EQUALS, *ref), tuple(item[1] for item in items)
+            return (EQUALS, *read), tuple(item[1] for item in items)
     return None
+
+
+def _affix_term(enc: list[Any]) -> ValueKey | None:
+    """``startswith(READ, "s")`` / ``endswith(READ, "s")`` as a prefix / suffix key."""
+    fn, args = enc[1], enc[2]
+    if fn not in ("startswith", "endswith") or type(args) is not list or len(args) != 2:
+        return None
+    read = _read(args[0])
+    if read is None or not _is_lit(args[1]) or type(args[1][1]) is not str:
+        return None
+    return (PREFIX if fn == "startswith" else SUFFIX, *read), (args[1][1],)
+
+
+def _read(enc: Any) -> tuple[str, tuple[str, ...], str | None] | None:
+    """``(root, path, function)`` of a reference or of ``lower(REF)`` / ``path(REF)``."""
+    ref = _ref(enc)
+    if ref is not None:
+        return (*ref, None)
+    if type(enc) is not list or len(enc) != 3 or enc[0] != "call":
+        return None
+    fn, args = enc[1], enc[2]
+    if fn not in READ_FUNCTIONS or type(args) is not list or len(args) != 1:
+        return None
+    ref = _ref(args[0])
+    return None if ref is None else (*ref, fn)
+
+
+def _is_bound(enc: Any) -> bool:
+    """An int or a finite float literal (never a boolean): an order key's bound."""
+    if not _is_lit(enc):
+        return False
+    value = enc[1]
+    kind = type(value)
+    return kind is int or (kind is float and value - value == 0)
 
 
 def _ref(enc: Any) -> tuple[str, tuple[str, ...]] | None:
@@ -305,11 +377,11 @@ def value_keys(enc: Any, kind: str | None, forbid: bool) -> list[ValueKey]:
 
 def value_buckets(
     rules: Sequence[int], keys: Mapping[int, list[ValueKey]]
-) -> tuple[tuple[int, str, tuple[str, ...]], dict[Any, list[int]], set[int]] | None:
+) -> tuple[KeyRead, dict[Any, list[int]], set[int]] | None:
     """The reference (and mode) most of ``rules`` are keyed by (``keys[i]``, from
     ``value_keys``) when at least ``BUCKET_MIN`` are: ``(key, {value: rules}, the rules
     kept by value)`` (each list in the order of ``rules``), else None."""
-    counts: dict[tuple[int, str, tuple[str, ...]], int] = {}
+    counts: dict[KeyRead, int] = {}
     for found in keys.values():
         if len(found) == 1:
             ref = found[0][0]

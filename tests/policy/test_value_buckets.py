@@ -258,3 +258,159 @@ def test_membership_of_a_string_in_a_list_is_a_key() -> None:
     assert decide_all(keyed, calls) == decide_all(plain, calls)
     d = keyed.decide(*calls[0])
     assert d.allowed and [r.line for r in d.rule_ids] == [4 + 1, 4 + 3]
+
+
+# ----------------------------------------- keys read through a function, affixes, order
+
+AFFIXES = ("t", "t1", "a", "", "/data/", "/data/t1", "x")
+BOUNDS = ("0", "1", "2", "2.0", "3.5", "-1", "9223372036854775807", "1e300")
+
+
+@st.composite
+def keyed_term(draw: Any, form: str, ref: str) -> str:
+    """One key term of ``form`` on ``ref`` (or, now and then, one that is not a key)."""
+    word = draw(st.sampled_from(WORDS + ("ss",)))  # each its own lower form
+    affix = draw(st.sampled_from(AFFIXES))
+    bound = draw(st.sampled_from(BOUNDS))
+    op = draw(st.sampled_from(("<", "<=", ">", ">=")))
+    terms = {
+        "lower": (
+            f'lower({ref}) == "{word.lower()}"',
+            f'"{word.lower()}" == lower({ref})',
+            f'lower({ref}) in ["{word.lower()}", "b"]',
+        ),
+        "path": (f'path({ref}) == "/data/{word}"', f'startswith(path({ref}), "{affix}")'),
+        "startswith": (f'startswith({ref}, "{affix}")',),
+        "endswith": (f'endswith({ref}, "{affix}")',),
+        "order": (f"{ref} {op} {bound}", f"{bound} {op} {ref}"),
+    }[form]
+    others = (f'contains({ref}, "t")', f"{ref} != {bound}", f'startswith("{affix}", {ref})')
+    return draw(st.sampled_from(terms * 6 + others))
+
+
+@st.composite
+def keyed_policy(draw: Any) -> str:
+    """A family on one prefix keyed by one read of ``form``, in both effects, with
+    conjunctions, ``unless`` and role buckets, among other rules."""
+    form = draw(st.sampled_from(("lower", "path", "startswith", "endswith", "order")))
+    ref = draw(st.sampled_from(("args.mode", "context.tenant", "context.attributes.dept")))
+    if form == "order":
+        ref = draw(st.sampled_from(("args.n", "context.attributes.dept")))
+    role = draw(st.sampled_from((None, "r1")))
+    lines = [HEADER.rstrip("\n")]
+    for effect in ("permit", "forbid"):
+        for _ in range(draw(st.integers(min_value=0 if effect == "forbid" else 6, max_value=14))):
+            key = draw(keyed_term(form, ref))
+            if role is not None and draw(st.integers(0, 9)) < 5:
+                key = f'"{role}" in context.roles and {key}'
+            shape = draw(st.sampled_from(("when", "when", "when", "and", "unless", "when_unless")))
+            cond = {
+                "when": f"when {key}",
+                "and": f"when {key} and args.n != 1",
+                "unless": f"unless {key}",
+                "when_unless": f'when {key} unless "r2" in context.roles',
+            }[shape]
+            prefix = draw(st.sampled_from(("/data/**",) * 4 + ("/data/x/**", "/data/*")))
+            lines.append(f'{effect} read on "{prefix}" {cond}')
+    order = draw(st.permutations(lines[1:]))
+    return "\n".join([lines[0], *order]) + "\n"
+
+
+READ_VALUES = st.one_of(
+    VALUES,
+    st.sampled_from(
+        (
+            "t12",
+            "at1",
+            "T1",
+            "Ａ",
+            "ß",
+            "SS",
+            "/data/t1",
+            "/data/t1/../a",
+            "/data/./b",
+            "relative/t1",
+            "/data//t1",
+            "x" * 50,
+        )
+    ),
+    st.integers(-3, 4),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from((10**21, 10**21 + 1, -(10**30))),
+)
+
+
+@st.composite
+def read_call(draw: Any) -> tuple[str, Any, Any]:
+    args: dict[str, Any] = {"path": draw(st.sampled_from(("/data/x", "/data/x/y", "/data/z")))}
+    for name in ("mode", "n"):
+        if draw(st.booleans()):
+            args[name] = draw(READ_VALUES)
+    ctx: dict[str, Any] = {"roles": draw(st.sampled_from(([], ["r1"], ["r2", "r1"], None)))}
+    if draw(st.booleans()):
+        ctx["tenant"] = draw(READ_VALUES)
+    if draw(st.booleans()):
+        ctx["attributes"] = draw(
+            st.one_of(st.fixed_dictionaries({"dept": READ_VALUES}), READ_VALUES)
+        )
+    return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keyed_policy(), st.lists(read_call(), min_size=1, max_size=20))
+def test_function_affix_and_order_keys_change_no_decision(source: str, calls: list[Any]) -> None:
+    keyed, plain = compile_both(source)
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_an_order_family_keeps_a_slice_of_its_bounds() -> None:
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when args.size <= {k}\n' for k in range(10)
+    )
+    source += "".join(f'forbid read on "/data/**" when {k} < args.size\n' for k in range(20, 28))
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 2  # the permits' group and the forbids' 
+
+    def cited(size: Any) -> list[int]:
+        d = keyed.decide("files.read", {"path": "/data/x", "size": size}, {})
+        assert d == plain.decide("files.read", {"path": "/data/x", "size": size}, {})
+        return [r.line for r in d.rule_ids]
+
+    assert cited(7) == [4 + 7, 4 + 8, 4 + 9]
+    assert cited(6.5) == [4 + 7, 4 + 8, 4 + 9]
+    assert cited(-5) == list(range(4, 14))
+    assert cited(10) == []  # no permit: denied, nothing cited
+    assert cited(23) == [14, 15, 16]  # the forbids with k < 23
+    for size in (True, "7", None, [7], float("nan"), float("inf")):
+        d = keyed.decide("files.read", {"path": "/data/x", "size": size}, {})
+        assert not d.allowed  # errs: no permit applies, every forbid does
+        assert d == plain.decide("files.read", {"path": "/data/x", "size": size}, {})
+
+
+def test_lower_and_affix_families_are_read_by_the_value_held() -> None:
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when lower(args.mode) == "m{k}"\n' for k in range(8)
+    )
+    source += "".join(
+        f'permit write on "/data/**" when startswith(path(args.path), "/data/t{k}")\n'
+        for k in range(8)
+    )
+    source += "".join(
+        f'permit read on "/other/**" when endswith(context.tenant, "-{k}")\n' for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 3 and value_bucketed(plain) == 0
+    d = keyed.decide("files.read", {"path": "/data/x", "mode": "Ｍ3"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 3]
+    d = keyed.decide("files.write", {"path": "/data/t1/../t12/x"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [12 + 1]
+    d = keyed.decide("files.read", {"path": "/other/x"}, {"tenant": "acme-7"})
+    assert d.allowed and [r.line for r in d.rule_ids] == [20 + 7]
+    calls = [
+        (tool, {"path": path, "mode": mode}, {"tenant": tenant})
+        for tool in ("files.read", "files.write")
+        for path in ("/data/t3", "/data/t30", "/data/x", "/data/t1/../t2", "/other/x")
+        for mode in ("M1", "m1", 1, None, "m10")
+        for tenant in ("x-1", "-1", "x-11", 1)
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
