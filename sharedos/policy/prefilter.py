@@ -378,22 +378,28 @@ def value_keys(enc: Any, kind: str | None, forbid: bool) -> list[ValueKey]:
 def value_buckets(
     rules: Sequence[int], keys: Mapping[int, list[ValueKey]]
 ) -> tuple[KeyRead, dict[Any, list[int]], set[int]] | None:
-    """The reference (and mode) most of ``rules`` are keyed by (``keys[i]``, from
-    ``value_keys``) when at least ``BUCKET_MIN`` are: ``(key, {value: rules}, the rules
-    kept by value)`` (each list in the order of ``rules``), else None."""
+    """The key (read and mode) that narrows ``rules`` most (``keys[i]``, from
+    ``value_keys``), among those at least ``BUCKET_MIN`` of them have: ``(key, {value:
+    rules}, the rules kept by value)`` (each list in the order of ``rules``), else None.
+
+    "Most" is the most distinct values, then the most rules: a key every rule shares
+    with one value (``"staff" in context.roles and context.attributes.dept == "d3"``
+    keyed by the role) would keep them all in one bucket. The choice depends on the
+    rules alone, never on the order a set happens to iterate in.
+    """
     counts: dict[KeyRead, int] = {}
+    distinct: dict[KeyRead, set[Any]] = {}
     for found in keys.values():
-        if len(found) == 1:
-            ref = found[0][0]
-            counts[ref] = counts.get(ref, 0) + 1
-        else:
-            for ref in {k[0] for k in found}:
-                counts[ref] = counts.get(ref, 0) + 1
-    if not counts:
+        seen_here: set[KeyRead] = set()
+        for read, values in found:
+            if read not in seen_here:
+                seen_here.add(read)
+                counts[read] = counts.get(read, 0) + 1
+            distinct.setdefault(read, set()).update(values)
+    eligible = [read for read, count in counts.items() if count >= BUCKET_MIN]
+    if not eligible:
         return None
-    ref, count = max(counts.items(), key=lambda item: item[1])
-    if count < BUCKET_MIN:
-        return None
+    ref = max(eligible, key=lambda read: (len(distinct[read]), counts[read], repr(read)))
     by_value: dict[Any, list[int]] = {}
     taken: set[int] = set()
     for i in rules:

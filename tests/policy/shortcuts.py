@@ -46,3 +46,19 @@ def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any
         out.append(policy.decide(tool, args, ctx))
         out.append(policy.decide(tool, args, ctx, context_key=f"k{i % 4}:{ctx!r}:{args!r}"))
     return out
+
+
+def value_entries(policy: PolicySet) -> list[Any]:
+    """The ``(read, table, mode)`` entry of every group of ``policy`` read by value."""
+    found: dict[int, Any] = {}
+    tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
+    for trie in tries.values():
+        stack = [trie]
+        while stack:
+            node = stack.pop()
+            stack.extend(node[0].values())
+            for groups in node[1:]:
+                for g in groups:
+                    if type(g) is list and g[4] is not None:
+                        found[id(g)] = g[4]
+    return list(found.values())

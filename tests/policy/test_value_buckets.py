@@ -269,7 +269,7 @@ BOUNDS = ("0", "1", "2", "2.0", "3.5", "-1", "9223372036854775807", "1e300")
 @st.composite
 def keyed_term(draw: Any, form: str, ref: str) -> str:
     """One key term of ``form`` on ``ref`` (or, now and then, one that is not a key)."""
-    word = draw(st.sampled_from(WORDS + ("ss",)))  # each its own lower form
+    word = draw(st.sampled_from((*WORDS, "ss")))  # each its own lower form
     affix = draw(st.sampled_from(AFFIXES))
     bound = draw(st.sampled_from(BOUNDS))
     op = draw(st.sampled_from(("<", "<=", ">", ">=")))
@@ -369,7 +369,7 @@ def test_an_order_family_keeps_a_slice_of_its_bounds() -> None:
     )
     source += "".join(f'forbid read on "/data/**" when {k} < args.size\n' for k in range(20, 28))
     keyed, plain = compile_both(source)
-    assert value_bucketed(keyed) == 2  # the permits' group and the forbids' 
+    assert value_bucketed(keyed) == 2  # one group of permits, one of forbids
 
     def cited(size: Any) -> list[int]:
         d = keyed.decide("files.read", {"path": "/data/x", "size": size}, {})
@@ -414,3 +414,45 @@ def test_lower_and_affix_families_are_read_by_the_value_held() -> None:
         for tenant in ("x-1", "-1", "x-11", 1)
     ]
     assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_the_key_that_narrows_most_is_chosen_whatever_the_order_it_is_met_in() -> None:
+    from sharedos.policy.prefilter import EQUALS, HOLDS, value_buckets
+
+    roles = ((HOLDS, "context", ("roles",), None), ("staff",))
+    dept = [((EQUALS, "context", ("attributes", "dept"), None), (f"d{k}",)) for k in range(8)]
+    for keys in (
+        {i: [roles, dept[i]] for i in range(8)},
+        {i: [dept[i], roles] for i in range(8)},
+    ):
+        chosen = value_buckets(list(range(8)), keys)
+        assert chosen is not None
+        read, by_value, taken = chosen
+        assert read[2] == ("attributes", "dept") and len(by_value) == 8 and taken == set(range(8))
+
+
+def test_a_role_and_value_family_is_keyed_by_the_value_under_every_hash_seed() -> None:
+    # the choice once followed a set's iteration order, so the string hash seed decided
+    # whether 10,000 such rules were read by department (4 µs) or one by one (250 µs)
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from sharedos.policy import compile_source\n"
+        "from tests.policy.shortcuts import value_entries\n"
+        f"src = {HEADER!r} + ''.join(\n"
+        "    f'permit read on \"/data/**\" when \"staff\" in context.roles and '\n"
+        "    f'context.attributes.dept == \"d{k}\"\\n' for k in range(12))\n"
+        "p = compile_source(src, 'p.sos')\n"
+        "print(max((len(entry[1]) for entry in value_entries(p)), default=0))\n"
+    )
+    for seed in ("0", "1", "2", "3"):
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.strip() == "12", (seed, out.stdout, out.stderr)
