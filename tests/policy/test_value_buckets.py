@@ -442,7 +442,7 @@ def test_a_role_and_value_family_is_keyed_by_the_value_under_every_hash_seed() -
         "from sharedos.policy import compile_source\n"
         "from tests.policy.shortcuts import value_entries\n"
         f"src = {HEADER!r} + ''.join(\n"
-        "    f'permit read on \"/data/**\" when \"staff\" in context.roles and '\n"
+        '    f\'permit read on "/data/**" when "staff" in context.roles and \'\n'
         "    f'context.attributes.dept == \"d{k}\"\\n' for k in range(12))\n"
         "p = compile_source(src, 'p.sos')\n"
         "print(max((len(entry[1]) for entry in value_entries(p)), default=0))\n"
