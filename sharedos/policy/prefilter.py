@@ -406,7 +406,7 @@ def value_buckets(
         held = keys.get(i)
         if held is None:
             continue
-        values = next((k[1] for k in held if k[0] == ref), None)
+        values: tuple[Any, ...] | None = next((k[1] for k in held if k[0] == ref), None)
         if values is None:
             continue
         taken.add(i)
