@@ -391,11 +391,11 @@ def value_buckets(
     distinct: dict[KeyRead, set[Any]] = {}
     for found in keys.values():
         seen_here: set[KeyRead] = set()
-        for read, values in found:
+        for read, listed in found:
             if read not in seen_here:
                 seen_here.add(read)
                 counts[read] = counts.get(read, 0) + 1
-            distinct.setdefault(read, set()).update(values)
+            distinct.setdefault(read, set()).update(listed)
     eligible = [read for read, count in counts.items() if count >= BUCKET_MIN]
     if not eligible:
         return None
@@ -406,7 +406,7 @@ def value_buckets(
         held = keys.get(i)
         if held is None:
             continue
-        values: tuple[Any, ...] | None = next((k[1] for k in held if k[0] == ref), None)
+        values = next((k[1] for k in held if k[0] == ref), None)
         if values is None:
             continue
         taken.add(i)
