@@ -87,6 +87,7 @@ from sharedos.policy.prefilter import (
     ROLE_IS,
     ROLE_NOT,
     SUFFIX,
+    read_expr,
     value_buckets,
     value_keys,
 )
@@ -462,12 +463,11 @@ class Evaluator:
             value_entry = None
             rest, roles_kept = plain, by_role
             if by_value is not None:
-                (mode, root, path, fn), values, taken = by_value
+                (mode, root, path, steps), values, taken = by_value
                 if mode == EQUALS and not all(type(v) is str for v in values):
                     mode = _NUMBERS  # read a number too (strings only: nothing else matches)
-                ref = ["ref", root, list(path)]
                 value_entry = (
-                    compile_expr(ref if fn is None else ["call", fn, [ref]]),
+                    compile_expr(read_expr(root, path, steps)),
                     _value_table(
                         mode, values, rows, keyed.whole, None if entry == 0 else twins[gid]
                     ),

@@ -213,9 +213,10 @@ def _plain_piece(piece: Any) -> bool:
 # on one reference keeps them by value, and a decision reads the reference once
 # and tests only the rules of the value(s) it holds.
 #
-# **Why a value key is exact.** The *read* of a key is a reference, or
-# ``lower(REF)`` or ``path(REF)`` (pure functions of one string: the same read
-# gives the same value). A key term is ``READ == L`` (either side) or ``READ
+# **Why a value key is exact.** The *read* of a key is a reference, or up to
+# three of ``lower(X)``, ``path(X)`` and ``segment(X, N)`` around one
+# (``segment(path(args.path), 1)``): pure functions of one string, so the same
+# read gives the same value the rule's own condition computes. A key term is ``READ == L`` (either side) or ``READ
 # in [L, ...]``, each L a string or a finite number (not a boolean): an
 # *equality key*; ``"s" in REF``: a *membership key*; ``startswith(READ, "s")``
 # / ``endswith(READ, "s")``: a *prefix* / *suffix key*; ``REF < N``, ``REF <=
@@ -233,12 +234,13 @@ def _plain_piece(piece: Any) -> bool:
 # *first* term false ends its ``and`` (false, not an error). Whenever that
 # reasoning does not cover the value read -- the read fails (a missing name, a
 # step that is not an object, ``lower`` of a number, a ``path`` that does not
-# resolve), a non-finite float, a list holding anything but strings, a value of
-# another type against a number, anything but a string for a prefix, anything
-# but a finite number for an order key -- the decision tests every rule of the
-# group as written, which is what decides the fail-closed cases (a forbid whose
-# condition errs applies). The rules a bucket yields are still evaluated as
-# written: a key only skips rules.
+# resolve, a ``segment`` out of range), a non-finite float, a list holding
+# anything but strings, a value of another type against a number, anything but
+# a string for a prefix, anything but a finite number for an order key -- the
+# decision tests every rule of the group as written, which is what decides the
+# fail-closed cases (a forbid whose condition errs applies). The rules a bucket
+# yields are still evaluated as written (but for an order key's rules whose whole
+# condition is the bound: the slice decides them): a key only skips rules.
 
 #: value-key modes: ``READ == L`` / ``READ in [L, ...]``, and ``"s" in REF`` (2 is the
 #: evaluator's: an equality key read as a number too)
@@ -250,12 +252,16 @@ AT_MOST, BELOW, AT_LEAST, ABOVE = 5, 6, 7, 8
 #: the order keys, by the operator with the reference on the left
 ORDER_MODES = {"<=": AT_MOST, "<": BELOW, ">=": AT_LEAST, ">": ABOVE}
 _FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
-#: the functions a key's read may apply to its reference (pure, of one string)
-READ_FUNCTIONS = ("lower", "path")
+#: the functions a key's read may apply to its reference: pure functions of one string
+#: (``segment``'s position a literal integer)
+READ_FUNCTIONS = ("lower", "path", "segment")
+#: at most this many functions around the reference (``segment(path(args.path), 1)``)
+MAX_READ_STEPS = 3
 
-#: ``(mode, root, path, function)``: what a key reads (``function``: None, or one of
-#: ``READ_FUNCTIONS`` applied to the reference) and how it is compared
-KeyRead = tuple[int, str, tuple[str, ...], str | None]
+#: ``(mode, root, path, steps)``: what a key reads (``steps``: the functions applied to
+#: the reference, innermost first, each ``(name, *literal arguments)``) and how it is
+#: compared
+KeyRead = tuple[int, str, tuple[str, ...], tuple[tuple[Any, ...], ...]]
 ValueKey = tuple[KeyRead, tuple[Any, ...]]
 
 
@@ -281,16 +287,16 @@ def value_term(enc: Any) -> ValueKey | None:
     if mode is not None:
         ref = _ref(left)
         if ref is not None and _is_bound(right):
-            return (mode, *ref, None), (right[1],)
+            return (mode, *ref, ()), (right[1],)
         ref = _ref(right)
         if ref is not None and _is_bound(left):
-            return (ORDER_MODES[_FLIPPED[op]], *ref, None), (left[1],)
+            return (ORDER_MODES[_FLIPPED[op]], *ref, ()), (left[1],)
         return None
     if op != "in":
         return None
     ref = _ref(right)
     if ref is not None and _is_lit(left) and type(left[1]) is str:
-        return (HOLDS, *ref, None), (left[1],)
+        return (HOLDS, *ref, ()), (left[1],)
     read = _read(left)
     if read is not None and type(right) is list and len(right) == 2 and right[0] == "list":
         items = right[1]
@@ -310,18 +316,37 @@ def _affix_term(enc: list[Any]) -> ValueKey | None:
     return (PREFIX if fn == "startswith" else SUFFIX, *read), (args[1][1],)
 
 
-def _read(enc: Any) -> tuple[str, tuple[str, ...], str | None] | None:
-    """``(root, path, function)`` of a reference or of ``lower(REF)`` / ``path(REF)``."""
-    ref = _ref(enc)
-    if ref is not None:
-        return (*ref, None)
-    if type(enc) is not list or len(enc) != 3 or enc[0] != "call":
-        return None
-    fn, args = enc[1], enc[2]
-    if fn not in READ_FUNCTIONS or type(args) is not list or len(args) != 1:
-        return None
-    ref = _ref(args[0])
-    return None if ref is None else (*ref, fn)
+def _read(enc: Any) -> tuple[str, tuple[str, ...], tuple[tuple[Any, ...], ...]] | None:
+    """``(root, path, steps)`` of a reference, or of ``READ_FUNCTIONS`` around one
+    (``lower(args.mode)``, ``segment(path(args.path), 1)``), else None."""
+    steps: list[tuple[Any, ...]] = []
+    while len(steps) <= MAX_READ_STEPS:
+        ref = _ref(enc)
+        if ref is not None:
+            return (*ref, tuple(reversed(steps)))
+        if type(enc) is not list or len(enc) != 3 or enc[0] != "call":
+            return None
+        fn, args = enc[1], enc[2]
+        if fn not in READ_FUNCTIONS or type(args) is not list:
+            return None
+        if fn == "segment":
+            if len(args) != 2 or not _is_lit(args[1]) or type(args[1][1]) is not int:
+                return None
+            steps.append((fn, args[1][1]))
+        elif len(args) == 1:
+            steps.append((fn,))
+        else:
+            return None
+        enc = args[0]
+    return None
+
+
+def read_expr(root: str, path: tuple[str, ...], steps: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """The condition encoding of a key's read (``_read``'s inverse), for ``compile_expr``."""
+    enc: list[Any] = ["ref", root, list(path)]
+    for name, *literals in steps:
+        enc = ["call", name, [enc, *(["lit", value] for value in literals)]]
+    return enc
 
 
 def _is_bound(enc: Any) -> bool:

@@ -280,11 +280,18 @@ def keyed_term(draw: Any, form: str, ref: str) -> str:
             f'lower({ref}) in ["{word.lower()}", "b"]',
         ),
         "path": (f'path({ref}) == "/data/{word}"', f'startswith(path({ref}), "{affix}")'),
+        "segment": (
+            f'segment(path({ref}), 1) == "{word}"',
+            f'segment({ref}, -1) == "{word}"',
+            f'lower(segment(path({ref}), 2)) in ["{word}", "t1"]',
+        ),
         "startswith": (f'startswith({ref}, "{affix}")',),
         "endswith": (f'endswith({ref}, "{affix}")',),
         "order": (f"{ref} {op} {bound}", f"{bound} {op} {ref}"),
     }[form]
-    others = (f'contains({ref}, "t")', f"{ref} != {bound}", f'startswith("{affix}", {ref})')
+    others = (f'contains({ref}, "t")', f'startswith("{affix}", {ref})')
+    if ref != "resource":
+        others += (f"{ref} != {bound}",)
     return draw(st.sampled_from(terms * 6 + others))
 
 
@@ -292,8 +299,10 @@ def keyed_term(draw: Any, form: str, ref: str) -> str:
 def keyed_policy(draw: Any) -> str:
     """A family on one prefix keyed by one read of ``form``, in both effects, with
     conjunctions, ``unless`` and role buckets, among other rules."""
-    form = draw(st.sampled_from(("lower", "path", "startswith", "endswith", "order")))
+    form = draw(st.sampled_from(("lower", "path", "segment", "startswith", "endswith", "order")))
     ref = draw(st.sampled_from(("args.mode", "context.tenant", "context.attributes.dept")))
+    if form in ("path", "segment", "startswith", "endswith") and draw(st.booleans()):
+        ref = "resource"
     if form == "order":
         ref = draw(st.sampled_from(("args.n", "context.attributes.dept")))
     role = draw(st.sampled_from((None, "r1")))
@@ -331,6 +340,8 @@ READ_VALUES = st.one_of(
             "/data/./b",
             "relative/t1",
             "/data//t1",
+            "/data/a/t1",
+            "/data/SS/b",
             "x" * 50,
         )
     ),
@@ -342,7 +353,8 @@ READ_VALUES = st.one_of(
 
 @st.composite
 def read_call(draw: Any) -> tuple[str, Any, Any]:
-    args: dict[str, Any] = {"path": draw(st.sampled_from(("/data/x", "/data/x/y", "/data/z")))}
+    paths = ("/data/x", "/data/x/y", "/data/z", "/data/t1/a", "/data/b/t1", "/data/./ss/t")
+    args: dict[str, Any] = {"path": draw(st.sampled_from(paths))}
     for name in ("mode", "n"):
         if draw(st.booleans()):
             args[name] = draw(READ_VALUES)
