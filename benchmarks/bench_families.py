@@ -43,6 +43,7 @@ from benchmarks.workload_random import (  # noqa: E402
     NAMED,
     NAMESPACE,
     RESOURCES,
+    STAR,
     TOOLS,
     C,
     Expr,
@@ -93,7 +94,9 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
         lambda k: C("startswith", R("args", "mode"), L(_v(k))),
     ),
     "threshold": ("args.size <= K", lambda k: ("cmp", "<=", R("args", "size"), L(k))),
-    # not a condition shape: rules on every level of a deep tree (``deep_workload``)
+    # not condition shapes: a literal past a wildcard in the pattern (``wildcard_workload``),
+    # rules on every level of a deep tree (``deep_workload``)
+    "wildcard": ('pattern "/data/pJ/*/vK/**", no condition', lambda k: L(True)),
     "deep-forbids": (
         'forbids unless "gK" in context.roles, permits when "rK", 6 deep',
         lambda k: role(_v(k)),
@@ -135,6 +138,42 @@ def workload(shape: str, n_rules: int, seed: int = 3) -> RandomWorkload:
             "n": rng.randrange(N_VALUES),
         }
         wl.requests.append(Request("ws.read", args, ctx, f"key{j}", shape))
+    return wl
+
+
+def wildcard_workload(n_rules: int, seed: int = 3) -> RandomWorkload:
+    """``n_rules`` permits ``/data/pJ/*/vK/**`` (no condition) on ``N_PREFIXES`` prefixes:
+    the index reaches ``/data/pJ`` and the ``*`` hides the ``vK`` that tells them apart;
+    requests under ``/data/pJ/<anything>/vK/``."""
+    rng = random.Random(f"families:wildcard:{n_rules}:{seed}")
+    rules = [
+        LangRule(
+            f"r{i}",
+            "permit",
+            ("read",),
+            True,
+            (
+                lit_seg("data"),
+                lit_seg(f"p{i % N_PREFIXES}"),
+                STAR,
+                lit_seg(_v(rng.randrange(N_VALUES))),
+                DSTAR,
+            ),
+            None,
+            family="wildcard",
+        )
+        for i in range(n_rules)
+    ]
+    wl = RandomWorkload(
+        "families", NAMESPACE, dict(TOOLS), dict(RESOURCES), ACTIONS, dict(NAMED), rules
+    )
+    for j in range(1000):
+        path = (
+            f"/data/p{rng.randrange(N_PREFIXES)}/u{rng.randrange(50)}/"
+            f"{_v(rng.randrange(N_VALUES + 100))}/x.txt"
+        )
+        ctx = {"principal": f"u{j}", "roles": []}
+        wl.requests.append(Request("ws.read", {"path": path}, ctx, f"key{j}", "wildcard"))
     return wl
 
 
@@ -194,7 +233,12 @@ def _timed(call: Callable[[Request], bool], reqs: list[Request]) -> tuple[float,
 
 def run_shape(shape: str, n_rules: int) -> dict[str, Any]:
     """Both engines on one shape; raises ``SystemExit`` on any disagreement."""
-    wl = deep_workload(n_rules) if shape == "deep-forbids" else workload(shape, n_rules)
+    if shape == "deep-forbids":
+        wl = deep_workload(n_rules)
+    elif shape == "wildcard":
+        wl = wildcard_workload(n_rules)
+    else:
+        wl = workload(shape, n_rules)
     ref = LangReference.from_workload(wl)
     policy = compile_source(policy_text(wl), "families.sos")
 

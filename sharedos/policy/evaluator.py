@@ -125,6 +125,10 @@ _is_normalized = unicodedata.is_normalized
 #: prefixes, suffixes and the order keys (``prefilter``)
 _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
+#: a group kept by the resource's segment at one position (``_segment_buckets``)
+_SEGMENT = 9
+#: a literal segment test in a compiled ``GENERAL`` matcher (``matchers``)
+_LIT_TEST = 0
 
 
 #: a group keeps the rules its walk decides alone apart when it has at least this
@@ -260,6 +264,47 @@ def _by_order(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, Any] | None
     if mode in (_AT_MOST, _BELOW):  # the bounds above the split
         return tested[starts[k] :], cited[cited_starts[k] :]
     return tested[: starts[k]], cited[: cited_starts[k]]  # the bounds below it
+
+
+def _segment_buckets(
+    ids: list[int], rows: list[tuple[Any, ...]]
+) -> tuple[int, dict[str, list[int]], set[int]] | None:
+    """Rules of one group kept by a literal segment past a wildcard: ``(position, {text:
+    rules}, the rules kept)``, or None.
+
+    A group's rules share their literal prefix; ``/data/p1/*/v7/**`` has ``*`` right
+    after it, so the index cannot tell ``v7`` from ``v8`` and 500 such rules on one
+    prefix were matched one by one. A ``GENERAL`` matcher's first run of tests sits
+    at fixed positions from the prefix on (nothing before it can absorb segments), so
+    a rule whose first run holds the literal L at position p matches only a resource
+    whose segment p is L, and only one with more than p segments: a decision looks
+    the resource's segment p up and tests only those rules (still with their whole
+    matcher and condition). Each rule is kept by the first literal of its first run;
+    the position with the most distinct literals is used, when it keeps at least
+    ``BUCKET_MIN`` rules under two literals or more.
+    """
+    if len(ids) < BUCKET_MIN:
+        return None
+    by_position: dict[int, dict[str, list[int]]] = {}
+    for i in ids:
+        row = rows[i]
+        prog = row[10]
+        if row[1] != 3 or type(prog) is not tuple or not prog or type(prog[0]) is not tuple:
+            continue  # GENERAL matchers only (not a constant _ALWAYS / _NEVER)
+        for j, test in enumerate(prog[0]):
+            if test[0] == _LIT_TEST and type(test[1]) is str:
+                by_position.setdefault(row[2] + j, {}).setdefault(test[1], []).append(i)
+                break
+    if not by_position:
+        return None
+    position, by_text = max(
+        by_position.items(),
+        key=lambda item: (len(item[1]), sum(map(len, item[1].values())), -item[0]),
+    )
+    kept = {i for found in by_text.values() for i in found}
+    if len(kept) < BUCKET_MIN or len(by_text) < 2:
+        return None
+    return position, by_text, kept
 
 
 #: what the packed text of a condition holding a key term must contain (one of)
@@ -460,8 +505,10 @@ class Evaluator:
                 i for ids in by_role.values() if len(ids) >= BUCKET_MIN for i in ids
             ]
             by_value = keyed.buckets(candidates)
-            value_entry = None
-            rest, roles_kept = plain, by_role
+            # (read, table, mode): the read a function of the call, or for _SEGMENT the
+            # resource segment's position
+            value_entry: tuple[Any, Any, int] | None = None
+            taken: set[int] = set()
             if by_value is not None:
                 (mode, root, path, steps), values, taken = by_value
                 if mode == EQUALS and not all(type(v) is str for v in values):
@@ -473,6 +520,17 @@ class Evaluator:
                     ),
                     mode,
                 )
+            else:
+                by_segment = _segment_buckets(candidates, rows)
+                if by_segment is not None:
+                    position, by_text, taken = by_segment
+                    value_entry = (
+                        position,
+                        {text: tuple(rows[i] for i in ids) for text, ids in by_text.items()},
+                        _SEGMENT,
+                    )
+            rest, roles_kept = plain, by_role
+            if value_entry is not None:
                 rest = [i for i in plain if i not in taken]
                 roles_kept = {}
                 for r, ids in by_role.items():
@@ -481,7 +539,7 @@ class Evaluator:
                         roles_kept[r] = kept
             group_twins = None if entry == 0 else twins[gid]
             sure, rest, roles_kept = _split_sure(rest, roles_kept, rows, group_twins)
-            if entry == 0 and by_value is None and sure is None:
+            if entry == 0 and value_entry is None and sure is None:
                 entries.append(tuple(rows[i] for i in group))
                 continue
             entries.append(
@@ -844,7 +902,16 @@ class Evaluator:
                                     if r in held:
                                         rules += got
                         by_value = bk[4]
-                        if by_value is not None and rules is not bk[3]:
+                        if by_value is None or rules is bk[3]:
+                            pass
+                        elif by_value[2] == _SEGMENT:
+                            # the rules whose literal at that position is the resource's
+                            # segment there (``_segment_buckets``); none when it is shorter
+                            if n > by_value[0]:
+                                got = by_value[1].get(segs[by_value[0]])
+                                if got is not None:
+                                    rules += got
+                        else:
                             # the rules of the value(s) the call holds; anything the
                             # keys' reasoning does not cover: every rule, as written
                             # (prefilter, "Why a value key is exact")

@@ -1,0 +1,102 @@
+"""Rules kept by a literal segment past a wildcard change no decision.
+
+``/data/p1/*/v7/**`` has a ``*`` right after its literal prefix, so the index
+cannot tell its rules apart by ``v7``; a group of such rules is kept by the
+literal at that position (``evaluator._segment_buckets``). The decisions must
+be exactly those of the same policy with the shortcut off, for resources of
+every depth, with conditions, roles, forbids and copies of rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.policy.shortcuts import compile_without, decide_all, groups_using
+
+HEADER = """namespace files
+requirement files.read { action read; resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+"""
+WORDS = ("v1", "v2", "v3", "x", "a1", "ab")
+
+
+def test_a_family_past_a_wildcard_is_read_by_the_segment_there() -> None:
+    source = HEADER + "".join(f'permit read on "/data/*/v{k}/**"\n' for k in range(10))
+    keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert groups_using(keyed, 4) == 1 and groups_using(plain, 4) == 0
+    d = keyed.decide("files.read", {"path": "/data/anyone/v7/f"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 7]
+    calls = [
+        ("files.read", {"path": path}, {})
+        for path in ("/data/a/v7", "/data/a/v70/f", "/data/a", "/data", "/data/v7", "/d/a/v7")
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+    assert not keyed.decide("files.read", {"path": "/data/a"}, {}).allowed  # too short
+
+
+@st.composite
+def pattern(draw: Any) -> str:
+    """A pattern under /data with a wildcard before a literal (mostly), or another shape."""
+    word = draw(st.sampled_from(WORDS))
+    return draw(
+        st.sampled_from(
+            (
+                f"/data/*/{word}/**",
+                f"/data/*/{word}/**",
+                f"/data/*/{word}",
+                f"/data/*/*/{word}/**",
+                f"/data/a*/{word}/**",
+                f"/data/*/{word}/*.md",
+                f"/data/*/{word}/**/y",
+                f"/data/**/{word}",
+                f"/data/{word}/**",
+                "/data/**",
+                "/data/*",
+            )
+        )
+    )
+
+
+@st.composite
+def policy_source(draw: Any) -> str:
+    lines = [HEADER.rstrip("\n")]
+    for effect in ("permit", "forbid"):
+        low = 6 if effect == "permit" else 0
+        for _ in range(draw(st.integers(min_value=low, max_value=14))):
+            cond = draw(
+                st.sampled_from(
+                    (
+                        "",
+                        "",
+                        "",
+                        ' when "r1" in context.roles',
+                        " when args.n > 1",
+                        " unless has args.n",
+                    )
+                )
+            )
+            actions = draw(st.sampled_from(("read", "read", "read, write", "*")))
+            lines.append(f'{effect} {actions} on "{draw(pattern())}"{cond}')
+    order = draw(st.permutations(lines[1:]))
+    return "\n".join([lines[0], *order]) + "\n"
+
+
+@st.composite
+def call(draw: Any) -> tuple[str, Any, Any]:
+    segs = draw(st.lists(st.sampled_from((*WORDS, "y", "f.md", "data")), max_size=5))
+    path = "/data/" + "/".join(segs) if draw(st.integers(0, 9)) else "/" + "/".join(segs)
+    args: dict[str, Any] = {"path": path}
+    if draw(st.booleans()):
+        args["n"] = draw(st.sampled_from((0, 2, "x")))
+    ctx = {"roles": draw(st.sampled_from(([], ["r1"], None)))}
+    return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(policy_source(), st.lists(call(), min_size=1, max_size=20))
+def test_segment_buckets_change_no_decision(source: str, calls: list[Any]) -> None:
+    keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
