@@ -104,24 +104,32 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
 }
 
 
+def _permits(
+    n_rules: int,
+    family: str,
+    pattern: Callable[[int], tuple[Any, ...]],
+    condition: Callable[[int], Expr | None],
+) -> RandomWorkload:
+    """A workload of ``n_rules`` read permits (rule i: ``pattern(i)``, ``condition(i)``),
+    no requests yet."""
+    rules = [
+        LangRule(f"r{i}", "permit", ("read",), True, pattern(i), condition(i), family=family)
+        for i in range(n_rules)
+    ]
+    return RandomWorkload(
+        "families", NAMESPACE, dict(TOOLS), dict(RESOURCES), ACTIONS, dict(NAMED), rules
+    )
+
+
 def workload(shape: str, n_rules: int, seed: int = 3) -> RandomWorkload:
     """``n_rules`` permits of one shape on ``N_PREFIXES`` prefixes, and 1,000 requests."""
     rng = random.Random(f"families:{shape}:{n_rules}:{seed}")
     cond = SHAPES[shape][1]
-    rules = [
-        LangRule(
-            f"r{i}",
-            "permit",
-            ("read",),
-            True,
-            (lit_seg("data"), lit_seg(f"p{i % N_PREFIXES}"), DSTAR),
-            cond(rng.randrange(N_VALUES)),
-            family=shape,
-        )
-        for i in range(n_rules)
-    ]
-    wl = RandomWorkload(
-        "families", NAMESPACE, dict(TOOLS), dict(RESOURCES), ACTIONS, dict(NAMED), rules
+    wl = _permits(
+        n_rules,
+        shape,
+        lambda i: (lit_seg("data"), lit_seg(f"p{i % N_PREFIXES}"), DSTAR),
+        lambda i: cond(rng.randrange(N_VALUES)),
     )
     for j in range(1000):
         k = rng.randrange(N_VALUES)
@@ -146,26 +154,17 @@ def wildcard_workload(n_rules: int, seed: int = 3) -> RandomWorkload:
     the index reaches ``/data/pJ`` and the ``*`` hides the ``vK`` that tells them apart;
     requests under ``/data/pJ/<anything>/vK/``."""
     rng = random.Random(f"families:wildcard:{n_rules}:{seed}")
-    rules = [
-        LangRule(
-            f"r{i}",
-            "permit",
-            ("read",),
-            True,
-            (
-                lit_seg("data"),
-                lit_seg(f"p{i % N_PREFIXES}"),
-                STAR,
-                lit_seg(_v(rng.randrange(N_VALUES))),
-                DSTAR,
-            ),
-            None,
-            family="wildcard",
-        )
-        for i in range(n_rules)
-    ]
-    wl = RandomWorkload(
-        "families", NAMESPACE, dict(TOOLS), dict(RESOURCES), ACTIONS, dict(NAMED), rules
+    wl = _permits(
+        n_rules,
+        "wildcard",
+        lambda i: (
+            lit_seg("data"),
+            lit_seg(f"p{i % N_PREFIXES}"),
+            STAR,
+            lit_seg(_v(rng.randrange(N_VALUES))),
+            DSTAR,
+        ),
+        lambda i: None,
     )
     for j in range(1000):
         path = (

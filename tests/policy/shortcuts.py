@@ -22,10 +22,10 @@ def compile_without(source: str, threshold: str) -> tuple[PolicySet, PolicySet]:
     return with_it, without
 
 
-def groups_using(policy: PolicySet, slot: int) -> int:
-    """How many distinct group entries of ``policy``'s decision tries have entry ``slot``
-    set (4: read by value, 5: rules cited in bulk)."""
-    found: dict[int, Any] = {}
+def bucketed_groups(policy: PolicySet, slot: int) -> list[list[Any]]:
+    """The distinct group entries of ``policy``'s decision tries that have entry ``slot``
+    set (4: read by value or by a segment, 5: rules cited in bulk)."""
+    found: dict[int, list[Any]] = {}
     tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
     for trie in tries.values():
         stack = [trie]
@@ -36,7 +36,12 @@ def groups_using(policy: PolicySet, slot: int) -> int:
                 for g in groups:
                     if type(g) is list and g[slot] is not None:
                         found[id(g)] = g
-    return len(found)
+    return list(found.values())
+
+
+def groups_using(policy: PolicySet, slot: int) -> int:
+    """How many distinct group entries have entry ``slot`` set (``bucketed_groups``)."""
+    return len(bucketed_groups(policy, slot))
 
 
 def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any]:
@@ -50,15 +55,4 @@ def decide_all(policy: PolicySet, calls: list[tuple[str, Any, Any]]) -> list[Any
 
 def value_entries(policy: PolicySet) -> list[Any]:
     """The ``(read, table, mode)`` entry of every group of ``policy`` read by value."""
-    found: dict[int, Any] = {}
-    tries = {id(trie): trie for trie, _slot in policy._decision_walks.values()}
-    for trie in tries.values():
-        stack = [trie]
-        while stack:
-            node = stack.pop()
-            stack.extend(node[0].values())
-            for groups in node[1:]:
-                for g in groups:
-                    if type(g) is list and g[4] is not None:
-                        found[id(g)] = g[4]
-    return list(found.values())
+    return [g[4] for g in bucketed_groups(policy, 4)]
