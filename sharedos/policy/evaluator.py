@@ -277,7 +277,9 @@ def _segment_buckets(
     prefix were matched one by one. A ``GENERAL`` matcher's first run of tests sits
     at fixed positions from the prefix on (nothing before it can absorb segments), so
     a rule whose first run holds the literal L at position p matches only a resource
-    whose segment p is L, and only one with more than p segments: a decision looks
+    whose segment p is L, and only one with more than p segments; so does a context
+    pattern (``/home/{context.principal}/p7/**``) whose plan's quick literal is L at
+    p (``columns.plan``: checked before the holes, p below its depth). A decision looks
     the resource's segment p up and tests only those rules (still with their whole
     matcher and condition). Each rule is kept by the first literal of its first run;
     the position with the most distinct literals is used, when it keeps at least
@@ -289,12 +291,16 @@ def _segment_buckets(
     for i in ids:
         row = rows[i]
         prog = row[10]
-        if row[1] != 3 or type(prog) is not tuple or not prog or type(prog[0]) is not tuple:
-            continue  # GENERAL matchers only (not a constant _ALWAYS / _NEVER)
-        for j, test in enumerate(prog[0]):
-            if test[0] == _LIT_TEST and type(test[1]) is str:
-                by_position.setdefault(row[2] + j, {}).setdefault(test[1], []).append(i)
-                break
+        if type(prog) is not tuple or not prog:
+            continue  # a constant _ALWAYS / _NEVER, or no plan
+        if row[1] == 3 and type(prog[0]) is tuple:  # GENERAL: (first run, ...)
+            for j, test in enumerate(prog[0]):
+                if test[0] == _LIT_TEST and type(test[1]) is str:
+                    by_position.setdefault(row[2] + j, {}).setdefault(test[1], []).append(i)
+                    break
+        elif row[1] == 4 and len(prog) == 5 and type(prog[3]) is int and prog[3] >= 0:
+            # CONTEXT: the plan's quick literal (qpos, qtext), checked before anything
+            by_position.setdefault(prog[3], {}).setdefault(prog[4], []).append(i)
     if not by_position:
         return None
     position, by_text = max(

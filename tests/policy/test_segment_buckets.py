@@ -53,6 +53,9 @@ def pattern(draw: Any) -> str:
                 f"/data/*/{word}/**/y",
                 f"/data/**/{word}",
                 f"/data/{word}/**",
+                f"/data/{{context.principal}}/{word}/**",
+                f"/data/{{context.principal}}/{word}",
+                f"/data/u{{context.tenant}}/*/{word}/**",
                 "/data/**",
                 "/data/*",
             )
@@ -86,12 +89,15 @@ def policy_source(draw: Any) -> str:
 
 @st.composite
 def call(draw: Any) -> tuple[str, Any, Any]:
-    segs = draw(st.lists(st.sampled_from((*WORDS, "y", "f.md", "data")), max_size=5))
+    segs = draw(st.lists(st.sampled_from((*WORDS, "y", "f.md", "data", "u1", "ux")), max_size=5))
     path = "/data/" + "/".join(segs) if draw(st.integers(0, 9)) else "/" + "/".join(segs)
     args: dict[str, Any] = {"path": path}
     if draw(st.booleans()):
         args["n"] = draw(st.sampled_from((0, 2, "x")))
-    ctx = {"roles": draw(st.sampled_from(([], ["r1"], None)))}
+    ctx: dict[str, Any] = {"roles": draw(st.sampled_from(([], ["r1"], None)))}
+    for name in ("principal", "tenant"):
+        if draw(st.integers(0, 3)):
+            ctx[name] = draw(st.sampled_from((*WORDS, "1", "a/b", "..", "", 7)))
     return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
 
 
@@ -99,4 +105,20 @@ def call(draw: Any) -> tuple[str, Any, Any]:
 @given(policy_source(), st.lists(call(), min_size=1, max_size=20))
 def test_segment_buckets_change_no_decision(source: str, calls: list[Any]) -> None:
     keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_a_context_family_is_read_by_its_literal_past_the_hole() -> None:
+    source = HEADER + "".join(
+        f'permit read on "/home/{{context.principal}}/p{k}/**"\n' for k in range(8)
+    )
+    keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert groups_using(keyed, 4) == 1 and groups_using(plain, 4) == 0
+    d = keyed.decide("files.read", {"path": "/home/alice/p3/x"}, {"principal": "alice"})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 3]
+    calls = [
+        ("files.read", {"path": path}, {"principal": who})
+        for path in ("/home/alice/p3/x", "/home/bob/p3/x", "/home/alice/p9", "/home/alice")
+        for who in ("alice", "bob", "a/b", "", None)
+    ]
     assert decide_all(keyed, calls) == decide_all(plain, calls)
