@@ -125,8 +125,9 @@ _is_normalized = unicodedata.is_normalized
 #: prefixes, suffixes and the order keys (``prefilter``)
 _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
-#: a group kept by the resource's segment at one position (``_segment_buckets``)
-_SEGMENT = 9
+#: a group kept by the resource's segment at one position, or by the head or the tail
+#: of its last segment (``_segment_buckets``)
+_SEGMENT, _SEGMENT_HEAD, _SEGMENT_TAIL = 9, 10, 11
 #: a literal segment test in a compiled ``GENERAL`` matcher (``matchers``)
 _LIT_TEST = 0
 
@@ -268,49 +269,71 @@ def _by_order(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, Any] | None
 
 def _segment_buckets(
     ids: list[int], rows: list[tuple[Any, ...]]
-) -> tuple[int, dict[str, list[int]], set[int]] | None:
-    """Rules of one group kept by a literal segment past a wildcard: ``(position, {text:
-    rules}, the rules kept)``, or None.
+) -> tuple[int, int, dict[str, list[int]], set[int]] | None:
+    """Rules of one group kept by what their pattern fixes past a wildcard: ``(mode,
+    position, {text: rules}, the rules kept)``, or None.
 
     A group's rules share their literal prefix; ``/data/p1/*/v7/**`` has ``*`` right
     after it, so the index cannot tell ``v7`` from ``v8`` and 500 such rules on one
-    prefix were matched one by one. A ``GENERAL`` matcher's first run of tests sits
-    at fixed positions from the prefix on (nothing before it can absorb segments), so
-    a rule whose first run holds the literal L at position p matches only a resource
-    whose segment p is L, and only one with more than p segments; so does a context
-    pattern (``/home/{context.principal}/p7/**``) whose plan's quick literal is L at
-    p (``columns.plan``: checked before the holes, p below its depth). A decision looks
-    the resource's segment p up and tests only those rules (still with their whole
-    matcher and condition). Each rule is kept by the first literal of its first run;
-    the position with the most distinct literals is used, when it keeps at least
-    ``BUCKET_MIN`` rules under two literals or more.
+    prefix were matched one by one. What each kind of matcher fixes:
+
+    * ``GENERAL``: its first run of tests sits at fixed positions from the prefix on
+      (nothing before it can absorb segments), so a literal L there at position p
+      matches only a resource whose segment p is L (and that has more than p
+      segments). Past a ``**``, its last run sits at fixed positions from the end: a
+      literal L there k segments from the end (``/data/**/v7``) needs segment -k to
+      be L (and at least k segments).
+    * ``CONTEXT`` (``/home/{context.principal}/p7/**``): its plan's quick literal
+      (``columns.plan``: checked before the holes, at a position below its depth).
+    * ``AFFIX`` (``/data/*.e7``): the last segment, its depth exactly, must begin with
+      the head and end with the tail: a key by the tail (``_SEGMENT_TAIL``) or by the
+      head (``_SEGMENT_HEAD``), read through each distinct length.
+
+    ``mode`` is ``_SEGMENT`` (``position``: p, or -k from the end) or one of the last
+    two (``position`` unused). A decision reads the resource's segment once and tests
+    only the rules kept under what it holds (still with their whole matcher and
+    condition). Each rule is kept by one text per key; the key with the most distinct
+    texts is used, when it keeps at least ``BUCKET_MIN`` rules under two texts or more.
     """
     if len(ids) < BUCKET_MIN:
         return None
-    by_position: dict[int, dict[str, list[int]]] = {}
+    by_key: dict[tuple[int, int], dict[str, list[int]]] = {}
+
+    def keep(mode: int, position: int, text: Any, i: int) -> None:
+        if type(text) is str:
+            by_key.setdefault((mode, position), {}).setdefault(text, []).append(i)
+
     for i in ids:
         row = rows[i]
+        kind = row[1]
+        if kind == 2:  # AFFIX: (.., depth, head, tail, ..)
+            keep(_SEGMENT_TAIL, 0, row[4], i)
+            keep(_SEGMENT_HEAD, 0, row[3], i)
+            continue
         prog = row[10]
         if type(prog) is not tuple or not prog:
             continue  # a constant _ALWAYS / _NEVER, or no plan
-        if row[1] == 3 and type(prog[0]) is tuple:  # GENERAL: (first run, ...)
-            for j, test in enumerate(prog[0]):
-                if test[0] == _LIT_TEST and type(test[1]) is str:
-                    by_position.setdefault(row[2] + j, {}).setdefault(test[1], []).append(i)
-                    break
-        elif row[1] == 4 and len(prog) == 5 and type(prog[3]) is int and prog[3] >= 0:
-            # CONTEXT: the plan's quick literal (qpos, qtext), checked before anything
-            by_position.setdefault(prog[3], {}).setdefault(prog[4], []).append(i)
-    if not by_position:
+        if kind == 3 and len(prog) == 3 and type(prog[0]) is tuple:  # GENERAL
+            first, middles, last = prog
+            found = next((j for j, t in enumerate(first) if t[0] == _LIT_TEST), None)
+            if found is not None:
+                keep(_SEGMENT, row[2] + found, first[found][1], i)
+            elif middles is not None and type(last) is tuple:
+                found = next((j for j, t in enumerate(last) if t[0] == _LIT_TEST), None)
+                if found is not None:
+                    keep(_SEGMENT, found - len(last), last[found][1], i)
+        elif kind == 4 and len(prog) == 5 and type(prog[3]) is int and prog[3] >= 0:
+            keep(_SEGMENT, prog[3], prog[4], i)  # CONTEXT: (.., qpos, qtext)
+    if not by_key:
         return None
-    position, by_text = max(
-        by_position.items(),
-        key=lambda item: (len(item[1]), sum(map(len, item[1].values())), -item[0]),
+    (mode, position), by_text = max(
+        by_key.items(),
+        key=lambda item: (len(item[1]), sum(map(len, item[1].values())), item[0]),
     )
     kept = {i for found in by_text.values() for i in found}
     if len(kept) < BUCKET_MIN or len(by_text) < 2:
         return None
-    return position, by_text, kept
+    return mode, position, by_text, kept
 
 
 #: what the packed text of a condition holding a key term must contain (one of)
@@ -529,12 +552,13 @@ class Evaluator:
             else:
                 by_segment = _segment_buckets(candidates, rows)
                 if by_segment is not None:
-                    position, by_text, taken = by_segment
-                    value_entry = (
-                        position,
-                        {text: tuple(rows[i] for i in ids) for text, ids in by_text.items()},
-                        _SEGMENT,
-                    )
+                    mode, position, by_text, taken = by_segment
+                    table = {text: tuple(rows[i] for i in ids) for text, ids in by_text.items()}
+                    if mode == _SEGMENT:
+                        value_entry = (position, table, mode)
+                    else:  # the last segment's head or tail: by each distinct length
+                        lengths = tuple(sorted({len(text) for text in table}, reverse=True))
+                        value_entry = ((lengths, table), None, mode)
             rest, roles_kept = plain, by_role
             if value_entry is not None:
                 rest = [i for i in plain if i not in taken]
@@ -910,13 +934,27 @@ class Evaluator:
                         by_value = bk[4]
                         if by_value is None or rules is bk[3]:
                             pass
-                        elif by_value[2] == _SEGMENT:
-                            # the rules whose literal at that position is the resource's
-                            # segment there (``_segment_buckets``); none when it is shorter
-                            if n > by_value[0]:
-                                got = by_value[1].get(segs[by_value[0]])
-                                if got is not None:
-                                    rules += got
+                        elif by_value[2] >= _SEGMENT:
+                            # the rules whose pattern fixes the resource's segment there
+                            # as it is (``_segment_buckets``); none when it is too short
+                            mode = by_value[2]
+                            if mode == _SEGMENT:
+                                p = by_value[0]
+                                if n > p if p >= 0 else n >= -p:
+                                    got = by_value[1].get(segs[p])
+                                    if got is not None:
+                                        rules += got
+                            elif n:  # the last segment's head or tail
+                                lengths, table = by_value[0]
+                                last = segs[-1]
+                                size = len(last)
+                                for k in lengths:
+                                    if k <= size:
+                                        got = table.get(
+                                            last[size - k :] if mode == _SEGMENT_TAIL else last[:k]
+                                        )
+                                        if got is not None:
+                                            rules += got
                         else:
                             # the rules of the value(s) the call holds; anything the
                             # keys' reasoning does not cover: every rule, as written

@@ -20,7 +20,7 @@ HEADER = """namespace files
 requirement files.read { action read; resource path(args.path) }
 requirement files.write { action write; resource path(args.path) }
 """
-WORDS = ("v1", "v2", "v3", "x", "a1", "ab")
+WORDS = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "x", "a1", "ab", "v")
 
 
 def test_a_family_past_a_wildcard_is_read_by_the_segment_there() -> None:
@@ -37,34 +37,40 @@ def test_a_family_past_a_wildcard_is_read_by_the_segment_there() -> None:
     assert not keyed.decide("files.read", {"path": "/data/a"}, {}).allowed  # too short
 
 
+#: pattern templates ({w}: a word); most fix a segment past a wildcard, a hole or a ``**``
+TEMPLATES = (
+    "/data/*/{w}/**",
+    "/data/*/{w}",
+    "/data/*/*/{w}/**",
+    "/data/a*/{w}/**",
+    "/data/*/{w}/*.md",
+    "/data/*/{w}/**/y",
+    "/data/**/{w}",
+    "/data/**/{w}/*",
+    "/data/*/**/{w}/f.md",
+    "/data/*.{w}",
+    "/data/{w}*",
+    "/data/{w}*.md",
+    "/data/*{w}*",
+    "/data/{w}/**",
+    "/data/{{context.principal}}/{w}/**",
+    "/data/{{context.principal}}/{w}",
+    "/data/u{{context.tenant}}/*/{w}/**",
+    "/data/**",
+    "/data/*",
+)
+
+
 @st.composite
-def pattern(draw: Any) -> str:
-    """A pattern under /data with a wildcard before a literal (mostly), or another shape."""
-    word = draw(st.sampled_from(WORDS))
-    return draw(
-        st.sampled_from(
-            (
-                f"/data/*/{word}/**",
-                f"/data/*/{word}/**",
-                f"/data/*/{word}",
-                f"/data/*/*/{word}/**",
-                f"/data/a*/{word}/**",
-                f"/data/*/{word}/*.md",
-                f"/data/*/{word}/**/y",
-                f"/data/**/{word}",
-                f"/data/{word}/**",
-                f"/data/{{context.principal}}/{word}/**",
-                f"/data/{{context.principal}}/{word}",
-                f"/data/u{{context.tenant}}/*/{word}/**",
-                "/data/**",
-                "/data/*",
-            )
-        )
-    )
+def pattern(draw: Any, main: str) -> str:
+    """A pattern of the policy's ``main`` template (mostly) or any other, with a word."""
+    template = draw(st.sampled_from((main,) * 6 + TEMPLATES))
+    return template.format(w=draw(st.sampled_from(WORDS)))
 
 
 @st.composite
 def policy_source(draw: Any) -> str:
+    main = draw(st.sampled_from(TEMPLATES))
     lines = [HEADER.rstrip("\n")]
     for effect in ("permit", "forbid"):
         low = 6 if effect == "permit" else 0
@@ -82,14 +88,15 @@ def policy_source(draw: Any) -> str:
                 )
             )
             actions = draw(st.sampled_from(("read", "read", "read, write", "*")))
-            lines.append(f'{effect} {actions} on "{draw(pattern())}"{cond}')
+            lines.append(f'{effect} {actions} on "{draw(pattern(main))}"{cond}')
     order = draw(st.permutations(lines[1:]))
     return "\n".join([lines[0], *order]) + "\n"
 
 
 @st.composite
 def call(draw: Any) -> tuple[str, Any, Any]:
-    segs = draw(st.lists(st.sampled_from((*WORDS, "y", "f.md", "data", "u1", "ux")), max_size=5))
+    names = (*WORDS, "y", "f.md", "data", "u1", "ux", "f.v1", "v1.md", ".x", "v1v2")
+    segs = draw(st.lists(st.sampled_from(names), max_size=5))
     path = "/data/" + "/".join(segs) if draw(st.integers(0, 9)) else "/" + "/".join(segs)
     args: dict[str, Any] = {"path": path}
     if draw(st.booleans()):
@@ -105,6 +112,36 @@ def call(draw: Any) -> tuple[str, Any, Any]:
 @given(policy_source(), st.lists(call(), min_size=1, max_size=20))
 def test_segment_buckets_change_no_decision(source: str, calls: list[Any]) -> None:
     keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_families_fixed_from_the_end_or_by_the_last_segment_are_read_by_it() -> None:
+    source = HEADER + "".join(f'permit read on "/data/**/v{k}"\n' for k in range(8))
+    source += "".join(f'permit read on "/docs/*.e{k}"\n' for k in range(8))
+    source += "".join(f'permit read on "/logs/d{k}-*"\n' for k in range(8))
+    keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert groups_using(keyed, 4) == 3 and groups_using(plain, 4) == 0
+    d = keyed.decide("files.read", {"path": "/data/a/b/v3"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 3]
+    d = keyed.decide("files.read", {"path": "/docs/notes.e5"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [12 + 5]
+    d = keyed.decide("files.read", {"path": "/logs/d6-2026"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [20 + 6]
+    calls = [
+        ("files.read", {"path": path}, {})
+        for path in (
+            "/data/v3",
+            "/data",
+            "/data/v3/x",
+            "/docs/.e1",
+            "/docs/x.e10",
+            "/docs/a/x.e1",
+            "/docs",
+            "/logs/d1-",
+            "/logs/d1",
+            "/logs/d10-x",
+        )
+    ]
     assert decide_all(keyed, calls) == decide_all(plain, calls)
 
 
