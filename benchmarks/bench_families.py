@@ -51,6 +51,7 @@ from benchmarks.workload_random import (  # noqa: E402
     LangRule,
     R,
     RandomWorkload,
+    glob,
     lit_seg,
     role,
 )
@@ -94,9 +95,11 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
         lambda k: C("startswith", R("args", "mode"), L(_v(k))),
     ),
     "threshold": ("args.size <= K", lambda k: ("cmp", "<=", R("args", "size"), L(k))),
-    # not condition shapes: a literal past a wildcard in the pattern (``wildcard_workload``),
+    # not condition shapes: what a pattern fixes past a wildcard (``pattern_workload``),
     # rules on every level of a deep tree (``deep_workload``)
     "wildcard": ('pattern "/data/pJ/*/vK/**", no condition', lambda k: L(True)),
+    "extension": ('pattern "/data/pJ/*.vK", no condition', lambda k: L(True)),
+    "from-end": ('pattern "/data/pJ/**/vK", no condition', lambda k: L(True)),
     "deep-forbids": (
         'forbids unless "gK" in context.roles, permits when "rK", 6 deep',
         lambda k: role(_v(k)),
@@ -149,30 +152,37 @@ def workload(shape: str, n_rules: int, seed: int = 3) -> RandomWorkload:
     return wl
 
 
-def wildcard_workload(n_rules: int, seed: int = 3) -> RandomWorkload:
-    """``n_rules`` permits ``/data/pJ/*/vK/**`` (no condition) on ``N_PREFIXES`` prefixes:
-    the index reaches ``/data/pJ`` and the ``*`` hides the ``vK`` that tells them apart;
-    requests under ``/data/pJ/<anything>/vK/``."""
-    rng = random.Random(f"families:wildcard:{n_rules}:{seed}")
+#: per pattern shape: rule i's segments after ``/data/pJ`` for value K, and a request's
+#: path after ``/data/pJ`` for value K and caller j
+PATTERN_SHAPES: dict[str, tuple[Callable[[str], tuple[Any, ...]], Callable[[str, int], str]]] = {
+    "wildcard": (lambda v: (STAR, lit_seg(v), DSTAR), lambda v, j: f"u{j % 50}/{v}/x.txt"),
+    "extension": (lambda v: (glob(None, "." + v),), lambda v, j: f"f{j % 50}.{v}"),
+    "from-end": (lambda v: (DSTAR, lit_seg(v)), lambda v, j: f"u{j % 50}/a/{v}"),
+}
+
+
+def pattern_workload(shape: str, n_rules: int, seed: int = 3) -> RandomWorkload:
+    """``n_rules`` permits ``/data/pJ/<shape's segments for vK>`` (no condition) on
+    ``N_PREFIXES`` prefixes: the index reaches ``/data/pJ`` and a wildcard hides the
+    ``vK`` that tells them apart; requests with values drawn from a wider range."""
+    rng = random.Random(f"families:{shape}:{n_rules}:{seed}")
+    rest, request = PATTERN_SHAPES[shape]
     wl = _permits(
         n_rules,
-        "wildcard",
+        shape,
         lambda i: (
             lit_seg("data"),
             lit_seg(f"p{i % N_PREFIXES}"),
-            STAR,
-            lit_seg(_v(rng.randrange(N_VALUES))),
-            DSTAR,
+            *rest(_v(rng.randrange(N_VALUES))),
         ),
         lambda i: None,
     )
     for j in range(1000):
-        path = (
-            f"/data/p{rng.randrange(N_PREFIXES)}/u{rng.randrange(50)}/"
-            f"{_v(rng.randrange(N_VALUES + 100))}/x.txt"
+        path = f"/data/p{rng.randrange(N_PREFIXES)}/" + request(
+            _v(rng.randrange(N_VALUES + 100)), j
         )
         ctx = {"principal": f"u{j}", "roles": []}
-        wl.requests.append(Request("ws.read", {"path": path}, ctx, f"key{j}", "wildcard"))
+        wl.requests.append(Request("ws.read", {"path": path}, ctx, f"key{j}", shape))
     return wl
 
 
@@ -234,8 +244,8 @@ def run_shape(shape: str, n_rules: int) -> dict[str, Any]:
     """Both engines on one shape; raises ``SystemExit`` on any disagreement."""
     if shape == "deep-forbids":
         wl = deep_workload(n_rules)
-    elif shape == "wildcard":
-        wl = wildcard_workload(n_rules)
+    elif shape in PATTERN_SHAPES:
+        wl = pattern_workload(shape, n_rules)
     else:
         wl = workload(shape, n_rules)
     ref = LangReference.from_workload(wl)
