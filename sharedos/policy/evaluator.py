@@ -125,9 +125,9 @@ _is_normalized = unicodedata.is_normalized
 #: prefixes, suffixes and the order keys (``prefilter``)
 _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
-#: a group kept by the resource's segment at one position, or by the head or the tail
-#: of its last segment (``_segment_buckets``)
-_SEGMENT, _SEGMENT_HEAD, _SEGMENT_TAIL = 9, 10, 11
+#: a group kept by the resource's segment at one position, by the head or the tail of its
+#: last segment, or by any of its segments (``_segment_buckets``)
+_SEGMENT, _SEGMENT_HEAD, _SEGMENT_TAIL, _SEGMENT_ANY = 9, 10, 11, 12
 #: a literal segment test in a compiled ``GENERAL`` matcher (``matchers``)
 _LIT_TEST = 0
 
@@ -288,9 +288,12 @@ def _segment_buckets(
     * ``AFFIX`` (``/data/*.e7``): the last segment, its depth exactly, must begin with
       the head and end with the tail: a key by the tail (``_SEGMENT_TAIL``) or by the
       head (``_SEGMENT_HEAD``), read through each distinct length.
+    * ``GENERAL`` with a literal only between two ``**`` (``/data/**/v7/**``): the
+      resource must hold a segment L somewhere (``_SEGMENT_ANY``: each distinct
+      segment of the resource looked up once).
 
-    ``mode`` is ``_SEGMENT`` (``position``: p, or -k from the end) or one of the last
-    two (``position`` unused). A decision reads the resource's segment once and tests
+    ``mode`` is ``_SEGMENT`` (``position``: p, or -k from the end) or one of the
+    others (``position`` unused). A fixed position wins a tie (it narrows more). A decision reads the resource's segment once and tests
     only the rules kept under what it holds (still with their whole matcher and
     condition). Each rule is kept by one text per key; the key with the most distinct
     texts is used, when it keeps at least ``BUCKET_MIN`` rules under two texts or more.
@@ -322,13 +325,21 @@ def _segment_buckets(
                 found = next((j for j, t in enumerate(last) if t[0] == _LIT_TEST), None)
                 if found is not None:
                     keep(_SEGMENT, found - len(last), last[found][1], i)
+                else:  # a literal between two ``**``: somewhere in the resource
+                    text = next((t[1] for run in middles for t in run if t[0] == _LIT_TEST), None)
+                    keep(_SEGMENT_ANY, 0, text, i)
         elif kind == 4 and len(prog) == 5 and type(prog[3]) is int and prog[3] >= 0:
             keep(_SEGMENT, prog[3], prog[4], i)  # CONTEXT: (.., qpos, qtext)
     if not by_key:
         return None
     (mode, position), by_text = max(
         by_key.items(),
-        key=lambda item: (len(item[1]), sum(map(len, item[1].values())), item[0]),
+        key=lambda item: (
+            len(item[1]),
+            sum(map(len, item[1].values())),
+            item[0][0] != _SEGMENT_ANY,
+            item[0],
+        ),
     )
     kept = {i for found in by_text.values() for i in found}
     if len(kept) < BUCKET_MIN or len(by_text) < 2:
@@ -554,7 +565,7 @@ class Evaluator:
                 if by_segment is not None:
                     mode, position, by_text, taken = by_segment
                     table = {text: tuple(rows[i] for i in ids) for text, ids in by_text.items()}
-                    if mode == _SEGMENT:
+                    if mode in (_SEGMENT, _SEGMENT_ANY):
                         value_entry = (position, table, mode)
                     else:  # the last segment's head or tail: by each distinct length
                         lengths = tuple(sorted({len(text) for text in table}, reverse=True))
@@ -942,6 +953,12 @@ class Evaluator:
                                 p = by_value[0]
                                 if n > p if p >= 0 else n >= -p:
                                     got = by_value[1].get(segs[p])
+                                    if got is not None:
+                                        rules += got
+                            elif mode == _SEGMENT_ANY:
+                                table = by_value[1]
+                                for text in set(segs) if n > 1 else segs:
+                                    got = table.get(text)
                                     if got is not None:
                                         rules += got
                             elif n:  # the last segment's head or tail

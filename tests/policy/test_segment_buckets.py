@@ -48,6 +48,9 @@ TEMPLATES = (
     "/data/**/{w}",
     "/data/**/{w}/*",
     "/data/*/**/{w}/f.md",
+    "/data/**/{w}/**",
+    "/data/*/**/{w}/**/*",
+    "/data/**/a*/{w}/**",
     "/data/*.{w}",
     "/data/{w}*",
     "/data/{w}*.md",
@@ -119,14 +122,17 @@ def test_families_fixed_from_the_end_or_by_the_last_segment_are_read_by_it() -> 
     source = HEADER + "".join(f'permit read on "/data/**/v{k}"\n' for k in range(8))
     source += "".join(f'permit read on "/docs/*.e{k}"\n' for k in range(8))
     source += "".join(f'permit read on "/logs/d{k}-*"\n' for k in range(8))
+    source += "".join(f'permit read on "/srv/**/s{k}/**"\n' for k in range(8))
     keyed, plain = compile_without(source, "BUCKET_MIN")
-    assert groups_using(keyed, 4) == 3 and groups_using(plain, 4) == 0
+    assert groups_using(keyed, 4) == 4 and groups_using(plain, 4) == 0
     d = keyed.decide("files.read", {"path": "/data/a/b/v3"}, {})
     assert d.allowed and [r.line for r in d.rule_ids] == [4 + 3]
     d = keyed.decide("files.read", {"path": "/docs/notes.e5"}, {})
     assert d.allowed and [r.line for r in d.rule_ids] == [12 + 5]
     d = keyed.decide("files.read", {"path": "/logs/d6-2026"}, {})
     assert d.allowed and [r.line for r in d.rule_ids] == [20 + 6]
+    d = keyed.decide("files.read", {"path": "/srv/a/s3/b/s5/c"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [28 + 3, 28 + 5]
     calls = [
         ("files.read", {"path": path}, {})
         for path in (
@@ -140,6 +146,10 @@ def test_families_fixed_from_the_end_or_by_the_last_segment_are_read_by_it() -> 
             "/logs/d1-",
             "/logs/d1",
             "/logs/d10-x",
+            "/srv/s3",
+            "/srv/s3/x",
+            "/srv/a/s3/s3/s4/b",
+            "/srv/s9/x",
         )
     ]
     assert decide_all(keyed, calls) == decide_all(plain, calls)
