@@ -100,6 +100,7 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
     "wildcard": ('pattern "/data/pJ/*/vK/**", no condition', lambda k: L(True)),
     "extension": ('pattern "/data/pJ/*.vK", no condition', lambda k: L(True)),
     "from-end": ('pattern "/data/pJ/**/vK", no condition', lambda k: L(True)),
+    "anywhere": ('pattern "/data/pJ/**/vK/**", no condition', lambda k: L(True)),
     "deep-forbids": (
         'forbids unless "gK" in context.roles, permits when "rK", 6 deep',
         lambda k: role(_v(k)),
@@ -158,6 +159,7 @@ PATTERN_SHAPES: dict[str, tuple[Callable[[str], tuple[Any, ...]], Callable[[str,
     "wildcard": (lambda v: (STAR, lit_seg(v), DSTAR), lambda v, j: f"u{j % 50}/{v}/x.txt"),
     "extension": (lambda v: (glob(None, "." + v),), lambda v, j: f"f{j % 50}.{v}"),
     "from-end": (lambda v: (DSTAR, lit_seg(v)), lambda v, j: f"u{j % 50}/a/{v}"),
+    "anywhere": (lambda v: (DSTAR, lit_seg(v), DSTAR), lambda v, j: f"u{j % 50}/{v}/a/b.txt"),
 }
 
 
