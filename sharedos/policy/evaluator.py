@@ -293,10 +293,11 @@ def _segment_buckets(
       segment of the resource looked up once).
 
     ``mode`` is ``_SEGMENT`` (``position``: p, or -k from the end) or one of the
-    others (``position`` unused). A fixed position wins a tie (it narrows more). A decision reads the resource's segment once and tests
-    only the rules kept under what it holds (still with their whole matcher and
+    others (``position`` unused). A decision reads the resource's segment once and
+    tests only the rules kept under what it holds (still with their whole matcher and
     condition). Each rule is kept by one text per key; the key with the most distinct
-    texts is used, when it keeps at least ``BUCKET_MIN`` rules under two texts or more.
+    texts is used (a fixed position wins a tie: it narrows more), when it keeps at
+    least ``BUCKET_MIN`` rules under two texts or more.
     """
     if len(ids) < BUCKET_MIN:
         return None
@@ -313,9 +314,9 @@ def _segment_buckets(
             keep(_SEGMENT_TAIL, 0, row[4], i)
             keep(_SEGMENT_HEAD, 0, row[3], i)
             continue
-        prog = row[10]
-        if type(prog) is not tuple or not prog:
-            continue  # a constant _ALWAYS / _NEVER, or no plan
+        prog = row[10]  # _ALWAYS, _NEVER and _NO_PLAN are 1-tuples: the lengths below skip them
+        if type(prog) is not tuple:
+            continue
         if kind == 3 and len(prog) == 3 and type(prog[0]) is tuple:  # GENERAL
             first, middles, last = prog
             found = next((j for j, t in enumerate(first) if t[0] == _LIT_TEST), None)
