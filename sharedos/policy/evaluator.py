@@ -135,6 +135,8 @@ _LIT_TEST = 0
 #: a group keeps the rules its walk decides alone apart when it has at least this
 #: many (fewer are as quickly tested one by one)
 SURE_MIN = 3
+#: how many sets of held guard roles a group remembers the applying unless-rules of
+UNLESS_MEMO = 64
 
 
 def _split_sure(
@@ -151,9 +153,10 @@ def _split_sure(
     path under forbids ``unless`` a role on overlapping prefixes meets dozens.
 
     Returns ``(sure, the other plain rules, the other role buckets)``; ``sure`` is
-    ``(always, {R: unless-R rules}, every unless rule, {R: when-R rules})`` (each a
-    tuple of rule positions, copies included), or None when the group has fewer than
-    ``SURE_MIN`` such rules (then nothing is taken out). Only trusted role forms are
+    ``(always, {R: unless-R rules}, every unless rule, {R: when-R rules}, memo)``
+    (each a tuple of rule positions, copies included; ``memo``: the unless rules that
+    apply, by the set of their roles held, filled by decisions), or None when the
+    group has fewer than ``SURE_MIN`` such rules (then nothing is taken out). Only trusted role forms are
     used (``columns.checked_prefilter``), and only when the caller's roles are a list
     of strings (``held`` not None); otherwise the group is read row by row."""
     always: list[int] = []
@@ -184,11 +187,12 @@ def _split_sure(
     def cited(ids: list[int]) -> tuple[int, ...]:
         return tuple(j for i in ids for j in (i, *twins.get(i, ())))
 
-    sure = (
+    sure: tuple[Any, ...] = (
         cited(always),
         {r: cited(ids) for r, ids in unless.items()},
         cited([i for ids in unless.values() for i in ids]),
         {r: cited(ids) for r, ids in by_held.items()},
+        {},  # the unless rules that apply, by the set of their roles held (UNLESS_MEMO)
     )
     return sure, others, roles
 
@@ -1028,25 +1032,23 @@ class Evaluator:
                         if sure is not None and rules is not bk[3]:
                             # rules that apply by the walk and the roles held alone,
                             # cited in bulk (their copies with them)
-                            always, unless, unless_all, by_held = sure
+                            always, unless, unless_all, by_held, applying = sure
                             got = always
                             if unless_all:
-                                out = None  # the unless-role rules whose role is held
-                                if len(held) <= len(unless):
-                                    for r in held:
-                                        ids = unless.get(r)
-                                        if ids is not None:
-                                            out = ids if out is None else out + ids
-                                else:
-                                    for r, ids in unless.items():
-                                        if r in held:
-                                            out = ids if out is None else out + ids
-                                if out is None:
+                                # the unless-role rules apply but those whose role is held:
+                                # one answer per set of those roles held, kept (a deep path
+                                # meets the same few guard roles at every level)
+                                guards = held.intersection(unless)
+                                if not guards:
                                     got = got + unless_all
                                 else:
-                                    got = got + tuple(
-                                        filterfalse(set(out).__contains__, unless_all)
-                                    )
+                                    kept = applying.get(guards)
+                                    if kept is None:
+                                        out = {i for r in guards for i in unless[r]}
+                                        kept = tuple(filterfalse(out.__contains__, unless_all))
+                                        if len(applying) < UNLESS_MEMO:
+                                            applying[guards] = kept
+                                    got = got + kept
                             if by_held:
                                 if len(held) <= len(by_held):
                                     for r in held:

@@ -145,3 +145,33 @@ def test_a_caller_holding_many_roles_reads_the_buckets_by_the_group_roles() -> N
     assert d.allowed and [r.line for r in d.rule_ids] == [4 + 2, 4 + 8]
     d = bulk.decide("files.write", {"path": "/p/a"}, {"roles": ["r2", "r5", *many]})
     assert not d.allowed and [r.line for r in d.rule_ids] == [5, 9, 11, 15]
+
+
+def test_the_applying_unless_rules_kept_per_set_of_roles_held_stay_exact() -> None:
+    # a deep path meets the same guard roles at every level: each group remembers the
+    # unless-rules that apply for each set of them held (at most UNLESS_MEMO sets);
+    # every set, first met or remembered, and past the bound, decides as row by row
+    from itertools import combinations
+
+    import pytest
+
+    from sharedos.policy import evaluator
+
+    source = HEADER + 'permit read on "/p/**"\n'
+    for depth, prefix in enumerate(("/p/**", "/p/q/**", "/p/q/r/**")):
+        source += "".join(
+            f'forbid read on "{prefix}" unless "g{(k + depth) % 5}" in context.roles\n'
+            for k in range(4)
+        )
+    subsets = [list(c) for n in range(6) for c in combinations([f"g{k}" for k in range(5)], n)]
+    calls = [
+        ("files.read", {"path": path}, {"roles": [*roles, "other"]})
+        for path in ("/p/x", "/p/q/x", "/p/q/r/x")
+        for roles in subsets + subsets[::-1]
+    ]
+    for memo in (evaluator.UNLESS_MEMO, 2):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(evaluator, "UNLESS_MEMO", memo)
+            bulk, rows = compile_both(source)
+            assert sure_groups(bulk) >= 3
+            assert decide_all(bulk, calls) == decide_all(rows, calls)
