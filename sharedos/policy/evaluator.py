@@ -218,8 +218,7 @@ def _value_table(
     if mode < _PREFIX:
         return {v: tuple(rows[i] for i in ids) for v, ids in by_value.items()}
     if mode <= _SUFFIX:
-        table = {v: tuple(rows[i] for i in ids) for v, ids in by_value.items()}
-        return table, tuple(sorted({len(a) for a in table}, reverse=True))
+        return _affix_table({v: tuple(rows[i] for i in ids) for v, ids in by_value.items()})
     twins = copies or {}
     bounds = sorted(by_value)
     tested: list[Any] = []
@@ -241,9 +240,16 @@ def _value_table(
     return bounds, tuple(tested), tuple(starts), tuple(cited), tuple(cited_starts)
 
 
+def _affix_table(by_affix: dict[str, tuple[Any, ...]]) -> tuple[Any, tuple[int, ...]]:
+    """``(by_affix, the affix lengths, longest first)``: what ``_by_affix`` reads."""
+    return by_affix, tuple(sorted({len(a) for a in by_affix}, reverse=True))
+
+
 def _by_affix(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, ...] | None:
-    """The rows a prefix or suffix key keeps for the value read (``_value_table``);
-    None when the key cannot decide that value (every rule is then tested as written)."""
+    """The rows a prefix or suffix key (``_PREFIX`` / ``_SUFFIX``) keeps for the string
+    read, through each affix length of ``table`` (``_affix_table``): a value key's, or
+    the head or tail of a resource's last segment (``_segment_buckets``). None when
+    the key cannot decide that value (every rule is then tested as written)."""
     if tv is not str:
         return None
     by_affix, lengths = table
@@ -550,8 +556,8 @@ class Evaluator:
                 i for ids in by_role.values() if len(ids) >= BUCKET_MIN for i in ids
             ]
             by_value = keyed.buckets(candidates)
-            # (read, table, mode): the read a function of the call, or for _SEGMENT the
-            # resource segment's position
+            # (read, table, mode): the read a function of the call; for a segment key the
+            # segment's position instead (``_segment_buckets``)
             value_entry: tuple[Any, Any, int] | None = None
             taken: set[int] = set()
             if by_value is not None:
@@ -569,12 +575,12 @@ class Evaluator:
                 by_segment = _segment_buckets(candidates, rows)
                 if by_segment is not None:
                     mode, position, by_text, taken = by_segment
-                    table = {text: tuple(rows[i] for i in ids) for text, ids in by_text.items()}
-                    if mode in (_SEGMENT, _SEGMENT_ANY):
-                        value_entry = (position, table, mode)
-                    else:  # the last segment's head or tail: by each distinct length
-                        lengths = tuple(sorted({len(text) for text in table}, reverse=True))
-                        value_entry = ((lengths, table), None, mode)
+                    table: Any = {
+                        text: tuple(rows[i] for i in ids) for text, ids in by_text.items()
+                    }
+                    if mode in (_SEGMENT_HEAD, _SEGMENT_TAIL):
+                        table = _affix_table(table)  # the last segment's, by each length
+                    value_entry = (position, table, mode)
             rest, roles_kept = plain, by_role
             if value_entry is not None:
                 rest = [i for i in plain if i not in taken]
@@ -967,16 +973,14 @@ class Evaluator:
                                     if got is not None:
                                         rules += got
                             elif n:  # the last segment's head or tail
-                                lengths, table = by_value[0]
-                                last = segs[-1]
-                                size = len(last)
-                                for k in lengths:
-                                    if k <= size:
-                                        got = table.get(
-                                            last[size - k :] if mode == _SEGMENT_TAIL else last[:k]
-                                        )
-                                        if got is not None:
-                                            rules += got
+                                got = _by_affix(
+                                    segs[-1],
+                                    str,
+                                    by_value[1],
+                                    _PREFIX if mode == _SEGMENT_HEAD else _SUFFIX,
+                                )
+                                if got:
+                                    rules += got
                         else:
                             # the rules of the value(s) the call holds; anything the
                             # keys' reasoning does not cover: every rule, as written
