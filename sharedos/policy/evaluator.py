@@ -156,9 +156,10 @@ def _split_sure(
     ``(always, {R: unless-R rules}, every unless rule, {R: when-R rules}, memo)``
     (each a tuple of rule positions, copies included; ``memo``: the unless rules that
     apply, by the set of their roles held, filled by decisions), or None when the
-    group has fewer than ``SURE_MIN`` such rules (then nothing is taken out). Only trusted role forms are
-    used (``columns.checked_prefilter``), and only when the caller's roles are a list
-    of strings (``held`` not None); otherwise the group is read row by row."""
+    group has fewer than ``SURE_MIN`` such rules (then nothing is taken out). Only
+    trusted role forms are used (``columns.checked_prefilter``), and only when the
+    caller's roles are a list of strings (``held`` not None); otherwise the group is
+    read row by row."""
     always: list[int] = []
     unless: dict[str, list[int]] = {}
     others: list[int] = []

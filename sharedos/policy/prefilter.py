@@ -266,7 +266,7 @@ ValueKey = tuple[KeyRead, tuple[Any, ...]]
 
 
 def value_term(enc: Any) -> ValueKey | None:
-    """``((mode, root, path, function), values)`` when ``enc`` is a key term (see above),
+    """``((mode, root, path, steps), values)`` when ``enc`` is a key term (see above),
     else None."""
     if type(enc) is not list:
         return None
@@ -351,11 +351,7 @@ def read_expr(root: str, path: tuple[str, ...], steps: tuple[tuple[Any, ...], ..
 
 def _is_bound(enc: Any) -> bool:
     """An int or a finite float literal (never a boolean): an order key's bound."""
-    if not _is_lit(enc):
-        return False
-    value = enc[1]
-    kind = type(value)
-    return kind is int or (kind is float and value - value == 0)
+    return _is_key_lit(enc) and type(enc[1]) is not str
 
 
 def _ref(enc: Any) -> tuple[str, tuple[str, ...]] | None:
