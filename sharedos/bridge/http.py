@@ -31,7 +31,7 @@ from sharedos.bridge.diagnostics import REACHED_SERVER
 from sharedos.bridge.frames import Frame, classify, oversized, truncated
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
-from sharedos.bridge.sse_answer import SoleAnswerAsJson
+from sharedos.bridge.sse_answer import AnswerOrStream
 from sharedos.compat import mcp_sdk
 from sharedos.compat.uvicorn import (
     BODY_DEADLINE_EXTENSION,
@@ -76,9 +76,9 @@ class TurnHttpApp:
       and classified (``sharedos.bridge.frames``): one valid JSON-RPC message
       goes on to the SDK's transport, whose Host/Origin (DNS-rebinding) check
       applies as usual; anything else is refused, recorded and answered here.
-      A request's answer goes back as one ``application/json`` body when the
-      SSE stream the SDK opened for it would carry nothing but that answer
-      (``sharedos.bridge.sse_answer``); otherwise as the SDK's stream, unchanged.
+      A request's answer goes back as one ``application/json`` body when its
+      first event is that answer (``sharedos.bridge.sse_answer``); otherwise as
+      the SDK's stream, that event first.
       A body cut off by the client or by the body read deadline is recorded
       as ``malformed_request``.
 
@@ -104,6 +104,7 @@ class TurnHttpApp:
         self._path = path
         self._expected = b"bearer " + token.encode("ascii")
         self._handle: ASGIApp = manager.asgi_app
+        mcp_sdk.route_request_streams()  # request POSTs answered by AnswerOrStream
         self._recorder = recorder
         self._on_rejected = on_rejected
         self._limits = limits
@@ -217,12 +218,24 @@ class TurnHttpApp:
             return await receive()
 
         message = frame.message
-        if isinstance(message, JSONRPCRequest):
-            # answered as one JSON body when its SSE stream would carry nothing else
-            # (sharedos.bridge.sse_answer); notifications get the SDK's 202 as before
-            send = SoleAnswerAsJson(send, message.id)
-        is_call = getattr(message, "method", None) == "tools/call"
-        if not is_call:
+        if not isinstance(message, JSONRPCRequest):
+            await self._handle(scope, replay, send)  # the SDK's 202, as before
+            return
+        # answered as one JSON body when its stream would carry nothing else
+        # (sharedos.bridge.sse_answer)
+        ident = message.id
+        stream_marker = mcp_sdk.REQUEST_STREAM.set(
+            lambda content, sender, headers: AnswerOrStream(content, sender, headers, ident)
+        )
+        try:
+            await self._deliver_request(scope, data, message, replay, send)
+        finally:
+            mcp_sdk.REQUEST_STREAM.reset(stream_marker)
+
+    async def _deliver_request(
+        self, scope: Scope, data: bytes, message: JSONRPCRequest, replay: Receive, send: Send
+    ) -> None:
+        if message.method != "tools/call":
             await self._handle(scope, replay, send)
             return
         reached: list[str] = []  # the server appends when the tools/call reached it

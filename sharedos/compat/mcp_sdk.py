@@ -8,6 +8,13 @@
   out until they expire (``_server_instances``, ``_discard_session``).
 - The SDK puts its OpenTelemetry middleware on every ``Server``; it lives in
   the private ``mcp.server._otel`` module.
+- The 2025-11-25-era transport answers every request POST with an
+  ``sse_starlette`` stream, built inline in a private method. A turn's bridge
+  decides JSON or stream by the request's first event instead
+  (``sharedos.bridge.sse_answer``): ``route_request_streams`` puts a factory in
+  the transport module's place of ``EventSourceResponse`` that builds the
+  bridge's response for the request POSTs of a bridge (``REQUEST_STREAM``, set
+  per request) and the SDK's own everywhere else.
 - The stdio client transport reads a server's whole line before parsing it
   (quadratically: each chunk re-joins and re-splits the line so far), so a
   brokered upstream's answer cannot be bounded while it is read. SharedOS's own
@@ -21,11 +28,15 @@ Importing this module on any other mcp version raises ``VendorVersionError``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import math
+from collections.abc import Callable
 from typing import Any, TextIO, TypeVar
 
 from mcp.client import stdio as _stdio
 from mcp.client.stdio import StdioServerParameters
+from mcp.server import streamable_http as _streamable_http
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
@@ -80,6 +91,40 @@ async def evict_idle_session(manager: StreamableHTTPSessionManager) -> bool:
         transport.idle_scope.cancel()  # what the SDK's idle timeout does when it fires
     await manager._discard_session(session_id, transport)
     return True
+
+
+#: the SDK's SSE response class, as the transport module imported it
+SdkEventSourceResponse: Any = vars(_streamable_http)["EventSourceResponse"]
+_RUN_SSE_WRITER = StreamableHTTPServerTransport._run_sse_writer
+
+#: builds the response of a request POST from ``(content, data_sender, headers)``;
+#: set by a bridge for the request it hands to the transport (None: the SDK's stream)
+REQUEST_STREAM: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar(
+    "sharedos_request_stream", default=None
+)
+
+
+def _event_source_response(*args: Any, **kwargs: Any) -> Any:
+    """The transport's ``EventSourceResponse``: the bridge's for its request POSTs, else the SDK's.
+
+    A request POST's stream is the one whose data sender is the transport's
+    ``_run_sse_writer`` (its standalone GET stream and a replay have others).
+    """
+    build = REQUEST_STREAM.get()
+    sender = kwargs.get("data_sender_callable")
+    if (
+        build is not None
+        and not args
+        and isinstance(sender, functools.partial)
+        and getattr(sender.func, "__func__", None) is _RUN_SSE_WRITER
+    ):
+        return build(kwargs["content"], sender, kwargs.get("headers") or {})
+    return SdkEventSourceResponse(*args, **kwargs)
+
+
+def route_request_streams() -> None:
+    """Let ``REQUEST_STREAM`` choose the response of a request POST (idempotent)."""
+    vars(_streamable_http)["EventSourceResponse"] = _event_source_response
 
 
 def remove_sdk_tracing(server: Server[_Lifespan]) -> None:

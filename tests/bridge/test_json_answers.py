@@ -15,13 +15,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
-from sharedos.bridge import open_turn
+from sharedos.bridge import open_turn, sse_answer
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
 from tests.bridge.test_approvals_elicitation import ARGS, MAYA, RUN, Person, Setup
@@ -142,6 +143,42 @@ async def _post(client: httpx2.AsyncClient, url: str, body: dict[str, Any], **he
     )
 
 
+async def _open_session(hc: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """A 2025-11-25 session opened on the raw wire; the headers its requests carry."""
+    opened = await _post(
+        hc,
+        url,
+        {
+            "jsonrpc": "2.0",
+            "id": "init-1",
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+    )
+    assert opened.status_code == 200
+    assert opened.headers["content-type"] == JSON
+    assert opened.json()["id"] == "init-1"
+    headers = {
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    await _post(hc, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **headers)
+    return headers
+
+
+def _slow_call(ident: int, seconds: float) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "method": "tools/call",
+        "params": {"name": "slow.wait", "arguments": {"seconds": seconds}},
+    }
+
+
 async def test_the_raw_wire(runtime: Runtime, alice: AccessContext) -> None:
     """What a client without the SDK sees: the session header kept, the body one JSON-RPC response."""
     async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
@@ -149,28 +186,8 @@ async def test_the_raw_wire(runtime: Runtime, alice: AccessContext) -> None:
         async with httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
         ) as hc:
-            opened = await _post(
-                hc,
-                turn.url,
-                {
-                    "jsonrpc": "2.0",
-                    "id": "init-1",
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "1"},
-                    },
-                },
-            )
-            assert opened.status_code == 200
-            assert opened.headers["content-type"] == JSON
-            assert opened.json()["id"] == "init-1"
-            session = opened.headers["mcp-session-id"]
-            headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-            await _post(
-                hc, turn.url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **headers
-            )
+            headers = await _open_session(hc, turn.url)
+            session = headers["Mcp-Session-Id"]
             call = {
                 "jsonrpc": "2.0",
                 "id": 7,
@@ -235,3 +252,53 @@ async def test_a_handlers_log_messages_keep_the_stream(tmp_path: Path) -> None:
     assert not said.is_error and not plain.is_error
     assert logged == ["Tool execution started", "Tool processing data", "Tool execution completed"]
     assert wire.of("tools/call") == [SSE, JSON]
+
+
+async def test_a_silent_call_gets_its_stream_kept_alive(
+    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call silent for longer than the keepalive interval: the stream starts with a ping,
+    then carries the answer (a long call's connection is never left idle)."""
+    monkeypatch.setattr(sse_answer, "SILENCE_S", 0.2)
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
+        ) as hc:
+            headers = await _open_session(hc, turn.url)
+            quick = await _post(hc, turn.url, _slow_call(1, 0.0), **headers)
+            slow = await _post(hc, turn.url, _slow_call(2, 0.8), **headers)
+    assert quick.headers["content-type"] == JSON
+    assert quick.json()["result"]["isError"] is False
+    assert slow.headers["content-type"].startswith(SSE)
+    assert slow.headers["mcp-session-id"] == headers["Mcp-Session-Id"]
+    lines = slow.text.splitlines()
+    assert lines[0].startswith(": ping")
+    data = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: ")]
+    assert len(data) == 1 and data[0]["id"] == 2 and data[0]["result"]["isError"] is False
+
+
+async def test_a_client_that_leaves_a_silent_call(runtime: Runtime, alice: AccessContext) -> None:
+    """The client gives up on a call before it answers: the call still ends and is recorded,
+    and the session keeps answering."""
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
+        ) as hc:
+            headers = await _open_session(hc, turn.url)
+            with pytest.raises(httpx2.ReadTimeout):
+                await hc.post(
+                    turn.url,
+                    json=_slow_call(1, 0.6),
+                    headers={"Accept": f"{JSON}, {SSE}", "Content-Type": JSON, **headers},
+                    timeout=httpx2.Timeout(30, read=0.2),
+                )
+            after = await _post(hc, turn.url, _slow_call(2, 0.0), **headers)
+            assert after.headers["content-type"] == JSON
+            assert after.json()["result"]["isError"] is False
+            await anyio.sleep(0.8)  # the abandoned call finishes meanwhile
+            again = await _post(hc, turn.url, _slow_call(3, 0.0), **headers)
+            assert again.json()["id"] == 3
+    outcomes = [str(r.outcome) for r in runtime.evidence.query(turn_id=alice.turn_id)]
+    assert outcomes == ["succeeded"] * 3

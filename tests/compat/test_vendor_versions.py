@@ -70,3 +70,35 @@ def test_the_private_state_compat_relies_on_is_there() -> None:
     ):
         assert hasattr(H11Protocol, name), name
     assert "timeout_keep_alive_task" in H11Protocol.__init__.__code__.co_names
+
+
+def test_request_streams_are_routed_only_where_the_bridge_asks() -> None:
+    """The transport's POST branch builds its SSE response by the name the compat module
+    replaces, with ``_run_sse_writer`` as its data sender; other callers get the SDK's."""
+    import functools
+    import inspect
+
+    from mcp.server import streamable_http
+
+    from sharedos.compat import mcp_sdk
+
+    source = inspect.getsource(streamable_http.StreamableHTTPServerTransport._handle_post_request)
+    assert "EventSourceResponse(" in source
+    assert "self._run_sse_writer" in source
+    mcp_sdk.route_request_streams()
+    built: list[tuple[object, ...]] = []
+    sender = functools.partial(
+        streamable_http.StreamableHTTPServerTransport._run_sse_writer.__get__(object())
+    )
+    make = streamable_http.EventSourceResponse
+    marker = mcp_sdk.REQUEST_STREAM.set(lambda *a: built.append(a) or "ours")
+    try:
+        assert make(content=iter(()), data_sender_callable=sender, headers={}) == "ours"
+        other = make(content=iter(()), data_sender_callable=lambda: None, headers={})
+    finally:
+        mcp_sdk.REQUEST_STREAM.reset(marker)
+    assert isinstance(other, mcp_sdk.SdkEventSourceResponse)
+    assert isinstance(
+        make(content=iter(()), data_sender_callable=sender), mcp_sdk.SdkEventSourceResponse
+    )
+    assert len(built) == 1
