@@ -170,6 +170,20 @@ async def _open_session(hc: httpx2.AsyncClient, url: str) -> dict[str, str]:
     return headers
 
 
+@asynccontextmanager
+async def raw_session(
+    runtime: Runtime, alice: AccessContext
+) -> AsyncIterator[tuple[httpx2.AsyncClient, str, dict[str, str]]]:
+    """A turn, an HTTP client with its token and a session opened on the raw wire:
+    ``(client, url, the headers its requests carry)``."""
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
+        ) as hc:
+            yield hc, turn.url, await _open_session(hc, turn.url)
+
+
 def _slow_call(ident: int, seconds: float) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -181,43 +195,38 @@ def _slow_call(ident: int, seconds: float) -> dict[str, Any]:
 
 async def test_the_raw_wire(runtime: Runtime, alice: AccessContext) -> None:
     """What a client without the SDK sees: the session header kept, the body one JSON-RPC response."""
-    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
-        assert turn.url is not None
-        async with httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
-        ) as hc:
-            headers = await _open_session(hc, turn.url)
-            session = headers["Mcp-Session-Id"]
-            call = {
-                "jsonrpc": "2.0",
-                "id": 7,
-                "method": "tools/call",
-                "params": {"name": "files.read", "arguments": {"path": "/public/a.txt"}},
-            }
-            answered = await _post(hc, turn.url, call, **headers)
-            assert answered.status_code == 200
-            assert answered.headers["content-type"] == JSON
-            assert answered.headers["mcp-session-id"] == session
-            assert int(answered.headers["content-length"]) == len(answered.content)
-            body = answered.json()
-            assert body["id"] == 7 and body["result"]["isError"] is False
-            # with progress to report, the stream: the notification, then the answer
-            call["id"] = 8
-            call["params"] = {
-                "name": "slow.wait",
-                "arguments": {"seconds": 0.05},
-                "_meta": {"progressToken": "p-8"},
-            }
-            streamed = await _post(hc, turn.url, call, **headers)
-            assert streamed.headers["content-type"].startswith(SSE)
-            events = [
-                json.loads(line[len("data: ") :])
-                for line in streamed.text.splitlines()
-                if line.startswith("data: ")
-            ]
-            assert [e.get("method") for e in events] == ["notifications/progress", None]
-            assert events[0]["params"]["progressToken"] == "p-8"
-            assert events[1]["id"] == 8 and "result" in events[1]
+    async with raw_session(runtime, alice) as (hc, url, headers):
+        session = headers["Mcp-Session-Id"]
+        call = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "files.read", "arguments": {"path": "/public/a.txt"}},
+        }
+        answered = await _post(hc, url, call, **headers)
+        assert answered.status_code == 200
+        assert answered.headers["content-type"] == JSON
+        assert answered.headers["mcp-session-id"] == session
+        assert int(answered.headers["content-length"]) == len(answered.content)
+        body = answered.json()
+        assert body["id"] == 7 and body["result"]["isError"] is False
+        # with progress to report, the stream: the notification, then the answer
+        call["id"] = 8
+        call["params"] = {
+            "name": "slow.wait",
+            "arguments": {"seconds": 0.05},
+            "_meta": {"progressToken": "p-8"},
+        }
+        streamed = await _post(hc, url, call, **headers)
+        assert streamed.headers["content-type"].startswith(SSE)
+        events = [
+            json.loads(line[len("data: ") :])
+            for line in streamed.text.splitlines()
+            if line.startswith("data: ")
+        ]
+        assert [e.get("method") for e in events] == ["notifications/progress", None]
+        assert events[0]["params"]["progressToken"] == "p-8"
+        assert events[1]["id"] == 8 and "result" in events[1]
 
 
 async def test_a_handlers_log_messages_keep_the_stream(tmp_path: Path) -> None:
@@ -260,14 +269,9 @@ async def test_a_silent_call_gets_its_stream_kept_alive(
     """A call silent for longer than the keepalive interval: the stream starts with a ping,
     then carries the answer (a long call's connection is never left idle)."""
     monkeypatch.setattr(sse_answer, "SILENCE_S", 0.2)
-    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
-        assert turn.url is not None
-        async with httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
-        ) as hc:
-            headers = await _open_session(hc, turn.url)
-            quick = await _post(hc, turn.url, _slow_call(1, 0.0), **headers)
-            slow = await _post(hc, turn.url, _slow_call(2, 0.8), **headers)
+    async with raw_session(runtime, alice) as (hc, url, headers):
+        quick = await _post(hc, url, _slow_call(1, 0.0), **headers)
+        slow = await _post(hc, url, _slow_call(2, 0.8), **headers)
     assert quick.headers["content-type"] == JSON
     assert quick.json()["result"]["isError"] is False
     assert slow.headers["content-type"].startswith(SSE)
@@ -281,24 +285,19 @@ async def test_a_silent_call_gets_its_stream_kept_alive(
 async def test_a_client_that_leaves_a_silent_call(runtime: Runtime, alice: AccessContext) -> None:
     """The client gives up on a call before it answers: the call still ends and is recorded,
     and the session keeps answering."""
-    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
-        assert turn.url is not None
-        async with httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {turn.token}"}, timeout=30
-        ) as hc:
-            headers = await _open_session(hc, turn.url)
-            with pytest.raises(httpx2.ReadTimeout):
-                await hc.post(
-                    turn.url,
-                    json=_slow_call(1, 0.6),
-                    headers={"Accept": f"{JSON}, {SSE}", "Content-Type": JSON, **headers},
-                    timeout=httpx2.Timeout(30, read=0.2),
-                )
-            after = await _post(hc, turn.url, _slow_call(2, 0.0), **headers)
-            assert after.headers["content-type"] == JSON
-            assert after.json()["result"]["isError"] is False
-            await anyio.sleep(0.8)  # the abandoned call finishes meanwhile
-            again = await _post(hc, turn.url, _slow_call(3, 0.0), **headers)
-            assert again.json()["id"] == 3
+    async with raw_session(runtime, alice) as (hc, url, headers):
+        with pytest.raises(httpx2.ReadTimeout):
+            await hc.post(
+                url,
+                json=_slow_call(1, 0.6),
+                headers={"Accept": f"{JSON}, {SSE}", "Content-Type": JSON, **headers},
+                timeout=httpx2.Timeout(30, read=0.2),
+            )
+        after = await _post(hc, url, _slow_call(2, 0.0), **headers)
+        assert after.headers["content-type"] == JSON
+        assert after.json()["result"]["isError"] is False
+        await anyio.sleep(0.8)  # the abandoned call finishes meanwhile
+        again = await _post(hc, url, _slow_call(3, 0.0), **headers)
+        assert again.json()["id"] == 3
     outcomes = [str(r.outcome) for r in runtime.evidence.query(turn_id=alice.turn_id)]
     assert outcomes == ["succeeded"] * 3
