@@ -115,7 +115,10 @@ class AnswerOrStream:
         data = event.get("data")
         if type(data) is not str or not data.startswith(self._expected) or data[-1:] != "}":
             return None
-        return data.encode()
+        try:
+            return data.encode()
+        except UnicodeEncodeError:  # a lone surrogate: whatever the SDK's stream does with it
+            return None
 
     async def _answer(self, body: bytes, send: Send) -> None:
         headers = [
