@@ -82,6 +82,10 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
             ("cmp", "==", R("context", "attributes", "dept"), L(_v(k))),
         ),
     ),
+    "any-role": (
+        'any_in(context.roles, ["vK", "vK+1"])',
+        lambda k: C("any_in", R("context", "roles"), ("list", (L(_v(k)), L(_v(k + 1))))),
+    ),
     "group-held": (
         '"vK" in context.attributes.groups',
         lambda k: ("cmp", "in", L(_v(k)), R("context", "attributes", "groups")),

@@ -124,6 +124,8 @@ _is_normalized = unicodedata.is_normalized
 #: value-key modes a decision reads besides ``EQUALS`` (strings only): numbers too, membership,
 #: prefixes, suffixes and the order keys (``prefilter``)
 _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
+#: a membership key some rule sits under twice or more (``any_in``): taken once each
+_HOLDS_ANY = -1
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
 #: a group kept by the resource's segment at one position, by the head or the tail of its
 #: last segment, or by any of its segments (``_segment_buckets``)
@@ -264,6 +266,18 @@ def _by_affix(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, ...] | None
     return got
 
 
+def _held_once(
+    v: list[str] | tuple[str, ...], table: dict[str, tuple[Any, ...]]
+) -> tuple[Any, ...]:
+    """The rows a membership key with rules under several values (``_HOLDS_ANY``) keeps
+    for the strings ``v`` holds: each row once, however many of its values are held."""
+    found = [got for got in map(table.get, set(v)) if got is not None]
+    if len(found) < 2:
+        return found[0] if found else ()
+    # each rule's row is one object in every bucket it sits in: first seen, kept
+    return tuple({id(row): row for rows in found for row in rows}.values())
+
+
 def _by_order(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, Any] | None:
     """``(rows to test, rules cited)`` an order key keeps for the number read
     (``_value_table``); None when it cannot decide that value (a boolean, a string,
@@ -360,7 +374,17 @@ def _segment_buckets(
 
 
 #: what the packed text of a condition holding a key term must contain (one of)
-_KEY_MARKS = ('"=="', '"in"', '"<"', '"<="', '">"', '">="', '"startswith"', '"endswith"')
+_KEY_MARKS = (
+    '"=="',
+    '"in"',
+    '"<"',
+    '"<="',
+    '">"',
+    '">="',
+    '"startswith"',
+    '"endswith"',
+    '"any_in"',
+)
 
 
 class _ValueKeys:
@@ -565,6 +589,8 @@ class Evaluator:
                 (mode, root, path, steps), values, taken = by_value
                 if mode == EQUALS and not all(type(v) is str for v in values):
                     mode = _NUMBERS  # read a number too (strings only: nothing else matches)
+                elif mode == _HOLDS and sum(map(len, values.values())) > len(taken):
+                    mode = _HOLDS_ANY  # a rule under several values: a call may hold two
                 value_entry = (
                     compile_expr(read_expr(root, path, steps)),
                     _value_table(
@@ -1013,14 +1039,17 @@ class Evaluator:
                                         rules = bk[3]
                                     elif got:
                                         rules += got
-                                elif mode == _HOLDS:
+                                elif mode in (_HOLDS, _HOLDS_ANY):
                                     if (tv is list or tv is tuple) and all(
                                         type(e) is str for e in v
                                     ):
-                                        for e in set(v):
-                                            got = table.get(e)
-                                            if got is not None:
-                                                rules += got
+                                        if mode == _HOLDS:
+                                            for e in set(v):
+                                                got = table.get(e)
+                                                if got is not None:
+                                                    rules += got
+                                        else:
+                                            rules += _held_once(v, table)
                                     else:
                                         rules = bk[3]
                                 elif tv is str:

@@ -218,7 +218,8 @@ def _plain_piece(piece: Any) -> bool:
 # (``segment(path(args.path), 1)``): pure functions of one string, so the same
 # read gives the same value the rule's own condition computes. A key term is ``READ == L`` (either side) or ``READ
 # in [L, ...]``, each L a string or a finite number (not a boolean): an
-# *equality key*; ``"s" in REF``: a *membership key*; ``startswith(READ, "s")``
+# *equality key*; ``"s" in REF`` and ``any_in(REF, ["s", ...])`` (either
+# order): a *membership key*; ``startswith(READ, "s")``
 # / ``endswith(READ, "s")``: a *prefix* / *suffix key*; ``REF < N``, ``REF <=
 # N``, ``REF > N``, ``REF >= N`` (either side, N a finite number literal): an
 # *order key*. Policy equality (``functions.values_equal``) makes ``v == L``
@@ -226,8 +227,11 @@ def _plain_piece(piece: Any) -> bool:
 # iff v is the same number (Python's dict lookup agrees: ``2 == 2.0``, ``"2" !=
 # 2``); and false, never an error, for a boolean or null v, and for any value
 # against a string L. ``"s" in REF`` on a list of strings is true iff "s" is one
-# of them. ``startswith(v, "s")`` on a string v is true iff "s" is one of v's
-# prefixes (``endswith``: suffixes). An order term on an int or finite float v
+# of them; ``any_in`` of that list and a list of string literals, iff one of the
+# literals is one of them (a rule then sits under each of its literals, and a
+# decision takes it once however many of them the list holds).
+# ``startswith(v, "s")`` on a string v is true iff "s" is one of v's prefixes
+# (``endswith``: suffixes). An order term on an int or finite float v
 # is Python's own comparison, which a sorted list of the bounds answers exactly
 # (``bisect``). So the rules a bucket leaves out have a key term that is false:
 # a permit needs every term of its top-level ``and`` true, and a forbid's
@@ -242,8 +246,8 @@ def _plain_piece(piece: Any) -> bool:
 # yields are still evaluated as written (but for an order key's rules whose whole
 # condition is the bound: the slice decides them): a key only skips rules.
 
-#: value-key modes: ``READ == L`` / ``READ in [L, ...]``, and ``"s" in REF`` (2 is the
-#: evaluator's: an equality key read as a number too)
+#: value-key modes: ``READ == L`` / ``READ in [L, ...]``, and ``"s" in REF`` or
+#: ``any_in(REF, ["s", ...])`` (2 is the evaluator's: an equality key read as a number too)
 EQUALS, HOLDS = 0, 1
 #: ``startswith(READ, "s")`` / ``endswith(READ, "s")``
 PREFIX, SUFFIX = 3, 4
@@ -271,6 +275,8 @@ def value_term(enc: Any) -> ValueKey | None:
     if type(enc) is not list:
         return None
     if len(enc) == 3 and enc[0] == "call":
+        if enc[1] == "any_in":
+            return _any_in_term(enc[2])
         return _affix_term(enc)
     if len(enc) != 4 or enc[0] != "cmp":
         return None
@@ -302,6 +308,21 @@ def value_term(enc: Any) -> ValueKey | None:
         items = right[1]
         if type(items) is list and items and all(_is_key_lit(item) for item in items):
             return (EQUALS, *read), tuple(item[1] for item in items)
+    return None
+
+
+def _any_in_term(args: Any) -> ValueKey | None:
+    """``any_in(REF, ["a", "b"])`` (or the literals first) as a membership key: true
+    exactly when the list at REF holds one of the strings, so the rule sits under each."""
+    if type(args) is not list or len(args) != 2:
+        return None
+    for listed, other in (args, args[::-1]):
+        ref = _ref(other)
+        if ref is None or type(listed) is not list or len(listed) != 2 or listed[0] != "list":
+            continue
+        items = listed[1]
+        if type(items) is list and items and all(_is_lit(x) and type(x[1]) is str for x in items):
+            return (HOLDS, *ref, ()), tuple(dict.fromkeys(x[1] for x in items))
     return None
 
 

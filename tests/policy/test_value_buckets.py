@@ -83,9 +83,18 @@ def condition(draw: Any, main: str, role: str | None = None) -> str:
     word = draw(st.sampled_from(WORDS))
     lit = draw(st.sampled_from((f'"{word}"',) * 3 + NUMBERS + ("true",)))
     if ref in LISTS:
+        other_word = draw(st.sampled_from(WORDS[:3]))
         key = draw(
             st.sampled_from(
-                (f'"{word}" in {ref}',) * 5 + (f"{lit} in {ref}", f'"{word}" not in {ref}')
+                (f'"{word}" in {ref}',) * 5
+                + (f"{lit} in {ref}", f'"{word}" not in {ref}')
+                + (f'any_in({ref}, ["{word}", "{other_word}"])',) * 3
+                + (
+                    f'any_in(["{other_word}", "{word}", "{word}"], {ref})',
+                    f'any_in({ref}, ["{word}"])',
+                    f'any_in({ref}, ["{word}", {lit}])',  # a literal not a string: no key
+                    f'all_in({ref}, ["{word}", "{other_word}"])',  # not a key
+                )
             )
         )
     else:
@@ -158,6 +167,8 @@ VALUES = st.one_of(
     st.booleans(),
     st.none(),
     st.lists(st.sampled_from(WORDS), max_size=3),
+    # several words of one any_in rule held at once: the rule is cited once
+    st.lists(st.sampled_from(WORDS[:3]), min_size=2, max_size=4),
     st.lists(st.one_of(st.sampled_from(WORDS), st.integers(0, 2), st.none()), max_size=3),
     st.dictionaries(st.sampled_from(WORDS), st.integers(0, 1), max_size=2),
 )
@@ -468,3 +479,89 @@ def test_a_role_and_value_family_is_keyed_by_the_value_under_every_hash_seed() -
             check=True,
         )
         assert out.stdout.strip() == "12", (seed, out.stdout, out.stderr)
+
+
+ANY_REFS = ("args.tags", "context.attributes.groups", "context.roles")
+
+
+@st.composite
+def any_in_family(draw: Any) -> tuple[str, str]:
+    """A family of ``any_in`` rules on one list reference, in both effects and orders,
+    with literals that overlap from rule to rule: ``(source, the reference)``."""
+    ref = draw(st.sampled_from(ANY_REFS))
+    lines = [HEADER.rstrip("\n")]
+    for effect, low, high in (("permit", 6, 12), ("forbid", 0, 8)):
+        for _ in range(draw(st.integers(low, high))):
+            words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+            listed = "[" + ", ".join(f'"{w}"' for w in words) + "]"
+            term = draw(st.sampled_from((f"any_in({ref}, {listed})", f"any_in({listed}, {ref})")))
+            extra = draw(
+                st.sampled_from(("", "", " and args.n > 1", ' unless "r9" in context.roles'))
+            )
+            lines.append(f'{effect} read on "/data/**" when {term}{extra}')
+    return "\n".join(lines) + "\n", ref
+
+
+HELD = st.one_of(
+    st.lists(st.sampled_from(WORDS), max_size=4),
+    st.lists(st.sampled_from(WORDS), max_size=4).map(tuple),
+    st.sampled_from(("a", None, 3, {"a": 1})),
+    st.lists(st.one_of(st.sampled_from(WORDS), st.integers(0, 2), st.none()), max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    any_in_family(),
+    st.lists(st.tuples(HELD, st.sampled_from((None, 0, 2))), min_size=1, max_size=12),
+)
+def test_any_in_keys_change_no_decision(family: tuple[str, str], held: list[Any]) -> None:
+    source, ref = family
+    keyed, plain = compile_both(source)
+    calls = []
+    for value, n in held:
+        args: dict[str, Any] = {"path": "/data/x"}
+        ctx: dict[str, Any] = {"roles": ["r1"]}
+        if n is not None:
+            args["n"] = n
+        if ref == "args.tags":
+            args["tags"] = value
+        elif ref == "context.roles":
+            ctx["roles"] = value
+        else:
+            ctx["attributes"] = {"groups": value}
+        calls.append(("files.read", args, ctx))
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_any_of_several_strings_held_is_a_key_and_cites_each_rule_once() -> None:
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when any_in(context.roles, ["g{k}", "g{k + 1}", "all"])\n'
+        for k in range(8)
+    )
+    source += "".join(
+        f'forbid read on "/data/**" when any_in(["banned{j}", "g20"], context.roles)\n'
+        for j in range(6)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 2
+    calls = [
+        ("files.read", {"path": "/data/x"}, {"roles": roles})
+        for roles in (
+            ["g3", "g4"],
+            ["g3", "g4", "g3", "all"],
+            ["all"],
+            [],
+            ["g9"],
+            ("g2",),
+            "g1",
+            ["g1", 1, None],
+            None,
+            ["g20", "g1"],
+        )
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+    d = keyed.decide(*calls[0])  # g3 and g4 both name rule 4 (k=3): cited once
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 2, 4 + 3, 4 + 4]
+    assert [r.line for r in keyed.decide(*calls[2]).rule_ids] == list(range(4, 12))
+    assert not keyed.decide(*calls[-1]).allowed
