@@ -86,6 +86,10 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
         'any_in(context.roles, ["vK", "vK+1"])',
         lambda k: C("any_in", R("context", "roles"), ("list", (L(_v(k)), L(_v(k + 1))))),
     ),
+    "role-or": (
+        '"vK" in context.roles or "vK+1" in context.roles',
+        lambda k: ("or", role(_v(k)), role(_v(k + 1))),
+    ),
     "group-held": (
         '"vK" in context.attributes.groups',
         lambda k: ("cmp", "in", L(_v(k)), R("context", "attributes", "groups")),

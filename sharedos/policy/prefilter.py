@@ -229,7 +229,9 @@ def _plain_piece(piece: Any) -> bool:
 # against a string L. ``"s" in REF`` on a list of strings is true iff "s" is one
 # of them; ``any_in`` of that list and a list of string literals, iff one of the
 # literals is one of them (a rule then sits under each of its literals, and a
-# decision takes it once however many of them the list holds).
+# decision takes it once however many of them the list holds); an ``or`` of such
+# terms on one read (``"a" in REF or "b" in REF``, ``READ == "x" or READ == "y"``)
+# is one key with all their values: on a value the key decides no term errs.
 # ``startswith(v, "s")`` on a string v is true iff "s" is one of v's prefixes
 # (``endswith``: suffixes). An order term on an int or finite float v
 # is Python's own comparison, which a sorted list of the bounds answers exactly
@@ -278,6 +280,8 @@ def value_term(enc: Any) -> ValueKey | None:
         if enc[1] == "any_in":
             return _any_in_term(enc[2])
         return _affix_term(enc)
+    if enc and enc[0] == "or":
+        return _any_of_term(enc)
     if len(enc) != 4 or enc[0] != "cmp":
         return None
     op, left, right = enc[1], enc[2], enc[3]
@@ -309,6 +313,28 @@ def value_term(enc: Any) -> ValueKey | None:
         if type(items) is list and items and all(_is_key_lit(item) for item in items):
             return (EQUALS, *read), tuple(item[1] for item in items)
     return None
+
+
+def _any_of_term(enc: list[Any]) -> ValueKey | None:
+    """``A or B or ...`` where every term is an equality or a membership key on one read
+    (``"a" in context.roles or "b" in context.roles``, ``context.tenant == "t1" or
+    context.tenant == "t2"``): one key holding every term's values. No term can err
+    on a value the key decides (a list of strings, a string or a number), so the
+    ``or`` is false exactly when no term's value is held."""
+    read: KeyRead | None = None
+    values: list[Any] = []
+    stack = list(reversed(enc[1:]))
+    while stack:
+        term = stack.pop()
+        if type(term) is list and term and term[0] == "or":
+            stack.extend(reversed(term[1:]))
+            continue
+        key = value_term(term)
+        if key is None or key[0][0] not in (EQUALS, HOLDS) or (read is not None and key[0] != read):
+            return None
+        read = key[0]
+        values.extend(key[1])
+    return None if read is None else (read, tuple(dict.fromkeys(values)))
 
 
 def _any_in_term(args: Any) -> ValueKey | None:

@@ -94,6 +94,9 @@ def condition(draw: Any, main: str, role: str | None = None) -> str:
                     f'any_in({ref}, ["{word}"])',
                     f'any_in({ref}, ["{word}", {lit}])',  # a literal not a string: no key
                     f'all_in({ref}, ["{word}", "{other_word}"])',  # not a key
+                    f'"{word}" in {ref} or "{other_word}" in {ref}',
+                    f'"{word}" in {ref} or any_in({ref}, ["{other_word}", "{word}"])',
+                    f'"{word}" in {ref} or args.n > 2',  # another read: not a key
                 )
             )
         )
@@ -109,6 +112,9 @@ def condition(draw: Any, main: str, role: str | None = None) -> str:
                     f"{ref} in [{lit}, {draw(st.sampled_from(NUMBERS))}]",
                     f'{ref} in ["{word}", true]',  # a boolean: never a key
                     f"{ref} != {lit}",  # not a key
+                    f'{ref} == "{word}" or {ref} == {lit}',
+                    f'{ref} == "{word}" or {ref} in ["{draw(st.sampled_from(WORDS))}", "a"]',
+                    f'{ref} == "{word}" or "{word}" in context.roles',  # two reads: no key
                 )
             )
         )
@@ -494,7 +500,16 @@ def any_in_family(draw: Any) -> tuple[str, str]:
         for _ in range(draw(st.integers(low, high))):
             words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
             listed = "[" + ", ".join(f'"{w}"' for w in words) + "]"
-            term = draw(st.sampled_from((f"any_in({ref}, {listed})", f"any_in({listed}, {ref})")))
+            term = draw(
+                st.sampled_from(
+                    (
+                        f"any_in({ref}, {listed})",
+                        f"any_in({listed}, {ref})",
+                        "(" + " or ".join(f'"{w}" in {ref}' for w in words) + ")",
+                        f'(any_in({ref}, {listed}) or "e" in {ref})',
+                    )
+                )
+            )
             extra = draw(
                 st.sampled_from(("", "", " and args.n > 1", ' unless "r9" in context.roles'))
             )
@@ -565,3 +580,44 @@ def test_any_of_several_strings_held_is_a_key_and_cites_each_rule_once() -> None
     assert d.allowed and [r.line for r in d.rule_ids] == [4 + 2, 4 + 3, 4 + 4]
     assert [r.line for r in keyed.decide(*calls[2]).rule_ids] == list(range(4, 12))
     assert not keyed.decide(*calls[-1]).allowed
+
+
+def test_an_or_of_tests_on_one_read_is_one_key() -> None:
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when "g{k}" in context.roles or "g{k + 1}" in context.roles\n'
+        for k in range(8)
+    )
+    source += "".join(
+        f'forbid read on "/data/**" when context.tenant == "x{k}" or context.tenant == "y"\n'
+        for k in range(6)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 2
+    calls = [
+        ("files.read", {"path": "/data/x"}, {"roles": roles, "tenant": tenant})
+        for roles in (["g3", "g4"], ["g0"], [], "g1", ["g1", 2], None)
+        for tenant in ("x2", "y", "z", 3, None, ["y"])
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+    d = keyed.decide("files.read", {"path": "/data/x"}, {"roles": ["g3", "g4"], "tenant": "z"})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 2, 4 + 3, 4 + 4]
+    d = keyed.decide("files.read", {"path": "/data/x"}, {"roles": ["g3"], "tenant": "y"})
+    assert not d.allowed and len(d.rule_ids) == 6
+
+
+def test_an_or_across_two_reads_is_no_key() -> None:
+    # "staff" or a tenant of its own: the rule applies to staff whatever the tenant
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when "staff" in context.roles or context.tenant == "t{k}"\n'
+        for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 0
+    calls = [
+        ("files.read", {"path": "/data/x"}, {"roles": roles, "tenant": tenant})
+        for roles in (["staff"], [], "staff")
+        for tenant in ("t2", "zz", None)
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+    d = keyed.decide("files.read", {"path": "/data/x"}, {"roles": ["staff"], "tenant": "zz"})
+    assert d.allowed and len(d.rule_ids) == 8
