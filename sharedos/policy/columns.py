@@ -157,6 +157,14 @@ def _role_term_text(role: str) -> str:
     return '["cmp","in",["lit",' + _pack(role) + '],["ref","context",["roles"]]]'
 
 
+def _negated_role_texts(role: str) -> tuple[str, str]:
+    """``"R" not in context.roles`` and ``not ("R" in context.roles)``, as packed."""
+    return (
+        '["cmp","not in",["lit",' + _pack(role) + '],["ref","context",["roles"]]]',
+        '["not",' + _role_term_text(role) + "]",
+    )
+
+
 def checked_prefilter(
     columns: Mapping[str, list[Any]], buckets: list[Any]
 ) -> tuple[list[str | None], list[int], list[Any]]:
@@ -187,8 +195,10 @@ def checked_prefilter(
         form = rform[i]
         if type(packed) is not str:
             ok = False
-        elif form:
-            ok = packed == term and ckinds[i] == form  # ckind 1 when, 2 unless
+        elif form:  # ckind 1 when, 2 unless; a negated test: the other kind
+            ok = (packed == term and ckinds[i] == form) or (
+                ckinds[i] == 3 - form and packed in _negated_role_texts(role)
+            )
         elif effects[i] == 1:
             body = packed
             while body.startswith('["and",'):

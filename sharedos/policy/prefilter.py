@@ -12,7 +12,8 @@ by one, and decides a condition that *is* a role test with one set lookup.
   the rule can apply only to a caller holding R; ``form`` is ``ROLE_IS`` when
   the whole condition is ``when "R" in context.roles`` (it applies iff R is
   held), ``ROLE_NOT`` when it is ``unless "R" in context.roles`` (iff R is
-  not held; no bucket then), else ``GENERAL``.
+  not held; no bucket then), else ``GENERAL``. The negated tests (``"R" not
+  in context.roles``, ``not ("R" in context.roles)``) swap the two.
 * ``group_buckets(groups, roles, forms, sigs)``: per group, ``0`` or ``[plain,
   {R: [...]}]`` or ``[plain, {R: [...]}, twins]``: rules that are copies of
   one another (same pattern, condition and effect: generated or merged
@@ -66,6 +67,18 @@ def role_term(enc: Any) -> str | None:
     return None
 
 
+def negated_role_term(enc: Any) -> str | None:
+    """R when ``enc`` is exactly ``"R" not in context.roles`` or ``not ("R" in
+    context.roles)`` (a string literal R), else None."""
+    if type(enc) is not list:
+        return None
+    if len(enc) == 2 and enc[0] == "not":
+        return role_term(enc[1])
+    if len(enc) == 4 and enc[1] == "not in":
+        return role_term(["cmp", "in", enc[2], enc[3]])
+    return None
+
+
 def _conjuncts(enc: Any) -> list[Any]:
     """The terms of a top-level ``and`` chain in evaluation order (nested ``and`` flattened)."""
     out: list[Any] = []
@@ -91,6 +104,13 @@ def role_form(enc: Any, kind: str | None, forbid: bool) -> tuple[str | None, int
         return whole, ROLE_IS
     if whole is not None and kind == "unless":
         return whole, ROLE_NOT
+    # the same tests negated: `when "R" not in context.roles` is `unless "R" in ...`
+    # (each errs where the other does: roles not a list), and the other way round
+    negated = negated_role_term(enc)
+    if negated is not None and kind == "when":
+        return negated, ROLE_NOT
+    if negated is not None and kind == "unless":
+        return negated, ROLE_IS
     if kind not in ("when", "when unless"):
         return None, GENERAL
     terms = _conjuncts(enc)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from sharedos.policy.policyset import PolicySet
 from tests.policy.shortcuts import compile_without, decide_all, groups_using
+from tests.policy.test_prefilter import stripped
 
 HEADER = """namespace files
 requirement files.read { action read; resource path(args.path) }
@@ -74,6 +75,11 @@ def rule(draw: Any) -> str:
                 f'when "{r}" in context.roles and args.n > 1',
                 f'unless "{r}" in context.roles or args.n > 1',
                 "when args.n > 1",
+                f'when "{r}" not in context.roles',  # the role forms negated
+                f'when not ("{r}" in context.roles)',
+                f'unless "{r}" not in context.roles',
+                f'unless not ("{r}" in context.roles)',
+                f'when not ("{r}" not in context.roles)',  # no role form
             )
         )
     )
@@ -87,7 +93,15 @@ def family(draw: Any, effect: str, prefix: str) -> list[str]:
     for _ in range(draw(st.integers(min_value=0, max_value=16))):
         r = draw(st.sampled_from(FAMILY_ROLES))  # enough distinct rules for a role bucket
         cond = draw(
-            st.sampled_from(("", f'when "{r}" in context.roles', f'unless "{r}" in context.roles'))
+            st.sampled_from(
+                (
+                    "",
+                    f'when "{r}" in context.roles',
+                    f'unless "{r}" in context.roles',
+                    f'when "{r}" not in context.roles',  # `unless "{r}" in ...`, written so
+                    f'unless not ("{r}" in context.roles)',  # `when "{r}" in ...`
+                )
+            )
         )
         out.append(f'{effect} read on "{prefix}" {cond}'.rstrip())
     return out
@@ -123,6 +137,28 @@ def call(draw: Any) -> tuple[str, Any, Any]:
 def test_rules_cited_in_bulk_change_no_decision(source: str, calls: list[Any]) -> None:
     bulk, rows = compile_both(source)
     assert decide_all(bulk, calls) == decide_all(rows, calls)
+    # and no shortcut at all (role forms, the negated ones included): every rule as written
+    assert decide_all(bulk, calls) == decide_all(stripped(bulk), calls)
+
+
+def test_a_negated_role_test_is_the_role_form_of_the_other_kind() -> None:
+    source = HEADER + "".join(
+        f'forbid read on "/p/**" when "g{k}" not in context.roles\n' for k in range(4)
+    )
+    source += "".join(
+        f'forbid read on "/p/**" when not ("h{k}" in context.roles)\n' for k in range(4)
+    )
+    source += 'permit read on "/p/**" unless "r1" not in context.roles\n'
+    bulk, _ = compile_both(source)
+    assert sure_groups(bulk) == 1  # the eight forbids are cited in bulk, like `unless`
+    held = ["g0", "g1", "g2", "g3", "h0", "h1", "h2", "h3"]
+    assert bulk.decide("files.read", {"path": "/p/x"}, {"roles": [*held, "r1"]}).allowed
+    assert not bulk.decide("files.read", {"path": "/p/x"}, {"roles": held}).allowed
+    d = bulk.decide("files.read", {"path": "/p/x"}, {"roles": ["g0", "h1", "r1"]})
+    assert not d.allowed and [r.line for r in d.rule_ids] == [5, 6, 7, 8, 10, 11]
+    for roles in ("g0", None, [1]):  # not a list of strings: every test errs, forbids apply
+        d = bulk.decide("files.read", {"path": "/p/x"}, {"roles": roles})
+        assert not d.allowed and len(d.rule_ids) == 8
 
 
 def test_a_caller_holding_many_roles_reads_the_buckets_by_the_group_roles() -> None:
