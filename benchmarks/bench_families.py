@@ -109,6 +109,8 @@ SHAPES: dict[str, tuple[str, Callable[[int], Expr]]] = {
     "extension": ('pattern "/data/pJ/*.vK", no condition', lambda k: L(True)),
     "from-end": ('pattern "/data/pJ/**/vK", no condition', lambda k: L(True)),
     "anywhere": ('pattern "/data/pJ/**/vK/**", no condition', lambda k: L(True)),
+    "glob-head": ('pattern "/data/pJ/*/vK*/**", no condition', lambda k: L(True)),
+    "deep-extension": ('pattern "/data/pJ/**/*.vK", no condition', lambda k: L(True)),
     "deep-forbids": (
         'forbids unless "gK" in context.roles, permits when "rK", 6 deep',
         lambda k: role(_v(k)),
@@ -168,6 +170,8 @@ PATTERN_SHAPES: dict[str, tuple[Callable[[str], tuple[Any, ...]], Callable[[str,
     "extension": (lambda v: (glob(None, "." + v),), lambda v, j: f"f{j % 50}.{v}"),
     "from-end": (lambda v: (DSTAR, lit_seg(v)), lambda v, j: f"u{j % 50}/a/{v}"),
     "anywhere": (lambda v: (DSTAR, lit_seg(v), DSTAR), lambda v, j: f"u{j % 50}/{v}/a/b.txt"),
+    "glob-head": (lambda v: (STAR, glob(v, None), DSTAR), lambda v, j: f"u{j % 50}/{v}-{j % 3}/a"),
+    "deep-extension": (lambda v: (DSTAR, glob(None, "." + v)), lambda v, j: f"u{j % 50}/a/f.{v}"),
 }
 
 

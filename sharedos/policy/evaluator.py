@@ -130,6 +130,9 @@ _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
 #: a group kept by the resource's segment at one position, by the head or the tail of its
 #: last segment, or by any of its segments (``_segment_buckets``)
 _SEGMENT, _SEGMENT_HEAD, _SEGMENT_TAIL, _SEGMENT_ANY = 9, 10, 11, 12
+#: the head / tail of a glob segment at a fixed position (``/data/*/v7*/**``, ``**/*.v7``)
+_SEGMENT_AT_HEAD, _SEGMENT_AT_TAIL = 13, 14
+_GLOB_TEST = 2  # matchers' glob test: (2, head, middles, tail, least length)
 #: a literal segment test in a compiled ``GENERAL`` matcher (``matchers``)
 _LIT_TEST = 0
 
@@ -316,9 +319,13 @@ def _segment_buckets(
     * ``GENERAL`` with a literal only between two ``**`` (``/data/**/v7/**``): the
       resource must hold a segment L somewhere (``_SEGMENT_ANY``: each distinct
       segment of the resource looked up once).
+    * ``GENERAL`` with no literal where a literal would be keyed, but a glob there
+      with a literal head or tail (``/data/p1/v7*/**``, ``/data/p1/**/*.v7``): the
+      segment at that fixed position must begin with the head (``_SEGMENT_AT_HEAD``)
+      or end with the tail (``_SEGMENT_AT_TAIL``), read through each distinct length.
 
-    ``mode`` is ``_SEGMENT`` (``position``: p, or -k from the end) or one of the
-    others (``position`` unused). A decision reads the resource's segment once and
+    ``mode`` is ``_SEGMENT`` or ``_SEGMENT_AT_HEAD``/``_TAIL`` (``position``: p, or -k
+    from the end) or one of the others (``position`` unused). A decision reads the resource's segment once and
     tests only the rules kept under what it holds (still with their whole matcher and
     condition). Each rule is kept by one text per key; the key with the most distinct
     texts is used (a fixed position wins a tie: it narrows more), when it keeps at
@@ -331,6 +338,17 @@ def _segment_buckets(
     def keep(mode: int, position: int, text: Any, i: int) -> None:
         if type(text) is str:
             by_key.setdefault((mode, position), {}).setdefault(text, []).append(i)
+
+    def keep_glob(run: tuple[Any, ...], position: int, i: int) -> None:
+        """The first glob of ``run`` with a literal head (else tail), at ``position`` + j."""
+        for j, t in enumerate(run):
+            if t[0] == _GLOB_TEST and (t[1] or t[3]):
+                where = position + j
+                if t[1]:
+                    keep(_SEGMENT_AT_HEAD, where, t[1], i)
+                else:
+                    keep(_SEGMENT_AT_TAIL, where, t[3], i)
+                return
 
     for i in ids:
         row = rows[i]
@@ -353,7 +371,13 @@ def _segment_buckets(
                     keep(_SEGMENT, found - len(last), last[found][1], i)
                 else:  # a literal between two ``**``: somewhere in the resource
                     text = next((t[1] for run in middles for t in run if t[0] == _LIT_TEST), None)
-                    keep(_SEGMENT_ANY, 0, text, i)
+                    if text is not None:
+                        keep(_SEGMENT_ANY, 0, text, i)
+                    else:  # a glob's head or tail fixed from the end (``**/*.v7``)
+                        keep_glob(first, row[2], i)
+                        keep_glob(last, -len(last), i)
+            else:
+                keep_glob(first, row[2], i)
         elif kind == 4 and len(prog) == 5 and type(prog[3]) is int and prog[3] >= 0:
             keep(_SEGMENT, prog[3], prog[4], i)  # CONTEXT: (.., qpos, qtext)
     if not by_key:
@@ -605,8 +629,8 @@ class Evaluator:
                     table: Any = {
                         text: tuple(rows[i] for i in ids) for text, ids in by_text.items()
                     }
-                    if mode in (_SEGMENT_HEAD, _SEGMENT_TAIL):
-                        table = _affix_table(table)  # the last segment's, by each length
+                    if mode in (_SEGMENT_HEAD, _SEGMENT_TAIL, _SEGMENT_AT_HEAD, _SEGMENT_AT_TAIL):
+                        table = _affix_table(table)  # a segment's head or tail, by each length
                     value_entry = (position, table, mode)
             rest, roles_kept = plain, by_role
             if value_entry is not None:
@@ -998,6 +1022,17 @@ class Evaluator:
                                 for text in set(segs) if n > 1 else segs:
                                     got = table.get(text)
                                     if got is not None:
+                                        rules += got
+                            elif mode >= _SEGMENT_AT_HEAD:  # a glob's head or tail there
+                                p = by_value[0]
+                                if n > p if p >= 0 else n >= -p:
+                                    got = _by_affix(
+                                        segs[p],
+                                        str,
+                                        by_value[1],
+                                        _PREFIX if mode == _SEGMENT_AT_HEAD else _SUFFIX,
+                                    )
+                                    if got:
                                         rules += got
                             elif n:  # the last segment's head or tail
                                 got = _by_affix(

@@ -61,13 +61,22 @@ TEMPLATES = (
     "/data/u{{context.tenant}}/*/{w}/**",
     "/data/**",
     "/data/*",
+    # a glob with a literal head or tail at a fixed position
+    "/data/{w}*/**",
+    "/data/*/{w}*/**",
+    "/data/*/{w}*",
+    "/data/**/*.{w}",
+    "/data/**/{w}*/*",
+    "/data/*x{w}/**",
+    "/data/a{w}*b/**",
+    "/data/*{w}*/**",  # only a middle: no key
 )
 
 
 @st.composite
 def pattern(draw: Any, main: str) -> str:
     """A pattern of the policy's ``main`` template (mostly) or any other, with a word."""
-    template = draw(st.sampled_from((main,) * 6 + TEMPLATES))
+    template = draw(st.sampled_from((main,) * len(TEMPLATES) + TEMPLATES))
     return template.format(w=draw(st.sampled_from(WORDS)))
 
 
@@ -167,5 +176,32 @@ def test_a_context_family_is_read_by_its_literal_past_the_hole() -> None:
         ("files.read", {"path": path}, {"principal": who})
         for path in ("/home/alice/p3/x", "/home/bob/p3/x", "/home/alice/p9", "/home/alice")
         for who in ("alice", "bob", "a/b", "", None)
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_a_family_of_globs_is_read_by_the_head_or_tail_of_the_segment_there() -> None:
+    source = HEADER + "".join(f'permit read on "/data/*/v{k}*/**"\n' for k in range(8))
+    source += "".join(f'permit write on "/data/**/*.e{k}"\n' for k in range(8))
+    keyed, plain = compile_without(source, "BUCKET_MIN")
+    assert groups_using(keyed, 4) == 2 and groups_using(plain, 4) == 0
+    d = keyed.decide("files.read", {"path": "/data/u/v7x/f"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 7]
+    d = keyed.decide("files.write", {"path": "/data/a/b/c/f.e3"}, {})
+    assert d.allowed and [r.line for r in d.rule_ids] == [12 + 3]
+    calls = [
+        (tool, {"path": path}, {})
+        for tool in ("files.read", "files.write")
+        for path in (
+            "/data/u/v1",
+            "/data/u/v10/x",
+            "/data/v1",
+            "/data/u",
+            "/data/f.e1",
+            "/data/.e1",
+            "/data/x/e1",
+            "/data/u/v1/f.e1",
+            "/d/u/v1",
+        )
     ]
     assert decide_all(keyed, calls) == decide_all(plain, calls)
