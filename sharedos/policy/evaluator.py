@@ -72,7 +72,7 @@ from sharedos.policy.ir import (
     ToolPlan,
     decode_packed,
 )
-from sharedos.policy.matchers import match_general
+from sharedos.policy.matchers import GLOB_TEST, LIT_TEST, match_general
 from sharedos.policy.paths import MAX_PATH_CHARS
 from sharedos.policy.patterns import Shape
 from sharedos.policy.prefilter import (
@@ -127,14 +127,9 @@ _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
 #: a membership key some rule sits under twice or more (``any_in``): taken once each
 _HOLDS_ANY = -1
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
-#: a group kept by the resource's segment at one position, by the head or the tail of its
-#: last segment, or by any of its segments (``_segment_buckets``)
+#: a group kept by the resource's segment at one position, by the head or the tail of the
+#: segment at one position, or by any of its segments (``_segment_buckets``)
 _SEGMENT, _SEGMENT_HEAD, _SEGMENT_TAIL, _SEGMENT_ANY = 9, 10, 11, 12
-#: the head / tail of a glob segment at a fixed position (``/data/*/v7*/**``, ``**/*.v7``)
-_SEGMENT_AT_HEAD, _SEGMENT_AT_TAIL = 13, 14
-_GLOB_TEST = 2  # matchers' glob test: (2, head, middles, tail, least length)
-#: a literal segment test in a compiled ``GENERAL`` matcher (``matchers``)
-_LIT_TEST = 0
 
 
 #: a group keeps the rules its walk decides alone apart when it has at least this
@@ -254,7 +249,7 @@ def _affix_table(by_affix: dict[str, tuple[Any, ...]]) -> tuple[Any, tuple[int, 
 def _by_affix(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, ...] | None:
     """The rows a prefix or suffix key (``_PREFIX`` / ``_SUFFIX``) keeps for the string
     read, through each affix length of ``table`` (``_affix_table``): a value key's, or
-    the head or tail of a resource's last segment (``_segment_buckets``). None when
+    the head or tail of a resource's segment (``_segment_buckets``). None when
     the key cannot decide that value (every rule is then tested as written)."""
     if tv is not str:
         return None
@@ -315,19 +310,18 @@ def _segment_buckets(
       (``columns.plan``: checked before the holes, at a position below its depth).
     * ``AFFIX`` (``/data/*.e7``): the last segment, its depth exactly, must begin with
       the head and end with the tail: a key by the tail (``_SEGMENT_TAIL``) or by the
-      head (``_SEGMENT_HEAD``), read through each distinct length.
+      head (``_SEGMENT_HEAD``) of segment -1, read through each distinct length.
     * ``GENERAL`` with a literal only between two ``**`` (``/data/**/v7/**``): the
       resource must hold a segment L somewhere (``_SEGMENT_ANY``: each distinct
       segment of the resource looked up once).
     * ``GENERAL`` with no literal where a literal would be keyed, but a glob there
       with a literal head or tail (``/data/p1/v7*/**``, ``/data/p1/**/*.v7``): the
-      segment at that fixed position must begin with the head (``_SEGMENT_AT_HEAD``)
-      or end with the tail (``_SEGMENT_AT_TAIL``), read through each distinct length.
+      segment at that fixed position must begin with the head (``_SEGMENT_HEAD``) or
+      end with the tail (``_SEGMENT_TAIL``), read through each distinct length.
 
-    ``mode`` is ``_SEGMENT`` or ``_SEGMENT_AT_HEAD``/``_TAIL`` (``position``: p, or -k
-    from the end) or one of the others (``position`` unused). A decision reads the resource's segment once and
-    tests only the rules kept under what it holds (still with their whole matcher and
-    condition). Each rule is kept by one text per key; the key with the most distinct
+    ``position`` is p, or -k from the end (unused by ``_SEGMENT_ANY``). A decision
+    reads the resource's segment once and tests only the rules kept under what it
+    holds (still with their whole matcher and condition). Each rule is kept by one text per key; the key with the most distinct
     texts is used (a fixed position wins a tie: it narrows more), when it keeps at
     least ``BUCKET_MIN`` rules under two texts or more.
     """
@@ -342,35 +336,35 @@ def _segment_buckets(
     def keep_glob(run: tuple[Any, ...], position: int, i: int) -> None:
         """The first glob of ``run`` with a literal head (else tail), at ``position`` + j."""
         for j, t in enumerate(run):
-            if t[0] == _GLOB_TEST and (t[1] or t[3]):
+            if t[0] == GLOB_TEST and (t[1] or t[3]):
                 where = position + j
                 if t[1]:
-                    keep(_SEGMENT_AT_HEAD, where, t[1], i)
+                    keep(_SEGMENT_HEAD, where, t[1], i)
                 else:
-                    keep(_SEGMENT_AT_TAIL, where, t[3], i)
+                    keep(_SEGMENT_TAIL, where, t[3], i)
                 return
 
     for i in ids:
         row = rows[i]
         kind = row[1]
         if kind == 2:  # AFFIX: (.., depth, head, tail, ..)
-            keep(_SEGMENT_TAIL, 0, row[4], i)
-            keep(_SEGMENT_HEAD, 0, row[3], i)
+            keep(_SEGMENT_TAIL, -1, row[4], i)
+            keep(_SEGMENT_HEAD, -1, row[3], i)
             continue
         prog = row[10]  # _ALWAYS, _NEVER and _NO_PLAN are 1-tuples: the lengths below skip them
         if type(prog) is not tuple:
             continue
         if kind == 3 and len(prog) == 3 and type(prog[0]) is tuple:  # GENERAL
             first, middles, last = prog
-            found = next((j for j, t in enumerate(first) if t[0] == _LIT_TEST), None)
+            found = next((j for j, t in enumerate(first) if t[0] == LIT_TEST), None)
             if found is not None:
                 keep(_SEGMENT, row[2] + found, first[found][1], i)
             elif middles is not None and type(last) is tuple:
-                found = next((j for j, t in enumerate(last) if t[0] == _LIT_TEST), None)
+                found = next((j for j, t in enumerate(last) if t[0] == LIT_TEST), None)
                 if found is not None:
                     keep(_SEGMENT, found - len(last), last[found][1], i)
                 else:  # a literal between two ``**``: somewhere in the resource
-                    text = next((t[1] for run in middles for t in run if t[0] == _LIT_TEST), None)
+                    text = next((t[1] for run in middles for t in run if t[0] == LIT_TEST), None)
                     if text is not None:
                         keep(_SEGMENT_ANY, 0, text, i)
                     else:  # a glob's head or tail fixed from the end (``**/*.v7``)
@@ -629,7 +623,7 @@ class Evaluator:
                     table: Any = {
                         text: tuple(rows[i] for i in ids) for text, ids in by_text.items()
                     }
-                    if mode in (_SEGMENT_HEAD, _SEGMENT_TAIL, _SEGMENT_AT_HEAD, _SEGMENT_AT_TAIL):
+                    if mode in (_SEGMENT_HEAD, _SEGMENT_TAIL):
                         table = _affix_table(table)  # a segment's head or tail, by each length
                     value_entry = (position, table, mode)
             rest, roles_kept = plain, by_role
@@ -1023,26 +1017,17 @@ class Evaluator:
                                     got = table.get(text)
                                     if got is not None:
                                         rules += got
-                            elif mode >= _SEGMENT_AT_HEAD:  # a glob's head or tail there
+                            else:  # the head or tail of the segment there
                                 p = by_value[0]
                                 if n > p if p >= 0 else n >= -p:
                                     got = _by_affix(
                                         segs[p],
                                         str,
                                         by_value[1],
-                                        _PREFIX if mode == _SEGMENT_AT_HEAD else _SUFFIX,
+                                        _PREFIX if mode == _SEGMENT_HEAD else _SUFFIX,
                                     )
                                     if got:
                                         rules += got
-                            elif n:  # the last segment's head or tail
-                                got = _by_affix(
-                                    segs[-1],
-                                    str,
-                                    by_value[1],
-                                    _PREFIX if mode == _SEGMENT_HEAD else _SUFFIX,
-                                )
-                                if got:
-                                    rules += got
                         else:
                             # the rules of the value(s) the call holds; anything the
                             # keys' reasoning does not cover: every rule, as written

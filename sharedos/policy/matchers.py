@@ -53,8 +53,10 @@ class MatchKind(IntEnum):
     CONTEXT = 4
 
 
-#: Runtime segment tests (tuples, built from the JSON form by ``compile_tests``).
-_LIT, _ONE, _GLOB = 0, 1, 2
+#: Runtime segment tests (tuples, built from the JSON form by ``compile_tests``):
+#: ``(LIT_TEST, text)``, ``(ONE_TEST,)``, ``(GLOB_TEST, head, middles, tail, least length)``.
+LIT_TEST, ONE_TEST, GLOB_TEST = 0, 1, 2
+_LIT, _ONE, _GLOB = LIT_TEST, ONE_TEST, GLOB_TEST
 
 #: A compiled GENERAL matcher: (first run, middle runs, last run); the middle and
 #: last runs are None when the tests hold no ``**`` (then the first run is all).
