@@ -79,17 +79,23 @@ def negated_role_term(enc: Any) -> str | None:
     return None
 
 
-def _conjuncts(enc: Any) -> list[Any]:
-    """The terms of a top-level ``and`` chain in evaluation order (nested ``and`` flattened)."""
+def _terms(enc: Any, op: str) -> list[Any]:
+    """The terms of a top-level ``op`` (``and`` / ``or``) chain in evaluation order (nested
+    chains of the same ``op`` flattened); ``[enc]`` when it is not one."""
     out: list[Any] = []
     stack = [enc]
     while stack:
         node = stack.pop()
-        if type(node) is list and node and node[0] == "and":
+        if type(node) is list and node and node[0] == op:
             stack.extend(reversed(node[1:]))
         else:
             out.append(node)
     return out
+
+
+def _conjuncts(enc: Any) -> list[Any]:
+    """The terms of a top-level ``and`` chain in evaluation order (nested ``and`` flattened)."""
+    return _terms(enc, "and")
 
 
 def role_form(enc: Any, kind: str | None, forbid: bool) -> tuple[str | None, int]:
@@ -328,10 +334,9 @@ def value_term(enc: Any) -> ValueKey | None:
     if ref is not None and _is_lit(left) and type(left[1]) is str:
         return (HOLDS, *ref, ()), (left[1],)
     read = _read(left)
-    if read is not None and type(right) is list and len(right) == 2 and right[0] == "list":
-        items = right[1]
-        if type(items) is list and items and all(_is_key_lit(item) for item in items):
-            return (EQUALS, *read), tuple(item[1] for item in items)
+    items = _list_items(right)
+    if read is not None and items and all(_is_key_lit(item) for item in items):
+        return (EQUALS, *read), tuple(item[1] for item in items)
     return None
 
 
@@ -343,18 +348,14 @@ def _any_of_term(enc: list[Any]) -> ValueKey | None:
     ``or`` is false exactly when no term's value is held."""
     read: KeyRead | None = None
     values: list[Any] = []
-    stack = list(reversed(enc[1:]))
-    while stack:
-        term = stack.pop()
-        if type(term) is list and term and term[0] == "or":
-            stack.extend(reversed(term[1:]))
-            continue
+    for term in _terms(enc, "or"):
         key = value_term(term)
         if key is None or key[0][0] not in (EQUALS, HOLDS) or (read is not None and key[0] != read):
             return None
         read = key[0]
         values.extend(key[1])
-    return None if read is None else (read, tuple(dict.fromkeys(values)))
+    # a value listed twice is kept once by ``value_buckets``
+    return None if read is None else (read, tuple(values))
 
 
 def _any_in_term(args: Any) -> ValueKey | None:
@@ -364,11 +365,16 @@ def _any_in_term(args: Any) -> ValueKey | None:
         return None
     for listed, other in (args, args[::-1]):
         ref = _ref(other)
-        if ref is None or type(listed) is not list or len(listed) != 2 or listed[0] != "list":
-            continue
-        items = listed[1]
-        if type(items) is list and items and all(_is_lit(x) and type(x[1]) is str for x in items):
-            return (HOLDS, *ref, ()), tuple(dict.fromkeys(x[1] for x in items))
+        items = _list_items(listed)
+        if ref is not None and items and all(_is_lit(x) and type(x[1]) is str for x in items):
+            return (HOLDS, *ref, ()), tuple(x[1] for x in items)
+    return None
+
+
+def _list_items(enc: Any) -> list[Any] | None:
+    """The item encodings of a list literal (``["a", 1]``), else None."""
+    if type(enc) is list and len(enc) == 2 and enc[0] == "list" and type(enc[1]) is list:
+        return enc[1]
     return None
 
 
