@@ -42,6 +42,10 @@ _EFFECTS: tuple[Literal["permit"], Literal["forbid"]] = ("permit", "forbid")
 _CHECK_ORDER = {0: 0, 2: 1, 3: 2, 4: 3, 1: 4}
 
 
+#: a missing key in ``hole_value``'s walk
+_ABSENT = object()
+
+
 def held_roles(context: Any) -> frozenset[str] | None:
     """The roles a caller holds, when ``"R" in context.roles`` is exactly set membership.
 
@@ -62,8 +66,21 @@ def held_roles(context: Any) -> frozenset[str] | None:
 
 def hole_value(context: Any, path: tuple[str, ...]) -> str | None:
     """The text ``{context.PATH}`` inserts, or None when it is missing or unsafe."""
-    found, value = lookup_context(context, path)
-    return safe_value(value) if found else None
+    value = context
+    for name in path:  # plain dicts (what callers pass) read directly; the rest as written
+        if type(value) is not dict:
+            found, value = lookup_context(context, path)
+            return safe_value(value) if found else None
+        value = value.get(name, _ABSENT)
+        if value is _ABSENT:
+            return None
+    if type(value) is str and value.isascii() and value.isprintable():
+        # printable ASCII is NFC and has no control character: only '/', '*' and
+        # the dot segments remain unsafe (``safe_value``)
+        if "/" in value or "*" in value or value in ("", ".", ".."):
+            return None
+        return value
+    return safe_value(value)
 
 
 def glob_texts(context: Any, pieces: tuple[tuple[Any, ...], ...]) -> tuple[str, ...] | None:
