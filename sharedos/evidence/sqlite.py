@@ -362,6 +362,16 @@ class SqliteEvidenceStore:
         self._broken: EvidenceStoreError | None = None
         #: (db, wal) identities this connection writes; None for ":memory:" and readers
         self._ids: tuple[FileId, FileId | None] | None = None
+        #: the ``-wal`` SQLite writes: beside the file the path resolves to (SQLite follows
+        #: symlinks), not beside a symlink at the path; set when the file is opened
+        self._wal = self.path + "-wal"
+        #: the ``-shm`` (the WAL index every connection to the file shares) and its identity
+        #: at open: a connection left with one that was deleted or replaced writes its frames
+        #: where other processes' index says theirs are, overwriting them
+        self._shm = self.path + "-shm"
+        self._shm_id: FileId | None = None
+        #: set when that ``-shm`` was found deleted or replaced: close without a checkpoint
+        self._stale_index = False
         self.schema_version = SCHEMA_VERSION
         #: the columns this SharedOS reads that the file (read as it is) lacks: null
         self._missing: frozenset[str] = frozenset()
@@ -491,7 +501,10 @@ class SqliteEvidenceStore:
                 raise EvidenceStoreError(
                     f"evidence database {self.path} vanished while it was opened", "replaced"
                 )
-            self._ids = (db_id, _file_id(self.path + "-wal"))
+            real = os.path.realpath(self.path)
+            self._wal, self._shm = real + "-wal", real + "-shm"
+            self._shm_id = _file_id(self._shm)
+            self._ids = (db_id, _file_id(self._wal))
         return conn
 
     def _connect_read_only(self) -> sqlite3.Connection:
@@ -513,6 +526,16 @@ class SqliteEvidenceStore:
                 os.statvfs(self.path).f_flag & os.ST_RDONLY
             ):
                 raise
+        # ``immutable`` ignores the -wal: rows committed there (a host that died before
+        # checkpointing) would be silently missing from every read and from ``verify``
+        with contextlib.suppress(OSError):
+            if os.path.getsize(self.path + "-wal") > 0:
+                raise EvidenceStoreError(
+                    f"cannot read evidence database {self.path}: its {self.path}-wal may hold "
+                    "committed rows, and without its -shm it cannot be read where nothing can "
+                    "be written; copy the database with its -wal to writable storage to read it",
+                    "read_only",
+                )
         return sqlite3.connect(
             base + "&immutable=1", uri=True, timeout=self._busy_timeout_s, check_same_thread=False
         )
@@ -570,14 +593,39 @@ class SqliteEvidenceStore:
 
     # -- writing ---------------------------------------------------------------
 
+    def _shm_intact(self) -> None:
+        """Before a write: fail (for good) when the ``-shm`` at the path is not the one this
+        connection maps (deleted, replaced). Its WAL index would then miss the frames other
+        processes append, and this connection's next frames would overwrite them."""
+        if self._ids is None or _file_id(self._shm) == self._shm_id:
+            return
+        self._stale_index = True
+        self._broken = EvidenceStoreError(
+            f"the WAL index {self._shm} of evidence database {self.path} was deleted or "
+            "replaced while in use; refusing to write through a stale index (it would "
+            "overwrite other connections' records): restart to reopen the store",
+            "replaced",
+        )
+        raise self._broken
+
+    def _before_write(self) -> None:
+        """Before a commit: the ``-shm`` (``_shm_intact``) and the database at the path must be
+        the ones this connection uses. A database replaced at the path (a backup restored)
+        is paired by SQLite with the ``-wal`` left there: a commit now would put this
+        store's pages into the file that replaced it."""
+        self._shm_intact()
+        if self._ids is not None and _file_id(self.path) != self._ids[0]:
+            self._verify()  # raises: deleted, moved or replaced
+
     def _verify(self) -> None:
         """Fail (for good) when the files at the path are not the ones this connection writes."""
         ids = self._ids
         if ids is None:
             return
+        self._shm_intact()
         db_id, wal_id = ids
         now_db = _file_id(self.path)
-        now_wal = _file_id(self.path + "-wal")
+        now_wal = _file_id(self._wal)
         if wal_id is None and now_wal is not None:
             # the first commit after open created the WAL: remember it
             self._ids = (db_id, now_wal)
@@ -600,6 +648,7 @@ class SqliteEvidenceStore:
                 raise EvidenceStoreError(
                     f"evidence database {self.path} was opened read-only", "read_only"
                 )
+            self._before_write()
             try:
                 result = op(self._cur)
             except sqlite3.Error as exc:
@@ -806,6 +855,7 @@ class SqliteEvidenceStore:
             cur = self._fast_cursor()
             if cur is None:
                 return None
+            self._before_write()
             try:
                 result = run_plan(cur, plan)
             except (sqlite3.Error, StaleHead):
@@ -845,7 +895,7 @@ class SqliteEvidenceStore:
             return False
         self._fast_commits = 0
         try:
-            size = os.stat(self.path + "-wal").st_size
+            size = os.stat(self._wal).st_size
         except OSError:
             return False
         if size >= _PAUSE_BYTES:
@@ -862,7 +912,7 @@ class SqliteEvidenceStore:
         """
         try:
             try:
-                size = os.stat(self.path + "-wal").st_size
+                size = os.stat(self._wal).st_size
             except OSError:
                 return
             if size < _CHECKPOINT_BYTES:
@@ -1041,14 +1091,40 @@ class SqliteEvidenceStore:
                 self.appender.checkpoint()
             except EvidenceStoreError as exc:  # the rows stand; only their checkpoint is late
                 self.failures.failed(exc.cause, f"cannot write a checkpoint: {exc}")
-        with self._locked():
-            if self._broken is None:
-                self._broken = EvidenceStoreError(f"evidence store {self.path} is closed", "closed")
-            self._conn.close()
-        with self._fast_lock:
-            if self._fast is not None:
-                self._fast.close()
-                self._fast = None
+        pin = self._pin() if self._stale_index else None
+        try:
+            with self._locked():
+                if self._broken is None:
+                    self._broken = EvidenceStoreError(
+                        f"evidence store {self.path} is closed", "closed"
+                    )
+                self._conn.close()
+            with self._fast_lock:
+                if self._fast is not None:
+                    self._fast.close()
+                    self._fast = None
+        finally:
+            if pin is not None:
+                pin.close()
+
+    def _pin(self) -> sqlite3.Connection | None:
+        """A read-only connection held while a store whose ``-shm`` went stale closes.
+
+        The last connection to close checkpoints the WAL and deletes it; through a
+        stale WAL index that checkpoint misses the frames other processes appended,
+        and deleting the WAL drops them. With this connection open (same process,
+        same file) the store's connections cannot take the exclusive lock that
+        needs, and a read-only connection never checkpoints when it closes last:
+        the WAL stays, and the next opener rebuilds its index from it.
+        """
+        try:
+            pin = sqlite3.connect(
+                f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro", uri=True
+            )
+            pin.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            return None
+        return pin
 
     def __enter__(self) -> SqliteEvidenceStore:
         return self
