@@ -265,6 +265,15 @@ def checkpoint_ddl(dialect: Dialect) -> tuple[str, ...]:
     )
 
 
+def guarded_insert_parts(kind: str) -> tuple[str, list[str]]:
+    """PostgreSQL: ``INSERT INTO chain (columns)`` of ``kind`` and each column's placeholder,
+    cast to the column's type, for an ``INSERT … SELECT`` (whose placeholders, unlike a
+    ``VALUES`` list's, take no type from the columns they fill)."""
+    columns = (*_LINK, *CONTENT_OF[kind])
+    head = f"INSERT INTO chain ({', '.join(columns)})"
+    return head, [f"%s::{_type(c, 'postgresql')}" for c in columns]
+
+
 def insert_sql(kind: str, dialect: Dialect, *, returning: bool = False) -> str:
     """``INSERT`` of one row of ``kind`` (placeholders: the link's five values, then its content)."""
     columns = (*_LINK, *CONTENT_OF[kind])

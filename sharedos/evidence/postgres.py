@@ -69,6 +69,7 @@ from sharedos.evidence.chain_sql import (
     checkpoint_values,
     counts_sql,
     fold_counts,
+    guarded_insert_parts,
     insert_sql,
     lookup_sql,
     picked,
@@ -524,13 +525,16 @@ class PostgresEvidenceStore:
         """
         rows = plan.rows
         kinds = tuple(kind for kind, _ in rows)
-        params: list[Any] = []
+        store_id = self._store_id
+        params: list[Any] = [] if store_id is None else [store_id]
         for _, values in rows:
             params += [v for v in values if v is not ATTEMPT_SEQ]
         sql = self._sql.get(kinds)
         if sql is not None:
             return sql, params
-        if len(rows) == 1:
+        if store_id is not None:
+            sql = _guarded_statement(rows)
+        elif len(rows) == 1:
             sql = insert_sql(kinds[0], "postgresql", returning=True)
         else:
             parts: list[str] = []
@@ -574,6 +578,16 @@ class PostgresEvidenceStore:
             raise EvidenceStoreError(f"no attempt with seq {seq} to conclude", "conflict") from None
         raise self._error("write", exc) from None
 
+    def _replaced(self) -> EvidenceStoreError:
+        """The store at the URL is not the one opened (a write found another ``store_id``)."""
+        self._broken = EvidenceStoreError(
+            f"the evidence database {self.shown} is no longer the store that was opened "
+            "(its store id changed or its tables were recreated); refusing to write evidence "
+            "into it",
+            "replaced",
+        )
+        return self._broken
+
     def execute(self, plan: Plan) -> int:
         """Commit ``plan`` in one statement (see ``ChainBackend.execute``)."""
         self._guarded()
@@ -583,6 +597,8 @@ class PostgresEvidenceStore:
                 row = conn.execute(sql, params, prepare=True).fetchone()
             except Exception as exc:
                 self._raise_write_error(exc, conn, plan)
+        if row is None and self._store_id is not None:  # the guard found another store
+            raise self._replaced()
         if plan.attempt is None:
             return plan.seq if plan.seq is not None else -1
         return int(row[0]) if row is not None and row[0] is not None else -1
@@ -601,10 +617,14 @@ class PostgresEvidenceStore:
                 with conn.transaction():
                     for plan, (sql, params) in zip(plans, statements, strict=True):
                         row = conn.execute(sql, params, prepare=True).fetchone()
+                        if row is None and self._store_id is not None:
+                            raise _OtherStore()  # rolls the group back
                         if plan.attempt is None:
                             seqs.append(plan.seq if plan.seq is not None else -1)
                         else:
                             seqs.append(int(row[0]) if row is not None else -1)
+            except _OtherStore:
+                raise self._replaced() from None
             except Exception as exc:
                 self._raise_write_error(exc, conn, None)
         return seqs
@@ -888,6 +908,37 @@ class PostgresEvidenceStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _OtherStore(Exception):
+    """A guarded write found another ``store_id`` at the URL (``_guarded_statement``)."""
+
+
+#: the guard of every write: the database at the URL is still the store that was opened
+_GUARD = "g AS (SELECT 1 FROM meta WHERE key = 'store_id' AND value = %s)"
+
+
+def _guarded_statement(rows: Sequence[tuple[str, Sequence[Any]]]) -> str:
+    """One statement that inserts ``rows`` only while ``meta.store_id`` is the store's own.
+
+    The ``store_id`` is checked in the statement itself, not once per connection: the
+    writer keeps its connection, and the database behind it may be recreated by another
+    host or have its id changed (the store is then another one). The statement returns
+    a row when it wrote (the attempt's new seq, or -1), none when the guard failed.
+    """
+    parts = [_GUARD]
+    attempt_part: str | None = None
+    for i, (kind, values) in enumerate(rows):
+        head, marks = guarded_insert_parts(kind)
+        shown = [
+            f"(SELECT seq FROM r{attempt_part})" if v is ATTEMPT_SEQ else mark
+            for v, mark in zip(values, marks, strict=True)
+        ]
+        parts.append(f"r{i} AS ({head} SELECT {', '.join(shown)} FROM g RETURNING seq)")
+        if kind == "attempt":
+            attempt_part = str(i)
+    result = f"(SELECT seq FROM r{attempt_part})" if attempt_part is not None else "-1"
+    return "WITH " + ", ".join(parts) + f" SELECT {result} FROM g"
 
 
 def _row_to_record(row: Any) -> EvidenceRecord:
