@@ -73,7 +73,8 @@ _INLINE_ASSEMBLE = 64
 _SHOWN_REFUSALS = 20
 #: (upstream, credential set) sessions whose latest definitions are kept for the next listing
 _SESSIONS_KEPT = 256
-_PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*)\)$")
+#: ``path(args.X)`` or ``path(args.X.Y...)``: the (dotted) argument holding a path resource
+_PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\)$")
 
 
 @dataclass(frozen=True)
@@ -666,7 +667,8 @@ class UpstreamBroker:
         return conn
 
     def resource_argument(self, tool: str) -> str | None:
-        """The top-level argument holding ``tool``'s path resource (``path(args.X)``), if any."""
+        """The argument holding ``tool``'s path resource (``path(args.X)``, or a dotted
+        ``path(args.X.Y)`` for one nested in objects), if any: ``X`` or ``X.Y``."""
         if tool in self._resource_args:
             return self._resource_args[tool]
         arg: str | None = None

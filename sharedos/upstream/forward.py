@@ -46,6 +46,23 @@ def _failure(reason: ReasonCode, message: str) -> HandlerResult:
     return HandlerResult(content=[{"type": "text", "text": message}], is_error=True, reason=reason)
 
 
+def _replace(arguments: dict[str, Any], keys: list[str], value: str) -> bool:
+    """Put ``value`` at the (nested) ``keys`` of ``arguments``, copying every object on the
+    way so the caller's arguments are untouched; False when that place is not there."""
+    *parents, last = keys
+    node = arguments
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            return False
+        node[key] = child = dict(child)
+        node = child
+    if last not in node:
+        return False
+    node[last] = value
+    return True
+
+
 class ForwardHandler:
     """``async (args, hctx) -> HandlerResult`` for one upstream tool (see the module docstring)."""
 
@@ -67,9 +84,18 @@ class ForwardHandler:
         arguments = dict(args)
         resource = hctx.decision.resource
         resource_arg = broker.resource_argument(tool)
-        if resource_arg is not None and resource is not None:
-            # forward exactly the canonical resource that was authorized
-            arguments[resource_arg] = str(resource)
+        # forward exactly the canonical resource that was authorized (the upstream's
+        # OS would resolve a raw "link/.." after following the link, not lexically)
+        if (
+            resource_arg is not None
+            and resource is not None
+            and not _replace(arguments, resource_arg.split("."), str(resource))
+        ):
+            return _failure(
+                ReasonCode.LINKED_RESOURCE,
+                f"{resource}: the argument {resource_arg} could not be replaced by the "
+                "canonical path that was authorized; SharedOS did not forward the call",
+            )
         if resource is not None and broker.path_resource(tool):
             # ...and only if that path leads straight to its object on disk: the upstream
             # follows links the decision never saw
