@@ -535,6 +535,9 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             handler_timeout_s=longest + 5.0,
             shadow=_shadow(host_config, policy),
             approvals=host_config.approvals.settings(),
+            # the host's credentials (every harness's env values): scrubbed from every
+            # record and every answer, as from the harness's own output below
+            host_secrets=host_config.secret_values(os.environ),
         )
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],

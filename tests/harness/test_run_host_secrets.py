@@ -1,0 +1,106 @@
+"""``sharedos run`` records a host credential a harness passes back into a tool call.
+
+docs/harnesses.md: env values are the host's credentials; "whatever a harness
+later passes back into a tool call or prints is scrubbed of them"
+(``HostConfig.secret_values``); docs/kernel.md: the host's ``host_secrets``
+are scrubbed from every record field. ``sharedos run`` scrubs the harness's
+streamed output of them, but builds its ``RuntimeHost`` without
+``host_secrets``: the evidence keeps the credential verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.planted import SecretScan, plant
+from tests.upstream.conftest import PY
+
+SHAREDOS = str(Path(PY).parent / "sharedos")
+
+RULES = """namespace files
+requirement files.read  { action read;  resource path(args.path) }
+requirement files.write { action write; resource path(args.path) }
+permit read, write on "/public/**"
+toolpolicy run {
+ mode strict
+ managed files.*
+ harness_local "shell"
+}
+"""
+
+
+@pytest.mark.harness("claude-code")
+def test_a_harness_credential_passed_into_a_tool_call_is_not_recorded(tmp_path: Path) -> None:
+    from sharedos.harness.tools import default_command
+
+    claude = default_command("claude-code")[0]
+    if shutil.which(claude) is None and not Path(claude).exists():
+        pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
+    secret = plant("vendor")
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n[harness.claude-code.env]\nVENDOR_API_KEY = "${HUNT_VENDOR_KEY}"\n',
+        encoding="utf-8",
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "public").mkdir(parents=True)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            [
+                {
+                    "tool": "files.write",
+                    "arguments": {"path": "/public/out.txt", "content": f"key={secret}"},
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "evidence.sqlite"
+    proc = subprocess.run(
+        [
+            SHAREDOS,
+            "run",
+            "--host-config",
+            str(host),
+            "--harness",
+            "claude-code",
+            "--rules",
+            str(rules),
+            "--policy",
+            "run",
+            "--principal",
+            "bob",
+            "--sandbox",
+            str(sandbox),
+            "--evidence",
+            str(db),
+            "--plan",
+            str(plan),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--timeout",
+            "180",
+            "do it",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "HUNT_VENDOR_KEY": secret},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    scan = SecretScan(secret)
+    scan.text("sharedos run stdout", proc.stdout)
+    scan.text("sharedos run stderr", proc.stderr)
+    scan.evidence(db)  # `sharedos evidence export` and the raw database bytes
+    scan.assert_clean()
