@@ -408,7 +408,9 @@ async def settle(
         context.principal,
         context.tenant,
         tool.name,
-        str(decision.resource),
+        # scrubbed as the attempt row's resource is: the approval is kept and shown too
+        # (the arguments digest still binds the approval to this exact call)
+        auth.redactor.scrub(str(decision.resource)),
         args,
         policy_hash,
     )

@@ -1,0 +1,119 @@
+"""A host secret in the resource of a call that needs an approval.
+
+docs/kernel.md, "Secrets": host secrets are scrubbed from every record field;
+docs/approvals.md: ``show`` adds the arguments "(as recorded, redacted as every
+record is)". The attempt row has the resource scrubbed, but the approval
+request written beside it (the ``approval`` row of the chain) keeps the raw
+canonical resource, and ``sharedos approvals list`` prints it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.outcomes import ReasonCode
+from sharedos.policy import compile_paths
+from sharedos.resources import shipped_dir
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
+from tests.adversarial.planted import SecretScan, plant, sharedos_cli
+
+pytestmark = pytest.mark.anyio
+RUN = ToolPolicy(name="files", mode=RunMode.OPEN, managed=("files.*",))
+ALICE = AccessContext(principal="alice", turn_id="alice-turn")
+
+
+def every_text_column(db: Path) -> str:
+    con = sqlite3.connect(db)
+    try:
+        out = []
+        for (table,) in con.execute("select name from sqlite_master where type='table'"):
+            for row in con.execute(f"select * from {table}"):
+                out += [f"{table}: {v}" for v in row if isinstance(v, str)]
+        return "\n".join(out)
+    finally:
+        con.close()
+
+
+async def test_an_approval_request_does_not_keep_a_host_secret(tmp_path: Path) -> None:
+    secret = plant("host")
+    root = tmp_path / "root"
+    (root / "home" / "alice" / "release").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    kernel = Kernel(compile_paths([shipped_dir("rules") / "files.sos"]), registry)
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    host = RuntimeHost(kernel, store, host_secrets=[secret])
+    result = await host.invoke_tool(
+        ToolCall(
+            tool="files.write",
+            arguments={"path": f"/home/alice/release/{secret}.txt", "content": "v1"},
+        ),
+        ALICE,
+        RUN,
+    )
+    assert result.reason is ReasonCode.APPROVAL_REQUIRED
+    store.close()
+    scan = SecretScan(secret)
+    scan.json_value("the answer", result.to_mcp())
+    scan.text("the store's rows", every_text_column(db))
+    listed = subprocess.run(
+        [*sharedos_cli(), "approvals", "list", "--db", str(db), "--format", "json"],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    scan.text("sharedos approvals list", listed.stdout)
+    scan.assert_clean()
+    assert "[redacted]" in listed.stdout.decode()  # the approval is listed, scrubbed
+
+
+async def test_an_approved_call_with_a_host_secret_in_its_path_still_runs_once(
+    tmp_path: Path,
+) -> None:
+    secret = plant("host")
+    root = tmp_path / "root"
+    (root / "home" / "alice" / "release").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    kernel = Kernel(compile_paths([shipped_dir("rules") / "files.sos"]), registry)
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    host = RuntimeHost(kernel, store, host_secrets=[secret])
+    call = ToolCall(
+        tool="files.write", arguments={"path": f"/home/alice/release/{secret}.txt", "content": "v1"}
+    )
+    first = await host.invoke_tool(call, ALICE, RUN)
+    assert first.reason is ReasonCode.APPROVAL_REQUIRED
+    approval_id = first.structured["approvalId"]
+    subprocess.run(
+        [
+            *sharedos_cli(),
+            "approvals",
+            "approve",
+            approval_id,
+            "--db",
+            str(db),
+            "--as",
+            "maya",
+            "--role",
+            "maintainer",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    ran = await host.invoke_tool(call, ALICE, RUN)
+    assert ran.reason is None or ran.reason is ReasonCode.ALLOWED, ran.content
+    assert (root / "home" / "alice" / "release" / f"{secret}.txt").read_text() == "v1"
+    again = await host.invoke_tool(call, ALICE, RUN)
+    assert again.reason is ReasonCode.APPROVAL_REQUIRED  # used once
+    store.close()
