@@ -148,7 +148,7 @@ class Redactor:
     truth, before scrubbing on a hot path.
     """
 
-    __slots__ = ("_forms", "needles", "values")
+    __slots__ = ("_cuts", "_forms", "needles", "values")
 
     def __init__(self, values: Iterable[object] = ()) -> None:
         texts = [t for t in (secret_text(v) for v in values) if t]
@@ -158,6 +158,7 @@ class Redactor:
             v: encodings(v) for v in self.values if len(v) >= MIN_SECRET_CHARS
         }
         self.needles: tuple[str, ...] = self._order(self._forms)
+        self._cuts = _cuts(self.needles)
 
     @staticmethod
     def _order(forms: Mapping[str, frozenset[str]]) -> tuple[str, ...]:
@@ -182,6 +183,7 @@ class Redactor:
         made.values = self.values | other.values
         made._forms = {**self._forms, **other._forms}
         made.needles = Redactor._order(made._forms)
+        made._cuts = _cuts(made.needles)
         return made
 
     def found_in(self, text: str) -> bool:
@@ -189,10 +191,34 @@ class Redactor:
         return any(n in text for n in self.needles)
 
     def scrub(self, text: str) -> str:
-        """``text`` with every occurrence of every encoding of every secret replaced."""
+        """``text`` with every occurrence of every encoding of every secret replaced, and a
+        secret cut by the end (or the start) of ``text`` as well: a text capped, or read up
+        to a byte limit, in the middle of a secret would otherwise keep all of the secret
+        before the cut. A piece shorter than ``MIN_SECRET_CHARS`` is left, as a short
+        secret is."""
         for needle in self.needles:
             if needle in text:
                 text = text.replace(needle, REDACTED)
+        heads, tails, grams = self._cuts
+        if not heads or len(text) < MIN_SECRET_CHARS:
+            return text
+        # A head of a secret ends with some MIN_SECRET_CHARS characters of it (a tail starts
+        # with some): one set lookup answers "no piece here" for nearly every text.
+        if text[-MIN_SECRET_CHARS:] in grams:
+            # the longest piece first, so a cut secret is replaced whole
+            for k in range(
+                min(len(heads) - 1 + MIN_SECRET_CHARS, len(text)), MIN_SECRET_CHARS - 1, -1
+            ):
+                if text[-k:] in heads[k - MIN_SECRET_CHARS]:
+                    text = text[:-k] + REDACTED
+                    break
+        if text[:MIN_SECRET_CHARS] in grams:
+            for k in range(
+                min(len(tails) - 1 + MIN_SECRET_CHARS, len(text)), MIN_SECRET_CHARS - 1, -1
+            ):
+                if text[:k] in tails[k - MIN_SECRET_CHARS]:
+                    text = REDACTED + text[k:]
+                    break
         return text
 
     def scrub_json(self, value: Any, depth: int = 0) -> Any:
@@ -237,6 +263,28 @@ class Redactor:
             for i, item in enumerate(value):
                 found.extend(self.find(item, f"{where}[{i}]"))
         return found
+
+
+_Cuts = tuple[tuple[frozenset[str], ...], tuple[frozenset[str], ...], frozenset[str]]
+
+
+def _cuts(needles: tuple[str, ...]) -> _Cuts:
+    """Every proper head and tail of every needle, of ``MIN_SECRET_CHARS`` characters or
+    more, by length (index 0: ``MIN_SECRET_CHARS``): what a cut through a secret leaves;
+    and every run of ``MIN_SECRET_CHARS`` characters of a needle (the quick test)."""
+    if not needles:
+        return (), (), frozenset()
+    top = len(needles[0]) - 1  # needles are longest first; a whole one is found whole
+    heads: list[set[str]] = [set() for _ in range(MIN_SECRET_CHARS, top + 1)]
+    tails: list[set[str]] = [set() for _ in range(MIN_SECRET_CHARS, top + 1)]
+    for needle in needles:
+        for k in range(MIN_SECRET_CHARS, len(needle)):
+            heads[k - MIN_SECRET_CHARS].add(needle[:k])
+            tails[k - MIN_SECRET_CHARS].add(needle[-k:])
+    grams = frozenset(
+        n[i : i + MIN_SECRET_CHARS] for n in needles for i in range(len(n) - MIN_SECRET_CHARS + 1)
+    )
+    return tuple(map(frozenset, heads)), tuple(map(frozenset, tails)), grams
 
 
 #: the redactor of a host that knows no secrets

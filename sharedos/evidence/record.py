@@ -9,6 +9,7 @@ record format, not an MCP wire shape).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -292,6 +293,11 @@ def _elapsed_ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
+def _capped(text: str, limit: int) -> str:
+    """``text`` (already storable) capped as ``safe_text`` caps it."""
+    return text if len(text) <= limit else f"{text[:limit]}...[truncated, {len(text)} chars]"
+
+
 def scrubbed_error(text: str | None, redactor: Redactor) -> str | None:
     """An error text as recorded and shown: secrets scrubbed, storable, capped (None stays None)."""
     if text is None:
@@ -410,10 +416,12 @@ def attempt_record(
         if redactor.found_in(text if text is not None else repr(stored_args)):
             stored_args = storable_arguments(redactor.scrub_json(stored_args))
             digest = arguments_digest(stored_args)
-    call_text = safe_text(call_id, 256)
-    tool_text = safe_text(tool)
     if scrubs:
-        call_text, tool_text = redactor.scrub(call_text), redactor.scrub(tool_text)
+        # scrub before capping: a secret straddling the cut would leave its prefix
+        call_text = _capped(redactor.scrub(safe_text(call_id, sys.maxsize)), 256)
+        tool_text = _capped(redactor.scrub(safe_text(tool, sys.maxsize)), MAX_STORED_TOOL)
+    else:
+        call_text, tool_text = safe_text(call_id, 256), safe_text(tool)
     if decision is not None:
         resource = decision.resource
         # security: a resource holding a lone surrogate (JSON can carry one) must not

@@ -39,10 +39,10 @@ def canonical_path(value: object) -> str:
     """
     if type(value) is not str:
         raise UnresolvablePath(f"a path must be a string, got {type(value).__name__}")
-    if not value.startswith("/"):
-        raise UnresolvablePath(f"path {_show(value)} is not absolute")
     if len(value) > MAX_PATH_CHARS:
         raise UnresolvablePath(f"path is longer than {MAX_PATH_CHARS} characters")
+    if not value.startswith("/"):
+        raise UnresolvablePath(f"path {_show(value)} is not absolute")
     # The common case (already canonical, nothing suspicious) is answered with
     # C-level string scans; anything else takes the careful path below.
     # (isprintable() is False for every control character, and for a few
@@ -85,5 +85,6 @@ def path_segments(canonical: str) -> tuple[str, ...]:
 
 
 def _show(value: str) -> str:
-    text = value if len(value) <= 80 else value[:77] + "..."
-    return repr(text)
+    # whole, never cut: the message is scrubbed of secrets after it is made (and capped
+    # only then), and a value cut here would keep the part of a secret before the cut
+    return repr(value)

@@ -1,0 +1,63 @@
+"""The turn's own bearer token, passed back by the model in a tool argument.
+
+docs/bridge.md: ``turn.token`` is the "per-turn secret ...; never log it"; the
+harness output is scrubbed of it (docs/harnesses.md). A harness that can read
+it (Pi and dsh take it from ``SHAREDOS_BRIDGE_TOKEN`` in their environment,
+which their own shell sees) can pass it into a call: the kernel does not know
+it as a secret, so the evidence record and the answer keep it verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from sharedos.bridge import open_turn
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost
+from sharedos.policy import compile_paths
+from sharedos.resources import shipped_dir
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
+from tests.adversarial.planted import SecretScan
+
+pytestmark = pytest.mark.anyio
+RUN = ToolPolicy(name="files", mode=RunMode.OPEN, managed=("files.*",))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: the turn's token is not among the call's secrets yet (the bridge would "
+    "hand it to the kernel's per-call redactor)",
+)
+async def test_the_turn_token_in_an_argument_is_not_recorded_or_echoed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "home" / "bob").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    kernel = Kernel(compile_paths([shipped_dir("rules") / "files.sos"]), registry)
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    host = RuntimeHost(kernel, store)
+    async with open_turn(host, AccessContext(principal="bob"), RUN) as turn:
+        token = turn.token
+        async with (
+            httpx2.AsyncClient(headers=turn.headers(), timeout=10) as http,
+            Client(streamable_http_client(str(turn.url), http_client=http)) as client,
+        ):
+            result = await client.call_tool(
+                "files.write", {"path": "/home/bob/notes.txt", "content": f"token {token}"}
+            )
+            missing = await client.call_tool("files.read", {"path": f"/home/bob/{token}"})
+    store.close()
+    scan = SecretScan(token)
+    scan.text("the write's answer", json.dumps(result.model_dump(mode="json")))
+    scan.text("the read's answer", json.dumps(missing.model_dump(mode="json")))
+    scan.evidence(db)
+    scan.assert_clean()
