@@ -67,11 +67,16 @@ class Problem(StrEnum):
     EMPTY = "empty"
     #: larger than the transport accepts
     OVERSIZED = "oversized"
+    #: an integer longer than the parsers read (4,300 digits, CPython's int/str limit)
+    NUMBER_TOO_LONG = "number_too_long"
     #: a valid message the SDK's transport turned away (headers, session, media type)
     REJECTED = "rejected_by_transport"
     #: ``NaN``, ``Infinity`` or a number too large for a float: not JSON, and no
     #: comparison can be trusted with it (``NaN > 10`` is false)
     NON_FINITE = "non_finite_number"
+    #: a request whose id (as the SDK's HTTP transport keys it, ``str(id)``) is
+    #: already in flight on the same session
+    DUPLICATE_ID = "duplicate_request_id"
 
 
 #: what the model and the record are told, per problem
@@ -84,9 +89,12 @@ PROBLEM_TEXT: dict[Problem, str] = {
     Problem.NOT_JSONRPC: "the request is not a single valid JSON-RPC 2.0 request",
     Problem.EMPTY: "the request is empty",
     Problem.OVERSIZED: "the request is larger than the transport accepts",
+    Problem.NUMBER_TOO_LONG: "the request holds an integer longer than the transport reads "
+    "(4,300 digits)",
     Problem.REJECTED: "the MCP transport rejected the request (its headers, session or media type)",
     Problem.NON_FINITE: "the request holds a non-finite number (NaN, Infinity or one too large "
     "for a 64-bit float), which JSON does not have",
+    Problem.DUPLICATE_ID: "the request reuses the id of a request still in flight on this session",
 }
 
 RequestId = int | str
@@ -165,6 +173,11 @@ def has_non_finite(value: object) -> bool:
     return False
 
 
+def undeliverable(data: bytes, value: object, problem: Problem) -> Frame:
+    """The frame of a readable message the bridge will not hand on (``problem`` says why)."""
+    return _structured(data, value, problem, intact=True)
+
+
 def oversized(size: int, head: bytes) -> Frame:
     """The frame of a body or line refused for its size (only its first bytes were kept)."""
     return Frame(
@@ -193,7 +206,14 @@ def _structured(data: bytes, value: object, problem: Problem | None, *, intact: 
         except ValidationError:
             pass
         else:
-            if not (
+            if (
+                isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+                and "method" in value
+            ):
+                # a request with an ``error`` (or ``result``) member validates as a
+                # response: the server would take it for an answer and drop the call
+                pass
+            elif not (
                 isinstance(message, types.JSONRPCNotification) and message.method == "tools/call"
             ):
                 return Frame(size=len(data), message=message)
@@ -283,11 +303,20 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
             parsed = True
         except (ValueError, RecursionError):
             parsed = False
-    except ValueError as exc:
-        at_end = isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
-        unterminated = isinstance(exc, json.JSONDecodeError) and exc.msg.startswith("Unterminated")
+    except json.JSONDecodeError as exc:
+        at_end = exc.pos >= len(text.rstrip())
+        unterminated = exc.msg.startswith("Unterminated")
         if problem is None:
             problem = Problem.TRUNCATED if at_end or unterminated else Problem.NOT_JSON
+    except ValueError:
+        # valid JSON with an integer longer than CPython converts: read with such
+        # integers as null (the call can be made out), refused like a non-finite number
+        try:
+            value = json.loads(text, parse_int=_int_or_none)
+            parsed = True
+            problem = problem or Problem.NUMBER_TOO_LONG
+        except (ValueError, RecursionError):
+            problem = problem or Problem.NOT_JSON
     if not parsed:
         return Frame(
             size=len(data),
@@ -310,6 +339,13 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
         value, FLATTEN_DEPTH - 1
     )
     return _structured(data, value, forced or problem, intact=intact)
+
+
+def _int_or_none(digits: str) -> int | None:
+    try:
+        return int(digits)
+    except ValueError:  # longer than sys.get_int_max_str_digits()
+        return None
 
 
 def _looks_like_call(data: bytes) -> bool:
@@ -351,7 +387,9 @@ def has_lone_surrogate(value: object) -> bool:
     return False
 
 
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+')
+#: a string (an unterminated one runs to the end: a failed match would be retried from
+#: every later quote, quadratic in the frame's size), or a run of opening or closing brackets
+_TOKENS = re.compile(r'"[^"\\]*(?:\\[\s\S][^"\\]*)*(?:"|\\?\Z)|[\[{]+|[\]}]+')
 
 
 def flatten(text: str, limit: int) -> str:

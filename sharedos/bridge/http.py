@@ -28,7 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sharedos.bridge.diagnostics import REACHED_SERVER
-from sharedos.bridge.frames import Frame, classify, oversized, truncated
+from sharedos.bridge.frames import Frame, Problem, classify, oversized, truncated, undeliverable
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
 from sharedos.bridge.sse_answer import AnswerOrStream
@@ -110,6 +110,10 @@ class TurnHttpApp:
         self._limits = limits
         #: set when the turn closes: requests cancelled from then on end with one log line
         self.closing = False
+        #: (session id, str(request id)) of the 2025-11-25 requests in flight: the SDK's
+        #: transport keys a session's request streams by ``str(id)``, and a second request
+        #: with a key in flight would take the first one's stream (which then never ends)
+        self._in_flight: set[tuple[str, str]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -126,7 +130,7 @@ class TurnHttpApp:
             elif scope["method"] == "POST":
                 await self._post(scope, receive, send)
             else:
-                await self._handle(scope, receive, send)
+                await self._handle(_without_resumption(scope), receive, send)
         except anyio.get_cancelled_exc_class():
             if not self.closing:
                 raise
@@ -221,6 +225,15 @@ class TurnHttpApp:
         if not isinstance(message, JSONRPCRequest):
             await self._handle(scope, replay, send)  # the SDK's 202, as before
             return
+        session = _header(scope, b"mcp-session-id")
+        # 2026-07-28 requests are stateless: the SDK keeps no streams for them to share
+        key = None if session is None or _modern(scope) else (session, str(message.id))
+        if key is not None and key in self._in_flight:
+            duplicate = undeliverable(data, json.loads(data), Problem.DUPLICATE_ID)
+            await self._refuse(duplicate, send, status=None, scope=scope)
+            return
+        if key is not None:
+            self._in_flight.add(key)
         # answered as one JSON body when its stream would carry nothing else
         # (sharedos.bridge.sse_answer)
         ident = message.id
@@ -231,6 +244,8 @@ class TurnHttpApp:
             await self._deliver_request(scope, data, message, replay, send)
         finally:
             mcp_sdk.REQUEST_STREAM.reset(stream_marker)
+            if key is not None:
+                self._in_flight.discard(key)
 
     async def _deliver_request(
         self, scope: Scope, data: bytes, message: JSONRPCRequest, replay: Receive, send: Send
@@ -285,6 +300,19 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _without_resumption(scope: Scope) -> Scope:
+    """``scope`` without a ``Last-Event-ID`` header: the turn keeps no event store to replay from.
+
+    The SDK's transport, given the header and no event store, returns without
+    a response (uvicorn: a 500 and an ERROR line). The specification lets a
+    server ignore the header; the GET then opens the session's stream as usual.
+    """
+    headers = scope["headers"]
+    if not any(name == b"last-event-id" for name, _ in headers):
+        return scope
+    return {**scope, "headers": [(n, v) for n, v in headers if n != b"last-event-id"]}
+
+
 def _content_length(scope: Scope) -> int | None:
     raw = _header(scope, b"content-length")
     if raw is None:
@@ -295,12 +323,17 @@ def _content_length(scope: Scope) -> int | None:
         return None
 
 
+def _modern(scope: Scope) -> bool:
+    """A POST of the 2026-07-28 era (stateless: the SDK keeps no session for it)."""
+    version = _header(scope, b"mcp-protocol-version")
+    return version is not None and version in MODERN_PROTOCOL_VERSIONS
+
+
 def _opens_session(scope: Scope) -> bool:
     """A 2025-11-25-era POST without a session id: the SDK opens a stateful session for it."""
     if _header(scope, b"mcp-session-id") is not None:
         return False
-    version = _header(scope, b"mcp-protocol-version")
-    return version is None or version not in MODERN_PROTOCOL_VERSIONS
+    return not _modern(scope)
 
 
 async def _not_found(send: Send) -> None:

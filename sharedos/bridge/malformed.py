@@ -54,6 +54,7 @@ UNPARSEABLE = frozenset(
         Problem.EMPTY,
         Problem.OVERSIZED,
         Problem.NON_FINITE,
+        Problem.NUMBER_TOO_LONG,
     }
 )
 

@@ -244,6 +244,10 @@ def fixed(start: int) -> Iterator[Garbage]:
         ("raw-control-char", lambda n, lb: _dumps(write_call(n, lb)).replace(b".txt", b"\x01.txt")),
         ("trailing-garbage", lambda n, lb: _dumps(write_call(n, lb)) + b"}}"),
         ("two-objects", lambda n, lb: _dumps(write_call(n, lb)) + _dumps(write_call(n, lb))),
+        (
+            "call-with-error-member",
+            lambda n, lb: _dumps({**write_call(n, lb), "error": {"code": 1, "message": "x"}}),
+        ),
         ("response-shaped", lambda n, lb: _dumps({"jsonrpc": "2.0", "id": n, "result": {}})),
         (
             "error-shaped",

@@ -1,0 +1,99 @@
+"""Protocol abuse on the turn bridge's wire (both transports), beyond the garbage corpus.
+
+Finding 1: a ``tools/call`` that also carries an ``error`` member validates
+as a JSON-RPC *error response* in the SDK's message union (the nested
+``ErrorData`` makes it the better match), so the bridge handed it on as an
+answer to a server request: the server dropped it, the HTTP client got
+``202`` and the stdio client nothing, and no evidence record was written —
+an attempt that vanished. It must be refused, recorded and answered as a
+result, like every other tools/call the transport cannot deliver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from sharedos.bridge import open_turn
+from sharedos.bridge.turnfile import StdioLaunch
+from sharedos.kernel.context import AccessContext
+from sharedos.toolpolicy import ToolPolicy
+from tests.bridge.conftest import DATA, Runtime, build_runtime
+from tests.bridge.rawwire import ACCEPT, StdioBridge, frame, json_rpc_messages, legacy_session
+
+pytestmark = pytest.mark.anyio
+
+FILES_POLICY = ToolPolicy(name="bridge-open", mode="open", managed=("files.*",))
+
+
+@pytest.fixture
+def files_runtime(tmp_path: Path) -> Runtime:
+    return build_runtime(tmp_path, with_slow=False)
+
+
+def _write_with_error(request_id: Any, path: str) -> dict[str, Any]:
+    """An allowed ``files.write`` request that also carries a JSON-RPC ``error`` member."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "files.write", "arguments": {"path": path, "content": "x"}},
+        "error": {"code": 1, "message": "not an answer"},
+    }
+
+
+def _is_refusal(answer: dict[str, Any]) -> bool:
+    result = answer.get("result")
+    return isinstance(result, dict) and result.get("isError") is True
+
+
+async def test_http_tools_call_with_an_error_member_is_refused_recorded_and_answered(
+    files_runtime: Runtime,
+) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
+            session = await legacy_session(hc, turn.url)
+            body = frame(_write_with_error(7, "/home/alice/err.txt"))
+            r = await hc.post(turn.url, content=body, headers=session)
+            answers = json_rpc_messages(r)
+    assert r.status_code == 200, (r.status_code, r.text)
+    assert [a.get("id") for a in answers] == [7]
+    assert _is_refusal(answers[0]), answers
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    refused = [x for x in records if x.tool == "files.write"]
+    assert len(refused) == 1, [(x.tool, str(x.outcome)) for x in records]
+    assert (str(refused[0].outcome), str(refused[0].reason)) == ("failed", "malformed_request")
+    assert not (rt.sandbox / "home" / "alice" / "err.txt").exists()
+
+
+async def test_stdio_tools_call_with_an_error_member_is_refused_recorded_and_answered(
+    files_runtime: Runtime,
+) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    launch = StdioLaunch(
+        rules=(DATA / "files.sos",),
+        evidence_db=rt.evidence_path,
+        tool_sets=("files",),
+        sandbox_root=rt.sandbox,
+        run_policy="bridge-open",
+    )
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=launch) as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(frame(_write_with_error("e1", "/home/alice/err.txt")))
+            answer = await bridge.wait_reply("e1", timeout=10)
+        finally:
+            await bridge.kill()
+    assert _is_refusal(answer), answer
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(x.tool, str(x.reason)) for x in records] == [("files.write", "malformed_request")]
+    assert not (rt.sandbox / "home" / "alice" / "err.txt").exists()
