@@ -43,6 +43,7 @@ from sharedos.errors import BridgeError
 from sharedos.kernel import ToolResult, TurnCatalog
 from sharedos.kernel.handlers import LogHook, ProgressHook
 from sharedos.outcomes import ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
 logger = logging.getLogger(__name__)
@@ -320,8 +321,10 @@ class RelayRuntime:
         progress: ProgressHook | None = None,
         log: LogHook | None = None,
         peer: Any = None,
+        turn_secrets: Redactor | None = None,
     ) -> ToolResult:
-        """The host's ``invoke_tool`` for ``call`` (context, policy and catalogue are the host's)."""
+        """The host's ``invoke_tool`` for ``call`` (context, policy and catalogue are the host's;
+        a relayed stdio bridge has no bearer token, so ``turn_secrets`` is None)."""
         return await self.channel.call(
             "invoke", call, diagnostics, progress=progress, log=log, peer=peer
         )
@@ -337,6 +340,7 @@ class RelayRuntime:
         diagnostics: Mapping[str, Any] | None = None,
         identity: Mapping[str, Any] | None = None,
         detail: str | None = None,
+        turn_secrets: Redactor | None = None,
     ) -> ToolResult:
         """The host's ``refuse`` for a refusal this process's transport decided."""
         return await self.channel.call("refuse", call, diagnostics, reason=reason, detail=detail)

@@ -47,6 +47,7 @@ from sharedos.kernel import ToolResult, TurnCatalog
 from sharedos.kernel.handlers import LogHook, ProgressHook
 from sharedos.names import PortableNameMap
 from sharedos.outcomes import ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class CallRuntime(Protocol):
         progress: ProgressHook | None = None,
         log: LogHook | None = None,
         peer: Any = None,
+        turn_secrets: Redactor | None = None,
     ) -> ToolResult:
         """Re-authorize, record and run ``call`` (see ``RuntimeHost.invoke_tool``)."""
         ...
@@ -95,6 +97,7 @@ class CallRuntime(Protocol):
         diagnostics: Mapping[str, Any] | None = None,
         identity: Mapping[str, Any] | None = None,
         detail: str | None = None,
+        turn_secrets: Redactor | None = None,
     ) -> ToolResult:
         """Record and return a refusal decided outside the kernel (see ``RuntimeHost.refuse``)."""
         ...
@@ -132,6 +135,9 @@ class TurnEndpoint:
     #: (client name, client version, protocol version) -> sanitized identity, per turn
     _clients: dict[tuple[object, object, object], dict[str, Any]] = field(default_factory=dict)
     _bridge: dict[str, str] = field(default_factory=dict)
+    #: what this turn knows is secret (the HTTP bridge's bearer token): scrubbed from every
+    #: record and answer of its calls, as the host's secrets are
+    turn_secrets: Redactor | None = None
 
     def __post_init__(self) -> None:
         # Encoded once per turn; every evidence record of the turn stores this text.
@@ -337,6 +343,7 @@ class TurnEndpoint:
                     catalog=self.catalog,
                     diagnostics=diagnostics,
                     identity=self.identity,
+                    turn_secrets=self.turn_secrets,
                     **make_hooks(ctx, self.log_gate),
                 )
             # A dict for the common text-only success (see to_wire_result); the SDK
@@ -361,6 +368,7 @@ class TurnEndpoint:
             catalog=self.catalog,
             diagnostics=diagnostics,
             detail="the turn this bridge served has closed",
+            turn_secrets=self.turn_secrets,
         )
 
     async def _internal_failure(
@@ -378,6 +386,7 @@ class TurnEndpoint:
                 catalog=self.catalog,
                 diagnostics={"bridge": {"transport": self.transport}, "receivedName": received},
                 detail=detail,
+                turn_secrets=self.turn_secrets,
             )
         except anyio.get_cancelled_exc_class():
             raise
@@ -439,6 +448,7 @@ class TurnEndpoint:
                 catalog=self.catalog,
                 diagnostics=diagnostics,
                 identity=self.identity,
+                turn_secrets=self.turn_secrets,
             )
         except anyio.get_cancelled_exc_class():
             raise
@@ -509,6 +519,7 @@ class TurnEndpoint:
             catalog=self.catalog,
             diagnostics=diagnostics,
             detail=detail,
+            turn_secrets=self.turn_secrets,
         )
 
     def turn_closed(self) -> bool:
@@ -570,6 +581,7 @@ async def record_refusal(
     catalog: TurnCatalog,
     diagnostics: Mapping[str, Any] | None,
     detail: str,
+    turn_secrets: Redactor | None = None,
 ) -> ToolResult:
     """Record (durably, before returning) a refusal the bridge issues without a decision.
 
@@ -580,7 +592,14 @@ async def record_refusal(
     attempt.
     """
     result = await runtime_host.refuse(
-        call, context, tool_policy, reason, catalog=catalog, diagnostics=diagnostics, detail=detail
+        call,
+        context,
+        tool_policy,
+        reason,
+        catalog=catalog,
+        diagnostics=diagnostics,
+        detail=detail,
+        turn_secrets=turn_secrets,
     )
     return result
 

@@ -24,6 +24,7 @@ from sharedos.bridge.server import DEFAULT_SERVER_NAME, TurnEndpoint
 from sharedos.context import AccessContext
 from sharedos.evidence.turns import evidence_turn
 from sharedos.kernel import RuntimeHost, TurnCatalog
+from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
 if TYPE_CHECKING:
@@ -198,6 +199,9 @@ async def _open_http(
     )
     server = endpoint.build_server()
     token = secrets.token_urlsafe(32)
+    # a model that learns the token (a harness's shell sees it) and passes it into a call
+    # must not have it recorded or echoed
+    endpoint.turn_secrets = Redactor((token,))
     # Builds and configures the SDK's session manager; its Starlette app is not served
     # (TurnHttpApp is: the same transport, without a router and middleware per call).
     server.streamable_http_app(

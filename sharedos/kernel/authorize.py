@@ -33,7 +33,7 @@ every secret argument name of every tool in the view: conservative).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sharedos import canonical
@@ -96,6 +96,9 @@ class Authorizer:
         self._tool_secrets: dict[int, tuple[ToolDefinition, Redactor]] = {}
         #: the secret argument names of every shared tool, per registry version
         self._view_secret_names: tuple[int, frozenset[str]] | None = None
+        #: (id of a call's redactor, id of a turn's secrets) -> (both, their union): a turn's
+        #: calls meet the same few redactors, and a union costs more than a call
+        self._turn_unions: dict[tuple[int, int], tuple[Redactor, Redactor, Redactor]] = {}
 
     def authorize(
         self,
@@ -212,6 +215,21 @@ class Authorizer:
             if values:
                 redactor = redactor.union(values)
         return redactor
+
+    def with_turn_secrets(self, auth: Authorization, turn_secrets: Redactor) -> Authorization:
+        """``auth`` whose redactor also scrubs what the caller's turn knows is secret."""
+        if not turn_secrets.values:
+            return auth
+        base = auth.redactor
+        key = (id(base), id(turn_secrets))
+        hit = self._turn_unions.get(key)
+        if hit is not None and hit[0] is base and hit[1] is turn_secrets:
+            return replace(auth, redactor=hit[2])
+        made = base.union(turn_secrets)
+        if len(self._turn_unions) >= 1024:
+            self._turn_unions.clear()
+        self._turn_unions[key] = (base, turn_secrets, made)
+        return replace(auth, redactor=made)
 
     def _with_credentials(self, tool: ToolDefinition) -> Redactor:
         hit = self._tool_secrets.get(id(tool))

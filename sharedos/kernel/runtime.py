@@ -236,12 +236,15 @@ class RuntimeHost:
         progress: ProgressHook | None = None,
         log: LogHook | None = None,
         peer: Any = None,
+        turn_secrets: Redactor | None = None,
     ) -> ToolResult:
         """Re-authorize ``call`` for ``context`` and run it; never raises except on cancellation.
 
         ``diagnostics`` and ``identity`` are stored on the evidence record and
         read by no decision. ``progress`` / ``log`` / ``peer`` are transport
-        hooks handed to the handler. The attempt is durable before the
+        hooks handed to the handler. ``turn_secrets``: what the caller's turn
+        knows is secret (its bearer token), scrubbed like the host's secrets
+        from this call's record and answer. The attempt is durable before the
         handler runs, the outcome before this returns.
         """
         t0, started = time.perf_counter(), time.time()
@@ -253,6 +256,8 @@ class RuntimeHost:
             auth = self._authorizer.refused(
                 call, context, catalog, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
             )
+        if turn_secrets is not None:
+            auth = self._authorizer.with_turn_secrets(auth, turn_secrets)
         # the shadow decision: observes only (never raises; nothing reads it but the row);
         # taken on the policy's own decision, before an approval settles it
         shadow = (
@@ -327,19 +332,22 @@ class RuntimeHost:
         diagnostics: Mapping[str, Any] | None = None,
         identity: Mapping[str, Any] | None = None,
         detail: str | None = None,
+        turn_secrets: Redactor | None = None,
     ) -> ToolResult:
         """Record and return a refusal decided outside the kernel (e.g. ``turn_closed`` by a bridge).
 
-        The same record, redaction and model-facing message as ``invoke_tool``;
-        no check runs and no handler is called. ``reason`` must not be
-        ``allowed`` (that is recorded as ``internal_error``). Never raises (except
-        on cancellation).
+        The same record, redaction and model-facing message as ``invoke_tool``
+        (``turn_secrets`` included); no check runs and no handler is called.
+        ``reason`` must not be ``allowed`` (that is recorded as
+        ``internal_error``). Never raises (except on cancellation).
         """
         t0, started = time.perf_counter(), time.time()
         if reason is ReasonCode.ALLOWED or not isinstance(reason, ReasonCode):
             reason = ReasonCode.INTERNAL_ERROR
             detail = "refuse() was called without a refusal reason"
         auth = self._authorizer.refused(call, context, catalog, reason, detail)
+        if turn_secrets is not None:
+            auth = self._authorizer.with_turn_secrets(auth, turn_secrets)
         return await self._record_refusal(
             auth, call, context, catalog, diagnostics, identity, started, t0
         )

@@ -3,8 +3,9 @@
 docs/bridge.md: ``turn.token`` is the "per-turn secret ...; never log it"; the
 harness output is scrubbed of it (docs/harnesses.md). A harness that can read
 it (Pi and dsh take it from ``SHAREDOS_BRIDGE_TOKEN`` in their environment,
-which their own shell sees) can pass it into a call: the kernel does not know
-it as a secret, so the evidence record and the answer keep it verbatim.
+which their own shell sees) can pass it into a call. The turn's endpoint hands
+the token to the kernel as the call's secret (``turn_secrets``): neither the
+evidence record nor the answer may keep it.
 """
 
 from __future__ import annotations
@@ -31,11 +32,6 @@ pytestmark = pytest.mark.anyio
 RUN = ToolPolicy(name="files", mode=RunMode.OPEN, managed=("files.*",))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: the turn's token is not among the call's secrets yet (the bridge would "
-    "hand it to the kernel's per-call redactor)",
-)
 async def test_the_turn_token_in_an_argument_is_not_recorded_or_echoed(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "home" / "bob").mkdir(parents=True)
