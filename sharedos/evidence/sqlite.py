@@ -52,6 +52,7 @@ import errno
 import json
 import os
 import sqlite3
+import struct
 import threading
 import time
 import urllib.parse
@@ -256,6 +257,10 @@ def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
 
 
 FileId = tuple[int, int]
+#: the first fields of SQLite's WAL index header (each of its two copies is 48 bytes at the
+#: start of the -shm, native byte order): version, unused, change counter, is-init,
+#: big-endian checksums, page size (1 for 65536), frames in the WAL
+_WAL_INDEX_HEADER = struct.Struct("=IIIBBHI28x")
 
 _INSERT_CHECKPOINT = checkpoint_insert_sql("sqlite")
 _INSERT_CHECKPOINT_HEAD = checkpoint_heads_sql("sqlite")
@@ -372,6 +377,8 @@ class SqliteEvidenceStore:
         self._shm_id: FileId | None = None
         #: set when that ``-shm`` was found deleted or replaced: close without a checkpoint
         self._stale_index = False
+        #: a descriptor of that ``-shm``, to read the WAL index header (``_wal_whole``)
+        self._shm_fd: int | None = None
         self.schema_version = SCHEMA_VERSION
         #: the columns this SharedOS reads that the file (read as it is) lacks: null
         self._missing: frozenset[str] = frozenset()
@@ -610,12 +617,54 @@ class SqliteEvidenceStore:
 
     def _before_write(self) -> None:
         """Before a commit: the ``-shm`` (``_shm_intact``) and the database at the path must be
-        the ones this connection uses. A database replaced at the path (a backup restored)
+        the ones this connection uses, and the ``-wal`` must still hold every frame the
+        index counts (``_wal_whole``). A database replaced at the path (a backup restored)
         is paired by SQLite with the ``-wal`` left there: a commit now would put this
         store's pages into the file that replaced it."""
         self._shm_intact()
-        if self._ids is not None and _file_id(self.path) != self._ids[0]:
-            self._verify()  # raises: deleted, moved or replaced
+        if self._ids is not None:
+            if _file_id(self.path) != self._ids[0]:
+                self._verify()  # raises: deleted, moved or replaced
+            self._wal_whole()
+
+    def _wal_whole(self) -> None:
+        """Fail (for good) when the ``-wal`` is shorter than the frames its index counts.
+
+        A ``-wal`` truncated in place keeps its inode, so ``_verify`` cannot see it;
+        a commit would then write its frames past a hole where the WAL header was,
+        and every reader (and the next open) would find the file malformed, the
+        truncated rows gone. SQLite itself never leaves the file shorter than the
+        index says: a checkpoint or a restart resets the index before it truncates,
+        so a size read between two identical index headers that falls short is a
+        truncation from outside.
+        """
+        fd = self._shm_fd
+        if fd is None:
+            try:
+                fd = self._shm_fd = os.open(self._shm, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return  # no index to compare with (_shm_intact judges its absence)
+        for _ in range(3):
+            try:
+                head = os.pread(fd, 2 * _WAL_INDEX_HEADER.size, 0)
+                size = os.stat(self._wal).st_size
+                again = os.pread(fd, 2 * _WAL_INDEX_HEADER.size, 0)
+            except OSError:
+                return  # a missing -wal is _verify's to judge
+            half = _WAL_INDEX_HEADER.size
+            if len(head) < 2 * half or head != again or head[:half] != head[half:]:
+                continue  # a writer is updating the index: look again
+            _, _, _, _, _, page, frames = _WAL_INDEX_HEADER.unpack_from(head)
+            page = 65536 if page == 1 else page
+            if frames and size < 32 + frames * (24 + page):
+                self._broken = EvidenceStoreError(
+                    f"the write-ahead log {self._wal} of evidence database {self.path} was "
+                    f"truncated while in use ({size} bytes, its index counts {frames} "
+                    "frames); refusing to write past the hole (restart to reopen the store)",
+                    "replaced",
+                )
+                raise self._broken
+            return
 
     def _verify(self) -> None:
         """Fail (for good) when the files at the path are not the ones this connection writes."""
@@ -1091,6 +1140,10 @@ class SqliteEvidenceStore:
                 self.appender.checkpoint()
             except EvidenceStoreError as exc:  # the rows stand; only their checkpoint is late
                 self.failures.failed(exc.cause, f"cannot write a checkpoint: {exc}")
+        if self._shm_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._shm_fd)
+            self._shm_fd = None
         pin = self._pin() if self._stale_index else None
         try:
             with self._locked():
