@@ -22,6 +22,7 @@ from typing import Any
 
 import rfc8785
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -31,6 +32,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from referencing import Registry
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
 from sharedos.catalog.schemacheck import schema_problem
@@ -130,6 +132,10 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
     if problem is not None:
         raise ToolDefinitionError(f"tool {tool!r}: {field} is not a valid JSON Schema: {problem}")
     return out
+
+
+#: resolves only the JSON Schema specifications themselves: never a remote reference
+_NO_RETRIEVAL: Registry[Any] = Registry()
 
 
 class PublishedToolDefinition(BaseModel):
@@ -281,8 +287,15 @@ class ToolDefinition(BaseModel):
 
     @cached_property
     def input_validator(self) -> Draft202012Validator:
-        """A compiled validator for ``input_schema`` (built once per definition)."""
-        return Draft202012Validator(self.input_schema)
+        """A compiled validator for ``input_schema`` (built once per definition).
+
+        Its registry retrieves nothing: without one, jsonschema fetches a remote
+        ``$ref`` (``http://``, ``file://``) with urllib, synchronously and without a
+        timeout, so a schema an upstream listed would make the host open any URL it
+        names while a call's arguments are checked. An unresolvable ``$ref`` fails
+        the validation (``invalid_arguments``) instead.
+        """
+        return Draft202012Validator(self.input_schema, registry=_NO_RETRIEVAL)
 
     @cached_property
     def input_fast_check(self) -> FastCheck | None:
@@ -292,6 +305,38 @@ class ToolDefinition(BaseModel):
         "ask ``input_validator``" (see ``sharedos.catalog.fastcheck``).
         """
         return compile_fast_check(self.input_schema)
+
+    def output_problem(self, structured: Any) -> str | None:
+        """Why ``structured`` does not satisfy ``output_schema``, or None (also when it has none).
+
+        The accept-only shortcut (``compile_fast_check``) answers the common flat
+        schema; anything else goes to a Draft 2020-12 validator built once per
+        definition, whose registry retrieves nothing remote.
+        """
+        schema = self.output_schema
+        if schema is None:
+            return None
+        if structured is None:
+            return "it returned no structuredContent"
+        fast = self.output_fast_check
+        if fast is not None and fast(structured):
+            return None
+        try:
+            error = best_match(self.output_validator.iter_errors(structured))
+        except Exception as exc:  # an unresolvable $ref, a pathological schema
+            return f"its structuredContent could not be validated ({type(exc).__name__})"
+        return None if error is None else f"its structuredContent does not: {error.message}"
+
+    @cached_property
+    def output_validator(self) -> Draft202012Validator:
+        """A compiled validator for ``output_schema`` (``{}`` when there is none), retrieving
+        nothing remote (see ``input_validator``)."""
+        return Draft202012Validator(self.output_schema or {}, registry=_NO_RETRIEVAL)
+
+    @cached_property
+    def output_fast_check(self) -> FastCheck | None:
+        """An accept-only shortcut for ``output_validator`` (simple flat schemas), or None."""
+        return compile_fast_check(self.output_schema) if self.output_schema else None
 
     @cached_property
     def handler_is_async(self) -> bool:

@@ -40,11 +40,18 @@ def supervise_script() -> str:
 
 
 def supervised(
-    command: Sequence[str], *, cleanup: Sequence[str] = (), python: str | None = None
+    command: Sequence[str],
+    *,
+    cleanup: Sequence[str] = (),
+    python: str | None = None,
+    grace_s: float | None = None,
 ) -> list[str]:
     """``command`` under ``supervise.py``: it and its descendants end when this process dies,
-    and the ``cleanup`` files are removed then."""
+    and the ``cleanup`` files are removed then. ``grace_s``: how long leftover descendants
+    get to exit after each step (``supervise.py --grace``; its default when None)."""
     extra = [a for path in cleanup for a in ("--cleanup", path)]
+    if grace_s is not None:
+        extra += ["--grace", str(grace_s)]
     return [
         python or sys.executable,
         "-I",

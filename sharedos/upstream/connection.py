@@ -17,6 +17,7 @@ SharedOS's supervisor (``sharedos.upstream.sandbox``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -29,6 +30,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from sharedos.errors import UpstreamError
 from sharedos.outcomes import ReasonCode
@@ -52,6 +54,12 @@ REQUEST_TIMEOUT = -32001
 #: most tools/list pages followed (a paginator that never ends cannot hang a turn)
 MAX_LIST_PAGES = 50
 _STDERR_TAIL = 20
+#: characters of one stderr line read at once; the rest of a longer line is dropped unread
+#: into memory (a line that never ends cannot grow the host)
+_STDERR_LINE = 64 * 1024
+#: characters cut from the end of a shortened line after scrubbing: a credential (in any of
+#: its encodings) that the cut went through is never kept in part
+_STDERR_MARGIN = 16 * 1024
 #: listings up to this many tools are converted on the loop (~0.1 ms a tool: cheaper than
 #: a thread hop); larger ones in a worker thread
 _INLINE_TOOLS = 32
@@ -68,16 +76,33 @@ class UpstreamFailure(UpstreamError):
         self.message = message
 
 
-def describe_exception(exc: BaseException) -> str:
-    """One line for an exception from the SDK or a transport (ExceptionGroups unwrapped)."""
+def describe_exception(exc: BaseException, scrub: Callable[[str], str] | None = None) -> str:
+    """One line for an exception from the SDK or a transport (ExceptionGroups unwrapped),
+    scrubbed by ``scrub`` *before* it is shortened: a credential the cut went through would
+    otherwise be kept in part, where no scrubber can recognise it.
+
+    A pydantic ``ValidationError`` (an answer that is not the result it should be) is told
+    without the input values: pydantic shortens a long one to its head and tail
+    (``'xxx...D-cred-7f3a9c'``), which would carry part of a credential past the scrubber.
+    """
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
-        return f"{exc.error.message} (JSON-RPC {exc.error.code})"
-    text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, OSError) and exc.strerror:
-        text = exc.strerror
-    return f"{type(exc).__name__}: {text}"[:500]
+        text = f"{exc.error.message} (JSON-RPC {exc.error.code})"
+    elif isinstance(exc, ValidationError):
+        problems = exc.errors(include_url=False, include_input=False, include_context=False)
+        listed = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'result'}: {e['msg']}" for e in problems[:3]
+        )
+        text = f"{type(exc).__name__}: the answer is not a valid {exc.title} ({listed})"
+    else:
+        text = str(exc).strip() or type(exc).__name__
+        if isinstance(exc, OSError) and exc.strerror:
+            text = exc.strerror
+        text = f"{type(exc).__name__}: {text}"
+    if scrub is not None:
+        text = scrub(text)
+    return text[:500]
 
 
 class _StderrRelay:
@@ -97,10 +122,28 @@ class _StderrRelay:
         )
         self._thread.start()
 
+    def _line(self) -> str | None:
+        """The next stderr line, scrubbed and bounded (``_STDERR_LINE``), or None at EOF."""
+        line = self._reader.readline(_STDERR_LINE)
+        if not line:
+            return None
+        if line.endswith("\n") or len(line) < _STDERR_LINE:
+            return self.scrubber.scrub(line.rstrip("\n"))
+        dropped = 0
+        while True:  # the rest of the line, read and dropped piece by piece
+            more = self._reader.readline(_STDERR_LINE)
+            dropped += len(more.rstrip("\n"))
+            if not more or more.endswith("\n"):
+                break
+        head = self.scrubber.scrub(line)
+        dropped += _STDERR_MARGIN
+        return (
+            head[: max(0, len(head) - _STDERR_MARGIN)] + f"... ({dropped} more characters dropped)"
+        )
+
     def _pump(self) -> None:
         with contextlib.suppress(Exception):
-            for line in self._reader:
-                clean = self.scrubber.scrub(line.rstrip("\n"))
+            while (clean := self._line()) is not None:
                 self.tail.append(clean)
                 if self.sink is not None:
                     with contextlib.suppress(Exception):
@@ -187,7 +230,7 @@ class UpstreamConnection:
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
                 f"upstream {self.config.id!r} could not be reached: "
-                f"{self.scrubber.scrub(describe_exception(exc))}{self._stderr_hint()}",
+                f"{describe_exception(exc, self.scrubber.scrub)}{self._stderr_hint()}",
             ) from None
         finally:
             CALL_DENIALS.reset(token)
@@ -277,6 +320,7 @@ class UpstreamConnection:
                     self._relay.spawned()
                 self._client = client
                 self.protocol_version = client.protocol_version
+                self._screen.version = client.protocol_version
                 info = client.server_info
                 if info is not None:
                     # shown in reports and pinned: scrubbed like everything it sends
@@ -298,7 +342,7 @@ class UpstreamConnection:
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException as exc:
-            self.broken = self.broken or self.scrubber.scrub(describe_exception(exc))
+            self.broken = self.broken or describe_exception(exc, self.scrubber.scrub)
             if not started:
                 raise
         finally:
@@ -385,7 +429,7 @@ class UpstreamConnection:
             refused = self._unauthorized(denials)
             if refused is not None:
                 raise refused from None
-            why = self.scrubber.scrub(describe_exception(exc))
+            why = describe_exception(exc, self.scrubber.scrub)
             if _is_closed(exc):
                 self._mark_broken(why)
             raise UpstreamFailure(
@@ -421,6 +465,12 @@ class UpstreamConnection:
             hook = progress
 
             async def callback(p: float, total: float | None, message: str | None) -> None:
+                # NaN and infinities parse (NaN, Infinity, 1e400) but are no JSON number: the
+                # harness would get "progress": null, which no MCP client accepts
+                if not math.isfinite(p):
+                    return
+                if total is not None and not math.isfinite(total):
+                    total = None
                 with contextlib.suppress(Exception):
                     await hook(p, total, self.scrubber.scrub(message) if message else message)
 
@@ -444,7 +494,7 @@ class UpstreamConnection:
             refused = self._unauthorized(denials)
             if refused is not None:
                 raise refused from None
-            why = self.scrubber.scrub(describe_exception(exc))
+            why = describe_exception(exc, self.scrubber.scrub)
             if _is_closed(exc):
                 self._mark_broken(why)
                 last = self._stderr_hint()

@@ -128,6 +128,19 @@ class ForwardHandler:
                 f"upstream {self.upstream_id!r} returned non-object structuredContent "
                 f"({type(structured).__name__}), which MCP 2025-11-25 clients cannot receive",
             )
+        state = broker.turn_state(hctx.context.turn_id)
+        published = state.tools.get(tool) if state is not None else None
+        if published is not None and published.output_schema is not None and not result.is_error:
+            # the harness's client validates against the schema this turn published, not
+            # against whatever the upstream lists now
+            problem = published.output_problem(structured)
+            if problem is not None:
+                return _failure(
+                    ReasonCode.UPSTREAM_ERROR,
+                    f"upstream {self.upstream_id!r} returned a result for {tool} that does not "
+                    f"satisfy the outputSchema this turn published: "
+                    f"{scrub.scrub(problem)[:300] if scrub else problem[:300]}",
+                )
         return relay(
             content,
             structured,
@@ -151,7 +164,18 @@ def relay(
     if scrub:
         content = scrub.scrub_json(content)
         structured = scrub.scrub_json(structured) if structured is not None else None
-    size = len(json.dumps({"content": content, "structuredContent": structured}, default=str))
+    try:
+        size = len(
+            json.dumps(
+                {"content": content, "structuredContent": structured}, default=str, allow_nan=False
+            )
+        )
+    except ValueError:  # NaN or an infinity: no JSON number, the harness would get null
+        return _failure(
+            ReasonCode.UPSTREAM_ERROR,
+            f"upstream {upstream!r} returned a result holding NaN or an infinity, which is "
+            "no JSON number; nothing of it is relayed",
+        )
     if size > limit:
         return _failure(
             ReasonCode.UPSTREAM_ERROR,

@@ -52,8 +52,16 @@ class UpstreamPlacement:
     sandbox: UpstreamSandbox | None = None
 
 
+#: how long an unconfined upstream's leftover descendants get after each step of the
+#: supervisor's shutdown (wait, SIGTERM, then SIGKILL). The SDK SIGKILLs the supervisor's
+#: process group 2 s after its SIGTERM (and 2 s after closing stdin): with the supervisor's
+#: own 2 s grace, it was killed before its SIGKILL step, and a descendant in a session of
+#: its own that ignores SIGTERM outlived the session and the run.
+UPSTREAM_GRACE_S = 0.5
+
+
 def _supervise(command: str, args: list[str]) -> tuple[str, list[str]]:
-    argv = supervised([command, *args])
+    argv = supervised([command, *args], grace_s=UPSTREAM_GRACE_S)
     return argv[0], argv[1:]
 
 

@@ -50,6 +50,8 @@ import httpx2
 import mcp_types as types
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
+from mcp_types import methods as mcp_methods
+from pydantic import ValidationError
 
 from sharedos.compat import mcp_sdk
 from sharedos.upstream.config import UpstreamLimits
@@ -65,6 +67,14 @@ ENVELOPE_BYTES = 64 * 1024
 THREAD_PARSE_BYTES = 256 * 1024
 #: bytes kept of an oversized message's head and tail to find its id
 _EDGE = 4096
+#: JSON-RPC error code of a synthesized "your answer is not a valid JSON-RPC message"
+MALFORMED_ANSWER = -32092
+#: JSON-RPC error code of a synthesized "your answer has too many content blocks"
+TOO_MANY_BLOCKS = -32091
+#: content blocks a tools/call answer may have: the SDK's client validates each on the event
+#: loop (and the bridge serializes each again), ~15 us apiece, so a 4 MiB answer of 130,000
+#: one-character blocks stalled every turn of the host for seconds. Counted off the loop.
+MAX_CONTENT_BLOCKS = 10_000
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,36 @@ def too_large(request_id: Any, method: str | None, bounds: ReadBounds) -> Sessio
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
+def _too_many_blocks(request_id: Any, result: Any) -> types.JSONRPCError | None:
+    """The error answering ``request_id`` in place of a tools/call ``result`` with more than
+    ``MAX_CONTENT_BLOCKS`` content blocks, or None."""
+    blocks = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(blocks, list) or len(blocks) <= MAX_CONTENT_BLOCKS:
+        return None
+    error = types.ErrorData(
+        code=TOO_MANY_BLOCKS,
+        message=(
+            f"the answer to tools/call has {len(blocks)} content blocks, over the "
+            f"{MAX_CONTENT_BLOCKS} SharedOS relays; SharedOS relays nothing of it"
+        ),
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
+def screen_call_body(body: bytes) -> bytes:
+    """A tools/call answer's bytes, or an error in their place (``_too_many_blocks``)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(data, dict) or "result" not in data:
+        return body
+    error = _too_many_blocks(data.get("id"), data["result"])
+    if error is None:
+        return body
+    return error.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+
+
 class ListingScreen:
     """Takes the tools over an upstream's limits out of its tools/list answers, off the loop.
 
@@ -114,6 +154,9 @@ class ListingScreen:
 
     def __init__(self, limits: UpstreamLimits) -> None:
         self.limits = limits
+        #: the session's protocol version, once negotiated: the listed tools are checked
+        #: against its schema one by one (``_accepted``)
+        self.version: str | None = None
         self._lock = threading.Lock()
         self._seen = 0
         self._dropped: list[tuple[str, str]] = []
@@ -144,9 +187,47 @@ class ListingScreen:
                     self._dropped.append((str(wire.get("name", ""))[:256], problem))
                 else:
                     kept.append(tool)
+            kept = self._accepted(kept)
         if len(kept) == len(result["tools"]):
             return result
         return {**result, "tools": kept}
+
+    def _accepted(self, tools: list[Any]) -> list[Any]:
+        """``tools`` without those the SDK's session would refuse (called under the lock).
+
+        The session validates a tools/list answer as a whole, against the negotiated
+        version's schema: one tool it refuses (an ``inputSchema`` that is not an
+        object schema, none at all) made the whole upstream unavailable. Here that
+        tool alone is refused, by name; the reason names fields, never values.
+        """
+        if self.version is None:
+            return tools
+        for _ in range(len(tools) + 1):
+            try:
+                mcp_methods.validate_server_result("tools/list", self.version, {"tools": tools})
+                return tools
+            except (KeyError, ValueError) as exc:
+                if not isinstance(exc, ValidationError):
+                    return tools  # a version the SDK does not know: its session will say
+                problems: dict[int, list[str]] = {}
+                for e in exc.errors(include_url=False, include_input=False, include_context=False):
+                    loc = e["loc"]
+                    if len(loc) >= 2 and loc[0] == "tools" and isinstance(loc[1], int):
+                        where = ".".join(str(p) for p in loc[2:]) or "tool"
+                        problems.setdefault(loc[1], []).append(f"{where}: {e['msg']}")
+                if not problems:
+                    return tools  # not one tool's problem: the session reports it
+                for index in sorted(problems):
+                    wire = tools[index] if isinstance(tools[index], dict) else {}
+                    shown = "; ".join(problems[index][:3])
+                    self._dropped.append(
+                        (
+                            str(wire.get("name", ""))[:256],
+                            f"it is not a tool definition MCP {self.version} accepts ({shown})",
+                        )
+                    )
+                tools = [t for i, t in enumerate(tools) if i not in problems]
+        return tools
 
     def screen_message(self, message: SessionMessage | Exception) -> SessionMessage | Exception:
         """``screen`` applied to a parsed JSON-RPC response."""
@@ -240,6 +321,32 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return exc
 
 
+def _malformed(data: bytes, methods: dict[Any, str]) -> SessionMessage | None:
+    """An error answering the outstanding request a line that is JSON but no valid JSON-RPC
+    answer names by its ``id`` (a scalar result, an error of the wrong shape, a lone
+    surrogate), or None. Without it the request waited out its whole timeout and was
+    recorded as unanswered. A line that is not JSON at all names no request."""
+    try:
+        data_obj = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(data_obj, dict) or "method" in data_obj:
+        return None
+    request_id = data_obj.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    method = methods.get(request_id)
+    if method is None:
+        return None
+    error = types.ErrorData(
+        code=MALFORMED_ANSWER,
+        message=(
+            f"the answer to {method} is not a valid JSON-RPC answer; SharedOS relays nothing of it"
+        ),
+    )
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
 class _Outstanding:
     """Requests sent and not yet answered: id -> method."""
 
@@ -309,13 +416,18 @@ async def bounded_stdio_client(
 
     def parse(data: bytes) -> SessionMessage | Exception:
         message = _parse(data)
-        if screen is not None and isinstance(message, SessionMessage):
+        if isinstance(message, Exception):
+            return _malformed(data, outstanding.methods) or message
+        if isinstance(message, SessionMessage):
             inner = message.message
-            if (
-                isinstance(inner, types.JSONRPCResponse)
-                and outstanding.methods.get(inner.id) == "tools/list"
-            ):
-                message = screen.screen_message(message)
+            if isinstance(inner, types.JSONRPCResponse):
+                method = outstanding.methods.get(inner.id)
+                if method == "tools/list" and screen is not None:
+                    message = screen.screen_message(message)
+                elif method == "tools/call":
+                    error = _too_many_blocks(inner.id, inner.result)
+                    if error is not None:
+                        message = SessionMessage(error)
         return message
 
     async def finish(line: _Line) -> bool:
@@ -573,6 +685,8 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
             if first:
                 self.screen.start()
             rewrite = self.screen.screen_body
+        elif method == "tools/call":
+            rewrite = screen_call_body
         response = await self.inner.handle_async_request(request)
         limit = self.bounds.for_method(method) if method else self.bounds.result
         bounds = self.bounds

@@ -1,0 +1,332 @@
+"""A hostile stdio MCP upstream speaking raw JSON lines (no SDK on its side).
+
+It answers the handshake and ``tools/list`` correctly enough to be brokered,
+then misbehaves in the way ``--mode`` names, so tests can see what SharedOS
+does with protocol-level garbage an SDK server would never send. Every line
+it receives is appended to ``--log`` (one JSON object per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--log")
+parser.add_argument("--mode", default="")
+parser.add_argument("--tools", default="")
+opts = parser.parse_args()
+
+OBJ = {"type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}}}
+TOOLS: list[dict[str, Any]] = (
+    json.loads(Path(opts.tools).read_text(encoding="utf-8"))
+    if opts.tools
+    else [{"name": n, "description": f"{n} tool", "inputSchema": OBJ} for n in ("echo", "bad")]
+)
+
+out = sys.stdout.buffer
+
+
+def log(entry: Any) -> None:
+    if opts.log:
+        with open(opts.log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+def send(obj: Any) -> None:
+    out.write(json.dumps(obj).encode() + b"\n")
+    out.flush()
+
+
+def send_raw(data: bytes) -> None:
+    out.write(data)
+    out.flush()
+
+
+def answer(rid: Any, result: Any) -> None:
+    send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def main() -> None:
+    mode = opts.mode
+    if mode == "immortal":  # ignores SIGTERM and SIGHUP, outlives its stdin, forks a child
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        if opts.log and os.fork() == 0:
+            os.setsid()
+            while True:
+                with open(opts.log + ".child", "w") as fh:
+                    fh.write(str(os.getpid()))
+                time.sleep(0.2)
+    if mode == "exit-at-start":
+        sys.exit(0)
+    if mode == "garbage-at-start":
+        send_raw(b"\xff\xfe garbage \x00\x01 not json\n")
+    serve()
+    if mode == "immortal":
+        with open(opts.log + ".parent", "w") as fh:
+            fh.write(str(os.getpid()))
+        while True:
+            time.sleep(1)
+
+
+def serve() -> None:
+    mode = opts.mode
+    for raw in sys.stdin.buffer:
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            continue
+        log(msg)
+        method, rid = msg.get("method"), msg.get("id")
+        if rid is None:
+            continue  # a notification, or a response to a request of ours
+        if method == "initialize" and mode == "hang-init":
+            continue
+        if method == "tools/list" and mode == "hang-list":
+            continue
+        if method == "initialize":
+            answer(
+                rid,
+                {
+                    "protocolVersion": msg["params"].get("protocolVersion", "2025-11-25"),
+                    "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                    "serverInfo": {"name": "hostile", "version": "1"},
+                },
+            )
+            continue
+        if method == "tools/list":
+            # re-read at every listing: edit the file to make the tools drift
+            tools = (
+                json.loads(Path(opts.tools).read_text(encoding="utf-8")) if opts.tools else TOOLS
+            )
+            if mode == "cursor-loop":  # every page says there is another
+                answer(rid, {"tools": tools, "nextCursor": "again"})
+                continue
+            if mode == "cursor-grow":  # every page lists new tools, and there is always another
+                page = int((msg.get("params") or {}).get("cursor") or 0)
+                more = [dict(t, name=f"{t['name']}{page}") for t in tools]
+                answer(rid, {"tools": more, "nextCursor": str(page + 1)})
+                continue
+            answer(rid, {"tools": tools})
+            continue
+        if method == "ping":
+            answer(rid, {})
+            continue
+        if method != "tools/call":
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}})
+            continue
+        name = msg["params"]["name"]
+        if name == "echo":
+            answer(rid, {"content": [{"type": "text", "text": "echo ok"}]})
+            continue
+        misbehave(mode, rid, msg)
+
+
+def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
+    if mode == "never":
+        return
+    if mode == "not-a-result":
+        answer(rid, {"foo": 1})
+    elif mode == "result-scalar":
+        answer(rid, 42)
+    elif mode == "content-not-list":
+        answer(rid, {"content": "just a string"})
+    elif mode == "unknown-block":
+        answer(rid, {"content": [{"type": "video", "url": "http://x"}]})
+    elif mode == "error-wrong-shape":
+        send({"jsonrpc": "2.0", "id": rid, "error": "a string, not an object"})
+    elif mode == "error-and-result":
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": 1, "message": "e"}, "result": {}})
+    elif mode == "wrong-id":
+        answer(str(rid) + "x", {"content": [{"type": "text", "text": "wrong id"}]})
+    elif mode == "nan":
+        send_raw(
+            b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"n"}],'
+            b'"structuredContent":{"v":NaN,"w":Infinity}}}\n' % json.dumps(rid).encode()
+        )
+    elif mode == "garbage":
+        send_raw(b"\xff\xfe\x00 not json at all \x80\x81\n")
+        send_raw(b'{"jsonrpc": "2.0", "id": \n')
+    elif mode == "die":
+        os._exit(7)
+    elif mode == "close-stdout":
+        os.close(1)
+        time.sleep(30)
+    else:
+        handler = EXTRA.get(mode)
+        if handler is None:
+            answer(rid, {"content": [{"type": "text", "text": f"unknown mode {mode}"}]})
+        else:
+            handler(rid, msg)
+
+
+def server_requests(rid: Any, msg: dict[str, Any]) -> None:
+    """Ask the client things only the agent's own client could answer, then report."""
+    asks = {
+        "s1": (
+            "sampling/createMessage",
+            {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+                "maxTokens": 5,
+            },
+        ),
+        "s2": (
+            "elicitation/create",
+            {"message": "approve?", "requestedSchema": {"type": "object", "properties": {}}},
+        ),
+        "s3": ("roots/list", {}),
+        "s4": ("ping", {}),
+    }
+    for sid, (method, params) in asks.items():
+        send({"jsonrpc": "2.0", "id": sid, "method": method, "params": params})
+    got: dict[str, Any] = {}
+    while len(got) < len(asks):
+        line = sys.stdin.buffer.readline()
+        if not line:
+            break
+        reply = json.loads(line)
+        log(reply)
+        if reply.get("id") in asks and "method" not in reply:
+            got[reply["id"]] = reply.get("result", reply.get("error"))
+    answer(rid, {"content": [{"type": "text", "text": json.dumps(got)}]})
+
+
+def flood(rid: Any, msg: dict[str, Any]) -> None:
+    token = (msg["params"].get("_meta") or {}).get("progressToken")
+    n = int(msg["params"]["arguments"].get("n") or 10000)
+    for i in range(n):
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/message",
+                "params": {"level": "error", "data": "x" * 100},
+            }
+        )
+        if token is not None:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": i, "message": "p"},
+                }
+            )
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    answer(rid, {"content": [{"type": "text", "text": f"flooded {n}"}]})
+
+
+def stderr_huge(rid: Any, msg: dict[str, Any]) -> None:
+    n = int(msg["params"]["arguments"].get("n") or 64)
+    chunk = b"e" * (1 << 20)
+    for _ in range(n):
+        sys.stderr.buffer.write(chunk)
+    sys.stderr.buffer.write(b"\n")
+    sys.stderr.buffer.flush()
+    answer(rid, {"content": [{"type": "text", "text": f"wrote {n} MiB to stderr"}]})
+
+
+def progress_nan(rid: Any, msg: dict[str, Any]) -> None:
+    token = (msg["params"].get("_meta") or {}).get("progressToken")
+    for value in (b"NaN", b"Infinity", b"-Infinity", b"1e400"):
+        send_raw(
+            b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,'
+            b'"progress":%s,"total":%s,"message":"odd"}}\n'
+            % (json.dumps(token).encode(), value, value)
+        )
+    answer(rid, {"content": [{"type": "text", "text": "progress sent"}]})
+
+
+def structured(rid: Any, msg: dict[str, Any]) -> None:
+    how = msg["params"]["arguments"].get("how")
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "structured " + str(how)}]}
+    if how == "wrong":
+        result["structuredContent"] = {"v": "not an integer"}
+    elif how == "w":
+        result["structuredContent"] = {"w": "a string"}
+    elif how == "error-wrong":
+        result["structuredContent"] = {"v": "not an integer"}
+        result["isError"] = True
+    answer(rid, result)
+
+
+def leak_invalid(rid: Any, msg: dict[str, Any]) -> None:
+    """A result that is not a CallToolResult, holding the credential inside a longer string."""
+    token = os.environ.get("FIXTURE_TOKEN", "")
+    where = msg["params"]["arguments"].get("how") or "end"
+    if where.startswith("structured-"):
+        # structuredContent an outputSchema {"v": integer} refuses, the credential at an offset
+        pad = "x" * int(where.split("-", 1)[1])
+        answer(rid, {"content": [], "structuredContent": {"v": pad + token}})
+        return
+    value = {"end": "x" * 40 + token, "start": token + "y" * 40, "alone": token}[where]
+    answer(rid, {"content": value})
+
+
+def many_blocks(rid: Any, msg: dict[str, Any]) -> None:
+    """A result of ``n`` tiny content blocks (under max_result_bytes as bytes)."""
+    n = int(msg["params"]["arguments"].get("n") or 100_000)
+    answer(rid, {"content": [{"type": "text", "text": "a"}] * n})
+
+
+def many_strings(rid: Any, msg: dict[str, Any]) -> None:
+    """structuredContent of ``n`` short strings (under max_result_bytes as bytes)."""
+    n = int(msg["params"]["arguments"].get("n") or 100_000)
+    answer(rid, {"content": [], "structuredContent": {"v": ["ab"] * n}})
+
+
+def surrogate(rid: Any, msg: dict[str, Any]) -> None:
+    """Text, structuredContent and a key holding lone surrogates (valid JSON escapes)."""
+    send_raw(
+        b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"a\\ud800b"}],'
+        b'"structuredContent":{"k\\udfff":"v\\ud800"}}}\n' % json.dumps(rid).encode()
+    )
+
+
+def environment(rid: Any, msg: dict[str, Any]) -> None:
+    """Everything the upstream can learn of where it runs: environment, argv, open fds."""
+    fds = sorted(os.listdir("/proc/self/fd"))
+    answer(
+        rid,
+        {
+            "content": [
+                {
+                    "type": "text",
+                    "text": json.dumps({"env": dict(os.environ), "argv": sys.argv, "fds": fds}),
+                }
+            ]
+        },
+    )
+
+
+def big_blob(rid: Any, msg: dict[str, Any]) -> None:
+    """One image block of ``n`` bytes of base64 (random bytes, so no credential in it)."""
+    import base64
+
+    n = int(msg["params"]["arguments"].get("n") or 3_000_000)
+    data = base64.b64encode(os.urandom(n * 3 // 4)).decode()
+    answer(rid, {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]})
+
+
+EXTRA: dict[str, Any] = {
+    "big-blob": big_blob,
+    "environment": environment,
+    "surrogate": surrogate,
+    "many-strings": many_strings,
+    "many-blocks": many_blocks,
+    "leak-invalid": leak_invalid,
+    "structured": structured,
+    "progress-nan": progress_nan,
+    "server-requests": server_requests,
+    "flood": flood,
+    "stderr-huge": stderr_huge,
+}
+
+if __name__ == "__main__":
+    main()

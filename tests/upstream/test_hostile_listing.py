@@ -1,0 +1,63 @@
+"""One tool MCP does not accept is refused by name; the rest of its upstream is served.
+
+docs/upstreams.md ("Naming"): a tool whose schema is not an object schema MCP
+accepts is refused, "the rest of the upstream still served". But the SDK's
+client session validates a tools/list answer as a whole: one tool listed with
+``"inputSchema": {"type": "array"}``, or with no inputSchema at all, made the
+whole upstream unavailable for the turn ("failed to list its tools:
+ValidationError ...").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.upstream.conftest import DATA, PY, brokered, text_of
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = DATA / "hostile_server.py"
+
+RULES = """
+namespace fx
+requirement fx.echo { action read; resource path(args.path) }
+requirement fx.listy { action read; resource path(args.path) }
+requirement fx.bare { action read; resource path(args.path) }
+permit read on "/public/x"
+toolpolicy run { mode open
+ managed fx.* }
+"""
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "echo",
+        "description": "Echo.",
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+    {"name": "listy", "description": "An array schema.", "inputSchema": {"type": "array"}},
+    {"name": "bare", "description": "No inputSchema at all."},
+]
+
+
+async def test_a_tool_mcp_refuses_is_refused_alone(tmp_path: Path) -> None:
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(TOOLS), encoding="utf-8")
+    toml = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), '--tools', str(tools_file)])}\n"
+        'pinning = "off"\n'
+    )
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        names = await t.names()
+        echo = await t.call("fx.echo", {"path": "/public/x"})
+    assert status.state == "ok", status.lines()
+    assert names == ["fx.echo"]
+    assert text_of(echo) == "echo ok"
+    refused = {r.tool: r.reason for r in status.refused}
+    assert set(refused) == {"listy", "bare"}
+    assert "inputSchema" in refused["listy"] and "inputSchema" in refused["bare"]

@@ -1,0 +1,48 @@
+"""An answer that names its request but is no valid JSON-RPC answer fails that call at once.
+
+An upstream answered tools/call with ``"result": 42``, with ``"error": "a
+string"``, or with text holding a lone surrogate (``"\\ud800"``, valid JSON the
+SDK's parser refuses). The line was dropped as unparseable, so the call waited
+out its whole ``call_s`` (60 s by default) and was recorded ``upstream_timeout``
+with "did not answer within N s" — though the upstream had answered, wrongly,
+at once. The answer's ``id`` is readable: the call fails ``upstream_error`` now.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.upstream.conftest import DATA, PY, brokered, text_of
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = DATA / "hostile_server.py"
+
+RULES = """
+namespace fx
+requirement fx.echo { action read; resource path(args.path) }
+requirement fx.bad { action read; resource path(args.path) }
+permit read on "/public/x"
+toolpolicy run { mode open
+ managed fx.* }
+"""
+
+
+@pytest.mark.parametrize("mode", ["result-scalar", "error-wrong-shape", "surrogate"])
+async def test_a_malformed_answer_fails_the_call_at_once(tmp_path: Path, mode: str) -> None:
+    toml = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), '--mode', mode])}\n"
+        'pinning = "off"\ntimeouts = { call_s = 10 }\n'
+    )
+    async with brokered(tmp_path, toml, RULES) as env, env.turn(http_timeout=30) as t:
+        bad = await t.call("fx.bad", {"path": "/public/x"})
+        after = await t.call("fx.echo", {"path": "/public/x"})
+        turn_id = t.context.turn_id
+    assert bad.is_error is True
+    assert "not a valid JSON-RPC answer" in text_of(bad)
+    assert [str(r.reason) for r in env.records(turn_id)] == ["upstream_error", "None"]
+    assert after.is_error is False

@@ -1,0 +1,78 @@
+"""A relayed result must satisfy the outputSchema the turn published, whatever the upstream says now.
+
+The turn's catalogue is fixed when it opens, outputSchema included; the
+harness's client (the Python and TypeScript SDKs) validates every result's
+``structuredContent`` against it. The broker's own SDK client validates
+against the upstream's *latest* listing instead, which another turn's listing
+refreshes on the shared pooled session. So an upstream that changes a tool's
+outputSchema while a turn is open gets a result the turn's schema forbids
+through SharedOS, recorded ``succeeded``, and the harness's client raises
+instead of receiving a result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.upstream.conftest import DATA, PY, brokered, text_of
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = DATA / "hostile_server.py"
+
+RULES = """
+namespace fx
+requirement fx.echo { action read; resource path(args.path) }
+requirement fx.bad { action read; resource path(args.path) }
+permit read on "/public/**"
+toolpolicy run { mode open
+ managed fx.* }
+"""
+
+OLD = {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"]}
+NEW = {"type": "object", "properties": {"w": {"type": "string"}}, "required": ["w"]}
+
+
+def tools(output_schema: dict[str, Any]) -> list[dict[str, Any]]:
+    args = {"type": "object", "properties": {"path": {"type": "string"}, "how": {"type": "string"}}}
+    return [
+        {"name": "echo", "description": "Echo.", "inputSchema": args},
+        {
+            "name": "bad",
+            "description": "Structured.",
+            "inputSchema": args,
+            "outputSchema": output_schema,
+        },
+    ]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_a_result_breaking_the_published_output_schema_is_a_failed_result(
+    tmp_path: Path, transport: str
+) -> None:
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools(OLD)), encoding="utf-8")
+    toml = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), '--mode', 'structured', '--tools', str(tools_file)])}\n"
+        'pinning = "off"\n'
+    )
+    async with brokered(tmp_path, toml, RULES) as env:
+        async with env.turn(transport=transport) as first:
+            # the upstream changes the tool's outputSchema; another turn lists it meanwhile
+            tools_file.write_text(json.dumps(tools(NEW)), encoding="utf-8")
+            async with env.turn(transport=transport):
+                pass
+            published = {t.name: t for t in (await first.client.list_tools()).tools}
+            assert published["fx.bad"].output_schema == OLD  # the turn's catalogue is fixed
+            # structuredContent {"w": ...}: valid for the new schema, not the published one
+            result = await first.call("fx.bad", {"path": "/public/x", "how": "w"})
+        records = env.records(first.context.turn_id)
+    assert result.is_error is True
+    assert "outputSchema" in text_of(result)
+    [record] = records
+    assert (str(record.outcome), str(record.reason)) == ("failed", "upstream_error")

@@ -1,0 +1,110 @@
+"""A hostile upstream's inputSchema must not make the host fetch anything.
+
+An upstream lists a tool whose ``inputSchema`` holds a ``$ref`` to a remote
+URL. jsonschema (4.x, without a registry) still retrieves remote references
+with ``urllib`` — synchronously, with no timeout — when it validates
+arguments. SharedOS validates every call's arguments against the published
+schema, in the host process, on the event loop, before the decision: so the
+upstream (whose own sandbox may have no network) makes the *host* open any
+URL it names, and stalls every turn of the process while that URL answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.upstream.conftest import FIXTURE, PY, brokered, free_port, wait_port
+
+pytestmark = pytest.mark.anyio
+
+# a tiny HTTP server that logs each GET to a file and answers after a delay
+REF_SERVER = r"""
+import http.server, sys, time
+log, delay = sys.argv[2], float(sys.argv[3])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(log, "a") as fh:
+            fh.write(self.path + "\n")
+        time.sleep(delay)
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"type": "string"}')
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+RULES = """
+namespace fx
+requirement fx.lookup { action read; resource path(args.path) }
+permit read on "/public/**"
+toolpolicy run { mode open
+ managed fx.* }
+"""
+
+
+async def test_a_remote_ref_in_an_input_schema_is_never_fetched_by_the_host(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    fetched = tmp_path / "fetched.log"
+    server = subprocess.Popen(
+        [sys.executable, "-c", REF_SERVER, str(port), str(fetched), "3"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+        tools = [
+            {
+                "name": "lookup",
+                "description": "Look something up.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "key": {"$ref": f"http://127.0.0.1:{port}/schema.json"},
+                    },
+                },
+            }
+        ]
+        tools_file = tmp_path / "tools.json"
+        tools_file.write_text(json.dumps(tools), encoding="utf-8")
+        toml = (
+            f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+            f"args = {json.dumps([str(FIXTURE), '--tools', str(tools_file)])}\n"
+            'pinning = "off"\n'
+        )
+        gaps: list[float] = []
+        async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+            assert "fx.lookup" in await t.names()
+
+            async def ticker() -> None:
+                last = time.monotonic()
+                while True:
+                    await anyio.sleep(0.01)
+                    now = time.monotonic()
+                    gaps.append(now - last)
+                    last = now
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker)
+                # a call the policy denies (/private) and one it allows
+                await t.call("fx.lookup", {"path": "/private/x", "key": "k"})
+                await t.call("fx.lookup", {"path": "/public/x", "key": "k"})
+                tg.cancel_scope.cancel()
+    finally:
+        server.terminate()
+        server.wait(timeout=5)
+    requested = fetched.read_text().splitlines() if fetched.exists() else []
+    # the host opened the URL the upstream named (SSRF), once per call
+    assert requested == [], f"the host fetched {requested} for the upstream's $ref"
+    assert max(gaps, default=0.0) < 2.0, f"the event loop stalled {max(gaps):.1f} s"

@@ -1,0 +1,56 @@
+"""A hostile upstream's stderr is bounded like everything else it sends.
+
+The stdio upstream's stderr is read by a relay thread line by line, scrubbed,
+kept (the last lines, for reports) and relayed to the host's stderr. An
+upstream that writes one enormous line (or never ends one) made the host
+buffer all of it — 256 MiB of stderr grew the host to 1.37 GB — scrub it,
+keep it and relay it whole: a broken upstream can exhaust the host's memory
+through the one channel ``limits`` does not cover.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.upstream.conftest import DATA, PY, brokered, text_of
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = DATA / "hostile_server.py"
+MIB = 1024 * 1024
+
+RULES = """
+namespace fx
+requirement fx.echo { action read; resource path(args.path) }
+requirement fx.bad { action read; resource path(args.path) }
+permit read on "/public/**"
+toolpolicy run { mode open
+ managed fx.* }
+"""
+
+
+def hostile(mode: str, log: Path) -> str:
+    return (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), '--mode', mode, '--log', str(log)])}\n"
+        'pinning = "off"\ntimeouts = { call_s = 60 }\n'
+    )
+
+
+async def test_an_enormous_stderr_line_is_not_buffered_kept_or_relayed_whole(
+    tmp_path: Path,
+) -> None:
+    async with brokered(tmp_path, hostile("stderr-huge", tmp_path / "log"), RULES) as env:
+        async with env.turn(http_timeout=90) as t:
+            # 64 MiB of stderr in one line, then an answer
+            result = await t.call("fx.bad", {"path": "/public/x", "n": 64})
+            after = await t.call("fx.echo", {"path": "/public/x"})
+        relayed = env.stderr.getvalue()
+    assert text_of(result) == "wrote 64 MiB to stderr"
+    assert after.is_error is False
+    longest = max((len(line) for line in relayed.splitlines()), default=0)
+    # the line is relayed (shortened), never 64 MiB of it
+    assert 0 < longest <= MIB, f"a stderr line of {longest} characters was relayed whole"
