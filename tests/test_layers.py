@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "pathwalk",
         "canonical",
         "redaction",
+        "terminal",
         "tomlpos",
     ),
     ("policy", "evidence", "catalog", "bundles"),

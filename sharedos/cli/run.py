@@ -64,6 +64,8 @@ from typing import Any
 
 import click
 
+from sharedos.terminal import printable
+
 EXIT_OK = 0
 EXIT_CONFIG = 1
 EXIT_HARNESS_FAILED = 3
@@ -576,15 +578,6 @@ async def _run_turn(opts: dict[str, Any]) -> int:
                 return await _launch(opts, host, context, tool_policy, turn_upstreams)
     finally:
         store.close()
-
-
-#: control characters (C0 but tab, DEL, C1): a harness line must not drive the terminal
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
-
-
-def printable(line: str) -> str:
-    """``line`` with control characters (ANSI escapes, carriage returns ...) shown as ``\\xNN``."""
-    return line.translate(_CONTROL)
 
 
 def stream_printer(harness_id: str) -> Any:

@@ -43,6 +43,7 @@ from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
 from sharedos.pathwalk import SandboxError
 from sharedos.redaction import Redactor
+from sharedos.terminal import printable
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
 from sharedos.upstream.credentials import Binding, NoCredential, resolve_static, select
@@ -157,10 +158,11 @@ class TurnUpstreams:
         return dict(self.placements)
 
     def report(self) -> list[str]:
-        """Human lines: one per upstream plus its refusals and drift."""
+        """Human lines: one per upstream plus its refusals and drift (control characters
+        escaped: names and messages come from the upstreams, and the lines go to a terminal)."""
         out: list[str] = []
         for status in self.statuses:
-            out.extend(status.lines())
+            out.extend(printable(line) for line in status.lines())
         return out
 
     def as_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from sharedos.errors import UpstreamError
 from sharedos.outcomes import ReasonCode
 from sharedos.redaction import Redactor
+from sharedos.terminal import printable
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.definitions import RawTool, raw_tools
 from sharedos.upstream.oauth import CALL_DENIALS, CredentialAuth, Denial, denial_message
@@ -147,7 +148,8 @@ class _StderrRelay:
                 self.tail.append(clean)
                 if self.sink is not None:
                     with contextlib.suppress(Exception):
-                        self.sink.write(f"upstream {self.upstream}: {clean}\n")
+                        # escaped: the line goes to the operator's terminal
+                        self.sink.write(f"upstream {self.upstream}: {printable(clean)}\n")
                         self.sink.flush()
         with contextlib.suppress(Exception):
             self._reader.close()

@@ -54,3 +54,19 @@ async def test_an_enormous_stderr_line_is_not_buffered_kept_or_relayed_whole(
     longest = max((len(line) for line in relayed.splitlines()), default=0)
     # the line is relayed (shortened), never 64 MiB of it
     assert 0 < longest <= MIB, f"a stderr line of {longest} characters was relayed whole"
+
+
+async def test_terminal_escapes_from_an_upstream_never_reach_the_operators_terminal(
+    tmp_path: Path,
+) -> None:
+    """Its server name, its stderr and its failures are shown with control characters
+    escaped (``sharedos.terminal.printable``): nothing it sends can clear, retitle or
+    rewrite the operator's screen."""
+    async with brokered(tmp_path, hostile("escapes", tmp_path / "log"), RULES) as env:
+        async with env.turn() as t:
+            report = "\n".join(t.upstreams.report())
+            await t.call("fx.echo", {"path": "/public/x"})
+        relayed = env.stderr.getvalue()
+    assert "hostile stderr" in relayed and "\\x1b[2J" in relayed
+    assert "\x1b" not in relayed and "\x07" not in relayed and "\r" not in relayed
+    assert "\x1b" not in report and "\x07" not in report

@@ -69,6 +69,9 @@ def main() -> None:
         sys.exit(0)
     if mode == "garbage-at-start":
         send_raw(b"\xff\xfe garbage \x00\x01 not json\n")
+    if mode == "escapes":  # terminal escapes for the operator's screen: clear, retitle, rewrite
+        sys.stderr.write("\x1b[2J\x1b]0;owned\x07\rhostile stderr\n")
+        sys.stderr.flush()
     serve()
     if mode == "immortal":
         with open(opts.log + ".parent", "w") as fh:
@@ -98,7 +101,12 @@ def serve() -> None:
                 {
                     "protocolVersion": msg["params"].get("protocolVersion", "2025-11-25"),
                     "capabilities": {"tools": {"listChanged": True}, "logging": {}},
-                    "serverInfo": {"name": "hostile", "version": "1"},
+                    "serverInfo": {
+                        "name": "hostile\x1b[2J\x1b]0;owned\x07"
+                        if mode == "escapes"
+                        else "hostile",
+                        "version": "1",
+                    },
                 },
             )
             continue
