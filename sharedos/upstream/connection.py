@@ -441,6 +441,15 @@ class UpstreamConnection:
         finally:
             CALL_DENIALS.reset(noted)
         dropped = self._screen.take()
+        if cursor:  # still another page after MAX_LIST_PAGES: say so, never cut in silence
+            dropped.append(
+                (
+                    f"(after page {MAX_LIST_PAGES})",
+                    f"the upstream still listed more tools after {MAX_LIST_PAGES} pages (a "
+                    "cursor that never ends?); SharedOS stopped there, and tools on later "
+                    "pages are not served",
+                )
+            )
         seen: dict[str, RawTool] = {}
         if len(listed) + len(dropped) <= _INLINE_TOOLS:
             out = raw_tools(listed, self.config.limits, self.scrubber, dropped, self._listed, seen)

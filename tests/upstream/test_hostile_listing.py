@@ -61,3 +61,20 @@ async def test_a_tool_mcp_refuses_is_refused_alone(tmp_path: Path) -> None:
     refused = {r.tool: r.reason for r in status.refused}
     assert set(refused) == {"listy", "bare"}
     assert "inputSchema" in refused["listy"] and "inputSchema" in refused["bare"]
+
+
+@pytest.mark.parametrize("mode", ["cursor-loop", "cursor-grow"])
+async def test_a_listing_cut_at_its_page_limit_says_so(tmp_path: Path, mode: str) -> None:
+    """A paginator that never ends is followed for ``MAX_LIST_PAGES`` pages; the turn still
+    opens with what was listed, and its report says the listing was cut there."""
+    toml = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), '--mode', mode])}\n"
+        'pinning = "off"\n'
+    )
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        report = "\n".join(t.upstreams.report())
+    assert status.state == "ok", status.lines()
+    assert status.listed >= 50  # every page it sent was read, up to the limit
+    assert "after 50 pages" in report, report
