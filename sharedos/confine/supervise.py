@@ -177,6 +177,17 @@ def main(argv: list[str]) -> int:
         except OSError as exc:
             sys.stderr.write(f"sharedos supervise: cannot run {command[0]}: {exc.strerror}\n")
         os._exit(127)
+    # The program has its own stdin and stdout: let go of ours, so that the program
+    # closing its stdout is an end of file for whoever reads it (an MCP server that
+    # closed its stdout and stays alive is then seen as gone, not waited on forever).
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        if null > 2:
+            os.close(null)
+    except OSError:
+        pass
     status = None
     waiting[0] = True
     try:

@@ -46,3 +46,21 @@ async def test_a_malformed_answer_fails_the_call_at_once(tmp_path: Path, mode: s
     assert "not a valid JSON-RPC answer" in text_of(bad)
     assert [str(r.reason) for r in env.records(turn_id)] == ["upstream_error", "None"]
     assert after.is_error is False
+
+
+async def test_an_upstream_that_closes_its_stdout_is_seen_as_gone(tmp_path: Path) -> None:
+    """It closes its stdout and stays alive: the supervisor it runs under no longer holds
+    that pipe, so the host reads an end of file, fails the call at once (not after
+    ``call_s``) and opens a new session for the next call."""
+    toml = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), '--mode', 'close-stdout'])}\n"
+        'pinning = "off"\ntimeouts = { call_s = 60 }\n'
+    )
+    async with brokered(tmp_path, toml, RULES) as env, env.turn(http_timeout=90) as t:
+        first = await t.call("fx.bad", {"path": "/public/x"})
+        second = await t.call("fx.bad", {"path": "/public/x"})
+        turn_id = t.context.turn_id
+    assert first.is_error is True and second.is_error is True
+    # each was the end of a session, not a wait for an answer that cannot come
+    assert [str(r.reason) for r in env.records(turn_id)] == ["upstream_error", "upstream_error"]
