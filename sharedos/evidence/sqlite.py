@@ -644,19 +644,24 @@ class SqliteEvidenceStore:
                 fd = self._shm_fd = os.open(self._shm, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 return  # no index to compare with (_shm_intact judges its absence)
+        half = _WAL_INDEX_HEADER.size
         for _ in range(3):
             try:
-                head = os.pread(fd, 2 * _WAL_INDEX_HEADER.size, 0)
+                head = os.pread(fd, 2 * half, 0)
                 size = os.stat(self._wal).st_size
-                again = os.pread(fd, 2 * _WAL_INDEX_HEADER.size, 0)
             except OSError:
                 return  # a missing -wal is _verify's to judge
-            half = _WAL_INDEX_HEADER.size
-            if len(head) < 2 * half or head != again or head[:half] != head[half:]:
+            if len(head) < 2 * half or head[:half] != head[half:]:
                 continue  # a writer is updating the index: look again
             _, _, _, _, _, page, frames = _WAL_INDEX_HEADER.unpack_from(head)
             page = 65536 if page == 1 else page
-            if frames and size < 32 + frames * (24 + page):
+            if not frames or size >= 32 + frames * (24 + page):
+                return  # the common case: one read of the index, one stat
+            try:
+                again = os.pread(fd, 2 * half, 0)
+            except OSError:
+                return
+            if again == head:  # the index did not move while the size was read: truncated
                 self._broken = EvidenceStoreError(
                     f"the write-ahead log {self._wal} of evidence database {self.path} was "
                     f"truncated while in use ({size} bytes, its index counts {frames} "
@@ -664,7 +669,6 @@ class SqliteEvidenceStore:
                     "replaced",
                 )
                 raise self._broken
-            return
 
     def _verify(self) -> None:
         """Fail (for good) when the files at the path are not the ones this connection writes."""
