@@ -129,13 +129,19 @@ def _too_many_blocks(request_id: Any, result: Any) -> types.JSONRPCError | None:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
 
-def screen_call_body(body: bytes) -> bytes:
-    """A tools/call answer's bytes, or an error in their place (``_too_many_blocks``)."""
+def _response_with_result(body: bytes) -> dict[str, Any] | None:
+    """A JSON-RPC response's bytes read as an object with a ``result``, or None."""
     try:
         data = json.loads(body)
     except ValueError:
-        return body
-    if not isinstance(data, dict) or "result" not in data:
+        return None
+    return data if isinstance(data, dict) and "result" in data else None
+
+
+def screen_call_body(body: bytes) -> bytes:
+    """A tools/call answer's bytes, or an error in their place (``_too_many_blocks``)."""
+    data = _response_with_result(body)
+    if data is None:
         return body
     error = _too_many_blocks(data.get("id"), data["result"])
     if error is None:
@@ -241,11 +247,8 @@ class ListingScreen:
 
     def screen_body(self, body: bytes) -> bytes:
         """``screen`` applied to a JSON-RPC response's bytes (re-encoded only if changed)."""
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return body
-        if not isinstance(data, dict) or "result" not in data:
+        data = _response_with_result(body)
+        if data is None:
             return body
         screened = self.screen(data["result"])
         if screened is data["result"]:

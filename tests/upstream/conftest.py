@@ -391,3 +391,27 @@ toolpolicy run {
 def planted() -> str:
     """A distinctive credential value to plant and grep for."""
     return "PLANTED-cred-7f3a9c1e5b2d4860"
+
+
+#: the raw JSON-lines hostile upstream (one ``--mode`` per way of misbehaving)
+HOSTILE = DATA / "hostile_server.py"
+
+
+def hostile_upstream(*args: str, call_s: float | None = None) -> str:
+    """The host-file table of upstream ``fx`` running the hostile server with ``args``
+    (``--mode M``, ``--tools FILE``, ``--log FILE``), pinning off."""
+    table = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps([str(HOSTILE), *args])}\n"
+        'pinning = "off"\n'
+    )
+    return table + (f"timeouts = {{ call_s = {call_s:g} }}\n" if call_s is not None else "")
+
+
+def hostile_rules(*tools: str, permit: str = "/public/x") -> str:
+    """A hostile-upstream test's policy: ``fx.TOOL`` reading ``args.path`` for each of
+    ``tools``, one read permit, and run policy ``run`` managing ``fx.*``."""
+    lines = ["namespace fx"]
+    lines += [f"requirement fx.{t} {{ action read; resource path(args.path) }}" for t in tools]
+    lines += [f'permit read on "{permit}"', "toolpolicy run { mode open", " managed fx.* }"]
+    return "\n" + "\n".join(lines) + "\n"

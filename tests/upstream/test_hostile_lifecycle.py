@@ -11,7 +11,6 @@ session and the host process ("no process of the run outlives it").
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -21,19 +20,11 @@ import anyio
 import pytest
 
 from tests.timing import bound
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, text_of
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.echo { action read; resource path(args.path) }
-permit read on "/public/x"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("echo")
 
 
 def alive(pid: int) -> bool:
@@ -48,11 +39,7 @@ async def test_a_daemonized_child_that_ignores_sigterm_ends_with_the_session(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "log"
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'immortal', '--log', str(log)])}\n"
-        'pinning = "off"\n'
-    )
+    toml = hostile_upstream("--mode", "immortal", "--log", str(log))
     child_file = Path(str(log) + ".child")
     child = 0
     try:

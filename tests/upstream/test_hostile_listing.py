@@ -16,21 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, text_of
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.echo { action read; resource path(args.path) }
-requirement fx.listy { action read; resource path(args.path) }
-requirement fx.bare { action read; resource path(args.path) }
-permit read on "/public/x"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("echo", "listy", "bare")
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -46,11 +36,7 @@ TOOLS: list[dict[str, Any]] = [
 async def test_a_tool_mcp_refuses_is_refused_alone(tmp_path: Path) -> None:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(TOOLS), encoding="utf-8")
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--tools', str(tools_file)])}\n"
-        'pinning = "off"\n'
-    )
+    toml = hostile_upstream("--tools", str(tools_file))
     async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
         [status] = t.upstreams.statuses
         names = await t.names()
@@ -67,11 +53,7 @@ async def test_a_tool_mcp_refuses_is_refused_alone(tmp_path: Path) -> None:
 async def test_a_listing_cut_at_its_page_limit_says_so(tmp_path: Path, mode: str) -> None:
     """A paginator that never ends is followed for ``MAX_LIST_PAGES`` pages; the turn still
     opens with what was listed, and its report says the listing was cut there."""
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', mode])}\n"
-        'pinning = "off"\n'
-    )
+    toml = hostile_upstream("--mode", mode)
     async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
         [status] = t.upstreams.statuses
         report = "\n".join(t.upstreams.report())

@@ -10,34 +10,20 @@ at once. The answer's ``id`` is readable: the call fails ``upstream_error`` now.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, text_of
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.echo { action read; resource path(args.path) }
-requirement fx.bad { action read; resource path(args.path) }
-permit read on "/public/x"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("echo", "bad")
 
 
 @pytest.mark.parametrize("mode", ["result-scalar", "error-wrong-shape", "surrogate"])
 async def test_a_malformed_answer_fails_the_call_at_once(tmp_path: Path, mode: str) -> None:
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', mode])}\n"
-        'pinning = "off"\ntimeouts = { call_s = 10 }\n'
-    )
+    toml = hostile_upstream("--mode", mode, call_s=10)
     async with brokered(tmp_path, toml, RULES) as env, env.turn(http_timeout=30) as t:
         bad = await t.call("fx.bad", {"path": "/public/x"})
         after = await t.call("fx.echo", {"path": "/public/x"})
@@ -52,11 +38,7 @@ async def test_an_upstream_that_closes_its_stdout_is_seen_as_gone(tmp_path: Path
     """It closes its stdout and stays alive: the supervisor it runs under no longer holds
     that pipe, so the host reads an end of file, fails the call at once (not after
     ``call_s``) and opens a new session for the next call."""
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'close-stdout'])}\n"
-        'pinning = "off"\ntimeouts = { call_s = 60 }\n'
-    )
+    toml = hostile_upstream("--mode", "close-stdout", call_s=60)
     async with brokered(tmp_path, toml, RULES) as env, env.turn(http_timeout=90) as t:
         first = await t.call("fx.bad", {"path": "/public/x"})
         second = await t.call("fx.bad", {"path": "/public/x"})

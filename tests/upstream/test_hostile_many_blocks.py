@@ -20,19 +20,11 @@ import pytest
 
 from sharedos.bridge import open_turn
 from tests.timing import bound
-from tests.upstream.conftest import DATA, PY, brokered
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.bad { action read; resource path(args.path) }
-permit read on "/public/x"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("bad")
 
 CLIENT = r"""
 import json, sys, anyio, httpx2
@@ -51,11 +43,7 @@ anyio.run(main, *sys.argv[1:])
 
 
 async def test_a_result_of_130000_blocks_does_not_stall_the_event_loop(tmp_path: Path) -> None:
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'many-blocks'])}\n"
-        'pinning = "off"\ntimeouts = { call_s = 120 }\n'
-    )
+    toml = hostile_upstream("--mode", "many-blocks", call_s=120)
     gaps: list[float] = []
     async with brokered(tmp_path, toml, RULES, handler_timeout_s=150) as env:
         context = env.context()

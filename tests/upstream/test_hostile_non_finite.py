@@ -9,37 +9,23 @@ client logs "Failed to validate notification" and drops it).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import pytest
 
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, text_of
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.echo { action read; resource path(args.path) }
-requirement fx.bad { action read; resource path(args.path) }
-permit read on "/public/x"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("echo", "bad")
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
 async def test_non_finite_progress_is_not_relayed_as_invalid_notifications(
     tmp_path: Path, transport: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'progress-nan'])}\n"
-        'pinning = "off"\n'
-    )
+    toml = hostile_upstream("--mode", "progress-nan")
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -55,11 +41,7 @@ async def test_non_finite_progress_is_not_relayed_as_invalid_notifications(
 
 async def test_a_result_with_non_finite_numbers_is_a_failed_result(tmp_path: Path) -> None:
     # structuredContent {"v": NaN, "w": Infinity}: relayed, it reached the harness as nulls
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'nan'])}\n"
-        'pinning = "off"\n'
-    )
+    toml = hostile_upstream("--mode", "nan")
     async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
         result = await t.call("fx.bad", {"path": "/public/x"})
         turn_id = t.context.turn_id

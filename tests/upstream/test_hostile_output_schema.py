@@ -18,20 +18,11 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, text_of
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.echo { action read; resource path(args.path) }
-requirement fx.bad { action read; resource path(args.path) }
-permit read on "/public/**"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("echo", "bad", permit="/public/**")
 
 OLD = {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"]}
 NEW = {"type": "object", "properties": {"w": {"type": "string"}}, "required": ["w"]}
@@ -56,11 +47,7 @@ async def test_a_result_breaking_the_published_output_schema_is_a_failed_result(
 ) -> None:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools(OLD)), encoding="utf-8")
-    toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'structured', '--tools', str(tools_file)])}\n"
-        'pinning = "off"\n'
-    )
+    toml = hostile_upstream("--mode", "structured", "--tools", str(tools_file))
     async with brokered(tmp_path, toml, RULES) as env:
         async with env.turn(transport=transport) as first:
             # the upstream changes the tool's outputSchema; another turn lists it meanwhile

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.upstream.conftest import FIXTURE, PY, brokered, free_port, wait_port
+from tests.upstream.conftest import FIXTURE, PY, brokered, free_port, hostile_rules, wait_port
 
 pytestmark = pytest.mark.anyio
 
@@ -42,13 +42,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
 
-RULES = """
-namespace fx
-requirement fx.lookup { action read; resource path(args.path) }
-permit read on "/public/**"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("lookup", permit="/public/**")
 
 
 async def test_a_remote_ref_in_an_input_schema_is_never_fetched_by_the_host(

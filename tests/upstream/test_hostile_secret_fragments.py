@@ -17,19 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, text_of
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
-
-RULES = """
-namespace fx
-requirement fx.bad { action read; resource path(args.path) }
-permit read on "/public/x"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("bad")
 
 TOOLS = [
     {
@@ -67,10 +59,8 @@ async def test_an_invalid_answer_never_carries_part_of_the_credential(
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(TOOLS), encoding="utf-8")
     toml = (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', 'leak-invalid', '--tools', str(tools_file)])}\n"
-        'pinning = "off"\n'
-        '[upstream.fx.credentials]\nFIXTURE_TOKEN = { env = "SHAREDOS_TEST_TOKEN" }\n'
+        hostile_upstream("--mode", "leak-invalid", "--tools", str(tools_file))
+        + '[upstream.fx.credentials]\nFIXTURE_TOKEN = { env = "SHAREDOS_TEST_TOKEN" }\n'
     )
     # content that is not a list, the credential at the end / start of a long string;
     # structuredContent its outputSchema refuses, the credential around offset 500

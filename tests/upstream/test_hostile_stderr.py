@@ -10,34 +10,26 @@ through the one channel ``limits`` does not cover.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.upstream.conftest import DATA, PY, brokered, text_of
+from tests.upstream.conftest import (
+    brokered,
+    hostile_rules,
+    hostile_upstream,
+    text_of,
+)
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = DATA / "hostile_server.py"
 MIB = 1024 * 1024
 
-RULES = """
-namespace fx
-requirement fx.echo { action read; resource path(args.path) }
-requirement fx.bad { action read; resource path(args.path) }
-permit read on "/public/**"
-toolpolicy run { mode open
- managed fx.* }
-"""
+RULES = hostile_rules("echo", "bad", permit="/public/**")
 
 
 def hostile(mode: str, log: Path) -> str:
-    return (
-        f"[upstream.fx]\ncommand = {json.dumps(PY)}\n"
-        f"args = {json.dumps([str(HOSTILE), '--mode', mode, '--log', str(log)])}\n"
-        'pinning = "off"\ntimeouts = { call_s = 60 }\n'
-    )
+    return hostile_upstream("--mode", mode, "--log", str(log), call_s=60)
 
 
 async def test_an_enormous_stderr_line_is_not_buffered_kept_or_relayed_whole(
