@@ -20,12 +20,15 @@ print figures and assert nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
-__all__ = ["bound", "cpu_bound", "cpu_slowdown", "slowdown"]
+import anyio
+
+__all__ = ["bound", "cpu_bound", "cpu_slowdown", "loop_gaps", "slowdown"]
 
 #: what one probe takes on an idle development machine (seconds; measured, rounded down)
 REFERENCE_S = 0.008
@@ -75,3 +78,29 @@ def cpu_bound(seconds: float) -> float:
     """``seconds`` of CPU time (a bound on the work something does) scaled by
     ``cpu_slowdown()``: for a bound on work, not on waiting."""
     return seconds * cpu_slowdown()
+
+
+@contextlib.asynccontextmanager
+async def loop_gaps() -> AsyncIterator[list[float]]:
+    """How long the event loop really took for each 10 ms sleep while the block ran.
+
+    A ticker task sleeps 10 ms at a time and records each real gap: a block that
+    holds the loop (work done on it, a synchronous fetch) shows as one long gap.
+    Assert ``max(gaps) < bound(...)``.
+    """
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await anyio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        try:
+            yield gaps
+        finally:
+            tg.cancel_scope.cancel()

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from sharedos.bridge.turnfile import StdioLaunch
 from sharedos.catalog.definition import ToolDefinition, ToolMetadata
 from sharedos.catalog.registry import ToolRegistry
 from sharedos.evidence.sqlite import SqliteEvidenceStore
@@ -118,6 +119,18 @@ def build_runtime(
     host = RuntimeHost(Kernel(policy, registry), evidence, handler_timeout_s=timeout_s)
     return Runtime(
         host=host, evidence=evidence, sandbox=sandbox, evidence_path=evidence_path, probe=probe
+    )
+
+
+def files_launch(rt: Runtime) -> StdioLaunch:
+    """How a stdio bridge process is launched for ``rt``: files.sos, the files tools over
+    its sandbox, its evidence file, run policy ``bridge-open``."""
+    return StdioLaunch(
+        rules=(DATA / "files.sos",),
+        evidence_db=rt.evidence_path,
+        tool_sets=("files",),
+        sandbox_root=rt.sandbox,
+        run_policy="bridge-open",
     )
 
 

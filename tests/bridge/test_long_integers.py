@@ -20,10 +20,9 @@ import pytest
 
 from sharedos.bridge import open_turn
 from sharedos.bridge.frames import classify
-from sharedos.bridge.turnfile import StdioLaunch
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
-from tests.bridge.conftest import DATA, Runtime, build_runtime
+from tests.bridge.conftest import Runtime, build_runtime, files_launch
 from tests.bridge.rawwire import ACCEPT, StdioBridge, json_rpc_messages, legacy_session
 
 pytestmark = pytest.mark.anyio
@@ -80,13 +79,7 @@ async def test_stdio_call_with_a_long_integer_is_answered_as_a_result(
 ) -> None:
     rt = files_runtime
     alice = AccessContext(principal="alice")
-    launch = StdioLaunch(
-        rules=(DATA / "files.sos",),
-        evidence_db=rt.evidence_path,
-        tool_sets=("files",),
-        sandbox_root=rt.sandbox,
-        run_policy="bridge-open",
-    )
+    launch = files_launch(rt)
     async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=launch) as turn:
         assert turn.command is not None
         bridge = await StdioBridge.start(turn.command)

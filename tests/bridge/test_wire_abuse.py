@@ -18,10 +18,9 @@ import httpx2
 import pytest
 
 from sharedos.bridge import open_turn
-from sharedos.bridge.turnfile import StdioLaunch
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
-from tests.bridge.conftest import DATA, Runtime, build_runtime
+from tests.bridge.conftest import Runtime, build_runtime, files_launch
 from tests.bridge.rawwire import ACCEPT, StdioBridge, frame, json_rpc_messages, legacy_session
 
 pytestmark = pytest.mark.anyio
@@ -77,13 +76,7 @@ async def test_stdio_tools_call_with_an_error_member_is_refused_recorded_and_ans
 ) -> None:
     rt = files_runtime
     alice = AccessContext(principal="alice")
-    launch = StdioLaunch(
-        rules=(DATA / "files.sos",),
-        evidence_db=rt.evidence_path,
-        tool_sets=("files",),
-        sandbox_root=rt.sandbox,
-        run_policy="bridge-open",
-    )
+    launch = files_launch(rt)
     async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=launch) as turn:
         assert turn.command is not None
         bridge = await StdioBridge.start(turn.command)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 
 from sharedos.bridge import open_turn
-from tests.timing import bound
+from tests.timing import bound, loop_gaps
 from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream
 
 pytestmark = pytest.mark.anyio
@@ -44,33 +43,24 @@ anyio.run(main, *sys.argv[1:])
 
 async def test_a_result_of_130000_blocks_does_not_stall_the_event_loop(tmp_path: Path) -> None:
     toml = hostile_upstream("--mode", "many-blocks", call_s=120)
-    gaps: list[float] = []
     async with brokered(tmp_path, toml, RULES, handler_timeout_s=150) as env:
         context = env.context()
         run_policy = env.policy.tool_policies["run"]
-        async with env.broker.turn(context), open_turn(env.host, context, run_policy) as turn:
-
-            async def ticker() -> None:
-                last = time.monotonic()
-                while True:
-                    await anyio.sleep(0.01)
-                    now = time.monotonic()
-                    gaps.append(now - last)
-                    last = now
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
-                # ~4 MiB: under max_result_bytes
-                argv = [
-                    sys.executable,
-                    "-c",
-                    CLIENT,
-                    str(turn.url),
-                    json.dumps(turn.headers()),
-                    "130000",
-                ]
-                done = await anyio.run_process(argv, check=True)
-                tg.cancel_scope.cancel()
+        async with (
+            env.broker.turn(context),
+            open_turn(env.host, context, run_policy) as turn,
+            loop_gaps() as gaps,
+        ):
+            # ~4 MiB: under max_result_bytes
+            argv = [
+                sys.executable,
+                "-c",
+                CLIENT,
+                str(turn.url),
+                json.dumps(turn.headers()),
+                "130000",
+            ]
+            done = await anyio.run_process(argv, check=True)
         [record] = env.records(context.turn_id)
     assert max(gaps) < bound(1.0), f"the host's event loop stalled {max(gaps):.2f} s"
     answer = json.loads(done.stdout)

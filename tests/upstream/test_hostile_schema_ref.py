@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import anyio
 import pytest
 
+from tests.timing import bound, loop_gaps
 from tests.upstream.conftest import FIXTURE, PY, brokered, free_port, hostile_rules, wait_port
 
 pytestmark = pytest.mark.anyio
@@ -77,28 +76,17 @@ async def test_a_remote_ref_in_an_input_schema_is_never_fetched_by_the_host(
             f"args = {json.dumps([str(FIXTURE), '--tools', str(tools_file)])}\n"
             'pinning = "off"\n'
         )
-        gaps: list[float] = []
         async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
             assert "fx.lookup" in await t.names()
 
-            async def ticker() -> None:
-                last = time.monotonic()
-                while True:
-                    await anyio.sleep(0.01)
-                    now = time.monotonic()
-                    gaps.append(now - last)
-                    last = now
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
+            async with loop_gaps() as gaps:
                 # a call the policy denies (/private) and one it allows
                 await t.call("fx.lookup", {"path": "/private/x", "key": "k"})
                 await t.call("fx.lookup", {"path": "/public/x", "key": "k"})
-                tg.cancel_scope.cancel()
     finally:
         server.terminate()
         server.wait(timeout=5)
     requested = fetched.read_text().splitlines() if fetched.exists() else []
     # the host opened the URL the upstream named (SSRF), once per call
     assert requested == [], f"the host fetched {requested} for the upstream's $ref"
-    assert max(gaps, default=0.0) < 2.0, f"the event loop stalled {max(gaps):.1f} s"
+    assert max(gaps, default=0.0) < bound(2.0), f"the event loop stalled {max(gaps):.1f} s"
