@@ -69,12 +69,12 @@ class Enforced:
         )
 
     def same_release(self, loaded: LoadedBundle) -> bool:
-        """True when ``loaded`` is this release (same sequence, revision and program)."""
-        return (self.sequence, self.revision, self.bundle_hash) == (
-            loaded.sequence,
-            loaded.revision,
-            loaded.bundle_hash,
-        )
+        """True when ``loaded`` is this release (same sequence, revision and program; a
+        bundle that declares no revision is named by its bytes, which another signature
+        changes, so then the same sequence and program are the same release)."""
+        if (self.sequence, self.bundle_hash) != (loaded.sequence, loaded.bundle_hash):
+            return False
+        return self.revision == loaded.revision or not loaded.revision_declared
 
     def describe(self) -> str:
         """One line: sequence, revision, program."""

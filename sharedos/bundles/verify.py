@@ -61,6 +61,12 @@ class LoadedBundle:
     loaded_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
+    def revision_declared(self) -> bool:
+        """True when the bundle names its revision (else it is its bytes' SHA-256 prefix,
+        which changes whenever the file does: another signature, a re-signing)."""
+        return self.revision != self.content_sha256[:12]
+
+    @property
     def kernel_policy(self) -> Any:
         """The policy to give a ``Kernel``: the bundle's, carrying its revision (``bundle_revision``)."""
         return BundledPolicy(self.policy, self.revision)

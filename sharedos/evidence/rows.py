@@ -104,6 +104,27 @@ _OF = len(CHAIN_COLUMNS) + 1  # the concluded attempt's hash (READER_SQL's last 
 _SEAL_SIGNATURE = _COL["signature"]
 
 
+def _number(value: Any) -> Any:
+    """A stored number as the chain hashes it; a value that is no number (SQLite keeps
+    whatever it is given) as it is, so its link is reported edited, not a crash."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _integer(value: Any) -> int | None:
+    """A stored position or seq; None when it is none (or is not an integer)."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def link_from_row(row: Sequence[Any]) -> Link:
     """A ``Link`` from one row of ``chain_sql.READER_SQL``.
 
@@ -132,7 +153,7 @@ def link_from_row(row: Sequence[Any]) -> Link:
         values = (
             row[_OF],
             *content[1:4],
-            float(duration) if duration is not None else None,
+            _number(duration),
             content[5],
         )
     elif kind == "seal":
@@ -144,11 +165,12 @@ def link_from_row(row: Sequence[Any]) -> Link:
         link_seq = None
     else:
         values = None
+    place = _integer(pos)
     return Link(
         turn_id=str(turn_id),
-        pos=int(pos) if pos is not None else -1,
+        pos=place if place is not None else -1,
         kind=str(kind),
-        seq=int(link_seq) if link_seq is not None else None,
+        seq=_integer(link_seq),
         prev=str(prev),
         hash=str(hash_),
         values=values,

@@ -1,0 +1,46 @@
+"""A row whose number column holds text is reported by ``verify``, never a crash."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sharedos.cli.main import main
+from sharedos.evidence.url import open_store
+from sharedos.evidence.verify import verify_store
+from tests.evidence.test_chain import write_turn
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("duration_ms", "0.5x"), ("duration_ms", b"\x00"), ("pos", "zz"), ("attempt", "zz")],
+)
+def test_a_non_numeric_value_in_a_number_column_is_reported(
+    tmp_path: Path, column: str, value: object
+) -> None:
+    db = tmp_path / "evidence.db"
+    store = open_store(str(db))
+    write_turn(store, "T")
+    write_turn(store, "U")
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    # SQLite keeps what it is given: someone with write access can put text in a REAL column
+    conn.execute(
+        f"UPDATE chain SET {column} = ? WHERE turn_id = 'T' AND kind = 'outcome' AND pos = 2",
+        (value,),
+    )
+    conn.close()
+    store = open_store(str(db), read_only=True)
+    try:
+        report = verify_store(store)  # raised ValueError: could not convert string to float
+    finally:
+        store.close()
+    assert not report.clean
+    assert {p.turn_id for p in report.problems} == {"T"}  # U is still verified, and clean
+    assert report.turns == 2
+    result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and "turn T" in result.output
