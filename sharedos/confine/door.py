@@ -11,8 +11,9 @@ with no process in between. When the bridge exits the door tells the
 connector its status; when the connector goes away (the harness killed its
 MCP server) the door ends that bridge.
 
-The socket lives in a private host directory (0700) bound read-only into the
-sandbox; at most ``max_sessions`` bridges run at once.
+The socket lives in a private host directory (0700, under ``private_base()``,
+which no sandbox shows) bound read-only into the harness's sandbox; at most
+``max_sessions`` bridges run at once.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,24 @@ from pathlib import Path
 #: where the door's directory appears inside the sandbox
 SANDBOX_DOOR_DIR = "/run/sharedos/door"
 SOCKET_NAME = "stdio.sock"
+
+
+def private_base() -> Path:
+    """``$TMPDIR/sharedos-UID`` (0700, this user's): where doors and stdio turn files live.
+
+    It is SharedOS's own state: no sandbox may show it (``upstream.sandbox.decide``
+    names it among the managed paths, so an upstream root holding the temporary
+    directory gets it masked, and a root inside it is refused). Created here, so it
+    exists when a view is checked; one that is not this user's private directory is
+    refused rather than used.
+    """
+    base = Path(tempfile.gettempdir()) / f"sharedos-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        base.mkdir(mode=0o700)
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{base} is not a private directory of this user: refusing to use it")
+    return base
 
 
 def supervise_script() -> str:
@@ -81,7 +101,7 @@ class StdioDoor:
         self.env = dict(env)
         self.max_sessions = max_sessions
         self.linger_s = linger_s
-        self.directory = Path(tempfile.mkdtemp(prefix="sharedos-door-"))  # 0700
+        self.directory = Path(tempfile.mkdtemp(prefix="sharedos-door-", dir=private_base()))
         self.path = self.directory / SOCKET_NAME
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.path))

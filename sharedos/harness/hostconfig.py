@@ -414,7 +414,7 @@ class HostConfig(BaseModel):
         """SharedOS's own state named by this file, which no sandbox may show.
 
         The host file itself and its pin file, the policy bundle and the shadow
-        policy (when local) and the trusted keys, the evidence signing key, the evidence database
+        policy (when local), the bundle's anti-rollback state, the trusted keys, the evidence signing key, the evidence database
         (a SQLite URL, with its ``-wal`` and ``-shm``).
         """
         env = environ if environ is not None else os.environ
@@ -435,6 +435,17 @@ class HostConfig(BaseModel):
         if bundle and not bundle.lower().startswith(("http://", "https://")):
             with contextlib.suppress(HostConfigError):
                 out.append(self.resolve_path(bundle, env))
+        if bundle:
+            # the last release enforced (anti-rollback): as ``sharedos run`` finds it
+            from sharedos.bundles.state import default_state_path
+
+            with contextlib.suppress(HostConfigError):
+                if self.policy.state:
+                    out.append(self.resolve_path(self.policy.state, env))
+                else:
+                    local = not bundle.lower().startswith(("http://", "https://"))
+                    origin = self.resolve_path(bundle, env) if local else bundle
+                    out.append(str(default_state_path(origin)))
         if self.policy.shadow:
             with contextlib.suppress(HostConfigError):
                 shadow = self.shadow_source(env)[0]

@@ -189,6 +189,9 @@ class _Turn:
     #: the turn's view of the harness's own local tools (``ToolPolicy.harness_local``)
     strict: bool = False
     local_tools: tuple[str, ...] = ()
+    #: confined stdio: a private host directory, outside the sandbox's view, for the
+    #: turn file, its open marker and relay socket, and the door's bridge HOME
+    stdio_dir: Path | None = None
 
 
 class McpHarnessRuntime:
@@ -305,6 +308,8 @@ class McpHarnessRuntime:
             )
         except BaseException:
             shutil.rmtree(turn.turn_dir, ignore_errors=True)  # nothing ran in it
+            if turn.stdio_dir is not None:
+                shutil.rmtree(turn.stdio_dir, ignore_errors=True)
             raise
         try:
             turn.model = self._start_model(plan, turn)
@@ -327,6 +332,8 @@ class McpHarnessRuntime:
                         path.unlink()
             if turn.sandbox is not None:
                 await turn.sandbox.close()
+            if turn.stdio_dir is not None:
+                shutil.rmtree(turn.stdio_dir, ignore_errors=True)
         evidence = [] if live else list(runtime_host.evidence.query(turn_id=context.turn_id))
         return self._finish(turn, proc, evidence, context.turn_id)
 
@@ -395,14 +402,23 @@ class McpHarnessRuntime:
         else:
             mechanism = find_bubblewrap()  # ConfinementUnavailable says why not
             door = None
+            managed = self._managed_roots(runtime_host, stdio_launch, managed_roots)
             if turn.transport == "stdio":
-                door = StdioDoor(env=recipes.base_env(self.environ, turn.turn_dir / "bridge-home"))
+                door = StdioDoor(env={})
             try:
+                if door is not None:
+                    # The turn file (which the bridge outside the sandbox obeys), its relay
+                    # socket and the bridge's HOME must not be where the harness can write:
+                    # a private host directory beside the door's, itself a managed root.
+                    where = door.directory.parent
+                    turn.stdio_dir = Path(tempfile.mkdtemp(prefix="sharedos-stdio-", dir=where))
+                    managed.append(str(turn.stdio_dir))
+                    door.env = recipes.base_env(self.environ, turn.stdio_dir / "bridge-home")
                 sandbox = HarnessSandbox.plan(
                     mechanism,
                     readonly=self._install_paths(),
                     writable=[turn.turn_dir],
-                    managed=self._managed_roots(runtime_host, stdio_launch, managed_roots),
+                    managed=managed,
                     network=self._network(),
                     placeholders={str(turn.turn_dir): "{turn}"},
                     door=door,
@@ -458,6 +474,8 @@ class McpHarnessRuntime:
         if isinstance(store_path, str) and store_path != ":memory:":
             roots += [store_path, store_path + "-wal", store_path + "-shm"]
         if stdio_launch is not None:
+            if stdio_launch.directory is not None:  # its turn files: never the harness's
+                roots.append(str(stdio_launch.directory))
             db = str(stdio_launch.evidence_db)
             roots += [db, db + "-wal", db + "-shm", *map(str, stdio_launch.rules)]
             if stdio_launch.bundle is not None:
@@ -502,7 +520,7 @@ class McpHarnessRuntime:
             # harness's private turn directory; the calls run here, upstreams included
             stdio=stdio_launch
             if stdio_launch is not None
-            else StdioLaunch(directory=turn.turn_dir),
+            else StdioLaunch(directory=turn.stdio_dir or turn.turn_dir),
         ) as bridge:
             if bridge.catalog_hash != turn.identity.catalog_hash:
                 turn.notes.append(
@@ -710,12 +728,12 @@ class McpHarnessRuntime:
     ) -> HarnessTurnResult:
         """Keep the harness's output, remove its config files, read its account of the turn."""
         assert turn.launch is not None
-        (turn.turn_dir / "harness-stdout.jsonl").write_text(proc.stdout, encoding="utf-8")
-        (turn.turn_dir / "harness-stderr.txt").write_text(proc.stderr, encoding="utf-8")
+        _write_fresh(turn.turn_dir / "harness-stdout.jsonl", proc.stdout)
+        _write_fresh(turn.turn_dir / "harness-stderr.txt", proc.stderr)
         if turn.sandbox is not None:
             view = turn.sandbox.view.describe()
-            (turn.turn_dir / "sandbox-view.json").write_text(
-                json.dumps(view, indent=2, sort_keys=True), encoding="utf-8"
+            _write_fresh(
+                turn.turn_dir / "sandbox-view.json", json.dumps(view, indent=2, sort_keys=True)
             )
         output = self.adapter.parse_output(proc.stdout)
         # events reported only by alias get their canonical tool (for correlation, aliases)
@@ -757,6 +775,22 @@ class McpHarnessRuntime:
                 f"{proc.stderr.strip()[-300:]}"
             ]
         return []
+
+
+def _write_fresh(path: Path, text: str) -> None:
+    """Write ``path`` in the turn directory, which the harness could write too: into a new
+    file renamed over whatever is there, so a link it planted is replaced, never followed."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)  # a directory it left in the way
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def create_mcp_harness_runtime(

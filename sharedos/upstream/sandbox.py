@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
+from sharedos.confine.door import private_base
 from sharedos.confine.upstream import UpstreamSandbox, plan_upstream
 from sharedos.upstream.config import UpstreamConfig
 
@@ -89,7 +90,8 @@ def decide(
                 readonly=config.readonly,
                 network=config.network,
                 cwd=config.cwd,
-                managed=policy.managed,
+                # the harness's doors and stdio turn files too: never an upstream's
+                managed=(*policy.managed, str(private_base())),
                 path_env=path_env,
             )
         except ManagedRootVisible as exc:

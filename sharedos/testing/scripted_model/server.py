@@ -16,6 +16,7 @@ tool, the alias used, the call id) for diagnostics.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -301,7 +302,10 @@ class ScriptedModelServer:
     def _log(self, entry: dict[str, Any]) -> None:
         if self.log_path is None:
             return
-        with self.log_path.open("a", encoding="utf-8") as fh:
+        # the log lies in the harness's turn directory: never append through a planted link
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        fd = os.open(self.log_path, flags, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
 
