@@ -55,9 +55,12 @@ class AccessContext(BaseModel):
     @cached_property
     def cache_key(self) -> str:
         """A stable key for per-context caches; the turn id is excluded on purpose,
-        so two turns of the same user share context-only condition results."""
+        so two turns of the same user share context-only condition results.
+
+        The roles keep their order: a condition can read it (``context.roles ==
+        ["a", "b"]`` compares element-wise), so two orderings are two contexts."""
         return json.dumps(
-            [self.principal, self.tenant, sorted(self.roles), self.attributes],
+            [self.principal, self.tenant, list(self.roles), self.attributes],
             sort_keys=True,
             separators=(",", ":"),
             default=str,

@@ -20,7 +20,7 @@ from sharedos.names import is_valid_tool_name
 from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
 from sharedos.policy.conditions import ORDERING
-from sharedos.policy.diagnostics import Diagnostic, make
+from sharedos.policy.diagnostics import Diagnostic, make, source_line
 from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, INTEGER, LIST, NUMBER, STRING
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.patterns import PatternSyntaxError, parse_pattern
@@ -298,6 +298,19 @@ def _check_rule(
             ast.Span(sp.file, sp.line, col, sp.line, col + max(exc.length, 1)),
         )
     parsed = patterns.get(rule.pattern.raw)
+    glob_escape = _GLOB_ESCAPE_RE.search(_literal_text(ctx, rule.pattern.span))
+    if parsed is not None and glob_escape is not None:
+        # '\u002a' decodes to '*', which is a glob all the same: the text reads as
+        # an escaped (literal) star and matches every name in its segment.
+        escape = glob_escape.group(1)
+        ctx.err(
+            "SOS207",
+            f"pattern {rule.pattern.raw!r} writes {chr(int(escape[2:], 16))!r} as the escape "
+            f"{escape}, which is pattern syntax all the same: a pattern has no literal "
+            "'*', '{' or '}'",
+            rule.pattern.span,
+            hint="write the glob or the {context.x} hole as such, without escapes",
+        )
     if parsed is not None and _interpolates_now(parsed):
         ctx.err(
             "SOS207",
@@ -310,6 +323,19 @@ def _check_rule(
         _check_condition(ctx, condition, names)
     if rule.effect == "approval":
         _check_approvers(ctx, rule)
+
+
+#: an escape in a pattern literal that decodes to glob or hole syntax
+_GLOB_ESCAPE_RE = re.compile(
+    r"(?<!\\)(?:\\\\)*(\\(?:u00(?:2[aA]|7[bBdD])|U0000(?:002[aA]|007[bBdD])))"
+)
+
+
+def _literal_text(ctx: _Ctx, span: ast.Span) -> str:
+    """The source text of a one-line literal at ``span`` ("" when unknown)."""
+    if span.end_line != span.line:
+        return ""
+    return source_line(ctx.sources.get(span.file, ""), span.line)[span.col - 1 : span.end_col - 1]
 
 
 def _check_approvers(ctx: _Ctx, rule: ast.Rule) -> None:
@@ -606,22 +632,26 @@ def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> Non
 
 # ------------------------------------------------------------------ characters
 
-_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]")
+#: what _check_characters looks at: everything but tab, LF, CR and printable ASCII
+_SUSPECT_RE = re.compile(r"[^\t\n\r\x20-\x7e]")
 #: Unicode categories that change how text displays without being seen:
 #: format characters (bidi controls, zero-width marks) and line/paragraph separators.
 INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
+#: ... and control characters (tab, LF and CR never reach the check)
+_FLAGGED_CATEGORIES = INVISIBLE_CATEGORIES | {"Cc"}
 
 
 def _check_characters(ctx: _Ctx, file: ast.PolicyFile) -> None:
     """Warn about raw invisible or bidirectional characters anywhere in the text
     (Trojan Source: they make code read differently than it runs)."""
+    # A raw control character (other than tab, LF, CR) is one too: VT, FF, the
+    # C0 separators and NEL end a line for editors and str.splitlines, not for
+    # a '#' comment, so '# note<VT>forbid ...' shows a forbid that is not there.
     text = file.source
-    if text.isascii():
-        return
     line, line_start = 1, 0
-    for m in _NON_ASCII_RE.finditer(text):
+    for m in _SUSPECT_RE.finditer(text):
         ch = m.group(0)
-        if unicodedata.category(ch) not in INVISIBLE_CATEGORIES:
+        if unicodedata.category(ch) not in _FLAGGED_CATEGORIES:
             continue
         line += text.count("\n", line_start, m.start())
         line_start = text.rfind("\n", 0, m.start()) + 1

@@ -92,7 +92,10 @@ def expand(value: Any) -> dict[str, Any]:
     if type(value) is int or type(value) is float:
         if value - value != 0:
             raise ClockError("now is not a finite timestamp")
-        return now_value(datetime.fromtimestamp(value, UTC), "UTC")
+        try:
+            return now_value(datetime.fromtimestamp(value, UTC), "UTC")
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ClockError(f"now {value!r} is not a timestamp of a year 1 to 9999") from exc
     if type(value) is not str:
         raise ClockError(
             'now is written as an ISO-8601 time ("2026-12-07T09:30:00+01:00[Europe/Paris]") '

@@ -34,8 +34,12 @@ def _float(text: str) -> float:
 
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)`` that raises ``NonFiniteNumber`` (a ``ValueError``) on a
-    non-finite number; otherwise the same values, errors included."""
-    return json.loads(text, parse_constant=_constant, parse_float=_float)
+    non-finite number, and a ``ValueError`` on nesting too deep for the decoder's
+    recursion (never a ``RecursionError``); otherwise the same values, errors included."""
+    try:
+        return json.loads(text, parse_constant=_constant, parse_float=_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def has_non_finite(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -57,20 +58,33 @@ def collect_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnos
     return files, problems
 
 
+def undecodable(path: Path, exc: UnicodeDecodeError) -> Diagnostic:
+    """SOS001 at the line and column of the first byte that is not UTF-8, with its line."""
+    data = bytes(exc.object)
+    start = data.rfind(b"\n", 0, exc.start) + 1
+    end = data.find(b"\n", exc.start)
+    text = data[start : len(data) if end < 0 else end].decode("utf-8", errors="replace")
+    col = len(data[start : exc.start].decode("utf-8", errors="replace")) + 1
+    line = data.count(b"\n", 0, exc.start) + 1
+    # the excerpt is that one line: build it as line 1 of its own text, then place it
+    diag = make(
+        "SOS001",
+        f"{path} is not valid UTF-8 (byte {exc.start})",
+        file=str(path),
+        source=text,
+        line=1,
+        col=col,
+    )
+    return dataclasses.replace(diag, line=line, end_line=line)
+
+
 def read_file(path: Path) -> tuple[str | None, Diagnostic | None]:
     """Read a policy file as UTF-8; a diagnostic instead of an exception on failure."""
     try:
         # utf-8-sig: a byte-order mark some editors write is not policy text
         return path.read_text(encoding="utf-8-sig"), None
     except UnicodeDecodeError as exc:
-        return None, make(
-            "SOS001",
-            f"{path} is not valid UTF-8 (byte {exc.start})",
-            file=str(path),
-            source="",
-            line=1,
-            col=1,
-        )
+        return None, undecodable(path, exc)
     except OSError as exc:
         return None, make(
             "SOS001",

@@ -320,7 +320,9 @@ def _candidates(op: str, side: str, value: Any) -> list[Any]:
         if isinstance(value, list | tuple):
             return list(value)
         return []
-    return [[value]]  # VALUE in args.p: a list holding it
+    # VALUE in args.p: a list holding it, and one not holding it (a fresh value
+    # is a string, where 'in' errs: without the empty list no candidate is false)
+    return [[value], []]
 
 
 def _value_atom(mine: Any, side: str, other: Any, op: str) -> str:

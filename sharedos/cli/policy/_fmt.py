@@ -80,7 +80,13 @@ def fmt_cmd(
     for path in files:
         try:
             original = path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            from sharedos.policy.loader import undecodable
+
+            click.echo(undecodable(path, exc).render(), err=True)
+            failed += 1
+            continue
+        except OSError as exc:
             click.echo(f"{path}: error[SOS001]: cannot read policy file: {exc}", err=True)
             failed += 1
             continue

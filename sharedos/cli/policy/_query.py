@@ -33,6 +33,7 @@ def build_context(
 ) -> dict[str, Any]:
     """The context the query is for: ``--context``, then the options over it, then the
     kernel's defaults. A principal is required (the kernel always has one)."""
+    from sharedos.policy.clock import ClockError
     from sharedos.policy.context import complete_context
 
     context = read_json_option(context_json, "--context")
@@ -61,7 +62,10 @@ def build_context(
             node[path[-1]] = value
     if "principal" not in context:
         raise click.UsageError("a principal is required: --principal NAME (or in --context)")
-    return complete_context(context)
+    try:
+        return complete_context(context)
+    except ClockError as exc:
+        raise click.BadParameter(f"now: {exc}", param_hint="--context") from None
 
 
 @click.command(

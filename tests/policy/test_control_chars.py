@@ -1,0 +1,31 @@
+"""A raw control character that displays as a line break must not hide a rule in a comment unflagged."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharedos.policy import compile_source
+
+FILES = (
+    "namespace files\n"
+    "requirement files.read { action read; resource path(args.path) }\n"
+    'permit read on "/**"\n'
+)
+
+
+@pytest.mark.parametrize("ch", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85"])
+def test_a_line_break_lookalike_in_a_comment_is_warned_about(ch: str) -> None:
+    # Editors, viewers and str.splitlines() show the forbid on a line of its
+    # own; the '#' comment runs to '\n' and swallows it: the forbid is not there.
+    text = FILES + "# keep secrets out" + ch + 'forbid read on "/secret/**"\n'
+    assert text.splitlines()[-1] == 'forbid read on "/secret/**"'
+    policy = compile_source(text, "p.sos")
+    assert policy.decide("files.read", {"path": "/secret/x"}, {"principal": "a"}).allowed
+    assert [(d.code, d.line) for d in policy.diagnostics] == [("SOS106", 4)]
+
+
+@pytest.mark.parametrize("ch", ["\x1b", "\x01", "\x7f", "\x0b"])
+def test_a_raw_control_character_in_a_condition_string_is_warned_about(ch: str) -> None:
+    text = FILES + f'permit read on "/a/**" when context.principal == "x{ch}y"\n'
+    policy = compile_source(text, "p.sos")
+    assert [d.code for d in policy.diagnostics] == ["SOS106"]
