@@ -474,8 +474,6 @@ class McpHarnessRuntime:
         if isinstance(store_path, str) and store_path != ":memory:":
             roots += [store_path, store_path + "-wal", store_path + "-shm"]
         if stdio_launch is not None:
-            if stdio_launch.directory is not None:  # its turn files: never the harness's
-                roots.append(str(stdio_launch.directory))
             db = str(stdio_launch.evidence_db)
             roots += [db, db + "-wal", db + "-shm", *map(str, stdio_launch.rules)]
             if stdio_launch.bundle is not None:
@@ -510,14 +508,26 @@ class McpHarnessRuntime:
         from sharedos.bridge.turn import open_turn
         from sharedos.bridge.turnfile import StdioLaunch
 
+        if (
+            turn.sandbox is not None
+            and stdio_launch is not None
+            and stdio_launch.directory is not None
+            and Path(stdio_launch.directory).resolve().is_relative_to(turn.turn_dir.resolve())
+        ):
+            # the bridge obeys its turn file: never where the confined harness can write
+            raise ConfinementUnavailable(
+                f"the stdio turn directory {stdio_launch.directory} is inside the harness's "
+                f"writable turn directory {turn.turn_dir}: the harness could rewrite its turn file"
+            )
         async with open_turn(
             runtime_host,
             context,
             tool_policy,
             transport=turn.transport,  # type: ignore[arg-type]
             identity=turn.identity.as_record(),
-            # stdio: by default a relayed bridge whose turn file and socket sit in the
-            # harness's private turn directory; the calls run here, upstreams included
+            # stdio: by default a relayed bridge whose turn file and socket sit in a
+            # private host directory (confined) or the harness's turn directory (not);
+            # the calls run here, upstreams included
             stdio=stdio_launch
             if stdio_launch is not None
             else StdioLaunch(directory=turn.stdio_dir or turn.turn_dir),
