@@ -8,7 +8,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 Layer order (docs/contracts.md, issue 15 move 2)::
 
     names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical,
-    redaction, tomlpos
+    redaction, terminal, tomlpos, atomicfile
       → policy, evidence, catalog → kernel → tools, upstream → bridge, testing
       → harness → conformance → cli
 """
@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "redaction",
         "terminal",
         "tomlpos",
+        "atomicfile",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

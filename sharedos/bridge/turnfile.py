@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from sharedos.atomicfile import write_atomically
 from sharedos.bridge.limits import TransportLimits
 from sharedos.context import AccessContext
 from sharedos.errors import BridgeError
@@ -154,15 +155,7 @@ class TurnFile(BaseModel):
 def write_turn_file(turn: TurnFile, path: Path) -> Path:
     """Write ``turn`` to ``path`` atomically with mode 0600 (created private, never widened)."""
     data = turn.model_dump_json(indent=2).encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    return path
+    return write_atomically(path, data, mode=0o600, exact_mode=True, durable=True)
 
 
 def read_turn_file(path: Path) -> TurnFile:

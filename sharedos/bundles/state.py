@@ -23,16 +23,15 @@ Where: ``[policy] state`` in the host configuration; by default
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sharedos.atomicfile import write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
@@ -116,24 +115,8 @@ class BundleState:
     def save(self, enforced: Enforced) -> None:
         """Record ``enforced`` durably (atomic replace, fsynced); ``StateError`` when it cannot."""
         text = json.dumps(asdict(enforced), indent=1, sort_keys=True) + "\n"
-        tmp: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".bundle-state-", dir=str(self.path.parent))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            tmp = None
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            write_atomically(self.path, text, mode=0o600, exact_mode=True, durable=True)
         except OSError as exc:
             raise StateError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharedos.atomicfile import write_atomically
 from sharedos.confine import (
     ConfinementUnavailable,
     HarnessSandbox,
@@ -792,15 +793,7 @@ def _write_fresh(path: Path, text: str) -> None:
     file renamed over whatever is there, so a link it planted is replaced, never followed."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)  # a directory it left in the way
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, text, mode=0o600, exact_mode=True)
 
 
 def create_mcp_harness_runtime(

@@ -27,11 +27,11 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharedos.atomicfile import write_atomically
 from sharedos.errors import PolicyLanguageError
 from sharedos.policy.grammar_id import GRAMMAR_VERSION, grammar_sha256
 from sharedos.policy.jsonvalues import loads
@@ -71,9 +71,6 @@ def write_document(doc: dict[str, Any], path: str | Path, *, body: bytes | None 
     The program goes last, as its canonical JSON (``body`` when the caller
     has it already), so that a load can hash it without re-serializing it.
     """
-    import contextlib
-    import tempfile
-
     envelope = {k: v for k, v in doc.items() if k != "program"}
     if body is None:
         body = canonical_program(doc["program"])
@@ -86,15 +83,7 @@ def write_document(doc: dict[str, Any], path: str | Path, *, body: bytes | None 
     )
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".bundle-", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(target, data, mode=0o600, exact_mode=True)
 
 
 def save_bundle(policy: PolicySet, path: str | Path) -> None:

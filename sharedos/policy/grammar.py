@@ -17,10 +17,8 @@ text with this Lark version; otherwise the parser is built from the grammar.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any
 from lark import Lark
 from lark.lexer import PatternRE, PatternStr
 
+from sharedos.atomicfile import write_atomically
 from sharedos.compat import lark as lark_compat
 from sharedos.policy.grammar_id import GRAMMAR_VERSION as GRAMMAR_VERSION
 from sharedos.policy.grammar_id import grammar_sha256 as grammar_sha256
@@ -114,17 +113,9 @@ def write_tables(path: Path | None = None) -> Path:
         # one string: reading the facts does not decode the tables
         "parser": json.dumps(serialized, separators=(",", ":")),
     }
-    fd, tmp = tempfile.mkstemp(prefix=".tables-", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, separators=(",", ":"), sort_keys=True)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # a shipped file, readable like the grammar beside it
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    text = json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n"
+    # a shipped file, readable like the grammar beside it
+    return write_atomically(target, text, mode=0o644, exact_mode=True)
 
 
 def tables_are_current() -> bool:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharedos import canonical
+from sharedos.atomicfile import write_atomically
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import UpstreamError
 from sharedos.upstream.definitions import RawTool
@@ -129,16 +128,9 @@ def save_pins(pins: PinFile, path: Path) -> None:
     data = json.dumps(
         pins.model_dump(by_alias=True, mode="json"), indent=2, sort_keys=True, ensure_ascii=False
     )
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, data + "\n", mode=0o644, durable=True)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise PinError(f"{path}: cannot write the pin file: {exc.strerror or exc}") from None
 
 

@@ -19,7 +19,6 @@ the key: errors name files and principals only.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import secrets
@@ -30,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sharedos.atomicfile import write_atomically
 from sharedos.errors import UpstreamError
 from sharedos.upstream.config import CredentialRef, secret_file_problem
 
@@ -160,18 +160,7 @@ class TokenStore:
             "nonce": base64.b64encode(nonce).decode("ascii"),
             "data": base64.b64encode(sealed).decode("ascii"),
         }
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        write_atomically(path, json.dumps(doc), mode=0o600, exact_mode=True, durable=True)
 
     def _open(self, path: Path, aad: bytes) -> bytes | None:
         from cryptography.exceptions import InvalidTag

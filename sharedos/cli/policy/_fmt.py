@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import difflib
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
+from sharedos.atomicfile import write_atomically
 from sharedos.cli.policy._common import EXIT_OK, EXIT_POLICY, discover_sources, guarded
 
 
 def _write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so a crash never leaves a half-written policy file."""
     mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".fmt", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text, mode=mode, exact_mode=True)
 
 
 @click.command("fmt", short_help="Format policy files canonically (--check, --diff, --write).")

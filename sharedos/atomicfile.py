@@ -1,0 +1,72 @@
+"""Replace a file whole: readers see the old contents or the new, never a part.
+
+Every file SharedOS writes for others to read later (bundles, pins, sealed tokens,
+turn files, bundle state, formatted policies, grammar tables, a turn's reports) is
+written the one way this module keeps: into a new file beside the target, then
+renamed over it. The rename also means a symbolic link planted at the target is
+replaced, never followed.
+
+What a crash leaves behind: the old file, or the new one, and at worst a stray
+``.NAME.*.tmp`` beside it (removed when the write fails in this process; a
+SIGKILL between the two steps leaves it). With ``durable=True`` the data and the
+directory entry are on disk before the call returns, so a power loss after it
+cannot bring back the old contents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["write_atomically"]
+
+
+def write_atomically(
+    path: str | os.PathLike[str],
+    data: bytes | str,
+    *,
+    mode: int = 0o600,
+    exact_mode: bool = False,
+    durable: bool = False,
+) -> Path:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) and return it as a Path.
+
+    The new file is created exclusive, without following links, with ``mode`` less
+    the process umask; ``exact_mode`` sets ``mode`` as given instead (a file keeping
+    the mode it had). The mode is in place before any data is. ``durable`` fsyncs the
+    file and then its directory. The directory must exist. Any ``OSError``
+    propagates after the temporary file is removed; the target is then untouched.
+    """
+    target = Path(path)
+    payload = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        try:
+            if exact_mode:
+                os.fchmod(fd, mode)
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        _fsync_directory(target.parent)
+    return target
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,56 @@
+"""One way to replace a file whole: old or new, never a part, never through a link."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from sharedos.atomicfile import write_atomically
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_writes_text_and_bytes_and_replaces_whole(tmp_path: Path) -> None:
+    target = tmp_path / "f.json"
+    write_atomically(target, "é\n")
+    assert target.read_bytes() == "é\n".encode()
+    write_atomically(target, b"\x00new", durable=True)
+    assert target.read_bytes() == b"\x00new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]  # no temporary left
+
+
+def test_a_planted_link_is_replaced_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "policy.sos"
+    victim.write_text("permit everything;\n")
+    link = tmp_path / "report.txt"
+    link.symlink_to(victim)
+    write_atomically(link, "the report\n")
+    assert victim.read_text() == "permit everything;\n"
+    assert not link.is_symlink()
+    assert link.read_text() == "the report\n"
+
+
+def test_mode_less_umask_unless_exact(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        loose = write_atomically(tmp_path / "a", "x", mode=0o644)
+        exact = write_atomically(tmp_path / "b", "x", mode=0o644, exact_mode=True)
+    finally:
+        os.umask(old)
+    assert _mode(loose) == 0o600
+    assert _mode(exact) == 0o644
+
+
+def test_a_failed_replace_leaves_the_target_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "inside").write_text("kept")
+    with pytest.raises(OSError):
+        write_atomically(target, "new")
+    assert (target / "inside").read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
