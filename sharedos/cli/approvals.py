@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.evidence.approvals import (
     Approval,
     ApprovalError,
@@ -334,3 +335,6 @@ def deny_cmd(
         groups=groups,
         note=note,
     )
+
+
+with_short_help(approvals)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from sharedos.cli._help import with_short_help
+
 
 @click.group()
 def bundle() -> None:
@@ -49,3 +51,6 @@ def verify_cmd(keys: tuple[Path, ...], source: str) -> None:
         click.echo(f"refused: {exc}", err=True)
         raise SystemExit(1) from None
     click.echo(f"ok: {loaded.describe()}")
+
+
+with_short_help(bundle)

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.grading import columns_as_run
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
@@ -237,3 +238,6 @@ def _exit_for(report: Report) -> None:
             err=True,
         )
         raise SystemExit(EXIT_NOTHING_EXERCISED)
+
+
+with_short_help(conformance)

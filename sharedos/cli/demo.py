@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
 from sharedos.conformance.report import Report, render_matrix, write_reports
@@ -269,3 +270,6 @@ def _run_brokered() -> bool:
         return bool(anyio.run(brokered_git_demo, brokered_tmp, _say))
     finally:
         shutil.rmtree(brokered_tmp, ignore_errors=True)
+
+
+with_short_help(demo)

@@ -19,6 +19,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.cli.policy._common import guarded
 from sharedos.evidence.record import EvidenceRecord
 from sharedos.evidence.store import INTERRUPTED, EvidenceStoreError
@@ -681,3 +682,6 @@ def _shown(db: str) -> str:
         return str(parse_store_url(db).shown)
     except ValueError:
         return "<store>"
+
+
+with_short_help(evidence)

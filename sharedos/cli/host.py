@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.cli.hostfile import host_file_option, required_host_file
 
 
@@ -89,3 +90,6 @@ def _confinement_line(config: object) -> str:
     return (
         f"network {conf.network}, relayed loopback ports: {ports}, extra read-only: {extra}; {here}"
     )
+
+
+with_short_help(host)

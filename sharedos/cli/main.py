@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from sharedos.cli._help import HELP_OPTION_NAMES
+
 # subcommand name -> "module:attribute" of a click command
 _SUBCOMMANDS: dict[str, str] = {
     "evidence": "sharedos.cli.evidence:evidence",
@@ -47,11 +49,7 @@ class LazyGroup(click.Group):
         return command  # type: ignore[no-any-return]
 
 
-#: ``-h`` as well as ``--help``; click hands a group's context settings to every subcommand
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
-
-
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": HELP_OPTION_NAMES})
 @click.version_option(package_name="sharedos")
 def main() -> None:
     """SharedOS: per-turn tool catalogues, per-call authorization, durable evidence."""

@@ -64,6 +64,7 @@ from typing import Any
 
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.terminal import printable
 
 EXIT_OK = 0
@@ -787,3 +788,6 @@ def _report(
     if result.process.timed_out or result.process.returncode not in (0, None):
         return EXIT_HARNESS_FAILED
     return EXIT_OK
+
+
+with_short_help(run)

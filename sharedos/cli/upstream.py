@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.cli.hostfile import host_file_option, required_host_config, required_host_file
 
 EXIT_ERROR = 1
@@ -523,3 +524,6 @@ def keygen(output: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(generate_key() + "\n")
     click.echo(f"wrote a token store key to {output} (0600)")
+
+
+with_short_help(upstream)

@@ -35,3 +35,33 @@ def test_help_works_with_h_everywhere() -> None:
         assert res.exit_code == 0, (argv, res.output)
         assert res.output.startswith("Usage: "), (argv, res.output)
         assert res.output == runner.invoke(main, [*argv, "--help"]).output
+
+
+def test_h_works_on_a_command_run_on_its_own_first() -> None:
+    """A command run alone (embedded, or by another test) keeps ``-h``, alone and later
+    under ``sharedos``: click caches each command's help option on its first run."""
+    from sharedos.cli.policy import main as policy_main
+
+    runner = CliRunner()
+    roots: list[tuple[click.Command, list[str]]] = [(policy_main, ["policy-main"])]
+    ctx = click.Context(main)
+    for name in main.list_commands(ctx):
+        sub = main.get_command(ctx, name)
+        assert sub is not None
+        roots.append((sub, [name]))
+
+    def leaves(cmd: click.Command, path: list[str]) -> list[tuple[click.Command, list[str]]]:
+        found = [(cmd, path)]
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                found += leaves(sub, [*path, name])
+        return found
+
+    every = [leaf for cmd, path in roots for leaf in leaves(cmd, path)]
+    assert len(every) > 40
+    for cmd, path in every:
+        res = runner.invoke(cmd, ["-h"], prog_name=path[-1])
+        assert res.exit_code == 0 and res.output.startswith("Usage: "), (path, res.output)
+    for argv in every_command_path():
+        res = runner.invoke(main, [*argv, "-h"])
+        assert res.exit_code == 0, (argv, res.output)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from sharedos.cli._help import with_short_help
 from sharedos.cli.policy._check import check_cmd
 from sharedos.cli.policy._diff import diff_cmd
 from sharedos.cli.policy._evaluate import catalog_cmd, compile_cmd, eval_cmd, explain_cmd
@@ -17,7 +18,7 @@ from sharedos.cli.policy._sign import keygen_cmd, sign_cmd, verify_cmd
 from sharedos.cli.policy._test import test_cmd
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group()
 @click.version_option(package_name="sharedos", prog_name="sharedos-policy")
 def main() -> None:
     """Tools for SharedOS policy files (.sos): requirements, permit/forbid rules, run policies.
@@ -40,5 +41,6 @@ main.add_command(diff_cmd)
 main.add_command(keygen_cmd)
 main.add_command(sign_cmd)
 main.add_command(verify_cmd)
+with_short_help(main)
 
 __all__ = ["main"]
