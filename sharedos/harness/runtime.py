@@ -424,6 +424,8 @@ class McpHarnessRuntime:
                     placeholders={str(turn.turn_dir): "{turn}"},
                     door=door,
                 )
+                if stdio_launch is not None and stdio_launch.directory is not None:
+                    _refuse_visible_turn_files(Path(stdio_launch.directory), sandbox)
             except BaseException:
                 if door is not None:
                     door.close()
@@ -509,17 +511,6 @@ class McpHarnessRuntime:
         from sharedos.bridge.turn import open_turn
         from sharedos.bridge.turnfile import StdioLaunch
 
-        if (
-            turn.sandbox is not None
-            and stdio_launch is not None
-            and stdio_launch.directory is not None
-            and Path(stdio_launch.directory).resolve().is_relative_to(turn.turn_dir.resolve())
-        ):
-            # the bridge obeys its turn file: never where the confined harness can write
-            raise ConfinementUnavailable(
-                f"the stdio turn directory {stdio_launch.directory} is inside the harness's "
-                f"writable turn directory {turn.turn_dir}: the harness could rewrite its turn file"
-            )
         async with open_turn(
             runtime_host,
             context,
@@ -786,6 +777,23 @@ class McpHarnessRuntime:
                 f"{proc.stderr.strip()[-300:]}"
             ]
         return []
+
+
+def _refuse_visible_turn_files(directory: Path, sandbox: HarnessSandbox) -> None:
+    """``ConfinementUnavailable`` when a caller's stdio turn directory shows in the sandbox.
+
+    The bridge outside the sandbox obeys the turn file there, and its relay socket
+    sits beside it: shown writable, the harness could rewrite the file; shown at all,
+    it could read it and reach the socket around its own door.
+    """
+    where = canonical(directory)
+    for bound in sandbox.view.visible():
+        if where == bound or where.startswith(bound.rstrip("/") + "/"):
+            raise ConfinementUnavailable(
+                f"the stdio turn directory {directory} lies inside {bound}, which the "
+                "confined harness can see: its turn file and relay socket would be within "
+                "its reach (give a directory outside the sandbox's view, or none)"
+            )
 
 
 def _write_fresh(path: Path, text: str) -> None:

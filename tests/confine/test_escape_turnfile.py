@@ -24,7 +24,7 @@ import pytest
 
 from sharedos.bridge.turnfile import TurnFile
 from sharedos.confine.sandbox import sandbox_python
-from sharedos.conformance.environment import ConformanceEnv, build_environment
+from sharedos.conformance.environment import ConformanceEnv, build_environment, default_policy_paths
 from sharedos.conformance.manifest import load_manifest
 from sharedos.context import AccessContext
 from sharedos.harness.hostconfig import HarnessConfig
@@ -152,5 +152,53 @@ def test_a_confined_harness_cannot_forge_its_stdio_turn_file(tmp_path: Path) -> 
         ]
         read = SECRET in out
         assert not read and not forged, f"secret read: {read}; forged records: {forged}"
+    finally:
+        env.close()
+
+
+def test_a_caller_stdio_directory_the_harness_can_see_is_refused(tmp_path: Path) -> None:
+    """A caller's ``StdioLaunch.directory`` inside a path the sandbox binds (here the
+    harness command's own directory, bound read-only) would put the turn file and the
+    relay socket within the confined harness's reach: the turn refuses to start."""
+    from sharedos.bridge.turnfile import StdioLaunch
+    from sharedos.confine import ConfinementUnavailable
+
+    env = _env(tmp_path)
+    tools = tmp_path / "harness-bin"
+    tools.mkdir()
+    command = tools / "probe"
+    command.write_text("#!/bin/sh\necho probe 1.0.0\n")
+    command.chmod(0o755)
+    turns = tmp_path / "turns"
+    turns.mkdir()
+    cfg = HarnessConfig(id="probe", kind="claude-code", transport="stdio", command=(str(command),))
+    runtime = McpHarnessRuntime(cfg, None, environ=dict(os.environ))
+    policy = ToolPolicy(
+        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
+    )
+    launch = StdioLaunch(
+        directory=tools / "stdio",
+        rules=default_policy_paths(),
+        evidence_db=env.evidence_path,
+        tool_sets=("files",),
+        sandbox_root=env.sandbox_root,
+    )
+    try:
+        with pytest.raises(ConfinementUnavailable, match="can see"):
+            asyncio.run(
+                runtime.run_turn(
+                    env.host,
+                    env.context("alice", f"probe-visible-{os.getpid()}"),
+                    policy,
+                    plan=[],
+                    workdir=turns,
+                    transport="stdio",
+                    stdio_launch=launch,
+                    timeout_s=60,
+                    managed_roots=env.managed_roots(),
+                )
+            )
+        assert list(turns.iterdir()) == []  # nothing ran, nothing left
+        assert env.evidence.query(turn_id=f"probe-visible-{os.getpid()}") == []
     finally:
         env.close()
