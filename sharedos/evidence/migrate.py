@@ -407,11 +407,11 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(version),),
             )
-        if before == 0:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
-                (new_store_id(),),
-            )
+        # every store has an id, whatever wrote it first: writers guard each write on it
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
+            (new_store_id(),),
+        )
         after = max(before, target)
     return MigrationResult(before, after, chained_turns=chained[0], chained_rows=chained[1])
 

@@ -70,7 +70,6 @@ from sharedos.evidence.chain_sql import (
     counts_sql,
     fold_counts,
     guarded_insert_parts,
-    insert_sql,
     lookup_sql,
     picked,
     reader_sql,
@@ -460,6 +459,14 @@ class PostgresEvidenceStore:
                 self._missing = migrate.LATER_ATTEMPT_FIELDS
             row = conn.execute(_STORE_ID_SQL).fetchone()
             self._store_id = row[0] if row else None
+            if not self.read_only and self._store_id is None:
+                # each write is guarded on the id (``_guarded_statement``): without one,
+                # a replaced store could not be told from this one
+                raise EvidenceStoreError(
+                    f"evidence database {self.shown} has no store_id in its meta table; "
+                    f"run `sharedos evidence migrate --db {self.shown}` to give it one",
+                    "io",
+                )
             if not self.read_only:
                 try:
                     # the probe: a store that cannot be written fails here, with one line
@@ -518,39 +525,20 @@ class PostgresEvidenceStore:
     def _statement(self, plan: Plan) -> tuple[str, list[Any]]:
         """The one SQL statement that commits ``plan``, and its parameters.
 
-        One row is one ``INSERT … RETURNING seq``. Two (a turn's opening and its
-        first row; a refused call's attempt and outcome) are one statement of
-        data-modifying ``WITH`` parts, the outcome naming the attempt's new seq
-        through the part that inserted it. The text is built once per shape.
+        Every statement is guarded on the store's id (``_guarded_statement``): no row
+        back means the database at the URL is another store. Two rows (a turn's
+        opening and its first row; a refused call's attempt and outcome) are one
+        statement, the outcome naming the attempt's new seq through the part that
+        inserted it. The text is built once per shape.
         """
         rows = plan.rows
         kinds = tuple(kind for kind, _ in rows)
-        store_id = self._store_id
-        params: list[Any] = [] if store_id is None else [store_id]
+        params: list[Any] = [self._store_id]  # a writable store has one (``_open``)
         for _, values in rows:
             params += [v for v in values if v is not ATTEMPT_SEQ]
         sql = self._sql.get(kinds)
-        if sql is not None:
-            return sql, params
-        if store_id is not None:
-            sql = _guarded_statement(rows)
-        elif len(rows) == 1:
-            sql = insert_sql(kinds[0], "postgresql", returning=True)
-        else:
-            parts: list[str] = []
-            attempt_part: str | None = None
-            for i, (kind, values) in enumerate(rows):
-                marks = [
-                    f"(SELECT seq FROM r{attempt_part})" if v is ATTEMPT_SEQ else "%s"
-                    for v in values
-                ]
-                columns = insert_sql(kind, "postgresql").split(" VALUES ")[0]
-                parts.append(f"r{i} AS ({columns} VALUES ({', '.join(marks)}) RETURNING seq)")
-                if kind == "attempt":
-                    attempt_part = str(i)
-            result = f"(SELECT seq FROM r{attempt_part})" if attempt_part is not None else "-1"
-            sql = "WITH " + ", ".join(parts) + f" SELECT {result}"
-        self._sql[kinds] = sql
+        if sql is None:
+            sql = self._sql[kinds] = _guarded_statement(rows)
         return sql, params
 
     def _raise_write_error(self, exc: BaseException, conn: Any, plan: Plan | None) -> None:
@@ -597,7 +585,7 @@ class PostgresEvidenceStore:
                 row = conn.execute(sql, params, prepare=True).fetchone()
             except Exception as exc:
                 self._raise_write_error(exc, conn, plan)
-        if row is None and self._store_id is not None:  # the guard found another store
+        if row is None:  # the guard found another store
             raise self._replaced()
         if plan.attempt is None:
             return plan.seq if plan.seq is not None else -1
@@ -617,7 +605,7 @@ class PostgresEvidenceStore:
                 with conn.transaction():
                     for plan, (sql, params) in zip(plans, statements, strict=True):
                         row = conn.execute(sql, params, prepare=True).fetchone()
-                        if row is None and self._store_id is not None:
+                        if row is None:
                             raise _OtherStore()  # rolls the group back
                         if plan.attempt is None:
                             seqs.append(plan.seq if plan.seq is not None else -1)
@@ -968,5 +956,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 def new_store_id() -> str:
-    """A fresh store id (written once, when the schema is created)."""
+    """A fresh store id (written once: when the schema is created, or by a migration of a
+    store that has none)."""
     return str(uuid.uuid4())

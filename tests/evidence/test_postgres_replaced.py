@@ -39,3 +39,29 @@ def test_a_store_recreated_under_a_live_connection_is_refused(pg_url: str) -> No
         assert err.value.cause == "replaced"
     finally:
         store.close()
+
+
+def test_a_store_without_its_id_is_not_written_until_migrated(pg_url: str) -> None:
+    """Every write is guarded on ``meta.store_id``: a store that lost it (or never had
+    one) is refused for writing with what to run, and the migration gives it one."""
+    from sharedos.evidence import migrate
+
+    PostgresEvidenceStore(pg_url).close()
+    with admin(pg_url) as conn:
+        conn.execute("DELETE FROM meta WHERE key = 'store_id'")
+    with pytest.raises(EvidenceStoreError, match="no store_id.*sharedos evidence migrate"):
+        PostgresEvidenceStore(pg_url)
+    PostgresEvidenceStore(pg_url, read_only=True).close()  # reading needs no id
+    with admin(pg_url) as conn:
+        migrate.pg_migrate(conn)
+    store = PostgresEvidenceStore(pg_url)
+    try:
+        assert store.store_id
+        store.finish(store.begin(attempt("a")), OK)
+        with admin(pg_url) as conn:  # removed under the live writer: a replaced store
+            conn.execute("DELETE FROM meta WHERE key = 'store_id'")
+        with pytest.raises(EvidenceStoreError) as err:
+            store.begin(attempt("b"))
+        assert err.value.cause == "replaced"
+    finally:
+        store.close()
