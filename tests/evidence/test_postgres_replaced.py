@@ -49,7 +49,7 @@ def test_a_store_without_its_id_is_not_written_until_migrated(pg_url: str) -> No
     PostgresEvidenceStore(pg_url).close()
     with admin(pg_url) as conn:
         conn.execute("DELETE FROM meta WHERE key = 'store_id'")
-    with pytest.raises(EvidenceStoreError, match="no store_id.*sharedos evidence migrate"):
+    with pytest.raises(EvidenceStoreError, match=r"no store_id.*sharedos evidence migrate"):
         PostgresEvidenceStore(pg_url)
     PostgresEvidenceStore(pg_url, read_only=True).close()  # reading needs no id
     with admin(pg_url) as conn:
