@@ -45,8 +45,9 @@ def discover_sources(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files and directories (recursively) into a sorted, de-duplicated list of ``.sos`` files.
 
     A file named explicitly is used whatever its suffix; a directory contributes
-    its ``*.sos`` files. A path that does not exist, or a directory holding no
-    ``.sos`` file, is a usage error (exit 2).
+    its ``*.sos`` files (a pipe named explicitly is read to its end). A path that
+    does not exist, a device or socket, or a directory holding no ``.sos`` file, is
+    a usage error (exit 2).
     """
     seen: dict[Path, None] = {}
     for raw in paths:
@@ -61,8 +62,10 @@ def discover_sources(paths: Iterable[str | Path]) -> list[Path]:
                 )
             for p in found:
                 seen.setdefault(p, None)
-        else:
+        elif path.is_file() or path.is_fifo():  # a pipe: ``check <(generate)``
             seen.setdefault(path, None)
+        else:  # a device would read forever; a socket is not a policy
+            raise click.BadParameter(f"not a regular file or directory: {raw}", param_hint="PATHS")
     return list(seen)
 
 
