@@ -33,6 +33,7 @@ from sharedos.policy import ast
 from sharedos.policy.diagnostics import CODES, Diagnostic
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.parser import parse_source
+from sharedos.policy.suppress import statement_extent
 
 INDENT = "  "
 
@@ -459,12 +460,19 @@ def _layout(file: ast.PolicyFile, width: int | None = None) -> str:
     source_lines = file.source.split("\n")
     style = _Style(frozenset(c.span.line for c in file.comments), width)
     lines: list[_Line] = []
-    for stmt in file.statements:
-        lines.extend(_statement_lines(stmt, style))
+    owner: list[int] = []  # the statement each output line belongs to
+    for k, stmt in enumerate(file.statements):
+        produced = _statement_lines(stmt, style)
+        lines.extend(produced)
+        owner.extend([k] * len(produced))
+    extents = [statement_extent(stmt) for stmt in file.statements]
 
     # Each comment goes to one output line: an own-line comment above the first
     # output line that reaches its source line, a trailing comment after the
     # last output line covering its source line (else it becomes own-line).
+    # Statements that shared a source line are split apart: its trailing comment
+    # stays with the first of them, the statement a ``sos:ignore`` there governs
+    # (``suppress.find``), so formatting never changes what ``check`` reports.
     targets: list[list[tuple[int, int, str, bool]]] = [[] for _ in lines]
     leftover: list[tuple[int, str]] = []
     for comment in file.comments:
@@ -472,8 +480,11 @@ def _layout(file: ast.PolicyFile, width: int | None = None) -> str:
         target = None
         trailing = False
         if not comment.own_line:
+            first_owner = next((k for k, (a, b) in enumerate(extents) if a <= cline <= b), None)
             for i, candidate in enumerate(lines):
-                if candidate.first <= cline <= candidate.last:
+                if candidate.first <= cline <= candidate.last and (
+                    first_owner is None or owner[i] == first_owner
+                ):
                     target, trailing = i, True
         if target is None:
             target = next((i for i, ln in enumerate(lines) if ln.last >= cline), None)

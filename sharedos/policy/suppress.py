@@ -56,7 +56,8 @@ class Suppressed:
         return len(self.silenced)
 
 
-def _extent(stmt: ast.Statement) -> tuple[int, int]:
+def statement_extent(stmt: ast.Statement) -> tuple[int, int]:
+    """The source lines a statement occupies, its annotations included (first, last)."""
     first = stmt.span.line
     if isinstance(stmt, ast.Rule) and stmt.annotations:
         first = min(first, *(a.span.line for a in stmt.annotations))
@@ -74,7 +75,7 @@ def find(
     found: list[Suppression] = []
     problems: list[Diagnostic] = []
     for f in files:
-        extents = sorted(_extent(s) for s in f.statements)
+        extents = sorted(statement_extent(s) for s in f.statements)
         for comment in f.comments:
             mark = _MARK_RE.match(comment.text)
             if mark is None:

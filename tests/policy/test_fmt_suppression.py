@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from sharedos.cli.policy._check import check_with_suppressions
 from sharedos.policy.formatter import format_source
 from sharedos.policy.lints import LintOptions
@@ -24,12 +22,6 @@ def _check(path: Path) -> tuple[list[tuple[str, int]], int]:
     return sorted((d.code, d.line) for d in diags), suppressed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: fmt splits statements that share a line and moves a trailing "
-    "suppression to the last one; the formatter would need to know which statement "
-    "a suppression silences",
-)
 def test_fmt_keeps_a_suppression_on_the_statement_it_silences(tmp_path: Path) -> None:
     before = tmp_path / "before.sos"
     before.write_text(HEAD + BODY)
