@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "terminal",
         "tomlpos",
         "atomicfile",
+        "textfile",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping
@@ -161,11 +162,14 @@ def write_turn_file(turn: TurnFile, path: Path) -> Path:
 def read_turn_file(path: Path) -> TurnFile:
     """Read and validate a turn file; refuse one that others could read or write."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # no link followed, and no wait on a pipe put in the file's place
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise TurnFileError(f"cannot open turn file {path}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TurnFileError(f"turn file {path} is not a regular file")
         if st.st_mode & 0o077:
             raise TurnFileError(
                 f"turn file {path} is accessible by other users (mode {st.st_mode & 0o777:o}); "

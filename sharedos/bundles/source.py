@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from sharedos import textfile
 from sharedos.errors import BundleDistributionError
 
 logger = logging.getLogger("sharedos.bundles")
@@ -88,13 +89,9 @@ def _content_tag(data: bytes) -> str:
 
 def _read_capped(path: Path) -> bytes:
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_BUNDLE_BYTES + 1)
+        return textfile.read_bytes(path, limit=MAX_BUNDLE_BYTES)
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_BUNDLE_BYTES:
-        raise SourceError(f"{path} is larger than {MAX_BUNDLE_BYTES} bytes")
-    return data
 
 
 class DirectorySource:

@@ -19,6 +19,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
+from sharedos import textfile
 from sharedos.cli._help import with_short_help
 from sharedos.cli.policy._common import guarded
 from sharedos.evidence.record import EvidenceRecord
@@ -227,14 +228,14 @@ def verify_cmd(
     public: dict[str, Any] = {}
     for path in keys:
         try:
-            key, key_id = load_public_key(path.read_bytes())
+            key, key_id = load_public_key(textfile.read_bytes(path))
         except (OSError, ValueError) as exc:
             raise click.UsageError(f"{path}: {exc}") from None
         public[key_id] = key
     anchor = None
     if since is not None:
         try:
-            anchor = Checkpoint.load(since.read_text(encoding="utf-8"))
+            anchor = Checkpoint.load(textfile.read_text(since))
         except (OSError, ValueError) as exc:
             raise click.UsageError(f"{since}: {exc}") from None
     total = StoreReport()
@@ -277,7 +278,7 @@ def _signer(path: Path | None) -> Any:
     from sharedos.evidence.chain import Signer
 
     try:
-        return Signer.from_pem(path.read_bytes())
+        return Signer.from_pem(textfile.read_bytes(path))
     except (OSError, ValueError) as exc:
         raise click.UsageError(f"{path}: {exc}") from None
 

@@ -27,11 +27,18 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
 
     Environment values are never printed: only their names.
     """
-    from sharedos.harness.hostconfig import HostConfigError, check_shadow, load_host_config
+    from sharedos import textfile
+    from sharedos.harness.hostconfig import HostConfigError, check_shadow, parse_host_config
 
     file = required_host_file(config_path, host_config_option)
     try:
-        config = load_host_config(file)
+        try:
+            text = textfile.read_text(file)  # once: a pipe reads only once
+        except OSError as exc:
+            raise HostConfigError(
+                [f"{file}: cannot read host configuration: {exc.strerror or exc}"]
+            ) from None
+        config = parse_host_config(text, str(file), base_dir=file.resolve().parent)
     except HostConfigError as exc:
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
@@ -47,7 +54,7 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
         click.echo(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
     click.echo(f"  confinement: {_confinement_line(config)}")
     failed = False
-    shadow_line, shadow_problem = check_shadow(config, file.read_text(encoding="utf-8"))
+    shadow_line, shadow_problem = check_shadow(config, text)
     if shadow_line is not None:
         click.echo(f"  {shadow_line}")
     if shadow_problem is not None:

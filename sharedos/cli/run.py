@@ -64,6 +64,7 @@ from typing import Any
 
 import click
 
+from sharedos import textfile
 from sharedos.cli._help import with_short_help
 from sharedos.terminal import printable
 
@@ -93,7 +94,7 @@ def _context(
     data: dict[str, Any] = {}
     if context_file is not None:
         try:
-            data = json.loads(context_file.read_text(encoding="utf-8"))
+            data = json.loads(textfile.read_text(context_file))
         except (OSError, ValueError) as exc:
             _fail(f"{context_file}: cannot read the context file: {exc}")
         if not isinstance(data, dict):
@@ -132,7 +133,7 @@ def _plan(plan_file: Path | None) -> list[Any]:
     if plan_file is None:
         return []
     try:
-        items = json.loads(plan_file.read_text(encoding="utf-8"))
+        items = json.loads(textfile.read_text(plan_file))
     except (OSError, ValueError) as exc:
         _fail(f"{plan_file}: cannot read the plan: {exc}")
     if not isinstance(items, list) or not all(

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sharedos import textfile
 from sharedos.context import AccessContext
 from sharedos.errors import ConformanceError
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
@@ -585,7 +586,7 @@ def load_manifest(path: str | Path | None = None) -> Manifest:
     """Load and validate a manifest (default: the shipped one); raise ``ManifestError`` with positions."""
     target = Path(path) if path is not None else MANIFEST_PATH
     try:
-        text = target.read_text(encoding="utf-8")
+        text = textfile.read_text(target)
     except OSError as exc:
         raise ManifestError(f"{target}: cannot read manifest: {exc.strerror or exc}") from None
     return parse_manifest(text, str(target))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sharedos import textfile
 from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = [
@@ -274,7 +275,7 @@ def open_configured_store(
         from sharedos.evidence.chain import Signer
 
         try:
-            signer = Signer.from_pem(Path(sign_key).read_bytes())
+            signer = Signer.from_pem(textfile.read_bytes(sign_key))
         except (OSError, ValueError) as exc:
             raise EvidenceStoreError(
                 f"cannot use the signing key {sign_key}: {exc}", "io"

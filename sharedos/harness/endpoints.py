@@ -22,10 +22,10 @@ import json
 import socket
 import tomllib
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sharedos import textfile
 from sharedos.harness.adapters.base import HarnessUnavailable, Launch
 from sharedos.harness.process import redact
 
@@ -58,7 +58,7 @@ def model_endpoints(launch: Launch, *, skip: Iterable[str | None] = ()) -> list[
     found: list[str] = [v for k, v in launch.env.items() if k.upper().endswith("_BASE_URL")]
     for path in launch.files:
         with contextlib.suppress(OSError, ValueError):
-            text = Path(path).read_text(encoding="utf-8")
+            text = textfile.read_text(path)
             if path.suffix == ".toml":
                 found.extend(_urls_in(tomllib.loads(text)))
             elif path.suffix == ".json":

@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate
@@ -522,7 +523,7 @@ def load_host_config(path: str | Path) -> HostConfig:
     """Read and validate a host file; raise ``HostConfigError`` with ``file:line:col`` problems."""
     target = Path(path)
     try:
-        text = target.read_text(encoding="utf-8")
+        text = textfile.read_text(target)
     except OSError as exc:
         raise HostConfigError(
             [f"{target}: cannot read host configuration: {exc.strerror or exc}"]

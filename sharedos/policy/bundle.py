@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sharedos import textfile
 from sharedos.atomicfile import write_atomically
 from sharedos.errors import PolicyLanguageError
 from sharedos.policy.grammar_id import GRAMMAR_VERSION, grammar_sha256
@@ -117,7 +118,7 @@ def _fast_read(raw: bytes) -> tuple[dict[str, Any], bytes] | None:
 def _read(path: str | Path) -> tuple[dict[str, Any], bytes | None]:
     """Read and verify a bundle: its document and, when read fast, the program's bytes."""
     try:
-        raw = Path(path).read_bytes()
+        raw = textfile.read_bytes(path)
     except OSError as exc:
         raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
     # json.loads allocates many containers and no cycles; with the collector

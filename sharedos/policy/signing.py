@@ -37,6 +37,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from sharedos import textfile
 from sharedos.errors import PolicyLanguageError
 
 _DOMAIN = b"sharedos-policy-bundle-signature/2\n"
@@ -82,7 +83,7 @@ def write_keypair(path: str | Path) -> tuple[Path, Path]:
 
 def _read(path: str | Path, what: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return textfile.read_bytes(path)
     except OSError as exc:
         raise SigningKeyError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from sharedos import textfile
 from sharedos.context import AccessContext
 from sharedos.upstream.config import CredentialRef, UpstreamConfig, secret_file_problem
 from sharedos.upstream.secrets import (
@@ -130,10 +131,10 @@ def read_reference(
         if problem is not None:
             raise CredentialError(f"{where} is read from {path}, which {problem}")
         try:
-            raw = path.read_text(encoding="utf-8").removesuffix("\n").removesuffix("\r")
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = textfile.read_text(path, limit=1 << 20).removesuffix("\n")
+        except OSError as exc:  # the reason in words: never the file's bytes
             raise CredentialError(
-                f"{where}: {path} cannot be read ({type(exc).__name__})"
+                f"{where}: {path} cannot be read ({exc.strerror or type(exc).__name__})"
             ) from None
         if not raw:
             raise CredentialError(f"{where} is read from {path}, which is empty")

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sharedos import canonical
+from sharedos import canonical, textfile
 from sharedos.atomicfile import write_atomically
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import UpstreamError
@@ -107,7 +107,7 @@ def tool_pin(tool: ToolDefinition, raw: RawTool) -> ToolPin:
 def load_pins(path: Path) -> PinFile:
     """Read a pin file; a missing file is an empty one (every tool is then new)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = textfile.read_text(path)
     except FileNotFoundError:
         return PinFile()
     except OSError as exc:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sharedos import textfile
 from sharedos.atomicfile import write_atomically
 from sharedos.errors import UpstreamError
 from sharedos.upstream.config import CredentialRef, secret_file_problem
@@ -110,7 +111,13 @@ def read_key(ref: CredentialRef, environ: Mapping[str, str]) -> bytes:
         problem = secret_file_problem(path, must_exist=True)
         if problem is not None:
             raise TokenStoreError(f"the token store key file {path} {problem}")
-        return decode_key(path.read_text(encoding="utf-8"), f"the file {path}")
+        try:
+            text = textfile.read_text(path, limit=4096)
+        except OSError as exc:
+            raise TokenStoreError(
+                f"the token store key file {path} cannot be read: {exc.strerror or exc}"
+            ) from None
+        return decode_key(text, f"the file {path}")
     raise TokenStoreError("the token store key is read from env or file, not from the store")
 
 

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import click
 
+from sharedos import textfile
 from sharedos.policy.jsonvalues import loads
 
 EXIT_OK = 0
@@ -75,7 +76,7 @@ def read_json_option(value: str, what: str) -> Any:
     if value.startswith("@"):
         file = Path(value[1:])
         try:
-            text = file.read_text(encoding="utf-8")
+            text = textfile.read_text(file)
         except OSError as exc:
             raise click.BadParameter(
                 f"cannot read {file}: {exc.strerror}", param_hint=what
@@ -93,7 +94,7 @@ def read_json_option(value: str, what: str) -> Any:
 def read_json_file(path: Path, what: str) -> Any:
     """Load a JSON file given to an option; unreadable or malformed files are usage errors."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = textfile.read_text(path)
     except OSError as exc:
         raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=what) from None
     try:

@@ -1,0 +1,81 @@
+"""Read a file an operator named: whole, bounded, never waiting, never a traceback.
+
+Host files, context and plan files, pins, keys, bundles and credentials are all
+named by an operator, and any of them can turn out to be a named pipe nobody
+writes to (an ``open`` that never returns), a device (``/dev/zero`` reads
+forever), a file far larger than any such file should be, or text that is not
+UTF-8. Each of those is an ``UnreadableFile``: an ``OSError`` whose ``strerror``
+says what is wrong in words, without any of the file's content (a credential
+file's bytes must never reach an error message), so the callers' existing
+``except OSError`` turns it into their usual one-line error.
+
+A pipe is read to its end (``--context <(generate)`` works); one with no writer
+reads as empty.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+__all__ = ["DEFAULT_LIMIT", "UnreadableFile", "read_bytes", "read_text"]
+
+#: far above any host file, key or bundle SharedOS writes (a 10,000-rule bundle is a few MB)
+DEFAULT_LIMIT = 256 * 1024 * 1024
+
+
+class UnreadableFile(OSError):
+    """The file cannot be used: not a regular file or pipe, too large, or not UTF-8."""
+
+    def __str__(self) -> str:  # the callers name the file themselves
+        return str(self.strerror)
+
+
+def read_bytes(path: str | os.PathLike[str], *, limit: int = DEFAULT_LIMIT) -> bytes:
+    """The whole content of ``path``, at most ``limit`` bytes.
+
+    ``OSError`` as ``open`` raises it (missing, no permission); ``UnreadableFile``
+    for a device, socket or directory, or content longer than ``limit``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode):
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise UnreadableFile(errno.EINVAL, kind, os.fspath(path))
+        chunks: list[bytes] = []
+        size = 0
+        # a regular file in one read (plus the one that sees its end); a pipe in steps
+        step = min(max(os.fstat(fd).st_size + 1, 1 << 16), limit + 1)
+        while True:
+            chunk = os.read(fd, step)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > limit:
+                raise UnreadableFile(errno.EFBIG, f"larger than {limit:,} bytes", os.fspath(path))
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike[str], *, limit: int = DEFAULT_LIMIT) -> str:
+    """``read_bytes`` decoded as UTF-8 (a leading byte-order mark dropped).
+
+    Text that is not UTF-8 is an ``UnreadableFile`` naming the line and column of
+    the first bad byte, never the bytes themselves. Line ends read as ``open()``
+    reads them by default: ``\r\n`` and ``\r`` become ``\n``.
+    """
+    data = read_bytes(path, limit=limit)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UnreadableFile(
+            errno.EILSEQ, f"not UTF-8 text (line {line}, byte {col} of the line)", os.fspath(path)
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
