@@ -58,7 +58,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -533,16 +533,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         _fail(str(exc))
     try:
         kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)
-        host = RuntimeHost(
-            kernel,
-            store,
-            handler_timeout_s=longest + 5.0,
-            shadow=_shadow(host_config, policy),
-            approvals=host_config.approvals.settings(),
-            # the host's credentials (every harness's env values): scrubbed from every
-            # record and every answer, as from the harness's own output below
-            host_secrets=host_config.secret_values(os.environ),
-        )
+        shadow = _shadow(host_config, policy)
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),
@@ -555,6 +546,16 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         ) as broker:
             broker.attach(registry, policy)
             async with broker.turn(context) as turn_upstreams:
+                host = RuntimeHost(
+                    kernel,
+                    store,
+                    handler_timeout_s=longest + 5.0,
+                    shadow=shadow,
+                    approvals=host_config.approvals.settings(),
+                    # every secret this run holds: scrubbed from every record and every
+                    # answer, as from the harness's own output (``_launch``)
+                    host_secrets=run_secrets(opts, turn_upstreams),
+                )
                 for line in turn_upstreams.report():
                     click.echo(line, err=True)
                 if opts["dry_run"]:
@@ -659,6 +660,27 @@ def _cannot_confine(policy_name: str, why: str) -> int:
     return EXIT_CANNOT_CONFINE
 
 
+def run_secrets(
+    opts: dict[str, Any], turn_upstreams: Any, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """Every secret value a run holds, one list for its records, answers and output.
+
+    Every harness's env values, the credentials of every upstream serving the turn
+    (a model that learns one must not have it recorded in another tool's arguments
+    either) and the evidence store's password.
+    """
+    from sharedos.evidence.url import location_secrets
+
+    host_config = opts["host_config"]
+    secrets = [*host_config.secret_values(os.environ if environ is None else environ)]
+    for creds in turn_upstreams.credentials.values():
+        secrets.extend(creds.secrets())
+    location = opts.get("evidence_db") or host_config.evidence.url
+    if location:
+        secrets.extend(location_secrets(str(location)))
+    return list(dict.fromkeys(secrets))
+
+
 def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
     """SharedOS's own state, which no sandbox (harness or upstream) may show."""
     from sharedos.evidence.url import parse_store_url
@@ -702,11 +724,8 @@ async def _launch(
         f"{len(catalog)} tool(s), catalogHash {catalog.catalog_hash}, over {transport}",
         err=True,
     )
-    # the host's secrets (every harness's env values, the upstreams' credentials) are
-    # scrubbed from the harness's output, streamed or captured
-    secrets = [*opts["host_config"].secret_values(runtime.environ)]
-    for creds in turn_upstreams.credentials.values():
-        secrets.extend(creds.secrets())
+    # the run's secrets are scrubbed from the harness's output, streamed or captured
+    secrets = run_secrets(opts, turn_upstreams, runtime.environ)
     base, remove = _run_directory(opts)
     try:
         result = await runtime.run_turn(

@@ -104,3 +104,105 @@ def test_a_harness_credential_passed_into_a_tool_call_is_not_recorded(tmp_path: 
     scan.text("sharedos run stderr", proc.stderr)
     scan.evidence(db)  # `sharedos evidence export` and the raw database bytes
     scan.assert_clean()
+
+
+@pytest.mark.harness("claude-code")
+def test_an_upstream_credential_passed_into_another_tool_is_not_recorded(tmp_path: Path) -> None:
+    """The run scrubs the harness's output of every upstream's credential, but its
+    records kept one verbatim when the model passed it into a call of another tool
+    (``files.write`` here): the host's secrets held the harness env values only. The
+    credential and the evidence store's password are the run's secrets too."""
+    from sharedos.harness.tools import default_command
+    from tests.upstream.conftest import FIXTURE
+
+    claude = default_command("claude-code")[0]
+    if shutil.which(claude) is None and not Path(claude).exists():
+        pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
+    secret = plant("upstream")
+    host = tmp_path / "host.toml"
+    host.write_text(
+        "[harness.claude-code]\n"
+        "[upstream.fx]\n"
+        f"command = {json.dumps(PY)}\n"
+        f"args = [{json.dumps(str(FIXTURE))}]\n"
+        'pinning = "off"\n'
+        "roots = []\n"
+        "[upstream.fx.credentials]\n"
+        'FIXTURE_TOKEN = { env = "HUNT_FIXTURE_TOKEN" }\n',
+        encoding="utf-8",
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES.replace("managed files.*", "managed files.*, fx.*"), encoding="utf-8")
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "public").mkdir(parents=True)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            [
+                {
+                    "tool": "files.write",
+                    "arguments": {"path": "/public/out.txt", "content": f"token={secret}"},
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "evidence.sqlite"
+    proc = subprocess.run(
+        [
+            SHAREDOS,
+            "run",
+            "--host-config",
+            str(host),
+            "--harness",
+            "claude-code",
+            "--rules",
+            str(rules),
+            "--policy",
+            "run",
+            "--principal",
+            "bob",
+            "--sandbox",
+            str(sandbox),
+            "--evidence",
+            str(db),
+            "--plan",
+            str(plan),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--timeout",
+            "180",
+            "--json",
+            "do it",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "HUNT_FIXTURE_TOKEN": secret},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "upstream fx (fx.*):" in proc.stderr and "published" in proc.stderr, proc.stderr
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    scan = SecretScan(secret)
+    scan.text("sharedos run stderr", proc.stderr)
+    scan.json_value("sharedos run --json attempts", json.loads(proc.stdout)["attempts"])
+    scan.evidence(db)  # `sharedos evidence export` and the raw database bytes
+    scan.assert_clean()
+
+
+def test_the_run_secrets_hold_the_evidence_store_password() -> None:
+    """A password in the evidence store's location is a secret of the run like the others."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+
+    password = plant("dsn")
+    config = parse_host_config("[harness.claude-code]\n", "host.toml")
+    opts = {
+        "host_config": config,
+        "evidence_db": f"postgresql://host7:{password}@db.internal/evidence",
+    }
+    assert password in run_secrets(opts, SimpleNamespace(credentials={}), environ={})
