@@ -228,7 +228,7 @@ class McpHarnessRuntime:
     def version(self) -> str:
         """The CLI's real version, read from ``--version`` once per runtime."""
         if self._version is None:
-            self._version = harness_version(self.command, self.harness.kind).version
+            self._version = harness_version(self.command, self.harness.kind, self.environ).version
         return self._version
 
     def identity(

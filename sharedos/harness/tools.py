@@ -1,7 +1,9 @@
 """The real versions of the harness CLIs, read from the CLIs themselves.
 
 Versions are never hard-coded: ``harness_version`` runs ``<cli> --version``
-with the environment the harness's adapter says it needs.
+with the environment the harness's adapter says it needs, on top of the same
+minimal environment a turn starts from (``recipes.base_env``): a credential in
+the host's environment reaches no harness process, this one included.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sharedos.harness.adapters import HarnessUnavailable, get_adapter
+from sharedos.harness.recipes import base_env
 
 __all__ = ["HarnessUnavailable", "VersionInfo", "default_command", "harness_version"]
 
@@ -43,7 +46,10 @@ def harness_version(
     adapter.check_command(command)
     with tempfile.TemporaryDirectory(prefix="sharedos-version-") as scratch:
         os.chmod(scratch, 0o700)
-        run_env = adapter.version_env(dict(env if env is not None else os.environ), Path(scratch))
+        home = Path(scratch) / "home"
+        home.mkdir(mode=0o700)
+        base = base_env(env if env is not None else os.environ, home)
+        run_env = adapter.version_env(base, Path(scratch))
         try:
             proc = subprocess.run(
                 [*command, "--version"],
