@@ -74,6 +74,22 @@ def test_relative_commands_and_cwd_resolve_against_the_file() -> None:
             "host.toml:4:1: upstream.a.env.GITHUB_TOKEN: 'GITHUB_TOKEN' looks like a credential",
         ),
         (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nOPENAI_KEY = "sk-literal"\n',
+            "host.toml:4:1: upstream.a.env.OPENAI_KEY: 'OPENAI_KEY' looks like a credential",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nDB_PASS = "literal"\n',
+            "host.toml:4:1: upstream.a.env.DB_PASS: 'DB_PASS' looks like a credential",
+        ),
+        (
+            '[upstream.a]\nurl = "https://example.invalid/mcp"\nheaders = { X-Access-Key = "z" }\n',
+            "host.toml:3:13: upstream.a.headers.X-Access-Key: 'X-Access-Key' looks like a credential",
+        ),
+        (
+            '[upstream.a]\nurl = "https://example.invalid/mcp?key=AIzaLiteral"\n',
+            "host.toml:2:1: upstream.a.url: query parameter 'key' looks like a credential",
+        ),
+        (
             '[upstream.a]\ncommand = "x"\nargs = ["--token", "${TOKEN}"]\n',
             "host.toml:3:1: upstream.a.args: arguments are literal",
         ),
@@ -114,7 +130,7 @@ def test_relative_commands_and_cwd_resolve_against_the_file() -> None:
 def test_problems_are_positioned_and_never_echo_values(text: str, expected: str) -> None:
     found = problems(text)
     assert any(p.startswith(expected) for p in found), found
-    for secret in ("ghp_literal0123456789", "pw@", "zzz"):
+    for secret in ("ghp_literal0123456789", "pw@", "zzz", "sk-literal", "AIzaLiteral"):
         assert not any(secret in p for p in found)
 
 
@@ -168,3 +184,13 @@ def test_a_non_object_schema_is_refused_naming_upstream_and_tool() -> None:
     assert isinstance(refused, Refusal)
     assert refused.describe().startswith("upstream 'u', tool 't':")
     assert 'root type must be "object"' in refused.reason
+
+
+def test_plain_names_that_only_contain_key_or_pass_stay_plain() -> None:
+    """The credential-name rule refuses what can only be a credential, not every word."""
+    text = (
+        '[upstream.a]\ncommand = "x"\n[upstream.a.env]\n'
+        'KEYRING_BACKEND = "fail"\nPASSTHROUGH = "1"\nCOMPASS_DIR = "/srv"\n'
+    )
+    config = parse_host_config(text, "host.toml")
+    assert set(config.upstream["a"].env) == {"KEYRING_BACKEND", "PASSTHROUGH", "COMPASS_DIR"}
