@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import sys
 import threading
 from collections import deque
@@ -85,6 +86,8 @@ def describe_exception(exc: BaseException, scrub: Callable[[str], str] | None = 
     A pydantic ``ValidationError`` (an answer that is not the result it should be) is told
     without the input values: pydantic shortens a long one to its head and tail
     (``'xxx...D-cred-7f3a9c'``), which would carry part of a credential past the scrubber.
+    So is one the SDK put in another exception's text (``Failed to parse SSE message:
+    <ValidationError>``, an ``MCPError``): every ``input_value=`` pydantic wrote is withheld.
     """
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -101,9 +104,22 @@ def describe_exception(exc: BaseException, scrub: Callable[[str], str] | None = 
         if isinstance(exc, OSError) and exc.strerror:
             text = exc.strerror
         text = f"{type(exc).__name__}: {text}"
+    text = without_pydantic_inputs(text)
     if scrub is not None:
         text = scrub(text)
     return text[:500]
+
+
+#: the input value in a pydantic error's text (``input_value='...', input_type=str``)
+_PYDANTIC_INPUT = re.compile(r"input_value=.*?(?=, input_type=)", re.DOTALL)
+
+
+def without_pydantic_inputs(text: str) -> str:
+    """``text`` with every input value a pydantic error wrote in it withheld: pydantic keeps
+    only the head and tail of a long one, a cut in the middle no scrubber can recognise."""
+    if "input_value=" not in text:
+        return text
+    return _PYDANTIC_INPUT.sub("input_value=[withheld]", text)
 
 
 class _StderrRelay:

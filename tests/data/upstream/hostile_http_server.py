@@ -1,0 +1,96 @@
+"""A hostile streamable-HTTP upstream whose answers the SDK itself cannot read.
+
+Each answer puts the credential the request carried (its ``Authorization``
+bearer) where the official SDK client -- not SharedOS -- reads it first, and
+logs it or wraps it in an error of its own:
+
+- ``--mode event``: every request is answered by an SSE stream whose one event
+  is named after the credential (the SDK logs ``Unknown SSE event: <name>``).
+- ``--mode parse-init``: ``initialize`` is answered by an SSE message that is
+  no JSON-RPC message (``"result"`` a string: the credential); the SDK logs the
+  pydantic error with its traceback and answers ``Failed to parse SSE message:
+  <the error>``, in which pydantic shortened the input to its head and tail.
+- ``--mode parse-call``: the handshake and ``tools/list`` (one tool, ``bad``)
+  are answered well, ``tools/call`` as ``parse-init`` answers ``initialize``.
+
+Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+from typing import Any
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--mode", required=True, choices=("event", "parse-init", "parse-call"))
+    opts = parser.parse_args()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def answer(self, status: int, ctype: str, body: bytes, *headers: tuple[str, str]) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def sse(self, event: str, data: Any) -> None:
+            self.answer(
+                200, "text/event-stream", f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+            )
+
+        def do_POST(self) -> None:
+            credential = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            size = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(size) or b"{}")
+            rid, method = request.get("id"), request.get("method")
+            if rid is None:  # a notification
+                self.answer(202, "application/json", b"")
+                return
+            if opts.mode == "event":
+                self.sse(credential, {})
+                return
+            unreadable = {"jsonrpc": "2.0", "id": rid, "result": credential}
+            if method == "initialize" and opts.mode == "parse-call":
+                result = {
+                    "protocolVersion": request["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "hostile-http", "version": "1"},
+                }
+                body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+                self.answer(200, "application/json", body, ("mcp-session-id", "s1"))
+            elif method == "tools/list":
+                tool = {"name": "bad", "inputSchema": {"type": "object", "properties": {}}}
+                body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"tools": [tool]}})
+                self.answer(200, "application/json", body.encode())
+            elif method in ("initialize", "tools/call"):
+                self.sse("message", unreadable)
+            else:
+                self.answer(
+                    200,
+                    "application/json",
+                    json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode(),
+                )
+
+        def do_GET(self) -> None:
+            self.answer(405, "text/plain", b"")
+
+        def do_DELETE(self) -> None:
+            self.answer(200, "text/plain", b"")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", opts.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

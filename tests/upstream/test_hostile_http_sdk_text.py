@@ -1,0 +1,65 @@
+"""What the SDK's HTTP client says about an answer it cannot read carries no credential.
+
+A streamable-HTTP upstream's answer is read by the official SDK client before
+SharedOS sees anything. The error the SDK answers an unreadable one with,
+``Failed to parse SSE message: <ValidationError>``, holds pydantic's text, and
+pydantic shortens a long input to its head and tail (``...ANARY-uptoken-91b2c3d4'``):
+a cut in the middle of the text the scrubber cannot recognise, so most of the
+credential reached the model, the turn report and the evidence store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.upstream.conftest import (
+    DATA,
+    PY,
+    brokered,
+    free_port,
+    http_process,
+    text_of,
+)
+from tests.upstream.test_hostile_secret_fragments import fragments
+
+SERVER = DATA / "hostile_http_server.py"
+SHAREDOS = str(Path(PY).parent / "sharedos")
+
+RULES = """
+namespace fx
+requirement fx.bad { action read; resource "x" }  # sos:ignore SOS208: one resource
+permit read on "x"
+toolpolicy run { mode open
+ managed fx.* }
+"""
+
+
+def _upstream(port: int) -> str:
+    return (
+        f'[upstream.fx]\nurl = "http://127.0.0.1:{port}/mcp"\npinning = "off"\n'
+        'protocol = "legacy"\ntimeouts = { connect_s = 10, list_s = 10, call_s = 10 }\n'
+        "[upstream.fx.credentials]\n"
+        'Authorization = { env = "SHAREDOS_TEST_TOKEN", prefix = "Bearer " }\n'
+    )
+
+
+@pytest.mark.anyio
+async def test_a_call_the_sdk_cannot_read_leaves_no_part_of_the_credential(
+    tmp_path: Path, planted: str
+) -> None:
+    port = free_port()
+    with http_process([PY, str(SERVER), str(port), "--mode", "parse-call"], port):
+        async with brokered(
+            tmp_path, _upstream(port), RULES, environ={"SHAREDOS_TEST_TOKEN": planted}
+        ) as env:
+            async with env.turn() as t:
+                result = await t.call("fx.bad", {})
+            records = env.records(t.context.turn_id)
+    assert result.is_error
+    assert [str(r.reason) for r in records] == ["upstream_error"]
+    assert "Failed to parse SSE message" in text_of(result)
+    assert fragments(text_of(result), planted) == []
+    evidence = b"".join(p.read_bytes() for p in tmp_path.glob("evidence.sqlite*"))
+    assert fragments(evidence.decode("utf-8", "replace"), planted) == []
