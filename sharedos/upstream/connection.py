@@ -17,11 +17,13 @@ SharedOS's supervisor (``sharedos.upstream.sandbox``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import re
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, TextIO, cast
@@ -122,6 +124,65 @@ def without_pydantic_inputs(text: str) -> str:
     return _PYDANTIC_INPUT.sub("input_value=[withheld]", text)
 
 
+#: every connection made in this process: their scrubbers clean the SDK's own log records
+_CONNECTIONS: weakref.WeakSet[UpstreamConnection] = weakref.WeakSet()
+
+
+class _SdkLogScrubber(logging.Handler):
+    """The ``mcp`` SDK's own log records, scrubbed before any handler shows them.
+
+    The SDK logs what an upstream sent on its own loggers -- an SSE event's name, a
+    content type, a redirect's address, a message it could not parse with the traceback
+    -- where SharedOS's scrubbing never looked: a credential an upstream echoed there
+    reached stderr (Python's last-resort handler) or the host's log handlers whole. On
+    the ``mcp`` logger this handler sees each of its records before the handlers above
+    it: the text is scrubbed of every connection's credentials and of pydantic's
+    shortened input values, the traceback is withheld (it quotes what the upstream sent;
+    the exception's type is kept), and a record no other handler would show goes to
+    ``logging.lastResort``, as it did without this one.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its message
+            text = str(record.msg)
+        text = without_pydantic_inputs(text)
+        if record.exc_info and record.exc_info[0] is not None:
+            text += f" ({record.exc_info[0].__name__}; traceback withheld)"
+        for connection in list(_CONNECTIONS):
+            text = connection.scrubber.scrub(text)
+        record.msg, record.args = text, None
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        last = logging.lastResort
+        if last is not None and record.levelno >= last.level and not self._others(record):
+            last.handle(record)
+
+    def _others(self, record: logging.LogRecord) -> bool:
+        """True when another handler on the record's way up will show it."""
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if any(h is not self and record.levelno >= h.level for h in logger.handlers):
+                return True
+            if not logger.propagate:
+                return False
+            logger = logger.parent
+        return False
+
+
+_SDK_LOGS = _SdkLogScrubber()
+
+
+def _scrub_sdk_logs() -> None:
+    """Put ``_SDK_LOGS`` on the SDK's ``mcp`` logger (once)."""
+    sdk = logging.getLogger("mcp")
+    if _SDK_LOGS not in sdk.handlers:
+        sdk.addHandler(_SDK_LOGS)
+
+
 class _StderrRelay:
     """Reads an upstream's stderr from a pipe, scrubs it, relays it and keeps a tail."""
 
@@ -199,6 +260,8 @@ class UpstreamConnection:
         self._wrap = wrap
         self.credentials = credentials
         self.scrubber = Redactor(credentials.secrets())
+        _CONNECTIONS.add(self)
+        _scrub_sdk_logs()
         #: the last refusal of this session's credential (401 / insufficient scope), if any
         self.last_denial: Denial | None = None
         source = credentials.auth

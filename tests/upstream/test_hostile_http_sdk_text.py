@@ -1,15 +1,22 @@
 """What the SDK's HTTP client says about an answer it cannot read carries no credential.
 
 A streamable-HTTP upstream's answer is read by the official SDK client before
-SharedOS sees anything. The error the SDK answers an unreadable one with,
-``Failed to parse SSE message: <ValidationError>``, holds pydantic's text, and
-pydantic shortens a long input to its head and tail (``...ANARY-uptoken-91b2c3d4'``):
-a cut in the middle of the text the scrubber cannot recognise, so most of the
-credential reached the model, the turn report and the evidence store.
+SharedOS sees anything, and the SDK speaks of a bad one in two places SharedOS's
+scrubbing did not cover:
+
+- its own log records (``Unknown SSE event: <name>``, ``Error parsing SSE
+  message`` with the pydantic traceback), which went to stderr -- or the host's
+  log handlers -- as the SDK wrote them, a credential the upstream echoed whole;
+- the error it answers the request with, ``Failed to parse SSE message:
+  <ValidationError>``: pydantic shortens a long input to its head and tail
+  (``...ANARY-uptoken-91b2c3d4'``), a cut in the middle of the text the
+  scrubber cannot recognise, so most of the credential reached the model, the
+  turn report and the evidence store.
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,6 +50,28 @@ def _upstream(port: int) -> str:
         "[upstream.fx.credentials]\n"
         'Authorization = { env = "SHAREDOS_TEST_TOKEN", prefix = "Bearer " }\n'
     )
+
+
+@pytest.mark.parametrize("mode", ["event", "parse-init"])
+def test_the_sdks_own_words_about_a_bad_answer_carry_no_credential(
+    tmp_path: Path, planted: str, mode: str
+) -> None:
+    port = free_port()
+    host = tmp_path / "host.toml"
+    host.write_text("version = 1\n" + _upstream(port), encoding="utf-8")
+    with http_process([PY, str(SERVER), str(port), "--mode", mode], port):
+        proc = subprocess.run(
+            [SHAREDOS, "upstream", "status", "--host-config", str(host)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "SHAREDOS_TEST_TOKEN": planted},
+        )
+    said = proc.stdout + proc.stderr
+    assert "upstream fx (fx.*): unavailable" in said, said
+    assert fragments(said, planted) == [], said
+    assert "Traceback" not in said, said
 
 
 @pytest.mark.anyio
