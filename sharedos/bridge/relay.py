@@ -54,6 +54,7 @@ from sharedos.bridge.server import CallRuntime
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.kernel import ToolResult, TurnCatalog
 from sharedos.outcomes import ReasonCode
+from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
 
 logger = logging.getLogger(__name__)
@@ -232,6 +233,10 @@ class RelayHost:
         self.turn = turn
         self.path = path
         self._secret = secret.encode("utf-8")
+        # A model that learns the secret (the harness can read its own turn file) and
+        # passes it into a call must not have it recorded or echoed: the HTTP bridge's
+        # bearer token is kept out the same way
+        self._turn_secrets = Redactor((secret,))
         self.closed = False
         self._live: set[_Connection] = set()
         self._idle = anyio.Event()
@@ -370,6 +375,7 @@ class RelayHost:
                 diagnostics=diagnostics,  # type: ignore[arg-type]
                 identity=turn.identity,
                 detail=detail,
+                turn_secrets=self._turn_secrets,
             )
         hooks = _hooks(conn, rid, message.get("peer"))
         return await turn.runtime_host.invoke_tool(
@@ -379,6 +385,7 @@ class RelayHost:
             catalog=turn.catalog,
             diagnostics=diagnostics,  # type: ignore[arg-type]
             identity=turn.identity,
+            turn_secrets=self._turn_secrets,
             **hooks,
         )
 

@@ -57,3 +57,35 @@ async def test_the_turn_token_in_an_argument_is_not_recorded_or_echoed(tmp_path:
     scan.text("the read's answer", json.dumps(missing.model_dump(mode="json")))
     scan.evidence(db)
     scan.assert_clean()
+
+
+async def test_the_relay_secret_in_an_argument_is_not_recorded_or_echoed(tmp_path: Path) -> None:
+    """A stdio turn's equivalent of the token: the relay secret in its turn file, which the
+    harness that launches the bridge can read (its own file, 0600 to its own user). The
+    host ran relayed calls without it as a turn secret: kept in evidence, echoed."""
+    from mcp import StdioServerParameters
+
+    root = tmp_path / "root"
+    (root / "home" / "bob").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    kernel = Kernel(compile_paths([shipped_dir("rules") / "files.sos"]), registry)
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    host = RuntimeHost(kernel, store)
+    async with open_turn(host, AccessContext(principal="bob"), RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        turn_file = Path(turn.command[turn.command.index("--turn") + 1])
+        secret = json.loads(turn_file.read_text(encoding="utf-8"))["relay"]["secret"]
+        params = StdioServerParameters(command=turn.command[0], args=list(turn.command[1:]))
+        async with Client(params) as client:
+            result = await client.call_tool(
+                "files.write", {"path": "/home/bob/notes.txt", "content": f"secret {secret}"}
+            )
+            missing = await client.call_tool("files.read", {"path": f"/home/bob/{secret}"})
+    store.close()
+    scan = SecretScan(secret)
+    scan.text("the write's answer", json.dumps(result.model_dump(mode="json")))
+    scan.text("the read's answer", json.dumps(missing.model_dump(mode="json")))
+    scan.evidence(db)
+    scan.assert_clean()
