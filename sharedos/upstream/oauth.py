@@ -19,17 +19,21 @@ upstream, the principal, the endpoint and the HTTP status.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import contextvars
 import json
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import httpx2
 
 from sharedos.errors import UpstreamError
+from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.credentials import StoreOpener, read_reference
 from sharedos.upstream.secrets import CredentialError
@@ -108,16 +112,51 @@ def http_client() -> httpx2.AsyncClient:
     return httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False, follow_redirects=False)
 
 
-def oauth_error(response: httpx2.Response) -> str:
-    """``invalid_grant`` (and its description, capped) from an OAuth error response."""
+#: the fields of a token, exchange or revocation request that hold a secret
+_SENT_SECRETS = frozenset(
+    {
+        "subject_token",
+        "actor_token",
+        "refresh_token",
+        "token",
+        "client_secret",
+        "code",
+        "code_verifier",
+        "assertion",
+        "client_assertion",
+    }
+)
+
+
+def sent_secrets(data: Mapping[str, str], headers: Mapping[str, str] | None = None) -> list[str]:
+    """The secrets a request to an authorization server carried: its secret fields, and
+    the client's credentials in an ``Authorization: Basic`` header (whole and decoded)."""
+    found = [str(v) for k, v in data.items() if k in _SENT_SECRETS and v]
+    auth = (headers or {}).get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if value:
+        found.append(value)
+        if scheme.lower() == "basic":
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                pair = base64.b64decode(value, validate=True).decode("utf-8")
+                found += [unquote(part) for part in pair.partition(":")[::2] if part]
+    return found
+
+
+def oauth_error(response: httpx2.Response, sent: Iterable[str] = ()) -> str:
+    """``invalid_grant`` (and its description, capped) from an OAuth error response.
+
+    The description is the server's text and may repeat what it was sent (a refused
+    subject token, the client secret): it is scrubbed of ``sent`` before it is capped."""
     try:
         body = response.json()
     except ValueError:
         return f"HTTP {response.status_code}"
     if not isinstance(body, dict):
         return f"HTTP {response.status_code}"
-    error = str(body.get("error", ""))[:80]
-    desc = str(body.get("error_description", ""))[:200]
+    scrub = Redactor(sent).scrub
+    error = scrub(str(body.get("error", "")))[:80]
+    desc = scrub(str(body.get("error_description", "")))[:200]
     return f"HTTP {response.status_code} {error}" + (f" ({desc})" if desc else "")
 
 
@@ -297,7 +336,8 @@ class TokenSource:
         if response.status_code != 200:
             self.problem = (
                 f"the authorization server refused to refresh the token of {self.principal!r} "
-                f"for upstream {self.config.id!r} ({oauth_error(response)}): run "
+                f"for upstream {self.config.id!r} "
+                f"({oauth_error(response, sent_secrets(data, headers))}): run "
                 f"`{login_command(self.config, self.principal)}`"
             )
             return None
@@ -349,7 +389,8 @@ class TokenSource:
         if response.status_code != 200:
             self.problem = (
                 f"the authorization server of upstream {self.config.id!r} refused the token "
-                f"exchange for {self.principal!r} ({oauth_error(response)})"
+                f"exchange for {self.principal!r} "
+                f"({oauth_error(response, sent_secrets(data, headers))})"
             )
             return None
         try:

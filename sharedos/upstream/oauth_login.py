@@ -35,6 +35,7 @@ from sharedos.upstream.oauth import (
     configured_client,
     http_client,
     oauth_error,
+    sent_secrets,
 )
 from sharedos.upstream.tokenstore import TokenRecord, TokenStoreError
 
@@ -304,7 +305,9 @@ async def logout(
                 async with http_client() as http:
                     response = await http.post(rec.revocation_endpoint, data=data, headers=headers)
                 results.append(
-                    f"{kind} {'revoked' if response.status_code == 200 else oauth_error(response)}"
+                    f"{kind} revoked"
+                    if response.status_code == 200
+                    else f"{kind} {oauth_error(response, sent_secrets(data, headers))}"
                 )
             except httpx2.HTTPError as exc:
                 results.append(f"{kind} not revoked ({type(exc).__name__})")

@@ -37,6 +37,7 @@ from sharedos.kernel import Kernel, RuntimeHost
 from sharedos.policy import compile_source
 from sharedos.upstream.broker import UpstreamBroker
 from sharedos.upstream.tokenstore import TokenStore, TokenStoreError, generate_key, store_opener
+from tests.adversarial.planted import SecretScan
 from tests.upstream.conftest import (
     DATA,
     PY,
@@ -637,3 +638,43 @@ async def test_token_exchange_with_a_preregistered_confidential_client(
         report = "\n".join(t.upstreams.report())
     assert "refused the token exchange" in report and "invalid_client" in report
     assert "not-the-right-secret" not in report and CLIENT_SECRET not in report
+
+
+async def test_an_authorization_server_that_echoes_a_refused_exchange_leaks_nothing(
+    tmp_path: Path,
+) -> None:
+    """The AS's ``error_description`` is its text, and may repeat what it was sent: the
+    refused subject token and the client secret. The turn report quoted it as it came."""
+    forged, client_secret = "SUBJ-forged-9c41e7d2b05a", "echoed-client-secret-3e8a51"
+    exchange = tmp_path / "subjects.json"
+    exchange.write_text(json.dumps({SUBJECT_TOKEN: "dave"}), encoding="utf-8")
+    as_port, rs_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{as_port}"
+    as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp_path / "as.log")]
+    as_argv += ["--token-prefix", PREFIX, "--exchange", str(exchange), "--echo-refusals"]
+    as_argv += ["--client", f"{CLIENT_ID}={client_secret}"]
+    rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
+    rs_argv += ["--log", str(tmp_path / "rs.log")]
+    secret = tmp_path / "client.secret"
+    secret.write_text(client_secret + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
+        servers = Servers(
+            issuer, f"http://127.0.0.1:{rs_port}/mcp", tmp_path / "as.log", tmp_path / "rs.log"
+        )
+        host = write_host(
+            tmp_path,
+            servers,
+            oauth_extra=f'client_id = "{CLIENT_ID}"\nclient_secret = {{ file = "client.secret" }}\n'
+            'subject_tokens = { dave = { env = "DAVE_SUBJECT" } }\n',
+        )
+        async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": forged}) as b:
+            async with b.turn(b.context("dave")) as t:
+                assert await t.names() == []
+                report = "\n".join(t.upstreams.report())
+            printed = b.stderr.getvalue()
+    assert "refused the token exchange" in report and "invalid_grant" in report, report
+    scan = SecretScan(forged, client_secret)
+    scan.text("the turn report", report)
+    scan.text("the broker's stderr", printed)
+    scan.assert_clean()

@@ -11,7 +11,9 @@ Both are built on the official SDK's auth modules:
   (``/consent?txn=..&user=NAME``: the user "signs in" as NAME; ``deny=1`` refuses),
   RFC 7662 introspection for the resource server, the RFC 8693 token-exchange
   grant (``--exchange SUBJECT_TOKEN_FILE``: a JSON map subject token -> user;
-  advertised in the metadata only then), and ``/admin/expire`` / ``/admin/revoke`` /
+  advertised in the metadata only then; ``--echo-refusals``: a refused exchange's
+  ``error_description`` repeats the subject token and client secret sent, as a
+  careless AS would), and ``/admin/expire`` / ``/admin/revoke`` /
   ``/admin/downscope`` (``?user=NAME``) so a test can expire, revoke or narrow a
   user's tokens from the server's side.
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
@@ -266,7 +268,13 @@ def serve_as(opts: argparse.Namespace) -> None:
         user = subjects.get(str(form.get("subject_token", "")))
         if user is None or form.get("subject_token_type") != ACCESS_TYPE:
             log("exchange-refused", client=client.client_id)
-            return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            refusal = {"error": "invalid_grant"}
+            if opts.echo_refusals:  # a careless AS says what it was sent
+                refusal["error_description"] = (
+                    f"unknown subject_token {form.get('subject_token')} for client "
+                    f"{client.client_id} ({form.get('client_secret')})"
+                )
+            return JSONResponse(refusal, status_code=400)
         scopes = str(form.get("scope") or " ".join(opts.scope)).split()
         issued = provider.issue(
             client.client_id or "",
@@ -476,6 +484,11 @@ def main() -> None:
     parser.add_argument("--exchange", type=Path, help="as: subject token -> user (JSON)")
     parser.add_argument("--slow", type=float, default=0.0, help="rs: seconds note takes")
     parser.add_argument("--client", action="append", help="as: ID=SECRET, pre-registered")
+    parser.add_argument(
+        "--echo-refusals",
+        action="store_true",
+        help="as: a refused token exchange's error_description repeats what was sent",
+    )
     opts = parser.parse_args()
     opts.scope = opts.scope or ["docs"]
     serve_as(opts) if opts.role == "as" else serve_rs(opts)
