@@ -48,6 +48,9 @@ Exit codes:
      before the turn and the upstreams are opened
   5  the run policy is strict and the harness cannot be confined (no bubblewrap, not
      Linux, or a managed root would be visible in its sandbox); nothing ran
+  128+N  stopped by signal N (SIGTERM: 143, SIGHUP: 129): the turn was closed as on
+     Ctrl-C (calls in flight recorded ``cancelled``, the turn sealed, the harness's
+     process tree ended, the temporary run directory removed)
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -395,7 +399,7 @@ def run(
     import anyio
 
     code = anyio.run(
-        _run_turn,
+        _stopped_by_signal,
         dict(
             host_config=host_config,
             harness_id=harness_id,
@@ -597,6 +601,52 @@ def stream_printer(harness_id: str) -> Any:
         click.echo(f"[{tag}] {printable(line)}", err=True)
 
     return printer
+
+
+#: Signals that stop a run as Ctrl-C does (SIGINT is asyncio's own: it cancels the run).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+async def _stopped_by_signal(opts: dict[str, Any]) -> int:
+    """``_run_turn``, closed down in order when SIGTERM or SIGHUP arrives.
+
+    Python's default for those signals ends the process on the spot, as SIGKILL
+    would: the turn unsealed, its temporary run directory (the harness's transcript,
+    tool results included) left on disk. Here they do what Ctrl-C does (asyncio
+    cancels the main task once): every ``finally`` runs, so calls in flight are
+    recorded ``cancelled``, the turn is sealed, the harness's process tree is ended
+    and the run directory removed; the exit status is then 128 + the signal's number.
+    A second one while that runs ends the process at once (as a second Ctrl-C does).
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    got: list[int] = []
+
+    def stop(signum: int) -> None:
+        if got:  # a second one, as a second Ctrl-C: the default action, at once
+            for each in STOP_SIGNALS:
+                loop.remove_signal_handler(each)
+            os.kill(os.getpid(), signum)
+            return
+        got.append(signum)
+        click.echo(f"sharedos: stopping the run ({signal.Signals(signum).name})", err=True)
+        task.cancel()
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        code = await _run_turn(opts)
+    except asyncio.CancelledError:
+        if not got or task.uncancel() > 0:
+            raise
+        code = EXIT_CONFIG
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+    return 128 + got[0] if got else code
 
 
 def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool]:

@@ -1,0 +1,103 @@
+"""``sharedos run`` stopped by SIGTERM or SIGHUP closes its turn as Ctrl-C does.
+
+A real ``sharedos run`` drives the real Claude Code through the real bridge
+(HTTP, and stdio through the relay); the scripted model writes file after file
+with ``files.write``. Once the first file is on disk the run gets ``SIGTERM``
+(what ``kill``, ``timeout``, systemd and container runtimes send) or ``SIGHUP``
+(a closed terminal). Python's default for both ends the process on the spot:
+before this, the run died with status -15, its turn was never sealed, and its
+temporary run directory — the harness's transcript, every tool result in it —
+stayed in the temporary directory, while Ctrl-C closed all of it in order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.timing import bound
+from tests.upstream.conftest import PY
+
+SHAREDOS = str(Path(PY).parent / "sharedos")
+RULES = """
+namespace files
+requirement files.write { action write; resource path(args.path) }
+permit write on "/home/{context.principal}/**"
+toolpolicy run { mode open
+ managed files.*
+}
+"""
+
+
+@pytest.mark.harness("claude-code")
+@pytest.mark.parametrize(
+    ("transport", "sig"),
+    [("http", signal.SIGTERM), ("stdio", signal.SIGTERM), ("http", signal.SIGHUP)],
+)
+def test_a_signalled_run_seals_its_turn_and_removes_its_run_directory(
+    tmp_path: Path, transport: str, sig: signal.Signals
+) -> None:
+    home = tmp_path / "sandbox" / "home" / "alice"
+    home.mkdir(parents=True)
+    host = tmp_path / "host.toml"
+    host.write_text(f'[harness.claude-code]\ntransport = "{transport}"\n', encoding="utf-8")
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    writes = [
+        {"tool": "files.write", "arguments": {"path": f"/home/alice/f{i}.txt", "content": str(i)}}
+        for i in range(200)
+    ]
+    plan.write_text(json.dumps(writes), encoding="utf-8")
+    db = tmp_path / "evidence.sqlite"
+    argv = [
+        SHAREDOS, "run", "--host-config", str(host), "--harness", "claude-code",
+        "--rules", str(rules), "--policy", "run", "--principal", "alice",
+        "--sandbox", str(tmp_path / "sandbox"), "--evidence", str(db),
+        "--plan", str(plan), "--timeout", "300", "write the files",
+    ]  # fmt: skip
+    err = tmp_path / "run.err"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + bound(120)
+        while not any(home.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, err.read_text()[-3000:]
+        assert any(home.iterdir()), "no call was made in time"
+        proc.send_signal(sig)
+        code = proc.wait(timeout=bound(60))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = err.read_text()
+    ours = "\n".join(ln for ln in text.splitlines() if not ln.startswith("[claude-code"))
+    assert code == 128 + sig, ours[-3000:]
+    assert "Traceback" not in text
+    found = re.search(r"run directory: (\S+) \(removed after the run", text)
+    assert found is not None, ours[-3000:]
+    assert not Path(found.group(1)).exists(), "the run directory was left behind"
+    db_ro = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        sealed = db_ro.execute("SELECT count(*) FROM seals").fetchone()[0]
+        recorded = {r[0] for r in db_ro.execute("SELECT resource FROM attempts")}
+        unfinished = db_ro.execute("SELECT count(*) FROM evidence WHERE outcome IS NULL")
+        interrupted = unfinished.fetchone()[0]
+    finally:
+        db_ro.close()
+    assert sealed == 1, "the turn was not sealed"
+    assert interrupted == 0, "a call in flight was left without its outcome"
+    effects = {f"/home/alice/{p.name}" for p in home.iterdir()}
+    assert effects <= recorded, sorted(effects - recorded)
+    verify = subprocess.run(
+        [SHAREDOS, "evidence", "verify", "--db", str(db)], capture_output=True, text=True
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
