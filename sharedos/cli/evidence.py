@@ -10,10 +10,14 @@ schema; ``checkpoint --take`` and ``copy`` write (``copy`` only to its
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import stat
 import sys
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -74,7 +78,28 @@ def _emit(records: list[EvidenceRecord], fmt: str, out: TextIO) -> None:
             out.write(_text_row(rec).encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
 
 
-@click.group()
+#: a write the file system refused for want of room (a full disk, a quota, RLIMIT_FSIZE)
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+
+
+def _cannot_write(exc: OSError, where: str) -> click.ClickException:
+    """One line for an output that could not be written (never a traceback)."""
+    return click.ClickException(f"cannot write {where}: {exc.strerror or exc}")
+
+
+class _EvidenceGroup(click.Group):
+    """``sharedos evidence``: an output the disk has no room for is one line, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno not in _NO_ROOM:
+                raise
+            raise _cannot_write(exc, "the output") from None
+
+
+@click.group(cls=_EvidenceGroup)
 def evidence() -> None:
     """Read, verify and migrate the durable record of tool-call attempts."""
 
@@ -95,10 +120,46 @@ def list_cmd(db: str, turn: str | None, outcome: str | None, limit: int | None, 
         _emit(store.query(turn, outcome=outcome, limit=limit), fmt, sys.stdout)
 
 
-def _private_output(path: Path) -> TextIO:
-    """``path`` opened for writing, created 0600 (evidence holds every turn's arguments)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    return os.fdopen(fd, "w", encoding="utf-8", newline="")
+@contextlib.contextmanager
+def _private_output(path: Path) -> Iterator[TextIO]:
+    """``path`` written whole or not at all, created 0600 (evidence holds every turn's arguments).
+
+    A regular file (or a new one) is written to a temporary file beside it and
+    renamed over it only once everything is written and flushed to disk: a full
+    disk or a size limit mid-export leaves no cut file that reads like a
+    complete one (and keeps what was at ``path``). Anything else (a pipe,
+    ``/dev/stdout``) is written in place.
+    """
+    try:
+        st: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _cannot_write(exc, str(path)) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(path, "w", encoding="utf-8", newline="") as direct:
+                yield direct
+        except OSError as exc:
+            raise _cannot_write(exc, str(path)) from None
+        return
+    directory = path.parent if str(path.parent) else Path(".")
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        kept = "; nothing was written there" if st is None else f"; {path} was left as it was"
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}{kept}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 @evidence.command("export")
@@ -122,8 +183,12 @@ def export_cmd(db: str, turn: str | None, fmt: str, output: Path | None) -> None
     """Export attempts as JSON Lines, CSV (both streamed) or one JSON array."""
     from sharedos.evidence.export import iter_records, write_csv, write_jsonl
 
-    with _open(db) as store:
-        out = _private_output(output) if output is not None else sys.stdout
+    with (
+        _open(db) as store,
+        _private_output(output)
+        if output is not None
+        else contextlib.nullcontext(sys.stdout) as out,
+    ):
         try:
             if fmt == "json":
                 records = list(iter_records(store, turn))
@@ -135,9 +200,6 @@ def export_cmd(db: str, turn: str | None, fmt: str, output: Path | None) -> None
                 n = write_jsonl(iter_records(store, turn), out)
         except EvidenceStoreError as exc:
             raise click.ClickException(str(exc)) from None
-        finally:
-            if output is not None:
-                out.close()
     if output is not None:
         click.echo(f"exported {n} records to {output}", err=True)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -107,3 +109,47 @@ def test_the_installed_console_script_runs(db: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "denied 2/5" in proc.stdout
+
+
+def _limited(limit: int) -> Callable[[], None]:
+    """A ``preexec_fn`` giving the child ``RLIMIT_FSIZE`` = ``limit`` bytes (a disk that fills)."""
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "json"])
+def test_an_export_the_disk_cannot_hold_is_one_line_and_leaves_no_cut_file(
+    db: Path, tmp_path: Path, fmt: str
+) -> None:
+    """Before, a full disk (here ``RLIMIT_FSIZE``) mid-export was a Python traceback, and the
+    ``-o`` file was left cut at the limit, its last record half written, like an export."""
+    whole = tmp_path / "whole.out"
+    assert invoke("export", "--db", str(db), "--format", fmt, "-o", str(whole))[0] == 0
+    limit = whole.stat().st_size // 2
+    cli = [str(Path(sys.executable).with_name("sharedos")), "evidence", "export", "--db", str(db)]
+    new = tmp_path / "new.out"
+    kept = tmp_path / "kept.out"
+    kept.write_text("an earlier export\n")
+    for target in (new, kept):
+        proc = subprocess.run(
+            [*cli, "--format", fmt, "-o", str(target)],
+            capture_output=True,
+            text=True,
+            preexec_fn=_limited(limit),
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith(f"Error: cannot write {target}: File too large")
+    assert not new.exists(), "a cut export was left behind"
+    assert kept.read_text() == "an earlier export\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".part")) == []
+    # standard output on a full disk: the same one line
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*cli, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert proc.returncode == 1
+    assert proc.stderr == "Error: cannot write the output: No space left on device\n"
