@@ -16,7 +16,10 @@ answers, what is written is what the caller was told — an attempt given up
 on becomes a complete ``failed`` / ``evidence_unavailable`` record (or
 ``cancelled``), and an attempt committed after its caller gave up gets that
 outcome at once. So the count of attempts stays honest after the store
-recovers. Once the writer has made no progress for ``timeout_s`` while
+recovers. A write the store refused for a cause that passes and that left
+nothing behind (``locked``: it never got the write lock; ``disk_full``: its
+transaction was rolled back) is owed the same way: once a later write lands,
+what its caller was told is written (up to ``max_pending`` such records). Once the writer has made no progress for ``timeout_s`` while
 writes are waiting, new writes fail at once instead of each waiting the
 full bound; more than ``max_pending`` waiting writes are refused outright.
 
@@ -63,6 +66,9 @@ logger = logging.getLogger("sharedos.evidence")
 GiveUp = Literal["timeout", "cancelled"]
 #: the outcome to write instead, for a write given up on
 Fallback = Callable[[GiveUp], OutcomeRecord]
+#: causes of a refused write that pass, and after which nothing of the write is in the store
+#: (the statement failed inside its own transaction): what the caller was told is owed
+OWED_CAUSES = frozenset({"locked", "disk_full"})
 
 
 class EvidenceUnavailable(EvidenceError):
@@ -127,6 +133,9 @@ class EvidenceRecorder:
         self._heads_due: Callable[[], bool] | None = getattr(store, "evidence_checkpoint_due", None)
         self._take_checkpoint: Callable[[], Any] | None = getattr(store, "take_checkpoint", None)
         self._heads_queued = False
+        #: what callers of refused writes were told, to be written once the store answers
+        self._owed: list[Callable[[], None]] = []
+        self._settling = False
 
     # -- the three writes --------------------------------------------------------
 
@@ -196,6 +205,8 @@ class EvidenceRecorder:
             self._progress_at = time.monotonic()
             if self._report.failing:
                 self._report.succeeded()
+            if self._owed:
+                self._settle_owed()
             # a store that says when upkeep may be due is asked only then
             if getattr(self.store, "upkeep_due", True):
                 due = self._checkpoint_due
@@ -262,6 +273,7 @@ class EvidenceRecorder:
             return task.outcome()
         except EvidenceStoreError as exc:
             self._failed(exc.cause, str(exc))
+            self._owe(job, exc.cause)
             raise EvidenceUnavailable(exc.cause, str(exc)) from exc
         except Exception as exc:  # a backend breaking its contract still fails closed
             self._failed("io", f"{type(exc).__name__}: {exc}")
@@ -353,6 +365,53 @@ class EvidenceRecorder:
                     self._inflight -= 1
         self._heads_checkpoint()
 
+    def _owe(self, job: _Job, cause: str) -> None:
+        """Keep what ``job``'s caller was told, to write once the store answers again.
+
+        Only for a cause that passes and leaves nothing of the write in the store
+        (``OWED_CAUSES``): the caller was answered ``evidence_unavailable``, and
+        that answer deserves its record as much as one whose write was still
+        queued when the caller gave up (which ``_run`` writes the same way).
+        """
+        if cause not in OWED_CAUSES or job.instead is None:
+            return
+        instead = job.instead
+        with self._lock:
+            if len(self._owed) < self.max_pending:
+                self._owed.append(lambda: instead("timeout"))
+
+    def _settle_owed(self) -> None:
+        """Queue the owed records on the writer thread (after a write landed: the store answers)."""
+        with self._lock:
+            if not self._owed or self._settling:
+                return
+            self._settling = True
+        self._lane.submit(LaneTask(self._write_owed))
+
+    def _write_owed(self) -> None:
+        """On the writer thread: each owed record; those the store still refuses stay owed."""
+        try:
+            while True:
+                with self._lock:
+                    if not self._owed:
+                        return
+                    write = self._owed.pop(0)
+                try:
+                    write()
+                except EvidenceStoreError as exc:
+                    if exc.cause in OWED_CAUSES:
+                        with self._lock:
+                            self._owed.insert(0, write)
+                        return
+                    self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
+                except Exception as exc:
+                    self._failed(
+                        "io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)"
+                    )
+        finally:
+            with self._lock:
+                self._settling = False
+
     def _quietly(self, write: Callable[[], Any]) -> None:
         """A write nobody waits for: a failure is reported, never raised."""
         try:
@@ -378,6 +437,8 @@ class EvidenceRecorder:
         self._progress_at = time.monotonic()
         if self._report.failing:
             self._report.succeeded()
+        if self._owed:
+            self._settle_owed()
 
 
 class RecordOnlyStore:

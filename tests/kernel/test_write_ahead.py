@@ -168,6 +168,57 @@ async def test_a_locked_store_fails_closed_within_the_bound_while_the_loop_stays
     assert max(gaps) < bound(0.25), f"the event loop froze for {max(gaps):.2f} s"
 
 
+async def test_calls_refused_while_the_store_was_locked_are_recorded_once_it_answers(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """A call answered ``evidence_unavailable`` because its write found the store locked is
+    recorded with that answer once the store takes writes again: before, such a call (its
+    attempt, a refusal, or a ran tool's outcome) was answered and never written, even long
+    after the lock went -- while a write still queued when its caller gave up was."""
+    db = tmp_path / "e.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    ran: list[str] = []
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        if hctx.call.call_id == "outcome-locked":
+            holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
+        return HandlerResult.text("ran")
+
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=1.0)
+    try:
+        told = {
+            "outcome-locked": await call(host, "misc.echo", {"path": "/x"}, "outcome-locked"),
+            "attempt-locked": await call(host, "misc.echo", {"path": "/y"}, "attempt-locked"),
+            "refusal-locked": await call(host, "no.such.tool", {}, "refusal-locked"),
+        }
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    for result in told.values():
+        assert (result.outcome, result.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+    assert ran == ["outcome-locked"]  # no handler ran without its attempt on record
+    after = await call(host, "misc.echo", {"path": "/z"}, "after")  # the store answers again
+    assert after.outcome is Outcome.SUCCEEDED
+    deadline = time.monotonic() + bound(5.0)
+    while True:
+        records = {r.call_id: r for r in store.query()}
+        settled = all(c in records and records[c].status != "interrupted" for c in told)
+        if settled or time.monotonic() > deadline:
+            break
+        await anyio.sleep(0.02)
+    for call_id in told:
+        assert call_id in records, f"{call_id} was answered and never recorded"
+        rec = records[call_id]
+        assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE), call_id
+    assert records["outcome-locked"].seq == told["outcome-locked"].evidence_seq
+    assert "the tool had finished: succeeded" in (records["outcome-locked"].error or "")
+    assert "nothing ran" in (records["attempt-locked"].error or "")
+    assert "nothing ran" in (records["refusal-locked"].error or "")
+    assert records["after"].status == "succeeded"
+
+
 class HangingStore:
     """A real SQLite store behind a disk that stops answering (an NFS hang) until released."""
 
