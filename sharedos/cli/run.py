@@ -652,7 +652,9 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
 def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool]:
     """Where the harness's private turn directory is made, and whether it is removed after."""
     if opts["workdir"] is not None:
-        base = Path(opts["workdir"])
+        # absolute: the harness runs in a directory of its own below it, and every path the
+        # run hands it (its MCP configuration, its HOME) must mean the same there
+        base = Path(opts["workdir"]).resolve()
         click.echo(f"run directory: {base} (--workdir; kept)", err=True)
         return base, False
     base = Path(tempfile.mkdtemp(prefix="sharedos-run-"))  # 0700

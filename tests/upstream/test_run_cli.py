@@ -575,3 +575,39 @@ def test_dry_run_json_is_one_document(tmp_path: Path) -> None:
     tools = {t["tool"]: t for t in doc["tools"]}
     assert tools["fx.echo"]["in"] is True and tools["fx.echo"]["source"] == "upstream:fx"
     assert doc["runPolicy"] == "run" and len(doc["catalogHash"]) == 64
+
+
+@pytest.mark.harness("claude-code")
+def test_a_relative_workdir_is_taken_from_where_the_run_was_started(tmp_path: Path) -> None:
+    """``--workdir work`` (relative): before, the harness was told its MCP configuration was at
+    ``work/claude-code-…/claude-mcp.json`` relative to its own working directory (inside the
+    run directory), so Claude Code exited 1 ("MCP config file not found: …/work/work/…")."""
+    (tmp_path / "sandbox" / "public").mkdir(parents=True)
+    (tmp_path / "sandbox" / "public" / "a.txt").write_text("hello\n", encoding="utf-8")
+    (tmp_path / "host.toml").write_text("[harness.claude-code]\n", encoding="utf-8")
+    (tmp_path / "rules.sos").write_text(
+        "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/public/**"\ntoolpolicy run { mode open\n managed files.*\n}\n',
+        encoding="utf-8",
+    )
+    plan = [{"tool": "files.read", "arguments": {"path": "/public/a.txt"}}]
+    (tmp_path / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    argv = [
+        SHAREDOS, "run", "--host-config", "host.toml", "--harness", "claude-code",
+        "--rules", "rules.sos", "--policy", "run", "--principal", "alice",
+        "--sandbox", "sandbox", "--evidence", "evidence.sqlite", "--plan", "plan.json",
+        "--workdir", "work", "--json", "read it",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    tail = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("[claude"))
+    assert proc.returncode == 0, tail[-3000:]
+    doc = json.loads(proc.stdout)
+    assert [a["outcome"] for a in doc["attempts"]] == ["succeeded"], doc["attempts"]
+    assert (tmp_path / "work").is_dir()
