@@ -203,3 +203,135 @@ async def test_the_broker_refuses_what_it_cannot_check_and_skips_what_it_is_told
     assert await broker.check_path(ups["here"], plain) is None
     here = await broker.check_path(ups["here"], linked)
     assert here is not None and "(symlink)" in here and "'here'" in here
+
+
+def _git(*args: str) -> None:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    env |= {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    subprocess.run(["git", *args], check=True, env=env, capture_output=True)
+
+
+def test_a_config_key_that_runs_a_program_or_reads_elsewhere_is_refused(tmp_path: Path) -> None:
+    """git obeys a repository's config with the upstream's access: only keys known to be
+    inert pass (what init, clone and branch tracking write); a line the check cannot
+    read as one of those is refused too."""
+    origin = make_repo(tmp_path / "origin")
+    _git("clone", "-q", str(origin), str(tmp_path / "clone"))
+    _git("-C", str(tmp_path / "clone"), "config", "user.name", "Bob")
+    _git("-C", str(tmp_path / "clone"), "config", "pull.rebase", "true")
+    assert refusal(tmp_path / "clone") is None  # remote.origin.*, branch.main.*, user.name
+    for i, text in enumerate(
+        (
+            '[core]\n\tfsmonitor = "cat /etc/shadow > /tmp/x"\n',
+            "[core] hooksPath = /tmp/hooks\n",
+            '[diff]\n\texternal = "sh -c id"\n',
+            '[diff "x"]\n\ttextconv = cat\n',
+            '[filter "x"]\n\tclean = "sh -c id"\n',
+            "[Core]\n\tFSMonitor\n",  # a bare key is `true`
+            "[core.fsmonitor]\n\tx = 1\n",  # the deprecated [section.subsection] spelling
+            '[core ""]\n\tfsmonitor = x\n',
+            "[core]\n\tabbrev = 7 \\\nfsmonitor = x\n",  # read as a key here, never missed
+            # git reads the header as core.abbrev's value and stays in [core]
+            '[core]\n\tabbrev = 7 \\\n[remote "o"]\n\turl = x\n',
+            "[core]\r\tfsmonitor = x\n",  # a lone CR
+            "[extensions]\n\tworktreeConfig = true\n",
+            "[extensions]\n\tpartialClone = origin\n",
+            '[remote "origin"]\n\tpromisor = true\n',
+            '[credential]\n\thelper = "!sh -c id"\n',
+            '[submodule "s"]\n\tupdate = "!sh -c id"\n',
+            "\ufefffsmonitor = x\n",
+        )
+    ):
+        repo = make_repo(tmp_path / f"cfg{i}")
+        with (repo / ".git" / "config").open("a", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        assert refusal(repo) == "git_config", text
+    # the per-worktree config is read alike
+    repo = make_repo(tmp_path / "wtcfg")
+    (repo / ".git" / "config.worktree").write_text("[core]\n\tfsmonitor = x\n")
+    assert refusal(repo) == "git_config"
+
+
+def test_submodules_under_git_modules_pass_and_everything_else_git_would_enter_is_refused(
+    tmp_path: Path,
+) -> None:
+    lib = make_repo(tmp_path / "lib")
+    repo = make_repo(tmp_path / "repo")
+    _git(
+        "-C",
+        str(repo),
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        str(lib),
+        "deps/lib",
+    )
+    _git("-C", str(repo), "commit", "-q", "-m", "submodule")
+    assert refusal(repo) is None  # .git/modules/deps/lib, core.worktree pointing back
+    # the submodule's own git directory is held to the same config rules
+    module_config = repo / ".git" / "modules" / "deps" / "lib" / "config"
+    kept = module_config.read_text()
+    module_config.write_text(kept + "[core]\n\tfsmonitor = x\n")
+    assert refusal(repo) == "git_config"
+    module_config.write_text(kept)
+    # a checked-out gitlink pointing outside .git/modules
+    pointer = repo / "deps" / "lib" / ".git"
+    kept = pointer.read_text()
+    pointer.write_text(f"gitdir: {lib / '.git'}\n")
+    assert refusal(repo) == "git_pointer"
+    pointer.write_text("gitdir: ../../.git/modules/../../../lib/.git\n")
+    assert refusal(repo) == "git_pointer"
+    pointer.write_text(kept)
+    assert refusal(repo) is None
+    # an embedded repository (its own .git directory) added as a gitlink
+    make_repo(repo / "embedded")
+    _git("-C", str(repo), "add", "embedded")
+    assert refusal(repo) == "git_submodule"
+    assert refusal(repo / ".git") == "git_submodule"  # the git directory named itself
+
+
+def test_gitlinks_are_found_in_every_index_format(tmp_path: Path) -> None:
+    for version in ("2", "3", "4"):
+        repo = make_repo(tmp_path / f"v{version}")
+        make_repo(repo / "a" / "embedded")
+        _git("-C", str(repo), "add", "a/embedded")
+        _git("-C", str(repo), "update-index", f"--index-version={version}")
+        assert refusal(repo) == "git_submodule", version
+    repo = make_repo(tmp_path / "split")
+    make_repo(repo / "embedded")
+    _git("-C", str(repo), "add", "embedded")
+    _git("-C", str(repo), "update-index", "--split-index")
+    (repo / "b.txt").write_text("b\n")
+    _git("-C", str(repo), "add", "b.txt")
+    assert refusal(repo) == "git_submodule"
+    (repo / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x09" + b"\x00" * 40)
+    assert refusal(repo) == "git_submodule"  # unreadable: refused, not skipped
+
+
+def test_a_refused_config_line_is_named_by_number_never_by_its_text(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    with (repo / ".git" / "config").open("a") as fh:
+        fh.write(
+            '[remote "origin"]\n\turl = https://x \\\nghp_PLANTEDtoken0123456789@example.invalid\n'
+        )
+    paths = LocalPaths()
+    with pytest.raises(SandboxError) as caught:
+        paths.check(str(repo))
+    assert caught.value.code == "git_config"
+    assert "PLANTED" not in str(caught.value) and "(line " in str(caught.value)
+    for continued in ("ghpPLANTEDtoken0123456789", "PLANTEDtoken = 1"):
+        repo = make_repo(tmp_path / f"repo-{continued[:6]}-{len(continued)}")
+        with (repo / ".git" / "config").open("a") as fh:
+            fh.write(f'[remote "origin"]\n\turl = https://x \\\n{continued}\n')
+        with pytest.raises(SandboxError) as caught:
+            paths.check(str(repo))
+        assert "planted" not in str(caught.value).lower(), str(caught.value)
+    repo = make_repo(tmp_path / "named")
+    with (repo / ".git" / "config").open("a") as fh:
+        fh.write("[core]\n\tfsmonitor = x\n")
+    with pytest.raises(SandboxError) as caught:
+        paths.check(str(repo))
+    assert "core.fsmonitor" in str(caught.value)
