@@ -24,7 +24,9 @@ otherwise carry the forbidden file's content out, and a write would change it.
 broker needs: the upstream, not SharedOS, opens it): every existing component
 a real directory, the object a directory, a singly-linked regular file, or
 absent (a file to be created, whose existing parent chain was walked
-link-free).
+link-free). A component that does not exist is looked up as an upstream
+that finds names by Unicode equivalence would (``café`` -> ``cafe\u0301``),
+and that entry is what is checked.
 
 Errors are ``SandboxError`` only. ``explain`` is the one place an ``OSError``
 becomes a message: it names the canonical path and a fixed phrase per
@@ -37,6 +39,7 @@ import contextlib
 import errno
 import os
 import stat
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +71,7 @@ INVALID_NAME = "invalid_name"
 NO_SPACE = "no_space"
 CHANGED = "changed_during_call"
 HOST_ERROR = "host_error"
+EQUIVALENT_NAMES = "equivalent_names"
 
 ERROR_CODES = frozenset(
     {
@@ -85,6 +89,7 @@ ERROR_CODES = frozenset(
         NO_SPACE,
         CHANGED,
         HOST_ERROR,
+        EQUIVALENT_NAMES,
     }
 )
 
@@ -367,10 +372,40 @@ def _refuse_link(shown: str) -> SandboxError:
     return SandboxError(SYMLINK, shown, "is a symbolic link")
 
 
+def _equivalent(dfd: int, part: str, shown: str) -> str | None:
+    """The entry of ``dfd`` that is ``part`` in another Unicode normalization form, for a
+    ``part`` that does not exist; None when there is none.
+
+    An upstream that looks a missing name up by Unicode equivalence (server-filesystem:
+    ``café`` finds ``cafe\u0301``) opens that entry instead, following links as it goes:
+    the probe must check the object it will open, not report the canonical spelling
+    missing. Two such entries are refused (``equivalent_names``): which one is opened is
+    the upstream's choice.
+    """
+    want = unicodedata.normalize("NFC", part)
+    try:
+        with os.scandir(dfd) as entries:
+            found = [e.name for e in entries if unicodedata.normalize("NFC", e.name) == want]
+    except OSError as exc:
+        raise explain(exc, shown) from None
+    if len(found) > 1:
+        raise SandboxError(
+            EQUIVALENT_NAMES,
+            shown,
+            f"does not exist, and {len(found)} names in its directory are spellings of it "
+            "in other Unicode normalization forms",
+        )
+    return found[0] if found and found[0] != part else None
+
+
 def _probe_final(dfd: int, name: str, shown: str) -> Probe:
     st = lstat_at(dfd, name, shown)
     if st is None:
-        return Probe("missing")
+        alias = _equivalent(dfd, name, shown)
+        st = None if alias is None else lstat_at(dfd, alias, shown)
+        if alias is None or st is None:
+            return Probe("missing")
+        name = alias  # what an upstream looking names up by equivalence opens
     if stat.S_ISLNK(st.st_mode):
         raise _refuse_link(shown)
     if stat.S_ISREG(st.st_mode):
@@ -403,7 +438,14 @@ def _probe(fd: int, parts: tuple[str, ...]) -> Probe:
         for i, part in enumerate(parts[:-1]):
             shown = _shown(parts[: i + 1])
             try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    alias = _equivalent(fd, part, shown)
+                    if alias is None:
+                        return Probe("missing")
+                    part = alias  # what an upstream looking names up by equivalence opens
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 return Probe("missing")
             except (OSError, ValueError) as exc:

@@ -335,3 +335,31 @@ def test_a_refused_config_line_is_named_by_number_never_by_its_text(tmp_path: Pa
     with pytest.raises(SandboxError) as caught:
         paths.check(str(repo))
     assert "core.fsmonitor" in str(caught.value)
+
+
+def test_a_missing_name_is_checked_as_the_equivalent_unicode_name_an_upstream_opens(
+    tmp_path: Path,
+) -> None:
+    """server-filesystem opens ``cafe\\u0301`` when asked for the missing ``café``: the
+    check looks at that entry with the same rules, not at a canonical name that is absent."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f.txt").write_text("x")
+    os.symlink(tmp_path / "real", tmp_path / nfd)
+    assert refusal(tmp_path / nfc) == "symlink"
+    assert refusal(tmp_path / nfc / "f.txt") == "symlink"
+    assert refusal(tmp_path / nfc / "new.txt") == "symlink"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / f"{nfd}.txt").write_text("x")
+    assert refusal(tmp_path / "d" / f"{nfc}.txt") is None  # a plain file: served
+    os.link(tmp_path / "d" / f"{nfd}.txt", tmp_path / "d" / "second")
+    assert refusal(tmp_path / "d" / f"{nfc}.txt") == "hard_link"
+    # U+212A KELVIN SIGN is 'K' in NFC: an ASCII request has equivalents too
+    (tmp_path / "k").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "k" / "\u212aeys")
+    assert refusal(tmp_path / "k" / "Keys" / "f.txt") == "symlink"
+    # two spellings of one missing name: which one is opened is the upstream's choice
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "K\u0301").mkdir()  # both are U+1E30 in NFC
+    (tmp_path / "two" / "\u212a\u0301").mkdir()
+    assert refusal(tmp_path / "two" / "\u1e30" / "x") == "equivalent_names"
