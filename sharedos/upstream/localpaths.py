@@ -11,6 +11,8 @@ the built-in files tools apply (``sharedos.pathwalk``, one implementation):
 
 - no symbolic link as any existing component or as the object;
 - a regular file has exactly one link (no hard link to a file elsewhere);
+- no ``$NAME`` or ``${...}`` anywhere (GitPython expands environment variables in
+  a repository path: ``/srv/git/team/$HOME`` opens ``/srv/git/team/root``);
 - no FIFO, socket or device;
 - a path that does not exist yet (a file to be created) has a link-free
   chain of existing parents;
@@ -58,6 +60,8 @@ GIT_ALTERNATES = "git_alternates"
 GIT_WORKTREE = "git_worktree"
 GIT_TOO_LARGE = "git_too_large"
 GIT_CONFIG = "git_config"
+#: a path holding ``$NAME`` or ``${...}``: an upstream may expand it into a path never checked
+EXPANDABLE = "expandable_path"
 GIT_SUBMODULE = "git_submodule"
 #: an HTTP upstream on another host with ``path_check`` unset: nothing can be checked here
 UNCHECKED = "unchecked_host"
@@ -70,6 +74,9 @@ MAX_GIT_CONFIG_BYTES = 1024 * 1024
 MAX_GIT_INDEX_BYTES = 64 * 1024 * 1024
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: what ``os.path.expandvars`` (GitPython's ``Repo(path)``) and shells expand: ``$`` before a
+#: word character (any script, to err towards refusing) or ``{``
+_VARIABLE = re.compile(r"\$[\w{]")
 #: a config line that relocates the working tree or pulls in another file; matched
 #: anywhere, whatever the section, so an unusual spelling errs towards refusing
 _WORKTREE_KEY = re.compile(rb"(?im)^[ \t]*(?:\[[^\]\n]*\][ \t]*)?worktree[ \t]*(?:=|$)")
@@ -107,6 +114,16 @@ class LocalPaths:
         loop). Only descriptors walked from ``/`` with ``O_NOFOLLOW`` are used, so
         every answer is about the object at the canonical path.
         """
+        if _VARIABLE.search(resource):
+            # GitPython expands $HOME in a repository path: git would open <path>/<home>,
+            # which this walk never saw
+            raise SandboxError(
+                EXPANDABLE,
+                resource,
+                "holds an environment variable reference ($NAME or ${...}); an upstream may "
+                "expand it (GitPython does, in a repository path) into a path that was never "
+                "decided or checked",
+            )
         with self._sandbox.probe(resource) as found:
             if found.kind == "directory":
                 return _check_repository(found, resource)

@@ -363,3 +363,10 @@ def test_a_missing_name_is_checked_as_the_equivalent_unicode_name_an_upstream_op
     (tmp_path / "two" / "K\u0301").mkdir()  # both are U+1E30 in NFC
     (tmp_path / "two" / "\u212a\u0301").mkdir()
     assert refusal(tmp_path / "two" / "\u1e30" / "x") == "equivalent_names"
+
+
+def test_a_path_an_upstream_would_expand_is_refused(tmp_path: Path) -> None:
+    for name in ("$HOME", "${HOME}", "x$USER", "$é"):
+        assert refusal(tmp_path / name) == "expandable_path", name
+    for name in ("price$", "a$ b", "$-1"):
+        assert refusal(tmp_path / name) is None, name  # nothing expandvars would touch
