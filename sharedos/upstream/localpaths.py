@@ -389,7 +389,8 @@ def _read_config(gfd: int, name: str, where: str, limit: int = MAX_GIT_CONFIG_BY
 
 def _walk_for_links(gfd: int, shown: str) -> None:
     """Refuse a symbolic link anywhere in the git directory (git follows them: a linked
-    ``objects`` or pack is another repository's content). Hard links are allowed here:
+    ``objects`` or pack is another repository's content), and a FIFO, socket or device
+    (git opens its files by name: one would block every git call of the upstream). Hard links are allowed here:
     ``git clone --local`` shares object files by hard link, and an object's name is its
     content's hash."""
     seen = 0
@@ -417,6 +418,15 @@ def _walk_for_links(gfd: int, shown: str) -> None:
                             raise SandboxError(SYMLINK, path, "is a symbolic link")
                         if entry.is_dir(follow_symlinks=False):
                             stack.append((_open_dir(dfd, entry.name, path), path))
+                        elif not entry.is_file(follow_symlinks=False):
+                            # git opens config, HEAD, refs by name: a FIFO blocks it for
+                            # good, and mcp-server-git runs one git call at a time
+                            raise SandboxError(
+                                NOT_A_REGULAR_FILE,
+                                path,
+                                "is not a regular file or a directory (a FIFO, socket or "
+                                "device in a git directory would stall git)",
+                            )
             except OSError as exc:
                 raise explain(exc, where) from None
             finally:
