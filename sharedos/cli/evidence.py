@@ -608,6 +608,7 @@ def replay_cmd(
     (a store that cannot be read, a policy that does not compile or load).
     """
     from sharedos.cli.policy._diff import load_side
+    from sharedos.evidence.approvals import approved_calls
     from sharedos.evidence.export import iter_records
     from sharedos.evidence.replay import replay
     from sharedos.policy.clock import ClockError, zone
@@ -637,6 +638,7 @@ def replay_cmd(
                 _in_window(iter_records(store, turn), start, end),
                 new,
                 old=old,
+                approved=approved_calls(store, turn),
                 time_zone=time_zone,
                 run_policy=run,
                 kinds=[_KINDS[k] for k in kinds] or None,  # type: ignore[misc]
@@ -706,6 +708,7 @@ def shadow_cmd(
     Exit 0: every shadow decision matches the enforced one (or none was
     recorded). 1: some differ. 2: usage error (a store that cannot be read).
     """
+    from sharedos.evidence.approvals import approved_calls
     from sharedos.evidence.export import iter_records
     from sharedos.evidence.shadow_report import shadow_report
     from sharedos.evidence.url import open_store
@@ -720,6 +723,7 @@ def shadow_cmd(
         try:
             report = shadow_report(
                 _in_window(iter_records(store, turn), start, end),
+                approved=approved_calls(store, turn),
                 policy=policy_hash,
                 kinds=[_SHADOW_KINDS[k] for k in kinds] or None,  # type: ignore[misc]
                 max_examples=examples,

@@ -44,6 +44,7 @@ __all__ = [
     "ApprovalLedger",
     "ApprovalTaken",
     "Binding",
+    "approved_calls",
     "fold",
     "new_approval_id",
 ]
@@ -553,6 +554,26 @@ class ApprovalLedger:
             return self._step(approval, "expired", detail=detail, when=when)
         except ApprovalTaken:
             return None
+
+
+def approved_calls(store: Any, turn_id: str | None = None) -> frozenset[tuple[str, str]]:
+    """(turn id, call id) of every call that ran on an approval (its ``consumed`` event):
+    the calls recorded ``allow`` whose policy decision was ``approval_required``.
+
+    Replay and the shadow report compare a recorded decision with a policy's; for
+    these calls the policy's was ``approval_required`` (a yes let the call run), so
+    that is the decision they compare, never the ``allow`` the approval made of it.
+    Empty for a store that keeps no approvals (before schema 6)."""
+    rows = getattr(store, "approval_rows", None)
+    if not callable(rows):
+        return frozenset()
+    where = {} if turn_id is None else {"turn_id": turn_id}
+    events = (ApprovalEvent.from_values(values, seq, pos) for seq, pos, values in rows(**where))
+    return frozenset(
+        (a.binding.turn_id, a.closed_call)
+        for a in fold(events).values()
+        if a.status == "consumed" and a.closed_call is not None
+    )
 
 
 def values_of_row(row: Mapping[str, Any]) -> list[Any]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -80,6 +80,7 @@ _DECIDED = frozenset(
         ReasonCode.FORBIDDEN,
         ReasonCode.UNRESOLVABLE_RESOURCE,
         ReasonCode.TOOL_UNAVAILABLE,
+        ReasonCode.APPROVAL_REQUIRED,
     }
 )
 
@@ -172,17 +173,31 @@ def _plural(n: int) -> str:
 
 
 def recorded_decision(
-    record: EvidenceRecord, rules: Mapping[str, RuleRef] | None = None
+    record: EvidenceRecord,
+    rules: Mapping[str, RuleRef] | None = None,
+    *,
+    approved: bool = False,
 ) -> Decision:
-    """The decision ``record`` was enforced with, as a ``Decision`` (its rules' positions
+    """The decision the policy made of ``record``, as a ``Decision`` (its rules' positions
     from ``rules``, the old policy's rules by id, when given, else their ids only);
-    ``NotReplayable`` when none was made."""
+    ``NotReplayable`` when none was made.
+
+    ``approved``: the call ran on an approval (``approvals.approved_calls``): it is
+    recorded ``allow``, but the policy decided ``approval_required``, and that is what
+    a new policy's decision is compared with (the same need is no change; an allow
+    without anyone's yes is a widening)."""
     effect = record.effect
     if effect is None:
         reason = record.reason.value if record.reason is not None else "unknown"
         raise NotReplayable(f"refused before a decision: {reason}")
     kind: Literal["permit", "forbid"]
-    if effect == Effect.ALLOW.value:
+    if effect == Effect.ALLOW.value and approved:
+        effect, reason_code, kind = (
+            Effect.APPROVAL_REQUIRED.value,
+            ReasonCode.APPROVAL_REQUIRED,
+            "permit",
+        )
+    elif effect == Effect.ALLOW.value:
         reason_code = ReasonCode.ALLOWED
         kind = "permit"
     else:
@@ -278,11 +293,14 @@ def replay(
     run_policy: str | None = None,
     kinds: Iterable[ChangeKind] | None = None,
     max_examples: int = 3,
+    approved: Container[tuple[str, str]] = frozenset(),
 ) -> ReplayReport:
     """Decide each recorded attempt of ``records`` again under ``new`` and group those
     that would change (see the module docstring). ``old``: the policy the records were
     decided under, when known. ``run_policy``: decide as a run under that toolpolicy of
-    ``new`` (a tool outside its managed set is ``not_in_run_policy``)."""
+    ``new`` (a tool outside its managed set is ``not_in_run_policy``). ``approved``:
+    (turn id, call id) of the calls that ran on an approval (``approvals.approved_calls``
+    of the store): their policy decision was ``approval_required``."""
     wanted = tuple(k for k in KINDS if kinds is None or k in set(kinds))
     report = ReplayReport(kinds=wanted)
     reads_clock = bool(getattr(new, "reads_clock", False)) or bool(
@@ -302,7 +320,11 @@ def replay(
                 request, notes = request_of(
                     record, reads_clock=reads_clock, time_zone=time_zone, run_policy=run_policy
                 )
-                was = recorded_decision(record, old_rules if matches_old else None)
+                was = recorded_decision(
+                    record,
+                    old_rules if matches_old else None,
+                    approved=(record.turn_id, record.call_id) in approved,
+                )
             except NotReplayable as exc:
                 report.skipped[str(exc)] += 1
                 continue

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -229,6 +229,8 @@ def _decision(d: Mapping[str, Any]) -> str:
         text += " by " + ", ".join(map(str, rules))
     if "resource" in d:  # recorded only when the candidate's resource is another
         text += f" (resource {d['resource']})"
+    if d.get("approved"):
+        text += " (approved, then it ran)"
     return text
 
 
@@ -245,9 +247,20 @@ def _plural(n: int) -> str:
     return "attempt" if n == 1 else "attempts"
 
 
-def enforced_decision(record: EvidenceRecord) -> dict[str, Any]:
+def enforced_decision(record: EvidenceRecord, *, approved: bool = False) -> dict[str, Any]:
     """The decision a record was enforced with: effect, reason (``allowed`` for an allowed
-    call, whatever its handler did afterwards) and the rules that decided."""
+    call, whatever its handler did afterwards) and the rules that decided.
+
+    ``approved``: the call ran on an approval (``approvals.approved_calls``). Its
+    shadow decision was taken on the policy's own decision, before the approval
+    settled it, so it is compared with that: ``approval_required``."""
+    if approved and record.effect == "allow":
+        return {
+            "effect": "approval_required",
+            "reason": "approval_required",
+            "rule_ids": list(record.rule_ids),
+            "approved": True,
+        }
     allowed = record.effect == "allow"
     reason = "allowed" if allowed else (str(record.reason) if record.reason else None)
     return {"effect": record.effect, "reason": reason, "rule_ids": list(record.rule_ids)}
@@ -270,6 +283,7 @@ def shadow_report(
     policy: str | None = None,
     kinds: Iterable[ShadowKind] | None = None,
     max_examples: int = 3,
+    approved: Container[tuple[str, str]] = frozenset(),
 ) -> ShadowReport:
     """Count, group and exemplify the recorded shadow decisions of ``records``.
 
@@ -294,7 +308,7 @@ def shadow_report(
         if "error" in shadow:
             report.errors[(hash_, str(shadow["error"]))] += 1
             continue
-        enforced = enforced_decision(record)
+        enforced = enforced_decision(record, approved=(record.turn_id, record.call_id) in approved)
         kind = _kind(enforced, shadow)
         if kind is None:
             report.same[hash_] += 1

@@ -1,0 +1,108 @@
+"""Replay and the shadow report on calls that needed an approval (issue 28 meets issue 24).
+
+A call the policy answers ``approval_required`` is recorded refused
+(``approval_required``) until someone approves it, then recorded ``allow`` when
+it runs on the approval. Both are decisions of the policy: ``approval_required``.
+``sharedos evidence replay`` and ``sharedos evidence shadow`` compare that with
+a candidate's decision — the same need is no change, a candidate that lets the
+call run without anyone's yes widens access. Real parts: a host running the
+files tools with an approval rule, a SQLite store, the ``sharedos`` CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from sharedos.cli.main import main
+from sharedos.kernel import Kernel, RuntimeHost
+from sharedos.kernel.shadow import ShadowDecider
+from sharedos.outcomes import Outcome
+from sharedos.policy import compile_source
+from tests.kernel.test_approvals import ARGS, POLICY, Host, _approved
+
+#: the same policy without its approval rule: every release write runs with nobody's yes
+NO_APPROVAL = POLICY.replace(
+    '@id("release-needs-maintainer")\n'
+    'require approval by role "maintainer", group "release" for write on "/shared/release/**"\n',
+    "",
+)
+OTHER = {"path": "/shared/release/other.txt", "content": "v2\n"}
+
+
+def traffic(tmp_path: Path, candidate: str) -> Host:
+    """One call approved and run, one refused waiting for an approval, one plain write;
+    ``candidate`` decides each as the host's shadow policy."""
+    assert NO_APPROVAL != POLICY
+    h = Host(tmp_path)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry),
+        h.store,
+        approvals=h.settings,
+        shadow=ShadowDecider(compile_source(candidate, "files.sos"), enforced=h.policy),
+    )
+    _approved(h)
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED
+    assert h.call(OTHER).reason.value == "approval_required"
+    assert h.call({"path": "/shared/plain.txt", "content": "x"}).outcome is Outcome.SUCCEEDED
+    return h
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_replaying_the_same_policy_over_approved_calls_changes_nothing(tmp_path: Path) -> None:
+    h = traffic(tmp_path, POLICY)
+    policy = tmp_path / "files.sos"
+    policy.write_text(POLICY, encoding="utf-8")
+    out = cli("evidence", "replay", "--db", str(h.db), "--policy", str(policy), "--old", str(policy),
+              "--format", "json")  # fmt: skip
+    doc = json.loads(out.output)
+    assert out.exit_code == 0, out.output
+    assert doc["verdict"] == "unchanged" and doc["summary"]["mismatched"] == 0
+    # the refused call was decided by the policy: replayed, never skipped
+    assert doc["summary"]["replayed"] == 4 and doc["skipped"] == {}, doc
+
+
+def test_replay_reports_a_candidate_that_drops_an_approval_as_widening(tmp_path: Path) -> None:
+    h = traffic(tmp_path, POLICY)
+    policy = tmp_path / "candidate.sos"
+    policy.write_text(NO_APPROVAL, encoding="utf-8")
+    out = cli("evidence", "replay", "--db", str(h.db), "--policy", str(policy), "--examples",
+              "0", "--format", "json")  # fmt: skip
+    doc = json.loads(out.output)
+    assert out.exit_code == 1, out.output
+    widened = [e for g in doc["groups"] if g["kind"] == "widened" for e in g["examples"]]
+    # every call that needed a yes would now run without one: ARGS asked, then ran on
+    # its approval; OTHER still waits (each approval_required -> allow)
+    assert sorted(e["args"]["path"] for e in widened) == [ARGS["path"], ARGS["path"], OTHER["path"]]
+    assert {e["old"]["effect"] for e in widened} == {"approval_required"}
+    assert doc["summary"]["narrowed"] == 0 and doc["summary"]["reason_changed"] == 0
+
+
+def test_shadow_of_the_same_policy_over_approved_calls_is_the_same(tmp_path: Path) -> None:
+    h = traffic(tmp_path, POLICY)
+    out = cli("evidence", "shadow", "--db", str(h.db), "--format", "json")
+    doc = json.loads(out.output)
+    assert out.exit_code == 0, out.output
+    assert doc["summary"]["same"] == 4 and not doc["groups"], doc
+
+
+def test_shadow_reports_a_candidate_that_drops_an_approval_as_would_allow(
+    tmp_path: Path,
+) -> None:
+    h = traffic(tmp_path, NO_APPROVAL)
+    out = cli("evidence", "shadow", "--db", str(h.db), "--examples", "0", "--format", "json")
+    doc = json.loads(out.output)
+    assert out.exit_code == 1, out.output
+    allow = [e for g in doc["groups"] if g["kind"] == "would allow" for e in g["examples"]]
+    assert sorted(e["arguments"]["path"] for e in allow) == [
+        ARGS["path"],
+        ARGS["path"],
+        OTHER["path"],
+    ]
+    assert doc["summary"]["would_deny"] == 0 and doc["summary"]["same"] == 1, doc
