@@ -15,3 +15,27 @@ _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *
 def printable(line: str) -> str:
     """``line`` with control characters (ANSI escapes, carriage returns ...) shown as ``\\xNN``."""
     return line.translate(_CONTROL)
+
+
+def _spelled(c: str) -> str:
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def unambiguous(text: str) -> str:
+    """``text`` as a person must read it to judge it: every character that is not shown
+    as itself — controls (C0, DEL, C1, tab), format characters (bidi overrides and
+    isolates, zero-width marks: Unicode Cf), line and paragraph separators (Zl, Zp)
+    and lone surrogates — spelled ``\\xNN`` / ``\\uNNNN``, so text cannot reorder,
+    hide or break the lines around it (what an approver reads is what will run)."""
+    import unicodedata
+
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+            out.append(_spelled(c))
+        else:
+            out.append(c)
+    return "".join(out)

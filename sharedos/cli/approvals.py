@@ -32,6 +32,7 @@ from sharedos.evidence.approvals import (
     ApprovalTaken,
 )
 from sharedos.evidence.store import EvidenceStoreError
+from sharedos.terminal import unambiguous
 
 _STATUSES = ("pending", "approved", "denied", "expired", "consumed", "all")
 
@@ -76,7 +77,7 @@ def _ledger(store: Any) -> ApprovalLedger:
 
 def _line(a: Approval, now: datetime) -> str:
     b = a.binding
-    return (
+    return unambiguous(
         f"{a.approval_id}  {a.status_at(now):<8}  {a.requested_at}  {b.turn_id}  "
         f"{b.principal}  {b.tool}  {b.resource}  needs {a.who_may_approve()}"
     )
@@ -174,7 +175,8 @@ def show_cmd(approval_id: str, db: str | None, host_file: Path | None, fmt: str)
         lines.append(f"  used by    call {approval.closed_call} at {approval.closed_at}")
     for e in approval.events:
         lines.append(f"  event      {e.event_at}  {e.event}  (turn position {e.pos})")
-    click.echo("\n".join(lines))
+    # what the approver reads is what will run: no field may reorder, hide or break lines
+    click.echo("\n".join(unambiguous(line) for line in lines))
 
 
 def _get(ledger: ApprovalLedger, approval_id: str) -> Approval:
@@ -260,7 +262,10 @@ def _answer(
     verb = "approved" if approve else "denied"
     until = f"; it can be used once until {done.expires_at}" if done.expires_at else ""
     click.echo(
-        f"{verb} {approval_id} as {approver}: {done.binding.tool} on {done.binding.resource}{until}"
+        unambiguous(
+            f"{verb} {approval_id} as {approver}: {done.binding.tool} on "
+            f"{done.binding.resource}{until}"
+        )
     )
 
 

@@ -50,6 +50,7 @@ from sharedos.evidence.approvals import (
 from sharedos.evidence.record import arguments_digest
 from sharedos.evidence.store import EvidenceStoreError
 from sharedos.outcomes import Effect, ReasonCode
+from sharedos.terminal import unambiguous
 
 if TYPE_CHECKING:
     from sharedos.kernel.authorize import Authorization
@@ -119,12 +120,16 @@ class GateAnswer:
 
 def elicitation_form(binding: Binding, approval: Approval) -> tuple[str, dict[str, Any]]:
     """The message and form schema of the question put to the person at the client."""
+    # every field shown spelled unambiguously: a resource (or a name) holding a bidi
+    # override, a zero-width mark or a line separator must not make the person read
+    # another call than the one that will run
+    tool, resource = unambiguous(binding.tool), unambiguous(binding.resource)
     message = (
         f"SharedOS approval {approval.approval_id}: approve this exact call?\n"
-        f"tool: {binding.tool}\n"
-        f"resource: {binding.resource}\n"
+        f"tool: {tool}\n"
+        f"resource: {resource}\n"
         f"arguments digest: {binding.arguments_digest}\n"
-        f"needed from: {approval.who_may_approve()}\n"
+        f"needed from: {unambiguous(approval.who_may_approve())}\n"
         "Approving lets this one call run once, in this turn only."
     )
     schema = {
@@ -133,10 +138,7 @@ def elicitation_form(binding: Binding, approval: Approval) -> tuple[str, dict[st
             APPROVE_FIELD: {
                 "type": "boolean",
                 "title": "Approve this call",
-                "description": (
-                    f"Run {binding.tool} on {binding.resource} once (approval "
-                    f"{approval.approval_id})"
-                ),
+                "description": (f"Run {tool} on {resource} once (approval {approval.approval_id})"),
             }
         },
         "required": [APPROVE_FIELD],
