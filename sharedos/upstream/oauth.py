@@ -296,11 +296,41 @@ class TokenSource:
                 return rec.access_token
             return await self._renew(rec)
 
+    def _renewed_elsewhere(self, rec: TokenRecord | None) -> TokenRecord | None:
+        """What the store holds now, when another process (another ``sharedos run``
+        holding this principal's tokens) has replaced ``rec`` there since it was read;
+        it becomes this source's record. Refresh tokens rotate: renewing with the one
+        ``rec`` holds, already spent by that process, would be refused."""
+        try:
+            stored: TokenRecord | None = self._store().load(
+                self.config.id, self.tenant, self.principal
+            )
+        except TokenStoreError:
+            return None
+        if stored is None or (rec is not None and stored == rec):
+            return None
+        if rec is not None and stored.access_token == rec.access_token:
+            return None
+        self._record = stored
+        self._changed()
+        return stored
+
     async def _renew(self, rec: TokenRecord | None) -> str | None:
+        stored = self._renewed_elsewhere(rec)
+        if stored is not None:
+            if not stored.expired(REFRESH_SKEW_S):
+                return stored.access_token
+            rec = stored
         if rec is not None and rec.refresh_token and rec.token_endpoint:
             renewed = await self._refresh(rec)
             if renewed is not None:
                 return renewed.access_token
+            # refused: another process may have spent the same refresh token a moment
+            # before (and saved what it got)
+            stored = self._renewed_elsewhere(rec)
+            if stored is not None and not stored.expired(REFRESH_SKEW_S):
+                self.problem = None
+                return stored.access_token
         subject = self.subject_token()
         if subject is not None:
             exchanged = await self.exchange(subject, rec)
