@@ -37,6 +37,7 @@ from sharedos.evidence.store import EvidenceStoreError
 
 __all__ = [
     "EVENTS",
+    "MAX_TTL_S",
     "VIAS",
     "Approval",
     "ApprovalError",
@@ -60,6 +61,9 @@ Status = Literal["pending", "approved", "denied", "expired", "consumed"]
 DEFAULT_REQUEST_TTL_S = 3600.0
 #: an approval not used within this many seconds lapses (``[approvals] approval_ttl_s``)
 DEFAULT_APPROVAL_TTL_S = 900.0
+#: the longest a request or an approval may live (about ten years): its expiry must be a
+#: time the stores can write (an infinite or larger lifetime is refused where it is set)
+MAX_TTL_S = 10 * 366 * 86400.0
 
 
 class ApprovalTaken(EvidenceStoreError):

@@ -39,6 +39,7 @@ from pydantic import (
 
 from sharedos import textfile
 from sharedos.errors import HarnessError
+from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate
 from sharedos.upstream.config import TokenStoreConfig, UpstreamConfig, parse_upstreams
@@ -316,10 +317,11 @@ class ApprovalsConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    request_ttl_s: float = Field(default=3600.0, gt=0)
-    approval_ttl_s: float = Field(default=900.0, gt=0)
+    # finite and bounded: each becomes an expiry time the store writes (or a timeout)
+    request_ttl_s: float = Field(default=3600.0, gt=0, le=MAX_TTL_S, allow_inf_nan=False)
+    approval_ttl_s: float = Field(default=900.0, gt=0, le=MAX_TTL_S, allow_inf_nan=False)
     elicitation: bool = True
-    elicitation_timeout_s: float = Field(default=120.0, gt=0)
+    elicitation_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TTL_S, allow_inf_nan=False)
     groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     approvers: dict[str, ApproverConfig] = Field(default_factory=dict)
 

@@ -41,6 +41,7 @@ import anyio
 from sharedos.evidence.approvals import (
     DEFAULT_APPROVAL_TTL_S,
     DEFAULT_REQUEST_TTL_S,
+    MAX_TTL_S,
     Approval,
     ApprovalError,
     ApprovalLedger,
@@ -85,6 +86,17 @@ class ApprovalSettings:
     elicitation_timeout_s: float = 120.0
     groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
     approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # each lifetime becomes an expiry time the store writes: a non-finite or
+        # too long one would fail every call that needs approval, not at start
+        for name in ("request_ttl_s", "approval_ttl_s", "elicitation_timeout_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value <= MAX_TTL_S):
+                raise ValueError(
+                    f"[approvals] {name} must be a number of seconds above 0 and at most "
+                    f"{MAX_TTL_S:g}, not {value!r}"
+                )
 
     def groups_of(self, name: str) -> frozenset[str]:
         """The groups the host puts ``name`` in."""
