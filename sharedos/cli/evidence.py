@@ -28,6 +28,7 @@ from sharedos.cli._help import with_short_help
 from sharedos.cli.policy._common import guarded
 from sharedos.evidence.record import EvidenceRecord
 from sharedos.evidence.store import INTERRUPTED, EvidenceStoreError
+from sharedos.terminal import unambiguous
 
 _DB = click.option(
     "--db",
@@ -74,8 +75,10 @@ def _emit(records: list[EvidenceRecord], fmt: str, out: TextIO) -> None:
             "   seq  started_at  turn  call_id  tool  status  reason  resource  rules  served_by\n"
         )
         for rec in records:
-            # a lone surrogate (a tool name or resource JSON could carry) is shown escaped
-            out.write(_text_row(rec).encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+            # what a call carried (a tool name from the wire, its arguments) is shown
+            # spelled out: an escape sequence, a carriage return, a bidi override or a
+            # lone surrogate must not rewrite or reorder the operator's terminal
+            out.write(unambiguous(_text_row(rec)) + "\n")
 
 
 #: a write the file system refused for want of room (a full disk, a quota, RLIMIT_FSIZE)
@@ -660,8 +663,14 @@ def replay_cmd(
             click.echo(f"old: {old_path} ({old.bundle_hash[:12]})")
         if run is not None:
             click.echo(f"run policy: {run}")
-        click.echo(report.render())
+        click.echo(_shown_text(report.render()))
     raise SystemExit(1 if report.changed else 0)
+
+
+def _shown_text(text: str) -> str:
+    """A text report as the terminal shows it: each line spelled unambiguously (recorded
+    arguments, tool names and resources may hold escapes, bidi controls, separators)."""
+    return "\n".join(unambiguous(line) for line in text.split("\n"))
 
 
 _SHADOW_KINDS = {
@@ -737,7 +746,7 @@ def shadow_cmd(
         click.echo(json_text({"db": _shown(db), **report.to_dict()}, indent=2))
     else:
         click.echo(f"evidence: {_shown(db)}")
-        click.echo(report.render().encode("utf-8", "backslashreplace").decode("utf-8"))
+        click.echo(_shown_text(report.render()))
     raise SystemExit(1 if report.changed else 0)
 
 

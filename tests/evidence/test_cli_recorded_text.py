@@ -1,0 +1,76 @@
+"""What a call carried is shown spelled out by the evidence commands an operator reads.
+
+A harness or a model chooses a call's tool name (recorded as sent, even for a
+tool that does not exist) and its arguments. Printed raw, an escape sequence
+retitles the terminal or erases the line, a carriage return rewrites it, a C1
+CSI or a bidi override reorders what follows, a line separator starts a line
+that is not there: the auditor reads another record than the store holds.
+``sharedos evidence list``, ``replay`` and ``shadow`` (text) spell each such
+character ``\\xNN`` / ``\\uNNNN``. Real parts: a host running the files tools
+with a shadow policy, a SQLite store, the ``sharedos`` CLI.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import anyio
+from click.testing import CliRunner
+
+from sharedos.cli.main import main
+from sharedos.kernel import Kernel, RuntimeHost, ToolCall
+from sharedos.kernel.shadow import ShadowDecider
+from sharedos.policy import compile_source
+from tests.kernel.test_approvals import BOB, POLICY, RUN, Host
+
+#: the candidate forbids what the host allows: every /shared write is an example
+CANDIDATE = POLICY + 'forbid write on "/shared/**"\n'
+TOOL = "files.nope\x1b]0;all clear\x07\x1b[2K\rfiles.read  allowed"
+CONTENT = "x\x9b2K\u202eteg\u2028\u200b\x1b[8m"
+
+
+HIDDEN = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def _hidden(text: str) -> list[str]:
+    return [c for c in text if c != "\n" and unicodedata.category(c) in HIDDEN]
+
+
+def test_list_replay_and_shadow_spell_what_a_call_carried(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry),
+        h.store,
+        approvals=h.settings,
+        shadow=ShadowDecider(compile_source(CANDIDATE, "files.sos"), enforced=h.policy),
+    )
+
+    sent = [
+        (TOOL, {"path": "/x"}),
+        ("files.write", {"path": "/shared/n.txt", "content": CONTENT}),
+    ]
+
+    async def calls() -> None:
+        for tool, args in sent:
+            await h.host.invoke_tool(
+                ToolCall(tool=tool, arguments=args, turn_id="turn-1"), BOB, RUN
+            )
+
+    anyio.run(calls)
+    candidate = tmp_path / "candidate.sos"
+    candidate.write_text(CANDIDATE, encoding="utf-8")
+    db = str(h.db)
+    runner = CliRunner()
+    for args, code in (
+        (["evidence", "list", "--db", db], 0),
+        (["evidence", "shadow", "--db", db, "--examples", "0"], 1),
+        (["evidence", "replay", "--db", db, "--policy", str(candidate), "--examples", "0"], 1),
+    ):
+        out = runner.invoke(main, args)
+        assert out.exit_code == code, out.output
+        assert _hidden(out.output) == [], (args[1], out.output)
+    listed = runner.invoke(main, ["evidence", "list", "--db", db]).output
+    assert "files.nope\\x1b]0;all clear\\x07\\x1b[2K\\x0dfiles.read" in listed
+    shadow = runner.invoke(main, ["evidence", "shadow", "--db", db]).output
+    assert "\\x9b2K\\u202eteg\\u2028\\u200b" in shadow
