@@ -329,13 +329,21 @@ class PostgresEvidenceStore:
         return pool
 
     def _configure(self, conn: Any) -> None:
-        """Runs on every new connection: the database must still be the store that was opened."""
+        """Runs on every new connection: the database must still be the store that was opened.
+
+        Only an answer proves another store: a ``meta`` without this store's id, or no
+        such table. A check that fails otherwise (a lock held on ``meta``, a statement
+        timeout, the connection cut) proves nothing: it raises, the pool discards the
+        connection and makes another later, and meanwhile writes fail with their cause.
+        """
         expected = self._store_id
         if expected is None:
             return
         try:
             row = conn.execute(_STORE_ID_SQL).fetchone()
-        except Exception:
+        except Exception as exc:
+            if _cause(exc) != "replaced":
+                raise
             row = None
         if row is None or row[0] != expected:
             self._broken = EvidenceStoreError(

@@ -7,7 +7,7 @@ import pytest
 from sharedos.evidence.postgres import PostgresEvidenceStore
 from sharedos.evidence.store import EvidenceStoreError
 
-from .test_postgres import OK, admin, attempt
+from .test_postgres import OK, admin, attempt, terminate
 
 
 def test_a_store_id_changed_under_a_live_connection_is_refused(pg_url: str) -> None:
@@ -63,5 +63,40 @@ def test_a_store_without_its_id_is_not_written_until_migrated(pg_url: str) -> No
         with pytest.raises(EvidenceStoreError) as err:
             store.begin(attempt("b"))
         assert err.value.cause == "replaced"
+    finally:
+        store.close()
+
+
+def test_a_new_connection_that_cannot_read_the_store_id_yet_is_not_a_replaced_store(
+    pg_url: str,
+) -> None:
+    """The check of a new connection that fails (a lock, a timeout, a cut) proves nothing:
+    the store is unavailable while it fails, and writable again after, never ``replaced``."""
+    store = PostgresEvidenceStore(
+        f"{pg_url}&application_name=under-test", statement_timeout_s=0.3, write_deadline_s=0.6
+    )
+    try:
+        store.finish(store.begin(attempt("a")), OK)
+        locker = admin(pg_url)
+        try:
+            # an operator's long transaction holds meta (ALTER TABLE, VACUUM FULL, a migration)
+            locker.execute("BEGIN")
+            locker.execute("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")
+            assert terminate(pg_url) >= 1  # the store must connect again, under the lock
+            with pytest.raises(EvidenceStoreError) as err:
+                store.begin(attempt("b"))
+            assert err.value.cause != "replaced"
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        for _ in range(20):  # the pool re-connects in the background, with a backoff
+            try:
+                store.finish(store.begin(attempt("c")), OK)
+                break
+            except EvidenceStoreError as exc:
+                assert exc.cause != "replaced", exc
+        else:
+            pytest.fail("the store never became writable again")
+        assert [r.call_id for r in store.query()] == ["a", "c"]
     finally:
         store.close()
