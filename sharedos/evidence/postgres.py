@@ -312,9 +312,8 @@ class PostgresEvidenceStore:
             timeout=self._connect_timeout_s,
             reconnect_timeout=30.0,
             configure=self._configure,
-            # a connection handed out is known alive (one empty query): the writer takes one
-            # only after losing its own, when the others may have gone with it
-            check=ConnectionPool.check_connection,
+            # no ``check``: the pool's own waits, after a dead connection, as long as the
+            # whole bound; ``_getconn`` checks each connection it hands out instead
             name="sharedos-evidence",
         )
         try:
@@ -352,6 +351,34 @@ class PostgresEvidenceStore:
                 "replaced",
             )
 
+    def _getconn(self, timeout: float) -> Any:
+        """A live connection out of the pool within ``timeout`` s (``PoolTimeout`` past it).
+
+        Each connection handed out is checked (one empty query): the others may have
+        died while idle, all at once (a restarted server, ``idle_session_timeout``, a
+        cut network). A dead one is discarded at once and the next one taken — the
+        pool makes new ones meanwhile — with no wait between them: the pool's own
+        ``check`` waits about a second after the second dead connection, so two of
+        them made every write fail by its bound though the server was there.
+        """
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PoolTimeout(f"couldn't get a live connection after {timeout:.2f} sec")
+            conn = self._pool.getconn(timeout=left)
+            try:
+                ConnectionPool.check_connection(conn)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    conn.close()  # returned closed: the pool discards it and makes another
+                with contextlib.suppress(Exception):
+                    self._pool.putconn(conn)
+                continue
+            return conn
+
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Any]:
         """A pooled connection; a failure to get one within the bound is cause ``timeout``."""
@@ -359,8 +386,7 @@ class PostgresEvidenceStore:
 
         self._check_fork()
         try:
-            with self._pool.connection() as conn:
-                yield conn
+            conn = self._getconn(self._connect_timeout_s)
         except PoolTimeout:
             raise EvidenceStoreError(
                 f"no connection to the evidence database {self.shown} within "
@@ -369,6 +395,11 @@ class PostgresEvidenceStore:
             ) from None
         except PoolClosed:
             raise EvidenceStoreError(f"evidence store {self.shown} is closed", "closed") from None
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(Exception):
+                self._pool.putconn(conn)
 
     @contextlib.contextmanager
     def _writer_conn(self) -> Iterator[Any]:
@@ -389,7 +420,7 @@ class PostgresEvidenceStore:
             conn = None
         if conn is None:
             try:
-                conn = self._pool.getconn(timeout=self._wait_bound())
+                conn = self._getconn(self._wait_bound())
             except PoolTimeout:
                 raise EvidenceStoreError(
                     f"no connection to the evidence database {self.shown} within "

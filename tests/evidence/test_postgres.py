@@ -310,3 +310,25 @@ def test_an_unreachable_server_fails_at_open_with_one_line() -> None:
 def test_passwords_never_reach_messages() -> None:
     assert redacted_url("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
     assert redacted_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_connections_the_server_closed_while_idle_are_replaced_not_waited_on(
+    pg_url: str, postgres_cluster: TempCluster
+) -> None:
+    """A server that closes idle sessions (``idle_session_timeout``; a restart, a NAT timer
+    do the same) leaves every pooled connection dead between a quiet host's calls: each is
+    discarded at once and a new one made, so every call is written."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    with admin(postgres_cluster.database_url("postgres")) as conn:
+        conn.execute(f"ALTER DATABASE \"{name}\" SET idle_session_timeout = '100ms'")
+    store = PostgresEvidenceStore(f"{pg_url}&application_name=under-test", min_connections=3)
+    try:
+        for i in range(4):
+            time.sleep(0.4)  # quiet: the server closes every connection of the store
+            store.finish(store.begin(attempt(f"c{i}")), OK)
+            assert [r.call_id for r in store.query(call_id=f"c{i}")] == [f"c{i}"]
+        assert verify_store(store).clean
+    finally:
+        store.close()
