@@ -685,7 +685,10 @@ class PostgresEvidenceStore:
             except Exception as exc:
                 state = getattr(exc, "sqlstate", None)
                 constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
-                if state == "23505" and constraint == "checkpoints_pkey":
+                # the number is another writer's: its checkpoint row collides, or first
+                # (the heads are inserted before the checkpoint's ``WITH`` part runs) the
+                # head row of a turn both list — heads are unique per turn within one write
+                if state == "23505" and constraint in ("checkpoints_pkey", "checkpoint_heads_pkey"):
                     raise CheckpointTaken() from None
                 if _lost(exc, conn):
                     # unknown whether it landed: the next checkpoint re-reads the last one

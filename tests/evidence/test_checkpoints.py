@@ -197,6 +197,26 @@ def test_checkpoints_number_on_from_the_store_whoever_wrote_them(
     assert report.clean and report.checkpoints == 3
 
 
+def test_two_writers_of_one_turn_racing_for_a_checkpoint_number_both_checkpoint(
+    opener: Opener, store: Any
+) -> None:
+    """Two writers of one turn (a relaunched bridge, a host sealing its turn): the one
+    that lost the race for a number re-reads it and checkpoints after, whichever of the
+    checkpoint's rows collided first (on PostgreSQL the shared turn's head row does)."""
+    other = opener()
+    store.begin(attempt("a1", "T"))
+    assert store.take_checkpoint().number == 1
+    other.begin(attempt("b1", "T"))
+    assert other.take_checkpoint().number == 2  # also covers T
+    store.begin(attempt("a2", "T"))
+    third = store.take_checkpoint()  # its idea of the last checkpoint (1) is stale
+    assert third is not None and third.number == 3
+    report = verify_store(store)
+    assert report.clean and report.checkpoints == 3, [p.line() for p in report.problems]
+    heads = {lk.turn_id: lk.pos for lk in store.iter_links()}
+    assert {turn: pos for turn, pos, _h, _n in store.iter_coverage()} == heads
+
+
 def test_verify_with_a_key_flags_a_closed_turn_whose_seal_was_removed(
     opener: Opener, raw: Raw, tmp_path: Path
 ) -> None:
