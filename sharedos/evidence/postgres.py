@@ -310,7 +310,10 @@ class PostgresEvidenceStore:
             max_size=self._max,
             open=False,
             timeout=self._connect_timeout_s,
-            reconnect_timeout=30.0,
+            # a connection the pool cannot make is retried after 1 s, 2 s, 4 s, ... until this
+            # bound, then given up, and the next write asks for one at once: a long bound
+            # kept a host refusing calls for up to half as long again as its server was down
+            reconnect_timeout=max(2.0, 2 * self._connect_timeout_s),
             configure=self._configure,
             # no ``check``: the pool's own waits, after a dead connection, as long as the
             # whole bound; ``_getconn`` checks each connection it hands out instead

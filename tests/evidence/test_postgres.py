@@ -332,3 +332,43 @@ def test_connections_the_server_closed_while_idle_are_replaced_not_waited_on(
         assert verify_store(store).clean
     finally:
         store.close()
+
+
+def test_writes_resume_soon_after_a_long_outage_ends(
+    pg_url: str, postgres_cluster: TempCluster
+) -> None:
+    """A database that refused connections for a while (a server down for maintenance)
+    is written again as soon as it takes them: the pool's retries of a connection it
+    could not make back off (1 s, 2 s, 4 s, ...) only within a short bound."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    store = PostgresEvidenceStore(f"{pg_url}&application_name=under-test", max_connections=2)
+    try:
+        store.finish(store.begin(attempt("a")), OK)
+        cluster = admin(postgres_cluster.database_url("postgres"))
+        cluster.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        try:
+            terminate(postgres_cluster.database_url("postgres"))
+            outage_ends = time.monotonic() + 8.0
+            while time.monotonic() < outage_ends:  # calls keep coming, and fail closed
+                with pytest.raises(EvidenceStoreError):
+                    store.begin(attempt("refused"))
+                time.sleep(0.5)
+        finally:
+            cluster.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            cluster.close()
+        back = time.monotonic()
+        while True:
+            try:
+                store.finish(store.begin(attempt("c")), OK)
+                break
+            except EvidenceStoreError:
+                time.sleep(0.1)
+        took = time.monotonic() - back
+        # a connection is made within about a second of the database taking them again;
+        # the old retry schedule (1, 3, 7, 15 s after the first failure) waited 5 s or more
+        assert took < bound(1.5), f"writes resumed {took:.1f} s after the database was back"
+        assert [r.call_id for r in store.query()] == ["a", "c"]
+    finally:
+        store.close()
