@@ -478,29 +478,21 @@ class PostgresEvidenceStore:
     # -- schema ------------------------------------------------------------------------
 
     def _check_schema(self) -> None:
-        from sharedos.evidence import migrate
+        """Read (or create) the schema, the store id and the columns; probe a write.
 
+        Every statement's failure is an ``EvidenceStoreError`` with its cause (a
+        connection cut at any of them — a restart, a proxy — included), never the
+        driver's own exception.
+        """
         with self._conn() as conn:
             try:
-                version = migrate.pg_version(conn)
-                if version == 0 and not self.read_only and self._create:
-                    migrate.pg_migrate(conn, migrate.LATEST)
-                    version = migrate.pg_version(conn)
+                self._read_schema(conn)
             except EvidenceStoreError:
                 raise
             except Exception as exc:
                 raise EvidenceStoreError(
                     f"cannot open evidence database {self.shown}: {self._say(exc)}", _cause(exc)
                 ) from None
-            migrate.refuse_unreadable(self.shown, version, writing=not self.read_only)
-            self.schema_version = version
-            # the columns this SharedOS reads that the database (read as it is) lacks
-            if version >= 4:
-                self._missing = frozenset(CHAIN_COLUMNS) - migrate.pg_chain_columns(conn)
-            else:
-                self._missing = migrate.LATER_ATTEMPT_FIELDS
-            row = conn.execute(_STORE_ID_SQL).fetchone()
-            self._store_id = row[0] if row else None
             if not self.read_only and self._store_id is None:
                 # each write is guarded on the id (``_guarded_statement``): without one,
                 # a replaced store could not be told from this one
@@ -522,6 +514,23 @@ class PostgresEvidenceStore:
                         f"cannot write evidence database {self.shown}: {self._say(exc)} ({cause})",
                         cause,
                     ) from None
+
+    def _read_schema(self, conn: Any) -> None:
+        from sharedos.evidence import migrate
+
+        version = migrate.pg_version(conn)
+        if version == 0 and not self.read_only and self._create:
+            migrate.pg_migrate(conn, migrate.LATEST)
+            version = migrate.pg_version(conn)
+        migrate.refuse_unreadable(self.shown, version, writing=not self.read_only)
+        self.schema_version = version
+        # the columns this SharedOS reads that the database (read as it is) lacks
+        if version >= 4:
+            self._missing = frozenset(CHAIN_COLUMNS) - migrate.pg_chain_columns(conn)
+        else:
+            self._missing = migrate.LATER_ATTEMPT_FIELDS
+        row = conn.execute(_STORE_ID_SQL).fetchone()
+        self._store_id = row[0] if row else None
 
     # -- the appender's backend ----------------------------------------------------------
 

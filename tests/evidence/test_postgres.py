@@ -372,3 +372,32 @@ def test_writes_resume_soon_after_a_long_outage_ends(
         assert [r.call_id for r in store.query()] == ["a", "c"]
     finally:
         store.close()
+
+
+def test_an_open_cut_off_at_any_statement_fails_with_a_store_error(pg_url: str) -> None:
+    """Connections cut while a host opens the store (a restart, a proxy) make the open
+    fail with one EvidenceStoreError and its cause, whichever statement they cut."""
+    PostgresEvidenceStore(pg_url).close()  # the schema
+    stop = threading.Event()
+
+    def cut() -> None:
+        with admin(pg_url) as conn:
+            while not stop.is_set():
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'under-test'"
+                )
+
+    killer = threading.Thread(target=cut)
+    killer.start()
+    failed = 0
+    try:
+        for _ in range(25):
+            try:
+                PostgresEvidenceStore(f"{pg_url}&application_name=under-test").close()
+            except EvidenceStoreError:
+                failed += 1
+    finally:
+        stop.set()
+        killer.join()
+    assert failed  # the cuts did land
