@@ -749,6 +749,15 @@ class ChainAppender:
             except CheckpointTaken:
                 self._last_checkpoint = None  # another writer numbered it: re-read
                 continue
+            except CommitUnknown as lost:
+                # the connection died with it in flight (a host's closing checkpoint is
+                # tried once, and would leave its last rows uncovered): once the last
+                # checkpoint is re-read on a new connection, it is written again, after
+                # itself if it had landed
+                self._last_checkpoint = None
+                if self.deadline is None or time.monotonic() >= self.deadline:
+                    raise lost.cause from None
+                continue
             except BaseException:
                 self._last_checkpoint = None
                 raise

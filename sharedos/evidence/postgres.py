@@ -703,11 +703,15 @@ class PostgresEvidenceStore:
                 if state == "23505" and constraint in ("checkpoints_pkey", "checkpoint_heads_pkey"):
                     raise CheckpointTaken() from None
                 if _lost(exc, conn):
-                    # unknown whether it landed: the next checkpoint re-reads the last one
-                    raise EvidenceStoreError(
-                        f"lost the connection to the evidence database {self.shown} "
-                        f"while writing a checkpoint: {self._say(exc)}",
-                        "io",
+                    # unknown whether it landed: the appender re-reads the last one and
+                    # writes it again (the same heads twice in a row are harmless)
+                    raise CommitUnknown(
+                        self._say(exc),
+                        EvidenceStoreError(
+                            f"lost the connection to the evidence database {self.shown} "
+                            f"while writing a checkpoint: {self._say(exc)}",
+                            "io",
+                        ),
                     ) from None
                 raise self._error("write a checkpoint of", exc) from None
 

@@ -141,6 +141,37 @@ def test_a_write_cut_off_in_flight_is_written_once(pg: PostgresEvidenceStore, pg
     assert verify_store(pg).clean
 
 
+def test_a_checkpoint_cut_off_in_flight_is_written_again(
+    pg: PostgresEvidenceStore, pg_url: str
+) -> None:
+    """The connection dies while the checkpoint's INSERT waits (a host closing as its
+    server restarts): it is written on a new connection, so the rows stay covered."""
+    pg.finish(pg.begin(attempt("first")), OK)
+    locker = admin(pg_url)
+    locker.execute("BEGIN")
+    locker.execute("LOCK TABLE checkpoints IN EXCLUSIVE MODE")
+    result: dict[str, Any] = {}
+
+    def checkpoint() -> None:
+        try:
+            result["checkpoint"] = pg.take_checkpoint()
+        except BaseException as exc:  # pragma: no cover - reported below
+            result["error"] = exc
+
+    thread = threading.Thread(target=checkpoint)
+    thread.start()
+    time.sleep(0.3)  # the INSERT is now waiting for the lock
+    assert terminate(pg_url) >= 1
+    locker.execute("COMMIT")
+    locker.close()
+    thread.join(10)
+    assert "error" not in result, result.get("error")
+    assert result["checkpoint"] is not None
+    heads = {lk.turn_id: lk.pos for lk in pg.iter_links()}
+    assert {turn: pos for turn, pos, _h, _n in pg.iter_coverage()} == heads
+    assert verify_store(pg).clean
+
+
 def test_a_write_that_committed_but_lost_its_answer_is_not_repeated(
     pg: PostgresEvidenceStore,
 ) -> None:
