@@ -997,15 +997,19 @@ def _row_to_record(row: Any) -> EvidenceRecord:
 
 
 def _unbounded_read(conn: Any) -> None:
-    """Lift the statement timeout for this streaming read's transaction.
+    """Lift the statement and idle-in-transaction timeouts for this streaming read's transaction.
 
     The store's ``statement_timeout`` bounds writes (a call must not wait on
     a stuck database). A stream over the whole store (an export, a
     verification, a copy) is read off any call's path, and its first fetch
     may have to sort or join the whole table (a table just filled, before
-    PostgreSQL has statistics on it) before the first row comes back.
+    PostgreSQL has statistics on it) before the first row comes back. Between
+    its fetches the transaction is idle for as long as its consumer takes (an
+    export piped into a pager or a slow upload): the store's 10 s
+    ``idle_in_transaction_session_timeout`` ended such an export part way.
     """
     conn.execute("SET LOCAL statement_timeout = 0")
+    conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -432,3 +432,15 @@ def test_an_open_cut_off_at_any_statement_fails_with_a_store_error(pg_url: str) 
         stop.set()
         killer.join()
     assert failed  # the cuts did land
+
+
+def test_an_export_read_slowly_is_read_to_the_end(pg: PostgresEvidenceStore) -> None:
+    """A stream's consumer may pause between fetches longer than the store's idle-in-
+    transaction bound (10 s; an export piped into a pager): the stream still ends whole."""
+    for i in range(30):
+        pg.finish(pg.begin(attempt(f"c{i}")), OK)
+    stream = pg.iter_records(batch=10)
+    first = next(stream)
+    time.sleep(11.0)  # the consumer pauses, the cursor's transaction idle meanwhile
+    rest = list(stream)
+    assert [r.call_id for r in [first, *rest]] == [f"c{i}" for i in range(30)]
