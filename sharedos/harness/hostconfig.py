@@ -40,6 +40,7 @@ from pydantic import (
 from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
+from sharedos.names import IdentifierSchema
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate
 from sharedos.upstream.config import TokenStoreConfig, UpstreamConfig, parse_upstreams
@@ -310,7 +311,8 @@ class ApprovalsConfig(BaseModel):
     an approval not used in time lapses. ``elicitation``: ask the client at once
     (MCP elicitation) when it can be asked and its person (the turn's principal)
     may approve; ``elicitation_timeout_s`` bounds the wait. ``groups``: the
-    members of each group an approval rule may name (``group "release"``).
+    members of each group an approval rule may name (``group "release"``),
+    principals of the tenant ``tenant`` (default ``"default"``).
     ``approvers``: the roles of each person who answers with ``sharedos
     approvals approve --as NAME``.
     """
@@ -323,6 +325,8 @@ class ApprovalsConfig(BaseModel):
     elicitation: bool = True
     elicitation_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TTL_S, allow_inf_nan=False)
     groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: whose principals ``groups`` names: another tenant's rita is not this rita
+    tenant: IdentifierSchema = "default"
     approvers: dict[str, ApproverConfig] = Field(default_factory=dict)
 
     def settings(self) -> Any:
@@ -335,6 +339,7 @@ class ApprovalsConfig(BaseModel):
             elicitation=self.elicitation,
             elicitation_timeout_s=self.elicitation_timeout_s,
             groups={name: frozenset(members) for name, members in self.groups.items()},
+            groups_tenant=self.tenant,
             approvers={name: frozenset(a.roles) for name, a in self.approvers.items()},
         )
 

@@ -76,7 +76,8 @@ class ApprovalSettings:
     """How a host handles approvals (``[approvals]`` in the host file, docs/approvals.md).
 
     ``groups`` maps a group an approval rule may name to its members
-    (principal names); ``approvers`` maps an approver's name to the roles the
+    (principal names of the tenant ``groups_tenant``: another tenant's rita is
+    not this rita); ``approvers`` maps an approver's name to the roles the
     host gives them when they answer out of band (``sharedos approvals``).
     """
 
@@ -86,6 +87,8 @@ class ApprovalSettings:
     elicitation_timeout_s: float = 120.0
     groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
     approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: the tenant whose principals ``groups`` names (the context's default tenant)
+    groups_tenant: str = "default"
 
     def __post_init__(self) -> None:
         # each lifetime becomes an expiry time the store writes: a non-finite or
@@ -98,8 +101,11 @@ class ApprovalSettings:
                     f"{MAX_TTL_S:g}, not {value!r}"
                 )
 
-    def groups_of(self, name: str) -> frozenset[str]:
-        """The groups the host puts ``name`` in."""
+    def groups_of(self, name: str, tenant: str | None = None) -> frozenset[str]:
+        """The groups the host puts ``name`` in; none for a principal of a tenant other
+        than ``groups_tenant`` (``tenant`` None: an out-of-band approver, a host login)."""
+        if tenant is not None and tenant != self.groups_tenant:
+            return frozenset()
         return frozenset(g for g, members in self.groups.items() if name in members)
 
     def roles_of(self, name: str) -> frozenset[str]:
@@ -272,7 +278,7 @@ class ApprovalGate:
         if pending:
             return GateAnswer(False, pending[0], _join(notes) or None, who)
         principal = binding.principal
-        groups = self.settings.groups_of(principal)
+        groups = self.settings.groups_of(principal, binding.tenant)
         not_asked = self._not_asked(peer, need, principal, tuple(roles), tuple(groups))
         can_ask = not_asked is None
         if not_asked is not None:

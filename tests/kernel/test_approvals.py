@@ -285,7 +285,7 @@ class _Peer:
 
 
 def test_elicitation_is_asked_only_when_the_principal_may_approve(tmp_path: Path) -> None:
-    h = Host(tmp_path, groups={"release": frozenset({"rita"})})
+    h = Host(tmp_path, groups={"release": frozenset({"rita"})}, groups_tenant="acme")
     peer = _Peer({"action": "accept", "content": {"approve": True}})
     # bob is a developer: he may not approve, so he is not asked (out of band instead)
     res = h.call(ARGS, peer=peer)
@@ -420,3 +420,21 @@ def test_with_a_host_file_the_approvers_roles_are_the_hosts(tmp_path: Path) -> N
     assert got is not None and got.approver == "maya" and got.detail is not None
     assert f"roles and groups from {host_file}" in got.detail and "os user" in got.detail
     assert h.call(ARGS).outcome is Outcome.SUCCEEDED
+
+
+def test_a_group_member_of_another_tenant_is_not_that_member(tmp_path: Path) -> None:
+    """``[approvals.groups]`` names principals of one tenant: a ``rita`` of another
+    tenant is not asked as a ``release`` member and cannot approve her own write."""
+    h = Host(tmp_path, groups={"release": frozenset({"rita"})}, groups_tenant="acme")
+    peer = _Peer({"action": "accept", "content": {"approve": True}})
+    other = AccessContext(principal="rita", tenant="elsewhere", roles=(), turn_id="turn-x")
+    res = h.call(ARGS, other, peer=peer)
+    assert res.reason is ReasonCode.APPROVAL_REQUIRED and peer.asked == []
+    (pending,) = ApprovalLedger(h.store).for_turn("turn-x")
+    assert pending.status == "pending"
+    # the default: the groups name principals of the tenant "default"
+    d = Host(tmp_path / "d", groups={"release": frozenset({"rita"})})
+    acme_rita = AccessContext(principal="rita", tenant="acme", roles=(), turn_id="turn-y")
+    assert d.call(ARGS, acme_rita, peer=peer).reason is ReasonCode.APPROVAL_REQUIRED
+    home_rita = AccessContext(principal="rita", roles=(), turn_id="turn-z")
+    assert d.call(ARGS, home_rita, peer=peer).outcome is Outcome.SUCCEEDED
