@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 
-__all__ = ["DEFAULT_LIMIT", "UnreadableFile", "read_bytes", "read_text"]
+__all__ = ["DEFAULT_LIMIT", "UnreadableFile", "read_bytes", "read_private", "read_text"]
 
 #: far above any host file, key or bundle SharedOS writes (a 10,000-rule bundle is a few MB)
 DEFAULT_LIMIT = 256 * 1024 * 1024
@@ -38,9 +38,26 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = DEFAULT_LIMIT) -> b
     ``OSError`` as ``open`` raises it (missing, no permission); ``UnreadableFile``
     for a device, socket or directory, or content longer than ``limit``.
     """
+    return _read(path, limit, private=False)
+
+
+def read_private(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes:
+    """``read_bytes`` for a private key: also ``UnreadableFile`` when other users may
+    read or write it (any group or other permission bit), as ``ssh`` refuses one."""
+    return _read(path, limit, private=True)
+
+
+def _read(path: str | os.PathLike[str], limit: int, *, private: bool) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
+        if private and stat.S_ISREG(mode) and mode & 0o077:
+            raise UnreadableFile(
+                errno.EACCES,
+                f"a private key other users can read or write (mode {stat.S_IMODE(mode):04o}); "
+                "chmod 600 it (keygen writes it so)",
+                os.fspath(path),
+            )
         if stat.S_ISFIFO(mode):
             os.set_blocking(fd, True)
         elif not stat.S_ISREG(mode):

@@ -86,3 +86,30 @@ def test_the_commands_say_what_is_wrong_and_stop(tmp_path: Path, argv: list[str]
     out = proc.stdout + proc.stderr
     assert proc.returncode in (1, 2), out
     assert "Traceback" not in out, out
+
+
+def test_a_private_key_others_can_read_is_refused(tmp_path: Path) -> None:
+    from sharedos.textfile import read_private
+
+    key = tmp_path / "k.pem"
+    key.write_bytes(b"-----BEGIN PRIVATE KEY-----\n")
+    key.chmod(0o644)
+    with pytest.raises(UnreadableFile, match=r"other users can read or write \(mode 0644\)"):
+        read_private(key)
+    key.chmod(0o600)
+    assert read_private(key).startswith(b"-----BEGIN")
+    proc = subprocess.run(
+        [str(BIN / "sharedos-policy"), "sign", str(key), "--key", str(key)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "other users" not in proc.stderr  # 0600: the mode is not what it refuses
+    key.chmod(0o640)
+    proc = subprocess.run(
+        [str(BIN / "sharedos-policy"), "sign", str(key), "--key", str(key)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0 and "chmod 600" in proc.stderr, proc.stderr

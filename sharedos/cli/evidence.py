@@ -343,7 +343,7 @@ def _signer(path: Path | None) -> Any:
     from sharedos.evidence.chain import Signer
 
     try:
-        return Signer.from_pem(textfile.read_bytes(path))
+        return Signer.from_pem(textfile.read_private(path))
     except (OSError, ValueError) as exc:
         raise click.UsageError(f"{path}: {exc}") from None
 

@@ -275,7 +275,7 @@ def open_configured_store(
         from sharedos.evidence.chain import Signer
 
         try:
-            signer = Signer.from_pem(textfile.read_bytes(sign_key))
+            signer = Signer.from_pem(textfile.read_private(sign_key))
         except (OSError, ValueError) as exc:
             raise EvidenceStoreError(
                 f"cannot use the signing key {sign_key}: {exc}", "io"

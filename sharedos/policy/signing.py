@@ -83,6 +83,8 @@ def write_keypair(path: str | Path) -> tuple[Path, Path]:
 
 def _read(path: str | Path, what: str) -> bytes:
     try:
+        if what == "private key":
+            return textfile.read_private(path)
         return textfile.read_bytes(path)
     except OSError as exc:
         raise SigningKeyError(f"cannot read {what} {path}: {exc.strerror or exc}") from None

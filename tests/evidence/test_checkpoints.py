@@ -295,6 +295,7 @@ def test_the_checkpoint_command(store: Any, tmp_path: Path, take: bool) -> None:
     key = tmp_path / "auditor.pem"
     signer = Signer.generate()
     key.write_bytes(signer.private_pem())
+    key.chmod(0o600)  # a private key: refused when others can read it
     args = ["evidence", "checkpoint", "--db", location(store), "-o", str(tmp_path / "cp.json")]
     if take:
         args += ["--take", "--sign-key", str(key)]

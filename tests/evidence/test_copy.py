@@ -130,6 +130,7 @@ def test_a_copy_ends_with_a_signed_checkpoint_of_the_target(tmp_path: Path) -> N
         fill(store, 4)
     signer = Signer.generate()
     (tmp_path / "k.pem").write_bytes(signer.private_pem())
+    (tmp_path / "k.pem").chmod(0o600)  # a private key: refused when others can read it
     result = CliRunner().invoke(
         main,
         [

@@ -38,6 +38,7 @@ def test_hosts_writing_one_store_make_one_checkpoint_chain(pg_url: str, tmp_path
             (sandbox / "home" / f"h{h}-p{t}").mkdir(parents=True)
         signer = Signer.generate()
         (tmp_path / f"h{h}.pem").write_bytes(signer.private_pem())
+        (tmp_path / f"h{h}.pem").chmod(0o600)  # a private key: refused when others can read it
         key, key_id = load_public_key(signer.public_pem())
         keys[key_id] = key
     open_store(pg_url).close()  # the schema, once
