@@ -35,6 +35,8 @@ import mcp_types as types
 import pydantic_core
 from pydantic import ValidationError
 
+from sharedos.jsonrpc_id import EDGE_BYTES, message_id
+
 #: the deepest JSON the SDK's parser (pydantic_core) reads; deeper frames are refused
 SDK_MAX_DEPTH = 200
 #: nesting beyond which the bridge itself stops building the value (a subtree is replaced by null)
@@ -135,6 +137,9 @@ class Frame:
     #: the frame is a JSON array (a JSON-RPC batch: its answers go back as an array)
     batch: bool = False
     fingerprint: str = ""
+    #: ``requests`` holds the id read from the edges of a frame that was not parsed whole
+    #: (oversized, truncated, not JSON): answered with a parse error
+    from_edges: bool = False
 
 
 def fingerprint(data: bytes) -> str:
@@ -178,13 +183,22 @@ def undeliverable(data: bytes, value: object, problem: Problem) -> Frame:
     return _structured(data, value, problem, intact=True)
 
 
-def oversized(size: int, head: bytes) -> Frame:
-    """The frame of a body or line refused for its size (only its first bytes were kept)."""
+def oversized(size: int, head: bytes, tail: bytes = b"") -> Frame:
+    """The frame of a body or line refused for its size (only its first and last bytes were kept).
+
+    The request's id, when its edges show it (``sharedos.jsonrpc_id``), is in
+    ``requests``: the refusal answers that request. On stdio the id is the only
+    way a client matches an answer to its request; with ``id: null`` a client
+    waited for its whole timeout (the SDK's has none by default).
+    """
+    request_id = message_id(head, tail)
     return Frame(
         size=size,
         message=None,
         problem=Problem.OVERSIZED,
-        looks_like_call=_looks_like_call(head),
+        requests=(request_id,) if isinstance(request_id, int | str) else (),
+        from_edges=True,
+        looks_like_call=_looks_like_call(head) or _looks_like_call(tail),
         fingerprint=fingerprint(head),
     )
 
@@ -318,10 +332,14 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
         except (ValueError, RecursionError):
             problem = problem or Problem.NOT_JSON
     if not parsed:
+        # nothing can be made out, but a legible id is still answered (see ``oversized``)
+        request_id = message_id(data[:EDGE_BYTES], data[-EDGE_BYTES:])
         return Frame(
             size=len(data),
             message=None,
             problem=forced or problem,
+            requests=(request_id,) if isinstance(request_id, int | str) else (),
+            from_edges=True,
             looks_like_call=_looks_like_call(data),
             fingerprint=fingerprint(data),
         )

@@ -156,8 +156,11 @@ class WireRecorder:
             elif attempt.has_id:  # an id JSON-RPC does not allow: the error goes to id null
                 answers.append(error_message(None, INVALID_REQUEST, PROBLEM_TEXT[problem]))
         text = PROBLEM_TEXT[problem]
+        # the id of a frame that could not be parsed whole (oversized, truncated, not JSON)
+        # is read from its edges: a parse error, as the frame gets without one
+        request_code = PARSE_ERROR if frame.from_edges else INVALID_REQUEST
         for request_id in frame.requests:
-            answers.append(error_message(request_id, INVALID_REQUEST, text))
+            answers.append(error_message(request_id, request_code, text))
         if not frame.calls:
             # nothing could be made out as a call: the frame itself is the attempt
             await self.refuse_frame(frame, status=status)

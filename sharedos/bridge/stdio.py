@@ -269,7 +269,7 @@ async def _take_line(
     from sharedos.bridge.frames import classify, oversized
 
     if line.oversized:
-        frame = oversized(line.size, line.data)
+        frame = oversized(line.size, line.data, line.tail)
     elif not line.data.strip():
         return None  # a blank line between frames: nothing was sent
     elif line.size > _THREAD_CLASSIFY_BYTES:
@@ -296,7 +296,9 @@ async def _final_drain(wire: StdioWire, endpoint: TurnEndpoint) -> None:
     for line in wire.read_available():
         if not line.oversized and not line.data.strip():
             continue
-        frame = oversized(line.size, line.data) if line.oversized else classify(line.data)
+        frame = (
+            oversized(line.size, line.data, line.tail) if line.oversized else classify(line.data)
+        )
         message = frame.message
         if message is None:
             for answer in await endpoint.recorder.refuse(frame):

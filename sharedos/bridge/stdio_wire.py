@@ -30,18 +30,23 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 
+from sharedos.jsonrpc_id import EDGE_BYTES
+
 _READ_CHUNK = 64 * 1024
-#: bytes of an oversized line kept (for the record's fingerprint; never stored)
-_HEAD_BYTES = 64
+#: bytes kept of each end of an oversized line: its request id is read from them (so the
+#: request is answered, not left waiting) and its head's fingerprint recorded; never stored
+_EDGE_BYTES = EDGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class RawLine:
-    """One line from stdin, without its newline; ``data`` is only its head when ``oversized``."""
+    """One line from stdin, without its newline; ``data`` is only its head when ``oversized``
+    (and ``tail`` its last bytes)."""
 
     data: bytes
     size: int
     oversized: bool = False
+    tail: bytes = b""
 
 
 class StdioWire:
@@ -56,6 +61,7 @@ class StdioWire:
         self._skipping = False  # inside an oversized line: drop until its newline
         self._skipped = 0
         self._skipped_head = b""
+        self._skipped_tail = b""
         self._read_pollable = _pollable(read_fd)
         self._write_pollable = _pollable(write_fd)
         self._write_lock = anyio.Lock()
@@ -118,26 +124,41 @@ class StdioWire:
         data = bytes(self._buffer[:index])
         del self._buffer[: index + 1]
         if self._skipping:
-            size = self._skipped + len(data)
-            head = self._skipped_head
-            self._skipping, self._skipped, self._skipped_head = False, 0, b""
-            return RawLine(data=head, size=size, oversized=True)
+            return self._end_skip(data)
         if len(data) > self._max:
-            return RawLine(data=data[:_HEAD_BYTES], size=len(data), oversized=True)
+            return RawLine(
+                data=data[:_EDGE_BYTES], size=len(data), oversized=True, tail=data[-_EDGE_BYTES:]
+            )
         return RawLine(data=data, size=len(data))
 
     def _skip(self, count: int) -> None:
         if not self._skipping:
             self._skipping = True
-            self._skipped_head = bytes(self._buffer[:_HEAD_BYTES])
+            self._skipped_head = bytes(self._buffer[:_EDGE_BYTES])
         self._skipped += count
+        self._keep_tail(bytes(self._buffer[max(0, count - _EDGE_BYTES) : count]))
         del self._buffer[:count]
+
+    def _keep_tail(self, piece: bytes) -> None:
+        self._skipped_tail = (self._skipped_tail + piece)[-_EDGE_BYTES:]
+
+    def _end_skip(self, rest: bytes) -> RawLine:
+        """The oversized line being skipped ends with ``rest``."""
+        self._keep_tail(rest)
+        line = RawLine(
+            data=self._skipped_head,
+            size=self._skipped + len(rest),
+            oversized=True,
+            tail=self._skipped_tail,
+        )
+        self._skipping, self._skipped, self._skipped_head, self._skipped_tail = False, 0, b"", b""
+        return line
 
     def _last_line(self) -> RawLine | None:
         if self._skipping:
-            size, head = self._skipped + len(self._buffer), self._skipped_head
-            self._skipping, self._buffer = False, bytearray()
-            return RawLine(data=head, size=size, oversized=True)
+            rest = bytes(self._buffer)
+            self._buffer = bytearray()
+            return self._end_skip(rest)
         if not self._buffer:
             return None
         data = bytes(self._buffer)
@@ -162,6 +183,7 @@ class StdioWire:
             newline = chunk.find(b"\n")
             if newline < 0:
                 self._skipped += len(chunk)
+                self._keep_tail(chunk[-_EDGE_BYTES:])
                 return True
         self._buffer += chunk
         return True

@@ -54,6 +54,7 @@ from mcp_types import methods as mcp_methods
 from pydantic import ValidationError
 
 from sharedos.compat import mcp_sdk
+from sharedos.jsonrpc_id import EDGE_BYTES, message_id
 from sharedos.upstream.config import UpstreamLimits
 from sharedos.upstream.definitions import over_limits
 
@@ -66,7 +67,7 @@ ENVELOPE_BYTES = 64 * 1024
 #: lines at least this long are parsed in a worker thread
 THREAD_PARSE_BYTES = 256 * 1024
 #: bytes kept of an oversized message's head and tail to find its id
-_EDGE = 4096
+_EDGE = EDGE_BYTES
 #: JSON-RPC error code of a synthesized "your answer is not a valid JSON-RPC message"
 MALFORMED_ANSWER = -32092
 #: JSON-RPC error code of a synthesized "your answer has too many content blocks"
@@ -260,56 +261,6 @@ def _is_first_page(message: Any) -> bool:
     params = getattr(message, "params", None)
     cursor = params.get("cursor") if isinstance(params, dict) else None
     return cursor is None
-
-
-# -- finding the id of a message that was not read whole -------------------------------
-
-_ID_KEY = b'"id"'
-
-
-def _scalar(text: str) -> Any:
-    """A JSON-RPC id (string or integer) at the start of ``text``, else raise ValueError."""
-    value, _ = json.JSONDecoder().raw_decode(text.lstrip())
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError("not an id")
-    return value
-
-
-def _preceded_by_member_start(data: bytes, at: int) -> bool:
-    before = data[:at].rstrip()
-    return before.endswith((b"{", b","))
-
-
-def message_id(head: bytes, tail: bytes) -> Any:
-    """The top-level ``id`` of a JSON-RPC message seen only by its first and last bytes, or None.
-
-    A quote is always escaped inside a JSON string, so ``{"id"`` / ``,"id"`` never
-    occurs inside one; a candidate is accepted only if it is a member of the
-    top-level object: in the head, everything before it parses as the start of that
-    object; in the tail, it and everything after it parse as that object's last
-    members.
-    """
-    at = head.find(_ID_KEY)
-    while at != -1:
-        if _preceded_by_member_start(head, at):
-            prefix = head[:at].rstrip().rstrip(b",")
-            with contextlib.suppress(ValueError):
-                if isinstance(json.loads(prefix + b"}"), dict):
-                    rest = head[at + len(_ID_KEY) :].lstrip()
-                    if rest.startswith(b":"):
-                        return _scalar(rest[1:].decode("utf-8", "ignore"))
-        at = head.find(_ID_KEY, at + 1)
-    at = tail.rfind(_ID_KEY)
-    while at != -1:
-        if _preceded_by_member_start(tail, at):
-            with contextlib.suppress(ValueError, UnicodeDecodeError):
-                members = json.loads(b"{" + tail[at:].rstrip())
-                if isinstance(members, dict) and "id" in members:
-                    value = members["id"]
-                    if isinstance(value, str | int) and not isinstance(value, bool):
-                        return value
-        at = tail.rfind(_ID_KEY, 0, at)
-    return None
 
 
 # -- stdio ------------------------------------------------------------------------------

@@ -11,12 +11,17 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import PARSE_ERROR
 
 from sharedos.bridge import open_turn
 from sharedos.bridge.turnfile import StdioLaunch, TurnFile, read_turn_file, write_turn_file
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import DATA, Runtime, build_runtime
+from tests.bridge.rawwire import INITIALIZED, StdioBridge, frame, initialize
+from tests.bridge.rawwire import call as call_request
+from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
 
@@ -276,3 +281,74 @@ async def test_stdio_cancellation_is_recorded(tmp_path: Path, mode: str) -> None
     assert not after.is_error
     outcomes = [(r.tool, str(r.outcome)) for r in evidence.query(turn_id=ctx.turn_id)]
     assert outcomes == [("test_wait", "cancelled"), ("test_simple_text", "succeeded")]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_oversized_call_is_answered_for_its_id_not_left_waiting(
+    files_runtime: Runtime, mode: str
+) -> None:
+    """A line over the frame limit is never held whole, but its request is answered.
+
+    On stdio the id is the only way a client matches an answer to its request:
+    the refusal went out with ``id: null`` and the SDK client waited until its
+    own timeout (it has none by default) for a call the bridge had refused.
+    """
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    big = {"path": "/home/alice/big.txt", "content": "x" * (5 * 1024 * 1024)}
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        async with Client(_params(turn.command), mode=mode) as client:
+            await client.list_tools()
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("files.write", big, read_timeout_seconds=bound(60))
+            after = await client.call_tool("files.read", {"path": "/home/alice/notes.txt"})
+    assert raised.value.error.code == PARSE_ERROR, raised.value.error  # not -32001, a timeout
+    assert "larger than the transport accepts" in raised.value.error.message
+    assert not after.is_error
+    assert not (rt.sandbox / "home" / "alice" / "big.txt").exists()
+    (refused, read) = rt.evidence.query(turn_id=alice.turn_id)
+    assert str(refused.reason) == "malformed_request" and str(read.outcome) == "succeeded"
+    assert dict(refused.diagnostics or {})["malformed"]["problem"] == "oversized"
+
+
+async def test_lines_that_cannot_be_parsed_are_answered_for_a_legible_id(
+    files_runtime: Runtime,
+) -> None:
+    """The TypeScript SDK writes ``id`` last; a line of another request, a line cut short
+    and one with trailing bytes are answered for their ids too."""
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    filler = "x" * (5 * 1024 * 1024)
+    ts_order = {
+        "method": "tools/call",
+        "params": {
+            "name": "files.write",
+            "arguments": {"path": "/home/alice/b", "content": filler},
+        },
+        "jsonrpc": "2.0",
+        "id": "ts-7",
+    }
+    other = {"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"cursor": filler}}
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.send_line(frame(initialize(1)))
+            await bridge.wait_reply(1)
+            await bridge.send_line(frame(INITIALIZED))
+            call = frame(call_request(9, "files.write", {"path": "/home/alice/b", "content": "x"}))
+            for line in (json.dumps(ts_order).encode(), json.dumps(other).encode()):
+                await bridge.send_line(line)
+            await bridge.send_line(call[:-2])  # cut short
+            await bridge.send_line(call.replace(b'"id":9', b'"id":10') + b" trailing")
+            answers = [
+                await bridge.wait_reply(request_id, timeout=bound(60))
+                for request_id in ("ts-7", 8, 9, 10)
+            ]
+        finally:
+            await bridge.process.aclose()
+    for answer in answers:
+        assert answer["error"]["code"] == PARSE_ERROR, answer
+    assert not (rt.sandbox / "home" / "alice" / "b").exists()
+    assert len(rt.evidence.query(turn_id=alice.turn_id)) == 4  # each recorded, nothing run

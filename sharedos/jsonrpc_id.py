@@ -1,0 +1,73 @@
+"""The ``id`` of a JSON-RPC message that was too large to read whole, from its edges.
+
+Both ends of the wire meet such messages: an upstream's answer over its
+result limit (``sharedos.upstream.transport``) and a harness's request over
+the bridge's frame limit (``sharedos.bridge.stdio_wire``). Neither is held
+in memory; only its first and last ``EDGE_BYTES`` are kept, and the id read
+from them is what lets the one request it belongs to be answered at once,
+instead of waiting out a timeout (on stdio, the id is the only way a peer
+matches an answer to its request).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+__all__ = ["EDGE_BYTES", "message_id"]
+
+#: bytes kept of an oversized message's head and tail to find its id
+EDGE_BYTES = 4096
+
+_ID_KEY = b'"id"'
+
+
+def _scalar(text: str) -> Any:
+    """A JSON-RPC id (string or integer) at the start of ``text``, else raise ValueError.
+
+    The value must end before ``text`` does: a head cut inside a number (``"id":12`` of
+    ``"id":1234``) would otherwise name another request.
+    """
+    text = text.lstrip()
+    value, end = json.JSONDecoder().raw_decode(text)
+    if isinstance(value, bool) or not isinstance(value, str | int) or end >= len(text):
+        raise ValueError("not an id")
+    return value
+
+
+def _preceded_by_member_start(data: bytes, at: int) -> bool:
+    before = data[:at].rstrip()
+    return before.endswith((b"{", b","))
+
+
+def message_id(head: bytes, tail: bytes) -> Any:
+    """The top-level ``id`` of a JSON-RPC message seen only by its first and last bytes, or None.
+
+    A quote is always escaped inside a JSON string, so ``{"id"`` / ``,"id"`` never
+    occurs inside one; a candidate is accepted only if it is a member of the
+    top-level object: in the head, everything before it parses as the start of that
+    object; in the tail, it and everything after it parse as that object's last
+    members.
+    """
+    at = head.find(_ID_KEY)
+    while at != -1:
+        if _preceded_by_member_start(head, at):
+            prefix = head[:at].rstrip().rstrip(b",")
+            with contextlib.suppress(ValueError):
+                if isinstance(json.loads(prefix + b"}"), dict):
+                    rest = head[at + len(_ID_KEY) :].lstrip()
+                    if rest.startswith(b":"):
+                        return _scalar(rest[1:].decode("utf-8", "ignore"))
+        at = head.find(_ID_KEY, at + 1)
+    at = tail.rfind(_ID_KEY)
+    while at != -1:
+        if _preceded_by_member_start(tail, at):
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                members = json.loads(b"{" + tail[at:].rstrip())
+                if isinstance(members, dict) and "id" in members:
+                    value = members["id"]
+                    if isinstance(value, str | int) and not isinstance(value, bool):
+                        return value
+        at = tail.rfind(_ID_KEY, 0, at)
+    return None
