@@ -271,7 +271,30 @@ class RuntimeHost:
         if auth.reason is ReasonCode.APPROVAL_REQUIRED:
             # 1a. the approval step: one Authorization to another (allowed, or the refusal
             # naming an approval); its events are in the chain before the row is built
-            auth = await settle(self.approvals, auth, call, context, self.kernel.policy_hash, peer)
+            try:
+                auth = await settle(
+                    self.approvals, auth, call, context, self.kernel.policy_hash, peer
+                )
+            except anyio.get_cancelled_exc_class():
+                # Cancelled while the approval was being settled (the client asked, and the
+                # call cancelled or the turn closed meanwhile): the attempt is on record
+                # before the cancellation goes on, as at every other step.
+                unsettled = _refused_as(
+                    auth, ReasonCode.CANCELLED, "cancelled while its approval was being settled"
+                )
+                with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
+                    await self._record_refusal(
+                        unsettled,
+                        call,
+                        context,
+                        catalog,
+                        diagnostics,
+                        identity,
+                        started,
+                        t0,
+                        shadow,
+                    )
+                raise
         tool = auth.tool
         if auth.reason is not _ALLOWED or tool is None or tool.handler is None:
             if auth.reason is _ALLOWED:  # allowed, but nothing to run it with

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from sharedos.policy import compile_source
 from sharedos.toolpolicy import ToolPolicy
 from sharedos.tools.files import register_files_tools
 from tests.bridge.conftest import http_client
+from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
 
@@ -249,3 +251,47 @@ async def test_an_approval_of_a_closed_turn_cannot_be_answered(tmp_path: Path) -
     assert late.exit_code == 1 and "is expired, not pending" in late.output
     kinds = [link.kind for link in s.store.iter_links(BOB.turn_id)]
     assert kinds[-1] == "seal" and kinds.count("approval") == 2
+
+
+@pytest.mark.parametrize("cancelled_by", ["client", "turn close"])
+async def test_a_call_cancelled_while_its_approver_is_asked_is_recorded(
+    tmp_path: Path, cancelled_by: str
+) -> None:
+    """The approval step runs before the attempt row; a cancellation there (the client's
+    ``notifications/cancelled`` while the form is shown, or the turn closing) left no
+    record of the call at all: ``evidence counts`` said 0 attempts."""
+    import anyio
+
+    s = Setup(tmp_path)
+    person = Person(None)  # asked, never answers
+
+    async def call(client: Any) -> None:
+        with contextlib.suppress(Exception):  # the turn closed under the call: no answer
+            await client.call_tool("files.write", ARGS)
+
+    async def asked() -> None:
+        with anyio.fail_after(bound(30)):
+            while not person.asked:
+                await anyio.sleep(0.02)
+
+    async with anyio.create_task_group() as tg:
+        async with (
+            open_turn(s.host, MAYA, RUN) as turn,
+            http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as c,
+        ):
+            if cancelled_by == "client":
+                async with anyio.create_task_group() as calls:
+                    calls.start_soon(call, c)
+                    await asked()
+                    calls.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+                with anyio.fail_after(bound(30)):
+                    while not s.store.query(MAYA.turn_id):
+                        await anyio.sleep(0.02)
+            else:
+                tg.start_soon(call, c)
+                await asked()
+        tg.cancel_scope.cancel()
+    records = s.store.query(MAYA.turn_id)
+    assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
+    assert records[0].tool == "files.write" and records[0].resource == ARGS["path"]
+    assert not s.written.exists()
