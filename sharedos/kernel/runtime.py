@@ -102,6 +102,12 @@ __all__ = ["MAX_ARGUMENT_DEPTH", "HandlerContext", "HandlerResult", "RuntimeHost
 
 logger = logging.getLogger("sharedos.kernel")
 
+#: what a record of a sync handler given up on says: Python cannot stop its thread
+_MAY_STILL_FINISH = (
+    "the handler may already have been running on its thread, which cannot be "
+    "stopped: its effect may still complete"
+)
+
 #: the reasons a handler may name for its own failure (anything else is handler_error)
 _HANDLER_REASONS = frozenset(
     {
@@ -326,8 +332,14 @@ class RuntimeHost:
             ran = await self._run_handler(tool, handler_copy(auth.args, encoded), hctx)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
+                # a sync handler already running on its thread cannot be stopped: the
+                # record says its effect may still happen, rather than that none did
                 cancelled = concluded(
-                    Outcome.CANCELLED, ReasonCode.CANCELLED, None, t0, auth.redactor
+                    Outcome.CANCELLED,
+                    ReasonCode.CANCELLED,
+                    None if tool.handler_is_async else _MAY_STILL_FINISH,
+                    t0,
+                    auth.redactor,
                 )
                 # a failure is reported by the recorder; the attempt row stands (interrupted)
                 with contextlib.suppress(EvidenceUnavailable):
@@ -482,8 +494,11 @@ class RuntimeHost:
                     exc = exc.original
                 return Ran(Outcome.FAILED, ReasonCode.HANDLER_ERROR, f"{type(exc).__name__}: {exc}")
         if scope.cancelled_caught:
+            late = "" if tool.handler_is_async else f"; {_MAY_STILL_FINISH}"
             return Ran(
-                Outcome.FAILED, ReasonCode.TIMEOUT, f"no result within {self.handler_timeout_s:g} s"
+                Outcome.FAILED,
+                ReasonCode.TIMEOUT,
+                f"no result within {self.handler_timeout_s:g} s{late}",
             )
         if not isinstance(result, HandlerResult):
             return Ran(

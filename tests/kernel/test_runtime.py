@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -291,6 +292,42 @@ async def test_cancellation_is_recorded_then_propagates(
         )
     (rec,) = store.query(call_id="scope")
     assert rec.outcome is Outcome.CANCELLED
+
+
+async def test_a_sync_handler_given_up_on_is_recorded_as_possibly_still_running(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    """Python cannot stop a sync handler's thread: a record of one cancelled or timed
+    out says its effect may still complete, never that nothing happened."""
+    started = threading.Event()
+    release = threading.Event()
+
+    def blocking(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        started.set()
+        release.wait(5)
+        return HandlerResult.text("late")
+
+    host = _host_with(misc_tool(blocking), kernel, store, timeout=30)
+    try:
+        with anyio.move_on_after(5) as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def go() -> None:
+                    await host.invoke_tool(
+                        ToolCall(call_id="sync-cancel", tool="misc.echo", arguments={"path": "/x"}),
+                        ALICE,
+                        ALL,
+                    )
+
+                tg.start_soon(go)
+                await anyio.to_thread.run_sync(started.wait, 5)
+                tg.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        (rec,) = store.query(call_id="sync-cancel")
+        assert rec.outcome is Outcome.CANCELLED
+        assert "may still complete" in (rec.error or "")
+    finally:
+        release.set()
 
 
 async def test_secret_arguments_and_credentials_never_reach_the_record(
