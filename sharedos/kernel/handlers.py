@@ -40,6 +40,11 @@ class HandlerContext:
     log: LogHook | None = None
     #: an object for server->client requests (sampling, elicitation); None without a back channel
     peer: Any = None
+    #: ``permits(tool, arguments)``: would the policy allow that call for this caller
+    #: now (a decision only: nothing runs, nothing is recorded)? For a handler that
+    #: reaches past its own resource (a search walking a tree), so it reaches nothing
+    #: the caller could not have named in a call of its own. None: no policy behind it.
+    permits: Callable[[str, Mapping[str, Any]], bool] | None = None
 
     @property
     def resource(self) -> str:

@@ -326,6 +326,7 @@ class RuntimeHost:
             progress=progress,
             log=log,
             peer=peer,
+            permits=self._permits_for(context),
         )
         try:
             encoded = auth.encoded[0] if auth.encoded is not None else None
@@ -466,6 +467,27 @@ class RuntimeHost:
         """What to write for a write given up on (see ``_given_up``)."""
         bound = self.evidence_timeout_s
         return lambda why: _given_up(t0, why, bound, ran=ran, had=had)
+
+    def _permits_for(self, context: AccessContext) -> Callable[[str, Mapping[str, Any]], bool]:
+        """``HandlerContext.permits`` for ``context``: the policy's decision, allow or not.
+
+        Safe from a handler's thread (the policy's caches take their own lock). Any
+        failure to decide is a no: a handler never reaches further on an error.
+        """
+        policy = self.kernel.policy
+        kernel = self.kernel
+
+        def permits(tool: str, arguments: Mapping[str, Any]) -> bool:
+            try:
+                decided_in = kernel.decision_context(context)
+                decision = policy.decide(
+                    tool, dict(arguments), decided_in, context_key=context.cache_key
+                )
+            except Exception:
+                return False
+            return decision.effect is Effect.ALLOW
+
+        return permits
 
     async def _run_handler(
         self, tool: ToolDefinition, args: dict[str, Any], hctx: HandlerContext

@@ -45,6 +45,8 @@ TEMP_PREFIX = ".sharedos-write-"
 _PATH = {"type": "string", "minLength": 1, "description": "Absolute path, e.g. /public/a.txt"}
 
 _Op = Callable[[dict[str, Any], str], HandlerResult]
+#: an op that also reads the handler context (``files.search``: what it may enter)
+_ContextOp = Callable[[dict[str, Any], str, HandlerContext], HandlerResult]
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -56,14 +58,21 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResult]:
+def _handler(
+    op: _Op | None = None, *, with_context: _ContextOp | None = None
+) -> Callable[[dict[str, Any], HandlerContext], HandlerResult]:
     """The one boundary of every files handler: host failures become canonical-path errors."""
+    named = op or with_context
+    assert named is not None
 
     def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
         resource = hctx.decision.resource
         if resource is None:  # every files tool's requirement names its resource
             raise LookupError("this call was authorized without a resource")
         try:
+            if with_context is not None:
+                return with_context(args, resource, hctx)
+            assert op is not None
             return op(args, resource)
         except (SandboxError, OSError, ValueError) as exc:
             # a host failure becomes a message naming the canonical path only
@@ -74,8 +83,8 @@ def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResul
                 is_error=True,
             )
 
-    handler.__name__ = handler.__qualname__ = op.__name__
-    handler.__doc__ = op.__doc__
+    handler.__name__ = handler.__qualname__ = named.__name__
+    handler.__doc__ = named.__doc__
     return handler
 
 
@@ -202,14 +211,27 @@ class _FilesHandlers:
             structured={"path": resource, "entries": entries},
         )
 
-    def search(self, args: dict[str, Any], resource: str) -> HandlerResult:
-        """Singly-linked regular files below a directory whose name (or path) matches a glob."""
+    def search(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
+        """Singly-linked regular files below a directory whose name (or path) matches a glob.
+
+        The call was authorized on its root; below it, each directory is entered and
+        each file matched (its name shown, its content read for ``text``) only when
+        the policy would allow this same search rooted there: a subtree a rule
+        forbids stays out of the results, names and content alike.
+        """
         pattern = str(args["pattern"])
         needle = args.get("text")
+        permits = hctx.permits
+        tool = hctx.call.tool
+
+        def allowed(path: str) -> bool:
+            return permits is None or permits(tool, {**args, "root": path})
+
         walk = _Walk(
             pattern,
             None if needle is None else str(needle).encode("utf-8"),
             int(args.get("max_results", MAX_SEARCH_RESULTS)),
+            allowed,
         )
         with self.sandbox.directory(resource) as fd:
             depth = 0 if resource == "/" else resource.count("/")
@@ -271,8 +293,16 @@ def _shown(name: str) -> str:
 class _Walk:
     """One search: depth-first over real directories (links are never entered or matched)."""
 
-    def __init__(self, pattern: str, needle: bytes | None, limit: int) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        needle: bytes | None,
+        limit: int,
+        allowed: Callable[[str], bool] = lambda path: True,
+    ) -> None:
         self.pattern, self.needle, self.limit = pattern, needle, limit
+        #: may the caller's search reach this path (a directory to enter, a file to match)?
+        self.allowed = allowed
         self.matches: list[str] = []
         self.truncated = False
 
@@ -289,7 +319,8 @@ class _Walk:
                 continue  # vanished since the directory was read
             path = f"{prefix}/{_shown(entry.name)}"
             if stat.S_ISDIR(st.st_mode):
-                self._enter(dfd, entry.name, path, depth)
+                if self.allowed(path):
+                    self._enter(dfd, entry.name, path, depth)
             elif self._matches(st, entry, dfd, path):
                 self.matches.append(path)
 
@@ -313,7 +344,7 @@ class _Walk:
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             return False  # a hard link is neither matched nor listed: it may be another's file
         target = path if "/" in self.pattern else _shown(entry.name)
-        if not fnmatch.fnmatchcase(target, self.pattern):
+        if not fnmatch.fnmatchcase(target, self.pattern) or not self.allowed(path):
             return False
         return self.needle is None or self._contains(dfd, entry.name, path)
 
@@ -345,8 +376,11 @@ def files_tools(
     """The five files tools bound to sandbox ``root`` (an existing directory)."""
     handlers = _FilesHandlers(Sandbox(root))
     read, write, list_, search, delete = (
-        _handler(op)
-        for op in (handlers.read, handlers.write, handlers.list, handlers.search, handlers.delete)
+        _handler(handlers.read),
+        _handler(handlers.write),
+        _handler(handlers.list),
+        _handler(with_context=handlers.search),
+        _handler(handlers.delete),
     )
     meta = ToolMetadata(namespace="files", source=source)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)

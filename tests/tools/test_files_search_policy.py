@@ -1,0 +1,81 @@
+"""``files.search`` reaches nothing a rule keeps from its caller, below an allowed root.
+
+A search is authorized on its root; a policy that permits searching ``/data`` but
+forbids ``/data/secret`` must not have its forbidden files named, or their
+content confirmed, by a search of ``/data`` (each directory entered and each file
+matched is decided as a search rooted there, through the real kernel).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.outcomes import Outcome
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from sharedos.tools import register_files_tools
+
+POLICY = """
+namespace files
+requirement files.search { action search; resource path(args.root) }
+requirement files.read   { action read;   resource path(args.path) }
+
+permit read, search on "/data/**"
+forbid * on "/data/secret/**" unless "admin" in context.roles
+forbid search on "/data/team/{context.principal}-private.txt"
+"""
+RUN = ToolPolicy(name="t", mode=RunMode.OPEN, managed=("files.*",))
+SECRET = "TOP-SECRET-salaries"
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> RuntimeHost:
+    root = tmp_path / "root"
+    for d in ("data/secret/deeper", "data/team"):
+        (root / d).mkdir(parents=True)
+    (root / "data" / "notes.txt").write_text(f"public notes, not {SECRET[:3]}")
+    (root / "data" / "secret" / "salaries.txt").write_text(SECRET)
+    (root / "data" / "secret" / "deeper" / "more.txt").write_text(SECRET)
+    (root / "data" / "team" / "bob-private.txt").write_text(SECRET)
+    (root / "data" / "team" / "plan.txt").write_text(SECRET)
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    store = SqliteEvidenceStore(tmp_path / "e.db")
+    return RuntimeHost(Kernel(compile_source(POLICY, "f.sos"), registry), store)
+
+
+def search(host: RuntimeHost, who: AccessContext, **args: Any) -> list[str]:
+    async def go() -> Any:
+        return await host.invoke_tool(ToolCall(tool="files.search", arguments=args), who, RUN)
+
+    result = anyio.run(go)
+    assert result.outcome is Outcome.SUCCEEDED, result
+    matches: list[str] = result.structured["matches"]
+    return matches
+
+
+def test_a_forbidden_subtree_is_neither_named_nor_searched(host: RuntimeHost) -> None:
+    bob = AccessContext(principal="bob")
+    assert search(host, bob, root="/data", pattern="*.txt") == [
+        "/data/notes.txt",
+        "/data/team/plan.txt",
+    ]
+    assert search(host, bob, root="/data", pattern="*", text=SECRET) == ["/data/team/plan.txt"]
+
+
+def test_what_the_caller_may_search_is_found(host: RuntimeHost) -> None:
+    admin = AccessContext(principal="root", roles=("admin",))
+    found = search(host, admin, root="/data", pattern="*", text=SECRET)
+    assert found == [
+        "/data/secret/deeper/more.txt",
+        "/data/secret/salaries.txt",
+        "/data/team/bob-private.txt",
+        "/data/team/plan.txt",
+    ]
