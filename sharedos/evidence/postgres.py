@@ -262,7 +262,10 @@ class PostgresEvidenceStore:
             f"-c statement_timeout={int(self._statement_timeout_s * 1000)} "
             f"-c lock_timeout={int(self._statement_timeout_s * 1000)} "
             "-c idle_in_transaction_session_timeout=10000 "
-            "-c synchronous_commit=on"
+            "-c synchronous_commit=on "
+            # the chain's head race is written for read committed: a role or database
+            # defaulting to serializable would fail some commits with 40001
+            "-c default_transaction_isolation=read\\ committed"
         )
         if self.read_only:
             options += " -c default_transaction_read_only=on"

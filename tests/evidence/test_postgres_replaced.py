@@ -100,3 +100,24 @@ def test_a_new_connection_that_cannot_read_the_store_id_yet_is_not_a_replaced_st
         assert [r.call_id for r in store.query()] == ["a", "c"]
     finally:
         store.close()
+
+
+def test_the_store_writes_read_committed_whatever_the_role_defaults_to(pg_url: str) -> None:
+    """The chain's head race is written for read committed; a role set to default to
+    serializable would fail some commits (40001) under concurrent writers."""
+    PostgresEvidenceStore(pg_url).close()
+    with admin(pg_url) as conn:
+        role = conn.execute("SELECT current_user").fetchone()[0]
+        conn.execute(f'ALTER ROLE "{role}" SET default_transaction_isolation = serializable')
+    try:
+        store = PostgresEvidenceStore(pg_url)
+        try:
+            store.finish(store.begin(attempt("a")), OK)
+            with store._conn() as conn:
+                level = conn.execute("SHOW default_transaction_isolation").fetchone()[0]
+            assert level == "read committed"
+        finally:
+            store.close()
+    finally:
+        with admin(pg_url) as conn:
+            conn.execute(f'ALTER ROLE "{role}" RESET default_transaction_isolation')
