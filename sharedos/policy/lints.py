@@ -471,11 +471,19 @@ def _lint_rules(
     if ctx is None:
         return
     resolved: dict[int, Resolved] = {}
+    # What a rule can reach, whatever the context: each segment holding a hole
+    # matches any one segment (what a forbid's unsafe hole matches, and a superset
+    # of what any value can make it match). The placeholder above is a value no
+    # resource segment spells, so it cannot say "never matches" (a hole beside a
+    # template's fixed text, 'org-{args.owner}', is met by the value 'org-a').
+    reach: dict[int, Resolved] = {}
     for rule in rules:
         try:
-            resolved[id(rule)] = resolve(parse_pattern(rule.pattern.raw), ctx)
+            encoded = parse_pattern(rule.pattern.raw)
         except PatternSyntaxError:
             continue  # the checker reports it (SOS207)
+        resolved[id(rule)] = resolve(encoded, ctx)
+        reach[id(rule)] = resolve(encoded, {}, forbid=True)
 
     def governed(rule: ast.Rule) -> list[ast.Requirement]:
         reqs = by_ns.get(rule.namespace, [])
@@ -485,7 +493,7 @@ def _lint_rules(
 
     reachable: dict[int, list[ast.Requirement]] = {}
     for rule in rules:
-        pat = resolved.get(id(rule))
+        pat = reach.get(id(rule))
         reqs = governed(rule)
         if pat is None or not reqs:
             continue  # unknown actions are the checker's SOS201
@@ -544,6 +552,11 @@ def _lint_rules(
         ppat = resolved[id(permit)]
         wanted = effective_actions(permit)
         shapes = [_shape(req) for req in matched_reqs]
+        if not all(meets_shape(ppat, shape) for shape in shapes):
+            # the placeholder spelling meets no resource of some shape the rule can
+            # reach (coverage of it would hold vacuously): weigh what the permit can
+            # reach in any context instead
+            ppat = reach[id(permit)]
         if all(shape == ("path",) for shape in shapes):
             candidates = list(tries.get(permit.namespace, TrieNode()).along(literal_prefix(ppat)))
         else:

@@ -135,6 +135,40 @@ def test_rule_that_never_matches_its_resources() -> None:
     assert codes('namespace gh\npermit read on "sharedos/*"\n') == []
 
 
+ORG = (
+    "namespace org\n"
+    'requirement org.admin { action admin; resource "org-{args.owner}/x/{args.repo}" }\n'
+    'permit admin on "**"\n'
+)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # each matches org-a/x/v7 for some principal (and, as a forbid, for a missing one)
+        'forbid admin on "*/{context.principal}/**"',
+        'forbid admin on "{context.principal}/**/v7"',
+        'permit admin on "{context.principal}/x/*"',
+        'permit admin on "org-{context.principal}/*/*"',
+    ],
+)
+def test_a_hole_beside_a_templates_fixed_text_can_match(rule: str) -> None:
+    """A context hole is some value, not a placeholder no resource spells: a rule that
+    matches, and a forbid that really forbids (decided below), is never told to
+    "never match" (SOS504), nor its permit shadowed by an unrelated forbid (SOS503)."""
+    body = ORG + rule + '\nforbid admin on "org-zzz/**"\n'
+    assert codes(body) == []
+    if rule.startswith("permit"):  # a forbid that does cover it still shadows it (and "**")
+        assert codes(ORG + rule + '\nforbid admin on "*/*/*"\n') == ["SOS503", "SOS503"]
+    if rule.startswith("forbid"):
+        policy = compile_source(HEAD + body, "l.sos")
+        args = {"owner": "a", "repo": "v7"}
+        for ctx in ({"principal": "x"}, {"principal": "org-a"}, {}):
+            decision = policy.decide("org.admin", args, {"roles": [], **ctx})
+            if ctx.get("principal") == ("x" if "*/{" in rule else "org-a") or not ctx:
+                assert decision.reason.value == "forbidden"
+
+
 # -- SOS505 / SOS506: catalogue
 
 
