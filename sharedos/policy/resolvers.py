@@ -127,6 +127,15 @@ def template_resolver(enc: Mapping[str, Any]) -> Resolver:
                     )
                 )
         res = "/".join(out)
+        if not is_nfc(res):
+            # Each hole is NFC, but a hole that starts with a combining mark composes
+            # with the text before it ('cafe' + '\u0301' is the NFD spelling of
+            # 'café'): the resource as a whole must be NFC too, or it would reach the
+            # rules under a spelling no NFC pattern names.
+            raise Unresolvable(
+                f"resource {res[:60]!r} is not in Unicode normalization form C (NFC); "
+                "send its arguments normalized"
+            )
         return ("/" + res if absolute else res), out
 
     return resolve_template

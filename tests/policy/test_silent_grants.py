@@ -383,6 +383,43 @@ def test_a_resource_not_in_nfc_is_refused_as_invalid_input(tool: str, args: dict
     assert "normalization form C" in d.detail
 
 
+COMPOSED = (
+    "namespace gh\n"
+    'requirement gh.pair { action read; resource "{args.owner}{args.repo}/x" }\n'
+    'requirement gh.pre { action read; resource "cafe{args.tail}" }\n'
+    'requirement gh.get { action read; resource "{args.owner}/{args.repo}" }\n'
+    'permit read on "**"\n'
+    'forbid read on "café/**"\n'
+    'forbid read on "café*"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        # each hole is NFC on its own ('\u0301' alone is), but it composes with the
+        # text before it: the resource would be the NFD spelling of 'café'
+        ("gh.pair", {"owner": "cafe", "repo": "\u0301"}),
+        ("gh.pre", {"tail": "\u0301"}),
+        ("gh.pre", {"tail": "\u0301s"}),
+    ],
+)
+def test_holes_that_compose_into_a_resource_not_in_nfc_are_refused(
+    tool: str, args: dict[str, Any]
+) -> None:
+    d = compile_source(COMPOSED, "t.sos").decide(tool, args, CTX)
+    assert (d.effect.value, d.reason.value) == ("deny", "unresolvable_resource")
+    assert "normalization form C" in d.detail
+
+
+def test_holes_in_nfc_still_resolve() -> None:
+    policy = compile_source(COMPOSED, "t.sos")
+    assert policy.decide("gh.pair", {"owner": "caf", "repo": "é"}, CTX).reason.value == "forbidden"
+    assert policy.decide("gh.pre", {"tail": "s"}, CTX).allowed
+    # a combining mark after '/' composes with nothing: NFC, resolved as it is
+    assert policy.decide("gh.get", {"owner": "a", "repo": "\u0301"}, CTX).allowed
+
+
 def test_the_nfc_spelling_meets_its_forbid() -> None:
     policy = compile_source(UNICODE, "t.sos")
     assert policy.decide("files.read", {"path": "/café/menu"}, CTX).reason.value == "forbidden"
