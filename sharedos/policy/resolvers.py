@@ -18,7 +18,10 @@ from sharedos.policy.paths import UnresolvablePath, canonical_path
 from sharedos.policy.patterns import Shape
 from sharedos.policy.text import is_nfc
 
-_UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
+# '/', C0 controls, DEL, C1 controls, and lone surrogates: as for paths
+# (``sharedos.policy.paths``), a lone surrogate is not text; an upstream that maps
+# it to raw bytes (surrogateescape) would read '\udcc3\udca9' as 'é'.
+_UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class Unresolvable(PolicyLanguageError):
@@ -89,7 +92,8 @@ def _hole_value(args: Any, path: tuple[str, ...]) -> str:
         raise Unresolvable(f"argument {'.'.join(('args', *path))} must be a string")
     if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):
         raise Unresolvable(
-            f"argument {'.'.join(('args', *path))}={value[:60]!r} is empty, '.', '..' or contains '/' or a control character"
+            f"argument {'.'.join(('args', *path))}={value[:60]!r} is empty, '.', '..' or contains '/', "
+            "a control character or a lone surrogate"
         )
     if not is_nfc(value):
         raise Unresolvable(

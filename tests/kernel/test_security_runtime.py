@@ -231,10 +231,12 @@ async def test_weird_names_and_arguments_always_produce_a_recorded_result(
     result.to_mcp()  # the answer can always be put on a wire
 
 
-async def test_a_lone_surrogate_in_a_template_resource_is_still_recorded(
+async def test_a_lone_surrogate_in_a_template_resource_is_refused_and_still_recorded(
     store: SqliteEvidenceStore,
 ) -> None:
-    # JSON can carry "\udc80"; a record that cannot be written would erase the attempt
+    # JSON can carry "\udc80"; a record that cannot be written would erase the attempt.
+    # A lone surrogate is not text (an OS maps it to raw bytes): a template hole holding
+    # one is unresolvable, as a path holding one is, and the refusal is recorded.
     policy = compile_source(
         "namespace repo\n"
         'requirement repo.get { action read; resource "{args.owner}/{args.name}" }\n'
@@ -256,13 +258,19 @@ async def test_a_lone_surrogate_in_a_template_resource_is_still_recorded(
     )
     host = RuntimeHost(Kernel(policy, ToolRegistry([tool])), store)
     run = ToolPolicy(name="r", mode=RunMode.OPEN, managed=("repo.*",))
-    for i, (owner, outcome) in enumerate(
-        [("secret", Outcome.DENIED), ("a\udc80", Outcome.SUCCEEDED), ("\ud800x", Outcome.SUCCEEDED)]
+    for i, (owner, name, reason) in enumerate(
+        [
+            ("secret", "x", ReasonCode.FORBIDDEN),
+            ("a\udc80", "x", ReasonCode.UNRESOLVABLE_RESOURCE),
+            ("\ud800x", "x\udfff", ReasonCode.UNRESOLVABLE_RESOURCE),
+            ("a", "x\udfff", ReasonCode.UNRESOLVABLE_RESOURCE),
+        ]
     ):
         call = ToolCall(
-            call_id=f"sur-{i}", tool="repo.get", arguments={"owner": owner, "name": "x\udfff"}
+            call_id=f"sur-{i}", tool="repo.get", arguments={"owner": owner, "name": name}
         )
         result = await host.invoke_tool(call, ALICE, run)
-        assert result.outcome is outcome, result.error
-        rec = _recorded(store, result)
-        assert rec.resource is not None and rec.resource.endswith("\\udfff")
+        assert (result.outcome, result.reason) == (Outcome.DENIED, reason), result.error
+        _recorded(store, result)
+    ok_call = ToolCall(call_id="sur-ok", tool="repo.get", arguments={"owner": "a", "name": "x"})
+    assert (await host.invoke_tool(ok_call, ALICE, run)).outcome is Outcome.SUCCEEDED

@@ -412,6 +412,25 @@ def test_holes_that_compose_into_a_resource_not_in_nfc_are_refused(
     assert "normalization form C" in d.detail
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"owner": "caf\udcc3\udca9", "repo": "x"},  # 'é' as surrogate-escaped bytes
+        {"owner": "a", "repo": "\ud800"},
+        {"owner": "\udfff", "repo": "b"},
+    ],
+)
+def test_a_lone_surrogate_in_a_template_hole_is_refused_as_in_a_path(args: dict[str, Any]) -> None:
+    """A path with a lone surrogate is unresolvable (it is not text: an OS maps it to raw
+    bytes); a template hole was not held to that rule, so the same bytes reached the
+    rules through a template, as a name no pattern spells."""
+    policy = compile_source(COMPOSED, "t.sos")
+    d = policy.decide("gh.get", args, CTX)
+    assert (d.effect.value, d.reason.value) == ("deny", "unresolvable_resource")
+    assert "lone surrogate" in d.detail
+    assert policy.decide("gh.get", {"owner": "a", "repo": "b"}, CTX).allowed
+
+
 def test_holes_in_nfc_still_resolve() -> None:
     policy = compile_source(COMPOSED, "t.sos")
     assert policy.decide("gh.pair", {"owner": "caf", "repo": "é"}, CTX).reason.value == "forbidden"
