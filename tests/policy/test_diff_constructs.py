@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sharedos.policy.analysis.clock_values import MemberUses, now_values
 from sharedos.policy.analysis.strings import Glob, representatives
 from sharedos.policy.clock import FIELDS, WEEKDAYS
@@ -215,3 +217,40 @@ def test_clock_classes_are_every_combination_of_hour_and_weekday() -> None:
     assert len({(a, b) for a, b, _ in classes}) == 5
     assert len({w if w in ("sat", "sun") else "other" for *_, w in classes}) == 3
     assert len(classes) == 5 * 3 == len(domain.values)
+
+
+# --------------------------------------------- a context hole against a template
+
+
+@pytest.mark.parametrize(
+    ("template", "added", "changed"),
+    [
+        # each was "no change" (exit 0 under --kind widened) while the new permit
+        # allows calls: the context values tried came from the rules' patterns only
+        # ('org-a', 'zz'), never from the template's fixed text
+        ("org-{args.owner}/x/{args.repo}", "{context.principal}/x/*", True),  # org-...
+        ("org-{args.owner}/x/{args.repo}", "*/{context.principal}/*", True),  # x
+        ("a/{args.owner}/b", "{context.principal}/**", True),  # a
+        ("pre{args.owner}", "{context.principal}", True),  # pre...
+        ("{args.owner}.git/{args.repo}", "org-{context.principal}/**", True),  # org-a.git
+        # never: 'x' is not 'p' + anything
+        ("org-{args.owner}/x/{args.repo}", "*/p{context.principal}/*", False),
+    ],
+)
+def test_a_hole_is_tried_with_the_values_a_templates_own_segments_need(
+    template: str, added: str, changed: bool
+) -> None:
+    old = (
+        "namespace gh\n"
+        f'requirement gh.t {{ action admin; resource "{template}" }}\n'
+        'permit admin on "org-a/**"\n'
+        'permit admin on "zz/**"\n'
+    )
+    new = old + f'permit admin on "{added}"\n'
+    report = diff_texts(old, new, max_examples=0)
+    assert assert_real(old, new, report) == sum(len(g.examples) for g in report.groups)
+    assert report.complete
+    if changed:
+        assert report.verdict == "changed" and kinds(report) == {"widened"}
+    else:
+        assert report.verdict == "unchanged"

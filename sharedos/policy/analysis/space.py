@@ -267,6 +267,18 @@ class RequestSpace:
                     globs.setdefault(Glob.literal(seg[1]), None)
                 elif seg[0] == "G" and all(p[0] != "c" for p in seg[1]):
                     globs.setdefault(Glob.of_pieces(seg[1]), None)
+        # A template's own segments decide too: '{context.principal}' meets the
+        # segment 'org-{args.owner}' only for a value that starts with 'org-', and
+        # the segment 'x' of '{args.owner}/x/{args.repo}' only for 'x'; the rules'
+        # patterns alone may never suggest one ('org-a/**' gives 'org-a', not
+        # another 'org-' value), so a permit granted to every such principal would
+        # have no witness.
+        for side in (self.old, self.new):
+            shape = side.shape
+            if shape is not None and shape.template is not None:
+                for tseg in shape.template:
+                    if any(p[0] == "t" for p in tseg):
+                        globs.setdefault(Glob.of_pieces(tseg), None)
         return list(globs)
 
     def _resource_atom_values(self, atom: ResourceAtom, rules: Sequence[RuleRecord]) -> None:
