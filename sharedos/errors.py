@@ -13,6 +13,7 @@ classes live beside the code that raises them; the tree (checked by
     ├── VendorVersionError(ImportError)           sharedos.compat
     │   └── LarkVersionError                      sharedos.compat.lark
     ├── SandboxError                              sharedos.pathwalk
+    ├── UnreadableFile(OSError)                   sharedos.textfile
     ├── PolicyLanguageError                       sharedos.errors
     │   ├── PolicyError                           sharedos.policy.diagnostics
     │   ├── SyntaxProblem                         sharedos.policy.literals

@@ -19,13 +19,15 @@ import errno
 import os
 import stat
 
+from sharedos.errors import SharedOSError
+
 __all__ = ["DEFAULT_LIMIT", "UnreadableFile", "read_bytes", "read_private", "read_text"]
 
 #: far above any host file, key or bundle SharedOS writes (a 10,000-rule bundle is a few MB)
 DEFAULT_LIMIT = 256 * 1024 * 1024
 
 
-class UnreadableFile(OSError):
+class UnreadableFile(SharedOSError, OSError):
     """The file cannot be used: not a regular file or pipe, too large, or not UTF-8."""
 
     def __str__(self) -> str:  # the callers name the file themselves
