@@ -21,7 +21,14 @@ import stat
 
 from sharedos.errors import SharedOSError
 
-__all__ = ["DEFAULT_LIMIT", "UnreadableFile", "read_bytes", "read_private", "read_text"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "UnreadableFile",
+    "decode_text",
+    "read_bytes",
+    "read_private",
+    "read_text",
+]
 
 #: far above any host file, key or bundle SharedOS writes (a 10,000-rule bundle is a few MB)
 DEFAULT_LIMIT = 256 * 1024 * 1024
@@ -52,7 +59,8 @@ def read_private(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes
 def _read(path: str | os.PathLike[str], limit: int, *, private: bool) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        mode = st.st_mode
         if private and stat.S_ISREG(mode) and mode & 0o077:
             raise UnreadableFile(
                 errno.EACCES,
@@ -68,7 +76,7 @@ def _read(path: str | os.PathLike[str], limit: int, *, private: bool) -> bytes:
         chunks: list[bytes] = []
         size = 0
         # a regular file in one read (plus the one that sees its end); a pipe in steps
-        step = min(max(os.fstat(fd).st_size + 1, 1 << 16), limit + 1)
+        step = min(max(st.st_size + 1, 1 << 16), limit + 1)
         while True:
             chunk = os.read(fd, step)
             if not chunk:
@@ -90,11 +98,18 @@ def read_text(path: str | os.PathLike[str], *, limit: int = DEFAULT_LIMIT) -> st
     """
     data = read_bytes(path, limit=limit)
     try:
-        text = data.decode("utf-8-sig")
+        return decode_text(data)
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise UnreadableFile(
             errno.EILSEQ, f"not UTF-8 text (line {line}, byte {col} of the line)", os.fspath(path)
         ) from None
+
+
+def decode_text(data: bytes) -> str:
+    """``data`` as ``read_text`` reads a file: UTF-8 without a leading byte-order mark,
+    ``\r\n`` and ``\r`` as ``\n``; ``UnicodeDecodeError`` (positions in ``data``)
+    for bytes that are not UTF-8, for a caller that shows where."""
+    text = data.decode("utf-8-sig")
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text

@@ -33,9 +33,8 @@ import anyio.lowlevel
 from sharedos.jsonrpc_id import EDGE_BYTES
 
 _READ_CHUNK = 64 * 1024
-#: bytes kept of each end of an oversized line: its request id is read from them (so the
-#: request is answered, not left waiting) and its head's fingerprint recorded; never stored
-_EDGE_BYTES = EDGE_BYTES
+# EDGE_BYTES of each end of an oversized line are kept: its request id is read from them
+# (so the request is answered, not left waiting) and its head's fingerprint recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,20 +126,20 @@ class StdioWire:
             return self._end_skip(data)
         if len(data) > self._max:
             return RawLine(
-                data=data[:_EDGE_BYTES], size=len(data), oversized=True, tail=data[-_EDGE_BYTES:]
+                data=data[:EDGE_BYTES], size=len(data), oversized=True, tail=data[-EDGE_BYTES:]
             )
         return RawLine(data=data, size=len(data))
 
     def _skip(self, count: int) -> None:
         if not self._skipping:
             self._skipping = True
-            self._skipped_head = bytes(self._buffer[:_EDGE_BYTES])
+            self._skipped_head = bytes(self._buffer[:EDGE_BYTES])
         self._skipped += count
-        self._keep_tail(bytes(self._buffer[max(0, count - _EDGE_BYTES) : count]))
+        self._keep_tail(bytes(self._buffer[max(0, count - EDGE_BYTES) : count]))
         del self._buffer[:count]
 
     def _keep_tail(self, piece: bytes) -> None:
-        self._skipped_tail = (self._skipped_tail + piece)[-_EDGE_BYTES:]
+        self._skipped_tail = (self._skipped_tail + piece)[-EDGE_BYTES:]
 
     def _end_skip(self, rest: bytes) -> RawLine:
         """The oversized line being skipped ends with ``rest``."""
@@ -183,7 +182,7 @@ class StdioWire:
             newline = chunk.find(b"\n")
             if newline < 0:
                 self._skipped += len(chunk)
-                self._keep_tail(chunk[-_EDGE_BYTES:])
+                self._keep_tail(chunk[-EDGE_BYTES:])
                 return True
         self._buffer += chunk
         return True

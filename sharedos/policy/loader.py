@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
 import gc
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from sharedos import textfile
 from sharedos.policy import ast
 from sharedos.policy.checker import CheckResult, check
 from sharedos.policy.compiler import compile_program
@@ -83,18 +82,9 @@ def undecodable(path: Path, exc: UnicodeDecodeError) -> Diagnostic:
 def read_file(path: Path) -> tuple[str | None, Diagnostic | None]:
     """Read a policy file as UTF-8; a diagnostic instead of an exception on failure."""
     try:
-        # Opened without blocking: a named pipe nobody writes to would block the open
-        # forever. A pipe then reads to its end (``check <(generate)`` works; a pipe
-        # with no writer reads as empty); a device or socket is not a policy file.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        # utf-8-sig: a byte-order mark some editors write is not policy text
-        with os.fdopen(fd, encoding="utf-8-sig") as fh:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISFIFO(mode):
-                os.set_blocking(fd, True)
-            elif not stat.S_ISREG(mode):
-                raise OSError(errno.EINVAL, "not a regular file")
-            return fh.read(), None
+        # never waits on a pipe nobody writes to (``check <(generate)`` works); a device
+        # or socket is refused (``sharedos.textfile``)
+        return textfile.decode_text(textfile.read_bytes(path)), None
     except UnicodeDecodeError as exc:
         return None, undecodable(path, exc)
     except OSError as exc:

@@ -66,8 +66,6 @@ RESPONSE_TOO_LARGE = -32090
 ENVELOPE_BYTES = 64 * 1024
 #: lines at least this long are parsed in a worker thread
 THREAD_PARSE_BYTES = 256 * 1024
-#: bytes kept of an oversized message's head and tail to find its id
-_EDGE = EDGE_BYTES
 #: JSON-RPC error code of a synthesized "your answer is not a valid JSON-RPC message"
 MALFORMED_ANSWER = -32092
 #: JSON-RPC error code of a synthesized "your answer has too many content blocks"
@@ -330,11 +328,11 @@ class _Line:
         if not self.over and self.size + len(piece) > bound:
             self.over = True
             joined = b"".join(self.chunks)
-            self.head = (joined + piece[:_EDGE])[:_EDGE]
+            self.head = (joined + piece[:EDGE_BYTES])[:EDGE_BYTES]
             self.chunks = []
-            self.tail = (joined + piece)[-_EDGE:]
+            self.tail = (joined + piece)[-EDGE_BYTES:]
         elif self.over:
-            self.tail = (self.tail + piece)[-_EDGE:]
+            self.tail = (self.tail + piece)[-EDGE_BYTES:]
         else:
             self.chunks.append(piece)
         self.size += len(piece)
