@@ -191,9 +191,21 @@ class Kernel:
         """Step 5: the policy's decision for ``tool`` with ``args`` in ``context`` (its
         ``decision_context``: the clock's ``now`` when the policy reads the time; pass
         ``decided_in`` when the caller already took it, so both see one moment)."""
+        return self.decide_named(tool.name, args, context, decided_in=decided_in)
+
+    def decide_named(
+        self,
+        tool_name: str,
+        args: Mapping[str, Any],
+        context: AccessContext,
+        *,
+        decided_in: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """``decide`` for a tool known by its name alone (a handler asking about another
+        call of the caller's, ``HandlerContext.permits``)."""
         if decided_in is None:
             decided_in = self.decision_context(context)
-        return self.policy.decide(tool.name, args, decided_in, context_key=context.cache_key)
+        return self.policy.decide(tool_name, args, decided_in, context_key=context.cache_key)
 
     def view(self, context: AccessContext) -> RegistryView:
         """The tools ``context`` may be offered (shared + its providers' tools)."""

@@ -474,15 +474,11 @@ class RuntimeHost:
         Safe from a handler's thread (the policy's caches take their own lock). Any
         failure to decide is a no: a handler never reaches further on an error.
         """
-        policy = self.kernel.policy
         kernel = self.kernel
 
         def permits(tool: str, arguments: Mapping[str, Any]) -> bool:
             try:
-                decided_in = kernel.decision_context(context)
-                decision = policy.decide(
-                    tool, dict(arguments), decided_in, context_key=context.cache_key
-                )
+                decision = kernel.decide_named(tool, dict(arguments), context)
             except Exception:
                 return False
             return decision.effect is Effect.ALLOW
