@@ -19,7 +19,8 @@ outcome at once. So the count of attempts stays honest after the store
 recovers. A write the store refused for a cause that passes and that left
 nothing behind (``locked``: it never got the write lock; ``disk_full``: its
 transaction was rolled back) is owed the same way: once a later write lands,
-what its caller was told is written (up to ``max_pending`` such records). Once the writer has made no progress for ``timeout_s`` while
+what its caller was told is written (up to ``max_pending`` such records).
+Once the writer has made no progress for ``timeout_s`` while
 writes are waiting, new writes fail at once instead of each waiting the
 full bound; more than ``max_pending`` waiting writes are refused outright.
 

@@ -44,9 +44,9 @@ TEMP_PREFIX = ".sharedos-write-"
 
 _PATH = {"type": "string", "minLength": 1, "description": "Absolute path, e.g. /public/a.txt"}
 
-_Op = Callable[[dict[str, Any], str], HandlerResult]
-#: an op that also reads the handler context (``files.search``: what it may enter)
-_ContextOp = Callable[[dict[str, Any], str, HandlerContext], HandlerResult]
+#: (arguments, the canonical resource, the handler context: ``files.search`` asks it what
+#: it may enter)
+_Op = Callable[[dict[str, Any], str, HandlerContext], HandlerResult]
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -58,22 +58,15 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-def _handler(
-    op: _Op | None = None, *, with_context: _ContextOp | None = None
-) -> Callable[[dict[str, Any], HandlerContext], HandlerResult]:
+def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResult]:
     """The one boundary of every files handler: host failures become canonical-path errors."""
-    named = op or with_context
-    assert named is not None
 
     def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
         resource = hctx.decision.resource
         if resource is None:  # every files tool's requirement names its resource
             raise LookupError("this call was authorized without a resource")
         try:
-            if with_context is not None:
-                return with_context(args, resource, hctx)
-            assert op is not None
-            return op(args, resource)
+            return op(args, resource, hctx)
         except (SandboxError, OSError, ValueError) as exc:
             # a host failure becomes a message naming the canonical path only
             error = explain(exc, resource)
@@ -83,8 +76,8 @@ def _handler(
                 is_error=True,
             )
 
-    handler.__name__ = handler.__qualname__ = named.__name__
-    handler.__doc__ = named.__doc__
+    handler.__name__ = handler.__qualname__ = op.__name__
+    handler.__doc__ = op.__doc__
     return handler
 
 
@@ -117,7 +110,7 @@ class _FilesHandlers:
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
 
-    def read(self, args: dict[str, Any], resource: str) -> HandlerResult:
+    def read(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
         """Up to ``max_bytes`` of a singly-linked regular file, as UTF-8 text."""
         limit = int(args.get("max_bytes", MAX_READ_BYTES))
         data = self.sandbox.read(resource, limit + 1)
@@ -134,7 +127,7 @@ class _FilesHandlers:
             },
         )
 
-    def write(self, args: dict[str, Any], resource: str) -> HandlerResult:
+    def write(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
         """Replace (or create) a file atomically: a temporary file renamed over the target.
 
         Readers see the old content or the new, never a part; a failure (a full
@@ -187,7 +180,7 @@ class _FilesHandlers:
             structured={"path": resource, "bytes": len(payload)},
         )
 
-    def delete(self, args: dict[str, Any], resource: str) -> HandlerResult:
+    def delete(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
         """Remove one name of a regular file (a hard link's other names keep the content)."""
         with self.sandbox.parent(resource) as (dfd, name):
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -200,7 +193,7 @@ class _FilesHandlers:
             f"deleted {resource}", structured={"path": resource, "deleted": True}
         )
 
-    def list(self, args: dict[str, Any], resource: str) -> HandlerResult:
+    def list(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
         """The entries of a directory; entries renamed away mid-listing are skipped."""
         with self.sandbox.directory(resource) as fd:
             entries = [e for e in (_entry(d) for d in _scan(fd)) if e is not None]
@@ -376,11 +369,8 @@ def files_tools(
     """The five files tools bound to sandbox ``root`` (an existing directory)."""
     handlers = _FilesHandlers(Sandbox(root))
     read, write, list_, search, delete = (
-        _handler(handlers.read),
-        _handler(handlers.write),
-        _handler(handlers.list),
-        _handler(with_context=handlers.search),
-        _handler(handlers.delete),
+        _handler(op)
+        for op in (handlers.read, handlers.write, handlers.list, handlers.search, handlers.delete)
     )
     meta = ToolMetadata(namespace="files", source=source)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
