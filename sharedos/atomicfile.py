@@ -18,9 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["write_atomically"]
+__all__ = ["replacing", "write_atomically"]
 
 
 def write_atomically(
@@ -39,21 +41,34 @@ def write_atomically(
     file and then its directory. The directory must exist. Any ``OSError``
     propagates after the temporary file is removed; the target is then untouched.
     """
-    target = Path(path)
     payload = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    with replacing(path, mode=mode, exact_mode=exact_mode, durable=durable) as fh:
+        fh.write(payload)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def replacing(
+    path: str | os.PathLike[str],
+    *,
+    mode: int = 0o600,
+    exact_mode: bool = False,
+    durable: bool = False,
+) -> Iterator[BinaryIO]:
+    """``write_atomically`` for content written a piece at a time (an export of a whole
+    store): the body writes to the yielded file, which replaces ``path`` only when the
+    body ends without an exception; otherwise it is removed and ``path`` is untouched."""
+    target = Path(path)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        try:
+        with os.fdopen(fd, "wb") as fh:
             if exact_mode:
                 os.fchmod(fd, mode)
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
+            yield fh
+            fh.flush()
             if durable:
                 os.fsync(fd)
-        finally:
-            os.close(fd)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -61,7 +76,6 @@ def write_atomically(
         raise
     if durable:
         _fsync_directory(target.parent)
-    return target
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -54,3 +54,21 @@ def test_a_failed_replace_leaves_the_target_and_no_temporary(tmp_path: Path) -> 
         write_atomically(target, "new")
     assert (target / "inside").read_text() == "kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
+
+
+def test_replacing_writes_in_pieces_and_keeps_the_target_when_the_body_fails(
+    tmp_path: Path,
+) -> None:
+    from sharedos.atomicfile import replacing
+
+    target = tmp_path / "export.jsonl"
+    target.write_text("an earlier export\n")
+    with pytest.raises(RuntimeError), replacing(target) as fh:
+        fh.write(b"half of")
+        raise RuntimeError("the store went away mid-export")
+    assert target.read_text() == "an earlier export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.jsonl"]
+    with replacing(target, durable=True) as fh:
+        fh.write(b"one\n")
+        fh.write(b"two\n")
+    assert target.read_bytes() == b"one\ntwo\n"

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -24,6 +24,7 @@ from typing import Any, TextIO, TypeVar
 import click
 
 from sharedos import textfile
+from sharedos.atomicfile import replacing
 from sharedos.cli._help import with_short_help
 from sharedos.cli.policy._common import guarded
 from sharedos.evidence.record import EvidenceRecord
@@ -146,23 +147,15 @@ def _private_output(path: Path) -> Iterator[TextIO]:
         except OSError as exc:
             raise _cannot_write(exc, str(path)) from None
         return
-    directory = path.parent if str(path.parent) else Path(".")
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+        with replacing(path, mode=0o600, exact_mode=True, durable=True) as raw:
+            out = io.TextIOWrapper(raw, encoding="utf-8", newline="")
             yield out
             out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-        tmp = None
+            out.detach()  # ``replacing`` closes the file itself
     except OSError as exc:
         kept = "; nothing was written there" if st is None else f"; {path} was left as it was"
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}{kept}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 @evidence.command("export")
