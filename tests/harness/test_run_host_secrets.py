@@ -35,35 +35,33 @@ toolpolicy run {
 """
 
 
-@pytest.mark.harness("claude-code")
-def test_a_harness_credential_passed_into_a_tool_call_is_not_recorded(tmp_path: Path) -> None:
+def _claude_or_skip() -> None:
     from sharedos.harness.tools import default_command
 
     claude = default_command("claude-code")[0]
     if shutil.which(claude) is None and not Path(claude).exists():
         pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
-    secret = plant("vendor")
+
+
+def _run_writing(
+    tmp_path: Path,
+    host_text: str,
+    rules_text: str,
+    content: str,
+    env: dict[str, str],
+    *extra: str,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``sharedos run`` of Claude Code whose scripted model writes ``content`` to
+    ``/public/out.txt``; (the finished run, its evidence database)."""
     host = tmp_path / "host.toml"
-    host.write_text(
-        '[harness.claude-code]\n[harness.claude-code.env]\nVENDOR_API_KEY = "${HUNT_VENDOR_KEY}"\n',
-        encoding="utf-8",
-    )
+    host.write_text(host_text, encoding="utf-8")
     rules = tmp_path / "rules.sos"
-    rules.write_text(RULES, encoding="utf-8")
+    rules.write_text(rules_text, encoding="utf-8")
     sandbox = tmp_path / "sandbox"
     (sandbox / "public").mkdir(parents=True)
     plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            [
-                {
-                    "tool": "files.write",
-                    "arguments": {"path": "/public/out.txt", "content": f"key={secret}"},
-                }
-            ]
-        ),
-        encoding="utf-8",
-    )
+    call = {"tool": "files.write", "arguments": {"path": "/public/out.txt", "content": content}}
+    plan.write_text(json.dumps([call]), encoding="utf-8")
     db = tmp_path / "evidence.sqlite"
     proc = subprocess.run(
         [
@@ -89,13 +87,29 @@ def test_a_harness_credential_passed_into_a_tool_call_is_not_recorded(tmp_path: 
             str(tmp_path / "work"),
             "--timeout",
             "180",
+            *extra,
             "do it",
         ],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "HUNT_VENDOR_KEY": secret},
+        env={**os.environ, **env},
+        cwd=tmp_path,
+    )
+    return proc, db
+
+
+@pytest.mark.harness("claude-code")
+def test_a_harness_credential_passed_into_a_tool_call_is_not_recorded(tmp_path: Path) -> None:
+    _claude_or_skip()
+    secret = plant("vendor")
+    proc, db = _run_writing(
+        tmp_path,
+        '[harness.claude-code]\n[harness.claude-code.env]\nVENDOR_API_KEY = "${HUNT_VENDOR_KEY}"\n',
+        RULES,
+        f"key={secret}",
+        {"HUNT_VENDOR_KEY": secret},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
@@ -112,15 +126,12 @@ def test_an_upstream_credential_passed_into_another_tool_is_not_recorded(tmp_pat
     records kept one verbatim when the model passed it into a call of another tool
     (``files.write`` here): the host's secrets held the harness env values only. The
     credential and the evidence store's password are the run's secrets too."""
-    from sharedos.harness.tools import default_command
     from tests.upstream.conftest import FIXTURE
 
-    claude = default_command("claude-code")[0]
-    if shutil.which(claude) is None and not Path(claude).exists():
-        pytest.skip("Claude Code is not installed: bash scripts/install-tools.sh")
+    _claude_or_skip()
     secret = plant("upstream")
-    host = tmp_path / "host.toml"
-    host.write_text(
+    proc, db = _run_writing(
+        tmp_path,
         "[harness.claude-code]\n"
         "[upstream.fx]\n"
         f"command = {json.dumps(PY)}\n"
@@ -129,58 +140,10 @@ def test_an_upstream_credential_passed_into_another_tool_is_not_recorded(tmp_pat
         "roots = []\n"
         "[upstream.fx.credentials]\n"
         'FIXTURE_TOKEN = { env = "HUNT_FIXTURE_TOKEN" }\n',
-        encoding="utf-8",
-    )
-    rules = tmp_path / "rules.sos"
-    rules.write_text(RULES.replace("managed files.*", "managed files.*, fx.*"), encoding="utf-8")
-    sandbox = tmp_path / "sandbox"
-    (sandbox / "public").mkdir(parents=True)
-    plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            [
-                {
-                    "tool": "files.write",
-                    "arguments": {"path": "/public/out.txt", "content": f"token={secret}"},
-                }
-            ]
-        ),
-        encoding="utf-8",
-    )
-    db = tmp_path / "evidence.sqlite"
-    proc = subprocess.run(
-        [
-            SHAREDOS,
-            "run",
-            "--host-config",
-            str(host),
-            "--harness",
-            "claude-code",
-            "--rules",
-            str(rules),
-            "--policy",
-            "run",
-            "--principal",
-            "bob",
-            "--sandbox",
-            str(sandbox),
-            "--evidence",
-            str(db),
-            "--plan",
-            str(plan),
-            "--workdir",
-            str(tmp_path / "work"),
-            "--timeout",
-            "180",
-            "--json",
-            "do it",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "HUNT_FIXTURE_TOKEN": secret},
-        cwd=tmp_path,
+        RULES.replace("managed files.*", "managed files.*, fx.*"),
+        f"token={secret}",
+        {"HUNT_FIXTURE_TOKEN": secret},
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "upstream fx (fx.*):" in proc.stderr and "published" in proc.stderr, proc.stderr
