@@ -30,7 +30,9 @@ Two tools, in this order:
    padded or not, plus the characters that depend only on the value at each
    of the three byte alignments, so it is cut out of a longer encoded blob.
    Longest forms first: an encoded form is replaced before a shorter form
-   inside it could break it up.
+   inside it could break it up. Every form is matched whatever its letters' case
+   (a header value lowercased on its way, a hex dump in capitals is still the
+   secret).
 
 **One minimum length**, ``MIN_SECRET_CHARS`` (8): a shorter value is not
 searched for as a substring — replacing a few characters everywhere would
@@ -162,7 +164,9 @@ class Redactor:
 
     @staticmethod
     def _order(forms: Mapping[str, frozenset[str]]) -> tuple[str, ...]:
-        every = set().union(*forms.values()) if forms else set()
+        # searched case-folded: a secret upper- or lower-cased on its way (a header value
+        # the SDK lowercases, a hex dump in capitals) is still the secret
+        every = {_folded(f) for f in set().union(*forms.values())} if forms else set()
         return tuple(sorted(every, key=lambda f: (-len(f), f)))
 
     def __bool__(self) -> bool:
@@ -188,7 +192,8 @@ class Redactor:
 
     def found_in(self, text: str) -> bool:
         """True when some secret, in some encoding, occurs in ``text``."""
-        return any(n in text for n in self.needles)
+        folded = _folded(text)
+        return any(n in folded for n in self.needles)
 
     def scrub(self, text: str) -> str:
         """``text`` with every occurrence of every encoding of every secret replaced, and a
@@ -196,27 +201,30 @@ class Redactor:
         to a byte limit, in the middle of a secret would otherwise keep all of the secret
         before the cut. A piece shorter than ``MIN_SECRET_CHARS`` is left, as a short
         secret is."""
+        # Found in the case-folded text, cut out of the text itself: the two have the same
+        # length (``_folded``), so a place in one is the same place in the other.
+        folded = _folded(text)
         for needle in self.needles:
-            if needle in text:
-                text = text.replace(needle, REDACTED)
+            if needle in folded:
+                text, folded = _cut_out(text, folded, needle)
         heads, tails, grams = self._cuts
         if not heads or len(text) < MIN_SECRET_CHARS:
             return text
         # A head of a secret ends with some MIN_SECRET_CHARS characters of it (a tail starts
         # with some): one set lookup answers "no piece here" for nearly every text.
-        if text[-MIN_SECRET_CHARS:] in grams:
+        if folded[-MIN_SECRET_CHARS:] in grams:
             # the longest piece first, so a cut secret is replaced whole
             for k in range(
                 min(len(heads) - 1 + MIN_SECRET_CHARS, len(text)), MIN_SECRET_CHARS - 1, -1
             ):
-                if text[-k:] in heads[k - MIN_SECRET_CHARS]:
-                    text = text[:-k] + REDACTED
+                if folded[-k:] in heads[k - MIN_SECRET_CHARS]:
+                    text, folded = text[:-k] + REDACTED, folded[:-k] + REDACTED
                     break
-        if text[:MIN_SECRET_CHARS] in grams:
+        if folded[:MIN_SECRET_CHARS] in grams:
             for k in range(
                 min(len(tails) - 1 + MIN_SECRET_CHARS, len(text)), MIN_SECRET_CHARS - 1, -1
             ):
-                if text[:k] in tails[k - MIN_SECRET_CHARS]:
+                if folded[:k] in tails[k - MIN_SECRET_CHARS]:
                     text = REDACTED + text[k:]
                     break
         return text
@@ -266,6 +274,29 @@ class Redactor:
 
 
 _Cuts = tuple[tuple[frozenset[str], ...], tuple[frozenset[str], ...], frozenset[str]]
+
+
+def _folded(text: str) -> str:
+    """``text`` lower-cased character by character, with its length kept: a character whose
+    lower case is longer (``"İ"``) is kept as it is, so indexes into the result are indexes
+    into ``text``."""
+    low = text.lower()
+    if len(low) == len(text):  # lower() never shortens: no character grew
+        return low
+    return "".join(c if len(f := c.lower()) != 1 else f for c in text)
+
+
+def _cut_out(text: str, folded: str, needle: str) -> tuple[str, str]:
+    """``text`` and its ``folded`` twin with every occurrence of ``needle`` in ``folded``
+    replaced by ``REDACTED`` in both (they stay the same length)."""
+    pieces = folded.split(needle)
+    out: list[str] = []
+    at = 0
+    for piece in pieces[:-1]:
+        out.append(text[at : at + len(piece)])
+        at += len(piece) + len(needle)
+    out.append(text[at:])
+    return REDACTED.join(out), REDACTED.join(pieces)
 
 
 def _cuts(needles: tuple[str, ...]) -> _Cuts:

@@ -231,3 +231,20 @@ def test_secrets_scrub_every_encoding_and_nested_json() -> None:
         "[redacted]": 1,
     }
     assert secrets.scrub(repr({"k": TOKEN})) == "{'k': '[redacted]'}"
+
+
+def test_a_secret_is_scrubbed_whatever_its_case() -> None:
+    """An upstream's header value comes back lowercased by the SDK, a hex dump in capitals:
+    every case of every form is the secret, and the text around it keeps its own case."""
+    secret = "Tok3n-MixedCase-Secret"
+    secrets = Secrets([secret])
+    for form in (secret.lower(), secret.upper(), secret.swapcase()):
+        assert secrets.scrub(f"Header: {form}; Next") == "Header: [redacted]; Next"
+        assert secrets.found_in(f"x{form}x")
+    assert secrets.scrub(f"Bearer {secret.encode().hex().upper()}") == "Bearer [redacted]"
+    # a character whose lower case is two characters long does not shift the cut
+    assert secrets.scrub(f"İİ {secret.lower()} İ") == "İİ [redacted] İ"
+    # cut at the end of a capped text, in another case
+    assert secrets.scrub(f"Value: {secret.upper()[:12]}") == "Value: [redacted]"
+    # texts without the secret are left exactly as they are
+    assert secrets.scrub("Nothing To See Here, İstanbul") == "Nothing To See Here, İstanbul"
