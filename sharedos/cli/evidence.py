@@ -281,7 +281,12 @@ def verify_cmd(
     """
     from sharedos.evidence.chain import load_public_key
     from sharedos.evidence.checkpoint import Checkpoint
-    from sharedos.evidence.verify import StoreReport, check_checkpoints, iter_turn_reports
+    from sharedos.evidence.verify import (
+        StoreReport,
+        check_checkpoints,
+        check_file,
+        iter_turn_reports,
+    )
 
     public: dict[str, Any] = {}
     for path in keys:
@@ -299,9 +304,11 @@ def verify_cmd(
     total = StoreReport()
     with _open(db) as store:
         try:
-            problems, total.checkpoints = check_checkpoints(
+            problems = check_file(store)
+            found, total.checkpoints = check_checkpoints(
                 store, public_keys=public or None, since=anchor
             )
+            problems += found
             total.problems.extend(problems)
             if fmt == "text":
                 for problem in problems:

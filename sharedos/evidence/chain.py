@@ -327,7 +327,8 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One finding of ``verify_turn``: ``kind`` is edited, deleted, inserted, reordered, unsealed or signature."""
+    """One finding of ``verify_turn``: ``kind`` is edited, deleted, inserted, reordered, unsealed or
+    signature (``damaged``: the store's file itself, ``sharedos.evidence.verify.check_file``)."""
 
     kind: str
     turn_id: str
@@ -341,6 +342,8 @@ class Problem:
         """One human line: what, where."""
         if self.checkpoint is not None and not self.turn_id:
             return f"{self.kind}: checkpoint {self.checkpoint}: {self.detail}"
+        if not self.turn_id:  # about the store as a whole (a damaged file)
+            return f"{self.kind}: {self.detail}"
         where = f"position {self.position}" if self.position is not None else "-"
         seq = f" (seq {self.seq})" if self.seq is not None else ""
         return f"{self.kind}: turn {self.turn_id} {where}{seq}: {self.detail}"

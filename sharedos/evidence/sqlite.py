@@ -859,6 +859,25 @@ class SqliteEvidenceStore:
         """Every turn's head that is past what the store's checkpoints cover."""
         return [(str(t), int(p), str(h)) for t, p, h in self._read(_UNCOVERED_SQL, [])]
 
+    def file_damage(self, *, limit: int = 20) -> list[str]:
+        """What SQLite's own ``PRAGMA integrity_check`` finds wrong with the file (at most
+        ``limit`` lines; none when it is sound).
+
+        ``verify`` reads each turn in order through the ``(turn_id, pos)`` index,
+        and SQLite takes those two columns from the index, not the row: a file
+        whose index and table disagree (a byte changed in a row's turn or
+        position, a row put in the table alone) would verify clean while
+        ``list`` and ``export``, which read the table, show other rows.
+        """
+        lines: list[str] = []
+        for (text,) in self._stream(f"PRAGMA integrity_check({int(limit)})", [], 100):
+            if text == "ok":
+                continue
+            lines.extend(
+                line for line in str(text).splitlines() if line and not line.startswith("***")
+            )
+        return lines
+
     def iter_checkpoints(self) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
         """Every checkpoint in number order, with the heads it lists (one at a time in memory)."""
         yield from iter_checkpoint_rows(self._stream)
