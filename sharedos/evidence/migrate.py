@@ -523,7 +523,8 @@ def migrate_store(value: str) -> tuple[MigrationResult, str]:
     refuse_unreadable(path, before, writing=False)
     from sharedos.evidence.sqlite import SqliteEvidenceStore
 
-    # a writable open migrates a SQLite file (one host, one file), in one transaction per step
+    # a writable open migrates a SQLite file, in one transaction that reads the version
+    # again under the write lock (so with hosts opening it at the same moment too)
     store = SqliteEvidenceStore(path)
     chained = getattr(store, "migrated_rows", (0, 0))
     store.close()

@@ -464,16 +464,18 @@ class SqliteEvidenceStore:
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
             conn.execute("PRAGMA foreign_keys=ON")  # an outcome needs its attempt
-            if version > SCHEMA_VERSION:
-                refuse_unreadable(self.path, int(version), writing=True)
-            if version not in range(0, SCHEMA_VERSION + 1):
-                raise EvidenceStoreError(
-                    f"{self.path} has evidence schema version {version}; this SharedOS "
-                    f"reads versions 1 to {SCHEMA_VERSION}",
-                    "io",
-                )
-            if version != SCHEMA_VERSION:
-                # one host, one file: a writable open migrates (all of it in one transaction)
+            while True:
+                if version > SCHEMA_VERSION:
+                    refuse_unreadable(self.path, int(version), writing=True)
+                if version not in range(0, SCHEMA_VERSION + 1):
+                    raise EvidenceStoreError(
+                        f"{self.path} has evidence schema version {version}; this SharedOS "
+                        f"reads versions 1 to {SCHEMA_VERSION}",
+                        "io",
+                    )
+                if version == SCHEMA_VERSION:
+                    break
+                # a writable open migrates (all of it in one transaction)
                 steps = {0: SCHEMA, 1: MIGRATE_FROM_1, 2: MIGRATE_FROM_2, 3: (), 4: (), 5: ()}[
                     int(version)
                 ]
@@ -483,8 +485,9 @@ class SqliteEvidenceStore:
                 if rebuild:
                     conn.execute("PRAGMA foreign_keys=OFF")
                 try:
-                    self.migrated_rows = self._install(
+                    chained = self._install(
                         conn,
+                        int(version),
                         steps,
                         chain=version in (1, 2),
                         then=() if version in (0, 4, 5) else MIGRATE_FROM_3,
@@ -492,6 +495,12 @@ class SqliteEvidenceStore:
                 finally:
                     if rebuild:
                         conn.execute("PRAGMA foreign_keys=ON")
+                if chained is not None:
+                    self.migrated_rows = chained
+                    break
+                # another process (a host starting beside this one, `sharedos evidence
+                # migrate`) changed the schema between the read and the write lock
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
@@ -550,20 +559,27 @@ class SqliteEvidenceStore:
     @staticmethod
     def _install(
         conn: sqlite3.Connection,
+        version: int,
         statements: tuple[str, ...],
         *,
         chain: bool = False,
         then: tuple[str, ...] = (),
-    ) -> tuple[int, int]:
-        """Create (or migrate to) the schema in one transaction; with ``chain``, chain the
-        rows there (the version-3 layout), then run ``then`` (3 -> 4).
+    ) -> tuple[int, int] | None:
+        """Create (or migrate to) the schema in one transaction, from ``version``; with
+        ``chain``, chain the rows there (the version-3 layout), then run ``then`` (3 -> 4).
 
-        Returns (turns, rows) chained. Ends with ``approvals_step`` (5 -> 6: a table whose
-        kind check lacks ``approval`` is rebuilt) and ``layout_step``: every column this
-        SharedOS writes that ``chain`` lacks is added (4 -> 5), the views made again.
+        Returns (turns, rows) chained; None, having changed nothing, when the file is no
+        longer at ``version`` once the write lock is held (another process created or
+        migrated it meanwhile: the caller reads the version again). Ends with
+        ``approvals_step`` (5 -> 6: a table whose kind check lacks ``approval`` is
+        rebuilt) and ``layout_step``: every column this SharedOS writes that ``chain``
+        lacks is added (4 -> 5), the views made again.
         """
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != version:
+                conn.execute("ROLLBACK")
+                return None
             for stmt in statements:
                 conn.execute(stmt)
             chained = sqlite_chain_existing(conn) if chain else (0, 0)

@@ -104,3 +104,62 @@ def test_migrate_chains_a_version_2_postgresql_database(pg_url: str) -> None:
     assert code == 0 and f"2 -> {LATEST}; chained 5 existing rows in 2 turns" in out
     code, out = cli("evidence", "verify", "--db", pg_url)
     assert code == 0, out
+
+
+_OPENER = """
+import sys
+from sharedos.evidence.url import open_store
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    open_store(sys.argv[1]).close()
+except Exception as exc:
+    print("ERR", exc, flush=True)
+else:
+    print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("start", ["new", "version 2"])
+def test_hosts_opening_one_file_at_once_create_or_migrate_it_once(
+    tmp_path: Path, start: str
+) -> None:
+    # hosts started together on one file (a fleet's units, a host and its stdio
+    # bridges, a host and `sharedos evidence migrate`): each read the version (0, or
+    # 2) before the write lock, then ran the creation or the migration over the
+    # schema the first one had just made: "table chain already exists"
+    import subprocess
+    import sys
+
+    db = tmp_path / "evidence.db"
+    if start == "version 2":
+        version_2_file(db)
+    root = Path(__file__).resolve().parents[2]
+    for _round in range(3 if start == "new" else 1):  # a file is migrated only once
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPENER, str(db)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=root,
+            )
+            for _ in range(4)
+        ]
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:  # released together
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outs = [proc.communicate()[0].strip() for proc in procs]
+        assert outs == ["ok"] * 4
+        store = SqliteEvidenceStore(db)
+        try:
+            assert store.schema_version == LATEST
+            assert verify_store(store).clean
+            assert store.counts().total == (3 if start == "version 2" else 0)
+        finally:
+            store.close()
+        for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            name.unlink(missing_ok=True)
