@@ -43,6 +43,7 @@ __all__ = [
     "CONTENT_OF",
     "READER_SQL",
     "TURNS_SQL",
+    "TURNS_SQL_BEFORE_4",
     "VIEWS",
     "VIEW_NAMES",
     "Dialect",
@@ -51,15 +52,18 @@ __all__ = [
     "approval_row",
     "approval_rows_sql",
     "approvals_step",
+    "attempts_source",
     "chain_rows_sql",
     "checkpoint_ddl",
     "checkpoint_heads_sql",
     "checkpoint_insert_sql",
     "checkpoint_values",
     "counts_sql",
+    "evidence_source",
     "fold_counts",
     "insert_sql",
     "lookup_sql",
+    "outcomes_source",
     "picked",
     "reader_sql",
     "table_ddl",
@@ -378,22 +382,73 @@ def approval_row(row: Sequence[Any]) -> tuple[int, int | None, list[Any]]:
     return (int(row[0]), int(row[1]) if row[1] is not None else None, list(row[2:]))
 
 
+# -- what the readers read: the rows of ``chain``, never the views ----------------------
+#
+# The views (``VIEWS``) are for auditors' own queries. The stores' readers (list, export,
+# counts, turns, replay, shadow) read ``chain`` itself: a view is only a statement kept in
+# the database, which whoever can write the database can redefine (a denied call shown
+# as succeeded, a call left out) without touching a row, a link or a checkpoint that
+# ``verify`` checks. Stores before schema 4 have no ``chain`` and are read as they are.
+
+
+def _as(columns: tuple[str, ...], missing: frozenset[str], alias: str = "") -> str:
+    return ", ".join(f"NULL AS {c}" if c in missing else f"{alias}{c} AS {c}" for c in columns)
+
+
+def attempts_source(missing: frozenset[str] = frozenset(), *, chained: bool = True) -> str:
+    """What the readers read as ``attempts`` (``seq`` and ``ATTEMPT_FIELDS``; ``missing``
+    ones as null): at schema 4 and later the attempt rows of ``chain``, as a subquery."""
+    if not chained:
+        return "attempts"
+    return f"(SELECT seq, {_as(ATTEMPT_FIELDS, missing)} FROM chain WHERE kind = 'attempt')"
+
+
+def outcomes_source(*, chained: bool = True) -> str:
+    """What the readers read as ``outcomes`` (``seq`` of the attempt, the outcome columns)."""
+    if not chained:
+        return "outcomes"
+    return f"(SELECT attempt AS seq, {_select(_OUTCOME_COLUMNS)} FROM chain WHERE kind = 'outcome')"
+
+
+def evidence_source(missing: frozenset[str] = frozenset(), *, chained: bool = True) -> str:
+    """What the readers read as ``evidence`` (each attempt with its outcome's columns)."""
+    if not chained:
+        return "evidence"
+    return (
+        f"(SELECT a.seq AS seq, {_as(ATTEMPT_FIELDS, missing, 'a.')}, "
+        f"{_select(_OUTCOME_COLUMNS, 'o.')} FROM chain AS a LEFT JOIN chain AS o "
+        "ON o.attempt = a.seq AND o.kind = 'outcome' WHERE a.kind = 'attempt')"
+    )
+
+
 # -- the counts both stores make, in one shape ------------------------------------------
 
 #: (status, reason, attempts) per pair: an attempt without an outcome is ``interrupted``
 _COUNTS = (
     f"SELECT COALESCE(outcome, '{INTERRUPTED}'), COALESCE(reason, outcome, '{INTERRUPTED}'), "
-    "COUNT(*) FROM evidence{where} GROUP BY 1, 2"
+    "COUNT(*) FROM {source} AS evidence{where} GROUP BY 1, 2"
+)
+#: each attempt's turn, outcome and reason, from ``chain`` (what the counts read)
+_COUNTED = (
+    "(SELECT a.turn_id AS turn_id, o.outcome AS outcome, o.reason AS reason FROM chain AS a "
+    "LEFT JOIN chain AS o ON o.attempt = a.seq AND o.kind = 'outcome' WHERE a.kind = 'attempt')"
 )
 #: turn ids with their number of attempts, in order of first appearance (no placeholders)
-TURNS_SQL = "SELECT turn_id, COUNT(*) FROM attempts GROUP BY turn_id ORDER BY MIN(seq)"
+TURNS_SQL = (
+    "SELECT turn_id, COUNT(*) FROM chain WHERE kind = 'attempt' GROUP BY turn_id ORDER BY MIN(seq)"
+)
+#: the same over a store before schema 4
+TURNS_SQL_BEFORE_4 = "SELECT turn_id, COUNT(*) FROM attempts GROUP BY turn_id ORDER BY MIN(seq)"
 
 
-def counts_sql(dialect: Dialect, *, one_turn: bool) -> str:
+def counts_sql(dialect: Dialect, *, one_turn: bool, chained: bool = True) -> str:
     """The counts statement (``fold_counts`` reads its rows), over every attempt or, with
-    ``one_turn``, over one turn's (one placeholder: the turn id)."""
+    ``one_turn``, over one turn's (one placeholder: the turn id); read from ``chain``
+    unless the store is older than schema 4 (``chained`` false)."""
     mark = "?" if dialect == "sqlite" else "%s"
-    return _COUNTS.replace("{where}", f" WHERE turn_id = {mark}" if one_turn else "")
+    return _COUNTS.replace("{source}", _COUNTED if chained else "evidence").replace(
+        "{where}", f" WHERE turn_id = {mark}" if one_turn else ""
+    )
 
 
 def fold_counts(rows: Iterable[Sequence[Any]]) -> EvidenceCounts:

@@ -9,7 +9,8 @@ schema 3 (``sharedos.evidence.pg_schema``):
   outcome row and its link), ``record`` one statement with both rows. A turn's
   first row also writes its opening record, in the same statement. One round
   trip per commit.
-* Rows are append-only; reads are ``attempts LEFT JOIN outcomes``; an attempt
+* Rows are append-only; reads are ``chain``'s attempts ``LEFT JOIN`` its outcomes
+  (never the views, which a writer of the database can redefine); an attempt
   without an outcome reads as ``interrupted``.
 * Every failure raises ``EvidenceStoreError`` with a cause: ``conflict``
   (second outcome, unknown attempt), ``read_only`` (read-only transaction or
@@ -61,8 +62,10 @@ from sharedos.evidence.chain import ATTEMPT_FIELDS, Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
     TURNS_SQL,
+    TURNS_SQL_BEFORE_4,
     approval_row,
     approval_rows_sql,
+    attempts_source,
     chain_rows_sql,
     checkpoint_heads_sql,
     checkpoint_insert_sql,
@@ -71,6 +74,7 @@ from sharedos.evidence.chain_sql import (
     fold_counts,
     guarded_insert_parts,
     lookup_sql,
+    outcomes_source,
     picked,
     reader_sql,
     require_approvals,
@@ -92,14 +96,17 @@ _OUTCOME_COLUMNS = ("outcome", "reason", "finished_at", "duration_ms", "error")
 _READ_COLUMNS = ("seq", *ATTEMPT_FIELDS, *_OUTCOME_COLUMNS)
 
 
-def _select_records(missing: frozenset[str] = frozenset()) -> str:
-    """The records' SELECT (every ``_READ_COLUMNS``), ``missing`` columns read as null."""
+def _select_records(missing: frozenset[str] = frozenset(), *, chained: bool = True) -> str:
+    """The records' SELECT (every ``_READ_COLUMNS``), ``missing`` columns read as null; from
+    ``chain`` itself, not the views, unless the database is older than schema 4
+    (``chain_sql.evidence_source``)."""
     return (
         "SELECT a.seq, "
         + picked(ATTEMPT_FIELDS, missing, "a.")
         + ", "
         + ", ".join(f"o.{c}" for c in _OUTCOME_COLUMNS)
-        + " FROM attempts a LEFT JOIN outcomes o ON o.seq = a.seq"
+        + f" FROM {attempts_source(missing, chained=chained)} a"
+        + f" LEFT JOIN {outcomes_source(chained=chained)} o ON o.seq = a.seq"
     )
 
 
@@ -114,8 +121,6 @@ _STORE_ID_SQL = lookup_sql("store_id", "postgresql")
 _WRITE_CHECKPOINT_SQL = (
     f"WITH c AS ({checkpoint_insert_sql('postgresql')}) {checkpoint_heads_sql('postgresql')}"
 )
-_COUNTS_SQL = counts_sql("postgresql", one_turn=False)
-_TURN_COUNTS_SQL = counts_sql("postgresql", one_turn=True)
 #: each turn's furthest checkpointed head, in the binary order of turn ids
 _COVERAGE_SQL = (
     'SELECT DISTINCT ON (k.turn_id COLLATE "C") k.turn_id, k.pos, k.hash, k.number '
@@ -874,7 +879,7 @@ class PostgresEvidenceStore:
 
     @property
     def _select(self) -> str:
-        return _select_records(self._missing)
+        return _select_records(self._missing, chained=self.schema_version >= 4)
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn (binary order) and position."""
@@ -930,12 +935,15 @@ class PostgresEvidenceStore:
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
         if turn_id is None:
-            return fold_counts(self._read(_COUNTS_SQL, []))
-        return fold_counts(self._read(_TURN_COUNTS_SQL, [pg_text(turn_id)]))
+            sql = counts_sql("postgresql", one_turn=False, chained=self.schema_version >= 4)
+            return fold_counts(self._read(sql, []))
+        sql = counts_sql("postgresql", one_turn=True, chained=self.schema_version >= 4)
+        return fold_counts(self._read(sql, [pg_text(turn_id)]))
 
     def turns(self) -> list[tuple[str, int]]:
         """Turn ids with their number of attempts, in order of first appearance."""
-        return [(str(t), int(n)) for t, n in self._read(TURNS_SQL, [])]
+        sql = TURNS_SQL if self.schema_version >= 4 else TURNS_SQL_BEFORE_4
+        return [(str(t), int(n)) for t, n in self._read(sql, [])]
 
     def close(self) -> None:
         """Write a last checkpoint over what was committed here, then close the pool

@@ -73,6 +73,7 @@ from sharedos.evidence.chain import Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
     TURNS_SQL,
+    TURNS_SQL_BEFORE_4,
     approval_row,
     approval_rows_sql,
     approvals_step,
@@ -264,8 +265,6 @@ _WAL_INDEX_HEADER = struct.Struct("=IIIBBHI28x")
 
 _INSERT_CHECKPOINT = checkpoint_insert_sql("sqlite")
 _INSERT_CHECKPOINT_HEAD = checkpoint_heads_sql("sqlite")
-_COUNTS_SQL = counts_sql("sqlite", one_turn=False)
-_TURN_COUNTS_SQL = counts_sql("sqlite", one_turn=True)
 #: each turn's head past the furthest position its checkpoints covered
 _UNCOVERED_SQL = lookup_sql("uncovered", "sqlite")
 _HEAD_SQL = lookup_sql("head", "sqlite")
@@ -1098,7 +1097,7 @@ class SqliteEvidenceStore:
     def _select(self) -> str:
         """The records' SELECT for this file as it is (columns it lacks read as null: 1 to 3
         have no context, 1 to 4 no shadow decision)."""
-        return select_records(self._missing)
+        return select_records(self._missing, chained=self.schema_version >= 4)
 
     def iter_links(self, turn_id: str | None = None, *, batch: int = 5000) -> Iterator[Link]:
         """Every link with its content, ordered by turn and position (``sharedos.evidence.verify``)."""
@@ -1156,13 +1155,18 @@ class SqliteEvidenceStore:
 
     def counts(self, turn_id: str | None = None) -> EvidenceCounts:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
+        chained = self.schema_version >= 4
         if turn_id is None:
-            return fold_counts(self._read(_COUNTS_SQL, []))
-        return fold_counts(self._read(_TURN_COUNTS_SQL, [turn_id]))
+            return fold_counts(
+                self._read(counts_sql("sqlite", one_turn=False, chained=chained), [])
+            )
+        sql = counts_sql("sqlite", one_turn=True, chained=chained)
+        return fold_counts(self._read(sql, [turn_id]))
 
     def turns(self) -> list[tuple[str, int]]:
         """Turn ids with their number of attempts, in order of first appearance."""
-        return [(str(t), int(n)) for t, n in self._read(TURNS_SQL, [])]
+        sql = TURNS_SQL if self.schema_version >= 4 else TURNS_SQL_BEFORE_4
+        return [(str(t), int(n)) for t, n in self._read(sql, [])]
 
     @staticmethod
     def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:

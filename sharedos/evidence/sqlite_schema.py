@@ -17,7 +17,14 @@ for writing: 1 -> 2 -> 3 (their rows chained) -> 4 -> 5 (the columns
 from __future__ import annotations
 
 from sharedos.evidence.chain import ATTEMPT_FIELDS, KINDS
-from sharedos.evidence.chain_sql import VIEWS, checkpoint_ddl, insert_sql, picked, table_ddl
+from sharedos.evidence.chain_sql import (
+    VIEWS,
+    checkpoint_ddl,
+    evidence_source,
+    insert_sql,
+    picked,
+    table_ddl,
+)
 from sharedos.evidence.migrate import (
     LATER_ATTEMPT_FIELDS,
     SQLITE_V3,
@@ -122,9 +129,12 @@ MIGRATE_FROM_3 = v3_to_v4("sqlite")
 INSERT = {kind: insert_sql(kind, "sqlite") for kind in KINDS}
 
 
-def select_records(missing: frozenset[str] = frozenset()) -> str:
-    """The records' SELECT (every ``READ_COLUMNS``), ``missing`` columns read as null."""
-    return f"SELECT seq, {picked(READ_COLUMNS, missing)} FROM evidence"
+def select_records(missing: frozenset[str] = frozenset(), *, chained: bool = True) -> str:
+    """The records' SELECT (every ``READ_COLUMNS``), ``missing`` columns read as null; from
+    ``chain`` itself, not the ``evidence`` view, unless the file is older than schema 4
+    (``chain_sql.evidence_source``)."""
+    source = evidence_source(missing, chained=chained)
+    return f"SELECT seq, {picked(READ_COLUMNS, missing)} FROM {source} AS evidence"
 
 
 SELECT = select_records()

@@ -32,7 +32,8 @@ In PostgreSQL terms: two tables ``attempts(seq bigserial primary key, ...)``
 and ``outcomes(seq bigint primary key references attempts, ...)``; ``begin``
 is one ``INSERT ... RETURNING seq`` in its own transaction, ``finish`` one
 ``INSERT`` (a unique violation is cause ``conflict``), ``record`` both in one
-transaction, and reads are ``attempts LEFT JOIN outcomes``.
+transaction, and reads are the attempts ``LEFT JOIN`` the outcomes (of ``chain`` itself,
+not its views, from schema 4).
 """
 
 from __future__ import annotations

@@ -403,3 +403,45 @@ def test_a_seal_signature_edited_in_place_is_found(
 def test_verify_turn_on_plain_links_needs_no_store() -> None:
     """The verifier is a pure function of the links: an auditor can run it on an export."""
     assert verify_turn("empty", []).problems == []
+
+
+def _forge_views(raw: Raw) -> None:
+    """Redefine the views as someone with write access to the database could: the denied
+    call shown as succeeded, call a3 left out. No row, link or checkpoint changes."""
+    from sharedos.evidence.chain_sql import VIEWS
+
+    denied_as_ok = (
+        "CASE {p}outcome WHEN 'denied' THEN 'succeeded' ELSE {p}outcome END AS outcome",
+        "CASE WHEN {p}outcome = 'denied' THEN NULL ELSE {p}reason END AS reason",
+    )
+    for name, prefix, where in (
+        ("attempts", "", "WHERE kind = 'attempt'"),
+        ("outcomes", "", None),
+        ("evidence", "o.", "WHERE a.kind = 'attempt'"),
+    ):
+        (sql,) = [v for v in VIEWS if v.startswith(f"CREATE VIEW {name} ")]
+        forged = sql.replace(f"{prefix}outcome AS outcome", denied_as_ok[0].format(p=prefix))
+        forged = forged.replace(f"{prefix}reason AS reason", denied_as_ok[1].format(p=prefix))
+        if where is not None:
+            a = "a." if prefix else ""
+            forged = forged.replace(where, f"{where} AND {a}call_id <> 'a3'")
+        assert forged != sql
+        raw(f"DROP VIEW {name}")
+        raw(forged)
+
+
+def test_readers_read_the_chain_not_views_redefined_behind_it(
+    store: Any, turn: dict[str, int], raw: Raw
+) -> None:
+    # the views are statements kept in the database: redefined, they changed what list,
+    # export and counts showed (a denied call shown as succeeded, a call hidden) while
+    # verify, which reads the rows, still said clean
+    _forge_views(raw)
+    assert found(store) == []  # the rows themselves are untouched
+    records = {r.call_id: r for r in store.iter_records("T")}
+    assert set(records) == {"a1", "d1", "a2", "a3"}
+    assert records["d1"].status == "denied" and str(records["d1"].reason) == "forbidden"
+    assert [r.status for r in store.query(turn_id="T", outcome="denied")] == ["denied"]
+    counts = store.counts("T")
+    assert counts.total == 4 and counts.by_outcome == {"denied": 1, "succeeded": 3}
+    assert dict(store.turns()) == {"T": 4, "U": 4}
