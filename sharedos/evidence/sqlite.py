@@ -132,6 +132,9 @@ _CHECKPOINT_BYTES = 1000 * 4096
 #: commits then go through the writer thread, queued behind that checkpoint, so
 #: a checkpoint that is late (its thread not scheduled) cannot let the WAL run away
 _PAUSE_BYTES = 6 * 1024 * 1024
+#: how long ``checkpoint`` waits for the write lock and for readers (ms) before it
+#: leaves what it could not fold to the next one
+_CHECKPOINT_WAIT_MS = 50
 #: a WAL file left larger than this after a checkpoint reset is truncated to it
 #: (``journal_size_limit``): the file's size is a high-water mark otherwise
 _WAL_SIZE_LIMIT = 1024 * 1024
@@ -995,7 +998,10 @@ class SqliteEvidenceStore:
         ``RESTART`` makes writers wait while it runs (no-wait commits go to the
         writer thread meanwhile), so a steady stream of commits cannot outrun
         it and the WAL stays bounded; ``journal_size_limit`` then trims the
-        file. Blocking: call it from a writer thread.
+        file. It waits at most ``_CHECKPOINT_WAIT_MS`` for the lock and for
+        readers: a long reader keeps the WAL growing until it ends (nothing can
+        restart it), never the writers waiting. Blocking: call it from a writer
+        thread.
         """
         try:
             try:
@@ -1007,9 +1013,20 @@ class SqliteEvidenceStore:
             with self._locked():
                 if self._broken is not None:
                     return
-                # a checkpoint that cannot run now runs at the next one
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                # a checkpoint that cannot run now runs at the next one. It waits for the
+                # write lock and for readers briefly, not the store's busy timeout: a
+                # reader that keeps its transaction open (an export piped into a pager)
+                # pins the WAL for as long as it likes, and a RESTART waiting it out holds
+                # the write lock meanwhile, stalling this host's and every other host's
+                # commits at each checkpoint due. Given up on, it still folds in what no
+                # reader needs, as a passive checkpoint does.
+                conn = self._conn
+                conn.execute(f"PRAGMA busy_timeout={_CHECKPOINT_WAIT_MS}")
+                try:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
         finally:
             self._fast_paused = False
 

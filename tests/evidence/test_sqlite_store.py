@@ -197,3 +197,40 @@ def test_a_store_inherited_through_fork_reopens_its_connection(tmp_path: Path) -
         "from-child",
         "parent-again",
     ]
+
+
+def test_a_checkpoint_does_not_hold_writers_while_a_long_reader_pins_the_wal(
+    tmp_path: Path,
+) -> None:
+    # an export piped into a pager holds a read transaction: the WAL cannot be restarted
+    # until it ends. The checkpoint waited for it on the write lock, up to the store's
+    # busy timeout (1.5 s by default; 30 s here), every time it came due: a host's calls,
+    # and every other host's, stalled that long again and again while the reader stayed
+    import os
+    import time
+
+    from tests.evidence.test_chain import attempt
+    from tests.timing import bound
+
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=30)
+    reader = sqlite3.connect(db, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM chain").fetchone()  # its snapshot pins the WAL
+        for i in range(5000):
+            store.begin(attempt(f"c{i}", arguments={"text": "x" * 2000}))
+            if os.stat(f"{db}-wal").st_size > 5 * 1024 * 1024:
+                break
+        started = time.perf_counter()
+        store.checkpoint()
+        assert time.perf_counter() - started < bound(3.0)
+        store.begin(attempt("after"))  # the store still writes
+    finally:
+        reader.close()
+        store.close()
+    check = SqliteEvidenceStore(db, read_only=True)
+    try:
+        assert any(r.call_id == "after" for r in check.iter_records())
+    finally:
+        check.close()
