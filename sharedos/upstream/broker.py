@@ -152,6 +152,13 @@ class TurnUpstreams:
     opened_ms: float = 0.0
     #: upstream id -> how its process ran (``confined by …`` / ``not confined: …``)
     placements: dict[str, str] = field(default_factory=dict)
+    #: upstream id -> the session this turn's calls were last checked against, and the
+    #: digests (published name -> digest) that session lists; None: the session the turn
+    #: was published from. A call through any other session lists it first
+    #: (``UpstreamBroker.connection_for_call``).
+    sessions: dict[str, tuple[UpstreamConnection, dict[str, str] | None]] = field(
+        default_factory=dict
+    )
 
     def confinement(self) -> dict[str, str]:
         """Upstream id → how it was confined, for the turn's identity (docs/confinement.md)."""
@@ -190,6 +197,8 @@ class Listing:
     elapsed_ms: float = 0.0
     #: with ``failure``: ``unavailable``, ``no-credential`` or ``unauthorized``
     state: State = "unavailable"
+    #: the session the listing was read through
+    connection: UpstreamConnection | None = None
 
 
 class UpstreamBroker:
@@ -348,6 +357,7 @@ class UpstreamBroker:
         candidates: dict[str, tuple[ToolDefinition, RawTool, str]] = {}
         per_upstream: dict[str, tuple[list[Refusal], list[Drift]]] = {}
         credentials: dict[str, CredentialSet] = {}
+        sessions: dict[str, tuple[UpstreamConnection, dict[str, str] | None]] = {}
         for uid, config in self.upstreams.items():
             if not config.enabled:
                 statuses.append(UpstreamStatus(uid, config.namespace, "disabled"))
@@ -366,6 +376,8 @@ class UpstreamBroker:
                 )
                 continue
             credentials[uid] = listing.credentials
+            if listing.connection is not None:
+                sessions[uid] = (listing.connection, None)
             refused = list(listing.refused)
             if config.pinning == "required":
                 ok, drift = compare(uid, self.pins.for_upstream(uid), listing.tools)
@@ -419,6 +431,7 @@ class UpstreamBroker:
             statuses=tuple(statuses),
             expected=expected,
             credentials=credentials,
+            sessions=sessions,
             placements={
                 uid: self.placement(config).record
                 for uid, config in self.upstreams.items()
@@ -490,6 +503,7 @@ class UpstreamBroker:
             listing.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
             return listing
         listing.raw = raw
+        listing.connection = conn
         listing.server = dict(conn.server_info)
         if conn.protocol_version:
             listing.server["protocolVersion"] = conn.protocol_version
@@ -638,9 +652,12 @@ class UpstreamBroker:
     ) -> UpstreamConnection:
         """The session a call of ``tool`` in ``turn_id`` goes to; re-opened if it broke.
 
-        After a re-open the upstream is listed again, and the call is refused
-        (``upstream_unavailable``) when ``tool``'s definition is no longer the
-        one this turn published: a restarted upstream cannot change under a turn.
+        A session other than the one this turn was published from -- re-opened by
+        this call, by an earlier call of the turn, or by another turn sharing the
+        pooled session -- is listed once for the turn, and every call through it
+        is refused (``upstream_unavailable``) when its tool's definition there is
+        no longer the one this turn published: a restarted upstream cannot change
+        under a turn, whichever call or turn re-opened it.
         """
         state = self._turns.get(turn_id)
         config = self.upstreams.get(upstream_id)
@@ -651,15 +668,21 @@ class UpstreamBroker:
                 "opened through the upstream broker, or it has ended)",
             )
         creds = state.credentials[upstream_id]
-        slot = self.pool.get(_key(config, creds))
-        if slot is not None and slot.connection is not None and slot.connection.usable:
-            slot.touch()
-            return slot.connection
-        slot, conn = await self._connection(config, creds, holder=turn_id)
-        raw = await self._listing(slot, conn)
         want = state.expected.get(tool)
-        now = next((r.digest for r in raw if f"{config.namespace}.{r.name}" == tool), None)
-        if want is None or now != want:
+        slot = self.pool.get(_key(config, creds))
+        seen = state.sessions.get(upstream_id)
+        conn: UpstreamConnection | None = slot.connection if slot is not None else None
+        if slot is not None and conn is not None and conn.usable and seen and seen[0] is conn:
+            slot.touch()
+        else:
+            slot, conn = await self._connection(config, creds, holder=turn_id)
+            seen = state.sessions.get(upstream_id)
+            if seen is None or seen[0] is not conn:
+                raw = await self._listing(slot, conn)
+                digests = {f"{config.namespace}.{r.name}": r.digest for r in raw}
+                state.sessions[upstream_id] = seen = (conn, digests)
+        digests_now = seen[1]
+        if want is None or (digests_now is not None and digests_now.get(tool) != want):
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
                 f"upstream {upstream_id!r} reconnected, and its definition of {tool} is not "

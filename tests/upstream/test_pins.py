@@ -298,3 +298,67 @@ def test_pinning_says_what_it_pinned_and_takes_the_host_file_either_way(tmp_path
     neither = cli("diff")
     assert both.returncode == 2 and "CONFIG or --host-config" in both.stderr
     assert neither.returncode == 2 and "which host configuration" in neither.stderr
+
+
+def _crashing_upstream(tmp_path: Path) -> tuple[Path, str, str, dict[str, Any]]:
+    """tools file, host table, rules and the ``crash`` tool of a fixture upstream that can
+    be made to die mid-turn and come back listing changed tools."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    crash_tool = {
+        "name": "crash",
+        "description": "Exit.",
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }
+    write_tools(tools_file, [*TOOLS, crash_tool])
+    toml = (
+        f'[upstream.fx]\ncommand = {json.dumps(PY)}\npinning = "off"\n'
+        f"args = {json.dumps([str(FIXTURE), '--tools', str(tools_file), '--log', str(log)])}\n"
+    )
+    rules = RULES.replace(
+        "namespace fx\n",
+        "namespace fx\nrequirement fx.crash { action read; resource path(args.path) }\n",
+    )
+    return tools_file, toml, rules, crash_tool
+
+
+async def test_every_tool_of_a_restarted_upstream_is_checked_not_only_the_first_called(
+    tmp_path: Path,
+) -> None:
+    """The re-opened session was checked only for the tool whose call re-opened it: an
+    unchanged tool called first passed, and every later call -- the changed tool's
+    included -- took the open session as it was and reached the upgraded upstream."""
+    tools_file, toml, rules, crash_tool = _crashing_upstream(tmp_path)
+    async with brokered(tmp_path, toml, rules) as env, env.turn() as t:
+        await t.call("fx.crash", {"path": "/public/x"})  # the upstream process dies
+        changed = json.loads(json.dumps([*TOOLS, crash_tool]))
+        changed[0]["inputSchema"]["properties"]["extra"] = {"type": "string"}
+        write_tools(tools_file, changed)
+        lookup = await t.call("fx.lookup", {"path": "/public/x"})  # re-opens: unchanged
+        echo = await t.call("fx.echo", {"message": "m", "path": "/public/x"})
+    assert lookup.is_error is False
+    assert echo.is_error is True and "is not the one this turn was given" in text_of(echo)
+    assert structured(echo)["reason"] == "upstream_unavailable"
+
+
+async def test_an_upstream_another_turn_restarted_cannot_change_under_this_turn(
+    tmp_path: Path,
+) -> None:
+    """Alice's and bob's turns share the pooled session. The upstream dies; bob's next turn
+    re-opens it (now listing a changed echo, held back from bob's catalogue). Alice's turn
+    found the session open and usable and forwarded its echo to the changed upstream,
+    unchecked: the check ran only for a session the calling turn re-opened itself."""
+    tools_file, toml, rules, crash_tool = _crashing_upstream(tmp_path)
+    async with brokered(tmp_path, toml, rules) as env, env.turn() as alice:
+        assert (
+            await alice.call("fx.echo", {"message": "m", "path": "/public/x"})
+        ).is_error is False
+        await alice.call("fx.crash", {"path": "/public/x"})  # the upstream process dies
+        changed = json.loads(json.dumps([*TOOLS, crash_tool]))
+        changed[0]["inputSchema"]["properties"]["extra"] = {"type": "string"}
+        write_tools(tools_file, changed)
+        async with env.turn(env.context("bob")) as bob:  # re-opens the shared session
+            assert (await bob.call("fx.lookup", {"path": "/public/x"})).is_error is False
+        echo = await alice.call("fx.echo", {"message": "m", "path": "/public/x"})
+        lookup = await alice.call("fx.lookup", {"path": "/public/x"})
+    assert echo.is_error is True and "is not the one this turn was given" in text_of(echo)
+    assert lookup.is_error is False  # the unchanged tool is served by the new session
