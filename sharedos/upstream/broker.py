@@ -583,9 +583,11 @@ class UpstreamBroker:
             listing.tools = [(t, r) for t, r in listing.tools if t.name not in dupes]
 
     async def _listing(self, slot: Slot, conn: UpstreamConnection) -> list[RawTool]:
-        """The upstream's tools now; turns opening together share one tools/list."""
+        """The upstream's tools now; turns opening together share one tools/list, and its
+        failure: a turn that waited for a listing that failed is told that failure."""
         asked = time.monotonic()
         async with slot.list_lock:
+            _shared_failure(slot.list_failure, asked)
             cached = slot.listing
             # a listing that started after this turn asked is as fresh as a new one;
             # an operator may also accept one up to list_cache_s old
@@ -597,7 +599,11 @@ class UpstreamBroker:
                 return cached[1]
             slot.list_changed = False
             began = time.monotonic()
-            raw = await conn.list_tools()
+            try:
+                raw = await conn.list_tools()
+            except UpstreamFailure as exc:
+                slot.list_failure = (time.monotonic(), exc)
+                raise
             slot.listing = (began, raw)
             return raw
 
@@ -617,10 +623,13 @@ class UpstreamBroker:
         conn = slot.connection
         if conn is not None and conn.usable:
             return slot, conn
+        asked = time.monotonic()
         async with slot.lock:
             conn = slot.connection
             if conn is not None and conn.usable:
                 return slot, conn
+            # an attempt this turn waited for failed: its failure, not another attempt
+            _shared_failure(slot.open_failure, asked)
             if conn is not None:
                 await conn.close()
                 slot.connection = None
@@ -636,7 +645,11 @@ class UpstreamBroker:
                 on_list_changed=changed,
                 wrap=self.placement(config).wrap,
             )
-            await fresh.start(self._tg)
+            try:
+                await fresh.start(self._tg)
+            except UpstreamFailure as exc:
+                slot.open_failure = (time.monotonic(), exc)
+                raise
             if slot.closed:  # the pool closed this slot while it opened: do not leak it
                 await fresh.close()
                 raise UpstreamFailure(
@@ -757,6 +770,13 @@ class UpstreamBroker:
                 if config.enabled:
                     tg.start_soon(one, config)
         return {uid: out[uid] for uid in self.upstreams if uid in out}
+
+
+def _shared_failure(failure: tuple[float, UpstreamFailure] | None, asked: float) -> None:
+    """Raise ``failure`` again when it came after ``asked``: the caller waited for the
+    attempt that failed, and trying again would make it wait out another timeout."""
+    if failure is not None and failure[0] >= asked:
+        raise UpstreamFailure(failure[1].reason, failure[1].message)
 
 
 def _credential_map(creds: CredentialSet) -> dict[str, SecretStr]:

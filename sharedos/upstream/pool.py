@@ -47,6 +47,11 @@ class Slot:
         self.listing: tuple[float, list[RawTool]] | None = None
         self.list_lock = anyio.Lock()
         self.list_changed = False
+        #: when the last attempt to open the session / to list it failed, and why: a turn
+        #: that was waiting for that attempt takes its failure instead of trying again
+        #: (each waiter used to run out its own timeout, one after another)
+        self.open_failure: tuple[float, UpstreamFailure] | None = None
+        self.list_failure: tuple[float, UpstreamFailure] | None = None
         #: turns that listed through this session and have not ended
         self.holders: set[str] = set()
         #: monotonic time of its last use (opened, listed, called, released)
