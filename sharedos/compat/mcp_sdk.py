@@ -21,6 +21,11 @@
   bounded reader (``sharedos.upstream.transport``) reuses the SDK's process
   handling (``spawn_stdio_server``, ``stop_stdio_server``, ``drain_stdio``:
   private helpers of ``mcp.client.stdio``) so spawning and shutdown stay the SDK's.
+- The client session checks every tool result against the output schema of its
+  own latest listing, on the event loop (seconds for a few MiB of
+  ``structuredContent``), and has no switch for it: a brokered upstream's
+  session has its ``validate_tool_result`` replaced (``skip_result_validation``);
+  the forwarder checks against the schema the turn published, off the loop.
 
 Importing this module on any other mcp version raises ``VendorVersionError``.
 """
@@ -159,3 +164,15 @@ async def stop_stdio_server(process: Any) -> None:
 async def drain_stdio(process: Any) -> None:
     """Consume and discard what the server still writes (shielded; ends when the pipe closes)."""
     await _stdio._drain_stdout(process)
+
+
+async def _no_result_validation(name: str, result: Any) -> None:
+    return None
+
+
+def skip_result_validation(session: Any) -> None:
+    """Turn off ``session``'s own check of tool results against its listed output schemas
+    (see the module docstring: the caller checks them, off the event loop)."""
+    if not callable(getattr(session, "validate_tool_result", None)):
+        raise AttributeError("this mcp ClientSession has no validate_tool_result to replace")
+    session.validate_tool_result = _no_result_validation

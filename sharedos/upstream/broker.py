@@ -74,6 +74,8 @@ _INLINE_ASSEMBLE = 64
 _SHOWN_REFUSALS = 20
 #: (upstream, credential set) sessions whose latest definitions are kept for the next listing
 _SESSIONS_KEPT = 256
+#: worker threads that validate results against output schemas at once (``result_checks``)
+_RESULT_CHECK_THREADS = 4
 #: ``path(args.X)`` or ``path(args.X.Y...)``: the (dotted) argument holding a path resource
 _PATH_ARG = re.compile(r"^path\(args\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\)$")
 
@@ -253,10 +255,15 @@ class UpstreamBroker:
         self._resource_args: dict[str, str | None] = {}
         self._path_tools: dict[str, bool] = {}
         self._local_paths = LocalPaths()
+        #: worker threads validating results against output schemas (``ForwardHandler``):
+        #: their own few, so a flood of large results never takes the shared thread pool
+        #: the evidence store and the listings use
+        self.result_checks: anyio.CapacityLimiter | None = None
 
     # -- lifecycle ----------------------------------------------------------
     async def __aenter__(self) -> UpstreamBroker:
         stack = contextlib.AsyncExitStack()
+        self.result_checks = anyio.CapacityLimiter(_RESULT_CHECK_THREADS)
         self._tg = await stack.enter_async_context(anyio.create_task_group())
         self._exit = stack
         self._tg.start_soon(self._sweeper)

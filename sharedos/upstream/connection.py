@@ -35,6 +35,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from sharedos.compat import mcp_sdk
 from sharedos.errors import UpstreamError
 from sharedos.outcomes import ReasonCode
 from sharedos.redaction import Redactor
@@ -397,6 +398,10 @@ class UpstreamConnection:
                 message_handler=self._on_message,
             )
             async with client:
+                # results are checked against the outputSchema each turn published, off the
+                # event loop (forward.py); the SDK's own check ran on the loop, against
+                # whatever the upstream listed last
+                mcp_sdk.skip_result_validation(client.session)
                 if self._relay is not None:
                     self._relay.spawned()
                 self._client = client

@@ -132,8 +132,16 @@ class ForwardHandler:
         published = state.tools.get(tool) if state is not None else None
         if published is not None and published.output_schema is not None and not result.is_error:
             # the harness's client validates against the schema this turn published, not
-            # against whatever the upstream lists now
-            problem = published.output_problem(structured)
+            # against whatever the upstream lists now; a result the accept-only shortcut does
+            # not take is validated in a worker thread (jsonschema spends ~10 us an item: a
+            # few MiB of structuredContent held the event loop, every turn, for seconds)
+            fast = published.output_fast_check
+            if structured is not None and fast is not None and fast(structured):
+                problem = None
+            else:
+                problem = await anyio.to_thread.run_sync(
+                    published.output_problem, structured, limiter=broker.result_checks
+                )
             if problem is not None:
                 return _failure(
                     ReasonCode.UPSTREAM_ERROR,
