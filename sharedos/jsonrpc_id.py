@@ -54,7 +54,9 @@ def message_id(head: bytes, tail: bytes) -> Any:
     while at != -1:
         if _preceded_by_member_start(head, at):
             prefix = head[:at].rstrip().rstrip(b",")
-            with contextlib.suppress(ValueError):
+            # RecursionError: a head nested deeper than Python's parser recurses is no
+            # top-level member's start (and must not end the reader that asked)
+            with contextlib.suppress(ValueError, RecursionError):
                 if isinstance(json.loads(prefix + b"}"), dict):
                     rest = head[at + len(_ID_KEY) :].lstrip()
                     if rest.startswith(b":"):
@@ -63,7 +65,7 @@ def message_id(head: bytes, tail: bytes) -> Any:
     at = tail.rfind(_ID_KEY)
     while at != -1:
         if _preceded_by_member_start(tail, at):
-            with contextlib.suppress(ValueError, UnicodeDecodeError):
+            with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
                 members = json.loads(b"{" + tail[at:].rstrip())
                 if isinstance(members, dict) and "id" in members:
                     value = members["id"]

@@ -129,10 +129,11 @@ def _too_many_blocks(request_id: Any, result: Any) -> types.JSONRPCError | None:
 
 
 def _response_with_result(body: bytes) -> dict[str, Any] | None:
-    """A JSON-RPC response's bytes read as an object with a ``result``, or None."""
+    """A JSON-RPC response's bytes read as an object with a ``result``, or None (also for
+    JSON nested deeper than Python's parser recurses: the SDK's own parser refuses it)."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and "result" in data else None
 
@@ -276,15 +277,22 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 def _malformed(data: bytes, methods: dict[Any, str]) -> SessionMessage | None:
     """An error answering the outstanding request a line that is JSON but no valid JSON-RPC
     answer names by its ``id`` (a scalar result, an error of the wrong shape, a lone
-    surrogate), or None. Without it the request waited out its whole timeout and was
-    recorded as unanswered. A line that is not JSON at all names no request."""
+    surrogate, JSON nested deeper than a parser goes), or None. Without it the request
+    waited out its whole timeout and was recorded as unanswered. A line that is not JSON
+    at all names no request."""
     try:
         data_obj = json.loads(data)
     except ValueError:
         return None
-    if not isinstance(data_obj, dict) or "method" in data_obj:
-        return None
-    request_id = data_obj.get("id")
+    except RecursionError:
+        # valid JSON nested deeper than Python's parser recurses (the SDK's refuses it too):
+        # its id is read from its edges, as an oversized line's is. Before, the error
+        # escaped the reader and ended the session, every call in flight on it with it
+        request_id = message_id(data[:EDGE_BYTES], data[-EDGE_BYTES:])
+    else:
+        if not isinstance(data_obj, dict) or "method" in data_obj:
+            return None
+        request_id = data_obj.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return None
     method = methods.get(request_id)

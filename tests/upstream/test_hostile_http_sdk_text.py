@@ -92,3 +92,23 @@ async def test_a_call_the_sdk_cannot_read_leaves_no_part_of_the_credential(
     assert fragments(text_of(result), planted) == []
     evidence = b"".join(p.read_bytes() for p in tmp_path.glob("evidence.sqlite*"))
     assert fragments(evidence.decode("utf-8", "replace"), planted) == []
+
+
+@pytest.mark.anyio
+async def test_an_http_answer_nested_too_deep_to_parse_fails_its_call_and_no_more(
+    tmp_path: Path, planted: str
+) -> None:
+    """A tools/call answer nested 100,000 arrays deep (valid JSON, application/json): the
+    listing screen's ``json.loads`` raised RecursionError out of the response stream."""
+    port = free_port()
+    with http_process([PY, str(SERVER), str(port), "--mode", "deep-call"], port):
+        async with brokered(
+            tmp_path, _upstream(port), RULES, environ={"SHAREDOS_TEST_TOKEN": planted}
+        ) as env:
+            async with env.turn() as t:
+                first = await t.call("fx.bad", {})
+                second = await t.call("fx.bad", {})
+            records = env.records(t.context.turn_id)
+    assert first.is_error and second.is_error
+    assert [str(r.reason) for r in records] == ["upstream_error", "upstream_error"]
+    assert "disconnected" not in text_of(first), text_of(first)

@@ -12,6 +12,8 @@ logs it or wraps it in an error of its own:
   <the error>``, in which pydantic shortened the input to its head and tail.
 - ``--mode parse-call``: the handshake and ``tools/list`` (one tool, ``bad``)
   are answered well, ``tools/call`` as ``parse-init`` answers ``initialize``.
+- ``--mode deep-call``: as ``parse-call``, but ``tools/call`` is answered (JSON)
+  with a result nested 100,000 arrays deep: valid JSON no parser here reads.
 
 Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
 """
@@ -27,7 +29,9 @@ from typing import Any
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
-    parser.add_argument("--mode", required=True, choices=("event", "parse-init", "parse-call"))
+    parser.add_argument(
+        "--mode", required=True, choices=("event", "parse-init", "parse-call", "deep-call")
+    )
     opts = parser.parse_args()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -59,7 +63,15 @@ def main() -> None:
                 self.sse(credential, {})
                 return
             unreadable = {"jsonrpc": "2.0", "id": rid, "result": credential}
-            if method == "initialize" and opts.mode == "parse-call":
+            if method == "tools/call" and opts.mode == "deep-call":
+                deep = b"[" * 100_000 + b"]" * 100_000
+                body = b'{"jsonrpc":"2.0","id":%s,"result":{"content":%s}}' % (
+                    json.dumps(rid).encode(),
+                    deep,
+                )
+                self.answer(200, "application/json", body)
+                return
+            if method == "initialize" and opts.mode in ("parse-call", "deep-call"):
                 result = {
                     "protocolVersion": request["params"]["protocolVersion"],
                     "capabilities": {"tools": {}},

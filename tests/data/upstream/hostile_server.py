@@ -322,7 +322,17 @@ def big_blob(rid: Any, msg: dict[str, Any]) -> None:
     answer(rid, {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]})
 
 
+def deep(rid: Any, msg: dict[str, Any]) -> None:
+    """A result nested ``n`` arrays deep (valid JSON; ``n`` bytes of brackets each way)."""
+    n = int(msg["params"]["arguments"].get("n") or 100_000)
+    send_raw(
+        b'{"jsonrpc":"2.0","id":%s,"result":{"content":%s%s}}\n'
+        % (json.dumps(rid).encode(), b"[" * n, b"]" * n)
+    )
+
+
 EXTRA: dict[str, Any] = {
+    "deep": deep,
     "big-blob": big_blob,
     "environment": environment,
     "surrogate": surrogate,
