@@ -502,7 +502,14 @@ class UpstreamBroker:
             return listing
         try:
             slot, conn = await self._connection(config, creds, holder=holder)
-            raw = await self._listing(slot, conn)
+            try:
+                raw = await self._listing(slot, conn)
+            except UpstreamFailure:
+                if not conn.session_lost:
+                    raise
+                # the upstream lost the session it had (restarted): one new session
+                slot, conn = await self._connection(config, creds, holder=holder)
+                raw = await self._listing(slot, conn)
         except UpstreamFailure as exc:
             listing.failure = exc.message
             if exc.reason is ReasonCode.UPSTREAM_UNAUTHORIZED:

@@ -277,6 +277,8 @@ class UpstreamConnection:
         self._done = anyio.Event()
         self._relay: _StderrRelay | None = None
         self.broken: str | None = None
+        #: the upstream answered 404 to this session (``_session_lost``)
+        self.session_lost = False
         self.server_info: dict[str, Any] = {}
         self.protocol_version: str | None = None
         self._limiter = anyio.CapacityLimiter(config.limits.max_concurrency)
@@ -341,6 +343,17 @@ class UpstreamConnection:
             "the session was ended"
         )
 
+    def _session_lost(self) -> None:
+        # the upstream (restarted, or expiring sessions) answered 404 to this session: no
+        # request on it can succeed again, so it is no longer usable and the next turn or
+        # call opens a new one (MCP: the client "MUST start a new session"). Before, the
+        # dead session stayed pooled and every later turn had the upstream's tools absent
+        self.session_lost = True
+        self.broken = self.broken or (
+            "the upstream no longer knows this session (HTTP 404: it restarted or expired "
+            "it); a new session is opened"
+        )
+
     def _stderr_hint(self) -> str:
         last = self._relay.last() if self._relay is not None else ""
         return f" (its stderr: {last[:300]})" if last else ""
@@ -380,7 +393,9 @@ class UpstreamConnection:
             auth=CredentialAuth(self.credentials.auth, self._denied),
             timeout=httpx2.Timeout(config.timeouts.call_s + 5.0, connect=config.timeouts.connect_s),
             trust_env=False,  # never pick up proxies or .netrc credentials from the host
-            transport=BoundedHTTPTransport(ReadBounds.of(config.limits), self._screen),
+            transport=BoundedHTTPTransport(
+                ReadBounds.of(config.limits), self._screen, on_session_lost=self._session_lost
+            ),
         )
         self._http = http
         return streamable_http_client(config.url, http_client=http)
@@ -590,7 +605,7 @@ class UpstreamConnection:
             if refused is not None:
                 raise refused from None
             why = describe_exception(exc, self.scrubber.scrub)
-            if _is_closed(exc):
+            if _is_closed(exc) or self.session_lost:
                 self._mark_broken(why)
                 last = self._stderr_hint()
                 raise UpstreamFailure(

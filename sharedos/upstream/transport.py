@@ -60,6 +60,8 @@ from sharedos.upstream.definitions import over_limits
 
 logger = logging.getLogger("sharedos.upstream")
 
+#: the streamable-HTTP header naming the session a request belongs to
+MCP_SESSION_ID = "mcp-session-id"
 #: JSON-RPC error code of a synthesized "your answer was too large" (implementation range)
 RESPONSE_TOO_LARGE = -32090
 #: room for the JSON-RPC envelope and JSON escaping around a result of max_result_bytes
@@ -632,10 +634,15 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
         bounds: ReadBounds,
         screen: ListingScreen | None = None,
         inner: httpx2.AsyncBaseTransport | None = None,
+        *,
+        on_session_lost: Callable[[], None] | None = None,
     ) -> None:
         self.bounds = bounds
         self.screen = screen
         self.inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
+        #: told when the upstream answers a request of the session with 404: it no longer
+        #: knows the session (restarted, or expired it), and MCP has the client open a new one
+        self.on_session_lost = on_session_lost
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Forward ``request``; wrap the answer's body in its bound (and screen a listing)."""
@@ -648,6 +655,13 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
         elif method == "tools/call":
             rewrite = screen_call_body
         response = await self.inner.handle_async_request(request)
+        if (
+            response.status_code == 404
+            and request.headers.get(MCP_SESSION_ID)
+            and request.method != "DELETE"
+            and self.on_session_lost is not None
+        ):
+            self.on_session_lost()
         limit = self.bounds.for_method(method) if method else self.bounds.result
         bounds = self.bounds
         replacement = (
