@@ -126,6 +126,7 @@ _is_normalized = unicodedata.is_normalized
 _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
 #: a membership key some rule sits under twice or more (``any_in``): taken once each
 _HOLDS_ANY = -1
+_STRINGS = object()  # a context entry's values: a membership key's strings, by path
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
 #: a group kept by the resource's segment at one position, by the head or the tail of the
 #: segment at one position, or by any of its segments (``_segment_buckets``)
@@ -264,12 +265,26 @@ def _by_affix(v: Any, tv: type, table: Any, mode: int) -> tuple[Any, ...] | None
     return got
 
 
-def _held_once(
-    v: list[str] | tuple[str, ...], table: dict[str, tuple[Any, ...]]
-) -> tuple[Any, ...]:
-    """The rows a membership key with rules under several values (``_HOLDS_ANY``) keeps
-    for the strings ``v`` holds: each row once, however many of its values are held."""
-    found = [got for got in map(table.get, set(v)) if got is not None]
+def _strings_of(v: Any, tv: type) -> frozenset[str] | None:
+    """The strings a membership key's read holds, as a set; None when it is not a list
+    (or tuple) of strings (the key cannot decide it: every rule is tested as written)."""
+    if tv is not list and tv is not tuple:
+        return None
+    for e in v:
+        if type(e) is not str:
+            return None
+    return frozenset(v)
+
+
+def _held_once(held: frozenset[str], table: dict[str, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The rows a membership key (``_HOLDS``, ``_HOLDS_ANY``) keeps for the strings
+    ``held`` the read holds: each row once, however many of its values are held.
+    Walks the smaller of the two, so a caller holding thousands of roles or groups
+    costs what the group's values do, not what the caller holds."""
+    if len(held) <= len(table):
+        found = [got for got in map(table.get, held) if got is not None]
+    else:
+        found = [got for e, got in table.items() if e in held]
     if len(found) < 2:
         return found[0] if found else ()
     # each rule's row is one object in every bucket it sits in: first seen, kept
@@ -601,7 +616,7 @@ class Evaluator:
             by_value = keyed.buckets(candidates)
             # (read, table, mode): the read a function of the call; for a segment key the
             # segment's position instead (``_segment_buckets``)
-            value_entry: tuple[Any, Any, int] | None = None
+            value_entry: tuple[Any, Any, int, Any] | None = None
             taken: set[int] = set()
             if by_value is not None:
                 (mode, root, path, steps), values, taken = by_value
@@ -615,6 +630,14 @@ class Evaluator:
                         mode, values, rows, keyed.whole, None if entry == 0 else twins[gid]
                     ),
                     mode,
+                    # a membership key's strings are kept per context when it reads
+                    # the context alone (``now`` is no part of the context's key)
+                    (_STRINGS, path)
+                    if mode in (_HOLDS, _HOLDS_ANY)
+                    and root == "context"
+                    and not steps
+                    and path[:1] != ("now",)
+                    else None,
                 )
             else:
                 by_segment = _segment_buckets(candidates, rows)
@@ -625,7 +648,7 @@ class Evaluator:
                     }
                     if mode in (_SEGMENT_HEAD, _SEGMENT_TAIL):
                         table = _affix_table(table)  # a segment's head or tail, by each length
-                    value_entry = (position, table, mode)
+                    value_entry = (position, table, mode, None)
             rest, roles_kept = plain, by_role
             if value_entry is not None:
                 rest = [i for i in plain if i not in taken]
@@ -966,6 +989,8 @@ class Evaluator:
         n = len(segs)
         env: Env | None = None
         hits: list[int] | None = None
+        strs_of: Any = _MISSING  # the last list a membership key read, and its strings
+        strs_set: frozenset[str] | None = None
         # Forbids first: one that applies denies, whatever the permits say.
         forbid = True
         for groups in (forbids, permits):
@@ -1060,18 +1085,29 @@ class Evaluator:
                                     elif got:
                                         rules += got
                                 elif mode in (_HOLDS, _HOLDS_ANY):
-                                    if (tv is list or tv is tuple) and all(
-                                        type(e) is str for e in v
-                                    ):
-                                        if mode == _HOLDS:
-                                            for e in set(v):
-                                                got = table.get(e)
-                                                if got is not None:
-                                                    rules += got
-                                        else:
-                                            rules += _held_once(v, table)
+                                    # the strings read, as a set: made once per list
+                                    # (a decision meets the same context.roles in
+                                    # every group on its walk), and kept with the
+                                    # context when the read is of the context alone
+                                    if v is strs_of:
+                                        strs = strs_set
                                     else:
+                                        mk = by_value[3]
+                                        if mk is not None and values is not None:
+                                            strs = values.get(mk, _MISSING)
+                                        else:
+                                            strs = _MISSING
+                                        if strs is _MISSING:
+                                            strs = _strings_of(v, tv)
+                                            if mk is not None and cache is not None:
+                                                if values is None:
+                                                    values = cache.values = {}
+                                                values[mk] = strs
+                                        strs_of, strs_set = v, strs
+                                    if strs is None:
                                         rules = bk[3]
+                                    else:
+                                        rules += _held_once(strs, table)
                                 elif tv is str:
                                     got = table.get(v)
                                     if got is not None:
