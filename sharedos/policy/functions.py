@@ -175,16 +175,45 @@ def _segment(s: Any, i: Any) -> str:
     return str(parts[i - 1] if i > 0 else parts[i])
 
 
+#: the types ``_member_test`` reads: what JSON and a context hold (anything else, a
+#: ``str`` subclass or a foreign object with an ``__eq__`` of its own, is compared as
+#: ``member`` compares it)
+_PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
+
+
+def _member_test(container: list[Any] | tuple[Any, ...]) -> Callable[[Any], bool]:
+    """``member(x, container)`` for many ``x``: the container's strings as a set (read
+    once), the rest compared in order as ``member`` does. A string equals only a string,
+    and no other value equals a string nor errs against one, so the answers and the
+    errors are ``member``'s, in O(1) per string instead of O(len(container))."""
+    if len(container) < 8 or not all(type(y) in _PLAIN for y in container):
+        return lambda x: member(x, container)
+    strings = {y for y in container if type(y) is str}
+    others = [y for y in container if type(y) is not str]
+
+    def test(x: Any) -> bool:
+        if type(x) is str:
+            return x in strings
+        return any(values_equal(x, y) for y in others)
+
+    return test
+
+
 def _any_in(items: Any, container: Any) -> bool:
     _need("any_in", items, LIST)
     _need("any_in", container, LIST)
-    return any(member(x, container) for x in items)
+    if len(items) < 4:
+        return any(member(x, container) for x in items)
+    # an argument's list against a context's: O(len + len), never their product
+    return any(map(_member_test(container), items))
 
 
 def _all_in(items: Any, container: Any) -> bool:
     _need("all_in", items, LIST)
     _need("all_in", container, LIST)
-    return all(member(x, container) for x in items)
+    if len(items) < 4:
+        return all(member(x, container) for x in items)
+    return all(map(_member_test(container), items))
 
 
 FUNCTIONS: dict[str, Function] = {
