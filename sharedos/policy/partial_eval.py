@@ -183,11 +183,22 @@ class PartialEvaluator:
         memo: dict[Any, Any] = cache.memo if cache is not None else {}
         template = t.shape[0] != "path"
         shape = t.shape
+        # The forbid that last covered a permit of this namespace and action (for this
+        # context and shape) is tried first: one this context meets whatever it asks
+        # ('forbid * on "/**" when "suspended" in context.roles') covers every permit,
+        # and finding it at the end of each permit's forbids made a listing weigh every
+        # permit against every forbid. A forbid certain to apply whose pattern covers
+        # the permit's is one its own list holds (a covering forbid's literal prefix is
+        # a prefix of the permit's), so which one is found first changes nothing.
+        win_key = ("won", t.namespace, action, shape)
+        won = memo.get(win_key)
         for step in plan.steps:
             rule = step.rule
+            pat = step.pattern
+            if pat is not None and won is not None and covers_within(won, pat, shape):
+                continue
             if not self._permit_possible(rule, env, cache):
                 continue
-            pat = step.pattern
             fsteps: Sequence[ForbidStep] = step.forbids
             static_permit = pat is not None
             if pat is None:
@@ -201,6 +212,8 @@ class PartialEvaluator:
                 else:
                     pat = resolve(rule.pattern_enc, context)
                 if not meets_shape(pat, shape):
+                    continue
+                if won is not None and covers_within(won, pat, shape):
                     continue
                 candidates = (
                     t.forbids if template else forbids_along(self._ev, t, literal_prefix(pat))
@@ -227,6 +240,7 @@ class PartialEvaluator:
                     continue
                 if certain:
                     covered = True
+                    won = memo[win_key] = fpat
                     break
                 uncertain.append(forbid)
             if covered:
