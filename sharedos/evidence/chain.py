@@ -45,7 +45,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sharedos import canonical
 
@@ -387,7 +387,7 @@ def verify_turn(
     *,
     public_keys: Mapping[str, Any] | None = None,
     require_seal: bool = False,
-    covered: tuple[int, str, int] | None = None,
+    covered: tuple[int, str, int] | Sequence[tuple[int, str, int]] | None = None,
 ) -> TurnReport:
     """Walk one turn's chain; report every edited, deleted, inserted or reordered link.
 
@@ -411,9 +411,11 @@ def verify_turn(
     seals every turn it closes: a turn without one was never closed — a host
     that died, or a turn still running — or had its seal removed);
     ``require_seal`` reports a turn without a seal without keys too.
-    ``covered`` is (position, hash, checkpoint number): the head a store-wide
-    checkpoint recorded for this turn, which the chain must still reach with
-    that hash (``sharedos.evidence.checkpoint``).
+    ``covered`` is (position, hash, checkpoint number), or a sequence of them:
+    the heads store-wide checkpoints recorded for this turn, each of which the
+    chain must still hold with that hash (``sharedos.evidence.checkpoint``) —
+    every one, not only the furthest: a later checkpoint (one anybody who can
+    write the store can take) never vouches for what an earlier one covered.
     """
     ordered = sorted(links, key=lambda lk: (lk.pos, lk.seq if lk.seq is not None else -1))
     problems: list[Problem] = []
@@ -434,8 +436,8 @@ def verify_turn(
     _stray_links(chain, remaining, add)
     report.head = chain[-1].hash if chain else None
     _check_seals(chain, report, add, public_keys=public_keys, require_seal=require_seal)
-    if covered is not None:
-        _check_covered(chain, covered, add)
+    if covered:
+        _check_covered(chain, _heads(covered), add)
     problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
     return report
 
@@ -576,11 +578,33 @@ def _check_seals(
         )
 
 
-def _check_covered(chain: list[Link], covered: tuple[int, str, int], add: _Add) -> None:
-    """Stage 5, the checkpoint: the chain still reaches the head it covered, with its hash."""
-    pos, hash_, number = covered
+def _heads(
+    covered: tuple[int, str, int] | Sequence[tuple[int, str, int]],
+) -> list[tuple[int, str, int]]:
+    """``covered`` as a list of heads (one head given alone is a list of one)."""
+    if covered and isinstance(covered[0], int):
+        return [cast("tuple[int, str, int]", covered)]
+    return list(cast("Sequence[tuple[int, str, int]]", covered))
+
+
+def _check_covered(chain: list[Link], covered: list[tuple[int, str, int]], add: _Add) -> None:
+    """Stage 5, the checkpoints: the chain still holds every head they covered, with its hash.
+
+    Said once per cause: the furthest covered head the chain no longer reaches
+    (``deleted``), and the furthest one it holds with another hash (``edited``).
+    """
     at = {lk.pos: lk.hash for lk in chain}
-    if pos not in at:
+    gone: tuple[int, str, int] | None = None
+    changed: tuple[int, str, int] | None = None
+    for head in covered:
+        pos, hash_, _number = head
+        if pos not in at:
+            if gone is None or pos > gone[0]:
+                gone = head
+        elif at[pos] != hash_ and (changed is None or pos > changed[0]):
+            changed = head
+    if gone is not None:
+        pos, _hash, number = gone
         end = chain[-1].pos if chain else -1
         add(
             "deleted",
@@ -589,7 +613,8 @@ def _check_covered(chain: list[Link], covered: tuple[int, str, int], add: _Add) 
             f"checkpoint {number} covered this turn up to position {pos}; the chain now "
             f"ends at position {end}: what was committed before the checkpoint is gone",
         )
-    elif at[pos] != hash_:
+    if changed is not None:
+        pos, _hash, number = changed
         add(
             "edited",
             None,

@@ -19,8 +19,9 @@ left is a valid chain. A checkpoint closes that gap:
   bytes of JSON) to keep elsewhere; ``sharedos evidence verify --since FILE``
   later checks that the store still holds that checkpoint with the same hash,
   that the checkpoint chain up to it recomputes from the heads it lists, and
-  that every turn reaches, with the same hash, at least the head the
-  checkpoints recorded for it.
+  that every turn still holds, with the same hash, every head the
+  checkpoints recorded for it (each one: a later checkpoint never vouches
+  for what an earlier one covered).
 
 So anything committed before a checkpoint — a whole turn, the tail of an
 unsealed turn — cannot be removed without the verifier noticing: removing

@@ -122,10 +122,10 @@ _WRITE_CHECKPOINT_SQL = (
     f"WITH c AS ({checkpoint_insert_sql('postgresql')}) {checkpoint_heads_sql('postgresql')}"
 )
 #: each turn's furthest checkpointed head, in the binary order of turn ids
+#: every distinct head the checkpoints recorded (the first checkpoint that did), by turn
 _COVERAGE_SQL = (
-    'SELECT DISTINCT ON (k.turn_id COLLATE "C") k.turn_id, k.pos, k.hash, k.number '
-    "FROM checkpoint_heads k "
-    'ORDER BY k.turn_id COLLATE "C", k.pos DESC, k.number'
+    "SELECT k.turn_id, k.pos, k.hash, min(k.number) FROM checkpoint_heads k "
+    'GROUP BY k.turn_id, k.pos, k.hash ORDER BY k.turn_id COLLATE "C", k.pos, 4'
 )
 #: an advisory lock key shared by every SharedOS process creating or migrating a schema
 SCHEMA_LOCK = 0x5348_4F53_4556  # "SHOSEV"
@@ -745,8 +745,9 @@ class PostgresEvidenceStore:
         yield from iter_checkpoint_rows(self._stream)
 
     def iter_coverage(self) -> Iterator[tuple[str, int, str, int]]:
-        """(turn_id, pos, hash, checkpoint) of the furthest head any checkpoint recorded for
-        each turn, ordered by turn id (binary order, as ``iter_links``)."""
+        """(turn_id, pos, hash, checkpoint) of every head a checkpoint recorded (each once,
+        with the first checkpoint that did), ordered by turn id (binary order, as
+        ``iter_links``), then position: a turn's furthest head comes last."""
         for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
             yield str(turn), int(pos), str(hash_), int(number)
 

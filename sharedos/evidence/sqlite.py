@@ -276,10 +276,10 @@ _LINK_AT_SQL = lookup_sql("link_at", "sqlite")
 _LAST_CHECKPOINT_SQL = lookup_sql("last_checkpoint", "sqlite")
 _STORE_ID_SQL = lookup_sql("store_id", "sqlite")
 #: each turn's furthest checkpointed head (and the checkpoint that recorded it)
+#: every distinct head the checkpoints recorded (the first checkpoint that did), by turn
 _COVERAGE_SQL = (
-    "SELECT k.turn_id, k.pos, k.hash, k.number FROM checkpoint_heads k JOIN "
-    "(SELECT turn_id, max(pos) AS pos FROM checkpoint_heads GROUP BY turn_id) m "
-    "ON m.turn_id = k.turn_id AND m.pos = k.pos ORDER BY k.turn_id, k.number"
+    "SELECT turn_id, pos, hash, min(number) FROM checkpoint_heads "
+    "GROUP BY turn_id, pos, hash ORDER BY turn_id, pos, 4"
 )
 
 
@@ -901,8 +901,9 @@ class SqliteEvidenceStore:
         yield from iter_checkpoint_rows(self._stream)
 
     def iter_coverage(self) -> Iterator[tuple[str, int, str, int]]:
-        """(turn_id, pos, hash, checkpoint) of the furthest head any checkpoint recorded for
-        each turn, ordered by turn id as ``iter_links`` orders them."""
+        """(turn_id, pos, hash, checkpoint) of every head a checkpoint recorded (each once,
+        with the first checkpoint that did), ordered by turn id as ``iter_links`` orders
+        them, then position: a turn's furthest head comes last."""
         for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
             yield str(turn), int(pos), str(hash_), int(number)
 

@@ -4,9 +4,9 @@ Works on any store that offers ``iter_links(turn_id)`` (links with their
 content, ordered by turn and position), and, for the store-wide checks,
 ``iter_checkpoints()`` and ``iter_coverage()`` (``sharedos.evidence.
 checkpoint``): both SharedOS backends at schema 4. Memory holds one turn's
-links, or one checkpoint's heads, at a time: the turns and the furthest head
-each checkpoint recorded are read as two streams in the same order and
-walked side by side.
+links, or one checkpoint's heads, at a time: the turns and every head the
+checkpoints recorded are read as two streams in the same order and walked
+side by side.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from typing import Any
 from sharedos.evidence.chain import Link, Problem, TurnReport, verify_turn
 from sharedos.evidence.checkpoint import Checkpoint, check_chain
 from sharedos.evidence.store import EvidenceStoreError
+
+#: (position, hash, checkpoint number): a turn's head as a checkpoint recorded it
+Covered = tuple[int, str, int]
 
 __all__ = ["StoreReport", "check_file", "iter_turn_reports", "verify_store"]
 
@@ -121,8 +124,9 @@ def iter_turn_reports(
 ) -> Iterator[TurnReport]:
     """One ``TurnReport`` per turn of ``store`` (or for ``turn_id`` only), in turn order.
 
-    With ``checkpoints`` every turn must reach the furthest head a checkpoint
-    recorded for it, and a turn a checkpoint covered that is gone altogether
+    With ``checkpoints`` every turn must still hold, with its hash, every head a
+    checkpoint recorded for it (not only the furthest: a later checkpoint does not
+    vouch for what an earlier one covered), and a turn a checkpoint covered that is gone altogether
     is reported too (as a turn with no links).
     """
     _chained(store)
@@ -135,11 +139,11 @@ def iter_turn_reports(
         nonlocal pending
         # covered turns that sort before this one have no links left: gone
         while pending is not None and pending[0] < turn:
-            yield _gone(pending)
+            yield _gone(*pending)
             pending = next(coverage, None)
         covered = None
         if pending is not None and pending[0] == turn:
-            covered = pending[1:]
+            covered = pending[1]
             pending = next(coverage, None)
         yield verify_turn(
             turn, links, public_keys=public_keys, require_seal=require_seal, covered=covered
@@ -156,26 +160,37 @@ def iter_turn_reports(
     gone_at_end = False
     while pending is not None:
         gone_at_end = True
-        yield _gone(pending)
+        yield _gone(*pending)
         pending = next(coverage, None)
     if turn_id is not None and current is None and not gone_at_end:
         raise EvidenceStoreError(f"no turn {turn_id!r} in this store", "io")
 
 
-def _coverage(store: Any, turn_id: str | None) -> Iterator[tuple[str, int, str, int]]:
+def _coverage(store: Any, turn_id: str | None) -> Iterator[tuple[str, list[Covered]]]:
+    """(turn_id, every distinct head the checkpoints recorded for it, furthest last), by turn."""
     walk = getattr(store, "iter_coverage", None)
     if walk is None:
         return
-    last: str | None = None
-    for turn, pos, hash_, number in walk():
-        # one head per turn (two writers may have recorded the same one)
-        if turn != last and (turn_id is None or turn == turn_id):
-            yield turn, pos, hash_, number
-        last = turn
+    turn: str | None = None
+    heads: list[Covered] = []
+    seen: set[tuple[int, str]] = set()
+    for t, pos, hash_, number in walk():
+        if turn_id is not None and t != turn_id:
+            continue
+        if t != turn:
+            if turn is not None:
+                yield turn, heads
+            turn, heads, seen = t, [], set()
+        # one head once (two writers may have recorded the same one): its first checkpoint
+        if (pos, hash_) not in seen:
+            seen.add((pos, hash_))
+            heads.append((pos, hash_, number))
+    if turn is not None:
+        yield turn, heads
 
 
-def _gone(covered: tuple[str, int, str, int]) -> TurnReport:
-    turn, pos, _hash, number = covered
+def _gone(turn: str, heads: list[Covered]) -> TurnReport:
+    pos, _hash, number = heads[-1]  # the furthest
     problem = Problem(
         "deleted",
         turn,

@@ -327,3 +327,26 @@ def test_one_turn_deleted_whole_is_reported_for_that_turn(store: Any, raw: Raw) 
     raw("DELETE FROM chain WHERE turn_id = 'T'")
     code, out = cli("evidence", "verify", "--db", location(store), "--turn", "T")
     assert code == 1 and "deleted: turn T -: the whole turn is gone" in out
+
+
+def test_a_later_checkpoint_cannot_vouch_for_a_rewritten_tail_the_exported_one_covered(
+    opener: Opener, raw: Raw, tmp_path: Path
+) -> None:
+    """Every head a checkpoint recorded is checked, not only a turn's furthest one: someone
+    who cuts a covered tail, writes a longer one and checkpoints it (no key needed) does not
+    pass ``verify --since`` the checkpoint that covered the original tail."""
+    store = opener()
+    unsealed_turn(store, "running", calls=4)  # positions 0..8, no seal
+    first = store.take_checkpoint()
+    assert first is not None
+    exported = tmp_path / "cp.json"
+    exported.write_text(json.dumps(first.to_dict()))
+    store.close()
+    raw("DELETE FROM chain WHERE turn_id = 'running' AND pos >= 6")
+    forger = opener()  # the attacker's own writer on the store: new rows 6..9, checkpointed
+    unsealed_turn(forger, "running", calls=2)
+    assert forger.take_checkpoint() is not None
+    report = verify_store(forger, since=first)
+    assert ("edited", "running", 8) in [(p.kind, p.turn_id, p.position) for p in report.problems]
+    code, out = cli("evidence", "verify", "--db", location(forger), "--since", str(exported))
+    assert code == 1 and "not the one checkpoint 1 covered" in out
