@@ -450,16 +450,16 @@ def _bundle_policy(host_config: Any) -> Any:
 
     cfg = host_config.policy
     try:
-        verifier = BundleVerifier(host_config.resolve_path(k) for k in cfg.keys)
+        verifier = BundleVerifier(host_config.resolve_file(k) for k in cfg.keys)
     except (OSError, ValueError) as exc:
         click.echo(f"error: [policy] keys: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
     location = cfg.bundle
     if not location.lower().startswith(("http://", "https://")):
-        location = host_config.resolve_path(location)
+        location = host_config.resolve_file(location)
     # the last release this host enforced, so a restart cannot be rolled back
     state = BundleState(
-        host_config.resolve_path(cfg.state) if cfg.state else default_state_path(location)
+        host_config.resolve_file(cfg.state) if cfg.state else default_state_path(location)
     )
     manager = BundleManager(open_source(location), verifier, state=state)
     result = manager.poll()
@@ -529,7 +529,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         store = open_configured_store(
             opts["evidence_db"] or evidence.url or "evidence.sqlite",
             synchronous=evidence.synchronous,
-            sign_key=host_config.resolve_path(evidence.sign_key) if evidence.sign_key else None,
+            sign_key=host_config.resolve_file(evidence.sign_key) if evidence.sign_key else None,
             otlp_endpoint=evidence.otlp_endpoint,
             checkpoint_interval_s=evidence.checkpoint_interval_s,
         )

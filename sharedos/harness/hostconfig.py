@@ -433,7 +433,7 @@ class HostConfig(BaseModel):
         for value in (*self.policy.keys, self.evidence.sign_key):
             if value:
                 with contextlib.suppress(HostConfigError):
-                    out.append(self.resolve_path(value, env))
+                    out.append(self.resolve_file(value, env))
         # the token store and its key: principals' upstream tokens
         if any(u.per_person for u in self.upstream.values()):
             out.append(str(self.token_store_path(env).resolve()))
@@ -442,17 +442,17 @@ class HostConfig(BaseModel):
         bundle = self.policy.bundle
         if bundle and not bundle.lower().startswith(("http://", "https://")):
             with contextlib.suppress(HostConfigError):
-                out.append(self.resolve_path(bundle, env))
+                out.append(self.resolve_file(bundle, env))
         if bundle:
             # the last release enforced (anti-rollback): as ``sharedos run`` finds it
             from sharedos.bundles.state import default_state_path
 
             with contextlib.suppress(HostConfigError):
                 if self.policy.state:
-                    out.append(self.resolve_path(self.policy.state, env))
+                    out.append(self.resolve_file(self.policy.state, env))
                 else:
                     local = not bundle.lower().startswith(("http://", "https://"))
-                    origin = self.resolve_path(bundle, env) if local else bundle
+                    origin = self.resolve_file(bundle, env) if local else bundle
                     out.append(str(default_state_path(origin)))
         if self.policy.shadow:
             with contextlib.suppress(HostConfigError):
@@ -476,14 +476,26 @@ class HostConfig(BaseModel):
         if location is None:
             raise HostConfigError([f"{self.source}: no [policy] shadow"])
         env = environ if environ is not None else os.environ
-        keys = [self.resolve_path(k, env) for k in self.policy.keys]
+        keys = [self.resolve_file(k, env) for k in self.policy.keys]
         if location.lower().startswith(("http://", "https://")):
             return location, keys
-        text = interpolate(location, env, what="[policy] shadow")
-        return str((self.base_dir / Path(text).expanduser()).resolve()), keys
+        return self.resolve_file(location, env, what="[policy] shadow"), keys
+
+    def resolve_file(
+        self, value: str, environ: Mapping[str, str] | None = None, *, what: str = "path"
+    ) -> str:
+        """A file this host reads or keeps (a key, the bundle, its state): ``${VAR}``
+        interpolated, ``~`` expanded, a relative path — a bare file name too — relative
+        to this file's directory. Never the working directory: a host run from a
+        directory someone else filled must not trust a key, or load a bundle, found there."""
+        text = interpolate(value, environ if environ is not None else os.environ, what=what)
+        return str((self.base_dir / Path(text).expanduser()).resolve())
 
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
-        """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file."""
+        """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file.
+
+        For a command, whose bare name is looked up on ``PATH``; a file is
+        ``resolve_file``'s."""
         text = interpolate(value, environ if environ is not None else os.environ, what="command")
         if "/" in text and not os.path.isabs(text):
             return str((self.base_dir / text).resolve())

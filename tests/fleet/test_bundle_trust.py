@@ -392,3 +392,33 @@ def test_a_source_that_only_answers_304_leaves_a_host_saying_it_has_no_policy(
         result = manager.poll()
     assert result.status == "unreachable" and "304 Not Modified" in result.detail
     assert any("this host has no policy" in r.getMessage() for r in caplog.records)
+
+
+def test_a_bare_file_name_in_policy_is_next_to_the_host_file_not_in_the_working_directory(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """``keys = ["policy.pub"]`` names the key beside the host file: run from a directory
+    someone else filled (a checkout, a workspace) the host does not trust the key found
+    there, load the bundle found there, nor keep its anti-rollback state there."""
+    etc, cwd = tmp_path / "etc", tmp_path / "workspace"
+    etc.mkdir()
+    (cwd / "sandbox" / "public").mkdir(parents=True)
+    (etc / "policy.pub").write_bytes(signer.public_pem())
+    (etc / "bundle.json").write_bytes(
+        release(tmp_path, RULES_V2, signer, revision="r5", sequence=5)
+    )
+    intruder = Signer.generate()
+    (cwd / "policy.pub").write_bytes(intruder.public_pem())
+    (cwd / "bundle.json").write_bytes(
+        release(tmp_path, RULES_V2, intruder, revision="planted", sequence=9)
+    )
+    host = etc / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n\n[evidence]\nurl = "./evidence.db"\n\n'
+        '[policy]\nbundle = "bundle.json"\nkeys = ["policy.pub"]\nstate = "state.json"\n',
+        encoding="utf-8",
+    )
+    done = _run_host(host, cwd)
+    assert done.returncode == 0, done.stderr
+    assert "revision r5" in done.stderr and "planted" not in done.stderr
+    assert (etc / "state.json").is_file() and not (cwd / "state.json").exists()
