@@ -106,6 +106,10 @@ class BundleState:
         try:
             data: Any = json.loads(raw)
             enforced = Enforced(**data)
+        except RecursionError:  # nested past the decoder's depth: not a state file either
+            raise StateError(
+                f"{self.path} is not a bundle state file (nested too deeply)"
+            ) from None
         except (ValueError, TypeError) as exc:
             raise StateError(f"{self.path} is not a bundle state file ({exc})") from None
         if type(enforced.sequence) is not int or enforced.sequence < 0:

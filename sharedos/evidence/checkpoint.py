@@ -106,6 +106,8 @@ class Checkpoint:
         """From exported JSON text; ``ValueError`` when it is not a checkpoint."""
         try:
             data = json.loads(text)
+        except RecursionError:  # nested past the decoder's depth
+            raise ValueError("not an evidence checkpoint (JSON nested too deeply)") from None
         except ValueError as exc:
             raise ValueError(f"not an evidence checkpoint (not JSON: {exc})") from None
         return cls.from_dict(data)

@@ -350,3 +350,16 @@ def test_a_later_checkpoint_cannot_vouch_for_a_rewritten_tail_the_exported_one_c
     assert ("edited", "running", 8) in [(p.kind, p.turn_id, p.position) for p in report.problems]
     code, out = cli("evidence", "verify", "--db", location(forger), "--since", str(exported))
     assert code == 1 and "not the one checkpoint 1 covered" in out
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"format":' + "[" * 100_000 + "]" * 100_000 + "}"])
+def test_a_since_file_that_is_not_a_checkpoint_is_a_usage_error(
+    store: Any, tmp_path: Path, text: str
+) -> None:
+    """Not JSON, or JSON nested past the decoder's depth: exit 2 saying so, no traceback."""
+    write_turn(store, "T")
+    store.take_checkpoint()
+    given = tmp_path / "cp.json"
+    given.write_text(text)
+    code, out = cli("evidence", "verify", "--db", location(store), "--since", str(given))
+    assert code == 2 and "not an evidence checkpoint" in out

@@ -193,11 +193,15 @@ def test_a_restarted_host_refuses_the_rollback_it_refused_before(
     assert restarted.poll().status == "loaded"
 
 
-def test_an_unreadable_state_refuses_every_bundle(tmp_path: Path, signer: Signer) -> None:
+@pytest.mark.parametrize("text", ["{not json", "[" * 100_000 + "]" * 100_000])
+def test_an_unreadable_state_refuses_every_bundle(
+    tmp_path: Path, signer: Signer, text: str
+) -> None:
+    """Not JSON, or JSON nested past the decoder's depth: refused with why, not raised."""
     pub = tmp_path / "pub"
     publish(pub, release(tmp_path, RULES_V1, signer, revision="r1", sequence=1))
     state = tmp_path / "state.json"
-    state.write_text("{not json")
+    state.write_text(text)
     result = BundleManager(DirectorySource(pub), verifier(signer), state=BundleState(state)).poll()
     assert result.status == "refused" and "not a bundle state file" in result.detail
 
