@@ -31,11 +31,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sharedos import textfile
 from sharedos.atomicfile import write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
 __all__ = ["BundleState", "Enforced", "StateError", "default_state_path"]
+
+#: far above any state file this module writes (a few hundred bytes)
+_STATE_LIMIT = 1 << 20
 
 
 class StateError(BundleDistributionError, OSError):
@@ -98,7 +102,8 @@ class BundleState:
     def load(self) -> Enforced | None:
         """The release recorded there; None when no file exists; ``StateError`` otherwise."""
         try:
-            raw = self.path.read_bytes()
+            # bounded, never waiting: a pipe nobody writes to or a device here is refused
+            raw = textfile.read_bytes(self.path, limit=_STATE_LIMIT)
         except FileNotFoundError:
             return None
         except OSError as exc:

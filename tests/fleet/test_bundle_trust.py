@@ -426,3 +426,24 @@ def test_a_bare_file_name_in_policy_is_next_to_the_host_file_not_in_the_working_
     assert done.returncode == 0, done.stderr
     assert "revision r5" in done.stderr and "planted" not in done.stderr
     assert (etc / "state.json").is_file() and not (cwd / "state.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_state_path_that_is_no_regular_file_is_refused_not_waited_on(
+    tmp_path: Path, signer: Signer, kind: str
+) -> None:
+    """A named pipe nobody writes to (an open that never returned) or a device (read
+    forever) at the state path: the host says the state cannot be read and runs nothing."""
+    import os
+
+    host = _host_file(tmp_path, signer)
+    publish(tmp_path / "pub", release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    (tmp_path / "state").mkdir()
+    state = tmp_path / "state" / "bundle.json"
+    if kind == "fifo":
+        os.mkfifo(state)
+    else:
+        state.symlink_to("/dev/zero")
+    done = _run_host(host, tmp_path)  # waited forever on the pipe before
+    assert done.returncode == 1, done.stderr
+    assert "no usable policy bundle" in done.stderr and "refusing every bundle" in done.stderr
