@@ -748,8 +748,10 @@ class PostgresEvidenceStore:
         """(turn_id, pos, hash, checkpoint) of every head a checkpoint recorded (each once,
         with the first checkpoint that did), ordered by turn id (binary order, as
         ``iter_links``), then position: a turn's furthest head comes last."""
+        from sharedos.evidence.sqlite import stored_int, stored_text
+
         for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
-            yield str(turn), int(pos), str(hash_), int(number)
+            yield stored_text(turn), stored_int(pos), stored_text(hash_), int(number)
 
     def _stream(self, sql: str, params: list[Any], batch: int) -> Iterator[Any]:
         """Rows of ``sql`` through a server-side cursor (bounded memory)."""

@@ -283,10 +283,29 @@ _COVERAGE_SQL = (
 )
 
 
+def stored_int(value: Any) -> int:
+    """A stored count or position of a checkpoint; -1 (which matches nothing) when it is
+    not an integer (SQLite keeps whatever it is given): reported, never a crash."""
+    return value if type(value) is int else -1
+
+
+def stored_text(value: Any) -> str:
+    """A stored hash, id or time of a checkpoint; another type as its ``repr`` (which
+    matches nothing), so the checkpoint is reported, not a crash."""
+    return value if isinstance(value, str) else repr(value)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else stored_text(value)
+
+
 def iter_checkpoint_rows(
     stream: Callable[[str, list[Any], int], Any],
 ) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
-    """Checkpoints with their heads, in number order, from one ordered join (both stores)."""
+    """Checkpoints with their heads, in number order, from one ordered join (both stores).
+
+    Every stored value is read as it is (``stored_int``, ``stored_text``): a value of
+    the wrong type gives a checkpoint that does not verify, never an exception."""
     sql = lookup_sql("checkpoint_rows", "sqlite")  # no placeholders: either dialect
     current: Checkpoint | None = None
     heads: list[tuple[str, int, str]] = []
@@ -295,19 +314,19 @@ def iter_checkpoint_rows(
             if current is not None:
                 yield current, heads
             current = Checkpoint(
-                number=int(row[0]),
-                store_id=str(row[1]),
-                taken_at=str(row[2]),
-                prev=str(row[3]),
-                heads=int(row[4]),
-                heads_hash=str(row[5]),
-                key_id=row[6],
-                signature=row[7],
-                hash=str(row[8]),
+                number=int(row[0]),  # the primary key: an integer in both stores
+                store_id=stored_text(row[1]),
+                taken_at=stored_text(row[2]),
+                prev=stored_text(row[3]),
+                heads=stored_int(row[4]),
+                heads_hash=stored_text(row[5]),
+                key_id=_optional_text(row[6]),
+                signature=_optional_text(row[7]),
+                hash=stored_text(row[8]),
             )
             heads = []
         if row[9] is not None:
-            heads.append((str(row[9]), int(row[10]), str(row[11])))
+            heads.append((stored_text(row[9]), stored_int(row[10]), stored_text(row[11])))
     if current is not None:
         yield current, heads
 
@@ -905,7 +924,7 @@ class SqliteEvidenceStore:
         with the first checkpoint that did), ordered by turn id as ``iter_links`` orders
         them, then position: a turn's furthest head comes last."""
         for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
-            yield str(turn), int(pos), str(hash_), int(number)
+            yield stored_text(turn), stored_int(pos), stored_text(hash_), int(number)
 
     # -- the no-wait path ----------------------------------------------------------
 

@@ -44,3 +44,40 @@ def test_a_non_numeric_value_in_a_number_column_is_reported(
     result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and "turn T" in result.output
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("checkpoints", "heads", "zz"),
+        ("checkpoints", "signature", b"\x00\x01"),
+        ("checkpoints", "taken_at", 5),
+        ("checkpoint_heads", "pos", "zz"),
+        ("checkpoint_heads", "hash", b"\x00"),
+    ],
+)
+def test_a_checkpoint_value_of_the_wrong_type_is_reported(
+    tmp_path: Path, table: str, column: str, value: object
+) -> None:
+    """A checkpoint row holding a value of another type does not verify; verify says so
+    (exit 1, the checkpoint named), and ``evidence checkpoint`` exports nothing, neither
+    with a traceback (ValueError: invalid literal for int(), or bytes not JSON)."""
+    from sharedos.evidence.chain import Signer
+
+    db = tmp_path / "evidence.db"
+    signer = Signer.generate()
+    (tmp_path / "host.pub").write_bytes(signer.public_pem())
+    store = open_store(str(db), signer=signer)
+    write_turn(store, "T")
+    assert store.take_checkpoint() is not None
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(f"UPDATE {table} SET {column} = ?", (value,))
+    conn.close()
+    pub = str(tmp_path / "host.pub")
+    result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db), "--key", pub])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "checkpoint 1" in result.output, result.output
+    exported = CliRunner().invoke(main, ["evidence", "checkpoint", "--db", str(db)])
+    assert not isinstance(exported.exception, (TypeError, ValueError)), exported.exception
