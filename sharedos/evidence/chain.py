@@ -295,6 +295,8 @@ def verify_seal_signature(public_key: Any, seal_hash: str, signature: str) -> bo
     """True when ``signature`` (base64) is the key's signature of ``seal_hash``."""
     from cryptography.exceptions import InvalidSignature
 
+    if not isinstance(signature, str) or not isinstance(seal_hash, str):
+        return False  # a stored or given value of another type signs nothing
     try:
         public_key.verify(base64.b64decode(signature, validate=True), seal_hash.encode("ascii"))
     except (InvalidSignature, ValueError):

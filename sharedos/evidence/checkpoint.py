@@ -99,6 +99,11 @@ class Checkpoint:
             raise ValueError(f"not an evidence checkpoint ({exc})") from None
         if type(made.number) is not int or made.number < 1 or not isinstance(made.hash, str):
             raise ValueError("not an evidence checkpoint (malformed number or hash)")
+        texts = (made.store_id, made.taken_at, made.prev, made.heads_hash)
+        if type(made.heads) is not int or not all(isinstance(t, str) for t in texts):
+            raise ValueError("not an evidence checkpoint (a field of the wrong type)")
+        if not all(v is None or isinstance(v, str) for v in (made.key_id, made.signature)):
+            raise ValueError("not an evidence checkpoint (a key id or signature that is no string)")
         return made
 
     @classmethod

@@ -363,3 +363,33 @@ def test_a_since_file_that_is_not_a_checkpoint_is_a_usage_error(
     given.write_text(text)
     code, out = cli("evidence", "verify", "--db", location(store), "--since", str(given))
     assert code == 2 and "not an evidence checkpoint" in out
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("signature", 5), ("key_id", ["k"]), ("heads", "2"), ("prev", None)]
+)
+def test_a_since_file_with_a_field_of_the_wrong_type_is_a_usage_error(
+    opener: Opener, tmp_path: Path, field: str, value: object
+) -> None:
+    """--key --since a file whose signature is a number raised TypeError from base64."""
+    signer = Signer.generate()
+    store = opener(signer=signer)
+    write_turn(store, "T")
+    cp = store.take_checkpoint()
+    assert cp is not None
+    (tmp_path / "host.pub").write_bytes(signer.public_pem())
+    given = tmp_path / "cp.json"
+    given.write_text(json.dumps({**cp.to_dict(), field: value}))
+    code, out = cli(
+        *("evidence", "verify", "--db", location(store)),
+        *("--key", str(tmp_path / "host.pub"), "--since", str(given)),
+    )
+    assert code == 2 and "not an evidence checkpoint" in out, out
+
+
+def test_a_signature_of_another_type_verifies_nothing() -> None:
+    from sharedos.evidence.chain import verify_seal_signature
+
+    key, _id = load_public_key(Signer.generate().public_pem())
+    for signature in (5, None, ["x"], b"AAAA"):
+        assert verify_seal_signature(key, "sha256:00", signature) is False  # type: ignore[arg-type]
