@@ -53,7 +53,7 @@ def _host(path: Path | None) -> Any:
 def _db(db: str | None, host: Any) -> str:
     if db:
         return db
-    url = host.evidence.url if host is not None else None
+    url = host.evidence_location() if host is not None else None
     if not url:
         raise click.UsageError("give --db, or a --host-file whose [evidence] url names the store")
     return str(url)

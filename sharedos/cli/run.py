@@ -527,7 +527,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     evidence = host_config.evidence
     try:
         store = open_configured_store(
-            opts["evidence_db"] or evidence.url or "evidence.sqlite",
+            opts["evidence_db"] or host_config.evidence_location() or "evidence.sqlite",
             synchronous=evidence.synchronous,
             sign_key=host_config.resolve_file(evidence.sign_key) if evidence.sign_key else None,
             otlp_endpoint=evidence.otlp_endpoint,
@@ -727,7 +727,7 @@ def run_secrets(
     secrets = [*host_config.secret_values(os.environ if environ is None else environ)]
     for creds in turn_upstreams.credentials.values():
         secrets.extend(creds.secrets())
-    location = opts.get("evidence_db") or host_config.evidence.url
+    location = opts.get("evidence_db") or host_config.evidence_location()
     if location:
         secrets.extend(location_secrets(str(location)))
     return list(dict.fromkeys(secrets))
@@ -738,7 +738,7 @@ def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
     from sharedos.evidence.url import parse_store_url
 
     roots = [str(p) for p in opts.get("rule_paths") or []]
-    evidence = opts.get("evidence_db") or host_config.evidence.url or "evidence.sqlite"
+    evidence = opts.get("evidence_db") or host_config.evidence_location() or "evidence.sqlite"
     try:
         target = parse_store_url(evidence)
     except ValueError:

@@ -459,14 +459,30 @@ class HostConfig(BaseModel):
                 shadow = self.shadow_source(env)[0]
                 if not shadow.lower().startswith(("http://", "https://")):
                     out.append(shadow)
-        if self.evidence.url:
+        location = self.evidence_location()
+        if location is not None:
             from sharedos.evidence.url import parse_store_url
 
-            target = parse_store_url(self.evidence.url)
+            target = parse_store_url(location)
             if target.kind == "sqlite" and target.location != ":memory:":
                 db = str(Path(target.location).expanduser().resolve())
                 out += [db, db + "-wal", db + "-shm"]
         return out
+
+    def evidence_location(self) -> str | None:
+        """``[evidence] url`` as the store to open: a relative SQLite path (a bare file name
+        too, or ``sqlite:relative``) relative to this file's directory, like every file
+        this host keeps (``resolve_file``); anything else as written. None when unset."""
+        url = self.evidence.url
+        if url is None:
+            return None
+        from sharedos.evidence.url import parse_store_url
+
+        target = parse_store_url(url)
+        if target.kind != "sqlite" or target.location == ":memory:":
+            return url
+        path = Path(target.location).expanduser()
+        return url if path.is_absolute() else str((self.base_dir / path).resolve())
 
     def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
         """``[policy] shadow`` as a location to load (an http(s) URL as written; a path with

@@ -92,3 +92,30 @@ def test_env_values_never_show_and_resolve_only_on_demand() -> None:
     assert resolved == {"ANTHROPIC_API_KEY": "sk-from-host", "LITERAL": "sk-literal-secret"}
     with pytest.raises(MissingHostVariable, match=r"\$\{HOST_KEY\} is not set"):
         cfg.env.resolve({}, harness="claude-code")
+
+
+def test_a_relative_evidence_store_is_next_to_the_host_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like the bundle, its keys and its state: a host started from a directory someone
+    else filled must not write (or, for the approvers' CLI, read) the evidence there."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for url, want in (
+        ("evidence.sqlite", etc / "evidence.sqlite"),
+        ("sqlite:db/ev.sqlite", etc / "db" / "ev.sqlite"),
+        ("sqlite:///var/ev.sqlite", Path("/var/ev.sqlite")),
+    ):
+        host = etc / "host.toml"
+        host.write_text(f'[harness.codex]\n[evidence]\nurl = "{url}"\n')
+        config = load_host_config(host)
+        location = config.evidence_location()
+        assert location is not None and location.endswith(str(want)), (url, location)
+        assert str(want) in config.state_paths()  # hidden from every sandbox
+    host.write_text('[harness.codex]\n[evidence]\nurl = "postgresql://u@db/evidence"\n')
+    assert load_host_config(host).evidence_location() == "postgresql://u@db/evidence"
+    host.write_text("[harness.codex]\n")
+    assert load_host_config(host).evidence_location() is None
