@@ -68,16 +68,26 @@ def generate_keypair() -> tuple[bytes, bytes]:
 
 
 def write_keypair(path: str | Path) -> tuple[Path, Path]:
-    """Write a new key pair: the private key at ``path`` (mode 0600, never overwritten)
-    and the public key at ``path.pub``; return both paths."""
+    """Write a new key pair: the private key at ``path`` (mode 0600) and the public key at
+    ``path.pub``, neither ever overwritten (``FileExistsError`` naming the one that exists,
+    and nothing written); return both paths."""
     private_path = Path(path)
     public_path = private_path.with_name(private_path.name + ".pub")
     private_pem, public_pem = generate_keypair()
-    # O_EXCL: never replace an existing key; 0600: the key is a secret.
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(private_pem)
-    public_path.write_bytes(public_pem)
+    # O_EXCL: never replace an existing key, private or public (hosts trust the .pub file
+    # by name: a new one written over it would silently change what they trust), nor
+    # write through a link planted at either name; 0600: the private key is a secret.
+    excl = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(private_path, excl, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(private_pem)
+        pfd = os.open(public_path, excl, 0o644)
+    except BaseException:
+        private_path.unlink(missing_ok=True)  # never half a pair
+        raise
+    with os.fdopen(pfd, "wb") as fh:
+        fh.write(public_pem)
     return private_path, public_path
 
 

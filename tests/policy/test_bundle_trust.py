@@ -151,6 +151,24 @@ def test_bad_key_files_are_clear_errors(tmp_path: Path) -> None:
         write_keypair(tmp_path / "k")  # never overwrites a key
 
 
+def test_keygen_never_overwrites_a_trusted_public_key(tmp_path: Path) -> None:
+    """Hosts trust ``OUT.pub`` by name: a keygen whose private key was moved away must not
+    write a new public key over it (nor through a link planted at its name)."""
+    run = CliRunner().invoke
+    key = tmp_path / "ops.key"
+    pub = tmp_path / "ops.key.pub"
+    pub.write_text("the key every host trusts\n")
+    refused = run(main, ["keygen", "-o", str(key)])
+    assert refused.exit_code == 2 and "ops.key.pub exists" in refused.stderr
+    assert pub.read_text() == "the key every host trusts\n"
+    assert not key.exists()  # never half a pair
+    pub.unlink()
+    target = tmp_path / "elsewhere.pub"
+    os.symlink(target, pub)
+    assert run(main, ["keygen", "-o", str(key)]).exit_code == 2
+    assert not target.exists() and not key.exists()
+
+
 def test_cli_keygen_sign_verify_and_trusted_loads(bundle: Path, tmp_path: Path) -> None:
     run = CliRunner().invoke
     key = tmp_path / "ops.key"

@@ -25,7 +25,7 @@ def _bundle_error(exc: Exception) -> None:
 )
 @guarded
 def keygen_cmd(out: Path) -> None:
-    """Create an Ed25519 key pair: OUT (private, never overwritten) and OUT.pub (public).
+    """Create an Ed25519 key pair: OUT (private) and OUT.pub (public), neither overwritten.
 
     Give OUT to whoever signs bundles, and OUT.pub to every host that loads them.
     """
@@ -33,9 +33,9 @@ def keygen_cmd(out: Path) -> None:
 
     try:
         private, public = write_keypair(out)
-    except FileExistsError:
+    except FileExistsError as exc:
         raise click.BadParameter(
-            f"{out} exists; refusing to overwrite a key", param_hint="-o"
+            f"{exc.filename or out} exists; refusing to overwrite a key", param_hint="-o"
         ) from None
     except OSError as exc:
         raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint="-o") from None
