@@ -229,9 +229,14 @@ class _Connection:
 class RelayHost:
     """Serves one turn's relay socket: authenticates bridge processes and runs their calls."""
 
-    def __init__(self, turn: RelayTurn, path: Path, secret: str) -> None:
+    def __init__(
+        self, turn: RelayTurn, path: Path, secret: str, *, max_connections: int = 128
+    ) -> None:
         self.turn = turn
         self.path = path
+        #: open connections at once (authenticated or not): each holds one of the host's
+        #: file descriptors, and the harness can connect as often as it likes
+        self.max_connections = max(1, max_connections)
         self._secret = secret.encode("utf-8")
         # A model that learns the secret (the harness can read its own turn file) and
         # passes it into a call must not have it recorded or echoed: the HTTP bridge's
@@ -239,6 +244,8 @@ class RelayHost:
         self._turn_secrets = Redactor((secret,))
         self.closed = False
         self._live: set[_Connection] = set()
+        #: connections still authenticating, oldest first (the first to go at the cap)
+        self._pending: dict[SocketStream, anyio.CancelScope] = {}
         self._idle = anyio.Event()
         self._listener: anyio.abc.SocketListener | None = None
         self._task: asyncio.Task[None] | None = None
@@ -251,8 +258,23 @@ class RelayHost:
         self._task = asyncio.get_running_loop().create_task(self._serve(self._listener))
 
     async def _serve(self, listener: anyio.abc.SocketListener) -> None:
+        # Not ``listener.serve``: it ends on the first failed accept, and one failure
+        # (the process out of file descriptors for a moment, EMFILE) would leave the
+        # socket unanswered for the rest of the turn. A failed accept is retried.
         async with anyio.create_task_group() as tg:
-            await listener.serve(self._handle, task_group=tg)
+            while True:
+                try:
+                    stream = await listener.accept()
+                except anyio.ClosedResourceError:
+                    return
+                except anyio.BrokenResourceError as exc:
+                    logger.warning(
+                        "bridge relay: accepting a connection failed (%s); retrying",
+                        exc.__cause__ or exc,
+                    )
+                    await anyio.sleep(0.1)
+                    continue
+                tg.start_soon(self._handle, stream)
 
     @property
     def connections(self) -> int:
@@ -278,11 +300,37 @@ class RelayHost:
         with contextlib.suppress(OSError):
             self.path.unlink()
 
+    def _admit(self, stream: SocketStream) -> anyio.CancelScope | None:
+        """A cancel scope for a new connection's authentication, or None (refused at the cap).
+
+        At the cap the oldest connection still authenticating is dropped for the new
+        one; a new one is refused only when every open connection is authenticated."""
+        if len(self._pending) + len(self._live) >= self.max_connections:
+            if not self._pending:
+                logger.warning(
+                    "bridge relay: refused a connection (%d open, the cap)", self.max_connections
+                )
+                return None
+            oldest = next(iter(self._pending))
+            self._pending.pop(oldest).cancel()
+        scope = anyio.CancelScope()
+        self._pending[stream] = scope
+        return scope
+
     async def _handle(self, stream: SocketStream) -> None:
         try:
             async with stream:
+                scope = self._admit(stream)
+                if scope is None:
+                    return
                 reader = BufferedByteReceiveStream(stream)
-                if not await self._authenticate(stream, reader):
+                authenticated = False
+                try:
+                    with scope:
+                        authenticated = await self._authenticate(stream, reader)
+                finally:
+                    self._pending.pop(stream, None)
+                if not authenticated:
                     return
                 conn = _Connection(self, stream, reader)
                 self._live.add(conn)

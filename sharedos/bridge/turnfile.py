@@ -292,6 +292,7 @@ async def open_stdio_turn(
                 RelayTurn(runtime_host, context, tool_policy, catalog, identity),
                 socket_path,
                 secret,
+                max_connections=launch.limits.max_connections,
             )
             await relay_host.start()
             record = TurnFile(

@@ -22,6 +22,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sharedos.bridge import open_turn
+from sharedos.bridge.limits import TransportLimits
 from sharedos.bridge.relay import RelayHost, RelayTurn
 from sharedos.bridge.relay_client import RelayChannel, RelayError, RelayRuntime
 from sharedos.bridge.relay_wire import decode, encode
@@ -30,6 +31,7 @@ from sharedos.context import ToolCall
 from sharedos.kernel.context import AccessContext
 from sharedos.outcomes import ReasonCode
 from tests.bridge.conftest import OPEN_POLICY, Runtime
+from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
 
@@ -190,3 +192,100 @@ async def test_when_the_host_goes_calls_are_refused_unrecorded(
     with pytest.raises(RelayError, match="cannot reach the host"):
         async with RelayChannel.connect(tmp_path / "r.sock", "s" * 43):
             pass
+
+
+#: a process that connects to a socket ``argv[2]`` times, says so, and holds on until stdin closes
+_FLOOD = """
+import resource, socket, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = [socket.socket(socket.AF_UNIX) for _ in range(int(sys.argv[2]))]
+for s in held:
+    s.connect(sys.argv[1])
+print("connected", flush=True)
+sys.stdin.read()
+"""
+
+
+def _flood(sock: Path, count: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FLOOD, str(sock), str(count)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "connected"
+    return proc
+
+
+def _open_fds() -> int | None:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None  # out of descriptors this very moment
+
+
+async def _read_a_file(sock: Path, secret: str) -> Any:
+    async with RelayChannel.connect(sock, secret) as channel:
+        return await RelayRuntime(channel).invoke_tool(
+            ToolCall(tool="files.read", arguments={"path": "/public/a.txt"}),
+            channel.context(),
+            channel.tool_policy(),
+        )
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+async def test_a_host_out_of_descriptors_for_a_moment_still_serves_the_turn_after(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """One failed accept (EMFILE) used to end the relay's listener: every bridge the
+    harness launched after it got no answer for the rest of the turn."""
+    import resource
+
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        used = _open_fds()
+        assert used is not None
+        flood: subprocess.Popen[str] | None = None
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (used + 16, hard))
+            flood = _flood(spec.relay.socket, 64)
+            with anyio.fail_after(bound(30)):
+                while _open_fds() is not None:  # until the listener has used every one
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.2)  # the listener's next accept fails meanwhile
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            if flood is not None:
+                flood.communicate("")
+        with anyio.fail_after(bound(30)):
+            result = await _read_a_file(spec.relay.socket, spec.relay.secret)
+        assert not result.is_error and result.evidence_seq >= 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+async def test_connections_to_the_relay_are_capped_and_the_oldest_unauthenticated_goes(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """Each connection holds one of the host's descriptors: a harness connecting without
+    end must not take them all (the HTTP door caps its connections the same way)."""
+    launch = StdioLaunch(limits=TransportLimits(max_connections=16))
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio", stdio=launch) as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        before = _open_fds()
+        assert before is not None
+        flood = _flood(spec.relay.socket, 200)
+        try:
+            # accepted in order: when this one is answered, every flood connection was seen
+            with anyio.fail_after(bound(30)):
+                result = await _read_a_file(spec.relay.socket, spec.relay.secret)
+            during = _open_fds()
+        finally:
+            flood.communicate("")
+        assert not result.is_error and result.evidence_seq >= 0
+        assert during is not None and during - before <= 16 + 4, (before, during)
