@@ -139,10 +139,22 @@ class StdioDoor:
                     continue
                 self.sessions += 1
             thread = threading.Thread(
-                target=self._session, args=(conn,), name="sharedos-stdio-session", daemon=True
+                target=self._counted, args=(conn,), name="sharedos-stdio-session", daemon=True
             )
+            self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
             thread.start()
+
+    def _counted(self, conn: socket.socket) -> None:
+        # the cap is on bridges at once: a session that ended, however, frees its place
+        # (a harness may start its MCP server again: a reconnect, a sub-agent)
+        try:
+            self._session(conn)
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+            with self._lock:
+                self.sessions -= 1
 
     def _session(self, conn: socket.socket) -> None:
         # The bridge is started from this thread and waited for here: the supervisor's
@@ -164,6 +176,7 @@ class StdioDoor:
                 start_new_session=True,
             )
             with self._lock:
+                self._procs = [p for p in self._procs if p.poll() is None]
                 self._procs.append(proc)
         except OSError:
             return
