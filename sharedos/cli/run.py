@@ -50,7 +50,8 @@ Exit codes:
      Linux, or a managed root would be visible in its sandbox); nothing ran
   128+N  stopped by signal N (SIGTERM: 143, SIGHUP: 129): the turn was closed as on
      Ctrl-C (calls in flight recorded ``cancelled``, the turn sealed, the harness's
-     process tree ended, the temporary run directory removed)
+     process tree ended, the temporary run directory removed); a signal the run was
+     started with ignored (``nohup``: SIGHUP) stays ignored
 """
 
 from __future__ import annotations
@@ -617,6 +618,8 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
     recorded ``cancelled``, the turn is sealed, the harness's process tree is ended
     and the run directory removed; the exit status is then 128 + the signal's number.
     A second one while that runs ends the process at once (as a second Ctrl-C does).
+    A signal the run was started with ignored stays ignored: ``nohup sharedos run``
+    must outlive its terminal's hangup, as any other command does.
     """
     import asyncio
 
@@ -624,10 +627,11 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
     task = asyncio.current_task()
     assert task is not None
     got: list[int] = []
+    handled = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN)
 
     def stop(signum: int) -> None:
         if got:  # a second one, as a second Ctrl-C: the default action, at once
-            for each in STOP_SIGNALS:
+            for each in handled:
                 loop.remove_signal_handler(each)
             os.kill(os.getpid(), signum)
             return
@@ -635,7 +639,7 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
         click.echo(f"sharedos: stopping the run ({signal.Signals(signum).name})", err=True)
         task.cancel()
 
-    for signum in STOP_SIGNALS:
+    for signum in handled:
         loop.add_signal_handler(signum, stop, signum)
     try:
         code = await _run_turn(opts)
@@ -644,7 +648,7 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
             raise
         code = EXIT_CONFIG
     finally:
-        for signum in STOP_SIGNALS:
+        for signum in handled:
             loop.remove_signal_handler(signum)
     return 128 + got[0] if got else code
 

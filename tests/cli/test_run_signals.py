@@ -36,6 +36,27 @@ toolpolicy run { mode open
 """
 
 
+def _writing_run(tmp_path: Path, transport: str, writes: int) -> list[str]:
+    """A ``sharedos run`` whose scripted model writes ``writes`` files into alice's home."""
+    (tmp_path / "sandbox" / "home" / "alice").mkdir(parents=True)
+    host = tmp_path / "host.toml"
+    host.write_text(f'[harness.claude-code]\ntransport = "{transport}"\n', encoding="utf-8")
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    calls = [
+        {"tool": "files.write", "arguments": {"path": f"/home/alice/f{i}.txt", "content": str(i)}}
+        for i in range(writes)
+    ]
+    plan.write_text(json.dumps(calls), encoding="utf-8")
+    return [
+        SHAREDOS, "run", "--host-config", str(host), "--harness", "claude-code",
+        "--rules", str(rules), "--policy", "run", "--principal", "alice",
+        "--sandbox", str(tmp_path / "sandbox"), "--evidence", str(tmp_path / "evidence.sqlite"),
+        "--plan", str(plan), "--timeout", "300", "write the files",
+    ]  # fmt: skip
+
+
 @pytest.mark.harness("claude-code")
 @pytest.mark.parametrize(
     ("transport", "sig"),
@@ -44,25 +65,9 @@ toolpolicy run { mode open
 def test_a_signalled_run_seals_its_turn_and_removes_its_run_directory(
     tmp_path: Path, transport: str, sig: signal.Signals
 ) -> None:
+    argv = _writing_run(tmp_path, transport, 200)
     home = tmp_path / "sandbox" / "home" / "alice"
-    home.mkdir(parents=True)
-    host = tmp_path / "host.toml"
-    host.write_text(f'[harness.claude-code]\ntransport = "{transport}"\n', encoding="utf-8")
-    rules = tmp_path / "rules.sos"
-    rules.write_text(RULES, encoding="utf-8")
-    plan = tmp_path / "plan.json"
-    writes = [
-        {"tool": "files.write", "arguments": {"path": f"/home/alice/f{i}.txt", "content": str(i)}}
-        for i in range(200)
-    ]
-    plan.write_text(json.dumps(writes), encoding="utf-8")
     db = tmp_path / "evidence.sqlite"
-    argv = [
-        SHAREDOS, "run", "--host-config", str(host), "--harness", "claude-code",
-        "--rules", str(rules), "--policy", "run", "--principal", "alice",
-        "--sandbox", str(tmp_path / "sandbox"), "--evidence", str(db),
-        "--plan", str(plan), "--timeout", "300", "write the files",
-    ]  # fmt: skip
     err = tmp_path / "run.err"
     with err.open("w") as stderr:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -101,3 +106,39 @@ def test_a_signalled_run_seals_its_turn_and_removes_its_run_directory(
         [SHAREDOS, "evidence", "verify", "--db", str(db)], capture_output=True, text=True
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.harness("claude-code")
+def test_a_run_started_with_sighup_ignored_keeps_running_through_a_hangup(
+    tmp_path: Path,
+) -> None:
+    """``nohup sharedos run ...`` (SIGHUP ignored, so a closed terminal does not stop it):
+    the run used to install its own SIGHUP handler over that, and stopped at the hangup
+    (exit 129, the harness killed mid-turn). A signal the run was started with ignored
+    stays ignored."""
+    argv = _writing_run(tmp_path, "http", 30)
+    home = tmp_path / "sandbox" / "home" / "alice"
+    err = tmp_path / "run.err"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup does
+        )
+    try:
+        deadline = time.monotonic() + bound(120)
+        while not any(home.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, err.read_text()[-3000:]
+        proc.send_signal(signal.SIGHUP)  # the terminal closed
+        code = proc.wait(timeout=bound(240))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = err.read_text()
+    ours = "\n".join(ln for ln in text.splitlines() if not ln.startswith("[claude-code"))
+    assert code == 0, ours[-3000:]
+    assert "stopping the run" not in text
+    assert len(list(home.iterdir())) == 30
