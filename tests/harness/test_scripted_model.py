@@ -413,3 +413,49 @@ def test_adapter_proxy_mode_guesses_by_exact_name(tmp_path: Path) -> None:
         {"tool": "files read", "args": {"path": "/p"}},  # never sharedos_files_read
     ]
     assert [c.guessed for c in server.issued] == [False, True]
+
+
+def test_a_harness_that_drops_its_connection_prints_no_traceback(
+    model: ScriptedModelServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A harness killed (or resetting) mid-request made the endpoint's server thread print
+    a raw Python traceback into ``sharedos run``'s stderr, between the run's own lines."""
+    import socket
+    import struct
+    import threading
+    import time
+    from urllib.parse import urlparse
+
+    from tests.timing import bound
+
+    where = urlparse(model.url)
+    assert where.hostname is not None and where.port is not None
+    body = json.dumps(
+        {
+            "model": "m",
+            "max_tokens": 10,
+            "stream": True,
+            "messages": [{"role": "user", "content": "go"}],
+        }
+    ).encode()
+    for _ in range(20):  # a reset lands before the answer is written in most of them
+        with socket.create_connection((where.hostname, where.port)) as conn:
+            conn.sendall(
+                b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            # leave with a reset, as a killed process's socket does with data unread
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline = time.monotonic() + bound(30)
+    while time.monotonic() < deadline and any(
+        "process_request_thread" in t.name for t in threading.enumerate()
+    ):
+        time.sleep(0.01)
+    # the endpoint still answers the next request
+    kind, raw = post(
+        f"{model.url}/v1/messages",
+        {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]},
+    )
+    assert "json" in kind and raw
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err + captured.out, captured.err[-2000:]

@@ -16,8 +16,10 @@ tool, the alias used, the call id) for diagnostics.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -79,6 +81,27 @@ _APIS: dict[str, _Api] = {
     ),
 }
 
+logger = logging.getLogger(__name__)
+
+
+class _ModelHTTPServer(ThreadingHTTPServer):
+    """The endpoint's HTTP server: a request that fails never prints to the run's stderr.
+
+    ``socketserver``'s default ``handle_error`` prints a traceback to ``sys.stderr``,
+    straight between ``sharedos run``'s own lines. A client that left (a harness
+    killed at the turn's end, a reset) is no error of the endpoint's; anything else
+    is logged, as every other SharedOS failure is.
+    """
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            logger.debug("scripted model: the client left mid-request (%s)", exc)
+            return
+        logger.error("scripted model: a request failed", exc_info=exc)
+
 
 class ScriptedModelServer:
     """A scripted model for one harness turn. Use as a context manager.
@@ -118,9 +141,9 @@ class ScriptedModelServer:
         self.hold_timeout_s = hold_timeout_s
         self.holding = threading.Event()
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _ModelHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._extra: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+        self._extra: list[tuple[_ModelHTTPServer, threading.Thread]] = []
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> ScriptedModelServer:
@@ -130,8 +153,7 @@ class ScriptedModelServer:
         class Handler(_Handler):
             server_owner = owner
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _ModelHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -142,11 +164,10 @@ class ScriptedModelServer:
         """Also answer on ``sock`` (a listener from a harness sandbox's own loopback)."""
         assert self._httpd is not None, "server not started"
         handler = self._httpd.RequestHandlerClass
-        extra = ThreadingHTTPServer(self._httpd.server_address, handler, bind_and_activate=False)
+        extra = _ModelHTTPServer(self._httpd.server_address, handler, bind_and_activate=False)
         extra.socket.close()
         sock.setblocking(True)
         extra.socket = sock
-        extra.daemon_threads = True
         thread = threading.Thread(
             target=extra.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
