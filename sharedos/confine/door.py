@@ -19,6 +19,7 @@ which no sandbox shows) bound read-only into the harness's sandbox; at most
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import signal
@@ -28,8 +29,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 #: where the door's directory appears inside the sandbox
 SANDBOX_DOOR_DIR = "/run/sharedos/door"
@@ -131,8 +135,14 @@ class StdioDoor:
                 continue
             try:
                 conn, _ = self._listener.accept()
-            except OSError:
-                return
+            except OSError as exc:
+                if self._closed.is_set():
+                    return
+                # one failed accept (the host out of descriptors for a moment, a connector
+                # that gave up at once) must not leave the door shut for the rest of the turn
+                logger.warning("stdio door: accepting a connection failed (%s); retrying", exc)
+                time.sleep(0.1)
+                continue
             with self._lock:
                 if self.sessions >= self.max_sessions or self._closed.is_set():
                     conn.close()

@@ -46,3 +46,38 @@ def test_the_door_caps_bridges_at_once_not_bridges_per_turn() -> None:
     finally:
         door.close()
     assert statuses == [7] * 6
+
+
+class _FailingOnce:
+    """The door's real listening socket, whose next ``accept`` fails once (EMFILE: the
+    host out of file descriptors for a moment)."""
+
+    def __init__(self, sock: object) -> None:
+        self._sock = sock
+        self.failed = False
+
+    def accept(self) -> object:
+        if not self.failed:
+            self.failed = True
+            self._sock.accept()[0].close()  # type: ignore[attr-defined]
+            raise OSError(24, "Too many open files")
+        return self._sock.accept()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
+def test_a_failed_accept_does_not_shut_the_door_for_the_turn() -> None:
+    """One failed accept used to end the door's accept loop: every MCP server the harness
+    started afterwards got no bridge. The next connector is served."""
+    door = StdioDoor(["/bin/sh", "-c", "exit 7"], env={"PATH": "/usr/bin:/bin"}, max_sessions=2)
+    failing = _FailingOnce(door._listener)
+    door._listener = failing  # type: ignore[assignment]
+    try:
+        first = _launch_mcp_server(door)  # its connection is the one the accept lost
+        statuses = [_launch_mcp_server(door) for _ in range(2)]
+    finally:
+        door.close()
+    assert failing.failed
+    assert first != 7  # that connector got no bridge
+    assert statuses == [7, 7]
