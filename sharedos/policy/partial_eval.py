@@ -23,7 +23,7 @@ from sharedos.policy.conditions import Env, roots
 from sharedos.policy.decision import ListingExplanation, PermitReason
 from sharedos.policy.evaluator import ContextEntry, Evaluator
 from sharedos.policy.explainer import condition_text
-from sharedos.policy.index import walk_along
+from sharedos.policy.index import Node, walk_along
 from sharedos.policy.ir import MatchKind, RuleRecord, ToolPlan
 from sharedos.policy.partial import (
     MAX_JOINT_CASES,
@@ -51,6 +51,9 @@ class PermitStep:
     rule: RuleRecord
     pattern: Resolved | None
     forbids: tuple[ForbidStep, ...]
+    #: steps with one scan number weigh the same forbids against the same pattern
+    #: (permits that differ by condition): per context, their forbids are weighed once
+    scan: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,60 @@ class Plan:
     steps: tuple[PermitStep, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _GroupSplit:
+    """One forbid group of a walk, sorted for a plan (``_split_forbids``)."""
+
+    dynamic: tuple[ForbidStep, ...]  # interpolate the context: kept, weighed per context
+    below: tuple[tuple[tuple[str, ...], tuple[ForbidStep, ...]], ...]  # 'LITERALS/**'
+    tested: tuple[ForbidStep, ...]  # tested against each permit's pattern
+    counted: dict[tuple[str, ...], bool]  # which ``below`` entries are in kept_rules
+
+
+class _LiteralIndex:
+    """Static forbids by (absolute, literal prefix), for a plan over a template resource.
+
+    A forbid can cover a permit only when their literal prefixes agree at every
+    position both have: a resource the permit matches holds the permit's literal
+    there, which a different forbid literal never matches (``covers_within`` is
+    False then; the permit meets the shape). ``agreeing`` returns the forbids
+    whose literals are a prefix of the permit's or extend them, and every forbid
+    not known safe; the others are never tested."""
+
+    def __init__(self, steps: Sequence[ForbidStep]) -> None:
+        self._roots: dict[bool, _LitNode] = {True: ({}, []), False: ({}, [])}
+        self._always: list[ForbidStep] = []
+        for step in steps:
+            fpat = step.pattern
+            if fpat is None or not fpat.safe:
+                self._always.append(step)
+                continue
+            node = self._roots[fpat.absolute]
+            for seg in literal_prefix(fpat):
+                node = node[0].setdefault(seg, ({}, []))
+            node[1].append(step)
+
+    def agreeing(self, pat: Resolved) -> tuple[ForbidStep, ...]:
+        out = list(self._always)
+        node: _LitNode | None = self._roots[pat.absolute]
+        for seg in literal_prefix(pat):
+            assert node is not None
+            out.extend(node[1])
+            node = node[0].get(seg)
+            if node is None:
+                return tuple(out)
+        assert node is not None
+        stack = [node]  # the permit's literals all met: every forbid extending them
+        while stack:
+            n = stack.pop()
+            out.extend(n[1])
+            stack.extend(n[0].values())
+        return tuple(out)
+
+
+_LitNode = tuple[dict[str, "_LitNode"], list[ForbidStep]]
+
+
 class PartialEvaluator:
     """``could_permit`` over an ``Evaluator``'s program (its caches are shared)."""
 
@@ -71,6 +128,11 @@ class PartialEvaluator:
         self._plans_by_shape: dict[tuple[Any, ...], Plan | bool] = {}
         self._sigs: dict[tuple[Any, ...], int] = {}
         self._porder: dict[str, list[RuleRecord]] = {}
+        # (forbids of a step, its pattern) -> scan number (see PermitStep), and the
+        # forbids, held here so that their id is never another tuple's
+        self._scans: dict[
+            tuple[int, bool, tuple[Any, ...]], tuple[int, tuple[ForbidStep, ...]]
+        ] = {}
         # per rule: how many plans resolve its (context-dependent) pattern
         self._dyn_uses: dict[int, int] = {}
 
@@ -121,6 +183,16 @@ class PartialEvaluator:
         template = t.shape[0] != "path"
         steps: list[PermitStep] = []
         resolved: dict[int, Any] = {}
+        # Per walk node (or, over a template, once): the node's forbids split into those
+        # kept for every permit reaching it without a pairwise test, and those a permit's
+        # pattern must be tested against. A forbid on a prefix is otherwise weighed
+        # against every permit below it, and permits and forbids on a bounded set of
+        # prefixes both grow with the policy: that pairwise work made a plan quadratic.
+        by_node: dict[int, tuple[Node, tuple[ForbidStep, ...], tuple[ForbidStep, ...]]] = {}
+        groups: dict[int, _GroupSplit] = {}
+        kept_rules: dict[int, RuleRecord] = {}  # every forbid some step keeps
+        along: _LiteralIndex | None = None  # over a template: the forbids by literal prefix
+        extras: dict[tuple[int, bool, tuple[Any, ...]], tuple[ForbidStep, ...]] = {}
         for rule in self.permit_order(t):
             if _context_dependent(rule):
                 self._dyn_uses[rule.index] = self._dyn_uses.get(rule.index, 0) + 1
@@ -129,24 +201,44 @@ class PartialEvaluator:
             pat = resolve(rule.pattern_enc, None)
             if not meets_shape(pat, t.shape):
                 continue  # whatever the context, this permit never meets the resource
-            candidates = t.forbids if template else forbids_along(self._ev, t, literal_prefix(pat))
-            fsteps: list[ForbidStep] = []
-            for forbid in candidates:
-                if _context_dependent(forbid):
-                    fsteps.append(ForbidStep(forbid, None))
-                    continue
-                # a forbid on a shared prefix is weighed against every permit below it:
-                # its pattern resolved once per plan, not once per permit
-                fpat = resolved.get(forbid.index)
-                if fpat is None:
-                    fpat = resolved[forbid.index] = resolve(forbid.pattern_enc, None, forbid=True)
-                if covers_within(fpat, pat, t.shape):
-                    fsteps.append(ForbidStep(forbid, fpat))
+            if template:
+                node, segs, depth = t.walk, [], -1
+            else:
+                segs = literal_prefix(pat)
+                node, depth = _walk_depth(t.walk, segs)
+            split = by_node.get(id(node))
+            if split is None:
+                kept, tested = self._split_forbids(
+                    t, node, segs[:depth], resolved, groups, kept_rules
+                )
+                split = by_node[id(node)] = (node, kept, tested)
+            _, kept, tested = split
+            fsteps = kept
+            if tested:
+                # permits on one pattern (differing by condition) meet the same forbids
+                ekey = (id(node), pat.absolute, pat.segs)
+                shared = extras.get(ekey)
+                if shared is None:
+                    if template:  # every forbid of the action: only those agreeing literally
+                        if along is None:
+                            along = _LiteralIndex(tested)
+                        tested = along.agreeing(pat)
+                    extra = tuple(
+                        f
+                        for f in tested
+                        if f.pattern is not None and covers_within(f.pattern, pat, t.shape)
+                    )
+                    kept_rules.update((f.rule.index, f.rule) for f in extra)
+                    shared = extras[ekey] = kept + extra if extra else kept
+                fsteps = shared
             if rule.applies is None and not fsteps:
                 # An unconditional permit no forbid can cover: a witness for
                 # every context (could_permit is an "exists" over permits).
                 return True
-            steps.append(PermitStep(rule, pat, tuple(fsteps)))
+            scan = self._scans.setdefault(
+                (id(fsteps), pat.absolute, pat.segs), (len(self._scans), fsteps)
+            )[0]
+            steps.append(PermitStep(rule, pat, fsteps, scan))
         if not steps:
             return False
         # Tools whose plans consider the same rules under the same shape get
@@ -155,7 +247,7 @@ class PartialEvaluator:
         dynamic = any(step.pattern is None for step in steps)
         # each rule once (a forbid on a shared prefix is in the steps of every permit below it)
         involved = {step.rule.index: step.rule for step in steps}
-        involved.update((f.rule.index, f.rule) for step in steps for f in step.forbids)
+        involved.update(kept_rules)
         forbid_set = tuple(r.index for r in t.forbids) if dynamic else None
         if forbid_set is not None:
             involved.update((i, self._ev.rule(i)) for i in forbid_set)
@@ -164,14 +256,89 @@ class PartialEvaluator:
             (cond := r.decode_condition()) is not None and "action" in roots(cond)
             for r in involved.values()
         )
+        # permits reaching one node share its kept forbids: their indices are listed once
+        ids: dict[int, tuple[int, ...]] = {}
+        for step in steps:
+            if id(step.forbids) not in ids:
+                ids[id(step.forbids)] = tuple(f.rule.index for f in step.forbids)
         sig = (
             t.shape,
-            tuple((step.rule.index, tuple(f.rule.index for f in step.forbids)) for step in steps),
+            tuple((step.rule.index, ids[id(step.forbids)]) for step in steps),
             forbid_set,
             t.action if reads_action else None,
         )
         sig_id = self._sigs.setdefault(sig, len(self._sigs))
         return Plan(t, ("could", sig_id), tuple(steps))
+
+    def _split_forbids(
+        self,
+        t: ToolPlan,
+        node: Node,
+        path: Sequence[str],
+        resolved: dict[int, Resolved],
+        groups: dict[int, _GroupSplit],
+        kept_rules: dict[int, RuleRecord],
+    ) -> tuple[tuple[ForbidStep, ...], tuple[ForbidStep, ...]]:
+        """The forbids a permit reaching ``node`` (along the literal ``path``; over a
+        template, every forbid of ``t``) may meet: (kept, tested). Kept for every such
+        permit: a forbid interpolating the context (weighed per context) and a static
+        forbid ``LITERALS/**`` whose literals start ``path`` (it covers every pattern
+        under them, as ``covers_within`` would answer). Each other forbid is tested
+        against the permit's pattern. The kept ones are added to ``kept_rules``.
+
+        A node's forbids are its groups' (one group: the forbids of one literal
+        prefix), and a node lists its ancestors' groups too: each group is sorted
+        once per plan (``groups``), each node only checks its groups' literals."""
+        if t.shape[0] != "path":
+            whole = self._split_group(t.forbids, resolved)
+            kept = whole.dynamic
+            tested = whole.tested + tuple(f for _, fs in whole.below for f in fs)
+            kept_rules.update((f.rule.index, f.rule) for f in kept)
+            return kept, tested
+        gids = node[1]
+        if not gids:
+            return (), ()
+        kept_parts: list[tuple[ForbidStep, ...]] = []
+        tested_parts: list[tuple[ForbidStep, ...]] = []
+        for gid in gids:
+            split = groups.get(gid)
+            if split is None:
+                split = groups[gid] = self._split_group(self._ev.group(gid), resolved)
+                kept_rules.update((f.rule.index, f.rule) for f in split.dynamic)
+            kept_parts.append(split.dynamic)
+            tested_parts.append(split.tested)
+            for lits, fs in split.below:
+                if len(lits) <= len(path) and all(x == y for x, y in zip(lits, path, strict=False)):
+                    kept_parts.append(fs)
+                    if not split.counted.get(lits):
+                        split.counted[lits] = True
+                        kept_rules.update((f.rule.index, f.rule) for f in fs)
+                else:
+                    tested_parts.append(fs)
+        return _flat(kept_parts), _flat(tested_parts)
+
+    def _split_group(
+        self, forbids: Sequence[RuleRecord], resolved: dict[int, Resolved]
+    ) -> _GroupSplit:
+        dynamic: list[ForbidStep] = []
+        below: dict[tuple[str, ...], list[ForbidStep]] = {}
+        tested: list[ForbidStep] = []
+        for forbid in forbids:
+            if _context_dependent(forbid):
+                dynamic.append(ForbidStep(forbid, None))
+                continue
+            fpat = resolved.get(forbid.index)
+            if fpat is None:
+                fpat = resolved[forbid.index] = resolve(forbid.pattern_enc, None, forbid=True)
+            step = ForbidStep(forbid, fpat)
+            lits = _blanket_literals(fpat)
+            if lits is None:
+                tested.append(step)
+            else:
+                below.setdefault(lits, []).append(step)
+        return _GroupSplit(
+            tuple(dynamic), tuple((k, tuple(v)) for k, v in below.items()), tuple(tested), {}
+        )
 
     def _possible(self, plan: Plan, context: Any, cache: ContextEntry | None) -> bool:
         t = plan.tool
@@ -219,8 +386,16 @@ class PartialEvaluator:
                     t.forbids if template else forbids_along(self._ev, t, literal_prefix(pat))
                 )
                 fsteps = [ForbidStep(f, None) for f in candidates]
+            scan_key = ("scan", step.scan, action) if static_permit else None
+            seen = memo.get(scan_key) if scan_key is not None else None
+            if seen is not None:
+                covering, uncertain_seen = seen
+                if covering is not None:
+                    won = memo[win_key] = covering
+                    continue
+                fsteps = ()
             covered = False
-            uncertain: list[RuleRecord] = []
+            uncertain: list[RuleRecord] = [] if seen is None else list(uncertain_seen)
             for fstep in fsteps:
                 forbid = fstep.rule
                 fk = ("f", forbid.index, action)
@@ -243,6 +418,8 @@ class PartialEvaluator:
                     won = memo[win_key] = fpat
                     break
                 uncertain.append(forbid)
+            if scan_key is not None and seen is None:
+                memo[scan_key] = (won if covered else None, tuple(uncertain))
             if covered:
                 continue
             # A condition reading arguments is weighed jointly, even alone: its
@@ -356,6 +533,43 @@ class PartialEvaluator:
 def forbids_along(ev: Evaluator, t: ToolPlan, segs: Sequence[str]) -> Iterator[RuleRecord]:
     """The forbids of ``t`` whose literal prefix is a prefix of ``segs``."""
     return iter(ev.node_rules(walk_along(t.walk, segs), True))
+
+
+def _walk_depth(walk: Node, segs: Sequence[str]) -> tuple[Node, int]:
+    """``walk_along`` and how many of ``segs`` it descended."""
+    node = walk
+    depth = 0
+    for seg in segs:
+        child = node[0].get(seg)
+        if child is None:
+            break
+        node = child
+        depth += 1
+    return node, depth
+
+
+def _blanket_literals(fpat: Resolved) -> tuple[str, ...] | None:
+    """``L1 .. Lk`` when the static forbid pattern ``fpat`` is ``/L1/.../Lk/**``: it
+    covers every absolute pattern whose literal prefix starts with them (what
+    ``covers_within`` answers for each such permit); else None."""
+    segs = fpat.segs
+    last = len(segs) - 1
+    if not fpat.safe or not fpat.absolute or last < 0 or segs[last][0] != "D":
+        return None
+    lits: list[str] = []
+    for i in range(last):
+        seg = segs[i]
+        if seg[0] != "L":
+            return None
+        lits.append(seg[1])
+    return tuple(lits)
+
+
+def _flat(parts: list[tuple[ForbidStep, ...]]) -> tuple[ForbidStep, ...]:
+    parts = [p for p in parts if p]
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(f for p in parts for f in p)
 
 
 def _context_dependent(rule: RuleRecord) -> bool:
