@@ -240,19 +240,24 @@ async def test_a_host_out_of_descriptors_for_a_moment_still_serves_the_turn_afte
 ) -> None:
     """One failed accept (EMFILE) used to end the relay's listener: every bridge the
     harness launched after it got no answer for the rest of the turn."""
+    import gc
     import resource
 
-    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+    # far more connections than spare descriptors: descriptors an earlier test in this
+    # process leaked and the collector closes meanwhile must not let the relay take them all
+    launch = StdioLaunch(limits=TransportLimits(max_connections=1000))
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio", stdio=launch) as turn:
         assert turn.turn_file is not None
         spec = read_turn_file(turn.turn_file)
         assert spec.relay is not None
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        gc.collect()
         used = _open_fds()
         assert used is not None
         flood: subprocess.Popen[str] | None = None
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (used + 16, hard))
-            flood = _flood(spec.relay.socket, 64)
+            flood = _flood(spec.relay.socket, 400)
             with anyio.fail_after(bound(30)):
                 while _open_fds() is not None:  # until the listener has used every one
                     await anyio.sleep(0.01)
