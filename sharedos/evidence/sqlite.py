@@ -135,6 +135,9 @@ _PAUSE_BYTES = 6 * 1024 * 1024
 #: how long ``checkpoint`` waits for the write lock and for readers (ms) before it
 #: leaves what it could not fold to the next one
 _CHECKPOINT_WAIT_MS = 50
+#: how long a writable open waits for another process's write lock (seconds): the
+#: creation or migration of the file by a host started at the same moment
+_OPEN_WAIT_S = 30.0
 #: a WAL file left larger than this after a checkpoint reset is truncated to it
 #: (``journal_size_limit``): the file's size is a high-water mark otherwise
 _WAL_SIZE_LIMIT = 1024 * 1024
@@ -346,6 +349,23 @@ def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
     return str(row[0])
 
 
+def _enter_wal(conn: sqlite3.Connection, deadline: float) -> str:
+    """``PRAGMA journal_mode=WAL``; the mode the file is in afterwards.
+
+    Switching a new file to WAL needs the file to itself, and SQLite answers
+    "database is locked" at once, without its busy wait (waiting could deadlock),
+    while another process is opening it too: hosts started together on a new file
+    then all but one failed. The switch is retried until ``deadline``.
+    """
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if _cause(exc) != "locked" or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _file_id(path: str) -> FileId | None:
     """(st_dev, st_ino) of ``path``, or None when nothing is there."""
     try:
@@ -457,7 +477,14 @@ class SqliteEvidenceStore:
                     check_same_thread=False,  # guarded by self._lock
                 )
             conn.isolation_level = None
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
+            # Opening waits longer for the write lock than a call does: hosts started
+            # together (a fleet's units, a host and its stdio bridges) queue behind the one
+            # creating or migrating the file, which on a busy machine (or a large file)
+            # takes longer than a call may wait.
+            wait_s = (
+                self._busy_timeout_s if self.read_only else max(self._busy_timeout_s, _OPEN_WAIT_S)
+            )
+            conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             self.opened_version = int(version)
             if self.read_only:
@@ -477,7 +504,7 @@ class SqliteEvidenceStore:
                     self._missing = MISSING_BEFORE_4
                 return conn
             if not memory:
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                mode = _enter_wal(conn, time.monotonic() + wait_s)
                 if str(mode).lower() != "wal":
                     raise EvidenceStoreError(
                         f"could not enable WAL on {self.path} (got {mode})", "io"
@@ -526,6 +553,7 @@ class SqliteEvidenceStore:
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
             conn.execute(INSERT_PROBE, (now_iso(),))
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
         except sqlite3.Error as exc:
             cause = _cause(exc)
             what = "write" if cause in ("read_only", "disk_full", "locked") else "open"

@@ -163,3 +163,28 @@ def test_hosts_opening_one_file_at_once_create_or_migrate_it_once(
             store.close()
         for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
             name.unlink(missing_ok=True)
+
+
+def test_opening_waits_for_another_process_creating_the_file(tmp_path: Path) -> None:
+    """A host opening a file another process holds (creating or migrating it, on a busy
+    machine) waits for it: longer than a call's busy wait (1.5 s), which used to fail the
+    open with "database is locked"."""
+    import sqlite3
+    import threading
+
+    db = tmp_path / "evidence.db"
+    db.touch()
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM sqlite_master").fetchall()  # a lock on the file
+    release = threading.Timer(2.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        store = SqliteEvidenceStore(db)
+    finally:
+        release.join()
+        holder.close()
+    try:
+        assert store.schema_version == LATEST
+    finally:
+        store.close()
