@@ -739,18 +739,11 @@ def run_secrets(
 
 def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
     """SharedOS's own state, which no sandbox (harness or upstream) may show."""
-    from sharedos.evidence.url import parse_store_url
+    from sharedos.evidence.url import sqlite_files
 
     roots = [str(p) for p in opts.get("rule_paths") or []]
     evidence = opts.get("evidence_db") or host_config.evidence_location() or "evidence.sqlite"
-    try:
-        target = parse_store_url(evidence)
-    except ValueError:
-        target = None
-    if target is not None and target.kind == "sqlite" and target.location != ":memory:":
-        db = str(Path(target.location).expanduser().resolve())
-        roots += [db, db + "-wal", db + "-shm"]
-    return [*roots, *host_config.state_paths()]
+    return [*roots, *sqlite_files(evidence), *host_config.state_paths()]
 
 
 def managed_roots(opts: dict[str, Any], host: Any) -> list[str]:

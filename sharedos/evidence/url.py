@@ -38,6 +38,7 @@ __all__ = [
     "open_store",
     "parse_store_url",
     "redacted_location",
+    "sqlite_files",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
@@ -212,6 +213,19 @@ def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
             "(a path or sqlite:///path for SQLite, postgresql://... for PostgreSQL)"
         )
     return StoreTarget("sqlite", text)
+
+
+def sqlite_files(value: str | os.PathLike[str]) -> list[str]:
+    """The files of the SQLite store ``value`` names (the database, its ``-wal`` and
+    ``-shm``, as absolute paths); none for PostgreSQL, ``:memory:`` or no store at all."""
+    try:
+        target = parse_store_url(value)
+    except ValueError:
+        return []
+    if target.kind != "sqlite" or target.location == ":memory:":
+        return []
+    db = str(Path(target.location).expanduser().resolve())
+    return [db, db + "-wal", db + "-shm"]
 
 
 def open_store(

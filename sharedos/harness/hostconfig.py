@@ -461,12 +461,9 @@ class HostConfig(BaseModel):
                     out.append(shadow)
         location = self.evidence_location()
         if location is not None:
-            from sharedos.evidence.url import parse_store_url
+            from sharedos.evidence.url import sqlite_files
 
-            target = parse_store_url(location)
-            if target.kind == "sqlite" and target.location != ":memory:":
-                db = str(Path(target.location).expanduser().resolve())
-                out += [db, db + "-wal", db + "-shm"]
+            out += sqlite_files(location)
         return out
 
     def evidence_location(self) -> str | None:
