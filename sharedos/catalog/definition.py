@@ -21,8 +21,8 @@ from functools import cached_property
 from typing import Any
 
 import rfc8785
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -36,6 +36,7 @@ from referencing import Registry
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
 from sharedos.catalog.schemacheck import schema_problem
+from sharedos.catalog.schemaregex import schema_validator
 from sharedos.errors import CatalogError
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
@@ -286,7 +287,7 @@ class ToolDefinition(BaseModel):
         )
 
     @cached_property
-    def input_validator(self) -> Draft202012Validator:
+    def input_validator(self) -> Validator:
         """A compiled validator for ``input_schema`` (built once per definition).
 
         Its registry retrieves nothing: without one, jsonschema fetches a remote
@@ -295,7 +296,7 @@ class ToolDefinition(BaseModel):
         names while a call's arguments are checked. An unresolvable ``$ref`` fails
         the validation (``invalid_arguments``) instead.
         """
-        return Draft202012Validator(self.input_schema, registry=_NO_RETRIEVAL)
+        return schema_validator(self.input_schema, _NO_RETRIEVAL)
 
     @cached_property
     def input_fast_check(self) -> FastCheck | None:
@@ -328,10 +329,10 @@ class ToolDefinition(BaseModel):
         return None if error is None else f"its structuredContent does not: {error.message}"
 
     @cached_property
-    def output_validator(self) -> Draft202012Validator:
+    def output_validator(self) -> Validator:
         """A compiled validator for ``output_schema`` (``{}`` when there is none), retrieving
         nothing remote (see ``input_validator``)."""
-        return Draft202012Validator(self.output_schema or {}, registry=_NO_RETRIEVAL)
+        return schema_validator(self.output_schema or {}, _NO_RETRIEVAL)
 
     @cached_property
     def output_fast_check(self) -> FastCheck | None:

@@ -19,8 +19,6 @@ the value (issue 22).
 from __future__ import annotations
 
 import json
-import re._compiler as _compiler
-import re._parser as _sre
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +33,7 @@ from sharedos.catalog.definition import (
     ToolDefinitionError,
     ToolMetadata,
 )
+from sharedos.catalog.schemaregex import regex_problem
 from sharedos.names import is_valid_tool_name
 from sharedos.redaction import Redactor
 from sharedos.upstream.config import UpstreamConfig, UpstreamLimits
@@ -173,105 +172,6 @@ def published_name(config: UpstreamConfig, raw_name: str) -> str:
     return f"{config.namespace}.{raw_name}"
 
 
-#: regex constructs that repeat what they hold (``*``, ``+``, ``{2,}``)
-_REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT)
-#: regex items that match exactly one character
-_ONE_CHAR = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.IN, _sre.ANY, _sre.CATEGORY)
-#: schema keywords whose values are data, not schemas (a "pattern" member there is text)
-_DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum", "description", "title"})
-
-
-def _single_char(sub: Any) -> bool:
-    """True when ``sub`` (a parsed regex) is one character matcher (``a``, ``[a-z]``, ``\\d``)."""
-    return len(sub) == 1 and sub[0][0] in _ONE_CHAR
-
-
-def _repeats_in(items: Any) -> list[Any]:
-    """Every repeat (``(low, high, sub)``) anywhere inside the parsed regex ``items``."""
-    out: list[Any] = []
-    for op, av in items:
-        if op in _REPEATS:
-            out.append(av)
-            out.extend(_repeats_in(av[2]))
-        elif op is _sre.SUBPATTERN:
-            out.extend(_repeats_in(av[-1]))
-        elif op is _sre.BRANCH:
-            for branch in av[1]:
-                out.extend(_repeats_in(branch))
-        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
-            out.extend(_repeats_in(av[1]))
-        elif op is _sre.ATOMIC_GROUP:
-            out.extend(_repeats_in(av))
-        elif op is _sre.GROUPREF_EXISTS:
-            for branch in av[1:]:
-                if branch is not None:
-                    out.extend(_repeats_in(branch))
-    return out
-
-
-def _delimited(body: Any, inner: list[Any]) -> bool:
-    """True when a repeated ``body`` starts or ends with a literal character none of its
-    ``inner`` repeats (each of one character matcher) can match (``(-[a-z0-9]+)*``,
-    ``(\\d+\\.)*``): each repetition is then found one way only."""
-    while len(body) == 1 and body[0][0] is _sre.SUBPATTERN:
-        body = body[0][1][-1]
-    if not body or not all(_single_char(sub) for _low, _high, sub in inner):
-        return False
-    for op, av in (body[0], body[-1]):
-        if op is not _sre.LITERAL:
-            continue
-        char = chr(av)
-        if not any(_compiler.compile(sub).fullmatch(char) for _low, _high, sub in inner):
-            return True
-    return False
-
-
-def _nested_repetition(pattern: str) -> bool:
-    """True when ``pattern`` repeats something that itself repeats, ambiguously (``(x+)+``,
-    ``(a*b?)*``, ``(\\w+\\s?)*``), or cannot be parsed: Python's backtracking matcher can
-    take time exponential in the input's length on such a pattern, holding the GIL
-    throughout. A repetition delimited by a literal its inner repeats cannot match
-    (``^[a-z0-9]+(-[a-z0-9]+)*$``) is found one way only and passes."""
-    try:
-        parsed = _sre.parse(pattern)
-        for _low, high, sub in _repeats_in(parsed):
-            if high <= 1:
-                continue
-            inner = [r for r in _repeats_in(sub) if r[1] > 1 and r[0] != r[1]]
-            if inner and not _delimited(sub, inner):
-                return True
-    except Exception:  # re.error, RecursionError (parentheses nested thousands deep)
-        return True
-    return False
-
-
-def regex_problem(schema: Any, field: str) -> str | None:
-    """Why a regular expression in ``schema`` (``pattern``, ``patternProperties``) must not be
-    matched by this host, or None. jsonschema matches them with Python's ``re`` on the event
-    loop (arguments) or in a worker thread that still holds the GIL (results): a nested
-    repetition the upstream declared, and one string of 40 characters from the harness or
-    in the upstream's own result, froze every turn of the process for hours."""
-    stack: list[tuple[Any, str]] = [(schema, field)]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                if key in _DATA_KEYWORDS:
-                    continue
-                at = f"{where}.{key}"
-                if key == "pattern" and isinstance(value, str) and _nested_repetition(value):
-                    return f"{at} is a regular expression with nested repetition"
-                if key == "patternProperties" and isinstance(value, Mapping):
-                    for name in value:
-                        if isinstance(name, str) and _nested_repetition(name):
-                            return f"{at} has a regular expression with nested repetition"
-                if isinstance(value, Mapping | list):
-                    stack.append((value, at))
-        elif isinstance(node, list):
-            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(node))
-    return None
-
-
 def build_definition(
     config: UpstreamConfig,
     raw: RawTool,
@@ -325,8 +225,8 @@ def build_definition(
             return Refusal(
                 config.id,
                 raw.name,
-                f"{problem}, which can take exponential time to match; SharedOS does not "
-                "match it (rewrite it without a repeat inside a repeat)",
+                f"{problem}; SharedOS matches schema regexes with RE2 only, in linear time "
+                "(rewrite it without lookaround or backreferences)",
             )
     annotations = wire.get("annotations")
     try:

@@ -143,6 +143,8 @@ def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
         return
     if mode == "not-a-result":
         answer(rid, {"foo": 1})
+    elif mode == "redos-v":  # a string Python's re takes seconds to match against (a|aa)+$
+        answer(rid, {"content": [], "structuredContent": {"v": "a" * 40 + "!"}})
     elif mode == "result-scalar":
         answer(rid, 42)
     elif mode == "content-not-list":

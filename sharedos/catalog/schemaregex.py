@@ -1,0 +1,236 @@
+"""Schema regexes (``pattern``, ``patternProperties``) matched by RE2, in linear time.
+
+jsonschema matches them with Python's ``re``, a backtracking matcher that holds
+the GIL while it runs. A schema comes from whoever lists a tool (an upstream
+MCP server), and the string matched from whoever calls it (the harness) or
+from the upstream's own result, so a pattern like ``^(x+)+$`` or ``(a|aa)+$``
+and 40 characters of input froze every turn of the host for hours. Spotting
+such patterns by their shape catches some forms and misses others; RE2
+(``google-re2``) has no backtracking at all, so every pattern it compiles
+matches in time linear in the input, whatever its shape.
+
+RE2 does not compile what needs backtracking (lookaround, backreferences)
+nor text that is no regex: ``regex_error`` says why, and such a schema is
+refused where it enters (``sharedos.upstream.definitions``); the validator
+here never falls back to ``re``. Its dialect is closer to JSON Schema's
+(ECMA-262) than ``re``'s: ``\\d`` and ``\\w`` are ASCII, ``\\p{L}`` works.
+A string RE2 cannot take (a lone surrogate, not UTF-8) fails ``pattern``,
+and a property name it cannot take fails ``patternProperties``: an answer
+that cannot be computed never lets a value through.
+
+Two more ways jsonschema reaches ``re`` are closed here, not left to chance:
+
+* ``additionalProperties`` weighs each name against the ``patternProperties``
+  (jsonschema joins them into one ``re``): replaced, with RE2;
+* a subschema naming a dialect (``"$schema"``), or a ``$ref`` back to one that
+  does, makes jsonschema switch to its stock validator for that dialect, which
+  matches with ``re``: this validator's ``evolve`` keeps its own class, so
+  every subschema is read as Draft 2020-12 (MCP's dialect, and what the root
+  already was).
+
+``unevaluatedProperties`` also matches names against ``patternProperties``
+with ``re``, inside jsonschema; ``regex_problem`` refuses a schema that has
+both rather than rewrite that walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+import attrs
+import re2
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
+
+__all__ = ["SchemaValidator", "regex_error", "regex_problem", "schema_validator"]
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print the (upstream's) pattern raw on stderr
+    options.never_capture = True  # only "is there a match" is asked
+    return options
+
+
+_OPTIONS = _options()
+
+
+@lru_cache(maxsize=2048)
+def _compiled(pattern: str) -> Any:
+    """RE2's program for ``pattern``, or the text of why it has none (a ``str``)."""
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return str(reason) or "not a regular expression RE2 can match"
+    except (TypeError, ValueError, UnicodeError) as exc:  # a lone surrogate in the pattern
+        return f"not a regular expression RE2 can match ({type(exc).__name__})"
+
+
+def regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be matched in linear time (RE2 cannot compile it), or None."""
+    program = _compiled(pattern)
+    return program if isinstance(program, str) else None
+
+
+def _search(pattern: str, text: str) -> bool | None:
+    """True when ``pattern`` matches somewhere in ``text``; None when that cannot be known
+    (the pattern does not compile, or ``text`` is not encodable as UTF-8)."""
+    program = _compiled(pattern)
+    if isinstance(program, str):
+        return None
+    try:
+        return program.search(text) is not None
+    except (UnicodeError, TypeError, ValueError):
+        return None
+
+
+def _pattern(
+    validator: Any, pattern: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "string") or not isinstance(pattern, str):
+        return
+    found = _search(pattern, instance)
+    if found is None:
+        yield ValidationError(f"the value cannot be matched against {pattern!r}")
+    elif not found:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object") or not isinstance(patterns, Mapping):
+        return
+    for pattern, subschema in patterns.items():
+        for name, value in instance.items():
+            found = _search(pattern, name)
+            if found is None:
+                yield ValidationError(
+                    f"a property name cannot be matched against {pattern!r}", path=(name,)
+                )
+            elif found:
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    if not isinstance(properties, Mapping) or not isinstance(patterns, Mapping):
+        return
+    # a name no pattern can be asked about counts as additional: the stricter reading
+    extras = sorted(
+        (
+            name
+            for name in instance
+            if name not in properties and not any(_search(p, name) for p in patterns)
+        ),
+        key=str,
+    )
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        shown = ", ".join(repr(name) for name in extras[:20])
+        yield ValidationError(f"additional properties are not allowed ({shown} unexpected)")
+
+
+#: Draft 2020-12, with every regex of a schema matched by RE2
+SchemaValidator = validators.extend(
+    Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    },
+)
+
+
+def _evolve(self: Any, **changes: Any) -> Any:
+    # jsonschema's own ``evolve`` picks the stock validator of any subschema naming a
+    # dialect (``validator_for``), and the stock validators match with ``re``.
+    changes.setdefault("schema", self.schema)
+    for attr_name, init_name in _INIT_FIELDS:
+        if init_name not in changes:
+            changes[init_name] = getattr(self, attr_name)
+    return SchemaValidator(**changes)
+
+
+_INIT_FIELDS = tuple((f.name, f.alias) for f in attrs.fields(SchemaValidator) if f.init)
+SchemaValidator.evolve = _evolve
+
+#: schema keywords whose values are data, not schemas (a "pattern" member there is text)
+_DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})
+#: schema keywords whose values map names (not keywords) to schemas
+_NAMED_SCHEMAS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+
+def schema_validator(schema: Any, registry: Any) -> Any:
+    """A ``SchemaValidator`` for ``schema``: every subschema read as Draft 2020-12 (a
+    ``$schema`` inside changes nothing), every regex matched by RE2, references resolved
+    through ``registry`` only."""
+    return SchemaValidator(schema, registry=registry)
+
+
+def _keys_anywhere(tree: Any, wanted: frozenset[str]) -> set[str]:
+    """Which of ``wanted`` are a member name anywhere in ``tree`` (data included)."""
+    found: set[str] = set()
+    stack = [tree]
+    while stack and found != wanted:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            found.update(wanted.intersection(node))
+            stack.extend(v for v in node.values() if isinstance(v, Mapping | list))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, Mapping | list))
+    return found
+
+
+_UNEVALUATED_PAIR = frozenset({"unevaluatedProperties", "patternProperties"})
+
+
+def regex_problem(schema: Any, field: str) -> str | None:
+    """Why ``schema`` cannot be validated in linear time, or None: a ``pattern`` or a
+    ``patternProperties`` name RE2 cannot compile, or ``unevaluatedProperties`` beside
+    ``patternProperties`` (see the module docstring). ``field`` starts the place named."""
+    stack: list[tuple[Any, str]] = [(schema, field)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        for key, value in node.items():
+            if key in _DATA_KEYWORDS:
+                continue
+            at = f"{where}.{key}"
+            if key == "pattern" and isinstance(value, str):
+                error = regex_error(value)
+                if error is not None:
+                    return f"{at} is a regular expression RE2 cannot match ({error})"
+            elif key == "patternProperties" and isinstance(value, Mapping):
+                for name in value:
+                    error = regex_error(name) if isinstance(name, str) else "not text"
+                    if error is not None:
+                        return f"{at} has a regular expression RE2 cannot match ({error})"
+            if key in _NAMED_SCHEMAS and isinstance(value, Mapping):
+                stack.extend((sub, f"{at}.{name}") for name, sub in value.items())
+            elif isinstance(value, Mapping | list):
+                stack.append((value, at))
+    if _keys_anywhere(schema, _UNEVALUATED_PAIR) == _UNEVALUATED_PAIR:
+        return (
+            f"{field} has unevaluatedProperties and patternProperties: jsonschema would "
+            "match those names with a backtracking regex"
+        )
+    return None
