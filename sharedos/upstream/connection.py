@@ -45,6 +45,7 @@ from sharedos.upstream.definitions import RawTool, raw_tools
 from sharedos.upstream.oauth import CALL_DENIALS, CredentialAuth, Denial, denial_message
 from sharedos.upstream.secrets import CredentialSet
 from sharedos.upstream.transport import (
+    ENDLESS_BYTES,
     RESPONSE_TOO_LARGE,
     BoundedHTTPTransport,
     ListingScreen,
@@ -343,6 +344,12 @@ class UpstreamConnection:
             "the session was ended"
         )
 
+    def _endless_line(self) -> None:
+        self.broken = self.broken or (
+            f"it sent a line that went on past {ENDLESS_BYTES} bytes (and four times its "
+            "limit) without ending; the session was ended"
+        )
+
     def _session_lost(self) -> None:
         # the upstream (restarted, or expiring sessions) answered 404 to this session: no
         # request on it can succeed again, so it is no longer usable and the next turn or
@@ -380,6 +387,7 @@ class UpstreamConnection:
                 ReadBounds.of(config.limits),
                 screen=self._screen,
                 on_unattributed=self._oversized_unattributed,
+                on_endless=self._endless_line,
             )
         import httpx2
         from mcp.client.streamable_http import streamable_http_client

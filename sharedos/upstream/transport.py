@@ -18,7 +18,12 @@ the next call too; issue 22). Here each message is bounded while it is read:
   works. On stdio the request is found from the message's own ``id`` (at its
   head or tail, where every JSON-RPC encoder puts it, checked to be a member of
   the top-level object), or is the only one outstanding; if neither, the
-  session is ended (every call in flight fails, the next one reconnects);
+  session is ended (every call in flight fails, the next one reconnects).
+  A line whose head names its request is answered as soon as it passes the
+  bound, not at its end, which may never come; and a line still going past
+  ``ENDLESS_BYTES`` (or four times its bound) ends the session, so an upstream
+  writing one endless line is restarted instead of holding every later call
+  until its timeout;
 - **large lines are parsed in a worker thread**, never on the event loop;
 - **a tools/list answer is screened there too** (``ListingScreen``): tools past
   ``limits.max_tools`` or over the description / schema limits are taken out
@@ -76,6 +81,9 @@ TOO_MANY_BLOCKS = -32091
 #: loop (and the bridge serializes each again), ~15 us apiece, so a 4 MiB answer of 130,000
 #: one-character blocks stalled every turn of the host for seconds. Counted off the loop.
 MAX_CONTENT_BLOCKS = 10_000
+#: a stdio line still going past this many bytes (or four times its bound, if more) is
+#: taken as endless: the session is ended (and reopened by the next call)
+ENDLESS_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -331,12 +339,17 @@ class _Line:
         self.over = False
         self.head = b""
         self.tail = b""
+        #: the bound it went over (0 while under)
+        self.bound = 0
+        #: the request it answers, once answered early (by the id at its head)
+        self.answered: Any = None
 
     def add(self, piece: bytes, bound: int) -> None:
         if not piece:
             return
         if not self.over and self.size + len(piece) > bound:
             self.over = True
+            self.bound = bound
             joined = b"".join(self.chunks)
             self.head = (joined + piece[:EDGE_BYTES])[:EDGE_BYTES]
             self.chunks = []
@@ -356,11 +369,13 @@ async def bounded_stdio_client(
     *,
     screen: ListingScreen | None = None,
     on_unattributed: Callable[[], None] | None = None,
+    on_endless: Callable[[], None] | None = None,
 ) -> AsyncGenerator[Any, None]:
     """``mcp.client.stdio.stdio_client`` with every line bounded while it is read.
 
     See the module docstring. ``on_unattributed`` is told when an oversized line
-    could be matched to no request (the session is then ended).
+    could be matched to no request, ``on_endless`` when a line went on past
+    ``ENDLESS_BYTES`` (the session is then ended).
     """
     process = await mcp_sdk.spawn_stdio_server(server, errlog)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -404,6 +419,8 @@ async def bounded_stdio_client(
                 message = parse(data)
             await deliver(message)
             return True
+        if line.answered is not None:
+            return True  # its request was answered when the line passed its bound
         request_id = message_id(line.head, line.tail)
         if request_id not in outstanding.methods:
             request_id = next(iter(outstanding.methods)) if len(outstanding.methods) == 1 else None
@@ -415,6 +432,15 @@ async def bounded_stdio_client(
         method = outstanding.methods.get(request_id)
         await deliver(too_large(request_id, method, bounds))
         return True
+
+    async def passed_bound(line: _Line) -> None:
+        """A line just went over its bound: when its head names a request still waiting,
+        answer that request now (the line's end may never come)."""
+        request_id = message_id(line.head, b"")
+        if request_id is None or request_id not in outstanding.methods:
+            return  # the tail may name it: wait for the end (or the session's)
+        line.answered = request_id
+        await deliver(too_large(request_id, outstanding.methods.get(request_id), bounds))
 
     async def read_lines() -> None:
         """Deliver every line until EOF, the session's end, or a line no request owns."""
@@ -429,7 +455,23 @@ async def bounded_stdio_client(
             while True:
                 newline = chunk.find(b"\n", start)
                 end = len(chunk) if newline == -1 else newline
+                was_over = line.over
                 line.add(chunk[start:end], outstanding.bound(bounds))
+                if line.over:
+                    try:
+                        if not was_over:
+                            await passed_bound(line)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return  # the session is gone
+                    if line.size > max(ENDLESS_BYTES, 4 * line.bound):
+                        logger.warning(
+                            "an upstream sent a line of over %d bytes that did not end; "
+                            "the session was ended",
+                            line.size,
+                        )
+                        if on_endless is not None:
+                            on_endless()
+                        return
                 if newline == -1:
                     break
                 complete, line = line, _Line()

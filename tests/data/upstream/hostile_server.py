@@ -9,6 +9,7 @@ it receives is appended to ``--log`` (one JSON object per line).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -167,6 +168,17 @@ def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
         send_raw(b'{"jsonrpc": "2.0", "id": \n')
     elif mode == "die":
         os._exit(7)
+    elif mode == "endless-line":  # an answer whose line never ends; echo works in between
+        if msg["params"]["name"] == "endless":
+            send_raw(
+                b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"'
+                % json.dumps(rid).encode()
+            )
+            chunk = b"x" * (1 << 20)
+            with contextlib.suppress(OSError):
+                while True:
+                    send_raw(chunk)
+        answer(rid, {"content": [{"type": "text", "text": "ok"}]})
     elif mode == "close-stdout":
         os.close(1)
         time.sleep(30)
