@@ -34,7 +34,7 @@ from sharedos.bundles.source import BundleSource, NotModified, SourceError
 from sharedos.bundles.state import BundleState, Enforced, StateError
 from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle
 
-__all__ = ["BundleManager", "PollResult"]
+__all__ = ["BundleManager", "PollResult", "rollback_problem"]
 
 logger = logging.getLogger("sharedos.bundles")
 
@@ -129,7 +129,7 @@ class BundleManager:
                 return self._problem(
                     "refused", f"{exc}; refusing every bundle until it is fixed or removed"
                 )
-            why = _not_newer(loaded, floor)
+            why = rollback_problem(loaded, floor)
             if why is not None:
                 self._refused_tag = seen
                 return self._problem("refused", why)
@@ -218,8 +218,9 @@ class BundleManager:
             thread.join(timeout=5)
 
 
-def _not_newer(loaded: LoadedBundle, floor: Enforced | None) -> str | None:
-    """Why ``loaded`` may not replace what was enforced (a rollback, a relabel); None if it may."""
+def rollback_problem(loaded: LoadedBundle, floor: Enforced | None) -> str | None:
+    """Why ``loaded`` may not replace ``floor``, the last release enforced (a rollback, a
+    relabelled release); None if it may. What a host with that state would say."""
     if floor is None or floor.sequence <= 0:
         return None
     if loaded.sequence < floor.sequence:

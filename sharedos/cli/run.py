@@ -447,21 +447,22 @@ def _harness_runtime(harness_id: str, host_config: Any) -> Any:
 def _bundle_policy(host_config: Any) -> Any:
     """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
     from sharedos.bundles import BundleManager, BundleVerifier, open_source
-    from sharedos.bundles.state import BundleState, default_state_path
+    from sharedos.bundles.state import BundleState
+    from sharedos.harness.hostconfig import HostConfigError
 
     cfg = host_config.policy
     try:
         verifier = BundleVerifier(host_config.resolve_file(k) for k in cfg.keys)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, HostConfigError) as exc:
         click.echo(f"error: [policy] keys: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
-    location = cfg.bundle
-    if not location.lower().startswith(("http://", "https://")):
-        location = host_config.resolve_file(location)
-    # the last release this host enforced, so a restart cannot be rolled back
-    state = BundleState(
-        host_config.resolve_file(cfg.state) if cfg.state else default_state_path(location)
-    )
+    try:
+        location = host_config.bundle_location()
+        # the last release this host enforced, so a restart cannot be rolled back
+        state = BundleState(host_config.bundle_state_path())
+    except HostConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
     manager = BundleManager(open_source(location), verifier, state=state)
     result = manager.poll()
     if result.current is None:

@@ -440,20 +440,13 @@ class HostConfig(BaseModel):
             if self.tokens.key.file:
                 out.append(str((self.base_dir / self.tokens.key.file).resolve()))
         bundle = self.policy.bundle
-        if bundle and not bundle.lower().startswith(("http://", "https://")):
-            with contextlib.suppress(HostConfigError):
-                out.append(self.resolve_file(bundle, env))
         if bundle:
+            if not bundle.lower().startswith(("http://", "https://")):
+                with contextlib.suppress(HostConfigError):
+                    out.append(self.bundle_location(env))
             # the last release enforced (anti-rollback): as ``sharedos run`` finds it
-            from sharedos.bundles.state import default_state_path
-
             with contextlib.suppress(HostConfigError):
-                if self.policy.state:
-                    out.append(self.resolve_file(self.policy.state, env))
-                else:
-                    local = not bundle.lower().startswith(("http://", "https://"))
-                    origin = self.resolve_file(bundle, env) if local else bundle
-                    out.append(str(default_state_path(origin)))
+                out.append(self.bundle_state_path(env))
         if self.policy.shadow:
             with contextlib.suppress(HostConfigError):
                 shadow = self.shadow_source(env)[0]
@@ -465,6 +458,27 @@ class HostConfig(BaseModel):
 
             out += sqlite_files(location)
         return out
+
+    def bundle_location(self, environ: Mapping[str, str] | None = None) -> str:
+        """``[policy] bundle`` as the source to fetch: an http(s) URL as written, a file or
+        directory resolved next to this file (``resolve_file``). ``HostConfigError`` when
+        there is none or a ``${VAR}`` in it is unset."""
+        bundle = self.policy.bundle
+        if not bundle:
+            raise HostConfigError([f"{self.source}: no [policy] bundle"])
+        if bundle.lower().startswith(("http://", "https://")):
+            return bundle
+        return self.resolve_file(bundle, environ, what="[policy] bundle")
+
+    def bundle_state_path(self, environ: Mapping[str, str] | None = None) -> str:
+        """Where this host remembers the last bundle release it enforced (anti-rollback):
+        ``[policy] state`` resolved next to this file, else the default for the bundle's
+        source (``sharedos.bundles.state.default_state_path``)."""
+        if self.policy.state:
+            return self.resolve_file(self.policy.state, environ, what="[policy] state")
+        from sharedos.bundles.state import default_state_path
+
+        return str(default_state_path(self.bundle_location(environ)))
 
     def evidence_location(self) -> str | None:
         """``[evidence] url`` as the store to open: a relative SQLite path (a bare file name

@@ -93,3 +93,59 @@ poll_interval_s = 0
     text = "\n".join(exc.value.problems)
     assert ":6:1: evidence.url:" in text and "unknown evidence store scheme" in text
     assert "evidence.otlp_endpoint" in text and "policy.poll_interval_s" in text
+
+
+def test_verify_with_a_hosts_state_refuses_what_that_host_would_refuse(tmp_path: Path) -> None:
+    """Without a host's history a rollback verifies; with its state file or host file, the
+    verdict is the host's own: older than what it enforced, or a relabelled release, refused."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        PublicFormat,
+    )
+
+    from sharedos.bundles.state import BundleState, Enforced
+    from sharedos.bundles.verify import BundleVerifier
+    from sharedos.policy.bundle import sign_bundle
+
+    key = Ed25519PrivateKey.generate()
+    public = tmp_path / "keys" / "policy.pub"
+    public.parent.mkdir()
+    public.write_bytes(
+        key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    )
+    bundle = tmp_path / "pub" / "bundle.json"
+    save_bundle(compile_sources([("files.sos", RULES_V1)]), bundle)
+    sign_bundle(bundle, key, revision="r5", sequence=5)
+    state = tmp_path / "state.json"
+    newer = tmp_path / "newer.json"
+    save_bundle(compile_sources([("files.sos", RULES_V1 + "\n# newer\n")]), newer)
+    sign_bundle(newer, key, revision="r7", sequence=7)
+    from sharedos.bundles.source import open_source
+
+    loaded = BundleVerifier([public]).verify(open_source(str(newer)).fetch(None))  # type: ignore[arg-type]
+    BundleState(state).save(Enforced.of(loaded))  # this host already enforced sequence 7
+
+    code, out = run("bundle", "verify", "--key", str(public), str(bundle.parent))
+    assert code == 0, out  # no history given: a valid, signed bundle
+    code, out = run("bundle", "verify", "--key", str(public), "--state", str(state), str(bundle))
+    assert code == 1 and "a rollback" in out and "sequence 7" in out, out
+    code, out = run("bundle", "verify", "--key", str(public), "--state", str(state), str(newer))
+    assert code == 0 and "sequence 7" in out, out
+
+    # the host file gives the source, the keys and the state, resolved next to it
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.pi]\nkind = "pi"\n\n[policy]\nbundle = "pub/bundle.json"\nkeys = ["keys/policy.pub"]\nstate = "state.json"\n'
+    )
+    code, out = run("bundle", "verify", "--host-file", str(host))
+    assert code == 1 and "a rollback" in out, out
+    # a state file a host cannot read makes it refuse everything: so does verify
+    state.write_text("{not json")
+    code, out = run("bundle", "verify", "--host-file", str(host))
+    assert code == 1 and "refuses every bundle" in out, out
+    state.unlink()
+    code, out = run("bundle", "verify", "--host-file", str(host))
+    assert code == 0 and "r5" in out, out
+    code, out = run("bundle", "verify")
+    assert code == 2 and "give SOURCE" in out, out
