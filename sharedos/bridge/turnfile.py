@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from sharedos.atomicfile import write_atomically
 from sharedos.bridge.limits import TransportLimits
+from sharedos.confine.leftovers import OWNER, Claim, claim
 from sharedos.context import AccessContext
 from sharedos.errors import BridgeError
 from sharedos.toolpolicy import ToolPolicy
@@ -239,6 +240,10 @@ def harness_mcp_config(
 _MAX_SOCKET_PATH = 107
 
 
+#: name prefix of a stdio turn's private directory (its turn file, marker and relay socket)
+TURN_PREFIX = "sharedos-turn-"
+
+
 def relay_socket_path(workdir: Path) -> tuple[Path, Path | None]:
     """``workdir/relay.sock``, or one in a fresh short 0700 directory when that path is too long.
 
@@ -275,7 +280,11 @@ async def open_stdio_turn(
     from sharedos.bridge.turn import Turn
 
     directory = Path(launch.directory) if launch.directory else Path(tempfile.gettempdir())
-    workdir = Path(tempfile.mkdtemp(prefix="sharedos-turn-", dir=directory))  # 0700
+    workdir = Path(tempfile.mkdtemp(prefix=TURN_PREFIX, dir=directory))  # 0700
+    # a process killed outright leaves it (and the relay secret): the next run removes it
+    claimed: Claim | None = None
+    with contextlib.suppress(OSError):
+        claimed = claim(workdir)
     turn_path = workdir / "turn.json"
     marker = workdir / "open"
     fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -354,7 +363,11 @@ async def open_stdio_turn(
         with contextlib.suppress(FileNotFoundError):
             turn_path.unlink()
         with contextlib.suppress(OSError):
+            (workdir / OWNER).unlink()
+        with contextlib.suppress(OSError):
             workdir.rmdir()
+        if claimed is not None:
+            claimed.release()
         if extra_dir is not None:
             with contextlib.suppress(OSError):
                 extra_dir.rmdir()

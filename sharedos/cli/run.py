@@ -56,9 +56,9 @@ Exit codes:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -71,6 +71,7 @@ import click
 
 from sharedos import textfile
 from sharedos.cli._help import with_short_help
+from sharedos.confine.leftovers import Claim, claim, remove_tree, sweep
 from sharedos.terminal import printable
 
 EXIT_OK = 0
@@ -654,20 +655,46 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
     return 128 + got[0] if got else code
 
 
-def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool]:
-    """Where the harness's private turn directory is made, and whether it is removed after."""
+def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool, Claim | None]:
+    """Where the harness's private turn directory is made, whether it is removed after, and
+    this run's claim on it (released once it is removed)."""
     if opts["workdir"] is not None:
         # absolute: the harness runs in a directory of its own below it, and every path the
         # run hands it (its MCP configuration, its HOME) must mean the same there
         base = Path(opts["workdir"]).resolve()
         click.echo(f"run directory: {base} (--workdir; kept)", err=True)
-        return base, False
-    base = Path(tempfile.mkdtemp(prefix="sharedos-run-"))  # 0700
+        return base, False, None
+    _sweep_leftovers()
+    base = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))  # 0700
     if opts["keep"]:
         click.echo(f"run directory: {base} (kept: --keep)", err=True)
-    else:
-        click.echo(f"run directory: {base} (removed after the run; --keep keeps it)", err=True)
-    return base, not opts["keep"]
+        return base, False, None
+    click.echo(f"run directory: {base} (removed after the run; --keep keeps it)", err=True)
+    claimed = None
+    with contextlib.suppress(OSError):  # killed outright, this run leaves it: the next removes it
+        claimed = claim(base)
+    return base, True, claimed
+
+
+#: name prefix of a run's temporary directory
+RUN_PREFIX = "sharedos-run-"
+
+
+def _sweep_leftovers() -> None:
+    """Remove what runs killed outright left (``sharedos.confine.leftovers``): their run,
+    door, stdio and turn-file directories, each with a dead turn's transcript or secret."""
+    from sharedos.bridge.turnfile import TURN_PREFIX
+    from sharedos.confine.door import DOOR_PREFIX, STDIO_PREFIX, private_base
+
+    removed = sweep(Path(tempfile.gettempdir()), (RUN_PREFIX, TURN_PREFIX))
+    with contextlib.suppress(OSError):
+        removed += sweep(private_base(), (DOOR_PREFIX, STDIO_PREFIX, TURN_PREFIX))
+    if removed:
+        click.echo(
+            f"removed {len(removed)} temporary director{'y' if len(removed) == 1 else 'ies'} "
+            "left by runs that were killed",
+            err=True,
+        )
 
 
 def _attempt_wires(result: Any) -> list[dict[str, Any] | None]:
@@ -776,7 +803,7 @@ async def _launch(
     )
     # the run's secrets are scrubbed from the harness's output, streamed or captured
     secrets = run_secrets(opts, turn_upstreams, runtime.environ)
-    base, remove = _run_directory(opts)
+    base, remove, claimed = _run_directory(opts)
     try:
         result = await runtime.run_turn(
             host,
@@ -803,7 +830,9 @@ async def _launch(
         return _cannot_confine(tool_policy.name, str(exc))
     finally:
         if remove:
-            shutil.rmtree(base, ignore_errors=True)
+            remove_tree(base)  # never recursing: the harness could make a tree of any depth
+        if claimed is not None:
+            claimed.release()
     return _report(opts, result, turn_upstreams, base, remove)
 
 

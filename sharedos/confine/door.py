@@ -33,11 +33,16 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sharedos.confine.leftovers import OWNER, Claim, claim
+
 logger = logging.getLogger(__name__)
 
 #: where the door's directory appears inside the sandbox
 SANDBOX_DOOR_DIR = "/run/sharedos/door"
 SOCKET_NAME = "stdio.sock"
+#: name prefixes of the private directories a run makes under ``private_base()``
+DOOR_PREFIX = "sharedos-door-"
+STDIO_PREFIX = "sharedos-stdio-"
 
 
 def private_base() -> Path:
@@ -105,7 +110,11 @@ class StdioDoor:
         self.env = dict(env)
         self.max_sessions = max_sessions
         self.linger_s = linger_s
-        self.directory = Path(tempfile.mkdtemp(prefix="sharedos-door-", dir=private_base()))
+        self.directory = Path(tempfile.mkdtemp(prefix=DOOR_PREFIX, dir=private_base()))
+        # a run killed outright leaves the directory: the next run removes it (leftovers)
+        self._claim: Claim | None = None
+        with contextlib.suppress(OSError):
+            self._claim = claim(self.directory)
         self.path = self.directory / SOCKET_NAME
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.path))
@@ -230,7 +239,11 @@ class StdioDoor:
         with contextlib.suppress(OSError):
             self.path.unlink()
         with contextlib.suppress(OSError):
+            (self.directory / OWNER).unlink()
+        with contextlib.suppress(OSError):
             self.directory.rmdir()
+        if self._claim is not None:
+            self._claim.release()
 
 
 def _end(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:

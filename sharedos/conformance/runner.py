@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib
-import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from sharedos.confine.leftovers import remove_tree
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.manifest import Manifest
 from sharedos.conformance.report import Report, build_report
@@ -67,4 +67,4 @@ async def run_report(
         return build_report(manifest, runs), runs
     finally:
         if keep_workdir is None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(Path(tmp))  # a harness's tree of any depth included

@@ -48,6 +48,8 @@ from sharedos.confine import (
     private_files,
     supervised,
 )
+from sharedos.confine.door import STDIO_PREFIX
+from sharedos.confine.leftovers import Claim, claim, remove_tree
 from sharedos.confine.ports import ServeFn
 from sharedos.context import AccessContext
 from sharedos.harness import recipes
@@ -193,6 +195,8 @@ class _Turn:
     #: confined stdio: a private host directory, outside the sandbox's view, for the
     #: turn file, its open marker and relay socket, and the door's bridge HOME
     stdio_dir: Path | None = None
+    #: this run's claim on ``stdio_dir`` (``sharedos.confine.leftovers``)
+    stdio_claim: Claim | None = None
 
 
 class McpHarnessRuntime:
@@ -308,9 +312,8 @@ class McpHarnessRuntime:
                 upstreams=upstream_confinement,
             )
         except BaseException:
-            shutil.rmtree(turn.turn_dir, ignore_errors=True)  # nothing ran in it
-            if turn.stdio_dir is not None:
-                shutil.rmtree(turn.stdio_dir, ignore_errors=True)
+            remove_tree(turn.turn_dir)  # nothing ran in it
+            _remove_stdio_dir(turn)
             raise
         try:
             turn.model = self._start_model(plan, turn)
@@ -333,8 +336,7 @@ class McpHarnessRuntime:
                         path.unlink()
             if turn.sandbox is not None:
                 await turn.sandbox.close()
-            if turn.stdio_dir is not None:
-                shutil.rmtree(turn.stdio_dir, ignore_errors=True)
+            _remove_stdio_dir(turn)
         evidence = [] if live else list(runtime_host.evidence.query(turn_id=context.turn_id))
         return self._finish(turn, proc, evidence, context.turn_id)
 
@@ -412,7 +414,10 @@ class McpHarnessRuntime:
                     # socket and the bridge's HOME must not be where the harness can write:
                     # a private host directory beside the door's, itself a managed root.
                     where = door.directory.parent
-                    turn.stdio_dir = Path(tempfile.mkdtemp(prefix="sharedos-stdio-", dir=where))
+                    turn.stdio_dir = Path(tempfile.mkdtemp(prefix=STDIO_PREFIX, dir=where))
+                    # killed outright, the run leaves it: the next run removes it
+                    with contextlib.suppress(OSError):
+                        turn.stdio_claim = claim(turn.stdio_dir)
                     managed.append(str(turn.stdio_dir))
                     door.env = recipes.base_env(self.environ, turn.stdio_dir / "bridge-home")
                 sandbox = HarnessSandbox.plan(
@@ -779,6 +784,14 @@ class McpHarnessRuntime:
         return []
 
 
+def _remove_stdio_dir(turn: _Turn) -> None:
+    """Remove the turn's private stdio directory (if any), then drop the claim on it."""
+    if turn.stdio_dir is not None:
+        remove_tree(turn.stdio_dir)
+    if turn.stdio_claim is not None:
+        turn.stdio_claim.release()
+
+
 def _refuse_visible_turn_files(directory: Path, sandbox: HarnessSandbox) -> None:
     """``ConfinementUnavailable`` when a caller's stdio turn directory shows in the sandbox.
 
@@ -800,7 +813,7 @@ def _write_fresh(path: Path, text: str) -> None:
     """Write ``path`` in the turn directory, which the harness could write too: into a new
     file renamed over whatever is there, so a link it planted is replaced, never followed."""
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)  # a directory it left in the way
+        remove_tree(path)  # a directory it left in the way (of any depth)
     write_atomically(path, text, mode=0o600, exact_mode=True)
 
 
