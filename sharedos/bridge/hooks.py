@@ -59,9 +59,19 @@ class BridgePeer:
             return False
 
     def client_supports(self, capability: str) -> bool:
-        """Whether the client declared ``capability`` (``"sampling"``, ``"elicitation"``)."""
+        """Whether the client declared ``capability`` (``"sampling"``, ``"elicitation"``).
+
+        ``elicitation`` means form mode, the only mode ``elicit`` sends: a client that
+        declared URL mode alone must not be sent a form (2025-11-25: a server MUST NOT
+        send a mode the client did not declare; an empty ``elicitation`` is form mode).
+        """
         caps = self._ctx.session.client_capabilities
-        return caps is not None and getattr(caps, capability, None) is not None
+        declared = getattr(caps, capability, None) if caps is not None else None
+        if declared is None:
+            return False
+        if capability == "elicitation":
+            return declared.form is not None or declared.url is None
+        return True
 
     def client_name(self) -> str | None:
         """The name and version the client gave in ``initialize`` (None when it gave none)."""

@@ -295,3 +295,61 @@ async def test_a_call_cancelled_while_its_approver_is_asked_is_recorded(
     assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
     assert records[0].tool == "files.write" and records[0].resource == ARGS["path"]
     assert not s.written.exists()
+
+
+async def test_a_client_that_declared_url_elicitation_only_is_not_sent_a_form(
+    tmp_path: Path,
+) -> None:
+    """2025-11-25 lets a client declare URL-mode elicitation alone, and forbids a server
+    to send it a mode it did not declare. SharedOS asked such a client with a form
+    anyway: the client refused it, the request was closed ``expired`` at once with
+    ``retry: false``, and every retry did the same, so no approval of that client's
+    calls could ever reach an operator. It takes the out-of-band path instead."""
+    import json
+
+    import anyio
+
+    from tests.bridge.rawwire import INITIALIZED, StdioBridge, call, frame
+
+    s = Setup(tmp_path)
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"url": {}}},
+            "clientInfo": {"name": "url-only", "version": "1"},
+        },
+    }
+    sent: list[dict[str, Any]] = []  # the questions the client was sent
+    async with open_turn(s.host, MAYA, RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.send_line(frame(hello))
+            await bridge.wait_reply(0)
+            await bridge.send_line(frame(INITIALIZED))
+            await bridge.send_line(frame(call(1, "files.write", ARGS)))
+            with anyio.fail_after(bound(30)):
+                while bridge.reply(1) is None:
+                    asked = [m for m in bridge.replies if m.get("method") == "elicitation/create"]
+                    for request in asked:  # what a URL-only client answers to a form
+                        bridge.replies.remove(request)
+                        sent.append(request)
+                        refusal = {"code": -32602, "message": "form mode not supported"}
+                        await bridge.send_line(
+                            frame({"jsonrpc": "2.0", "id": request["id"], "error": refusal})
+                        )
+                    if bridge.reply(1) is None:
+                        assert await bridge._read_some()
+            reply = bridge.reply(1)
+        finally:
+            await bridge.kill()
+    assert reply is not None
+    payload = reply["result"]["structuredContent"]
+    assert payload["reason"] == "approval_required", json.dumps(payload)
+    assert payload["approvalStatus"] == "pending" and payload["retry"] is True, payload
+    assert "not asked at the client" in payload["detail"]
+    assert not sent
+    assert not s.written.exists()
