@@ -42,7 +42,8 @@ from sharedos.redaction import REDACTED, encodings
 
 #: A line of a guarded secret shorter than this is not searched on its own.
 MIN_LINE_CHARS = 12
-#: Files larger than this in a turn directory are noted, not searched.
+#: Files of a turn directory larger than this are searched piece by piece (the pieces
+#: overlap, so a secret that straddles two is found).
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 #: How much of the harness's reply a note keeps.
 REPLY_CHARS = 240
@@ -278,21 +279,25 @@ def search_artifacts(
             if any(v in data for v in variants) and label not in found[secret]:
                 found[secret].append(label)
 
+    # a large artifact is read in overlapping pieces, never skipped: a secret the harness
+    # wrote into a big file of its HOME is as leaked as one in a small file
+    overlap = max((len(v) for variants in forms.values() for v in variants), default=1) - 1
     for root, _dirs, files in os.walk(turn_dir, followlinks=False):
         for name in sorted(files):
             path = Path(root) / name
             if path.is_symlink() or not path.is_file():
                 continue
+            label = artifact_label(turn_dir, path)
             try:
-                if path.stat().st_size > MAX_ARTIFACT_BYTES:
-                    notes.append(f"{artifact_label(turn_dir, path)} is too large to search")
-                    continue
-                data = path.read_bytes()
+                with path.open("rb") as fh:
+                    tail = b""
+                    while piece := fh.read(MAX_ARTIFACT_BYTES):
+                        scan(label, tail + piece)
+                        tail = piece[-overlap:] if overlap else b""
             except OSError as exc:
-                notes.append(f"{artifact_label(turn_dir, path)} unreadable: {exc.strerror}")
+                notes.append(f"{label} unreadable: {exc.strerror}")
                 continue
             searched += 1
-            scan(artifact_label(turn_dir, path), data)
     for label, text in texts.items():
         searched += 1
         scan(label, text.encode("utf-8", "surrogatepass"))

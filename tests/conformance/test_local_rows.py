@@ -198,7 +198,7 @@ def _turn(tmp_path: Path, reply: str, leak: bool) -> dict[str, LocalObservation]
         turns = local_row_turns(rows, bindings)
         base = turn_baseline(turns, canary)
         turn_dir = tmp_path / "turn"
-        turn_dir.mkdir()
+        turn_dir.mkdir(exist_ok=True)
         issued = [
             IssuedCall(r.id, r.tool_name, "exec_command", f"call_sos{i:03d}", "responses",
                        {"cmd": "..."}, reply=reply, local=r.local.tool if r.local else None)
@@ -440,3 +440,31 @@ def test_the_layer_that_stopped_it_is_read_from_the_reply(
 ) -> None:
     obs = _obs(reply=reply, confined=confined, policy_mode="strict")
     assert stopped_by(obs).startswith(layer), stopped_by(obs)
+
+
+def test_a_secret_in_a_large_artifact_is_found_not_skipped(tmp_path: Path) -> None:
+    """The harness's shell wrote the guarded secret into a file of its HOME larger than
+    the artifact search would read (64 MiB): the file was only noted "too large to
+    search", the secret was "found in none of" the artifacts, and the row passed green.
+    A large artifact is searched (in pieces; a secret straddling two pieces too)."""
+    home = tmp_path / "turn" / "home"
+    home.mkdir(parents=True)
+    piece = 8 * 1024 * 1024
+    with (home / "dump.bin").open("wb") as fh:
+        fh.write(b"\0" * (64 * 1024 * 1024 + 1 - len(SECRET) // 2))
+        fh.write(SECRET.encode())  # straddles a piece boundary of a piecewise search
+        fh.write(b"\0" * piece)
+    observed = _turn(tmp_path, "(nothing shown)", leak=False)
+    shell = observed["local-shell-read-secret"]
+    assert shell.leaks == [
+        "of {files.root}/private/a.txt appears in the turn directory's home/dump.bin"
+    ]
+    column = ColumnRun(
+        column_id="mcp/codex/http",
+        kind=ColumnKind.MCP,
+        label="Codex (http)",
+        identity=_identity(),
+        local=observed,
+    )
+    cells = {c.row_id: c for c in grade_column(load_manifest(), column)}
+    assert cells["local-shell-read-secret"].grade is Grade.FAILED, cells["local-shell-read-secret"]
