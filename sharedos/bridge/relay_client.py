@@ -206,13 +206,23 @@ class RelayChannel:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._lose()
                 return _host_gone(call, ran=False)
-            async with receive:
+            async with receive, anyio.create_task_group() as asking:
+                # a question to the client (elicitation, sampling) is asked beside the
+                # call, never in its way: the host may give up on the answer (its
+                # elicitation timeout) and send the call's result, which must reach the
+                # client at once; the question still open is then withdrawn
                 async for reply in receive:
                     if "result" in reply:
+                        asking.cancel_scope.cancel()
                         return result_from_wire(reply["result"])
                     if "lost" in reply:
+                        asking.cancel_scope.cancel()
                         return _host_gone(call, ran=True)
-                    await self._hook(rid, reply, progress, log, peer)
+                    if "peer" in reply:
+                        asking.start_soon(self._answer_peer, rid, reply, peer)
+                    else:
+                        await self._hook(rid, reply, progress, log, peer)
+                asking.cancel_scope.cancel()
             return _host_gone(call, ran=True)
         except anyio.get_cancelled_exc_class():
             # the client cancelled (or the turn is closing): the host cancels the handler
@@ -236,21 +246,26 @@ class RelayChannel:
         log: LogHook | None,
         peer: Any,
     ) -> None:
-        """A progress/log notification or a peer request of a running call, passed on."""
+        """A progress/log notification of a running call, passed on."""
         if isinstance(reply.get("progress"), list) and progress is not None:
             value, total, text = [*reply["progress"], None, None, None][:3]
             await progress(float(value), total, text)
         elif isinstance(reply.get("log"), list) and log is not None and len(reply["log"]) == 2:
             await log(str(reply["log"][0]), reply["log"][1])
-        elif "peer" in reply:
-            answer: dict[str, Any] = {"id": rid, "op": "peer", "peer": reply["peer"]}
-            try:
-                answer["result"] = await _ask_peer(peer, reply.get("method"), reply.get("params"))
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:
-                answer["error"] = f"{type(exc).__name__}: {exc}"[:500]
+
+    async def _answer_peer(self, rid: int, reply: dict[str, Any], peer: Any) -> None:
+        """A peer request of a running call: ask the client, send its answer to the host."""
+        answer: dict[str, Any] = {"id": rid, "op": "peer", "peer": reply["peer"]}
+        try:
+            answer["result"] = await _ask_peer(peer, reply.get("method"), reply.get("params"))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            answer["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        try:
             await self._send(answer)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self._lose()  # the call's own loop answers it (host gone)
 
 
 def _client_name(peer: Any) -> str | None:

@@ -353,3 +353,30 @@ async def test_a_client_that_declared_url_elicitation_only_is_not_sent_a_form(
     assert "not asked at the client" in payload["detail"]
     assert not sent
     assert not s.written.exists()
+
+
+async def test_over_stdio_a_question_left_unanswered_still_answers_the_call(
+    tmp_path: Path,
+) -> None:
+    """Over stdio the question goes through the relayed bridge process. When the client
+    did not answer within ``elicitation_timeout_s`` the host refused the call and sent
+    its result, but the bridge process was still waiting for the client's answer and
+    read nothing else of that call: the refusal was recorded, yet the ``tools/call``
+    never got a response (the client hung for as long as its person stayed away)."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    s = Setup(tmp_path, elicitation_timeout_s=0.5)
+    person = Person(None)  # asked, never answers
+    async with open_turn(s.host, MAYA, RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+        async with Client(params, mode="legacy", elicitation_callback=person) as client:
+            with anyio.fail_after(bound(20)):
+                result = await client.call_tool("files.write", ARGS)
+            assert len(person.asked) == 1
+            assert result.is_error
+            payload = result.structured_content or {}
+            assert payload["reason"] == "approval_required"
+            assert "no answer from the client" in payload["detail"]
+    assert not s.written.exists()
