@@ -24,9 +24,11 @@ layer refused it: the CLI's own permission system, the OS sandbox, or nothing.
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import re
 import socket
+import stat
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -282,14 +284,29 @@ def search_artifacts(
     # a large artifact is read in overlapping pieces, never skipped: a secret the harness
     # wrote into a big file of its HOME is as leaked as one in a small file
     overlap = max((len(v) for variants in forms.values() for v in variants), default=1) - 1
-    for root, _dirs, files in os.walk(turn_dir, followlinks=False):
+
+    def unlisted(exc: OSError) -> None:
+        try:
+            where = artifact_label(turn_dir, Path(exc.filename or turn_dir))
+        except ValueError:
+            where = "the turn directory"
+        notes.append(f"{where} could not be listed: {exc.strerror}")
+
+    # by directory descriptor: a tree deeper than PATH_MAX (a harness can make one a
+    # level at a time) cannot be listed by name, and os.walk skipped it silently
+    for root, _dirs, files, root_fd in os.fwalk(turn_dir, onerror=unlisted):
         for name in sorted(files):
-            path = Path(root) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            label = artifact_label(turn_dir, path)
+            label = artifact_label(turn_dir, Path(root) / name)
             try:
-                with path.open("rb") as fh:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=root_fd)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:  # a symbolic link is not an artifact
+                    notes.append(f"{label} unreadable: {exc.strerror}")
+                continue
+            try:
+                with os.fdopen(fd, "rb") as fh:
+                    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                        continue  # a fifo or a socket: not an artifact
                     tail = b""
                     while piece := fh.read(MAX_ARTIFACT_BYTES):
                         scan(label, tail + piece)

@@ -468,3 +468,38 @@ def test_a_secret_in_a_large_artifact_is_found_not_skipped(tmp_path: Path) -> No
     )
     cells = {c.row_id: c for c in grade_column(load_manifest(), column)}
     assert cells["local-shell-read-secret"].grade is Grade.FAILED, cells["local-shell-read-secret"]
+
+
+def test_a_secret_deep_in_the_turn_directory_is_found(tmp_path: Path) -> None:
+    """A directory whose path is longer than PATH_MAX (the harness made it one level at a
+    time) could not be listed by name: the walk skipped it without a word, the secret
+    the harness wrote there was "found in none of" the artifacts, and the row passed
+    green. The search walks by directory descriptor, so no depth hides a file."""
+    import os
+
+    turn_dir = tmp_path / "turn"
+    turn_dir.mkdir()
+    fd = os.open(turn_dir, os.O_RDONLY)
+    try:
+        for _ in range(25):  # 25 x 201 characters: beyond PATH_MAX (4096)
+            os.mkdir("d" * 200, dir_fd=fd)
+            deeper = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+        out = os.open("notes.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(out, SECRET.encode())
+        os.close(out)
+    finally:
+        os.close(fd)
+    observed = _turn(tmp_path, "(nothing shown)", leak=False)
+    shell = observed["local-shell-read-secret"]
+    assert len(shell.leaks) == 1 and shell.leaks[0].endswith("/notes.txt"), shell.leaks
+    column = ColumnRun(
+        column_id="mcp/codex/http",
+        kind=ColumnKind.MCP,
+        label="Codex (http)",
+        identity=_identity(),
+        local=observed,
+    )
+    cells = {c.row_id: c for c in grade_column(load_manifest(), column)}
+    assert cells["local-shell-read-secret"].grade is Grade.FAILED, cells["local-shell-read-secret"]
