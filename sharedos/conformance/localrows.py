@@ -24,7 +24,6 @@ layer refused it: the CLI's own permission system, the OS sandbox, or nothing.
 from __future__ import annotations
 
 import base64
-import errno
 import os
 import re
 import socket
@@ -262,7 +261,11 @@ _NAMED = {
 
 def artifact_label(turn_dir: Path, path: Path) -> str:
     """A reader's name for one file of a turn directory."""
-    rel = path.relative_to(turn_dir).as_posix()
+    return _artifact(path.relative_to(turn_dir).as_posix())
+
+
+def _artifact(rel: str) -> str:
+    """A reader's name for the file at ``rel`` (relative, ``/``-separated) of a turn directory."""
     return _NAMED.get(rel, f"the turn directory's {rel}")
 
 
@@ -285,36 +288,77 @@ def search_artifacts(
     # wrote into a big file of its HOME is as leaked as one in a small file
     overlap = max((len(v) for variants in forms.values() for v in variants), default=1) - 1
 
-    def unlisted(exc: OSError) -> None:
+    def search_file(dir_fd: int, name: str, label: str) -> None:
+        nonlocal searched
         try:
-            where = artifact_label(turn_dir, Path(exc.filename or turn_dir))
-        except ValueError:
-            where = "the turn directory"
-        notes.append(f"{where} could not be listed: {exc.strerror}")
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+        except OSError as exc:
+            notes.append(f"{label} unreadable: {exc.strerror}")
+            return
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    return  # replaced since it was listed
+                tail = b""
+                while piece := fh.read(MAX_ARTIFACT_BYTES):
+                    scan(label, tail + piece)
+                    tail = piece[-overlap:] if overlap else b""
+        except OSError as exc:
+            notes.append(f"{label} unreadable: {exc.strerror}")
+            return
+        searched += 1
 
-    # by directory descriptor: a tree deeper than PATH_MAX (a harness can make one a
-    # level at a time) cannot be listed by name, and os.walk skipped it silently
-    for root, _dirs, files, root_fd in os.fwalk(turn_dir, onerror=unlisted):
-        for name in sorted(files):
-            label = artifact_label(turn_dir, Path(root) / name)
+    # Depth first, by directory descriptor, without recursion: a harness can make a tree
+    # deeper than PATH_MAX (which cannot be listed by name) or than Python's recursion
+    # limit (which made the walk raise), a level at a time. Each directory open holds one
+    # descriptor until its subdirectories are done; symbolic links are not followed.
+    open_dirs: list[tuple[int, str, list[str]]] = []  # (fd, relative path, subdirs left)
+
+    def visit(fd: int, rel: str) -> None:
+        try:
+            names = sorted(os.listdir(fd))
+        except OSError as exc:
+            os.close(fd)
+            notes.append(f"{_artifact(rel)} could not be listed: {exc.strerror}")
+            return
+        subdirs = []
+        for name in names:
+            path = f"{rel}/{name}" if rel else name
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=root_fd)
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             except OSError as exc:
-                if exc.errno != errno.ELOOP:  # a symbolic link is not an artifact
-                    notes.append(f"{label} unreadable: {exc.strerror}")
+                notes.append(f"{_artifact(path)} unreadable: {exc.strerror}")
                 continue
+            if stat.S_ISDIR(mode):
+                subdirs.append(name)
+            elif stat.S_ISREG(mode):
+                search_file(fd, name, _artifact(path))
+        open_dirs.append((fd, rel, subdirs[::-1]))
+
+    try:
+        try:
+            top = os.open(turn_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            notes.append(f"the turn directory could not be listed: {exc.strerror}")
+        else:
+            visit(top, "")
+        while open_dirs:
+            fd, rel, subdirs = open_dirs[-1]
+            if not subdirs:
+                os.close(fd)
+                open_dirs.pop()
+                continue
+            name = subdirs.pop()
+            path = f"{rel}/{name}" if rel else name
             try:
-                with os.fdopen(fd, "rb") as fh:
-                    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                        continue  # a fifo or a socket: not an artifact
-                    tail = b""
-                    while piece := fh.read(MAX_ARTIFACT_BYTES):
-                        scan(label, tail + piece)
-                        tail = piece[-overlap:] if overlap else b""
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:
-                notes.append(f"{label} unreadable: {exc.strerror}")
+                notes.append(f"{_artifact(path)} could not be listed: {exc.strerror}")
                 continue
-            searched += 1
+            visit(child, path)
+    finally:
+        for fd, _rel, _subdirs in open_dirs:
+            os.close(fd)
     for label, text in texts.items():
         searched += 1
         scan(label, text.encode("utf-8", "surrogatepass"))

@@ -503,3 +503,50 @@ def test_a_secret_deep_in_the_turn_directory_is_found(tmp_path: Path) -> None:
     )
     cells = {c.row_id: c for c in grade_column(load_manifest(), column)}
     assert cells["local-shell-read-secret"].grade is Grade.FAILED, cells["local-shell-read-secret"]
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_searched_not_a_crash(tmp_path: Path) -> None:
+    """The walk recursed once per directory level: a harness that made a tree 1,500
+    levels deep (one ``mkdir`` a level) made the search raise ``RecursionError``, and with
+    it the whole mcp column and the conformance run, which then wrote no report. The
+    walk is iterative: the tree is searched and its secret found."""
+    import os
+    import sys
+
+    turn_dir = tmp_path / "turn"
+    turn_dir.mkdir()
+    try:
+        fd = os.open(turn_dir, os.O_RDONLY)
+        try:
+            for _ in range(sys.getrecursionlimit() + 500):
+                os.mkdir("d", dir_fd=fd)
+                deeper = os.open("d", os.O_RDONLY, dir_fd=fd)
+                os.close(fd)
+                fd = deeper
+            out = os.open("notes.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+            os.write(out, SECRET.encode())
+            os.close(out)
+        finally:
+            os.close(fd)
+        observed = _turn(tmp_path, "(nothing shown)", leak=False)
+    finally:
+        _flatten(turn_dir / "d")  # shutil.rmtree (pytest's cleanup) recurses too
+    shell = observed["local-shell-read-secret"]
+    assert len(shell.leaks) == 1 and shell.leaks[0].endswith("/d/notes.txt"), shell.leaks
+
+
+def _flatten(top: Path) -> None:
+    """Remove a chain of directories ``top/d/d/...`` of any depth, a level at a time."""
+    import os
+
+    if not top.is_dir():
+        return
+    while (top / "d").is_dir():
+        os.rename(top / "d", top.with_name("d.next"))
+        for entry in top.iterdir():
+            entry.unlink()
+        top.rmdir()
+        os.rename(top.with_name("d.next"), top)
+    for entry in top.iterdir():
+        entry.unlink()
+    top.rmdir()
