@@ -82,8 +82,21 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
             raise TurnFileError(
                 f"run policy {turn.run_policy!r} is not defined (defined: {known})"
             ) from None
+    approvals = None
+    if turn.approvals is not None:
+        from sharedos.kernel.approvals import ApprovalSettings
+
+        try:
+            approvals = ApprovalSettings.from_json(turn.approvals)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TurnFileError(f"the turn file's approvals are not usable ({exc})") from None
     evidence = SqliteEvidenceStore(turn.evidence_db)
-    host = RuntimeHost(Kernel(policy, registry), evidence, handler_timeout_s=turn.handler_timeout_s)
+    host = RuntimeHost(
+        Kernel(policy, registry),
+        evidence,
+        handler_timeout_s=turn.handler_timeout_s,
+        approvals=approvals,
+    )
     return host, tool_policy
 
 

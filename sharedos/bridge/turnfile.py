@@ -136,6 +136,9 @@ class TurnFile(BaseModel):
     handler_timeout_s: float = 30.0
     close_linger_s: float = Field(default=0.5, ge=0)
     limits: TransportLimits = Field(default_factory=TransportLimits)
+    #: a standalone turn: the host's ``[approvals]`` (``ApprovalSettings.as_json``), so its
+    #: bridge asks, times out and resolves approvers as the host would (None: the defaults)
+    approvals: dict[str, JsonValue] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> TurnFile:
@@ -152,6 +155,13 @@ class TurnFile(BaseModel):
                 "a turn file needs tool_policy or run_policy (the name of a toolpolicy)"
             )
         return self
+
+
+def _approval_settings(runtime_host: Any) -> dict[str, JsonValue] | None:
+    """The host's approval settings as JSON (None: it keeps no approvals)."""
+    settings = getattr(getattr(runtime_host, "approvals", None), "settings", None)
+    as_json = getattr(settings, "as_json", None)
+    return as_json() if callable(as_json) else None
 
 
 def write_turn_file(turn: TurnFile, path: Path) -> Path:
@@ -333,6 +343,7 @@ async def open_stdio_turn(
                 handler_timeout_s=launch.handler_timeout_s,
                 close_linger_s=launch.close_linger_s,
                 limits=launch.limits,
+                approvals=_approval_settings(runtime_host),
             )
         write_turn_file(record, turn_path)
         turn = Turn(

@@ -101,6 +101,40 @@ class ApprovalSettings:
                     f"{MAX_TTL_S:g}, not {value!r}"
                 )
 
+    def as_json(self) -> dict[str, Any]:
+        """The settings as JSON (a standalone stdio turn file carries them to its bridge)."""
+        return {
+            "request_ttl_s": self.request_ttl_s,
+            "approval_ttl_s": self.approval_ttl_s,
+            "elicitation": self.elicitation,
+            "elicitation_timeout_s": self.elicitation_timeout_s,
+            "groups": {g: sorted(members) for g, members in self.groups.items()},
+            "approvers": {name: sorted(roles) for name, roles in self.approvers.items()},
+            "groups_tenant": self.groups_tenant,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ApprovalSettings:
+        """The settings ``as_json`` wrote (``ValueError``/``TypeError`` for anything else)."""
+
+        def names(value: Any) -> dict[str, frozenset[str]]:
+            if not isinstance(value, Mapping):
+                raise TypeError("a mapping of names to lists of names")
+            return {str(k): frozenset(str(v) for v in members) for k, members in value.items()}
+
+        elicitation = data["elicitation"]
+        if not isinstance(elicitation, bool):
+            raise TypeError("elicitation must be true or false")
+        return cls(
+            request_ttl_s=float(data["request_ttl_s"]),
+            approval_ttl_s=float(data["approval_ttl_s"]),
+            elicitation=elicitation,
+            elicitation_timeout_s=float(data["elicitation_timeout_s"]),
+            groups=names(data["groups"]),
+            approvers=names(data["approvers"]),
+            groups_tenant=str(data["groups_tenant"]),
+        )
+
     def groups_of(self, name: str, tenant: str | None = None) -> frozenset[str]:
         """The groups the host puts ``name`` in; none for a principal of a tenant other
         than ``groups_tenant`` (``tenant`` None: an out-of-band approver, a host login)."""

@@ -380,3 +380,43 @@ async def test_over_stdio_a_question_left_unanswered_still_answers_the_call(
             assert payload["reason"] == "approval_required"
             assert "no answer from the client" in payload["detail"]
     assert not s.written.exists()
+
+
+async def test_a_standalone_stdio_bridge_keeps_the_hosts_approval_settings(
+    tmp_path: Path,
+) -> None:
+    """A standalone stdio turn (``StdioLaunch(relay=False)``) is served by a runtime the
+    bridge process builds from the turn file, which carried no ``[approvals]``: the
+    bridge used the defaults. A host that set ``elicitation = false`` (its clients
+    answer questions by themselves) still had the client asked, and the client's own
+    accept ran the call. The turn file now carries the host's approval settings."""
+    from mcp import Client, StdioServerParameters
+
+    from sharedos.bridge.turnfile import StdioLaunch
+    from sharedos.policy import compile_paths
+
+    s = Setup(tmp_path, elicitation=False)
+    rules = tmp_path / "approvals.sos"
+    rules.write_text(POLICY)
+    launch = StdioLaunch(
+        relay=False, rules=(rules,), evidence_db=s.db, sandbox_root=s.sandbox, directory=tmp_path
+    )
+    registry = ToolRegistry()
+    register_files_tools(registry, s.sandbox)
+    s.host = RuntimeHost(
+        Kernel(compile_paths([rules]), registry),
+        s.store,
+        approvals=ApprovalSettings(elicitation=False),
+    )
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    async with open_turn(s.host, MAYA, RUN, transport="stdio", stdio=launch) as turn:
+        assert turn.command is not None
+        params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+        async with Client(params, mode="legacy", elicitation_callback=person) as client:
+            result = await client.call_tool("files.write", ARGS)
+    assert person.asked == [], "the host said elicitation = false: nobody is asked"
+    assert result.is_error
+    payload = result.structured_content or {}
+    assert payload["reason"] == "approval_required" and payload["retry"] is True
+    assert "elicitation is off on this host" in payload["detail"]
+    assert not s.written.exists()
