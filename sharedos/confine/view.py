@@ -13,7 +13,9 @@ the evidence store and its ``-wal``/``-shm``, the host file, key files, the
 policy sources or bundle): a managed root that a visible path contains is
 masked when it exists, and the view is refused (``ManagedRootVisible``) when a
 visible path lies inside a managed root, *is* one, or contains one that does
-not exist yet (it would appear there once created).
+not exist yet (it would appear there once created), or one below a directory
+the sandbox could rename (inside a read-write path: the mask moves with it and
+the path is free to plant).
 
 ``digest()`` is a SHA-256 over the canonical JSON of the sorted paths and the
 network mode, with per-turn paths replaced by their placeholder (``{turn}``)
@@ -82,6 +84,33 @@ class ManagedRootVisible(ConfinementError, ValueError):
 
 def _is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _mount_of(path: str, readonly: Sequence[str], writable: Sequence[str]) -> str | None:
+    """The bound path ``path`` lies in (the deepest one), or None: not on a host bind."""
+    best: str | None = None
+    for bound in (*readonly, *writable):
+        if _is_under(path, bound) and (best is None or len(bound) > len(best)):
+            best = bound
+    return best
+
+
+def _movable_ancestor(root: str, readonly: Sequence[str], writable: Sequence[str]) -> str | None:
+    """A directory on the way to ``root`` that a sandboxed process could rename, or None.
+
+    A mask (a tmpfs or ``/dev/null`` mounted over ``root``) cannot be unlinked or
+    renamed, and neither can a bind's own mount point; but a plain directory between
+    them, inside a read-write bind, can: moved away (the mask moves with it), the
+    path is free, and what the process creates there replaces the root on the host.
+    """
+    mounts = {*readonly, *writable}
+    ancestor = os.path.dirname(root)
+    while ancestor != os.path.dirname(ancestor):
+        parent = os.path.dirname(ancestor)
+        if ancestor not in mounts and _mount_of(parent, readonly, writable) in writable:
+            return ancestor
+        ancestor = parent
+    return None
 
 
 def canonical(path: str | os.PathLike[str]) -> str:
@@ -259,6 +288,14 @@ class ViewBuilder:
                             f"managed root {root} lies inside {seen}, which the sandbox shows, "
                             "and does not exist yet, so it cannot be masked (it would appear "
                             "there once created); move it out of that directory"
+                        )
+                    movable = _movable_ancestor(root, readonly, writable)
+                    if movable is not None:
+                        raise ManagedRootVisible(
+                            f"managed root {root} lies inside {movable}, which the sandbox can "
+                            f"rename: a mask covers a path, so moving {movable} away and "
+                            "creating the path again would replace the root on the host; "
+                            "move it out of the read-write path or declare that path read-only"
                         )
                     masked.append(root)
         # A recreated symlink that lies inside a bound directory already exists there.

@@ -53,3 +53,38 @@ def test_a_confined_upstream_cannot_touch_the_bundle_state(tmp_path: Path) -> No
         assert "sequence" not in proc.stdout, "the upstream read the anti-rollback state"
     assert state.exists(), "a confined upstream removed the host's anti-rollback state"
     assert json.loads(state.read_text())["sequence"] == 42
+
+
+def test_a_confined_upstream_cannot_move_the_state_away_and_plant_its_own(
+    tmp_path: Path,
+) -> None:
+    # The state file itself is masked (``/dev/null`` over it: not readable, not removable),
+    # but its directory is a plain directory of the read-write root: the upstream renames
+    # that directory (the mask goes with it) and writes a release of its choosing at the
+    # path the host reads its anti-rollback state from.
+    share = tmp_path / "share"
+    (share / ".sharedos").mkdir(parents=True)
+    state = share / ".sharedos" / "bundle-state.json"
+    state.write_text(json.dumps({"sequence": 42, "revision": "r42"}), encoding="utf-8")
+    (tmp_path / "bundle").mkdir()
+    host = parse_host_config(
+        f'[policy]\nbundle = "{tmp_path / "bundle"}"\nstate = "{state}"\n\n'
+        f'[upstream.fs]\ncommand = "/bin/sh"\n'
+        f'roots = [{{ path = "{share}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    placement = decide(
+        host.upstream["fs"],
+        UpstreamConfinementPolicy(required=True, managed=tuple(host.state_paths())),
+    )
+    if placement.wrap is not None:  # it runs confined: it must not replace the state
+        swap = (
+            f'mv "{state.parent}" "{share / "moved"}" && mkdir "{state.parent}" && '
+            f'echo \'{{"sequence": 1, "revision": "r1"}}\' > "{state}"'
+        )
+        command, args = placement.wrap("/bin/sh", ["-c", swap])
+        subprocess.run([command, *args], capture_output=True, text=True, timeout=30, check=False)
+    else:
+        assert placement.refusal is not None and "rename" in placement.refusal
+    assert json.loads(state.read_text())["sequence"] == 42, "the upstream planted its own state"

@@ -47,6 +47,28 @@ def test_views_that_would_show_a_managed_root_are_refused(tmp_path: Path) -> Non
         ViewBuilder().readonly(root / "inside").build(managed=[link])
 
 
+def test_a_managed_root_a_sandbox_could_move_away_is_refused(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    (share / "keep" / "deeper").mkdir(parents=True)
+    (share / "top.sqlite").write_text("x")
+    (share / "keep" / "key.pem").write_text("x")
+    (share / "keep" / "deeper" / "state.json").write_text("x")
+    # directly in a read-write bind: the mask's own mount point cannot be moved or removed
+    view = ViewBuilder().writable(share).build(managed=[share / "top.sqlite"])
+    assert view.masked == (str(share / "top.sqlite"),)
+    # one directory deeper: that directory can be renamed, the path planted again
+    with pytest.raises(ManagedRootVisible, match="rename"):
+        ViewBuilder().writable(share).build(managed=[share / "keep" / "key.pem"])
+    # a read-only bind on the way does not help when a directory above it can move
+    with pytest.raises(ManagedRootVisible, match="rename"):
+        ViewBuilder().writable(share).readonly(share / "keep" / "deeper").build(
+            managed=[share / "keep" / "deeper" / "state.json"]
+        )
+    # read-only all the way: masked, as before
+    view = ViewBuilder().readonly(share).build(managed=[share / "keep" / "key.pem"])
+    assert view.masked == (str(share / "keep" / "key.pem"),)
+
+
 def test_the_digest_names_the_view_not_the_turn(tmp_path: Path) -> None:
     def view(turn: Path, extra: Path | None = None) -> str:
         turn.mkdir(parents=True, exist_ok=True)
