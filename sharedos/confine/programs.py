@@ -5,14 +5,18 @@ must show for that program to start: the program as it is called (so its
 symbolic links are recreated), its installation root — a virtualenv (the
 directory holding ``pyvenv.cfg``, plus the Python it was made from), the
 ``node_modules`` directory an npm package lives in, the prefix of a
-``PREFIX/bin/program``, or else the program's own directory — and, through its ``#!`` line, the same for its interpreter. Paths
-under ``/usr`` are left out: the system view already shows them.
+``PREFIX/bin/program``, or else the program's own directory (never a home
+directory, the temporary directory or ``/``: there the program's own
+directory, or its file alone) — and, through its ``#!`` line, the same for
+its interpreter. Paths under ``/usr`` are left out: the system view already
+shows them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from sharedos.confine.view import canonical
@@ -48,8 +52,24 @@ def install_root(real: str) -> list[str]:
                 if above.name == "node_modules":
                     top = above
             return [str(top)]
-    # a prefix installation (``PREFIX/bin/prog`` with its ``PREFIX/lib``): the prefix
-    return [str(path.parent.parent if path.parent.name == "bin" else path.parent)]
+    # a prefix installation (``PREFIX/bin/prog`` with its ``PREFIX/lib``): the prefix;
+    # else the program's own directory; never a home, the temporary directory or ``/``
+    # (``~/bin/prog``, ``~/server.py``): the program's directory, or the file alone
+    prefix = path.parent.parent if path.parent.name == "bin" else path.parent
+    for candidate in (prefix, path.parent):
+        if not too_wide(str(candidate)):
+            return [str(candidate)]
+    return [str(path)]
+
+
+def too_wide(directory: str) -> bool:
+    """True for a directory no installation is shown as: ``/``, one holding the user's
+    home or the temporary directory, or a home directory (``/root``, ``/home/NAME``)."""
+    real = canonical(directory)
+    held = (canonical(Path.home()), canonical(tempfile.gettempdir()), "/root")
+    if any(h == real or h.startswith(real.rstrip("/") + "/") for h in held):
+        return True
+    return os.path.dirname(real) == "/home"
 
 
 def _shebang(real: str) -> list[str]:

@@ -51,6 +51,7 @@ from sharedos.confine import (
 from sharedos.confine.door import STDIO_PREFIX
 from sharedos.confine.leftovers import Claim, claim, remove_tree
 from sharedos.confine.ports import ServeFn
+from sharedos.confine.programs import too_wide
 from sharedos.context import AccessContext
 from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
@@ -454,8 +455,13 @@ class McpHarnessRuntime:
         for part in self.command[:2]:
             if "/" in part and os.path.exists(part):
                 real = canonical(part)
-                if not any(real.startswith(r.rstrip("/") + "/") for r in roots):
-                    paths.append(os.path.dirname(real))
+                where = os.path.dirname(real)
+                # its directory (a CLI's own files beside it), unless that is a home,
+                # the temporary directory or ``/``: then the file alone
+                if not any(real.startswith(r.rstrip("/") + "/") for r in roots) and not too_wide(
+                    where
+                ):
+                    paths.append(where)
                 paths.append(part)  # its own symlinks (``.tools/node_modules/.bin/claude``)
         if self.host_config is not None:
             paths.extend(
