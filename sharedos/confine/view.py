@@ -113,6 +113,16 @@ def _movable_ancestor(root: str, readonly: Sequence[str], writable: Sequence[str
     return None
 
 
+def _replaceable(path: str, readonly: Sequence[str], writable: Sequence[str]) -> bool:
+    """True when a sandboxed process could remove, rename or replace ``path`` on the host."""
+    if (
+        path not in {*readonly, *writable}
+        and _mount_of(os.path.dirname(path), readonly, writable) in writable
+    ):
+        return True
+    return _movable_ancestor(path, readonly, writable) is not None
+
+
 def canonical(path: str | os.PathLike[str]) -> str:
     """The absolute path with every symbolic link resolved (need not exist)."""
     return os.path.realpath(os.path.abspath(os.fspath(path)))
@@ -275,7 +285,18 @@ class ViewBuilder:
         ]
         visible = [*readonly, *writable]
         masked: list[str] = []
-        for root in dict.fromkeys(canonical(m) for m in managed):
+        given = list(dict.fromkeys(os.path.abspath(os.fspath(m)) for m in managed))
+        for path in given:
+            # the host reaches a root given through a symbolic link by that link: one the
+            # sandbox can replace would lead the host to a file of the sandbox's choosing
+            for link, _target in symlink_chain(path):
+                if _replaceable(link, readonly, writable):
+                    raise ManagedRootVisible(
+                        f"managed root {path} is reached through the symbolic link {link}, "
+                        "which the sandbox could replace (it lies in a read-write path); "
+                        "name the root by its real path or move the link out of that path"
+                    )
+        for root in dict.fromkeys(canonical(m) for m in given):
             for seen in visible:
                 if _is_under(seen, root):
                     raise ManagedRootVisible(

@@ -217,15 +217,18 @@ def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
 
 def sqlite_files(value: str | os.PathLike[str]) -> list[str]:
     """The files of the SQLite store ``value`` names (the database, its ``-wal`` and
-    ``-shm``, as absolute paths); none for PostgreSQL, ``:memory:`` or no store at all."""
+    ``-shm``, as absolute paths, and the path as written when a symbolic link leads to
+    the database: the host opens it by that link); none for PostgreSQL, ``:memory:``
+    or no store at all."""
     try:
         target = parse_store_url(value)
     except ValueError:
         return []
     if target.kind != "sqlite" or target.location == ":memory:":
         return []
-    db = str(Path(target.location).expanduser().resolve())
-    return [db, db + "-wal", db + "-shm"]
+    given = os.path.abspath(Path(target.location).expanduser())
+    db = str(Path(given).resolve())
+    return [db, db + "-wal", db + "-shm", *([given] if given != db else [])]
 
 
 def open_store(

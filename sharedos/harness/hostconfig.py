@@ -425,33 +425,48 @@ class HostConfig(BaseModel):
         policy (when local), the bundle's anti-rollback state, the trusted keys, the evidence signing key, the evidence database
         (a SQLite URL, with its ``-wal`` and ``-shm``).
         """
+        from sharedos.upstream.pins import pin_path_for
+
         env = environ if environ is not None else os.environ
         out: list[str] = []
         source = Path(self.source)
         if source.is_file():
+            # also as the host reaches them: by the path it was given (a link, say) and
+            # the pin file beside it (``pin_path_for``, what ``sharedos run`` reads)
+            given = Path(os.path.abspath(source))
             out += [str(source.resolve()), str(source.resolve().with_suffix(".pins.json"))]
+            out += [str(given), str(pin_path_for(given))]
+
+        def written(value: str) -> str:
+            text = interpolate(value, env, what="path")
+            return os.path.abspath(self.base_dir / Path(text).expanduser())
+
         for value in (*self.policy.keys, self.evidence.sign_key):
             if value:
                 with contextlib.suppress(HostConfigError):
-                    out.append(self.resolve_file(value, env))
+                    out += [self.resolve_file(value, env), written(value)]
         # the token store and its key: principals' upstream tokens
         if any(u.per_person for u in self.upstream.values()):
-            out.append(str(self.token_store_path(env).resolve()))
+            store = self.token_store_path(env)
+            out += [str(store.resolve()), os.path.abspath(store)]
             if self.tokens.key.file:
-                out.append(str((self.base_dir / self.tokens.key.file).resolve()))
+                key = self.base_dir / self.tokens.key.file
+                out += [str(key.resolve()), os.path.abspath(key)]
         bundle = self.policy.bundle
         if bundle:
             if not bundle.lower().startswith(("http://", "https://")):
                 with contextlib.suppress(HostConfigError):
-                    out.append(self.bundle_location(env))
+                    out += [self.bundle_location(env), written(bundle)]
             # the last release enforced (anti-rollback): as ``sharedos run`` finds it
             with contextlib.suppress(HostConfigError):
                 out.append(self.bundle_state_path(env))
+                if self.policy.state:
+                    out.append(written(self.policy.state))
         if self.policy.shadow:
             with contextlib.suppress(HostConfigError):
                 shadow = self.shadow_source(env)[0]
                 if not shadow.lower().startswith(("http://", "https://")):
-                    out.append(shadow)
+                    out += [shadow, written(self.policy.shadow)]
         location = self.evidence_location()
         if location is not None:
             from sharedos.evidence.url import sqlite_files

@@ -69,6 +69,21 @@ def test_a_managed_root_a_sandbox_could_move_away_is_refused(tmp_path: Path) -> 
     assert view.masked == (str(share / "keep" / "key.pem"),)
 
 
+def test_a_managed_root_reached_through_a_replaceable_link_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "config" / "host.toml"
+    real.parent.mkdir()
+    real.write_text("x")
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "host.toml").symlink_to(real)
+    # the host opens share/host.toml: a sandbox that can write share could swap the link
+    with pytest.raises(ManagedRootVisible, match="symbolic link"):
+        ViewBuilder().writable(share).build(managed=[share / "host.toml"])
+    # read-only, the link cannot change: the real file is not shown at all
+    view = ViewBuilder().readonly(share).build(managed=[share / "host.toml"])
+    assert view.masked == ()
+
+
 def test_the_digest_names_the_view_not_the_turn(tmp_path: Path) -> None:
     def view(turn: Path, extra: Path | None = None) -> str:
         turn.mkdir(parents=True, exist_ok=True)
