@@ -776,13 +776,14 @@ def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
 
 def managed_roots(opts: dict[str, Any], host: Any) -> list[str]:
     """The managed roots a confined harness must not see (the runtime adds its own finds)."""
+    from sharedos.evidence.url import sqlite_files
+
     roots = [str(p) for p in opts.get("rule_paths") or []]
     if opts.get("sandbox") is not None:
         roots.append(str(Path(opts["sandbox"]).resolve()))
     path = getattr(host.evidence, "path", None)
-    if isinstance(path, str) and path != ":memory:":
-        db = str(Path(path).resolve())
-        roots += [db, db + "-wal", db + "-shm"]
+    if isinstance(path, str):
+        roots += sqlite_files(path)
     return roots
 
 

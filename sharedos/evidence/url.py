@@ -216,10 +216,10 @@ def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
 
 
 def sqlite_files(value: str | os.PathLike[str]) -> list[str]:
-    """The files of the SQLite store ``value`` names (the database, its ``-wal`` and
-    ``-shm``, as absolute paths, and the path as written when a symbolic link leads to
-    the database: the host opens it by that link); none for PostgreSQL, ``:memory:``
-    or no store at all."""
+    """The files of the SQLite store ``value`` names (the database, its ``-wal``,
+    ``-shm`` and ``-journal``, as absolute paths, and the path as written when a
+    symbolic link leads to the database: the host opens it by that link); none for
+    PostgreSQL, ``:memory:`` or no store at all."""
     try:
         target = parse_store_url(value)
     except ValueError:
@@ -228,7 +228,10 @@ def sqlite_files(value: str | os.PathLike[str]) -> list[str]:
         return []
     given = os.path.abspath(Path(target.location).expanduser())
     db = str(Path(given).resolve())
-    return [db, db + "-wal", db + "-shm", *([given] if given != db else [])]
+    # ``-journal`` too: a hot journal beside the database is played back into it by the
+    # next connection that opens it (whatever mode it is in), so whoever can create that
+    # file can rewrite or replace the store
+    return [db, db + "-wal", db + "-shm", db + "-journal", *([given] if given != db else [])]
 
 
 def open_store(

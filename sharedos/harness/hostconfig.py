@@ -423,7 +423,7 @@ class HostConfig(BaseModel):
 
         The host file itself and its pin file, the policy bundle and the shadow
         policy (when local), the bundle's anti-rollback state, the trusted keys, the evidence signing key, the evidence database
-        (a SQLite URL, with its ``-wal`` and ``-shm``).
+        (a SQLite URL, with its ``-wal``, ``-shm`` and ``-journal``).
         """
         from sharedos.upstream.pins import pin_path_for
 

@@ -53,6 +53,7 @@ from sharedos.confine.leftovers import Claim, claim, remove_tree
 from sharedos.confine.ports import ServeFn
 from sharedos.confine.programs import too_wide
 from sharedos.context import AccessContext
+from sharedos.evidence.url import sqlite_files
 from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
@@ -485,11 +486,12 @@ class McpHarnessRuntime:
         """Every managed root the runtime knows of, beside the caller's ``extra``."""
         roots: list[str] = [os.fspath(p) for p in extra]
         store_path = getattr(getattr(runtime_host, "evidence", None), "path", None)
-        if isinstance(store_path, str) and store_path != ":memory:":
-            roots += [store_path, store_path + "-wal", store_path + "-shm"]
+        if isinstance(store_path, str):
+            roots += sqlite_files(store_path)
         if stdio_launch is not None:
-            db = str(stdio_launch.evidence_db)
-            roots += [db, db + "-wal", db + "-shm", *map(str, stdio_launch.rules)]
+            if stdio_launch.evidence_db is not None:
+                roots += sqlite_files(stdio_launch.evidence_db)
+            roots += map(str, stdio_launch.rules)
             if stdio_launch.bundle is not None:
                 roots.append(str(stdio_launch.bundle))
             if stdio_launch.sandbox_root is not None:
