@@ -88,3 +88,49 @@ def test_a_confined_upstream_cannot_move_the_state_away_and_plant_its_own(
     else:
         assert placement.refusal is not None and "rename" in placement.refusal
     assert json.loads(state.read_text())["sequence"] == 42, "the upstream planted its own state"
+
+
+def test_a_confined_upstream_cannot_rewrite_a_state_the_host_replaced(tmp_path: Path) -> None:
+    # The state file lies directly in the read-write root: masked (``/dev/null`` over it),
+    # its mount point can be neither removed nor renamed. But the host replaces the file
+    # when it enforces a newer release (another run on this host, say: the state is one
+    # file per bundle source), by renaming a new file over it — which takes the mask off
+    # in every sandbox. The upstream then reads the new state and writes an older one.
+    from sharedos.bundles.state import BundleState, Enforced
+
+    share = tmp_path / "share"
+    share.mkdir()
+    state = share / "bundle-state.json"
+    older = Enforced(sequence=42, revision="r42", bundle_hash="sha256:aa", origin="o")
+    BundleState(state).save(older)
+    (tmp_path / "bundle").mkdir()
+    host = parse_host_config(
+        f'[policy]\nbundle = "{tmp_path / "bundle"}"\nstate = "{state}"\n\n'
+        f'[upstream.fs]\ncommand = "/bin/sh"\n'
+        f'roots = [{{ path = "{share}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    placement = decide(
+        host.upstream["fs"],
+        UpstreamConfinementPolicy(required=True, managed=tuple(host.state_paths())),
+    )
+    newer = Enforced(sequence=43, revision="r43", bundle_hash="sha256:bb", origin="o")
+    if placement.wrap is None:
+        assert placement.refusal is not None
+        BundleState(state).save(newer)
+    else:  # it runs confined: wait until the state can be read, then roll it back
+        rollback = (
+            "echo ready; i=0; while [ $i -lt 100 ]; do "
+            f'if grep -q sequence "{state}" 2>/dev/null; then '
+            f'echo \'{{"sequence": 1, "revision": "r1", "bundle_hash": "x", '
+            f'"origin": "o"}}\' > "{state}"; echo rolled; break; fi; '
+            "sleep 0.05; i=$((i+1)); done"
+        )
+        command, args = placement.wrap("/bin/sh", ["-c", rollback])
+        proc = subprocess.Popen([command, *args], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        BundleState(state).save(newer)  # the host enforces r43
+        proc.communicate(timeout=30)
+    loaded = BundleState(state).load()
+    assert loaded is not None and loaded.sequence == 43, "the upstream rolled the state back"

@@ -50,12 +50,12 @@ def test_views_that_would_show_a_managed_root_are_refused(tmp_path: Path) -> Non
 def test_a_managed_root_a_sandbox_could_move_away_is_refused(tmp_path: Path) -> None:
     share = tmp_path / "share"
     (share / "keep" / "deeper").mkdir(parents=True)
-    (share / "top.sqlite").write_text("x")
+    (share / "tokens").mkdir()
     (share / "keep" / "key.pem").write_text("x")
     (share / "keep" / "deeper" / "state.json").write_text("x")
     # directly in a read-write bind: the mask's own mount point cannot be moved or removed
-    view = ViewBuilder().writable(share).build(managed=[share / "top.sqlite"])
-    assert view.masked == (str(share / "top.sqlite"),)
+    view = ViewBuilder().writable(share).build(managed=[share / "tokens"])
+    assert view.masked == (str(share / "tokens"),)
     # one directory deeper: that directory can be renamed, the path planted again
     with pytest.raises(ManagedRootVisible, match="rename"):
         ViewBuilder().writable(share).build(managed=[share / "keep" / "key.pem"])
@@ -82,6 +82,18 @@ def test_a_managed_root_reached_through_a_replaceable_link_is_refused(tmp_path: 
     # read-only, the link cannot change: the real file is not shown at all
     view = ViewBuilder().readonly(share).build(managed=[share / "host.toml"])
     assert view.masked == ()
+
+
+def test_a_managed_file_in_a_read_write_path_is_refused(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "bundle-state.json").write_text("{}")
+    # a new file the host renames over it would take the mask off in the sandbox
+    with pytest.raises(ManagedRootVisible, match="replaces it"):
+        ViewBuilder().writable(share).build(managed=[share / "bundle-state.json"])
+    # read-only, it stays masked
+    view = ViewBuilder().readonly(share).build(managed=[share / "bundle-state.json"])
+    assert view.masked == (str(share / "bundle-state.json"),)
 
 
 def test_the_digest_names_the_view_not_the_turn(tmp_path: Path) -> None:
