@@ -48,7 +48,7 @@ from sharedos.confine import (
     private_files,
     supervised,
 )
-from sharedos.confine.door import STDIO_PREFIX
+from sharedos.confine.door import STDIO_PREFIX, private_base
 from sharedos.confine.leftovers import Claim, claim, remove_tree
 from sharedos.confine.ports import ServeFn
 from sharedos.confine.programs import too_wide
@@ -484,7 +484,9 @@ class McpHarnessRuntime:
         extra: Sequence[str | os.PathLike[str]],
     ) -> list[str]:
         """Every managed root the runtime knows of, beside the caller's ``extra``."""
-        roots: list[str] = [os.fspath(p) for p in extra]
+        # every turn's door and stdio turn files (its own door is bound elsewhere, at
+        # /run/sharedos/door): a view that holds the temporary directory must not show them
+        roots: list[str] = [os.fspath(p) for p in extra] + [str(private_base())]
         store_path = getattr(getattr(runtime_host, "evidence", None), "path", None)
         if isinstance(store_path, str):
             roots += sqlite_files(store_path)
