@@ -15,8 +15,8 @@ masked when it exists, and the view is refused (``ManagedRootVisible``) when a
 visible path lies inside a managed root, *is* one, or contains one that does
 not exist yet (it would appear there once created), or one below a directory
 the sandbox could rename (inside a read-write path: the mask moves with it and
-the path is free to plant), or is a file in a read-write path (a file the host
-replaces by renaming a new one over it loses its mask in the sandbox).
+the path is free to plant), or is a file (a file the host replaces by renaming
+a new one over it loses its mask in the sandbox): only directories are masked.
 
 ``digest()`` is a SHA-256 over the canonical JSON of the sorted paths and the
 network mode, with per-turn paths replaced by their placeholder (``{turn}``)
@@ -319,15 +319,15 @@ class ViewBuilder:
                             "creating the path again would replace the root on the host; "
                             "move it out of the read-write path or declare that path read-only"
                         )
-                    if not os.path.isdir(root) and (
-                        _mount_of(os.path.dirname(root), readonly, writable) in writable
-                    ):
+                    if not os.path.isdir(root):
+                        rw = _mount_of(os.path.dirname(root), readonly, writable) in writable
                         raise ManagedRootVisible(
-                            f"managed file {root} lies in a read-write path of the sandbox: "
+                            f"managed file {root} lies in {seen}, which the sandbox shows: "
                             "when the host replaces it (a new file renamed over it, as its "
-                            "state, pins and keys are written) the mask comes off, and the "
-                            "new file is the sandbox's to read and rewrite; move it out of "
-                            "the read-write path or declare that path read-only"
+                            "state, pins and host file are written) the mask comes off, and "
+                            "the new file is the sandbox's to read"
+                            + (" and rewrite" if rw else "")
+                            + "; move it out of that path"
                         )
                     masked.append(root)
         # A recreated symlink that lies inside a bound directory already exists there.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,16 +16,16 @@ from sharedos.confine.view import canonical, symlink_chain
 def test_a_managed_root_inside_a_visible_directory_is_masked(tmp_path: Path) -> None:
     shown = tmp_path / "shown"
     (shown / "secret").mkdir(parents=True)
-    (shown / "evidence.sqlite").write_text("x")
-    view = (
-        ViewBuilder().readonly(shown).build(managed=[shown / "secret", shown / "evidence.sqlite"])
-    )
-    assert view.masked == (str(shown / "evidence.sqlite"), str(shown / "secret"))
+    view = ViewBuilder().readonly(shown).build(managed=[shown / "secret"])
+    assert view.masked == (str(shown / "secret"),)
     argv = bwrap_argv("bwrap", view, ["true"])
-    # a directory gets an empty read-only tmpfs over it, a file /dev/null
+    # a directory gets an empty read-only tmpfs over it
     assert ["--tmpfs", str(shown / "secret"), "--remount-ro", str(shown / "secret")] == argv[
         argv.index(str(shown / "secret")) - 1 : argv.index(str(shown / "secret")) + 3
     ]
+    # a file given as masked directly (not through ViewBuilder) gets /dev/null
+    (shown / "evidence.sqlite").write_text("x")
+    argv = bwrap_argv("bwrap", replace(view, masked=(str(shown / "evidence.sqlite"),)), ["true"])
     assert ["--ro-bind", "/dev/null", str(shown / "evidence.sqlite")] == argv[
         argv.index("/dev/null") - 1 : argv.index("/dev/null") + 2
     ]
@@ -65,8 +66,8 @@ def test_a_managed_root_a_sandbox_could_move_away_is_refused(tmp_path: Path) -> 
             managed=[share / "keep" / "deeper" / "state.json"]
         )
     # read-only all the way: masked, as before
-    view = ViewBuilder().readonly(share).build(managed=[share / "keep" / "key.pem"])
-    assert view.masked == (str(share / "keep" / "key.pem"),)
+    view = ViewBuilder().readonly(share).build(managed=[share / "keep" / "deeper"])
+    assert view.masked == (str(share / "keep" / "deeper"),)
 
 
 def test_a_managed_root_reached_through_a_replaceable_link_is_refused(tmp_path: Path) -> None:
@@ -84,16 +85,17 @@ def test_a_managed_root_reached_through_a_replaceable_link_is_refused(tmp_path: 
     assert view.masked == ()
 
 
-def test_a_managed_file_in_a_read_write_path_is_refused(tmp_path: Path) -> None:
+def test_a_managed_file_in_a_visible_path_is_refused(tmp_path: Path) -> None:
     share = tmp_path / "share"
     share.mkdir()
     (share / "bundle-state.json").write_text("{}")
-    # a new file the host renames over it would take the mask off in the sandbox
-    with pytest.raises(ManagedRootVisible, match="replaces it"):
+    # a new file the host renames over it would take the mask off in the sandbox:
+    # readable and writable there
+    with pytest.raises(ManagedRootVisible, match="read and rewrite"):
         ViewBuilder().writable(share).build(managed=[share / "bundle-state.json"])
-    # read-only, it stays masked
-    view = ViewBuilder().readonly(share).build(managed=[share / "bundle-state.json"])
-    assert view.masked == (str(share / "bundle-state.json"),)
+    # readable, in a read-only path
+    with pytest.raises(ManagedRootVisible, match="replaces it"):
+        ViewBuilder().readonly(share).build(managed=[share / "bundle-state.json"])
 
 
 def test_the_digest_names_the_view_not_the_turn(tmp_path: Path) -> None:
