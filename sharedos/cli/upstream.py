@@ -359,7 +359,12 @@ def _opener(config: Any) -> Any:
 @click.argument("upstream_id", metavar="ID")
 @required_host_config
 @click.option("--principal", required=True, metavar="NAME", help="Whose tokens these are.")
-@click.option("--tenant", default="default", show_default=True, help="The principal's tenant.")
+@click.option(
+    "--tenant",
+    default=None,
+    metavar="TENANT",
+    help="The principal's tenant (default: the upstream's tenant, the only one it serves).",
+)
 @click.option(
     "--scope", "scopes", multiple=True, metavar="SCOPE", help="Ask for this scope too (repeatable)."
 )
@@ -378,7 +383,7 @@ def login(
     upstream_id: str,
     host_config: Path,
     principal: str,
-    tenant: str,
+    tenant: str | None,
     scopes: tuple[str, ...],
     no_browser: bool,
     wait_s: float,
@@ -400,12 +405,22 @@ def login(
             f"error: upstream {upstream_id} has no [upstream.{upstream_id}.oauth] table", err=True
         )
         sys.exit(EXIT_ERROR)
+    # the upstream serves the per-person credentials of its own tenant only
+    # (credentials.select): tokens kept under another tenant would never be used
+    if tenant is not None and tenant != up.tenant:
+        click.echo(
+            f"error: upstream {upstream_id}'s per-person credentials are for tenant "
+            f"{up.tenant!r}, not {tenant!r}: tokens of another tenant's {principal!r} would "
+            "never be used",
+            err=True,
+        )
+        sys.exit(EXIT_ERROR)
     opener = _opener(config)
     try:
         result = anyio.run(
             lambda: run_login(
                 up,
-                tenant,
+                up.tenant,
                 principal,
                 opener,
                 os.environ,
@@ -430,8 +445,13 @@ def login(
 @click.argument("upstream_id", metavar="ID")
 @required_host_config
 @click.option("--principal", required=True, metavar="NAME", help="Whose tokens to remove.")
-@click.option("--tenant", default="default", show_default=True, help="The principal's tenant.")
-def logout(upstream_id: str, host_config: Path, principal: str, tenant: str) -> None:
+@click.option(
+    "--tenant",
+    default=None,
+    metavar="TENANT",
+    help="The principal's tenant (default: the upstream's tenant).",
+)
+def logout(upstream_id: str, host_config: Path, principal: str, tenant: str | None) -> None:
     """Revoke PRINCIPAL's tokens for upstream ID (where its server offers revocation) and
     remove them from the token store."""
     import os
@@ -443,7 +463,8 @@ def logout(upstream_id: str, host_config: Path, principal: str, tenant: str) -> 
     config, _ = _load(host_config)
     up = _one(config, upstream_id)
     opener = _opener(config)
-    found, said = anyio.run(lambda: run_logout(up, tenant, principal, opener, os.environ))
+    who = up.tenant if tenant is None else tenant
+    found, said = anyio.run(lambda: run_logout(up, who, principal, opener, os.environ))
     click.echo(
         f"{'logged out' if found else 'nothing to do'}: {principal} at upstream {upstream_id}: {said}"
     )

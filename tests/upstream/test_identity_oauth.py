@@ -678,3 +678,36 @@ async def test_an_authorization_server_that_echoes_a_refused_exchange_leaks_noth
     scan.text("the turn report", report)
     scan.text("the broker's stderr", printed)
     scan.assert_clean()
+
+
+async def test_the_login_command_a_report_names_signs_in_the_upstreams_tenant(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """An upstream of tenant ``acme`` serves the per-person credentials of acme's principals
+    only. The report told tess to run ``sharedos upstream login ... --principal tess``, which
+    kept her tokens under tenant ``default``: "signed in", and the next turn said again that
+    she had not signed in, naming the same command."""
+    host = write_host(tmp_path, servers, extra='identity = "per-person"\ntenant = "acme"\n')
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("tess", tenant="acme")) as t:
+        report = "\n".join(t.upstreams.report())
+    named = re.search(r"`(sharedos upstream login [^`]*)`", report)
+    assert named is not None and "--principal tess" in named.group(1), report
+    done = await anyio.to_thread.run_sync(lambda: login(host, "tess"))
+    assert done.rc == 0, done.err
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("tess", tenant="acme")) as t:
+        assert await t.names() == ["docs.leak", "docs.note", "docs.whoami"], "\n".join(
+            t.upstreams.report()
+        )
+        got = await t.call("docs.whoami", {"path": "a"})
+    assert structured(got)["subject"] == "tess"
+    # another tenant's tess is not this upstream's: signing her in is refused, not kept unused
+    other = subprocess.run(
+        [
+            *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+            *("--principal", "tess", "--tenant", "default", "--no-browser", "--wait", "5"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert other.returncode == 1 and "for tenant 'acme'" in other.stderr, other.stderr
