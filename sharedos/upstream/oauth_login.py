@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import webbrowser
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
@@ -196,6 +196,18 @@ async def login(
         provider._validate_resource_url_callback = fixed_resource
         provider.context.get_resource_url = lambda: forced  # type: ignore[method-assign]
     tools = 0
+    #: every secret a request of the flow carried (client secret, code, PKCE verifier,
+    #: bearer): an authorization server's refusal may repeat them, and the SDK's
+    #: exception quotes its answer
+    carried: list[str] = []
+
+    async def note_sent(request: httpx2.Request) -> None:
+        form: dict[str, str] = {}
+        if request.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
+            body = request.content.decode("utf-8", "replace")
+            form = {k: v[0] for k, v in parse_qs(body).items() if v}
+        carried.extend(sent_secrets(form, request.headers))
+
     # the SDK logs a failed flow with its traceback; the operator gets one sentence instead
     quiet = [
         logging.getLogger(name)
@@ -208,7 +220,12 @@ async def login(
     try:
         async with (
             listener,
-            httpx2.AsyncClient(auth=provider, trust_env=False, timeout=HTTP_TIMEOUT_S) as http,
+            httpx2.AsyncClient(
+                auth=provider,
+                trust_env=False,
+                timeout=HTTP_TIMEOUT_S,
+                event_hooks={"request": [note_sent]},
+            ) as http,
             Client(streamable_http_client(config.url, http_client=http)) as client,
         ):
             tools = len((await client.list_tools()).tools)
@@ -216,10 +233,11 @@ async def login(
         secrets = (
             [storage.tokens.access_token, storage.tokens.refresh_token] if storage.tokens else []
         )
-        scrub = Redactor([s for s in secrets if s])
+        client_secret = getattr(storage.client, "client_secret", None)
+        scrub = Redactor([s for s in (*secrets, *carried, client_secret) if s])
         raise OAuthError(
             f"signing in {principal!r} to upstream {config.id!r} failed: "
-            + scrub.scrub(_describe(exc))
+            + _describe(exc, scrub.scrub)
         ) from None
     finally:
         for q, before in zip(quiet, was, strict=True):
@@ -265,12 +283,14 @@ async def login(
     )
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, scrub: Callable[[str], str]) -> str:
+    """One line for ``exc``, scrubbed before it is cut (a secret cut in two is not found)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    said = scrub(str(exc)).strip()
     if isinstance(exc, OAuthError):
-        return str(exc)
-    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return said
+    text = said.splitlines()[0][:300] if said else ""
     return f"{type(exc).__name__}" + (f": {text}" if text else "")
 
 

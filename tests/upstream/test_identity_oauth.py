@@ -711,3 +711,41 @@ async def test_the_login_command_a_report_names_signs_in_the_upstreams_tenant(
         timeout=60,
     )
     assert other.returncode == 1 and "for tenant 'acme'" in other.stderr, other.stderr
+
+
+async def test_a_sign_in_refused_by_an_echoing_authorization_server_leaks_nothing(
+    tmp_path: Path,
+) -> None:
+    """``sharedos upstream login`` with a pre-registered client whose secret the AS refuses:
+    a careless AS repeats what it was sent (the client secret, the authorization code and
+    the PKCE verifier), and the command's one-sentence error quoted that answer."""
+    client_secret, wrong = "login-client-secret-7b2e90", "typo-client-secret-c41d5a"
+    as_port, rs_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{as_port}"
+    as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp_path / "as.log")]
+    as_argv += ["--token-prefix", PREFIX, "--echo-refusals"]
+    as_argv += ["--client", f"{CLIENT_ID}={client_secret}"]
+    rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
+    rs_argv += ["--log", str(tmp_path / "rs.log")]
+    secret = tmp_path / "client.secret"
+    secret.write_text(wrong + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
+        servers = Servers(
+            issuer, f"http://127.0.0.1:{rs_port}/mcp", tmp_path / "as.log", tmp_path / "rs.log"
+        )
+        host = write_host(
+            tmp_path,
+            servers,
+            oauth_extra=f'client_id = "{CLIENT_ID}"\nclient_secret = {{ file = "client.secret" }}\n',
+        )
+        done = await anyio.to_thread.run_sync(lambda: login(host, "olga"))
+    assert done.rc == 1 and "signing in 'olga' to upstream 'docs' failed" in done.err, done.err
+    assert "invalid_client" in done.err, done.err  # the refusal itself is still said
+    said = done.out + done.err.split(done.url, 1)[-1]  # after the printed sign-in address
+    scan = SecretScan(wrong)
+    scan.text("the login command's output", said)
+    scan.assert_clean()
+    # the one-time code and the PKCE verifier the AS repeated are secrets of the flow too
+    for echoed in re.findall(r"(?:code|code_verifier) ([^\s,)]+)", said):
+        assert echoed == "[redacted]", said

@@ -11,9 +11,9 @@ Both are built on the official SDK's auth modules:
   (``/consent?txn=..&user=NAME``: the user "signs in" as NAME; ``deny=1`` refuses),
   RFC 7662 introspection for the resource server, the RFC 8693 token-exchange
   grant (``--exchange SUBJECT_TOKEN_FILE``: a JSON map subject token -> user;
-  advertised in the metadata only then; ``--echo-refusals``: a refused exchange's
-  ``error_description`` repeats the subject token and client secret sent, as a
-  careless AS would), and ``/admin/expire`` / ``/admin/revoke`` /
+  advertised in the metadata only then; ``--echo-refusals``: a refused exchange's,
+  or a refused client's authorization code grant's, ``error_description`` repeats
+  the secrets sent, as a careless AS would), and ``/admin/expire`` / ``/admin/revoke`` /
   ``/admin/downscope`` (``?user=NAME``) so a test can expire, revoke or narrow a
   user's tokens from the server's side.
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
@@ -72,7 +72,7 @@ def serve_as(opts: argparse.Namespace) -> None:
     from mcp.server.auth.routes import build_metadata, create_auth_routes
     from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
     from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-    from pydantic import AnyHttpUrl
+    from pydantic import AnyHttpUrl, AnyUrl
     from starlette.applications import Starlette
     from starlette.datastructures import FormData
     from starlette.requests import Request
@@ -222,14 +222,23 @@ def serve_as(opts: argparse.Namespace) -> None:
         def of_user(self, user: str) -> list[str]:
             return [t for t, a in self.access.items() if a.subject == user]
 
+    class NativeClient(OAuthClientInformationFull):
+        """A pre-registered native app: any loopback redirect (RFC 8252 section 7.3)."""
+
+        def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+            if redirect_uri is not None and redirect_uri.host == "127.0.0.1":
+                return redirect_uri
+            return super().validate_redirect_uri(redirect_uri)
+
     provider = Provider()
     for pair in opts.client or []:  # pre-registered confidential clients (client_secret_post)
         cid, secret = pair.split("=", 1)
-        provider.clients[cid] = OAuthClientInformationFull(
+        provider.clients[cid] = NativeClient(
             client_id=cid,
             client_secret=secret,
             redirect_uris=None,
             grant_types=["authorization_code", "refresh_token", TOKEN_EXCHANGE],
+            scope=" ".join(opts.scope),
             token_endpoint_auth_method="client_secret_post",
         )
     routes = create_auth_routes(
@@ -258,6 +267,17 @@ def serve_as(opts: argparse.Namespace) -> None:
     async def token(request: Request) -> Response:
         form = await request.form()
         if form.get("grant_type") != TOKEN_EXCHANGE:
+            if opts.echo_refusals and form.get("grant_type") == "authorization_code":
+                try:
+                    await authenticator.authenticate_request(request)
+                except AuthenticationError:  # a careless AS says what it was sent
+                    said = (
+                        f"client_secret {form.get('client_secret')} is not the secret of "
+                        f"{form.get('client_id')} (code {form.get('code')}, code_verifier "
+                        f"{form.get('code_verifier')})"
+                    )
+                    refusal = {"error": "invalid_client", "error_description": said}
+                    return JSONResponse(refusal, status_code=401)
             return await sdk_token(request)  # type: ignore[no-any-return]
         if not subjects:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
@@ -487,7 +507,7 @@ def main() -> None:
     parser.add_argument(
         "--echo-refusals",
         action="store_true",
-        help="as: a refused token exchange's error_description repeats what was sent",
+        help="as: a refused exchange's (or client's) error_description repeats what was sent",
     )
     opts = parser.parse_args()
     opts.scope = opts.scope or ["docs"]
