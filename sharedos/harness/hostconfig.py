@@ -43,7 +43,12 @@ from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate
-from sharedos.upstream.config import TokenStoreConfig, UpstreamConfig, parse_upstreams
+from sharedos.upstream.config import (
+    CredentialRef,
+    TokenStoreConfig,
+    UpstreamConfig,
+    parse_upstreams,
+)
 
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -445,8 +450,15 @@ class HostConfig(BaseModel):
             if value:
                 with contextlib.suppress(HostConfigError):
                     out += [self.resolve_file(value, env), written(value)]
-        # the token store and its key: principals' upstream tokens
-        if any(u.per_person for u in self.upstream.values()):
+        # every upstream credential read from a file (a principal's, a group's, the shared
+        # one, the OAuth client secret, a subject token): a sandbox of one principal's
+        # session must not read another's; and the token store with its key wherever
+        # anything is kept there (principals' tokens, stored secrets)
+        refs = [ref for u in self.upstream.values() for ref in _credential_refs(u)]
+        for ref in refs:
+            if ref.file:
+                out += [str(Path(ref.file).resolve()), os.path.abspath(ref.file)]
+        if any(u.per_person for u in self.upstream.values()) or any(r.store for r in refs):
             store = self.token_store_path(env)
             out += [str(store.resolve()), os.path.abspath(store)]
             if self.tokens.key.file:
@@ -542,6 +554,19 @@ class HostConfig(BaseModel):
         if "/" in text and not os.path.isabs(text):
             return str((self.base_dir / text).resolve())
         return text
+
+
+def _credential_refs(upstream: UpstreamConfig) -> list[CredentialRef]:
+    """Every credential reference of one upstream: shared, per principal, per group, and its
+    OAuth client secret and subject tokens."""
+    refs = [*upstream.credentials.values()]
+    for table in (*upstream.principals.values(), *upstream.groups.values()):
+        refs += table.values()
+    if upstream.oauth is not None:
+        if upstream.oauth.client_secret is not None:
+            refs.append(upstream.oauth.client_secret)
+        refs += upstream.oauth.subject_tokens.values()
+    return refs
 
 
 def check_shadow(config: HostConfig, text: str) -> tuple[str | None, str | None]:
