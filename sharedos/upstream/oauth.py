@@ -167,12 +167,18 @@ def _record_from(
     base: TokenRecord | None,
     **meta: Any,
 ) -> TokenRecord:
-    """A new ``TokenRecord`` from a token endpoint's JSON answer (rotated refresh token kept)."""
+    """A new ``TokenRecord`` from a token endpoint's JSON answer (rotated refresh token kept);
+    ``OAuthError`` (or a ``ValueError``) for an answer that is not a usable token response."""
+    if not isinstance(token, Mapping):  # the server's JSON: an array, a string, a number ...
+        raise OAuthError("the token endpoint's answer is not a JSON object")
     access = token.get("access_token")
     if not isinstance(access, str) or not access:
         raise OAuthError("the token endpoint's answer holds no access_token")
     expires_in = token.get("expires_in")
     now = time.time()
+    if isinstance(expires_in, int) and not isinstance(expires_in, bool):
+        # a JSON integer has no bound: one of 400 digits overflows a float
+        expires_in = expires_in if expires_in < 10**12 else None
     kept = base.model_dump() if base is not None else {}
     kept.update({k: v for k, v in meta.items() if v is not None})
     kept.update(

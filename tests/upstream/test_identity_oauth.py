@@ -99,9 +99,9 @@ class Servers:
             e["via"] for e in read_log(self.as_log) if e["event"] == "issued" and e["user"] == user
         ]
 
-    def admin(self, what: str, user: str) -> None:
+    def admin(self, what: str, user: str, **params: str) -> None:
         """Expire or revoke ``user``'s tokens at the authorization server."""
-        httpx2.post(f"{self.issuer}/admin/{what}", params={"user": user}, trust_env=False)
+        httpx2.post(f"{self.issuer}/admin/{what}", params={"user": user, **params}, trust_env=False)
 
 
 @pytest.fixture(scope="module")
@@ -749,3 +749,38 @@ async def test_a_sign_in_refused_by_an_echoing_authorization_server_leaks_nothin
     # the one-time code and the PKCE verifier the AS repeated are secrets of the flow too
     for echoed in re.findall(r"(?:code|code_verifier) ([^\s,)]+)", said):
         assert echoed == "[redacted]", said
+
+
+async def test_a_refresh_answered_with_no_token_response_fails_that_upstream_only(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """The authorization server answers a refresh 200 with JSON that is no token response:
+    an array, or an ``expires_in`` of 400 digits. The first raised out of the broker's
+    listing (``AttributeError``): the whole turn failed, every upstream and built-in tool
+    with it. The second raised in the session's HTTP auth (``OverflowError``), which ended
+    gus's session: the call failed as a disconnect (``upstream_error``)."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "gus"))).rc == 0
+    store = open_store(tmp_path)
+    rec = store.load("docs", "default", "gus")
+    assert rec is not None
+    store.save("docs", "default", "gus", rec.model_copy(update={"expires_at": 1.0}))
+    servers.admin("garble", "gus", answer='["not", "a", "token", "response"]')
+    async with brokered_host(tmp_path, host) as b:
+        async with b.turn(b.context("gus")) as t:  # renewed before its listing
+            assert await t.names() == []
+            report = "\n".join(t.upstreams.report())
+        assert "no credential" in report and "refresh answer for 'gus' is unusable" in report
+        async with b.turn(b.context("gus")) as t:  # the next refresh is answered well
+            assert await t.names() == ["docs.leak", "docs.note", "docs.whoami"]
+            servers.admin(
+                "garble",
+                "gus",
+                answer='{"access_token": "PLANTEDTOK-x", '
+                '"token_type": "Bearer", "expires_in": 1' + "0" * 400 + "}",
+            )
+            refused = await t.call("docs.whoami", {"path": "a"})
+            assert structured(refused)["reason"] == "upstream_unauthorized", text_of(refused)
+            # the session was not ended; the refresh token (unspent by that answer) renews
+            again = await t.call("docs.whoami", {"path": "b"})
+            assert structured(again).get("subject") == "gus", text_of(again)

@@ -15,7 +15,8 @@ Both are built on the official SDK's auth modules:
   or a refused client's authorization code grant's, ``error_description`` repeats
   the secrets sent, as a careless AS would), and ``/admin/expire`` / ``/admin/revoke`` /
   ``/admin/downscope`` (``?user=NAME``) so a test can expire, revoke or narrow a
-  user's tokens from the server's side.
+  user's tokens from the server's side (``/admin/garble&answer=JSON``: expire them,
+  and answer the user's next refresh with that JSON, as a broken AS would).
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
   ``AuthSettings`` + a token verifier that introspects at the AS: a 401 with
   ``WWW-Authenticate`` and protected-resource metadata (RFC 9728) for a missing
@@ -261,11 +262,19 @@ def serve_as(opts: argparse.Namespace) -> None:
     if subjects:
         meta.grant_types_supported = [*(meta.grant_types_supported or []), TOKEN_EXCHANGE]
 
+    #: user -> what their next refresh is answered with (not a usable token response)
+    garbled: dict[str, str] = {}
+
     async def metadata(request: Request) -> Response:
         return JSONResponse(meta.model_dump(mode="json", exclude_none=True))
 
     async def token(request: Request) -> Response:
         form = await request.form()
+        if form.get("grant_type") == "refresh_token":
+            spent = provider.refresh.get(str(form.get("refresh_token", "")))
+            if spent is not None and spent.subject in garbled:
+                answer = garbled.pop(spent.subject)
+                return Response(answer, media_type="application/json")
         if form.get("grant_type") != TOKEN_EXCHANGE:
             if opts.echo_refusals and form.get("grant_type") == "authorization_code":
                 try:
@@ -349,8 +358,10 @@ def serve_as(opts: argparse.Namespace) -> None:
         user = request.query_params.get("user", "")
         what = request.path_params["what"]
         tokens = provider.of_user(user)
+        if what == "garble":  # the user's next refresh is answered with ?answer (JSON text)
+            garbled[user] = request.query_params.get("answer", '["not", "a", "token"]')
         for t in tokens:
-            if what == "expire":
+            if what in ("expire", "garble"):
                 provider.access[t].expires_at = int(time.time()) - 1
             elif what == "downscope":  # still valid, but without the scope the server needs
                 provider.access[t].scopes = ["other"]
