@@ -2,7 +2,8 @@
 encrypted at rest with a key the host holds elsewhere.
 
 Layout: one directory per upstream under the store's root (0700), one file per
-principal's OAuth tokens (``p-<base32 of tenant and principal>.json``) and per
+principal's OAuth tokens (``p-<base32 of tenant and principal>.json``; ``q-<sha256>``
+for a pair too long for a file name) and per
 named secret (``s-<name>.json``), each 0600, written atomically. A file holds
 ``{"v": 1, "alg": "A256GCM", "nonce": …, "data": …}``: AES-256-GCM (the
 ``cryptography`` package) under the store key, with the upstream, the kind and
@@ -19,6 +20,7 @@ the key: errors name files and principals only.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import secrets
@@ -121,12 +123,25 @@ def read_key(ref: CredentialRef, environ: Mapping[str, str]) -> bytes:
     raise TokenStoreError("the token store key is read from env or file, not from the store")
 
 
+#: the longest base32 slot name: with ``p-``, ``.json`` and the temporary file's affixes
+#: it stays well inside a file name's 255 bytes
+_SLOT_CHARS = 150
+
+
 def _slot(tenant: str, principal: str) -> str:
+    """The file name (no suffix) of a principal's tokens: the base32 of tenant and principal,
+    or for a pair too long for a file name (a principal is up to 256 characters, a tenant
+    too), ``q-`` and their SHA-256; the associated data still binds the file to the names."""
     raw = f"{tenant}\0{principal}".encode()
-    return "p-" + base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+    body = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+    if len(body) > _SLOT_CHARS:
+        return "q-" + hashlib.sha256(raw).hexdigest()
+    return "p-" + body
 
 
 def _unslot(name: str) -> tuple[str, str] | None:
+    if not name.startswith("p-"):
+        return None  # a hashed slot: its names are not recoverable from the file name
     body = name.removeprefix("p-").upper()
     try:
         tenant, principal = base64.b32decode(body + "=" * (-len(body) % 8)).decode().split("\0", 1)
@@ -233,7 +248,8 @@ class TokenStore:
         return True
 
     def principals(self, upstream: str) -> list[tuple[str, str]]:
-        """(tenant, principal) of every token file kept for ``upstream`` (names only)."""
+        """(tenant, principal) of every token file kept for ``upstream`` whose names its file
+        name holds (names only; a pair too long for a file name is kept under a hash)."""
         folder = self._dir(upstream, create=False)
         if not folder.is_dir():
             return []

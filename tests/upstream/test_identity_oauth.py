@@ -784,3 +784,28 @@ async def test_a_refresh_answered_with_no_token_response_fails_that_upstream_onl
             # the session was not ended; the refresh token (unspent by that answer) renews
             again = await t.call("docs.whoami", {"path": "b"})
             assert structured(again).get("subject") == "gus", text_of(again)
+
+
+async def test_a_principal_with_a_long_name_keeps_and_uses_its_tokens(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """A principal is up to 256 characters (an e-mail address, a directory name, an IdP
+    subject URL). The token file's name held the base32 of tenant and principal, 1.6 times
+    as long: past ~140 characters it was too long a file name, so the sign-in ended "the
+    tokens could not be stored" and the principal could never have a credential."""
+    who = "https://idp.example.com/tenants/0f8c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f/users/" + (
+        "7c9e6679-7425-40de-944b-e07fc1f90ae7-" * 3
+    )
+    assert 150 < len(who) <= 256
+    host = write_host(tmp_path, servers)
+    done = await anyio.to_thread.run_sync(lambda: login(host, who))
+    assert done.rc == 0, done.err
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context(who)) as t:
+        got = await t.call("docs.whoami", {"path": "a"})
+    assert structured(got).get("subject") == who, text_of(got)
+    # a file copied under another long principal's name does not decrypt
+    store = open_store(tmp_path)
+    assert store.load("docs", "default", who) is not None
+    assert store.load("docs", "default", who + "x") is None
+    [kept] = list((tmp_path / "store" / "docs").iterdir())
+    assert len(kept.name) < 100 and kept.stat().st_mode & 0o777 == 0o600
