@@ -496,10 +496,22 @@ class UpstreamBroker:
         except CredentialError as exc:
             listing.failure = str(exc)
             return listing
-        listing.credentials = creds
         if creds.auth is not None and await creds.auth.current() is None:
-            listing.failure, listing.state = creds.auth.problem or "no token", "no-credential"
-            return listing
+            if config.identity == "per-person-or-shared" and creds.auth.signed_out():
+                # a principal that never signed in has no credential of its own: it gets
+                # the shared one (its tokens unusable, or refused, are not replaced by it)
+                try:
+                    creds = await self.credentials_for(
+                        config, Binding("shared", config.credentials)
+                    )
+                except CredentialError as exc:
+                    listing.failure = str(exc)
+                    return listing
+            else:
+                listing.credentials = creds
+                listing.failure, listing.state = creds.auth.problem or "no token", "no-credential"
+                return listing
+        listing.credentials = creds
         try:
             slot, conn = await self._connection(config, creds, holder=holder)
             try:

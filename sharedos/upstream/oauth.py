@@ -279,6 +279,23 @@ class TokenSource:
             self.problem = str(exc)
             return None
 
+    def signed_out(self) -> bool:
+        """True when this principal has no OAuth credential at all: no tokens kept (not even
+        a file that does not decrypt) and no subject token to exchange. Tokens it has that
+        cannot be used or renewed are not this: they are reported, not replaced."""
+        if self._record is not None:
+            return False
+        try:
+            stored = self._store().load(self.config.id, self.tenant, self.principal)
+        except TokenStoreError:
+            return False
+        if stored is not None:
+            return False
+        if self._subject is not None:
+            return self._subject() is None
+        oauth = self.config.oauth
+        return oauth is None or self.principal not in oauth.subject_tokens
+
     # -- the token a request carries -----------------------------------------------
     async def current(self) -> str | None:
         """A usable access token now: the stored one, renewed first when it has expired

@@ -809,3 +809,37 @@ async def test_a_principal_with_a_long_name_keeps_and_uses_its_tokens(
     assert store.load("docs", "default", who + "x") is None
     [kept] = list((tmp_path / "store" / "docs").iterdir())
     assert len(kept.name) < 100 and kept.stat().st_mode & 0o777 == 0o600
+
+
+async def test_per_person_or_shared_gives_who_never_signed_in_the_shared_credential(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """``per-person-or-shared``: a principal without a credential of its own gets the shared
+    ``credentials``. With ``oauth`` set, every principal of the tenant was given an OAuth
+    binding, so one who never signed in got no credential, and never the shared one."""
+    host = write_host(
+        tmp_path,
+        servers,
+        extra='identity = "per-person-or-shared"\n'
+        'credentials = { Authorization = { env = "DOCS_SHARED", prefix = "Bearer " } }\n',
+    )
+    for who in ("svc", "rex"):  # svc's token is the operator's shared credential
+        done = await anyio.to_thread.run_sync(lambda who=who: login(host, who))
+        assert done.rc == 0, done.err
+    store = open_store(tmp_path)
+    svc, rex = store.load("docs", "default", "svc"), store.load("docs", "default", "rex")
+    assert svc is not None and rex is not None
+    # rex's tokens have expired and cannot be renewed: rex has tokens, unusable
+    store.save("docs", "default", "rex", rex.model_copy(update={"expires_at": 1.0}))
+    servers.admin("revoke", "rex")
+    async with brokered_host(tmp_path, host, {"DOCS_SHARED": svc.access_token}) as b:
+        async with b.turn(b.context("mallory")) as t:
+            assert await t.names() == ["docs.leak", "docs.note", "docs.whoami"], "\n".join(
+                t.upstreams.report()
+            )
+            got = await t.call("docs.whoami", {"path": "m"})
+        assert structured(got).get("subject") == "svc", text_of(got)
+        assert [r.served_by for r in b.records() if r.served_by] == ["docs:shared"]
+        async with b.turn(b.context("rex")) as t:  # not replaced by the shared credential
+            assert await t.names() == []
+            assert "refused to refresh" in "\n".join(t.upstreams.report())
