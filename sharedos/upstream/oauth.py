@@ -112,6 +112,44 @@ def http_client() -> httpx2.AsyncClient:
     return httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False, follow_redirects=False)
 
 
+#: the most one answer of an authorization server (or metadata document) may hold: a token
+#: response or a metadata document is a few KiB
+MAX_ANSWER_BYTES = 1 << 20
+
+
+class OversizedAnswer(httpx2.HTTPError):
+    """An authorization server's answer was larger than ``MAX_ANSWER_BYTES`` (not read on)."""
+
+
+async def bounded(
+    http: httpx2.AsyncClient, method: str, url: str, **kwargs: Any
+) -> httpx2.Response:
+    """``http.request(...)`` with its answer read up to ``MAX_ANSWER_BYTES`` and within
+    ``HTTP_TIMEOUT_S`` in all: the authorization server is the upstream's to name, and is
+    trusted no more than the upstream (``OversizedAnswer``, ``httpx2.TimeoutException``)."""
+    body = bytearray()
+    try:
+        with anyio.fail_after(HTTP_TIMEOUT_S):
+            async with http.stream(method, url, **kwargs) as response:
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise OversizedAnswer(
+                            f"the answer of {url} is larger than {MAX_ANSWER_BYTES} bytes"
+                        )
+    except TimeoutError:
+        raise httpx2.TimeoutException(f"{url} did not answer within {HTTP_TIMEOUT_S:g} s") from None
+    # the body is decoded already: its encoding and length do not go with it
+    kept = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx2.Response(
+        response.status_code, headers=kept, content=bytes(body), request=response.request
+    )
+
+
 #: the fields of a token, exchange or revocation request that hold a secret
 _SENT_SECRETS = frozenset(
     {
@@ -379,7 +417,9 @@ class TokenSource:
         headers = client_auth(rec.client, data)
         try:
             async with http_client() as http:
-                response = await http.post(rec.token_endpoint, data=data, headers=headers)
+                response = await bounded(
+                    http, "POST", rec.token_endpoint, data=data, headers=headers
+                )
         except httpx2.HTTPError as exc:
             self.problem = (
                 f"refreshing the token of {self.principal!r} for upstream {self.config.id!r} "
@@ -435,7 +475,9 @@ class TokenSource:
         headers = client_auth(client, data)
         try:
             async with http_client() as http:
-                response = await http.post(meta["token_endpoint"], data=data, headers=headers)
+                response = await bounded(
+                    http, "POST", meta["token_endpoint"], data=data, headers=headers
+                )
         except httpx2.HTTPError as exc:
             self.problem = f"token exchange for {self.principal!r} failed: {type(exc).__name__}"
             return None
@@ -495,7 +537,7 @@ class TokenSource:
         }
         try:
             async with http_client() as http:
-                response = await http.post(endpoint, json=body)
+                response = await bounded(http, "POST", endpoint, json=body)
         except httpx2.HTTPError as exc:
             raise OAuthError(
                 f"client registration at {endpoint} failed: {type(exc).__name__}"
@@ -563,7 +605,9 @@ async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> d
     as_url: str | None = None
     async with http_client() as http:
         try:
-            probe = await http.post(
+            probe = await bounded(
+                http,
+                "POST",
                 config.url,
                 json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
                 headers={"Accept": "application/json, text/event-stream"},
@@ -572,7 +616,7 @@ async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> d
                 extract_resource_metadata_from_www_auth(probe) if probe.status_code == 401 else None
             )
             for url in build_protected_resource_metadata_discovery_urls(hint, config.url):
-                got = await http.get(url)
+                got = await bounded(http, "GET", url)
                 if got.status_code == 200:
                     prm = ProtectedResourceMetadata.model_validate_json(got.content)
                     if prm.resource and check_resource_allowed(resource, str(prm.resource)):
@@ -582,7 +626,7 @@ async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> d
                     break
             meta: OAuthMetadata | None = None
             for url in build_oauth_authorization_server_metadata_discovery_urls(as_url, config.url):
-                got = await http.get(url)
+                got = await bounded(http, "GET", url)
                 if got.status_code == 200:
                     meta = OAuthMetadata.model_validate_json(got.content)
                     break

@@ -31,6 +31,7 @@ from sharedos.upstream.oauth import (
     HTTP_TIMEOUT_S,
     TOKEN_EXCHANGE_GRANT,
     OAuthError,
+    bounded,
     client_auth,
     configured_client,
     http_client,
@@ -323,7 +324,9 @@ async def logout(
             headers = client_auth(rec.client, data)
             try:
                 async with http_client() as http:
-                    response = await http.post(rec.revocation_endpoint, data=data, headers=headers)
+                    response = await bounded(
+                        http, "POST", rec.revocation_endpoint, data=data, headers=headers
+                    )
                 results.append(
                     f"{kind} revoked"
                     if response.status_code == 200

@@ -843,3 +843,24 @@ async def test_per_person_or_shared_gives_who_never_signed_in_the_shared_credent
         async with b.turn(b.context("rex")) as t:  # not replaced by the shared credential
             assert await t.names() == []
             assert "refused to refresh" in "\n".join(t.upstreams.report())
+
+
+async def test_an_unending_refresh_answer_is_not_read_whole(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """The authorization server is the upstream's to name (its protected-resource metadata),
+    so it is as little trusted as the upstream, whose answers are bounded while they are
+    read. A refresh answered with 96 MiB of one string was read whole into memory (a
+    larger one exhausts the broker's, every principal's turns with it), whatever its size."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "una"))).rc == 0
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("una")) as t:
+        assert (await t.call("docs.whoami", {"path": "a"})).is_error is False
+        servers.admin("garble", "una", answer="@stream:96")
+        refused = await t.call("docs.whoami", {"path": "b"})
+    assert structured(refused)["reason"] == "upstream_unauthorized", text_of(refused)
+    with anyio.fail_after(60):  # the server logs what it sent once the client hangs up
+        while not [e for e in read_log(servers.as_log) if e["event"] == "streamed"]:
+            await anyio.sleep(0.05)
+    [streamed] = [e for e in read_log(servers.as_log) if e["event"] == "streamed"]
+    assert streamed["user"] == "una" and streamed["bytes"] < 8 << 20, streamed

@@ -16,7 +16,9 @@ Both are built on the official SDK's auth modules:
   the secrets sent, as a careless AS would), and ``/admin/expire`` / ``/admin/revoke`` /
   ``/admin/downscope`` (``?user=NAME``) so a test can expire, revoke or narrow a
   user's tokens from the server's side (``/admin/garble&answer=JSON``: expire them,
-  and answer the user's next refresh with that JSON, as a broken AS would).
+  and answer the user's next refresh with that JSON, as a broken AS would; with
+  ``@stream:N``, N MiB of one unending string, logged as ``streamed`` with the bytes
+  sent when the answer ends or the client hangs up).
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
   ``AuthSettings`` + a token verifier that introspects at the AS: a 401 with
   ``WWW-Authenticate`` and protected-resource metadata (RFC 9728) for a missing
@@ -38,6 +40,8 @@ import secrets
 import time
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TYPE = "urn:ietf:params:oauth:token-type:access_token"
@@ -77,7 +81,13 @@ def serve_as(opts: argparse.Namespace) -> None:
     from starlette.applications import Starlette
     from starlette.datastructures import FormData
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+    from starlette.responses import (
+        JSONResponse,
+        PlainTextResponse,
+        RedirectResponse,
+        Response,
+        StreamingResponse,
+    )
     from starlette.routing import Route
 
     log = _logger(opts.log)
@@ -268,12 +278,28 @@ def serve_as(opts: argparse.Namespace) -> None:
     async def metadata(request: Request) -> Response:
         return JSONResponse(meta.model_dump(mode="json", exclude_none=True))
 
+    async def endless(user: str, mib: int) -> Any:
+        sent = 0
+        try:
+            yield b'{"access_token": "'
+            for _ in range(mib * 16):
+                yield b"a" * 65536
+                sent += 65536
+                await anyio.sleep(0.001)
+        finally:
+            log("streamed", user=user, bytes=sent)
+
     async def token(request: Request) -> Response:
         form = await request.form()
         if form.get("grant_type") == "refresh_token":
             spent = provider.refresh.get(str(form.get("refresh_token", "")))
             if spent is not None and spent.subject in garbled:
                 answer = garbled.pop(spent.subject)
+                if answer.startswith("@stream:"):  # N MiB that never make a token response
+                    return StreamingResponse(
+                        endless(spent.subject, int(answer.removeprefix("@stream:"))),
+                        media_type="application/json",
+                    )
                 return Response(answer, media_type="application/json")
         if form.get("grant_type") != TOKEN_EXCHANGE:
             if opts.echo_refusals and form.get("grant_type") == "authorization_code":
