@@ -20,6 +20,7 @@ import click
 
 from sharedos.cli._help import with_short_help
 from sharedos.cli.hostfile import host_file_option, required_host_config, required_host_file
+from sharedos.terminal import printable
 
 EXIT_ERROR = 1
 EXIT_DRIFT = 3
@@ -431,13 +432,17 @@ def login(
             )
         )
     except OAuthError as exc:
-        click.echo(f"error: {exc}", err=True)
+        # the authorization server's words (its redirect's error, its answers): escaped
+        click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(EXIT_ERROR)
     lifetime = f"{result.expires_in:g} s" if result.expires_in else "no stated lifetime"
     click.echo(
-        f"signed in: {principal} at upstream {upstream_id} (scope {result.scope or '-'}; access "
-        f"token valid {lifetime}; {'refreshable' if result.refreshable else 'not refreshable'}); "
-        f"the upstream lists {result.tools} tool(s) to {principal}"
+        printable(
+            f"signed in: {principal} at upstream {upstream_id} (scope {result.scope or '-'}; "
+            f"access token valid {lifetime}; "
+            f"{'refreshable' if result.refreshable else 'not refreshable'}); "
+            f"the upstream lists {result.tools} tool(s) to {principal}"
+        )
     )
 
 
@@ -466,7 +471,10 @@ def logout(upstream_id: str, host_config: Path, principal: str, tenant: str | No
     who = up.tenant if tenant is None else tenant
     found, said = anyio.run(lambda: run_logout(up, who, principal, opener, os.environ))
     click.echo(
-        f"{'logged out' if found else 'nothing to do'}: {principal} at upstream {upstream_id}: {said}"
+        printable(
+            f"{'logged out' if found else 'nothing to do'}: {principal} at upstream "
+            f"{upstream_id}: {said}"
+        )
     )
 
 

@@ -25,6 +25,7 @@ import anyio
 import httpx2
 
 from sharedos.redaction import Redactor
+from sharedos.terminal import printable
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.credentials import StoreOpener
 from sharedos.upstream.oauth import (
@@ -166,7 +167,7 @@ async def login(
         seen.append(url)
         out.write(
             f"sign in as {principal} to upstream {config.id}: open this address in a browser\n"
-            f"  {url}\n"
+            f"  {printable(url)}\n"
         )
         out.flush()
         if open_browser:

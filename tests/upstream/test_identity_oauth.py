@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -864,3 +865,42 @@ async def test_an_unending_refresh_answer_is_not_read_whole(
             await anyio.sleep(0.05)
     [streamed] = [e for e in read_log(servers.as_log) if e["event"] == "streamed"]
     assert streamed["user"] == "una" and streamed["bytes"] < 8 << 20, streamed
+
+
+def test_a_hostile_sign_in_answer_cannot_write_control_sequences_to_the_terminal(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """The redirect back to ``sharedos upstream login`` is the authorization server's to
+    write. Its ``error`` went to the operator's terminal as it came: escape sequences
+    that clear the screen, retitle the window or print a fake "signed in" line."""
+    host = write_host(tmp_path, servers)
+    proc = subprocess.Popen(
+        [
+            *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+            *("--principal", "vic", "--no-browser", "--wait", "60"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    url = ""
+    for line in proc.stderr:
+        found = re.search(r"(http://127\.0\.0\.1:\d+/authorize\S+)", line)
+        if found:
+            url = found.group(1)
+            break
+    assert url
+    query = parse_qs(urlsplit(url).query)
+    hostile = "access_denied\x1b[2J\x1b]0;pwned\x07\rsigned in: vic"
+    back = httpx2.get(
+        query["redirect_uri"][0],
+        params={"error": hostile, "state": query["state"][0]},
+        trust_env=False,
+    )
+    assert back.status_code == 200
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    said = out + err
+    assert "did not authorize 'vic'" in said, said
+    assert not [c for c in said if ord(c) < 32 and c != "\n"], repr(said)
