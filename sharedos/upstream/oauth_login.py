@@ -39,6 +39,7 @@ from sharedos.upstream.oauth import (
     oauth_error,
     sent_secrets,
 )
+from sharedos.upstream.secrets import CredentialError
 from sharedos.upstream.tokenstore import TokenRecord, TokenStoreError
 
 #: seconds ``login`` waits for the browser to come back
@@ -139,6 +140,10 @@ async def login(
     oauth = config.oauth
     if oauth is None:
         raise OAuthError(f"upstream {config.id!r} has no [upstream.{config.id}.oauth] table")
+    try:  # before the listener: a client secret that cannot be read is one sentence
+        configured = configured_client(config, environ, store)
+    except CredentialError as exc:
+        raise OAuthError(f"signing in {principal!r} to upstream {config.id!r}: {exc}") from None
     # one socket on 127.0.0.1 (a MultiListener has no accept of its own)
     listener = (await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)).listeners[0]
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
@@ -156,7 +161,6 @@ async def login(
         scope=wanted,
     )
     client_info = None
-    configured = configured_client(config, environ, store)
     if configured is not None:
         configured["redirect_uris"] = [redirect]
         client_info = OAuthClientInformationFull.model_validate(configured)

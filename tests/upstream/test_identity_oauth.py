@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -904,3 +905,29 @@ def test_a_hostile_sign_in_answer_cannot_write_control_sequences_to_the_terminal
     said = out + err
     assert "did not authorize 'vic'" in said, said
     assert not [c for c in said if ord(c) < 32 and c != "\n"], repr(said)
+
+
+def test_a_client_secret_that_cannot_be_read_fails_the_sign_in_in_one_sentence(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """``oauth.client_secret`` names a host variable that is not set: the sign-in ended in
+    a Python traceback (``CredentialError`` escaped the command), not the one sentence the
+    operator is promised."""
+    host = write_host(
+        tmp_path,
+        servers,
+        oauth_extra=f'client_id = "{CLIENT_ID}"\nclient_secret = {{ env = "UNSET_DOCS_SECRET" }}\n',
+    )
+    done = subprocess.run(
+        [
+            *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+            *("--principal", "walt", "--no-browser", "--wait", "5"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "UNSET_DOCS_SECRET"},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and "UNSET_DOCS_SECRET" in done.stderr
