@@ -139,8 +139,17 @@ def _additional_properties(
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
     elif not additional and extras:
-        shown = ", ".join(repr(name) for name in extras[:20])
-        yield ValidationError(f"additional properties are not allowed ({shown} unexpected)")
+        # jsonschema's own wording, which callers and tests know
+        verb = "was" if len(extras) == 1 else "were"
+        shown = ", ".join(repr(name) for name in extras)
+        if patterns:
+            listed = ", ".join(repr(p) for p in sorted(patterns))
+            verb = "does" if len(extras) == 1 else "do"
+            yield ValidationError(f"{shown} {verb} not match any of the regexes: {listed}")
+        else:
+            yield ValidationError(
+                f"Additional properties are not allowed ({shown} {verb} unexpected)"
+            )
 
 
 #: Draft 2020-12, with every regex of a schema matched by RE2
