@@ -346,8 +346,8 @@ class UpstreamConnection:
 
     def _endless_line(self) -> None:
         self.broken = self.broken or (
-            f"it sent a line that went on past {ENDLESS_BYTES} bytes (and four times its "
-            "limit) without ending; the session was ended"
+            f"it sent an answer that went on past its limit without ending (past {ENDLESS_BYTES} "
+            f"bytes, or {self.config.timeouts.call_s:g} s); the session was ended"
         )
 
     def _session_lost(self) -> None:
@@ -388,6 +388,7 @@ class UpstreamConnection:
                 screen=self._screen,
                 on_unattributed=self._oversized_unattributed,
                 on_endless=self._endless_line,
+                endless_after_s=config.timeouts.call_s,
             )
         import httpx2
         from mcp.client.streamable_http import streamable_http_client

@@ -21,9 +21,9 @@ the next call too; issue 22). Here each message is bounded while it is read:
   session is ended (every call in flight fails, the next one reconnects).
   A line whose head names its request is answered as soon as it passes the
   bound, not at its end, which may never come; and a line still going past
-  ``ENDLESS_BYTES`` (or four times its bound) ends the session, so an upstream
-  writing one endless line is restarted instead of holding every later call
-  until its timeout;
+  ``ENDLESS_BYTES``, or for longer than the call timeout after it passed its
+  bound, ends the session, so an upstream writing one endless line is
+  restarted instead of holding every later call until its timeout;
 - **large lines are parsed in a worker thread**, never on the event loop;
 - **a tools/list answer is screened there too** (``ListingScreen``): tools past
   ``limits.max_tools`` or over the description / schema limits are taken out
@@ -44,6 +44,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -81,9 +82,9 @@ TOO_MANY_BLOCKS = -32091
 #: loop (and the bridge serializes each again), ~15 us apiece, so a 4 MiB answer of 130,000
 #: one-character blocks stalled every turn of the host for seconds. Counted off the loop.
 MAX_CONTENT_BLOCKS = 10_000
-#: a stdio line still going past this many bytes (or four times its bound, if more) is
-#: taken as endless: the session is ended (and reopened by the next call)
-ENDLESS_BYTES = 64 * 1024 * 1024
+#: a stdio line still going past this many bytes is taken as endless: the session is
+#: ended (and reopened by the next call)
+ENDLESS_BYTES = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -339,8 +340,8 @@ class _Line:
         self.over = False
         self.head = b""
         self.tail = b""
-        #: the bound it went over (0 while under)
-        self.bound = 0
+        #: when it went over its bound (monotonic seconds; 0 while under)
+        self.over_at = 0.0
         #: the request it answers, once answered early (by the id at its head)
         self.answered: Any = None
 
@@ -349,7 +350,7 @@ class _Line:
             return
         if not self.over and self.size + len(piece) > bound:
             self.over = True
-            self.bound = bound
+            self.over_at = time.monotonic()
             joined = b"".join(self.chunks)
             self.head = (joined + piece[:EDGE_BYTES])[:EDGE_BYTES]
             self.chunks = []
@@ -370,12 +371,14 @@ async def bounded_stdio_client(
     screen: ListingScreen | None = None,
     on_unattributed: Callable[[], None] | None = None,
     on_endless: Callable[[], None] | None = None,
+    endless_after_s: float = 60.0,
 ) -> AsyncGenerator[Any, None]:
     """``mcp.client.stdio.stdio_client`` with every line bounded while it is read.
 
     See the module docstring. ``on_unattributed`` is told when an oversized line
     could be matched to no request, ``on_endless`` when a line went on past
-    ``ENDLESS_BYTES`` (the session is then ended).
+    ``ENDLESS_BYTES``, or for ``endless_after_s`` after passing its bound (the session
+    is then ended).
     """
     process = await mcp_sdk.spawn_stdio_server(server, errlog)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -463,9 +466,12 @@ async def bounded_stdio_client(
                             await passed_bound(line)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return  # the session is gone
-                    if line.size > max(ENDLESS_BYTES, 4 * line.bound):
+                    if (
+                        line.size > ENDLESS_BYTES
+                        or time.monotonic() - line.over_at > endless_after_s
+                    ):
                         logger.warning(
-                            "an upstream sent a line of over %d bytes that did not end; "
+                            "an upstream sent a line (%d bytes so far) that did not end; "
                             "the session was ended",
                             line.size,
                         )

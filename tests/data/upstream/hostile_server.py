@@ -168,7 +168,7 @@ def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
         send_raw(b'{"jsonrpc": "2.0", "id": \n')
     elif mode == "die":
         os._exit(7)
-    elif mode == "endless-line":  # an answer whose line never ends; echo works in between
+    elif mode in ("endless-line", "endless-drip"):  # an answer whose line never ends
         if msg["params"]["name"] == "endless":
             send_raw(
                 b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"'
@@ -176,6 +176,12 @@ def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
             )
             chunk = b"x" * (1 << 20)
             with contextlib.suppress(OSError):
+                if mode == "endless-drip":  # past the 4 MiB bound at once, then a byte at a time
+                    for _ in range(5):
+                        send_raw(chunk)
+                    while True:
+                        send_raw(b"x")
+                        time.sleep(0.05)
                 while True:
                     send_raw(chunk)
         answer(rid, {"content": [{"type": "text", "text": "ok"}]})
