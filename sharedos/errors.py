@@ -55,6 +55,7 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── PinError(ValueError)                  sharedos.upstream.pins
     │   ├── TokenStoreError(ValueError)           sharedos.upstream.tokenstore
     │   ├── OAuthError                            sharedos.upstream.oauth
+    │   ├── OversizedAnswer(HTTPError)            sharedos.upstream.oauth
     │   └── UpstreamFailure                       sharedos.upstream.connection
     ├── BridgeError                               sharedos.errors
     │   ├── BridgeStartError(RuntimeError)        sharedos.compat.uvicorn

@@ -117,8 +117,9 @@ def http_client() -> httpx2.AsyncClient:
 MAX_ANSWER_BYTES = 1 << 20
 
 
-class OversizedAnswer(httpx2.HTTPError):
-    """An authorization server's answer was larger than ``MAX_ANSWER_BYTES`` (not read on)."""
+class OversizedAnswer(UpstreamError, httpx2.HTTPError):
+    """An authorization server's answer was larger than ``MAX_ANSWER_BYTES`` (not read on);
+    an ``httpx2.HTTPError`` too, so every caller's transport-failure branch takes it."""
 
 
 async def bounded(
