@@ -27,6 +27,7 @@ __all__ = [
     "decode_text",
     "read_bytes",
     "read_private",
+    "read_secret",
     "read_text",
 ]
 
@@ -56,11 +57,34 @@ def read_private(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes
     return _read(path, limit, private=True)
 
 
-def _read(path: str | os.PathLike[str], limit: int, *, private: bool) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_secret(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes:
+    """A credential file's content. Opened without following a symbolic link, and
+    ``UnreadableFile`` unless what was opened is a regular file owned by this user that
+    no other user may read or write: checked on the open file itself, so a link or
+    another file swapped in after any earlier look is refused, never read."""
+    return _read(path, limit, private=False, secret=True)
+
+
+def _read(
+    path: str | os.PathLike[str], limit: int, *, private: bool, secret: bool = False
+) -> bytes:
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags | os.O_NOFOLLOW if secret else flags)
     try:
         st = os.fstat(fd)
         mode = st.st_mode
+        if secret:
+            problem = (
+                "not a regular file"
+                if not stat.S_ISREG(mode)
+                else "not owned by the user SharedOS runs as"
+                if st.st_uid != os.geteuid()
+                else f"readable or writable by others (mode {stat.S_IMODE(mode):04o}; chmod 600)"
+                if mode & 0o077
+                else None
+            )
+            if problem is not None:
+                raise UnreadableFile(errno.EACCES, problem, os.fspath(path))
         if private and stat.S_ISREG(mode) and mode & 0o077:
             raise UnreadableFile(
                 errno.EACCES,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.textfile import UnreadableFile, read_bytes, read_text
+from sharedos.textfile import UnreadableFile, read_bytes, read_secret, read_text
 
 BIN = Path(sys.executable).parent
 SECRET = "CANARY-\u00e9-7f3a"  # what a credential file holds: never in an error
@@ -113,3 +113,30 @@ def test_a_private_key_others_can_read_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode != 0 and "chmod 600" in proc.stderr, proc.stderr
+
+
+def test_a_credential_is_checked_on_the_file_actually_opened(tmp_path: Path) -> None:
+    """``read_secret`` refuses, on the open file itself, what an earlier ``lstat`` could
+    have passed before a swap: a link (even to a good file), a file others can read, a
+    pipe (never waited on), a directory. So a link swapped in between a look and the
+    read is refused, never followed."""
+    good = tmp_path / "token"
+    good.write_text("s3cret-value\n")
+    good.chmod(0o600)
+    assert read_secret(good) == b"s3cret-value\n"
+    link = tmp_path / "link"
+    link.symlink_to(good)
+    with pytest.raises(OSError):
+        read_secret(link)
+    loose = tmp_path / "loose"
+    loose.write_text("s3cret-value")
+    loose.chmod(0o644)
+    with pytest.raises(UnreadableFile, match="readable or writable by others") as caught:
+        read_secret(loose)
+    assert "s3cret" not in str(caught.value)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(UnreadableFile, match="not a regular file"):
+        read_secret(fifo)
+    with pytest.raises(UnreadableFile, match="not a regular file"):
+        read_secret(tmp_path)

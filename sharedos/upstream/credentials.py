@@ -131,7 +131,11 @@ def read_reference(
         if problem is not None:
             raise CredentialError(f"{where} is read from {path}, which {problem}")
         try:
-            raw = textfile.read_text(path, limit=1 << 20).removesuffix("\n")
+            # the checks again, on the file actually opened (no link followed): a file
+            # swapped in since the look above is refused, not read
+            raw = textfile.decode_text(textfile.read_secret(path)).removesuffix("\n")
+        except UnicodeDecodeError:
+            raise CredentialError(f"{where}: {path} is not UTF-8 text") from None
         except OSError as exc:  # the reason in words: never the file's bytes
             raise CredentialError(
                 f"{where}: {path} cannot be read ({exc.strerror or type(exc).__name__})"
