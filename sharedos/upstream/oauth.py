@@ -521,8 +521,11 @@ class TokenSource:
         store = self._store()
         kept = store.secret(self.config.id, _EXCHANGE_CLIENT)
         if kept:
-            client: dict[str, Any] = json.loads(kept)
-            return client
+            with contextlib.suppress(ValueError, RecursionError):
+                found = json.loads(kept)
+                if isinstance(found, dict) and isinstance(found.get("client_id"), str):
+                    return found
+            # not a client (a store written by hand?): register a new one below
         endpoint = meta.get("registration_endpoint")
         if not endpoint:
             raise OAuthError(
@@ -547,7 +550,17 @@ class TokenSource:
             raise OAuthError(
                 f"upstream {self.config.id!r}: client registration refused ({oauth_error(response)})"
             )
-        client = dict(response.json())
+        try:
+            client = response.json()
+        except (ValueError, RecursionError):
+            client = None
+        if not isinstance(client, dict) or not isinstance(client.get("client_id"), str):
+            # a non-object answer escaped the caller's OAuthError and took the whole turn
+            # down (every upstream with it): it is this upstream's failure only
+            raise OAuthError(
+                f"upstream {self.config.id!r}: client registration at {endpoint} answered "
+                "no client (RFC 7591: a JSON object with a client_id)"
+            )
         store.put_secret(self.config.id, _EXCHANGE_CLIENT, json.dumps(client))
         return client
 

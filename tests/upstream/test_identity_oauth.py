@@ -931,3 +931,24 @@ def test_a_client_secret_that_cannot_be_read_fails_the_sign_in_in_one_sentence(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith("error: ") and "UNSET_DOCS_SECRET" in done.stderr
+
+
+async def test_a_registration_answered_with_no_client_fails_that_upstream_only(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """Token exchange registers a client first (RFC 7591). A registration answered with a
+    JSON array raised ValueError out of ``dict(...)``, past the broker's ``OAuthError``
+    handling: the whole turn failed, every other upstream and tool with it."""
+    host = write_host(
+        tmp_path, servers, oauth_extra='subject_tokens = { dave = { env = "DAVE_SUBJECT" } }\n'
+    )
+    servers.admin("garble-registration", "dave", answer='["not", "a", "client"]')
+    async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": SUBJECT_TOKEN}) as b:
+        async with b.turn(b.context("dave")) as t:
+            assert await t.names() == []
+            report = "\n".join(t.upstreams.report())
+        assert "answered no client" in report, report
+        # the next turn registers again, and the exchange goes through
+        async with b.turn(b.context("dave")) as t:
+            got = await t.call("docs.whoami", {"path": "a"})
+        assert got.is_error is False and structured(got)["subject"] == "dave"

@@ -386,6 +386,9 @@ def serve_as(opts: argparse.Namespace) -> None:
         tokens = provider.of_user(user)
         if what == "garble":  # the user's next refresh is answered with ?answer (JSON text)
             garbled[user] = request.query_params.get("answer", '["not", "a", "token"]')
+        if what == "garble-registration":  # the next client registration gets ?answer
+            garbled_registration.append(request.query_params.get("answer", '["no", "client"]'))
+            return JSONResponse({"tokens": 0})
         for t in tokens:
             if what in ("expire", "garble"):
                 provider.access[t].expires_at = int(time.time()) - 1
@@ -399,15 +402,31 @@ def serve_as(opts: argparse.Namespace) -> None:
         log(f"admin-{what}", user=user, tokens=len(tokens))
         return JSONResponse({"tokens": len(tokens)})
 
+    #: what the next client registration is answered with instead of a client (JSON text)
+    garbled_registration: list[str] = []
+    sdk_register = next(r for r in routes if getattr(r, "path", None) == "/register")
+
+    class Register:
+        """The SDK's registration, unless an answer that is no client is due (ASGI)."""
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if garbled_registration:
+                answer = Response(garbled_registration.pop(), 201, media_type="application/json")
+                await answer(scope, receive, send)
+            else:
+                await sdk_register.app(scope, receive, send)  # type: ignore[attr-defined]
+
     routes = [
         r
         for r in routes
-        if r.path not in ("/token", "/revoke", "/.well-known/oauth-authorization-server")
+        if r.path
+        not in ("/token", "/revoke", "/register", "/.well-known/oauth-authorization-server")
     ]
     routes += [
         Route("/.well-known/oauth-authorization-server", metadata, methods=["GET"]),
         Route("/token", token, methods=["POST"]),
         Route("/revoke", revoke, methods=["POST"]),
+        Route("/register", Register(), methods=["POST"]),
         Route("/consent", consent, methods=["GET"]),
         Route("/introspect", introspect, methods=["POST"]),
         Route("/admin/{what:str}", admin, methods=["POST"]),
