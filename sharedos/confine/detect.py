@@ -24,6 +24,8 @@ from sharedos.errors import ConfinementError
 #: the environment variable naming another ``bwrap`` program (tests, unusual installs)
 BWRAP_ENV = "SHAREDOS_BWRAP"
 MECHANISM = "bubblewrap"
+#: where a system's own ``bwrap`` lives, preferred to ``PATH`` (see ``find_bubblewrap``)
+SYSTEM_BWRAP = ("/usr/bin/bwrap", "/bin/bwrap")
 
 
 class ConfinementUnavailable(ConfinementError, RuntimeError):
@@ -42,14 +44,23 @@ class Mechanism:
 def find_bubblewrap(path: str | None = None) -> Mechanism:
     """The ``bwrap`` to use, checked to start a sandbox here; ``ConfinementUnavailable`` otherwise.
 
-    ``path`` (or ``$SHAREDOS_BWRAP``) names the program; the default is ``bwrap`` on ``PATH``.
+    ``path`` (or ``$SHAREDOS_BWRAP``) names the program. The default is the system's
+    (``SYSTEM_BWRAP``, where the Debian package puts it) and only when there is none,
+    ``bwrap`` on ``PATH``: a directory early on ``PATH`` (``~/.local/bin``, ``~/bin``) may
+    be writable by an upstream a strict run gave a read-write root there, and a ``bwrap``
+    planted in it would be the sandbox of every later strict run.
     """
     if not sys.platform.startswith("linux"):
         raise ConfinementUnavailable(
             f"harness confinement needs Linux (bubblewrap); this is {sys.platform}"
         )
-    wanted = path or os.environ.get(BWRAP_ENV) or "bwrap"
-    found = shutil.which(wanted)
+    wanted = path or os.environ.get(BWRAP_ENV)
+    if wanted:
+        found = shutil.which(wanted)
+    else:
+        wanted = "bwrap"
+        system = [p for p in SYSTEM_BWRAP if os.access(p, os.X_OK) and os.path.isfile(p)]
+        found = system[0] if system else shutil.which(wanted)
     if found is None:
         raise ConfinementUnavailable(
             f"bubblewrap ({wanted}) is not installed: install the Debian package `bubblewrap` "
