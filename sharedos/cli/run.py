@@ -48,8 +48,8 @@ Exit codes:
      before the turn and the upstreams are opened
   5  the run policy is strict and the harness cannot be confined (no bubblewrap, not
      Linux, or a managed root would be visible in its sandbox); nothing ran
-  128+N  stopped by signal N (SIGTERM: 143, SIGHUP: 129): the turn was closed as on
-     Ctrl-C (calls in flight recorded ``cancelled``, the turn sealed, the harness's
+  128+N  stopped by signal N (SIGINT, Ctrl-C: 130; SIGTERM: 143, SIGHUP: 129): the turn
+     was closed in order (calls in flight recorded ``cancelled``, the turn sealed, the harness's
      process tree ended, the temporary run directory removed); a signal the run was
      started with ignored (``nohup``: SIGHUP) stays ignored
 """
@@ -606,20 +606,22 @@ def stream_printer(harness_id: str) -> Any:
     return printer
 
 
-#: Signals that stop a run as Ctrl-C does (SIGINT is asyncio's own: it cancels the run).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: Signals that stop a run in order (Ctrl-C included: asyncio's own SIGINT handling
+#: cancels the run too, but then leaves as KeyboardInterrupt, click's exit 1 "nothing ran")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 async def _stopped_by_signal(opts: dict[str, Any]) -> int:
-    """``_run_turn``, closed down in order when SIGTERM or SIGHUP arrives.
+    """``_run_turn``, closed down in order when SIGINT, SIGTERM or SIGHUP arrives.
 
-    Python's default for those signals ends the process on the spot, as SIGKILL
+    Python's default for SIGTERM and SIGHUP ends the process on the spot, as SIGKILL
     would: the turn unsealed, its temporary run directory (the harness's transcript,
-    tool results included) left on disk. Here they do what Ctrl-C does (asyncio
-    cancels the main task once): every ``finally`` runs, so calls in flight are
-    recorded ``cancelled``, the turn is sealed, the harness's process tree is ended
-    and the run directory removed; the exit status is then 128 + the signal's number.
-    A second one while that runs ends the process at once (as a second Ctrl-C does).
+    tool results included) left on disk; for SIGINT it is KeyboardInterrupt, which
+    click turns into exit 1 ("nothing ran") after the turn ran. Here each cancels the
+    main task once: every ``finally`` runs, so calls in flight are recorded
+    ``cancelled``, the turn is sealed, the harness's process tree is ended and the
+    run directory removed; the exit status is then 128 + the signal's number.
+    A second one while that runs ends the process at once.
     A signal the run was started with ignored stays ignored: ``nohup sharedos run``
     must outlive its terminal's hangup, as any other command does.
     """

@@ -60,7 +60,12 @@ def _writing_run(tmp_path: Path, transport: str, writes: int) -> list[str]:
 @pytest.mark.harness("claude-code")
 @pytest.mark.parametrize(
     ("transport", "sig"),
-    [("http", signal.SIGTERM), ("stdio", signal.SIGTERM), ("http", signal.SIGHUP)],
+    [
+        ("http", signal.SIGTERM),
+        ("stdio", signal.SIGTERM),
+        ("http", signal.SIGHUP),
+        ("stdio", signal.SIGINT),
+    ],
 )
 def test_a_signalled_run_seals_its_turn_and_removes_its_run_directory(
     tmp_path: Path, transport: str, sig: signal.Signals
