@@ -1,4 +1,4 @@
-"""``sharedos run`` stopped by SIGTERM or SIGHUP closes its turn as Ctrl-C does.
+"""``sharedos run`` stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP closes its turn in order.
 
 A real ``sharedos run`` drives the real Claude Code through the real bridge
 (HTTP, and stdio through the relay); the scripted model writes file after file
@@ -75,7 +75,15 @@ def test_a_signalled_run_seals_its_turn_and_removes_its_run_directory(
     db = tmp_path / "evidence.sqlite"
     err = tmp_path / "run.err"
     with err.open("w") as stderr:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            # the signal at its default, whatever this test was started with: a run started
+            # with it ignored keeps it ignored (the test below), and the suite may run as a
+            # background job of a script, whose SIGINT the shell ignores ('cmd &')
+            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
+        )
     try:
         deadline = time.monotonic() + bound(120)
         while not any(home.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
@@ -114,13 +122,15 @@ def test_a_signalled_run_seals_its_turn_and_removes_its_run_directory(
 
 
 @pytest.mark.harness("claude-code")
-def test_a_run_started_with_sighup_ignored_keeps_running_through_a_hangup(
-    tmp_path: Path,
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
+def test_a_run_started_with_a_stop_signal_ignored_keeps_running_through_it(
+    tmp_path: Path, sig: signal.Signals
 ) -> None:
     """``nohup sharedos run ...`` (SIGHUP ignored, so a closed terminal does not stop it):
     the run used to install its own SIGHUP handler over that, and stopped at the hangup
     (exit 129, the harness killed mid-turn). A signal the run was started with ignored
-    stays ignored."""
+    stays ignored; so does SIGINT in ``sharedos run ... &`` of a script (a shell ignores
+    it in its background jobs), as in any Python program."""
     argv = _writing_run(tmp_path, "http", 30)
     home = tmp_path / "sandbox" / "home" / "alice"
     err = tmp_path / "run.err"
@@ -129,14 +139,14 @@ def test_a_run_started_with_sighup_ignored_keeps_running_through_a_hangup(
             argv,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup does
+            preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN),  # as nohup, or '&', does
         )
     try:
         deadline = time.monotonic() + bound(120)
         while not any(home.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert proc.poll() is None, err.read_text()[-3000:]
-        proc.send_signal(signal.SIGHUP)  # the terminal closed
+        proc.send_signal(sig)  # the terminal closed; Ctrl-C, or kill -INT
         code = proc.wait(timeout=bound(240))
     finally:
         if proc.poll() is None:
