@@ -51,7 +51,9 @@ Exit codes:
   128+N  stopped by signal N (SIGINT, Ctrl-C: 130; SIGTERM: 143, SIGHUP: 129): the turn
      was closed in order (calls in flight recorded ``cancelled``, the turn sealed, the harness's
      process tree ended, the temporary run directory removed); a signal the run was
-     started with ignored (``nohup``: SIGHUP) stays ignored
+     started with ignored (``nohup``: SIGHUP; ``cmd &`` in a script: SIGINT) stays
+     ignored. A second stop signal while the run closes (Ctrl-C twice) ends it at once
+     by that signal, saying so: the turn may be left unsealed, the run directory on disk
 """
 
 from __future__ import annotations
@@ -621,9 +623,13 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
     main task once: every ``finally`` runs, so calls in flight are recorded
     ``cancelled``, the turn is sealed, the harness's process tree is ended and the
     run directory removed; the exit status is then 128 + the signal's number.
-    A second one while that runs ends the process at once.
+    A second one while that runs (Ctrl-C pressed twice) ends the process at once by
+    that signal's default action, after saying on stderr what it leaves undone (the
+    turn possibly unsealed, the run directory on disk); the harness's tree still ends
+    with it (its supervisor's parent-death signal).
     A signal the run was started with ignored stays ignored: ``nohup sharedos run``
-    must outlive its terminal's hangup, as any other command does.
+    must outlive its terminal's hangup, and a script's ``sharedos run ... &`` its
+    Ctrl-C (a shell ignores SIGINT in its background jobs), as any other command does.
     """
     import asyncio
 
@@ -634,9 +640,19 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
     handled = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN)
 
     def stop(signum: int) -> None:
-        if got:  # a second one, as a second Ctrl-C: the default action, at once
+        if got:  # a second one while the run closes: leave at once, and say what is left
+            name = signal.Signals(signum).name
+            click.echo(
+                f"sharedos: {name} while stopping: leaving at once, without closing the run: turn "
+                f"{opts['context'].turn_id} may be left unsealed, a call in flight without its "
+                "outcome, the run directory on disk",
+                err=True,
+            )
             for each in handled:
                 loop.remove_signal_handler(each)
+            # the default action: for SIGINT not asyncio's KeyboardInterrupt (restored by
+            # remove_signal_handler), which would run the cleanup on and leave as exit 1
+            signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
         got.append(signum)

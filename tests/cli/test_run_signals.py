@@ -12,8 +12,11 @@ stayed in the temporary directory, while Ctrl-C closed all of it in order.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from sharedos.harness.process import _group_alive
 from tests.timing import bound
 from tests.upstream.conftest import PY
 
@@ -157,3 +161,69 @@ def test_a_run_started_with_a_stop_signal_ignored_keeps_running_through_it(
     assert code == 0, ours[-3000:]
     assert "stopping the run" not in text
     assert len(list(home.iterdir())) == 30
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.harness("claude-code")
+def test_a_second_sigint_while_the_run_closes_leaves_at_once_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C pressed twice: the second one, while the run is closing its turn, used to
+    restore asyncio's KeyboardInterrupt and raise it, so the close ran on anyway and the
+    run left as click's ``Aborted!``, exit 1 ("nothing ran"). It now ends the run at once
+    by SIGINT's default action, after saying on stderr what it leaves undone; the
+    harness's tree still ends with the run. The harness is held stopped (SIGSTOP) so the
+    close waits out its grace: the second Ctrl-C finds the run closing, on any machine."""
+    argv = _writing_run(tmp_path, "stdio", 200)
+    home = tmp_path / "sandbox" / "home" / "alice"
+    err = tmp_path / "run.err"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    harness: list[int] = []
+    try:
+        deadline = time.monotonic() + bound(120)
+        while not any(home.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, err.read_text()[-3000:]
+        # the harness's process group (its supervisor leads it: start_new_session)
+        harness = [c for c in _children(proc.pid) if os.getpgid(c) == c]
+        assert harness, "no harness process group under the run"
+        for pgid in harness:
+            os.killpg(pgid, signal.SIGSTOP)
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + bound(30)
+        while "stopping the run" not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, err.read_text()[-3000:]
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=bound(30))
+    finally:
+        for pgid in harness:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGCONT)  # its parent-death SIGTERM is pending
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = err.read_text()
+    ours = "\n".join(ln for ln in text.splitlines() if not ln.startswith("[claude-code"))
+    assert code == -signal.SIGINT, ours[-3000:]
+    assert "SIGINT while stopping: leaving at once" in text, ours[-3000:]
+    assert "may be left unsealed" in text
+    assert "Aborted!" not in text
+    assert "Traceback" not in text
+    deadline = time.monotonic() + bound(30)
+    while any(_group_alive(pgid) for pgid in harness) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_group_alive(pgid) for pgid in harness), "the harness outlived the run"
+    found = re.search(r"run directory: (\S+) \(removed after the run", text)
+    if found is not None:
+        shutil.rmtree(found.group(1), ignore_errors=True)  # left on disk, as said
