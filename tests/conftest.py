@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.fleet.fixtures import pg_url, postgres_cluster  # noqa: F401  (PostgreSQL fixtures)
 from tests.full_matrix import FullMatrix, run_full_matrix
+from tests.mounts import tmpfs  # noqa: F401  (small filesystems that fill up)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = Path(__file__).resolve().parent / "data"
