@@ -158,11 +158,18 @@ def run_command(
         jobs=jobs,
     )
     report, runs = _run(manifest, columns, options)
-    paths = write_reports(report, out_dir, stem="conformance-" + "-".join(columns), secrets=secrets)
-    if columns_out is not None:
-        document = json.dumps(columns_as_run(manifest, runs), indent=1, default=str)
-        write_private_text(columns_out, secrets.scrub(document))
-        paths["columns"] = columns_out
+    stem = "conformance-" + "-".join(columns)
+    try:
+        paths = write_reports(report, out_dir, stem=stem, secrets=secrets)
+        if columns_out is not None:
+            document = json.dumps(columns_as_run(manifest, runs), indent=1, default=str)
+            write_private_text(columns_out, secrets.scrub(document))
+            paths["columns"] = columns_out
+    except OSError as exc:  # a full disk, a quota, a directory that cannot be made
+        where = exc.filename if exc.filename is not None else out_dir
+        raise click.ClickException(
+            f"cannot write {where}: {exc.strerror or exc}; nothing was written there"
+        ) from None
     _print_summary(report, paths, secrets)
     _exit_for(report)
 

@@ -11,7 +11,6 @@ at-a-glance page. ``write_reports`` writes all three.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 import sharedos
+from sharedos.atomicfile import write_atomically
 from sharedos.conformance.columns.base import ColumnRun
 from sharedos.conformance.grading import SYMBOLS, Cell, Grade, grade_column
 from sharedos.conformance.localrows import confinement_of
@@ -462,8 +462,10 @@ def write_reports(
 
 
 def write_private_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (0600, also when it existed)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        os.fchmod(fh.fileno(), 0o600)
-        fh.write(text)
+    """Replace ``path`` with ``text``, readable by its owner only (0600), whole or not at all:
+    a full disk leaves the report of the run before as it was (``sharedos.atomicfile``).
+    An ``OSError`` names ``path`` (not the temporary file beside it)."""
+    try:
+        write_atomically(path, text, mode=0o600, exact_mode=True)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc

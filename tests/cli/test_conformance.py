@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
+from tests.mounts import MountFn, fill
 
 SHAPES = ("responses", "anthropic", "pi", "dsh")
 
@@ -163,3 +164,23 @@ def test_a_broken_host_configuration_is_positioned_not_a_traceback(tmp_path: Pat
     )
     assert res.exit_code == 1 and f"{host}:2:1: harness.codex.transport" in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_full_disk_leaves_the_earlier_reports_whole_and_says_so_in_one_line(
+    tmpfs: MountFn,
+) -> None:
+    """Before, the reports were truncated in place and written: a full disk was a Python
+    traceback, and the reports of the run before (the same paths) were left cut to what
+    fitted. Now each report replaces the one before whole or not at all, and the run
+    says which one it could not write."""
+    out = tmpfs("2m") / "reports"
+    argv = ["conformance", "run", "--column", "scripted", "--out", str(out)]
+    first = CliRunner().invoke(main, [*argv, "--shape", "pi"])
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    fill(out.parent)
+    again = CliRunner().invoke(main, argv)  # every shape: larger reports than the first
+    assert again.exit_code == 1 and not isinstance(again.exception, OSError), again.output
+    (line,) = [ln for ln in again.output.splitlines() if "No space left" in ln]
+    assert line.startswith("Error: cannot write ") and str(out) in line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing cut, no stray file
