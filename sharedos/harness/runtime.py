@@ -523,10 +523,37 @@ class McpHarnessRuntime:
         turn: _Turn,
     ) -> ProcessResult:
         """Open the turn bridge, run the harness against it, close it."""
+        opened = False
+        try:
+            async with self._bridge(
+                runtime_host, context, tool_policy, stdio_launch, turn
+            ) as bridge:
+                opened = True
+                return await self._bridged(turn, bridge)
+        except OSError as exc:
+            if opened:
+                raise
+            # the stdio turn file could not be written (a full disk, a quota): the turn
+            # opened and closed with no call, and the harness cannot start
+            shutil.rmtree(turn.turn_dir, ignore_errors=True)
+            raise HarnessUnavailable(
+                f"{self.harness.id}: cannot write its files for this turn in "
+                f"{turn.turn_dir.parent}: {exc.strerror or exc}"
+            ) from None
+
+    def _bridge(
+        self,
+        runtime_host: RuntimeHost,
+        context: AccessContext,
+        tool_policy: ToolPolicy,
+        stdio_launch: StdioLaunch | None,
+        turn: _Turn,
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The turn's bridge (``open_turn``) for this harness run."""
         from sharedos.bridge.turn import open_turn
         from sharedos.bridge.turnfile import StdioLaunch
 
-        async with open_turn(
+        return open_turn(
             runtime_host,
             context,
             tool_policy,
@@ -538,24 +565,25 @@ class McpHarnessRuntime:
             stdio=stdio_launch
             if stdio_launch is not None
             else StdioLaunch(directory=turn.stdio_dir or turn.turn_dir),
-        ) as bridge:
-            if bridge.catalog_hash != turn.identity.catalog_hash:
-                turn.notes.append(
-                    f"catalogHash changed between listing ({turn.identity.catalog_hash}) "
-                    f"and bridge ({bridge.catalog_hash})"
-                )
-                turn.identity = turn.identity.model_copy(
-                    update={"catalog_hash": bridge.catalog_hash}
-                )
-            turn.url = bridge.url
-            turn.serve_bridge = bridge.serve_socket
-            endpoint = recipes.BridgeEndpoint(
-                transport=bridge.transport,
-                url=bridge.url,
-                token=bridge.token,
-                command=bridge.command,
+        )
+
+    async def _bridged(self, turn: _Turn, bridge: Any) -> ProcessResult:
+        """Run the harness against the open ``bridge``."""
+        if bridge.catalog_hash != turn.identity.catalog_hash:
+            turn.notes.append(
+                f"catalogHash changed between listing ({turn.identity.catalog_hash}) "
+                f"and bridge ({bridge.catalog_hash})"
             )
-            return await self._launch(turn, endpoint)
+            turn.identity = turn.identity.model_copy(update={"catalog_hash": bridge.catalog_hash})
+        turn.url = bridge.url
+        turn.serve_bridge = bridge.serve_socket
+        endpoint = recipes.BridgeEndpoint(
+            transport=bridge.transport,
+            url=bridge.url,
+            token=bridge.token,
+            command=bridge.command,
+        )
+        return await self._launch(turn, endpoint)
 
     async def _launch(self, turn: _Turn, bridge: recipes.BridgeEndpoint | None) -> ProcessResult:
         """Prepare the harness's files for this turn and run it within the deadline."""
@@ -566,18 +594,27 @@ class McpHarnessRuntime:
             assert sandbox.door is not None and bridge.command
             sandbox.door.command = list(bridge.command)
             bridge = replace(bridge, command=sandbox.connector())
-        turn.launch = launch = recipes.prepare(
-            self.harness,
-            bridge=bridge,
-            turn_dir=turn.turn_dir,
-            prompt=turn.prompt,
-            model_url=turn.model.url if turn.model is not None else None,
-            host_env=self.environ,
-            command=self.command,
-            strict=turn.strict,
-            confined=sandbox is not None,
-            local_tools=turn.local_tools,
-        )
+        try:
+            turn.launch = launch = recipes.prepare(
+                self.harness,
+                bridge=bridge,
+                turn_dir=turn.turn_dir,
+                prompt=turn.prompt,
+                model_url=turn.model.url if turn.model is not None else None,
+                host_env=self.environ,
+                command=self.command,
+                strict=turn.strict,
+                confined=sandbox is not None,
+                local_tools=turn.local_tools,
+            )
+        except OSError as exc:
+            # a full disk or a quota under the run directory: the harness cannot start,
+            # and what was written of its files (one may hold the turn token) goes
+            shutil.rmtree(turn.turn_dir, ignore_errors=True)
+            raise HarnessUnavailable(
+                f"{self.harness.id}: cannot write its files for this turn in "
+                f"{turn.turn_dir.parent}: {exc.strerror or exc}"
+            ) from None
         if turn.secrets:
             launch.secret_values = tuple(dict.fromkeys((*launch.secret_values, *turn.secrets)))
         if self.harness.provider != "scripted":
