@@ -23,6 +23,7 @@ import base64
 import contextlib
 import contextvars
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.credentials import StoreOpener, read_reference
 from sharedos.upstream.secrets import CredentialError
 from sharedos.upstream.tokenstore import TokenRecord, TokenStoreError
+
+logger = logging.getLogger("sharedos.upstream")
 
 TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
@@ -290,8 +293,22 @@ class TokenSource:
         return self._record
 
     def _save(self, record: TokenRecord) -> None:
+        """Hold the renewed ``record`` and keep it in the store. One the store cannot take
+        (its disk full) is still held: the authorization server may have rotated the refresh
+        token, so it is the only good one left; this host uses it and says what to run."""
         self._record = record
-        self._store().save(self.config.id, self.tenant, self.principal, record)
+        try:
+            self._store().save(self.config.id, self.tenant, self.principal, record)
+        except (TokenStoreError, OSError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            logger.warning(
+                "the renewed tokens of %r for upstream %r could not be stored (%s): this "
+                "host uses them until it ends; if the next run is refused, run `%s`",
+                self.principal,
+                self.config.id,
+                why,
+                login_command(self.config, self.principal),
+            )
         self._changed()
 
     def _changed(self) -> None:
@@ -561,7 +578,15 @@ class TokenSource:
                 f"upstream {self.config.id!r}: client registration at {endpoint} answered "
                 "no client (RFC 7591: a JSON object with a client_id)"
             )
-        store.put_secret(self.config.id, _EXCHANGE_CLIENT, json.dumps(client))
+        try:
+            store.put_secret(self.config.id, _EXCHANGE_CLIENT, json.dumps(client))
+        except OSError as exc:  # its disk full: registered again by the next host that needs it
+            logger.warning(
+                "the client registered for token exchange with upstream %r could not be "
+                "stored (%s): this host uses it until it ends",
+                self.config.id,
+                exc.strerror or exc,
+            )
         return client
 
 

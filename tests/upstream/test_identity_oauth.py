@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -40,6 +41,7 @@ from sharedos.policy import compile_source
 from sharedos.upstream.broker import UpstreamBroker
 from sharedos.upstream.tokenstore import TokenStore, TokenStoreError, generate_key, store_opener
 from tests.adversarial.planted import SecretScan
+from tests.mounts import MountFn, fill
 from tests.upstream.conftest import (
     DATA,
     PY,
@@ -952,3 +954,30 @@ async def test_a_registration_answered_with_no_client_fails_that_upstream_only(
         async with b.turn(b.context("dave")) as t:
             got = await t.call("docs.whoami", {"path": "a"})
         assert got.is_error is False and structured(got)["subject"] == "dave"
+
+
+async def test_a_renewed_token_that_cannot_be_stored_still_serves_the_turn(
+    tmp_path: Path, servers: Servers, tmpfs: MountFn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, a refresh whose new tokens could not be written (the token store's disk
+    full) raised the OSError out of the broker: the turn never opened (a traceback from
+    ``sharedos run``), though the authorization server had rotated the refresh token and
+    the new tokens, the only good ones left, were in hand. Now they serve this host, and
+    the host says once that they were not stored and what to run."""
+    (tmp_path / "store").symlink_to(tmpfs("256k"))
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "fran"))).rc == 0
+    store = open_store(tmp_path)
+    rec = store.load("docs", "default", "fran")
+    assert rec is not None
+    store.save("docs", "default", "fran", rec.model_copy(update={"expires_at": 1.0}))
+    fill(tmp_path / "store")
+    with caplog.at_level(logging.WARNING, logger="sharedos.upstream"):
+        async with brokered_host(tmp_path, host) as b, b.turn(b.context("fran")) as t:
+            for path in ("a", "b"):
+                result = await t.call("docs.whoami", {"path": path})
+                assert structured(result).get("subject") == "fran", text_of(result)
+    assert servers.issued("fran") == ["authorization_code", "refresh_token"]  # once, kept
+    (said,) = [r.getMessage() for r in caplog.records if "could not be stored" in r.getMessage()]
+    assert "No space left on device" in said and "sharedos upstream login docs" in said
+    assert PREFIX not in said
