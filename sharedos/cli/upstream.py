@@ -550,8 +550,18 @@ def keygen(output: Path) -> None:
     except OSError as exc:
         click.echo(f"error: {output}: {exc.strerror}", err=True)
         sys.exit(EXIT_ERROR)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(generate_key() + "\n")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(generate_key() + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())  # tokens sealed with it must not outlive the key
+    except OSError as exc:  # a full disk, a quota: never a cut key, which no rerun may replace
+        output.unlink(missing_ok=True)
+        click.echo(
+            f"error: cannot write {output}: {exc.strerror or exc}; nothing was written there",
+            err=True,
+        )
+        sys.exit(EXIT_ERROR)
     click.echo(f"wrote a token store key to {output} (0600)")
 
 

@@ -21,7 +21,8 @@ from typing import Any
 import anyio
 import pytest
 
-from sharedos.upstream.tokenstore import generate_key
+from sharedos.upstream.tokenstore import decode_key, generate_key
+from tests.mounts import MountFn, fill
 from tests.upstream.conftest import FIXTURE, FIXTURE_RULES, PY, RUN_POLICY, structured
 from tests.upstream.test_identity_oauth import SHAREDOS, brokered_host
 
@@ -186,6 +187,28 @@ def test_the_documented_example_passes_host_check() -> None:
     )
     assert refused.returncode != 0 and "literal value is not allowed" in refused.stderr
     assert "literal-secret-value-123" not in refused.stdout + refused.stderr
+
+
+def test_a_store_key_that_cannot_be_written_leaves_no_file_and_can_be_made_later(
+    tmpfs: MountFn,
+) -> None:
+    """Before, ``keygen`` on a full disk was a Python traceback that left an empty key file
+    behind; once space returned, every ``keygen`` refused it ("exists; a key is never
+    overwritten") and the host refused the empty key. Now it is one line and no file."""
+    mnt = tmpfs("256k")
+    key = mnt / "token.key"
+    filler = fill(mnt)
+    argv = [SHAREDOS, "upstream", "keygen", "--output", str(key)]
+    full = subprocess.run(argv, capture_output=True, text=True)
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    assert full.stderr.strip() == (
+        f"error: cannot write {key}: No space left on device; nothing was written there"
+    )
+    assert not key.exists()
+    filler.unlink()
+    made = subprocess.run(argv, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert len(decode_key(key.read_text(encoding="utf-8"), str(key))) == 32
 
 
 def test_the_store_key_is_made_private_and_kept_apart_from_the_store(tmp_path: Path) -> None:
