@@ -63,8 +63,9 @@ __all__ = ["EvidenceRecorder", "EvidenceUnavailable", "GiveUp", "RecordOnlyStore
 
 logger = logging.getLogger("sharedos.evidence")
 
-#: why a waiting write was given up: its bound passed, or its caller was cancelled
-GiveUp = Literal["timeout", "cancelled"]
+#: why a write was given up: its bound passed, its caller was cancelled, or the store
+#: refused it for a cause that passes (``OWED_CAUSES``: written later, saying which)
+GiveUp = Literal["timeout", "cancelled", "locked", "disk_full"]
 #: the outcome to write instead, for a write given up on
 Fallback = Callable[[GiveUp], OutcomeRecord]
 #: causes of a refused write that pass, and after which nothing of the write is in the store
@@ -377,9 +378,10 @@ class EvidenceRecorder:
         if cause not in OWED_CAUSES or job.instead is None:
             return
         instead = job.instead
+        why: GiveUp = "disk_full" if cause == "disk_full" else "locked"
         with self._lock:
             if len(self._owed) < self.max_pending:
-                self._owed.append(lambda: instead("timeout"))
+                self._owed.append(lambda: instead(why))
 
     def _settle_owed(self) -> None:
         """Queue the owed records on the writer thread (after a write landed: the store answers)."""

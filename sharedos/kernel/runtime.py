@@ -567,14 +567,13 @@ def _given_up(
         if had is not None and not ran:
             return OutcomeRecord(had.outcome, at, ms, had.reason, had.error)  # a refusal stands
         return OutcomeRecord(Outcome.CANCELLED, at, ms, ReasonCode.CANCELLED, None)
+    # the store did not answer in time, or refused the write at once (its cause)
+    failed = f"within {bound_s:g} s" if why == "timeout" else f"({why})"
     if ran and had is not None:
         ended = str(had.outcome) + (f"/{had.reason}" if had.reason else "")
-        error = (
-            f"the outcome could not be committed within {bound_s:g} s; "
-            f"the tool had finished: {ended}"
-        )
+        error = f"the outcome could not be committed {failed}; the tool had finished: {ended}"
     else:
-        error = f"the attempt could not be committed within {bound_s:g} s; nothing ran"
+        error = f"the attempt could not be committed {failed}; nothing ran"
     return OutcomeRecord(Outcome.FAILED, at, ms, ReasonCode.EVIDENCE_UNAVAILABLE, error)
 
 

@@ -23,6 +23,7 @@ from sharedos.evidence import (
 from sharedos.kernel import Kernel, RuntimeHost, ToolCall, ToolResult
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import Outcome, ReasonCode
+from tests.mounts import MountFn, fill
 from tests.timing import bound
 
 from .conftest import ALICE, ALL, misc_tool
@@ -217,6 +218,39 @@ async def test_calls_refused_while_the_store_was_locked_are_recorded_once_it_ans
     assert "nothing ran" in (records["attempt-locked"].error or "")
     assert "nothing ran" in (records["refusal-locked"].error or "")
     assert records["after"].status == "succeeded"
+
+
+async def test_a_call_refused_for_a_full_disk_is_recorded_with_that_cause(
+    kernel: Kernel, tmpfs: MountFn
+) -> None:
+    """A call refused because the disk was full is recorded, once space returns, as what it
+    was: before, its record said "the attempt could not be committed within 2 s", the text
+    of a store that did not answer in time, though the store had refused it at once
+    (``disk_full``): an auditor read a slow disk where there was a full one."""
+    mnt = tmpfs("1m")
+    ran: list[str] = []
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    store = SqliteEvidenceStore(mnt / "e.db")
+    host = _host(kernel, store, misc_tool(handler, pad={"type": "string"}))
+    pad = "x" * 60_000  # more than the pages the WAL already holds can take
+    assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+    filler = fill(mnt)
+    refused = await call(host, "misc.echo", {"path": "/y", "pad": pad}, "refused")
+    assert (refused.outcome, refused.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+    filler.unlink()
+    assert (await call(host, "misc.echo", {"path": "/z"}, "after")).reason is None
+    deadline = time.monotonic() + bound(5.0)
+    while "refused" not in (records := {r.call_id: r for r in store.query()}):
+        assert time.monotonic() < deadline, "the refused call was never recorded"
+        await anyio.sleep(0.02)
+    assert ran == ["before", "after"]
+    rec = records["refused"]
+    assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE)
+    assert rec.error == "the attempt could not be committed (disk_full); nothing ran"
 
 
 class HangingStore:
