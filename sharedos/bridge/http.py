@@ -39,6 +39,7 @@ from sharedos.compat.uvicorn import (
     ConnectionGuard,
     ConnectionLimits,
     EmbeddedUvicorn,
+    PacedListener,
     embedded_config,
 )
 
@@ -373,7 +374,7 @@ async def _respond(
 
 def bind_loopback() -> socket.socket:
     """A listening TCP socket on 127.0.0.1 with an ephemeral port (``IPPROTO_TCP``: see module doc)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = PacedListener(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.bind((LOOPBACK, 0))
         sock.listen(128)
