@@ -535,11 +535,16 @@ class McpHarnessRuntime:
                 raise
             # the stdio turn file could not be written (a full disk, a quota): the turn
             # opened and closed with no call, and the harness cannot start
-            shutil.rmtree(turn.turn_dir, ignore_errors=True)
-            raise HarnessUnavailable(
-                f"{self.harness.id}: cannot write its files for this turn in "
-                f"{turn.turn_dir.parent}: {exc.strerror or exc}"
-            ) from None
+            raise self._cannot_write(turn, exc) from None
+
+    def _cannot_write(self, turn: _Turn, exc: OSError) -> HarnessUnavailable:
+        """Remove the turn directory (what was written of the harness's files) and say why
+        the harness cannot start: its files could not be written there."""
+        remove_tree(turn.turn_dir)
+        return HarnessUnavailable(
+            f"{self.harness.id}: cannot write its files for this turn in "
+            f"{turn.turn_dir.parent}: {exc.strerror or exc}"
+        )
 
     def _bridge(
         self,
@@ -610,11 +615,7 @@ class McpHarnessRuntime:
         except OSError as exc:
             # a full disk or a quota under the run directory: the harness cannot start,
             # and what was written of its files (one may hold the turn token) goes
-            shutil.rmtree(turn.turn_dir, ignore_errors=True)
-            raise HarnessUnavailable(
-                f"{self.harness.id}: cannot write its files for this turn in "
-                f"{turn.turn_dir.parent}: {exc.strerror or exc}"
-            ) from None
+            raise self._cannot_write(turn, exc) from None
         if turn.secrets:
             launch.secret_values = tuple(dict.fromkeys((*launch.secret_values, *turn.secrets)))
         if self.harness.provider != "scripted":
