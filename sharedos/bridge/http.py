@@ -33,13 +33,13 @@ from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
 from sharedos.bridge.sse_answer import AnswerOrStream
 from sharedos.compat import mcp_sdk
+from sharedos.compat.asyncio_accept import PacedListener
 from sharedos.compat.uvicorn import (
     BODY_DEADLINE_EXTENSION,
     BridgeStartError,
     ConnectionGuard,
     ConnectionLimits,
     EmbeddedUvicorn,
-    PacedListener,
     embedded_config,
 )
 

@@ -13,10 +13,9 @@ open by a stalled peer, so this module drives uvicorn's pieces itself:
   ``timeout_keep_alive_task`` and ``_unset_keepalive_if_required``) to add a
   header read deadline (which also bounds a connection that never sends a
   byte), a body read deadline, and a per-listener connection cap;
-- ``PacedListener`` is the listening socket asyncio accepts on: out of
-  descriptors, it fails one ``accept()`` per pause, not ``backlog`` of them
-  (asyncio's own accept loop does not stop at EMFILE), and the one line
-  asyncio then logs carries no traceback.
+- the listening socket asyncio accepts on is a ``PacedListener``
+  (``sharedos.compat.asyncio_accept``): out of descriptors, it fails one
+  ``accept()`` per pause, not ``backlog`` of them, in one line.
 
 Importing this module on any other uvicorn version raises ``VendorVersionError``.
 """
@@ -25,11 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
-import logging
 import socket
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -41,6 +37,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from sharedos.compat import require_version
+from sharedos.compat.asyncio_accept import PacedListener, quiet_accept_failures
 from sharedos.errors import BridgeError
 
 #: the uvicorn release this module was read against and tested with
@@ -55,73 +52,6 @@ Phase = Literal["headers", "body"]
 
 class BridgeStartError(BridgeError, RuntimeError):
     """The turn's HTTP listener could not be started."""
-
-
-#: accept() errors after which asyncio pauses a listener (``ACCEPT_RETRY_DELAY``, 1 s)
-_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-#: how long ``PacedListener`` answers "no connection waiting" after one of them: less
-#: than asyncio's retry delay, so its retry accepts for real
-_PAUSE_S = 0.5
-#: what asyncio logs (with a traceback) for each of them
-_ACCEPT_FAILED = "socket.accept() out of system resource"
-
-
-class PacedListener(socket.socket):
-    """A listening socket that fails one ``accept()`` per pause when the host is out of
-    descriptors (or memory), and reports "no connection waiting" for the rest of it.
-
-    asyncio's accept loop (``selector_events._accept_connection``, CPython 3.11) does
-    not return at EMFILE: it calls ``accept()`` again up to ``backlog`` times in the
-    same tick (uvicorn: 2,048), and for each failure logs a traceback and schedules one
-    more retry. A host out of descriptors then wrote about 8,000 tracebacks a second
-    (40 MB of stderr in 12 s here) and spent its CPU on them. Here the first failure
-    pauses the listener as asyncio means to (it stops reading the socket for 1 s);
-    the calls after it in that tick see an empty queue and end the loop.
-    """
-
-    _paused_until = 0.0
-
-    @classmethod
-    def of(cls, sock: socket.socket) -> PacedListener:
-        """``sock`` (a listening socket) as a ``PacedListener``; ``sock`` is detached."""
-        if isinstance(sock, PacedListener):
-            return sock
-        paced = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
-        paced.setblocking(False)
-        return paced
-
-    def accept(self) -> tuple[socket.socket, Any]:
-        if time.monotonic() < self._paused_until:
-            raise BlockingIOError(errno.EAGAIN, "paused: the host is out of resources")
-        try:
-            return super().accept()
-        except OSError as exc:
-            if exc.errno in _OUT_OF_RESOURCES:
-                self._paused_until = time.monotonic() + _PAUSE_S
-            raise
-
-
-class _OneLineAcceptFailure(logging.Filter):
-    """asyncio's report of a paused listener as one line: the cause, never a traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and str(record.msg).startswith(_ACCEPT_FAILED):
-            exc = record.exc_info[1]
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
-            record.msg = (
-                "sharedos: a turn's listener cannot accept a connection: %s; retrying in 1 s"
-            )
-            record.args = (why,)
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
-def _quiet_accept_failures() -> None:
-    """Install ``_OneLineAcceptFailure`` on asyncio's logger, once per process."""
-    log = logging.getLogger("asyncio")
-    if not any(isinstance(f, _OneLineAcceptFailure) for f in log.filters):
-        log.addFilter(_OneLineAcceptFailure())
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +248,7 @@ class EmbeddedUvicorn(uvicorn.Server):
         if not config.loaded:
             config.load()
         self.lifespan = config.lifespan_class(config)
-        _quiet_accept_failures()
+        quiet_accept_failures()
         try:
             await self.startup(sockets=[PacedListener.of(sock)])
         except SystemExit as exc:  # uvicorn exits the process on a failed lifespan

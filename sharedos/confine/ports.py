@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from sharedos.compat.asyncio_accept import PacedListener, quiet_accept_failures
 from sharedos.confine.detect import ConfinementUnavailable
 
 #: ``serve(sock)``: start accepting connections on a listening socket from the sandbox
@@ -352,4 +353,6 @@ class _Inbound(_Pipe):
 async def relay_to_loopback(sock: socket.socket, port: int) -> asyncio.AbstractServer:
     """Serve ``sock`` (a sandbox listener) by relaying each connection to the host's ``port``."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: _Inbound(port), sock=sock)
+    quiet_accept_failures()
+    # out of descriptors, asyncio's accept loop would spin and log a traceback per try
+    return await loop.create_server(lambda: _Inbound(port), sock=PacedListener.of(sock))

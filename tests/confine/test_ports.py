@@ -10,13 +10,23 @@ whose first binds meet it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
+import gc
+import logging
+import os
+import resource
 import socket
+import subprocess
+import sys
 
+import anyio
 import pytest
 
 from sharedos.confine import ports
 from sharedos.confine.ports import _bind_when_up
+from tests.timing import bound
 
 
 class LoopbackComingUp(socket.socket):
@@ -57,3 +67,83 @@ def test_a_loopback_that_never_comes_up_fails_after_the_bound(
             _bind_when_up(sock, 0)
         assert caught.value.errno == errno.EADDRNOTAVAIL
         assert sock.tries > 1
+
+
+_TCP_FLOOD = """
+import resource, socket, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(int(sys.argv[2]))]
+print("connected", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+async def test_a_relay_out_of_descriptors_says_so_in_one_line_and_relays_after(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The sandbox's loopback relays are asyncio servers too: out of descriptors, asyncio's
+    accept loop retried ``accept()`` up to the backlog per tick, logging a traceback each
+    time (the exhaustion hunt saw it on the turn's HTTP listener and noted this one).
+    Now a relay pauses once a second, says so in one line, and relays again after."""
+    caplog.set_level(logging.INFO)
+    target = await asyncio.start_server(_echo, "127.0.0.1", 0)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(100)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    loop = asyncio.get_running_loop()
+    runner_handler = loop.get_exception_handler()
+    loop.set_exception_handler(None)  # asyncio's own handler, as a host's loop has
+    relay = await ports.relay_to_loopback(listener, target.sockets[0].getsockname()[1])
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        gc.collect()
+        used = len(os.listdir("/proc/self/fd"))
+        flood: subprocess.Popen[str] | None = None
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (used + 16, hard))
+            flood = subprocess.Popen(
+                [sys.executable, "-c", _TCP_FLOOD, str(port), "80"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert flood.stdout is not None
+            assert flood.stdout.readline().strip() == "connected"
+            with anyio.fail_after(bound(30)):
+                while not _accept_failures(caplog):
+                    await anyio.sleep(0.05)
+            await anyio.sleep(2.5)  # asyncio retries every second meanwhile
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            if flood is not None:
+                flood.communicate("")
+        with anyio.fail_after(bound(30)):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"ping\n")
+            assert await reader.readline() == b"ping\n"
+            writer.close()
+    finally:
+        relay.close()
+        target.close()
+        loop.set_exception_handler(runner_handler)
+    assert [r for r in caplog.records if r.exc_info] == []
+    said = _accept_failures(caplog)
+    assert 1 <= len(said) <= 20, len(said)  # about one a second, not thousands
+    assert all("\n" not in line and "Too many open files" in line for line in said), said[:3]
+
+
+async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError):
+        while line := await reader.readline():
+            writer.write(line)
+            await writer.drain()
+    writer.close()
+
+
+def _accept_failures(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "accept" in r.getMessage()]
