@@ -500,13 +500,22 @@ def _can_elicit(peer: Any) -> bool:
         return False
 
 
+#: the longest client name an approval's detail keeps (a client gives it in ``initialize``;
+#: uncapped, a 4 MiB name bloated every record and refusal of the approval)
+CLIENT_NAME_CHARS = 200
+
+
 def _client_name(peer: Any) -> str:
     name = getattr(peer, "client_name", None)
     try:
         text = name() if callable(name) else name
     except Exception:
         text = None
-    return f" ({text})" if isinstance(text, str) and text else ""
+    if not isinstance(text, str) or not text:
+        return ""
+    if len(text) > CLIENT_NAME_CHARS:
+        text = text[:CLIENT_NAME_CHARS] + "…"
+    return f" ({text})"
 
 
 def _history(found: Iterable[Approval], now: datetime) -> list[str]:

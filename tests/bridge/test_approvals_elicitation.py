@@ -420,3 +420,31 @@ async def test_a_standalone_stdio_bridge_keeps_the_hosts_approval_settings(
     assert payload["reason"] == "approval_required" and payload["retry"] is True
     assert "elicitation is off on this host" in payload["detail"]
     assert not s.written.exists()
+
+
+async def test_a_clients_name_is_kept_short_in_the_approval(tmp_path: Path) -> None:
+    """The client's ``initialize`` name goes into the approval's detail (who answered). Over
+    HTTP it was kept whole: a name of a few MiB went into every event, record and refusal
+    of the approval. It is cut at 200 characters, as the stdio relay already did."""
+    from mcp_types import Implementation
+
+    s = Setup(tmp_path)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    long_name = "client-" + "x" * 100_000
+    async with (
+        open_turn(s.host, MAYA, RUN) as turn,
+        http_client(
+            turn.url,
+            turn.token,
+            mode="legacy",
+            elicitation_callback=person,
+            client_info=Implementation(name=long_name, version="1"),
+        ) as client,
+    ):
+        result = await client.call_tool("files.write", ARGS)
+    assert not result.is_error, result.content
+    (approval,) = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
+    assert approval.detail is not None and "answered accept at the client (client-xxx" in (
+        approval.detail
+    )
+    assert len(approval.detail) < 1_000, len(approval.detail)
