@@ -589,9 +589,25 @@ async def _run_turn(opts: dict[str, Any]) -> int:
                     for line in explain_catalog(host, context, tool_policy, turn_upstreams):
                         click.echo(line)
                     return EXIT_OK
-                return await _launch(opts, host, context, tool_policy, turn_upstreams)
+                try:
+                    return await _launch(opts, host, context, tool_policy, turn_upstreams)
+                finally:
+                    await _say_unwritten(host)
     finally:
         store.close()
+
+
+async def _say_unwritten(host: Any) -> None:
+    """One line when records of calls the store refused (a full disk, a lock) could not be
+    written before exit: those calls did not run, and nothing in the store says so."""
+    missing = await host.settle_unwritten()
+    if missing:
+        click.echo(
+            f"sharedos: {missing} record{'s' if missing != 1 else ''} of calls the evidence "
+            "store refused (a full disk, a lock) could not be written before exit: those "
+            "calls did not run, and the store has no record of them",
+            err=True,
+        )
 
 
 def stream_printer(harness_id: str) -> Any:

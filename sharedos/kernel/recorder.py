@@ -137,6 +137,8 @@ class EvidenceRecorder:
         self._heads_queued = False
         #: what callers of refused writes were told, to be written once the store answers
         self._owed: list[Callable[[], None]] = []
+        #: owed records not kept at all (past ``max_pending``)
+        self._owed_dropped = 0
         self._settling = False
 
     # -- the three writes --------------------------------------------------------
@@ -382,6 +384,23 @@ class EvidenceRecorder:
         with self._lock:
             if len(self._owed) < self.max_pending:
                 self._owed.append(lambda: instead(why))
+            else:
+                self._owed_dropped += 1
+
+    def unwritten(self) -> int:
+        """How many records of refused calls (``OWED_CAUSES``) are still not in the store."""
+        with self._lock:
+            return len(self._owed) + self._owed_dropped
+
+    def settle_unwritten(self) -> int:
+        """Try once more, now and on this thread, to write what refused calls are owed (a
+        process about to exit); how many are still not in the store."""
+        with self._lock:
+            if self._settling:
+                return len(self._owed) + self._owed_dropped
+            self._settling = True
+        self._write_owed()
+        return self.unwritten()
 
     def _settle_owed(self) -> None:
         """Queue the owed records on the writer thread (after a write landed: the store answers)."""

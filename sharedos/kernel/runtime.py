@@ -228,6 +228,12 @@ class RuntimeHost:
         """The bound on every evidence write."""
         return self._recorder.timeout_s
 
+    async def settle_unwritten(self) -> int:
+        """Before the host goes away: write, if the store takes them now, the records of calls
+        it refused for a cause that passes (a full disk, a lock; written later, saying so);
+        how many are still not in the store (those calls did not run, and left no record)."""
+        return await anyio.to_thread.run_sync(self._recorder.settle_unwritten)
+
     # -- public entry points -------------------------------------------------------
 
     async def invoke_tool(

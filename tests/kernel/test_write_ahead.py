@@ -436,3 +436,32 @@ async def test_commits_taken_without_the_writer_thread_keep_the_wal_bounded(
             largest = max(largest, wal.stat().st_size)
     assert store.counts().total == 3000 and store.counts().interrupted == 0
     assert largest < 8 * 1024 * 1024, f"the WAL grew to {largest} bytes"
+
+
+async def test_records_still_owed_at_exit_are_written_if_they_can_be_and_counted_if_not(
+    kernel: Kernel, tmpfs: MountFn
+) -> None:
+    """A call refused for a full disk is written later, once a write lands. A host that
+    exits before any does (the disk still full, or freed with no call after) dropped it
+    without a word: the exhaustion hunt saw a run report 0 failed calls while its harness
+    had been told 29 failed. ``settle_unwritten`` tries once more at exit and says how
+    many are still missing (``sharedos run`` prints it)."""
+    mnt = tmpfs("1m")
+    store = SqliteEvidenceStore(mnt / "e.db")
+    host = _host(
+        kernel, store, misc_tool(lambda a, h: HandlerResult.text("ran"), pad={"type": "string"})
+    )
+    pad = "x" * 60_000
+    assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+    filler = fill(mnt)
+    for n in range(3):
+        refused = await call(host, "misc.echo", {"path": f"/y{n}", "pad": pad}, f"refused{n}")
+        assert refused.reason is ReasonCode.EVIDENCE_UNAVAILABLE
+    assert await host.settle_unwritten() == 3  # still full: nothing can be written
+    filler.unlink()
+    assert await host.settle_unwritten() == 0  # space again: written now, at exit
+    records = {r.call_id: r for r in store.query()}
+    for n in range(3):
+        rec = records[f"refused{n}"]
+        assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE)
+        assert rec.error == "the attempt could not be committed (disk_full); nothing ran"
