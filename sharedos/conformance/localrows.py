@@ -259,11 +259,6 @@ _NAMED = {
 }
 
 
-def artifact_label(turn_dir: Path, path: Path) -> str:
-    """A reader's name for one file of a turn directory."""
-    return _artifact(path.relative_to(turn_dir).as_posix())
-
-
 def _artifact(rel: str) -> str:
     """A reader's name for the file at ``rel`` (relative, ``/``-separated) of a turn directory."""
     return _NAMED.get(rel, f"the turn directory's {rel}")
