@@ -96,32 +96,33 @@ def _mount_of(path: str, readonly: Sequence[str], writable: Sequence[str]) -> st
     return best
 
 
-def _movable_ancestor(root: str, readonly: Sequence[str], writable: Sequence[str]) -> str | None:
-    """A directory on the way to ``root`` that a sandboxed process could rename, or None.
+def _movable(path: str, readonly: Sequence[str], writable: Sequence[str]) -> str | None:
+    """``path`` or the first directory above it that a sandboxed process could rename, or
+    None: a plain directory (not a bind's own mount point) inside a read-write bind.
 
-    A mask (a tmpfs or ``/dev/null`` mounted over ``root``) cannot be unlinked or
+    A mask (a tmpfs or ``/dev/null`` mounted over a root) cannot be unlinked or
     renamed, and neither can a bind's own mount point; but a plain directory between
     them, inside a read-write bind, can: moved away (the mask moves with it), the
     path is free, and what the process creates there replaces the root on the host.
     """
     mounts = {*readonly, *writable}
-    ancestor = os.path.dirname(root)
-    while ancestor != os.path.dirname(ancestor):
-        parent = os.path.dirname(ancestor)
-        if ancestor not in mounts and _mount_of(parent, readonly, writable) in writable:
-            return ancestor
-        ancestor = parent
+    here = path
+    while here != os.path.dirname(here):
+        parent = os.path.dirname(here)
+        if here not in mounts and _mount_of(parent, readonly, writable) in writable:
+            return here
+        here = parent
     return None
+
+
+def _movable_ancestor(root: str, readonly: Sequence[str], writable: Sequence[str]) -> str | None:
+    """A directory on the way to ``root`` that a sandboxed process could rename, or None."""
+    return _movable(os.path.dirname(root), readonly, writable)
 
 
 def _replaceable(path: str, readonly: Sequence[str], writable: Sequence[str]) -> bool:
     """True when a sandboxed process could remove, rename or replace ``path`` on the host."""
-    if (
-        path not in {*readonly, *writable}
-        and _mount_of(os.path.dirname(path), readonly, writable) in writable
-    ):
-        return True
-    return _movable_ancestor(path, readonly, writable) is not None
+    return _movable(path, readonly, writable) is not None
 
 
 def canonical(path: str | os.PathLike[str]) -> str:
