@@ -29,6 +29,7 @@ __all__ = [
     "read_private",
     "read_secret",
     "read_text",
+    "secret_problem",
 ]
 
 #: far above any host file, key or bundle SharedOS writes (a 10,000-rule bundle is a few MB)
@@ -65,6 +66,18 @@ def read_secret(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes:
     return _read(path, limit, private=False, secret=True)
 
 
+def secret_problem(st: os.stat_result) -> str | None:
+    """Why the file ``st`` describes cannot hold a credential, or None: it must be a regular
+    file owned by this user that no other user may read or write."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid != os.geteuid():
+        return "not owned by the user SharedOS runs as"
+    if st.st_mode & 0o077:
+        return f"readable or writable by others (mode {stat.S_IMODE(st.st_mode):04o}; chmod 600)"
+    return None
+
+
 def _read(
     path: str | os.PathLike[str], limit: int, *, private: bool, secret: bool = False
 ) -> bytes:
@@ -73,18 +86,9 @@ def _read(
     try:
         st = os.fstat(fd)
         mode = st.st_mode
-        if secret:
-            problem = (
-                "not a regular file"
-                if not stat.S_ISREG(mode)
-                else "not owned by the user SharedOS runs as"
-                if st.st_uid != os.geteuid()
-                else f"readable or writable by others (mode {stat.S_IMODE(mode):04o}; chmod 600)"
-                if mode & 0o077
-                else None
-            )
-            if problem is not None:
-                raise UnreadableFile(errno.EACCES, problem, os.fspath(path))
+        problem = secret_problem(st) if secret else None
+        if problem is not None:
+            raise UnreadableFile(errno.EACCES, problem, os.fspath(path))
         if private and stat.S_ISREG(mode) and mode & 0o077:
             raise UnreadableFile(
                 errno.EACCES,

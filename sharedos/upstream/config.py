@@ -50,6 +50,7 @@ from pydantic import (
     model_validator,
 )
 
+from sharedos import textfile
 from sharedos.errors import UpstreamError
 from sharedos.tomlpos import key_positions, locate
 
@@ -725,13 +726,8 @@ def secret_file_problem(path: Path, *, must_exist: bool) -> str | None:
         return f"cannot be read ({exc.strerror or type(exc).__name__})"
     if stat.S_ISLNK(st.st_mode):
         return "is a symbolic link (give the file itself)"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_uid != os.geteuid():
-        return "is not owned by the user SharedOS runs as"
-    if st.st_mode & 0o077:
-        return f"is readable or writable by others (mode {stat.S_IMODE(st.st_mode):04o}; chmod 600)"
-    return None
+    problem = textfile.secret_problem(st)  # what the read checks again, on the file it opens
+    return None if problem is None else f"is {problem}"
 
 
 def _check_oauth(
