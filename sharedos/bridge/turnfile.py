@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from sharedos.atomicfile import write_atomically
 from sharedos.bridge.limits import TransportLimits
-from sharedos.confine.leftovers import OWNER, Claim, claim
+from sharedos.confine.leftovers import Claim, claim, discard_empty
 from sharedos.context import AccessContext
 from sharedos.errors import BridgeError
 from sharedos.toolpolicy import ToolPolicy
@@ -373,12 +373,7 @@ async def open_stdio_turn(
                 await relay_host.close(linger_s=launch.close_linger_s + 0.25)
         with contextlib.suppress(FileNotFoundError):
             turn_path.unlink()
-        with contextlib.suppress(OSError):
-            (workdir / OWNER).unlink()
-        with contextlib.suppress(OSError):
-            workdir.rmdir()
-        if claimed is not None:
-            claimed.release()
+        discard_empty(workdir, claimed)
         if extra_dir is not None:
             with contextlib.suppress(OSError):
                 extra_dir.rmdir()

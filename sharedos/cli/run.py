@@ -75,7 +75,7 @@ import click
 
 from sharedos import textfile
 from sharedos.cli._help import with_short_help
-from sharedos.confine.leftovers import Claim, claim, remove_tree, sweep
+from sharedos.confine.leftovers import Claim, claim, discard, sweep
 from sharedos.terminal import printable
 
 EXIT_OK = 0
@@ -867,9 +867,7 @@ async def _launch(
         return _cannot_confine(tool_policy.name, str(exc))
     finally:
         if remove:
-            remove_tree(base)  # never recursing: the harness could make a tree of any depth
-        if claimed is not None:
-            claimed.release()
+            discard(base, claimed)  # never recursing: the harness could make a tree of any depth
     return _report(opts, result, turn_upstreams, base, remove)
 
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sharedos.confine.leftovers import OWNER, Claim, claim
+from sharedos.confine.leftovers import Claim, claim, discard_empty
 
 logger = logging.getLogger(__name__)
 
@@ -238,12 +238,7 @@ class StdioDoor:
         self._acceptor.join(timeout=5)
         with contextlib.suppress(OSError):
             self.path.unlink()
-        with contextlib.suppress(OSError):
-            (self.directory / OWNER).unlink()
-        with contextlib.suppress(OSError):
-            self.directory.rmdir()
-        if self._claim is not None:
-            self._claim.release()
+        discard_empty(self.directory, self._claim)
 
 
 def _end(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:

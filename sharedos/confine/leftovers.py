@@ -26,7 +26,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["OWNER", "Claim", "claim", "remove_tree", "sweep"]
+__all__ = ["OWNER", "Claim", "claim", "discard", "discard_empty", "remove_tree", "sweep"]
 
 #: the file whose lock says a directory's run is alive
 OWNER = ".owner"
@@ -64,6 +64,25 @@ def claim(directory: Path) -> Claim:
             staging.unlink()
         raise
     return Claim(directory, fd)
+
+
+def discard(directory: Path, held: Claim | None) -> None:
+    """Remove ``directory`` and all it holds (``remove_tree``), then drop ``held``, this
+    process's claim on it (None: it was never claimed)."""
+    remove_tree(directory)
+    if held is not None:
+        held.release()
+
+
+def discard_empty(directory: Path, held: Claim | None) -> None:
+    """Remove ``directory`` if nothing but its claim is left in it (else leave it), then
+    drop ``held``."""
+    with contextlib.suppress(OSError):
+        (directory / OWNER).unlink()
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+    if held is not None:
+        held.release()
 
 
 def sweep(parent: Path, prefixes: Iterable[str]) -> list[Path]:

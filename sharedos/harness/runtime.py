@@ -49,7 +49,7 @@ from sharedos.confine import (
     supervised,
 )
 from sharedos.confine.door import STDIO_PREFIX, private_base
-from sharedos.confine.leftovers import Claim, claim, remove_tree
+from sharedos.confine.leftovers import Claim, claim, discard, remove_tree
 from sharedos.confine.ports import ServeFn
 from sharedos.confine.programs import too_wide
 from sharedos.context import AccessContext
@@ -835,9 +835,7 @@ class McpHarnessRuntime:
 def _remove_stdio_dir(turn: _Turn) -> None:
     """Remove the turn's private stdio directory (if any), then drop the claim on it."""
     if turn.stdio_dir is not None:
-        remove_tree(turn.stdio_dir)
-    if turn.stdio_claim is not None:
-        turn.stdio_claim.release()
+        discard(turn.stdio_dir, turn.stdio_claim)
 
 
 def _refuse_visible_turn_files(directory: Path, sandbox: HarnessSandbox) -> None:
