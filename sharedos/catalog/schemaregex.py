@@ -140,13 +140,14 @@ def _additional_properties(
             yield from validator.descend(instance[extra], additional, path=extra)
     elif not additional and extras:
         # jsonschema's own wording, which callers and tests know
-        verb = "was" if len(extras) == 1 else "were"
+        one = len(extras) == 1
         shown = ", ".join(repr(name) for name in extras)
         if patterns:
             listed = ", ".join(repr(p) for p in sorted(patterns))
-            verb = "does" if len(extras) == 1 else "do"
+            verb = "does" if one else "do"
             yield ValidationError(f"{shown} {verb} not match any of the regexes: {listed}")
         else:
+            verb = "was" if one else "were"
             yield ValidationError(
                 f"Additional properties are not allowed ({shown} {verb} unexpected)"
             )

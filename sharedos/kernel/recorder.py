@@ -396,10 +396,9 @@ class EvidenceRecorder:
         """Try once more, now and on this thread, to write what refused calls are owed (a
         process about to exit); how many are still not in the store."""
         with self._lock:
-            if self._settling:
-                return len(self._owed) + self._owed_dropped
-            self._settling = True
-        self._write_owed()
+            busy, self._settling = self._settling, True
+        if not busy:  # else the writer thread is writing them already
+            self._write_owed()
         return self.unwritten()
 
     def _settle_owed(self) -> None:
