@@ -8,13 +8,7 @@ on stderr ("Error handling POST request", "Exception in ASGI application").
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
-import os
-import resource
-import subprocess
-import sys
-from pathlib import Path
 
 import anyio
 import pytest
@@ -24,6 +18,7 @@ from sharedos.bridge.limits import TransportLimits
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime, http_client
 from tests.bridge.rawwire import call, frame, http_post_head
+from tests.descriptors import assert_paced, exhaust_descriptors, needs_proc_fd
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
@@ -86,24 +81,7 @@ async def test_a_call_in_flight_at_close_is_one_line_and_recorded(
     assert [(r.tool, str(r.outcome)) for r in records] == [("slow.wait", "cancelled")]
 
 
-_TCP_FLOOD = """
-import resource, socket, sys
-hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(int(sys.argv[2]))]
-print("connected", flush=True)
-sys.stdin.read()
-"""
-
-
-def _open_fds() -> int | None:
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return None  # out of descriptors this very moment
-
-
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+@needs_proc_fd
 async def test_a_host_out_of_descriptors_says_so_in_one_line_and_serves_after(
     runtime: Runtime, alice: AccessContext, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -121,29 +99,7 @@ async def test_a_host_out_of_descriptors_says_so_in_one_line_and_serves_after(
     try:
         async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
             assert turn.port is not None
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            gc.collect()
-            used = _open_fds()
-            assert used is not None
-            flood: subprocess.Popen[str] | None = None
-            try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (used + 16, hard))
-                flood = subprocess.Popen(
-                    [sys.executable, "-c", _TCP_FLOOD, str(turn.port), "200"],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                assert flood.stdout is not None
-                assert flood.stdout.readline().strip() == "connected"
-                with anyio.fail_after(bound(30)):
-                    while not _accept_failures(caplog):
-                        await anyio.sleep(0.05)
-                await anyio.sleep(2.5)  # asyncio retries every second meanwhile
-            finally:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-                if flood is not None:
-                    flood.communicate("")
+            await exhaust_descriptors(turn.port, 200, caplog)
             with anyio.fail_after(bound(30)):
                 async with http_client(str(turn.url), turn.token) as client:
                     ok = await client.call_tool("files.read", {"path": "/public/a.txt"})
@@ -151,11 +107,4 @@ async def test_a_host_out_of_descriptors_says_so_in_one_line_and_serves_after(
         await anyio.sleep(1.5)  # no retry of a closed listener is left behind either
     finally:
         loop.set_exception_handler(runner_handler)
-    assert _tracebacks(caplog) == []
-    said = _accept_failures(caplog)
-    assert 1 <= len(said) <= 20, len(said)  # about one a second, not thousands
-    assert all("\n" not in line and "Too many open files" in line for line in said), said[:3]
-
-
-def _accept_failures(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "accept" in r.getMessage()]
+    assert_paced(caplog)

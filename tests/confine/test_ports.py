@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import gc
 import logging
-import os
-import resource
 import socket
 import subprocess
 import sys
@@ -25,6 +22,7 @@ import pytest
 
 from sharedos.confine import ports
 from sharedos.confine.ports import _bind_when_up
+from tests.descriptors import assert_paced, exhaust_descriptors, needs_proc_fd
 from tests.timing import bound
 
 
@@ -80,18 +78,9 @@ while True:
     threading.Thread(target=echo, args=(server.accept()[0],), daemon=True).start()
 """
 
-_TCP_FLOOD = """
-import resource, socket, sys
-hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(int(sys.argv[2]))]
-print("connected", flush=True)
-sys.stdin.read()
-"""
-
 
 @pytest.mark.anyio
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+@needs_proc_fd
 async def test_a_relay_out_of_descriptors_says_so_in_one_line_and_relays_after(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -116,28 +105,7 @@ async def test_a_relay_out_of_descriptors_says_so_in_one_line_and_relays_after(
     loop.set_exception_handler(None)  # asyncio's own handler, as a host's loop has
     relay = await ports.relay_to_loopback(listener, target_port)
     try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        gc.collect()
-        used = len(os.listdir("/proc/self/fd"))
-        flood: subprocess.Popen[str] | None = None
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (used + 16, hard))
-            flood = subprocess.Popen(
-                [sys.executable, "-c", _TCP_FLOOD, str(port), "80"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            assert flood.stdout is not None
-            assert flood.stdout.readline().strip() == "connected"
-            with anyio.fail_after(bound(30)):
-                while not _accept_failures(caplog):
-                    await anyio.sleep(0.05)
-            await anyio.sleep(2.5)  # asyncio retries every second meanwhile
-        finally:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-            if flood is not None:
-                flood.communicate("")
+        await exhaust_descriptors(port, 80, caplog)
         with anyio.fail_after(bound(30)):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"ping\n")
@@ -149,11 +117,4 @@ async def test_a_relay_out_of_descriptors_says_so_in_one_line_and_relays_after(
         target.wait()
         await anyio.sleep(1.5)  # a retry asyncio scheduled meanwhile meets a closed listener
         loop.set_exception_handler(runner_handler)
-    assert [r for r in caplog.records if r.exc_info] == []
-    said = _accept_failures(caplog)
-    assert 1 <= len(said) <= 20, len(said)  # about one a second, not thousands
-    assert all("\n" not in line and "Too many open files" in line for line in said), said[:3]
-
-
-def _accept_failures(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "accept" in r.getMessage()]
+    assert_paced(caplog)
