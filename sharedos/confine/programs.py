@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -70,6 +71,47 @@ def too_wide(directory: str) -> bool:
     if any(h == real or h.startswith(real.rstrip("/") + "/") for h in held):
         return True
     return os.path.dirname(real) == "/home"
+
+
+#: the packages SharedOS runs on: where each was imported from is code the host runs
+_OWN_DEPENDENCIES = (
+    "mcp",
+    "pydantic",
+    "pydantic_core",
+    "lark",
+    "click",
+    "cachetools",
+    "anyio",
+    "starlette",
+    "httpx",
+    "jsonschema",
+    "re2",
+    "psycopg",
+    "cryptography",
+)
+
+
+def sharedos_installation() -> tuple[str, ...]:
+    """The directories whose files the host runs as SharedOS: what no sandbox may write.
+
+    The directory the ``sharedos`` package was imported from (an editable
+    install's whole checkout), the Python environment (``sys.prefix``, the
+    interpreter it was made from) and the directory of each dependency
+    SharedOS has imported. A sandbox may see them read-only (an upstream run
+    by the same virtualenv must); one that could write them could change the
+    code of the kernel that decides its calls at the host's next start.
+    """
+    import sharedos
+
+    package = Path(sharedos.__file__).resolve().parent
+    roots = [str(package.parent), sys.prefix, sys.exec_prefix, sys.base_prefix]
+    for name in _OWN_DEPENDENCIES:
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None) if module is not None else None
+        if where:  # the directory it was imported from (site-packages)
+            top = Path(where).resolve().parent
+            roots.append(str(top.parent if hasattr(module, "__path__") else top))
+    return tuple(dict.fromkeys(canonical(r) for r in roots if r))
 
 
 def _shebang(real: str) -> list[str]:

@@ -30,6 +30,7 @@ from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
+from sharedos.confine.programs import sharedos_installation
 from sharedos.confine.view import NetworkMode, SandboxView, ViewBuilder, canonical
 from sharedos.identity import Confinement, ConfinementState
 
@@ -86,7 +87,13 @@ class HarnessSandbox:
         helpers = [(inside_script(), INSIDE_SCRIPT)]
         if door is not None:
             helpers.append((str(door.directory), SANDBOX_DOOR_DIR))
-        view = builder.build(managed=managed, network=network, ports=ports, helpers=helpers)
+        view = builder.build(
+            managed=managed,
+            network=network,
+            ports=ports,
+            helpers=helpers,
+            never_writable=sharedos_installation(),
+        )
         return cls(mechanism=mechanism, view=view, python=python, door=door)
 
     def with_helper(self, host_path: str, sandbox_path: str) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
-from sharedos.confine.programs import program_paths
+from sharedos.confine.programs import program_paths, sharedos_installation
 from sharedos.confine.view import SandboxView, ViewBuilder
 
 #: an argument ending so is the script its interpreter runs, shown read-only with its install
@@ -95,7 +95,11 @@ def plan_upstream(
             builder.writable(path)
         else:
             builder.readonly(path)
-    view = builder.build(managed=managed, network="host" if network else "none")
+    view = builder.build(
+        managed=managed,
+        network="host" if network else "none",
+        never_writable=sharedos_installation(),
+    )
     # the host's working directory when the sandbox has it (a relative script argument
     # then still resolves), else the first root
     here = os.getcwd()

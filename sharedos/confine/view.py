@@ -276,8 +276,11 @@ class ViewBuilder:
         network: NetworkMode = "none",
         ports: Sequence[int] = (),
         helpers: Sequence[tuple[str, str]] = (),
+        never_writable: Iterable[str | os.PathLike[str]] = (),
     ) -> SandboxView:
-        """The view, with managed roots masked; ``ManagedRootVisible`` when one cannot be hidden."""
+        """The view, with managed roots masked; ``ManagedRootVisible`` when one cannot be hidden,
+        or when a read-write path would hold or lie in one of ``never_writable`` (SharedOS's
+        own installation: ``programs.sharedos_installation``), which may be shown read-only."""
         # a path inside another path of the same kind adds nothing to the view
         writable = [p for p in self._rw if not any(_is_under(p, o) and p != o for o in self._rw)]
         readonly = [
@@ -286,6 +289,15 @@ class ViewBuilder:
             if p not in self._rw and not any(_is_under(p, o) and p != o for o in self._ro)
         ]
         visible = [*readonly, *writable]
+        for kept in dict.fromkeys(canonical(k) for k in never_writable):
+            for rw in writable:
+                if _is_under(kept, rw) or _is_under(rw, kept):
+                    raise ManagedRootVisible(
+                        f"SharedOS's own installation {kept} would be writable in the sandbox "
+                        f"(the view makes {rw} read-write): a sandboxed process could change "
+                        "the code the host runs next; declare that path read-only, or "
+                        "install SharedOS outside it"
+                    )
         masked: list[str] = []
         given = list(dict.fromkeys(os.path.abspath(os.fspath(m)) for m in managed))
         for path in given:

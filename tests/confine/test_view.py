@@ -144,3 +144,18 @@ def test_a_directory_exists_in_the_sandbox_only_if_shown_or_on_the_way(tmp_path:
     # the private /tmp is empty: a host directory under it is not there
     assert view.shows("/tmp") and not view.shows("/tmp/somewhere-else")
     assert not view.shows(str(tmp_path / "other"))
+
+
+def test_sharedos_own_installation_is_never_writable(tmp_path: Path) -> None:
+    install = tmp_path / "opt" / "sharedos"
+    (install / ".venv").mkdir(parents=True)
+    # read-only, a sandbox may run from it (an upstream in the same virtualenv)
+    view = ViewBuilder().readonly(install).build(never_writable=[install])
+    assert str(install.resolve()) in view.readonly
+    # a read-write path holding it, it, or a path inside it: refused
+    for rw in (tmp_path / "opt", install, install / ".venv"):
+        with pytest.raises(ManagedRootVisible, match="own installation"):
+            ViewBuilder().writable(rw).build(never_writable=[install])
+    # beside it: fine
+    (tmp_path / "data").mkdir()
+    ViewBuilder().writable(tmp_path / "data").build(never_writable=[install])
