@@ -709,9 +709,9 @@ def shadow_cmd(
     \b
     A host with [policy] shadow records, on every attempt its policy decided,
     the candidate's decision beside the enforced one. This reports, per
-    shadow policy, the attempts it would have allowed (enforced: refused),
-    would have denied (enforced: allowed) and would have refused for another
-    reason, grouped by tool and the rules that decided, with examples;
+    shadow policy, the attempts it would have let go further (would allow:
+    deny < approval_required < allow), less far (would deny) and refused for
+    another reason, grouped by tool and the rules that decided, with examples;
     counts by tool and by rule; the attempts decided the same; and the calls
     the candidate failed on. Nothing is decided again (see `replay`).
     Exit 0: every shadow decision matches the enforced one (or none was

@@ -6,12 +6,14 @@ schema 5: ``{"policy", "effect", "reason", "rule_ids"[, "resource"]}`` or
 ``{"policy", "error"}``). ``shadow_report(records)`` reads them back and
 counts, per shadow policy:
 
-* **would allow**: enforced not allowed, the candidate allows (access it
-  would widen);
-* **would deny**: enforced allowed, the candidate does not (access it would
-  take away; a candidate that would need an approval counts here, with its
-  reason ``approval_required``);
-* **reason changed**: refused under both, for different reasons;
+* **would allow**: the candidate lets the call go further than enforced
+  (deny, then approval_required, then allow: access it would widen, as
+  replay's ``widened``; a refused call it would run on an approval counts
+  here);
+* **would deny**: the candidate lets it go less far (access it would take
+  away, replay's ``narrowed``: a candidate that would need an approval for an
+  allowed call, or refuse one that ran or waited on an approval);
+* **reason changed**: the same effect, for different reasons;
 * **same**: the same effect and reason; **errors**: the candidate failed on
   the call (its error text, counted).
 
@@ -266,13 +268,20 @@ def enforced_decision(record: EvidenceRecord, *, approved: bool = False) -> dict
     return {"effect": record.effect, "reason": reason, "rule_ids": list(record.rule_ids)}
 
 
+#: how far each effect lets a call go (as ``compare.change_kind`` orders them, so a
+#: shadow difference has the kind replay gives it): deny, then approval_required (it
+#: runs once approved), then allow
+_REACH = {"deny": 0, "approval_required": 1, "allow": 2}
+
+
 def _kind(enforced: Mapping[str, Any], shadow: Mapping[str, Any]) -> ShadowKind | None:
-    was, would = enforced["effect"] == "allow", shadow.get("effect") == "allow"
-    if would and not was:
+    was = _REACH.get(str(enforced["effect"]), 0)
+    would = _REACH.get(str(shadow.get("effect")), 0)
+    if would > was:
         return "would allow"
-    if was and not would:
+    if would < was:
         return "would deny"
-    if not was and enforced["reason"] != shadow.get("reason"):
+    if enforced["reason"] != shadow.get("reason"):
         return "reason changed"
     return None
 

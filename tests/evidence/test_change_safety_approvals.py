@@ -106,3 +106,61 @@ def test_shadow_reports_a_candidate_that_drops_an_approval_as_would_allow(
         OTHER["path"],
     ]
     assert doc["summary"]["would_deny"] == 0 and doc["summary"]["same"] == 1, doc
+
+
+#: the policy with its release writes forbidden: calls that ran on an approval would not
+FROZEN_RELEASE = POLICY + 'forbid write on "/shared/release/**"\n'
+
+
+def test_shadow_counts_a_forbidden_approved_call_as_would_deny_as_replay_narrows_it(
+    tmp_path: Path,
+) -> None:
+    """A call that ran on an approval (or waits for one) and that the candidate forbids
+    is taken away by the candidate: ``would deny`` in the shadow report, ``narrowed`` in
+    replay — never "denied under both, for another reason" (it was not denied)."""
+    h = traffic(tmp_path, FROZEN_RELEASE)
+    out = cli("evidence", "shadow", "--db", str(h.db), "--examples", "0", "--format", "json")
+    doc = json.loads(out.output)
+    assert out.exit_code == 1, out.output
+    deny = [e for g in doc["groups"] if g["kind"] == "would deny" for e in g["examples"]]
+    assert sorted(e["arguments"]["path"] for e in deny) == [
+        ARGS["path"],
+        ARGS["path"],
+        OTHER["path"],
+    ], doc
+    assert doc["summary"]["reason_changed"] == 0, doc
+    policy = tmp_path / "candidate.sos"
+    policy.write_text(FROZEN_RELEASE, encoding="utf-8")
+    out = cli("evidence", "replay", "--db", str(h.db), "--policy", str(policy), "--format",
+              "json")  # fmt: skip
+    replayed = json.loads(out.output)
+    assert replayed["summary"]["narrowed"] == doc["summary"]["would_deny"], replayed
+
+
+def test_shadow_counts_a_denied_call_the_candidate_lets_run_on_approval_as_would_allow(
+    tmp_path: Path,
+) -> None:
+    """deny -> approval_required: the call could run (once approved): ``would allow``,
+    as replay calls it widened."""
+    candidate = POLICY.replace('"/shared/release/**"', '"/elsewhere/**"') + (
+        'permit write on "/elsewhere/**"\n'
+    )
+    h = Host(tmp_path)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry),
+        h.store,
+        approvals=h.settings,
+        shadow=ShadowDecider(compile_source(candidate, "files.sos"), enforced=h.policy),
+    )
+    assert h.call({"path": "/elsewhere/x.txt", "content": "x"}).reason.value == (
+        "no_matching_permit"
+    )
+    out = cli("evidence", "shadow", "--db", str(h.db), "--format", "json")
+    doc = json.loads(out.output)
+    assert out.exit_code == 1, out.output
+    assert doc["summary"]["would_allow"] == 1 and doc["summary"]["reason_changed"] == 0, doc
+    policy = tmp_path / "candidate.sos"
+    policy.write_text(candidate, encoding="utf-8")
+    out = cli("evidence", "replay", "--db", str(h.db), "--policy", str(policy), "--format",
+              "json")  # fmt: skip
+    assert json.loads(out.output)["summary"]["widened"] == 1, out.output
