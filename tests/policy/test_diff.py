@@ -357,3 +357,41 @@ def test_a_context_key_the_kernel_schema_does_not_know_is_still_tried() -> None:
     assert group.kind == "widened"
     assert all(100 <= c.request.context["level"] < 200 for c in group.examples)
     assert assert_real(old, new, report) > 0
+
+
+def test_a_tool_without_a_requirement_is_unavailable_before_the_run_policy_as_in_the_kernel(
+    tmp_path: Path,
+) -> None:
+    """The kernel refuses a tool no requirement declares as ``tool_unavailable`` before it
+    looks at the run policy; ``diff --policy`` decides each side the same way, so a
+    requirement dropped for a tool the run does not manage changes the reason."""
+    from sharedos.catalog import ToolRegistry
+    from sharedos.kernel import AccessContext, Kernel
+    from sharedos.tools.files import register_files_tools
+
+    run = "toolpolicy run { mode open; managed files.write }\n"
+    old_text = (
+        "namespace files\n"
+        "requirement files.read  { action read;  resource path(args.path) }\n"
+        "requirement files.write { action write; resource path(args.path) }\n"
+        'permit * on "/**"\n' + run
+    )
+    new_text = old_text.replace(
+        "requirement files.read  { action read;  resource path(args.path) }\n", ""
+    )
+    registry = ToolRegistry()
+    register_files_tools(registry, tmp_path)
+    context = AccessContext(principal="alice")
+    reasons = []
+    for text in (old_text, new_text):
+        policy = compile_source(text, "p.sos")
+        kernel = Kernel(policy, registry)
+        _, reason = kernel.resolve("files.read", context, None, policy.tool_policies["run"])
+        reasons.append(reason)
+        decided = decide_request(policy, Request("files.read", {"path": "/a"}, {}, "run"))
+        assert decided.reason is reason, (decided, reason)
+    assert [r.value for r in reasons if r is not None] == ["not_in_run_policy", "tool_unavailable"]
+    report = diff_texts(old_text, new_text, run_policy="run")
+    assert report.verdict == "changed"
+    assert [(g.tool, g.kind) for g in report.groups] == [("files.read", "reason changed")]
+    assert_real(old_text, new_text, report)

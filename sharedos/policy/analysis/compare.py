@@ -66,9 +66,13 @@ class Request:
 
 
 def decide_request(policy: Evaluator, request: Request) -> Decision:
-    """The decision the kernel would make: ``not_in_run_policy`` first, then ``decide``."""
+    """The decision the kernel would make, in the kernel's order: a tool no requirement
+    declares is ``tool_unavailable`` (``decide`` says so) before the run policy is
+    looked at, then ``not_in_run_policy``, then ``decide``."""
     from sharedos.policy.cases import run_policy_denial
 
+    if request.tool not in policy.requirements:
+        return policy.decide(request.tool, request.args, request.context)
     denial = run_policy_denial(policy, request.run_policy, request.tool)
     if denial is not None:
         return denial
