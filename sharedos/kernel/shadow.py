@@ -16,8 +16,9 @@ small JSON object for the attempt's evidence row (schema 5, ``shadow``):
 
 It never raises and never changes the enforced decision: the kernel records
 what it returns beside the decision that acts. A candidate that reads the
-clock gets ``context.now`` from the host's clock in the host's zone, read
-for it (the enforced decision read its own, microseconds apart).
+clock gets the ``context.now`` the enforced decision saw (the host's clock in
+the host's zone, taken once for both: the moment the record keeps), or reads
+the clock when it is not given.
 
 Given the ``enforced`` policy too, a tool whose requirement and rules mean the
 same in both policies (``sharedos.policy.analysis.diff.same_decisions``, the
@@ -113,12 +114,18 @@ class ShadowDecider:
         args: Mapping[str, Any],
         context: AccessContext,
         enforced: DecisionLike | None,
+        now: Mapping[str, Any] | None = None,
     ) -> Mapping[str, Any]:
         """The candidate's decision of this call as the evidence row stores it; never raises.
 
         ``enforced`` is the decision that acts (its resource is compared with
-        the candidate's). A candidate that raises gives ``{"policy", "error"}``.
-        The answer is read-only (it may be shared by the rows of equal decisions).
+        the candidate's). ``now``: the ``context.now`` the enforced decision saw
+        (and the record keeps); a candidate that reads the time decides at that
+        moment, so a condition on the time cannot differ between the two
+        decisions, nor between the shadow decision and a replay of the record,
+        for a clock read a few microseconds later (None: the clock is read).
+        A candidate that raises gives ``{"policy", "error"}``. The answer is
+        read-only (it may be shared by the rows of equal decisions).
         """
         last = self._last.get(id(enforced))
         if last is not None and last[0] is enforced and last[1] == tool:
@@ -140,7 +147,7 @@ class ShadowDecider:
 
                 decision_context = {
                     **decision_context,
-                    "now": current(self.time_zone, self._clock),
+                    "now": dict(now) if now is not None else current(self.time_zone, self._clock),
                 }
             decision = self.policy.decide(
                 tool, args, decision_context, context_key=context.cache_key

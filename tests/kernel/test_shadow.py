@@ -364,3 +364,49 @@ def test_tools_the_change_leaves_alike_are_not_decided_again(extra: str, rename:
         ), recorded
     # git writes: decided again exactly when the change touches them
     assert (fast._sameness("git.git_commit") is None) == bool(extra)
+
+
+#: Monday 2026-12-07 09:00:00 UTC; the host's clock below ticks two microseconds a read
+NINE = 1796634000.0
+
+
+async def test_the_candidate_decides_at_the_moment_the_enforced_decision_saw(
+    registry: ToolRegistry, store: Any
+) -> None:
+    """Both policies read the time; the host's clock is read for the enforced decision
+    a microsecond before 09:00 and would be read again just after. The candidate
+    (the same office-hours rule, and one more rule of the tool) decides at the moment
+    the enforced decision saw and the record keeps: the same decision, no divergence the
+    policy change did not make — as replay of the record decides it."""
+    from sharedos.evidence.export import iter_records
+    from sharedos.evidence.replay import replay
+    from sharedos.evidence.shadow_report import shadow_report
+
+    hours = POLICY.replace('permit get on "/**"', 'permit get on "/**" when context.now.hour >= 9')
+    enforced = compile_source(hours, "p.sos")
+    changed = compile_source(
+        hours.replace('permit get on "/**"', 'forbid get on "/sealed/**"\npermit get on "/**"'),
+        "candidate.sos",
+    )
+    reads = iter(NINE - 1e-6 + i * 2e-6 for i in range(1000))
+
+    def clock() -> float:
+        return next(reads)
+
+    shadow = ShadowDecider(changed, enforced=enforced, clock=clock)
+    host = RuntimeHost(Kernel(enforced, registry, clock=clock), store, shadow=shadow)
+    registry.register(
+        ToolDefinition(
+            name="vault.get",
+            description="Read a secret.",
+            input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+            handler=echo_handler,
+        )
+    )
+    result = await call(host, "vault.get", {"path": "/k"})
+    rec = row(host, result)
+    assert rec.effect == "deny" and rec.context["now"]["hour"] == 8
+    assert rec.shadow["effect"] == "deny", rec.shadow
+    records = list(iter_records(store))
+    assert not shadow_report(records).changed
+    assert not replay(records, changed, old=enforced).changed
