@@ -395,3 +395,27 @@ def test_a_tool_without_a_requirement_is_unavailable_before_the_run_policy_as_in
     assert report.verdict == "changed"
     assert [(g.tool, g.kind) for g in report.groups] == [("files.read", "reason changed")]
     assert_real(old_text, new_text, report)
+
+
+def test_a_tool_leaving_the_run_changes_the_reason_of_calls_with_no_resource() -> None:
+    """The same requirement and rules, the run's managed set narrowed: a call whose
+    resource cannot be resolved was ``unresolvable_resource`` and becomes
+    ``not_in_run_policy``; the report names that change too, not only the narrowing."""
+    head = (
+        "namespace files\n"
+        "requirement files.read  { action read;  resource path(args.path) }\n"
+        "requirement files.write { action write; resource path(args.path) }\n"
+        'permit * on "/**"\n'
+    )
+    old = head + "toolpolicy run { mode open; managed files.* }\n"
+    new = head + "toolpolicy run { mode open; managed files.write }\n"
+    report = diff_texts(old, new, run_policy="run", max_examples=0)
+    assert report.complete
+    found = {(g.tool, g.kind) for g in report.groups}
+    assert ("files.read", "narrowed") in found
+    assert ("files.read", "reason changed") in found, found
+    (group,) = [g for g in report.groups if g.kind == "reason changed"]
+    assert {(c.old.reason.value, c.new.reason.value) for c in group.examples} == {
+        ("unresolvable_resource", "not_in_run_policy")
+    }
+    assert_real(old, new, report)

@@ -411,6 +411,11 @@ class RequestSpace:
             return
         shape = self.old.shape
         assert shape is not None
+        if not self._prune:
+            # something else than the rules differs (the run's managed set): a call
+            # whose resource cannot be resolved is unresolvable on a side that lets it
+            # reach the policy, and refused before it on the other
+            yield from self._inner(context, [], [{}])
         for w in self._witnesses(live, shape):
             old_m, new_m = self._matched_rules(patterns, w)
             if self._prune and _meaning(old_m) == _meaning(new_m):
