@@ -200,6 +200,11 @@ def recorded_decision(
     elif effect == Effect.ALLOW.value:
         reason_code = ReasonCode.ALLOWED
         kind = "permit"
+    elif effect == Effect.APPROVAL_REQUIRED.value:
+        # the policy's reason, whatever ended the call (the record's reason is the
+        # outcome's: cancelled while its approver was asked, an internal error there)
+        reason_code = ReasonCode.APPROVAL_REQUIRED
+        kind = "permit"
     else:
         if record.reason is None or record.reason not in _DECIDED:
             raise NotReplayable("a denial without its decision's reason")

@@ -251,7 +251,8 @@ def _plural(n: int) -> str:
 
 def enforced_decision(record: EvidenceRecord, *, approved: bool = False) -> dict[str, Any]:
     """The decision a record was enforced with: effect, reason (``allowed`` for an allowed
-    call, whatever its handler did afterwards) and the rules that decided.
+    call, whatever its handler did afterwards; ``approval_required`` for a call that
+    needed an approval, whatever ended it) and the rules that decided.
 
     ``approved``: the call ran on an approval (``approvals.approved_calls``). Its
     shadow decision was taken on the policy's own decision, before the approval
@@ -264,7 +265,12 @@ def enforced_decision(record: EvidenceRecord, *, approved: bool = False) -> dict
             "approved": True,
         }
     allowed = record.effect == "allow"
-    reason = "allowed" if allowed else (str(record.reason) if record.reason else None)
+    if record.effect == "approval_required":
+        # the policy's reason, whatever ended the call (cancelled while its approver
+        # was asked, an internal error in the approval step: the outcome's reason)
+        reason: str | None = "approval_required"
+    else:
+        reason = "allowed" if allowed else (str(record.reason) if record.reason else None)
     return {"effect": record.effect, "reason": reason, "rule_ids": list(record.rule_ids)}
 
 

@@ -164,3 +164,64 @@ def test_shadow_counts_a_denied_call_the_candidate_lets_run_on_approval_as_would
     out = cli("evidence", "replay", "--db", str(h.db), "--policy", str(policy), "--format",
               "json")  # fmt: skip
     assert json.loads(out.output)["summary"]["widened"] == 1, out.output
+
+
+def test_a_call_cancelled_while_its_approval_was_settled_is_compared_by_its_decision(
+    tmp_path: Path,
+) -> None:
+    """A call cancelled while its approver was asked is recorded with the policy's
+    decision (``approval_required``) and the outcome's reason (``cancelled``). The shadow
+    report compared the candidate with that outcome reason ("reason changed" for a
+    candidate identical to the enforced policy), and replay skipped the attempt as "a
+    denial without its decision's reason"; both compare the policy's decision."""
+    import contextlib
+
+    import anyio
+
+    from sharedos.bridge import open_turn
+    from tests.bridge.conftest import http_client
+    from tests.bridge.test_approvals_elicitation import ARGS as WRITE
+    from tests.bridge.test_approvals_elicitation import MAYA, RUN, Person, Setup
+    from tests.bridge.test_approvals_elicitation import POLICY as ENFORCED
+    from tests.timing import bound
+
+    s = Setup(tmp_path)
+    s.host.shadow = ShadowDecider(
+        compile_source(ENFORCED, "approvals.sos"), enforced=s.host.kernel.policy
+    )
+    person = Person(None)  # asked, never answers
+
+    async def main_() -> None:
+        async def call(client: Any) -> None:
+            with contextlib.suppress(Exception):
+                await client.call_tool("files.write", WRITE)
+
+        async with (
+            open_turn(s.host, MAYA, RUN) as turn,
+            http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as c,
+        ):
+            async with anyio.create_task_group() as calls:
+                calls.start_soon(call, c)
+                with anyio.fail_after(bound(30)):
+                    while not person.asked:
+                        await anyio.sleep(0.02)
+                calls.cancel_scope.cancel()
+            with anyio.fail_after(bound(30)):
+                while not s.store.query(MAYA.turn_id):
+                    await anyio.sleep(0.02)
+
+    anyio.run(main_)
+    (record,) = s.store.query(MAYA.turn_id)
+    assert (record.effect, str(record.reason)) == ("approval_required", "cancelled")
+    out = cli("evidence", "shadow", "--db", str(s.db), "--format", "json")
+    doc = json.loads(out.output)
+    assert out.exit_code == 0, out.output
+    assert doc["summary"]["same"] == 1 and not doc["groups"], doc
+    policy = tmp_path / "same.sos"
+    policy.write_text(ENFORCED, encoding="utf-8")
+    out = cli("evidence", "replay", "--db", str(s.db), "--policy", str(policy), "--old",
+              str(policy), "--format", "json")  # fmt: skip
+    doc = json.loads(out.output)
+    assert out.exit_code == 0, out.output
+    assert doc["summary"]["replayed"] == 1 and doc["skipped"] == {}, doc
+    assert doc["summary"]["mismatched"] == 0, doc
