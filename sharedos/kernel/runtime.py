@@ -62,6 +62,7 @@ values, and nothing is filled in afterwards.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import os
@@ -549,19 +550,10 @@ class RuntimeHost:
 
 
 def _refused_as(auth: Authorization, reason: ReasonCode, detail: str) -> Authorization:
-    """``auth`` turned into a refusal for ``reason`` (its findings kept)."""
-    return Authorization(
-        reason,
-        detail,
-        auth.tool,
-        auth.arguments,
-        auth.args,
-        auth.encoded,
-        auth.decision,
-        auth.secret_names,
-        auth.redactor,
-        auth.folds,
-    )
+    """``auth`` turned into a refusal for ``reason`` (its findings kept, the ``now`` its
+    decision saw included: the record keeps it for a replay; an approval's fields are
+    not: the refusal is not the approval's)."""
+    return dataclasses.replace(auth, reason=reason, detail=detail, approval=None)
 
 
 def _given_up(

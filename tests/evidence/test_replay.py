@@ -322,3 +322,36 @@ def test_a_shadow_policy_on_the_clock_is_replayed_at_the_moment_it_decided(
     assert attempt.context["now"]["hour"] == 9
     report = replay(records, new, old=old, max_examples=0)
     assert not report.groups and report.mismatched == 0 and not report.notes
+
+
+def test_an_allowed_call_with_no_handler_keeps_the_moment_it_was_decided(
+    store: Any, tmp_path: Path
+) -> None:
+    # An allowed call refused afterwards (the tool has no handler: handler_error) was
+    # recorded without the `now` its decision saw: a replay guessed it from started_at.
+    from sharedos.catalog import ToolDefinition
+
+    registry = ToolRegistry()
+    registry.register(
+        ToolDefinition(
+            name="files.read",
+            description="Read (no handler here).",
+            input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+        )
+    )
+    policy = compile_sources([("hours.sos", OFFICE_HOURS)])
+    host = RuntimeHost(Kernel(policy, registry, clock=lambda: MONDAY_0930), store)
+    run = shipped().tool_policies["dev-open"]
+
+    async def read() -> None:
+        ctx = AccessContext(principal="bob", turn_id="turn-1")
+        call = ToolCall(call_id="c0", tool="files.read", arguments={"path": "/public/a.txt"})
+        await host.invoke_tool(call, ctx, run)
+
+    anyio.run(read)
+    records = list(iter_records(store))
+    (attempt,) = records
+    assert attempt.effect == "allow" and str(attempt.reason) == "handler_error"
+    assert attempt.context["now"]["hour"] == 9
+    report = replay(records, policy, old=policy)
+    assert report.mismatched == 0 and not report.notes and not report.groups
