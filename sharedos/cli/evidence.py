@@ -654,8 +654,10 @@ def replay_cmd(
     if old is not None:
         sides["old"] = {"path": old_path, "bundle_hash": old.bundle_hash}
     if fmt == "json":
+        from sharedos.evidence.export import json_text
+
         doc = {"db": _shown(db), **sides, "run_policy": run, **report.to_dict()}
-        click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+        click.echo(json_text(doc, indent=2))  # a recorded call may hold a lone surrogate
     else:
         click.echo(f"evidence: {_shown(db)}")
         click.echo(f"new: {policy_path} ({new.bundle_hash[:12]})")

@@ -74,3 +74,46 @@ def test_list_replay_and_shadow_spell_what_a_call_carried(tmp_path: Path) -> Non
     assert "files.nope\\x1b]0;all clear\\x07\\x1b[2K\\x0dfiles.read" in listed
     shadow = runner.invoke(main, ["evidence", "shadow", "--db", db]).output
     assert "\\x9b2K\\u202eteg\\u2028\\u200b" in shadow
+
+
+def test_replay_json_carries_a_lone_surrogate_a_call_sent(tmp_path: Path) -> None:
+    """JSON (and so a recorded argument) may hold a lone surrogate, which UTF-8 cannot:
+    ``evidence replay --format json`` wrote it raw and failed (internal error, exit 3,
+    no report) where ``shadow --format json`` and ``export`` escape it."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.timing import bound
+
+    h = Host(tmp_path)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry),
+        h.store,
+        shadow=ShadowDecider(compile_source(CANDIDATE, "files.sos"), enforced=h.policy),
+    )
+    args = {"path": "/shared/n.txt", "content": "a\ud800b"}
+
+    async def calls() -> None:
+        await h.host.invoke_tool(ToolCall(tool="files.write", arguments=args), BOB, RUN)
+
+    anyio.run(calls)
+    candidate = tmp_path / "candidate.sos"
+    candidate.write_text(CANDIDATE, encoding="utf-8")
+    sharedos = str(Path(sys.executable).parent / "sharedos")
+    for argv in (
+        ["replay", "--policy", str(candidate)],
+        ["shadow"],
+    ):
+        done = subprocess.run(
+            [sharedos, "evidence", *argv, "--db", str(h.db), "--format", "json"],
+            capture_output=True,
+            timeout=bound(120),
+            check=False,
+        )
+        assert done.returncode == 1, (argv, done.stderr)
+        doc = json.loads(done.stdout)
+        (group,) = doc["groups"]
+        (example,) = group["examples"]
+        sent = example["args"] if "args" in example else example["arguments"]
+        assert sent == args, argv

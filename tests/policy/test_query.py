@@ -290,3 +290,14 @@ def test_residuals_decide_like_the_rules_they_come_from() -> None:
                 assert redo == applies, (cond, kind, ctx, res.condition)
                 compared += 1
     assert compared > 50
+
+
+def test_cli_json_with_a_lone_surrogate_in_the_context_is_escaped_not_a_crash() -> None:
+    # JSON carries a lone surrogate (an --attr value, a --context file); UTF-8 cannot:
+    # every --format json of sharedos-policy (emit_json) failed as an internal error
+    code, out, err = invoke(
+        "query", str(RULES), "--principal", "bob", "--attr", 'k="\\ud800"', "--format", "json"
+    )
+    assert code == 0, err
+    assert '"k": "\\ud800"' in out
+    assert json.loads(out)["context"]["attributes"]["k"] == "\ud800"

@@ -154,8 +154,15 @@ def guarded(func: F) -> F:
 
 
 def emit_json(payload: Any) -> None:
-    """Print one JSON document (sorted keys, stable output for scripts and golden files)."""
-    click.echo(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False))
+    """Print one JSON document (sorted keys, stable output for scripts and golden files):
+    UTF-8, or ``\\u`` escapes throughout when a string holds a lone surrogate (JSON
+    carries one, from a context, arguments or a recorded call; UTF-8 cannot)."""
+    text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=True)
+    click.echo(text)
 
 
 def iter_lines(stream: Any) -> Iterator[tuple[int, str]]:
