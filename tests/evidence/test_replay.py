@@ -355,3 +355,33 @@ def test_an_allowed_call_with_no_handler_keeps_the_moment_it_was_decided(
     assert attempt.context["now"]["hour"] == 9
     report = replay(records, policy, old=policy)
     assert report.mismatched == 0 and not report.notes and not report.groups
+
+
+def test_the_json_document_is_the_one_the_docs_spell(tmp_path: Path) -> None:
+    # the docs said "diff's document plus ...": a CI script reading doc["new"] or
+    # doc["complete"] as for diff found neither (NEW is "policy"; nothing is analysed)
+    import re
+
+    db = tmp_path / "e.db"
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(db)
+    try:
+        record_traffic(s, tmp_path)
+    finally:
+        s.close()
+    policy = ["--policy", str(RULES), "--with", str(POLICY)]
+    code, out, _ = cli("evidence", "replay", "--db", str(db), *policy, "--old", str(RULES),
+                       "--format", "json")  # fmt: skip
+    assert code == 0, out
+    doc = json.loads(out)
+    text = (REPO / "docs" / "policy-language.md").read_text(encoding="utf-8")
+    section = text.split("### `sharedos evidence replay --db DB --policy NEW`", 1)[1]
+    spelled = section.split("`--format json` prints\n`", 1)[1].split("`:", 1)[0]
+    spelled = " ".join(spelled.split())
+    top = set(re.findall(r'"(\w+)"', re.sub(r'"verdict": "changed"\|"unchanged"', '"verdict"',
+                                            spelled)))  # fmt: skip
+    assert top == set(doc), (sorted(top), sorted(doc))
+    summary = re.search(r'"summary": \{([^}]*)\}', spelled)
+    assert summary is not None
+    assert {k.strip() for k in summary.group(1).split(",")} == set(doc["summary"])
