@@ -229,6 +229,30 @@ class Redactor:
                     break
         return text
 
+    def safe_cut(self, text: str, at: int) -> int:
+        """The largest place at or before ``at`` where ``text`` can be cut in two without
+        splitting an occurrence of a secret (in any encoding): the start of the earliest
+        occurrence that would straddle ``at``, or ``at`` itself.
+
+        What a stream hands on piece by piece must be cut there and scrubbed *raw*:
+        ``scrub`` takes a head of a secret at the end of a text for a cut secret and
+        replaces it, and the rest of that secret, arriving later in the middle of the next
+        piece, would then be found by nothing."""
+        at = max(0, min(at, len(text)))
+        if not self.needles or at == 0:
+            return at
+        folded = _folded(text)
+        while at > 0:
+            first: int | None = None
+            for needle in self.needles:
+                i = folded.find(needle, max(0, at - len(needle) + 1))
+                if i != -1 and i < at and (first is None or i < first):
+                    first = i
+            if first is None:
+                return at
+            at = first
+        return at
+
     def scrub_json(self, value: Any, depth: int = 0) -> Any:
         """A copy of a JSON-like value with every string (keys too) scrubbed; others unchanged."""
         if not self.needles:

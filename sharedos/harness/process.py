@@ -107,12 +107,14 @@ class LineRelay:
     Only complete lines are scrubbed and handed on, so a secret split across two
     reads is still found whole. A line longer than ``MAX_LINE`` is handed on in
     pieces, but the last ``longest spelling - 1`` characters are held back until
-    more arrives, so no occurrence of a secret can straddle a cut and no piece
-    carries part of one. (A secret whose raw value holds a newline could straddle
-    a line break too; then the same hold applies at line ends, and a line may
-    wait for more output before it is handed on.) A hook that raises is dropped:
-    the harness keeps running and its output is still captured; the error is
-    kept in ``error``.
+    more arrives, and a piece ends before any occurrence of a secret that would
+    straddle its end, so no piece carries part of one. What is held back is kept
+    raw (scrubbed only when handed on): a scrubbed tail would have lost a secret's
+    head, and its rest would then go out unrecognised. (A secret whose raw value
+    holds a newline could straddle a line break too; then the same hold applies at
+    line ends, and a line may wait for more output before it is handed on.) A hook
+    that raises is dropped: the harness keeps running and its output is still
+    captured; the error is kept in ``error``.
     """
 
     def __init__(self, name: str, hook: OutputHook, secrets: Redactor) -> None:
@@ -130,25 +132,33 @@ class LineRelay:
         if self.hook is None:
             return
         self._pending += self._decoder.decode(data)
+        # What is pending stays raw until it is handed on, and is handed on only up to a
+        # place no occurrence of a secret straddles (``Redactor.safe_cut``): scrubbing it
+        # earlier would take a secret's head at its end for a cut secret, replace it, and
+        # leave the rest of the secret, arriving next, in the middle of unscrubbed text.
         if self._multiline:
-            # scrubbing is idempotent, so the pending text is kept scrubbed; only what
-            # lies before the held-back tail is final
-            self._pending = self.secrets.scrub(self._pending)
             safe = len(self._pending) - self._hold
             end = self._pending.rfind("\n", 0, max(safe, 0))
+            while end >= 0:
+                # a line end inside an occurrence: take an earlier one
+                before = self.secrets.safe_cut(self._pending, end)
+                after = self.secrets.safe_cut(self._pending, end + 1)
+                if before == end and after == end + 1:
+                    break
+                end = self._pending.rfind("\n", 0, min(before, after))
             if end >= 0:
                 done, self._pending = self._pending[:end], self._pending[end + 1 :]
-                for line in done.split("\n"):
+                for line in self.secrets.scrub(done).split("\n"):
                     self._emit(line.removesuffix("\r"))
         else:
             *lines, self._pending = self._pending.split("\n")
             for line in lines:
                 self._emit(self.secrets.scrub(line.removesuffix("\r")))
         if len(self._pending) > MAX_LINE and "\n" not in self._pending:
-            text = self.secrets.scrub(self._pending)
-            cut = max(len(text) - self._hold, 0)
-            self._pending = text[cut:]
-            self._emit(text[:cut])
+            cut = self.secrets.safe_cut(self._pending, len(self._pending) - self._hold)
+            if cut > 0:
+                text, self._pending = self._pending[:cut], self._pending[cut:]
+                self._emit(self.secrets.scrub(text))
 
     def close(self) -> None:
         """The stream ended: emit what is left (scrubbed), line by line."""

@@ -218,3 +218,43 @@ def group_members(pgid: int) -> list[int]:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 found.append(int(entry))
     return found
+
+
+SPLIT_SECRET = "PLANTED-stream-0123456789abcdefghijklmnopqrstuv"
+
+
+def _pieces_of(secret: str) -> list[str]:
+    from sharedos.redaction import MIN_SECRET_CHARS
+
+    return [secret[i : i + MIN_SECRET_CHARS] for i in range(len(secret) - MIN_SECRET_CHARS + 1)]
+
+
+@pytest.mark.parametrize("multiline", [False, True], ids=["one-line-secrets", "multiline-secret"])
+@pytest.mark.parametrize("long_line", [False, True], ids=["short-line", "long-line"])
+@pytest.mark.parametrize("split", [8, 12, 20, 30, 39])
+def test_a_secret_split_between_two_reads_leaves_no_piece_in_the_streamed_lines(
+    multiline: bool, long_line: bool, split: int
+) -> None:
+    """Two reads, the first ending inside the secret: the streamed lines hold no piece of
+    it, whether the first read is handed on early (a line past MAX_LINE) or held (a host
+    secret with a newline in it, such as a PEM key, makes every line wait for more).
+    Before, what was held back was scrubbed already: the secret's head at its end was
+    taken for a cut secret and replaced, and the rest went out when it arrived."""
+    from sharedos.harness.process import MAX_LINE, LineRelay
+    from sharedos.redaction import Redactor
+
+    values = [SPLIT_SECRET]
+    if multiline:
+        values.append("-----BEGIN KEY-----\nPLANTED-pem-body-0123456789\n-----END KEY-----")
+    lines: list[str] = []
+    relay = LineRelay("stdout", lambda stream, line: lines.append(line), Redactor(values))
+    head = "x" * (MAX_LINE + 10) if long_line else "token="
+    data = f"{head}{SPLIT_SECRET} after\nnext line\n".encode()
+    at = len(head) + split
+    relay.feed(data[:at])
+    relay.feed(data[at:])
+    relay.close()
+    streamed = "\n".join(lines)
+    assert streamed.endswith("[redacted] after\nnext line")
+    leaked = [p for p in _pieces_of(SPLIT_SECRET) if p in streamed]
+    assert not leaked, f"pieces of the secret were streamed: {leaked[:3]}"
