@@ -74,13 +74,21 @@ class ToolResult:
         (``sharedos.kernel.approvals.GateAnswer.payload``)."""
         resource = decision.resource if decision is not None else None
         rules = tuple(decision.rule_ids) if decision is not None else ()
+        named, said = tool, detail
+        if redactor.needles:
+            # scrubbed before the sentence is written, as well as after: the sentence cuts a
+            # long tool name or resource (``shown_name``) and goes on after the cut, where a
+            # secret's head is no longer at an end of the text for the scrubber to find
+            named = redactor.scrub(tool)
+            resource = redactor.scrub(resource) if resource is not None else None
+            said = redactor.scrub(detail) if detail is not None else None
         content, payload = refusal_content(
             reason,
-            tool,
+            named,
             call_id,
             resource=resource,
             rule_ids=rules,
-            detail=detail,
+            detail=said,
             ran=ran,
             approval=approval,
         )

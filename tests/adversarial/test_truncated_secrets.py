@@ -131,3 +131,20 @@ async def test_a_long_tool_name_does_not_keep_part_of_a_host_secret(
     evidence = h.evidence()
     assert not leaked(secret, answer), "part of the host secret in the answer"
     assert not leaked(secret, evidence), "part of the host secret in the recorded tool or error"
+
+
+@pytest.mark.parametrize("pad", [140, 150, 160])
+async def test_a_long_denied_resource_in_the_refusal_sentence_keeps_no_part_of_a_host_secret(
+    tmp_path: Path, pad: int
+) -> None:
+    """The refusal sentence quotes the resource cut at 200 characters and goes on
+    ("... was refused: ..."): a secret cut there was no longer at an end of the text, and
+    most of it reached the model while the payload's ``resource`` said ``[redacted]``."""
+    secret = plant("host")
+    h = Host(tmp_path, secret)
+    path = "/private/" + "a" * pad + secret  # forbidden: the sentence names the resource
+    answer = await h.call(ToolCall(tool="files.read", arguments={"path": path}))
+    evidence = h.evidence()
+    assert "forbidden" in answer and "[redacted]" in answer
+    assert not leaked(secret, answer), f"part of the host secret in the answer: {answer[:600]}"
+    assert not leaked(secret, evidence), "part of the host secret in the evidence"
