@@ -508,6 +508,7 @@ def _shadow(host_config: Any, enforced: Any = None) -> Any:
 async def _run_turn(opts: dict[str, Any]) -> int:
     from sharedos.catalog import ToolRegistry
     from sharedos.kernel import Kernel, RuntimeHost
+    from sharedos.redaction import Redactor
     from sharedos.toolpolicy import RunMode
     from sharedos.upstream.broker import UpstreamBroker
     from sharedos.upstream.sandbox import UpstreamConfinementPolicy
@@ -557,6 +558,10 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         ) as broker:
             broker.attach(registry, policy)
             async with broker.turn(context) as turn_upstreams:
+                secrets = run_secrets(opts, turn_upstreams)
+                # and from what an upstream writes on its stderr (the operator's terminal): a
+                # model may pass one of them into a call, and the upstream log the call
+                broker.host_secrets = Redactor(secrets)
                 host = RuntimeHost(
                     kernel,
                     store,
@@ -565,7 +570,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
                     approvals=host_config.approvals.settings(),
                     # every secret this run holds: scrubbed from every record and every
                     # answer, as from the harness's own output (``_launch``)
-                    host_secrets=run_secrets(opts, turn_upstreams),
+                    host_secrets=secrets,
                 )
                 for line in turn_upstreams.report():
                     click.echo(line, err=True)

@@ -42,7 +42,7 @@ from sharedos.catalog.definition import ToolDefinition
 from sharedos.context import AccessContext
 from sharedos.outcomes import ReasonCode
 from sharedos.pathwalk import SandboxError
-from sharedos.redaction import Redactor
+from sharedos.redaction import NO_SECRETS, Redactor
 from sharedos.terminal import printable
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.connection import UpstreamConnection, UpstreamFailure, default_stderr
@@ -236,6 +236,9 @@ class UpstreamBroker:
         self.pins = pins if pins is not None else PinFile()
         self._environ = dict(environ if environ is not None else os.environ)
         self._stderr = stderr if stderr is not None else default_stderr()
+        #: the host's own secrets (``sharedos run``: every secret the run holds), scrubbed
+        #: from every upstream's stderr as well as its own credentials; set it any time
+        self.host_secrets: Redactor = NO_SECRETS
         self._turns: dict[str, TurnUpstreams] = {}
         #: (upstream id, credential identity, fingerprint) -> the definitions built from its latest
         #: listing, by the digest of the listed tool. Replaced by each listing (so it never
@@ -670,6 +673,7 @@ class UpstreamBroker:
                 stderr=self._stderr,
                 on_list_changed=changed,
                 wrap=self.placement(config).wrap,
+                host_secrets=lambda: self.host_secrets,
             )
             try:
                 await fresh.start(self._tg)

@@ -188,9 +188,20 @@ def _scrub_sdk_logs() -> None:
 class _StderrRelay:
     """Reads an upstream's stderr from a pipe, scrubs it, relays it and keeps a tail."""
 
-    def __init__(self, upstream: str, scrubber: Redactor, sink: IO[str] | None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        scrubber: Redactor,
+        sink: IO[str] | None,
+        host_secrets: Callable[[], Redactor] | None = None,
+    ) -> None:
         self.upstream = upstream
         self.scrubber = scrubber
+        #: the host's secrets, read at each line: a value the model passed into this
+        #: upstream's call (another upstream's credential, a harness's key) that the
+        #: upstream writes back to its stderr is the host's secret still
+        self._host_secrets = host_secrets
+        self._union: tuple[Redactor, Redactor] | None = None
         self.sink = sink
         self.tail: deque[str] = deque(maxlen=_STDERR_TAIL)
         read_fd, write_fd = os.pipe()
@@ -202,20 +213,30 @@ class _StderrRelay:
         )
         self._thread.start()
 
+    def _scrubber(self) -> Redactor:
+        """This upstream's credentials and the host's secrets (the union kept while both last)."""
+        host = self._host_secrets() if self._host_secrets is not None else None
+        if not host:
+            return self.scrubber
+        if self._union is None or self._union[0] is not host:
+            self._union = (host, self.scrubber.union(host))
+        return self._union[1]
+
     def _line(self) -> str | None:
         """The next stderr line, scrubbed and bounded (``_STDERR_LINE``), or None at EOF."""
         line = self._reader.readline(_STDERR_LINE)
         if not line:
             return None
+        scrubber = self._scrubber()
         if line.endswith("\n") or len(line) < _STDERR_LINE:
-            return self.scrubber.scrub(line.rstrip("\n"))
+            return scrubber.scrub(line.rstrip("\n"))
         dropped = 0
         while True:  # the rest of the line, read and dropped piece by piece
             more = self._reader.readline(_STDERR_LINE)
             dropped += len(more.rstrip("\n"))
             if not more or more.endswith("\n"):
                 break
-        head = self.scrubber.scrub(line)
+        head = scrubber.scrub(line)
         dropped += _STDERR_MARGIN
         return (
             head[: max(0, len(head) - _STDERR_MARGIN)] + f"... ({dropped} more characters dropped)"
@@ -256,8 +277,11 @@ class UpstreamConnection:
         stderr: IO[str] | None = None,
         on_list_changed: Callable[[], None] | None = None,
         wrap: Callable[[str, list[str]], tuple[str, list[str]]] | None = None,
+        host_secrets: Callable[[], Redactor] | None = None,
     ) -> None:
         self.config = config
+        #: the host's secrets, also scrubbed from the upstream's stderr (``_StderrRelay``)
+        self._host_secrets = host_secrets
         #: stdio: how the process is started (its sandbox, or SharedOS's supervisor)
         self._wrap = wrap
         self.credentials = credentials
@@ -369,7 +393,9 @@ class UpstreamConnection:
         config = self.config
         if config.transport == "stdio":
             assert config.command is not None
-            self._relay = _StderrRelay(config.id, self.scrubber, self._stderr_sink)
+            self._relay = _StderrRelay(
+                config.id, self.scrubber, self._stderr_sink, self._host_secrets
+            )
             command, args = config.command, list(config.args)
             if self._wrap is not None:
                 command, args = self._wrap(command, args)

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,7 @@ def _run_writing(
     content: str,
     env: dict[str, str],
     *extra: str,
+    call: dict[str, Any] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``sharedos run`` of Claude Code whose scripted model writes ``content`` to
     ``/public/out.txt``; (the finished run, its evidence database)."""
@@ -60,7 +62,8 @@ def _run_writing(
     sandbox = tmp_path / "sandbox"
     (sandbox / "public").mkdir(parents=True)
     plan = tmp_path / "plan.json"
-    call = {"tool": "files.write", "arguments": {"path": "/public/out.txt", "content": content}}
+    if call is None:
+        call = {"tool": "files.write", "arguments": {"path": "/public/out.txt", "content": content}}
     plan.write_text(json.dumps([call]), encoding="utf-8")
     db = tmp_path / "evidence.sqlite"
     proc = subprocess.run(
@@ -152,6 +155,46 @@ def test_an_upstream_credential_passed_into_another_tool_is_not_recorded(tmp_pat
     scan.text("sharedos run stderr", proc.stderr)
     scan.json_value("sharedos run --json attempts", json.loads(proc.stdout)["attempts"])
     scan.evidence(db)  # `sharedos evidence export` and the raw database bytes
+    scan.assert_clean()
+
+
+@pytest.mark.harness("claude-code")
+def test_secrets_passed_into_an_upstream_that_logs_its_calls_stay_off_the_terminal(
+    tmp_path: Path,
+) -> None:
+    """An upstream's stderr is relayed to the operator's terminal scrubbed of its own
+    credentials only: a model that passed another upstream's credential and a harness's
+    key into a call of an upstream that logs its requests (many do, on stderr) had both
+    printed by ``sharedos run``, whose records and harness output were scrubbed of them."""
+    from tests.upstream.conftest import FIXTURE
+
+    _claude_or_skip()
+    credential, key = plant("upstream"), plant("vendor")
+    upstream = '[upstream.{0}]\ncommand = {1}\nargs = [{2}]\npinning = "off"\nroots = []\n'
+    fixture = (json.dumps(PY), json.dumps(str(FIXTURE)))
+    proc, db = _run_writing(
+        tmp_path,
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        'VENDOR_API_KEY = "${HUNT_VENDOR_KEY}"\n'
+        + upstream.format("fx", *fixture)
+        + '[upstream.fx.credentials]\nFIXTURE_TOKEN = { env = "HUNT_FIXTURE_TOKEN" }\n'
+        + upstream.format("fy", *fixture),
+        RULES.replace("managed files.*", "managed files.*, fy.*")
+        + "namespace fy\nrequirement fy.leak { action read; resource path(args.path) }\n"
+        + 'permit read on "/public/**"\n',
+        "",
+        {"HUNT_FIXTURE_TOKEN": credential, "HUNT_VENDOR_KEY": key},
+        call={
+            "tool": "fy.leak",
+            "arguments": {"path": "/public/x", "how": "log", "note": f"{credential} {key}"},
+        },
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    assert "upstream fy: request: leak" in proc.stderr, proc.stderr[-3000:]  # it was relayed
+    scan = SecretScan(credential, key)
+    scan.text("sharedos run stderr", proc.stderr)
+    scan.evidence(db)
     scan.assert_clean()
 
 

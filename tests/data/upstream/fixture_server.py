@@ -249,6 +249,9 @@ def main() -> None:
             # a hostile or careless upstream: SharedOS must keep all of this away from the caller
             token = os.environ.get("FIXTURE_TOKEN", "")
             how = args.get("how")
+            if how == "log":  # a server that logs each request it gets, arguments and all
+                print(f"request: leak {json.dumps(args)}", file=sys.stderr, flush=True)
+                return types.CallToolResult(content=text("logged"))
             if how == "stderr" or how == "crash":
                 print(f"debug: using token {token}", file=sys.stderr, flush=True)
                 if how == "crash":
