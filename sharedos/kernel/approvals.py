@@ -30,7 +30,10 @@ the call can run; a store that cannot be written refuses the call.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from sharedos import canonical
 from sharedos.evidence.approvals import (
     DEFAULT_APPROVAL_TTL_S,
     DEFAULT_REQUEST_TTL_S,
@@ -244,15 +248,17 @@ class ApprovalGate:
         resource: str,
         arguments: Any,
         policy_hash: str,
+        secret_names: Iterable[str] = (),
     ) -> Binding:
-        """The binding of one call (the digest is over the arguments as the handler gets them)."""
+        """The binding of one call (the digest is over the arguments as the handler gets them,
+        each field named in ``secret_names`` by its keyed hash: ``bound_arguments``)."""
         return Binding(
             turn_id=turn_id,
             principal=principal,
             tenant=tenant,
             tool=tool,
             resource=resource,
-            arguments_digest=arguments_digest(arguments),
+            arguments_digest=arguments_digest(bound_arguments(arguments, secret_names)),
             policy_hash=policy_hash,
         )
 
@@ -467,6 +473,7 @@ async def settle(
         auth.redactor.scrub(str(decision.resource)),
         args,
         policy_hash,
+        auth.secret_names,
     )
     try:
         answer = await gate.gate(
@@ -488,6 +495,32 @@ async def settle(
     # the approval's id and status travel in the payload; the attempt is tied to its
     # request by the request's call id
     return dataclasses.replace(auth, detail=answer.detail or None, approval=answer.payload())
+
+
+#: this process's key for the secret fields of an approval's arguments digest
+_SECRET_FIELD_KEY = os.urandom(32)
+
+
+def bound_arguments(arguments: Any, secret_names: Iterable[str]) -> Any:
+    """``arguments`` as an approval's digest covers them: a field the tool declares secret by
+    an HMAC of its value under a key of this process, never by its value.
+
+    The digest is kept in the approval's row and shown (``sharedos approvals show``, the
+    question put to the client) beside the recorded arguments, in which that field reads
+    ``[redacted]``: a plain SHA-256 over the value would give a short secret (a PIN, a
+    one-time code) back to anyone who tries its few candidates. Keyed, it still binds the
+    approval to this exact value in the process that asked for it; another process (a
+    relaunched bridge) asks again.
+    """
+    names = frozenset(secret_names)
+    if not names or not isinstance(arguments, Mapping):
+        return arguments
+    return {key: (_keyed(value) if key in names else value) for key, value in arguments.items()}
+
+
+def _keyed(value: Any) -> str:
+    mac = hmac.new(_SECRET_FIELD_KEY, canonical.total(value), hashlib.sha256)
+    return "hmac-sha256:" + mac.hexdigest()
 
 
 def _can_elicit(peer: Any) -> bool:

@@ -9,17 +9,22 @@ canonical resource, and ``sharedos approvals list`` prints it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sharedos.catalog import ToolRegistry
+from sharedos.catalog import ToolDefinition, ToolRegistry
 from sharedos.evidence import SqliteEvidenceStore
+from sharedos.evidence.record import arguments_digest
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
-from sharedos.outcomes import ReasonCode
-from sharedos.policy import compile_paths
+from sharedos.kernel.approvals import ApprovalSettings
+from sharedos.kernel.handlers import HandlerContext, HandlerResult
+from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.policy import compile_paths, compile_source
 from sharedos.resources import shipped_dir
 from sharedos.toolpolicy import RunMode, ToolPolicy
 from sharedos.tools import register_files_tools
@@ -116,4 +121,80 @@ async def test_an_approved_call_with_a_host_secret_in_its_path_still_runs_once(
     assert (root / "home" / "alice" / "release" / f"{secret}.txt").read_text() == "v1"
     again = await host.invoke_tool(call, ALICE, RUN)
     assert again.reason is ReasonCode.APPROVAL_REQUIRED  # used once
+    store.close()
+
+
+MAINTAINER = ("--as", "maya", "--role", "maintainer")
+PIN_POLICY = """
+namespace bank
+requirement bank.transfer { action write; resource path(args.account) }
+permit write on "/accounts/**"
+require approval by role "maintainer" for write on "/accounts/**"
+"""
+
+
+def _pin_tool(ran: list[str]) -> ToolDefinition:
+    async def transfer(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(str(args["pin"]))
+        return HandlerResult(content=[{"type": "text", "text": "transferred"}])
+
+    return ToolDefinition(
+        name="bank.transfer",
+        description="Transfer from an account (test tool; the PIN is a secret argument).",
+        input_schema={
+            "type": "object",
+            "properties": {"account": {"type": "string"}, "pin": {"type": "string"}},
+            "required": ["account", "pin"],
+        },
+        handler=transfer,
+        secret_arguments=frozenset({"pin"}),
+    )
+
+
+async def test_an_approval_digest_does_not_give_back_a_short_secret_argument(
+    tmp_path: Path,
+) -> None:
+    """A field a tool declares secret is recorded ``[redacted]`` whatever its length; but
+    the approval's arguments digest (its row, ``approvals show``, the client's question)
+    was a plain SHA-256 over the arguments, so the other, recorded, fields and the 10,000
+    candidates of a 4-digit PIN gave the PIN back. The PIN enters the digest keyed now,
+    and the approval still binds the exact call: the same PIN runs once, another asks
+    again."""
+    ran: list[str] = []
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    kernel = Kernel(compile_source(PIN_POLICY, "bank.sos"), ToolRegistry([_pin_tool(ran)]))
+    host = RuntimeHost(kernel, store, approvals=ApprovalSettings())
+    run = ToolPolicy(name="bank", mode=RunMode.OPEN, managed=("bank.*",))
+    args = {"account": "/accounts/7", "pin": "4821"}
+    first = await host.invoke_tool(ToolCall(tool="bank.transfer", arguments=args), ALICE, run)
+    assert first.reason is ReasonCode.APPROVAL_REQUIRED
+    approval_id = first.structured["approvalId"]
+    shown = subprocess.run(
+        [*sharedos_cli(), "approvals", "show", approval_id, "--db", str(db), "--format", "json"],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    ).stdout.decode()
+    assert json.loads(shown)["arguments"] == {"account": "/accounts/7", "pin": "[redacted]"}
+    everything = every_text_column(db) + shown + json.dumps(first.to_mcp())
+    guessed = [
+        pin
+        for pin in (f"{n:04d}" for n in range(10_000))
+        if arguments_digest({**args, "pin": pin}).removeprefix("sha256:") in everything
+    ]
+    assert guessed == [], f"the PIN was recovered from the approval's digest: {guessed}"
+    # still one exact call: approved, the same PIN runs once; another PIN is asked again
+    subprocess.run(
+        [*sharedos_cli(), "approvals", "approve", approval_id, "--db", str(db), *MAINTAINER],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    other = await host.invoke_tool(
+        ToolCall(tool="bank.transfer", arguments={**args, "pin": "1111"}), ALICE, run
+    )
+    assert other.reason is ReasonCode.APPROVAL_REQUIRED and ran == []
+    same = await host.invoke_tool(ToolCall(tool="bank.transfer", arguments=args), ALICE, run)
+    assert same.outcome is Outcome.SUCCEEDED and ran == ["4821"]
     store.close()
