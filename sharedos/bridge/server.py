@@ -138,6 +138,9 @@ class TurnEndpoint:
     #: what this turn knows is secret (the HTTP bridge's bearer token): scrubbed from every
     #: record and answer of its calls, as the host's secrets are
     turn_secrets: Redactor | None = None
+    #: told the JSON-RPC id of every tools/call that reaches the server's middleware (the
+    #: stdio transport records the ones the SDK turned away before it: ``record_rejected_call``)
+    on_call_reached: Callable[[object], object] | None = None
 
     def __post_init__(self) -> None:
         # Encoded once per turn; every evidence record of the turn stores this text.
@@ -411,6 +414,8 @@ class TurnEndpoint:
         reached = REACHED_SERVER.get()
         if reached is not None:
             reached.append("tools/call")  # this server records it: the transport must not
+        if self.on_call_reached is not None:
+            self.on_call_reached(ctx.request_id)
         ran: list[bool] = []
         marker = _HANDLER_RAN.set(ran)
         try:
@@ -475,12 +480,16 @@ class TurnEndpoint:
             logger.exception("bridge: could not record a tools/call with invalid params")
             return None
 
-    async def record_rejected_call(self, item: Mapping[str, object], status: int | None) -> None:
+    async def record_rejected_call(
+        self, item: Mapping[str, object], status: int | None, *, code: int | None = None
+    ) -> None:
         """Record a ``tools/call`` the SDK's transport rejected after the bridge passed it on.
 
         (A wrong ``Accept`` header, an unknown session, a 2026-07-28 header that
-        does not match the body ...) ``status`` is the HTTP status of the
-        rejection, which the SDK has already answered. Nothing is run.
+        does not match the body; on stdio a ``_meta`` envelope the SDK's runner
+        refuses ...) ``status`` is the HTTP status of the rejection, ``code`` the
+        JSON-RPC error code of one answered without HTTP; the SDK answers it
+        itself. Nothing is run.
         """
         params = item.get("params")
         params = params if isinstance(params, Mapping) else {}
@@ -493,6 +502,8 @@ class TurnEndpoint:
             protocol_version=None,
         )
         how = f" (HTTP {status})" if status is not None else ""
+        if code is not None:
+            how = f" (JSON-RPC error {code})"
         try:
             await self.recorder.refuse_call(
                 attempt,

@@ -218,6 +218,22 @@ async def _serve(
 
     #: requests handed to the server and not yet answered (ids as sent, counted: ids may repeat)
     pending: Counter[object] = Counter()
+    #: tools/call requests handed to the server that its middleware has not seen yet, by id.
+    #: The SDK's runner refuses some before any middleware (an envelope of the other protocol
+    #: era, an unsupported or malformed one): its error answer is then the only trace, so the
+    #: call is recorded as the writer sends that answer (as the HTTP transport's rejections are).
+    unreached: dict[object, list[mcp_types.JSONRPCRequest]] = {}
+
+    def take_unreached(request_id: object) -> mcp_types.JSONRPCRequest | None:
+        waiting = unreached.get(request_id)
+        if not waiting:
+            return None
+        request = waiting.pop(0)
+        if not waiting:
+            del unreached[request_id]
+        return request
+
+    endpoint.on_call_reached = take_unreached
 
     async def read_frames() -> None:
         async with to_server:
@@ -227,6 +243,8 @@ async def _serve(
                     continue
                 if isinstance(message, mcp_types.JSONRPCRequest):
                     pending[message.id] += 1
+                    if message.method == "tools/call":
+                        unreached.setdefault(message.id, []).append(message)
                 elif isinstance(message, mcp_types.JSONRPCNotification) and (
                     message.method == "notifications/cancelled"
                 ):
@@ -245,6 +263,15 @@ async def _serve(
             async with from_server:
                 async for item in from_server:
                     message = item.message
+                    if isinstance(message, mcp_types.JSONRPCError) and (
+                        (turned_away := take_unreached(message.id)) is not None
+                    ):
+                        with anyio.CancelScope(shield=True):  # recorded before it is answered
+                            await endpoint.record_rejected_call(
+                                {"id": turned_away.id, "params": turned_away.params},
+                                None,
+                                code=message.error.code,
+                            )
                     if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
                         if pending[message.id] > 1:
                             pending[message.id] -= 1

@@ -90,3 +90,69 @@ async def test_stdio_tools_call_with_an_error_member_is_refused_recorded_and_ans
     records = rt.evidence.query(turn_id=alice.turn_id)
     assert [(x.tool, str(x.reason)) for x in records] == [("files.write", "malformed_request")]
     assert not (rt.sandbox / "home" / "alice" / "err.txt").exists()
+
+
+# Finding 2: on stdio the SDK picks the connection's protocol era from the first
+# request and checks every later request's 2026-07-28 ``_meta`` envelope in its
+# runner, before any server middleware. A ``tools/call`` it turns away there (an
+# envelope on a connection opened with ``initialize``, an unsupported or malformed
+# protocol version, a missing envelope key) got the SDK's JSON-RPC error and no
+# evidence record: an attempt that vanished. Over HTTP the same requests are
+# recorded (the transport answers 4xx, and the bridge records what it turned away).
+
+_MODERN = "io.modelcontextprotocol/protocolVersion"
+_CAPS = "io.modelcontextprotocol/clientCapabilities"
+
+
+def _write_with_meta(request_id: str, path: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """An allowed ``files.write`` request carrying ``meta`` as its ``_meta``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {
+            "name": "files.write",
+            "arguments": {"path": path, "content": "x"},
+            "_meta": meta,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("handshake", "meta"),
+    [
+        # a 2026-07-28 envelope on a connection opened with the initialize handshake
+        (True, {_MODERN: "2026-07-28", _CAPS: {}}),
+        (True, {_MODERN: "2099-01-01", _CAPS: {}}),
+        # the first request opens a 2026-07-28 connection; its envelope is refused
+        (False, {_MODERN: "2099-01-01", _CAPS: {}}),
+        (False, {_MODERN: 5, _CAPS: {}}),
+        (False, {_MODERN: "2026-07-28"}),
+    ],
+    ids=["handshake+envelope", "handshake+unknown", "unknown", "not-a-string", "no-caps"],
+)
+async def test_stdio_tools_call_the_sdk_turns_away_by_its_envelope_is_recorded(
+    files_runtime: Runtime, handshake: bool, meta: dict[str, Any]
+) -> None:
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            if handshake:
+                await bridge.handshake()
+            await bridge.send_line(frame(_write_with_meta("m1", "/home/alice/m.txt", meta)))
+            answer = await bridge.wait_reply("m1", timeout=10)
+        finally:
+            await bridge.kill()
+    # the SDK's own answer stays (a client negotiates its protocol version on it)
+    assert "error" in answer, answer
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(x.tool, str(x.outcome), str(x.reason)) for x in records] == [
+        ("files.write", "failed", "malformed_request")
+    ]
+    rejected = (records[0].diagnostics or {}).get("rejectedByTransport") or {}
+    assert rejected.get("problem") == "rejected_by_transport", records[0].diagnostics
+    assert rejected.get("jsonrpcId") == "m1"
+    assert not (rt.sandbox / "home" / "alice" / "m.txt").exists()
