@@ -48,7 +48,9 @@ def decode(line: bytes) -> dict[str, Any]:
     """One line as a message (a JSON object), or ``RelayProtocolError``."""
     try:
         message = json.loads(line)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: nesting deeper than Python's parser reads (~1,000 levels); a
+        # bridge process never sends it (it refuses frames deeper than 200), a peer might
         raise RelayProtocolError(f"a line that is not JSON ({exc.__class__.__name__})") from None
     if not isinstance(message, dict):
         raise RelayProtocolError("a JSON value that is not an object")

@@ -25,7 +25,7 @@ from sharedos.bridge import open_turn
 from sharedos.bridge.limits import TransportLimits
 from sharedos.bridge.relay import RelayHost, RelayTurn
 from sharedos.bridge.relay_client import RelayChannel, RelayError, RelayRuntime
-from sharedos.bridge.relay_wire import decode, encode
+from sharedos.bridge.relay_wire import RelayProtocolError, decode, encode
 from sharedos.bridge.turnfile import StdioLaunch, read_turn_file, write_turn_file
 from sharedos.context import ToolCall
 from sharedos.kernel.context import AccessContext
@@ -294,3 +294,33 @@ async def test_connections_to_the_relay_are_capped_and_the_oldest_unauthenticate
             flood.communicate("")
         assert not result.is_error and result.evidence_seq >= 0
         assert during is not None and during - before <= 16 + 4, (before, during)
+
+
+async def test_a_message_nested_too_deep_drops_the_peer_in_one_line_and_the_relay_serves_on(
+    runtime: Runtime, alice: AccessContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    # json.loads raises RecursionError (not ValueError) past ~1,000 levels: it escaped
+    # decode() as an exception group, logged with a whole traceback by the listener
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(RelayProtocolError):
+        decode(deep)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        secret = spec.relay.secret
+        stream, reader = await _raw(spec.relay.socket, {"version": 1, "secret": secret})
+        with anyio.fail_after(10):
+            assert decode(await reader.receive_until(b"\n", 1 << 24))["ok"] is True
+            await stream.send(
+                b'{"id":1,"op":"invoke","tool":"files.read","arguments":' + deep + b"}\n"
+            )
+            with pytest.raises((anyio.EndOfStream, anyio.IncompleteRead)):
+                await reader.receive_until(b"\n", 1 << 24)  # the peer is dropped
+        await stream.aclose()
+        with anyio.fail_after(10):
+            answer = await _read_a_file(spec.relay.socket, secret)
+        assert str(answer.outcome) == "succeeded", answer
+    dropped = [r for r in caplog.records if r.name == "sharedos.bridge.relay"]
+    assert dropped and all(r.exc_info is None for r in dropped), [r.getMessage() for r in dropped]
+    assert all("Traceback" not in r.getMessage() for r in caplog.records)
