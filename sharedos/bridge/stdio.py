@@ -194,6 +194,8 @@ async def _serve(
 ) -> bool:
     """Run the SDK server over ``wire`` until end of input or the turn's close; True if closed."""
     import mcp_types
+    from mcp.shared.dispatcher import coerce_request_id
+    from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
     from mcp.shared.message import SessionMessage
 
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -216,7 +218,9 @@ async def _serve(
         await anyio.sleep(linger - reserve)
         tg.cancel_scope.cancel()
 
-    #: requests handed to the server and not yet answered (ids as sent, counted: ids may repeat)
+    #: requests handed to the server and not yet answered, counted (ids may repeat) by the id
+    #: as the SDK's dispatcher correlates it: "7" and 7 are one id (``coerce_request_id``), so
+    #: a cancellation naming "7" settles request 7, which the SDK then never answers
     pending: Counter[object] = Counter()
     #: tools/call requests handed to the server that its middleware has not seen yet, by id.
     #: The SDK's runner refuses some before any middleware (an envelope of the other protocol
@@ -242,13 +246,22 @@ async def _serve(
                 if message is None:
                     continue
                 if isinstance(message, mcp_types.JSONRPCRequest):
-                    pending[message.id] += 1
+                    pending[coerce_request_id(message.id)] += 1
                     if message.method == "tools/call":
                         unreached.setdefault(message.id, []).append(message)
                 elif isinstance(message, mcp_types.JSONRPCNotification) and (
                     message.method == "notifications/cancelled"
                 ):
-                    pending.pop((message.params or {}).get("requestId"), None)
+                    # read as the SDK reads it: a requestId that is no id (a list, an
+                    # object: unhashable) cancels nothing, and must not end the reader
+                    # (one request: with an id in flight twice the SDK cancels the newer,
+                    # and the older one is still answered)
+                    cancelled = cancelled_request_id_from_params(message.params)
+                    key = None if cancelled is None else coerce_request_id(cancelled)
+                    if pending[key] > 1:
+                        pending[key] -= 1
+                    else:
+                        pending.pop(key, None)
                 await to_server.send(SessionMessage(message))
             # End of input: the client may still read. Answer what it already asked
             # (bounded by the handler timeout) before the server's input ends.
@@ -273,10 +286,11 @@ async def _serve(
                                 code=message.error.code,
                             )
                     if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
-                        if pending[message.id] > 1:
-                            pending[message.id] -= 1
+                        key = None if message.id is None else coerce_request_id(message.id)
+                        if pending[key] > 1:
+                            pending[key] -= 1
                         else:
-                            pending.pop(message.id, None)
+                            pending.pop(key, None)
                     data = message.model_dump_json(by_alias=True, exclude_unset=True)
                     await wire.write_line(data.encode("utf-8", "surrogatepass"))
         finally:

@@ -14,14 +14,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
 from sharedos.bridge import open_turn
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
-from tests.bridge.conftest import Runtime, build_runtime, files_launch
-from tests.bridge.rawwire import ACCEPT, StdioBridge, frame, json_rpc_messages, legacy_session
+from tests.bridge.conftest import OPEN_POLICY, Runtime, build_runtime, files_launch
+from tests.bridge.rawwire import (
+    ACCEPT,
+    StdioBridge,
+    call,
+    frame,
+    json_rpc_messages,
+    legacy_session,
+)
+from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
 
@@ -156,3 +165,115 @@ async def test_stdio_tools_call_the_sdk_turns_away_by_its_envelope_is_recorded(
     assert rejected.get("problem") == "rejected_by_transport", records[0].diagnostics
     assert rejected.get("jsonrpcId") == "m1"
     assert not (rt.sandbox / "home" / "alice" / "m.txt").exists()
+
+
+# Finding 3: the stdio bridge counts the requests it owes an answer so that, at the
+# end of input, it answers them before it exits; a ``notifications/cancelled`` takes
+# one off the count. It read ``params.requestId`` as a dictionary key, as is: a
+# ``requestId`` that is a list or an object (unhashable) raised TypeError in its
+# reader and the whole bridge exited 2 ("unhandled errors in a TaskGroup") with the
+# calls in flight unanswered. And the SDK correlates a cancellation by the id as a
+# number when it is a numeric string ("7" cancels request 7, as the TypeScript SDK
+# does): the call was cancelled and never answered, yet the bridge still waited for
+# that answer after the end of input, for the whole handler timeout (31 s). And with an
+# id in flight twice, one cancellation (the SDK cancels the newer request) took both
+# off the count: at the end of input the older call was cut off ("Connection closed")
+# instead of answered.
+
+
+def _cancel(request_id: Any) -> bytes:
+    return frame(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+    )
+
+
+@pytest.mark.parametrize("request_id", [[1], {"id": 1}], ids=["list", "object"])
+async def test_stdio_a_cancellation_naming_no_usable_id_leaves_the_bridge_serving(
+    runtime: Runtime, request_id: Any
+) -> None:
+    rt = runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(frame(call("w", "slow.wait", {"seconds": 30})))
+            with anyio.fail_after(10):
+                await rt.probe.started.wait()  # a request is in flight
+            await bridge.send_line(_cancel(request_id))
+            await bridge.send_line(frame(call(2, "files.read", {"path": "/public/a.txt"})))
+            answer = await bridge.wait_reply(2, timeout=10)
+            assert answer["result"]["isError"] is False, answer
+            await bridge.send_line(_cancel("w"))
+            assert bridge.process.stdin is not None
+            await bridge.process.stdin.aclose()
+            code, _ = await bridge.wait_exit(bound(10))
+        finally:
+            await bridge.kill()
+    assert code == 0, bridge.stderr
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert sorted((r.tool, str(r.outcome)) for r in records) == [
+        ("files.read", "succeeded"),
+        ("slow.wait", "cancelled"),
+    ]
+
+
+async def test_stdio_a_cancellation_by_the_id_as_a_string_owes_no_answer_at_eof(
+    runtime: Runtime,
+) -> None:
+    rt = runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(frame(call(7, "slow.wait", {"seconds": 30})))
+            with anyio.fail_after(10):
+                await rt.probe.started.wait()
+            await bridge.send_line(_cancel("7"))  # the SDK cancels request 7 on it
+            with anyio.fail_after(10):
+                while not rt.probe.cancelled:
+                    await anyio.sleep(0.02)
+            assert bridge.process.stdin is not None
+            await bridge.process.stdin.aclose()
+            # nothing is owed now: the bridge leaves at the end of input (before: 31 s)
+            code, _ = await bridge.wait_exit(bound(5))
+        finally:
+            await bridge.kill()
+    assert code == 0
+    assert bridge.reply(7) is None  # a cancelled request is never answered
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.outcome)) for r in records] == [("slow.wait", "cancelled")]
+
+
+async def test_stdio_a_cancellation_of_an_id_in_flight_twice_still_answers_the_other(
+    runtime: Runtime,
+) -> None:
+    rt = runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            # 2026-07-28 (the SDK client's default): a request still in flight when the
+            # server's input ends is cut off ("Connection closed")
+            await bridge.send_line(frame(call(5, "slow.wait", {"seconds": 2}, modern=True)))
+            with anyio.fail_after(10):
+                await rt.probe.started.wait()
+            await bridge.send_line(frame(call(5, "slow.wait", {"seconds": 30}, modern=True)))
+            with anyio.fail_after(10):
+                while len(rt.evidence.query(turn_id=alice.turn_id)) < 2:
+                    await anyio.sleep(0.02)  # both calls began (write-ahead records)
+            await bridge.send_line(_cancel(5))  # the SDK cancels the newer one
+            assert bridge.process.stdin is not None
+            await bridge.process.stdin.aclose()
+            answer = await bridge.wait_reply(5, timeout=10)
+            code, _ = await bridge.wait_exit(bound(10))
+        finally:
+            await bridge.kill()
+    assert "result" in answer and answer["result"]["isError"] is False, answer
+    assert code == 0
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert sorted(str(r.outcome) for r in records) == ["cancelled", "succeeded"]
