@@ -114,6 +114,33 @@ class BridgePeer:
         return dumped
 
 
+def carriable(value: object, depth: int = 0) -> object:
+    """``value`` with every string (or key) UTF-8 cannot encode spelled in backslash escapes.
+
+    A lone surrogate (a file name decoded with ``surrogateescape``, say) is text no
+    JSON encoder can put on the wire. A handler's progress message or log data
+    holding one made the SDK fail to serialize the notification: on HTTP the
+    call's stream broke and its answer never arrived, on stdio the whole bridge
+    exited. Their words are informational; ``\\udcff`` keeps them legible.
+    Plain text is returned as it is (an ASCII string costs one check).
+    """
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if depth > 100:
+        return value
+    if isinstance(value, dict):
+        return {carriable(k, depth + 1): carriable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [carriable(v, depth + 1) for v in value]
+    return value
+
+
 def make_hooks(ctx: RequestContext, gate: LogGate) -> dict[str, Any]:
     """``{"progress", "log", "peer"}`` for one ``tools/call`` request context."""
     session = ctx.session
@@ -122,6 +149,8 @@ def make_hooks(ctx: RequestContext, gate: LogGate) -> dict[str, Any]:
         value: float, total: float | None = None, message: str | None = None
     ) -> None:
         # A no-op unless the request carried _meta.progressToken (SDK behaviour).
+        if message is not None and not message.isascii():
+            message = str(carriable(message))
         await session.report_progress(value, total, message)
 
     async def log(level: str, data: object) -> None:
@@ -135,7 +164,7 @@ def make_hooks(ctx: RequestContext, gate: LogGate) -> dict[str, Any]:
         # Request-scoped: on 2026-07-28 a log may only ride the call's own stream.
         await session.send_notification(
             types.LoggingMessageNotification(
-                params=types.LoggingMessageNotificationParams(level=level, data=data)
+                params=types.LoggingMessageNotificationParams(level=level, data=carriable(data))
             ),
             related_request_id=ctx.request_id,
         )
