@@ -290,11 +290,11 @@ class ViewBuilder:
         ]
         visible = [*readonly, *writable]
         for kept in dict.fromkeys(canonical(k) for k in never_writable):
-            for rw in writable:
-                if _is_under(kept, rw) or _is_under(rw, kept):
+            for open_path in writable:
+                if _is_under(kept, open_path) or _is_under(open_path, kept):
                     raise ManagedRootVisible(
                         f"SharedOS's own installation {kept} would be writable in the sandbox "
-                        f"(the view makes {rw} read-write): a sandboxed process could change "
+                        f"(the view makes {open_path} read-write): a sandboxed process could change "
                         "the code the host runs next; declare that path read-only, or "
                         "install SharedOS outside it"
                     )
