@@ -43,6 +43,10 @@ class TransportLimits:
     #: then at most this many individual records per second; the rest are counted and
     #: recorded together in one aggregate record as soon as the rate allows (and at close)
     malformed_per_second: float = 2.0
+    #: ``tools/call`` s of one undeliverable frame (a batch) refused and recorded one by one;
+    #: the rest of that frame are refused too, counted in one aggregate record and answered
+    #: with a JSON-RPC error (a 4 MiB batch holds some 60,000 calls)
+    batch_calls_recorded: int = 100
     #: tools per ``tools/list`` page; a longer catalogue is paginated with ``nextCursor``
     list_page_size: int = DEFAULT_LIST_PAGE_SIZE
     #: and at most about this many bytes of tool JSON per page (one larger tool gets a page
@@ -63,6 +67,7 @@ class TransportLimits:
             "max_sessions",
             "max_frame_bytes",
             "malformed_burst",
+            "batch_calls_recorded",
             "list_page_size",
             "list_page_bytes",
         ):

@@ -147,7 +147,8 @@ class WireRecorder:
         """
         answers: list[dict[str, Any]] = []
         problem = frame.problem or Problem.NOT_JSONRPC
-        for attempt in frame.calls:
+        cap = self._limits.batch_calls_recorded
+        for attempt in frame.calls[:cap]:
             result = await self.refuse_call(attempt, problem, size=frame.size, status=status)
             if attempt.request_id is not None:
                 answers.append(
@@ -155,6 +156,8 @@ class WireRecorder:
                 )
             elif attempt.has_id:  # an id JSON-RPC does not allow: the error goes to id null
                 answers.append(error_message(None, INVALID_REQUEST, PROBLEM_TEXT[problem]))
+        if len(frame.calls) > cap:
+            answers.extend(await self._refuse_beyond(frame, cap, problem, status))
         text = PROBLEM_TEXT[problem]
         # the id of a frame that could not be parsed whole (oversized, truncated, not JSON)
         # is read from its edges: a parse error, as the frame gets without one
@@ -168,6 +171,44 @@ class WireRecorder:
                 code = INVALID_REQUEST if problem is Problem.NOT_JSONRPC else PARSE_ERROR
                 answers.append(error_message(None, code, text))
         return answers
+
+    async def _refuse_beyond(
+        self, frame: Frame, cap: int, problem: Problem, status: int | None
+    ) -> list[dict[str, Any]]:
+        """The calls of ``frame`` past the first ``cap``: refused, never run, recorded in one
+        aggregate record (how many, and their tools), each answered with an error.
+
+        One frame of a few MiB holds tens of thousands of calls: recorded and answered
+        one by one they cost a minute of the turn and tens of MB of answer.
+        """
+        rest = frame.calls[cap:]
+        self.stats.calls_refused += len(rest)
+        tools: Counter[str] = Counter()
+        for attempt in rest:
+            name = attempt.name
+            tools[self._canonical(name) if isinstance(name, str) else "null"] += 1
+        diagnostics = {
+            "bridge": self._bridge,
+            "rejectedByTransport": {
+                "problem": str(problem),
+                "bytes": frame.size,
+                "httpStatus": status,
+                "aggregated": len(rest),
+                "tools": dict(tools.most_common(20)),
+            },
+        }
+        await self._record(
+            diagnostics,
+            f"{len(rest)} more tools/calls of one frame ({PROBLEM_TEXT[problem]}) recorded "
+            f"together past the first {cap}; none was run",
+        )
+        text = f"{PROBLEM_TEXT[problem]}; not run (past the first {cap} calls of this frame)"
+        # an id JSON-RPC does not allow gets its error with id null; a notification, none
+        return [
+            error_message(a.request_id, INVALID_REQUEST, text)
+            for a in rest
+            if a.request_id is not None or a.has_id
+        ]
 
     async def refuse_frame(self, frame: Frame, *, status: int | None = None) -> None:
         """Record an unparseable frame (nothing could be made out of it), within the rate limit."""

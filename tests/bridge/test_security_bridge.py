@@ -447,3 +447,36 @@ async def test_lookalike_hosts_and_origins_are_refused(
             ok = await hc.post(turn.url, json=INIT, headers={"Origin": f"http://localhost:{port}"})
             assert ok.status_code == 200
     assert runtime.evidence.query() == []
+
+
+async def test_a_batch_of_thousands_of_calls_is_refused_in_bounded_records(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    # one body of ~1 MiB: 10,000 calls that would be allowed if run
+    calls = [{**_write(f"/home/alice/b{i}.txt"), "id": i + 100} for i in range(10_000)] + [
+        {k: v for k, v in _write("/home/alice/n.txt").items() if k != "id"}
+    ]
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=60) as hc:
+            session = await _session(hc, turn.url)
+            before = len(runtime.evidence.query())
+            r = await hc.post(turn.url, content=json.dumps(calls), headers=session)
+            assert r.status_code == 200
+            answers = r.json()
+            records = runtime.evidence.query()[before:]
+            ok = await hc.post(turn.url, json=_write("/home/alice/ok.txt"), headers=session)
+            assert ok.status_code == 200
+    # every call with an id is answered: the first 100 as results, the rest as errors
+    assert len(answers) == 10_000
+    assert [a["id"] for a in answers] == [i + 100 for i in range(10_000)]
+    assert all(a["result"]["isError"] for a in answers[:100])
+    assert all(a["error"]["code"] == -32600 for a in answers[100:])
+    # 100 records one by one, and one for the other 9,901 (the notification among them)
+    assert len(records) == 101, len(records)
+    aggregate = (records[-1].diagnostics or {})["rejectedByTransport"]
+    assert aggregate["aggregated"] == 9_901
+    assert aggregate["tools"] == {"files.write": 9_901}
+    assert all(str(r.reason) == "malformed_request" for r in records)
+    home = runtime.sandbox / "home" / "alice"
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "ok.txt"]  # nothing else ran
