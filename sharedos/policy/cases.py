@@ -34,10 +34,12 @@ class CaseResult:
 def run_policy_denial(policy: Evaluator, run: str | None, tool: str) -> Decision | None:
     """The ``not_in_run_policy`` denial of ``tool`` under toolpolicy ``run``, if any.
 
-    As the kernel does: a tool outside the run's managed set is denied before
-    any rule is consulted. ``run`` None means no run policy (no denial).
+    In the kernel's order (``Kernel.resolve``): a tool no requirement declares
+    is ``tool_unavailable`` first (``decide`` says so: no denial here); then a
+    tool outside the run's managed set is denied before any rule is consulted.
+    ``run`` None means no run policy (no denial).
     """
-    if run is None:
+    if run is None or tool not in policy.requirements:
         return None
     declared = policy.tool_policies.get(run)
     if declared is None:

@@ -85,3 +85,21 @@ test "outside the run" { policy run; context { principal: "a", roles: [] } call 
     report = run_tests(compile_source(text, "p.sos"))
     outcome = {o.name: o for o in report.outcomes}["outside the run"]
     assert outcome.passed and outcome.applied == ()
+
+
+def test_a_tool_no_requirement_declares_is_unavailable_whatever_the_run() -> None:
+    # the kernel's order (Kernel.resolve): no requirement -> tool_unavailable, and only
+    # then the run's managed set; test, explain and eval must say what the kernel says
+    text = (
+        POLICY
+        + """
+toolpolicy run { mode open; managed files.* }
+test "unknown" { policy run; context { principal: "a", roles: [] } call patch { file: "/x" } expect deny tool_unavailable }
+"""
+    )
+    policy = compile_source(text, "p.sos")
+    report = run_tests(policy)
+    outcome = {o.name: o for o in report.outcomes}["unknown"]
+    assert outcome.passed, outcome
+    explained = policy.explain("patch", {"file": "/x"}, {"principal": "a"}, run_policy="run")
+    assert str(explained.decision.reason) == "tool_unavailable"

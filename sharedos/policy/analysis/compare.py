@@ -71,8 +71,6 @@ def decide_request(policy: Evaluator, request: Request) -> Decision:
     looked at, then ``not_in_run_policy``, then ``decide``."""
     from sharedos.policy.cases import run_policy_denial
 
-    if request.tool not in policy.requirements:
-        return policy.decide(request.tool, request.args, request.context)
     denial = run_policy_denial(policy, request.run_policy, request.tool)
     if denial is not None:
         return denial
