@@ -41,6 +41,7 @@ __all__ = [
     "CHAIN_COLUMNS",
     "CHECKPOINT_COLUMNS",
     "CONTENT_OF",
+    "GUARD_INDEXES",
     "READER_SQL",
     "TURNS_SQL",
     "TURNS_SQL_BEFORE_4",
@@ -63,6 +64,7 @@ __all__ = [
     "fold_counts",
     "insert_sql",
     "lookup_sql",
+    "missing_guards",
     "outcomes_source",
     "picked",
     "reader_sql",
@@ -152,6 +154,32 @@ def approval_indexes() -> tuple[str, ...]:
         "CREATE UNIQUE INDEX IF NOT EXISTS chain_approval_closed ON chain (approval_id) "
         "WHERE kind = 'approval' AND event IN ('consumed', 'expired')",
     )
+
+
+#: The unique indexes that make a second writer *collide* rather than write: two writers of
+#: one turn on one position (``chain_place``), a second outcome of one attempt
+#: (``chain_attempt``), an approval requested, decided or closed twice. Without one of them
+#: nothing fails: the chain forks (or an approval is consumed twice) and only a later
+#: ``verify`` says so. A writable open checks they are there (name -> the statement that
+#: makes one again; ``missing_guards``).
+GUARD_INDEXES: dict[str, str] = {
+    stmt.split(" ON ")[0].split()[-1]: stmt
+    for stmt in (
+        *(
+            s.replace("CREATE UNIQUE INDEX ", "CREATE UNIQUE INDEX IF NOT EXISTS ")
+            for s in chain_indexes()
+            if s.startswith("CREATE UNIQUE INDEX ")
+        ),
+        *(s for s in approval_indexes() if s.startswith("CREATE UNIQUE INDEX ")),
+    )
+}
+
+
+def missing_guards(found: Iterable[tuple[str, bool]]) -> list[str]:
+    """The ``GUARD_INDEXES`` a store lacks, given its indexes on ``chain`` as (name, unique
+    and usable): absent, or there but not unique (or not valid)."""
+    unique = {name for name, usable in found if usable}
+    return [name for name in GUARD_INDEXES if name not in unique]
 
 
 def approvals_step(dialect: Dialect, present: set[str], table_sql: str) -> tuple[str, ...]:

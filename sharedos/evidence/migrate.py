@@ -48,12 +48,14 @@ from typing import Any
 from sharedos.evidence.appender import Opening, _revision_of
 from sharedos.evidence.chain import ATTEMPT_FIELDS, genesis, link_hash
 from sharedos.evidence.chain_sql import (
+    GUARD_INDEXES,
     VIEW_NAMES,
     VIEWS,
     Dialect,
     add_columns_sql,
     approvals_step,
     checkpoint_ddl,
+    missing_guards,
     table_ddl,
 )
 from sharedos.evidence.store import EvidenceStoreError
@@ -66,6 +68,7 @@ __all__ = [
     "layout_step",
     "migrate_store",
     "pg_chain_columns",
+    "pg_chain_indexes",
     "pg_migrate",
     "pg_version",
     "refuse_unreadable",
@@ -320,6 +323,23 @@ def pg_chain_columns(conn: Any) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
+def pg_chain_indexes(conn: Any) -> list[tuple[str, bool]]:
+    """The indexes of a PostgreSQL store's ``chain`` table: (name, unique and valid)."""
+    rows = conn.execute(
+        "SELECT c.relname, i.indisunique AND i.indisvalid FROM pg_index i "
+        "JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass('chain')"
+    ).fetchall()
+    return [(str(r[0]), bool(r[1])) for r in rows]
+
+
+def _pg_guards(conn: Any) -> None:
+    """Make again each ``GUARD_INDEXES`` index the store lacks (one there but not unique or
+    not valid is dropped first). Rows that break one (a forked chain) fail the migration."""
+    for name in missing_guards(pg_chain_indexes(conn)):
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+        conn.execute(GUARD_INDEXES[name])
+
+
 def _pg_layout(conn: Any) -> None:
     """``layout_step`` on PostgreSQL, keeping the privileges granted on the views (a
     view made again starts with none, and the hosts read through them)."""
@@ -407,6 +427,8 @@ def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(version),),
             )
+        if max(before, target) >= 6:
+            _pg_guards(conn)
         # every store has an id, whatever wrote it first: writers guard each write on it
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",

@@ -74,6 +74,7 @@ from sharedos.evidence.chain_sql import (
     fold_counts,
     guarded_insert_parts,
     lookup_sql,
+    missing_guards,
     outcomes_source,
     picked,
     reader_sql,
@@ -509,6 +510,8 @@ class PostgresEvidenceStore:
                     f"run `sharedos evidence migrate --db {self.shown}` to give it one",
                     "io",
                 )
+            if not self.read_only and self.schema_version >= 6:
+                self._check_guards(conn)
             if not self.read_only:
                 try:
                     # the probe: a store that cannot be written fails here, with one line
@@ -522,6 +525,27 @@ class PostgresEvidenceStore:
                         f"cannot write evidence database {self.shown}: {self._say(exc)} ({cause})",
                         cause,
                     ) from None
+
+    def _check_guards(self, conn: Any) -> None:
+        """Refuse to write a store that lacks one of the unique indexes (``GUARD_INDEXES``)
+        that make a second writer of a turn collide instead of forking its chain; a host
+        cannot make them (it holds SELECT and INSERT), ``sharedos evidence migrate`` does."""
+        from sharedos.evidence import migrate
+
+        try:
+            missing = missing_guards(migrate.pg_chain_indexes(conn))
+        except Exception as exc:
+            raise EvidenceStoreError(
+                f"cannot open evidence database {self.shown}: {self._say(exc)}", _cause(exc)
+            ) from None
+        if missing:
+            raise EvidenceStoreError(
+                f"evidence database {self.shown} lacks the unique index "
+                f"{', '.join(missing)} on chain, without which a second writer is not refused "
+                "(a turn's chain forks, an outcome or an approval step is written twice); run "
+                f"`sharedos evidence migrate --db {self.shown}` to make it again",
+                "io",
+            )
 
     def _read_schema(self, conn: Any) -> None:
         from sharedos.evidence import migrate

@@ -72,6 +72,7 @@ from sharedos.evidence.appender import (
 from sharedos.evidence.chain import Link, Signer
 from sharedos.evidence.chain_sql import (
     CHAIN_COLUMNS,
+    GUARD_INDEXES,
     TURNS_SQL,
     TURNS_SQL_BEFORE_4,
     approval_row,
@@ -84,6 +85,7 @@ from sharedos.evidence.chain_sql import (
     counts_sql,
     fold_counts,
     lookup_sql,
+    missing_guards,
     reader_sql,
     require_approvals,
 )
@@ -549,6 +551,7 @@ class SqliteEvidenceStore:
                 # another process (a host starting beside this one, `sharedos evidence
                 # migrate`) changed the schema between the read and the write lock
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
+            self._restore_guards(conn)
             self.store_id = _store_id(conn, create=True)
             # The probe: a committed write, so that a store that cannot be written
             # fails here, with one line, and not at the first call.
@@ -571,6 +574,35 @@ class SqliteEvidenceStore:
             self._shm_id = _file_id(self._shm)
             self._ids = (db_id, _file_id(self._wal))
         return conn
+
+    def _restore_guards(self, conn: sqlite3.Connection) -> None:
+        """Make again the unique indexes (``GUARD_INDEXES``) the file lacks, under the write
+        lock: without them a second writer of a turn forks its chain instead of colliding.
+        A file whose rows already break one (two rows at one place) is refused, not written."""
+
+        def missing() -> list[str]:
+            listed = conn.execute("PRAGMA index_list(chain)").fetchall()
+            return missing_guards((str(row[1]), bool(row[2])) for row in listed)
+
+        if not missing():
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for name in missing():
+                conn.execute(f"DROP INDEX IF EXISTS {name}")  # one there but not unique
+                try:
+                    conn.execute(GUARD_INDEXES[name])
+                except sqlite3.IntegrityError as exc:
+                    raise EvidenceStoreError(
+                        f"evidence database {self.path} lacks its unique index {name}, and its "
+                        f"rows no longer allow it ({exc}): two rows hold one place "
+                        "(`sharedos evidence verify` names them); nothing is written to it",
+                        "io",
+                    ) from None
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _connect_read_only(self) -> sqlite3.Connection:
         """A read-only connection; on read-only media, an ``immutable`` one.
