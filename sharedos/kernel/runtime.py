@@ -564,6 +564,14 @@ def _given_up(
     if why == "cancelled":
         if had is not None and not ran:
             return OutcomeRecord(had.outcome, at, ms, had.reason, had.error)  # a refusal stands
+        if ran and had is not None:
+            # nobody was answered, but the tool ran to its end: its effect is done, and a
+            # bare `cancelled` would read as a call that may have done nothing
+            ended = str(had.outcome) + (f"/{had.reason}" if had.reason else "")
+            error = (
+                f"cancelled while its outcome was being committed; the tool had finished: {ended}"
+            )
+            return OutcomeRecord(Outcome.CANCELLED, at, ms, ReasonCode.CANCELLED, error)
         return OutcomeRecord(Outcome.CANCELLED, at, ms, ReasonCode.CANCELLED, None)
     # the store did not answer in time, or refused the write at once (its cause)
     failed = f"within {bound_s:g} s" if why == "timeout" else f"({why})"

@@ -465,3 +465,61 @@ async def test_records_still_owed_at_exit_are_written_if_they_can_be_and_counted
         rec = records[f"refused{n}"]
         assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE)
         assert rec.error == "the attempt could not be committed (disk_full); nothing ran"
+
+
+async def test_a_call_cancelled_while_its_outcome_waits_says_the_tool_had_finished(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """The handler ran (its effect is done); its outcome's write waits behind another call's,
+    on a store another process holds locked; the caller cancels. The outcome written for it
+    (``cancelled``: nobody was answered) must still say that the tool had finished, and how:
+    a bare ``cancelled`` reads as a call that may never have done anything."""
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    effects: list[str] = []
+    release = threading.Event()
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        if hctx.call.call_id == "writer":
+            release.wait(10)
+            effects.append("written")  # the effect: done before the outcome is written
+        return HandlerResult.text("done")
+
+    host = _host(kernel, store, misc_tool(handler))
+    holder = sqlite3.connect(db, isolation_level=None)
+    results: dict[str, ToolResult] = {}
+
+    writer_scope = anyio.CancelScope()
+
+    async def writer() -> None:
+        with writer_scope:
+            await call(host, "misc.echo", {"path": "/x"}, call_id="writer")
+
+    async def other() -> None:
+        results["other"] = await call(host, "misc.echo", {"path": "/y"}, call_id="other")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer)
+            with anyio.fail_after(5):
+                while not store.query(call_id="writer"):  # its attempt is on record
+                    await anyio.sleep(0.01)
+            holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
+            tg.start_soon(other)  # its attempt waits on the writer thread for the lock
+            await anyio.sleep(0.2)
+            release.set()  # the tool finishes; its outcome queues behind that attempt
+            with anyio.fail_after(5):
+                while not effects:
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.1)
+            writer_scope.cancel()  # the caller goes away
+            await anyio.sleep(0.1)
+            holder.execute("ROLLBACK")
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    assert effects == ["written"]
+    (rec,) = store.query(call_id="writer")
+    assert rec.outcome is Outcome.CANCELLED
+    assert rec.error is not None and "the tool had finished: succeeded" in rec.error, rec
