@@ -92,11 +92,14 @@ def _cannot_write(exc: OSError, where: str) -> click.ClickException:
 
 
 class _EvidenceGroup(click.Group):
-    """``sharedos evidence``: an output the disk has no room for is one line, not a traceback."""
+    """``sharedos evidence``: an output the disk has no room for, or a store that fails while
+    a command reads it (a damaged file, a server gone), is one line, not a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except EvidenceStoreError as exc:
+            raise click.ClickException(str(exc)) from None
         except OSError as exc:
             if exc.errno not in _NO_ROOM:
                 raise

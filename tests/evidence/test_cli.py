@@ -154,3 +154,36 @@ def test_an_export_the_disk_cannot_hold_is_one_line_and_leaves_no_cut_file(
         )
     assert proc.returncode == 1
     assert proc.stderr == "Error: cannot write the output: No space left on device\n"
+
+
+@pytest.mark.parametrize(
+    "args", [["counts"], ["list"], ["turns"], ["export"], ["verify"], ["shadow"]]
+)
+def test_a_store_that_fails_mid_read_is_one_line_not_a_traceback(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """A store that opens but fails while a command reads it (here a file whose middle
+    pages were overwritten in place: ``database disk image is malformed``) is one line and
+    a non-zero exit, for every command, never a Python traceback."""
+    from tests.evidence.test_store_faults import attempt
+
+    path = tmp_path / "e.db"
+    store = SqliteEvidenceStore(path)
+    for i in range(2000):
+        store.begin(attempt(f"c{i}"))
+    store.close()  # the close folds the WAL into the file
+    pages = path.stat().st_size // 4096
+    with open(path, "r+b") as f:  # the schema's pages (the first ones) are left whole
+        f.seek(pages * 2 // 5 * 4096)
+        f.write(b"\xff" * (pages // 5 * 4096))
+    exe = Path(sys.executable).with_name("sharedos")
+    proc = subprocess.run(
+        [str(exe), "evidence", *args, "--db", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "malformed" in line
