@@ -180,6 +180,17 @@ def _cause(exc: BaseException) -> str:
     return "io"
 
 
+#: SQLite's primary codes for a file that is not what it should be: SQLITE_CORRUPT
+#: ("database disk image is malformed"), SQLITE_NOTADB
+_DAMAGED_CODES = frozenset({11, 26})
+
+
+def _damaged(exc: BaseException) -> bool:
+    """True when SQLite found the file damaged (not a passing cause: it stays damaged)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in _DAMAGED_CODES
+
+
 #: bumped in a child process right after ``fork()``; a store opened before the fork
 #: compares it with its own to know that its lock and connection are not its own.
 #: (Reading a counter instead of calling ``os.getpid()`` spares a system call per record.)
@@ -802,12 +813,26 @@ class SqliteEvidenceStore:
             try:
                 result = op(self._cur)
             except sqlite3.Error as exc:
+                if _damaged(exc):
+                    raise self._found_damaged(exc) from exc
                 cause = _cause(exc)
                 raise EvidenceStoreError(
                     f"cannot {what} evidence in {self.path}: {exc} ({cause})", cause
                 ) from exc
             self._verify()
             return result
+
+    def _found_damaged(self, exc: BaseException) -> EvidenceStoreError:
+        """The error of a write (or of a read made for one) that found the file damaged; from
+        then on every write fails with it. Writes whose pages happen to be whole would still
+        land, in a file whose readers (``list``, ``export``, ``verify``) fail on it."""
+        self._broken = EvidenceStoreError(
+            f"evidence database {self.path} is damaged ({exc}); refusing to write more "
+            "evidence into a file that cannot be read back: restart to reopen it "
+            "(`sharedos evidence verify` says what is damaged)",
+            "io",
+        )
+        return self._broken
 
     def begin(self, attempt: EvidenceRecord) -> int:
         """Commit ``attempt`` as an attempt row (its outcome fields are ignored); return its seq."""
@@ -1028,7 +1053,11 @@ class SqliteEvidenceStore:
             self._before_write()
             try:
                 result = run_plan(cur, plan)
-            except (sqlite3.Error, StaleHead):
+            except sqlite3.Error as exc:
+                if _damaged(exc):
+                    raise self._found_damaged(exc) from exc
+                return None
+            except StaleHead:
                 return None
             self._verify()
             self._fast_commits += 1
@@ -1117,6 +1146,8 @@ class SqliteEvidenceStore:
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
+                if _damaged(exc) and not self.read_only:
+                    raise self._found_damaged(exc) from exc
                 raise EvidenceStoreError(
                     f"cannot read evidence from {self.path}: {exc}", _cause(exc)
                 ) from exc

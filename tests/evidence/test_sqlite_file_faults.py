@@ -17,6 +17,8 @@ from sharedos.evidence.verify import verify_store
 from sharedos.outcomes import ReasonCode
 
 from .conftest import MountFn, remount_read_only
+from .test_postgres import OK
+from .test_postgres import attempt as turn_attempt
 from .test_store_faults import _files_host, _write, attempt, cause_of
 
 # -- a symlink in place of the database path --------------------------------------------------
@@ -232,3 +234,36 @@ def test_a_reader_on_read_only_media_never_skips_the_wal_silently(tmpfs: MountFn
     # reading is honest only if every committed row is read
     assert reader.counts().total == 3000
     assert verify_store(reader).links == 3001
+
+
+# -- a database file damaged in place --------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_store_sqlite_found_malformed_is_not_written_again(tmp_path: Path) -> None:
+    """Pages in the middle of the file overwritten in place (a disk fault, a stray ``dd``):
+    SQLite says ``database disk image is malformed`` when a write meets one, but writes of
+    other turns, whose pages are whole, still land. Once a write has found the file damaged,
+    every later one fails closed until the host restarts: else calls went on running
+    (files written) into a file that ``list``, ``export`` and ``verify`` cannot read, and
+    the host said the store was "writable again" after each of them."""
+    db_dir = tmp_path / "db"
+    db_dir.mkdir()
+    db = db_dir / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    for i in range(3000):
+        store.finish(store.begin(turn_attempt(f"c{i}", turn=f"T{i % 50}")), OK)
+    store.close()  # folds the WAL into the file
+    pages = db.stat().st_size // 4096
+    with open(db, "r+b") as f:  # the schema's pages (the first ones) are left whole
+        f.seek(pages * 2 // 5 * 4096)
+        f.write(b"\xff" * (pages // 5 * 4096))
+    sandbox = tmp_path / "sandbox"
+    host, _ = _files_host(db_dir, sandbox)
+    results = [await _write(host, f"after{i}.txt", turn=f"T{i % 50}") for i in range(100)]
+    refused = [r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in results]
+    assert any(refused), "no write met the damage: the test needs another layout"
+    first = refused.index(True)
+    assert all(refused[first:]), "".join("F" if r else "s" for r in refused)
+    written = sorted(p.name for p in (sandbox / "public").iterdir())
+    assert written == sorted(f"after{i}.txt" for i in range(first))

@@ -177,12 +177,12 @@ def _files_host(db_dir: Path, sandbox: Path) -> tuple[RuntimeHost, Path]:
     return host, db
 
 
-async def _write(host: RuntimeHost, name: str) -> ToolResult:
+async def _write(host: RuntimeHost, name: str, turn: str = "faults") -> ToolResult:
     return await host.invoke_tool(
         ToolCall(
             call_id=name, tool="files.write", arguments={"path": f"/public/{name}", "content": "x"}
         ),
-        AccessContext(principal="p", turn_id="faults"),
+        AccessContext(principal="p", turn_id=turn),
         ToolPolicy(name="f", mode=RunMode.OPEN, managed=("files.*",)),
     )
 
