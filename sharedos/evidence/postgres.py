@@ -647,7 +647,21 @@ class PostgresEvidenceStore:
             raise EvidenceStoreError(f"attempt {seq} already has an outcome", "conflict") from None
         if state == "23503":
             raise EvidenceStoreError(f"no attempt with seq {seq} to conclude", "conflict") from None
+        self._read_only_session(exc, conn)
         raise self._error("write", exc) from None
+
+    def _read_only_session(self, exc: BaseException, conn: Any) -> None:
+        """After a write refused as a read-only transaction (SQLSTATE 25006): replace this
+        connection and the pool's idle ones. The database's or role's
+        ``default_transaction_read_only`` is read once, when a connection is made, and
+        holds for its life: kept, they would refuse every write after the database was made
+        writable again. The next write asks the server on a new connection."""
+        if getattr(exc, "sqlstate", None) != "25006":
+            return
+        with contextlib.suppress(Exception):
+            conn.close()  # closed: ``_writer_conn`` hands it back, and the pool discards it
+        with contextlib.suppress(Exception):
+            self._pool.drain()
 
     def _replaced(self) -> EvidenceStoreError:
         """The store at the URL is not the one opened (a write found another ``store_id``)."""
@@ -745,6 +759,7 @@ class PostgresEvidenceStore:
                             "io",
                         ),
                     ) from None
+                self._read_only_session(exc, conn)
                 raise self._error("write a checkpoint of", exc) from None
 
     def evidence_checkpoint_due(self) -> bool:

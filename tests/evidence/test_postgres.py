@@ -218,6 +218,38 @@ def test_a_group_whose_connection_was_lost_is_written_once(
     assert verify_store(pg).clean
 
 
+def test_writes_resume_once_the_database_is_writable_again(
+    pg: PostgresEvidenceStore, pg_url: str
+) -> None:
+    """``default_transaction_read_only`` set on the database (an operator freezing it, a
+    failover script) reaches a host's connections when they are made again: writes fail
+    closed, ``read_only``. Reset, the writes must resume, as they do when a role gets its
+    INSERT back; the connections made meanwhile were read-only for good, and kept
+    every write failing until the host restarted."""
+    pg.finish(pg.begin(attempt("before")), OK)
+    with admin(pg_url) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        conn.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    terminate(pg_url)
+    for i in range(3):
+        with pytest.raises(EvidenceStoreError) as exc:
+            pg.begin(attempt(f"frozen{i}"))
+        assert exc.value.cause == "read_only"
+    with admin(pg_url) as conn:  # made while the default holds: read-only itself
+        conn.execute("SET default_transaction_read_only = off")
+        conn.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+    landed = None
+    deadline = time.monotonic() + bound(5.0)
+    while landed is None and time.monotonic() < deadline:
+        try:
+            landed = pg.begin(attempt("after"))
+        except EvidenceStoreError as err:
+            assert err.cause == "read_only"
+            time.sleep(0.1)
+    assert landed is not None, "writes never resumed after the database was writable again"
+    assert [r.call_id for r in pg.query()] == ["before", "after"]
+
+
 def test_a_role_that_cannot_insert_fails_at_open(pg_url: str, pg: PostgresEvidenceStore) -> None:
     with admin(pg_url) as conn:
         conn.execute("CREATE ROLE auditor LOGIN")
