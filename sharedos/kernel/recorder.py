@@ -18,7 +18,8 @@ on becomes a complete ``failed`` / ``evidence_unavailable`` record (or
 outcome at once. So the count of attempts stays honest after the store
 recovers. A write the store refused for a cause that passes and that left
 nothing behind (``locked``: it never got the write lock; ``disk_full``: its
-transaction was rolled back) is owed the same way: once a later write lands,
+transaction was rolled back; ``timeout``: the server cancelled its statement,
+or no connection came in time) is owed the same way: once a later write lands,
 what its caller was told is written (up to ``max_pending`` such records).
 Once the writer has made no progress for ``timeout_s`` while
 writes are waiting, new writes fail at once instead of each waiting the
@@ -69,8 +70,10 @@ GiveUp = Literal["timeout", "cancelled", "locked", "disk_full"]
 #: the outcome to write instead, for a write given up on
 Fallback = Callable[[GiveUp], OutcomeRecord]
 #: causes of a refused write that pass, and after which nothing of the write is in the store
-#: (the statement failed inside its own transaction): what the caller was told is owed
-OWED_CAUSES = frozenset({"locked", "disk_full"})
+#: (the statement failed inside its own transaction, or never reached the server): what the
+#: caller was told is owed. A write whose fate is unknown (a connection lost in flight and not
+#: resolved in time: ``io``) is not: writing it again could write it twice
+OWED_CAUSES = frozenset({"locked", "disk_full", "timeout"})
 
 
 class EvidenceUnavailable(EvidenceError):
@@ -84,7 +87,16 @@ class EvidenceUnavailable(EvidenceError):
 class _Job:
     """One write and what to do if its waiter gives up before or after it lands."""
 
-    __slots__ = ("abandoned", "compensate", "instead", "landed", "op", "primary", "why")
+    __slots__ = (
+        "abandoned",
+        "compensate",
+        "instead",
+        "landed",
+        "op",
+        "primary",
+        "refused",
+        "why",
+    )
 
     def __init__(
         self,
@@ -103,6 +115,8 @@ class _Job:
         self.abandoned = False
         self.why: GiveUp = "timeout"
         self.landed = False
+        #: the cause the store refused ``primary`` for (set on the writer thread)
+        self.refused: str | None = None
 
 
 class EvidenceRecorder:
@@ -286,11 +300,16 @@ class EvidenceRecorder:
     def _give_up(self, job: _Job, task: LaneTask[Any], why: GiveUp) -> bool:
         """Mark ``job`` abandoned; False when it had already landed (its result stands)."""
         with self._lock:
-            if task.done:
+            done = task.done
+            if done:
                 landed = job.landed
             else:
                 job.abandoned, job.why = True, why
-                return True
+                refused = job.refused
+        if not done:
+            if refused is not None:  # refused while running, before the waiter could hear it
+                self._owe(job, refused, why)
+            return True
         if why == "cancelled" and landed and job.compensate is not None:
             # committed, but the caller is going away: conclude it as cancelled, later
             compensate, result = job.compensate, task.result
@@ -306,13 +325,27 @@ class EvidenceRecorder:
                 if job.instead is not None:
                     self._quietly(lambda: job.instead(why))  # type: ignore[misc]
                 return None
-            result = job.primary()
+            try:
+                result = job.primary()
+            except EvidenceStoreError as exc:
+                self._refused(job, exc.cause)
+                raise
             self._landed(job, result)
             return result
         finally:
             with self._lock:
                 self._inflight -= 1
             self._heads_checkpoint()
+
+    def _refused(self, job: _Job, cause: str) -> None:
+        """On the writer thread: the store refused ``job``'s write. Its waiter hears it and
+        owes the record (``_write``); a waiter that gave up meanwhile cannot, so it is owed
+        from here, or from ``_give_up`` when that sees this mark first (under the lock)."""
+        with self._lock:
+            job.refused = cause
+            abandoned, why = job.abandoned, job.why
+        if abandoned:
+            self._owe(job, cause, why)
 
     def _landed(self, job: _Job, result: Any) -> None:
         """``job``'s write is durable: conclude it as cancelled if its waiter went away meanwhile."""
@@ -363,13 +396,15 @@ class EvidenceRecorder:
                     self._landed(job, value)
                     task.complete(value)
                 else:
+                    if isinstance(value, EvidenceStoreError):
+                        self._refused(job, value.cause)
                     task.complete(None, value)
             finally:
                 with self._lock:
                     self._inflight -= 1
         self._heads_checkpoint()
 
-    def _owe(self, job: _Job, cause: str) -> None:
+    def _owe(self, job: _Job, cause: str, told: GiveUp | None = None) -> None:
         """Keep what ``job``'s caller was told, to write once the store answers again.
 
         Only for a cause that passes and leaves nothing of the write in the store
@@ -380,7 +415,9 @@ class EvidenceRecorder:
         if cause not in OWED_CAUSES or job.instead is None:
             return
         instead = job.instead
-        why: GiveUp = "disk_full" if cause == "disk_full" else "locked"
+        why: GiveUp = told or (
+            "disk_full" if cause == "disk_full" else "timeout" if cause == "timeout" else "locked"
+        )
         with self._lock:
             if len(self._owed) < self.max_pending:
                 self._owed.append(lambda: instead(why))

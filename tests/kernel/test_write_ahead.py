@@ -523,3 +523,116 @@ async def test_a_call_cancelled_while_its_outcome_waits_says_the_tool_had_finish
     (rec,) = store.query(call_id="writer")
     assert rec.outcome is Outcome.CANCELLED
     assert rec.error is not None and "the tool had finished: succeeded" in rec.error, rec
+
+
+async def test_calls_refused_by_a_postgresql_statement_timeout_are_recorded_once_it_answers(
+    kernel: Kernel, pg_url: str
+) -> None:
+    """PostgreSQL: another session holds a lock on ``chain`` longer than the store's
+    statement timeout, while calls come in. Each write is cancelled (cause ``timeout``:
+    nothing of it landed) and its call answered ``evidence_unavailable``, whether its caller
+    was still waiting when the store refused it, or had given up while it ran, or before it
+    started. Once the lock goes and a write lands, every one of those answers must be
+    written, as for ``locked`` and ``disk_full`` (docs/evidence.md: "as for a server down").
+    Before, the first two kinds left no record at all."""
+    import psycopg
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    ran: list[str] = []
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    store = PostgresEvidenceStore(pg_url, statement_timeout_s=0.4)
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=1.0)
+    told: dict[str, ToolResult] = {}
+
+    async def one(call_id: str) -> None:
+        told[call_id] = await call(host, "misc.echo", {"path": "/y"}, call_id)
+
+    try:
+        assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+        with psycopg.connect(pg_url) as holder:  # a transaction holding the table's lock
+            holder.execute("LOCK TABLE chain IN ACCESS EXCLUSIVE MODE")
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(one, f"refused{i}")
+                    await anyio.sleep(0.15)
+            holder.rollback()
+        for result in told.values():
+            assert (result.outcome, result.reason) == (
+                Outcome.FAILED,
+                ReasonCode.EVIDENCE_UNAVAILABLE,
+            )
+        assert ran == ["before"]
+        await anyio.sleep(0.5)  # the writer's backlog drains
+        after = await call(host, "misc.echo", {"path": "/z"}, "after")
+        assert after.outcome is Outcome.SUCCEEDED
+        deadline = time.monotonic() + bound(5.0)
+        while True:
+            records = {r.call_id: r for r in store.query()}
+            if all(c in records for c in told) or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.02)
+        unrecorded = sorted(c for c in told if c not in records)
+        assert unrecorded == [], "answered evidence_unavailable, never recorded"
+        for call_id in told:
+            rec = records[call_id]
+            assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE)
+            assert "nothing ran" in (rec.error or "")
+        assert host._recorder.unwritten() == 0
+    finally:
+        store.close()
+
+
+async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_recorded(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """SQLite: another process holds the write lock for a while, calls keep coming. A write
+    queued behind others starts late, its caller gives up waiting (``evidence_unavailable``)
+    while it runs, and the store then refuses it (``locked``). Nobody was left to owe its
+    record: those calls were answered and never written, though the docs promise every
+    call refused meanwhile is recorded once the lock goes."""
+    db = tmp_path / "e.db"
+    ran: list[str] = []
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.6)
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=1.0)
+    told: dict[str, ToolResult] = {}
+
+    async def one(call_id: str) -> None:
+        told[call_id] = await call(host, "misc.echo", {"path": "/y"}, call_id)
+
+    assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(one, f"refused{i}")
+                await anyio.sleep(0.15)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert all(r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in told.values())
+    assert ran == ["before"]
+    await anyio.sleep(0.5)
+    assert (await call(host, "misc.echo", {"path": "/z"}, "after")).reason is None
+    deadline = time.monotonic() + bound(5.0)
+    while True:
+        records = {r.call_id: r for r in store.query()}
+        if all(c in records for c in told) or time.monotonic() > deadline:
+            break
+        await anyio.sleep(0.02)
+    assert sorted(c for c in told if c not in records) == []
+    for call_id in told:
+        assert (records[call_id].status, records[call_id].reason) == (
+            "failed",
+            ReasonCode.EVIDENCE_UNAVAILABLE,
+        )
