@@ -15,7 +15,8 @@ A write given up on is not forgotten: it stays queued, and when the store
 answers, what is written is what the caller was told — an attempt given up
 on becomes a complete ``failed`` / ``evidence_unavailable`` record (or
 ``cancelled``), and an attempt committed after its caller gave up gets that
-outcome at once. So the count of attempts stays honest after the store
+outcome at once; such a record the store still refuses for a cause that passes
+(the lock not gone yet) is kept and written later, like a refused call's. So the count of attempts stays honest after the store
 recovers. A write the store refused for a cause that passes and that left
 nothing behind (``locked``: it never got the write lock; ``disk_full``: its
 transaction was rolled back; ``timeout``: the server cancelled its statement,
@@ -313,7 +314,7 @@ class EvidenceRecorder:
         if why == "cancelled" and landed and job.compensate is not None:
             # committed, but the caller is going away: conclude it as cancelled, later
             compensate, result = job.compensate, task.result
-            self._lane.submit(LaneTask(self._quietly, lambda: compensate(result, why)))
+            self._lane.submit(LaneTask(self._owing, lambda: compensate(result, why)))
         return why == "cancelled"
 
     def _run(self, job: _Job) -> Any:
@@ -323,7 +324,7 @@ class EvidenceRecorder:
         try:
             if abandoned:
                 if job.instead is not None:
-                    self._quietly(lambda: job.instead(why))  # type: ignore[misc]
+                    self._owing(lambda: job.instead(why))  # type: ignore[misc]
                 return None
             try:
                 result = job.primary()
@@ -353,7 +354,7 @@ class EvidenceRecorder:
             job.landed = True
             abandoned, why = job.abandoned, job.why
         if abandoned and job.compensate is not None:
-            self._quietly(lambda: job.compensate(result, why))  # type: ignore[misc]
+            self._owing(lambda: job.compensate(result, why))  # type: ignore[misc]
         self._succeeded()
 
     def _batch(self, tasks: list[LaneTask[Any]]) -> None:
@@ -469,6 +470,28 @@ class EvidenceRecorder:
         finally:
             with self._lock:
                 self._settling = False
+
+    def _owing(self, write: Callable[[], Any]) -> None:
+        """A record nobody waits for that says what a caller was told (written instead of a
+        write given up on, or concluding one that landed late): refused for a cause that
+        passes (``OWED_CAUSES``: a lock still held), it is kept and written once the store
+        answers, like a refused call's; otherwise as ``_quietly``."""
+        try:
+            write()
+        except EvidenceStoreError as exc:
+            if exc.cause not in OWED_CAUSES:
+                self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
+                return
+            self._failed(exc.cause, str(exc))
+            with self._lock:
+                if len(self._owed) < self.max_pending:
+                    self._owed.append(write)
+                else:
+                    self._owed_dropped += 1
+        except Exception as exc:
+            self._failed("io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)")
+        else:
+            self._succeeded()
 
     def _quietly(self, write: Callable[[], Any]) -> None:
         """A write nobody waits for: a failure is reported, never raised."""

@@ -636,3 +636,50 @@ async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_reco
             "failed",
             ReasonCode.EVIDENCE_UNAVAILABLE,
         )
+
+
+async def test_records_written_instead_while_the_store_is_still_locked_are_kept(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """A write whose caller gave up before it started is replaced by the record of what the
+    caller was told; under a lock held longer than the writer's backlog takes, that record
+    meets the lock too. It must be kept and written once the lock goes, not dropped: before,
+    it was "a record nobody waits for", lost, and the call answered but never recorded."""
+    db = tmp_path / "e.db"
+    ran: list[str] = []
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.3)
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=0.6)
+    told: dict[str, ToolResult] = {}
+
+    async def one(call_id: str) -> None:
+        told[call_id] = await call(host, "misc.echo", {"path": "/y"}, call_id)
+
+    assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(one, f"refused{i}")
+                await anyio.sleep(0.1)
+        await anyio.sleep(2.0)  # the writer works through its backlog, all of it refused
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert all(r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in told.values())
+    assert ran == ["before"]
+    await anyio.sleep(0.5)
+    assert (await call(host, "misc.echo", {"path": "/z"}, "after")).reason is None
+    deadline = time.monotonic() + bound(5.0)
+    while True:
+        records = {r.call_id: r for r in store.query()}
+        if all(c in records for c in told) or time.monotonic() > deadline:
+            break
+        await anyio.sleep(0.02)
+    assert sorted(c for c in told if c not in records) == []
+    assert host._recorder.unwritten() == 0
