@@ -137,6 +137,10 @@ def secret_text(value: object) -> str | None:
     return None
 
 
+#: how a capped text marks its cut (``scrub`` looks for a cut secret before the mark)
+_CUT_MARKS = ("…", "...")
+
+
 class Redactor:
     """A set of secret values and every encoding of them; scrubs them out of text and JSON.
 
@@ -199,8 +203,8 @@ class Redactor:
         """``text`` with every occurrence of every encoding of every secret replaced, and a
         secret cut by the end (or the start) of ``text`` as well: a text capped, or read up
         to a byte limit, in the middle of a secret would otherwise keep all of the secret
-        before the cut. A piece shorter than ``MIN_SECRET_CHARS`` is left, as a short
-        secret is."""
+        before the cut (a cut marked ``…`` or ``...``: before the mark). A piece shorter
+        than ``MIN_SECRET_CHARS`` is left, as a short secret is."""
         # Found in the case-folded text, cut out of the text itself: the two have the same
         # length (``_folded``), so a place in one is the same place in the other.
         folded = _folded(text)
@@ -210,9 +214,13 @@ class Redactor:
         heads, tails, grams = self._cuts
         if not heads or len(text) < MIN_SECRET_CHARS:
             return text
+        # a text capped and marked so ("…", "...") ends its cut piece before the mark
+        mark = next((m for m in _CUT_MARKS if text.endswith(m)), "")
+        if mark:
+            text, folded = text[: -len(mark)], folded[: -len(mark)]
         # A head of a secret ends with some MIN_SECRET_CHARS characters of it (a tail starts
         # with some): one set lookup answers "no piece here" for nearly every text.
-        if folded[-MIN_SECRET_CHARS:] in grams:
+        if len(text) >= MIN_SECRET_CHARS and folded[-MIN_SECRET_CHARS:] in grams:
             # the longest piece first, so a cut secret is replaced whole
             for k in range(
                 min(len(heads) - 1 + MIN_SECRET_CHARS, len(text)), MIN_SECRET_CHARS - 1, -1
@@ -227,7 +235,7 @@ class Redactor:
                 if folded[:k] in tails[k - MIN_SECRET_CHARS]:
                     text = REDACTED + text[k:]
                     break
-        return text
+        return text + mark
 
     def safe_cut(self, text: str, at: int) -> int:
         """The largest place at or before ``at`` where ``text`` can be cut in two without

@@ -248,3 +248,19 @@ def test_a_secret_is_scrubbed_whatever_its_case() -> None:
     assert secrets.scrub(f"Value: {secret.upper()[:12]}") == "Value: [redacted]"
     # texts without the secret are left exactly as they are
     assert secrets.scrub("Nothing To See Here, İstanbul") == "Nothing To See Here, İstanbul"
+
+
+def test_a_secret_cut_by_a_cap_and_its_mark_is_scrubbed_whole() -> None:
+    # a shadow candidate's failure is capped with "…" before its record scrubs it: the
+    # head of a secret left before the mark must go too, not only one at the very end
+    from sharedos.kernel.shadow import MAX_SHADOW_ERROR, _error_text
+
+    secret = "hunter2-0123456789abcdef-canary"
+    scrub = Secrets([secret]).scrub
+    text = _error_text(ValueError("x" * (MAX_SHADOW_ERROR - 30) + secret))
+    assert text.endswith("…") and secret not in text and secret[:12] in text
+    scrubbed = scrub(text)
+    assert secret[:MIN_SCRUB_CHARS] not in scrubbed and scrubbed.endswith("[redacted]…")
+    for mark in ("...", "…"):
+        assert scrub("seen: " + secret[:15] + mark) == "seen: [redacted]" + mark
+    assert scrub("no secret here...") == "no secret here..."
