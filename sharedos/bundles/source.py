@@ -185,6 +185,27 @@ class _HttpsHandler(urllib.request.HTTPSHandler):
         )
 
 
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: a password in its user information and every
+    query value replaced by ``***``, no fragment (a presigned URL carries its signature,
+    ``?token=`` a bearer token: SharedOS cannot tell which parameter is the secret)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user, colon, _password = userinfo.partition(":")
+            netloc = f"{user}:***@{hostport}" if colon else netloc
+        query = "&".join(
+            f"{key}=***" if eq else key
+            for key, eq, _value in (item.partition("=") for item in parts.query.split("&"))
+            if key or eq
+        )
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
+    except ValueError:
+        return "(a URL that cannot be parsed)"
+
+
 class HttpSource:
     """A bundle served over HTTP(S), polled with ``If-None-Match``.
 
@@ -195,11 +216,12 @@ class HttpSource:
     def __init__(self, url: str, *, timeout_s: float = 10.0, deadline_s: float = 30.0) -> None:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("http", "https"):
-            raise SourceError(f"{url}: a bundle URL must be http:// or https://")
+            raise SourceError(f"{shown_url(url)}: a bundle URL must be http:// or https://")
         if timeout_s <= 0 or deadline_s <= 0:
             raise ValueError("timeout_s and deadline_s must be positive")
         self.url = url
-        self.origin = url
+        #: the URL as messages show it (a presigned URL's signature is a credential)
+        self.origin = shown_url(url)
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
 
@@ -207,6 +229,7 @@ class HttpSource:
         self, url: str, tag: str | None, *, uncached: bool = False
     ) -> tuple[int, bytes, str | None]:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        url = self.origin  # what the messages below show
         if tag:
             request.add_header("If-None-Match", tag)
         if uncached:
@@ -244,12 +267,12 @@ class HttpSource:
             logger.warning(
                 "sharedos: GET %s answered 304 Not Modified to a request that had no "
                 "If-None-Match (this host holds no bundle); asking again, uncached",
-                self.url,
+                self.origin,
             )
             status, data, etag = self._get(self.url, None, uncached=True)
             if status == 304:
                 raise SourceError(
-                    f"GET {self.url}: answered 304 Not Modified to a request that had no "
+                    f"GET {self.origin}: answered 304 Not Modified to a request that had no "
                     "If-None-Match (the host holds no bundle yet), even uncached; "
                     "the server or a cache in front of it is misconfigured"
                 )

@@ -303,3 +303,24 @@ async def test_a_new_bundle_applies_to_turns_opened_after_it(tmp_path: Path) -> 
         == {host2.kernel.policy_hash}
         != {host1.kernel.policy_hash}
     )
+
+
+def test_a_presigned_bundle_url_keeps_its_signature_out_of_every_message(
+    tmp_path: Path, bundle_server: tuple[str, dict[str, Any]], keys: tuple[bytes, bytes]
+) -> None:
+    url, state = bundle_server
+    _private, public = keys
+    signature = "sig-canary-0123456789abcdef"
+    presigned = f"{url}?X-Amz-Signature={signature}&token=tok-canary-9876543210#frag"
+    source = HttpSource(presigned)
+    manager = BundleManager(source, BundleVerifier([public]))
+    seen = manager.poll().detail  # the server answers 404 to a path with a query
+    state["down"] = True
+    seen += manager.poll().detail
+    seen += str(source.origin)
+    assert "bundle.json" in seen and "X-Amz-Signature=***" in seen
+    assert signature not in seen and "tok-canary" not in seen, seen
+    # the request itself still carried the whole URL
+    assert state["requests"][0][0].endswith("token=tok-canary-9876543210")
+    with_password = HttpSource("https://ops:hunter2-canary@bundles.example/b.json")
+    assert "hunter2" not in with_password.origin and "ops:***@" in with_password.origin
