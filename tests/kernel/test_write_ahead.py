@@ -587,14 +587,20 @@ async def test_calls_refused_by_a_postgresql_statement_timeout_are_recorded_once
         store.close()
 
 
-async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_recorded(
-    kernel: Kernel, tmp_path: Path
-) -> None:
-    """SQLite: another process holds the write lock for a while, calls keep coming. A write
-    queued behind others starts late, its caller gives up waiting (``evidence_unavailable``)
-    while it runs, and the store then refuses it (``locked``). Nobody was left to owe its
-    record: those calls were answered and never written, though the docs promise every
-    call refused meanwhile is recorded once the lock goes."""
+async def _calls_under_a_held_lock(
+    kernel: Kernel,
+    tmp_path: Path,
+    *,
+    busy_timeout_s: float,
+    evidence_timeout_s: float,
+    calls: int,
+    spacing_s: float,
+    hold_s: float = 0.0,
+) -> tuple[RuntimeHost, dict[str, ToolResult], dict[str, Any]]:
+    """``calls`` calls, ``spacing_s`` apart, while another process holds the SQLite write
+    lock (and ``hold_s`` after the last); then the lock goes and one call succeeds. Every
+    call meanwhile must have been refused and not run; returns the host, what each call
+    was told, and the records once every refused call has its own (or a bound passed)."""
     db = tmp_path / "e.db"
     ran: list[str] = []
 
@@ -602,8 +608,8 @@ async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_reco
         ran.append(hctx.call.call_id)
         return HandlerResult.text("ran")
 
-    store = SqliteEvidenceStore(db, busy_timeout_s=0.6)
-    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=1.0)
+    store = SqliteEvidenceStore(db, busy_timeout_s=busy_timeout_s)
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=evidence_timeout_s)
     told: dict[str, ToolResult] = {}
 
     async def one(call_id: str) -> None:
@@ -614,9 +620,10 @@ async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_reco
     holder.execute("BEGIN IMMEDIATE")
     try:
         async with anyio.create_task_group() as tg:
-            for i in range(8):
+            for i in range(calls):
                 tg.start_soon(one, f"refused{i}")
-                await anyio.sleep(0.15)
+                await anyio.sleep(spacing_s)
+        await anyio.sleep(hold_s)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -628,8 +635,21 @@ async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_reco
     while True:
         records = {r.call_id: r for r in store.query()}
         if all(c in records for c in told) or time.monotonic() > deadline:
-            break
+            return host, told, records
         await anyio.sleep(0.02)
+
+
+async def test_calls_whose_write_was_refused_after_their_caller_gave_up_are_recorded(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """SQLite: another process holds the write lock for a while, calls keep coming. A write
+    queued behind others starts late, its caller gives up waiting (``evidence_unavailable``)
+    while it runs, and the store then refuses it (``locked``). Nobody was left to owe its
+    record: those calls were answered and never written, though the docs promise every
+    call refused meanwhile is recorded once the lock goes."""
+    _, told, records = await _calls_under_a_held_lock(
+        kernel, tmp_path, busy_timeout_s=0.6, evidence_timeout_s=1.0, calls=8, spacing_s=0.15
+    )
     assert sorted(c for c in told if c not in records) == []
     for call_id in told:
         assert (records[call_id].status, records[call_id].reason) == (
@@ -645,41 +665,14 @@ async def test_records_written_instead_while_the_store_is_still_locked_are_kept(
     caller was told; under a lock held longer than the writer's backlog takes, that record
     meets the lock too. It must be kept and written once the lock goes, not dropped: before,
     it was "a record nobody waits for", lost, and the call answered but never recorded."""
-    db = tmp_path / "e.db"
-    ran: list[str] = []
-
-    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
-        ran.append(hctx.call.call_id)
-        return HandlerResult.text("ran")
-
-    store = SqliteEvidenceStore(db, busy_timeout_s=0.3)
-    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=0.6)
-    told: dict[str, ToolResult] = {}
-
-    async def one(call_id: str) -> None:
-        told[call_id] = await call(host, "misc.echo", {"path": "/y"}, call_id)
-
-    assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        async with anyio.create_task_group() as tg:
-            for i in range(10):
-                tg.start_soon(one, f"refused{i}")
-                await anyio.sleep(0.1)
-        await anyio.sleep(2.0)  # the writer works through its backlog, all of it refused
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert all(r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in told.values())
-    assert ran == ["before"]
-    await anyio.sleep(0.5)
-    assert (await call(host, "misc.echo", {"path": "/z"}, "after")).reason is None
-    deadline = time.monotonic() + bound(5.0)
-    while True:
-        records = {r.call_id: r for r in store.query()}
-        if all(c in records for c in told) or time.monotonic() > deadline:
-            break
-        await anyio.sleep(0.02)
+    host, told, records = await _calls_under_a_held_lock(
+        kernel,
+        tmp_path,
+        busy_timeout_s=0.3,
+        evidence_timeout_s=0.6,
+        calls=10,
+        spacing_s=0.1,
+        hold_s=2.0,  # the writer works through its backlog, all of it refused
+    )
     assert sorted(c for c in told if c not in records) == []
     assert host._recorder.unwritten() == 0
