@@ -14,8 +14,6 @@ updating its ``WRITTEN_FOR``.
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from sharedos.errors import SharedOSError
 
 
@@ -25,6 +23,10 @@ class VendorVersionError(SharedOSError, ImportError):
 
 def require_version(distribution: str, written_for: str, module: str) -> str:
     """The installed version of ``distribution``; raises unless it is exactly ``written_for``."""
+    # imported here: importlib.metadata costs a policy check a few ms it needs no part of
+    # (sharedos.compat.lark reads lark's own __version__)
+    from importlib import metadata
+
     try:
         installed = metadata.version(distribution)
     except metadata.PackageNotFoundError:
