@@ -159,7 +159,10 @@ def lookup_context(context: Any, path: Sequence[str]) -> tuple[bool, Any]:
 def safe_value(value: Any) -> str | None:
     """An interpolated value as text when it is safe as (part of) one segment, else None."""
     if type(value) is int:
-        value = str(value)
+        try:
+            value = str(value)
+        except ValueError:  # more digits than Python converts: no segment spells it
+            return None
     if type(value) is not str:
         return None
     if value in ("", ".", "..") or _UNSAFE_RE.search(value):

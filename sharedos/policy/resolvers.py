@@ -87,7 +87,12 @@ def _hole_value(args: Any, path: tuple[str, ...]) -> str:
     else:
         value = _lookup(args, path)
     if type(value) is int:
-        value = str(value)
+        try:
+            value = str(value)
+        except ValueError:  # more digits than Python converts
+            raise Unresolvable(
+                f"argument {'.'.join(('args', *path))} is an integer too long to spell"
+            ) from None
     if type(value) is not str:
         raise Unresolvable(f"argument {'.'.join(('args', *path))} must be a string")
     if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):

@@ -92,3 +92,34 @@ def test_unsafe_principals_never_widen_a_home() -> None:
                 decision = policy.decide("fs.read", {"path": path}, context, context_key=key)
                 expected = principal == 7 and path == "/users/7/f"
                 assert decision.allowed is expected, (principal, path, key)
+
+
+def test_an_integer_too_long_to_spell_is_unsafe_and_never_raises() -> None:
+    """An integer with more digits than ``str()`` converts (Python's 4,300-digit
+    limit) fills no segment: a permit matches nothing there, a forbid's segment
+    matches any one, and deciding, listing and explaining never raise."""
+    huge = 10**5000
+    assert safe_value(huge) is None and safe_value(-huge) is None
+    policy = compile_source(
+        "namespace fs\n"
+        "requirement fs.read { action read; resource path(args.path) }\n"
+        'permit read on "/users/{context.principal}/**"\n'
+        'permit read on "/srv/**"\n'
+        'forbid read on "/srv/{context.attributes.team}/secret/**"\n'
+        "namespace gh\n"
+        'requirement gh.get { action read; resource "{args.owner}/{args.repo}" }\n'
+        'permit read on "*/*"\n',
+        "homes.sos",
+    )
+    context = {"principal": huge, "attributes": {"team": huge}}
+    for key in (None, "huge"):
+        home = policy.decide("fs.read", {"path": "/users/1/f"}, context, context_key=key)
+        assert home.reason.value == "no_matching_permit"
+        secret = policy.decide("fs.read", {"path": "/srv/a/secret/f"}, context, context_key=key)
+        assert secret.reason.value == "forbidden"
+        assert policy.decide("fs.read", {"path": "/srv/a/f"}, context, context_key=key).allowed
+        assert policy.could_permit("fs.read", context, context_key=key)
+    policy.explain("fs.read", {"path": "/srv/a/secret/f"}, context)
+    repo = policy.decide("gh.get", {"owner": huge, "repo": "r"}, {})
+    assert repo.reason.value == "unresolvable_resource"
+    assert "too long" in repo.detail
