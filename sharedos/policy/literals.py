@@ -53,14 +53,23 @@ def decode_string(token: str, line: int, col: int) -> str:
             out.append(_ESCAPES[nxt])
             i += 2
         elif nxt == "u" and _HEX4_RE.fullmatch(raw, i + 2, i + 6):
-            out.append(chr(int(raw[i + 2 : i + 6], 16)))
-            i += 6
+            code, width = int(raw[i + 2 : i + 6], 16), 6
+            low = _low_surrogate(raw, i + 6) if 0xD800 <= code <= 0xDBFF else None
+            if low is not None:  # a UTF-16 pair, as JSON writes one character
+                code, width = 0x10000 + ((code - 0xD800) << 10) + low, 12
+            if 0xD800 <= code <= 0xDFFF:
+                raise _lone_surrogate(raw[i : i + width], line, col + 1 + i)
+            out.append(chr(code))
+            i += width
         elif (
             nxt == "U"
             and _HEX8_RE.fullmatch(raw, i + 2, i + 10)
             and int(raw[i + 2 : i + 10], 16) <= 0x10FFFF
         ):
-            out.append(chr(int(raw[i + 2 : i + 10], 16)))
+            code = int(raw[i + 2 : i + 10], 16)
+            if 0xD800 <= code <= 0xDFFF:
+                raise _lone_surrogate(raw[i : i + 10], line, col + 1 + i)
+            out.append(chr(code))
             i += 10
         else:
             at = col + 1 + i
@@ -68,6 +77,30 @@ def decode_string(token: str, line: int, col: int) -> str:
                 "SOS104", f"invalid escape sequence '\\{nxt}' in string literal", line, at, at + 2
             )
     return "".join(out)
+
+
+def _low_surrogate(raw: str, i: int) -> int | None:
+    """The offset of the low surrogate escaped at ``raw[i:]`` (``\\uDC00``-``\\uDFFF``), or None."""
+    if raw.startswith("\\u", i) and _HEX4_RE.fullmatch(raw, i + 2, i + 6):
+        code = int(raw[i + 2 : i + 6], 16)
+        if 0xDC00 <= code <= 0xDFFF:
+            return code - 0xDC00
+    return None
+
+
+def _lone_surrogate(escape: str, line: int, at: int) -> SyntaxProblem:
+    # A lone surrogate is not a character: JSON reads the pair "\ud83d\ude00" as
+    # the one character U+1F600, and no request, path or name holds a lone one, so
+    # a literal holding one would never equal what it was written for (a forbid on
+    # it would never apply).
+    return SyntaxProblem(
+        "SOS104",
+        f"escape '{escape}' is a lone surrogate, not a character; write the character as"
+        " one escape (\\U0001f600) or as a UTF-16 pair (\\ud83d\\ude00)",
+        line,
+        at,
+        at + len(escape),
+    )
 
 
 #: Numbers are bounded: integers to 64 bits, and no literal may overflow a float.

@@ -516,3 +516,48 @@ def test_literals_that_cannot_match_what_they_read_as_are_warned_about() -> None
     assert "look like the ASCII 'pay'" in found[2].message
     assert "never holds" in found[3].message and found[3].hint == "compare with 'admin'"
     assert "not in Unicode NFC" in found[4].message
+
+
+# ------------------------------------------------------------ surrogate escapes
+
+
+def test_a_utf16_pair_escape_is_the_character_json_reads_so_its_forbid_applies() -> None:
+    # JSON reads "\ud83d\ude00" as the one character U+1F600; so must the policy,
+    # or the forbid compares two lone surrogates with it and never applies.
+    text = FILES + 'permit read on "/**"\nforbid read on "/**" when args.tag == "\\ud83d\\ude00"\n'
+    args = json.loads('{"path": "/a", "tag": "\\ud83d\\ude00"}')
+    assert args["tag"] == "\U0001f600"
+    assert _decide(text, "files.read", args) == "deny forbidden"
+    pattern = FILES + 'permit read on "/\\ud83d\\ude00/**"\n'
+    assert _decide(pattern, "files.read", {"path": "/\U0001f600/x"}) == "allow allowed"
+
+
+@pytest.mark.parametrize(
+    ("literal", "col"),
+    [
+        ('"\\ud800"', 40),  # a high surrogate alone
+        ('"x\\udc00"', 41),  # a low surrogate alone
+        ('"\\ude00\\ud83d"', 40),  # a pair in the wrong order
+        ('"\\U0000d800"', 40),  # a surrogate through the long escape
+    ],
+)
+def test_a_lone_surrogate_escape_is_an_error_at_its_place(literal: str, col: int) -> None:
+    text = FILES + f'permit read on "/**" when args.tag == {literal}\n'
+    with pytest.raises(PolicyError) as err:
+        compile_source(text, "t.sos")
+    [diag] = [d for d in err.value.diagnostics if d.severity == "error"]
+    assert (diag.code, diag.line, diag.col) == ("SOS104", 4, col), diag.render()
+    assert "lone surrogate" in diag.message
+
+
+def test_test_with_a_lone_surrogate_in_its_name_is_a_diagnostic_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "p.sos"
+    policy.write_text(
+        FILES + 'permit read on "/**"\n'
+        'test "t\\ud800" { call files.read { path: "/a" } expect allow }\n'
+    )
+    result = CliRunner().invoke(main, ["test", str(policy)])
+    assert result.exit_code == 4, result.output
+    assert "SOS104" in result.output and "SOS900" not in result.output
