@@ -68,3 +68,29 @@ def test_version_and_help() -> None:
     proc = run("--version")
     assert proc.returncode == 0 and "sharedos-policy" in proc.stdout
     assert run("--help").returncode == 0
+
+
+def test_a_lone_surrogate_in_a_call_is_shown_escaped_never_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    # JSON carries "\ud800"; UTF-8 output cannot: it is written as the escape
+    # (inside a JSON string, the JSON escape of the same value), not SOS900.
+    policy = tmp_path / "p.sos"
+    policy.write_text(
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/pub/**" when args.tag == "x" or lower(context.principal) == "a"\n'
+    )
+    args = '{"path": "/pub/a", "tag": "\\udc00"}'
+    context = '{"principal": "\\ud800"}'
+    text = run("explain", str(policy), "--tool", "files.read", "--args", args, "--context", context)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert '"\\ud800"' in text.stdout and '"\\udc00"' in text.stdout
+    js = run("explain", str(policy), "--format", "json", "--tool", "files.read", "--args", args)
+    assert js.returncode == 0, js.stdout + js.stderr
+    assert "\\udc00" in js.stdout and json.loads(js.stdout)["decision"]
+    listing = run("catalog", str(policy), "--context", context)
+    assert listing.returncode == 0, listing.stdout + listing.stderr
+    assert '"principal": "\\ud800"' in listing.stdout
+    asked = run("query", str(policy), "--principal", "a", "--context", context)
+    assert asked.returncode in (0, 1) and "SOS900" not in asked.stderr, asked.stderr

@@ -122,6 +122,22 @@ def internal_error_text(exc: BaseException) -> str:
     )
 
 
+def _escape_unencodable_output() -> None:
+    """Write what the output's encoding cannot carry as a backslash escape, never fail.
+
+    A request, context or argument may hold a lone surrogate (JSON carries
+    ``"\\ud800"``; so do ``--args`` and ``--context``), and explanations, listings
+    and JSON documents show it back. UTF-8 cannot encode one, so ``print`` raised;
+    written as ``\\ud800`` it reads as what it is, and inside a JSON string it is
+    the JSON escape of the same value.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(Exception):  # a stream that cannot change: left as is
+                reconfigure(errors="backslashreplace")
+
+
 def guarded(func: F) -> F:
     """Turn any unexpected exception in a subcommand into an internal-error diagnostic and exit 3.
 
@@ -131,6 +147,7 @@ def guarded(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _escape_unencodable_output()
         try:
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
