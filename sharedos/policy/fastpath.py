@@ -491,7 +491,9 @@ def scan(text: str, filename: str) -> FastScan:
             head = toks[0]
             if head[0] == "o" and head[1] == "@":
                 annotations = parser.annotations()
-                if annotations is not None and parser.at_end():
+                # nothing may follow an annotation-only line's annotations, not even
+                # a ';' (the grammar has an annotation belong to the rule after it)
+                if annotations is not None and parser.peek() is None:
                     pending.append((number, annotations))
                     continue
             if annotations is not None or (head[0] == "w" and head[1] in first_words):

@@ -216,6 +216,8 @@ _TRICKY = [
     '@ id ( "a" ) permit read on "/x"\n',
     '@id("a")\npermit read on "/x" when context.a == "\\n"\n',
     '@id("a")\n',
+    '@id("a") ; permit read on "/x"\n',
+    '@id("a");\npermit read on "/x"\n',
     # presence tests (issue 23)
     'permit read on "/a" when has args.x and args.x == "y"\n',
     'forbid * on "/a" unless has context.attributes.team or has args.b\n',
