@@ -40,6 +40,13 @@ class PatternSyntaxError(PolicyLanguageError, ValueError):
         self.length = length
 
 
+#: The most segments a pattern may have. The decision walk nests one level per
+#: literal segment, and a program deeper than Python's recursion limit could be
+#: neither hashed nor written as a bundle (nor loaded), so a compiled policy with
+#: a pattern of some 500 segments had no bundle_hash to record.
+MAX_PATTERN_SEGMENTS = 256
+
+
 def parse_pattern(raw: str) -> dict[str, Any]:
     """Parse a pattern into its encoded form, or raise ``PatternSyntaxError``."""
     if raw == "":
@@ -65,6 +72,10 @@ def parse_pattern(raw: str) -> dict[str, Any]:
     segs: list[Seg] = []
     offset = 1 if absolute else 0
     for text in body.split("/"):
+        if len(segs) == MAX_PATTERN_SEGMENTS:
+            raise PatternSyntaxError(
+                f"pattern has more than {MAX_PATTERN_SEGMENTS} segments", offset, len(text)
+            )
         segs.append(_parse_segment(text, offset))
         offset += len(text) + 1
     return {"abs": absolute, "segs": segs}

@@ -301,3 +301,24 @@ def test_a_compiled_policy_parses_its_files_again_only_when_asked(repo_root: Pat
     assert policy.files == (parse_source(text, "files.sos").file,)
     assert policy.files is policy.files  # parsed once
     assert policy.tests and policy.tests == policy.files[0].tests
+
+
+def test_a_pattern_of_more_segments_than_a_bundle_can_nest_is_sos207(tmp_path: Path) -> None:
+    """The decision walk nests one level per literal segment: a pattern of ~500
+    segments compiled, but its program could be neither hashed nor saved
+    (RecursionError: SOS900 from compile, no bundle_hash for evidence)."""
+    from sharedos.policy import PolicyError, compile_source, save_bundle
+
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    deepest = "/" + "/".join(["a"] * 255) + "/**"  # 256 segments
+    policy = compile_source(head + f'permit read on "{deepest}"\n', "deep.sos")
+    save_bundle(policy, tmp_path / "b.json")
+    path = {"path": "/" + "/".join(["a"] * 300)}
+    assert load_bundle(tmp_path / "b.json").decide("files.read", path, {}).allowed
+    for n in (257, 500):
+        pattern = "/" + "/".join(["a"] * n)
+        with pytest.raises(PolicyError) as err:
+            compile_source(head + f'forbid read on "{pattern}"\n', "deep.sos")
+        [diag] = err.value.diagnostics
+        assert (diag.code, diag.line, diag.col) == ("SOS207", 3, 18 + 2 * 256), diag.render()
+        assert "more than 256 segments" in diag.message
