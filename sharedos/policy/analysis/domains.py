@@ -303,15 +303,17 @@ class Domains:
             )
         classes = representatives(globs, valid=valid, max_states=self._max_states)
         # a readable value in place of a shortest one that no glob singles out, when it
-        # is treated exactly alike ("user" rather than "x")
+        # is treated exactly alike ("user" rather than "x"). Each readable value's
+        # vector is computed once, not once per class: with one class per literal,
+        # a condition of n literals would otherwise cost n * n glob matches.
+        readable: dict[tuple[bool, ...], list[str]] = {}
+        for nicer in _READABLE:
+            if valid(nicer):
+                readable.setdefault(tuple(g.matches(nicer) for g in globs), []).append(nicer)
         strings: list[str] = []
         for text, vector in classes.found:
-            for nicer in _READABLE:
-                if (
-                    nicer not in strings
-                    and valid(nicer)
-                    and vector == tuple(g.matches(nicer) for g in globs)
-                ):
+            for nicer in readable.get(tuple(vector), ()):
+                if nicer not in strings:
                     text = nicer
                     break
             strings.append(text)
