@@ -173,6 +173,28 @@ def test_eval_reads_stdin_and_exits_0_when_every_line_is_valid() -> None:
     assert [o["effect"] for o in _lines(stdout)] == ["allow", "deny", "allow"]
 
 
+def test_eval_answers_a_line_that_is_not_utf8_and_continues(tmp_path: Path) -> None:
+    # JSON is UTF-8 (RFC 8259): a line of other bytes is that line's invalid_json,
+    # never an internal error that answers no line at all
+    good = b'{"tool": "files.read", "args": {"path": "/public/a"}, "context": {"principal": "bob"}}'
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(
+        good + b"\n" + b'{"tool": "files.read", "args": {"path": "/\xff"}}\n' + good + b"\r\n"
+    )
+    for args in (("--input", str(requests)), ()):
+        result = CliRunner().invoke(
+            main, ["eval", str(DATA / "good"), *args], input=requests.read_bytes()
+        )
+        assert result.exit_code == 1, result.output
+        out = _lines(result.stdout)
+        assert [o["line"] for o in out] == [1, 2, 3]
+        assert out[0]["effect"] == out[2]["effect"] == "allow"
+        assert out[1]["error"] == {  # type: ignore[comparison-overlap]
+            "code": "invalid_json",
+            "message": "not UTF-8 text (byte 43 of the line)",
+        }
+
+
 def test_eval_from_a_bundle_matches_eval_from_sources(tmp_path: Path) -> None:
     bundle = tmp_path / "b.bundle.json"
     assert invoke("compile", str(DATA / "good"), "-o", str(bundle))[0] == 0

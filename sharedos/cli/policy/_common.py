@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -181,8 +181,3 @@ def emit_json(payload: Any) -> None:
         text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=True)
     click.echo(text)
 
-
-def iter_lines(stream: Any) -> Iterator[tuple[int, str]]:
-    """Number the lines of a text stream from 1 (the line numbers ``eval`` reports)."""
-    for number, line in enumerate(stream, start=1):
-        yield number, line.rstrip("\r\n")

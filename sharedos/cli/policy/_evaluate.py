@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import click
 
@@ -15,7 +15,6 @@ from sharedos.cli.policy._common import (
     discover_sources,
     emit_json,
     guarded,
-    iter_lines,
     read_json_option,
 )
 from sharedos.cli.policy._load import load_policy_set, trusted_key_option
@@ -251,7 +250,7 @@ def catalog_cmd(
 @click.option(
     "--input",
     "input_file",
-    type=click.File("r", encoding="utf-8"),
+    type=click.File("rb"),
     default="-",
     show_default=True,
     help='JSONL requests {"tool", "args", "context"}; "-" reads stdin.',
@@ -260,7 +259,7 @@ def catalog_cmd(
 @trusted_key_option
 @guarded
 def eval_cmd(
-    paths: tuple[str, ...], input_file: TextIO, run: str | None, trusted_keys: tuple[str, ...]
+    paths: tuple[str, ...], input_file: BinaryIO, run: str | None, trusted_keys: tuple[str, ...]
 ) -> None:
     """Batch decisions: JSONL requests in, one JSONL decision (or error) per line out.
 
@@ -274,12 +273,24 @@ def eval_cmd(
     raise click.exceptions.Exit(EXIT_POLICY if bad else EXIT_OK)
 
 
-def _run_batch(policy: Any, source: TextIO, sink: TextIO, run: str | None = None) -> int:
+def _run_batch(policy: Any, source: BinaryIO, sink: TextIO, run: str | None = None) -> int:
     """Evaluate every request line of ``source`` into ``sink``; return how many lines were bad."""
     from sharedos.policy.cases import run_policy_denial
 
     bad = 0
-    for number, line in iter_lines(source):
+    for number, data in enumerate(source, start=1):
+        # each line decoded on its own: bytes that are not UTF-8 make that line
+        # invalid JSON (RFC 8259), and the batch goes on
+        try:
+            line = data.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            bad += 1
+            body = EvalErrorBody(
+                code="invalid_json", message=f"not UTF-8 text (byte {exc.start + 1} of the line)"
+            )
+            sink.write(dump(EvalError(line=number, error=body)) + "\n")
+            sink.flush()
+            continue
         if not line.strip():
             continue
         parsed = parse_request(line)
