@@ -94,3 +94,24 @@ def test_a_lone_surrogate_in_a_call_is_shown_escaped_never_an_internal_error(
     assert '"principal": "\\ud800"' in listing.stdout
     asked = run("query", str(policy), "--principal", "a", "--context", context)
     assert asked.returncode in (0, 1) and "SOS900" not in asked.stderr, asked.stderr
+
+
+def test_fmt_reads_stdin_as_it_reads_a_file(tmp_path: Path) -> None:
+    # bytes that are not UTF-8 are SOS001 (as for a file), never carried through
+    # as surrogate escapes and printed back as other text; CRLF line ends are kept
+    raw = b"namespace files\n# caf\xe9\n"
+    (tmp_path / "latin1.sos").write_bytes(raw)
+    for args, data in ((("fmt", str(tmp_path / "latin1.sos")), b""), (("fmt", "-"), raw)):
+        proc = subprocess.run([str(SCRIPT), *args], input=data, capture_output=True, timeout=60)
+        assert proc.returncode == 1, proc.stdout
+        assert proc.stdout == b"" and b"error[SOS001]" in proc.stderr and b":2:6:" in proc.stderr
+    crlf = b'namespace  files\r\npermit  read on "/x"\r\n'
+    (tmp_path / "crlf.sos").write_bytes(crlf)
+    from_file = subprocess.run(
+        [str(SCRIPT), "fmt", str(tmp_path / "crlf.sos")], capture_output=True, timeout=60
+    )
+    from_stdin = subprocess.run(
+        [str(SCRIPT), "fmt", "-"], input=crlf, capture_output=True, timeout=60
+    )
+    assert from_file.returncode == from_stdin.returncode == 0, from_stdin.stderr
+    assert from_stdin.stdout == from_file.stdout == b'namespace files\r\npermit read on "/x"\r\n'

@@ -56,7 +56,16 @@ def fmt_cmd(
     if "-" in paths:
         if len(paths) != 1:
             raise click.UsageError("'-' (stdin) cannot be combined with other paths")
-        text = sys.stdin.read()
+        # read as a file is read: bytes decoded strictly (text that is not UTF-8
+        # is reported, not carried through as escapes), line ends kept as they are
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            from sharedos.policy.loader import undecodable
+
+            click.echo(undecodable(Path("<stdin>"), exc).render(), err=True)
+            raise click.exceptions.Exit(EXIT_POLICY) from None
         result = format_source(text, "<stdin>", width=width)
         if result.text is None:
             for diag in result.diagnostics:
