@@ -289,8 +289,10 @@ EXCERPT_WIDTH = 160
 @lru_cache(maxsize=8)
 def _lines(source: str) -> tuple[str, ...]:
     # A pure memo (keyed by the text itself): thousands of diagnostics in one
-    # large file split it once, not once each.
-    return tuple(source.splitlines())
+    # large file split it once, not once each. Lines end at '\n' alone, as the
+    # lexer counts them: str.splitlines also breaks at a form feed, NEL or
+    # U+2028, and every line after one would show another line's text.
+    return tuple(line.removesuffix("\r") for line in source.split("\n"))
 
 
 def source_line(source: str, line: int) -> str:

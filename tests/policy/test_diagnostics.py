@@ -302,3 +302,20 @@ def test_byte_order_mark_and_crlf_are_accepted(tmp_path: Path) -> None:
     policy = compile_paths([path])
     assert policy.decide("files.read", {"path": "/x"}, {}).allowed
     assert policy.files[0].comments[0].text == " note"
+
+
+@pytest.mark.parametrize("ch", ["\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_the_excerpt_is_the_diagnostics_own_line_after_a_line_break_lookalike(ch: str) -> None:
+    # The lexer ends lines at '\n' only; str.splitlines also at these: every
+    # diagnostic after one showed the text of another line under its caret.
+    text = (
+        f"namespace files  # a{ch}b\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'permit bogus on "/a/**"\n'
+    )
+    with pytest.raises(PolicyError) as err:
+        compile_source(text, "p.sos")
+    [diag] = [d for d in err.value.diagnostics if d.code == "SOS201"]
+    assert (diag.line, diag.col) == (3, 8)
+    assert diag.excerpt == 'permit bogus on "/a/**"'
+    assert ' 3 | permit bogus on "/a/**"\n   |        ^^^^^' in diag.render()
