@@ -273,3 +273,28 @@ def test_help_lists_every_subcommand() -> None:
     for name in ("check", "fmt", "compile", "test", "explain", "eval"):
         assert name in stdout
     assert "Exit codes" in stdout
+
+
+def test_names_and_descriptions_cannot_rewrite_the_line_they_are_printed_on(
+    tmp_path: Path,
+) -> None:
+    # A carriage return in a failing test's name printed it, on a terminal, as
+    # "PASS"; a bidi override in a description reordered the explanation.
+    policy = tmp_path / "p.sos"
+    policy.write_text(
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        '@description("d\\u202eRED")\n'
+        'permit read on "/a/**"\n'
+        'test "u\\rPASS" { call files.read { path: "/b" } expect allow }\n'
+        'test "s" { skip "why\\u2028not"; call files.read { path: "/b" } expect allow }\n'
+    )
+    code, stdout, _ = invoke("test", str(policy))
+    assert code == 1
+    assert "\r" not in stdout and "\u202e" not in stdout and "\u2028" not in stdout
+    assert f"FAIL {policy.name}:5 u\\x0dPASS" in stdout.replace(str(tmp_path) + "/", "")
+    assert "description: d\\u202eRED" in stdout and "skipped: why\\u2028not" in stdout
+    code, stdout, _ = invoke(
+        "explain", str(policy), "--tool", "files.read", "--args", '{"path": "/a/x"}'
+    )
+    assert code == 0 and "description: d\\u202eRED" in stdout and "\u202e" not in stdout

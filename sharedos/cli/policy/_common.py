@@ -170,6 +170,17 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def shown(text: str) -> str:
+    """``text`` for a terminal, line by line: control, format (bidi) and separator
+    characters spelled as escapes (``sharedos.terminal.unambiguous``). A test's
+    name, a skip reason, a rule's description and a call's values come from the
+    policy or the request, and must not rewrite the line they are printed on (a
+    carriage return in a failing test's name printed it as "PASS")."""
+    from sharedos.terminal import unambiguous
+
+    return "\n".join(unambiguous(line) for line in text.split("\n"))
+
+
 def emit_json(payload: Any) -> None:
     """Print one JSON document (sorted keys, stable output for scripts and golden files):
     UTF-8, or ``\\u`` escapes throughout when a string holds a lone surrogate (JSON

@@ -17,6 +17,7 @@ from sharedos.cli.policy._common import (
     guarded,
     read_json_option,
 )
+from sharedos.cli.policy._common import shown as show  # 'shown' is catalog's local
 from sharedos.cli.policy._load import load_policy_set, trusted_key_option
 from sharedos.cli.policy.evalio import EvalError, EvalErrorBody, decision_line, dump, parse_request
 from sharedos.policy.context import complete_context
@@ -174,7 +175,7 @@ def explain_cmd(
     if fmt == "json":
         emit_json(explanation.to_dict())
     else:
-        click.echo(explanation.render())
+        click.echo(show(explanation.render()))
 
 
 @click.command("catalog", short_help="Which tools a context sees under a run policy, and why.")
@@ -238,11 +239,11 @@ def catalog_cmd(
         emit_json({"context": context, "run_policy": run_name, "tools": entries})
     else:
         shown = json.dumps(context, ensure_ascii=False, sort_keys=True, default=repr)
-        click.echo(f"context (after defaults): {shown}")
+        click.echo(show(f"context (after defaults): {shown}"))
         if run_name is not None:
             click.echo(f"run policy: {run_name}")
         for text in texts:
-            click.echo(text)
+            click.echo(show(text))
 
 
 @click.command("eval", short_help="Batch decisions: JSONL requests in, JSONL decisions out.")

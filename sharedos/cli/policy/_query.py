@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sharedos.cli.policy._common import emit_json, guarded, read_json_option
+from sharedos.cli.policy._common import emit_json, guarded, read_json_option, shown
 from sharedos.cli.policy._load import load_policy_set, trusted_key_option
 
 
@@ -148,4 +148,4 @@ def query_cmd(
     if fmt == "json":
         emit_json(result.to_dict())
     else:
-        click.echo(result.render(verbose=verbose))
+        click.echo(shown(result.render(verbose=verbose)))

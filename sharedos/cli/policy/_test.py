@@ -23,6 +23,7 @@ from sharedos.cli.policy._common import (
     emit_json,
     guarded,
     internal_error_text,
+    shown,
 )
 
 
@@ -145,14 +146,14 @@ def _print(
     report: Any, coverage: bool, threshold: float | None, below: bool, verbose: bool
 ) -> None:
     for outcome in report.outcomes:
-        click.echo(f"{outcome.status} {outcome.location} {outcome.name}")
+        click.echo(shown(f"{outcome.status} {outcome.location} {outcome.name}"))
         if outcome.skipped:
             if outcome.message and outcome.message != "skipped":
-                click.echo(f"     skipped: {outcome.message}")
+                click.echo(shown(f"     skipped: {outcome.message}"))
         elif not outcome.passed:
-            click.echo(f"     {outcome.message}")
-            for line in outcome.trace.splitlines():
-                click.echo(f"     | {line}")
+            click.echo(shown(f"     {outcome.message}"))
+            for line in outcome.trace.split("\n"):
+                click.echo(shown(f"     | {line}"))
         elif verbose and outcome.decision is not None:
             d = outcome.decision
             rules = ", ".join(r.id for r in d.rule_ids) or "-"
