@@ -260,7 +260,10 @@ class Diagnostic:
                 width = max(len(text) - start, 1)
             width = max(1, min(width, max(len(text) - start, 1)))
             out.append(f" {gutter} | {text}")
-            out.append(f" {pad} | {' ' * start}{'^' * width}")
+            # in terminal cells: a wide character (CJK, fullwidth) takes two, a
+            # combining mark none, so the carets stay under the span
+            lead, span = _cells(text[:start]), _cells(text[start : start + width])
+            out.append(f" {pad} | {' ' * lead}{'^' * max(span, 1)}")
         if self.hint:
             out.append(f"  hint: {self.hint}")
         return "\n".join(out)
@@ -280,6 +283,21 @@ class Diagnostic:
             "excerpt": self.excerpt,
             "excerpt_col": self.excerpt_col,
         }
+
+
+def _cells(text: str) -> int:
+    """How many terminal cells ``text`` takes (East Asian wide and fullwidth: two;
+    combining marks and zero-width format characters: none)."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    cells = 0
+    for ch in text:
+        if unicodedata.combining(ch) or unicodedata.category(ch) == "Cf":
+            continue
+        cells += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return cells
 
 
 #: Longest excerpt shown, in characters; a longer line is cut around the span.

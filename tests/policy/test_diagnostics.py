@@ -319,3 +319,21 @@ def test_the_excerpt_is_the_diagnostics_own_line_after_a_line_break_lookalike(ch
     assert (diag.line, diag.col) == (3, 8)
     assert diag.excerpt == 'permit bogus on "/a/**"'
     assert ' 3 | permit bogus on "/a/**"\n   |        ^^^^^' in diag.render()
+
+
+def test_carets_stay_under_the_span_after_wide_and_combining_characters() -> None:
+    # '中文' takes four terminal cells and 'e\u0301' one: carets counted in
+    # characters sat two cells left of 'bogus', under 'd '.
+    head = 'permit read on "/中文/**" when context.x == "e\u0301" and '
+    text = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        f"{head}bogus(1)\n"
+    )
+    with pytest.raises(PolicyError) as err:
+        compile_source(text, "p.sos")
+    [diag] = [d for d in err.value.diagnostics if d.code == "SOS205"]
+    assert diag.col == len(head) + 1
+    excerpt, carets = diag.render().split("\n")[1:3]
+    assert excerpt == f" 3 | {head}bogus(1)"
+    assert carets == "   | " + " " * (len(head) + 2 - 1) + "^" * len("bogus(1)")
