@@ -153,6 +153,10 @@ def test_cli_verbose_lists_the_permits_that_cannot_apply() -> None:
         ("query", str(RULES), "--action", "write"),  # no principal
         ("query", str(RULES), "--principal", "a", "--action", "writ"),
         ("query", str(RULES), "--principal", "a", "--attr", "novalue"),
+        # JSON the kernel's contexts cannot hold: a usage error, as in --context
+        ("query", str(RULES), "--principal", "a", "--attr", "n=NaN"),
+        ("query", str(RULES), "--principal", "a", "--attr", "n=-Infinity"),
+        ("query", str(RULES), "--principal", "a", "--attr", "n=" + "[" * 5000 + "]" * 5000),
         ("query", str(RULES), "--principal", "a", "--context", "[1]"),
         ("query", str(RULES), "--principal", "a", "--policy", "nope"),
         ("query", "missing-dir", "--principal", "a"),

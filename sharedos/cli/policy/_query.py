@@ -17,10 +17,16 @@ def _attribute(item: str) -> tuple[list[str], Any]:
     key, sep, text = item.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--attr")
+    from sharedos.policy.jsonvalues import loads
+
     try:
-        value: Any = json.loads(text)
-    except ValueError:
+        value: Any = loads(text)
+    except json.JSONDecodeError:
         value = text
+    except ValueError as exc:  # NaN/Infinity, nested too deeply, an over-long integer
+        raise click.BadParameter(
+            f"{key}: not usable JSON ({str(exc).split(';')[0]})", param_hint="--attr"
+        ) from None
     return key.split("."), value
 
 
