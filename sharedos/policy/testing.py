@@ -25,7 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape as _escape
+from xml.sax.saxutils import quoteattr as _quoteattr
 
 from sharedos.outcomes import ReasonCode
 from sharedos.policy import ast
@@ -171,7 +172,18 @@ class TestReport:
         return out
 
     def junit_xml(self, suite: str = "sharedos-policy") -> str:
-        """The report as JUnit XML (one ``testcase`` per test block, classname = file)."""
+        """The report as JUnit XML (one ``testcase`` per test block, classname = file).
+
+        Text XML 1.0 cannot hold (a control character or U+FFFE in a test's name,
+        a lone surrogate in a file name) is spelled as an escape, so the document
+        always parses."""
+
+        def quoteattr(text: str) -> str:
+            return _quoteattr(_xml_text(text))
+
+        def escape(text: str) -> str:
+            return _escape(_xml_text(text))
+
         lines = [
             '<?xml version="1.0" encoding="UTF-8"?>',
             f'<testsuite name={quoteattr(suite)} tests="{len(self.outcomes)}" '
@@ -193,6 +205,17 @@ class TestReport:
                 lines.append("  </testcase>")
         lines.append("</testsuite>")
         return "\n".join(lines) + "\n"
+
+
+#: characters XML 1.0 cannot hold: C0 controls but tab, LF and CR; surrogates; U+FFFE, U+FFFF
+_NOT_XML_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with what XML 1.0 cannot hold spelled ``\\xNN`` / ``\\uNNNN``."""
+    return _NOT_XML_RE.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 def coverage_percent(covered: int, total: int) -> str:

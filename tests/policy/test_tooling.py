@@ -196,6 +196,24 @@ def test_run_selects_tests_by_name_and_junit_is_written(policy_file: Path, tmp_p
     assert run("test", str(policy_file), "--run", "(").exit_code == 2
 
 
+def test_junit_is_well_formed_xml_whatever_a_test_is_called(tmp_path: Path) -> None:
+    # A name or skip reason may hold any escape; XML 1.0 cannot hold a control
+    # character or U+FFFE, and the report CI reads did not parse.
+    policy = tmp_path / "p.sos"
+    policy.write_text(
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/a/**"\n'
+        'test "t\\u0001\\ufffe" { call files.read { path: "/b" } expect allow }\n'
+        'test "s\\u000b" { skip "r\\u0000"; call files.read { path: "/a/b" } expect allow }\n'
+    )
+    junit = tmp_path / "junit.xml"
+    assert run("test", str(policy), "--junit", str(junit)).exit_code == 1
+    cases = ET.parse(junit).getroot().findall("testcase")
+    assert [c.get("name") for c in cases] == ["t\\x01\\ufffe", "s\\x0b"]
+    assert cases[1].find("skipped").get("message") == "r\\x00"  # type: ignore[union-attr]
+
+
 def test_coverage_threshold(policy_file: Path) -> None:
     passing = "--run", "^(owners|editors)"
     assert run("test", str(policy_file), *passing, "--coverage", "--threshold", "50").exit_code == 0
