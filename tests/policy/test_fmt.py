@@ -289,3 +289,22 @@ def test_comments_inside_a_rule_stay_beside_their_operand() -> None:
     assert out is not None
     assert '  when "x" in context.roles  # first' in out
     assert format_source(out, "x.sos").text == out
+
+
+def test_fmt_reads_at_most_what_check_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # check stops at textfile.DEFAULT_LIMIT; fmt read a file or stdin whole, so
+    # 'fmt <(yes)' grew until memory ran out (SOS900 MemoryError under a ulimit).
+    from sharedos import textfile
+
+    monkeypatch.setattr(textfile, "DEFAULT_LIMIT", 1024)
+    text = "namespace files\n" + "# filler\n" * 200
+    big = tmp_path / "big.sos"
+    big.write_text(text)
+    code, stdout, stderr = invoke("fmt", str(big))
+    assert code == 1 and stdout == ""
+    assert "error[SOS001]" in stderr and "larger than 1,024 bytes" in stderr
+    code, stdout, stderr = invoke("fmt", "-", stdin=text)
+    assert code == 1 and stdout == ""
+    assert "error[SOS001]" in stderr and "larger than 1,024 bytes" in stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from sharedos import textfile
 from sharedos.atomicfile import write_atomically
 from sharedos.cli.policy._common import EXIT_OK, EXIT_POLICY, discover_sources, guarded
 
@@ -58,7 +59,14 @@ def fmt_cmd(
             raise click.UsageError("'-' (stdin) cannot be combined with other paths")
         # read as a file is read: bytes decoded strictly (text that is not UTF-8
         # is reported, not carried through as escapes), line ends kept as they are
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(textfile.DEFAULT_LIMIT + 1)
+        if len(data) > textfile.DEFAULT_LIMIT:
+            click.echo(
+                f"<stdin>: error[SOS001]: cannot read policy text: larger than "
+                f"{textfile.DEFAULT_LIMIT:,} bytes",
+                err=True,
+            )
+            raise click.exceptions.Exit(EXIT_POLICY)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -79,7 +87,8 @@ def fmt_cmd(
     changed: list[Path] = []
     for path in files:
         try:
-            original = path.read_bytes().decode("utf-8")
+            # bounded as check reads it: a pipe that never ends is refused, not kept
+            original = textfile.read_bytes(path, limit=textfile.DEFAULT_LIMIT).decode("utf-8")
         except UnicodeDecodeError as exc:
             from sharedos.policy.loader import undecodable
 
