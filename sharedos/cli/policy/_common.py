@@ -191,4 +191,3 @@ def emit_json(payload: Any) -> None:
     except UnicodeEncodeError:
         text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=True)
     click.echo(text)
-
