@@ -72,6 +72,7 @@ NO_SPACE = "no_space"
 CHANGED = "changed_during_call"
 HOST_ERROR = "host_error"
 EQUIVALENT_NAMES = "equivalent_names"
+RESERVED_NAME = "reserved_name"
 
 ERROR_CODES = frozenset(
     {
@@ -90,6 +91,7 @@ ERROR_CODES = frozenset(
         CHANGED,
         HOST_ERROR,
         EQUIVALENT_NAMES,
+        RESERVED_NAME,
     }
 )
 

@@ -29,6 +29,7 @@ from sharedos.pathwalk import (
     MAX_DEPTH,
     NOT_A_REGULAR_FILE,
     PERMISSION_DENIED,
+    RESERVED_NAME,
     SYMLINK,
     Sandbox,
     SandboxError,
@@ -66,6 +67,7 @@ def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResul
         if resource is None:  # every files tool's requirement names its resource
             raise LookupError("this call was authorized without a resource")
         try:
+            _refuse_reserved(resource)
             return op(args, resource, hctx)
         except (SandboxError, OSError, ValueError) as exc:
             # a host failure becomes a message naming the canonical path only
@@ -79,6 +81,25 @@ def _handler(op: _Op) -> Callable[[dict[str, Any], HandlerContext], HandlerResul
     handler.__name__ = handler.__qualname__ = op.__name__
     handler.__doc__ = op.__doc__
     return handler
+
+
+def _reserved(name: str) -> bool:
+    """Is ``name`` a write's temporary file (see ``_refuse_reserved``)?"""
+    return name.startswith(TEMP_PREFIX)
+
+
+def _refuse_reserved(resource: str) -> None:
+    """Refuse a path through or to a name of the ``TEMP_PREFIX`` form.
+
+    Security: a write's temporary file holds the content meant for its target
+    until the rename. Served like any file, it let another caller read that
+    content (meant for a file it may not read) or write the temporary name, so
+    that the rename put the other caller's content into the target.
+    """
+    if any(_reserved(part) for part in resource.split("/")):
+        raise SandboxError(
+            RESERVED_NAME, resource, "is a name the files tools reserve for their temporary files"
+        )
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
@@ -242,9 +263,10 @@ class _FilesHandlers:
 
 
 def _scan(fd: int) -> list[os.DirEntry[str]]:
-    """The entries of an open directory, sorted by name."""
+    """The entries of an open directory, sorted by name, without writes' temporary files
+    (no call may reach one: ``_refuse_reserved``)."""
     with os.scandir(fd) as it:
-        return sorted(it, key=lambda e: e.name)
+        return sorted((e for e in it if not _reserved(e.name)), key=lambda e: e.name)
 
 
 def _entry(entry: os.DirEntry[str]) -> dict[str, Any] | None:
