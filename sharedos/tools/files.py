@@ -293,16 +293,24 @@ def _entry(entry: os.DirEntry[str]) -> dict[str, Any] | None:
     }
 
 
+#: control characters (C0, DEL, C1) -> their ``\\xNN`` spelling in a shown name
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+
+
 def _shown(name: str) -> str:
-    """A file name as text a result can carry: undecodable bytes as ``\\xNN`` escapes.
+    """A file name as text a result can carry: undecodable bytes and control characters
+    as ``\\xNN`` escapes.
 
     Security: a name that is not UTF-8 (``b"x\\xff"``) comes back from the OS
     with a lone surrogate, which no JSON encoder can put on the wire; one such
-    name planted in a directory made every listing of it hang the harness.
+    name planted in a directory made every listing of it hang the harness. A
+    name holding a newline or a tab (``"a.txt\\ndir\\tpasswords"``) made the
+    listing's text show entries that do not exist.
     """
-    if name.isascii():
+    if name.isascii() and name.isprintable():
         return name
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text.translate(_CONTROL)
 
 
 class _Walk:

@@ -200,3 +200,27 @@ def test_non_utf8_file_names_are_listed_and_found_as_escaped_text(root: Path) ->
     for result in (listed, found):
         text(result).encode("utf-8")  # wire-safe
         assert "\udcff" not in repr(result.structured)
+
+
+def test_control_characters_in_names_cannot_forge_listing_or_search_lines(root: Path) -> None:
+    # a name holding a newline and a tab made the listing's text show a "dir passwords"
+    # entry that does not exist (and an ANSI escape reached whoever prints the text)
+    forged = "a.txt\ndir\tpasswords"
+    (root / "public" / forged).write_text("x")
+    (root / "public" / "b\x1b[2J\x85.txt").write_text("x")
+    ts = tools(root)
+    listed = run(ts["files.list"], "/public", path="/public")
+    found = run(ts["files.search"], "/public", root="/public", pattern="*")
+    lines = text(listed).split("\n")
+    assert "dir\tpasswords" not in lines
+    assert "file\ta.txt\\x0adir\\x09passwords" in lines
+    names = [e["name"] for e in listed.structured["entries"]]  # type: ignore[index]
+    assert "b\\x1b[2J\\x85.txt" in names
+    assert found.structured["matches"] == [  # type: ignore[index]
+        "/public/a.txt",
+        "/public/a.txt\\x0adir\\x09passwords",
+        "/public/b\\x1b[2J\\x85.txt",
+    ]
+    for result in (listed, found):
+        assert not any(c < " " and c not in "\t\n" for c in text(result))
+        assert "\x85" not in text(result)
