@@ -119,6 +119,19 @@ class BundleState:
             raise StateError(f"{self.path} is not a bundle state file ({exc})") from None
         if type(enforced.sequence) is not int or enforced.sequence < 0:
             raise StateError(f"{self.path} records a malformed sequence {enforced.sequence!r}")
+        # every field is said in a message or compared with a bundle's: one of another
+        # type (hand-edited, or written by something else) is refused here, with why
+        for name in ("revision", "bundle_hash", "origin", "enforced_at"):
+            if type(getattr(enforced, name)) is not str:
+                raise StateError(
+                    f"{self.path} records a malformed {name} {getattr(enforced, name)!r} (a string)"
+                )
+        for name in ("signed_by", "signed_at"):
+            if getattr(enforced, name) is not None and type(getattr(enforced, name)) is not str:
+                raise StateError(
+                    f"{self.path} records a malformed {name} {getattr(enforced, name)!r} "
+                    "(a string or null)"
+                )
         return enforced
 
     def save(self, enforced: Enforced) -> None:

@@ -206,6 +206,32 @@ def test_an_unreadable_state_refuses_every_bundle(
     assert result.status == "refused" and "not a bundle state file" in result.detail
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"bundle_hash": 5},
+        {"bundle_hash": None},
+        {"revision": 7},
+        {"origin": ["x"]},
+        {"signed_by": {"a": 1}},
+        {"enforced_at": 0},
+    ],
+)
+def test_a_state_field_of_another_type_refuses_every_bundle_with_why(
+    tmp_path: Path, signer: Signer, fields: dict[str, Any]
+) -> None:
+    """A hand-edited state file whose revision or hash is no string: refused, not a TypeError."""
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r1", sequence=1))
+    state = tmp_path / "state.json"
+    record = {"sequence": 5, "revision": "r5", "bundle_hash": "ab" * 32, "origin": "o"}
+    state.write_text(json.dumps({**record, **fields}))
+    result = BundleManager(DirectorySource(pub), verifier(signer), state=BundleState(state)).poll()
+    name = next(iter(fields))
+    assert result.status == "refused" and f"records a malformed {name}" in result.detail
+    assert result.current is None
+
+
 def test_a_release_that_cannot_be_remembered_is_not_put_in_force(
     tmp_path: Path, signer: Signer
 ) -> None:
