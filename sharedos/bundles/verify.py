@@ -161,11 +161,9 @@ class BundleVerifier:
 
 def _release(doc: dict[str, Any], origin: str) -> tuple[str | None, int]:
     """(revision, sequence) of a bundle document; ``BundleRejected`` when malformed."""
-    revision, sequence = doc.get("revision"), doc.get("sequence")
-    if revision is not None and (type(revision) not in (str, int) or not str(revision).strip()):
-        raise BundleRejected(f"bundle {origin} has a malformed revision {revision!r}")
-    if sequence is not None and (type(sequence) is not int or sequence < 1):
-        raise BundleRejected(
-            f"bundle {origin} has a malformed sequence {sequence!r} (a positive integer)"
-        )
-    return (str(revision) if revision is not None else None), (sequence or 0)
+    from sharedos.policy.bundle import BundleError, release_of
+
+    try:
+        return release_of(doc, origin)
+    except BundleError as exc:
+        raise BundleRejected(str(exc)) from None

@@ -215,6 +215,21 @@ def load_bundle(
         raise BundleError(f"bundle {path} is malformed: {type(exc).__name__}: {exc}") from None
 
 
+def release_of(doc: dict[str, Any], where: str | Path) -> tuple[str | None, int]:
+    """(revision, sequence) of a bundle document, as a host reads them (sequence 0: none
+    declared); ``BundleError`` when either is malformed: ``sequence`` must be a positive
+    integer and ``revision`` a non-empty string (or integer). What ``sign_bundle`` signs
+    and ``verify_bundle`` passes is what a host would take."""
+    revision, sequence = doc.get("revision"), doc.get("sequence")
+    if revision is not None and (type(revision) not in (str, int) or not str(revision).strip()):
+        raise BundleError(f"bundle {where} has a malformed revision {revision!r}")
+    if sequence is not None and (type(sequence) is not int or sequence < 1):
+        raise BundleError(
+            f"bundle {where} has a malformed sequence {sequence!r} (a positive integer)"
+        )
+    return (str(revision) if revision is not None else None), (sequence or 0)
+
+
 def default_sequence() -> int:
     """The sequence a bundle is signed with when none is given: the signing time in
     microseconds since 1970, so a later signing orders after an earlier one."""
@@ -255,6 +270,7 @@ def sign_bundle(
         doc["sequence"] = sequence
     elif doc.get("sequence") is None:
         doc["sequence"] = default_sequence()
+    release_of(doc, path)  # never sign a release a host would refuse as malformed
     mine = key_id(key)
     kept = [
         s for s in doc.get("signatures") or [] if isinstance(s, dict) and s.get("key_id") != mine
@@ -278,4 +294,5 @@ def verify_bundle(path: str | Path, keys: Sequence[Ed25519PublicKey]) -> str:
             f"bundle {path} carries no valid signature by "
             + ("that key" if len(keys) == 1 else "any of those keys")
         )
+    release_of(doc, path)  # a host refuses a malformed release, signed or not
     return found

@@ -125,6 +125,54 @@ def test_a_signature_does_not_survive_a_consistent_edit(
         load_bundle(bundle, trusted_keys=[load_public_key(public)])  # ... a signed host does not
 
 
+@pytest.mark.parametrize(
+    ("release", "what"),
+    [
+        ({"sequence": "7"}, "malformed sequence"),
+        ({"sequence": 0}, "malformed sequence"),
+        ({"sequence": 2.0}, "malformed sequence"),
+        ({"revision": "  "}, "malformed revision"),
+        ({"revision": ["r1"]}, "malformed revision"),
+    ],
+)
+def test_sign_and_verify_refuse_a_release_every_host_refuses(
+    bundle: Path, keys: tuple[Path, Path], release: dict[str, object], what: str
+) -> None:
+    """A release field hand-edited into the envelope: `sign` does not sign it and `verify`
+    does not pass it, since every host (BundleVerifier) refuses it as malformed."""
+    from sharedos.bundles import BundleRejected, BundleVerifier
+    from sharedos.bundles.source import Fetched
+
+    private, public = keys
+    doc = json.loads(bundle.read_text())
+    doc.update(release)
+    bundle.write_text(json.dumps(doc))
+    with pytest.raises(BundleError, match=what):
+        sign_bundle(bundle, load_private_key(private))
+    # signed anyway (by a signer that does not check): verify says what a host says
+    from sharedos.policy.bundle import write_document
+    from sharedos.policy.signing import signature_entry
+
+    doc["signatures"] = [signature_entry(doc, load_private_key(private), "2026-01-01T00:00:00Z")]
+    write_document(doc, bundle)
+    with pytest.raises(BundleError, match=what):
+        verify_bundle(bundle, [load_public_key(public)])
+    fetched = Fetched(data=bundle.read_bytes(), tag="t", origin=str(bundle))
+    with pytest.raises(BundleRejected, match=what):
+        BundleVerifier([public]).verify(fetched)
+    # the signer names the release itself: signed, and every host takes it
+    doc.pop("signatures")
+    write_document(doc, bundle)
+    sign_bundle(bundle, load_private_key(private), revision="r1", sequence=3)
+    assert verify_bundle(bundle, [load_public_key(public)]) == key_id(load_private_key(private))
+    assert (
+        BundleVerifier([public])
+        .verify(Fetched(data=bundle.read_bytes(), tag="t", origin=str(bundle)))
+        .sequence
+        == 3
+    )
+
+
 def test_garbage_signatures_verify_nothing(bundle: Path, keys: tuple[Path, Path]) -> None:
     doc = json.loads(bundle.read_text())
     kid = key_id(load_public_key(keys[1]))
