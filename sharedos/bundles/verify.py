@@ -110,11 +110,15 @@ class BundleVerifier:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+        from sharedos.pemkeys import public_pem_problem
         from sharedos.policy.signing import load_public_key
 
         self.keys: list[Any] = []
         for item in public_keys:
             if isinstance(item, bytes):
+                problem = public_pem_problem(item)
+                if problem is not None:
+                    raise ValueError(f"a trusted key {problem}")
                 key = serialization.load_pem_public_key(item)
                 if not isinstance(key, Ed25519PublicKey):
                     raise ValueError("not an Ed25519 public key")

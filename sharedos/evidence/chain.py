@@ -284,6 +284,11 @@ def load_public_key(data: bytes) -> tuple[Any, str]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from sharedos.pemkeys import public_pem_problem
+
+    problem = public_pem_problem(data)
+    if problem is not None:
+        raise ValueError(f"the verification key file {problem}")
     key = serialization.load_pem_public_key(data)
     if not isinstance(key, Ed25519PublicKey):
         raise ValueError("the verification key is not an ed25519 public key")

@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from sharedos import textfile
 from sharedos.errors import PolicyLanguageError
+from sharedos.pemkeys import public_pem_problem
 
 _DOMAIN = b"sharedos-policy-bundle-signature/2\n"
 _LEGACY_DOMAIN = b"sharedos-policy-bundle-signature/1\n"
@@ -115,6 +116,9 @@ def load_private_key(path: str | Path) -> Ed25519PrivateKey:
 def load_public_key(path: str | Path) -> Ed25519PublicKey:
     """The Ed25519 public key in a PEM file; raise ``SigningKeyError`` otherwise."""
     data = _read(path, "public key")
+    problem = public_pem_problem(data)
+    if problem is not None:
+        raise SigningKeyError(f"{path} {problem}")
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:

@@ -187,3 +187,23 @@ def test_a_store_that_fails_mid_read_is_one_line_not_a_traceback(
     assert "Traceback" not in proc.stderr, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "malformed" in line
+
+
+def test_verify_refuses_a_key_file_holding_a_private_key_or_more_keys(
+    db: Path, tmp_path: Path
+) -> None:
+    """`--key` trusted only a file's first public key block: a .pub with the private key
+    appended, or two public keys in one file, is a usage error saying why."""
+    from sharedos.evidence.chain import Signer
+
+    one, two = Signer.generate(), Signer.generate()
+    leaked = tmp_path / "leaked.pub"
+    leaked.write_bytes(one.public_pem() + one.private_pem())
+    both = tmp_path / "both.pub"
+    both.write_bytes(one.public_pem() + two.public_pem())
+    for path, why in ((leaked, "holds a private key"), (both, "holds 2 PEM blocks")):
+        code, out = invoke("verify", "--db", str(db), "--key", str(path))
+        assert code == 2 and why in out, out
+    (tmp_path / "one.pub").write_bytes(one.public_pem())
+    code, out = invoke("verify", "--db", str(db), "--key", str(tmp_path / "one.pub"))
+    assert "Usage" not in out and "verified" in out, out

@@ -199,6 +199,34 @@ def test_bad_key_files_are_clear_errors(tmp_path: Path) -> None:
         write_keypair(tmp_path / "k")  # never overwrites a key
 
 
+def test_a_public_key_file_holding_a_private_key_or_more_keys_is_refused(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """The loader takes a file's first PUBLIC KEY block and ignores the rest: a .pub with the
+    private key appended was trusted (the signing key on every host), and a file of two
+    public keys trusted only the first. Both are refused, with why, wherever keys are read."""
+    from sharedos.bundles import BundleVerifier
+
+    private, public = keys
+    other = write_keypair(tmp_path / "other.key")[1]
+    leaked = tmp_path / "leaked.pub"
+    leaked.write_bytes(public.read_bytes() + private.read_bytes())
+    both = tmp_path / "both.pub"
+    both.write_bytes(public.read_bytes() + other.read_bytes())
+    for path, why in ((leaked, "holds a private key"), (both, "holds 2 PEM blocks")):
+        with pytest.raises(SigningKeyError, match=why):
+            load_public_key(path)
+        with pytest.raises(ValueError, match=why):
+            BundleVerifier([path])
+        with pytest.raises(ValueError, match=why):
+            BundleVerifier([path.read_bytes()])
+        result = CliRunner().invoke(
+            main, ["verify", str(tmp_path / "absent.json"), "--pubkey", str(path)]
+        )
+        assert result.exit_code == 2 and why in result.output
+    load_public_key(public)  # one public key: as before
+
+
 def test_keygen_never_overwrites_a_trusted_public_key(tmp_path: Path) -> None:
     """Hosts trust ``OUT.pub`` by name: a keygen whose private key was moved away must not
     write a new public key over it (nor through a link planted at its name)."""
