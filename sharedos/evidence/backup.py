@@ -11,6 +11,7 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 from sharedos.evidence.store import EvidenceStoreError
@@ -26,7 +27,10 @@ def copy_sqlite_store(source: str | os.PathLike[str], target: str | os.PathLike[
     os.close(fd)
     os.chmod(tmp, 0o600)
     try:
-        src = sqlite3.connect(f"file:{os.path.abspath(source)}?mode=ro", uri=True)
+        # quoted: a '%', '#' or '?' in the path is a character of the name, not of the URI
+        # (unquoted, 'd%41' opened 'dA', another store's file, and 'd?x' created 'd')
+        uri = f"file:{urllib.parse.quote(os.path.abspath(source))}?mode=ro"
+        src = sqlite3.connect(uri, uri=True)
         try:
             out = sqlite3.connect(tmp)
             try:
