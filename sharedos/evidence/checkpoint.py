@@ -234,6 +234,19 @@ def check_chain(
             )
         )
         matched = True
+    elif since is not None and since.expected_hash() != since.hash:
+        # an exported file edited after export (a number, a time, a count changed and its
+        # hash kept): what it says is not what it anchors, so it anchors nothing, and the
+        # store is not blamed for what the file says
+        problems.append(
+            _problem(
+                "edited",
+                since.number,
+                "the checkpoint given does not match its hash: the file was edited after it "
+                "was exported, so it cannot anchor this verification (export it again)",
+            )
+        )
+        since, matched = None, True
     if since is not None and public_keys is not None:
         _check_signature(since, public_keys, problems, "the checkpoint given")
     for cp, heads in checkpoints:

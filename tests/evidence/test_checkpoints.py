@@ -393,3 +393,32 @@ def test_a_signature_of_another_type_verifies_nothing() -> None:
     key, _id = load_public_key(Signer.generate().public_pem())
     for signature in (5, None, ["x"], b"AAAA"):
         assert verify_seal_signature(key, "sha256:00", signature) is False  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("number", 1), ("taken_at", "2020-01-01T00:00:00Z"), ("heads", 7)]
+)
+def test_an_exported_checkpoint_edited_after_export_anchors_nothing(
+    opener: Opener, tmp_path: Path, field: str, value: object
+) -> None:
+    """An exported checkpoint whose fields were edited and hash kept verified clean (a time
+    or a count changed) or blamed the intact store (a number changed: 'the store was
+    rewritten'); now the file itself is reported, signed or not."""
+    signer = Signer.generate()
+    store = opener(signer=signer)
+    write_turn(store, "T")
+    store.take_checkpoint()
+    write_turn(store, "U")
+    cp = store.take_checkpoint()
+    assert cp is not None and cp.number == 2
+    (tmp_path / "host.pub").write_bytes(signer.public_pem())
+    given = tmp_path / "cp.json"
+    given.write_text(json.dumps(cp.to_dict()))
+    args = ("evidence", "verify", "--db", location(store), "--since", str(given))
+    key = ("--key", str(tmp_path / "host.pub"))
+    assert cli(*args)[0] == 0 and cli(*args, *key)[0] == 0
+    given.write_text(json.dumps({**cp.to_dict(), field: value}))
+    for extra in ((), key):
+        code, out = cli(*args, *extra)
+        assert code == 1 and "the checkpoint given does not match its hash" in out, out
+        assert "the store was rewritten" not in out, out
