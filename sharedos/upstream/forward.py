@@ -35,7 +35,6 @@ import anyio
 
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import ReasonCode
-from sharedos.redaction import Redactor
 from sharedos.upstream.connection import UpstreamFailure
 
 if TYPE_CHECKING:
@@ -128,6 +127,13 @@ class ForwardHandler:
                 f"upstream {self.upstream_id!r} returned non-object structuredContent "
                 f"({type(structured).__name__}), which MCP 2025-11-25 clients cannot receive",
             )
+        if scrub:
+            # scrubbed before the outputSchema check: what is checked is what is relayed (a
+            # string holding a credential becomes "[redacted]", which a pattern, maxLength or
+            # enum of the schema may refuse; the harness's client would then refuse a result
+            # recorded succeeded)
+            content = scrub.scrub_json(content)
+            structured = scrub.scrub_json(structured) if structured is not None else None
         state = broker.turn_state(hctx.context.turn_id)
         published = state.tools.get(tool) if state is not None else None
         if published is not None and published.output_schema is not None and not result.is_error:
@@ -153,7 +159,6 @@ class ForwardHandler:
             content,
             structured,
             is_error=bool(result.is_error),
-            scrub=scrub,
             limit=config.limits.max_result_bytes,
             upstream=self.upstream_id,
         )
@@ -164,14 +169,11 @@ def relay(
     structured: dict[str, Any] | None,
     *,
     is_error: bool,
-    scrub: Redactor,
     limit: int,
     upstream: str,
 ) -> HandlerResult:
-    """The HandlerResult for an upstream's answer: scrubbed, size-checked, isError kept."""
-    if scrub:
-        content = scrub.scrub_json(content)
-        structured = scrub.scrub_json(structured) if structured is not None else None
+    """The HandlerResult for an upstream's answer (already scrubbed): size-checked, isError
+    kept."""
     try:
         size = len(
             json.dumps(
