@@ -36,7 +36,12 @@ from referencing import Registry
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
 from sharedos.catalog.schemacheck import schema_problem
-from sharedos.catalog.schemaregex import schema_validator
+from sharedos.catalog.schemaregex import (
+    dialect_problem,
+    dialect_validator,
+    names_other_dialect,
+    schema_validator,
+)
 from sharedos.errors import CatalogError
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
@@ -311,8 +316,11 @@ class ToolDefinition(BaseModel):
         """Why ``structured`` does not satisfy ``output_schema``, or None (also when it has none).
 
         The accept-only shortcut (``compile_fast_check``) answers the common flat
-        schema; anything else goes to a Draft 2020-12 validator built once per
-        definition, whose registry retrieves nothing remote.
+        schema; anything else goes to a validator built once per definition, whose
+        registry retrieves nothing remote. The schema is read as the harness's client
+        reads it: in the dialect its ``$schema`` names (Draft 2020-12 when none); one
+        that is no valid schema of that dialect satisfies nothing (the MCP SDK client
+        refuses every result of such a tool).
         """
         schema = self.output_schema
         if schema is None:
@@ -322,6 +330,9 @@ class ToolDefinition(BaseModel):
         fast = self.output_fast_check
         if fast is not None and fast(structured):
             return None
+        invalid = self.output_dialect_problem
+        if invalid is not None:
+            return f"its outputSchema cannot be checked: {invalid}"
         try:
             error = best_match(self.output_validator.iter_errors(structured))
         except Exception as exc:  # an unresolvable $ref, a pathological schema
@@ -332,12 +343,21 @@ class ToolDefinition(BaseModel):
     def output_validator(self) -> Validator:
         """A compiled validator for ``output_schema`` (``{}`` when there is none), retrieving
         nothing remote (see ``input_validator``)."""
-        return schema_validator(self.output_schema or {}, _NO_RETRIEVAL)
+        return dialect_validator(self.output_schema or {}, _NO_RETRIEVAL)
+
+    @cached_property
+    def output_dialect_problem(self) -> str | None:
+        """Why ``output_schema`` is no valid schema of the dialect its ``$schema`` names."""
+        return dialect_problem(self.output_schema) if self.output_schema else None
 
     @cached_property
     def output_fast_check(self) -> FastCheck | None:
-        """An accept-only shortcut for ``output_validator`` (simple flat schemas), or None."""
-        return compile_fast_check(self.output_schema) if self.output_schema else None
+        """An accept-only shortcut for ``output_validator`` (simple flat Draft 2020-12
+        schemas), or None (also for a schema naming another dialect)."""
+        schema = self.output_schema
+        if not schema or names_other_dialect(schema):
+            return None
+        return compile_fast_check(schema)
 
     @cached_property
     def handler_is_async(self) -> bool:

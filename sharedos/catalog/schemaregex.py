@@ -42,9 +42,17 @@ from typing import Any
 import attrs
 import re2
 from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError
 
-__all__ = ["SchemaValidator", "regex_error", "regex_problem", "schema_validator"]
+__all__ = [
+    "SchemaValidator",
+    "dialect_problem",
+    "dialect_validator",
+    "names_other_dialect",
+    "regex_error",
+    "regex_problem",
+    "schema_validator",
+]
 
 
 def _options() -> Any:
@@ -190,6 +198,75 @@ def schema_validator(schema: Any, registry: Any) -> Any:
     ``$schema`` inside changes nothing), every regex matched by RE2, references resolved
     through ``registry`` only."""
     return SchemaValidator(schema, registry=registry)
+
+
+#: the RE2 keywords every dialect's validator gets
+_RE2_KEYWORDS = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+#: a stock dialect validator -> its RE2 form (Draft 2020-12's is ``SchemaValidator``)
+_DIALECTS: dict[Any, Any] = {}
+
+
+def _dialect_of(schema: Any, default: Any) -> Any:
+    """The stock validator of the dialect ``schema`` names (``$schema``), else ``default``."""
+    if isinstance(schema, Mapping) and isinstance(schema.get("$schema"), str):
+        return validators.validator_for(schema, default=default)
+    return default
+
+
+def _re2_dialect(base: Any) -> Any:
+    """``base`` (a stock dialect validator) with every regex matched by RE2."""
+    found = _DIALECTS.get(base)
+    if found is None:
+        found = validators.extend(base, _RE2_KEYWORDS)
+        found.evolve = _dialect_evolve
+        _DIALECTS[base] = found
+    return found
+
+
+def _dialect_evolve(self: Any, **changes: Any) -> Any:
+    # as jsonschema's own ``evolve``: a subschema naming a dialect is read in it (the RE2
+    # form of it, never the stock validator, which matches with ``re``)
+    schema = changes.setdefault("schema", self.schema)
+    for attr_name, init_name in _INIT_FIELDS:
+        if init_name not in changes:
+            changes[init_name] = getattr(self, attr_name)
+    named = _dialect_of(schema, None)
+    return (type(self) if named is None else _re2_dialect(named))(**changes)
+
+
+def dialect_validator(schema: Any, registry: Any) -> Any:
+    """A validator for ``schema`` that reads it as a client does: in the dialect its
+    ``$schema`` names (Draft 2020-12 when none, or one jsonschema does not know), a
+    subschema naming another dialect in that one; every regex matched by RE2, references
+    resolved through ``registry`` only.
+
+    For a tool's ``outputSchema``: the MCP SDK clients validate a result in the dialect
+    the schema declares (``validator_for``), so a result SharedOS relays must satisfy the
+    schema read that way (a draft-07 ``dependencies`` is no keyword in Draft 2020-12).
+    """
+    return _re2_dialect(_dialect_of(schema, Draft202012Validator))(schema, registry=registry)
+
+
+def names_other_dialect(schema: Any) -> bool:
+    """True when ``schema``'s ``$schema`` names a dialect other than Draft 2020-12."""
+    return _dialect_of(schema, Draft202012Validator) is not Draft202012Validator
+
+
+def dialect_problem(schema: Any) -> str | None:
+    """Why ``schema`` is not a valid schema of the dialect its ``$schema`` names, or None
+    (also when it names none: Draft 2020-12, checked where the schema enters)."""
+    base = _dialect_of(schema, Draft202012Validator)
+    if base is Draft202012Validator:
+        return None
+    try:
+        base.check_schema(schema)
+    except SchemaError as exc:
+        return f"it is not a valid {schema.get('$schema')} schema: {exc.message}"
+    return None
 
 
 def _keys_anywhere(tree: Any, wanted: frozenset[str]) -> set[str]:
