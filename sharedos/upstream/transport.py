@@ -78,6 +78,8 @@ THREAD_PARSE_BYTES = 256 * 1024
 MALFORMED_ANSWER = -32092
 #: JSON-RPC error code of a synthesized "your answer has too many content blocks"
 TOO_MANY_BLOCKS = -32091
+#: JSON-RPC error code of a synthesized "the body of your POST answered another request"
+NOT_ITS_ANSWER = -32093
 #: content blocks a tools/call answer may have: the SDK's client validates each on the event
 #: loop (and the bridge serializes each again), ~15 us apiece, so a 4 MiB answer of 130,000
 #: one-character blocks stalled every turn of the host for seconds. Counted off the loop.
@@ -573,6 +575,41 @@ def _error_body(request_id: Any, method: str | None, bounds: ReadBounds) -> byte
 Rewrite = Callable[[bytes], bytes]
 
 
+def _not_its_answer(request_id: Any, method: str | None, body: bytes) -> bytes | None:
+    """An error answering ``request_id`` in place of a JSON body that is no answer to it, or
+    None (the body answers it, or is for the SDK to refuse: empty, not JSON, too large to
+    tell by its edges).
+
+    A request POSTed over streamable HTTP is answered by that POST's body and nowhere else,
+    and the SDK routes a JSON body by the id it holds: a body answering another id (or a
+    notification, or a response with ``"id": null``) was dropped, and the request waited
+    out its whole ``call_s`` for an answer that could no longer come, then was recorded
+    ``upstream_timeout`` though the upstream had answered at once.
+    """
+    found = message_id(body[:EDGE_BYTES], body[-EDGE_BYTES:])
+    if found is not None:
+        if found == request_id or str(found) == str(request_id):
+            return None
+    else:
+        if len(body) > 2 * EDGE_BYTES:
+            return None
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or data.get("id") is not None:
+            return None
+    error = types.ErrorData(
+        code=NOT_ITS_ANSWER,
+        message=(
+            f"the upstream answered {method or 'the request'} with a message that is not its "
+            "answer (another id, or none); SharedOS relays nothing of it"
+        ),
+    )
+    answer = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    return answer.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+
+
 class _BoundedJSON(httpx2.AsyncByteStream):
     """A JSON body read whole up to ``limit`` bytes; past it, a JSON-RPC error instead.
     ``rewrite`` (a listing's screen) runs on the whole body in a worker thread."""
@@ -583,8 +620,11 @@ class _BoundedJSON(httpx2.AsyncByteStream):
         limit: int,
         replacement: Callable[[], bytes] | None,
         rewrite: Rewrite | None = None,
+        answers: Callable[[bytes], bytes | None] | None = None,
     ) -> None:
         self.inner, self.limit, self.replacement, self.rewrite = inner, limit, replacement, rewrite
+        #: the error to relay instead of a body that does not answer the request, or None
+        self.answers = answers
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks: list[bytes] = []
@@ -599,6 +639,9 @@ class _BoundedJSON(httpx2.AsyncByteStream):
                 return
             chunks.append(chunk)
         body = b"".join(chunks)
+        if self.answers is not None and (instead := self.answers(body)) is not None:
+            yield instead  # read from its edges only: cheap enough for the event loop
+            return
         if self.rewrite is not None:
             body = await anyio.to_thread.run_sync(self.rewrite, body)
         yield body
@@ -720,7 +763,13 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
         if kind.startswith("text/event-stream"):
             stream = _BoundedSSE(response.stream, limit, replacement, rewrite)
         else:
-            stream = _BoundedJSON(response.stream, limit, replacement, rewrite)
+            answers = None
+            if request_id is not None and 200 <= response.status_code < 300:
+
+                def answers(body: bytes) -> bytes | None:
+                    return _not_its_answer(request_id, method, body)
+
+            stream = _BoundedJSON(response.stream, limit, replacement, rewrite, answers)
         headers = [
             (k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"
         ]

@@ -14,6 +14,10 @@ logs it or wraps it in an error of its own:
   are answered well, ``tools/call`` as ``parse-init`` answers ``initialize``.
 - ``--mode deep-call``: as ``parse-call``, but ``tools/call`` is answered (JSON)
   with a result nested 100,000 arrays deep: valid JSON no parser here reads.
+- ``--mode other-id``: as ``parse-call``, but ``tools/call`` of ``bad`` is answered
+  (JSON, at once) with a well-formed result for another request id, ``bad-null``
+  with an error whose id is null and ``bad-note`` with a notification; ``echo``
+  is answered well.
 
 Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
 """
@@ -30,7 +34,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
     parser.add_argument(
-        "--mode", required=True, choices=("event", "parse-init", "parse-call", "deep-call")
+        "--mode",
+        required=True,
+        choices=("event", "parse-init", "parse-call", "deep-call", "other-id"),
     )
     opts = parser.parse_args()
 
@@ -71,7 +77,26 @@ def main() -> None:
                 )
                 self.answer(200, "application/json", body)
                 return
-            if method == "initialize" and opts.mode in ("parse-call", "deep-call"):
+            if method == "tools/call" and opts.mode == "other-id":
+                name = request["params"]["name"]
+                text = {"content": [{"type": "text", "text": "not yours"}]}
+                wrong: dict[str, Any] = {
+                    "bad": {"jsonrpc": "2.0", "id": f"{rid}-other", "result": text},
+                    "bad-null": {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {"code": 1, "message": "e"},
+                    },
+                    "bad-note": {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/message",
+                        "params": {"level": "info", "data": "x"},
+                    },
+                }
+                answer = wrong.get(name, {"jsonrpc": "2.0", "id": rid, "result": text})
+                self.answer(200, "application/json", json.dumps(answer).encode())
+                return
+            if method == "initialize" and opts.mode in ("parse-call", "deep-call", "other-id"):
                 result = {
                     "protocolVersion": request["params"]["protocolVersion"],
                     "capabilities": {"tools": {}},
@@ -80,8 +105,13 @@ def main() -> None:
                 body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
                 self.answer(200, "application/json", body, ("mcp-session-id", "s1"))
             elif method == "tools/list":
-                tool = {"name": "bad", "inputSchema": {"type": "object", "properties": {}}}
-                body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"tools": [tool]}})
+                names = (
+                    ("bad", "bad-null", "bad-note", "echo") if opts.mode == "other-id" else ("bad",)
+                )
+                tools = [
+                    {"name": n, "inputSchema": {"type": "object", "properties": {}}} for n in names
+                ]
+                body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
                 self.answer(200, "application/json", body.encode())
             elif method in ("initialize", "tools/call"):
                 self.sse("message", unreadable)
