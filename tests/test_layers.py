@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "atomicfile",
         "textfile",
         "jsonrpc_id",
+        "pemkeys",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),
