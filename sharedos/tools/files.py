@@ -36,6 +36,7 @@ from sharedos.pathwalk import (
     check_regular,
     explain,
 )
+from sharedos.policy.paths import MAX_PATH_CHARS
 
 FILES_TOOL_NAMES = ("files.delete", "files.list", "files.read", "files.search", "files.write")
 MAX_READ_BYTES = 1024 * 1024
@@ -341,6 +342,9 @@ class _Walk:
             except OSError:
                 continue  # vanished since the directory was read
             path = f"{prefix}/{_shown(entry.name)}"
+            if len(path) > MAX_PATH_CHARS:  # no call can name it: left out, and said so
+                self.truncated = True
+                continue
             if stat.S_ISDIR(st.st_mode):
                 if self.allowed(path):
                     self._enter(dfd, entry.name, path, depth)

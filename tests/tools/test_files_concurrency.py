@@ -177,3 +177,31 @@ def test_paths_deeper_than_the_limit_are_refused_and_search_stops_there(root: Pa
     (below / "g.txt").write_text("needle")
     again = call(ts["files.search"], "/", root="x", pattern="*", text="needle")
     assert again.structured["truncated"] is True  # type: ignore[index]
+
+
+def test_paths_longer_than_any_call_can_name_are_left_out_of_search_and_said_so(
+    root: Path,
+) -> None:
+    from sharedos.policy.paths import MAX_PATH_CHARS
+
+    ts = tools(root)
+    # 17 directories of 250 characters: a file below them is past the 4,096 a path may have
+    # (made one level at a time: the host path is past PATH_MAX too)
+    fd = os.open(root / "public", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(17):
+            name = f"{i:02d}" + "d" * 248
+            os.mkdir(name, dir_fd=fd)
+            fd, parent = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(parent)
+        file_fd = os.open("g.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(file_fd, b"zq-needle")
+        os.close(file_fd)
+    finally:
+        os.close(fd)
+    (root / "public" / "near.txt").write_text("zq-needle")
+    found = call(ts["files.search"], "/", root="/public", pattern="*.txt", text="zq-needle")
+    matches = found.structured["matches"]  # type: ignore[index]
+    assert matches == ["/public/near.txt"]
+    assert all(len(m) <= MAX_PATH_CHARS for m in matches)
+    assert found.structured["truncated"] is True  # type: ignore[index]
