@@ -35,6 +35,13 @@ class Effect(StrEnum):
     APPROVAL_REQUIRED = "approval_required"
 
 
+#: how far each effect lets a call go: deny, then approval_required (it runs once
+#: approved), then allow. A change of effect widens or narrows access by it (``diff``,
+#: ``replay`` and the shadow report order their differences so). Keyed by the enum,
+#: which compares and hashes as its text, so a recorded ``"deny"`` reads it too.
+EFFECT_REACH: dict[str, int] = {Effect.DENY: 0, Effect.APPROVAL_REQUIRED: 1, Effect.ALLOW: 2}
+
+
 class ReasonCode(StrEnum):
     """Why an attempt did not succeed (or, for ``allowed``, why it could)."""
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sharedos.evidence.record import EvidenceRecord
+from sharedos.outcomes import EFFECT_REACH
 
 __all__ = ["SHADOW_KINDS", "ShadowExample", "ShadowGroup", "ShadowReport", "shadow_report"]
 
@@ -274,15 +275,10 @@ def enforced_decision(record: EvidenceRecord, *, approved: bool = False) -> dict
     return {"effect": record.effect, "reason": reason, "rule_ids": list(record.rule_ids)}
 
 
-#: how far each effect lets a call go (as ``compare.change_kind`` orders them, so a
-#: shadow difference has the kind replay gives it): deny, then approval_required (it
-#: runs once approved), then allow
-_REACH = {"deny": 0, "approval_required": 1, "allow": 2}
-
-
 def _kind(enforced: Mapping[str, Any], shadow: Mapping[str, Any]) -> ShadowKind | None:
-    was = _REACH.get(str(enforced["effect"]), 0)
-    would = _REACH.get(str(shadow.get("effect")), 0)
+    # ordered as replay orders them (``EFFECT_REACH``), so a difference has replay's kind
+    was = EFFECT_REACH.get(str(enforced["effect"]), 0)
+    would = EFFECT_REACH.get(str(shadow.get("effect")), 0)
     if would > was:
         return "would allow"
     if would < was:

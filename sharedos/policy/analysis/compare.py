@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sharedos.outcomes import Effect
+from sharedos.outcomes import EFFECT_REACH
 from sharedos.policy.decision import Decision, RuleRef
 from sharedos.policy.evaluator import Evaluator
 
@@ -77,11 +77,6 @@ def decide_request(policy: Evaluator, request: Request) -> Decision:
     return policy.decide(request.tool, request.args, request.context)
 
 
-#: how far each effect lets a call go: deny, then approval_required (it runs once
-#: approved), then allow
-_REACH = {Effect.DENY: 0, Effect.APPROVAL_REQUIRED: 1, Effect.ALLOW: 2}
-
-
 def change_kind(old: Decision, new: Decision) -> ChangeKind | None:
     """How the decision changed (None: the same effect and reason).
 
@@ -99,7 +94,7 @@ def change_kind(old: Decision, new: Decision) -> ChangeKind | None:
         ):
             return "reason changed"
         return None
-    return "widened" if _REACH[new.effect] > _REACH[old.effect] else "narrowed"
+    return "widened" if EFFECT_REACH[new.effect] > EFFECT_REACH[old.effect] else "narrowed"
 
 
 class RuleForms:
