@@ -149,7 +149,7 @@ def make_hooks(ctx: RequestContext, gate: LogGate) -> dict[str, Any]:
         value: float, total: float | None = None, message: str | None = None
     ) -> None:
         # A no-op unless the request carried _meta.progressToken (SDK behaviour).
-        if message is not None and not message.isascii():
+        if message is not None:
             message = str(carriable(message))
         await session.report_progress(value, total, message)
 

@@ -222,6 +222,14 @@ async def _serve(
     #: as the SDK's dispatcher correlates it: "7" and 7 are one id (``coerce_request_id``), so
     #: a cancellation naming "7" settles request 7, which the SDK then never answers
     pending: Counter[object] = Counter()
+
+    def settle(key: object) -> None:
+        """One request of id ``key`` is answered or cancelled: it is owed nothing more."""
+        if pending[key] > 1:
+            pending[key] -= 1
+        else:
+            pending.pop(key, None)
+
     #: tools/call requests handed to the server that its middleware has not seen yet, by id.
     #: The SDK's runner refuses some before any middleware (an envelope of the other protocol
     #: era, an unsupported or malformed one): its error answer is then the only trace, so the
@@ -257,11 +265,7 @@ async def _serve(
                     # (one request: with an id in flight twice the SDK cancels the newer,
                     # and the older one is still answered)
                     cancelled = cancelled_request_id_from_params(message.params)
-                    key = None if cancelled is None else coerce_request_id(cancelled)
-                    if pending[key] > 1:
-                        pending[key] -= 1
-                    else:
-                        pending.pop(key, None)
+                    settle(None if cancelled is None else coerce_request_id(cancelled))
                 await to_server.send(SessionMessage(message))
             # End of input: the client may still read. Answer what it already asked
             # (bounded by the handler timeout) before the server's input ends.
@@ -286,11 +290,7 @@ async def _serve(
                                 code=message.error.code,
                             )
                     if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
-                        key = None if message.id is None else coerce_request_id(message.id)
-                        if pending[key] > 1:
-                            pending[key] -= 1
-                        else:
-                            pending.pop(key, None)
+                        settle(None if message.id is None else coerce_request_id(message.id))
                     data = message.model_dump_json(by_alias=True, exclude_unset=True)
                     await wire.write_line(data.encode("utf-8", "surrogatepass"))
         finally:
