@@ -225,11 +225,9 @@ class HttpSource:
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
 
-    def _get(
-        self, url: str, tag: str | None, *, uncached: bool = False
-    ) -> tuple[int, bytes, str | None]:
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        url = self.origin  # what the messages below show
+    def _get(self, tag: str | None, *, uncached: bool = False) -> tuple[int, bytes, str | None]:
+        request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
+        url = self.origin  # the messages show the URL with its credentials masked
         if tag:
             request.add_header("If-None-Match", tag)
         if uncached:
@@ -247,21 +245,21 @@ class HttpSource:
                 raise SourceError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
                 if deadline.expired:
-                    raise self._late(url) from None
+                    raise self._late() from None
                 reason = getattr(exc, "reason", exc)
                 raise SourceError(f"GET {url}: {reason}") from None
             if deadline.expired:  # the body was cut short when the deadline passed
-                raise self._late(url)
+                raise self._late()
         if len(data) > MAX_BUNDLE_BYTES:
             raise SourceError(f"GET {url}: larger than {MAX_BUNDLE_BYTES} bytes")
         return status, data, etag
 
-    def _late(self, url: str) -> SourceError:
-        return SourceError(f"GET {url}: no complete answer within {self.deadline_s:g} s")
+    def _late(self) -> SourceError:
+        return SourceError(f"GET {self.origin}: no complete answer within {self.deadline_s:g} s")
 
     def fetch(self, tag: str | None) -> Fetched | NotModified:
         """GET the bundle, conditional on ``tag`` (unconditional, and uncached if need be, without)."""
-        status, data, etag = self._get(self.url, tag)
+        status, data, etag = self._get(tag)
         if status == 304 and not tag:
             # nothing was asked to compare against: a cache (or the server) is wrong
             logger.warning(
@@ -269,7 +267,7 @@ class HttpSource:
                 "If-None-Match (this host holds no bundle); asking again, uncached",
                 self.origin,
             )
-            status, data, etag = self._get(self.url, None, uncached=True)
+            status, data, etag = self._get(None, uncached=True)
             if status == 304:
                 raise SourceError(
                     f"GET {self.origin}: answered 304 Not Modified to a request that had no "
