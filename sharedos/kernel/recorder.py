@@ -74,7 +74,7 @@ Fallback = Callable[[GiveUp], OutcomeRecord]
 #: (the statement failed inside its own transaction, or never reached the server): what the
 #: caller was told is owed. A write whose fate is unknown (a connection lost in flight and not
 #: resolved in time: ``io``) is not: writing it again could write it twice
-OWED_CAUSES = frozenset({"locked", "disk_full", "timeout"})
+OWED_CAUSES: frozenset[GiveUp] = frozenset({"locked", "disk_full", "timeout"})
 
 
 class EvidenceUnavailable(EvidenceError):
@@ -416,12 +416,16 @@ class EvidenceRecorder:
         if cause not in OWED_CAUSES or job.instead is None:
             return
         instead = job.instead
-        why: GiveUp = told or (
-            "disk_full" if cause == "disk_full" else "timeout" if cause == "timeout" else "locked"
-        )
+        # each cause that passes is also what its caller was told, when not told otherwise
+        why: GiveUp = told or cause
+        self._keep_owed(lambda: instead(why))
+
+    def _keep_owed(self, write: Callable[[], Any]) -> None:
+        """Keep ``write`` until the store answers (``_settle_owed``); past ``max_pending``
+        it is only counted (``unwritten``)."""
         with self._lock:
             if len(self._owed) < self.max_pending:
-                self._owed.append(lambda: instead(why))
+                self._owed.append(write)
             else:
                 self._owed_dropped += 1
 
@@ -483,11 +487,7 @@ class EvidenceRecorder:
                 self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
                 return
             self._failed(exc.cause, str(exc))
-            with self._lock:
-                if len(self._owed) < self.max_pending:
-                    self._owed.append(write)
-                else:
-                    self._owed_dropped += 1
+            self._keep_owed(write)
         except Exception as exc:
             self._failed("io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)")
         else:
