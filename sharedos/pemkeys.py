@@ -11,8 +11,12 @@ the first, silently. Both are refused before the key is loaded.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-__all__ = ["public_pem_problem"]
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+__all__ = ["load_ed25519_public", "public_pem_problem"]
 
 _BEGIN = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----")
 
@@ -32,3 +36,23 @@ def public_pem_problem(data: bytes) -> str | None:
             "give one public key per file (repeat the option, or list each file)"
         )
     return None
+
+
+def load_ed25519_public(data: bytes) -> Ed25519PublicKey:
+    """The one Ed25519 public key a trusted key file holds. ``ValueError`` otherwise, its
+    message written to follow the file's name: "holds a private key ...", "is not a PEM
+    public key (...)", "is not an Ed25519 public key". Every reader of a key that verifies
+    (bundle signatures, evidence seals and checkpoints) loads it here."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    problem = public_pem_problem(data)
+    if problem is not None:
+        raise ValueError(problem)
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"is not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError("is not an Ed25519 public key")
+    return key

@@ -107,21 +107,16 @@ class BundleVerifier:
     """Checks bundles against configured public keys (PEM bytes, or paths of PEM files)."""
 
     def __init__(self, public_keys: Iterable[bytes | str | Path] = ()) -> None:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-        from sharedos.pemkeys import public_pem_problem
+        from sharedos.pemkeys import load_ed25519_public
         from sharedos.policy.signing import load_public_key
 
         self.keys: list[Any] = []
         for item in public_keys:
             if isinstance(item, bytes):
-                problem = public_pem_problem(item)
-                if problem is not None:
-                    raise ValueError(f"a trusted key {problem}")
-                key = serialization.load_pem_public_key(item)
-                if not isinstance(key, Ed25519PublicKey):
-                    raise ValueError("not an Ed25519 public key")
+                try:
+                    key = load_ed25519_public(item)
+                except ValueError as exc:
+                    raise ValueError(f"a trusted key {exc}") from None
             else:
                 key = load_public_key(item)  # SigningKeyError is a ValueError
             self.keys.append(key)

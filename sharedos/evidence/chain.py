@@ -282,16 +282,13 @@ class Signer:
 def load_public_key(data: bytes) -> tuple[Any, str]:
     """(public key, key_id) from PEM; ``ValueError`` when it is not an ed25519 public key."""
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from sharedos.pemkeys import public_pem_problem
+    from sharedos.pemkeys import load_ed25519_public
 
-    problem = public_pem_problem(data)
-    if problem is not None:
-        raise ValueError(f"the verification key file {problem}")
-    key = serialization.load_pem_public_key(data)
-    if not isinstance(key, Ed25519PublicKey):
-        raise ValueError("the verification key is not an ed25519 public key")
+    try:
+        key = load_ed25519_public(data)
+    except ValueError as exc:
+        raise ValueError(f"the verification key file {exc}") from None
     raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return key, _key_id(raw)
 

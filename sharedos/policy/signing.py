@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from sharedos import textfile
 from sharedos.errors import PolicyLanguageError
-from sharedos.pemkeys import public_pem_problem
+from sharedos.pemkeys import load_ed25519_public
 
 _DOMAIN = b"sharedos-policy-bundle-signature/2\n"
 _LEGACY_DOMAIN = b"sharedos-policy-bundle-signature/1\n"
@@ -116,16 +116,10 @@ def load_private_key(path: str | Path) -> Ed25519PrivateKey:
 def load_public_key(path: str | Path) -> Ed25519PublicKey:
     """The Ed25519 public key in a PEM file; raise ``SigningKeyError`` otherwise."""
     data = _read(path, "public key")
-    problem = public_pem_problem(data)
-    if problem is not None:
-        raise SigningKeyError(f"{path} {problem}")
     try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
-        raise SigningKeyError(f"{path} is not a PEM public key ({exc})") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise SigningKeyError(f"{path} is not an Ed25519 public key")
-    return key
+        return load_ed25519_public(data)
+    except ValueError as exc:
+        raise SigningKeyError(f"{path} {exc}") from None
 
 
 def load_public_keys(paths: Iterable[str | Path]) -> list[Ed25519PublicKey]:
