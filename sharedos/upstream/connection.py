@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -69,6 +70,13 @@ _STDERR_MARGIN = 16 * 1024
 #: listings up to this many tools are converted on the loop (~0.1 ms a tool: cheaper than
 #: a thread hop); larger ones in a worker thread
 _INLINE_TOOLS = 32
+#: an upstream's first progress notifications of a call are relayed as they come...
+PROGRESS_BURST = 100
+#: ...then at most one per interval (and always one reaching its total): an upstream sending
+#: thousands a second would otherwise have each one written to the harness's client
+PROGRESS_INTERVAL_S = 0.05
+#: characters of a relayed progress message (scrubbed first, then cut and marked "…")
+PROGRESS_MESSAGE_CHARS = 1024
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -608,16 +616,32 @@ class UpstreamConnection:
         callback: Any = None
         if progress is not None:
             hook = progress
+            relayed_at = -math.inf
+            relayed = 0
 
             async def callback(p: float, total: float | None, message: str | None) -> None:
+                nonlocal relayed_at, relayed
                 # NaN and infinities parse (NaN, Infinity, 1e400) but are no JSON number: the
                 # harness would get "progress": null, which no MCP client accepts
                 if not math.isfinite(p):
                     return
                 if total is not None and not math.isfinite(total):
                     total = None
+                now = time.monotonic()
+                done = total is not None and p >= total
+                if (
+                    not done
+                    and relayed >= PROGRESS_BURST
+                    and now - relayed_at < PROGRESS_INTERVAL_S
+                ):
+                    return  # progress is informational: a later notification supersedes it
+                relayed_at, relayed = now, relayed + 1
+                if message:
+                    message = self.scrubber.scrub(message)
+                    if len(message) > PROGRESS_MESSAGE_CHARS:
+                        message = message[:PROGRESS_MESSAGE_CHARS] + "…"
                 with contextlib.suppress(Exception):
-                    await hook(p, total, self.scrubber.scrub(message) if message else message)
+                    await hook(p, total, message)
 
         denials: list[Denial] = []
         noted = CALL_DENIALS.set(denials)

@@ -230,6 +230,7 @@ def server_requests(rid: Any, msg: dict[str, Any]) -> None:
 def flood(rid: Any, msg: dict[str, Any]) -> None:
     token = (msg["params"].get("_meta") or {}).get("progressToken")
     n = int(msg["params"]["arguments"].get("n") or 10000)
+    text = "p" * int(msg["params"]["arguments"].get("message_chars") or 1)
     for i in range(n):
         send(
             {
@@ -243,7 +244,7 @@ def flood(rid: Any, msg: dict[str, Any]) -> None:
                 {
                     "jsonrpc": "2.0",
                     "method": "notifications/progress",
-                    "params": {"progressToken": token, "progress": i, "message": "p"},
+                    "params": {"progressToken": token, "progress": i, "message": text},
                 }
             )
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
