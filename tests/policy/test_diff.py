@@ -285,6 +285,40 @@ def test_a_toolpolicy_that_manages_more_tools_is_reported(tmp_path: Path) -> Non
             assert ex["policy"] == "r" and ex["old"]["reason"] == "not_in_run_policy"
 
 
+@pytest.mark.parametrize(
+    ("old_run", "new_run", "kind"),
+    [
+        ('mode strict; harness_local "patch"', 'mode open; harness_local "patch"', "widened"),
+        ('mode open; harness_local "patch"', 'mode strict; harness_local "patch"', "narrowed"),
+        (
+            'mode strict; harness_local "patch"',
+            'mode strict; harness_local "patch", "shell"',
+            "widened",
+        ),
+        ('mode open; external_direct "web"', "mode open", "narrowed"),
+    ],
+)
+def test_a_run_policy_that_changes_its_reach_is_reported_under_its_kind(
+    tmp_path: Path, old_run: str, new_run: str, kind: str
+) -> None:
+    """A run turned from strict to open no longer confines the harness, though no decision
+    of the kernel changes: ``--kind widened`` (a reviewer's gate) must still report it."""
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    for d, body in ((old_dir, old_run), (new_dir, new_run)):
+        d.mkdir()
+        (d / "fs.sos").write_text(FS, encoding="utf-8")
+        (d / "run.sos").write_text(f"toolpolicy r {{ {body}; managed fs.* }}\n")
+    other = "narrowed" if kind == "widened" else "widened"
+    code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--kind", kind, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1, out
+    [rp] = doc["run_policies"]
+    assert rp["name"] == "r" and rp["status"] == "changed"
+    code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--kind", other, "--format", "json")
+    assert code == 0, out
+    assert json.loads(out)["run_policies"] == []
+
+
 # ------------------------------------------------------------------------------- CLI
 
 

@@ -43,6 +43,7 @@ from sharedos.policy.analysis.compare import (
 )
 from sharedos.policy.analysis.space import Limits, RequestSpace, Side, same_rules, signature
 from sharedos.policy.policyset import PolicySet
+from sharedos.toolpolicy import RunMode, ToolPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +318,29 @@ def _run_policy_changes(
             now = after is not None and after.is_managed(tool)
             if was != now and (("widened" if now else "narrowed") in kinds):
                 managed.append((tool, was, now))
-        if managed or len(kinds) == len(KINDS):
+        if managed or len(kinds) == len(KINDS) or _surface_change(before, after) & set(kinds):
             out.append(RunPolicyChange(name, status, fields, tuple(managed)))
     return out
+
+
+def _surface_change(before: ToolPolicy | None, after: ToolPolicy | None) -> set[ChangeKind]:
+    """How a run policy's own reach changed, apart from the tools it manages.
+
+    A run that goes from ``strict`` to ``open`` no longer confines the harness: its
+    shell and its own tools reach managed resources without a decision, although no
+    decision of the kernel changes. So does a tool added to ``harness_local`` or
+    ``external_direct``, or a new toolpolicy a run can name. The reverse narrows.
+    """
+    kinds: set[ChangeKind] = set()
+    if before is None or after is None:
+        kinds.add("widened" if before is None else "narrowed")
+        return kinds
+    if before.mode is not after.mode:
+        kinds.add("widened" if after.mode is RunMode.OPEN else "narrowed")
+    for field_name in ("harness_local", "external_direct"):
+        was, now = set(getattr(before, field_name)), set(getattr(after, field_name))
+        if now - was:
+            kinds.add("widened")
+        if was - now:
+            kinds.add("narrowed")
+    return kinds
