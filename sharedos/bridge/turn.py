@@ -55,6 +55,9 @@ class Turn:
     url: str | None = None
     token: str | None = field(default=None, repr=False)
     command: list[str] | None = None
+    #: stdio, relayed: the secret the bridge process proves itself with (in the turn file);
+    #: like ``token``, whatever the harness prints must be scrubbed of it
+    relay_secret: str | None = field(default=None, repr=False)
     turn_file: Path | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     endpoint: TurnEndpoint | None = field(default=None, repr=False)

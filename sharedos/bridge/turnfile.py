@@ -355,6 +355,7 @@ async def open_stdio_turn(
             server_name=server_name,
             command=harness_command(turn_path, python=launch.python),
             turn_file=turn_path,
+            relay_secret=record.relay.secret if record.relay is not None else None,
         )
         yield turn
     finally:

@@ -582,6 +582,9 @@ class McpHarnessRuntime:
             turn.identity = turn.identity.model_copy(update={"catalog_hash": bridge.catalog_hash})
         turn.url = bridge.url
         turn.serve_bridge = bridge.serve_socket
+        if bridge.relay_secret:
+            # an unconfined harness can read its turn file: what it prints is scrubbed of it
+            turn.secrets = (*turn.secrets, bridge.relay_secret)
         endpoint = recipes.BridgeEndpoint(
             transport=bridge.transport,
             url=bridge.url,
