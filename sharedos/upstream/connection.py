@@ -146,10 +146,11 @@ class _SdkLogScrubber(logging.Handler):
     -- where SharedOS's scrubbing never looked: a credential an upstream echoed there
     reached stderr (Python's last-resort handler) or the host's log handlers whole. On
     the ``mcp`` logger this handler sees each of its records before the handlers above
-    it: the text is scrubbed of every connection's credentials and of pydantic's
-    shortened input values, the traceback is withheld (it quotes what the upstream sent;
-    the exception's type is kept), and a record no other handler would show goes to
-    ``logging.lastResort``, as it did without this one.
+    it: the text is scrubbed of every connection's credentials (and of the host's
+    secrets each was given) and of pydantic's shortened input values, the traceback is
+    withheld (it quotes what the upstream sent; the exception's type is kept), and a
+    record no other handler would show goes to ``logging.lastResort``, as it did
+    without this one.
     """
 
     def __init__(self) -> None:
@@ -163,8 +164,16 @@ class _SdkLogScrubber(logging.Handler):
         text = without_pydantic_inputs(text)
         if record.exc_info and record.exc_info[0] is not None:
             text += f" ({record.exc_info[0].__name__}; traceback withheld)"
+        hosts: dict[int, Redactor] = {}
         for connection in list(_CONNECTIONS):
             text = connection.scrubber.scrub(text)
+            if connection._host_secrets is not None:
+                host = connection._host_secrets()
+                hosts[id(host)] = host
+        # and of the run's other secrets, as an upstream's stderr is: a model may pass one
+        # into a call of an upstream that echoes it where the SDK logs
+        for host in hosts.values():
+            text = host.scrub(text)
         record.msg, record.args = text, None
         record.exc_info, record.exc_text, record.stack_info = None, None, None
         last = logging.lastResort

@@ -77,3 +77,38 @@ async def test_an_invalid_answer_never_carries_part_of_the_credential(
     assert {how: found[-1] for how, found in leaked.items() if found} == {}
     evidence = b"".join(p.read_bytes() for p in tmp_path.glob("evidence.sqlite*"))
     assert fragments(evidence.decode("utf-8", "replace"), planted) == []
+
+
+def test_the_sdks_own_log_records_are_scrubbed_of_the_hosts_other_secrets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run's other secrets (a harness env value, another upstream's credential) were
+    scrubbed from an upstream's stderr but not from the SDK's log records about what it
+    sent: a model may pass one into a call of an upstream that echoes it in an SSE event
+    name, which the SDK logs as it read it."""
+    import logging
+
+    from sharedos.harness.hostconfig import parse_host_config
+    from sharedos.redaction import Redactor
+    from sharedos.upstream.connection import UpstreamConnection
+    from sharedos.upstream.secrets import resolve_credentials
+
+    host_secret = "PLANTED-host-secret-7c41d2e9"
+    config = next(
+        iter(
+            parse_host_config(
+                '[upstream.fx]\nurl = "http://127.0.0.1:9/mcp"\n', "host.toml"
+            ).upstream.values()
+        )
+    )
+    conn = UpstreamConnection(
+        config, resolve_credentials(config, {}), host_secrets=lambda: Redactor((host_secret,))
+    )
+    caplog.set_level(logging.DEBUG, logger="mcp")
+    logging.getLogger("mcp.client.streamable_http").warning(
+        "Unknown SSE event: %s", f"x-{host_secret}-y"
+    )
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "Unknown SSE event" in said
+    assert host_secret not in said, said
+    del conn
