@@ -115,6 +115,8 @@ class ShadowReport:
     attempts: int = 0
     #: records with no shadow decision
     without: int = 0
+    #: records another shadow policy decided (left out by ``policy``)
+    others: int = 0
     #: shadow policy hash -> records it decided (errors included)
     policies: Counter[str] = field(default_factory=Counter)
     #: shadow policy hash -> records it decided as enforced
@@ -149,6 +151,7 @@ class ShadowReport:
                 "attempts": self.attempts,
                 "shadowed": sum(self.policies.values()),
                 "without_shadow": self.without,
+                "other_policies": self.others,
                 "same": sum(self.same.values()),
                 "errors": sum(self.errors.values()),
                 **{k.replace(" ", "_"): n for k, n in self.counts().items()},
@@ -198,6 +201,7 @@ class ShadowReport:
             f"{sum(self.policies.values())} with a shadow decision, "
             f"{self.without} without (no shadow policy, refused before a decision, or "
             "recorded before schema 5)"
+            + (f", {self.others} by other shadow policies (left out)" if self.others else "")
         )
         if self.changed:
             lines.append("result: the shadow policy would have decided some calls differently")
@@ -313,7 +317,7 @@ def shadow_report(
             continue
         hash_ = str(shadow["policy"])
         if policy is not None and not hash_.startswith(policy):
-            report.without += 1
+            report.others += 1
             continue
         report.policies[hash_] += 1
         if "error" in shadow:

@@ -247,6 +247,7 @@ async def test_evidence_shadow_reports_what_the_candidate_would_have_done(
         "attempts": 9,
         "shadowed": 7,
         "without_shadow": 2,
+        "other_policies": 0,
         "same": 2,
         "errors": 0,
         "would_allow": 2,
@@ -285,7 +286,12 @@ async def test_evidence_shadow_reports_what_the_candidate_would_have_done(
     code, _ = shadow_cli("--db", backend[1], "--kind", "reason-changed")
     assert code == 0  # nothing of that kind
     code, out = shadow_cli("--db", backend[1], "--policy", "0000", "--format", "json")
-    assert code == 0 and json.loads(out)["summary"]["shadowed"] == 0
+    summary = json.loads(out)["summary"]
+    assert code == 0 and summary["shadowed"] == 0
+    # the candidate's records are another policy's, not records without a shadow decision
+    assert (summary["without_shadow"], summary["other_policies"]) == (2, 7)
+    code, text = shadow_cli("--db", backend[1], "--policy", "0000")
+    assert "2 without (" in text and "7 by other shadow policies (left out)" in text
 
 
 def test_evidence_shadow_usage_errors(tmp_path: Path) -> None:
