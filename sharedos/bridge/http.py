@@ -22,9 +22,12 @@ import socket
 from collections.abc import Awaitable, Callable
 
 import anyio
+from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import JSONRPCRequest
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp_types import JSONRPCMessage, JSONRPCRequest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sharedos.bridge.diagnostics import REACHED_SERVER
@@ -105,6 +108,8 @@ class TurnHttpApp:
         self._path = path
         self._expected = b"bearer " + token.encode("ascii")
         self._handle: ASGIApp = manager.asgi_app
+        #: the SDK transport's own Host/Origin/Content-Type check, with the turn's settings
+        self._security = TransportSecurityMiddleware(manager.security_settings)
         mcp_sdk.route_request_streams()  # request POSTs answered by AnswerOrStream
         self._recorder = recorder
         self._on_rejected = on_rejected
@@ -202,12 +207,33 @@ class TurnHttpApp:
             await self._refuse(frame, send, status=None, scope=scope)
             return
         if (
-            _opens_session(scope)
-            and mcp_sdk.at_session_cap(self._manager)
+            mcp_sdk.at_session_cap(self._manager)
+            and await self._opens_session(scope, frame.message)
             and await mcp_sdk.evict_idle_session(self._manager)
         ):
             self._recorder.stats.sessions_evicted += 1
         await self._deliver(scope, data, frame, receive, send)
+
+    async def _opens_session(self, scope: Scope, message: JSONRPCMessage) -> bool:
+        """Whether the SDK's transport would open a 2025-11-25 session for this POST.
+
+        Only then may an idle session be evicted to make room. The SDK admits a
+        session for every POST without an ``Mcp-Session-Id`` and discards it when
+        the request fails, but only an ``initialize`` routed to the handshake era
+        that passes the transport's Host/Origin, Content-Type and Accept checks
+        establishes one; anything else (a call sent without the header, an
+        unknown ``MCP-Protocol-Version``, a DNS-rebinding request) would end a
+        live client's session and open none.
+        """
+        if _header(scope, b"mcp-session-id") is not None or _modern(scope):
+            return False
+        if not isinstance(message, JSONRPCRequest) or message.method != "initialize":
+            return False
+        request = Request(scope)
+        if await self._security.validate_request(request, is_post=True) is not None:
+            return False
+        has_json, has_sse = check_accept_headers(request)
+        return has_json and (has_sse or self._manager.json_response)
 
     async def _deliver(
         self, scope: Scope, data: bytes, frame: Frame, receive: Receive, send: Send
@@ -325,16 +351,13 @@ def _content_length(scope: Scope) -> int | None:
 
 
 def _modern(scope: Scope) -> bool:
-    """A POST of the 2026-07-28 era (stateless: the SDK keeps no session for it)."""
+    """A request the SDK routes to its stateless 2026-07-28 entry (it keeps no session for it).
+
+    The SDK's own routing: any ``MCP-Protocol-Version`` header that is not a
+    handshake-era version (an unknown one included) goes there.
+    """
     version = _header(scope, b"mcp-protocol-version")
-    return version is not None and version in MODERN_PROTOCOL_VERSIONS
-
-
-def _opens_session(scope: Scope) -> bool:
-    """A 2025-11-25-era POST without a session id: the SDK opens a stateful session for it."""
-    if _header(scope, b"mcp-session-id") is not None:
-        return False
-    return not _modern(scope)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 async def _not_found(send: Send) -> None:
