@@ -151,7 +151,9 @@ class _Connection:
         async with anyio.create_task_group() as tg:
             while True:
                 try:
-                    message = decode(await self.reader.receive_until(b"\n", MAX_MESSAGE_BYTES))
+                    message = decode(
+                        await self.reader.receive_until(b"\n", self.host.max_message_bytes)
+                    )
                 except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                     break
                 except (anyio.DelimiterNotFound, RelayProtocolError) as exc:
@@ -230,10 +232,20 @@ class RelayHost:
     """Serves one turn's relay socket: authenticates bridge processes and runs their calls."""
 
     def __init__(
-        self, turn: RelayTurn, path: Path, secret: str, *, max_connections: int = 128
+        self,
+        turn: RelayTurn,
+        path: Path,
+        secret: str,
+        *,
+        max_connections: int = 128,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.turn = turn
         self.path = path
+        #: the largest message read from a bridge process (``bridge_message_bytes``): one
+        #: larger drops the process, so it must hold whatever a frame the bridge accepted
+        #: becomes on the channel
+        self.max_message_bytes = max_message_bytes
         #: open connections at once (authenticated or not): each holds one of the host's
         #: file descriptors, and the harness can connect as often as it likes
         self.max_connections = max(1, max_connections)

@@ -31,7 +31,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from sharedos.bridge.relay_wire import (
     AUTH_TIMEOUT_S,
-    MAX_MESSAGE_BYTES,
+    MAX_HOST_MESSAGE_BYTES,
     RELAY_VERSION,
     RelayProtocolError,
     decode,
@@ -91,7 +91,7 @@ class RelayChannel:
                 with contextlib.suppress(
                     anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound
                 ):
-                    hello = decode(await reader.receive_until(b"\n", MAX_MESSAGE_BYTES))
+                    hello = decode(await reader.receive_until(b"\n", MAX_HOST_MESSAGE_BYTES))
             if hello is None or hello.get("ok") is not True:
                 raise RelayError("the host of this turn refused this bridge (wrong turn secret?)")
             if hello.get("version") != RELAY_VERSION:
@@ -136,7 +136,7 @@ class RelayChannel:
     async def _read_loop(self) -> None:
         try:
             while True:
-                message = decode(await self._reader.receive_until(b"\n", MAX_MESSAGE_BYTES))
+                message = decode(await self._reader.receive_until(b"\n", MAX_HOST_MESSAGE_BYTES))
                 rid = message.get("id")
                 waiter = self._waiters.get(rid) if isinstance(rid, int) else None
                 if waiter is not None:

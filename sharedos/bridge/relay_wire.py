@@ -18,6 +18,7 @@ newline.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,8 +32,25 @@ RELAY_SOCKET = "relay.sock"
 #: a peer has this long to authenticate
 AUTH_TIMEOUT_S = 5.0
 MAX_HELLO_BYTES = 4096
-#: one message (a call's arguments, a result) may be this large
+#: one message from a bridge process (a call's arguments, its diagnostics) may be this large
+#: beside ``3 * max_frame_bytes`` (``bridge_message_bytes``)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: what the bridge process reads of one message from the host: no cap. The host is the
+#: trusted side of the channel, and what it sends (a call's result, the turn's catalogue at
+#: the hello) is bounded where it is made (a tool's result limits, the catalogue) and goes
+#: out to the harness whole anyway; a cap here only cut the channel, and the turn with it,
+#: when a legitimate result was larger than the cap once ASCII-escaped.
+MAX_HOST_MESSAGE_BYTES = sys.maxsize
+
+
+def bridge_message_bytes(max_frame_bytes: int) -> int:
+    """The largest message the host reads from a bridge process of a turn with these limits.
+
+    A relayed call carries what one stdio frame of ``max_frame_bytes`` held, re-encoded
+    as ASCII JSON: a character of two to four UTF-8 bytes becomes one or two ``\\uXXXX``
+    escapes of six bytes each, at most three times its size; plus the diagnostics.
+    """
+    return MAX_MESSAGE_BYTES + 3 * max_frame_bytes
 
 
 class RelayProtocolError(BridgeError, ValueError):

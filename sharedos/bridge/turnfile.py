@@ -304,6 +304,7 @@ async def open_stdio_turn(
     try:
         if launch.relay:
             from sharedos.bridge.relay import RelayHost, RelayTurn
+            from sharedos.bridge.relay_wire import bridge_message_bytes
 
             socket_path, extra_dir = relay_socket_path(workdir)
             secret = secrets.token_urlsafe(32)
@@ -312,6 +313,7 @@ async def open_stdio_turn(
                 socket_path,
                 secret,
                 max_connections=launch.limits.max_connections,
+                max_message_bytes=bridge_message_bytes(launch.limits.max_frame_bytes),
             )
             await relay_host.start()
             record = TurnFile(

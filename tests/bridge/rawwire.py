@@ -126,7 +126,7 @@ class StdioBridge:
         self.replies: list[dict[str, Any]] = []
         self.unparsed: list[bytes] = []
         self.stderr = b""
-        self._buffer = b""
+        self._buffer = bytearray()
 
     @classmethod
     async def start(cls, command: Sequence[str]) -> StdioBridge:
@@ -149,9 +149,14 @@ class StdioBridge:
             chunk = await self.process.stdout.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
+        # only the new chunk is searched for a newline: a long answer (tens of MB) read in
+        # 64 KiB chunks would otherwise be searched over and over
+        seen = len(self._buffer)
         self._buffer += chunk
-        while b"\n" in self._buffer:
-            line, self._buffer = self._buffer.split(b"\n", 1)
+        while (end := self._buffer.find(b"\n", seen)) >= 0:
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            seen = 0
             if not line.strip():
                 continue
             try:
