@@ -72,6 +72,11 @@ class RelayChannel:
         self._waiters: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
         #: set once the host is gone (end of stream, or a write failed)
         self.lost = anyio.Event()
+        #: the turn's tools that declare an outputSchema: the answers this process makes up
+        #: itself when the host is gone fold their payload into the text for them, as the
+        #: kernel does for every refusal of such a tool (a schema-validating client rejects
+        #: a refusal payload as structuredContent: a protocol error instead of a result)
+        self.folds = _declaring_output_schema(hello.get("tools"))
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -180,7 +185,7 @@ class RelayChannel:
     ) -> ToolResult:
         """Have the host run (``invoke``) or record (``refuse``) ``call``; its result."""
         if self.lost.is_set():
-            return _host_gone(call, ran=False)
+            return _host_gone(call, ran=False, folds=self.folds)
         rid = next(self._ids)
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
         self._waiters[rid] = send
@@ -205,7 +210,7 @@ class RelayChannel:
                 await self._send(message)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._lose()
-                return _host_gone(call, ran=False)
+                return _host_gone(call, ran=False, folds=self.folds)
             async with receive, anyio.create_task_group() as asking:
                 # a question to the client (elicitation, sampling) is asked beside the
                 # call, never in its way: the host may give up on the answer (its
@@ -217,13 +222,13 @@ class RelayChannel:
                         return result_from_wire(reply["result"])
                     if "lost" in reply:
                         asking.cancel_scope.cancel()
-                        return _host_gone(call, ran=True)
+                        return _host_gone(call, ran=True, folds=self.folds)
                     if "peer" in reply:
                         asking.start_soon(self._answer_peer, rid, reply, peer)
                     else:
                         await self._hook(rid, reply, progress, log, peer)
                 asking.cancel_scope.cancel()
-            return _host_gone(call, ran=True)
+            return _host_gone(call, ran=True, folds=self.folds)
         except anyio.get_cancelled_exc_class():
             # the client cancelled (or the turn is closing): the host cancels the handler
             # and records the attempt as cancelled
@@ -302,9 +307,25 @@ async def _ask_peer(peer: Any, method: object, params: object) -> dict[str, Any]
     raise RuntimeError(f"unknown peer request {method!r}")
 
 
-def _host_gone(call: ToolCall, *, ran: bool) -> ToolResult:
-    """The answer when the host is gone: nothing can be recorded any more."""
+def _declaring_output_schema(tools: object) -> frozenset[str]:
+    """Names of the hello's tools (wire spelling) that declare an ``outputSchema``."""
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(
+        t["name"]
+        for t in tools
+        if isinstance(t, dict) and isinstance(t.get("name"), str) and t.get("outputSchema")
+    )
+
+
+def _host_gone(call: ToolCall, *, ran: bool, folds: frozenset[str] = frozenset()) -> ToolResult:
+    """The answer when the host is gone: nothing can be recorded any more.
+
+    For a tool in ``folds`` (it declares an ``outputSchema``) the payload is folded
+    into the text, never sent as ``structuredContent``, like every other refusal.
+    """
     tool = call.tool if isinstance(call.tool, str) else repr(call.tool)
+    fold = tool in folds
     if ran:
         return ToolResult.refusal(
             ReasonCode.EVIDENCE_UNAVAILABLE,
@@ -312,9 +333,14 @@ def _host_gone(call: ToolCall, *, ran: bool) -> ToolResult:
             call.call_id,
             detail="the host of this turn went away while the call was running",
             ran=True,
+            fold=fold,
         )
     return ToolResult.refusal(
-        ReasonCode.TURN_CLOSED, tool, call.call_id, detail="the host of this turn is gone"
+        ReasonCode.TURN_CLOSED,
+        tool,
+        call.call_id,
+        detail="the host of this turn is gone",
+        fold=fold,
     )
 
 

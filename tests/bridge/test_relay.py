@@ -26,11 +26,18 @@ from sharedos.bridge.limits import TransportLimits
 from sharedos.bridge.relay import RelayHost, RelayTurn
 from sharedos.bridge.relay_client import RelayChannel, RelayError, RelayRuntime
 from sharedos.bridge.relay_wire import RelayProtocolError, decode, encode
+from sharedos.bridge.results import to_wire_result
 from sharedos.bridge.turnfile import StdioLaunch, read_turn_file, write_turn_file
+from sharedos.catalog.definition import ToolDefinition, ToolMetadata
 from sharedos.context import ToolCall
 from sharedos.kernel.context import AccessContext
+from sharedos.kernel.handlers import HandlerContext, HandlerResult
+from sharedos.kernel.kernel import Kernel
+from sharedos.kernel.runtime import RuntimeHost
 from sharedos.outcomes import ReasonCode
-from tests.bridge.conftest import OPEN_POLICY, Runtime
+from sharedos.policy import compile_paths
+from sharedos.toolpolicy import ToolPolicy
+from tests.bridge.conftest import DATA, OPEN_POLICY, Runtime
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
@@ -324,3 +331,92 @@ async def test_a_message_nested_too_deep_drops_the_peer_in_one_line_and_the_rela
     dropped = [r for r in caplog.records if r.name == "sharedos.bridge.relay"]
     assert dropped and all(r.exc_info is None for r in dropped), [r.getMessage() for r in dropped]
     assert all("Traceback" not in r.getMessage() for r in caplog.records)
+
+
+_SHAPED_RULES = """namespace shaped
+requirement shaped.wait { action call; resource "/shaped/wait" }
+permit call on "/shaped/**"
+"""
+
+_SHAPED_POLICY = ToolPolicy(name="relay-shaped", mode="open", managed=("files.*", "shaped.*"))
+
+
+async def test_when_the_host_goes_a_tool_with_an_output_schema_still_gets_a_result_shape_clients_accept(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    """Finding: the answers a relayed bridge makes up itself when the host is gone
+    (``evidence_unavailable`` for the call in flight, ``turn_closed`` after it) carried
+    the refusal payload as ``structuredContent`` even for a tool that declares an
+    ``outputSchema``, which a schema-validating client (TypeScript SDK, Inspector)
+    rejects as a protocol error; every other refusal of such a tool folds the payload
+    into the text."""
+    started = anyio.Event()
+
+    async def wait(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        started.set()
+        await anyio.sleep(30)
+        return HandlerResult(content=[], structured={"waited": True})
+
+    registry = runtime.host.kernel.registry
+    registry.register(
+        ToolDefinition(
+            name="shaped.wait",
+            description="Waits; declares an outputSchema no refusal payload matches.",
+            input_schema={"type": "object"},
+            output_schema={
+                "type": "object",
+                "properties": {"waited": {"type": "boolean"}},
+                "required": ["waited"],
+                "additionalProperties": False,
+            },
+            metadata=ToolMetadata(namespace="shaped", source="tests"),
+            handler=wait,
+        )
+    )
+    rules = tmp_path / "shaped.sos"
+    rules.write_text(_SHAPED_RULES)
+    host_runtime = RuntimeHost(
+        Kernel(compile_paths([DATA / "files.sos", rules]), registry), runtime.evidence
+    )
+    catalog = host_runtime.kernel.list_tools(alice, _SHAPED_POLICY)
+    assert "shaped.wait" in catalog.names
+    host = RelayHost(
+        RelayTurn(host_runtime, alice, _SHAPED_POLICY, catalog), tmp_path / "r.sock", "s" * 43
+    )
+    await host.start()
+    answers = []
+    async with RelayChannel.connect(tmp_path / "r.sock", "s" * 43) as channel:
+        relay = RelayRuntime(channel)
+
+        async def in_flight() -> None:
+            answers.append(
+                await relay.invoke_tool(
+                    ToolCall(tool="shaped.wait", arguments={}),
+                    channel.context(),
+                    channel.tool_policy(),
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(in_flight)
+            with anyio.fail_after(10):
+                await started.wait()
+            await host.close(linger_s=0)  # the host goes away with the call running
+        with anyio.fail_after(5):
+            await channel.lost.wait()
+        answers.append(
+            await relay.invoke_tool(
+                ToolCall(tool="shaped.wait", arguments={}),
+                channel.context(),
+                channel.tool_policy(),
+            )
+        )
+    reasons = [a.reason for a in answers]
+    assert reasons == [ReasonCode.EVIDENCE_UNAVAILABLE, ReasonCode.TURN_CLOSED]
+    for answer in answers:
+        wire = to_wire_result(answer)
+        dumped = wire if isinstance(wire, dict) else wire.model_dump(by_alias=True)
+        assert dumped.get("structuredContent") is None, dumped
+        assert dumped["isError"] is True
+        payload = json.loads(dumped["content"][-1]["text"])
+        assert payload["reason"] == str(answer.reason)
