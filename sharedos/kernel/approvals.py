@@ -287,7 +287,18 @@ class ApprovalGate:
             return GateAnswer(False, None, f"the approvals could not be read ({_why(exc)})", who)
         now = datetime.now(UTC)
         notes: list[str] = []
-        for approval in found:
+        # an approval (or a request) is for this call only when it was for every approval
+        # rule the call needs now: the rules that apply may change within one binding (a
+        # condition on ``context.now``), and a yes to the rules of the request is no yes to
+        # a rule that applies since
+        usable = [a for a in found if covers(a, rule_ids, approvers)]
+        notes += [
+            f"approval {a.approval_id} was for other approval rules "
+            f"({', '.join(a.rule_ids) or 'none'}), not for {', '.join(rule_ids)}"
+            for a in found
+            if a not in usable and a.status_at(now) in ("pending", "approved")
+        ]
+        for approval in usable:
             status = approval.status_at(now)
             if status != "approved":
                 continue
@@ -313,8 +324,8 @@ class ApprovalGate:
                     )
                 except (EvidenceStoreError, TimeoutError) as exc:
                     logger.warning("approvals: could not record that %s lapsed: %s", approval, exc)
-        pending = [a for a in found if a.status_at(now) == "pending"]
-        notes += _history(found, now)
+        pending = [a for a in usable if a.status_at(now) == "pending"]
+        notes += _history(usable, now)
         if pending:
             return GateAnswer(False, pending[0], _join(notes) or None, who)
         principal = binding.principal
@@ -549,6 +560,17 @@ def _client_name(peer: Any) -> str:
     if len(text) > CLIENT_NAME_CHARS:
         text = text[:CLIENT_NAME_CHARS] + "…"
     return f" ({text})"
+
+
+def covers(
+    approval: Approval,
+    rule_ids: tuple[str, ...],
+    approvers: tuple[tuple[tuple[str, str], ...], ...],
+) -> bool:
+    """True when ``approval`` was asked for every approval rule (with its approvers) a call
+    needs now: whoever may answer it satisfies each of them."""
+    had = set(zip(approval.rule_ids, approval.approvers, strict=False))
+    return bool(rule_ids) and set(zip(rule_ids, approvers, strict=True)) <= had
 
 
 def _history(found: Iterable[Approval], now: datetime) -> list[str]:

@@ -438,3 +438,44 @@ def test_a_group_member_of_another_tenant_is_not_that_member(tmp_path: Path) -> 
     assert d.call(ARGS, acme_rita, peer=peer).reason is ReasonCode.APPROVAL_REQUIRED
     home_rita = AccessContext(principal="rita", roles=(), turn_id="turn-z")
     assert d.call(ARGS, home_rita, peer=peer).outcome is Outcome.SUCCEEDED
+
+
+def test_an_approval_does_not_cover_an_approval_rule_that_applies_only_since(
+    tmp_path: Path,
+) -> None:
+    """The approval rules a call needs may change within one binding (a condition on
+    ``context.now``): a yes given for the rules that applied when the call asked is no yes
+    to a rule that applies when it is retried (every rule that applies needs its approver)."""
+    import time
+
+    late = int(time.time()) + 2
+    policy = (
+        POLICY
+        + '@id("late-needs-security")\n'
+        + 'require approval by role "security" for write on "/shared/release/**" '
+        + f"when context.now.timestamp >= {late}\n"
+    )
+    h = Host(tmp_path, policy)
+    first = h.call(ARGS)
+    if time.time() >= late:
+        pytest.skip("the machine was too slow to ask before the second rule applied")
+    assert first.structured["approvers"] == (
+        "role 'maintainer' or group 'release' (release-needs-maintainer)"
+    )
+    approval_id = first.structured["approvalId"]
+    assert approve(h.db, approval_id, "--as", "maya", "--role", "maintainer").exit_code == 0
+    time.sleep(max(0.0, late - time.time()) + 0.1)
+    # now the call also needs a security approval: maya's yes does not give it
+    after = h.call(ARGS)
+    assert after.reason is ReasonCode.APPROVAL_REQUIRED, after.content
+    assert "late-needs-security" in after.structured["approvers"]
+    assert after.structured["approvalId"] != approval_id
+    assert f"approval {approval_id} was for other approval rules" in after.structured["detail"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    got = ApprovalLedger(h.store).get(approval_id)
+    assert got is not None and got.status == "approved"  # not used
+    # the new request, once approved by someone who satisfies both rules, runs the call
+    both = after.structured["approvalId"]
+    ok = approve(h.db, both, "--as", "sam", "--role", "maintainer", "--role", "security")
+    assert ok.exit_code == 0, ok.output
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED
