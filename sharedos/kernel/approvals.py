@@ -161,6 +161,9 @@ class GateAnswer:
     detail: str | None = None
     #: who may approve, as the model is told it
     who: str = ""
+    #: the evidence store failed this step (unreadable, unwritable, no answer in time):
+    #: the call fails as ``evidence_unavailable``, never a denial
+    unavailable: bool = False
 
     def payload(self) -> dict[str, Any]:
         """The refusal payload's approval fields (wire spelling)."""
@@ -284,7 +287,9 @@ class ApprovalGate:
         try:
             found = await self._off_loop(self.ledger.matching, binding)
         except (EvidenceStoreError, TimeoutError) as exc:
-            return GateAnswer(False, None, f"the approvals could not be read ({_why(exc)})", who)
+            return GateAnswer(
+                False, None, f"the approvals could not be read ({_why(exc)})", who, True
+            )
         now = datetime.now(UTC)
         notes: list[str] = []
         # an approval (or a request) is for this call only when it was for every approval
@@ -312,7 +317,11 @@ class ApprovalGate:
                 continue
             except (EvidenceStoreError, TimeoutError) as exc:
                 return GateAnswer(
-                    False, None, f"the approval could not be recorded as used ({_why(exc)})", who
+                    False,
+                    None,
+                    f"the approval could not be recorded as used ({_why(exc)})",
+                    who,
+                    True,
                 )
             return GateAnswer(True, used, None, who)
         for approval in found:
@@ -346,7 +355,7 @@ class ApprovalGate:
             )
         except (EvidenceStoreError, TimeoutError) as exc:
             return GateAnswer(
-                False, None, f"the approval request could not be recorded ({_why(exc)})", who
+                False, None, f"the approval request could not be recorded ({_why(exc)})", who, True
             )
         if not can_ask:
             return GateAnswer(False, request, _join(notes) or None, who)
@@ -412,7 +421,11 @@ class ApprovalGate:
             )
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
             return GateAnswer(
-                False, request, f"the answer could not be recorded ({_why(exc)})", who
+                False,
+                request,
+                f"the answer could not be recorded ({_why(exc)})",
+                who,
+                _store_failed(exc),
             )
         if not approve:
             said = {"decline": "declined", "cancel": "cancelled"}.get(action, "did not approve")
@@ -424,8 +437,14 @@ class ApprovalGate:
             )
         try:
             used = await self._off_loop(self.ledger.consume, decided, call_id=call_id)
-        except (ApprovalTaken, ApprovalError, EvidenceStoreError, TimeoutError) as exc:
-            return GateAnswer(False, decided, f"the approval could not be used ({_why(exc)})", who)
+        except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
+            return GateAnswer(
+                False,
+                decided,
+                f"the approval could not be used ({_why(exc)})",
+                who,
+                _store_failed(exc),
+            )
         return GateAnswer(True, used, None, who)
 
     async def _reread(self, approval: Approval) -> Approval:
@@ -502,6 +521,15 @@ async def settle(
         logger.exception("sharedos: internal error in the approval step of %s", call_id)
         return dataclasses.replace(
             auth, reason=ReasonCode.INTERNAL_ERROR, detail=f"{type(exc).__name__}: {exc}"
+        )
+    if answer.unavailable:
+        # the store failed the approval step: a failure, not a denial (whether a request
+        # or a ``consumed`` event still landed is for the store to say once it answers)
+        return dataclasses.replace(
+            auth,
+            reason=ReasonCode.EVIDENCE_UNAVAILABLE,
+            detail=f"{answer.detail}; nothing ran",
+            approval=None,
         )
     # the approval's id and status travel in the payload; the attempt is tied to its
     # request by the request's call id
@@ -589,6 +617,13 @@ def _history(found: Iterable[Approval], now: datetime) -> list[str]:
 
 def _join(notes: list[str]) -> str:
     return "; ".join(notes)
+
+
+def _store_failed(exc: BaseException) -> bool:
+    """True when ``exc`` says the store failed (not that another writer took the step)."""
+    return isinstance(exc, TimeoutError) or (
+        isinstance(exc, EvidenceStoreError) and not isinstance(exc, ApprovalTaken)
+    )
 
 
 def _why(exc: BaseException) -> str:

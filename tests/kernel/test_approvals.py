@@ -479,3 +479,54 @@ def test_an_approval_does_not_cover_an_approval_rule_that_applies_only_since(
     ok = approve(h.db, both, "--as", "sam", "--role", "maintainer", "--role", "security")
     assert ok.exit_code == 0, ok.output
     assert h.call(ARGS).outcome is Outcome.SUCCEEDED
+
+
+def test_a_store_that_fails_the_approval_step_fails_the_call_and_never_denies_it(
+    tmp_path: Path,
+) -> None:
+    """The store locked by another writer past the evidence timeout while a request is
+    written: the approval step cannot say whether the request landed (here it lands once
+    the lock goes), so the call fails ``evidence_unavailable`` (nothing ran), recorded as a
+    failure, never a denial telling the model no request exists and a retry will not help."""
+    import sqlite3
+
+    h = Host(tmp_path)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry), h.store, approvals=h.settings, evidence_timeout_s=0.5
+    )
+    blocker = sqlite3.connect(h.db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the store (reads still go)
+
+    async def go() -> Any:
+        got: list[Any] = []
+
+        async def call() -> None:
+            got.append(
+                await h.host.invoke_tool(
+                    ToolCall(tool="files.write", arguments=ARGS, turn_id="turn-1"), BOB, RUN
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.sleep(0.8)  # past the approval step's timeout
+            blocker.execute("COMMIT")
+        return got[0]
+
+    try:
+        res = anyio.run(go)
+    finally:
+        blocker.close()
+    s = res.structured
+    if res.outcome is Outcome.DENIED:  # the request landed in time (a slow machine)
+        assert s["retry"] is True and s["approvalId"].startswith("apr-"), s
+    else:
+        assert res.outcome is Outcome.FAILED, s
+        assert res.reason is ReasonCode.EVIDENCE_UNAVAILABLE, s
+        assert "approval request could not be recorded" in s["detail"]
+        assert "nothing ran" in s["detail"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    anyio.run(h.host.settle_unwritten)
+    # what the store keeps agrees with what the model was told
+    (record,) = h.store.query("turn-1")
+    assert record.outcome is res.outcome and record.reason is res.reason
