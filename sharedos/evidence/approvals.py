@@ -185,6 +185,12 @@ class ApprovalEvent:
         )
 
 
+def _asked_seq(approval: Approval) -> int:
+    """The store's number of the approval's ``requested`` event (its commit order)."""
+    seq = approval.events[0].seq if approval.events else None
+    return seq if seq is not None else -1
+
+
 def _json_list(text: Any) -> list[Any]:
     if not isinstance(text, str):
         return []
@@ -409,8 +415,9 @@ class ApprovalLedger:
         return list(fold(self._events(turn_id=turn_id)).values())
 
     def every(self) -> list[Approval]:
-        """Every approval of the store, oldest first."""
-        return list(fold(self._events()).values())
+        """Every approval of the store, oldest first (by when its request was committed:
+        the store gives the events turn by turn, in the order of the turns' ids)."""
+        return sorted(fold(self._events()).values(), key=_asked_seq)
 
     def turn_closed(self, turn_id: str) -> bool:
         """True when the turn's chain has its seal: its calls can no longer be retried, so
