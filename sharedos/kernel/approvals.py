@@ -171,7 +171,9 @@ class GateAnswer:
         if self.approval is not None:
             out["approvalId"] = self.approval.approval_id
             out["approvalStatus"] = self.approval.status
-            out["retry"] = self.approval.status == "pending"
+            # pending: a retry once approved runs; approved (by another answer that
+            # landed first, unused): a retry runs now
+            out["retry"] = self.approval.status in ("pending", "approved")
         else:
             out["retry"] = False
         return out
@@ -420,9 +422,11 @@ class ApprovalGate:
                 detail=detail,
             )
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
+            # the request as it stands now (another answer may have landed first): the
+            # refusal must not call a denied or used approval one still waiting
             return GateAnswer(
                 False,
-                request,
+                request if _store_failed(exc) else await self._reread(request),
                 f"the answer could not be recorded ({_why(exc)})",
                 who,
                 _store_failed(exc),
@@ -440,7 +444,7 @@ class ApprovalGate:
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
             return GateAnswer(
                 False,
-                decided,
+                decided if _store_failed(exc) else await self._reread(decided),
                 f"the approval could not be used ({_why(exc)})",
                 who,
                 _store_failed(exc),

@@ -142,7 +142,12 @@ def approval_message(
     said = _sentence(detail)
     said = said[:1].upper() + said[1:]  # it follows a full stop
     approval_id = info.get("approvalId")
-    if approval_id and info.get("retry"):
+    if approval_id and info.get("retry") and info.get("approvalStatus") == "approved":
+        tail = (
+            f"Approval {approval_id} has been approved: retry this same call with exactly the "
+            "same arguments in this turn to run it once. Any other call needs its own approval."
+        )
+    elif approval_id and info.get("retry"):
         tail = (
             f"Approval {approval_id} is waiting for an approver. Tell the user it needs their "
             "approver's yes; once it has been approved, retry this same call with exactly the "

@@ -530,3 +530,43 @@ def test_a_store_that_fails_the_approval_step_fails_the_call_and_never_denies_it
     # what the store keeps agrees with what the model was told
     (record,) = h.store.query("turn-1")
     assert record.outcome is res.outcome and record.reason is res.reason
+
+
+class _AnsweredMeanwhile(_Peer):
+    """A person at the client who accepts, while an operator answers the same request out of
+    band (``sharedos approvals approve|deny``) before the client's answer comes back."""
+
+    def __init__(self, db: Path, verb: str) -> None:
+        super().__init__({"action": "accept", "content": {"approve": True}})
+        self.db, self.verb = db, verb
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        approval_id = message.split()[2].rstrip(":")
+        argv = ["approvals", self.verb, approval_id, "--db", str(self.db)]
+        argv += ["--as", "rita", "--role", "maintainer"]
+        out = await asyncio.to_thread(CliRunner().invoke, cli_main, argv)
+        assert out.exit_code == 0, out.output
+        return await super().elicit(message, schema)
+
+
+@pytest.mark.parametrize("verb", ["deny", "approve"])
+def test_a_request_answered_out_of_band_while_the_client_is_asked_is_said_as_it_stands(
+    tmp_path: Path, verb: str
+) -> None:
+    """The client's answer cannot be recorded (the operator's landed first): the refusal
+    names the approval as it stands now, never as still waiting for an approver."""
+    h = Host(tmp_path)
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="t")
+    res = h.call(ARGS, maya, peer=_AnsweredMeanwhile(h.db, verb))
+    s = res.structured
+    assert res.reason is ReasonCode.APPROVAL_REQUIRED and "could not be recorded" in s["detail"]
+    text = res.content[0]["text"]
+    assert "waiting for an approver" not in text, text
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    if verb == "deny":
+        assert s["approvalStatus"] == "denied" and s["retry"] is False
+        assert h.call(ARGS, maya).structured["approvalId"] != s["approvalId"]  # asks anew
+    else:
+        assert s["approvalStatus"] == "approved" and s["retry"] is True
+        assert f"Approval {s['approvalId']} has been approved: retry" in text
+        assert h.call(ARGS, maya).outcome is Outcome.SUCCEEDED  # the retry runs on rita's yes
