@@ -515,9 +515,19 @@ async def settle(
         )
         if answer.run:
             assert answer.approval is not None
-            allowed = approved_decision(decision, answer.approval)
+            used = answer.approval
+            allowed = approved_decision(decision, used)
+            # the attempt's record names the approval it ran on (its diagnostics)
             return dataclasses.replace(
-                auth, reason=ReasonCode.ALLOWED, detail=None, decision=allowed
+                auth,
+                reason=ReasonCode.ALLOWED,
+                detail=None,
+                decision=allowed,
+                approval={
+                    "approvalId": used.approval_id,
+                    "approver": used.approver,
+                    "via": used.via,
+                },
             )
     except anyio.get_cancelled_exc_class():
         raise

@@ -439,7 +439,7 @@ class RuntimeHost:
             ),
             catalog_hash=catalog.catalog_hash if catalog is not None else None,
             policy_hash=self.kernel.policy_hash,
-            diagnostics=_with_served_by(diagnostics, tool, decision),
+            diagnostics=_with_approval(_with_served_by(diagnostics, tool, decision), auth),
             identity=identity,
             context_json=context_json,
             ended=ended,
@@ -581,6 +581,17 @@ def _given_up(
     else:
         error = f"the attempt could not be committed {failed}; nothing ran"
     return OutcomeRecord(Outcome.FAILED, at, ms, ReasonCode.EVIDENCE_UNAVAILABLE, error)
+
+
+def _with_approval(
+    diagnostics: Mapping[str, Any] | None, auth: Authorization
+) -> Mapping[str, Any] | None:
+    """The diagnostics plus, for a call allowed on an approval, that approval (its id, the
+    approver, how they answered): the attempt's own record says what let it run."""
+    decision = auth.decision
+    if auth.approval is None or decision is None or decision.effect != Effect.ALLOW:
+        return diagnostics
+    return {**(diagnostics or {}), "approval": dict(auth.approval)}
 
 
 def _with_served_by(

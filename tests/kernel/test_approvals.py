@@ -570,3 +570,24 @@ def test_a_request_answered_out_of_band_while_the_client_is_asked_is_said_as_it_
         assert s["approvalStatus"] == "approved" and s["retry"] is True
         assert f"Approval {s['approvalId']} has been approved: retry" in text
         assert h.call(ARGS, maya).outcome is Outcome.SUCCEEDED  # the retry runs on rita's yes
+
+
+def test_the_record_of_a_call_that_ran_on_an_approval_names_it(tmp_path: Path) -> None:
+    """docs/approvals.md: the attempt that used an approval is recorded ``allow`` naming the
+    approver and the approval id — in its own record, so an auditor reading the call (an
+    export) sees what let it run, not only an ``allow`` like a permit's."""
+    h = Host(tmp_path)
+    approval_id = _approved(h)
+    ran = h.call(ARGS)
+    assert ran.outcome is Outcome.SUCCEEDED
+    record = next(r for r in h.store.query("turn-1") if r.call_id == ran.call_id)
+    assert record.effect == "allow"
+    assert record.diagnostics == {
+        "approval": {"approvalId": approval_id, "approver": "maya", "via": "cli"}
+    }
+    exported = CliRunner().invoke(
+        cli_main, ["evidence", "export", "--db", str(h.db), "--format", "jsonl"]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert approval_id in exported.output.splitlines()[-1]
+    assert verify_store(h.store).clean
