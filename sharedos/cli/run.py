@@ -705,8 +705,15 @@ def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool, Claim | None]:
         base = Path(opts["workdir"]).resolve()
         click.echo(f"run directory: {base} (--workdir; kept)", err=True)
         return base, False, None
+    from sharedos.confine.door import run_base
+
     _sweep_leftovers()
-    base = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))  # 0700
+    # under a private base every upstream sandbox masks, not in the temporary directory
+    # itself: an upstream whose roots hold that directory would see this run's transcript
+    try:
+        base = Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=run_base()))  # 0700
+    except OSError as exc:  # another user's directory in its place: said, never used
+        _fail(f"cannot make the run directory: {exc.strerror or exc}", EXIT_HARNESS_UNAVAILABLE)
     if opts["keep"]:
         click.echo(f"run directory: {base} (kept: --keep)", err=True)
         return base, False, None
@@ -725,11 +732,13 @@ def _sweep_leftovers() -> None:
     """Remove what runs killed outright left (``sharedos.confine.leftovers``): their run,
     door, stdio and turn-file directories, each with a dead turn's transcript or secret."""
     from sharedos.bridge.turnfile import TURN_PREFIX
-    from sharedos.confine.door import DOOR_PREFIX, STDIO_PREFIX, private_base
+    from sharedos.confine.door import DOOR_PREFIX, STDIO_PREFIX, private_base, run_base
 
     removed = sweep(Path(tempfile.gettempdir()), (RUN_PREFIX, TURN_PREFIX))
     with contextlib.suppress(OSError):
         removed += sweep(private_base(), (DOOR_PREFIX, STDIO_PREFIX, TURN_PREFIX))
+    with contextlib.suppress(OSError):
+        removed += sweep(run_base(), (RUN_PREFIX,))
     if removed:
         click.echo(
             f"removed {len(removed)} temporary director{'y' if len(removed) == 1 else 'ies'} "

@@ -54,7 +54,26 @@ def private_base() -> Path:
     exists when a view is checked; one that is not this user's private directory is
     refused rather than used.
     """
-    base = Path(tempfile.gettempdir()) / f"sharedos-{os.getuid()}"
+    return _private_dir(f"sharedos-{os.getuid()}")
+
+
+def run_base() -> Path:
+    """``$TMPDIR/sharedos-runs-UID`` (0700, this user's): where runs make their directories.
+
+    A run's directory holds the harness's turn directory (its HOME: the CLI's
+    transcript, every tool result of the turn, its settings). Made directly in the
+    temporary directory, it was in the view of every upstream whose roots hold that
+    directory (a scratch-space server with ``/tmp`` read-write), this run's
+    included: an upstream's sandbox is planned before the run's directory exists,
+    so no mask could cover it. Every upstream sandbox masks this base instead
+    (``upstream.sandbox.decide``); a harness sees only its own turn directory in it.
+    """
+    return _private_dir(f"sharedos-runs-{os.getuid()}")
+
+
+def _private_dir(name: str) -> Path:
+    """``$TMPDIR/NAME``, created 0700; refused unless it is this user's private directory."""
+    base = Path(tempfile.gettempdir()) / name
     with contextlib.suppress(FileExistsError):
         base.mkdir(mode=0o700)
     st = os.lstat(base)

@@ -48,7 +48,7 @@ from sharedos.confine import (
     private_files,
     supervised,
 )
-from sharedos.confine.door import STDIO_PREFIX, private_base
+from sharedos.confine.door import STDIO_PREFIX, private_base, run_base
 from sharedos.confine.leftovers import Claim, claim, discard, remove_tree
 from sharedos.confine.ports import ServeFn
 from sharedos.confine.programs import too_wide
@@ -730,7 +730,9 @@ class McpHarnessRuntime:
         from sharedos.harness.hostconfig import SecretEnv
         from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 
-        warm = Path(tempfile.mkdtemp(prefix="sharedos-jiti-warm-"))
+        # under the runs' private base (masked in every upstream sandbox): what is written
+        # here becomes the cache every later turn trusts
+        warm = Path(tempfile.mkdtemp(prefix="sharedos-jiti-warm-", dir=run_base()))
         model = ScriptedModelServer([]).start()
         sandbox: HarnessSandbox | None = None
         try:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
-from sharedos.confine.door import private_base
+from sharedos.confine.door import private_base, run_base
 from sharedos.confine.upstream import UpstreamSandbox, plan_upstream
 from sharedos.upstream.config import UpstreamConfig
 
@@ -90,8 +90,9 @@ def decide(
                 readonly=config.readonly,
                 network=config.network,
                 cwd=config.cwd,
-                # the harness's doors and stdio turn files too: never an upstream's
-                managed=(*policy.managed, str(private_base())),
+                # the harness's doors, stdio turn files and run directories (its
+                # transcript, its settings) too: never an upstream's
+                managed=(*policy.managed, str(private_base()), str(run_base())),
                 path_env=path_env,
             )
         except ManagedRootVisible as exc:
@@ -101,7 +102,8 @@ def decide(
                 unconfined + str(exc),
                 refusal=f"upstream {config.id!r} cannot be confined: {exc}",
             )
-        except ConfinementUnavailable as exc:
+        except (ConfinementUnavailable, OSError) as exc:
+            # OSError: the private bases cannot be made (another user's in their place)
             why = str(exc)
         else:
             return UpstreamPlacement(sandbox.wrap, sandbox.describe(), sandbox=sandbox)

@@ -62,4 +62,6 @@ def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     assert not left.exists(), "the killed run's directory is still there"
     assert "left by runs that were killed" in done.stderr
     # the second run cleaned up after itself too
-    assert [p.name for p in tmp.iterdir() if p.name.startswith("sharedos-run-")] == []
+    runs = tmp / f"sharedos-runs-{os.getuid()}"  # where run directories are made
+    for where in (tmp, runs):
+        assert [p.name for p in where.iterdir() if p.name.startswith("sharedos-run-")] == []
