@@ -70,11 +70,14 @@ def bwrap_argv(
         "--dev",
         "/dev",
     ]
-    for path in sorted(view.tmpfs, key=_depth):
-        argv += ["--tmpfs", path]
-    mounts = [(p, "--ro-bind") for p in view.readonly] + [(p, "--bind") for p in view.writable]
-    for path, flag in sorted(mounts, key=lambda m: _depth(m[0])):
-        argv += [flag, path, path]
+    # shallowest first, a tmpfs before a bind of the same depth: a private tmpfs inside a
+    # bound directory (``/tmp/sharedos-runs-0`` in a shown ``/tmp``) must cover that bind,
+    # not be covered by it, and what is bound inside the tmpfs must come after it
+    mounts = [(p, 0, "--tmpfs") for p in view.tmpfs]
+    mounts += [(p, 1, "--ro-bind") for p in view.readonly]
+    mounts += [(p, 1, "--bind") for p in view.writable]
+    for path, _order, flag in sorted(mounts, key=lambda m: (*_depth(m[0]), m[1])):
+        argv += [flag, path] if flag == "--tmpfs" else [flag, path, path]
     for link, target in view.symlinks:
         argv += ["--symlink", target, link]
     for src, dest in view.helpers:

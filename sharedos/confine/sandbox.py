@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
-from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor
+from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor, run_base
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.programs import sharedos_installation
 from sharedos.confine.view import NetworkMode, SandboxView, ViewBuilder, canonical
@@ -93,6 +93,9 @@ class HarnessSandbox:
             ports=ports,
             helpers=helpers,
             never_writable=sharedos_installation(),
+            # every run's turn directory lies there: a path that shows it (a readonly
+            # path holding the temporary directory) shows only this turn's own
+            private=[run_base()],
         )
         return cls(mechanism=mechanism, view=view, python=python, door=door)
 

@@ -277,10 +277,15 @@ class ViewBuilder:
         ports: Sequence[int] = (),
         helpers: Sequence[tuple[str, str]] = (),
         never_writable: Iterable[str | os.PathLike[str]] = (),
+        private: Iterable[str | os.PathLike[str]] = (),
     ) -> SandboxView:
         """The view, with managed roots masked; ``ManagedRootVisible`` when one cannot be hidden,
         or when a read-write path would hold or lie in one of ``never_writable`` (SharedOS's
-        own installation: ``programs.sharedos_installation``), which may be shown read-only."""
+        own installation: ``programs.sharedos_installation``), which may be shown read-only.
+
+        ``private`` directories hold other sandboxes' paths beside this one's own (the runs'
+        base: every run's turn directory): one that a visible path holds gets an empty tmpfs
+        of the sandbox's own over it, under which only the view's own paths are bound."""
         # a path inside another path of the same kind adds nothing to the view
         writable = [p for p in self._rw if not any(_is_under(p, o) and p != o for o in self._rw)]
         readonly = [
@@ -343,6 +348,10 @@ class ViewBuilder:
                             + "; move it out of that path"
                         )
                     masked.append(root)
+        tmpfs = dict(self._tmpfs)
+        for place in dict.fromkeys(canonical(p) for p in private):
+            if any(_is_under(place, seen) and place != seen for seen in visible):
+                tmpfs[place] = None
         # A recreated symlink that lies inside a bound directory already exists there.
         links = {
             link: target
@@ -354,7 +363,7 @@ class ViewBuilder:
             writable=tuple(sorted(writable)),
             masked=tuple(sorted(set(masked))),
             symlinks=tuple(sorted(links.items())),
-            tmpfs=tuple(sorted(self._tmpfs)),
+            tmpfs=tuple(sorted(tmpfs)),
             network=network,
             ports=tuple(sorted(set(ports))),
             helpers=tuple(helpers),

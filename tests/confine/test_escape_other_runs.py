@@ -1,0 +1,94 @@
+"""Escape: a confined harness that may read the temporary directory reads other runs' transcripts.
+
+``sharedos run`` makes each harness's turn directory (its HOME: the CLI's
+transcript, every tool result of the turn) in a 0700 ``sharedos-run-*``
+directory under ``run_base()`` in the temporary directory. An operator's
+``[confinement] readonly`` path that holds the temporary directory (here
+``/tmp`` itself, as in ``test_escape_harness_door``) showed that base to the
+harness — every other run's directory in it, with what the kernel gave
+another principal's turn. The base cannot be a managed root of the harness
+(its own turn directory lies in it): the sandbox gets an empty directory of
+its own there instead, under which only its own turn directory is bound.
+The probe is ``bash`` in the real harness sandbox, launched by the real
+runtime; the other run's directory is made by ``sharedos run``'s own code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from sharedos.cli.run import _run_directory
+from sharedos.confine.leftovers import remove_tree
+from sharedos.conformance.environment import build_environment
+from sharedos.conformance.manifest import load_manifest
+from sharedos.errors import ConfinementError
+from sharedos.harness.hostconfig import parse_host_config
+from sharedos.harness.runtime import McpHarnessRuntime
+from sharedos.toolpolicy import RunMode, ToolPolicy
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+SECRET = "OTHER-RUN-transcript-93be1d"
+
+
+def test_a_confined_harness_cannot_read_another_runs_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp = tempfile.mkdtemp(prefix="sdt-")
+    monkeypatch.setattr(tempfile, "tempdir", tmp)
+    other, _, other_claim = _run_directory({"workdir": None, "keep": False})
+    mine, _, my_claim = _run_directory({"workdir": None, "keep": False})
+    home = other / "claude-code-x1" / "home"
+    home.mkdir(parents=True)
+    (home / "transcript.jsonl").write_text(SECRET + "\n", encoding="utf-8")
+    host = parse_host_config(
+        f'[confinement]\nreadonly = ["{tmp}"]\n\n'
+        f'[harness.probe]\nkind = "claude-code"\ncommand = ["/bin/sh", "-c", '
+        f'"[ \\"$1\\" = --version ] && echo \'probe 1.0.0\' && exit 0; '
+        f'cat {tmp}/*/*/home/transcript.jsonl {tmp}/*/*/*/home/transcript.jsonl; ls -R {tmp}", '
+        '"probe"]\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    env = build_environment(load_manifest(), tmp_path / "env", name="probe")
+    runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
+    policy = ToolPolicy(
+        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
+    )
+    try:
+        try:
+            result = asyncio.run(
+                runtime.run_turn(
+                    env.host,
+                    env.context("alice", f"probe-runs-{os.getpid()}"),
+                    policy,
+                    plan=[],
+                    workdir=mine,
+                    transport="http",
+                    timeout_s=60,
+                    managed_roots=env.managed_roots(),
+                )
+            )
+        except ConfinementError as exc:  # refusing the view is as good as hiding the runs
+            assert "sharedos-" in str(exc), exc
+        else:
+            assert result.identity.confinement is not None
+            assert result.identity.confinement.state.value == "confined"
+            assert SECRET not in result.process.stdout, result.process.stdout
+            assert other.name not in result.process.stdout, result.process.stdout
+            # its own turn directory is still where the harness was told it is
+            assert mine.name in result.process.stdout, result.process.stdout
+    finally:
+        for base, claimed in ((other, other_claim), (mine, my_claim)):
+            remove_tree(base)
+            if claimed is not None:
+                claimed.release()
+        env.close()
+        shutil.rmtree(tmp, ignore_errors=True)
