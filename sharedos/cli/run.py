@@ -817,23 +817,26 @@ def run_secrets(
 
 def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
     """SharedOS's own state, which no sandbox (harness or upstream) may show."""
-    from sharedos.evidence.url import sqlite_files
+    from sharedos.evidence.url import store_files
 
     roots = [str(p) for p in opts.get("rule_paths") or []]
     evidence = opts.get("evidence_db") or host_config.evidence_location() or "evidence.sqlite"
-    return [*roots, *sqlite_files(evidence), *host_config.state_paths()]
+    return [*roots, *store_files(evidence), *host_config.state_paths()]
 
 
 def managed_roots(opts: dict[str, Any], host: Any) -> list[str]:
     """The managed roots a confined harness must not see (the runtime adds its own finds)."""
-    from sharedos.evidence.url import sqlite_files
+    from sharedos.evidence.url import store_files
 
     roots = [str(p) for p in opts.get("rule_paths") or []]
     if opts.get("sandbox") is not None:
         roots.append(str(Path(opts["sandbox"]).resolve()))
     path = getattr(host.evidence, "path", None)
     if isinstance(path, str):
-        roots += sqlite_files(path)
+        roots += store_files(path)
+    evidence = opts.get("evidence_db")
+    if evidence:
+        roots += store_files(evidence)  # a PostgreSQL store has no path: its sockets
     return roots
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,8 +38,10 @@ __all__ = [
     "open_configured_store",
     "open_store",
     "parse_store_url",
+    "postgres_sockets",
     "redacted_location",
     "sqlite_files",
+    "store_files",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
@@ -232,6 +235,62 @@ def sqlite_files(value: str | os.PathLike[str]) -> list[str]:
     # next connection that opens it (whatever mode it is in), so whoever can create that
     # file can rewrite or replace the store
     return [db, db + "-wal", db + "-shm", db + "-journal", *([given] if given != db else [])]
+
+
+#: where libpq looks for a server's Unix socket when a location names no host (its
+#: compiled default: Debian's, and PostgreSQL's own)
+_DEFAULT_SOCKET_DIRS = ("/var/run/postgresql", "/run/postgresql", "/tmp")
+
+
+def postgres_sockets(
+    value: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The Unix sockets (``DIR/.s.PGSQL.PORT``) through which the PostgreSQL store ``value``
+    names is reached; none for SQLite, TCP only, or no store at all.
+
+    The socket is the store to whoever may ``connect`` to it as SharedOS's uid (``peer``
+    authentication, Debian's default for local connections, or ``trust``), and a sandbox
+    runs as that uid: no sandbox may show it. A host that is a directory names its
+    socket; no host at all (nor ``PGHOST``) means libpq's default directory, and the
+    sockets found in the usual ones are given.
+    """
+    try:
+        target = parse_store_url(value)
+    except ValueError:
+        return []
+    if target.kind != "postgresql":
+        return []
+    env = os.environ if environ is None else environ
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(target.location)
+    except Exception:  # not parseable: the store cannot be opened either
+        return []
+    hosts = str(params.get("host") or env.get("PGHOST") or "").split(",")
+    ports = [p.strip() for p in str(params.get("port") or env.get("PGPORT") or "").split(",")]
+    out: list[str] = []
+    for i, host in enumerate(h.strip() for h in hosts):
+        # libpq: one port for every host, or one per host
+        port = (ports[i] if i < len(ports) else ports[-1]) or "5432"
+        name = f".s.PGSQL.{port}"
+        if host.startswith("/"):
+            out.append(os.path.join(host, name))
+        elif not host and not params.get("hostaddr"):
+            out += [
+                os.path.join(d, name)
+                for d in _DEFAULT_SOCKET_DIRS
+                if os.path.lexists(os.path.join(d, name))
+            ]
+    return out
+
+
+def store_files(
+    value: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """What no sandbox may show of the store ``value`` names: a SQLite store's files
+    (``sqlite_files``) or a PostgreSQL store's Unix sockets (``postgres_sockets``)."""
+    return [*sqlite_files(value), *postgres_sockets(value, environ)]
 
 
 def open_store(

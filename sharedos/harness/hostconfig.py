@@ -481,9 +481,9 @@ class HostConfig(BaseModel):
                     out += [shadow, written(self.policy.shadow)]
         location = self.evidence_location()
         if location is not None:
-            from sharedos.evidence.url import sqlite_files
+            from sharedos.evidence.url import store_files
 
-            out += sqlite_files(location)
+            out += store_files(location, env)
         return out
 
     def bundle_location(self, environ: Mapping[str, str] | None = None) -> str:

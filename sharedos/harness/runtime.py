@@ -53,7 +53,7 @@ from sharedos.confine.leftovers import Claim, claim, discard, remove_tree
 from sharedos.confine.ports import ServeFn
 from sharedos.confine.programs import too_wide
 from sharedos.context import AccessContext
-from sharedos.evidence.url import sqlite_files
+from sharedos.evidence.url import store_files
 from sharedos.harness import recipes
 from sharedos.harness.adapters import HarnessAdapter, get_adapter
 from sharedos.harness.adapters.base import HarnessUnavailable
@@ -489,10 +489,10 @@ class McpHarnessRuntime:
         roots: list[str] = [os.fspath(p) for p in extra] + [str(private_base())]
         store_path = getattr(getattr(runtime_host, "evidence", None), "path", None)
         if isinstance(store_path, str):
-            roots += sqlite_files(store_path)
+            roots += store_files(store_path, self.environ)
         if stdio_launch is not None:
             if stdio_launch.evidence_db is not None:
-                roots += sqlite_files(stdio_launch.evidence_db)
+                roots += store_files(stdio_launch.evidence_db, self.environ)
             roots += map(str, stdio_launch.rules)
             if stdio_launch.bundle is not None:
                 roots.append(str(stdio_launch.bundle))

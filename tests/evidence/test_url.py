@@ -51,3 +51,22 @@ def test_readers_never_create_a_database(tmp_path: Path) -> None:
     assert not missing.exists()
     with pytest.raises(EvidenceStoreError, match="unknown evidence store scheme"):
         open_store("mysql://h/db")
+
+
+def test_a_postgres_store_over_a_unix_socket_names_its_socket() -> None:
+    """A sandbox must not be shown the socket (tests/confine/test_escape_evidence_socket.py)."""
+    from sharedos.evidence.url import postgres_sockets, store_files
+
+    assert postgres_sockets("postgresql://u@/db?host=/run/postgresql", {}) == [
+        "/run/postgresql/.s.PGSQL.5432"
+    ]
+    assert postgres_sockets("postgresql://u@/db?host=/a,/b&port=1,2", {}) == [
+        "/a/.s.PGSQL.1",
+        "/b/.s.PGSQL.2",
+    ]
+    assert postgres_sockets("host=/x port=7 dbname=e", {}) == ["/x/.s.PGSQL.7"]
+    assert postgres_sockets("postgresql://u@/db", {"PGHOST": "/s", "PGPORT": "9"}) == [
+        "/s/.s.PGSQL.9"
+    ]
+    assert postgres_sockets("postgresql://u@db.internal/e", {}) == []  # TCP only
+    assert store_files("/var/e.sqlite")[0] == "/var/e.sqlite"
