@@ -75,6 +75,11 @@ ETC_ENTRIES: tuple[str, ...] = (
 )
 #: /etc entries only a sandbox with the host's network gets (name resolution)
 ETC_NETWORK_ENTRIES: tuple[str, ...] = ("resolv.conf",)
+#: Directories inside the shown /etc entries that hold the host's secrets: each gets an empty
+#: tmpfs of the sandbox's own. A sandbox runs as SharedOS's uid mapped, so under a root
+#: SharedOS owner bits apply, and ``/etc/ssl/private`` (the host's TLS private keys,
+#: ``root:ssl-cert`` 0710) was readable in every sandbox that was shown ``/etc/ssl``.
+ETC_HIDDEN: tuple[str, ...] = ("ssl/private",)
 #: Top-level system directories bound read-only (or recreated as the symlinks they are)
 SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -236,6 +241,10 @@ class ViewBuilder:
                 self._ro[canonical(top)] = None
         for name in (*ETC_ENTRIES, *(ETC_NETWORK_ENTRIES if network else ())):
             self.readonly(f"/etc/{name}", optional=True)
+        for name in ETC_HIDDEN:
+            hidden = canonical(f"/etc/{name}")
+            if os.path.isdir(hidden) and any(_is_under(hidden, p) for p in self._ro):
+                self._tmpfs[hidden] = None  # mounted after the bind that holds it (bwrap_argv)
         return self
 
     def readonly(self, path: str | os.PathLike[str], *, optional: bool = False) -> ViewBuilder:
