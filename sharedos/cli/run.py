@@ -549,6 +549,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),
+            never_writable=host_programs(opts.get("runtime")),
         )
         from sharedos.upstream.tokenstore import store_opener
 
@@ -822,6 +823,21 @@ def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
     roots = [str(p) for p in opts.get("rule_paths") or []]
     evidence = opts.get("evidence_db") or host_config.evidence_location() or "evidence.sqlite"
     return [*roots, *store_files(evidence), *host_config.state_paths()]
+
+
+def host_programs(runtime: Any) -> tuple[str, ...]:
+    """The harness CLI's installation (as ``program_paths`` finds it from the command the
+    host file names): the host runs ``CLI --version`` itself, outside any sandbox, before
+    every turn, so no upstream sandbox may write it."""
+    from sharedos.confine.programs import program_paths
+
+    if runtime is None:
+        return ()
+    found: list[str] = []
+    for part in runtime.command[:2]:
+        if "/" in part or part == runtime.command[0]:
+            found += program_paths(part, runtime.environ.get("PATH"))
+    return tuple(dict.fromkeys(found))
 
 
 def managed_roots(opts: dict[str, Any], host: Any) -> list[str]:

@@ -73,6 +73,25 @@ def too_wide(directory: str) -> bool:
     return os.path.dirname(real) == "/home"
 
 
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def tools_dir() -> Path:
+    """``node_modules`` of the pinned npm tools (may not exist; ``harness.paths``)."""
+    override = os.environ.get("SHAREDOS_TOOLS_DIR")
+    if override:
+        return Path(override)
+    return _CHECKOUT / ".tools" / "node_modules"
+
+
+def dsh_dir() -> Path:
+    """The venv holding ``deepseek-harness-runtime-bin`` (may not exist; ``harness.paths``)."""
+    override = os.environ.get("SHAREDOS_DSH_DIR")
+    if override:
+        return Path(override)
+    return _CHECKOUT / ".dsh"
+
+
 #: the packages SharedOS runs on: where each was imported from is code the host runs
 _OWN_DEPENDENCIES = (
     "mcp",
@@ -96,8 +115,9 @@ def sharedos_installation() -> tuple[str, ...]:
 
     The directory the ``sharedos`` package was imported from (an editable
     install's whole checkout), the Python environment (``sys.prefix``, the
-    interpreter it was made from) and the directory of each dependency
-    SharedOS has imported. A sandbox may see them read-only (an upstream run
+    interpreter it was made from), the directory of each dependency
+    SharedOS has imported, and the pinned harness CLIs (``tools_dir``,
+    ``dsh_dir``: the host runs ``CLI --version`` itself, unconfined). A sandbox may see them read-only (an upstream run
     by the same virtualenv must); one that could write them could change the
     code of the kernel that decides its calls at the host's next start.
     """
@@ -105,6 +125,9 @@ def sharedos_installation() -> tuple[str, ...]:
 
     package = Path(sharedos.__file__).resolve().parent
     roots = [str(package.parent), sys.prefix, sys.exec_prefix, sys.base_prefix]
+    # the pinned harness CLIs, where their links lead: the host runs them itself, outside
+    # any sandbox (``CLI --version`` before every turn, strict runs included)
+    roots += [str(tools_dir()), str(dsh_dir())]
     for name in _OWN_DEPENDENCIES:
         module = sys.modules.get(name)
         where = getattr(module, "__file__", None) if module is not None else None

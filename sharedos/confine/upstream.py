@@ -70,6 +70,7 @@ def plan_upstream(
     cwd: str | None = None,
     managed: Iterable[str | os.PathLike[str]] = (),
     path_env: str | None = None,
+    never_writable: Iterable[str | os.PathLike[str]] = (),
 ) -> UpstreamSandbox:
     """The sandbox of a stdio upstream (see the module docstring).
 
@@ -77,6 +78,8 @@ def plan_upstream(
     file's checker (absolute, existing, canonical, no symbolic link).
     ``cwd`` must lie inside a root or the program's installation; by default
     the host's working directory when the view has it, else the first root.
+    ``never_writable``: code the host runs besides SharedOS's own installation
+    (``sharedos_installation``, always kept), which no root may make writable.
     """
     roots = list(roots)
     builder = ViewBuilder().system(network=network)
@@ -98,7 +101,7 @@ def plan_upstream(
     view = builder.build(
         managed=managed,
         network="host" if network else "none",
-        never_writable=sharedos_installation(),
+        never_writable=(*sharedos_installation(), *never_writable),
     )
     # the host's working directory when the sandbox has it (a relative script argument
     # then still resolves), else the first root

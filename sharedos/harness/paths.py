@@ -7,18 +7,12 @@ overrides it); dsh's venv is linked at ``<checkout>/.dsh``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parents[2]
+# where they are is also what no sandbox may write (``confine.programs.sharedos_installation``)
+from sharedos.confine.programs import dsh_dir, tools_dir
 
-
-def tools_dir() -> Path:
-    """``node_modules`` of the pinned npm tools (may not exist)."""
-    override = os.environ.get("SHAREDOS_TOOLS_DIR")
-    if override:
-        return Path(override)
-    return _CHECKOUT / ".tools" / "node_modules"
+__all__ = ["dsh_dir", "node22", "pi_adapter_dir", "tools_dir"]
 
 
 def node22() -> Path:
@@ -29,11 +23,3 @@ def node22() -> Path:
 def pi_adapter_dir() -> Path:
     """The installed ``pi-mcp-adapter`` package (loaded with ``pi -e <dir>``)."""
     return tools_dir() / "pi-mcp-adapter"
-
-
-def dsh_dir() -> Path:
-    """The venv holding ``deepseek-harness-runtime-bin`` (its ``bin/dsh``; may not exist)."""
-    override = os.environ.get("SHAREDOS_DSH_DIR")
-    if override:
-        return Path(override)
-    return _CHECKOUT / ".dsh"

@@ -41,6 +41,9 @@ class UpstreamConfinementPolicy:
     required: bool = False
     #: paths no upstream sandbox may show
     managed: tuple[str, ...] = ()
+    #: code the host runs itself besides SharedOS's own installation (the harness CLI the
+    #: host file names: ``CLI --version`` runs unconfined), which no sandbox may write
+    never_writable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ def decide(
                 # the harness's doors, stdio turn files and run directories (its
                 # transcript, its settings) too: never an upstream's
                 managed=(*policy.managed, str(private_base()), str(run_base())),
+                never_writable=policy.never_writable,
                 path_env=path_env,
             )
         except ManagedRootVisible as exc:
