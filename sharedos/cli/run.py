@@ -549,7 +549,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
             managed=tuple(state_paths(opts, host_config)),
-            never_writable=host_programs(opts.get("runtime")),
+            never_writable=host_programs(opts.get("runtime"), host_config),
         )
         from sharedos.upstream.tokenstore import store_opener
 
@@ -825,18 +825,29 @@ def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
     return [*roots, *store_files(evidence), *host_config.state_paths()]
 
 
-def host_programs(runtime: Any) -> tuple[str, ...]:
-    """The harness CLI's installation (as ``program_paths`` finds it from the command the
-    host file names): the host runs ``CLI --version`` itself, outside any sandbox, before
-    every turn, so no upstream sandbox may write it."""
+def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
+    """Code the host runs outside any sandbox, as ``program_paths`` finds it: the harness
+    CLI the host file names (the host runs ``CLI --version`` itself before every turn, and
+    an open run runs the CLI unconfined) and every stdio upstream that declares no roots
+    (unconfined, supervised, in an open or ``--unconfined`` run). No upstream sandbox may
+    write them: what it wrote would run next as the host."""
     from sharedos.confine.programs import program_paths
+    from sharedos.confine.upstream import SCRIPT_SUFFIXES
 
-    if runtime is None:
-        return ()
+    path_env = os.environ.get("PATH")
     found: list[str] = []
-    for part in runtime.command[:2]:
-        if "/" in part or part == runtime.command[0]:
-            found += program_paths(part, runtime.environ.get("PATH"))
+    if runtime is not None:
+        path_env = runtime.environ.get("PATH")
+        for part in runtime.command[:2]:
+            if "/" in part or part == runtime.command[0]:
+                found += program_paths(part, path_env)
+    for upstream in getattr(host_config, "upstream", {}).values():
+        if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
+            continue
+        found += program_paths(upstream.command, path_env)
+        for arg in upstream.args:
+            if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
+                found += program_paths(arg, path_env)
     return tuple(dict.fromkeys(found))
 
 

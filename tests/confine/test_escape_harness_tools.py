@@ -104,3 +104,32 @@ def test_a_confined_upstream_cannot_rewrite_the_harness_cli_the_host_file_names(
         subprocess.run([command, *args], capture_output=True, text=True, timeout=60, check=False)
     harness_version(runtime.command, "claude-code")
     assert not marker.exists(), "code an upstream wrote ran on the host, unconfined"
+
+
+def test_a_confined_upstream_cannot_rewrite_an_upstream_that_runs_unconfined(
+    tmp_path: Path,
+) -> None:
+    """An upstream that declares no roots runs unconfined (supervised) in an open or
+    ``--unconfined`` run: its program is code the host runs, like the harness CLI."""
+    from sharedos.cli.run import host_programs
+
+    find_bubblewrap()
+    srv = tmp_path / "srv"
+    server = srv / "plain" / "server.py"
+    server.parent.mkdir(parents=True)
+    server.write_text("print('plain upstream')\n", encoding="utf-8")
+    host = parse_host_config(
+        f'[upstream.plain]\ncommand = "/usr/bin/python3"\nargs = ["{server}"]\n\n'
+        f'[upstream.srvfs]\ncommand = "/usr/bin/python3"\n'
+        f'roots = [{{ path = "{srv}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+    )
+    policy = UpstreamConfinementPolicy(required=True, never_writable=host_programs(None, host))
+    placement = decide(host.upstream["srvfs"], policy)
+    if placement.wrap is not None:
+        command, args = placement.wrap(
+            "/usr/bin/python3",
+            ["-c", "import sys; open(sys.argv[1], 'w').write('rewritten')", str(server)],
+        )
+        subprocess.run([command, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert server.read_text() == "print('plain upstream')\n", "an upstream rewrote another's code"
