@@ -210,10 +210,15 @@ def _create_private(path: str) -> None:
 
     Security: evidence holds every turn's arguments, resources and principals;
     created with the umask it would be world-readable. SQLite gives the -wal
-    and -shm files the database file's mode, so they follow.
+    and -shm files the database file's mode, so they follow. A symlink at the
+    path whose target does not exist yet is followed (SQLite would create the
+    target, with the umask): ``O_EXCL`` refuses any symlink, so the file made
+    here is the one the path resolves to.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            os.path.realpath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+        )
     except FileExistsError:
         return
     except OSError as exc:

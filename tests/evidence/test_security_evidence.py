@@ -111,3 +111,26 @@ def test_no_field_can_inject_sql(tmp_path: Path, payload: str) -> None:
     assert store.counts().total == 2  # nothing dropped or deleted
     assert dict(store.turns()) == {"benign": 1, payload: 1}
     store.close()
+
+
+def test_a_database_created_through_a_dangling_symlink_is_private(tmp_path: Path) -> None:
+    # /var/lib/sharedos/evidence.sqlite -> /data/evidence.sqlite, not created yet: the
+    # exclusive create refused the symlink ("exists"), and SQLite then created the target
+    # with the umask, 0644: every local user could read every recorded argument
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "data" / "evidence.db"
+        target.parent.mkdir()
+        link = tmp_path / "evidence.db"
+        link.symlink_to(target)
+        store = SqliteEvidenceStore(link)
+        store.record(_record())
+        companions = [p for p in target.parent.iterdir() if p.name.startswith("evidence.db")]
+        assert {p.name for p in companions} >= {"evidence.db", "evidence.db-wal"}
+        for path in companions:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            assert mode & 0o077 == 0, f"{path.name} is mode {mode:o}"
+        assert link.is_symlink()  # the operator's link is left as it was
+        store.close()
+    finally:
+        os.umask(old)
