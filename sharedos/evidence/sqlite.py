@@ -416,7 +416,9 @@ class SqliteEvidenceStore:
             raise ValueError("synchronous must be 'NORMAL' or 'FULL'")
         if busy_timeout_s < 0:
             raise ValueError("busy_timeout_s must not be negative")
-        self.path = str(path)
+        # ``~`` as everywhere else a store's path is read (``evidence.url``), not a directory
+        # named ``~`` under the current one
+        self.path = str(path) if str(path) == ":memory:" else os.path.expanduser(path)
         self.synchronous = synchronous
         self.read_only = read_only
         self._busy_timeout_s = busy_timeout_s
@@ -475,7 +477,7 @@ class SqliteEvidenceStore:
     def _open(self) -> sqlite3.Connection:
         memory = self.path == ":memory:"
         if not memory:
-            parent = Path(self.path).expanduser().resolve().parent
+            parent = Path(self.path).resolve().parent
             if not parent.is_dir():
                 raise EvidenceStoreError(
                     f"evidence database directory {parent} does not exist", "io"

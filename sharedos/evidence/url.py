@@ -209,13 +209,16 @@ def parse_store_url(value: str | os.PathLike[str]) -> StoreTarget:
             path = path[2:]
         if not path:
             raise ValueError(f"{text}: a sqlite URL needs a path (sqlite:///var/evidence.db)")
-        return StoreTarget("sqlite", path)
+        return StoreTarget("sqlite", os.path.expanduser(path))
     if scheme is not None and len(scheme) > 1 and text[m.end() :].startswith("//"):  # type: ignore[union-attr]
         raise ValueError(
             f"{redacted_location(text)}: unknown evidence store scheme {scheme!r} "
             "(a path or sqlite:///path for SQLite, postgresql://... for PostgreSQL)"
         )
-    return StoreTarget("sqlite", text)
+    # ``~`` is the home directory wherever a SQLite path is read (the host file's
+    # ``[evidence] url``, ``--db``, ``--evidence``): left as written, the store opened
+    # ``./~/…`` (or failed to) while the files hidden from every sandbox were $HOME's
+    return StoreTarget("sqlite", os.path.expanduser(text))
 
 
 def sqlite_files(value: str | os.PathLike[str]) -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.store import EvidenceStoreError
 from sharedos.evidence.url import open_store, parse_store_url
 
@@ -70,3 +71,39 @@ def test_a_postgres_store_over_a_unix_socket_names_its_socket() -> None:
     ]
     assert postgres_sockets("postgresql://u@db.internal/e", {}) == []  # TCP only
     assert store_files("/var/e.sqlite")[0] == "/var/e.sqlite"
+
+
+def test_a_store_path_under_home_is_opened_there_not_under_a_directory_named_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``url = "~/evidence.sqlite"``: the host file's reader took it for an absolute path and
+    the sandboxes hid $HOME/evidence.sqlite, but the store opened ``./~/evidence.sqlite``
+    (no such directory: the host failed at open; with one, evidence went where no sandbox
+    hid it)."""
+    from sharedos.evidence.url import open_configured_store, sqlite_files
+    from sharedos.harness.hostconfig import load_host_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    cwd = tmp_path / "cwd"
+    (cwd / "~").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    host = tmp_path / "host.toml"
+    host.write_text('[harness.codex]\n[evidence]\nurl = "~/evidence.sqlite"\n')
+    config = load_host_config(host)
+    location = config.evidence_location()
+    assert location is not None
+    want = home / "evidence.sqlite"
+    assert str(want) in sqlite_files(location)
+    store = open_configured_store(location)
+    store.close()
+    assert want.is_file()
+    assert not (cwd / "~" / "evidence.sqlite").exists()
+    for value in ("~/evidence.sqlite", "sqlite:~/evidence.sqlite"):
+        assert parse_store_url(value).location == str(want)
+        with open_store(value, read_only=True) as reader:  # the CLI's readers find it too
+            assert reader.query() == []
+    store = SqliteEvidenceStore("~/evidence.sqlite")
+    store.close()
+    assert not (cwd / "~" / "evidence.sqlite").exists()
