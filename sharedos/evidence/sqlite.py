@@ -384,6 +384,21 @@ def _enter_wal(conn: sqlite3.Connection, deadline: float) -> str:
             time.sleep(0.01)
 
 
+def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a file with no schema version that already holds tables (or anything else):
+    another program's database, not a new store. A writable open made it one (switched to
+    WAL, evidence tables added beside the others), where readers and ``migrate`` refuse it.
+    A SharedOS store always has its version: it is set in the transaction that creates it."""
+    names = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master LIMIT 4")]
+    if names:
+        raise EvidenceStoreError(
+            f"{path} is not a SharedOS evidence database (no schema version, and it holds "
+            f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
+            "refusing to write evidence into it",
+            "io",
+        )
+
+
 def _file_id(path: str) -> FileId | None:
     """(st_dev, st_ino) of ``path``, or None when nothing is there."""
     try:
@@ -523,6 +538,8 @@ class SqliteEvidenceStore:
                 else:
                     self._missing = MISSING_BEFORE_4
                 return conn
+            if version == 0:
+                _refuse_foreign(conn, self.path)
             if not memory:
                 mode = _enter_wal(conn, time.monotonic() + wait_s)
                 if str(mode).lower() != "wal":

@@ -88,6 +88,38 @@ def test_a_newer_sqlite_file_is_refused(tmp_path: Path, read_only: bool) -> None
     assert code == 1 and "newer than this SharedOS" in out and len(out.strip().splitlines()) == 1
 
 
+def test_another_programs_database_is_never_made_a_store(tmp_path: Path) -> None:
+    # a mistyped --evidence, [evidence] url or copy --to naming some other SQLite file
+    # (no schema version, its own tables): readers and migrate refused it, but a writable
+    # open switched it to WAL and added the evidence tables beside the program's own
+    db = tmp_path / "notes.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(EvidenceStoreError) as exc:
+        SqliteEvidenceStore(db)
+    assert "not a SharedOS evidence database" in str(exc.value) and "notes" in str(exc.value)
+    for args in (
+        ("evidence", "checkpoint", "--take", "--db", str(db)),
+        ("evidence", "copy", "--from", str(tmp_path / "e.db"), "--to", str(db)),
+    ):
+        if args[1] == "copy":
+            SqliteEvidenceStore(tmp_path / "e.db").close()
+        code, out = cli(*args)
+        assert code == 1 and "not a SharedOS evidence database" in out, out
+        assert len(out.strip().splitlines()) == 1, out
+    assert db.read_bytes() == before  # not switched to WAL, no table added
+    assert not Path(f"{db}-wal").exists()
+    # an empty file (or none) is still a new store
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    SqliteEvidenceStore(empty).close()
+    assert SqliteEvidenceStore(empty, read_only=True).schema_version == LATEST
+
+
 def test_migrate_creates_and_upgrades_a_postgresql_database(pg_url: str) -> None:
     code, out = cli("evidence", "migrate", "--db", pg_url)
     assert code == 0 and f"migrated evidence schema 0 -> {LATEST}" in out
