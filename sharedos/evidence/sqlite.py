@@ -228,6 +228,25 @@ def _create_private(path: str) -> None:
     os.close(fd)
 
 
+def _may_open(path: str, *, writing: bool) -> None:
+    """Fail with the system's reason when this process may not open the file as it must.
+
+    SQLite says only "unable to open database file" for a file this user may not read
+    (another user's 0600 store), and a reader then took the refusal for read-only media
+    and blamed the ``-wal``; a writer on a file it may only read opened it read-only and
+    failed at its first write instead.
+    """
+    flags = (os.O_RDWR if writing else os.O_RDONLY) | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        what = "write" if writing else "read"
+        raise EvidenceStoreError(
+            f"cannot {what} evidence database {path}: {exc.strerror}", _cause(exc)
+        ) from None
+    os.close(fd)
+
+
 def _insert(cur: sqlite3.Cursor, kind: str, params: list[object]) -> int:
     try:
         cur.execute(INSERT[kind], params)
@@ -501,6 +520,7 @@ class SqliteEvidenceStore:
                 _create_private(self.path)
             elif not os.path.isfile(self.path):
                 raise EvidenceStoreError(f"no evidence database at {self.path}", "io")
+            _may_open(self.path, writing=not self.read_only)
         try:
             if self.read_only and not memory:
                 conn = self._connect_read_only()

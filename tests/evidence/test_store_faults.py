@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,6 +59,63 @@ def test_a_read_only_filesystem_fails_at_open_with_one_line(tmpfs: MountFn) -> N
     assert err.value.cause in ("read_only", "io")
     # reading it is still possible (the CLI opens read-only)
     assert SqliteEvidenceStore(mnt / "e.db", read_only=True).query() == []
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to run a process that file permissions apply to",
+)
+def test_a_store_this_user_may_not_open_says_so_not_read_only_media(tmp_path: Path) -> None:
+    # another user's store (0600, its directory theirs), a host of theirs running: a reader
+    # was told the -wal could not be read "where nothing can be written" and to copy the
+    # files to writable storage; after the host stopped, "unable to open database file";
+    # a writer that may only read the file failed at its first write, not at open
+    nobody = 65534
+    home = tmp_path / "theirs"
+    home.mkdir()
+    db = home / "e.db"
+    host = SqliteEvidenceStore(db)
+    try:
+        host.begin(attempt("c1"))  # the -wal holds it, the -shm is there
+        assert os.path.getsize(f"{db}-wal") > 0
+        for path in (home, db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            os.chown(path, nobody, nobody)
+        # root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH: permissions apply to it
+        limited = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+        exe = Path(sys.executable).with_name("sharedos")
+        reader = subprocess.run(
+            [*limited, str(exe), "evidence", "list", "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert reader.returncode == 1
+        assert reader.stderr.strip() == (
+            f"Error: cannot read evidence database {db}: Permission denied"
+        ), reader.stderr
+        os.chmod(db, 0o644)  # readable by all, writable by its owner only
+        writer = subprocess.run(
+            [
+                *limited,
+                sys.executable,
+                "-c",
+                "import sys\n"
+                "from sharedos.evidence import SqliteEvidenceStore, EvidenceStoreError\n"
+                "try:\n"
+                "    SqliteEvidenceStore(sys.argv[1])\n"
+                "except EvidenceStoreError as exc:\n"
+                "    print(exc.cause, exc)\n",
+                str(db),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert writer.stdout.strip() == (
+            f"read_only cannot write evidence database {db}: Permission denied"
+        ), writer.stdout + writer.stderr
+    finally:
+        host.close()
 
 
 def test_a_full_disk_fails_writes_and_they_recover_when_space_returns(tmpfs: MountFn) -> None:
