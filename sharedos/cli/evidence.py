@@ -127,8 +127,32 @@ def list_cmd(db: str, turn: str | None, outcome: str | None, limit: int | None, 
         _emit(store.query(turn, outcome=outcome, limit=limit), fmt, sys.stdout)
 
 
+def _not_the_store(path: Path, db: str) -> None:
+    """Refuse an output that is one of the store's own files (the database, its ``-wal``,
+    ``-shm`` or ``-journal``): renamed over it, the export or checkpoint replaced the
+    evidence it was read from, and a host writing it found its store gone."""
+    from sharedos.evidence.url import sqlite_files
+
+    out = os.path.realpath(path)
+    try:
+        out_id: tuple[int, int] | None = (os.stat(out).st_dev, os.stat(out).st_ino)
+    except OSError:
+        out_id = None
+    for name in sqlite_files(db):
+        same = os.path.realpath(name) == out
+        if not same and out_id is not None:
+            with contextlib.suppress(OSError):
+                st = os.stat(name)
+                same = (st.st_dev, st.st_ino) == out_id
+        if same:
+            raise click.ClickException(
+                f"cannot write {path}: it is the evidence store's own file {name}; "
+                "nothing was written"
+            )
+
+
 @contextlib.contextmanager
-def _private_output(path: Path) -> Iterator[TextIO]:
+def _private_output(path: Path, db: str) -> Iterator[TextIO]:
     """``path`` written whole or not at all, created 0600 (evidence holds every turn's arguments).
 
     A regular file (or a new one) is written to a temporary file beside it and
@@ -137,6 +161,7 @@ def _private_output(path: Path) -> Iterator[TextIO]:
     complete one (and keeps what was at ``path``). Anything else (a pipe,
     ``/dev/stdout``) is written in place.
     """
+    _not_the_store(path, db)
     try:
         st: os.stat_result | None = os.stat(path)
     except FileNotFoundError:
@@ -184,7 +209,7 @@ def export_cmd(db: str, turn: str | None, fmt: str, output: Path | None) -> None
 
     with (
         _open(db) as store,
-        _private_output(output)
+        _private_output(output, db)
         if output is not None
         else contextlib.nullcontext(sys.stdout) as out,
     ):
@@ -418,7 +443,7 @@ def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | No
     if output is None:
         click.echo(text, nl=False)
     else:
-        with _private_output(output) as out:
+        with _private_output(output, db) as out:
             out.write(text)
     click.echo(latest.line(), err=True)
 

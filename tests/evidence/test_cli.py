@@ -207,3 +207,27 @@ def test_verify_refuses_a_key_file_holding_a_private_key_or_more_keys(
     (tmp_path / "one.pub").write_bytes(one.public_pem())
     code, out = invoke("verify", "--db", str(db), "--key", str(tmp_path / "one.pub"))
     assert "Usage" not in out and "verified" in out, out
+
+
+def test_an_output_that_is_the_stores_own_file_is_refused(db: Path, tmp_path: Path) -> None:
+    # `export -o` naming the database (a slip of the shell history, a tab completion)
+    # renamed the export over it: exit 0, the evidence gone, a host writing it broken
+    (tmp_path / "link.db").symlink_to(db)
+    assert invoke("checkpoint", "--take", "--db", str(db))[0] == 0
+    SqliteEvidenceStore(db).close()
+    before = db.read_bytes()
+    for args in (
+        ("export", "--db", str(db), "-o", str(db)),
+        ("export", "--db", str(db), "-o", f"{db}-wal"),
+        ("export", "--db", str(tmp_path / "link.db"), "-o", str(db)),
+        ("export", "--db", str(db), "-o", str(tmp_path / "link.db")),
+        ("checkpoint", "--db", str(db), "-o", str(db)),
+    ):
+        code, out = invoke(*args)
+        assert code == 1, (args, out)
+        assert "is the evidence store's own file" in out and len(out.strip().splitlines()) == 1
+    assert db.read_bytes() == before
+    code, out = invoke("verify", "--db", str(db))
+    assert code == 0, out
+    code, out = invoke("export", "--db", str(db), "-o", str(tmp_path / "x.jsonl"))
+    assert code == 0 and "exported 5 records" in out
