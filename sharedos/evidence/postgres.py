@@ -84,10 +84,10 @@ from sharedos.evidence.checkpoint import Checkpoint, CheckpointTaken
 from sharedos.evidence.record import EvidenceRecord, OutcomeRecord
 from sharedos.evidence.reporting import FailureReporter
 from sharedos.evidence.rows import (
-    JSON_FIELDS,
     link_from_row,
     pg_attempt_values,
     pg_text,
+    record_from_row,
 )
 from sharedos.evidence.store import INTERRUPTED, EvidenceCounts, EvidenceStoreError
 
@@ -899,7 +899,7 @@ class PostgresEvidenceStore:
         sql = self._select + where + " ORDER BY a.seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row_to_record(row) for row in self._read(sql, params)]
+        return [_row_to_record(row, self.shown) for row in self._read(sql, params)]
 
     def iter_records(
         self, turn_id: str | None = None, *, batch: int = 2000
@@ -913,7 +913,7 @@ class PostgresEvidenceStore:
                     cur.itersize = batch
                     cur.execute(self._select + where + " ORDER BY a.seq", params)
                     for row in cur:
-                        yield _row_to_record(row)
+                        yield _row_to_record(row, self.shown)
             except EvidenceStoreError:
                 raise
             except Exception as exc:
@@ -1040,13 +1040,8 @@ def _guarded_statement(rows: Sequence[tuple[str, Sequence[Any]]]) -> str:
     return "WITH " + ", ".join(parts) + f" SELECT {result} FROM g"
 
 
-def _row_to_record(row: Any) -> EvidenceRecord:
-    import json
-
-    data: dict[str, Any] = {}
-    for name, value in zip(_READ_COLUMNS, row, strict=True):
-        data[name] = json.loads(value) if name in JSON_FIELDS and value is not None else value
-    return EvidenceRecord.from_dict(data)
+def _row_to_record(row: Any, shown: str) -> EvidenceRecord:
+    return record_from_row(_READ_COLUMNS, row, shown)
 
 
 def _unbounded_read(conn: Any) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "pg_attempt_values",
     "pg_text",
     "plain_attempt_values",
+    "record_from_row",
     "sqlite_attempt_values",
     "sqlite_text",
 ]
@@ -33,6 +34,39 @@ JSON_FIELDS = frozenset({"arguments", "rule_ids", "diagnostics", "identity", "co
 _JSON_INDEXES = tuple(i for i, f in enumerate(ATTEMPT_FIELDS) if f in JSON_FIELDS)
 _RULE_IDS = ATTEMPT_FIELDS.index("rule_ids")
 _ATTEMPT_GETTER = operator.attrgetter(*ATTEMPT_FIELDS)  # one C call for every field
+
+
+def record_from_row(names: Sequence[str], row: Sequence[Any], store: str) -> EvidenceRecord:
+    """The record a stored row holds (``names``: its columns, ``seq`` among them; JSON
+    columns decoded).
+
+    A value SharedOS never writes (JSON that does not parse, a reason no SharedOS has,
+    bytes where text belongs: the store changed outside SharedOS, or damaged) is an
+    ``EvidenceStoreError`` naming the record and the column: every reader (``list``,
+    ``export``, ``replay``, ``shadow``) says it in one line, never with a traceback.
+    """
+    from sharedos.evidence.store import EvidenceStoreError
+
+    data: dict[str, Any] = {}
+    column = ""
+    try:
+        for column, value in zip(names, row, strict=True):
+            if isinstance(value, (bytes, memoryview)):
+                raise ValueError("bytes where SharedOS stores text")
+            data[column] = (
+                json.loads(value) if column in JSON_FIELDS and value is not None else value
+            )
+        column = ""
+        return EvidenceRecord.from_dict(data)
+    except (ValueError, TypeError) as exc:
+        seq = data.get("seq", row[0] if row and names and names[0] == "seq" else "?")
+        where = f", column {column}" if column else ""
+        raise EvidenceStoreError(
+            f"cannot read record {seq} of {store}{where}: {exc} (a value SharedOS never "
+            "writes: the store was changed outside SharedOS; `sharedos evidence verify` "
+            "says what)",
+            "io",
+        ) from None
 
 
 def dumps(value: Any) -> str | None:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import sqlite3
 import struct
@@ -100,13 +99,13 @@ from sharedos.evidence.record import EvidenceRecord, OutcomeRecord, now_iso
 from sharedos.evidence.reporting import FailureReporter
 from sharedos.evidence.rows import (
     link_from_row,
+    record_from_row,
     sqlite_attempt_values,
     sqlite_text,
 )
 from sharedos.evidence.sqlite_schema import (
     INSERT,
     INSERT_PROBE,
-    JSON_COLUMNS,
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
@@ -299,6 +298,9 @@ def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
         raise
     return seq
 
+
+#: the columns of a records SELECT (``select_records``): seq, then ``READ_COLUMNS``
+_RECORD_COLUMNS = ("seq", *READ_COLUMNS)
 
 FileId = tuple[int, int]
 #: the first fields of SQLite's WAL index header (each of its two copies is 48 bytes at the
@@ -1340,12 +1342,8 @@ class SqliteEvidenceStore:
         sql = TURNS_SQL if self.schema_version >= 4 else TURNS_SQL_BEFORE_4
         return [(str(t), int(n)) for t, n in self._read(sql, [])]
 
-    @staticmethod
-    def _row_to_record(row: tuple[Any, ...]) -> EvidenceRecord:
-        data: dict[str, Any] = {"seq": row[0]}
-        for name, value in zip(READ_COLUMNS, row[1:], strict=True):
-            data[name] = json.loads(value) if name in JSON_COLUMNS and value is not None else value
-        return EvidenceRecord.from_dict(data)
+    def _row_to_record(self, row: tuple[Any, ...]) -> EvidenceRecord:
+        return record_from_row(_RECORD_COLUMNS, row, self.path)
 
     def close(self) -> None:
         """Write a last checkpoint over what was committed here, then close the connection

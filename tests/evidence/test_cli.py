@@ -231,3 +231,52 @@ def test_an_output_that_is_the_stores_own_file_is_refused(db: Path, tmp_path: Pa
     assert code == 0, out
     code, out = invoke("export", "--db", str(db), "-o", str(tmp_path / "x.jsonl"))
     assert code == 0 and "exported 5 records" in out
+
+
+@pytest.mark.parametrize(
+    ("change", "column"),
+    [
+        ("arguments = '{bad'", "arguments"),
+        ("rule_ids = 'not json'", "rule_ids"),
+        ("context = '['", "context"),
+        ("tool = x'00ff'", "tool"),
+        ("reason = 'no-such-reason'", ""),
+    ],
+)
+def test_a_row_changed_outside_sharedos_is_one_line_from_every_reader(
+    db: Path, change: str, column: str
+) -> None:
+    # what `verify` exists to find: a value edited in place. `list` and `export` (and
+    # `replay`, `shadow`, which read records the same way) ended in a traceback
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    (seq,) = conn.execute(
+        "SELECT seq FROM chain WHERE kind = 'attempt' AND reason IS NULL ORDER BY seq LIMIT 1"
+    ).fetchone()
+    if column == "":
+        seq = conn.execute(
+            "SELECT attempt FROM chain WHERE kind = 'outcome' ORDER BY seq LIMIT 1"
+        ).fetchone()[0]
+        conn.execute(f"UPDATE chain SET {change} WHERE kind = 'outcome' AND attempt = ?", (seq,))
+    else:
+        conn.execute(f"UPDATE chain SET {change} WHERE seq = ?", (seq,))
+    conn.commit()
+    conn.close()
+    for args in (
+        ("list",),
+        ("list", "--format", "jsonl"),
+        ("export",),
+        ("export", "--format", "csv"),
+    ):
+        result = CliRunner().invoke(main, ["evidence", *args, "--db", str(db)])
+        assert isinstance(result.exception, SystemExit), (args, result.exception)
+        assert result.exit_code == 1
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "Traceback" not in result.output, result.output
+        last = errors[0]
+        assert last.startswith(f"Error: cannot read record {seq} of {db}"), last
+        if column:
+            assert f"column {column}" in last
+    code, out = invoke("verify", "--db", str(db))
+    assert code == 1 and "edited" in out
