@@ -479,7 +479,7 @@ def copy_cmd(source: str, target: str, sign_key: Path | None) -> None:
     except (EvidenceStoreError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(result.line(shown_from, shown_to))
-    if result.conflicts:
+    if result.conflicts or result.unreadable:
         raise SystemExit(1)
 
 

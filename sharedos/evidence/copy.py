@@ -53,6 +53,8 @@ class CopyResult:
     up_to_date: int = 0
     outside_chains: int = 0
     conflicts: list[str] = field(default_factory=list)
+    #: turns not copied because a row holds a place SharedOS never writes ("turn (seq N)")
+    unreadable: list[str] = field(default_factory=list)
     checkpoint: Any = None
 
     def line(self, source: str, target: str) -> str:
@@ -66,6 +68,12 @@ class CopyResult:
             parts.append(f"{self.outside_chains} row(s) outside every chain not copied")
         if self.conflicts:
             parts.append(f"{len(self.conflicts)} turn(s) in conflict: {', '.join(self.conflicts)}")
+        if self.unreadable:
+            parts.append(
+                f"{len(self.unreadable)} turn(s) not copied, a row's position or attempt is "
+                f"not a number (changed outside SharedOS: verify the source): "
+                f"{', '.join(self.unreadable)}"
+            )
         if self.checkpoint is not None:
             parts.append(f"checkpoint {self.checkpoint.number} of the target taken")
         return "; ".join(parts)
@@ -100,12 +108,23 @@ def copy_store(
         result.turns += 1
         chained = [row for row in rows if row[_POS] is not None]
         result.outside_chains += len(rows) - len(chained)
-        if chained:
+        # a position or attempt that is not an integer (SQLite keeps what it is given):
+        # the turn cannot be placed on the target as it is; said, not a TypeError
+        bad = next((row for row in chained if not _placeable(row)), None)
+        if bad is not None:
+            result.unreadable.append(f"{turn_id} (seq {bad[0]})")
+        elif chained:
             _copy_turn(turn_id, chained, target, result)
         if progress is not None and result.turns % every == 0:
             progress(result)
     result.checkpoint = target.take_checkpoint(everything=True)
     return result
+
+
+def _placeable(row: tuple[Any, ...]) -> bool:
+    """True when the row's position (and an outcome's attempt) are integers, as written."""
+    attempt = row[_ATTEMPT]
+    return type(row[_POS]) is int and (attempt is None or type(attempt) is int)
 
 
 def _copy_turn(turn_id: str, rows: list[tuple[Any, ...]], target: Any, result: CopyResult) -> None:

@@ -146,3 +146,30 @@ def test_a_copy_ends_with_a_signed_checkpoint_of_the_target(tmp_path: Path) -> N
         kinds = {p.kind for p in verify_store(b, public_keys={key_id: key}).problems}
     # the turns' seals were signed by nobody here (and one is unsealed): only that is said
     assert kinds == {"signature", "unsealed"}
+
+
+@pytest.mark.parametrize("change", ["pos = 'x'", "attempt = 'zz'"])
+def test_a_row_whose_place_was_changed_outside_sharedos_is_said_not_a_traceback(
+    tmp_path: Path, change: str
+) -> None:
+    # SQLite keeps whatever a column is given: a position or an outcome's attempt edited
+    # to text ended the copy in a TypeError traceback (or a bare "invalid literal for int()")
+    src = tmp_path / "a.sqlite"
+    with SqliteEvidenceStore(src) as store:
+        fill(store, 2)
+    conn = sqlite3.connect(src)
+    (seq,) = conn.execute(
+        "SELECT min(seq) FROM chain WHERE turn_id = 'turn-00001' AND kind = 'outcome'"
+    ).fetchone()
+    conn.execute(f"UPDATE chain SET {change} WHERE seq = ?", (seq,))
+    conn.commit()
+    conn.close()
+    dst = tmp_path / "b.sqlite"
+    result = CliRunner().invoke(main, ["evidence", "copy", "--from", str(src), "--to", str(dst)])
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, result.output
+    assert "1 turn(s) not copied, a row's position or attempt is not a number" in result.output
+    assert f"turn-00001 (seq {seq})" in result.output
+    with SqliteEvidenceStore(dst, read_only=True) as b:
+        assert [t for t, _n in b.turns()] == ["turn-00000"]  # the other turns are copied
+        assert verify_store(b).clean
