@@ -409,9 +409,19 @@ def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
     """Refuse a file with no schema version that already holds tables (or anything else):
     another program's database, not a new store. A writable open made it one (switched to
     WAL, evidence tables added beside the others), where readers and ``migrate`` refuse it.
-    A SharedOS store always has its version: it is set in the transaction that creates it."""
-    names = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master LIMIT 4")]
-    if names:
+    A SharedOS store always has its version: it is set in the transaction that creates it.
+
+    The version and the tables are read in one transaction: another process may have
+    created the store since the caller read its version 0 (hosts started together), and
+    its tables beside that stale 0 would look like another program's.
+    """
+    conn.execute("BEGIN")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        names = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master LIMIT 4")]
+    finally:
+        conn.execute("COMMIT")
+    if names and not version:
         raise EvidenceStoreError(
             f"{path} is not a SharedOS evidence database (no schema version, and it holds "
             f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
