@@ -39,6 +39,7 @@ never left half-migrated.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -392,14 +393,28 @@ def pg_version(conn: Any) -> int:
 
 def pg_migrate(conn: Any, target: int = LATEST) -> MigrationResult:
     """Bring the database to ``target`` in one transaction, under the schema advisory lock."""
-    from sharedos.evidence import pg_schema
-    from sharedos.evidence.postgres import SCHEMA_LOCK, new_store_id
+    from sharedos.evidence.postgres import SCHEMA_LOCK
 
     if target > LATEST:
         raise EvidenceStoreError(f"no evidence schema version {target} (latest {LATEST})", "io")
+    # the lock is the session's, taken before the transaction starts: a transaction
+    # reads the catalog changes other sessions committed only when it starts (or locks a
+    # table), so one that waited for the lock inside itself still saw the database as
+    # it was before another host created the schema ("relation chain already exists")
+    conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+    try:
+        return _pg_migrate_locked(conn, target)
+    finally:
+        with contextlib.suppress(Exception):  # a lost connection released it already
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def _pg_migrate_locked(conn: Any, target: int) -> MigrationResult:
+    from sharedos.evidence import pg_schema
+    from sharedos.evidence.postgres import new_store_id
+
     chained = (0, 0)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         before = pg_version(conn)
         if before > LATEST:
             refuse_unreadable("the evidence database", before, writing=True)

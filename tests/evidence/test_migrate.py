@@ -16,6 +16,7 @@ from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.store import EvidenceStoreError
 from sharedos.evidence.verify import verify_store
 from sharedos.outcomes import Outcome
+from tests.fleet.pgcluster import TempCluster
 
 OLD_ROWS = (
     "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest, resource) VALUES "
@@ -160,32 +161,11 @@ def test_hosts_opening_one_file_at_once_create_or_migrate_it_once(
     # bridges, a host and `sharedos evidence migrate`): each read the version (0, or
     # 2) before the write lock, then ran the creation or the migration over the
     # schema the first one had just made: "table chain already exists"
-    import subprocess
-    import sys
-
     db = tmp_path / "evidence.db"
     if start == "version 2":
         version_2_file(db)
-    root = Path(__file__).resolve().parents[2]
     for _round in range(3 if start == "new" else 1):  # a file is migrated only once
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _OPENER, str(db)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                cwd=root,
-            )
-            for _ in range(4)
-        ]
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        for proc in procs:  # released together
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        outs = [proc.communicate()[0].strip() for proc in procs]
-        assert outs == ["ok"] * 4
+        assert _open_at_once(str(db)) == ["ok"] * 4
         store = SqliteEvidenceStore(db)
         try:
             assert store.schema_version == LATEST
@@ -195,6 +175,45 @@ def test_hosts_opening_one_file_at_once_create_or_migrate_it_once(
             store.close()
         for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
             name.unlink(missing_ok=True)
+
+
+def _open_at_once(location: str, n: int = 4) -> list[str]:
+    """``n`` processes open the store at ``location`` at the same moment; what each said."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPENER, location],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root,
+        )
+        for _ in range(n)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:  # released together
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return [proc.communicate()[0].strip() for proc in procs]
+
+
+def test_hosts_opening_one_empty_postgresql_database_at_once_create_it_once(
+    postgres_cluster: TempCluster,
+) -> None:
+    # each host read version 0, then waited for the schema lock inside its transaction,
+    # which still saw the catalog as it was when it began: the second one created the
+    # schema over the first's ("relation chain already exists") and did not start
+    for round_ in range(5):
+        url = postgres_cluster.create_database(f"at_once_{round_}")
+        assert _open_at_once(url) == ["ok"] * 4
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            assert row == (str(LATEST),)
 
 
 def test_opening_waits_for_another_process_creating_the_file(tmp_path: Path) -> None:
