@@ -54,6 +54,8 @@ _CONNINFO_SECRET = re.compile(
     r"\b(password|sslpassword)(\s*=\s*)('(?:\\.|[^'\\])*'?|\S*)", re.IGNORECASE
 )
 _HIDDEN = "***"
+#: where a URL's user information ends (at an '@'), or is found absent (at a '/'), as libpq reads it
+_USERINFO_END = re.compile(r"[@/]")
 
 
 def _is_conninfo(text: str) -> bool:
@@ -73,25 +75,32 @@ def redacted_location(text: str) -> str:
     m = _SCHEME.match(text)
     if m is None or not text[m.end() :].startswith("//"):
         return text
-    try:
-        parts = urllib.parse.urlsplit(text)
-    except ValueError:
-        return f"{m.group(1)}://{_HIDDEN}"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        if "@" in userinfo:  # ambiguous: which '@' ends the password is libpq's guess
-            netloc = f"{_HIDDEN}@{hostport}"
+    # read as libpq reads it (not as ``urlsplit`` does): the user information runs to
+    # the first '@' before any '/' ('?' and '#' in a password are the password's), a
+    # query value to the next '&' (a '#' too); written out again as given, an empty
+    # authority kept (``postgresql:///db?host=/run/postgresql``: a location a message
+    # shows can be copied into the command it gives)
+    rest = text[m.end() + 2 :]
+    shown_user = ""
+    cut = _USERINFO_END.search(rest)
+    if cut is not None and cut.group() == "@":
+        userinfo, rest = rest[: cut.start()], rest[cut.end() :]
+        more = _USERINFO_END.search(rest)
+        if more is not None and more.group() == "@":
+            # ambiguous: which '@' ends the password is libpq's guess; none of it is shown
+            slash = rest.find("/")
+            rest = rest[(rest if slash < 0 else rest[:slash]).rfind("@") + 1 :]
+            shown_user = f"{_HIDDEN}@"
         else:
             user, colon, _password = userinfo.partition(":")
-            netloc = f"{user}:{_HIDDEN}@{hostport}" if colon else f"{user}@{hostport}"
-    query = parts.query
+            shown_user = f"{user}:{_HIDDEN}@" if colon else f"{user}@"
+    hostpath, mark, query = rest.partition("?")
     if query and any(_is_secret_key(k) for k, _ in _query_pairs(query)):
         query = "&".join(
             f"{k}={_HIDDEN}" if _is_secret_key(k) else (f"{k}={v}" if v is not None else k)
             for k, v in _query_pairs(query)
         )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+    return f"{m.group(1)}://{shown_user}{hostpath}{mark}{query}"
 
 
 def _is_secret_key(raw_key: str) -> bool:
@@ -99,9 +108,10 @@ def _is_secret_key(raw_key: str) -> bool:
 
 
 def _query_pairs(query: str) -> list[tuple[str, str | None]]:
-    """The raw (undecoded) key/value pairs of a query string."""
+    """The raw (undecoded) key/value pairs of a query string (split at '&' only, as libpq
+    does: a ';' or '#' in a value is the value's)."""
     pairs: list[tuple[str, str | None]] = []
-    for item in re.split(r"[&;]", query):
+    for item in query.split("&"):
         key, eq, value = item.partition("=")
         pairs.append((key, value if eq else None))
     return pairs

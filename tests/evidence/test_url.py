@@ -107,3 +107,32 @@ def test_a_store_path_under_home_is_opened_there_not_under_a_directory_named_til
     store = SqliteEvidenceStore("~/evidence.sqlite")
     store.close()
     assert not (cwd / "~" / "evidence.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        # libpq's user information runs to the first '@': '#' and '?' in it are the password's
+        ("postgresql://u:pa#ss-word@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pa?ss-word@/db?host=/run/pg", "postgresql://u:***@/db?host=/run/pg"),
+        # a query value runs to the next '&', a '#' or ';' in it included
+        ("postgresql://h/db?password=ab#cd-word", "postgresql://h/db?password=***"),
+        (
+            "postgresql://h/db?password=ab;cd-word&sslmode=require",
+            "postgresql://h/db?password=***&sslmode=require",
+        ),
+        # an empty authority is kept: what a message shows is still a location libpq takes
+        ("postgresql:///db?host=/run/pg", "postgresql:///db?host=/run/pg"),
+        ("postgresql:///db?host=/run/pg&password=pw", "postgresql:///db?host=/run/pg&password=***"),
+    ],
+)
+def test_a_location_is_shown_as_libpq_reads_it(value: str, shown: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sharedos.evidence.url import redacted_location
+
+    assert redacted_location(value) == shown
+    password = conninfo_to_dict(value).get("password")
+    assert password is None or password not in shown
+    if "***" not in shown:
+        assert conninfo_to_dict(shown) == conninfo_to_dict(value)
