@@ -128,6 +128,16 @@ _COVERAGE_SQL = (
     "SELECT k.turn_id, k.pos, k.hash, min(k.number) FROM checkpoint_heads k "
     'GROUP BY k.turn_id, k.pos, k.hash ORDER BY k.turn_id COLLATE "C", k.pos, 4'
 )
+#: the tables whose rows are the record: a host only ever adds to them
+REWRITE_TABLES = ("chain", "checkpoints", "checkpoint_heads")
+#: which of them the current role may change or empty, with how (``rewrite_grants``)
+_REWRITE_GRANTS_SQL = (
+    "SELECT t, string_agg(p, ', ' ORDER BY o) FROM unnest(%s::text[]) AS t, "
+    "unnest(ARRAY['UPDATE', 'DELETE', 'TRUNCATE']) WITH ORDINALITY AS q(p, o) "
+    "WHERE CASE WHEN to_regclass(t) IS NULL THEN false ELSE has_table_privilege(t, p) END "
+    "GROUP BY t "
+    "ORDER BY min(array_position(%s::text[], t))"
+)
 #: an advisory lock key shared by every SharedOS process creating or migrating a schema
 SCHEMA_LOCK = 0x5348_4F53_4556  # "SHOSEV"
 
@@ -714,6 +724,20 @@ class PostgresEvidenceStore:
                 self._raise_write_error(exc, conn, None)
         return seqs
 
+    def rewrite_grants(self) -> list[str]:
+        """What the store's role may do to rows already written, which a host never needs
+        (``UPDATE``, ``DELETE``, ``TRUNCATE`` on ``chain`` and the checkpoint tables, as a
+        grant, an ownership or a superuser's); one entry per table, e.g. ``"UPDATE, DELETE
+        on chain"``. Empty when it has none, or when it cannot be asked."""
+        try:
+            with self._conn() as conn:
+                tables = list(REWRITE_TABLES)
+                rows = conn.execute(_REWRITE_GRANTS_SQL, (tables, tables)).fetchall()
+        except Exception:  # a question, not a write: no answer is no warning
+            return []
+        return [f"{privileges} on {table}" for table, privileges in rows]
+
+    # -- checkpoints (sharedos.evidence.checkpoint) ----------------------------------------
     # -- checkpoints (sharedos.evidence.checkpoint) ----------------------------------------
 
     @property

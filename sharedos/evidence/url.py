@@ -375,6 +375,7 @@ def open_configured_store(
     store = open_store(
         url, synchronous=synchronous, signer=signer, checkpoint_interval_s=checkpoint_interval_s
     )
+    _say_rewrite_grants(store)
     if otlp_endpoint:
         from sharedos.evidence.otel import TelemetryStore, otlp_providers
 
@@ -385,3 +386,22 @@ def open_configured_store(
             raise EvidenceStoreError(str(exc), "io") from None
         store = TelemetryStore(store, tracer_provider, logger_provider)
     return store
+
+
+def _say_rewrite_grants(store: Any) -> None:
+    """Warn when the host's role could change or remove evidence rows (PostgreSQL): a host
+    needs SELECT and INSERT only, and with more, whoever holds its credentials can rewrite
+    what every host of the fleet recorded."""
+    grants = getattr(store, "rewrite_grants", None)
+    found = grants() if grants is not None else []
+    if found:
+        import logging
+
+        logging.getLogger("sharedos.evidence").warning(
+            "sharedos: the role this host writes evidence as can %s in %s: whoever holds "
+            "its credentials can rewrite or remove what every host recorded (found only "
+            "where a signature or an exported checkpoint anchors it); grant a host SELECT "
+            'and INSERT alone (docs/evidence.md, "Least privilege")',
+            "; ".join(found),
+            store.shown,
+        )

@@ -299,6 +299,35 @@ def test_the_documented_least_privilege_role_can_write(
             conn.execute(change)
 
 
+def test_a_host_whose_role_can_rewrite_evidence_is_warned(
+    pg_url: str, pg: PostgresEvidenceStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host needs SELECT and INSERT; one whose role can also UPDATE, DELETE or TRUNCATE
+    the record (a grant too many, the tables' owner, a superuser) is told so when it opens
+    the store: its credentials are then enough to rewrite what every host recorded."""
+    from sharedos.evidence.url import open_configured_store
+
+    with admin(pg_url) as conn:
+        for role in ("least_host", "loose_host"):
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+            conn.execute(f"GRANT SELECT, INSERT ON chain, checkpoints, checkpoint_heads TO {role}")
+            conn.execute(f"GRANT SELECT, INSERT, UPDATE ON meta TO {role}")
+            conn.execute(f"GRANT USAGE ON SEQUENCE chain_seq_seq TO {role}")
+        conn.execute("GRANT DELETE ON chain TO loose_host")
+        conn.execute("GRANT UPDATE, TRUNCATE ON checkpoint_heads TO loose_host")
+    said: dict[str, list[str]] = {}
+    for role in ("least_host", "loose_host", "sharedos"):
+        caplog.clear()
+        url = pg_url.replace("postgresql://sharedos@", f"postgresql://{role}@")
+        with caplog.at_level("WARNING", logger="sharedos.evidence"):
+            open_configured_store(url).close()
+        said[role] = [r.getMessage() for r in caplog.records if "Least privilege" in r.getMessage()]
+    assert said["least_host"] == []
+    assert len(said["loose_host"]) == 1
+    assert "DELETE on chain; UPDATE, TRUNCATE on checkpoint_heads in" in said["loose_host"][0]
+    assert "UPDATE, DELETE, TRUNCATE on chain;" in said["sharedos"][0]  # the superuser
+
+
 def test_a_newer_schema_is_refused(pg_url: str, pg: PostgresEvidenceStore) -> None:
     with admin(pg_url) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
