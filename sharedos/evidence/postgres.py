@@ -245,6 +245,9 @@ class PostgresEvidenceStore:
         self._sql: dict[tuple[str, ...], str] = {}
         self.schema_version = 0
         self._missing: frozenset[str] = frozenset()
+        #: a checkpoint over every uncovered head (``take_checkpoint(everything=True)``) is
+        #: being written: off every call's path, not bounded by the writes' statement timeout
+        self._whole_store_checkpoint = False
         #: failures to write a turn's opening or seal (or a checkpoint), said once per cause
         self.failures = FailureReporter()
         self._pool = self._open_pool()
@@ -763,7 +766,12 @@ class PostgresEvidenceStore:
         )
         with self._writer_conn() as conn:
             try:
-                conn.execute(_WRITE_CHECKPOINT_SQL, params)
+                if self._whole_store_checkpoint:
+                    with conn.transaction():
+                        _unbounded_read(conn)
+                        conn.execute(_WRITE_CHECKPOINT_SQL, params)
+                else:
+                    conn.execute(_WRITE_CHECKPOINT_SQL, params)
             except Exception as exc:
                 state = getattr(exc, "sqlstate", None)
                 constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
@@ -794,12 +802,25 @@ class PostgresEvidenceStore:
         """Write a checkpoint now: over the heads committed here since the last one, or with
         ``everything`` over every turn head no checkpoint covers yet; None when nothing to cover."""
         self._guarded()
-        heads = self.uncovered_heads() if everything else None
-        return self.appender.checkpoint(heads)
+        if not everything:
+            return self.appender.checkpoint(None)
+        # every head no checkpoint covers: a read and a write of the whole store (an
+        # auditor's ``checkpoint --take``, the end of a ``copy``), off every call's path,
+        # which the writes' statement timeout would cut short on a store of some size
+        heads = self.uncovered_heads()
+        self._whole_store_checkpoint = True
+        try:
+            return self.appender.checkpoint(heads)
+        finally:
+            self._whole_store_checkpoint = False
 
     def uncovered_heads(self) -> list[tuple[str, int, str]]:
-        """Every turn's head that is past what the store's checkpoints cover."""
-        return [(str(t), int(p), str(h)) for t, p, h in self._read(_UNCOVERED_SQL, [])]
+        """Every turn's head that is past what the store's checkpoints cover.
+
+        A read of the whole store (an auditor's ``checkpoint --take``, the end of a
+        ``copy``), off every call's path: streamed without the writes' statement timeout,
+        which it outlasts on a store of some size."""
+        return [(str(t), int(p), str(h)) for t, p, h in self._stream(_UNCOVERED_SQL, [], 5000)]
 
     def iter_checkpoints(self) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
         """Every checkpoint in number order, with the heads it lists (one at a time in memory)."""
@@ -882,7 +903,8 @@ class PostgresEvidenceStore:
         sql = approval_rows_sql(
             "postgresql", by_turn=turn_id is not None, by_approval=approval_id is not None
         )
-        return [approval_row(row) for row in self._read(sql, params)]
+        whole = turn_id is None and approval_id is None
+        return [approval_row(row) for row in self._read(sql, params, whole_store=whole)]
 
     # -- reading -----------------------------------------------------------------------
 
@@ -903,10 +925,17 @@ class PostgresEvidenceStore:
             params.append(outcome)
         return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
-    def _read(self, sql: str, params: list[Any]) -> list[Any]:
+    def _read(self, sql: str, params: list[Any], *, whole_store: bool = False) -> list[Any]:
+        """Every row of ``sql``. ``whole_store``: a read over the whole store (the CLI's
+        ``counts``, ``turns``, ``list``), off every call's path, runs without the writes'
+        statement timeout, which it outlasts on a store of a few million rows."""
         with self._conn() as conn:
             try:
-                return list(conn.execute(sql, params).fetchall())
+                if not whole_store:
+                    return list(conn.execute(sql, params).fetchall())
+                with conn.transaction():
+                    _unbounded_read(conn)
+                    return list(conn.execute(sql, params).fetchall())
             except Exception as exc:
                 raise self._error("read", exc) from None
 
@@ -923,7 +952,10 @@ class PostgresEvidenceStore:
         sql = self._select + where + " ORDER BY a.seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row_to_record(row, self.shown) for row in self._read(sql, params)]
+        whole = turn_id is None and call_id is None
+        return [
+            _row_to_record(row, self.shown) for row in self._read(sql, params, whole_store=whole)
+        ]
 
     def iter_records(
         self, turn_id: str | None = None, *, batch: int = 2000
@@ -1002,14 +1034,14 @@ class PostgresEvidenceStore:
         """Counts by status (the outcomes and ``interrupted``) and by reason, optionally for one turn."""
         if turn_id is None:
             sql = counts_sql("postgresql", one_turn=False, chained=self.schema_version >= 4)
-            return fold_counts(self._read(sql, []))
+            return fold_counts(self._read(sql, [], whole_store=True))
         sql = counts_sql("postgresql", one_turn=True, chained=self.schema_version >= 4)
         return fold_counts(self._read(sql, [pg_text(turn_id)]))
 
     def turns(self) -> list[tuple[str, int]]:
         """Turn ids with their number of attempts, in order of first appearance."""
         sql = TURNS_SQL if self.schema_version >= 4 else TURNS_SQL_BEFORE_4
-        return [(str(t), int(n)) for t, n in self._read(sql, [])]
+        return [(str(t), int(n)) for t, n in self._read(sql, [], whole_store=True)]
 
     def close(self) -> None:
         """Write a last checkpoint over what was committed here, then close the pool
@@ -1069,7 +1101,8 @@ def _row_to_record(row: Any, shown: str) -> EvidenceRecord:
 
 
 def _unbounded_read(conn: Any) -> None:
-    """Lift the statement and idle-in-transaction timeouts for this streaming read's transaction.
+    """Lift the statement and idle-in-transaction timeouts for this streaming read's (or
+    whole-store checkpoint's) transaction.
 
     The store's ``statement_timeout`` bounds writes (a call must not wait on
     a stuck database). A stream over the whole store (an export, a

@@ -328,6 +328,37 @@ def test_a_host_whose_role_can_rewrite_evidence_is_warned(
     assert "UPDATE, DELETE, TRUNCATE on chain;" in said["sharedos"][0]  # the superuser
 
 
+def test_reads_and_checkpoints_of_the_whole_store_are_not_cut_by_the_write_timeout(
+    pg_url: str, pg: PostgresEvidenceStore
+) -> None:
+    """The store's statement timeout (1.5 s) is a call's write's bound. ``counts``,
+    ``turns``, ``list``, ``checkpoint --take`` and the end of ``copy`` read (and the
+    checkpoint writes) the whole store, off every call's path: under it they failed
+    (``canceling statement due to statement timeout``) from a few million rows on (the
+    checkpoint from some hundred thousand turns). Here the same with 50 ms and 400,000
+    rows."""
+    from sharedos.evidence.verify import check_checkpoints
+
+    with admin(pg_url) as conn:
+        conn.execute(
+            "INSERT INTO chain (turn_id, pos, kind, prev_hash, hash, call_id, tool, started_at, "
+            "arguments_digest, effect) SELECT 'turn-' || lpad((g / 4)::text, 6, '0'), g % 4, "
+            "'attempt', 'sha256:0', 'sha256:' || md5(g::text), 'c' || g, 'files.read', '2026', "
+            "'sha256:0', 'allow' FROM generate_series(0, 399999) g"
+        )
+    auditor = PostgresEvidenceStore(pg_url, statement_timeout_s=0.05, checkpoint_interval_s=None)
+    try:
+        assert auditor.counts().total == 400_000
+        assert len(auditor.turns()) == 100_000
+        assert [r.seq for r in auditor.query(outcome="interrupted", limit=2)] == [1, 2]
+        taken = auditor.take_checkpoint(everything=True)
+        assert taken is not None and taken.heads == 100_000
+        assert auditor.uncovered_heads() == []
+        assert check_checkpoints(auditor) == ([], 1)
+    finally:
+        auditor.close()
+
+
 def test_a_newer_schema_is_refused(pg_url: str, pg: PostgresEvidenceStore) -> None:
     with admin(pg_url) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
