@@ -128,8 +128,9 @@ _COVERAGE_SQL = (
     "SELECT k.turn_id, k.pos, k.hash, min(k.number) FROM checkpoint_heads k "
     'GROUP BY k.turn_id, k.pos, k.hash ORDER BY k.turn_id COLLATE "C", k.pos, 4'
 )
-#: the tables whose rows are the record: a host only ever adds to them
-REWRITE_TABLES = ("chain", "checkpoints", "checkpoint_heads")
+#: the tables whose rows are the record (and ``meta``, the store's id every host checks):
+#: a host only ever adds to them
+REWRITE_TABLES = ("chain", "checkpoints", "checkpoint_heads", "meta")
 #: which of them the current role may change or empty, with how (``rewrite_grants``)
 _REWRITE_GRANTS_SQL = (
     "SELECT t, string_agg(p, ', ' ORDER BY o) FROM unnest(%s::text[]) AS t, "
@@ -527,11 +528,15 @@ class PostgresEvidenceStore:
                 self._check_guards(conn)
             if not self.read_only:
                 try:
-                    # the probe: a store that cannot be written fails here, with one line
-                    conn.execute(
-                        "INSERT INTO meta (key, value) VALUES ('last_opened_at', now()::text) "
-                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-                    )
+                    # the probe: a store that cannot be written fails here, with one line.
+                    # An INSERT rolled back: it needs the INSERT a host has, not an UPDATE
+                    # of meta, with which a host could change the store's id under every
+                    # other host (each then refuses to write: "replaced")
+                    with conn.transaction(force_rollback=True):
+                        conn.execute(
+                            "INSERT INTO meta (key, value) VALUES (%s, now()::text)",
+                            (f"probe-{uuid.uuid4()}",),
+                        )
                 except Exception as exc:
                     cause = _cause(exc)
                     raise EvidenceStoreError(

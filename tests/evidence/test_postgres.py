@@ -277,7 +277,7 @@ def test_the_documented_least_privilege_role_can_write(
         conn.execute(
             "GRANT SELECT ON attempts, outcomes, turns, links, seals, evidence TO sharedos_host"
         )
-        conn.execute("GRANT SELECT, INSERT, UPDATE ON meta TO sharedos_host")
+        conn.execute("GRANT SELECT, INSERT ON meta TO sharedos_host")
         conn.execute("GRANT USAGE ON SEQUENCE chain_seq_seq TO sharedos_host")
     url = pg_url.replace("postgresql://sharedos@", "postgresql://sharedos_host@")
     host = PostgresEvidenceStore(url)
@@ -294,6 +294,8 @@ def test_the_documented_least_privilege_role_can_write(
         "UPDATE attempts SET resource = '/x'",
         "DELETE FROM chain",
         "DELETE FROM checkpoint_heads",
+        # the store's id: changed, every other host would refuse to write ("replaced")
+        "UPDATE meta SET value = 'another-store' WHERE key = 'store_id'",
     ):
         with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error):
             conn.execute(change)
@@ -311,7 +313,7 @@ def test_a_host_whose_role_can_rewrite_evidence_is_warned(
         for role in ("least_host", "loose_host"):
             conn.execute(f"CREATE ROLE {role} LOGIN")
             conn.execute(f"GRANT SELECT, INSERT ON chain, checkpoints, checkpoint_heads TO {role}")
-            conn.execute(f"GRANT SELECT, INSERT, UPDATE ON meta TO {role}")
+            conn.execute(f"GRANT SELECT, INSERT ON meta TO {role}")
             conn.execute(f"GRANT USAGE ON SEQUENCE chain_seq_seq TO {role}")
         conn.execute("GRANT DELETE ON chain TO loose_host")
         conn.execute("GRANT UPDATE, TRUNCATE ON checkpoint_heads TO loose_host")
