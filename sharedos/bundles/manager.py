@@ -12,8 +12,8 @@ signing``). A bundle whose sequence is lower than the one in force is a
 rollback and is refused; one with the same sequence but another revision or
 program is a relabelled release and is refused too. With a ``BundleState``
 the last enforced release is written down before it is put in force and
-read back when the manager starts, so a restarted host refuses the rollback
-it refused before. Bundles without a sequence (0) are accepted only while no
+read back at every poll, so a restarted host refuses the rollback it refused
+before, and a process of a host one another process of it has overtaken. Bundles without a sequence (0) are accepted only while no
 sequenced bundle has been enforced.
 
 The fetch runs outside the manager's state lock and is bounded as a whole by
@@ -72,7 +72,6 @@ class BundleManager:
         self._current: LoadedBundle | None = None
         #: the last release enforced by this host, in any of its lives (from ``state``)
         self._enforced: Enforced | None = None
-        self._state_read = False
         self._refused_tag: str | None = None
         self._last_problem: str | None = None
         #: guards the manager's fields; never held while fetching
@@ -139,6 +138,9 @@ class BundleManager:
                 return PollResult("unchanged", self._current)
             try:
                 self._remember(loaded)
+            except _Overtaken as exc:
+                self._refused_tag = seen
+                return self._problem("refused", str(exc))
             except StateError as exc:
                 return self._problem(
                     "refused",
@@ -153,11 +155,14 @@ class BundleManager:
         return PollResult("loaded", loaded)
 
     def _floor(self, held: LoadedBundle | None) -> Enforced | None:
-        """The highest release enforced so far: the one in force, or the one ``state`` recorded."""
-        if self.state is not None and not self._state_read:
-            self._enforced = self.state.load()  # StateError: fail closed (the caller refuses)
-            self._state_read = True
+        """The highest release enforced so far: the one in force, the one this manager
+        remembered, or the one ``state`` records now (read at every poll: another process
+        of this host may have enforced a newer release since)."""
         best = self._enforced
+        if self.state is not None:
+            recorded = self.state.load()  # StateError: fail closed (the caller refuses)
+            if recorded is not None and (best is None or recorded.sequence >= best.sequence):
+                best = recorded
         if held is not None and (best is None or held.sequence >= best.sequence):
             best = Enforced.of(held)
         return best
@@ -170,7 +175,12 @@ class BundleManager:
             return
         enforced = Enforced.of(loaded)
         if self.state is not None:
-            self.state.save(enforced)
+            with self.state.locked():
+                # what another process of this host enforced since this poll read the file
+                why = rollback_problem(loaded, self.state.load())
+                if why is not None:
+                    raise _Overtaken(why)
+                self.state.save(enforced)
         self._enforced = enforced
 
     def _problem(self, status: Status, detail: str) -> PollResult:
@@ -216,6 +226,10 @@ class BundleManager:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=5)
+
+
+class _Overtaken(Exception):
+    """Another process of this host enforced a newer release while this one polled."""
 
 
 def rollback_problem(loaded: LoadedBundle, floor: Enforced | None) -> str | None:

@@ -10,7 +10,8 @@ first. ``BundleState`` keeps the last enforced release in a small JSON file::
 
 written before the release is put in force (atomically: a temporary file,
 ``fsync``, ``rename``, then the directory ``fsync``; mode 0600), and read
-when the manager starts. A file that cannot be read or parsed is not taken
+at every poll (the processes of one host share it); the manager compares a
+release with the one recorded and writes it under ``locked()``. A file that cannot be read or parsed is not taken
 as "nothing enforced yet": the manager refuses every bundle until an operator
 fixes or removes it (fail closed). An operator who deliberately goes back to
 an older release removes the file (or publishes the old program with a higher
@@ -23,9 +24,13 @@ Where: ``[policy] state`` in the host configuration; by default
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,10 +41,12 @@ from sharedos.atomicfile import write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
-__all__ = ["BundleState", "Enforced", "StateError", "default_state_path"]
+__all__ = ["BundleState", "Enforced", "StateError", "default_state_path", "lock_path_of"]
 
 #: far above any state file this module writes (a few hundred bytes)
 _STATE_LIMIT = 1 << 20
+#: how long a poll waits for another process of the host to compare and write its release
+_LOCK_WAIT_S = 5.0
 
 
 class StateError(BundleDistributionError, OSError):
@@ -84,6 +91,11 @@ class Enforced:
         return (
             f"sequence {self.sequence} (revision {self.revision}, bundle {self.bundle_hash[:16]}…)"
         )
+
+
+def lock_path_of(state_path: Path) -> Path:
+    """The lock file of a state file (``BundleState.locked``): beside it, hidden."""
+    return state_path.parent / f".{state_path.name}.lock"
 
 
 def default_state_path(origin: str) -> Path:
@@ -133,6 +145,34 @@ class BundleState:
                     "(a string or null)"
                 )
         return enforced
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Held while a release is compared with the one recorded and written down: the
+        processes of one host (two ``sharedos run`` at once, a poller beside them) share
+        the file, and one must not write an older release over a newer one another wrote
+        after it read the file (``StateError`` when the lock cannot be taken)."""
+        lock_path = lock_path_of(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise StateError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
+        try:
+            deadline = time.monotonic() + _LOCK_WAIT_S
+            while True:  # bounded: a process holding it forever does not hang a poll
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StateError(
+                            f"cannot lock {self.path}: another process holds {lock_path}"
+                        ) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # and the lock with it
 
     def save(self, enforced: Enforced) -> None:
         """Record ``enforced`` durably (atomic replace, fsynced); ``StateError`` when it cannot."""

@@ -470,10 +470,15 @@ class HostConfig(BaseModel):
                 with contextlib.suppress(HostConfigError):
                     out += [self.bundle_location(env), written(bundle)]
             # the last release enforced (anti-rollback): as ``sharedos run`` finds it
+            from sharedos.bundles.state import lock_path_of
+
             with contextlib.suppress(HostConfigError):
-                out.append(self.bundle_state_path(env))
+                # and its lock: a sandbox holding it would stall every poll of the host
+                state = Path(self.bundle_state_path(env))
+                out += [str(state), str(lock_path_of(state))]
                 if self.policy.state:
                     out.append(written(self.policy.state))
+                    out.append(str(lock_path_of(Path(written(self.policy.state)))))
         if self.policy.shadow:
             with contextlib.suppress(HostConfigError):
                 shadow = self.shadow_source(env)[0]

@@ -473,3 +473,29 @@ def test_a_state_path_that_is_no_regular_file_is_refused_not_waited_on(
     done = _run_host(host, tmp_path)  # waited forever on the pipe before
     assert done.returncode == 1, done.stderr
     assert "no usable policy bundle" in done.stderr and "refusing every bundle" in done.stderr
+
+
+def test_two_processes_of_one_host_cannot_lower_the_release_it_remembers(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """Two managers of one host (two ``sharedos run`` at once, a long-lived poller beside
+    them) share its state file. One that read the state before the other enforced a newer
+    release wrote its older one over it: the next start then took the rollback."""
+    state_path = tmp_path / "state" / "bundle.json"
+    early, late = tmp_path / "early", tmp_path / "late"  # two edges of one source
+    publish(early, release(tmp_path, RULES_V1, signer, revision="r40", sequence=40))
+    first = BundleManager(DirectorySource(early), verifier(signer), state=BundleState(state_path))
+    assert first.poll().status == "loaded"
+    publish(late, release(tmp_path, RULES_V2, signer, revision="r42", sequence=42))
+    second = BundleManager(DirectorySource(late), verifier(signer), state=BundleState(state_path))
+    assert second.poll().status == "loaded"
+    # the first, polling a stale edge, sees r41: older than what this host enforced
+    publish(early, release(tmp_path, RULES_V2, signer, revision="r41", sequence=41))
+    result = first.poll()
+    assert result.status == "refused" and "sequence 42" in result.detail
+    assert result.current is not None and result.current.revision == "r40"
+    assert json.loads(state_path.read_text())["sequence"] == 42
+    restarted = BundleManager(
+        DirectorySource(early), verifier(signer), state=BundleState(state_path)
+    )
+    assert restarted.poll().status == "refused"
