@@ -154,6 +154,17 @@ async def bounded(
     )
 
 
+def answer_json(response: httpx2.Response) -> Any:
+    """The JSON an authorization server answered with; ``ValueError`` for any body that is
+    not JSON a parser here can read -- JSON nested deeper than Python's parser recurses
+    included, whose ``RecursionError`` is no ``ValueError`` and escaped every caller's
+    handling of an unusable answer (the whole turn failed with it)."""
+    try:
+        return response.json()
+    except RecursionError:
+        raise ValueError("the answer is JSON nested too deep to read") from None
+
+
 #: the fields of a token, exchange or revocation request that hold a secret
 _SENT_SECRETS = frozenset(
     {
@@ -191,7 +202,7 @@ def oauth_error(response: httpx2.Response, sent: Iterable[str] = ()) -> str:
     The description is the server's text and may repeat what it was sent (a refused
     subject token, the client secret): it is scrubbed of ``sent`` before it is capped."""
     try:
-        body = response.json()
+        body = answer_json(response)
     except ValueError:
         return f"HTTP {response.status_code}"
     if not isinstance(body, dict):
@@ -453,7 +464,7 @@ class TokenSource:
             )
             return None
         try:
-            new = _record_from(response.json(), via="refresh_token", base=rec)
+            new = _record_from(answer_json(response), via="refresh_token", base=rec)
         except (ValueError, OAuthError) as exc:
             self.problem = (
                 f"the refresh answer for {self.principal!r} is unusable ({type(exc).__name__})"
@@ -508,7 +519,7 @@ class TokenSource:
             return None
         try:
             new = _record_from(
-                response.json(),
+                answer_json(response),
                 via="token_exchange",
                 base=None,
                 client=client,
@@ -568,8 +579,8 @@ class TokenSource:
                 f"upstream {self.config.id!r}: client registration refused ({oauth_error(response)})"
             )
         try:
-            client = response.json()
-        except (ValueError, RecursionError):
+            client = answer_json(response)
+        except ValueError:
             client = None
         if not isinstance(client, dict) or not isinstance(client.get("client_id"), str):
             # a non-object answer escaped the caller's OAuthError and took the whole turn

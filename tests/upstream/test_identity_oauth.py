@@ -981,3 +981,29 @@ async def test_a_renewed_token_that_cannot_be_stored_still_serves_the_turn(
     (said,) = [r.getMessage() for r in caplog.records if "could not be stored" in r.getMessage()]
     assert "No space left on device" in said and "sharedos upstream login docs" in said
     assert PREFIX not in said
+
+
+async def test_a_deeply_nested_token_endpoint_answer_fails_that_upstream_only(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """An authorization server answering a refresh with JSON nested a few thousand deep
+    (a few KiB, well under ``MAX_ANSWER_BYTES``): ``json.loads`` raises ``RecursionError``,
+    which is no ``ValueError``. It escaped the refresh out of the broker's listing: the
+    whole turn failed, every other upstream and built-in tool with it. It is the same for
+    a refused refresh (its error body is read for the ``error`` it names)."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "hal"))).rc == 0
+    store = open_store(tmp_path)
+    for status in ("200", "400"):
+        rec = store.load("docs", "default", "hal")
+        assert rec is not None
+        store.save("docs", "default", "hal", rec.model_copy(update={"expires_at": 1.0}))
+        servers.admin("garble", "hal", answer="[" * 5000, status=status)
+        async with brokered_host(tmp_path, host) as b:
+            async with b.turn(b.context("hal")) as t:  # renewed before its listing
+                assert await t.names() == []
+                report = "\n".join(t.upstreams.report())
+            assert "no credential" in report, report
+            async with b.turn(b.context("hal")) as t:  # the next refresh is answered well
+                got = await t.call("docs.whoami", {"path": status})
+            assert structured(got).get("subject") == "hal", text_of(got)

@@ -16,7 +16,8 @@ Both are built on the official SDK's auth modules:
   the secrets sent, as a careless AS would), and ``/admin/expire`` / ``/admin/revoke`` /
   ``/admin/downscope`` (``?user=NAME``) so a test can expire, revoke or narrow a
   user's tokens from the server's side (``/admin/garble&answer=JSON``: expire them,
-  and answer the user's next refresh with that JSON, as a broken AS would; with
+  and answer the user's next refresh with that JSON, as a broken AS would, with
+  HTTP ``&status=N`` (default 200); with
   ``@stream:N``, N MiB of one unending string, logged as ``streamed`` with the bytes
   sent when the answer ends or the client hangs up).
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
@@ -273,7 +274,7 @@ def serve_as(opts: argparse.Namespace) -> None:
         meta.grant_types_supported = [*(meta.grant_types_supported or []), TOKEN_EXCHANGE]
 
     #: user -> what their next refresh is answered with (not a usable token response)
-    garbled: dict[str, str] = {}
+    garbled: dict[str, tuple[str, int]] = {}
 
     async def metadata(request: Request) -> Response:
         return JSONResponse(meta.model_dump(mode="json", exclude_none=True))
@@ -294,13 +295,13 @@ def serve_as(opts: argparse.Namespace) -> None:
         if form.get("grant_type") == "refresh_token":
             spent = provider.refresh.get(str(form.get("refresh_token", "")))
             if spent is not None and spent.subject in garbled:
-                answer = garbled.pop(spent.subject)
+                answer, status = garbled.pop(spent.subject)
                 if answer.startswith("@stream:"):  # N MiB that never make a token response
                     return StreamingResponse(
                         endless(spent.subject, int(answer.removeprefix("@stream:"))),
                         media_type="application/json",
                     )
-                return Response(answer, media_type="application/json")
+                return Response(answer, status, media_type="application/json")
         if form.get("grant_type") != TOKEN_EXCHANGE:
             if opts.echo_refusals and form.get("grant_type") == "authorization_code":
                 try:
@@ -385,7 +386,10 @@ def serve_as(opts: argparse.Namespace) -> None:
         what = request.path_params["what"]
         tokens = provider.of_user(user)
         if what == "garble":  # the user's next refresh is answered with ?answer (JSON text)
-            garbled[user] = request.query_params.get("answer", '["not", "a", "token"]')
+            garbled[user] = (
+                request.query_params.get("answer", '["not", "a", "token"]'),
+                int(request.query_params.get("status", "200")),
+            )
         if what == "garble-registration":  # the next client registration gets ?answer
             garbled_registration.append(request.query_params.get("answer", '["no", "client"]'))
             return JSONResponse({"tokens": 0})
