@@ -88,12 +88,14 @@ def client_auth(client: Mapping[str, Any] | None, data: dict[str, str]) -> dict[
     """Add the registered client's authentication to a token/revocation request (the SDK's
     ``OAuthContext.prepare_token_auth``); the headers to send."""
     from mcp.client.auth.oauth2 import OAuthContext
-    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+    from mcp.shared.auth import OAuthClientMetadata
 
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
     if not client:
         return headers
-    info = OAuthClientInformationFull.model_validate(dict(client))
+    info = client_information(client)
+    if info is None:
+        raise OAuthError("the registered client is no RFC 7591 client information")
     data["client_id"] = info.client_id or ""
     ctx = OAuthContext(
         server_url="",
@@ -108,6 +110,23 @@ def client_auth(client: Mapping[str, Any] | None, data: dict[str, str]) -> dict[
     data.clear()
     data.update(new_data)
     return headers
+
+
+def client_information(client: Any) -> Any:
+    """``client`` (a registration answer, or a client kept from one) as the SDK's
+    ``OAuthClientInformationFull``, or None when it is none: an authorization server's
+    answer that has a ``client_id`` may still hold fields the SDK refuses (a redirect URI
+    that is no URL, an auth method that is a number), and those raised out of the token
+    request that used it."""
+    from mcp.shared.auth import OAuthClientInformationFull
+    from pydantic import ValidationError
+
+    if not isinstance(client, Mapping) or not isinstance(client.get("client_id"), str):
+        return None
+    try:
+        return OAuthClientInformationFull.model_validate(dict(client))
+    except (ValidationError, RecursionError):
+        return None
 
 
 def http_client() -> httpx2.AsyncClient:
@@ -443,7 +462,14 @@ class TokenSource:
         data = {"grant_type": "refresh_token", "refresh_token": rec.refresh_token}
         if rec.resource:
             data["resource"] = rec.resource  # RFC 8707: the same audience as before
-        headers = client_auth(rec.client, data)
+        try:
+            headers = client_auth(rec.client, data)
+        except OAuthError as exc:
+            self.problem = (
+                f"refreshing the token of {self.principal!r} for upstream {self.config.id!r} "
+                f"failed: {exc}; run `{login_command(self.config, self.principal)}`"
+            )
+            return None
         try:
             async with http_client() as http:
                 response = await bounded(
@@ -501,7 +527,11 @@ class TokenSource:
         }
         if oauth is not None and oauth.scopes:
             data["scope"] = " ".join(oauth.scopes)
-        headers = client_auth(client, data)
+        try:
+            headers = client_auth(client, data)
+        except OAuthError as exc:
+            self.problem = f"token exchange for {self.principal!r} failed: {exc}"
+            return None
         try:
             async with http_client() as http:
                 response = await bounded(
@@ -551,8 +581,8 @@ class TokenSource:
         if kept:
             with contextlib.suppress(ValueError, RecursionError):
                 found = json.loads(kept)
-                if isinstance(found, dict) and isinstance(found.get("client_id"), str):
-                    return found
+                if client_information(found) is not None:
+                    return dict(found)
             # not a client (a store written by hand?): register a new one below
         endpoint = meta.get("registration_endpoint")
         if not endpoint:
@@ -582,12 +612,14 @@ class TokenSource:
             client = answer_json(response)
         except ValueError:
             client = None
-        if not isinstance(client, dict) or not isinstance(client.get("client_id"), str):
-            # a non-object answer escaped the caller's OAuthError and took the whole turn
-            # down (every upstream with it): it is this upstream's failure only
+        if not isinstance(client, dict) or client_information(client) is None:
+            # a non-object answer, or one the SDK refuses as client information, escaped
+            # the caller's OAuthError and took the whole turn down (every upstream with
+            # it), and was kept for every later exchange: it is this upstream's failure only
             raise OAuthError(
                 f"upstream {self.config.id!r}: client registration at {endpoint} answered "
-                "no client (RFC 7591: a JSON object with a client_id)"
+                "no client (RFC 7591: a JSON object with a client_id, its fields of the "
+                "types RFC 7591 gives them)"
             )
         try:
             store.put_secret(self.config.id, _EXCHANGE_CLIENT, json.dumps(client))

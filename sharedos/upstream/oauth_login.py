@@ -326,7 +326,11 @@ async def logout(
             if not value:
                 continue
             data = {"token": value, "token_type_hint": kind}
-            headers = client_auth(rec.client, data)
+            try:
+                headers = client_auth(rec.client, data)
+            except OAuthError as exc:
+                results.append(f"{kind} not revoked ({exc})")
+                continue
             try:
                 async with http_client() as http:
                     response = await bounded(

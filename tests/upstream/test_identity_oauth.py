@@ -1007,3 +1007,33 @@ async def test_a_deeply_nested_token_endpoint_answer_fails_that_upstream_only(
             async with b.turn(b.context("hal")) as t:  # the next refresh is answered well
                 got = await t.call("docs.whoami", {"path": status})
             assert structured(got).get("subject") == "hal", text_of(got)
+
+
+async def test_a_registered_client_that_is_no_client_information_fails_that_upstream_only(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """A registration answered with an object that has a ``client_id`` but is no RFC 7591
+    client information (a redirect URI that is no URL, an auth method that is a number)
+    was kept in the token store as the upstream's exchange client; the exchange then
+    raised pydantic's ``ValidationError`` out of ``client_auth``, past the broker: the
+    whole turn failed, and so did every later turn of every principal that exchanged,
+    the bad client being kept. Now it is refused before it is kept."""
+    host = write_host(
+        tmp_path, servers, oauth_extra='subject_tokens = { dave = { env = "DAVE_SUBJECT" } }\n'
+    )
+    for answer in (
+        '{"client_id": "c1", "redirect_uris": ["not a url"]}',
+        '{"client_id": "c2", "token_endpoint_auth_method": 5}',
+    ):
+        servers.admin("garble-registration", "dave", answer=answer)
+        async with brokered_host(tmp_path, host, {"DAVE_SUBJECT": SUBJECT_TOKEN}) as b:
+            async with b.turn(b.context("dave")) as t:
+                assert await t.names() == []
+                report = "\n".join(t.upstreams.report())
+            assert "answered no client" in report, report
+            # nothing was kept: the next turn registers again, and the exchange goes through
+            async with b.turn(b.context("dave")) as t:
+                got = await t.call("docs.whoami", {"path": "a"})
+            assert got.is_error is False and structured(got)["subject"] == "dave", text_of(got)
+        open_store(tmp_path).delete("docs", "default", "dave")
+        open_store(tmp_path).delete_secret("docs", "sharedos-oauth-client")
