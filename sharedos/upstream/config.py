@@ -360,7 +360,7 @@ class UpstreamConfig(BaseModel):
         """How this upstream's path resources are checked: ``path_check``, or its default."""
         if self.path_check is not None:
             return self.path_check
-        if self.transport == "stdio" or _is_loopback(self.url or ""):
+        if self.transport == "stdio" or is_loopback(self.url or ""):
             return "local"
         return "unchecked"
 
@@ -436,7 +436,7 @@ def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
     """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
     import ipaddress
 
@@ -450,6 +450,15 @@ def _is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _plain_http_elsewhere(url: str) -> bool:
+    """True when ``url`` is plain ``http://`` to another machine (no TLS over a network)."""
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:
+        return False
+    return scheme == "http" and not is_loopback(url)
 
 
 class UpstreamConfigProblems(UpstreamError, ValueError):
@@ -742,6 +751,13 @@ def _check_oauth(
         report((uid, "oauth"), "must be a table ([upstream.ID.oauth])")
         data.pop("oauth")
         return
+    url = data.get("url")
+    if isinstance(url, str) and _plain_http_elsewhere(url):
+        report(
+            (uid, "url"),
+            "an OAuth upstream is reached over https:// (plain http:// only on this machine): "
+            "its principals' bearer tokens would cross the network in clear",
+        )
     for key in list(table):
         if key not in OAUTH_KEYS:
             report(

@@ -144,12 +144,39 @@ class OversizedAnswer(UpstreamError, httpx2.HTTPError):
     an ``httpx2.HTTPError`` too, so every caller's transport-failure branch takes it."""
 
 
+class InsecureEndpoint(UpstreamError, httpx2.HTTPError):
+    """An OAuth endpoint that is plain ``http://`` on another machine: tokens, subject tokens
+    and client secrets go over TLS only (OAuth 2.1, RFC 6750, RFC 8414); loopback is exempt
+    (a local authorization server, and the tests). An ``httpx2.HTTPError`` too."""
+
+
+def insecure_endpoint(url: str) -> InsecureEndpoint | None:
+    """The refusal for an OAuth request to ``url``, or None when it may be sent there."""
+    from sharedos.upstream.config import is_loopback
+
+    try:
+        scheme = httpx2.URL(url).scheme
+    except (httpx2.InvalidURL, ValueError):
+        scheme = ""
+    if scheme == "https" or (scheme == "http" and is_loopback(url)):
+        return None
+    return InsecureEndpoint(
+        f"{url} is not an https:// address: OAuth sends tokens and client secrets over TLS "
+        "only (plain http:// only on this machine), so nothing was sent to it"
+    )
+
+
 async def bounded(
     http: httpx2.AsyncClient, method: str, url: str, **kwargs: Any
 ) -> httpx2.Response:
     """``http.request(...)`` with its answer read up to ``MAX_ANSWER_BYTES`` and within
     ``HTTP_TIMEOUT_S`` in all: the authorization server is the upstream's to name, and is
-    trusted no more than the upstream (``OversizedAnswer``, ``httpx2.TimeoutException``)."""
+    trusted no more than the upstream (``OversizedAnswer``, ``httpx2.TimeoutException``).
+    Sent only over TLS, or to this machine (``InsecureEndpoint``): its metadata names the
+    endpoints, and a plain ``http://`` one elsewhere would get every secret in clear."""
+    refused = insecure_endpoint(url)
+    if refused is not None:
+        raise refused
     body = bytearray()
     try:
         with anyio.fail_after(HTTP_TIMEOUT_S):
@@ -478,7 +505,7 @@ class TokenSource:
         except httpx2.HTTPError as exc:
             self.problem = (
                 f"refreshing the token of {self.principal!r} for upstream {self.config.id!r} "
-                f"failed: {type(exc).__name__} at {rec.token_endpoint}"
+                f"failed: {why_failed(exc)} at {rec.token_endpoint}"
             )
             return None
         if response.status_code != 200:
@@ -538,7 +565,7 @@ class TokenSource:
                     http, "POST", meta["token_endpoint"], data=data, headers=headers
                 )
         except httpx2.HTTPError as exc:
-            self.problem = f"token exchange for {self.principal!r} failed: {type(exc).__name__}"
+            self.problem = f"token exchange for {self.principal!r} failed: {why_failed(exc)}"
             return None
         if response.status_code != 200:
             self.problem = (
@@ -602,7 +629,7 @@ class TokenSource:
                 response = await bounded(http, "POST", endpoint, json=body)
         except httpx2.HTTPError as exc:
             raise OAuthError(
-                f"client registration at {endpoint} failed: {type(exc).__name__}"
+                f"client registration at {endpoint} failed: {why_failed(exc)}"
             ) from None
         if response.status_code not in (200, 201):
             raise OAuthError(
@@ -631,6 +658,12 @@ class TokenSource:
                 exc.strerror or exc,
             )
         return client
+
+
+def why_failed(exc: BaseException) -> str:
+    """What an OAuth request's failure says: an insecure endpoint's sentence (no secret in
+    it), else the exception's type (an ``httpx`` message may quote what was sent)."""
+    return str(exc) if isinstance(exc, InsecureEndpoint) else type(exc).__name__
 
 
 _META_KEYS = (
@@ -714,7 +747,7 @@ async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> d
                     break
         except (httpx2.HTTPError, ValueError) as exc:
             raise OAuthError(
-                f"upstream {config.id!r}: its OAuth metadata could not be read ({type(exc).__name__})"
+                f"upstream {config.id!r}: its OAuth metadata could not be read ({why_failed(exc)})"
             ) from None
     if meta is None:
         raise OAuthError(f"upstream {config.id!r} publishes no OAuth authorization server metadata")

@@ -31,13 +31,16 @@ from sharedos.upstream.credentials import StoreOpener
 from sharedos.upstream.oauth import (
     HTTP_TIMEOUT_S,
     TOKEN_EXCHANGE_GRANT,
+    InsecureEndpoint,
     OAuthError,
     bounded,
     client_auth,
     configured_client,
     http_client,
+    insecure_endpoint,
     oauth_error,
     sent_secrets,
+    why_failed,
 )
 from sharedos.upstream.secrets import CredentialError
 from sharedos.upstream.tokenstore import TokenRecord, TokenStoreError
@@ -208,6 +211,12 @@ async def login(
     carried: list[str] = []
 
     async def note_sent(request: httpx2.Request) -> None:
+        # every request of the flow (metadata, registration, the code's exchange, the
+        # bearer's) goes over TLS or stays on this machine: the upstream's metadata names
+        # the authorization server, and a plain http:// one elsewhere would get it all in clear
+        refused = insecure_endpoint(str(request.url))
+        if refused is not None:
+            raise refused
         form: dict[str, str] = {}
         if request.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
             body = request.content.decode("utf-8", "replace")
@@ -294,7 +303,7 @@ def _describe(exc: BaseException, scrub: Callable[[str], str]) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     said = scrub(str(exc)).strip()
-    if isinstance(exc, OAuthError):
+    if isinstance(exc, OAuthError | InsecureEndpoint):
         return said
     text = said.splitlines()[0][:300] if said else ""
     return f"{type(exc).__name__}" + (f": {text}" if text else "")
@@ -342,7 +351,7 @@ async def logout(
                     else f"{kind} {oauth_error(response, sent_secrets(data, headers))}"
                 )
             except httpx2.HTTPError as exc:
-                results.append(f"{kind} not revoked ({type(exc).__name__})")
+                results.append(f"{kind} not revoked ({why_failed(exc)})")
         said = ", ".join(results)
     store().delete(config.id, tenant, principal)
     return True, f"{said}; removed from the token store"

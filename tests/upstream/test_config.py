@@ -194,3 +194,27 @@ def test_plain_names_that_only_contain_key_or_pass_stay_plain() -> None:
     )
     config = parse_host_config(text, "host.toml")
     assert set(config.upstream["a"].env) == {"KEYRING_BACKEND", "PASSTHROUGH", "COMPASS_DIR"}
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("http://docs.example.invalid/mcp", True),
+        ("http://192.0.2.7:8080/mcp", True),
+        ("https://docs.example.invalid/mcp", False),
+        ("http://127.0.0.1:8080/mcp", False),
+        ("http://localhost:8080/mcp", False),
+        ("http://[::1]:8080/mcp", False),
+    ],
+)
+def test_an_oauth_upstream_on_another_machine_is_reached_over_https_only(
+    url: str, refused: bool
+) -> None:
+    """Each principal's bearer token rides every request to an OAuth upstream: over plain
+    http:// to another machine it crossed the network in clear, and the host file passed."""
+    text = f'[upstream.a]\nurl = "{url}"\nidentity = "per-person"\n[upstream.a.oauth]\n'
+    if not refused:
+        parse_host_config(text, "host.toml", base_dir=Path("/etc/sharedos"))
+        return
+    (said,) = problems(text)
+    assert said.startswith("host.toml:2:1: upstream.a.url: an OAuth upstream is reached over"), said

@@ -1037,3 +1037,145 @@ async def test_a_registered_client_that_is_no_client_information_fails_that_upst
             assert got.is_error is False and structured(got)["subject"] == "dave", text_of(got)
         open_store(tmp_path).delete("docs", "default", "dave")
         open_store(tmp_path).delete_secret("docs", "sharedos-oauth-client")
+
+
+def _outside_address() -> str | None:
+    """An address of this machine that is not loopback (plain HTTP to it crosses a network)."""
+    import ipaddress
+    import socket
+
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # no packet is sent: only the route is looked up
+        address = str(s.getsockname()[0])
+        if not ipaddress.ip_address(address).is_loopback:
+            return address
+    return None
+
+
+@contextlib.contextmanager
+def plain_http_authorization_server(outside: str) -> Iterator[tuple[str, list[str]]]:
+    """An upstream on 127.0.0.1 whose protected-resource metadata names an authorization
+    server on this machine's outside address over plain ``http://`` (as a hostile or
+    careless upstream may): metadata, registration and a token endpoint. Yields the
+    upstream's URL and every request it got (host and path), in order."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            seen.append(f"{self.headers.get('Host')}{self.path}")
+            loop = f"http://127.0.0.1:{port}"
+            away = f"http://{outside}:{port}"
+            if self.path.startswith("/.well-known/oauth-protected-resource"):
+                self._send(200, {"resource": f"{loop}/mcp", "authorization_servers": [away]})
+            elif self.path.startswith("/.well-known/oauth-authorization-server"):
+                self._send(
+                    200,
+                    {
+                        "issuer": away,
+                        "authorization_endpoint": f"{away}/authorize",
+                        "token_endpoint": f"{away}/token",
+                        "registration_endpoint": f"{away}/register",
+                        "response_types_supported": ["code"],
+                        "grant_types_supported": [
+                            "authorization_code",
+                            "urn:ietf:params:oauth:grant-type:token-exchange",
+                        ],
+                    },
+                )
+            else:
+                self._send(404, {})
+
+        def do_POST(self) -> None:
+            seen.append(f"{self.headers.get('Host')}{self.path}")
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.path == "/mcp":
+                hint = f'Bearer resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"'
+                self._send(401, {}, {"WWW-Authenticate": hint})
+            elif self.path == "/register":
+                self._send(201, {"client_id": "c-plain", "client_secret": "plain-client-secret-1"})
+            elif self.path == "/token":
+                self._send(400, {"error": "invalid_grant", "error_description": body.decode()})
+            else:
+                self._send(404, {})
+
+    server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_no_secret_is_sent_to_an_authorization_server_over_plain_http(
+    tmp_path: Path,
+) -> None:
+    """OAuth 2.1 (and RFC 8414, RFC 6750) send tokens and client secrets only over TLS.
+    The authorization server is the upstream's to name, in its metadata: one named as
+    ``http://`` on another host got dave's host-provided subject token (an identity
+    provider's token, good elsewhere too) and the client secret in clear text across the
+    network. Now an authorization server's endpoint must be ``https://`` (or on this
+    machine): nothing is sent, and the report says why."""
+    outside = _outside_address()
+    if outside is None:
+        pytest.skip("this machine has no address but loopback")
+    with plain_http_authorization_server(outside) as (url, seen):
+        host = tmp_path / "host.toml"
+        key = tmp_path / "token.key"
+        key.write_text(generate_key() + "\n", encoding="utf-8")
+        key.chmod(0o600)
+        host.write_text(
+            f"""[tokens]
+path = "store"
+key = {{ file = "token.key" }}
+
+[upstream.docs]
+url = "{url}"
+pinning = "off"
+
+[upstream.docs.oauth]
+subject_tokens = {{ dave = {{ env = "DAVE_SUBJECT" }} }}
+""",
+            encoding="utf-8",
+        )
+        env = {"DAVE_SUBJECT": SUBJECT_TOKEN}
+        async with brokered_host(tmp_path, host, env) as b, b.turn(b.context("dave")) as t:
+            assert await t.names() == []
+            report = "\n".join(t.upstreams.report())
+        # the sign-in, run by the SDK, goes no further than the metadata's address either
+        done = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [
+                    *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+                    *("--principal", "erin", "--no-browser", "--wait", "5"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={k: v for k, v in os.environ.items() if k != "SHAREDOS_TOKEN_KEY"},
+            )
+        )
+    away = [s for s in seen if s.startswith(f"{outside}:")]
+    assert away == [], away  # not one request left this machine in clear
+    assert "https" in report and SUBJECT_TOKEN not in report, report
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "https" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "/authorize" not in done.stderr, done.stderr
