@@ -374,6 +374,10 @@ class UpstreamConnection:
             return None
         source = self.credentials.auth
         principal = source.principal if source is not None else None
+        # the upstream words the refusal: scrubbed of this session's credentials and of the
+        # tokens held now (a static credential, or one renewed since the scrubber was made)
+        held = source.secrets() if source is not None else ()
+        denial = denial.scrubbed(Redactor((*self.credentials.secrets(), *held)))
         return UpstreamFailure(
             ReasonCode.UPSTREAM_UNAUTHORIZED,
             denial_message(self.config, self.credentials.identity, denial, principal),

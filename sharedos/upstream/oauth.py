@@ -63,6 +63,13 @@ class Denial:
     error: str | None = None
     scope: str | None = None
 
+    def scrubbed(self, redactor: Redactor) -> Denial:
+        """This denial with the upstream's words (``error``, ``scope``) scrubbed of
+        ``redactor``'s secrets and capped: an upstream may echo the bearer it got."""
+        error = redactor.scrub(self.error)[:80] if self.error else self.error
+        scope = redactor.scrub(self.scope)[:200] if self.scope else self.scope
+        return Denial(self.status, error, scope)
+
     @property
     def insufficient_scope(self) -> bool:
         """True for a 403 whose ``WWW-Authenticate`` says ``insufficient_scope``."""
@@ -787,15 +794,20 @@ class CredentialAuth(httpx2.Auth):
         if token is not None:
             request.headers["Authorization"] = f"Bearer {token}"
         response = yield request
+        sent = [token] if token is not None else []
         if response.status_code == 401 and source is not None and token is not None:
             fresh = await source.recover(token)
             if fresh is not None and fresh != token:
                 # no aclose here: httpx reads the refused response itself before the retry
                 # (closing it first makes that read fail and ends the session)
                 request.headers["Authorization"] = f"Bearer {fresh}"
+                sent.append(fresh)
                 response = yield request
         denial = _denial_of(response)
         if denial is not None:
+            # the refusal's words are the upstream's: never a token this request carried
+            # (one renewed a moment ago included, which no scrubber may hold yet)
+            denial = denial.scrubbed(Redactor([*sent, *(source.secrets() if source else ())]))
             if source is not None:
                 source.last_denial = denial
             if self._on_denial is not None:

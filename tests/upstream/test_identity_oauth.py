@@ -1179,3 +1179,40 @@ subject_tokens = {{ dave = {{ env = "DAVE_SUBJECT" }} }}
     assert done.returncode == 1, done.stdout + done.stderr
     assert "https" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert "/authorize" not in done.stderr, done.stderr
+
+
+async def test_a_renewed_token_the_upstream_echoes_in_its_refusal_is_not_relayed(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """After a 401 SharedOS renews the token and retries; an upstream that refuses the
+    retry too, wording its ``WWW-Authenticate`` ``error`` as the bearer it got, named the
+    token renewed a moment before: no scrubber held it yet where the failure was made."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "ned"))).rc == 0
+    port = free_port()
+    text = host.read_text(encoding="utf-8").replace(servers.url, f"http://127.0.0.1:{port}/mcp")
+    host.write_text(text.replace('pinning = "off"', 'pinning = "off"\nprotocol = "legacy"'))
+    rules = """
+namespace docs
+requirement docs.scoped { action read; resource "doc:{args.path}" }
+requirement docs.echo   { action read; resource "doc:{args.path}" }
+permit read on "doc:*"
+toolpolicy run { mode open
+  managed docs.* }
+"""
+    server = [PY, str(DATA / "hostile_http_server.py"), str(port), "--mode", "refuse-call"]
+    with http_process(server, port):
+        async with brokered_host(tmp_path, host, rules=rules) as b:
+            async with b.turn(b.context("ned")) as t:
+                echoed = await t.call("docs.echo", {"path": "a"})
+            records = b.records(t.context.turn_id)
+    assert servers.issued("ned") == ["authorization_code", "refresh_token"]
+    assert structured(echoed)["reason"] == "upstream_unauthorized", text_of(echoed)
+    tokens = [t.access_token for t in [open_store(tmp_path).load("docs", "default", "ned")] if t]
+    assert tokens
+    scan = SecretScan(*tokens)
+    scan.text("the refused call", text_of(echoed))
+    scan.text("the evidence", (tmp_path / "evidence.sqlite").read_bytes())
+    scan.assert_clean()
+    assert [str(r.reason) for r in records] == ["upstream_unauthorized"]
+    assert PREFIX not in text_of(echoed), text_of(echoed)
