@@ -835,11 +835,14 @@ def denial_message(
 ) -> str:
     """The sentence a refused call (or listing) fails with: who was refused, and what the
     operator runs. Never a token."""
+    import shlex
+
     how = login_command(config, principal) if principal is not None else None
     if denial.insufficient_scope:
         need = f" (it asks for scope {denial.scope!r})" if denial.scope else ""
         fix = (
-            f"`{how} --scope {denial.scope}`"
+            # the scope is the upstream's text: quoted, so the command is one command
+            f"`{how} --scope {shlex.quote(denial.scope)}`"
             if how and denial.scope
             else (f"`{how}`" if how else "a credential with that scope")
         )

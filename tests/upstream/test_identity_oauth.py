@@ -1181,6 +1181,75 @@ subject_tokens = {{ dave = {{ env = "DAVE_SUBJECT" }} }}
     assert "/authorize" not in done.stderr, done.stderr
 
 
+async def test_a_refusal_the_upstream_words_can_neither_leak_the_token_nor_inject_a_command(
+    tmp_path: Path,
+) -> None:
+    """An upstream refusing a call words its ``WWW-Authenticate`` header itself. Its
+    ``error`` went into the failure unscrubbed: an upstream that put there the bearer the
+    request carried had rita's token relayed to the harness and kept in the evidence.
+    Its 403 ``scope`` went unquoted into the command the failure tells the operator to
+    run (``sharedos upstream login ... --scope docs; touch /tmp/pwned #``): pasted, it
+    runs the upstream's shell command. Now the text is scrubbed, and the scope quoted."""
+    from sharedos.upstream.tokenstore import TokenRecord
+
+    token = f"{PREFIX}-rita-4c1d9e0f7a2b"
+    port = free_port()
+    host = tmp_path / "host.toml"
+    key = tmp_path / "token.key"
+    key.write_text(generate_key() + "\n", encoding="utf-8")
+    key.chmod(0o600)
+    host.write_text(
+        f"""[tokens]
+path = "store"
+key = {{ file = "token.key" }}
+
+[upstream.docs]
+url = "http://127.0.0.1:{port}/mcp"
+pinning = "off"
+protocol = "legacy"
+
+[upstream.docs.oauth]
+""",
+        encoding="utf-8",
+    )
+    open_store(tmp_path).save(
+        "docs",
+        "default",
+        "rita",
+        TokenRecord(access_token=token, obtained_via="authorization_code", obtained_at=1.0),
+    )
+    rules = """
+namespace docs
+requirement docs.scoped { action read; resource "doc:{args.path}" }
+requirement docs.echo   { action read; resource "doc:{args.path}" }
+permit read on "doc:*"
+toolpolicy run { mode open
+  managed docs.* }
+"""
+    server = [PY, str(DATA / "hostile_http_server.py"), str(port), "--mode", "refuse-call"]
+    with http_process(server, port):
+        async with brokered_host(tmp_path, host, rules=rules) as b:
+            async with b.turn(b.context("rita")) as t:
+                scoped = await t.call("docs.scoped", {"path": "a"})
+                echoed = await t.call("docs.echo", {"path": "a"})
+            records = b.records(t.context.turn_id)
+    for result in (scoped, echoed):
+        assert structured(result)["reason"] == "upstream_unauthorized", text_of(result)
+    said = text_of(echoed)
+    assert token not in said and "rita" in said, said
+    scan = SecretScan(token)
+    scan.text("the refused calls", text_of(scoped) + said)
+    scan.text("the evidence", (tmp_path / "evidence.sqlite").read_bytes())
+    assert [str(r.reason) for r in records] == ["upstream_unauthorized"] * 2
+    scan.assert_clean()
+    (command,) = re.findall(r"`(sharedos upstream login [^`]*)`", text_of(scoped))
+    import shlex
+
+    words = list(shlex.shlex(command, posix=True, punctuation_chars=True))
+    assert words[:3] == ["sharedos", "upstream", "login"], words
+    assert not {";", "&", "|", "&&", "||", "#"} & set(words), words  # one command, no more
+
+
 async def test_a_renewed_token_the_upstream_echoes_in_its_refusal_is_not_relayed(
     tmp_path: Path, servers: Servers
 ) -> None:
