@@ -519,7 +519,7 @@ class TokenSource:
             self.problem = (
                 f"the authorization server refused to refresh the token of {self.principal!r} "
                 f"for upstream {self.config.id!r} "
-                f"({oauth_error(response, sent_secrets(data, headers))}): run "
+                f"({oauth_error(response, [*sent_secrets(data, headers), *self.secrets()])}): run "
                 f"`{login_command(self.config, self.principal)}`"
             )
             return None
@@ -578,7 +578,7 @@ class TokenSource:
             self.problem = (
                 f"the authorization server of upstream {self.config.id!r} refused the token "
                 f"exchange for {self.principal!r} "
-                f"({oauth_error(response, sent_secrets(data, headers))})"
+                f"({oauth_error(response, [*sent_secrets(data, headers), *self.secrets()])})"
             )
             return None
         try:
@@ -640,7 +640,7 @@ class TokenSource:
             ) from None
         if response.status_code not in (200, 201):
             raise OAuthError(
-                f"upstream {self.config.id!r}: client registration refused ({oauth_error(response)})"
+                f"upstream {self.config.id!r}: client registration refused ({oauth_error(response, self.secrets())})"
             )
         try:
             client = answer_json(response)

@@ -328,6 +328,8 @@ async def logout(
     said = "not revoked (the authorization server offers no revocation endpoint)"
     if rec.revocation_endpoint:
         results = []
+        # a refusal may name either token (not only the one its request carried)
+        held = [t for t in (rec.refresh_token, rec.access_token) if t]
         for kind, value in (
             ("refresh_token", rec.refresh_token),
             ("access_token", rec.access_token),
@@ -348,7 +350,7 @@ async def logout(
                 results.append(
                     f"{kind} revoked"
                     if response.status_code == 200
-                    else f"{kind} {oauth_error(response, sent_secrets(data, headers))}"
+                    else f"{kind} {oauth_error(response, [*sent_secrets(data, headers), *held])}"
                 )
             except httpx2.HTTPError as exc:
                 results.append(f"{kind} not revoked ({why_failed(exc)})")

@@ -1285,3 +1285,27 @@ toolpolicy run { mode open
     scan.assert_clean()
     assert [str(r.reason) for r in records] == ["upstream_unauthorized"]
     assert PREFIX not in text_of(echoed), text_of(echoed)
+
+
+async def test_a_refused_refresh_that_names_the_expired_access_token_leaks_nothing(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """A refused refresh's ``error_description`` is the authorization server's text, and
+    was scrubbed only of what the refresh request carried (the refresh token, the client's
+    secret): a server naming the expired access token it had issued (``token ... has
+    expired``) had that token printed in the turn report."""
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "ivy"))).rc == 0
+    store = open_store(tmp_path)
+    rec = store.load("docs", "default", "ivy")
+    assert rec is not None
+    store.save("docs", "default", "ivy", rec.model_copy(update={"expires_at": 1.0}))
+    said = {"error": "invalid_grant", "error_description": f"{rec.access_token} has expired"}
+    servers.admin("garble", "ivy", answer=json.dumps(said), status="400")
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("ivy")) as t:
+        assert await t.names() == []
+        report = "\n".join(t.upstreams.report())
+    assert "invalid_grant" in report and "has expired" in report, report
+    scan = SecretScan(rec.access_token)
+    scan.text("the turn report", report)
+    scan.assert_clean()
