@@ -171,6 +171,10 @@ async def login(
     seen: list[str] = []
 
     async def redirect_handler(url: str) -> None:
+        # where the person types their password: never plain http:// to another machine
+        refused = insecure_endpoint(url.split("?", 1)[0])
+        if refused is not None:
+            raise refused
         seen.append(url)
         out.write(
             f"sign in as {principal} to upstream {config.id}: open this address in a browser\n"

@@ -1053,11 +1053,14 @@ def _outside_address() -> str | None:
 
 
 @contextlib.contextmanager
-def plain_http_authorization_server(outside: str) -> Iterator[tuple[str, list[str]]]:
+def plain_http_authorization_server(
+    outside: str, *, only_authorize: bool = False
+) -> Iterator[tuple[str, list[str]]]:
     """An upstream on 127.0.0.1 whose protected-resource metadata names an authorization
     server on this machine's outside address over plain ``http://`` (as a hostile or
     careless upstream may): metadata, registration and a token endpoint. Yields the
-    upstream's URL and every request it got (host and path), in order."""
+    upstream's URL and every request it got (host and path), in order. ``only_authorize``:
+    only its authorization endpoint (where the browser signs in) is named so."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -1081,6 +1084,9 @@ def plain_http_authorization_server(outside: str) -> Iterator[tuple[str, list[st
             seen.append(f"{self.headers.get('Host')}{self.path}")
             loop = f"http://127.0.0.1:{port}"
             away = f"http://{outside}:{port}"
+            signin = away
+            if only_authorize:
+                away = loop
             if self.path.startswith("/.well-known/oauth-protected-resource"):
                 self._send(200, {"resource": f"{loop}/mcp", "authorization_servers": [away]})
             elif self.path.startswith("/.well-known/oauth-authorization-server"):
@@ -1088,7 +1094,7 @@ def plain_http_authorization_server(outside: str) -> Iterator[tuple[str, list[st
                     200,
                     {
                         "issuer": away,
-                        "authorization_endpoint": f"{away}/authorize",
+                        "authorization_endpoint": f"{signin}/authorize",
                         "token_endpoint": f"{away}/token",
                         "registration_endpoint": f"{away}/register",
                         "response_types_supported": ["code"],
@@ -1309,3 +1315,34 @@ async def test_a_refused_refresh_that_names_the_expired_access_token_leaks_nothi
     scan = SecretScan(rec.access_token)
     scan.text("the turn report", report)
     scan.assert_clean()
+
+
+def test_the_sign_in_address_is_never_plain_http_to_another_machine(tmp_path: Path) -> None:
+    """The authorization endpoint is where a person types their password (in a browser
+    ``login`` opens, or the address it prints): the metadata naming it as plain
+    ``http://`` on another host had ``login`` print and open it."""
+    outside = _outside_address()
+    if outside is None:
+        pytest.skip("this machine has no address but loopback")
+    with plain_http_authorization_server(outside, only_authorize=True) as (url, _seen):
+        host = tmp_path / "host.toml"
+        key = tmp_path / "token.key"
+        key.write_text(generate_key() + "\n", encoding="utf-8")
+        key.chmod(0o600)
+        host.write_text(
+            f'[tokens]\npath = "store"\nkey = {{ file = "token.key" }}\n\n'
+            f'[upstream.docs]\nurl = "{url}"\npinning = "off"\n\n[upstream.docs.oauth]\n',
+            encoding="utf-8",
+        )
+        done = subprocess.run(
+            [
+                *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
+                *("--principal", "erin", "--no-browser", "--wait", "5"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{outside}:" in done.stderr and "https" in done.stderr, done.stderr
+    assert "open this address" not in done.stdout + done.stderr, done.stdout + done.stderr
