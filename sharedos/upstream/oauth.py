@@ -326,6 +326,9 @@ class TokenSource:
         self._subject = subject_token
         self._record: TokenRecord | None = None
         self._loaded = False
+        #: ``_record`` is what the store holds (read from it, or saved to it): the store
+        #: holding nothing then means the principal was signed out since
+        self._persisted = False
         self._lock = anyio.Lock()
         #: called with every token value SharedOS holds after a change (scrubbers follow)
         self.on_change: Callable[[tuple[str, ...]], None] | None = None
@@ -353,6 +356,7 @@ class TokenSource:
                 )
                 self._record = None
             self._loaded = True
+            self._persisted = self._record is not None
             self._changed()
         return self._record
 
@@ -361,8 +365,10 @@ class TokenSource:
         (its disk full) is still held: the authorization server may have rotated the refresh
         token, so it is the only good one left; this host uses it and says what to run."""
         self._record = record
+        self._persisted = False
         try:
             self._store().save(self.config.id, self.tenant, self.principal, record)
+            self._persisted = True
         except (TokenStoreError, OSError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             logger.warning(
@@ -455,8 +461,30 @@ class TokenSource:
         if rec is not None and stored.access_token == rec.access_token:
             return None
         self._record = stored
+        self._persisted = True
         self._changed()
         return stored
+
+    def _removed_elsewhere(self) -> bool:
+        """True when the store no longer holds the tokens this source read from it or saved
+        there: another process signed the principal out (``sharedos upstream logout``).
+        They are dropped here too: renewing them would write them back, undoing the
+        sign-out for every later run (RFC 7009 revocation is optional)."""
+        if self._record is None or not self._persisted:
+            return False
+        try:
+            if self._store().load(self.config.id, self.tenant, self.principal) is not None:
+                return False
+        except TokenStoreError:
+            return False
+        self._record, self._persisted = None, False
+        self._changed()
+        self.problem = (
+            f"the tokens of {self.principal!r} for upstream {self.config.id!r} were removed "
+            f"from the token store (signed out); to sign in again: "
+            f"`{login_command(self.config, self.principal)}`"
+        )
+        return True
 
     async def _renew(self, rec: TokenRecord | None) -> str | None:
         stored = self._renewed_elsewhere(rec)
@@ -464,6 +492,8 @@ class TokenSource:
             if not stored.expired(REFRESH_SKEW_S):
                 return stored.access_token
             rec = stored
+        elif self._removed_elsewhere():
+            rec = None  # signed out: never renewed (a subject token may still be exchanged)
         if rec is not None and rec.refresh_token and rec.token_endpoint:
             renewed = await self._refresh(rec)
             if renewed is not None:

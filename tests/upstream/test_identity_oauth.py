@@ -1346,3 +1346,46 @@ def test_the_sign_in_address_is_never_plain_http_to_another_machine(tmp_path: Pa
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{outside}:" in done.stderr and "https" in done.stderr, done.stderr
     assert "open this address" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+async def test_a_sign_out_elsewhere_is_not_undone_by_a_running_hosts_refresh(
+    tmp_path: Path,
+) -> None:
+    """``sharedos upstream logout`` removes a principal's tokens from the store (revoking
+    them where the server offers it; RFC 7009 is optional). A running host that held the
+    tokens renewed them at the next expiry with the refresh token it had, and saved them
+    back: the sign-out was undone, the tokens in the store again for every later run.
+    Tokens another process renewed are taken from the store; tokens it removed must be
+    taken as removed too."""
+    as_port, rs_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{as_port}"
+    as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp_path / "as.log")]
+    as_argv += ["--token-prefix", PREFIX, "--no-revocation"]
+    rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
+    rs_argv += ["--log", str(tmp_path / "rs.log")]
+    with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
+        servers = Servers(
+            issuer, f"http://127.0.0.1:{rs_port}/mcp", tmp_path / "as.log", tmp_path / "rs.log"
+        )
+        host = write_host(tmp_path, servers)
+        assert (await anyio.to_thread.run_sync(lambda: login(host, "kim"))).rc == 0
+        async with brokered_host(tmp_path, host) as b:
+            async with b.turn(b.context("kim")) as t:
+                first = await t.call("docs.whoami", {"path": "a"})
+            assert structured(first).get("subject") == "kim", text_of(first)
+            argv = [SHAREDOS, "upstream", "logout", "docs", "--host-config", str(host)]
+            out = subprocess.run(
+                [*argv, "--principal", "kim"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert out.returncode == 0 and "not revoked" in out.stdout + out.stderr, out
+            servers.admin("expire", "kim")  # the access token this host holds runs out
+            async with b.turn(b.context("kim")) as t:
+                names = await t.names()
+                report = "\n".join(t.upstreams.report())
+        assert open_store(tmp_path).load("docs", "default", "kim") is None  # still signed out
+        assert servers.issued("kim") == ["authorization_code"], servers.issued("kim")
+        assert names == [], names
+        assert "sharedos upstream login docs" in report, report

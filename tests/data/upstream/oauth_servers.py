@@ -19,7 +19,8 @@ Both are built on the official SDK's auth modules:
   and answer the user's next refresh with that JSON, as a broken AS would, with
   HTTP ``&status=N`` (default 200); with
   ``@stream:N``, N MiB of one unending string, logged as ``streamed`` with the bytes
-  sent when the answer ends or the client hangs up).
+  sent when the answer ends or the client hangs up); ``--no-revocation``: no revocation
+  endpoint is offered (RFC 7009 is optional).
 - ``rs``: the SDK's low-level ``Server`` over streamable HTTP with
   ``AuthSettings`` + a token verifier that introspects at the AS: a 401 with
   ``WWW-Authenticate`` and protected-resource metadata (RFC 9728) for a missing
@@ -259,7 +260,7 @@ def serve_as(opts: argparse.Namespace) -> None:
         client_registration_options=ClientRegistrationOptions(
             enabled=True, valid_scopes=opts.scope, default_scopes=opts.scope
         ),
-        revocation_options=RevocationOptions(enabled=True),
+        revocation_options=RevocationOptions(enabled=not opts.no_revocation),
     )
     authenticator = ClientAuthenticator(provider)  # type: ignore[arg-type]
     sdk_token = TokenHandler(provider, authenticator).handle  # type: ignore[arg-type]
@@ -267,7 +268,7 @@ def serve_as(opts: argparse.Namespace) -> None:
         AnyHttpUrl(issuer),
         None,
         ClientRegistrationOptions(enabled=True, valid_scopes=opts.scope),
-        RevocationOptions(enabled=True),
+        RevocationOptions(enabled=not opts.no_revocation),
     )
     meta.introspection_endpoint = AnyHttpUrl(f"{issuer}/introspect")
     if subjects:
@@ -568,6 +569,9 @@ def main() -> None:
         "--echo-refusals",
         action="store_true",
         help="as: a refused exchange's (or client's) error_description repeats what was sent",
+    )
+    parser.add_argument(
+        "--no-revocation", action="store_true", help="as: offer no revocation endpoint"
     )
     opts = parser.parse_args()
     opts.scope = opts.scope or ["docs"]
