@@ -90,14 +90,18 @@ class Kernel:
         self._clock = clock
         # only a policy that reads context.now is given it: building it costs a few us
         self._reads_clock = bool(getattr(policy, "reads_clock", False))
+        # ``cache_key`` leaves the turn out; a policy that reads ``context.turn_id`` (or one
+        # that does not say) may list other tools for another turn of the same user
+        self._reads_turn_id = bool(getattr(policy, "reads_turn_id", True))
         if self._reads_clock:
             from sharedos.policy.clock import zone
 
             zone(time_zone)  # an unknown zone fails here, not on the first call
         # Catalogues are cached per (registry version, context, run policy) when
         # no provider contributed per-context tools. The key carries the whole
-        # context (cache_key) so one user's catalogue is never served to another.
-        self._cache: LRUCache[tuple[int, str, ToolPolicy], TurnCatalog] = LRUCache(cache_size)
+        # context (cache_key) so one user's catalogue is never served to another,
+        # and the turn id when the policy reads it, so one turn's is never another's.
+        self._cache: LRUCache[tuple[int, str, str, ToolPolicy], TurnCatalog] = LRUCache(cache_size)
         self._cache_lock = threading.Lock()
         self._eligible: LRUCache[
             tuple[int, ToolPolicy], tuple[tuple[ToolDefinition, RequirementKey | None], ...]
@@ -286,7 +290,8 @@ class Kernel:
         some arguments exist for which the call would be allowed.
         """
         version = self.registry.version
-        key = (version, context.cache_key, tool_policy)
+        turn = context.turn_id if self._reads_turn_id else ""
+        key = (version, context.cache_key, turn, tool_policy)
         if not self.registry.has_providers:
             with self._cache_lock:
                 cached = self._cache.get(key)

@@ -84,6 +84,13 @@ class PolicySet(Evaluator):
         return bool(self._program.get("reads_clock", False))
 
     @property
+    def reads_turn_id(self) -> bool:
+        """True when some condition or pattern reads ``context.turn_id``: what such a
+        policy permits may differ from turn to turn of one user, so nothing decided for
+        one turn is kept for another (``AccessContext.cache_key`` leaves the turn out)."""
+        return bool(self._program.get("reads_turn_id", True))
+
+    @property
     def sources(self) -> Mapping[str, str]:
         """file -> SHA-256 of the source text compiled."""
         return dict(self._program["sources"])

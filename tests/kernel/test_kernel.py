@@ -18,7 +18,7 @@ from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
 from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.toolpolicy import RunMode, ToolPolicy
 
-from .conftest import ADMIN, ALICE, ALL, NO_DELETE, compile_source, echo_handler
+from .conftest import ADMIN, ALICE, ALL, NO_DELETE, POLICY, compile_source, echo_handler
 
 
 def test_listing_is_sorted_filtered_and_hashed(kernel: Kernel) -> None:
@@ -247,3 +247,35 @@ def test_listed_iff_some_call_succeeds(
             assert Outcome.SUCCEEDED in seen, f"{tool} listed but no witness call succeeds"
         else:
             assert seen == {Outcome.DENIED}, f"{tool} unlisted but some call was not denied: {seen}"
+
+
+def test_a_policy_reading_the_turn_id_lists_each_turn_for_itself() -> None:
+    """The catalogue cache key leaves the turn out (``cache_key``); a policy that reads
+    ``context.turn_id`` must not have one turn's catalogue served to another turn."""
+    policy = compile_source(
+        "namespace misc\n"
+        "requirement misc.echo { action call; resource path(args.path) }\n"
+        'permit call on "/**" when context.turn_id == "turn-a"\n',
+        "turn.sos",
+    )
+    assert policy.reads_turn_id
+    registry = ToolRegistry(
+        [
+            ToolDefinition(
+                name="misc.echo",
+                description="Echo.",
+                input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+                handler=echo_handler,
+            )
+        ]
+    )
+    kernel = Kernel(policy, registry)
+    run = ToolPolicy(name="misc", mode=RunMode.OPEN, managed=("misc.*",))
+    turn_a = AccessContext(principal="alice", turn_id="turn-a")
+    turn_b = AccessContext(principal="alice", turn_id="turn-b")
+    assert kernel.list_tools(turn_a, run).names == {"misc.echo"}
+    # listed for turn-b means a call of turn-b could succeed: it cannot
+    assert kernel.list_tools(turn_b, run).names == frozenset()
+    assert kernel.list_tools(turn_a, run).names == {"misc.echo"}
+    # a policy that does not read the turn id still shares one catalogue across turns
+    assert not compile_source(POLICY, "k.sos").reads_turn_id
