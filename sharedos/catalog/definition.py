@@ -23,6 +23,7 @@ from typing import Any
 import rfc8785
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
+from mcp.shared.inbound import find_invalid_x_mcp_header
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -137,6 +138,15 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
     problem = schema_problem(out)  # remembered by the schema's content hash
     if problem is not None:
         raise ToolDefinitionError(f"tool {tool!r}: {field} is not a valid JSON Schema: {problem}")
+    if field == "inputSchema":
+        header = find_invalid_x_mcp_header(out)
+        if header is not None:
+            # MCP 2026-07-28 clients MUST drop such a tool from the listing, silently: it
+            # would be in the catalogue (and its hash) but never reach the model
+            raise ToolDefinitionError(
+                f"tool {tool!r}: {field} has an x-mcp-header annotation MCP clients refuse "
+                f"({header}); a 2026-07-28 client drops the whole tool"
+            )
     return out
 
 

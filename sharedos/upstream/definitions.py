@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
+from mcp.shared.inbound import find_invalid_x_mcp_header
 from pydantic import SecretStr, ValidationError
 
 from sharedos import canonical
@@ -165,6 +166,20 @@ def over_limits(wire: Mapping[str, Any], position: int, limits: UpstreamLimits) 
         if value is not None and _size(value) > limits.max_schema_bytes:
             return f"its {label} is over limits.max_schema_bytes ({limits.max_schema_bytes} bytes)"
     return ""
+
+
+def header_problem(wire: Mapping[str, Any]) -> str:
+    """Why a listed tool's ``inputSchema`` has ``x-mcp-header`` annotations MCP clients
+    refuse, or "". A 2026-07-28 client session (SharedOS's own, listing the upstream, as
+    well as the harness's, listing the bridge) drops such a tool without a word; taken
+    out here, before the session sees it, it is refused by name like any other."""
+    problem = find_invalid_x_mcp_header(wire.get("inputSchema"))
+    if problem is None:
+        return ""
+    return (
+        f"its inputSchema has an x-mcp-header annotation MCP clients refuse ({problem}); "
+        "a 2026-07-28 client drops the whole tool"
+    )
 
 
 def published_name(config: UpstreamConfig, raw_name: str) -> str:

@@ -62,7 +62,7 @@ from pydantic import ValidationError
 from sharedos.compat import mcp_sdk
 from sharedos.jsonrpc_id import EDGE_BYTES, message_id
 from sharedos.upstream.config import UpstreamLimits
-from sharedos.upstream.definitions import over_limits
+from sharedos.upstream.definitions import header_problem, over_limits
 
 logger = logging.getLogger("sharedos.upstream")
 
@@ -200,7 +200,7 @@ class ListingScreen:
             for tool in result["tools"]:
                 self._seen += 1
                 wire = tool if isinstance(tool, dict) else {}
-                problem = over_limits(wire, self._seen, self.limits)
+                problem = over_limits(wire, self._seen, self.limits) or header_problem(wire)
                 if problem:
                     # only a name's head is kept: reports shorten it anyway
                     self._dropped.append((str(wire.get("name", ""))[:256], problem))

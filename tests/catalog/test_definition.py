@@ -74,6 +74,40 @@ def test_schemas_the_sdk_would_reject_are_refused(schema: object, message: str) 
         make(inputSchema=schema)
 
 
+def _prop(header: object, kind: str = "string") -> dict[str, object]:
+    return {"type": kind, "x-mcp-header": header}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"path": _prop("bad header")}},
+        {"type": "object", "properties": {"a": _prop("P"), "b": _prop("p")}},
+        {"type": "object", "properties": {"path": _prop("Path", "object")}},
+        {"type": "object", "properties": {"path": _prop(7)}},
+        {"type": "object", "x-mcp-header": "Root"},
+        {"type": "object", "properties": {"a": {"anyOf": [_prop("Deep")]}}},
+    ],
+)
+def test_an_input_schema_a_2026_client_drops_the_tool_for_is_refused(
+    schema: dict[str, object],
+) -> None:
+    """MCP 2026-07-28 clients drop a listed tool whose x-mcp-header annotations are invalid,
+    silently: published, it would be in the catalogue and its hash but never reach the model."""
+    from mcp.shared.inbound import find_invalid_x_mcp_header
+
+    assert find_invalid_x_mcp_header(schema) is not None
+    with pytest.raises(ValidationError, match="x-mcp-header annotation MCP clients refuse"):
+        make(inputSchema=schema)
+
+
+def test_valid_x_mcp_headers_register() -> None:
+    schema = {"type": "object", "properties": {"path": _prop("Path"), "n": _prop("N", "integer")}}
+    assert make(inputSchema=schema).published.input_schema == schema
+    # an outputSchema has no headers: the annotation means nothing there
+    assert make(outputSchema={"type": "object", "x-mcp-header": "x y"}).output_schema
+
+
 def test_output_schema_must_be_an_object_schema_too() -> None:
     with pytest.raises(ValidationError, match='outputSchema root type must be "object"'):
         make(outputSchema={"type": "array"})

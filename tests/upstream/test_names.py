@@ -105,3 +105,56 @@ async def test_a_brokered_tool_never_shadows_a_builtin(tmp_path: Path) -> None:
             catalog = t.turn.catalog.wire()
     assert [r.reason for r in status.refused] == ["'sh.read' is already a SharedOS tool"]
     assert [c["metadata"]["source"] for c in catalog] == ["sharedos"]
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_a_tool_2026_clients_would_drop_is_refused_by_name(
+    tmp_path: Path, protocol: str
+) -> None:
+    """A tool whose x-mcp-header annotations MCP 2026-07-28 clients refuse is dropped by
+    every such client without a word: SharedOS's own session listing the upstream (auto)
+    would lose it unreported; published (legacy), the catalogue and its hash would hold a
+    tool the harness never sees. Either way it is refused by name, the rest served."""
+    header = {"type": "object", "properties": {"path": {"type": "string", "x-mcp-header": "P"}}}
+    tools = [
+        {"name": "echo", "description": "Echo.", "inputSchema": header},
+        {
+            "name": "spaced",
+            "description": "Not a token.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"path": {"type": "string", "x-mcp-header": "a b"}},
+            },
+        },
+        {
+            "name": "twice",
+            "description": "One header, two properties.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "x-mcp-header": "Where"},
+                    "also": {"type": "string", "x-mcp-header": "where"},
+                },
+            },
+        },
+    ]
+    rules = (
+        "namespace fx\n"
+        + "".join(
+            "requirement fx." + n + " { action read; resource path(args.path) }\n"
+            for n in ("echo", "spaced", "twice")
+        )
+        + 'permit read on "/public/**"\n'
+        + "toolpolicy run { mode open\n managed fx.* }\n"
+    )
+    toml = upstream("fx", "fx", tools, tmp_path) + f'protocol = "{protocol}"\n'
+    async with brokered(tmp_path, toml, rules) as env, env.turn(mode="auto") as t:
+        seen = await t.names()
+        published = sorted(t.turn.catalog.names)
+        echo = await t.call("fx.echo", {"path": "/public/x"})
+        [status] = t.upstreams.statuses
+    assert seen == published == ["fx.echo"]
+    assert echo.is_error is False
+    refused = {r.tool: r.reason for r in status.refused}
+    assert sorted(refused) == ["spaced", "twice"]
+    assert all("x-mcp-header" in why for why in refused.values())
