@@ -108,6 +108,30 @@ class ToolMetadata(BaseModel):
         return {"namespace": self.namespace, "source": self.source}
 
 
+#: how deep a tool's schema may nest (JSON objects and arrays, the root is level 1). The
+#: recursive readers of a schema (jsonschema's meta-schema check takes about 8 Python frames
+#: a level) then stay well inside Python's recursion limit of 1,000 frames, called from
+#: however deep a stack; real tool schemas nest a dozen levels or so
+MAX_SCHEMA_DEPTH = 64
+
+
+def nesting_deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests mappings and lists deeper than ``limit`` (one iterative walk)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, Any]:
     """Return a deep copy of ``schema`` with a root ``"type": "object"``, or raise.
 
@@ -122,6 +146,14 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
             f"tool {tool!r}: {field} must be a JSON object schema (a mapping), "
             f"got {type(schema).__name__}"
         )
+    if nesting_deeper_than(schema, MAX_SCHEMA_DEPTH):
+        # before anything recursive reads it: the copy, the meta-schema check (about 8
+        # Python frames a level), RFC 8785, the validators; past Python's recursion limit
+        # they raise RecursionError, which no caller takes for a refusal
+        raise ToolDefinitionError(
+            f"tool {tool!r}: {field} nests deeper than {MAX_SCHEMA_DEPTH} levels of JSON "
+            "objects and arrays"
+        )
     out = copy.deepcopy(dict(schema))
     if "type" not in out:
         if "properties" in out:
@@ -135,7 +167,10 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
         raise ToolDefinitionError(
             f'tool {tool!r}: {field} root type must be "object", got {out["type"]!r}'
         )
-    problem = schema_problem(out)  # remembered by the schema's content hash
+    try:
+        problem = schema_problem(out)  # remembered by the schema's content hash
+    except RecursionError:  # a caller's stack already deep: still a refusal, never a crash
+        problem = "it is nested too deeply to be checked"
     if problem is not None:
         raise ToolDefinitionError(f"tool {tool!r}: {field} is not a valid JSON Schema: {problem}")
     if field == "inputSchema":

@@ -220,3 +220,25 @@ def test_a_schema_rfc8785_cannot_encode_is_refused_at_registration(value: float)
                 "properties": {"n": {"type": "number", "default": value}},
             }
         )
+
+
+@pytest.mark.parametrize("levels", [63, 100, 5000])
+@pytest.mark.parametrize("field", ["inputSchema", "outputSchema"])
+def test_a_schema_nested_too_deep_is_refused_never_a_recursion_error(
+    field: str, levels: int
+) -> None:
+    """Every reader of a schema (copy, meta-schema check, RFC 8785, validators) recurses;
+    past Python's limit that was a RecursionError out of ToolDefinition, not a refusal."""
+    nested: dict[str, object] = {"type": "string"}
+    for _ in range(levels):
+        nested = {"items": nested}
+    with pytest.raises(ValidationError, match="nests deeper than 64 levels"):
+        make(**{field: {"type": "object", "properties": {"deep": nested}}})
+
+
+def test_a_schema_nested_64_levels_registers() -> None:
+    nested: dict[str, object] = {"type": "string"}
+    for _ in range(61):  # root object, "properties", "deep", then 61 levels: 64 in all
+        nested = {"items": nested}
+    schema = {"type": "object", "properties": {"deep": nested}}
+    assert make(inputSchema=schema, outputSchema=schema).published.input_schema == schema

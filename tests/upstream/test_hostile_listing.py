@@ -60,3 +60,36 @@ async def test_a_listing_cut_at_its_page_limit_says_so(tmp_path: Path, mode: str
     assert status.state == "ok", status.lines()
     assert status.listed >= 50  # every page it sent was read, up to the limit
     assert "after 50 pages" in report, report
+
+
+def _nested(keyword: str, levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {keyword: schema}
+    return schema
+
+
+@pytest.mark.parametrize("keyword", ["items", "not"])
+async def test_a_deeply_nested_schema_is_refused_alone_and_every_turn_still_opens(
+    tmp_path: Path, keyword: str
+) -> None:
+    """150 levels of ``items`` (a 2 KB schema, far under every limit, and JSON the SDK
+    parses) took the meta-schema check past Python's recursion limit: the RecursionError
+    escaped the broker, and no turn of the host opened while the upstream listed it."""
+    deep = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "deep": _nested(keyword, 150)},
+    }
+    tools = [*TOOLS[:1], {"name": "listy", "description": "Deep.", "inputSchema": deep}]
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    toml = hostile_upstream("--tools", str(tools_file))
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        names = await t.names()
+        echo = await t.call("fx.echo", {"path": "/public/x"})
+    assert status.state == "ok", status.lines()
+    assert names == ["fx.echo"]
+    assert text_of(echo) == "echo ok"
+    [refused] = status.refused
+    assert refused.tool == "listy" and "nests deeper than 64 levels" in refused.reason
