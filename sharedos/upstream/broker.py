@@ -700,7 +700,10 @@ class UpstreamBroker:
         pooled session -- is listed once for the turn, and every call through it
         is refused (``upstream_unavailable``) when its tool's definition there is
         no longer the one this turn published: a restarted upstream cannot change
-        under a turn, whichever call or turn re-opened it.
+        under a turn, whichever call or turn re-opened it. Nor can one that changes
+        its tools in place: a session that announced a change is listed again before
+        the call, and the session's latest listing (this turn's, or any later turn's)
+        is the one a call's tool is checked against.
         """
         state = self._turns.get(turn_id)
         config = self.upstreams.get(upstream_id)
@@ -715,21 +718,28 @@ class UpstreamBroker:
         slot = self.pool.get(_key(config, creds))
         seen = state.sessions.get(upstream_id)
         conn: UpstreamConnection | None = slot.connection if slot is not None else None
+        digests_now: dict[str, str] | None
         if slot is not None and conn is not None and conn.usable and seen and seen[0] is conn:
             slot.touch()
+            if slot.list_changed:
+                # the upstream announced a change: listed again before a call goes through
+                await self._listing(slot, conn)
+            # the session's latest listing: this turn's own, or a later one of any turn
+            latest = _digests(config, slot)
+            digests_now = latest if latest is not None else seen[1]
         else:
             slot, conn = await self._connection(config, creds, holder=turn_id)
             seen = state.sessions.get(upstream_id)
             if seen is None or seen[0] is not conn:
-                raw = await self._listing(slot, conn)
-                digests = {f"{config.namespace}.{r.name}": r.digest for r in raw}
-                state.sessions[upstream_id] = seen = (conn, digests)
-        digests_now = seen[1]
+                await self._listing(slot, conn)
+                state.sessions[upstream_id] = seen = (conn, _digests(config, slot))
+            digests_now = seen[1]
         if want is None or (digests_now is not None and digests_now.get(tool) != want):
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
-                f"upstream {upstream_id!r} reconnected, and its definition of {tool} is not "
-                "the one this turn was given; the change takes effect at a later turn, after "
+                f"upstream {upstream_id!r} now lists a definition of {tool} that is not "
+                "the one this turn was given (it changed, or the upstream restarted, since the "
+                "turn opened); the change takes effect at a later turn, after "
                 "`sharedos upstream approve`",
             )
         return conn
@@ -807,6 +817,20 @@ def _shared_failure(failure: tuple[float, UpstreamFailure] | None, asked: float)
     attempt that failed, and trying again would make it wait out another timeout."""
     if failure is not None and failure[0] >= asked:
         raise UpstreamFailure(failure[1].reason, failure[1].message)
+
+
+def _digests(config: UpstreamConfig, slot: Slot) -> dict[str, str] | None:
+    """Published name -> digest of each tool in ``slot``'s latest listing (None: none yet);
+    computed once per listing, however many calls ask."""
+    listing = slot.listing
+    if listing is None:
+        return None
+    known = slot.digests
+    if known is not None and known[0] is listing:
+        return known[1]
+    digests = {f"{config.namespace}.{r.name}": r.digest for r in listing[1]}
+    slot.digests = (listing, digests)
+    return digests
 
 
 def _credential_map(creds: CredentialSet) -> dict[str, SecretStr]:

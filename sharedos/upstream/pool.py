@@ -45,6 +45,8 @@ class Slot:
         self.connection: UpstreamConnection | None = None
         #: a listing in flight or just finished, shared by turns opening at the same time
         self.listing: tuple[float, list[RawTool]] | None = None
+        #: ``listing`` and its digests by published name (``UpstreamBroker``'s drift check)
+        self.digests: tuple[tuple[float, list[RawTool]], dict[str, str]] | None = None
         self.list_lock = anyio.Lock()
         self.list_changed = False
         #: when the last attempt to open the session / to list it failed, and why: a turn

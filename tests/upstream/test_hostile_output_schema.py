@@ -7,7 +7,9 @@ against the upstream's *latest* listing instead, which another turn's listing
 refreshes on the shared pooled session. So an upstream that changes a tool's
 outputSchema while a turn is open gets a result the turn's schema forbids
 through SharedOS, recorded ``succeeded``, and the harness's client raises
-instead of receiving a result.
+instead of receiving a result. (Since a tool changed under an open turn is
+refused before it is called, the check shows on a result the unchanged tool's
+own schema forbids.)
 """
 
 from __future__ import annotations
@@ -59,6 +61,27 @@ async def test_a_result_breaking_the_published_output_schema_is_a_failed_result(
             # structuredContent {"w": ...}: valid for the new schema, not the published one
             result = await first.call("fx.bad", {"path": "/public/x", "how": "w"})
         records = env.records(first.context.turn_id)
+    # the changed tool is not called at all: its definition is no longer the turn's
+    assert result.is_error is True
+    assert "is not the one this turn was given" in text_of(result)
+    [record] = records
+    assert (str(record.outcome), str(record.reason)) == ("failed", "upstream_unavailable")
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_a_result_the_published_output_schema_refuses_is_a_failed_result(
+    tmp_path: Path, transport: str
+) -> None:
+    """The upstream lists the tool unchanged and answers with what its schema forbids."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools(OLD)), encoding="utf-8")
+    toml = hostile_upstream("--mode", "structured", "--tools", str(tools_file))
+    async with brokered(tmp_path, toml, RULES) as env:
+        async with env.turn(transport=transport) as turn:
+            async with env.turn(transport=transport):  # another turn lists the session again
+                pass
+            result = await turn.call("fx.bad", {"path": "/public/x", "how": "w"})
+        records = env.records(turn.context.turn_id)
     assert result.is_error is True
     assert "outputSchema" in text_of(result)
     [record] = records

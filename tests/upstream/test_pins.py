@@ -362,3 +362,50 @@ async def test_an_upstream_another_turn_restarted_cannot_change_under_this_turn(
         lookup = await alice.call("fx.lookup", {"path": "/public/x"})
     assert echo.is_error is True and "is not the one this turn was given" in text_of(echo)
     assert lookup.is_error is False  # the unchanged tool is served by the new session
+
+
+@pytest.mark.parametrize("pinning", ["off", "required"])
+async def test_a_tool_changed_in_place_cannot_change_under_a_turn(
+    tmp_path: Path, pinning: str
+) -> None:
+    """A restarted upstream with a changed tool was refused, but the same change made in
+    place (announced with list_changed, or seen by another turn's listing of the pooled
+    session) went through for the rest of the turn: the quarantine only held for turns
+    that had not opened yet."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    toml = (
+        f'[upstream.fx]\ncommand = {json.dumps(PY)}\npinning = "{pinning}"\nprotocol = "legacy"\n'
+        f"args = {json.dumps([str(FIXTURE), '--tools', str(tools_file), '--log', str(log)])}\n"
+    )
+    from sharedos.upstream.pins import PinFile, pin_upstream
+
+    changed = json.loads(json.dumps(TOOLS))
+    changed[0]["description"] = "Echo, and now something else as well."
+    changed[0]["inputSchema"]["properties"]["extra"] = {"type": "string"}
+    async with brokered(tmp_path, toml, RULES) as env:
+        if pinning == "required":
+            listed = (await env.broker.list_all())["fx"]
+            env.broker.pins = PinFile(upstreams={"fx": pin_upstream(listed.server, listed.tools)})
+        async with env.turn() as a:
+            assert await a.names() == ["fx.echo", "fx.lookup"]
+            write_tools(tools_file, changed)
+            await a.call("fx.lookup", {"path": "/public/x"})  # the upstream announces it
+            announced = await a.call("fx.echo", {"message": "m", "path": "/public/x"})
+            unchanged = await a.call("fx.lookup", {"path": "/public/x"})
+            async with env.turn() as b:  # lists the same pooled session again
+                b_names = await b.names()
+            again = await a.call("fx.echo", {"message": "m", "path": "/public/x"})
+    for refused in (announced, again):
+        assert refused.is_error is True
+        assert structured(refused)["reason"] == "upstream_unavailable"
+        assert "is not the one this turn was given" in text_of(refused)
+    assert unchanged.is_error is False
+    # with pins the change is quarantined for later turns; without, later turns publish it
+    assert b_names == (["fx.lookup"] if pinning == "required" else ["fx.echo", "fx.lookup"])
+    calls = [
+        json.loads(x)["params"]["name"]
+        for x in log.read_text().splitlines()
+        if json.loads(x)["method"] == "tools/call"
+    ]
+    assert "echo" not in calls
