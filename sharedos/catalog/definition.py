@@ -21,7 +21,6 @@ from functools import cached_property
 from typing import Any
 
 import rfc8785
-from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 from mcp.shared.inbound import find_invalid_x_mcp_header
 from pydantic import (
@@ -38,6 +37,8 @@ from referencing import Registry
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
 from sharedos.catalog.schemacheck import schema_problem
 from sharedos.catalog.schemaregex import (
+    ValidationTooCostly,
+    best_error,
     dialect_problem,
     dialect_validator,
     names_other_dialect,
@@ -379,7 +380,9 @@ class ToolDefinition(BaseModel):
         if invalid is not None:
             return f"its outputSchema cannot be checked: {invalid}"
         try:
-            error = best_match(self.output_validator.iter_errors(structured))
+            error = best_error(self.output_validator, structured)
+        except ValidationTooCostly as exc:
+            return f"its structuredContent could not be validated: {exc}"
         except Exception as exc:  # an unresolvable $ref, a pathological schema
             return f"its structuredContent could not be validated ({type(exc).__name__})"
         return None if error is None else f"its structuredContent does not: {error.message}"

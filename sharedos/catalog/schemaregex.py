@@ -35,17 +35,20 @@ both rather than rewrite that walk.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 import attrs
 import re2
 from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 __all__ = [
     "SchemaValidator",
+    "ValidationTooCostly",
+    "best_error",
     "dialect_problem",
     "dialect_validator",
     "names_other_dialect",
@@ -161,13 +164,83 @@ def _additional_properties(
             )
 
 
-#: Draft 2020-12, with every regex of a schema matched by RE2
+class ValidationTooCostly(Exception):
+    """A validation that resolved more references than its budget (``best_error``)."""
+
+
+#: references a validation may still resolve (a one-item list), or None: no budget
+_REFS_LEFT: ContextVar[list[int] | None] = ContextVar("sharedos_schema_refs_left", default=None)
+#: references every validation may resolve, and how many more per JSON value validated
+REFS_BASE = 2_000
+REFS_PER_VALUE = 8
+
+
+def _counted(keyword: Callable[..., Any]) -> Callable[..., Iterator[ValidationError]]:
+    """``keyword`` (a reference keyword: ``$ref``, ``$dynamicRef``...) spending the budget.
+
+    A schema's references may share their targets: ``d0: {anyOf: [{$ref: d1}, {$ref:
+    d1}]}``, ``d1`` the same over ``d2``... makes a 2 KB schema take 2^30 descents for
+    one value that fails it (minutes, on the event loop, for every turn of the host).
+    Every descent that does not follow a reference goes one level into the schema, so
+    the references are what the budget counts."""
+
+    def counted(
+        validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[ValidationError]:
+        left = _REFS_LEFT.get()
+        if left is not None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise ValidationTooCostly(
+                    "checking the value against the schema follows more references than "
+                    "it is worth (the schema's references fan out)"
+                )
+        yield from keyword(validator, value, instance, schema)
+
+    return counted
+
+
+def _values(instance: Any) -> int:
+    """How many JSON values ``instance`` holds (itself included)."""
+    count, stack = 0, [instance]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return count
+
+
+def best_error(validator: Any, instance: Any) -> ValidationError | None:
+    """``best_match(validator.iter_errors(instance))`` within a budget of references
+    (``REFS_BASE`` plus ``REFS_PER_VALUE`` per JSON value in ``instance``); over it,
+    ``ValidationTooCostly``: an answer that would take too long is no answer."""
+    token = _REFS_LEFT.set([REFS_BASE + REFS_PER_VALUE * _values(instance)])
+    try:
+        return best_match(validator.iter_errors(instance))
+    finally:
+        _REFS_LEFT.reset(token)
+
+
+def _reference_keywords(base: Any) -> dict[str, Any]:
+    """``base``'s reference keywords, counted (see ``_counted``)."""
+    return {
+        name: _counted(base.VALIDATORS[name])
+        for name in ("$ref", "$dynamicRef", "$recursiveRef")
+        if name in base.VALIDATORS
+    }
+
+
+#: Draft 2020-12, with every regex of a schema matched by RE2 and its references counted
 SchemaValidator = validators.extend(
     Draft202012Validator,
     {
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
+        **_reference_keywords(Draft202012Validator),
     },
 )
 
@@ -221,7 +294,7 @@ def _re2_dialect(base: Any) -> Any:
     """``base`` (a stock dialect validator) with every regex matched by RE2."""
     found = _DIALECTS.get(base)
     if found is None:
-        found = validators.extend(base, _RE2_KEYWORDS)
+        found = validators.extend(base, {**_RE2_KEYWORDS, **_reference_keywords(base)})
         found.evolve = _dialect_evolve
         _DIALECTS[base] = found
     return found

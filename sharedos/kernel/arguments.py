@@ -18,9 +18,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError
 
 from sharedos.catalog.definition import ToolDefinition
+from sharedos.catalog.schemaregex import ValidationTooCostly, best_error
 
 #: deeper arguments are refused as invalid (no JSON tool input needs more, and
 #: validating or copying them recursively would exhaust the stack)
@@ -107,7 +108,9 @@ def arguments_problem(tool: ToolDefinition, args: Any) -> str | None:
         fast = tool.input_fast_check
         if fast is not None and fast(args):
             return None
-        problem = best_match(tool.input_validator.iter_errors(args))
+        problem = best_error(tool.input_validator, args)
+    except ValidationTooCostly as exc:
+        return f"arguments could not be validated: {exc}"
     except Exception as exc:  # values no JSON could carry (hostile objects from a Python caller)
         return f"arguments could not be validated ({type(exc).__name__})"
     return schema_problem(problem, tool.secret_arguments) if problem is not None else None

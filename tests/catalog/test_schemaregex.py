@@ -98,3 +98,23 @@ def test_a_regex_re2_cannot_compile_is_never_matched() -> None:
     assert regex_error("^(a|aa)+$") is None
     # reached anyway (a schema not checked at listing): the value fails, nothing hangs
     assert not _valid({"type": "string", "pattern": "(?=a)a"}, "a")
+
+
+def test_a_validation_stops_at_its_budget_of_references() -> None:
+    """References that share their targets make the work exponential in the schema's
+    size; ``best_error`` stops at a budget (linear in the value) instead."""
+    from sharedos.catalog.schemaregex import REFS_BASE, ValidationTooCostly, best_error
+
+    defs: dict[str, object] = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(40)
+    }
+    defs["d40"] = {"type": "string"}
+    validator = schema_validator({"$ref": "#/$defs/d0", "$defs": defs}, Registry())
+    with pytest.raises(ValidationTooCostly):
+        best_error(validator, 1)
+    assert best_error(validator, "fine") is None  # anyOf stops at the first branch that holds
+    # a recursive schema over a large value is not cut short: the budget grows with it
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    wide = {"kids": [{"kids": []} for _ in range(REFS_BASE * 2)]}
+    assert best_error(schema_validator(tree, Registry()), wide) is None
