@@ -53,6 +53,9 @@ from sharedos.upstream.config import (
 REDACTED = "<redacted>"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: a harness id: it names the harness's turn directory (``ID-*`` under the run directory) and
+#: its conformance columns (``mcp/ID/http``), so no ``/``, ``..`` or other path syntax
+_HARNESS_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 class HostConfigError(HarnessError, ValueError):
@@ -143,6 +146,16 @@ class HarnessConfig(BaseModel):
             if not isinstance(val, str):
                 raise ValueError(f"env.{key} must be a string")
         return SecretEnv(entries=dict(value))
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _HARNESS_ID_RE.fullmatch(value):
+            raise ValueError(
+                f"harness id {value!r} is not 1-64 characters of letters, digits, '_' and '-' "
+                "(starting with a letter or digit): it names the harness's turn directory"
+            )
+        return value
 
     @field_validator("kind")
     @classmethod
@@ -695,7 +708,17 @@ def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
     rest of the file too, instead of stopping at the first bad key).
     """
     problems: list[str] = []
-    entry.setdefault("id", hid)
+    if "id" in entry and entry["id"] != hid:
+        # the table key is the id (``--harness ID``); a second id would launch one name
+        # under another
+        problems.append(
+            at(
+                ("harness", hid, "id"),
+                f"harness.{hid}.id",
+                "the id is the table's name ([harness.ID]); leave id out",
+            )
+        )
+    entry["id"] = hid
     if "kind" not in entry:
         if hid in harness_kinds():
             entry["kind"] = hid

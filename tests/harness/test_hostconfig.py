@@ -119,3 +119,24 @@ def test_a_relative_evidence_store_is_next_to_the_host_file(
     assert load_host_config(host).evidence_location() == "postgresql://u@db/evidence"
     host.write_text("[harness.codex]\n")
     assert load_host_config(host).evidence_location() is None
+
+
+@pytest.mark.parametrize("hid", ["../../tmp/escaped", "team/claude", ".hidden", "a b", "-x"])
+def test_a_harness_id_is_no_path(hid: str) -> None:
+    # the id names the harness's turn directory under the run directory: ``../`` in it put
+    # the transcript outside the run directory (left behind when that was removed), a ``/``
+    # ended the run in a traceback
+    found = problems(f'version = 1\n[harness."{hid}"]\nkind = "claude-code"\n')
+    assert len(found) == 1 and found[0].startswith("host.toml:2:1: ")
+    assert "letters, digits" in found[0]
+
+
+def test_a_harness_id_is_its_table_name() -> None:
+    found = problems('[harness.claude-code]\nid = "other"\n')
+    assert found == [
+        "host.toml:2:1: harness.claude-code.id: the id is the table's name ([harness.ID]); "
+        "leave id out"
+    ]
+    same = parse_host_config('[harness.claude-code]\nid = "claude-code"\n', "host.toml")
+    assert same.get("claude-code").id == "claude-code"
+    assert parse_host_config("[harness.claude-code_2]\nkind = 'codex'\n").get("claude-code_2")
