@@ -116,6 +116,15 @@ def _context(
         data["tenant"] = tenant
     if roles:
         data["roles"] = list(roles)
+    # as written, never coerced: tuple("admin") would be the roles a, d, m, i, n
+    for key, kind, shape in (
+        ("roles", list, "a list of role names"),
+        ("attributes", dict, "an object"),
+    ):
+        if data.get(key) is None:
+            data.pop(key, None)
+        elif not isinstance(data[key], kind):
+            _fail(f"{context_file}: {key} is {shape}, not {type(data[key]).__name__}")
     attributes = dict(data.get("attributes") or {})
     for item in attrs:
         key, sep, value = item.partition("=")
@@ -127,7 +136,6 @@ def _context(
     if "principal" not in data:
         _fail("who is asking? give --principal (or a --context file with a principal)")
     data["turn_id"] = f"run-{uuid.uuid4().hex}"
-    data["roles"] = tuple(data.get("roles") or ())
     try:
         return AccessContext.model_validate(data)
     except ValidationError as exc:

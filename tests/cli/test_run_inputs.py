@@ -1,0 +1,75 @@
+"""``sharedos run``: the operator's files and flags are taken as written, or refused in one line.
+
+A ``--context`` file, a ``--plan`` and ``--timeout`` are the operator's input: a value of the
+wrong shape is refused before anything opens (exit 1, or 2 for a flag), never coerced into
+something else and never a Python traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.upstream.conftest import PY
+
+SHAREDOS = str(Path(PY).parent / "sharedos")
+#: a permit for anyone holding the role "d": what "roles": "admin" became, letter by letter
+RULES = """
+namespace files
+requirement files.read { action read; resource path(args.path) }
+permit read on "/public/**" when "d" in context.roles
+toolpolicy run { mode open
+ managed files.*
+}
+"""
+
+
+def sharedos_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    (tmp_path / "sandbox").mkdir(exist_ok=True)
+    argv = [SHAREDOS, "run", "--rules", str(rules), "--policy", "run", "--dry-run", "--json"]
+    argv += ["--sandbox", str(tmp_path / "sandbox"), "--evidence", str(tmp_path / "ev.sqlite")]
+    return subprocess.run(
+        [*argv, *args], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "problem"),
+    [
+        ({"principal": "alice", "roles": "admin"}, "roles is a list of role names, not str"),
+        ({"principal": "alice", "attributes": [1]}, "attributes is an object, not list"),
+        ({"principal": "alice", "attributes": "ab"}, "attributes is an object, not str"),
+    ],
+)
+def test_a_context_file_of_the_wrong_shape_is_refused(
+    tmp_path: Path, context: dict[str, object], problem: str
+) -> None:
+    # before: "roles": "admin" was split into the roles a, d, m, i, n (files.read was offered
+    # under a permit for role "d"), and attributes that were no object ended in a traceback
+    ctx = tmp_path / "context.json"
+    ctx.write_text(json.dumps(context), encoding="utf-8")
+    proc = sharedos_run(tmp_path, "--context", str(ctx))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == f"error: {ctx}: {problem}"
+    assert proc.stdout == ""
+
+
+def test_a_context_file_as_written_is_the_context(tmp_path: Path) -> None:
+    ctx = tmp_path / "context.json"
+    ctx.write_text(
+        json.dumps({"principal": "alice", "roles": ["d"], "attributes": None}), encoding="utf-8"
+    )
+    proc = sharedos_run(tmp_path, "--context", str(ctx))
+    assert proc.returncode == 0, proc.stderr
+    tools = {t["tool"]: t["in"] for t in json.loads(proc.stdout)["tools"]}
+    assert tools["files.read"] is True
+    # a --role given on the command line still replaces the file's roles
+    ctx.write_text(json.dumps({"principal": "alice", "roles": ["d"]}), encoding="utf-8")
+    proc = sharedos_run(tmp_path, "--context", str(ctx), "--role", "reader")
+    assert proc.returncode == 0, proc.stderr
+    assert {t["tool"]: t["in"] for t in json.loads(proc.stdout)["tools"]}["files.read"] is False
