@@ -154,8 +154,13 @@ def _plan(plan_file: Path | None) -> list[Any]:
         items = json.loads(textfile.read_text(plan_file))
     except (OSError, ValueError) as exc:
         _fail(f"{plan_file}: cannot read the plan: {exc}")
+    # the arguments as written, an object (or absent, or null): never coerced (dict([["path", "/x"]])
+    # would make a call nobody wrote), never a traceback
     if not isinstance(items, list) or not all(
-        isinstance(i, dict) and isinstance(i.get("tool"), str) for i in items
+        isinstance(i, dict)
+        and isinstance(i.get("tool"), str)
+        and (i.get("arguments") is None or isinstance(i["arguments"], dict))
+        for i in items
     ):
         _fail(f'{plan_file}: a plan is a JSON list of {{"tool": NAME, "arguments": {{...}}}}')
     return [

@@ -73,3 +73,18 @@ def test_a_context_file_as_written_is_the_context(tmp_path: Path) -> None:
     proc = sharedos_run(tmp_path, "--context", str(ctx), "--role", "reader")
     assert proc.returncode == 0, proc.stderr
     assert {t["tool"]: t["in"] for t in json.loads(proc.stdout)["tools"]}["files.read"] is False
+
+
+@pytest.mark.parametrize("arguments", [[1], "ab", [["path", "/public/a.txt"]], 3, [], ""])
+def test_a_plan_whose_arguments_are_no_object_is_refused(tmp_path: Path, arguments: object) -> None:
+    # before: [1] and "ab" ended in a traceback; [["path", "/public/a.txt"]] was made into the
+    # call {"path": "/public/a.txt"}, which the plan never wrote
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"tool": "files.read", "arguments": arguments}]), encoding="utf-8")
+    proc = sharedos_run(tmp_path, "--principal", "alice", "--plan", str(plan))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        f'error: {plan}: a plan is a JSON list of {{"tool": NAME, "arguments": {{...}}}}'
+    )
+    plan.write_text(json.dumps([{"tool": "files.read"}]), encoding="utf-8")
+    assert sharedos_run(tmp_path, "--principal", "alice", "--plan", str(plan)).returncode == 0
