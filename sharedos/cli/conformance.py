@@ -17,6 +17,7 @@ import anyio
 import click
 
 from sharedos.cli._help import with_short_help
+from sharedos.cli._params import Seconds
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.grading import columns_as_run
 from sharedos.conformance.manifest import Manifest, ManifestError, load_manifest
@@ -102,7 +103,7 @@ def conformance() -> None:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=float,
+    type=Seconds(),
     default=300.0,
     show_default=True,
     help="Per-column deadline (s).",

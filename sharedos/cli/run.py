@@ -75,6 +75,7 @@ import click
 
 from sharedos import textfile
 from sharedos.cli._help import with_short_help
+from sharedos.cli._params import Seconds
 from sharedos.confine.leftovers import Claim, claim, discard, sweep
 from sharedos.terminal import printable
 
@@ -314,7 +315,13 @@ def summary_lines(
     type=click.Path(dir_okay=False, path_type=Path),
     help="For the offline scripted model: a JSON list of {tool, arguments} calls it makes.",
 )
-@click.option("--timeout", "timeout_s", type=float, help="Harness deadline in seconds.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=Seconds(high=3600),
+    help="Harness deadline in seconds (more than 0, at most 3600; default: the host "
+    "configuration's timeout_s).",
+)
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),

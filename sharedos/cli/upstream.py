@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from sharedos.cli._help import with_short_help
+from sharedos.cli._params import Seconds
 from sharedos.cli.hostfile import host_file_option, required_host_config, required_host_file
 from sharedos.terminal import printable
 
@@ -375,7 +376,7 @@ def _opener(config: Any) -> Any:
 @click.option(
     "--wait",
     "wait_s",
-    type=click.FloatRange(min=1),
+    type=Seconds(1, low_open=False),
     default=600.0,
     show_default=True,
     help="Seconds to wait for the browser to come back.",

@@ -88,3 +88,13 @@ def test_a_plan_whose_arguments_are_no_object_is_refused(tmp_path: Path, argumen
     )
     plan.write_text(json.dumps([{"tool": "files.read"}]), encoding="utf-8")
     assert sharedos_run(tmp_path, "--principal", "alice", "--plan", str(plan)).returncode == 0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e400", "3601"])
+def test_a_timeout_that_is_no_deadline_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    # before: nan and inf ran the harness without any deadline, 0 ended in "cannot be
+    # confined ... Install bubblewrap" (exit 5), and -1 launched the harness anyway
+    proc = sharedos_run(tmp_path, "--principal", "alice", f"--timeout={value}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Invalid value for '--timeout'" in proc.stderr and "seconds" in proc.stderr
+    assert proc.stdout == ""
