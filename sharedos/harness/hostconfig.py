@@ -295,8 +295,9 @@ class ConfinementConfig(BaseModel):
     reachable. ``network = "host"``: the host's network, unfiltered (a remote
     model API without a proxy; every destination stays open — see
     docs/confinement.md). ``readonly``: more host paths the harness may read
-    (a CLI installed outside the pinned tools); a path inside a managed root
-    is refused when the turn opens.
+    (a CLI installed outside the pinned tools), read as every path of this file
+    (``written_path``: ``${VAR}``, ``~``, relative to its directory); a path inside
+    a managed root is refused when the turn opens.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -456,8 +457,7 @@ class HostConfig(BaseModel):
             out += [str(given), str(pin_path_for(given))]
 
         def written(value: str) -> str:
-            text = interpolate(value, env, what="path")
-            return os.path.abspath(self.base_dir / Path(text).expanduser())
+            return self.written_path(value, env)
 
         for value in (*self.policy.keys, self.evidence.sign_key):
             if value:
@@ -562,6 +562,15 @@ class HostConfig(BaseModel):
         directory someone else filled must not trust a key, or load a bundle, found there."""
         text = interpolate(value, environ if environ is not None else os.environ, what=what)
         return str((self.base_dir / Path(text).expanduser()).resolve())
+
+    def written_path(
+        self, value: str, environ: Mapping[str, str] | None = None, *, what: str = "path"
+    ) -> str:
+        """A path as this file names it, symbolic links kept: ``${VAR}`` interpolated, ``~``
+        expanded, a relative one (a bare name too) relative to this file's directory, never
+        the working directory (``resolve_file`` without resolving links)."""
+        text = interpolate(value, environ if environ is not None else os.environ, what=what)
+        return os.path.abspath(self.base_dir / Path(text).expanduser())
 
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
         """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file.

@@ -466,7 +466,9 @@ class McpHarnessRuntime:
                 paths.append(part)  # its own symlinks (``.tools/node_modules/.bin/claude``)
         if self.host_config is not None:
             paths.extend(
-                self.host_config.resolve_path(p, self.environ)
+                # paths, as every path of the host file is read (a bare name is no program
+                # looked up on PATH here, and never one in the working directory)
+                self.host_config.written_path(p, self.environ, what="[confinement] readonly")
                 for p in self.host_config.confinement.readonly
             )
         return paths

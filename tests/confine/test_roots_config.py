@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.harness.hostconfig import HostConfigError, parse_host_config
+from sharedos.harness.hostconfig import HostConfigError, load_host_config, parse_host_config
 
 SHAREDOS = str(Path(sys.executable).parent / "sharedos")
 
@@ -86,3 +86,34 @@ def test_host_check_reports_roots(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert f"{host}:6:1: upstream.git.roots: entry 1 (/no/such/dir): does not exist" in proc.stderr
+
+
+def test_confinement_readonly_paths_are_read_as_the_host_files_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before: they were read as a command: "~/.local/lib" became <host dir>/~/.local/lib (a
+    # strict run then could not start: "sandbox path ... does not exist ... Install
+    # bubblewrap"), and a bare "lib" was the working directory's lib, not the host file's
+    from sharedos.harness.runtime import create_mcp_harness_runtime
+
+    home, etc, elsewhere = tmp_path / "home", tmp_path / "etc", tmp_path / "cwd"
+    for d in (home, etc, elsewhere):
+        d.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    host = etc / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n[confinement]\nreadonly = ["~/.local/lib", "lib", '
+        '"sub/dir", "${EXTRA}/x", "/opt/cli"]\n',
+        encoding="utf-8",
+    )
+    cfg = load_host_config(host)
+    runtime = create_mcp_harness_runtime("claude-code", cfg, environ={"EXTRA": "/srv"})
+    shown = runtime._install_paths()[-5:]
+    assert shown == [
+        str(home / ".local/lib"),
+        str(etc / "lib"),
+        str(etc / "sub/dir"),
+        "/srv/x",
+        "/opt/cli",
+    ]
