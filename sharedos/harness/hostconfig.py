@@ -573,11 +573,14 @@ class HostConfig(BaseModel):
         return os.path.abspath(self.base_dir / Path(text).expanduser())
 
     def resolve_path(self, value: str, environ: Mapping[str, str] | None = None) -> str:
-        """Interpolate ``${VAR}`` and make a relative path (one containing '/') relative to the file.
+        """Interpolate ``${VAR}``, expand ``~`` and make a relative path (one containing '/')
+        relative to the file.
 
         For a command, whose bare name is looked up on ``PATH``; a file is
         ``resolve_file``'s."""
         text = interpolate(value, environ if environ is not None else os.environ, what="command")
+        if text.startswith("~"):
+            text = os.path.expanduser(text)  # as a shell would: never a directory named "~"
         if "/" in text and not os.path.isabs(text):
             return str((self.base_dir / text).resolve())
         return text

@@ -581,6 +581,10 @@ def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> Upst
 
 
 def _relative_to(value: str, base_dir: Path | None, *, only_with_slash: bool) -> str:
+    if value.startswith("~"):
+        # as a shell would, and as every other path of the host file is read: "~/bin/x"
+        # is never a directory named "~" next to the host file
+        value = os.path.expanduser(value)
     if base_dir is None or Path(value).is_absolute():
         return value
     if only_with_slash and "/" not in value:

@@ -140,3 +140,15 @@ def test_a_harness_id_is_its_table_name() -> None:
     same = parse_host_config('[harness.claude-code]\nid = "claude-code"\n', "host.toml")
     assert same.get("claude-code").id == "claude-code"
     assert parse_host_config("[harness.claude-code_2]\nkind = 'codex'\n").get("claude-code_2")
+
+
+def test_a_harness_command_under_home_is_under_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: ["~/bin/claude"] ran /etc/sharedos/~/bin/claude ("not installed", exit 4)
+    from sharedos.harness.runtime import create_mcp_harness_runtime
+
+    monkeypatch.setenv("HOME", "/home/op")
+    text = '[harness.claude-code]\ncommand = ["~/node/bin/node", "~/cli.js", "~/x"]\n'
+    cfg = parse_host_config(text, "h.toml", base_dir=Path("/etc/sharedos"))
+    runtime = create_mcp_harness_runtime("claude-code", cfg)
+    # the program and its script (the first two items), as every command of the file
+    assert runtime.command == ("/home/op/node/bin/node", "/home/op/cli.js", "~/x")

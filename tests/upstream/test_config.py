@@ -62,6 +62,20 @@ def test_relative_commands_and_cwd_resolve_against_the_file() -> None:
     assert config.upstream["a"].cwd == "/etc/sharedos/work"
 
 
+def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: "~/bin/server" was /etc/sharedos/~/bin/server, and the upstream "could not be
+    # reached: FileNotFoundError", a directory named "~" next to the host file
+    monkeypatch.setenv("HOME", "/home/op")
+    text = '[upstream.a]\ncommand = "~/bin/server"\ncwd = "~/work"\n'
+    config = parse_host_config(text, "h.toml", base_dir=Path("/etc/sharedos"))
+    assert config.upstream["a"].command == "/home/op/bin/server"
+    assert config.upstream["a"].cwd == "/home/op/work"
+    home = parse_host_config(
+        '[upstream.a]\ncommand = "x"\ncwd = "~"\n', "h.toml", base_dir=Path("/e")
+    )
+    assert home.upstream["a"].cwd == "/home/op"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
