@@ -77,7 +77,7 @@ from sharedos import textfile
 from sharedos.cli._help import with_short_help
 from sharedos.cli._params import Seconds
 from sharedos.confine.leftovers import Claim, claim, discard, sweep
-from sharedos.terminal import printable
+from sharedos.terminal import printable, unambiguous
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -227,21 +227,26 @@ def catalog_entries(
 
 
 def explain_catalog(host: Any, context: Any, tool_policy: Any, upstreams: Any) -> list[str]:
-    """Every tool this context could be offered, in or out of the catalogue, and why."""
+    """Every tool this context could be offered, in or out of the catalogue, and why.
+
+    Each line spelled unambiguously (``sharedos.terminal.unambiguous``): a tool an upstream
+    listed under a name with terminal escapes is refused, and shown, by that name."""
     catalog, entries = catalog_entries(host, context, tool_policy, upstreams)
     lines = [f"catalogue for {context.principal} under {tool_policy.name}: {len(catalog)} tool(s)"]
     lines.append(f"catalogHash {catalog.catalog_hash}")
     for e in entries:
         where = "" if e.get("upstreamReport") else f"  [{e['source']}]"
         lines.append(f"  {e['tool']:<36} {'in' if e['in'] else 'out'}: {e['why']}{where}")
-    return lines
+    return [unambiguous(line) for line in lines]
 
 
 def summary_lines(
     records: Sequence[Any], wires: Sequence[dict[str, Any] | None] | None = None
 ) -> list[str]:
     """The evidence summary printed after a turn: counts and one line per attempt (with the
-    name the model used for it, when the harness's account says)."""
+    name the model used for it, when the harness's account says), each line spelled
+    unambiguously, as ``sharedos evidence`` shows records: a tool name is recorded as the
+    harness sent it, terminal escapes included."""
     by: dict[str, int] = {}
     reasons: dict[str, int] = {}
     for r in records:
@@ -266,7 +271,7 @@ def summary_lines(
         wire = wires[i] if wires is not None and i < len(wires) else None
         alias = f"; the model called it {wire['alias']}" if wire and wire.get("alias") else ""
         lines.append(f"  #{r.seq} {r.tool}{where}: {r.outcome}{why}{alias}")
-    return lines
+    return [unambiguous(line) for line in lines]
 
 
 @click.command()
@@ -981,8 +986,8 @@ def _report(
         click.echo(answer)
     for line in summary_lines(records, wires):
         click.echo(line, err=True)
-    for note in result.notes:
-        click.echo(f"note: {note}", err=True)
+    for note in result.notes:  # the tail of the harness's stderr, say
+        click.echo(unambiguous(f"note: {note}"), err=True)
     if result.process.timed_out or result.process.returncode not in (0, None):
         return EXIT_HARNESS_FAILED
     return EXIT_OK
