@@ -72,7 +72,9 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
             from sharedos.harness.tools import HarnessUnavailable
 
             try:
-                click.echo(f"    version: {create_mcp_harness_runtime(cfg, config).version()}")
+                runtime = create_mcp_harness_runtime(cfg, config)
+                click.echo(f"    version: {runtime.version()}")
+                runtime.check_env()  # a ${VAR} unset here would fail its launch
             except (HarnessUnavailable, HostConfigError) as exc:
                 failed = True
                 click.echo(f"    error: {exc}", err=True)

@@ -458,7 +458,8 @@ def run(
 
 
 def _harness_runtime(harness_id: str, host_config: Any) -> Any:
-    """The harness's runtime, its CLI proven to start (``--version``) before anything opens."""
+    """The harness's runtime, its CLI proven to start (``--version``) and every ``${VAR}`` of
+    its env set, before anything opens."""
     from sharedos.harness.hostconfig import HostConfigError
     from sharedos.harness.runtime import create_mcp_harness_runtime
     from sharedos.harness.tools import HarnessUnavailable
@@ -466,10 +467,11 @@ def _harness_runtime(harness_id: str, host_config: Any) -> Any:
     runtime = create_mcp_harness_runtime(harness_id, host_config)
     try:
         runtime.version()
+        runtime.check_env()
     except HarnessUnavailable as exc:
         # before the turn, the evidence store and the upstreams are opened
         _fail(str(exc), EXIT_HARNESS_UNAVAILABLE)
-    except HostConfigError as exc:  # e.g. a ${VAR} in its command that is unset
+    except HostConfigError as exc:  # e.g. a ${VAR} in its command or its env that is unset
         _fail(str(exc))
     return runtime
 

@@ -231,6 +231,11 @@ class McpHarnessRuntime:
         first = [self.host_config.resolve_path(p, self.environ) for p in self.harness.command[:2]]
         return (*first, *self.harness.command[2:])
 
+    def check_env(self) -> None:
+        """Raise ``MissingHostVariable`` when an env value of this harness names a ``${VAR}``
+        unset in the host's environment: said before a turn opens, not as the launch fails."""
+        self.harness.env.resolve(self.environ, harness=self.harness.id)
+
     def version(self) -> str:
         """The CLI's real version, read from ``--version`` once per runtime."""
         if self._version is None:

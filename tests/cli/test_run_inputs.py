@@ -98,3 +98,32 @@ def test_a_timeout_that_is_no_deadline_is_a_usage_error(tmp_path: Path, value: s
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Invalid value for '--timeout'" in proc.stderr and "seconds" in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.harness("claude-code")
+def test_an_unset_variable_in_the_harness_env_is_said_before_the_turn_opens(
+    tmp_path: Path,
+) -> None:
+    # before: the launch raised MissingHostVariable as a traceback, after the turn had opened
+    # (exit 1, "nothing ran", with a turn in the store); `host check --versions` said ok
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n[harness.claude-code.env]\nFOO = "${SHAREDOS_TEST_UNSET_VAR}"\n',
+        encoding="utf-8",
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    db = tmp_path / "ev.sqlite"
+    argv = [SHAREDOS, "run", "--host-config", str(host), "--rules", str(rules), "--policy", "run"]
+    argv += ["--principal", "alice", "--evidence", str(db), "--no-stream", "hello"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip() == (
+        "error: harness 'claude-code': env.FOO: ${SHAREDOS_TEST_UNSET_VAR} is not set in the "
+        "host environment"
+    )
+    assert not db.exists()  # nothing opened
+    check = [SHAREDOS, "host", "check", "--versions", str(host)]
+    proc = subprocess.run(check, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert "env.FOO: ${SHAREDOS_TEST_UNSET_VAR} is not set" in proc.stderr
