@@ -299,7 +299,9 @@ def summary_lines(
     "rule_paths",
     multiple=True,
     type=click.Path(exists=True, path_type=Path),
-    help="Rule/policy files or directories (default: the shipped rules/ and policy/).",
+    help="Rule/policy files or directories (default: the host configuration's [policy] "
+    "bundle, else the shipped rules/ and policy/; refused when the host trusts only signed "
+    "bundles).",
 )
 @click.option(
     "--sandbox",
@@ -402,6 +404,19 @@ def run(
         except HostConfigError as exc:
             _fail(str(exc))
         runtime = _harness_runtime(harness_id, host_config)
+    if rule_paths and host_config.policy.bundle:
+        # the host file names where this host's policy comes from; --rules replacing it is
+        # said, and refused where the file trusts only signed bundles ([policy] keys)
+        if host_config.policy.keys:
+            _fail(
+                f"{host_config.source}: this host enforces only policy bundles signed by its "
+                "[policy] keys; --rules would replace them with unsigned sources (use a host "
+                "file without [policy] bundle to try local rules)"
+            )
+        click.echo(
+            f"policy: --rules, not the host file's [policy] bundle ({host_config.source})",
+            err=True,
+        )
     try:
         if not rule_paths and host_config.policy.bundle:
             policy = _bundle_policy(host_config)  # a distributed bundle, verified

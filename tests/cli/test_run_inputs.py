@@ -127,3 +127,25 @@ def test_an_unset_variable_in_the_harness_env_is_said_before_the_turn_opens(
     proc = subprocess.run(check, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 1
     assert "env.FOO: ${SHAREDOS_TEST_UNSET_VAR} is not set" in proc.stderr
+
+
+def test_rules_do_not_replace_a_bundle_the_host_trusts_only_signed(tmp_path: Path) -> None:
+    # before: --rules silently replaced the host file's [policy] bundle, even where [policy]
+    # keys says only bundles signed by them are used: the run enforced unsigned sources
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n[policy]\nbundle = "bundle.json"\nkeys = ["policy.pub"]\n',
+        encoding="utf-8",
+    )
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().startswith(
+        f"error: {host}: this host enforces only policy bundles signed by its [policy] keys; "
+        "--rules would replace them"
+    )
+    assert proc.stdout == ""
+    # without keys the bundle is no promise: the rules are used, and the run says so
+    host.write_text('[harness.claude-code]\n[policy]\nbundle = "bundle.json"\n', encoding="utf-8")
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
+    assert proc.returncode == 0, proc.stderr
+    assert f"policy: --rules, not the host file's [policy] bundle ({host})" in proc.stderr
