@@ -28,7 +28,12 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
     Environment values are never printed: only their names.
     """
     from sharedos import textfile
-    from sharedos.harness.hostconfig import HostConfigError, check_shadow, parse_host_config
+    from sharedos.harness.hostconfig import (
+        HostConfigError,
+        check_keys,
+        check_shadow,
+        parse_host_config,
+    )
 
     file = required_host_file(config_path, host_config_option)
     try:
@@ -54,6 +59,9 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
         click.echo(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
     click.echo(f"  confinement: {_confinement_line(config)}")
     failed = False
+    for problem in check_keys(config, text):  # sharedos run would stop at it
+        failed = True
+        click.echo(f"error: {problem}", err=True)
     shadow_line, shadow_problem = check_shadow(config, text)
     if shadow_line is not None:
         click.echo(f"  {shadow_line}")

@@ -620,6 +620,35 @@ def check_shadow(config: HostConfig, text: str) -> tuple[str | None, str | None]
     return loaded.line(), None
 
 
+def check_keys(config: HostConfig, text: str) -> list[str]:
+    """The keys ``config`` names, loaded as the host loads them (``text``: the host file, for
+    positions): each ``[policy] keys`` file an Ed25519 public key, the ``[evidence] sign_key``
+    an Ed25519 private key only this user may read. A problem per key that cannot be used,
+    at its key's ``file:line:col`` (``sharedos run`` refuses to start without it)."""
+    from sharedos.evidence.chain import Signer
+    from sharedos.policy.signing import load_public_key
+
+    positions = key_positions(text)
+    problems: list[str] = []
+
+    def at(loc: tuple[str, ...], msg: str) -> None:
+        line, col = locate(positions, loc)
+        problems.append(f"{config.source}:{line}:{col}: {'.'.join(loc)}: {msg}")
+
+    for value in config.policy.keys:
+        try:
+            load_public_key(config.resolve_file(value, what="[policy] keys"))
+        except (OSError, ValueError) as exc:  # SigningKeyError and HostConfigError too
+            at(("policy", "keys"), f"cannot be used: {exc}")
+    if config.evidence.sign_key:
+        try:
+            path = config.resolve_file(config.evidence.sign_key, what="[evidence] sign_key")
+            Signer.from_pem(textfile.read_private(path))
+        except (OSError, ValueError) as exc:
+            at(("evidence", "sign_key"), f"cannot be used: {exc}")
+    return problems
+
+
 def harness_kinds() -> tuple[str, ...]:
     """The harness kinds with an adapter (``sharedos.harness.adapters.HARNESS_KINDS``)."""
     from sharedos.harness.adapters import HARNESS_KINDS

@@ -51,3 +51,38 @@ def test_host_check_reports_every_problem_at_its_own_key(test_data: Path) -> Non
     assert len(lines) == len(expected), res.output
     for line, want in zip(lines, expected, strict=True):
         assert line.startswith(want), (line, want)
+
+
+def test_host_check_loads_the_keys_the_host_would(tmp_path: Path) -> None:
+    # before: "ok" (exit 0) for keys that are missing, or no keys at all; sharedos run then
+    # refused to start on them ("[policy] keys: cannot read public key", "cannot use the
+    # signing key")
+    from sharedos.policy.signing import write_keypair
+
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    write_keypair(keys / "policy.pem")
+    write_keypair(keys / "host.pem")
+    host = tmp_path / "host.toml"
+    good = (
+        '[harness.claude-code]\n[policy]\nbundle = "b.json"\nkeys = ["keys/policy.pem.pub"]\n'
+        '[evidence]\nsign_key = "keys/host.pem"\n'
+    )
+    host.write_text(good, encoding="utf-8")
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 0, res.output
+    host.write_text(
+        good.replace("policy.pem.pub", "missing.pub").replace("keys/host.pem", "keys/host.pem.pub"),
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 1, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2
+    assert errors[0].startswith(f"error: {host}:4:1: policy.keys: cannot be used: ")
+    assert "missing.pub" in errors[0]
+    assert errors[1].startswith(f"error: {host}:6:1: evidence.sign_key: cannot be used: ")
+    (keys / "host.pem").chmod(0o644)  # a private key others may read is refused by the host
+    host.write_text(good, encoding="utf-8")
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 1 and f"{host}:6:1: evidence.sign_key" in res.output
