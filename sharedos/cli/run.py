@@ -77,6 +77,7 @@ from sharedos import textfile
 from sharedos.cli._help import with_short_help
 from sharedos.cli._params import Seconds
 from sharedos.confine.leftovers import Claim, claim, discard, sweep
+from sharedos.redaction import Redactor
 from sharedos.terminal import printable, unambiguous
 
 EXIT_OK = 0
@@ -550,7 +551,6 @@ def _shadow(host_config: Any, enforced: Any = None) -> Any:
 async def _run_turn(opts: dict[str, Any]) -> int:
     from sharedos.catalog import ToolRegistry
     from sharedos.kernel import Kernel, RuntimeHost
-    from sharedos.redaction import Redactor
     from sharedos.toolpolicy import RunMode
     from sharedos.upstream.broker import UpstreamBroker
     from sharedos.upstream.sandbox import UpstreamConfinementPolicy
@@ -632,10 +632,12 @@ async def _run_turn(opts: dict[str, Any]) -> int:
                             ],
                             "upstreams": turn_upstreams.as_dict()["upstreams"],
                         }
-                        click.echo(json.dumps(doc, indent=2, default=str))
+                        # scrubbed as everything the run prints (an upstream's message)
+                        doc = json.loads(json.dumps(doc, default=str))
+                        click.echo(json.dumps(broker.host_secrets.scrub_json(doc), indent=2))
                         return EXIT_OK
                     for line in explain_catalog(host, context, tool_policy, turn_upstreams):
-                        click.echo(line)
+                        click.echo(broker.host_secrets.scrub(line))
                     return EXIT_OK
                 try:
                     return await _launch(opts, host, context, tool_policy, turn_upstreams)
@@ -954,14 +956,26 @@ async def _launch(
     finally:
         if remove:
             discard(base, claimed)  # never recursing: the harness could make a tree of any depth
-    return _report(opts, result, turn_upstreams, base, remove)
+    return _report(opts, result, turn_upstreams, base, remove, Redactor(secrets))
 
 
 def _report(
-    opts: dict[str, Any], result: Any, turn_upstreams: Any, base: Path, removed: bool
+    opts: dict[str, Any],
+    result: Any,
+    turn_upstreams: Any,
+    base: Path,
+    removed: bool,
+    redactor: Redactor,
 ) -> int:
-    """The answer and the evidence summary (or the one JSON document); the exit code."""
+    """The answer and the evidence summary (or the one JSON document); the exit code.
+
+    Everything printed is scrubbed of the run's secrets (``redactor``), as the records and
+    the streamed output are: the scripted model's calls (``harness.issued``) and the
+    harness's answer carry what it was given, a credential passed as an argument included.
+    """
     answer = result.output.final_text or result.process.stdout.rstrip() or None
+    if answer is not None:
+        answer = redactor.scrub(answer)
     confinement = result.identity.confinement
     if confinement is not None:
         click.echo(f"confinement: {confinement.label()}", err=True)
@@ -970,7 +984,7 @@ def _report(
     records = result.evidence
     wires = _attempt_wires(result)
     if opts["as_json"]:
-        click.echo(
+        doc = json.loads(
             json.dumps(
                 {
                     "turnId": result.turn_id,
@@ -995,16 +1009,16 @@ def _report(
                     ],
                     "harness": result.diagnostics(),
                 },
-                indent=2,
                 default=str,
             )
         )
+        click.echo(json.dumps(redactor.scrub_json(doc), indent=2))
     elif answer:
         click.echo(answer)
     for line in summary_lines(records, wires):
-        click.echo(line, err=True)
+        click.echo(redactor.scrub(line), err=True)
     for note in result.notes:  # the tail of the harness's stderr, say
-        click.echo(unambiguous(f"note: {note}"), err=True)
+        click.echo(redactor.scrub(unambiguous(f"note: {note}")), err=True)
     if result.process.timed_out or result.process.returncode not in (0, None):
         return EXIT_HARNESS_FAILED
     return EXIT_OK

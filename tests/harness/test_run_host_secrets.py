@@ -124,6 +124,30 @@ def test_a_harness_credential_passed_into_a_tool_call_is_not_recorded(tmp_path: 
 
 
 @pytest.mark.harness("claude-code")
+def test_the_json_document_holds_no_credential_passed_into_a_tool_call(tmp_path: Path) -> None:
+    """The records and the answer were scrubbed, but ``--json``'s ``harness.issued`` (the
+    scripted model's calls, their arguments as sent) carried the credential verbatim."""
+    _claude_or_skip()
+    secret = plant("vendor")
+    proc, _db = _run_writing(
+        tmp_path,
+        '[harness.claude-code]\n[harness.claude-code.env]\nVENDOR_API_KEY = "${HUNT_VENDOR_KEY}"\n',
+        RULES,
+        f"key={secret}",
+        {"HUNT_VENDOR_KEY": secret},
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)  # still one JSON document
+    assert doc["harness"]["issued"][0]["arguments"]["content"] == "key=[redacted]"
+    scan = SecretScan(secret)
+    scan.text("sharedos run --json stdout", proc.stdout)
+    scan.json_value("sharedos run --json", doc)
+    scan.text("sharedos run stderr", proc.stderr)
+    scan.assert_clean()
+
+
+@pytest.mark.harness("claude-code")
 def test_an_upstream_credential_passed_into_another_tool_is_not_recorded(tmp_path: Path) -> None:
     """The run scrubs the harness's output of every upstream's credential, but its
     records kept one verbatim when the model passed it into a call of another tool
