@@ -94,7 +94,7 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> None:
 
 def _context(
     principal: str | None,
-    tenant: str,
+    tenant: str | None,
     roles: Sequence[str],
     attrs: Sequence[str],
     context_file: Path | None,
@@ -114,7 +114,7 @@ def _context(
         data.pop("turn_id", None)  # a turn id is minted per turn, never taken from a file
     if principal is not None:
         data["principal"] = principal
-    if tenant != "default" or "tenant" not in data:
+    if tenant is not None:  # given on the command line, "default" too: it overrides the file
         data["tenant"] = tenant
     if roles:
         data["roles"] = list(roles)
@@ -285,7 +285,11 @@ def summary_lines(
 )
 @click.option("--harness", "harness_id", default="claude-code", show_default=True)
 @click.option("--principal", help="Who the turn is for (the trusted context).")
-@click.option("--tenant", default="default", show_default=True)
+@click.option(
+    "--tenant",
+    default=None,
+    help="The principal's tenant (default: the --context file's, else 'default').",
+)
 @click.option("--role", "roles", multiple=True, help="A role of the principal (repeatable).")
 @click.option("--attr", "attrs", multiple=True, metavar="KEY=VALUE", help="A context attribute.")
 @click.option(
@@ -366,7 +370,7 @@ def run(
     host_config_path: Path | None,
     harness_id: str,
     principal: str | None,
-    tenant: str,
+    tenant: str | None,
     roles: tuple[str, ...],
     attrs: tuple[str, ...],
     context_file: Path | None,

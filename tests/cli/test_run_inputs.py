@@ -27,9 +27,11 @@ toolpolicy run { mode open
 """
 
 
-def sharedos_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def sharedos_run(
+    tmp_path: Path, *args: str, rules_text: str = RULES
+) -> subprocess.CompletedProcess[str]:
     rules = tmp_path / "rules.sos"
-    rules.write_text(RULES, encoding="utf-8")
+    rules.write_text(rules_text, encoding="utf-8")
     (tmp_path / "sandbox").mkdir(exist_ok=True)
     argv = [SHAREDOS, "run", "--rules", str(rules), "--policy", "run", "--dry-run", "--json"]
     argv += ["--sandbox", str(tmp_path / "sandbox"), "--evidence", str(tmp_path / "ev.sqlite")]
@@ -149,3 +151,20 @@ def test_rules_do_not_replace_a_bundle_the_host_trusts_only_signed(tmp_path: Pat
     proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
     assert proc.returncode == 0, proc.stderr
     assert f"policy: --rules, not the host file's [policy] bundle ({host})" in proc.stderr
+
+
+def test_tenant_default_on_the_command_line_overrides_the_context_file(tmp_path: Path) -> None:
+    # before: --tenant default was taken for "not given", and the file's tenant stayed
+    rules = RULES.replace('"d" in context.roles', 'context.tenant == "default"')
+    ctx = tmp_path / "context.json"
+    ctx.write_text(json.dumps({"principal": "alice", "tenant": "acme"}), encoding="utf-8")
+
+    def offered(*flags: str) -> bool:
+        proc = sharedos_run(tmp_path, "--context", str(ctx), *flags, rules_text=rules)
+        assert proc.returncode == 0, proc.stderr
+        return {t["tool"]: t["in"] for t in json.loads(proc.stdout)["tools"]}["files.read"]
+
+    assert offered() is False  # the file's tenant: acme
+    assert offered("--tenant", "default") is True
+    ctx.write_text(json.dumps({"principal": "alice"}), encoding="utf-8")
+    assert offered() is True  # neither says: the default tenant
