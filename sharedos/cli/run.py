@@ -833,11 +833,22 @@ def confinement_check(tool_policy: Any, unconfined: bool) -> str | None:
     return None
 
 
-def _cannot_confine(policy_name: str, why: str) -> int:
+#: what to do about each reason a strict run cannot start confined
+_INSTALL = "Install bubblewrap, or pass"
+_FIX_PATH = (
+    "Keep the run directory (--workdir), the [confinement] readonly paths and the harness's "
+    "command apart from the managed roots, each path existing, or pass"
+)
+_OR_PASS = "Pass"
+
+
+def _cannot_confine(policy_name: str, why: str, remedy: str = _INSTALL) -> int:
+    """Say why a strict run did not start, and the remedy for that reason (``bubblewrap`` is
+    no answer to a managed root the sandbox would show)."""
     click.echo(
         f"error: run policy {policy_name!r} is strict, so its harness must run confined, and it "
-        f"cannot be: {why}. Nothing ran. Install bubblewrap, or pass --unconfined to run it "
-        "anyway (the turn is then recorded and reported as NOT CONFINED).",
+        f"cannot be: {why}. Nothing ran. {remedy} --unconfined to run it anyway (the turn is "
+        "then recorded and reported as NOT CONFINED).",
         err=True,
     )
     return EXIT_CANNOT_CONFINE
@@ -955,8 +966,10 @@ async def _launch(
     except HarnessUnavailable as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_HARNESS_UNAVAILABLE
-    except (ConfinementUnavailable, ManagedRootVisible) as exc:
-        return _cannot_confine(tool_policy.name, str(exc))
+    except ManagedRootVisible as exc:  # a path the view would show, or that does not exist
+        return _cannot_confine(tool_policy.name, str(exc), _FIX_PATH)
+    except ConfinementUnavailable as exc:  # bubblewrap was found: the sandbox did not start
+        return _cannot_confine(tool_policy.name, str(exc), _OR_PASS)
     finally:
         if remove:
             discard(base, claimed)  # never recursing: the harness could make a tree of any depth

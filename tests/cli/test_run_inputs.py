@@ -168,3 +168,27 @@ def test_tenant_default_on_the_command_line_overrides_the_context_file(tmp_path:
     assert offered("--tenant", "default") is True
     ctx.write_text(json.dumps({"principal": "alice"}), encoding="utf-8")
     assert offered() is True  # neither says: the default tenant
+
+
+@pytest.mark.harness("claude-code")
+def test_a_run_directory_in_a_managed_root_is_not_answered_with_install_bubblewrap(
+    tmp_path: Path,
+) -> None:
+    # before: every reason a strict run could not start confined ended in "Install
+    # bubblewrap", also where bubblewrap was there and --workdir lay inside --sandbox
+    rules = RULES.replace("mode open", 'mode strict\n harness_local "shell"')
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "public" / "wd").mkdir(parents=True)
+    rules_file = tmp_path / "strict.sos"
+    rules_file.write_text(rules, encoding="utf-8")
+    argv = [SHAREDOS, "run", "--rules", str(rules_file), "--policy", "run"]
+    argv += ["--principal", "alice", "--sandbox", str(sandbox), "--no-stream"]
+    argv += ["--evidence", str(tmp_path / "ev.sqlite"), "--workdir", str(sandbox / "public" / "wd")]
+    proc = subprocess.run(
+        [*argv, "hello"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 5, proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert f"managed root {sandbox} would be visible in the sandbox" in error
+    assert "Install bubblewrap" not in error
+    assert "apart from the managed roots" in error and "--unconfined" in error
