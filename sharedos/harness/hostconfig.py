@@ -773,6 +773,9 @@ def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
                 )
             )
             entry["kind"] = _MISSING_KIND
+    vendor = entry.get("vendor")
+    if isinstance(vendor, dict) and entry["kind"] in harness_kinds():
+        problems += _check_vendor(hid, str(entry["kind"]), vendor, at)
     env = entry.get("env")
     if isinstance(env, dict):
         for key, value in list(env.items()):
@@ -790,4 +793,28 @@ def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
                 # never the value itself: it may be a credential
                 problems.append(at(loc, f"harness.{hid}.env.{key}", "must be a string"))
                 del env[key]
+    return problems
+
+
+_TYPE_NAMES = {bool: "true or false", dict: "a table", str: "a string"}
+
+
+def _check_vendor(hid: str, kind: str, vendor: dict[str, Any], at: Any) -> list[str]:
+    """``[harness.ID.vendor]``: only the keys the kind's adapter reads, each of its type (bad
+    ones are reported at their key and removed). A misspelt or mistyped setting was ignored
+    without a word: the CLI ran without it."""
+    from sharedos.harness.adapters import get_adapter
+
+    known = get_adapter(kind).vendor_keys
+    problems: list[str] = []
+    for key, value in list(vendor.items()):
+        where = ("harness", hid, "vendor", str(key))
+        label = f"harness.{hid}.vendor.{key}"
+        if key not in known:
+            names = ", ".join(sorted(known)) or "none"
+            problems.append(at(where, label, f"unknown key for kind {kind} (known: {names})"))
+            del vendor[key]
+        elif not isinstance(value, known[key]):
+            problems.append(at(where, label, f"must be {_TYPE_NAMES.get(known[key], known[key])}"))
+            del vendor[key]
     return problems

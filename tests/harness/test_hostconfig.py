@@ -152,3 +152,28 @@ def test_a_harness_command_under_home_is_under_home(monkeypatch: pytest.MonkeyPa
     runtime = create_mcp_harness_runtime("claude-code", cfg)
     # the program and its script (the first two items), as every command of the file
     assert runtime.command == ("/home/op/node/bin/node", "/home/op/cli.js", "~/x")
+
+
+def test_vendor_settings_are_the_ones_the_kind_reads() -> None:
+    # before: a misspelt key ([harness.codex.vendor.confg]) or one of the wrong type
+    # (config = 3, tool_search = "yes") was ignored without a word: the CLI ran without it
+    text = (
+        "[harness.codex.vendor]\nconfig = 3\n[harness.codex.vendor.confg]\nmodel = 'x'\n"
+        "[harness.claude-code.vendor]\ntool_search = 'yes'\n"
+        "[harness.dsh.vendor]\nx = 1\n"
+        "[harness.pi-adapter.vendor]\nextension = '/opt/ext'\n[harness.pi-adapter.vendor.models]\n"
+    )
+    assert problems(text) == [
+        "host.toml:2:1: harness.codex.vendor.config: must be a table",
+        "host.toml:3:1: harness.codex.vendor.confg: unknown key for kind codex (known: config)",
+        "host.toml:6:1: harness.claude-code.vendor.tool_search: must be true or false",
+        "host.toml:8:1: harness.dsh.vendor.x: unknown key for kind dsh (known: none)",
+    ]
+    good = parse_host_config(
+        "[harness.codex.vendor.config]\nmodel = 'x'\n[harness.claude-code.vendor]\n"
+        "tool_search = true\n[harness.pi.vendor.models]\n[harness.tuned]\nkind = 'pi-adapter'\n"
+        "vendor = { extension = '/opt/ext' }\n",
+        "host.toml",
+    )
+    assert good.get("codex").vendor == {"config": {"model": "x"}}
+    assert good.get("tuned").vendor == {"extension": "/opt/ext"}

@@ -97,6 +97,9 @@ class HarnessAdapter(Protocol):
     mcp_extension: ClassVar[str | None]
     #: the harness kind whose CLI the live column runs for this one (pi-adapter → pi)
     live_kind: ClassVar[str]
+    #: the ``[harness.ID.vendor]`` keys this adapter reads, and the type of each (any other
+    #: key is refused where it is written: a misspelt one would be ignored without a word)
+    vendor_keys: ClassVar[Mapping[str, type]]
     #: keys of the harness's own correlation id in a ``tools/call``'s ``_meta`` (or ``()``)
     correlation_keys: ClassVar[tuple[str, ...]]
     #: how its MCP client answers a call to a name it did not offer (measured)

@@ -52,6 +52,7 @@ class ClaudeCodeAdapter:
     mcp_support: ClassVar[McpSupport] = McpSupport.NATIVE
     mcp_extension: ClassVar[str | None] = None
     live_kind: ClassVar[str] = "claude-code"
+    vendor_keys: ClassVar[Mapping[str, type]] = {"tool_search": bool}
     correlation_keys: ClassVar[tuple[str, ...]] = ("claudecode/toolUseId",)
     client_route: ClassVar[str] = (
         "it answers a call to an unoffered mcp__sharedos__ name with a tool_use_error"

@@ -51,6 +51,7 @@ class CodexAdapter:
     mcp_support: ClassVar[McpSupport] = McpSupport.NATIVE
     mcp_extension: ClassVar[str | None] = None
     live_kind: ClassVar[str] = "codex"
+    vendor_keys: ClassVar[Mapping[str, type]] = {"config": dict}
     correlation_keys: ClassVar[tuple[str, ...]] = ("callId",)
     client_route: ClassVar[str] = (
         "it answers a call in the mcp__sharedos namespace to an unlisted name as an "

@@ -108,6 +108,7 @@ class DshAdapter:
     mcp_support: ClassVar[McpSupport] = McpSupport.NATIVE
     mcp_extension: ClassVar[str | None] = None
     live_kind: ClassVar[str] = "dsh"
+    vendor_keys: ClassVar[Mapping[str, type]] = {}
     correlation_keys: ClassVar[tuple[str, ...]] = ()
     client_route: ClassVar[str] = (
         "its tool registry answers a call to an unoffered mcp__sharedos__ name as an unknown tool"

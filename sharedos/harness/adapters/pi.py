@@ -65,6 +65,7 @@ class PiAdapter:
     mcp_support: ClassVar[McpSupport] = McpSupport.NATIVE
     mcp_extension: ClassVar[str | None] = None
     live_kind: ClassVar[str] = "pi"
+    vendor_keys: ClassVar[Mapping[str, type]] = {"models": dict}
     correlation_keys: ClassVar[tuple[str, ...]] = ()
     client_route: ClassVar[str] = (
         "its built-in MCP client answers a call to an unoffered mcp__sharedos__ name with "
@@ -198,6 +199,7 @@ class PiMcpAdapter(PiAdapter):
     mcp_support: ClassVar[McpSupport] = McpSupport.EXTENSION
     mcp_extension: ClassVar[str | None] = "pi-mcp-adapter"
     live_kind: ClassVar[str] = "pi"
+    vendor_keys: ClassVar[Mapping[str, type]] = {"models": dict, "extension": str}
     client_route: ClassVar[str] = (
         "even its `mcp` proxy tool, which takes any name as a string, resolves the "
         "name against the tools it listed from the server and answers 'Tool ... not found' "
