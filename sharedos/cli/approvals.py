@@ -53,7 +53,12 @@ def _host(path: Path | None) -> Any:
 def _db(db: str | None, host: Any) -> str:
     if db:
         return db
-    url = host.evidence_location() if host is not None else None
+    from sharedos.harness.hostconfig import HostConfigError
+
+    try:
+        url = host.evidence_location() if host is not None else None
+    except HostConfigError as exc:  # an unset ${VAR} in it
+        raise click.UsageError(str(exc)) from None
     if not url:
         raise click.UsageError("give --db, or a --host-file whose [evidence] url names the store")
     return str(url)

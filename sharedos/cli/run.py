@@ -577,6 +577,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     longest = max((u.timeouts.call_s for u in upstreams.values()), default=25.0)
     from sharedos.evidence.store import EvidenceStoreError
     from sharedos.evidence.url import open_configured_store
+    from sharedos.harness.hostconfig import HostConfigError
 
     evidence = host_config.evidence
     try:
@@ -587,7 +588,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             otlp_endpoint=evidence.otlp_endpoint,
             checkpoint_interval_s=evidence.checkpoint_interval_s,
         )
-    except EvidenceStoreError as exc:
+    except (EvidenceStoreError, HostConfigError) as exc:  # HostConfigError: an unset ${VAR}
         _fail(str(exc))
     try:
         kernel = Kernel(policy, registry, time_zone=opts["host_config"].policy.time_zone)

@@ -497,7 +497,9 @@ class HostConfig(BaseModel):
                 shadow = self.shadow_source(env)[0]
                 if not shadow.lower().startswith(("http://", "https://")):
                     out += [shadow, written(self.policy.shadow)]
-        location = self.evidence_location()
+        location = None
+        with contextlib.suppress(HostConfigError):
+            location = self.evidence_location(env)
         if location is not None:
             from sharedos.evidence.url import store_files
 
@@ -525,10 +527,12 @@ class HostConfig(BaseModel):
 
         return str(default_state_path(self.bundle_location(environ)))
 
-    def evidence_location(self) -> str | None:
-        """``[evidence] url`` as the store to open: a relative SQLite path (a bare file name
-        too, or ``sqlite:relative``) relative to this file's directory, like every file
-        this host keeps (``resolve_file``); anything else as written. None when unset."""
+    def evidence_location(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """``[evidence] url`` as the store to open: a SQLite path with ``${VAR}`` interpolated
+        and ``~`` expanded, a relative one (a bare file name too, or ``sqlite:relative``)
+        relative to this file's directory, like every file this host keeps
+        (``resolve_file``); anything else as written. None when unset;
+        ``HostConfigError`` for an unset variable."""
         url = self.evidence.url
         if url is None:
             return None
@@ -537,8 +541,12 @@ class HostConfig(BaseModel):
         target = parse_store_url(url)
         if target.kind != "sqlite" or target.location == ":memory:":
             return url
-        path = Path(target.location).expanduser()
-        return url if path.is_absolute() else str((self.base_dir / path).resolve())
+        env = environ if environ is not None else os.environ
+        text = interpolate(target.location, env, what="[evidence] url")
+        path = Path(text).expanduser()
+        if not path.is_absolute():
+            return str((self.base_dir / path).resolve())
+        return url if str(path) == target.location else str(path)
 
     def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
         """``[policy] shadow`` as a location to load (an http(s) URL as written; a path with

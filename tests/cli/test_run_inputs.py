@@ -192,3 +192,27 @@ def test_a_run_directory_in_a_managed_root_is_not_answered_with_install_bubblewr
     assert f"managed root {sandbox} would be visible in the sandbox" in error
     assert "Install bubblewrap" not in error
     assert "apart from the managed roots" in error and "--unconfined" in error
+
+
+def test_an_unset_variable_in_the_evidence_url_is_one_line(tmp_path: Path) -> None:
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n[evidence]\nurl = "${SHAREDOS_TEST_UNSET_VAR}/ev.sqlite"\n',
+        encoding="utf-8",
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(RULES, encoding="utf-8")
+    argv = [SHAREDOS, "run", "--host-config", str(host), "--rules", str(rules), "--policy", "run"]
+    proc = subprocess.run(
+        [*argv, "--principal", "alice", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip() == (
+        "error: [evidence] url: ${SHAREDOS_TEST_UNSET_VAR} is not set in the host environment"
+    )
+    assert not list(tmp_path.rglob("*.sqlite"))

@@ -121,6 +121,33 @@ def test_a_relative_evidence_store_is_next_to_the_host_file(
     assert load_host_config(host).evidence_location() is None
 
 
+def test_an_evidence_store_path_reads_home_and_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/evidence.md: a SQLite [evidence] url is a path like the bundle, its keys and its
+    state, ``${VAR}`` interpolated. Before, "~/ev.sqlite" was opened as a file named
+    "~/ev.sqlite" ("cannot create evidence database ~/ev.sqlite") and "${STATE}/ev.sqlite"
+    as a directory named "${STATE}" next to the host file."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SHAREDOS_TEST_STATE", str(tmp_path / "state"))
+    monkeypatch.delenv("SHAREDOS_TEST_UNSET", raising=False)
+    host = tmp_path / "host.toml"
+    for url, want in (
+        ("~/ev.sqlite", tmp_path / "home" / "ev.sqlite"),
+        ("${SHAREDOS_TEST_STATE}/ev.sqlite", tmp_path / "state" / "ev.sqlite"),
+        ("sqlite:${SHAREDOS_TEST_STATE}/db.sqlite", tmp_path / "state" / "db.sqlite"),
+    ):
+        host.write_text(f'[harness.codex]\n[evidence]\nurl = "{url}"\n')
+        config = load_host_config(host)
+        assert config.evidence_location() == str(want), url
+        assert str(want) in config.state_paths()
+    host.write_text('[harness.codex]\n[evidence]\nurl = "${SHAREDOS_TEST_UNSET}/ev.sqlite"\n')
+    config = load_host_config(host)
+    with pytest.raises(HostConfigError, match=r"\[evidence\] url: \$\{SHAREDOS_TEST_UNSET\}"):
+        config.evidence_location()
+    assert config.state_paths()  # the rest is still known
+
+
 @pytest.mark.parametrize("hid", ["../../tmp/escaped", "team/claude", ".hidden", "a b", "-x"])
 def test_a_harness_id_is_no_path(hid: str) -> None:
     # the id names the harness's turn directory under the run directory: ``../`` in it put
