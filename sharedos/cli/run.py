@@ -50,6 +50,8 @@ Exit codes:
      was sealed with no call, and nothing of it is left in the run directory
   5  the run policy is strict and the harness cannot be confined (no bubblewrap, not
      Linux, or a managed root would be visible in its sandbox); nothing ran
+  6  standard output could not be written (``> /dev/full``, an I/O error): the turn
+     may have run; its evidence holds it (every ``sharedos`` command exits 6 so)
   128+N  stopped by signal N (SIGINT, Ctrl-C: 130; SIGTERM: 143, SIGHUP: 129): the turn
      was closed in order (calls in flight recorded ``cancelled``, the turn sealed, the harness's
      process tree ended, the temporary run directory removed); a signal the run was

@@ -25,7 +25,8 @@ def main() -> None:
 
     \b
     Exit codes: 0 ok; 1 policy errors, failing tests or (with --strict) lint
-    warnings; 2 usage errors; 3 internal error in sharedos-policy itself.
+    warnings; 2 usage errors; 3 internal error in sharedos-policy itself;
+    6 standard output could not be written (a full disk, an I/O error).
     """
 
 

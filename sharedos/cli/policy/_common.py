@@ -161,6 +161,15 @@ def guarded(func: F) -> F:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, sys.stdout.fileno())
             raise click.exceptions.Exit(EXIT_POLICY) from None
+        except OSError as exc:
+            from sharedos.cli._output import give_up_on_stdout, stdout_refused
+
+            if stdout_refused(exc):  # ``> /dev/full``: not a bug of ours
+                raise give_up_on_stdout(exc) from None
+            if os.environ.get("SHAREDOS_POLICY_DEBUG"):
+                traceback.print_exc()
+            click.echo(internal_error_text(exc), err=True)
+            raise click.exceptions.Exit(EXIT_INTERNAL) from None
         except Exception as exc:  # the one place a bug becomes a diagnostic, not a traceback
             if os.environ.get("SHAREDOS_POLICY_DEBUG"):
                 traceback.print_exc()
