@@ -192,6 +192,13 @@ def shown_url(url: str) -> str:
     try:
         parts = urllib.parse.urlsplit(url)
         netloc = parts.netloc
+        if "@" not in netloc and not netloc.startswith("["):
+            _host, colon, port = netloc.rpartition(":")
+            if colon and port and not port.isdigit():
+                # ``https://u:pa#ss@host/``: the URL ends its authority at the ``#`` (or ``?``,
+                # ``/``) inside the password, leaving ``u:pa`` as host and port; no request can
+                # be made of it, and showing it would show the password's head
+                return "(a URL that cannot be parsed: its authority has no valid port)"
         if "@" in netloc:
             userinfo, _, hostport = netloc.rpartition("@")
             user, colon, _password = userinfo.partition(":")

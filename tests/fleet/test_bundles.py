@@ -324,3 +324,24 @@ def test_a_presigned_bundle_url_keeps_its_signature_out_of_every_message(
     assert state["requests"][0][0].endswith("token=tok-canary-9876543210")
     with_password = HttpSource("https://ops:hunter2-canary@bundles.example/b.json")
     assert "hunter2" not in with_password.origin and "ops:***@" in with_password.origin
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:pa#ss-secret-word@bundles.example/b.json",
+        "https://user:pa?ss-secret-word@bundles.example/b.json",
+        "https://user:pa/ss-secret-word@bundles.example/b.json",
+    ],
+)
+def test_a_bundle_url_whose_password_holds_a_delimiter_shows_no_part_of_it(url: str) -> None:
+    """A ``#``, ``?`` or ``/`` in the password ends the URL's authority there: the head of
+    the password was taken for a port and shown as written (``https://user:pa``)."""
+    from sharedos.bundles.source import shown_url
+
+    shown = shown_url(url)
+    assert ":pa" not in shown and "secret" not in shown, shown
+    assert shown_url("https://user:pw@bundles.example:8443/b.json") == (
+        "https://user:***@bundles.example:8443/b.json"
+    )
+    assert shown_url("https://[::1]:8443/b.json") == "https://[::1]:8443/b.json"
