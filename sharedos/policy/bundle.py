@@ -209,6 +209,13 @@ def load_bundle(
                 + "; this host loads only bundles signed by its configured keys "
                 "(sign it with `sharedos-policy sign`)"
             )
+    return _policy_of(doc, path)
+
+
+def _policy_of(doc: dict[str, Any], path: str | Path) -> PolicySet:
+    """The policy of a verified bundle document; ``BundleError`` when its program, though it
+    matches its hash, is not one a host can run (what ``sign_bundle`` signs and
+    ``verify_bundle`` passes must be what ``load_bundle`` loads)."""
     try:
         return PolicySet(doc["program"], bundle_hash=doc["bundle_hash"])
     except Exception as exc:  # malformed program: refuse, do not half-load
@@ -263,6 +270,7 @@ def sign_bundle(
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise BundleError("a bundle revision must be a non-empty string")
     doc, body = _read(path)
+    _policy_of(doc, path)  # never sign a program every host refuses to run
     before = (doc.get("revision"), doc.get("sequence"))
     if revision is not None:
         doc["revision"] = revision
@@ -295,4 +303,5 @@ def verify_bundle(path: str | Path, keys: Sequence[Ed25519PublicKey]) -> str:
             + ("that key" if len(keys) == 1 else "any of those keys")
         )
     release_of(doc, path)  # a host refuses a malformed release, signed or not
+    _policy_of(doc, path)  # and a program it cannot run, however well signed
     return found

@@ -173,6 +173,36 @@ def test_sign_and_verify_refuse_a_release_every_host_refuses(
     )
 
 
+def test_sign_and_verify_refuse_a_program_every_host_refuses_to_run(
+    bundle: Path, keys: tuple[Path, Path]
+) -> None:
+    """A program that matches its hash but that no host can run (hand-edited, its hash
+    recomputed; a publisher's own tooling): `sign` does not sign it and `verify` does not
+    say it is fine, since every host's load refuses it as malformed."""
+    from sharedos.policy.bundle import write_document
+    from sharedos.policy.policyset import program_hash
+    from sharedos.policy.signing import signature_entry
+
+    private, public = keys
+    doc = json.loads(bundle.read_text())
+    doc["program"]["index"] = "not a mapping"
+    doc["bundle_hash"] = program_hash(doc["program"])
+    write_document(doc, bundle)
+    with pytest.raises(BundleError, match="malformed"):
+        sign_bundle(bundle, load_private_key(private), revision="r1", sequence=1)
+    # signed anyway (by a signer that does not check): verify says what a host says
+    doc.update(revision="r1", sequence=1)
+    doc["signatures"] = [signature_entry(doc, load_private_key(private), "2026-01-01T00:00:00Z")]
+    write_document(doc, bundle)
+    with pytest.raises(BundleError, match="malformed"):
+        load_bundle(bundle, trusted_keys=[load_public_key(public)])
+    with pytest.raises(BundleError, match="malformed"):
+        verify_bundle(bundle, [load_public_key(public)])
+    result = CliRunner().invoke(main, ["verify", str(bundle), "--pubkey", str(public)])
+    assert result.exit_code == 1 and "malformed" in result.stderr
+    assert "ok:" not in result.stdout
+
+
 def test_garbage_signatures_verify_nothing(bundle: Path, keys: tuple[Path, Path]) -> None:
     doc = json.loads(bundle.read_text())
     kid = key_id(load_public_key(keys[1]))
