@@ -390,8 +390,8 @@ _SIGN_KEY = click.option(
 @click.option(
     "--take",
     is_flag=True,
-    help="Take a checkpoint now over every turn head no checkpoint covers yet "
-    "(writes to the store), then export it.",
+    help="Take a checkpoint now over every turn head no checkpoint covers yet (over none "
+    "when every head is covered; writes to the store), then export that one.",
 )
 @_SIGN_KEY
 @click.option(
@@ -412,12 +412,16 @@ def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | No
     from sharedos.evidence.verify import check_checkpoints
 
     signer = _signer(sign_key)
+    taken = None
     if take:
         from sharedos.evidence.url import open_store
 
         try:
             with open_store(db, signer=signer, must_exist=True) as store:
-                store.take_checkpoint(everything=True)
+                # always one, over no heads when the hosts' checkpoints cover them all: what
+                # is exported is the checkpoint taken now (signed with --sign-key, chained
+                # after every one before it), never another writer's latest
+                taken = store.take_checkpoint(everything=True, always=True)
         except EvidenceStoreError as exc:
             raise click.ClickException(str(exc)) from None
     elif signer is not None:
@@ -430,6 +434,8 @@ def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | No
                 latest = cp
         except EvidenceStoreError as exc:
             raise click.ClickException(str(exc)) from None
+    if taken is not None:
+        latest = taken
     if problems:
         for problem in problems:
             click.echo(problem.line(), err=True)

@@ -699,10 +699,13 @@ class ChainAppender:
             return False
         return len(dirty) >= DIRTY_LIMIT or time.monotonic() >= self.next_checkpoint
 
-    def checkpoint(self, heads: Sequence[tuple[str, int, str]] | None = None) -> Checkpoint | None:
+    def checkpoint(
+        self, heads: Sequence[tuple[str, int, str]] | None = None, *, always: bool = False
+    ) -> Checkpoint | None:
         """Write a checkpoint over ``heads`` and the heads committed here since the last one
         (the later of the two for a turn in both); the checkpoint written, or None when there
-        was nothing to cover.
+        was nothing to cover (with ``always``, one over no heads then: it still chains to,
+        and with a signer signs, every checkpoint before it).
 
         Numbered after the store's last checkpoint, whoever wrote it (a number
         another writer took first is re-read and the checkpoint re-made).
@@ -714,7 +717,7 @@ class ChainAppender:
                 if turn not in merged or pos > merged[turn][0]:
                     merged[turn] = (pos, hash_)
             heads = [(turn, pos, hash_) for turn, (pos, hash_) in merged.items()]
-            if not heads:
+            if not heads and not always:
                 return None
             self.deadline = time.monotonic() + self.deadline_s
             try:

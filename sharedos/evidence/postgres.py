@@ -803,19 +803,22 @@ class PostgresEvidenceStore:
         """True when this store has committed heads to checkpoint and its interval passed."""
         return self.appender.checkpoint_due()
 
-    def take_checkpoint(self, *, everything: bool = False) -> Checkpoint | None:
+    def take_checkpoint(
+        self, *, everything: bool = False, always: bool = False
+    ) -> Checkpoint | None:
         """Write a checkpoint now: over the heads committed here since the last one, or with
-        ``everything`` over every turn head no checkpoint covers yet; None when nothing to cover."""
+        ``everything`` over every turn head no checkpoint covers yet; None when nothing to
+        cover, unless ``always`` (then one over no heads, chained after the last)."""
         self._guarded()
         if not everything:
-            return self.appender.checkpoint(None)
+            return self.appender.checkpoint(None, always=always)
         # every head no checkpoint covers: a read and a write of the whole store (an
         # auditor's ``checkpoint --take``, the end of a ``copy``), off every call's path,
         # which the writes' statement timeout would cut short on a store of some size
         heads = self.uncovered_heads()
         self._whole_store_checkpoint = True
         try:
-            return self.appender.checkpoint(heads)
+            return self.appender.checkpoint(heads, always=always)
         finally:
             self._whole_store_checkpoint = False
 

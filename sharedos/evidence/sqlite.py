@@ -1026,12 +1026,15 @@ class SqliteEvidenceStore:
         """True when this store has committed heads to checkpoint and its interval passed."""
         return self.appender.checkpoint_due()
 
-    def take_checkpoint(self, *, everything: bool = False) -> Checkpoint | None:
+    def take_checkpoint(
+        self, *, everything: bool = False, always: bool = False
+    ) -> Checkpoint | None:
         """Write a checkpoint now: over the heads committed here since the last one, or with
-        ``everything`` over every turn head no checkpoint covers yet; None when nothing to cover."""
+        ``everything`` over every turn head no checkpoint covers yet; None when nothing to
+        cover, unless ``always`` (then one over no heads, chained after the last)."""
         self._writable()
         heads = self.uncovered_heads() if everything else None
-        return self.appender.checkpoint(heads)
+        return self.appender.checkpoint(heads, always=always)
 
     def uncovered_heads(self) -> list[tuple[str, int, str]]:
         """Every turn's head that is past what the store's checkpoints cover."""

@@ -311,6 +311,34 @@ def test_the_checkpoint_command(store: Any, tmp_path: Path, take: bool) -> None:
     assert code == 0 and "since checkpoint 1: clean" in out
 
 
+def test_take_with_a_sign_key_exports_a_checkpoint_that_key_signed(
+    store: Any, tmp_path: Path
+) -> None:
+    """An auditor's `--take --sign-key` when the hosts' checkpoints already cover every
+    head: what is exported is a checkpoint taken now and signed with the auditor's key
+    (chained after the hosts' ones, so it anchors them), never the host's latest one."""
+    write_turn(store, "T")
+    host_cp = store.take_checkpoint()  # the host's, unsigned: nothing is left uncovered
+    assert host_cp is not None and host_cp.key_id is None
+    key = tmp_path / "auditor.pem"
+    signer = Signer.generate()
+    key.write_bytes(signer.private_pem())
+    key.chmod(0o600)
+    out_file = tmp_path / "cp.json"
+    args = ["evidence", "checkpoint", "--db", location(store), "--take", "--sign-key", str(key)]
+    code, out = cli(*args, "-o", str(out_file))
+    assert code == 0, out
+    cp = Checkpoint.load(out_file.read_text())
+    assert cp.key_id == signer.key_id and cp.signature is not None
+    assert cp.number == host_cp.number + 1 and cp.prev == host_cp.hash
+    public, _key_id = load_public_key(signer.public_pem())
+    from sharedos.evidence.chain import verify_seal_signature
+
+    assert verify_seal_signature(public, cp.hash, cp.signature)
+    code, out = cli("evidence", "verify", "--db", location(store), "--since", str(out_file))
+    assert code == 0 and "since checkpoint 2: clean" in out, out
+
+
 def test_a_head_two_writers_both_checkpointed_is_one_head(opener: Opener, store: Any) -> None:
     other = opener()
     write_turn(store, "T")
