@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,8 +46,14 @@ if TYPE_CHECKING:
     )
 
 BUNDLE_FORMAT = "sharedos-policy-bundle"
-#: Version of the compiled program's layout and semantics; bump on any change.
-COMPILER_VERSION = f"sharedos-policy-compiler/8 grammar/{GRAMMAR_VERSION}"
+#: Version of the compiled program's layout and semantics; bump on any change. It names
+#: the Unicode database of the Python that compiled it too: ``lower()`` and the NFC checks
+#: read the running Python's ``unicodedata``, so one program decides differently under
+#: another database (a letter added since folds to another one), and a host with another
+#: one refuses the bundle (the version is signed, as the compiler's identity).
+COMPILER_VERSION = (
+    f"sharedos-policy-compiler/8 grammar/{GRAMMAR_VERSION} unicode/{unicodedata.unidata_version}"
+)
 
 _PROGRAM_MARK = b',"program":'
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.policy import COMPILER_VERSION, BundleError, compile_paths, load_bundle
+from sharedos.policy import COMPILER_VERSION, BundleError, PolicySet, compile_paths, load_bundle
 
 CALLS = [
     ("files.read", {"path": "/public/a"}, {"principal": "bob", "roles": []}),
@@ -90,6 +90,118 @@ def test_other_compiler_version_is_refused(shipped, tmp_path: Path) -> None:  # 
         BundleError, match=r"compiled by 'sharedos-policy-compiler/0 grammar/0'.*recompile"
     ):
         load_bundle(bundle)
+
+
+def test_a_bundle_from_a_python_with_other_unicode_tables_is_refused(
+    shipped: PolicySet, tmp_path: Path
+) -> None:
+    """``lower()`` and the normalization checks read the running Python's Unicode database,
+    so one program decides differently under another one (U+1E030, a letter Unicode 15.0
+    added, folds to a Cyrillic a on Python 3.12 and stays itself on 3.11): the compiler
+    version names the database, and a host with another one refuses the bundle."""
+    import unicodedata
+
+    assert f"unicode/{unicodedata.unidata_version}" in COMPILER_VERSION
+    bundle = tmp_path / "b.json"
+    shipped.save_bundle(bundle)
+    other = "0.0.0" if unicodedata.unidata_version != "0.0.0" else "1.0.0"
+    _rewrite(
+        bundle,
+        compiler_version=COMPILER_VERSION.replace(unicodedata.unidata_version, other),
+    )
+    with pytest.raises(BundleError, match=rf"unicode/{other}'.*recompile"):
+        load_bundle(bundle)
+
+
+_UNICODE_PROBE = """
+import sys, unicodedata
+from sharedos.policy.bundle import BundleError, load_bundle
+try:
+    policy = load_bundle(sys.argv[1])
+except BundleError as exc:
+    print("refused", exc)
+else:
+    ctx = {"principal": "a", "tenant": "t", "roles": [], "attributes": {}}
+    print(policy.decide("files.write", {"path": "/a", "name": "\\U0001e030"}, ctx).allowed)
+"""
+
+
+def _python_with_other_unicode() -> str | None:
+    """Another CPython (3.11 or later) on this machine whose Unicode database differs."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import unicodedata
+
+    names = [shutil.which(n) for n in ("python3.13", "python3.12", "python3.14", "python3.11")]
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    names += [str(p) for p in sorted(pyenv.glob("3.1*/bin/python3"))]
+    for found in names:
+        if found is None:
+            continue
+        probe = subprocess.run(
+            [
+                found,
+                "-c",
+                "import sys, unicodedata; print(sys.version_info >= (3, 11), "
+                "unicodedata.unidata_version)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        fields = probe.stdout.split()
+        usable = probe.returncode == 0 and fields[:1] == ["True"] and found != sys.executable
+        if usable and fields[1:] != [unicodedata.unidata_version]:
+            return found
+    return None
+
+
+def test_another_pythons_unicode_tables_do_not_decide_a_bundle_differently(
+    tmp_path: Path,
+) -> None:
+    """End to end, where another Python is installed: the bundle compiled here either
+    decides the same there, or is refused there; it never silently decides otherwise."""
+    import os
+    import subprocess
+    import sys
+    import sysconfig
+
+    from sharedos.policy import compile_source
+
+    other = _python_with_other_unicode()
+    if other is None:
+        pytest.skip("no Python with another Unicode database on this machine")
+    source = (
+        "namespace files\n"
+        "requirement files.write { action write; resource path(args.path) }\n"
+        'permit write on "/**"\n'
+        'forbid write on "/**" when lower(args.name) == "\u0430"\n'
+    )
+    bundle = tmp_path / "b.json"
+    compile_source(source, "p.sos").save_bundle(bundle)
+    here = compile_source(source, "p.sos").decide(
+        "files.write",
+        {"path": "/a", "name": "\U0001e030"},
+        {"principal": "a", "tenant": "t", "roles": [], "attributes": {}},
+    )
+    repo = Path(__file__).resolve().parents[2]
+    # the pure-Python dependencies a bundle load needs, from this environment
+    path = os.pathsep.join([str(repo), sysconfig.get_paths()["purelib"]])
+    there = subprocess.run(
+        [other, "-c", _UNICODE_PROBE, str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    if there.returncode != 0:
+        pytest.skip(f"{other} cannot load sharedos.policy.bundle here: {there.stderr[-300:]}")
+    answer = there.stdout.strip()
+    assert answer == str(here.allowed) or answer.startswith("refused"), (sys.version, answer)
 
 
 def test_other_grammar_is_refused(shipped, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
