@@ -420,10 +420,18 @@ class ChainAppender:
         self._start(plan, None, lambda: opening)
         return plan.done()
 
-    def _plan_approval(self, values: Sequence[Any]) -> Plan:
+    def _plan_approval(
+        self, values: Sequence[Any], check: Callable[[], None] | None = None
+    ) -> Plan:
         turn_id = values[0]
         plan = Plan(turn_id=turn_id, approval=values)
         head = self._head(turn_id)
+        if check is not None:
+            # after the head is known: whatever lands in the turn after ``check`` read the
+            # store takes the position this plan writes, so the commit fails (``StaleHead``)
+            # and the plan is made again, ``check`` with it — the check and the append are
+            # one step, for every writer of the turn on any host
+            check()
         pos = self._start(plan, head, None)
         prev = self._prev(plan, head)
         plan.links.append(PlannedLink(pos, "approval", prev, link_hash("approval", prev, values)))
@@ -808,12 +816,16 @@ class ChainAppender:
         _, plan = self._commit(lambda: self._plan_open(opening))
         return plan is not None
 
-    def append_approval(self, values: Sequence[Any]) -> str:
+    def append_approval(
+        self, values: Sequence[Any], check: Callable[[], None] | None = None
+    ) -> str:
         """Append one approval event to its turn's chain (``APPROVAL_FIELDS`` order, JSON
         columns as text); its link's hash. ``ApprovalTaken`` when the store already holds
-        that step of that approval (another writer made it first)."""
+        that step of that approval (another writer made it first). ``check`` reads the
+        store and raises to refuse the append; it runs with nothing appended to the turn
+        between its read and the append (re-run when another writer moved the head)."""
         stored = [self.text(v) if type(v) is str else v for v in values]
-        _, plan = self._commit(lambda: self._plan_approval(stored))
+        _, plan = self._commit(lambda: self._plan_approval(stored, check))
         assert plan is not None
         return plan.links[-1].hash
 

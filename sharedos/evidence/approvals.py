@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -374,8 +374,11 @@ def fold(events: Iterable[ApprovalEvent]) -> dict[str, Approval]:
 class ApprovalStore(Protocol):
     """What a store gives the ledger (both backends at schema 5)."""
 
-    def append_approval(self, values: Sequence[Any]) -> str:
-        """Append one approval event to its turn's chain; its link hash."""
+    def append_approval(
+        self, values: Sequence[Any], check: Callable[[], None] | None = None
+    ) -> str:
+        """Append one approval event to its turn's chain; its link hash (``check``, when
+        given, reads the store and refuses the append, atomically with it)."""
         ...
 
     def approval_rows(
@@ -433,8 +436,11 @@ class ApprovalLedger:
 
     # -- writing -------------------------------------------------------------------
 
-    def _append(self, values: list[Any]) -> None:
-        self.store.append_approval(values)
+    def _append(self, values: list[Any], check: Callable[[], None] | None = None) -> None:
+        if check is None:
+            self.store.append_approval(values)
+        else:
+            self.store.append_approval(values, check)
 
     def request(
         self,
@@ -477,6 +483,7 @@ class ApprovalLedger:
         expires_at: str | None = None,
         detail: str | None = None,
         when: datetime | None = None,
+        check: Callable[[], None] | None = None,
     ) -> Approval:
         values = event_values(
             approval.approval_id,
@@ -491,7 +498,7 @@ class ApprovalLedger:
             detail=detail,
             at=now_iso(when),
         )
-        self._append(values)
+        self._append(values, check)
         folded = fold([*approval.events, ApprovalEvent.from_values(values)])
         return folded[approval.approval_id]
 
@@ -516,9 +523,39 @@ class ApprovalLedger:
         approval = self.get(approval_id)
         if approval is None:
             raise ApprovalError(f"no approval {approval_id!r} was requested")
+        self._answerable(approval, moment)
+
+        def still_pending() -> None:
+            # the answer lands only on the request as the store holds it at the append: an
+            # ``expired`` (the turn closing, a host finding it lapsed) or a seal written by
+            # another process since the read above refuses it, never an answer after them
+            again = self.get(approval_id)
+            if again is None:
+                raise ApprovalError(f"no approval {approval_id!r} was requested")
+            # (no write here: the append holds the store's writer)
+            self._answerable(again, moment, record_lapse=False)
+
+        return self._step(
+            approval,
+            "approved" if approve else "denied",
+            approver=approver,
+            via=via,
+            expires_at=now_iso(moment + timedelta(seconds=ttl_s)) if approve else None,
+            detail=detail,
+            when=moment,
+            check=still_pending,
+        )
+
+    def _answerable(
+        self, approval: Approval, moment: datetime, *, record_lapse: bool = True
+    ) -> None:
+        """``ApprovalError`` unless ``approval`` is pending at ``moment`` and its turn open
+        (a lapsed request gets its ``expired`` event, with ``record_lapse``)."""
+        approval_id = approval.approval_id
         status = approval.status_at(moment)
         if status == "expired" and approval.status == "pending":
-            self.expire(approval, when=moment, detail="the request lapsed before an answer")
+            if record_lapse:
+                self.expire(approval, when=moment, detail="the request lapsed before an answer")
             raise ApprovalError(
                 f"approval {approval_id} lapsed at {approval.request_expires_at}, unanswered"
             )
@@ -529,15 +566,6 @@ class ApprovalLedger:
                 f"approval {approval_id} is for a call of turn {approval.binding.turn_id}, "
                 "which has closed: that call can no longer be retried (a new turn asks anew)"
             )
-        return self._step(
-            approval,
-            "approved" if approve else "denied",
-            approver=approver,
-            via=via,
-            expires_at=now_iso(moment + timedelta(seconds=ttl_s)) if approve else None,
-            detail=detail,
-            when=moment,
-        )
 
     def consume(
         self, approval: Approval, *, call_id: str, when: datetime | None = None

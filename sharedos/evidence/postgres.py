@@ -46,7 +46,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sharedos.evidence.appender import (
@@ -892,13 +892,15 @@ class PostgresEvidenceStore:
         self._guarded()
         return self.appender.seal_turn(turn_id, closed_at)
 
-    def append_approval(self, values: Sequence[Any]) -> str:
+    def append_approval(
+        self, values: Sequence[Any], check: Callable[[], None] | None = None
+    ) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
         step of that approval is already in the store (another host wrote it first)."""
         self._guarded()
         require_approvals(self.schema_version, str(self.shown))
-        return self.appender.append_approval(values)
+        return self.appender.append_approval(values, check)
 
     def approval_rows(
         self, *, turn_id: str | None = None, approval_id: str | None = None

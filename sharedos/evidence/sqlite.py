@@ -923,13 +923,15 @@ class SqliteEvidenceStore:
         self._writable()
         return self.appender.seal_turn(turn_id, closed_at)
 
-    def append_approval(self, values: Sequence[Any]) -> str:
+    def append_approval(
+        self, values: Sequence[Any], check: Callable[[], None] | None = None
+    ) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
         step of that approval is already in the store."""
         self._writable()
         require_approvals(self.schema_version, str(self.path))
-        return self.appender.append_approval(values)
+        return self.appender.append_approval(values, check)
 
     def approval_rows(
         self, *, turn_id: str | None = None, approval_id: str | None = None

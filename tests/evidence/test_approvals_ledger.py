@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
 from sharedos.evidence import SqliteEvidenceStore
+from sharedos.evidence.appender import Opening
 from sharedos.evidence.approvals import ApprovalLedger, Binding
 
 BINDING = Binding(
@@ -29,6 +32,7 @@ BINDING = Binding(
     policy_hash="p" * 64,
 )
 APPROVERS = ((("role", "maintainer"),),)
+APPROVERS_M = ((("role", "m"),),)
 
 
 def test_every_approval_is_listed_oldest_first_whatever_its_turn_is_called(
@@ -55,3 +59,63 @@ def test_every_approval_is_listed_oldest_first_whatever_its_turn_is_called(
     assert [a["approval_id"] for a in json.loads(out.output)] == asked
     text = CliRunner().invoke(main, ["approvals", "list", "--db", str(db)])
     assert [line.split()[0] for line in text.output.splitlines()] == asked
+
+
+def _close_turn_when_read(monkeypatch: Any, db: Path, turn_id: str, *, seal: bool) -> list[int]:
+    """Make the host close ``turn_id`` (its own connection: expire what is open, then seal)
+    right after the answering process has read the approval as pending: the moment a
+    real turn's close lands between ``sharedos approvals approve``'s read and its write."""
+    from sharedos.evidence.turns import expire_open_approvals
+
+    original = ApprovalLedger.turn_closed
+    closed: list[int] = []
+
+    def turn_closed(self: ApprovalLedger, turn: str) -> bool:
+        answer = original(self, turn)
+        if not closed:
+            closed.append(1)
+            host = SqliteEvidenceStore(db)
+            try:
+                closed.append(expire_open_approvals(host, turn_id))
+                if seal:
+                    host.seal_turn(turn_id)
+            finally:
+                host.close()
+        return answer
+
+    monkeypatch.setattr(ApprovalLedger, "turn_closed", turn_closed)
+    return closed
+
+
+@pytest.mark.parametrize("verb", ["approve", "deny"])
+@pytest.mark.parametrize("seal", [False, True])
+def test_an_answer_racing_the_turn_closing_is_refused_not_reported_done(
+    tmp_path: Path, monkeypatch: Any, verb: str, seal: bool
+) -> None:
+    """docs/approvals.md: ``approve`` and ``deny`` exit 1 when the request lapsed or its turn
+    closed. The turn's close (``expired``, then the seal) written by the host after the CLI
+    read the request as pending, before it wrote its answer, left the CLI saying "approved
+    ... it can be used once" for an approval the store folds as expired — an answer after
+    the approval's end, and after the seal, in the chain."""
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    store.open_turn(Opening(turn_id=BINDING.turn_id, opened_at="2026-12-07T00:00:00Z"))
+    ledger = ApprovalLedger(store)
+    asked = ledger.request(BINDING, call_id="c1", rule_ids=("r",), approvers=APPROVERS_M)
+    store.close()
+    closed = _close_turn_when_read(monkeypatch, db, BINDING.turn_id, seal=seal)
+    out = CliRunner().invoke(
+        main,
+        ["approvals", verb, asked.approval_id, "--db", str(db), "--as", "maya", "--role", "m"],
+    )
+    assert closed == [1, 1]  # the host's close landed in the window
+    assert out.exit_code == 1, out.output
+    assert "expired, not pending" in out.output
+    store = SqliteEvidenceStore(db, read_only=True)
+    try:
+        again = ApprovalLedger(store).get(asked.approval_id)
+        assert again is not None
+        assert [e.event for e in again.events] == ["requested", "expired"]
+        assert again.status == "expired"
+    finally:
+        store.close()
