@@ -331,8 +331,9 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One finding of ``verify_turn``: ``kind`` is edited, deleted, inserted, reordered, unsealed or
-    signature (``damaged``: the store's file itself, ``sharedos.evidence.verify.check_file``)."""
+    """One finding of ``verify_turn``: ``kind`` is edited, deleted, inserted, reordered, unsealed,
+    signature or approval (``damaged``: the store's file itself,
+    ``sharedos.evidence.verify.check_file``)."""
 
     kind: str
     turn_id: str
@@ -440,6 +441,7 @@ def verify_turn(
     _stray_links(chain, remaining, add)
     report.head = chain[-1].hash if chain else None
     _check_seals(chain, report, add, public_keys=public_keys, require_seal=require_seal)
+    _check_approvals(chain, add)
     if covered:
         _check_covered(chain, _heads(covered), add)
     problems.sort(key=lambda p: (p.position if p.position is not None else -1, p.kind))
@@ -580,6 +582,75 @@ def _check_seals(
             "the turn has no seal (never closed: its host died or it is still running; "
             "or its seal was deleted)",
         )
+
+
+#: what each approval event may follow (None: nothing, it opens the approval's life):
+#: requested, then approved or denied, then consumed (approved only) or expired
+_APPROVAL_AFTER: dict[str, tuple[str | None, ...]] = {
+    "requested": (None,),
+    "approved": ("requested",),
+    "denied": ("requested",),
+    "consumed": ("approved",),
+    "expired": ("requested", "approved"),
+}
+#: the fields of an approval event that are its binding (equal in every event of it)
+_APPROVAL_BINDING = tuple(
+    APPROVAL_FIELDS.index(name)
+    for name in (
+        "turn_id",
+        "tool",
+        "resource",
+        "arguments_digest",
+        "policy_hash",
+        "principal",
+        "tenant",
+    )
+)
+
+
+def _check_approvals(chain: list[Link], add: _Add) -> None:
+    """Stage 4b, the approvals: each approval's events follow its life, in chain order.
+
+    Every event is a well-hashed link, so an event its approval's life does not
+    allow — a ``consumed`` with no ``approved`` before it (a call that ran on no
+    yes), an answer after the approval lapsed, an event of an approval never
+    requested, or one bound to another call than its request — is a finding
+    (``approval``): the hash chain alone says the rows are as written, not that
+    what they say could have happened.
+    """
+    last: dict[str, str] = {}
+    binding: dict[str, tuple[Any, ...]] = {}
+    event_at = APPROVAL_FIELDS.index("event")
+    id_at = APPROVAL_FIELDS.index("approval_id")
+    for lk in chain:
+        if lk.kind != "approval" or lk.values is None:
+            continue
+        approval_id, event = str(lk.values[id_at]), str(lk.values[event_at])
+        bound = tuple(lk.values[i] for i in _APPROVAL_BINDING)
+        before = last.get(approval_id)
+        allowed = _APPROVAL_AFTER.get(event)
+        if allowed is None:
+            add("approval", lk, lk.pos, f"approval {approval_id}: unknown event {event!r}")
+        elif before not in allowed:
+            after = f"after {before!r}" if before is not None else "with no request before it"
+            add(
+                "approval",
+                lk,
+                lk.pos,
+                f"approval {approval_id}: {event!r} {after} (its life allows it only after "
+                + " or ".join(repr(a) if a else "nothing" for a in allowed)
+                + ")",
+            )
+        elif event != "requested" and bound != binding.get(approval_id):
+            add(
+                "approval",
+                lk,
+                lk.pos,
+                f"approval {approval_id}: {event!r} is bound to another call than its request",
+            )
+        if event == "requested" and approval_id not in binding:
+            binding[approval_id] = bound
+        last[approval_id] = event
 
 
 def _heads(
