@@ -169,8 +169,13 @@ def show_cmd(approval_id: str, db: str | None, host_file: Path | None, fmt: str)
         f"  requested  {approval.requested_at} (lapses {approval.request_expires_at})",
     ]
     if approval.approver:
+        # the answer as it was given (its decision event), not the approval's status now: an
+        # approval that lapsed or was used was still approved
+        answered = next(
+            (e.event for e in approval.events if e.event in ("approved", "denied")), "answered"
+        )
         lines.append(
-            f"  answered   {approval.status_at(now) if approval.status != 'consumed' else 'approved'}"
+            f"  answered   {answered}"
             f" by {approval.approver} via {approval.via} at {approval.decided_at}"
             + (f" (valid until {approval.expires_at})" if approval.expires_at else "")
         )
