@@ -437,9 +437,13 @@ class ChainAppender:
         plan.links.append(PlannedLink(pos, "approval", prev, link_hash("approval", prev, values)))
         return plan.done()
 
-    def _plan_seal(self, turn_id: str, closed_at: str) -> Plan:
+    def _plan_seal(
+        self, turn_id: str, closed_at: str, check: Callable[[], None] | None = None
+    ) -> Plan:
         plan = Plan(turn_id=turn_id)
         head = self._head(turn_id)
+        if check is not None:
+            check()  # after the head is known, as in ``_plan_approval``
         pos = self._start(plan, head, None)
         prev = self._prev(plan, head)
         key_id = self.signer.key_id if self.signer is not None else None
@@ -829,10 +833,13 @@ class ChainAppender:
         assert plan is not None
         return plan.links[-1].hash
 
-    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
-        """Append the turn's seal (signed when a signer is set); return the seal's hash."""
+    def seal_turn(
+        self, turn_id: str, closed_at: str | None = None, check: Callable[[], None] | None = None
+    ) -> str:
+        """Append the turn's seal (signed when a signer is set); return the seal's hash.
+        ``check`` as for ``append_approval``: it refuses the seal, atomically with it."""
         when = closed_at or now_iso()
         turn_id = self.text(turn_id) or ""
-        _, plan = self._commit(lambda: self._plan_seal(turn_id, when))
+        _, plan = self._commit(lambda: self._plan_seal(turn_id, when, check))
         assert plan is not None
         return plan.links[-1].hash

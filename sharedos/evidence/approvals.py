@@ -425,6 +425,9 @@ class ApprovalLedger:
     def turn_closed(self, turn_id: str) -> bool:
         """True when the turn's chain has its seal: its calls can no longer be retried, so
         its approvals can no longer be answered or used (nothing is appended after a seal)."""
+        has_seal = getattr(self.store, "has_seal", None)
+        if callable(has_seal):
+            return bool(has_seal(turn_id))
         links = getattr(self.store, "iter_links", None)
         if links is None:
             return False
@@ -453,7 +456,8 @@ class ApprovalLedger:
         detail: str | None = None,
         when: datetime | None = None,
     ) -> Approval:
-        """Record a new request for the call ``call_id``; the pending approval."""
+        """Record a new request for the call ``call_id``; the pending approval.
+        ``ApprovalError`` when the turn has closed (its chain is sealed)."""
         moment = when or datetime.now(UTC)
         approval_id = new_approval_id()
         values = event_values(
@@ -467,7 +471,17 @@ class ApprovalLedger:
             detail=detail,
             at=now_iso(moment),
         )
-        self._append(values)
+
+        def turn_open() -> None:
+            # a call that reached a closed turn (a stdio bridge that has not seen the close)
+            # asks nothing: its request could never be answered, nor its call retried
+            if self.turn_closed(binding.turn_id):
+                raise ApprovalError(
+                    f"turn {binding.turn_id} has closed: a call of it can no longer be "
+                    "approved (a new turn asks anew)"
+                )
+
+        self._append(values, turn_open)
         made = fold([ApprovalEvent.from_values(values)]).get(approval_id)
         assert made is not None
         return made

@@ -887,10 +887,12 @@ class PostgresEvidenceStore:
         self._guarded()
         return self.appender.open_turn(opening)
 
-    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
+    def seal_turn(
+        self, turn_id: str, closed_at: str | None = None, check: Callable[[], None] | None = None
+    ) -> str:
         """Append the turn's seal (signed when the store has a signer); the seal's hash."""
         self._guarded()
-        return self.appender.seal_turn(turn_id, closed_at)
+        return self.appender.seal_turn(turn_id, closed_at, check)
 
     def append_approval(
         self, values: Sequence[Any], check: Callable[[], None] | None = None
@@ -901,6 +903,11 @@ class PostgresEvidenceStore:
         self._guarded()
         require_approvals(self.schema_version, str(self.shown))
         return self.appender.append_approval(values, check)
+
+    def has_seal(self, turn_id: str) -> bool:
+        """True when the turn's chain holds a seal (one indexed lookup, no row's content)."""
+        sql = "SELECT 1 FROM chain WHERE turn_id = %s AND kind = 'seal' LIMIT 1"
+        return bool(self._read(sql, [pg_text(turn_id)]))
 
     def approval_rows(
         self, *, turn_id: str | None = None, approval_id: str | None = None

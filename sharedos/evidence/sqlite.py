@@ -918,10 +918,12 @@ class SqliteEvidenceStore:
         self._writable()
         return self.appender.open_turn(opening)
 
-    def seal_turn(self, turn_id: str, closed_at: str | None = None) -> str:
+    def seal_turn(
+        self, turn_id: str, closed_at: str | None = None, check: Callable[[], None] | None = None
+    ) -> str:
         """Append the turn's seal (signed when the store has a signer); the seal's hash."""
         self._writable()
-        return self.appender.seal_turn(turn_id, closed_at)
+        return self.appender.seal_turn(turn_id, closed_at, check)
 
     def append_approval(
         self, values: Sequence[Any], check: Callable[[], None] | None = None
@@ -932,6 +934,11 @@ class SqliteEvidenceStore:
         self._writable()
         require_approvals(self.schema_version, str(self.path))
         return self.appender.append_approval(values, check)
+
+    def has_seal(self, turn_id: str) -> bool:
+        """True when the turn's chain holds a seal (one indexed lookup, no row's content)."""
+        sql = "SELECT 1 FROM chain WHERE turn_id = ? AND kind = 'seal' LIMIT 1"
+        return bool(self._read(sql, [sqlite_text(turn_id)]))
 
     def approval_rows(
         self, *, turn_id: str | None = None, approval_id: str | None = None

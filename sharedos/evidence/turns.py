@@ -34,7 +34,7 @@ from sharedos.evidence.record import now_iso, storable_json_text
 from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
 
-__all__ = ["evidence_turn", "expire_open_approvals"]
+__all__ = ["evidence_turn", "expire_open_approvals", "seal_closed"]
 
 logger = logging.getLogger("sharedos.evidence")
 
@@ -116,7 +116,12 @@ async def evidence_turn(
                     report,
                     says_writable=False,
                 )
-            await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s, report)
+            if callable(getattr(store, "append_approval", None)):
+                await _off_loop(
+                    "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
+                )
+            else:
+                await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s, report)
 
 
 def expire_open_approvals(store: Any, turn_id: str) -> int:
@@ -132,3 +137,33 @@ def expire_open_approvals(store: Any, turn_id: str) -> int:
         if open_ and ledger.expire(approval, detail="the turn closed") is not None:
             closed += 1
     return closed
+
+
+class _StillOpen(Exception):
+    """The turn has an approval still open at its seal (one asked as the turn closed)."""
+
+
+#: how many times the seal expires an approval asked as it was being written, and tries again
+SEAL_TRIES = 5
+
+
+def seal_closed(store: Any, turn_id: str) -> str:
+    """Seal the turn with none of its approvals open: the seal is written only on a chain
+    with no approval pending or approved and unused (checked with nothing appended between
+    the check and the seal, ``append_approval``'s ``check``). A request that a call of the
+    turn wrote after ``expire_open_approvals`` read — a call the close did not stop, a
+    stdio bridge that has not seen the close yet — is expired too, then the seal written."""
+    from sharedos.evidence.approvals import ApprovalLedger
+
+    ledger = ApprovalLedger(store)
+
+    def none_open() -> None:
+        if any(a.status in ("pending", "approved") for a in ledger.for_turn(turn_id)):
+            raise _StillOpen
+
+    for _ in range(SEAL_TRIES):
+        try:
+            return str(store.seal_turn(turn_id, None, none_open))
+        except _StillOpen:
+            expire_open_approvals(store, turn_id)
+    return str(store.seal_turn(turn_id))

@@ -355,6 +355,8 @@ class ApprovalGate:
                 ttl_s=self.settings.request_ttl_s,
                 detail=_join(notes) or None,
             )
+        except ApprovalError as exc:  # the turn has closed: nothing to wait for
+            return GateAnswer(False, None, _join([*notes, str(exc)]), who)
         except (EvidenceStoreError, TimeoutError) as exc:
             return GateAnswer(
                 False, None, f"the approval request could not be recorded ({_why(exc)})", who, True
