@@ -43,6 +43,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalEvent",
     "ApprovalLedger",
+    "ApprovalPending",
     "ApprovalTaken",
     "Binding",
     "approved_calls",
@@ -76,6 +77,15 @@ class ApprovalTaken(EvidenceStoreError):
 
 class ApprovalError(EvidenceError, ValueError):
     """An approval cannot take that step (unknown, already answered, lapsed, used)."""
+
+
+class ApprovalPending(ApprovalError):
+    """A request for that exact call is already pending (``approval``): name it, ask anew
+    nothing (two identical calls at once made two requests of one call)."""
+
+    def __init__(self, approval: Approval) -> None:
+        super().__init__(f"approval {approval.approval_id} is already pending for this call")
+        self.approval = approval
 
 
 def now_iso(when: datetime | None = None) -> str:
@@ -455,9 +465,13 @@ class ApprovalLedger:
         ttl_s: float = DEFAULT_REQUEST_TTL_S,
         detail: str | None = None,
         when: datetime | None = None,
+        same: Callable[[Approval], bool] | None = None,
     ) -> Approval:
         """Record a new request for the call ``call_id``; the pending approval.
-        ``ApprovalError`` when the turn has closed (its chain is sealed)."""
+        ``ApprovalError`` when the turn has closed (its chain is sealed); with ``same``,
+        ``ApprovalPending`` when a pending request of this binding for which ``same`` is
+        true is in the store when the request would be appended (checked atomically with
+        the append: of identical calls at once, one asks and the others name its request)."""
         moment = when or datetime.now(UTC)
         approval_id = new_approval_id()
         values = event_values(
@@ -480,6 +494,10 @@ class ApprovalLedger:
                     f"turn {binding.turn_id} has closed: a call of it can no longer be "
                     "approved (a new turn asks anew)"
                 )
+            if same is not None:
+                for found in self.matching(binding):
+                    if found.status_at(moment) == "pending" and same(found):
+                        raise ApprovalPending(found)
 
         self._append(values, turn_open)
         made = fold([ApprovalEvent.from_values(values)]).get(approval_id)

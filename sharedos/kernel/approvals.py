@@ -49,6 +49,7 @@ from sharedos.evidence.approvals import (
     Approval,
     ApprovalError,
     ApprovalLedger,
+    ApprovalPending,
     ApprovalTaken,
     Binding,
 )
@@ -354,7 +355,12 @@ class ApprovalGate:
                 approvers=approvers,
                 ttl_s=self.settings.request_ttl_s,
                 detail=_join(notes) or None,
+                same=lambda a: covers(a, rule_ids, approvers),
             )
+        except ApprovalPending as exc:
+            # an identical call asked first, since this one read the store: its request is
+            # this call's too (it asks nothing anew, as when it was pending at the read)
+            return GateAnswer(False, exc.approval, _join(notes) or None, who)
         except ApprovalError as exc:  # the turn has closed: nothing to wait for
             return GateAnswer(False, None, _join([*notes, str(exc)]), who)
         except (EvidenceStoreError, TimeoutError) as exc:

@@ -265,6 +265,55 @@ def test_two_calls_racing_for_one_approval_one_wins(tmp_path: Path) -> None:
     assert sum(1 for e in got.events if e.event == "consumed") == 1
 
 
+def _at_once(h: Host, n: int, context: AccessContext = BOB, peer: Any = None) -> list[Any]:
+    async def race() -> list[Any]:
+        results: list[Any] = [None] * n
+
+        async def one(i: int) -> None:
+            results[i] = await h.host.invoke_tool(
+                ToolCall(tool="files.write", arguments=ARGS, turn_id=context.turn_id),
+                context,
+                RUN,
+                peer=peer,
+            )
+
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+        return results
+
+    return anyio.run(race)
+
+
+def test_identical_calls_at_once_make_one_request(tmp_path: Path) -> None:
+    """docs/approvals.md, the flow: a request is recorded "or, when one is already pending
+    for this exact call, that one is named". Identical calls at once each read no request
+    and each wrote one: three pending approvals of one call, each of which an operator
+    could approve (and the call then run as often); with elicitation, three questions."""
+    h = Host(tmp_path)
+    results = _at_once(h, 3)
+    assert all(r.reason is ReasonCode.APPROVAL_REQUIRED for r in results)
+    ids = {r.structured["approvalId"] for r in results}
+    assert len(ids) == 1, ids
+    assert all(r.structured["retry"] is True for r in results)
+    assert [a.approval_id for a in ApprovalLedger(h.store).for_turn("turn-1")] == list(ids)
+    # the one approval lets the call run once
+    assert approve(h.db, ids.pop(), "--as", "maya", "--role", "maintainer").exit_code == 0
+    outcomes = sorted(str(r.outcome) for r in _at_once(h, 2))
+    assert outcomes == ["denied", "succeeded"]
+
+
+def test_identical_calls_at_once_ask_the_client_once(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="t")
+    peer = _Peer({"action": "accept", "content": {"approve": True}}, delay=0.2)
+    results = _at_once(h, 3, maya, peer)
+    assert len(peer.asked) == 1, peer.asked
+    assert sorted(str(r.outcome) for r in results) == ["denied", "denied", "succeeded"]
+    (approval,) = ApprovalLedger(h.store).for_turn("t")
+    assert approval.status == "consumed"
+
+
 class _Peer:
     """A back channel answering elicitation as a client would (the bridge tests use the SDK)."""
 
@@ -391,6 +440,42 @@ def test_two_hosts_sharing_postgresql_consume_an_approval_once(tmp_path: Path, p
         got = ApprovalLedger(stores[0]).get(approval_id)
         assert got is not None and got.status == "consumed"
         assert [e.event for e in got.events].count("consumed") == 1
+        assert verify_store(stores[1]).clean
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_identical_calls_on_two_hosts_sharing_postgresql_make_one_request(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from sharedos.evidence.url import open_store
+
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "shared" / "release").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    policy = compile_source(POLICY, "files.sos")
+    stores = [open_store(pg_url), open_store(pg_url)]
+    hosts = [RuntimeHost(Kernel(policy, registry), s, approvals=ApprovalSettings()) for s in stores]
+    call = ToolCall(tool="files.write", arguments=ARGS, turn_id="turn-1")
+    try:
+
+        async def race() -> list[Any]:
+            results: list[Any] = [None] * 4
+
+            async def one(i: int) -> None:
+                results[i] = await hosts[i % 2].invoke_tool(call, BOB, RUN)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(one, i)
+            return results
+
+        results = anyio.run(race)
+        assert all(r.reason is ReasonCode.APPROVAL_REQUIRED for r in results)
+        assert len({r.structured["approvalId"] for r in results}) == 1
+        assert len(ApprovalLedger(stores[0]).for_turn("turn-1")) == 1
         assert verify_store(stores[1]).clean
     finally:
         for s in stores:
