@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import heapq
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sharedos.catalog.definition import ToolAnnotations, ToolDefinition, ToolMetadata
@@ -41,6 +42,9 @@ from sharedos.policy.paths import MAX_PATH_CHARS
 FILES_TOOL_NAMES = ("files.delete", "files.list", "files.read", "files.search", "files.write")
 MAX_READ_BYTES = 1024 * 1024
 MAX_SEARCH_RESULTS = 1000
+#: the most entries ``files.list`` returns (the first by name); ``truncated`` says there
+#: were more. A directory of 200,000 entries was a 54 MB result.
+MAX_LIST_ENTRIES = 10_000
 #: the prefix of ``files.write``'s temporary file, renamed over the target when complete
 TEMP_PREFIX = ".sharedos-write-"
 
@@ -216,14 +220,21 @@ class _FilesHandlers:
         )
 
     def list(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
-        """The entries of a directory; entries renamed away mid-listing are skipped."""
+        """The first ``MAX_LIST_ENTRIES`` entries of a directory, by name; entries renamed
+        away mid-listing are skipped. Memory is bounded by the limit, not the directory."""
         with self.sandbox.directory(resource) as fd:
-            entries = [e for e in (_entry(d) for d in _scan(fd)) if e is not None]
+            first, total = _first_entries(fd, MAX_LIST_ENTRIES)
+            entries = [e for e in (_entry(d) for d in first) if e is not None]
         entries.sort(key=lambda e: e["name"])
+        truncated = total > len(first)
         lines = [f"{e['type']}\t{e['name']}" for e in entries]
+        if truncated:
+            lines.append(
+                f"(truncated: the first {len(first)} of {total} entries by name are shown)"
+            )
         return HandlerResult.text(
             "\n".join(lines) if lines else f"{resource} is empty",
-            structured={"path": resource, "entries": entries},
+            structured={"path": resource, "entries": entries, "truncated": truncated},
         )
 
     def search(self, args: dict[str, Any], resource: str, hctx: HandlerContext) -> HandlerResult:
@@ -268,6 +279,23 @@ def _scan(fd: int) -> list[os.DirEntry[str]]:
     (no call may reach one: ``_refuse_reserved``)."""
     with os.scandir(fd) as it:
         return sorted((e for e in it if not _reserved(e.name)), key=lambda e: e.name)
+
+
+def _first_entries(fd: int, limit: int) -> tuple[list[os.DirEntry[str]], int]:
+    """The first ``limit`` entries of an open directory by name (without writes'
+    temporary files), and how many entries it has; holds at most ``limit`` at a time."""
+    total = 0
+
+    def counted(it: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
+        nonlocal total
+        for entry in it:
+            if not _reserved(entry.name):
+                total += 1
+                yield entry
+
+    with os.scandir(fd) as it:
+        first = heapq.nsmallest(limit, counted(it), key=lambda e: e.name)
+    return first, total
 
 
 def _entry(entry: os.DirEntry[str]) -> dict[str, Any] | None:

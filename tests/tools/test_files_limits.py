@@ -1,0 +1,53 @@
+"""Limits of the files tools: what a huge directory, a long file or a cut character costs
+and what the result says about it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sharedos.tools import files as files_module
+from tests.tools.calls import call, text, tools
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    (r / "public").mkdir(parents=True)
+    return r
+
+
+def _touch_many(directory: Path, n: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        os.close(os.open(directory / f"f{i:06d}.txt", os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def test_list_of_a_huge_directory_is_bounded_and_says_it_was_cut(root: Path) -> None:
+    limit = files_module.MAX_LIST_ENTRIES
+    _touch_many(root / "public" / "big", limit + 5)
+    result = call(tools(root)["files.list"], "/public/big", path="/public/big", within_s=60)
+    assert not result.is_error
+    assert result.structured is not None
+    entries = result.structured["entries"]
+    assert len(entries) == limit
+    # the first entries by name, as an uncut listing would start
+    assert entries[0]["name"] == "f000000.txt"
+    assert entries[-1]["name"] == f"f{limit - 1:06d}.txt"
+    assert result.structured["truncated"] is True
+    assert f"the first {limit} of {limit + 5} entries" in text(result)
+
+
+def test_list_of_an_ordinary_directory_is_whole_and_says_so(root: Path) -> None:
+    _touch_many(root / "public" / "small", 3)
+    result = call(tools(root)["files.list"], "/public/small", path="/public/small")
+    assert result.structured is not None
+    assert [e["name"] for e in result.structured["entries"]] == [
+        "f000000.txt",
+        "f000001.txt",
+        "f000002.txt",
+    ]
+    assert result.structured["truncated"] is False
+    assert "truncated" not in text(result)
