@@ -13,6 +13,7 @@ canonical path and ends with a stable code such as ``(hard_link)``
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import fnmatch
 import heapq
@@ -141,8 +142,14 @@ class _FilesHandlers:
         limit = int(args.get("max_bytes", MAX_READ_BYTES))
         data = self.sandbox.read(resource, limit + 1)
         truncated = len(data) > limit
-        data = data[:limit]
-        text = data.decode("utf-8", errors="replace")
+        if truncated:
+            # cut before a character the limit splits: its first bytes alone would show as
+            # U+FFFD, a character the file does not hold (copied back, it corrupts the file)
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            text = decoder.decode(data[:limit], final=False)
+            data = data[: limit - len(decoder.getstate()[0])]
+        else:
+            text = data.decode("utf-8", errors="replace")
         return HandlerResult(
             content=[{"type": "text", "text": text}],
             structured={

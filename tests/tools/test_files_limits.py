@@ -51,3 +51,30 @@ def test_list_of_an_ordinary_directory_is_whole_and_says_so(root: Path) -> None:
     ]
     assert result.structured["truncated"] is False
     assert "truncated" not in text(result)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_read_cut_inside_a_character_ends_before_it(root: Path, cut: int) -> None:
+    # "€" is 3 bytes and "😀" 4: a limit inside either must not show a U+FFFD the file lacks
+    (root / "public" / "u.txt").write_text("ab€😀z", encoding="utf-8")
+    limit = 2 + 3 + cut  # inside the 4-byte character
+    result = call(tools(root)["files.read"], "/public/u.txt", path="/public/u.txt", max_bytes=limit)
+    assert not result.is_error
+    assert text(result) == "ab€"
+    assert result.structured == {
+        "path": "/public/u.txt",
+        "bytes": 5,
+        "truncated": True,
+        "content": "ab€",
+    }
+
+
+def test_a_read_cut_between_characters_and_invalid_bytes_are_kept_as_they_are(
+    root: Path,
+) -> None:
+    (root / "public" / "u.txt").write_bytes("ab€".encode() + b"\xff" + "😀".encode())
+    read = tools(root)["files.read"]
+    whole = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=5)
+    assert text(whole) == "ab€" and whole.structured["bytes"] == 5  # type: ignore[index]
+    bad = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=6)
+    assert text(bad) == "ab€\ufffd" and bad.structured["bytes"] == 6  # type: ignore[index]
