@@ -417,11 +417,16 @@ class _Walk:
         except SandboxError:
             return False
         try:
-            return self.needle in _read_at_most(fd, MAX_READ_BYTES)
+            data = _read_at_most(fd, MAX_READ_BYTES + 1)
         except OSError:
             return False
         finally:
             os.close(fd)
+        if self.needle in data[:MAX_READ_BYTES]:
+            return True
+        if len(data) > MAX_READ_BYTES:  # not looked for past the first MiB: said
+            self.truncated = True
+        return False
 
 
 def _scan_or_nothing(fd: int) -> list[os.DirEntry[str]]:

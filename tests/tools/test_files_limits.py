@@ -78,3 +78,21 @@ def test_a_read_cut_between_characters_and_invalid_bytes_are_kept_as_they_are(
     assert text(whole) == "ab€" and whole.structured["bytes"] == 5  # type: ignore[index]
     bad = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=6)
     assert text(bad) == "ab€\ufffd" and bad.structured["bytes"] == 6  # type: ignore[index]
+
+
+def test_search_says_when_text_was_not_looked_for_in_all_of_a_file(root: Path) -> None:
+    limit = files_module.MAX_READ_BYTES
+    (root / "public" / "big.log").write_bytes(b"." * limit + b"zq-needle")
+    (root / "public" / "small.log").write_bytes(b"zq-needle")
+    search = tools(root)["files.search"]
+    found = call(search, "/public", root="/public", pattern="*.log", text="zq-needle")
+    assert found.structured is not None
+    assert found.structured["matches"] == ["/public/small.log"]
+    assert found.structured["truncated"] is True
+    # a file found in its first MiB, and a small one without the text, cut nothing
+    (root / "public" / "big.log").write_bytes(b"zq-needle" + b"." * limit)
+    (root / "public" / "small.log").write_bytes(b"nothing")
+    again = call(search, "/public", root="/public", pattern="*.log", text="zq-needle")
+    assert again.structured is not None
+    assert again.structured["matches"] == ["/public/big.log"]
+    assert again.structured["truncated"] is False
