@@ -17,6 +17,7 @@ import codecs
 import contextlib
 import fnmatch
 import heapq
+import itertools
 import os
 import secrets
 import stat
@@ -46,6 +47,12 @@ MAX_SEARCH_RESULTS = 1000
 #: the most entries ``files.list`` returns (the first by name); ``truncated`` says there
 #: were more. A directory of 200,000 entries was a 54 MB result.
 MAX_LIST_ENTRIES = 10_000
+#: the most directory entries one ``files.search`` looks at, and the most file content it
+#: reads for ``text``; past either it stops and says ``truncated``. Unbounded, a search of
+#: a huge tree ran past the handler's timeout, and its thread (which nothing can stop)
+#: went on walking after the caller was told the call had failed.
+MAX_SEARCH_ENTRIES = 100_000
+MAX_SEARCH_READ_BYTES = 256 * 1024 * 1024
 #: the prefix of ``files.write``'s temporary file, renamed over the target when complete
 TEMP_PREFIX = ".sharedos-write-"
 
@@ -281,11 +288,13 @@ class _FilesHandlers:
         )
 
 
-def _scan(fd: int) -> list[os.DirEntry[str]]:
-    """The entries of an open directory, sorted by name, without writes' temporary files
-    (no call may reach one: ``_refuse_reserved``)."""
+def _scan(fd: int, limit: int) -> tuple[list[os.DirEntry[str]], bool]:
+    """At most ``limit`` entries of an open directory, sorted by name, without writes'
+    temporary files (no call may reach one: ``_refuse_reserved``); and whether there were
+    more (then which ones were kept is the directory's order, not the names')."""
     with os.scandir(fd) as it:
-        return sorted((e for e in it if not _reserved(e.name)), key=lambda e: e.name)
+        got = list(itertools.islice((e for e in it if not _reserved(e.name)), limit + 1))
+    return sorted(got[:limit], key=lambda e: e.name), len(got) > limit
 
 
 def _first_entries(fd: int, limit: int) -> tuple[list[os.DirEntry[str]], int]:
@@ -364,10 +373,21 @@ class _Walk:
         self.allowed = allowed
         self.matches: list[str] = []
         self.truncated = False
+        #: what is left of the search's budgets (``MAX_SEARCH_ENTRIES``, ``..._READ_BYTES``)
+        self.entries_left = MAX_SEARCH_ENTRIES
+        self.bytes_left = MAX_SEARCH_READ_BYTES
 
     def run(self, dfd: int, prefix: str, depth: int, *, top: bool = True) -> None:
         """Search the open directory ``dfd`` (shown as ``prefix``, ``depth`` components deep)."""
-        entries = _scan(dfd) if top else _scan_or_nothing(dfd)
+        try:
+            entries, cut = _scan(dfd, self.entries_left)
+        except OSError:
+            if top:
+                raise
+            return  # a subdirectory that cannot be read is skipped, not fatal
+        self.entries_left -= len(entries)
+        if cut:  # the search has looked at as many entries as it may
+            self.truncated = True
         for entry in entries:
             if len(self.matches) >= self.limit:
                 self.truncated = True
@@ -412,6 +432,9 @@ class _Walk:
 
     def _contains(self, dfd: int, name: str, path: str) -> bool:
         assert self.needle is not None
+        if self.bytes_left <= 0:  # the search has read as much content as it may
+            self.truncated = True
+            return False
         try:
             fd = Sandbox.open_regular(dfd, name, path)  # re-checks type and links on the fd
         except SandboxError:
@@ -422,19 +445,12 @@ class _Walk:
             return False
         finally:
             os.close(fd)
+        self.bytes_left -= len(data)
         if self.needle in data[:MAX_READ_BYTES]:
             return True
         if len(data) > MAX_READ_BYTES:  # not looked for past the first MiB: said
             self.truncated = True
         return False
-
-
-def _scan_or_nothing(fd: int) -> list[os.DirEntry[str]]:
-    """``_scan`` for a subdirectory: one that cannot be read is skipped, not fatal."""
-    try:
-        return _scan(fd)
-    except OSError:
-        return []
 
 
 def files_tools(

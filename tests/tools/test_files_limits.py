@@ -96,3 +96,44 @@ def test_search_says_when_text_was_not_looked_for_in_all_of_a_file(root: Path) -
     assert again.structured is not None
     assert again.structured["matches"] == ["/public/big.log"]
     assert again.structured["truncated"] is False
+
+
+def test_search_of_a_tree_larger_than_its_budget_stops_and_says_so(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small budget stands for MAX_SEARCH_ENTRIES (100,000): the walk is the same
+    monkeypatch.setattr(files_module, "MAX_SEARCH_ENTRIES", 50, raising=False)
+    for d in range(4):
+        _touch_many(root / "public" / f"d{d}", 20)  # 84 entries in all
+    search = tools(root)["files.search"]
+    found = call(search, "/public", root="/public", pattern="nomatch")
+    assert found.structured is not None
+    assert found.structured["matches"] == []
+    assert found.structured["truncated"] is True  # "no match" would be a claim it cannot make
+    some = call(search, "/public", root="/public", pattern="*.txt")
+    assert some.structured is not None
+    assert 0 < len(some.structured["matches"]) < 80
+    assert some.structured["truncated"] is True
+    # within the budget, nothing is cut
+    monkeypatch.setattr(files_module, "MAX_SEARCH_ENTRIES", 84, raising=False)
+    whole = call(search, "/public", root="/public", pattern="*.txt")
+    assert whole.structured is not None
+    assert len(whole.structured["matches"]) == 80
+    assert whole.structured["truncated"] is False
+
+
+def test_search_reads_no_more_content_than_its_budget_and_says_so(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files_module, "MAX_SEARCH_READ_BYTES", 1000, raising=False)
+    for i in range(10):
+        (root / "public" / f"f{i}.txt").write_bytes(b"." * 400)
+    search = tools(root)["files.search"]
+    found = call(search, "/public", root="/public", pattern="*.txt", text="zq-needle")
+    assert found.structured is not None
+    assert found.structured["matches"] == []
+    assert found.structured["truncated"] is True
+    monkeypatch.setattr(files_module, "MAX_SEARCH_READ_BYTES", 4000, raising=False)
+    whole = call(search, "/public", root="/public", pattern="*.txt", text="zq-needle")
+    assert whole.structured is not None
+    assert whole.structured["truncated"] is False
