@@ -237,7 +237,7 @@ class Sandbox:
                     if not create:
                         raise
                 try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
+                    os.mkdir(part, 0o777, dir_fd=fd)
                 except FileExistsError:
                     continue  # made by someone else since our open: open theirs (checked alike)
         raise SandboxError(CHANGED, shown, "changed while the call ran; try again")

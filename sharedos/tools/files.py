@@ -177,7 +177,10 @@ class _FilesHandlers:
         """
         payload = str(args["content"]).encode("utf-8")
         with self.sandbox.parent(resource, create=True) as (dfd, name):
-            mode = 0o644
+            #: the replaced file's permission bits; None for a new file, which is made as
+            #: any program makes one (0666 less the host's umask, or the directory's
+            #: default ACL): a fixed 0644 made a file world-readable under umask 077
+            mode: int | None = None
             try:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -202,13 +205,14 @@ class _FilesHandlers:
             fd = os.open(
                 temp,
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
+                0o666 if mode is None else 0o600,
                 dir_fd=dfd,
             )
             try:
                 try:
                     _write_all(fd, payload)
-                    os.fchmod(fd, mode)
+                    if mode is not None:
+                        os.fchmod(fd, mode)
                 finally:
                     os.close(fd)
                 os.replace(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)

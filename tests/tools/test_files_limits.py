@@ -4,6 +4,7 @@ and what the result says about it."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,34 @@ def test_search_reads_no_more_content_than_its_budget_and_says_so(
     whole = call(search, "/public", root="/public", pattern="*.txt", text="zq-needle")
     assert whole.structured is not None
     assert whole.structured["truncated"] is False
+
+
+def test_a_new_file_and_its_parents_get_the_host_s_umask(root: Path) -> None:
+    write = tools(root)["files.write"]
+    old = os.umask(0o077)
+    try:
+        made = call(write, "/public/new/secret.txt", path="x", content="private")
+    finally:
+        os.umask(old)
+    assert not made.is_error
+    assert stat.S_IMODE((root / "public" / "new" / "secret.txt").stat().st_mode) == 0o600
+    assert stat.S_IMODE((root / "public" / "new").stat().st_mode) == 0o700
+    old = os.umask(0o022)
+    try:
+        call(write, "/public/new/open.txt", path="x", content="public")
+        # a replaced file keeps its own bits, whatever the umask
+        (root / "public" / "new" / "secret.txt").chmod(0o640)
+        call(write, "/public/new/secret.txt", path="x", content="private 2")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((root / "public" / "new" / "open.txt").stat().st_mode) == 0o644
+    assert stat.S_IMODE((root / "public" / "new" / "secret.txt").stat().st_mode) == 0o640
+    assert (root / "public" / "new" / "secret.txt").read_text() == "private 2"
+    # a group-shared tree (umask 002): the file and its new parents are group-writable
+    old = os.umask(0o002)
+    try:
+        call(write, "/public/shared/notes.txt", path="x", content="team")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((root / "public" / "shared").stat().st_mode) == 0o775
+    assert stat.S_IMODE((root / "public" / "shared" / "notes.txt").stat().st_mode) == 0o664
