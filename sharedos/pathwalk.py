@@ -214,30 +214,41 @@ class Sandbox:
             raise SandboxError(CHANGED, "/", "is no longer the directory the files tools serve")
         return fd
 
-    def _walk(self, parts: tuple[str, ...], *, create: bool) -> int:
-        """An fd of the directory ``parts`` below the root, walked without following links."""
+    def _walk(
+        self, parts: tuple[str, ...], *, create: bool, made: list[tuple[int, str]] | None = None
+    ) -> int:
+        """An fd of the directory ``parts`` below the root, walked without following links.
+
+        ``made`` (with ``create``) collects ``(fd of its parent, name)`` of each directory
+        this walk created, the fds open (``_unmake`` closes them)."""
         fd = self._open_root()
         try:
             for i, part in enumerate(parts):
-                nxt = self._open_dir(fd, part, _shown(parts[: i + 1]), create=create)
-                _close_quietly(fd)
+                nxt, created = self._open_dir(fd, part, _shown(parts[: i + 1]), create=create)
+                if created and made is not None:
+                    made.append((fd, part))
+                else:
+                    _close_quietly(fd)
                 fd = nxt
         except BaseException:
-            _close_quietly(fd)
+            _close_quietly(fd)  # the deepest one reached: never a parent in ``made``
             raise
         return fd
 
     @staticmethod
-    def _open_dir(fd: int, part: str, shown: str, *, create: bool) -> int:
+    def _open_dir(fd: int, part: str, shown: str, *, create: bool) -> tuple[int, bool]:
+        """An fd of directory ``part`` in ``fd``, and whether this call created it."""
+        created = False
         for _ in range(_RACE_RETRIES):
             with contained(shown):
                 try:
-                    return os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    return os.open(part, _DIR_FLAGS, dir_fd=fd), created
                 except FileNotFoundError:
                     if not create:
                         raise
                 try:
                     os.mkdir(part, 0o777, dir_fd=fd)
+                    created = True
                 except FileExistsError:
                     continue  # made by someone else since our open: open theirs (checked alike)
         raise SandboxError(CHANGED, shown, "changed while the call ran; try again")
@@ -253,15 +264,32 @@ class Sandbox:
 
     @contextmanager
     def parent(self, resource: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
-        """``(fd of the parent directory, final name)``; ``create`` makes missing parents."""
+        """``(fd of the parent directory, final name)``; ``create`` makes missing parents.
+
+        When the block fails, the parents it made are removed again (each if still
+        empty): a failed call (a full disk) does not leave a new directory tree behind.
+        """
         parts = segments_of(resource)
         if not parts:
             raise SandboxError(IS_A_DIRECTORY, "/", "is the root directory, not a file")
-        fd = self._walk(parts[:-1], create=create)
+        made: list[tuple[int, str]] = []
+        try:
+            fd = self._walk(parts[:-1], create=create, made=made)
+        except BaseException:
+            _unmake(made)
+            raise
         try:
             yield fd, parts[-1]
-        finally:
+        except BaseException:
             _close_quietly(fd)
+            fd = -1
+            _unmake(made)
+            raise
+        finally:
+            if fd >= 0:
+                _close_quietly(fd)
+            for parent_fd, _name in made:
+                _close_quietly(parent_fd)
 
     @contextmanager
     def probe(self, resource: str) -> Iterator[Probe]:
@@ -324,6 +352,17 @@ class Sandbox:
             _close_quietly(fd)
             raise
         return fd
+
+
+def _unmake(made: list[tuple[int, str]]) -> None:
+    """Remove the directories a failed call made, deepest first, each only while empty
+    (``rmdir`` never follows a link, and leaves a directory someone has used); close
+    their parents' fds."""
+    for parent_fd, name in reversed(made):
+        with contextlib.suppress(OSError):  # best effort: the failure being reported stands
+            os.rmdir(name, dir_fd=parent_fd)
+        _close_quietly(parent_fd)
+    made.clear()
 
 
 def check_regular(st: os.stat_result, shown: str) -> None:

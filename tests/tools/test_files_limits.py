@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,45 @@ def test_a_new_file_and_its_parents_get_the_host_s_umask(root: Path) -> None:
         os.umask(old)
     assert stat.S_IMODE((root / "public" / "shared").stat().st_mode) == 0o775
     assert stat.S_IMODE((root / "public" / "shared" / "notes.txt").stat().st_mode) == 0o664
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs (a real full disk), when this host lets the test mount one."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (mnt / "root" / "public").mkdir(parents=True)
+        yield mnt / "root"
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_write_that_fails_on_a_full_disk_leaves_nothing_behind(small_disk: Path) -> None:
+    root = small_disk
+    (root / "public" / "a.txt").write_text("OLD CONTENT")
+    write = tools(root)["files.write"]
+    big = "x" * (2 * 1024 * 1024)
+    over = call(write, "/public/a.txt", path="x", content=big)
+    assert over.is_error and "(no_space)" in text(over)
+    assert (root / "public" / "a.txt").read_text() == "OLD CONTENT"
+    new = call(write, "/public/new/deeper/b.txt", path="x", content=big)
+    assert new.is_error and "(no_space)" in text(new)
+    # neither a temporary file nor the directories made for the failed write remain
+    assert sorted(os.listdir(root / "public")) == ["a.txt"]
+    # a directory that existed before the call is kept, even when empty
+    (root / "public" / "kept").mkdir()
+    again = call(write, "/public/kept/c.txt", path="x", content=big)
+    assert again.is_error
+    assert sorted(os.listdir(root / "public")) == ["a.txt", "kept"]
+    assert os.listdir(root / "public" / "kept") == []
+    ok = call(write, "/public/new/deeper/b.txt", path="x", content="small")
+    assert not ok.is_error
+    assert (root / "public" / "new" / "deeper" / "b.txt").read_text() == "small"
