@@ -115,6 +115,21 @@ def _refuse_reserved(resource: str) -> None:
         )
 
 
+#: ``files.read``'s second text block for a file that is not UTF-8
+_NOT_UTF8 = (
+    "[files.read: {path} is not UTF-8 text. Each byte of it that is not UTF-8 is shown "
+    "above as U+FFFD; writing this text back with files.write would replace those bytes.]"
+)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _read_at_most(fd: int, limit: int) -> bytes:
     chunks: list[bytes] = []
     left = limit
@@ -157,12 +172,19 @@ class _FilesHandlers:
             data = data[: limit - len(decoder.getstate()[0])]
         else:
             text = data.decode("utf-8", errors="replace")
+        content = [{"type": "text", "text": text}]
+        utf8 = _is_utf8(data)
+        if not utf8:
+            # said, not only shown: the text looks like the file, but written back it
+            # replaces every byte that was not UTF-8 (a Latin-1 "é", a binary's content)
+            content.append({"type": "text", "text": _NOT_UTF8.format(path=resource)})
         return HandlerResult(
-            content=[{"type": "text", "text": text}],
+            content=content,
             structured={
                 "path": resource,
                 "bytes": len(data),
                 "truncated": truncated,
+                "utf8": utf8,
                 "content": text,
             },
         )

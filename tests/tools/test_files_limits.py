@@ -68,6 +68,7 @@ def test_a_read_cut_inside_a_character_ends_before_it(root: Path, cut: int) -> N
         "path": "/public/u.txt",
         "bytes": 5,
         "truncated": True,
+        "utf8": True,
         "content": "ab€",
     }
 
@@ -80,7 +81,7 @@ def test_a_read_cut_between_characters_and_invalid_bytes_are_kept_as_they_are(
     whole = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=5)
     assert text(whole) == "ab€" and whole.structured["bytes"] == 5  # type: ignore[index]
     bad = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=6)
-    assert text(bad) == "ab€\ufffd" and bad.structured["bytes"] == 6  # type: ignore[index]
+    assert bad.content[0]["text"] == "ab€\ufffd" and bad.structured["bytes"] == 6  # type: ignore[index]
 
 
 def test_search_says_when_text_was_not_looked_for_in_all_of_a_file(root: Path) -> None:
@@ -213,3 +214,41 @@ def test_a_write_that_fails_on_a_full_disk_leaves_nothing_behind(small_disk: Pat
     ok = call(write, "/public/new/deeper/b.txt", path="x", content="small")
     assert not ok.is_error
     assert (root / "public" / "new" / "deeper" / "b.txt").read_text() == "small"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "café\r\n".encode("latin-1"),  # a Latin-1 text file
+        "hello".encode("utf-16"),  # UTF-16 with its BOM
+        bytes(range(256)),  # not text at all
+    ],
+)
+def test_a_file_that_is_not_utf8_is_read_with_a_warning_that_says_so(
+    root: Path, data: bytes
+) -> None:
+    (root / "public" / "f").write_bytes(data)
+    result = call(tools(root)["files.read"], "/public/f", path="/public/f")
+    assert not result.is_error
+    assert result.structured is not None
+    assert result.structured["utf8"] is False
+    shown, warning = result.content
+    assert shown["text"] == data.decode("utf-8", errors="replace")
+    assert result.structured["content"] == shown["text"]
+    assert "/public/f is not UTF-8 text" in warning["text"]
+    assert "U+FFFD" in warning["text"]
+
+
+@pytest.mark.parametrize(
+    "data", [b"plain\n", "caf\u00e9\r\n\ufeffbom".encode(), "\ufeffwith BOM".encode()]
+)
+def test_a_utf8_file_is_read_exactly_with_no_warning(root: Path, data: bytes) -> None:
+    (root / "public" / "f").write_bytes(data)
+    read = call(tools(root)["files.read"], "/public/f", path="/public/f")
+    assert read.structured is not None and read.structured["utf8"] is True
+    assert [b["text"] for b in read.content] == [data.decode("utf-8")]
+    # and it survives a round trip, CRLF and BOM included
+    assert not call(
+        tools(root)["files.write"], "/public/f", path="x", content=read.content[0]["text"]
+    ).is_error
+    assert (root / "public" / "f").read_bytes() == data
