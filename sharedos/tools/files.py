@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import fnmatch
 import heapq
 import itertools
@@ -28,9 +29,13 @@ from sharedos.catalog.definition import ToolAnnotations, ToolDefinition, ToolMet
 from sharedos.catalog.registry import ToolRegistry
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.pathwalk import (
+    CHANGED,
+    HARD_LINK,
     IS_A_DIRECTORY,
     MAX_DEPTH,
+    NOT_A_DIRECTORY,
     NOT_A_REGULAR_FILE,
+    NOT_FOUND,
     PERMISSION_DENIED,
     RESERVED_NAME,
     SYMLINK,
@@ -53,6 +58,14 @@ MAX_LIST_ENTRIES = 10_000
 #: went on walking after the caller was told the call had failed.
 MAX_SEARCH_ENTRIES = 100_000
 MAX_SEARCH_READ_BYTES = 256 * 1024 * 1024
+#: how a search finds an entry that changed under it (it vanished, or is now a link or
+#: another kind of file): skipped silently, as a search a moment later would not see it.
+#: Any other failure to look (the host refuses access, an I/O error) is ``truncated``:
+#: the entry may hold a match the answer cannot rule out.
+_CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ESTALE})
+_SKIPPED_CODES = frozenset(
+    {NOT_FOUND, SYMLINK, NOT_A_DIRECTORY, NOT_A_REGULAR_FILE, HARD_LINK, CHANGED}
+)
 #: the prefix of ``files.write``'s temporary file, renamed over the target when complete
 TEMP_PREFIX = ".sharedos-write-"
 
@@ -407,10 +420,11 @@ class _Walk:
         """Search the open directory ``dfd`` (shown as ``prefix``, ``depth`` components deep)."""
         try:
             entries, cut = _scan(dfd, self.entries_left)
-        except OSError:
+        except OSError as exc:
             if top:
                 raise
-            return  # a subdirectory that cannot be read is skipped, not fatal
+            self._could_not_look(exc)  # a subdirectory that cannot be read: skipped, not fatal
+            return
         self.entries_left -= len(entries)
         if cut:  # the search has looked at as many entries as it may
             self.truncated = True
@@ -420,8 +434,9 @@ class _Walk:
                 return
             try:
                 st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # vanished since the directory was read
+            except OSError as exc:
+                self._could_not_look(exc)  # vanished since the directory was read, or denied
+                continue
             path = f"{prefix}/{_shown(entry.name)}"
             if len(path) > MAX_PATH_CHARS:  # no call can name it: left out, and said so
                 self.truncated = True
@@ -432,6 +447,12 @@ class _Walk:
             elif self._matches(st, entry, dfd, path):
                 self.matches.append(path)
 
+    def _could_not_look(self, exc: OSError) -> None:
+        """An entry the walk could not look at: said (``truncated``) unless it changed
+        under the search (``_CHANGED_ERRNOS``)."""
+        if exc.errno not in _CHANGED_ERRNOS:
+            self.truncated = True
+
     def _enter(self, dfd: int, name: str, path: str, depth: int) -> None:
         if depth + 1 >= MAX_DEPTH:  # its files would be deeper than any path the tools serve
             self.truncated = True
@@ -440,8 +461,10 @@ class _Walk:
             sub = os.open(
                 name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd
             )
-        except OSError:
-            return  # vanished or swapped for a link since it was read: skip, never follow
+        except OSError as exc:
+            # vanished or swapped for a link since it was read: skip, never follow
+            self._could_not_look(exc)
+            return
         try:
             self.run(sub, path, depth + 1, top=False)
         finally:
@@ -463,11 +486,14 @@ class _Walk:
             return False
         try:
             fd = Sandbox.open_regular(dfd, name, path)  # re-checks type and links on the fd
-        except SandboxError:
+        except SandboxError as exc:
+            if exc.code not in _SKIPPED_CODES:
+                self.truncated = True  # its content could not be looked at
             return False
         try:
             data = _read_at_most(fd, MAX_READ_BYTES + 1)
-        except OSError:
+        except OSError as exc:
+            self._could_not_look(exc)
             return False
         finally:
             os.close(fd)
