@@ -128,7 +128,14 @@ def _refuse_reserved(resource: str) -> None:
         )
 
 
-#: ``files.read``'s second text block for a file that is not UTF-8
+#: ``files.read``'s text block after the content of a file longer than was read
+_CUT = "[files.read: only the first {n} bytes of {path} are shown; the file is longer.]"
+#: ``files.search``'s last line when a limit cut it short
+_SEARCH_CUT = (
+    "(truncated: the search stopped at a limit or could not look everywhere; "
+    "files not shown may match)"
+)
+#: ``files.read``'s text block for a file that is not UTF-8
 _NOT_UTF8 = (
     "[files.read: {path} is not UTF-8 text. Each byte of it that is not UTF-8 is shown "
     "above as U+FFFD; writing this text back with files.write would replace those bytes.]"
@@ -186,6 +193,10 @@ class _FilesHandlers:
         else:
             text = data.decode("utf-8", errors="replace")
         content = [{"type": "text", "text": text}]
+        if truncated:
+            # said in the text too: a client shows the model the content, and the tool has
+            # no output schema that would make it look at ``truncated``
+            content.append({"type": "text", "text": _CUT.format(n=len(data), path=resource)})
         utf8 = _is_utf8(data)
         if not utf8:
             # said, not only shown: the text looks like the file, but written back it
@@ -316,8 +327,11 @@ class _FilesHandlers:
             depth = 0 if resource == "/" else resource.count("/")
             walk.run(fd, "" if resource == "/" else resource, depth)
         matches = walk.matches
+        lines = matches or [f"no match for {pattern!r} under {resource}"]
+        if walk.truncated:
+            lines = [*lines, _SEARCH_CUT]
         return HandlerResult.text(
-            "\n".join(matches) if matches else f"no match for {pattern!r} under {resource}",
+            "\n".join(lines),
             structured={
                 "root": resource,
                 "pattern": pattern,

@@ -63,7 +63,7 @@ def test_a_read_cut_inside_a_character_ends_before_it(root: Path, cut: int) -> N
     limit = 2 + 3 + cut  # inside the 4-byte character
     result = call(tools(root)["files.read"], "/public/u.txt", path="/public/u.txt", max_bytes=limit)
     assert not result.is_error
-    assert text(result) == "ab€"
+    assert result.content[0]["text"] == "ab€"
     assert result.structured == {
         "path": "/public/u.txt",
         "bytes": 5,
@@ -79,7 +79,7 @@ def test_a_read_cut_between_characters_and_invalid_bytes_are_kept_as_they_are(
     (root / "public" / "u.txt").write_bytes("ab€".encode() + b"\xff" + "😀".encode())
     read = tools(root)["files.read"]
     whole = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=5)
-    assert text(whole) == "ab€" and whole.structured["bytes"] == 5  # type: ignore[index]
+    assert whole.content[0]["text"] == "ab€" and whole.structured["bytes"] == 5  # type: ignore[index]
     bad = call(read, "/public/u.txt", path="/public/u.txt", max_bytes=6)
     assert bad.content[0]["text"] == "ab€\ufffd" and bad.structured["bytes"] == 6  # type: ignore[index]
 
@@ -252,3 +252,23 @@ def test_a_utf8_file_is_read_exactly_with_no_warning(root: Path, data: bytes) ->
         tools(root)["files.write"], "/public/f", path="x", content=read.content[0]["text"]
     ).is_error
     assert (root / "public" / "f").read_bytes() == data
+
+
+def test_a_cut_read_and_a_cut_search_say_so_in_their_text(root: Path) -> None:
+    # the files tools declare no output schema: a client may show the model the text only
+    (root / "public" / "long.txt").write_text("0123456789")
+    ts = tools(root)
+    read = call(ts["files.read"], "/public/long.txt", path="x", max_bytes=4)
+    assert [b["text"] for b in read.content] == [
+        "0123",
+        "[files.read: only the first 4 bytes of /public/long.txt are shown; the file is longer.]",
+    ]
+    whole = call(ts["files.read"], "/public/long.txt", path="x", max_bytes=10)
+    assert [b["text"] for b in whole.content] == ["0123456789"]
+    for i in range(3):
+        (root / "public" / f"m{i}.txt").write_text("x")
+    cut = call(ts["files.search"], "/public", root="/public", pattern="m*", max_results=2)
+    assert text(cut).splitlines()[:2] == ["/public/m0.txt", "/public/m1.txt"]
+    assert "truncated" in text(cut).splitlines()[-1]
+    full = call(ts["files.search"], "/public", root="/public", pattern="m*")
+    assert text(full).splitlines() == ["/public/m0.txt", "/public/m1.txt", "/public/m2.txt"]
