@@ -237,13 +237,19 @@ class Sandbox:
 
     @staticmethod
     def _open_dir(fd: int, part: str, shown: str, *, create: bool) -> tuple[int, bool]:
-        """An fd of directory ``part`` in ``fd``, and whether this call created it."""
+        """An fd of directory ``part`` in ``fd``, and whether this call created it.
+
+        A missing ``part`` is looked up by Unicode equivalence first (``_equivalent``):
+        the directory ``cafe\u0301`` (made on macOS) is the one ``café`` names."""
         created = False
         for _ in range(_RACE_RETRIES):
             with contained(shown):
                 try:
                     return os.open(part, _DIR_FLAGS, dir_fd=fd), created
                 except FileNotFoundError:
+                    alias = _equivalent(fd, part, shown)
+                    if alias is not None:
+                        return os.open(alias, _DIR_FLAGS, dir_fd=fd), False
                     if not create:
                         raise
                 try:
@@ -279,7 +285,7 @@ class Sandbox:
             _unmake(made)
             raise
         try:
-            yield fd, parts[-1]
+            yield fd, _existing_spelling(fd, parts[-1], resource)
         except BaseException:
             _close_quietly(fd)
             fd = -1
@@ -352,6 +358,20 @@ class Sandbox:
             _close_quietly(fd)
             raise
         return fd
+
+
+def _existing_spelling(dfd: int, name: str, shown: str) -> str:
+    """``name``, or the entry of ``dfd`` that spells it in another Unicode normalization
+    form when ``name`` itself does not exist (``_equivalent``).
+
+    A canonical path is NFC, and the policy decided on it; a file made on macOS (or
+    copied from there) is named in NFD. Without this, such a file was listed but could
+    be neither read nor deleted by any spelling, and a write made a second, identical-
+    looking file beside it.
+    """
+    if lstat_at(dfd, name, shown) is not None:
+        return name
+    return _equivalent(dfd, name, shown) or name
 
 
 def _unmake(made: list[tuple[int, str]]) -> None:
