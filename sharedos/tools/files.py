@@ -22,6 +22,7 @@ import itertools
 import os
 import secrets
 import stat
+import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -451,7 +452,9 @@ class _Walk:
             except OSError as exc:
                 self._could_not_look(exc)  # vanished since the directory was read, or denied
                 continue
-            path = f"{prefix}/{_shown(entry.name)}"
+            # the NFC spelling: the one a call can name (the policy refuses others) and
+            # the files tools reach an NFD entry by (docs/files-tools.md, "Unicode names")
+            path = f"{prefix}/{_shown(unicodedata.normalize('NFC', entry.name))}"
             if len(path) > MAX_PATH_CHARS:  # no call can name it: left out, and said so
                 self.truncated = True
                 continue

@@ -94,3 +94,29 @@ def test_an_nfc_name_that_exists_is_used_as_it_is(root: Path) -> None:
     (root / "data" / f"{NFC}.txt").write_text("nfc twin")
     read = invoke(root, "files.read", path=f"/data/{NFC}.txt")
     assert read.structured is not None and read.structured["content"] == "nfc twin"
+
+
+def test_search_finds_an_nfd_name_and_shows_the_path_a_call_can_use(root: Path) -> None:
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    source = POLICY.replace(
+        "namespace files\n",
+        "namespace files\nrequirement files.search { action search; resource path(args.root) }\n",
+    )
+    store = SqliteEvidenceStore(root.parent / "s.db")
+    host = RuntimeHost(Kernel(compile_source(source, "f.sos"), registry), store)
+
+    async def go() -> ToolResult:
+        call = ToolCall(
+            tool="files.search", arguments={"root": "/data", "pattern": "*.txt", "text": "in"}
+        )
+        return await host.invoke_tool(call, AccessContext(principal="alice"), RUN)
+
+    (root / "data" / f"{NFD}.txt").write_text("made in a mac")
+    found = anyio.run(go)
+    assert found.outcome is Outcome.SUCCEEDED, found
+    assert found.structured is not None
+    assert found.structured["matches"] == [f"/data/{NFC}-dir/inner.txt", f"/data/{NFC}.txt"]
+    # each path it shows is one a call can read
+    for path in found.structured["matches"]:
+        assert invoke(root, "files.read", path=path).outcome is Outcome.SUCCEEDED
