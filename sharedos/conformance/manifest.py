@@ -394,21 +394,56 @@ class Row(BaseModel):
         return self
 
 
+#: The top-level directories every sandbox tree has (``create_sandbox`` makes them).
+SANDBOX_TOP_DIRS = ("public", "private", "home", "shared")
+#: The longest name one path component may have (bytes, as the file system counts).
+_MAX_NAME_BYTES = 255
+
+
+def _sandbox_parts(path: str) -> tuple[str, ...]:
+    """The components of a sandbox path below the tree's root, or ``ValueError`` saying why
+    the path would not stay one plain entry inside the tree."""
+    parts = tuple(path.split("/")[1:])
+    if (
+        not path.startswith("/")
+        or not parts
+        or any(p in ("", ".", "..") for p in parts)
+        or any(ord(c) < 0x20 or c == "\x7f" for c in path)
+        or any(len(p.encode("utf-8")) > _MAX_NAME_BYTES for p in parts)
+    ):
+        raise ValueError(
+            f"sandbox path {path!r} must be absolute, below '/', with no empty, '.' or '..' "
+            f"part, no control character and no name longer than {_MAX_NAME_BYTES} bytes"
+        )
+    return parts
+
+
 class SandboxSpec(BaseModel):
-    """The file tree the rows expect, created fresh for every run."""
+    """The file tree the rows expect, created fresh for every run.
+
+    Every path (``files`` and ``dirs``) is one plain entry inside the tree: absolute, no
+    ``..``, no control character; a file is never also a directory (another path below
+    it, a ``dirs`` entry, or one of ``SANDBOX_TOP_DIRS``).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     files: dict[str, str]
     dirs: tuple[str, ...] = ()
 
-    @field_validator("files")
-    @classmethod
-    def _absolute(cls, value: dict[str, str]) -> dict[str, str]:
-        for path in value:
-            if not path.startswith("/") or ".." in path.split("/"):
-                raise ValueError(f"sandbox path {path!r} must be absolute and contain no '..'")
-        return value
+    @model_validator(mode="after")
+    def _tree(self) -> SandboxSpec:
+        files = {_sandbox_parts(p): p for p in self.files}
+        dirs = {_sandbox_parts(p) for p in self.dirs}
+        dirs |= {(top,) for top in SANDBOX_TOP_DIRS}
+        dirs |= {parts[:i] for parts in [*files, *dirs] for i in range(1, len(parts))}
+        for parts, path in files.items():
+            if parts in dirs:
+                raise ValueError(
+                    f"sandbox file {path!r} is also a directory of the tree (a path below it, "
+                    f"a dirs entry, or one of /{', /'.join(SANDBOX_TOP_DIRS)})"
+                )
+        return self
 
 
 class Manifest(BaseModel):

@@ -168,3 +168,52 @@ def test_brokered_rows_that_cannot_be_served_are_refused_with_a_reason(
         parse_manifest(_with_row(row, fixture), "brokered.toml")
     assert message in str(err.value)
     assert "Traceback" not in str(err.value)
+
+
+_SANDBOX_ROW = """
+version = 1
+title = "t"
+default_context = "alice"
+default_policy = "p"
+[contexts.alice]
+principal = "alice"
+[policies.p]
+name = "p"
+mode = "strict"
+managed = ["files.read"]
+harness_local = ["shell.bounded"]
+[[rows]]
+id = "r"
+title = "r"
+tool = "files.read"
+arguments = { path = "/public/a.txt" }
+expect = { outcome = "succeeded" }
+"""
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "why"),
+    [
+        # a dirs entry climbing out of the tree (it was made outside it)
+        ('dirs = ["/../../../../../../../tmp/escaped"]\n[sandbox.files]\n', "'..'"),
+        ('dirs = ["escaped"]\n[sandbox.files]\n', "must be absolute"),
+        ('[sandbox.files]\n"/" = "x"\n', "must be absolute, below '/'"),
+        ('[sandbox.files]\n"/public//a.txt" = "x"\n', "no empty"),
+        ('[sandbox.files]\n"/public/a\\u0000.txt" = "x"\n', "control character"),
+        ('[sandbox.files]\n"/public/a\\n.txt" = "x"\n', "control character"),
+        ('[sandbox.files]\n"/public/' + "a" * 256 + '" = "x"\n', "longer than 255 bytes"),
+        # a file that is also a directory of the tree
+        ('[sandbox.files]\n"/public" = "x"\n', "also a directory"),
+        ('[sandbox.files]\n"/a" = "x"\n"/a/b" = "y"\n', "also a directory"),
+        ('dirs = ["/a"]\n[sandbox.files]\n"/a" = "x"\n', "also a directory"),
+    ],
+)
+def test_a_sandbox_path_that_would_not_stay_one_entry_in_the_tree_is_refused(
+    sandbox: str, why: str
+) -> None:
+    # each of these once escaped the tree or ended the run in a traceback when the
+    # tree was made (IsADirectoryError, FileExistsError, embedded null byte, name too long)
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(_SANDBOX_ROW + "[sandbox]\n" + sandbox, "tree.toml")
+    assert "tree.toml:" in str(err.value) and why in str(err.value)
+    assert "Traceback" not in str(err.value)
