@@ -37,6 +37,7 @@ from sharedos.harness.hostconfig import (
     load_host_config,
 )
 from sharedos.redaction import NO_SECRETS, Redactor
+from sharedos.terminal import unambiguous
 
 SHAPE_CHOICES = ("responses", "anthropic", "pi", "dsh", "all")
 #: exit status when nothing at all was exercised
@@ -231,7 +232,9 @@ def _print_summary(report: Report, paths: dict[str, Path], secrets: Redactor) ->
         totals_line(report),
         *(f"{kind} report: {path}" for kind, path in paths.items()),
     ]
-    click.echo(secrets.scrub("\n".join(lines)))
+    # scrubbed before control characters are spelled out (a secret may hold a newline)
+    text = secrets.scrub("\n".join(lines))
+    click.echo(secrets.scrub("\n".join(unambiguous(line) for line in text.split("\n"))))
 
 
 def _exit_for(report: Report) -> None:

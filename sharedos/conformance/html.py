@@ -9,11 +9,20 @@ cannot be compared.
 
 from __future__ import annotations
 
+import html
 import json
-from html import escape
 
 from sharedos.conformance.grading import SYMBOLS, Cell, Grade
 from sharedos.conformance.report import ColumnReport, Report
+from sharedos.terminal import unambiguous
+
+
+def escape(text: str) -> str:
+    """``text`` for HTML: markup escaped, and every character that is not shown as itself
+    (a control character, which HTML does not allow; a bidi override) spelled out;
+    line ends are kept (HTML shows them as space, or as lines in ``<pre>``)."""
+    return html.escape("\n".join(unambiguous(line) for line in text.split("\n")))
+
 
 _CSS = """
 :root { --pass:#1e8e3e; --fail:#d93025; --none:#9aa0a6; --na:#e8eaed; --ink:#202124; }

@@ -27,11 +27,13 @@ from sharedos.conformance.manifest import Manifest, Row
 from sharedos.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.outcomes import Outcome, outcome_for_reason
 from sharedos.redaction import NO_SECRETS, Redactor
+from sharedos.terminal import unambiguous
 
 
 def display_tool(name: str, limit: int = 40) -> str:
     """A tool name safe to print: odd characters escaped, long names shortened with their length."""
-    shown = name.encode("unicode_escape").decode("ascii") if not name.isascii() else name
+    plain = name.isascii() and name.isprintable()
+    shown = name if plain else name.encode("unicode_escape").decode("ascii")
     if len(shown) > limit:
         shown = f"{shown[: limit - 12]}…({len(name)} chars)"
     return shown
@@ -337,7 +339,7 @@ def render_text(report: Report) -> str:
     summary = confinement_summary(report)
     if summary:
         out.extend([*summary, ""])
-    out.append(render_matrix(report))
+    out.extend(render_matrix(report).split("\n"))
     out.append("")
     out.append("Cells: " + totals_line(report))
     out.append("")
@@ -438,7 +440,9 @@ def render_text(report: Report) -> str:
             f"* {row.id}: {row.title} — {row.tool} {json.dumps(row.arguments, ensure_ascii=False)}"
         )
         out.append(f"    context {row.context}, policy {row.policy}, expected {row.expected}")
-    return "\n".join(out) + "\n"
+    # each entry is one line: what a harness, a client or an upstream put in a note or a
+    # detail (ANSI escapes, a newline forging a line, a bidi override) is spelled out
+    return "\n".join(unambiguous(line) for line in out) + "\n"
 
 
 def write_reports(
@@ -449,6 +453,10 @@ def write_reports(
     from sharedos.conformance.html import render_html
 
     scrub = (secrets or NO_SECRETS).scrub
+    if secrets:
+        # scrubbed before it is rendered too: the text and HTML forms spell a control
+        # character \xNN, which is no spelling of a secret that holds one (a PEM key)
+        report = Report.model_validate(secrets.scrub_json(report.model_dump(mode="json")))
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": out_dir / f"{stem}.json",

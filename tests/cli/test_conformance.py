@@ -184,3 +184,47 @@ def test_a_full_disk_leaves_the_earlier_reports_whole_and_says_so_in_one_line(
     (line,) = [ln for ln in again.output.splitlines() if "No space left" in ln]
     assert line.startswith("Error: cannot write ") and str(out) in line
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing cut, no stray file
+
+
+_CONTROL_MANIFEST = """
+version = 1
+title = "t"
+default_context = "alice"
+default_policy = "p"
+[contexts.alice]
+principal = "alice"
+[policies.p]
+name = "p"
+mode = "strict"
+managed = ["files.read"]
+harness_local = ["shell.bounded"]
+[sandbox]
+[sandbox.files]
+"/public/a.txt" = "public file a\\n"
+[[rows]]
+id = "control-name"
+title = "A tool string with control characters"
+tool = "files\\u001b[2J\\u001b]0;owned\\u0007\\n* forged line\\u202eread"
+arguments = { path = "/public/a.txt" }
+expect = { outcome = "denied", reason = "tool_unavailable" }
+"""
+
+
+def test_a_tool_string_with_control_characters_is_spelled_out_in_every_report(
+    tmp_path: Path,
+) -> None:
+    """A malformed tool string reaches the kernel raw, but no report or terminal line carries
+    its ANSI escapes, its newline (a forged report line) or its bidi override."""
+    manifest, out = tmp_path / "m.toml", tmp_path / "reports"
+    manifest.write_text(_CONTROL_MANIFEST, encoding="utf-8")
+    argv = ["conformance", "run", "--column", "scripted", "--shape", "pi"]
+    res = CliRunner().invoke(main, [*argv, "--manifest", str(manifest), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    text = (out / "conformance-scripted.txt").read_text(encoding="utf-8")
+    html = (out / "conformance-scripted.html").read_text(encoding="utf-8")
+    for shown in (res.output, text, html):
+        assert not [c for c in shown if (ord(c) < 0x20 and c != "\n") or c == "\u202e"]
+        assert not any(line.startswith("* forged line") for line in shown.splitlines())
+    assert "files\\x1b[2J" in text and "files\\x1b[2J" in html
+    data = json.loads((out / "conformance-scripted.json").read_text(encoding="utf-8"))
+    assert data["cells"][0][0]["grade"] == "passed"

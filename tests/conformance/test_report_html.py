@@ -94,3 +94,23 @@ async def test_html_renders_in_headless_chromium(manifest: Manifest, tmp_path: P
     assert colours[PASS_BG] > 2_000
     assert colours[FAIL_BG] > 100
     shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_a_secret_holding_a_control_character_is_scrubbed_before_it_is_spelled_out(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    """The text and HTML reports spell a control character ``\\xNN``; a host secret with a
+    newline or a tab in it (a PEM key) must be gone before that, in every report."""
+    from sharedos.redaction import Redactor
+
+    secret = "-----BEGIN KEY-----\nc2VjcmV0LWtleS1ib2R5\t-----END KEY-----"
+    column = ColumnRun.unavailable("mcp/x", ColumnKind.MCP, "x", "cannot run")
+    column.notes.append(f"the harness said: {secret}")
+    column.unavailable_reason = f"it printed {secret}"
+    paths = write_reports(
+        build_report(manifest, [column]), tmp_path, stem="r", secrets=Redactor([secret])
+    )
+    for path in paths.values():
+        text = path.read_text(encoding="utf-8")
+        assert "[redacted]" in text
+        assert "c2VjcmV0LWtleS1ib2R5" not in text and "BEGIN KEY" not in text
