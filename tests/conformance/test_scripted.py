@@ -10,7 +10,7 @@ import pytest
 
 from sharedos.conformance.columns.base import ColumnOptions
 from sharedos.conformance.grading import Grade
-from sharedos.conformance.manifest import Manifest
+from sharedos.conformance.manifest import Manifest, parse_manifest
 from sharedos.conformance.report import render_text
 from sharedos.conformance.runner import run_report
 from sharedos.evidence import SqliteEvidenceStore
@@ -209,3 +209,59 @@ async def test_a_turn_that_breaks_off_leaves_its_rows_not_exercised(
     )
     assert cells["handler-failure"].grade is Grade.NOT_EXERCISED
     assert sum("aborted" in n and "after 2 steps" in n for n in runs[0].notes) == 2
+
+
+_SPELLED_ALIKE = """
+version = 1
+title = "two turns whose context and policy names spell alike"
+default_context = "alice"
+default_policy = "x-p"
+[contexts.alice]
+principal = "alice"
+[contexts.alice-x]
+principal = "alice"
+[policies.x-p]
+name = "x-p"
+mode = "strict"
+managed = ["files.read"]
+harness_local = ["shell.bounded"]
+[policies.p]
+name = "p"
+mode = "strict"
+managed = ["files.read"]
+harness_local = ["shell.bounded"]
+[sandbox]
+[sandbox.files]
+"/public/a.txt" = "public file a\\n"
+[[rows]]
+id = "first"
+title = "in turn alice / x-p"
+tool = "files.read"
+arguments = { path = "/public/a.txt" }
+expect = { outcome = "succeeded" }
+[[rows]]
+id = "second"
+title = "in turn alice-x / p"
+tool = "files.read"
+context = "alice-x"
+policy = "p"
+arguments = { path = "/private/a.txt" }
+expect = { outcome = "denied", reason = "forbidden" }
+"""
+
+
+@pytest.mark.anyio
+async def test_each_turn_reads_back_only_its_own_records(tmp_path: Path) -> None:
+    """(alice, x-p) and (alice-x, p) once made one turn id: the second turn read the first
+    turn's record back as its own, and the first row failed ("the result never reached
+    the model") though it had passed."""
+    manifest = parse_manifest(_SPELLED_ALIKE, "alike.toml")
+    report, runs = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("pi",)),
+    )
+    (run,) = runs
+    assert sorted(a.call_id for a in run.attempts) == sorted(run.row_call_ids.values())
+    assert len({a.record["turn_id"] for a in run.attempts}) == 2
+    assert [c.grade for c in report.cells[0] + report.cells[1]] == [Grade.PASSED] * 2

@@ -94,8 +94,11 @@ async def run_shape(
     attempts: list[Attempt] = []
     notes: list[str] = []
     unavailable = env.unavailable_rows()
-    for ctx_name, policy_name, rows in _groups(manifest):
-        turn_id = f"{run_tag}-{shape.name}-{ctx_name}-{policy_name}"
+    for n, (ctx_name, policy_name, rows) in enumerate(_groups(manifest)):
+        # the group's index keeps turn ids apart when names would spell alike
+        # (context "a-b" + policy "c" and context "a" + policy "b-c"): each turn's
+        # records are read back by its turn id, never another turn's with them
+        turn_id = f"{run_tag}-{shape.name}-{n}-{ctx_name}-{policy_name}"
         context = env.context(ctx_name, turn_id)
         tool_policy = env.tool_policy(policy_name)
         plan = []
