@@ -21,7 +21,8 @@ nothing leaked, changed or reached the canary, and fails when something did
 not exercised.
 
 Matching: by call id when the column controls ids (``ColumnRun.row_call_ids``),
-otherwise on tool + canonical resource (+ principal when the record has one);
+otherwise on tool + canonical resource (+ principal when the record has one), among
+the attempts of the row's own turn (its context and run policy, ``Attempt.group``);
 a row without a resource (unknown tool, bad arguments, unresolvable path) is
 matched on tool + the exact arguments instead, and when several rows share a
 tool + resource, attempts carrying a row's exact arguments are preferred.
@@ -113,9 +114,14 @@ def matching_attempts(row: Row, manifest: Manifest, column: ColumnRun) -> list[A
     if "tool_resource" not in row.match:
         return []
     principal = manifest.contexts[manifest.context_of(row)].principal
+    group = (manifest.context_of(row), manifest.policy_of(row))
     out = []
     for a in column.attempts:
         if a.tool != row.tool_name:
+            continue
+        if a.group is not None and a.group != group:
+            # made in another row group's turn (another context or run policy): the
+            # same tool and resource there says nothing about this row
             continue
         if row.resource is not None and a.resource != row.resource:
             continue

@@ -8,7 +8,7 @@ import pytest
 
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.grading import Grade, grade_column
-from sharedos.conformance.manifest import Manifest
+from sharedos.conformance.manifest import Manifest, parse_manifest
 from sharedos.conformance.report import build_report, render_text, report_json
 from sharedos.conformance.runner import run_report
 from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
@@ -171,3 +171,65 @@ def test_strict_claim_is_in_the_report(manifest: Manifest) -> None:
     for name, policy in manifest.policies.items():
         assert report.policies[name] == policy.strict_claim()
     assert "Strict run 'conformance'" in render_text(report)
+
+
+_TWO_TURNS = """
+version = 1
+title = "one call, two run policies"
+default_context = "alice"
+default_policy = "conformance"
+[contexts.alice]
+principal = "alice"
+[policies.conformance]
+name = "conformance"
+mode = "strict"
+managed = ["files.read", "files.write"]
+harness_local = ["shell.bounded"]
+[policies.read-only]
+name = "read-only"
+mode = "strict"
+managed = ["files.read"]
+harness_local = ["shell.bounded"]
+[sandbox]
+[sandbox.files]
+"/private/a.txt" = "private\\n"
+[[rows]]
+id = "private-read-denied"
+title = "under the conformance run policy"
+tool = "files.read"
+arguments = { path = "/private/a.txt" }
+expect = { outcome = "denied", reason = "forbidden" }
+resource = "/private/a.txt"
+[[rows]]
+id = "private-read-denied-read-only"
+title = "the same call under the read-only run policy"
+tool = "files.read"
+arguments = { path = "/private/a.txt" }
+policy = "read-only"
+expect = { outcome = "denied", reason = "forbidden" }
+resource = "/private/a.txt"
+"""
+
+
+@pytest.mark.anyio
+async def test_an_attempt_of_another_turn_never_grades_a_row(tmp_path: Path) -> None:
+    """A tool+resource column whose read-only turn never made the call: that row is not
+    exercised, though the conformance turn made the same call with the same outcome
+    (it was graded passed from the other turn's record)."""
+    manifest = parse_manifest(_TWO_TURNS, "two-turns.toml")
+    _, runs = await run_report(
+        manifest,
+        ["scripted"],
+        options=ColumnOptions(manifest=manifest, workdir=tmp_path, shapes=("responses",)),
+    )
+    assert {c.row_id: c.grade for c in grade_column(manifest, runs[0])} == {
+        "private-read-denied": Grade.PASSED,
+        "private-read-denied-read-only": Grade.PASSED,
+    }
+    column = _as_live(runs[0], keep={"private-read-denied"})
+    cells = {c.row_id: c for c in grade_column(manifest, column)}
+    assert cells["private-read-denied"].grade is Grade.PASSED
+    assert cells["private-read-denied-read-only"].grade is Grade.NOT_EXERCISED
+    # with both turns' attempts, each row is graded from its own turn's one attempt
+    both = {c.row_id: c for c in grade_column(manifest, _as_live(runs[0]))}
+    assert [c.attempts for c in both.values()] == [1, 1]

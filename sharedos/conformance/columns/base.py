@@ -100,6 +100,9 @@ class Attempt(BaseModel):
     evidence_seq: int | None = None
     record: dict[str, Any] = Field(default_factory=dict)
     wire: dict[str, Any] | None = None
+    #: the (context, run policy) names of the manifest group whose turn made the attempt,
+    #: when the column knows it: a tool+resource match never takes another turn's attempt
+    group: tuple[str, str] | None = None
 
 
 class ColumnRun(BaseModel):
@@ -180,11 +183,17 @@ async def run_at_most(jobs: int, columns: Sequence[ColumnJob]) -> list[ColumnRun
     return [p if isinstance(p, ColumnRun) else p.result() for p in pending]
 
 
-def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> Attempt:
+def attempt_from_record(
+    record: Any,
+    *,
+    wire: dict[str, Any] | None = None,
+    group: tuple[str, str] | None = None,
+) -> Attempt:
     """Normalise one evidence record (an ``EvidenceRecord`` or its dict form) into an ``Attempt``.
 
     Reads ``call_id``, ``tool``, ``resource`` (the canonical resource, also looked for
-    on the record's decision), ``principal``, ``outcome``, ``reason`` and ``seq``.
+    on the record's decision), ``principal``, ``outcome``, ``reason`` and ``seq``;
+    ``group`` is the (context, run policy) of the turn that made it.
     """
     data = record_dict(record)
     resource = data.get("resource")
@@ -202,4 +211,5 @@ def attempt_from_record(record: Any, *, wire: dict[str, Any] | None = None) -> A
         evidence_seq=int(seq) if seq is not None else None,
         record=data,
         wire=wire,
+        group=group,
     )

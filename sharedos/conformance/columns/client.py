@@ -167,7 +167,7 @@ async def run_client_column(
                     records = list(env.evidence.query(turn_id=context.turn_id))
                     upstream = brokered.wires(records)
                     seen = brokered.note(group)
-                _collect(column, group, calls, answers, records, upstream, client)
+                _collect(column, (ctx_name, pol_name), calls, answers, records, upstream, client)
                 if seen is not None:
                     column.notes.append(seen)
             column.notes.extend(env.upstream_notes())
@@ -258,7 +258,7 @@ def _inspector_error(lines: list[str]) -> str:
 
 def _collect(
     column: ColumnRun,
-    group: str,
+    turn: tuple[str, str],
     calls: list[dict[str, Any]],
     answers: list[dict[str, Any]],
     records: list[Any],
@@ -266,7 +266,9 @@ def _collect(
     client: str,
 ) -> None:
     """Tie each evidence record to the call that made it (calls are sequential: in order,
-    by tool) and keep what the client got back as the attempt's wire."""
+    by tool) and keep what the client got back as the attempt's wire; ``turn`` is the
+    (context, run policy) group of the turn."""
+    group = f"turn {turn[0]}/{turn[1]}"
     pending = list(zip(calls, answers, strict=False))
     for record, up in zip(records, upstream, strict=True):
         index = next((i for i, (c, _) in enumerate(pending) if c["name"] == record.tool), None)
@@ -281,7 +283,7 @@ def _collect(
                 wire["structuredContent"] = "structuredContent" in result
             else:
                 wire["error"] = (answer.get("error") or {}).get("message")
-        column.attempts.append(attempt_from_record(record, wire=merge_wire(wire, up)))
+        column.attempts.append(attempt_from_record(record, wire=merge_wire(wire, up), group=turn))
     for call, answer in pending:
         why = (answer.get("error") or {}).get("message") if not answer.get("ok") else None
         column.notes.append(

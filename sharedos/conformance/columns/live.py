@@ -107,7 +107,8 @@ async def run_live_column(runtime: McpHarnessRuntime, options: ColumnOptions) ->
         # Nothing can have reached the kernel: there was no bridge. Read the store
         # anyway, so the claim "zero rows exercised" comes from the evidence.
         records = env.evidence.query()
-        column.attempts.extend(attempt_from_record(r) for r in records)
+        group = (manifest.default_context, manifest.default_policy)
+        column.attempts.extend(attempt_from_record(r, group=group) for r in records)
         column.identity = result.identity
         column.tool_policy = tool_policy
         column.duration_s = round(result.duration_s, 3)

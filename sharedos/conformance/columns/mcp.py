@@ -214,7 +214,11 @@ def _collect(
     links = correlate(result.evidence, result.issued, result.output.tool_events)
     seen = list(upstream) if upstream is not None else [None] * len(links)
     for record, link, up in zip(result.evidence, links, seen, strict=True):
-        column.attempts.append(attempt_from_record(record, wire=merge_wire(_wire(link), up)))
+        column.attempts.append(
+            attempt_from_record(
+                record, wire=merge_wire(_wire(link), up), group=(ctx_name, pol_name)
+            )
+        )
     _note_calls_without_attempts(column, result, links, group)
     _note_attempts_without_calls(column, links, group)
     _note_turn(column, result, plan, group)

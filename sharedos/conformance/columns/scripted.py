@@ -155,7 +155,13 @@ async def run_shape(
                 ),
                 "kernelReceivedTool": exchange.call.name if exchange else None,
             }
-            attempts.append(attempt_from_record(record, wire=merge_wire(wire, seen_upstream)))
+            attempts.append(
+                attempt_from_record(
+                    record,
+                    wire=merge_wire(wire, seen_upstream),
+                    group=(ctx_name, policy_name),
+                )
+            )
         issued = [p for p in plan if p.call_id in model.wire_names]
         guessed = [p.tool for p in issued if p.tool not in model.offered]
         if guessed:
