@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sharedos import textfile
 from sharedos.context import AccessContext
 from sharedos.errors import ConformanceError
+from sharedos.evidence.record import MAX_STORED_TOOL
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.tomlpos import key_positions, locate
 from sharedos.toolpolicy import ToolPolicy
@@ -362,8 +363,18 @@ class Row(BaseModel):
     @field_validator("tool")
     @classmethod
     def _non_empty(cls, value: str | RepeatedName | None) -> str | RepeatedName | None:
+        if value is None:
+            return value
         if isinstance(value, str) and value == "":
             raise ValueError("tool must not be empty")
+        length = len(value) if isinstance(value, str) else len(value.repeat) * value.times
+        if length > MAX_STORED_TOOL:
+            # graded from the record: a cut tool string cannot show it reached the
+            # kernel unchanged (the cell would fail) or match the row (never exercised)
+            raise ValueError(
+                f"tool is {length} characters long; an evidence record keeps at most "
+                f"{MAX_STORED_TOOL}, so no record could show this one reached the kernel unchanged"
+            )
         return value
 
     @model_validator(mode="after")

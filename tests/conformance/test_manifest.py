@@ -217,3 +217,21 @@ def test_a_sandbox_path_that_would_not_stay_one_entry_in_the_tree_is_refused(
         parse_manifest(_SANDBOX_ROW + "[sandbox]\n" + sandbox, "tree.toml")
     assert "tree.toml:" in str(err.value) and why in str(err.value)
     assert "Traceback" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "tool",
+    ['{ repeat = "f", times = 1025 }', '{ repeat = "ab", times = 5000 }', '"' + "f" * 1025 + '"'],
+)
+def test_a_tool_string_longer_than_a_record_keeps_is_refused(tool: str) -> None:
+    # the evidence keeps 1024 characters of a tool string: such a row failed in every
+    # scripted shape ("expected denied/tool_unavailable, got denied/tool_unavailable")
+    text = _SANDBOX_ROW.replace('tool = "files.read"', f"tool = {tool}") + "[sandbox]\nfiles = {}\n"
+    with pytest.raises(ManifestError, match="an evidence record keeps at most 1024"):
+        parse_manifest(text, "long.toml")
+
+
+def test_a_tool_string_a_record_keeps_whole_is_accepted() -> None:
+    text = _SANDBOX_ROW.replace('tool = "files.read"', 'tool = { repeat = "f", times = 1024 }')
+    manifest = parse_manifest(text + "[sandbox]\nfiles = {}\n", "long.toml")
+    assert len(manifest.rows[0].tool_name) == 1024
