@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sharedos import textfile
 from sharedos.context import AccessContext
 from sharedos.errors import ConformanceError
-from sharedos.evidence.record import MAX_STORED_TOOL
+from sharedos.evidence.record import MAX_STORED_ARGUMENTS, MAX_STORED_TOOL, storable_arguments
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.tomlpos import key_positions, locate
 from sharedos.toolpolicy import ToolPolicy
@@ -273,7 +273,8 @@ class Row(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
     title: str = Field(min_length=1)
     tool: str | RepeatedName | None = None
-    arguments: Any = Field(default_factory=dict)
+    #: a JSON object (every wire shape carries one), within what an evidence record keeps
+    arguments: dict[str, Any] = Field(default_factory=dict)
     context: str | None = None
     policy: str | None = None
     expect: Expectation | None = None
@@ -374,6 +375,20 @@ class Row(BaseModel):
             raise ValueError(
                 f"tool is {length} characters long; an evidence record keeps at most "
                 f"{MAX_STORED_TOOL}, so no record could show this one reached the kernel unchanged"
+            )
+        return value
+
+    @field_validator("arguments")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        stored = storable_arguments(value)
+        if stored != value:
+            # graded from the record: arguments it cannot keep as written could never
+            # be shown to have reached the kernel unchanged
+            size = f" ({stored['$bytes']} bytes)" if "$bytes" in stored else ""
+            raise ValueError(
+                f"arguments{size} cannot be kept whole in an evidence record (at most "
+                f"{MAX_STORED_ARGUMENTS} bytes of JSON), so no record could show them"
             )
         return value
 

@@ -235,3 +235,22 @@ def test_a_tool_string_a_record_keeps_whole_is_accepted() -> None:
     text = _SANDBOX_ROW.replace('tool = "files.read"', 'tool = { repeat = "f", times = 1024 }')
     manifest = parse_manifest(text + "[sandbox]\nfiles = {}\n", "long.toml")
     assert len(manifest.rows[0].tool_name) == 1024
+
+
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [
+        # a scripted shape failed it ("the kernel received arguments {'$truncated': ...}")
+        ('{ path = "/public/a.txt", pad = "' + "x" * 70_000 + '" }', "cannot be kept whole"),
+        ("{ at = 1979-05-27T07:32:00Z }", "cannot be kept whole"),  # no JSON form
+        ("{ n = nan }", "cannot be kept whole"),
+        # ended the run in "dictionary update sequence element #0 has length 13"
+        ('["/public/a.txt"]', "valid dictionary"),
+        ('"/public/a.txt"', "valid dictionary"),
+    ],
+)
+def test_arguments_a_record_cannot_keep_as_written_are_refused(arguments: str, why: str) -> None:
+    text = _SANDBOX_ROW.replace('{ path = "/public/a.txt" }', arguments)
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(text + "[sandbox]\nfiles = {}\n", "args.toml")
+    assert "rows[0] (id 'r').arguments" in str(err.value) and why in str(err.value)
