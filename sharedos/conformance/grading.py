@@ -25,7 +25,8 @@ otherwise on tool + canonical resource (+ principal when the record has one), am
 the attempts of the row's own turn (its context and run policy, ``Attempt.group``);
 a row without a resource (unknown tool, bad arguments, unresolvable path) is
 matched on tool + the exact arguments instead, and when several rows share a
-tool + resource, attempts carrying a row's exact arguments are preferred.
+tool + resource, attempts carrying a row's exact arguments are preferred (and an
+attempt carrying another row's exact arguments belongs to that row only).
 Rows are bound to the column first: a ``{ID.root}`` placeholder stands for the
 path of the column's own upstream fixture (``ColumnRun.bindings``).
 
@@ -137,9 +138,20 @@ def matching_attempts(row: Row, manifest: Manifest, column: ColumnRun) -> list[A
         out.append(a)
     # two rows can share tool + resource (a direct read of /private/a.txt and a
     # traversal that canonicalizes to it): attempts with the row's exact arguments
-    # are the better match when there are any
+    # are the better match when there are any; an attempt carrying another row's
+    # exact arguments is that row's, never this one's
     exact = [a for a in out if a.record.get("arguments") == row.arguments]
-    return exact if (exact or row.match_arguments) else out
+    if exact or row.match_arguments:
+        return exact
+    others = [
+        other.bind(column.bindings).arguments
+        for other in manifest.rows
+        if other.id != row.id
+        and other.local is None
+        and other.tool_name == row.tool_name
+        and (manifest.context_of(other), manifest.policy_of(other)) == group
+    ]
+    return [a for a in out if a.record.get("arguments") not in others]
 
 
 def _wire_problem(attempt: Attempt) -> str | None:

@@ -233,3 +233,16 @@ async def test_an_attempt_of_another_turn_never_grades_a_row(tmp_path: Path) -> 
     # with both turns' attempts, each row is graded from its own turn's one attempt
     both = {c.row_id: c for c in grade_column(manifest, _as_live(runs[0]))}
     assert [c.attempts for c in both.values()] == [1, 1]
+
+
+@pytest.mark.anyio
+async def test_an_attempt_with_another_rows_exact_arguments_is_that_rows_only(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    """The traversal /public/../private/a.txt canonicalizes to /private/a.txt: when only
+    the traversal was attempted, private-read-denied is not exercised (it was graded
+    passed from the traversal row's record)."""
+    column = _as_live(scripted_run, keep={"traversal-denied"})
+    cells = {c.row_id: c for c in grade_column(manifest, column)}
+    assert cells["traversal-denied"].grade is Grade.PASSED
+    assert cells["private-read-denied"].grade is Grade.NOT_EXERCISED
