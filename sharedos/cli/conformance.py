@@ -25,6 +25,7 @@ from sharedos.conformance.report import (
     Report,
     confinement_summary,
     render_matrix,
+    report_paths,
     totals_line,
     write_private_text,
     write_reports,
@@ -141,6 +142,8 @@ def run_command(
     Exit 1 if any cell failed, 2 for a usage error (an unknown harness), 3 if
     nothing was exercised at all.
     """
+    stem = "conformance-" + "-".join(columns)
+    _check_columns_out(columns_out, out_dir, stem)
     manifest = _manifest(manifest_path)
     host = _host(host_config) if {"live", "mcp"} & set(columns) else None
     if host is not None:
@@ -160,7 +163,6 @@ def run_command(
         jobs=jobs,
     )
     report, runs = _run(manifest, columns, options)
-    stem = "conformance-" + "-".join(columns)
     try:
         paths = write_reports(report, out_dir, stem=stem, secrets=secrets)
         if columns_out is not None:
@@ -174,6 +176,20 @@ def run_command(
         ) from None
     _print_summary(report, paths, secrets)
     _exit_for(report)
+
+
+def _check_columns_out(columns_out: Path | None, out_dir: Path, stem: str) -> None:
+    """``--columns-out`` naming one of the reports would replace it: a usage error, before
+    anything runs."""
+    if columns_out is None:
+        return
+    target = os.path.realpath(columns_out)
+    for kind, path in report_paths(out_dir, stem).items():
+        if os.path.realpath(path) == target:
+            raise click.UsageError(
+                f"--columns-out {columns_out} is where the {kind} report is written "
+                f"(--out {out_dir}); name another file"
+            )
 
 
 def _manifest(path: Path | None) -> Manifest:

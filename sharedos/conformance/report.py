@@ -445,6 +445,15 @@ def render_text(report: Report) -> str:
     return "\n".join(unambiguous(line) for line in out) + "\n"
 
 
+def report_paths(out_dir: Path, stem: str) -> dict[str, Path]:
+    """Where ``write_reports`` writes each form: ``{"json"|"text"|"html": path}``."""
+    return {
+        "json": out_dir / f"{stem}.json",
+        "text": out_dir / f"{stem}.txt",
+        "html": out_dir / f"{stem}.html",
+    }
+
+
 def write_reports(
     report: Report, out_dir: Path, *, stem: str = "conformance", secrets: Redactor | None = None
 ) -> dict[str, Path]:
@@ -458,11 +467,7 @@ def write_reports(
         # character \xNN, which is no spelling of a secret that holds one (a PEM key)
         report = Report.model_validate(secrets.scrub_json(report.model_dump(mode="json")))
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "json": out_dir / f"{stem}.json",
-        "text": out_dir / f"{stem}.txt",
-        "html": out_dir / f"{stem}.html",
-    }
+    paths = report_paths(out_dir, stem)
     write_private_text(paths["json"], scrub(report_json(report) + "\n"))
     write_private_text(paths["text"], scrub(render_text(report)))
     write_private_text(paths["html"], scrub(render_html(report)))

@@ -228,3 +228,18 @@ def test_a_tool_string_with_control_characters_is_spelled_out_in_every_report(
     assert "files\\x1b[2J" in text and "files\\x1b[2J" in html
     data = json.loads((out / "conformance-scripted.json").read_text(encoding="utf-8"))
     assert data["cells"][0][0]["grade"] == "passed"
+
+
+def test_columns_out_naming_a_report_is_a_usage_error_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """``--columns-out`` on the JSON report's path silently replaced that report with the
+    columns document, while the summary still listed it as the json report."""
+    out = tmp_path / "reports"
+    argv = ["conformance", "run", "--column", "scripted", "--shape", "pi", "--out", str(out)]
+    for name in ("conformance-scripted.json", "conformance-scripted.html"):
+        clash = tmp_path / "reports" / ".." / "reports" / name
+        res = CliRunner().invoke(main, [*argv, "--columns-out", str(clash)])
+        assert res.exit_code == 2, res.output
+        assert "is where the" in res.output and "name another file" in res.output
+        assert not out.exists()  # nothing ran, nothing was written
