@@ -20,6 +20,7 @@ from sharedos import textfile
 from sharedos.context import AccessContext
 from sharedos.errors import ConformanceError
 from sharedos.evidence.record import MAX_STORED_ARGUMENTS, MAX_STORED_TOOL, storable_arguments
+from sharedos.names import IdentifierSchema
 from sharedos.outcomes import Outcome, ReasonCode, outcome_for_reason
 from sharedos.tomlpos import key_positions, locate
 from sharedos.toolpolicy import ToolPolicy
@@ -38,6 +39,8 @@ _TEMPLATE_ROOTS = frozenset({"context", "args", "resource", "action"})
 LOCAL_PLACEHOLDER_RE = re.compile(r"\{(files\.root|canary\.port|[a-z0-9][a-z0-9_-]{0,31}\.root)\}")
 #: The kinds of harness-local attempt a row can make (docs/conformance.md).
 LocalKind = Literal["shell", "read", "write", "network"]
+#: A context or run policy name: it names the turns a column runs (in their turn ids).
+_GROUP_NAME_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,64}")
 #: A guarded secret shorter than this (stripped) would be found by chance.
 MIN_SECRET_CHARS = 16
 
@@ -63,8 +66,9 @@ class ContextSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    principal: str
-    tenant: str = "default"
+    #: what an ``AccessContext`` accepts, checked here so the manifest says where
+    principal: IdentifierSchema
+    tenant: IdentifierSchema = "default"
     roles: tuple[str, ...] = ()
 
     def access_context(self, turn_id: str) -> AccessContext:
@@ -496,6 +500,14 @@ class Manifest(BaseModel):
             )
         if self.default_policy not in self.policies:
             raise ValueError(f"default_policy {self.default_policy!r} is not defined in [policies]")
+        for table, names in (("contexts", self.contexts), ("policies", self.policies)):
+            for name in names:
+                # each names the turns a column runs (its turn id: no control character)
+                if not _GROUP_NAME_RE.fullmatch(name):
+                    raise ValueError(
+                        f"[{table}] name {name!r} must be 1 to 64 characters with no control "
+                        "character"
+                    )
         seen: set[str] = set()
         for row in self.rows:
             if row.id in seen:

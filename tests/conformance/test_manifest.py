@@ -254,3 +254,26 @@ def test_arguments_a_record_cannot_keep_as_written_are_refused(arguments: str, w
     with pytest.raises(ManifestError) as err:
         parse_manifest(text + "[sandbox]\nfiles = {}\n", "args.toml")
     assert "rows[0] (id 'r').arguments" in str(err.value) and why in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        # each ended conformance run in a bare "1 validation error for AccessContext"
+        ('principal = "alice"', 'principal = ""', "contexts.alice.principal"),
+        ('principal = "alice"', 'principal = "al\\u0007ice"', "contexts.alice.principal"),
+        ('principal = "alice"', 'principal = "alice"\ntenant = "a\\nb"', "contexts.alice.tenant"),
+        # a name that would put a control character, or too many, into a turn id
+        ("[contexts.alice]", '[contexts."alice\\u001b"]', "[contexts] name 'alice\\x1b'"),
+        ('default_policy = "p"', 'default_policy = "' + "p" * 65 + '"', "[policies] name"),
+    ],
+)
+def test_a_context_or_policy_a_turn_cannot_carry_is_refused(old: str, new: str, why: str) -> None:
+    text = (_SANDBOX_ROW + "[sandbox]\nfiles = {}\n").replace(old, new)
+    if "p" * 65 in new:
+        text = text.replace("[policies.p]", f"[policies.{'p' * 65}]")
+    if "alice\\u001b" in new:
+        text = text.replace('default_context = "alice"', 'default_context = "alice\\u001b"')
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(text, "ctx.toml")
+    assert why in str(err.value) and "ctx.toml:" in str(err.value)
