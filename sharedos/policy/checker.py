@@ -417,8 +417,9 @@ def _check_named_conditions(
     out: dict[str, dict[str, ast.Expr]] = {}
     for ns, named in decls.items():
         resolved: dict[str, ast.Expr] = {}
+        failed: set[str] = set()
         for name in named:
-            _resolve(ctx, name, named, resolved, [])
+            _resolve(ctx, name, named, resolved, [], failed)
         out[ns] = resolved
         for decl in named.values():
             if decl.name in resolved:
@@ -432,26 +433,44 @@ def _resolve(
     named: Mapping[str, ast.ConditionDecl],
     resolved: dict[str, ast.Expr],
     stack: list[str],
+    failed: set[str],
 ) -> ast.Expr | None:
+    """``name`` inlined, or ``None`` (reported once) if it or a condition it uses is faulty.
+
+    Each name is resolved once, failures included: ``c1 = c0 and c0``, ``c2 =
+    c1 and c1``, ... over a faulty ``c0`` would otherwise resolve (and report)
+    ``c0`` once per path to it, 2**n times.
+    """
     if name in resolved:
         return resolved[name]
-    decl = named[name]
-    if name in stack:
-        cycle = " -> ".join([*stack[stack.index(name) :], name])
-        ctx.err("SOS215", f"condition {name} refers to itself ({cycle})", decl.name_span)
+    if name in failed:
         return None
+    if name in stack:
+        members = stack[stack.index(name) :]
+        for i, member in enumerate(members):
+            if member not in failed:
+                cycle = " -> ".join([*members[i:], *members[:i], member])
+                ctx.err(
+                    "SOS215",
+                    f"condition {member} refers to itself ({cycle})",
+                    named[member].name_span,
+                )
+                failed.add(member)
+        return None
+    decl = named[name]
     stack.append(name)
     uses: dict[str, ast.Expr] = {}
     ok = True
     for node in ast.walk(decl.expr):
         if isinstance(node, ast.Ref) and not node.path and node.root in named:
-            sub = _resolve(ctx, node.root, named, resolved, stack)
+            sub = _resolve(ctx, node.root, named, resolved, stack, failed)
             if sub is None:
                 ok = False
             else:
                 uses[node.root] = sub
     stack.pop()
     if not ok:
+        failed.add(name)
         return None
     expr = ast.inline(decl.expr, uses) if uses else decl.expr
     resolved[name] = expr
