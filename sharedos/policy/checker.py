@@ -44,6 +44,13 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: Annotations a rule may carry.
 ANNOTATIONS = ("id", "description")
 
+#: The most nodes one condition may have once its named conditions are expanded
+#: (a list of literals counts as one node). Named conditions are expanded where
+#: they are used, so ``condition c1 = c0 and c0``, ``c2 = c1 and c1``, ... doubles
+#: with every line: unbounded, twenty lines would take the compiler, every
+#: decision and every tool that reads the policy hours (SOS217).
+MAX_EXPANDED_NODES = 10_000
+
 
 @dataclass
 class CheckResult:
@@ -62,6 +69,8 @@ class _Ctx:
         self.sources = {f.path: f.source for f in files}
         self.out: list[Diagnostic] = []
         self.quiet = quiet
+        #: id of an expanded named condition -> its expanded size (nodes)
+        self.sizes: dict[int, int] = {}
 
     def err(
         self,
@@ -321,6 +330,9 @@ def _check_rule(
         )
     for condition in rule.conditions:
         _check_condition(ctx, condition, names)
+        size = _expanded_size(condition, names, ctx.sizes)
+        if size > MAX_EXPANDED_NODES:
+            _too_large(ctx, f"this {rule.effect} condition", size, condition.span)
     if rule.effect == "approval":
         _check_approvers(ctx, rule)
 
@@ -469,12 +481,41 @@ def _resolve(
             else:
                 uses[node.root] = sub
     stack.pop()
+    size = _expanded_size(decl.expr, uses, ctx.sizes) if ok else 0
+    if ok and size > MAX_EXPANDED_NODES:
+        _too_large(ctx, f"condition {name}", size, decl.name_span)
+        ok = False
     if not ok:
         failed.add(name)
         return None
     expr = ast.inline(decl.expr, uses) if uses else decl.expr
     resolved[name] = expr
+    ctx.sizes[id(expr)] = size
     return expr
+
+
+def _expanded_size(expr: ast.Expr, names: Mapping[str, ast.Expr], sizes: Mapping[int, int]) -> int:
+    """The nodes ``expr`` has once its named conditions are expanded (linear in ``expr``'s text)."""
+    total = 0
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Ref) and not node.path and node.root in names:
+            total += sizes.get(id(names[node.root]), 1)
+        elif isinstance(node, ast.ListExpr) and all(
+            isinstance(item, ast.Literal) for item in node.items
+        ):
+            total += 1 - len(node.items)  # the walk counts each item once more
+        else:
+            total += 1
+    return total
+
+
+def _too_large(ctx: _Ctx, what: str, size: int, span: ast.Span) -> None:
+    ctx.err(
+        "SOS217",
+        f"{what} expands to {size:,} nodes, more than {MAX_EXPANDED_NODES:,}: "
+        "each use of a named condition is a copy of its expression",
+        span,
+    )
 
 
 # ----------------------------------------------------------------- expressions

@@ -135,6 +135,11 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "invalid approver",
         'name each approver once, as role "NAME" or group "NAME": a non-empty NFC name without control characters or outer spaces',
     ),
+    CodeInfo(
+        "SOS217",
+        "condition too large once expanded",
+        "use a large named condition once per condition, not several times over: each use is a copy",
+    ),
     # -- toolpolicy (the ToolPolicy validators decide; these codes position their verdicts)
     CodeInfo(
         "SOS301",

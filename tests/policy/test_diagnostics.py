@@ -92,6 +92,15 @@ CASES = [
     (HEAD + "condition when_x = true\ncondition x = 1\ncondition x = 2\n", "SOS214", 6, 11, "x"),
     (HEAD + "condition a = b\ncondition b = a\n", "SOS215", 4, 11, "a"),
     (
+        HEAD
+        + 'condition c0 = "r" in context.roles\n'
+        + "".join(f"condition c{i} = c{i - 1} and c{i - 1}\n" for i in range(1, 13)),
+        "SOS217",
+        16,
+        11,
+        "c12",
+    ),
+    (
         HEAD + 'require approval by role "m", role " m" for read on "/x/**"\n',
         "SOS216",
         4,
