@@ -98,3 +98,48 @@ def test_many_threads_never_see_each_others_provider_tools() -> None:
         t.join()
     assert errors == []
     assert len(registry) == 1
+
+
+def test_a_view_keeps_the_tools_it_was_built_with_while_more_register() -> None:
+    """Registering changes the registry in place now: a view (a turn's) must not change."""
+    registry = ToolRegistry([make("a.one")])
+    view = registry.view(AccessContext(principal="a"))
+    tools = registry.tools()
+    registry.register(make("a.two"))
+    registry.register_many([make("a.three")])
+    assert [t.name for t in view.tools()] == ["a.one"]
+    assert view.get_tool("a.two") is None
+    assert [t.name for t in tools] == ["a.one"]
+    assert [t.name for t in registry.tools()] == ["a.one", "a.three", "a.two"]
+    assert registry.get("a.two") is not None and len(registry) == 3
+    registry.unregister("a.one")
+    assert [t.name for t in registry.tools()] == ["a.three", "a.two"]
+    assert view.get_tool("a.one") is not None
+
+
+def test_a_refused_registration_changes_nothing() -> None:
+    registry = ToolRegistry([make("a.one")])
+    with pytest.raises(ToolNameCollisionError):
+        registry.register_many([make("b.x"), make("a_one")])  # a_one collides with a.one
+    with pytest.raises(ToolRegistrationError):
+        registry.register_many([make("b.y"), make("b.y")])
+    assert [t.name for t in registry.tools()] == ["a.one"]
+    registry.register_many([make("b.x"), make("b.y")])  # nothing of the refused batches kept
+    assert len(registry) == 3
+
+
+def test_registering_tools_one_at_a_time_is_linear() -> None:
+    """Each registration copied and sorted the whole registry: 10,000 tools registered one
+    at a time took 20 s of CPU (0.01 s as one batch)."""
+    import time
+
+    from tests.timing import cpu_bound
+
+    tools = [make(f"ns{i % 50}.tool{i}") for i in range(10_000)]
+    registry = ToolRegistry()
+    started = time.process_time()
+    for tool in tools:
+        registry.register(tool)
+    took = time.process_time() - started
+    assert len(registry.tools()) == 10_000
+    assert took < cpu_bound(1.5), f"{took:.2f} s of CPU"
