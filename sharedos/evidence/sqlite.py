@@ -1133,14 +1133,40 @@ class SqliteEvidenceStore:
         finally:
             self._fast_lock.release()
 
+    def _files_unchanged(self) -> bool:
+        """True when the database, ``-wal`` and ``-shm`` at the path are the ones this store
+        opened (a ``-wal`` not made yet may appear)."""
+        ids = self._ids
+        if ids is None or _file_id(self.path) != ids[0]:
+            return False
+        if ids[1] is not None and _file_id(self._wal) != ids[1]:
+            return False
+        return _file_id(self._shm) == self._shm_id
+
     def _fast_cursor(self) -> sqlite3.Cursor | None:
         """The no-wait connection's cursor (opened on first use and after ``fork()``)."""
         if self._fast is not None and self._fast_generation == _FORK_GENERATION[0]:
             return self._fast_cur
+        # Opened by path, later than the store: only onto the files the store opened, and
+        # never creating one (``mode=rw``). With the database moved away or deleted
+        # meanwhile, a plain connect made an empty file at the path (with the umask's mode)
+        # and SQLite deleted the store's ``-wal`` beside it, with every row not yet
+        # checkpointed; with the ``-wal`` deleted, it made a new one, and the store's close
+        # then left a file that could not be read, instead of checkpointing the rows the
+        # store's own connection still holds. Those faults are the ordinary path's to report.
+        if not self._files_unchanged():
+            return None
         try:
             conn = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
+                f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=rw",
+                uri=True,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
             )
+            if not self._files_unchanged():  # changed while connecting
+                conn.close()
+                return None
             conn.execute("PRAGMA busy_timeout=0")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the writer thread

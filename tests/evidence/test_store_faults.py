@@ -279,3 +279,64 @@ async def test_under_a_store_fault_files_write_has_no_effect(
     else:
         assert all(r.reason is ReasonCode.EVIDENCE_UNAVAILABLE for r in results)
         assert [p.name for p in (sandbox / "public").iterdir()] == ["before.txt"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["moved", "deleted", "wal_deleted"])
+async def test_a_host_never_opens_files_at_the_path_that_are_not_its_stores(
+    fault: str, tmp_path: Path
+) -> None:
+    """A store's files moved away or deleted between a turn's opening and its first call:
+    the call fails closed, and the host opens nothing new at the path. Its no-wait
+    connection, opened at that first call by path, did: with the database moved (a
+    rotation) or deleted, it created an empty file there with the umask's mode (0644, where
+    every store is 0600), SQLite deleted the host's ``-wal`` beside it with every row not
+    yet checkpointed into the moved file (here the turn's opening), and a restart wrote
+    later turns into the world-readable file; with the ``-wal`` deleted, it made a new one,
+    and the host's close left a file nobody could read instead of the rows it still held
+    (docs/evidence.md's failure table)."""
+    from sharedos.evidence.turns import evidence_turn
+
+    old_umask = os.umask(0o022)
+    try:
+        host, db = _files_host(tmp_path, tmp_path / "sandbox")
+        async with evidence_turn(host.evidence, turn_id="faults"):
+            if fault == "moved":
+                os.rename(db, tmp_path / "rotated.db")
+            elif fault == "deleted":
+                db.unlink()
+            else:
+                Path(f"{db}-wal").unlink()
+            res = await _write(host, "during.txt")
+            assert res.reason is ReasonCode.EVIDENCE_UNAVAILABLE
+            assert not (tmp_path / "sandbox/public/during.txt").exists()
+            if fault != "wal_deleted":
+                assert not db.exists(), oct(db.stat().st_mode)
+                # the rows the -wal holds stay at the path
+                assert Path(f"{db}-wal").exists()
+    finally:
+        os.umask(old_umask)
+    host.evidence.close()  # type: ignore[attr-defined]
+    if fault == "wal_deleted":
+        # the host's close checkpointed what the deleted -wal held into the file
+        kept = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            assert kept.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            assert ("faults", "open") in kept.execute("SELECT turn_id, kind FROM chain")
+        finally:
+            kept.close()
+        return
+    if fault == "moved":
+        # the -wal put back beside the moved file gives the turn's opening back
+        os.rename(f"{db}-wal", tmp_path / "rotated.db-wal")
+        os.unlink(f"{db}-shm")
+        moved = sqlite3.connect(f"file:{tmp_path / 'rotated.db'}?mode=ro", uri=True)
+        try:
+            assert moved.execute("SELECT turn_id, kind FROM chain").fetchall() == [
+                ("faults", "open")
+            ]
+        finally:
+            moved.close()
+    # a restart makes its new store private, as every store is made
+    SqliteEvidenceStore(db).close()
+    assert db.stat().st_mode & 0o777 == 0o600
