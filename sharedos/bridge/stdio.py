@@ -115,6 +115,28 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
         return await _serve_relayed(turn, poll_s)
     assert turn.context is not None  # a standalone turn file has one (its validator)
     host, tool_policy = build_runtime(turn)
+    try:
+        return await _serve_standalone(turn, host, tool_policy, poll_s)
+    finally:
+        # a host of its own: before it goes, the records of calls its store refused for a
+        # cause that passes (a lock, a full disk) are written if the store takes them now,
+        # and its store is closed (its last checkpoint), as ``sharedos run`` does
+        from sharedos.kernel.recorder import unwritten_note
+
+        with anyio.CancelScope(shield=True):
+            note = unwritten_note(await host.settle_unwritten())
+        if note is not None:
+            print(note, file=sys.stderr)
+        close = getattr(host.evidence, "close", None)
+        if callable(close):
+            close()
+
+
+async def _serve_standalone(
+    turn: TurnFile, host: RuntimeHost, tool_policy: ToolPolicy, poll_s: float
+) -> int:
+    """Serve a standalone turn with its own ``host`` (``serve_stdio``)."""
+    assert turn.context is not None
     catalog = host.kernel.list_tools(turn.context, tool_policy)
     if turn.catalog_hash is not None and catalog.catalog_hash != turn.catalog_hash:
         # Policy, tools or sandbox changed between the host opening the turn and

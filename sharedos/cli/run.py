@@ -657,14 +657,11 @@ async def _run_turn(opts: dict[str, Any]) -> int:
 async def _say_unwritten(host: Any) -> None:
     """One line when records of calls the store refused (a full disk, a lock) could not be
     written before exit: those calls did not run, and nothing in the store says so."""
-    missing = await host.settle_unwritten()
-    if missing:
-        click.echo(
-            f"sharedos: {missing} record{'s' if missing != 1 else ''} of calls the evidence "
-            "store refused (a full disk, a lock) could not be written before exit: those "
-            "calls did not run, and the store has no record of them",
-            err=True,
-        )
+    from sharedos.kernel.recorder import unwritten_note
+
+    note = unwritten_note(await host.settle_unwritten())
+    if note is not None:
+        click.echo(note, err=True)
 
 
 def stream_printer(harness_id: str) -> Any:

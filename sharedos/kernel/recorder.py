@@ -61,7 +61,13 @@ from sharedos.evidence.reporting import reporter_of
 from sharedos.evidence.store import EvidenceStore, EvidenceStoreError
 from sharedos.kernel.threads import LaneTask, SerialLane, await_task
 
-__all__ = ["EvidenceRecorder", "EvidenceUnavailable", "GiveUp", "RecordOnlyStore"]
+__all__ = [
+    "EvidenceRecorder",
+    "EvidenceUnavailable",
+    "GiveUp",
+    "RecordOnlyStore",
+    "unwritten_note",
+]
 
 logger = logging.getLogger("sharedos.evidence")
 
@@ -520,6 +526,18 @@ class EvidenceRecorder:
             self._report.succeeded()
         if self._owed:
             self._settle_owed()
+
+
+def unwritten_note(missing: int) -> str | None:
+    """The line a host says on exit when ``missing`` records of refused calls
+    (``RuntimeHost.settle_unwritten``) could not be written; None when none are missing."""
+    if not missing:
+        return None
+    return (
+        f"sharedos: {missing} record{'s' if missing != 1 else ''} of calls the evidence "
+        "store refused (a full disk, a lock) could not be written before exit: those "
+        "calls did not run, and the store has no record of them"
+    )
 
 
 class RecordOnlyStore:

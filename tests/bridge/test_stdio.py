@@ -352,3 +352,40 @@ async def test_lines_that_cannot_be_parsed_are_answered_for_a_legible_id(
         assert answer["error"]["code"] == PARSE_ERROR, answer
     assert not (rt.sandbox / "home" / "alice" / "b").exists()
     assert len(rt.evidence.query(turn_id=alice.turn_id)) == 4  # each recorded, nothing run
+
+
+async def test_a_standalone_bridge_records_at_exit_the_calls_a_lock_refused(
+    files_runtime: Runtime,
+) -> None:
+    """A standalone stdio bridge is a host of its own: a call it refused because another
+    writer held the store's lock is owed its record (docs/kernel.md), written once a later
+    write lands or, at the latest, when the bridge exits. The bridge exited without trying:
+    the lock gone, the client gone, the call it answered ``evidence_unavailable`` had no
+    record at all (``sharedos run`` writes them at exit, or says how many it could not)."""
+    import sqlite3
+
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(
+        rt.host, alice, FILES_POLICY, transport="stdio", stdio=_launch(rt, relay=False)
+    ) as turn:
+        assert turn.command is not None
+        async with Client(_params(turn.command), mode="legacy") as client:
+            ok = await client.call_tool("files.read", {"path": "/public/a.txt"})
+            assert not ok.is_error
+            blocker = sqlite3.connect(rt.evidence_path, isolation_level=None)
+            blocker.execute("BEGIN IMMEDIATE")  # another writer holds the store
+            try:
+                refused = await client.call_tool("files.read", {"path": "/public/a.txt"})
+            finally:
+                blocker.execute("COMMIT")
+                blocker.close()
+            assert refused.is_error
+            assert (refused.structured_content or {})["reason"] == "evidence_unavailable"
+        # the client is gone: the bridge has exited
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(str(r.outcome), str(r.reason)) for r in records] == [
+        ("succeeded", "None"),
+        ("failed", "evidence_unavailable"),
+    ]
+    assert "nothing ran" in str(records[1].error)
