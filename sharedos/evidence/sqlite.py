@@ -1290,7 +1290,14 @@ class SqliteEvidenceStore:
             with self._locked():
                 yield self._conn
             return
-        conn = self._connect_read_only()
+        try:
+            conn = self._connect_read_only()
+        except (sqlite3.Error, OSError) as exc:
+            # opened by path: the file may have gone since the store opened it (moved,
+            # deleted); every reader is told as for any other read, never SQLite's own error
+            raise EvidenceStoreError(
+                f"cannot read evidence from {self.path}: {exc}", _cause(exc)
+            ) from exc
         try:
             yield conn
         finally:

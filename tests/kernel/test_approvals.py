@@ -10,6 +10,7 @@ refused and recorded.
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -676,3 +677,35 @@ def test_the_record_of_a_call_that_ran_on_an_approval_names_it(tmp_path: Path) -
     assert exported.exit_code == 0, exported.output
     assert approval_id in exported.output.splitlines()[-1]
     assert verify_store(h.store).clean
+
+
+class _MovesTheStore(_Peer):
+    """A person at the client who accepts, while the evidence database is moved away (a
+    rotation) before the answer comes back."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__({"action": "accept", "content": {"approve": True}})
+        self.db = db
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        self.db.rename(self.db.with_name("rotated.db"))
+        return await super().elicit(message, schema)
+
+
+def test_a_store_lost_while_the_client_is_asked_fails_the_call_as_unavailable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/approvals.md: a store that cannot be read or written during the approval step
+    (a lost database) fails the call ``evidence_unavailable``. Recording the client's answer
+    reads whether the turn is sealed through a connection of its own, opened by path: with
+    the database gone from it, SQLite's own error escaped the approval step, and the call
+    was refused ``internal_error`` with a traceback on stderr."""
+    h = Host(tmp_path)
+    caplog.set_level(logging.ERROR, logger="sharedos.approvals")
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="t")
+    res = h.call(ARGS, maya, peer=_MovesTheStore(h.db))
+    assert res.outcome is Outcome.FAILED, res.structured
+    assert res.reason is ReasonCode.EVIDENCE_UNAVAILABLE, res.structured
+    assert "nothing ran" in res.structured["detail"]
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    assert "internal error" not in caplog.text, caplog.text
