@@ -814,7 +814,10 @@ class SqliteEvidenceStore:
                 head = os.pread(fd, 2 * half, 0)
                 size = os.stat(self._wal).st_size
             except OSError:
-                return  # a missing -wal is _verify's to judge
+                # a -wal gone from the path (deleted): judged now, before the commit, which
+                # would land in the deleted file and be kept by the close's checkpoint
+                self._verify()
+                return
             if len(head) < 2 * half or head[:half] != head[half:]:
                 continue  # a writer is updating the index: look again
             _, _, _, _, _, page, frames = _WAL_INDEX_HEADER.unpack_from(head)

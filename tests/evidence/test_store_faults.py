@@ -167,6 +167,21 @@ def test_a_deleted_wal_alone_is_detected(tmp_path: Path) -> None:
     assert cause_of(store) == "replaced"
 
 
+def test_a_commit_refused_for_a_deleted_wal_leaves_no_attempt_behind(tmp_path: Path) -> None:
+    """The ``-wal`` deleted: the next commit is refused (``replaced``) before it is made. It
+    was made, into the deleted ``-wal``, and the host's close (which checkpoints that
+    ``-wal`` into the file, docs/evidence.md) then kept it: an ``interrupted`` attempt,
+    which reads as a call that may have run, for a call answered "nothing ran"."""
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db)
+    store.begin(attempt("kept"))
+    Path(f"{db}-wal").unlink()
+    assert cause_of(store, "refused") == "replaced"
+    store.close()
+    seen = {r.call_id for r in SqliteEvidenceStore(db, read_only=True).query()}
+    assert seen == {"kept"}
+
+
 def test_a_replaced_database_is_detected(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db)
