@@ -846,18 +846,28 @@ class PostgresEvidenceStore:
             yield stored_text(turn), stored_int(pos), stored_text(hash_), int(number)
 
     def _stream(self, sql: str, params: list[Any], batch: int) -> Iterator[Any]:
-        """Rows of ``sql`` through a server-side cursor (bounded memory)."""
-        with self._conn() as conn:
-            try:
-                with conn.transaction(), conn.cursor(name="sharedos_stream") as cur:
-                    _unbounded_read(conn)
-                    cur.itersize = batch
-                    cur.execute(sql, params)
-                    yield from cur
-            except EvidenceStoreError:
-                raise
-            except Exception as exc:
-                raise self._error("read", exc) from None
+        """Rows of ``sql`` through a server-side cursor (bounded memory). Cut off by a lost
+        connection before its first row, it is repeated once on a new connection (``_read``)."""
+        for retry in (True, False):
+            started = False
+            with self._conn() as conn:
+                try:
+                    with conn.transaction(), conn.cursor(name="sharedos_stream") as cur:
+                        _unbounded_read(conn)
+                        cur.itersize = batch
+                        cur.execute(sql, params)
+                        for row in cur:
+                            started = True
+                            yield row
+                    return
+                except EvidenceStoreError:
+                    raise
+                except Exception as exc:
+                    if retry and not started and _lost(exc, conn):
+                        with contextlib.suppress(Exception):
+                            conn.close()  # the pool discards it
+                        continue
+                    raise self._error("read", exc) from None
 
     # -- the store's writes ------------------------------------------------------------
 
@@ -945,16 +955,25 @@ class PostgresEvidenceStore:
     def _read(self, sql: str, params: list[Any], *, whole_store: bool = False) -> list[Any]:
         """Every row of ``sql``. ``whole_store``: a read over the whole store (the CLI's
         ``counts``, ``turns``, ``list``), off every call's path, runs without the writes'
-        statement timeout, which it outlasts on a store of a few million rows."""
-        with self._conn() as conn:
-            try:
-                if not whole_store:
-                    return list(conn.execute(sql, params).fetchall())
-                with conn.transaction():
-                    _unbounded_read(conn)
-                    return list(conn.execute(sql, params).fetchall())
-            except Exception as exc:
-                raise self._error("read", exc) from None
+        statement timeout, which it outlasts on a store of a few million rows.
+
+        A read cut off by a lost connection (a terminated backend, a restarted server) is
+        repeated once on a new connection, as the writer's lookups are (``_fetchone``)."""
+        for retry in (True, False):
+            with self._conn() as conn:
+                try:
+                    if not whole_store:
+                        return list(conn.execute(sql, params).fetchall())
+                    with conn.transaction():
+                        _unbounded_read(conn)
+                        return list(conn.execute(sql, params).fetchall())
+                except Exception as exc:
+                    if retry and _lost(exc, conn):
+                        with contextlib.suppress(Exception):
+                            conn.close()  # the pool discards it
+                        continue
+                    raise self._error("read", exc) from None
+        raise AssertionError("unreachable")
 
     def query(
         self,

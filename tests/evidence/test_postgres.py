@@ -141,6 +141,50 @@ def test_a_write_cut_off_in_flight_is_written_once(pg: PostgresEvidenceStore, pg
     assert verify_store(pg).clean
 
 
+@pytest.mark.parametrize("read", ["approval_rows", "query", "iter_links"])
+def test_a_read_cut_off_in_flight_is_repeated_once(
+    pg: PostgresEvidenceStore, pg_url: str, read: str
+) -> None:
+    """docs/evidence.md: "A read is simply repeated once on a new connection". The reads a
+    call makes through the pool (the approval step's ``approval_rows``, and whether the turn
+    is sealed, ``iter_links``, when a client's answer is recorded) were not: one backend
+    terminated while the read ran failed it (``io``), and with it the call that needed an
+    approval, while the writes around it were resolved and went on."""
+    pg.finish(pg.begin(attempt("first")), OK)
+    locker = admin(pg_url)
+    locker.execute("BEGIN")
+    locker.execute("LOCK TABLE chain IN ACCESS EXCLUSIVE MODE")
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            if read == "approval_rows":
+                result["rows"] = pg.approval_rows(turn_id="T")
+            elif read == "query":
+                result["rows"] = [r.call_id for r in pg.query(turn_id="T")]
+            else:
+                result["rows"] = [lk.kind for lk in pg.iter_links("T")]
+        except BaseException as exc:  # pragma: no cover - reported below
+            result["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)  # the SELECT is now waiting for the lock
+    assert terminate(pg_url) >= 1
+    locker.execute("COMMIT")
+    locker.close()
+    thread.join(10)
+    assert "error" not in result, result.get("error")
+    assert (
+        result["rows"]
+        == {
+            "approval_rows": [],
+            "query": ["first"],
+            "iter_links": ["open", "attempt", "outcome"],
+        }[read]
+    )
+
+
 def test_a_checkpoint_cut_off_in_flight_is_written_again(
     pg: PostgresEvidenceStore, pg_url: str
 ) -> None:
