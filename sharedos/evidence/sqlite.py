@@ -155,17 +155,33 @@ _CAUSE_BY_CODE = {
 }
 
 
+#: SQLITE_IOERR_WRITE: a write() of the file failed. SQLite says SQLITE_FULL only for ENOSPC;
+#: a file-size limit (EFBIG) is this, "disk I/O error"
+_IOERR_WRITE = 778
+
+
+def _file_size_limited() -> bool:
+    """True when this process may not grow a file past a size (``RLIMIT_FSIZE``)."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+
+
 def _cause(exc: BaseException) -> str:
     """The ``EvidenceStoreError`` cause for a SQLite or OS error."""
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and (code & 0xFF) in _CAUSE_BY_CODE:
         return _CAUSE_BY_CODE[code & 0xFF]
+    if code == _IOERR_WRITE and _file_size_limited():
+        # a write refused for the file's size, as for a full disk: nothing was committed
+        # (the transaction's frames were not all written), and it passes when room returns
+        return "disk_full"
     if isinstance(exc, sqlite3.ProgrammingError):
         return "closed"  # "Cannot operate on a closed database"
     if isinstance(exc, sqlite3.IntegrityError):
         return "conflict"
     if isinstance(exc, OSError):
-        if exc.errno == errno.ENOSPC:
+        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             return "disk_full"
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return "read_only"

@@ -8,6 +8,7 @@ holding the write lock.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sqlite3
@@ -355,3 +356,55 @@ async def test_a_host_never_opens_files_at_the_path_that_are_not_its_stores(
     # a restart makes its new store private, as every store is made
     SqliteEvidenceStore(db).close()
     assert db.stat().st_mode & 0o777 == 0o600
+
+
+_FILE_SIZE_LIMIT_CHILD = """
+import asyncio, json, os, resource, sys
+from pathlib import Path
+from tests.evidence.test_store_faults import _files_host, _write
+
+async def main():
+    tmp = Path(sys.argv[1])
+    host, db = _files_host(tmp, tmp / "sandbox")
+    await _write(host, "before.txt")
+    # the store's files may not grow any more: a write past their size fails (EFBIG)
+    limit = max(os.path.getsize(db), os.path.getsize(f"{db}-wal"))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    refused = [await _write(host, f"refused{i}.txt") for i in range(40)]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+    after = await _write(host, "after.txt")
+    await host.settle_unwritten()
+    print(json.dumps({
+        "refused": sorted({str(r.reason) for r in refused if r.reason is not None}),
+        "details": sorted({str((r.structured or {}).get("detail")) for r in refused}),
+        "after": str(after.reason),
+        "records": {r.call_id: [r.status, str(r.reason)] for r in host.evidence.query()},
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_calls_refused_under_a_file_size_limit_are_recorded_once_it_lifts(tmp_path: Path) -> None:
+    """docs/evidence.md's failure table: a disk full, or a file-size limit (``RLIMIT_FSIZE``,
+    a quota's cousin), fails calls closed and loses nothing: once a write lands again,
+    each refused call is recorded as it was answered. Under the limit SQLite says only
+    "disk I/O error" (EFBIG), which was cause ``io``: a cause whose write may have landed,
+    so the records of the calls it refused were never written (here 40 calls, none
+    recorded)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _FILE_SIZE_LIMIT_CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["after"] == "None"
+    refused = {c: v for c, v in got["records"].items() if c.startswith("refused")}
+    assert got["refused"] == ["evidence_unavailable"], got
+    assert any("disk_full" in d for d in got["details"]), got["details"]
+    assert len(refused) == 40, got["records"]  # every call answered so is recorded
+    assert all(v == ["failed", "evidence_unavailable"] for v in refused.values()), refused
+    assert not (tmp_path / "sandbox/public/refused0.txt").exists()
