@@ -47,6 +47,9 @@ FINGERPRINT_BYTES = 64
 MALFORMED_TOOL = "<malformed>"
 
 _MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+#: the only whitespace JSON allows between and around its tokens (RFC 8259 section 2)
+_JSON_WHITESPACE = " \t\n\r"
+_JSON_WHITESPACE_BYTES = _JSON_WHITESPACE.encode()
 _METHOD_HINT = re.compile(r'"method"\s*:\s*"tools/call"')
 
 
@@ -140,6 +143,15 @@ class Frame:
     #: ``requests`` holds the id read from the edges of a frame that was not parsed whole
     #: (oversized, truncated, not JSON): answered with a parse error
     from_edges: bool = False
+
+
+def is_blank(data: bytes) -> bool:
+    """True when ``data`` holds nothing but JSON whitespace (space, tab, CR, LF).
+
+    Not ``bytes.strip``: it also strips form feed and vertical tab, which JSON
+    does not allow anywhere (such a frame is not JSON, not an empty one).
+    """
+    return not data.strip(_JSON_WHITESPACE_BYTES)
 
 
 def fingerprint(data: bytes) -> str:
@@ -292,7 +304,7 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
     ``forced``: the problem is already known (a truncated body); the frame is
     still searched for the calls it names.
     """
-    if not data.strip():
+    if is_blank(data):
         return Frame(
             size=len(data),
             message=None,
@@ -318,7 +330,10 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
         except (ValueError, RecursionError):
             parsed = False
     except json.JSONDecodeError as exc:
-        at_end = exc.pos >= len(text.rstrip())
+        # only JSON's own whitespace may follow the end (RFC 8259 section 2): str.rstrip()
+        # also strips \f, NBSP, U+2028 ..., and took bytes after a complete message for
+        # the frame ending early
+        at_end = exc.pos >= len(text.rstrip(_JSON_WHITESPACE))
         unterminated = exc.msg.startswith("Unterminated")
         if problem is None:
             problem = Problem.TRUNCATED if at_end or unterminated else Problem.NOT_JSON

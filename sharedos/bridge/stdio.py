@@ -342,11 +342,11 @@ async def _take_line(
     wire: StdioWire, endpoint: TurnEndpoint, line: RawLine
 ) -> types.JSONRPCMessage | None:
     """Classify one line: the message to deliver, or ``None`` after refusing and answering it."""
-    from sharedos.bridge.frames import classify, oversized
+    from sharedos.bridge.frames import classify, is_blank, oversized
 
     if line.oversized:
         frame = oversized(line.size, line.data, line.tail)
-    elif not line.data.strip():
+    elif is_blank(line.data):
         return None  # a blank line between frames: nothing was sent
     elif line.size > _THREAD_CLASSIFY_BYTES:
         frame = await anyio.to_thread.run_sync(classify, line.data)
@@ -366,11 +366,11 @@ async def _final_drain(wire: StdioWire, endpoint: TurnEndpoint) -> None:
     import mcp_types
 
     from sharedos.bridge.answers import result_message
-    from sharedos.bridge.frames import classify, oversized
+    from sharedos.bridge.frames import classify, is_blank, oversized
     from sharedos.context import ToolCall
 
     for line in wire.read_available():
-        if not line.oversized and not line.data.strip():
+        if not line.oversized and is_blank(line.data):
             continue
         frame = (
             oversized(line.size, line.data, line.tail) if line.oversized else classify(line.data)

@@ -85,7 +85,7 @@ def expect(data: bytes) -> Expectation:
     """What the bridge must do with ``data`` (one HTTP body or one stdio line)."""
     if len(data) > MAX_FRAME:
         return Expectation(readable="none", oversized=True)
-    if not data.strip():
+    if not data.strip(b" \t\r\n"):  # JSON's whitespace (RFC 8259 section 2) only
         return Expectation(readable="none", blank=True)
     try:
         value = json.loads(data.decode("utf-8"))

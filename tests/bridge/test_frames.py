@@ -1,0 +1,74 @@
+"""``sharedos.bridge.frames``: what counts as whitespace around a frame is JSON's, not Python's.
+
+JSON allows four whitespace characters (RFC 8259 section 2: space, tab, CR,
+LF). ``str.strip``/``bytes.strip`` strip more (form feed, vertical tab, and
+for text NBSP, U+2028 ...): a complete message followed by a form feed was
+recorded and answered as ``truncated`` ("ends before its JSON is complete"),
+and a stdio line of only a form feed was skipped as blank, with no record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sharedos.bridge import open_turn
+from sharedos.bridge.frames import Problem, classify, is_blank
+from sharedos.kernel.context import AccessContext
+from sharedos.toolpolicy import ToolPolicy
+from tests.bridge.conftest import build_runtime
+from tests.bridge.rawwire import StdioBridge, call, frame
+
+pytestmark = pytest.mark.anyio
+
+FILES_POLICY = ToolPolicy(name="bridge-open", mode="open", managed=("files.*",))
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+#: whitespace to Python, not to JSON
+NOT_JSON_SPACE = ["\x0c", "\x0b", "\x1c", "\u00a0", "\u2028", "\u3000"]
+
+
+@pytest.mark.parametrize("space", NOT_JSON_SPACE)
+def test_bytes_after_a_complete_message_are_not_a_truncation(space: str) -> None:
+    after = classify(PING + space.encode())
+    assert after.message is None and after.problem is Problem.NOT_JSON, after
+    assert after.requests == (1,)  # still answered for its id
+    # JSON whitespace after a message is nothing; a cut message is still truncated
+    assert classify(PING + b" \t\r\n").message is not None
+    assert classify(PING[:-3] + b" \r\n").problem is Problem.TRUNCATED
+
+
+@pytest.mark.parametrize("space", ["\x0c", "\x0b"])
+def test_a_frame_of_python_whitespace_is_not_empty(space: str) -> None:
+    assert not is_blank(space.encode())
+    assert classify(space.encode()).problem is Problem.NOT_JSON
+    assert is_blank(b" \t\r\n") and classify(b" \r\n").problem is Problem.EMPTY
+
+
+async def test_stdio_a_form_feed_line_is_recorded_and_a_call_before_one_is_not_truncated(
+    tmp_path: Path,
+) -> None:
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice")
+    read = call(5, "files.read", {"path": "/public/a.txt"})
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(frame(read) + b"\x0c")
+            refused = await bridge.wait_reply(5)
+            await bridge.send_line(b"\x0c")
+            await bridge.send_line(frame({**read, "id": 6}))
+            await bridge.wait_reply(6)
+        finally:
+            await bridge.kill()
+    assert refused["error"]["message"] == "the request is not JSON", refused
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    problems = [
+        dict(r.diagnostics or {}).get("malformed", {}).get("problem")
+        for r in records
+        if str(r.reason) == "malformed_request"
+    ]
+    assert problems == ["not_json", "not_json"], problems
+    assert [str(r.outcome) for r in records][-1] == "succeeded"
