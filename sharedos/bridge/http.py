@@ -169,6 +169,7 @@ class TurnHttpApp:
 
     # -- POST -------------------------------------------------------------------
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope = _media_type_checked(scope)
         limit = self._limits.max_frame_bytes
         declared = _content_length(scope)
         if declared is not None and declared > limit:
@@ -338,6 +339,34 @@ def _without_resumption(scope: Scope) -> Scope:
     if not any(name == b"last-event-id" for name, _ in headers):
         return scope
     return {**scope, "headers": [(n, v) for n, v in headers if n != b"last-event-id"]}
+
+
+def _media_type_checked(scope: Scope) -> Scope:
+    """``scope`` with its ``Content-Type`` as the SDK's transport checks it, the same in every era.
+
+    A media type is case-insensitive and may have whitespace before its
+    parameters (RFC 9110 section 8.3.1); only ``application/json`` is one an MCP
+    POST may carry. The SDK checks this twice, differently: its Host/Origin
+    check takes any value that starts with ``application/json`` (so
+    ``application/json-seq`` or ``application/jsonl`` passed, and a 2026-07-28
+    call ran), and its 2025-11-25 transport compares case-sensitively (so
+    ``Application/JSON`` was answered 415). Here exactly one ``application/json``
+    header, in any spelling, is passed on as ``application/json`` (its
+    parameters kept); any other, none, or two are dropped, and the SDK's check
+    refuses the POST as it refuses a missing one (400, a call recorded).
+    """
+    values = [value for name, value in scope["headers"] if name == b"content-type"]
+    canonical: bytes | None = None
+    if len(values) == 1:
+        media, separator, parameters = bytes(values[0]).partition(b";")
+        if media.strip().lower() == b"application/json":
+            canonical = b"application/json" + separator + parameters
+    if canonical is not None and canonical == values[0]:
+        return scope
+    headers = [(n, v) for n, v in scope["headers"] if n != b"content-type"]
+    if canonical is not None:
+        headers.append((b"content-type", canonical))
+    return {**scope, "headers": headers}
 
 
 def _content_length(scope: Scope) -> int | None:
