@@ -21,23 +21,30 @@ __all__ = ["EDGE_BYTES", "message_id"]
 EDGE_BYTES = 4096
 
 _ID_KEY = b'"id"'
+#: the only whitespace JSON has (RFC 8259 section 2); str.strip() also takes \f, NBSP ...
+_WHITESPACE = " \t\n\r"
+_WHITESPACE_BYTES = _WHITESPACE.encode()
 
 
 def _scalar(text: str) -> Any:
     """A JSON-RPC id (string or integer) at the start of ``text``, else raise ValueError.
 
-    The value must end before ``text`` does: a head cut inside a number (``"id":12`` of
-    ``"id":1234``) would otherwise name another request.
+    The value must be followed by the next member or the object's end: a head cut
+    inside a number (``"id":12`` of ``"id":1234``) would otherwise name another
+    request, and so would the valid prefix of a value that is not JSON (``0`` of
+    ``01``, ``12`` of ``12abc``).
     """
-    text = text.lstrip()
+    text = text.lstrip(_WHITESPACE)
     value, end = json.JSONDecoder().raw_decode(text)
-    if isinstance(value, bool) or not isinstance(value, str | int) or end >= len(text):
+    if isinstance(value, bool) or not isinstance(value, str | int):
         raise ValueError("not an id")
+    if not text[end:].lstrip(_WHITESPACE).startswith((",", "}")):
+        raise ValueError("the id is not followed by a member or the object's end")
     return value
 
 
 def _preceded_by_member_start(data: bytes, at: int) -> bool:
-    before = data[:at].rstrip()
+    before = data[:at].rstrip(_WHITESPACE_BYTES)
     return before.endswith((b"{", b","))
 
 
@@ -53,12 +60,12 @@ def message_id(head: bytes, tail: bytes) -> Any:
     at = head.find(_ID_KEY)
     while at != -1:
         if _preceded_by_member_start(head, at):
-            prefix = head[:at].rstrip().rstrip(b",")
+            prefix = head[:at].rstrip(_WHITESPACE_BYTES).rstrip(b",")
             # RecursionError: a head nested deeper than Python's parser recurses is no
             # top-level member's start (and must not end the reader that asked)
             with contextlib.suppress(ValueError, RecursionError):
                 if isinstance(json.loads(prefix + b"}"), dict):
-                    rest = head[at + len(_ID_KEY) :].lstrip()
+                    rest = head[at + len(_ID_KEY) :].lstrip(_WHITESPACE_BYTES)
                     if rest.startswith(b":"):
                         return _scalar(rest[1:].decode("utf-8", "ignore"))
         at = head.find(_ID_KEY, at + 1)
@@ -66,7 +73,7 @@ def message_id(head: bytes, tail: bytes) -> Any:
     while at != -1:
         if _preceded_by_member_start(tail, at):
             with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
-                members = json.loads(b"{" + tail[at:].rstrip())
+                members = json.loads(b"{" + tail[at:])
                 if isinstance(members, dict) and "id" in members:
                     value = members["id"]
                     if isinstance(value, str | int) and not isinstance(value, bool):

@@ -72,3 +72,11 @@ async def test_stdio_a_form_feed_line_is_recorded_and_a_call_before_one_is_not_t
     ]
     assert problems == ["not_json", "not_json"], problems
     assert [str(r.outcome) for r in records][-1] == "succeeded"
+
+
+def test_a_frame_whose_id_is_not_json_is_answered_for_no_other_request() -> None:
+    """``"id":01`` is not JSON; its parse error went to request 0 (``initialize``, for the SDKs)."""
+    cut = classify(b'{"jsonrpc":"2.0","id":01,"method":"tools/call","params":{"name":"x"}}')
+    assert cut.problem is Problem.NOT_JSON and cut.requests == ()
+    assert classify(b'{"jsonrpc":"2.0","id":12abc,"method":"ping"}').requests == ()
+    assert classify(b'{"jsonrpc":"2.0","id":12,"method":"ping"} x').requests == (12,)
