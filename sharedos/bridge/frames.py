@@ -253,7 +253,9 @@ def _structured(data: bytes, value: object, problem: Problem | None, *, intact: 
         request_id = _usable_id(item)
         if item.get("method") == "tools/call":
             calls.append(_call_attempt(item, request_id, intact=intact, has_id="id" in item))
-        elif isinstance(item.get("method"), str) and request_id is not None:
+        elif "method" in item and request_id is not None:
+            # a request (it has a method member, of whatever type) with an id that can be
+            # answered: its error goes to that id, or a stdio client waits for it forever
             requests.append(request_id)
     return Frame(
         size=len(data),

@@ -80,3 +80,31 @@ def test_a_frame_whose_id_is_not_json_is_answered_for_no_other_request() -> None
     assert cut.problem is Problem.NOT_JSON and cut.requests == ()
     assert classify(b'{"jsonrpc":"2.0","id":12abc,"method":"ping"}').requests == ()
     assert classify(b'{"jsonrpc":"2.0","id":12,"method":"ping"} x').requests == (12,)
+
+
+@pytest.mark.parametrize("method", [b"5", b"null", b'["tools/call"]', b'{"m":1}', b"true"])
+def test_a_request_whose_method_is_not_a_string_is_answered_for_its_id(method: bytes) -> None:
+    """JSON-RPC answers an invalid request at its id when the id can be made out; with
+    ``id: null`` a stdio client (the id is all it matches answers by) waited forever."""
+    request = classify(b'{"jsonrpc":"2.0","id":5,"method":%s,"params":{}}' % method)
+    assert request.message is None and request.problem is Problem.NOT_JSONRPC
+    assert request.requests == (5,)
+    # not a request (no method member): no request of the client's may be answered
+    assert classify(b'{"jsonrpc":"2.0","id":5}').requests == ()
+
+
+async def test_stdio_a_request_whose_method_is_not_a_string_is_answered(tmp_path: Path) -> None:
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(b'{"jsonrpc":"2.0","id":"m-1","method":7,"params":{}}')
+            await bridge.send_line(frame(call(6, "files.read", {"path": "/public/a.txt"})))
+            await bridge.wait_reply(6)
+            answer = bridge.reply("m-1")
+        finally:
+            await bridge.kill()
+    assert answer is not None and answer["error"]["code"] == -32600, bridge.replies
