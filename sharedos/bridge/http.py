@@ -72,9 +72,10 @@ class TurnHttpApp:
 
     - ``lifespan`` runs the SDK's session manager (started when the turn opens,
       stopped when it closes);
-    - every HTTP request must carry this turn's bearer token, compared with
-      ``hmac.compare_digest`` (constant time), else 401 — checked before anything
-      else, so nothing about the endpoint leaks to a caller without it;
+    - every HTTP request must carry this turn's bearer token in exactly one
+      ``Authorization`` header, compared with ``hmac.compare_digest`` (constant
+      time), else 401 — checked before anything else, so nothing about the
+      endpoint leaks to a caller without it;
     - only ``path`` exists (404 elsewhere);
     - a POST body is read here, within the turn's size limit (413 beyond it)
       and classified (``sharedos.bridge.frames``): one valid JSON-RPC message
@@ -145,13 +146,13 @@ class TurnHttpApp:
             logger.info("bridge: a %s request was cancelled as the turn closed", scope["method"])
 
     def _authorized(self, scope: Scope) -> bool:
-        presented = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                presented = value
-                break
-        # Case-insensitive scheme (RFC 7235), exact token.
-        return hmac.compare_digest(presented[:7].lower() + presented[7:], self._expected)
+        presented = [value for name, value in scope["headers"] if name == b"authorization"]
+        # Exactly one Authorization field (RFC 9110 section 5.3: it is no list, a sender
+        # never repeats it): with two, which one counts would depend on their order (the
+        # first was read, so [token, junk] passed and [junk, token] did not) and on who
+        # reads them. Case-insensitive scheme (RFC 7235), exact token, constant time.
+        value = bytes(presented[0]) if len(presented) == 1 else b""
+        return hmac.compare_digest(value[:7].lower() + value[7:], self._expected)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         started = False

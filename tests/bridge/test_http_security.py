@@ -154,3 +154,25 @@ async def test_close_with_a_client_still_connected_is_fast_and_final(
     # the client's call after the close did not reach the kernel
     assert errors, "a call after the turn closed must fail"
     assert [str(r.outcome) for r in runtime.evidence.query(turn_id=alice.turn_id)] == []
+
+
+async def test_two_authorization_headers_are_refused_whatever_their_order(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """Authorization is no list (RFC 9110 section 5.3): with two, which one counts would
+    depend on their order — the first was read, so ``[token, junk]`` was let in and
+    ``[junk, token]`` was not."""
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None and turn.token is not None
+        good = ("Authorization", f"Bearer {turn.token}")
+        statuses = []
+        async with httpx2.AsyncClient(timeout=10) as hc:
+            for pair in ([good, ("Authorization", "Bearer junk")], [("Authorization", "x"), good]):
+                r = await hc.post(turn.url, json=INIT, headers=[*HEADERS.items(), *pair])
+                statuses.append(r.status_code)
+            twice = await hc.post(turn.url, json=INIT, headers=[*HEADERS.items(), good, good])
+            once = await hc.post(turn.url, json=INIT, headers=[*HEADERS.items(), good])
+    assert statuses == [401, 401]
+    assert twice.status_code == 401 and "invalid_token" in twice.headers["www-authenticate"]
+    assert once.status_code == 200
+    assert runtime.evidence.query() == []  # refused before anything could be recorded
