@@ -43,6 +43,8 @@ SDK_MAX_DEPTH = 200
 FLATTEN_DEPTH = 256
 #: bytes of a frame's start whose SHA-256 is recorded for an unparseable frame (never the bytes)
 FINGERPRINT_BYTES = 64
+#: messages written one after another in one frame (no newline between) that are made out
+SEQUENCE_MAX_VALUES = 1000
 #: the placeholder tool of a record for a frame from which no call could be made out
 MALFORMED_TOOL = "<malformed>"
 
@@ -50,6 +52,7 @@ _MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 #: the only whitespace JSON allows between and around its tokens (RFC 8259 section 2)
 _JSON_WHITESPACE = " \t\n\r"
 _JSON_WHITESPACE_BYTES = _JSON_WHITESPACE.encode()
+_JSON_SPACE_RUN = re.compile(r"[ \t\n\r]*")
 _METHOD_HINT = re.compile(r'"method"\s*:\s*"tools/call"')
 
 
@@ -339,6 +342,12 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
         unterminated = exc.msg.startswith("Unterminated")
         if problem is None:
             problem = Problem.TRUNCATED if at_end or unterminated else Problem.NOT_JSON
+            if exc.msg == "Extra data":
+                # messages written one after another without their newline: each
+                # request in them is made out (and answered), not only the first
+                sequence = _json_sequence(text)
+                if sequence is not None:
+                    value, parsed = sequence, True
     except ValueError:
         # valid JSON with an integer longer than CPython converts: read with such
         # integers as null (the call can be made out), refused like a non-finite number
@@ -374,6 +383,28 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
         value, FLATTEN_DEPTH - 1
     )
     return _structured(data, value, forced or problem, intact=intact)
+
+
+def _json_sequence(text: str) -> list[object] | None:
+    """The JSON values ``text`` holds one after another (only JSON whitespace between), or None.
+
+    At most ``SEQUENCE_MAX_VALUES`` of them: a client that forgot a newline wrote
+    a few; a frame of millions of tiny values is not made out (read one by one,
+    they would cost seconds a JSON array of them does not).
+    """
+    decoder = json.JSONDecoder()
+    values: list[object] = []
+    at = 0
+    try:
+        while len(values) <= SEQUENCE_MAX_VALUES:
+            at = _JSON_SPACE_RUN.match(text, at).end()  # type: ignore[union-attr]
+            if at == len(text):
+                return values
+            value, at = decoder.raw_decode(text, at)
+            values.append(value)
+    except (ValueError, RecursionError):
+        pass
+    return None
 
 
 def _int_or_none(digits: str) -> int | None:

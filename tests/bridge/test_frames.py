@@ -108,3 +108,45 @@ async def test_stdio_a_request_whose_method_is_not_a_string_is_answered(tmp_path
         finally:
             await bridge.kill()
     assert answer is not None and answer["error"]["code"] == -32600, bridge.replies
+
+
+def test_messages_written_without_their_newline_are_each_made_out() -> None:
+    first = frame(call(1, "files.read", {"path": "/a"}))
+    ping = b'{"jsonrpc":"2.0","id":"p","method":"ping"}'
+    joined = classify(first + b" \r\n " + frame(call(2, "files.write", {"path": "/b"})) + ping)
+    assert joined.problem is Problem.NOT_JSON
+    assert [(c.request_id, c.name) for c in joined.calls] == [(1, "files.read"), (2, "files.write")]
+    assert joined.requests == ("p",)
+    assert all(not c.arguments_intact and c.arguments is None for c in joined.calls)
+    # anything else between or after them: only the first id can be read, as before
+    for damaged in (first + b" x", first + b"\x0c" + first, first + first[:-2]):
+        frame_ = classify(damaged)
+        assert frame_.calls == () and frame_.requests == (1,)
+
+
+async def test_stdio_two_calls_on_one_line_are_both_refused_answered_and_recorded(
+    tmp_path: Path,
+) -> None:
+    """The second of two messages written without a newline between was never answered:
+    a stdio client waited for it forever."""
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice")
+    write = call(7, "files.write", {"path": "/home/alice/w.txt", "content": "x"})
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(
+                frame(call(6, "files.read", {"path": "/public/a.txt"})) + frame(write)
+            )
+            answers = [await bridge.wait_reply(i, timeout=30) for i in (6, 7)]
+        finally:
+            await bridge.kill()
+    assert all(a["result"]["isError"] is True for a in answers), answers
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.reason)) for r in records] == [
+        ("files.read", "malformed_request"),
+        ("files.write", "malformed_request"),
+    ]
+    assert not (rt.sandbox / "home" / "alice" / "w.txt").exists()
