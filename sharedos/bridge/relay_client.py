@@ -207,7 +207,14 @@ class RelayChannel:
             message["detail"] = detail
         try:
             try:
-                await self._send(message)
+                # Shielded: the host records the attempt when it receives it (write-ahead,
+                # as RuntimeHost.invoke_tool does in process). A client that cancels at once
+                # (a tools/call and its notifications/cancelled in one write) cancelled this
+                # send, only the cancel went out, and the attempt left no record at all. Sent
+                # whole, the cancellation lands below: the host cancels the call and
+                # records it as cancelled.
+                with anyio.CancelScope(shield=True):
+                    await self._send(message)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._lose()
                 return _host_gone(call, ran=False, folds=self.folds)

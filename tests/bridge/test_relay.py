@@ -38,6 +38,7 @@ from sharedos.outcomes import ReasonCode
 from sharedos.policy import compile_paths
 from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import DATA, OPEN_POLICY, Runtime
+from tests.bridge.rawwire import INITIALIZED, StdioBridge, call, frame, initialize
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
@@ -420,3 +421,39 @@ async def test_when_the_host_goes_a_tool_with_an_output_schema_still_gets_a_resu
         assert dumped["isError"] is True
         payload = json.loads(dumped["content"][-1]["text"])
         assert payload["reason"] == str(answer.reason)
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+async def test_a_call_cancelled_as_soon_as_it_is_sent_is_still_recorded(
+    runtime: Runtime, alice: AccessContext, modern: bool
+) -> None:
+    """A tools/call and its notifications/cancelled in one write: the bridge process's send
+    of the call to the host was cancelled, only the cancel went out, and the attempt left
+    no record at all (a bridge without the relay records each one as cancelled)."""
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            if not modern:
+                await bridge.send_line(frame(initialize(0)))
+                await bridge.wait_reply(0)
+                await bridge.send_line(frame(INITIALIZED))
+            lines = []
+            for n in range(10, 20):
+                write = {"path": f"/home/alice/c{n}.txt", "content": "x"}
+                lines.append(frame(call(n, "files.write", write, modern=modern)))
+                cancel = {"requestId": n}
+                lines.append(
+                    frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+                )
+            await bridge.send(b"\n".join(lines) + b"\n")
+            read = call("after", "files.read", {"path": "/public/a.txt"}, modern=modern)
+            await bridge.send_line(frame(read))
+            await bridge.wait_reply("after", timeout=bound(20))
+            with anyio.fail_after(bound(10)):  # a cancelled call's record lands after it
+                while len(runtime.evidence.query(turn_id=alice.turn_id)) < 11:
+                    await anyio.sleep(0.05)
+        finally:
+            await bridge.kill()
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert sorted(r.tool for r in records) == ["files.read"] + ["files.write"] * 10
