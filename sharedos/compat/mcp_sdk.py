@@ -27,6 +27,14 @@
   session has its ``validate_tool_result`` replaced (``skip_result_validation``);
   the forwarder checks against the schema the turn published, off the loop.
 
+- The streamable-HTTP client cancels a handshake-era (2025-11-25) request by
+  POSTing ``notifications/cancelled`` and leaves the request's own POST running:
+  its stream stayed open (and was resumed, in a loop) for as long as the
+  upstream kept it so, after the caller had given up. ``end_abandoned_posts``
+  wraps the transport's private ``_consume_modern_cancellation`` so that the
+  abandoned request's POST also ends (its private ``_in_flight_posts`` scope),
+  as it does at 2026-07-28; the notification is still sent.
+
 Importing this module on any other mcp version raises ``VendorVersionError``.
 """
 
@@ -41,11 +49,15 @@ from typing import Any, TextIO, TypeVar
 
 from mcp.client import stdio as _stdio
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import StreamableHTTPTransport
 from mcp.server import streamable_http as _streamable_http
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCNotification
 
 from sharedos.compat import require_version
 
@@ -176,3 +188,29 @@ def skip_result_validation(session: Any) -> None:
     if not callable(getattr(session, "validate_tool_result", None)):
         raise AttributeError("this mcp ClientSession has no validate_tool_result to replace")
     session.validate_tool_result = _no_result_validation
+
+
+_CONSUME_CANCELLATION = StreamableHTTPTransport._consume_modern_cancellation
+
+
+def _consume_cancellation(self: StreamableHTTPTransport, session_message: SessionMessage) -> bool:
+    """The SDK's own handling of an outbound cancel; then, if the request's POST is still
+    in flight (a handshake-era session: the SDK only POSTs the notification), end it too."""
+    swallowed = _CONSUME_CANCELLATION(self, session_message)
+    message = session_message.message
+    if (
+        not swallowed
+        and isinstance(message, JSONRPCNotification)
+        and message.method == "notifications/cancelled"
+    ):
+        request_id = cancelled_request_id_from_params(message.params)
+        post = self._in_flight_posts.get(request_id) if request_id is not None else None
+        if post is not None:
+            post.scope.cancel()
+    return swallowed
+
+
+def end_abandoned_posts() -> None:
+    """Have every streamable-HTTP client end the POST of a request it cancelled (see the
+    module docstring; idempotent)."""
+    StreamableHTTPTransport._consume_modern_cancellation = _consume_cancellation  # type: ignore[method-assign]

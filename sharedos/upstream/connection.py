@@ -441,6 +441,9 @@ class UpstreamConnection:
         from mcp.client.streamable_http import streamable_http_client
 
         assert config.url is not None
+        # a call given up on (timeout, the harness cancelled) ends its POST and every resume
+        # of it: an upstream keeping the stream open cannot hold a connection per call
+        mcp_sdk.end_abandoned_posts()
         headers = {**config.headers, **self.credentials.env()}
         http = httpx2.AsyncClient(
             headers=headers,

@@ -22,6 +22,13 @@ logs it or wraps it in an error of its own:
   refused 403 ``insufficient_scope`` naming a "scope" that is a shell command, and
   ``echo`` refused 401 with an ``error`` that is the credential the request carried
   (``WWW-Authenticate`` is the upstream's own text).
+- ``--mode hold-stream``: as ``parse-call``, but ``tools/call`` is answered by an
+  SSE stream that never sends the answer and never ends (a keep-alive comment
+  every 0.1 s); ``--log FILE`` gets ``open``/``closed`` per such stream.
+- ``--mode resume-loop``: as ``parse-call``, but ``tools/call`` is answered by an
+  SSE event with an id (``retry: 0``) and the stream closed, and so is every GET
+  resuming it (``Last-Event-ID``): a client that resumes never gets the answer;
+  ``--log FILE`` gets ``resume`` per GET.
 
 Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
 """
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import time
 from typing import Any
 
 
@@ -40,8 +48,18 @@ def main() -> None:
     parser.add_argument(
         "--mode",
         required=True,
-        choices=("event", "parse-init", "parse-call", "deep-call", "other-id", "refuse-call"),
+        choices=(
+            "event",
+            "parse-init",
+            "parse-call",
+            "deep-call",
+            "other-id",
+            "refuse-call",
+            "hold-stream",
+            "resume-loop",
+        ),
     )
+    parser.add_argument("--log")
     opts = parser.parse_args()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -60,6 +78,35 @@ def main() -> None:
             self.answer(
                 200, "text/event-stream", f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
             )
+
+        def log(self, line: str) -> None:
+            if opts.log:
+                with open(opts.log, "a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+
+        def hold(self) -> None:
+            """An SSE stream that never answers and never ends (until the client leaves)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.close_connection = True
+            self.log("open")
+            try:
+                while True:
+                    self.wfile.write(b": still working\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                self.log("closed")
+
+        def resume(self) -> None:
+            """One SSE event with an id (no answer in it), then the end of the stream."""
+            self.log("resume")
+            note = {"jsonrpc": "2.0", "method": "notifications/message"}
+            note["params"] = {"level": "info", "data": "x"}
+            body = f"id: e1\nretry: 0\nevent: message\ndata: {json.dumps(note)}\n\n"
+            self.answer(200, "text/event-stream", body.encode(), ("Connection", "close"))
+            self.close_connection = True
 
         def do_POST(self) -> None:
             credential = self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -100,6 +147,12 @@ def main() -> None:
                 answer = wrong.get(name, {"jsonrpc": "2.0", "id": rid, "result": text})
                 self.answer(200, "application/json", json.dumps(answer).encode())
                 return
+            if method == "tools/call" and opts.mode == "hold-stream":
+                self.hold()
+                return
+            if method == "tools/call" and opts.mode == "resume-loop":
+                self.resume()
+                return
             if method == "tools/call" and opts.mode == "refuse-call":
                 if request["params"]["name"] == "scoped":
                     said = 'Bearer error="insufficient_scope", scope="docs; touch /tmp/pwned #"'
@@ -108,7 +161,14 @@ def main() -> None:
                     said = f'Bearer error="{credential}"'
                     self.answer(401, "application/json", b"{}", ("WWW-Authenticate", said))
                 return
-            handshake = ("parse-call", "deep-call", "other-id", "refuse-call")
+            handshake = (
+                "parse-call",
+                "deep-call",
+                "other-id",
+                "refuse-call",
+                "hold-stream",
+                "resume-loop",
+            )
             if method == "initialize" and opts.mode in handshake:
                 result = {
                     "protocolVersion": request["params"]["protocolVersion"],
@@ -138,6 +198,9 @@ def main() -> None:
                 )
 
         def do_GET(self) -> None:
+            if opts.mode == "resume-loop" and self.headers.get("Last-Event-ID"):
+                self.resume()
+                return
             self.answer(405, "text/plain", b"")
 
         def do_DELETE(self) -> None:

@@ -1,0 +1,57 @@
+"""A call SharedOS gave up on leaves nothing running against a streamable-HTTP upstream.
+
+On a handshake-era (2025-11-25) session the SDK client cancels a request by
+POSTing ``notifications/cancelled`` and nothing else: the request's own POST
+stream stayed open, read by a task of the session, for as long as the upstream
+kept it open. So an upstream that answers ``tools/call`` with an SSE stream of
+keep-alives and never the answer kept one HTTP connection per timed-out call
+forever (the pool holds 100: after that every call of every turn on the session
+waited for one), though the call was recorded ``upstream_timeout`` with "the
+upstream request was cancelled". The request's POST now ends with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.timing import bound
+from tests.upstream.conftest import DATA, PY, brokered, free_port, http_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+SERVER = DATA / "hostile_http_server.py"
+RULES = (
+    '\nnamespace fx\nrequirement fx.bad { action read; resource "x" }\n'
+    'permit read on "x"\ntoolpolicy run { mode open\n managed fx.* }\n'
+)
+
+
+def _toml(port: int) -> str:
+    return (
+        f'[upstream.fx]\nurl = "http://127.0.0.1:{port}/mcp"\npinning = "off"\n'
+        'protocol = "legacy"\ntimeouts = { connect_s = 10, list_s = 10, call_s = 1 }\n'
+    )
+
+
+def _lines(log: Path) -> list[str]:
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+async def test_a_timed_out_call_does_not_keep_its_stream_open(tmp_path: Path) -> None:
+    log = tmp_path / "streams.log"
+    port = free_port()
+    argv = [PY, str(SERVER), str(port), "--mode", "hold-stream", "--log", str(log)]
+    with http_process(argv, port):
+        async with brokered(tmp_path, _toml(port), RULES) as env, env.turn(http_timeout=30) as t:
+            results = [await t.call("fx.bad", {}) for _ in range(3)]
+            with anyio.move_on_after(bound(5)):
+                while _lines(log).count("closed") < 3:
+                    await anyio.sleep(0.05)
+            lines = _lines(log)
+    for result in results:
+        assert result.is_error is True and "did not answer bad" in text_of(result)
+    assert lines.count("open") == 3
+    assert lines.count("closed") == 3, "each timed-out call's stream is closed with it"
