@@ -34,6 +34,14 @@
   wraps the transport's private ``_consume_modern_cancellation`` so that the
   abandoned request's POST also ends (its private ``_in_flight_posts`` scope),
   as it does at 2026-07-28; the notification is still sent.
+- The same client resumes a request's SSE stream (``Last-Event-ID``) every time
+  it ends without the answer, by recursion and with no limit on resumptions that
+  connect: an upstream ending each one after an event with an id (``retry: 0``)
+  had it GET a hundred times a second until the recursion limit, past which
+  the loop swallowed its own cancellation and outlived the call and the session.
+  ``end_abandoned_posts`` also wraps the private ``_handle_reconnection``: past
+  ``MAX_RESUMES`` resumptions of one request it is answered with an error
+  (``TOO_MANY_RESUMES``) instead.
 
 Importing this module on any other mcp version raises ``VendorVersionError``.
 """
@@ -191,6 +199,11 @@ def skip_result_validation(session: Any) -> None:
 
 
 _CONSUME_CANCELLATION = StreamableHTTPTransport._consume_modern_cancellation
+_HANDLE_RECONNECTION = StreamableHTTPTransport._handle_reconnection
+#: resumptions of one request's SSE stream before it is answered with an error instead
+MAX_RESUMES = 32
+#: JSON-RPC code of that error (SharedOS's range: sharedos.upstream.transport)
+TOO_MANY_RESUMES = -32094
 
 
 def _consume_cancellation(self: StreamableHTTPTransport, session_message: SessionMessage) -> bool:
@@ -210,7 +223,37 @@ def _consume_cancellation(self: StreamableHTTPTransport, session_message: Sessio
     return swallowed
 
 
+async def _bounded_reconnection(
+    self: StreamableHTTPTransport,
+    ctx: Any,
+    last_event_id: str,
+    retry_interval_ms: int | None = None,
+    attempt: int = 0,
+) -> None:
+    """The SDK's resumption of a request's stream, at most ``MAX_RESUMES`` times a request
+    (the SDK's own recursion comes back through here, so each resumption is counted)."""
+    request_id = ctx.session_message.message.id
+    counts: dict[Any, int] = self.__dict__.setdefault("_sharedos_resumes", {})
+    outermost = request_id not in counts
+    counts[request_id] = counts.get(request_id, 0) + 1
+    try:
+        if counts[request_id] > MAX_RESUMES:
+            await self._resolve_abandoned_request(
+                ctx.read_stream_writer,
+                request_id,
+                f"the upstream ended the answer's stream {MAX_RESUMES} times without the "
+                "answer; SharedOS stopped resuming it",
+                code=TOO_MANY_RESUMES,
+            )
+            return
+        await _HANDLE_RECONNECTION(self, ctx, last_event_id, retry_interval_ms, attempt)
+    finally:
+        if outermost:
+            counts.pop(request_id, None)
+
+
 def end_abandoned_posts() -> None:
-    """Have every streamable-HTTP client end the POST of a request it cancelled (see the
-    module docstring; idempotent)."""
+    """Have every streamable-HTTP client end the POST of a request it cancelled, and stop
+    resuming a request's stream after ``MAX_RESUMES`` (see the module docstring; idempotent)."""
+    StreamableHTTPTransport._handle_reconnection = _bounded_reconnection  # type: ignore[method-assign]
     StreamableHTTPTransport._consume_modern_cancellation = _consume_cancellation  # type: ignore[method-assign]
