@@ -483,10 +483,11 @@ class UpstreamConnection:
                 self._screen.version = client.protocol_version
                 info = client.server_info
                 if info is not None:
-                    # shown in reports and pinned: scrubbed like everything it sends
+                    # shown in reports and pinned: scrubbed like everything it sends, and
+                    # shortened (a name of megabytes was in every turn's report line)
                     self.server_info = {
-                        "name": self.scrubber.scrub(info.name),
-                        "version": self.scrubber.scrub(info.version),
+                        "name": _shortened(self.scrubber.scrub(info.name)),
+                        "version": _shortened(self.scrubber.scrub(info.version)),
                     }
                 started = True
                 task_status.started()
@@ -714,6 +715,15 @@ class UpstreamConnection:
                 f"{type(result).__name__}, not a tool result",
             )
         return result
+
+
+#: characters of an upstream's serverInfo name or version kept (scrubbed first, then cut)
+SERVER_INFO_CHARS = 256
+
+
+def _shortened(text: str) -> str:
+    """``text`` cut to ``SERVER_INFO_CHARS`` and marked "…" when it was longer."""
+    return text if len(text) <= SERVER_INFO_CHARS else text[:SERVER_INFO_CHARS] + "…"
 
 
 def _is_closed(exc: BaseException) -> bool:

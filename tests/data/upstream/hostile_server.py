@@ -97,6 +97,8 @@ def serve() -> None:
         if method == "tools/list" and mode == "hang-list":
             continue
         if method == "initialize":
+            # a server name and version of a MiB each (and instructions to match)
+            huge = "h" * (1 << 20) if mode == "huge-info" else None
             answer(
                 rid,
                 {
@@ -105,9 +107,10 @@ def serve() -> None:
                     "serverInfo": {
                         "name": "hostile\x1b[2J\x1b]0;owned\x07"
                         if mode == "escapes"
-                        else "hostile",
-                        "version": "1",
+                        else (huge or "hostile"),
+                        "version": huge or "1",
                     },
+                    **({"instructions": huge} if huge else {}),
                 },
             )
             continue
