@@ -36,6 +36,7 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── EvidenceStoreError(RuntimeError)      sharedos.evidence.store
     │   │   └── ApprovalTaken                     sharedos.evidence.approvals
     │   ├── ApprovalError(ValueError)             sharedos.evidence.approvals
+    │   │   └── ApprovalPending                   sharedos.evidence.approvals
     │   ├── StaleHead                             sharedos.evidence.appender
     │   ├── CommitUnknown                         sharedos.evidence.appender
     │   ├── CheckpointTaken                       sharedos.evidence.checkpoint
@@ -44,7 +45,8 @@ classes live beside the code that raises them; the tree (checked by
     ├── CatalogError                              sharedos.errors
     │   ├── ToolDefinitionError(ValueError)       sharedos.catalog.definition
     │   ├── ToolRegistrationError(ValueError)     sharedos.catalog.registry
-    │   └── ToolNameCollisionError(ValueError)    sharedos.catalog.collisions
+    │   ├── ToolNameCollisionError(ValueError)    sharedos.catalog.collisions
+    │   └── ValidationTooCostly(RuntimeError)     sharedos.catalog.schemaregex
     ├── ConfinementError                          sharedos.errors
     │   ├── ConfinementUnavailable(RuntimeError)  sharedos.confine.detect
     │   │   └── SandboxSetupFailed                sharedos.confine.ports
@@ -56,6 +58,7 @@ classes live beside the code that raises them; the tree (checked by
     │   ├── TokenStoreError(ValueError)           sharedos.upstream.tokenstore
     │   ├── OAuthError                            sharedos.upstream.oauth
     │   ├── OversizedAnswer(HTTPError)            sharedos.upstream.oauth
+    │   ├── InsecureEndpoint(HTTPError)           sharedos.upstream.oauth
     │   └── UpstreamFailure                       sharedos.upstream.connection
     ├── BridgeError                               sharedos.errors
     │   ├── BridgeStartError(RuntimeError)        sharedos.compat.uvicorn

@@ -45,6 +45,8 @@ import re2
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
+from sharedos.errors import CatalogError
+
 __all__ = [
     "SchemaValidator",
     "ValidationTooCostly",
@@ -164,7 +166,7 @@ def _additional_properties(
             )
 
 
-class ValidationTooCostly(Exception):
+class ValidationTooCostly(CatalogError, RuntimeError):
     """A validation that resolved more references than its budget (``best_error``)."""
 
 

@@ -546,7 +546,9 @@ class HostConfig(BaseModel):
         path = Path(text).expanduser()
         if not path.is_absolute():
             return str((self.base_dir / path).resolve())
-        return url if str(path) == target.location else str(path)
+        # as written when nothing was interpolated or expanded (``parse_store_url`` expands
+        # ``~`` itself, so its location is no sign of that)
+        return url if str(path) == url.removeprefix("sqlite:") else str(path)
 
     def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
         """``[policy] shadow`` as a location to load (an http(s) URL as written; a path with
