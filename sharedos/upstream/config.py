@@ -10,7 +10,7 @@ by the kernel before it is forwarded. Per upstream the operator gives::
     args = ["--repository", "/srv/git"]
     cwd = "/srv/git"
     # url = "http://127.0.0.1:8931/mcp"   # or streamable HTTP (exactly one of command/url)
-    timeouts = { connect_s = 10, list_s = 10, call_s = 60 }
+    timeouts = { connect_s = 15, list_s = 10, call_s = 60 }
     limits = { max_result_bytes = 4194304, max_concurrency = 16, max_tools = 1000 }
 
     [upstream.git.env]                     # plain, non-secret environment of the process
