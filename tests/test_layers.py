@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "atomicfile",
         "textfile",
         "jsonrpc_id",
+        "jsonshape",
         "pemkeys",
     ),
     ("policy", "evidence", "catalog", "bundles"),

@@ -36,6 +36,7 @@ import pydantic_core
 from pydantic import ValidationError
 
 from sharedos.jsonrpc_id import EDGE_BYTES, message_id
+from sharedos.jsonshape import nests_deeper_than
 
 #: the deepest JSON the SDK's parser (pydantic_core) reads; deeper frames are refused
 SDK_MAX_DEPTH = 200
@@ -370,16 +371,18 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
             fingerprint=fingerprint(data),
         )
     if problem is None and forced is not None:
-        return _structured(data, value, forced, intact=not depth_exceeds(value, FLATTEN_DEPTH - 1))
+        return _structured(
+            data, value, forced, intact=not nests_deeper_than(value, FLATTEN_DEPTH - 1)
+        )
     if problem is None:
         # JSON that Python reads and the SDK does not: depth, or a lone surrogate
-        if depth_exceeds(value, SDK_MAX_DEPTH):
+        if nests_deeper_than(value, SDK_MAX_DEPTH):
             problem = Problem.TOO_DEEP
         elif has_lone_surrogate(value):
             problem = Problem.LONE_SURROGATE
         else:
             problem = Problem.NOT_JSON
-    intact = problem in (Problem.LONE_SURROGATE, Problem.TOO_DEEP) and not depth_exceeds(
+    intact = problem in (Problem.LONE_SURROGATE, Problem.TOO_DEEP) and not nests_deeper_than(
         value, FLATTEN_DEPTH - 1
     )
     return _structured(data, value, forced or problem, intact=intact)
@@ -416,23 +419,6 @@ def _int_or_none(digits: str) -> int | None:
 
 def _looks_like_call(data: bytes) -> bool:
     return _METHOD_HINT.search(data[: 1 << 20].decode("utf-8", "replace")) is not None
-
-
-def depth_exceeds(value: object, limit: int) -> bool:
-    """True when ``value`` nests lists/objects more than ``limit`` levels (iterative)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[object] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def has_lone_surrogate(value: object) -> bool:

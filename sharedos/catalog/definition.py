@@ -45,6 +45,7 @@ from sharedos.catalog.schemaregex import (
     schema_validator,
 )
 from sharedos.errors import CatalogError
+from sharedos.jsonshape import nests_deeper_than
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
 
 #: The only keys a published tool may carry, in wire spelling. They are exactly
@@ -116,23 +117,6 @@ class ToolMetadata(BaseModel):
 MAX_SCHEMA_DEPTH = 64
 
 
-def nesting_deeper_than(value: Any, limit: int) -> bool:
-    """True when ``value`` nests mappings and lists deeper than ``limit`` (one iterative walk)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, Any]:
     """Return a deep copy of ``schema`` with a root ``"type": "object"``, or raise.
 
@@ -147,7 +131,7 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
             f"tool {tool!r}: {field} must be a JSON object schema (a mapping), "
             f"got {type(schema).__name__}"
         )
-    if nesting_deeper_than(schema, MAX_SCHEMA_DEPTH):
+    if nests_deeper_than(schema, MAX_SCHEMA_DEPTH):
         # before anything recursive reads it: the copy, the meta-schema check (about 8
         # Python frames a level), RFC 8785, the validators; past Python's recursion limit
         # they raise RecursionError, which no caller takes for a refusal
