@@ -430,15 +430,7 @@ class ApprovalGate:
                 detail=detail,
             )
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
-            # the request as it stands now (another answer may have landed first): the
-            # refusal must not call a denied or used approval one still waiting
-            return GateAnswer(
-                False,
-                request if _store_failed(exc) else await self._reread(request),
-                f"the answer could not be recorded ({_why(exc)})",
-                who,
-                _store_failed(exc),
-            )
+            return await self._not_written(exc, request, "the answer could not be recorded", who)
         if not approve:
             said = {"decline": "declined", "cancel": "cancelled"}.get(action, "did not approve")
             return GateAnswer(
@@ -450,14 +442,19 @@ class ApprovalGate:
         try:
             used = await self._off_loop(self.ledger.consume, decided, call_id=call_id)
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
-            return GateAnswer(
-                False,
-                decided if _store_failed(exc) else await self._reread(decided),
-                f"the approval could not be used ({_why(exc)})",
-                who,
-                _store_failed(exc),
-            )
+            return await self._not_written(exc, decided, "the approval could not be used", who)
         return GateAnswer(True, used, None, who)
+
+    async def _not_written(
+        self, exc: Exception, approval: Approval, what: str, who: str
+    ) -> GateAnswer:
+        """The refusal of a call whose answer or use of ``approval`` was not written: with
+        the approval as it stands now (another answer may have landed first: the refusal
+        must not call a denied or used approval one still waiting), unless the store
+        itself failed (then it cannot be read either)."""
+        failed = _store_failed(exc)
+        now = approval if failed else await self._reread(approval)
+        return GateAnswer(False, now, f"{what} ({_why(exc)})", who, failed)
 
     async def _reread(self, approval: Approval) -> Approval:
         try:
