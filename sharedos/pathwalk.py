@@ -439,7 +439,12 @@ def _refuse_link(shown: str) -> SandboxError:
 ASCII_TARGETS = frozenset(";`K")
 
 
-def _equivalent(dfd: int, part: str, shown: str) -> str | None:
+def _unassigned(name: str) -> bool:
+    """Does ``name`` hold a code point this Python's Unicode database does not know?"""
+    return not name.isascii() and any(unicodedata.category(c) == "Cn" for c in name)
+
+
+def _equivalent(dfd: int, part: str, shown: str, *, strict: bool = False) -> str | None:
     """The entry of ``dfd`` that is ``part`` in another Unicode normalization form, for a
     ``part`` that does not exist; None when there is none.
 
@@ -448,6 +453,13 @@ def _equivalent(dfd: int, part: str, shown: str) -> str | None:
     the probe must check the object it will open, not report the canonical spelling
     missing. Two such entries are refused (``equivalent_names``): which one is opened is
     the upstream's choice.
+
+    ``strict`` (the probe of a path an upstream opens): the upstream compares with *its*
+    Unicode database, which may know characters this Python's does not (Node 20 has
+    Unicode 17, Python 3.11 has 14: to Node, U+105D2 U+0307 is TODHRI LETTER EI, to
+    Python two unrelated code points). A ``part`` or an entry holding such a character
+    cannot be compared here, so it is refused (``equivalent_names``) rather than called
+    missing while the upstream opens that entry.
     """
     want = unicodedata.normalize("NFC", part)
     if want.isascii() and not ASCII_TARGETS.intersection(want):
@@ -456,9 +468,16 @@ def _equivalent(dfd: int, part: str, shown: str) -> str | None:
         # scan would read the whole directory on every call that names a new file in it
         # (37 ms for a directory of 100,000 entries).
         return None
+    if strict and _unassigned(want):
+        raise _undecidable(shown)
     try:
         with os.scandir(dfd) as entries:
-            found = [e.name for e in entries if unicodedata.normalize("NFC", e.name) == want]
+            found: list[str] = []
+            for e in entries:
+                if unicodedata.normalize("NFC", e.name) == want:
+                    found.append(e.name)
+                elif strict and _unassigned(e.name):
+                    raise _undecidable(shown)
     except OSError as exc:
         raise explain(exc, shown) from None
     if len(found) > 1:
@@ -471,10 +490,20 @@ def _equivalent(dfd: int, part: str, shown: str) -> str | None:
     return found[0] if found and found[0] != part else None
 
 
+def _undecidable(shown: str) -> SandboxError:
+    return SandboxError(
+        EQUIVALENT_NAMES,
+        shown,
+        "does not exist, and whether a name in its directory is a spelling of it cannot be "
+        f"decided here: one of them holds a character newer than this host's Unicode "
+        f"database ({unicodedata.unidata_version}), which an upstream may know",
+    )
+
+
 def _probe_final(dfd: int, name: str, shown: str) -> Probe:
     st = lstat_at(dfd, name, shown)
     if st is None:
-        alias = _equivalent(dfd, name, shown)
+        alias = _equivalent(dfd, name, shown, strict=True)
         st = None if alias is None else lstat_at(dfd, alias, shown)
         if alias is None or st is None:
             return Probe("missing")
@@ -514,7 +543,7 @@ def _probe(fd: int, parts: tuple[str, ...]) -> Probe:
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
-                    alias = _equivalent(fd, part, shown)
+                    alias = _equivalent(fd, part, shown, strict=True)
                     if alias is None:
                         return Probe("missing")
                     part = alias  # what an upstream looking names up by equivalence opens

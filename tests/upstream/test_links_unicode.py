@@ -79,3 +79,38 @@ async def test_a_plain_file_under_an_equivalent_name_is_served(tmp_path: Path) -
     ):
         read = await t.call("fs.read_text_file", {"path": str(share.public / f"{NFC}.txt")})
     assert read.is_error is False and "NFD-named public file" in text_of(read)
+
+
+#: TODHRI LETTER EI (Unicode 16): NFC of U+105D2 U+0307 to a Unicode database that
+#: knows it (Node's ICU), unassigned — so never composed — to an older one (this
+#: Python's), which then calls the decomposed name no spelling of it
+NEW_NFC = "\U000105c9"
+NEW_NFD = "\U000105d2\u0307"
+
+
+async def test_a_link_under_a_name_only_a_newer_unicode_relates_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Which names are equivalent is the upstream's Unicode database's answer, and the
+    check's Python may know fewer characters than the upstream's Node."""
+    share = make_share(tmp_path)
+    os.symlink(share.private, share.public / NEW_NFD)
+    os.symlink(share.salaries, share.bob / f"{NEW_NFD}.csv")
+    attacks: list[tuple[str, dict[str, Any]]] = [
+        ("fs.read_text_file", {"path": str(share.public / NEW_NFC / "salaries.csv")}),
+        ("fs.list_directory", {"path": str(share.public / NEW_NFC)}),
+        ("fs.read_text_file", {"path": str(share.bob / f"{NEW_NFC}.csv")}),
+    ]
+    log = tmp_path / "fs-tap.jsonl"
+    async with (
+        brokered(tmp_path, tapped_fs(share, log), fs_rules(share)) as env,
+        env.turn(env.context("bob")) as t,
+    ):
+        results = [(tool, args, await t.call(tool, args)) for tool, args in attacks]
+    leaked = [
+        f"{tool} {args['path']!r}: {'THE SECRET' if share.secret in text_of(r) else text_of(r)[:80]}"
+        for tool, args, r in results
+        if not refused_as_linked(r)
+    ]
+    assert not leaked, "\n".join(leaked)
+    assert read_tool_calls(log) == []
