@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from sharedos.errors import PolicyLanguageError
 from sharedos.policy.paths import UnresolvablePath, canonical_path
@@ -22,6 +23,29 @@ from sharedos.policy.text import is_nfc
 # (``sharedos.policy.paths``), a lone surrogate is not text; an upstream that maps
 # it to raw bytes (surrogateescape) would read '\udcc3\udca9' as 'é'.
 _UNSAFE_HOLE_RE = re.compile(r"[/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: what a URL parser (WHATWG: Node's ``fetch``) reads as a path separator (``\``) or as
+#: the end of the path (``?``, ``#``), and the escapes it decodes (``%2e%2e`` is a ``..``
+#: segment). An upstream that pastes a hole into a URL (server-github:
+#: ``/repos/${owner}/${repo}/issues``) would send ``sharedos\..\security`` or
+#: ``security#`` to another repository than the resource decided.
+_URL_SPECIAL_RE = re.compile(r"[\\?#%]")
+
+
+def _unsafe_segment(value: str) -> bool:
+    """Is ``value`` not one segment that means itself, to the policy and to a URL?"""
+    if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):
+        return True
+    if _URL_SPECIAL_RE.search(value) is None:
+        return False
+    decoded = unquote(value, errors="replace")
+    return (
+        "\\" in value
+        or "?" in value
+        or "#" in value
+        or decoded in (".", "..")
+        or _UNSAFE_HOLE_RE.search(decoded) is not None
+        or "\\" in decoded
+    )
 
 
 class Unresolvable(PolicyLanguageError):
@@ -82,6 +106,7 @@ def _hole_value(args: Any, path: tuple[str, ...]) -> str:
             and value.isprintable()
             and "/" not in value
             and value not in ("", ".", "..")
+            and _URL_SPECIAL_RE.search(value) is None
         ):
             return value  # printable ASCII without '/': the checks below would pass it
     else:
@@ -95,10 +120,11 @@ def _hole_value(args: Any, path: tuple[str, ...]) -> str:
             ) from None
     if type(value) is not str:
         raise Unresolvable(f"argument {'.'.join(('args', *path))} must be a string")
-    if value in ("", ".", "..") or _UNSAFE_HOLE_RE.search(value):
+    if _unsafe_segment(value):
         raise Unresolvable(
             f"argument {'.'.join(('args', *path))}={value[:60]!r} is empty, '.', '..' or contains '/', "
-            "a control character or a lone surrogate"
+            "a control character or a lone surrogate, or, to a URL, a '\\', '?' or '#' or a "
+            "percent-escape of one of these"
         )
     if not is_nfc(value):
         raise Unresolvable(
@@ -129,12 +155,16 @@ def template_resolver(enc: Mapping[str, Any]) -> Resolver:
             elif form == 0:
                 out.append(value)
             else:
-                out.append(
-                    "".join(
-                        str(text) if kind == "t" else _hole_value(args, text)
-                        for kind, text in value
-                    )
+                seg = "".join(
+                    str(text) if kind == "t" else _hole_value(args, text) for kind, text in value
                 )
+                if _unsafe_segment(seg):
+                    # each hole is safe alone, but together ('%2' + 'e%2e') they spell one
+                    raise Unresolvable(
+                        f"resource segment {seg[:60]!r} is, to a URL, a '..' or holds an escaped "
+                        "separator"
+                    )
+                out.append(seg)
         res = "/".join(out)
         if not is_nfc(res):
             # Each hole is NFC, but a hole that starts with a combining mark composes

@@ -19,6 +19,7 @@ import functools
 import math
 import random
 import unicodedata
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -439,15 +440,34 @@ def resolve(req: Req, args: Any) -> str:
             name = t[i + 1 : j].split(".", 1)[1]
             if name not in args:
                 raise Err("missing")
-            out.append(hole_value(args[name]))
+            hv = hole_value(args[name])
+            if url_unsafe(hv):
+                raise Err("hole url")
+            out.append(hv)
             i = j + 1
         else:
             out.append(t[i])
             i += 1
     res = "".join(out)
+    if any(url_unsafe(seg) for seg in res.split("/")):
+        raise Err("segment url")
     if unicodedata.normalize("NFC", res) != res:
         raise Err("nfc")
     return res
+
+
+def url_unsafe(seg: str) -> bool:
+    """docs/policy-language.md: to a URL, a '\\', '?' or '#', or a percent-escape of a
+    separator, a control character or a dot segment."""
+    if "\\" in seg or "?" in seg or "#" in seg:
+        return True
+    decoded = urllib.parse.unquote(seg, errors="replace")
+    return (
+        decoded in (".", "..")
+        or "/" in decoded
+        or "\\" in decoded
+        or any(is_ctrl(c) for c in decoded)
+    )
 
 
 def decide(
