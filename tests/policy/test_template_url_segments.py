@@ -85,3 +85,20 @@ def test_the_escapes_are_what_nodes_fetch_resolves(tmp_path: Path) -> None:
     ).stdout.split()
     assert all(p != "/repos/sharedos/" + r + "/issues" for p, r in zip(out, ESCAPES, strict=False))
     assert out[0] == "/repos/sharedos/security/issues"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../../security/contents/keys.txt", "%2e%2E/.%2e/security/contents/k", "..\\..\\security"],
+)
+def test_a_file_path_that_climbs_out_of_the_repository_is_forbidden(
+    path: str, repo_root: Path
+) -> None:
+    """server-github's get_file_contents pastes ``path`` after ``/contents/``: the
+    decision names ``sharedos/sharedos``, the URL fetched ``sharedos/security``."""
+    policy = compile_paths([repo_root / "rules"])
+    args = {"owner": "sharedos", "repo": "sharedos", "path": path}
+    d = policy.decide("github.get_file_contents", args, ALICE)
+    assert d.reason == "forbidden", (path, d.reason)
+    ok = policy.decide("github.get_file_contents", {**args, "path": "docs/a.md"}, ALICE)
+    assert ok.reason == "allowed"
