@@ -859,14 +859,15 @@ def run_secrets(
 ) -> list[str]:
     """Every secret value a run holds, one list for its records, answers and output.
 
-    Every harness's env values, the credentials of every upstream serving the turn
-    (a model that learns one must not have it recorded in another tool's arguments
-    either) and the evidence store's password.
+    Every harness's env values, the evidence signing key's contents, the credentials of
+    every upstream serving the turn (a model that learns one must not have it recorded
+    in another tool's arguments either) and the evidence store's password.
     """
     from sharedos.evidence.url import location_secrets
 
     host_config = opts["host_config"]
-    secrets = [*host_config.secret_values(os.environ if environ is None else environ)]
+    env = os.environ if environ is None else environ
+    secrets = [*host_config.secret_values(env), *host_config.key_secrets(env)]
     for creds in turn_upstreams.credentials.values():
         secrets.extend(creds.secrets())
     location = opts.get("evidence_db") or host_config.evidence_location()

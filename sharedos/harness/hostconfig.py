@@ -51,6 +51,8 @@ from sharedos.upstream.config import (
 )
 
 REDACTED = "<redacted>"
+#: the most of a key file read for its secrets (a PEM key is some hundreds of bytes)
+_KEY_FILE_LIMIT = 64 * 1024
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: a harness id: it names the harness's turn directory (``ID-*`` under the run directory) and
@@ -422,6 +424,27 @@ class HostConfig(BaseModel):
                     values.append(interpolate(template, environ, what="env"))
                 except MissingHostVariable:
                     continue
+        return tuple(dict.fromkeys(v for v in values if v))
+
+    def key_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """The contents of the private key this file names (``[evidence] sign_key``).
+
+        Hidden from every sandbox (``state_paths``), but a model that has it anyway (an
+        open run's harness reads any file) must not have it recorded or printed: the
+        key's text, stripped, and its base64 body (the PEM lines between the armour,
+        joined, and each on its own) are secrets like the env values. An unreadable key
+        contributes nothing here (the store that signs with it says why).
+        """
+        if not self.evidence.sign_key:
+            return ()
+        try:
+            path = self.resolve_file(self.evidence.sign_key, environ)
+            with open(path, "rb") as fh:
+                text = fh.read(_KEY_FILE_LIMIT).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError, HostConfigError):
+            return ()
+        body = [line.strip() for line in text.splitlines() if line.strip() and "-----" not in line]
+        values = [text, "".join(body), *body]
         return tuple(dict.fromkeys(v for v in values if v))
 
     def managed_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:

@@ -236,3 +236,69 @@ def test_the_run_secrets_hold_the_evidence_store_password() -> None:
         "evidence_db": f"postgresql://host7:{password}@db.internal/evidence",
     }
     assert password in run_secrets(opts, SimpleNamespace(credentials={}), environ={})
+
+
+def _sign_key(path: Path) -> tuple[str, str]:
+    """An Ed25519 evidence signing key written to ``path`` (0600): (its PEM text, the
+    base64 body, the line a model that read the file would copy)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pem = (
+        Ed25519PrivateKey.generate()
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        .decode("ascii")
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(pem)
+    body = "".join(line for line in pem.splitlines() if not line.startswith("-----"))
+    return pem, body
+
+
+@pytest.mark.harness("claude-code")
+def test_the_evidence_signing_key_passed_into_a_tool_call_is_not_recorded(
+    tmp_path: Path,
+) -> None:
+    """The host file's ``[evidence] sign_key`` is hidden from every sandbox, but its
+    contents were no secret of the run: a model that had it (an open run's harness reads
+    any file) and wrote it with files.write had the private key recorded verbatim in the
+    evidence, in ``sharedos evidence export`` and in ``--json``'s attempts."""
+    _claude_or_skip()
+    pem, body = _sign_key(tmp_path / "sign.pem")
+    proc, db = _run_writing(
+        tmp_path,
+        '[harness.claude-code]\n[evidence]\nsign_key = "sign.pem"\n',
+        RULES,
+        f"key={body}\n{pem}",
+        {},
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    scan = SecretScan(body)
+    scan.text("sharedos run stderr", proc.stderr)
+    scan.json_value("sharedos run --json attempts", json.loads(proc.stdout)["attempts"])
+    scan.evidence(db)  # `sharedos evidence export` and the raw database bytes
+    scan.assert_clean()
+
+
+def test_the_run_secrets_hold_the_evidence_signing_key(tmp_path: Path) -> None:
+    """The signing key's contents (the whole PEM, and its base64 body) are run secrets."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+
+    pem, body = _sign_key(tmp_path / "sign.pem")
+    config = parse_host_config(
+        '[harness.claude-code]\n[evidence]\nsign_key = "sign.pem"\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ={})
+    assert pem.strip() in secrets and body in secrets
