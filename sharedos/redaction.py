@@ -21,12 +21,14 @@ Two tools, in this order:
    size is).
 2. **Scrubbing** (``Redactor``): every secret *value* is replaced by
    ``"[redacted]"`` wherever it still occurs, in every form it can take in
-   text SharedOS relays (``encodings``): raw; JSON-escaped (ASCII and UTF-8),
-   and JSON-escaped twice (JSON text inside a JSON string); ``repr``-escaped
+   text SharedOS relays (``encodings``): raw; JSON-escaped (ASCII and UTF-8,
+   also as other languages' encoders write it: PHP's ``\\/``, Go's HTML-safe
+   ``\\u003c``), and JSON-escaped twice (JSON text inside a JSON string); ``repr``-escaped
    in every quote style, ``ascii()``- and ``unicode_escape``-escaped, the
    ``repr`` of its UTF-8 bytes; HTML-escaped (of the raw and the JSON forms);
    hex (lower and upper case); percent-encoded (``quote``, ``quote_plus``,
-   lower-case escapes); base64 in the standard and URL-safe alphabets,
+   lower-case escapes, and what JavaScript's encodeURIComponent and encodeURI and
+   Go's PathEscape leave unescaped); base64 in the standard and URL-safe alphabets,
    padded or not, plus the characters that depend only on the value at each
    of the three byte alignments, so it is cut out of a longer encoded blob.
    Longest forms first: an encoded form is replaced before a shorter form
@@ -95,13 +97,38 @@ def _base64_forms(raw: bytes) -> Iterator[str]:
                 yield core
 
 
+#: what other percent-encoders leave as it is: JavaScript's encodeURIComponent and
+#: encodeURI, Go's url.PathEscape (Python's ``quote`` escapes all of these but ``/``)
+_URI_KEPT = ("!'()*~", ";,/?:@&=+$!'()*#~", "!$&'()*+,;=:@~")
+#: how Go's encoding/json (HTML-safe by default) writes these in a string
+_GO_JSON = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def _json_variants(once: str) -> set[str]:
+    """A JSON string body (``once``) as every JSON encoder SharedOS meets may write it:
+    Python's; with ``/`` escaped (PHP's json_encode, some Java); HTML-safe (Go); both."""
+    go = once
+    for char, escaped in _GO_JSON.items():
+        go = go.replace(char, escaped)
+    return {once, once.replace("/", "\\/"), go, go.replace("/", "\\/")}
+
+
 def encodings(value: str) -> frozenset[str]:
     """Every form ``value`` can take in text SharedOS keeps or relays (see the module docstring)."""
     forms = {value}
     for encode in (_JSON_ASCII, _JSON_UTF8):
         once = encode(value)[1:-1]
-        forms.add(once)
-        forms.add(encode(once)[1:-1])  # JSON text that was itself put in a JSON string
+        # and as other JSON encoders write it: PHP's "\/", Go's HTML-safe "\u003c" (an
+        # upstream in any language echoes a credential in its own JSON)
+        for variant in _json_variants(once):
+            forms.add(variant)
+            forms.add(encode(variant)[1:-1])  # JSON text that was itself put in a JSON string
     body = repr(value)[1:-1]
     plain_quote = body.replace("\\'", "'")  # the body as a double-quoted repr writes it
     forms.update((body, plain_quote, plain_quote.replace("'", "\\'")))
@@ -114,7 +141,12 @@ def encodings(value: str) -> frozenset[str]:
     forms.update((raw.hex(), raw.hex().upper()))
     percents: tuple[str, ...] = ()
     with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate has no percent-encoding
-        percents = (quote(value, safe=""), quote(value), quote_plus(value, safe=""))
+        percents = (
+            quote(value, safe=""),
+            quote(value),
+            quote_plus(value, safe=""),
+            *(quote(value, safe=kept) for kept in _URI_KEPT),
+        )
     for percent in percents:
         forms.add(percent)
         forms.add(_PERCENT_ESCAPE.sub(lambda m: m.group(0).lower(), percent))

@@ -20,8 +20,9 @@ have been turned into on the way? Use it like this::
 ``SecretScan.check(...)`` returns the findings instead of failing. Each
 secret is searched in these forms (``encodings_of``): raw; JSON string
 escaping (``ensure_ascii`` on and off, and JSON inside JSON); ``repr`` /
-``ascii`` escaping; HTML escaping; percent-encoding (``quote``,
-``quote_plus``); base64 (standard and URL-safe, at each of the three byte
+``ascii`` escaping; other languages' JSON (PHP's ``\\/``, Go's ``\\u0026``); HTML
+escaping; percent-encoding (``quote``, ``quote_plus``, JavaScript's
+``encodeURIComponent``); base64 (standard and URL-safe, at each of the three byte
 alignments, so the value is found inside a longer encoded blob); hex. The
 search folds ASCII case (an upper-cased or lower-hex copy is still a leak).
 Everything is searched as bytes for the UTF-8 of every form (and the raw
@@ -105,12 +106,19 @@ def encodings_of(secret: str) -> dict[str, str]:
         "json": json.dumps(secret)[1:-1],
         "json-unicode": json.dumps(secret, ensure_ascii=False)[1:-1],
         "json-in-json": json.dumps(json.dumps(secret)[1:-1])[1:-1],
+        # other languages' JSON: PHP escapes "/", Go writes <, > and & as \u003c...
+        "json-slash": json.dumps(secret)[1:-1].replace("/", "\\/"),
+        "json-go": json.dumps(secret)[1:-1]
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026"),
         "repr": repr(secret)[1:-1],
         "ascii": ascii(secret)[1:-1],
         "bytes-repr": repr(raw)[2:-1],
         "html": html.escape(secret),
         "percent": quote(secret, safe=""),
         "percent-plus": quote_plus(secret, safe=""),
+        "percent-js": quote(secret, safe="!'()*~"),  # JavaScript's encodeURIComponent
         "hex": raw.hex(),
     }
     forms.update(_b64_cores(raw))

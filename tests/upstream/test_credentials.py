@@ -200,10 +200,11 @@ def _fixture_with_credential(log: Path, tools: Path | None = None) -> str:
 
 async def test_encoded_forms_of_a_credential_are_scrubbed_from_results(tmp_path: Path) -> None:
     """base64 (standard, URL-safe, unpadded, inside a longer blob), hex in both cases and
-    percent-encoding are scrubbed like the raw value (issue 22)."""
+    percent-encoding are scrubbed like the raw value (issue 22); so are the forms other
+    languages' encoders give it (encodeURIComponent, PHP's and Go's JSON)."""
     from tests.adversarial.planted import SecretScan
 
-    token = "PLANTED/cred+7f3a=9c1e 5b2d&4860?x"
+    token = "PLANTED/cred+7f3a=9c1e 5b2d&4860?x!<y>*(z)'"
     log = tmp_path / "fx.log"
     rules = (
         FIXTURE_RULES
@@ -220,6 +221,9 @@ async def test_encoded_forms_of_a_credential_are_scrubbed_from_results(tmp_path:
     # the upstream really sent every encoding (so the test can fail)...
     assert set(data) >= {"base64", "base64url", "hex", "HEX", "percent", "percent-plus"}
     assert "[redacted]" in data["hex"] and "[redacted]" in data["base64-inside"]
+    # as an upstream in another language writes it (JavaScript, PHP, Go)
+    assert data["percent-js"] == "[redacted]"
+    assert data["json-php"] == data["json-go"] == '"[redacted]"'
     # ...and no form of the value is left anywhere in what the harness received
     scan = SecretScan(token)
     scan.json_value("the tool result", result.model_dump(by_alias=True, mode="json"))

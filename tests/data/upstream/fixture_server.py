@@ -279,6 +279,14 @@ def main() -> None:
                     "percent-lower": re.sub(
                         r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(token, safe="")
                     ),
+                    # as upstreams in other languages write it: JavaScript's
+                    # encodeURIComponent, PHP's JSON ("\/"), Go's HTML-safe JSON ("\u0026")
+                    "percent-js": quote(token, safe="!'()*~"),
+                    "json-php": json.dumps(token).replace("/", "\\/"),
+                    "json-go": json.dumps(token)
+                    .replace("<", "\\u003c")
+                    .replace(">", "\\u003e")
+                    .replace("&", "\\u0026"),
                 }
                 return types.CallToolResult(
                     content=text(" ".join(f"{k}={v}" for k, v in forms.items())),
