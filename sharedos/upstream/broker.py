@@ -355,11 +355,57 @@ class UpstreamBroker:
         # pins compared (an RFC 8785 digest per tool) and collisions found off the loop too,
         # unless there are so few tools that a thread hop would cost more
         if sum(len(x.tools) for x in listings.values()) > _INLINE_ASSEMBLE:
+            await anyio.to_thread.run_sync(self._hold_back_foreign, listings)
             state = await anyio.to_thread.run_sync(self._assemble, context, listings)
         else:
+            self._hold_back_foreign(listings)
             state = self._assemble(context, listings)
         state.opened_ms = round((time.perf_counter() - started) * 1000, 3)
         return state
+
+    def _hold_back_foreign(self, listings: Mapping[str, Listing]) -> None:
+        """Hold back every listed tool whose definition holds another upstream's credential
+        (of the same listing round) or one of the host's secrets, as one holding its own
+        upstream's is (``build_definition``): not published, not pinned, reported by field.
+
+        An upstream sees only its own credentials, but one that learned another's (an
+        unconfined server runs as the operator; a model may pass one into its calls) could
+        otherwise hand it to the model in a description, and to the pin file and the
+        operator's commands; its results are scrubbed of them by the kernel already."""
+        owned: dict[str, Redactor] = {}
+        for uid, listing in listings.items():
+            if listing.credentials is not None and listing.tools:
+                owned[uid] = Redactor(listing.credentials.secrets())
+        for uid, listing in listings.items():
+            if not listing.tools:
+                continue
+            others = [(o, r) for o, r in owned.items() if o != uid and r]
+            if self.host_secrets:
+                others.append(("", self.host_secrets))
+            if not others:
+                continue
+            kept: list[tuple[ToolDefinition, RawTool]] = []
+            for tool, raw in listing.tools:
+                whose, found = next(
+                    ((o, f) for o, r in others if (f := r.find(dict(raw.wire)))), ("", [])
+                )
+                if not found:
+                    kept.append((tool, raw))
+                    continue
+                scrub = owned.get(whose, self.host_secrets)
+                shown = ", ".join(found[:10]) + (
+                    f" and {len(found) - 10} more" if len(found) > 10 else ""
+                )
+                owner = f"upstream {whose}" if whose else "this host"
+                listing.refused.append(
+                    Refusal(
+                        uid,
+                        scrub.scrub(raw.name),
+                        f"its definition contains a credential of {owner} (in {shown}); held "
+                        "back: not published, not pinned",
+                    )
+                )
+            listing.tools = kept
 
     def _assemble(self, context: AccessContext, listings: Mapping[str, Listing]) -> TurnUpstreams:
         reserved = self._reserved_names()
@@ -809,6 +855,7 @@ class UpstreamBroker:
             for config in self.upstreams.values():
                 if config.enabled:
                     tg.start_soon(one, config)
+        await anyio.to_thread.run_sync(self._hold_back_foreign, out)
         return {uid: out[uid] for uid in self.upstreams if uid in out}
 
 

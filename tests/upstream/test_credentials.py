@@ -325,3 +325,66 @@ def test_a_credential_in_a_tool_definition_is_held_back_and_never_pinned(
     assert '"fx.clean"' in pins
     assert grep_bytes(pins.encode(), planted) == [] and grep_bytes(outputs, planted) == []
     assert grep_tree(tmp_path, planted, skip=(tools_file,)) == {}
+
+
+def test_another_upstreams_credential_in_a_tool_definition_is_held_back(
+    tmp_path: Path, planted: str
+) -> None:
+    """An upstream's definitions were checked against its own credentials only: one that
+    had learned another upstream's (read from that upstream's process or file, an
+    unconfined server runs as the operator) and put it in a tool definition had it
+    published to the model, stored in the pin file and printed by the operator's
+    commands, while the same value in any of its results was scrubbed."""
+    tools = _definition_tools(planted)
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    clean_file = tmp_path / "clean.json"
+    clean_file.write_text(json.dumps(tools[:1]), encoding="utf-8")
+    fy = [str(FIXTURE), "--log", str(tmp_path / "fy.log"), "--tools", str(tools_file)]
+    host_text = _fixture_with_credential(tmp_path / "fx.log", clean_file) + (
+        f'[upstream.fy]\ncommand = {json.dumps(PY)}\nargs = {json.dumps(fy)}\npinning = "off"\n'
+    )
+    rules = 'namespace fx\nrequirement fx.clean { action read; resource "r" }\n'
+    rules += "namespace fy\n" + "".join(
+        "requirement fy." + t["name"] + ' { action read; resource "r" }\n' for t in tools
+    )
+    rules += 'permit read on "r"\n' + RUN_POLICY
+
+    async def listed() -> tuple[bytes, Any]:
+        async with (
+            brokered(tmp_path, host_text, rules, environ={"SHAREDOS_TEST_TOKEN": planted}) as env,
+            env.turn() as t,
+        ):
+            wire = await t.client.list_tools()
+            blob = dump([tool.model_dump(by_alias=True, mode="json") for tool in wire.tools])
+            return blob, t.upstreams
+
+    import anyio
+
+    blob, upstreams = anyio.run(listed)
+    assert b'"fy.clean"' in blob
+    assert grep_bytes(blob, planted) == []
+    status = {s.upstream: s for s in upstreams.statuses}
+    assert status["fy"].published == ("fy.clean",)
+    refused = {r.tool: r.reason for r in status["fy"].refused}
+    assert len(refused) == len(tools) - 1
+    assert all("contains a credential of upstream fx" in why for why in refused.values())
+    report = dump(upstreams.as_dict()) + "\n".join(upstreams.report()).encode()
+    assert grep_bytes(report, planted) == []
+    # the operator's commands: the pin file never stores it, nor does any output show it
+    host = tmp_path / "host.toml"
+    host.write_text(host_text, encoding="utf-8")
+    sharedos = str(Path(PY).parent / "sharedos")
+    environ = {**os.environ, "SHAREDOS_TEST_TOKEN": planted}
+    outputs = b""
+    for args in (
+        ["upstream", "pin", str(host)],
+        ["upstream", "status", "--json", str(host)],
+        ["upstream", "diff", str(host)],
+    ):
+        proc = subprocess.run([sharedos, *args], capture_output=True, env=environ, timeout=120)
+        outputs += proc.stdout + proc.stderr
+    pins = (tmp_path / "host.pins.json").read_text(encoding="utf-8")
+    assert '"fy.clean"' in pins
+    assert grep_bytes(pins.encode(), planted) == [] and grep_bytes(outputs, planted) == []
+    assert grep_tree(tmp_path, planted, skip=(tools_file,)) == {}
