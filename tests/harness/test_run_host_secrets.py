@@ -302,3 +302,29 @@ def test_the_run_secrets_hold_the_evidence_signing_key(tmp_path: Path) -> None:
     )
     secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ={})
     assert pem.strip() in secrets and body in secrets
+
+
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_the_run_secrets_hold_the_token_store_key(tmp_path: Path, where: str) -> None:
+    """The token store's key decrypts every principal's stored upstream tokens; it was no
+    secret of the run, so a model that had it (an open run's harness reads any file) had
+    it recorded as it passed it into a call."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+    from sharedos.upstream.tokenstore import generate_key
+
+    key = generate_key()
+    environ: dict[str, str] = {}
+    if where == "env":
+        environ["SHAREDOS_TOKEN_KEY"] = key
+        text = "[harness.claude-code]\n"
+    else:
+        fd = os.open(tmp_path / "token.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(key + "\n")
+        text = '[harness.claude-code]\n[tokens]\nkey = { file = "token.key" }\n'
+    config = parse_host_config(text, str(tmp_path / "host.toml"), base_dir=tmp_path)
+    secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ=environ)
+    assert key in secrets
