@@ -1,7 +1,7 @@
 // A plain MCP client on the official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
 // tools/package.json), driven by the conformance client column (client.py beside this file)
 // and the tests (tests/clients): it connects over streamable HTTP (with headers)
-// or stdio (a command it launches), lists the tools (which caches their outputSchema
+// or stdio (a command it launches), lists the tools, every page (which caches their outputSchema
 // validators, as every SDK client does), makes the calls it is given, and prints one JSON
 // document: what the SDK handed back for each call, or the error it threw.
 //
@@ -43,8 +43,28 @@ const out = { results: [] };
 try {
   await client.connect(transport);
   out.protocolVersion = transport.protocolVersion ?? null;
-  const listed = await client.listTools();
-  out.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: Boolean(t.outputSchema) }));
+  // listTools() answers one page, and the SDK (1.32) replaces its outputSchema validators
+  // with that page's on every call: a client that stops at the first page, or walks them
+  // all, validates only one page's results. So every page is read (a cursor seen twice ends
+  // the walk) and the whole listing is cached once more, so every tool's results are checked.
+  const tools = [];
+  const seen = new Set();
+  let cursor;
+  do {
+    const listed = await client.listTools(cursor === undefined ? undefined : { cursor });
+    tools.push(...listed.tools);
+    cursor = listed.nextCursor;
+    if (cursor !== undefined && seen.has(cursor)) throw new Error(`tools/list repeated the cursor ${cursor}`);
+    if (cursor !== undefined) seen.add(cursor);
+  } while (cursor !== undefined);
+  if (typeof client.cacheToolMetadata === "function") client.cacheToolMetadata(tools);
+  const validator = (name) =>
+    typeof client.getToolOutputValidator === "function" ? Boolean(client.getToolOutputValidator(name)) : null;
+  out.tools = tools.map((t) => ({
+    name: t.name,
+    hasOutputSchema: Boolean(t.outputSchema),
+    validated: validator(t.name),
+  }));
   for (const call of spec.calls ?? []) {
     try {
       const result = await client.callTool({ name: call.name, arguments: call.arguments ?? {} });
