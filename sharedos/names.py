@@ -117,6 +117,29 @@ def dsh_public_name(server: str, raw: str) -> str:
     return f"{normalized[: DSH_NAME_LIMIT - DSH_HASH_CHARS - 1]}_{digest}"
 
 
+#: Pi's built-in MCP client (``@earendil-works/pi-mcp``): provider tool names are at most
+#: 64 characters, and a shortened or colliding name ends in ``_`` + 8 hex digits
+PI_NAME_LIMIT = 64
+PI_HASH_CHARS = 8
+
+
+def pi_public_names(server: str, raw: str) -> tuple[str, ...]:
+    """The names Pi 1.6's built-in MCP client may show the model for ``raw`` on ``server``.
+
+    ``mcp__<server>__<raw>`` with every character outside ``[A-Za-z0-9_]`` made
+    ``_``, when that fits in 64 characters; and its hashed form, the sanitized
+    name cut to fit and ``_`` plus the first 8 hex digits of SHA-256(``server``
+    NUL ``raw``) appended, which Pi uses when the name is too long or another
+    tool of the listing sanitizes to the same name (``pi-mcp`` ``createMcpToolName``;
+    measured: a 60-character canonical name is offered as
+    ``mcp__sharedos__strict_sttt…_4537be9e``).
+    """
+    name = re.sub(r"[^A-Za-z0-9_]", "_", f"mcp__{server}__{raw}")
+    digest = hashlib.sha256(f"{server}\0{raw}".encode()).hexdigest()[:PI_HASH_CHARS]
+    hashed = f"{name[: PI_NAME_LIMIT - PI_HASH_CHARS - 1]}_{digest}"
+    return (name, hashed) if len(name) <= PI_NAME_LIMIT else (hashed,)
+
+
 def find_sanitization_collisions(names: Iterable[str]) -> dict[str, list[str]]:
     """Group canonical names that a harness's lossy sanitization would merge.
 

@@ -90,3 +90,16 @@ def test_harness_sanitization_collisions_are_found() -> None:
     collisions = find_sanitization_collisions(["files.read", "files_read", "github.search"])
     assert collisions == {"files_read": ["files.read", "files_read"]}
     assert find_sanitization_collisions(["github.search", "notion.search"]) == {}
+
+
+def test_pi_public_names_match_pi_mcp() -> None:
+    """Pi 1.6 (pi-mcp createMcpToolName): over 64 characters, cut and 8 hex of a hash."""
+    from sharedos.names import pi_public_names
+
+    long = "strict.s" + "t" * 52
+    # measured: the name Pi offered the scripted model for this tool
+    assert pi_public_names("sharedos", long) == (
+        "mcp__sharedos__strict_stttttttttttttttttttttttttttttttt_4537be9e",
+    )
+    assert pi_public_names("sharedos", "files.read-x")[0] == "mcp__sharedos__files_read_x"
+    assert all(len(n) <= 64 for n in pi_public_names("sharedos", "a" * 128))

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sharedos.names import dsh_public_name, harness_sanitized
+from sharedos.names import dsh_public_name, harness_sanitized, pi_public_names
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
@@ -47,8 +47,9 @@ def harness_aliases(server_name: str, tool: str) -> dict[str, Any]:
 
     Measured: Claude Code ``mcp__<server>__<tool>``; Codex namespace
     ``mcp__<server>`` + function ``<tool>``; Pi's built-in MCP uses the Claude
-    form and pi-mcp-adapter's proxy ``<server>_<tool>``; every character
-    outside ``[A-Za-z0-9_-]`` becomes ``_``. dsh uses the Claude form and, when
+    form (``-`` also becomes ``_``; a name over 64 characters is cut and hashed,
+    ``pi_public_names``) and pi-mcp-adapter's proxy ``<server>_<tool>``; every
+    character outside ``[A-Za-z0-9_-]`` becomes ``_``. dsh uses the Claude form and, when
     sanitizing changed the name, appends ``_`` and 12 hex digits of a hash
     (``mcp__sharedos__files_read_369b5d85e292``).
     """
@@ -57,7 +58,7 @@ def harness_aliases(server_name: str, tool: str) -> dict[str, Any]:
     return {
         "claude-code": f"mcp__{server}__{name}",
         "codex": {"namespace": f"mcp__{server}", "name": name},
-        "pi": [f"{server}_{name}", f"mcp__{server}__{name}"],
+        "pi": [f"{server}_{name}", pi_public_names(server_name, tool)[0]],
         "dsh": dsh_public_name(server_name, tool),
     }
 

@@ -31,6 +31,7 @@ from sharedos.names import (
 )
 from sharedos.names import (
     is_valid_tool_name,
+    pi_public_names,
 )
 from sharedos.testing.scripted_model.local import LocalCall, LocalShape
 
@@ -119,8 +120,10 @@ def resolve_aliases(
     wanted = [n for n in dict.fromkeys(canonical_names) if is_valid_tool_name(n)]
     prefixes = (f"mcp__{_strict(server)}__", f"mcp__{_loose(server)}__", f"{_strict(server)}_")
     found: dict[str, ToolAlias] = {}
-    # dsh appends an identity hash to every name it had to change: exact names only
+    # dsh appends an identity hash to every name it had to change, Pi to a name too long
+    # (or sanitized into another's): exact names only
     hashed = {dsh_public_name(server, c): c for c in reversed(wanted)}
+    hashed.update({pi_public_names(server, c)[-1]: c for c in reversed(wanted)})
 
     def owner(suffix: str) -> str | None:
         """The first wanted name this alias suffix stands for (an alias has one owner)."""
@@ -150,6 +153,9 @@ def _alias_prefix(alias: ToolAlias) -> str | None:
     dsh = re.fullmatch(rf"(mcp__.+?__).+_[0-9a-f]{{{DSH_HASH_CHARS}}}", alias.name)
     if dsh and alias.name == dsh_public_name(dsh.group(1)[5:-2], alias.canonical):
         return dsh.group(1)
+    pi = re.fullmatch(r"(mcp__.+?__).+_[0-9a-f]{8}", alias.name)
+    if pi and alias.name == pi_public_names(pi.group(1)[5:-2], alias.canonical)[-1]:
+        return pi.group(1)
     for form in (alias.canonical, _strict(alias.canonical), _loose(alias.canonical)):
         if form and alias.name.endswith(form) and len(alias.name) > len(form):
             return alias.name[: -len(form)]
