@@ -140,16 +140,28 @@ def pi_public_names(server: str, raw: str) -> tuple[str, ...]:
     return (name, hashed) if len(name) <= PI_NAME_LIMIT else (hashed,)
 
 
+def harness_collision_key(name: str) -> str:
+    """The name as the most lossy pinned harness writes it: ``[^A-Za-z0-9_] -> _``.
+
+    Codex and Pi's built-in client turn ``-`` into ``_`` as well (measured:
+    ``strict.a-b`` and ``strict.a_b`` are offered by both as ``strict_a_b`` plus
+    a different hash suffix each), so two names equal under this key reach the
+    model as names it cannot tell apart.
+    """
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
 def find_sanitization_collisions(names: Iterable[str]) -> dict[str, list[str]]:
     """Group canonical names that a harness's lossy sanitization would merge.
 
-    Claude Code silently drops all but the first of such tools and Codex appends
-    hash suffixes, so a catalogue with a collision is reported, never published
-    as if it were fine.
+    Claude Code silently drops all but the first of such tools; Codex and Pi
+    (which also turn ``-`` into ``_``) append hash suffixes the model cannot tell
+    apart, so a catalogue with a collision is reported, never published as if it
+    were fine. Grouped by ``harness_collision_key``.
     """
     groups: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(harness_sanitized(name), []).append(name)
+        groups.setdefault(harness_collision_key(name), []).append(name)
     return {key: sorted(vals) for key, vals in groups.items() if len(vals) > 1}
 
 

@@ -4,7 +4,9 @@ Two canonical names can become one name on the way to a model:
 
 * the lossy ``[^A-Za-z0-9_-] -> _`` sanitization Claude Code, Codex and Pi apply
   to build their aliases (``files.read`` and ``files_read`` both become
-  ``files_read``; Claude Code then silently drops one of them);
+  ``files_read``; Claude Code then silently drops one of them), and Codex's and
+  Pi's, which also turn ``-`` into ``_`` (``a.b-c`` and ``a.b_c``: both offered
+  as ``a_b_c`` plus a hash suffix, which the model cannot tell apart);
 * the portable escape mapping (injective by construction, so a collision there
   means a bug; it is still checked, because "cannot happen" is what a check is for).
 """
@@ -32,8 +34,9 @@ class NameCollision:
         if self.scheme == "harness_sanitized":
             return (
                 f"tools {listed} all become {self.mapped!r} after the harness alias sanitization "
-                "[^A-Za-z0-9_-] -> _ (Claude Code silently drops all but one; Codex and Pi "
-                "append hash suffixes); rename one of them"
+                "[^A-Za-z0-9_] -> _ (Claude Code silently drops all but one of [^A-Za-z0-9_-] "
+                "twins; Codex and Pi also turn '-' into '_' and append hash suffixes the model "
+                "cannot tell apart); rename one of them"
             )
         return f"tools {listed} share the portable name {self.mapped!r}; rename one of them"
 

@@ -21,7 +21,7 @@ from sharedos.catalog.collisions import (
 )
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import CatalogError
-from sharedos.names import harness_sanitized, validate_tool_name
+from sharedos.names import harness_collision_key, validate_tool_name
 
 if TYPE_CHECKING:
     from sharedos.context import AccessContext
@@ -113,7 +113,7 @@ class ToolRegistry:
             pending: dict[str, str] = {}
             suspects: set[str] = set()
             for tool in batch:
-                alias = harness_sanitized(tool.name)
+                alias = harness_collision_key(tool.name)
                 other = pending.get(alias) or self._aliases.get(alias)
                 if other is not None:
                     suspects.update((other, tool.name))
@@ -131,7 +131,7 @@ class ToolRegistry:
         """Remove a tool (``KeyError`` if absent)."""
         with self._lock:
             del self._tools[name]
-            self._aliases = {harness_sanitized(n): n for n in self._tools}
+            self._aliases = {harness_collision_key(n): n for n in self._tools}
             self._published = None
             self._version += 1
 

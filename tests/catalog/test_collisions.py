@@ -83,3 +83,16 @@ def test_a_provider_tool_that_collides_is_refused_on_every_view_not_only_the_fir
         with pytest.raises(ToolNameCollisionError, match="files_read"):
             registry.view(mallory)
         assert [t.name for t in registry.view(alice).tools()] == ["files.read", "git.status"]
+
+
+def test_a_dash_and_an_underscore_collide_as_codex_and_pi_write_them() -> None:
+    """Codex 0.171 and Pi 1.6 turn '-' into '_': ``a.b-c`` and ``a.b_c`` both reach the
+    model as ``a_b_c`` + a hash suffix (tests/harness/test_long_tool_names.py measures it)."""
+    found = find_name_collisions(["strict.a-b", "strict.a_b", "strict.c-d"])
+    assert [(c.scheme, c.mapped, c.names) for c in found] == [
+        ("harness_sanitized", "strict_a_b", ("strict.a-b", "strict.a_b"))
+    ]
+    registry = ToolRegistry([make("strict.a-b")])
+    with pytest.raises(ToolNameCollisionError, match="strict_a_b"):
+        registry.register(make("strict.a_b"))
+    assert [t.name for t in registry.tools()] == ["strict.a-b"]
