@@ -3,8 +3,9 @@
 Arguments, resource and the time of the call (``context.now``) are unknown;
 the rest of the context and the action are known. Each
 condition has a set of possible outcomes (true / false / error); rules that
-test the same argument are reasoned about jointly (``JointSpace``), so a
-permit and a forbid on ``args.mode == "x"`` are seen to exclude each other.
+test the same argument (or the same member of ``context.now``) are reasoned
+about jointly (``JointSpace``), so a permit and a forbid on ``args.mode ==
+"x"`` (or ``context.now.weekday == "mon"``) are seen to exclude each other.
 The results agree with ``decide`` for every concrete choice of arguments,
 except that conditions on ``resource`` are assumed satisfiable (documented).
 """
@@ -128,7 +129,13 @@ def forbid_certain(enc: list[Any] | None, kind: str | None, context: Any, action
 # * an atom comparing one argument ``args.p`` with a value known from the
 #   context/literals is a function of that argument's value; the argument
 #   ranges over every value such atoms mention, a fresh value, and "missing";
-# * any other atom reading args/resource is a free true/false/error variable.
+# * so is an atom comparing a member of the time of the call
+#   (``context.now.weekday == "mon"``): like an argument, the member has one
+#   value per call, so ``when context.now.weekday == "mon"`` and ``unless
+#   context.now.weekday == "tue"`` cannot both let a call through (each member
+#   is a variable of its own: an over-approximation of real times, never an
+#   under-one);
+# * any other atom reading args/resource/time is a free true/false/error variable.
 #
 # Every combination is tried (bounded by ``MAX_JOINT_CASES``).
 
@@ -137,6 +144,21 @@ MAX_JOINT_CASES = 4096
 
 _MISSING = object()
 _FRESH = "\x00fresh\x00"  # a string no policy literal can equal
+#: the first step of a ``context.now`` member's path in ``JointSpace`` (no argument name
+#: can be it, so the time never shares a variable with an argument)
+_NOW = "\x00now"
+
+
+def _joint_path(node: list[Any]) -> tuple[str, ...] | None:
+    """The variable a reference is in joint reasoning: ``args.p`` (its path) or a member
+    of ``context.now`` (``(_NOW, "now", member, ...)``); None for anything else."""
+    if node[0] != "ref" or not node[2]:
+        return None
+    if node[1] == "args":
+        return tuple(node[2])
+    if node[1] == "context" and node[2][:1] == ["now"] and len(node[2]) > 1:
+        return (_NOW, *node[2])
+    return None
 
 
 def _normal(node: list[Any]) -> list[Any]:
@@ -200,11 +222,12 @@ class JointSpace:
             return
         if kind == "cmp" and node[1] in ("==", "in"):
             for side, mine, other in (("L", node[2], node[3]), ("R", node[3], node[2])):
-                if mine[0] == "ref" and mine[1] == "args" and mine[2] and not _reads_args(other):
+                path_or_none = _joint_path(mine)
+                if path_or_none is not None and not _reads_args(other):
                     value = _partial_value(other, self.context, self.action)
                     if value is _UNKNOWN or value is _ERROR:
                         break
-                    path = tuple(mine[2])
+                    path = path_or_none
                     self.valued.add(path)
                     self.value_atoms[key] = (path, side, value, node[1])
                     dom = self.domains.setdefault(path, [_MISSING, _FRESH])

@@ -201,3 +201,41 @@ async def test_the_kernel_supplies_now_per_call_from_its_clock(tmp_path: Path) -
     assert outcomes == ["succeeded", "denied", "succeeded"]
     with pytest.raises(ValueError, match="unknown time zone"):
         Kernel(policy, ToolRegistry([tool]), time_zone="Mars/Base")
+
+
+# Rules whose time tests exclude each other: no time of the week lets a call
+# through, so listing must not offer the tool (the time is unknown at listing
+# "like the arguments", and tests of one argument are weighed jointly).
+NEVER_AT_ANY_TIME = [
+    'permit read on "/**" when context.now.weekday == "mon"\n'
+    'forbid read on "/**" unless context.now.weekday == "tue"\n',
+    'permit read on "/**" when context.now.weekday == "mon"\n'
+    'forbid read on "/**" when context.now.weekday != "tue"\n',
+    'permit read on "/**" when context.now.hour == 9\n'
+    'forbid read on "/**" unless context.now.hour in [10, 11]\n',
+    'permit read on "/**" when context.now.weekday in ["sat", "sun"]\n'
+    'forbid read on "/**" when context.now.weekday not in ["mon"]\n',
+    'permit read on "/**" when context.now.hour == 9 unless context.now.hour != 10\n',
+]
+SOMETIMES = [
+    'permit read on "/**" when context.now.weekday == "mon"\n'
+    'forbid read on "/**" unless context.now.weekday in ["mon", "tue"]\n',
+    'permit read on "/**" when context.now.hour == 9\n'
+    'forbid read on "/**" when context.now.weekday == "mon"\n',
+    'permit read on "/**" when context.now.weekday != "mon"\n'
+    'forbid read on "/**" when context.now.weekday == "tue"\n',
+]
+
+
+@pytest.mark.parametrize("rules", NEVER_AT_ANY_TIME + SOMETIMES)
+def test_listing_weighs_the_time_jointly(rules: str) -> None:
+    header = OFFICE.split("condition")[0]
+    policy = compile_source(header + rules, "t.sos")
+    base = {"principal": "a", "roles": [], "tenant": "t", "attributes": {}}
+    week = [
+        {**base, "now": expand(1796601600 + 3600 * h)}  # Mon 2026-12-07 00:00Z + h hours
+        for h in range(7 * 24)
+    ]
+    some = any(policy.decide("files.read", {"path": "/x"}, ctx).allowed for ctx in week)
+    assert some is (rules in SOMETIMES)
+    assert policy.could_permit("files.read", base) is some
