@@ -607,6 +607,10 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             upstreams, pins=opts["pins"], confinement=confinement, tokens=tokens
         ) as broker:
             broker.attach(registry, policy)
+            # the run's secrets known before any upstream is listed (the harnesses' env
+            # values, the keys, the store's password): a tool definition holding one is
+            # held back from the turn's first listing too, not only from later ones
+            broker.host_secrets = Redactor(run_secrets(opts, None))
             async with broker.turn(context) as turn_upstreams:
                 secrets = run_secrets(opts, turn_upstreams)
                 # and from what an upstream writes on its stderr (the operator's terminal): a
@@ -861,14 +865,15 @@ def run_secrets(
 
     Every harness's env values, the evidence signing key's contents, the credentials of
     every upstream serving the turn (a model that learns one must not have it recorded
-    in another tool's arguments either) and the evidence store's password.
+    in another tool's arguments either; none when ``turn_upstreams`` is None, before the
+    turn opens) and the evidence store's password.
     """
     from sharedos.evidence.url import location_secrets
 
     host_config = opts["host_config"]
     env = os.environ if environ is None else environ
     secrets = [*host_config.secret_values(env), *host_config.key_secrets(env)]
-    for creds in turn_upstreams.credentials.values():
+    for creds in turn_upstreams.credentials.values() if turn_upstreams is not None else ():
         secrets.extend(creds.secrets())
     location = opts.get("evidence_db") or host_config.evidence_location()
     if location:

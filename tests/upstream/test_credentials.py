@@ -388,3 +388,71 @@ def test_another_upstreams_credential_in_a_tool_definition_is_held_back(
     assert '"fy.clean"' in pins
     assert grep_bytes(pins.encode(), planted) == [] and grep_bytes(outputs, planted) == []
     assert grep_tree(tmp_path, planted, skip=(tools_file,)) == {}
+
+
+def test_a_harness_env_value_in_a_tool_definition_is_held_back_from_the_first_listing(
+    tmp_path: Path, planted: str
+) -> None:
+    """``sharedos run`` gave the broker the run's own secrets (a harness's env values, the
+    keys, the store's password) only once the turn had opened: its first listing, the one
+    the turn's catalogue is made of, published a tool whose description held one."""
+    import sys
+
+    tools = [
+        {"name": "clean", "description": "clean", "inputSchema": {"type": "object"}},
+        {"name": "leaky", "description": f"uses {planted}", "inputSchema": {"type": "object"}},
+    ]
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    harness = tmp_path / "harness.py"
+    harness.write_text(
+        'import sys\nif "--version" in sys.argv:\n    print("2.1.0 (Claude Code)")\n',
+        encoding="utf-8",
+    )
+    fy = [str(FIXTURE), "--log", str(tmp_path / "fy.log"), "--tools", str(tools_file)]
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f"[harness.claude-code]\ncommand = {json.dumps([sys.executable, str(harness)])}\n"
+        '[harness.claude-code.env]\nVENDOR_KEY = "${SHAREDOS_TEST_VENDOR_KEY}"\n'
+        f'[upstream.fy]\ncommand = {json.dumps(PY)}\nargs = {json.dumps(fy)}\npinning = "off"\n',
+        encoding="utf-8",
+    )
+    rules = tmp_path / "rules.sos"
+    rules.write_text(
+        "namespace fy\n"
+        'requirement fy.clean { action read; resource "r" }\n'
+        'requirement fy.leaky { action read; resource "r" }\n'
+        'permit read on "r"\n'
+        'toolpolicy run { mode open\n managed fy.*\n harness_local "shell" }\n',
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [
+            str(Path(PY).parent / "sharedos"),
+            "run",
+            "--host-config",
+            str(host),
+            "--harness",
+            "claude-code",
+            "--rules",
+            str(rules),
+            "--policy",
+            "run",
+            "--principal",
+            "bob",
+            "--evidence",
+            str(tmp_path / "ev.sqlite"),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "SHAREDOS_TEST_VENDOR_KEY": planted},
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "fy.clean" in out
+    assert "upstream fy (fy.*): 1 of 2 tools published" in proc.stderr, proc.stderr
+    assert grep_bytes(out.encode(), planted) == []
