@@ -428,7 +428,8 @@ class HostConfig(BaseModel):
 
     def key_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
         """The contents of the private keys this file names: ``[evidence] sign_key`` and the
-        token store's key (``[tokens] key``).
+        token store's key (``[tokens] key``, from its variable or its file: it decrypts every
+        principal's stored tokens).
 
         Hidden from every sandbox (``state_paths``), but a model that has it anyway (an
         open run's harness reads any file) must not have it recorded or printed: the
@@ -436,34 +437,26 @@ class HostConfig(BaseModel):
         joined, and each on its own) are secrets like the env values. An unreadable key
         contributes nothing here (the store that signs with it says why).
         """
-        values = [*self._token_key(environ)]
-        if not self.evidence.sign_key:
-            return tuple(dict.fromkeys(v for v in values if v))
-        try:
-            path = self.resolve_file(self.evidence.sign_key, environ)
-            with open(path, "rb") as fh:
-                text = fh.read(_KEY_FILE_LIMIT).decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError, HostConfigError):
-            return tuple(dict.fromkeys(v for v in values if v))
-        body = [line.strip() for line in text.splitlines() if line.strip() and "-----" not in line]
-        values += [text, "".join(body), *body]
+        ref = self.tokens.key
+        if ref.env is not None:
+            token = (environ.get(ref.env) or "").strip()
+        else:
+            token = self._key_file_text(ref.file, environ) if ref.file is not None else ""
+        values = [token]
+        if self.evidence.sign_key:
+            text = self._key_file_text(self.evidence.sign_key, environ)
+            body = [ln.strip() for ln in text.splitlines() if ln.strip() and "-----" not in ln]
+            values += [text, "".join(body), *body]
         return tuple(dict.fromkeys(v for v in values if v))
 
-    def _token_key(self, environ: Mapping[str, str]) -> tuple[str, ...]:
-        """The token store's key as written (``[tokens] key``: its environment variable or
-        its file), which decrypts every principal's stored tokens: a secret like the
-        signing key. Nothing when it is unset or unreadable."""
-        ref = self.tokens.key
-        text: str | None = None
-        if ref.env is not None:
-            text = environ.get(ref.env)
-        elif ref.file is not None:
-            with (
-                contextlib.suppress(OSError, UnicodeDecodeError, HostConfigError),
-                open(self.resolve_file(ref.file, environ), "rb") as fh,
-            ):
-                text = fh.read(_KEY_FILE_LIMIT).decode("utf-8")
-        return (text.strip(),) if text and text.strip() else ()
+    def _key_file_text(self, value: str, environ: Mapping[str, str]) -> str:
+        """The stripped text of the key file ``value`` names (resolved as every file this
+        host keeps); empty when it cannot be read."""
+        try:
+            with open(self.resolve_file(value, environ), "rb") as fh:
+                return fh.read(_KEY_FILE_LIMIT).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError, HostConfigError):
+            return ""
 
     def managed_paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """Paths of this file that a confined harness must never see.
