@@ -253,18 +253,30 @@ def _print_summary(report: Report, paths: dict[str, Path], secrets: Redactor) ->
     click.echo(secrets.scrub("\n".join(unambiguous(line) for line in text.split("\n"))))
 
 
-def _exit_for(report: Report) -> None:
-    """1 when a cell failed; 3 when no cell was exercised at all."""
+def exit_status(report: Report) -> tuple[int, str | None]:
+    """The run's exit status and the line that explains a non-zero one: 1 when a cell
+    failed or the columns were not given the same catalogue (their refusals cannot be
+    compared, so the run proved nothing it claims); 3 when no cell was exercised at all."""
     t = report.totals
     if not report.ok:
-        raise SystemExit(1)
+        return 1, None
+    if not report.catalog_check.equal:
+        return 1, "error: " + report.catalog_check.message
     if t["passed"] == 0:
-        click.echo(
+        return EXIT_NOTHING_EXERCISED, (
             "error: nothing was exercised: every cell is not exercised, not available or "
-            "informational (see the notes of each column)",
-            err=True,
+            "informational (see the notes of each column)"
         )
-        raise SystemExit(EXIT_NOTHING_EXERCISED)
+    return 0, None
+
+
+def _exit_for(report: Report) -> None:
+    """Leave with ``exit_status(report)``, saying why on standard error."""
+    status, why = exit_status(report)
+    if why is not None:
+        click.echo(unambiguous(why), err=True)
+    if status:
+        raise SystemExit(status)
 
 
 with_short_help(conformance)

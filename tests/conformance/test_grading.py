@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sharedos.cli.conformance import exit_status
 from sharedos.conformance.columns.base import ColumnOptions, ColumnRun
 from sharedos.conformance.grading import Grade, grade_column
 from sharedos.conformance.manifest import Manifest, parse_manifest
@@ -150,11 +151,15 @@ async def test_catalog_hash_mismatch_is_flagged_before_refusals(
     text = render_text(report)
     assert text.index("CATALOGUE MISMATCH") < text.index("private-read-denied")
     assert '"equal": false' in report_json(report)
+    # a gate on the exit status must not pass a run whose columns cannot be compared
+    status, why = exit_status(report)
+    assert status == 1 and why is not None and "CATALOGUE MISMATCH" in why
     same = build_report(
         manifest,
         [scripted_run, _as_live(scripted_run, catalog_hash=scripted_run.identity.catalog_hash)],
     )  # type: ignore[union-attr]
     assert same.catalog_check.equal
+    assert exit_status(same) == (0, None)
 
 
 def test_an_unavailable_column_is_kept_with_its_reason(manifest: Manifest) -> None:
