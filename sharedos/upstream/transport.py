@@ -112,17 +112,24 @@ class ReadBounds:
         return "limits.max_result_bytes" if method == "tools/call" else "limits.max_listing_bytes"
 
 
+def _error_answer(request_id: Any, code: int, message: str) -> types.JSONRPCError:
+    """The JSON-RPC error SharedOS answers ``request_id`` with in place of an upstream's answer."""
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+    )
+
+
 def too_large(request_id: Any, method: str | None, bounds: ReadBounds) -> SessionMessage:
     """The JSON-RPC error answering ``request_id`` in place of an oversized answer."""
     limit = bounds.for_method(method)
-    error = types.ErrorData(
-        code=RESPONSE_TOO_LARGE,
-        message=(
+    return SessionMessage(
+        _error_answer(
+            request_id,
+            RESPONSE_TOO_LARGE,
             f"the answer to {method or 'the request'} was over {limit} bytes "
-            f"({bounds.describe(method)}); SharedOS stopped reading it and relays nothing of it"
-        ),
+            f"({bounds.describe(method)}); SharedOS stopped reading it and relays nothing of it",
+        )
     )
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 def _too_many_blocks(request_id: Any, result: Any) -> types.JSONRPCError | None:
@@ -131,14 +138,12 @@ def _too_many_blocks(request_id: Any, result: Any) -> types.JSONRPCError | None:
     blocks = result.get("content") if isinstance(result, dict) else None
     if not isinstance(blocks, list) or len(blocks) <= MAX_CONTENT_BLOCKS:
         return None
-    error = types.ErrorData(
-        code=TOO_MANY_BLOCKS,
-        message=(
-            f"the answer to tools/call has {len(blocks)} content blocks, over the "
-            f"{MAX_CONTENT_BLOCKS} SharedOS relays; SharedOS relays nothing of it"
-        ),
+    return _error_answer(
+        request_id,
+        TOO_MANY_BLOCKS,
+        f"the answer to tools/call has {len(blocks)} content blocks, over the "
+        f"{MAX_CONTENT_BLOCKS} SharedOS relays; SharedOS relays nothing of it",
     )
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
 
 def _response_with_result(body: bytes) -> dict[str, Any] | None:
@@ -311,13 +316,13 @@ def _malformed(data: bytes, methods: dict[Any, str]) -> SessionMessage | None:
     method = methods.get(request_id)
     if method is None:
         return None
-    error = types.ErrorData(
-        code=MALFORMED_ANSWER,
-        message=(
-            f"the answer to {method} is not a valid JSON-RPC answer; SharedOS relays nothing of it"
-        ),
+    return SessionMessage(
+        _error_answer(
+            request_id,
+            MALFORMED_ANSWER,
+            f"the answer to {method} is not a valid JSON-RPC answer; SharedOS relays nothing of it",
+        )
     )
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 class _Outstanding:
@@ -599,14 +604,12 @@ def _not_its_answer(request_id: Any, method: str | None, body: bytes) -> bytes |
             return None
         if not isinstance(data, dict) or data.get("id") is not None:
             return None
-    error = types.ErrorData(
-        code=NOT_ITS_ANSWER,
-        message=(
-            f"the upstream answered {method or 'the request'} with a message that is not its "
-            "answer (another id, or none); SharedOS relays nothing of it"
-        ),
+    answer = _error_answer(
+        request_id,
+        NOT_ITS_ANSWER,
+        f"the upstream answered {method or 'the request'} with a message that is not its "
+        "answer (another id, or none); SharedOS relays nothing of it",
     )
-    answer = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
     return answer.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
 
 
