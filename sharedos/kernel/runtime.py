@@ -439,7 +439,9 @@ class RuntimeHost:
             ),
             catalog_hash=catalog.catalog_hash if catalog is not None else None,
             policy_hash=self.kernel.policy_hash,
-            diagnostics=_with_approval(_with_served_by(diagnostics, tool, decision), auth),
+            diagnostics=_with_approval(
+                _with_served_by(_callers_own(diagnostics), tool, decision), auth
+            ),
             identity=identity,
             context_json=context_json,
             ended=ended,
@@ -581,6 +583,20 @@ def _given_up(
     else:
         error = f"the attempt could not be committed {failed}; nothing ran"
     return OutcomeRecord(Outcome.FAILED, at, ms, ReasonCode.EVIDENCE_UNAVAILABLE, error)
+
+
+#: diagnostics keys only the runtime writes: what it attests about the call it ran
+HOST_ATTESTED_DIAGNOSTICS = frozenset({"servedBy", "approval"})
+
+
+def _callers_own(diagnostics: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The caller's diagnostics without the keys the runtime attests (``servedBy``,
+    ``approval``): a caller (a relayed stdio bridge process is on the harness's side) may
+    describe its transport, never claim which credential served a call or which approval
+    let it run. The common case (neither key present) is returned as it is."""
+    if diagnostics is None or HOST_ATTESTED_DIAGNOSTICS.isdisjoint(diagnostics):
+        return diagnostics
+    return {k: v for k, v in diagnostics.items() if k not in HOST_ATTESTED_DIAGNOSTICS}
 
 
 def _with_approval(

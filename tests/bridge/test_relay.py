@@ -147,6 +147,58 @@ async def test_a_peer_cannot_choose_the_context_or_the_reason(
     ]
 
 
+async def test_a_peer_cannot_write_what_the_host_attests_on_a_record(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """``servedBy`` (the credential that served a brokered call) and ``approval`` (the
+    approval a call ran on) are the host's word on a record; a bridge process is on the
+    harness's side, and its diagnostics must not claim either (before: a peer's
+    ``servedBy`` stood on a denied call, and ``sharedos evidence list`` showed it)."""
+    forged = {
+        "servedBy": {"upstream": "github", "credential": "principal:root", "via": "static"},
+        "approval": {"approvalId": "apr-forged", "approver": "root", "via": "elicitation"},
+        "jsonrpcId": 7,
+    }
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        stream, reader = await _raw(spec.relay.socket, {"version": 1, "secret": spec.relay.secret})
+        with anyio.fail_after(10):
+            decode(await reader.receive_until(b"\n", 1 << 24))
+            calls = [
+                ("invoke", "/private/secret.txt"),  # denied
+                ("invoke", "/public/a.txt"),  # allowed, a built-in tool: no upstream served it
+                ("refuse", "/public/a.txt"),  # a transport refusal the peer asks to record
+            ]
+            for rid, (op, path) in enumerate(calls, 1):
+                await stream.send(
+                    encode(
+                        {
+                            "id": rid,
+                            "op": op,
+                            "tool": "files.read",
+                            "arguments": {"path": path},
+                            "diagnostics": forged,
+                            "reason": "malformed_request",
+                        }
+                    )
+                )
+            answers = {}
+            while len(answers) < len(calls):
+                message = decode(await reader.receive_until(b"\n", 1 << 24))
+                answers[message["id"]] = message["result"]
+        await stream.aclose()
+    assert [answers[i]["outcome"] for i in (1, 2, 3)] == ["denied", "succeeded", "failed"]
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert len(records) == 3
+    for record in records:
+        diag = record.diagnostics or {}
+        assert "servedBy" not in diag and "approval" not in diag, diag
+        assert record.served_by is None
+        assert diag.get("jsonrpcId") == 7  # the rest of what the peer says is kept
+
+
 async def test_a_long_turn_directory_puts_the_socket_somewhere_short(
     runtime: Runtime, alice: AccessContext, tmp_path: Path
 ) -> None:
