@@ -46,6 +46,9 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "sharedos"))
 
+#: session fixtures built once per run: their tests share one xdist worker
+_ONE_WORKER_FIXTURES = frozenset({"full_matrix"})
+
 _SESSION_STARTED = pytest.StashKey[float]()
 _FIGURES = pytest.StashKey[list[str]]()
 
@@ -61,17 +64,22 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.load_profile("stress")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The markers mean one thing everywhere: a ``stress`` test runs only when ``-m``
     names the marker (``make stress``); otherwise it is skipped with the reason, so a
     plain ``pytest`` and ``make test`` never run one. (``slow`` tests run by default;
     ``-m "not slow"`` leaves them out for a quick round.) A ``harness`` test (its
     marker may name the CLIs it drives: ``harness("claude-code")``; none named: all)
-    is skipped with the reason when one of them is not installed."""
+    is skipped with the reason when one of them is not installed. Under pytest-xdist
+    (``make test`` runs the suite on several workers) every test of a session fixture
+    too dear to build twice goes to one worker."""
     stress = stress_selected(config)
     skip = pytest.mark.skip(reason="stress mode: run with `make stress` (pytest -m stress)")
     missing: dict[tuple[str, ...], str | None] = {}
     for item in items:
+        if _ONE_WORKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("full_matrix"))
         if not stress and item.get_closest_marker("stress"):
             item.add_marker(skip)
         marker = item.get_closest_marker("harness")
