@@ -52,14 +52,21 @@ def json_type(value: object) -> str:
 
 
 def shape_problem(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> str | None:
-    """Why arguments cannot be taken as JSON, or None: nesting deeper than ``limit``, or
+    """Why arguments cannot be taken as JSON, or None: nesting deeper than ``limit``;
     a non-finite number (NaN, an infinity), which JSON does not have and which no
-    comparison can be trusted with (``NaN >= 0`` is false, so a ``minimum`` passes it).
-    One iterative walk."""
+    comparison can be trusted with (``NaN >= 0`` is false, so a ``minimum`` passes it);
+    or an object with two keys that differ only by case. One iterative walk.
+
+    Two such keys are two arguments to the policy (``args.path`` reads one of them),
+    but one to an upstream that matches keys ignoring case, as Go's ``encoding/json``
+    does when it fills a struct (the last key wins): the upstream would act on the
+    value the policy never read."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
+            if len(item) > 1 and _keys_collide(item):
+                return "arguments hold an object with two keys that differ only by case"
             children: Any = item.values()
         elif isinstance(item, list | tuple):
             children = item
@@ -71,6 +78,14 @@ def shape_problem(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> str | None:
             return f"arguments nest deeper than {limit} levels"
         stack.extend((child, depth + 1) for child in children)
     return None
+
+
+def _keys_collide(obj: dict[Any, Any]) -> bool:
+    """True when two string keys of ``obj`` are equal ignoring case (Unicode full case
+    folding, which covers the simple folding Go matches keys with: ``K`` the Kelvin sign
+    is ``k``, ``ſ`` is ``s``)."""
+    folded = {key.casefold() if type(key) is str else key for key in obj}
+    return len(folded) != len(obj)
 
 
 def schema_problem(error: ValidationError, secret_names: Iterable[str]) -> str:
