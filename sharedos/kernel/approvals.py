@@ -34,7 +34,7 @@ import hashlib
 import hmac
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -257,14 +257,16 @@ class ApprovalGate:
         secret_names: Iterable[str] = (),
     ) -> Binding:
         """The binding of one call (the digest is over the arguments as the handler gets them,
-        each field named in ``secret_names`` by its keyed hash: ``bound_arguments``)."""
+        each field named in ``secret_names`` by its keyed hash under a key of this turn and
+        principal: ``bound_arguments``)."""
+        bound = bound_arguments(arguments, secret_names, scope=(tenant, principal, turn_id))
         return Binding(
             turn_id=turn_id,
             principal=principal,
             tenant=tenant,
             tool=tool,
             resource=resource,
-            arguments_digest=arguments_digest(bound_arguments(arguments, secret_names)),
+            arguments_digest=arguments_digest(bound),
             policy_hash=policy_hash,
         )
 
@@ -555,29 +557,44 @@ async def settle(
     return dataclasses.replace(auth, detail=answer.detail or None, approval=answer.payload())
 
 
-#: this process's key for the secret fields of an approval's arguments digest
+#: this process's key for the secret fields of an approval's arguments digest (each turn's
+#: own key is derived from it: ``_scope_key``)
 _SECRET_FIELD_KEY = os.urandom(32)
 
 
-def bound_arguments(arguments: Any, secret_names: Iterable[str]) -> Any:
+def bound_arguments(
+    arguments: Any, secret_names: Iterable[str], *, scope: Sequence[str] = ()
+) -> Any:
     """``arguments`` as an approval's digest covers them: a field the tool declares secret by
-    an HMAC of its value under a key of this process, never by its value.
+    an HMAC of its value under a key of this process and of ``scope`` (the call's tenant,
+    principal and turn), never by its value.
 
     The digest is kept in the approval's row and shown (``sharedos approvals show``, the
     question put to the client) beside the recorded arguments, in which that field reads
     ``[redacted]``: a plain SHA-256 over the value would give a short secret (a PIN, a
     one-time code) back to anyone who tries its few candidates. Keyed, it still binds the
-    approval to this exact value in the process that asked for it; another process (a
-    relaunched bridge) asks again.
+    approval to this exact value in the process and turn that asked for it; another process
+    (a relaunched bridge) asks again. The key is the turn's, not the process's alone: with
+    one key for every turn, a host serving several people gave another person's calls the
+    same digest for the same value, so anyone who can read an approval's digest (an
+    approver, an auditor) could try the candidates as calls of their own and compare.
     """
     names = frozenset(secret_names)
     if not names or not isinstance(arguments, Mapping):
         return arguments
-    return {key: (_keyed(value) if key in names else value) for key, value in arguments.items()}
+    key = _scope_key(tuple(scope))
+    return {
+        name: (_keyed(value, key) if name in names else value) for name, value in arguments.items()
+    }
 
 
-def _keyed(value: Any) -> str:
-    mac = hmac.new(_SECRET_FIELD_KEY, canonical.total(value), hashlib.sha256)
+def _scope_key(scope: tuple[str, ...]) -> bytes:
+    """The key of one scope (tenant, principal, turn), derived from the process's key."""
+    return hmac.new(_SECRET_FIELD_KEY, canonical.total(list(scope)), hashlib.sha256).digest()
+
+
+def _keyed(value: Any, key: bytes) -> str:
+    mac = hmac.new(key, canonical.total(value), hashlib.sha256)
     return "hmac-sha256:" + mac.hexdigest()
 
 

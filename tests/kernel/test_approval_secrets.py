@@ -198,3 +198,40 @@ async def test_an_approval_digest_does_not_give_back_a_short_secret_argument(
     same = await host.invoke_tool(ToolCall(tool="bank.transfer", arguments=args), ALICE, run)
     assert same.outcome is Outcome.SUCCEEDED and ran == ["4821"]
     store.close()
+
+
+async def test_one_principals_calls_are_no_oracle_for_anothers_secret_argument(
+    tmp_path: Path,
+) -> None:
+    """The key a secret field enters an approval's digest under was one per host process:
+    in a host serving several people, mallory's own calls (in her own turn) got the same
+    digest for the same PIN as bob's approval, which she can read (``approvals show``, an
+    approver's view), so trying the 10,000 PINs in her turn gave bob's back. The key is
+    the turn's now (and its principal's): another turn, or another person, never gets
+    the digest of one's own call; the same call in its own turn still binds."""
+    from sharedos.evidence.approvals import ApprovalLedger
+
+    ran: list[str] = []
+    store = SqliteEvidenceStore(tmp_path / "evidence.db")
+    kernel = Kernel(compile_source(PIN_POLICY, "bank.sos"), ToolRegistry([_pin_tool(ran)]))
+    host = RuntimeHost(kernel, store, approvals=ApprovalSettings())
+    run = ToolPolicy(name="bank", mode=RunMode.OPEN, managed=("bank.*",))
+    args = {"account": "/accounts/7", "pin": "4821"}
+    ledger = ApprovalLedger(store)
+
+    async def digest(context: AccessContext) -> str:
+        asked = await host.invoke_tool(ToolCall(tool="bank.transfer", arguments=args), context, run)
+        assert asked.reason is ReasonCode.APPROVAL_REQUIRED
+        approval = ledger.get(asked.structured["approvalId"])
+        assert approval is not None
+        return approval.binding.arguments_digest
+
+    bob = await digest(AccessContext(principal="bob", turn_id="bob-turn"))
+    mallory = await digest(AccessContext(principal="mallory", turn_id="mallory-turn"))
+    bob_again = await digest(AccessContext(principal="bob", turn_id="bob-next-turn"))
+    assert bob != mallory, "another principal's call gave the same digest for the same PIN"
+    assert bob != bob_again, "another turn's call gave the same digest for the same PIN"
+    # within its own turn the digest is stable: the retry is the same call
+    assert await digest(AccessContext(principal="bob", turn_id="bob-turn")) == bob
+    assert ran == []
+    store.close()
