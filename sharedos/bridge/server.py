@@ -370,6 +370,7 @@ class TurnEndpoint:
             ReasonCode.TURN_CLOSED,
             catalog=self.catalog,
             diagnostics=diagnostics,
+            identity=self.identity,
             detail="the turn this bridge served has closed",
             turn_secrets=self.turn_secrets,
         )
@@ -388,6 +389,7 @@ class TurnEndpoint:
                 ReasonCode.INTERNAL_ERROR,
                 catalog=self.catalog,
                 diagnostics={"bridge": {"transport": self.transport}, "receivedName": received},
+                identity=self.identity,
                 detail=detail,
                 turn_secrets=self.turn_secrets,
             )
@@ -529,6 +531,7 @@ class TurnEndpoint:
             reason,
             catalog=self.catalog,
             diagnostics=diagnostics,
+            identity=self.identity,
             detail=detail,
             turn_secrets=self.turn_secrets,
         )
@@ -593,6 +596,7 @@ async def record_refusal(
     diagnostics: Mapping[str, Any] | None,
     detail: str,
     turn_secrets: Redactor | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> ToolResult:
     """Record (durably, before returning) a refusal the bridge issues without a decision.
 
@@ -600,7 +604,7 @@ async def record_refusal(
     ``internal_error`` (the bridge could not hand the call to the kernel) and
     ``malformed_request`` (the transport could not deliver the call). The
     runtime records them (``RuntimeHost.refuse``) exactly like any other
-    attempt.
+    attempt, with the turn's ``identity`` as every other record of the turn.
     """
     result = await runtime_host.refuse(
         call,
@@ -609,6 +613,7 @@ async def record_refusal(
         reason,
         catalog=catalog,
         diagnostics=diagnostics,
+        identity=identity,
         detail=detail,
         turn_secrets=turn_secrets,
     )

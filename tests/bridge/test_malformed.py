@@ -97,3 +97,27 @@ async def test_malformed_calls_are_recorded_in_both_eras(
     ]
     assert all((r.diagnostics or {}).get("malformedRequest") for r in records)
     assert (records[0].diagnostics or {}).get("clientName") == "raw-client"
+
+
+async def test_the_bridges_own_refusals_carry_the_turns_identity(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """docs/bridge.md: the turn's ``identity`` (SystemIdentity) is stored on every evidence
+    record. A refusal the bridge decides itself -- a frame it cannot deliver, a call that
+    reaches a closing turn -- was recorded without it: which harness, column and model
+    made that attempt was not on its record, while every other record of the turn said."""
+    from tests.bridge.conftest import http_client
+
+    identity = {"harness": "raw-client", "column": "mcp", "declaredModel": "m-1"}
+    async with open_turn(runtime.host, alice, OPEN_POLICY, identity=identity) as turn:
+        assert turn.url is not None and turn.endpoint is not None
+        async with http_client(turn.url, turn.token) as client:
+            ran = await client.call_tool("files.read", {"path": "/public/a.txt"})
+            turn.endpoint.closed = True  # the window in which the turn is closing
+            closed = await client.call_tool("files.read", {"path": "/public/a.txt"})
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
+            cut = await hc.post(turn.url, content=b'{"jsonrpc":"2.0","id":5,"method":"tools/call"')
+    assert not ran.is_error and closed.is_error and cut.status_code == 400
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert [str(r.reason) for r in records] == ["None", "turn_closed", "malformed_request"]
+    assert [dict(r.identity or {}) for r in records] == [identity] * 3
