@@ -863,16 +863,23 @@ def run_secrets(
 ) -> list[str]:
     """Every secret value a run holds, one list for its records, answers and output.
 
-    Every harness's env values, the evidence signing key's contents, the credentials of
-    every upstream serving the turn (a model that learns one must not have it recorded
-    in another tool's arguments either; none when ``turn_upstreams`` is None, before the
-    turn opens) and the evidence store's password.
+    Every harness's env values, the evidence signing key's contents, every upstream
+    credential the host file names and the run can read (another principal's too:
+    ``HostConfig.credential_secrets``), the credentials of every upstream serving the
+    turn (a model that learns one must not have it recorded in another tool's arguments
+    either; none when ``turn_upstreams`` is None, before the turn opens) and the evidence
+    store's password.
     """
     from sharedos.evidence.url import location_secrets
 
     host_config = opts["host_config"]
     env = os.environ if environ is None else environ
-    secrets = [*host_config.secret_values(env), *host_config.key_secrets(env)]
+    secrets = [
+        *host_config.secret_values(env),
+        *host_config.key_secrets(env),
+        # every principal's upstream credentials, not only this turn's: the host holds them all
+        *host_config.credential_secrets(env),
+    ]
     for creds in turn_upstreams.credentials.values() if turn_upstreams is not None else ():
         secrets.extend(creds.secrets())
     location = opts.get("evidence_db") or host_config.evidence_location()

@@ -449,6 +449,30 @@ class HostConfig(BaseModel):
             values += [text, "".join(body), *body]
         return tuple(dict.fromkeys(v for v in values if v))
 
+    def credential_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """Every upstream credential this file names that can be read in plain text now: the
+        shared ones, every principal's and group's, the OAuth client secrets and subject
+        tokens, from the host environment or a file (a value kept in the token store is
+        encrypted there, under the key ``key_secrets`` names).
+
+        A run serves one principal, but the host holds the others' credentials as well
+        (its environment, its files): a model that has one anyway (an open run's harness
+        reads any file of its user, and the environment of that user's processes) must
+        not have another person's credential recorded or printed any more than its own.
+        A reference that cannot be read contributes nothing (it is not a value).
+        """
+        from sharedos.upstream.credentials import read_reference
+        from sharedos.upstream.secrets import CredentialError
+
+        values: list[str] = []
+        for uid, upstream in self.upstream.items():
+            for ref in _credential_refs(upstream):
+                if ref.store is not None:
+                    continue
+                with contextlib.suppress(CredentialError):
+                    values.append(read_reference(ref, environ, upstream=uid, label="credential"))
+        return tuple(dict.fromkeys(v for v in values if v))
+
     def _key_file_text(self, value: str, environ: Mapping[str, str]) -> str:
         """The stripped text of the key file ``value`` names (resolved as every file this
         host keeps); empty when it cannot be read."""

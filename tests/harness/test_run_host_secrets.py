@@ -328,3 +328,52 @@ def test_the_run_secrets_hold_the_token_store_key(tmp_path: Path, where: str) ->
     config = parse_host_config(text, str(tmp_path / "host.toml"), base_dir=tmp_path)
     secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ=environ)
     assert key in secrets
+
+
+def test_the_run_secrets_hold_every_principals_upstream_credential(tmp_path: Path) -> None:
+    """Alice's run held, among upstream credentials, only those serving her turn: bob's
+    own credential for the same upstream (in the host's environment, as the host file
+    names it), the ops group's (a file) and the operator's shared one were no secret of
+    her run, so a model that had one (an open run's harness reads the host's files and
+    the environment of its own user's processes) had another person's credential
+    recorded verbatim in her evidence and printed on her terminal. Every credential the
+    host file names and the run can read is a secret of every run."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.context import AccessContext
+    from sharedos.harness.hostconfig import parse_host_config
+    from sharedos.upstream.credentials import NoCredential, resolve_static, select
+
+    alice, bob, ops, shared = plant("alice"), plant("bob"), plant("ops"), plant("shared")
+    fd = os.open(tmp_path / "ops.token", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(ops + "\n")
+    config = parse_host_config(
+        "[harness.claude-code]\n"
+        "[upstream.fx]\n"
+        f"command = {json.dumps(PY)}\n"
+        'identity = "per-person-or-shared"\n'
+        "[upstream.fx.credentials]\n"
+        'FIXTURE_TOKEN = { env = "HUNT_SHARED" }\n'
+        "[upstream.fx.principals.alice]\n"
+        'FIXTURE_TOKEN = { env = "HUNT_ALICE" }\n'
+        "[upstream.fx.principals.bob]\n"
+        'FIXTURE_TOKEN = { env = "HUNT_BOB", prefix = "Bearer " }\n'
+        "[upstream.fx.groups.ops]\n"
+        'FIXTURE_TOKEN = { file = "ops.token" }\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    environ = {"HUNT_ALICE": alice, "HUNT_BOB": bob, "HUNT_SHARED": shared}
+    upstream = config.upstream["fx"]
+    binding = select(upstream, AccessContext(principal="alice"))
+    assert not isinstance(binding, NoCredential)
+    mine = resolve_static(upstream, binding, environ)
+    turn = SimpleNamespace(credentials={"fx": mine})
+    secrets = run_secrets({"host_config": config}, turn, environ=environ)
+    assert alice in secrets
+    missing = [
+        name for name, v in (("bob", bob), ("ops", ops), ("shared", shared)) if v not in secrets
+    ]
+    assert missing == [], f"credentials that are no secret of alice's run: {missing}"
