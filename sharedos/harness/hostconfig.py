@@ -744,6 +744,11 @@ def load_host_config(path: str | Path) -> HostConfig:
     return parse_host_config(text, str(target), base_dir=target.resolve().parent)
 
 
+def _tables(data: Mapping[str, Any]) -> list[str]:
+    """The top-level tables a host file sets (``upstream`` and ``harness`` aside)."""
+    return [k for k, v in data.items() if k not in ("upstream", "harness") and isinstance(v, dict)]
+
+
 def parse_host_config(
     text: str, source: str = "<host config>", *, base_dir: Path | None = None
 ) -> HostConfig:
@@ -772,7 +777,11 @@ def parse_host_config(
         for hid, entry in table.items():
             if isinstance(entry, dict):
                 problems += _prepare_entry(str(hid), entry, at)
-    elif "harness" not in data and not upstreams and not upstream_problems:
+    elif "harness" not in data and not upstreams and not upstream_problems and not _tables(data):
+        # a file of only ``version``: nothing configured. A host file without harnesses
+        # is still a host's store, policy and approvers (``sharedos approvals
+        # --host-file``, ``sharedos bundle verify --host-file``); ``sharedos run`` names
+        # the harness it cannot find itself
         problems.append(f"{source}:1:1: no [harness.<id>] table: nothing to launch")
     if "harness" not in data:
         data["harness"] = {}

@@ -52,6 +52,25 @@ def test_the_policy_time_zone_is_checked_where_it_is_written() -> None:
     assert p.startswith("host.toml:4:1: policy.time_zone:") and "Mars/Olympus" in p
 
 
+def test_a_host_file_without_harnesses_is_still_a_hosts_store_policy_and_approvers() -> None:
+    """``sharedos approvals --host-file`` and ``sharedos bundle verify --host-file`` read a
+    host file for its store, policy and approvers; one with no ``[harness.<id>]`` table
+    (README's fleet example) was refused as "nothing to launch"."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    fleet = readme[readme.index("# each host's configuration") :]
+    fleet = fleet[: fleet.index("```")]
+    config = parse_host_config(fleet.replace("/etc/sharedos/host-7.pem", "host-7.pem"), "h.toml")
+    assert config.harness == {} and config.policy.bundle is not None
+    approvers = parse_host_config(
+        'version = 1\n[evidence]\nurl = "e.sqlite"\n'
+        '[approvals.approvers.maya]\nroles = ["maintainer"]\n',
+        "h.toml",
+    )
+    assert approvers.approvals.approvers["maya"].roles == ("maintainer",)
+    (p,) = problems("version = 1\n")  # a file that configures nothing at all
+    assert p == "host.toml:1:1: no [harness.<id>] table: nothing to launch"
+
+
 def test_invalid_toml_is_positioned() -> None:
     (p,) = problems("version = 1\n[harness.codex\n")
     assert p.startswith("host.toml:2:") and "invalid TOML" in p
