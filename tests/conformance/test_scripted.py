@@ -265,3 +265,34 @@ async def test_each_turn_reads_back_only_its_own_records(tmp_path: Path) -> None
     assert sorted(a.call_id for a in run.attempts) == sorted(run.row_call_ids.values())
     assert len({a.record["turn_id"] for a in run.attempts}) == 2
     assert [c.grade for c in report.cells[0] + report.cells[1]] == [Grade.PASSED] * 2
+
+
+@pytest.mark.anyio
+async def test_each_scripted_turn_is_opened_and_sealed(manifest: Manifest, tmp_path: Path) -> None:
+    """Every turn closes with its seal, as a bridge's does: the scripted column's turns
+    were opened by their first row and never sealed, so the demo's store (README:
+    `sharedos evidence verify --db reports/evidence.sqlite`) read `0 sealed`, and with
+    `--require-seal` every turn was `unsealed`, "never closed: its host died"."""
+    from sharedos.evidence.verify import verify_store
+
+    # two turns' rows (alice's, the admin's), one of them waiting on an approval that the
+    # turn's close expires before its seal; no brokered upstream to start
+    wanted = {"public-read-allowed", "release-write-needs-approval", "private-read-admin-allowed"}
+    rows = [r for r in manifest.rows if r.id in wanted]
+    small = manifest.model_copy(update={"rows": rows, "upstreams": {}})
+    keep = tmp_path / "work"
+    keep.mkdir()
+    _, runs = await run_report(
+        small,
+        ["scripted"],
+        options=ColumnOptions(manifest=small, workdir=keep, shapes=("pi",)),
+        keep_workdir=keep,
+    )
+    with SqliteEvidenceStore(Path(runs[0].evidence_path or ""), read_only=True) as store:
+        report = verify_store(store, require_seal=True)
+        turns = {r.turn_id for r in store.query()}
+        openings = {t: [link for link in store.iter_links(t) if link.kind == "open"] for t in turns}
+    assert report.problems == [], [str(p) for p in report.problems]
+    assert turns and report.sealed == len(turns)
+    for turn, opening in openings.items():  # opened by the column, with the catalogue it offered
+        assert len(opening) == 1, turn

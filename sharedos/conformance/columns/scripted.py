@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from sharedos.conformance.columns.base import Attempt, ColumnOptions, ColumnRun, attempt_from_record
 from sharedos.conformance.environment import ConformanceEnv, column_environment, merge_wire
 from sharedos.conformance.manifest import Manifest, Row
+from sharedos.evidence.turns import evidence_turn
 from sharedos.harness.driver import (
     DriverError,
     DriverTurn,
@@ -126,13 +127,22 @@ async def run_shape(
                 identity=identity.as_record(),
                 max_steps=max_steps,
             )
-            try:
-                turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
-            except (DriverError, ShapeError) as exc:
-                # the turn broke off: what was recorded is graded, the rest is honestly
-                # left not exercised (never green)
-                notes.append(f"turn {ctx_name}/{policy_name} aborted: {exc}")
-                turn = DriverTurn(exchanges=list(driver.last_exchanges))
+            # the turn's opening record now and its seal when the driver's loop ends,
+            # as every other column's turn (``open_turn``) has them
+            async with evidence_turn(
+                env.evidence,
+                turn_id=turn_id,
+                catalog_hash=catalog.catalog_hash,
+                policy_hash=env.host.kernel.policy_hash,
+                identity=identity.as_record(),
+            ):
+                try:
+                    turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
+                except (DriverError, ShapeError) as exc:
+                    # the turn broke off: what was recorded is graded, the rest is honestly
+                    # left not exercised (never green)
+                    notes.append(f"turn {ctx_name}/{policy_name} aborted: {exc}")
+                    turn = DriverTurn(exchanges=list(driver.last_exchanges))
             records = env.evidence.query(turn_id=turn_id)
             upstream = brokered.wires(records)
             seen_note = brokered.note(f"turn {ctx_name}/{policy_name}")
