@@ -46,3 +46,39 @@ def test_the_revision_query_names_the_bundle_that_decided_each_call(pg_url: str)
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute(_revision_query()).fetchall()
     assert [(r[0], r[1], r[2]) for r in rows] == [("r1", "succeeded", 1), ("r2", "succeeded", 1)]
+
+
+def _doc(name: str) -> str:
+    return (DOC.parent / name).read_text(encoding="utf-8")
+
+
+def test_the_schema_version_the_docs_state_is_the_stores() -> None:
+    """kernel.md, contracts.md and evidence.md said schema 4 (`PRAGMA user_version = 4`)
+    two versions after the stores had moved on to 6."""
+    from sharedos.evidence import pg_schema, sqlite_schema
+    from sharedos.evidence.migrate import LATEST
+
+    assert sqlite_schema.SCHEMA_VERSION == pg_schema.LATEST == LATEST
+    kernel = _doc("kernel.md")
+    assert re.findall(r"`PRAGMA user_version = (\d+)`", kernel) == [str(LATEST)]
+    assert re.findall(r"### Record schema \(version (\d+):", kernel) == [str(LATEST)]
+    assert re.findall(r"Schema version (\d+) on both", _doc("contracts.md")) == [str(LATEST)]
+    assert re.findall(r"\(WAL, schema version (\d+);", _doc("contracts.md")) == [str(LATEST)]
+    evidence = _doc("evidence.md")
+    assert re.findall(r"on the same schema \(version (\d+)\)", evidence) == [str(LATEST)]
+    table = evidence[evidence.index("## Schema versions") :]
+    table = table[: table.index("\n\n", table.index("| version |"))]
+    assert re.findall(r"(?m)^\| (\d+) \|", table) == [str(v) for v in range(1, LATEST + 1)]
+
+
+def test_the_newer_schema_refusal_reads_as_documented() -> None:
+    from sharedos.evidence.migrate import LATEST, refuse_unreadable
+    from sharedos.evidence.store import EvidenceStoreError
+
+    try:
+        refuse_unreadable("…", LATEST + 1, writing=False)
+    except EvidenceStoreError as exc:
+        said = str(exc)
+    else:  # pragma: no cover - the refusal is the point
+        raise AssertionError("a newer schema was not refused")
+    assert f"`{said}`" in " ".join(_doc("evidence.md").split())
