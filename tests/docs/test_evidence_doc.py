@@ -82,3 +82,17 @@ def test_the_newer_schema_refusal_reads_as_documented() -> None:
     else:  # pragma: no cover - the refusal is the point
         raise AssertionError("a newer schema was not refused")
     assert f"`{said}`" in " ".join(_doc("evidence.md").split())
+
+
+def test_the_wait_at_open_on_a_locked_file_is_the_stores() -> None:
+    """kernel.md said a writable open of a locked SQLite file waits 1.5 s (a call's busy
+    wait); it waits `_OPEN_WAIT_S` (30 s), for a host creating or migrating the file."""
+    from sharedos.evidence import sqlite
+
+    row = next(
+        line
+        for line in _doc("kernel.md").splitlines()
+        if line.startswith("| locked by another connection |")
+    )
+    stated = re.findall(r"open waits (?:up to )?([\d.]+) s", row)
+    assert [float(s) for s in stated] == [sqlite._OPEN_WAIT_S]
