@@ -132,12 +132,28 @@ def refusal_of(url: str) -> str | None:
     return None
 
 
+def _shown(url: str, launch: Launch) -> str:
+    """``url`` as a message may show it: itself, or — when it is a secret of the launch, as
+    every env value of the host file is — where it was set and the address probed (a literal
+    address and port, which no credential is), never the value."""
+    shown = redact(url, launch.secret_values)
+    if shown == url:
+        return url
+    named = [k for k, v in launch.env.items() if v == url and k.upper().endswith("_BASE_URL")]
+    target = _probe_target(url)
+    where = named[0] if named else "a base_url of its configuration"
+    if target is None:
+        return where
+    host, port = target
+    return f"{where} (at {f'[{host}]' if ':' in host else host}:{port})"
+
+
 def check_model_endpoints(harness_id: str, launch: Launch, *, skip: Iterable[str | None]) -> None:
     """Raise ``ModelEndpointRefused`` when a model endpoint of ``launch`` refuses connections."""
     for url in model_endpoints(launch, skip=skip):
         why = refusal_of(url)
         if why is not None:
-            shown = redact(url, launch.secret_values)
+            shown = _shown(url, launch)
             raise ModelEndpointRefused(
                 f"{harness_id}: its model endpoint {shown} refuses connections ({why}); the "
                 "harness was not started (it would retry until the deadline). Check the "
