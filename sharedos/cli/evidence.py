@@ -101,6 +101,10 @@ class _EvidenceGroup(click.Group):
         except EvidenceStoreError as exc:
             raise click.ClickException(str(exc)) from None
         except OSError as exc:
+            from sharedos.cli._output import give_up_on_stdout, stdout_refused
+
+            if stdout_refused(exc):  # ``> /dev/full``: exit 6, as every command does
+                raise give_up_on_stdout(exc) from None
             if exc.errno not in _NO_ROOM:
                 raise
             raise _cannot_write(exc, "the output") from None

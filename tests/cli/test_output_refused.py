@@ -46,6 +46,31 @@ def test_output_that_cannot_be_written_is_one_line_and_exit_6(argv: list[str]) -
     ], proc.stderr
 
 
+@pytest.mark.parametrize("command", ["verify", "counts"])
+def test_an_evidence_command_whose_output_cannot_be_written_exits_6(
+    command: str, tmp_path: Path
+) -> None:
+    """`sharedos evidence` turned a full standard output into exit 1 ("Error: cannot write
+    the output"), which for `verify` reads as "something was found" in the store."""
+    from sharedos.evidence import SqliteEvidenceStore
+
+    db = tmp_path / "evidence.sqlite"
+    SqliteEvidenceStore(db).close()
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [str(BIN / "sharedos"), "evidence", command, "--db", str(db)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: cannot write to standard output: No space left on device"
+    ], proc.stderr
+
+
 def test_an_error_writing_a_file_is_not_taken_for_standard_output(tmp_path: Path) -> None:
     """Only standard output is "the output": a command failing on another file keeps its
     own message and exit status."""

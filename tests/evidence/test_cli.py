@@ -147,13 +147,13 @@ def test_an_export_the_disk_cannot_hold_is_one_line_and_leaves_no_cut_file(
     assert kept.read_text() == "an earlier export\n"
     # no temporary file left beside them (every other file here is a plain name)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
-    # standard output on a full disk: the same one line
+    # standard output on a full disk: one line, and exit 6 as every command's (not 1)
     with open("/dev/full", "w") as full:
         proc = subprocess.run(
             [*cli, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True
         )
-    assert proc.returncode == 1
-    assert proc.stderr == "Error: cannot write the output: No space left on device\n"
+    assert proc.returncode == 6
+    assert proc.stderr == "error: cannot write to standard output: No space left on device\n"
 
 
 @pytest.mark.parametrize(
