@@ -14,6 +14,7 @@ it has.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -190,3 +191,39 @@ def test_every_command_line_in_the_docs_parses(
                 _parse(words)
     except click.ClickException as exc:
         pytest.fail(f"{line.where}: `{line.text}`: {exc.format_message()}")
+
+
+def _listed_choices(line: CommandLine) -> list[tuple[str, set[str], set[str]]]:
+    """For each ``--opt a|b|c`` of a synopsis whose option is a choice: (option, the
+    choices listed, the option's own); a placeholder (``O|interrupted``) lists none."""
+    words = _words(line.text)
+    program, rest = words[0], words[1:]
+    path = []
+    for word in rest:
+        if word.startswith("-") or "|" in word or word.isupper() or word in _ELIDED:
+            break
+        path.append(word)
+    cmd, _words_left, _ctx = _resolve(program, path)
+    options = {o: p for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+    out = []
+    for option, listed in itertools.pairwise(words):
+        param = options.get(option)
+        if param is None or "|" not in listed or not isinstance(param.type, click.Choice):
+            continue
+        choices = set(listed.rstrip(".[]").split("|"))
+        if any(c.isupper() for c in choices):
+            continue
+        out.append((option, choices, {str(c) for c in param.type.choices}))
+    return out
+
+
+def test_a_synopsis_lists_every_choice_of_an_option() -> None:
+    """kernel.md's `sharedos evidence export ... [--format jsonl|json]` left out csv."""
+    wrong = [
+        f"{line.where}: {option} lists {sorted(listed)}, the command takes {sorted(real)}"
+        for line in LINES
+        if _synopsis(line.text) and not line.inline
+        for option, listed, real in _listed_choices(line)
+        if listed != real
+    ]
+    assert not wrong, wrong
