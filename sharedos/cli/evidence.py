@@ -41,14 +41,21 @@ _DB = click.option(
 _TURN = click.option("--turn", "turn", default=None, help="Only this turn id.")
 
 
-def _open(db: str) -> Any:
+class _Unusable(click.ClickException):
+    """A store that could not be opened or read, for a command whose exit 1 means "found
+    something" (``verify``): exit 2, as ``shadow`` and ``replay`` say of such a store."""
+
+    exit_code = 2
+
+
+def _open(db: str, *, unusable: type[click.ClickException] = click.ClickException) -> Any:
     from sharedos.evidence.url import open_store
 
     try:
         # read-only: no probe, no migration, nothing created where a path was mistyped
         return open_store(db, read_only=True)
     except EvidenceStoreError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise unusable(str(exc)) from None
 
 
 def _text_row(rec: EvidenceRecord) -> str:
@@ -309,7 +316,8 @@ def verify_cmd(
     deleted turn or a cut tail committed before one; with --key, seals and
     checkpoints not signed by a trusted key and turns without a seal. Exit 0
     when the store is clean, 1 when anything was found (each finding with its
-    turn and position, or its checkpoint), 2 for a usage error.
+    turn and position, or its checkpoint), 2 for a usage error or a store that
+    could not be opened or read (nothing found in it).
     """
     from sharedos.evidence.chain import load_public_key
     from sharedos.evidence.checkpoint import Checkpoint
@@ -334,7 +342,7 @@ def verify_cmd(
         except (OSError, ValueError) as exc:
             raise click.UsageError(f"{since}: {exc}") from None
     total = StoreReport()
-    with _open(db) as store:
+    with _open(db, unusable=_Unusable) as store:
         try:
             problems = check_file(store)
             found, total.checkpoints = check_checkpoints(
@@ -353,7 +361,9 @@ def verify_cmd(
                     for problem in report.problems:
                         click.echo(problem.line())
         except EvidenceStoreError as exc:
-            raise click.ClickException(str(exc)) from None
+            # what was found stands (exit 1); a store that failed before anything was
+            # found established nothing, and is no finding (exit 2)
+            raise (click.ClickException if total.problems else _Unusable)(str(exc)) from None
     if fmt == "json":
         click.echo(json.dumps(total.to_dict(), sort_keys=True))
     else:

@@ -92,6 +92,17 @@ def test_list_and_export_by_turn(db: Path, tmp_path: Path) -> None:
     assert out.split() == ["t1", "4", "t2", "1"]
 
 
+def test_verify_of_a_store_it_cannot_open_is_no_finding(tmp_path: Path) -> None:
+    """`verify` exits 1 when it found the store changed; a mistyped path or a file that is
+    no store exited 1 as well, so a script read "tampered" where nothing was checked."""
+    (tmp_path / "notes.db").write_text("not a database\n", encoding="utf-8")
+    refused = "postgresql://nobody@127.0.0.1:1/evidence"  # nothing listens on port 1
+    for db in (str(tmp_path / "nope.db"), str(tmp_path / "notes.db"), refused):
+        code, out = invoke("verify", "--db", db)
+        assert code == 2, out
+        assert out.startswith("Error: ") and len(out.strip().splitlines()) == 1, out
+
+
 def test_missing_database_is_a_clear_error_not_a_new_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.db"
     code, out = invoke("counts", "--db", str(missing))
