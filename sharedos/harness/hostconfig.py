@@ -178,15 +178,9 @@ class HarnessConfig(BaseModel):
 
     @model_validator(mode="after")
     def _declared(self) -> HarnessConfig:
-        if self.provider == "scripted" and self.declared_model != SCRIPTED_MODEL_NAME:
-            raise ValueError(
-                f"provider 'scripted' declares itself as {SCRIPTED_MODEL_NAME!r}; "
-                f"declared_model {self.declared_model!r} would record a model that did not run"
-            )
-        if self.provider == "host" and self.declared_model == SCRIPTED_MODEL_NAME:
-            raise ValueError(
-                "provider 'host' needs declared_model: the model your env/args configure"
-            )
+        said = declared_model_problem(self.provider, self.declared_model)
+        if said is not None:
+            raise ValueError(said)
         return self
 
     @property
@@ -819,6 +813,18 @@ def _in_file_order(problems: list[str]) -> list[str]:
 _MISSING_KIND = "<missing kind>"
 
 
+def declared_model_problem(provider: str, declared_model: str) -> str | None:
+    """Why ``declared_model`` does not tell the truth about ``provider``'s model, or None."""
+    if provider == "scripted" and declared_model != SCRIPTED_MODEL_NAME:
+        return (
+            f"provider 'scripted' declares itself as {SCRIPTED_MODEL_NAME!r}; "
+            f"declared_model {declared_model!r} would record a model that did not run"
+        )
+    if provider == "host" and declared_model == SCRIPTED_MODEL_NAME:
+        return "provider 'host' needs declared_model: the model your env/args configure"
+    return None
+
+
 def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
     """Fill ``id``/``kind`` defaults and check each env entry at its own key; return problems.
 
@@ -850,6 +856,16 @@ def _prepare_entry(hid: str, entry: dict[str, Any], at: Any) -> list[str]:
                 )
             )
             entry["kind"] = _MISSING_KIND
+    provider = entry.get("provider", "scripted")
+    declared = entry.get("declared_model", SCRIPTED_MODEL_NAME)
+    if isinstance(provider, str) and isinstance(declared, str):
+        # checked here, not only by the model's own validator, which pydantic runs only
+        # when every field of the entry is valid: "every problem at once"
+        said = declared_model_problem(provider, declared)
+        if said is not None:
+            problems.append(at(("harness", hid, "declared_model"), f"harness.{hid}", said))
+            entry.pop("provider", None)
+            entry.pop("declared_model", None)
     vendor = entry.get("vendor")
     if isinstance(vendor, dict) and entry["kind"] in harness_kinds():
         problems += _check_vendor(hid, str(entry["kind"]), vendor, at)

@@ -92,6 +92,19 @@ def test_every_problem_is_reported() -> None:
     assert "host.toml:7:1: harness.codex.env.OPENAI_API_KEY: must be a string" in found
 
 
+def test_a_model_that_is_not_declared_is_reported_beside_the_entrys_other_problems() -> None:
+    """docs/harnesses.md: `sharedos host check` prints every problem at once. The check of
+    provider against declared_model ran only once every other key of the entry was valid,
+    so a bad transport hid it until the operator had fixed that and run the check again."""
+    found = problems("[harness.codex]\nprovider = 'host'\ntransport = 'tcp'\ntimeout_s = -1\n")
+    assert found == [
+        "host.toml:1:1: harness.codex: provider 'host' needs declared_model: the model your "
+        "env/args configure",
+        "host.toml:3:1: harness.codex.transport: Input should be 'http' or 'stdio'",
+        "host.toml:4:1: harness.codex.timeout_s: Input should be greater than 0",
+    ]
+
+
 def test_declared_model_must_tell_the_truth() -> None:
     (p,) = problems("[harness.codex]\ndeclared_model = 'gpt-5.5'\n")
     assert "would record a model that did not run" in p
