@@ -527,26 +527,34 @@ def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> Upst
             report((uid, str(key)), f"unknown key (known: {', '.join(sorted(UPSTREAM_KEYS))})")
     data = {k: v for k, v in entry.items() if k in UPSTREAM_KEYS}
     namespace = data.get("namespace", uid)
+    usable = True
     if not isinstance(namespace, str) or not _ID_RE.fullmatch(namespace):
         report(
             (uid, "namespace"),
             "a namespace is 1-64 characters of letters, digits, '_' and '-' (no '.': tools "
             "are published as NAMESPACE.TOOL)",
         )
-        return None
-    if namespace in RESERVED_NAMESPACES:
+        usable = False
+    elif namespace in RESERVED_NAMESPACES:
         report(
             (uid, "namespace"),
             f"namespace {namespace!r} is SharedOS's own; choose another for the upstream",
         )
-        return None
+        usable = False
     has_cmd, has_url = "command" in data, "url" in data
     if has_cmd == has_url:
         report(
             (uid,),
             "give exactly one of command (stdio) or url (streamable HTTP)",
         )
+        # the entry's keys that do not depend on its transport are still checked
+        # (`sharedos host check` reports every problem at once); the entry is left out
+        rest = {k: v for k, v in data.items() if k in _ANY_TRANSPORT_KEYS}
+        placeholder = {"id": uid, "namespace": "x", "transport": "stdio", "command": "x"}
+        _validated(uid, {**rest, **placeholder}, report)
         return None
+    if not usable:
+        data["namespace"] = namespace = "x"  # reported above; the rest is still checked
     transport = "stdio" if has_cmd else "http"
     _check_people(uid, data, transport, base_dir, report)
     _check_plain(uid, "env", data.get("env"), report, names=_ENV_NAME_RE, what="environment")
@@ -569,6 +577,17 @@ def _parse_one(uid: str, entry: Any, base_dir: Path | None, report: Any) -> Upst
         data["command"] = _relative_to(data["command"], base_dir, only_with_slash=True)
     if isinstance(data.get("cwd"), str):
         data["cwd"] = _relative_to(data["cwd"], base_dir, only_with_slash=False)
+    config = _validated(uid, data, report)
+    return config if usable else None
+
+
+#: the keys of an upstream whose meaning does not depend on its transport
+_ANY_TRANSPORT_KEYS = frozenset(
+    {"timeouts", "limits", "pinning", "protocol", "list_cache_s", "enabled", "description"}
+)
+
+
+def _validated(uid: str, data: dict[str, Any], report: Any) -> UpstreamConfig | None:
     try:
         return UpstreamConfig.model_validate(data)
     except ValidationError as exc:

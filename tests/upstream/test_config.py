@@ -232,3 +232,21 @@ def test_an_oauth_upstream_on_another_machine_is_reached_over_https_only(
         return
     (said,) = problems(text)
     assert said.startswith("host.toml:2:1: upstream.a.url: an OAuth upstream is reached over"), said
+
+
+def test_an_upstream_entrys_problems_are_all_reported_at_once() -> None:
+    """`sharedos host check` reports every problem at once: a namespace refused, or a
+    table giving neither command nor url, stopped the entry's check there, so its bad
+    timeouts and pinning were said only after that was fixed and the check run again."""
+    found = problems(
+        '[upstream.a]\ntimeouts = { call_s = -1 }\npinning = "maybe"\n'
+        '[upstream.b]\nnamespace = "files"\ncommand = "x"\nlimits = { max_tools = 0 }\n'
+    )
+    assert found == [
+        "host.toml:1:1: upstream.a: give exactly one of command (stdio) or url (streamable HTTP)",
+        "host.toml:2:14: upstream.a.timeouts.call_s: Input should be greater than 0",
+        "host.toml:3:1: upstream.a.pinning: Input should be 'required' or 'off'",
+        "host.toml:5:1: upstream.b.namespace: namespace 'files' is SharedOS's own; choose "
+        "another for the upstream",
+        "host.toml:7:12: upstream.b.limits.max_tools: Input should be greater than 0",
+    ]
