@@ -232,6 +232,22 @@ def test_cli_stdout_and_stdin_modes() -> None:
     assert code == 1 and "SOS10" in stderr
 
 
+def test_cli_check_and_diff_read_stdin_as_they_read_a_file() -> None:
+    """`fmt --check -` printed stdin formatted and exited 0 whatever it held, so a CI step
+    piping a policy through it passed unformatted text; --diff printed no diff."""
+    messy = (DATA / "messy.sos").read_text(encoding="utf-8")
+    tidy = (DATA / "messy.formatted.sos").read_text(encoding="utf-8")
+    code, stdout, stderr = invoke("fmt", "--check", "-", stdin=messy)
+    assert (code, stdout) == (1, "would reformat <stdin>\n")
+    assert "1 file would be reformatted, 0 unchanged" in stderr
+    code, stdout, _ = invoke("fmt", "--check", "-", stdin=tidy)
+    assert (code, stdout) == (0, "")
+    code, stdout, _ = invoke("fmt", "--diff", "-", stdin=messy)
+    assert code == 0 and stdout.startswith("--- <stdin> (original)\n+++ <stdin> (formatted)\n")
+    code, _, _ = invoke("fmt", "--write", "-", stdin=messy)  # stdin is no file to rewrite
+    assert code == 2
+
+
 def test_cli_flag_conflicts_are_usage_errors() -> None:
     code, _, _ = invoke("fmt", "--write", "--check", str(DATA / "messy.sos"))
     assert code == 2

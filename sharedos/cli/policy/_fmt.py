@@ -57,6 +57,8 @@ def fmt_cmd(
     if "-" in paths:
         if len(paths) != 1:
             raise click.UsageError("'-' (stdin) cannot be combined with other paths")
+        if write:
+            raise click.UsageError("--write rewrites files in place; '-' (stdin) is no file")
         # read as a file is read: bytes decoded strictly (text that is not UTF-8
         # is reported, not carried through as escapes), line ends kept as they are
         data = sys.stdin.buffer.read(textfile.DEFAULT_LIMIT + 1)
@@ -79,8 +81,29 @@ def fmt_cmd(
             for diag in result.diagnostics:
                 click.echo(diag.render() + "\n", err=True)
             raise click.exceptions.Exit(EXIT_POLICY)
-        click.echo(result.text, nl=False)
-        raise click.exceptions.Exit(EXIT_OK)
+        if not (check_only or show_diff):
+            click.echo(result.text, nl=False)
+            raise click.exceptions.Exit(EXIT_OK)
+        # --check and --diff read stdin as they read a file (they printed it formatted,
+        # exit 0, whatever it held)
+        differs = result.text != text
+        if show_diff and differs:
+            diff = difflib.unified_diff(
+                text.splitlines(keepends=True),
+                result.text.splitlines(keepends=True),
+                fromfile="<stdin> (original)",
+                tofile="<stdin> (formatted)",
+            )
+            click.echo("".join(diff), nl=False)
+        elif check_only and differs:
+            click.echo("would reformat <stdin>")
+        if check_only:
+            click.echo(
+                f"{int(differs)} file{'' if differs else 's'} would be reformatted, "
+                f"{int(not differs)} unchanged",
+                err=True,
+            )
+        raise click.exceptions.Exit(EXIT_POLICY if check_only and differs else EXIT_OK)
 
     files = discover_sources(paths)
     failed = 0
