@@ -48,7 +48,29 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
         sys.exit(1)
-    click.echo(f"{file}: ok, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)")
+    # what `sharedos run` would stop at, found before the summary's first line says "ok"
+    key_problems = list(check_keys(config, text))
+    shadow_line, shadow_problem = check_shadow(config, text)
+    launches: dict[str, tuple[str | None, str | None]] = {}
+    if versions:
+        from sharedos.harness.runtime import create_mcp_harness_runtime
+        from sharedos.harness.tools import HarnessUnavailable
+
+        for hid, cfg in config.harness.items():
+            found: str | None = None
+            try:
+                runtime = create_mcp_harness_runtime(cfg, config)
+                found = runtime.version()
+                runtime.check_env()  # a ${VAR} unset here would fail its launch
+                launches[hid] = (found, None)
+            except (HarnessUnavailable, HostConfigError) as exc:
+                launches[hid] = (found, str(exc))
+    count = len(key_problems) + (shadow_problem is not None)
+    count += sum(1 for _found, error in launches.values() if error is not None)
+    verdict = "ok" if count == 0 else f"{count} problem{'s' if count != 1 else ''}"
+    click.echo(
+        f"{file}: {verdict}, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)"
+    )
     for uid, up in config.upstream.items():
         click.echo(f"  upstream {uid}: {up.summary()}")
         if up.per_person:
@@ -58,15 +80,11 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
 
         click.echo(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
     click.echo(f"  confinement: {_confinement_line(config)}")
-    failed = False
-    for problem in check_keys(config, text):  # sharedos run would stop at it
-        failed = True
+    for problem in key_problems:
         click.echo(f"error: {problem}", err=True)
-    shadow_line, shadow_problem = check_shadow(config, text)
     if shadow_line is not None:
         click.echo(f"  {shadow_line}")
     if shadow_problem is not None:
-        failed = True
         click.echo(f"error: {shadow_problem}", err=True)
     for hid, cfg in config.harness.items():
         env_names = ", ".join(cfg.env.redacted()) or "none"
@@ -75,18 +93,12 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
             f"  {hid}: kind {cfg.kind}, transport {cfg.transport}, provider {cfg.provider}, "
             f"declared model {cfg.declared_model!r}{ext}; env: {env_names}"
         )
-        if versions:
-            from sharedos.harness.runtime import create_mcp_harness_runtime
-            from sharedos.harness.tools import HarnessUnavailable
-
-            try:
-                runtime = create_mcp_harness_runtime(cfg, config)
-                click.echo(f"    version: {runtime.version()}")
-                runtime.check_env()  # a ${VAR} unset here would fail its launch
-            except (HarnessUnavailable, HostConfigError) as exc:
-                failed = True
-                click.echo(f"    error: {exc}", err=True)
-    if failed:
+        found, error = launches.get(hid, (None, None))
+        if found is not None:
+            click.echo(f"    version: {found}")
+        if error is not None:
+            click.echo(f"    error: {error}", err=True)
+    if count:
         sys.exit(1)
 
 

@@ -86,3 +86,14 @@ def test_host_check_loads_the_keys_the_host_would(tmp_path: Path) -> None:
     host.write_text(good, encoding="utf-8")
     res = CliRunner().invoke(main, ["host", "check", str(host)])
     assert res.exit_code == 1 and f"{host}:6:1: evidence.sign_key" in res.output
+
+
+def test_a_file_sharedos_run_would_stop_at_is_not_said_to_be_ok(tmp_path: Path) -> None:
+    """docs/harnesses.md: problems (exit 1), or a summary (exit 0). A key file `sharedos
+    run` could not load was reported, exit 1, under a first line saying `host.toml: ok`."""
+    host = tmp_path / "host.toml"
+    host.write_text('[harness.pi]\n[policy]\nkeys = ["missing.pub"]\n', encoding="utf-8")
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 1, res.output
+    assert res.stdout.splitlines()[0] == f"{host}: 1 problem, 1 harness(es), 0 upstream(s)"
+    assert ": ok," not in res.output
