@@ -23,7 +23,7 @@ import os
 import secrets
 import stat
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sharedos.catalog.definition import ToolAnnotations, ToolDefinition, ToolMetadata
@@ -597,6 +597,24 @@ def files_tools(
             ToolAnnotations(destructive_hint=True, idempotent_hint=False, open_world_hint=False),
         ),
     ]
+
+
+def paths_within_root(
+    root: str | os.PathLike[str], paths: Iterable[str | os.PathLike[str]]
+) -> list[str]:
+    """Those of ``paths`` that the files tools over ``root`` could reach: each resolved
+    (symbolic links followed, a file not made yet by its directory) and found to be
+    ``root`` or under it. A host refuses to serve the files tools over a root that holds
+    its own state (the evidence store, the rules, its keys): a permitted ``files.write``
+    or ``files.delete`` would change the record of its own calls or the next policy."""
+    base = os.path.realpath(root)
+    prefix = base.rstrip("/") + "/"
+    found = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if real == base or real.startswith(prefix):
+            found.append(os.fspath(path))
+    return found
 
 
 def register_files_tools(

@@ -18,7 +18,7 @@ from sharedos.bridge import open_turn
 from sharedos.bridge.turnfile import StdioLaunch, TurnFile, read_turn_file, write_turn_file
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
-from tests.bridge.conftest import DATA, Runtime, build_runtime
+from tests.bridge.conftest import DATA, Runtime, build_runtime, make_sandbox
 from tests.bridge.rawwire import INITIALIZED, StdioBridge, frame, initialize
 from tests.bridge.rawwire import call as call_request
 from tests.timing import bound
@@ -389,3 +389,26 @@ async def test_a_standalone_bridge_records_at_exit_the_calls_a_lock_refused(
         ("failed", "evidence_unavailable"),
     ]
     assert "nothing ran" in str(records[1].error)
+
+
+def test_a_standalone_turn_file_whose_sandbox_holds_the_evidence_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A standalone stdio bridge serves the files tools over ``sandbox_root``: a turn file
+    that puts the evidence store under it is refused (a permitted files.delete would take
+    the record of its own calls)."""
+    from sharedos.bridge.stdio import build_runtime as build_stdio_runtime
+    from sharedos.bridge.turnfile import TurnFileError
+
+    sandbox = make_sandbox(tmp_path / "sandbox")
+    turn = TurnFile(
+        context=AccessContext(principal="alice"),
+        rules=(DATA / "files.sos",),
+        evidence_db=sandbox / "public" / "evidence.sqlite",
+        sandbox_root=sandbox,
+        run_policy="bridge-open",
+        open_marker=tmp_path / "open",
+    )
+    with pytest.raises(TurnFileError, match="holds SharedOS's own state"):
+        build_stdio_runtime(turn)
+    assert not (sandbox / "public" / "evidence.sqlite").exists()

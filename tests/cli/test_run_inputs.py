@@ -216,3 +216,25 @@ def test_an_unset_variable_in_the_evidence_url_is_one_line(tmp_path: Path) -> No
         "error: [evidence] url: ${SHAREDOS_TEST_UNSET_VAR} is not set in the host environment"
     )
     assert not list(tmp_path.rglob("*.sqlite"))
+
+
+@pytest.mark.parametrize("inside", ["evidence", "rules"])
+def test_a_sandbox_root_that_holds_sharedos_state_is_refused(tmp_path: Path, inside: str) -> None:
+    """The files tools act on anything under their root a rule permits: with the evidence
+    store (or the rules) there, a permitted ``files.write``/``files.delete`` would change
+    the record of its own calls (or the next run's policy). Refused before anything opens."""
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    if inside == "evidence":
+        extra = ["--evidence", str(sandbox / "ev.sqlite")]
+    else:
+        (sandbox / "more.sos").write_text("namespace more\n", encoding="utf-8")
+        extra = ["--rules", str(sandbox / "more.sos")]
+    proc = sharedos_run(tmp_path, *extra, "--principal", "alice")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds SharedOS's own state" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (sandbox / "ev.sqlite").exists() and not (tmp_path / "ev.sqlite").exists()
+    # the same flags with the state beside the sandbox root run
+    fine = sharedos_run(tmp_path, "--principal", "alice")
+    assert fine.returncode == 0, fine.stdout + fine.stderr
