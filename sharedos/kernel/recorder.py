@@ -20,7 +20,8 @@ outcome at once; such a record the store still refuses for a cause that passes
 recovers. A write the store refused for a cause that passes and that left
 nothing behind (``locked``: it never got the write lock; ``disk_full``: its
 transaction was rolled back; ``timeout``: the server cancelled its statement,
-or no connection came in time) is owed the same way: once a later write lands,
+or no connection came in time; ``read_only``: the server refused the statement, a
+database made read-only or a role without ``INSERT``, until it is writable again) is owed the same way: once a later write lands,
 what its caller was told is written (up to ``max_pending`` such records).
 Once the writer has made no progress for ``timeout_s`` while
 writes are waiting, new writes fail at once instead of each waiting the
@@ -73,14 +74,16 @@ logger = logging.getLogger("sharedos.evidence")
 
 #: why a write was given up: its bound passed, its caller was cancelled, or the store
 #: refused it for a cause that passes (``OWED_CAUSES``: written later, saying which)
-GiveUp = Literal["timeout", "cancelled", "locked", "disk_full"]
+GiveUp = Literal["timeout", "cancelled", "locked", "disk_full", "read_only"]
 #: the outcome to write instead, for a write given up on
 Fallback = Callable[[GiveUp], OutcomeRecord]
 #: causes of a refused write that pass, and after which nothing of the write is in the store
 #: (the statement failed inside its own transaction, or never reached the server): what the
 #: caller was told is owed. A write whose fate is unknown (a connection lost in flight and not
-#: resolved in time: ``io``) is not: writing it again could write it twice
-OWED_CAUSES: frozenset[GiveUp] = frozenset({"locked", "disk_full", "timeout"})
+#: resolved in time: ``io``) is not: writing it again could write it twice. ``read_only`` is a
+#: statement the server refused (a read-only transaction, no ``INSERT``): nothing of it landed,
+#: and it passes when the database is made writable or the grant given back
+OWED_CAUSES: frozenset[GiveUp] = frozenset({"locked", "disk_full", "timeout", "read_only"})
 
 
 class EvidenceUnavailable(EvidenceError):

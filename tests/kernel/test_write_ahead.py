@@ -676,3 +676,77 @@ async def test_records_written_instead_while_the_store_is_still_locked_are_kept(
     )
     assert sorted(c for c in told if c not in records) == []
     assert host._recorder.unwritten() == 0
+
+
+@pytest.mark.parametrize("fault", ["read_only_database", "insert_revoked"])
+async def test_calls_refused_while_the_postgresql_store_cannot_be_written_are_recorded_after(
+    kernel: Kernel, pg_url: str, fault: str
+) -> None:
+    """PostgreSQL: the database is made read-only (``default_transaction_read_only``, as a
+    failover script does), or the host's role loses ``INSERT``, for a while. Calls fail
+    closed, cause ``read_only``: the statement was refused, nothing of it landed. Once the
+    store takes writes again, every call answered ``evidence_unavailable`` meanwhile must
+    be recorded as it was answered, as after a lock or a full disk (docs/evidence.md:
+    "nothing lost"). Before, those calls were answered and never recorded."""
+    import psycopg
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    ran: list[str] = []
+
+    async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        ran.append(hctx.call.call_id)
+        return HandlerResult.text("ran")
+
+    PostgresEvidenceStore(pg_url).close()  # the schema, made by its owner
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        role = f"{name}_host"  # roles are the cluster's: one of this test's own
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO {role}")
+        conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    host_url = pg_url.replace("postgresql://sharedos@", f"postgresql://{role}@")
+    host_url += "&application_name=read-only-host"
+    store = PostgresEvidenceStore(host_url)
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=1.0)
+    try:
+        assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            if fault == "insert_revoked":
+                conn.execute(f"REVOKE INSERT ON chain FROM {role}")
+            else:
+                conn.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'read-only-host'"
+                )
+        told = {
+            c: await call(host, "misc.echo", {"path": "/y"}, c) for c in ("refused0", "refused1")
+        }
+        for result in told.values():
+            assert (result.outcome, result.reason) == (
+                Outcome.FAILED,
+                ReasonCode.EVIDENCE_UNAVAILABLE,
+            )
+        assert ran == ["before"]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SET default_transaction_read_only = off")
+            conn.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+            conn.execute(f"GRANT INSERT ON chain TO {role}")
+        deadline = time.monotonic() + bound(5.0)
+        while (await call(host, "misc.echo", {"path": "/z"}, "after")).reason is not None:
+            assert time.monotonic() < deadline, "writes never resumed"
+            await anyio.sleep(0.1)
+        while True:
+            records = {r.call_id: r for r in store.query()}
+            if all(c in records for c in told) or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.02)
+        assert sorted(c for c in told if c not in records) == [], "answered, never recorded"
+        for call_id in told:
+            rec = records[call_id]
+            assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE)
+            assert "(read_only); nothing ran" in (rec.error or ""), rec.error
+        assert host._recorder.unwritten() == 0
+    finally:
+        store.close()
