@@ -372,14 +372,15 @@ class ChainAppender:
         )
 
     def _outcome_values(self, outcome: OutcomeRecord) -> tuple[Any, ...]:
-        finished, error = outcome.finished_at, outcome.error
-        # ASCII text (nearly always) is storable as it is in every backend
+        # every text through the backend's ``text``, ASCII too: PostgreSQL's ``text`` cannot
+        # hold NUL, which is ASCII (an upstream's error message may carry one)
+        text = self.text
         return (
             str(outcome.outcome),
             str(outcome.reason) if outcome.reason is not None else None,
-            finished if finished.isascii() else self.text(finished),
+            text(outcome.finished_at),
             float(outcome.duration_ms),
-            error if error is None or error.isascii() else self.text(error),
+            text(outcome.error),
         )
 
     def _plan_attempt(self, values: list[Any], outcome: OutcomeRecord | None) -> Plan:
@@ -838,7 +839,7 @@ class ChainAppender:
     ) -> str:
         """Append the turn's seal (signed when a signer is set); return the seal's hash.
         ``check`` as for ``append_approval``: it refuses the seal, atomically with it."""
-        when = closed_at or now_iso()
+        when = self.text(closed_at) or now_iso()
         turn_id = self.text(turn_id) or ""
         _, plan = self._commit(lambda: self._plan_seal(turn_id, when, check))
         assert plan is not None

@@ -17,6 +17,7 @@ import pytest
 from sharedos.evidence import EvidenceRecord, EvidenceStore, arguments_digest
 from sharedos.evidence.record import OutcomeRecord
 from sharedos.evidence.store import EvidenceStoreError
+from sharedos.evidence.verify import verify_store
 from sharedos.outcomes import Outcome, ReasonCode
 from tests.evidence.stores import Opener, backend, opener, store  # noqa: F401  (fixtures)
 
@@ -129,6 +130,32 @@ def test_hostile_text_is_stored_never_refused(store: Any) -> None:
     assert store.counts().total == 2
     back = store.query()[0]
     assert back.status == "failed" and back.tool.startswith("a") and "c" in back.tool
+
+
+def test_an_ascii_error_holding_nul_is_stored_never_refused(store: Any) -> None:
+    """An error text that is ASCII but holds a NUL (an upstream tool's error message, a
+    refusal's detail quoting an argument) must be recorded as any other. PostgreSQL
+    ``text`` cannot hold NUL: the outcome was written raw, refused (cause ``io``), and the
+    call answered ``evidence_unavailable`` with its attempt left ``interrupted``; a refused
+    call's whole record was lost."""
+    nul = "upstream said: no such key 'a\x00b'"
+    seq = store.begin(attempt("ran"))
+    store.finish(seq, done(Outcome.FAILED, ReasonCode.HANDLER_ERROR, error=nul))
+    store.record(
+        attempt(
+            "refused",
+            outcome=Outcome.FAILED,
+            reason=ReasonCode.INVALID_ARGUMENTS,
+            error=nul,
+            finished_at="2026-12-02T10:00:00.000100Z",
+            duration_ms=0.1,
+        )
+    )
+    back = {r.call_id: r for r in store.query()}
+    assert (back["ran"].status, back["refused"].status) == ("failed", "failed")
+    for rec in back.values():
+        assert rec.error is not None and rec.error.startswith("upstream said: no such key 'a")
+    assert verify_store(store).clean
 
 
 def test_filters_order_and_limit(store: Any) -> None:
