@@ -68,6 +68,8 @@ STALE_PAUSE_S = 0.004
 DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
 #: a writer holding this many uncheckpointed heads checkpoints at once
 DIRTY_LIMIT = 50_000
+#: seconds, at least, before a writer whose checkpoint failed tries another (its interval if longer)
+RETRY_CHECKPOINT_S = 10.0
 
 
 class StaleHead(EvidenceError):
@@ -312,6 +314,8 @@ class ChainAppender:
         self.next_checkpoint = time.monotonic() + (
             checkpoint_interval_s if checkpoint_interval_s is not None else float("inf")
         )
+        #: after a checkpoint failed, none is due before this (``time.monotonic``)
+        self._retry_at = 0.0
         #: the store's last checkpoint as this writer knows it (None: ask the database)
         self._last_checkpoint: Checkpoint | None = None
         #: when the write under way must be done by (``time.monotonic``); None between writes.
@@ -710,7 +714,10 @@ class ChainAppender:
         dirty = self.dirty
         if not dirty:
             return False
-        return len(dirty) >= DIRTY_LIMIT or time.monotonic() >= self.next_checkpoint
+        now = time.monotonic()
+        if now < self._retry_at:
+            return False
+        return len(dirty) >= DIRTY_LIMIT or now >= self.next_checkpoint
 
     def checkpoint(
         self, heads: Sequence[tuple[str, int, str]] | None = None, *, always: bool = False
@@ -735,8 +742,18 @@ class ChainAppender:
             self.deadline = time.monotonic() + self.deadline_s
             try:
                 made = self._write_checkpoint(heads)
+            except BaseException:
+                # the heads stay to cover, by a later checkpoint. Not at the next write: each
+                # try runs on the writer thread, ahead of the calls' writes, and may wait out
+                # the store's lock timeout (a lock on ``checkpoints``): retried at every write,
+                # it made every call wait that long
+                self._retry_at = time.monotonic() + max(
+                    self.checkpoint_interval_s or 0.0, RETRY_CHECKPOINT_S
+                )
+                raise
             finally:
                 self.deadline = None
+            self._retry_at = 0.0
             self.dirty.clear()
             if self.checkpoint_interval_s is not None:
                 self.next_checkpoint = time.monotonic() + self.checkpoint_interval_s

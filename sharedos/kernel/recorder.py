@@ -43,7 +43,10 @@ is never another's. A lone write is never delayed to wait for company.
 
 Checkpoints: after a write, when the store says one is due
 (``evidence_checkpoint_due``), the writer thread takes it
-(``sharedos.evidence.checkpoint``), off the calls' path.
+(``sharedos.evidence.checkpoint``), off the calls' path. One that fails (a lock on
+``checkpoints``, the store down) is said once per cause and not tried again before the
+store's retry pause (``RETRY_CHECKPOINT_S``): on the writer thread, each try may wait out
+the store's lock timeout ahead of the calls' writes.
 """
 
 from __future__ import annotations
@@ -254,7 +257,16 @@ class EvidenceRecorder:
 
         def run() -> None:
             try:
-                self._quietly(take)
+                take()
+            except Exception as exc:  # no call's record: the rows stand, uncovered for now
+                cause = exc.cause if isinstance(exc, EvidenceStoreError) else "io"
+                self._report.failed(
+                    cause,
+                    f"cannot write an evidence checkpoint ({cause}): {exc}; calls go on, the "
+                    "rows written stand, and a later checkpoint covers them",
+                )
+            else:
+                self._succeeded()
             finally:
                 self._heads_queued = False
 

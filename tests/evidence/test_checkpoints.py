@@ -450,3 +450,34 @@ def test_an_exported_checkpoint_edited_after_export_anchors_nothing(
         code, out = cli(*args, *extra)
         assert code == 1 and "the checkpoint given does not match its hash" in out, out
         assert "the store was rewritten" not in out, out
+
+
+def test_a_checkpoint_that_failed_is_not_tried_again_at_every_write(pg_url: str) -> None:
+    """Another session holds a lock on ``checkpoints`` (a ``VACUUM FULL``, an operator's
+    ``LOCK TABLE``): a host's periodic checkpoint waits out the store's lock timeout and
+    fails. It runs on the writer thread, ahead of the calls' writes, and it stayed due, so
+    it was tried again after every write: each call waited the lock timeout once per write
+    (6 calls through a host took 16 s instead of 1.5 s), and each try was logged as a lost
+    record. After a failure the next try waits (``RETRY_CHECKPOINT_S``); the heads it would
+    have covered are covered by the next checkpoint that lands."""
+    import psycopg
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+    from sharedos.evidence.store import EvidenceStoreError
+
+    store = PostgresEvidenceStore(pg_url, checkpoint_interval_s=0.01, statement_timeout_s=0.3)
+    try:
+        store.finish(store.begin(attempt("a", turn="T1")), ok())
+        with psycopg.connect(pg_url) as holder:
+            holder.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
+            assert store.evidence_checkpoint_due()
+            with pytest.raises(EvidenceStoreError):
+                store.take_checkpoint()
+            store.finish(store.begin(attempt("b", turn="T2")), ok())
+            assert not store.evidence_checkpoint_due(), "a failed checkpoint retried at once"
+            holder.rollback()
+        made = store.take_checkpoint()  # asked for: taken at once, covering both turns
+        assert made is not None and made.heads == 2
+        assert verify_store(store).clean
+    finally:
+        store.close()
