@@ -11,8 +11,9 @@ caller already has:
   change). Bounded: a timeout per network operation, a deadline for the whole
   fetch (a server that answers one byte at a time cannot hold a poll past
   it: its connection is shut when the deadline passes) and a size cap; only
-  ``http`` and ``https``. A ``304`` to a request that had nothing to compare
-  (the host holds no bundle) is a broken cache or server: the bundle is asked
+  ``http`` and ``https``. A body shorter than its ``Content-Length`` (the
+  connection closed part way) is a failed fetch, not a bundle. A ``304`` to a
+  request that had nothing to compare (the host holds no bundle) is a broken cache or server: the bundle is asked
   for once more, uncached, and if the answer is still ``304`` that is an error.
 
 Errors are ``SourceError`` with one line saying what failed where.
@@ -246,6 +247,7 @@ class HttpSource:
                 with opener.open(request, timeout=min(self.timeout_s, self.deadline_s)) as resp:
                     data = resp.read(MAX_BUNDLE_BYTES + 1)
                     status, etag = int(resp.status), resp.headers.get("ETag")
+                    announced = _content_length(resp.headers.get("Content-Length"))
             except urllib.error.HTTPError as exc:
                 if exc.code == 304:
                     return 304, b"", tag
@@ -259,6 +261,13 @@ class HttpSource:
                 raise self._late()
         if len(data) > MAX_BUNDLE_BYTES:
             raise SourceError(f"GET {url}: larger than {MAX_BUNDLE_BYTES} bytes")
+        if announced is not None and len(data) < announced:
+            # a sized read returns what came before the connection closed, without an error:
+            # that is a failed fetch, not a bundle to verify (and refuse as "not JSON")
+            raise SourceError(
+                f"GET {url}: the answer was cut short: {len(data)} of {announced} bytes "
+                "before the connection closed"
+            )
         return status, data, etag
 
     def _late(self) -> SourceError:
@@ -284,6 +293,13 @@ class HttpSource:
         if status == 304:
             return NotModified(tag or "")
         return Fetched(data, etag or _content_tag(data), self.origin)
+
+
+def _content_length(value: str | None) -> int | None:
+    """The length a ``Content-Length`` header announces (None: none, or not a number)."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value.strip())
 
 
 def open_source(location: str | Path) -> DirectorySource | HttpSource:

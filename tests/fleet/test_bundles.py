@@ -175,7 +175,10 @@ class _BundleServer(http.server.BaseHTTPRequestHandler):
             self.send_header("ETag", etag)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        cut = state.get("cut")  # the connection dropped part way through the body
+        self.wfile.write(body[:cut] if cut is not None else body)
+        if cut is not None:
+            self.close_connection = True
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -215,6 +218,34 @@ def test_an_http_bundle_is_polled_with_etags(
     assert manager.poll().status == "refused" and manager.current().revision == "r2"
     state["down"] = True
     assert manager.poll().status == "unreachable" and manager.current().revision == "r2"
+
+
+def test_an_answer_cut_short_is_said_so_and_fetched_again(
+    tmp_path: Path,
+    bundle_server: tuple[str, dict[str, Any]],
+    keys: tuple[bytes, bytes],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The connection drops part way through the bundle (a proxy restarted, a network cut):
+    fewer bytes than the ``Content-Length`` the server announced. That is a failed fetch,
+    and the host must say so; it was taken as the whole bundle and refused as "not a policy
+    bundle (not JSON ...)", sending an operator to look for a broken release that was never
+    published."""
+    url, state = bundle_server
+    private, public = keys
+    state.update(bundle=signed(tmp_path, bundle_bytes(tmp_path, RULES_V1, "r1"), private))
+    state.update(etag='"v1"')
+    manager = BundleManager(HttpSource(url), BundleVerifier([public]))
+    assert manager.poll().status == "loaded"
+    v2 = signed(tmp_path, bundle_bytes(tmp_path, RULES_V2, "r2"), private)
+    state.update(bundle=v2, etag='"v2"', cut=len(v2) // 2)
+    with caplog.at_level(logging.ERROR, logger="sharedos.bundles"):
+        result = manager.poll()
+    assert result.status == "unreachable", result
+    assert f"cut short: {len(v2) // 2} of {len(v2)} bytes" in result.detail
+    assert "not JSON" not in caplog.text and manager.current().revision == "r1"
+    state["cut"] = None  # the next poll gets it whole
+    assert manager.poll().status == "loaded" and manager.current().revision == "r2"
 
 
 def test_a_background_poller_picks_up_a_new_bundle(tmp_path: Path) -> None:
