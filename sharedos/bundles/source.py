@@ -186,6 +186,31 @@ class _HttpsHandler(urllib.request.HTTPSHandler):
         )
 
 
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects followed to ``http``/``https`` only: urllib's own also follows one to
+    ``ftp://``, which its FTP handler fetches outside the fetch's deadline."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        scheme = urllib.parse.urlsplit(newurl).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(
+                req.full_url,
+                code,
+                f"a redirect to {shown_url(newurl)} (a bundle URL must be http:// or https://)",
+                headers,
+                fp,
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def shown_url(url: str) -> str:
     """``url`` as a message may show it: a password in its user information and every
     query value replaced by ``***``, no fragment (a presigned URL carries its signature,
@@ -242,7 +267,9 @@ class HttpSource:
             request.add_header("Cache-Control", "no-cache")
             request.add_header("Pragma", "no-cache")
         with _Deadline(self.deadline_s) as deadline:
-            opener = urllib.request.build_opener(_HttpHandler(deadline), _HttpsHandler(deadline))
+            opener = urllib.request.build_opener(
+                _HttpHandler(deadline), _HttpsHandler(deadline), _HttpOnlyRedirects()
+            )
             try:
                 with opener.open(request, timeout=min(self.timeout_s, self.deadline_s)) as resp:
                     data = resp.read(MAX_BUNDLE_BYTES + 1)

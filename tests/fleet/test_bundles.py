@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,6 +161,12 @@ class _BundleServer(http.server.BaseHTTPRequestHandler):
         if state.get("down"):
             self.send_error(503)
             return
+        if state.get("redirect"):
+            self.send_response(302)
+            self.send_header("Location", state["redirect"])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/bundle.json":
             body, etag = state["bundle"], state["etag"]
             if self.headers.get("If-None-Match") == etag:
@@ -246,6 +253,28 @@ def test_an_answer_cut_short_is_said_so_and_fetched_again(
     assert "not JSON" not in caplog.text and manager.current().revision == "r1"
     state["cut"] = None  # the next poll gets it whole
     assert manager.poll().status == "loaded" and manager.current().revision == "r2"
+
+
+def test_a_redirect_off_http_is_refused_not_followed(
+    bundle_server: tuple[str, dict[str, Any]],
+) -> None:
+    """A bundle URL is http(s) only, redirects included: urllib follows a redirect to
+    ``ftp://`` too, fetched by its FTP handler outside the fetch's deadline, and the poll
+    then said only ``GET …:`` with nothing after it."""
+    url, state = bundle_server
+    ftp = socket.socket()
+    ftp.bind(("127.0.0.1", 0))
+    ftp.listen()
+    ftp.settimeout(0.5)
+    try:
+        state["redirect"] = f"ftp://127.0.0.1:{ftp.getsockname()[1]}/bundle.json"
+        result = BundleManager(HttpSource(url, timeout_s=2.0, deadline_s=3.0)).poll()
+        assert result.status == "unreachable"
+        assert "a redirect to ftp://" in result.detail and "http:// or https://" in result.detail
+        with pytest.raises(TimeoutError):  # nothing connected to it
+            ftp.accept()
+    finally:
+        ftp.close()
 
 
 def test_a_background_poller_picks_up_a_new_bundle(tmp_path: Path) -> None:
