@@ -95,7 +95,9 @@ def prepare(
     launch.env.update(resolved)
     if bridge is not None and bridge.token:
         launch.env[TOKEN_ENV] = bridge.token
+    # the host file's args, then the prompt after ``--``: last, so nothing after it is a flag
     launch.argv.extend(cfg.args)
+    launch.argv.extend(launch.task)
     # a value shorter than the redactor scrubs is no credential worth the name
     secrets = [v for v in resolved.values() if len(v) >= MIN_SECRET_CHARS]
     if bridge is not None and bridge.token:

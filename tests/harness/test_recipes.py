@@ -157,8 +157,46 @@ def test_host_env_and_args_pass_through_opaquely(tmp_path: Path) -> None:
     launch = prepare(cfg, tmp_path)
     assert launch.env["ANTHROPIC_API_KEY"] == "sk-host-credential-not-configured"
     assert launch.env["ANTHROPIC_BASE_URL"] == "https://gw.example"
-    assert launch.argv[-2:] == ["--model", "claude-x"]
+    assert launch.argv[-4:] == ["--model", "claude-x", "--", "do it"]
     assert (
         "sk-host-credential-not-configured" in launch.secret_values
         and TOKEN in launch.secret_values
     )
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "codex", "pi", "pi-adapter", "dsh"])
+@pytest.mark.parametrize("prompt", ["--version", "-x is wrong", "--model=evil", "-", "plain"])
+def test_the_prompt_is_never_read_as_a_flag_of_the_cli(
+    tmp_path: Path, kind: str, prompt: str
+) -> None:
+    """Every CLI parses a leading ``-`` as one of its options (measured: ``--version`` as the
+    prompt printed the version and ran no turn): the prompt goes last, after ``--``, after the
+    host file's own ``args``."""
+    cfg = HarnessConfig(id=kind, kind=kind, args=("--verbose-extra",))  # type: ignore[arg-type]
+    launch = recipes.prepare(
+        cfg,
+        bridge=HTTP,
+        turn_dir=turn_dir(tmp_path),
+        prompt=prompt,
+        model_url="http://127.0.0.1:40002",
+        host_env=HOST_ENV,
+        command=("/bin/harness",),
+    )
+    assert launch.argv[-3:] == ["--verbose-extra", "--", prompt]
+    assert launch.argv.count(prompt) == 1
+
+
+@pytest.mark.parametrize("kind", ["pi", "pi-adapter"])
+def test_a_prompt_starting_with_at_is_no_file_for_pi(tmp_path: Path, kind: str) -> None:
+    """Pi reads an argument starting with ``@`` as a file to attach, even after ``--``
+    (measured: ``Error: File not found: …/nofile hi``): the prompt keeps its text."""
+    launch = recipes.prepare(
+        HarnessConfig(id=kind, kind=kind),  # type: ignore[arg-type]
+        bridge=HTTP,
+        turn_dir=turn_dir(tmp_path),
+        prompt="@alice please review",
+        model_url="http://127.0.0.1:40002",
+        host_env=HOST_ENV,
+        command=("/bin/harness",),
+    )
+    assert launch.argv[-2:] == ["--", " @alice please review"]

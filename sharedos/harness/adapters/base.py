@@ -56,6 +56,9 @@ class Launch:
     cwd: Path
     files: list[Path] = field(default_factory=list)
     secret_values: tuple[str, ...] = field(default=(), repr=False)
+    #: the prompt's own arguments, put last, after the host file's ``args``: ``--`` and
+    #: the prompt (``task_argv``), so that no prompt is ever read as one of the CLI's flags
+    task: list[str] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -136,6 +139,17 @@ def write_private(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     return path
+
+
+def task_argv(prompt: str) -> list[str]:
+    """The prompt as the CLI's positional task: after ``--``, which ends its options.
+
+    A prompt that starts with ``-`` (``--version``, ``-x is wrong``, ``--model=…``) would
+    otherwise be parsed as a flag of the CLI (measured: Claude Code 2.1.332 printed its
+    version, Codex 0.171.0 too, dsh its help), and never reach the model. All five
+    pinned CLIs end their options at ``--``.
+    """
+    return ["--", prompt]
 
 
 def check_paths(kind: str, parts: tuple[str, ...]) -> None:

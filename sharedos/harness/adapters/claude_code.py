@@ -1,7 +1,7 @@
 """Claude Code (``@anthropic-ai/claude-code``, pinned in ``tools/package.json``).
 
-Launched as ``claude -p PROMPT --mcp-config FILE --strict-mcp-config
---output-format stream-json --verbose --no-session-persistence``; its model
+Launched as ``claude -p --mcp-config FILE --strict-mcp-config
+--output-format stream-json --verbose --no-session-persistence -- PROMPT``; its model
 endpoint is Anthropic Messages (``ANTHROPIC_BASE_URL``). The bridge token is in
 the ``--mcp-config`` file (0600 inside the 0700 turn directory, deleted with
 the turn; in SharedOS's sandbox it is given to the CLI as in-memory data and
@@ -27,6 +27,7 @@ from sharedos.harness.adapters.base import (
     Launch,
     TurnInputs,
     check_paths,
+    task_argv,
     write_private,
 )
 from sharedos.harness.localtools import local_tool_kinds
@@ -116,7 +117,6 @@ class ClaudeCodeAdapter:
         argv = [
             *inputs.argv,
             "-p",
-            inputs.prompt,
             "--mcp-config",
             str(mcp_path),
             "--strict-mcp-config",
@@ -139,7 +139,9 @@ class ClaudeCodeAdapter:
             argv += ["--allowedTools", ",".join(allowed)]
         if cfg.provider == "scripted":
             argv += ["--model", cfg.declared_model]
-        return Launch(argv=argv, env=env, cwd=inputs.work, files=[mcp_path])
+        return Launch(
+            argv=argv, env=env, cwd=inputs.work, files=[mcp_path], task=task_argv(inputs.prompt)
+        )
 
     def parse_output(self, stdout: str) -> HarnessOutput:
         """``stream-json`` events: tool_use blocks answered by tool_result blocks."""

@@ -1,7 +1,7 @@
 """Codex (``@openai/codex``, pinned in ``tools/package.json``).
 
 Launched as ``codex exec --skip-git-repo-check
---dangerously-bypass-approvals-and-sandbox --ephemeral --json -C WORK PROMPT``
+--dangerously-bypass-approvals-and-sandbox --ephemeral --json -C WORK -- PROMPT``
 with a private ``CODEX_HOME/config.toml``; its model endpoint is OpenAI
 Responses. The bridge token reaches it through ``bearer_token_env_var``.
 
@@ -25,6 +25,7 @@ from sharedos.harness.adapters.base import (
     Launch,
     TurnInputs,
     check_paths,
+    task_argv,
     write_private,
 )
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
@@ -159,9 +160,10 @@ class CodexAdapter:
             "--json",
             "-C",
             str(inputs.work),
-            inputs.prompt,
         ]
-        return Launch(argv=argv, env=env, cwd=inputs.work, files=[path])
+        return Launch(
+            argv=argv, env=env, cwd=inputs.work, files=[path], task=task_argv(inputs.prompt)
+        )
 
     def parse_output(self, stdout: str) -> HarnessOutput:
         """``item.completed`` events of type ``mcp_tool_call`` and ``agent_message``."""

@@ -4,7 +4,7 @@ Installed by ``scripts/install-tools.sh`` into its own small venv in the tools
 cache (``.dsh`` links to it). It needs no system Node and requires a non-empty
 ``DSH_HOME``; each turn gets a fresh one inside the 0700 turn directory.
 
-Launched as ``dsh --profile headless --patch FILE --json PROMPT``. The patch
+Launched as ``dsh --profile headless --patch FILE --json -- PROMPT``. The patch
 file (0600) inserts one ``@deepseek-ai/dsh-mcp-client`` entry for the turn
 bridge: ``transport: streamable-http`` with the bearer header built from
 ``SHAREDOS_BRIDGE_TOKEN`` at boot (a ``!!js`` template, so the token is never
@@ -44,6 +44,7 @@ from sharedos.harness.adapters.base import (
     Launch,
     TurnInputs,
     check_paths,
+    task_argv,
     write_private,
 )
 from sharedos.harness.localtools import local_tool_kinds
@@ -149,8 +150,10 @@ class DshAdapter:
             patch = write_private(inputs.turn_dir / "dsh-mcp.patch.yml", mcp_patch(inputs))
             files.append(patch)
             argv += ["--patch", str(patch)]
-        argv += ["--json", inputs.prompt]
-        return Launch(argv=argv, env=env, cwd=inputs.work, files=files)
+        argv += ["--json"]
+        return Launch(
+            argv=argv, env=env, cwd=inputs.work, files=files, task=task_argv(inputs.prompt)
+        )
 
     def parse_output(self, stdout: str) -> HarnessOutput:
         """``tool_call`` events answered by ``tool_result`` events; ``final``'s text."""

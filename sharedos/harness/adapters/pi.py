@@ -2,7 +2,7 @@
 client (``pi``) or with the ``pi-mcp-adapter`` extension (``pi-adapter``).
 
 Launched as ``node cli.js [-e ADAPTER --no-mcp] --provider P --model M
---no-session --mode json -p PROMPT`` with a private ``PI_CODING_AGENT_DIR``
+--no-session --mode json -p -- PROMPT`` with a private ``PI_CODING_AGENT_DIR``
 holding ``models.json`` and ``mcp.json``; its model endpoint is OpenAI chat
 completions. The bridge token is read from the environment (``${VAR}`` in the
 headers for the built-in client, ``bearerTokenEnv`` for the adapter).
@@ -27,6 +27,7 @@ from sharedos.harness.adapters.base import (
     Launch,
     TurnInputs,
     check_paths,
+    task_argv,
     write_private,
 )
 from sharedos.harness.localtools import local_tool_kinds
@@ -158,9 +159,11 @@ class PiAdapter:
             "--mode",
             "json",
             "-p",
-            inputs.prompt,
         ]
-        return Launch(argv=argv, env=env, cwd=inputs.work, files=files)
+        # Pi reads an argument that starts with ``@`` as a file to attach, even after
+        # ``--`` (``cli/args.js``): such a prompt is given with a leading space instead.
+        prompt = f" {inputs.prompt}" if inputs.prompt.startswith("@") else inputs.prompt
+        return Launch(argv=argv, env=env, cwd=inputs.work, files=files, task=task_argv(prompt))
 
     def parse_output(self, stdout: str) -> HarnessOutput:
         """``tool_execution_end`` events and the last assistant message of ``agent_end``."""
