@@ -46,7 +46,8 @@ Exit codes:
      printed), or its model endpoint refuses connections (said before it starts)
   4  the harness could not be started (not installed, not executable); checked
      before the turn and the upstreams are opened. Also when its files for the turn
-     cannot be written (a full disk under the run directory): the turn then opened and
+     cannot be written (a full disk under the run directory), or its command line is too
+     long for the system (a prompt over 128 KiB: E2BIG): the turn then opened and
      was sealed with no call, and nothing of it is left in the run directory
   5  the run policy is strict and the harness cannot be confined (no bubblewrap, not
      Linux, or a managed root would be visible in its sandbox); nothing ran

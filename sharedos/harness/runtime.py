@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -650,6 +651,14 @@ class McpHarnessRuntime:
             raise HarnessUnavailable(
                 f"{self.harness.id}: cannot start {shown}: {exc.strerror}"
             ) from None
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            # the system refused the exec: a prompt (or a plan's arguments in it) or an env
+            # value too long for one command line; said as such, never as a traceback.
+            # Nothing ran: its directory goes, as when its files cannot be written.
+            remove_tree(turn.turn_dir)
+            raise HarnessUnavailable(too_long(self.harness.id, launch)) from None
 
     async def _run_confined(
         self, turn: _Turn, launch: recipes.Launch, sandbox: HarnessSandbox
@@ -842,6 +851,27 @@ class McpHarnessRuntime:
                 f"{proc.stderr.strip()[-300:]}"
             ]
         return []
+
+
+#: The longest single argument or environment string Linux execs (``MAX_ARG_STRLEN``,
+#: 32 pages, its terminating NUL included).
+MAX_ARG_BYTES = 32 * 4096 - 1
+
+
+def too_long(harness_id: str, launch: recipes.Launch) -> str:
+    """Why the system refused to start ``launch`` (``E2BIG``): the sizes, never the text."""
+    longest = max((len(a.encode("utf-8", "surrogateescape")) for a in launch.argv), default=0)
+    total = sum(len(a.encode("utf-8", "surrogateescape")) + 1 for a in launch.argv) + sum(
+        len(f"{k}={v}".encode("utf-8", "surrogateescape")) + 1 for k, v in launch.env.items()
+    )
+    prompt = launch.task[-1] if launch.task else ""
+    return (
+        f"{harness_id}: cannot start it: its command line is too long for the system "
+        f"(E2BIG): the prompt is {len(prompt.encode('utf-8', 'surrogateescape'))} bytes, "
+        f"the longest argument {longest} bytes (at most {MAX_ARG_BYTES} each), "
+        f"{total} bytes of arguments and environment in all; give a shorter prompt "
+        "(or plan arguments)"
+    )
 
 
 def _remove_stdio_dir(turn: _Turn) -> None:
