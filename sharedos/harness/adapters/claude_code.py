@@ -89,6 +89,11 @@ class ClaudeCodeAdapter:
                 # 2.1.3xx defers MCP tools behind ToolSearch for models it does not
                 # know; the catalogue must be in the request, as published.
                 "ENABLE_TOOL_SEARCH": "false" if not cfg.vendor.get("tool_search") else "true",
+                # No CLAUDE.md from the directories above the turn's (it reads them up to
+                # `/`: in the default run directory, /tmp's, which any local user or an
+                # upstream with a /tmp root can write): the model's instructions are the
+                # prompt's. Measured: a planted /tmp/…/CLAUDE.md reached the model.
+                "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
             }
         )
         if cfg.provider == "scripted":

@@ -86,6 +86,9 @@ class CodexAdapter:
             "analytics": {"enabled": False},
             "feedback": {"enabled": False},
             "otel": {"exporter": "none"},
+            # no AGENTS.md from the project (the git repository) the run directory is in:
+            # the model's instructions are the prompt's
+            "project_doc_max_bytes": 0,
         }
         if cfg.provider == "scripted":
             assert inputs.model_url is not None

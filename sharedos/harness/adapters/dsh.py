@@ -5,8 +5,9 @@ cache (``.dsh`` links to it). It needs no system Node and requires a non-empty
 ``DSH_HOME``; each turn gets a fresh one inside the 0700 turn directory.
 
 Launched as ``dsh --profile headless --patch FILE --json -- PROMPT``. The patch
-file (0600) inserts one ``@deepseek-ai/dsh-mcp-client`` entry for the turn
-bridge: ``transport: streamable-http`` with the bearer header built from
+file (0600) gives its ``agent-instructions`` entry no instruction file to read
+(``NO_INSTRUCTION_FILES``) and inserts one ``@deepseek-ai/dsh-mcp-client`` entry for the turn
+bridge (none in the live column): ``transport: streamable-http`` with the bearer header built from
 ``SHAREDOS_BRIDGE_TOKEN`` at boot (a ``!!js`` template, so the token is never
 written to disk), or ``transport: stdio`` with the ``sharedos bridge --stdio``
 command. Its model endpoint is Anthropic Messages at ``DEEPSEEK_BASE_URL``
@@ -66,12 +67,36 @@ def _q(value: str) -> str:
     return json.dumps(value)
 
 
+#: dsh's workspace-instructions entry with no instruction file to read: dsh reads
+#: ``AGENTS.md``/``CLAUDE.md`` (and ``.local`` overlays) from the git repository's root
+#: down to its working directory, and the directories above the turn's are not SharedOS's
+#: (``--workdir`` inside a repository). A patch's ``config`` replaces the entry's whole
+#: config, so the profile's ``maxBytes`` is repeated.
+NO_INSTRUCTION_FILES = (
+    "- id: agent-instructions",
+    "  config:",
+    "    maxBytes: 65536",
+    "    instructionFileCandidates: []",
+    "    localInstructionFileCandidates: []",
+)
+
+
+def turn_patch(inputs: TurnInputs) -> str:
+    """The ``--patch`` overlay (YAML): no instruction files, and the SharedOS MCP client
+    entry when the turn has a bridge."""
+    lines = [
+        "# SharedOS settings for one dsh turn (written by sharedos; deleted with the turn)",
+        *NO_INSTRUCTION_FILES,
+    ]
+    text = "\n".join(lines) + "\n"
+    return text + mcp_patch(inputs) if inputs.bridge is not None else text
+
+
 def mcp_patch(inputs: TurnInputs) -> str:
-    """The ``--patch`` overlay (YAML) inserting the SharedOS MCP client entry."""
+    """The ``--patch`` overlay entry (YAML) inserting the SharedOS MCP client entry."""
     bridge = inputs.bridge
     assert bridge is not None
     lines = [
-        "# SharedOS turn bridge for one dsh turn (written by sharedos; deleted with the turn)",
         "- insert:",
         "    - id: sharedos-mcp",
         f"      name: {_q(MCP_CLIENT_PLUGIN)}",
@@ -144,13 +169,9 @@ class DshAdapter:
             assert inputs.model_url is not None
             env["DEEPSEEK_BASE_URL"] = inputs.model_url
             env["DEEPSEEK_API_KEY"] = SCRIPTED_MODEL_KEY
-        files: list[Path] = []
-        argv = [*inputs.argv, "--profile", "headless"]
-        if inputs.bridge is not None:
-            patch = write_private(inputs.turn_dir / "dsh-mcp.patch.yml", mcp_patch(inputs))
-            files.append(patch)
-            argv += ["--patch", str(patch)]
-        argv += ["--json"]
+        patch = write_private(inputs.turn_dir / "dsh-turn.patch.yml", turn_patch(inputs))
+        files: list[Path] = [patch]
+        argv = [*inputs.argv, "--profile", "headless", "--patch", str(patch), "--json"]
         return Launch(
             argv=argv, env=env, cwd=inputs.work, files=files, task=task_argv(inputs.prompt)
         )

@@ -155,6 +155,9 @@ class PiAdapter:
             *self.extension_args(inputs),
             *provider_args,
             *self.tool_args(inputs),
+            # no AGENTS.md / CLAUDE.md from the directories above the turn's (Pi reads
+            # them up to `/`: /tmp's in the default run directory, anyone's to write)
+            "--no-context-files",
             "--no-session",
             "--mode",
             "json",
