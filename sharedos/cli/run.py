@@ -42,8 +42,10 @@ Exit codes:
   0  the turn ran and the harness exited 0 (or --dry-run printed the catalogue)
   1  the host configuration, policy, context or plan could not be used (nothing ran)
   2  command-line usage error
-  3  the harness ran but failed: non-zero exit or timed out (the summary is
-     printed), or its model endpoint refuses connections (said before it starts)
+  3  the harness ran but failed: non-zero exit, timed out, or its turn failed by
+     its own account although it exited 0 (Pi, when its model call failed: a note
+     says why; the summary is printed), or its model endpoint refuses connections
+     (said before it starts)
   4  the harness could not be started (not installed, not executable); checked
      before the turn and the upstreams are opened. Also when its files for the turn
      cannot be written (a full disk under the run directory), or its command line is too
@@ -1012,7 +1014,10 @@ def _report(
     the streamed output are: the scripted model's calls (``harness.issued``) and the
     harness's answer carry what it was given, a credential passed as an argument included.
     """
-    answer = result.output.final_text or result.process.stdout.rstrip() or None
+    answer = result.output.final_text
+    if answer is None and result.output.error is None and not result.output.events:
+        answer = result.process.stdout.rstrip() or None  # a CLI that prints no events
+
     if answer is not None:
         answer = redactor.scrub(answer)
     confinement = result.identity.confinement
@@ -1058,7 +1063,7 @@ def _report(
         click.echo(redactor.scrub(line), err=True)
     for note in result.notes:  # the tail of the harness's stderr, say
         click.echo(redactor.scrub(unambiguous(f"note: {note}")), err=True)
-    if result.process.timed_out or result.process.returncode not in (0, None):
+    if result.failed:
         return EXIT_HARNESS_FAILED
     return EXIT_OK
 

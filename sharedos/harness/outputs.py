@@ -45,6 +45,9 @@ class HarnessOutput:
     mcp_status: str | None = None  # connected / failed / pending, when reported
     final_text: str | None = None
     unparsed_lines: int = 0
+    #: the harness's own report that its turn failed (its model call did) when its exit
+    #: status does not say so (Pi exits 0 then); a failed turn, whatever the exit status
+    error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the raw events are kept separately, on disk)."""
@@ -54,6 +57,7 @@ class HarnessOutput:
             "finalText": self.final_text,
             "events": len(self.events),
             "unparsedLines": self.unparsed_lines,
+            "error": self.error,
         }
 
 

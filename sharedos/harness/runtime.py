@@ -129,6 +129,15 @@ class HarnessTurnResult:
         return self.process.duration_s
 
     @property
+    def failed(self) -> bool:
+        """The harness timed out, exited non-zero, or said its turn failed (``output.error``)."""
+        return (
+            self.process.timed_out
+            or self.process.returncode not in (0, None)
+            or self.output.error is not None
+        )
+
+    @property
     def saw_catalogue(self) -> bool:
         """Whether any model request of the turn carried a SharedOS tool."""
         return bool(self.aliases_shown)
@@ -814,7 +823,11 @@ class McpHarnessRuntime:
         output = self.adapter.parse_output(proc.stdout)
         # events reported only by alias get their canonical tool (for correlation, aliases)
         resolve_event_tools(output.tool_events, turn.catalog_names)
-        notes = [*turn.notes, *self.adapter.turn_notes(output), *self._exit_notes(turn, proc)]
+        notes = [
+            *turn.notes,
+            *self.adapter.turn_notes(output),
+            *self._exit_notes(turn, proc, output),
+        ]
         model = turn.model
         return HarnessTurnResult(
             harness=self.harness.id,
@@ -838,8 +851,9 @@ class McpHarnessRuntime:
             notes=notes,
         )
 
-    def _exit_notes(self, turn: _Turn, proc: ProcessResult) -> list[str]:
-        """How the harness process ended, when that was not a clean exit."""
+    def _exit_notes(self, turn: _Turn, proc: ProcessResult, output: HarnessOutput) -> list[str]:
+        """How the harness process ended, when that was not a clean exit, or how its turn
+        failed by its own account when it exited 0 all the same."""
         if proc.timed_out:
             return [
                 f"{self.harness.id} did not finish within {turn.deadline:g} s; "
@@ -850,6 +864,8 @@ class McpHarnessRuntime:
                 f"{self.harness.id} exited with status {proc.returncode}: "
                 f"{proc.stderr.strip()[-300:]}"
             ]
+        if output.error is not None:
+            return [f"{self.harness.id} exited 0, but its turn failed: {output.error}"]
         return []
 
 

@@ -186,9 +186,16 @@ class PiAdapter:
                 )
             elif ev.get("type") == "agent_end":
                 msgs = ev.get("messages") or []
-                for m in reversed(msgs):
+                for m in reversed(msgs if isinstance(msgs, list) else []):
                     if isinstance(m, dict) and m.get("role") == "assistant":
                         out.final_text = text_of(m.get("content"))
+                        # Pi exits 0 when its model call failed (measured: a 401 from the
+                        # provider): the last answer's stopReason is the only sign of it
+                        if m.get("stopReason") in ("error", "aborted"):
+                            why = m.get("errorMessage")
+                            out.error = (why if isinstance(why, str) and why else "")[
+                                :500
+                            ] or f"the model's answer ended with {m.get('stopReason')}"
                         break
         return out
 
