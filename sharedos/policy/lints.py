@@ -25,7 +25,8 @@ passes: ``AccessContext.policy_input`` (``principal``, ``tenant``, ``roles``,
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,42 +181,164 @@ def _lint_condition(cond: ast.Expr, opts: LintOptions, out: _Out) -> None:
     known: dict[int, AttrSchema | None] = {}
     for ref in _refs(cond, "context"):
         known[id(ref)] = _check_context_path(ref.path, ref.span, opts, out)
+
+    def schemas(node: ast.Expr) -> list[AttrSchema]:
+        schema = known.get(id(node))
+        return [schema] if schema is not None else []
+
+    _lint_values(cond, schemas, out)
+
+
+def _lint_values(
+    cond: ast.Expr, schemas: Callable[[ast.Expr], Sequence[AttrSchema]], out: _Out
+) -> None:
+    """SOS502: a comparison of an attribute with a value it can never hold (another
+    type, a value its schema does not list, a number outside its bounds), which is
+    constant: a forbid meant to apply never does. ``schemas(node)`` is what is known
+    of the attribute ``node`` reads (one schema per tool a rule governs: the value is
+    impossible only when every one of them rules it out); empty when nothing is."""
     for node in ast.walk(cond):
         if not isinstance(node, ast.Compare):
             continue
         if node.op in ("==", "!="):
             for ref_side, other in ((node.left, node.right), (node.right, node.left)):
-                schema = known.get(id(ref_side))
+                found = schemas(ref_side)
                 kind = _kind(other)
-                if schema is not None and kind is not None and not schema.allows(kind):
-                    assert isinstance(ref_side, ast.Ref)
-                    declared = "/".join(sorted(schema.types))
+                if not found or not isinstance(ref_side, ast.Ref) or kind is None:
+                    continue
+                always = "false" if node.op == "==" else "true"
+                if not any(s.allows(kind) for s in found):
+                    declared = "/".join(sorted(found[0].types))
                     hint = None
-                    if "array" in schema.types and kind != "array":
+                    if any("array" in s.types for s in found) and kind != "array":
                         hint = (
                             f"to test membership write: {_literal_text(other)} in {ref_side.dotted}"
                         )
                     out.warn(
                         "SOS502",
                         f"{ref_side.dotted} is declared {declared} but is compared with a {kind}: "
-                        f"'{node.op}' is always {'false' if node.op == '==' else 'true'}",
+                        f"'{node.op}' is always {always}",
                         node.span,
                         hint,
                     )
-        else:
-            schema = known.get(id(node.right))
-            if (
-                schema is not None
-                and schema.types
-                and not (schema.types & {"array", "object", "string"})
+                elif isinstance(other, ast.Literal):
+                    why = _never(found, other.value)
+                    if why is not None:
+                        out.warn(
+                            "SOS502",
+                            f"{ref_side.dotted} {why}, never {_shown(other.value)}: "
+                            f"'{node.op}' is always {always}",
+                            node.span,
+                            _value_hint(found, other.value),
+                        )
+        elif node.op in ("in", "not in"):
+            found = schemas(node.right)
+            if found and all(
+                s.types and not (s.types & {"array", "object", "string"}) for s in found
             ):
                 assert isinstance(node.right, ast.Ref)
-                declared = "/".join(sorted(schema.types))
+                declared = "/".join(sorted(found[0].types))
                 out.warn(
                     "SOS502",
                     f"'{node.op}' needs a list, string or object on the right, but {node.right.dotted} is declared {declared}",
                     node.span,
                 )
+            left = schemas(node.left)
+            if left and isinstance(node.left, ast.Ref) and isinstance(node.right, ast.ListExpr):
+                for item in node.right.items:
+                    if not isinstance(item, ast.Literal):
+                        continue
+                    why = _never(left, item.value)
+                    if why is not None:
+                        out.warn(
+                            "SOS502",
+                            f"{node.left.dotted} {why}, never the {_value_kind(item.value)} "
+                            f"{_shown(item.value)}: this element of the list never matches it "
+                            f"('{node.op}')",
+                            item.span,
+                            _value_hint(left, item.value),
+                        )
+        else:
+            _lint_order(node, schemas, out)
+
+
+def _never(found: Sequence[AttrSchema], value: Any) -> str | None:
+    """Why no schema of ``found`` allows ``value`` (None when one does)."""
+    reasons = [s.never(value) for s in found]
+    return None if any(r is None for r in reasons) else reasons[0]
+
+
+def _value_hint(found: Sequence[AttrSchema], value: Any) -> str | None:
+    """The fix for a value the attribute never holds: the allowed value it is
+    probably a misspelling of, or the bounds (None: the code's own hint)."""
+    listed = [v for s in found for v in s.values or () if isinstance(v, str)]
+    if listed and isinstance(value, str):
+        close = [v for v in listed if v.casefold() == value.casefold()]
+        close = close or difflib.get_close_matches(value, listed, n=1)
+        close = close or [v for v in listed if value.casefold().startswith(v.casefold())]
+        if close:
+            return f"did you mean {_shown(close[0])}?"
+        return "compare with one of the values listed"
+    bounded = [s for s in found if s.allows("number") and (s.minimum, s.maximum) != (None, None)]
+    if bounded and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"compare with a number {bounded[0].bounds()}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+#: ``x OP c`` as the literal on the other side sees it: ``c OP' x``
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _lint_order(
+    node: ast.Compare, schemas: Callable[[ast.Expr], Sequence[AttrSchema]], out: _Out
+) -> None:
+    """``context.now.hour >= 24``: an ordering that no number within the attribute's
+    bounds can make true (or false) is constant."""
+    op: str = node.op
+    ref, other = node.left, node.right
+    if isinstance(ref, ast.Literal):
+        op, ref, other = _MIRRORED.get(op, op), other, ref
+    found = schemas(ref)
+    if not found or not isinstance(ref, ast.Ref) or not isinstance(other, ast.Literal):
+        return
+    c = other.value
+    if isinstance(c, bool) or not isinstance(c, int | float):
+        return
+    if any(s.minimum is None and s.maximum is None for s in found):
+        return
+    strict = op in ("<", ">")
+    upward = op in (">", ">=")
+
+    def beyond(bound: int | float | None, inward: bool) -> bool:
+        """``bound`` lies strictly past ``c`` in the direction ``x OP c`` holds
+        (``inward``: on the side where it holds), or on ``c`` when that holds."""
+        if bound is None:
+            return inward  # unbounded: the attribute reaches past any c
+        past = bound > c if upward else bound < c
+        return past or (bound == c and not strict)
+
+    def holds_somewhere(s: AttrSchema) -> bool:
+        return beyond(s.maximum if upward else s.minimum, True)
+
+    def holds_everywhere(s: AttrSchema) -> bool:
+        return beyond(s.minimum if upward else s.maximum, False)
+
+    if not any(holds_somewhere(s) for s in found):
+        always = "false"
+    elif all(holds_everywhere(s) for s in found):
+        always = "true"
+    else:
+        return
+    out.warn(
+        "SOS502",
+        f"{ref.dotted} is {found[0].bounds()}: '{node.op}' with {_shown(c)} is always {always}",
+        node.span,
+        f"compare with a number {found[0].bounds()}",
+    )
 
 
 def _literal_text(expr: ast.Expr) -> str:

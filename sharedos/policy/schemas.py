@@ -9,6 +9,7 @@ schema the schema is the context the kernel really passes,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from sharedos.errors import PolicyLanguageError
+from sharedos.policy.clock import WEEKDAYS
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,11 @@ class AttrSchema:
 
     types: frozenset[str] = frozenset()
     members: Mapping[str, AttrSchema] | None = None
+    #: the only values allowed (JSON Schema ``enum`` or ``const``); None: any value
+    values: tuple[Any, ...] | None = None
+    #: inclusive bounds of a number (JSON Schema ``minimum``/``maximum``); None: unbounded
+    minimum: int | float | None = None
+    maximum: int | float | None = None
 
     def allows(self, kind: str) -> bool:
         """True when a value of JSON type ``kind`` is allowed here."""
@@ -36,6 +43,51 @@ class AttrSchema:
         if kind == "number":
             return bool(self.types & {"number", "integer"})
         return kind in self.types
+
+    def never(self, value: Any) -> str | None:
+        """Why an attribute of this schema never equals ``value``: a literal a
+        condition compares it with (None when some allowed value equals it)."""
+        kind = value_kind(value)
+        if not self.allows(kind):
+            return f"is declared {'/'.join(sorted(self.types))}"
+        if self.values is not None:
+            from sharedos.policy.functions import values_equal
+
+            if not any(value_kind(v) == kind and values_equal(v, value) for v in self.values):
+                shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in self.values)
+                return f"is one of {shown}"
+        if kind == "number" and not self.within(value, value):
+            return f"is {self.bounds()}"
+        return None
+
+    def within(self, low: int | float, high: int | float) -> bool:
+        """True when some number in ``[low, high]`` is inside this schema's bounds."""
+        return (self.minimum is None or high >= self.minimum) and (
+            self.maximum is None or low <= self.maximum
+        )
+
+    def bounds(self) -> str:
+        """The bounds in words: ``between 0 and 23``, ``at least 1``, ``at most 9``."""
+        if self.minimum is not None and self.maximum is not None:
+            return f"between {self.minimum} and {self.maximum}"
+        if self.minimum is not None:
+            return f"at least {self.minimum}"
+        return f"at most {self.maximum}"
+
+
+def value_kind(value: Any) -> str:
+    """The JSON type of a value: null, boolean, number, string, array or object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"
 
 
 _OPEN = AttrSchema()
@@ -58,11 +110,11 @@ ACCESS_CONTEXT_SCHEMA = AttrSchema(
                 "zone": AttrSchema(frozenset({"string"})),
                 "date": AttrSchema(frozenset({"string"})),
                 "year": AttrSchema(frozenset({"integer", "number"})),
-                "month": AttrSchema(frozenset({"integer", "number"})),
-                "day": AttrSchema(frozenset({"integer", "number"})),
-                "hour": AttrSchema(frozenset({"integer", "number"})),
-                "minute": AttrSchema(frozenset({"integer", "number"})),
-                "weekday": AttrSchema(frozenset({"string"})),
+                "month": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=12),
+                "day": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=31),
+                "hour": AttrSchema(frozenset({"integer", "number"}), minimum=0, maximum=23),
+                "minute": AttrSchema(frozenset({"integer", "number"}), minimum=0, maximum=59),
+                "weekday": AttrSchema(frozenset({"string"}), values=WEEKDAYS),
             },
         ),
     },

@@ -73,6 +73,32 @@ def test_wrong_type_uses() -> None:
     assert codes('permit read on "/a/**" when context.principal == "admin"\n') == []
 
 
+def test_a_time_member_compared_with_a_value_the_host_never_writes() -> None:
+    # The host writes the weekday as "sat": a forbid on "Sat" never applied, and
+    # check said nothing, so weekend writes the rule reads as refusing were allowed.
+    parsed = parse_source(
+        HEAD + 'forbid write on "/a/**" when context.now.weekday in ["Sat", "sun"]\n', "l.sos"
+    )
+    found = [d for d in lint([parsed.file]) if d.code == "SOS502"]
+    assert [(d.line, d.col, d.hint) for d in found] == [(7, 54, 'did you mean "sat"?')]
+    assert 'never the string "Sat"' in found[0].message
+    for always in (
+        'forbid write on "/a/**" when context.now.weekday == "saturday"\n',
+        'forbid write on "/a/**" when context.now.hour >= 24\n',
+        'forbid write on "/a/**" when 23 < context.now.hour\n',
+        'forbid write on "/a/**" when context.now.month != 0\n',
+        'permit write on "/a/**" when context.now.minute <= 59\n',
+    ):
+        assert codes(always) == ["SOS502"], always
+    assert (
+        codes(
+            'permit write on "/a/**" when context.now.hour >= 9 and context.now.hour < 18'
+            ' and context.now.weekday in ["mon", "fri"] and context.now.day == 31\n'
+        )
+        == []
+    )
+
+
 def test_custom_context_schema_json_schema_and_shorthand() -> None:
     schema = schema_from_json(
         {
