@@ -901,6 +901,7 @@ def _lint_catalog(
                                 continue  # one warning per argument and condition
                             seen.add(ref.path)
                             _warn_partly_declared(stmt, ref, tools, knows, out)
+                    _lint_values(cond, _arg_schemas(tools), out)
             elif isinstance(stmt, ast.TestBlock) and stmt.tool is not None and stmt.tool in catalog:
                 ctool = catalog[stmt.tool]
                 for key in stmt.args:
@@ -911,6 +912,27 @@ def _lint_catalog(
                             stmt.tool_span or stmt.span,
                             _declared_hint(ctool, key),
                         )
+
+
+def _arg_schemas(tools: Sequence[CatalogTool]) -> Callable[[ast.Expr], list[AttrSchema]]:
+    """What the inputSchemas of ``tools`` say about the argument a node reads: one
+    schema per tool that declares it (the kernel validates arguments against them
+    before any rule is weighed); empty when one leaves it open, or for other nodes."""
+
+    def schemas(node: ast.Expr) -> list[AttrSchema]:
+        if not isinstance(node, ast.Ref) or node.root != "args" or not node.path:
+            return []
+        found: list[AttrSchema] = []
+        for tool in tools:
+            status, schema, _ = lookup(tool.args, node.path)
+            if status != "ok":
+                continue  # not declared: SOS505 says so
+            if schema is None:
+                return []
+            found.append(schema)
+        return found
+
+    return schemas
 
 
 def _warn_partly_declared(

@@ -206,7 +206,19 @@ def _from_json_schema(node: Any, where: str) -> AttrSchema:
         extra = node.get("additionalProperties", False)
         if extra is False:
             members = {str(k): _from_json_schema(v, f"{where}.{k}") for k, v in props.items()}
-    return AttrSchema(types, members)
+    values: tuple[Any, ...] | None = None
+    if "const" in node:
+        values = (node["const"],)
+    elif isinstance(node.get("enum"), list):
+        values = tuple(node["enum"])
+    return AttrSchema(
+        types, members, values, _json_number(node.get("minimum")), _json_number(node.get("maximum"))
+    )
+
+
+def _json_number(value: Any) -> int | float | None:
+    """A JSON Schema bound: a number (never a boolean), else no bound."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)

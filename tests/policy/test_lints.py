@@ -245,6 +245,76 @@ def test_arguments_checked_against_the_catalogue() -> None:
     ]
 
 
+def test_an_argument_compared_with_a_value_its_input_schema_rules_out() -> None:
+    # The kernel validates arguments against the tool's inputSchema before any
+    # rule: a boolean 'force' never equals the string "true", so this forbid
+    # never applied to a forced push, and check --catalog said nothing.
+    cat = catalog_from_json(
+        [
+            {
+                "name": "files.write",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "force": {"type": "boolean"},
+                        "mode": {"type": "string", "enum": ["append", "replace"]},
+                        "retries": {"type": "integer", "minimum": 0, "maximum": 3},
+                        "note": {},
+                    },
+                },
+            },
+            {
+                "name": "files.read",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "note": {"type": "integer"}},
+                },
+            },
+            {"name": "gh.get", "inputSchema": {"properties": {"owner": {}, "repo": {}}}},
+        ]
+    )
+    opts = LintOptions(catalog=cat)
+    for never in (
+        'forbid write on "/a/**" when args.force == "true"\n',
+        'forbid write on "/a/**" when args.mode == "Replace"\n',
+        'forbid write on "/a/**" when args.mode in ["replace", "overwrite"]\n',
+        'forbid write on "/a/**" when args.retries > 3\n',
+    ):
+        assert codes(never, opts) == ["SOS502"], never
+    parsed = parse_source(HEAD + 'forbid write on "/a/**" when args.mode == "Replace"\n', "l.sos")
+    [found] = lint([parsed.file], opts)
+    assert found.hint == 'did you mean "replace"?'
+    for fine in (
+        'forbid write on "/a/**" when args.force == true\n',
+        'forbid write on "/a/**" when args.mode in ["replace", "append"]\n',
+        'forbid write on "/a/**" when args.retries >= 3\n',
+        # one tool the rule governs may hold it: the comparison can decide
+        'forbid * on "/a/**" when has args.note and args.note == 1\n',
+    ):
+        assert codes(fine, opts) == [], fine
+
+
+def test_a_context_schema_lists_the_values_an_attribute_takes() -> None:
+    schema = schema_from_json(
+        {
+            "type": "object",
+            "properties": {
+                "attributes": {
+                    "type": "object",
+                    "properties": {"tier": {"enum": ["gold", "silver"]}},
+                    "additionalProperties": False,
+                }
+            },
+        }
+    )
+    opts = LintOptions(context_schema=schema)
+    assert codes('forbid read on "/a/**" when context.attributes.tier != "Gold"\n', opts) == [
+        "SOS502"
+    ]
+    assert codes('forbid read on "/a/**" when context.attributes.tier != "gold"\n', opts) == []
+
+
 def test_requirement_argument_and_missing_tool() -> None:
     cat = catalog_from_json(
         [{"name": "files.read", "inputSchema": {"type": "object", "properties": {"p": {}}}}]
