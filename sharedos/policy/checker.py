@@ -99,8 +99,13 @@ class _Ctx:
         )
 
 
-def check(files: Sequence[ast.PolicyFile]) -> CheckResult:
-    """Check every file together (namespaces, ids and tool names are global)."""
+def check(files: Sequence[ast.PolicyFile], names: Mapping[str, str] | None = None) -> CheckResult:
+    """Check every file together (namespaces, ids and tool names are global).
+
+    ``names`` maps a file's path as given to the name the compiled program
+    records for it (default: as given): a rule without ``@id`` is named
+    ``NAME:LINE`` by it, and every rule's id must be unique.
+    """
     ctx = _Ctx(files)
     result = CheckResult(diagnostics=ctx.out)
     for file in files:
@@ -159,7 +164,48 @@ def check(files: Sequence[ast.PolicyFile]) -> CheckResult:
                 else:
                     tests[stmt.name] = stmt
                 _check_test(ctx, stmt, requirements, policy_names)
+    _check_automatic_ids(ctx, files, ids, names or {})
     return result
+
+
+def _check_automatic_ids(
+    ctx: _Ctx,
+    files: Sequence[ast.PolicyFile],
+    explicit: Mapping[str, ast.Span],
+    names: Mapping[str, str],
+) -> None:
+    """A rule without ``@id`` is named ``FILE:LINE`` (FILE as the program records
+    it): two such rules on one line, or an ``@id`` spelt as another rule's
+    automatic id, would give two rules one id, and a decision, its evidence and
+    every report citing it could not say which of them decided."""
+    automatic: dict[str, ast.Rule] = {}
+    for file in files:
+        recorded = names.get(file.path, file.path)
+        for rule in file.rules:
+            if rule.explicit_id:
+                continue
+            rid = f"{recorded}:{rule.span.line}"
+            first = automatic.get(rid)
+            if rid in explicit:
+                ctx.err(
+                    "SOS210",
+                    f"rule id {rid!r} is the automatic id of the {rule.effect} at {rule.span} "
+                    "(a rule without @id is named FILE:LINE)",
+                    explicit[rid],
+                    hint="give this rule another @id, or give the rule at "
+                    f"{rule.span} an @id of its own",
+                )
+            elif first is not None:
+                ctx.err(
+                    "SOS210",
+                    f"the {rule.effect} at {rule.span} and the {first.effect} at {first.span} "
+                    f"share the automatic id {rid!r} (a rule without @id is named FILE:LINE)",
+                    rule.span,
+                    hint="put each rule on its own line (sharedos-policy fmt does), or give it "
+                    "an @id",
+                )
+            else:
+                automatic[rid] = rule
 
 
 # ----------------------------------------------------------------- requirements

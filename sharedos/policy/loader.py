@@ -99,15 +99,18 @@ def read_file(path: Path) -> tuple[str | None, Diagnostic | None]:
 
 
 def parse_and_check(
-    sources: Sequence[tuple[str, str]],
+    sources: Sequence[tuple[str, str]], *, names: Mapping[str, str] | None = None
 ) -> tuple[list[ast.PolicyFile], list[Diagnostic], dict[str, ToolPolicy]]:
-    """Parse and check ``(filename, text)`` pairs: files, every diagnostic, valid tool policies."""
-    files, diagnostics, checked = _parse_check(sources)
+    """Parse and check ``(filename, text)`` pairs: files, every diagnostic, valid tool policies.
+
+    ``names`` are the names a compile records for the files (``program_names``):
+    rules without ``@id`` are named by them."""
+    files, diagnostics, checked = _parse_check(sources, names)
     return files, diagnostics, dict(checked.tool_policies)
 
 
 def _parse_check(
-    sources: Sequence[tuple[str, str]],
+    sources: Sequence[tuple[str, str]], names: Mapping[str, str] | None = None
 ) -> tuple[list[ast.PolicyFile], list[Diagnostic], CheckResult]:
     files: list[ast.PolicyFile] = []
     diagnostics: list[Diagnostic] = []
@@ -116,7 +119,7 @@ def _parse_check(
         files.append(result.file)
         diagnostics.extend(result.diagnostics)
     syntax_failed = has_errors(diagnostics)
-    checked = check(files)
+    checked = check(files, names)
     for diag in checked.diagnostics:
         if syntax_failed and diag.code in _DEPENDENT_CODES:
             continue
@@ -138,7 +141,7 @@ def compile_sources(
     renamed = names or {}
     sources = sorted(sources, key=lambda item: (renamed.get(item[0], item[0]), item[1]))
     with gc_paused():
-        files, diagnostics, checked = _parse_check(sources)
+        files, diagnostics, checked = _parse_check(sources, renamed)
         if has_errors(diagnostics):
             raise PolicyError(diagnostics)
         program = compile_program(
@@ -233,7 +236,7 @@ def compile_paths(paths: Iterable[str | Path], *, root: str | Path | None = None
         )
     if problems:
         try:
-            _files, more, _ = parse_and_check(sources)
+            _files, more, _ = parse_and_check(sources, names=program_names(files, root))
             problems.extend(more)
         except Exception:  # pragma: no cover - parse_and_check never raises
             pass

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from sharedos.cli.policy._check import check_with_suppressions
 from sharedos.policy import CODES, Diagnostic, PolicyError, compile_paths, compile_source
+from sharedos.policy.lints import LintOptions
 
 HEAD = """namespace files
 requirement files.read  { action read;  resource path(args.path) }
@@ -346,3 +348,39 @@ def test_carets_stay_under_the_span_after_wide_and_combining_characters() -> Non
     excerpt, carets = diag.render().split("\n")[1:3]
     assert excerpt == f" 3 | {head}bogus(1)"
     assert carets == "   | " + " " * (len(head) + 2 - 1) + "^" * len("bogus(1)")
+
+
+def test_two_rules_never_share_an_id(tmp_path: Path) -> None:
+    # A rule without @id is named FILE:LINE. Two on one line, or an @id spelt as
+    # another rule's automatic id, gave a forbid and a permit one id: an allow
+    # was recorded as decided by "sub/p.sos:6", the forbid's id.
+    (tmp_path / "sub").mkdir()
+    policy = tmp_path / "sub" / "p.sos"
+    policy.write_text(
+        HEAD
+        + 'permit read on "/a/**" forbid read on "/a/x/**"\n'
+        + '@id("sub/p.sos:7")\nforbid read on "/b/**"\npermit read on "/c/**"\n'
+    )
+    (tmp_path / "q.sos").write_text("namespace other\n")
+    with pytest.raises(PolicyError) as info:
+        compile_paths([tmp_path])
+    found = [(d.code, d.line, d.col, _caret_text(d)) for d in info.value.diagnostics]
+    assert found == [
+        ("SOS210", 4, 24, 'forbid read on "/a/x/**"'),
+        ("SOS210", 5, 1, '@id("sub/p.sos:7")'),
+    ]
+    assert "'sub/p.sos:4'" in info.value.diagnostics[0].message
+    assert "automatic id of the permit at" in info.value.diagnostics[1].message
+    # check names files as a compile of the same paths does
+    checked, _ = check_with_suppressions([policy, tmp_path / "q.sos"], LintOptions())
+    assert [(d.code, d.line) for d in checked if d.code == "SOS210"] == [
+        ("SOS210", 4),
+        ("SOS210", 5),
+    ]
+    fixed = (
+        HEAD + 'permit read on "/a/**"\nforbid read on "/a/x/**"\n'
+        '@id("c-reads")\nforbid read on "/b/**"\npermit read on "/c/**"\n'
+    )
+    policy.write_text(fixed)
+    ids = {r.id for r in compile_paths([tmp_path]).rules}
+    assert ids == {"sub/p.sos:4", "sub/p.sos:5", "c-reads", "sub/p.sos:8"}

@@ -52,7 +52,7 @@ def check_with_suppressions(files: Sequence[Path], options: object) -> tuple[lis
     warnings those silenced (malformed and unused suppressions are diagnostics)."""
     from sharedos.policy import suppress
     from sharedos.policy.lints import LintOptions, lint
-    from sharedos.policy.loader import parse_and_check, read_file
+    from sharedos.policy.loader import parse_and_check, program_names, read_file
 
     diagnostics: list[Diagnostic] = []
     sources: list[tuple[str, str]] = []
@@ -62,7 +62,8 @@ def check_with_suppressions(files: Sequence[Path], options: object) -> tuple[lis
             diagnostics.append(problem)
         elif text is not None:
             sources.append((str(path), text))
-    parsed, found, _policies = parse_and_check(sources)
+    # rules without @id are named as a compile of the same paths names them
+    parsed, found, _policies = parse_and_check(sources, names=program_names(files))
     diagnostics.extend(found)
     assert isinstance(options, LintOptions)
     diagnostics.extend(lint(parsed, options))
