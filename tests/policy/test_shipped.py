@@ -96,3 +96,26 @@ test "list is inside it" {
     assert results["list is inside it"].passed
     decision = results["read is outside the narrow run"].decision
     assert decision is not None and decision.reason.value == "not_in_run_policy"
+
+
+def test_the_github_security_forbid_holds_whatever_the_names_case(repo_root: Path) -> None:
+    # GitHub reads owner and repository names without case: repo "Security" is the
+    # security repository. The forbid on the pattern "sharedos/security" let it past,
+    # and org-read (or oss-read) allowed the call.
+    policy = compile_paths([repo_root / "rules"])
+    outsider = {"principal": "bob", "tenant": "default", "roles": ["maintainer"]}
+    for owner, repo in (
+        ("sharedos", "Security"),
+        ("SharedOS", "security"),
+        ("SHAREDOS", "SECURITY"),
+    ):
+        for tool in ("github.get_issue", "github.create_issue"):
+            args = {"owner": owner, "repo": repo, "issue_number": 7, "title": "x"}
+            decision = policy.decide(tool, args, outsider)
+            assert (decision.effect, decision.reason) == ("deny", "forbidden"), (tool, owner, repo)
+            assert [r.id for r in decision.rule_ids] == ["github-security-repo"]
+    team = {"principal": "sam", "tenant": "acme", "roles": ["security"]}
+    args = {"owner": "sharedos", "repo": "Security", "issue_number": 7}
+    assert policy.decide("github.get_issue", args, team).effect == "allow"
+    other = {"owner": "sharedos", "repo": "Sharedos", "issue_number": 7}
+    assert policy.decide("github.get_issue", other, outsider).effect == "allow"
