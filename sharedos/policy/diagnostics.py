@@ -212,6 +212,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("SOS514", "invalid suppression", "write '# sos:ignore CODE: reason' for a warning code, with a reason after the colon"),
     CodeInfo("SOS515", "unused suppression", "remove the suppression, or move it to the statement whose warning it is for"),
     CodeInfo("SOS516", "approval rule that never takes effect", "an approval rule acts only on calls a permit allows and no forbid forbids: narrow the forbid, add the permit, or delete the approval rule"),
+    CodeInfo("SOS517", "test denied before any rule", "fix the call's arguments or run policy, or expect the reason ('deny unresolvable_resource', 'deny not_in_run_policy') if that is what the test is for"),
     CodeInfo("SOS900", "internal error", "a bug in sharedos-policy, not in the policy: report it with SHAREDOS_POLICY_DEBUG=1 output"),
     CodeInfo("SOS901", "cannot format file safely", "fix the file's other diagnostics first; fmt never rewrites a file it cannot reproduce exactly"),
     # -- the tool itself

@@ -14,6 +14,8 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
 * ``SOS506`` a requirement for a tool the catalogue does not have;
 * ``SOS516`` an approval rule that never takes effect: no permit allows its
   actions, or an unconditional forbid covers it.
+* ``SOS517`` a test that expects ``deny`` of a call refused before any rule is
+  weighed (its arguments name no resource, or its run policy does not manage it).
 
 Duplicate requirements are a checker error (``SOS202``), not a lint.
 
@@ -45,7 +47,13 @@ from sharedos.policy.patterns import (
     parse_pattern,
     resolve,
 )
-from sharedos.policy.resolvers import resource_shape
+from sharedos.policy.resolvers import (
+    Resolver,
+    Unresolvable,
+    path_resolver,
+    resource_shape,
+    template_resolver,
+)
 from sharedos.policy.schemas import (
     ACCESS_CONTEXT_SCHEMA,
     AttrSchema,
@@ -100,7 +108,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     _lint_raw_resource_reads(files, requirements, named, out)
     lint_unicode(files, named, out.warn)
     _lint_tool_policies(files, requirements, out)
-    _lint_tests(files, out)
+    _lint_tests(files, requirements, out)
     if opts.catalog is not None:
         _lint_catalog(files, requirements, named, opts.catalog, out)
     return out.items
@@ -820,7 +828,10 @@ def _matches_any(pattern: str, tools: Sequence[str]) -> bool:
     return any(policy.is_managed(t) for t in tools)
 
 
-def _lint_tests(files: Sequence[ast.PolicyFile], out: _Out) -> None:
+def _lint_tests(
+    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+) -> None:
+    policies = {tp.name: tp for f in files for tp in f.tool_policies}
     for f in files:
         for test in f.tests:
             for span in test.duplicate_keys:
@@ -830,6 +841,57 @@ def _lint_tests(files: Sequence[ast.PolicyFile], out: _Out) -> None:
                     "object; only the last value counts",
                     span,
                 )
+            if test.expect_effect == "deny" and test.expect_reason is None and test.skip is None:
+                _lint_vacuous_denial(test, requirements, policies, out)
+
+
+def _lint_vacuous_denial(
+    test: ast.TestBlock,
+    requirements: Mapping[str, ast.Requirement],
+    policies: Mapping[str, ast.ToolPolicyDecl],
+    out: _Out,
+) -> None:
+    """SOS517: a test that expects ``deny`` (no reason) of a call refused before any
+    rule is weighed -- outside its run policy, or whose arguments name no resource (a
+    misspelt argument, a relative path) -- passes whatever the rules say, so a test
+    written for a forbid goes on passing when the forbid is gone."""
+    req = requirements.get(test.tool or "")
+    if req is None:
+        return  # SOS401, or a test of tool_unavailable
+    why: str | None = None
+    reason = "unresolvable_resource"
+    decl = policies.get(test.policy or "")
+    managed = decl.managed if decl is not None else None
+    if managed is not None and not any(_matches_any(entry.value, [req.tool]) for entry in managed):
+        why, reason = f"toolpolicy {test.policy} does not manage {req.tool}", "not_in_run_policy"
+    else:
+        resolver = _static_resolver(req.resource)
+        if resolver is not None:
+            try:
+                resolver(test.args)
+            except Unresolvable as exc:
+                why = str(exc)
+    if why is None:
+        return
+    out.warn(
+        "SOS517",
+        f"test {test.name!r} expects deny, and its call is denied {reason} before any rule is "
+        f"weighed ({why}): it passes whatever the rules say",
+        test.call_span or test.span,
+        f"fix the call, or write 'expect deny {reason}' if that is what the test is for",
+    )
+
+
+def _static_resolver(res: ast.ResourceExpr | None) -> Resolver | None:
+    """The call-time resolver of a requirement's resource (None when it is invalid:
+    the checker reports it)."""
+    if isinstance(res, ast.PathResource):
+        return path_resolver(res.arg.path) if res.arg.root == "args" and res.arg.path else None
+    if isinstance(res, ast.TemplateResource) and all(
+        isinstance(p, str) or (p.root == "args" and p.path) for p in res.parts
+    ):
+        return template_resolver(encode_resource(res))
+    return None
 
 
 # -- catalogue (SOS505, SOS506)

@@ -383,3 +383,32 @@ def test_shadow_lint_is_sound(
     for segs in resources:
         decision = policy.decide("files.read", {"path": "/" + "/".join(segs)}, ctx)
         assert decision.effect.value == "deny", (pat_p, pat_f, segs)
+
+
+def test_a_test_denied_before_any_rule_is_warned_about() -> None:
+    # 'pth' for 'path': the call names no resource and is denied before any rule is
+    # weighed, so the test "passed" with the forbid it was written for, or without it.
+    body = (
+        'permit read on "/**"\n'
+        'forbid read on "/private/**"\n'
+        "toolpolicy ro { mode open; managed files.write }\n"
+        'test "a" { call files.read { pth: "/private/x" } expect deny }\n'
+        'test "b" { call files.read { path: "private/x" } expect deny }\n'
+        'test "c" { call gh.get { owner: "o", repo: ".." } expect deny }\n'
+        'test "d" { policy ro; call files.read { path: "/private/x" } expect deny }\n'
+    )
+    parsed = parse_source(HEAD + body, "l.sos")
+    found = [d for d in lint([parsed.file]) if d.code == "SOS517"]
+    assert [(d.line, d.col) for d in found] == [(10, 12), (11, 12), (12, 12), (13, 23)]
+    assert "unresolvable_resource" in found[0].message and "args.path" in found[0].message
+    assert "not_in_run_policy" in found[3].message
+    # a test that names the reason, one that reaches the rules, or a skipped one
+    for fine in (
+        'test "a" { call files.read { pth: "/p" } expect deny unresolvable_resource }\n',
+        'test "a" { call files.read { path: "/private/x" } expect deny }\n',
+        'test "a" { skip; call files.read { pth: "/p" } expect deny }\n',
+        'test "a" { call files.read { pth: "/p" } expect allow }\n',
+        'test "a" { call files.nope { pth: "/p" } expect deny }\n',
+    ):
+        parsed = parse_source(HEAD + fine, "l.sos")
+        assert [d.code for d in lint([parsed.file]) if d.code == "SOS517"] == [], fine
