@@ -8,7 +8,8 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
 * ``SOS503`` a permit that can never allow anything because one unconditional
   forbid of the same namespace covers all of its actions and its pattern;
 * ``SOS504`` a rule whose pattern never matches the resource of any requirement
-  its actions govern (e.g. an absolute pattern over ``"{args.owner}/{args.repo}"``);
+  its actions govern (e.g. an absolute pattern over ``"{args.owner}/{args.repo}"``),
+  or a forbid or approval rule that never matches the resource of some of them;
 * ``SOS505`` an ``args.x`` that the tool's ``inputSchema`` does not declare
   (only with a catalogue);
 * ``SOS506`` a requirement for a tool the catalogue does not have;
@@ -641,6 +642,8 @@ def _lint_rules(
                 f"the resource of any requirement it governs ({shown}{more})",
                 rule.pattern.span,
             )
+        elif len(hits) < len(reqs) and rule.effect != "permit":
+            _warn_partly_matched(rule, [r for r in reqs if r not in hits], out)
 
     ns_actions = {ns: {r.action for r in reqs if r.action} for ns, reqs in by_ns.items()}
 
@@ -715,6 +718,28 @@ def _lint_rules(
                     permit.span,
                 )
                 break
+
+
+def _warn_partly_matched(rule: ast.Rule, missed: Sequence[ast.Requirement], out: _Out) -> None:
+    """SOS504 for a forbid or approval rule whose pattern meets the resource of only
+    some of the tools its actions govern: for the others it never applies, although
+    it reads as covering them (``forbid * on "sharedos/security"`` over a tool whose
+    resource is ``"repos/{args.owner}/{args.repo}"`` never forbids that tool's calls)."""
+    shown = "; ".join(f"{r.tool}: {resource_text(r.resource)}" for r in missed[:3] if r.resource)
+    more = f" (and {len(missed) - 3} more)" if len(missed) > 3 else ""
+    effect = (
+        "those calls are never forbidden"
+        if rule.effect == "forbid"
+        else "those calls never need an approval"
+    )
+    out.warn(
+        "SOS504",
+        f"{rule.effect} {rule.rule_id} never matches the resource of some tools its actions "
+        f"govern ({shown}{more}): pattern {rule.pattern.raw!r} cannot match it, so {effect}",
+        rule.pattern.span,
+        "add a rule with a pattern for that resource, or narrow the rule's actions to the "
+        "tools it can match",
+    )
 
 
 # -- a condition reading the raw argument a requirement canonicalizes (SOS512)

@@ -412,3 +412,24 @@ def test_a_test_denied_before_any_rule_is_warned_about() -> None:
     ):
         parsed = parse_source(HEAD + fine, "l.sos")
         assert [d.code for d in lint([parsed.file]) if d.code == "SOS517"] == [], fine
+
+
+def test_a_forbid_that_misses_some_tools_it_reads_as_covering() -> None:
+    # '*' governs gh.get and gh.put; the pattern meets gh.get's resource only, so a
+    # write to repos/sharedos/security was allowed by the permit, and check said nothing.
+    text = (
+        "namespace gh\n"
+        'requirement gh.get { action read; resource "{args.owner}/{args.repo}" }\n'
+        'requirement gh.put { action write; resource "repos/{args.owner}/{args.repo}" }\n'
+        'permit * on "**"\n'
+        'forbid * on "sharedos/security"\n'
+        'require approval by role "m" for * on "*/release"\n'
+        'forbid read on "sharedos/private"\n'
+        'forbid write on "**/frozen"\n'  # a near miss: it meets every resource shape
+        'permit * on "sharedos/*"\n'
+    )
+    parsed = parse_source(text, "l.sos")
+    found = [d for d in lint([parsed.file]) if d.code == "SOS504"]
+    assert [(d.line, d.col) for d in found] == [(5, 13), (6, 39)]
+    assert "gh.put" in found[0].message and "never forbidden" in found[0].message
+    assert "never need an approval" in found[1].message
