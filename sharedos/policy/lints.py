@@ -104,6 +104,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     requirements = _requirements(files)
     named = named_conditions(files)
     _lint_context(files, opts, out)
+    _lint_action_values(files, requirements, out)
     _lint_constants(files, named, out)
     _lint_rules(files, requirements, named, out)
     _lint_raw_resource_reads(files, requirements, named, out)
@@ -409,6 +410,37 @@ def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out)
                         end_line=clause.line, end_col=clause.col + len("context")
                     )
                 _lint_test_context(stmt, clause or stmt.span, opts, out)
+
+
+def _lint_action_values(
+    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
+) -> None:
+    """SOS502 for ``action`` compared with an action the condition never sees: one no
+    requirement of the namespace declares (``action == "wirte"``), or, in a rule, one
+    outside the rule's own actions (``forbid read ... when action == "write"``)."""
+    declared: dict[str, list[str]] = {}
+    for req in requirements.values():
+        if req.action is not None and req.action not in declared.get(req.namespace, []):
+            declared.setdefault(req.namespace, []).append(req.action)
+
+    def reads_action(values: Sequence[str]) -> Callable[[ast.Expr], list[AttrSchema]]:
+        schema = AttrSchema(frozenset({"string"}), values=tuple(sorted(values)))
+
+        def schemas(node: ast.Expr) -> list[AttrSchema]:
+            is_action = isinstance(node, ast.Ref) and node.root == "action" and not node.path
+            return [schema] if is_action and values else []
+
+        return schemas
+
+    for f in files:
+        for stmt in f.statements:
+            if isinstance(stmt, ast.ConditionDecl):
+                _lint_values(stmt.expr, reads_action(declared.get(stmt.namespace, [])), out)
+            elif isinstance(stmt, ast.Rule):
+                known = declared.get(stmt.namespace, [])
+                own = known if "*" in stmt.actions else [a for a in stmt.actions if a in known]
+                for condition in stmt.conditions:
+                    _lint_values(condition, reads_action(own), out)
 
 
 def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, out: _Out) -> None:

@@ -433,3 +433,23 @@ def test_a_forbid_that_misses_some_tools_it_reads_as_covering() -> None:
     assert [(d.line, d.col) for d in found] == [(5, 13), (6, 39)]
     assert "gh.put" in found[0].message and "never forbidden" in found[0].message
     assert "never need an approval" in found[1].message
+
+
+def test_action_compared_with_an_action_the_condition_never_sees() -> None:
+    # 'wirte': the forbid never applied, and every write under /p was allowed
+    for never in (
+        'forbid * on "/p/**" when action == "wirte"\n',
+        'forbid * on "/p/**" when action in ["write", "delte"]\n',
+        'forbid read on "/p/**" when action == "write"\n',  # the rule sees reads only
+        'forbid * on "/p/**" unless action != "Write"\n',
+        'condition writes = action == "writes"\n',
+    ):
+        assert codes(never) == ["SOS502"], never
+    parsed = parse_source(HEAD + 'forbid * on "/p/**" when action == "wirte"\n', "l.sos")
+    assert [d.hint for d in lint([parsed.file])] == ['did you mean "write"?']
+    for fine in (
+        'forbid * on "/p/**" when action == "write"\n',
+        'forbid read, write on "/p/**" when action in ["write"]\n',
+        'condition writes = action == "write"\n',
+    ):
+        assert codes(fine) == [], fine
