@@ -13,6 +13,8 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
 * ``SOS505`` an ``args.x`` that the tool's ``inputSchema`` does not declare
   (only with a catalogue);
 * ``SOS506`` a requirement for a tool the catalogue does not have;
+* ``SOS513`` (also) a literal compared with the canonical resource that no
+  canonical resource spells (``resource == "/private/"``);
 * ``SOS516`` an approval rule that never takes effect: no permit allows its
   actions, or an unconditional forbid covers it.
 * ``SOS517`` a test that expects ``deny`` of a call refused before any rule is
@@ -105,6 +107,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     named = named_conditions(files)
     _lint_context(files, opts, out)
     _lint_action_values(files, requirements, out)
+    _lint_resource_literals(files, requirements, named, out)
     _lint_constants(files, named, out)
     _lint_rules(files, requirements, named, out)
     _lint_raw_resource_reads(files, requirements, named, out)
@@ -441,6 +444,131 @@ def _lint_action_values(
                 own = known if "*" in stmt.actions else [a for a in stmt.actions if a in known]
                 for condition in stmt.conditions:
                     _lint_values(condition, reads_action(own), out)
+
+
+def _lint_resource_literals(
+    files: Sequence[ast.PolicyFile],
+    requirements: Mapping[str, ast.Requirement],
+    named: Mapping[str, Mapping[str, ast.Expr]],
+    out: _Out,
+) -> None:
+    """SOS513 for a literal the canonical resource never spells, in a rule whose
+    tools all take a path resource: ``resource == "/private/"`` (a canonical path
+    has no trailing '/'), ``startswith(resource, "private/")`` (it is absolute),
+    ``segment(resource, 1) == "a/b"`` (a segment holds no '/'). Such a test is
+    constant: a forbid written with it never applies."""
+    by_ns: dict[str, list[ast.Requirement]] = {}
+    for req in requirements.values():
+        by_ns.setdefault(req.namespace, []).append(req)
+    seen: set[tuple[ast.Span, str]] = set()
+    for f in files:
+        for rule in f.rules:
+            reqs = [
+                r
+                for r in by_ns.get(rule.namespace, [])
+                if "*" in rule.actions or r.action in rule.actions
+            ]
+            paths = bool(reqs) and all(isinstance(r.resource, ast.PathResource) for r in reqs)
+            for cond in _inlined(rule, named):
+                for lit, why in _impossible_resource_literals(cond, paths):
+                    if (lit.span, why) in seen:
+                        continue  # a named condition several rules use: once
+                    seen.add((lit.span, why))
+                    out.warn(
+                        "SOS513",
+                        f"{_shown(lit.value)} {why}, so this comparison never matches it",
+                        lit.span,
+                        "write the literal as the canonical resource: absolute, single '/', "
+                        "no trailing '/', no '.' or '..' segment",
+                    )
+
+
+def _reads_resource(node: ast.Expr) -> bool:
+    """``resource`` or ``path(x)``: a canonical resource, as the decision sees it."""
+    if isinstance(node, ast.Ref):
+        return node.root == "resource" and not node.path
+    return isinstance(node, ast.Call) and node.func == "path" and len(node.args) == 1
+
+
+def _impossible_resource_literals(cond: ast.Expr, paths: bool) -> Iterator[tuple[ast.Literal, str]]:
+    """(literal, why) for each string literal ``cond`` compares with a canonical
+    resource (``paths``: every tool's resource is a path; ``path(x)`` always is) or
+    with one of its segments, that no such value can equal or start with."""
+    for node in ast.walk(cond):
+        if isinstance(node, ast.Compare) and node.op in ("==", "!=", "in", "not in"):
+            sides = (
+                ((node.left, node.right), (node.right, node.left))
+                if node.op in ("==", "!=")
+                else ((node.left, node.right),)
+            )
+            for ref, other in sides:
+                items: Sequence[ast.Expr] = (
+                    other.items
+                    if isinstance(other, ast.ListExpr) and node.op in ("in", "not in")
+                    else (other,)
+                    if node.op in ("==", "!=")
+                    else ()
+                )
+                for lit in items:
+                    if not isinstance(lit, ast.Literal) or not isinstance(lit.value, str):
+                        continue
+                    why = _segment_never(ref, lit.value, paths)
+                    if (
+                        why is None
+                        and _reads_resource(ref)
+                        and (paths or isinstance(ref, ast.Call))
+                    ):
+                        why = _path_never(lit.value)
+                    if why is not None:
+                        yield lit, why
+        elif (
+            isinstance(node, ast.Call)
+            and node.func == "startswith"
+            and len(node.args) == 2
+            and _reads_resource(node.args[0])
+            and (paths or isinstance(node.args[0], ast.Call))
+            and isinstance(node.args[1], ast.Literal)
+            and isinstance(node.args[1].value, str)
+        ):
+            why = _path_prefix_never(node.args[1].value)
+            if why is not None:
+                yield node.args[1], why
+
+
+def _segment_never(ref: ast.Expr, text: str, paths: bool) -> str | None:
+    """Why ``segment(resource, n)`` never equals ``text`` (None when it can)."""
+    if not (isinstance(ref, ast.Call) and ref.func == "segment" and len(ref.args) == 2):
+        return None
+    if not _reads_resource(ref.args[0]):
+        return None
+    if text in ("", ".", "..") or "/" in text:
+        return (
+            "is no segment of a canonical resource (one is never empty, '.' or '..', nor holds '/')"
+        )
+    return None
+
+
+def _path_never(text: str) -> str | None:
+    """Why no canonical path equals ``text`` (None when one does: ``text`` itself)."""
+    from sharedos.policy.paths import UnresolvablePath, canonical_path
+
+    try:
+        canonical = canonical_path(text)
+    except UnresolvablePath as exc:
+        return f"is no canonical path ({exc})"
+    if canonical != text:
+        return f"is not a canonical path (the canonical form is {_shown(canonical)})"
+    return None
+
+
+def _path_prefix_never(text: str) -> str | None:
+    """Why no canonical path starts with ``text`` (None when one does)."""
+    if not text.startswith("/"):
+        return "starts no canonical path (every one is absolute, starting with '/')"
+    whole = text.split("/")[1:-1]  # the segments a '/' closes
+    if any(seg in ("", ".", "..") for seg in whole):
+        return "starts no canonical path (one has no empty, '.' or '..' segment)"
+    return None
 
 
 def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, out: _Out) -> None:

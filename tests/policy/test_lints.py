@@ -453,3 +453,28 @@ def test_action_compared_with_an_action_the_condition_never_sees() -> None:
         'condition writes = action == "write"\n',
     ):
         assert codes(fine) == [], fine
+
+
+def test_a_literal_no_canonical_resource_spells() -> None:
+    # A canonical path has no trailing '/', is absolute and has no '..': each of
+    # these forbids never applied, and check said nothing.
+    for never, col in (
+        ('forbid * on "/**" when resource == "/private/"\n', 36),
+        ('forbid * on "/**" when startswith(resource, "private/")\n', 45),
+        ('forbid * on "/**" when segment(resource, 1) == "a/b"\n', 48),
+        ('forbid * on "/**" when resource in ["/x", "/a/../b"]\n', 43),
+        ('forbid * on "/**" when startswith(path(args.path), "/a//b")\n', 52),
+        ('forbid * on "/**" unless resource != "/p/"\n', 38),
+    ):
+        parsed = parse_source(HEAD + never, "l.sos")
+        found = [(d.code, d.col) for d in lint([parsed.file]) if d.code == "SOS513"]
+        assert found == [("SOS513", col)], never
+    for fine in (
+        'forbid * on "/**" when resource == "/private"\n',
+        'forbid * on "/**" when startswith(resource, "/private/")\n',
+        'forbid * on "/**" when startswith(resource, "/pri")\n',
+        'forbid * on "/**" when segment(resource, 1) == "a"\n',
+        # a template resource is relative: no path rule applies to it
+        'namespace gh\nforbid * on "**" when resource == "sharedos/security"\n',
+    ):
+        assert [c for c in codes(fine) if c == "SOS513"] == [], fine
