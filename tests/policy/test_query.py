@@ -305,3 +305,44 @@ def test_cli_json_with_a_lone_surrogate_in_the_context_is_escaped_not_a_crash() 
     assert code == 0, err
     assert '"k": "\\ud800"' in out
     assert json.loads(out)["context"]["attributes"]["k"] == "\ud800"
+
+
+@pytest.mark.parametrize(
+    ("forbid", "fails_closed"),
+    [
+        ('when args.mode == "x"', True),  # no mode: the forbid applies
+        ("when args.n > 3", True),  # n a string: the forbid applies
+        ('unless args.mode in ["a", "b"]', True),
+        ('when segment(resource, 4) == "x"', True),  # /w/s/a has no 4th segment
+        ('when has args.mode and args.mode == "x"', False),
+        ('when not has args.mode or args.mode == "x"', False),
+        ("unless has args.ok", False),
+        ('when startswith(resource, "/w/s/tmp")', False),
+        ('when args.mode == "x" and context.tenant == "t"', True),
+    ],
+)
+def test_a_carve_out_says_when_it_fails_closed(forbid: str, fails_closed: bool) -> None:
+    # 'except /w/s/** when args.mode == "x"' read as "calls without a mode are
+    # allowed there", and they were denied: a forbid applies where its condition
+    # cannot be evaluated. The text says so, and only where it is true.
+    policy = compile_source(
+        "namespace files\n"
+        "requirement files.write { action write; resource path(args.path) }\n"
+        'permit write on "/w/**"\n'
+        f'forbid write on "/w/s/**" {forbid}\n',
+        "p.sos",
+    )
+    context = complete_context({"principal": "a", "tenant": "t"})
+    (carve,) = query(policy, context).answers[0].grants[0].carve_outs
+    assert carve.residual.fails_closed is fails_closed
+    assert ("(or where that cannot be evaluated)" in query(policy, context).render()) is (
+        fails_closed
+    )
+    # the truth: some call under the carve-out errors (and is forbidden) iff it says so
+    calls = [{}, {"mode": 1}, {"n": "many"}, {"mode": "a"}, {"mode": "x", "n": 1, "ok": 1}]
+    errored = False
+    for extra in calls:
+        decision = policy.decide("files.write", {"path": "/w/s/a", **extra}, context)
+        explained = policy.explain("files.write", {"path": "/w/s/a", **extra}, context).render()
+        errored = errored or (decision.reason == "forbidden" and "errored" in explained)
+    assert errored is fails_closed

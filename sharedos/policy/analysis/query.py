@@ -155,7 +155,7 @@ class QueryResult:
                 cond = f" {g.residual.condition}" if g.residual.condition else ""
                 lines.append(f"  allow {g.instantiated}{cond}  ({_where(g.rule)})")
                 for c in g.carve_outs:
-                    cond = f" {c.residual.condition}" if c.residual.condition else ""
+                    cond = c.residual.shown
                     whole = " (all of it)" if c.covers else ""
                     lines.append(f"    except {c.instantiated}{whole}{cond}  ({_where(c.rule)})")
             if verbose:

@@ -36,10 +36,28 @@ class Residual:
     applies: Literal["always", "never", "maybe"]
     condition: str | None = None
     reads: tuple[str, ...] = ()
+    #: a forbid's ``maybe`` that also holds where the condition cannot be evaluated
+    #: (an argument it reads missing or of another type): it fails closed there
+    fails_closed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"applies": self.applies, "condition": self.condition, "reads": list(self.reads)}
+        return {
+            "applies": self.applies,
+            "condition": self.condition,
+            "reads": list(self.reads),
+            "fails_closed": self.fails_closed,
+        }
+
+    @property
+    def shown(self) -> str:
+        """The condition as the text form prints it (empty when there is none): a
+        forbid's says it also applies where the condition cannot be evaluated."""
+        if not self.condition:
+            return ""
+        if self.fails_closed:
+            return f" {self.condition} (or where that cannot be evaluated)"
+        return f" {self.condition}"
 
 
 def residual(
@@ -70,7 +88,59 @@ def residual(
         text = f"when {unparse(folded[1])} unless {unparse(folded[2][1])}"
     else:
         text = f"{'unless' if kind == 'unless' else 'when'} {unparse(folded)}"
-    return Residual("maybe", text, tuple(reads))
+    return Residual("maybe", text, tuple(reads), forbid and E in possible and may_error(folded))
+
+
+def may_error(node: list[Any], present: frozenset[tuple[str, ...]] = frozenset()) -> bool:
+    """Can a residual (the context filled in) fail to evaluate for some arguments?
+
+    An argument read may be missing (unless a ``has`` before it in the same
+    ``and``, or a ``not has`` in the same ``or``, says it is there: ``present``)
+    or of any type, so an ordering, a membership in what is not a list literal,
+    a function or a join that reads one can fail; an equality of present values
+    cannot, nor can ``has``. The resource and the time of the call are always
+    there. Over-approximate: True whenever in doubt."""
+    kind = node[0]
+    if kind in ("lit", "has"):
+        return False
+    if kind == "ref":
+        if node[1] == "args":
+            return tuple(node[2]) not in present
+        return node[1] not in ("resource", "context")
+    if kind in ("and", "or"):
+        known = set(present)
+        for operand in node[1:]:
+            if may_error(operand, frozenset(known)):
+                return True
+            inner = operand[1] if operand[0] == "not" else operand
+            if inner[0] == "has" and inner[1] == "args" and (operand[0] == "not") == (kind == "or"):
+                known.add(tuple(inner[2]))
+        return False
+    if kind == "not":
+        return may_error(node[1], present)
+    if kind == "list":
+        return any(may_error(item, present) for item in node[1])
+    if kind == "cmp":
+        op, left, right = node[1], node[2], node[3]
+        if may_error(left, present) or may_error(right, present):
+            return True
+        if op in ("==", "!="):
+            return False
+        if op in ("in", "not in"):
+            is_list = right[0] == "list" or (right[0] == "lit" and type(right[1]) is list)
+            return not is_list
+        return _reads_args(left) or _reads_args(right)
+    # a function or a join: its arguments' types are what the call sends, and a
+    # segment of the resource may be out of range
+    return _reads_args(node) or any(
+        (sub[0] == "ref" and sub[1] not in ("resource", "context"))
+        or (sub[0] == "call" and sub[1] == "segment")
+        for sub in _nodes(node)
+    )
+
+
+def _reads_args(node: list[Any]) -> bool:
+    return any(sub[0] == "ref" and sub[1] == "args" for sub in _nodes(node))
 
 
 def _is_when_unless(node: list[Any]) -> bool:
