@@ -105,8 +105,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     out = _Out({f.path: f.source for f in files})
     requirements = _requirements(files)
     named = named_conditions(files)
-    _lint_context(files, opts, out)
-    _lint_action_values(files, requirements, out)
+    _lint_context(files, opts, out, _declared_actions(requirements))
     _lint_resource_literals(files, requirements, named, out)
     _lint_constants(files, named, out)
     _lint_rules(files, requirements, named, out)
@@ -190,12 +189,21 @@ def _kind(expr: ast.Expr) -> str | None:
     return None
 
 
-def _lint_condition(cond: ast.Expr, opts: LintOptions, out: _Out) -> None:
+def _lint_condition(
+    cond: ast.Expr, opts: LintOptions, out: _Out, actions: Sequence[str] = ()
+) -> None:
+    """SOS501/SOS502 for the context a condition reads, and SOS502 for ``action``
+    compared with an action the condition never sees (``actions``: those of the
+    rule, or of the namespace for a named condition): ``action == "wirte"``, or
+    ``forbid read ... when action == "write"``."""
     known: dict[int, AttrSchema | None] = {}
     for ref in _refs(cond, "context"):
         known[id(ref)] = _check_context_path(ref.path, ref.span, opts, out)
+    action = AttrSchema(frozenset({"string"}), values=tuple(sorted(actions))) if actions else None
 
     def schemas(node: ast.Expr) -> list[AttrSchema]:
+        if action is not None and isinstance(node, ast.Ref) and node.root == "action":
+            return [] if node.path else [action]
         schema = known.get(id(node))
         return [schema] if schema is not None else []
 
@@ -377,14 +385,21 @@ def _pattern_context_refs(pattern: ast.Pattern) -> list[tuple[list[str], int]]:
     return found
 
 
-def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out) -> None:
+def _lint_context(
+    files: Sequence[ast.PolicyFile],
+    opts: LintOptions,
+    out: _Out,
+    declared: Mapping[str, Sequence[str]],
+) -> None:
     for f in files:
         for stmt in f.statements:
             if isinstance(stmt, ast.ConditionDecl):
-                _lint_condition(stmt.expr, opts, out)
+                _lint_condition(stmt.expr, opts, out, declared.get(stmt.namespace, ()))
             if isinstance(stmt, ast.Rule):
+                known = declared.get(stmt.namespace, ())
+                own = known if "*" in stmt.actions else [a for a in stmt.actions if a in known]
                 for condition in stmt.conditions:
-                    _lint_condition(condition, opts, out)
+                    _lint_condition(condition, opts, out, own)
                 sp = stmt.pattern.span
                 for path, offset in _pattern_context_refs(stmt.pattern):
                     col = sp.col + 1 + offset  # +1: the opening quote
@@ -415,35 +430,13 @@ def _lint_context(files: Sequence[ast.PolicyFile], opts: LintOptions, out: _Out)
                 _lint_test_context(stmt, clause or stmt.span, opts, out)
 
 
-def _lint_action_values(
-    files: Sequence[ast.PolicyFile], requirements: Mapping[str, ast.Requirement], out: _Out
-) -> None:
-    """SOS502 for ``action`` compared with an action the condition never sees: one no
-    requirement of the namespace declares (``action == "wirte"``), or, in a rule, one
-    outside the rule's own actions (``forbid read ... when action == "write"``)."""
+def _declared_actions(requirements: Mapping[str, ast.Requirement]) -> dict[str, list[str]]:
+    """Per namespace, the actions its requirements declare (in the order first seen)."""
     declared: dict[str, list[str]] = {}
     for req in requirements.values():
         if req.action is not None and req.action not in declared.get(req.namespace, []):
             declared.setdefault(req.namespace, []).append(req.action)
-
-    def reads_action(values: Sequence[str]) -> Callable[[ast.Expr], list[AttrSchema]]:
-        schema = AttrSchema(frozenset({"string"}), values=tuple(sorted(values)))
-
-        def schemas(node: ast.Expr) -> list[AttrSchema]:
-            is_action = isinstance(node, ast.Ref) and node.root == "action" and not node.path
-            return [schema] if is_action and values else []
-
-        return schemas
-
-    for f in files:
-        for stmt in f.statements:
-            if isinstance(stmt, ast.ConditionDecl):
-                _lint_values(stmt.expr, reads_action(declared.get(stmt.namespace, [])), out)
-            elif isinstance(stmt, ast.Rule):
-                known = declared.get(stmt.namespace, [])
-                own = known if "*" in stmt.actions else [a for a in stmt.actions if a in known]
-                for condition in stmt.conditions:
-                    _lint_values(condition, reads_action(own), out)
+    return declared
 
 
 def _lint_resource_literals(
