@@ -195,6 +195,20 @@ def test_eval_answers_a_line_that_is_not_utf8_and_continues(tmp_path: Path) -> N
         }
 
 
+def test_eval_reads_an_input_that_opens_with_a_byte_order_mark(tmp_path: Path) -> None:
+    # Windows editors save JSONL with a BOM; a policy file or a --context file with
+    # one is read, and eval answered its first request as invalid_json
+    good = b'{"tool": "files.read", "args": {"path": "/public/a"}, "context": {"principal": "bob"}}'
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(b"\xef\xbb\xbf" + good + b"\r\n" + b"\xef\xbb\xbf" + good + b"\n")
+    result = CliRunner().invoke(main, ["eval", str(DATA / "good"), "--input", str(requests)])
+    out = _lines(result.stdout)
+    assert out[0]["effect"] == "allow", out
+    # only the input's first bytes are a mark: inside, U+FEFF is the line's text
+    assert out[1]["error"]["code"] == "invalid_json"  # type: ignore[index]
+    assert result.exit_code == 1
+
+
 def test_eval_from_a_bundle_matches_eval_from_sources(tmp_path: Path) -> None:
     bundle = tmp_path / "b.bundle.json"
     assert invoke("compile", str(DATA / "good"), "-o", str(bundle))[0] == 0

@@ -283,7 +283,9 @@ def _run_batch(policy: Any, source: BinaryIO, sink: TextIO, run: str | None = No
         # each line decoded on its own: bytes that are not UTF-8 make that line
         # invalid JSON (RFC 8259), and the batch goes on
         try:
-            line = data.decode("utf-8").rstrip("\r\n")
+            # a byte-order mark opens the input, as it may a policy file or a
+            # --context file (both read it as nothing): not part of the first request
+            line = data.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
             bad += 1
             body = EvalErrorBody(
