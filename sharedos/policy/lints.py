@@ -446,7 +446,7 @@ def _lint_resource_literals(
     out: _Out,
 ) -> None:
     """SOS513 for a literal the canonical resource never spells, in a rule whose
-    tools all take a path resource: ``resource == "/private/"`` (a canonical path
+    tools all take one kind of resource: ``resource == "/private/"`` (a canonical path
     has no trailing '/'), ``startswith(resource, "private/")`` (it is absolute),
     ``segment(resource, 1) == "a/b"`` (a segment holds no '/'). Such a test is
     constant: a forbid written with it never applies."""
@@ -461,7 +461,8 @@ def _lint_resource_literals(
                 for r in by_ns.get(rule.namespace, [])
                 if "*" in rule.actions or r.action in rule.actions
             ]
-            paths = bool(reqs) and all(isinstance(r.resource, ast.PathResource) for r in reqs)
+            kinds = {_resource_kind(r.resource) for r in reqs}
+            paths = kinds.pop() if len(kinds) == 1 else None
             for cond in _inlined(rule, named):
                 for lit, why in _impossible_resource_literals(cond, paths):
                     if (lit.span, why) in seen:
@@ -483,10 +484,22 @@ def _reads_resource(node: ast.Expr) -> bool:
     return isinstance(node, ast.Call) and node.func == "path" and len(node.args) == 1
 
 
-def _impossible_resource_literals(cond: ast.Expr, paths: bool) -> Iterator[tuple[ast.Literal, str]]:
+def _resource_kind(res: ast.ResourceExpr | None) -> str | None:
+    """``path``, or a template's ``absolute``/``relative`` (None: not known)."""
+    if isinstance(res, ast.PathResource):
+        return "path"
+    if isinstance(res, ast.TemplateResource):
+        return "absolute" if res.raw.startswith("/") else "relative"
+    return None
+
+
+def _impossible_resource_literals(
+    cond: ast.Expr, kind: str | None
+) -> Iterator[tuple[ast.Literal, str]]:
     """(literal, why) for each string literal ``cond`` compares with a canonical
-    resource (``paths``: every tool's resource is a path; ``path(x)`` always is) or
-    with one of its segments, that no such value can equal or start with."""
+    resource (``kind``: what every tool's resource is, ``path`` or an ``absolute``
+    or ``relative`` template; ``path(x)`` is always a path) or with one of its
+    segments, that no such value can equal or start with."""
     for node in ast.walk(cond):
         if isinstance(node, ast.Compare) and node.op in ("==", "!=", "in", "not in"):
             sides = (
@@ -505,13 +518,9 @@ def _impossible_resource_literals(cond: ast.Expr, paths: bool) -> Iterator[tuple
                 for lit in items:
                     if not isinstance(lit, ast.Literal) or not isinstance(lit.value, str):
                         continue
-                    why = _segment_never(ref, lit.value, paths)
-                    if (
-                        why is None
-                        and _reads_resource(ref)
-                        and (paths or isinstance(ref, ast.Call))
-                    ):
-                        why = _path_never(lit.value)
+                    why = _segment_never(ref, lit.value)
+                    if why is None and _reads_resource(ref):
+                        why = _literal_never(lit.value, _kind_of(ref, kind), prefix=False)
                     if why is not None:
                         yield lit, why
         elif (
@@ -519,16 +528,31 @@ def _impossible_resource_literals(cond: ast.Expr, paths: bool) -> Iterator[tuple
             and node.func == "startswith"
             and len(node.args) == 2
             and _reads_resource(node.args[0])
-            and (paths or isinstance(node.args[0], ast.Call))
             and isinstance(node.args[1], ast.Literal)
             and isinstance(node.args[1].value, str)
         ):
-            why = _path_prefix_never(node.args[1].value)
+            why = _literal_never(node.args[1].value, _kind_of(node.args[0], kind), prefix=True)
             if why is not None:
                 yield node.args[1], why
 
 
-def _segment_never(ref: ast.Expr, text: str, paths: bool) -> str | None:
+def _kind_of(ref: ast.Expr, kind: str | None) -> str | None:
+    """What ``ref`` reads: ``path(x)`` is always a canonical path."""
+    return "path" if isinstance(ref, ast.Call) else kind
+
+
+def _literal_never(text: str, kind: str | None, *, prefix: bool) -> str | None:
+    """Why no resource of ``kind`` equals (``prefix``: starts with) ``text``."""
+    if kind == "path":
+        return _path_prefix_never(text) if prefix else _path_never(text)
+    if kind == "relative" and text.startswith("/"):
+        return "is absolute, and the resource of these tools is a relative template"
+    if kind == "absolute" and text and not text.startswith("/"):
+        return "is relative, and the resource of these tools is an absolute template"
+    return None
+
+
+def _segment_never(ref: ast.Expr, text: str) -> str | None:
     """Why ``segment(resource, n)`` never equals ``text`` (None when it can)."""
     if not (isinstance(ref, ast.Call) and ref.func == "segment" and len(ref.args) == 2):
         return None

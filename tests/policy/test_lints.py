@@ -478,3 +478,16 @@ def test_a_literal_no_canonical_resource_spells() -> None:
         'namespace gh\nforbid * on "**" when resource == "sharedos/security"\n',
     ):
         assert [c for c in codes(fine) if c == "SOS513"] == [], fine
+
+
+def test_a_literal_on_the_other_side_of_a_templates_slash() -> None:
+    # "{args.owner}/{args.repo}" is relative: a forbid written for "/sharedos/security"
+    # never applied to the repository
+    for never in (
+        'namespace gh\nforbid * on "**" when resource == "/sharedos/security"\n',
+        'namespace gh\nforbid * on "**" when startswith(resource, "/sharedos/")\n',
+    ):
+        parsed = parse_source(HEAD + never, "l.sos")
+        found = [d for d in lint([parsed.file]) if d.code == "SOS513"]
+        assert len(found) == 1 and "relative template" in found[0].message, never
+    assert "SOS513" not in codes('namespace gh\nforbid * on "**" when startswith(resource, "sh")\n')
