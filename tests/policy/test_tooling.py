@@ -196,6 +196,15 @@ def test_run_selects_tests_by_name_and_junit_is_written(policy_file: Path, tmp_p
     assert run("test", str(policy_file), "--run", "(").exit_code == 2
 
 
+def test_a_run_filter_that_matches_no_test_is_a_usage_error(policy_file: Path) -> None:
+    # '--run ^ownrs' (a typo) ran nothing, printed "no test blocks found" and exited
+    # 0: a CI step meant to run the owners' tests went green with none run
+    for fmt in ("text", "json"):
+        result = run("test", str(policy_file), "--run", "^ownrs", "--format", fmt)
+        assert result.exit_code == 2, result.output
+        assert "no test name matches '^ownrs' (the policy has 4 test blocks)" in result.output
+
+
 def test_junit_is_well_formed_xml_whatever_a_test_is_called(tmp_path: Path) -> None:
     # A name or skip reason may hold any escape; XML 1.0 cannot hold a control
     # character or U+FFFE, and the report CI reads did not parse.

@@ -124,7 +124,16 @@ def _run(
             "diagnostics": [d.to_dict() for d in exc.diagnostics],
         }
         return EXIT_NO_COMPILE, doc
-    report = run_tests(policy, select_tests(policy.tests, run_pattern), branches=coverage)
+    selected = select_tests(policy.tests, run_pattern)
+    if run_pattern is not None and policy.tests and not selected:
+        # a misspelt filter must not turn a test step green with nothing run
+        count = len(policy.tests)
+        raise click.BadParameter(
+            f"no test name matches {run_pattern!r} (the policy has {count} test "
+            f"block{'s' if count != 1 else ''})",
+            param_hint="--run",
+        )
+    report = run_tests(policy, selected, branches=coverage)
     if junit_path is not None:
         try:
             Path(junit_path).write_text(report.junit_xml(), encoding="utf-8")
