@@ -34,7 +34,8 @@ classes live beside the code that raises them; the tree (checked by
     │   └── StateError(OSError)                   sharedos.bundles.state
     ├── EvidenceError                             sharedos.errors
     │   ├── EvidenceStoreError(RuntimeError)      sharedos.evidence.store
-    │   │   └── ApprovalTaken                     sharedos.evidence.approvals
+    │   │   ├── ApprovalTaken                     sharedos.evidence.approvals
+    │   │   └── TurnNotFound                      sharedos.evidence.verify
     │   ├── ApprovalError(ValueError)             sharedos.evidence.approvals
     │   │   └── ApprovalPending                   sharedos.evidence.approvals
     │   ├── StaleHead                             sharedos.evidence.appender

@@ -323,6 +323,7 @@ def verify_cmd(
     from sharedos.evidence.checkpoint import Checkpoint
     from sharedos.evidence.verify import (
         StoreReport,
+        TurnNotFound,
         check_checkpoints,
         check_file,
         iter_turn_reports,
@@ -361,9 +362,11 @@ def verify_cmd(
                     for problem in report.problems:
                         click.echo(problem.line())
         except EvidenceStoreError as exc:
-            # what was found stands (exit 1); a store that failed before anything was
+            # what was found stands (exit 1), and so does a turn asked for that the store
+            # has no record of (deleted whole?); a store that failed before anything was
             # found established nothing, and is no finding (exit 2)
-            raise (click.ClickException if total.problems else _Unusable)(str(exc)) from None
+            found_something = bool(total.problems) or isinstance(exc, TurnNotFound)
+            raise (click.ClickException if found_something else _Unusable)(str(exc)) from None
     if fmt == "json":
         click.echo(json.dumps(total.to_dict(), sort_keys=True))
     else:

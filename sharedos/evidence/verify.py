@@ -65,6 +65,11 @@ class StoreReport:
         }
 
 
+class TurnNotFound(EvidenceStoreError):
+    """A turn asked for by id has no record in the store: a finding when verifying it
+    (the turn may have been deleted whole), not a store that could not be read."""
+
+
 def _chained(store: Any) -> None:
     version = getattr(store, "schema_version", None)
     if not hasattr(store, "iter_links") or (version is not None and version < CHAINED_SCHEMA):
@@ -163,7 +168,7 @@ def iter_turn_reports(
         yield _gone(*pending)
         pending = next(coverage, None)
     if turn_id is not None and current is None and not gone_at_end:
-        raise EvidenceStoreError(f"no turn {turn_id!r} in this store", "io")
+        raise TurnNotFound(f"no turn {turn_id!r} in this store", "io")
 
 
 def _coverage(store: Any, turn_id: str | None) -> Iterator[tuple[str, list[Covered]]]:

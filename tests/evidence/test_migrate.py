@@ -55,7 +55,7 @@ def test_a_version_2_sqlite_file_is_migrated_and_its_rows_chained(tmp_path: Path
     code, out = cli("evidence", "counts", "--db", str(db), "--format", "json")
     assert code == 0 and '"total": 3' in out
     code, out = cli("evidence", "verify", "--db", str(db))
-    assert code == 1 and "sharedos evidence migrate" in out
+    assert code == 2 and "sharedos evidence migrate" in out  # nothing verified: not a finding
     code, out = cli("evidence", "migrate", "--db", str(db))
     assert code == 0, out
     assert f"migrated evidence schema 2 -> {LATEST}; chained 5 existing rows in 2 turns" in out
