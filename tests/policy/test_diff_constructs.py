@@ -219,6 +219,37 @@ def test_clock_classes_are_every_combination_of_hour_and_weekday() -> None:
     assert len(classes) == 5 * 3 == len(domain.values)
 
 
+@pytest.mark.parametrize(
+    "condition",
+    [
+        # each was "no change" (exit 0 under --kind widened): only UTC and the zones
+        # named were tried, so a host in any other zone was never a witness
+        'context.now.zone != "UTC"',
+        'startswith(context.now.zone, "Europe/")',
+        'not (context.now.zone in ["UTC", "Etc/UTC"])',
+        # an iso named with an offset no zone named spells (UTC spells +00:00)
+        'context.now.iso == "2026-11-02T03:05:00+01:00"',
+    ],
+)
+def test_a_zone_no_test_names_is_tried(condition: str) -> None:
+    report = diff('permit read on "/a/**"', f'permit read on "/a/**" unless {condition}')
+    assert report.verdict == "changed" and report.complete
+    assert kinds(report) == {"narrowed"}
+    for change in examples(report):
+        _valid_now(change.request.context["now"])
+
+
+def test_zones_are_tried_once_per_class_the_tests_tell_apart() -> None:
+    tests = (Glob.literal("UTC"), Glob.prefix("Europe/"), Glob.literal("Europe/Paris"))
+    domain = now_values({"zone": MemberUses((), tests)})
+    assert domain.note is None
+    classes = [tuple(g.matches(v["zone"]) for g in tests) for v in domain.values]
+    # UTC, Paris, another European zone, a zone elsewhere: each once
+    assert sorted(classes) == sorted(
+        [(True, False, False), (False, True, True), (False, True, False), (False, False, False)]
+    )
+
+
 # --------------------------------------------- a context hole against a template
 
 

@@ -12,6 +12,10 @@ time of day per class of hour and minute, the bounds themselves to the second,
 in every zone named — and keeps one time object per combination of classes
 that some candidate reaches.
 
+The zones tried are UTC, each zone named, one zone per class of names the
+tests of ``zone`` tell apart (a zone that is not UTC for ``!= "UTC"``), and a
+zone that spells each ``iso`` named (its offset at its instant).
+
 What is exact and what is not: each member alone, and any combination of
 hour, minute, weekday and zone, are exact, and so are those with timestamp
 bounds at least a week apart (every weekday and time of day occurs on each
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
+from zoneinfo import available_timezones
 
 from sharedos.policy.analysis.strings import Glob
 from sharedos.policy.clock import WEEKDAYS, ClockError, expand, now_value, zone
@@ -103,7 +108,7 @@ def _now_values(key: tuple[tuple[str, tuple[Any, ...], tuple[Glob, ...]], ...]) 
                 f"a test of context.now.{member} other than equality: only the times "
                 "named are tried"
             )
-    zones = ["UTC", *_texts(uses, "zone", _valid_zone)]
+    zones = _zones(uses)
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     made = 0
     for instant, zone_name in _candidates(uses, zones):
@@ -134,6 +139,45 @@ def _texts(uses: Mapping[str, MemberUses], member: str, valid: Any) -> list[str]
     if found is None:
         return []
     return [g.text for g in found.globs if g.text is not None and valid(g.text)]
+
+
+@lru_cache(maxsize=1)
+def _known_zones() -> tuple[str, ...]:
+    """Every zone name a host can decide in (``[policy] time_zone``), sorted."""
+    return tuple(sorted(available_timezones() | {"UTC"}))
+
+
+def _zones(uses: Mapping[str, MemberUses]) -> list[str]:
+    """The zones candidates are read in: UTC, every zone named, one zone of each class
+    of zone names the tests of ``context.now.zone`` tell apart (``!= "UTC"`` and
+    ``startswith(context.now.zone, "Europe/")`` hold in zones no test names), and
+    for each ``iso`` named, a zone whose offset spells it at its instant (an ``iso``
+    ending ``+01:00`` is no UTC time)."""
+    out = dict.fromkeys(["UTC", *_texts(uses, "zone", _valid_zone)])
+    globs = uses.get("zone", MemberUses()).globs
+    if globs:
+        reached = {tuple(g.matches(name) for g in globs) for name in out}
+        for name in _known_zones():
+            vector = tuple(g.matches(name) for g in globs)
+            if vector not in reached:
+                reached.add(vector)
+                out[name] = None
+    for text in _texts(uses, "iso", bool):
+        try:
+            point = datetime.fromisoformat(expand(text)["iso"])
+        except (ClockError, ValueError, OverflowError):
+            continue
+        offset = point.utcoffset()
+        if any(point.astimezone(zone(name)).utcoffset() == offset for name in out):
+            continue
+        for name in _known_zones():
+            try:
+                if point.astimezone(zone(name)).utcoffset() == offset:
+                    out[name] = None
+                    break
+            except (ClockError, OverflowError, ValueError):
+                continue
+    return list(out)
 
 
 def _valid_zone(name: str) -> bool:
