@@ -768,7 +768,9 @@ def shadow_cmd(
     counts by tool and by rule; the attempts decided the same; and the calls
     the candidate failed on. Nothing is decided again (see `replay`).
     Exit 0: every shadow decision matches the enforced one (or none was
-    recorded). 1: some differ. 2: usage error (a store that cannot be read).
+    recorded). 1: some differ, or the candidate failed on some call (what it
+    would have decided there is not known). 2: usage error (a store that
+    cannot be read).
     """
     from sharedos.evidence.approvals import approved_calls
     from sharedos.evidence.export import iter_records
@@ -800,7 +802,7 @@ def shadow_cmd(
     else:
         click.echo(f"evidence: {_shown(db)}")
         click.echo(_shown_text(report.render()))
-    raise SystemExit(1 if report.changed else 0)
+    raise SystemExit(0 if report.verdict == "unchanged" else 1)
 
 
 def _shown(db: str) -> str:

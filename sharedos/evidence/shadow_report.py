@@ -15,7 +15,8 @@ counts, per shadow policy:
   allowed call, or refuse one that ran or waited on an approval);
 * **reason changed**: the same effect, for different reasons;
 * **same**: the same effect and reason; **errors**: the candidate failed on
-  the call (its error text, counted).
+  the call (its error text, counted): nothing was compared there, so a report
+  with errors and no difference is ``unknown``, never ``unchanged``.
 
 Differences are grouped by (shadow policy, kind, tool, the candidate's rules,
 the enforced rules) with examples, and counted by tool and by rule. Records
@@ -134,6 +135,19 @@ class ShadowReport:
         """True when some recorded attempt was decided differently by a shadow policy."""
         return bool(self.groups)
 
+    @property
+    def failed(self) -> int:
+        """Attempts a shadow policy failed on: what it would have decided is not known."""
+        return sum(self.errors.values())
+
+    @property
+    def verdict(self) -> str:
+        """``changed``; ``unknown`` when nothing differs but the candidate failed on some
+        call (its decision there was never compared); else ``unchanged``."""
+        if self.changed:
+            return "changed"
+        return "unknown" if self.failed else "unchanged"
+
     def counts(self) -> dict[str, int]:
         """Attempts per kind of difference (every kind reported)."""
         out: dict[str, int] = dict.fromkeys(self.kinds, 0)
@@ -144,7 +158,7 @@ class ShadowReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the ``--format json`` document)."""
         return {
-            "verdict": "changed" if self.changed else "unchanged",
+            "verdict": self.verdict,
             "changed": self.changed,
             "kinds": list(self.kinds),
             "summary": {
@@ -205,6 +219,11 @@ class ShadowReport:
         )
         if self.changed:
             lines.append("result: the shadow policy would have decided some calls differently")
+        elif self.failed:
+            lines.append(
+                f"result: the shadow policy failed on {self.failed} {_plural(self.failed)}: "
+                "what it would have decided there is not known"
+            )
         elif self.policies:
             lines.append("result: the shadow policy decided every call as enforced")
         else:

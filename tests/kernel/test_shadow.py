@@ -416,3 +416,28 @@ async def test_the_candidate_decides_at_the_moment_the_enforced_decision_saw(
     records = list(iter_records(store))
     assert not shadow_report(records).changed
     assert not replay(records, changed, old=enforced).changed
+
+
+async def test_evidence_shadow_does_not_pass_a_candidate_that_failed_on_every_call(
+    policy: Any, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    """A candidate that raised on every call compared nothing: the report must not say
+    it "decided every call as enforced", nor exit 0 as if it had."""
+    import json
+
+    from sharedos.evidence import SqliteEvidenceStore
+
+    db = tmp_path / "e.db"
+    raising = ShadowDecider(Raising(compile_source(CANDIDATE, "candidate.sos"), RuntimeError("x")))
+    with SqliteEvidenceStore(db) as store:
+        host = RuntimeHost(Kernel(policy, registry), store, shadow=raising)
+        for args in ({"path": "/public/a.txt"}, {"path": "/private/a.txt"}):
+            await call(host, "files.read", args)
+    code, text = shadow_cli("--db", str(db))
+    assert code == 1, text
+    assert "decided every call as enforced" not in text
+    assert "result: the shadow policy failed on 2 attempts" in text
+    code, out = shadow_cli("--db", str(db), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["summary"]["errors"] == 2
+    assert doc["verdict"] == "unknown" and doc["changed"] is False
