@@ -130,7 +130,11 @@ class EvidenceRecord:
         For a replay (deciding the recorded call again under another policy):
         the principal, tenant, roles and attributes the host resolved, and this
         record's turn id. ``ValueError`` when the record has none (written
-        before schema 4) or it was too large to keep (a ``$truncated`` marker).
+        before schema 4), it was too large to keep (a ``$truncated`` marker), or
+        it is not a context SharedOS records (roles that are not a list of
+        strings, attributes that are not an object, a principal that is no
+        identifier: changed outside SharedOS), which is never read loosely
+        into another context (a string of roles into its characters).
         """
         from sharedos.context import AccessContext
 
@@ -138,12 +142,22 @@ class EvidenceRecord:
         if not isinstance(ctx, Mapping) or "principal" not in ctx:
             why = "was too large to keep" if ctx else "was not recorded (before schema 4)"
             raise ValueError(f"the decision context of attempt {self.seq} {why}")
-        return AccessContext(
-            principal=ctx["principal"],
-            tenant=ctx.get("tenant", "default"),
-            roles=tuple(ctx.get("roles") or ()),
-            attributes=dict(ctx.get("attributes") or {}),
-            turn_id=self.turn_id,
+        roles = ctx.get("roles", [])
+        attributes = ctx.get("attributes", {})
+        if not isinstance(roles, list) or not isinstance(attributes, Mapping):
+            raise ValueError(
+                f"the decision context of attempt {self.seq} is not one SharedOS records "
+                "(roles not a list, or attributes not an object)"
+            )
+        return AccessContext.model_validate(
+            {
+                "principal": ctx["principal"],
+                "tenant": ctx.get("tenant", "default"),
+                "roles": tuple(roles),
+                "attributes": dict(attributes),
+                "turn_id": self.turn_id,
+            },
+            strict=True,
         )
 
     def with_outcome(self, outcome: OutcomeRecord) -> EvidenceRecord:

@@ -17,6 +17,10 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   (only its principal and tenant; its roles and attributes were never
   written), so there is nothing faithful to decide it in;
 * ``context_too_large``: a context over 64 KiB was kept as a marker only;
+* ``context_malformed``: a context SharedOS does not record (roles that are
+  not a list of strings, attributes that are not an object, a principal that
+  is no identifier, a time of the call that is no time): the store was
+  changed outside SharedOS, and the call it spells is not the one decided;
 * ``arguments_not_kept``: arguments over 64 KiB (or not JSON) were kept as a
   marker only: the call cannot be rebuilt;
 * ``refused before a decision: <reason>``: a call refused before the policy
@@ -46,7 +50,7 @@ import json
 from collections import Counter
 from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sharedos.errors import EvidenceError
@@ -65,7 +69,7 @@ from sharedos.policy.analysis.compare import (
     render_groups,
     summary,
 )
-from sharedos.policy.clock import ClockError, expand, now_value
+from sharedos.policy.clock import FIELDS, ClockError, expand, now_value
 from sharedos.policy.decision import Decision, RuleRef
 from sharedos.redaction import REDACTED
 
@@ -234,13 +238,22 @@ def request_of(
     """The request ``record`` decided: tool, recorded arguments, recorded context (and the
     time of the call when ``reads_clock``), with what is approximate about it."""
     notes: list[str] = []
+    recorded = record.context
     try:
         access = record.access_context()
+        now_recorded = recorded.get("now") if isinstance(recorded, Mapping) else None
+        if now_recorded is not None and not _time_object(now_recorded):
+            raise ValueError("the time of the call is not one SharedOS records")
     except ValueError:
+        if not recorded:
+            raise NotReplayable(
+                "no_context: recorded before schema 4 (no decision context)"
+            ) from None
+        if isinstance(recorded, Mapping) and recorded.get("$truncated") is True:
+            raise NotReplayable("context_too_large") from None
         raise NotReplayable(
-            "context_too_large"
-            if record.context
-            else "no_context: recorded before schema 4 (no decision context)"
+            "context_malformed: not a decision context SharedOS records (the store was "
+            "changed outside SharedOS?)"
         ) from None
     args = record.arguments if record.arguments is not None else {}
     if not isinstance(args, Mapping) or _marker(args):
@@ -249,10 +262,9 @@ def request_of(
         notes.append(f"arguments hold a redacted secret (conditions see {REDACTED!r})")
     context: dict[str, Any] = dict(access.policy_input)
     if reads_clock:
-        recorded = (record.context or {}).get("now")
         now: Any = None
-        if isinstance(recorded, Mapping):
-            now = dict(recorded)
+        if isinstance(now_recorded, Mapping):
+            now = dict(now_recorded)
         else:
             try:
                 now = now_value(datetime.fromisoformat(record.started_at), time_zone)
@@ -272,6 +284,21 @@ def request_of(
         "policy_hash": record.policy_hash,
     }
     return Request(record.tool, dict(args), context, run_policy, origin), notes
+
+
+def _time_object(value: Any) -> bool:
+    """Is ``value`` a ``context.now`` as the host records it (every member, valid)?"""
+    if not isinstance(value, Mapping) or set(value) != set(FIELDS):
+        return False
+    stamp, zone_name = value["timestamp"], value["zone"]
+    if type(stamp) is not int or type(zone_name) is not str:
+        return False
+    try:
+        made = now_value(datetime.fromtimestamp(stamp, UTC), zone_name)
+    except (ClockError, TypeError, ValueError, OverflowError, OSError):
+        return False
+    # member by member, types included (a policy never takes true for 1)
+    return all(type(value[k]) is type(made[k]) and value[k] == made[k] for k in FIELDS)
 
 
 def _marker(args: Mapping[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,55 @@ def test_the_json_document_is_the_one_the_docs_spell(tmp_path: Path) -> None:
     summary = re.search(r'"summary": \{([^}]*)\}', spelled)
     assert summary is not None
     assert {k.strip() for k in summary.group(1).split(",")} == set(doc["summary"])
+
+
+#: edits of a recorded decision context that SharedOS never writes, each of which a loose
+#: reading would replay as another request (the roles "admin" as ["a", "d", "m", "i", "n"])
+MALFORMED_CONTEXTS = [
+    '{"principal":"alice","tenant":"default","roles":"admin","attributes":{}}',
+    '{"principal":"alice","tenant":"default","roles":["admin"],"attributes":[["k",1]]}',
+    '{"principal":"alice","tenant":"default","roles":[["admin"]],"attributes":{}}',
+    '{"principal":"ali\\u0000ce","tenant":"default","roles":["admin"],"attributes":{}}',
+    '{"principal":"alice","tenant":7,"roles":["admin"],"attributes":{}}',
+]
+
+
+def test_a_context_changed_outside_sharedos_is_not_replayed_as_another(tmp_path: Path) -> None:
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    db = tmp_path / "e.db"
+    with SqliteEvidenceStore(db) as s:
+        record_traffic(s, tmp_path)
+    alice = "SELECT seq FROM chain WHERE kind = 'attempt' AND principal = 'alice'"
+    for i, text in enumerate(MALFORMED_CONTEXTS):
+        edited = tmp_path / f"edited{i}.db"
+        edited.write_bytes(db.read_bytes())
+        with sqlite3.connect(edited) as con:
+            con.execute(f"UPDATE chain SET context = ? WHERE seq = ({alice})", (text,))
+        with SqliteEvidenceStore(edited) as s:
+            report = replay(iter_records(s), shipped(), old=shipped(), max_examples=0)
+        # never decided as a made-up context (alice without her role: "narrowed")
+        assert not report.changed, (text, report.render())
+        (why,) = [k for k in report.skipped if k.startswith("context_malformed")]
+        assert report.skipped[why] == 1, text
+        assert report.mismatched == 0 and report.replayed == len(TRAFFIC) - 3
+
+
+def test_a_time_of_the_call_changed_outside_sharedos_is_not_replayed(
+    store: Any, tmp_path: Path
+) -> None:
+    policy = compile_sources([("hours.sos", OFFICE_HOURS)])
+    read_on_the_hosts_clock(store, tmp_path, policy, calls=1)
+    (record,) = [r for r in iter_records(store) if r.effect is not None]
+    assert record.effect == "allow"
+    assert not replay([record], policy, old=policy).skipped
+    now = dict(record.context["now"])
+    for edit in ({"hour": 7}, {"hour": "9"}, {"weekday": None}, {"zone": "Mars/Base"}):
+        bad = {**now, **edit}
+        changed = replace(record, context={**record.context, "now": bad})
+        report = replay([changed], policy, old=policy)
+        assert not report.changed and report.replayed == 0, (edit, report.render())
+        assert list(report.skipped) == [
+            "context_malformed: not a decision context SharedOS records (the store was "
+            "changed outside SharedOS?)"
+        ]
