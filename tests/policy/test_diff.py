@@ -469,3 +469,46 @@ def test_a_condition_of_many_literals_diffs_in_linear_work() -> None:
     report = diff_policies(old, new)
     assert report.changed and report.complete
     assert time.process_time() - started < cpu_bound(2.0)
+
+
+@pytest.mark.parametrize(
+    ("old_rule", "new_rule"),
+    [
+        # each was "no decision can change" (complete, exit 0 under --kind widened):
+        # the principal or tenant filling a pattern's segment was tried only with
+        # values the patterns suggest, never one the resource condition singles out
+        (
+            'permit read on "/home/{context.principal}/**" unless startswith(resource, "/home/svc-")',
+            'permit read on "/home/{context.principal}/**"',
+        ),
+        (
+            'permit read on "/srv/{context.tenant}/**" unless segment(resource, 2) == "internal"',
+            'permit read on "/srv/{context.tenant}/**"',
+        ),
+        (
+            'permit read on "/h/u-{context.principal}/**" unless startswith(resource, "/h/u-svc")',
+            'permit read on "/h/u-{context.principal}/**"',
+        ),
+        ("", 'permit read on "/t/{context.tenant}" when endswith(resource, "-prod")'),
+        ("", 'permit read on "/a/{context.turn_id}" when contains(resource, "b")'),
+        (
+            'permit get on "{context.principal}/*" unless startswith(resource, "bot-")',
+            'permit get on "{context.principal}/*"',
+        ),
+    ],
+)
+def test_a_resource_condition_on_an_interpolated_segment_is_tried_with_its_values(
+    old_rule: str, new_rule: str
+) -> None:
+    head = (
+        "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+        if "get" not in new_rule
+        else 'namespace g\nrequirement g.get { action get; resource "{args.owner}/{args.repo}" }\n'
+    )
+    old, new = head + old_rule + "\n", head + new_rule + "\n"
+    report = diff_texts(old, new, max_examples=0)
+    assert assert_real(old, new, report) > 0
+    assert report.complete and {g.kind for g in report.groups} == {"widened"}
+    report = diff_texts(new, old, max_examples=0)  # and the other way round
+    assert assert_real(new, old, report) > 0
+    assert report.complete and {g.kind for g in report.groups} == {"narrowed"}

@@ -279,6 +279,18 @@ class RequestSpace:
                 for tseg in shape.template:
                     if any(p[0] == "t" for p in tseg):
                         globs.setdefault(Glob.of_pieces(tseg), None)
+        # So do the patterns the resource conditions amount to: the segment 'svc-*' of
+        # `startswith(resource, "/home/svc-")` (`/home/svc-*/**`) is met by the segment
+        # '{context.principal}' of '/home/{context.principal}/**' only for a principal
+        # starting 'svc-', which no pattern suggests: without it, a permit's `unless`
+        # on such homes could be dropped (or a permit granted to them) with no witness.
+        static = [atom for atom in self.atoms.resource_atoms if not atom.reads]
+        for pattern in atom_patterns(static, BASE_CONTEXT):
+            for test in pattern.segs:
+                if test[0] == "L":
+                    globs.setdefault(Glob.literal(test[1]), None)
+                elif test[0] == "G":
+                    globs.setdefault(test[1], None)
         return list(globs)
 
     def _resource_atom_values(self, atom: ResourceAtom, rules: Sequence[RuleRecord]) -> None:
