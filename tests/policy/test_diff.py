@@ -512,3 +512,14 @@ def test_a_resource_condition_on_an_interpolated_segment_is_tried_with_its_value
     report = diff_texts(new, old, max_examples=0)  # and the other way round
     assert assert_real(new, old, report) > 0
     assert report.complete and {g.kind for g in report.groups} == {"narrowed"}
+
+
+@pytest.mark.parametrize("test", ["in context.attributes.dirs", "== context.attributes.dir"])
+def test_a_segment_compared_with_the_context_can_be_the_interpolated_one(test: str) -> None:
+    # was "no decision can change" for `in` (complete, exit 0 under --kind widened): the
+    # principal filling the segment was tried as "user", the folders listed as ["x"]
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    new = head + f'permit read on "/{{context.principal}}/**" when segment(resource, 1) {test}\n'
+    report = diff_texts(head, new, max_examples=0)
+    assert assert_real(head, new, report) > 0
+    assert report.complete and {g.kind for g in report.groups} == {"widened"}

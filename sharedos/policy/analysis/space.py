@@ -231,13 +231,9 @@ class RequestSpace:
                 outer.setdefault(var, None)
             self._resource_atom_values(atom, rules)
         self.outer: list[Var] = list(outer)
-        self.domains = Domains(
-            self.atoms,
-            interpolated=interpolated,
-            segment_globs=self._segment_globs(rules),
-            max_members=self.limits.max_members,
-            max_states=self.limits.max_states,
-        )
+        self.domains = self._domains(interpolated, rules)
+        if self._segment_values_of_interpolations(interpolated):
+            self.domains = self._domains(interpolated, rules)
         self._resource_vars: set[Var] = set(old.resource_args()) | set(new.resource_args())
         # a `has` of the argument naming the resource is true wherever a rule's
         # condition is evaluated (a call without it is unresolvable first)
@@ -347,6 +343,39 @@ class RequestSpace:
                     uses.add_value(value)
                     if atom.test != "eq":
                         uses.add_value(value + "/")
+
+    def _domains(self, interpolated: Mapping[Var, None], rules: Sequence[RuleRecord]) -> Domains:
+        return Domains(
+            self.atoms,
+            interpolated=interpolated,
+            segment_globs=self._segment_globs(rules),
+            max_members=self.limits.max_members,
+            max_states=self.limits.max_states,
+        )
+
+    def _segment_values_of_interpolations(self, interpolated: Mapping[Var, None]) -> bool:
+        """A context value a resource condition compares one segment with
+        (``segment(resource, 1) in context.attributes.dirs``) can be the value an
+        interpolation fills that segment with (``/{context.principal}/**``): give it
+        each value the interpolated variables take, which the segment classes alone
+        need not spell alike (``user`` for one, ``x`` for the other). True when some
+        value was added (the domains are then built again)."""
+        added = False
+        for atom in self.atoms.resource_atoms:
+            if atom.position is None or not atom.reads:
+                continue
+            for source in interpolated:
+                for value in self.domains.domain(source).values:
+                    if type(value) is not str or not valid_segment(value):
+                        continue
+                    for var in atom.reads:
+                        uses = self.atoms.use(var)
+                        if atom.many:
+                            uses.add_element(value)
+                        else:
+                            uses.add_value(value)
+                        added = True
+        return added
 
     def _interpolation_constants(self, rule: RuleRecord, var: Var, pieces: tuple[Any, ...]) -> None:
         """What decides a match for ``var`` inside a segment with text (``x-{context.tenant}``):
