@@ -523,3 +523,42 @@ def test_a_segment_compared_with_the_context_can_be_the_interpolated_one(test: s
     report = diff_texts(head, new, max_examples=0)
     assert assert_real(head, new, report) > 0
     assert report.complete and {g.kind for g in report.groups} == {"widened"}
+
+
+APPROVAL_HEAD = (
+    "namespace git\nrequirement git.commit { action write; resource path(args.repo) }\n"
+    'permit write on "/srv/**"\n'
+)
+MAINTAINER = 'require approval by role "maintainer" for write on "/srv/**"\n'
+SECURITY = 'require approval by group "security" for write on "/srv/**"\n'
+
+
+@pytest.mark.parametrize(
+    ("old_rules", "new_rules", "kind"),
+    [
+        # each was "reason changed", so `diff --kind widened` exited 0: an intern's
+        # approval now lets the commit run; a maintainer's alone, where the security
+        # group's was needed too
+        (MAINTAINER, MAINTAINER.replace('"maintainer"', '"maintainer", role "intern"'), "widened"),
+        (MAINTAINER + SECURITY, MAINTAINER, "widened"),
+        (MAINTAINER, MAINTAINER.replace('role "maintainer"', 'role "intern"'), "widened"),
+        (MAINTAINER.replace('"maintainer"', '"maintainer", role "intern"'), MAINTAINER, "narrowed"),
+        (MAINTAINER, MAINTAINER + SECURITY, "narrowed"),
+        # the same approvers, written otherwise: no change
+        (MAINTAINER, '@id("m") ' + MAINTAINER, None),
+        (MAINTAINER + MAINTAINER.replace("/srv/**", "/srv/*/**"), MAINTAINER, None),
+    ],
+)
+def test_who_may_approve_widens_or_narrows(
+    old_rules: str, new_rules: str, kind: str | None
+) -> None:
+    old, new = APPROVAL_HEAD + old_rules, APPROVAL_HEAD + new_rules
+    report = diff_texts(old, new, max_examples=0)
+    assert assert_real(old, new, report) == sum(len(g.examples) for g in report.groups)
+    assert report.complete
+    if kind is None:
+        assert report.verdict == "unchanged"
+    else:
+        assert {g.kind for g in report.groups} == {kind}
+        only = diff_texts(old, new, kinds=[kind])
+        assert only.verdict == "changed"

@@ -12,7 +12,10 @@ change) for a report, and ``groups_to_json``/``render_groups`` print them.
 
 Kinds: ``widened`` (deny -> allow), ``narrowed`` (allow -> deny), ``reason
 changed`` (still denied, for another reason: ``no_matching_permit`` ->
-``forbidden``, a tool that became unavailable...). Which rule ids decided is
+``forbidden``, a tool that became unavailable...). A call that needs an
+approval under both is widened when someone may now approve it whose
+approval did not let it run before, else narrowed when someone whose approval
+did may not now. Which rule ids decided is
 not a change: renaming or moving a rule changes ids, not decisions.
 
 The *responsible* rules of a change are the deciding rules (of either side)
@@ -24,13 +27,14 @@ The group's pattern is the first responsible rule's pattern as written.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sharedos.outcomes import EFFECT_REACH
-from sharedos.policy.decision import Decision, RuleRef
+from sharedos.policy.decision import Approver, Decision, RuleRef
 from sharedos.policy.evaluator import Evaluator
 
 ChangeKind = Literal["widened", "narrowed", "reason changed"]
@@ -86,15 +90,39 @@ def change_kind(old: Decision, new: Decision) -> ChangeKind | None:
     if old.effect is new.effect:
         if old.reason is not new.reason:
             return "reason changed"
-        # who may approve changed: the call waits for someone else now
-        if (
-            old.approval is not None
-            and new.approval is not None
-            and set(old.approval.approvers) != set(new.approval.approvers)
-        ):
-            return "reason changed"
+        if old.approval is not None and new.approval is not None:
+            # who may approve changed: an approval that let the call run before may not
+            # now (narrowed), or one that did not may now (widened: someone the old
+            # policy did not accept, or one approver where two rules each needed theirs)
+            if _admits_more(new.approval.approvers, old.approval.approvers):
+                return "widened"
+            if _admits_more(old.approval.approvers, new.approval.approvers):
+                return "narrowed"
         return None
     return "widened" if EFFECT_REACH[new.effect] > EFFECT_REACH[old.effect] else "narrowed"
+
+
+#: approver combinations weighed one by one before ``_admits_more`` answers "yes" unseen
+_MAX_APPROVER_SETS = 4096
+
+
+def _admits_more(a: Sequence[Sequence[Approver]], b: Sequence[Sequence[Approver]]) -> bool:
+    """True when some approver satisfies every rule of ``a`` but not every rule of ``b``
+    (each rule: any one of its approvers; no rule at all: nobody can approve).
+
+    An approver satisfying ``a`` holds one approver of each of its rules; a minimal
+    such set that misses some rule of ``b`` is the witness."""
+    if not a:
+        return False
+    if not b:
+        return True
+    for n, picked in enumerate(itertools.product(*a)):
+        if n >= _MAX_APPROVER_SETS:
+            return True  # too many to weigh: say it can differ rather than that it cannot
+        have = set(picked)
+        if not all(any(x in have for x in rule) for rule in b):
+            return True
+    return False
 
 
 class RuleForms:
