@@ -31,9 +31,9 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   compare, and its refusal does not depend on the rules a new policy changes
   (the catalogue, the run policy and the input schema decide it).
 
-Replayed but not exactly as made (``ReplayReport.notes``): arguments a secret
-was redacted from (conditions see ``[redacted]``), and the time of a call
-recorded without ``now`` (before the host recorded it; the host records the
+Replayed but not exactly as made (``ReplayReport.notes``): arguments or a
+decision context a secret was redacted from (conditions see ``[redacted]``),
+and the time of a call recorded without ``now`` (before the host recorded it; the host records the
 ``now`` a decision saw whenever the policy reads the time): ``started_at`` in
 ``time_zone``, the wall clock, which a host with its own clock does not follow.
 
@@ -260,6 +260,9 @@ def request_of(
         raise NotReplayable("arguments_not_kept: too large or not JSON when recorded")
     if _redacted(args):
         notes.append(f"arguments hold a redacted secret (conditions see {REDACTED!r})")
+    if _redacted(access.policy_input):
+        # the host's secrets are scrubbed from the recorded context like any field
+        notes.append(f"the decision context holds a redacted secret (conditions see {REDACTED!r})")
     context: dict[str, Any] = dict(access.policy_input)
     if reads_clock:
         now: Any = None

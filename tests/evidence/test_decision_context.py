@@ -117,3 +117,25 @@ def test_the_context_is_part_of_the_chain(store: Any, raw: Raw) -> None:
     # granting a role after the fact is an edit the chain shows
     raw("UPDATE chain SET context = replace(context, 'editor', 'admin') WHERE kind = 'attempt'")
     assert [p.kind for p in verify_store(store).problems] == ["edited"]
+
+
+def test_a_replay_of_a_context_a_secret_was_scrubbed_from_says_so(store: Any) -> None:
+    """The recorded context holds ``[redacted]`` where the host's secret was: a replay
+    decides it with that text, not with the secret, and must say so, as it does for
+    arguments (a condition on the attribute decides otherwise than the host did)."""
+    from sharedos.evidence.export import iter_records
+    from sharedos.evidence.replay import replay
+
+    secret = "host-secret-value-123"
+    ctx = AccessContext(principal="bob", attributes={"token": secret}, turn_id="r-turn")
+    run(host(store, secrets=(secret,)), ctx, ["/tenant/default/x"])
+    new = compile_source(
+        POLICY + f'permit read on "/tenant/**" when context.attributes.token == "{secret}"\n',
+        "t.sos",
+    )
+    report = replay(iter_records(store), new)
+    assert report.replayed == 1
+    assert report.notes == {
+        "the decision context holds a redacted secret (conditions see '[redacted]')": 1
+    }, report.notes
+    assert "redacted secret" in report.render()
