@@ -319,6 +319,46 @@ def test_a_run_policy_that_changes_its_reach_is_reported_under_its_kind(
     assert json.loads(out)["run_policies"] == []
 
 
+@pytest.mark.parametrize(
+    ("old_managed", "new_managed", "kind"),
+    [
+        # each was exit 0 under --kind widened when the run policies are diffed alone
+        # (policy/ apart from rules/): no requirement declares a tool to weigh
+        ("files.read", "files.*, github.**", "widened"),
+        ("files.*", "files.**", "widened"),
+        ("a.b.c", "a.*.c", "widened"),
+        ("files.*, github.**", "files.read", "narrowed"),
+    ],
+)
+def test_a_managed_set_that_grows_is_widened_whatever_tools_are_declared(
+    tmp_path: Path, old_managed: str, new_managed: str, kind: str
+) -> None:
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    for d, managed in ((old_dir, old_managed), (new_dir, new_managed)):
+        d.mkdir()
+        (d / "run.sos").write_text(
+            f'toolpolicy r {{ mode strict; managed {managed}; harness_local "patch" }}\n'
+        )
+    other = "narrowed" if kind == "widened" else "widened"
+    code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--kind", kind, "--format", "json")
+    assert code == 1, out
+    assert [rp["name"] for rp in json.loads(out)["run_policies"]] == ["r"]
+    code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--kind", other, "--format", "json")
+    assert code == 0 and json.loads(out)["run_policies"] == [], out
+
+
+def test_a_managed_set_written_otherwise_is_neither_kind(tmp_path: Path) -> None:
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    for d, managed in ((old_dir, "a.b.c, a.*.*"), (new_dir, "a.*.c, a.*.*")):
+        d.mkdir()
+        (d / "run.sos").write_text(
+            f'toolpolicy r {{ mode strict; managed {managed}; harness_local "patch" }}\n'
+        )
+    for kind in ("widened", "narrowed"):
+        code, out, _ = invoke("diff", str(old_dir), str(new_dir), "--kind", kind)
+        assert code == 0, out
+
+
 # ------------------------------------------------------------------------------- CLI
 
 

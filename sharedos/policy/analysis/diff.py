@@ -23,7 +23,7 @@ says so.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -337,6 +337,13 @@ def _surface_change(before: ToolPolicy | None, after: ToolPolicy | None) -> set[
         return kinds
     if before.mode is not after.mode:
         kinds.add("widened" if after.mode is RunMode.OPEN else "narrowed")
+    # the managed set itself, whatever tools the policies declare today: `files.read` ->
+    # `files.*` manages every files tool a requirement (or an upstream) adds later, and a
+    # diff of the run policies alone declares no tool at all
+    if _manages_beyond(after.managed, before.managed):
+        kinds.add("widened")
+    if _manages_beyond(before.managed, after.managed):
+        kinds.add("narrowed")
     for field_name in ("harness_local", "external_direct"):
         was, now = set(getattr(before, field_name)), set(getattr(after, field_name))
         if now - was:
@@ -344,3 +351,61 @@ def _surface_change(before: ToolPolicy | None, after: ToolPolicy | None) -> set[
         if was - now:
             kinds.add("narrowed")
     return kinds
+
+
+#: a segment test of a managed pattern that any one segment passes
+_ANY = None
+
+
+def _segment_tests(pattern: str) -> tuple[tuple[str | None, ...], bool]:
+    """A managed pattern as its segment tests (a literal, or ``_ANY``) and whether it ends
+    in ``**`` (one or more further segments)."""
+    segs = pattern.split(".")
+    tail = segs[-1] == "**"
+    if tail:
+        segs = segs[:-1]
+    return tuple(_ANY if seg == "*" else seg for seg in segs), tail
+
+
+def _manages_beyond(a: Sequence[str], b: Sequence[str]) -> bool:
+    """True when some tool name matches a managed pattern of ``a`` and none of ``b``.
+
+    Exact: the names are walked segment by segment over the literals the patterns
+    name and one segment none of them names (every other segment is tested alike),
+    with the states of ``b``'s patterns tracked together (a subset construction)."""
+    tests_a = [_segment_tests(p) for p in a]
+    tests_b = [_segment_tests(p) for p in b]
+    literals = {t for tests, _ in (*tests_a, *tests_b) for t in tests if t is not _ANY}
+    fresh = "x"
+    while fresh in literals:
+        fresh += "x"
+    alphabet = [*sorted(literals), fresh]
+
+    # a state: the position in a pattern's tests, or len(tests) + 1 once a ** took a segment
+    def step(tests: tuple[str | None, ...], tail: bool, at: int, seg: str) -> int | None:
+        if at < len(tests):
+            return at + 1 if tests[at] is _ANY or tests[at] == seg else None
+        return len(tests) + 1 if tail else None
+
+    def accepts(tests: tuple[str | None, ...], tail: bool, at: int) -> bool:
+        return at == len(tests) + 1 if tail else at == len(tests)
+
+    for tests, tail in tests_a:
+        start = (0, frozenset((i, 0) for i in range(len(tests_b))))
+        todo, seen = [start], {start}
+        while todo:
+            at, others = todo.pop()
+            if accepts(tests, tail, at) and not any(accepts(*tests_b[i], j) for i, j in others):
+                return True
+            for seg in alphabet:
+                nxt = step(tests, tail, at, seg)
+                if nxt is None:
+                    continue
+                moved = frozenset(
+                    (i, k) for i, j in others for k in [step(*tests_b[i], j, seg)] if k is not None
+                )
+                state = (nxt, moved)
+                if state not in seen:
+                    seen.add(state)
+                    todo.append(state)
+    return False
