@@ -602,3 +602,22 @@ def test_who_may_approve_widens_or_narrows(
         assert {g.kind for g in report.groups} == {kind}
         only = diff_texts(old, new, kinds=[kind])
         assert only.verdict == "changed"
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        # each was "no decision can change" (complete, exit 0 under --kind widened): the
+        # roles were tried as [] and the lists membership tests make, never another list
+        "when context.roles != []",
+        "unless context.roles == []",
+        "when not (context.roles == [])",
+        'when "a" in context.roles and context.roles != ["a"]',
+    ],
+)
+def test_a_list_compared_with_a_list_is_tried_with_another_list(condition: str) -> None:
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    new = head + f'permit read on "/a/**" {condition}\n'
+    report = diff_texts(head, new, max_examples=0)
+    assert assert_real(head, new, report) > 0
+    assert report.complete and {g.kind for g in report.groups} == {"widened"}

@@ -316,7 +316,14 @@ class Atoms:
     def _eq(self, node: Any, a: Term, b: Term) -> None:
         for x, y in ((a, b), (b, a)):
             if x[0] == "var" and y[0] == "const":
-                self.use(x[1]).add_value(y[1])
+                uses = self.use(x[1])
+                uses.add_value(y[1])
+                if isinstance(y[1], list | tuple):
+                    # a list that is not this one: `context.roles != []` holds for any role
+                    # held, `"a" in context.roles and context.roles != ["a"]` for a role
+                    # besides "a" (the lists tried are otherwise only those the membership
+                    # tests make, and this one)
+                    uses.fresh_member = True
                 return
             if x[0] == "var" and y[0] == "var":
                 self.use(x[1]).equal_to.add(y[1])
