@@ -621,3 +621,13 @@ def test_a_list_compared_with_a_list_is_tried_with_another_list(condition: str) 
     report = diff_texts(head, new, max_examples=0)
     assert assert_real(head, new, report) > 0
     assert report.complete and {g.kind for g in report.groups} == {"widened"}
+
+
+@pytest.mark.parametrize("condition", ["args.n > 1e300", "args.n < -1e300", "args.n > 1.5e308"])
+def test_a_bound_where_one_more_is_the_same_float_is_still_passed(condition: str) -> None:
+    # was "no decision can change": 1e300 + 1 is 1e300, so no number above it was tried
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    new = head + f'permit read on "/a/**" when {condition}\n'
+    report = diff_texts(head, new, max_examples=0)
+    assert assert_real(head, new, report) > 0
+    assert report.complete and {g.kind for g in report.groups} == {"widened"}

@@ -34,6 +34,7 @@ missing and present.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -357,14 +358,24 @@ def _fresh_member(members: list[Any]) -> str:
 def _numbers(bounds: list[int | float]) -> list[int | float]:
     """A number below, at, between and above the bounds (every ordering class)."""
     points = sorted(set(bounds))
-    out: list[int | float] = [points[0] - 1]
+    out: list[int | float] = [_step(points[0], -1)]
     for a, b in itertools.pairwise(points):
         out.append(a)
-        mid = (a + b) / 2
+        mid = a / 2 + b / 2  # never past the largest float, as (a + b) / 2 can be
         out.append(int(mid) if mid == int(mid) and mid not in (a, b) else mid)
     out.append(points[-1])
-    out.append(points[-1] + 1)
-    return out
+    out.append(_step(points[-1], 1))
+    # a number is finite (JSON has no infinity): none lies beyond the largest float
+    return [n for n in out if n - n == 0]
+
+
+def _step(point: int | float, way: int) -> int | float:
+    """A number just below (``way`` -1) or above (1) ``point``: ``point ± 1`` where that is
+    another number (1e300 + 1 is 1e300), else the next float that way."""
+    moved = point + way
+    if moved != point:
+        return moved
+    return math.nextafter(point, way * math.inf)
 
 
 def _lit(value: Any) -> str:
