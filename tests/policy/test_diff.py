@@ -631,3 +631,33 @@ def test_a_bound_where_one_more_is_the_same_float_is_still_passed(condition: str
     report = diff_texts(head, new, max_examples=0)
     assert assert_real(head, new, report) > 0
     assert report.complete and {g.kind for g in report.groups} == {"widened"}
+
+
+@pytest.mark.parametrize(
+    ("old_action", "new_action", "kind"),
+    [
+        # was "2 tools compared, 0 with different rules ... no decision can change": the
+        # tool was skipped because its resource and its rules were the same, though the
+        # rule `permit *` ... `unless action == "delete"` decides otherwise for another
+        # action (a removal tool re-declared as a read lets everyone delete)
+        ("delete", "read", "widened"),
+        ("read", "delete", "narrowed"),
+    ],
+)
+def test_a_requirement_whose_action_alone_changed_is_analysed(
+    old_action: str, new_action: str, kind: str
+) -> None:
+    head = (
+        "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+        "requirement files.write { action delete; resource path(args.x) }\n"
+    )
+    rules = 'permit * on "/shared/**" unless action == "delete"\n'
+    old = head + f"requirement files.remove {{ action {old_action}; resource path(args.path) }}\n"
+    new = old.replace(
+        f"files.remove {{ action {old_action};", f"files.remove {{ action {new_action};"
+    )
+    old, new = old + rules, new + rules
+    report = diff_texts(old, new, max_examples=0)
+    assert assert_real(old, new, report) > 0
+    assert report.complete
+    assert {(g.tool, g.kind) for g in report.groups} == {("files.remove", kind)}

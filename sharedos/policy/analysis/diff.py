@@ -241,7 +241,7 @@ def diff_policies(
         same_managed = _managed(old, run_policy, tool) == _managed(new, run_policy, tool)
         if (
             old_key is not None
-            and new_key is not None
+            and old_key == new_key  # namespace, action and resource: the same requirement
             and old_side.resource == new_side.resource
             and same_rules(old_side.rules, new_side.rules)
             and same_managed

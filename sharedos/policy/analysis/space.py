@@ -182,13 +182,14 @@ class RequestSpace:
         self._prune = prune
         self.gaps: dict[Gap, None] = {}
         self.complete = True
-        # the same resource and action: a condition sees the same call on both sides
-        self.same_requirement = (
+        # the same resource: both sides decide on one witness resource
+        self.same_resource = (
             old.resource is not None
             and new.resource is not None
             and _canon(old.resource) == _canon(new.resource)
-            and old.action == new.action
         )
+        # and the same action: a condition sees the same call on both sides
+        self.same_requirement = self.same_resource and old.action == new.action
         if prune and self.same_requirement:
             old, new = _relevant(old, new)
             self.old, self.new = old, new
@@ -446,7 +447,7 @@ class RequestSpace:
         live = [p for p in patterns if p is not None] + atom_patterns(
             self.atoms.resource_atoms, context
         )
-        if not self.same_requirement:
+        if not self.same_resource:
             for args, rules in self._both_sides(live, patterns):
                 yield from self._inner(context, rules, [args])
             return
@@ -459,8 +460,11 @@ class RequestSpace:
             yield from self._inner(context, [], [{}])
         for w in self._witnesses(live, shape):
             old_m, new_m = self._matched_rules(patterns, w)
-            if self._prune and _meaning(old_m) == _meaning(new_m):
-                continue  # the same rules can apply: no context or argument can differ
+            if self._prune and self.same_requirement and _meaning(old_m) == _meaning(new_m):
+                # the same rules can apply to the same call: no context or argument can
+                # differ (under another action, `permit *` ... `unless action == "delete"`
+                # is the same rule deciding otherwise)
+                continue
             spelled: dict[str, Any] = {}
             for path, value in _arg_values(self.old, w):
                 set_path(spelled, path, value)
