@@ -129,6 +129,8 @@ class ShadowReport:
     #: rule (``shadow:ID`` / ``enforced:ID``) -> kind -> records
     by_rule: dict[str, Counter[str]] = field(default_factory=dict)
     kinds: tuple[ShadowKind, ...] = SHADOW_KINDS
+    #: records decided differently, in a kind ``kinds`` leaves out
+    other_kinds: int = 0
 
     @property
     def changed(self) -> bool:
@@ -217,12 +219,21 @@ class ShadowReport:
             "recorded before schema 5)"
             + (f", {self.others} by other shadow policies (left out)" if self.others else "")
         )
+        only = "" if self.kinds == SHADOW_KINDS else f" (looking for: {', '.join(self.kinds)})"
         if self.changed:
-            lines.append("result: the shadow policy would have decided some calls differently")
+            lines.append(
+                f"result: the shadow policy would have decided some calls differently{only}"
+            )
         elif self.failed:
             lines.append(
                 f"result: the shadow policy failed on {self.failed} {_plural(self.failed)}: "
                 "what it would have decided there is not known"
+            )
+        elif self.other_kinds:
+            # never "every call as enforced": some were not, in kinds not looked for
+            lines.append(
+                f"result: no call decided differently in the kinds looked for{only}; "
+                f"{self.other_kinds} {_plural(self.other_kinds)} in other kinds"
             )
         elif self.policies:
             lines.append("result: the shadow policy decided every call as enforced")
@@ -348,6 +359,7 @@ def shadow_report(
             report.same[hash_] += 1
             continue
         if kind not in wanted:
+            report.other_kinds += 1
             continue
         shadow_rules = tuple(map(str, shadow.get("rule_ids") or ()))
         key = (hash_, kind, record.tool, shadow_rules, tuple(record.rule_ids))

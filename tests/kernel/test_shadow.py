@@ -441,3 +441,27 @@ async def test_evidence_shadow_does_not_pass_a_candidate_that_failed_on_every_ca
     doc = json.loads(out)
     assert code == 1 and doc["summary"]["errors"] == 2
     assert doc["verdict"] == "unknown" and doc["changed"] is False
+
+
+async def test_evidence_shadow_under_kind_never_says_every_call_was_decided_as_enforced(
+    policy: Any, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    """`--kind reason-changed` over calls the candidate would allow and deny: nothing of
+    that kind (exit 0), but the result line must not claim the candidate decided every
+    call as enforced — it did not."""
+    from sharedos.evidence import SqliteEvidenceStore
+
+    db = tmp_path / "e.db"
+    with SqliteEvidenceStore(db) as store:
+        host = RuntimeHost(Kernel(policy, registry), store, shadow=candidate())
+        await call(host, "files.read", {"path": "/public/a.txt"})  # would deny
+        await call(host, "files.write", {"path": "/public/n.txt", "content": "x"})  # would allow
+    code, text = shadow_cli("--db", str(db), "--kind", "reason-changed")
+    assert code == 0, text
+    assert "decided every call as enforced" not in text
+    assert (
+        "result: no call decided differently in the kinds looked for "
+        "(looking for: reason changed); 2 attempts in other kinds"
+    ) in text
+    code, text = shadow_cli("--db", str(db), "--kind", "would-allow")
+    assert code == 1 and "differently (looking for: would allow)" in text
