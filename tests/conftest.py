@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.fleet.fixtures import pg_url, postgres_cluster  # noqa: F401  (PostgreSQL fixtures)
-from tests.full_matrix import FullMatrix, run_full_matrix
+from tests.full_matrix import FullMatrix, full_matrix_document, full_matrix_of
 from tests.mounts import tmpfs  # noqa: F401  (small filesystems that fill up)
+from tests.once import once
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = Path(__file__).resolve().parent / "data"
@@ -46,9 +47,6 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "sharedos"))
 
-#: session fixtures built once per run: their tests share one xdist worker
-_ONE_WORKER_FIXTURES = frozenset({"full_matrix"})
-
 _SESSION_STARTED = pytest.StashKey[float]()
 _FIGURES = pytest.StashKey[list[str]]()
 
@@ -64,22 +62,17 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.load_profile("stress")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The markers mean one thing everywhere: a ``stress`` test runs only when ``-m``
     names the marker (``make stress``); otherwise it is skipped with the reason, so a
     plain ``pytest`` and ``make test`` never run one. (``slow`` tests run by default;
     ``-m "not slow"`` leaves them out for a quick round.) A ``harness`` test (its
     marker may name the CLIs it drives: ``harness("claude-code")``; none named: all)
-    is skipped with the reason when one of them is not installed. Under pytest-xdist
-    (``make test`` runs the suite on several workers) every test of a session fixture
-    too dear to build twice goes to one worker."""
+    is skipped with the reason when one of them is not installed."""
     stress = stress_selected(config)
     skip = pytest.mark.skip(reason="stress mode: run with `make stress` (pytest -m stress)")
     missing: dict[tuple[str, ...], str | None] = {}
     for item in items:
-        if _ONE_WORKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("full_matrix"))
         if not stress and item.get_closest_marker("stress"):
             item.add_marker(skip)
         marker = item.get_closest_marker("harness")
@@ -128,8 +121,9 @@ def stress_figures(request: pytest.FixtureRequest) -> Figures:
 
 @pytest.fixture(scope="session")
 def full_matrix(tmp_path_factory: pytest.TempPathFactory) -> FullMatrix:
-    """The full conformance matrix (tests/full_matrix.py), run once for every test reading it."""
-    return run_full_matrix(tmp_path_factory.mktemp("full-matrix"))
+    """The full conformance matrix (tests/full_matrix.py), run once for every test reading
+    it, whichever pytest-xdist worker runs the test (``make test`` runs several)."""
+    return full_matrix_of(once(tmp_path_factory, "full-matrix", full_matrix_document))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

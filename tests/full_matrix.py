@@ -73,3 +73,23 @@ def run_full_matrix(workdir: Path) -> FullMatrix:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads(next(out.glob("*.json")).read_text())
     return FullMatrix(proc, out, report, json.loads(columns_out.read_text()))
+
+
+def full_matrix_document(workdir: Path) -> dict[str, Any]:
+    """Run the whole matrix in ``workdir`` and return what it left, as JSON."""
+    matrix = run_full_matrix(workdir)
+    return {
+        "args": matrix.proc.args,
+        "returncode": matrix.proc.returncode,
+        "stdout": matrix.proc.stdout,
+        "stderr": matrix.proc.stderr,
+        "out": str(matrix.out),
+        "report": matrix.report,
+        "columns": matrix.columns,
+    }
+
+
+def full_matrix_of(doc: dict[str, Any]) -> FullMatrix:
+    """The ``FullMatrix`` a ``full_matrix_document`` describes."""
+    proc = subprocess.CompletedProcess(doc["args"], doc["returncode"], doc["stdout"], doc["stderr"])
+    return FullMatrix(proc, Path(doc["out"]), doc["report"], doc["columns"])

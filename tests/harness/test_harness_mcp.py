@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
 from sharedos.testing.scripted_model import SCRIPTED_MODEL_NAME
 from sharedos.testing.scripted_model.plan import dsh_public_name
 from tests.full_matrix import FullMatrix
+from tests.once import once
 
 #: The scenario runs every CLI over both transports, each turn in its own sandbox: on
 #: a loaded 2-core machine that outlasts the suite's default 300 s guard (a guard
@@ -58,16 +60,21 @@ AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 def scenario(tmp_path_factory: pytest.TempPathFactory, full_matrix: FullMatrix) -> dict[str, Any]:
     """The mcp and live columns of the session's full matrix (every column as it ran, with its
     grades), and this module's own checks: the namespace, the closed door, the deadline."""
-    out = tmp_path_factory.mktemp("harness") / "scenario.json"
-    work = tmp_path_factory.mktemp("harness-work")
-    args = [sys.executable, "-m", "sharedos.conformance.scenario", "--netns", "--no-mcp"]
-    args += ["--transport", "both", "--workdir", str(work), "--out", str(out), "--harness", "all"]
-    for h in HARNESSES:
-        args += ["--left-running", h]
-    args += ["--deadline", "claude-code", "--deadline", "dsh"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=1400, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc: dict[str, Any] = json.loads(out.read_text())
+
+    def run(work: Path) -> Any:
+        out = work / "scenario.json"
+        args = [sys.executable, "-m", "sharedos.conformance.scenario", "--netns", "--no-mcp"]
+        args += ["--transport", "both", "--workdir", str(work), "--out", str(out)]
+        args += ["--harness", "all"]
+        for h in HARNESSES:
+            args += ["--left-running", h]
+        args += ["--deadline", "claude-code", "--deadline", "dsh"]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=1400, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(out.read_text())
+
+    # once per session, though this module's tests run on several xdist workers
+    doc: dict[str, Any] = once(tmp_path_factory, "harness-scenario", run)
     ran = full_matrix.columns
     doc["columns"] = [c for c in ran["columns"] if c["kind"] in ("mcp", "live")]
     doc["grades"] = {c["column_id"]: ran["grades"][c["column_id"]] for c in doc["columns"]}

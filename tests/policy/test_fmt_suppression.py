@@ -14,7 +14,9 @@ HEAD = (
     'requirement files.get { action get; resource "{args.owner}/{args.repo}" }\n'
 )
 # two statements on one line, the suppression is for the first one's SOS504
-BODY = 'forbid read on "x/**"; @id("all") permit read on "/**" # sos:ignore SOS504: kept on purpose\n'
+BODY = (
+    'forbid read on "x/**"; @id("all") permit read on "/**" # sos:ignore SOS504: kept on purpose\n'
+)
 
 
 def _check(path: Path) -> tuple[list[tuple[str, int]], int]:
