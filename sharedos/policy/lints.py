@@ -62,6 +62,7 @@ from sharedos.policy.schemas import (
     AttrSchema,
     CatalogTool,
     lookup,
+    value_kind,
 )
 from sharedos.policy.unicode_lints import lint_unicode
 
@@ -273,7 +274,7 @@ def _lint_values(
                     if why is not None:
                         out.warn(
                             "SOS502",
-                            f"{node.left.dotted} {why}, never the {_value_kind(item.value)} "
+                            f"{node.left.dotted} {why}, never the {value_kind(item.value)} "
                             f"{_shown(item.value)}: this element of the list never matches it "
                             f"('{node.op}')",
                             item.span,
@@ -607,30 +608,16 @@ def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, 
             if status != "ok":
                 _check_context_path(here, where, opts, out)
                 continue
-            if node is not None and node.types and not node.allows(_value_kind(sub)):
+            if node is not None and node.types and not node.allows(value_kind(sub)):
                 declared = "/".join(sorted(node.types))
                 out.warn(
                     "SOS502",
-                    f"test {test.name!r} gives context.{'.'.join(here)} a {_value_kind(sub)}; the schema declares {declared}",
+                    f"test {test.name!r} gives context.{'.'.join(here)} a {value_kind(sub)}; the schema declares {declared}",
                     where,
                 )
             visit(sub, here)
 
     visit(test.context, [])
-
-
-def _value_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 #: Schema types whose values can fill a pattern segment.

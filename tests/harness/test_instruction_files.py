@@ -18,15 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.catalog import ToolRegistry
-from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.harness import recipes
 from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.runtime import create_mcp_harness_runtime
 from sharedos.harness.tools import HarnessUnavailable
-from sharedos.kernel import Kernel, RuntimeHost
-from sharedos.kernel.context import AccessContext
-from sharedos.policy import compile_source
+from tests.harness.turns import run_open_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -72,21 +68,9 @@ async def test_a_planted_instruction_file_above_the_run_directory_never_reaches_
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     for name in ("AGENTS.md", "CLAUDE.md"):
         (tmp_path / name).write_text(PLANTED + "\n", encoding="utf-8")
-    policy = compile_source("toolpolicy run {\n  mode open\n}\n", "run.sos")
-    store = SqliteEvidenceStore(tmp_path / "evidence.sqlite")
-    try:
-        host = RuntimeHost(Kernel(policy, ToolRegistry()), store)
-        result = await runtime.run_turn(
-            host,
-            AccessContext(principal="alice"),
-            policy.tool_policies["run"],
-            plan=[],
-            workdir=tmp_path / "runs" / "run-1",
-            transport="http",
-            timeout_s=120,
-        )
-    finally:
-        store.close()
+    result = await run_open_turn(
+        runtime, tmp_path, workdir=tmp_path / "runs" / "run-1", timeout_s=120
+    )
     assert result.model_requests >= 1, (result.process.stdout[-500:], result.notes)
     requests = (result.turn_dir / "model-requests.jsonl").read_text(encoding="utf-8")
     assert "PLANTED-7f3a" not in requests

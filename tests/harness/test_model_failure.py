@@ -21,14 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.catalog import ToolRegistry
-from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.harness.adapters.pi import PiAdapter
 from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.runtime import create_mcp_harness_runtime
-from sharedos.kernel import Kernel, RuntimeHost
-from sharedos.kernel.context import AccessContext
-from sharedos.policy import compile_source
+from tests.harness.turns import run_open_turn
 from tests.upstream.conftest import PY
 
 pytestmark = pytest.mark.anyio
@@ -72,21 +68,7 @@ async def test_a_turn_pi_says_failed_is_failed_though_it_exited_0(tmp_path: Path
     )
     cli.chmod(0o755)
     runtime = create_mcp_harness_runtime(HarnessConfig(id="pi", kind="pi", command=(str(cli),)))
-    policy = compile_source("toolpolicy run {\n  mode open\n}\n", "run.sos")
-    store = SqliteEvidenceStore(tmp_path / "evidence.sqlite")
-    try:
-        host = RuntimeHost(Kernel(policy, ToolRegistry()), store)
-        result = await runtime.run_turn(
-            host,
-            AccessContext(principal="alice"),
-            policy.tool_policies["run"],
-            plan=[],
-            workdir=tmp_path / "turns",
-            transport="http",
-            timeout_s=30,
-        )
-    finally:
-        store.close()
+    result = await run_open_turn(runtime, tmp_path, workdir=tmp_path / "turns", timeout_s=30)
     assert result.process.returncode == 0
     assert result.failed
     assert any(ERROR in n for n in result.notes), result.notes

@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.catalog import ToolRegistry
-from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.harness.runtime import create_mcp_harness_runtime
 from sharedos.harness.tools import HarnessUnavailable
-from sharedos.kernel import Kernel, RuntimeHost
-from sharedos.kernel.context import AccessContext
-from sharedos.policy import compile_source
+from tests.harness.turns import run_open_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.harness, pytest.mark.stress]
 
@@ -39,22 +35,9 @@ async def test_a_prompt_that_looks_like_a_flag_reaches_the_model(
         runtime.version()
     except HarnessUnavailable as exc:
         pytest.skip(str(exc))
-    policy = compile_source("toolpolicy run {\n  mode open\n}\n", "run.sos")
-    store = SqliteEvidenceStore(tmp_path / "evidence.sqlite")
-    try:
-        host = RuntimeHost(Kernel(policy, ToolRegistry()), store)
-        result = await runtime.run_turn(
-            host,
-            AccessContext(principal="alice"),
-            policy.tool_policies["run"],
-            plan=[],
-            workdir=tmp_path / "turns",
-            transport="http",
-            timeout_s=120,
-            prompt=prompt,
-        )
-    finally:
-        store.close()
+    result = await run_open_turn(
+        runtime, tmp_path, workdir=tmp_path / "turns", timeout_s=120, prompt=prompt
+    )
     log = result.turn_dir / "model-requests.jsonl"
     assert result.model_requests >= 1, (result.process.stdout[-500:], result.notes)
     assert prompt in log.read_text(encoding="utf-8")
