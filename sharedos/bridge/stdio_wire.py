@@ -33,6 +33,10 @@ import anyio.lowlevel
 from sharedos.jsonrpc_id import EDGE_BYTES
 
 _READ_CHUNK = 64 * 1024
+#: a UTF-8 byte-order mark: dropped once, where the input stream begins (RFC 8259 section 8.1
+#: lets a parser ignore it; a harness whose runtime writes one before its first frame, as
+#: PowerShell and .NET writers can, would otherwise have its ``initialize`` refused as not JSON)
+_BOM = b"\xef\xbb\xbf"
 # EDGE_BYTES of each end of an oversized line are kept: its request id is read from them
 # (so the request is answered, not left waiting) and its head's fingerprint recorded
 
@@ -57,6 +61,7 @@ class StdioWire:
         self._max = max_frame
         self._buffer = bytearray()
         self._eof = False
+        self._at_start = True  # nothing read yet: a byte-order mark here is dropped
         self._skipping = False  # inside an oversized line: drop until its newline
         self._skipped = 0
         self._skipped_head = b""
@@ -115,6 +120,8 @@ class StdioWire:
         return lines
 
     def _next_line(self) -> RawLine | None:
+        if self._at_start and not self._drop_bom():
+            return None
         index = self._buffer.find(b"\n")
         if index < 0:
             if len(self._buffer) > self._max:
@@ -129,6 +136,16 @@ class StdioWire:
                 data=data[:EDGE_BYTES], size=len(data), oversized=True, tail=data[-EDGE_BYTES:]
             )
         return RawLine(data=data, size=len(data))
+
+    def _drop_bom(self) -> bool:
+        """Drop a byte-order mark opening the stream; False while the first bytes cannot tell."""
+        head = bytes(self._buffer[: len(_BOM)])
+        if _BOM.startswith(head) and len(head) < len(_BOM) and not self._eof:
+            return False  # nothing yet, or a part of the mark: wait for more
+        if head == _BOM:
+            del self._buffer[: len(_BOM)]
+        self._at_start = False
+        return True
 
     def _skip(self, count: int) -> None:
         if not self._skipping:
@@ -154,6 +171,8 @@ class StdioWire:
         return line
 
     def _last_line(self) -> RawLine | None:
+        if self._at_start:
+            self._drop_bom()
         if self._skipping:
             rest = bytes(self._buffer)
             self._buffer = bytearray()

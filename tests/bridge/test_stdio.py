@@ -412,3 +412,28 @@ def test_a_standalone_turn_file_whose_sandbox_holds_the_evidence_is_refused(
     with pytest.raises(TurnFileError, match="holds SharedOS's own state"):
         build_stdio_runtime(turn)
     assert not (sandbox / "public" / "evidence.sqlite").exists()
+
+
+async def test_a_client_whose_stream_opens_with_a_byte_order_mark_is_served(
+    files_runtime: Runtime,
+) -> None:
+    """A harness that writes a UTF-8 BOM before its first frame and ends lines with CRLF
+    (PowerShell, .NET writers) gets its session: before, its ``initialize`` was answered
+    -32700 "not JSON" and the client could not connect at all."""
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.send(b"\xef\xbb\xbf" + frame(initialize(0)) + b"\r\n")
+            opened = await bridge.wait_reply(0)
+            await bridge.send(frame(INITIALIZED) + b"\r\n")
+            await bridge.send(frame(call_request(1, "files.read", {"path": "/public/a.txt"})))
+            await bridge.send(b"\r\n")
+            answered = await bridge.wait_reply(1)
+        finally:
+            await bridge.kill()
+    assert opened["result"]["protocolVersion"] == "2025-11-25", opened
+    assert answered["result"]["isError"] is False and "public text" in json.dumps(answered)
+    assert [str(r.outcome) for r in rt.evidence.query(turn_id=alice.turn_id)] == ["succeeded"]
