@@ -124,14 +124,14 @@ class StdioWire:
             return None
         index = self._buffer.find(b"\n")
         if index < 0:
-            if len(self._buffer) > self._max:
+            if _frame_size(self._buffer) > self._max:
                 self._skip(len(self._buffer))
             return None
         data = bytes(self._buffer[:index])
         del self._buffer[: index + 1]
         if self._skipping:
             return self._end_skip(data)
-        if len(data) > self._max:
+        if _frame_size(data) > self._max:
             return RawLine(
                 data=data[:EDGE_BYTES], size=len(data), oversized=True, tail=data[-EDGE_BYTES:]
             )
@@ -253,6 +253,12 @@ class StdioWire:
             except OSError:
                 self._write_pollable = False
         await anyio.sleep(0.001)
+
+
+def _frame_size(line: bytes | bytearray) -> int:
+    """The size of the frame in ``line``: a CR ending it is its line terminator's (CR LF), so
+    a frame of exactly the limit is read alike whether the client ends its lines LF or CR LF."""
+    return len(line) - 1 if line.endswith(b"\r") else len(line)
 
 
 def _pollable(fd: int) -> bool:

@@ -57,3 +57,29 @@ async def test_only_the_streams_first_bytes_lose_a_mark() -> None:
     """A mark inside the stream belongs to its frame (refused later as not JSON)."""
     assert await _lines(PING + b"\n" + BOM + PING + b"\n") == [PING, BOM + PING]
     assert await _lines(BOM + BOM + PING + b"\n") == [BOM + PING]
+
+
+@pytest.mark.parametrize("split", [False, True])
+async def test_a_frame_at_the_limit_is_read_alike_with_lf_and_crlf(split: bool) -> None:
+    """The line terminator is not the frame's: a frame of exactly ``max_frame`` bytes ended
+    CR LF was refused as oversized (it was read whole when ended LF)."""
+    frame = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'.ljust(100)
+    for end in (b"\n", b"\r\n"):
+        read_fd, write_fd = os.pipe()
+        try:
+            os.set_blocking(read_fd, False)
+            wire = StdioWire(read_fd, write_fd, max_frame=100)
+            data = frame + end
+            if split:  # the terminator's last byte arrives on its own
+                os.write(write_fd, data[:-1])
+                assert wire.read_available() == []
+                data = data[-1:]
+            os.write(write_fd, data + b"x" * 101 + b"\r\n")
+            lines = wire.read_available()
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+        assert [(line.oversized, line.data.rstrip(b"\r")) for line in lines[:1]] == [
+            (False, frame)
+        ], end
+        assert lines[1].oversized and lines[1].size == 102  # one byte past it still is not
