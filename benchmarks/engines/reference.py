@@ -32,6 +32,7 @@ labels does not matter: the runner fails unless every engine agrees).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -53,6 +54,13 @@ class _Node:
         self.pchild: _Node | None = None  # the {context.principal} segment
         self.forbids: list[Entry] = []
         self.permits: list[Entry] = []
+
+
+def _control(ch: str) -> bool:
+    """A control character (C0, DEL, C1): what the docs call unsafe, unlike ``isprintable``,
+    which also refuses spaces, format characters and separators that SharedOS accepts."""
+    o = ord(ch)
+    return o < 0x20 or 0x7F <= o <= 0x9F
 
 
 def _canonical(path: str) -> str | None:
@@ -77,10 +85,15 @@ def _canonical(path: str) -> str | None:
 def _safe_segment(value: object) -> str | None:
     """The interpolated value when it is safe as one literal segment, else None."""
     if type(value) is int:
-        value = str(value)
+        try:
+            value = str(value)
+        except ValueError:  # more digits than Python spells: no segment is it
+            return None
     if type(value) is not str or value in ("", ".", ".."):
         return None
-    if "/" in value or "*" in value or not value.isprintable():
+    if "/" in value or "*" in value or any(_control(ch) for ch in value):
+        return None
+    if not unicodedata.is_normalized("NFC", value):  # a resource is NFC: never this one
         return None
     return value
 
