@@ -69,6 +69,8 @@ def _canonical(path: str) -> str | None:
         return None
     if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or 0xD800 <= ord(ch) <= 0xDFFF for ch in path):
         return None
+    if not unicodedata.is_normalized("NFC", path):  # one spelling per name (docs, "Unicode")
+        return None
     parts: list[str] = []
     for seg in path.split("/"):
         if seg in ("", "."):
@@ -256,6 +258,7 @@ class ReferenceEngine:
             and "/." not in path
             and (path[-1] != "/" or len(path) == 1)
             and len(path) <= 4096
+            and unicodedata.is_normalized("NFC", path)
         ):
             canon = _canonical(path)
             if canon is None:

@@ -43,3 +43,13 @@ def test_interpolated_principal_is_safe_exactly_as_documented(
         for tool in ("files.read", "files.write"):
             want = policy.decide(tool, {"path": path}, ctx).effect.value == "allow"
             assert ref.decide(tool, {"path": path}, ctx) is want, (tool, path, principal)
+
+
+@pytest.mark.parametrize(
+    "path", ["/home/bob/cafe\u0301.md", "/home/bob/./cafe\u0301.md", "/home/bob/caf\u00e9.md"]
+)
+def test_a_path_not_in_nfc_is_unresolvable(engines: Engines, path: str) -> None:
+    ref, policy = engines
+    ctx = {"principal": "bob", "tenant": "t1", "roles": [], "attributes": {}}
+    want = policy.decide("files.read", {"path": path}, ctx).effect.value == "allow"
+    assert ref.decide("files.read", {"path": path}, ctx) is want
