@@ -12,7 +12,10 @@ equality with the prefix itself; other patterns with Casbin's ``globMatch``
 (wcmatch with GLOBSTAR: ``*`` stays within a segment), which is several times
 slower (it compiles the glob on every call); a
 ``{context.principal}`` segment is written ``{p}`` and substituted with
-``str.replace`` in the matcher. Effect: ``some(allow) && !some(deny)``
+``str.replace`` in the matcher, by the principal escaped as a glob literal
+(SharedOS inserts it literally); a principal unsafe to interpolate (docs,
+"Interpolation safety") is a segment no path has in a permit (kind ``i``)
+and ``*``, any one segment, in a forbid (kind ``j``), as in SharedOS. Effect: ``some(allow) && !some(deny)``
 (forbid overrides permit, default deny). Casbin has no numeric comparison of
 policy fields (they are strings), so the size bound uses two registered
 functions, ``numLE``/``numGT`` — Casbin's documented way to extend matchers.
@@ -33,6 +36,7 @@ from casbin.model import FastModel
 from casbin.persist.adapters.string_adapter import StringAdapter
 
 from benchmarks.engines.base import Native
+from benchmarks.engines.langref import safe_interpolation
 from benchmarks.workload import Cond, Request, Rule, Seg, Workload
 
 _COND = (
@@ -46,11 +50,12 @@ _COND = (
 _PATH = (
     '(p.kind == "k" && (r.path == p.base || keyMatch(r.path, p.pat))'
     ' || p.kind == "g" && globMatch(r.path, p.pat)'
-    ' || p.kind == "i" && globMatch(r.path, p.pat.replace("{p}", r.principal)))'
+    ' || p.kind == "i" && globMatch(r.path, p.pat.replace("{p}", r.principal))'
+    ' || p.kind == "j" && globMatch(r.path, p.pat.replace("{p}", r.fprincipal)))'
 )
 MODEL = f"""
 [request_definition]
-r = act, top, path, principal, roles, tenant, args
+r = act, top, path, principal, fprincipal, roles, tenant, args
 
 [policy_definition]
 p = act, top, eft, kind, pat, base, neg, role, tenant, eqk, eqv, ink, inv, lek, lev, gtk, gtv
@@ -116,7 +121,7 @@ def policy_lines(rule: Rule) -> list[str]:
     _flatten(rule.cond, fields)
     pat, base = _glob(rule.pattern), ""
     if any(s[0] == "principal" for s in rule.pattern):
-        kind = "i"
+        kind = "j" if rule.effect == "forbid" else "i"
     elif rule.pattern[-1][0] == "dstar" and all(s[0] == "lit" for s in rule.pattern[:-1]):
         # a literal prefix and "**": keyMatch's prefix test is exact on canonical
         # paths ("/p/*" needs the "/"), and the prefix itself is "/p/**" with zero segments
@@ -130,6 +135,16 @@ def policy_lines(rule: Rule) -> list[str]:
         row = [action, rule.pattern[0][1], eft, kind, pat, base, "1" if rule.unless else ""]
         lines.append("p, " + ", ".join(row + rest))
     return lines
+
+
+# no canonical path holds a NUL: the segment a permit's unsafe principal matches
+_NO_SEGMENT = "\x00"
+
+
+def _glob_literal(value: str) -> str:
+    """``value`` as a glob that matches exactly it (every non-alphanumeric escaped:
+    globMatch reads ``* ? [ ] { } ,`` and ``\\`` as syntax, SharedOS inserts literally)."""
+    return "".join(ch if ch.isalnum() else "\\" + ch for ch in value)
 
 
 def _num_le(value: Any, bound: str) -> bool:
@@ -182,11 +197,13 @@ class CasbinEngine:
         path = req.args["path"]
         top = path[1:].split("/", 1)[0]
         args = {k: v for k, v in req.args.items() if k != "path"}
+        principal = safe_interpolation(req.context["principal"])
         rvals = (
             req.tool.split(".", 1)[1],
             top,
             path,
-            req.context["principal"],
+            _glob_literal(principal) if principal is not None else _NO_SEGMENT,
+            _glob_literal(principal) if principal is not None else "*",
             tuple(req.context["roles"]),
             req.context["tenant"],
             args,

@@ -11,7 +11,10 @@ string concatenation, so
 - a pattern with ``{context.principal}`` is matched segment by segment over
   ``context.seg`` (``{"s0": "teams", "s1": ...}``), guarded by ``context.depth``
   so no attribute is ever missing (Cedar skips a policy that errors — a
-  forbid would then *not* apply, which is not fail-closed).
+  forbid would then *not* apply, which is not fail-closed); ``context.psafe``
+  says whether the principal is safe to interpolate (docs, "Interpolation
+  safety"): when it is not, a permit's principal segment matches nothing and
+  a forbid's any one segment, as in SharedOS.
 
 ``context.roles`` is a set (``.contains``), arguments live in ``context.args``.
 The policy set is parsed once into a ``cedarpy.PolicySet`` handle and the
@@ -29,6 +32,7 @@ from typing import Any
 import cedarpy
 
 from benchmarks.engines.base import Native
+from benchmarks.engines.langref import safe_interpolation
 from benchmarks.workload import Cond, Request, Rule, Seg, Workload
 
 
@@ -36,10 +40,10 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def _pattern(pattern: tuple[Seg, ...]) -> str:
+def _pattern(pattern: tuple[Seg, ...], forbid: bool = False) -> str:
     head, last = pattern[:-1], pattern[-1]
     if any(s[0] != "lit" for s in head) or last[0] == "principal":
-        return _segment_pattern(pattern)
+        return _segment_pattern(pattern, forbid)
     prefix = "/" + "/".join(s[1] for s in head)
     base = prefix.rstrip("/")
     if last[0] == "dstar":
@@ -52,7 +56,7 @@ def _pattern(pattern: tuple[Seg, ...]) -> str:
     return f"context.depth == {len(pattern)} && context.path like {_q(base + '/' + glob)}"
 
 
-def _segment_pattern(pattern: tuple[Seg, ...]) -> str:
+def _segment_pattern(pattern: tuple[Seg, ...], forbid: bool) -> str:
     parts = []
     dstar = pattern[-1][0] == "dstar"
     fixed = len(pattern) - (1 if dstar else 0)
@@ -60,8 +64,10 @@ def _segment_pattern(pattern: tuple[Seg, ...]) -> str:
     for i, s in enumerate(pattern[:fixed]):
         if s[0] == "lit":
             parts.append(f"context.seg.s{i} == {_q(s[1])}")
-        elif s[0] == "principal":
-            parts.append(f"context.seg.s{i} == context.principal")
+        elif s[0] == "principal" and forbid:  # an unsafe value: any one segment
+            parts.append(f"(!context.psafe || context.seg.s{i} == context.principal)")
+        elif s[0] == "principal":  # an unsafe value: nothing
+            parts.append(f"context.psafe && context.seg.s{i} == context.principal")
         elif s[0] == "glob":
             parts.append(f"context.seg.s{i} like {_q(s[1] + '*' + s[2])}")
     return " && ".join(parts)
@@ -95,7 +101,7 @@ def rule_text(rule: Rule) -> str:
     else:
         action = "action in [" + ", ".join(f"Action::{_q(a)}" for a in rule.actions) + "]"
     text = f"@id({_q(rule.rule_id)})\n{rule.effect} (principal, {action}, resource)\n"
-    text += f"  when {{ {_pattern(rule.pattern)} }}"
+    text += f"  when {{ {_pattern(rule.pattern, rule.effect == 'forbid')} }}"
     if rule.cond is not None:
         text += f"\n  {'unless' if rule.unless else 'when'} {{ {_cond(rule.cond)} }}"
     return text + ";"
@@ -140,6 +146,7 @@ class CedarEngine:
             "depth": len(segs),
             "seg": {f"s{i}": s for i, s in enumerate(segs)},
             "principal": req.context["principal"],
+            "psafe": safe_interpolation(req.context["principal"]) is not None,
             "tenant": req.context["tenant"],
             "roles": list(req.context["roles"]),
             "args": {k: v for k, v in req.args.items() if k != "path"},

@@ -1,7 +1,7 @@
 """Rego adapter (``regopy``, the rego-cpp interpreter): one Rego rule body per workload rule.
 
 Translation: the request is ``input`` = {action, path, segs, principal,
-roles, tenant, args}. A permit is one body of the boolean rule ``permitted``,
+psafe, roles, tenant, args}. A permit is one body of the boolean rule ``permitted``,
 a forbid one body of ``forbidden`` (OPA's incremental definitions: any body
 that holds makes the rule true); ``allow`` is ``permitted and not forbidden``,
 default false. Patterns:
@@ -12,7 +12,10 @@ default false. Patterns:
   stays within a segment with ``/`` as the delimiter);
 - a pattern with ``{context.principal}`` -> segment tests on ``input.segs``
   (Rego cannot interpolate into a glob without building the glob string per
-  request), with ``count(input.segs)`` for the depth;
+  request), with ``count(input.segs)`` for the depth; ``input.psafe`` says
+  whether the principal is safe to interpolate (docs, "Interpolation
+  safety"): when it is not, a permit's principal segment matches nothing and
+  a forbid's any one segment (``forbid_principal``), as in SharedOS;
 - an ``unless`` condition is a helper rule negated with ``not``.
 
 The module is compiled once into a bundle (``Interpreter.build``); a decision
@@ -29,6 +32,7 @@ from typing import Any
 import regopy
 
 from benchmarks.engines.base import Native
+from benchmarks.engines.langref import safe_interpolation
 from benchmarks.workload import Cond, Request, Seg, Workload
 
 HEADER = """package authz
@@ -45,6 +49,13 @@ allow if {
 under(p, prefix) if p == prefix
 
 under(p, prefix) if startswith(p, concat("", [prefix, "/"]))
+
+forbid_principal(s) if {
+    input.psafe
+    s == input.principal
+}
+
+forbid_principal(_) if not input.psafe
 """
 
 
@@ -52,10 +63,10 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def _pattern(pattern: tuple[Seg, ...]) -> list[str]:
+def _pattern(pattern: tuple[Seg, ...], forbid: bool = False) -> list[str]:
     head, last = pattern[:-1], pattern[-1]
     if any(s[0] == "principal" for s in pattern) or any(s[0] != "lit" for s in head):
-        return _segment_pattern(pattern)
+        return _segment_pattern(pattern, forbid)
     prefix = "/" + "/".join(s[1] for s in head)
     if last[0] == "dstar":
         return [f"under(input.path, {_q(prefix)})"] if head else []
@@ -66,15 +77,17 @@ def _pattern(pattern: tuple[Seg, ...]) -> list[str]:
     return [f'glob.match({_q(base + "/" + glob)}, ["/"], input.path)']
 
 
-def _segment_pattern(pattern: tuple[Seg, ...]) -> list[str]:
+def _segment_pattern(pattern: tuple[Seg, ...], forbid: bool) -> list[str]:
     dstar = pattern[-1][0] == "dstar"
     fixed = len(pattern) - (1 if dstar else 0)
     out = [f"count(input.segs) {'>=' if dstar else '=='} {fixed}"]
     for i, s in enumerate(pattern[:fixed]):
         if s[0] == "lit":
             out.append(f"input.segs[{i}] == {_q(s[1])}")
-        elif s[0] == "principal":
-            out.append(f"input.segs[{i}] == input.principal")
+        elif s[0] == "principal" and forbid:  # an unsafe value: any one segment
+            out.append(f"forbid_principal(input.segs[{i}])")
+        elif s[0] == "principal":  # an unsafe value: nothing
+            out.extend(["input.psafe", f"input.segs[{i}] == input.principal"])
         elif s[0] == "glob":
             out.append(f"glob.match({_q(s[1] + '*' + s[2])}, [], input.segs[{i}])")
     return out
@@ -109,7 +122,7 @@ def module_text(wl: Workload) -> str:
                 body.append(f"input.action == {_q(rule.actions[0])}")
             else:
                 body.append(f"input.action in {{{', '.join(_q(a) for a in rule.actions)}}}")
-        body.extend(_pattern(rule.pattern))
+        body.extend(_pattern(rule.pattern, rule.effect == "forbid"))
         if rule.cond is not None:
             if rule.unless:
                 helper = f"cond_{n}"
@@ -168,6 +181,7 @@ class RegoEngine:
             "path": path,
             "segs": path[1:].split("/") if len(path) > 1 else [],
             "principal": req.context["principal"],
+            "psafe": safe_interpolation(req.context["principal"]) is not None,
             "roles": list(req.context["roles"]),
             "tenant": req.context["tenant"],
             "args": {k: v for k, v in req.args.items() if k != "path"},

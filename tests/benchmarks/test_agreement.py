@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.engines.base import Unsupported, available  # noqa: E402
 from benchmarks.peers import disagreements  # noqa: E402
-from benchmarks.workload import WORKLOADS, build  # noqa: E402
+from benchmarks.workload import WORKLOADS, Request, build  # noqa: E402
 
 ENGINES = ["sharedos", "reference", "cedar", "casbin"]
 try:
@@ -96,3 +96,46 @@ def test_runner_reports_a_disagreement_with_the_request_and_every_answer() -> No
     assert "request 3" in problems[0]
     assert wl.requests[3].args["path"] in problems[0]
     assert "sharedos#1=" in problems[0] and "cedar#1=" in problems[0]
+
+
+# principals the workloads never send: unsafe ones (a permit's {context.principal}
+# matches nothing, a forbid's matches any one segment), and safe ones holding
+# characters that some peer languages read as glob syntax
+ODD_PRINCIPALS = ["", "*", "a*", "a/b", "..", "e\u0301", "a,b", "[u]", "{x}", "a?", "\\x"]
+
+
+def test_every_engine_treats_odd_principals_as_sharedos_does() -> None:
+    wl = build("interp", 10, 40)
+    ctx0 = wl.requests[0].context
+    roles = sorted({f"team{i}" for i in range(4)} | {f"team{i}-editor" for i in range(4)})
+    requests = []
+    for p in ODD_PRINCIPALS:
+        ctx = {**ctx0, "principal": p, "roles": roles}
+        seg = "u1" if p in ("", "..", "a/b", "e\u0301") else p  # paths stay canonical
+        for path in (
+            f"/users/{seg}/d.txt",
+            f"/teams/team0/{seg}/d.txt",
+            f"/teams/team0/{seg}/quarantine/d.txt",
+            "/teams/team0/shared/quarantine/d.txt",
+            f"/teams/team0/{seg}/keep/d.txt",
+        ):
+            for tool in ("docs.read", "docs.write", "docs.delete"):
+                args = {"path": path, "mode": "create", "size": 100}
+                requests.append(Request(tool, args, ctx, f"odd:{p!r}", "odd"))
+    expected = None
+    for name in ENGINES:
+        engine = available()[name]()
+        engine.load(engine.native(wl), wl)
+        got = []
+        for req in requests:
+            a, k = engine.translate(req)
+            got.append(engine.allowed(engine.call(*a, **k)))
+        if expected is None:
+            expected = got
+            continue
+        wrong = [
+            (r.tool, r.args["path"], r.context["principal"], g)
+            for r, g, e in zip(requests, got, expected, strict=True)
+            if g != e
+        ]
+        assert not wrong, f"{name} disagrees with sharedos on {len(wrong)}, e.g. {wrong[:4]}"
