@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -81,13 +82,39 @@ def canonical(value: Any) -> str | None:
     return "/" + "/".join(out)
 
 
+def _int_text(value: Any) -> Any:
+    """An integer as its digits (None past the 4,300 digits Python spells); else as is."""
+    if type(value) is not int:
+        return value
+    try:
+        return str(value)
+    except ValueError:
+        return None
+
+
+def _url_unsafe(seg: str) -> bool:
+    """Not one segment that means itself to a URL parser (docs, the resource table):
+    ``\\``, ``?``, ``#``, or a percent-escape decoding to ``.``/``..``, ``/``, ``\\`` or a
+    control character; empty, ``.``, ``..``, ``/``, a control character, a lone surrogate."""
+    if seg in ("", ".", "..") or "/" in seg:
+        return True
+    if any(_control(ch) or 0xD800 <= ord(ch) <= 0xDFFF for ch in seg):
+        return True
+    if "\\" in seg or "?" in seg or "#" in seg:
+        return True
+    decoded = urllib.parse.unquote(seg, errors="replace")
+    return (
+        decoded in (".", "..")
+        or "/" in decoded
+        or "\\" in decoded
+        or any(_control(ch) for ch in decoded)
+    )
+
+
 def template_hole(value: Any) -> str | None:
     """A template hole's text, or None when the argument cannot fill it."""
-    if type(value) is int:
-        value = str(value)
-    if type(value) is not str or value in ("", ".", ".."):
-        return None
-    if "/" in value or any(_control(ch) for ch in value):
+    value = _int_text(value)
+    if type(value) is not str or _url_unsafe(value):
         return None
     if not unicodedata.is_normalized("NFC", value):
         return None
@@ -96,10 +123,9 @@ def template_hole(value: Any) -> str | None:
 
 def safe_interpolation(value: Any) -> str | None:
     """A context value inserted into a pattern, or None when it is unsafe (docs,
-    "Interpolation safety"): missing, not a string or integer, empty, ``.``/``..``,
-    holding ``/``, ``*`` or a control character, or not NFC."""
-    if type(value) is int:
-        value = str(value)
+    "Interpolation safety"): missing, not a string or integer (of at most 4,300
+    digits), empty, ``.``/``..``, holding ``/``, ``*`` or a control character, or not NFC."""
+    value = _int_text(value)
     if type(value) is not str or value in ("", ".", ".."):
         return None
     if "/" in value or "*" in value or any(_control(ch) for ch in value):
@@ -561,8 +587,12 @@ class LangReference:
                     if h is None:
                         return None
                     text += h
+            if _url_unsafe(text):  # the segment several holes and literals make together
+                return None
             parts.append(text)
-        return ("/" if res.absolute else "") + "/".join(parts)
+        resource = ("/" if res.absolute else "") + "/".join(parts)
+        # a hole may compose with the text before it ("cafe" + "\u0301")
+        return resource if unicodedata.is_normalized("NFC", resource) else None
 
     def decide(self, tool: str, args: Any, context: Any, *, context_key: str | None = None) -> str:
         """The decision's reason code (``context_key`` is accepted and ignored: no caching)."""
