@@ -879,9 +879,10 @@ def run_secrets(
     ``HostConfig.credential_secrets``), the credentials of every upstream serving the
     turn (a model that learns one must not have it recorded in another tool's arguments
     either; none when ``turn_upstreams`` is None, before the turn opens) and the evidence
-    store's password.
+    store's passwords (``store_passwords``: the location's, ``PGPASSWORD``, the password
+    file's).
     """
-    from sharedos.evidence.url import location_secrets
+    from sharedos.evidence.url import store_passwords
 
     host_config = opts["host_config"]
     env = os.environ if environ is None else environ
@@ -895,7 +896,8 @@ def run_secrets(
         secrets.extend(creds.secrets())
     location = opts.get("evidence_db") or host_config.evidence_location()
     if location:
-        secrets.extend(location_secrets(str(location)))
+        # wherever libpq finds it: the location, PGPASSWORD, the password file
+        secrets.extend(store_passwords(str(location), env))
     return list(dict.fromkeys(secrets))
 
 

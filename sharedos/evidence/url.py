@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ __all__ = [
     "redacted_location",
     "sqlite_files",
     "store_files",
+    "store_passwords",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
@@ -169,6 +171,83 @@ def location_secrets(text: str) -> tuple[str, ...]:
             if _is_secret_key(key):
                 add(value)
     return tuple(sorted(found, key=len, reverse=True))
+
+
+#: the most of a password file read for its passwords (one is some lines of text)
+_PASSFILE_LIMIT = 1 << 20
+
+
+def store_passwords(
+    value: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """Every password the PostgreSQL store ``value`` names may be reached with, wherever
+    libpq finds it: the location's own (``location_secrets``), ``PGPASSWORD`` and each
+    password of the password file (``passfile``, ``PGPASSFILE`` or ``~/.pgpass``: the way
+    docs/evidence.md recommends). None for SQLite or no store at all.
+
+    The host holds them all (its environment, its files) whichever one libpq picks: a
+    model that has one anyway must not have it recorded or printed, any more than a
+    password written in the location.
+    """
+    try:
+        target = parse_store_url(value)
+    except ValueError:
+        return ()
+    if target.kind != "postgresql":
+        return ()
+    env = os.environ if environ is None else environ
+    found = list(location_secrets(target.location))
+    found.append(env.get("PGPASSWORD") or "")
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        passfile = str(conninfo_to_dict(target.location).get("passfile") or "")
+    except Exception:  # not parseable: the store cannot be opened either
+        passfile = ""
+    passfile = passfile or env.get("PGPASSFILE") or ""
+    if not passfile and env.get("HOME"):
+        passfile = os.path.join(env["HOME"], ".pgpass")
+    if passfile:
+        found += _passfile_passwords(Path(passfile).expanduser())
+    return tuple(dict.fromkeys(v for v in found if v))
+
+
+def _passfile_passwords(path: Path) -> list[str]:
+    """The password field of each line of a libpq password file (``host:port:db:user:password``,
+    ``\\`` escaping ``:`` and ``\\``); none when it cannot be read."""
+    try:
+        # no wait on a pipe put in the file's place
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return []
+            text = fh.read(_PASSFILE_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields: list[str] = []
+        current: list[str] = []
+        escaped = False
+        for ch in line.rstrip("\r"):
+            if escaped:
+                current.append(ch)
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == ":" and len(fields) < 4:
+                fields.append("".join(current))
+                current = []
+            else:
+                current.append(ch)
+        if len(fields) == 4:
+            out.append("".join(current))
+    return out
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:

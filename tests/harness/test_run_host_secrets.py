@@ -238,6 +238,43 @@ def test_the_run_secrets_hold_the_evidence_store_password() -> None:
     assert password in run_secrets(opts, SimpleNamespace(credentials={}), environ={})
 
 
+def test_the_run_secrets_hold_the_store_password_libpq_finds_elsewhere(tmp_path: Path) -> None:
+    """docs/evidence.md: the store's password belongs in PGPASSWORD or a .pgpass file, not
+    in the location: kept there, it is a secret of the run all the same."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+
+    in_env, in_file, escaped = plant("pgpassword"), plant("pgpass"), plant("pgpass")
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(
+        f"# the host's\ndb.internal:5432:evidence:host7:{in_file}\n"
+        f"*:*:*:other:{escaped[:10]}\\:{escaped[10:]}\n",
+        encoding="utf-8",
+    )
+    passfile.chmod(0o600)
+    config = parse_host_config("[harness.claude-code]\n", "host.toml")
+    opts = {"host_config": config, "evidence_db": "postgresql://host7@db.internal/evidence"}
+    found = run_secrets(
+        opts,
+        SimpleNamespace(credentials={}),
+        environ={"PGPASSWORD": in_env, "PGPASSFILE": str(passfile)},
+    )
+    assert in_env in found
+    assert in_file in found
+    assert f"{escaped[:10]}:{escaped[10:]}" in found
+    # ~/.pgpass when nothing names another file; a SQLite store has no password at all
+    (tmp_path / ".pgpass").write_text(f"*:*:*:*:{in_file}\n", encoding="utf-8")
+    assert in_file in run_secrets(
+        opts, SimpleNamespace(credentials={}), environ={"HOME": str(tmp_path)}
+    )
+    opts["evidence_db"] = str(tmp_path / "evidence.sqlite")
+    assert in_env not in run_secrets(
+        opts, SimpleNamespace(credentials={}), environ={"PGPASSWORD": in_env}
+    )
+
+
 def _sign_key(path: Path) -> tuple[str, str]:
     """An Ed25519 evidence signing key written to ``path`` (0600): (its PEM text, the
     base64 body, the line a model that read the file would copy)."""
