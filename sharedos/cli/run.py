@@ -882,22 +882,12 @@ def run_secrets(
     store's passwords (``store_passwords``: the location's, ``PGPASSWORD``, the password
     file's).
     """
-    from sharedos.evidence.url import store_passwords
-
     host_config = opts["host_config"]
     env = os.environ if environ is None else environ
-    secrets = [
-        *host_config.secret_values(env),
-        *host_config.key_secrets(env),
-        # every principal's upstream credentials, not only this turn's: the host holds them all
-        *host_config.credential_secrets(env),
-    ]
+    location = opts.get("evidence_db") or host_config.evidence_location(env)
+    secrets = list(host_config.held_secrets(env, str(location) if location else None))
     for creds in turn_upstreams.credentials.values() if turn_upstreams is not None else ():
         secrets.extend(creds.secrets())
-    location = opts.get("evidence_db") or host_config.evidence_location()
-    if location:
-        # wherever libpq finds it: the location, PGPASSWORD, the password file
-        secrets.extend(store_passwords(str(location), env))
     return list(dict.fromkeys(secrets))
 
 

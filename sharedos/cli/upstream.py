@@ -67,12 +67,17 @@ def _broker(config: Any, upstreams: dict[str, Any], pins: Any) -> Any:
     """A broker for ``upstreams`` with the host file's token store (opened when needed)."""
     import os
 
+    from sharedos.redaction import Redactor
     from sharedos.upstream.broker import UpstreamBroker
     from sharedos.upstream.tokenstore import store_opener
 
-    return UpstreamBroker(
+    broker = UpstreamBroker(
         upstreams, pins=pins, tokens=store_opener(config.tokens, os.environ, config.base_dir)
     )
+    # the host's secrets, as ``sharedos run`` has them: a tool definition holding one is
+    # held back (never pinned, never printed), an upstream's stderr is scrubbed of them
+    broker.host_secrets = Redactor(config.held_secrets(os.environ))
+    return broker
 
 
 def _context(principal: str | None, roles: tuple[str, ...], tenant: str) -> Any:

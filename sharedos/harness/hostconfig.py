@@ -467,6 +467,35 @@ class HostConfig(BaseModel):
                     values.append(read_reference(ref, environ, upstream=uid, label="credential"))
         return tuple(dict.fromkeys(v for v in values if v))
 
+    def held_secrets(
+        self, environ: Mapping[str, str], location: str | None = None
+    ) -> tuple[str, ...]:
+        """Every secret this host holds by this file, one list for whatever the host records,
+        answers, pins or prints: the harnesses' env values (``secret_values``), the key
+        files' contents (``key_secrets``), every upstream credential it can read
+        (``credential_secrets``) and the evidence store's passwords (``store_passwords``, of
+        ``location``, or of ``[evidence] url`` when None).
+
+        ``sharedos run`` holds them all, and so does every command that lists the upstreams
+        (``sharedos upstream pin``/``status``/``diff``/``approve``): a tool definition holding
+        one is held back there as in a turn, never pinned or printed.
+        """
+        from sharedos.evidence.url import store_passwords
+
+        values = [
+            *self.secret_values(environ),
+            *self.key_secrets(environ),
+            # every principal's upstream credentials, not only this turn's: the host holds them
+            *self.credential_secrets(environ),
+        ]
+        if location is None:
+            with contextlib.suppress(HostConfigError, ValueError):
+                location = self.evidence_location(environ)
+        if location:
+            # wherever libpq finds it: the location, PGPASSWORD, the password file
+            values += store_passwords(location, environ)
+        return tuple(dict.fromkeys(values))
+
     def _key_file_text(self, value: str, environ: Mapping[str, str]) -> str:
         """The stripped text of the key file ``value`` names (resolved as every file this
         host keeps); empty when it cannot be read."""

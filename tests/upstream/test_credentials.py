@@ -456,3 +456,37 @@ def test_a_harness_env_value_in_a_tool_definition_is_held_back_from_the_first_li
     assert "fy.clean" in out
     assert "upstream fy (fy.*): 1 of 2 tools published" in proc.stderr, proc.stderr
     assert grep_bytes(out.encode(), planted) == []
+
+
+def test_a_host_secret_in_a_tool_definition_is_never_pinned_nor_printed(
+    tmp_path: Path, planted: str
+) -> None:
+    """``sharedos run`` holds back a tool whose definition holds one of the host's secrets
+    (a harness's model key, a key file's contents, the store's password); ``sharedos
+    upstream pin``/``status``/``diff`` listed with no host secrets at all: the same tool
+    was written to the pin file (readable by all) and printed."""
+    tools = _definition_tools(planted)
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    fy = [str(FIXTURE), "--log", str(tmp_path / "fy.log"), "--tools", str(tools_file)]
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.claude-code]\n[harness.claude-code.env]\nMODEL_KEY = "${HUNT_MODEL_KEY}"\n'
+        f'[upstream.fy]\ncommand = {json.dumps(PY)}\nargs = {json.dumps(fy)}\npinning = "off"\n',
+        encoding="utf-8",
+    )
+    sharedos = str(Path(PY).parent / "sharedos")
+    environ = {**os.environ, "HUNT_MODEL_KEY": planted}
+    outputs = b""
+    for args in (
+        ["upstream", "pin", str(host)],
+        ["upstream", "status", "--json", str(host)],
+        ["upstream", "diff", str(host)],
+    ):
+        proc = subprocess.run([sharedos, *args], capture_output=True, env=environ, timeout=120)
+        outputs += proc.stdout + proc.stderr
+    pins = (tmp_path / "host.pins.json").read_text(encoding="utf-8")
+    assert '"fy.clean"' in pins
+    assert b"contains a credential of this host" in outputs, outputs.decode()[-2000:]
+    assert grep_bytes(pins.encode(), planted) == [] and grep_bytes(outputs, planted) == []
+    assert grep_tree(tmp_path, planted, skip=(tools_file,)) == {}
