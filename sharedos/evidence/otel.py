@@ -146,23 +146,39 @@ class TelemetryStore:
         """The store's group commit; then what each write that landed tells, as alone."""
         results: list[tuple[bool, Any]] = self.inner.commit_group(ops)
         for (kind, args), (ok, value) in zip(ops, results, strict=True):
-            if not ok:
-                continue
-            if kind == "begin":
-                with self._lock:
-                    self._open[int(value)] = args[0]
-                    if len(self._open) > _MAX_OPEN:
-                        self._open.popitem(last=False)
-                self._quietly(self._log, args[0], int(value))
-            elif kind == "finish":
-                with self._lock:
-                    attempt = self._open.pop(int(args[0]), None)
-                if attempt is not None:
-                    self._quietly(self._span, attempt.with_outcome(args[1]), int(args[0]))
-            else:
-                self._quietly(self._log, args[0], int(value))
-                self._quietly(self._span, args[0], int(value))
+            if ok:
+                self._tell(kind, args, value)
         return results
+
+    def try_now(self, kind: str, *args: Any) -> tuple[bool, Any]:
+        """The store's no-wait commit (``SqliteEvidenceStore.try_now``, the recorder's usual
+        way to an idle store); then what the write tells, as alone. ``(False, None)`` (go
+        the long way) for a store without one."""
+        inner = getattr(self.inner, "try_now", None)
+        if inner is None:
+            return False, None
+        done, value = inner(kind, *args)
+        if done:
+            self._tell(kind, args, value)
+        return done, value
+
+    def _tell(self, kind: str, args: tuple[Any, ...], value: Any) -> None:
+        """Telemetry for one landed write (``begin``, ``finish`` or ``record``) given as
+        ``(kind, args)`` with the store's answer ``value``."""
+        if kind == "begin":
+            with self._lock:
+                self._open[int(value)] = args[0]
+                if len(self._open) > _MAX_OPEN:
+                    self._open.popitem(last=False)
+            self._quietly(self._log, args[0], int(value))
+        elif kind == "finish":
+            with self._lock:
+                attempt = self._open.pop(int(args[0]), None)
+            if attempt is not None:
+                self._quietly(self._span, attempt.with_outcome(args[1]), int(args[0]))
+        else:
+            self._quietly(self._log, args[0], int(value))
+            self._quietly(self._span, args[0], int(value))
 
     # -- emitting --------------------------------------------------------------------------
 

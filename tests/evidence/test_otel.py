@@ -173,3 +173,41 @@ def test_spans_and_logs_reach_an_otlp_http_endpoint(store: Any) -> None:
     logs.ParseFromString(b"".join(received["/v1/logs"][:1]))
     (log,) = [r for rl in logs.resource_logs for sl in rl.scope_logs for r in sl.log_records]
     assert "wire" in log.body.string_value
+
+
+def test_writes_the_host_commits_at_once_are_told_too(tmp_path: Any) -> None:
+    """The host writes through ``EvidenceRecorder``, whose usual way to an idle SQLite
+    store is its no-wait commit (``try_now``): ``TelemetryStore`` forwarded it to the
+    store untold, so ``sharedos run`` with ``otlp_endpoint`` exported nothing at all."""
+    import asyncio
+
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+    from sharedos.kernel.recorder import EvidenceRecorder
+
+    spans = InMemorySpanExporter()
+    logs = InMemoryLogRecordExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(spans))
+    lp = LoggerProvider()
+    lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    tstore = TelemetryStore(SqliteEvidenceStore(tmp_path / "e.sqlite"), tp, lp)
+    done = OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:01Z", 1.0)
+
+    async def host() -> None:
+        recorder = EvidenceRecorder(tstore)
+        seq = await recorder.begin(attempt("fast"), lambda why: done)
+        await recorder.finish(seq, done, lambda why: done)
+        denied = attempt(
+            "refused", outcome=Outcome.DENIED, reason=ReasonCode.FORBIDDEN, duration_ms=0.1
+        )
+        await recorder.record(denied, lambda why: done)
+
+    try:
+        asyncio.run(host())
+        assert tstore.counts().total == 2
+        told = [r.log_record.attributes["sharedos.call_id"] for r in logs.get_finished_logs()]
+        assert sorted(told) == ["fast", "refused"]
+        spanned = [s.attributes["sharedos.call_id"] for s in spans.get_finished_spans()]
+        assert sorted(spanned) == ["fast", "refused"]
+    finally:
+        tstore.close()
