@@ -51,6 +51,7 @@ from sharedos.bridge.relay_wire import (
     result_to_wire,
 )
 from sharedos.bridge.server import CallRuntime
+from sharedos.confine.sockpath import socket_address
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.kernel import ToolResult, TurnCatalog
 from sharedos.outcomes import ReasonCode
@@ -264,7 +265,8 @@ class RelayHost:
 
     async def start(self) -> None:
         """Bind the socket (0600, in the caller's 0700 directory) and start serving."""
-        self._listener = await anyio.create_unix_listener(self.path, mode=0o600)
+        with socket_address(self.path) as address:  # a long path stays where it is
+            self._listener = await anyio.create_unix_listener(address, mode=0o600)
         # The listener lives in its own task so that no task group spans the caller's
         # ``yield`` (open_turn is an async context manager around the harness's run).
         self._task = asyncio.get_running_loop().create_task(self._serve(self._listener))

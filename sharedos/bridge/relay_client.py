@@ -38,6 +38,7 @@ from sharedos.bridge.relay_wire import (
     encode,
     result_from_wire,
 )
+from sharedos.confine.sockpath import socket_address
 from sharedos.context import AccessContext, ToolCall
 from sharedos.errors import BridgeError
 from sharedos.kernel import ToolResult, TurnCatalog
@@ -83,7 +84,8 @@ class RelayChannel:
     async def connect(cls, path: Path, secret: str) -> AsyncIterator[RelayChannel]:
         """Connect, authenticate, read the turn; the channel serves until the block exits."""
         try:
-            stream = await anyio.connect_unix(path)
+            with socket_address(path) as address:  # a long path stays where it is
+                stream = await anyio.connect_unix(address)
         except OSError as exc:
             raise RelayError(
                 f"cannot reach the host of this turn at {path}: {exc.strerror or exc}"

@@ -246,31 +246,8 @@ def harness_mcp_config(
     return {"mcpServers": {server_name: {"command": cmd[0], "args": cmd[1:]}}}
 
 
-#: AF_UNIX path limit (sun_path is 108 bytes on Linux, NUL included)
-_MAX_SOCKET_PATH = 107
-
-
 #: name prefix of a stdio turn's private directory (its turn file, marker and relay socket)
 TURN_PREFIX = "sharedos-turn-"
-
-
-def relay_socket_path(workdir: Path) -> tuple[Path, Path | None]:
-    """``workdir/relay.sock``, or one in a fresh short 0700 directory when that path is too long.
-
-    Returns the socket path and the extra directory to remove (or None).
-    """
-    from sharedos.bridge.relay_wire import RELAY_SOCKET
-
-    path = workdir / RELAY_SOCKET
-    if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
-        return path, None
-    for base in (tempfile.gettempdir(), "/tmp"):
-        extra = Path(tempfile.mkdtemp(prefix="sos-", dir=base))  # 0700
-        path = extra / RELAY_SOCKET
-        if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
-            return path, extra
-        extra.rmdir()
-    raise OSError("no directory short enough for the turn's relay socket")
 
 
 @contextlib.asynccontextmanager
@@ -300,13 +277,14 @@ async def open_stdio_turn(
     fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
     relay_host: RelayHost | None = None
-    extra_dir: Path | None = None
     try:
         if launch.relay:
             from sharedos.bridge.relay import RelayHost, RelayTurn
-            from sharedos.bridge.relay_wire import bridge_message_bytes
+            from sharedos.bridge.relay_wire import RELAY_SOCKET, bridge_message_bytes
 
-            socket_path, extra_dir = relay_socket_path(workdir)
+            # in the turn's private directory whatever its length (``confine.sockpath``):
+            # never beside it in the temporary directory, which an upstream may be given
+            socket_path = workdir / RELAY_SOCKET
             secret = secrets.token_urlsafe(32)
             relay_host = RelayHost(
                 RelayTurn(runtime_host, context, tool_policy, catalog, identity),
@@ -377,6 +355,3 @@ async def open_stdio_turn(
         with contextlib.suppress(FileNotFoundError):
             turn_path.unlink()
         discard_empty(workdir, claimed)
-        if extra_dir is not None:
-            with contextlib.suppress(OSError):
-                extra_dir.rmdir()
