@@ -128,10 +128,14 @@ class BundleVerifier:
 
     def verify(self, fetched: Fetched) -> LoadedBundle:
         """Every check of ``load_bundle`` on the fetched bytes; ``BundleRejected`` otherwise."""
+        from sharedos.confine.door import private_base
         from sharedos.policy.bundle import BundleError, load_bundle, read_document
         from sharedos.policy.signing import verified_entry
 
-        fd, tmp = tempfile.mkstemp(prefix=".sharedos-bundle-", suffix=".json")
+        # not in the temporary directory itself: an upstream given it as a root (a
+        # scratch-space server) runs as this uid and could rewrite the file between this
+        # write and the load; the private base is masked in every sandbox
+        fd, tmp = tempfile.mkstemp(prefix=".sharedos-bundle-", suffix=".json", dir=private_base())
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(fetched.data)
