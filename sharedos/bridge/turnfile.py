@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from sharedos.atomicfile import write_atomically
 from sharedos.bridge.limits import TransportLimits
+from sharedos.confine.door import private_base
 from sharedos.confine.leftovers import Claim, claim, discard_empty
 from sharedos.context import AccessContext
 from sharedos.errors import BridgeError
@@ -266,7 +267,11 @@ async def open_stdio_turn(
     ``Turn``; close the relay, and remove all of it, when the turn closes."""
     from sharedos.bridge.turn import Turn
 
-    directory = Path(launch.directory) if launch.directory else Path(tempfile.gettempdir())
+    # by default under ``$TMPDIR/sharedos-UID`` (``private_base``), which every sandbox
+    # masks: directly in the temporary directory, an upstream given that directory as a
+    # root read the turn's relay secret there (and, read-write, could rewrite the file the
+    # bridge obeys)
+    directory = Path(launch.directory) if launch.directory else private_base()
     workdir = Path(tempfile.mkdtemp(prefix=TURN_PREFIX, dir=directory))  # 0700
     # a process killed outright leaves it (and the relay secret): the next run removes it
     claimed: Claim | None = None

@@ -93,3 +93,39 @@ async def test_a_long_temporary_directory_keeps_the_relay_socket_private(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         assert not os.path.exists(tmp)
+
+
+SECRET = r"""
+import glob, sys
+for path in glob.glob(sys.argv[1] + "/**/sharedos-turn-*/turn.json", recursive=True):
+    print("UPSTREAM read", path, open(path).read()[:80])
+"""
+
+
+async def test_a_stdio_turn_with_no_directory_keeps_its_turn_file_private(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``StdioLaunch()`` with no ``directory`` (``BridgeHost``, an embedder) made the turn's
+    directory — its turn file with the relay's secret, the open marker, the socket —
+    directly in the temporary directory: a confined upstream with that directory as a
+    root read the secret. It is made under the private base now."""
+    find_bubblewrap()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    host = parse_host_config(
+        f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
+        f'roots = [{{ path = "{tmp}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+    )
+    placement = decide(host.upstream["scratch"], UpstreamConfinementPolicy(required=True))
+    assert placement.wrap is not None, placement.refusal
+    async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
+        assert turn.turn_file is not None and turn.turn_file.exists()
+        command, args = placement.wrap("/usr/bin/python3", ["-c", SECRET, str(tmp)])
+        proc = subprocess.run(
+            [command, *args], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "UPSTREAM" not in proc.stdout, proc.stdout
+        assert str(turn.turn_file).startswith(str(private_base()) + "/"), turn.turn_file
