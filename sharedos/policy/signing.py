@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,25 +73,57 @@ def generate_keypair() -> tuple[bytes, bytes]:
 def write_keypair(path: str | Path) -> tuple[Path, Path]:
     """Write a new key pair: the private key at ``path`` (mode 0600) and the public key at
     ``path.pub``, neither ever overwritten (``FileExistsError`` naming the one that exists,
-    and nothing written); return both paths."""
+    and nothing written); return both paths.
+
+    Both keys are written whole and flushed to disk under temporary names first, and only
+    then linked to their names: a full disk or any other failure leaves neither name (never
+    a private key beside an empty ``.pub``, which would block the next keygen)."""
     private_path = Path(path)
     public_path = private_path.with_name(private_path.name + ".pub")
     private_pem, public_pem = generate_keypair()
-    # O_EXCL: never replace an existing key, private or public (hosts trust the .pub file
-    # by name: a new one written over it would silently change what they trust), nor
-    # write through a link planted at either name; 0600: the private key is a secret.
+    # never replace an existing key, private or public (hosts trust the .pub file by name:
+    # a new one written over it would silently change what they trust): link() refuses a
+    # name that exists, and a link planted at either name is not followed; 0600: the
+    # private key is a secret.
+    for existing in (private_path, public_path):
+        if os.path.lexists(existing):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(existing))
+    staged: list[Path] = []
+    placed: list[Path] = []
+    try:
+        for data, mode in ((private_pem, 0o600), (public_pem, 0o644)):
+            staged.append(_staged(private_path, data, mode))
+        for tmp, final in zip(staged, (private_path, public_path), strict=True):
+            try:
+                os.link(tmp, final, follow_symlinks=False)
+            except FileExistsError:  # made meanwhile: named, as the check above names it
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final)) from None
+            placed.append(final)
+    except BaseException:
+        for final in placed:  # never half a pair
+            final.unlink(missing_ok=True)
+        raise
+    finally:
+        for tmp in staged:
+            tmp.unlink(missing_ok=True)
+    return private_path, public_path
+
+
+def _staged(beside: Path, data: bytes, mode: int) -> Path:
+    """``data`` in a new file beside ``beside`` with ``mode``, flushed to disk; its path."""
+    tmp = beside.with_name(f".{beside.name}.{secrets.token_hex(6)}.tmp")
     excl = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(private_path, excl, 0o600)
+    fd = os.open(tmp, excl, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(private_pem)
-        pfd = os.open(public_path, excl, 0o644)
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
     except BaseException:
-        private_path.unlink(missing_ok=True)  # never half a pair
+        tmp.unlink(missing_ok=True)
         raise
-    with os.fdopen(pfd, "wb") as fh:
-        fh.write(public_pem)
-    return private_path, public_path
+    return tmp
 
 
 def _read(path: str | Path, what: str) -> bytes:

@@ -20,6 +20,8 @@ from sharedos.policy.signing import (
     load_public_key,
     write_keypair,
 )
+from tests.mounts import MountFn
+from tests.mounts import fill as fill_disk
 
 CTX = {"principal": "bob", "roles": [], "tenant": "default", "attributes": {}}
 
@@ -321,3 +323,31 @@ def test_compile_counts_lint_warnings_and_prints_them_with_the_flag(tmp_path: Pa
     )
     assert result.exit_code == 0
     assert "warning[SOS508]" in result.stderr
+
+
+def test_keygen_on_a_full_disk_leaves_no_half_pair_and_the_next_keygen_works(
+    tmpfs: MountFn,
+) -> None:
+    """A disk with room for the private key but not the public one left OUT beside an
+    empty OUT.pub, after 'cannot write': the next keygen refused 'OUT exists' (a key no
+    host could trust, and no way on but deleting it by hand)."""
+    disk = tmpfs("64k")
+    filler = fill_disk(disk)
+    os.truncate(filler, filler.stat().st_size - 4096)  # one page: one key file fits
+    out = disk / "ops.key"
+    result = CliRunner().invoke(main, ["keygen", "-o", str(out)])
+    assert result.exit_code == 2 and "No space left on device" in result.output
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]  # neither key, no stray file
+    filler.unlink()
+    result = CliRunner().invoke(main, ["keygen", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_public_key(disk / "ops.key.pub") is not None
+    assert (out.stat().st_mode & 0o777) == 0o600
+
+
+def test_keygen_names_the_key_that_exists(tmp_path: Path) -> None:
+    (tmp_path / "k.pub").write_text("someone's trusted key\n")
+    result = CliRunner().invoke(main, ["keygen", "-o", str(tmp_path / "k")])
+    assert result.exit_code == 2 and "k.pub exists" in result.output
+    assert not (tmp_path / "k").exists()
+    assert (tmp_path / "k.pub").read_text() == "someone's trusted key\n"
