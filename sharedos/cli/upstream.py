@@ -237,19 +237,22 @@ def _repin(
     from sharedos.upstream.pins import (
         PinError,
         PinFile,
+        ToolPin,
         UpstreamPins,
         compare,
         now,
         pin_upstream,
         save_pins,
         tool_pin,
+        updating,
     )
 
     config, pin_path = _load(config_path)
     pins = _pins(pin_path)
     ups = _selected(config, only)
     listings = _list(config, ups, pins, context)
-    merged = dict(pins.upstreams)
+    whole: dict[str, UpstreamPins] = {}  # upstreams pinned as listed now
+    some: dict[str, tuple[dict[str, Any], dict[str, ToolPin]]] = {}  # (server, tools) of --tool
     failed = False
     for uid, listing in listings.items():
         if listing.failure is not None:
@@ -263,23 +266,31 @@ def _repin(
         old = pins.for_upstream(uid)
         _, drift = compare(uid, old, listing.tools)
         if not tools:
-            merged[uid] = pin_upstream(listing.server, listing.tools)
+            whole[uid] = pin_upstream(listing.server, listing.tools)
             for d in drift:
                 click.echo(pinned_line(d, verb))
             click.echo(f"upstream {uid}: {len(listing.tools)} tool(s) {verb}")
             continue
         wanted = {t.name: (t, r) for t, r in listing.tools if t.name in tools}
-        kept = dict(old.tools) if old is not None else {}
+        some[uid] = (dict(listing.server), {})
         for name, (tool, raw) in wanted.items():
-            kept[name] = tool_pin(tool, raw)
+            some[uid][1][name] = tool_pin(tool, raw)
             click.echo(f"  {verb}: {name}")
-        merged[uid] = UpstreamPins(server=dict(listing.server), pinnedAt=now(), tools=kept)
-    missing = [t for t in tools if not any(t in u.tools for u in merged.values())]
-    if missing:
-        failed = True
-        click.echo(f"error: not listed by any upstream: {', '.join(missing)}", err=True)
     try:
-        save_pins(PinFile(upstreams=merged), pin_path)
+        # merged into the file as it is now: another pin/approve may have written it
+        # while these upstreams were listed
+        with updating(pin_path) as current:
+            merged = dict(current.upstreams)
+            merged.update(whole)
+            for uid, (server, chosen) in some.items():
+                earlier = current.for_upstream(uid)
+                kept = {**(earlier.tools if earlier is not None else {}), **chosen}
+                merged[uid] = UpstreamPins(server=server, pinnedAt=now(), tools=kept)
+            missing = [t for t in tools if not any(t in u.tools for u in merged.values())]
+            if missing:
+                failed = True
+                click.echo(f"error: not listed by any upstream: {', '.join(missing)}", err=True)
+            save_pins(PinFile(upstreams=merged), pin_path)
     except PinError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_ERROR)

@@ -19,9 +19,13 @@ change is as much a change of what the model is offered as new prose is.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import fcntl
 import json
-from collections.abc import Iterable, Mapping
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,6 +136,45 @@ def save_pins(pins: PinFile, path: Path) -> None:
         write_atomically(path, data + "\n", mode=0o644, durable=True)
     except OSError as exc:
         raise PinError(f"{path}: cannot write the pin file: {exc.strerror or exc}") from None
+
+
+#: how long ``updating`` waits for another ``pin``/``approve`` to write the file
+_LOCK_WAIT_S = 10.0
+
+
+def lock_path_of(path: Path) -> Path:
+    """The lock file of a pin file (``updating``): beside it, hidden."""
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def updating(path: Path) -> Iterator[PinFile]:
+    """The pin file as it is now, read under an exclusive lock held until the block ends.
+
+    Two ``pin``/``approve`` at once (of different upstreams, or tools) each merge their
+    pins into what the file holds when they write, never into what it held when they
+    started listing: the one that ends last would otherwise drop the other's pins.
+    ``PinError`` when the lock cannot be taken within a few seconds."""
+    lock_path = lock_path_of(path)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise PinError(f"{path}: cannot lock the pin file: {exc.strerror or exc}") from None
+    try:
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while True:  # bounded: a process stopped while holding it does not hang this one
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise PinError(
+                        f"{path}: cannot lock the pin file: another process holds {lock_path}"
+                    ) from None
+                time.sleep(0.01)
+        yield load_pins(path)
+    finally:
+        os.close(fd)  # and the lock with it
 
 
 def now() -> str:

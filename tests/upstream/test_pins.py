@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from sharedos.cli.main import main
 from sharedos.upstream.pins import load_pins, pin_path_for
 from tests.upstream.conftest import FIXTURE, PY, brokered, structured, text_of
 
@@ -409,3 +412,42 @@ async def test_a_tool_changed_in_place_cannot_change_under_a_turn(
         if json.loads(x)["method"] == "tools/call"
     ]
     assert "echo" not in calls
+
+
+def test_two_pins_at_once_of_different_upstreams_keep_both(tmp_path: Path) -> None:
+    """``pin --upstream fx`` and ``pin --upstream fy`` at once: each read the pin file, listed
+    its upstream and wrote back what it had read plus its own pins, so the one that finished
+    last dropped the other's (which said 'pinned'; its tools were then held back as new)."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    started, gate = tmp_path / "fy.started", tmp_path / "fy.gate"
+    fixture = [str(FIXTURE), "--tools", str(tools_file), "--log", str(tmp_path / "fy.log")]
+    slow = (  # fy lists only once the test lets it: after fx's pin is written
+        f'touch {started}; while [ ! -e {gate} ]; do sleep 0.02; done; exec "$0" "$@"'
+    )
+    host = host_file(tmp_path, tools_file, log)
+    with host.open("a", encoding="utf-8") as fh:
+        fh.write(
+            f'[upstream.fy]\ncommand = "sh"\nargs = {json.dumps(["-c", slow, PY, *fixture])}\n'
+        )
+    fy = subprocess.Popen(
+        [SHAREDOS, "upstream", "pin", "--upstream", "fy", str(host)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(3000):
+            if started.exists() or fy.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert started.exists(), fy.communicate()
+        fx = CliRunner().invoke(main, ["upstream", "pin", "--upstream", "fx", str(host)])
+        assert fx.exit_code == 0, fx.output
+    finally:
+        gate.touch()
+        out, err = fy.communicate(timeout=60)
+    assert fy.returncode == 0, out + err
+    pins = load_pins(pin_path_for(host))
+    assert set(pins.upstreams) == {"fx", "fy"}
+    assert set(pins.upstreams["fx"].tools) == {"fx.echo", "fx.lookup"}
