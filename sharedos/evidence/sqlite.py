@@ -167,6 +167,14 @@ def _file_size_limited() -> bool:
     return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
 
 
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a failed transaction, if SQLite has not ended it already: on a full disk (and
+    some other errors) it rolls back by itself, and a ROLLBACK then raises 'no transaction
+    is active', which would replace the error that says what went wrong."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def _cause(exc: BaseException) -> str:
     """The ``EvidenceStoreError`` cause for a SQLite or OS error."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -309,8 +317,7 @@ def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
                 seq = rowid
         cur.execute("COMMIT")
     except BaseException:
-        if cur.connection.in_transaction:
-            cur.connection.execute("ROLLBACK")
+        _roll_back(cur.connection)
         raise
     return seq
 
@@ -684,7 +691,7 @@ class SqliteEvidenceStore:
                     ) from None
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
 
     def _connect_read_only(self) -> sqlite3.Connection:
@@ -759,7 +766,7 @@ class SqliteEvidenceStore:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
         return chained
 
@@ -1014,8 +1021,7 @@ class SqliteEvidenceStore:
                 seqs = [run_plan(cur, plan, nested=True) for plan in plans]
                 cur.execute("COMMIT")
             except BaseException:
-                if cur.connection.in_transaction:
-                    cur.connection.execute("ROLLBACK")
+                _roll_back(cur.connection)
                 raise
             return seqs
 
@@ -1044,8 +1050,7 @@ class SqliteEvidenceStore:
                 )
                 cur.execute("COMMIT")
             except BaseException:
-                if cur.connection.in_transaction:
-                    cur.connection.execute("ROLLBACK")
+                _roll_back(cur.connection)
                 raise
 
         self._write("write a checkpoint", run)
@@ -1394,8 +1399,7 @@ class SqliteEvidenceStore:
                         mapping[int(row[0])] = int(cur.lastrowid or 0)
                 cur.execute("COMMIT")
             except BaseException:
-                if cur.connection.in_transaction:
-                    cur.connection.execute("ROLLBACK")
+                _roll_back(cur.connection)
                 raise
 
         self._write("copy rows into", run)

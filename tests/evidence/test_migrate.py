@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from sharedos.evidence.store import EvidenceStoreError
 from sharedos.evidence.verify import verify_store
 from sharedos.outcomes import Outcome
 from tests.fleet.pgcluster import TempCluster
+from tests.mounts import MountFn
+from tests.mounts import fill as fill_disk
 
 OLD_ROWS = (
     "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest, resource) VALUES "
@@ -239,3 +242,30 @@ def test_opening_waits_for_another_process_creating_the_file(tmp_path: Path) -> 
         assert store.schema_version == LATEST
     finally:
         store.close()
+
+
+def test_a_migration_the_disk_cannot_hold_says_so_and_leaves_the_file_as_it_was(
+    tmpfs: MountFn,
+) -> None:
+    """SQLite rolls a transaction back itself when the disk fills under it; the migration's
+    own ROLLBACK then failed, and that error ('cannot rollback - no transaction is active',
+    cause io) was all `migrate` said: not that the disk was full, nor that nothing changed."""
+    disk = tmpfs("2m")
+    db = disk / "old.db"
+    version_2_file(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executemany(  # enough rows that the migration's transaction outgrows 64 KiB
+        "INSERT INTO attempts (turn_id, call_id, tool, started_at, arguments_digest, resource) "
+        "VALUES (?, ?, 'files.read', '2026', 'sha256:0', '/public/a')",
+        [(f"t{i // 4}", f"c{i}") for i in range(500)],
+    )
+    conn.close()
+    filler = fill_disk(disk)
+    os.truncate(filler, filler.stat().st_size - 64 * 1024)  # room to start, not to end
+    code, out = cli("evidence", "migrate", "--db", str(db))
+    assert code == 1
+    assert "rollback" not in out and "(disk_full)" in out, out
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (2,)
+    filler.unlink()
+    code, out = cli("evidence", "migrate", "--db", str(db))
+    assert code == 0 and f"migrated evidence schema 2 -> {LATEST}" in out, out
