@@ -158,6 +158,10 @@ _CAUSE_BY_CODE = {
 #: SQLITE_IOERR_WRITE: a write() of the file failed. SQLite says SQLITE_FULL only for ENOSPC;
 #: a file-size limit (EFBIG) is this, "disk I/O error"
 _IOERR_WRITE = 778
+#: SQLITE_IOERR_SHMSIZE: the -shm file (the WAL's index, grown 32 KiB at a time) could not
+#: be made larger, "disk I/O error": the filesystem has no room for it. Said ``disk_full``
+#: at open only; a write it fails may have put its frames in the WAL already (fate unknown)
+_IOERR_SHMSIZE = 4874
 
 
 def _file_size_limited() -> bool:
@@ -649,6 +653,8 @@ class SqliteEvidenceStore:
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
         except sqlite3.Error as exc:
             cause = _cause(exc)
+            if getattr(exc, "sqlite_errorcode", None) == _IOERR_SHMSIZE:
+                cause = "disk_full"  # no room for the -shm: opening wrote nothing owed
             what = "write" if cause in ("read_only", "disk_full", "locked") else "open"
             raise EvidenceStoreError(
                 f"cannot {what} evidence database {self.path}: {exc} ({cause})", cause

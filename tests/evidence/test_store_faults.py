@@ -142,6 +142,21 @@ def test_a_full_disk_at_open_fails_at_open(tmpfs: MountFn) -> None:
     assert "\n" not in str(err.value)
 
 
+def test_a_disk_with_room_for_the_file_but_not_its_shm_is_full_not_io(tmpfs: MountFn) -> None:
+    """With less than 32 KiB free, the file is made but its -shm cannot grow: SQLite says
+    SQLITE_IOERR_SHMSIZE ('disk I/O error'), which was cause io, so `migrate` or `copy --to`
+    on a nearly full disk, and a host's start, said an I/O error rather than a full disk."""
+    mnt = tmpfs("256k")
+    filler = fill(mnt)
+    os.truncate(filler, filler.stat().st_size - 8192)
+    with pytest.raises(EvidenceStoreError) as err:
+        SqliteEvidenceStore(mnt / "e.db")
+    assert err.value.cause == "disk_full", str(err.value)
+    assert str(err.value).endswith("(disk_full)")
+    filler.unlink()
+    SqliteEvidenceStore(mnt / "e.db").close()  # room again: it opens
+
+
 def test_a_deleted_database_fails_from_then_on(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db)
