@@ -16,13 +16,14 @@ cannot bring back the old contents.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["replacing", "write_atomically"]
+__all__ = ["create_whole", "replacing", "write_atomically"]
 
 
 def write_atomically(
@@ -76,6 +77,38 @@ def replacing(
         raise
     if durable:
         _fsync_directory(target.parent)
+
+
+def create_whole(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o600) -> Path:
+    """Create ``path`` holding ``data``, never replacing a file there: for a file that must
+    not be overwritten (a key). ``FileExistsError`` naming ``path`` when a name is there
+    (a link included, never followed).
+
+    The data is written, with ``mode`` exactly, and fsynced under a temporary name beside
+    it, which is then hard-linked to ``path`` (``link`` never replaces a name): a full disk,
+    an error or a SIGKILL at any point leaves no ``path``, never an empty or cut one that
+    every later attempt would refuse as existing; at worst a stray ``.NAME.*.tmp``."""
+    target = Path(path)
+    payload = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fd, mode)
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fd)
+        try:
+            os.link(tmp, target, follow_symlinks=False)
+        except FileExistsError:  # made meanwhile
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target)) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _fsync_directory(target.parent)
+    return target
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.atomicfile import write_atomically
+from sharedos.atomicfile import create_whole, write_atomically
 
 
 def _mode(path: Path) -> int:
@@ -72,3 +72,16 @@ def test_replacing_writes_in_pieces_and_keeps_the_target_when_the_body_fails(
         fh.write(b"one\n")
         fh.write(b"two\n")
     assert target.read_bytes() == b"one\ntwo\n"
+
+
+def test_create_whole_never_replaces_nor_follows_and_sets_the_mode(tmp_path: Path) -> None:
+    made = create_whole(tmp_path / "key", "secret\n", mode=0o600)
+    assert made.read_text() == "secret\n" and made.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(FileExistsError) as err:
+        create_whole(made, "other\n")
+    assert err.value.filename == str(made) and made.read_text() == "secret\n"
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FileExistsError):
+        create_whole(tmp_path / "link", "x")
+    assert not (tmp_path / "elsewhere").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key", "link"]  # no stray file

@@ -552,12 +552,13 @@ def keygen(output: Path) -> None:
     """Write a new token store key (32 random bytes, base64url) to FILE, readable by its owner
     only; name it in the host file as [tokens] key = { file = "FILE" } (or put its text in
     the variable [tokens] key = { env = ... } names)."""
-    import os
-
+    from sharedos.atomicfile import create_whole
     from sharedos.upstream.tokenstore import generate_key
 
     try:
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        # whole or not at all: a full disk or a kill never leaves an empty or cut key, which
+        # no rerun may replace (tokens sealed with it must not outlive it: fsynced)
+        create_whole(output, generate_key() + "\n", mode=0o600)
     except FileExistsError:
         click.echo(
             f"error: {output} exists; a key is never overwritten (tokens sealed with it would be lost)",
@@ -565,15 +566,6 @@ def keygen(output: Path) -> None:
         )
         sys.exit(EXIT_ERROR)
     except OSError as exc:
-        click.echo(f"error: {output}: {exc.strerror}", err=True)
-        sys.exit(EXIT_ERROR)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(generate_key() + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())  # tokens sealed with it must not outlive the key
-    except OSError as exc:  # a full disk, a quota: never a cut key, which no rerun may replace
-        output.unlink(missing_ok=True)
         click.echo(
             f"error: cannot write {output}: {exc.strerror or exc}; nothing was written there",
             err=True,

@@ -30,7 +30,6 @@ import errno
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from sharedos import textfile
+from sharedos.atomicfile import create_whole
 from sharedos.errors import PolicyLanguageError
 from sharedos.pemkeys import load_ed25519_public
 
@@ -75,55 +75,24 @@ def write_keypair(path: str | Path) -> tuple[Path, Path]:
     ``path.pub``, neither ever overwritten (``FileExistsError`` naming the one that exists,
     and nothing written); return both paths.
 
-    Both keys are written whole and flushed to disk under temporary names first, and only
-    then linked to their names: a full disk or any other failure leaves neither name (never
-    a private key beside an empty ``.pub``, which would block the next keygen)."""
+    Each key appears at its name only whole (``create_whole``), and a failure to write the
+    public key removes the private one: a full disk never leaves a private key beside an
+    empty ``.pub``, which every later keygen refused as existing."""
     private_path = Path(path)
     public_path = private_path.with_name(private_path.name + ".pub")
     private_pem, public_pem = generate_keypair()
     # never replace an existing key, private or public (hosts trust the .pub file by name:
-    # a new one written over it would silently change what they trust): link() refuses a
-    # name that exists, and a link planted at either name is not followed; 0600: the
-    # private key is a secret.
-    for existing in (private_path, public_path):
-        if os.path.lexists(existing):
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(existing))
-    staged: list[Path] = []
-    placed: list[Path] = []
+    # a new one written over it would silently change what they trust), nor write through
+    # a link planted at either name; 0600: the private key is a secret.
+    if os.path.lexists(public_path):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(public_path))
+    create_whole(private_path, private_pem, mode=0o600)
     try:
-        for data, mode in ((private_pem, 0o600), (public_pem, 0o644)):
-            staged.append(_staged(private_path, data, mode))
-        for tmp, final in zip(staged, (private_path, public_path), strict=True):
-            try:
-                os.link(tmp, final, follow_symlinks=False)
-            except FileExistsError:  # made meanwhile: named, as the check above names it
-                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final)) from None
-            placed.append(final)
+        create_whole(public_path, public_pem, mode=0o644)
     except BaseException:
-        for final in placed:  # never half a pair
-            final.unlink(missing_ok=True)
+        private_path.unlink(missing_ok=True)  # never half a pair
         raise
-    finally:
-        for tmp in staged:
-            tmp.unlink(missing_ok=True)
     return private_path, public_path
-
-
-def _staged(beside: Path, data: bytes, mode: int) -> Path:
-    """``data`` in a new file beside ``beside`` with ``mode``, flushed to disk; its path."""
-    tmp = beside.with_name(f".{beside.name}.{secrets.token_hex(6)}.tmp")
-    excl = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, excl, mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
 
 
 def _read(path: str | Path, what: str) -> bytes:
