@@ -122,8 +122,10 @@ def load_pins(path: Path) -> PinFile:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "file"
         raise PinError(
-            f"{path}: not a SharedOS pin file ({where}: {first['msg']}); "
-            "re-create it with `sharedos upstream pin`"
+            f"{path}: not a SharedOS pin file ({where}: {first['msg']}); restore it (from "
+            "version control: a merge leaves conflict markers in it), or remove it and run "
+            "`sharedos upstream pin` (which reads it first, so refuses it as it is); until "
+            "then `sharedos run` refuses this host file"
         ) from None
 
 

@@ -451,3 +451,21 @@ def test_two_pins_at_once_of_different_upstreams_keep_both(tmp_path: Path) -> No
     pins = load_pins(pin_path_for(host))
     assert set(pins.upstreams) == {"fx", "fy"}
     assert set(pins.upstreams["fx"].tools) == {"fx.echo", "fx.lookup"}
+
+
+def test_an_unreadable_pin_file_says_a_way_out_that_works(tmp_path: Path) -> None:
+    """A pin file that is no JSON (a merge's conflict markers: it is kept in version control)
+    said 're-create it with `sharedos upstream pin`', and `pin` refused it the same way: the
+    only way out the message gave was a dead end."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    host = host_file(tmp_path, tools_file, log)
+    pin_file = pin_path_for(host)
+    pin_file.write_text("<<<<<<< ours\n{}\n=======\n{}\n>>>>>>> theirs\n", encoding="utf-8")
+    refused = CliRunner().invoke(main, ["upstream", "pin", str(host)])
+    assert refused.exit_code == 1
+    assert "not a SharedOS pin file" in refused.output and "remove it" in refused.output
+    pin_file.unlink()  # what it says to do
+    pinned = CliRunner().invoke(main, ["upstream", "pin", str(host)])
+    assert pinned.exit_code == 0, pinned.output
+    assert set(load_pins(pin_file).upstreams["fx"].tools) == {"fx.echo", "fx.lookup"}
