@@ -9,6 +9,7 @@ the database would, and checks what ``verify`` (and the CLI) reports.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -468,6 +469,7 @@ def test_a_checkpoint_that_failed_is_not_tried_again_at_every_write(pg_url: str)
     store = PostgresEvidenceStore(pg_url, checkpoint_interval_s=0.01, statement_timeout_s=0.3)
     try:
         store.finish(store.begin(attempt("a", turn="T1")), ok())
+        time.sleep(0.05)  # past the 10 ms interval: on an idle machine the finish takes less
         with psycopg.connect(pg_url) as holder:
             holder.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
             assert store.evidence_checkpoint_due()
