@@ -167,6 +167,8 @@ class EvidenceRecorder:
         #: owed records not kept at all (past ``max_pending``)
         self._owed_dropped = 0
         self._settling = False
+        #: signalled when a pass over the owed records ends (``settle_unwritten`` waits on it)
+        self._settled = threading.Condition(self._lock)
 
     # -- the three writes --------------------------------------------------------
 
@@ -455,13 +457,22 @@ class EvidenceRecorder:
         with self._lock:
             return len(self._owed) + self._owed_dropped
 
-    def settle_unwritten(self) -> int:
+    def settle_unwritten(self, wait_s: float | None = None) -> int:
         """Try once more, now and on this thread, to write what refused calls are owed (a
-        process about to exit); how many are still not in the store."""
-        with self._lock:
-            busy, self._settling = self._settling, True
-        if not busy:  # else the writer thread is writing them already
-            self._write_owed()
+        process about to exit); how many are still not in the store.
+
+        When the writer thread is already writing them, wait for it (at most ``wait_s``,
+        by default five times ``timeout_s``) before trying the rest: returning at once let
+        a host exit while the writer was half-way, taking the other records with it."""
+        deadline = time.monotonic() + (self.timeout_s * 5 if wait_s is None else wait_s)
+        with self._settled:
+            while self._settling:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return len(self._owed) + self._owed_dropped
+                self._settled.wait(left)
+            self._settling = True
+        self._write_owed()
         return self.unwritten()
 
     def _settle_owed(self) -> None:
@@ -493,8 +504,9 @@ class EvidenceRecorder:
                         "io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)"
                     )
         finally:
-            with self._lock:
+            with self._settled:
                 self._settling = False
+                self._settled.notify_all()
 
     def _owing(self, write: Callable[[], Any]) -> None:
         """A record nobody waits for that says what a caller was told (written instead of a
