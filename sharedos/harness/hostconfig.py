@@ -51,8 +51,9 @@ from sharedos.upstream.config import (
 )
 
 REDACTED = "<redacted>"
-#: the most of a key file read for its secrets (a PEM key is some hundreds of bytes)
-_KEY_FILE_LIMIT = 64 * 1024
+#: the most of a key file read for its secrets: as much as any key file the host loads may
+#: be (``textfile.read_private``'s bound; a PEM key is some hundreds of bytes)
+_KEY_FILE_LIMIT = 1 << 20
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: a harness id: it names the harness's turn directory (``ID-*`` under the run directory) and
@@ -500,8 +501,9 @@ class HostConfig(BaseModel):
         """The stripped text of the key file ``value`` names (resolved as every file this
         host keeps); empty when it cannot be read."""
         try:
-            with open(self.resolve_file(value, environ), "rb") as fh:
-                return fh.read(_KEY_FILE_LIMIT).decode("utf-8").strip()
+            # never waiting on a pipe put in the key's place (``textfile``)
+            data = textfile.read_bytes(self.resolve_file(value, environ), limit=_KEY_FILE_LIMIT)
+            return data.decode("utf-8").strip()
         except (OSError, UnicodeDecodeError, HostConfigError):
             return ""
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.adversarial.planted import SecretScan, plant
+from tests.timing import bound
 from tests.upstream.conftest import PY
 
 SHAREDOS = str(Path(PY).parent / "sharedos")
@@ -365,6 +366,28 @@ def test_the_run_secrets_hold_the_token_store_key(tmp_path: Path, where: str) ->
     config = parse_host_config(text, str(tmp_path / "host.toml"), base_dir=tmp_path)
     secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ=environ)
     assert key in secrets
+
+
+def test_a_key_file_that_is_a_pipe_does_not_hold_up_the_run_secrets(tmp_path: Path) -> None:
+    """A key file the host reads for its secrets is read as every file an operator names
+    (``sharedos.textfile``): a named pipe nobody writes to in the key's place reads as
+    nothing, where a plain ``open`` waited for a writer forever."""
+    import threading
+
+    from sharedos.harness.hostconfig import parse_host_config
+
+    os.mkfifo(tmp_path / "token.key")
+    text = '[harness.claude-code]\n[tokens]\nkey = { file = "token.key" }\n'
+    config = parse_host_config(text, str(tmp_path / "host.toml"), base_dir=tmp_path)
+    found: list[tuple[str, ...]] = []
+    reader = threading.Thread(target=lambda: found.append(config.key_secrets({})), daemon=True)
+    reader.start()
+    reader.join(bound(5))
+    if reader.is_alive():  # release the blocked open, so the test process can end
+        with open(tmp_path / "token.key", "wb"):
+            pass
+        pytest.fail("reading the key file waited for a writer")
+    assert found == [()]
 
 
 def test_the_run_secrets_hold_every_principals_upstream_credential(tmp_path: Path) -> None:
