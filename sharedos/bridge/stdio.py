@@ -64,18 +64,15 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
     if "files" in turn.tool_sets:
         if turn.sandbox_root is None:
             raise TurnFileError("the files tool set needs sandbox_root in the turn file")
-        from sharedos.evidence.url import sqlite_files
-        from sharedos.tools.files import paths_within_root, register_files_tools
+        from sharedos.evidence.url import store_files
+        from sharedos.tools.files import register_files_tools, root_holds_state
 
-        state: list[str | os.PathLike[str]] = [*turn.rules, *sqlite_files(turn.evidence_db)]
+        state: list[str | os.PathLike[str]] = [*turn.rules, *store_files(turn.evidence_db)]
         if turn.bundle is not None:
             state.append(turn.bundle)
-        held = paths_within_root(turn.sandbox_root, state)
-        if held:
-            raise TurnFileError(
-                f"sandbox_root {turn.sandbox_root} holds SharedOS's own state "
-                f"({', '.join(map(str, held))}): a files tool could read or change it"
-            )
+        problem = root_holds_state(turn.sandbox_root, state)
+        if problem is not None:
+            raise TurnFileError(f"sandbox_root {problem}")
         register_files_tools(registry, turn.sandbox_root)
     if "conformance" in turn.tool_sets:
         from sharedos.testing.conformance_tools import conformance_tools

@@ -571,18 +571,14 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     registry = ToolRegistry()
     if opts["sandbox"] is not None:
         from sharedos.tools import register_files_tools
-        from sharedos.tools.files import paths_within_root
+        from sharedos.tools.files import root_holds_state
 
         sandbox = Path(opts["sandbox"])
         if not sandbox.is_dir():
             _fail(f"--sandbox {sandbox}: not a directory")
-        held = paths_within_root(sandbox, state_paths(opts, host_config))
-        if held:
-            _fail(
-                f"--sandbox {sandbox} holds SharedOS's own state ({', '.join(held)}): a files "
-                "tool could read or change it; keep the evidence store, the rules and the "
-                "host's keys outside the sandbox root"
-            )
+        problem = root_holds_state(sandbox, state_paths(opts, host_config))
+        if problem is not None:
+            _fail(f"--sandbox {problem}")
         register_files_tools(registry, sandbox)
     upstreams = host_config.upstream
     # the host's handler deadline must outlast every upstream's own call timeout, so a

@@ -617,6 +617,22 @@ def paths_within_root(
     return found
 
 
+def root_holds_state(
+    root: str | os.PathLike[str], state: Iterable[str | os.PathLike[str]]
+) -> str | None:
+    """Why the files tools must not be served over ``root``, or None: the paths of
+    SharedOS's own ``state`` (the evidence store's files, the rules, the bundle, the
+    host's keys) that lie within it (``paths_within_root``)."""
+    held = paths_within_root(root, state)
+    if not held:
+        return None
+    return (
+        f"{os.fspath(root)} holds SharedOS's own state ({', '.join(held)}): a files tool "
+        "could read or change it; keep the evidence store, the rules and the host's keys "
+        "outside the files root"
+    )
+
+
 def register_files_tools(
     registry: ToolRegistry, root: str | os.PathLike[str], *, source: str = "sharedos.builtin"
 ) -> list[ToolDefinition]:
