@@ -21,6 +21,18 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 
 
+def assert_one_line_and_exit_6(argv: list[str]) -> None:
+    """``argv`` run with its standard output on ``/dev/full``: exit 6, and one line saying so."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+        )
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: cannot write to standard output: No space left on device"
+    ], proc.stderr
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -31,19 +43,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev
     ],
 )
 def test_output_that_cannot_be_written_is_one_line_and_exit_6(argv: list[str]) -> None:
-    with open("/dev/full", "w") as full:
-        proc = subprocess.run(
-            [str(BIN / argv[0]), *argv[1:]],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert proc.returncode == 6, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        "error: cannot write to standard output: No space left on device"
-    ], proc.stderr
+    assert_one_line_and_exit_6([str(BIN / argv[0]), *argv[1:]])
 
 
 @pytest.mark.parametrize("command", ["verify", "counts"])
@@ -56,19 +56,7 @@ def test_an_evidence_command_whose_output_cannot_be_written_exits_6(
 
     db = tmp_path / "evidence.sqlite"
     SqliteEvidenceStore(db).close()
-    with open("/dev/full", "w") as full:
-        proc = subprocess.run(
-            [str(BIN / "sharedos"), "evidence", command, "--db", str(db)],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert proc.returncode == 6, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        "error: cannot write to standard output: No space left on device"
-    ], proc.stderr
+    assert_one_line_and_exit_6([str(BIN / "sharedos"), "evidence", command, "--db", str(db)])
 
 
 def test_an_error_writing_a_file_is_not_taken_for_standard_output(tmp_path: Path) -> None:

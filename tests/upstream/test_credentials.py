@@ -67,6 +67,21 @@ def process_command_lines() -> bytes:
     return b"\n".join(out)
 
 
+def upstream_commands_output(host: Path, environ: dict[str, str]) -> bytes:
+    """What ``sharedos upstream pin``, ``status --json`` and ``diff`` of ``host`` print
+    (standard output and error, in that order), run with ``environ``."""
+    sharedos = str(Path(PY).parent / "sharedos")
+    outputs = b""
+    for args in (
+        ["upstream", "pin", str(host)],
+        ["upstream", "status", "--json", str(host)],
+        ["upstream", "diff", str(host)],
+    ):
+        proc = subprocess.run([sharedos, *args], capture_output=True, env=environ, timeout=120)
+        outputs += proc.stdout + proc.stderr
+    return outputs
+
+
 def dump(value: Any) -> bytes:
     return json.dumps(value, default=str).encode()
 
@@ -374,16 +389,7 @@ def test_another_upstreams_credential_in_a_tool_definition_is_held_back(
     # the operator's commands: the pin file never stores it, nor does any output show it
     host = tmp_path / "host.toml"
     host.write_text(host_text, encoding="utf-8")
-    sharedos = str(Path(PY).parent / "sharedos")
-    environ = {**os.environ, "SHAREDOS_TEST_TOKEN": planted}
-    outputs = b""
-    for args in (
-        ["upstream", "pin", str(host)],
-        ["upstream", "status", "--json", str(host)],
-        ["upstream", "diff", str(host)],
-    ):
-        proc = subprocess.run([sharedos, *args], capture_output=True, env=environ, timeout=120)
-        outputs += proc.stdout + proc.stderr
+    outputs = upstream_commands_output(host, {**os.environ, "SHAREDOS_TEST_TOKEN": planted})
     pins = (tmp_path / "host.pins.json").read_text(encoding="utf-8")
     assert '"fy.clean"' in pins
     assert grep_bytes(pins.encode(), planted) == [] and grep_bytes(outputs, planted) == []
@@ -475,16 +481,7 @@ def test_a_host_secret_in_a_tool_definition_is_never_pinned_nor_printed(
         f'[upstream.fy]\ncommand = {json.dumps(PY)}\nargs = {json.dumps(fy)}\npinning = "off"\n',
         encoding="utf-8",
     )
-    sharedos = str(Path(PY).parent / "sharedos")
-    environ = {**os.environ, "HUNT_MODEL_KEY": planted}
-    outputs = b""
-    for args in (
-        ["upstream", "pin", str(host)],
-        ["upstream", "status", "--json", str(host)],
-        ["upstream", "diff", str(host)],
-    ):
-        proc = subprocess.run([sharedos, *args], capture_output=True, env=environ, timeout=120)
-        outputs += proc.stdout + proc.stderr
+    outputs = upstream_commands_output(host, {**os.environ, "HUNT_MODEL_KEY": planted})
     pins = (tmp_path / "host.pins.json").read_text(encoding="utf-8")
     assert '"fy.clean"' in pins
     assert b"contains a credential of this host" in outputs, outputs.decode()[-2000:]
