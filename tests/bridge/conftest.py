@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from sharedos.bridge.turnfile import StdioLaunch
@@ -146,21 +147,107 @@ def alice() -> AccessContext:
     return AccessContext(principal="alice", roles=("user",))
 
 
+class _PostsInFlight:
+    """Counts the client's POST responses not yet closed, so a test can wait for them.
+
+    The SDK client answers a POST in a task of its own and hands the answer to the
+    session while the response is open. An answer arriving after its caller gave up
+    (a read timeout: the bridge then answers the cancelled request with -32800) races
+    the client's exit, and the SDK raises ClosedResourceError from that task as it
+    tears down. Waiting until every POST response is closed removes the race without
+    hiding anything the bridge did.
+    """
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.closed = anyio.Event()
+
+    def opened(self) -> None:
+        self.open += 1
+
+    def finished(self) -> None:
+        self.open -= 1
+        if self.open == 0:
+            self.closed.set()
+            self.closed = anyio.Event()
+
+    async def drain(self, timeout_s: float) -> None:
+        with anyio.move_on_after(timeout_s):
+            while self.open:
+                await self.closed.wait()
+        # the SDK reads an answer whole (closing the response) and only then hands it
+        # to the session, after one checkpoint: let that task run before the exit
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()
+
+
+def _tracking_transport(posts: _PostsInFlight) -> Any:
+    import httpx2
+
+    class _Body(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+            self._done = False
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._inner:
+                yield chunk
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                if not self._done:
+                    self._done = True
+                    posts.finished()
+
+    class _Tracking(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            if request.method != "POST":
+                return await self._inner.handle_async_request(request)
+            posts.opened()  # from the request on: its answer may still be on the way
+            try:
+                response = await self._inner.handle_async_request(request)
+            except BaseException:
+                posts.finished()
+                raise
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=_Body(response.stream),
+                extensions=response.extensions,
+            )
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return _Tracking()
+
+
 @asynccontextmanager
 async def http_client(
     url: str, token: str | None, *, mode: str = "auto", **kwargs: Any
 ) -> AsyncIterator[Any]:
-    """An SDK ``Client`` over streamable HTTP with the turn's bearer token."""
+    """An SDK ``Client`` over streamable HTTP with the turn's bearer token.
+
+    On a normal exit it first waits (up to 10 s) for the answers still coming to
+    POSTs in flight, e.g. the bridge's answer to a call the client timed out.
+    """
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    posts = _PostsInFlight()
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as hc,
+        httpx2.AsyncClient(headers=headers, timeout=30, transport=_tracking_transport(posts)) as hc,
         Client(streamable_http_client(url, http_client=hc), mode=mode, **kwargs) as client,
     ):
         yield client
+        await posts.drain(10)
 
 
 @dataclass(frozen=True)
