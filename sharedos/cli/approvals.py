@@ -18,6 +18,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import pwd
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -199,11 +200,25 @@ def _get(ledger: ApprovalLedger, approval_id: str) -> Approval:
     return found
 
 
+def os_login() -> str:
+    """The login of the user running this command, by its uid (the account database).
+
+    Not ``getpass.getuser()``: that reads ``LOGNAME``, ``USER``, ``LNAME`` and
+    ``USERNAME`` first, which whoever runs the command sets as they like —
+    ``USER=maya sharedos approvals approve ...`` run by bob recorded "os user maya"
+    beside bob's uid, and answered as maya with maya's roles from the host file. The
+    environment is the fallback only for a uid with no account entry."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, OSError):
+        return getpass.getuser()
+
+
 def _who(
     name: str | None, host: Any, roles: tuple[str, ...], groups: tuple[str, ...]
 ) -> tuple[str, frozenset[str], frozenset[str], str]:
     """(approver, roles, groups, where they came from) as the host knows them."""
-    login = getpass.getuser()
+    login = os_login()
     approver = name or login
     if host is not None:
         if roles or groups:
@@ -250,7 +265,7 @@ def _answer(
                 f"{sorted(have_roles) or 'none'} and groups {sorted(have_groups) or 'none'} "
                 f"({source})"
             )
-        detail = f"os user {getpass.getuser()} (uid {os.getuid()}); {source}"
+        detail = f"os user {os_login()} (uid {os.getuid()}); {source}"
         if note:
             detail += f"; note: {note}"
         try:
