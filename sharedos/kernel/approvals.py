@@ -407,15 +407,20 @@ class ApprovalGate:
             if scope.cancelled_caught:
                 why = f"no answer from the client within {self.settings.elicitation_timeout_s:g} s"
         except anyio.get_cancelled_exc_class():
+            # the call went away while its question was shown (the client cancelled it, the
+            # turn is closing): no answer will come, so the request is closed as silence
+            # closes it. Left pending, the retry of this call named it and was never asked
+            # at the client — "waiting for an approver" until it lapsed, an hour by default.
+            with anyio.CancelScope(shield=True):
+                await self._lapse(
+                    request, "the call was cancelled while the client was asked, unanswered"
+                )
             raise
         except Exception as exc:  # the client refused the request, or the channel broke
             why = f"the client could not be asked ({type(exc).__name__}: {str(exc)[:200]})"
             answer = None
         if answer is None:
-            try:
-                await self._off_loop(self.ledger.expire, request, detail=why)
-            except (EvidenceStoreError, TimeoutError) as exc:
-                logger.warning("approvals: could not record that %s lapsed: %s", request, exc)
+            await self._lapse(request, why)
             closed = await self._reread(request)
             return GateAnswer(False, closed, why, who)
         approve = _accepted(answer)
@@ -446,6 +451,15 @@ class ApprovalGate:
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
             return await self._not_written(exc, decided, "the approval could not be used", who)
         return GateAnswer(True, used, None, who)
+
+    async def _lapse(self, request: Approval, why: str) -> None:
+        """Record that ``request`` closed unanswered at the client (``expired``; nothing when
+        another writer closed it first; a store that fails is logged: the call is refused
+        either way)."""
+        try:
+            await self._off_loop(self.ledger.expire, request, detail=why)
+        except (EvidenceStoreError, TimeoutError) as exc:
+            logger.warning("approvals: could not record that %s lapsed: %s", request, exc)
 
     async def _not_written(
         self, exc: Exception, approval: Approval, what: str, who: str

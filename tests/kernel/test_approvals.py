@@ -30,6 +30,7 @@ from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.policy import compile_source
 from sharedos.toolpolicy import RunMode, ToolPolicy
 from sharedos.tools import register_files_tools
+from tests.timing import bound
 
 POLICY = """
 namespace files
@@ -709,3 +710,40 @@ def test_a_store_lost_while_the_client_is_asked_fails_the_call_as_unavailable(
     assert "nothing ran" in res.structured["detail"]
     assert not (h.sandbox / "shared/release/notes.txt").exists()
     assert "internal error" not in caplog.text, caplog.text
+
+
+def test_a_call_cancelled_while_its_approver_is_asked_is_asked_again_on_retry(
+    tmp_path: Path,
+) -> None:
+    """The client cancelled the call while its question was shown (the person interrupted
+    the harness): the request stayed ``pending``, so the retry of the same call was never
+    asked at the client — refused out of band as "waiting for an approver" until the request
+    lapsed (an hour by default), though the person asked is an approver. A question that
+    goes unanswered because the call went away closes its request, as silence does."""
+    h = Host(tmp_path)
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="t")
+    never = _Peer({"action": "accept", "content": {"approve": True}}, delay=3600)
+
+    async def cancelled() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await h.host.invoke_tool(
+                    ToolCall(tool="files.write", arguments=ARGS, turn_id="t"), maya, RUN, peer=never
+                )
+
+            tg.start_soon(call)
+            with anyio.fail_after(bound(30)):
+                while not never.asked:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+
+    anyio.run(cancelled)
+    (first,) = ApprovalLedger(h.store).for_turn("t")
+    assert first.status == "expired", first
+    assert first.events[-1].detail is not None and "cancelled" in first.events[-1].detail
+    again = _Peer({"action": "accept", "content": {"approve": True}})
+    ran = h.call(ARGS, maya, peer=again)
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    assert len(again.asked) == 1
+    assert verify_store(h.store).clean
