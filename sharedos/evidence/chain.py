@@ -614,18 +614,33 @@ def _check_approvals(chain: list[Link], add: _Add) -> None:
     Every event is a well-hashed link, so an event its approval's life does not
     allow — a ``consumed`` with no ``approved`` before it (a call that ran on no
     yes), an answer after the approval lapsed, an event of an approval never
-    requested, or one bound to another call than its request — is a finding
-    (``approval``): the hash chain alone says the rows are as written, not that
-    what they say could have happened.
+    requested, one bound to another call than its request, or any event after the
+    turn's seal — is a finding (``approval``): the hash chain alone says the rows
+    are as written, not that what they say could have happened.
     """
     last: dict[str, str] = {}
     binding: dict[str, tuple[Any, ...]] = {}
     event_at = APPROVAL_FIELDS.index("event")
     id_at = APPROVAL_FIELDS.index("approval_id")
+    sealed = False
     for lk in chain:
+        if lk.kind == "seal":
+            sealed = True
         if lk.kind != "approval" or lk.values is None:
             continue
         approval_id, event = str(lk.values[id_at]), str(lk.values[event_at])
+        if sealed:
+            # nothing of an approval is written to a closed turn (the ledger refuses a request
+            # or an answer on a sealed chain; the close expires every open approval before its
+            # seal): the chain grows past a seal only by refusals of late calls, and a signed
+            # seal vouches for none of it
+            add(
+                "approval",
+                lk,
+                lk.pos,
+                f"approval {approval_id}: {event!r} after the turn's seal (no approval event "
+                "is written to a closed turn)",
+            )
         bound = tuple(lk.values[i] for i in _APPROVAL_BINDING)
         before = last.get(approval_id)
         allowed = _APPROVAL_AFTER.get(event)

@@ -109,3 +109,36 @@ def test_every_life_the_ledger_writes_verifies_clean(tmp_path: Path) -> None:
     store.seal_turn(BINDING.turn_id)
     store.close()
     assert _verify(db) == (0, [])
+
+
+def test_an_approval_event_after_the_seal_is_a_finding(tmp_path: Path) -> None:
+    """docs/approvals.md: "no approval event is appended after a seal" — the ledger refuses
+    a request or an answer on a sealed turn, and a closing turn expires every approval still
+    open before its seal. The chain may still grow past the seal (a stdio bridge refusing a
+    late call), and a signed seal vouches only for what precedes it: a whole approval life
+    (asked, approved by "maya", used) appended by a writer of the store after the seal,
+    each link well hashed, verified clean and was listed as a real approval."""
+    db, store, _ledger = _store(tmp_path)
+    store.seal_turn(BINDING.turn_id)
+    approval_id = "apr-afterthesealaaaaaa"
+    for event, call_id, approver in (
+        ("requested", "c1", None),
+        ("approved", None, "maya"),
+        ("consumed", "c2", None),
+    ):
+        values = event_values(
+            approval_id,
+            event,
+            BINDING,
+            call_id=call_id,
+            rule_ids=("r",),
+            approvers=APPROVERS,
+            approver=approver,
+            via="cli" if approver else None,
+        )
+        store.append_approval(values)
+    store.close()
+    code, problems = _verify(db)
+    assert code == 1
+    assert [p["kind"] for p in problems] == ["approval"] * 3, problems
+    assert all("after the turn's seal" in str(p["detail"]) for p in problems), problems
