@@ -269,9 +269,14 @@ class Approval:
     detail: str | None = None
     events: tuple[ApprovalEvent, ...] = field(default=())
 
-    def status_at(self, when: datetime | None = None) -> Status:
+    def status_at(self, when: datetime | None = None, *, max_age_s: float | None = None) -> Status:
         """The status at ``when`` (now): a pending request or an unused approval past its
-        expiry reads as ``expired`` even before anyone wrote that down."""
+        expiry reads as ``expired`` even before anyone wrote that down.
+
+        ``max_age_s``: the longest an approval may be used after its answer where it is
+        judged (the using host's ``approval_ttl_s``): the approver stamped its expiry with
+        their own lifetime (``sharedos approvals approve --db`` without a host file: the
+        default 15 minutes), which must not outlast the host's bound."""
         moment = when or datetime.now(UTC)
         if self.status == "pending":
             lapse = parse_iso(self.request_expires_at)
@@ -279,6 +284,9 @@ class Approval:
                 return "expired"
         if self.status == "approved":
             lapse = parse_iso(self.expires_at)
+            decided = parse_iso(self.decided_at)
+            if lapse is not None and max_age_s is not None and decided is not None:
+                lapse = min(lapse, decided + timedelta(seconds=max_age_s))
             if lapse is None or moment >= lapse:
                 return "expired"
         return self.status
@@ -600,16 +608,22 @@ class ApprovalLedger:
             )
 
     def consume(
-        self, approval: Approval, *, call_id: str, when: datetime | None = None
+        self,
+        approval: Approval,
+        *,
+        call_id: str,
+        when: datetime | None = None,
+        max_age_s: float | None = None,
     ) -> Approval:
         """Use an approved approval for the call ``call_id``, once across every host.
 
         ``ApprovalError`` when it is not approved or has lapsed (a lapsed one gets
-        its ``expired`` event); ``ApprovalTaken`` when another call used it (or
-        expired it) first. The caller has checked the binding.
+        its ``expired`` event; ``max_age_s`` as for ``Approval.status_at``);
+        ``ApprovalTaken`` when another call used it (or expired it) first. The caller
+        has checked the binding.
         """
         moment = when or datetime.now(UTC)
-        status = approval.status_at(moment)
+        status = approval.status_at(moment, max_age_s=max_age_s)
         if status == "expired" and approval.status == "approved":
             self.expire(approval, when=moment, detail="it lapsed before it was used")
             raise ApprovalError(f"approval {approval.approval_id} lapsed at {approval.expires_at}")

@@ -296,6 +296,13 @@ class ApprovalGate:
                 False, None, f"the approvals could not be read ({_why(exc)})", who, True
             )
         now = datetime.now(UTC)
+        # an approval lives no longer here than this host's ``approval_ttl_s`` after its
+        # answer, whatever life its approver stamped on it
+        max_age = self.settings.approval_ttl_s
+
+        def status_of(a: Approval) -> str:
+            return a.status_at(now, max_age_s=max_age)
+
         notes: list[str] = []
         # an approval (or a request) is for this call only when it was for every approval
         # rule the call needs now: the rules that apply may change within one binding (a
@@ -306,14 +313,15 @@ class ApprovalGate:
             f"approval {a.approval_id} was for other approval rules "
             f"({', '.join(a.rule_ids) or 'none'}), not for {', '.join(rule_ids)}"
             for a in found
-            if a not in usable and a.status_at(now) in ("pending", "approved")
+            if a not in usable and status_of(a) in ("pending", "approved")
         ]
         for approval in usable:
-            status = approval.status_at(now)
-            if status != "approved":
+            if status_of(approval) != "approved":
                 continue
             try:
-                used = await self._off_loop(self.ledger.consume, approval, call_id=call_id)
+                used = await self._off_loop(
+                    self.ledger.consume, approval, call_id=call_id, max_age_s=max_age
+                )
             except ApprovalTaken:
                 notes.append(f"approval {approval.approval_id} was used by another call first")
                 continue
@@ -330,7 +338,7 @@ class ApprovalGate:
                 )
             return GateAnswer(True, used, None, who)
         for approval in found:
-            if approval.status in ("pending", "approved") and approval.status_at(now) == "expired":
+            if approval.status in ("pending", "approved") and status_of(approval) == "expired":
                 # a lapse is evidence too: written when a call finds it
                 try:
                     await self._off_loop(
@@ -338,8 +346,8 @@ class ApprovalGate:
                     )
                 except (EvidenceStoreError, TimeoutError) as exc:
                     logger.warning("approvals: could not record that %s lapsed: %s", approval, exc)
-        pending = [a for a in usable if a.status_at(now) == "pending"]
-        notes += _history(usable, now)
+        pending = [a for a in usable if status_of(a) == "pending"]
+        notes += _history(usable, now, max_age)
         if pending:
             return GateAnswer(False, pending[0], _join(notes) or None, who)
         principal = binding.principal
@@ -651,11 +659,11 @@ def covers(
     return bool(rule_ids) and set(zip(rule_ids, approvers, strict=True)) <= had
 
 
-def _history(found: Iterable[Approval], now: datetime) -> list[str]:
+def _history(found: Iterable[Approval], now: datetime, max_age_s: float) -> list[str]:
     """What became of earlier approvals of this exact call (said to the model and recorded)."""
     out = []
     for a in found:
-        status = a.status_at(now)
+        status = a.status_at(now, max_age_s=max_age_s)
         if status == "consumed":
             out.append(f"approval {a.approval_id} was already used by call {a.closed_call}")
         elif status == "denied":

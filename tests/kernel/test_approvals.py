@@ -747,3 +747,31 @@ def test_a_call_cancelled_while_its_approver_is_asked_is_asked_again_on_retry(
     assert ran.outcome is Outcome.SUCCEEDED, ran.content
     assert len(again.asked) == 1
     assert verify_store(h.store).clean
+
+
+def test_an_approval_lives_no_longer_than_the_using_hosts_approval_ttl(tmp_path: Path) -> None:
+    """``[approvals] approval_ttl_s`` bounds how long an approval can be used on the host.
+    ``sharedos approvals approve --db ...`` (no host file, as docs/approvals.md shows it)
+    stamps the default 15-minute life: a host set to 60 s ran the call on a yes given
+    minutes before, its own setting never consulted."""
+    h = Host(tmp_path, approval_ttl_s=60)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    # the operator's yes, 15-minute life, given two minutes ago
+    ApprovalLedger(h.store).answer(
+        approval_id,
+        approve=True,
+        approver="maya",
+        via="cli",
+        ttl_s=900,
+        when=datetime.now(UTC) - timedelta(minutes=2),
+    )
+    late = h.call(ARGS)
+    assert late.reason is ReasonCode.APPROVAL_REQUIRED, late.content
+    assert late.structured["approvalId"] != approval_id
+    got = ApprovalLedger(h.store).get(approval_id)
+    assert got is not None and got.status == "expired"
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    # a yes within the host's bound still runs
+    yes = approve(h.db, late.structured["approvalId"], "--as", "maya", "--role", "maintainer")
+    assert yes.exit_code == 0, yes.output
+    assert h.call(ARGS).outcome is Outcome.SUCCEEDED
