@@ -568,6 +568,21 @@ def _moment(value: str | None, option: str) -> Any:
     return moment
 
 
+def _refuse_unknown_turn(store: Any, turn: str | None, db: str) -> None:
+    """Exit 2 when ``--turn`` names a turn the store has no record of: a mistyped id
+    would otherwise compare nothing and pass as "no change"."""
+    head = getattr(store, "head", None)
+    if turn is None or head is None:
+        return
+    try:
+        missing = head(turn) is None
+    except EvidenceStoreError:  # a store too old to chain: its attempts are counted, skipped
+        return
+    if missing:
+        click.echo(f"error: no turn {turn!r} in {_shown(db)}", err=True)
+        raise SystemExit(_EXIT_USAGE)
+
+
 def _in_window(records: Any, since: Any, until: Any) -> Any:
     """The records started at or after ``since`` and before ``until``."""
     from datetime import datetime
@@ -659,7 +674,8 @@ def replay_cmd(
     context) and attempts refused before any decision (tool_unavailable,
     not_in_run_policy, invalid_arguments, ...) are counted, not replayed.
     Exit 0: no recorded decision would change. 1: some would. 2: usage error
-    (a store that cannot be read, a policy that does not compile or load).
+    (a store that cannot be read, a policy that does not compile or load, a
+    --turn the store has no record of).
     """
     from sharedos.cli.policy._diff import load_side
     from sharedos.evidence.approvals import approved_calls
@@ -687,6 +703,7 @@ def replay_cmd(
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(_EXIT_USAGE) from None
     with store:
+        _refuse_unknown_turn(store, turn, db)
         try:
             report = replay(
                 _in_window(iter_records(store, turn), start, end),
@@ -770,7 +787,7 @@ def shadow_cmd(
     Exit 0: every shadow decision matches the enforced one (or none was
     recorded). 1: some differ, or the candidate failed on some call (what it
     would have decided there is not known). 2: usage error (a store that
-    cannot be read).
+    cannot be read, a --turn the store has no record of).
     """
     from sharedos.evidence.approvals import approved_calls
     from sharedos.evidence.export import iter_records
@@ -784,6 +801,7 @@ def shadow_cmd(
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(_EXIT_USAGE) from None
     with store:
+        _refuse_unknown_turn(store, turn, db)
         try:
             report = shadow_report(
                 _in_window(iter_records(store, turn), start, end),

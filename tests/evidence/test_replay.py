@@ -222,6 +222,8 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     # a window that holds nothing
     code, out, _ = cli(*args, "--since", "2999-01-01T00:00:00Z")
     assert code == 0 and "0 attempts read" in out
+    code, out, _ = cli(*args, "--turn", "turn-1")  # a turn the store holds
+    assert code == 1 and "3 attempts read" in out, out
     # usage errors: exit 2, no traceback
     bad = tmp_path / "bad.sos"
     bad.write_text("namespace files\npermit read on\n")
@@ -231,6 +233,9 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
         ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--since", "yesterday"],
         ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--time-zone", "Mars/X"],
         ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--run-policy", "nope"],
+        # a mistyped turn id compares nothing: it must not pass as "no change"
+        ["evidence", "replay", "--db", str(db), "--policy", str(RULES), "--turn", "turn-9"],
+        ["evidence", "shadow", "--db", str(db), "--turn", "turn-9"],
     ):
         code, out, err = cli(*argv)
         assert code == 2, (argv, out, err)
