@@ -131,6 +131,7 @@ async def open_turn(
         catalog_hash=catalog.catalog_hash,
         policy_hash=getattr(getattr(runtime_host, "kernel", None), "policy_hash", None),
         identity=identity,
+        owe=getattr(runtime_host, "owe_evidence", None),
     ):
         if transport == "http":
             async with _open_http(

@@ -4,7 +4,8 @@ One call for whoever opens turns (``sharedos.bridge.turn.open_turn``, a
 host's own loop)::
 
     async with evidence_turn(runtime_host.evidence, turn_id=..., catalog_hash=...,
-                             policy_hash=..., identity=...):
+                             policy_hash=..., identity=...,
+                             owe=runtime_host.owe_evidence):
         ...  # the turn's calls
 
 On entry the store commits the turn's opening record (the anchor of its
@@ -18,13 +19,19 @@ on their own (``evidence_unavailable``). A failure is logged once per cause
 for the store (``store.failures``, shared with the kernel's recorder), not
 once per turn: a full disk under a busy host is one line, and its recovery
 another. A store without a chain (a test double, an old backend) is left alone.
+
+A seal the store did not write as the turn closed (a lock, a full disk, a
+timeout) is handed to ``owe`` (``RuntimeHost.owe_evidence``), when given: it
+is written, with the time the turn closed, after the host's next write that
+lands, or when the host settles its owed records before it exits
+(``settle_unwritten``), unless the turn has a seal by then.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -34,7 +41,7 @@ from sharedos.evidence.record import now_iso, storable_json_text
 from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
 
-__all__ = ["evidence_turn", "expire_open_approvals", "seal_closed"]
+__all__ = ["evidence_turn", "expire_open_approvals", "seal_closed", "seal_late"]
 
 logger = logging.getLogger("sharedos.evidence")
 
@@ -83,8 +90,12 @@ async def evidence_turn(
     policy_hash: str | None = None,
     identity: Mapping[str, Any] | None = None,
     timeout_s: float = 2.0,
+    owe: Callable[[Callable[[], Any]], None] | None = None,
 ) -> AsyncIterator[None]:
-    """Open the turn's chain on entry, seal it on exit (see the module docstring)."""
+    """Open the turn's chain on entry, seal it on exit (see the module docstring).
+
+    ``owe`` (``RuntimeHost.owe_evidence``): where a seal the store did not write as the
+    turn closed is kept, to be written, with the close's time, once the store answers."""
     open_turn = getattr(store, "open_turn", None)
     seal_turn = getattr(store, "seal_turn", None)
     if open_turn is None or seal_turn is None:
@@ -106,6 +117,7 @@ async def evidence_turn(
     try:
         yield
     finally:
+        closed_at = now_iso()
         with anyio.CancelScope(shield=True):
             if callable(getattr(store, "append_approval", None)):
                 await _off_loop(
@@ -116,12 +128,11 @@ async def evidence_turn(
                     report,
                     says_writable=False,
                 )
-            if callable(getattr(store, "append_approval", None)):
-                await _off_loop(
-                    "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
-                )
-            else:
-                await _off_loop("seal", turn_id, lambda: seal_turn(turn_id), timeout_s, report)
+            sealed = await _off_loop(
+                "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
+            )
+            if sealed is None and owe is not None:
+                owe(lambda: seal_late(store, turn_id, closed_at))
 
 
 def expire_open_approvals(store: Any, turn_id: str) -> int:
@@ -147,12 +158,14 @@ class _StillOpen(Exception):
 SEAL_TRIES = 5
 
 
-def seal_closed(store: Any, turn_id: str) -> str:
+def seal_closed(store: Any, turn_id: str, closed_at: str | None = None) -> str:
     """Seal the turn with none of its approvals open: the seal is written only on a chain
     with no approval pending or approved and unused (checked with nothing appended between
     the check and the seal, ``append_approval``'s ``check``). A request that a call of the
     turn wrote after ``expire_open_approvals`` read — a call the close did not stop, a
     stdio bridge that has not seen the close yet — is expired too, then the seal written."""
+    if not callable(getattr(store, "append_approval", None)):  # a store without approvals
+        return str(store.seal_turn(turn_id, closed_at))
     from sharedos.evidence.approvals import ApprovalLedger
 
     ledger = ApprovalLedger(store)
@@ -163,7 +176,20 @@ def seal_closed(store: Any, turn_id: str) -> str:
 
     for _ in range(SEAL_TRIES):
         try:
-            return str(store.seal_turn(turn_id, None, none_open))
+            return str(store.seal_turn(turn_id, closed_at, none_open))
         except _StillOpen:
             expire_open_approvals(store, turn_id)
-    return str(store.seal_turn(turn_id))
+    return str(store.seal_turn(turn_id, closed_at))
+
+
+def seal_late(store: Any, turn_id: str, closed_at: str) -> str | None:
+    """The seal of a turn that closed while the store refused writes (a lock, a full disk),
+    written once it answers, with the time the turn closed: its open approvals expired
+    first, as at the close. None when the turn has a seal already (a write that was given
+    up on as it timed out may have landed after all)."""
+    has_seal = getattr(store, "has_seal", None)
+    if callable(has_seal) and has_seal(turn_id):
+        return None
+    if callable(getattr(store, "append_approval", None)):
+        expire_open_approvals(store, turn_id)
+    return seal_closed(store, turn_id, closed_at)

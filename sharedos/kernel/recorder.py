@@ -452,6 +452,12 @@ class EvidenceRecorder:
             else:
                 self._owed_dropped += 1
 
+    def owe(self, write: Callable[[], Any]) -> None:
+        """Keep ``write``, a record the store refused for a cause that passes (a turn's
+        seal written as the turn closed), to write with the refused calls' records: after
+        the next write that lands, or by ``settle_unwritten``; its own failure is reported."""
+        self._keep_owed(write)
+
     def unwritten(self) -> int:
         """How many records of refused calls (``OWED_CAUSES``) are still not in the store."""
         with self._lock:
@@ -561,9 +567,10 @@ def unwritten_note(missing: int) -> str | None:
     if not missing:
         return None
     return (
-        f"sharedos: {missing} record{'s' if missing != 1 else ''} of calls the evidence "
-        "store refused (a full disk, a lock) could not be written before exit: those "
-        "calls did not run, and the store has no record of them"
+        f"sharedos: {missing} record{'s' if missing != 1 else ''} the evidence store "
+        "refused (a full disk, a lock) could not be written before exit: the calls they "
+        "record did not run, and the store has no record of them (a turn closed meanwhile "
+        "stays unsealed)"
     )
 
 

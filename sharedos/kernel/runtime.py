@@ -229,6 +229,11 @@ class RuntimeHost:
         """The bound on every evidence write."""
         return self._recorder.timeout_s
 
+    def owe_evidence(self, write: Callable[[], Any]) -> None:
+        """Keep ``write`` (a turn's seal the store refused as the turn closed) and write it
+        with the records owed to refused calls, once the store takes writes again."""
+        self._recorder.owe(write)
+
     async def settle_unwritten(self) -> int:
         """Before the host goes away: write, if the store takes them now, the records of calls
         it refused for a cause that passes (a full disk, a lock; written later, saying so);

@@ -135,6 +135,7 @@ async def run_shape(
                 catalog_hash=catalog.catalog_hash,
                 policy_hash=env.host.kernel.policy_hash,
                 identity=identity.as_record(),
+                owe=env.host.owe_evidence,
             ):
                 try:
                     turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)

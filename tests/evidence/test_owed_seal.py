@@ -1,0 +1,126 @@
+"""A turn that closes while the store refuses writes is sealed once the store answers.
+
+Before, a seal refused as the turn closed (another process holding the write
+lock, a full disk) was never tried again: the turn stayed unsealed for good and
+``evidence verify --require-seal`` reported it like a removed seal. The host now
+keeps the seal with the records owed to refused calls and writes it, with the
+time the turn closed, after its next write that lands or when it settles its
+owed records before it exits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sharedos.catalog import ToolRegistry
+from sharedos.catalog.definition import ToolDefinition
+from sharedos.evidence.sqlite import SqliteEvidenceStore
+from sharedos.evidence.turns import evidence_turn, seal_late
+from sharedos.evidence.verify import verify_store
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.kernel.handlers import HandlerResult
+from sharedos.outcomes import Outcome
+from sharedos.policy import compile_source
+from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.timing import bound
+
+pytestmark = pytest.mark.anyio
+
+RUN = ToolPolicy(name="r", mode=RunMode.OPEN, managed=("t.*",))
+
+
+async def _ok(args: dict[str, Any], hctx: Any) -> HandlerResult:
+    return HandlerResult.text("ok")
+
+
+def _host(store: Any) -> RuntimeHost:
+    tool = ToolDefinition(
+        name="t.read",
+        description="read",
+        input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
+        handler=_ok,
+    )
+    policy = compile_source(
+        "namespace t\nrequirement t.read { action read; resource path(args.p) }\n"
+        'permit read on "/public/**"\n',
+        "t.sos",
+    )
+    return RuntimeHost(Kernel(policy, ToolRegistry([tool])), store, evidence_timeout_s=1.0)
+
+
+async def _call(host: RuntimeHost, turn_id: str, call_id: str) -> Outcome:
+    ctx = AccessContext(principal="alice", turn_id=turn_id)
+    call = ToolCall(call_id=call_id, tool="t.read", arguments={"p": "/public/a"})
+    return (await host.invoke_tool(call, ctx, RUN)).outcome
+
+
+async def _turn_closing_under_a_lock(host: RuntimeHost, store: Any, db: Path) -> float:
+    """One turn with one call; another connection holds the write lock as it closes.
+    Returns the wall-clock time the lock was let go."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
+            assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
+            holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
+        assert not store.has_seal("T1")  # the close could not write it
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    return time.time()
+
+
+def _seal_closed_at(db: Path, turn_id: str) -> str:
+    with sqlite3.connect(db) as conn:
+        (closed_at,) = conn.execute(
+            "SELECT closed_at FROM seals WHERE turn_id = ?", (turn_id,)
+        ).fetchone()
+    return str(closed_at)
+
+
+async def test_the_next_write_that_lands_writes_the_seal_of_a_turn_closed_under_a_lock(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = _host(store)
+    released = await _turn_closing_under_a_lock(host, store, db)
+    # another turn's call lands: the store answers again, and what it was owed follows
+    assert await _call(host, "T2", "c2") is Outcome.SUCCEEDED
+    deadline = time.monotonic() + bound(5.0)
+    while not store.has_seal("T1") and time.monotonic() < deadline:
+        await anyio.sleep(0.02)
+    assert store.has_seal("T1"), "the seal of a turn closed under a lock was never written"
+    # it says when the turn closed, not when it could be written
+    from datetime import datetime
+
+    closed = datetime.fromisoformat(_seal_closed_at(db, "T1").replace("Z", "+00:00"))
+    assert closed.timestamp() <= released
+    report = verify_store(store, "T1", require_seal=True)
+    assert report.clean and report.sealed == 1, [p.to_dict() for p in report.problems]
+
+
+async def test_a_host_settling_before_it_exits_writes_the_owed_seal(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = _host(store)
+    await _turn_closing_under_a_lock(host, store, db)
+    assert await host.settle_unwritten() == 0
+    assert store.has_seal("T1")
+    assert verify_store(store, require_seal=True).clean
+
+
+async def test_an_owed_seal_is_not_written_twice(tmp_path: Path) -> None:
+    """A seal given up on as it timed out may land after all: the owed one then stands down."""
+    store = SqliteEvidenceStore(tmp_path / "e.db")
+    async with evidence_turn(store, turn_id="T1"):
+        pass
+    assert store.has_seal("T1")
+    assert seal_late(store, "T1", "2026-01-01T00:00:00Z") is None
+    report = verify_store(store, "T1", require_seal=True)
+    assert report.clean and report.sealed == 1
