@@ -48,8 +48,10 @@ from typing import Literal
 from sharedos.errors import SharedOSError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: opening a FIFO planted in the tree must not hang the handler
-_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# O_NONBLOCK: opening a FIFO planted in the tree must not hang the handler; O_NOCTTY: a
+# terminal device swapped in after the type check must not become the host's controlling
+# terminal (a host without one, a service, would then die of SIGHUP when it hangs up)
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 #: the most components a served path may have: a deeper tree (one write could create
 #: thousands of levels) breaks the recursive tools operators clean up with
 MAX_DEPTH = 64
@@ -346,8 +348,17 @@ class Sandbox:
         the caller truncates the checked descriptor. The type and the link
         count are read from the opened descriptor, so a swap between a check
         and the open cannot slip another file in.
+
+        A FIFO, socket or device is refused before it is opened: opening one is
+        an effect of its own (a terminal became the host's controlling terminal,
+        a FIFO's waiting writer was let through, a watchdog device starts).
         """
         flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
+        st = lstat_at(dfd, name, shown)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise _refuse_link(shown)
+        if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+            raise SandboxError(NOT_A_REGULAR_FILE, shown, "is not a regular file")
         with contained(shown):
             fd = os.open(name, flags | _FILE_FLAGS, 0o644, dir_fd=dfd)
         try:

@@ -365,7 +365,10 @@ def _first_active_key(data: bytes, *, module: bool) -> str | None:
 
 def _read_config(gfd: int, name: str, where: str, limit: int = MAX_GIT_CONFIG_BYTES) -> bytes:
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=gfd)
+        # O_NOCTTY: a terminal swapped in since the type check must not become the host's
+        # controlling terminal (a host without one would die of SIGHUP when it hangs up)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+        fd = os.open(name, flags, dir_fd=gfd)
     except (OSError, ValueError) as exc:
         raise explain(exc, where) from None
     try:

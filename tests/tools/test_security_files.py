@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,53 @@ def test_device_nodes_are_never_read_written_or_deleted(root: Path, tool: str) -
     assert stat.S_ISCHR(os.lstat(dev).st_mode)
     listed = run(tools(root)["files.list"], "/public", path="/public")
     assert {"name": "zero", "type": "other", "size": None} in listed.structured["entries"]  # type: ignore[index]
+
+
+_TTY_CHILD = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from sharedos.pathwalk import Sandbox, SandboxError
+try:  # what files.read does, over a root that holds the terminal (/)
+    Sandbox("/").read(sys.argv[2], 1)
+    print("read")
+except SandboxError as exc:
+    print(exc)
+try:
+    os.close(os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY))
+    print("controlling terminal: yes")
+except OSError:
+    print("controlling terminal: no")
+"""
+
+
+def test_a_refused_read_of_a_terminal_does_not_make_it_the_host_s_terminal() -> None:
+    """A host without a controlling terminal (a service: a session leader, started
+    detached) that opened a terminal device to refuse it made that terminal its own:
+    the terminal's hangup then killed the host with SIGHUP, and a Ctrl-C typed on it
+    interrupted the host."""
+    try:
+        master, slave = os.openpty()
+    except OSError:
+        pytest.skip("no pseudo-terminals on this host")
+    try:
+        name = os.ttyname(slave)
+        parts = name.split("/")[1:]
+        if any(os.path.islink("/" + "/".join(parts[: i + 1])) for i in range(len(parts))):
+            pytest.skip(f"{name} is reached through a link here")
+        done = subprocess.run(
+            [sys.executable, "-c", _TTY_CHILD, str(Path(__file__).resolve().parents[2]), name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            start_new_session=True,  # a session leader without a terminal, as a service is
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert done.returncode == 0, done.stderr
+    assert "(not_a_regular_file)" in done.stdout
+    assert "controlling terminal: no" in done.stdout
 
 
 @pytest.mark.parametrize(
