@@ -257,16 +257,17 @@ def counts_cmd(db: str, turn: str | None, fmt: str) -> None:
         payload["turn_id"] = turn
         click.echo(json.dumps(payload, sort_keys=True))
         return
-    scope = f"turn {turn}" if turn else "all turns"
+    # a store's rows are what a tamperer wrote: what they hold is spelled out (``unambiguous``)
+    scope = f"turn {unambiguous(turn)}" if turn else "all turns"
     pct = f"{counts.denial_rate * 100:.1f}%"
     click.echo(f"{scope}: {counts.total} attempts, denied {counts.denied}/{counts.total} ({pct})")
     click.echo(f"interrupted (attempt recorded, outcome never written): {counts.interrupted}")
     click.echo("by status:")
     for name, n in sorted(counts.by_outcome.items()):
-        click.echo(f"  {name:<12} {n}")
+        click.echo(f"  {unambiguous(name):<12} {n}")
     click.echo("by reason:")
     for name, n in sorted(counts.by_reason.items()):
-        click.echo(f"  {name:<22} {n}")
+        click.echo(f"  {unambiguous(name):<22} {n}")
 
 
 @evidence.command("turns")
@@ -275,7 +276,9 @@ def turns_cmd(db: str) -> None:
     """Turn ids with their number of attempts, oldest first."""
     with _open(db) as store:
         for turn, n in store.turns():
-            click.echo(f"{turn}\t{n}")
+            # a turn id read from a store (a tampered one) cannot move the cursor or
+            # reorder the line: spelled out like every record ``evidence list`` shows
+            click.echo(f"{unambiguous(turn)}\t{n}")
 
 
 @evidence.command("verify")
@@ -353,14 +356,16 @@ def verify_cmd(
             total.problems.extend(problems)
             if fmt == "text":
                 for problem in problems:
-                    click.echo(problem.line())
+                    # a finding names what the store holds (a tampered turn id): spelled
+                    # out, so it cannot erase, conceal or rewrite the lines around it
+                    click.echo(unambiguous(problem.line()))
             for report in iter_turn_reports(
                 store, turn, public_keys=public or None, require_seal=require_seal
             ):
                 total.add(report)
                 if fmt == "text":
                     for problem in report.problems:
-                        click.echo(problem.line())
+                        click.echo(unambiguous(problem.line()))
         except EvidenceStoreError as exc:
             # what was found stands (exit 1), and so does a turn asked for that the store
             # has no record of (deleted whole?); a store that failed before anything was
@@ -455,7 +460,7 @@ def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | No
         latest = taken
     if problems:
         for problem in problems:
-            click.echo(problem.line(), err=True)
+            click.echo(unambiguous(problem.line()), err=True)
         raise click.ClickException("the store's checkpoints do not verify; nothing exported")
     if latest is None:
         raise click.ClickException(
@@ -468,7 +473,7 @@ def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | No
     else:
         with _private_output(output, db) as out:
             out.write(text)
-    click.echo(latest.line(), err=True)
+    click.echo(unambiguous(latest.line()), err=True)
 
 
 @evidence.command("copy")

@@ -12,6 +12,7 @@ with a shadow policy, a SQLite store, the ``sharedos`` CLI.
 
 from __future__ import annotations
 
+import contextlib
 import unicodedata
 from pathlib import Path
 
@@ -117,3 +118,35 @@ def test_replay_json_carries_a_lone_surrogate_a_call_sent(tmp_path: Path) -> Non
         (example,) = group["examples"]
         sent = example["args"] if "args" in example else example["arguments"]
         assert sent == args, argv
+
+
+#: a turn id a tamperer wrote into the store: a forged verdict, then the real one hidden
+FORGED_TURN = "turn-1: verified 1 turn(s): clean\r\x9b8m\u202e\u2028\x1b[8m"
+
+
+def test_verify_turns_and_counts_spell_what_a_tampered_store_holds(tmp_path: Path) -> None:
+    """``evidence verify`` reads a store someone may have edited, and its findings name
+    the turn as the store holds it: a turn id holding a carriage return and an SGR
+    "conceal" printed a forged "clean" line over the finding and hid what followed
+    (the real verdict). ``turns`` and ``counts`` printed store values raw alike."""
+    import sqlite3
+
+    h = Host(tmp_path)
+    for _ in range(2):
+        h.call({"path": "/shared/n.txt", "content": "x"})
+    with contextlib.closing(sqlite3.connect(h.db)) as con:
+        con.execute("UPDATE chain SET turn_id = ? WHERE rowid >= 3", (FORGED_TURN,))
+        con.execute("UPDATE chain SET reason = ? WHERE reason IS NOT NULL", (FORGED_TURN,))
+        con.commit()
+    runner = CliRunner()
+    db = str(h.db)
+    for args, code in (
+        (["evidence", "verify", "--db", db], 1),
+        (["evidence", "turns", "--db", db], 0),
+        (["evidence", "counts", "--db", db], 0),
+    ):
+        out = runner.invoke(main, args)
+        assert out.exit_code == code, out.output
+        assert _hidden(out.output.replace("\t", " ")) == [], (args[1], out.output)
+    verified = runner.invoke(main, ["evidence", "verify", "--db", db]).output
+    assert "turn-1: verified 1 turn(s): clean\\x0d\\x9b8m\\u202e\\u2028" in verified
