@@ -617,20 +617,46 @@ def paths_within_root(
     return found
 
 
+def paths_around_root(
+    root: str | os.PathLike[str], paths: Iterable[str | os.PathLike[str]]
+) -> list[str]:
+    """Those of ``paths`` (resolved, as ``paths_within_root``) that are directories ``root``
+    lies strictly under: what the files tools write under ``root`` is written into them.
+    A rules directory is compiled recursively (every ``*.sos`` below it), so a permitted
+    ``files.write`` of ``/x.sos`` under a root inside it added rules to the next run."""
+    base = os.path.realpath(root)
+    found = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if base.startswith(real.rstrip("/") + "/"):
+            found.append(os.fspath(path))
+    return found
+
+
 def root_holds_state(
     root: str | os.PathLike[str], state: Iterable[str | os.PathLike[str]]
 ) -> str | None:
     """Why the files tools must not be served over ``root``, or None: the paths of
     SharedOS's own ``state`` (the evidence store's files, the rules, the bundle, the
-    host's keys) that lie within it (``paths_within_root``)."""
+    host's keys) that lie within it (``paths_within_root``), or the state directories
+    (a rules directory) it lies within (``paths_around_root``)."""
+    state = list(state)
     held = paths_within_root(root, state)
-    if not held:
-        return None
-    return (
-        f"{os.fspath(root)} holds SharedOS's own state ({', '.join(held)}): a files tool "
-        "could read or change it; keep the evidence store, the rules and the host's keys "
-        "outside the files root"
-    )
+    if held:
+        return (
+            f"{os.fspath(root)} holds SharedOS's own state ({', '.join(held)}): a files tool "
+            "could read or change it; keep the evidence store, the rules and the host's keys "
+            "outside the files root"
+        )
+    around = paths_around_root(root, state)
+    if around:
+        return (
+            f"{os.fspath(root)} lies inside SharedOS's own state ({', '.join(around)}): a "
+            "file a files tool writes there becomes part of it (a .sos file under a rules "
+            "directory is compiled into the next run's policy); keep the files root outside "
+            "the rules and the host's other state"
+        )
+    return None
 
 
 def register_files_tools(

@@ -1,0 +1,34 @@
+"""Which roots the files tools must not serve: SharedOS's own state under them, or them
+inside a directory of SharedOS's own state (``root_holds_state``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sharedos.policy import compile_paths
+from sharedos.tools.files import root_holds_state
+from tests.tools.calls import call, tools
+
+RULES = "namespace files\nrequirement files.write { action write; resource path(args.path) }\n"
+
+
+def test_a_root_inside_a_rules_directory_is_refused(tmp_path: Path) -> None:
+    """A rules directory is compiled recursively, so a root inside it let a permitted
+    ``files.write`` of ``/x.sos`` add a rule to the next run's policy; only a rules
+    directory *under* the root was refused before."""
+    rules = tmp_path / "policy"
+    root = rules / "workspace"
+    root.mkdir(parents=True)
+    (rules / "files.sos").write_text(RULES, encoding="utf-8")
+    before = compile_paths([rules])
+    # what a permitted write under that root does to the next run
+    written = call(tools(root)["files.write"], "/x.sos", path="/x.sos", content="namespace x\n")
+    assert not written.is_error
+    assert compile_paths([rules]).bundle_hash != before.bundle_hash
+
+    problem = root_holds_state(root, [rules, tmp_path / "evidence.sqlite"])
+    assert problem is not None
+    assert str(root) in problem and str(rules) in problem
+    # beside it, or a file beside it whose name merely starts like the root's: served
+    assert root_holds_state(root, [tmp_path / "rules", rules / "files.sos"]) is None
+    assert root_holds_state(root, [rules / "work"]) is None
