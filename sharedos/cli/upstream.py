@@ -21,7 +21,7 @@ import click
 from sharedos.cli._help import with_short_help
 from sharedos.cli._params import Seconds
 from sharedos.cli.hostfile import host_file_option, required_host_config, required_host_file
-from sharedos.terminal import printable
+from sharedos.terminal import printable, unambiguous
 
 EXIT_ERROR = 1
 EXIT_DRIFT = 3
@@ -167,7 +167,8 @@ def status(
     else:
         click.echo(f"pin file: {pin_path}{'' if pin_path.exists() else ' (none yet)'}")
         for line in state.report():
-            click.echo(line)
+            # an upstream's words (its server name, a refused tool's name): spelled out
+            click.echo(unambiguous(line))
     if any(s.state in ("unavailable", "no-credential", "unauthorized") for s in state.statuses):
         sys.exit(EXIT_ERROR)
     if any(s.drift for s in state.statuses):
@@ -258,11 +259,12 @@ def _repin(
         if listing.failure is not None:
             failed = True
             click.echo(
-                f"error: upstream {uid}: {listing.failure}; its pins are unchanged", err=True
+                unambiguous(f"error: upstream {uid}: {listing.failure}; its pins are unchanged"),
+                err=True,
             )
             continue
         for refusal in listing.refused:
-            click.echo(f"  refused (not pinnable): {refusal.describe()}")
+            click.echo(unambiguous(f"  refused (not pinnable): {refusal.describe()}"))
         old = pins.for_upstream(uid)
         _, drift = compare(uid, old, listing.tools)
         if not tools:
@@ -310,6 +312,17 @@ def pinned_line(drift: Any, verb: str) -> str:
     return f"  {verb}: {drift.tool} (changed: {changed}; published from the next turn)"
 
 
+def drift_lines(drift: Any) -> list[str]:
+    """What ``sharedos upstream diff`` shows of one drifted tool: its line and its diff,
+    each line spelled out (``unambiguous``). The operator approves from it, and the
+    upstream wrote it: a C1 control, a bidi override or DEL in a description would
+    conceal, reorder or rewrite the diff on the terminal."""
+    lines = [drift.describe()]
+    if drift.diff:
+        lines += drift.diff.split("\n")
+    return [unambiguous(line) for line in lines]
+
+
 @upstream.command("diff")
 @host_file_option
 @upstream_opt
@@ -333,16 +346,14 @@ def diff(
     for uid, listing in listings.items():
         if listing.failure is not None:
             failed = True
-            click.echo(f"error: upstream {uid}: {listing.failure}", err=True)
+            click.echo(unambiguous(f"error: upstream {uid}: {listing.failure}"), err=True)
             continue
         _, drift = compare(uid, pins.for_upstream(uid), listing.tools)
         if not drift:
             click.echo(f"upstream {uid}: {len(listing.tools)} tool(s), all as pinned")
         for d in drift:
             drifted = True
-            click.echo(d.describe())
-            if d.diff:
-                click.echo(d.diff)
+            click.echo("\n".join(drift_lines(d)))
     if failed:
         sys.exit(EXIT_ERROR)
     if drifted:

@@ -223,7 +223,10 @@ class Drift:
 
 
 def _pretty(value: Any) -> list[str]:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    # split at the newlines JSON writes only: ``splitlines`` also split inside a string at
+    # U+2028, U+2029 and U+0085 (JSON leaves them raw), so a description holding one made
+    # the diff show a line of the definition that is not there
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).split("\n")
 
 
 def changed_fields(old: ToolPin, new: ToolPin) -> tuple[str, ...]:

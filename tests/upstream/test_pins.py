@@ -469,3 +469,32 @@ def test_an_unreadable_pin_file_says_a_way_out_that_works(tmp_path: Path) -> Non
     pinned = CliRunner().invoke(main, ["upstream", "pin", str(host)])
     assert pinned.exit_code == 0, pinned.output
     assert set(load_pins(pin_file).upstreams["fx"].tools) == {"fx.echo", "fx.lookup"}
+
+
+def test_a_diff_spells_out_what_a_hostile_definition_holds() -> None:
+    """The operator approves a changed tool from its diff, written by the upstream: a C1
+    CSI, a bidi override or DEL went to the terminal raw (concealing or reordering what
+    follows), and a U+2028 in a description split the diff into a line the definition
+    does not have."""
+    import unicodedata
+
+    from sharedos.cli.upstream import drift_lines
+    from sharedos.upstream.pins import Drift, ToolPin, changed_fields, render_diff
+
+    def pin(description: str) -> ToolPin:
+        tool = {"name": "fx.echo", "description": description}
+        return ToolPin(hash="h", published=tool, upstreamHash="u", upstream={"name": "echo"})
+
+    old, new = pin("Echo."), pin('Echo.\x9b8m\u202eevil\u2028  "x": 1,\x7f\u2029\x85')
+    diff = render_diff("fx", "fx.echo", old, new)
+    lines = drift_lines(Drift("fx", "fx.echo", "changed", diff, changed_fields(old, new)))
+    hidden = [
+        c
+        for line in lines
+        for c in line
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+    ]
+    assert hidden == [], lines
+    assert [line for line in lines if line.startswith("+ ")] == [
+        '+    "description": "Echo.\\x9b8m\\u202eevil\\u2028  \\"x\\": 1,\\x7f\\u2029\\x85",'
+    ]
