@@ -105,6 +105,8 @@ if TYPE_CHECKING:
 
 #: How many distinct contexts keep cached condition results.
 CONTEXT_CACHE_SIZE = 256
+#: How many contexts seen once are remembered (keys only), so the second sight caches.
+CONTEXT_SEEN_SIZE = 4 * CONTEXT_CACHE_SIZE
 #: How many distinct decisions are kept for reuse (cleared when full).
 DECISION_CACHE_SIZE = 65536
 
@@ -698,6 +700,9 @@ class Evaluator:
                     self._decision_walks[(ns, action, absolute)] = (trie, 1 + 2 * k)
         # bounded, oldest first out (see context_entry); reads take no lock
         self._contexts: dict[str, ContextEntry] = {}
+        # contexts seen once, not cached yet (see context_entry): str keys and None
+        # values, so the dict is no object the garbage collector looks at
+        self._seen_once: dict[str, None] = {}
         self._decisions: dict[tuple[Any, ...], Decision] = {}
         self._n_decided = 0  # decisions kept (here and by the tools), see ``_decision``
         # context_key excludes the turn id; a policy reading it is never cached
@@ -863,9 +868,16 @@ class Evaluator:
 
     # ---------------------------------------------------------- context cache
 
-    def context_entry(self, key: str) -> ContextEntry:
-        """The cache of one context (created on first use; at most ``CONTEXT_CACHE_SIZE``
-        contexts are kept, the oldest dropped first)."""
+    def context_entry(self, key: str) -> ContextEntry | None:
+        """The cache of one context: None the first time the context is seen, made the
+        second time (at most ``CONTEXT_CACHE_SIZE`` contexts are kept, the oldest dropped
+        first).
+
+        Why not on first use: a context seen once (most are, in a host that serves many
+        people) would leave behind an entry, its maps and its roles' set, and what first
+        decisions leave behind is what the garbage collector's pauses (tens of
+        microseconds each) come from. A context seen once is remembered by its key
+        alone, which the collector never looks at."""
         entry = self._contexts.get(key)  # a dict read needs no lock
         if entry is not None:
             return entry
@@ -873,6 +885,12 @@ class Evaluator:
             contexts = self._contexts
             entry = contexts.get(key)
             if entry is None:
+                seen = self._seen_once
+                if seen.pop(key, _MISSING) is _MISSING:
+                    if len(seen) >= CONTEXT_SEEN_SIZE:
+                        seen.clear()
+                    seen[key] = None
+                    return None
                 entry = ContextEntry()
                 if len(contexts) >= CONTEXT_CACHE_SIZE:
                     del contexts[next(iter(contexts))]
@@ -975,15 +993,17 @@ class Evaluator:
                 if found is not None:
                     return found
             return self._decision(t, resource, False, None)
+        cache: ContextEntry | None = None
         if type(context_key) is str and self._cacheable:
             cache = self._contexts.get(context_key)
             if cache is None:
                 cache = self.context_entry(context_key)
+        if cache is not None:
             verdicts = cache.verdicts
             held = cache.held
             values = cache.values
-        else:
-            cache = verdicts = None  # no key (or not a string): evaluate, do not cache
+        else:  # no key, or a context seen for the first time: evaluate, do not cache
+            verdicts = None
             held = _UNSET
             values = None
         n = len(segs)
@@ -1437,12 +1457,19 @@ class Evaluator:
             per = t.decided.get(key)
             if per is None:
                 per = t.decided[key] = {}
-            per[resource] = decision
+            # kept the second time it is made: the first leaves only its key (and None)
+            # behind, which is nothing for the garbage collector (see ``context_entry``)
+            per[resource] = decision if resource in per else None
         else:
             per = t.decided_multi.get(hits[0])
             if per is None:
                 per = t.decided_multi[hits[0]] = {}
-            if per.setdefault(resource, decision) is not decision:  # taken: see ``decide``
+            kept = per.get(resource, _MISSING)
+            if kept is _MISSING:
+                per[resource] = None  # made once: kept when it is made again
+            elif kept is None:
+                per[resource] = decision
+            else:  # taken by a decision citing other rules: see ``decide``
                 self._decisions[(t.name, resource, *hits)] = decision
         return decision
 

@@ -495,10 +495,11 @@ class ToolPlan:
         self.walk = walk
         self.decision_walk = decision_walk
         self.walk_slot = walk_slot
-        #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by resource
-        self.decided: dict[int, dict[str, Decision]] = {}
+        #: decisions ``decide`` keeps for reuse: by the one rule cited (-1: none), by
+        #: resource (None: made once, kept when it is made again)
+        self.decided: dict[int, dict[str, Decision | None]] = {}
         #: those citing several rules: by the first rule cited, by resource
-        self.decided_multi: dict[int, dict[str, Decision]] = {}
+        self.decided_multi: dict[int, dict[str, Decision | None]] = {}
         self.path_arg = path_arg
         self._all: Any = rules
 
