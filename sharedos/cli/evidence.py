@@ -486,8 +486,11 @@ def copy_cmd(source: str, target: str, sign_key: Path | None) -> None:
     Each turn is copied in one transaction; run it again after an
     interruption and it resumes (turns already there are checked, not
     copied twice; a turn that grew on the source gets its new rows). Ends
-    with a checkpoint of the target (signed with --sign-key). Exit 1 when a
-    turn of the target is another chain than the source's (not copied).
+    with a checkpoint of the target (signed with --sign-key). Each turn is
+    verified on the source first (its chain and the source's checkpoints). Exit 1
+    when a turn of the target is another chain than the source's, or a turn
+    does not verify on the source (neither copied), or the source's checkpoints
+    show a turn gone or do not verify themselves.
     """
     from sharedos.evidence.copy import copy_store
     from sharedos.evidence.url import open_store, parse_store_url
@@ -507,7 +510,7 @@ def copy_cmd(source: str, target: str, sign_key: Path | None) -> None:
     except (EvidenceStoreError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(result.line(shown_from, shown_to))
-    if result.conflicts or result.unreadable:
+    if not result.clean:
         raise SystemExit(1)
 
 

@@ -21,6 +21,15 @@ counted and reported. Checkpoints belong to the store they were taken in
 and are not copied; the copy ends with a checkpoint of the target over
 every head no checkpoint of the target covers yet (signed with the target's
 key when it has one).
+
+That checkpoint vouches for what was copied, so nothing is copied that the
+source itself shows was changed: each turn is verified on the source first,
+its chain and every head the source's checkpoints recorded for it (what
+``sharedos evidence verify`` checks), and a turn with a finding is not
+copied, but listed (a tail rewritten with its hashes recomputed verifies on
+its own; only the source's checkpoints show it, and they stay behind). A
+turn the source's checkpoints covered that is gone from it is listed too,
+and so is a source whose checkpoint chain does not verify.
 """
 
 from __future__ import annotations
@@ -31,8 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedos.evidence.appender import StaleHead
+from sharedos.evidence.chain import verify_turn
 from sharedos.evidence.chain_sql import CHAIN_COLUMNS
+from sharedos.evidence.rows import link_from_row
 from sharedos.evidence.store import EvidenceStoreError
+from sharedos.evidence.verify import Covered, check_checkpoints, coverage_by_turn
 
 __all__ = ["CopyResult", "copy_store"]
 
@@ -55,7 +67,24 @@ class CopyResult:
     conflicts: list[str] = field(default_factory=list)
     #: turns not copied because a row holds a place SharedOS never writes ("turn (seq N)")
     unreadable: list[str] = field(default_factory=list)
+    #: turns not copied because they do not verify on the source (chain or checkpoints)
+    unverified: list[str] = field(default_factory=list)
+    #: turns the source's checkpoints covered that are gone from it
+    gone: list[str] = field(default_factory=list)
+    #: findings about the source's own checkpoint chain
+    checkpoint_problems: int = 0
     checkpoint: Any = None
+
+    @property
+    def clean(self) -> bool:
+        """True when every turn of the source was copied or already there, as it verifies."""
+        return not (
+            self.conflicts
+            or self.unreadable
+            or self.unverified
+            or self.gone
+            or self.checkpoint_problems
+        )
 
     def line(self, source: str, target: str) -> str:
         """One human line."""
@@ -73,6 +102,21 @@ class CopyResult:
                 f"{len(self.unreadable)} turn(s) not copied, a row's position or attempt is "
                 f"not a number (changed outside SharedOS: verify the source): "
                 f"{', '.join(self.unreadable)}"
+            )
+        if self.unverified:
+            parts.append(
+                f"{len(self.unverified)} turn(s) not copied, they do not verify on the source "
+                f"(`sharedos evidence verify` it): {', '.join(self.unverified)}"
+            )
+        if self.gone:
+            parts.append(
+                f"{len(self.gone)} turn(s) the source's checkpoints covered are gone from it: "
+                f"{', '.join(self.gone)}"
+            )
+        if self.checkpoint_problems:
+            parts.append(
+                f"the source's checkpoints do not verify ({self.checkpoint_problems} "
+                "problem(s): `sharedos evidence verify` it)"
             )
         if self.checkpoint is not None:
             parts.append(f"checkpoint {self.checkpoint.number} of the target taken")
@@ -104,8 +148,21 @@ def copy_store(
                 "io",
             )
     result = CopyResult()
+    problems, _count = check_checkpoints(source)
+    result.checkpoint_problems = len(problems)
+    # the heads the source's checkpoints recorded, read before its rows (so every head
+    # read is among the rows read, however the source is being written meanwhile)
+    coverage = coverage_by_turn(source)
+    pending = next(coverage, None)
     for turn_id, rows in _turns(source.iter_chain_rows()):
         result.turns += 1
+        while pending is not None and pending[0] < turn_id:
+            result.gone.append(pending[0])
+            pending = next(coverage, None)
+        covered = None
+        if pending is not None and pending[0] == turn_id:
+            covered = pending[1]
+            pending = next(coverage, None)
         chained = [row for row in rows if row[_POS] is not None]
         result.outside_chains += len(rows) - len(chained)
         # a position or attempt that is not an integer (SQLite keeps what it is given):
@@ -113,12 +170,28 @@ def copy_store(
         bad = next((row for row in chained if not _placeable(row)), None)
         if bad is not None:
             result.unreadable.append(f"{turn_id} (seq {bad[0]})")
+        elif chained and not _verifies(turn_id, chained, covered):
+            result.unverified.append(turn_id)
         elif chained:
             _copy_turn(turn_id, chained, target, result)
         if progress is not None and result.turns % every == 0:
             progress(result)
+    while pending is not None:
+        result.gone.append(pending[0])
+        pending = next(coverage, None)
     result.checkpoint = target.take_checkpoint(everything=True)
     return result
+
+
+def _verifies(turn_id: str, rows: list[tuple[Any, ...]], covered: list[Covered] | None) -> bool:
+    """True when the turn's chained rows verify as ``sharedos evidence verify`` verifies them
+    on the source: the chain, and every head the source's checkpoints recorded for it."""
+    attempts = {row[0]: row[_HASH] for row in rows if row[_KIND] == "attempt"}
+    links = [
+        link_from_row((*row, attempts.get(row[_ATTEMPT]) if row[_KIND] == "outcome" else None))
+        for row in rows
+    ]
+    return not verify_turn(turn_id, links, covered=covered).problems
 
 
 def _placeable(row: tuple[Any, ...]) -> bool:

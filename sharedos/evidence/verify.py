@@ -22,7 +22,13 @@ from sharedos.evidence.store import EvidenceStoreError
 #: (position, hash, checkpoint number): a turn's head as a checkpoint recorded it
 Covered = tuple[int, str, int]
 
-__all__ = ["StoreReport", "check_file", "iter_turn_reports", "verify_store"]
+__all__ = [
+    "StoreReport",
+    "check_file",
+    "coverage_by_turn",
+    "iter_turn_reports",
+    "verify_store",
+]
 
 #: the schema whose rows carry their links (``sharedos.evidence.chain_sql``)
 CHAINED_SCHEMA = 4
@@ -135,7 +141,7 @@ def iter_turn_reports(
     is reported too (as a turn with no links).
     """
     _chained(store)
-    coverage = _coverage(store, turn_id) if checkpoints else iter(())
+    coverage = coverage_by_turn(store, turn_id) if checkpoints else iter(())
     pending = next(coverage, None)
     current: str | None = None
     group: list[Link] = []
@@ -171,7 +177,7 @@ def iter_turn_reports(
         raise TurnNotFound(f"no turn {turn_id!r} in this store", "io")
 
 
-def _coverage(store: Any, turn_id: str | None) -> Iterator[tuple[str, list[Covered]]]:
+def coverage_by_turn(store: Any, turn_id: str | None = None) -> Iterator[tuple[str, list[Covered]]]:
     """(turn_id, every distinct head the checkpoints recorded for it, furthest last), by turn."""
     walk = getattr(store, "iter_coverage", None)
     if walk is None:

@@ -173,3 +173,44 @@ def test_a_row_whose_place_was_changed_outside_sharedos_is_said_not_a_traceback(
     with SqliteEvidenceStore(dst, read_only=True) as b:
         assert [t for t, _n in b.turns()] == ["turn-00000"]  # the other turns are copied
         assert verify_store(b).clean
+
+
+def test_a_turn_the_sources_checkpoints_show_was_changed_is_not_copied_clean(
+    tmp_path: Path,
+) -> None:
+    """What the source's checkpoints show was removed or rewritten is not laundered into a
+    target that verifies clean (the checkpoints are not copied, and the copy checkpoints
+    the target over what it wrote)."""
+    from tests.evidence.test_chain import _rehash
+
+    src = tmp_path / "a.sqlite"
+    with SqliteEvidenceStore(src) as store:
+        write_turn(store, "T")
+        write_turn(store, "U")
+        write_turn(store, "V")
+        store.take_checkpoint()
+    conn = sqlite3.connect(src, isolation_level=None)
+
+    def raw(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        return list(conn.execute(sql, params).fetchall())
+
+    # U rewritten (a denied call shown allowed, every later hash recomputed); V deleted whole
+    raw("UPDATE chain SET effect = 'allow' WHERE turn_id = 'U' AND call_id = 'd1'")
+    with SqliteEvidenceStore(src, read_only=True) as store:
+        _rehash(store, raw, "U")
+    raw("DELETE FROM chain WHERE turn_id = 'V'")
+    conn.close()
+    with SqliteEvidenceStore(src, read_only=True) as store:
+        assert {(p.kind, p.turn_id) for p in verify_store(store).problems} == {
+            ("edited", "U"),
+            ("deleted", "V"),
+        }
+    dst = tmp_path / "b.sqlite"
+    result = CliRunner().invoke(main, ["evidence", "copy", "--from", str(src), "--to", str(dst)])
+    assert result.exit_code == 1, result.output
+    assert "1 turn(s) not copied, they do not verify on the source" in result.output
+    assert "(`sharedos evidence verify` it): U;" in result.output
+    assert "1 turn(s) the source's checkpoints covered are gone from it: V" in result.output
+    with SqliteEvidenceStore(dst, read_only=True) as store:
+        assert verify_store(store).clean
+        assert {lk.turn_id for lk in store.iter_links()} == {"T"}
