@@ -19,7 +19,8 @@ sequence, which is the better way).
 
 Where: ``[policy] state`` in the host configuration; by default
 ``$XDG_STATE_HOME/sharedos/bundle-<16 hex digits of SHA-256 of the source>.json``
-(``~/.local/state/…`` when ``XDG_STATE_HOME`` is unset): one file per source.
+(``~/.local/state/…`` when ``XDG_STATE_HOME`` is unset): one file per source, a URL
+named without its credentials (its password, and every query value, as messages show it).
 """
 
 from __future__ import annotations
@@ -99,7 +100,17 @@ def lock_path_of(state_path: Path) -> Path:
 
 
 def default_state_path(origin: str) -> Path:
-    """The default state file of a bundle source (see the module docstring)."""
+    """The default state file of a bundle source (see the module docstring).
+
+    A URL is named as messages show it (``shown_url``: no password, every query value
+    ``***``): a presigned URL renewed before it expires (a new signature, a new expiry)
+    or a rotated ``?token=`` is the same source, with the same history; named by the
+    URL as written, each renewal started a new state file, and the host took an older
+    release as if it had enforced none."""
+    from sharedos.bundles.source import shown_url
+
+    if origin[:8].lower().startswith(("http://", "https://")):
+        origin = shown_url(origin)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return Path(base) / "sharedos" / f"bundle-{digest}.json"

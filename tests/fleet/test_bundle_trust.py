@@ -284,6 +284,38 @@ def test_sharedos_run_remembers_the_release_across_runs(tmp_path: Path, signer: 
     assert "a rollback" in second.stderr and "no usable policy bundle" in second.stderr
 
 
+def test_a_renewed_presigned_url_keeps_the_hosts_history(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A presigned URL is renewed before it expires (a new signature, a new expiry): the
+    same source, so a host with the default state file still refuses an older release."""
+    from sharedos.bundles.state import BundleState as State
+    from sharedos.harness.hostconfig import parse_host_config
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    url, served = bundle_server
+
+    def host_poll(query: str) -> Any:
+        config = parse_host_config(
+            f'[policy]\nbundle = "{url}?{query}"\n', "host.toml", base_dir=tmp_path
+        )
+        state = State(config.bundle_state_path())
+        return BundleManager(HttpSource(config.bundle_location()), verifier(signer), state=state)
+
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag="")
+    assert host_poll("X-Amz-Expires=3600&X-Amz-Signature=first-signature").poll().status == "loaded"
+    # the object replaced with an older, validly signed release; the host's URL renewed
+    served.update(bundle=release(tmp_path, RULES_V1, signer, revision="r3", sequence=3), etag="")
+    result = host_poll("X-Amz-Expires=3600&X-Amz-Signature=renewed-signature").poll()
+    assert result.status == "refused" and "a rollback" in result.detail, result.detail
+    assert "renewed-signature" not in result.detail and not any(
+        "-signature" in p.read_text() for p in (tmp_path / "state").rglob("*.json")
+    )
+
+
 # -- fetches that cannot hang a host -----------------------------------------------------------
 
 

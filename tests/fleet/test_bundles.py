@@ -167,7 +167,7 @@ class _BundleServer(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if self.path == "/bundle.json":
+        if self.path.partition("?")[0] == "/bundle.json":  # a query: a presigned URL
             body, etag = state["bundle"], state["etag"]
             if self.headers.get("If-None-Match") == etag:
                 self.send_response(304)
