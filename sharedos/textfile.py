@@ -29,7 +29,9 @@ __all__ = [
     "read_private",
     "read_secret",
     "read_text",
+    "read_trusted",
     "secret_problem",
+    "trusted_problem",
 ]
 
 #: far above any host file, key or bundle SharedOS writes (a 10,000-rule bundle is a few MB)
@@ -66,6 +68,32 @@ def read_secret(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes:
     return _read(path, limit, private=False, secret=True)
 
 
+def read_trusted(path: str | os.PathLike[str], *, limit: int = 1 << 20) -> bytes:
+    """``read_bytes`` for a file that says whom to trust (a public key that verifies bundles,
+    seals or checkpoints): also ``UnreadableFile`` when another user could change what it
+    says, as ``ssh`` refuses such an ``authorized_keys`` -- the file itself (a symbolic link
+    followed to it) writable by its group or by others, or owned by a user other than this
+    one or root. Checked on the open file: whoever can write it can make a host trust any
+    key (a link to a file in ``/tmp``, a key left ``chmod 666``)."""
+    return _read(path, limit, private=False, trusted=True)
+
+
+def trusted_problem(st: os.stat_result) -> str | None:
+    """Why the file ``st`` describes cannot say whom to trust, or None (``read_trusted``)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return (
+            f"a trusted key file owned by another user (uid {st.st_uid}), who could change "
+            "which key is trusted; it must belong to this user or root"
+        )
+    if st.st_mode & 0o022:
+        return (
+            "a trusted key file other users can write (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}), so they could change which key is trusted; "
+            "chmod go-w it"
+        )
+    return None
+
+
 def secret_problem(st: os.stat_result) -> str | None:
     """Why the file ``st`` describes cannot hold a credential, or None: it must be a regular
     file owned by this user that no other user may read or write."""
@@ -79,14 +107,19 @@ def secret_problem(st: os.stat_result) -> str | None:
 
 
 def _read(
-    path: str | os.PathLike[str], limit: int, *, private: bool, secret: bool = False
+    path: str | os.PathLike[str],
+    limit: int,
+    *,
+    private: bool,
+    secret: bool = False,
+    trusted: bool = False,
 ) -> bytes:
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(path, flags | os.O_NOFOLLOW if secret else flags)
     try:
         st = os.fstat(fd)
         mode = st.st_mode
-        problem = secret_problem(st) if secret else None
+        problem = secret_problem(st) if secret else trusted_problem(st) if trusted else None
         if problem is not None:
             raise UnreadableFile(errno.EACCES, problem, os.fspath(path))
         if private and stat.S_ISREG(mode) and mode & 0o077:

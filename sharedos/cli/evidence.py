@@ -335,7 +335,7 @@ def verify_cmd(
     public: dict[str, Any] = {}
     for path in keys:
         try:
-            key, key_id = load_public_key(textfile.read_bytes(path))
+            key, key_id = load_public_key(textfile.read_trusted(path))
         except (OSError, ValueError) as exc:
             raise click.UsageError(f"{path}: {exc}") from None
         public[key_id] = key

@@ -99,7 +99,7 @@ def _read(path: str | Path, what: str) -> bytes:
     try:
         if what == "private key":
             return textfile.read_private(path)
-        return textfile.read_bytes(path)
+        return textfile.read_trusted(path)
     except OSError as exc:
         raise SigningKeyError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 

@@ -220,6 +220,20 @@ def test_verify_refuses_a_key_file_holding_a_private_key_or_more_keys(
     assert "Usage" not in out and "verified" in out, out
 
 
+def test_verify_refuses_a_key_file_another_user_can_change(db: Path, tmp_path: Path) -> None:
+    """A `--key` file anyone can write (or a link to one) vouches for whatever key was
+    written into it: a usage error saying why, never a clean verification."""
+    from sharedos.evidence.chain import Signer
+
+    planted = tmp_path / "planted.pub"
+    planted.write_bytes(Signer.generate().public_pem())
+    planted.chmod(0o666)
+    (tmp_path / "host.pub").symlink_to(planted)
+    for path in (planted, tmp_path / "host.pub"):
+        code, out = invoke("verify", "--db", str(db), "--key", str(path))
+        assert code == 2 and "other users can write (mode 0666)" in out, out
+
+
 def test_an_output_that_is_the_stores_own_file_is_refused(db: Path, tmp_path: Path) -> None:
     # `export -o` naming the database (a slip of the shell history, a tab completion)
     # renamed the export over it: exit 0, the evidence gone, a host writing it broken

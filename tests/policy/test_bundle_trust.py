@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -257,6 +258,45 @@ def test_a_public_key_file_holding_a_private_key_or_more_keys_is_refused(
         )
         assert result.exit_code == 2 and why in result.output
     load_public_key(public)  # one public key: as before
+
+
+def test_a_trusted_key_file_another_user_can_change_is_refused(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """Whoever can write the file a host trusts a key from can make it trust any key: a
+    ``.pub`` left world- or group-writable, one owned by another user, or a link to such a
+    file (in ``/tmp``, say) is refused, with why, wherever bundle keys are read."""
+    from sharedos.bundles import BundleVerifier
+
+    _private, public = keys
+    writable = tmp_path / "writable.pub"
+    writable.write_bytes(public.read_bytes())
+    theirs = tmp_path / "theirs.pub"
+    theirs.write_bytes(public.read_bytes())
+    os.chown(theirs, 65534, 65534)  # nobody's
+    linked = tmp_path / "linked.pub"
+    planted = tmp_path / "planted.pub"
+    planted.write_bytes(public.read_bytes())
+    planted.chmod(0o666)
+    linked.symlink_to(planted)
+    for path, mode, why in (
+        (writable, 0o666, "other users can write (mode 0666)"),
+        (writable, 0o664, "other users can write (mode 0664)"),
+        (theirs, 0o644, "owned by another user (uid 65534)"),
+        (linked, None, "other users can write (mode 0666)"),
+    ):
+        if mode is not None:
+            path.chmod(mode)
+        with pytest.raises(SigningKeyError, match=re.escape(why)):
+            load_public_key(path)
+        with pytest.raises(ValueError, match=re.escape(why)):
+            BundleVerifier([path])
+        result = CliRunner().invoke(
+            main, ["verify", str(tmp_path / "absent.json"), "--pubkey", str(path)]
+        )
+        assert result.exit_code == 2 and why in result.output, result.output
+    writable.chmod(0o644)
+    load_public_key(writable)  # this user's (or root's), not writable by others: as before
 
 
 def test_keygen_never_overwrites_a_trusted_public_key(tmp_path: Path) -> None:
