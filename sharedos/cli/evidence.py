@@ -473,7 +473,9 @@ def checkpoint_cmd(db: str, take: bool, sign_key: Path | None, output: Path | No
     else:
         with _private_output(output, db) as out:
             out.write(text)
-    click.echo(unambiguous(latest.line()), err=True)
+    # a checkpoint taken (and signed) now is signed by the key given; another's signature
+    # is only what the store holds, and is not checked here
+    click.echo(unambiguous(latest.line(signature_checked=taken is not None)), err=True)
 
 
 @evidence.command("copy")

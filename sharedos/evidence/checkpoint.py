@@ -129,9 +129,22 @@ class Checkpoint:
             self.key_id,
         )
 
-    def line(self) -> str:
-        """One human line."""
-        signed = f", signed by key {self.key_id[:16]}…" if self.key_id else ", unsigned"
+    def line(self, *, signature_checked: bool = False) -> str:
+        """One human line. It says "signed by" a key only when ``signature_checked`` (the
+        caller verified the signature, or made it): a checkpoint's ``key_id`` and
+        ``signature`` are what the store holds, and anyone who can write the store can
+        name a host's key on a checkpoint that key never signed."""
+        if not self.key_id:
+            signed = ", unsigned"
+        elif self.signature is None:
+            signed = f", naming key {self.key_id[:16]}… but carrying no signature"
+        elif signature_checked:
+            signed = f", signed by key {self.key_id[:16]}…"
+        else:
+            signed = (
+                f", with a signature by key {self.key_id[:16]}… not checked here "
+                "(`sharedos evidence verify --key` checks it)"
+            )
         return (
             f"checkpoint {self.number} of store {self.store_id} taken {self.taken_at}: "
             f"{self.heads} turn head(s){signed}, hash {self.hash}"

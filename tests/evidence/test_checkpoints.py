@@ -340,6 +340,32 @@ def test_take_with_a_sign_key_exports_a_checkpoint_that_key_signed(
     assert code == 0 and "since checkpoint 2: clean" in out, out
 
 
+def test_the_checkpoint_command_says_signed_only_of_a_signature_it_checked(
+    opener: Opener, raw: Raw, tmp_path: Path
+) -> None:
+    """`checkpoint` exports the store's latest checkpoint without keys: a `key_id` and a
+    signature are what the store holds (anyone who can write it can name the host's key
+    on a checkpoint that key never signed), so its line never says "signed by" them."""
+    signer = Signer.generate()
+    store = opener(signer=signer)
+    write_turn(store, "T")
+    assert store.take_checkpoint() is not None
+    for signature, said in (
+        ("A" * 88, f"with a signature by key {signer.key_id[:16]}… not checked here"),
+        (None, f"naming key {signer.key_id[:16]}… but carrying no signature"),
+    ):
+        raw("UPDATE checkpoints SET signature = ?", signature)
+        result = CliRunner().invoke(main, ["evidence", "checkpoint", "--db", location(store)])
+        assert result.exit_code == 0, result.output
+        assert said in result.stderr and "signed by key" not in result.stderr, result.stderr
+    key = tmp_path / "auditor.pem"
+    key.write_bytes(signer.private_pem())
+    key.chmod(0o600)
+    args = ("evidence", "checkpoint", "--db", location(store), "--take", "--sign-key", str(key))
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0 and f"signed by key {signer.key_id[:16]}…" in result.stderr
+
+
 def test_a_head_two_writers_both_checkpointed_is_one_head(opener: Opener, store: Any) -> None:
     other = opener()
     write_turn(store, "T")
