@@ -501,6 +501,22 @@ def _harness_runtime(harness_id: str, host_config: Any) -> Any:
     return runtime
 
 
+def _host_key_signs_bundles(host_config: Any, trusted: list[Any]) -> str | None:
+    """``hostconfig.host_key_signs_bundles`` for the host's ``[evidence] sign_key`` (None
+    when it has none, or one that cannot be read: opening the store says why)."""
+    from sharedos.evidence.chain import Signer
+    from sharedos.harness.hostconfig import HostConfigError, host_key_signs_bundles
+
+    if not host_config.evidence.sign_key or not trusted:
+        return None
+    try:
+        path = host_config.resolve_file(host_config.evidence.sign_key)
+        signer = Signer.from_pem(textfile.read_private(path))
+    except (OSError, ValueError, HostConfigError):
+        return None
+    return host_key_signs_bundles(signer.key_id, trusted)
+
+
 def _bundle_policy(host_config: Any) -> Any:
     """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
     from sharedos.bundles import BundleManager, BundleVerifier, open_source
@@ -512,6 +528,10 @@ def _bundle_policy(host_config: Any) -> Any:
         verifier = BundleVerifier(host_config.resolve_file(k) for k in cfg.keys)
     except (OSError, ValueError, HostConfigError) as exc:
         click.echo(f"error: [policy] keys: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    problem = _host_key_signs_bundles(host_config, verifier.keys)
+    if problem is not None:
+        click.echo(f"error: [evidence] sign_key {problem}", err=True)
         sys.exit(EXIT_CONFIG)
     try:
         location = host_config.bundle_location()

@@ -23,7 +23,7 @@ import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -728,18 +728,40 @@ def check_keys(config: HostConfig, text: str) -> list[str]:
         line, col = locate(positions, loc)
         problems.append(f"{config.source}:{line}:{col}: {'.'.join(loc)}: {msg}")
 
+    trusted: list[Any] = []
     for value in config.policy.keys:
         try:
-            load_public_key(config.resolve_file(value, what="[policy] keys"))
+            trusted.append(load_public_key(config.resolve_file(value, what="[policy] keys")))
         except (OSError, ValueError) as exc:  # SigningKeyError and HostConfigError too
             at(("policy", "keys"), f"cannot be used: {exc}")
     if config.evidence.sign_key:
         try:
             path = config.resolve_file(config.evidence.sign_key, what="[evidence] sign_key")
-            Signer.from_pem(textfile.read_private(path))
+            signer = Signer.from_pem(textfile.read_private(path))
         except (OSError, ValueError) as exc:
             at(("evidence", "sign_key"), f"cannot be used: {exc}")
+        else:
+            problem = host_key_signs_bundles(signer.key_id, trusted)
+            if problem is not None:
+                at(("evidence", "sign_key"), problem)
     return problems
+
+
+def host_key_signs_bundles(sign_key_id: str, trusted: Sequence[Any]) -> str | None:
+    """Why a host whose ``[evidence] sign_key`` has the id ``sign_key_id`` cannot trust the
+    bundle keys ``trusted`` (Ed25519 public keys), or None: the key that signs this host's
+    seals and checkpoints must not be one its bundles are trusted from. The host holds
+    that private key, so it (and anyone who takes it, or reads its key file) could sign a
+    policy every host trusting the key enforces: evidence and policy need two keys."""
+    from sharedos.policy.signing import key_id
+
+    if any(key_id(k) == sign_key_id for k in trusted):
+        return (
+            "is the private key of a [policy] keys entry: this host could sign the policy "
+            "bundles it (and every host trusting that key) enforces; sign bundles with a key "
+            "kept off the hosts, and seals with another"
+        )
+    return None
 
 
 def harness_kinds() -> tuple[str, ...]:

@@ -284,6 +284,32 @@ def test_sharedos_run_remembers_the_release_across_runs(tmp_path: Path, signer: 
     assert "a rollback" in second.stderr and "no usable policy bundle" in second.stderr
 
 
+def test_a_host_whose_seal_key_is_a_bundle_key_is_refused(tmp_path: Path, signer: Signer) -> None:
+    """The host holds its ``[evidence] sign_key``: were it also a ``[policy] keys`` key, the
+    host (or whoever reads its key file) could sign the policy it and every host trusting
+    that key enforce. `sharedos run` and `sharedos host check` refuse it, saying why."""
+    host = _host_file(tmp_path, signer)
+    publish(tmp_path / "pub", release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    pem = tmp_path / "keys" / "host.pem"
+    pem.write_bytes(signer.private_pem())
+    pem.chmod(0o600)
+    text = host.read_text(encoding="utf-8")
+    host.write_text(
+        text.replace('url = "./evidence.db"', 'url = "./evidence.db"\nsign_key = "keys/host.pem"'),
+        encoding="utf-8",
+    )
+    why = "is the private key of a [policy] keys entry"
+    ran = _run_host(host, tmp_path)
+    assert ran.returncode == 1 and why in ran.stderr, ran.stderr
+    assert not (tmp_path / "state" / "bundle.json").exists()  # refused before any bundle
+    checked = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert checked.exit_code == 1 and f"evidence.sign_key: {why}" in checked.output
+    pem.unlink()
+    pem.write_bytes(Signer.generate().private_pem())  # a key of its own: as before
+    pem.chmod(0o600)
+    assert _run_host(host, tmp_path).returncode == 0
+
+
 def test_a_renewed_presigned_url_keeps_the_hosts_history(
     tmp_path: Path,
     signer: Signer,
