@@ -76,7 +76,15 @@ def load_shadow(location: str, keys: Sequence[str | Path] = ()) -> ShadowLoad:
     except Exception as exc:  # a shadow never stops the host: say why, and run without it
         lines = (str(exc).strip() or type(exc).__name__).splitlines()
         more = f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else ""
-        return ShadowLoad(None, f"{location}: {lines[0]}{more}")
+        return ShadowLoad(None, f"{_shown(location)}: {lines[0]}{more}")
+
+
+def _shown(location: str) -> str:
+    """``location`` as a message may show it: a URL without its credential (``shown_url``:
+    a presigned URL's signature, a ``?token=``, a password), a path as it is."""
+    from sharedos.bundles.source import shown_url
+
+    return shown_url(location) if _is_url(location) else location
 
 
 def _load(location: str, keys: Sequence[str | Path]) -> ShadowPolicy:
@@ -101,5 +109,5 @@ def _load(location: str, keys: Sequence[str | Path]) -> ShadowPolicy:
         raise ValueError("the source answered 'not modified' to a first fetch")
     loaded = verifier.verify(fetched)
     return ShadowPolicy(
-        loaded.policy, loaded.bundle_hash, location, loaded.revision, loaded.signed_by
+        loaded.policy, loaded.bundle_hash, _shown(location), loaded.revision, loaded.signed_by
     )

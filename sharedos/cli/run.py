@@ -543,7 +543,9 @@ def _bundle_policy(host_config: Any) -> Any:
     manager = BundleManager(open_source(location), verifier, state=state)
     result = manager.poll()
     if result.current is None:
-        click.echo(f"error: no usable policy bundle from {location}: {result.detail}", err=True)
+        # the source as every message shows it (a presigned URL's signature never shown)
+        shown = manager.source.origin
+        click.echo(f"error: no usable policy bundle from {shown}: {result.detail}", err=True)
         sys.exit(EXIT_CONFIG)
     click.echo(f"policy: bundle {result.current.describe()}", err=True)
     return result.current.kernel_policy

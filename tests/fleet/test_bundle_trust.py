@@ -310,6 +310,20 @@ def test_a_host_whose_seal_key_is_a_bundle_key_is_refused(tmp_path: Path, signer
     assert _run_host(host, tmp_path).returncode == 0
 
 
+def test_sharedos_run_shows_a_bundle_url_without_its_credential(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A host with no usable bundle says where from as every message shows a bundle URL:
+    the presigned signature (or ``?token=``) masked, never as written in the host file."""
+    host = _host_file(tmp_path, signer)
+    text = host.read_text(encoding="utf-8")
+    url = "http://127.0.0.1:9/bundle.json?token=the-bearer-secret"
+    host.write_text(text.replace('bundle = "./pub"', f'bundle = "{url}"'), encoding="utf-8")
+    ran = _run_host(host, tmp_path)
+    assert ran.returncode == 1 and "no usable policy bundle from" in ran.stderr, ran.stderr
+    assert "token=***" in ran.stderr and "the-bearer-secret" not in ran.stderr, ran.stderr
+
+
 def test_a_renewed_presigned_url_keeps_the_hosts_history(
     tmp_path: Path,
     signer: Signer,

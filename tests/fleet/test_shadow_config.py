@@ -4,6 +4,7 @@ check`` reporting it at file:line:col, and a host that runs on unchanged when it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -14,7 +15,13 @@ from sharedos.harness.hostconfig import load_host_config
 from sharedos.kernel.shadow import ShadowDecider
 from sharedos.policy import compile_sources
 from sharedos.policy.bundle import save_bundle
-from tests.fleet.test_bundles import RULES_V1, RULES_V2, keys, signed  # noqa: F401
+from tests.fleet.test_bundles import (  # noqa: F401
+    RULES_V1,
+    RULES_V2,
+    bundle_server,
+    keys,
+    signed,
+)
 
 BROKEN = 'namespace files\nrequirement files.read { action read; resource path(args.path) }\npermit read on "/a/**" when\n'
 
@@ -72,6 +79,25 @@ def test_a_bundle_is_verified_with_the_hosts_keys(
     loaded = load_shadow(str(good), [key_file])
     assert loaded.shadow is not None and loaded.shadow.signed_by
     assert "signed by key" in loaded.shadow.describe()
+
+
+def test_a_candidate_url_is_shown_without_its_credential(
+    tmp_path: Path,
+    bundle_server: tuple[str, dict[str, Any]],  # noqa: F811
+) -> None:
+    """A presigned or ``?token=`` shadow URL is shown as every bundle URL is (docs/evidence.md:
+    "every message shows it with the password and every query value as ***"): neither the
+    line of a candidate that does not load nor the description of one that does shows it."""
+    url, served = bundle_server
+    plain = tmp_path / "plain.json"
+    save_bundle(compile_sources([("files.sos", RULES_V2)]), plain)
+    secret = "?X-Amz-Signature=the-presigned-secret"
+    for location in ("http://127.0.0.1:9/bundle.json" + secret, url + secret):
+        served.update(bundle=plain.read_bytes(), etag="")
+        loaded = load_shadow(location)
+        shown = loaded.line() + (loaded.shadow.describe() if loaded.shadow else "")
+        assert "X-Amz-Signature=***" in shown and "the-presigned-secret" not in shown, shown
+    assert loaded.shadow is not None  # the second: served, and loaded
 
 
 def test_host_check_reports_the_shadow(tmp_path: Path) -> None:
