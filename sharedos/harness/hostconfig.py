@@ -590,15 +590,25 @@ class HostConfig(BaseModel):
         return out
 
     def bundle_location(self, environ: Mapping[str, str] | None = None) -> str:
-        """``[policy] bundle`` as the source to fetch: an http(s) URL as written, a file or
-        directory resolved next to this file (``resolve_file``). ``HostConfigError`` when
-        there is none or a ``${VAR}`` in it is unset."""
+        """``[policy] bundle`` as the source to fetch, ``${VAR}`` interpolated: an http(s)
+        URL as it then reads, a file or directory resolved next to this file
+        (``resolve_file``). ``HostConfigError`` when there is none or a ``${VAR}`` in it is
+        unset."""
         bundle = self.policy.bundle
         if not bundle:
             raise HostConfigError([f"{self.source}: no [policy] bundle"])
-        if bundle.lower().startswith(("http://", "https://")):
-            return bundle
-        return self.resolve_file(bundle, environ, what="[policy] bundle")
+        return self._bundle_source(bundle, environ, what="[policy] bundle")
+
+    def _bundle_source(self, value: str, environ: Mapping[str, str] | None, *, what: str) -> str:
+        """A bundle source as written: ``${VAR}`` interpolated first (a URL given whole by
+        the environment, a presigned URL or a ``?token=`` kept out of this file), then an
+        http(s) URL as it reads, anything else a path relative to this file's directory.
+        Interpolated after deciding, ``${BUNDLE_URL}`` became a path named after the URL
+        beside this file, and a URL's ``${TOKEN}`` was sent as those eight characters."""
+        text = interpolate(value, environ if environ is not None else os.environ, what=what)
+        if text.lower().startswith(("http://", "https://")):
+            return text
+        return str((self.base_dir / Path(text).expanduser()).resolve())
 
     def bundle_state_path(self, environ: Mapping[str, str] | None = None) -> str:
         """Where this host remembers the last bundle release it enforced (anti-rollback):
@@ -634,17 +644,15 @@ class HostConfig(BaseModel):
         return url if str(path) == url.removeprefix("sqlite:") else str(path)
 
     def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
-        """``[policy] shadow`` as a location to load (an http(s) URL as written; a path with
-        ``${VAR}`` interpolated, relative to this file's directory), and the ``keys`` a
+        """``[policy] shadow`` as a location to load, ``${VAR}`` interpolated (an http(s) URL
+        as it then reads; a path relative to this file's directory), and the ``keys`` a
         bundle there must be signed by. ``HostConfigError`` for an unset variable."""
         location = self.policy.shadow
         if location is None:
             raise HostConfigError([f"{self.source}: no [policy] shadow"])
         env = environ if environ is not None else os.environ
         keys = [self.resolve_file(k, env) for k in self.policy.keys]
-        if location.lower().startswith(("http://", "https://")):
-            return location, keys
-        return self.resolve_file(location, env, what="[policy] shadow"), keys
+        return self._bundle_source(location, env, what="[policy] shadow"), keys
 
     def resolve_file(
         self, value: str, environ: Mapping[str, str] | None = None, *, what: str = "path"

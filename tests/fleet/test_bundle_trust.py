@@ -324,6 +324,32 @@ def test_sharedos_run_shows_a_bundle_url_without_its_credential(
     assert "token=***" in ran.stderr and "the-bearer-secret" not in ran.stderr, ran.stderr
 
 
+def test_a_bundle_url_from_the_environment_is_fetched_as_a_url(
+    tmp_path: Path, signer: Signer, bundle_server: tuple[str, dict[str, Any]]
+) -> None:
+    """``${VAR}`` is interpolated in ``[policy] bundle`` and ``shadow`` before they are read
+    as a URL or a path: ``bundle = "${BUNDLE_URL}"`` (a presigned URL kept out of the host
+    file) was a path named after the URL beside the host file, and a URL's ``${TOKEN}``
+    was sent as written."""
+    from sharedos.harness.hostconfig import parse_host_config
+
+    url, served = bundle_server
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag="")
+    env = {"BUNDLE_URL": f"{url}?X-Amz-Signature=s1", "TOKEN": "t1"}
+    for written, wanted in (
+        ("${BUNDLE_URL}", f"{url}?X-Amz-Signature=s1"),
+        (f"{url}?token=${{TOKEN}}", f"{url}?token=t1"),
+    ):
+        config = parse_host_config(
+            f'[policy]\nbundle = "{written}"\nshadow = "{written}"\n', "h.toml", base_dir=tmp_path
+        )
+        assert config.bundle_location(env) == wanted
+        assert config.shadow_source(env)[0] == wanted
+        manager = BundleManager(HttpSource(config.bundle_location(env)), verifier(signer))
+        assert manager.poll().status == "loaded"
+        assert served["requests"][-1][0] == wanted.removeprefix(url.removesuffix("/bundle.json"))
+
+
 def test_a_renewed_presigned_url_keeps_the_hosts_history(
     tmp_path: Path,
     signer: Signer,
