@@ -182,10 +182,10 @@ class GuardedH11(H11Protocol):
         return self._phase is not None or self.cycle is None or self.cycle.response_complete
 
     def close(self) -> None:
-        """Close the connection now (no response)."""
+        """Close the connection now (no response; bytes not yet sent are dropped)."""
         self._set_phase(None)
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+        if self.transport is not None:
+            drop(self.transport)
 
     def _track(self) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -224,8 +224,21 @@ class GuardedH11(H11Protocol):
                 extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
                 extensions[BODY_DEADLINE_EXTENSION] = {}
         self._phase = None
-        if not self.transport.is_closing():
-            self.transport.close()
+        drop(self.transport)
+
+
+def drop(transport: asyncio.BaseTransport) -> None:
+    """Close ``transport`` now, dropping what it has not sent yet.
+
+    ``close()`` waits for the write buffer to drain first: a peer that stops
+    reading a large response (a window of zero) kept such a connection, its
+    descriptor and its buffered response (megabytes) forever, past the
+    deadline, the eviction or the turn that meant to be rid of it.
+    """
+    if isinstance(transport, asyncio.Transport):
+        transport.abort()
+    else:
+        transport.close()
 
 
 class EmbeddedUvicorn(uvicorn.Server):
@@ -295,7 +308,7 @@ class EmbeddedUvicorn(uvicorn.Server):
         for connection in list(self.server_state.connections):
             transport: asyncio.BaseTransport | None = getattr(connection, "transport", None)
             if transport is not None:
-                transport.close()
+                drop(transport)
         for task in list(self.server_state.tasks):
             task.cancel()
         if self.server_state.tasks:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
+from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -19,9 +22,22 @@ import pytest
 
 from sharedos.bridge import open_turn
 from sharedos.bridge.limits import TransportLimits
+from sharedos.catalog.definition import ToolDefinition, ToolMetadata
 from sharedos.kernel.context import AccessContext
-from tests.bridge.conftest import OPEN_POLICY, Runtime, http_client
-from tests.bridge.rawwire import ACCEPT, call, frame, http_post_head, initialize
+from sharedos.kernel.handlers import HandlerContext, HandlerResult
+from sharedos.kernel.kernel import Kernel
+from sharedos.kernel.runtime import RuntimeHost
+from sharedos.policy import compile_paths
+from sharedos.toolpolicy import ToolPolicy
+from tests.bridge.conftest import DATA, OPEN_POLICY, Runtime, http_client
+from tests.bridge.rawwire import (
+    ACCEPT,
+    call,
+    frame,
+    http_post_head,
+    initialize,
+    modern_headers,
+)
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
@@ -159,3 +175,138 @@ async def test_idle_legacy_sessions_expire_per_turn(runtime: Runtime, alice: Acc
                 turn.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session
             )
     assert later.status_code == 404
+
+
+# -- a client that stops reading a large answer --------------------------------------------
+#
+# Finding (fixed): every connection the bridge meant to be rid of (at the turn's close
+# after its grace, at the connection cap, at a read deadline) was closed with asyncio's
+# ``transport.close()``, which first waits for the write buffer to drain. A client that
+# stops reading a large answer never drains it: its connection, its descriptor and the
+# buffered answer (megabytes) stayed in the host process, ESTABLISHED, after the turn had
+# closed — as long as the client cared to wait. Now those connections are aborted.
+
+_BIG_RULES = """namespace big
+requirement big.text { action call; resource "/big/text" }
+permit call on "/big/**"
+"""
+_BIG_POLICY = ToolPolicy(name="big-answers", mode="open", managed=("files.*", "big.*"))
+
+
+def _answer_bytes() -> int:
+    """An answer larger than what the kernel buffers of a loopback connection can hold."""
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        most = int(f.read().split()[2])
+    return most + 4 * 1024 * 1024
+
+
+def _big_host(runtime: Runtime, tmp: Path) -> RuntimeHost:
+    size = _answer_bytes()
+
+    async def big_text(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        return HandlerResult.text("y" * size)
+
+    registry = runtime.host.kernel.registry
+    registry.register(
+        ToolDefinition(
+            name="big.text",
+            description="Answer a text larger than the socket buffers.",
+            input_schema={"type": "object"},
+            metadata=ToolMetadata(namespace="big", source="tests"),
+            handler=big_text,
+        )
+    )
+    rules = tmp / "big.sos"
+    rules.write_text(_BIG_RULES)
+    return RuntimeHost(
+        Kernel(compile_paths([DATA / "files.sos", rules]), registry), runtime.evidence
+    )
+
+
+def _server_sockets(port: int, peer: int | None = None) -> list[tuple[int, int]]:
+    """(send queue, inode) of each loopback TCP socket on ``port`` (to ``peer``) a process holds."""
+    rows = []
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote, queues, inode = fields[1], fields[2], fields[4], int(fields[9])
+            if int(local.split(":")[1], 16) != port or inode == 0:  # inode 0: no process holds it
+                continue
+            if peer is not None and int(remote.split(":")[1], 16) != peer:
+                continue
+            rows.append((int(queues.split(":")[0], 16), inode))
+    return rows
+
+
+def _stalled_reader(port: int, token: str) -> socket.socket:
+    """A connection that asks for a large answer and never reads it (a tiny receive window)."""
+    body = frame(call(1, "big.text", {}, modern=True))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(http_post_head(port, token, len(body), modern_headers("big.text")) + body)
+    return sock
+
+
+async def _answer_written(port: int, peer: int) -> None:
+    """Wait until the bridge has written the answer (the kernel's send queue is full)."""
+    with anyio.fail_after(bound(10)):
+        while not any(queued for queued, _ in _server_sockets(port, peer)):
+            await anyio.sleep(0.02)
+
+
+async def _let_go(port: int, peer: int | None = None, within: float = 2.0) -> bool:
+    """True once no socket of the bridge's on ``port`` (to ``peer``) is held any more."""
+    with anyio.move_on_after(bound(within)):
+        while _server_sockets(port, peer):
+            await anyio.sleep(0.02)
+        return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the socket table of Linux")
+async def test_a_client_that_stops_reading_is_let_go_when_the_turn_closes(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    host = _big_host(runtime, tmp_path)
+    async with open_turn(host, alice, _BIG_POLICY, grace_s=0.2) as turn:
+        assert turn.port is not None and turn.token is not None
+        port = turn.port
+        client = _stalled_reader(port, turn.token)
+        peer = client.getsockname()[1]  # held open below: no other socket can have this pair
+        await _answer_written(port, peer)
+    try:
+        # the turn is over: nothing of it may stay open in the host for this client
+        assert await _let_go(port, peer), _server_sockets(port, peer)
+    finally:
+        client.close()
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.outcome)) for r in records] == [("big.text", "succeeded")]
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the socket table of Linux")
+async def test_a_client_that_stops_reading_is_let_go_when_evicted(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    host = _big_host(runtime, tmp_path)
+    limits = TransportLimits(max_connections=2, header_timeout_s=30)
+    async with open_turn(host, alice, _BIG_POLICY, limits=limits) as turn:
+        assert turn.port is not None and turn.token is not None
+        port = turn.port
+        stalled = _stalled_reader(port, turn.token)
+        peer = stalled.getsockname()[1]
+        await _answer_written(port, peer)
+        # its answer is complete as far as the app goes: the connection is the oldest idle one
+        others = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        try:
+            let_go = await _let_go(port, peer)
+            async with http_client(turn.url or "", turn.token) as client:
+                ok = await client.call_tool("files.read", {"path": "/public/a.txt"})
+        finally:
+            stalled.close()
+            for _, writer in others:
+                writer.close()
+        stats = turn.transport_stats
+    assert stats.connections_evicted >= 1
+    assert let_go, "the evicted connection still holds its descriptor and its unsent answer"
+    assert not ok.is_error
