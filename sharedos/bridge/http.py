@@ -174,7 +174,7 @@ class TurnHttpApp:
         limit = self._limits.max_frame_bytes
         declared = _content_length(scope)
         if declared is not None and declared > limit:
-            await self._refuse(oversized(declared, b""), send, status=413)
+            await self._refuse(oversized(declared, b""), send, status=413, scope=scope)
             return
         body = bytearray()
         complete = False
@@ -185,7 +185,9 @@ class TurnHttpApp:
             chunk: bytes = message.get("body", b"")
             if len(body) + len(chunk) > limit:
                 head = bytes(body[:64]) or chunk[:64]
-                await self._refuse(oversized(len(body) + len(chunk), head), send, status=413)
+                await self._refuse(
+                    oversized(len(body) + len(chunk), head), send, status=413, scope=scope
+                )
                 return
             body += chunk
             if not message.get("more_body", False):
@@ -300,9 +302,23 @@ class TurnHttpApp:
     async def _refuse(
         self, frame: Frame, send: Send, *, status: int | None, scope: Scope | None = None
     ) -> None:
-        """Record an undeliverable frame and answer it here."""
+        """Record an undeliverable frame and answer it here.
+
+        A request whose ``Host`` or ``Origin`` the SDK's transport would refuse
+        (DNS rebinding) gets that refusal (421 / 403, as the specification
+        requires), not the JSON-RPC answers: those went only to a request the
+        transport would have let through. Its calls are recorded all the same.
+        """
         version = _header(scope, b"mcp-protocol-version") if scope is not None else None
+        rebinding = None
+        if scope is not None:
+            rebinding = await self._security.validate_request(Request(scope), is_post=False)
+        if rebinding is not None:
+            status = rebinding.status_code
         answers = await self._recorder.refuse(frame, status=status, version=version)
+        if rebinding is not None:
+            await _respond(send, status or 403, b"text/plain; charset=utf-8", bytes(rebinding.body))
+            return
         if status == 413:
             # The rest of the body is read and discarded by h11 (bounded by the body
             # deadline), so the client reads this answer instead of a reset.

@@ -8,8 +8,10 @@ import httpx2
 import pytest
 
 from sharedos.bridge import open_turn
+from sharedos.bridge.limits import TransportLimits
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime, http_client
+from tests.bridge.rawwire import call, frame
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
@@ -176,3 +178,50 @@ async def test_two_authorization_headers_are_refused_whatever_their_order(
     assert twice.status_code == 401 and "invalid_token" in twice.headers["www-authenticate"]
     assert once.status_code == 200
     assert runtime.evidence.query() == []  # refused before anything could be recorded
+
+
+async def test_frames_the_bridge_answers_itself_get_the_dns_rebinding_refusal_too(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """Finding (fixed): only a POST the SDK's transport received was checked for Host and
+    Origin. A batch, a damaged or oversized frame, a notification the bridge answers itself got its
+    JSON-RPC answers (200/400/202) whatever the ``Origin`` — the specification requires
+    403 for an invalid one. Now those get the transport's refusal too (421 for the Host,
+    403 for the Origin); the calls they carry are still recorded, never run."""
+    write = call(1, "files.write", {"path": "/home/alice/x.txt", "content": "x"}, modern=True)
+    bodies = {
+        "batch": frame([write]),
+        "damaged": frame(write)[:-7],
+        "notifications": frame([{"jsonrpc": "2.0", "method": "notifications/initialized"}]),
+    }
+    bodies["oversized"] = frame([write, {**write, "id": 2, "pad": "x" * 2048}])
+    limits = TransportLimits(max_frame_bytes=1024)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.url is not None
+        port = turn.port
+        refused = {"Origin": "http://evil.example", "Host": f"evil.example:{port}"}
+        statuses: dict[tuple[str, str], int] = {}
+        async with httpx2.AsyncClient(headers={**turn.headers(), **HEADERS}, timeout=10) as hc:
+            for header, value in refused.items():
+                for kind, body in bodies.items():
+                    r = await hc.post(turn.url, content=body, headers={header: value})
+                    statuses[(header, kind)] = r.status_code
+            local = await hc.post(
+                turn.url, content=bodies["batch"], headers={"Origin": f"http://127.0.0.1:{port}"}
+            )
+    assert statuses == {
+        ("Origin", "batch"): 403,
+        ("Origin", "damaged"): 403,
+        ("Origin", "notifications"): 403,
+        ("Origin", "oversized"): 403,
+        ("Host", "batch"): 421,
+        ("Host", "damaged"): 421,
+        ("Host", "notifications"): 421,
+        ("Host", "oversized"): 421,
+    }
+    assert local.status_code == 200 and local.json()[0]["result"]["isError"] is True
+    writes = [r for r in runtime.evidence.query() if r.tool == "files.write"]
+    seen = [(r.diagnostics or {})["rejectedByTransport"]["httpStatus"] for r in writes]
+    # the batch's call each time: refused by Origin, by Host, and from a loopback Origin
+    assert sorted(map(str, seen)) == ["403", "421", "None"]
+    assert not (runtime.sandbox / "home" / "alice" / "x.txt").exists()  # nothing ran
