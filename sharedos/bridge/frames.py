@@ -86,6 +86,9 @@ class Problem(StrEnum):
     #: a request whose id (as the SDK's HTTP transport keys it, ``str(id)``) is
     #: already in flight on the same session
     DUPLICATE_ID = "duplicate_request_id"
+    #: a request that arrived while the turn was closing (HTTP: a kept-alive connection's
+    #: next request, after the SDK's sessions were ended and before the listener was)
+    TURN_CLOSED = "turn_closed"
 
 
 #: what the model and the record are told, per problem
@@ -104,6 +107,7 @@ PROBLEM_TEXT: dict[Problem, str] = {
     Problem.NON_FINITE: "the request holds a non-finite number (NaN, Infinity or one too large "
     "for a 64-bit float), which JSON does not have",
     Problem.DUPLICATE_ID: "the request reuses the id of a request still in flight on this session",
+    Problem.TURN_CLOSED: "the turn this bridge served has closed",
 }
 
 RequestId = int | str

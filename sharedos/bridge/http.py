@@ -30,8 +30,17 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sharedos.bridge.answers import INVALID_REQUEST, error_message, result_message
 from sharedos.bridge.diagnostics import REACHED_SERVER
-from sharedos.bridge.frames import Frame, Problem, classify, oversized, truncated, undeliverable
+from sharedos.bridge.frames import (
+    PROBLEM_TEXT,
+    Frame,
+    Problem,
+    classify,
+    oversized,
+    truncated,
+    undeliverable,
+)
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
 from sharedos.bridge.sse_answer import AnswerOrStream
@@ -45,6 +54,7 @@ from sharedos.compat.uvicorn import (
     EmbeddedUvicorn,
     embedded_config,
 )
+from sharedos.outcomes import ReasonCode
 
 __all__ = [
     "LOOPBACK",
@@ -210,6 +220,9 @@ class TurnHttpApp:
         if frame.message is None:
             await self._refuse(frame, send, status=None, scope=scope)
             return
+        if self.closing:
+            await self._refuse_closed(scope, data, frame.message, send)
+            return
         if (
             mcp_sdk.at_session_cap(self._manager)
             and await self._opens_session(scope, frame.message)
@@ -299,6 +312,42 @@ class TurnHttpApp:
         finally:
             REACHED_SERVER.reset(marker)
 
+    async def _refuse_closed(
+        self, scope: Scope, data: bytes, message: JSONRPCMessage, send: Send
+    ) -> None:
+        """Refuse a valid message that arrived as the turn closed; record a ``tools/call``.
+
+        Closing ends the SDK's session transports before the listener and its
+        kept-alive connections close: a request that arrives in between must not
+        reach the SDK (a call on an ended session was recorded as a transport
+        rejection rather than ``turn_closed``, and an ``initialize`` opened a new
+        session on the closed turn). A call gets the ``turn_closed`` refusal as
+        its result (recorded), anything else a 404 (its session is gone); the
+        connection is closed after the answer.
+        """
+        closing = (b"connection", b"close")
+        rebinding = await self._security.validate_request(Request(scope), is_post=False)
+        frame = undeliverable(data, json.loads(data), Problem.TURN_CLOSED)
+        request_id = message.id if isinstance(message, JSONRPCRequest) else None
+        text = PROBLEM_TEXT[Problem.TURN_CLOSED]
+        status, answer = 404, error_message(request_id, INVALID_REQUEST, text)
+        if isinstance(message, JSONRPCRequest) and message.method == "tools/call" and frame.calls:
+            attempt = frame.calls[0]
+            result = await self._recorder.refuse_call(
+                attempt,
+                Problem.TURN_CLOSED,
+                size=frame.size,
+                status=None if rebinding is None else rebinding.status_code,
+                reason=ReasonCode.TURN_CLOSED,
+            )
+            version = attempt.protocol_version or _header(scope, b"mcp-protocol-version")
+            status, answer = 200, result_message(message.id, result, version)
+        if rebinding is not None:  # the DNS-rebinding refusal, as for every other POST
+            body, media = bytes(rebinding.body), b"text/plain; charset=utf-8"
+            await _respond(send, rebinding.status_code, media, body, closing)
+            return
+        await _respond(send, status, b"application/json", _compact(answer), closing)
+
     async def _refuse(
         self, frame: Frame, send: Send, *, status: int | None, scope: Scope | None = None
     ) -> None:
@@ -336,6 +385,10 @@ class TurnHttpApp:
             b"application/json",
             json.dumps(payload, separators=(",", ":")).encode(),
         )
+
+
+def _compact(message: object) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
