@@ -131,6 +131,8 @@ class TurnHttpApp:
         #: transport keys a session's request streams by ``str(id)``, and a second request
         #: with a key in flight would take the first one's stream (which then never ends)
         self._in_flight: set[tuple[str, str]] = set()
+        #: POSTs past the closing check whose message the SDK's transport has not read yet
+        self._entering = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -223,13 +225,34 @@ class TurnHttpApp:
         if self.closing:
             await self._refuse_closed(scope, data, frame.message, send)
             return
-        if (
-            mcp_sdk.at_session_cap(self._manager)
-            and await self._opens_session(scope, frame.message)
-            and await mcp_sdk.evict_idle_session(self._manager)
-        ):
-            self._recorder.stats.sessions_evicted += 1
-        await self._deliver(scope, data, frame, receive, send)
+        entry = _Entry(self)
+        try:
+            if (
+                mcp_sdk.at_session_cap(self._manager)
+                and await self._opens_session(scope, frame.message)
+                and await mcp_sdk.evict_idle_session(self._manager)
+            ):
+                self._recorder.stats.sessions_evicted += 1
+            await self._deliver(scope, data, frame, receive, send, entry)
+        finally:
+            entry.leave()
+
+    async def quiesce(self, timeout: float) -> None:
+        """Once ``closing`` is set: let every POST already past the closing check reach its session.
+
+        Closing ends the SDK's session transports next. A request between the
+        closing check and the moment the transport hands its message to the
+        session (the last step of which is a checkpoint inside the stream's
+        ``send``) found its stream closed under it: the SDK logged an ERROR
+        traceback, uvicorn answered 500, and a ``tools/call`` was never recorded.
+        Such a request runs without waiting on anything else, so this is brief;
+        ``timeout`` bounds it all the same.
+        """
+        with anyio.move_on_after(timeout):
+            while self._entering:
+                await anyio.sleep(0.001)
+        # those that have read their message now wait at that checkpoint: let them pass it
+        await anyio.sleep(0)
 
     async def _opens_session(self, scope: Scope, message: JSONRPCMessage) -> bool:
         """Whether the SDK's transport would open a 2025-11-25 session for this POST.
@@ -253,7 +276,7 @@ class TurnHttpApp:
         return has_json and (has_sse or self._manager.json_response)
 
     async def _deliver(
-        self, scope: Scope, data: bytes, frame: Frame, receive: Receive, send: Send
+        self, scope: Scope, data: bytes, frame: Frame, receive: Receive, send: Send, entry: _Entry
     ) -> None:
         """Hand a valid message to the SDK's transport; record a tools/call it rejects."""
         replayed = False
@@ -262,6 +285,7 @@ class TurnHttpApp:
             nonlocal replayed
             if not replayed:
                 replayed = True
+                entry.leave()  # read by the transport: it goes on to its session without waiting
                 return {"type": "http.request", "body": data, "more_body": False}
             return await receive()
 
@@ -385,6 +409,22 @@ class TurnHttpApp:
             b"application/json",
             json.dumps(payload, separators=(",", ":")).encode(),
         )
+
+
+class _Entry:
+    """A POST past the closing check, until the SDK's transport has read it (``quiesce``)."""
+
+    __slots__ = ("_app", "_open")
+
+    def __init__(self, app: TurnHttpApp) -> None:
+        app._entering += 1
+        self._app = app
+        self._open = True
+
+    def leave(self) -> None:
+        if self._open:
+            self._open = False
+            self._app._entering -= 1
 
 
 def _compact(message: object) -> bytes:

@@ -259,8 +259,11 @@ async def _open_http(
         endpoint.closed = True
         app.closing = True
         with anyio.CancelScope(shield=True):
-            # Terminate the SDK's session transports first: a legacy client's GET SSE
-            # stream would otherwise keep its connection busy until the grace expires.
+            # Requests already past the closing check reach their sessions first (the
+            # rest are refused by TurnHttpApp as turn_closed) ...
+            await app.quiesce(grace_s)
+            # ... then the SDK's session transports are terminated: a legacy client's GET
+            # SSE stream would otherwise keep its connection busy until the grace expires.
             await close_sessions(manager)
             await uv.stop(sock, grace_s=grace_s)
             await endpoint.recorder.flush()  # the aggregate of rate-limited garbage, if any

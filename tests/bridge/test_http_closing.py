@@ -2,16 +2,25 @@
 
 Closing a turn ends the SDK's session transports first (a legacy client's GET
 stream would otherwise hold its connection), then the listener and the
-connections. Finding (fixed): a request on a kept-alive connection in between
-reached the ended sessions: a call on its session was recorded as a transport
-rejection (``malformed_request``, HTTP 404) instead of ``turn_closed``, and an
-``initialize`` opened a new session on the closed turn (200).
+connections. Findings (fixed):
+
+- a request on a kept-alive connection in between reached the ended sessions:
+  a call on its session was recorded as a transport rejection
+  (``malformed_request``, HTTP 404) instead of ``turn_closed``, and an
+  ``initialize`` opened a new session on the closed turn (200);
+- a request already past the bridge's checks when the sessions ended found its
+  session's stream closed under it: an ERROR traceback in the host log
+  ("SSE response error"), a 500 from uvicorn, and a ``tools/call`` never
+  recorded.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
@@ -66,3 +75,59 @@ async def test_requests_after_the_sessions_ended_are_refused_as_turn_closed(
     writes = [r for r in runtime.evidence.query() if r.tool == "files.write"]
     assert [(str(r.outcome), str(r.reason)) for r in writes] == [("denied", "turn_closed")] * 2
     assert sorted(p.name for p in (runtime.sandbox / "home" / "alice").iterdir()) == ["notes.txt"]
+
+
+async def _close_under_load(runtime: Runtime, alice: AccessContext, clients: int) -> list[int]:
+    """Close a turn while ``clients`` legacy sessions call in a loop; the HTTP statuses seen."""
+    statuses: list[int] = []
+    answered = 0
+
+    async def calls(url: str, headers: dict[str, str], n: int) -> None:
+        nonlocal answered
+        async with httpx2.AsyncClient(headers={**ACCEPT, **headers}, timeout=10) as hc:
+            try:
+                session = await legacy_session(hc, url)
+                for i in range(100_000):
+                    r = await hc.post(url, json=_write(i, f"c{n}-{i}.txt"), headers=session)
+                    statuses.append(r.status_code)
+                    answered += 1
+            except httpx2.TransportError:
+                return  # the listener is gone: the door is closed
+
+    async with (
+        anyio.create_task_group() as tg,
+        open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.2) as turn,
+    ):
+        assert turn.url is not None
+        for n in range(clients):
+            tg.start_soon(calls, turn.url, turn.headers(), n)
+        while answered < 20 * clients:  # every client is calling
+            await anyio.sleep(0.01)
+    return statuses
+
+
+async def test_calls_in_flight_as_the_turn_closes_are_never_a_server_error(
+    runtime: Runtime, alice: AccessContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    statuses = await _close_under_load(runtime, alice, clients=4)
+    assert 500 not in statuses
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.stress
+async def test_calls_in_flight_as_turns_close_are_never_a_server_error_many_times(
+    tmp_path: Any, alice: AccessContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.bridge.conftest import build_runtime
+
+    caplog.set_level(logging.WARNING)
+    rounds = 40 if os.environ.get("SHAREDOS_STRESS") == "long" else 10
+    for n in range(rounds):
+        runtime = build_runtime(tmp_path / str(n))
+        statuses = await _close_under_load(runtime, alice, clients=4)
+        assert 500 not in statuses, n
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [], n
+        # every call answered was recorded, nothing recorded twice
+        answered = len(statuses)
+        assert len(runtime.evidence.query(turn_id=alice.turn_id)) >= answered
