@@ -648,14 +648,17 @@ class UpstreamBroker:
                 listing.tools.append((built, item))
         with self._definitions_lock:
             self._definitions[slot_key] = fresh
-        counts = Counter(t.name for t, _ in listing.tools)
+        # a name listed twice is refused whole, whatever became of each copy: counting
+        # only the copies that could be published let a second, refused copy (over a
+        # limit, a regex RE2 refuses, a credential) leave the other one published, while
+        # the upstream may run either (and calls were checked against the last copy)
+        counts = Counter(item.name for item in listing.raw)
         dupes = {n for n, k in counts.items() if k > 1}
         if dupes:
             listing.refused.extend(
-                Refusal(config.id, n.split(".", 1)[1], "the upstream lists this name twice")
-                for n in sorted(dupes)
+                Refusal(config.id, n, "the upstream lists this name twice") for n in sorted(dupes)
             )
-            listing.tools = [(t, r) for t, r in listing.tools if t.name not in dupes]
+            listing.tools = [(t, r) for t, r in listing.tools if r.name not in dupes]
 
     async def _listing(self, slot: Slot, conn: UpstreamConnection) -> list[RawTool]:
         """The upstream's tools now; turns opening together share one tools/list, and its

@@ -93,3 +93,33 @@ async def test_a_deeply_nested_schema_is_refused_alone_and_every_turn_still_open
     assert text_of(echo) == "echo ok"
     [refused] = status.refused
     assert refused.tool == "listy" and "nests deeper than 64 levels" in refused.reason
+
+
+@pytest.mark.parametrize("refused_first", [True, False])
+async def test_a_name_listed_twice_is_refused_even_when_one_copy_is_refused(
+    tmp_path: Path, refused_first: bool
+) -> None:
+    """Two different definitions under one name (a paginator whose pages disagree): the
+    upstream may run either, so neither is published. Counting only the copies that could
+    be published let the other copy through when one was refused (here: a lookahead RE2
+    cannot compile); and with the refused copy listed last, every call of the published
+    one then failed as "changed since the turn opened"."""
+    good = {"name": "echo", "description": "Echo.", "inputSchema": TOOLS[0]["inputSchema"]}
+    bad = {
+        "name": "echo",
+        "description": "Echo, another way.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "pattern": "^(?=/public/)"}},
+        },
+    }
+    tools_file = tmp_path / "tools.json"
+    tools = [bad, good] if refused_first else [good, bad]
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    toml = hostile_upstream("--tools", str(tools_file))
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        names = await t.names()
+    assert names == []
+    assert "the upstream lists this name twice" in {r.reason for r in status.refused}
+    assert status.published == ()
