@@ -36,6 +36,7 @@ import anyio
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import ReasonCode
 from sharedos.upstream.connection import UpstreamFailure
+from sharedos.upstream.content import LARGE_BINARY, binary_size, content_problem
 
 if TYPE_CHECKING:
     from sharedos.upstream.broker import UpstreamBroker
@@ -134,6 +135,20 @@ class ForwardHandler:
             # recorded succeeded)
             content = scrub.scrub_json(content)
             structured = scrub.scrub_json(structured) if structured is not None else None
+        # blocks the Python SDK parsed but the harness's client (the TypeScript SDK's) refuses
+        # whole: the harness would get an error, the evidence a success (content.py)
+        if binary_size(content) > LARGE_BINARY:
+            bad = await anyio.to_thread.run_sync(
+                content_problem, content, limiter=broker.result_checks
+            )
+        else:
+            bad = content_problem(content)
+        if bad is not None:
+            return _failure(
+                ReasonCode.UPSTREAM_ERROR,
+                f"upstream {self.upstream_id!r} returned a result for {tool} that MCP clients "
+                f"refuse: {bad}; nothing of it is relayed",
+            )
         state = broker.turn_state(hctx.context.turn_id)
         published = state.tools.get(tool) if state is not None else None
         if published is not None and published.output_schema is not None and not result.is_error:

@@ -355,7 +355,29 @@ def deep(rid: Any, msg: dict[str, Any]) -> None:
     )
 
 
+def bad_base64(rid: Any, msg: dict[str, Any]) -> None:
+    """Content MCP clients on the TypeScript SDK refuse whole (the tool's name says which
+    block): binary data that is no base64, a lastModified that is no date-time."""
+    blocks = {
+        "image": {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+        "audio": {"type": "audio", "data": "%%%%", "mimeType": "audio/wav"},
+        "blob": {
+            "type": "resource",
+            "resource": {"uri": "file:///x", "blob": "a", "mimeType": "application/pdf"},
+        },
+    }
+    dated = {"type": "text", "text": "t", "annotations": {"lastModified": "yesterday"}}
+    blocks["dated"] = dated
+    name = msg["params"]["name"]
+    block = blocks.get(name.removesuffix("-error"), blocks["image"])
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "before"}, block]}
+    if name.endswith("-error"):  # the tool's own error result: relayed as written, if it can be
+        result["isError"] = True
+    answer(rid, result)
+
+
 EXTRA: dict[str, Any] = {
+    "bad-base64": bad_base64,
     "deep": deep,
     "big-blob": big_blob,
     "environment": environment,
