@@ -870,15 +870,21 @@ def _shared_failure(failure: tuple[float, UpstreamFailure] | None, asked: float)
 
 
 def _digests(config: UpstreamConfig, slot: Slot) -> dict[str, str] | None:
-    """Published name -> digest of each tool in ``slot``'s latest listing (None: none yet);
-    computed once per listing, however many calls ask."""
+    """Published name -> digest of each tool in ``slot``'s latest listing (None: none yet;
+    "", which no published tool has, for a name listed twice); computed once per listing,
+    however many calls ask."""
     listing = slot.listing
     if listing is None:
         return None
     known = slot.digests
     if known is not None and known[0] is listing:
         return known[1]
-    digests = {f"{config.namespace}.{r.name}": r.digest for r in listing[1]}
+    digests: dict[str, str] = {}
+    for r in listing[1]:
+        name = f"{config.namespace}.{r.name}"
+        # a name listed twice has no one definition the upstream runs: it matches none
+        # (the last copy may be the one a turn published, while the upstream runs another)
+        digests[name] = "" if name in digests else r.digest
     slot.digests = (listing, digests)
     return digests
 

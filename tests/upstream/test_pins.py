@@ -20,7 +20,14 @@ from click.testing import CliRunner
 
 from sharedos.cli.main import main
 from sharedos.upstream.pins import load_pins, pin_path_for
-from tests.upstream.conftest import FIXTURE, PY, brokered, structured, text_of
+from tests.upstream.conftest import (
+    FIXTURE,
+    PY,
+    brokered,
+    hostile_upstream,
+    structured,
+    text_of,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -412,6 +419,33 @@ async def test_a_tool_changed_in_place_cannot_change_under_a_turn(
         if json.loads(x)["method"] == "tools/call"
     ]
     assert "echo" not in calls
+
+
+async def test_a_tool_listed_twice_by_a_later_listing_cannot_serve_a_turn(tmp_path: Path) -> None:
+    """A later listing of the pooled session lists echo twice: a changed definition, then
+    the one this turn published. The later turn refuses the name; but this turn's calls
+    were checked against the last copy only, found it unchanged, and went through to an
+    upstream that now has two echoes and may run either."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    toml = hostile_upstream("--tools", str(tools_file), "--log", str(log))
+    other = dict(TOOLS[0], description="Echo, and now something else as well.")
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as a:
+        assert await a.names() == ["fx.echo", "fx.lookup"]
+        write_tools(tools_file, [other, *TOOLS])
+        async with env.turn() as b:  # lists the same pooled session again
+            b_names = await b.names()
+        echo = await a.call("fx.echo", {"message": "m", "path": "/public/x"})
+        lookup = await a.call("fx.lookup", {"path": "/public/x"})
+    assert b_names == ["fx.lookup"]
+    assert echo.is_error is True and structured(echo)["reason"] == "upstream_unavailable"
+    assert lookup.is_error is False
+    calls = [
+        json.loads(x)["params"]["name"]
+        for x in log.read_text().splitlines()
+        if json.loads(x).get("method") == "tools/call"
+    ]
+    assert calls == ["lookup"]
 
 
 def test_two_pins_at_once_of_different_upstreams_keep_both(tmp_path: Path) -> None:
