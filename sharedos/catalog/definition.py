@@ -152,6 +152,19 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
         raise ToolDefinitionError(
             f'tool {tool!r}: {field} root type must be "object", got {out["type"]!r}'
         )
+    properties = out.get("properties")
+    if isinstance(properties, Mapping):
+        # JSON Schema allows a boolean subschema ("x": true), but MCP's TypeScript SDK (the
+        # harnesses' clients) holds each root property to an object and refuses the whole
+        # tools/list for one that is not: the harness would see no tool of the turn at all
+        boolean = next((k for k, v in properties.items() if not isinstance(v, Mapping)), None)
+        if boolean is not None:
+            shown = boolean if len(boolean) <= 64 else boolean[:61] + "..."
+            raise ToolDefinitionError(
+                f"tool {tool!r}: {field} property {shown!r} is not a schema object (a boolean "
+                "schema?); MCP clients refuse the whole tools/list for it (write {} for true, "
+                '{"not": {}} for false)'
+            )
     try:
         problem = schema_problem(out)  # remembered by the schema's content hash
     except RecursionError:  # a caller's stack already deep: still a refusal, never a crash

@@ -114,6 +114,19 @@ def test_output_schema_must_be_an_object_schema_too() -> None:
     assert make(outputSchema=None).published.wire().get("outputSchema") is None
 
 
+@pytest.mark.parametrize("field", ["inputSchema", "outputSchema"])
+@pytest.mark.parametrize("value", [True, False])
+def test_a_boolean_property_schema_is_refused(field: str, value: bool) -> None:
+    """``"properties": {"x": true}`` is valid JSON Schema, but MCP's TypeScript SDK (the
+    harnesses' clients) holds each root property to an object and refused the whole
+    tools/list for it: the harness saw no tool of the turn, not only this one."""
+    schema = {"type": "object", "properties": {"path": {"type": "string"}, "x": value}}
+    with pytest.raises(ValidationError, match=f"{field} property 'x' is not a schema object"):
+        make(**{field: schema})
+    nested = {"type": "object", "properties": {"o": {"type": "object", "properties": {"x": value}}}}
+    assert make(**{field: nested})  # deeper down the TypeScript SDK does not look
+
+
 def test_schema_is_copied_at_registration() -> None:
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     tool = make(inputSchema=schema)

@@ -123,3 +123,29 @@ async def test_a_name_listed_twice_is_refused_even_when_one_copy_is_refused(
     assert names == []
     assert "the upstream lists this name twice" in {r.reason for r in status.refused}
     assert status.published == ()
+
+
+async def test_a_tool_with_a_boolean_property_schema_is_refused_alone(tmp_path: Path) -> None:
+    """One listed tool with ``"properties": {"x": true}`` (valid JSON Schema) was published,
+    and the TypeScript SDK's client (the harnesses') refused the bridge's whole tools/list
+    for it: the harness saw no tool of the turn. It is refused by name instead."""
+    tools = [
+        TOOLS[0],
+        {
+            "name": "bare",
+            "description": "A boolean property schema.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "x": True},
+            },
+        },
+    ]
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    toml = hostile_upstream("--tools", str(tools_file))
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        names = await t.names()
+    assert names == ["fx.echo"]
+    [refused] = status.refused
+    assert refused.tool == "bare" and "property 'x' is not a schema object" in refused.reason
