@@ -22,6 +22,9 @@ import rfc8785
 from cachetools import LRUCache
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 #: distinct schemas whose verdict is kept (a verdict is None or one short message)
 SCHEMA_CHECKS_KEPT = 65_536
@@ -33,6 +36,54 @@ def check_schema(schema: Mapping[str, Any]) -> str | None:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         return str(exc.message)
+    return None
+
+
+#: keywords whose values are data, never schemas (a "$ref" in them is no reference)
+_DATA = frozenset({"default", "examples", "const", "enum"})
+#: keywords whose values map names (not keywords) to schemas
+_NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+def unresolved_ref(schema: Mapping[str, Any]) -> str | None:
+    """The first ``$ref`` of ``schema`` that does not resolve within it, described; or None.
+
+    Nothing is ever fetched (``schemaregex``), so such a reference fails every validation;
+    and MCP's TypeScript SDK, which the harnesses' clients are built on, cannot compile an
+    outputSchema holding one and refuses the whole tools/list for it (the harness would
+    see no tool of the turn at all).
+    """
+    root = DRAFT202012.create_resource(schema)
+    base = root.id() or ""
+    stack: list[tuple[Any, Any]] = [  # (subschema, the resolver of its base URI)
+        (schema, Registry().with_resource(base, root).crawl().resolver(base_uri=base))
+    ]
+    while stack:
+        node, resolver = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, resolver) for item in node)
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        if node is not schema and isinstance(node.get("$id"), str):
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                shown = ref if len(ref) <= 80 else ref[:77] + "..."
+                return (
+                    f"its $ref {shown!r} does not resolve within the schema (no schema is "
+                    "fetched; MCP clients cannot compile a schema with it)"
+                )
+        for key, value in node.items():
+            if key in _DATA:
+                continue
+            if key in _NAMED and isinstance(value, Mapping):
+                stack.extend((sub, resolver) for sub in value.values())
+            elif isinstance(value, Mapping | list):
+                stack.append((value, resolver))
     return None
 
 

@@ -127,6 +127,41 @@ def test_a_boolean_property_schema_is_refused(field: str, value: bool) -> None:
     assert make(**{field: nested})  # deeper down the TypeScript SDK does not look
 
 
+@pytest.mark.parametrize(
+    "ref",
+    ["#/$defs/nope", "#nope", "http://127.0.0.1:9/schema.json", "urn:other", "other.json"],
+)
+def test_an_output_schema_whose_ref_does_not_resolve_is_refused(ref: str) -> None:
+    """Nothing is fetched, so such a $ref fails every result; and MCP's TypeScript SDK (the
+    harnesses' clients) cannot compile the schema and refused the bridge's whole tools/list
+    for it: the harness saw no tool of the turn at all."""
+    schema = {"type": "object", "properties": {"v": {"$ref": ref}}}
+    with pytest.raises(ValidationError, match="outputSchema is not usable: its \\$ref"):
+        make(outputSchema=schema)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$defs": {"s": {"type": "string"}}, "properties": {"v": {"$ref": "#/$defs/s"}}},
+        {"$defs": {"s": {"$anchor": "str"}}, "properties": {"v": {"$ref": "#str"}}},
+        {
+            "definitions": {"s": {"type": "string"}},
+            "properties": {"v": {"$ref": "#/definitions/s"}},
+        },
+        {"properties": {"v": {"$ref": "#"}}},
+        {
+            "$id": "urn:x:root",
+            "$defs": {"s": {}},
+            "properties": {"v": {"$ref": "urn:x:root#/$defs/s"}},
+        },
+        {"properties": {"v": {"const": {"$ref": "#/nowhere"}}}},  # data, not a reference
+    ],
+)
+def test_an_output_schema_whose_refs_resolve_within_it_registers(schema: dict[str, object]) -> None:
+    assert make(outputSchema={"type": "object", **schema}).output_schema
+
+
 def test_schema_is_copied_at_registration() -> None:
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     tool = make(inputSchema=schema)
