@@ -45,6 +45,7 @@ import re2
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
+from sharedos.catalog.ecmaregex import ecma_problem
 from sharedos.errors import CatalogError
 
 __all__ = [
@@ -361,10 +362,14 @@ def _keys_anywhere(tree: Any, wanted: frozenset[str]) -> set[str]:
 _UNEVALUATED_PAIR = frozenset({"unevaluatedProperties", "patternProperties"})
 
 
-def regex_problem(schema: Any, field: str) -> str | None:
+def regex_problem(schema: Any, field: str, *, ecma: bool = False) -> str | None:
     """Why ``schema`` cannot be validated in linear time, or None: a ``pattern`` or a
     ``patternProperties`` name RE2 cannot compile, or ``unevaluatedProperties`` beside
-    ``patternProperties`` (see the module docstring). ``field`` starts the place named."""
+    ``patternProperties`` (see the module docstring). ``field`` starts the place named.
+
+    ``ecma``: such a regex must also be ECMA-262 syntax (``ecmaregex``), as an
+    outputSchema's must: the harnesses' MCP clients compile those when they list tools,
+    and refuse the whole listing for one they cannot."""
     stack: list[tuple[Any, str]] = [(schema, field)]
     while stack:
         node, where = stack.pop()
@@ -381,11 +386,17 @@ def regex_problem(schema: Any, field: str) -> str | None:
                 error = regex_error(value)
                 if error is not None:
                     return f"{at} is a regular expression RE2 cannot match ({error})"
+                error = ecma_problem(value) if ecma else None
+                if error is not None:
+                    return f"{at} is a regular expression MCP clients cannot compile ({error})"
             elif key == "patternProperties" and isinstance(value, Mapping):
                 for name in value:
                     error = regex_error(name) if isinstance(name, str) else "not text"
                     if error is not None:
                         return f"{at} has a regular expression RE2 cannot match ({error})"
+                    error = ecma_problem(name) if ecma else None
+                    if error is not None:
+                        return f"{at} has a regular expression MCP clients cannot compile ({error})"
             if key in _NAMED_SCHEMAS and isinstance(value, Mapping):
                 stack.extend((sub, f"{at}.{name}") for name, sub in value.items())
             elif isinstance(value, Mapping | list):

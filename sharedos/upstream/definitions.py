@@ -235,7 +235,14 @@ def build_definition(
             f"{title or raw.name} (brokered from upstream {config.id!r}, which gave no description)"
         )
     for field in ("inputSchema", "outputSchema"):
-        problem = regex_problem(wire.get(field), field)
+        problem = regex_problem(wire.get(field), field, ecma=field == "outputSchema")
+        if problem is not None and "MCP clients cannot compile" in problem:
+            return Refusal(
+                config.id,
+                raw.name,
+                f"{problem}; JSON Schema regexes are ECMA-262's, and the TypeScript SDK's "
+                "clients refuse the whole tools/list for one they cannot compile",
+            )
         if problem is not None:
             return Refusal(
                 config.id,

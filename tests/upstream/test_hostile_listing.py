@@ -149,3 +149,30 @@ async def test_a_tool_with_a_boolean_property_schema_is_refused_alone(tmp_path: 
     assert names == ["fx.echo"]
     [refused] = status.refused
     assert refused.tool == "bare" and "property 'x' is not a schema object" in refused.reason
+
+
+async def test_an_output_schema_regex_mcp_clients_cannot_compile_is_refused_alone(
+    tmp_path: Path,
+) -> None:
+    """RE2 compiles ``(?i)abc``; the TypeScript SDK's client compiles every outputSchema
+    regex as ECMA-262 when it lists the tools, threw, and refused the bridge's whole
+    tools/list: the harness saw no tool of the turn. The tool is refused by name."""
+    pattern = {"type": "string", "pattern": "(?i)abc"}
+    tools = [
+        TOOLS[0],
+        {
+            "name": "bare",
+            "description": "An RE2-only regex in its outputSchema.",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "outputSchema": {"type": "object", "properties": {"v": pattern}},
+        },
+    ]
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    toml = hostile_upstream("--tools", str(tools_file))
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        names = await t.names()
+    assert names == ["fx.echo"]
+    [refused] = status.refused
+    assert refused.tool == "bare" and "MCP clients cannot compile" in refused.reason
