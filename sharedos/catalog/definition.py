@@ -35,7 +35,7 @@ from pydantic import (
 from referencing import Registry
 
 from sharedos.catalog.fastcheck import FastCheck, compile_fast_check
-from sharedos.catalog.schemacheck import schema_problem, unresolved_ref
+from sharedos.catalog.schemacheck import client_problem, schema_problem
 from sharedos.catalog.schemaregex import (
     ValidationTooCostly,
     best_error,
@@ -172,9 +172,12 @@ def normalize_object_schema(schema: Any, *, field: str, tool: str) -> dict[str, 
     if problem is not None:
         raise ToolDefinitionError(f"tool {tool!r}: {field} is not a valid JSON Schema: {problem}")
     if field == "outputSchema":
-        unresolved = unresolved_ref(out)
-        if unresolved is not None:
-            raise ToolDefinitionError(f"tool {tool!r}: {field} is not usable: {unresolved}")
+        unusable = client_problem(out)
+        if unusable is not None:
+            raise ToolDefinitionError(
+                f"tool {tool!r}: {field} is not usable: {unusable}; MCP clients cannot "
+                "compile it, and refuse the whole tools/list for it"
+            )
     if field == "inputSchema":
         header = find_invalid_x_mcp_header(out)
         if header is not None:

@@ -14,9 +14,11 @@ bounded, and shared by every catalogue of the process on purpose.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urljoin
 
 import rfc8785
 from cachetools import LRUCache
@@ -45,46 +47,74 @@ _DATA = frozenset({"default", "examples", "const", "enum"})
 _NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
-def unresolved_ref(schema: Mapping[str, Any]) -> str | None:
-    """The first ``$ref`` of ``schema`` that does not resolve within it, described; or None.
+def client_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why MCP clients cannot compile ``schema`` as an outputSchema although it is valid
+    JSON Schema, or None.
 
-    Nothing is ever fetched (``schemaregex``), so such a reference fails every validation;
-    and MCP's TypeScript SDK, which the harnesses' clients are built on, cannot compile an
-    outputSchema holding one and refuses the whole tools/list for it (the harness would
-    see no tool of the turn at all).
+    MCP's TypeScript SDK, which the harnesses' clients are built on, compiles every listed
+    outputSchema (Ajv) when it lists the tools, and refuses the whole tools/list for one it
+    cannot compile: the harness would see no tool of the turn at all. Ajv refuses a
+    ``$ref`` that does not resolve within the schema (nothing is fetched here either, so
+    it would fail every result), two subschemas with one ``$id`` or one base URI and
+    ``$anchor``, an empty ``enum``, and a ``urn:`` ``$id`` without a namespace.
     """
     root = DRAFT202012.create_resource(schema)
     base = root.id() or ""
-    stack: list[tuple[Any, Any]] = [  # (subschema, the resolver of its base URI)
-        (schema, Registry().with_resource(base, root).crawl().resolver(base_uri=base))
+    ids: set[str] = {base} if base else set()
+    anchors: set[tuple[str, str]] = set()
+    stack: list[tuple[Any, Any, str]] = [  # (subschema, the resolver of its base URI, base)
+        (schema, Registry().with_resource(base, root).crawl().resolver(base_uri=base), base)
     ]
     while stack:
-        node, resolver = stack.pop()
+        node, resolver, here = stack.pop()
         if isinstance(node, list):
-            stack.extend((item, resolver) for item in node)
+            stack.extend((item, resolver, here) for item in node)
             continue
         if not isinstance(node, Mapping):
             continue
-        if node is not schema and isinstance(node.get("$id"), str):
-            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        own = node.get("$id")
+        if isinstance(own, str):
+            if own.lower().startswith("urn:") and _URN.fullmatch(own) is None:
+                return f"its $id {_shown(own)} is a urn: without a namespace"
+            if node is not schema:
+                resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+                here = urljoin(here, own).split("#", 1)[0]
+                if here in ids:
+                    return f"two of its subschemas have the $id {_shown(here)}"
+                ids.add(here)
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            anchor = node.get(keyword)
+            if isinstance(anchor, str):
+                if (here, anchor) in anchors:
+                    return f"two of its subschemas have the anchor {_shown(anchor)}"
+                anchors.add((here, anchor))
+        if node.get("enum") == []:
+            return "it has an empty enum"
         ref = node.get("$ref")
         if isinstance(ref, str):
             try:
                 resolver.lookup(ref)
             except Unresolvable:
-                shown = ref if len(ref) <= 80 else ref[:77] + "..."
                 return (
-                    f"its $ref {shown!r} does not resolve within the schema (no schema is "
-                    "fetched; MCP clients cannot compile a schema with it)"
+                    f"its $ref {_shown(ref)} does not resolve within the schema (no schema "
+                    "is fetched)"
                 )
         for key, value in node.items():
             if key in _DATA:
                 continue
             if key in _NAMED and isinstance(value, Mapping):
-                stack.extend((sub, resolver) for sub in value.values())
+                stack.extend((sub, resolver, here) for sub in value.values())
             elif isinstance(value, Mapping | list):
-                stack.append((value, resolver))
+                stack.append((value, resolver, here))
     return None
+
+
+#: RFC 8141: ``urn:`` NID ``:`` NSS
+_URN = re.compile(r"urn:[A-Za-z0-9][A-Za-z0-9-]{0,31}:\S+", re.IGNORECASE)
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 class SchemaChecks:

@@ -141,6 +141,26 @@ def test_an_output_schema_whose_ref_does_not_resolve_is_refused(ref: str) -> Non
 
 
 @pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"properties": {"v": {"enum": []}}}, "an empty enum"),
+        ({"properties": {"v": {"$id": "a.json"}, "w": {"$id": "a.json"}}}, "the $id"),
+        ({"$defs": {"a": {"$anchor": "x"}, "b": {"$anchor": "x"}}}, "the anchor 'x'"),
+        ({"$id": "urn:x"}, "a urn: without a namespace"),
+    ],
+)
+def test_an_output_schema_ajv_cannot_compile_is_refused(
+    schema: dict[str, object], message: str
+) -> None:
+    """Valid JSON Schema that MCP's TypeScript SDK (Ajv) cannot compile: it refused the
+    bridge's whole tools/list for it, and the harness saw no tool of the turn at all."""
+    with pytest.raises(ValidationError, match="outputSchema is not usable") as err:
+        make(outputSchema={"type": "object", **schema})
+    assert message in str(err.value)
+    assert make(inputSchema={"type": "object", **schema})  # clients do not compile those
+
+
+@pytest.mark.parametrize(
     "schema",
     [
         {"$defs": {"s": {"type": "string"}}, "properties": {"v": {"$ref": "#/$defs/s"}}},
@@ -156,6 +176,8 @@ def test_an_output_schema_whose_ref_does_not_resolve_is_refused(ref: str) -> Non
             "properties": {"v": {"$ref": "urn:x:root#/$defs/s"}},
         },
         {"properties": {"v": {"const": {"$ref": "#/nowhere"}}}},  # data, not a reference
+        {"$id": "urn:example:root", "properties": {"v": {"$id": "v.json"}}},
+        {"$defs": {"a": {"$id": "a.json", "$anchor": "x"}, "b": {"$id": "b.json", "$anchor": "x"}}},
     ],
 )
 def test_an_output_schema_whose_refs_resolve_within_it_registers(schema: dict[str, object]) -> None:
