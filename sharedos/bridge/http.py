@@ -254,6 +254,18 @@ class TurnHttpApp:
         # those that have read their message now wait at that checkpoint: let them pass it
         await anyio.sleep(0)
 
+    async def drain_legacy(self, timeout: float) -> None:
+        """Once ``closing`` is set: wait (at most ``timeout``) for the 2025-11-25 requests in
+        flight to be answered.
+
+        Their answers travel on their session's transport, which closing ends next (a
+        legacy GET stream would hold its connection); ending it first cancelled every
+        legacy call at once, while a 2026-07-28 call, stateless, had the turn's grace to
+        finish and be answered. Both eras now get the grace."""
+        with anyio.move_on_after(timeout):
+            while self._in_flight:
+                await anyio.sleep(0.005)
+
     async def _opens_session(self, scope: Scope, message: JSONRPCMessage) -> bool:
         """Whether the SDK's transport would open a 2025-11-25 session for this POST.
 

@@ -262,6 +262,9 @@ async def _open_http(
             # Requests already past the closing check reach their sessions first (the
             # rest are refused by TurnHttpApp as turn_closed) ...
             await app.quiesce(grace_s)
+            # ... 2025-11-25 calls in flight get the grace to be answered on their
+            # session, as 2026-07-28 calls get it from the server's stop below ...
+            await app.drain_legacy(grace_s)
             # ... then the SDK's session transports are terminated: a legacy client's GET
             # SSE stream would otherwise keep its connection busy until the grace expires.
             await close_sessions(manager)

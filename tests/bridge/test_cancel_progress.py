@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -77,6 +79,35 @@ async def test_closing_the_turn_cancels_calls_in_flight(
         tg.cancel_scope.cancel()
     assert outcomes == ["cancelled"]
     assert runtime.probe.cancelled
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_call_in_flight_as_the_turn_closes_is_answered_within_the_grace(
+    runtime: Runtime, alice: AccessContext, mode: str
+) -> None:
+    """docs/bridge.md: in-flight responses get ``grace_s``. A 2025-11-25 call used to be
+    cancelled at once (its session ended before the grace), a 2026-07-28 one answered."""
+    results: list[Any] = []
+
+    async def call(url: str, token: str | None) -> None:
+        async with http_client(url, token, mode=mode) as client:
+            await client.list_tools()  # the SDK lists after a result it has no schema for
+            results.append(await client.call_tool("slow.wait", {"seconds": 0.3}))
+
+    async with (
+        anyio.create_task_group() as tg,
+        open_turn(runtime.host, alice, OPEN_POLICY, grace_s=5.0) as turn,
+    ):
+        assert turn.url is not None
+        tg.start_soon(call, turn.url, turn.token)
+        with anyio.fail_after(10):
+            await runtime.probe.started.wait()
+    # the turn closed while the call ran; it finished within the grace
+    (result,) = results
+    assert not result.is_error, result
+    assert runtime.probe.finished and not runtime.probe.cancelled
+    (record,) = runtime.evidence.query(turn_id=alice.turn_id)
+    assert str(record.outcome) == "succeeded"
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
