@@ -213,6 +213,13 @@ def pin(
     metavar="NAME",
     help="Approve only this published tool (repeatable; default: everything held back).",
 )
+@click.option(
+    "--expect",
+    metavar="DIGEST",
+    default=None,
+    help="Approve only if the upstreams still list what `upstream diff` showed "
+    "(the digest it printed); otherwise change nothing and exit 1.",
+)
 def approve(
     config_path: Path | None,
     host_config_option: Path | None,
@@ -221,10 +228,23 @@ def approve(
     roles: tuple[str, ...],
     tenant: str,
     tools: tuple[str, ...],
+    expect: str | None,
 ) -> None:
-    """Re-pin what the upstreams list now: changed and new tools are published from the next turn."""
+    """Re-pin what the upstreams list now: changed and new tools are published from the next turn.
+
+    \b
+    An upstream may change between `upstream diff` and `approve`: with
+    --expect DIGEST (the listing digest `diff` printed) nothing is approved
+    unless the upstreams still list exactly what was reviewed."""
     config = required_host_file(config_path, host_config_option)
-    _repin(config, only, tools=tools, verb="approved", context=_context(principal, roles, tenant))
+    _repin(
+        config,
+        only,
+        tools=tools,
+        verb="approved",
+        context=_context(principal, roles, tenant),
+        expect=expect,
+    )
 
 
 def _repin(
@@ -234,6 +254,7 @@ def _repin(
     tools: tuple[str, ...],
     verb: str,
     context: Any = None,
+    expect: str | None = None,
 ) -> None:
     from sharedos.upstream.pins import (
         PinError,
@@ -241,6 +262,7 @@ def _repin(
         ToolPin,
         UpstreamPins,
         compare,
+        listing_digest,
         now,
         pin_upstream,
         save_pins,
@@ -252,6 +274,23 @@ def _repin(
     pins = _pins(pin_path)
     ups = _selected(config, only)
     listings = _list(config, ups, pins, context)
+    if expect is not None:
+        failures = [uid for uid, listing in listings.items() if listing.failure is not None]
+        digest = listing_digest({u: ls.tools for u, ls in listings.items() if u not in failures})
+        if failures or expect.strip() != digest:
+            why = (
+                f"upstream {', '.join(failures)} could not be listed"
+                if failures
+                else f"they list {digest}, not the {expect.strip()} that was reviewed"
+            )
+            click.echo(
+                unambiguous(
+                    f"error: the upstreams do not list what `upstream diff` showed ({why}); "
+                    "nothing was approved: run `sharedos upstream diff` again"
+                ),
+                err=True,
+            )
+            sys.exit(EXIT_ERROR)
     whole: dict[str, UpstreamPins] = {}  # upstreams pinned as listed now
     some: dict[str, tuple[dict[str, Any], dict[str, ToolPin]]] = {}  # (server, tools) of --tool
     failed = False
@@ -335,8 +374,9 @@ def diff(
     roles: tuple[str, ...],
     tenant: str,
 ) -> None:
-    """Show, with a unified diff, every tool whose listing differs from its pin (exit 3 if any)."""
-    from sharedos.upstream.pins import compare
+    """Show, with a unified diff, every tool whose listing differs from its pin (exit 3 if any),
+    and the digest of the listing shown (for `upstream approve --expect`)."""
+    from sharedos.upstream.pins import compare, listing_digest
 
     config, pin_path = _load(required_host_file(config_path, host_config_option))
     pins = _pins(pin_path)
@@ -357,6 +397,11 @@ def diff(
     if failed:
         sys.exit(EXIT_ERROR)
     if drifted:
+        digest = listing_digest({uid: listing.tools for uid, listing in listings.items()})
+        click.echo(
+            f"listing {digest}: `sharedos upstream approve --expect {digest}` approves "
+            "exactly what is shown here"
+        )
         sys.exit(EXIT_DRIFT)
 
 

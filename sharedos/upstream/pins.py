@@ -292,6 +292,19 @@ def compare(
     return ok, drift
 
 
+def listing_digest(listed: Mapping[str, Iterable[tuple[ToolDefinition, RawTool]]]) -> str:
+    """``sha256:<hex>`` of what the upstreams list now: every tool's name, published
+    definition hash and upstream definition hash, by upstream. ``upstream diff`` prints
+    it; ``upstream approve --expect`` pins only when the listing still has it, so what is
+    approved is what was reviewed (an upstream may change between the two)."""
+    entries = sorted(
+        [uid, tool.name, definition_hash(tool.published.wire()), raw.digest]
+        for uid, tools in listed.items()
+        for tool, raw in tools
+    )
+    return canonical.tag(canonical.dumps(entries))
+
+
 def pin_upstream(
     server: Mapping[str, Any], listed: Iterable[tuple[ToolDefinition, RawTool]]
 ) -> UpstreamPins:
