@@ -132,6 +132,11 @@ def test_verify_with_a_hosts_state_refuses_what_that_host_would_refuse(tmp_path:
     assert code == 1 and "a rollback" in out and "sequence 7" in out, out
     code, out = run("bundle", "verify", "--key", str(public), "--state", str(state), str(newer))
     assert code == 0 and "sequence 7" in out, out
+    assert "records no release" not in out
+    # a state file that does not exist (a mistyped path) compares nothing: said, not implied
+    missing = tmp_path / "stat.json"
+    code, out = run("bundle", "verify", "--key", str(public), "--state", str(missing), str(bundle))
+    assert code == 0 and "records no release (no such file)" in out, out
 
     # the host file gives the source, the keys and the state, resolved next to it
     host = tmp_path / "host.toml"
