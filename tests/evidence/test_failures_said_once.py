@@ -17,38 +17,15 @@ import anyio
 import psycopg
 import pytest
 
-from sharedos.catalog import ToolRegistry
-from sharedos.catalog.definition import ToolDefinition
 from sharedos.evidence.postgres import PostgresEvidenceStore
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.turns import evidence_turn
-from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
-from sharedos.kernel.handlers import HandlerResult
-from sharedos.policy import compile_source
+from sharedos.kernel import AccessContext, RuntimeHost, ToolCall
 from sharedos.toolpolicy import RunMode, ToolPolicy
 
-from .conftest import MountFn, fill
+from .conftest import MountFn, fill, one_tool_host
 
 RUN = ToolPolicy(name="r", mode=RunMode.OPEN, managed=("t.*",))
-
-
-async def _ok(args: dict[str, Any], hctx: Any) -> HandlerResult:
-    return HandlerResult(content=[{"type": "text", "text": "ok"}])
-
-
-def _host(store: Any) -> RuntimeHost:
-    tool = ToolDefinition(
-        name="t.read",
-        description="read",
-        input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
-        handler=_ok,
-    )
-    policy = compile_source(
-        "namespace t\nrequirement t.read { action read; resource path(args.p) }\n"
-        'permit read on "/public/**"\n',
-        "t.sos",
-    )
-    return RuntimeHost(Kernel(policy, ToolRegistry([tool])), store, evidence_timeout_s=2.0)
 
 
 def _turns(host: RuntimeHost, store: Any, n: int, prefix: str) -> list[str]:
@@ -89,7 +66,7 @@ def test_a_full_disk_is_said_once_for_ten_turns(
 ) -> None:
     mnt: Path = tmpfs("512k")
     store = SqliteEvidenceStore(mnt / "e.db")
-    host = _host(store)
+    host = one_tool_host(store)
     filler = fill(mnt)
     try:
         with caplog.at_level(logging.WARNING, logger="sharedos.evidence"):
@@ -114,7 +91,7 @@ def test_a_read_only_database_is_said_once_for_ten_turns(
     # failure; what is tested here is that each cause is said once, so the window is
     # wide enough for the reconnection (still inside the host's evidence timeout).
     store = PostgresEvidenceStore(f"{pg_url}&application_name=said-once", connect_timeout_s=5.0)
-    host = _host(store)
+    host = one_tool_host(store)
     db = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute(f'ALTER DATABASE "{db}" SET default_transaction_read_only = on')

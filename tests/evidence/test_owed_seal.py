@@ -18,40 +18,18 @@ from typing import Any
 import anyio
 import pytest
 
-from sharedos.catalog import ToolRegistry
-from sharedos.catalog.definition import ToolDefinition
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.turns import evidence_turn, seal_late
 from sharedos.evidence.verify import verify_store
-from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
-from sharedos.kernel.handlers import HandlerResult
+from sharedos.kernel import AccessContext, RuntimeHost, ToolCall
 from sharedos.outcomes import Outcome
-from sharedos.policy import compile_source
 from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.evidence.conftest import one_tool_host
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
 
 RUN = ToolPolicy(name="r", mode=RunMode.OPEN, managed=("t.*",))
-
-
-async def _ok(args: dict[str, Any], hctx: Any) -> HandlerResult:
-    return HandlerResult.text("ok")
-
-
-def _host(store: Any) -> RuntimeHost:
-    tool = ToolDefinition(
-        name="t.read",
-        description="read",
-        input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
-        handler=_ok,
-    )
-    policy = compile_source(
-        "namespace t\nrequirement t.read { action read; resource path(args.p) }\n"
-        'permit read on "/public/**"\n',
-        "t.sos",
-    )
-    return RuntimeHost(Kernel(policy, ToolRegistry([tool])), store, evidence_timeout_s=1.0)
 
 
 async def _call(host: RuntimeHost, turn_id: str, call_id: str) -> Outcome:
@@ -88,7 +66,7 @@ async def test_the_next_write_that_lands_writes_the_seal_of_a_turn_closed_under_
 ) -> None:
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
-    host = _host(store)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
     released = await _turn_closing_under_a_lock(host, store, db)
     # another turn's call lands: the store answers again, and what it was owed follows
     assert await _call(host, "T2", "c2") is Outcome.SUCCEEDED
@@ -108,7 +86,7 @@ async def test_the_next_write_that_lands_writes_the_seal_of_a_turn_closed_under_
 async def test_a_host_settling_before_it_exits_writes_the_owed_seal(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
-    host = _host(store)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
     await _turn_closing_under_a_lock(host, store, db)
     assert await host.settle_unwritten() == 0
     assert store.has_seal("T1")
