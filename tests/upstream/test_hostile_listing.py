@@ -33,6 +33,17 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+async def _listed(tmp_path: Path, tools: list[dict[str, Any]]) -> tuple[Any, list[str]]:
+    """A turn brokering an upstream that lists ``tools``: its upstream status, the names
+    the turn published."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools), encoding="utf-8")
+    toml = hostile_upstream("--tools", str(tools_file))
+    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
+        [status] = t.upstreams.statuses
+        return status, await t.names()
+
+
 async def test_a_tool_mcp_refuses_is_refused_alone(tmp_path: Path) -> None:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(TOOLS), encoding="utf-8")
@@ -113,13 +124,8 @@ async def test_a_name_listed_twice_is_refused_even_when_one_copy_is_refused(
             "properties": {"path": {"type": "string", "pattern": "^(?=/public/)"}},
         },
     }
-    tools_file = tmp_path / "tools.json"
     tools = [bad, good] if refused_first else [good, bad]
-    tools_file.write_text(json.dumps(tools), encoding="utf-8")
-    toml = hostile_upstream("--tools", str(tools_file))
-    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
-        [status] = t.upstreams.statuses
-        names = await t.names()
+    status, names = await _listed(tmp_path, tools)
     assert names == []
     assert "the upstream lists this name twice" in {r.reason for r in status.refused}
     assert status.published == ()
@@ -140,12 +146,7 @@ async def test_a_tool_with_a_boolean_property_schema_is_refused_alone(tmp_path: 
             },
         },
     ]
-    tools_file = tmp_path / "tools.json"
-    tools_file.write_text(json.dumps(tools), encoding="utf-8")
-    toml = hostile_upstream("--tools", str(tools_file))
-    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
-        [status] = t.upstreams.statuses
-        names = await t.names()
+    status, names = await _listed(tmp_path, tools)
     assert names == ["fx.echo"]
     [refused] = status.refused
     assert refused.tool == "bare" and "property 'x' is not a schema object" in refused.reason
@@ -167,12 +168,7 @@ async def test_an_output_schema_regex_mcp_clients_cannot_compile_is_refused_alon
             "outputSchema": {"type": "object", "properties": {"v": pattern}},
         },
     ]
-    tools_file = tmp_path / "tools.json"
-    tools_file.write_text(json.dumps(tools), encoding="utf-8")
-    toml = hostile_upstream("--tools", str(tools_file))
-    async with brokered(tmp_path, toml, RULES) as env, env.turn() as t:
-        [status] = t.upstreams.statuses
-        names = await t.names()
+    status, names = await _listed(tmp_path, tools)
     assert names == ["fx.echo"]
     [refused] = status.refused
     assert refused.tool == "bare" and "MCP clients cannot compile" in refused.reason
