@@ -186,7 +186,8 @@ class Redactor:
     truth, before scrubbing on a hot path.
     """
 
-    __slots__ = ("_cuts", "_forms", "needles", "values")
+    # __weakref__: a per-turn redactor keys caches that must die with its turn
+    __slots__ = ("__weakref__", "_cuts", "_forms", "needles", "values")
 
     def __init__(self, values: Iterable[object] = ()) -> None:
         texts = [t for t in (secret_text(v) for v in values) if t]

@@ -32,6 +32,7 @@ every secret argument name of every tool in the view: conservative).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -96,9 +97,15 @@ class Authorizer:
         self._tool_secrets: dict[int, tuple[ToolDefinition, Redactor]] = {}
         #: the secret argument names of every shared tool, per registry version
         self._view_secret_names: tuple[int, frozenset[str]] | None = None
-        #: (id of a call's redactor, id of a turn's secrets) -> (both, their union): a turn's
-        #: calls meet the same few redactors, and a union costs more than a call
-        self._turn_unions: dict[tuple[int, int], tuple[Redactor, Redactor, Redactor]] = {}
+        #: a turn's secrets -> {id of a call's redactor: (it, their union)}: a turn's calls
+        #: meet the same few redactors, and a union costs more than a call. Keyed weakly by
+        #: the turn's redactor, so a closed turn's entry (some 150 KB: every encoding of its
+        #: token, and their cuts) goes with it instead of waiting for the host to evict it.
+        #: A union that is the turn's own redactor is kept as None (a value holding its key
+        #: would keep the entry alive).
+        self._turn_unions: weakref.WeakKeyDictionary[
+            Redactor, dict[int, tuple[Redactor, Redactor | None]]
+        ] = weakref.WeakKeyDictionary()
 
     def authorize(
         self,
@@ -221,14 +228,16 @@ class Authorizer:
         if not turn_secrets.values:
             return auth
         base = auth.redactor
-        key = (id(base), id(turn_secrets))
-        hit = self._turn_unions.get(key)
-        if hit is not None and hit[0] is base and hit[1] is turn_secrets:
-            return replace(auth, redactor=hit[2])
+        unions = self._turn_unions.get(turn_secrets)
+        if unions is None:
+            unions = self._turn_unions[turn_secrets] = {}
+        hit = unions.get(id(base))
+        if hit is not None and hit[0] is base:
+            return replace(auth, redactor=turn_secrets if hit[1] is None else hit[1])
         made = base.union(turn_secrets)
-        if len(self._turn_unions) >= 1024:
-            self._turn_unions.clear()
-        self._turn_unions[key] = (base, turn_secrets, made)
+        if len(unions) >= 64:  # a turn whose calls each bring secret arguments of their own
+            unions.clear()
+        unions[id(base)] = (base, None if made is turn_secrets else made)
         return replace(auth, redactor=made)
 
     def _with_credentials(self, tool: ToolDefinition) -> Redactor:
