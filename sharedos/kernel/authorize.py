@@ -44,7 +44,7 @@ from sharedos.kernel.context import AccessContext, ToolCall
 from sharedos.kernel.kernel import Kernel, TurnCatalog
 from sharedos.kernel.policy_api import DecisionLike
 from sharedos.outcomes import DENIAL_REASONS, Effect, ReasonCode
-from sharedos.redaction import Redactor, secret_values
+from sharedos.redaction import Redactor, secret_text, secret_values
 from sharedos.toolpolicy import ToolPolicy
 
 __all__ = ["Authorization", "Authorizer"]
@@ -93,8 +93,11 @@ class Authorizer:
     def __init__(self, kernel: Kernel, host_secrets: Redactor) -> None:
         self.kernel = kernel
         self.host_secrets = host_secrets
-        #: per tool (immutable, keyed by identity): the host's secrets plus its credentials
-        self._tool_secrets: dict[int, tuple[ToolDefinition, Redactor]] = {}
+        #: per set of credential values: the host's secrets plus those credentials. Keyed by
+        #: the values, not the tool: an upstream's tools share one credential set, and a
+        #: union per tool (some 150 KB and milliseconds each) would be built and kept again
+        #: for every tool of a large catalogue a turn calls
+        self._tool_secrets: dict[frozenset[str], Redactor] = {}
         #: the secret argument names of every shared tool, per registry version
         self._view_secret_names: tuple[int, frozenset[str]] | None = None
         #: a turn's secrets -> {id of a call's redactor: (it, their union)}: a turn's calls
@@ -241,13 +244,14 @@ class Authorizer:
         return replace(auth, redactor=made)
 
     def _with_credentials(self, tool: ToolDefinition) -> Redactor:
-        hit = self._tool_secrets.get(id(tool))
-        if hit is not None and hit[0] is tool:
-            return hit[1]
-        made = self.host_secrets.union(Redactor(tool.credentials.values()))
-        if len(self._tool_secrets) >= 1024:
+        key = frozenset(t for t in map(secret_text, tool.credentials.values()) if t)
+        made = self._tool_secrets.get(key)
+        if made is not None:
+            return made
+        made = self.host_secrets.union(Redactor(key))
+        if len(self._tool_secrets) >= 256:
             self._tool_secrets.clear()
-        self._tool_secrets[id(tool)] = (tool, made)
+        self._tool_secrets[key] = made
         return made
 
     def _view_names(self, context: AccessContext, catalog: TurnCatalog | None) -> frozenset[str]:
