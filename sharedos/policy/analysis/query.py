@@ -216,6 +216,7 @@ def _answer(policy: PolicySet, tool: str, context: Mapping[str, Any]) -> Answer:
     reasons = {r.rule.id: r for r in listing.permits}
     grants: list[Grant] = []
     excluded: list[Excluded] = []
+    forbids = _Forbids(t.forbids, context, t.action)
     for rule in t.permits:
         reason = reasons.get(rule.id)
         if reason is not None and not reason.possible:
@@ -228,8 +229,8 @@ def _answer(policy: PolicySet, tool: str, context: Mapping[str, Any]) -> Answer:
             excluded.append(Excluded(rule.ref, rule.pattern, "it cannot apply in this context"))
             continue
         carve: list[CarveOut] = []
-        for forbid in t.forbids:
-            c = _carve_out(forbid, context, t.action, grant_pat, resolved, shape, t.shape)
+        for i in forbids.candidates(grant_pat):
+            c = forbids.carve_out(i, grant_pat, resolved, shape, t.shape)
             if c is not None:
                 carve.append(c)
         grants.append(
@@ -252,21 +253,94 @@ def _answer(policy: PolicySet, tool: str, context: Mapping[str, Any]) -> Answer:
     )
 
 
-def _carve_out(
-    forbid: RuleRecord,
-    context: Mapping[str, Any],
-    action: str,
-    grant_pat: SegPattern,
-    grant_resolved: Any,
-    shape: Shape,
-    plan_shape: tuple[Any, ...],
-) -> CarveOut | None:
-    res = residual(forbid.condition, forbid.condition_kind, True, context, action)
-    if res.applies == "never":
-        return None
-    fresolved = resolve(forbid.pattern_enc, context, forbid=True)
-    fpat = SegPattern.of(fresolved)
-    if fpat is None or overlap(fpat, grant_pat, shape) is None:
-        return None
-    covers = covers_within(fresolved, grant_resolved, plan_shape)
-    return CarveOut(forbid.ref, forbid.pattern, resolved_text(fresolved), res, covers)
+class _Node:
+    """A node of a trie of literal leading segments: the forbids whose literal lead ends
+    here, its children, and (once asked) every forbid below it."""
+
+    __slots__ = ("below", "children", "here")
+
+    def __init__(self) -> None:
+        self.here: list[int] = []
+        self.children: dict[str, _Node] = {}
+        self.below: list[int] | None = None
+
+    def every_below(self) -> list[int]:
+        if self.below is None:
+            below: list[int] = []
+            todo = list(self.children.values())
+            while todo:  # no recursion: a pattern may have many literal segments
+                node = todo.pop()
+                below.extend(node.here)
+                todo.extend(node.children.values())
+            self.below = below
+        return self.below
+
+
+def _lead(pattern: SegPattern) -> list[str]:
+    """The pattern's leading literal segments (up to its first wildcard segment)."""
+    lead: list[str] = []
+    for seg in pattern.segs:
+        if seg[0] != "L":
+            break
+        lead.append(seg[1])
+    return lead
+
+
+class _Forbids:
+    """A tool's forbids as one context resolves them, each worked out once (not once per
+    permit), in a trie by their pattern's leading literal segments. A resource both a
+    permit and a forbid match has, at each place before either pattern's first wildcard,
+    the segment both name there: a forbid whose literal lead differs from the permit's
+    at some place cannot overlap it and is never checked, so P permits and F forbids on
+    distinct prefixes cost far less than P x F overlap checks."""
+
+    def __init__(self, rules: Sequence[RuleRecord], context: Mapping[str, Any], action: str):
+        #: per forbid that can apply here (program order): it, its residual and pattern
+        self.prepared: list[tuple[RuleRecord, Residual, Any, SegPattern]] = []
+        #: per kind of pattern (absolute or not): the forbids of that kind, by literal lead
+        self._tries: dict[bool, _Node] = {True: _Node(), False: _Node()}
+        #: per kind: the forbids of the other kind (never pruned)
+        self._rest: dict[bool, list[int]] = {True: [], False: []}
+        for forbid in rules:
+            res = residual(forbid.condition, forbid.condition_kind, True, context, action)
+            if res.applies == "never":
+                continue
+            fresolved = resolve(forbid.pattern_enc, context, forbid=True)
+            fpat = SegPattern.of(fresolved)
+            if fpat is None:
+                continue
+            i = len(self.prepared)
+            self.prepared.append((forbid, res, fresolved, fpat))
+            self._rest[not fpat.absolute].append(i)
+            node = self._tries[fpat.absolute]
+            for text in _lead(fpat):
+                node = node.children.setdefault(text, _Node())
+            node.here.append(i)
+
+    def candidates(self, grant: SegPattern) -> list[int]:
+        """The forbids (indexes, in program order) that may overlap ``grant``: those whose
+        literal lead agrees with the grant's wherever both have one."""
+        node = self._tries[grant.absolute]
+        out = [*self._rest[grant.absolute], *node.here]
+        for text in _lead(grant):
+            child = node.children.get(text)
+            if child is None:
+                return sorted(out)
+            node = child
+            out.extend(node.here)
+        out.extend(node.every_below())
+        return sorted(out)
+
+    def carve_out(
+        self,
+        i: int,
+        grant_pat: SegPattern,
+        grant_resolved: Any,
+        shape: Shape,
+        plan_shape: tuple[Any, ...],
+    ) -> CarveOut | None:
+        forbid, res, fresolved, fpat = self.prepared[i]
+        if overlap(fpat, grant_pat, shape) is None:
+            return None
+        covers = covers_within(fresolved, grant_resolved, plan_shape)
+        return CarveOut(forbid.ref, forbid.pattern, resolved_text(fresolved), res, covers)
