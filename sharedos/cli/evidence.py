@@ -69,7 +69,7 @@ def _text_row(rec: EvidenceRecord) -> str:
     )
 
 
-def _emit(records: list[EvidenceRecord], fmt: str, out: TextIO) -> None:
+def _emit(records: Iterable[EvidenceRecord], fmt: str, out: TextIO) -> None:
     from sharedos.evidence.export import json_text
 
     if fmt == "jsonl":
@@ -135,7 +135,12 @@ def evidence() -> None:
 def list_cmd(db: str, turn: str | None, outcome: str | None, limit: int | None, fmt: str) -> None:
     """List attempts in sequence order; an attempt with no outcome shows as ``interrupted``."""
     with _open(db) as store:
-        _emit(store.query(turn, outcome=outcome, limit=limit), fmt, sys.stdout)
+        streaming = getattr(store, "iter_records", None)
+        if fmt == "json" or streaming is None:  # one JSON array: built whole
+            records: Iterable[EvidenceRecord] = store.query(turn, outcome=outcome, limit=limit)
+        else:  # a line per record: streamed, so memory does not grow with the store
+            records = streaming(turn, outcome=outcome, limit=limit)
+        _emit(records, fmt, sys.stdout)
 
 
 def _not_the_store(path: Path, db: str) -> None:

@@ -994,18 +994,31 @@ class PostgresEvidenceStore:
         ]
 
     def iter_records(
-        self, turn_id: str | None = None, *, batch: int = 2000
+        self,
+        turn_id: str | None = None,
+        *,
+        outcome: str | None = None,
+        limit: int | None = None,
+        batch: int = 2000,
     ) -> Iterator[EvidenceRecord]:
-        """Every record in ``seq`` order, streamed through a server-side cursor (bounded memory)."""
-        where, params = self._where(turn_id)
+        """Every record in ``seq`` order, streamed through a server-side cursor (bounded
+        memory); filtered as ``query`` filters."""
+        where, params = self._where(turn_id, None, outcome)
+        sql = self._select + where + " ORDER BY a.seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         with self._conn() as conn:
             try:
                 with conn.transaction(), conn.cursor(name="sharedos_export") as cur:
                     _unbounded_read(conn)
                     cur.itersize = batch
-                    cur.execute(self._select + where + " ORDER BY a.seq", params)
-                    for row in cur:
-                        yield _row_to_record(row, self.shown)
+                    cur.execute(sql, params)
+                    rows = cur.fetchmany(batch)
+                    while rows:  # one batch in memory (iterating the cursor holds two)
+                        for row in rows:
+                            yield _row_to_record(row, self.shown)
+                        rows = []
+                        rows = cur.fetchmany(batch)
             except EvidenceStoreError:
                 raise
             except Exception as exc:

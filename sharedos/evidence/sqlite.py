@@ -1337,19 +1337,31 @@ class SqliteEvidenceStore:
         with self._reader() as conn:
             try:
                 cur = conn.execute(sql, params)
-                while rows := cur.fetchmany(batch):
+                rows = cur.fetchmany(batch)
+                while rows:
                     yield from rows
+                    rows = []  # let the batch go before the next is read: one in memory
+                    rows = cur.fetchmany(batch)
             except sqlite3.Error as exc:
                 raise EvidenceStoreError(
                     f"cannot read evidence from {self.path}: {exc}", _cause(exc)
                 ) from exc
 
     def iter_records(
-        self, turn_id: str | None = None, *, batch: int = 2000
+        self,
+        turn_id: str | None = None,
+        *,
+        outcome: str | None = None,
+        limit: int | None = None,
+        batch: int = 2000,
     ) -> Iterator[EvidenceRecord]:
-        """Every record in ``seq`` order, streamed (memory holds one batch)."""
-        where, params = self._where(turn_id)
-        for row in self._stream(self._select + where + " ORDER BY seq", params, batch):
+        """Every record in ``seq`` order, streamed (memory holds one batch); filtered as
+        ``query`` filters."""
+        where, params = self._where(turn_id, None, outcome)
+        sql = self._select + where + " ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        for row in self._stream(sql, params, batch):
             yield self._row_to_record(row)
 
     @property

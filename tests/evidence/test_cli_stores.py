@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,35 @@ def test_a_mistyped_store_is_one_clear_line(tmp_path: Path) -> None:
         code, out = cli(*args)
         assert code == status and out.startswith("Error: ")
         assert len(out.strip().splitlines()) == 1
+
+
+def test_list_streams_so_its_memory_does_not_grow_with_the_store(
+    store: Any, backend: tuple[str, str], tmp_path: Path
+) -> None:
+    # ``list`` read every record into one list before printing the first: on a store of
+    # 200,000 calls that is gigabytes. Text and JSON Lines now stream, as export does.
+    import tracemalloc
+
+    from sharedos.cli.evidence import list_cmd
+    from tests.evidence.test_export import bulk_fill
+
+    n, few = 4000, 2000  # few: one whole batch of the stream
+    bulk_fill(backend[0], location(store), n)
+    peaks: dict[int | None, int] = {}
+    for limit in (few, None):
+        for fmt in ("text",):
+            out = tmp_path / f"list-{limit}.{fmt}"
+            with out.open("w") as fh, contextlib.redirect_stdout(fh):
+                tracemalloc.start()
+                try:
+                    list_cmd.callback(  # type: ignore[misc]
+                        db=location(store), turn=None, outcome=None, limit=limit, fmt=fmt
+                    )
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+            peaks[limit] = max(peaks.get(limit, 0), peak)
+            lines = out.read_text().count("\n")
+            assert lines == (limit or n) + (fmt == "text")  # the text has a header
+    growth = peaks[None] - peaks[few]
+    assert growth < 1_000_000, f"peak {peaks}: {growth} bytes more for {n} records"
