@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from sharedos import textfile
 from sharedos.errors import BundleDistributionError
+from sharedos.redaction import Redactor
 
 logger = logging.getLogger("sharedos.bundles")
 
@@ -239,6 +240,29 @@ def shown_url(url: str) -> str:
         return "(a URL that cannot be parsed)"
 
 
+def url_secrets(url: str) -> list[str]:
+    """What in ``url`` may be a credential: what ``shown_url`` masks (the user information,
+    every query value, the fragment; all of a URL it cannot show), as written and
+    percent-decoded."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return [url]
+    userinfo = parts.netloc.rpartition("@")[0]
+    # the query as urlsplit reads it (tabs and newlines dropped) and as written (as urllib
+    # sends it, and http.client quotes it refusing it)
+    written = url.partition("?")[2].partition("#")[0]
+    found = [userinfo, userinfo.partition(":")[2], parts.fragment]
+    for query in (parts.query, written):
+        found.append(query)
+        found += [value for _key, _eq, value in (i.partition("=") for i in query.split("&"))]
+    if shown_url(url).startswith("("):
+        # shown as nothing at all (a password holding ``#``, ``?`` or ``/`` ends the
+        # authority there, and the rest of it reads as the path)
+        found += [url, parts.netloc, parts.path]
+    return [v for value in found if value for v in {value, urllib.parse.unquote_plus(value)}]
+
+
 class HttpSource:
     """A bundle served over HTTP(S), polled with ``If-None-Match``.
 
@@ -255,6 +279,8 @@ class HttpSource:
         self.url = url
         #: the URL as messages show it (a presigned URL's signature is a credential)
         self.origin = shown_url(url)
+        #: the URL's credentials, scrubbed from what a failed fetch says (``_said``)
+        self._secrets = Redactor(url_secrets(url))
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
 
@@ -278,12 +304,12 @@ class HttpSource:
             except urllib.error.HTTPError as exc:
                 if exc.code == 304:
                     return 304, b"", tag
-                raise SourceError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
+                raise SourceError(f"GET {url}: HTTP {exc.code} {self._said(exc.reason)}") from None
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
                 if deadline.expired:
                     raise self._late() from None
                 reason = getattr(exc, "reason", exc)
-                raise SourceError(f"GET {url}: {reason}") from None
+                raise SourceError(f"GET {url}: {self._said(reason)}") from None
             if deadline.expired:  # the body was cut short when the deadline passed
                 raise self._late()
         if len(data) > MAX_BUNDLE_BYTES:
@@ -296,6 +322,13 @@ class HttpSource:
                 "before the connection closed"
             )
         return status, data, etag
+
+    def _said(self, reason: object) -> str:
+        """What urllib, http.client or the server said of a failed fetch, without the URL's
+        credentials: their messages quote the URL, or part of it (``nonnumeric port:
+        'PASSWORD@host'`` of a URL with a password, ``URL can't contain control
+        characters. '/b.json?token=…'``), as written."""
+        return self._secrets.scrub(str(reason))
 
     def _late(self) -> SourceError:
         return SourceError(f"GET {self.origin}: no complete answer within {self.deadline_s:g} s")

@@ -21,6 +21,7 @@ from sharedos.bundles import (
     DirectorySource,
     HttpSource,
 )
+from sharedos.bundles.source import SourceError
 from sharedos.evidence.chain import Signer
 from sharedos.policy import compile_sources
 from sharedos.policy.bundle import save_bundle
@@ -405,3 +406,24 @@ def test_a_bundle_url_whose_password_holds_a_delimiter_shows_no_part_of_it(url: 
         "https://user:***@bundles.example:8443/b.json"
     )
     assert shown_url("https://[::1]:8443/b.json") == "https://[::1]:8443/b.json"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # urllib takes the user information for part of the host: the port is read as
+        # "PASSWORD@host" and http.client's message quotes it
+        "http://ops:pw-canary-0123456789@127.0.0.1/bundle.json",
+        # http.client's message quotes the path and query of a URL holding a space
+        "http://127.0.0.1:9/bundle.json?X-Amz-Signature=sig canary-0123456789",
+        "http://127.0.0.1:9/bundle.json?token=tok%09canary-0123456789\tx",
+    ],
+)
+def test_a_failed_fetch_says_nothing_of_the_urls_credential(url: str) -> None:
+    """docs/evidence.md: every message shows a bundle URL's password and query values as
+    ``***``. The URL in a failed fetch's message was, but what urllib and http.client said
+    after it quoted the URL as written, credential included."""
+    with pytest.raises(SourceError) as caught:
+        HttpSource(url, timeout_s=2.0, deadline_s=3.0).fetch(None)
+    said = str(caught.value)
+    assert said.startswith("GET http://") and "canary" not in said, said
