@@ -562,9 +562,12 @@ class HostConfig(BaseModel):
                 out += [str(key.resolve()), os.path.abspath(key)]
         bundle = self.policy.bundle
         if bundle:
-            if not bundle.lower().startswith(("http://", "https://")):
-                with contextlib.suppress(HostConfigError):
-                    out += [self.bundle_location(env), written(bundle)]
+            with contextlib.suppress(HostConfigError):
+                # as interpolated: ``bundle = "${BUNDLE_URL}"`` is a URL, no file to hide (a
+                # presigned URL taken for one was named, signature and all, in the refusal
+                # of a files root it lay "within")
+                if not _is_url(fetched := self.bundle_location(env)):
+                    out += [fetched, written(bundle)]
             # the last release enforced (anti-rollback): as ``sharedos run`` finds it
             from sharedos.bundles.state import lock_path_of
 
@@ -578,7 +581,7 @@ class HostConfig(BaseModel):
         if self.policy.shadow:
             with contextlib.suppress(HostConfigError):
                 shadow = self.shadow_source(env)[0]
-                if not shadow.lower().startswith(("http://", "https://")):
+                if not _is_url(shadow):
                     out += [shadow, written(self.policy.shadow)]
         location = None
         with contextlib.suppress(HostConfigError):
@@ -606,7 +609,7 @@ class HostConfig(BaseModel):
         Interpolated after deciding, ``${BUNDLE_URL}`` became a path named after the URL
         beside this file, and a URL's ``${TOKEN}`` was sent as those eight characters."""
         text = interpolate(value, environ if environ is not None else os.environ, what=what)
-        if text.lower().startswith(("http://", "https://")):
+        if _is_url(text):
             return text
         return str((self.base_dir / Path(text).expanduser()).resolve())
 
@@ -685,6 +688,11 @@ class HostConfig(BaseModel):
         if "/" in text and not os.path.isabs(text):
             return str((self.base_dir / text).resolve())
         return text
+
+
+def _is_url(location: str) -> bool:
+    """True when a bundle or shadow location (interpolated) is an http(s) URL, not a path."""
+    return location.lower().startswith(("http://", "https://"))
 
 
 def _credential_refs(upstream: UpstreamConfig) -> list[CredentialRef]:

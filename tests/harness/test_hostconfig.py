@@ -236,3 +236,25 @@ def test_vendor_settings_are_the_ones_the_kind_reads() -> None:
     )
     assert good.get("codex").vendor == {"config": {"model": "x"}}
     assert good.get("tuned").vendor == {"extension": "/opt/ext"}
+
+
+def test_a_bundle_url_from_the_environment_is_no_state_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bundle = "${BUNDLE_URL}"`` is a URL (docs/evidence.md), no file of the host's to hide
+    from a sandbox: it was taken for one because the host file does not spell it as a URL,
+    so ``sharedos run --sandbox .`` was refused as holding
+    "https://…?X-Amz-Signature=<the signature>", which the refusal printed whole."""
+    from sharedos.tools.files import root_holds_state
+
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")  # the files root, apart from the host file
+    monkeypatch.setenv("SHAREDOS_TEST_BUNDLE", "https://b.example/b.json?sig=sig-canary-0123")
+    config_dir = tmp_path / "conf"
+    config_dir.mkdir()
+    for table in ('bundle = "${SHAREDOS_TEST_BUNDLE}"', 'shadow = "${SHAREDOS_TEST_BUNDLE}"'):
+        host = config_dir / "host.toml"
+        host.write_text(f"[harness.codex]\n[policy]\n{table}\n")
+        paths = load_host_config(host).state_paths()
+        assert not [p for p in paths if "canary" in p], paths
+        assert root_holds_state(".", paths) is None
