@@ -21,6 +21,7 @@ Errors are ``SourceError`` with one line saying what failed where.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import http.client
@@ -279,13 +280,18 @@ class HttpSource:
         self.url = url
         #: the URL as messages show it (a presigned URL's signature is a credential)
         self.origin = shown_url(url)
+        #: what is requested, and the Basic credentials of the URL's ``user:password@``
+        self._request_url, self._authorization = _basic_auth(url)
         #: the URL's credentials, scrubbed from what a failed fetch says (``_said``)
         self._secrets = Redactor(url_secrets(url))
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
 
     def _get(self, tag: str | None, *, uncached: bool = False) -> tuple[int, bytes, str | None]:
-        request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
+        request = urllib.request.Request(self._request_url, headers={"Accept": "application/json"})
+        if self._authorization is not None:
+            # to this URL only, never to where it redirects (a presigned URL elsewhere)
+            request.add_unredirected_header("Authorization", self._authorization)
         url = self.origin  # the messages show the URL with its credentials masked
         if tag:
             request.add_header("If-None-Match", tag)
@@ -353,6 +359,23 @@ class HttpSource:
         if status == 304:
             return NotModified(tag or "")
         return Fetched(data, etag or _content_tag(data), self.origin)
+
+
+def _basic_auth(url: str) -> tuple[str, str | None]:
+    """``url`` without its user information, and that as an HTTP Basic ``Authorization``
+    value (None when it has none). urllib sends no user information: it takes it for part
+    of the host, so a bundle URL with ``user:password@`` could never be fetched."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url, None
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _colon, password = userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    token = base64.b64encode(pair.encode("utf-8")).decode("ascii")
+    return urllib.parse.urlunsplit(parts._replace(netloc=hostport)), f"Basic {token}"
 
 
 def _content_length(value: str | None) -> int | None:

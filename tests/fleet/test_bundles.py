@@ -159,6 +159,7 @@ class _BundleServer(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         state = self.server.state  # type: ignore[attr-defined]
         state["requests"].append((self.path, self.headers.get("If-None-Match")))
+        state.setdefault("authorization", []).append(self.headers.get("Authorization"))
         if state.get("down"):
             self.send_error(503)
             return
@@ -427,3 +428,26 @@ def test_a_failed_fetch_says_nothing_of_the_urls_credential(url: str) -> None:
         HttpSource(url, timeout_s=2.0, deadline_s=3.0).fetch(None)
     said = str(caught.value)
     assert said.startswith("GET http://") and "canary" not in said, said
+
+
+def test_a_bundle_url_with_a_password_is_fetched_with_it(
+    tmp_path: Path, bundle_server: tuple[str, dict[str, Any]], keys: tuple[bytes, bytes]
+) -> None:
+    """docs/evidence.md: a bundle URL may carry ``user:password@``, sent as written. urllib
+    sends no user information (it took ``ops:pw@127.0.0.1`` for the host), so such a URL
+    was never fetched: it is sent as HTTP Basic credentials, to that URL only (a redirect,
+    to a presigned URL elsewhere, does not carry them)."""
+    import base64
+
+    url, state = bundle_server
+    private, public = keys
+    state.update(bundle=signed(tmp_path, bundle_bytes(tmp_path, RULES_V1, "r1"), private), etag="")
+    with_password = url.replace("http://", "http://ops:pw%40canary-0123456789@")
+    manager = BundleManager(HttpSource(with_password), BundleVerifier([public]))
+    result = manager.poll()
+    assert result.status == "loaded", result.detail
+    basic = base64.b64encode(b"ops:pw@canary-0123456789").decode()
+    assert state["authorization"] == [f"Basic {basic}"]
+    state["redirect"] = url.replace("/bundle.json", "/moved.json")
+    assert manager.poll().status == "unreachable"  # 404 at /moved.json
+    assert state["requests"][-1][0] == "/moved.json" and state["authorization"][-1] is None
