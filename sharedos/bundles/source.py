@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import http.client
 import logging
+import re
 import socket
 import threading
 import urllib.error
@@ -239,6 +240,30 @@ def shown_url(url: str) -> str:
         return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
     except ValueError:
         return "(a URL that cannot be parsed)"
+
+
+#: a query parameter named as a credential: a presigned URL's signature (``X-Amz-Signature``,
+#: ``X-Goog-Signature``, ``sig``), a token (``X-Amz-Security-Token``, ``token``), a key, ...
+_CREDENTIAL_PARAM = re.compile(r"sig|token|secret|passw|pwd|auth|credential|key|session", re.I)
+
+
+def url_credentials(url: str) -> list[str]:
+    """The credentials a bundle URL carries, which a host keeps out of what it records and
+    prints as it does its other secrets: the password of its user information, the value of
+    each query parameter named as a credential (``_CREDENTIAL_PARAM``), its fragment. Not
+    every query value, as a message masks them: a presigned URL's ``X-Amz-Algorithm`` or
+    date would then be scrubbed from every record, and hold back every tool naming it."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return [url]
+    found = [parts.netloc.rpartition("@")[0].partition(":")[2], parts.fragment]
+    found += [
+        value
+        for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))
+        if _CREDENTIAL_PARAM.search(urllib.parse.unquote_plus(key))
+    ]
+    return [v for value in found if value for v in {value, urllib.parse.unquote_plus(value)}]
 
 
 def url_secrets(url: str) -> list[str]:

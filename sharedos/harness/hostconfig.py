@@ -468,14 +468,36 @@ class HostConfig(BaseModel):
                     values.append(read_reference(ref, environ, upstream=uid, label="credential"))
         return tuple(dict.fromkeys(v for v in values if v))
 
+    def bundle_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """The credentials the ``[policy] bundle`` and ``shadow`` URLs carry, ``${VAR}``
+        interpolated, and the ``[evidence] otlp_endpoint`` (``sharedos.bundles.source.
+        url_credentials``: a password, a presigned URL's signature, a ``?token=``). A
+        location that is a path, or names an unset variable, contributes nothing."""
+        from sharedos.bundles.source import url_credentials
+
+        values: list[str] = []
+        if self.evidence.otlp_endpoint:
+            values += url_credentials(self.evidence.otlp_endpoint)
+        for location in (self.policy.bundle, self.policy.shadow):
+            if not location:
+                continue
+            try:
+                url = self._bundle_source(location, environ, what="[policy]")
+            except HostConfigError:
+                continue
+            if _is_url(url):
+                values += url_credentials(url)
+        return tuple(dict.fromkeys(v for v in values if v))
+
     def held_secrets(
         self, environ: Mapping[str, str], location: str | None = None
     ) -> tuple[str, ...]:
         """Every secret this host holds by this file, one list for whatever the host records,
         answers, pins or prints: the harnesses' env values (``secret_values``), the key
         files' contents (``key_secrets``), every upstream credential it can read
-        (``credential_secrets``) and the evidence store's passwords (``store_passwords``, of
-        ``location``, or of ``[evidence] url`` when None).
+        (``credential_secrets``), the policy bundle URLs' credentials (``bundle_secrets``)
+        and the evidence store's passwords (``store_passwords``, of ``location``, or of
+        ``[evidence] url`` when None).
 
         ``sharedos run`` holds them all, and so does every command that lists the upstreams
         (``sharedos upstream pin``/``status``/``diff``/``approve``): a tool definition holding
@@ -488,6 +510,7 @@ class HostConfig(BaseModel):
             *self.key_secrets(environ),
             # every principal's upstream credentials, not only this turn's: the host holds them
             *self.credential_secrets(environ),
+            *self.bundle_secrets(environ),
         ]
         if location is None:
             with contextlib.suppress(HostConfigError, ValueError):

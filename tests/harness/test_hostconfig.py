@@ -258,3 +258,28 @@ def test_a_bundle_url_from_the_environment_is_no_state_path(
         paths = load_host_config(host).state_paths()
         assert not [p for p in paths if "canary" in p], paths
         assert root_holds_state(".", paths) is None
+
+
+def test_a_bundle_urls_credential_is_a_secret_the_host_holds(tmp_path: Path) -> None:
+    """``sharedos run`` keeps every secret the host holds by its file out of its records,
+    answers and output (``held_secrets``), and the upstream commands hold back a tool
+    definition holding one. A ``[policy] bundle`` or ``shadow`` URL's credential (its
+    password, a presigned signature, a ``?token=``), written there or given by
+    ``${VAR}``, was none of them: a model that learned it had it recorded verbatim."""
+    host = tmp_path / "host.toml"
+    host.write_text(
+        "[harness.codex]\n[policy]\n"
+        'bundle = "https://ops:pw-canary-0123@b.example/b.json?token=${SHAREDOS_TEST_TOKEN}"\n'
+        'shadow = "${SHAREDOS_TEST_SHADOW}"\n'
+        '[evidence]\notlp_endpoint = "https://otel:otlp-canary-0123@collector.example"\n'
+    )
+    env = {
+        "SHAREDOS_TEST_TOKEN": "tok-canary-0123",
+        "SHAREDOS_TEST_SHADOW": "https://s3.example/c.json?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        "&X-Amz-Date=20261207T000000Z&X-Amz-Signature=sig-canary-0123#frag-canary-0123",
+    }
+    held = load_host_config(host).held_secrets(env)
+    for secret in ("pw-canary", "tok-canary", "sig-canary", "frag-canary", "otlp-canary"):
+        assert f"{secret}-0123" in held, (secret, held)
+    # what is no credential stays out (it would be scrubbed from every record)
+    assert "AWS4-HMAC-SHA256" not in held and "20261207T000000Z" not in held
