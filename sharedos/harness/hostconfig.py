@@ -647,27 +647,33 @@ class HostConfig(BaseModel):
         return str(default_state_path(self.bundle_location(environ)))
 
     def evidence_location(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """``[evidence] url`` as the store to open: a SQLite path with ``${VAR}`` interpolated
-        and ``~`` expanded, a relative one (a bare file name too, or ``sqlite:relative``)
-        relative to this file's directory, like every file this host keeps
+        """``[evidence] url`` as the store to open, ``${VAR}`` interpolated first (a whole URL
+        too): a SQLite path with ``~`` expanded, a relative one (a bare file name too, or
+        ``sqlite:relative``) relative to this file's directory, like every file this host keeps
         (``resolve_file``); anything else as written. None when unset;
         ``HostConfigError`` for an unset variable."""
-        url = self.evidence.url
-        if url is None:
+        written = self.evidence.url
+        if written is None:
             return None
         from sharedos.evidence.url import parse_store_url
 
-        target = parse_store_url(url)
+        env = environ if environ is not None else os.environ
+        # interpolated before it is read as a URL or a path (as a bundle's location is):
+        # read first, url = "${EVIDENCE_URL}" naming a PostgreSQL store was a SQLite file
+        # beside this file, named after the URL, its password included
+        url = interpolate(written, env, what="[evidence] url")
+        try:
+            target = parse_store_url(url)
+        except ValueError as exc:
+            raise HostConfigError([f"{self.source}: [evidence] url: {exc}"]) from None
         if target.kind != "sqlite" or target.location == ":memory:":
             return url
-        env = environ if environ is not None else os.environ
-        text = interpolate(target.location, env, what="[evidence] url")
-        path = Path(text).expanduser()
+        path = Path(target.location).expanduser()
         if not path.is_absolute():
             return str((self.base_dir / path).resolve())
         # as written when nothing was interpolated or expanded (``parse_store_url`` expands
         # ``~`` itself, so its location is no sign of that)
-        return url if str(path) == url.removeprefix("sqlite:") else str(path)
+        return written if str(path) == written.removeprefix("sqlite:") else str(path)
 
     def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
         """``[policy] shadow`` as a location to load, ``${VAR}`` interpolated (an http(s) URL

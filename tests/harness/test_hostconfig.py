@@ -283,3 +283,21 @@ def test_a_bundle_urls_credential_is_a_secret_the_host_holds(tmp_path: Path) -> 
         assert f"{secret}-0123" in held, (secret, held)
     # what is no credential stays out (it would be scrubbed from every record)
     assert "AWS4-HMAC-SHA256" not in held and "20261207T000000Z" not in held
+
+
+def test_an_evidence_url_from_the_environment_is_read_as_a_url(tmp_path: Path) -> None:
+    """``${VAR}`` in ``[evidence] url`` is interpolated before it is read as a URL or a path
+    (as a bundle's location is): ``url = "${EVIDENCE_URL}"`` naming a PostgreSQL store was
+    taken for a SQLite path beside the host file, named after the URL: ``approvals list``
+    said "no evidence database at …/postgresql:/u:<password>@db/evidence", and the store's
+    password was no secret of the run."""
+    host = tmp_path / "host.toml"
+    host.write_text('[harness.codex]\n[evidence]\nurl = "${SHAREDOS_TEST_EVIDENCE}"\n')
+    url = "postgresql://u:pw-canary-0123@db.internal/evidence"
+    config = load_host_config(host)
+    env = {"SHAREDOS_TEST_EVIDENCE": url}
+    assert config.evidence_location(env) == url
+    assert "pw-canary-0123" in config.held_secrets(env)
+    assert not [p for p in config.state_paths(env) if "canary" in p]
+    env["SHAREDOS_TEST_EVIDENCE"] = "~/ev.sqlite"  # a path given whole still reads as one
+    assert config.evidence_location(env) == str(Path("~/ev.sqlite").expanduser())
