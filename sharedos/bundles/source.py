@@ -215,8 +215,9 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def shown_url(url: str) -> str:
-    """``url`` as a message may show it: a password in its user information and every
-    query value replaced by ``***``, no fragment (a presigned URL carries its signature,
+    """``url`` as a message may show it: a password in its user information (a user name
+    with none: it is then the credential) and every query value replaced by ``***``, no
+    fragment (a presigned URL carries its signature,
     ``?token=`` a bearer token: SharedOS cannot tell which parameter is the secret)."""
     try:
         parts = urllib.parse.urlsplit(url)
@@ -231,7 +232,9 @@ def shown_url(url: str) -> str:
         if "@" in netloc:
             userinfo, _, hostport = netloc.rpartition("@")
             user, colon, _password = userinfo.partition(":")
-            netloc = f"{user}:***@{hostport}" if colon else netloc
+            # a user name alone is the credential (https://TOKEN@host/: a token sent as the
+            # user, as GitHub and GitLab take it)
+            netloc = f"{user}:***@{hostport}" if colon else f"***@{hostport}"
         query = "&".join(
             f"{key}=***" if eq else key
             for key, eq, _value in (item.partition("=") for item in parts.query.split("&"))
@@ -249,15 +252,16 @@ _CREDENTIAL_PARAM = re.compile(r"sig|token|secret|passw|pwd|auth|credential|key|
 
 def url_credentials(url: str) -> list[str]:
     """The credentials a bundle URL carries, which a host keeps out of what it records and
-    prints as it does its other secrets: the password of its user information, the value of
-    each query parameter named as a credential (``_CREDENTIAL_PARAM``), its fragment. Not
+    prints as it does its other secrets: the password of its user information (the user
+    name when there is none: ``https://TOKEN@host/``), the value of each query parameter named as a credential (``_CREDENTIAL_PARAM``), its fragment. Not
     every query value, as a message masks them: a presigned URL's ``X-Amz-Algorithm`` or
     date would then be scrubbed from every record, and hold back every tool naming it."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return [url]
-    found = [parts.netloc.rpartition("@")[0].partition(":")[2], parts.fragment]
+    user, colon, password = parts.netloc.rpartition("@")[0].partition(":")
+    found = [password if colon else user, parts.fragment]
     found += [
         value
         for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))

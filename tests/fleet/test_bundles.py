@@ -451,3 +451,21 @@ def test_a_bundle_url_with_a_password_is_fetched_with_it(
     state["redirect"] = url.replace("/bundle.json", "/moved.json")
     assert manager.poll().status == "unreachable"  # 404 at /moved.json
     assert state["requests"][-1][0] == "/moved.json" and state["authorization"][-1] is None
+
+
+def test_a_token_given_as_the_user_name_is_shown_masked(
+    tmp_path: Path, bundle_server: tuple[str, dict[str, Any]], keys: tuple[bytes, bytes]
+) -> None:
+    """``https://TOKEN@host/bundle.json`` (a token sent as the user name, as GitHub and GitLab
+    take one) carries its credential as the user information, with no password: every
+    message showed it as written, where a ``user:password@`` shows ``user:***@``."""
+    from sharedos.bundles.source import shown_url, url_credentials
+
+    token = "ghp_canary0123456789"
+    assert shown_url(f"https://{token}@b.example/b.json") == "https://***@b.example/b.json"
+    assert token in url_credentials(f"https://{token}@b.example/b.json")
+    url, state = bundle_server
+    state["down"] = True
+    source = HttpSource(url.replace("http://", f"http://{token}@"))
+    detail = BundleManager(source, BundleVerifier([keys[1]])).poll().detail
+    assert "HTTP 503" in detail and token not in detail + source.origin, detail
