@@ -689,10 +689,11 @@ async def _run_turn(opts: dict[str, Any]) -> int:
 
 async def _say_unwritten(host: Any) -> None:
     """One line when records of calls the store refused (a full disk, a lock) could not be
-    written before exit: those calls did not run, and nothing in the store says so."""
+    written before exit (those calls did not run, and nothing in the store says so), and
+    one per turn whose seal the store refused as it closed and has not taken since."""
     from sharedos.kernel.recorder import unwritten_note
 
-    note = unwritten_note(await host.settle_unwritten())
+    note = unwritten_note(await host.settle_unwritten(), host.unsealed_turns())
     if note is not None:
         click.echo(note, err=True)
 

@@ -90,12 +90,13 @@ async def evidence_turn(
     policy_hash: str | None = None,
     identity: Mapping[str, Any] | None = None,
     timeout_s: float = 2.0,
-    owe: Callable[[Callable[[], Any]], None] | None = None,
+    owe: Callable[[Callable[[], Any], str], None] | None = None,
 ) -> AsyncIterator[None]:
     """Open the turn's chain on entry, seal it on exit (see the module docstring).
 
     ``owe`` (``RuntimeHost.owe_evidence``): where a seal the store did not write as the
-    turn closed is kept, to be written, with the close's time, once the store answers."""
+    turn closed is kept (with the turn's id), to be written, with the close's time, once the
+    store answers."""
     open_turn = getattr(store, "open_turn", None)
     seal_turn = getattr(store, "seal_turn", None)
     if open_turn is None or seal_turn is None:
@@ -132,7 +133,7 @@ async def evidence_turn(
                 "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
             )
             if sealed is None and owe is not None:
-                owe(lambda: seal_late(store, turn_id, closed_at))
+                owe(lambda: seal_late(store, turn_id, closed_at), turn_id)
 
 
 def expire_open_approvals(store: Any, turn_id: str) -> int:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -166,6 +166,9 @@ class EvidenceRecorder:
         self._owed: list[Callable[[], None]] = []
         #: owed records not kept at all (past ``max_pending``)
         self._owed_dropped = 0
+        #: the seals of turns that closed while the store refused writes, by turn id: written
+        #: after the owed records (those of the turn's calls among them), never before
+        self._owed_seals: dict[str, Callable[[], Any]] = {}
         self._settling = False
         #: signalled when a pass over the owed records ends (``settle_unwritten`` waits on it)
         self._settled = threading.Condition(self._lock)
@@ -238,7 +241,7 @@ class EvidenceRecorder:
             self._progress_at = time.monotonic()
             if self._report.failing:
                 self._report.succeeded()
-            if self._owed:
+            if self._owed or self._owed_seals:
                 self._settle_owed()
             # a store that says when upkeep may be due is asked only then
             if getattr(self.store, "upkeep_due", True):
@@ -452,16 +455,28 @@ class EvidenceRecorder:
             else:
                 self._owed_dropped += 1
 
-    def owe(self, write: Callable[[], Any]) -> None:
-        """Keep ``write``, a record the store refused for a cause that passes (a turn's
-        seal written as the turn closed), to write with the refused calls' records: after
-        the next write that lands, or by ``settle_unwritten``; its own failure is reported."""
-        self._keep_owed(write)
+    def owe(self, write: Callable[[], Any], turn_id: str | None = None) -> None:
+        """Keep ``write``, a record the store refused for a cause that passes, to write with
+        the refused calls' records: after the next write that lands, or by
+        ``settle_unwritten``; its own failure is reported. With ``turn_id`` it is that turn's
+        seal (refused as the turn closed): written after every other owed record, so the
+        records of the turn's calls the store refused with it precede it in the chain, and
+        told apart from them (``unsealed``): a seal is not a call that did not run."""
+        if turn_id is None:
+            self._keep_owed(write)
+            return
+        with self._lock:
+            self._owed_seals.setdefault(turn_id, write)
 
     def unwritten(self) -> int:
         """How many records of refused calls (``OWED_CAUSES``) are still not in the store."""
         with self._lock:
             return len(self._owed) + self._owed_dropped
+
+    def unsealed(self) -> list[str]:
+        """The turns whose seal, refused as they closed, is still not in the store."""
+        with self._lock:
+            return list(self._owed_seals)
 
     def settle_unwritten(self, wait_s: float | None = None) -> int:
         """Try once more, now and on this thread, to write what refused calls are owed (a
@@ -484,25 +499,34 @@ class EvidenceRecorder:
     def _settle_owed(self) -> None:
         """Queue the owed records on the writer thread (after a write landed: the store answers)."""
         with self._lock:
-            if not self._owed or self._settling:
+            if not (self._owed or self._owed_seals) or self._settling:
                 return
             self._settling = True
         self._lane.submit(LaneTask(self._write_owed))
 
     def _write_owed(self) -> None:
-        """On the writer thread: each owed record; those the store still refuses stay owed."""
+        """On the writer thread: each owed record, then each owed seal (only once no record
+        is left owed); those the store still refuses stay owed."""
         try:
             while True:
+                turn_id: str | None = None
                 with self._lock:
-                    if not self._owed:
+                    if self._owed:
+                        write = self._owed.pop(0)
+                    elif self._owed_seals:
+                        turn_id = next(iter(self._owed_seals))
+                        write = self._owed_seals.pop(turn_id)
+                    else:
                         return
-                    write = self._owed.pop(0)
                 try:
                     write()
                 except EvidenceStoreError as exc:
                     if exc.cause in OWED_CAUSES:
                         with self._lock:
-                            self._owed.insert(0, write)
+                            if turn_id is None:
+                                self._owed.insert(0, write)
+                            else:
+                                self._owed_seals = {turn_id: write, **self._owed_seals}
                         return
                     self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
                 except Exception as exc:
@@ -557,21 +581,29 @@ class EvidenceRecorder:
         self._progress_at = time.monotonic()
         if self._report.failing:
             self._report.succeeded()
-        if self._owed:
+        if self._owed or self._owed_seals:
             self._settle_owed()
 
 
-def unwritten_note(missing: int) -> str | None:
-    """The line a host says on exit when ``missing`` records of refused calls
-    (``RuntimeHost.settle_unwritten``) could not be written; None when none are missing."""
-    if not missing:
-        return None
-    return (
-        f"sharedos: {missing} record{'s' if missing != 1 else ''} the evidence store "
-        "refused (a full disk, a lock) could not be written before exit: the calls they "
-        "record did not run, and the store has no record of them (a turn closed meanwhile "
-        "stays unsealed)"
-    )
+def unwritten_note(missing: int, unsealed: Sequence[str] = ()) -> str | None:
+    """What a host says on exit when ``missing`` records of refused calls
+    (``RuntimeHost.settle_unwritten``) or the seals of the turns ``unsealed``
+    (``RuntimeHost.unsealed_turns``) could not be written; None when nothing is missing."""
+    lines: list[str] = []
+    if missing:
+        lines.append(
+            f"sharedos: {missing} record{'s' if missing != 1 else ''} the evidence store "
+            "refused (a full disk, a lock) could not be written before exit: the calls they "
+            "record did not run, and the store has no record of them"
+        )
+    for turn_id in unsealed:
+        lines.append(
+            f"sharedos: the seal of turn {turn_id}, refused by the evidence store (a full "
+            "disk, a lock) as the turn closed, could not be written before exit: its records "
+            "stand, unsealed, and `sharedos evidence verify --require-seal` reports it "
+            "unsealed"
+        )
+    return "\n".join(lines) or None
 
 
 class RecordOnlyStore:

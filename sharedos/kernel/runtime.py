@@ -229,16 +229,23 @@ class RuntimeHost:
         """The bound on every evidence write."""
         return self._recorder.timeout_s
 
-    def owe_evidence(self, write: Callable[[], Any]) -> None:
-        """Keep ``write`` (a turn's seal the store refused as the turn closed) and write it
-        with the records owed to refused calls, once the store takes writes again."""
-        self._recorder.owe(write)
+    def owe_evidence(self, write: Callable[[], Any], turn_id: str | None = None) -> None:
+        """Keep ``write`` (the seal of turn ``turn_id``, refused by the store as the turn
+        closed) and write it after the records owed to refused calls, once the store takes
+        writes again."""
+        self._recorder.owe(write, turn_id)
 
     async def settle_unwritten(self) -> int:
         """Before the host goes away: write, if the store takes them now, the records of calls
-        it refused for a cause that passes (a full disk, a lock; written later, saying so);
-        how many are still not in the store (those calls did not run, and left no record)."""
+        it refused for a cause that passes (a full disk, a lock; written later, saying so),
+        then the turns' seals it refused; how many call records are still not in the store
+        (those calls did not run, and left no record). The turns still unsealed:
+        ``unsealed_turns``."""
         return await anyio.to_thread.run_sync(self._recorder.settle_unwritten)
+
+    def unsealed_turns(self) -> list[str]:
+        """The turns whose seal the store refused as they closed and has not taken since."""
+        return self._recorder.unsealed()
 
     # -- public entry points -------------------------------------------------------
 

@@ -102,3 +102,32 @@ async def test_an_owed_seal_is_not_written_twice(tmp_path: Path) -> None:
     assert seal_late(store, "T1", "2026-01-01T00:00:00Z") is None
     report = verify_store(store, "T1", require_seal=True)
     assert report.clean and report.sealed == 1
+
+
+async def test_a_host_exiting_while_the_store_still_refuses_names_the_unsealed_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lock outlasts the host: what ``sharedos run`` says on exit. It counted the owed
+    seal as a refused call's record ("1 record ... the calls they record did not run"): no
+    call had been refused, and which turn was left unsealed was not said."""
+    from sharedos.cli.run import _say_unwritten
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
+            assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
+            holder.execute("BEGIN IMMEDIATE")  # held past the host's exit
+        capsys.readouterr()
+        await _say_unwritten(host)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    said = capsys.readouterr().err
+    assert "did not run" not in said, said  # every call ran and was recorded
+    assert "seal of turn T1" in said and "unsealed" in said, said
+    assert not store.has_seal("T1")
+    report = verify_store(store, "T1", require_seal=True)
+    assert [p.kind for p in report.problems] == ["unsealed"]
