@@ -579,8 +579,9 @@ def _check_seals(
             "unsealed",
             None,
             None,
-            "the turn has no seal (never closed: its host died or it is still running; "
-            "or its seal was deleted)",
+            "the turn has no seal (never closed: its host died or it is still running; or "
+            "the store refused its seal as it closed (a lock, a full disk) until its host "
+            "ended, which the host said on exit; or its seal was deleted)",
         )
 
 

@@ -131,3 +131,33 @@ async def test_a_host_exiting_while_the_store_still_refuses_names_the_unsealed_t
     assert not store.has_seal("T1")
     report = verify_store(store, "T1", require_seal=True)
     assert [p.kind for p in report.problems] == ["unsealed"]
+
+
+async def test_verify_names_a_refused_seal_among_the_causes_of_an_unsealed_turn(
+    tmp_path: Path,
+) -> None:
+    """The lock outlasts the host: ``evidence verify --require-seal`` then reports the turn
+    ``unsealed``. Its reason named a host that died, a turn still running, a deleted seal
+    — never the store refusing the seal as the turn closed, the one cause here: an operator
+    read a fault as a possible tampering."""
+    from click.testing import CliRunner
+
+    from sharedos.cli.main import main
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
+            assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
+            holder.execute("BEGIN IMMEDIATE")  # held past the host's exit
+        assert await host.settle_unwritten() == 0 and host.unsealed_turns() == ["T1"]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.close()
+    result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db), "--require-seal"])
+    assert result.exit_code != 0
+    assert "unsealed" in result.output, result.output
+    assert "refused" in result.output and "as it closed" in result.output, result.output
