@@ -1015,8 +1015,7 @@ class SqliteEvidenceStore:
 
     def execute(self, plan: Plan) -> int:
         """Commit ``plan`` atomically on the store's connection (``ChainBackend``)."""
-        what = "write the attempt" if plan.attempt is not None else "write the outcome"
-        return self._write(what, lambda cur: run_plan(cur, plan))
+        return self._write(f"write {_written_by(plan)}", lambda cur: run_plan(cur, plan))
 
     def execute_many(self, plans: list[Plan]) -> list[int]:
         """Commit ``plans`` in one transaction (group commit); their seqs, in order."""
@@ -1493,3 +1492,17 @@ class SqliteEvidenceStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _written_by(plan: Plan) -> str:
+    """What ``plan`` writes, as its error names it (a seal or an opening refused as a turn
+    closes or opens was called an outcome)."""
+    if plan.attempt is not None:
+        return "the attempt"
+    if plan.outcome is not None:
+        return "the outcome"
+    if plan.seal is not None:
+        return "the seal"
+    if plan.approval is not None:
+        return "the approval event"
+    return "the opening record"

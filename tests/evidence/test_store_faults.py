@@ -236,6 +236,30 @@ def test_a_locked_database_fails_within_the_busy_wait(tmp_path: Path) -> None:
     store.begin(attempt("after"))  # a lock is transient
 
 
+def test_a_refused_seal_or_opening_is_not_called_an_outcome(tmp_path: Path) -> None:
+    """A turn closing under a lock: its host said "cannot write the seal of turn t
+    (locked): cannot write the outcome evidence in ...": every write that was not an
+    attempt was named an outcome (the seal, the opening record, an approval event)."""
+    from sharedos.evidence.appender import Opening
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.1)
+    store.begin(attempt("c1"))  # turn t's chain exists
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(EvidenceStoreError) as sealing:
+            store.seal_turn("t")
+        with pytest.raises(EvidenceStoreError) as opening:
+            store.open_turn(Opening(turn_id="T2", opened_at="2026-12-02T10:00:00.000000Z"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sealing.value.cause == opening.value.cause == "locked"
+    assert "write the seal" in str(sealing.value), sealing.value
+    assert "write the opening record" in str(opening.value), opening.value
+
+
 def test_a_read_only_store_refuses_writes(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     SqliteEvidenceStore(db).close()
