@@ -132,6 +132,7 @@ async def open_turn(
         policy_hash=getattr(getattr(runtime_host, "kernel", None), "policy_hash", None),
         identity=identity,
         owe=getattr(runtime_host, "owe_evidence", None),
+        settle=getattr(runtime_host, "settle_owed", None),
     ):
         if transport == "http":
             async with _open_http(

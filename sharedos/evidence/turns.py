@@ -5,7 +5,8 @@ host's own loop)::
 
     async with evidence_turn(runtime_host.evidence, turn_id=..., catalog_hash=...,
                              policy_hash=..., identity=...,
-                             owe=runtime_host.owe_evidence):
+                             owe=runtime_host.owe_evidence,
+                             settle=runtime_host.settle_owed):
         ...  # the turn's calls
 
 On entry the store commits the turn's opening record (the anchor of its
@@ -25,13 +26,20 @@ timeout) is handed to ``owe`` (``RuntimeHost.owe_evidence``), when given: it
 is written, with the time the turn closed, after the host's next write that
 lands, or when the host settles its owed records before it exits
 (``settle_unwritten``), unless the turn has a seal by then.
+
+Records the host owes to calls the store refused earlier (kept until a write
+lands) are written before the seal (``settle``, ``RuntimeHost.settle_owed``):
+a store that answered again with no call since would otherwise take the seal
+first and those records after it, where the seal vouches for none of them.
+While the store still refuses them, the seal is handed to ``owe`` at once, to
+follow them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -91,12 +99,15 @@ async def evidence_turn(
     identity: Mapping[str, Any] | None = None,
     timeout_s: float = 2.0,
     owe: Callable[[Callable[[], Any], str], None] | None = None,
+    settle: Callable[[], Awaitable[int]] | None = None,
 ) -> AsyncIterator[None]:
     """Open the turn's chain on entry, seal it on exit (see the module docstring).
 
     ``owe`` (``RuntimeHost.owe_evidence``): where a seal the store did not write as the
     turn closed is kept (with the turn's id), to be written, with the close's time, once the
-    store answers."""
+    store answers. ``settle`` (``RuntimeHost.settle_owed``): writes, before the seal, the
+    records the host owes to calls the store refused (how many still wait); while some
+    do, the seal is handed to ``owe`` at once, to follow them."""
     open_turn = getattr(store, "open_turn", None)
     seal_turn = getattr(store, "seal_turn", None)
     if open_turn is None or seal_turn is None:
@@ -120,20 +131,57 @@ async def evidence_turn(
     finally:
         closed_at = now_iso()
         with anyio.CancelScope(shield=True):
-            if callable(getattr(store, "append_approval", None)):
-                await _off_loop(
-                    "approvals' expiry",
-                    turn_id,
-                    lambda: expire_open_approvals(store, turn_id),
-                    timeout_s,
-                    report,
-                    says_writable=False,
-                )
-            sealed = await _off_loop(
-                "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
+            await _close(store, turn_id, closed_at, timeout_s, report, owe, settle)
+
+
+async def _close(
+    store: Any,
+    turn_id: str,
+    closed_at: str,
+    timeout_s: float,
+    report: FailureReporter,
+    owe: Callable[[Callable[[], Any], str], None] | None,
+    settle: Callable[[], Awaitable[int]] | None,
+) -> None:
+    """The close: the records owed to refused calls, the approvals' expiry, the seal."""
+    if settle is not None and owe is not None:
+        # the records of calls refused before the close (the turn's among them) go before
+        # its seal: written after it, the seal would vouch for none of them
+        behind = await _settled(settle, timeout_s)
+        if behind:
+            report.failed(
+                "owed",
+                f"the seal of turn {turn_id} waits for {behind} record(s) of calls the "
+                "evidence store refused: it is written after them, once the store takes "
+                "them (said once until the store writes again)",
             )
-            if sealed is None and owe is not None:
-                owe(lambda: seal_late(store, turn_id, closed_at), turn_id)
+            owe(lambda: seal_late(store, turn_id, closed_at), turn_id)
+            return
+    if callable(getattr(store, "append_approval", None)):
+        await _off_loop(
+            "approvals' expiry",
+            turn_id,
+            lambda: expire_open_approvals(store, turn_id),
+            timeout_s,
+            report,
+            says_writable=False,
+        )
+    sealed = await _off_loop(
+        "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
+    )
+    if sealed is None and owe is not None:
+        owe(lambda: seal_late(store, turn_id, closed_at), turn_id)
+
+
+async def _settled(settle: Callable[[], Awaitable[int]], timeout_s: float) -> int:
+    """``settle()`` within ``timeout_s``: how many owed records still wait (1 when it did
+    not answer in time: the seal must not overtake what it may still be writing)."""
+    with anyio.move_on_after(timeout_s):
+        try:
+            return await settle()
+        except Exception:  # never let the record of a turn break the turn
+            return 1
+    return 1
 
 
 def expire_open_approvals(store: Any, turn_id: str) -> int:

@@ -473,6 +473,12 @@ class EvidenceRecorder:
         with self._lock:
             return len(self._owed) + self._owed_dropped
 
+    def owing(self) -> int:
+        """How many records owed to refused calls are kept, waiting for the store (those
+        past ``max_pending``, never kept, are not: nothing will write them)."""
+        with self._lock:
+            return len(self._owed)
+
     def unsealed(self) -> list[str]:
         """The turns whose seal, refused as they closed, is still not in the store."""
         with self._lock:

@@ -243,6 +243,20 @@ class RuntimeHost:
         ``unsealed_turns``."""
         return await anyio.to_thread.run_sync(self._recorder.settle_unwritten)
 
+    async def settle_owed(self) -> int:
+        """Before a turn's seal: write now, if the store takes them, the records owed to
+        calls it refused earlier (kept since, waiting for a write that lands), so that they
+        precede the seal in the chain; how many still wait (0 at once when none do)."""
+        recorder = self._recorder
+        if not recorder.owing():
+            return 0
+
+        def settle() -> int:
+            recorder.settle_unwritten(recorder.timeout_s)
+            return recorder.owing()
+
+        return await anyio.to_thread.run_sync(settle, abandon_on_cancel=True)
+
     def unsealed_turns(self) -> list[str]:
         """The turns whose seal the store refused as they closed and has not taken since."""
         return self._recorder.unsealed()

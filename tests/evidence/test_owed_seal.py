@@ -161,3 +161,59 @@ async def test_verify_names_a_refused_seal_among_the_causes_of_an_unsealed_turn(
     assert result.exit_code != 0
     assert "unsealed" in result.output, result.output
     assert "refused" in result.output and "as it closed" in result.output, result.output
+
+
+async def test_a_call_refused_before_the_close_is_recorded_before_the_seal(
+    tmp_path: Path,
+) -> None:
+    """A call refused under a lock is owed its record; the lock goes, the harness makes no
+    further call, and the turn closes. The seal landed at once and the call's record only
+    as the host settled before exit: after the seal, outside what the seal vouches for (a
+    cut after the seal goes unnoticed), where with a store that answered it came before."""
+    from sharedos.bridge import open_turn
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
+    ctx = AccessContext(principal="alice")
+    async with open_turn(host, ctx, RUN):
+        assert await _call(host, ctx.turn_id, "c1") is Outcome.SUCCEEDED
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            assert await _call(host, ctx.turn_id, "c2") is Outcome.FAILED  # unrecorded
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert await host.settle_unwritten() == 0
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (ctx.turn_id,))
+        kinds = [kind for (kind,) in rows]
+    assert kinds == ["open", "attempt", "outcome", "attempt", "outcome", "seal"], kinds
+    assert verify_store(store, ctx.turn_id, require_seal=True).clean
+
+
+async def test_a_seal_waits_for_the_records_a_store_still_refusing_owes(tmp_path: Path) -> None:
+    """The store still refuses as the turn closes, with a call's record owed: the seal is
+    handed on at once (not tried after them, a busy wait each) and follows the record."""
+    from sharedos.bridge import open_turn
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
+    ctx = AccessContext(principal="alice")
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        async with open_turn(host, ctx, RUN):
+            holder.execute("BEGIN IMMEDIATE")
+            assert await _call(host, ctx.turn_id, "c1") is Outcome.FAILED
+        assert host.unsealed_turns() == [ctx.turn_id]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert await host.settle_unwritten() == 0 and host.unsealed_turns() == []
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (ctx.turn_id,))
+        kinds = [kind for (kind,) in rows]
+    assert kinds == ["open", "attempt", "outcome", "seal"], kinds
+    assert verify_store(store, ctx.turn_id, require_seal=True).clean

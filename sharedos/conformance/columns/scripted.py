@@ -136,6 +136,7 @@ async def run_shape(
                 policy_hash=env.host.kernel.policy_hash,
                 identity=identity.as_record(),
                 owe=env.host.owe_evidence,
+                settle=env.host.settle_owed,
             ):
                 try:
                     turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
