@@ -169,6 +169,8 @@ class EvidenceRecorder:
         #: the seals of turns that closed while the store refused writes, by turn id: written
         #: after the owed records (those of the turn's calls among them), never before
         self._owed_seals: dict[str, Callable[[], Any]] = {}
+        #: the turns whose owed seal the store refused for a cause that does not pass
+        self._seals_lost: list[str] = []
         self._settling = False
         #: signalled when a pass over the owed records ends (``settle_unwritten`` waits on it)
         self._settled = threading.Condition(self._lock)
@@ -480,9 +482,10 @@ class EvidenceRecorder:
             return len(self._owed)
 
     def unsealed(self) -> list[str]:
-        """The turns whose seal, refused as they closed, is still not in the store."""
+        """The turns whose seal, refused as they closed, is still not in the store (owed
+        still, or lost to a fault that does not pass)."""
         with self._lock:
-            return list(self._owed_seals)
+            return [*self._seals_lost, *self._owed_seals]
 
     def settle_unwritten(self, wait_s: float | None = None) -> int:
         """Try once more, now and on this thread, to write what refused calls are owed (a
@@ -534,15 +537,22 @@ class EvidenceRecorder:
                             else:
                                 self._owed_seals = {turn_id: write, **self._owed_seals}
                         return
-                    self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
+                    self._lost(turn_id, exc.cause, str(exc))
                 except Exception as exc:
-                    self._failed(
-                        "io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)"
-                    )
+                    self._lost(turn_id, "io", f"{type(exc).__name__}: {exc}")
         finally:
             with self._settled:
                 self._settling = False
                 self._settled.notify_all()
+
+    def _lost(self, turn_id: str | None, cause: str, message: str) -> None:
+        """An owed record (a call's, or the seal of ``turn_id``) the store refused for a
+        cause that does not pass: said, and a seal kept among the turns left unsealed."""
+        what = "a record nobody waits for" if turn_id is None else f"the seal of turn {turn_id}"
+        self._failed(cause, f"{message} ({what} was lost)")
+        if turn_id is not None:
+            with self._lock:
+                self._seals_lost.append(turn_id)
 
     def _owing(self, write: Callable[[], Any]) -> None:
         """A record nobody waits for that says what a caller was told (written instead of a

@@ -217,3 +217,21 @@ async def test_a_seal_waits_for_the_records_a_store_still_refusing_owes(tmp_path
         kinds = [kind for (kind,) in rows]
     assert kinds == ["open", "attempt", "outcome", "seal"], kinds
     assert verify_store(store, ctx.turn_id, require_seal=True).clean
+
+
+async def test_an_owed_seal_the_store_then_loses_is_still_named_on_exit(tmp_path: Path) -> None:
+    """The seal owed after a lock, then the database moved away (a fault that does not
+    pass): the seal is lost, and the host exited saying nothing of the unsealed turn."""
+    import os
+
+    from sharedos.kernel.recorder import unwritten_note
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
+    await _turn_closing_under_a_lock(host, store, db)
+    for suffix in ("", "-wal"):
+        os.rename(f"{db}{suffix}", f"{tmp_path / 'moved.db'}{suffix}")
+    assert await host.settle_unwritten() == 0
+    assert host.unsealed_turns() == ["T1"]
+    assert "seal of turn T1" in str(unwritten_note(0, host.unsealed_turns()))
