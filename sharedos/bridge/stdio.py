@@ -131,7 +131,9 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
         from sharedos.kernel.recorder import unwritten_note
 
         with anyio.CancelScope(shield=True):
-            note = unwritten_note(await host.settle_unwritten(), host.unsealed_turns())
+            note = unwritten_note(
+                await host.settle_unwritten(), host.unsealed_turns(), host.unwritten_outcomes()
+            )
         if note is not None:
             print(note, file=sys.stderr)
         close = getattr(host.evidence, "close", None)

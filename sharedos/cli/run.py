@@ -693,7 +693,9 @@ async def _say_unwritten(host: Any) -> None:
     one per turn whose seal the store refused as it closed and has not taken since."""
     from sharedos.kernel.recorder import unwritten_note
 
-    note = unwritten_note(await host.settle_unwritten(), host.unsealed_turns())
+    note = unwritten_note(
+        await host.settle_unwritten(), host.unsealed_turns(), host.unwritten_outcomes()
+    )
     if note is not None:
         click.echo(note, err=True)
 

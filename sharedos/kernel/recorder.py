@@ -162,10 +162,12 @@ class EvidenceRecorder:
         self._heads_due: Callable[[], bool] | None = getattr(store, "evidence_checkpoint_due", None)
         self._take_checkpoint: Callable[[], Any] | None = getattr(store, "take_checkpoint", None)
         self._heads_queued = False
-        #: what callers of refused writes were told, to be written once the store answers
-        self._owed: list[Callable[[], None]] = []
-        #: owed records not kept at all (past ``max_pending``)
+        #: what callers of refused writes were told, to be written once the store answers,
+        #: each with whether it concludes an attempt in the store (an outcome)
+        self._owed: list[tuple[Callable[[], Any], bool]] = []
+        #: owed records not kept at all (past ``max_pending``), and how many were outcomes
         self._owed_dropped = 0
+        self._dropped_ran = 0
         #: the seals of turns that closed while the store refused writes, by turn id: written
         #: after the owed records (those of the turn's calls among them), never before
         self._owed_seals: dict[str, Callable[[], Any]] = {}
@@ -342,7 +344,7 @@ class EvidenceRecorder:
         if why == "cancelled" and landed and job.compensate is not None:
             # committed, but the caller is going away: conclude it as cancelled, later
             compensate, result = job.compensate, task.result
-            self._lane.submit(LaneTask(self._owing, lambda: compensate(result, why)))
+            self._lane.submit(LaneTask(self._owing, lambda: compensate(result, why), True))
         return why == "cancelled"
 
     def _run(self, job: _Job) -> Any:
@@ -352,7 +354,7 @@ class EvidenceRecorder:
         try:
             if abandoned:
                 if job.instead is not None:
-                    self._owing(lambda: job.instead(why))  # type: ignore[misc]
+                    self._owing(lambda: job.instead(why), _ran(job))  # type: ignore[misc]
                 return None
             try:
                 result = job.primary()
@@ -382,7 +384,7 @@ class EvidenceRecorder:
             job.landed = True
             abandoned, why = job.abandoned, job.why
         if abandoned and job.compensate is not None:
-            self._owing(lambda: job.compensate(result, why))  # type: ignore[misc]
+            self._owing(lambda: job.compensate(result, why), True)  # type: ignore[misc]
         self._succeeded()
 
     def _batch(self, tasks: list[LaneTask[Any]]) -> None:
@@ -446,16 +448,19 @@ class EvidenceRecorder:
         instead = job.instead
         # each cause that passes is also what its caller was told, when not told otherwise
         why: GiveUp = told or cause
-        self._keep_owed(lambda: instead(why))
+        self._keep_owed(lambda: instead(why), _ran(job))
 
-    def _keep_owed(self, write: Callable[[], Any]) -> None:
+    def _keep_owed(self, write: Callable[[], Any], ran: bool = False) -> None:
         """Keep ``write`` until the store answers (``_settle_owed``); past ``max_pending``
-        it is only counted (``unwritten``)."""
+        it is only counted (``unwritten``). ``ran``: it concludes an attempt in the store
+        (an outcome: the call ran, or its attempt landed after its caller gave up), rather
+        than recording a call that did not run."""
         with self._lock:
             if len(self._owed) < self.max_pending:
-                self._owed.append(write)
+                self._owed.append((write, ran))
             else:
                 self._owed_dropped += 1
+                self._dropped_ran += int(ran)
 
     def owe(self, write: Callable[[], Any], turn_id: str | None = None) -> None:
         """Keep ``write``, a record the store refused for a cause that passes, to write with
@@ -474,6 +479,12 @@ class EvidenceRecorder:
         """How many records of refused calls (``OWED_CAUSES``) are still not in the store."""
         with self._lock:
             return len(self._owed) + self._owed_dropped
+
+    def unwritten_outcomes(self) -> int:
+        """How many of those (``unwritten``) are outcomes: their attempts are in the store,
+        without an outcome (``interrupted``)."""
+        with self._lock:
+            return sum(ran for _, ran in self._owed) + self._dropped_ran
 
     def owing(self) -> int:
         """How many records owed to refused calls are kept, waiting for the store (those
@@ -521,7 +532,8 @@ class EvidenceRecorder:
                 turn_id: str | None = None
                 with self._lock:
                     if self._owed:
-                        write = self._owed.pop(0)
+                        owed = self._owed.pop(0)
+                        write = owed[0]
                     elif self._owed_seals:
                         turn_id = next(iter(self._owed_seals))
                         write = self._owed_seals.pop(turn_id)
@@ -533,7 +545,7 @@ class EvidenceRecorder:
                     if exc.cause in OWED_CAUSES:
                         with self._lock:
                             if turn_id is None:
-                                self._owed.insert(0, write)
+                                self._owed.insert(0, owed)
                             else:
                                 self._owed_seals = {turn_id: write, **self._owed_seals}
                         return
@@ -554,7 +566,7 @@ class EvidenceRecorder:
             with self._lock:
                 self._seals_lost.append(turn_id)
 
-    def _owing(self, write: Callable[[], Any]) -> None:
+    def _owing(self, write: Callable[[], Any], ran: bool = False) -> None:
         """A record nobody waits for that says what a caller was told (written instead of a
         write given up on, or concluding one that landed late): refused for a cause that
         passes (``OWED_CAUSES``: a lock still held), it is kept and written once the store
@@ -566,7 +578,7 @@ class EvidenceRecorder:
                 self._failed(exc.cause, f"{exc} (a record nobody waits for was lost)")
                 return
             self._failed(exc.cause, str(exc))
-            self._keep_owed(write)
+            self._keep_owed(write, ran)
         except Exception as exc:
             self._failed("io", f"{type(exc).__name__}: {exc} (a record nobody waits for was lost)")
         else:
@@ -601,16 +613,25 @@ class EvidenceRecorder:
             self._settle_owed()
 
 
-def unwritten_note(missing: int, unsealed: Sequence[str] = ()) -> str | None:
+def unwritten_note(missing: int, unsealed: Sequence[str] = (), ran: int = 0) -> str | None:
     """What a host says on exit when ``missing`` records of refused calls
-    (``RuntimeHost.settle_unwritten``) or the seals of the turns ``unsealed``
+    (``RuntimeHost.settle_unwritten``), ``ran`` of them outcomes of attempts in the store
+    (``RuntimeHost.unwritten_outcomes``), or the seals of the turns ``unsealed``
     (``RuntimeHost.unsealed_turns``) could not be written; None when nothing is missing."""
     lines: list[str] = []
-    if missing:
+    refused = missing - ran
+    if refused > 0:
         lines.append(
-            f"sharedos: {missing} record{'s' if missing != 1 else ''} the evidence store "
+            f"sharedos: {refused} record{'s' if refused != 1 else ''} the evidence store "
             "refused (a full disk, a lock) could not be written before exit: the calls they "
             "record did not run, and the store has no record of them"
+        )
+    if ran > 0:
+        lines.append(
+            f"sharedos: the outcome{'s' if ran != 1 else ''} of {ran} call"
+            f"{'s' if ran != 1 else ''} whose attempt is in the store could not be written "
+            "before exit (the evidence store refused them: a full disk, a lock): those "
+            "attempts stay without an outcome, shown as interrupted"
         )
     for turn_id in unsealed:
         lines.append(
@@ -620,6 +641,11 @@ def unwritten_note(missing: int, unsealed: Sequence[str] = ()) -> str | None:
             "unsealed"
         )
     return "\n".join(lines) or None
+
+
+def _ran(job: _Job) -> bool:
+    """Whether what ``job``'s waiter is owed concludes an attempt in the store (an outcome)."""
+    return job.op is not None and job.op[0] == "finish"
 
 
 class RecordOnlyStore:

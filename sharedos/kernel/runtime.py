@@ -257,6 +257,11 @@ class RuntimeHost:
 
         return await anyio.to_thread.run_sync(settle, abandon_on_cancel=True)
 
+    def unwritten_outcomes(self) -> int:
+        """How many of the records ``settle_unwritten`` counts are outcomes (their attempts
+        in the store, shown ``interrupted``)."""
+        return self._recorder.unwritten_outcomes()
+
     def unsealed_turns(self) -> list[str]:
         """The turns whose seal the store refused as they closed and has not taken since."""
         return self._recorder.unsealed()

@@ -235,3 +235,51 @@ async def test_an_owed_seal_the_store_then_loses_is_still_named_on_exit(tmp_path
     assert await host.settle_unwritten() == 0
     assert host.unsealed_turns() == ["T1"]
     assert "seal of turn T1" in str(unwritten_note(0, host.unsealed_turns()))
+
+
+async def test_an_outcome_still_refused_at_exit_is_not_said_to_be_of_a_call_that_did_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lock comes while the tool runs and lasts past the host's exit: the call ran (its
+    effect done, its attempt in the store, shown ``interrupted``), only its outcome is
+    owed. The exit note said "the calls they record did not run, and the store has no
+    record of them": an auditor would look for no effect of a call that had one."""
+    from sharedos.catalog import ToolRegistry
+    from sharedos.catalog.definition import ToolDefinition
+    from sharedos.cli.run import _say_unwritten
+    from sharedos.kernel import Kernel
+    from sharedos.kernel.handlers import HandlerResult
+    from sharedos.policy import compile_source
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    holder = sqlite3.connect(db, isolation_level=None)
+
+    async def locks_the_store(args: dict[str, Any], hctx: Any) -> HandlerResult:
+        holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock meanwhile
+        return HandlerResult.text("done")
+
+    tool = ToolDefinition(
+        name="t.read",
+        description="read",
+        input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
+        handler=locks_the_store,
+    )
+    policy = compile_source(
+        'namespace t\nrequirement t.read { action read; resource path(args.p) }\npermit read on "/public/**"\n',
+        "t.sos",
+    )
+    host = RuntimeHost(Kernel(policy, ToolRegistry([tool])), store, evidence_timeout_s=1.0)
+    try:
+        assert await _call(host, "T1", "c1") is Outcome.FAILED  # its outcome not recorded
+        capsys.readouterr()
+        await _say_unwritten(host)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    said = capsys.readouterr().err
+    assert "did not run" not in said, said
+    assert "outcome of 1 call whose attempt is in the store" in said, said
+    assert "interrupted" in said, said
+    (record,) = store.query(turn_id="T1")
+    assert record.status == "interrupted"  # what the note says the store holds
