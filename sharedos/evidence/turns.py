@@ -125,13 +125,19 @@ async def evidence_turn(
         policy_revision=str(revision) if revision is not None else None,
         identity=str(storable_json_text(ident)) if ident else None,
     )
-    await _off_loop("opening record", turn_id, lambda: open_turn(opening), timeout_s, report)
+    opened = await _off_loop(
+        "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
+    )
+    # an opening the store refused is written at the close, before the seal: a seal on a
+    # chain with no opening makes a bare one, without the turn's catalogHash, policy and
+    # identity, dated after the close
+    unwritten = opening if opened is None else None
     try:
         yield
     finally:
         closed_at = now_iso()
         with anyio.CancelScope(shield=True):
-            await _close(store, turn_id, closed_at, timeout_s, report, owe, settle)
+            await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, unwritten)
 
 
 async def _close(
@@ -142,8 +148,10 @@ async def _close(
     report: FailureReporter,
     owe: Callable[[Callable[[], Any], str], None] | None,
     settle: Callable[[], Awaitable[int]] | None,
+    opening: Opening | None,
 ) -> None:
-    """The close: the records owed to refused calls, the approvals' expiry, the seal."""
+    """The close: the records owed to refused calls, the opening record when the store
+    refused it at the open (``opening``), the approvals' expiry, the seal."""
     if settle is not None and owe is not None:
         # the records of calls refused before the close (the turn's among them) go before
         # its seal: written after it, the seal would vouch for none of them
@@ -155,8 +163,12 @@ async def _close(
                 "evidence store refused: it is written after them, once the store takes "
                 "them (said once until the store writes again)",
             )
-            owe(lambda: seal_late(store, turn_id, closed_at), turn_id)
+            owe(lambda: seal_late(store, turn_id, closed_at, opening), turn_id)
             return
+    if opening is not None:
+        await _off_loop(
+            "opening record", turn_id, lambda: store.open_turn(opening), timeout_s, report
+        )
     if callable(getattr(store, "append_approval", None)):
         await _off_loop(
             "approvals' expiry",
@@ -170,7 +182,7 @@ async def _close(
         "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
     )
     if sealed is None and owe is not None:
-        owe(lambda: seal_late(store, turn_id, closed_at), turn_id)
+        owe(lambda: seal_late(store, turn_id, closed_at, opening), turn_id)
 
 
 async def _settled(settle: Callable[[], Awaitable[int]], timeout_s: float) -> int:
@@ -231,14 +243,19 @@ def seal_closed(store: Any, turn_id: str, closed_at: str | None = None) -> str:
     return str(store.seal_turn(turn_id, closed_at))
 
 
-def seal_late(store: Any, turn_id: str, closed_at: str) -> str | None:
+def seal_late(
+    store: Any, turn_id: str, closed_at: str, opening: Opening | None = None
+) -> str | None:
     """The seal of a turn that closed while the store refused writes (a lock, a full disk),
     written once it answers, with the time the turn closed: its open approvals expired
-    first, as at the close. None when the turn has a seal already (a write that was given
-    up on as it timed out may have landed after all)."""
+    first, as at the close, and its ``opening`` record first of all when the store refused
+    that too (a no-op when the turn's chain has one). None when the turn has a seal already
+    (a write that was given up on as it timed out may have landed after all)."""
     has_seal = getattr(store, "has_seal", None)
     if callable(has_seal) and has_seal(turn_id):
         return None
+    if opening is not None:
+        store.open_turn(opening)
     if callable(getattr(store, "append_approval", None)):
         expire_open_approvals(store, turn_id)
     return seal_closed(store, turn_id, closed_at)

@@ -283,3 +283,48 @@ async def test_an_outcome_still_refused_at_exit_is_not_said_to_be_of_a_call_that
     assert "interrupted" in said, said
     (record,) = store.query(turn_id="T1")
     assert record.status == "interrupted"  # what the note says the store holds
+
+
+def _opening(db: Path, turn_id: str) -> tuple[Any, ...]:
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT opened_at, catalog_hash, policy_hash, identity FROM turns WHERE turn_id = ?",
+            (turn_id,),
+        ).fetchone()
+    return tuple(row)
+
+
+@pytest.mark.parametrize("lock_lasts", ["open", "whole turn"])
+async def test_an_opening_refused_at_the_open_is_written_before_the_seal(
+    tmp_path: Path, lock_lasts: str
+) -> None:
+    """A lock as the turn opens (and, in the second case, until after it closed): the
+    opening record, the chain's anchor, was never tried again. A turn with no call that
+    landed then got a bare opening from its seal — no catalogHash, no policy, no identity
+    — dated after the turn had closed."""
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
+    host = one_tool_host(store, evidence_timeout_s=1.0)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        async with evidence_turn(
+            store,
+            turn_id="T1",
+            catalog_hash="sha256:catalog",
+            policy_hash="sha256:policy",
+            identity={"harness": "h"},
+            owe=host.owe_evidence,
+            settle=host.settle_owed,
+        ):
+            if lock_lasts == "open":
+                holder.execute("ROLLBACK")
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    assert await host.settle_unwritten() == 0 and host.unsealed_turns() == []
+    opened_at, catalog, policy, identity = _opening(db, "T1")
+    assert (catalog, policy, identity) == ("sha256:catalog", "sha256:policy", '{"harness":"h"}')
+    assert opened_at <= _seal_closed_at(db, "T1")
+    assert verify_store(store, "T1", require_seal=True).clean
