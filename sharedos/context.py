@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -40,6 +41,19 @@ class AccessContext(BaseModel):
             elif type(item) is float and item - item != 0:
                 raise ValueError("attributes hold a non-finite number (NaN or an infinity)")
         return value
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; with ``update``, a context validated like any other.
+
+        pydantic's copy skips validation and carries this object's cached
+        ``policy_input`` and ``cache_key`` over: a copy with other roles (or another
+        turn) would be decided, and its decisions cached, as this context."""
+        if not update:
+            return super().model_copy(deep=deep)
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields.update(update)
+        made = type(self).model_validate(fields)
+        return made.model_copy(deep=True) if deep else made
 
     @cached_property
     def policy_input(self) -> dict[str, Any]:

@@ -41,3 +41,38 @@ def test_principal_rejects_control_characters() -> None:
 def test_tool_call_keeps_any_raw_name(raw: str) -> None:
     # ToolCall.tool is deliberately not narrowed: the kernel must see it to refuse and record it.
     assert ToolCall(tool=raw, arguments={"path": 1}).tool == raw
+
+
+def test_a_copy_with_other_fields_is_decided_as_itself() -> None:
+    """``model_copy(update=...)`` kept the original's cached ``policy_input`` and
+    ``cache_key``: a copy without the admin role was still decided as an admin (and its
+    decisions cached under the admin's key), a copy for another turn read the old turn."""
+    from sharedos.policy import compile_source
+
+    policy = compile_source(
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/data/**" when "admin" in context.roles\n',
+        "p.sos",
+    )
+    admin = AccessContext(principal="alice", roles=("admin",), turn_id="t1")
+
+    def allowed(ctx: AccessContext) -> bool:
+        d = policy.decide(
+            "files.read", {"path": "/data/x"}, ctx.policy_input, context_key=ctx.cache_key
+        )
+        return d.allowed
+
+    assert allowed(admin) and allowed(admin)
+    guest = admin.model_copy(update={"roles": ()})
+    assert guest.roles == () and guest.policy_input["roles"] == []
+    assert guest.cache_key == AccessContext(principal="alice").cache_key
+    assert not allowed(guest)
+    later = admin.model_copy(update={"turn_id": "t2"})
+    assert later.policy_input["turn_id"] == "t2" and later.cache_key == admin.cache_key
+    # validated like any context: no unchecked principal or non-finite attribute
+    with pytest.raises(ValidationError):
+        admin.model_copy(update={"principal": "a\x00b"})
+    with pytest.raises(ValidationError):
+        admin.model_copy(update={"attributes": {"n": float("nan")}})
+    assert admin.model_copy(deep=True).policy_input == admin.policy_input
