@@ -104,7 +104,7 @@ def hole_value(v: Any) -> str:
         v = str(v)
     if type(v) is not str or v in ("", ".", ".."):
         raise Err("hole")
-    if "/" in v or any(is_ctrl(c) for c in v):
+    if "/" in v or any(is_ctrl(c) or 0xD800 <= ord(c) <= 0xDFFF for c in v):
         raise Err("hole")
     if unicodedata.normalize("NFC", v) != v:
         raise Err("hole nfc")
