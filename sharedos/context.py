@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping
 from functools import cached_property
-from typing import Any, Self
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from sharedos.copies import ValidatedCopies
 from sharedos.names import IdentifierSchema
 
 
-class AccessContext(BaseModel):
-    """Who is asking, resolved by the host. It never comes from the harness."""
+class AccessContext(ValidatedCopies):
+    """Who is asking, resolved by the host. It never comes from the harness.
+
+    ``model_copy(update=...)`` (the next turn, a role less) is validated and derives
+    ``policy_input`` and ``cache_key`` afresh (``ValidatedCopies``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -41,19 +44,6 @@ class AccessContext(BaseModel):
             elif type(item) is float and item - item != 0:
                 raise ValueError("attributes hold a non-finite number (NaN or an infinity)")
         return value
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy; with ``update``, a context validated like any other.
-
-        pydantic's copy skips validation and carries this object's cached
-        ``policy_input`` and ``cache_key`` over: a copy with other roles (or another
-        turn) would be decided, and its decisions cached, as this context."""
-        if not update:
-            return super().model_copy(deep=deep)
-        fields = {name: getattr(self, name) for name in type(self).model_fields}
-        fields.update(update)
-        made = type(self).model_validate(fields)
-        return made.model_copy(deep=True) if deep else made
 
     @cached_property
     def policy_input(self) -> dict[str, Any]:

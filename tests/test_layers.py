@@ -8,7 +8,7 @@ import (``"sharedos.cli.evidence:evidence"``, ``importlib.import_module(...)``).
 Layer order (docs/contracts.md, issue 15 move 2)::
 
     names, outcomes, toolpolicy, context, resources, identity, errors, confine, pathwalk, canonical,
-    redaction, terminal, tomlpos, atomicfile, textfile, jsonrpc_id
+    redaction, terminal, tomlpos, atomicfile, textfile, jsonrpc_id, copies
       → policy, evidence, catalog → kernel → tools, upstream → bridge, testing
       → harness → conformance → cli
 """
@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "jsonrpc_id",
         "jsonshape",
         "pemkeys",
+        "copies",
     ),
     ("policy", "evidence", "catalog", "bundles"),
     ("kernel",),

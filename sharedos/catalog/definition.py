@@ -44,6 +44,7 @@ from sharedos.catalog.schemaregex import (
     names_other_dialect,
     schema_validator,
 )
+from sharedos.copies import ValidatedCopies
 from sharedos.errors import CatalogError
 from sharedos.jsonshape import nests_deeper_than
 from sharedos.names import ToolNameSchema, is_valid_tool_name, validate_tool_name
@@ -249,11 +250,13 @@ class PublishedToolDefinition(BaseModel):
 Handler = Callable[..., Any]
 
 
-class ToolDefinition(BaseModel):
+class ToolDefinition(ValidatedCopies):
     """A registered tool: its published surface plus the authority side that never crosses.
 
     Python attributes are snake_case; the wire spellings (``inputSchema``,
     ``outputSchema``) are accepted as aliases. Unknown keys are refused.
+    ``model_copy(update=...)`` is validated and publishes the copy's own fields
+    (``ValidatedCopies``).
     """
 
     model_config = ConfigDict(

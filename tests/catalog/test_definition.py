@@ -312,3 +312,21 @@ def test_a_schema_nested_64_levels_registers() -> None:
         nested = {"items": nested}
     schema = {"type": "object", "properties": {"deep": nested}}
     assert make(inputSchema=schema, outputSchema=schema).published.input_schema == schema
+
+
+def test_a_copy_with_other_fields_publishes_its_own() -> None:
+    """``model_copy(update=...)`` kept the original's cached ``published`` surface: a
+    renamed, redescribed copy registered and listed under the old name and description
+    (and a new input schema was neither normalized nor checked)."""
+
+    tool = ToolDefinition(
+        name="files.read", description="read a file", input_schema={"type": "object"}
+    )
+    copy = tool.model_copy(update={"name": "files.peek", "description": "peek at a file"})
+    assert (copy.published.name, copy.published.description) == ("files.peek", "peek at a file")
+    assert [t.published.name for t in ToolRegistry([copy]).tools()] == ["files.peek"]
+    assert tool.published.name == "files.read"
+    with pytest.raises(ValidationError):
+        tool.model_copy(update={"description": "  "})
+    kept = tool.model_copy(update={"secret_arguments": frozenset({"token"})})
+    assert kept.published == tool.published and kept.secret_arguments == {"token"}
