@@ -12,8 +12,9 @@ import re
 from enum import StrEnum
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
+from sharedos.copies import ValidatedCopies
 from sharedos.names import TOOL_NAME_RE
 
 #: A managed-set pattern: dot-separated segments of tool-name characters, where
@@ -50,8 +51,11 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(r"\.".join(parts))
 
 
-class ToolPolicy(BaseModel):
-    """A run policy: the managed tool set and the declared local/external surface."""
+class ToolPolicy(ValidatedCopies):
+    """A run policy: the managed tool set and the declared local/external surface.
+
+    ``model_copy(update=...)`` is validated (``ValidatedCopies``): a copy cannot
+    make a strict run list external_direct tools its claim denies."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

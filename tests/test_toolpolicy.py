@@ -75,3 +75,20 @@ def test_copy_with_a_new_managed_set_answers_for_the_new_set() -> None:
     narrowed = policy.model_copy(update={"managed": ("github.search",)})
     assert not narrowed.is_managed("files.read")
     assert narrowed.is_managed("github.search")
+
+
+def test_a_copy_is_validated_like_any_run_policy() -> None:
+    """``model_copy(update=...)`` skipped the strict-run checks: a strict copy listing
+    external_direct tools, or naming no local tool, was accepted, and its
+    ``strict_claim`` said that no external_direct tools were declared."""
+    strict = ToolPolicy(
+        name="ci-strict", mode="strict", managed=("files.*",), harness_local=("patch",)
+    )
+    with pytest.raises(ValidationError, match="external_direct"):
+        strict.model_copy(update={"external_direct": ("browser.open",)})
+    with pytest.raises(ValidationError, match="harness_local"):
+        strict.model_copy(update={"harness_local": ()})
+    with pytest.raises(ValidationError):
+        strict.model_copy(update={"managed": ("not a pattern",)})
+    opened = strict.model_copy(update={"mode": RunMode.OPEN, "external_direct": ("browser.open",)})
+    assert "browser.open" in opened.strict_claim()
