@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from functools import cached_property
 from typing import Any
@@ -12,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from sharedos.copies import ValidatedCopies
 from sharedos.names import IdentifierSchema
+
+#: integers this short always spell in decimal (3.3 bits a digit, under the 640-digit floor
+#: ``sys.set_int_max_str_digits`` accepts); a longer one is tried
+_SPELLED_BITS = 2000
 
 
 class AccessContext(ValidatedCopies):
@@ -43,6 +48,17 @@ class AccessContext(ValidatedCopies):
                 stack.extend(item)
             elif type(item) is float and item - item != 0:
                 raise ValueError("attributes hold a non-finite number (NaN or an infinity)")
+            elif type(item) is int and item.bit_length() > _SPELLED_BITS:
+                # cache_key and the evidence record write the context as JSON: an
+                # integer Python will not spell in decimal would fail every call of
+                # this context, unrecorded, at its first decision
+                try:
+                    str(item)
+                except ValueError:
+                    raise ValueError(
+                        "attributes hold an integer of more digits than Python spells "
+                        f"({sys.get_int_max_str_digits()})"
+                    ) from None
         return value
 
     @cached_property

@@ -76,3 +76,13 @@ def test_a_copy_with_other_fields_is_decided_as_itself() -> None:
     with pytest.raises(ValidationError):
         admin.model_copy(update={"attributes": {"n": float("nan")}})
     assert admin.model_copy(deep=True).policy_input == admin.policy_input
+
+
+def test_an_integer_python_will_not_spell_is_refused_at_construction() -> None:
+    """An attribute of more than 4,300 digits made a context whose ``cache_key`` (and
+    evidence record) could not be written: every call of it failed at its decision
+    with an internal error and no evidence row. It is refused here, like NaN."""
+    with pytest.raises(ValidationError, match="more digits"):
+        AccessContext(principal="alice", attributes={"n": [10**5000]})
+    fine = AccessContext(principal="alice", attributes={"n": 10**4000})
+    assert str(10**4000) in fine.cache_key
