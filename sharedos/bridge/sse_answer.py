@@ -25,7 +25,16 @@ predicted:
   after it, exactly as the SDK would have sent them;
 - a request still silent after ``SILENCE_S`` (15 s, ``sse_starlette``'s
   keepalive interval) gets the SSE stream at once, a keepalive comment as its
-  first event, so a long call keeps its connection alive as before.
+  first event, so a long call keeps its connection alive as before;
+- a request whose stream ends without its answer (its session was terminated:
+  the turn closed, or the client ended the session, under a call still
+  running) is answered all the same, with a JSON-RPC error (``CONNECTION_CLOSED``)
+  for its id: as one JSON body when nothing went out yet, else as the stream's
+  last event. The SDK's transport just ended the stream, and a client that
+  reads that as a graceful end (the TypeScript SDK, so the Inspector too)
+  kept waiting for the answer until its own request timeout (60 s by default;
+  an SDK client without one, forever), where a stdio client, or a 2026-07-28
+  one, saw the connection close at once.
 
 So nothing that would have been on the stream is ever lost or delayed, and the
 headers of a stream go out with its first event (as a client saw them when this
@@ -37,6 +46,7 @@ bridge build the handshake era's request responses (``REQUEST_STREAM``).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -47,8 +57,19 @@ from starlette.types import Receive, Scope, Send
 
 from sharedos.compat.mcp_sdk import SdkEventSourceResponse
 
+logger = logging.getLogger(__name__)
+
 #: seconds a request may stay silent before its stream starts (sse_starlette's keepalive)
 SILENCE_S = 15.0
+
+#: the JSON-RPC error code of a request whose session ended before it was answered (the
+#: code the MCP SDK clients themselves use for a connection that closed under a request)
+CONNECTION_CLOSED = -32000
+#: its message
+UNANSWERED = (
+    "the turn closed (or the session ended) before this request was answered; "
+    "a tool call still running was cancelled, and recorded as cancelled"
+)
 
 #: headers of the SDK's SSE response that do not belong on a JSON body
 _SSE_ONLY_HEADERS = frozenset(("content-type", "content-length", "connection", "x-accel-buffering"))
@@ -65,7 +86,7 @@ class AnswerOrStream:
     carries: only a response to that id can be sent as JSON.
     """
 
-    __slots__ = ("_content", "_expected", "_headers", "_sender")
+    __slots__ = ("_content", "_expected", "_headers", "_id", "_sender")
 
     def __init__(
         self,
@@ -77,6 +98,7 @@ class AnswerOrStream:
         self._content = content
         self._sender = sender
         self._headers = headers
+        self._id = request_id
         # How the SDK serializes the start of an answer to this id (pydantic's
         # model_dump_json: jsonrpc, then id, then result or error, compact).
         ident = json.dumps(request_id, ensure_ascii=False, separators=(",", ":"))
@@ -100,13 +122,51 @@ class AnswerOrStream:
                 if answer is not None:
                     await self._answer(answer, send)
                     return  # the sender ends by itself once the answer is out
-            elif not ended:  # silent so far: the stream starts, kept alive from now on
+            elif ended:  # the session ended under the request: no answer will come
+                await self._answer(self._unanswered().encode(), send)
+                return
+            else:  # silent so far: the stream starts, kept alive from now on
                 first.append({"comment": f"ping - {datetime.now(UTC)}"})
             stream = SdkEventSourceResponse(
-                content=_resumed(first, self._content), headers=dict(self._headers)
+                content=self._resumed(first), headers=dict(self._headers)
             )
             await stream(scope, receive, send)
             tg.cancel_scope.cancel()  # the stream ended (or its client left): so does the sender
+
+    async def _resumed(
+        self, first: list[SseEvent | dict[str, str]]
+    ) -> AsyncIterator[SseEvent | dict[str, str]]:
+        """The request's events: those already read, then the rest as they come; if the
+        stream ends without this request's answer, the error that says so."""
+        answered = False
+        for event in first:
+            answered = answered or self._answers(event)
+            yield event
+        async for event in self._content:
+            answered = answered or self._answers(event)
+            yield event
+        if not answered:
+            yield {"event": "message", "data": self._unanswered()}
+
+    def _answers(self, event: Mapping[str, Any]) -> bool:
+        """Whether ``event`` carries this request's answer (the SDK's framing)."""
+        data = event.get("data")
+        return type(data) is str and data.startswith(self._expected)
+
+    def _unanswered(self) -> str:
+        """The JSON-RPC error for this request, in the SDK's framing (one host log line)."""
+        logger.info(
+            "bridge: a request was cancelled as the turn closed or its session ended; "
+            "answered with an error"
+        )
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": self._id,
+                "error": {"code": CONNECTION_CLOSED, "message": UNANSWERED},
+            },
+            separators=(",", ":"),
+        )
 
     def _sole_answer(self, event: Mapping[str, Any]) -> bytes | None:
         """The JSON text of ``event`` when it is exactly this request's answer, in the SDK's framing."""
@@ -130,13 +190,3 @@ class AnswerOrStream:
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-async def _resumed(
-    first: list[SseEvent | dict[str, str]], rest: MemoryObjectReceiveStream[SseEvent]
-) -> AsyncIterator[SseEvent | dict[str, str]]:
-    """The request's events: those already read, then the rest as they come."""
-    for event in first:
-        yield event
-    async for event in rest:
-        yield event

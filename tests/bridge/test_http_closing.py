@@ -28,7 +28,14 @@ import sharedos.bridge.http as bridge_http
 from sharedos.bridge import open_turn
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
-from tests.bridge.rawwire import ACCEPT, call, initialize, legacy_session, modern_headers
+from tests.bridge.rawwire import (
+    ACCEPT,
+    call,
+    initialize,
+    json_rpc_messages,
+    legacy_session,
+    modern_headers,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -131,3 +138,46 @@ async def test_calls_in_flight_as_turns_close_are_never_a_server_error_many_time
         # every call answered was recorded, nothing recorded twice
         answered = len(statuses)
         assert len(runtime.evidence.query(turn_id=alice.turn_id)) >= answered
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream-started"])
+async def test_a_legacy_call_still_running_when_the_turn_closes_is_answered(
+    runtime: Runtime, alice: AccessContext, streamed: bool
+) -> None:
+    """A 2025-11-25 call outliving the turn's grace gets an answer for its id, not a bare end.
+
+    Closing ends the session's transport, which ended the call's stream with no
+    answer: an empty SSE stream (nothing sent yet) or a stream that just stopped
+    (a progress notification sent first). The TypeScript SDK (and so the
+    Inspector) reads that as a graceful end and waited for the answer
+    until its own 60 s request timeout. Now the call's id gets a JSON-RPC error;
+    the call is recorded once, ``cancelled``."""
+    message = call(7, "slow.wait", {"seconds": 30})
+    if streamed:  # a progress notification goes out first: the SSE stream has started
+        message["params"]["_meta"] = {"progressToken": "p-1"}
+    async with (
+        httpx2.AsyncClient(headers=ACCEPT, timeout=10) as hc,
+        anyio.create_task_group() as tg,
+        open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.1) as turn,
+    ):
+        assert turn.url is not None
+        hc.headers.update(turn.headers())
+        session = await legacy_session(hc, turn.url)
+        answers: list[httpx2.Response] = []
+
+        async def ask(url: str) -> None:
+            answers.append(await hc.post(url, json=message, headers=session))
+
+        tg.start_soon(ask, turn.url)
+        with anyio.fail_after(10):
+            await runtime.probe.started.wait()
+        # the turn closed; the answer arrived with it (the client's 10 s timeout would fail)
+    [answer] = answers
+    assert answer.status_code == 200, answer.text
+    kind = answer.headers["content-type"]
+    assert kind.startswith("text/event-stream" if streamed else "application/json"), kind
+    last = json_rpc_messages(answer)[-1]
+    assert last["id"] == 7 and last["error"]["code"] == -32000, last
+    assert "before this request was answered" in last["error"]["message"]
+    records = [r for r in runtime.evidence.query() if r.tool == "slow.wait"]
+    assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
