@@ -43,7 +43,7 @@ from sharedos.bridge.frames import (
 )
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
-from sharedos.bridge.sse_answer import AnswerOrStream
+from sharedos.bridge.sse_answer import CONNECTION_CLOSED, UNANSWERED, AnswerOrStream
 from sharedos.compat import mcp_sdk
 from sharedos.compat.asyncio_accept import PacedListener
 from sharedos.compat.uvicorn import (
@@ -131,6 +131,8 @@ class TurnHttpApp:
         #: transport keys a session's request streams by ``str(id)``, and a second request
         #: with a key in flight would take the first one's stream (which then never ends)
         self._in_flight: set[tuple[str, str]] = set()
+        #: the 2026-07-28 requests running (cancelled, and answered, as the turn closes)
+        self._modern_in_flight: set[anyio.CancelScope] = set()
         #: POSTs past the closing check whose message the SDK's transport has not read yet
         self._entering = 0
 
@@ -254,16 +256,16 @@ class TurnHttpApp:
         # those that have read their message now wait at that checkpoint: let them pass it
         await anyio.sleep(0)
 
-    async def drain_legacy(self, timeout: float) -> None:
-        """Once ``closing`` is set: wait (at most ``timeout``) for the 2025-11-25 requests in
-        flight to be answered.
+    async def drain_in_flight(self, timeout: float) -> None:
+        """Once ``closing`` is set: wait (at most ``timeout``) for the requests in flight
+        to be answered (those of both eras: one grace).
 
-        Their answers travel on their session's transport, which closing ends next (a
-        legacy GET stream would hold its connection); ending it first cancelled every
-        legacy call at once, while a 2026-07-28 call, stateless, had the turn's grace to
-        finish and be answered. Both eras now get the grace."""
+        A 2025-11-25 answer travels on its session's transport, which closing ends next
+        (a legacy GET stream would hold its connection); ending it first cancelled every
+        legacy call at once. A 2026-07-28 call still running after this is cancelled and
+        answered (``answer_unfinished``)."""
         with anyio.move_on_after(timeout):
-            while self._in_flight:
+            while self._in_flight or self._modern_in_flight:
                 await anyio.sleep(0.005)
 
     async def _opens_session(self, scope: Scope, message: JSONRPCMessage) -> bool:
@@ -321,11 +323,56 @@ class TurnHttpApp:
             lambda content, sender, headers: AnswerOrStream(content, sender, headers, ident)
         )
         try:
-            await self._deliver_request(scope, data, message, replay, send)
+            if _modern(scope):
+                await self._deliver_modern(scope, data, message, replay, send)
+            else:
+                await self._deliver_request(scope, data, message, replay, send)
         finally:
             mcp_sdk.REQUEST_STREAM.reset(stream_marker)
             if key is not None:
                 self._in_flight.discard(key)
+
+    async def _deliver_modern(
+        self, scope: Scope, data: bytes, message: JSONRPCRequest, replay: Receive, send: Send
+    ) -> None:
+        """A 2026-07-28 request, answered even when the turn closes under it.
+
+        Past the grace, closing cancels it (``answer_unfinished``): its handler
+        is cancelled (a call is recorded ``cancelled``) and, when nothing of its
+        response went out yet, it is answered with a JSON-RPC error for its id.
+        Before, its connection was aborted: the Python SDK client's whole
+        session failed with ``RemoteProtocolError``, not just the call.
+        """
+        started = False
+
+        async def watch(out: Message) -> None:
+            nonlocal started
+            started = True
+            await send(out)
+
+        with anyio.CancelScope() as running:
+            self._modern_in_flight.add(running)
+            try:
+                await self._deliver_request(scope, data, message, replay, watch)
+            finally:
+                self._modern_in_flight.discard(running)
+        if running.cancelled_caught and not started:
+            logger.info(
+                "bridge: a request was cancelled as the turn closed; answered with an error"
+            )
+            answer = error_message(message.id, CONNECTION_CLOSED, UNANSWERED)
+            await _respond(
+                send, 200, b"application/json", _compact(answer), (b"connection", b"close")
+            )
+
+    async def answer_unfinished(self, timeout: float) -> None:
+        """Once ``closing`` is set and the grace is over: cancel the 2026-07-28 requests still
+        running, each answered with an error (``_deliver_modern``), within ``timeout``."""
+        for running in list(self._modern_in_flight):
+            running.cancel()
+        with anyio.move_on_after(timeout):
+            while self._modern_in_flight:
+                await anyio.sleep(0.001)
 
     async def _deliver_request(
         self, scope: Scope, data: bytes, message: JSONRPCRequest, replay: Receive, send: Send

@@ -263,11 +263,13 @@ async def _open_http(
             # Requests already past the closing check reach their sessions first (the
             # rest are refused by TurnHttpApp as turn_closed) ...
             await app.quiesce(grace_s)
-            # ... 2025-11-25 calls in flight get the grace to be answered on their
-            # session, as 2026-07-28 calls get it from the server's stop below ...
-            await app.drain_legacy(grace_s)
+            # ... calls in flight (both eras) get the grace to be answered ...
+            await app.drain_in_flight(grace_s)
             # ... then the SDK's session transports are terminated: a legacy client's GET
             # SSE stream would otherwise keep its connection busy until the grace expires.
             await close_sessions(manager)
+            # ... and the 2026-07-28 calls still running are cancelled and answered
+            # (an error) before the connections close
+            await app.answer_unfinished(grace_s)
             await uv.stop(sock, grace_s=grace_s)
             await endpoint.recorder.flush()  # the aggregate of rate-limited garbage, if any

@@ -181,3 +181,38 @@ async def test_a_legacy_call_still_running_when_the_turn_closes_is_answered(
     assert "before this request was answered" in last["error"]["message"]
     records = [r for r in runtime.evidence.query() if r.tool == "slow.wait"]
     assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
+
+
+async def test_a_modern_call_still_running_when_the_turn_closes_is_answered(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """A 2026-07-28 call outliving the grace gets a JSON-RPC error for its id.
+
+    Its connection used to be aborted with no answer: the Python SDK client's
+    whole session failed (``RemoteProtocolError`` out of its task group), not
+    just the call. The call is recorded once, ``cancelled``."""
+    from mcp.shared.exceptions import MCPError
+
+    from tests.bridge.conftest import http_client
+
+    errors: list[MCPError] = []
+
+    async def ask(url: str, token: str | None) -> None:
+        async with http_client(url, token, mode="auto") as client:
+            try:
+                await client.call_tool("slow.wait", {"seconds": 30})
+            except MCPError as exc:
+                errors.append(exc)
+
+    with anyio.fail_after(20):
+        async with (
+            anyio.create_task_group() as tg,
+            open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.1) as turn,
+        ):
+            assert turn.url is not None
+            tg.start_soon(ask, turn.url, turn.token)
+            await runtime.probe.started.wait()
+    [error] = errors
+    assert error.error.code == -32000 and "before this request was answered" in str(error)
+    records = [r for r in runtime.evidence.query() if r.tool == "slow.wait"]
+    assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
