@@ -249,11 +249,11 @@ def test_concurrent_calls_share_commits_and_each_keeps_its_record(pg_url: str) -
     import anyio
 
     from sharedos.kernel import AccessContext, ToolCall
+    from tests.evidence.conftest import one_tool_host
     from tests.evidence.test_decision_context import RUN, _ok  # noqa: F401
-    from tests.evidence.test_failures_said_once import _host
 
     store = open_store(pg_url)
-    host = _host(store)
+    host = one_tool_host(store)
     db = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]
 
     def commits() -> int:
