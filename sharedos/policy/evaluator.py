@@ -1452,17 +1452,27 @@ class Evaluator:
             for plan in list(self._tools.values()):
                 plan.decided.clear()
                 plan.decided_multi.clear()
+                plan.decided_once.clear()
+        # A decision is kept the second time it is made: the first leaves only its rule
+        # number (in a set) or its resource (a key, with None) behind, which are nothing
+        # for the garbage collector (see ``context_entry``); a rule's map of resources is
+        # made the second time the rule decides.
         if hits is None or len(hits) == 1:
             key = -1 if hits is None else hits[0]
             per = t.decided.get(key)
             if per is None:
+                if key not in t.decided_once:
+                    t.decided_once.add(key)
+                    return decision
                 per = t.decided[key] = {}
-            # kept the second time it is made: the first leaves only its key (and None)
-            # behind, which is nothing for the garbage collector (see ``context_entry``)
             per[resource] = decision if resource in per else None
         else:
             per = t.decided_multi.get(hits[0])
             if per is None:
+                once = -2 - hits[0]
+                if once not in t.decided_once:
+                    t.decided_once.add(once)
+                    return decision
                 per = t.decided_multi[hits[0]] = {}
             kept = per.get(resource, _MISSING)
             if kept is _MISSING:

@@ -459,6 +459,7 @@ class ToolPlan:
         "action",
         "decided",
         "decided_multi",
+        "decided_once",
         "decision_walk",
         "name",
         "namespace",
@@ -500,6 +501,9 @@ class ToolPlan:
         self.decided: dict[int, dict[str, Decision | None]] = {}
         #: those citing several rules: by the first rule cited, by resource
         self.decided_multi: dict[int, dict[str, Decision | None]] = {}
+        #: the keys of ``decided`` (and ``-2 - rule`` of ``decided_multi``) whose first
+        #: decision was made but not kept: their map is made at the second
+        self.decided_once: set[int] = set()
         self.path_arg = path_arg
         self._all: Any = rules
 
