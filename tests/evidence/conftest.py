@@ -19,14 +19,16 @@ async def _ok(args: dict[str, Any], hctx: Any) -> HandlerResult:
     return HandlerResult.text("ok")
 
 
-def one_tool_host(store: Any, *, evidence_timeout_s: float = 2.0) -> RuntimeHost:
-    """A real runtime on ``store`` with one tool, ``t.read`` (answers "ok"), permitted
-    under ``/public/**``."""
+def one_tool_host(
+    store: Any, *, evidence_timeout_s: float = 2.0, handler: Any = _ok
+) -> RuntimeHost:
+    """A real runtime on ``store`` with one tool, ``t.read`` (``handler``: by default it
+    answers "ok"), permitted under ``/public/**``."""
     tool = ToolDefinition(
         name="t.read",
         description="read",
         input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
-        handler=_ok,
+        handler=handler,
     )
     policy = compile_source(
         "namespace t\nrequirement t.read { action read; resource path(args.p) }\n"

@@ -244,12 +244,8 @@ async def test_an_outcome_still_refused_at_exit_is_not_said_to_be_of_a_call_that
     effect done, its attempt in the store, shown ``interrupted``), only its outcome is
     owed. The exit note said "the calls they record did not run, and the store has no
     record of them": an auditor would look for no effect of a call that had one."""
-    from sharedos.catalog import ToolRegistry
-    from sharedos.catalog.definition import ToolDefinition
     from sharedos.cli.run import _say_unwritten
-    from sharedos.kernel import Kernel
     from sharedos.kernel.handlers import HandlerResult
-    from sharedos.policy import compile_source
 
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
@@ -259,17 +255,7 @@ async def test_an_outcome_still_refused_at_exit_is_not_said_to_be_of_a_call_that
         holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock meanwhile
         return HandlerResult.text("done")
 
-    tool = ToolDefinition(
-        name="t.read",
-        description="read",
-        input_schema={"type": "object", "properties": {"p": {"type": "string"}}},
-        handler=locks_the_store,
-    )
-    policy = compile_source(
-        'namespace t\nrequirement t.read { action read; resource path(args.p) }\npermit read on "/public/**"\n',
-        "t.sos",
-    )
-    host = RuntimeHost(Kernel(policy, ToolRegistry([tool])), store, evidence_timeout_s=1.0)
+    host = one_tool_host(store, evidence_timeout_s=1.0, handler=locks_the_store)
     try:
         assert await _call(host, "T1", "c1") is Outcome.FAILED  # its outcome not recorded
         capsys.readouterr()
