@@ -444,11 +444,15 @@ def _pg_migrate_locked(conn: Any, target: int) -> MigrationResult:
             )
         if max(before, target) >= 6:
             _pg_guards(conn)
-        # every store has an id, whatever wrote it first: writers guard each write on it
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
-            (new_store_id(),),
-        )
+        # every store has an id, whatever wrote it first: writers guard each write on it.
+        # Written only when missing: a store already up to date is then not written at all,
+        # and says so when the database is read-only (``default_transaction_read_only``,
+        # a standby) instead of failing on an INSERT that would change nothing
+        if conn.execute("SELECT 1 FROM meta WHERE key = 'store_id'").fetchone() is None:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
+                (new_store_id(),),
+            )
         after = max(before, target)
     return MigrationResult(before, after, chained_turns=chained[0], chained_rows=chained[1])
 

@@ -131,6 +131,26 @@ def test_migrate_creates_and_upgrades_a_postgresql_database(pg_url: str) -> None
     assert code == 0 and "up to date" in out
 
 
+def test_migrate_of_an_up_to_date_postgresql_database_made_read_only_says_up_to_date(
+    pg_url: str,
+) -> None:
+    """A database an operator froze (``default_transaction_read_only``, a standby): a store
+    already at the latest version needs nothing, and ``migrate`` says so. It wrote the
+    store's id again (an INSERT that changed nothing) and failed, exit 1, "cannot migrate
+    ...: cannot execute INSERT in a read-only transaction"."""
+    assert cli("evidence", "migrate", "--db", pg_url)[0] == 0
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        conn.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    try:
+        code, out = cli("evidence", "migrate", "--db", pg_url)
+        assert code == 0 and "up to date" in out, out
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SET default_transaction_read_only = off")
+            conn.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+
+
 def test_migrate_chains_a_version_2_postgresql_database(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         pg_migrate(conn, 2)
