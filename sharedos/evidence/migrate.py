@@ -524,17 +524,52 @@ def sqlite_chain_existing(conn: sqlite3.Connection) -> tuple[int, int]:
 
 def sqlite_version(path: str) -> int:
     """The schema version of the SQLite file at ``path`` (read-only; 0 for an empty file)."""
+    return int(_sqlite_read(path, lambda conn: conn.execute("PRAGMA user_version").fetchone()[0]))
+
+
+def _sqlite_read(path: str, read: Callable[[sqlite3.Connection], Any]) -> Any:
+    """``read`` on a read-only connection to the SQLite file at ``path``; on read-only
+    media, where a WAL file cannot be opened even read-only (no ``-shm`` can be made), an
+    ``immutable`` one, as ``SqliteEvidenceStore(read_only=True)`` reads it."""
     import urllib.parse
 
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=1.5)
+    for suffix in ("", "&immutable=1"):
         try:
-            return int(conn.execute("PRAGMA user_version").fetchone()[0])
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise EvidenceStoreError(f"cannot read {path}: {exc}", "io") from None
+            conn = sqlite3.connect(uri + suffix, uri=True, timeout=1.5)
+            try:
+                return read(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            if suffix or not _read_only_media(path):
+                raise EvidenceStoreError(f"cannot read {path}: {exc}", "io") from None
+    raise AssertionError("unreachable")
+
+
+def _read_only_media(path: str) -> bool:
+    """True when nothing can be written beside the SQLite file at ``path`` (so nobody is
+    writing it) and it has no ``-wal`` holding rows an ``immutable`` read would not see."""
+    with contextlib.suppress(OSError):
+        if os.path.getsize(path + "-wal") > 0:
+            return False
+    try:
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+    return read_only or not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
+def _sqlite_up_to_date(conn: sqlite3.Connection) -> bool:
+    """True when the file is at ``LATEST`` with its store id and every guard index: a
+    migration would write nothing (``migrate`` then needs no writable open, and says so
+    on read-only media too)."""
+    if int(conn.execute("PRAGMA user_version").fetchone()[0]) != LATEST:
+        return False
+    if conn.execute("SELECT 1 FROM meta WHERE key = 'store_id'").fetchone() is None:
+        return False
+    listed = conn.execute("PRAGMA index_list(chain)").fetchall()
+    return not missing_guards((str(row[1]), bool(row[2])) for row in listed)
 
 
 def migrate_store(value: str) -> tuple[MigrationResult, str]:
@@ -562,6 +597,8 @@ def migrate_store(value: str) -> tuple[MigrationResult, str]:
         raise EvidenceStoreError(f"no evidence database at {path}", "io")
     before = sqlite_version(path)
     refuse_unreadable(path, before, writing=False)
+    if bool(_sqlite_read(path, _sqlite_up_to_date)):
+        return MigrationResult(before, before), path
     from sharedos.evidence.sqlite import SqliteEvidenceStore
 
     # a writable open migrates a SQLite file, in one transaction that reads the version

@@ -18,7 +18,7 @@ from sharedos.evidence.store import EvidenceStoreError
 from sharedos.evidence.verify import verify_store
 from sharedos.outcomes import Outcome
 from tests.fleet.pgcluster import TempCluster
-from tests.mounts import MountFn
+from tests.mounts import MountFn, remount_read_only
 from tests.mounts import fill as fill_disk
 
 OLD_ROWS = (
@@ -289,3 +289,21 @@ def test_a_migration_the_disk_cannot_hold_says_so_and_leaves_the_file_as_it_was(
     filler.unlink()
     code, out = cli("evidence", "migrate", "--db", str(db))
     assert code == 0 and f"migrated evidence schema 2 -> {LATEST}" in out, out
+
+
+def test_migrate_of_an_up_to_date_sqlite_file_on_read_only_media_says_up_to_date(
+    tmpfs: MountFn,
+) -> None:
+    """A store already at the latest version needs nothing, wherever it lies: ``migrate``
+    opened it for writing (and committed a probe row) every time, so on read-only media it
+    failed, exit 1, "cannot read …: unable to open database file", for a file that
+    ``verify`` reads there. A file that does need a step is still refused there."""
+    mnt = tmpfs("2m")
+    db = mnt / "e.db"
+    SqliteEvidenceStore(db).close()
+    old = mnt / "old.db"
+    version_2_file(old)
+    remount_read_only(mnt)
+    code, out = cli("evidence", "migrate", "--db", str(db))
+    assert code == 0 and f"schema version {LATEST}, up to date" in out, out
+    assert cli("evidence", "migrate", "--db", str(old))[0] == 1
