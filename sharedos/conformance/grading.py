@@ -22,7 +22,8 @@ not exercised.
 
 Matching: by call id when the column controls ids (``ColumnRun.row_call_ids``),
 otherwise on tool + canonical resource (+ principal when the record has one), among
-the attempts of the row's own turn (its context and run policy, ``Attempt.group``);
+the attempts of the row's own turn (its context and run policy, ``Attempt.group``)
+and never an attempt the model issued for another row (``Attempt.row``);
 a row without a resource (unknown tool, bad arguments, unresolvable path) is
 matched on tool + the exact arguments instead, and when several rows share a
 tool + resource, attempts carrying a row's exact arguments are preferred (and an
@@ -119,6 +120,10 @@ def matching_attempts(row: Row, manifest: Manifest, column: ColumnRun) -> list[A
     out = []
     for a in column.attempts:
         if a.tool != row.tool_name:
+            continue
+        if a.row is not None and a.row != row.id:
+            # the model issued it for another row (the harness may have altered its
+            # arguments on the way): the same tool and resource says nothing about this one
             continue
         if a.group is not None and a.group != group:
             # made in another row group's turn (another context or run policy): the

@@ -251,3 +251,55 @@ async def test_an_attempt_with_another_rows_exact_arguments_is_that_rows_only(
     cells = {c.row_id: c for c in grade_column(manifest, column)}
     assert cells["traversal-denied"].grade is Grade.PASSED
     assert cells["private-read-denied"].grade is Grade.NOT_EXERCISED
+
+
+@pytest.mark.anyio
+async def test_an_attempt_the_model_made_for_another_row_never_grades_a_row(
+    manifest: Manifest, scripted_run: ColumnRun
+) -> None:
+    """An mcp column's harness altered the traversal row's arguments on the way (the
+    kernel still saw /private/a.txt) and never sent private-read-denied's call: that row
+    is not exercised (it was graded passed from the traversal row's record, matched by
+    tool + resource)."""
+    from sharedos.conformance.columns.mcp import _collect
+    from sharedos.testing.scripted_model import IssuedCall, ScriptedAttempt
+    from tests.conformance.test_harness_columns import _turn
+
+    by_row = {v: k for k, v in scripted_run.row_call_ids.items()}
+    (record,) = [a.record for a in scripted_run.attempts if by_row[a.call_id] == "traversal-denied"]
+    correlation = {"correlation": {"claudecode/toolUseId": "toolu_1"}}
+    record = record | {
+        "arguments": {"path": "/public/./../private/a.txt"},
+        "diagnostics": (record.get("diagnostics") or {}) | correlation,
+    }
+    call = IssuedCall(
+        key="traversal-denied",
+        tool="files.read",
+        alias="mcp__sharedos__files_read",
+        call_id="toolu_1",
+        api="anthropic",
+        arguments={"path": "/public/../private/a.txt"},
+    )
+    result = _turn("claude-code", [call])
+    result.evidence.append(record)
+    column = ColumnRun(
+        column_id="mcp/claude-code/http",
+        kind=ColumnKind.MCP,
+        label="Claude Code (http)",
+        match_by="tool_resource",
+        bindings=scripted_run.bindings,
+    )
+    plan = [ScriptedAttempt("traversal-denied", "files.read", dict(call.arguments))]
+    _collect(column, result, manifest.default_context, manifest.default_policy, plan)
+    assert any("the harness changed the arguments" in n for n in column.notes)
+    cells = {c.row_id: c for c in grade_column(manifest, column)}
+    assert cells["private-read-denied"].grade is Grade.NOT_EXERCISED
+    # and the traversal row itself (match_arguments): the kernel never saw it as written
+    assert cells["traversal-denied"].grade is Grade.NOT_EXERCISED
+    # a tie on the tool alone (no harness id, the arguments changed) names no row: the
+    # record is matched on tool + resource, as before
+    del record["diagnostics"]["correlation"]
+    result.evidence[:] = [record]
+    column.attempts.clear()
+    _collect(column, result, manifest.default_context, manifest.default_policy, plan)
+    assert column.attempts[0].row is None

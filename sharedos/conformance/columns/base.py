@@ -103,6 +103,9 @@ class Attempt(BaseModel):
     #: the (context, run policy) names of the manifest group whose turn made the attempt,
     #: when the column knows it: a tool+resource match never takes another turn's attempt
     group: tuple[str, str] | None = None
+    #: the manifest row the model issued this call for, when the column knows it (its
+    #: script's call, tied to the record): the attempt is that row's, never another's
+    row: str | None = None
 
 
 class ColumnRun(BaseModel):
@@ -188,12 +191,14 @@ def attempt_from_record(
     *,
     wire: dict[str, Any] | None = None,
     group: tuple[str, str] | None = None,
+    row: str | None = None,
 ) -> Attempt:
     """Normalise one evidence record (an ``EvidenceRecord`` or its dict form) into an ``Attempt``.
 
     Reads ``call_id``, ``tool``, ``resource`` (the canonical resource, also looked for
     on the record's decision), ``principal``, ``outcome``, ``reason`` and ``seq``;
-    ``group`` is the (context, run policy) of the turn that made it.
+    ``group`` is the (context, run policy) of the turn that made it, ``row`` the manifest
+    row the model issued it for (when known).
     """
     data = record_dict(record)
     resource = data.get("resource")
@@ -212,4 +217,5 @@ def attempt_from_record(
         record=data,
         wire=wire,
         group=group,
+        row=row,
     )

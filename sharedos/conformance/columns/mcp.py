@@ -216,7 +216,10 @@ def _collect(
     for record, link, up in zip(result.evidence, links, seen, strict=True):
         column.attempts.append(
             attempt_from_record(
-                record, wire=merge_wire(_wire(link), up), group=(ctx_name, pol_name)
+                record,
+                wire=merge_wire(_wire(link), up),
+                group=(ctx_name, pol_name),
+                row=_row_of(link),
             )
         )
     _note_calls_without_attempts(column, result, links, group)
@@ -267,6 +270,19 @@ def _collect_local(
             f"{group}: {row_id}: the model called the harness's own {obs.harness_tool} with "
             f"{obs.arguments}{said}. Sandbox side: {obs.actual()}. Stopped by: {obs.stopped_by}"
         )
+
+
+def _row_of(link: CallLink) -> str | None:
+    """The manifest row the model issued this record's call for, when the tie is sure: by
+    the harness's own correlation id, or by identical arguments. A harness that altered
+    one row's arguments and dropped another's call then never lends the first row's record
+    to the second; a tie made on the tool alone (a harness with no id that coerced the
+    arguments) may be another row's call, so it names no row (tool + resource decides)."""
+    issued = link.issued
+    if issued is None:
+        return None
+    by_id = link.correlation is not None and link.correlation[1] == issued.call_id
+    return issued.key if by_id or not link.arguments_changed else None
 
 
 def _wire(link: CallLink) -> dict[str, Any]:
