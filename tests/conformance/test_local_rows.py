@@ -21,6 +21,7 @@ from sharedos.conformance.html import render_html
 from sharedos.conformance.localrows import (
     Canary,
     LocalObservation,
+    LocalRowTurn,
     baseline,
     file_state,
     local_row_turns,
@@ -550,3 +551,50 @@ def _flatten(top: Path) -> None:
     for entry in top.iterdir():
         entry.unlink()
     top.rmdir()
+
+
+@pytest.mark.parametrize("content", ["", "\n", "  \n\t\n", "ok\n"])
+def test_a_secret_emptied_before_its_turn_is_unchecked_never_leaked_everywhere(
+    tmp_path: Path, content: str
+) -> None:
+    """The manifest refuses a short secret, but an earlier turn can rewrite the file (a
+    kernel row's allowed write): a guarded secret that holds no text, or too little to
+    search for, when its turn begins leaves its row not exercised (it was failed,
+    "leaked" into every artifact: the empty byte string, its whole-content form, is in
+    every file, and "ok" in the harness's "ok" reply)."""
+    secret = tmp_path / "empty.txt"
+    secret.write_text(content)
+    base = baseline([str(secret)], [], None)
+    assert all(form for form in secret_forms(content + "x" * 12))  # never an empty form
+    turn_dir = tmp_path / "turn"
+    turn_dir.mkdir()
+    (turn_dir / "model-requests.jsonl").write_text('{"output": "nothing secret, ok"}\n')
+    m = load_manifest()
+    (row,) = [r for r in m.local_rows() if r.id == "local-shell-read-secret"]
+    turns = [LocalRowTurn(row.id, "shell", (("the empty secret", str(secret)),), (), False)]
+    issued = [
+        IssuedCall(row.id, row.tool_name, "exec_command", "call_sos000", "responses",
+                   {"cmd": "..."}, reply="cat: denied", local="shell")
+    ]  # fmt: skip
+    observed, _ = observe_turn(
+        turns,
+        base=base,
+        canary=None,
+        turn_dir=turn_dir,
+        texts={},
+        issued=issued,
+        offered_tools=["exec_command"],
+        policy="conformance",
+        policy_mode="strict",
+        confinement="NOT CONFINED: test",
+        confined=False,
+    )
+    obs = observed["local-shell-read-secret"]
+    column0 = ColumnRun(
+        column_id="mcp/codex/http", kind=ColumnKind.MCP, label="Codex (http)", local=observed
+    )
+    cell = next(c for c in grade_column(m, column0) if c.row_id == "local-shell-read-secret")
+    assert cell.grade is Grade.NOT_EXERCISED, cell.detail
+    assert obs.leaks == []
+    (unchecked,) = obs.unchecked
+    assert unchecked.startswith("the empty secret could not be checked: it held fewer than 16")
