@@ -378,7 +378,8 @@ def diff(
     and the digest of the listing shown (for `upstream approve --expect`)."""
     from sharedos.upstream.pins import compare, listing_digest
 
-    config, pin_path = _load(required_host_file(config_path, host_config_option))
+    host_path = required_host_file(config_path, host_config_option)
+    config, pin_path = _load(host_path)
     pins = _pins(pin_path)
     ups = _selected(config, only)
     listings = _list(config, ups, pins, _context(principal, roles, tenant))
@@ -398,11 +399,34 @@ def diff(
         sys.exit(EXIT_ERROR)
     if drifted:
         digest = listing_digest({uid: listing.tools for uid, listing in listings.items()})
-        click.echo(
-            f"listing {digest}: `sharedos upstream approve --expect {digest}` approves "
-            "exactly what is shown here"
-        )
+        again = _approve_command(host_path, only, principal, roles, tenant, digest)
+        click.echo(unambiguous(f"listing {digest}: `{again}` approves exactly what is shown here"))
         sys.exit(EXIT_DRIFT)
+
+
+def _approve_command(
+    host_path: Path,
+    only: tuple[str, ...],
+    principal: str | None,
+    roles: tuple[str, ...],
+    tenant: str,
+    digest: str,
+) -> str:
+    """The ``upstream approve --expect`` that approves what ``diff`` showed: the same host
+    file, upstreams and principal, for the digest covers exactly the listing of those (an
+    ``approve`` of other upstreams, or as someone else, lists something else and refuses)."""
+    import shlex
+
+    argv = ["sharedos", "upstream", "approve", "--host-config", str(host_path)]
+    for uid in only:
+        argv += ["--upstream", uid]
+    if principal is not None:
+        argv += ["--principal", principal]
+        for role in roles:
+            argv += ["--role", role]
+        if tenant != "default":
+            argv += ["--tenant", tenant]
+    return shlex.join([*argv, "--expect", digest])
 
 
 # -- per-person identity: login, logout, stored secrets, the store key ----------------------

@@ -178,6 +178,39 @@ def test_approve_expect_approves_only_what_the_diff_showed(tmp_path: Path) -> No
     assert cli("diff", str(host)).returncode == 0
 
 
+def test_diff_names_the_approve_that_approves_what_it_showed(tmp_path: Path) -> None:
+    """The command `diff` prints for `approve --expect` is one that works as printed: the
+    same host file, and the same --upstream, for the digest covers only the upstreams
+    diffed (an approve of every upstream lists more and refuses the digest)."""
+    import shlex
+
+    tools_file = tmp_path / "tools.json"
+    write_tools(tools_file, TOOLS)
+    host = tmp_path / "host.toml"
+    host.write_text(
+        "".join(
+            f"[upstream.{uid}]\ncommand = {json.dumps(PY)}\nargs = "
+            + json.dumps([str(FIXTURE), "--tools", str(tools_file), "--log", str(tmp_path / uid)])
+            + "\n"
+            for uid in ("fx", "gy")
+        ),
+        encoding="utf-8",
+    )
+    assert cli("pin", str(host)).returncode == 0
+    reviewed = json.loads(json.dumps(TOOLS))
+    reviewed[0]["description"] = "Echo, reviewed."
+    write_tools(tools_file, reviewed)
+    diff = cli("diff", "--host-config", str(host), "--upstream", "fx")
+    assert diff.returncode == 3, diff.stdout + diff.stderr
+    (line,) = [x for x in diff.stdout.splitlines() if x.startswith("listing sha256:")]
+    argv = shlex.split(line.split("`")[1])
+    assert argv[:3] == ["sharedos", "upstream", "approve"]
+    ok = cli(*argv[2:])
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "approved: fx.echo" in ok.stdout and "gy." not in ok.stdout
+    assert cli("diff", str(host), "--upstream", "fx").returncode == 0
+
+
 async def test_a_changed_tool_is_quarantined_while_the_rest_keeps_working(tmp_path: Path) -> None:
     from sharedos.upstream.pins import PinFile, pin_upstream
 
