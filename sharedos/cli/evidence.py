@@ -376,6 +376,11 @@ def verify_cmd(
             # has no record of (deleted whole?); a store that failed before anything was
             # found established nothing, and is no finding (exit 2)
             found_something = bool(total.problems) or isinstance(exc, TurnNotFound)
+            if found_something and fmt == "json":
+                # the report is still the answer, with what stopped the walk: a script
+                # reads what was found (and that the store is not clean) as JSON
+                partial = {**total.to_dict(), "clean": False, "error": str(exc)}
+                click.echo(json.dumps(partial, sort_keys=True))
             raise (click.ClickException if found_something else _Unusable)(str(exc)) from None
     if fmt == "json":
         click.echo(json.dumps(total.to_dict(), sort_keys=True))

@@ -103,6 +103,19 @@ def test_verify_of_a_store_it_cannot_open_is_no_finding(tmp_path: Path) -> None:
         assert out.startswith("Error: ") and len(out.strip().splitlines()) == 1, out
 
 
+def test_verify_json_of_a_turn_the_store_has_no_record_of_is_a_json_finding(db: Path) -> None:
+    """`verify --turn T --format json` of a turn the store has no record of exits 1 (a
+    finding: it may have been deleted whole) with its report on standard output as JSON,
+    not clean, naming why; before, standard output was empty."""
+    result = CliRunner().invoke(
+        main, ["evidence", "verify", "--db", str(db), "--turn", "nope", "--format", "json"]
+    )
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["clean"] is False and "no turn 'nope'" in report["error"]
+    assert "no turn 'nope'" in result.stderr
+
+
 def test_missing_database_is_a_clear_error_not_a_new_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.db"
     code, out = invoke("counts", "--db", str(missing))
