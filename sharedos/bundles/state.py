@@ -26,6 +26,7 @@ named without its credentials (its password, and every query value, as messages 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -116,6 +117,23 @@ def default_state_path(origin: str) -> Path:
     return Path(base) / "sharedos" / f"bundle-{digest}.json"
 
 
+def _fields(data: Any) -> dict[str, Any]:
+    """``data`` as ``Enforced``'s keyword arguments; ``ValueError`` saying what is wrong
+    in a state file's terms (not in the dataclass constructor's: "argument after ** must
+    be a mapping", "missing 4 required positional arguments")."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON object of the enforced release, not {type(data).__name__}")
+    known = [f.name for f in dataclasses.fields(Enforced)]
+    required = ("sequence", "revision", "bundle_hash", "origin")
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)}")
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(repr(k) for k in unknown)}")
+    return data
+
+
 class BundleState:
     """The last enforced release, kept in the JSON file at ``path``."""
 
@@ -133,7 +151,7 @@ class BundleState:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         try:
             data: Any = json.loads(raw)
-            enforced = Enforced(**data)
+            enforced = Enforced(**_fields(data))
         except RecursionError:  # nested past the decoder's depth: not a state file either
             raise StateError(
                 f"{self.path} is not a bundle state file (nested too deeply)"

@@ -207,6 +207,33 @@ def test_an_unreadable_state_refuses_every_bundle(
 
 
 @pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[]", "a JSON object of the enforced release, not list"),
+        ("{}", "no sequence, revision, bundle_hash, origin"),
+        (
+            '{"sequence": 1, "revision": "r", "bundle_hash": "h", "origin": "o", "x": 1}',
+            "unknown field(s) 'x'",
+        ),
+    ],
+)
+def test_a_state_file_of_the_wrong_shape_says_what_is_wrong(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    """A state file that is JSON but not a release record is refused in the state file's
+    terms, not with the dataclass constructor's ("argument after ** must be a mapping",
+    "missing 4 required positional arguments": what `bundle verify --state` printed)."""
+    from sharedos.bundles.state import BundleState, StateError
+
+    state = tmp_path / "state.json"
+    state.write_text(text)
+    with pytest.raises(StateError) as info:
+        BundleState(state).load()
+    assert str(info.value) == f"{state} is not a bundle state file ({why})"
+    assert "__init__" not in str(info.value) and "argument" not in str(info.value)
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         {"bundle_hash": 5},
