@@ -31,6 +31,7 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
     from sharedos.harness.hostconfig import (
         HostConfigError,
         check_keys,
+        check_locations,
         check_shadow,
         parse_host_config,
     )
@@ -49,7 +50,10 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
             click.echo(f"error: {problem}", err=True)
         sys.exit(1)
     # what `sharedos run` would stop at, found before the summary's first line says "ok"
-    key_problems = list(check_keys(config, text))
+    key_problems = sorted(
+        [*check_locations(config, text), *check_keys(config, text)],
+        key=lambda problem: _position(problem, str(config.source)),
+    )
     shadow_line, shadow_problem = check_shadow(config, text)
     launches: dict[str, tuple[str | None, str | None]] = {}
     if versions:
@@ -100,6 +104,13 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
             click.echo(f"    error: {error}", err=True)
     if count:
         sys.exit(1)
+
+
+def _position(problem: str, source: str) -> tuple[int, int]:
+    """The ``line, col`` of a ``SOURCE:LINE:COL: …`` problem (file order); (0, 0) if none."""
+    line, _, rest = problem.removeprefix(f"{source}:").partition(":")
+    col = rest.partition(":")[0]
+    return (int(line), int(col)) if line.isdigit() and col.isdigit() else (0, 0)
 
 
 def _confinement_line(config: object) -> str:

@@ -23,7 +23,7 @@ import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -756,6 +756,34 @@ def check_shadow(config: HostConfig, text: str) -> tuple[str | None, str | None]
     if loaded.shadow is None:
         return None, f"{where}: the candidate policy cannot be used: {loaded.problem}"
     return loaded.line(), None
+
+
+def check_locations(config: HostConfig, text: str) -> list[str]:
+    """The locations ``config`` names, read as the host reads them (``text``: the host file,
+    for positions): ``[policy] bundle``, ``[policy] state`` and ``[evidence] url``, each
+    ``${VAR}`` interpolated from this environment. A problem per location that cannot be
+    used (a variable not set here, a URL that is no store), at its key's ``file:line:col``:
+    ``sharedos run`` refuses to start without it, as it does for a key."""
+    positions = key_positions(text)
+    problems: list[str] = []
+    checks: list[tuple[tuple[str, ...], Callable[[], object]]] = []
+    if config.policy.bundle:
+        checks.append((("policy", "bundle"), config.bundle_location))
+    if config.policy.state:
+        checks.append((("policy", "state"), config.bundle_state_path))
+    if config.evidence.url is not None:
+        checks.append((("evidence", "url"), config.evidence_location))
+    for loc, resolve in checks:
+        try:
+            resolve()
+        except HostConfigError as exc:
+            line, col = locate(positions, loc)
+            for problem in exc.problems:
+                problem = problem.removeprefix(f"{config.source}: ")
+                problems.append(
+                    f"{config.source}:{line}:{col}: {'.'.join(loc)}: cannot be used: {problem}"
+                )
+    return problems
 
 
 def check_keys(config: HostConfig, text: str) -> list[str]:

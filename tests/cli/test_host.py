@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
@@ -97,3 +98,38 @@ def test_a_file_sharedos_run_would_stop_at_is_not_said_to_be_ok(tmp_path: Path) 
     assert res.exit_code == 1, res.output
     assert res.stdout.splitlines()[0] == f"{host}: 1 problem, 1 harness(es), 0 upstream(s)"
     assert ": ok," not in res.output
+
+
+def test_a_location_whose_variable_is_unset_is_a_problem_not_ok(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sharedos run` refuses a host file whose [policy] bundle, [policy] state or
+    [evidence] url names a ${VAR} unset in its environment (exit 1); `host check` said
+    `ok`, exit 0, of the same file in the same environment. Each is now a problem at its
+    key, in file order with the keys' problems."""
+    for name in ("SOS_TEST_BUNDLE_DIR", "SOS_TEST_STATE_DIR", "SOS_TEST_EVIDENCE"):
+        monkeypatch.delenv(name, raising=False)
+    host = tmp_path / "host.toml"
+    host.write_text(
+        "[policy]\n"
+        'bundle = "${SOS_TEST_BUNDLE_DIR}/bundle.json"\n'
+        'state = "${SOS_TEST_STATE_DIR}/state.json"\n'
+        "[evidence]\n"
+        'url = "${SOS_TEST_EVIDENCE}"\n',
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 1, res.output
+    assert res.stdout.splitlines()[0] == f"{host}: 3 problems, 0 harness(es), 0 upstream(s)"
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert [e.split(": ")[1:3] for e in errors] == [
+        [f"{host}:2:1", "policy.bundle"],
+        [f"{host}:3:1", "policy.state"],
+        [f"{host}:5:1", "evidence.url"],
+    ]
+    assert all("is not set in the host environment" in e for e in errors)
+    monkeypatch.setenv("SOS_TEST_BUNDLE_DIR", str(tmp_path))
+    monkeypatch.setenv("SOS_TEST_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("SOS_TEST_EVIDENCE", str(tmp_path / "e.sqlite"))
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 0, res.output
