@@ -24,6 +24,7 @@ __all__ = [
     "locate",
     "locate_in",
     "split_key",
+    "value_message",
 ]
 
 #: (line, column), both 1-based
@@ -114,3 +115,27 @@ def decode_error_position(message: str) -> Position | None:
     """The (line, column) a ``tomllib.TOMLDecodeError`` message states, or None."""
     m = _DECODE_AT.search(message)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+#: pydantic's words for a value of the wrong TOML type, in the file's terms
+_TYPE_WORDS = {
+    "tuple_type": 'must be a list (a TOML array: ["…", "…"])',
+    "list_type": 'must be a list (a TOML array: ["…", "…"])',
+    "set_type": 'must be a list (a TOML array: ["…", "…"])',
+    "frozen_set_type": 'must be a list (a TOML array: ["…", "…"])',
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "string_type": 'must be a string ("…")',
+}
+
+
+def value_message(error: object) -> str:
+    """What a pydantic validation error (one of ``ValidationError.errors()``) says of a
+    value read from a TOML file: a value of the wrong type in TOML's terms (``must be a
+    list (a TOML array …)``, not the model's ``Input should be a valid tuple``), anything
+    else as pydantic words it, without its ``Value error, `` prefix."""
+    kind = error.get("type") if isinstance(error, dict) else None
+    if isinstance(kind, str) and kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    message = error.get("msg", "") if isinstance(error, dict) else ""
+    return str(message).removeprefix("Value error, ")

@@ -42,7 +42,7 @@ from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
-from sharedos.tomlpos import decode_error_position, key_positions, locate
+from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
 from sharedos.upstream.config import (
     CredentialRef,
     TokenStoreConfig,
@@ -915,7 +915,7 @@ def parse_host_config(
             if err["input"] is _MISSING_KIND and loc[-1:] == ("kind",):
                 continue  # reported by _prepare_entry, at the harness's header
             label = ".".join(str(p) for p in loc) or "file"
-            msg = str(err["msg"]).removeprefix("Value error, ")
+            msg = value_message(err)
             if len(loc) == 2 and loc[0] == "harness" and "declared_model" in msg:
                 loc = (*loc, "declared_model")  # the entry-level check is about this key
             problems.append(at(loc, label, msg))

@@ -52,7 +52,7 @@ from pydantic import (
 
 from sharedos import textfile
 from sharedos.errors import UpstreamError
-from sharedos.tomlpos import key_positions, locate
+from sharedos.tomlpos import key_positions, locate, value_message
 
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
 #: would be governed by, and collide with, the built-in rules).
@@ -593,7 +593,7 @@ def _validated(uid: str, data: dict[str, Any], report: Any) -> UpstreamConfig | 
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             loc = tuple(str(p) for p in err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
+            msg = value_message(err)
             # pydantic may quote the input; never echo a credential-ish value
             report((uid, *loc), msg)
         return None
@@ -862,13 +862,14 @@ def _check_plain(
             )
 
 
-def _check_stdio(uid: str, data: Mapping[str, Any], report: Any) -> None:
+def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
     command = data.get("command")
     if not isinstance(command, str) or not command.strip():
         report((uid, "command"), "must be a non-empty string (the program to run)")
     args = data.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         report((uid, "args"), "must be a list of strings")
+        data.pop("args", None)  # reported: not again by the model's validation
     elif any(_INTERPOLATION_RE.search(a) for a in args):
         report(
             (uid, "args"),

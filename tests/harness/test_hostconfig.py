@@ -301,3 +301,25 @@ def test_an_evidence_url_from_the_environment_is_read_as_a_url(tmp_path: Path) -
     assert not [p for p in config.state_paths(env) if "canary" in p]
     env["SHAREDOS_TEST_EVIDENCE"] = "~/ev.sqlite"  # a path given whole still reads as one
     assert config.evidence_location(env) == str(Path("~/ev.sqlite").expanduser())
+
+
+def test_a_value_of_the_wrong_toml_type_is_said_in_toml_terms() -> None:
+    """A string where the host file takes a list (`command = "/path/to/claude"`, as an
+    upstream's `command` is written) was refused as "Input should be a valid tuple" (the
+    model's type), and an upstream's `args` string twice; each is one problem that says
+    the file wants a TOML array."""
+    text = (
+        "version = 1\n"
+        '[harness.dsh]\ncommand = "/opt/dsh"\n'
+        '[policy]\nkeys = "k.pub"\n'
+        '[confinement]\nreadonly = "/opt"\n'
+        '[upstream.u]\ncommand = "x"\nargs = "-y"\n'
+    )
+    with pytest.raises(HostConfigError) as info:
+        parse_host_config(text, "h.toml")
+    assert info.value.problems == [
+        'h.toml:3:1: harness.dsh.command: must be a list (a TOML array: ["…", "…"])',
+        'h.toml:5:1: policy.keys: must be a list (a TOML array: ["…", "…"])',
+        'h.toml:7:1: confinement.readonly: must be a list (a TOML array: ["…", "…"])',
+        "h.toml:10:1: upstream.u.args: must be a list of strings",
+    ]
