@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["create_whole", "replacing", "write_atomically"]
+__all__ = ["create_whole", "replacing", "take_lock", "write_atomically"]
 
 
 def write_atomically(
@@ -117,3 +119,26 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def take_lock(lock_path: Path, *, wait_s: float, mode: int = 0o600) -> int:
+    """An exclusive ``flock`` on ``lock_path`` (made with ``mode`` when missing, never
+    through a symbolic link), held by the returned descriptor until it is closed.
+
+    Bounded: a process holding the lock forever (stopped, not dead) does not hang this
+    one; ``TimeoutError`` when it is still held after ``wait_s``, ``OSError`` when the
+    file cannot be opened. The caller closes the descriptor, which releases the lock."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise TimeoutError(f"another process holds {lock_path}") from None
+            time.sleep(0.01)
+        except BaseException:
+            os.close(fd)
+            raise

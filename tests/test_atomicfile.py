@@ -85,3 +85,23 @@ def test_create_whole_never_replaces_nor_follows_and_sets_the_mode(tmp_path: Pat
         create_whole(tmp_path / "link", "x")
     assert not (tmp_path / "elsewhere").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["key", "link"]  # no stray file
+
+
+def test_take_lock_waits_a_bounded_time_and_follows_no_link(tmp_path: Path) -> None:
+    """The pin file's and the bundle state's lock: a holder makes a second taker time out
+    (never hang), closing the holder's descriptor frees it, and a link planted at the
+    lock's path is refused, not followed."""
+    from sharedos.atomicfile import take_lock
+
+    lock = tmp_path / ".x.lock"
+    held = take_lock(lock, wait_s=1.0, mode=0o644)
+    assert (lock.stat().st_mode & 0o777) == 0o644
+    with pytest.raises(TimeoutError, match="another process holds"):
+        take_lock(lock, wait_s=0.05)
+    os.close(held)
+    os.close(take_lock(lock, wait_s=0.05))
+    link = tmp_path / ".y.lock"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        take_lock(link, wait_s=0.05)
+    assert not (tmp_path / "elsewhere").exists()

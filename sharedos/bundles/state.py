@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -39,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sharedos import textfile
-from sharedos.atomicfile import write_atomically
+from sharedos.atomicfile import take_lock, write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
@@ -184,21 +182,14 @@ class BundleState:
         lock_path = lock_path_of(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            fd = take_lock(lock_path, wait_s=_LOCK_WAIT_S)
+        except TimeoutError:
+            raise StateError(
+                f"cannot lock {self.path}: another process holds {lock_path}"
+            ) from None
         except OSError as exc:
             raise StateError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
         try:
-            deadline = time.monotonic() + _LOCK_WAIT_S
-            while True:  # bounded: a process holding it forever does not hang a poll
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise StateError(
-                            f"cannot lock {self.path}: another process holds {lock_path}"
-                        ) from None
-                    time.sleep(0.01)
             yield
         finally:
             os.close(fd)  # and the lock with it

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fcntl
 import json
 import os
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharedos import canonical, textfile
-from sharedos.atomicfile import write_atomically
+from sharedos.atomicfile import take_lock, write_atomically
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import UpstreamError
 from sharedos.upstream.definitions import RawTool
@@ -159,21 +157,14 @@ def updating(path: Path) -> Iterator[PinFile]:
     ``PinError`` when the lock cannot be taken within a few seconds."""
     lock_path = lock_path_of(path)
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        fd = take_lock(lock_path, wait_s=_LOCK_WAIT_S, mode=0o644)
+    except TimeoutError:
+        raise PinError(
+            f"{path}: cannot lock the pin file: another process holds {lock_path}"
+        ) from None
     except OSError as exc:
         raise PinError(f"{path}: cannot lock the pin file: {exc.strerror or exc}") from None
     try:
-        deadline = time.monotonic() + _LOCK_WAIT_S
-        while True:  # bounded: a process stopped while holding it does not hang this one
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise PinError(
-                        f"{path}: cannot lock the pin file: another process holds {lock_path}"
-                    ) from None
-                time.sleep(0.01)
         yield load_pins(path)
     finally:
         os.close(fd)  # and the lock with it
