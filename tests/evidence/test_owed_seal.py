@@ -10,8 +10,10 @@ owed records before it exits.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +40,40 @@ async def _call(host: RuntimeHost, turn_id: str, call_id: str) -> Outcome:
     return (await host.invoke_tool(call, ctx, RUN)).outcome
 
 
+@contextlib.contextmanager
+def _another_writer(db: Path) -> Iterator[sqlite3.Connection]:
+    """A second connection to ``db``, as another process would hold one: what it began
+    (``BEGIN IMMEDIATE``: the write lock) is rolled back when the block ends."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        yield holder
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+
+
+async def _close_t1_locked(host: RuntimeHost, store: Any, holder: sqlite3.Connection) -> None:
+    """Turn T1 with one call that lands; ``holder`` takes the write lock as it closes."""
+    async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
+        assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
+        holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
+
+
 async def _turn_closing_under_a_lock(host: RuntimeHost, store: Any, db: Path) -> float:
     """One turn with one call; another connection holds the write lock as it closes.
     Returns the wall-clock time the lock was let go."""
-    holder = sqlite3.connect(db, isolation_level=None)
-    try:
-        async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
-            assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
-            holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
+    with _another_writer(db) as holder:
+        await _close_t1_locked(host, store, holder)
         assert not store.has_seal("T1")  # the close could not write it
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     return time.time()
+
+
+def _kinds(db: Path, turn_id: str) -> list[str]:
+    """The kinds of the turn's chain links, in chain order."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (turn_id,))
+        return [kind for (kind,) in rows]
 
 
 def _seal_closed_at(db: Path, turn_id: str) -> str:
@@ -115,16 +138,10 @@ async def test_a_host_exiting_while_the_store_still_refuses_names_the_unsealed_t
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
     host = one_tool_host(store, evidence_timeout_s=1.0)
-    holder = sqlite3.connect(db, isolation_level=None)
-    try:
-        async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
-            assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
-            holder.execute("BEGIN IMMEDIATE")  # held past the host's exit
+    with _another_writer(db) as holder:
+        await _close_t1_locked(host, store, holder)  # the lock held past the host's exit
         capsys.readouterr()
         await _say_unwritten(host)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     said = capsys.readouterr().err
     assert "did not run" not in said, said  # every call ran and was recorded
     assert "seal of turn T1" in said and "unsealed" in said, said
@@ -147,15 +164,9 @@ async def test_verify_names_a_refused_seal_among_the_causes_of_an_unsealed_turn(
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
     host = one_tool_host(store, evidence_timeout_s=1.0)
-    holder = sqlite3.connect(db, isolation_level=None)
-    try:
-        async with evidence_turn(store, turn_id="T1", owe=host.owe_evidence):
-            assert await _call(host, "T1", "c1") is Outcome.SUCCEEDED
-            holder.execute("BEGIN IMMEDIATE")  # held past the host's exit
+    with _another_writer(db) as holder:
+        await _close_t1_locked(host, store, holder)  # the lock held past the host's exit
         assert await host.settle_unwritten() == 0 and host.unsealed_turns() == ["T1"]
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     store.close()
     result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db), "--require-seal"])
     assert result.exit_code != 0
@@ -178,17 +189,11 @@ async def test_a_call_refused_before_the_close_is_recorded_before_the_seal(
     ctx = AccessContext(principal="alice")
     async with open_turn(host, ctx, RUN):
         assert await _call(host, ctx.turn_id, "c1") is Outcome.SUCCEEDED
-        holder = sqlite3.connect(db, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
+        with _another_writer(db) as holder:
+            holder.execute("BEGIN IMMEDIATE")
             assert await _call(host, ctx.turn_id, "c2") is Outcome.FAILED  # unrecorded
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
     assert await host.settle_unwritten() == 0
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (ctx.turn_id,))
-        kinds = [kind for (kind,) in rows]
+    kinds = _kinds(db, ctx.turn_id)
     assert kinds == ["open", "attempt", "outcome", "attempt", "outcome", "seal"], kinds
     assert verify_store(store, ctx.turn_id, require_seal=True).clean
 
@@ -202,19 +207,13 @@ async def test_a_seal_waits_for_the_records_a_store_still_refusing_owes(tmp_path
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
     host = one_tool_host(store, evidence_timeout_s=1.0)
     ctx = AccessContext(principal="alice")
-    holder = sqlite3.connect(db, isolation_level=None)
-    try:
+    with _another_writer(db) as holder:
         async with open_turn(host, ctx, RUN):
             holder.execute("BEGIN IMMEDIATE")
             assert await _call(host, ctx.turn_id, "c1") is Outcome.FAILED
         assert host.unsealed_turns() == [ctx.turn_id]
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert await host.settle_unwritten() == 0 and host.unsealed_turns() == []
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (ctx.turn_id,))
-        kinds = [kind for (kind,) in rows]
+    kinds = _kinds(db, ctx.turn_id)
     assert kinds == ["open", "attempt", "outcome", "seal"], kinds
     assert verify_store(store, ctx.turn_id, require_seal=True).clean
 
@@ -249,20 +248,16 @@ async def test_an_outcome_still_refused_at_exit_is_not_said_to_be_of_a_call_that
 
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
-    holder = sqlite3.connect(db, isolation_level=None)
+    with _another_writer(db) as holder:
 
-    async def locks_the_store(args: dict[str, Any], hctx: Any) -> HandlerResult:
-        holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock meanwhile
-        return HandlerResult.text("done")
+        async def locks_the_store(args: dict[str, Any], hctx: Any) -> HandlerResult:
+            holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock meanwhile
+            return HandlerResult.text("done")
 
-    host = one_tool_host(store, evidence_timeout_s=1.0, handler=locks_the_store)
-    try:
+        host = one_tool_host(store, evidence_timeout_s=1.0, handler=locks_the_store)
         assert await _call(host, "T1", "c1") is Outcome.FAILED  # its outcome not recorded
         capsys.readouterr()
         await _say_unwritten(host)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     said = capsys.readouterr().err
     assert "did not run" not in said, said
     assert "outcome of 1 call whose attempt is in the store" in said, said
@@ -291,9 +286,8 @@ async def test_an_opening_refused_at_the_open_is_written_before_the_seal(
     db = tmp_path / "e.db"
     store = SqliteEvidenceStore(db, busy_timeout_s=0.2)
     host = one_tool_host(store, evidence_timeout_s=1.0)
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
+    with _another_writer(db) as holder:
+        holder.execute("BEGIN IMMEDIATE")
         async with evidence_turn(
             store,
             turn_id="T1",
@@ -305,10 +299,6 @@ async def test_an_opening_refused_at_the_open_is_written_before_the_seal(
         ):
             if lock_lasts == "open":
                 holder.execute("ROLLBACK")
-    finally:
-        if holder.in_transaction:
-            holder.execute("ROLLBACK")
-        holder.close()
     assert await host.settle_unwritten() == 0 and host.unsealed_turns() == []
     opened_at, catalog, policy, identity = _opening(db, "T1")
     assert (catalog, policy, identity) == ("sha256:catalog", "sha256:policy", '{"harness":"h"}')
