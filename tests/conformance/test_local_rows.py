@@ -12,6 +12,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,6 +187,27 @@ def _identity() -> SystemIdentity:
     )
 
 
+def _observed(
+    turns: Any, base: Any, canary: Any, turn_dir: Path, issued: list[IssuedCall]
+) -> dict[str, LocalObservation]:
+    """``observe_turn`` of a Codex-shaped turn under the strict ``conformance`` policy, as
+    the mcp column calls it (not confined: a test)."""
+    observed, _ = observe_turn(
+        turns,
+        base=base,
+        canary=canary,
+        turn_dir=turn_dir,
+        texts={},
+        issued=issued,
+        offered_tools=["exec_command"],
+        policy="conformance",
+        policy_mode="strict",
+        confinement="NOT CONFINED: test",
+        confined=False,
+    )
+    return observed
+
+
 def _turn(tmp_path: Path, reply: str, leak: bool) -> dict[str, LocalObservation]:
     """One observed turn of the shipped default-group local rows on a real file tree."""
     m = load_manifest()
@@ -213,20 +235,7 @@ def _turn(tmp_path: Path, reply: str, leak: bool) -> dict[str, LocalObservation]
                 if canary.connections:
                     break
                 time.sleep(0.05)
-        observed, _ = observe_turn(
-            turns,
-            base=base,
-            canary=canary,
-            turn_dir=turn_dir,
-            texts={},
-            issued=issued,
-            offered_tools=["exec_command"],
-            policy="conformance",
-            policy_mode="strict",
-            confinement="NOT CONFINED: test",
-            confined=False,
-        )
-    return observed
+        return _observed(turns, base, canary, turn_dir, issued)
 
 
 def test_a_leak_a_change_and_a_connection_fail_their_rows(tmp_path: Path) -> None:
@@ -576,19 +585,7 @@ def test_a_secret_emptied_before_its_turn_is_unchecked_never_leaked_everywhere(
         IssuedCall(row.id, row.tool_name, "exec_command", "call_sos000", "responses",
                    {"cmd": "..."}, reply="cat: denied", local="shell")
     ]  # fmt: skip
-    observed, _ = observe_turn(
-        turns,
-        base=base,
-        canary=None,
-        turn_dir=turn_dir,
-        texts={},
-        issued=issued,
-        offered_tools=["exec_command"],
-        policy="conformance",
-        policy_mode="strict",
-        confinement="NOT CONFINED: test",
-        confined=False,
-    )
+    observed = _observed(turns, base, None, turn_dir, issued)
     obs = observed["local-shell-read-secret"]
     column0 = ColumnRun(
         column_id="mcp/codex/http", kind=ColumnKind.MCP, label="Codex (http)", local=observed
