@@ -35,6 +35,7 @@ from sharedos.harness.hostconfig import parse_host_config
 from sharedos.kernel.context import AccessContext
 from sharedos.upstream.sandbox import UpstreamConfinementPolicy, decide
 from tests.bridge.conftest import OPEN_POLICY, Runtime
+from tests.scratch_upstream import scratch_upstream
 
 pytestmark = [
     pytest.mark.anyio,
@@ -109,20 +110,10 @@ async def test_a_stdio_turn_with_no_directory_keeps_its_turn_file_private(
     directory — its turn file with the relay's secret, the open marker, the socket —
     directly in the temporary directory: a confined upstream with that directory as a
     root read the secret. It is made under the private base now."""
-    find_bubblewrap()
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    host = parse_host_config(
-        f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
-        f'roots = [{{ path = "{tmp}", mode = "rw" }}]\n',
-        str(tmp_path / "host.toml"),
-    )
-    placement = decide(host.upstream["scratch"], UpstreamConfinementPolicy(required=True))
-    assert placement.wrap is not None, placement.refusal
+    tmp, wrap = scratch_upstream(tmp_path, monkeypatch)
     async with open_turn(runtime.host, alice, OPEN_POLICY, transport="stdio") as turn:
         assert turn.turn_file is not None and turn.turn_file.exists()
-        command, args = placement.wrap("/usr/bin/python3", ["-c", SECRET, str(tmp)])
+        command, args = wrap("/usr/bin/python3", ["-c", SECRET, str(tmp)])
         proc = subprocess.run(
             [command, *args], capture_output=True, text=True, timeout=60, check=False
         )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,8 @@ import pytest
 
 from sharedos.bundles import BundleVerifier
 from sharedos.bundles.source import Fetched
-from sharedos.confine import find_bubblewrap
-from sharedos.harness.hostconfig import parse_host_config
-from sharedos.upstream.sandbox import UpstreamConfinementPolicy, decide
 from tests.fleet.test_bundles import RULES_V1, RULES_V2, bundle_bytes
+from tests.scratch_upstream import scratch_upstream
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -44,21 +41,10 @@ for path in glob.glob(sys.argv[1] + "/**/.sharedos-bundle-*", recursive=True):
 def test_a_confined_upstream_cannot_rewrite_a_fetched_bundle_before_it_is_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    find_bubblewrap()
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    tmp, wrap = scratch_upstream(tmp_path, monkeypatch)
     fetched_bytes = bundle_bytes(tmp_path, RULES_V1)
     forged = tmp / "forged.json"  # what the upstream has in its root
     forged.write_bytes(bundle_bytes(tmp_path, RULES_V2))
-    host = parse_host_config(
-        f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
-        f'roots = [{{ path = "{tmp}", mode = "rw" }}]\n',
-        str(tmp_path / "host.toml"),
-    )
-    placement = decide(host.upstream["scratch"], UpstreamConfinementPolicy(required=True))
-    assert placement.wrap is not None, placement.refusal
-    wrap = placement.wrap
     expected = BundleVerifier().verify(Fetched(data=fetched_bytes, tag="t", origin="test"))
 
     import sharedos.policy.bundle as bundle_module
