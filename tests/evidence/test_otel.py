@@ -48,15 +48,20 @@ def attempt(call: str, **kw: Any) -> EvidenceRecord:
     return EvidenceRecord(**base)
 
 
-@pytest.fixture
-def telemetry(store: Any) -> Iterator[tuple[TelemetryStore, InMemorySpanExporter, Any]]:
+def _told(store: Any) -> tuple[TelemetryStore, InMemorySpanExporter, Any]:
+    """``store`` behind a ``TelemetryStore`` exporting to memory: (it, its spans, its logs)."""
     spans = InMemorySpanExporter()
     logs = InMemoryLogRecordExporter()
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(spans))
     lp = LoggerProvider()
     lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    yield TelemetryStore(store, tp, lp), spans, logs
+    return TelemetryStore(store, tp, lp), spans, logs
+
+
+@pytest.fixture
+def telemetry(store: Any) -> Iterator[tuple[TelemetryStore, InMemorySpanExporter, Any]]:
+    yield _told(store)
 
 
 def test_a_span_and_a_log_record_per_attempt(telemetry: Any) -> None:
@@ -184,13 +189,7 @@ def test_writes_the_host_commits_at_once_are_told_too(tmp_path: Any) -> None:
     from sharedos.evidence.sqlite import SqliteEvidenceStore
     from sharedos.kernel.recorder import EvidenceRecorder
 
-    spans = InMemorySpanExporter()
-    logs = InMemoryLogRecordExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(spans))
-    lp = LoggerProvider()
-    lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    tstore = TelemetryStore(SqliteEvidenceStore(tmp_path / "e.sqlite"), tp, lp)
+    tstore, spans, logs = _told(SqliteEvidenceStore(tmp_path / "e.sqlite"))
     done = OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:01Z", 1.0)
 
     async def host() -> None:
