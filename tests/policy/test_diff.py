@@ -38,6 +38,9 @@ def diff_texts(old: str, new: str, **kwargs: Any) -> DiffReport:
     return diff_policies(compile_source(old, "p.sos"), compile_source(new, "p.sos"), **kwargs)
 
 
+FILES_HEAD = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+
+
 def assert_real(old: str, new: str, report: DiffReport) -> int:
     """Every example of the report decides differently, the same way, under fresh compiles."""
     a, b = compile_source(old, "p.sos"), compile_source(new, "p.sos")
@@ -56,6 +59,14 @@ def assert_real(old: str, new: str, report: DiffReport) -> int:
             assert kind == group.kind == change.kind, change.to_dict()
             seen += 1
     return seen
+
+
+def assert_only(old: str, new: str, kind: str) -> None:
+    """The diff from ``old`` to ``new`` is complete, every group of it is ``kind``, and its
+    examples are real (``assert_real``)."""
+    report = diff_texts(old, new, max_examples=0)
+    assert assert_real(old, new, report) > 0
+    assert report.complete and {g.kind for g in report.groups} == {kind}
 
 
 def add_rule(text: str, rule: str) -> str:
@@ -239,7 +250,7 @@ def test_a_removed_and_an_added_tool_are_reported() -> None:
 
 
 def test_a_construct_the_analysis_does_not_cover_is_reported_not_called_unchanged() -> None:
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     old = head + 'permit read on "/a/**" when args.x + "1" == "ab1"\n'
     new = head + 'permit read on "/a/**" when args.x + "1" == "ac1"\n'
     report = diff_texts(old, new)
@@ -250,7 +261,7 @@ def test_a_construct_the_analysis_does_not_cover_is_reported_not_called_unchange
 
 
 def test_the_cli_exits_1_with_gaps_and_lists_them(tmp_path: Path) -> None:
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     (tmp_path / "old.sos").write_text(head + 'permit read on "/a/**" when args.x + "1" == "ab1"\n')
     (tmp_path / "new.sos").write_text(head + 'permit read on "/a/**" when args.x + "1" == "ac1"\n')
     code, out, _ = invoke("diff", str(tmp_path / "old.sos"), str(tmp_path / "new.sos"))
@@ -424,7 +435,7 @@ def test_cli_a_policy_that_does_not_compile_exits_2_with_its_diagnostics(tmp_pat
 def test_a_context_key_the_kernel_schema_does_not_know_is_still_tried() -> None:
     """A newer kernel may pass more keys: a change in a condition on one is found, not
     taken for "no change"."""
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     old = head + 'permit read on "/a/**" when context.level < 100\n'
     new = head + 'permit read on "/a/**" when context.level < 200\n'
     report = diff_texts(old, new, max_examples=0)
@@ -501,7 +512,7 @@ def test_a_condition_of_many_literals_diffs_in_linear_work() -> None:
     """One value class per literal: picking a readable stand-in ("user") for each
     class matched every readable name against every glob again, n * n matches
     (a condition of 1,500 names took 6 s of CPU, 2,000 names 37 s through the CLI)."""
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     old = compile_source(head + 'permit read on "/a/**"\n', "p.sos")
     names = " or ".join(f'context.principal == "p{i}"' for i in range(1500))
     new = compile_source(head + f'permit read on "/a/**" when {names}\n', "p.sos")
@@ -546,23 +557,17 @@ def test_a_resource_condition_on_an_interpolated_segment_is_tried_with_its_value
         else 'namespace g\nrequirement g.get { action get; resource "{args.owner}/{args.repo}" }\n'
     )
     old, new = head + old_rule + "\n", head + new_rule + "\n"
-    report = diff_texts(old, new, max_examples=0)
-    assert assert_real(old, new, report) > 0
-    assert report.complete and {g.kind for g in report.groups} == {"widened"}
-    report = diff_texts(new, old, max_examples=0)  # and the other way round
-    assert assert_real(new, old, report) > 0
-    assert report.complete and {g.kind for g in report.groups} == {"narrowed"}
+    assert_only(old, new, "widened")
+    assert_only(new, old, "narrowed")  # and the other way round
 
 
 @pytest.mark.parametrize("test", ["in context.attributes.dirs", "== context.attributes.dir"])
 def test_a_segment_compared_with_the_context_can_be_the_interpolated_one(test: str) -> None:
     # was "no decision can change" for `in` (complete, exit 0 under --kind widened): the
     # principal filling the segment was tried as "user", the folders listed as ["x"]
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     new = head + f'permit read on "/{{context.principal}}/**" when segment(resource, 1) {test}\n'
-    report = diff_texts(head, new, max_examples=0)
-    assert assert_real(head, new, report) > 0
-    assert report.complete and {g.kind for g in report.groups} == {"widened"}
+    assert_only(head, new, "widened")
 
 
 APPROVAL_HEAD = (
@@ -616,21 +621,17 @@ def test_who_may_approve_widens_or_narrows(
     ],
 )
 def test_a_list_compared_with_a_list_is_tried_with_another_list(condition: str) -> None:
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     new = head + f'permit read on "/a/**" {condition}\n'
-    report = diff_texts(head, new, max_examples=0)
-    assert assert_real(head, new, report) > 0
-    assert report.complete and {g.kind for g in report.groups} == {"widened"}
+    assert_only(head, new, "widened")
 
 
 @pytest.mark.parametrize("condition", ["args.n > 1e300", "args.n < -1e300", "args.n > 1.5e308"])
 def test_a_bound_where_one_more_is_the_same_float_is_still_passed(condition: str) -> None:
     # was "no decision can change": 1e300 + 1 is 1e300, so no number above it was tried
-    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    head = FILES_HEAD
     new = head + f'permit read on "/a/**" when {condition}\n'
-    report = diff_texts(head, new, max_examples=0)
-    assert assert_real(head, new, report) > 0
-    assert report.complete and {g.kind for g in report.groups} == {"widened"}
+    assert_only(head, new, "widened")
 
 
 @pytest.mark.parametrize(
