@@ -19,19 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
-from sharedos.evidence import SqliteEvidenceStore
-from sharedos.evidence.appender import Opening
-from sharedos.evidence.approvals import ApprovalLedger, Binding
+from tests.approval_data import pending_approval, release_binding
 
-BINDING = Binding(
-    turn_id="turn-1",
-    principal="bob",
-    tenant="acme",
-    tool="files.write",
-    resource="/shared/release/notes.txt",
-    arguments_digest="sha256:" + "a" * 64,
-    policy_hash="p" * 64,
-)
+BINDING = release_binding()
 
 
 @pytest.mark.parametrize("verb", ["approve", "deny"])
@@ -41,10 +31,7 @@ def test_the_recorded_login_is_the_uids_whatever_the_environment_says(
     real = pwd.getpwuid(os.getuid()).pw_name
     spoofed = "not-" + real
     db = tmp_path / "evidence.db"
-    store = SqliteEvidenceStore(db)
-    store.open_turn(Opening(turn_id=BINDING.turn_id, opened_at="2026-12-07T00:00:00Z"))
-    ledger = ApprovalLedger(store)
-    asked = ledger.request(BINDING, call_id="c1", rule_ids=("r",), approvers=((("role", "m"),),))
+    store, ledger, asked = pending_approval(db, BINDING)
     env = {name: spoofed for name in ("LOGNAME", "USER", "LNAME", "USERNAME")}
     out = CliRunner().invoke(
         main, ["approvals", verb, asked.approval_id, "--db", str(db), "--role", "m"], env=env

@@ -15,28 +15,15 @@ import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
-from sharedos.evidence import SqliteEvidenceStore
-from sharedos.evidence.appender import Opening
-from sharedos.evidence.approvals import ApprovalLedger, Binding
+from tests.approval_data import pending_approval, release_binding
 
-BINDING = Binding(
-    turn_id="turn-1",
-    principal="bob",
-    tenant="acme",
-    tool="files.write",
-    resource="/shared/release/notes.txt",
-    arguments_digest="sha256:" + "a" * 64,
-    policy_hash="p" * 64,
-)
+BINDING = release_binding()
 
 
 @pytest.mark.parametrize("how", ["turn closed", "lapsed by the clock", "used", "denied"])
 def test_the_answer_line_names_the_answer_given(tmp_path: Path, how: str) -> None:
     db = tmp_path / "evidence.db"
-    store = SqliteEvidenceStore(db)
-    store.open_turn(Opening(turn_id=BINDING.turn_id, opened_at="2026-12-07T00:00:00Z"))
-    ledger = ApprovalLedger(store)
-    asked = ledger.request(BINDING, call_id="c1", rule_ids=("r",), approvers=((("role", "m"),),))
+    store, ledger, asked = pending_approval(db, BINDING)
     answer = "denied" if how == "denied" else "approved"
     ttl = 0.001 if how == "lapsed by the clock" else 900.0
     done = ledger.answer(

@@ -20,17 +20,10 @@ from click.testing import CliRunner
 from sharedos.cli.main import main
 from sharedos.evidence import SqliteEvidenceStore
 from sharedos.evidence.appender import Opening
-from sharedos.evidence.approvals import ApprovalLedger, Binding
+from sharedos.evidence.approvals import ApprovalLedger
+from tests.approval_data import release_binding
 
-BINDING = Binding(
-    turn_id="turn-z",
-    principal="bob",
-    tenant="acme",
-    tool="files.write",
-    resource="/shared/release/notes.txt",
-    arguments_digest="sha256:" + "a" * 64,
-    policy_hash="p" * 64,
-)
+BINDING = release_binding("turn-z")
 APPROVERS = ((("role", "maintainer"),),)
 APPROVERS_M = ((("role", "m"),),)
 

@@ -39,18 +39,11 @@ from sharedos.evidence.chain_sql import (
 from sharedos.evidence.migrate import LATEST
 from sharedos.evidence.url import open_store
 from sharedos.evidence.verify import verify_store
+from tests.approval_data import release_binding
 from tests.evidence.stores import Raw, backend, opener, raw, store  # noqa: F401
 from tests.evidence.test_chain import attempt, ok, write_turn
 
-BINDING = Binding(
-    turn_id="T",
-    principal="bob",
-    tenant="acme",
-    tool="files.write",
-    resource="/shared/release/notes.txt",
-    arguments_digest="sha256:" + "a" * 64,
-    policy_hash="p" * 64,
-)
+BINDING = release_binding("T")
 APPROVERS = ((("role", "maintainer"), ("group", "release")),)
 #: the columns schema 6 added (an approval event's own fields)
 NEW_COLUMNS = tuple(

@@ -19,16 +19,9 @@ from sharedos.cli.main import main
 from sharedos.evidence import SqliteEvidenceStore
 from sharedos.evidence.appender import Opening
 from sharedos.evidence.approvals import ApprovalLedger, Binding, event_values
+from tests.approval_data import release_binding
 
-BINDING = Binding(
-    turn_id="turn-1",
-    principal="bob",
-    tenant="acme",
-    tool="files.write",
-    resource="/shared/release/notes.txt",
-    arguments_digest="sha256:" + "a" * 64,
-    policy_hash="p" * 64,
-)
+BINDING = release_binding()
 APPROVERS = ((("role", "maintainer"),),)
 
 
