@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import urllib.parse
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -87,17 +88,78 @@ def otlp_providers(endpoint: str, *, service_name: str = "sharedos") -> tuple[An
             "an OTLP endpoint is configured but OpenTelemetry is not installed "
             f"(pip install 'sharedos[otel]'): {exc}"
         ) from None
-    base = endpoint.rstrip("/")
     resource = Resource.create({"service.name": service_name})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces", timeout=5))
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=signal_url(endpoint, "traces"), timeout=5))
     )
     logger_provider = LoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(
-        BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{base}/v1/logs", timeout=5))
+        BatchLogRecordProcessor(OTLPLogExporter(endpoint=signal_url(endpoint, "logs"), timeout=5))
     )
+    _mask_in_exporter_logs(endpoint)
     return tracer_provider, logger_provider
+
+
+def signal_url(endpoint: str, signal: str) -> str:
+    """The OTLP/HTTP URL of one signal (``traces``, ``logs``) under the base ``endpoint``:
+    ``/v1/<signal>`` appended to its path, its query (an ``?api-key=`` some collectors
+    take) kept after it."""
+    parts = urllib.parse.urlsplit(endpoint)
+    return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/v1/{signal}"))
+
+
+class _MaskSecrets(logging.Filter):
+    """Rewrites a log record with the given texts masked, its traceback included.
+
+    The exporters and the HTTP library below them log the URL they failed to reach
+    (``Max retries exceeded with url: /v1/traces?api-key=...``) when the collector is
+    down; an endpoint's credentials must not reach the host's stderr that way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not format: shown as its template
+            message = str(record.msg)
+        trace = record.exc_text
+        if record.exc_info and not trace:
+            trace = logging.Formatter().formatException(record.exc_info)
+        # the longest first: a percent-decoded value may hold an encoded one
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            message = message.replace(secret, "***")
+            if trace:
+                trace = trace.replace(secret, "***")
+        record.msg, record.args = message, ()
+        record.exc_info, record.exc_text = None, trace
+        return True
+
+
+#: the loggers (by name prefix) that may print an exporter's URL
+_EXPORT_LOGGERS = ("opentelemetry", "urllib3", "requests")
+
+
+def _mask_in_exporter_logs(endpoint: str) -> None:
+    from sharedos.bundles.source import url_credentials
+
+    # what a host holds as the endpoint's credentials (its password, a query value named
+    # as one, the fragment); a value of a few characters would mask every digit it holds
+    secrets = {value for value in url_credentials(endpoint) if len(value) >= 4}
+    if not secrets:
+        return
+    manager = logging.Logger.manager
+    names = [n for n in list(manager.loggerDict) if n.split(".", 1)[0] in _EXPORT_LOGGERS]
+    for name in (*_EXPORT_LOGGERS, *names):
+        # a filter applies to the records of its own logger only, not its children's
+        target = logging.getLogger(name)
+        mask = next((f for f in target.filters if isinstance(f, _MaskSecrets)), None)
+        if mask is None:
+            mask = _MaskSecrets()
+            target.addFilter(mask)
+        mask.secrets |= secrets
 
 
 class TelemetryStore:

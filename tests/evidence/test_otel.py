@@ -8,8 +8,12 @@ requests with the OpenTelemetry protocol package (what goes on the wire).
 
 from __future__ import annotations
 
+import contextlib
 import http.server
+import logging
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,24 +152,35 @@ class _Collector(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_spans_and_logs_reach_an_otlp_http_endpoint(store: Any) -> None:
-    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-
+@contextlib.contextmanager
+def _collector() -> Iterator[http.server.ThreadingHTTPServer]:
+    """A real OTLP/HTTP collector on a free port; ``received`` maps each path to its bodies."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
     server.received = {}  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        tp, lp = otlp_providers(f"http://127.0.0.1:{server.server_port}")
-        tstore = TelemetryStore(store, tp, lp)
-        seq = tstore.begin(attempt("wire"))
-        tstore.finish(seq, OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:01Z", 1.0))
-        tstore.close()  # flushes both batch processors
+        yield server
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _export_one(store: Any, endpoint: str) -> None:
+    tp, lp = otlp_providers(endpoint)
+    tstore = TelemetryStore(store, tp, lp)
+    seq = tstore.begin(attempt("wire"))
+    tstore.finish(seq, OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:01Z", 1.0))
+    tstore.close()  # flushes both batch processors
+
+
+def test_spans_and_logs_reach_an_otlp_http_endpoint(store: Any) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    with _collector() as server:
+        _export_one(store, f"http://127.0.0.1:{server.server_port}")
     received = server.received  # type: ignore[attr-defined]
     traces = trace_service_pb2.ExportTraceServiceRequest()
     traces.ParseFromString(b"".join(received["/v1/traces"][:1]))
@@ -178,6 +193,44 @@ def test_spans_and_logs_reach_an_otlp_http_endpoint(store: Any) -> None:
     logs.ParseFromString(b"".join(received["/v1/logs"][:1]))
     (log,) = [r for rl in logs.resource_logs for sl in rl.scope_logs for r in sl.log_records]
     assert "wire" in log.body.string_value
+
+
+def test_an_endpoint_with_a_path_and_a_query_keeps_both(store: Any) -> None:
+    """``/v1/traces`` goes after the endpoint's path, its ``?api-key=`` after that (it was
+    appended to the query: ``/otel?api-key=K/v1/traces``, a path no collector serves)."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    with _collector() as server:
+        _export_one(store, f"http://127.0.0.1:{server.server_port}/otel/?api-key=K1")
+    assert sorted(server.received) == [  # type: ignore[attr-defined]
+        "/otel/v1/logs?api-key=K1",
+        "/otel/v1/traces?api-key=K1",
+    ]
+
+
+def test_a_collector_that_is_down_is_logged_without_the_endpoints_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The exporter logs the URL it failed to reach; the endpoint's key is masked there."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    caplog.set_level(logging.WARNING)
+    tp, lp = otlp_providers(f"http://user:PW-7c1e@127.0.0.1:{port}/o?api-key=KEY-93ab&x=1")
+    with tp.get_tracer("t").start_as_current_span("s"):
+        pass
+    # the batch's export retries for up to 5 s; a shutdown waits for it: flush beside it
+    flushing = threading.Thread(target=tp.force_flush, daemon=True)
+    flushing.start()
+    deadline = time.monotonic() + 10
+    while "Transient error" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tp.shutdown()
+    lp.shutdown()
+    flushing.join()
+    assert "Transient error" in caplog.text  # the exporter did log its failure
+    assert "/o/v1/traces?api-key=***&x=1" in caplog.text
+    assert "KEY-93ab" not in caplog.text and "PW-7c1e" not in caplog.text
 
 
 def test_writes_the_host_commits_at_once_are_told_too(tmp_path: Any) -> None:
