@@ -474,7 +474,7 @@ class UpstreamBroker:
                     refused=tuple(refused),
                     drift=tuple(drift),
                     server=listing.server,
-                    listed=len(listing.raw),
+                    listed=sum(item.count for item in listing.raw),
                     elapsed_ms=listing.elapsed_ms,
                     credential=listing.credentials.identity if listing.credentials else None,
                 )

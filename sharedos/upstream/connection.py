@@ -599,7 +599,7 @@ class UpstreamConnection:
             ) from None
         finally:
             CALL_DENIALS.reset(noted)
-        dropped = self._screen.take()
+        dropped, unnamed = self._screen.take()
         if cursor:  # still another page after MAX_LIST_PAGES: say so, never cut in silence
             dropped.append(
                 (
@@ -615,6 +615,20 @@ class UpstreamConnection:
         else:
             out = await anyio.to_thread.run_sync(
                 raw_tools, listed, self.config.limits, self.scrubber, dropped, self._listed, seen
+            )
+        if unnamed:
+            limit = self.config.limits.max_tools
+            name = f"({unnamed} more past limits.max_tools)"
+            out.append(
+                RawTool(
+                    name,
+                    {"name": name},
+                    "",
+                    f"{unnamed} more tools past limits.max_tools ({limit}) were listed; "
+                    f"past the first {self._screen.named} of those, tools are counted, "
+                    "not named one by one",
+                    count=unnamed,
+                )
             )
         self._listed = seen
         return out

@@ -57,6 +57,9 @@ class RawTool:
     digest: str
     #: why the tool is refused before it is built (a limit), or ""
     problem: str = ""
+    #: how many listed tools the entry stands for: 1, or for the one entry that counts
+    #: the tools past ``limits.max_tools`` not named one by one, their number
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,43 +167,59 @@ def screen_call_body(body: bytes) -> bytes:
     return error.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
 
 
+#: tools past ``limits.max_tools`` named one by one in a listing's refusals; the rest are
+#: counted: a 16 MiB listing holds a million tiny tools, and naming each cost the host
+#: about 20 µs of CPU and a kilobyte of memory a tool (26 s and 1.3 GB a listing)
+NAMED_PAST_MAX_TOOLS = 10_000
+
+
 class ListingScreen:
     """Takes the tools over an upstream's limits out of its tools/list answers, off the loop.
 
     One per connection. ``start`` is called when a listing's first page is
     requested (no cursor); ``screen`` runs on each answer (in a worker thread for
     a large one) and keeps count across the listing's pages; ``take`` hands the
-    connection what was dropped, as (name, why).
+    connection what was dropped, as (name, why), and how many tools past
+    ``limits.max_tools`` it dropped without naming them (past ``NAMED_PAST_MAX_TOOLS``).
     """
 
-    def __init__(self, limits: UpstreamLimits) -> None:
+    def __init__(self, limits: UpstreamLimits, *, named: int | None = None) -> None:
         self.limits = limits
+        #: how many tools past ``limits.max_tools`` are named (``NAMED_PAST_MAX_TOOLS``)
+        self.named = NAMED_PAST_MAX_TOOLS if named is None else named
         #: the session's protocol version, once negotiated: the listed tools are checked
         #: against its schema one by one (``_accepted``)
         self.version: str | None = None
         self._lock = threading.Lock()
         self._seen = 0
         self._dropped: list[tuple[str, str]] = []
+        self._unnamed = 0
 
     def start(self) -> None:
         """A new listing begins: count from its first tool again."""
         with self._lock:
             self._seen = 0
 
-    def take(self) -> list[tuple[str, str]]:
-        """What was dropped since the last ``take``."""
+    def take(self) -> tuple[list[tuple[str, str]], int]:
+        """What was dropped since the last ``take``: (name, why) for each tool named, and
+        how many more tools past ``limits.max_tools`` were dropped unnamed."""
         with self._lock:
             out, self._dropped = self._dropped, []
-        return out
+            unnamed, self._unnamed = self._unnamed, 0
+        return out, unnamed
 
     def screen(self, result: Any) -> Any:
         """A tools/list result (a JSON object) with the tools over the limits taken out."""
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
             return result
         kept: list[Any] = []
+        unnamed_from = self.limits.max_tools + self.named
         with self._lock:
             for tool in result["tools"]:
                 self._seen += 1
+                if self._seen > unnamed_from:
+                    self._unnamed += 1
+                    continue
                 wire = tool if isinstance(tool, dict) else {}
                 problem = over_limits(wire, self._seen, self.limits) or header_problem(wire)
                 if problem:

@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from sharedos.upstream import broker as broker_module
+from sharedos.upstream import transport as transport_module
 from sharedos.upstream.broker import UpstreamStatus
 from sharedos.upstream.config import UpstreamLimits
 from sharedos.upstream.transport import ListingScreen, message_id
@@ -155,11 +156,53 @@ def test_the_screen_drops_tools_over_the_limits_across_pages() -> None:
     page2 = screen.screen({"tools": [{"name": "c"}, {"name": "d"}], "nextCursor": None})
     assert [t["name"] for t in page1["tools"]] == ["a"]
     assert [t["name"] for t in page2["tools"]] == ["c"]
-    dropped = dict(screen.take())
-    assert set(dropped) == {"b", "d"} and "max_tools" in dropped["d"]
-    assert screen.take() == []
+    named, unnamed = screen.take()
+    dropped = dict(named)
+    assert set(dropped) == {"b", "d"} and "max_tools" in dropped["d"] and unnamed == 0
+    assert screen.take() == ([], 0)
     screen.start()  # a new listing counts from its first tool again
     assert len(screen.screen({"tools": [{"name": "e"}] * 3})["tools"]) == 3
+
+
+def test_tools_far_past_max_tools_are_counted_not_named() -> None:
+    """A listing of a million tiny tools (16 MiB) cost the host 26 s and 1.3 GB naming each
+    one refused: past ``named`` of them, the rest are counted."""
+    screen = ListingScreen(UpstreamLimits(max_tools=3), named=4)
+    screen.start()
+    kept = screen.screen({"tools": [{"name": f"t{i}"} for i in range(5)]})
+    kept2 = screen.screen({"tools": [{"name": f"u{i}"} for i in range(1000)]})
+    assert [t["name"] for t in kept["tools"]] == ["t0", "t1", "t2"] and kept2["tools"] == []
+    named, unnamed = screen.take()
+    assert [name for name, _why in named] == ["t3", "t4", "u0", "u1"]
+    assert unnamed == 998
+
+
+async def test_a_listing_far_past_max_tools_is_counted_in_the_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a real upstream: the tools past the named ones are one refusal that
+    counts them, and the status still says how many tools were listed."""
+    monkeypatch.setattr(transport_module, "NAMED_PAST_MAX_TOOLS", 5)
+    listed = tmp_path / "tools.json"
+    schema = {"type": "object"}
+    listed.write_text(json.dumps([{"name": f"t{i:03d}", "inputSchema": schema} for i in range(40)]))
+    toml = fixture_upstream(
+        "fx", tmp_path / "fx.log", extra_args=["--tools", str(listed)], extra=_MAX_TOOLS_10
+    )
+    async with brokered(tmp_path, toml, RULES) as env:
+        listing = (await env.broker.list_all())["fx"]
+    assert listing.failure is None, listing.failure
+    assert len(listing.tools) == 10
+    refused = {r.tool: r.reason for r in listing.refused}
+    assert sorted(refused) == [
+        "(25 more past limits.max_tools)",
+        *(f"t{i:03d}" for i in range(10, 15)),
+    ]
+    assert "25 more tools past limits.max_tools (10)" in refused["(25 more past limits.max_tools)"]
+    assert sum(item.count for item in listing.raw) == 40
+
+
+_MAX_TOOLS_10 = "limits = { max_tools = 10 }"
 
 
 @pytest.mark.parametrize(
