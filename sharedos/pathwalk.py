@@ -247,11 +247,11 @@ class Sandbox:
         for _ in range(_RACE_RETRIES):
             with contained(shown):
                 try:
-                    return os.open(part, _DIR_FLAGS, dir_fd=fd), created
+                    return _open_directory(fd, part, shown), created
                 except FileNotFoundError:
                     alias = _equivalent(fd, part, shown)
                     if alias is not None:
-                        return os.open(alias, _DIR_FLAGS, dir_fd=fd), False
+                        return _open_directory(fd, alias, shown), False
                     if not create:
                         raise
                 try:
@@ -369,6 +369,25 @@ class Sandbox:
             _close_quietly(fd)
             raise
         return fd
+
+
+def _open_directory(dfd: int, name: str, shown: str) -> int:
+    """``openat(dfd, name, O_DIRECTORY | O_NOFOLLOW)``; a symbolic link there is refused
+    as one (``symlink``).
+
+    The kernel answers such an open of a link with ``ENOTDIR`` (or ``ELOOP``), which
+    alone said "``/public/docs`` is not a directory (not_a_directory)" of a link to a
+    directory: the model was told the path names a file, not that a link was refused.
+    """
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        st = lstat_at(dfd, name, shown)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise _refuse_link(shown) from None
+        raise
 
 
 def _existing_spelling(dfd: int, name: str, shown: str) -> str:
