@@ -355,10 +355,8 @@ class Sandbox:
         """
         flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
         st = lstat_at(dfd, name, shown)
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            raise _refuse_link(shown)
-        if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-            raise SandboxError(NOT_A_REGULAR_FILE, shown, "is not a regular file")
+        if st is not None:
+            check_kind(st, shown)
         with contained(shown):
             fd = os.open(name, flags | _FILE_FLAGS, 0o644, dir_fd=dfd)
         try:
@@ -415,10 +413,29 @@ def _unmake(made: list[tuple[int, str]]) -> None:
     made.clear()
 
 
+def check_kind(st: os.stat_result, shown: str, *, why: str = "") -> None:
+    """Refuse anything but a regular file, each kind with its own code: a symbolic link
+    (``symlink``), a directory (``is_a_directory``), a FIFO, socket or device
+    (``not_a_regular_file``). ``why`` is added to the message.
+
+    One place for the kinds: a read of a directory said ``not_a_regular_file`` (the code
+    of a FIFO or a device), and so did a delete of a directory or of a link, while a
+    write of the same paths said ``is_a_directory`` and ``symlink``.
+    """
+    if stat.S_ISREG(st.st_mode):
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise SandboxError(
+            SYMLINK, shown, f"is a symbolic link; files tools do not follow links{why}"
+        )
+    if stat.S_ISDIR(st.st_mode):
+        raise SandboxError(IS_A_DIRECTORY, shown, f"is a directory{why}")
+    raise SandboxError(NOT_A_REGULAR_FILE, shown, f"is not a regular file{why}")
+
+
 def check_regular(st: os.stat_result, shown: str) -> None:
     """Refuse anything but a regular file with exactly one link (see the module docstring)."""
-    if not stat.S_ISREG(st.st_mode):
-        raise SandboxError(NOT_A_REGULAR_FILE, shown, "is not a regular file")
+    check_kind(st, shown)
     if st.st_nlink > 1:
         raise SandboxError(
             HARD_LINK,

@@ -42,6 +42,7 @@ from sharedos.pathwalk import (
     SYMLINK,
     Sandbox,
     SandboxError,
+    check_kind,
     check_regular,
     explain,
 )
@@ -65,7 +66,7 @@ MAX_SEARCH_READ_BYTES = 256 * 1024 * 1024
 #: the entry may hold a match the answer cannot rule out.
 _CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ESTALE})
 _SKIPPED_CODES = frozenset(
-    {NOT_FOUND, SYMLINK, NOT_A_DIRECTORY, NOT_A_REGULAR_FILE, HARD_LINK, CHANGED}
+    {NOT_FOUND, SYMLINK, NOT_A_DIRECTORY, IS_A_DIRECTORY, NOT_A_REGULAR_FILE, HARD_LINK, CHANGED}
 )
 #: the prefix of ``files.write``'s temporary file, renamed over the target when complete
 TEMP_PREFIX = ".sharedos-write-"
@@ -233,12 +234,6 @@ class _FilesHandlers:
             except FileNotFoundError:
                 pass
             else:
-                if stat.S_ISLNK(st.st_mode):
-                    raise SandboxError(
-                        SYMLINK, resource, "is a symbolic link; files tools do not follow links"
-                    )
-                if stat.S_ISDIR(st.st_mode):
-                    raise SandboxError(IS_A_DIRECTORY, resource, "is a directory")
                 check_regular(st, resource)
                 if not os.access(name, os.W_OK, dir_fd=dfd, follow_symlinks=False):
                     # the rename could replace it; the host's "read-only" is kept instead
@@ -275,10 +270,7 @@ class _FilesHandlers:
         """Remove one name of a regular file (a hard link's other names keep the content)."""
         with self.sandbox.parent(resource) as (dfd, name):
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            if not stat.S_ISREG(st.st_mode):
-                raise SandboxError(
-                    NOT_A_REGULAR_FILE, resource, "is not a regular file; only files are deleted"
-                )
+            check_kind(st, resource, why="; only files are deleted")
             os.unlink(name, dir_fd=dfd)
         return HandlerResult.text(
             f"deleted {resource}", structured={"path": resource, "deleted": True}

@@ -46,3 +46,28 @@ def test_a_link_to_a_directory_on_the_way_is_refused_as_a_link(
     # it was "/public/linked is not a directory (not_a_directory)"
     assert code(root, tool, resource, **args) == "symlink"
     assert (root / "private" / "s.txt").read_text() == "SECRET"
+
+
+@pytest.mark.parametrize(
+    ("tool", "resource", "expected"),
+    [
+        ("files.read", "/public/dir", "is_a_directory"),
+        ("files.write", "/public/dir", "is_a_directory"),
+        ("files.delete", "/public/dir", "is_a_directory"),
+        ("files.read", "/public/linked", "symlink"),
+        ("files.write", "/public/linked", "symlink"),
+        ("files.delete", "/public/linked", "symlink"),
+        ("files.read", "/public/fifo", "not_a_regular_file"),
+        ("files.write", "/public/fifo", "not_a_regular_file"),
+        ("files.delete", "/public/fifo", "not_a_regular_file"),
+    ],
+)
+def test_each_tool_names_a_directory_a_link_and_a_fifo_alike(
+    root: Path, tool: str, resource: str, expected: str
+) -> None:
+    # a read or delete of a directory, and a delete of a link, said not_a_regular_file
+    # (the code of a FIFO or device) while a write of the same path said what it was
+    (root / "public" / "dir").mkdir()
+    os.mkfifo(root / "public" / "fifo")
+    assert code(root, tool, resource, content="x") == expected
+    assert (root / "public" / "dir").is_dir() and (root / "public" / "linked").is_symlink()
