@@ -414,7 +414,10 @@ class _Walk:
         limit: int,
         allowed: Callable[[str], bool] = lambda path: True,
     ) -> None:
-        self.pattern, self.needle, self.limit = pattern, needle, limit
+        # NFC, as the names it is matched against: a name typed as a call would name it
+        # (``café.txt``) found nothing on disk in NFD, though the search showed it so
+        self.pattern = unicodedata.normalize("NFC", pattern)
+        self.needle, self.limit = needle, limit
         #: may the caller's search reach this path (a directory to enter, a file to match)?
         self.allowed = allowed
         self.matches: list[str] = []
@@ -483,7 +486,8 @@ class _Walk:
         """A singly-linked regular file whose name (or path) matches, holding the text if asked."""
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             return False  # a hard link is neither matched nor listed: it may be another's file
-        target = path if "/" in self.pattern else _shown(entry.name)
+        # the shown (NFC) path or name: the one the search answers with and decides on
+        target = path if "/" in self.pattern else path.rpartition("/")[2]
         if not fnmatch.fnmatchcase(target, self.pattern) or not self.allowed(path):
             return False
         return self.needle is None or self._contains(dfd, entry.name, path)

@@ -21,6 +21,7 @@ from sharedos.outcomes import Outcome
 from sharedos.policy import compile_source
 from sharedos.toolpolicy import RunMode, ToolPolicy
 from sharedos.tools import register_files_tools
+from tests.tools import calls
 
 POLICY = """
 namespace files
@@ -120,3 +121,13 @@ def test_search_finds_an_nfd_name_and_shows_the_path_a_call_can_use(root: Path) 
     # each path it shows is one a call can read
     for path in found.structured["matches"]:
         assert invoke(root, "files.read", path=path).outcome is Outcome.SUCCEEDED
+
+
+@pytest.mark.parametrize("pattern", [f"{NFC}.txt", f"{NFD}.txt", "caf*.txt", f"*/{NFC}.txt"])
+def test_a_search_by_name_matches_the_name_it_shows(root: Path, pattern: str) -> None:
+    # the NFC name a call can use (and the search shows) found nothing on disk in NFD,
+    # while the same name behind a "*/" did
+    search = calls.tools(root)["files.search"]
+    found = calls.call(search, "/data", root="/data", pattern=pattern)
+    assert found.structured is not None
+    assert found.structured["matches"] == [f"/data/{NFC}.txt"]
