@@ -6,13 +6,30 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
+from sharedos.catalog import ToolRegistry
+from sharedos.evidence import SqliteEvidenceStore
+from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
+from sharedos.kernel.result import ToolResult
+from sharedos.outcomes import Outcome, ReasonCode
+from sharedos.policy import compile_source
+from sharedos.policy.paths import MAX_PATH_CHARS
+from sharedos.toolpolicy import RunMode, ToolPolicy
 from sharedos.tools import files as files_module
+from tests.timing import cpu_bound
 from tests.tools.calls import call, text, tools
+
+SEARCH_RULES = """
+namespace files
+requirement files.search { action search; resource path(args.root) }
+permit search on "/data/**"
+"""
 
 
 @pytest.fixture
@@ -272,3 +289,34 @@ def test_a_cut_read_and_a_cut_search_say_so_in_their_text(root: Path) -> None:
     assert "truncated" in text(cut).splitlines()[-1]
     full = call(ts["files.search"], "/public", root="/public", pattern="m*")
     assert text(full).splitlines() == ["/public/m0.txt", "/public/m1.txt", "/public/m2.txt"]
+
+
+def test_a_search_pattern_is_no_longer_than_a_path(tmp_path: Path) -> None:
+    # a pattern is compiled to a regular expression in time that grows faster than its
+    # length: a 200,000-character one took seconds of CPU, a 4 MiB one outlasted the
+    # handler's timeout (its thread walking on), and each stayed in fnmatch's cache
+    (tmp_path / "root" / "data").mkdir(parents=True)
+    (tmp_path / "root" / "data" / "a.txt").write_text("x")
+    registry = ToolRegistry()
+    files_module.register_files_tools(registry, tmp_path / "root")
+    rules = compile_source(SEARCH_RULES, "f.sos")
+    host = RuntimeHost(Kernel(rules, registry), SqliteEvidenceStore(tmp_path / "e.db"))
+    run = ToolPolicy(name="t", mode=RunMode.OPEN, managed=("files.*",))
+
+    def search(pattern: str) -> tuple[ToolResult, float]:
+        async def go() -> ToolResult:
+            call = ToolCall(tool="files.search", arguments={"root": "/data", "pattern": pattern})
+            return await host.invoke_tool(call, AccessContext(principal="a"), run)
+
+        t0 = time.process_time()
+        result = anyio.run(go)
+        return result, time.process_time() - t0
+
+    longest = "*" * (MAX_PATH_CHARS - 5) + "a.txt"  # as long as the longest path
+    found, _ = search(longest)
+    assert found.outcome is Outcome.SUCCEEDED, found
+    assert found.structured is not None and found.structured["matches"] == ["/data/a.txt"]
+    refused, cpu = search("*a" * 100_000)
+    assert refused.outcome is Outcome.FAILED, refused
+    assert refused.reason is ReasonCode.INVALID_ARGUMENTS
+    assert cpu < cpu_bound(1.0)
