@@ -176,6 +176,32 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+#: how a host says it will not give a file that owner (not permitted; an id a user
+#: namespace does not map; a filesystem without owners): the write goes on without
+_OWNER_KEPT_NOT = frozenset({errno.EPERM, errno.EACCES, errno.EINVAL, errno.EOPNOTSUPP})
+
+
+def _keep_owner(fd: int, uid: int, gid: int) -> None:
+    """Give the file ``fd`` the owner and group of the file it replaces, as far as the
+    host lets this process: both (root, ``CAP_CHOWN``), else the group alone (one the
+    process is in), else neither (the file is then the writing process's).
+
+    A host running as root otherwise made every file it replaced root's: a user's own
+    file, rewritten by a call, could no longer be changed by that user.
+    """
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) == (uid, gid):
+        return
+    for want in ((uid, gid), (-1, gid)):
+        try:
+            os.fchown(fd, *want)
+        except OSError as exc:
+            if exc.errno not in _OWNER_KEPT_NOT:
+                raise
+            continue
+        return
+
+
 def _unlink_quietly(name: str, dfd: int) -> None:
     with contextlib.suppress(OSError):  # best effort: the failure being reported is the write's
         os.unlink(name, dir_fd=dfd)
@@ -235,6 +261,8 @@ class _FilesHandlers:
             #: any program makes one (0666 less the host's umask, or the directory's
             #: default ACL): a fixed 0644 made a file world-readable under umask 077
             mode: int | None = None
+            #: the replaced file's owner and group, kept where the host lets the process
+            owner: tuple[int, int] | None = None
             try:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -249,6 +277,7 @@ class _FilesHandlers:
                         "cannot be changed: permission denied by the host",
                     )
                 mode = stat.S_IMODE(st.st_mode) & 0o777
+                owner = (st.st_uid, st.st_gid)
             temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
             fd = os.open(
                 temp,
@@ -259,6 +288,8 @@ class _FilesHandlers:
             try:
                 try:
                     _write_all(fd, payload)
+                    if owner is not None:
+                        _keep_owner(fd, *owner)
                     if mode is not None:
                         os.fchmod(fd, mode)
                 finally:

@@ -191,6 +191,24 @@ def test_a_new_file_and_its_parents_get_the_host_s_umask(root: Path) -> None:
     assert stat.S_IMODE((root / "public" / "shared" / "notes.txt").stat().st_mode) == 0o664
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another owner needs root")
+def test_a_replaced_file_keeps_its_owner_and_group(root: Path) -> None:
+    # a host running as root made every file it replaced root's: the user whose file it
+    # was could no longer change it
+    mine = root / "public" / "mine.txt"
+    mine.write_text("v1")
+    os.chown(mine, 65534, 65533)
+    mine.chmod(0o640)
+    wrote = call(tools(root)["files.write"], "/public/mine.txt", path="x", content="v2")
+    assert not wrote.is_error, text(wrote)
+    st = mine.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65533, 0o640)
+    assert mine.read_text() == "v2"
+    # a new file is the writing process's, as any program makes one
+    call(tools(root)["files.write"], "/public/new.txt", path="x", content="n")
+    assert (root / "public" / "new.txt").stat().st_uid == os.geteuid()
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (a real full disk), when this host lets the test mount one."""
