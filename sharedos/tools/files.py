@@ -457,6 +457,12 @@ class _Walk:
         #: compiled for this search only: ``fnmatch``'s own cache is the process's, and
         #: kept up to 32,768 compiled patterns of any size from any caller
         self._match = re.compile(fnmatch.translate(self.pattern)).match
+        #: a pattern with a ``/`` is matched against a file's path below the search's
+        #: root (``src/*.py``) as well as its absolute path (``/repo/src/*.py``): against
+        #: the absolute path alone, the pattern a user writes for the tree they search
+        #: found nothing, and the search answered "no match"
+        self._by_path = "/" in self.pattern
+        self._below = 1
         self.needle, self.limit = needle, limit
         #: may the caller's search reach this path (a directory to enter, a file to match)?
         self.allowed = allowed
@@ -468,6 +474,8 @@ class _Walk:
 
     def run(self, dfd: int, prefix: str, depth: int, *, top: bool = True) -> None:
         """Search the open directory ``dfd`` (shown as ``prefix``, ``depth`` components deep)."""
+        if top:  # where a path below the search's root starts in a shown path
+            self._below = len(prefix) + 1
         try:
             entries, cut = _scan(dfd, self.entries_left)
         except OSError as exc:
@@ -527,8 +535,11 @@ class _Walk:
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             return False  # a hard link is neither matched nor listed: it may be another's file
         # the shown (NFC) path or name: the one the search answers with and decides on
-        target = path if "/" in self.pattern else path.rpartition("/")[2]
-        if self._match(target) is None or not self.allowed(path):
+        if self._by_path:
+            found = self._match(path) is not None or self._match(path[self._below :]) is not None
+        else:
+            found = self._match(path.rpartition("/")[2]) is not None
+        if not found or not self.allowed(path):
             return False
         return self.needle is None or self._contains(dfd, entry.name, path)
 
@@ -612,7 +623,8 @@ def files_tools(
         tool(
             "files.search",
             "Find files under a directory whose name matches a glob pattern (e.g. '*.txt'; a "
-            "pattern containing '/' matches the path), optionally only those containing some text.",
+            "pattern containing '/' matches the path below the directory, e.g. 'src/*.py', or "
+            "the absolute path), optionally only those containing some text.",
             _schema(
                 {
                     "root": _PATH,

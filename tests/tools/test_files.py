@@ -184,3 +184,23 @@ def test_the_no_follow_walk_refuses_links_on_the_way_and_at_the_end(
     assert result.is_error
     assert "SECRET" not in text(result)
     assert not (root.parent / "evil.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "found"),
+    [
+        ("sub/*.txt", ["/public/sub/b.txt"]),  # the path below the search's root
+        ("/public/sub/*.txt", ["/public/sub/b.txt"]),  # the absolute path
+        ("*/b.txt", ["/public/sub/b.txt"]),
+        ("**/*.txt", ["/public/a.txt", "/public/sub/b.txt"]),
+        ("b.txt", ["/public/sub/b.txt"]),  # no "/": the name
+        ("public/sub/*.txt", []),  # neither below /public nor absolute
+    ],
+)
+def test_a_pattern_with_a_slash_matches_the_path_below_the_root(
+    root: Path, pattern: str, found: list[str]
+) -> None:
+    # "src/*.py" in a search of /repo answered "no match": it was matched against the
+    # absolute path only
+    result = run(tools(root)["files.search"], "/public", root="/public", pattern=pattern)
+    assert result.structured is not None and result.structured["matches"] == found
