@@ -43,7 +43,9 @@ class HandlerContext:
     #: ``permits(tool, arguments)``: would the policy allow that call for this caller
     #: now (a decision only: nothing runs, nothing is recorded)? For a handler that
     #: reaches past its own resource (a search walking a tree), so it reaches nothing
-    #: the caller could not have named in a call of its own. None: no policy behind it.
+    #: the caller could not have named in a call of its own. A call of the same tool
+    #: that needs an approval counts as allowed when this call ran with an approval that
+    #: answered every approval rule it meets. None: no policy behind it.
     permits: Callable[[str, Mapping[str, Any]], bool] | None = None
 
     @property

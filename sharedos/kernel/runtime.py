@@ -364,7 +364,7 @@ class RuntimeHost:
             progress=progress,
             log=log,
             peer=peer,
-            permits=self._permits_for(context),
+            permits=self._permits_for(context, call.tool, auth.decision),
         )
         try:
             encoded = auth.encoded[0] if auth.encoded is not None else None
@@ -508,20 +508,46 @@ class RuntimeHost:
         bound = self.evidence_timeout_s
         return lambda why: _given_up(t0, why, bound, ran=ran, had=had)
 
-    def _permits_for(self, context: AccessContext) -> Callable[[str, Mapping[str, Any]], bool]:
+    def _permits_for(
+        self, context: AccessContext, running: str, allowed: Any
+    ) -> Callable[[str, Mapping[str, Any]], bool]:
         """``HandlerContext.permits`` for ``context``: the policy's decision, allow or not.
+
+        A call of the running tool (``running``, authorized by ``allowed``) that needs
+        an approval counts as allowed when the running call itself ran with one, and
+        that approval answered every approval rule the other call meets: an approved
+        search of ``/data/archive`` reaches what the approval was asked for, its files
+        below. Without it, each of those files needed an approval of its own, and the
+        approved search answered "no match" for a tree full of matches. A subtree
+        guarded by another approval rule stays out.
 
         Safe from a handler's thread (the policy's caches take their own lock). Any
         failure to decide is a no: a handler never reaches further on an error.
         """
         kernel = self.kernel
+        need = getattr(allowed, "approval", None)
+        approved = (
+            frozenset(need.rules)
+            if need is not None and getattr(allowed, "effect", None) is Effect.ALLOW
+            else frozenset()
+        )
 
         def permits(tool: str, arguments: Mapping[str, Any]) -> bool:
             try:
                 decision = kernel.decide_named(tool, dict(arguments), context)
             except Exception:
                 return False
-            return decision.effect is Effect.ALLOW
+            if decision.effect is Effect.ALLOW:
+                return True
+            asks = getattr(decision, "approval", None)
+            return (
+                decision.effect is Effect.APPROVAL_REQUIRED
+                and tool == running
+                and asks is not None
+                and bool(approved)
+                and bool(asks.rules)
+                and approved.issuperset(asks.rules)
+            )
 
         return permits
 

@@ -16,8 +16,10 @@ import pytest
 
 from sharedos.catalog import ToolRegistry
 from sharedos.evidence import SqliteEvidenceStore
+from sharedos.evidence.approvals import ApprovalLedger
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
-from sharedos.outcomes import Outcome
+from sharedos.kernel.approvals import ApprovalSettings
+from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.policy import compile_source
 from sharedos.toolpolicy import RunMode, ToolPolicy
 from sharedos.tools import register_files_tools
@@ -79,3 +81,51 @@ def test_what_the_caller_may_search_is_found(host: RuntimeHost) -> None:
         "/data/team/bob-private.txt",
         "/data/team/plan.txt",
     ]
+
+
+APPROVAL_POLICY = """
+namespace files
+requirement files.search { action search; resource path(args.root) }
+permit search on "/data/**"
+require approval by role "maintainer" for search on "/data/archive/**"
+require approval by role "security" for search on "/data/archive/keys/**"
+"""
+
+
+def test_an_approved_search_finds_what_its_approval_covers(tmp_path: Path) -> None:
+    # each file below an approved search's root needed an approval of its own, so the
+    # approved search answered "no match" for a tree full of matches
+    root = tmp_path / "root"
+    for d in ("data/archive/2024", "data/archive/keys"):
+        (root / d).mkdir(parents=True)
+    for f in ("data/archive/a.txt", "data/archive/2024/b.txt", "data/archive/keys/k.txt"):
+        (root / f).write_text("x")
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    store = SqliteEvidenceStore(tmp_path / "e.db")
+    host = RuntimeHost(
+        Kernel(compile_source(APPROVAL_POLICY, "f.sos"), registry),
+        store,
+        approvals=ApprovalSettings(),
+    )
+    bob = AccessContext(principal="bob", turn_id="turn-1")
+    call = ToolCall(
+        tool="files.search",
+        arguments={"root": "/data/archive", "pattern": "*.txt"},
+        turn_id="turn-1",
+    )
+
+    async def go() -> Any:
+        return await host.invoke_tool(call, bob, RUN)
+
+    asked = anyio.run(go)
+    assert asked.reason is ReasonCode.APPROVAL_REQUIRED, asked
+    ApprovalLedger(store).answer(
+        asked.structured["approvalId"], approve=True, approver="maya", via="cli"
+    )
+    ran = anyio.run(go)
+    assert ran.outcome is Outcome.SUCCEEDED, ran
+    # what the maintainer's approval covers, not the subtree that asks a security officer
+    assert ran.structured["matches"] == ["/data/archive/2024/b.txt", "/data/archive/a.txt"]
+    # and nothing without an approval: the same search again asks anew
+    assert anyio.run(go).reason is ReasonCode.APPROVAL_REQUIRED
