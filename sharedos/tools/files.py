@@ -145,8 +145,9 @@ _SEARCH_CUT = (
 )
 #: ``files.read``'s text block for a file that is not UTF-8
 _NOT_UTF8 = (
-    "[files.read: {path} is not UTF-8 text. Each byte of it that is not UTF-8 is shown "
-    "above as U+FFFD; writing this text back with files.write would replace those bytes.]"
+    "[files.read: {path} is not UTF-8 text. Each sequence of bytes in it that is not UTF-8 "
+    "is shown above as one U+FFFD; writing this text back with files.write would replace "
+    "those bytes.]"
 )
 
 

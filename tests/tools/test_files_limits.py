@@ -274,6 +274,19 @@ def test_a_file_that_is_not_utf8_is_read_with_a_warning_that_says_so(
     assert "U+FFFD" in warning["text"]
 
 
+def test_the_warning_says_how_many_bytes_one_replacement_stands_for(root: Path) -> None:
+    # "Each byte of it that is not UTF-8 is shown as U+FFFD": the two bytes of a cut
+    # "€" (and a Latin-1 byte) are one U+FFFD each, as the text the model got showed
+    (root / "public" / "f").write_bytes(b"a\xe2\x82b\xe9")
+    shown, warning = call(tools(root)["files.read"], "/public/f", path="/public/f").content
+    assert shown["text"] == "a\ufffdb\ufffd"
+    assert "Each byte" not in warning["text"]
+    assert (
+        "sequence of bytes in it that is not UTF-8 is shown above as one U+FFFD"
+        in (warning["text"])
+    )
+
+
 @pytest.mark.parametrize(
     "data", [b"plain\n", "caf\u00e9\r\n\ufeffbom".encode(), "\ufeffwith BOM".encode()]
 )
