@@ -220,6 +220,9 @@ def _lint_values(
     of the attribute ``node`` reads (one schema per tool a rule governs: the value is
     impossible only when every one of them rules it out); empty when nothing is."""
     for node in ast.walk(cond):
+        if isinstance(node, ast.Call):
+            _lint_list_functions(node, schemas, out)
+            continue
         if not isinstance(node, ast.Compare):
             continue
         if node.op in ("==", "!="):
@@ -255,6 +258,18 @@ def _lint_values(
                         )
         elif node.op in ("in", "not in"):
             found = schemas(node.right)
+            if isinstance(node.left, ast.Literal) and isinstance(node.right, ast.Ref):
+                why = _never_an_element(found, node.left.value)
+                if why is not None:
+                    always = "false" if node.op == "in" else "true"
+                    out.warn(
+                        "SOS502",
+                        f"every element of {node.right.dotted} {why}, never the "
+                        f"{value_kind(node.left.value)} {_shown(node.left.value)}: "
+                        f"'{node.op}' is always {always}",
+                        node.span,
+                        _element_hint(found, node.left.value),
+                    )
             if found and all(
                 s.types and not (s.types & {"array", "object", "string"}) for s in found
             ):
@@ -282,6 +297,49 @@ def _lint_values(
                         )
         else:
             _lint_order(node, schemas, out)
+
+
+def _never_an_element(found: Sequence[AttrSchema], value: Any) -> str | None:
+    """Why no list the schemas of ``found`` describe holds ``value`` (their ``items``
+    rule it out: a role the context schema does not list), else None."""
+    items = [s.items for s in found]
+    if not items or any(i is None for i in items):
+        return None
+    return _never([i for i in items if i is not None], value)
+
+
+def _element_hint(found: Sequence[AttrSchema], value: Any) -> str | None:
+    return _value_hint([s.items for s in found if s.items is not None], value)
+
+
+def _lint_list_functions(
+    node: ast.Call, schemas: Callable[[ast.Expr], Sequence[AttrSchema]], out: _Out
+) -> None:
+    """``any_in(context.roles, ["admn"])``, ``all_in(["admn"], context.roles)``: a listed
+    value that no element of the attribute can be never matches it (SOS502)."""
+    if node.func not in ("any_in", "all_in") or len(node.args) != 2:
+        return
+    first, second = node.args
+    pairs = [(first, second)]
+    if node.func == "any_in":  # symmetric: some element of one is in the other
+        pairs.append((second, first))
+    for listed, ref in pairs:
+        if not (isinstance(listed, ast.ListExpr) and isinstance(ref, ast.Ref)):
+            continue
+        found = schemas(ref)
+        for item in listed.items:
+            if not isinstance(item, ast.Literal):
+                continue
+            why = _never_an_element(found, item.value)
+            if why is not None:
+                out.warn(
+                    "SOS502",
+                    f"every element of {ref.dotted} {why}, never the {value_kind(item.value)} "
+                    f"{_shown(item.value)}: this element of the list never matches it "
+                    f"({node.func})",
+                    item.span,
+                    _element_hint(found, item.value),
+                )
 
 
 def _never(found: Sequence[AttrSchema], value: Any) -> str | None:

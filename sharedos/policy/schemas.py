@@ -35,6 +35,8 @@ class AttrSchema:
     #: inclusive bounds of a number (JSON Schema ``minimum``/``maximum``); None: unbounded
     minimum: int | float | None = None
     maximum: int | float | None = None
+    #: what every element of an array is (JSON Schema ``items``); None: anything
+    items: AttrSchema | None = None
 
     def allows(self, kind: str) -> bool:
         """True when a value of JSON type ``kind`` is allowed here."""
@@ -98,7 +100,7 @@ ACCESS_CONTEXT_SCHEMA = AttrSchema(
     {
         "principal": AttrSchema(frozenset({"string"})),
         "tenant": AttrSchema(frozenset({"string"})),
-        "roles": AttrSchema(frozenset({"array"})),
+        "roles": AttrSchema(frozenset({"array"}), items=AttrSchema(frozenset({"string"}))),
         "attributes": AttrSchema(frozenset({"object"}), None),
         "turn_id": AttrSchema(frozenset({"string"})),
         # the time of the call, supplied by the host (sharedos.policy.clock)
@@ -211,8 +213,15 @@ def _from_json_schema(node: Any, where: str) -> AttrSchema:
         values = (node["const"],)
     elif isinstance(node.get("enum"), list):
         values = tuple(node["enum"])
+    raw_items = node.get("items")
+    items = _from_json_schema(raw_items, f"{where}[]") if isinstance(raw_items, Mapping) else None
     return AttrSchema(
-        types, members, values, _json_number(node.get("minimum")), _json_number(node.get("maximum"))
+        types,
+        members,
+        values,
+        _json_number(node.get("minimum")),
+        _json_number(node.get("maximum")),
+        None if items is _OPEN else items,
     )
 
 

@@ -315,6 +315,62 @@ def test_a_context_schema_lists_the_values_an_attribute_takes() -> None:
     assert codes('forbid read on "/a/**" when context.attributes.tier != "gold"\n', opts) == []
 
 
+def test_a_value_no_element_of_a_list_attribute_can_be_is_warned_about() -> None:
+    # `forbid ... when "contractr" in context.roles`: a role the schema does not list
+    # is never held, so the forbid never applies (a silent grant); the same for an
+    # argument's list elements (`inputSchema` items), through `in` and any_in/all_in
+    schema = schema_from_json(
+        {
+            "type": "object",
+            "properties": {
+                "roles": {"type": "array", "items": {"enum": ["admin", "contractor"]}},
+            },
+        }
+    )
+    opts = LintOptions(context_schema=schema)
+    for body in (
+        'forbid read on "/a/**" when "contractr" in context.roles\n',
+        'forbid read on "/a/**" unless "admn" in context.roles\n',
+        'forbid read on "/a/**" when "contractr" not in context.roles\n',
+        'forbid read on "/a/**" when any_in(context.roles, ["contractr"])\n',
+        'forbid read on "/a/**" when any_in(["contractr"], context.roles)\n',
+        'forbid read on "/a/**" when all_in(["contractr"], context.roles)\n',
+    ):
+        assert codes(body, opts) == ["SOS502"], body
+    typo = 'forbid read on "/a/**" when "contractr" in context.roles\n'
+    assert 'did you mean "contractor"?' in [
+        d.hint for d in lint([parse_source(HEAD + typo, "l.sos").file], opts)
+    ]
+    for fine in (
+        'forbid read on "/a/**" when "contractor" in context.roles\n',
+        'forbid read on "/a/**" when any_in(context.roles, ["admin", "contractor"])\n',
+        'forbid read on "/a/**" when all_in(context.roles, ["admin", "x"])\n',
+    ):
+        assert codes(fine, opts) == [], fine
+    # the kernel's roles are strings, with or without a schema
+    assert codes('forbid read on "/a/**" when 1 in context.roles\n') == ["SOS502"]
+    assert codes('forbid read on "/a/**" when "1" in context.roles\n') == []
+    cat = catalog_from_json(
+        [
+            {
+                "name": "files.write",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "flags": {"type": "array", "items": {"enum": ["force", "recursive"]}},
+                    },
+                },
+            }
+        ]
+    )
+    opts = LintOptions(
+        catalog={**cat, **catalog_from_json([{"name": "files.read"}, {"name": "gh.get"}])}
+    )
+    assert codes('forbid write on "/a/**" when "forse" in args.flags\n', opts) == ["SOS502"]
+    assert codes('forbid write on "/a/**" when "force" in args.flags\n', opts) == []
+
+
 def test_requirement_argument_and_missing_tool() -> None:
     cat = catalog_from_json(
         [{"name": "files.read", "inputSchema": {"type": "object", "properties": {"p": {}}}}]
