@@ -14,7 +14,9 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
   (only with a catalogue);
 * ``SOS506`` a requirement for a tool the catalogue does not have;
 * ``SOS513`` (also) a literal compared with the canonical resource that no
-  canonical resource spells (``resource == "/private/"``);
+  canonical resource spells (``resource == "/private/"``), and a pattern that
+  uses glob syntax the language does not have (``?``, ``[abc]``, ``\\*``): it is
+  literal text, so ``forbid * on "/keys/id_???"`` never forbids ``/keys/id_rsa``;
 * ``SOS516`` an approval rule that never takes effect: no permit allows its
   actions, or an unconditional forbid covers it.
 * ``SOS517`` a test that expects ``deny`` of a call refused before any rule is
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +113,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     _lint_resource_literals(files, requirements, named, out)
     _lint_constants(files, named, out)
     _lint_rules(files, requirements, named, out)
+    _lint_foreign_globs(files, out)
     _lint_raw_resource_reads(files, requirements, named, out)
     lint_unicode(files, named, out.warn)
     _lint_tool_policies(files, requirements, out)
@@ -117,6 +121,40 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     if opts.catalog is not None:
         _lint_catalog(files, requirements, named, opts.catalog, out)
     return out.items
+
+
+#: glob syntax of other languages (OPA's glob.match, shells, gitignore) that a
+#: pattern reads as literal text: '?' (one character), '[...]' (a class), and a
+#: backslash before a wildcard (an escape: here the backslash is a character and
+#: the '*' still a wildcard)
+_FOREIGN_GLOB = re.compile(r"\?|\[[^\]/]*\]|\\(?=[*?\[])")
+_HOLE = re.compile(r"\{[^{}]*\}")
+
+
+def _lint_foreign_globs(files: Sequence[ast.PolicyFile], out: _Out) -> None:
+    """SOS513: a pattern that uses glob syntax SharedOS patterns do not have. It is
+    literal text, so a forbid written with it protects a name nobody uses."""
+    for f in files:
+        for rule in f.rules:
+            raw = rule.pattern.raw
+            m = _FOREIGN_GLOB.search(_HOLE.sub(lambda h: "_" * len(h.group()), raw))
+            if m is None:
+                continue
+            meaning = {
+                "?": "'?' is a literal character here, not 'any one character'",
+                "\\": "'\\' is a literal character here, not an escape: the wildcard after it "
+                "still matches",
+            }.get(m.group(), f"{m.group()!r} is literal text here, not a character class")
+            sp = rule.pattern.span
+            col = sp.col + 1 + m.start()  # +1: the opening quote (exact without escapes)
+            out.warn(
+                "SOS513",
+                f"{rule.effect} {rule.rule_id}: pattern {raw!r}: {meaning}",
+                ast.Span(sp.file, sp.line, col, sp.line, col + len(m.group())),
+                "a pattern's only wildcards are '*' (any characters within one segment) and "
+                "'**' (any segments); write '*', or a rule per name. If the resource really "
+                "holds the character, suppress: # sos:ignore SOS513: why",
+            )
 
 
 def _inlined(rule: ast.Rule, named: Mapping[str, Mapping[str, ast.Expr]]) -> list[ast.Expr]:

@@ -547,3 +547,28 @@ def test_a_literal_on_the_other_side_of_a_templates_slash() -> None:
         found = [d for d in lint([parsed.file]) if d.code == "SOS513"]
         assert len(found) == 1 and "relative template" in found[0].message, never
     assert "SOS513" not in codes('namespace gh\nforbid * on "**" when startswith(resource, "sh")\n')
+
+
+@pytest.mark.parametrize(
+    ("pattern", "col"),
+    [
+        ('"/keys/id_??"', 11),  # '?' is one character in OPA's glob.match, a shell, gitignore
+        ('"/data/[abc]/**"', 8),  # a character class
+        ('"/data/\\\\*"', 8),  # Cedar's escaped star: here '\' is text, '*' a wildcard
+        ('"/home/{context.principal}/report?.pdf"', 34),
+    ],
+)
+def test_glob_syntax_the_language_does_not_have_is_warned_about(pattern: str, col: int) -> None:
+    # each is literal text, so a forbid written with it protects a name nobody uses
+    found = [
+        d
+        for d in lint([parse_source(HEAD + f"forbid read on {pattern}\n", "l.sos").file])
+        if d.code == "SOS513"
+    ]
+    assert [(d.line, d.col - len("forbid read on ")) for d in found] == [(7, col)], found
+    assert "only wildcards are '*'" in (found[0].hint or "")
+
+
+def test_patterns_without_foreign_glob_syntax_are_not_warned_about() -> None:
+    for pattern in ('"/data/a]b[c"', '"/home/{context.principal}/**"', '"/d/*.txt"'):
+        assert codes(f"forbid read on {pattern}\n") == [], pattern
