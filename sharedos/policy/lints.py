@@ -112,6 +112,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     _lint_context(files, opts, out, _declared_actions(requirements))
     _lint_resource_literals(files, requirements, named, out)
     _lint_constants(files, named, out)
+    _lint_empty_lists(files, out)
     _lint_rules(files, requirements, named, out)
     _lint_foreign_globs(files, out)
     _lint_raw_resource_reads(files, requirements, named, out)
@@ -785,6 +786,46 @@ def _lint_constants(
                         f"the {kind} condition of {rule.effect} {rule.rule_id} {problem}",
                         cond.span,
                     )
+
+
+def _lint_empty_lists(files: Sequence[ast.PolicyFile], out: _Out) -> None:
+    """SOS508 for each test of an empty list, in a rule or a named condition (where it
+    is written, once however many rules use it)."""
+    for f in files:
+        for stmt in f.statements:
+            if isinstance(stmt, ast.ConditionDecl):
+                where = [(f"condition {stmt.name}", stmt.expr)]
+            elif isinstance(stmt, ast.Rule):
+                where = [
+                    (f"the {kind} condition of {stmt.effect} {stmt.rule_id}", cond)
+                    for kind, cond in (("when", stmt.when), ("unless", stmt.unless))
+                    if cond is not None and ast.roots(cond)  # a constant one: _lint_constants
+                ]
+            else:
+                continue
+            for what, cond in where:
+                for node, always in _empty_list_tests(cond):
+                    out.warn(
+                        "SOS508",
+                        f"{what}: this test is always {always} (an empty list holds nothing)",
+                        node.span,
+                    )
+
+
+def _empty_list_tests(expr: ast.Expr) -> Iterator[tuple[ast.Expr, str]]:
+    """``x in []``, ``x not in []``, ``any_in(x, [])``, ``all_in([], x)``: tests of an
+    empty list literal, constant whatever the call (an operand that errs aside):
+    ``forbid ... when context.principal in []`` never applies."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Compare) and node.op in ("in", "not in"):
+            if isinstance(node.right, ast.ListExpr) and not node.right.items:
+                yield node, "false" if node.op == "in" else "true"
+        elif isinstance(node, ast.Call) and len(node.args) == 2:
+            empty = [isinstance(a, ast.ListExpr) and not a.items for a in node.args]
+            if node.func == "any_in" and any(empty):
+                yield node, "false"
+            elif node.func == "all_in" and empty[0]:
+                yield node, "true"
 
 
 def _contradiction(expr: ast.Expr) -> str | None:

@@ -572,3 +572,38 @@ def test_glob_syntax_the_language_does_not_have_is_warned_about(pattern: str, co
 def test_patterns_without_foreign_glob_syntax_are_not_warned_about() -> None:
     for pattern in ('"/data/a]b[c"', '"/home/{context.principal}/**"', '"/d/*.txt"'):
         assert codes(f"forbid read on {pattern}\n") == [], pattern
+
+
+@pytest.mark.parametrize(
+    ("condition", "always"),
+    [
+        ("context.principal in []", "false"),  # a deny list left empty: the forbid is dead
+        ('args.mode == "x" or context.principal in []', "false"),
+        ("context.principal not in []", "true"),
+        ("any_in(context.roles, [])", "false"),
+        ("any_in([], context.roles)", "false"),
+        ("all_in([], context.roles)", "true"),
+    ],
+)
+def test_a_test_of_an_empty_list_is_constant(condition: str, always: str) -> None:
+    found = messages(f'forbid read on "/a/**" when {condition}\n')
+    assert found == [
+        f"the when condition of forbid l.sos:7: this test is always {always} "
+        "(an empty list holds nothing)"
+    ], found
+
+
+def test_an_empty_list_in_a_named_condition_is_reported_where_it_is_written() -> None:
+    body = (
+        "condition blocked = context.principal in []\n"
+        'forbid read on "/a/**" when blocked\n'
+        'forbid write on "/b/**" when blocked\n'
+    )
+    assert messages(body) == [
+        "condition blocked: this test is always false (an empty list holds nothing)"
+    ]
+    # a list with something in it, and all_in over the attribute, are not constant
+    for fine in ('context.principal in ["mallory"]', "all_in(context.roles, [])"):
+        assert codes(f'forbid read on "/a/**" when {fine}\n') == [], fine
+    # a condition constant as a whole is reported once, as such
+    assert codes('forbid read on "/a/**" when "a" in []\n') == ["SOS508"]
