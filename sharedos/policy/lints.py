@@ -759,12 +759,14 @@ def _lint_constants(
     for f in files:
         for rule in f.rules:
             names = named.get(rule.namespace, {})
+            reported = False
             for kind, cond in (("when", rule.when), ("unless", rule.unless)):
                 if cond is None:
                     continue
                 expr = ast.inline(cond, names) if names else cond
                 constant, value = _constant(expr)
                 if constant:
+                    reported = True
                     verdict = (
                         "always errors" if value is None else f"is always {str(value).lower()}"
                     )
@@ -785,6 +787,19 @@ def _lint_constants(
                         "SOS508",
                         f"the {kind} condition of {rule.effect} {rule.rule_id} {problem}",
                         cond.span,
+                    )
+                    reported = True
+            if rule.when is not None and rule.unless is not None and not reported:
+                when, unless = rule.when, rule.unless
+                if names:
+                    when, unless = ast.inline(when, names), ast.inline(unless, names)
+                problem = _when_unless_problem(when, unless)
+                if problem is not None:
+                    out.warn(
+                        "SOS508",
+                        f"the when and unless conditions of {rule.effect} {rule.rule_id} "
+                        f"{problem}: the rule never applies",
+                        rule.unless.span,
                     )
 
 
@@ -831,33 +846,70 @@ def _empty_list_tests(expr: ast.Expr) -> Iterator[tuple[ast.Expr, str]]:
 def _contradiction(expr: ast.Expr) -> str | None:
     """Why an ``and`` can never hold or an ``or`` always does, if it is that plain."""
     for node in ast.walk(expr):
-        if not isinstance(node, ast.BoolOp):
-            continue
-        seen: set[Any] = set()
-        negated: set[Any] = set()
-        equals: dict[str, Any] = {}
-        for operand in node.operands:
-            if isinstance(operand, ast.Not):
-                negated.add(_shape_key(operand.operand))
-            else:
-                seen.add(_shape_key(operand))
-            if node.op == "and" and isinstance(operand, ast.Compare) and operand.op == "==":
-                ref, lit = operand.left, operand.right
-                if isinstance(lit, ast.Ref):
-                    ref, lit = lit, ref
-                if isinstance(ref, ast.Ref) and isinstance(lit, ast.Literal):
-                    key = ref.dotted
-                    value = (type(lit.value).__name__, lit.value)
-                    if key in equals and equals[key] != value:
-                        return f"can never hold: {key} cannot equal two different values"
-                    equals[key] = value
-        if seen & negated:
-            return (
-                "can never hold: it requires something and its negation"
-                if node.op == "and"
-                else "always holds: it accepts something and its negation"
-            )
+        if isinstance(node, ast.BoolOp):
+            problem = _bool_problem(node.op, node.operands)
+            if problem is not None:
+                return problem
     return None
+
+
+def _polarity(expr: ast.Expr) -> tuple[ast.Expr, bool]:
+    """``expr`` as a test and whether it is asserted or denied: ``not x`` denies ``x``,
+    ``a != b`` denies ``a == b``, ``a not in b`` denies ``a in b``."""
+    positive = True
+    while True:
+        if isinstance(expr, ast.Not):
+            expr, positive = expr.operand, not positive
+        elif isinstance(expr, ast.Compare) and expr.op in ("!=", "not in"):
+            op: ast.CompareOp = "==" if expr.op == "!=" else "in"
+            expr, positive = ast.Compare(op, expr.left, expr.right, expr.span), not positive
+        else:
+            return expr, positive
+
+
+def _test_key(expr: ast.Expr) -> Any:
+    """What identifies a test, whatever its spelling (``a == b`` is ``b == a``)."""
+    if isinstance(expr, ast.Compare) and expr.op == "==":
+        return ("==", frozenset({_shape_key(expr.left), _shape_key(expr.right)}))
+    return _shape_key(expr)
+
+
+def _bool_problem(op: str, operands: Sequence[ast.Expr]) -> str | None:
+    seen: set[Any] = set()
+    negated: set[Any] = set()
+    equals: dict[str, Any] = {}
+    for operand in operands:
+        test, positive = _polarity(operand)
+        (seen if positive else negated).add(_test_key(test))
+        if op == "and" and positive and isinstance(test, ast.Compare) and test.op == "==":
+            ref, lit = test.left, test.right
+            if isinstance(lit, ast.Ref):
+                ref, lit = lit, ref
+            if isinstance(ref, ast.Ref) and isinstance(lit, ast.Literal):
+                key = ref.dotted
+                value = (type(lit.value).__name__, lit.value)
+                if key in equals and equals[key] != value:
+                    return f"can never hold: {key} cannot equal two different values"
+                equals[key] = value
+    if seen & negated:
+        return (
+            "can never hold: it requires something and its negation"
+            if op == "and"
+            else "always holds: it accepts something and its negation"
+        )
+    return None
+
+
+def _when_unless_problem(when: ast.Expr, unless: ast.Expr) -> str | None:
+    """Why ``when W unless U`` (W and not U) can never hold, if it is that plain:
+    ``when "admin" in context.roles unless "admin" in context.roles``."""
+    terms = list(when.operands) if isinstance(when, ast.BoolOp) and when.op == "and" else [when]
+    if isinstance(unless, ast.BoolOp) and unless.op == "or":  # not (a or b): not a, not b
+        terms += [ast.Not(u, u.span) for u in unless.operands]
+    else:
+        terms.append(ast.Not(unless, unless.span))
+    problem = _bool_problem("and", terms)
+    return None if problem is None else problem.replace("can never hold", "can never both hold")
 
 
 # -- rules (SOS503, SOS504)

@@ -607,3 +607,34 @@ def test_an_empty_list_in_a_named_condition_is_reported_where_it_is_written() ->
         assert codes(f'forbid read on "/a/**" when {fine}\n') == [], fine
     # a condition constant as a whole is reported once, as such
     assert codes('forbid read on "/a/**" when "a" in []\n') == ["SOS508"]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # when W unless U applies when W holds and U does not: with U = W, never
+        'forbid read on "/a/**" when "admin" in context.roles unless "admin" in context.roles\n',
+        'forbid read on "/a/**" when context.tenant == "x" unless "x" == context.tenant\n',
+        'forbid read on "/a/**" when context.tenant == "x" unless context.tenant != "y"\n',
+        'forbid read on "/a/**" when "a" in context.roles unless "b" in context.roles'
+        ' or "a" in context.roles\n',
+        # '!=' and 'not in' are the negations of '==' and 'in'
+        'forbid read on "/a/**" when context.tenant == "x" and context.tenant != "x"\n',
+        'forbid read on "/a/**" unless "a" in context.roles or "a" not in context.roles\n',
+    ],
+)
+def test_a_forbid_whose_conditions_contradict_each_other_is_constant(rule: str) -> None:
+    assert codes(rule) == ["SOS508"], rule
+
+
+def test_when_and_unless_that_can_both_hold_are_not_reported() -> None:
+    body = 'condition admin = "admin" in context.roles\n'
+    for fine in (
+        'forbid read on "/a/**" when "a" in context.roles unless "b" in context.roles\n',
+        'forbid read on "/a/**" when context.tenant == "x" unless context.tenant == "y"\n',
+        'forbid read on "/a/**" when context.tenant != "x" unless context.tenant == "y"\n',
+        'forbid read on "/a/**" when admin unless "b" in context.roles\n',
+    ):
+        assert codes(body + fine) == [], fine
+    # a named condition is seen through
+    assert codes(body + 'forbid read on "/a/**" when admin unless admin\n') == ["SOS508"]
