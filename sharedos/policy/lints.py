@@ -13,7 +13,8 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
 * ``SOS505`` an ``args.x`` that the tool's ``inputSchema`` does not declare
   (only with a catalogue);
 * ``SOS506`` a requirement for a tool the catalogue does not have;
-* ``SOS513`` (also) a literal compared with the canonical resource that no
+* ``SOS513`` (also) ``startswith(resource, "/public")`` where it widens access (it
+  holds for ``/publicity``), a literal compared with the canonical resource that no
   canonical resource spells (``resource == "/private/"``), and a pattern that
   uses glob syntax the language does not have (``?``, ``[abc]``, ``\\*``): it is
   literal text, so ``forbid * on "/keys/id_???"`` never forbids ``/keys/id_rsa``;
@@ -111,6 +112,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     named = named_conditions(files)
     _lint_context(files, opts, out, _declared_actions(requirements))
     _lint_resource_literals(files, requirements, named, out)
+    _lint_sibling_prefixes(files, named, out)
     _lint_constants(files, named, out)
     _lint_empty_lists(files, out)
     _lint_rules(files, requirements, named, out)
@@ -573,6 +575,64 @@ def _lint_resource_literals(
                         "write the literal as the canonical resource: absolute, single '/', "
                         "no trailing '/', no '.' or '..' segment",
                     )
+
+
+def _lint_sibling_prefixes(
+    files: Sequence[ast.PolicyFile], named: Mapping[str, Mapping[str, ast.Expr]], out: _Out
+) -> None:
+    """SOS513 for ``startswith(resource, "/public")`` where its holding widens access (a
+    permit's ``when``, a forbid's ``unless``, or negated the other way): it also holds for
+    ``/publicity`` and ``/public-old``, siblings the literal reads as excluding."""
+    seen: set[ast.Span] = set()
+    for f in files:
+        for rule in f.rules:
+            names = named.get(rule.namespace, {})
+            for kind, cond in (("when", rule.when), ("unless", rule.unless)):
+                if cond is None:
+                    continue
+                # holding widens: a permit applies, a forbid or approval rule does not
+                widens_when_true = (rule.effect == "permit") == (kind == "when")
+                expr = ast.inline(cond, names) if names else cond
+                for call, positive in _startswith_polarity(expr):
+                    lit = call.args[1]
+                    assert isinstance(lit, ast.Literal) and isinstance(lit.value, str)
+                    text = lit.value
+                    if positive != widens_when_true or lit.span in seen:
+                        continue
+                    if not text or not (text[-1].isalnum() or text[-1] == "_"):
+                        continue  # '/', or a name prefix such as "/tmp/build-"
+                    seen.add(lit.span)
+                    out.warn(
+                        "SOS513",
+                        f"{rule.effect} {rule.rule_id}: startswith(..., {_shown(text)}) also "
+                        f"holds for {_shown(text + 'ity')} and {_shown(text + '-old')}, not "
+                        f"only under {_shown(text + '/')}",
+                        lit.span,
+                        f"for the directory write {_shown(text + '/')} (and == {_shown(text)} "
+                        f"for itself), or a pattern {_shown(text + '/**')}; for a name prefix, "
+                        "suppress: # sos:ignore SOS513: why",
+                    )
+
+
+def _startswith_polarity(expr: ast.Expr) -> Iterator[tuple[ast.Call, bool]]:
+    """Each ``startswith(R, "literal")`` of a canonical resource in ``expr``, and whether
+    the condition holding needs it true (False: under an odd number of ``not``)."""
+    stack: list[tuple[ast.Expr, bool]] = [(expr, True)]
+    while stack:
+        node, positive = stack.pop()
+        if isinstance(node, ast.Not):
+            stack.append((node.operand, not positive))
+        elif isinstance(node, ast.BoolOp):
+            stack.extend((o, positive) for o in node.operands)
+        elif (
+            isinstance(node, ast.Call)
+            and node.func == "startswith"
+            and len(node.args) == 2
+            and _reads_resource(node.args[0])
+            and isinstance(node.args[1], ast.Literal)
+            and isinstance(node.args[1].value, str)
+        ):
+            yield node, positive
 
 
 def _reads_resource(node: ast.Expr) -> bool:

@@ -638,3 +638,33 @@ def test_when_and_unless_that_can_both_hold_are_not_reported() -> None:
         assert codes(body + fine) == [], fine
     # a named condition is seen through
     assert codes(body + 'forbid read on "/a/**" when admin unless admin\n') == ["SOS508"]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # each grants /publicity and /public-old too, read as granting under /public
+        'permit read on "/**" when startswith(resource, "/public")\n',
+        'permit read on "/**" when startswith(path(args.path), "/public")\n',
+        'forbid read on "/**" unless startswith(resource, "/public")\n',
+        'forbid read on "/**" when not startswith(resource, "/public")\n',
+        'permit read on "/**" unless not startswith(resource, "/public")\n',
+        'namespace gh\npermit read on "*/*" when startswith(resource, "sharedos")\n',
+    ],
+)
+def test_a_prefix_test_that_grants_sibling_names_is_warned_about(rule: str) -> None:
+    found = [d for d in lint([parse_source(HEAD + rule, "l.sos").file]) if d.code == "SOS513"]
+    assert len(found) == 1 and "also holds for" in found[0].message, rule
+    assert "/**" in (found[0].hint or "")
+
+
+def test_a_prefix_test_that_only_narrows_or_ends_a_name_prefix_is_not_warned_about() -> None:
+    for fine in (
+        'permit read on "/**" when startswith(resource, "/public/")\n',
+        'permit read on "/**" when startswith(resource, "/tmp/build-")\n',
+        # holding narrows: a forbid applies more, a permit less
+        'forbid read on "/**" when startswith(resource, "/private")\n',
+        'permit read on "/**" when not startswith(resource, "/private")\n',
+        'permit read on "/**" unless startswith(resource, "/private")\n',
+    ):
+        assert "SOS513" not in codes(fine), fine
