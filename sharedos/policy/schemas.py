@@ -9,6 +9,7 @@ schema the schema is the context the kernel really passes,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -165,13 +166,27 @@ def schema_from_json(data: Any, where: str = "schema") -> AttrSchema:
     schema, or when it lists no properties at all.
     """
     if isinstance(data, Mapping) and ("properties" in data or "type" in data or "$schema" in data):
-        return _from_json_schema(data, where)
+        return _with_now(_from_json_schema(data, where))
     if isinstance(data, Mapping):
-        return AttrSchema(
-            frozenset({"object"}),
-            {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in data.items()},
+        return _with_now(
+            AttrSchema(
+                frozenset({"object"}),
+                {str(k): _from_shorthand(v, f"{where}.{k}") for k, v in data.items()},
+            )
         )
     raise SchemaError(f"{where}: expected a JSON object (a JSON Schema or a name -> type mapping)")
+
+
+def _with_now(schema: AttrSchema) -> AttrSchema:
+    """``schema`` knowing ``context.now``, which the kernel adds to every context of a
+    policy that reads it (``clock``), whatever the host's own attributes are: a schema
+    that lists its attributes without it still has its fixed members checked
+    (``context.now.weekday == "Mon"`` never holds), not an unknown ``now``."""
+    if schema.members is None or "now" in schema.members:
+        return schema
+    assert ACCESS_CONTEXT_SCHEMA.members is not None
+    members = {**schema.members, "now": ACCESS_CONTEXT_SCHEMA.members["now"]}
+    return dataclasses.replace(schema, members=members)
 
 
 def _from_shorthand(value: Any, where: str) -> AttrSchema:

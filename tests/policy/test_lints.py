@@ -124,6 +124,27 @@ def test_custom_context_schema_json_schema_and_shorthand() -> None:
         schema_from_json([1, 2])
 
 
+def test_a_custom_context_schema_still_knows_the_time_the_kernel_adds() -> None:
+    # the kernel adds context.now to the context of every policy that reads it, so a
+    # schema of the host's own attributes checks its members as the default one does
+    for schema in (
+        schema_from_json({"type": "object", "properties": {"principal": {"type": "string"}}}),
+        schema_from_json({"principal": "string"}),
+    ):
+        opts = LintOptions(context_schema=schema, context_schema_name="custom")
+        assert codes('forbid read on "/a/**" when context.now.hour >= 20\n', opts) == []
+        assert codes('forbid read on "/a/**" when context.now.weekday == "Sun"\n', opts) == [
+            "SOS502"
+        ]
+        assert codes('forbid read on "/a/**" when context.now.wekday == "sun"\n', opts) == [
+            "SOS501"
+        ]
+    # a schema that declares now is taken as written
+    own = schema_from_json({"now": {"tick": "int"}})
+    opts = LintOptions(context_schema=own)
+    assert codes('forbid read on "/a/**" when context.now.tick >= 20\n', opts) == []
+
+
 # -- SOS503: shadowed permits
 
 
