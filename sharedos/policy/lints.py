@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -947,7 +948,9 @@ def _bool_problem(op: str, operands: Sequence[ast.Expr]) -> str | None:
                 ref, lit = lit, ref
             if isinstance(ref, ast.Ref) and isinstance(lit, ast.Literal):
                 key = ref.dotted
-                value = (type(lit.value).__name__, lit.value)
+                v = lit.value
+                number = isinstance(v, int | float) and not isinstance(v, bool)
+                value = ("number", v) if number else (type(v).__name__, v)  # 1 == 1.0
                 if key in equals and equals[key] != value:
                     return f"can never hold: {key} cannot equal two different values"
                 equals[key] = value
@@ -957,7 +960,81 @@ def _bool_problem(op: str, operands: Sequence[ast.Expr]) -> str | None:
             if op == "and"
             else "always holds: it accepts something and its negation"
         )
+    return _range_problem(op, operands)
+
+
+#: a range of numbers: (low, low included, high, high included); infinite ends
+_Range = tuple[float, bool, float, bool]
+_FLIPPED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _number_range(test: ast.Expr, positive: bool) -> tuple[str, _Range] | None:
+    """``x < 5``, ``not (x >= 22)``, ``x == 3``, ``5 <= x``: the attribute and the range of
+    numbers the test holds for (None: not such a test)."""
+    if not isinstance(test, ast.Compare) or test.op not in ("<", "<=", ">", ">=", "=="):
+        return None
+    op: str = test.op
+    ref, lit = test.left, test.right
+    if isinstance(ref, ast.Literal):
+        op, ref, lit = _MIRRORED.get(op, op), lit, ref
+    if not isinstance(ref, ast.Ref) or not isinstance(lit, ast.Literal):
+        return None
+    c = lit.value
+    if isinstance(c, bool) or not isinstance(c, int | float):
+        return None
+    if not positive:
+        if op == "==":
+            return None  # x != c: two ranges
+        op = _FLIPPED[op]
+    bound = float(c)
+    ranges: dict[str, _Range] = {
+        "<": (-math.inf, False, bound, False),
+        "<=": (-math.inf, False, bound, True),
+        ">": (bound, False, math.inf, False),
+        ">=": (bound, True, math.inf, False),
+        "==": (bound, True, bound, True),
+    }
+    return ref.dotted, ranges[op]
+
+
+def _range_problem(op: str, operands: Sequence[ast.Expr]) -> str | None:
+    """Number bounds on one attribute that no number meets together (``and``), or that
+    every number meets (``or``): ``context.now.hour >= 22 and context.now.hour < 6``."""
+    by_key: dict[str, list[_Range]] = {}
+    for operand in operands:
+        found = _number_range(*_polarity(operand))
+        if found is not None:
+            by_key.setdefault(found[0], []).append(found[1])
+    for key, ranges in by_key.items():
+        if len(ranges) < 2:
+            continue
+        if op == "and":
+            lo, lo_in, hi, hi_in = -math.inf, False, math.inf, False
+            for r_lo, r_lo_in, r_hi, r_hi_in in ranges:
+                if r_lo > lo or (r_lo == lo and not r_lo_in):
+                    lo, lo_in = r_lo, r_lo_in
+                if r_hi < hi or (r_hi == hi and not r_hi_in):
+                    hi, hi_in = r_hi, r_hi_in
+            if lo > hi or (lo == hi and not (lo_in and hi_in)):
+                wrap = " (a window across midnight is 'hour >= 22 or hour < 6')"
+                return f"can never hold: no number meets all its bounds on {key}" + (
+                    wrap if key.startswith("context.now.") else ""
+                )
+        elif _covers_every_number(ranges):
+            return f"always holds: every number meets one of its bounds on {key}"
     return None
+
+
+def _covers_every_number(ranges: Sequence[_Range]) -> bool:
+    reach, reach_in = -math.inf, True
+    for lo, lo_in, hi, hi_in in sorted(ranges, key=lambda r: (r[0], not r[1])):
+        if lo > reach or (lo == reach and not (reach_in or lo_in)):
+            return False
+        if hi > reach:
+            reach, reach_in = hi, hi_in
+        elif hi == reach:
+            reach_in = reach_in or hi_in
+    return reach == math.inf
 
 
 def _when_unless_problem(when: ast.Expr, unless: ast.Expr) -> str | None:

@@ -689,3 +689,38 @@ def test_a_prefix_test_that_only_narrows_or_ends_a_name_prefix_is_not_warned_abo
         'permit read on "/**" unless startswith(resource, "/private")\n',
     ):
         assert "SOS513" not in codes(fine), fine
+
+
+@pytest.mark.parametrize(
+    ("condition", "verdict"),
+    [
+        # the night forbid written with 'and': no hour is both, so it never applies
+        ("context.now.hour >= 22 and context.now.hour < 6", "can never hold"),
+        ("args.size > 100 and args.size < 50", "can never hold"),
+        ("args.n > 5 and args.n <= 5", "can never hold"),
+        ("not (args.n < 5) and args.n < 3", "can never hold"),
+        ("10 < args.n and args.n < 10", "can never hold"),
+        ("args.n == 3 and args.n > 4", "can never hold"),
+        # office hours written with 'or': every hour is one or the other
+        ("context.now.hour >= 9 or context.now.hour < 18", "always holds"),
+        ("args.n < 5 or args.n >= 5", "always holds"),
+    ],
+)
+def test_number_bounds_no_number_meets_together_are_constant(condition: str, verdict: str) -> None:
+    found = messages(f'forbid read on "/a/**" when {condition}\n')
+    assert len(found) == 1 and verdict in found[0], found
+
+
+def test_number_bounds_some_number_meets_are_not_reported() -> None:
+    for fine in (
+        "context.now.hour >= 22 or context.now.hour < 6",
+        "context.now.hour >= 9 and context.now.hour < 18",
+        "args.n >= 5 and args.n <= 5",
+        "args.n < 5 or args.n > 5",
+        "args.n == 1 and args.n == 1.0",  # one number
+        "args.a > 5 and args.b < 3",
+    ):
+        assert codes(f'forbid read on "/a/**" when {fine}\n') == [], fine
+    # across when and unless: when W unless U is W and not U
+    body = 'forbid read on "/a/**" when context.now.hour >= 22 unless context.now.hour >= 6\n'
+    assert codes(body) == ["SOS508"]
