@@ -401,6 +401,9 @@ def _value_hint(found: Sequence[AttrSchema], value: Any) -> str | None:
         if close:
             return f"did you mean {_shown(close[0])}?"
         return "compare with one of the values listed"
+    patterns = [s.pattern for s in found if s.pattern is not None]
+    if patterns and isinstance(value, str):
+        return f"compare with a string that matches {patterns[0]}"
     bounded = [s for s in found if s.allows("number") and (s.minimum, s.maximum) != (None, None)]
     if bounded and isinstance(value, int | float) and not isinstance(value, bool):
         return f"compare with a number {bounded[0].bounds()}"

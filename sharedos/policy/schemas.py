@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,8 @@ class AttrSchema:
     maximum: int | float | None = None
     #: what every element of an array is (JSON Schema ``items``); None: anything
     items: AttrSchema | None = None
+    #: a regular expression every string value matches (JSON Schema ``pattern``)
+    pattern: str | None = None
 
     def allows(self, kind: str) -> bool:
         """True when a value of JSON type ``kind`` is allowed here."""
@@ -61,6 +64,13 @@ class AttrSchema:
                 return f"is one of {shown}"
         if kind == "number" and not self.within(value, value):
             return f"is {self.bounds()}"
+        if kind == "string" and self.pattern is not None:
+            try:
+                matched = re.search(self.pattern, value) is not None
+            except re.error:  # not a Python regular expression: nothing is known
+                matched = True
+            if not matched:
+                return f"matches {self.pattern}"
         return None
 
     def within(self, low: int | float, high: int | float) -> bool:
@@ -109,9 +119,12 @@ ACCESS_CONTEXT_SCHEMA = AttrSchema(
             frozenset({"object"}),
             {
                 "timestamp": AttrSchema(frozenset({"integer", "number"})),
-                "iso": AttrSchema(frozenset({"string"})),
+                "iso": AttrSchema(
+                    frozenset({"string"}),
+                    pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[+-][0-9]{2}:[0-9]{2}(:[0-9]{2})?$",
+                ),
                 "zone": AttrSchema(frozenset({"string"})),
-                "date": AttrSchema(frozenset({"string"})),
+                "date": AttrSchema(frozenset({"string"}), pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
                 "year": AttrSchema(frozenset({"integer", "number"})),
                 "month": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=12),
                 "day": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=31),
@@ -230,6 +243,7 @@ def _from_json_schema(node: Any, where: str) -> AttrSchema:
         values = tuple(node["enum"])
     raw_items = node.get("items")
     items = _from_json_schema(raw_items, f"{where}[]") if isinstance(raw_items, Mapping) else None
+    pattern = node.get("pattern")
     return AttrSchema(
         types,
         members,
@@ -237,6 +251,7 @@ def _from_json_schema(node: Any, where: str) -> AttrSchema:
         _json_number(node.get("minimum")),
         _json_number(node.get("maximum")),
         None if items is _OPEN else items,
+        pattern if isinstance(pattern, str) else None,
     )
 
 

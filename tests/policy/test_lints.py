@@ -724,3 +724,28 @@ def test_number_bounds_some_number_meets_are_not_reported() -> None:
     # across when and unless: when W unless U is W and not U
     body = 'forbid read on "/a/**" when context.now.hour >= 22 unless context.now.hour >= 6\n'
     assert codes(body) == ["SOS508"]
+
+
+def test_a_string_its_schema_pattern_rules_out_is_warned_about() -> None:
+    # context.now.date is always YYYY-MM-DD: a holiday freeze written "2026-1-1"
+    # never applies; so does a custom schema's pattern
+    for never in (
+        'forbid read on "/a/**" when context.now.date == "2026-1-1"\n',
+        'forbid read on "/a/**" when context.now.date in ["2026-12-25", "2026-1-1"]\n',
+        'forbid read on "/a/**" when context.now.iso == "2026-12-25T10:00:00Z"\n',
+    ):
+        found = [d for d in lint([parse_source(HEAD + never, "l.sos").file])]
+        assert [d.code for d in found] == ["SOS502"], never
+        assert "matches" in (found[0].hint or ""), found[0].hint
+    for fine in (
+        'forbid read on "/a/**" when context.now.date == "2026-01-01"\n',
+        'forbid read on "/a/**" when context.now.iso == "2026-12-25T10:00:00+00:00"\n',
+        'forbid read on "/a/**" when context.now.iso == "2026-12-25T10:00:00+05:30"\n',
+    ):
+        assert codes(fine) == [], fine
+    schema = schema_from_json(
+        {"type": "object", "properties": {"tenant": {"type": "string", "pattern": "^t-[0-9]+$"}}}
+    )
+    opts = LintOptions(context_schema=schema)
+    assert codes('forbid read on "/a/**" when context.tenant == "t1"\n', opts) == ["SOS502"]
+    assert codes('forbid read on "/a/**" when context.tenant == "t-1"\n', opts) == []
