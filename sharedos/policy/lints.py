@@ -776,6 +776,24 @@ def _lint_test_context(test: ast.TestBlock, where: ast.Span, opts: LintOptions, 
                     f"test {test.name!r} gives context.{'.'.join(here)} a {value_kind(sub)}; the schema declares {declared}",
                     where,
                 )
+            elif node is not None:
+                # a value the host never passes (a role the schema does not list): the
+                # test decides for a caller who does not exist
+                given = [(sub, node)] if not isinstance(sub, dict | list) else []
+                if isinstance(sub, list) and node.items is not None:
+                    given = [(x, node.items) for x in sub if not isinstance(x, dict | list)]
+                for x, schema in given:
+                    why = schema.never(x)
+                    if why is not None:
+                        out.warn(
+                            "SOS502",
+                            f"test {test.name!r} gives context.{'.'.join(here)} {_shown(x)}, "
+                            f"which it never holds: "
+                            + ("every element " if isinstance(sub, list) else "it ")
+                            + why,
+                            where,
+                            _value_hint([schema], x),
+                        )
             visit(sub, here)
 
     visit(test.context, [])

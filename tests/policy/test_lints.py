@@ -749,3 +749,32 @@ def test_a_string_its_schema_pattern_rules_out_is_warned_about() -> None:
     opts = LintOptions(context_schema=schema)
     assert codes('forbid read on "/a/**" when context.tenant == "t1"\n', opts) == ["SOS502"]
     assert codes('forbid read on "/a/**" when context.tenant == "t-1"\n', opts) == []
+
+
+def test_a_test_context_value_the_host_never_passes_is_warned_about() -> None:
+    # "contractors cannot read the secrets" tested with a misspelt role tests a caller
+    # who does not exist: the test passes whatever the contractor rules say
+    schema = schema_from_json(
+        {
+            "type": "object",
+            "properties": {
+                "principal": {"type": "string"},
+                "tenant": {"enum": ["acme", "globex"]},
+                "roles": {"type": "array", "items": {"enum": ["admin", "contractor"]}},
+            },
+        }
+    )
+    opts = LintOptions(context_schema=schema)
+
+    def test_codes(context: str, o: LintOptions | None = None) -> list[str]:
+        body = (
+            f'test "t" {{ context {{ {context} }} call files.read {{ path: "/a" }} expect deny }}\n'
+        )
+        return codes(body, o)
+
+    assert test_codes('principal: "a", roles: ["contractr"]', opts) == ["SOS502"]
+    assert test_codes('principal: "a", tenant: "acm"', opts) == ["SOS502"]
+    assert test_codes('principal: "a", roles: ["contractor"], tenant: "acme"', opts) == []
+    # the kernel's roles are strings, its hours 0 to 23
+    assert test_codes('principal: "a", roles: ["admin", 3]') == ["SOS502"]
+    assert test_codes('principal: "a", now: { hour: 25 }') == ["SOS502"]
