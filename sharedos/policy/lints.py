@@ -118,6 +118,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     _lint_empty_lists(files, out)
     _lint_rules(files, requirements, named, out)
     _lint_foreign_globs(files, out)
+    _lint_padded_segments(files, out)
     _lint_raw_resource_reads(files, requirements, named, out)
     lint_unicode(files, named, out.warn)
     _lint_tool_policies(files, requirements, out)
@@ -159,6 +160,30 @@ def _lint_foreign_globs(files: Sequence[ast.PolicyFile], out: _Out) -> None:
                 "'**' (any segments); write '*', or a rule per name. If the resource really "
                 "holds the character, suppress: # sos:ignore SOS513: why",
             )
+
+
+def _lint_padded_segments(files: Sequence[ast.PolicyFile], out: _Out) -> None:
+    """SOS513: a pattern segment that starts or ends with white space (``"/private /**"``,
+    ``"sharedos /*"``). It reads as the name without it and matches only the padded one,
+    which no path or repository is called: a forbid written so never applies."""
+    for f in files:
+        for rule in f.rules:
+            raw = rule.pattern.raw
+            offset = 0
+            for seg in raw.split("/"):
+                stripped = seg.strip(" ")  # other white space: SOS106, SOS513 (Unicode)
+                if stripped and stripped != seg:
+                    sp = rule.pattern.span
+                    col = sp.col + 1 + offset  # +1: the opening quote (exact without escapes)
+                    out.warn(
+                        "SOS513",
+                        f"{rule.effect} {rule.rule_id}: pattern segment {seg!r} starts or ends "
+                        f"with white space: it matches only that spelling, not {stripped!r}",
+                        ast.Span(sp.file, sp.line, col, sp.line, col + len(seg)),
+                        f"write {stripped!r}; if the name really has the space, suppress: "
+                        "# sos:ignore SOS513: why",
+                    )
+                offset += len(seg) + 1
 
 
 def _inlined(rule: ast.Rule, named: Mapping[str, Mapping[str, ast.Expr]]) -> list[ast.Expr]:

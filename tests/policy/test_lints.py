@@ -778,3 +778,23 @@ def test_a_test_context_value_the_host_never_passes_is_warned_about() -> None:
     # the kernel's roles are strings, its hours 0 to 23
     assert test_codes('principal: "a", roles: ["admin", 3]') == ["SOS502"]
     assert test_codes('principal: "a", now: { hour: 25 }') == ["SOS502"]
+
+
+@pytest.mark.parametrize(
+    ("rule", "col"),
+    [
+        ('forbid read on "/private /**"\n', 2),
+        ('forbid read on "/data/ secret"\n', 7),
+        ('namespace gh\nforbid read on "sharedos /*"\n', 1),
+    ],
+)
+def test_a_pattern_segment_padded_with_spaces_is_warned_about(rule: str, col: int) -> None:
+    # it reads as the name and matches only the padded spelling: the forbid is dead
+    parsed = parse_source(HEAD + rule, "l.sos")
+    found = [d for d in lint([parsed.file]) if d.code == "SOS513"]
+    assert [d.col - len('forbid read on "') for d in found] == [col], found
+    assert "white space" in found[0].message
+
+
+def test_a_space_inside_a_pattern_segment_is_a_name() -> None:
+    assert codes('forbid read on "/data/My Documents/**"\n') == []
