@@ -13,7 +13,8 @@ Per turn, not globally: ``turn(context)`` lists each upstream through a pooled
 session (keyed by upstream id and credential-set fingerprint, never by who
 asks), keeps only tools whose definition matches the pin file, and fixes the
 result as that turn's snapshot: ``tools_for(context)`` returns exactly it for
-``context.turn_id`` (and nothing for a turn it did not prepare), so the
+``context.turn_id`` (and nothing for a turn it did not prepare, nor for another
+principal's context carrying the same turn id), so the
 catalogue stays fixed for the turn even if an upstream announces
 ``list_changed`` mid-turn; the change is seen at the next turn, after
 approval. No user's catalogue mutates anything shared: the snapshot belongs
@@ -161,6 +162,14 @@ class TurnUpstreams:
     sessions: dict[str, tuple[UpstreamConnection, dict[str, str] | None]] = field(
         default_factory=dict
     )
+    #: whose turn it is: what chose its credentials (``owner_of`` the context it was
+    #: prepared for). Another context carrying the same turn id gets none of it.
+    owner: tuple[str, str, tuple[str, ...]] | None = None
+
+    def serves(self, context: AccessContext) -> bool:
+        """True when ``context`` is the one this snapshot was prepared for (its turn, and
+        the principal, tenant and roles its credentials were chosen by)."""
+        return context.turn_id == self.turn_id and self.owner == owner_of(context)
 
     def confinement(self) -> dict[str, str]:
         """Upstream id → how it was confined, for the turn's identity (docs/confinement.md)."""
@@ -240,6 +249,9 @@ class UpstreamBroker:
         #: from every upstream's stderr as well as its own credentials; set it any time
         self.host_secrets: Redactor = NO_SECRETS
         self._turns: dict[str, TurnUpstreams] = {}
+        #: turn ids being prepared (``turn``): reserved before the first await, so a second
+        #: turn opened with the same id meanwhile is refused rather than replacing the first
+        self._opening: set[str] = set()
         #: (upstream id, credential identity, fingerprint) -> the definitions built from its latest
         #: listing, by the digest of the listed tool. Replaced by each listing (so it never
         #: holds more than one listing's tools per session), reused by the next one: an item
@@ -294,8 +306,9 @@ class UpstreamBroker:
 
     # -- ContextToolProvider ----------------------------------------------------
     def tools_for(self, context: AccessContext) -> Iterable[ToolDefinition]:
-        """The brokered tools of ``context``'s turn: its fixed snapshot, or none."""
-        state = self._turns.get(context.turn_id)
+        """The brokered tools of ``context``'s turn: its fixed snapshot, or none (also for
+        a context of another principal, tenant or roles that carries the same turn id)."""
+        state = self.state_for(context)
         if state is None:
             return ()
         return state.tools.values()
@@ -303,6 +316,15 @@ class UpstreamBroker:
     def turn_state(self, turn_id: str) -> TurnUpstreams | None:
         """The snapshot of an open turn (None when the turn was not opened here or has ended)."""
         return self._turns.get(turn_id)
+
+    def state_for(self, context: AccessContext) -> TurnUpstreams | None:
+        """The snapshot of ``context``'s open turn, or None: not opened here, ended, or
+        prepared for another context with the same turn id (its tools, sessions and
+        credentials are that context's, never this one's)."""
+        state = self._turns.get(context.turn_id)
+        if state is None or not state.serves(context):
+            return None
+        return state
 
     async def _sweeper(self) -> None:
         """Close pooled sessions idle past their upstream's ``sessions.idle_s``."""
@@ -328,15 +350,22 @@ class UpstreamBroker:
     @contextlib.asynccontextmanager
     async def turn(self, context: AccessContext) -> AsyncIterator[TurnUpstreams]:
         """Prepare ``context``'s turn: list every upstream, apply pins, fix the snapshot."""
-        if context.turn_id in self._turns:
-            raise ValueError(f"turn {context.turn_id!r} is already open with this broker")
+        turn_id = context.turn_id
+        if turn_id in self._turns or turn_id in self._opening:
+            raise ValueError(f"turn {turn_id!r} is already open with this broker")
+        # reserved now, before the listings are awaited: checked only against the turns
+        # already registered, two turns opened at once with one id both passed, and the
+        # second's snapshot (its principal's credentials) replaced the first's
+        self._opening.add(turn_id)
         try:
             state = await self.prepare(context, hold=True)
-            self._turns[context.turn_id] = state
+            self._turns[turn_id] = state
+            self._opening.discard(turn_id)
             yield state
         finally:
-            self._turns.pop(context.turn_id, None)
-            self.pool.release(context.turn_id)
+            self._opening.discard(turn_id)
+            self._turns.pop(turn_id, None)
+            self.pool.release(turn_id)
 
     async def prepare(self, context: AccessContext, *, hold: bool = False) -> TurnUpstreams:
         """Build a turn snapshot without registering it (``turn`` registers it); ``hold``:
@@ -483,6 +512,7 @@ class UpstreamBroker:
         statuses.sort(key=lambda s: order.get(s.upstream, 0))
         return TurnUpstreams(
             turn_id=context.turn_id,
+            owner=owner_of(context),
             tools=tools,
             statuses=tuple(statuses),
             expected=expected,
@@ -740,9 +770,10 @@ class UpstreamBroker:
 
     # -- calls (used by ForwardHandler) ------------------------------------------------
     async def connection_for_call(
-        self, turn_id: str, upstream_id: str, tool: str
+        self, context: AccessContext, upstream_id: str, tool: str
     ) -> UpstreamConnection:
-        """The session a call of ``tool`` in ``turn_id`` goes to; re-opened if it broke.
+        """The session a call of ``tool`` in ``context``'s turn goes to; re-opened if it broke.
+        None for a context the turn was not prepared for (``state_for``).
 
         A session other than the one this turn was published from -- re-opened by
         this call, by an earlier call of the turn, or by another turn sharing the
@@ -754,13 +785,14 @@ class UpstreamBroker:
         the call, and the session's latest listing (this turn's, or any later turn's)
         is the one a call's tool is checked against.
         """
-        state = self._turns.get(turn_id)
+        turn_id = context.turn_id
+        state = self.state_for(context)
         config = self.upstreams.get(upstream_id)
         if state is None or config is None or upstream_id not in state.credentials:
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_UNAVAILABLE,
                 f"upstream {upstream_id!r} has no session for this turn (the turn was not "
-                "opened through the upstream broker, or it has ended)",
+                "opened through the upstream broker for this principal, or it has ended)",
             )
         creds = state.credentials[upstream_id]
         want = state.expected.get(tool)
@@ -860,6 +892,12 @@ class UpstreamBroker:
                     tg.start_soon(one, config)
         await anyio.to_thread.run_sync(self._hold_back_foreign, out)
         return {uid: out[uid] for uid in self.upstreams if uid in out}
+
+
+def owner_of(context: AccessContext) -> tuple[str, str, tuple[str, ...]]:
+    """What chooses a context's credentials at an upstream (``credentials.select``): its
+    tenant, principal and roles."""
+    return (context.tenant, context.principal, tuple(context.roles))
 
 
 def _shared_failure(failure: tuple[float, UpstreamFailure] | None, asked: float) -> None:

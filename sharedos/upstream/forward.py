@@ -103,7 +103,7 @@ class ForwardHandler:
             if problem is not None:
                 return _failure(ReasonCode.LINKED_RESOURCE, problem)
         try:
-            conn = await broker.connection_for_call(hctx.context.turn_id, self.upstream_id, tool)
+            conn = await broker.connection_for_call(hctx.context, self.upstream_id, tool)
             result = await conn.call_tool(self.raw_name, arguments, progress=hctx.progress)
         except UpstreamFailure as exc:
             return _failure(exc.reason, exc.message)
@@ -149,7 +149,7 @@ class ForwardHandler:
                 f"upstream {self.upstream_id!r} returned a result for {tool} that MCP clients "
                 f"refuse: {bad}; nothing of it is relayed",
             )
-        state = broker.turn_state(hctx.context.turn_id)
+        state = broker.state_for(hctx.context)
         published = state.tools.get(tool) if state is not None else None
         if published is not None and published.output_schema is not None and not result.is_error:
             # the harness's client validates against the schema this turn published, not

@@ -301,3 +301,82 @@ async def test_per_person_or_shared_gives_the_others_the_operators_credential(
         ("alice", "fx:principal:alice"),
         ("mallory", "fx:shared"),
     }
+
+
+BOB = "bob-credential-0000000000000000000000004"  # 40
+
+
+async def test_a_turn_id_carried_by_another_principal_gets_nothing_of_that_turn(
+    tmp_path: Path,
+) -> None:
+    """A context of another principal carrying an open turn's id (a host's
+    ``model_copy(update={"principal": ...})`` keeps it) is served nothing of that turn:
+    opened at the same moment, the second open is refused (both used to open, and the
+    first principal's calls then went out with the second's credential); used against
+    the open turn, it lists none of its brokered tools and a call is refused."""
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f"""[upstream.fx]
+command = {json.dumps(PY)}
+args = {json.dumps([str(FIXTURE)])}
+pinning = "off"
+identity = "per-person"
+
+[upstream.fx.principals.alice]
+FIXTURE_TOKEN = {{ env = "ALICE_FX_TOKEN" }}
+
+[upstream.fx.principals.bob]
+FIXTURE_TOKEN = {{ env = "BOB_FX_TOKEN" }}
+""",
+        encoding="utf-8",
+    )
+    from sharedos.context import ToolCall
+
+    env = {"ALICE_FX_TOKEN": ALICE, "BOB_FX_TOKEN": BOB}
+    async with brokered_host(tmp_path, host, env, RULES) as b:
+        alice = b.context("alice")
+        bob = alice.model_copy(update={"principal": "bob"})
+        assert bob.turn_id == alice.turn_id
+        run = b.policy.tool_policies["run"]
+        seen: dict[str, Any] = {}
+        refused: list[str] = []
+        entered: list[str] = []
+        both_open = anyio.Event()
+
+        async def turn_of(ctx: Any) -> None:
+            try:
+                async with b.broker.turn(ctx):
+                    entered.append(ctx.principal)
+                    await both_open.wait()
+                    catalog = b.host.kernel.list_tools(ctx, run)
+                    call = ToolCall(tool="fx.whoami", arguments={"path": "/public/x"})
+                    got = await b.host.invoke_tool(call, ctx, run, catalog=catalog)
+                    seen[ctx.principal] = got.structured
+            except ValueError:
+                refused.append(ctx.principal)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(turn_of, alice)
+            tg.start_soon(turn_of, bob)
+            with anyio.fail_after(30):
+                while len(entered) + len(refused) < 2:
+                    await anyio.sleep(0.01)
+            both_open.set()
+        assert len(refused) == 1, (refused, seen)
+        [opened] = seen
+        own = {"alice": ALICE, "bob": BOB}[opened]
+        assert seen[opened]["tokenLength"] == len(own)
+
+        # the turn is open for alice: bob's context with its id lists and calls nothing of it
+        async with b.broker.turn(alice):
+            assert list(b.broker.tools_for(alice))
+            assert list(b.broker.tools_for(bob)) == []
+            catalog = b.host.kernel.list_tools(bob, run)
+            assert "fx.whoami" not in catalog
+            call = ToolCall(tool="fx.whoami", arguments={"path": "/public/x"})
+            got = await b.host.invoke_tool(call, bob, run, catalog=catalog)
+            assert got.is_error and got.reason == "tool_unavailable", got
+            # and with alice's own catalogue handed to it by mistake, still not as alice
+            mine = b.host.kernel.list_tools(alice, run)
+            got = await b.host.invoke_tool(call, bob, run, catalog=mine)
+            assert got.is_error and got.structured != {"tokenPresent": True, "tokenLength": 23}
