@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 from collections import deque
@@ -255,8 +256,15 @@ class DaemonLane:
 
         If the caller is cancelled (a timeout included) before the task
         started, the task is dropped and never runs; after, it is abandoned.
+
+        ``fn`` runs in a copy of the caller's context (as ``anyio.to_thread.run_sync``
+        and ``asyncio.to_thread`` run it): it sees the caller's context variables, and
+        what it sets stays with this call. Run in the lane thread's own context, a
+        handler saw none of its call's (a request's span, the fields a host bound for
+        its logs) and whatever the previous task on that thread, another turn's
+        handler, had set there.
         """
-        task: LaneTask[_T] = LaneTask(fn, *args)
+        task: LaneTask[_T] = LaneTask(contextvars.copy_context().run, fn, *args)
         try:
             await await_task(task, self.submit, None)
         except BaseException:

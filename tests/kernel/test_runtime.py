@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import threading
 import time
@@ -209,6 +210,37 @@ def _host_with(
 ) -> RuntimeHost:
     registry = ToolRegistry([tool])
     return RuntimeHost(Kernel(kernel.policy, registry), store, handler_timeout_s=timeout)
+
+
+#: request-scoped state a host or a handler keeps the usual way (structlog's
+#: ``bind_contextvars``, an OpenTelemetry span): a context variable
+_WHO: contextvars.ContextVar[str | None] = contextvars.ContextVar("test_who", default=None)
+
+
+async def test_a_sync_handler_runs_in_its_call_s_context_not_its_thread_s_leftovers(
+    kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    """A sync handler sees the context variables of the call that runs it, and what it
+    sets stays with that call: on one handler thread, one principal's turn used to see
+    what the previous turn's handler set there (and never its own caller's)."""
+    seen: list[tuple[str, str | None]] = []
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        seen.append((hctx.context.principal, _WHO.get()))
+        _WHO.set(f"set by {hctx.context.principal}'s handler")  # never reset, as bind_* do
+        return HandlerResult.text("ok")
+
+    host = RuntimeHost(
+        Kernel(kernel.policy, ToolRegistry([misc_tool(handler)])), store, max_handler_threads=1
+    )
+    for ctx in (ALICE, ADMIN):  # two principals' turns, one handler thread
+        token = _WHO.set(f"{ctx.principal}'s call")
+        try:
+            result = await call(host, "misc.echo", {"path": "/x"}, ctx)
+        finally:
+            _WHO.reset(token)
+        assert result.outcome is Outcome.SUCCEEDED, result
+    assert seen == [("alice", "alice's call"), ("root", "root's call")]
 
 
 async def test_a_raising_handler_is_a_failure_not_a_crash(
