@@ -705,12 +705,16 @@ class UpstreamBroker:
                 and (cached[0] >= asked or asked - cached[0] < conn.config.list_cache_s)
             ):
                 return cached[1]
-            slot.list_changed = False
+            changed, slot.list_changed = slot.list_changed, False
             began = time.monotonic()
             try:
                 raw = await conn.list_tools()
             except UpstreamFailure as exc:
                 slot.list_failure = (time.monotonic(), exc)
+                # the change it announced is still unseen: a later turn (or call) must list
+                # again, not take the listing from before the change as current for the
+                # rest of list_cache_s (and check its calls against that listing's digests)
+                slot.list_changed = slot.list_changed or changed
                 raise
             slot.listing = (began, raw)
             return raw

@@ -346,6 +346,33 @@ async def test_a_cached_listing_is_dropped_when_the_upstream_announces_a_change(
     assert listings() == 2
 
 
+async def test_a_change_announced_before_a_failed_listing_is_still_seen_by_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    """The upstream announces a change, and the next turn's listing of it fails: the turn
+    after that lists again. The failed listing used to consume the announcement, and later
+    turns took the listing from before the change as current for all of list_cache_s."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    write_tools(tools_file, TOOLS)
+    toml = (
+        f'[upstream.fx]\ncommand = {json.dumps(PY)}\npinning = "off"\nlist_cache_s = 600\nprotocol = "legacy"\n'
+        f"args = {json.dumps([str(FIXTURE), '--tools', str(tools_file), '--log', str(log)])}\n"
+    )
+    added = [*TOOLS, {"name": "added", "description": "New.", "inputSchema": {"type": "object"}}]
+    async with brokered(tmp_path, toml, RULES) as env:
+        async with env.turn() as t:
+            assert await t.names() == ["fx.echo", "fx.lookup"]
+            write_tools(tools_file, added)
+            await t.call("fx.echo", {"message": "m", "path": "/public/x"})  # announces list_changed
+            tools_file.write_text("not json", encoding="utf-8")  # its next tools/list fails
+        async with env.broker.turn(env.context()) as failed:
+            assert failed.tools == {}
+            assert "failed to list its tools" in "\n".join(failed.report())
+        write_tools(tools_file, added)
+        async with env.broker.turn(env.context()) as later:
+            assert sorted(later.tools) == ["fx.added", "fx.echo", "fx.lookup"]
+
+
 def test_pinning_says_what_it_pinned_and_takes_the_host_file_either_way(tmp_path: Path) -> None:
     """``pin``/``approve`` used to print "held back until `sharedos upstream approve` pins it"
     for the very tools they were pinning; and every ``upstream`` command takes the host file
