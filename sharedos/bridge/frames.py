@@ -141,8 +141,9 @@ class Frame:
     message: types.JSONRPCMessage | None
     problem: Problem | None = None
     calls: tuple[CallAttempt, ...] = ()
-    #: ids of requests other than tools/call that cannot be delivered (answered with an error)
-    requests: tuple[RequestId, ...] = ()
+    #: ids of requests other than tools/call that cannot be delivered (answered with an
+    #: error; ``None``: a request whose id JSON-RPC does not allow, answered with id null)
+    requests: tuple[RequestId | None, ...] = ()
     #: the frame looks like a tools/call although nothing could be made out
     looks_like_call: bool = False
     #: the frame is a JSON array (a JSON-RPC batch: its answers go back as an array)
@@ -247,6 +248,11 @@ def _structured(data: bytes, value: object, problem: Problem | None, *, intact: 
                 # a request with an ``error`` (or ``result``) member validates as a
                 # response: the server would take it for an answer and drop the call
                 pass
+            elif isinstance(message, types.JSONRPCNotification) and _has_request_id(value):
+                # a request whose id MCP does not allow (null, a fraction, a boolean, an
+                # object ...): the notification model ignores the member, so the server
+                # would take it for a notification and never answer it
+                pass
             elif not (
                 isinstance(message, types.JSONRPCNotification) and message.method == "tools/call"
             ):
@@ -254,16 +260,18 @@ def _structured(data: bytes, value: object, problem: Problem | None, *, intact: 
             # a tools/call without an id: the server would drop it as a notification
     items: Iterable[object] = value if isinstance(value, list) else (value,)
     calls: list[CallAttempt] = []
-    requests: list[RequestId] = []
+    requests: list[RequestId | None] = []
     for item in items:
         if not isinstance(item, Mapping):
             continue
         request_id = _usable_id(item)
         if item.get("method") == "tools/call":
             calls.append(_call_attempt(item, request_id, intact=intact, has_id="id" in item))
-        elif "method" in item and request_id is not None:
-            # a request (it has a method member, of whatever type) with an id that can be
-            # answered: its error goes to that id, or a stdio client waits for it forever
+        elif "method" in item and _has_request_id(item):
+            # a request (it has a method member, of whatever type): its error goes to its
+            # id, or a stdio client waits for it forever; an id JSON-RPC does not allow
+            # (null, a fraction, a boolean, an object) gets it with id null, as JSON-RPC
+            # answers a request whose id it could not read
             requests.append(request_id)
     return Frame(
         size=len(data),
@@ -297,6 +305,21 @@ def _call_attempt(
         arguments_intact=intact,
         protocol_version=version,
         has_id=has_id,
+    )
+
+
+def _has_request_id(item: Mapping[str, object]) -> bool:
+    """Whether ``item`` (a message with a method) is a request by its ``id`` member.
+
+    ``"id": null`` beside a ``notifications/`` method is read as the notification
+    it names: clients that serialize an absent id as null (a struct field without
+    ``omitempty``) send their ``notifications/initialized`` that way.
+    """
+    if "id" not in item:
+        return False
+    method = item.get("method")
+    return not (
+        item["id"] is None and isinstance(method, str) and method.startswith("notifications/")
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from sharedos.bridge import open_turn
@@ -18,7 +19,8 @@ from sharedos.bridge.frames import Problem, classify, is_blank
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import build_runtime
-from tests.bridge.rawwire import StdioBridge, call, frame
+from tests.bridge.rawwire import ACCEPT, StdioBridge, call, frame, legacy_session
+from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +152,60 @@ async def test_stdio_two_calls_on_one_line_are_both_refused_answered_and_recorde
         ("files.write", "malformed_request"),
     ]
     assert not (rt.sandbox / "home" / "alice" / "w.txt").exists()
+
+
+#: ids JSON-RPC lets a request carry that MCP does not (string or integer only)
+UNUSABLE_IDS = [b"null", b"1.5", b"true", b'{"a":1}', b"[1]"]
+
+
+@pytest.mark.parametrize("request_id", UNUSABLE_IDS)
+def test_a_request_whose_id_mcp_does_not_allow_is_not_taken_for_a_notification(
+    request_id: bytes,
+) -> None:
+    """The SDK's notification model ignores an ``id`` member, so ``{"id": null, "method":
+    "ping"}`` was handed on as a notification: never answered (HTTP 202, nothing on
+    stdio), and a client waited for its answer forever. JSON-RPC answers such a request
+    with an "invalid request" error and ``id: null``, as the bridge already did for a
+    ``tools/call`` with such an id."""
+    request = classify(b'{"jsonrpc":"2.0","id":%s,"method":"ping"}' % request_id)
+    assert request.message is None and request.problem is Problem.NOT_JSONRPC
+    assert request.requests == (None,)
+    batch = classify(b'[{"jsonrpc":"2.0","id":%s,"method":"ping"},%s]' % (request_id, PING))
+    assert batch.requests == (None, 1)
+    # a notification (no id member) is still one, and so is one whose absent id was
+    # written as null (a struct field without omitempty)
+    assert classify(b'{"jsonrpc":"2.0","method":"notifications/initialized"}').message
+    assert classify(b'{"jsonrpc":"2.0","method":"notifications/initialized","id":null}').message
+
+
+async def test_stdio_and_http_answer_a_request_whose_id_mcp_does_not_allow(
+    tmp_path: Path,
+) -> None:
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice")
+    bad = [b'{"jsonrpc":"2.0","id":%s,"method":"ping"}' % i for i in UNUSABLE_IDS]
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            await bridge.handshake()
+            for line in bad:
+                await bridge.send_line(line)
+            await bridge.send_line(PING)
+            assert bridge.process.stdin is not None
+            await bridge.process.stdin.aclose()
+            code = await bridge.read_until_exit(bound(10))
+        finally:
+            await bridge.kill()
+    assert code == 0, bridge.stderr
+    errors = [r for r in bridge.replies if r.get("id") is None]
+    assert [e["error"]["code"] for e in errors] == [-32600] * len(bad), bridge.replies
+    assert bridge.reply(1) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    async with open_turn(rt.host, alice, FILES_POLICY) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
+            session = await legacy_session(hc, turn.url)
+            for body in bad:
+                r = await hc.post(turn.url, content=body, headers=session)
+                assert r.status_code == 400, (body, r.status_code, r.text)
+                assert r.json()["id"] is None and r.json()["error"]["code"] == -32600
