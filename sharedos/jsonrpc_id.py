@@ -15,7 +15,7 @@ import contextlib
 import json
 from typing import Any
 
-__all__ = ["EDGE_BYTES", "message_id"]
+__all__ = ["EDGE_BYTES", "has_member", "message_id", "request_id"]
 
 #: bytes kept of an oversized message's head and tail to find its id
 EDGE_BYTES = 4096
@@ -46,6 +46,50 @@ def _scalar(text: str) -> Any:
 def _preceded_by_member_start(data: bytes, at: int) -> bool:
     before = data[:at].rstrip(_WHITESPACE_BYTES)
     return before.endswith((b"{", b","))
+
+
+def has_member(head: bytes, tail: bytes, key: str) -> bool:
+    """Whether the edges show ``key`` as a member of the message's top-level object.
+
+    The same reading as ``message_id``: in the head, everything before the key
+    parses as the start of the top-level object; in the tail, it and everything
+    after it parse as that object's last members.
+    """
+    needle = json.dumps(key).encode()
+    at = head.find(needle)
+    while at != -1:
+        if _preceded_by_member_start(head, at):
+            prefix = head[:at].rstrip(_WHITESPACE_BYTES).rstrip(b",")
+            rest = head[at + len(needle) :].lstrip(_WHITESPACE_BYTES)
+            with contextlib.suppress(ValueError, RecursionError):
+                if rest.startswith(b":") and isinstance(json.loads(prefix + b"}"), dict):
+                    return True
+        at = head.find(needle, at + 1)
+    at = tail.rfind(needle)
+    while at != -1:
+        if _preceded_by_member_start(tail, at):
+            with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
+                members = json.loads(b"{" + tail[at:])
+                if isinstance(members, dict) and key in members:
+                    return True
+        at = tail.rfind(needle, 0, at)
+    return False
+
+
+def request_id(head: bytes, tail: bytes) -> Any:
+    """The id of the *request* seen by these edges (``message_id``), or None for an answer.
+
+    A message with a ``result`` or ``error`` member and no ``method`` is an answer:
+    its id names a request of the other side (the bridge's elicitation, say), and an
+    error sent to that id reaches the peer as the answer to its own request of the
+    same id (the SDK clients and servers both number theirs from 0).
+    """
+    found = message_id(head, tail)
+    if found is None or has_member(head, tail, "method"):
+        return found
+    if has_member(head, tail, "result") or has_member(head, tail, "error"):
+        return None
+    return found
 
 
 def message_id(head: bytes, tail: bytes) -> Any:

@@ -35,7 +35,8 @@ import mcp_types as types
 import pydantic_core
 from pydantic import ValidationError
 
-from sharedos.jsonrpc_id import EDGE_BYTES, message_id
+from sharedos.jsonrpc_id import EDGE_BYTES
+from sharedos.jsonrpc_id import request_id as edge_request_id
 from sharedos.jsonshape import nests_deeper_than
 
 #: the deepest JSON the SDK's parser (pydantic_core) reads; deeper frames are refused
@@ -210,9 +211,11 @@ def oversized(size: int, head: bytes, tail: bytes = b"") -> Frame:
     The request's id, when its edges show it (``sharedos.jsonrpc_id``), is in
     ``requests``: the refusal answers that request. On stdio the id is the only
     way a client matches an answer to its request; with ``id: null`` a client
-    waited for its whole timeout (the SDK's has none by default).
+    waited for its whole timeout (the SDK's has none by default). The id of the
+    client's *answer* to one of the bridge's requests is not answered: it names
+    the bridge's request, not one of the client's.
     """
-    request_id = message_id(head, tail)
+    request_id = edge_request_id(head, tail)
     return Frame(
         size=size,
         message=None,
@@ -387,7 +390,7 @@ def _damaged(data: bytes, forced: Problem | None = None) -> Frame:
             problem = problem or Problem.NOT_JSON
     if not parsed:
         # nothing can be made out, but a legible id is still answered (see ``oversized``)
-        request_id = message_id(data[:EDGE_BYTES], data[-EDGE_BYTES:])
+        request_id = edge_request_id(data[:EDGE_BYTES], data[-EDGE_BYTES:])
         return Frame(
             size=len(data),
             message=None,

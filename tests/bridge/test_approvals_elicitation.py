@@ -448,3 +448,76 @@ async def test_a_clients_name_is_kept_short_in_the_approval(tmp_path: Path) -> N
         approval.detail
     )
     assert len(approval.detail) < 1_000, len(approval.detail)
+
+
+async def _asked_over_raw_stdio(bridge: Any, call_id: int) -> Any:
+    """Handshake (id 0, elicitation declared), then ``files.write`` as request ``call_id``;
+    the bridge's ``elicitation/create`` request once it arrives."""
+    import anyio
+
+    from tests.bridge.rawwire import frame
+
+    await bridge.send_line(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"elicitation": {"form": {}}},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+    )
+    await bridge.wait_reply(0)
+    await bridge.send_line(frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    await bridge.send_line(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": call_id,
+                "method": "tools/call",
+                "params": {"name": "files.write", "arguments": ARGS},
+            }
+        )
+    )
+    with anyio.fail_after(bound(10)):
+        while not any(m.get("method") == "elicitation/create" for m in bridge.replies):
+            assert await bridge._read_some(), bridge.stderr
+    return next(m for m in bridge.replies if m.get("method") == "elicitation/create")
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [b'"result":{"action":"acc', b'"result":{"action":"accept"}} x', b'"error":{"code":1}}}'],
+    ids=["truncated", "trailing-bytes", "not-json"],
+)
+async def test_a_damaged_answer_to_the_question_is_not_answered_as_the_clients_own_request(
+    tmp_path: Path, damaged: bytes
+) -> None:
+    """The bridge numbers its requests from 0 or 1, as the SDK clients number theirs: the
+    elicitation of the client's ``tools/call`` 1 is often request 1 too. A damaged answer
+    to it (cut short, or with bytes after it) had its id read from its edges and was
+    answered with a parse error for that id — which the client took for the answer to
+    its own request 1: its tools/call failed with a JSON-RPC error (the ADR's "refusals
+    are results" broken), and the real result came later for an id already answered."""
+    from tests.bridge.rawwire import StdioBridge
+
+    s = Setup(tmp_path, elicitation_timeout_s=0.5)
+    async with open_turn(s.host, MAYA, RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            asked = await _asked_over_raw_stdio(bridge, call_id=1)
+            await bridge.send_line(b'{"jsonrpc":"2.0","id":%d,' % asked["id"] + damaged)
+            answer = await bridge.wait_reply(1, timeout=bound(10))
+        finally:
+            await bridge.kill()
+    assert asked["id"] == 1  # the collision this is about
+    assert "result" in answer, answer  # the call's own answer: a refusal, as a result
+    assert answer["result"]["structuredContent"]["reason"] == "approval_required"
+    assert not s.written.exists()
+    calls = [r for r in s.store.query(MAYA.turn_id) if r.tool == "files.write"]
+    assert [str(r.reason) for r in calls] == ["approval_required"]  # recorded once

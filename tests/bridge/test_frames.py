@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from sharedos.bridge import open_turn
-from sharedos.bridge.frames import Problem, classify, is_blank
+from sharedos.bridge.frames import Problem, classify, is_blank, oversized
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import build_runtime
@@ -209,3 +209,23 @@ async def test_stdio_and_http_answer_a_request_whose_id_mcp_does_not_allow(
                 r = await hc.post(turn.url, content=body, headers=session)
                 assert r.status_code == 400, (body, r.status_code, r.text)
                 assert r.json()["id"] is None and r.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b'{"jsonrpc":"2.0","id":1,"result":{"action":"acc',
+        b'{"jsonrpc":"2.0","id":1,"result":{"action":"accept"}} x',
+        b'{"jsonrpc":"2.0","id":1,"error":{"code":1}}}',
+    ],
+)
+def test_a_damaged_answer_is_not_answered_at_its_id(answer: bytes) -> None:
+    """The id of the client's answer names the bridge's request (an elicitation), not one
+    of the client's: a parse error sent to it answered the client's own request of that
+    id (see test_approvals_elicitation). It gets its error with id null."""
+    damaged = classify(answer)
+    assert damaged.message is None and damaged.requests == ()
+    cut = oversized(5_000_000, answer[:40], b'"}},"id":1}')
+    assert cut.requests == ()
+    # a damaged request is still answered at its id
+    assert classify(PING[:-1]).requests == (1,)
