@@ -153,6 +153,10 @@ class Frame:
     #: ``requests`` holds the id read from the edges of a frame that was not parsed whole
     #: (oversized, truncated, not JSON): answered with a parse error
     from_edges: bool = False
+    #: ``message`` is not the frame: the client's answer to one of the server's requests
+    #: could not be read (``problem`` says why), and this error for its id goes in its
+    #: place, so the request fails at once instead of waiting out its own timeout
+    substituted: bool = False
 
 
 def is_blank(data: bytes) -> bool:
@@ -261,6 +265,14 @@ def _structured(data: bytes, value: object, problem: Problem | None, *, intact: 
             ):
                 return Frame(size=len(data), message=message)
             # a tools/call without an id: the server would drop it as a notification
+    if (
+        isinstance(value, dict)
+        and "method" not in value
+        and ("result" in value or "error" in value)
+    ):
+        answered = _usable_id(value)
+        if answered is not None:
+            return _unreadable_answer(data, answered, problem or Problem.NOT_JSONRPC)
     items: Iterable[object] = value if isinstance(value, list) else (value,)
     calls: list[CallAttempt] = []
     requests: list[RequestId | None] = []
@@ -285,6 +297,29 @@ def _structured(data: bytes, value: object, problem: Problem | None, *, intact: 
         looks_like_call=bool(calls),
         batch=isinstance(value, list),
         fingerprint=fingerprint(data),
+    )
+
+
+def _unreadable_answer(data: bytes, answered: RequestId, problem: Problem) -> Frame:
+    """A client's answer (``result`` or ``error``, no ``method``) the server cannot read.
+
+    Its id names the server's request it answers (an elicitation, a sampling
+    request): dropped, that request waited for its own timeout — an approval
+    asked at the client two minutes — although the client had answered. An
+    error for that id is handed on instead: the request fails at once, as for
+    any error the client sends, and nothing can be approved or run on it.
+    """
+    error = types.ErrorData(
+        code=-32600,
+        message=f"the client's answer to this request could not be read ({PROBLEM_TEXT[problem]})",
+    )
+    message = types.JSONRPCError(jsonrpc="2.0", id=answered, error=error)
+    return Frame(
+        size=len(data),
+        message=message,
+        problem=problem,
+        fingerprint=fingerprint(data),
+        substituted=True,
     )
 
 

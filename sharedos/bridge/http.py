@@ -224,6 +224,8 @@ class TurnHttpApp:
         if frame.message is None:
             await self._refuse(frame, send, status=None, scope=scope)
             return
+        if frame.substituted:  # an answer the server cannot read: the error in its place
+            data = frame.message.model_dump_json(by_alias=True, exclude_none=True).encode()
         if self.closing:
             await self._refuse_closed(scope, data, frame.message, send)
             return

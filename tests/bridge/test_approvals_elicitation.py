@@ -521,3 +521,105 @@ async def test_a_damaged_answer_to_the_question_is_not_answered_as_the_clients_o
     assert not s.written.exists()
     calls = [r for r in s.store.query(MAYA.turn_id) if r.tool == "files.write"]
     assert [str(r.reason) for r in calls] == ["approval_required"]  # recorded once
+
+
+#: answers to the bridge's elicitation that no JSON-RPC reader can take (``%d``: its id)
+UNREADABLE_ANSWERS = {
+    "result-null": b'{"jsonrpc":"2.0","id":%d,"result":null}',
+    "error-code-text": b'{"jsonrpc":"2.0","id":%d,"error":{"code":"no","message":1}}',
+    "non-finite": b'{"jsonrpc":"2.0","id":%d,"result":{"action":"accept","content":{"n":NaN}}}',
+    "invalid-utf8": b'{"jsonrpc":"2.0","id":%d,"result":{"action":"decline","x":"\xff"}}',
+}
+
+
+def _refused_at_once(payload: dict[str, Any]) -> None:
+    assert payload["reason"] == "approval_required", payload
+    assert "could not be asked" in payload["detail"], payload["detail"]
+    assert "answer to this request could not be read" in payload["detail"]
+
+
+@pytest.mark.parametrize("answer", list(UNREADABLE_ANSWERS))
+async def test_an_unreadable_answer_to_the_question_refuses_the_call_at_once_on_stdio(
+    tmp_path: Path, answer: str
+) -> None:
+    """The client did answer, but with an answer the server cannot read: it was dropped
+    (and answered with an error of its own), and the call waited for the whole
+    elicitation timeout (two minutes by default), then was refused as "no answer from
+    the client". The bridge now hands on an error for the request the answer names."""
+    from tests.bridge.rawwire import StdioBridge
+
+    s = Setup(tmp_path, elicitation_timeout_s=600)
+    async with open_turn(s.host, MAYA, RUN, transport="stdio") as turn:
+        assert turn.command is not None
+        bridge = await StdioBridge.start(turn.command)
+        try:
+            asked = await _asked_over_raw_stdio(bridge, call_id=7)
+            await bridge.send_line(UNREADABLE_ANSWERS[answer] % asked["id"])
+            reply = await bridge.wait_reply(7, timeout=bound(10))
+            await bridge.send_line(b'{"jsonrpc":"2.0","id":8,"method":"ping"}')
+            assert (await bridge.wait_reply(8))["result"] == {}  # still serving
+        finally:
+            await bridge.kill()
+    _refused_at_once(reply["result"]["structuredContent"])
+    assert not s.written.exists()
+    calls = [r for r in s.store.query(MAYA.turn_id) if r.tool == "files.write"]
+    assert [str(r.reason) for r in calls] == ["approval_required"]
+
+
+@pytest.mark.parametrize("answer", list(UNREADABLE_ANSWERS))
+async def test_an_unreadable_answer_to_the_question_refuses_the_call_at_once_over_http(
+    tmp_path: Path, answer: str
+) -> None:
+    import json
+
+    import anyio
+    import httpx2
+
+    from tests.bridge.rawwire import ACCEPT, INITIALIZED, LEGACY
+
+    s = Setup(tmp_path, elicitation_timeout_s=600)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "files.write", "arguments": ARGS},
+    }
+    events: list[dict[str, Any]] = []
+    async with (
+        open_turn(s.host, MAYA, RUN) as turn,
+        httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=30) as hc,
+    ):
+        assert turn.url is not None
+        opened = await hc.post(turn.url, json=init)
+        session = {
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": LEGACY,
+        }
+        await hc.post(turn.url, json=INITIALIZED, headers=session)
+        with anyio.fail_after(bound(10)):
+            async with hc.stream("POST", turn.url, json=call, headers=session) as stream:
+                async for line in stream.aiter_lines():
+                    if not line.startswith("data:") or not line[5:].strip():
+                        continue
+                    event = json.loads(line[5:])
+                    events.append(event)
+                    if event.get("method") == "elicitation/create":
+                        sent = UNREADABLE_ANSWERS[answer] % event["id"]
+                        await hc.post(turn.url, content=sent, headers=session)
+                    elif event.get("id") == 7:
+                        break
+    assert [e.get("method") for e in events] == ["elicitation/create", None], events
+    _refused_at_once(events[-1]["result"]["structuredContent"])
+    assert not s.written.exists()
+    calls = [r for r in s.store.query(MAYA.turn_id) if r.tool == "files.write"]
+    assert [str(r.reason) for r in calls] == ["approval_required"]
