@@ -36,6 +36,32 @@ def _depth(path: str) -> tuple[int, str]:
     return (path.rstrip("/").count("/"), path)
 
 
+def isolation_options(*, share_net: bool = False) -> list[str]:
+    """The namespaces, identity, capabilities, ``/proc`` and ``/dev`` of every sandbox.
+
+    ``detect.find_bubblewrap`` starts its trial sandbox with these very options: a
+    machine that refuses one of them (user namespaces disabled, a container that
+    forbids mounting ``proc``) is found before a run starts, not at its first launch.
+    """
+    return [
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        *(["--share-net"] if share_net else []),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
+
+
 def bwrap_argv(
     bwrap: str,
     view: SandboxView,
@@ -52,24 +78,7 @@ def bwrap_argv(
     The view's ``helpers`` (SharedOS's own, under ``/run/sharedos``) are bound
     read-only at their sandbox paths. ``options`` go last, before ``--``.
     """
-    argv = [
-        bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--uid",
-        str(SANDBOX_UID),
-        "--gid",
-        str(SANDBOX_UID),
-        *(["--share-net"] if view.network == "host" else []),
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-    ]
+    argv = [bwrap, *isolation_options(share_net=view.network == "host")]
     # shallowest first, a tmpfs before a bind of the same depth: a private tmpfs inside a
     # bound directory (``/tmp/sharedos-runs-0`` in a shown ``/tmp``) must cover that bind,
     # not be covered by it, and what is bound inside the tmpfs must come after it

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from sharedos.confine.bwrap import isolation_options
 from sharedos.errors import ConfinementError
 
 #: the environment variable naming another ``bwrap`` program (tests, unusual installs)
@@ -85,19 +86,10 @@ def _probe(bwrap: str) -> Mechanism:
     true = shutil.which("true") or "/bin/true"
     try:
         trial = subprocess.run(
-            [
-                bwrap,
-                "--ro-bind",
-                "/",
-                "/",
-                "--unshare-all",
-                "--cap-drop",
-                "ALL",
-                "--die-with-parent",
-                "--new-session",
-                "--",
-                true,
-            ],
+            # the options every sandbox is started with: ``--unshare-all`` alone only
+            # *tries* a user namespace, and as root passes where they are refused
+            # (``user.max_user_namespaces = 0``), while every real sandbox then failed
+            [bwrap, "--ro-bind", "/", "/", *isolation_options(), "--", true],
             capture_output=True,
             text=True,
             timeout=10,

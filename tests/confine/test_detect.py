@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,3 +43,45 @@ def test_a_bwrap_planted_early_on_path_is_not_the_sandbox(
     # naming one on purpose still works (tests, unusual installs)
     monkeypatch.setenv(BWRAP_ENV, str(fake))
     assert find_bubblewrap().path == str(fake)
+
+
+PROBE_REFUSED = """
+import sys
+with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+    fh.write("0")  # this machine (this user namespace) refuses new user namespaces
+from sharedos.confine.detect import ConfinementUnavailable, find_bubblewrap
+try:
+    find_bubblewrap()
+except ConfinementUnavailable as exc:
+    print("REFUSED", exc)
+else:
+    print("USABLE")
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or not any(os.access(p, os.X_OK) for p in SYSTEM_BWRAP),
+    reason="needs unshare(1) and a system bwrap",
+)
+def test_a_machine_refusing_user_namespaces_has_no_usable_bubblewrap(tmp_path: Path) -> None:
+    """Every sandbox runs in a user namespace of its own (``--unshare-user``); the trial
+    sandbox only tried one (``--unshare-all``), which as root silently goes without it. With
+    ``user.max_user_namespaces = 0`` the trial passed, and a strict ``sharedos run`` (network
+    ``host``: no loopback handoff to notice) opened a turn recorded "confined by bubblewrap",
+    its harness failed with ``bwrap: Creating new namespace failed``, and it exited 3
+    instead of refusing with exit 5 before anything ran. Measured in a user namespace of
+    the test's own, whose limit is its own to set (the host's is untouched)."""
+    env = {**os.environ, BWRAP_ENV: ""}
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", sys.executable, "-c", PROBE_REFUSED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
+    if proc.returncode != 0 and "unshare" in proc.stderr:
+        pytest.skip(f"no user namespace for the test here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("REFUSED"), proc.stdout
+    assert "namespace" in proc.stdout
