@@ -18,7 +18,11 @@ Every sandbox SharedOS starts gets, besides its view:
   started it dies, however it dies (with the PID namespace, every process
   in it goes too);
 - ``--new-session``: no controlling terminal to inject input into;
-- a fresh ``/proc`` (its own processes only) and a minimal ``/dev``.
+- a fresh ``/proc`` (its own processes only) and a minimal ``/dev``;
+- ``--seccomp FD`` (``seccomp.keyring_filter``, when the caller passes ``seccomp_fd``:
+  every sandbox SharedOS starts does): no access to the kernel's keyrings, which no
+  namespace confines (the session keyring of the process that started the sandbox,
+  and every key it reaches, was readable inside).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ def bwrap_argv(
     chdir: str | None = None,
     data: Sequence[tuple[int, str]] = (),
     options: Sequence[str] = (),
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """``bwrap ... -- command`` for ``view``.
 
@@ -77,6 +82,8 @@ def bwrap_argv(
     ``path`` (``--ro-bind-data``) and is never written to the host's disk.
     The view's ``helpers`` (SharedOS's own, under ``/run/sharedos``) are bound
     read-only at their sandbox paths. ``options`` go last, before ``--``.
+    ``seccomp_fd``: a descriptor the process inherits, holding the seccomp filter
+    (``seccomp.keyring_filter``); bubblewrap reads it and installs it last.
     """
     argv = [bwrap, *isolation_options(share_net=view.network == "host")]
     # shallowest first, a tmpfs before a bind of the same depth: a private tmpfs inside a
@@ -100,5 +107,7 @@ def bwrap_argv(
         argv += ["--ro-bind-data", str(fd), path]
     if chdir is not None:
         argv += ["--chdir", chdir]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += [*options, "--", *command]
     return argv

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 
 from sharedos.confine.bwrap import isolation_options
+from sharedos.confine.seccomp import filter_fd
 from sharedos.errors import ConfinementError
 
 #: the environment variable naming another ``bwrap`` program (tests, unusual installs)
@@ -84,19 +85,25 @@ def _probe(bwrap: str) -> Mechanism:
     if out.returncode != 0 or match is None:
         raise ConfinementUnavailable(f"{bwrap} --version printed nothing usable")
     true = shutil.which("true") or "/bin/true"
+    seccomp = filter_fd()
+    trial_argv = [bwrap, "--ro-bind", "/", "/", *isolation_options(), "--seccomp", str(seccomp)]
     try:
         trial = subprocess.run(
             # the options every sandbox is started with: ``--unshare-all`` alone only
             # *tries* a user namespace, and as root passes where they are refused
-            # (``user.max_user_namespaces = 0``), while every real sandbox then failed
-            [bwrap, "--ro-bind", "/", "/", *isolation_options(), "--", true],
+            # (``user.max_user_namespaces = 0``), while every real sandbox then failed;
+            # and its seccomp filter (a kernel without seccomp refuses it)
+            [*trial_argv, "--", true],
             capture_output=True,
             text=True,
             timeout=10,
             check=False,
+            pass_fds=(seccomp,),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfinementUnavailable(f"bubblewrap cannot start a sandbox here: {exc}") from None
+    finally:
+        os.close(seccomp)
     if trial.returncode != 0:
         why = (trial.stderr or "").strip().splitlines()
         raise ConfinementUnavailable(

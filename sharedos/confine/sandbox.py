@@ -31,6 +31,7 @@ from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor, run_base
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.programs import sharedos_installation
+from sharedos.confine.seccomp import filter_fd
 from sharedos.confine.view import NetworkMode, SandboxView, ViewBuilder, canonical
 from sharedos.identity import Confinement, ConfinementState
 
@@ -151,8 +152,17 @@ class HarnessSandbox:
                 "--",
                 *inner,
             ]
+        # the kernel's keyrings are no sandbox's (seccomp.py): passed like the data files
+        seccomp = filter_fd()
+        self._memfds.append(seccomp)
         return bwrap_argv(
-            self.mechanism.path, self.view, inner, chdir=str(cwd), data=data, options=options
+            self.mechanism.path,
+            self.view,
+            inner,
+            chdir=str(cwd),
+            data=data,
+            options=options,
+            seccomp_fd=seccomp,
         )
 
     @property

@@ -24,9 +24,14 @@ from dataclasses import dataclass
 
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
+from sharedos.confine.door import private_base
 from sharedos.confine.programs import program_paths, sharedos_installation
+from sharedos.confine.seccomp import filter_file
 from sharedos.confine.view import SandboxView, ViewBuilder
 
+#: the descriptor bwrap reads the seccomp filter from (the shell opens it: fds 0-2 are the
+#: SDK's pipes, and it passes no other)
+_SECCOMP_FD = 3
 #: an argument ending so is the script its interpreter runs, shown read-only with its install
 SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".py")
 
@@ -43,12 +48,22 @@ class UpstreamSandbox:
 
     def wrap(self, command: str, args: Sequence[str]) -> tuple[str, list[str]]:
         """(program, argv[1:]) that run ``command args`` inside the sandbox."""
-        argv = bwrap_argv(self.mechanism.path, self.view, [command, *args], chdir=self.cwd)
+        argv = bwrap_argv(
+            self.mechanism.path,
+            self.view,
+            [command, *args],
+            chdir=self.cwd,
+            seccomp_fd=_SECCOMP_FD,
+        )
         # the upstream's HOME and TMPDIR: the sandbox's own /tmp (the host's HOME is absent)
         extra = ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
         cut = argv.index("--")
         argv = [*argv[:cut], *extra, *argv[cut:]]
-        return argv[0], argv[1:]
+        # the seccomp filter (no keyrings, seccomp.py) reaches bwrap as a descriptor; the
+        # SDK's spawn passes none, so a shell opens it from SharedOS's private directory
+        # (no sandbox shows it) and execs bwrap
+        script = f'exec "$@" {_SECCOMP_FD}<"$0"'
+        return "/bin/sh", ["-c", script, filter_file(private_base()), *argv]
 
     def describe(self) -> str:
         """``confined by bubblewrap 0.8.0, view sha256:…, network none, roots …`` (identity)."""
