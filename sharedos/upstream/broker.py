@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal
 
 import anyio
@@ -54,7 +54,12 @@ from sharedos.upstream.localpaths import UNCHECKED, LocalPaths
 from sharedos.upstream.oauth import TokenSource
 from sharedos.upstream.pins import Drift, PinFile, compare
 from sharedos.upstream.pool import SessionPool, Slot
-from sharedos.upstream.sandbox import UpstreamConfinementPolicy, UpstreamPlacement, decide
+from sharedos.upstream.sandbox import (
+    UpstreamConfinementPolicy,
+    UpstreamPlacement,
+    decide,
+    upstream_programs,
+)
 from sharedos.upstream.secrets import (
     CredentialError,
     CredentialSet,
@@ -239,11 +244,23 @@ class UpstreamBroker:
         #: (upstream, tenant, principal) -> that principal's OAuth tokens for the upstream
         self._sources: dict[tuple[str, str, str], TokenSource] = {}
         self.pool = SessionPool()
-        #: how stdio upstreams run (their own sandbox, or supervised); see upstream.sandbox
-        self.confinement = confinement or UpstreamConfinementPolicy()
+        self._environ = dict(environ if environ is not None else os.environ)
+        #: how stdio upstreams run (their own sandbox, or supervised); see upstream.sandbox.
+        #: No upstream's sandbox may write another's program (or its own): it runs next
+        policy = confinement or UpstreamConfinementPolicy()
+        self.confinement = replace(
+            policy,
+            never_writable=tuple(
+                dict.fromkeys(
+                    (
+                        *policy.never_writable,
+                        *upstream_programs(self.upstreams.values(), self._environ),
+                    )
+                )
+            ),
+        )
         self._placements: dict[str, UpstreamPlacement] = {}
         self.pins = pins if pins is not None else PinFile()
-        self._environ = dict(environ if environ is not None else os.environ)
         self._stderr = stderr if stderr is not None else default_stderr()
         #: the host's own secrets (``sharedos run``: every secret the run holds), scrubbed
         #: from every upstream's stderr as well as its own credentials; set it any time

@@ -21,12 +21,13 @@ state: the evidence store, the host file and pins, keys, policy sources).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
 from sharedos.confine.door import private_base, run_base
-from sharedos.confine.upstream import UpstreamSandbox, plan_upstream
+from sharedos.confine.programs import program_paths
+from sharedos.confine.upstream import SCRIPT_SUFFIXES, UpstreamSandbox, plan_upstream
 from sharedos.upstream.config import UpstreamConfig
 
 #: (command, args) → (command, args) actually started
@@ -42,7 +43,8 @@ class UpstreamConfinementPolicy:
     #: paths no upstream sandbox may show
     managed: tuple[str, ...] = ()
     #: code the host runs itself besides SharedOS's own installation (the harness CLI the
-    #: host file names: ``CLI --version`` runs unconfined), which no sandbox may write
+    #: host file names: ``CLI --version`` runs unconfined), which no sandbox may write; the
+    #: broker adds every stdio upstream's program (``upstream_programs``)
     never_writable: tuple[str, ...] = ()
 
 
@@ -62,6 +64,29 @@ class UpstreamPlacement:
 #: own 2 s grace, it was killed before its SIGKILL step, and a descendant in a session of
 #: its own that ignores SIGTERM outlived the session and the run.
 UPSTREAM_GRACE_S = 0.5
+
+
+def upstream_programs(
+    upstreams: Iterable[UpstreamConfig], environ: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """The programs of every stdio upstream, as ``program_paths`` finds them: its command
+    and a script its interpreter runs (``SCRIPT_SUFFIXES``), with their installations.
+
+    Code SharedOS starts, which no sandbox may write: an upstream whose read-write root
+    held another's program (a home-directory file server beside a server installed
+    under that home) rewrote it, and the other ran that code at its next start, in its
+    sandbox, with its roots, its network and a principal's credentials
+    (``tests/confine/test_escape_upstream_programs.py``)."""
+    path_env = (environ if environ is not None else os.environ).get("PATH")
+    found: list[str] = []
+    for config in upstreams:
+        if config.transport != "stdio" or config.command is None:
+            continue
+        found += program_paths(config.command, path_env)
+        for arg in config.args:
+            if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
+                found += program_paths(arg, path_env)
+    return tuple(dict.fromkeys(found))
 
 
 def _supervise(command: str, args: list[str]) -> tuple[str, list[str]]:

@@ -1,0 +1,67 @@
+"""Escape: one confined upstream rewrites another upstream's program, which runs next.
+
+Each stdio upstream's sandbox shows its own program read-only (its script, its
+installation: ``sharedos.confine.programs``), and its roots. An upstream whose
+read-write root held *another* upstream's program (a home-directory file server,
+``roots = [{ path = "/home/alice", mode = "rw" }]``, beside a server installed
+under that home) was given that program to write: what it put there ran as the
+other upstream at its next start — in that upstream's sandbox, with its roots, its
+network, and the credentials of whichever principal's session started it, none of
+which the kernel decided on. The harness CLIs and unconfined upstreams were kept
+read-only already (``tests/confine/test_escape_harness_tools.py``); every stdio
+upstream's program now is, in every upstream sandbox the broker places.
+
+The upstreams are real processes in their real sandboxes (``broker.placement`` →
+``wrap`` → ``bwrap``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sharedos.confine import ConfinementUnavailable, find_bubblewrap
+from sharedos.harness.hostconfig import parse_host_config
+from sharedos.upstream.broker import UpstreamBroker
+from sharedos.upstream.sandbox import UpstreamConfinementPolicy
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+SERVER = "print('the github server, as installed')\n"
+PLANTED = "print('PLANTED: code the home file server wrote')\n"
+
+
+def test_an_upstream_cannot_rewrite_another_upstreams_program(tmp_path: Path) -> None:
+    try:
+        find_bubblewrap()
+    except ConfinementUnavailable as exc:
+        pytest.skip(str(exc))
+    home = tmp_path / "home"
+    (home / "servers" / "github").mkdir(parents=True)
+    script = home / "servers" / "github" / "server.py"
+    script.write_text(SERVER, encoding="utf-8")
+    host = parse_host_config(
+        f"[upstream.github]\ncommand = {sys.executable!r}\nargs = [{str(script)!r}]\n"
+        "roots = []\nnetwork = true\n"
+        f'[upstream.homefs]\ncommand = "/bin/sh"\nroots = [{{ path = "{home}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+    )
+    broker = UpstreamBroker(
+        host.upstream, environ={}, confinement=UpstreamConfinementPolicy(required=True)
+    )
+    homefs = broker.placement(host.upstream["homefs"])
+    if homefs.wrap is not None:  # placed: what its calls may do to the other's program
+        command, args = homefs.wrap("/bin/sh", ["-c", f'printf %s "$1" > {script}', "sh", PLANTED])
+        subprocess.run([command, *args], capture_output=True, timeout=60, check=False)
+    github = broker.placement(host.upstream["github"])
+    assert github.wrap is not None, github.refusal
+    command, args = github.wrap(sys.executable, [str(script)])
+    ran = subprocess.run([command, *args], capture_output=True, text=True, timeout=60)
+    assert "PLANTED" not in ran.stdout, "the github upstream ran what the files upstream wrote"
+    assert script.read_text(encoding="utf-8") == SERVER
+    # the home file server is left out, and says why
+    assert homefs.wrap is None and homefs.refusal is not None
+    assert str(script.parent) in homefs.refusal and "writable" in homefs.refusal
