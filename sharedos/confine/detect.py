@@ -28,6 +28,8 @@ BWRAP_ENV = "SHAREDOS_BWRAP"
 MECHANISM = "bubblewrap"
 #: where a system's own ``bwrap`` lives, preferred to ``PATH`` (see ``find_bubblewrap``)
 SYSTEM_BWRAP = ("/usr/bin/bwrap", "/bin/bwrap")
+#: the program the trial sandbox runs (see ``_probe``)
+SYSTEM_TRUE = ("/usr/bin/true", "/bin/true")
 
 
 class ConfinementUnavailable(ConfinementError, RuntimeError):
@@ -84,7 +86,13 @@ def _probe(bwrap: str) -> Mechanism:
     match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out.stdout or out.stderr)
     if out.returncode != 0 or match is None:
         raise ConfinementUnavailable(f"{bwrap} --version printed nothing usable")
-    true = shutil.which("true") or "/bin/true"
+    # the system's ``true``, never one found on ``PATH``: the trial shows the whole host
+    # read-only (``--ro-bind / /``), and a ``true`` an upstream planted early on ``PATH``
+    # (``~/.local/bin``, a ``rw`` root over the home) ran there, read what it liked and
+    # printed it into this refusal (or refused every strict run)
+    true = next((p for p in SYSTEM_TRUE if os.path.isfile(p) and os.access(p, os.X_OK)), None)
+    if true is None:
+        raise ConfinementUnavailable(f"no system `true` ({' or '.join(SYSTEM_TRUE)}) to try")
     seccomp = filter_fd()
     trial_argv = [bwrap, "--ro-bind", "/", "/", *isolation_options(), "--seccomp", str(seccomp)]
     try:

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.confine.detect import BWRAP_ENV, SYSTEM_BWRAP, find_bubblewrap
+from sharedos.confine.detect import (
+    BWRAP_ENV,
+    SYSTEM_BWRAP,
+    ConfinementUnavailable,
+    _probe,
+    find_bubblewrap,
+)
 
 #: a "bwrap" that starts no sandbox at all: it runs its command as it is
 IMPOSTOR = """#!/bin/sh
@@ -85,3 +91,34 @@ def test_a_machine_refusing_user_namespaces_has_no_usable_bubblewrap(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("REFUSED"), proc.stdout
     assert "namespace" in proc.stdout
+
+
+@pytest.mark.skipif(
+    not any(os.access(p, os.X_OK) for p in SYSTEM_BWRAP), reason="no system bwrap here"
+)
+def test_the_trial_sandbox_runs_no_true_planted_early_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial sandbox (``--ro-bind / /``: every file of the host in view) ran ``true`` as
+    found on ``PATH``: a ``true`` an upstream planted in ``~/.local/bin`` (a ``rw`` root
+    over the home) ran there at the next run's start, read what it liked (here a key file
+    only its owner may read) and put it in the refusal every strict run printed — or
+    refused every strict run. The system's ``true`` runs instead."""
+    key = tmp_path / "signing.key"
+    key.write_text("PLANTED-evidence-signing-key-0c4f\n")
+    key.chmod(0o600)
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    fake = planted / "true"
+    fake.write_text(f'#!/bin/sh\ncat "{key}" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.delenv(BWRAP_ENV, raising=False)
+    monkeypatch.setenv("PATH", f"{planted}{os.pathsep}{os.environ.get('PATH', '')}")
+    _probe.cache_clear()
+    try:
+        mechanism = find_bubblewrap()
+    except ConfinementUnavailable as exc:
+        raise AssertionError(f"the planted true ran in the trial sandbox: {exc}") from None
+    finally:
+        _probe.cache_clear()
+    assert mechanism.name == "bubblewrap"
