@@ -922,12 +922,13 @@ def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
 
 
 def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
-    """Code the host runs outside any sandbox, as ``program_paths`` finds it: the harness
+    """Code the host runs outside any sandbox, as ``code_paths`` finds it (with the ``PATH``
+    directories a bare name is looked up in): the harness
     CLI the host file names (the host runs ``CLI --version`` itself before every turn, and
     an open run runs the CLI unconfined) and every stdio upstream that declares no roots
     (unconfined, supervised, in an open or ``--unconfined`` run). No upstream sandbox may
     write them: what it wrote would run next as the host."""
-    from sharedos.confine.programs import program_paths
+    from sharedos.confine.programs import code_paths
     from sharedos.confine.upstream import SCRIPT_SUFFIXES
 
     path_env = os.environ.get("PATH")
@@ -936,14 +937,14 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         path_env = runtime.environ.get("PATH")
         for part in runtime.command[:2]:
             if "/" in part or part == runtime.command[0]:
-                found += program_paths(part, path_env)
+                found += code_paths(part, path_env)
     for upstream in getattr(host_config, "upstream", {}).values():
         if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
             continue
-        found += program_paths(upstream.command, path_env)
+        found += code_paths(upstream.command, path_env)
         for arg in upstream.args:
             if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
-                found += program_paths(arg, path_env)
+                found += code_paths(arg, path_env)
     return tuple(dict.fromkeys(found))
 
 

@@ -172,3 +172,38 @@ def program_paths(program: str, path_env: str | None = None, *, _depth: int = 0)
                 interpreter = words[1] if not words[1].startswith("-") else words[-1]
             out.extend(program_paths(interpreter, path_env, _depth=_depth + 1))
     return list(dict.fromkeys(out))
+
+
+def searched_dirs(program: str, path_env: str | None = None, *, _depth: int = 0) -> list[str]:
+    """The ``PATH`` directories a program named by a bare name is looked up in: every one
+    up to and including the one it is found in (all of them when it is not found), and
+    the same for an interpreter its ``#!`` line names by a bare name (``env node``).
+
+    A program planted in one of them under that name is what the host (``CLI
+    --version``) or a sandbox (``execvp``) finds and runs next: ``~/.local/bin``, first
+    on many ``PATH``s, lies in an upstream's ``rw`` root over the home. So they are as
+    unwritable as the program itself (``code_paths``)."""
+    out: list[str] = []
+    if "/" not in program:
+        for entry in (path_env if path_env is not None else os.defpath).split(os.pathsep):
+            where = os.path.abspath(entry or ".")
+            out.append(where)
+            candidate = os.path.join(where, program)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                break
+    found = shutil.which(program, path=path_env) if "/" not in program else program
+    if _depth < 3 and found is not None and os.path.exists(found):
+        words = _shebang(canonical(found))
+        if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+            interpreter = words[1] if not words[1].startswith("-") else words[-1]
+            out += searched_dirs(interpreter, path_env, _depth=_depth + 1)
+    return list(dict.fromkeys(out))
+
+
+def code_paths(program: str, path_env: str | None = None) -> list[str]:
+    """What no sandbox may write for ``program`` to stay the program the host means:
+    its ``program_paths`` and, for a bare name, the ``PATH`` directories it is looked
+    up in (``searched_dirs``)."""
+    return list(
+        dict.fromkeys([*program_paths(program, path_env), *searched_dirs(program, path_env)])
+    )

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
 from sharedos.confine.door import private_base, run_base
-from sharedos.confine.programs import program_paths
+from sharedos.confine.programs import code_paths
 from sharedos.confine.upstream import SCRIPT_SUFFIXES, UpstreamSandbox, plan_upstream
 from sharedos.upstream.config import UpstreamConfig
 
@@ -69,8 +69,9 @@ UPSTREAM_GRACE_S = 0.5
 def upstream_programs(
     upstreams: Iterable[UpstreamConfig], environ: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
-    """The programs of every stdio upstream, as ``program_paths`` finds them: its command
-    and a script its interpreter runs (``SCRIPT_SUFFIXES``), with their installations.
+    """The programs of every stdio upstream, as ``code_paths`` finds them: its command
+    and a script its interpreter runs (``SCRIPT_SUFFIXES``), with their installations
+    and, for a bare name, the ``PATH`` directories it is looked up in.
 
     Code SharedOS starts, which no sandbox may write: an upstream whose read-write root
     held another's program (a home-directory file server beside a server installed
@@ -82,10 +83,10 @@ def upstream_programs(
     for config in upstreams:
         if config.transport != "stdio" or config.command is None:
             continue
-        found += program_paths(config.command, path_env)
+        found += code_paths(config.command, path_env)
         for arg in config.args:
             if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
-                found += program_paths(arg, path_env)
+                found += code_paths(arg, path_env)
     return tuple(dict.fromkeys(found))
 
 

@@ -65,3 +65,42 @@ def test_an_upstream_cannot_rewrite_another_upstreams_program(tmp_path: Path) ->
     # the home file server is left out, and says why
     assert homefs.wrap is None and homefs.refusal is not None
     assert str(script.parent) in homefs.refusal and "writable" in homefs.refusal
+
+
+def test_an_upstream_cannot_plant_a_program_earlier_on_path(tmp_path: Path) -> None:
+    """``command = "python3"`` (or ``node``, ``npx``, ``uvx``: the usual way to name an MCP
+    server) is looked up on ``PATH``, at plan time by the host and at start by the sandbox.
+    A directory searched before the one it is found in (``~/.local/bin``, first on many
+    ``PATH``s) lay in the home file server's ``rw`` root: what it planted there under that
+    name was what the other upstream found, showed and ran at its next start."""
+    try:
+        find_bubblewrap()
+    except ConfinementUnavailable as exc:
+        pytest.skip(str(exc))
+    home = tmp_path / "home"
+    early = home / ".local" / "bin"  # not there yet: the file server may make it
+    home.mkdir()
+    path_env = f"{early}:/usr/bin:/bin"
+    host = parse_host_config(
+        '[upstream.github]\ncommand = "python3"\nroots = []\nnetwork = true\n'
+        f'[upstream.homefs]\ncommand = "/bin/sh"\nroots = [{{ path = "{home}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+    )
+    policy = UpstreamConfinementPolicy(required=True)
+    broker = UpstreamBroker(host.upstream, environ={"PATH": path_env}, confinement=policy)
+    homefs = broker.placement(host.upstream["homefs"])
+    if homefs.wrap is not None:
+        plant = f'mkdir -p "{early}" && printf "#!/bin/sh\\necho PLANTED\\n" > "{early}/python3"'
+        command, args = homefs.wrap("/bin/sh", ["-c", plant + f' && chmod 755 "{early}/python3"'])
+        subprocess.run([command, *args], capture_output=True, timeout=60, check=False)
+    # the next run: a new broker places the github upstream, which starts
+    later = UpstreamBroker(host.upstream, environ={"PATH": path_env}, confinement=policy)
+    github = later.placement(host.upstream["github"])
+    assert github.wrap is not None, github.refusal
+    command, args = github.wrap("python3", ["-c", "print('the real python')"])
+    ran = subprocess.run(
+        [command, *args], capture_output=True, text=True, timeout=60, env={"PATH": path_env}
+    )
+    assert "PLANTED" not in ran.stdout, "the github upstream ran what the file server planted"
+    assert not (early / "python3").exists()
+    assert homefs.wrap is None and homefs.refusal is not None and str(early) in homefs.refusal
