@@ -152,6 +152,8 @@ class EvidenceRecorder:
         )
         self._lock = threading.Lock()
         self._inflight = 0
+        #: how many of those are outcomes (``finish``): their attempts are in the store
+        self._inflight_ran = 0
         self._progress_at = time.monotonic()
         self._report = reporter_of(store)
         #: the store's no-wait commit (``SqliteEvidenceStore.try_now``), when it has one
@@ -171,6 +173,9 @@ class EvidenceRecorder:
         #: the seals of turns that closed while the store refused writes, by turn id: written
         #: after the owed records (those of the turn's calls among them), never before
         self._owed_seals: dict[str, Callable[[], Any]] = {}
+        #: the seals owed while writes were queued on the writer thread (``owe``): due, in
+        #: ``_owed_seals``, once the writer has run those writes (they may be the turn's)
+        self._seals_behind: dict[str, Callable[[], Any]] = {}
         #: the turns whose owed seal the store refused for a cause that does not pass
         self._seals_lost: list[str] = []
         self._settling = False
@@ -302,6 +307,7 @@ class EvidenceRecorder:
                 if not self._inflight:
                     self._progress_at = now
                 self._inflight += 1
+                self._inflight_ran += _ran(job)
         if refused is not None:
             if job.abandoned:
                 self._lane.submit(task)
@@ -366,6 +372,7 @@ class EvidenceRecorder:
         finally:
             with self._lock:
                 self._inflight -= 1
+                self._inflight_ran -= _ran(job)
             self._heads_checkpoint()
 
     def _refused(self, job: _Job, cause: str) -> None:
@@ -433,6 +440,7 @@ class EvidenceRecorder:
             finally:
                 with self._lock:
                     self._inflight -= 1
+                    self._inflight_ran -= _ran(job)
         self._heads_checkpoint()
 
     def _owe(self, job: _Job, cause: str, told: GiveUp | None = None) -> None:
@@ -473,18 +481,55 @@ class EvidenceRecorder:
             self._keep_owed(write)
             return
         with self._lock:
-            self._owed_seals.setdefault(turn_id, write)
+            if turn_id in self._owed_seals or turn_id in self._seals_behind:
+                return
+            queued = self._inflight
+            if queued:
+                self._seals_behind[turn_id] = write
+            else:
+                self._owed_seals[turn_id] = write
+        if queued:
+            # writes still queued (given up on as the turn closed: the turn's calls among
+            # them) go first: the seal is due once the writer thread has run them
+            self._lane.submit(LaneTask(self._seal_due, turn_id))
+
+    def _seal_due(self, turn_id: str) -> None:
+        """On the writer thread, behind the writes queued when the seal was owed: the seal
+        joins the owed seals (written after the owed records), at once if the store answers."""
+        with self._lock:
+            write = self._seals_behind.pop(turn_id, None)
+            if write is not None:
+                self._owed_seals.setdefault(turn_id, write)
+        if write is not None and not self._report.failing:
+            self._settle_owed()
+
+    def queued(self) -> int:
+        """How many writes wait for the writer thread or are being written (given up on by
+        their callers or not): not in the store yet."""
+        with self._lock:
+            return self._inflight
+
+    def drain(self, wait_s: float) -> bool:
+        """Wait (at most ``wait_s``; never on the writer thread) until the writer thread has
+        run every write queued before now; True when it has."""
+        with self._lock:
+            if not self._inflight:
+                return True
+        ran = threading.Event()
+        self._lane.submit(LaneTask(ran.set))
+        return ran.wait(max(wait_s, 0.0))
 
     def unwritten(self) -> int:
-        """How many records of refused calls (``OWED_CAUSES``) are still not in the store."""
+        """How many records of refused calls (``OWED_CAUSES``) are still not in the store,
+        with the writes still queued on the writer thread (``queued``)."""
         with self._lock:
-            return len(self._owed) + self._owed_dropped
+            return len(self._owed) + self._owed_dropped + self._inflight
 
     def unwritten_outcomes(self) -> int:
         """How many of those (``unwritten``) are outcomes: their attempts are in the store,
         without an outcome (``interrupted``)."""
         with self._lock:
-            return sum(ran for _, ran in self._owed) + self._dropped_ran
+            return sum(ran for _, ran in self._owed) + self._dropped_ran + self._inflight_ran
 
     def owing(self) -> int:
         """How many records owed to refused calls are kept, waiting for the store (those
@@ -496,7 +541,7 @@ class EvidenceRecorder:
         """The turns whose seal, refused as they closed, is still not in the store (owed
         still, or lost to a fault that does not pass)."""
         with self._lock:
-            return [*self._seals_lost, *self._owed_seals]
+            return [*self._seals_lost, *self._seals_behind, *self._owed_seals]
 
     def settle_unwritten(self, wait_s: float | None = None) -> int:
         """Try once more, now and on this thread, to write what refused calls are owed (a
@@ -504,13 +549,17 @@ class EvidenceRecorder:
 
         When the writer thread is already writing them, wait for it (at most ``wait_s``,
         by default five times ``timeout_s``) before trying the rest: returning at once let
-        a host exit while the writer was half-way, taking the other records with it."""
+        a host exit while the writer was half-way, taking the other records with it.
+        Writes still queued on the writer thread (given up on by their callers: what those
+        were told) are waited for first, within the same bound; those not written by then
+        are counted too."""
         deadline = time.monotonic() + (self.timeout_s * 5 if wait_s is None else wait_s)
+        self.drain(deadline - time.monotonic())
         with self._settled:
             while self._settling:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return len(self._owed) + self._owed_dropped
+                    return len(self._owed) + self._owed_dropped + self._inflight
                 self._settled.wait(left)
             self._settling = True
         self._write_owed()

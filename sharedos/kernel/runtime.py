@@ -245,14 +245,18 @@ class RuntimeHost:
 
     async def settle_owed(self) -> int:
         """Before a turn's seal: write now, if the store takes them, the records owed to
-        calls it refused earlier (kept since, waiting for a write that lands), so that they
+        calls it refused earlier (kept since, waiting for a write that lands), and wait for
+        the writes still queued on the writer thread (calls given up on), so that they
         precede the seal in the chain; how many still wait (0 at once when none do)."""
         recorder = self._recorder
-        if not recorder.owing():
+        if not recorder.owing() and not recorder.queued():
             return 0
 
         def settle() -> int:
-            recorder.settle_unwritten(recorder.timeout_s)
+            if not recorder.drain(recorder.timeout_s):
+                return recorder.owing() + recorder.queued() or 1
+            if recorder.owing():
+                recorder.settle_unwritten(recorder.timeout_s)
             return recorder.owing()
 
         return await anyio.to_thread.run_sync(settle, abandon_on_cancel=True)

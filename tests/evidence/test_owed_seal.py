@@ -304,3 +304,37 @@ async def test_an_opening_refused_at_the_open_is_written_before_the_seal(
     assert (catalog, policy, identity) == ("sha256:catalog", "sha256:policy", '{"harness":"h"}')
     assert opened_at <= _seal_closed_at(db, "T1")
     assert verify_store(store, "T1", require_seal=True).clean
+
+
+async def test_calls_given_up_on_under_a_lock_are_recorded_before_the_seal(
+    tmp_path: Path,
+) -> None:
+    """A lock comes while eight calls wait for their attempts; their callers give up (each
+    answered ``evidence_unavailable``), and the turn closes while their writes still queue
+    on the writer thread. The lock goes: the seal, written on a thread of its own, took
+    the store first, and the records of the turn's calls landed after it, where the seal
+    vouches for none of them (docs/kernel.md: the records of a turn's calls precede its
+    seal), and a host settling at its exit did not wait for them."""
+    import threading
+
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.6)
+    host = one_tool_host(store, evidence_timeout_s=0.2)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    with contextlib.closing(holder):
+        release = threading.Timer(0.5, holder.execute, ("ROLLBACK",))
+        async with evidence_turn(
+            store, turn_id="T1", owe=host.owe_evidence, settle=host.settle_owed, timeout_s=1.0
+        ):
+            assert await _call(host, "T1", "c0") is Outcome.SUCCEEDED
+            holder.execute("BEGIN IMMEDIATE")
+            release.start()
+            async with anyio.create_task_group() as tg:
+                for i in range(1, 9):
+                    tg.start_soon(_call, host, "T1", f"c{i}")
+        release.join()
+    assert await host.settle_unwritten() == 0 and host.unsealed_turns() == []
+    kinds = _kinds(db, "T1")
+    assert kinds == ["open", *["attempt", "outcome"] * 9, "seal"], kinds
+    assert {r.call_id for r in store.query(turn_id="T1")} == {f"c{i}" for i in range(9)}
+    assert verify_store(store, "T1", require_seal=True).clean

@@ -750,3 +750,30 @@ async def test_calls_refused_while_the_postgresql_store_cannot_be_written_are_re
         assert host._recorder.unwritten() == 0
     finally:
         store.close()
+
+
+async def test_writes_still_queued_at_exit_are_counted_as_unwritten(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """Another process holds the write lock from before three calls to the host's exit.
+    Their callers gave up (each answered ``evidence_unavailable``) while two of their
+    writes still queued on the writer thread, where settling at exit did not look:
+    ``settle_unwritten`` said 1 (the one the store had refused) and the host exited
+    saying nothing of the others, whose calls have no record."""
+    db = tmp_path / "e.db"
+    store = SqliteEvidenceStore(db, busy_timeout_s=0.3)
+    host = _host(kernel, store, misc_tool(), evidence_timeout_s=0.1)
+    assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        async with anyio.create_task_group() as tg:
+            for n in range(3):
+                tg.start_soon(call, host, "misc.echo", {"path": "/y"}, f"refused{n}")
+        missing = await host.settle_unwritten()
+        recorded = {r.call_id for r in store.query()}  # the lock is still held
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    unrecorded = {f"refused{n}" for n in range(3)} - recorded
+    assert missing >= len(unrecorded) == 3, (missing, recorded)
