@@ -509,6 +509,19 @@ class ChainAppender:
             "locked",
         )
 
+    def landed(self, doubt: tuple[str, int, str, int | None]) -> tuple[bool, int | None]:
+        """Whether a write in doubt (``EvidenceStoreError.in_doubt``) committed after all: its
+        first link is at its place with its hash. With it, its attempt's seq (None when it
+        has no attempt). ``EvidenceStoreError`` while the store cannot be read."""
+        turn_id, pos, link_hash, attempt_pos = doubt
+        found = self.backend.link_at(turn_id, pos)
+        if found is None or found[1] != link_hash:
+            return False, None
+        if attempt_pos is None:
+            return True, None
+        got = self.backend.link_at(turn_id, attempt_pos)
+        return True, (int(got[0]) if got is not None and got[0] is not None else None)
+
     def _execute(self, plan: Plan, deadline: float) -> int:
         """``backend.execute``, resolving an in-flight connection loss by looking at the first link."""
         try:
@@ -520,7 +533,7 @@ class ChainAppender:
                     found = self.backend.link_at(plan.turn_id, first.pos)
                 except EvidenceStoreError:
                     if time.monotonic() >= deadline:
-                        raise lost.cause from None
+                        raise _in_doubt(lost.cause, plan) from None
                     time.sleep(0.05)
                     continue
                 break
@@ -536,7 +549,7 @@ class ChainAppender:
             if found is not None:
                 raise StaleHead() from None
             if time.monotonic() >= deadline:
-                raise lost.cause from None
+                raise _in_doubt(lost.cause, plan) from None
             return self._execute(plan, deadline)  # not committed: once more, on the new connection
 
     # -- the no-wait path -----------------------------------------------------------------
@@ -627,10 +640,11 @@ class ChainAppender:
                         seqs = self._group_landed(plans, lost, deadline)
                     except EvidenceStoreError as unknown:
                         # it may have landed: writing it again could write it twice, so
-                        # every write of the group fails closed, as one write would
+                        # every write of the group fails closed, as one write would (each
+                        # in doubt: the group is one transaction, so its first link tells)
                         for plan in plans:
                             self.cache.forget(plan.turn_id)
-                        return [(False, unknown)] * len(ops)
+                        return [(False, _in_doubt(unknown, plan)) for plan in plans]
                 except (StaleHead, EvidenceStoreError, ValueError):
                     seqs = None
                 if seqs is None:
@@ -861,3 +875,14 @@ class ChainAppender:
         _, plan = self._commit(lambda: self._plan_seal(turn_id, when, check))
         assert plan is not None
         return plan.links[-1].hash
+
+
+def _in_doubt(error: EvidenceStoreError, plan: Plan) -> EvidenceStoreError:
+    """``error`` for a write whose fate could not be told in time, naming its first link
+    (``EvidenceStoreError.in_doubt``): once the store answers, ``ChainAppender.landed``
+    tells whether it committed."""
+    doubt = EvidenceStoreError(str(error), error.cause)
+    first = plan.links[0]
+    attempt = next((lk.pos for lk in plan.links if lk.kind == "attempt"), None)
+    doubt.in_doubt = (plan.turn_id, first.pos, first.hash, attempt)
+    return doubt

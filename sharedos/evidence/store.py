@@ -69,6 +69,10 @@ class EvidenceStoreError(EvidenceError, RuntimeError):
     def __init__(self, message: str, cause: str = "io") -> None:
         super().__init__(message)
         self.cause = cause if cause in CAUSES else "io"
+        #: a write whose connection was lost in flight, its fate not told before the bound:
+        #: (turn id, position and hash of its first link, position of its attempt link),
+        #: for ``ChainAppender.landed`` to tell once the store answers again
+        self.in_doubt: tuple[str, int, str, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

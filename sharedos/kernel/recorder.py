@@ -22,7 +22,10 @@ nothing behind (``locked``: it never got the write lock; ``disk_full``: its
 transaction was rolled back; ``timeout``: the server cancelled its statement,
 or no connection came in time; ``read_only``: the server refused the statement, a
 database made read-only or a role without ``INSERT``, until it is writable again) is owed the same way: once a later write lands,
-what its caller was told is written (up to ``max_pending`` such records).
+what its caller was told is written (up to ``max_pending`` such records). So is a write whose
+connection was lost in flight and whose fate the store could not tell in time
+(``EvidenceStoreError.in_doubt``): once it answers, the chain at the write's place tells
+whether it landed (``_resolve``).
 Once the writer has made no progress for ``timeout_s`` while
 writes are waiting, new writes fail at once instead of each waiting the
 full bound; more than ``max_pending`` waiting writes are refused outright.
@@ -77,7 +80,7 @@ logger = logging.getLogger("sharedos.evidence")
 
 #: why a write was given up: its bound passed, its caller was cancelled, or the store
 #: refused it for a cause that passes (``OWED_CAUSES``: written later, saying which)
-GiveUp = Literal["timeout", "cancelled", "locked", "disk_full", "read_only"]
+GiveUp = Literal["timeout", "cancelled", "locked", "disk_full", "read_only", "io"]
 #: the outcome to write instead, for a write given up on
 Fallback = Callable[[GiveUp], OutcomeRecord]
 #: causes of a refused write that pass, and after which nothing of the write is in the store
@@ -128,8 +131,8 @@ class _Job:
         self.abandoned = False
         self.why: GiveUp = "timeout"
         self.landed = False
-        #: the cause the store refused ``primary`` for (set on the writer thread)
-        self.refused: str | None = None
+        #: the error the store refused ``primary`` with (set on the writer thread)
+        self.refused: EvidenceStoreError | None = None
 
 
 class EvidenceRecorder:
@@ -159,6 +162,10 @@ class EvidenceRecorder:
         #: the store's no-wait commit (``SqliteEvidenceStore.try_now``), when it has one
         self._try_now: Callable[..., tuple[bool, Any]] | None = getattr(store, "try_now", None)
         self._checkpoint: Callable[[], None] | None = getattr(store, "checkpoint", None)
+        #: whether a write whose fate was in doubt committed (``ChainAppender.landed``)
+        self._write_landed: Callable[..., tuple[bool, int | None]] | None = getattr(
+            getattr(store, "appender", None), "landed", None
+        )
         self._checkpoint_due: Callable[[], bool] | None = getattr(store, "checkpoint_due", None)
         #: the store-wide checkpoints (``sharedos.evidence.checkpoint``)
         self._heads_due: Callable[[], bool] | None = getattr(store, "evidence_checkpoint_due", None)
@@ -328,7 +335,7 @@ class EvidenceRecorder:
             return task.outcome()
         except EvidenceStoreError as exc:
             self._failed(exc.cause, str(exc))
-            self._owe(job, exc.cause)
+            self._owe(job, exc)
             raise EvidenceUnavailable(exc.cause, str(exc)) from exc
         except Exception as exc:  # a backend breaking its contract still fails closed
             self._failed("io", f"{type(exc).__name__}: {exc}")
@@ -365,7 +372,7 @@ class EvidenceRecorder:
             try:
                 result = job.primary()
             except EvidenceStoreError as exc:
-                self._refused(job, exc.cause)
+                self._refused(job, exc)
                 raise
             self._landed(job, result)
             return result
@@ -375,15 +382,15 @@ class EvidenceRecorder:
                 self._inflight_ran -= _ran(job)
             self._heads_checkpoint()
 
-    def _refused(self, job: _Job, cause: str) -> None:
+    def _refused(self, job: _Job, error: EvidenceStoreError) -> None:
         """On the writer thread: the store refused ``job``'s write. Its waiter hears it and
         owes the record (``_write``); a waiter that gave up meanwhile cannot, so it is owed
         from here, or from ``_give_up`` when that sees this mark first (under the lock)."""
         with self._lock:
-            job.refused = cause
+            job.refused = error
             abandoned, why = job.abandoned, job.why
         if abandoned:
-            self._owe(job, cause, why)
+            self._owe(job, error, why)
 
     def _landed(self, job: _Job, result: Any) -> None:
         """``job``'s write is durable: conclude it as cancelled if its waiter went away meanwhile."""
@@ -435,7 +442,7 @@ class EvidenceRecorder:
                     task.complete(value)
                 else:
                     if isinstance(value, EvidenceStoreError):
-                        self._refused(job, value.cause)
+                        self._refused(job, value)
                     task.complete(None, value)
             finally:
                 with self._lock:
@@ -443,20 +450,44 @@ class EvidenceRecorder:
                     self._inflight_ran -= _ran(job)
         self._heads_checkpoint()
 
-    def _owe(self, job: _Job, cause: str, told: GiveUp | None = None) -> None:
+    def _owe(self, job: _Job, error: EvidenceStoreError, told: GiveUp | None = None) -> None:
         """Keep what ``job``'s caller was told, to write once the store answers again.
 
-        Only for a cause that passes and leaves nothing of the write in the store
+        For a cause that passes and leaves nothing of the write in the store
         (``OWED_CAUSES``): the caller was answered ``evidence_unavailable``, and
         that answer deserves its record as much as one whose write was still
-        queued when the caller gave up (which ``_run`` writes the same way).
+        queued when the caller gave up (which ``_run`` writes the same way). And
+        for a write whose connection was lost in flight, its fate not told in time
+        (``EvidenceStoreError.in_doubt``): once the store answers, what did not land
+        is written as for those, and an attempt that did is concluded with what its
+        caller was told (``_resolve``).
         """
-        if cause not in OWED_CAUSES or job.instead is None:
+        cause = error.cause
+        if job.instead is None:
             return
         instead = job.instead
-        # each cause that passes is also what its caller was told, when not told otherwise
-        why: GiveUp = told or cause
-        self._keep_owed(lambda: instead(why), _ran(job))
+        if cause in OWED_CAUSES:
+            # each cause that passes is also what its caller was told, when not told otherwise
+            why: GiveUp = told or cause
+            self._keep_owed(lambda: instead(why), _ran(job))
+        elif error.in_doubt is not None and self._write_landed is not None:
+            doubt, told_as = error.in_doubt, told or "io"
+            self._keep_owed(lambda: self._resolve(job, doubt, told_as), _ran(job))
+
+    def _resolve(self, job: _Job, doubt: tuple[str, int, str, int | None], why: GiveUp) -> None:
+        """Written when the store answers again: ``job``'s write, in doubt, landed or not (see
+        ``_owe``). A store that still cannot tell keeps it owed (cause ``timeout``)."""
+        assert self._write_landed is not None and job.instead is not None
+        try:
+            landed, seq = self._write_landed(doubt)
+        except EvidenceStoreError as exc:
+            raise EvidenceStoreError(
+                f"cannot tell yet whether a write landed: {exc}", "timeout"
+            ) from exc
+        if not landed:
+            job.instead(why)
+        elif job.compensate is not None and seq is not None:
+            job.compensate(seq, why)  # an attempt that landed, its call not run
 
     def _keep_owed(self, write: Callable[[], Any], ran: bool = False) -> None:
         """Keep ``write`` until the store answers (``_settle_owed``); past ``max_pending``

@@ -20,6 +20,7 @@ from sharedos.evidence import (
     OutcomeRecord,
     SqliteEvidenceStore,
 )
+from sharedos.evidence.verify import verify_store
 from sharedos.kernel import Kernel, RuntimeHost, ToolCall, ToolResult
 from sharedos.kernel.handlers import HandlerContext, HandlerResult
 from sharedos.outcomes import Outcome, ReasonCode
@@ -777,3 +778,68 @@ async def test_writes_still_queued_at_exit_are_counted_as_unwritten(
         holder.close()
     unrecorded = {f"refused{n}" for n in range(3)} - recorded
     assert missing >= len(unrecorded) == 3, (missing, recorded)
+
+
+@pytest.mark.parametrize("lost_at", ["attempt", "outcome"])
+async def test_a_write_whose_connection_was_lost_while_the_server_was_gone_is_recorded_after(
+    kernel: Kernel, pg_url: str, postgres_cluster: Any, lost_at: str
+) -> None:
+    """PostgreSQL: the server goes away (a restart longer than the bound, here the database
+    refusing connections after the host's were cut) with the host idle. The next write
+    finds its connection dead: whether it landed cannot be told before the server is back,
+    so it failed ``io`` and was never thought of again. A call whose attempt met it was
+    answered ``evidence_unavailable`` and left no record at all; a call whose outcome met
+    it stayed ``interrupted`` though the tool had finished. Once the server is back the
+    store can tell (the chain at the write's place): what landed stands, and what did not
+    is written as the call was answered."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    admin_url = postgres_cluster.database_url("postgres")
+    store = PostgresEvidenceStore(pg_url, connect_timeout_s=0.3, write_deadline_s=0.5)
+    name = conninfo_to_dict(pg_url)["dbname"]
+
+    def server_gone(gone: bool) -> None:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(not gone).lower()}')
+            if gone:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+
+    def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        if lost_at == "outcome" and hctx.call.call_id == "lost":
+            server_gone(True)
+        return HandlerResult.text("ran")
+
+    host = _host(kernel, store, misc_tool(handler), evidence_timeout_s=1.0)
+    try:
+        assert (await call(host, "misc.echo", {"path": "/x"}, "before")).reason is None
+        if lost_at == "attempt":
+            server_gone(True)
+        told = await call(host, "misc.echo", {"path": "/y"}, "lost")
+        assert (told.outcome, told.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+        server_gone(False)
+        deadline = time.monotonic() + bound(5.0)
+        while (await call(host, "misc.echo", {"path": "/z"}, "after")).reason is not None:
+            assert time.monotonic() < deadline, "writes never resumed"
+            await anyio.sleep(0.1)
+        while (rec := {r.call_id: r for r in store.query()}.get("lost")) is None or (
+            rec.status == "interrupted"
+        ):
+            if time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.02)
+        assert rec is not None, "answered evidence_unavailable, never recorded"
+        assert (rec.status, rec.reason) == ("failed", ReasonCode.EVIDENCE_UNAVAILABLE)
+        if lost_at == "attempt":
+            assert "nothing ran" in (rec.error or ""), rec.error
+        else:
+            assert "the tool had finished: succeeded" in (rec.error or ""), rec.error
+        assert verify_store(store).clean
+    finally:
+        server_gone(False)
+        store.close()
