@@ -151,8 +151,10 @@ class ShadowReport:
         return "unknown" if self.failed else "unchanged"
 
     def counts(self) -> dict[str, int]:
-        """Attempts per kind of difference (every kind reported)."""
-        out: dict[str, int] = dict.fromkeys(self.kinds, 0)
+        """Attempts per kind of difference, every kind (0 for a kind ``kinds`` leaves out:
+        those attempts are ``other_kinds``), so a document has the same keys whatever
+        ``--kind`` asked for."""
+        out: dict[str, int] = dict.fromkeys(SHADOW_KINDS, 0)
         for group in self.groups:
             out[group.kind] += group.count
         return out
@@ -171,6 +173,7 @@ class ShadowReport:
                 "same": sum(self.same.values()),
                 "errors": sum(self.errors.values()),
                 **{k.replace(" ", "_"): n for k, n in self.counts().items()},
+                "other_kinds": self.other_kinds,
             },
             "policies": [
                 {

@@ -253,6 +253,7 @@ async def test_evidence_shadow_reports_what_the_candidate_would_have_done(
         "would_allow": 2,
         "would_deny": 3,
         "reason_changed": 0,
+        "other_kinds": 0,
     }
     assert [p["policy"] for p in doc["policies"]] == [shadow.policy_hash]
     groups = {(g["kind"], g["tool"]): g for g in doc["groups"]}
@@ -465,3 +466,42 @@ async def test_evidence_shadow_under_kind_never_says_every_call_was_decided_as_e
     ) in text
     code, text = shadow_cli("--db", str(db), "--kind", "would-allow")
     assert code == 1 and "differently (looking for: would allow)" in text
+
+
+async def test_evidence_shadow_json_under_kind_keeps_every_documented_count(
+    policy: Any, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    """`--format json --kind ...`: the summary has every key the docs spell (the kinds not
+    looked for count 0, as in replay and diff), and says how many attempts differ in
+    the kinds left out: a CI job reading `summary.would_deny` must not crash, and a
+    document whose verdict is "unchanged" must not hide that calls were decided
+    otherwise."""
+    import json
+
+    from sharedos.evidence import SqliteEvidenceStore
+
+    db = tmp_path / "e.db"
+    with SqliteEvidenceStore(db) as store:
+        host = RuntimeHost(Kernel(policy, registry), store, shadow=candidate())
+        await call(host, "files.read", {"path": "/public/a.txt"})  # would deny
+        await call(host, "files.write", {"path": "/public/n.txt", "content": "x"})  # would allow
+        await call(host, "files.read", {"path": "/home/alice/x"})  # same
+    code, out = shadow_cli("--db", str(db), "--kind", "reason-changed", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"] == "unchanged", out
+    assert doc["summary"] == {
+        "attempts": 3,
+        "shadowed": 3,
+        "without_shadow": 0,
+        "other_policies": 0,
+        "same": 1,
+        "errors": 0,
+        "would_allow": 0,
+        "would_deny": 0,
+        "reason_changed": 0,
+        "other_kinds": 2,
+    }
+    code, out = shadow_cli("--db", str(db), "--kind", "would-allow", "--format", "json")
+    summary = json.loads(out)["summary"]
+    assert code == 1
+    assert (summary["would_allow"], summary["would_deny"], summary["other_kinds"]) == (1, 0, 1)
