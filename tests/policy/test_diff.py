@@ -662,3 +662,26 @@ def test_a_requirement_whose_action_alone_changed_is_analysed(
     assert assert_real(old, new, report) > 0
     assert report.complete
     assert {(g.tool, g.kind) for g in report.groups} == {("files.remove", kind)}
+
+
+def test_kind_never_says_no_decision_changes_when_others_do(tmp_path: Path) -> None:
+    """`--kind narrowed` on a change that only widens (and `--kind widened` on one that
+    only narrows): exit 0, as asked, but the result must not claim that no decision can
+    change, and the JSON counts the requests that change in the kinds left out."""
+    old = FILES_HEAD + 'permit read on "/public/**"\n'
+    new = FILES_HEAD + 'permit read on "/**"\n'
+    a, b = tmp_path / "old.sos", tmp_path / "new.sos"
+    a.write_text(old, encoding="utf-8")
+    b.write_text(new, encoding="utf-8")
+    for first, second, kind in ((a, b, "narrowed"), (b, a, "widened")):
+        code, out, _ = invoke("diff", str(first), str(second), "--kind", kind)
+        assert code == 0, out
+        assert "no decision can change" not in out, out
+        assert f"result: no decision changes in the kinds looked for (looking for: {kind}); " in out
+        code, out, _ = invoke("diff", str(first), str(second), "--kind", kind, "--format", "json")
+        doc = json.loads(out)
+        assert code == 0 and doc["verdict"] == "unchanged" and doc["summary"][kind] == 0, doc
+        assert doc["summary"]["other_kinds"] >= 1, doc
+    # without --kind there are no other kinds
+    code, out, _ = invoke("diff", str(a), str(b), "--format", "json")
+    assert code == 1 and json.loads(out)["summary"]["other_kinds"] == 0

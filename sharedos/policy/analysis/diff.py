@@ -80,6 +80,8 @@ class DiffReport:
     #: counterexample is printed only after a second decision agrees)
     dropped: int = 0
     kinds: tuple[ChangeKind, ...] = KINDS
+    #: requests that decide differently in a kind ``kinds`` leaves out (not grouped)
+    other_kinds: int = 0
 
     @property
     def complete(self) -> bool:
@@ -111,6 +113,7 @@ class DiffReport:
                 "tools_analysed": len(self.analysed),
                 "requests_decided": self.requests,
                 "run_policies": len(self.run_policies),
+                "other_kinds": self.other_kinds,
             },
             "groups": [g.to_dict() for g in self.groups],
             "run_policies": [r.to_dict() for r in self.run_policies],
@@ -151,6 +154,14 @@ class DiffReport:
         only = "" if self.kinds == KINDS else f" (looking for: {', '.join(self.kinds)})"
         if self.verdict == "changed":
             lines.append(f"result: some decisions change{only}")
+        elif self.verdict == "unchanged" and self.other_kinds:
+            # never "no decision can change": some do, in kinds not looked for
+            n = self.other_kinds
+            lines.append(
+                f"result: no decision changes in the kinds looked for{only}; "
+                f"{n} request{'s' if n != 1 else ''} decide{'' if n != 1 else 's'} "
+                "differently in other kinds"
+            )
         elif self.verdict == "unchanged":
             lines.append(f"result: no decision can change{only}")
         else:
@@ -269,8 +280,12 @@ def diff_policies(
                 seen.add(text)
                 report.requests += 1
                 change = comparer.compare_one(request)
-                if change is not None and change.kind in wanted:
+                if change is None:
+                    continue
+                if change.kind in wanted:
                     changes.append(change)
+                else:
+                    report.other_kinds += 1
         gaps.update(space.gaps)
     groups = group_changes(changes, max_examples)
     for group in groups:
