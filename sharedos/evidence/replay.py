@@ -112,6 +112,8 @@ class ReplayReport:
     mismatched: int = 0
     matched_old: int = 0
     kinds: tuple[ChangeKind, ...] = KINDS
+    #: replayed attempts that change in a kind ``kinds`` leaves out (not grouped)
+    other_kinds: int = 0
 
     @property
     def changed(self) -> bool:
@@ -131,6 +133,7 @@ class ReplayReport:
                 "skipped": sum(self.skipped.values()),
                 "matched_old": self.matched_old,
                 "mismatched": self.mismatched,
+                "other_kinds": self.other_kinds,
             },
             "groups": [g.to_dict() for g in self.groups],
             "skipped": dict(sorted(self.skipped.items())),
@@ -165,6 +168,12 @@ class ReplayReport:
         only = "" if self.kinds == KINDS else f" (looking for: {', '.join(self.kinds)})"
         if self.changed:
             lines.append(f"result: some recorded decisions would change{only}")
+        elif self.replayed and self.other_kinds:
+            # never "no recorded decision would change": some would, in kinds not looked for
+            lines.append(
+                f"result: no recorded decision changes in the kinds looked for{only}; "
+                f"{self.other_kinds} {_plural(self.other_kinds)} in other kinds"
+            )
         elif self.replayed:
             lines.append(f"result: no recorded decision would change{only}")
         else:
@@ -374,8 +383,12 @@ def replay(
                     report.mismatched += 1
             comparer = known if matches_old and known is not None else unknown
             change = comparer.change(request, was, decide_request(new, request))
-            if change is not None and change.kind in wanted:
+            if change is None:
+                continue
+            if change.kind in wanted:
                 yield change
+            else:
+                report.other_kinds += 1
 
     report.groups = group_changes(changes(), max_examples)
     return report

@@ -443,3 +443,33 @@ def test_a_time_of_the_call_changed_outside_sharedos_is_not_replayed(
             "context_malformed: not a decision context SharedOS records (the store was "
             "changed outside SharedOS?)"
         ]
+
+
+def test_kind_never_says_no_recorded_decision_changes_when_others_do(tmp_path: Path) -> None:
+    """`--kind narrowed` over traffic a candidate only widens: exit 0, as asked, but the
+    result must not claim that no recorded decision would change, and the JSON counts
+    the attempts that change in the kinds left out (as `evidence shadow` does)."""
+    db = tmp_path / "e.db"
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(db)
+    try:
+        record_traffic(s, tmp_path, TRAFFIC[:2])
+    finally:
+        s.close()
+    widened = candidate(
+        tmp_path, FILES + '\n@id("public-writable")\npermit write on "/public/**"\n'
+    )
+    args = ["evidence", "replay", "--db", str(db), "--policy", str(widened),
+            "--with", str(widened.parent / "policy"), "--kind", "narrowed"]  # fmt: skip
+    code, out, _ = cli(*args)
+    assert code == 0, out
+    assert "no recorded decision would change" not in out, out
+    assert (
+        "result: no recorded decision changes in the kinds looked for (looking for: narrowed); "
+        "1 attempt in other kinds"
+    ) in out, out
+    code, out, _ = cli(*args, "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"] == "unchanged", doc
+    assert (doc["summary"]["narrowed"], doc["summary"]["other_kinds"]) == (0, 1), doc
