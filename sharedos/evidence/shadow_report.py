@@ -131,6 +131,8 @@ class ShadowReport:
     kinds: tuple[ShadowKind, ...] = SHADOW_KINDS
     #: records decided differently, in a kind ``kinds`` leaves out
     other_kinds: int = 0
+    #: the shadow policies looked at (a prefix of their bundle hash; None: every one)
+    only_policy: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -240,6 +242,13 @@ class ShadowReport:
             )
         elif self.policies:
             lines.append("result: the shadow policy decided every call as enforced")
+        elif self.others:
+            # nothing compared, yet shadow decisions were recorded: never "none recorded"
+            lines.append(
+                f"result: no shadow policy whose hash starts with {self.only_policy!r} "
+                f"decided these attempts; {self.others} {_plural(self.others)} "
+                f"{'was' if self.others == 1 else 'were'} decided by other shadow policies"
+            )
         else:
             lines.append("result: no shadow decision recorded")
         return "\n".join(lines)
@@ -340,7 +349,7 @@ def shadow_report(
     attempts kept per group (0: every one).
     """
     wanted = tuple(k for k in SHADOW_KINDS if kinds is None or k in set(kinds))
-    report = ShadowReport(kinds=wanted)
+    report = ShadowReport(kinds=wanted, only_policy=policy)
     groups: dict[tuple[Any, ...], ShadowGroup] = {}
     for record in records:
         report.attempts += 1

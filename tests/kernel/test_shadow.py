@@ -293,6 +293,13 @@ async def test_evidence_shadow_reports_what_the_candidate_would_have_done(
     assert (summary["without_shadow"], summary["other_policies"]) == (2, 7)
     code, text = shadow_cli("--db", backend[1], "--policy", "0000")
     assert "2 without (" in text and "7 by other shadow policies (left out)" in text
+    # a --policy that matches none of them compared nothing: the result says so, never
+    # that no shadow decision was recorded (7 were)
+    assert "no shadow decision recorded" not in text, text
+    assert (
+        "result: no shadow policy whose hash starts with '0000' decided these attempts; "
+        "7 attempts were decided by other shadow policies"
+    ) in text, text
 
 
 def test_evidence_shadow_usage_errors(tmp_path: Path) -> None:
