@@ -736,6 +736,28 @@ class _BoundedSSE(httpx2.AsyncByteStream):
             await self.inner.aclose()
 
 
+class _Decoded(httpx2.AsyncByteStream):
+    """A response's body decoded from its ``Content-Encoding`` (gzip, deflate: httpx2's own
+    decoders), a bounded piece at a time, so the bounds around it count decoded bytes."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for piece in self.response.aiter_bytes():
+            yield piece
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.response.aclose()
+
+
+def _encoded(response: httpx2.Response) -> bool:
+    """True when ``response``'s body is sent with a content coding (not ``identity``)."""
+    codings = response.headers.get_list("content-encoding", split_commas=True)
+    return any(c.strip().lower() not in ("", "identity") for c in codings)
+
+
 class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
     """httpx2's transport with each MCP answer bounded while it is read (module docstring)."""
 
@@ -778,9 +800,19 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
             (lambda: _error_body(request_id, method, bounds)) if request_id is not None else None
         )
         kind = response.headers.get("content-type", "").lower()
+        # the bounds and screens below read the body as the SDK will: decoded. Counted on the
+        # wire, a few KiB of gzip passed every bound and decoded to gigabytes in the host, and
+        # the screens saw compressed bytes they could not parse, and let the answer through
+        source: Any = response.stream
+        dropped = {"content-length"}
+        if _encoded(response):
+            raw = httpx2.Response(
+                response.status_code, headers=response.headers, stream=response.stream
+            )
+            source, dropped = _Decoded(raw), {"content-length", "content-encoding"}
         stream: httpx2.AsyncByteStream
         if kind.startswith("text/event-stream"):
-            stream = _BoundedSSE(response.stream, limit, replacement, rewrite)
+            stream = _BoundedSSE(source, limit, replacement, rewrite)
         else:
             answers = None
             if request_id is not None and 200 <= response.status_code < 300:
@@ -788,10 +820,8 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
                 def answers(body: bytes) -> bytes | None:
                     return _not_its_answer(request_id, method, body)
 
-            stream = _BoundedJSON(response.stream, limit, replacement, rewrite, answers)
-        headers = [
-            (k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"
-        ]
+            stream = _BoundedJSON(source, limit, replacement, rewrite, answers)
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
         return httpx2.Response(
             status_code=response.status_code,
             headers=headers,

@@ -29,6 +29,11 @@ logs it or wraps it in an error of its own:
   SSE event with an id (``retry: 0``) and the stream closed, and so is every GET
   resuming it (``Last-Event-ID``): a client that resumes never gets the answer;
   ``--log FILE`` gets ``resume`` per GET.
+- ``--mode encoded``: as ``parse-call``, but every answer after the handshake is sent
+  with ``Content-Encoding`` (``gzip`` or ``deflate``, whatever the request accepted):
+  ``tools/call`` of ``bomb`` is a result of ``arguments.mib`` MiB of text (a few KiB on
+  the wire), as JSON, or as SSE when ``arguments.sse`` is true; ``echo`` is answered
+  well, and ``tools/list`` lists ``bomb``, ``echo`` and ``arguments.tools`` more.
 
 Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
 """
@@ -39,6 +44,7 @@ import argparse
 import http.server
 import json
 import time
+import zlib
 from typing import Any
 
 
@@ -57,6 +63,7 @@ def main() -> None:
             "refuse-call",
             "hold-stream",
             "resume-loop",
+            "encoded",
         ),
     )
     parser.add_argument("--log")
@@ -108,6 +115,34 @@ def main() -> None:
             self.answer(200, "text/event-stream", body.encode(), ("Connection", "close"))
             self.close_connection = True
 
+        def encoded(self, request: dict[str, Any]) -> None:
+            """An answer compressed whatever was asked for (``--mode encoded``)."""
+            rid, params = request["id"], request.get("params") or {}
+            args = params.get("arguments") or {}
+            accepted = self.headers.get("Accept-Encoding", "")
+            coding = "deflate" if "deflate" in accepted and "gzip" not in accepted else "gzip"
+            packer = zlib.compressobj(9, zlib.DEFLATED, 31 if coding == "gzip" else 15)
+            if request["method"] == "tools/list":
+                names = ["bomb", "echo"] + [f"t{i}" for i in range(int(args.get("tools") or 0))]
+                schema = {"type": "object", "properties": {"mib": {}, "sse": {}}}
+                tools = [{"name": n, "inputSchema": schema} for n in names]
+                plain = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
+                parts = [plain.encode()]
+            elif params.get("name") == "bomb":
+                head = json.dumps({"jsonrpc": "2.0", "id": rid}).encode()[:-1]
+                head += b',"result":{"content":[{"type":"text","text":"'
+                mib = int(args.get("mib") or 1)
+                parts = [head, *([b"a" * (1 << 20)] * mib), b'"}]}}']
+            else:
+                text = {"content": [{"type": "text", "text": "echo ok"}]}
+                parts = [json.dumps({"jsonrpc": "2.0", "id": rid, "result": text}).encode()]
+            sse = bool(args.get("sse"))
+            if sse:
+                parts = [b"event: message\ndata: ", *parts, b"\n\n"]
+            body = b"".join(packer.compress(p) for p in parts) + packer.flush()
+            ctype = "text/event-stream" if sse else "application/json"
+            self.answer(200, ctype, body, ("Content-Encoding", coding))
+
         def do_POST(self) -> None:
             credential = self.headers.get("Authorization", "").removeprefix("Bearer ")
             size = int(self.headers.get("Content-Length", 0))
@@ -153,6 +188,9 @@ def main() -> None:
             if method == "tools/call" and opts.mode == "resume-loop":
                 self.resume()
                 return
+            if method in ("tools/call", "tools/list") and opts.mode == "encoded":
+                self.encoded(request)
+                return
             if method == "tools/call" and opts.mode == "refuse-call":
                 if request["params"]["name"] == "scoped":
                     said = 'Bearer error="insufficient_scope", scope="docs; touch /tmp/pwned #"'
@@ -168,6 +206,7 @@ def main() -> None:
                 "refuse-call",
                 "hold-stream",
                 "resume-loop",
+                "encoded",
             )
             if method == "initialize" and opts.mode in handshake:
                 result = {
