@@ -51,6 +51,7 @@ from sharedos.upstream.transport import (
     BoundedHTTPTransport,
     ListingScreen,
     ReadBounds,
+    bounded_server_requests,
     bounded_stdio_client,
 )
 
@@ -428,14 +429,17 @@ class UpstreamConnection:
             )
             assert self._relay.writer is not None
             # the SDK's stdio_client, with each answer bounded while it is read (transport.py)
-            return bounded_stdio_client(
-                params,
-                cast(TextIO, self._relay.writer),
-                ReadBounds.of(config.limits),
-                screen=self._screen,
-                on_unattributed=self._oversized_unattributed,
-                on_endless=self._endless_line,
-                endless_after_s=config.timeouts.call_s,
+            # and the upstream's own requests bounded in flight
+            return bounded_server_requests(
+                bounded_stdio_client(
+                    params,
+                    cast(TextIO, self._relay.writer),
+                    ReadBounds.of(config.limits),
+                    screen=self._screen,
+                    on_unattributed=self._oversized_unattributed,
+                    on_endless=self._endless_line,
+                    endless_after_s=config.timeouts.call_s,
+                )
             )
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -457,7 +461,7 @@ class UpstreamConnection:
             ),
         )
         self._http = http
-        return streamable_http_client(config.url, http_client=http)
+        return bounded_server_requests(streamable_http_client(config.url, http_client=http))
 
     async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False

@@ -296,6 +296,126 @@ def _is_first_page(message: Any) -> bool:
     return cursor is None
 
 
+# -- requests from the upstream --------------------------------------------------------
+
+#: requests an upstream may have sent SharedOS (``ping``, ``roots/list``, sampling, ...) that
+#: are not answered yet; more are dropped unanswered until one is
+MAX_SERVER_REQUESTS = 32
+
+
+class _ServerRequests:
+    """The upstream's requests to SharedOS delivered to the session and not yet answered.
+
+    The SDK's session runs each request an upstream sends in a task of its own, and
+    answers it through the transport: an upstream sending 100,000 ``ping``s (5 MB of
+    stdout) without reading the answers had 100,000 tasks waiting to write in the host
+    (700 MiB, and the event loop so busy that a call answered at once timed out). Here
+    at most ``limit`` are in the session at once; one more, or one whose id is already
+    in the session, is dropped unanswered (SharedOS offers an upstream nothing but
+    ``ping``: its sampling, elicitation and roots are refused anyway).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.pending: set[Any] = set()
+        self.dropped = 0
+
+    def admit(self, message: SessionMessage | Exception) -> bool:
+        """True when ``message`` goes on to the session (anything but a request over the limit)."""
+        if not isinstance(message, SessionMessage):
+            return True
+        inner = message.message
+        if not isinstance(inner, types.JSONRPCRequest):
+            return True
+        key = json.dumps(inner.id)
+        if len(self.pending) >= self.limit or key in self.pending:
+            if self.dropped == 0:
+                logger.warning(
+                    "an upstream sent more than %d requests without reading their answers; "
+                    "the rest are dropped unanswered",
+                    self.limit,
+                )
+            self.dropped += 1
+            return False
+        self.pending.add(key)
+        return True
+
+    def answered(self, message: SessionMessage) -> None:
+        """``message`` was written: a request of the upstream's it answers is no longer pending."""
+        inner = message.message
+        if isinstance(inner, types.JSONRPCResponse | types.JSONRPCError):
+            self.pending.discard(json.dumps(inner.id))
+
+
+class _GatedRead:
+    """The transport's read stream, requests over ``_ServerRequests``'s limit taken out."""
+
+    def __init__(self, inner: Any, gate: _ServerRequests) -> None:
+        self.inner, self.gate = inner, gate
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last message (the SDK's ``ContextReceiveStream``)."""
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            message: SessionMessage | Exception = await self.inner.receive()
+            if self.gate.admit(message):
+                return message
+
+    def __aiter__(self) -> _GatedRead:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _GatedRead:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _GatedWrite:
+    """The transport's write stream, telling ``_ServerRequests`` of each answer once written."""
+
+    def __init__(self, inner: Any, gate: _ServerRequests) -> None:
+        self.inner, self.gate = inner, gate
+
+    async def send(self, item: SessionMessage, /) -> None:
+        try:
+            await self.inner.send(item)
+        finally:
+            self.gate.answered(item)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _GatedWrite:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def bounded_server_requests(
+    transport: Any, limit: int = MAX_SERVER_REQUESTS
+) -> AsyncGenerator[Any, None]:
+    """``transport`` (an MCP client transport) with the upstream's requests to SharedOS
+    bounded in flight (``_ServerRequests``)."""
+    async with transport as (read, write):
+        gate = _ServerRequests(limit)
+        yield _GatedRead(read, gate), _GatedWrite(write, gate)
+
+
 # -- stdio ------------------------------------------------------------------------------
 
 

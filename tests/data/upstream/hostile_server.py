@@ -90,7 +90,7 @@ def serve() -> None:
             continue
         log(msg)
         method, rid = msg.get("method"), msg.get("id")
-        if rid is None:
+        if rid is None or method is None:
             continue  # a notification, or a response to a request of ours
         if method == "initialize" and mode == "hang-init":
             continue
@@ -228,6 +228,19 @@ def server_requests(rid: Any, msg: dict[str, Any]) -> None:
         if reply.get("id") in asks and "method" not in reply:
             got[reply["id"]] = reply.get("result", reply.get("error"))
     answer(rid, {"content": [{"type": "text", "text": json.dumps(got)}]})
+
+
+def ask_flood(rid: Any, msg: dict[str, Any]) -> None:
+    """``n`` requests to the client (``ping``, or ``arguments.method``) sent at once, none of
+    their answers read until the call is answered and ``arguments.hold`` seconds more."""
+    n = int(msg["params"]["arguments"].get("n") or 100_000)
+    method = msg["params"]["arguments"].get("method") or "ping"
+    line = b'{"jsonrpc":"2.0","id":"a%d","method":"%s","params":{}}\n'
+    for i in range(n):
+        out.write(line % (i, method.encode()))
+    out.flush()
+    answer(rid, {"content": [{"type": "text", "text": f"asked {n}"}]})
+    time.sleep(float(msg["params"]["arguments"].get("hold") or 0))
 
 
 def flood(rid: Any, msg: dict[str, Any]) -> None:
@@ -389,6 +402,7 @@ EXTRA: dict[str, Any] = {
     "progress-nan": progress_nan,
     "server-requests": server_requests,
     "flood": flood,
+    "ask-flood": ask_flood,
     "stderr-huge": stderr_huge,
 }
 
