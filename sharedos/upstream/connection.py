@@ -51,6 +51,7 @@ from sharedos.upstream.transport import (
     BoundedHTTPTransport,
     ListingScreen,
     ReadBounds,
+    ServerRequests,
     bounded_server_requests,
     bounded_stdio_client,
 )
@@ -325,6 +326,8 @@ class UpstreamConnection:
         self.server_info: dict[str, Any] = {}
         self.protocol_version: str | None = None
         self._limiter = anyio.CapacityLimiter(config.limits.max_concurrency)
+        #: the upstream's requests in flight, and whether the transport's read stream ended
+        self._streams = ServerRequests()
         #: tools the transport takes out of listings for a limit (reported by name)
         self._screen = ListingScreen(config.limits)
         #: the last listing's tools by their JSON text: an unchanged tool keeps its RawTool
@@ -439,7 +442,8 @@ class UpstreamConnection:
                     on_unattributed=self._oversized_unattributed,
                     on_endless=self._endless_line,
                     endless_after_s=config.timeouts.call_s,
-                )
+                ),
+                self._streams,
             )
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -461,7 +465,9 @@ class UpstreamConnection:
             ),
         )
         self._http = http
-        return bounded_server_requests(streamable_http_client(config.url, http_client=http))
+        return bounded_server_requests(
+            streamable_http_client(config.url, http_client=http), self._streams
+        )
 
     async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False
@@ -548,6 +554,25 @@ class UpstreamConnection:
         """True while the session is open and no call has seen it break."""
         return self._client is not None and self.broken is None and not self._closed.is_set()
 
+    def _gone(self, exc: BaseException) -> bool:
+        """True when ``exc`` (a request's failure) means the session itself is gone.
+
+        Over streamable HTTP the SDK fails one request with "connection closed" when only
+        that request's stream ended (empty, or no answer before its end, or an event it
+        could not read): the session and every other call on it go on. Ending the session
+        for it failed every call in flight on the pooled session -- other turns', other
+        people's, answered or not -- for one request's bad stream.
+        """
+        if self.session_lost:
+            return True
+        if not _is_closed(exc):
+            return False
+        if self.config.transport == "stdio":
+            return True
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        return self._streams.ended or not isinstance(exc, MCPError)
+
     def _mark_broken(self, why: str) -> None:
         if self.broken is None:
             self.broken = why
@@ -595,7 +620,7 @@ class UpstreamConnection:
             if refused is not None:
                 raise refused from None
             why = describe_exception(exc, self.scrubber.scrub)
-            if _is_closed(exc):
+            if self._gone(exc):
                 self._mark_broken(why)
             raise UpstreamFailure(
                 ReasonCode.UPSTREAM_ERROR,
@@ -699,7 +724,7 @@ class UpstreamConnection:
             if refused is not None:
                 raise refused from None
             why = describe_exception(exc, self.scrubber.scrub)
-            if _is_closed(exc) or self.session_lost:
+            if self._gone(exc):
                 self._mark_broken(why)
                 last = self._stderr_hint()
                 raise UpstreamFailure(

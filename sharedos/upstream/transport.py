@@ -303,7 +303,7 @@ def _is_first_page(message: Any) -> bool:
 MAX_SERVER_REQUESTS = 32
 
 
-class _ServerRequests:
+class ServerRequests:
     """The upstream's requests to SharedOS delivered to the session and not yet answered.
 
     The SDK's session runs each request an upstream sends in a task of its own, and
@@ -315,10 +315,14 @@ class _ServerRequests:
     ``ping``: its sampling, elicitation and roots are refused anyway).
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int = MAX_SERVER_REQUESTS) -> None:
         self.limit = limit
         self.pending: set[Any] = set()
         self.dropped = 0
+        #: the transport's read stream has ended: the session is gone (over streamable HTTP
+        #: the SDK also fails a single request with "connection closed" when only that
+        #: request's stream ended, and the session goes on)
+        self.ended = False
 
     def admit(self, message: SessionMessage | Exception) -> bool:
         """True when ``message`` goes on to the session (anything but a request over the limit)."""
@@ -348,9 +352,9 @@ class _ServerRequests:
 
 
 class _GatedRead:
-    """The transport's read stream, requests over ``_ServerRequests``'s limit taken out."""
+    """The transport's read stream, requests over ``ServerRequests``'s limit taken out."""
 
-    def __init__(self, inner: Any, gate: _ServerRequests) -> None:
+    def __init__(self, inner: Any, gate: ServerRequests) -> None:
         self.inner, self.gate = inner, gate
 
     @property
@@ -360,7 +364,11 @@ class _GatedRead:
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
-            message: SessionMessage | Exception = await self.inner.receive()
+            try:
+                message: SessionMessage | Exception = await self.inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self.gate.ended = True
+                raise
             if self.gate.admit(message):
                 return message
 
@@ -374,6 +382,7 @@ class _GatedRead:
             raise StopAsyncIteration from None
 
     async def aclose(self) -> None:
+        self.gate.ended = True  # the session's reader is done with it
         await self.inner.aclose()
 
     async def __aenter__(self) -> _GatedRead:
@@ -384,9 +393,9 @@ class _GatedRead:
 
 
 class _GatedWrite:
-    """The transport's write stream, telling ``_ServerRequests`` of each answer once written."""
+    """The transport's write stream, telling ``ServerRequests`` of each answer once written."""
 
-    def __init__(self, inner: Any, gate: _ServerRequests) -> None:
+    def __init__(self, inner: Any, gate: ServerRequests) -> None:
         self.inner, self.gate = inner, gate
 
     async def send(self, item: SessionMessage, /) -> None:
@@ -407,12 +416,12 @@ class _GatedWrite:
 
 @asynccontextmanager
 async def bounded_server_requests(
-    transport: Any, limit: int = MAX_SERVER_REQUESTS
+    transport: Any, gate: ServerRequests | None = None
 ) -> AsyncGenerator[Any, None]:
     """``transport`` (an MCP client transport) with the upstream's requests to SharedOS
-    bounded in flight (``_ServerRequests``)."""
+    bounded in flight, and the end of its read stream noted (``gate``)."""
+    gate = gate if gate is not None else ServerRequests()
     async with transport as (read, write):
-        gate = _ServerRequests(limit)
         yield _GatedRead(read, gate), _GatedWrite(write, gate)
 
 

@@ -34,6 +34,10 @@ logs it or wraps it in an error of its own:
   ``tools/call`` of ``bomb`` is a result of ``arguments.mib`` MiB of text (a few KiB on
   the wire), as JSON, or as SSE when ``arguments.sse`` is true; ``echo`` is answered
   well, and ``tools/list`` lists ``bomb``, ``echo`` and ``arguments.tools`` more.
+- ``--mode stream-ends``: as ``parse-call``, but ``tools/call`` of ``json-as-sse`` is
+  answered by its (good) JSON answer labelled ``text/event-stream``, ``empty-sse`` by an
+  empty SSE stream -- each a stream that ends without an answer -- and ``slow`` well,
+  after ``arguments.s`` seconds.
 
 Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
 """
@@ -64,6 +68,7 @@ def main() -> None:
             "hold-stream",
             "resume-loop",
             "encoded",
+            "stream-ends",
         ),
     )
     parser.add_argument("--log")
@@ -188,6 +193,18 @@ def main() -> None:
             if method == "tools/call" and opts.mode == "resume-loop":
                 self.resume()
                 return
+            if method == "tools/call" and opts.mode == "stream-ends":
+                name = request["params"]["name"]
+                text = {"content": [{"type": "text", "text": "ok"}]}
+                good = json.dumps({"jsonrpc": "2.0", "id": rid, "result": text})
+                if name == "json-as-sse":  # a JSON answer labelled SSE: a stream of no event
+                    self.answer(200, "text/event-stream", good.encode())
+                elif name == "empty-sse":
+                    self.answer(200, "text/event-stream", b"")
+                else:
+                    time.sleep(float(request["params"].get("arguments", {}).get("s") or 0))
+                    self.answer(200, "application/json", good.encode())
+                return
             if method in ("tools/call", "tools/list") and opts.mode == "encoded":
                 self.encoded(request)
                 return
@@ -207,6 +224,7 @@ def main() -> None:
                 "hold-stream",
                 "resume-loop",
                 "encoded",
+                "stream-ends",
             )
             if method == "initialize" and opts.mode in handshake:
                 result = {
@@ -222,6 +240,8 @@ def main() -> None:
                 )
                 if opts.mode == "refuse-call":
                     names = ("scoped", "echo")
+                if opts.mode == "stream-ends":
+                    names = ("json-as-sse", "empty-sse", "slow")
                 tools = [
                     {"name": n, "inputSchema": {"type": "object", "properties": {}}} for n in names
                 ]
