@@ -887,8 +887,34 @@ def _encoded(response: httpx2.Response) -> bool:
     return any(c.strip().lower() not in ("", "identity") for c in codings)
 
 
+#: GET requests (the upstream's own stream, a request's resumptions) a session sends at once...
+GET_BURST = 40
+#: ...then at most this many a second. The SDK's client reopens the upstream's own stream
+#: each time it ends, after the ``retry:`` the upstream names: an upstream ending it at once
+#: with ``retry: 0`` had the host send ~150 GETs a second for the session's whole life
+GET_RATE = 2.0
+
+
+class _Pace:
+    """A token bucket: ``take`` waits until one of ``burst`` tokens, refilled at ``rate`` a
+    second, is there."""
+
+    def __init__(self, burst: int, rate: float) -> None:
+        self.burst, self.rate = burst, rate
+        self.tokens = float(burst)
+        self.at = time.monotonic()
+
+    async def take(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate) - 1
+        self.at = now
+        if self.tokens < 0:
+            await anyio.sleep(-self.tokens / self.rate)
+
+
 class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
-    """httpx2's transport with each MCP answer bounded while it is read (module docstring)."""
+    """httpx2's transport with each MCP answer bounded while it is read (module docstring),
+    and its GET requests paced (``GET_BURST``, ``GET_RATE``)."""
 
     def __init__(
         self,
@@ -904,6 +930,7 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
         #: told when the upstream answers a request of the session with 404: it no longer
         #: knows the session (restarted, or expired it), and MCP has the client open a new one
         self.on_session_lost = on_session_lost
+        self._gets = _Pace(GET_BURST, GET_RATE)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Forward ``request``; wrap the answer's body in its bound (and screen a listing)."""
@@ -915,6 +942,8 @@ class BoundedHTTPTransport(httpx2.AsyncBaseTransport):
             rewrite = self.screen.screen_body
         elif method == "tools/call":
             rewrite = screen_call_body
+        if request.method == "GET":
+            await self._gets.take()
         response = await self.inner.handle_async_request(request)
         if (
             response.status_code == 404

@@ -38,6 +38,9 @@ logs it or wraps it in an error of its own:
   answered by its (good) JSON answer labelled ``text/event-stream``, ``empty-sse`` by an
   empty SSE stream -- each a stream that ends without an answer -- and ``slow`` well,
   after ``arguments.s`` seconds.
+- ``--mode get-loop``: as ``parse-call``, but every GET (the server's own stream) is
+  answered by an SSE stream that ends at once, naming ``retry: 0``; ``--log FILE`` gets
+  ``get`` per GET.
 
 Usage: ``hostile_http_server.py PORT --mode MODE``; it serves until killed.
 """
@@ -69,6 +72,7 @@ def main() -> None:
             "resume-loop",
             "encoded",
             "stream-ends",
+            "get-loop",
         ),
     )
     parser.add_argument("--log")
@@ -225,6 +229,7 @@ def main() -> None:
                 "resume-loop",
                 "encoded",
                 "stream-ends",
+                "get-loop",
             )
             if method == "initialize" and opts.mode in handshake:
                 result = {
@@ -259,6 +264,11 @@ def main() -> None:
         def do_GET(self) -> None:
             if opts.mode == "resume-loop" and self.headers.get("Last-Event-ID"):
                 self.resume()
+                return
+            if opts.mode == "get-loop":  # the server's own stream, ended at once: come back now
+                self.log("get")
+                self.answer(200, "text/event-stream", b"retry: 0\n\n", ("Connection", "close"))
+                self.close_connection = True
                 return
             self.answer(405, "text/plain", b"")
 
