@@ -470,11 +470,43 @@ def _malformed(data: bytes, methods: dict[Any, str]) -> SessionMessage | None:
     )
 
 
+def _same_id(request_id: Any) -> Any:
+    """``request_id`` as the SDK's session correlates it: a string holding an integer is that
+    integer (``mcp.shared.dispatcher.coerce_request_id``), so ``"7"`` answers request 7."""
+    if isinstance(request_id, str):
+        with contextlib.suppress(ValueError):
+            return int(request_id)
+    return request_id
+
+
+class _ByRequest(dict[Any, str]):
+    """id -> method, each id taken as the SDK's session takes it (``_same_id``).
+
+    The reader must find the request an answer names where the session will: an
+    upstream answering request 7 as ``"id": "7"`` had its answer delivered to that
+    call by the session but found no request here, so it passed unscreened (130,000
+    content blocks validated on the event loop, a listing's limits unchecked, a
+    malformed answer left to time out) and request 7 stayed outstanding for good.
+    """
+
+    def __setitem__(self, key: Any, value: str) -> None:
+        super().__setitem__(_same_id(key), value)
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(_same_id(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(_same_id(key), default)
+
+    def pop(self, key: Any, default: Any = None) -> Any:
+        return super().pop(_same_id(key), default)
+
+
 class _Outstanding:
     """Requests sent and not yet answered: id -> method."""
 
     def __init__(self) -> None:
-        self.methods: dict[Any, str] = {}
+        self.methods: dict[Any, str] = _ByRequest()
 
     def bound(self, bounds: ReadBounds) -> int:
         """The largest bound of what may arrive now."""

@@ -21,6 +21,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--log")
 parser.add_argument("--mode", default="")
 parser.add_argument("--tools", default="")
+#: every answer names its request's (integer) id as a string: "7" for 7, which JSON-RPC
+#: peers (the SDKs) take for the same id
+parser.add_argument("--string-ids", action="store_true")
 opts = parser.parse_args()
 
 OBJ = {"type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}}}
@@ -50,6 +53,8 @@ def send_raw(data: bytes) -> None:
 
 
 def answer(rid: Any, result: Any) -> None:
+    if opts.string_ids and isinstance(rid, int):
+        rid = str(rid)
     send({"jsonrpc": "2.0", "id": rid, "result": result})
 
 
