@@ -551,8 +551,16 @@ class UpstreamConnection:
 
     @property
     def usable(self) -> bool:
-        """True while the session is open and no call has seen it break."""
-        return self._client is not None and self.broken is None and not self._closed.is_set()
+        """True while the session is open and no call has seen it break, and its transport
+        has not ended: a stdio upstream that exited between calls (or an HTTP session whose
+        transport failed) is opened again before the next call, which used to fail
+        "disconnected" though nothing of it was sent."""
+        return (
+            self._client is not None
+            and self.broken is None
+            and not self._closed.is_set()
+            and not self._streams.ended
+        )
 
     def _gone(self, exc: BaseException) -> bool:
         """True when ``exc`` (a request's failure) means the session itself is gone.

@@ -193,6 +193,9 @@ def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
                 while True:
                     send_raw(chunk)
         answer(rid, {"content": [{"type": "text", "text": "ok"}]})
+    elif mode == "exit-after":  # answers, then exits: found gone by the next call
+        answer(rid, {"content": [{"type": "text", "text": f"answered by {os.getpid()}"}]})
+        os._exit(0)
     elif mode == "close-stdout":
         os.close(1)
         time.sleep(30)
