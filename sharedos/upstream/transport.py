@@ -502,11 +502,38 @@ class _ByRequest(dict[Any, str]):
         return super().pop(_same_id(key), default)
 
 
+#: requests SharedOS cancelled that are remembered, so a late answer to one is known for
+#: what it is (the oldest is forgotten past this many)
+CANCELLED_KEPT = 256
+
+
 class _Outstanding:
-    """Requests sent and not yet answered: id -> method."""
+    """Requests sent and not yet answered: id -> method; and the last ones cancelled.
+
+    A request SharedOS cancelled (its call timed out, the harness cancelled it) is no
+    longer outstanding: MCP has the upstream not answer it. It used to stay here for
+    the session's life, one entry per cancelled call, so the reader's "the only request
+    outstanding" never held again after the first, and an oversized answer whose id is
+    not at its edges ended the session, every call in flight on it with it.
+    """
 
     def __init__(self) -> None:
         self.methods: dict[Any, str] = _ByRequest()
+        self.cancelled: dict[Any, str] = _ByRequest()
+
+    def cancel(self, request_id: Any) -> None:
+        """SharedOS cancelled ``request_id``: remembered as cancelled, no longer outstanding."""
+        method = self.methods.pop(request_id)
+        if method is None:
+            return
+        self.cancelled[request_id] = method
+        while len(self.cancelled) > CANCELLED_KEPT:
+            del self.cancelled[next(iter(self.cancelled))]
+
+    def answered(self, request_id: Any) -> None:
+        """``request_id`` got its answer (or an error in its place)."""
+        self.methods.pop(request_id)
+        self.cancelled.pop(request_id)
 
     def bound(self, bounds: ReadBounds) -> int:
         """The largest bound of what may arrive now."""
@@ -575,7 +602,7 @@ async def bounded_stdio_client(
         if isinstance(message, SessionMessage):
             inner = message.message
             if isinstance(inner, types.JSONRPCResponse | types.JSONRPCError):
-                outstanding.methods.pop(inner.id, None)
+                outstanding.answered(inner.id)
         await read_writer.send(message)
 
     def parse(data: bytes) -> SessionMessage | Exception:
@@ -609,6 +636,9 @@ async def bounded_stdio_client(
         if line.answered is not None:
             return True  # its request was answered when the line passed its bound
         request_id = message_id(line.head, line.tail)
+        if request_id is not None and request_id in outstanding.cancelled:
+            outstanding.answered(request_id)
+            return True  # a late answer to a cancelled request: nobody waits for it
         if request_id not in outstanding.methods:
             request_id = next(iter(outstanding.methods)) if len(outstanding.methods) == 1 else None
         if request_id is None:
@@ -624,6 +654,10 @@ async def bounded_stdio_client(
         """A line just went over its bound: when its head names a request still waiting,
         answer that request now (the line's end may never come)."""
         request_id = message_id(line.head, b"")
+        if request_id is not None and request_id in outstanding.cancelled:
+            line.answered = request_id  # a late answer to a cancelled request: dropped
+            outstanding.answered(request_id)
+            return
         if request_id is None or request_id not in outstanding.methods:
             return  # the tail may name it: wait for the end (or the session's)
         line.answered = request_id
@@ -693,6 +727,12 @@ async def bounded_stdio_client(
             async with write_reader:
                 async for session_message in write_reader:
                     message = session_message.message
+                    if (
+                        isinstance(message, types.JSONRPCNotification)
+                        and message.method == "notifications/cancelled"
+                        and isinstance(message.params, dict)
+                    ):
+                        outstanding.cancel(message.params.get("requestId"))
                     if isinstance(message, types.JSONRPCRequest):
                         outstanding.methods[message.id] = message.method
                         if (

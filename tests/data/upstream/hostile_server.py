@@ -251,6 +251,19 @@ def ask_flood(rid: Any, msg: dict[str, Any]) -> None:
     time.sleep(float(msg["params"]["arguments"].get("hold") or 0))
 
 
+def hidden_id(rid: Any, msg: dict[str, Any]) -> None:
+    """A call with ``arguments.never`` is never answered; another gets an answer of
+    ``arguments.n`` KiB of text whose ``id`` is at neither edge (a member after the result,
+    8 KiB before the end)."""
+    if msg["params"]["arguments"].get("never"):
+        return
+    text = b"h" * (int(msg["params"]["arguments"].get("n") or 256) << 10)
+    send_raw(
+        b'{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"%s"}]},"id":%s,"z":"%s"}\n'
+        % (text, json.dumps(rid).encode(), b"z" * 8192)
+    )
+
+
 def flood(rid: Any, msg: dict[str, Any]) -> None:
     token = (msg["params"].get("_meta") or {}).get("progressToken")
     n = int(msg["params"]["arguments"].get("n") or 10000)
@@ -410,6 +423,7 @@ EXTRA: dict[str, Any] = {
     "progress-nan": progress_nan,
     "server-requests": server_requests,
     "flood": flood,
+    "hidden-id": hidden_id,
     "ask-flood": ask_flood,
     "stderr-huge": stderr_huge,
 }
