@@ -77,6 +77,7 @@ from sharedos.policy.paths import MAX_PATH_CHARS
 from sharedos.policy.patterns import Shape
 from sharedos.policy.prefilter import (
     ABOVE,
+    ANY_OF,
     AT_LEAST,
     AT_MOST,
     BELOW,
@@ -128,6 +129,8 @@ _is_normalized = unicodedata.is_normalized
 _NUMBERS, _HOLDS, _PREFIX, _SUFFIX = 2, HOLDS, PREFIX, SUFFIX
 #: a membership key some rule sits under twice or more (``any_in``): taken once each
 _HOLDS_ANY = -1
+#: an ``or`` of equality and membership keys on several reads (``_by_reads``)
+_ANY_OF = ANY_OF
 _STRINGS = object()  # a context entry's values: a membership key's strings, by path
 _AT_MOST, _BELOW, _AT_LEAST, _ABOVE = AT_MOST, BELOW, AT_LEAST, ABOVE
 #: a group kept by the resource's segment at one position, by the head or the tail of the
@@ -290,6 +293,70 @@ def _held_once(held: frozenset[str], table: dict[str, tuple[Any, ...]]) -> tuple
     if len(found) < 2:
         return found[0] if found else ()
     # each rule's row is one object in every bucket it sits in: first seen, kept
+    return tuple({id(row): row for rows in found for row in rows}.values())
+
+
+def _any_of_table(
+    reads: tuple[Any, ...], by_value: dict[Any, list[int]], rows: list[tuple[Any, ...]]
+) -> tuple[tuple[Any, int, dict[Any, tuple[Any, ...]]], ...]:
+    """How a decision reads a group keyed by an ``or`` on several reads
+    (``prefilter.ANY_OF``): per read, ``(the read compiled, its mode, its table)``, the
+    table as ``_value_table`` makes it for a key on that read alone (no rule cited
+    without a test); ``by_value`` is keyed by ``(position of the read, value)``."""
+    ids_by_read: list[dict[Any, list[int]]] = [{} for _ in reads]
+    for (k, v), ids in by_value.items():
+        ids_by_read[k][v] = ids
+    out = []
+    for (mode, root, path, steps), by_v in zip(reads, ids_by_read, strict=True):
+        if mode == EQUALS and not all(type(v) is str for v in by_v):
+            mode = _NUMBERS
+        table = _value_table(mode if mode != _NUMBERS else EQUALS, by_v, rows, set(), None)
+        out.append((compile_expr(read_expr(root, path, steps)), mode, table))
+    return tuple(out)
+
+
+def _by_reads(env: Env, reads: Any) -> tuple[Any, ...] | None:
+    """The rows an ``_ANY_OF`` key keeps (``_any_of_table``): those under a value one of
+    its reads holds (a prefix or suffix of it, a bound it meets), each once; None when
+    a read cannot be decided (it fails, a list holding anything but strings, a number
+    that is not finite, anything but a string for an affix or but a finite number for
+    a bound: every rule is then tested as written), as for a key on one read."""
+    found: list[tuple[Any, ...]] = []
+    many = False  # a rule may be under several values of one read (an affix, a bound)
+    for read, mode, table in reads:
+        try:
+            v = read(env)
+        except Exception:  # unreadable: the key term errs
+            return None
+        tv = type(v)
+        if mode == _HOLDS:
+            strs = _strings_of(v, tv)
+            if strs is None:
+                return None
+            got = _held_once(strs, table)
+        elif mode >= _AT_MOST:
+            kept = _by_order(v, tv, table, mode)
+            if kept is None:
+                return None
+            got, many = kept[0], True
+        elif mode >= _PREFIX:
+            found_ = _by_affix(v, tv, table, mode)
+            if found_ is None:
+                return None
+            got, many = found_, True
+        elif tv is str:
+            got = table.get(v, ())
+        elif mode == _NUMBERS and tv is not bool and v is not None:
+            if not (tv is int or (tv is float and v - v == 0)):
+                return None  # NaN, inf, or a foreign number type
+            got = table.get(v, ())
+        else:
+            continue
+        if got:
+            found.append(got)
+    if len(found) < 2 and not many:
+        return found[0] if found else ()
+    # a rule sits under a value of each of its terms: first seen, kept
     return tuple({id(row): row for rows in found for row in rows}.values())
 
 
@@ -620,7 +687,10 @@ class Evaluator:
             # segment's position instead (``_segment_buckets``)
             value_entry: tuple[Any, Any, int, Any] | None = None
             taken: set[int] = set()
-            if by_value is not None:
+            if by_value is not None and by_value[0][0] == ANY_OF:
+                (mode, _root, _path, reads), values, taken = by_value
+                value_entry = (None, _any_of_table(reads, values, rows), _ANY_OF, None)
+            elif by_value is not None:
                 (mode, root, path, steps), values, taken = by_value
                 if mode == EQUALS and not all(type(v) is str for v in values):
                     mode = _NUMBERS  # read a number too (strings only: nothing else matches)
@@ -1046,6 +1116,15 @@ class Evaluator:
                         by_value = bk[4]
                         if by_value is None or rules is bk[3]:
                             pass
+                        elif by_value[2] == _ANY_OF:
+                            # the rules of a value any read of an ``or`` holds
+                            if env is None:
+                                env = (context, args, resource, t.action)
+                            got = _by_reads(env, by_value[1])
+                            if got is None:
+                                rules = bk[3]
+                            elif got:
+                                rules += got
                         elif by_value[2] >= _SEGMENT:
                             # the rules whose pattern fixes the resource's segment there
                             # as it is (``_segment_buckets``); none when it is too short

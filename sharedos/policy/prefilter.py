@@ -257,7 +257,11 @@ def _plain_piece(piece: Any) -> bool:
 # literals is one of them (a rule then sits under each of its literals, and a
 # decision takes it once however many of them the list holds); an ``or`` of such
 # terms on one read (``"a" in REF or "b" in REF``, ``READ == "x" or READ == "y"``)
-# is one key with all their values: on a value the key decides no term errs.
+# is one key with all their values: on a value the key decides no term errs; an
+# ``or`` of key terms of any kind below on several reads (``context.tenant == "t1"
+# or "r1" in context.roles``, ``REF >= 3 or "r1" in context.roles``) is one key over
+# all of them, a rule sitting under the value of each term, and is false iff no
+# term holds on the values read (each read decided, so no term errs).
 # ``startswith(v, "s")`` on a string v is true iff "s" is one of v's prefixes
 # (``endswith``: suffixes). An order term on an int or finite float v
 # is Python's own comparison, which a sorted list of the bounds answers exactly
@@ -279,6 +283,8 @@ def _plain_piece(piece: Any) -> bool:
 EQUALS, HOLDS = 0, 1
 #: ``startswith(READ, "s")`` / ``endswith(READ, "s")``
 PREFIX, SUFFIX = 3, 4
+#: an ``or`` of equality and membership keys on several reads (``_any_of_term``)
+ANY_OF = -2
 #: ``REF <= N``, ``REF < N``, ``REF >= N``, ``REF > N`` (a literal on the left: flipped)
 AT_MOST, BELOW, AT_LEAST, ABOVE = 5, 6, 7, 8
 #: the order keys, by the operator with the reference on the left
@@ -341,21 +347,33 @@ def value_term(enc: Any) -> ValueKey | None:
 
 
 def _any_of_term(enc: list[Any]) -> ValueKey | None:
-    """``A or B or ...`` where every term is an equality or a membership key on one read
-    (``"a" in context.roles or "b" in context.roles``, ``context.tenant == "t1" or
-    context.tenant == "t2"``): one key holding every term's values. No term can err
-    on a value the key decides (a list of strings, a string or a number), so the
-    ``or`` is false exactly when no term's value is held."""
-    read: KeyRead | None = None
+    """``A or B or ...`` where every term is a key term. On one read (and mode), every
+    term an equality or a membership key (``"a" in context.roles or "b" in
+    context.roles``, ``context.tenant == "t1" or context.tenant == "t2"``): one key
+    holding every term's values. On several (``context.tenant == "t1" or "r1" in
+    context.roles``, ``context.attributes.clearance >= 3 or "r1" in context.roles``,
+    ``startswith(args.mode, "q") or ...``), an ``ANY_OF`` key whose read is ``(ANY_OF,
+    "", (), ((mode, root, path, steps), ...))`` and whose values are ``(k, value)``
+    pairs, k the position of the value's read. No term can err on a value the key
+    decides (a list of strings, a string or a number; a string for an affix, a finite
+    number for a bound), so the ``or`` is false exactly when no term's value is held
+    (on every read, for ``ANY_OF``)."""
+    reads: list[KeyRead] = []
     values: list[Any] = []
     for term in _terms(enc, "or"):
         key = value_term(term)
-        if key is None or key[0][0] not in (EQUALS, HOLDS) or (read is not None and key[0] != read):
+        if key is None or key[0][0] == ANY_OF:
             return None
-        read = key[0]
-        values.extend(key[1])
-    # a value listed twice is kept once by ``value_buckets``
-    return None if read is None else (read, tuple(values))
+        if key[0] not in reads:
+            reads.append(key[0])
+        values.extend((reads.index(key[0]), v) for v in key[1])
+    if not reads:
+        return None
+    if len(reads) == 1:  # a value listed twice is kept once by ``value_buckets``
+        if reads[0][0] not in (EQUALS, HOLDS):
+            return None  # (``startswith(m, "a") or startswith(m, "ab")``: no key of one read)
+        return reads[0], tuple(v for _, v in values)
+    return (ANY_OF, "", (), tuple(reads)), tuple(values)
 
 
 def _any_in_term(args: Any) -> ValueKey | None:

@@ -605,14 +605,15 @@ def test_an_or_of_tests_on_one_read_is_one_key() -> None:
     assert not d.allowed and len(d.rule_ids) == 6
 
 
-def test_an_or_across_two_reads_is_no_key() -> None:
-    # "staff" or a tenant of its own: the rule applies to staff whatever the tenant
+def test_an_or_across_two_reads_is_keyed_by_both() -> None:
+    # "staff" or a tenant of its own: the rule applies to staff whatever the tenant (a
+    # key on the tenant alone would lose it; the key reads both)
     source = HEADER + "".join(
         f'permit read on "/data/**" when "staff" in context.roles or context.tenant == "t{k}"\n'
         for k in range(8)
     )
     keyed, plain = compile_both(source)
-    assert value_bucketed(keyed) == 0
+    assert value_bucketed(keyed) == 1
     calls = [
         ("files.read", {"path": "/data/x"}, {"roles": roles, "tenant": tenant})
         for roles in (["staff"], [], "staff")
@@ -676,3 +677,121 @@ def test_a_caller_holding_thousands_of_roles_pays_for_the_groups_values_not_its_
     few = _cpu_per_call(keyed, [("files.read", {"path": path}, few_ctx, "few")])
     lots = _cpu_per_call(keyed, [("files.read", {"path": path}, many_ctx, "many")])
     assert lots < 10 * few, (lots, few)  # before: ~300x
+
+
+def _calls_made(policy: PolicySet, tool: str, args: Any, ctx: Any) -> int:
+    """How many Python functions one decision calls (work, counted, not timed)."""
+    import sys
+
+    count = 0
+
+    def tick(frame: Any, event: str, arg: Any) -> None:
+        nonlocal count
+        if event == "call":
+            count += 1
+
+    sys.setprofile(tick)
+    try:
+        policy.decide(tool, args, ctx)
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def test_an_or_over_several_reads_is_read_by_the_values_held() -> None:
+    # `when context.tenant == "tK" or "rK" in context.roles` on one prefix: every rule
+    # was evaluated as written (one condition per rule per decision, 190x the indexed
+    # reference at 10,000 rules); now by the tenant and the roles held
+    rules = "".join(
+        f'permit read on "/data/**" when context.tenant == "t{k}" or "r{k}" in context.roles\n'
+        for k in range(300)
+    )
+    keyed, plain = compile_both(HEADER + rules)
+    assert value_bucketed(keyed) == 1
+    ctx = {"tenant": "t7", "roles": ["r3", "r7", "x"]}
+    d = keyed.decide("files.read", {"path": "/data/x"}, ctx)
+    assert d.allowed and [r.line for r in d.rule_ids] == [4 + 3, 4 + 7]
+    assert d == plain.decide("files.read", {"path": "/data/x"}, ctx)
+    # the work of one decision does not grow with the rules the caller cannot meet
+    assert _calls_made(keyed, "files.read", {"path": "/data/y"}, ctx) < 60
+    assert _calls_made(plain, "files.read", {"path": "/data/y"}, ctx) > 300
+    calls = [
+        ("files.read", {"path": "/data/x"}, {"tenant": tenant, "roles": roles})
+        for tenant in ("t5", "t300", 5, 5.0, float("nan"), None, ["t5"], True)
+        for roles in (["r5"], ["r9", "r5", "r1"], [], "r5", ["r5", 1], None)
+    ] + [("files.read", {"path": "/data/x"}, {}), ("files.read", {"path": "/data/x"}, None)]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_an_or_over_several_reads_in_forbids_fails_closed_as_written() -> None:
+    # a forbid's first term; an unreadable read (no tenant, roles not a list of strings)
+    # makes every rule be tested as written, so a forbid whose condition errs applies
+    source = HEADER + 'permit read on "/data/**"\n'
+    source += "".join(
+        f'forbid read on "/data/**" when (args.n == {k} or "r{k}" in context.roles) '
+        f"and args.n > 2\n"
+        for k in range(8)
+    )
+    source += "".join(
+        f'permit read on "/data/**" when "g{k}" in context.attributes.groups or '
+        f'lower(args.mode) == "m{k}" or context.tenant in ["t{k}", "u{k}"]\n'
+        for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 2
+    calls = [
+        ("files.read", {"path": "/data/x", **args}, ctx)
+        for args in ({"n": 3}, {"n": 3.0, "mode": "M3"}, {"n": float("inf")}, {"n": "3"}, {})
+        for ctx in (
+            {"roles": ["r1"], "tenant": "u2", "attributes": {"groups": ["g4"]}},
+            {"roles": ["r3", "r4"]},
+            {"roles": "r3", "tenant": 1},
+            {"roles": [], "attributes": {"groups": ["g1", 2]}},
+            {"roles": [], "attributes": "x"},
+            {},
+        )
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_an_or_of_bounds_affixes_and_roles_is_read_by_the_values_held() -> None:
+    # `clearance >= N or "rK" in roles`, `startswith(args.mode, "qK") or ...`: each term
+    # its own read (two bounds or two prefixes of one rule on one read: each rule once)
+    source = HEADER + "".join(
+        f'permit read on "/data/**" when context.attributes.clearance >= {k + 3} or '
+        f'"r{k}" in context.roles or context.attributes.clearance < {-k}\n'
+        for k in range(8)
+    )
+    source += "".join(
+        f'forbid read on "/data/**" when startswith(args.mode, "q{k}") or '
+        f'startswith(args.mode, "q{k}x") or endswith(args.mode, "{k}z") or args.n > {k}\n'
+        for k in range(8)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 2
+    d = keyed.decide(
+        "files.read", {"path": "/data/x", "mode": "q3x", "n": 0}, {"roles": [], "attributes": {}}
+    )
+    assert not d.allowed and [r.line for r in d.rule_ids] == [12 + 3]
+    calls = [
+        ("files.read", {"path": "/data/x", **args}, ctx)
+        for args in (
+            {"n": -1},
+            {"n": 3, "mode": "q1"},
+            {"n": -5, "mode": "q2x5z"},
+            {"n": -5, "mode": "q7xz"},
+            {"n": -5, "mode": 7},
+            {"n": float("nan")},
+            {"n": True},
+            {},
+        )
+        for ctx in (
+            {"roles": ["r1"], "attributes": {"clearance": 5}},
+            {"roles": ["r3", "r4"], "attributes": {"clearance": -4.5}},
+            {"roles": [], "attributes": {"clearance": 2}},
+            {"roles": [], "attributes": {"clearance": "5"}},
+            {"roles": "r3", "attributes": {"clearance": 9}},
+            {"roles": ["r1"]},
+        )
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
