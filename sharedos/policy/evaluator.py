@@ -83,6 +83,7 @@ from sharedos.policy.prefilter import (
     BELOW,
     BUCKET_MIN,
     EQUALS,
+    GUARDED,
     HOLDS,
     PREFIX,
     ROLE_IS,
@@ -315,12 +316,42 @@ def _any_of_table(
     return tuple(out)
 
 
-def _by_reads(env: Env, reads: Any) -> tuple[Any, ...] | None:
-    """The rows an ``_ANY_OF`` key keeps (``_any_of_table``): those under a value one of
-    its reads holds (a prefix or suffix of it, a bound it meets), each once; None when
+def _guard_reads(guards: list[Any]) -> tuple[tuple[Any, int], ...]:
+    """A ``GUARDED`` key's guards: per earlier term, ``(its read compiled, its mode)``."""
+    return tuple(
+        (compile_expr(read_expr(root, path, steps)), mode) for mode, root, path, steps in guards
+    )
+
+
+def _decided(v: Any, tv: type, mode: int) -> bool:
+    """Can a key term of ``mode`` not err on the value ``v`` it reads? (Equality: a
+    string, a boolean, null or a finite number (strings never err, numbers only when
+    not finite); membership: a list of strings; an affix: a string; a bound: a finite
+    number.)"""
+    if mode == HOLDS:
+        return _strings_of(v, tv) is not None
+    if mode >= _PREFIX:
+        if mode <= _SUFFIX:
+            return tv is str
+        return tv is int or (tv is float and v - v == 0)
+    return tv is str or tv is bool or v is None or tv is int or (tv is float and v - v == 0)
+
+
+def _by_reads(env: Env, keyed: Any) -> tuple[Any, ...] | None:
+    """The rows an ``_ANY_OF`` or ``GUARDED`` key keeps (``keyed``: its guards, see
+    ``_guard_reads``, and ``_any_of_table``): when every guard's read is decided
+    (``_decided``), those under a value one of its reads holds (a prefix or suffix of it, a bound it meets), each once; None when
     a read cannot be decided (it fails, a list holding anything but strings, a number
     that is not finite, anything but a string for an affix or but a finite number for
     a bound: every rule is then tested as written), as for a key on one read."""
+    guards, reads = keyed
+    for guard, gmode in guards:  # a GUARDED key: no earlier term may err
+        try:
+            g = guard(env)
+        except Exception:
+            return None
+        if not _decided(g, type(g), gmode):
+            return None
     found: list[tuple[Any, ...]] = []
     many = False  # a rule may be under several values of one read (an affix, a bound)
     for read, mode, table in reads:
@@ -689,7 +720,12 @@ class Evaluator:
             taken: set[int] = set()
             if by_value is not None and by_value[0][0] == ANY_OF:
                 (mode, _root, _path, reads), values, taken = by_value
-                value_entry = (None, _any_of_table(reads, values, rows), _ANY_OF, None)
+                value_entry = (None, ((), _any_of_table(reads, values, rows)), _ANY_OF, None)
+            elif by_value is not None and by_value[0][0] == GUARDED:
+                # a forbid's later key term: the one read, behind its guards' reads
+                (mode, _root, _path, (read, *guards)), values, taken = by_value
+                one = _any_of_table((read,), {(0, v): ids for v, ids in values.items()}, rows)
+                value_entry = (None, (_guard_reads(guards), one), _ANY_OF, None)
             elif by_value is not None:
                 (mode, root, path, steps), values, taken = by_value
                 if mode == EQUALS and not all(type(v) is str for v in values):

@@ -283,8 +283,10 @@ def _plain_piece(piece: Any) -> bool:
 EQUALS, HOLDS = 0, 1
 #: ``startswith(READ, "s")`` / ``endswith(READ, "s")``
 PREFIX, SUFFIX = 3, 4
-#: an ``or`` of equality and membership keys on several reads (``_any_of_term``)
+#: an ``or`` of key terms on several reads (``_any_of_term``)
 ANY_OF = -2
+#: a forbid's key term after other key terms (``value_keys``)
+GUARDED = -3
 #: ``REF <= N``, ``REF < N``, ``REF >= N``, ``REF > N`` (a literal on the left: flipped)
 AT_MOST, BELOW, AT_LEAST, ABOVE = 5, 6, 7, 8
 #: the order keys, by the operator with the reference on the left
@@ -471,8 +473,9 @@ def _is_key_lit(enc: Any) -> bool:
 
 def value_keys(enc: Any, kind: str | None, forbid: bool) -> list[ValueKey]:
     """Every key term a rule with this condition can be bucketed by (see above): any
-    term of a permit's top-level ``and``, only the first of a forbid's; none for an
-    ``unless`` (it applies when the term is false)."""
+    term of a permit's top-level ``and``; the first of a forbid's, and a later one
+    behind key terms only, guarded by their reads (below); none for an ``unless`` (it
+    applies when the term is false)."""
     if enc is None or kind not in ("when", "when unless") or type(enc) is not list:
         return []
     if enc[0] == "cmp":  # the commonest: one comparison
@@ -480,10 +483,26 @@ def value_keys(enc: Any, kind: str | None, forbid: bool) -> list[ValueKey]:
         return [] if key is None else [key]
     terms = _conjuncts(enc)
     out = []
-    for term in terms[:1] if forbid else terms:
+    if not forbid:
+        for term in terms:
+            key = value_term(term)
+            if key is not None:
+                out.append(key)
+        return out
+    # A forbid: its first term; and a later term whose every earlier term is a key term
+    # on one read, as a ``GUARDED`` key ``(GUARDED, "", (), (key's read, earlier reads,
+    # ...))``: a decision uses it only when each earlier read is one its term cannot err
+    # on (then the ``and`` reaches the key term, or stops, false), else it tests every
+    # rule of the group as written.
+    guards: list[KeyRead] = []
+    for term in terms:
         key = value_term(term)
-        if key is not None:
-            out.append(key)
+        if key is None or key[0][0] == ANY_OF:
+            if key is not None and not guards:
+                out.append(key)
+            break
+        out.append(key if not guards else ((GUARDED, "", (), (key[0], *guards)), key[1]))
+        guards.append(key[0])
     return out
 
 

@@ -795,3 +795,38 @@ def test_an_or_of_bounds_affixes_and_roles_is_read_by_the_values_held() -> None:
         )
     ]
     assert decide_all(keyed, calls) == decide_all(plain, calls)
+
+
+def test_a_forbid_keyed_behind_key_terms_only_when_they_cannot_err() -> None:
+    # `forbid ... when args.n > 2 and "rK" in context.roles`: the role is the forbid's
+    # key when `args.n` is a finite number (the first term then cannot err, so the
+    # `and` reaches the role test or stops, false); any other n tests every forbid as
+    # written (it errs: each forbid applies)
+    source = HEADER + 'permit read on "/data/**"\n'
+    source += "".join(
+        f'forbid read on "/data/**" when args.n > {k % 3} and lower(args.mode) == "m" '
+        f'and "r{k}" in context.roles\n'
+        for k in range(300)
+    )
+    keyed, plain = compile_both(source)
+    assert value_bucketed(keyed) == 1
+    ctx = {"roles": ["r4", "r5", "x"]}
+    d = keyed.decide("files.read", {"path": "/data/x", "n": 1.5, "mode": "M"}, ctx)
+    assert not d.allowed and [r.line for r in d.rule_ids] == [5 + 4]
+    assert _calls_made(keyed, "files.read", {"path": "/data/y", "n": 3, "mode": "M"}, ctx) < 60
+    assert _calls_made(plain, "files.read", {"path": "/data/y", "n": 3, "mode": "M"}, ctx) > 300
+    calls = [
+        ("files.read", {"path": "/data/x", **args}, {"roles": roles})
+        for args in (
+            {"n": 3, "mode": "m"},
+            {"n": 1, "mode": "M"},
+            {"n": 3, "mode": 5},
+            {"n": 3},
+            {"n": float("nan"), "mode": "m"},
+            {"n": "3", "mode": "m"},
+            {"n": True, "mode": "m"},
+            {"mode": "m"},
+        )
+        for roles in (["r5"], ["r1", "r2"], [], "r5", ["r5", 1], None)
+    ]
+    assert decide_all(keyed, calls) == decide_all(plain, calls)
