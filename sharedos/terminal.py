@@ -22,19 +22,43 @@ def _spelled(c: str) -> str:
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
+#: Unicode's Default_Ignorable_Code_Point characters that are not format characters (Cf):
+#: a Hangul filler (Lo), variation selectors and the combining grapheme joiner (Mn), the
+#: reserved ranges (Cn). A renderer shows them as nothing, so "notes\u3164.txt" reads as
+#: "notes.txt" (DerivedCoreProperties.txt; the Cf ones are spelled by category)
+_IGNORABLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def _ignorable(n: int) -> bool:
+    return any(lo <= n <= hi for lo, hi in _IGNORABLE_RANGES)
+
+
 def unambiguous(text: str) -> str:
     """``text`` as a person must read it to judge it: every character that is not shown
     as itself — controls (C0, DEL, C1, tab), format characters (bidi overrides and
-    isolates, zero-width marks: Unicode Cf), line and paragraph separators (Zl, Zp)
-    and lone surrogates — spelled ``\\xNN`` / ``\\uNNNN``, so text cannot reorder,
-    hide or break the lines around it (what an approver reads is what will run)."""
+    isolates, zero-width marks: Unicode Cf), line and paragraph separators (Zl, Zp),
+    lone surrogates and the other characters Unicode has rendered as nothing
+    (Default_Ignorable_Code_Point: a Hangul filler, a variation selector) — spelled
+    ``\\xNN`` / ``\\uNNNN``, so text cannot reorder, hide or break the lines around it
+    (what an approver reads is what will run)."""
     import unicodedata
 
     if text.isascii() and text.isprintable():
         return text
     out = []
     for c in text:
-        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(ord(c)):
             out.append(_spelled(c))
         else:
             out.append(c)

@@ -33,11 +33,35 @@ TRICKS = [
     # read right-to-left: "…/release/txt.notes" shows as "…/release/seton.txt"
     "/shared/release/\u202etxt.seton",
     "/shared/release/a\u200bb\u2066c\u2069",
+    # characters Unicode says to render as nothing that are no format character: a
+    # Hangul filler (Lo) or a variation selector (Mn) reads "notes.txt" for another file
+    "/shared/release/notes\u3164.txt",
+    "/shared/release/notes.txt\ufe00",
+    "/shared/release/n\U000e0101otes.txt",
+    "/shared/release/notes\u034f.txt",
 ]
+
+#: Default_Ignorable_Code_Point characters outside Cf (Unicode's DerivedCoreProperties):
+#: rendered as nothing, so a name holding one looks like a name without it
+_IGNORABLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
 
 
 def _hidden(text: str) -> list[str]:
-    return [c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c != "\n"]
+    return [
+        c
+        for c in text
+        if (unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c != "\n")
+        or any(lo <= ord(c) <= hi for lo, hi in _IGNORABLE)
+    ]
 
 
 @pytest.mark.parametrize("path", TRICKS)
@@ -53,7 +77,10 @@ def test_the_question_at_the_client_spells_every_hidden_character(
     assert len(message.split("\n")) == 6  # the question's own lines, no more
     assert _hidden(schema["properties"]["approve"]["description"]) == []
     # the resource is still named, spelled out
-    assert f"\\u{ord(next(c for c in path if ord(c) > 0x7F)):04x}" in message
+    hidden = next(c for c in path if ord(c) > 0x7F)
+    assert (
+        f"\\u{ord(hidden):04x}" if ord(hidden) < 0x10000 else f"\\U{ord(hidden):08x}"
+    ) in message
 
 
 @pytest.mark.parametrize("path", TRICKS)
