@@ -81,10 +81,18 @@ def _ledger(store: Any) -> ApprovalLedger:
         raise click.ClickException(str(exc)) from None
 
 
-def _line(a: Approval, now: datetime) -> str:
+def _max_age(host: Any) -> float | None:
+    """How long after its answer the host uses an approval (its ``approval_ttl_s``), so a
+    status shown with ``--host-file`` is the one that host acts on; None without one (the
+    stamped expiry is then all there is to go by)."""
+    return float(host.approvals.approval_ttl_s) if host is not None else None
+
+
+def _line(a: Approval, now: datetime, max_age_s: float | None = None) -> str:
     b = a.binding
     return unambiguous(
-        f"{a.approval_id}  {a.status_at(now):<8}  {a.requested_at}  {b.turn_id}  "
+        f"{a.approval_id}  {a.status_at(now, max_age_s=max_age_s):<8}  {a.requested_at}  "
+        f"{b.turn_id}  "
         f"{b.principal}  {b.tool}  {b.resource}  needs {a.who_may_approve()}"
     )
 
@@ -129,15 +137,17 @@ def list_cmd(
             found = ledger.for_turn(turn) if turn else ledger.every()
         except EvidenceStoreError as exc:
             raise click.ClickException(str(exc)) from None
-    shown = [a for a in found if status == "all" or a.status_at(now) == status]
+    max_age = _max_age(host)
+    shown = [a for a in found if status == "all" or a.status_at(now, max_age_s=max_age) == status]
     if fmt == "json":
-        click.echo(json.dumps([a.to_dict(now) for a in shown], indent=1, sort_keys=True))
+        docs = [a.to_dict(now, max_age_s=max_age) for a in shown]
+        click.echo(json.dumps(docs, indent=1, sort_keys=True))
         return
     if not shown:
         click.echo(f"no {'' if status == 'all' else status + ' '}approvals", err=True)
         return
     for a in shown:
-        click.echo(_line(a, now))
+        click.echo(_line(a, now, max_age))
 
 
 @approvals.command("show")
@@ -152,14 +162,15 @@ def show_cmd(approval_id: str, db: str | None, host_file: Path | None, fmt: str)
         approval = _get(_ledger(store), approval_id)
         records = store.query(call_id=approval.request_call) if approval.request_call else []
     arguments = next((r.arguments for r in records if r.turn_id == approval.binding.turn_id), None)
+    max_age = _max_age(host)
     if fmt == "json":
-        doc = approval.to_dict(now)
+        doc = approval.to_dict(now, max_age_s=max_age)
         doc["arguments"] = arguments
         click.echo(json.dumps(doc, indent=1, sort_keys=True, default=str))
         return
     b = approval.binding
     lines = [
-        f"approval {approval.approval_id}: {approval.status_at(now)}",
+        f"approval {approval.approval_id}: {approval.status_at(now, max_age_s=max_age)}",
         f"  call       {b.tool} on {b.resource}",
         f"  arguments  {json.dumps(arguments, sort_keys=True, default=str)} ({b.arguments_digest})",
         f"  asked by   {b.principal} (tenant {b.tenant}) in turn {b.turn_id}, call "

@@ -304,12 +304,15 @@ class Approval:
             any((k, n) in have for k, n in entry) for entry in self.approvers
         )
 
-    def to_dict(self, when: datetime | None = None) -> dict[str, Any]:
-        """JSON-ready form (``sharedos approvals list|show --format json``)."""
+    def to_dict(
+        self, when: datetime | None = None, *, max_age_s: float | None = None
+    ) -> dict[str, Any]:
+        """JSON-ready form (``sharedos approvals list|show --format json``; ``max_age_s``
+        as for ``status_at``)."""
         b = self.binding
         return {
             "approval_id": self.approval_id,
-            "status": self.status_at(when),
+            "status": self.status_at(when, max_age_s=max_age_s),
             "turn_id": b.turn_id,
             "principal": b.principal,
             "tenant": b.tenant,

@@ -43,3 +43,41 @@ def test_the_answer_line_names_the_answer_given(tmp_path: Path, how: str) -> Non
     assert out.exit_code == 0, out.output
     line = next(ln for ln in out.output.splitlines() if ln.lstrip().startswith("answered"))
     assert line.split()[1] == answer, out.output
+
+
+def test_with_a_host_file_the_status_is_the_one_that_host_will_use(tmp_path: Path) -> None:
+    """An approval given for the default 15 minutes (``approve --db``, no host file) is dead
+    on a host with ``approval_ttl_s = 60`` two minutes later: its call is refused as lapsed.
+    ``list``/``show`` given that host's file showed it ``approved`` (retry now), and
+    ``list --status expired`` left it out."""
+    db = tmp_path / "evidence.db"
+    store, ledger, asked = pending_approval(db, BINDING)
+    ledger.answer(
+        asked.approval_id,
+        approve=True,
+        approver="maya",
+        via="cli",
+        ttl_s=900.0,
+        when=datetime.now(UTC) - timedelta(seconds=120),
+    )
+    store.close()
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f'version = 1\n[evidence]\nurl = "{db}"\n'
+        '[harness.pi]\nprovider = "scripted"\n[approvals]\napproval_ttl_s = 60\n'
+    )
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        out = runner.invoke(main, ["approvals", *args, "--host-file", str(host)])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    assert asked.approval_id not in run("list", "--status", "approved")
+    assert asked.approval_id in run("list", "--status", "expired")
+    assert '"status": "expired"' in run("list", "--status", "all", "--format", "json")
+    assert run("show", asked.approval_id).splitlines()[0].endswith(": expired")
+    assert '"status": "expired"' in run("show", asked.approval_id, "--format", "json")
+    # without the host file the stamped expiry is all there is to go by
+    out = runner.invoke(main, ["approvals", "list", "--status", "approved", "--db", str(db)])
+    assert asked.approval_id in out.output
