@@ -403,9 +403,14 @@ class ApprovalStore(Protocol):
         ...
 
     def approval_rows(
-        self, *, turn_id: str | None = None, approval_id: str | None = None
+        self,
+        *,
+        turn_id: str | None = None,
+        approval_id: str | None = None,
+        arguments_digest: str | None = None,
     ) -> list[tuple[int, int | None, list[Any]]]:
-        """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), chain order."""
+        """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), chain order
+        (each filter, when given, keeps the events whose column equals it)."""
         ...
 
 
@@ -455,8 +460,15 @@ class ApprovalLedger:
         return any(link.kind == "seal" for link in links(turn_id))
 
     def matching(self, binding: Binding) -> list[Approval]:
-        """The approvals of the binding's turn for exactly this call, oldest first."""
-        return [a for a in self.for_turn(binding.turn_id) if a.binding == binding]
+        """The approvals of the binding's turn for exactly this call, oldest first.
+
+        Read by the turn *and* the arguments digest (every event of an approval carries
+        its binding): a call that needs approval reads this twice, once under the store's
+        writer, and reading the whole turn made it cost as much as every request the turn
+        had made — a model asking 1,000 distinct calls made each next one fold 1,000
+        approvals, holding every other call's evidence write meanwhile."""
+        events = self._events(turn_id=binding.turn_id, arguments_digest=binding.arguments_digest)
+        return [a for a in fold(events).values() if a.binding == binding]
 
     # -- writing -------------------------------------------------------------------
 

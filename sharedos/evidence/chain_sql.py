@@ -377,15 +377,22 @@ def lookup_sql(name: str, dialect: Dialect) -> str:
 # -- the approval events both stores read, in one shape ----------------------------------
 
 
-def approval_rows_sql(dialect: Dialect, *, by_turn: bool, by_approval: bool) -> str:
+def approval_rows_sql(
+    dialect: Dialect, *, by_turn: bool, by_approval: bool, by_digest: bool = False
+) -> str:
     """The chain's approval events as (seq, pos, ``APPROVAL_FIELDS``...), each turn's in
-    chain order; a placeholder for the turn id, then one for the approval id, where asked."""
+    chain order; a placeholder for the turn id, then one for the approval id, then one for
+    the arguments digest, where asked."""
     mark = "?" if dialect == "sqlite" else "%s"
     collate = "" if dialect == "sqlite" else ' COLLATE "C"'
     where = ["kind = 'approval'"]
     where += [
         f"{column} = {mark}"
-        for column, on in (("turn_id", by_turn), ("approval_id", by_approval))
+        for column, on in (
+            ("turn_id", by_turn),
+            ("approval_id", by_approval),
+            ("arguments_digest", by_digest),
+        )
         if on
     ]
     return (

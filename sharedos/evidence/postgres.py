@@ -920,17 +920,25 @@ class PostgresEvidenceStore:
         return bool(self._read(sql, [pg_text(turn_id)]))
 
     def approval_rows(
-        self, *, turn_id: str | None = None, approval_id: str | None = None
+        self,
+        *,
+        turn_id: str | None = None,
+        approval_id: str | None = None,
+        arguments_digest: str | None = None,
     ) -> list[tuple[int, int | None, list[Any]]]:
         """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
         chain order (none before schema 6)."""
         if self.schema_version < 6:
             return []
-        params = [pg_text(v) for v in (turn_id, approval_id) if v is not None]
+        wanted = (turn_id, approval_id, arguments_digest)
+        params = [pg_text(v) for v in wanted if v is not None]
         sql = approval_rows_sql(
-            "postgresql", by_turn=turn_id is not None, by_approval=approval_id is not None
+            "postgresql",
+            by_turn=turn_id is not None,
+            by_approval=approval_id is not None,
+            by_digest=arguments_digest is not None,
         )
-        whole = turn_id is None and approval_id is None
+        whole = turn_id is None and approval_id is None and arguments_digest is None
         return [approval_row(row) for row in self._read(sql, params, whole_store=whole)]
 
     # -- reading -----------------------------------------------------------------------

@@ -973,15 +973,23 @@ class SqliteEvidenceStore:
         return bool(self._read(sql, [sqlite_text(turn_id)]))
 
     def approval_rows(
-        self, *, turn_id: str | None = None, approval_id: str | None = None
+        self,
+        *,
+        turn_id: str | None = None,
+        approval_id: str | None = None,
+        arguments_digest: str | None = None,
     ) -> list[tuple[int, int | None, list[Any]]]:
         """Approval events as (seq, pos, values in ``APPROVAL_FIELDS`` order), each turn's in
         chain order (none before schema 6)."""
         if self.schema_version < 6:
             return []
-        params = [sqlite_text(v) for v in (turn_id, approval_id) if v is not None]
+        wanted = (turn_id, approval_id, arguments_digest)
+        params = [sqlite_text(v) for v in wanted if v is not None]
         sql = approval_rows_sql(
-            "sqlite", by_turn=turn_id is not None, by_approval=approval_id is not None
+            "sqlite",
+            by_turn=turn_id is not None,
+            by_approval=approval_id is not None,
+            by_digest=arguments_digest is not None,
         )
         return [approval_row(row) for row in self._read(sql, params)]
 

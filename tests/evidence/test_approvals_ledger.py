@@ -112,3 +112,49 @@ def test_an_answer_racing_the_turn_closing_is_refused_not_reported_done(
         assert again.status == "expired"
     finally:
         store.close()
+
+
+def test_a_call_reads_the_approvals_of_its_own_call_not_of_its_whole_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that needs approval looks for one of its exact call twice (the gate's read,
+    then the check under the store's writer as its request is appended). Each read folded
+    every approval event of the turn: a model asking 1,000 distinct calls made each next
+    one cost as much as all of them (quadratic; some 60 ms a call at 2,000, every other
+    call's evidence write held meanwhile). It reads the events of its own arguments."""
+    from sharedos.evidence.approvals import event_values, new_approval_id
+
+    store = SqliteEvidenceStore(tmp_path / "evidence.db")
+    store.open_turn(Opening(turn_id=BINDING.turn_id, opened_at="2026-12-07T00:00:00Z"))
+    ledger = ApprovalLedger(store)
+    for i in range(200):  # 200 other calls' requests, appended as a flood would leave them
+        other = replace(BINDING, arguments_digest=f"sha256:{i:064x}")
+        store.append_approval(
+            event_values(
+                new_approval_id(),
+                "requested",
+                other,
+                call_id=f"c{i}",
+                rule_ids=("r",),
+                approvers=APPROVERS,
+                expires_at="2999-01-01T00:00:00Z",
+            )
+        )
+    mine = ledger.request(BINDING, call_id="mine", rule_ids=("r",), approvers=APPROVERS)
+    read: list[int] = []
+    real = store.approval_rows
+
+    def counted(**where: Any) -> Any:
+        rows = real(**where)
+        read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(store, "approval_rows", counted)
+    assert [a.approval_id for a in ledger.matching(BINDING)] == [mine.approval_id]
+    again = replace(BINDING, arguments_digest="sha256:" + "e" * 64)
+    ledger.request(again, call_id="next", rule_ids=("r",), approvers=APPROVERS, same=lambda a: True)
+    assert [a.approval_id for a in ledger.matching(again)] != []
+    assert read and max(read) <= 1, read
+    # the whole turn is still there for the operator
+    assert len(ledger.for_turn(BINDING.turn_id)) == 202
+    store.close()
