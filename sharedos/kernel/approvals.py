@@ -659,8 +659,17 @@ def covers(
     return bool(rule_ids) and set(zip(rule_ids, approvers, strict=True)) <= had
 
 
+#: the earlier approvals of one exact call whose fate a refusal names one by one (the latest;
+#: the others are counted)
+HISTORY_SHOWN = 3
+
+
 def _history(found: Iterable[Approval], now: datetime, max_age_s: float) -> list[str]:
-    """What became of earlier approvals of this exact call (said to the model and recorded)."""
+    """What became of earlier approvals of this exact call (said to the model and recorded):
+    the latest ``HISTORY_SHOWN`` one by one, the others counted. Every one listed made each
+    retry's request and refusal grow: a client that declines at once (``codex exec``), asked
+    on each retry of one call, left a request a thousand retries later carrying some 50 KB
+    of ``approval … was denied`` — quadratic in the store, and read to the model."""
     out = []
     for a in found:
         status = a.status_at(now, max_age_s=max_age_s)
@@ -670,7 +679,14 @@ def _history(found: Iterable[Approval], now: datetime, max_age_s: float) -> list
             out.append(f"approval {a.approval_id} was denied by {a.approver}")
         elif status == "expired":
             out.append(f"approval {a.approval_id} lapsed")
-    return out
+    if len(out) <= HISTORY_SHOWN:
+        return out
+    earlier = len(out) - HISTORY_SHOWN
+    return [
+        f"{earlier} earlier approval{'s' if earlier != 1 else ''} of this exact call "
+        "were used, denied or lapsed",
+        *out[-HISTORY_SHOWN:],
+    ]
 
 
 def _join(notes: list[str]) -> str:

@@ -775,3 +775,28 @@ def test_an_approval_lives_no_longer_than_the_using_hosts_approval_ttl(tmp_path:
     yes = approve(h.db, late.structured["approvalId"], "--as", "maya", "--role", "maintainer")
     assert yes.exit_code == 0, yes.output
     assert h.call(ARGS).outcome is Outcome.SUCCEEDED
+
+
+def test_a_refused_calls_history_is_bounded_however_often_it_is_retried(
+    tmp_path: Path,
+) -> None:
+    """Each retry of a call its client declines (``codex exec`` declines at once) writes a
+    new request whose detail said what became of *every* earlier one: the request of the
+    thousandth retry carried some 50 KB, the store grew with the square of the retries, and
+    an out-of-band refusal read all of it to the model. The latest few are named, the rest
+    counted."""
+    h = Host(tmp_path)
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="t")
+    for _ in range(9):
+        res = h.call(ARGS, maya, peer=_Peer({"action": "decline"}))
+        assert res.reason is ReasonCode.APPROVAL_REQUIRED
+    # one more, from a client that cannot be asked: refused out of band, history said
+    res = h.call(ARGS, maya)
+    detail = res.structured["detail"]
+    assert detail.count("was denied by maya") == 3, detail
+    assert "6 earlier approvals of this exact call were used, denied or lapsed" in detail
+    requests = ApprovalLedger(h.store).for_turn("t")
+    assert len(requests) == 10
+    assert all((a.events[0].detail or "").count("apr-") <= 3 for a in requests)
+    # the latest are the ones named
+    assert requests[-2].approval_id in detail and requests[0].approval_id not in detail
