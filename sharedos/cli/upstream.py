@@ -604,7 +604,14 @@ def secret_set(upstream_id: str, name: str, host_config: Path) -> None:
             err=True,
         )
         sys.exit(EXIT_ERROR)
-    path = _opener(config)().put_secret(upstream_id, name, value)
+    from sharedos.upstream.tokenstore import TokenStoreError
+
+    try:
+        path = _opener(config)().put_secret(upstream_id, name, value)
+    except (TokenStoreError, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        click.echo(f"error: the secret was not stored: {why}", err=True)
+        sys.exit(EXIT_ERROR)
     click.echo(f"stored: secret {name} of upstream {upstream_id} ({path}, encrypted)")
 
 

@@ -150,6 +150,33 @@ def _unslot(name: str) -> tuple[str, str] | None:
     return tenant, principal
 
 
+def _private_dir(folder: Path, *, follow: bool) -> None:
+    """Make ``folder`` (the store's root, or an upstream's directory in it) what the store
+    keeps files in: a directory of its own (no symbolic link, owned by this user), 0700.
+    One that existed before the store made it (``mkdir -p``, a package's 0755) kept its
+    mode: anyone could list which principals hold tokens for which upstream (the file
+    names are the base32 of tenant and principal). ``TokenStoreError`` for one that is
+    not this user's directory: files written there are not the store's to keep."""
+    import stat
+
+    try:
+        st = folder.stat() if follow else folder.lstat()
+    except OSError as exc:
+        raise TokenStoreError(f"{folder} cannot be used ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise TokenStoreError(
+            f"{folder} is not a directory (a symbolic link?): the token store keeps its "
+            "files in directories of its own"
+        )
+    if st.st_uid != os.geteuid():
+        raise TokenStoreError(
+            f"{folder} is owned by another user (uid {st.st_uid}): the token store keeps its "
+            "files in directories of its own"
+        )
+    if st.st_mode & 0o077:
+        os.chmod(folder, 0o700)
+
+
 class TokenStore:
     """Encrypted tokens per (upstream, tenant, principal) and named secrets per upstream."""
 
@@ -167,6 +194,8 @@ class TokenStore:
         if create:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             path.mkdir(mode=0o700, exist_ok=True)
+            _private_dir(self.root, follow=True)  # the operator's to place (a link too)
+            _private_dir(path, follow=False)
         return path
 
     def token_path(self, upstream: str, tenant: str, principal: str) -> Path:
