@@ -788,6 +788,7 @@ async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> d
             ) from None
     if meta is None:
         raise OAuthError(f"upstream {config.id!r} publishes no OAuth authorization server metadata")
+    _check_issuer(config, meta, as_url)
     if config.oauth is not None and config.oauth.resource:
         resource = config.oauth.resource
     return {
@@ -800,6 +801,36 @@ async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> d
         "grant_types_supported": list(meta.grant_types_supported or []),
         "resource": resource,
     }
+
+
+def _check_issuer(config: UpstreamConfig, meta: Any, as_url: str | None) -> None:
+    """RFC 8414 section 3.3 (as the SDK's login flow checks it): the metadata names as its
+    issuer the authorization server its document was fetched for -- the one the upstream's
+    protected-resource metadata names, or (no such metadata) the upstream's origin -- or
+    it is not used. Otherwise a document could put the token endpoint, where subject
+    tokens, refresh tokens and client secrets go, at a server it is not."""
+    from mcp.client.auth.utils import issuers_match
+    from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
+
+    issuer = str(meta.issuer)
+    if as_url is not None:
+        expected = as_url
+    else:
+        assert config.url is not None
+        origin = httpx2.URL(config.url)
+        expected = str(
+            TypeAdapter(
+                AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True)
+            ).validate_python(f"{origin.scheme}://{origin.netloc.decode('ascii')}")
+        )
+        if issuers_match(issuer, expected):
+            expected = issuer
+    if issuer != expected:
+        raise OAuthError(
+            f"upstream {config.id!r}: the authorization server metadata for {expected[:200]} "
+            f"names another issuer ({issuer[:200]}); RFC 8414 forbids using it, so nothing "
+            "was sent to its endpoints"
+        )
 
 
 class CredentialAuth(httpx2.Auth):
