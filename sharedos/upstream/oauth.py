@@ -207,6 +207,58 @@ async def bounded(
     )
 
 
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """The transport of a client whose requests run a flow someone else drives (the SDK's
+    sign-in): each answer is read as ``bounded`` reads one -- at most ``MAX_ANSWER_BYTES``
+    (decoded), within ``HTTP_TIMEOUT_S`` in all -- before the client, and the SDK, see it;
+    except the answers ``passes`` lets through as they stream (the MCP session's own)."""
+
+    def __init__(self, passes: Callable[[httpx2.Request, httpx2.Response], bool]) -> None:
+        self._inner = httpx2.AsyncHTTPTransport(trust_env=False)
+        self._passes = passes
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        url = str(request.url)
+        body = bytearray()
+        try:
+            with anyio.fail_after(HTTP_TIMEOUT_S):
+                raw = await self._inner.handle_async_request(request)
+                if self._passes(request, raw):
+                    return raw
+                # decoded here (a small compressed answer may decode to a huge one)
+                response = httpx2.Response(
+                    raw.status_code, headers=raw.headers, stream=raw.stream, request=request
+                )
+                try:
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_ANSWER_BYTES:
+                            raise OversizedAnswer(
+                                f"the answer of {url} is larger than {MAX_ANSWER_BYTES} bytes"
+                            )
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise httpx2.TimeoutException(
+                f"{url} did not answer within {HTTP_TIMEOUT_S:g} s", request=request
+            ) from None
+        kept = [
+            (k, v)
+            for k, v in raw.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx2.Response(
+            raw.status_code,
+            headers=kept,
+            content=bytes(body),
+            request=request,
+            extensions=raw.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 def answer_json(response: httpx2.Response) -> Any:
     """The JSON an authorization server answered with; ``ValueError`` for any body that is
     not JSON a parser here can read -- JSON nested deeper than Python's parser recurses

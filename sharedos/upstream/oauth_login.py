@@ -31,6 +31,7 @@ from sharedos.upstream.credentials import StoreOpener
 from sharedos.upstream.oauth import (
     HTTP_TIMEOUT_S,
     TOKEN_EXCHANGE_GRANT,
+    BoundedTransport,
     InsecureEndpoint,
     OAuthError,
     bounded,
@@ -227,6 +228,19 @@ async def login(
             form = {k: v[0] for k, v in parse_qs(body).items() if v}
         carried.extend(sent_secrets(form, request.headers))
 
+    mcp_endpoint = httpx2.URL(config.url)
+
+    def streams(request: httpx2.Request, response: httpx2.Response) -> bool:
+        # the MCP session's own answers stream (an SSE stream stays open); every other
+        # answer of the flow -- metadata, registration, the code's exchange, a refusal --
+        # is the authorization server's or a refusal, read bounded like the run time's
+        return response.is_success and (
+            request.url.scheme,
+            request.url.host,
+            request.url.port,
+            request.url.path,
+        ) == (mcp_endpoint.scheme, mcp_endpoint.host, mcp_endpoint.port, mcp_endpoint.path)
+
     # the SDK logs a failed flow with its traceback; the operator gets one sentence instead
     quiet = [
         logging.getLogger(name)
@@ -244,6 +258,7 @@ async def login(
                 trust_env=False,
                 timeout=HTTP_TIMEOUT_S,
                 event_hooks={"request": [note_sent]},
+                transport=BoundedTransport(streams),
             ) as http,
             Client(streamable_http_client(config.url, http_client=http)) as client,
         ):

@@ -870,6 +870,26 @@ async def test_an_unending_refresh_answer_is_not_read_whole(
     assert streamed["user"] == "una" and streamed["bytes"] < 8 << 20, streamed
 
 
+async def test_an_unending_sign_in_answer_is_not_read_whole(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """The refresh, exchange, registration and revocation requests read an authorization
+    server's answers bounded (1 MiB, 20 s in all); ``sharedos upstream login`` did not: the
+    SDK's flow read the code exchange's answer whole, so an answer of 96 MiB that never
+    makes a token response was read to its end (a larger one exhausts the machine's
+    memory, a trickle never ends). The sign-in fails, and reads little of it."""
+    host = write_host(tmp_path, servers)
+    servers.admin("garble-code", "-", answer="@stream:96")
+    done = await anyio.to_thread.run_sync(lambda: login(host, "ulla"))
+    assert done.rc != 0 and "larger than" in done.err, done.err
+    assert not open_store(tmp_path).principals("docs")
+    with anyio.fail_after(60):  # the server logs what it sent once the client hangs up
+        while not [e for e in read_log(servers.as_log) if e.get("user") == "code"]:
+            await anyio.sleep(0.05)
+    [streamed] = [e for e in read_log(servers.as_log) if e.get("user") == "code"]
+    assert streamed["bytes"] < 8 << 20, streamed
+
+
 def test_a_hostile_sign_in_answer_cannot_write_control_sequences_to_the_terminal(
     tmp_path: Path, servers: Servers
 ) -> None:

@@ -303,6 +303,10 @@ def serve_as(opts: argparse.Namespace) -> None:
                         media_type="application/json",
                     )
                 return Response(answer, status, media_type="application/json")
+        if form.get("grant_type") == "authorization_code" and garbled_code:
+            # a sign-in's code exchange answered with N MiB that never make a token response
+            mib = int(garbled_code.pop().removeprefix("@stream:"))
+            return StreamingResponse(endless("code", mib), media_type="application/json")
         if form.get("grant_type") != TOKEN_EXCHANGE:
             if opts.echo_refusals and form.get("grant_type") == "authorization_code":
                 try:
@@ -391,6 +395,9 @@ def serve_as(opts: argparse.Namespace) -> None:
                 request.query_params.get("answer", '["not", "a", "token"]'),
                 int(request.query_params.get("status", "200")),
             )
+        if what == "garble-code":  # the next code exchange gets ?answer (@stream:N only)
+            garbled_code.append(request.query_params.get("answer", "@stream:96"))
+            return JSONResponse({"tokens": 0})
         if what == "garble-registration":  # the next client registration gets ?answer
             garbled_registration.append(request.query_params.get("answer", '["no", "client"]'))
             return JSONResponse({"tokens": 0})
@@ -407,6 +414,8 @@ def serve_as(opts: argparse.Namespace) -> None:
         log(f"admin-{what}", user=user, tokens=len(tokens))
         return JSONResponse({"tokens": len(tokens)})
 
+    #: what the next authorization code exchange is answered with (``@stream:N``)
+    garbled_code: list[str] = []
     #: what the next client registration is answered with instead of a client (JSON text)
     garbled_registration: list[str] = []
     sdk_register = next(r for r in routes if getattr(r, "path", None) == "/register")
