@@ -692,14 +692,24 @@ class TokenSource:
             and TOKEN_EXCHANGE_GRANT in base.client.get("grant_types", [])
         ):
             return base.client
+        from mcp.client.auth.utils import issuers_match
+
         store = self._store()
         kept = store.secret(self.config.id, _EXCHANGE_CLIENT)
+        issuer = str(meta.get("issuer") or "")
         if kept:
             with contextlib.suppress(ValueError, RecursionError):
                 found = json.loads(kept)
-                if client_information(found) is not None:
+                if (
+                    client_information(found) is not None
+                    and isinstance(found.get("issuer"), str)
+                    and issuers_match(found["issuer"], issuer)
+                ):
                     return dict(found)
-            # not a client (a store written by hand?): register a new one below
+            # not a client (a store written by hand?), or one registered at another
+            # authorization server than the one the upstream names now (or kept before
+            # clients were bound to theirs): its id and secret are that server's only
+            # (SEP-2352, as the SDK binds them), so a new one is registered below
         endpoint = meta.get("registration_endpoint")
         if not endpoint:
             raise OAuthError(
@@ -737,6 +747,7 @@ class TokenSource:
                 "no client (RFC 7591: a JSON object with a client_id, its fields of the "
                 "types RFC 7591 gives them)"
             )
+        client["issuer"] = issuer  # the server it is a client of, and may be presented to
         try:
             store.put_secret(self.config.id, _EXCHANGE_CLIENT, json.dumps(client))
         except OSError as exc:  # its disk full: registered again by the next host that needs it

@@ -158,3 +158,89 @@ subject_tokens = {{ carol = {{ env = "CAROL_IDP" }} }}
         source = TokenSource(config, config.tenant, "carol", lambda: store, {"CAROL_IDP": SUBJECT})
         assert await source.current() == "ACCESS-carol-5c2e", source.problem
     assert [(m, p) for m, p, _ in seen if p == "/token"] == [("POST", "/token")]
+
+
+def _auth_server(routes: dict[str, Route], base: str, secret: str) -> None:
+    """``routes`` become an authorization server at ``base`` offering token exchange, whose
+    registration issues a confidential client with ``secret``."""
+    routes["/.well-known/oauth-authorization-server"] = _json(
+        {
+            "issuer": f"{base}/",
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
+            "registration_endpoint": f"{base}/register",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", TOKEN_EXCHANGE_GRANT],
+        }
+    )
+    routes["/register"] = lambda *_: (
+        201,
+        {"Content-Type": "application/json"},
+        json.dumps(
+            {
+                "client_id": f"client-of-{secret}",
+                "client_secret": secret,
+                "token_endpoint_auth_method": "client_secret_post",
+                "grant_types": ["authorization_code", "refresh_token", TOKEN_EXCHANGE_GRANT],
+                "redirect_uris": ["http://127.0.0.1/callback"],
+            }
+        ).encode(),
+    )
+    routes["/token"] = _json({"access_token": f"ACCESS-from-{secret}", "token_type": "Bearer"})
+
+
+async def test_a_client_registered_at_one_server_is_not_presented_to_another(
+    tmp_path: Path,
+) -> None:
+    """The client SharedOS registers for token exchange is kept in the store, once per
+    upstream, and was used with whichever authorization server the upstream named next:
+    an upstream that names server B instead of A (moved, or turned hostile) got A's
+    client id and client secret sent to B's token endpoint. The SDK binds a registered
+    client to the issuer it registered at (SEP-2352); so does SharedOS now: B gets a
+    client of its own."""
+    seen_a: list[tuple[str, str, bytes]] = []
+    seen_b: list[tuple[str, str, bytes]] = []
+    seen_rs: list[tuple[str, str, bytes]] = []
+    routes_a: dict[str, Route] = {}
+    routes_b: dict[str, Route] = {}
+    routes_rs: dict[str, Route] = {}
+    with (
+        serve(routes_a, seen_a) as a,
+        serve(routes_b, seen_b) as b,
+        serve(routes_rs, seen_rs) as rs,
+    ):
+        _auth_server(routes_a, a, "secret-of-a-7f3d1c0b9e")
+        _auth_server(routes_b, b, "secret-of-b-2a6e8d4f1c")
+        names = [a]
+        routes_rs["/mcp"] = lambda *_: (
+            401,
+            {
+                "WWW-Authenticate": 'Bearer resource_metadata="'
+                f'{rs}/.well-known/oauth-protected-resource/mcp"'
+            },
+            b"",
+        )
+        routes_rs["/.well-known/oauth-protected-resource/mcp"] = lambda *_: _json(
+            {"resource": f"{rs}/mcp", "authorization_servers": [f"{names[0]}/"]}
+        )()
+        host = tmp_path / "host.toml"
+        host.write_text(
+            f"""[upstream.docs]
+url = "{rs}/mcp"
+pinning = "off"
+[upstream.docs.oauth]
+subject_tokens = {{ carol = {{ env = "CAROL_IDP" }}, dave = {{ env = "DAVE_IDP" }} }}
+""",
+            encoding="utf-8",
+        )
+        config = load_host_config(host).upstream["docs"]
+        store = TokenStore(tmp_path / "store", decode_key(generate_key(), "test"))
+        environ = {"CAROL_IDP": SUBJECT, "DAVE_IDP": "SUBJ-dave-idp-token-0c4b7a"}
+        carol = TokenSource(config, config.tenant, "carol", lambda: store, environ)
+        assert await carol.current() == "ACCESS-from-secret-of-a-7f3d1c0b9e", carol.problem
+        names[0] = b  # the upstream now names another authorization server
+        dave = TokenSource(config, config.tenant, "dave", lambda: store, environ)
+        assert await dave.current() == "ACCESS-from-secret-of-b-2a6e8d4f1c", dave.problem
+    sent_b = b"".join(body for _, _, body in seen_b)
+    assert b"secret-of-a" not in sent_b and b"client-of-secret-of-a" not in sent_b, sent_b
+    assert [p for m, p, _ in seen_b if m == "POST"] == ["/register", "/token"]
