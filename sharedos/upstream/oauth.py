@@ -579,8 +579,9 @@ class TokenSource:
         if rec.resource:
             data["resource"] = rec.resource  # RFC 8707: the same audience as before
         try:
-            headers = client_auth(rec.client, data)
-        except OAuthError as exc:
+            client = client_now(rec.client, self.config, self._environ, self._store)
+            headers = client_auth(client, data)
+        except (OAuthError, CredentialError) as exc:
             self.problem = (
                 f"refreshing the token of {self.principal!r} for upstream {self.config.id!r} "
                 f"failed: {exc}; run `{login_command(self.config, self.principal)}`"
@@ -606,7 +607,13 @@ class TokenSource:
             )
             return None
         try:
-            new = _record_from(answer_json(response), via="refresh_token", base=rec)
+            new = _record_from(
+                answer_json(response),
+                via="refresh_token",
+                base=rec,
+                # a record kept before the configured client's secret stayed out of it
+                client=kept_client(rec.client, self.config),
+            )
         except (ValueError, OAuthError) as exc:
             self.problem = (
                 f"the refresh answer for {self.principal!r} is unusable ({type(exc).__name__})"
@@ -668,7 +675,7 @@ class TokenSource:
                 answer_json(response),
                 via="token_exchange",
                 base=None,
-                client=client,
+                client=kept_client(client, self.config),
                 **{k: meta.get(k) for k in _META_KEYS},
             )
         except (ValueError, OAuthError) as exc:
@@ -799,6 +806,44 @@ def configured_client(
         )
         client["token_endpoint_auth_method"] = "client_secret_post"
     return client
+
+
+def client_now(
+    client: Mapping[str, Any] | None,
+    config: UpstreamConfig,
+    environ: Mapping[str, str],
+    store: StoreOpener | None,
+) -> dict[str, Any] | None:
+    """The client a principal's tokens were issued to, as it authenticates now: the one the
+    host file names (``oauth.client_id``) with the secret the host file gives now -- never
+    a copy kept with the tokens, which an operator's rotation of the secret left stale
+    (every refresh refused ``invalid_client``). Another client (a registered one) as kept.
+    ``CredentialError`` when the configured secret cannot be read."""
+    if client is None:
+        return None
+    configured = configured_client(config, environ, store)
+    if configured is None or configured["client_id"] != client.get("client_id"):
+        return dict(client)
+    now = {k: v for k, v in client.items() if k != "client_secret"}
+    now["token_endpoint_auth_method"] = configured["token_endpoint_auth_method"]
+    if "client_secret" in configured:
+        now["client_secret"] = configured["client_secret"]
+    return now
+
+
+def kept_client(client: Mapping[str, Any] | None, config: UpstreamConfig) -> dict[str, Any] | None:
+    """``client`` as kept with a principal's tokens: the configured client without its
+    secret (the host file holds it; ``client_now`` reads it), any other as it is."""
+    if client is None:
+        return None
+    oauth = config.oauth
+    if (
+        oauth is not None
+        and oauth.client_id is not None
+        and client.get("client_id") == oauth.client_id
+    ):
+        return {k: v for k, v in client.items() if k != "client_secret"}
+    return dict(client)
 
 
 async def discover(config: UpstreamConfig, base: TokenRecord | None = None) -> dict[str, Any]:

@@ -36,9 +36,11 @@ from sharedos.upstream.oauth import (
     OAuthError,
     bounded,
     client_auth,
+    client_now,
     configured_client,
     http_client,
     insecure_endpoint,
+    kept_client,
     oauth_error,
     sent_secrets,
     why_failed,
@@ -291,7 +293,7 @@ async def login(
         scope=tokens.scope,
         obtained_via="authorization_code",
         obtained_at=time.time(),
-        client=storage.client.model_dump(mode="json", exclude_none=True)
+        client=kept_client(storage.client.model_dump(mode="json", exclude_none=True), config)
         if storage.client
         else None,
         issuer=str(meta.issuer) if meta else None,
@@ -357,8 +359,8 @@ async def logout(
                 continue
             data = {"token": value, "token_type_hint": kind}
             try:
-                headers = client_auth(rec.client, data)
-            except OAuthError as exc:
+                headers = client_auth(client_now(rec.client, config, environ, store), data)
+            except (OAuthError, CredentialError) as exc:
                 results.append(f"{kind} not revoked ({exc})")
                 continue
             try:

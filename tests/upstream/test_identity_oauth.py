@@ -64,6 +64,8 @@ SUBJECT_TOKEN = "SUBJ-dave-4be1c9f07a2d"
 SUBJECT_TOKEN_EVA = "SUBJ-eva-77c0d1e2f3a4"
 #: a confidential client registered at the AS beforehand (oauth.client_id / client_secret)
 CLIENT_ID, CLIENT_SECRET = "sharedos-exchanger", "exchanger-secret-5d1f0c2b"
+#: a confidential client whose secret a test rotates at the AS
+ROTATING_ID = "sharedos-rotating"
 
 RULES = """
 namespace docs
@@ -120,6 +122,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     as_argv = [PY, str(SERVERS), "as", "--port", str(as_port), "--log", str(tmp / "as.log")]
     as_argv += ["--token-prefix", PREFIX, "--exchange", str(exchange)]
     as_argv += ["--client", f"{CLIENT_ID}={CLIENT_SECRET}"]
+    as_argv += ["--client", f"{ROTATING_ID}=rotating-secret-one-4c9e1a"]
     rs_argv = [PY, str(SERVERS), "rs", "--port", str(rs_port), "--issuer", issuer]
     rs_argv += ["--log", str(tmp / "rs.log"), "--slow", "0.2"]
     with http_process(as_argv, as_port), http_process(rs_argv, rs_port):
@@ -642,6 +645,37 @@ async def test_token_exchange_with_a_preregistered_confidential_client(
         report = "\n".join(t.upstreams.report())
     assert "refused the token exchange" in report and "invalid_client" in report
     assert "not-the-right-secret" not in report and CLIENT_SECRET not in report
+
+
+async def test_a_refresh_uses_the_client_secret_the_host_file_names_now(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """A principal signed in with the configured confidential client (oauth.client_id and
+    client_secret) had that client, its secret included, copied into its stored tokens,
+    and every refresh authenticated with the copy: once the operator rotated the secret
+    (at the authorization server and in the host's secret file) each such principal's
+    refresh was refused (invalid_client) until it signed in again, and the old secret
+    stayed in the store. The refresh uses the secret the host file names now."""
+    secret = tmp_path / "client.secret"
+    secret.write_text("rotating-secret-one-4c9e1a\n", encoding="utf-8")
+    secret.chmod(0o600)
+    host = write_host(
+        tmp_path,
+        servers,
+        oauth_extra=f'client_id = "{ROTATING_ID}"\nclient_secret = {{ file = "client.secret" }}\n',
+    )
+    done = await anyio.to_thread.run_sync(lambda: login(host, "rosa"))
+    assert done.rc == 0, done.err
+    servers.admin("rotate-client", "-", client_id=ROTATING_ID, secret="rotating-secret-two-7b2d0f")
+    secret.write_text("rotating-secret-two-7b2d0f\n", encoding="utf-8")
+    servers.admin("expire", "rosa")
+    async with brokered_host(tmp_path, host) as b, b.turn(b.context("rosa")) as t:
+        got = await t.call("docs.whoami", {"path": "a"})
+        report = "\n".join(t.upstreams.report())
+    assert got.is_error is False and structured(got)["subject"] == "rosa", report
+    assert servers.issued("rosa") == ["authorization_code", "refresh_token"]
+    stored = open_store(tmp_path).load("docs", "default", "rosa")
+    assert stored is not None and "rotating-secret" not in stored.model_dump_json()
 
 
 async def test_an_authorization_server_that_echoes_a_refused_exchange_leaks_nothing(

@@ -395,6 +395,12 @@ def serve_as(opts: argparse.Namespace) -> None:
                 request.query_params.get("answer", '["not", "a", "token"]'),
                 int(request.query_params.get("status", "200")),
             )
+        if what == "rotate-client":  # the pre-registered client ?client_id has ?secret now
+            cid = request.query_params.get("client_id", "")
+            provider.clients[cid] = provider.clients[cid].model_copy(
+                update={"client_secret": request.query_params.get("secret")}
+            )
+            return JSONResponse({"tokens": 0})
         if what == "garble-code":  # the next code exchange gets ?answer (@stream:N only)
             garbled_code.append(request.query_params.get("answer", "@stream:96"))
             return JSONResponse({"tokens": 0})
