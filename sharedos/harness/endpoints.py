@@ -133,12 +133,16 @@ def refusal_of(url: str) -> str | None:
 
 
 def _shown(url: str, launch: Launch) -> str:
-    """``url`` as a message may show it: itself, or — when it is a secret of the launch, as
-    every env value of the host file is — where it was set and the address probed (a literal
-    address and port, which no credential is), never the value."""
+    """``url`` as a message may show it: with its credentials masked (``shown_url``: a
+    password, every query value, no fragment; a ``base_url`` written from ``vendor`` is no
+    env value, yet may carry one), or — when it is a secret of the launch, as every env
+    value of the host file is — where it was set and the address probed (a literal address
+    and port, which no credential is), never the value."""
+    from sharedos.bundles.source import shown_url
+
     shown = redact(url, launch.secret_values)
     if shown == url:
-        return url
+        return shown_url(url)
     named = [k for k, v in launch.env.items() if v == url and k.upper().endswith("_BASE_URL")]
     target = _probe_target(url)
     where = named[0] if named else "a base_url of its configuration"

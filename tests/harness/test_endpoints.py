@@ -39,3 +39,22 @@ def test_an_endpoint_that_is_no_secret_is_shown_as_written(tmp_path: Path) -> No
     url = f"http://127.0.0.1:{_closed_port()}/"
     said = _refusal(Launch([], {"OPENAI_BASE_URL": url}, tmp_path))
     assert f"its model endpoint {url} refuses connections" in said
+
+
+def test_an_endpoint_written_from_vendor_keeps_its_credentials_out_of_the_refusal(
+    tmp_path: Path,
+) -> None:
+    """A ``base_url`` the adapter wrote from ``vendor`` (Codex's config.toml, Pi's models.json)
+    is no env value, so it is no secret of the launch: the refusal printed it as written,
+    a password in its user information, an ``?api-key=`` and a fragment included."""
+    port = _closed_port()
+    url = f"http://op:pw-7f3a9c2e1b@127.0.0.1:{port}/v1?api-key=key-5d2e8a1c4f&v=2#sig-9b1c3d5e7f"
+    config = tmp_path / "config.toml"
+    config.write_text(f'[model_providers.p]\nbase_url = "{url}"\n', encoding="utf-8")
+    models = tmp_path / "models.json"
+    models.write_text('{"providers": {"p": {"baseUrl": "' + url + '"}}}', encoding="utf-8")
+    for path in (config, models):
+        said = _refusal(Launch([], {}, tmp_path, files=[path]))
+        for secret in ("pw-7f3a9c2e1b", "key-5d2e8a1c4f", "sig-9b1c3d5e7f"):
+            assert secret not in said, said
+        assert f"its model endpoint http://op:***@127.0.0.1:{port}/v1?api-key=***&v=***" in said
