@@ -900,8 +900,8 @@ def run_secrets(
     ``HostConfig.credential_secrets``), the credentials of every upstream serving the
     turn (a model that learns one must not have it recorded in another tool's arguments
     either; none when ``turn_upstreams`` is None, before the turn opens) and the evidence
-    store's passwords (``store_passwords``: the location's, ``PGPASSWORD``, the password
-    file's).
+    store's passwords (``store_passwords``: the location's, ``PGPASSWORD``, the connection
+    service files', the password files').
     """
     host_config = opts["host_config"]
     env = os.environ if environ is None else environ

@@ -181,9 +181,11 @@ def store_passwords(
     value: str | os.PathLike[str], environ: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
     """Every password the PostgreSQL store ``value`` names may be reached with, wherever
-    libpq finds it: the location's own (``location_secrets``), ``PGPASSWORD`` and each
-    password of the password file (``passfile``, ``PGPASSFILE`` or ``~/.pgpass``: the way
-    docs/evidence.md recommends). None for SQLite or no store at all.
+    libpq finds it: the location's own (``location_secrets``), ``PGPASSWORD``, each
+    ``password`` of the connection service files (``_service_files``) and each password of
+    every password file libpq may read (``passfile`` of the location or of a service,
+    ``PGPASSFILE``, ``~/.pgpass``: the way docs/evidence.md recommends). None for SQLite or
+    no store at all.
 
     The host holds them all (its environment, its files) whichever one libpq picks: a
     model that has one anyway must not have it recorded or printed, any more than a
@@ -204,29 +206,73 @@ def store_passwords(
         passfile = str(conninfo_to_dict(target.location).get("passfile") or "")
     except Exception:  # not parseable: the store cannot be opened either
         passfile = ""
-    passfile = passfile or env.get("PGPASSFILE") or ""
-    if not passfile and env.get("HOME"):
-        passfile = os.path.join(env["HOME"], ".pgpass")
-    if passfile:
-        found += _passfile_passwords(Path(passfile).expanduser())
+    # every file libpq may take the password from, whichever it picks: the host holds them all
+    passfiles = [passfile, env.get("PGPASSFILE") or ""]
+    if env.get("HOME"):
+        passfiles.append(os.path.join(env["HOME"], ".pgpass"))
+    for service_file in _service_files(env):
+        for key, setting in _service_settings(service_file):
+            if key == "password":
+                found.append(setting)
+            elif key == "passfile":
+                passfiles.append(setting)
+    for name in dict.fromkeys(p for p in passfiles if p):
+        found += _passfile_passwords(Path(name).expanduser())
     return tuple(dict.fromkeys(v for v in found if v))
+
+
+def _service_files(env: Mapping[str, str]) -> list[Path]:
+    """The connection service files libpq reads (``service=`` in a location, or
+    ``PGSERVICE``): ``PGSERVICEFILE`` or ``~/.pg_service.conf``, and the system-wide
+    ``pg_service.conf`` of ``PGSYSCONFDIR`` (the one libpq was built with otherwise,
+    which no environment names)."""
+    files: list[Path] = []
+    if env.get("PGSERVICEFILE"):
+        files.append(Path(env["PGSERVICEFILE"]).expanduser())
+    elif env.get("HOME"):
+        files.append(Path(env["HOME"]) / ".pg_service.conf")
+    if env.get("PGSYSCONFDIR"):
+        files.append(Path(env["PGSYSCONFDIR"]) / "pg_service.conf")
+    return files
+
+
+def _service_settings(path: Path) -> list[tuple[str, str]]:
+    """The ``key=value`` settings of every service in a connection service file (an INI
+    file: ``[service]`` headers, ``#`` comments); none when it cannot be read."""
+    text = _small_regular_file(path)
+    out: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "[")):
+            continue
+        key, eq, setting = line.partition("=")
+        if eq and setting:
+            out.append((key.strip(), setting))
+            if setting.strip() != setting:
+                out.append((key.strip(), setting.strip()))
+    return out
+
+
+def _small_regular_file(path: Path) -> str:
+    """The text of a regular file of at most ``_PASSFILE_LIMIT`` bytes read; "" when it
+    cannot be read (no wait on a pipe put in its place)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return ""
+            return fh.read(_PASSFILE_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _passfile_passwords(path: Path) -> list[str]:
     """The password field of each line of a libpq password file (``host:port:db:user:password``,
     ``\\`` escaping ``:`` and ``\\``); none when it cannot be read."""
-    try:
-        # no wait on a pipe put in the file's place
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return []
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return []
-            text = fh.read(_PASSFILE_LIMIT).decode("utf-8", "replace")
-    except OSError:
-        return []
+    text = _small_regular_file(path)
     out: list[str] = []
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):

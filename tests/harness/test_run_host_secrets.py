@@ -276,6 +276,54 @@ def test_the_run_secrets_hold_the_store_password_libpq_finds_elsewhere(tmp_path:
     )
 
 
+def test_the_run_secrets_hold_the_store_password_of_a_connection_service_file(
+    tmp_path: Path,
+) -> None:
+    """libpq takes a store's password (or its password file) from the connection service
+    file too (``service=`` or ``PGSERVICE``; ``PGSERVICEFILE`` or ``~/.pg_service.conf``,
+    ``PGSYSCONFDIR/pg_service.conf``): kept there, it was no secret of the run, and a
+    model that passed it into a call had it recorded verbatim."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+
+    in_service, in_its_passfile, in_system = plant("pgservice"), plant("pgpass"), plant("pgsys")
+    passfile = tmp_path / "service-pgpass"
+    passfile.write_text(f"*:*:*:*:{in_its_passfile}\n", encoding="utf-8")
+    passfile.chmod(0o600)
+    services = tmp_path / "pg_service.conf"
+    services.write_text(
+        "# the host's services\n"
+        f"[evidence]\nhost=db.internal\ndbname=evidence\nuser=host7\npassword={in_service}\n"
+        f"[other]\nhost=db.internal\npassfile={passfile}\n",
+        encoding="utf-8",
+    )
+    services.chmod(0o600)
+    config = parse_host_config("[harness.claude-code]\n", "host.toml")
+    for location, environ in (
+        ("postgresql:///?service=evidence", {"PGSERVICEFILE": str(services)}),
+        ("postgresql:///", {"PGSERVICE": "evidence", "PGSERVICEFILE": str(services)}),
+        ("service=other", {"PGSERVICEFILE": str(services)}),
+    ):
+        opts = {"host_config": config, "evidence_db": location}
+        found = run_secrets(opts, SimpleNamespace(credentials={}), environ=environ)
+        assert in_service in found, location
+        assert in_its_passfile in found, location
+    # the per-user file when nothing names another, and the system-wide one
+    (tmp_path / ".pg_service.conf").write_text(f"[a]\npassword={in_service}\n", encoding="utf-8")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "pg_service.conf").write_text(
+        f"[b]\npassword={in_system}\n", encoding="utf-8"
+    )
+    found = run_secrets(
+        {"host_config": config, "evidence_db": "postgresql:///?service=a"},
+        SimpleNamespace(credentials={}),
+        environ={"HOME": str(tmp_path), "PGSYSCONFDIR": str(tmp_path / "etc")},
+    )
+    assert in_service in found and in_system in found
+
+
 def _sign_key(path: Path) -> tuple[str, str]:
     """An Ed25519 evidence signing key written to ``path`` (0600): (its PEM text, the
     base64 body, the line a model that read the file would copy)."""
