@@ -645,6 +645,18 @@ def _check_people(
         data[kind] = clean
     if "oauth" in data:
         _check_oauth(uid, data, transport, base_dir, report)
+    else:
+        url = data.get("url")
+        static = data.get("credentials") or any(data.get(k) for k in ("principals", "groups"))
+        if transport == "http" and isinstance(url, str) and static and _plain_http_elsewhere(url):
+            # a credential of an url upstream is a header of every request (an OAuth
+            # upstream's url is refused alike by _check_oauth)
+            report(
+                (uid, "url"),
+                "an upstream given credentials is reached over https:// (plain http:// only "
+                "on this machine): they ride every request as headers, and would cross the "
+                "network in clear",
+            )
     tenant = data.get("tenant", "default")
     if not isinstance(tenant, str) or not tenant or any(ord(c) < 32 for c in tenant):
         report((uid, "tenant"), "must be a tenant id (a non-empty string)")

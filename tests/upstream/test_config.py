@@ -250,3 +250,40 @@ def test_an_upstream_entrys_problems_are_all_reported_at_once() -> None:
         "another for the upstream",
         "host.toml:7:12: upstream.b.limits.max_tools: Input should be greater than 0",
     ]
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("http://docs.example.invalid/mcp", True),
+        ("http://192.0.2.7:8080/mcp", True),
+        ("https://docs.example.invalid/mcp", False),
+        ("http://127.0.0.1:8080/mcp", False),
+        ("http://localhost:8080/mcp", False),
+        ("http://[::1]:8080/mcp", False),
+    ],
+)
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        '[upstream.a.credentials]\nAuthorization = { env = "DOCS_TOKEN", prefix = "Bearer " }\n',
+        'identity = "per-person"\n[upstream.a.principals.alice]\nX-Api-Key = { env = "ALICE_KEY" }\n',
+        'identity = "per-person"\n[upstream.a.groups.ops]\nX-Api-Key = { store = "ops-key" }\n',
+    ],
+)
+def test_an_upstream_given_credentials_on_another_machine_is_reached_over_https_only(
+    url: str, refused: bool, credentials: str
+) -> None:
+    """A static credential (shared, a principal's, a group's) is a header sent with every
+    request to the upstream: over plain http:// to another machine it crossed the network
+    in clear, and the host file passed (only an OAuth upstream's url was checked)."""
+    text = f'[upstream.a]\nurl = "{url}"\n{credentials}'
+    if not refused:
+        parse_host_config(text, "host.toml", base_dir=Path("/etc/sharedos"))
+        return
+    (said,) = problems(text)
+    assert said.startswith("host.toml:2:1: upstream.a.url: an upstream given credentials"), said
+
+
+def test_an_upstream_with_no_credential_may_be_plain_http_elsewhere() -> None:
+    parse_host_config('[upstream.a]\nurl = "http://docs.example.invalid/mcp"\n', "host.toml")
