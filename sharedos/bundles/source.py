@@ -270,6 +270,38 @@ def url_credentials(url: str) -> list[str]:
     return [v for value in found if value for v in {value, urllib.parse.unquote_plus(value)}]
 
 
+def _sends_credential(url: str) -> bool:
+    """True when a request to ``url`` carries a credential of it over the network: its user
+    information (sent as HTTP Basic) or a query value named as a credential (a fragment is
+    never sent)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return True
+    if parts.netloc.rpartition("@")[0]:
+        return True
+    return any(
+        value and _CREDENTIAL_PARAM.search(urllib.parse.unquote_plus(key))
+        for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))
+    )
+
+
+def _on_this_machine(url: str) -> bool:
+    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    try:
+        host = urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def url_secrets(url: str) -> list[str]:
     """What in ``url`` may be a credential: what ``shown_url`` masks (the user information,
     every query value, the fragment; all of a URL it cannot show), as written and
@@ -304,6 +336,12 @@ class HttpSource:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("http", "https"):
             raise SourceError(f"{shown_url(url)}: a bundle URL must be http:// or https://")
+        if scheme == "http" and _sends_credential(url) and not _on_this_machine(url):
+            raise SourceError(
+                f"{shown_url(url)}: a bundle URL that carries a credential (a user:password@, "
+                "a token, a presigned signature) is https:// (plain http:// only on this "
+                "machine): it would cross the network in clear with every poll"
+            )
         if timeout_s <= 0 or deadline_s <= 0:
             raise ValueError("timeout_s and deadline_s must be positive")
         self.url = url

@@ -520,6 +520,7 @@ def _host_key_signs_bundles(host_config: Any, trusted: list[Any]) -> str | None:
 def _bundle_policy(host_config: Any) -> Any:
     """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
     from sharedos.bundles import BundleManager, BundleVerifier, open_source
+    from sharedos.bundles.source import SourceError
     from sharedos.bundles.state import BundleState
     from sharedos.harness.hostconfig import HostConfigError
 
@@ -540,7 +541,12 @@ def _bundle_policy(host_config: Any) -> Any:
     except HostConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
-    manager = BundleManager(open_source(location), verifier, state=state)
+    try:
+        source = open_source(location)
+    except SourceError as exc:  # a URL no request may be made of (its message masks it)
+        click.echo(f"error: [policy] bundle: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    manager = BundleManager(source, verifier, state=state)
     result = manager.poll()
     if result.current is None:
         # the source as every message shows it (a presigned URL's signature never shown)

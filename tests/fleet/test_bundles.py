@@ -469,3 +469,27 @@ def test_a_token_given_as_the_user_name_is_shown_masked(
     source = HttpSource(url.replace("http://", f"http://{token}@"))
     detail = BundleManager(source, BundleVerifier([keys[1]])).poll().detail
     assert "HTTP 503" in detail and token not in detail + source.origin, detail
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://ops:pw-canary-0123456789@bundles.example/b.json",
+        "http://tok-canary-0123456789@192.0.2.7/b.json",
+        "http://bundles.example/b.json?X-Amz-Signature=sig-canary-0123456789&X-Amz-Date=1",
+        "http://bundles.example/b.json?token=tok-canary-0123456789",
+    ],
+)
+def test_a_bundle_url_carrying_a_credential_to_another_machine_is_https_only(url: str) -> None:
+    """A bundle URL's ``user:password@`` is sent as HTTP Basic credentials and a presigned
+    URL's signature (a ``?token=``) with the request: over plain ``http://`` to another
+    machine they crossed the network in clear, every poll. Refused before any request,
+    saying so without the credential; on this machine, or with no credential, it stays."""
+    with pytest.raises(SourceError) as caught:
+        HttpSource(url)
+    said = str(caught.value)
+    assert "https://" in said and "canary" not in said, said
+    HttpSource(url.replace("http://", "https://"))
+    HttpSource("http://bundles.example/b.json?v=2#frag")  # no credential: a signed bundle
+    HttpSource("http://ops:pw-canary-0123456789@127.0.0.1:8080/b.json")
+    HttpSource("http://localhost:8080/b.json?token=tok-canary-0123456789")
