@@ -270,6 +270,17 @@ def url_credentials(url: str) -> list[str]:
     return [v for value in found if value for v in {value, urllib.parse.unquote_plus(value)}]
 
 
+def in_clear(url: str) -> bool:
+    """True when a request to ``url`` would carry a credential of it across a network in
+    clear: plain ``http://`` to another machine, with a user information or a query value
+    named as a credential (``url_credentials`` less the fragment, which is never sent)."""
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+    except ValueError:
+        return False
+    return scheme == "http" and _sends_credential(url) and not _on_this_machine(url)
+
+
 def _sends_credential(url: str) -> bool:
     """True when a request to ``url`` carries a credential of it over the network: its user
     information (sent as HTTP Basic) or a query value named as a credential (a fragment is
@@ -336,7 +347,7 @@ class HttpSource:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("http", "https"):
             raise SourceError(f"{shown_url(url)}: a bundle URL must be http:// or https://")
-        if scheme == "http" and _sends_credential(url) and not _on_this_machine(url):
+        if in_clear(url):
             raise SourceError(
                 f"{shown_url(url)}: a bundle URL that carries a credential (a user:password@, "
                 "a token, a presigned signature) is https:// (plain http:// only on this "

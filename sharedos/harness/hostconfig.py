@@ -235,6 +235,14 @@ class EvidenceConfig(BaseModel):
     def _endpoint(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("otlp_endpoint must be an http:// or https:// URL (OTLP/HTTP)")
+        from sharedos.bundles.source import in_clear
+
+        if value is not None and in_clear(value):
+            # a user:password@ (sent as HTTP Basic) or an ?api-key= rides every export
+            raise ValueError(
+                "an otlp_endpoint that carries a credential is https:// (plain http:// only "
+                "on this machine): it would cross the network in clear with every export"
+            )
         return value
 
 

@@ -323,3 +323,30 @@ def test_a_value_of_the_wrong_toml_type_is_said_in_toml_terms() -> None:
         'h.toml:7:1: confinement.readonly: must be a list (a TOML array: ["…", "…"])',
         "h.toml:10:1: upstream.u.args: must be a list of strings",
     ]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "refused"),
+    [
+        ("http://otel:otlp-canary-0123@collector.example:4318", True),
+        ("http://192.0.2.7:4318/?api-key=key-canary-0123", True),
+        ("https://otel:otlp-canary-0123@collector.example:4318", False),
+        ("http://otel:otlp-canary-0123@127.0.0.1:4318", False),
+        ("http://collector.example:4318/?v=1", False),
+    ],
+)
+def test_an_otlp_endpoint_carrying_a_credential_to_another_machine_is_https_only(
+    tmp_path: Path, endpoint: str, refused: bool
+) -> None:
+    """The exporter sends an endpoint's ``user:password@`` as HTTP Basic credentials and its
+    ``?api-key=`` with every export: over plain ``http://`` to another machine they crossed
+    the network in clear, and the host file passed."""
+    text = f'[harness.codex]\n[evidence]\notlp_endpoint = "{endpoint}"\n'
+    if not refused:
+        parse_host_config(text, "host.toml")
+        return
+    with pytest.raises(HostConfigError) as caught:
+        parse_host_config(text, "host.toml")
+    said = str(caught.value)
+    assert "evidence.otlp_endpoint: an otlp_endpoint that carries a credential is https://" in said
+    assert "canary" not in said, said
