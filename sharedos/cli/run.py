@@ -632,7 +632,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
         shadow = _shadow(host_config, policy)
         confinement = UpstreamConfinementPolicy(
             required=tool_policy.mode is RunMode.STRICT and not opts["unconfined"],
-            managed=tuple(state_paths(opts, host_config)),
+            managed=(*state_paths(opts, host_config), *_kept_run_directory(opts)),
             never_writable=host_programs(opts.get("runtime"), host_config),
         )
         from sharedos.upstream.tokenstore import store_opener
@@ -785,6 +785,20 @@ async def _stopped_by_signal(opts: dict[str, Any]) -> int:
         for signum in handled:
             loop.remove_signal_handler(signum)
     return 128 + got[0] if got else code
+
+
+def _kept_run_directory(opts: dict[str, Any]) -> tuple[str, ...]:
+    """``--workdir``, made now, as no upstream sandbox may show it: it keeps every turn's
+    directory (the harness's transcript and tool results, its MCP configuration with the
+    turn's bearer token while it runs), as the runs' private base does, which every upstream
+    sandbox masks. Made before the upstreams start, so that a root holding it can mask it
+    (a path that does not exist yet cannot be, and the upstream is then left out)."""
+    if opts.get("workdir") is None:
+        return ()
+    base = Path(opts["workdir"]).resolve()
+    with contextlib.suppress(OSError):  # said when the turn makes its directory there
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return (str(base),)
 
 
 def _run_directory(opts: dict[str, Any]) -> tuple[Path, bool, Claim | None]:
