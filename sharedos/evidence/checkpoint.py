@@ -118,16 +118,22 @@ class Checkpoint:
         return cls.from_dict(data)
 
     def expected_hash(self) -> str:
-        """The hash this checkpoint's fields give."""
-        return checkpoint_hash(
-            self.number,
-            self.store_id,
-            self.taken_at,
-            self.prev,
-            self.heads,
-            self.heads_hash,
-            self.key_id,
-        )
+        """The hash this checkpoint's fields give; a text that is no hash (so it matches
+        no stored or exported one) when they have none: a number or count past what
+        RFC 8785 encodes (2**53 - 1; no host numbers or counts that far), put in the
+        store or an exported file by whoever could write it -- a finding, not a crash."""
+        try:
+            return checkpoint_hash(
+                self.number,
+                self.store_id,
+                self.taken_at,
+                self.prev,
+                self.heads,
+                self.heads_hash,
+                self.key_id,
+            )
+        except (TypeError, ValueError) as exc:  # rfc8785's IntegerDomainError is a ValueError
+            return f"unhashable: {exc}"
 
     def line(self, *, signature_checked: bool = False) -> str:
         """One human line. It says "signed by" a key only when ``signature_checked`` (the

@@ -451,7 +451,14 @@ def test_a_signature_of_another_type_verifies_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("number", 1), ("taken_at", "2020-01-01T00:00:00Z"), ("heads", 7)]
+    ("field", "value"),
+    [
+        ("number", 1),
+        ("taken_at", "2020-01-01T00:00:00Z"),
+        ("heads", 7),
+        ("number", 2**63),  # past what RFC 8785 encodes: raised IntegerDomainError
+        ("heads", 2**53),
+    ],
 )
 def test_an_exported_checkpoint_edited_after_export_anchors_nothing(
     opener: Opener, tmp_path: Path, field: str, value: object
@@ -477,6 +484,30 @@ def test_an_exported_checkpoint_edited_after_export_anchors_nothing(
         code, out = cli(*args, *extra)
         assert code == 1 and "the checkpoint given does not match its hash" in out, out
         assert "the store was rewritten" not in out, out
+
+
+@pytest.mark.parametrize(("column", "value"), [("number", 2**63 - 1), ("heads", 2**53)])
+def test_a_checkpoint_number_past_what_json_encodes_is_reported(
+    opener: Opener, raw: Raw, tmp_path: Path, column: str, value: int
+) -> None:
+    """A checkpoint whose number or head count was set past 2**53 - 1 (an integer column
+    takes up to 2**63 - 1 on both backends) has no RFC 8785 encoding: verify and
+    ``evidence checkpoint`` raised IntegerDomainError; now it is a checkpoint that does
+    not match its hash, exit 1, and nothing is exported."""
+    signer = Signer.generate()
+    store = opener(signer=signer)
+    write_turn(store, "T")
+    assert store.take_checkpoint() is not None
+    raw(f"UPDATE checkpoints SET {column} = ?", value)
+    (tmp_path / "host.pub").write_bytes(signer.public_pem())
+    for extra in ((), ("--key", str(tmp_path / "host.pub"))):
+        result = CliRunner().invoke(main, ["evidence", "verify", "--db", location(store), *extra])
+        assert result.exit_code == 1, result.output
+        assert isinstance(result.exception, (SystemExit, type(None))), result.exception
+        assert "the checkpoint does not match its hash" in result.output, result.output
+    exported = CliRunner().invoke(main, ["evidence", "checkpoint", "--db", location(store)])
+    assert isinstance(exported.exception, (SystemExit, type(None))), exported.exception
+    assert exported.exit_code != 0 and "nothing exported" in exported.output, exported.output
 
 
 def test_a_checkpoint_that_failed_is_not_tried_again_at_every_write(pg_url: str) -> None:
