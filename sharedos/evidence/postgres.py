@@ -843,7 +843,7 @@ class PostgresEvidenceStore:
         from sharedos.evidence.sqlite import stored_int, stored_text
 
         for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
-            yield stored_text(turn), stored_int(pos), stored_text(hash_), int(number)
+            yield stored_text(turn), stored_int(pos), stored_text(hash_), stored_int(number)
 
     def _stream(self, sql: str, params: list[Any], batch: int) -> Iterator[Any]:
         """Rows of ``sql`` through a server-side cursor (bounded memory). Cut off by a lost

@@ -1114,7 +1114,7 @@ class SqliteEvidenceStore:
         with the first checkpoint that did), ordered by turn id as ``iter_links`` orders
         them, then position: a turn's furthest head comes last."""
         for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
-            yield stored_text(turn), stored_int(pos), stored_text(hash_), int(number)
+            yield stored_text(turn), stored_int(pos), stored_text(hash_), stored_int(number)
 
     # -- the no-wait path ----------------------------------------------------------
 

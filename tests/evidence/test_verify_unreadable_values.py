@@ -54,6 +54,10 @@ def test_a_non_numeric_value_in_a_number_column_is_reported(
         ("checkpoints", "taken_at", 5),
         ("checkpoint_heads", "pos", "zz"),
         ("checkpoint_heads", "hash", b"\x00"),
+        # the head's checkpoint number: read with int() (ValueError, OverflowError)
+        ("checkpoint_heads", "number", "zz"),
+        ("checkpoint_heads", "number", b"\x00"),
+        ("checkpoint_heads", "number", float("inf")),
     ],
 )
 def test_a_checkpoint_value_of_the_wrong_type_is_reported(
