@@ -783,14 +783,27 @@ class ChainAppender:
                 number, prev = (found[0] + 1, found[1]) if found else (1, None)
             else:
                 number, prev = last.number + 1, last.hash
-            made = make_checkpoint(
-                number,
-                store_id,
-                prev or checkpoint_genesis(store_id),
-                ordered,
-                self.signer,
-                now_iso(),
-            )
+            try:
+                made = make_checkpoint(
+                    number,
+                    store_id,
+                    prev or checkpoint_genesis(store_id),
+                    ordered,
+                    self.signer,
+                    now_iso(),
+                )
+            except ValueError as exc:  # rfc8785's IntegerDomainError is a ValueError
+                # the store's last checkpoint is numbered past what RFC 8785 encodes (no
+                # writer numbers that far: it was changed outside SharedOS), so nothing can
+                # chain after it; a store error the host reports (and close survives), never
+                # an exception out of a host's close or an auditor's ``--take``
+                self._last_checkpoint = None
+                raise EvidenceStoreError(
+                    f"cannot number a checkpoint after the store's last one ({exc}): the "
+                    "checkpoints were changed outside SharedOS (`sharedos evidence verify` "
+                    "reports them)",
+                    "io",
+                ) from None
             try:
                 self.backend.execute_checkpoint(made, ordered)  # type: ignore[attr-defined]
             except CheckpointTaken:

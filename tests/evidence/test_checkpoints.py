@@ -510,6 +510,32 @@ def test_a_checkpoint_number_past_what_json_encodes_is_reported(
     assert exported.exit_code != 0 and "nothing exported" in exported.output, exported.output
 
 
+def test_a_host_after_a_checkpoint_numbered_past_what_json_encodes_fails_as_a_store(
+    opener: Opener, raw: Raw
+) -> None:
+    """The store's last checkpoint renumbered 2**63 - 1: the next one (2**63) has no RFC
+    8785 encoding, and make_checkpoint's IntegerDomainError came out of a host's
+    ``close`` (which catches store errors only, leaving its connection open) and out of
+    ``evidence checkpoint --take`` as a traceback. Now it is a store error: reported by
+    the close, exit 1 for the command."""
+    from sharedos.evidence.store import EvidenceStoreError
+
+    first = opener()
+    write_turn(first, "T")
+    first.close()  # its closing checkpoint is checkpoint 1
+    raw("UPDATE checkpoints SET number = ?", 2**63 - 1)
+    host = opener()
+    write_turn(host, "U")
+    with pytest.raises(EvidenceStoreError, match="changed outside SharedOS"):
+        host.take_checkpoint()
+    host.close()  # raised IntegerDomainError
+    assert host.failures.failing  # the close said it could not write its checkpoint
+    result = CliRunner().invoke(main, ["evidence", "checkpoint", "--take", "--db", location(host)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "changed outside SharedOS" in result.output, result.output
+
+
 def test_a_checkpoint_that_failed_is_not_tried_again_at_every_write(pg_url: str) -> None:
     """Another session holds a lock on ``checkpoints`` (a ``VACUUM FULL``, an operator's
     ``LOCK TABLE``): a host's periodic checkpoint waits out the store's lock timeout and
