@@ -488,10 +488,24 @@ def counts_sql(dialect: Dialect, *, one_turn: bool, chained: bool = True) -> str
 
 def fold_counts(rows: Iterable[Sequence[Any]]) -> EvidenceCounts:
     """``EvidenceCounts`` from the rows of ``counts_sql``: totals by status and by reason,
-    each keyed in sorted order."""
+    each keyed in sorted order.
+
+    A status or reason that is not text (SQLite keeps the bytes it is given: the store
+    changed outside SharedOS) is an ``EvidenceStoreError`` saying so, as every other
+    reader says it (``sharedos.evidence.rows.record_from_row``), never a ``TypeError``
+    from sorting bytes among text."""
+    from sharedos.evidence.store import EvidenceStoreError
+
     by_outcome: dict[str, int] = {}
     by_reason: dict[str, int] = {}
     for status, reason, n in rows:
+        if not isinstance(status, str) or not isinstance(reason, str):
+            raise EvidenceStoreError(
+                f"cannot count an attempt whose outcome or reason is {status!r}, {reason!r}: "
+                "bytes where SharedOS stores text (a value SharedOS never writes: the store "
+                "was changed outside SharedOS; `sharedos evidence verify` says what)",
+                "io",
+            )
         by_outcome[status] = by_outcome.get(status, 0) + int(n)
         by_reason[reason] = by_reason.get(reason, 0) + int(n)
     return EvidenceCounts(

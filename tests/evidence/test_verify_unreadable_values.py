@@ -85,3 +85,28 @@ def test_a_checkpoint_value_of_the_wrong_type_is_reported(
     assert "checkpoint 1" in result.output, result.output
     exported = CliRunner().invoke(main, ["evidence", "checkpoint", "--db", str(db)])
     assert not isinstance(exported.exception, (TypeError, ValueError)), exported.exception
+
+
+@pytest.mark.parametrize("column", ["reason", "outcome"])
+def test_counts_of_a_reason_stored_as_bytes_say_so(tmp_path: Path, column: str) -> None:
+    """An outcome's reason (or, past its CHECK, its outcome) set to a blob: ``evidence
+    counts`` died sorting bytes among text (TypeError); now it says, in one line, what
+    ``list`` and ``export`` say of it (exit 1), and ``verify`` reports the row."""
+    db = tmp_path / "evidence.db"
+    store = open_store(str(db))
+    write_turn(store, "T")
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA ignore_check_constraints = 1")  # as anyone who can write it can
+    conn.execute(
+        f"UPDATE chain SET {column} = ? WHERE turn_id = 'T' AND kind = 'outcome' AND pos = 2",
+        (b"\x00\xff",),
+    )
+    conn.close()
+    result = CliRunner().invoke(main, ["evidence", "counts", "--db", str(db)])
+    assert isinstance(result.exception, (SystemExit, type(None))), result.exception
+    assert result.exit_code == 1 and "changed outside SharedOS" in result.output, result.output
+    listed = CliRunner().invoke(main, ["evidence", "list", "--db", str(db)])
+    assert listed.exit_code == 1 and "changed outside SharedOS" in listed.output
+    verified = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
+    assert verified.exit_code == 1 and "turn T position 2" in verified.output, verified.output
