@@ -62,6 +62,7 @@ __all__ = [
     "counts_sql",
     "evidence_source",
     "fold_counts",
+    "heads_of",
     "insert_sql",
     "lookup_sql",
     "missing_guards",
@@ -484,6 +485,34 @@ def counts_sql(dialect: Dialect, *, one_turn: bool, chained: bool = True) -> str
     return _COUNTS.replace("{source}", _COUNTED if chained else "evidence").replace(
         "{where}", f" WHERE turn_id = {mark}" if one_turn else ""
     )
+
+
+def heads_of(rows: Iterable[Sequence[Any]]) -> list[tuple[str, int, str]]:
+    """The (turn_id, pos, hash) heads the ``uncovered`` lookup read, each as SharedOS wrote
+    it; ``EvidenceStoreError`` naming the turns whose head is not (SQLite keeps whatever it
+    is given: a position that is text, a turn id or hash that is bytes): a checkpoint
+    over them would record heads no chain has (said, exit 1, never a ``ValueError``)."""
+    from sharedos.evidence.store import EvidenceStoreError
+
+    heads: list[tuple[str, int, str]] = []
+    bad: list[str] = []
+    for turn, pos, hash_ in rows:
+        if type(turn) is str and type(pos) is int and type(hash_) is str:
+            heads.append((turn, pos, hash_))
+        elif len(bad) < 5:
+            bad.append(repr(turn))
+        else:
+            bad.append("…")
+            break
+    if bad:
+        raise EvidenceStoreError(
+            "cannot checkpoint the head of turn(s) "
+            + ", ".join(bad)
+            + ": its position, id or hash is not what SharedOS writes (the store was changed "
+            "outside SharedOS; `sharedos evidence verify` says what)",
+            "io",
+        )
+    return heads
 
 
 def fold_counts(rows: Iterable[Sequence[Any]]) -> EvidenceCounts:

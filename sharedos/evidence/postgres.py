@@ -73,6 +73,7 @@ from sharedos.evidence.chain_sql import (
     counts_sql,
     fold_counts,
     guarded_insert_parts,
+    heads_of,
     lookup_sql,
     missing_guards,
     outcomes_source,
@@ -828,7 +829,7 @@ class PostgresEvidenceStore:
         A read of the whole store (an auditor's ``checkpoint --take``, the end of a
         ``copy``), off every call's path: streamed without the writes' statement timeout,
         which it outlasts on a store of some size."""
-        return [(str(t), int(p), str(h)) for t, p, h in self._stream(_UNCOVERED_SQL, [], 5000)]
+        return heads_of(self._stream(_UNCOVERED_SQL, [], 5000))
 
     def iter_checkpoints(self) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
         """Every checkpoint in number order, with the heads it lists (one at a time in memory)."""

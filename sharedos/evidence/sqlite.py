@@ -83,6 +83,7 @@ from sharedos.evidence.chain_sql import (
     checkpoint_values,
     counts_sql,
     fold_counts,
+    heads_of,
     lookup_sql,
     missing_guards,
     reader_sql,
@@ -1084,7 +1085,7 @@ class SqliteEvidenceStore:
 
     def uncovered_heads(self) -> list[tuple[str, int, str]]:
         """Every turn's head that is past what the store's checkpoints cover."""
-        return [(str(t), int(p), str(h)) for t, p, h in self._read(_UNCOVERED_SQL, [])]
+        return heads_of(self._read(_UNCOVERED_SQL, []))
 
     def file_damage(self, *, limit: int = 20) -> list[str]:
         """What SQLite's own ``PRAGMA integrity_check`` finds wrong with the file (at most

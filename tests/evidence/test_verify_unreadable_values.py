@@ -110,3 +110,28 @@ def test_counts_of_a_reason_stored_as_bytes_say_so(tmp_path: Path, column: str) 
     assert listed.exit_code == 1 and "changed outside SharedOS" in listed.output
     verified = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
     assert verified.exit_code == 1 and "turn T position 2" in verified.output, verified.output
+
+
+@pytest.mark.parametrize(("column", "value"), [("pos", "zz"), ("hash", b"\x00")])
+def test_take_over_a_head_that_is_not_what_sharedos_writes_says_so(
+    tmp_path: Path, column: str, value: object
+) -> None:
+    """A turn's last row with a position that is text (or a hash that is bytes), no
+    checkpoint covering it: ``evidence checkpoint --take`` died with ValueError (int() of
+    the position), or took a checkpoint over a head no chain has; now it takes none,
+    says why, exit 1."""
+    db = tmp_path / "evidence.db"
+    store = open_store(str(db))
+    write_turn(store, "T")
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DELETE FROM checkpoint_heads")
+    conn.execute("DELETE FROM checkpoints")
+    conn.execute(f"UPDATE chain SET {column} = ? WHERE kind = 'seal'", (value,))
+    conn.close()
+    result = CliRunner().invoke(main, ["evidence", "checkpoint", "--take", "--db", str(db)])
+    assert isinstance(result.exception, (SystemExit, type(None))), result.exception
+    assert result.exit_code == 1 and "changed outside SharedOS" in result.output, result.output
+    conn = sqlite3.connect(db, isolation_level=None)
+    assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+    conn.close()
