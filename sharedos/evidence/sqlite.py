@@ -353,6 +353,12 @@ _COVERAGE_SQL = (
 )
 
 
+def _undecodable_text(data: bytes) -> str:
+    """Stored text read for a verification: its bytes that are not UTF-8 as lone
+    surrogates (``_verify_stream``), which no text SharedOS writes holds."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def stored_int(value: Any) -> int:
     """A stored count or position of a checkpoint; -1 (which matches nothing) when it is
     not an integer (SQLite keeps whatever it is given): reported, never a crash."""
@@ -1108,13 +1114,13 @@ class SqliteEvidenceStore:
 
     def iter_checkpoints(self) -> Iterator[tuple[Checkpoint, list[tuple[str, int, str]]]]:
         """Every checkpoint in number order, with the heads it lists (one at a time in memory)."""
-        yield from iter_checkpoint_rows(self._stream)
+        yield from iter_checkpoint_rows(self._verify_stream)
 
     def iter_coverage(self) -> Iterator[tuple[str, int, str, int]]:
         """(turn_id, pos, hash, checkpoint) of every head a checkpoint recorded (each once,
         with the first checkpoint that did), ordered by turn id as ``iter_links`` orders
         them, then position: a turn's furthest head comes last."""
-        for turn, pos, hash_, number in self._stream(_COVERAGE_SQL, [], 5000):
+        for turn, pos, hash_, number in self._verify_stream(_COVERAGE_SQL, [], 5000):
             yield stored_text(turn), stored_int(pos), stored_text(hash_), stored_int(number)
 
     # -- the no-wait path ----------------------------------------------------------
@@ -1355,6 +1361,54 @@ class SqliteEvidenceStore:
                     f"cannot read evidence from {self.path}: {exc}", _cause(exc)
                 ) from exc
 
+    def _verify_stream(self, sql: str, params: list[Any], batch: int) -> Any:
+        """``_stream`` for a verification: text that is not UTF-8 (SQLite keeps the bytes
+        it is given, cast to text; SharedOS never writes such text) is read with its bad
+        bytes as lone surrogates, so the row it is in is a finding (its hash no longer
+        matches), not the end of the whole walk (``cannot read``, exit 2, every other
+        turn unverified). Rows read the fast way until one is not UTF-8; the statement
+        is then read again, in the same snapshot, past the rows already given."""
+        with self._reader() as conn:
+            in_memory = conn is self._conn
+            given = 0
+            try:
+                if not in_memory and not conn.in_transaction:
+                    conn.execute("BEGIN")  # one snapshot, should the statement be read again
+                try:
+                    cur = conn.execute(sql, params)
+                    rows = cur.fetchmany(batch)
+                    while rows:
+                        yield from rows
+                        given += len(rows)
+                        rows = []
+                        rows = cur.fetchmany(batch)
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not str(exc).startswith("Could not decode to UTF-8"):
+                        raise
+                factory = conn.text_factory
+                conn.text_factory = _undecodable_text
+                try:
+                    cur = conn.execute(sql, params)
+                    skipped = 0
+                    while skipped < given:
+                        skipped += len(cur.fetchmany(min(batch, given - skipped)) or [None])
+                    rows = cur.fetchmany(batch)
+                    while rows:
+                        yield from rows
+                        rows = []
+                        rows = cur.fetchmany(batch)
+                finally:
+                    conn.text_factory = factory
+            except sqlite3.Error as exc:
+                raise EvidenceStoreError(
+                    f"cannot read evidence from {self.path}: {exc}", _cause(exc)
+                ) from exc
+            finally:
+                if not in_memory and conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+
     def iter_records(
         self,
         turn_id: str | None = None,
@@ -1383,7 +1437,7 @@ class SqliteEvidenceStore:
         where = " WHERE c.turn_id = ?" if turn_id is not None else ""
         params: list[Any] = [turn_id] if turn_id is not None else []
         sql = reader_sql(self._missing) + where + " ORDER BY c.turn_id, c.pos, c.seq"
-        for row in self._stream(sql, params, batch):
+        for row in self._verify_stream(sql, params, batch):
             yield link_from_row(row)
 
     def iter_chain_rows(

@@ -135,3 +135,49 @@ def test_take_over_a_head_that_is_not_what_sharedos_writes_says_so(
     conn = sqlite3.connect(db, isolation_level=None)
     assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
     conn.close()
+
+
+@pytest.mark.parametrize(
+    ("statement", "found"),
+    [
+        (
+            "UPDATE chain SET arguments = CAST(x'7b22ff' AS TEXT) "
+            "WHERE turn_id = 'T' AND kind = 'attempt' AND pos = 1",
+            "edited: turn T position 1",
+        ),
+        ("UPDATE checkpoints SET taken_at = CAST(x'32ff' AS TEXT)", "checkpoint 1"),
+        (
+            "UPDATE checkpoint_heads SET hash = CAST(x'73ff' AS TEXT) WHERE turn_id = 'T'",
+            "checkpoint 1",
+        ),
+    ],
+)
+def test_text_that_is_not_utf8_is_a_finding_not_the_end_of_the_walk(
+    tmp_path: Path, statement: str, found: str
+) -> None:
+    """SQLite keeps bytes cast to text, UTF-8 or not. One such value stopped the whole
+    verification: 'cannot read evidence … Could not decode to UTF-8', exit 2 (which says
+    the store could not be read, never that it was changed), every other turn unverified.
+    It is now a finding where it is (exit 1) and the walk goes on."""
+    db = tmp_path / "evidence.db"
+    store = open_store(str(db))
+    write_turn(store, "T")
+    write_turn(store, "U")
+    assert store.take_checkpoint() is not None
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(statement)
+    conn.close()
+    store = open_store(str(db), read_only=True)
+    try:
+        report = verify_store(store)
+        # read again past the rows already given, each once (the bad row mid-batch)
+        links = [(lk.turn_id, lk.pos) for lk in store.iter_links(batch=3)]
+    finally:
+        store.close()
+    assert len(links) == len(set(links)) == 20
+    assert report.turns == 2 and not report.clean
+    assert "U" not in {p.turn_id for p in report.problems}  # U is still verified, and clean
+    result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
+    assert result.exit_code == 1, result.output
+    assert found in result.output and "cannot read" not in result.output, result.output
