@@ -96,6 +96,16 @@ def harness_sanitized(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
+def codex_sanitized(name: str) -> str:
+    """What Codex 0.171 shows the model for a server or tool name: ``[^A-Za-z0-9_] -> _``.
+
+    Unlike Claude Code it turns ``-`` into ``_`` as well, and it neither cuts nor
+    hashes a long name (measured: ``m.dash-y.t`` is offered as namespace
+    ``mcp__sharedos`` + function ``m_dash_y_t``, a 73-character name whole).
+    """
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
 #: dsh's mcp-client: public names are at most 64 characters of ``[A-Za-z0-9_-]``
 DSH_NAME_LIMIT = 64
 DSH_HASH_CHARS = 12

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sharedos.names import dsh_public_name, harness_sanitized, pi_public_names
+from sharedos.names import codex_sanitized, dsh_public_name, harness_sanitized, pi_public_names
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
@@ -46,7 +46,8 @@ def harness_aliases(server_name: str, tool: str) -> dict[str, Any]:
     """The names each harness would show the model for ``tool`` on server ``server_name``.
 
     Measured: Claude Code ``mcp__<server>__<tool>``; Codex namespace
-    ``mcp__<server>`` + function ``<tool>``; Pi's built-in MCP uses the Claude
+    ``mcp__<server>`` + function ``<tool>`` (``-`` also becomes ``_``,
+    ``codex_sanitized``); Pi's built-in MCP uses the Claude
     form (``-`` also becomes ``_``; a name over 64 characters is cut and hashed,
     ``pi_public_names``) and pi-mcp-adapter's proxy ``<server>_<tool>``; every
     character outside ``[A-Za-z0-9_-]`` becomes ``_``. dsh uses the Claude form and, when
@@ -57,7 +58,10 @@ def harness_aliases(server_name: str, tool: str) -> dict[str, Any]:
     name = harness_sanitized(tool)
     return {
         "claude-code": f"mcp__{server}__{name}",
-        "codex": {"namespace": f"mcp__{server}", "name": name},
+        "codex": {
+            "namespace": f"mcp__{codex_sanitized(server_name)}",
+            "name": codex_sanitized(tool),
+        },
         "pi": [f"{server}_{name}", pi_public_names(server_name, tool)[0]],
         "dsh": dsh_public_name(server_name, tool),
     }

@@ -21,7 +21,7 @@ from typing import Any
 from sharedos.evidence import record_dict
 from sharedos.harness.adapters import correlation_keys
 from sharedos.harness.outputs import HarnessToolEvent
-from sharedos.names import dsh_public_name, harness_sanitized, pi_public_names
+from sharedos.names import codex_sanitized, dsh_public_name, harness_sanitized, pi_public_names
 from sharedos.testing.scripted_model.plan import IssuedCall
 
 
@@ -91,13 +91,13 @@ def alias_candidates(server: str, tool: str) -> set[str]:
 
     Claude Code and Pi's built-in client ``mcp__<server>__<tool>`` (Pi also turns
     ``-`` into ``_``, and hashes a name longer than 64 characters), Codex ``mcp__<server>/<tool>`` (namespace / function, as its
-    events are read), pi-mcp-adapter ``<server>_<tool>``, dsh its hashed form.
+    events are read; ``-`` becomes ``_`` there too), pi-mcp-adapter ``<server>_<tool>``, dsh its hashed form.
     """
     srv, name = harness_sanitized(server), harness_sanitized(tool)
     return {
         f"mcp__{srv}__{name}",
         f"mcp__{srv}__{name.replace('-', '_')}",
-        f"mcp__{srv}/{name}",
+        f"mcp__{codex_sanitized(server)}/{codex_sanitized(tool)}",
         f"{srv}_{name}",
         dsh_public_name(server, tool),
         *pi_public_names(server, tool),

@@ -21,7 +21,7 @@ import pytest
 
 from sharedos.conformance.manifest import load_manifest
 from sharedos.harness.tools import default_command, harness_version
-from sharedos.names import harness_sanitized
+from sharedos.names import codex_sanitized, harness_sanitized
 from sharedos.outcomes import DENIAL_REASONS, FAILURE_REASONS
 from sharedos.testing.scripted_model import SCRIPTED_MODEL_NAME
 from sharedos.testing.scripted_model.plan import dsh_public_name
@@ -208,7 +208,7 @@ def test_invalid_arguments_are_honest_per_harness(scenario: dict[str, Any]) -> N
 
 ALIAS_FORM = {
     "claude-code": lambda tool: f"mcp__sharedos__{harness_sanitized(tool)}",
-    "codex": lambda tool: f"mcp__sharedos/{harness_sanitized(tool)}",
+    "codex": lambda tool: f"mcp__sharedos/{codex_sanitized(tool)}",
     "pi": lambda tool: "mcp__sharedos__" + tool.replace(".", "_").replace("-", "_"),
     "pi-adapter": lambda tool: f"sharedos_{harness_sanitized(tool)}",
     "dsh": lambda tool: dsh_public_name("sharedos", tool),

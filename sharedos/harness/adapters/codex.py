@@ -31,7 +31,7 @@ from sharedos.harness.adapters.base import (
 from sharedos.harness.outputs import HarnessOutput, HarnessToolEvent, json_lines, obj, text_of
 from sharedos.harness.paths import tools_dir
 from sharedos.identity import McpSupport
-from sharedos.names import harness_sanitized
+from sharedos.names import codex_sanitized
 from sharedos.testing.scripted_model.plan import SERVER_NAME
 
 
@@ -182,8 +182,8 @@ class CodexAdapter:
                     HarnessToolEvent(
                         call_id=str(item.get("id")),
                         # what the model saw: namespace mcp__<server>, function <sanitized tool>
-                        alias=f"mcp__{harness_sanitized(str(item.get('server')))}/"
-                        f"{harness_sanitized(str(item.get('tool')))}",
+                        alias=f"mcp__{codex_sanitized(str(item.get('server')))}/"
+                        f"{codex_sanitized(str(item.get('tool')))}",
                         tool=str(item.get("tool")),
                         is_error=item.get("status") == "failed",
                         text=text_of(result.get("content"))
