@@ -86,5 +86,8 @@ try {
     // closing a transport whose peer already left is not a result
   }
 }
-process.stdout.write(JSON.stringify(out) + "\n");
-process.exit(out.fatal ? 1 : 0);
+// Exit only once the document is written: stdout is a pipe, which Node writes
+// asynchronously, and process.exit() right after write() dropped all but the first
+// 64-128 KiB of a larger document (the column then read no answer for any call).
+const code = out.fatal ? 1 : 0;
+process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(code));
