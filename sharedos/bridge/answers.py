@@ -60,6 +60,16 @@ def result_message(
     return {"jsonrpc": "2.0", "id": request_id, "result": call_result(result, version)}
 
 
+#: the JSON-RPC error code of a request whose session ended before it was answered (the
+#: code the MCP SDK clients themselves use for a connection that closed under a request)
+CONNECTION_CLOSED = -32000
+#: its message (HTTP and stdio alike)
+UNANSWERED = (
+    "the turn closed (or the session ended) before this request was answered; "
+    "a tool call still running was cancelled, and recorded as cancelled"
+)
+
+
 def error_message(request_id: RequestId | None, code: int, message: str) -> dict[str, Any]:
     """A JSON-RPC error response (``id`` null when the request's id could not be read)."""
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}

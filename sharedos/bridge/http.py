@@ -30,7 +30,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sharedos.bridge.answers import INVALID_REQUEST, error_message, result_message
+from sharedos.bridge.answers import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    UNANSWERED,
+    error_message,
+    result_message,
+)
 from sharedos.bridge.diagnostics import REACHED_SERVER
 from sharedos.bridge.frames import (
     PROBLEM_TEXT,
@@ -43,7 +49,7 @@ from sharedos.bridge.frames import (
 )
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
-from sharedos.bridge.sse_answer import CONNECTION_CLOSED, UNANSWERED, AnswerOrStream
+from sharedos.bridge.sse_answer import AnswerOrStream
 from sharedos.compat import mcp_sdk
 from sharedos.compat.asyncio_accept import PacedListener
 from sharedos.compat.uvicorn import (

@@ -55,6 +55,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.types import Receive, Scope, Send
 
+from sharedos.bridge.answers import CONNECTION_CLOSED, UNANSWERED
 from sharedos.compat.mcp_sdk import SdkEventSourceResponse
 
 logger = logging.getLogger(__name__)
@@ -62,14 +63,6 @@ logger = logging.getLogger(__name__)
 #: seconds a request may stay silent before its stream starts (sse_starlette's keepalive)
 SILENCE_S = 15.0
 
-#: the JSON-RPC error code of a request whose session ended before it was answered (the
-#: code the MCP SDK clients themselves use for a connection that closed under a request)
-CONNECTION_CLOSED = -32000
-#: its message
-UNANSWERED = (
-    "the turn closed (or the session ended) before this request was answered; "
-    "a tool call still running was cancelled, and recorded as cancelled"
-)
 
 #: headers of the SDK's SSE response that do not belong on a JSON body
 _SSE_ONLY_HEADERS = frozenset(("content-type", "content-length", "connection", "x-accel-buffering"))

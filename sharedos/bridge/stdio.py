@@ -229,6 +229,8 @@ async def _serve(
     from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
     from mcp.shared.message import SessionMessage
 
+    from sharedos.bridge.answers import CONNECTION_CLOSED, UNANSWERED, error_message
+
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_out, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     closed_by_host = False
@@ -253,6 +255,9 @@ async def _serve(
     #: as the SDK's dispatcher correlates it: "7" and 7 are one id (``coerce_request_id``), so
     #: a cancellation naming "7" settles request 7, which the SDK then never answers
     pending: Counter[object] = Counter()
+    #: the ids, as the client wrote them, of the requests counted in ``pending``: a request
+    #: still owed its answer when the host closes the turn is answered with an error
+    owed: dict[object, list[str | int]] = {}
 
     def settle(key: object) -> None:
         """One request of id ``key`` is answered or cancelled: it is owed nothing more."""
@@ -260,6 +265,11 @@ async def _serve(
             pending[key] -= 1
         else:
             pending.pop(key, None)
+        ids = owed.get(key)
+        if ids:
+            ids.pop(0)
+            if not ids:
+                del owed[key]
 
     #: tools/call requests handed to the server that its middleware has not seen yet, by id.
     #: The SDK's runner refuses some before any middleware (an envelope of the other protocol
@@ -286,6 +296,7 @@ async def _serve(
                     continue
                 if isinstance(message, mcp_types.JSONRPCRequest):
                     pending[coerce_request_id(message.id)] += 1
+                    owed.setdefault(coerce_request_id(message.id), []).append(message.id)
                     if message.method == "tools/call":
                         unreached.setdefault(message.id, []).append(message)
                 elif isinstance(message, mcp_types.JSONRPCNotification) and (
@@ -342,6 +353,13 @@ async def _serve(
         logger.info("bridge: the client closed stdout; ending the turn's stdio bridge")
     with anyio.CancelScope(shield=True), anyio.move_on_after(max(reserve, 0.05)):
         await _final_drain(wire, endpoint)
+    if closed_by_host:
+        # Requests still running when the host closed the turn (a call is cancelled, and
+        # recorded so): answered as the HTTP bridge answers them, so the client reads why,
+        # never only the end of its input ("Connection closed").
+        for request_id in [i for ids in owed.values() for i in ids]:
+            answer = error_message(request_id, CONNECTION_CLOSED, UNANSWERED)
+            wire.write_line_nowait(json.dumps(answer, separators=(",", ":")).encode())
     with anyio.CancelScope(shield=True):
         await endpoint.recorder.flush()
     return closed_by_host

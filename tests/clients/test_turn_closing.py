@@ -7,6 +7,10 @@ which this SDK reads as a graceful end: it kept waiting until its own request
 timeout, 60 s ("Request timed out"), while a stdio client saw "Connection
 closed" at once. Now the call's id is answered with a JSON-RPC error as the
 turn closes; the call is recorded once, ``cancelled``.
+
+Over a relayed stdio bridge the same clients read only the end of their input
+("Connection closed"): the bridge exited with the call unanswered. It answers
+it now with the same error before it exits.
 """
 
 from __future__ import annotations
@@ -30,19 +34,33 @@ SLOW = {"name": "slow.wait", "arguments": {"seconds": 30}}
 UNANSWERED = "before this request was answered"
 
 
-async def _close_under(clients: Clients, tmp: Path, which: str) -> tuple[str, list[Any]]:
+async def _close_under(
+    clients: Clients, tmp: Path, which: str, transport: str = "http"
+) -> tuple[str, list[Any]]:
     """Start ``which`` on a slow call, close the turn under it; its output and the records."""
     runtime = build_runtime(tmp)
     alice = AccessContext(principal="alice", roles=("user",), turn_id="turn-closing")
-    async with open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.1) as turn:
-        assert turn.url is not None
+    async with open_turn(
+        runtime.host,
+        alice,
+        OPEN_POLICY,
+        grace_s=0.1,
+        transport=transport,  # type: ignore[arg-type]
+    ) as turn:
+        if transport == "stdio":
+            assert turn.command is not None
+            head: list[str] = []
+            tail = ["--", *turn.command]  # the command comes last, after "--"
+        else:
+            assert turn.url is not None
+            head, tail = [turn.url, "--header", f"Authorization: Bearer {turn.token}"], []
         if which == "ts-sdk":
-            spec = {
-                "transport": "http",
-                "url": turn.url,
-                "headers": turn.headers(),
-                "calls": [SLOW],
-            }
+            spec: dict[str, Any] = {"calls": [SLOW]}
+            if transport == "stdio":
+                assert turn.command is not None
+                spec.update(transport="stdio", command=turn.command[0], args=turn.command[1:])
+            else:
+                spec.update(transport="http", url=turn.url, headers=turn.headers())
             command = [clients.node, str(TS_CLIENT)]
             stdin = json.dumps(spec).encode()
             env = {
@@ -55,15 +73,14 @@ async def _close_under(clients: Clients, tmp: Path, which: str) -> tuple[str, li
                 clients.node,
                 str(clients.inspector_js),
                 "--cli",
-                turn.url,
-                "--header",
-                f"Authorization: Bearer {turn.token}",
+                *head,
                 "--method",
                 "tools/call",
                 "--tool-name",
                 "slow.wait",
                 "--tool-arg",
                 "seconds=30",
+                *tail,
             ]
             stdin = b""
             env = {**os.environ, "HOME": str(tmp), "MCP_CATALOG_PATH": str(tmp / "catalog.json")}
@@ -85,10 +102,11 @@ async def _close_under(clients: Clients, tmp: Path, which: str) -> tuple[str, li
     return output.decode(), [(r.tool, str(r.outcome), str(r.reason)) for r in records]
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
 @pytest.mark.parametrize("which", ["ts-sdk", "inspector"])
 async def test_a_call_running_when_the_turn_closes_is_answered_at_once(
-    clients: Clients, tmp_path: Path, which: str
+    clients: Clients, tmp_path: Path, which: str, transport: str
 ) -> None:
-    output, records = await _close_under(clients, tmp_path, which)
+    output, records = await _close_under(clients, tmp_path, which, transport)
     assert UNANSWERED in output and "timed out" not in output, output[-2000:]
     assert records == [("slow.wait", "cancelled", "cancelled")]
