@@ -351,6 +351,21 @@ def test_sharedos_run_shows_a_bundle_url_without_its_credential(
     assert "token=***" in ran.stderr and "the-bearer-secret" not in ran.stderr, ran.stderr
 
 
+def test_sharedos_run_refuses_a_credential_over_plain_http_in_one_line(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A bundle URL whose credential would cross the network in clear (plain http:// to
+    another machine) stops `sharedos run` with one masked line, no traceback, no request."""
+    host = _host_file(tmp_path, signer)
+    text = host.read_text(encoding="utf-8")
+    url = "http://bundles.example/bundle.json?token=the-bearer-secret"
+    host.write_text(text.replace('bundle = "./pub"', f'bundle = "{url}"'), encoding="utf-8")
+    ran = _run_host(host, tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    assert "error: [policy] bundle:" in ran.stderr and "Traceback" not in ran.stderr
+    assert "the-bearer-secret" not in ran.stderr, ran.stderr
+
+
 def test_a_bundle_url_from_the_environment_is_fetched_as_a_url(
     tmp_path: Path, signer: Signer, bundle_server: tuple[str, dict[str, Any]]
 ) -> None:
