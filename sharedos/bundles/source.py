@@ -278,7 +278,7 @@ def in_clear(url: str) -> bool:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
     except ValueError:
         return False
-    return scheme == "http" and _sends_credential(url) and not _on_this_machine(url)
+    return scheme == "http" and _sends_credential(url) and not on_this_machine(url)
 
 
 def _sends_credential(url: str) -> bool:
@@ -297,7 +297,7 @@ def _sends_credential(url: str) -> bool:
     )
 
 
-def _on_this_machine(url: str) -> bool:
+def on_this_machine(url: str) -> bool:
     """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
     import ipaddress
 

@@ -51,6 +51,7 @@ from pydantic import (
 )
 
 from sharedos import textfile
+from sharedos.bundles.source import on_this_machine as is_loopback
 from sharedos.errors import UpstreamError
 from sharedos.tomlpos import key_positions, locate, value_message
 
@@ -434,22 +435,6 @@ class UpstreamConfig(BaseModel):
 
 def _without_query(url: str) -> str:
     return url.split("?", 1)[0]
-
-
-def is_loopback(url: str) -> bool:
-    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
-    import ipaddress
-
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _plain_http_elsewhere(url: str) -> bool:

@@ -159,7 +159,7 @@ class InsecureEndpoint(UpstreamError, httpx2.HTTPError):
 
 def insecure_endpoint(url: str) -> InsecureEndpoint | None:
     """The refusal for an OAuth request to ``url``, or None when it may be sent there."""
-    from sharedos.upstream.config import is_loopback
+    from sharedos.bundles.source import on_this_machine as is_loopback
 
     try:
         scheme = httpx2.URL(url).scheme
