@@ -253,7 +253,9 @@ def test_concurrent_calls_share_commits_and_each_keeps_its_record(pg_url: str) -
     from tests.evidence.test_decision_context import RUN, _ok  # noqa: F401
 
     store = open_store(pg_url)
-    host = one_tool_host(store)
+    # what is measured is grouping, not the deadline: 200 calls queued at once on a busy
+    # machine could wait past the default 2 s and be refused (evidence_unavailable)
+    host = one_tool_host(store, evidence_timeout_s=60.0)
     db = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]
 
     def commits() -> int:
