@@ -62,6 +62,9 @@ CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
 #: most tools/list pages followed (a paginator that never ends cannot hang a turn)
 MAX_LIST_PAGES = 50
+#: after a call times out, the session must answer a ping within this (or the call's own
+#: timeout, if shorter), or it is ended and opened again before the next call
+PING_S = 5.0
 _STDERR_TAIL = 20
 #: characters of one stderr line read at once; the rest of a longer line is dropped unread
 #: into memory (a line that never ends cannot grow the host)
@@ -720,11 +723,20 @@ class UpstreamConnection:
                         name, arguments, progress_callback=callback
                     )
         except TimeoutError:
-            raise UpstreamFailure(
-                ReasonCode.UPSTREAM_TIMEOUT,
+            why = (
                 f"upstream {self.config.id!r} did not answer {name} within {timeout:g} s; "
-                "the upstream request was cancelled",
-            ) from None
+                "the upstream request was cancelled"
+            )
+            waited = min(PING_S, timeout)
+            if not await self._answers_ping(client, waited):
+                # hung as a whole (its loop blocked, a deadlock): every later call of every
+                # turn would wait out its timeout too, for the life of the pooled session
+                why += (
+                    f"; it did not answer a ping within {waited:g} s either, so its session "
+                    "is ended and opened again before the next call"
+                )
+                self._mark_broken(f"it answered neither {name} nor a ping in time")
+            raise UpstreamFailure(ReasonCode.UPSTREAM_TIMEOUT, why) from None
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
@@ -766,6 +778,20 @@ class UpstreamConnection:
                 f"{type(result).__name__}, not a tool result",
             )
         return result
+
+    async def _answers_ping(self, client: Client, within: float) -> bool:
+        """Does the session still answer (a ping, within ``within`` seconds)? An error
+        answer is an answer: only silence, or a session gone, is a no."""
+        try:
+            with anyio.fail_after(within):
+                await client.session.send_ping()
+        except MCPError:
+            return True
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            return False
+        return True
 
 
 #: characters of an upstream's serverInfo name or version kept (scrubbed first, then cut)

@@ -150,6 +150,10 @@ def serve() -> None:
 def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
     if mode == "never":
         return
+    if mode == "hang":  # stuck as a whole: nothing more is read, not even a ping
+        log({"hung": os.getpid()})
+        time.sleep(600)
+        return
     if mode == "not-a-result":
         answer(rid, {"foo": 1})
     elif mode == "redos-v":  # a string Python's re takes seconds to match against (a|aa)+$
