@@ -50,6 +50,8 @@ from sharedos.pathwalk import (
 from sharedos.policy.paths import MAX_PATH_CHARS
 
 FILES_TOOL_NAMES = ("files.delete", "files.list", "files.read", "files.search", "files.write")
+#: the tool whose policy decides whether a search may look at a file's content
+_READ_TOOL = "files.read"
 MAX_READ_BYTES = 1024 * 1024
 MAX_SEARCH_RESULTS = 1000
 #: the most entries ``files.list`` returns (the first by name); ``truncated`` says there
@@ -338,7 +340,8 @@ class _FilesHandlers:
         The call was authorized on its root; below it, each directory is entered and
         each file matched (its name shown, its content read for ``text``) only when
         the policy would allow this same search rooted there: a subtree a rule
-        forbids stays out of the results, names and content alike.
+        forbids stays out of the results, names and content alike. A file's content is
+        looked at for ``text`` only where the caller may also read that file.
         """
         pattern = str(args["pattern"])
         needle = args.get("text")
@@ -348,11 +351,18 @@ class _FilesHandlers:
         def allowed(path: str) -> bool:
             return permits is None or permits(tool, {**args, "root": path})
 
+        def readable(path: str) -> bool:
+            # ``text`` looks at a file's content: only where the caller may read it. A
+            # search permit alone let a caller refused ``files.read`` (a forbid, or no
+            # permit) confirm a file's content guess by guess ("salary=1", "salary=12"…)
+            return permits is None or permits(_READ_TOOL, {"path": path})
+
         walk = _Walk(
             pattern,
             None if needle is None else str(needle).encode("utf-8"),
             int(args.get("max_results", MAX_SEARCH_RESULTS)),
             allowed,
+            readable,
         )
         with self.sandbox.directory(resource) as fd:
             depth = 0 if resource == "/" else resource.count("/")
@@ -451,6 +461,7 @@ class _Walk:
         needle: bytes | None,
         limit: int,
         allowed: Callable[[str], bool] = lambda path: True,
+        readable: Callable[[str], bool] = lambda path: True,
     ) -> None:
         # NFC, as the names it is matched against: a name typed as a call would name it
         # (``café.txt``) found nothing on disk in NFD, though the search showed it so
@@ -467,6 +478,8 @@ class _Walk:
         self.needle, self.limit = needle, limit
         #: may the caller's search reach this path (a directory to enter, a file to match)?
         self.allowed = allowed
+        #: may the caller read this file (its content looked at for ``text``)?
+        self.readable = readable
         self.matches: list[str] = []
         self.truncated = False
         #: what is left of the search's budgets (``MAX_SEARCH_ENTRIES``, ``..._READ_BYTES``)
@@ -542,7 +555,9 @@ class _Walk:
             found = self._match(path.rpartition("/")[2]) is not None
         if not found or not self.allowed(path):
             return False
-        return self.needle is None or self._contains(dfd, entry.name, path)
+        if self.needle is None:
+            return True
+        return self.readable(path) and self._contains(dfd, entry.name, path)
 
     def _contains(self, dfd: int, name: str, path: str) -> bool:
         assert self.needle is not None

@@ -129,3 +129,39 @@ def test_an_approved_search_finds_what_its_approval_covers(tmp_path: Path) -> No
     assert ran.structured["matches"] == ["/data/archive/2024/b.txt", "/data/archive/a.txt"]
     # and nothing without an approval: the same search again asks anew
     assert anyio.run(go).reason is ReasonCode.APPROVAL_REQUIRED
+
+
+READ_FORBIDDEN_POLICY = """
+namespace files
+requirement files.search { action search; resource path(args.root) }
+requirement files.read   { action read;   resource path(args.path) }
+permit read, search on "/data/**"
+permit search on "/logs/**"
+forbid read on "/data/pay/**"
+"""
+
+
+def test_a_text_search_does_not_read_what_the_caller_may_not_read(tmp_path: Path) -> None:
+    # a search permit let a caller refused files.read confirm a file's content, guess
+    # by guess: the forbid on reading it was overridden by the search's 'text'
+    root = tmp_path / "root"
+    for d in ("data/pay", "logs"):
+        (root / d).mkdir(parents=True)
+    (root / "data" / "pay" / "bob.txt").write_text("salary=123456")
+    (root / "data" / "notes.txt").write_text("salary=unknown")
+    (root / "logs" / "app.log").write_text("salary=123456")
+    registry = ToolRegistry()
+    register_files_tools(registry, root)
+    store = SqliteEvidenceStore(tmp_path / "e.db")
+    host = RuntimeHost(Kernel(compile_source(READ_FORBIDDEN_POLICY, "f.sos"), registry), store)
+    bob = AccessContext(principal="bob")
+    # the names are the search's to show; the content is not
+    assert search(host, bob, root="/data", pattern="*.txt") == [
+        "/data/notes.txt",
+        "/data/pay/bob.txt",
+    ]
+    assert search(host, bob, root="/data", pattern="*", text="salary=1") == []
+    assert search(host, bob, root="/data", pattern="*", text="salary=") == ["/data/notes.txt"]
+    # nor where no rule permits reading at all (default deny)
+    assert search(host, bob, root="/logs", pattern="*.log") == ["/logs/app.log"]
+    assert search(host, bob, root="/logs", pattern="*", text="salary") == []
