@@ -56,10 +56,21 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+#: names of env entries, headers or query parameters that can only be credentials: one
+#: holding token, secret, auth, ... anywhere, or a part (between ``_``, ``-``, ``.``) that
+#: ends in key (``OPENAI_KEY``, ``ACCESS_KEY_ID``, ``MASTERKEY``, ``?key=``) or is a pass
+#: (``DB_PASS``, ``PASSPHRASE``, ``PASSWD``)
+SECRET_NAME_RE = re.compile(
+    r"(token|secret|passw|pwd|auth|cookie|credential|session"
+    r"|keys?(?:$|[_.-])|pass(?:phrase|code)|(?:^|[_.-])pass(?:$|[_.-]))",
+    re.IGNORECASE,
+)
+
 __all__ = [
     "MIN_SECRET_CHARS",
     "NO_SECRETS",
     "REDACTED",
+    "SECRET_NAME_RE",
     "Redactor",
     "encodings",
     "non_object_marker",

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from sharedos import textfile
 from sharedos.errors import BundleDistributionError
-from sharedos.redaction import Redactor
+from sharedos.redaction import SECRET_NAME_RE, Redactor
 
 logger = logging.getLogger("sharedos.bundles")
 
@@ -250,10 +250,19 @@ def shown_url(url: str) -> str:
 _CREDENTIAL_PARAM = re.compile(r"sig|token|secret|passw|pwd|auth|credential|key|session", re.I)
 
 
+def _credential_name(key: str) -> bool:
+    """True when a query parameter named ``key`` (percent-encoded as written) is a
+    credential: by ``_CREDENTIAL_PARAM``, or as an upstream URL's is (``SECRET_NAME_RE``:
+    ``?pass=``, ``?cookie=``), so one name is never a credential in one URL and sent in
+    clear in another."""
+    name = urllib.parse.unquote_plus(key)
+    return bool(_CREDENTIAL_PARAM.search(name) or SECRET_NAME_RE.search(name))
+
+
 def url_credentials(url: str) -> list[str]:
     """The credentials a bundle URL carries, which a host keeps out of what it records and
     prints as it does its other secrets: the password of its user information (the user
-    name when there is none: ``https://TOKEN@host/``), the value of each query parameter named as a credential (``_CREDENTIAL_PARAM``), its fragment. Not
+    name when there is none: ``https://TOKEN@host/``), the value of each query parameter named as a credential (``_credential_name``), its fragment. Not
     every query value, as a message masks them: a presigned URL's ``X-Amz-Algorithm`` or
     date would then be scrubbed from every record, and hold back every tool naming it."""
     try:
@@ -265,7 +274,7 @@ def url_credentials(url: str) -> list[str]:
     found += [
         value
         for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))
-        if _CREDENTIAL_PARAM.search(urllib.parse.unquote_plus(key))
+        if _credential_name(key)
     ]
     return [v for value in found if value for v in {value, urllib.parse.unquote_plus(value)}]
 
@@ -292,7 +301,7 @@ def _sends_credential(url: str) -> bool:
     if parts.netloc.rpartition("@")[0]:
         return True
     return any(
-        value and _CREDENTIAL_PARAM.search(urllib.parse.unquote_plus(key))
+        value and _credential_name(key)
         for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))
     )
 

@@ -53,6 +53,7 @@ from pydantic import (
 from sharedos import textfile
 from sharedos.bundles.source import on_this_machine as is_loopback
 from sharedos.errors import UpstreamError
+from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
 from sharedos.tomlpos import key_positions, locate, value_message
 
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
@@ -62,15 +63,6 @@ RESERVED_NAMESPACES = frozenset({"files", "conformance", "sharedos"})
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-#: names of env entries, headers or query parameters that can only be credentials: one
-#: holding token, secret, auth, ... anywhere, or a part (between ``_``, ``-``, ``.``) that
-#: ends in key (``OPENAI_KEY``, ``ACCESS_KEY_ID``, ``MASTERKEY``, ``?key=``) or is a pass
-#: (``DB_PASS``, ``PASSPHRASE``, ``PASSWD``)
-_SECRET_NAME_RE = re.compile(
-    r"(token|secret|passw|pwd|auth|cookie|credential|session"
-    r"|keys?(?:$|[_.-])|pass(?:phrase|code)|(?:^|[_.-])pass(?:$|[_.-]))",
-    re.IGNORECASE,
-)
 _INTERPOLATION_RE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]")
 
 UPSTREAM_KEYS = frozenset(

@@ -493,3 +493,23 @@ def test_a_bundle_url_carrying_a_credential_to_another_machine_is_https_only(url
     HttpSource("http://bundles.example/b.json?v=2#frag")  # no credential: a signed bundle
     HttpSource("http://ops:pw-canary-0123456789@127.0.0.1:8080/b.json")
     HttpSource("http://localhost:8080/b.json?token=tok-canary-0123456789")
+
+
+@pytest.mark.parametrize("name", ["pass", "db_pass", "passcode", "passphrase", "cookie"])
+def test_a_url_query_parameter_named_as_a_credential_is_one_as_an_upstream_url_says(
+    name: str,
+) -> None:
+    """A bundle, shadow or OTLP URL's query parameter is a credential exactly when an
+    upstream URL's is (``upstreams.md``: "no credential-looking query parameters"): the
+    two read names with different lists, so ``?pass=`` or ``?cookie=`` was refused in an
+    upstream URL yet sent over plain ``http://`` to another machine in a bundle URL or an
+    ``otlp_endpoint``, and its value was not kept as a secret of the run."""
+    from sharedos.bundles.source import in_clear, url_credentials
+
+    value = "canary-0123456789"
+    url = f"http://bundles.example/b.json?{name}={value}"
+    assert value in url_credentials(url)
+    assert in_clear(url)
+    with pytest.raises(SourceError):
+        HttpSource(url)
+    assert not in_clear(url.replace("http://", "https://"))
