@@ -693,7 +693,8 @@ def replay_cmd(
     narrowed, reason changed). Attempts recorded before schema 4 (no decision
     context) and attempts refused before any decision (tool_unavailable,
     not_in_run_policy, invalid_arguments, ...) are counted, not replayed.
-    Exit 0: no recorded decision would change. 1: some would. 2: usage error
+    Exit 0: no recorded decision would change (in the kinds --kind looks
+    for; those that would in the others are counted). 1: some would. 2: usage error
     (a store that cannot be read, a policy that does not compile or load, a
     --turn the store has no record of).
     """
@@ -805,7 +806,8 @@ def shadow_cmd(
     counts by tool and by rule; the attempts decided the same; and the calls
     the candidate failed on. Nothing is decided again (see `replay`).
     Exit 0: every shadow decision matches the enforced one (or none was
-    recorded). 1: some differ, or the candidate failed on some call (what it
+    recorded), in the kinds --kind looks for (those that differ in the others
+    are counted). 1: some differ, or the candidate failed on some call (what it
     would have decided there is not known). 2: usage error (a store that
     cannot be read, a --turn the store has no record of).
     """

@@ -1,6 +1,7 @@
 """``diff``: which requests two policies decide differently, with counterexamples.
 
-Exit codes, like ``diff(1)``: 0 no decision can change; 1 some can (or the
+Exit codes, like ``diff(1)``: 0 no decision can change (in the kinds
+``--kind`` looks for); 1 some can (or the
 analysis could not rule it out: its gaps are listed); 2 usage error, or OLD or
 NEW does not compile or load; 3 internal error.
 """
@@ -115,7 +116,8 @@ def diff_cmd(
     with both decisions and the rules responsible, grouped by tool, action,
     pattern and kind (widened, narrowed, reason changed), and decided twice
     by the real evaluator before it is printed.
-    Exit 0: no decision can change. 1: some can, or the analysis is
+    Exit 0: no decision can change (in the kinds --kind looks for; those
+    that change in the others are counted). 1: some can, or the analysis is
     incomplete for a construct it lists. 2: usage error, or OLD or NEW does
     not compile or load. 3: internal error.
     """
