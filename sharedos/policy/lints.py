@@ -1006,7 +1006,64 @@ def _bool_problem(op: str, operands: Sequence[ast.Expr]) -> str | None:
             if op == "and"
             else "always holds: it accepts something and its negation"
         )
+    if op == "and":
+        problem = _value_set_problem(operands)
+        if problem is not None:
+            return problem
     return _range_problem(op, operands)
+
+
+def _literal_value(expr: ast.Expr) -> Any:
+    """A literal's value as the evaluator compares it (``1 == 1.0``, ``1 != true``), or
+    None when ``expr`` is not a literal."""
+    if not isinstance(expr, ast.Literal) or expr.value is None:
+        return None
+    v = expr.value
+    number = isinstance(v, int | float) and not isinstance(v, bool)
+    return ("number", v) if number else (type(v).__name__, v)
+
+
+def _value_set(test: ast.Expr) -> tuple[str, frozenset[Any]] | None:
+    """``x == "a"``, ``"a" == x``, ``x in ["a", "b"]`` (literals only): the attribute and
+    the values the test holds for (None: not such a test)."""
+    if not isinstance(test, ast.Compare):
+        return None
+    if test.op == "==":
+        ref, lit = test.left, test.right
+        if isinstance(lit, ast.Ref):
+            ref, lit = lit, ref
+        value = _literal_value(lit)
+        if isinstance(ref, ast.Ref) and value is not None:
+            return ref.dotted, frozenset({value})
+    elif (
+        test.op == "in" and isinstance(test.left, ast.Ref) and isinstance(test.right, ast.ListExpr)
+    ):
+        values = [_literal_value(item) for item in test.right.items]
+        if values and all(v is not None for v in values):
+            return test.left.dotted, frozenset(values)
+    return None
+
+
+def _value_set_problem(operands: Sequence[ast.Expr]) -> str | None:
+    """An ``and`` of ``==``/``in`` tests of one attribute, and of their negations, that no
+    value meets: ``context.tenant == "a" and context.tenant in ["b", "c"]``,
+    ``x in ["a", "b"] and x not in ["b", "a"]``."""
+    allowed: dict[str, frozenset[Any]] = {}
+    excluded: dict[str, frozenset[Any]] = {}
+    for operand in operands:
+        test, positive = _polarity(operand)
+        found = _value_set(test)
+        if found is None:
+            continue
+        key, values = found
+        if positive:
+            allowed[key] = allowed[key] & values if key in allowed else values
+        else:
+            excluded[key] = excluded.get(key, frozenset()) | values
+    for key, values in allowed.items():
+        if not values - excluded.get(key, frozenset()):
+            return f"can never hold: no value of {key} meets all its tests"
+    return None
 
 
 #: a range of numbers: (low, low included, high, high included); infinite ends

@@ -648,6 +648,31 @@ def test_a_forbid_whose_conditions_contradict_each_other_is_constant(rule: str) 
     assert codes(rule) == ["SOS508"], rule
 
 
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # 'in' a list of literals restricts an attribute to its values, as '==' does
+        'forbid read on "/a/**" when context.tenant == "a" and context.tenant in ["b", "c"]\n',
+        'forbid read on "/a/**" when context.tenant in ["a"] and context.tenant in ["b", "c"]\n',
+        # 'not in' negates 'in' whatever the order of the list
+        'forbid read on "/a/**" when context.tenant in ["a", "b"]'
+        ' and context.tenant not in ["b", "a"]\n',
+        'forbid read on "/a/**" when context.tenant == "a" and context.tenant not in ["a", "c"]\n',
+        'forbid read on "/a/**" when context.tenant == "a" unless context.tenant in ["a", "b"]\n',
+        'forbid read on "/a/**" when context.tenant in ["a"] unless context.tenant == "a"\n',
+    ],
+)
+def test_a_forbid_whose_list_tests_contradict_each_other_is_constant(rule: str) -> None:
+    assert codes(rule) == ["SOS508"], rule
+    for fine in (
+        'forbid read on "/a/**" when context.tenant in ["a", "b"] and context.tenant != "a"\n',
+        'forbid read on "/a/**" when context.tenant == "a" unless context.tenant in ["b"]\n',
+        'forbid read on "/a/**" when context.tenant in ["a", "b"] and context.tenant in ["b"]\n',
+        'forbid read on "/a/**" when context.tenant in ["a", args.t] and context.tenant == "b"\n',
+    ):
+        assert codes(fine) == [], fine
+
+
 def test_when_and_unless_that_can_both_hold_are_not_reported() -> None:
     body = 'condition admin = "admin" in context.roles\n'
     for fine in (
