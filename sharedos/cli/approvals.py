@@ -103,7 +103,8 @@ def _common(fn: Any) -> Any:
         "host_file",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="The host file: its [evidence] url, and [approvals] approvers and groups.",
+        help="The host file: its [evidence] url, and [approvals] approvers, groups and "
+        "approval_ttl_s (an approval is approved no longer than that after its answer).",
     )(fn)
     fn = click.option(
         "--db",

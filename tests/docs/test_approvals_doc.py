@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from sharedos.cli.policy import main as policy_cli
@@ -27,3 +28,17 @@ def test_the_example_checks_and_its_tests_pass(tmp_path: Path) -> None:
     tested = CliRunner().invoke(policy_cli, ["test", str(policy)])
     assert tested.exit_code == 0, tested.output
     assert "2 passed, 0 failed" in tested.output
+
+
+def test_the_host_file_option_says_what_of_the_host_file_is_used() -> None:
+    """``--host-file`` of ``approvals list|show|approve|deny`` judges an approval's status
+    by the host's ``approval_ttl_s`` (docs/approvals.md); its ``--help`` named only the
+    url, approvers and groups, so ``list`` showing an approval ``expired`` with the host
+    file and ``approved`` without it had no explanation there."""
+    from sharedos.cli.approvals import approvals
+
+    assert "approval_ttl_s" in DOC.read_text(encoding="utf-8")
+    for name in ("list", "show", "approve", "deny"):
+        command = approvals.commands[name]
+        (option,) = [p for p in command.params if p.name == "host_file"]
+        assert isinstance(option, click.Option) and "approval_ttl_s" in (option.help or ""), name
