@@ -179,7 +179,11 @@ async def _close(
             says_writable=False,
         )
     sealed = await _off_loop(
-        "seal", turn_id, lambda: seal_closed(store, turn_id), timeout_s, report
+        "seal",
+        turn_id,
+        lambda: seal_closed(store, turn_id) or "sealed already",
+        timeout_s,
+        report,
     )
     if sealed is None and owe is not None:
         owe(lambda: seal_late(store, turn_id, closed_at, opening), turn_id)
@@ -215,32 +219,51 @@ class _StillOpen(Exception):
     """The turn has an approval still open at its seal (one asked as the turn closed)."""
 
 
+class _Sealed(Exception):
+    """The turn's chain holds a seal already (a write given up on as it timed out landed)."""
+
+
 #: how many times the seal expires an approval asked as it was being written, and tries again
 SEAL_TRIES = 5
 
 
-def seal_closed(store: Any, turn_id: str, closed_at: str | None = None) -> str:
+def seal_closed(store: Any, turn_id: str, closed_at: str | None = None) -> str | None:
     """Seal the turn with none of its approvals open: the seal is written only on a chain
     with no approval pending or approved and unused (checked with nothing appended between
     the check and the seal, ``append_approval``'s ``check``). A request that a call of the
     turn wrote after ``expire_open_approvals`` read — a call the close did not stop, a
-    stdio bridge that has not seen the close yet — is expired too, then the seal written."""
+    stdio bridge that has not seen the close yet — is expired too, then the seal written.
+
+    None, and nothing written, when the chain holds a seal already (checked atomically with
+    the append too): the close's seal, given up on as it waited for a lock, and the owed
+    one written in its place (``seal_late``) may both be under way at once."""
+    has_seal = getattr(store, "has_seal", None)
     if not callable(getattr(store, "append_approval", None)):  # a store without approvals
+        if callable(has_seal) and has_seal(turn_id):
+            return None
         return str(store.seal_turn(turn_id, closed_at))
     from sharedos.evidence.approvals import ApprovalLedger
 
     ledger = ApprovalLedger(store)
 
+    def unsealed() -> None:
+        if callable(has_seal) and has_seal(turn_id):
+            raise _Sealed
+
     def none_open() -> None:
+        unsealed()
         if any(a.status in ("pending", "approved") for a in ledger.for_turn(turn_id)):
             raise _StillOpen
 
-    for _ in range(SEAL_TRIES):
-        try:
-            return str(store.seal_turn(turn_id, closed_at, none_open))
-        except _StillOpen:
-            expire_open_approvals(store, turn_id)
-    return str(store.seal_turn(turn_id, closed_at))
+    try:
+        for _ in range(SEAL_TRIES):
+            try:
+                return str(store.seal_turn(turn_id, closed_at, none_open))
+            except _StillOpen:
+                expire_open_approvals(store, turn_id)
+        return str(store.seal_turn(turn_id, closed_at, unsealed))
+    except _Sealed:
+        return None
 
 
 def seal_late(

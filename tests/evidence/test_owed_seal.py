@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.evidence.stores)
 """A turn that closes while the store refuses writes is sealed once the store answers.
 
 Before, a seal refused as the turn closed (another process holding the write
@@ -27,6 +28,7 @@ from sharedos.kernel import AccessContext, RuntimeHost, ToolCall
 from sharedos.outcomes import Outcome
 from sharedos.toolpolicy import RunMode, ToolPolicy
 from tests.evidence.conftest import one_tool_host
+from tests.evidence.stores import Opener, backend, opener  # noqa: F401  (fixtures)
 from tests.timing import bound
 
 pytestmark = pytest.mark.anyio
@@ -338,3 +340,47 @@ async def test_calls_given_up_on_under_a_lock_are_recorded_before_the_seal(
     assert kinds == ["open", *["attempt", "outcome"] * 9, "seal"], kinds
     assert {r.call_id for r in store.query(turn_id="T1")} == {f"c{i}" for i in range(9)}
     assert verify_store(store, "T1", require_seal=True).clean
+
+
+def test_an_owed_seal_written_while_the_given_up_seal_is_still_in_flight_stands_down(
+    opener: Opener,
+) -> None:
+    """The close's seal gave up on its wait (a write ahead of it held the store) but its
+    thread went on waiting; the owed seal looked (no seal yet) and queued behind it. Once
+    the store answered, both were written: two seals on one chain, which verify took as
+    clean. A seal now checks for one atomically with its append, and stands down."""
+    import threading
+
+    from sharedos.evidence.appender import Opening
+    from sharedos.evidence.turns import seal_closed
+
+    store = opener()
+    store.open_turn(Opening(turn_id="T1", opened_at="2026-01-01T00:00:00Z"))
+    looked = threading.Event()
+    has_seal = store.has_seal
+
+    def has_seal_then_say(turn_id: str) -> bool:
+        found = has_seal(turn_id)
+        looked.set()
+        return found
+
+    results: dict[str, Any] = {}
+    with store.appender.lock:  # a write under way, stuck on the store
+        # the close's seal: given up on by the turn, its thread still waits behind that write
+        first = threading.Thread(target=lambda: results.update(first=seal_closed(store, "T1")))
+        first.start()
+        store.has_seal = has_seal_then_say  # type: ignore[method-assign]
+        late = threading.Thread(
+            target=lambda: results.update(late=seal_late(store, "T1", "2026-01-01T00:00:01Z"))
+        )
+        late.start()
+        assert looked.wait(bound(5.0))  # the owed seal saw no seal yet
+        store.has_seal = has_seal  # type: ignore[method-assign]
+        time.sleep(0.05)  # both queue behind the write (their order does not matter)
+    first.join(bound(10.0))
+    late.join(bound(10.0))
+    kinds = [lk.kind for lk in store.iter_links("T1")]
+    assert kinds.count("seal") == 1, kinds
+    assert [k for k in ("first", "late") if results.get(k)] != [], results
+    report = verify_store(store, "T1", require_seal=True)
+    assert report.clean and report.sealed == 1, [p.to_dict() for p in report.problems]
