@@ -559,6 +559,11 @@ def _check_seals(
     """Stage 4, the seal: signed by a trusted key (with keys), present when required."""
     seals = [lk for lk in chain if lk.kind == "seal"]
     report.sealed = bool(seals)
+    for seal in seals[1:]:
+        # a turn closes once: no host writes a second seal (``seal_closed`` checks for one
+        # atomically with its append), and one appended after rows past the first would
+        # vouch for what the first did not
+        add("inserted", seal, seal.pos, "a second seal (a turn is sealed once)")
     if public_keys is not None:
         for seal in seals:
             key_id = seal.values[SEAL_FIELDS.index("key_id")] if seal.values else None

@@ -336,6 +336,14 @@ def test_rows_after_the_seal_extend_the_chain(store: Any, turn: dict[str, int]) 
     assert verify_store(store).clean
 
 
+def test_a_second_seal_is_found(store: Any, turn: dict[str, int]) -> None:
+    """A turn is sealed once: a second seal (two writers of the seal racing, as the close's
+    given-up seal and the owed one did) is a finding, not a clean turn."""
+    store.seal_turn("T", closed_at="2026-12-02T10:00:03.000000Z")
+    assert found(store) == [("inserted", 10)]
+    assert verify_store(store, "U").clean
+
+
 # -- signed seals ----------------------------------------------------------------------------
 
 
