@@ -4,7 +4,7 @@ Every pinned CLI takes the prompt as a positional argument and parses a leading
 ``-`` as one of its own options: ``--version`` as the prompt printed the CLI's
 version and ran no turn (Claude Code, Codex, Pi), dsh printed its help, and
 ``-x is wrong`` was an "unknown option". Pi also reads a leading ``@`` as a file
-to attach. The quick check is in ``test_recipes.py``; this one drives the real
+to attach, and Codex and dsh a prompt of just ``-`` as "read it from stdin". The quick check is in ``test_recipes.py``; this one drives the real
 CLIs (stress: a turn of each).
 """
 
@@ -25,7 +25,7 @@ HARNESSES = ("claude-code", "codex", "pi", "pi-adapter", "dsh")
 
 @pytest.mark.parametrize("harness", HARNESSES)
 @pytest.mark.parametrize(
-    "prompt", ["--version: reply with the word done", "@notes.md reply with the word done"]
+    "prompt", ["--version: reply with the word done", "@notes.md reply with the word done", "-"]
 )
 async def test_a_prompt_that_looks_like_a_flag_reaches_the_model(
     tmp_path: Path, harness: str, prompt: str

@@ -182,8 +182,26 @@ def test_the_prompt_is_never_read_as_a_flag_of_the_cli(
         host_env=HOST_ENV,
         command=("/bin/harness",),
     )
-    assert launch.argv[-3:] == ["--verbose-extra", "--", prompt]
-    assert launch.argv.count(prompt) == 1
+    given = " -" if prompt == "-" else prompt  # test_a_prompt_of_just_a_dash_is_no_stdin_marker
+    assert launch.argv[-3:] == ["--verbose-extra", "--", given]
+    assert launch.argv.count(given) == 1
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "codex", "pi", "pi-adapter", "dsh"])
+def test_a_prompt_of_just_a_dash_is_no_stdin_marker(tmp_path: Path, kind: str) -> None:
+    """Codex and dsh read a task of ``-`` as "the prompt is on stdin", even after ``--``
+    (measured: "No prompt provided via stdin.", "a task is required"; exit 1, no model
+    request): stdin is closed, so the prompt is given as `` -``."""
+    launch = recipes.prepare(
+        HarnessConfig(id=kind, kind=kind),  # type: ignore[arg-type]
+        bridge=HTTP,
+        turn_dir=turn_dir(tmp_path),
+        prompt="-",
+        model_url="http://127.0.0.1:40002",
+        host_env=HOST_ENV,
+        command=("/bin/harness",),
+    )
+    assert launch.argv[-2:] == ["--", " -"]
 
 
 @pytest.mark.parametrize("kind", ["pi", "pi-adapter"])

@@ -148,8 +148,12 @@ def task_argv(prompt: str) -> list[str]:
     otherwise be parsed as a flag of the CLI (measured: Claude Code 2.1.332 printed its
     version, Codex 0.171.0 too, dsh its help), and never reach the model. All five
     pinned CLIs end their options at ``--``.
+
+    A prompt of just ``-`` is still read as "the prompt is on stdin" after ``--``
+    (measured: Codex 0.171.0 "No prompt provided via stdin.", dsh 0.2.1-rc.2 "a task
+    is required", exit 1, no model request; stdin is closed): it is given as `` -``.
     """
-    return ["--", prompt]
+    return ["--", " -" if prompt == "-" else prompt]
 
 
 def check_paths(kind: str, parts: tuple[str, ...]) -> None:
