@@ -148,6 +148,12 @@ def _number(v: Any) -> bool:
     return type(v) is int or type(v) is float
 
 
+def _finite(v: Any) -> bool:
+    """Not NaN nor an infinity (an int is always finite, however large: math.isfinite
+    would raise OverflowError past a float's range)."""
+    return type(v) is not float or math.isfinite(v)
+
+
 def equal(a: Any, b: Any) -> bool:
     """``==``: booleans never equal numbers at any depth, ``null`` only ``null``,
     lists element-wise, objects key by key; a non-finite number is an error."""
@@ -157,7 +163,7 @@ def equal(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     if _number(a) and _number(b):
-        if not (math.isfinite(a) and math.isfinite(b)):
+        if not (_finite(a) and _finite(b)):
             raise Err("non-finite number")
         return bool(a == b)
     if ta is str or tb is str:
@@ -316,7 +322,7 @@ def compile_expr(e: Expr, named: dict[str, Expr]) -> Fn:
             a, b = left(env), right(env)
             if not (_number(a) and _number(b)):
                 raise Err("orders numbers")
-            if not (math.isfinite(a) and math.isfinite(b)):
+            if not (_finite(a) and _finite(b)):
                 raise Err("non-finite number")
             if op == "<":
                 return bool(a < b)

@@ -53,3 +53,23 @@ def test_template_holes_resolve_as_documented(
             args = {"owner": "o", "repo": "r", "queue": "q", "id": "1", key: hole}
             want = policy.decide(tool, args, ctx).reason.value
             assert ref.decide(tool, args, ctx) == want, (tool, key)
+
+
+def test_an_integer_past_a_floats_range_is_a_finite_number() -> None:
+    # math.isfinite(10**400) raises OverflowError: the reference took the comparison
+    # for an error (a permit then did not apply) where the engine compares exactly
+    from benchmarks.workload_random import DSTAR, RESOURCES, L, LangRule, R, RandomWorkload, lit_seg
+
+    n_ref = R("args", "n")
+    rules = [
+        LangRule("p", "permit", ("read",), True, (lit_seg("d"), DSTAR), ("cmp", ">", n_ref, L(2))),
+        LangRule("q", "permit", ("read",), True, (lit_seg("e"), DSTAR), ("cmp", "==", n_ref, L(2))),
+    ]
+    tools = {"ws.read": "read"}
+    wl = RandomWorkload("x", "ws", tools, {"ws.read": RESOURCES["ws.read"]}, ("read",), {}, rules)
+    ref = LangReference.from_workload(wl)
+    policy = compile_source(policy_text(wl), "x.sos")
+    for path in ("/d/x", "/e/x"):
+        for n in (10**400, -(10**400), 2):
+            call = ("ws.read", {"path": path, "n": n}, {})
+            assert ref.decide(*call) == policy.decide(*call).reason.value, (path, n)
