@@ -38,6 +38,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sharedos.policy import ast
@@ -349,19 +350,14 @@ def _lint_values(
                 )
             left = schemas(node.left)
             if left and isinstance(node.left, ast.Ref) and isinstance(node.right, ast.ListExpr):
-                for item in node.right.items:
-                    if not isinstance(item, ast.Literal):
-                        continue
-                    why = _never(left, item.value)
-                    if why is not None:
-                        out.warn(
-                            "SOS502",
-                            f"{node.left.dotted} {why}, never the {value_kind(item.value)} "
-                            f"{_shown(item.value)}: this element of the list never matches it "
-                            f"('{node.op}')",
-                            item.span,
-                            _value_hint(left, item.value),
-                        )
+                _lint_listed_values(
+                    node.right,
+                    node.left.dotted,
+                    partial(_never, left),
+                    partial(_value_hint, left),
+                    f"'{node.op}'",
+                    out,
+                )
         else:
             _lint_order(node, schemas, out)
 
@@ -394,19 +390,39 @@ def _lint_list_functions(
         if not (isinstance(listed, ast.ListExpr) and isinstance(ref, ast.Ref)):
             continue
         found = schemas(ref)
-        for item in listed.items:
-            if not isinstance(item, ast.Literal):
-                continue
-            why = _never_an_element(found, item.value)
-            if why is not None:
-                out.warn(
-                    "SOS502",
-                    f"every element of {ref.dotted} {why}, never the {value_kind(item.value)} "
-                    f"{_shown(item.value)}: this element of the list never matches it "
-                    f"({node.func})",
-                    item.span,
-                    _element_hint(found, item.value),
-                )
+        _lint_listed_values(
+            listed,
+            f"every element of {ref.dotted}",
+            partial(_never_an_element, found),
+            partial(_element_hint, found),
+            node.func,
+            out,
+        )
+
+
+def _lint_listed_values(
+    listed: ast.ListExpr,
+    subject: str,
+    never: Callable[[Any], str | None],
+    hint: Callable[[Any], str | None],
+    how: str,
+    out: _Out,
+) -> None:
+    """SOS502 on each literal of ``listed`` that ``subject`` can never match: ``never(v)``
+    says why (None: it can), ``hint(v)`` the fix; ``how`` names the test (``'in'``,
+    ``any_in``)."""
+    for item in listed.items:
+        if not isinstance(item, ast.Literal):
+            continue
+        why = never(item.value)
+        if why is not None:
+            out.warn(
+                "SOS502",
+                f"{subject} {why}, never the {value_kind(item.value)} {_shown(item.value)}: "
+                f"this element of the list never matches it ({how})",
+                item.span,
+                hint(item.value),
+            )
 
 
 def _never(found: Sequence[AttrSchema], value: Any) -> str | None:

@@ -51,7 +51,7 @@ from pydantic import (
 )
 
 from sharedos import textfile
-from sharedos.bundles.source import on_this_machine as is_loopback
+from sharedos.bundles.source import on_this_machine
 from sharedos.errors import UpstreamError
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
 from sharedos.tomlpos import key_positions, locate, value_message
@@ -353,7 +353,7 @@ class UpstreamConfig(BaseModel):
         """How this upstream's path resources are checked: ``path_check``, or its default."""
         if self.path_check is not None:
             return self.path_check
-        if self.transport == "stdio" or is_loopback(self.url or ""):
+        if self.transport == "stdio" or on_this_machine(self.url or ""):
             return "local"
         return "unchecked"
 
@@ -435,7 +435,7 @@ def _plain_http_elsewhere(url: str) -> bool:
         scheme = urlsplit(url).scheme
     except ValueError:
         return False
-    return scheme == "http" and not is_loopback(url)
+    return scheme == "http" and not on_this_machine(url)
 
 
 class UpstreamConfigProblems(UpstreamError, ValueError):

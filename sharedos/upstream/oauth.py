@@ -159,13 +159,13 @@ class InsecureEndpoint(UpstreamError, httpx2.HTTPError):
 
 def insecure_endpoint(url: str) -> InsecureEndpoint | None:
     """The refusal for an OAuth request to ``url``, or None when it may be sent there."""
-    from sharedos.bundles.source import on_this_machine as is_loopback
+    from sharedos.bundles.source import on_this_machine
 
     try:
         scheme = httpx2.URL(url).scheme
     except (httpx2.InvalidURL, ValueError):
         scheme = ""
-    if scheme == "https" or (scheme == "http" and is_loopback(url)):
+    if scheme == "https" or (scheme == "http" and on_this_machine(url)):
         return None
     return InsecureEndpoint(
         f"{url} is not an https:// address: OAuth sends tokens and client secrets over TLS "
