@@ -13,6 +13,7 @@ No token is ever put in a message or an exception.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 import webbrowser
@@ -72,8 +73,11 @@ class _MemoryStorage:
         self.client = client_info
 
 
-async def _one_callback(listener: Any, wait_s: float) -> dict[str, str]:
-    """Serve the loopback redirect: the first ``GET /callback?...`` gets a page, its query back."""
+async def _one_callback(listener: Any, wait_s: float, state: str | None) -> dict[str, str]:
+    """Serve the loopback redirect: the first ``GET /callback?...`` carrying ``state`` (any,
+    when None) gets a page and its query back. Another process on this machine that finds
+    the port cannot end the sign-in early: a callback with another state is answered 400
+    and the wait goes on."""
     from anyio.streams.buffered import BufferedByteReceiveStream
 
     with anyio.fail_after(wait_s):
@@ -94,6 +98,16 @@ async def _one_callback(listener: Any, wait_s: float) -> dict[str, str]:
                     )
                     continue
                 query = {k: v[0] for k, v in parse_qs(target.query).items()}
+                if state is not None and not hmac.compare_digest(
+                    query.get("state", "").encode(), state.encode()
+                ):
+                    body = b"SharedOS: this is not the sign-in this address waits for."
+                    await conn.send(
+                        b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                        + body
+                    )
+                    continue
                 ok = "code" in query
                 body = (
                     b"SharedOS: signed in. You can close this window."
@@ -188,7 +202,9 @@ async def login(
             webbrowser.open(url)
 
     async def callback_handler() -> AuthorizationCodeResult:
-        query = await _one_callback(listener, wait_s)
+        # the state this sign-in sent: a callback carrying another is not this sign-in's
+        sent = parse_qs(urlsplit(seen[-1]).query).get("state", [None])[0] if seen else None
+        query = await _one_callback(listener, wait_s, sent)
         if "code" not in query:
             error = query.get("error", "no code")[:80]
             raise OAuthError(f"the authorization server did not authorize {principal!r} ({error})")

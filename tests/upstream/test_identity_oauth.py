@@ -164,8 +164,9 @@ class Login:
     url: str
 
 
-def login(host: Path, principal: str, *, deny: bool = False) -> Login:
-    """Run ``sharedos upstream login docs --principal P`` and act as P's browser."""
+def login(host: Path, principal: str, *, deny: bool = False, stray: bool = False) -> Login:
+    """Run ``sharedos upstream login docs --principal P`` and act as P's browser (``stray``:
+    another local process hits the loopback callback first, with a state of its own)."""
     proc = subprocess.Popen(
         [
             *(SHAREDOS, "upstream", "login", "docs", "--host-config", str(host)),
@@ -185,6 +186,11 @@ def login(host: Path, principal: str, *, deny: bool = False) -> Login:
             break
     if url:
         with httpx2.Client(trust_env=False, timeout=30) as browser:
+            if stray:
+                port = re.search(r"redirect_uri=http%3A%2F%2F127\.0\.0\.1%3A(\d+)", url)
+                assert port is not None, url
+                forged = f"http://127.0.0.1:{port.group(1)}/callback?code=forged&state=guess"
+                assert browser.get(forged).status_code == 400
             page = browser.get(url, follow_redirects=True)  # the AS's sign-in page
             assert page.status_code == 200 and "/consent" in str(page.url), page.text
             consent = f"{page.url}&user={principal}" + ("&deny=1" if deny else "")
@@ -258,6 +264,18 @@ async def test_login_runs_pkce_and_the_upstream_serves_alice_as_alice(
         text=True,
     )
     assert "docs:oauth:alice" in listed.stdout, listed.stdout + listed.stderr
+
+
+async def test_a_stray_callback_with_another_state_does_not_end_the_sign_in(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """Another process that finds the login's loopback port cannot abort the sign-in: its
+    callback (any code, a state it guessed) is answered 400 and the real one completes."""
+    host = write_host(tmp_path, servers)
+    done = await anyio.to_thread.run_sync(lambda: login(host, "alice", stray=True))
+    assert done.rc == 0, done.err
+    assert "signed in: alice at upstream docs" in done.out
+    assert servers.issued("alice")[-1] == "authorization_code"
 
 
 async def test_two_principals_in_concurrent_turns_each_reach_the_upstream_as_themselves(
