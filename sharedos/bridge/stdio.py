@@ -60,6 +60,17 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
         from sharedos.policy import compile_paths
 
         policy = compile_paths(turn.rules)
+    if turn.policy_hash is not None and str(policy.bundle_hash) != turn.policy_hash:
+        # The rules or bundle were read again at this launch (a harness relaunching its
+        # MCP server mid-turn, a rollout into the same file meanwhile): a policy that
+        # publishes the same catalogue passes the catalogue check, and its decisions were
+        # recorded in a turn the host opened, and named, under another policy.
+        raise TurnFileError(
+            f"policy drift: the host opened this turn under policy {turn.policy_hash[:12]}…, "
+            f"{'the bundle' if turn.bundle is not None else 'the rules'} now read "
+            f"{str(policy.bundle_hash)[:12]}…; refusing to serve (a new policy applies to "
+            "turns opened after it)"
+        )
     registry = ToolRegistry()
     if "files" in turn.tool_sets:
         if turn.sandbox_root is None:

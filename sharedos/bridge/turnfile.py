@@ -130,6 +130,9 @@ class TurnFile(BaseModel):
     sandbox_root: Path | None = None
     open_marker: Path
     catalog_hash: str | None = None
+    #: a standalone turn: the bundle hash of the policy the host opened the turn under (its
+    #: rules or bundle are read again when the bridge launches: they must still be that policy)
+    policy_hash: str | None = None
     server_name: str = "sharedos"
     portable_names: bool = False
     #: SystemIdentity stored on every evidence record of the turn (never read by a decision)
@@ -156,6 +159,12 @@ class TurnFile(BaseModel):
                 "a turn file needs tool_policy or run_policy (the name of a toolpolicy)"
             )
         return self
+
+
+def _policy_hash(runtime_host: Any) -> str | None:
+    """The bundle hash of the host's policy (None: a runtime without a kernel)."""
+    found = getattr(getattr(runtime_host, "kernel", None), "policy_hash", None)
+    return str(found) if found is not None else None
 
 
 def _approval_settings(runtime_host: Any) -> dict[str, JsonValue] | None:
@@ -322,6 +331,7 @@ async def open_stdio_turn(
                 sandbox_root=launch.sandbox_root.resolve() if launch.sandbox_root else None,
                 open_marker=marker,
                 catalog_hash=str(catalog.catalog_hash),
+                policy_hash=_policy_hash(runtime_host),
                 server_name=server_name,
                 portable_names=portable_names,
                 identity=dict(identity) if identity else None,

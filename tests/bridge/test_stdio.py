@@ -437,3 +437,38 @@ async def test_a_client_whose_stream_opens_with_a_byte_order_mark_is_served(
     assert opened["result"]["protocolVersion"] == "2025-11-25", opened
     assert answered["result"]["isError"] is False and "public text" in json.dumps(answered)
     assert [str(r.outcome) for r in rt.evidence.query(turn_id=alice.turn_id)] == ["succeeded"]
+
+
+async def test_a_standalone_bridge_serves_only_the_policy_the_host_opened_the_turn_under(
+    tmp_path: Path,
+) -> None:
+    """The rules (or bundle) a standalone turn file names are read again when the harness
+    launches the bridge, maybe long after the host opened the turn (a relaunch mid-turn, a
+    rollout into the same file meanwhile). A new policy that publishes the same catalogue
+    passed the catalogue check, and its decisions were recorded under the identity and the
+    revision of the policy the host opened the turn with: one turn, two policies, and the
+    evidence naming one of them. The bridge refuses to serve another policy than the host's."""
+    from sharedos.bridge.stdio import build_runtime as bridge_runtime
+    from sharedos.bridge.turnfile import TurnFileError
+
+    rt = build_runtime(tmp_path, with_slow=False)
+    rules = tmp_path / "files.sos"
+    rules.write_text((DATA / "files.sos").read_text())
+    launch = StdioLaunch(
+        rules=(rules,),
+        evidence_db=rt.evidence_path,
+        tool_sets=("files",),
+        sandbox_root=rt.sandbox,
+        run_policy="bridge-open",
+        relay=False,
+    )
+    alice = AccessContext(principal="alice")
+    async with open_turn(rt.host, alice, FILES_POLICY, transport="stdio", stdio=launch) as turn:
+        assert turn.turn_file is not None
+        recorded = read_turn_file(turn.turn_file)
+        host, _ = bridge_runtime(recorded)  # the policy the host opened it under: served
+        host.evidence.close()
+        # published while the turn is open: the same tools, one more permit
+        rules.write_text(rules.read_text() + '\npermit read on "/home/**"\n')
+        with pytest.raises(TurnFileError, match="policy drift"):
+            bridge_runtime(recorded)
