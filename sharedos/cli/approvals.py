@@ -88,12 +88,18 @@ def _max_age(host: Any) -> float | None:
     return float(host.approvals.approval_ttl_s) if host is not None else None
 
 
+def _asker(a: Approval) -> str:
+    """Who asked: the principal and their tenant (two tenants may each have an ``alice``,
+    and a yes to one is no yes to the other's call)."""
+    return f"{a.binding.principal} (tenant {a.binding.tenant})"
+
+
 def _line(a: Approval, now: datetime, max_age_s: float | None = None) -> str:
     b = a.binding
     return unambiguous(
         f"{a.approval_id}  {a.status_at(now, max_age_s=max_age_s):<8}  {a.requested_at}  "
         f"{b.turn_id}  "
-        f"{b.principal}  {b.tool}  {b.resource}  needs {a.who_may_approve()}"
+        f"{_asker(a)}  {b.tool}  {b.resource}  needs {a.who_may_approve()}"
     )
 
 
@@ -301,7 +307,7 @@ def _answer(
     click.echo(
         unambiguous(
             f"{verb} {approval_id} as {approver}: {done.binding.tool} on "
-            f"{done.binding.resource}{until}"
+            f"{done.binding.resource}, asked by {_asker(done)}{until}"
         )
     )
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from sharedos.cli.main import main
+from sharedos.evidence.appender import Opening
 from tests.approval_data import pending_approval, release_binding
 
 BINDING = release_binding()
@@ -81,3 +82,30 @@ def test_with_a_host_file_the_status_is_the_one_that_host_will_use(tmp_path: Pat
     # without the host file the stamped expiry is all there is to go by
     out = runner.invoke(main, ["approvals", "list", "--status", "approved", "--db", str(db)])
     assert asked.approval_id in out.output
+
+
+def test_the_list_and_the_answer_say_whose_tenant_asked(tmp_path: Path) -> None:
+    """A fleet serves tenants that may each have a ``bob``: the same call asked by acme's
+    bob and by globex's bob made two ``list`` lines alike but for the id, the time and the
+    turn, and ``approve`` answered "approved … as maya: files.write on …" — an approver of
+    one tenant could not tell which request was their tenant's, and a yes given to the
+    other ran another tenant's call. The tenant is part of what an approval is for: every
+    line names it."""
+    from dataclasses import replace
+
+    db = tmp_path / "evidence.db"
+    store, ledger, acme = pending_approval(db, BINDING)
+    other = replace(BINDING, turn_id="turn-2", tenant="globex")
+    store.open_turn(Opening(turn_id=other.turn_id, opened_at="2026-12-07T00:00:00Z"))
+    globex = ledger.request(other, call_id="c1", rule_ids=("r",), approvers=((("role", "m"),),))
+    store.close()
+    runner = CliRunner()
+    listed = runner.invoke(main, ["approvals", "list", "--db", str(db)])
+    assert listed.exit_code == 0, listed.output
+    lines = {line.split()[0]: line for line in listed.output.splitlines()}
+    assert "acme" in lines[acme.approval_id] and "globex" not in lines[acme.approval_id]
+    assert "globex" in lines[globex.approval_id] and "acme" not in lines[globex.approval_id]
+    approve = ["approvals", "approve", globex.approval_id, "--db", str(db), "--as", "maya"]
+    answered = runner.invoke(main, [*approve, "--role", "m"])
+    assert answered.exit_code == 0, answered.output
+    assert "bob (tenant globex)" in answered.output
