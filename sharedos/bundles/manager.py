@@ -5,7 +5,10 @@ verifies, and swaps ``current()`` atomically. What a turn uses is what it
 took from ``current()`` when it opened: the manager never changes a bundle
 under an open turn. A failed fetch or a refused bundle leaves ``current()``
 as it was and is said once on stderr (logger ``sharedos.bundles``), with the
-revision kept. ``start(interval_s)`` polls on a daemon thread.
+revision kept. A manager that holds no bundle yet (a host starting: every
+``sharedos run``) whose source fails puts in force the last release the host
+enforced instead, from the copy its ``BundleState`` keeps (``kept``), verified
+again as a fetched bundle is. ``start(interval_s)`` polls on a daemon thread.
 
 Newer means a higher ``sequence`` (signed with the bundle: ``sharedos.policy.
 signing``). A bundle whose sequence is lower than the one in force is a
@@ -30,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from sharedos.bundles.source import BundleSource, NotModified, SourceError
+from sharedos.bundles.source import BundleSource, Fetched, NotModified, SourceError
 from sharedos.bundles.state import BundleState, Enforced, StateError
 from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle
 
@@ -38,7 +41,9 @@ __all__ = ["BundleManager", "PollResult", "rollback_problem"]
 
 logger = logging.getLogger("sharedos.bundles")
 
-Status = Literal["loaded", "unchanged", "refused", "unreachable"]
+#: ``kept``: the source failed (unreachable, or a bundle refused) before this manager held
+#: a bundle, and the last release this host enforced was put in force from its kept copy
+Status = Literal["loaded", "unchanged", "refused", "unreachable", "kept"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +109,10 @@ class BundleManager:
             try:
                 fetched = self.source.fetch(tag)
             except SourceError as exc:
-                return self._problem("unreachable", str(exc))
+                return self._fall_back("unreachable", str(exc))
             if isinstance(fetched, NotModified):
                 if held is None:  # a source that says "unchanged" to a host holding nothing
-                    return self._problem(
+                    return self._fall_back(
                         "unreachable",
                         f"{self.source.origin} answered 'not modified' to a request for the "
                         "bundle itself",
@@ -123,7 +128,7 @@ class BundleManager:
                 floor = self._floor(held)
             except BundleRejected as exc:
                 self._refused_tag = seen
-                return self._problem("refused", str(exc))
+                return self._fall_back("refused", str(exc))
             except StateError as exc:
                 return self._problem(
                     "refused", f"{exc}; refusing every bundle until it is fixed or removed"
@@ -131,16 +136,16 @@ class BundleManager:
             why = rollback_problem(loaded, floor)
             if why is not None:
                 self._refused_tag = seen
-                return self._problem("refused", why)
+                return self._fall_back("refused", why)
             if held is not None and loaded.content_sha256 == held.content_sha256:
                 with self._lock:
                     self._current = _retagged(held, loaded.tag)
                 return PollResult("unchanged", self._current)
             try:
-                self._remember(loaded)
+                self._remember(loaded, fetched.data)
             except _Overtaken as exc:
                 self._refused_tag = seen
-                return self._problem("refused", str(exc))
+                return self._fall_back("refused", str(exc))
             except StateError as exc:
                 return self._problem(
                     "refused",
@@ -167,8 +172,9 @@ class BundleManager:
             best = Enforced.of(held)
         return best
 
-    def _remember(self, loaded: LoadedBundle) -> None:
-        """Write ``loaded`` down as enforced, before it is put in force (sequenced bundles)."""
+    def _remember(self, loaded: LoadedBundle, data: bytes | None = None) -> None:
+        """Write ``loaded`` down as enforced (and ``data``, its bytes, kept for a restart
+        the source fails), before it is put in force (sequenced bundles)."""
         if loaded.sequence <= 0:
             return
         if self._enforced is not None and self._enforced.same_release(loaded):
@@ -180,8 +186,46 @@ class BundleManager:
                 why = rollback_problem(loaded, self.state.load())
                 if why is not None:
                     raise _Overtaken(why)
-                self.state.save(enforced)
+                self.state.save(enforced, data)
         self._enforced = enforced
+
+    def _fall_back(self, status: Status, detail: str) -> PollResult:
+        """The source failed (``status``, ``detail``): a manager that holds no bundle yet (a
+        host starting) puts in force the last release this host enforced, from the copy its
+        state keeps, verified as a fetched bundle is (the trusted keys of now, never older
+        than the release recorded); otherwise, or when no good copy is kept, ``_problem``."""
+        if self._current is not None or self.state is None:
+            return self._problem(status, detail)
+        data = self.state.kept()
+        if data is None:
+            return self._problem(status, detail)
+        kept_at = str(self.state.kept_path)
+        try:
+            loaded = self.verifier.verify(Fetched(data, "", kept_at))
+            why = rollback_problem(loaded, self._floor(None))
+            if why is None and loaded.sequence > 0:
+                self._remember(loaded)  # a copy newer than the record (a crash between them)
+        except (BundleRejected, StateError, _Overtaken) as exc:
+            why = str(exc)
+        if why is not None or loaded.sequence <= 0:
+            note = why if why is not None else "it declares no sequence"
+            return self._problem(
+                status, f"{detail} (the copy kept at {kept_at} is not used: {note})"
+            )
+        with self._lock:
+            self._current, self._refused_tag, self._last_problem = loaded, None, detail
+        verb = (
+            "refused a policy bundle" if status == "refused" else "cannot fetch the policy bundle"
+        )
+        logger.error(
+            "sharedos: %s: %s; putting in force the last release this host enforced, %s",
+            verb,
+            detail,
+            loaded.describe(),
+        )
+        if self.on_change is not None:
+            self.on_change(loaded)
+        return PollResult("kept", loaded, detail)
 
     def _problem(self, status: Status, detail: str) -> PollResult:
         held = self._current

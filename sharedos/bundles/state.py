@@ -194,11 +194,33 @@ class BundleState:
         finally:
             os.close(fd)  # and the lock with it
 
-    def save(self, enforced: Enforced) -> None:
-        """Record ``enforced`` durably (atomic replace, fsynced); ``StateError`` when it cannot."""
+    @property
+    def kept_path(self) -> Path:
+        """Where the bytes of the last release enforced are kept (``bundle.json`` →
+        ``bundle.last-good.json``, beside the state file)."""
+        return self.path.with_name(f"{self.path.stem}.last-good{self.path.suffix or '.json'}")
+
+    def save(self, enforced: Enforced, data: bytes | None = None) -> None:
+        """Record ``enforced`` durably (atomic replace, fsynced), and ``data``, the bundle's
+        bytes as fetched, first (``kept``); ``StateError`` when either cannot be written."""
         text = json.dumps(asdict(enforced), indent=1, sort_keys=True) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if data is not None:
+                # before the state: a crash between the two leaves a copy at least as new
+                # as the release recorded, never an older one
+                write_atomically(self.kept_path, data, mode=0o600, exact_mode=True, durable=True)
             write_atomically(self.path, text, mode=0o600, exact_mode=True, durable=True)
         except OSError as exc:
             raise StateError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def kept(self) -> bytes | None:
+        """The bytes of the last release enforced (None when none were kept, or they cannot
+        be read: the caller verifies them as it would a fetched bundle, so nothing here is
+        trusted)."""
+        from sharedos.bundles.source import MAX_BUNDLE_BYTES
+
+        try:
+            return textfile.read_bytes(self.kept_path, limit=MAX_BUNDLE_BYTES)
+        except (OSError, ValueError):
+            return None

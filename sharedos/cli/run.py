@@ -553,7 +553,14 @@ def _bundle_policy(host_config: Any) -> Any:
         shown = manager.source.origin
         click.echo(f"error: no usable policy bundle from {shown}: {result.detail}", err=True)
         sys.exit(EXIT_CONFIG)
-    click.echo(f"policy: bundle {result.current.describe()}", err=True)
+    if result.status == "kept":  # the source failed: the last release this host enforced
+        click.echo(
+            f"policy: bundle {result.current.describe()}, the last release this host "
+            f"enforced (its source failed: {result.detail})",
+            err=True,
+        )
+    else:
+        click.echo(f"policy: bundle {result.current.describe()}", err=True)
     return result.current.kernel_policy
 
 

@@ -185,12 +185,20 @@ def test_a_restarted_host_refuses_the_rollback_it_refused_before(
     # the host restarts: a new manager, nothing in memory, the rollback still refused
     restarted = BundleManager(DirectorySource(pub), verifier(signer), state=state)
     result = restarted.poll()
-    assert result.status == "refused" and "sequence 5" in result.detail
-    with pytest.raises(RuntimeError, match="no policy"):
-        restarted.current()
+    # refused, and the release it enforced is put in force from the copy it kept
+    assert result.status == "kept" and "sequence 5" in result.detail
+    assert restarted.current().revision == "r5"
     # the release it enforced is still welcome (same sequence, same release)
     publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
-    assert restarted.poll().status == "loaded"
+    assert restarted.poll().status in ("loaded", "unchanged")
+    assert restarted.current().revision == "r5"
+    # without a kept copy (a host upgraded from before copies were kept): no policy
+    state.kept_path.unlink()
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
+    bare = BundleManager(DirectorySource(pub), verifier(signer), state=state)
+    assert bare.poll().status == "refused"
+    with pytest.raises(RuntimeError, match="no policy"):
+        bare.current()
 
 
 @pytest.mark.parametrize("text", ["{not json", "[" * 100_000 + "]" * 100_000])
@@ -307,8 +315,61 @@ def test_sharedos_run_remembers_the_release_across_runs(tmp_path: Path, signer: 
     assert "revision r5" in first.stderr and "sequence 5" in first.stderr
     publish(tmp_path / "pub", release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
     second = _run_host(host, tmp_path)
-    assert second.returncode == 1
-    assert "a rollback" in second.stderr and "no usable policy bundle" in second.stderr
+    # the rollback is refused, and the host goes on with the release it enforced
+    assert second.returncode == 0, second.stderr
+    assert "a rollback" in second.stderr
+    assert "revision r5" in second.stderr and "the last release this host enforced" in second.stderr
+    [in_force] = [line for line in second.stderr.splitlines() if line.startswith("policy: bundle")]
+    assert in_force.startswith("policy: bundle revision r5"), in_force
+
+
+def test_a_host_starting_while_its_source_fails_enforces_the_release_it_kept(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A restart during a bundle server outage (or with a bundle refused) does not stop
+    every new turn: the last release the host enforced is put in force from the copy kept
+    beside its state file, verified again; a kept copy that no longer verifies is not used
+    (fail closed), nor one older than the release the state records."""
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    first = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert first.status == "loaded"
+    kept = tmp_path / "state" / "bundle.last-good.json"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    good = kept.read_bytes()
+
+    # the source is gone: the restarted host enforces r5, and its decisions are r5's
+    for item in pub.iterdir():
+        item.unlink()
+    pub.rmdir()
+    result = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert result.status == "kept" and result.current is not None
+    assert result.current.revision == "r5" and result.current.sequence == 5
+    assert result.current.bundle_hash == first.current.bundle_hash  # type: ignore[union-attr]
+
+    # a bundle the keys refuse, served instead: refused, and r5 from the kept copy again
+    publish(pub, release(tmp_path, RULES_V1, Signer.generate(), revision="r9", sequence=9))
+    refused = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert refused.status == "kept" and refused.current is not None
+    assert refused.current.revision == "r5" and "not signed by any trusted key" in refused.detail
+
+    # a kept copy someone replaced with an unsigned or foreign-signed bundle: not used
+    kept.write_bytes(release(tmp_path, RULES_V1, Signer.generate(), revision="r7", sequence=7))
+    forged = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert forged.status == "refused" and forged.current is None
+    assert "is not used" in forged.detail
+
+    # a kept copy older than the release the state records (r5): a rollback, not used
+    kept.write_bytes(release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
+    older = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert older.current is None and "a rollback" in older.detail
+
+    # a state file that cannot be read: every bundle refused, the kept copy too
+    kept.write_bytes(good)
+    state.path.write_text("{not json")
+    broken = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert broken.current is None
 
 
 def test_a_host_whose_seal_key_is_a_bundle_key_is_refused(tmp_path: Path, signer: Signer) -> None:
@@ -418,7 +479,9 @@ def test_a_renewed_presigned_url_keeps_the_hosts_history(
     # the object replaced with an older, validly signed release; the host's URL renewed
     served.update(bundle=release(tmp_path, RULES_V1, signer, revision="r3", sequence=3), etag="")
     result = host_poll("X-Amz-Expires=3600&X-Amz-Signature=renewed-signature").poll()
-    assert result.status == "refused" and "a rollback" in result.detail, result.detail
+    # refused; the release it enforced goes on, from the copy it kept
+    assert result.status == "kept" and "a rollback" in result.detail, result.detail
+    assert result.current is not None and result.current.revision == "r5"
     assert "renewed-signature" not in result.detail and not any(
         "-signature" in p.read_text() for p in (tmp_path / "state").rglob("*.json")
     )
@@ -638,4 +701,6 @@ def test_two_processes_of_one_host_cannot_lower_the_release_it_remembers(
     restarted = BundleManager(
         DirectorySource(early), verifier(signer), state=BundleState(state_path)
     )
-    assert restarted.poll().status == "refused"
+    again = restarted.poll()  # refused; the release this host enforced, from its copy
+    assert again.status == "kept" and again.current is not None
+    assert again.current.revision == "r42"
