@@ -616,9 +616,12 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             _fail(f"--sandbox {problem}")
         register_files_tools(registry, sandbox)
     upstreams = host_config.upstream
-    # the host's handler deadline must outlast every upstream's own call timeout, so a
-    # slow upstream is reported as upstream_timeout (and cancelled upstream), not timeout
-    longest = max((u.timeouts.call_s for u in upstreams.values()), default=25.0)
+    # the host's handler deadline must outlast every upstream's own call timeout and the
+    # ping after it, so a slow upstream is reported as upstream_timeout (and cancelled
+    # upstream), not timeout, and one hung as a whole is found out (its session reopened)
+    from sharedos.upstream.connection import PING_S
+
+    longest = max((u.timeouts.call_s + PING_S for u in upstreams.values()), default=25.0)
     from sharedos.evidence.store import EvidenceStoreError
     from sharedos.evidence.url import open_configured_store
     from sharedos.harness.hostconfig import HostConfigError

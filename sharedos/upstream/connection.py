@@ -65,6 +65,13 @@ MAX_LIST_PAGES = 50
 #: after a call times out, the session must answer a ping within this (or the call's own
 #: timeout, if shorter), or it is ended and opened again before the next call
 PING_S = 5.0
+#: of a deadline set around a forward (the host's handler timeout), the part left unused by
+#: the call's wait and its ping (at most ``_DEADLINE_MARGIN_S``): time to answer and record
+_DEADLINE_SHARE = 0.9
+_DEADLINE_MARGIN_S = 0.5
+#: a ping window shorter than this proves nothing (a busy machine may take that long to
+#: answer): a call left less is not followed by a ping, and its session is kept
+_MIN_PING_S = 0.2
 _STDERR_TAIL = 20
 #: characters of one stderr line read at once; the rest of a longer line is dropped unread
 #: into memory (a line that never ends cannot grow the host)
@@ -683,7 +690,9 @@ class UpstreamConnection:
         stream); the call timeout cancels the upstream request the same way.
         """
         client = self._require()
-        timeout = self.config.timeouts.call_s
+        timeout, waited = fitted_waits(
+            self.config.timeouts.call_s, anyio.current_effective_deadline()
+        )
         callback: Any = None
         if progress is not None:
             hook = progress
@@ -724,15 +733,14 @@ class UpstreamConnection:
                     )
         except TimeoutError:
             why = (
-                f"upstream {self.config.id!r} did not answer {name} within {timeout:g} s; "
+                f"upstream {self.config.id!r} did not answer {name} within {round(timeout, 2):g} s; "
                 "the upstream request was cancelled"
             )
-            waited = min(PING_S, timeout)
-            if not await self._answers_ping(client, waited):
+            if waited > 0 and not await self._answers_ping(client, waited):
                 # hung as a whole (its loop blocked, a deadlock): every later call of every
                 # turn would wait out its timeout too, for the life of the pooled session
                 why += (
-                    f"; it did not answer a ping within {waited:g} s either, so its session "
+                    f"; it did not answer a ping within {round(waited, 2):g} s either, so its session "
                     "is ended and opened again before the next call"
                 )
                 self._mark_broken(f"it answered neither {name} nor a ping in time")
@@ -792,6 +800,31 @@ class UpstreamConnection:
         except Exception:
             return False
         return True
+
+
+def fitted_waits(call_s: float, deadline: float, now: float | None = None) -> tuple[float, float]:
+    """How long a forward waits for its answer, then for the ping after a timeout: ``call_s``
+    and ``min(PING_S, call_s)``, both shortened to end before ``deadline`` (anyio's effective
+    deadline around the call: the host's handler timeout) when they would not. A ping
+    window shorter than ``_MIN_PING_S`` is 0: no ping is asked, a healthy session is never
+    ended for not answering in a few milliseconds.
+
+    Past that deadline the kernel cancels the handler: a call still waiting, or its ping,
+    was cancelled with it, so a session hung as a whole was never found out, and every later
+    call of every turn waited on it (a host's default handler timeout, 30 s, is shorter than
+    the default ``call_s``, 60 s; ``sharedos run`` gave ``call_s`` + 5 s, the ping's 5 s).
+    """
+    ping = min(PING_S, call_s)
+    if math.isinf(deadline):
+        return call_s, ping
+    budget = deadline - (anyio.current_time() if now is None else now)
+    usable = max(budget - min(_DEADLINE_MARGIN_S, budget * (1 - _DEADLINE_SHARE)), 0.0)
+    if call_s + ping <= usable:
+        return call_s, ping
+    ping = min(ping, usable / 4)
+    if ping < _MIN_PING_S:
+        ping = 0.0
+    return max(min(call_s, usable - ping), 0.0), ping
 
 
 #: characters of an upstream's serverInfo name or version kept (scrubbed first, then cut)
