@@ -724,15 +724,21 @@ class UpstreamBroker:
                 return cached[1]
             changed, slot.list_changed = slot.list_changed, False
             began = time.monotonic()
+            listed = False
             try:
                 raw = await conn.list_tools()
+                listed = True
             except UpstreamFailure as exc:
                 slot.list_failure = (time.monotonic(), exc)
-                # the change it announced is still unseen: a later turn (or call) must list
-                # again, not take the listing from before the change as current for the
-                # rest of list_cache_s (and check its calls against that listing's digests)
-                slot.list_changed = slot.list_changed or changed
                 raise
+            finally:
+                if not listed:
+                    # failed, or cancelled (the call that asked was cancelled, timed out
+                    # by the host, or its turn closed): the change it announced is still
+                    # unseen. A later turn (or call) must list again, not take the listing
+                    # from before the change as current for the rest of list_cache_s, and
+                    # check its calls against that listing's digests
+                    slot.list_changed = slot.list_changed or changed
             slot.listing = (began, raw)
             return raw
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
@@ -24,7 +25,9 @@ from tests.upstream.conftest import (
     FIXTURE,
     PY,
     brokered,
+    hostile_rules,
     hostile_upstream,
+    read_log,
     structured,
     text_of,
 )
@@ -371,6 +374,45 @@ async def test_a_change_announced_before_a_failed_listing_is_still_seen_by_the_n
         write_tools(tools_file, added)
         async with env.broker.turn(env.context()) as later:
             assert sorted(later.tools) == ["fx.added", "fx.echo", "fx.lookup"]
+
+
+async def test_a_change_announced_before_a_cancelled_listing_is_still_seen_by_the_next_call(
+    tmp_path: Path,
+) -> None:
+    """The upstream announces a change, and the call that lists it again because of that is
+    cancelled during the listing (here the host's handler timeout; a client's cancel or the
+    turn closing alike). The cancelled listing consumed the announcement: the next call was
+    checked against the listing from before the change, found its tool unchanged, and was
+    forwarded to an upstream that now runs another definition."""
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    plain = [
+        {"name": n, "description": f"{n} tool", "inputSchema": {"type": "object"}}
+        for n in ("echo", "bad")
+    ]
+    changed = [dict(plain[0], description="echo, and now something else as well"), plain[1]]
+    write_tools(tools_file, plain)
+    toml = hostile_upstream("--mode", "flood", "--tools", str(tools_file), "--log", str(log))
+    rules = hostile_rules("echo", "bad")
+    fifo = tmp_path / "tools.fifo"
+    os.mkfifo(fifo)
+    async with brokered(tmp_path, toml, rules, handler_timeout_s=1.0) as env, env.turn() as a:
+        # the upstream announces a change (notifications/tools/list_changed)...
+        await a.call("fx.bad", {"path": "/public/x", "n": 1})
+        # ...and its next listing stalls (it reads its tools from a pipe no one writes yet)
+        os.replace(fifo, tools_file)
+        stalled = await a.call("fx.echo", {"path": "/public/x"})
+        # the listing is answered at last: the changed definition
+        await anyio.to_thread.run_sync(tools_file.write_text, json.dumps(changed))
+        write_tools(tmp_path / "changed.json", changed)
+        os.replace(tmp_path / "changed.json", tools_file)
+        env.host.handler_timeout_s = 30.0
+        after = await a.call("fx.echo", {"path": "/public/x"})
+    assert stalled.is_error is True and structured(stalled)["reason"] == "timeout", stalled
+    assert after.is_error is True, text_of(after)
+    assert structured(after)["reason"] == "upstream_unavailable", text_of(after)
+    assert "is not the one this turn was given" in text_of(after)
+    calls = [e["params"]["name"] for e in read_log(log) if e.get("method") == "tools/call"]
+    assert "echo" not in calls
 
 
 def test_pinning_says_what_it_pinned_and_takes_the_host_file_either_way(tmp_path: Path) -> None:
