@@ -357,16 +357,23 @@ class ApprovalGate:
         if not_asked is not None:
             notes.append(f"not asked at the client: {not_asked}")
         try:
-            request = await self._off_loop(
-                self.ledger.request,
-                binding,
-                call_id=call_id,
-                rule_ids=rule_ids,
-                approvers=approvers,
-                ttl_s=self.settings.request_ttl_s,
-                detail=_join(notes) or None,
-                same=lambda a: covers(a, rule_ids, approvers),
-            )
+            # shielded (bounded by timeout_s): a cancellation meanwhile (the client's, the
+            # turn closing) is taken after the write, when the request it wrote is known, and
+            # by ``_ask``, which closes it as silence closes it. Abandoned in its thread, the
+            # write landed after the call went away, and the request stayed pending with no
+            # one asked: the retry of this call named it and was never asked at the client
+            # (``_ask``), "waiting for an approver" until it lapsed.
+            with anyio.CancelScope(shield=can_ask):
+                request = await self._off_loop(
+                    self.ledger.request,
+                    binding,
+                    call_id=call_id,
+                    rule_ids=rule_ids,
+                    approvers=approvers,
+                    ttl_s=self.settings.request_ttl_s,
+                    detail=_join(notes) or None,
+                    same=lambda a: covers(a, rule_ids, approvers),
+                )
         except ApprovalPending as exc:
             # an identical call asked first, since this one read the store: its request is
             # this call's too (it asks nothing anew, as when it was pending at the read)

@@ -297,6 +297,62 @@ async def test_a_call_cancelled_while_its_approver_is_asked_is_recorded(
     assert not s.written.exists()
 
 
+async def test_a_call_cancelled_while_its_request_is_written_leaves_the_retry_asked(
+    tmp_path: Path,
+) -> None:
+    """The client cancels a call while its approval request is being written (a slow store:
+    the write goes on in its thread and lands after the call went away). The request was
+    left pending with no one asked: the retry of the same call found it pending and was
+    refused "waiting for an approver" without being asked at the client, until the request
+    lapsed (an hour by default), as a2c3353 fixed for a cancel while the form is shown."""
+    import threading
+    import time
+
+    import anyio
+
+    s = Setup(tmp_path)
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    gate = s.host.approvals
+    assert gate is not None
+    ledger = gate.ledger
+    original = ledger.request
+    started = threading.Event()
+
+    def slow_request(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        time.sleep(0.5)  # the store is slow: the client cancels meanwhile
+        return original(*args, **kwargs)
+
+    ledger.request = slow_request  # type: ignore[method-assign]
+    async with (
+        open_turn(s.host, MAYA, RUN) as turn,
+        http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as c,
+    ):
+        async with anyio.create_task_group() as calls:
+
+            async def first() -> None:
+                with contextlib.suppress(Exception):
+                    await c.call_tool("files.write", ARGS)
+
+            calls.start_soon(first)
+            with anyio.fail_after(bound(30)):
+                while not started.is_set():
+                    await anyio.sleep(0.01)
+            calls.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+        with anyio.fail_after(bound(30)):  # the request lands, after the call went away
+            while not ledger.for_turn(MAYA.turn_id) or not s.store.query(MAYA.turn_id):
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.1)
+        ledger.request = original  # type: ignore[method-assign]
+        retry = await c.call_tool("files.write", ARGS)
+    assert len(person.asked) == 1, "the retry was not asked at the client"
+    assert not retry.is_error, retry.content
+    assert s.written.read_text() == "v1\n"
+    first_request, second = ApprovalLedger(s.store).for_turn(MAYA.turn_id)
+    assert first_request.status == "expired", first_request
+    assert second.status == "consumed"
+
+
 async def test_a_client_that_declared_url_elicitation_only_is_not_sent_a_form(
     tmp_path: Path,
 ) -> None:
