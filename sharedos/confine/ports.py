@@ -296,7 +296,14 @@ class NetnsHandoff(PortHandoff):
 
 
 class _Pipe(asyncio.Protocol):
-    """One direction of a relayed connection: what arrives here is written to ``peer``."""
+    """One direction of a relayed connection: what arrives here is written to ``peer``.
+
+    With backpressure both ways: while ``peer``'s write buffer is over its high-water
+    mark, the side that fills it is not read (``pause_writing`` on the peer's protocol
+    pauses this side's reading). Before, a relay read whatever one side sent as fast as
+    it came and held it for the other: a harness that stopped reading a download, or a
+    host service that stopped reading an upload, grew the host's memory without bound.
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -312,6 +319,15 @@ class _Pipe(asyncio.Protocol):
             self.pending.append(data)
         else:
             self.peer.write(data)
+
+    def pause_writing(self) -> None:
+        # our transport's buffer is full: stop reading what fills it
+        if self.peer is not None:
+            self.peer.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None:
+            self.peer.resume_reading()
 
     def eof_received(self) -> bool | None:
         if self.peer is not None and self.peer.can_write_eof():
@@ -333,6 +349,8 @@ class _Inbound(_Pipe):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        assert self.transport is not None
+        self.transport.pause_reading()  # nothing is read before there is somewhere to put it
         self.connecting = asyncio.ensure_future(self._connect())
 
     async def _connect(self) -> None:
@@ -343,11 +361,15 @@ class _Inbound(_Pipe):
         except OSError:
             self.transport.close()
             return
+        if self.transport.is_closing():  # the sandbox's side went away meanwhile
+            out_transport.close()
+            return
         out.peer = self.transport
         self.peer = out_transport
         for chunk in self.pending:
             out_transport.write(chunk)
         self.pending.clear()
+        self.transport.resume_reading()
 
 
 async def relay_to_loopback(sock: socket.socket, port: int) -> asyncio.AbstractServer:
