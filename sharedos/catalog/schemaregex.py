@@ -203,16 +203,27 @@ def _counted(keyword: Callable[..., Any]) -> Callable[..., Iterator[ValidationEr
     return counted
 
 
+#: the types of JSON scalars (counted where their container is read, never stacked)
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _values(instance: Any) -> int:
-    """How many JSON values ``instance`` holds (itself included)."""
-    count, stack = 0, [instance]
+    """How many JSON values ``instance`` holds (itself included).
+
+    Runs on the event loop for every call: a container's scalars are counted by its
+    length and only its containers are stacked (before: an ABC ``isinstance`` per
+    value, ~1 us each, 2.5 s of every turn's loop for a 4 MiB argument array)."""
+    count, stack = 1, [instance]
     while stack:
         item = stack.pop()
-        count += 1
         if isinstance(item, Mapping):
-            stack.extend(item.values())
+            children: Any = item.values()
         elif isinstance(item, list | tuple):
-            stack.extend(item)
+            children = item
+        else:
+            continue
+        count += len(children)
+        stack.extend([child for child in children if type(child) not in _SCALAR_TYPES])
     return count
 
 

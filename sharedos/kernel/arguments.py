@@ -31,6 +31,7 @@ _KEY_MESSAGES = frozenset(
     {"required", "additionalProperties", "unevaluatedProperties", "dependentRequired"}
 )
 _SCALARS = frozenset({str, int, bool, type(None)})
+_NON_FINITE = "arguments hold a non-finite number (NaN or an infinity), which JSON does not have"
 _ENCODE = json.JSONEncoder().encode
 
 
@@ -61,7 +62,12 @@ def shape_problem(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> str | None:
     but one to an upstream that matches keys ignoring case, as Go's ``encoding/json``
     does when it fills a struct (the last key wins): the upstream would act on the
     value the policy never read."""
+    # The walk runs on the event loop for every call: a 4 MiB body holds some two
+    # million values, so a scalar is judged where its container is read and only
+    # containers are stacked (before: a tuple and two ``isinstance`` per value, ~1 us
+    # each, 1.8 s of every turn's loop for one such call).
     stack: list[tuple[Any, int]] = [(value, 1)]
+    push = stack.append
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -72,11 +78,20 @@ def shape_problem(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> str | None:
             children = item
         else:
             if type(item) is float and item - item != 0:
-                return "arguments hold a non-finite number (NaN or an infinity), which JSON does not have"
+                return _NON_FINITE
             continue
         if depth > limit:
             return f"arguments nest deeper than {limit} levels"
-        stack.extend((child, depth + 1) for child in children)
+        nested = depth + 1
+        for child in children:
+            kind = type(child)
+            if kind in _SCALARS:  # a float needs a look: it may be non-finite
+                continue
+            if kind is float:
+                if child - child != 0:
+                    return _NON_FINITE
+                continue
+            push((child, nested))
     return None
 
 
