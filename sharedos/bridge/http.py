@@ -141,6 +141,13 @@ class TurnHttpApp:
         self._modern_in_flight: set[anyio.CancelScope] = set()
         #: POSTs past the closing check whose message the SDK's transport has not read yet
         self._entering = 0
+        #: one worker thread classifies this turn's large frames at a time. Classifying
+        #: holds the GIL (``pydantic_core`` does not release it), so every such thread
+        #: takes a share of the interpreter from the event loop all turns of the process
+        #: run on; in anyio's default pool (40 threads, shared with the turns' evidence
+        #: writes) twenty 4 MiB POSTs to one turn held another turn's call for 41 s.
+        #: Per turn: a turn's flood waits behind itself, not another turn's large frame.
+        self._classify_threads = anyio.CapacityLimiter(1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -224,7 +231,7 @@ class TurnHttpApp:
             await self._recorder.refuse(truncated(data), status=408 if expired else None)
             return
         if len(data) > _THREAD_CLASSIFY_BYTES:
-            frame = await anyio.to_thread.run_sync(classify, data)
+            frame = await anyio.to_thread.run_sync(classify, data, limiter=self._classify_threads)
         else:
             frame = classify(data)
         if frame.message is None:

@@ -13,7 +13,11 @@ a worker thread (never cancelled) and, on stdio, stopped the bridge reading.
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import threading
 import time
+from types import FrameType
 
 import httpx2
 import pytest
@@ -56,3 +60,58 @@ async def test_one_such_post_does_not_freeze_the_event_loop(
     stalled = max(gaps, default=0.0)
     # quadratic, that POST held the loop ~14 s; linear, a few ms
     assert stalled < bound(1.0), f"the event loop stalled for {stalled:.1f} s"
+
+
+def _notification_batch(size: int) -> bytes:
+    """A batch array of notifications, ``size`` bytes or so: refused whole by the bridge
+    (a batch), and classified in a worker thread (over 64 KiB)."""
+    one = b'{"jsonrpc":"2.0","method":"notifications/x"}'
+    return b"[" + b",".join([one] * (size // (len(one) + 1))) + b"]"
+
+
+class _ClassifyWatch:
+    """Samples every thread's stack (1 ms) for the most threads classifying at once."""
+
+    def __init__(self) -> None:
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _ClassifyWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.001):
+            now = 0
+            for top in sys._current_frames().values():
+                frame: FrameType | None = top
+                while frame is not None:
+                    if frame.f_code is classify.__code__:
+                        now += 1
+                        break
+                    frame = frame.f_back
+            self.most = max(self.most, now)
+
+
+async def test_one_turn_classifies_one_large_frame_at_a_time(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """Large frames were classified in anyio's default pool, up to 40 threads at once,
+    each holding the GIL (``pydantic_core`` does not release it) against the event loop
+    every turn of the process runs on: twenty 4 MiB POSTs to one turn held another
+    turn's ``tools/call`` for 41 s. Now a turn classifies one large frame at a time."""
+    body = _notification_batch(512 * 1024)
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        headers = {**turn.headers(), **ACCEPT}
+        limits = httpx2.Limits(max_connections=16)
+        async with httpx2.AsyncClient(headers=headers, timeout=60, limits=limits) as hc:
+            with _ClassifyWatch() as watch:
+                answers = await asyncio.gather(*(hc.post(turn.url, content=body) for _ in range(8)))
+    assert {r.status_code for r in answers} == {400}  # a batch: refused, recorded, answered
+    assert watch.most == 1, f"{watch.most} threads classified this turn's frames at once"
