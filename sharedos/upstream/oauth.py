@@ -587,6 +587,17 @@ class TokenSource:
                 f"failed: {exc}; run `{login_command(self.config, self.principal)}`"
             )
             return None
+        # Once sent, the request may rotate the refresh token at the server: a call
+        # cancelled between the answer and ``_save`` lost the only good one (the principal
+        # had to sign in again). Finished whatever the caller does; ``bounded`` caps it.
+        with anyio.CancelScope(shield=True):
+            renewed = await self._refresh_sent(rec, data, headers)
+        return renewed
+
+    async def _refresh_sent(
+        self, rec: TokenRecord, data: dict[str, str], headers: dict[str, str]
+    ) -> TokenRecord | None:
+        assert rec.token_endpoint
         try:
             async with http_client() as http:
                 response = await bounded(

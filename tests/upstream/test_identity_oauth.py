@@ -901,6 +901,40 @@ async def test_per_person_or_shared_gives_who_never_signed_in_the_shared_credent
             assert "refused to refresh" in "\n".join(t.upstreams.report())
 
 
+async def test_a_refresh_cancelled_once_sent_keeps_the_rotated_refresh_token(
+    tmp_path: Path, servers: Servers
+) -> None:
+    """The authorization server rotates the refresh token when it takes the request: a
+    caller cancelled before the answer arrived (its call's deadline, the turn closing) lost
+    the new one, the stored one was spent, and the principal had to sign in again. The
+    refresh now finishes and is kept whatever the caller does."""
+    from sharedos.harness.hostconfig import load_host_config
+    from sharedos.upstream.oauth import TokenSource
+
+    host = write_host(tmp_path, servers)
+    assert (await anyio.to_thread.run_sync(lambda: login(host, "rota"))).rc == 0
+    config = load_host_config(host)
+    upstream = config.upstream["docs"]
+    opener = store_opener(config.tokens, {}, config.base_dir)
+    before = open_store(tmp_path).load("docs", "default", "rota")
+    assert before is not None
+    open_store(tmp_path).save(
+        "docs", "default", "rota", before.model_copy(update={"expires_at": 1.0})
+    )
+    servers.admin("slow-refresh", "rota", seconds="1.5")
+    source = TokenSource(upstream, "default", "rota", opener, {})
+    with anyio.move_on_after(0.3) as waited:  # the caller gives up while the server answers
+        await source.current()
+    assert waited.cancel_called  # the deadline passed while the server answered
+    kept = open_store(tmp_path).load("docs", "default", "rota")
+    assert kept is not None and kept.refresh_token != before.refresh_token
+    # the next run renews with the rotated token: no new sign-in needed
+    fresh = TokenSource(upstream, "default", "rota", opener, {})
+    kept_expired = kept.model_copy(update={"expires_at": 1.0})
+    open_store(tmp_path).save("docs", "default", "rota", kept_expired)
+    assert await fresh.current() is not None, fresh.problem
+
+
 async def test_an_unending_refresh_answer_is_not_read_whole(
     tmp_path: Path, servers: Servers
 ) -> None:

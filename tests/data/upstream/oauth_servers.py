@@ -276,6 +276,8 @@ def serve_as(opts: argparse.Namespace) -> None:
 
     #: user -> what their next refresh is answered with (not a usable token response)
     garbled: dict[str, tuple[str, int]] = {}
+    #: user -> seconds their next refresh is answered late (rotated at once, answered then)
+    slowed: dict[str, float] = {}
 
     async def metadata(request: Request) -> Response:
         return JSONResponse(meta.model_dump(mode="json", exclude_none=True))
@@ -303,6 +305,12 @@ def serve_as(opts: argparse.Namespace) -> None:
                         media_type="application/json",
                     )
                 return Response(answer, status, media_type="application/json")
+            if spent is not None and spent.subject in slowed:
+                delay = slowed.pop(spent.subject)
+                answered = await sdk_token(request)  # the refresh token is rotated now
+                log("refresh-slowed", user=spent.subject)
+                await anyio.sleep(delay)
+                return answered  # type: ignore[no-any-return]
         if form.get("grant_type") == "authorization_code" and garbled_code:
             # a sign-in's code exchange answered with N MiB that never make a token response
             mib = int(garbled_code.pop().removeprefix("@stream:"))
@@ -395,6 +403,9 @@ def serve_as(opts: argparse.Namespace) -> None:
                 request.query_params.get("answer", '["not", "a", "token"]'),
                 int(request.query_params.get("status", "200")),
             )
+        if what == "slow-refresh":  # the user's next refresh is answered ?seconds late
+            slowed[user] = float(request.query_params.get("seconds", "2"))
+            return JSONResponse({"tokens": 0})
         if what == "rotate-client":  # the pre-registered client ?client_id has ?secret now
             cid = request.query_params.get("client_id", "")
             provider.clients[cid] = provider.clients[cid].model_copy(
