@@ -106,10 +106,7 @@ def default_state_path(origin: str) -> Path:
     or a rotated ``?token=`` is the same source, with the same history; named by the
     URL as written, each renewal started a new state file, and the host took an older
     release as if it had enforced none."""
-    from sharedos.bundles.source import shown_url
-
-    if origin[:8].lower().startswith(("http://", "https://")):
-        origin = shown_url(origin)
+    origin = _shown_source(origin)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return Path(base) / "sharedos" / f"bundle-{digest}.json"
@@ -132,11 +129,33 @@ def _fields(data: Any) -> dict[str, Any]:
     return data
 
 
-class BundleState:
-    """The last enforced release, kept in the JSON file at ``path``."""
+def _shown_source(origin: str) -> str:
+    """A bundle source as a state file's ``origin`` and the default name show it."""
+    from sharedos.bundles.source import shown_url
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    return shown_url(origin) if origin[:8].lower().startswith(("http://", "https://")) else origin
+
+
+class BundleState:
+    """The last enforced release, kept in the JSON file at ``path``.
+
+    ``source``: the bundle source ``path`` is the default state file of (None for a state
+    file the operator named). The default name has changed between releases (the URL as
+    written, then as messages show it, which changed too): a host upgraded with no file
+    under the new name would have taken any older signed release as if it had enforced
+    none. So when ``path`` has no file, ``load`` reads the newest release recorded by the
+    state files beside it whose origin is that source (what an earlier SharedOS wrote,
+    under the name it gave them); the next ``save`` writes it under the new name.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, source: str | None = None) -> None:
         self.path = Path(path)
+        self.source = source
+
+    @classmethod
+    def default_for(cls, origin: str) -> BundleState:
+        """The default state of the bundle source ``origin`` (``default_state_path``)."""
+        return cls(default_state_path(origin), source=origin)
 
     def load(self) -> Enforced | None:
         """The release recorded there; None when no file exists; ``StateError`` otherwise."""
@@ -144,7 +163,7 @@ class BundleState:
             # bounded, never waiting: a pipe nobody writes to or a device here is refused
             raw = textfile.read_bytes(self.path, limit=_STATE_LIMIT)
         except FileNotFoundError:
-            return None
+            return self._earlier() if self.source is not None else None
         except OSError as exc:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         try:
@@ -172,6 +191,24 @@ class BundleState:
                     "(a string or null)"
                 )
         return enforced
+
+    def _earlier(self) -> Enforced | None:
+        """The newest release the other state files beside ``path`` record for ``source``
+        (files that cannot be read as state files are another's business: skipped)."""
+        assert self.source is not None
+        shown = _shown_source(self.source)
+        newest: Enforced | None = None
+        with contextlib.suppress(OSError):
+            for other in sorted(self.path.parent.glob("bundle-*.json")):
+                try:
+                    enforced = BundleState(other).load()
+                except StateError:
+                    continue
+                if enforced is None or _shown_source(enforced.origin) != shown:
+                    continue
+                if newest is None or enforced.sequence > newest.sequence:
+                    newest = enforced
+        return newest
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

@@ -13,10 +13,14 @@ with ``sharedos-policy compile`` and signed with ``sharedos-policy sign``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sharedos.cli._help import with_short_help
+
+if TYPE_CHECKING:
+    from sharedos.bundles.state import BundleState
 
 
 @click.group()
@@ -60,8 +64,9 @@ def verify_cmd(
     from sharedos.bundles.state import BundleState, StateError
 
     key_paths: list[str | Path] = list(keys)
+    state = BundleState(state_file) if state_file is not None else None
     if host_file is not None:
-        source, key_paths, state_file = _from_host_file(host_file, source, key_paths, state_file)
+        source, key_paths, state = _from_host_file(host_file, source, key_paths, state)
     if source is None:
         raise click.UsageError("give SOURCE, or --host-file of a host with a [policy] bundle")
     try:
@@ -79,9 +84,10 @@ def verify_cmd(
     except BundleRejected as exc:
         click.echo(f"refused: {exc}", err=True)
         raise SystemExit(1) from None
-    if state_file is not None:
+    if state is not None:
+        state_file = state.path
         try:
-            floor = BundleState(state_file).load()
+            floor = state.load()
         except StateError as exc:  # a host refuses every bundle until this is fixed
             click.echo(f"refused: {exc}: a host reading it refuses every bundle", err=True)
             raise SystemExit(1) from None
@@ -99,8 +105,8 @@ def verify_cmd(
 
 
 def _from_host_file(
-    host_file: Path, source: str | None, keys: list[str | Path], state_file: Path | None
-) -> tuple[str, list[str | Path], Path]:
+    host_file: Path, source: str | None, keys: list[str | Path], state: BundleState | None
+) -> tuple[str, list[str | Path], BundleState]:
     """SOURCE, keys and state as the host ``host_file`` configures them, where not given."""
     from sharedos.harness.hostconfig import HostConfigError, load_host_config
 
@@ -110,11 +116,11 @@ def _from_host_file(
             source = config.bundle_location()
         if not keys:
             keys = [config.resolve_file(k) for k in config.policy.keys]
-        if state_file is None:
-            state_file = Path(config.bundle_state_path())
+        if state is None:
+            state = config.bundle_state()
     except HostConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    return source, keys, state_file
+    return source, keys, state
 
 
 with_short_help(bundle)

@@ -521,7 +521,6 @@ def _bundle_policy(host_config: Any) -> Any:
     """The policy of the host's ``[policy] bundle``, verified (exit 1 when none can be used)."""
     from sharedos.bundles import BundleManager, BundleVerifier, open_source
     from sharedos.bundles.source import SourceError
-    from sharedos.bundles.state import BundleState
     from sharedos.harness.hostconfig import HostConfigError
 
     cfg = host_config.policy
@@ -537,7 +536,7 @@ def _bundle_policy(host_config: Any) -> Any:
     try:
         location = host_config.bundle_location()
         # the last release this host enforced, so a restart cannot be rolled back
-        state = BundleState(host_config.bundle_state_path())
+        state = host_config.bundle_state()
     except HostConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_CONFIG)

@@ -25,7 +25,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -49,6 +49,9 @@ from sharedos.upstream.config import (
     UpstreamConfig,
     parse_upstreams,
 )
+
+if TYPE_CHECKING:
+    from sharedos.bundles.state import BundleState
 
 REDACTED = "<redacted>"
 #: the most of a key file read for its secrets: as much as any key file the host loads may
@@ -653,6 +656,15 @@ class HostConfig(BaseModel):
         from sharedos.bundles.state import default_state_path
 
         return str(default_state_path(self.bundle_location(environ)))
+
+    def bundle_state(self, environ: Mapping[str, str] | None = None) -> BundleState:
+        """The anti-rollback state at ``bundle_state_path``: the default one of the bundle's
+        source also finds what an earlier SharedOS recorded under another default name."""
+        from sharedos.bundles.state import BundleState
+
+        if self.policy.state:
+            return BundleState(self.bundle_state_path(environ))
+        return BundleState.default_for(self.bundle_location(environ))
 
     def evidence_location(self, environ: Mapping[str, str] | None = None) -> str | None:
         """``[evidence] url`` as the store to open, ``${VAR}`` interpolated first (a whole URL

@@ -487,6 +487,77 @@ def test_a_renewed_presigned_url_keeps_the_hosts_history(
     )
 
 
+@pytest.mark.parametrize(
+    "written_as",
+    ["as written", "shown"],  # the origin each earlier release recorded (e7108aa, eaa82e3)
+)
+def test_the_state_an_earlier_sharedos_named_otherwise_still_holds_after_an_upgrade(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    written_as: str,
+) -> None:
+    """Before 36dad01 the default state file was named by the URL as written; later by the
+    URL as messages show it (which changed again: b29c745). A host upgraded across such a
+    change found no file under the new name and took an older signed release as if it had
+    enforced none: the state an earlier release wrote is found by the source it records."""
+    import hashlib
+
+    from sharedos.bundles.source import shown_url
+    from sharedos.harness.hostconfig import parse_host_config
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    base, served = bundle_server
+    url = f"{base}?token=abc123"
+    # what the release before 36dad01 left: sequence 5 enforced, named by the raw URL
+    old = tmp_path / "state" / "sharedos"
+    old.mkdir(parents=True)
+    (old / f"bundle-{hashlib.sha256(url.encode()).hexdigest()[:16]}.json").write_text(
+        json.dumps(
+            {
+                "sequence": 5,
+                "revision": "r5",
+                "bundle_hash": "ab" * 32,
+                "origin": url if written_as == "as written" else shown_url(url),
+                "signed_by": None,
+                "signed_at": None,
+                "enforced_at": "2026-12-06T10:00:00Z",
+            }
+        )
+    )
+    # another source's state beside it, newer and unreadable: neither is this source's
+    (old / "bundle-0000000000000000.json").write_text(
+        json.dumps(
+            {
+                "sequence": 9,
+                "revision": "r9",
+                "bundle_hash": "cd" * 32,
+                "origin": f"{base}-other?token=x",
+            }
+        )
+    )
+    (old / "bundle-1111111111111111.json").write_text("{")
+    (tmp_path / "policy.pub").write_bytes(signer.public_pem())
+    host = tmp_path / "host.toml"
+    host.write_text(f'[policy]\nbundle = "{url}"\nkeys = ["policy.pub"]\n')
+    served.update(bundle=release(tmp_path, RULES_V1, signer, revision="r3", sequence=3), etag="")
+    # what the upgraded host would do, as `sharedos bundle verify` says it
+    out = CliRunner().invoke(main, ["bundle", "verify", "--host-file", str(host)])
+    assert out.exit_code == 1 and "a rollback" in out.output, out.output
+    config = parse_host_config(host.read_text(), str(host), base_dir=tmp_path)
+    manager = BundleManager(
+        HttpSource(config.bundle_location()), verifier(signer), state=config.bundle_state()
+    )
+    result = manager.poll()
+    assert result.status == "refused" and "a rollback" in result.detail, result.detail
+    # a newer release is taken and recorded under the name this SharedOS gives it
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r6", sequence=6), etag="")
+    assert manager.poll().status == "loaded"
+    recorded = json.loads(Path(config.bundle_state_path()).read_text())
+    assert recorded["sequence"] == 6 and "abc123" not in json.dumps(recorded)
+
+
 # -- fetches that cannot hang a host -----------------------------------------------------------
 
 
