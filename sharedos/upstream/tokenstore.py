@@ -20,6 +20,7 @@ the key: errors name files and principals only.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -139,6 +140,15 @@ def _slot(tenant: str, principal: str) -> str:
     return "p-" + body
 
 
+def _earlier_slot(tenant: str, principal: str) -> str | None:
+    """The file name an earlier SharedOS gave a pair ``_slot`` now hashes: the base32 name,
+    which fit a file name for most such pairs (to some 230 characters); None for a pair
+    whose name has not changed."""
+    raw = f"{tenant}\0{principal}".encode()
+    body = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+    return "p-" + body if len(body) > _SLOT_CHARS else None
+
+
 def _unslot(name: str) -> tuple[str, str] | None:
     if not name.startswith("p-"):
         return None  # a hashed slot: its names are not recoverable from the file name
@@ -202,6 +212,32 @@ class TokenStore:
         """Where ``principal``'s tokens for ``upstream`` are kept (whether or not they exist)."""
         return self._dir(upstream, create=False) / f"{_slot(tenant, principal)}.json"
 
+    def _earlier_path(self, upstream: str, tenant: str, principal: str) -> Path | None:
+        """Where an earlier SharedOS kept these tokens, when that was another file name
+        (``_earlier_slot``): its tokens are this principal's still (the associated data
+        binds them to the names, not to the file), so they are read, replaced and removed
+        as the tokens at ``token_path`` are. Unread, the principal had to sign in again
+        after an upgrade, and ``logout`` removed (and revoked) nothing, leaving the old
+        refresh token in the store."""
+        earlier = _earlier_slot(tenant, principal)
+        if earlier is None:
+            return None
+        with contextlib.suppress(OSError):  # too long a name on this file system
+            path = self._dir(upstream, create=False) / f"{earlier}.json"
+            if os.path.lexists(path):
+                return path
+        return None
+
+    def _token_file(self, upstream: str, tenant: str, principal: str) -> Path:
+        """``token_path``, or the file an earlier SharedOS named otherwise when only it is
+        there."""
+        path = self.token_path(upstream, tenant, principal)
+        if not os.path.lexists(path):
+            earlier = self._earlier_path(upstream, tenant, principal)
+            if earlier is not None:
+                return earlier
+        return path
+
     def _seal(self, path: Path, aad: bytes, payload: bytes) -> None:
         nonce = secrets.token_bytes(12)
         sealed = self._aead.encrypt(nonce, payload, aad)
@@ -248,7 +284,7 @@ class TokenStore:
     def load(self, upstream: str, tenant: str, principal: str) -> TokenRecord | None:
         """``principal``'s tokens for ``upstream`` (None: none stored); ``TokenStoreError`` for
         a file that does not decrypt with this key."""
-        path = self.token_path(upstream, tenant, principal)
+        path = self._token_file(upstream, tenant, principal)
         raw = self._open(path, self._aad(upstream, "oauth", tenant, principal))
         if raw is None:
             return None
@@ -266,15 +302,24 @@ class TokenStore:
             self._aad(upstream, "oauth", tenant, principal),
             record.model_dump_json().encode("utf-8"),
         )
+        earlier = self._earlier_path(upstream, tenant, principal)
+        if earlier is not None:  # replaced: the old tokens are not kept beside the new
+            with contextlib.suppress(FileNotFoundError):
+                earlier.unlink()
         return path
 
     def delete(self, upstream: str, tenant: str, principal: str) -> bool:
         """Remove ``principal``'s tokens for ``upstream``; False when there were none."""
-        try:
-            self.token_path(upstream, tenant, principal).unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        removed = False
+        for path in (
+            self.token_path(upstream, tenant, principal),
+            self._earlier_path(upstream, tenant, principal),
+        ):
+            if path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed = True
+        return removed
 
     def principals(self, upstream: str) -> list[tuple[str, str]]:
         """(tenant, principal) of every token file kept for ``upstream`` whose names its file

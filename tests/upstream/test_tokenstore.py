@@ -55,3 +55,34 @@ def test_an_upstream_directory_that_is_a_link_elsewhere_is_not_written_through(
     with pytest.raises(TokenStoreError, match="not a directory"):
         store.save("docs", "default", "alice", _record())
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("then", ["load", "delete", "save"])
+def test_tokens_an_earlier_sharedos_kept_under_the_base32_name_are_still_the_principals(
+    tmp_path: Path, then: str
+) -> None:
+    """Before e7f8f2d a pair whose base32 name is past 150 characters (an IdP subject URL of
+    some 60-100 characters) was kept as ``p-<base32>.json``; now such a pair is
+    ``q-<sha256>.json``. After an upgrade its tokens were not found (sign in again),
+    ``logout`` removed nothing and the old refresh token stayed in the store."""
+    import base64
+
+    store = TokenStore(tmp_path / "tokens", os.urandom(32))
+    principal = "https://idp.example.com/subjects/" + "a" * 80
+    new = store.save("up", "default", principal, _record())
+    assert new.name.startswith("q-")
+    # the file as the earlier SharedOS named it (the same sealed document)
+    body = base64.b32encode(f"default\0{principal}".encode()).decode().rstrip("=").lower()
+    earlier = new.with_name(f"p-{body}.json")
+    new.rename(earlier)
+    if then == "load":
+        back = store.load("up", "default", principal)
+        assert back is not None and back.access_token == "PLANTED-access-0f3c9a"
+    elif then == "delete":
+        assert store.delete("up", "default", principal) is True
+        assert not earlier.exists() and store.load("up", "default", principal) is None
+    else:  # tokens renewed: kept under the new name, the old ones not beside them
+        store.save("up", "default", principal, _record().model_copy(update={"access_token": "n"}))
+        assert sorted(p.name for p in new.parent.iterdir()) == [new.name]
+        back = store.load("up", "default", principal)
+        assert back is not None and back.access_token == "n"
