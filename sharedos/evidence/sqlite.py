@@ -439,29 +439,50 @@ def _enter_wal(conn: sqlite3.Connection, deadline: float) -> str:
             time.sleep(0.01)
 
 
-def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a file with no schema version that already holds tables (or anything else):
-    another program's database, not a new store. A writable open made it one (switched to
-    WAL, evidence tables added beside the others), where readers and ``migrate`` refuse it.
-    A SharedOS store always has its version: it is set in the transaction that creates it.
+#: a table every SharedOS store at each schema version holds (what ``_refuse_foreign`` looks
+#: for: a file at a version whose table is not there is another program's)
+_TABLE_AT = {1: "evidence", 2: "attempts", 3: "links", 4: "chain", 5: "chain", 6: "chain"}
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: str, *, writing: bool) -> None:
+    """Refuse, before anything is written to it, a file this SharedOS must not write (or
+    read as a store): one newer than it; one with no schema version that already holds
+    tables (or anything else); one whose schema version is not a SharedOS store's, or
+    that lacks the table a store at that version holds. Another program's database (many
+    set ``user_version`` themselves) is not a store: a writable open switched it to WAL,
+    and at versions 1 to 5 tried to migrate it ("no such table: attempts"). A SharedOS
+    store always has its version: it is set in the transaction that creates it.
 
     The version and the tables are read in one transaction: another process may have
-    created the store since the caller read its version 0 (hosts started together), and
-    its tables beside that stale 0 would look like another program's.
+    created or migrated the store since the caller read its version (hosts started
+    together), and its tables beside that stale version would look like another
+    program's.
     """
     conn.execute("BEGIN")
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        names = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master LIMIT 4")]
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        names = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        anything = conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
     finally:
         conn.execute("COMMIT")
-    if names and not version:
-        raise EvidenceStoreError(
-            f"{path} is not a SharedOS evidence database (no schema version, and it holds "
-            f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
-            "refusing to write evidence into it",
-            "io",
-        )
+    if version > SCHEMA_VERSION:
+        refuse_unreadable(path, version, writing=writing)
+    if version == 0 and not anything and writing:
+        return  # an empty file: a new store
+    if _TABLE_AT.get(version) in names:
+        return
+    holds = f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}" or "no table"
+    said = "no schema version" if version == 0 else f"schema version {version}"
+    raise EvidenceStoreError(
+        f"{path} is not a SharedOS evidence database ({said}, and it holds {holds}); "
+        f"refusing to {'write evidence into' if writing else 'read evidence from'} it",
+        "io",
+    )
 
 
 def _file_id(path: str) -> FileId | None:
@@ -589,8 +610,7 @@ class SqliteEvidenceStore:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             self.opened_version = int(version)
             if self.read_only:
-                if version > SCHEMA_VERSION:
-                    refuse_unreadable(self.path, int(version), writing=False)
+                _refuse_foreign(conn, self.path, writing=False)
                 if version not in range(1, SCHEMA_VERSION + 1):
                     raise EvidenceStoreError(
                         f"{self.path} is not a SharedOS evidence database (schema version "
@@ -604,8 +624,7 @@ class SqliteEvidenceStore:
                 else:
                     self._missing = MISSING_BEFORE_4
                 return conn
-            if version == 0:
-                _refuse_foreign(conn, self.path)
+            _refuse_foreign(conn, self.path, writing=True)
             if not memory:
                 mode = _enter_wal(conn, time.monotonic() + wait_s)
                 if str(mode).lower() != "wal":

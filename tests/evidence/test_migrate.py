@@ -92,6 +92,36 @@ def test_a_newer_sqlite_file_is_refused(tmp_path: Path, read_only: bool) -> None
     assert code == 1 and "newer than this SharedOS" in out and len(out.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("version", [1, 3, 5, 6, 99, -1])
+def test_a_file_at_a_version_this_sharedos_cannot_write_is_left_as_it_was(
+    tmp_path: Path, version: int
+) -> None:
+    """Another program's database that sets ``user_version`` itself (many do), or a store
+    newer than this SharedOS, in rollback-journal mode: a writable open switched it to WAL
+    before it read the version (and at 1 to 5 tried to migrate it: "no such table:
+    attempts"). Refused, with why, and not written at all."""
+    db = tmp_path / "app.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(EvidenceStoreError) as exc:
+            SqliteEvidenceStore(db, read_only=read_only)
+        said = str(exc.value)
+        if version == 99:
+            assert "newer than this SharedOS" in said, said
+        else:
+            assert "not a SharedOS evidence database" in said and "notes" in said, said
+    code, out = cli("evidence", "migrate", "--db", str(db))
+    assert code == 1 and len(out.strip().splitlines()) == 1, out
+    assert db.read_bytes() == before  # not switched to WAL, nothing migrated
+    assert not Path(f"{db}-wal").exists()
+
+
 def test_another_programs_database_is_never_made_a_store(tmp_path: Path) -> None:
     # a mistyped --evidence, [evidence] url or copy --to naming some other SQLite file
     # (no schema version, its own tables): readers and migrate refused it, but a writable
