@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Literal
 
 from sharedos.errors import PolicyLanguageError
+from sharedos.terminal import unambiguous
 
 Severity = Literal["error", "warning"]
 
@@ -251,7 +252,10 @@ class Diagnostic:
 
     def render(self) -> str:
         """Human form: header, numbered excerpt with carets under the span, hint."""
-        out = [f"{self.location}: {self.severity}[{self.code}]: {self.message}"]
+        # every line spelled out (``unambiguous``): the excerpt is the policy file's own
+        # text, and a raw escape, carriage return or bidi override there (what SOS106 warns
+        # of) must not retitle, rewrite or reorder the terminal that shows the warning
+        out = [unambiguous(f"{self.location}: {self.severity}[{self.code}]: {self.message}")]
         if self.excerpt:
             gutter = str(self.line)
             pad = " " * len(gutter)
@@ -265,13 +269,16 @@ class Diagnostic:
             else:
                 width = max(len(text) - start, 1)
             width = max(1, min(width, max(len(text) - start, 1)))
-            out.append(f" {gutter} | {text}")
+            # spelled piece by piece, so the carets are counted on the text as shown (an
+            # escape spelled ``\\x1b`` takes four cells, not one; a bidi override six, not none)
+            before, within = unambiguous(text[:start]), unambiguous(text[start : start + width])
+            out.append(f" {gutter} | {before}{within}{unambiguous(text[start + width :])}")
             # in terminal cells: a wide character (CJK, fullwidth) takes two, a
             # combining mark none, so the carets stay under the span
-            lead, span = _cells(text[:start]), _cells(text[start : start + width])
+            lead, span = _cells(before), _cells(within)
             out.append(f" {pad} | {' ' * lead}{'^' * max(span, 1)}")
         if self.hint:
-            out.append(f"  hint: {self.hint}")
+            out.append(unambiguous(f"  hint: {self.hint}"))
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, object]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from sharedos.cli.policy import main as policy_main
 from sharedos.cli.policy._check import check_with_suppressions
 from sharedos.policy import CODES, Diagnostic, PolicyError, compile_paths, compile_source
 from sharedos.policy.lints import LintOptions
+from sharedos.terminal import unambiguous
 
 HEAD = """namespace files
 requirement files.read  { action read;  resource path(args.path) }
@@ -384,3 +387,48 @@ def test_two_rules_never_share_an_id(tmp_path: Path) -> None:
     policy.write_text(fixed)
     ids = {r.id for r in compile_paths([tmp_path]).rules}
     assert ids == {"sub/p.sos:4", "sub/p.sos:5", "c-reads", "sub/p.sos:8"}
+
+
+def test_an_excerpt_shows_hidden_characters_spelled_with_the_carets_under_them() -> None:
+    # the excerpt is the file's own line: a raw escape (OSC 52 writes the clipboard, CSI 1A
+    # 2K erases the line above), a bidi override or a zero-width space in it reached the
+    # terminal raw, in the very warning (SOS106) that says it is there
+    head = (
+        'permit read on "/x" when context.a == "\x1b]52;c;aGk=\x07\x1b[1A\x1b[2K\u202e\u200b" and '
+    )
+    text = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        f"{head}bogus(1)\n"
+    )
+    with pytest.raises(PolicyError) as err:
+        compile_source(text, "p.sos")
+    rendered = [d.render() for d in err.value.diagnostics]
+    assert rendered and all(
+        unambiguous(r.replace("\n", "")) == r.replace("\n", "") for r in rendered
+    )
+    [diag] = [d for d in err.value.diagnostics if d.code == "SOS205"]
+    excerpt, carets = diag.render().split("\n")[1:3]
+    assert excerpt == f" 3 | {unambiguous(head)}bogus(1)"
+    assert excerpt[carets.index("^") :].startswith("bogus(1)")
+    assert carets.count("^") == len("bogus(1)")
+    [rlo] = [d for d in err.value.diagnostics if "RIGHT-TO-LEFT" in d.message]
+    excerpt, carets = rlo.render().split("\n")[1:3]
+    assert excerpt[carets.index("^") :].startswith("\\u202e")
+    assert carets.count("^") == len("\\u202e")
+
+
+@pytest.mark.parametrize("command", [["check"], ["fmt", "--check"], ["test"]])
+def test_the_policy_commands_print_no_raw_escape_from_a_policy_file(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = tmp_path / "p.sos"
+    path.write_text(
+        HEAD + 'permit read on "/y" $ # \x1b]0;owned\x07\x1b[1A\x1b[2K\u202e\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(policy_main, [*command, str(path)])
+    assert result.exit_code != 0
+    assert "SOS102" in result.output, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "\u202e" not in result.output
