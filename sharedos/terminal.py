@@ -13,8 +13,14 @@ _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *
 
 
 def printable(line: str) -> str:
-    """``line`` with control characters (ANSI escapes, carriage returns ...) shown as ``\\xNN``."""
-    return line.translate(_CONTROL)
+    """``line`` of free text (a harness's output, an upstream's stderr or message) for a
+    terminal: spelled as ``unambiguous`` spells it — control characters (ANSI escapes,
+    carriage returns ...) as ``\\xNN``, bidi overrides, zero-width and other invisible
+    characters as ``\\uNNNN`` — except tabs, which are kept (they hide nothing, and a
+    log's columns use them)."""
+    if line.isascii():
+        return line.translate(_CONTROL)
+    return _spelled_out(line, keep_tab=True)
 
 
 def _spelled(c: str) -> str:
@@ -52,13 +58,19 @@ def unambiguous(text: str) -> str:
     (Default_Ignorable_Code_Point: a Hangul filler, a variation selector) — spelled
     ``\\xNN`` / ``\\uNNNN``, so text cannot reorder, hide or break the lines around it
     (what an approver reads is what will run)."""
-    import unicodedata
-
     if text.isascii() and text.isprintable():
         return text
+    return _spelled_out(text, keep_tab=False)
+
+
+def _spelled_out(text: str, *, keep_tab: bool) -> str:
+    import unicodedata
+
     out = []
     for c in text:
-        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(ord(c)):
+        if c == "\t" and keep_tab:
+            out.append(c)
+        elif unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(ord(c)):
             out.append(_spelled(c))
         else:
             out.append(c)

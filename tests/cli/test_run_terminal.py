@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from sharedos.cli.run import summary_lines
 from tests.upstream.conftest import DATA, PY
 
@@ -64,3 +66,48 @@ def test_the_evidence_summary_spells_a_recorded_tool_name() -> None:
         "  #3 files.read\\x1b[2J\\x1b]0;owned\\x07\\x0d: denied (unknown_tool); "
         "the model called it mcp__x\\x1b[2J\\x1b]0;owned\\x07\\x0d"
     )
+
+
+def test_dry_run_spells_bidi_and_invisible_characters_of_an_upstream(tmp_path: Path) -> None:
+    # the upstream report ``sharedos run`` prints on stderr spelled control characters only: a
+    # right-to-left override in the name the upstream gave itself reordered the rest of the
+    # line (to a bidi terminal); a zero-width space, a filler or a line separator hid
+    hidden = "\u202e\u2066\u200b\u2028\u3164"
+    served = tmp_path / "served"
+    served.mkdir()
+    tools = served / "tools.json"
+    tools.write_text(
+        json.dumps(
+            [
+                {"name": "ok", "inputSchema": {"type": "object"}},
+                {"name": f"bad{hidden}name", "inputSchema": {"type": "object"}},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    host = tmp_path / "conf" / "host.toml"
+    host.parent.mkdir()
+    args = [str(DATA / "hostile_server.py"), "--tools", str(tools)]
+    args += ["--server-name", f"files{hidden}-server"]
+    host.write_text(
+        f"[harness.claude-code]\n[upstream.h]\ncommand = {json.dumps(PY)}\n"
+        f'args = {json.dumps(args)}\nroots = [{{ path = "{served}" }}]\npinning = "off"\n',
+        encoding="utf-8",
+    )
+    argv = [SHAREDOS, "run", "--host-config", str(host), "--principal", "alice"]
+    argv += ["--policy", "dev-open", "--dry-run", "--evidence", str(tmp_path / "ev.sqlite")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout + proc.stderr
+    assert not set(hidden) & set(shown), ascii(shown)
+    assert "[files\\u202e\\u2066\\u200b\\u2028\\u3164-server 1]" in proc.stderr
+    assert "bad\\u202e\\u2066\\u200b\\u2028\\u3164name" in proc.stderr
+
+
+def test_a_streamed_line_spells_bidi_and_invisible_characters_and_keeps_tabs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sharedos.cli.run import stream_printer
+
+    stream_printer("codex")("stdout", "rm -rf /\u202e\u2066 ; echo \u200bsafe\tdone")
+    assert capsys.readouterr().err == "[codex] rm -rf /\\u202e\\u2066 ; echo \\u200bsafe\tdone\n"

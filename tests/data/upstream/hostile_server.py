@@ -21,6 +21,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--log")
 parser.add_argument("--mode", default="")
 parser.add_argument("--tools", default="")
+#: the name it gives itself in the handshake (serverInfo.name)
+parser.add_argument("--server-name", default="hostile")
 #: every answer names its request's (integer) id as a string: "7" for 7, which JSON-RPC
 #: peers (the SDKs) take for the same id
 parser.add_argument("--string-ids", action="store_true")
@@ -112,7 +114,7 @@ def serve() -> None:
                     "serverInfo": {
                         "name": "hostile\x1b[2J\x1b]0;owned\x07"
                         if mode == "escapes"
-                        else (huge or "hostile"),
+                        else (huge or opts.server_name),
                         "version": huge or "1",
                     },
                     **({"instructions": huge} if huge else {}),
