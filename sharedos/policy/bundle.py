@@ -234,9 +234,21 @@ def release_of(doc: dict[str, Any], where: str | Path) -> tuple[str | None, int]
     declared); ``BundleError`` when either is malformed: ``sequence`` must be a positive
     integer and ``revision`` a non-empty string (or integer). What ``sign_bundle`` signs
     and ``verify_bundle`` passes is what a host would take."""
+    from sharedos.terminal import unambiguous
+
     revision, sequence = doc.get("revision"), doc.get("sequence")
-    if revision is not None and (type(revision) not in (str, int) or not str(revision).strip()):
-        raise BundleError(f"bundle {where} has a malformed revision {revision!r}")
+    # a revision is a label people read (``bundle verify``, a host's log, ``sharedos run``,
+    # rollback refusals, each turn's identity): one holding a character not shown as itself
+    # (an escape sequence, a carriage return, a bidi override) would rewrite those lines
+    if revision is not None and (
+        type(revision) not in (str, int)
+        or not str(revision).strip()
+        or unambiguous(str(revision)) != str(revision)
+    ):
+        raise BundleError(
+            f"bundle {where} has a malformed revision {unambiguous(repr(revision))} (a "
+            "non-empty string without control, bidi or invisible characters)"
+        )
     if sequence is not None and (type(sequence) is not int or sequence < 1):
         raise BundleError(
             f"bundle {where} has a malformed sequence {sequence!r} (a positive integer)"

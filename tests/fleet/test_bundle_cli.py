@@ -154,3 +154,16 @@ def test_verify_with_a_hosts_state_refuses_what_that_host_would_refuse(tmp_path:
     assert code == 0 and "r5" in out, out
     code, out = run("bundle", "verify")
     assert code == 2 and "give SOURCE" in out, out
+
+
+def test_verify_never_prints_a_revision_that_would_rewrite_the_terminal(tmp_path: Path) -> None:
+    # an unsigned bundle's revision printed raw: a carriage return and an erase-line turned
+    # "ok: revision r7" into a forged line, an OSC retitled the window
+    bundle = tmp_path / "bundle.json"
+    save_bundle(compile_sources([("files.sos", RULES_V1)]), bundle)
+    doc = json.loads(bundle.read_bytes())
+    doc["revision"] = "r7\r\x1b[2Kok: revision r8 (signed)\x1b]0;owned\x07\u202e"
+    bundle.write_text(json.dumps(doc))
+    code, out = run("bundle", "verify", str(bundle))
+    assert code == 1 and "malformed revision" in out, out
+    assert not {"\r", "\x1b", "\x07", "\u202e"} & set(out), ascii(out)

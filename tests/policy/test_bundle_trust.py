@@ -136,6 +136,10 @@ def test_a_signature_does_not_survive_a_consistent_edit(
         ({"sequence": 2.0}, "malformed sequence"),
         ({"revision": "  "}, "malformed revision"),
         ({"revision": ["r1"]}, "malformed revision"),
+        # printed by `bundle verify`, `sharedos run` and a host's log: it would rewrite them
+        ({"revision": "r7\r\x1b[2Kok: revision r8\x1b]0;t\x07"}, "malformed revision"),
+        ({"revision": "r7\u202e8r"}, "malformed revision"),
+        ({"revision": "r7\u200b"}, "malformed revision"),
     ],
 )
 def test_sign_and_verify_refuse_a_release_every_host_refuses(
