@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from sharedos import textfile
 from sharedos.errors import BundleDistributionError
 from sharedos.redaction import SECRET_NAME_RE, Redactor
+from sharedos.terminal import unambiguous
 
 logger = logging.getLogger("sharedos.bundles")
 
@@ -420,8 +421,11 @@ class HttpSource:
         """What urllib, http.client or the server said of a failed fetch, without the URL's
         credentials: their messages quote the URL, or part of it (``nonnumeric port:
         'PASSWORD@host'`` of a URL with a password, ``URL can't contain control
-        characters. '/b.json?token=…'``), as written."""
-        return self._secrets.scrub(str(reason))
+        characters. '/b.json?token=…'``), as written; and spelled out (``unambiguous``):
+        the server chose its reason phrase, which a host logs and ``sharedos bundle verify``
+        and ``sharedos run`` print (an escape sequence there retitled or rewrote the
+        operator's terminal)."""
+        return unambiguous(self._secrets.scrub(str(reason)))
 
     def _late(self) -> SourceError:
         return SourceError(f"GET {self.origin}: no complete answer within {self.deadline_s:g} s")

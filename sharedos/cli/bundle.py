@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sharedos.cli._help import with_short_help
+from sharedos.terminal import unambiguous
 
 if TYPE_CHECKING:
     from sharedos.bundles.state import BundleState
@@ -76,24 +77,26 @@ def verify_cmd(
     try:
         fetched = open_source(source).fetch(None)
     except SourceError as exc:
-        click.echo(f"refused: {exc}", err=True)
+        click.echo(unambiguous(f"refused: {exc}"), err=True)
         raise SystemExit(1) from None
     assert isinstance(fetched, Fetched)
     try:
         loaded = verifier.verify(fetched)
     except BundleRejected as exc:
-        click.echo(f"refused: {exc}", err=True)
+        click.echo(unambiguous(f"refused: {exc}"), err=True)
         raise SystemExit(1) from None
     if state is not None:
         state_file = state.path
         try:
             floor = state.load()
         except StateError as exc:  # a host refuses every bundle until this is fixed
-            click.echo(f"refused: {exc}: a host reading it refuses every bundle", err=True)
+            click.echo(
+                unambiguous(f"refused: {exc}: a host reading it refuses every bundle"), err=True
+            )
             raise SystemExit(1) from None
         why = rollback_problem(loaded, floor)
         if why is not None:
-            click.echo(f"refused: {why}", err=True)
+            click.echo(unambiguous(f"refused: {why}"), err=True)
             raise SystemExit(1) from None
         if floor is None:  # a host that never loaded a release, or a mistyped path
             click.echo(
@@ -101,7 +104,7 @@ def verify_cmd(
                 "compared for rollback; a host with this state takes any signed release",
                 err=True,
             )
-    click.echo(f"ok: {loaded.describe()}")
+    click.echo(unambiguous(f"ok: {loaded.describe()}"))
 
 
 def _from_host_file(

@@ -550,16 +550,21 @@ def _bundle_policy(host_config: Any) -> Any:
     if result.current is None:
         # the source as every message shows it (a presigned URL's signature never shown)
         shown = manager.source.origin
-        click.echo(f"error: no usable policy bundle from {shown}: {result.detail}", err=True)
+        # what the bundle's server or its document said: spelled, as everything else shown
+        click.echo(
+            unambiguous(f"error: no usable policy bundle from {shown}: {result.detail}"), err=True
+        )
         sys.exit(EXIT_CONFIG)
     if result.status == "kept":  # the source failed: the last release this host enforced
         click.echo(
-            f"policy: bundle {result.current.describe()}, the last release this host "
-            f"enforced (its source failed: {result.detail})",
+            unambiguous(
+                f"policy: bundle {result.current.describe()}, the last release this host "
+                f"enforced (its source failed: {result.detail})"
+            ),
             err=True,
         )
     else:
-        click.echo(f"policy: bundle {result.current.describe()}", err=True)
+        click.echo(unambiguous(f"policy: bundle {result.current.describe()}"), err=True)
     return result.current.kernel_policy
 
 

@@ -167,3 +167,36 @@ def test_verify_never_prints_a_revision_that_would_rewrite_the_terminal(tmp_path
     code, out = run("bundle", "verify", str(bundle))
     assert code == 1 and "malformed revision" in out, out
     assert not {"\r", "\x1b", "\x07", "\u202e"} & set(out), ascii(out)
+
+
+def test_a_bundle_servers_reason_phrase_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    # the HTTP reason phrase is the server's: printed raw, its OSC retitled the window, its
+    # CSI (and a C1 CSI) erased and moved lines of the operator's terminal
+    import socket
+    import threading
+
+    from sharedos.bundles.source import SourceError, open_source
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve() -> None:
+        with server:
+            for _ in range(2):
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(
+                        b"HTTP/1.1 404 Not\x1b]0;owned\x07\x1b[2K\xc2\x9b1A Found\r\n"
+                        b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                    )
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{port}/bundle.json"
+    with pytest.raises(SourceError) as err:
+        open_source(url).fetch(None)
+    said = str(err.value)
+    assert "HTTP 404 Not\\x1b]0;owned\\x07\\x1b[2K" in said, ascii(said)
+    code, out = run("bundle", "verify", url)
+    assert code == 1 and "HTTP 404" in out, out
+    assert not {"\x1b", "\x07", "\x9b"} & set(out), ascii(out)
