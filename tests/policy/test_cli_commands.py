@@ -312,3 +312,32 @@ def test_names_and_descriptions_cannot_rewrite_the_line_they_are_printed_on(
         "explain", str(policy), "--tool", "files.read", "--args", '{"path": "/a/x"}'
     )
     assert code == 0 and "description: d\\u202eRED" in stdout and "\u202e" not in stdout
+
+
+def test_diff_and_test_spell_a_rule_id_written_with_bidi_escapes(tmp_path: Path) -> None:
+    # an @id written with escapes ("\u202e" in the source: no raw character, no SOS106) is a
+    # raw bidi override in the compiled id: diff, test -v and test --coverage printed it so,
+    # reordering the line the reviewer reads ("allow<RLO><LRI>tixe")
+    head = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/pub/**"\n'
+    )
+    old, new = tmp_path / "old.sos", tmp_path / "new.sos"
+    old.write_text(head, encoding="utf-8")
+    new.write_text(
+        head + '@id("allow\\u202e\\u2066tixe")\npermit read on "/t/**"\n'
+        '@id("second\\u200f")\npermit read on "/u/**"\n'
+        'test "t" { call files.read { path: "/t/a" } expect allow }\n',
+        encoding="utf-8",
+    )
+    outputs = [
+        invoke("diff", str(old), str(new))[1],
+        invoke("test", "--verbose", str(new))[1],
+        invoke("test", "--coverage", str(new))[1],
+    ]
+    assert "allow\\u202e\\u2066tixe" in outputs[0], outputs[0]
+    assert "allow\\u202e\\u2066tixe" in outputs[1], outputs[1]
+    assert "second\\u200f" in outputs[2], outputs[2]
+    for out in outputs:
+        assert not {"\u202e", "\u2066", "\u200f"} & set(out), ascii(out)

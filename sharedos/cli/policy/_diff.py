@@ -22,6 +22,7 @@ from sharedos.cli.policy._common import (
     discover_sources,
     emit_json,
     guarded,
+    shown,
 )
 from sharedos.cli.policy._load import trusted_key_option
 
@@ -147,9 +148,11 @@ def diff_cmd(
     if fmt == "json":
         emit_json({**sides, "run_policy": run, **report.to_dict()})
     else:
-        click.echo(f"old: {old} ({old_policy.bundle_hash[:12]})")
-        click.echo(f"new: {new} ({new_policy.bundle_hash[:12]})")
+        # rule ids, patterns and example calls are the policies' text: an id written with
+        # escapes ("\u202e") is a raw bidi override here, and must not reorder the review
+        click.echo(shown(f"old: {old} ({old_policy.bundle_hash[:12]})"))
+        click.echo(shown(f"new: {new} ({new_policy.bundle_hash[:12]})"))
         if run is not None:
-            click.echo(f"run policy: {run}")
-        click.echo(report.render())
+            click.echo(shown(f"run policy: {run}"))
+        click.echo(shown(report.render()))
     raise click.exceptions.Exit(EXIT_OK if report.verdict == "unchanged" else EXIT_POLICY)

@@ -167,7 +167,9 @@ def _print(
             d = outcome.decision
             rules = ", ".join(r.id for r in d.rule_ids) or "-"
             click.echo(
-                f"     {d.effect.value} ({d.reason.value}) resource={d.resource} rules={rules}"
+                shown(
+                    f"     {d.effect.value} ({d.reason.value}) resource={d.resource} rules={rules}"
+                )
             )
     total = len(report.outcomes)
     failed = len(report.failed)
@@ -183,11 +185,13 @@ def _print(
         cov = report.coverage
         click.echo(f"coverage: {cov.covered}/{cov.total} rules exercised ({cov.percent}%)")
         for ref in cov.uncovered:
-            click.echo(f"  not exercised: {ref.file}:{ref.line}:{ref.col} {ref.effect} {ref.id}")
+            click.echo(
+                shown(f"  not exercised: {ref.file}:{ref.line}:{ref.col} {ref.effect} {ref.id}")
+            )
         if report.branches is not None:
             from sharedos.policy.branches import render
 
             for line in render(report.branches):
-                click.echo(line)
+                click.echo(shown(line))
         if below:
             click.echo(f"coverage is below the threshold of {threshold:g}%")
