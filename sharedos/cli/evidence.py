@@ -521,7 +521,9 @@ def copy_cmd(source: str, target: str, sign_key: Path | None) -> None:
             )
     except (EvidenceStoreError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(result.line(shown_from, shown_to))
+    # the turns it names (in conflict, not verifying, gone) are what the source holds: a
+    # tampered turn id is spelled out, as verify spells it, never printed over the line
+    click.echo(unambiguous(result.line(shown_from, shown_to)))
     if not result.clean:
         raise SystemExit(1)
 
@@ -536,7 +538,7 @@ def migrate_cmd(db: str) -> None:
         result, shown = migrate_store(db)
     except EvidenceStoreError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(result.line(shown))
+    click.echo(unambiguous(result.line(shown)))
 
 
 #: ``--kind`` spellings -> the report's kinds (as ``sharedos-policy diff``)

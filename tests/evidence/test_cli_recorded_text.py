@@ -150,3 +150,23 @@ def test_verify_turns_and_counts_spell_what_a_tampered_store_holds(tmp_path: Pat
         assert _hidden(out.output.replace("\t", " ")) == [], (args[1], out.output)
     verified = runner.invoke(main, ["evidence", "verify", "--db", db]).output
     assert "turn-1: verified 1 turn(s): clean\\x0d\\x9b8m\\u202e\\u2028" in verified
+
+
+def test_copy_spells_the_turns_of_a_tampered_source(tmp_path: Path) -> None:
+    """``evidence copy`` names the turns it did not copy (they do not verify on the source)
+    as the source holds them: a turn id holding a carriage return printed a forged
+    "clean" over the line that said so."""
+    import sqlite3
+
+    h = Host(tmp_path)
+    for _ in range(2):
+        h.call({"path": "/shared/n.txt", "content": "x"})
+    with contextlib.closing(sqlite3.connect(h.db)) as con:
+        con.execute("UPDATE chain SET turn_id = ? WHERE rowid >= 3", (FORGED_TURN,))
+        con.commit()
+    out = CliRunner().invoke(
+        main, ["evidence", "copy", "--from", str(h.db), "--to", str(tmp_path / "copy.sqlite")]
+    )
+    assert out.exit_code == 1, out.output
+    assert _hidden(out.output) == [], out.output
+    assert "turn-1: verified 1 turn(s): clean\\x0d\\x9b8m\\u202e\\u2028" in out.output
