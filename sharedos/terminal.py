@@ -75,3 +75,29 @@ def _spelled_out(text: str, *, keep_tab: bool) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+def json_spelled(text: str) -> str:
+    """JSON text ``text`` with every character ``unambiguous`` spells (C1 controls, DEL,
+    bidi overrides, zero-width and other invisible characters, line separators) written
+    as its ``\\\\uNNNN`` escape: the same JSON value, exactly, but one a terminal shows as
+    it is (JSON itself escapes only C0; ``ensure_ascii=False`` leaves a C1 CSI or a U+202E
+    raw). They can only stand inside strings, where an escape means the same."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    import unicodedata
+
+    out = []
+    for c in text:
+        n = ord(c)
+        if n >= 0x7F and (
+            unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(n)
+        ):
+            if n < 0x10000:
+                out.append(f"\\u{n:04x}")
+            else:  # JSON spells an astral character as its UTF-16 surrogate pair
+                n -= 0x10000
+                out.append(f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}")
+        else:
+            out.append(c)
+    return "".join(out)

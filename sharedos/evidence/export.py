@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from sharedos.evidence.record import EvidenceRecord
+from sharedos.terminal import json_spelled
 
 __all__ = ["CSV_COLUMNS", "iter_records", "write_csv", "write_jsonl"]
 
@@ -65,7 +66,8 @@ def iter_records(store: Any, turn_id: str | None = None) -> Iterator[EvidenceRec
 def json_text(value: Any, indent: int | None = None) -> str:
     """JSON of ``value`` with sorted keys: UTF-8 where it can be, ``\\u`` escapes when a
     string holds a lone surrogate (JSON carries one, UTF-8 cannot: a raw write would
-    fail mid-export)."""
+    fail mid-export) and for every character a terminal would not show as itself
+    (``terminal.json_spelled``)."""
     text = (
         _ENCODE(value)
         if indent is None
@@ -75,7 +77,9 @@ def json_text(value: Any, indent: int | None = None) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = json.dumps(value, ensure_ascii=True, sort_keys=True, indent=indent)
-    return text
+    # the same value, with a C1 control, a bidi override or a line separator a call
+    # carried written as its escape: shown on a terminal, it cannot drive or reorder it
+    return json_spelled(text)
 
 
 def write_jsonl(records: Iterable[EvidenceRecord], out: TextIO) -> int:

@@ -170,3 +170,51 @@ def test_copy_spells_the_turns_of_a_tampered_source(tmp_path: Path) -> None:
     assert out.exit_code == 1, out.output
     assert _hidden(out.output) == [], out.output
     assert "turn-1: verified 1 turn(s): clean\\x0d\\x9b8m\\u202e\\u2028" in out.output
+
+
+def test_json_output_escapes_what_a_terminal_would_not_show_and_keeps_the_value(
+    tmp_path: Path,
+) -> None:
+    """JSON escapes C0 controls only: ``list``/``export`` in JSON (and ``sharedos-policy``'s
+    JSON) wrote a C1 CSI, a bidi override or a line separator a call carried raw onto
+    the operator's terminal. Each is now its ``\\uNNNN`` escape: the same JSON value."""
+    import json
+
+    from sharedos.cli.policy import main as policy_main
+
+    h = Host(tmp_path)
+    sent = {"path": "/shared/n.txt", "content": CONTENT}
+
+    async def calls() -> None:
+        await h.host.invoke_tool(
+            ToolCall(tool="files.write", arguments=sent, turn_id="turn-1"), BOB, RUN
+        )
+
+    anyio.run(calls)
+    db = str(h.db)
+    runner = CliRunner()
+    for args in (
+        ["evidence", "list", "--db", db, "--format", "jsonl"],
+        ["evidence", "list", "--db", db, "--format", "json"],
+        ["evidence", "export", "--db", db, "--format", "jsonl"],
+        ["evidence", "export", "--db", db, "--format", "json"],
+    ):
+        out = runner.invoke(main, args)
+        assert out.exit_code == 0, out.output
+        assert _hidden(out.output) == [], (args, out.output)
+        doc = (
+            json.loads(out.output) if args[-1] == "json" else json.loads(out.output.split("\n")[0])
+        )
+        (record,) = doc if isinstance(doc, list) else [doc]
+        assert record["arguments"] == sent, args
+    policy = tmp_path / "p.sos"
+    policy.write_text(
+        "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/x" # \u202e\x85\n',
+        encoding="utf-8",
+    )
+    out = runner.invoke(policy_main, ["check", "--format", "json", str(policy)])
+    assert _hidden(out.output) == [], out.output
+    assert "# \\u202e\\u0085" in out.output
+    excerpts = [d["excerpt"] for d in json.loads(out.output)["diagnostics"]]
+    assert excerpts and all(e.endswith("# \u202e\x85") for e in excerpts)

@@ -194,9 +194,13 @@ def emit_json(payload: Any) -> None:
     """Print one JSON document (sorted keys, stable output for scripts and golden files):
     UTF-8, or ``\\u`` escapes throughout when a string holds a lone surrogate (JSON
     carries one, from a context, arguments or a recorded call; UTF-8 cannot)."""
+    from sharedos.terminal import json_spelled
+
     text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=True)
-    click.echo(text)
+    # the same document, with a C1 control or a bidi override (a policy's string, a call's
+    # value, a source line) written as its escape: it cannot drive or reorder a terminal
+    click.echo(json_spelled(text))
