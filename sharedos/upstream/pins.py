@@ -35,6 +35,7 @@ from sharedos import canonical, textfile
 from sharedos.atomicfile import take_lock, write_atomically
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import UpstreamError
+from sharedos.terminal import json_spelled
 from sharedos.upstream.definitions import RawTool
 
 PIN_FILE_VERSION = 1
@@ -128,9 +129,19 @@ def load_pins(path: Path) -> PinFile:
 
 
 def save_pins(pins: PinFile, path: Path) -> None:
-    """Write the pin file atomically (sorted keys, one stable layout for review in VCS)."""
-    data = json.dumps(
-        pins.model_dump(by_alias=True, mode="json"), indent=2, sort_keys=True, ensure_ascii=False
+    """Write the pin file atomically (sorted keys, one stable layout for review in VCS).
+
+    UTF-8, with every character a terminal or a review would not show as itself (a C1
+    control, a bidi override, a zero-width space an upstream put in a description)
+    written as its ``\\uNNNN`` escape (``terminal.json_spelled``): the same pins, but a
+    ``cat`` or a ``git diff`` of the file shows what was pinned."""
+    data = json_spelled(
+        json.dumps(
+            pins.model_dump(by_alias=True, mode="json"),
+            indent=2,
+            sort_keys=True,
+            ensure_ascii=False,
+        )
     )
     try:
         write_atomically(path, data + "\n", mode=0o644, durable=True)

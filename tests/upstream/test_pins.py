@@ -670,3 +670,24 @@ def test_a_diff_spells_out_what_a_hostile_definition_holds() -> None:
     assert [line for line in lines if line.startswith("+ ")] == [
         '+    "description": "Echo.\\x9b8m\\u202eevil\\u2028  \\"x\\": 1,\\x7f\\u2029\\x85",'
     ]
+
+
+def test_the_pin_file_spells_what_a_review_would_not_show(tmp_path: Path) -> None:
+    # the pin file is reviewed in VCS (`git diff`, `cat`): a description holding a bidi
+    # override, a C1 CSI or a zero-width space was written raw into it
+    from click.testing import CliRunner
+
+    hidden = "\u202e\u2066\x9b2K\u200b\u2028"
+    tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
+    tools = json.loads(json.dumps(TOOLS))
+    tools[0]["description"] = f"Echo{hidden} the message."
+    write_tools(tools_file, tools)
+    host = host_file(tmp_path, tools_file, log)
+    done = CliRunner().invoke(main, ["upstream", "pin", str(host)])
+    assert done.exit_code == 0, done.output
+    text = pin_path_for(host).read_text(encoding="utf-8")
+    assert not {"\u202e", "\u2066", "\x9b", "\u200b", "\u2028"} & set(text), ascii(text)
+    assert "Echo\\u202e\\u2066\\u009b2K\\u200b\\u2028 the message." in text
+    pinned = load_pins(pin_path_for(host)).upstreams["fx"].tools["fx.echo"]
+    assert pinned.upstream["description"] == f"Echo{hidden} the message."
+    assert CliRunner().invoke(main, ["upstream", "diff", str(host)]).exit_code == 0
