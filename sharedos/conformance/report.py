@@ -27,7 +27,7 @@ from sharedos.conformance.manifest import Manifest, Row
 from sharedos.identity import SystemIdentity, catalog_hash_mismatch
 from sharedos.outcomes import Outcome, outcome_for_reason
 from sharedos.redaction import NO_SECRETS, Redactor
-from sharedos.terminal import unambiguous
+from sharedos.terminal import json_spelled, unambiguous
 
 
 def display_tool(name: str, limit: int = 40) -> str:
@@ -260,8 +260,12 @@ def build_report(
 
 
 def report_json(report: Report) -> str:
-    """The machine-readable report."""
-    return json.dumps(report.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False)
+    """The machine-readable report (a C1 control, a bidi override or a zero-width space a
+    harness or an upstream put in a note or a reason written as its ``\\uNNNN`` escape,
+    as the text and HTML forms spell it: the same JSON value)."""
+    return json_spelled(
+        json.dumps(report.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False)
+    )
 
 
 _MATCH_LABEL = {"call_id": "call id", "tool_resource": "tool + canonical resource"}

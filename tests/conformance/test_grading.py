@@ -303,3 +303,23 @@ async def test_an_attempt_the_model_made_for_another_row_never_grades_a_row(
     column.attempts.clear()
     _collect(column, result, manifest.default_context, manifest.default_policy, plan)
     assert column.attempts[0].row is None
+
+
+def test_the_json_report_escapes_what_the_text_and_html_spell(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    # a column's reason comes from a harness probe (its stderr): the text and HTML reports
+    # spell a bidi override or a C1 CSI in it, the JSON report wrote them raw
+    import json
+
+    from sharedos.conformance.report import write_reports
+
+    why = "dsh --version said: ok\u202e\u2066\x9b2K\u200b"
+    dsh = ColumnRun.unavailable("mcp/dsh", ColumnKind.MCP, "dsh", why)
+    report = build_report(manifest, [dsh])
+    paths = write_reports(report, tmp_path / "out")
+    for form, path in paths.items():
+        text = path.read_text(encoding="utf-8")
+        assert not {"\u202e", "\u2066", "\x9b", "\u200b"} & set(text), (form, ascii(text))
+    doc = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert doc["columns"][0]["unavailable_reason"] == why
