@@ -65,7 +65,13 @@ def now_value(instant: datetime, zone_name: str | None = None) -> dict[str, Any]
     (default: the instant's own offset)."""
     if instant.tzinfo is None:
         raise ClockError("a time needs an offset or a zone (naive times are ambiguous)")
-    local = instant.astimezone(zone(zone_name)) if zone_name is not None else instant
+    tz = zone(zone_name) if zone_name is not None else None
+    try:
+        local = instant.astimezone(tz) if tz is not None else instant
+    except (OverflowError, ValueError) as exc:  # the instant is outside year 1 to 9999 there
+        raise ClockError(
+            f"{instant.isoformat()} in {zone_name} is not in a year 1 to 9999"
+        ) from exc
     name = zone_name if zone_name is not None else _offset_name(local)
     return {
         "timestamp": int(local.timestamp()),

@@ -239,3 +239,40 @@ def test_listing_weighs_the_time_jointly(rules: str) -> None:
     some = any(policy.decide("files.read", {"path": "/x"}, ctx).allowed for ctx in week)
     assert some is (rules in SOMETIMES)
     assert policy.could_permit("files.read", base) is some
+
+
+@pytest.mark.parametrize(
+    "now",
+    [
+        "0001-01-01T00:00:00+01:00[UTC]",  # 0000-12-31T23:00 in UTC
+        "9999-12-31T23:59:59-01:00[UTC]",  # 10000-01-01T00:59:59 in UTC
+        "9999-12-31T23:30:00+00:00[Pacific/Kiritimati]",
+    ],
+)
+def test_a_time_its_zone_puts_outside_year_1_to_9999_is_unreadable(
+    tmp_path: Path, now: str
+) -> None:
+    """Converting to the named zone can leave datetime's range: that is a time that cannot
+    be read (ClockError), so eval answers invalid_request and explain a usage error, as
+    for any unreadable now, never an internal error (exit 3)."""
+    with pytest.raises(ClockError, match="year 1 to 9999"):
+        expand(now)
+    with pytest.raises(ClockError, match="unknown time zone"):  # not taken for one
+        expand(now.split("[")[0] + "[Mars/Base]")
+    (tmp_path / "p.sos").write_text(OFFICE)
+    line = {"tool": "files.read", "args": {"path": "/a"}, "context": {"now": now}}
+    result = CliRunner().invoke(main, ["eval", str(tmp_path / "p.sos")], input=json.dumps(line))
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["error"]["code"] == "invalid_request"
+    explained = CliRunner().invoke(
+        main,
+        ["explain", str(tmp_path / "p.sos"), "--tool", "files.read", "--args", '{"path": "/a"}',
+         "--context", json.dumps({"now": now})],
+    )  # fmt: skip
+    assert explained.exit_code == 2, explained.output
+    assert "year 1 to 9999" in explained.output
+    # a test block with that time is warned about, as any unreadable time is
+    (tmp_path / "p.sos").write_text(OFFICE.replace('now: "2026-12-05T10:00:00Z"', f'now: "{now}"'))
+    checked = CliRunner().invoke(main, ["check", str(tmp_path / "p.sos")])
+    assert checked.exit_code == 0, checked.output
+    assert "warning[SOS502]" in checked.output and "year 1 to 9999" in checked.output
