@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -42,6 +42,8 @@ FIELDS = (
     "minute",
     "weekday",
 )
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _ZONED_RE = re.compile(r"^(?P<time>[^\[\]]+?)(?:\[(?P<zone>[A-Za-z0-9_+\-/]+)\])?$")
 
@@ -74,7 +76,9 @@ def now_value(instant: datetime, zone_name: str | None = None) -> dict[str, Any]
         ) from exc
     name = zone_name if zone_name is not None else _offset_name(local)
     return {
-        "timestamp": int(local.timestamp()),
+        # whole seconds since the epoch, rounded down as the other members are: int() of
+        # the float rounded toward zero, so 1969-12-31T23:59:59.5Z was timestamp 0
+        "timestamp": (local - _EPOCH) // timedelta(seconds=1),
         "iso": local.isoformat(timespec="seconds"),
         "zone": name,
         "date": local.date().isoformat(),

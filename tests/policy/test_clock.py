@@ -276,3 +276,17 @@ def test_a_time_its_zone_puts_outside_year_1_to_9999_is_unreadable(
     checked = CliRunner().invoke(main, ["check", str(tmp_path / "p.sos")])
     assert checked.exit_code == 0, checked.output
     assert "warning[SOS502]" in checked.output and "year 1 to 9999" in checked.output
+
+
+@pytest.mark.parametrize("now", ["1969-12-31T23:59:59.5Z", -0.5, "1969-12-31T23:59:59.999-00:00"])
+def test_the_timestamp_rounds_down_as_the_other_members_do(now: Any) -> None:
+    """Half a second before 1970 is 1969-12-31 23:59:59 in every member, timestamp -1
+    included (int() of the float rounded it toward zero: 0, 1970-01-01T00:00:00Z, so a
+    forbid 'when context.now.timestamp < 0' did not see a time before it)."""
+    value = expand(now)
+    assert (value["date"], value["hour"], value["minute"]) == ("1969-12-31", 23, 59)
+    assert value["timestamp"] == -1
+    text = OFFICE.replace("timestamp >= 1798761600", "timestamp < 0")
+    policy = compile_source(text, "p.sos")
+    decided = policy.decide("files.read", {"path": "/freeze/a"}, {"now": value})
+    assert decided.reason.value == "forbidden"
