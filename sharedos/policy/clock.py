@@ -125,8 +125,18 @@ def expand(value: Any) -> dict[str, Any]:
 
 
 def _offset_name(local: datetime) -> str:
+    """The zone name of a time given by its offset alone: ``UTC``, or the offset as ISO
+    8601 writes it (``+05:30``, ``-00:30``, ``+05:45:30`` when it has seconds)."""
     offset = local.utcoffset()
     if not offset:
         return "UTC"
-    text = local.isoformat()[-6:]
-    return text if text[0] in "+-" else "UTC"
+    sign = "-" if offset < timedelta(0) else "+"
+    offset = abs(offset)
+    hours, rest = divmod(offset, timedelta(hours=1))
+    minutes, rest = divmod(rest, timedelta(minutes=1))
+    text = f"{sign}{hours:02d}:{minutes:02d}"
+    if rest:
+        text += f":{rest.seconds:02d}"
+        if rest.microseconds:
+            text += f".{rest.microseconds:06d}"
+    return text

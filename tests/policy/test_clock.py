@@ -290,3 +290,21 @@ def test_the_timestamp_rounds_down_as_the_other_members_do(now: Any) -> None:
     policy = compile_source(text, "p.sos")
     decided = policy.decide("files.read", {"path": "/freeze/a"}, {"now": value})
     assert decided.reason.value == "forbidden"
+
+
+@pytest.mark.parametrize(
+    ("now", "zone"),
+    [
+        ("2026-12-07T09:30:00+05:45:30", "+05:45:30"),
+        ("2026-12-07T09:30:00-01:00:01.5", "-01:00:01.500000"),
+        ("2026-12-07T09:30:00-00:30", "-00:30"),
+        ("2026-12-07T09:30:00+00:00", "UTC"),
+    ],
+)
+def test_a_time_given_by_its_offset_is_in_that_offset(now: str, zone: str) -> None:
+    """An offset with seconds (ISO 8601 and Python allow one) was named "UTC", while
+    hour and minute were read in the offset: 'context.now.zone == "UTC"' held for a
+    time five hours and three quarters away from it."""
+    value = expand(now)
+    assert value["zone"] == zone
+    assert value["iso"].endswith(zone if zone != "UTC" else "+00:00")
