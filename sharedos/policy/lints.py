@@ -68,6 +68,7 @@ from sharedos.policy.schemas import (
     AttrSchema,
     CatalogTool,
     lookup,
+    on_calendar,
     value_kind,
 )
 from sharedos.policy.unicode_lints import lint_unicode
@@ -442,6 +443,14 @@ def _value_hint(found: Sequence[AttrSchema], value: Any) -> str | None:
         if close:
             return f"did you mean {_shown(close[0])}?"
         return "compare with one of the values listed"
+    dated = [s for s in found if s.calendar is not None]
+    if dated and isinstance(value, str) and not on_calendar(dated[0].calendar or "", value):
+        shape = dated[0].pattern
+        if shape is None or re.search(shape, value):  # the shape is right, the day is not
+            return (
+                "compare with a day that exists: a month is 01 to 12, a day at most its "
+                "month's last (February 29 only in a leap year)"
+            )
     patterns = [s.pattern for s in found if s.pattern is not None]
     if patterns and isinstance(value, str):
         return f"compare with a string that matches {patterns[0]}"

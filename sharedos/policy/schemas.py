@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -41,6 +42,10 @@ class AttrSchema:
     items: AttrSchema | None = None
     #: a regular expression every string value matches (JSON Schema ``pattern``)
     pattern: str | None = None
+    #: a string value is a real calendar date (``date``) or time (``date-time``), as the
+    #: clock writes them: ``context.now.date`` is never ``2026-02-29``. Only for values
+    #: SharedOS makes (a schema's ``format`` is an annotation nothing validates)
+    calendar: str | None = None
 
     def allows(self, kind: str) -> bool:
         """True when a value of JSON type ``kind`` is allowed here."""
@@ -71,6 +76,8 @@ class AttrSchema:
                 matched = True
             if not matched:
                 return f"matches {self.pattern}"
+        if kind == "string" and self.calendar is not None and not on_calendar(self.calendar, value):
+            return f"is a {'day' if self.calendar == 'date' else 'time'} of the calendar"
         return None
 
     def within(self, low: int | float, high: int | float) -> bool:
@@ -103,6 +110,19 @@ def value_kind(value: Any) -> str:
     return "object"
 
 
+def on_calendar(kind: str, value: str) -> bool:
+    """True when ``value`` is a day (``date``) or a time (``date-time``) that exists:
+    ``2024-02-29`` is one, ``2026-02-29`` and ``2026-04-31`` are not."""
+    try:
+        if kind == "date":
+            date.fromisoformat(value)
+        else:
+            datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
 _OPEN = AttrSchema()
 
 #: ``AccessContext.policy_input``: the context the kernel really passes.
@@ -122,10 +142,13 @@ ACCESS_CONTEXT_SCHEMA = AttrSchema(
                 "iso": AttrSchema(
                     frozenset({"string"}),
                     pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[+-][0-9]{2}:[0-9]{2}(:[0-9]{2})?$",
+                    calendar="date-time",
                 ),
                 "zone": AttrSchema(frozenset({"string"})),
-                "date": AttrSchema(frozenset({"string"}), pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
-                "year": AttrSchema(frozenset({"integer", "number"})),
+                "date": AttrSchema(
+                    frozenset({"string"}), pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", calendar="date"
+                ),
+                "year": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=9999),
                 "month": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=12),
                 "day": AttrSchema(frozenset({"integer", "number"}), minimum=1, maximum=31),
                 "hour": AttrSchema(frozenset({"integer", "number"}), minimum=0, maximum=23),

@@ -776,6 +776,32 @@ def test_a_string_its_schema_pattern_rules_out_is_warned_about() -> None:
     assert codes('forbid read on "/a/**" when context.tenant == "t-1"\n', opts) == []
 
 
+def test_a_date_the_calendar_does_not_have_is_warned_about() -> None:
+    # the clock writes only days that exist: a freeze on "2026-02-29" (2026 is not a
+    # leap year), "2026-04-31" or "2026-13-01" has the right shape and never applies;
+    # nor does one on a year past 9999
+    for never in (
+        'forbid read on "/a/**" when context.now.date == "2026-02-29"\n',
+        'forbid read on "/a/**" when context.now.date in ["2026-12-25", "2026-04-31"]\n',
+        'forbid read on "/a/**" when context.now.date == "2026-13-01"\n',
+        'forbid read on "/a/**" when context.now.date == "0000-01-01"\n',
+        'forbid read on "/a/**" when context.now.iso == "2026-02-30T10:00:00+00:00"\n',
+        'forbid read on "/a/**" when context.now.iso == "2026-12-25T24:00:00+00:00"\n',
+        'forbid read on "/a/**" when context.now.year == 10000\n',
+    ):
+        found = [d for d in lint([parse_source(HEAD + never, "l.sos").file])]
+        assert [d.code for d in found] == ["SOS502"], never
+        if "year" not in never:
+            assert "calendar" in found[0].message and "exists" in (found[0].hint or "")
+    for fine in (
+        'forbid read on "/a/**" when context.now.date == "2024-02-29"\n',
+        'forbid read on "/a/**" when context.now.date in ["2000-02-29", "2026-04-30"]\n',
+        'forbid read on "/a/**" when context.now.iso == "2028-02-29T23:59:59-10:00"\n',
+        'forbid read on "/a/**" when context.now.year >= 2027\n',
+    ):
+        assert codes(fine) == [], fine
+
+
 def test_a_test_context_value_the_host_never_passes_is_warned_about() -> None:
     # "contractors cannot read the secrets" tested with a misspelt role tests a caller
     # who does not exist: the test passes whatever the contractor rules say
