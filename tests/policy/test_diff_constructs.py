@@ -285,3 +285,22 @@ def test_a_hole_is_tried_with_the_values_a_templates_own_segments_need(
         assert report.verdict == "changed" and kinds(report) == {"widened"}
     else:
         assert report.verdict == "unchanged"
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        # each was "no change" (exit 0): the year tried (2026) has no February 29
+        "context.now.month == 2 and context.now.day == 29",
+        "context.now.day == 29 and context.now.month == 2 and context.now.hour == 3",
+        'context.now.month == 2 and context.now.day == 29 and context.now.weekday == "thu"',
+    ],
+)
+def test_a_leap_day_is_tried(condition: str) -> None:
+    report = diff('permit read on "/a/**"', f'permit read on "/a/**" unless {condition}')
+    assert report.verdict == "changed" and kinds(report) == {"narrowed"}
+    for change in examples(report):
+        now = change.request.context["now"]
+        _valid_now(now)
+        assert (now["month"], now["day"]) == (2, 29)  # a narrowed call is on that day
+        assert now["weekday"] == "thu" or "weekday" not in condition

@@ -22,11 +22,12 @@ bounds at least a week apart (every weekday and time of day occurs on each
 side of each); a timestamp (or ``iso``) combined with year, month, day or
 date tests, or with bounds closer than a week, and the weekday combined with
 day, month or year tests, are tried over the candidates above (the week
-after each bound, seven years of each date named), and say so (``note``).
+after each bound, seven years that have each date named), and say so (``note``).
 """
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,6 +56,8 @@ CALENDAR = ("year", "month", "day", "hour", "minute", "weekday", "date")
 
 #: the day the candidates start from when nothing names one (a Monday)
 _BASE = date(2026, 1, 5)
+#: years within which every day of the calendar occurs (1897 to 1904 has no February 29)
+_LEAP_SPAN = 8
 #: how many candidate instants are built at most (past it: cut, and said)
 MAX_CANDIDATES = 50_000
 
@@ -99,8 +102,8 @@ def _now_values(key: tuple[tuple[str, tuple[Any, ...], tuple[Glob, ...]], ...]) 
             )
     if "weekday" in read and read & {"year", "month", "day", "date"}:
         notes.append(
-            "the weekday read with the date: combinations are tried over seven years of "
-            "each date named, not everywhere"
+            "the weekday read with the date: combinations are tried over seven years "
+            "that have each date named, not everywhere"
         )
     for member in ("iso", "date"):
         if any(g.text is None for g in uses.get(member, MemberUses()).globs):
@@ -230,11 +233,19 @@ def _dates(uses: Mapping[str, MemberUses], zones: Sequence[str]) -> list[date]:
     days = _int_reps(uses.get("day", MemberUses()).bounds, *NUMERIC["day"], _BASE.day)
     weekday = "weekday" in uses
     for y, m, d in itertools.product(years, months, days):
-        for k in range(7 if weekday else 1):  # the same day over years: every weekday
+        # the same day over years: every weekday; a day only some years have (February
+        # 29) in the next years that have it (a leap year comes within eight years)
+        if d > calendar.monthrange(2000, m)[1]:  # no year has it (2000 is a leap year)
+            continue
+        wanted = 7 if weekday else 1
+        for k in range(_LEAP_SPAN * wanted):
+            if not wanted:
+                break
             try:
                 base.append(date(y + k, m, d))
             except ValueError:
                 continue
+            wanted -= 1
     if not base:
         base.append(_BASE)
     out: dict[date, None] = {}
