@@ -304,3 +304,20 @@ def test_a_leap_day_is_tried(condition: str) -> None:
         _valid_now(now)
         assert (now["month"], now["day"]) == (2, 29)  # a narrowed call is on that day
         assert now["weekday"] == "thu" or "weekday" not in condition
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        # each was "no change" (exit 0): years were tried from 1971 to 9998 only, while
+        # the clock writes (and a test or a replayed context holds) years 1 to 9999
+        "context.now.year <= 1970",
+        "context.now.year == 9999 and context.now.month == 12",
+        "context.now.year < 1000",
+    ],
+)
+def test_every_year_the_clock_writes_is_tried(condition: str) -> None:
+    report = diff('permit read on "/a/**"', f'permit read on "/a/**" unless {condition}')
+    assert report.verdict == "changed" and kinds(report) == {"narrowed"}
+    for change in examples(report):
+        _valid_now(change.request.context["now"])

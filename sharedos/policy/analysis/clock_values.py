@@ -43,7 +43,7 @@ from sharedos.policy.clock import WEEKDAYS, ClockError, expand, now_value, zone
 #: members holding integers, with their valid range
 NUMERIC: dict[str, tuple[int, int]] = {
     "timestamp": (-(2**62), 2**62),
-    "year": (1971, 9998),
+    "year": (1, 9999),
     "month": (1, 12),
     "day": (1, 31),
     "hour": (0, 23),
