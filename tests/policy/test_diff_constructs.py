@@ -321,3 +321,29 @@ def test_every_year_the_clock_writes_is_tried(condition: str) -> None:
     assert report.verdict == "changed" and kinds(report) == {"narrowed"}
     for change in examples(report):
         _valid_now(change.request.context["now"])
+
+
+@pytest.mark.parametrize(
+    ("condition", "day"),
+    [
+        # was "no change" (exit 0): the months between 1 and 4 were tried as February
+        # alone, which has no 31st; March 31 is one
+        ("context.now.day == 31 and context.now.month > 1 and context.now.month < 4", (3, 31)),
+        ("context.now.day >= 30 and context.now.month >= 2 and context.now.month <= 3", (3, 30)),
+    ],
+)
+def test_a_day_only_some_months_of_a_class_have_is_tried(
+    condition: str, day: tuple[int, int]
+) -> None:
+    report = diff('permit read on "/a/**"', f'permit read on "/a/**" unless {condition}')
+    assert report.verdict == "changed" and kinds(report) == {"narrowed"}
+    for change in examples(report):
+        now = change.request.context["now"]
+        _valid_now(now)
+        assert now["month"] == day[0] and now["day"] >= day[1]
+
+
+def test_a_day_no_month_of_its_class_has_changes_nothing() -> None:
+    report = diff('permit read on "/a/**"', 'permit read on "/a/**" unless '
+                  "context.now.day > 29 and context.now.month == 2")  # fmt: skip
+    assert report.verdict != "changed"

@@ -206,6 +206,19 @@ def _int_reps(bounds: Iterable[int | float], lo: int, hi: int, default: int) -> 
     return sorted(set(out)) or [default]
 
 
+def _int_classes(bounds: Iterable[int | float], lo: int, hi: int, default: int) -> list[list[int]]:
+    """The integers of ``[lo, hi]`` grouped by the class the bounds put them in (each
+    bound alone, those between two), each class in increasing order; ``[[default]]``
+    when there is no bound. ``_int_reps`` is the first of each."""
+    points = sorted({p for p in bounds if isinstance(p, int | float)})
+    if not points:
+        return [[default]]
+    classes: dict[tuple[int, bool], list[int]] = {}
+    for n in range(lo, hi + 1):
+        classes.setdefault((sum(1 for p in points if p < n), n in points), []).append(n)
+    return list(classes.values())
+
+
 def _dates(uses: Mapping[str, MemberUses], zones: Sequence[str]) -> list[date]:
     """The days candidates are built on."""
     base: list[date] = []
@@ -229,14 +242,22 @@ def _dates(uses: Mapping[str, MemberUses], zones: Sequence[str]) -> list[date]:
             continue
         base += [day - timedelta(days=1), day, day + timedelta(days=1)]
     years = _int_reps(uses.get("year", MemberUses()).bounds, *NUMERIC["year"], _BASE.year)
-    months = _int_reps(uses.get("month", MemberUses()).bounds, *NUMERIC["month"], _BASE.month)
-    days = _int_reps(uses.get("day", MemberUses()).bounds, *NUMERIC["day"], _BASE.day)
+    months = _int_classes(uses.get("month", MemberUses()).bounds, *NUMERIC["month"], _BASE.month)
+    days = _int_classes(uses.get("day", MemberUses()).bounds, *NUMERIC["day"], _BASE.day)
     weekday = "weekday" in uses
-    for y, m, d in itertools.product(years, months, days):
+    for y, in_months, in_days in itertools.product(years, months, days):
+        # one day some year has per class of month and class of day: the first of each
+        # class may not make one (February 31: March 31 does, for 'month > 1 and
+        # month < 4 and day == 31'), and 2000 is a leap year
+        pick = next(
+            ((m, d) for m in in_months for d in in_days if d <= calendar.monthrange(2000, m)[1]),
+            None,
+        )
+        if pick is None:  # no year has such a day
+            continue
+        m, d = pick
         # the same day over years: every weekday; a day only some years have (February
         # 29) in the next years that have it (a leap year comes within eight years)
-        if d > calendar.monthrange(2000, m)[1]:  # no year has it (2000 is a leap year)
-            continue
         wanted = 7 if weekday else 1
         for k in range(_LEAP_SPAN * wanted):
             if not wanted:
