@@ -6,9 +6,12 @@ complete statement of one of these shapes are built here directly:
 
 * ``namespace NAME``;
 * ``requirement TOOL { action NAME; resource EXPR }`` on one line;
-* ``permit|forbid ACTIONS on "PATTERN" [when|unless CMP {and|or CMP}]`` with
-  string, number or reference operands, preceded by ``@name("...")``
-  annotations on the same line or on lines of their own;
+* ``permit|forbid ACTIONS on "PATTERN" [when EXPR] [unless EXPR]`` with any
+  expression of the grammar (``and``/``or``/``not``, ``has``, comparisons,
+  ``in``/``not in``, ``+``, calls, lists, parentheses, ``true``/``false``,
+  strings, numbers and references), preceded by ``@name("...")`` annotations
+  on the same line or on lines of their own (a condition nested deeper than
+  ``_MAX_DEPTH`` is left to Lark);
 * ``require approval by role|group "NAME", ... for ACTIONS on "PATTERN" ...``
   (an approval rule) with the same tail.
 
@@ -41,7 +44,7 @@ _TOKEN_RE = re.compile(
     r'[ \t\r\f]*(?:(?P<s>"[^"\\\n]*")'
     r"|(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])"
     r"|(?P<w>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
-    r"|(?P<o>==|!=|<=|>=|[<>,*@(){};])"
+    r"|(?P<o>==|!=|<=|>=|[<>,*@(){};\[\]+])"
     r"|(?P<c>#.*)|(?P<e>$))"
 )
 _BLANK_OR_COMMENT_RE = re.compile(r"[ \t\r\f]*(?:#.*)?$")
@@ -121,7 +124,7 @@ def _tokens(line: str) -> list[_Token] | None:
 class _Line:
     """Builds one line's statement from its tokens, or reports that it cannot (None)."""
 
-    __slots__ = ("file", "i", "line", "toks", "words")
+    __slots__ = ("depth", "file", "i", "line", "toks", "words")
 
     def __init__(self, file: str, line: int, toks: list[_Token], words: _Words) -> None:
         self.file = file
@@ -129,6 +132,7 @@ class _Line:
         self.toks = toks
         self.words = words
         self.i = 0
+        self.depth = 0  # nesting of parentheses, brackets, calls and 'not'
 
     # -- tokens
 
@@ -344,15 +348,15 @@ class _Line:
         unless: ast.Expr | None = None
         end_col = pattern[2] + len(pattern[1])
         if self.word(w.when) is not None:
-            when = self.disjunction()
-            if when is None:
+            found = self.condition()
+            if found is None:
                 return None
-            end_col = when.span.end_col
+            when, end_col = found
         if self.word(w.unless) is not None:
-            unless = self.disjunction()
-            if unless is None:
+            found = self.condition()
+            if found is None:
                 return None
-            end_col = unless.span.end_col
+            unless, end_col = found
         if not self.at_end():
             return None
         return ast.Rule(
@@ -369,88 +373,195 @@ class _Line:
         )
 
     # -- conditions
+    #
+    # The grammar's expressions, by precedence: ``or`` < ``and`` < ``not`` / ``has``
+    # < one comparison < ``+`` < an operand (a string, a number, ``true``,
+    # ``false``, a reference, a call, a list, a parenthesised expression).
+    # Each step returns the node and its *container*: where it starts and ends
+    # in the text, its parentheses included when it is a node Lark builds a tree
+    # for (a string, a number or a reference in parentheses keeps its own
+    # columns, as Lark's bare tokens do). A node's span runs from its first
+    # operand's container to its last's, exactly as Lark's positions do.
 
-    def disjunction(self) -> ast.Expr | None:
-        first = self.conjunction()
+    def condition(self) -> tuple[ast.Expr, int] | None:
+        """A ``when``/``unless`` condition and the column after it (its container's end)."""
+        found = self.disjunction()
+        return None if found is None else (found[0], found[2])
+
+    def disjunction(self) -> _Node | None:
+        # Deep nesting is left to Lark (and its diagnostic): never a RecursionError here.
+        if self.depth > _MAX_DEPTH:
+            return None
+        self.depth += 1
+        try:
+            return self._chain("or", self.conjunction)
+        finally:
+            self.depth -= 1
+
+    def conjunction(self) -> _Node | None:
+        return self._chain("and", self.negation)
+
+    def _chain(self, op: Any, step: Any) -> _Node | None:
+        first: _Node | None = step()
         if first is None:
             return None
         operands = [first]
-        while self.word("or") is not None:
-            more = self.conjunction()
+        while self.word(op) is not None:
+            more = step()
             if more is None:
                 return None
             operands.append(more)
         if len(operands) == 1:
             return first
-        return ast.BoolOp("or", tuple(operands), self._join(first, operands[-1]))
+        start, end = first[1], operands[-1][2]
+        node = ast.BoolOp(op, tuple(o[0] for o in operands), self._cols(start, end))
+        return node, start, end
 
-    def conjunction(self) -> ast.Expr | None:
-        first: ast.Expr | None = self.comparison()
-        if first is None:
+    def _cols(self, start: int, end: int) -> ast.Span:
+        return ast.Span(self.file, self.line, start, self.line, end)
+
+    def negation(self) -> _Node | None:
+        tok = self.word("not", "has")
+        if tok is None:
+            return self.comparison()
+        if tok[1] == "not":
+            if self.depth > _MAX_DEPTH:
+                return None
+            self.depth += 1
+            inner = self.negation()
+            self.depth -= 1
+            if inner is None:
+                return None
+            end = inner[2]
+            return ast.Not(inner[0], self._cols(tok[2], end)), tok[2], end
+        ref_tok = self.peek()
+        if ref_tok is None or ref_tok[0] != "w" or self._keyword_word(ref_tok[1]):
             return None
-        operands = [first]
-        while self.word("and") is not None:
-            more = self.comparison()
-            if more is None:
-                return None
-            operands.append(more)
-        if len(operands) == 1:
-            return first
-        return ast.BoolOp("and", tuple(operands), self._join(first, operands[-1]))
+        self.i += 1
+        ref = self.ref(ref_tok)
+        end = ref.span.end_col
+        return ast.Has(ref, self._cols(tok[2], end)), tok[2], end
 
-    def _join(self, left: ast.Expr, right: ast.Expr) -> ast.Span:
-        return ast.Span(self.file, self.line, left.span.col, self.line, right.span.end_col)
-
-    def comparison(self) -> ast.Compare | ast.Has | None:
-        has = self.word("has")
-        if has is not None:
-            tok = self.peek()
-            if tok is None or tok[0] != "w" or tok[1] in self.words.reserved:
-                return None
-            self.i += 1
-            ref = self.ref(tok)
-            return ast.Has(ref, ast.Span(self.file, self.line, has[2], self.line, ref.span.end_col))
-        left = self.operand()
+    def comparison(self) -> _Node | None:
+        left = self.sum()
         if left is None:
             return None
         tok = self.peek()
-        if tok is None:
-            return None
         op: Any
-        if tok[0] == "o" and tok[1] in ("==", "!=", "<", "<=", ">", ">="):
+        if tok is not None and tok[0] == "o" and tok[1] in ("==", "!=", "<", "<=", ">", ">="):
             op = tok[1]
             self.i += 1
         elif self.word("in") is not None:
             op = "in"
-        elif self.word("not") is not None:
+        elif tok is not None and tok[0] == "w" and tok[1] == "not":
+            self.i += 1
             if self.word("in") is None:
                 return None
             op = "not in"
         else:
-            return None
-        right = self.operand()
+            return left
+        right = self.sum()
         if right is None:
             return None
-        return ast.Compare(op, left, right, self._join(left, right))
+        start, end = left[1], right[2]
+        return ast.Compare(op, left[0], right[0], self._cols(start, end)), start, end
 
-    def operand(self) -> ast.Expr | None:
+    def sum(self) -> _Node | None:
+        first = self.operand()
+        if first is None:
+            return None
+        operands = [first]
+        while self.mark("+") is not None:
+            more = self.operand()
+            if more is None:
+                return None
+            operands.append(more)
+        if len(operands) == 1:
+            return first
+        start, end = first[1], operands[-1][2]
+        return ast.Concat(tuple(o[0] for o in operands), self._cols(start, end)), start, end
+
+    def _keyword_word(self, text: str) -> bool:
+        """A keyword, or a dotted word that starts with one (Lark reads the keyword)."""
+        return text.split(".", 1)[0] in self.words.reserved
+
+    def operand(self) -> _Node | None:
         tok = self.peek()
         if tok is None:
             return None
-        kind, text, _col = tok
+        kind, text, col = tok
+        end = col + len(text)
         if kind == "s":
             self.i += 1
-            return ast.Literal(text[1:-1], self.span(tok))
+            return ast.Literal(text[1:-1], self.span(tok)), col, end
         if kind == "n":
             self.i += 1
             try:
-                return ast.Literal(number_value(text, self.line, tok[2]), self.span(tok))
+                value = number_value(text, self.line, col)
             except SyntaxProblem:
                 return None  # out of range: the Lark path reports it
-        if kind == "w" and text not in self.words.reserved:
+            return ast.Literal(value, self.span(tok)), col, end
+        if kind == "w":
+            if text in ("true", "false"):
+                self.i += 1
+                return ast.Literal(text == "true", self.span(tok)), col, end
+            if self._keyword_word(text):
+                return None
             self.i += 1
-            return self.ref(tok)
+            if self.mark("(") is None:
+                return self.ref(tok), col, end
+            args = self._items(")")
+            if args is None or args[1]:  # a call takes no trailing comma
+                return None
+            stop = self.toks[self.i - 1][2] + 1  # past the ')'
+            return ast.Call(text, args[0], self._cols(col, stop)), col, stop
+        if kind == "o" and text == "[":
+            self.i += 1
+            items = self._items("]")
+            if items is None:
+                return None
+            stop = self.toks[self.i - 1][2] + 1
+            return ast.ListExpr(items[0], self._cols(col, stop)), col, stop
+        if kind == "o" and text == "(":
+            self.i += 1
+            inner = self.disjunction()
+            paren = self.mark(")") if inner is not None else None
+            if inner is None or paren is None:
+                return None
+            if isinstance(inner[0], ast.Literal | ast.Ref) and not _is_keyword_literal(inner):
+                return inner  # a bare token keeps its own columns
+            return inner[0], col, paren[2] + 1
         return None
+
+    def _items(self, close: str) -> tuple[tuple[ast.Expr, ...], bool] | None:
+        """Expressions separated by ``,`` up to ``close`` (consumed); and whether a
+        trailing comma ended them."""
+        items: list[ast.Expr] = []
+        if self.mark(close) is not None:
+            return (), False
+        while True:
+            item = self.disjunction()
+            if item is None:
+                return None
+            items.append(item[0])
+            if self.mark(close) is not None:
+                return tuple(items), False
+            if self.mark(",") is None:
+                return None
+            if self.mark(close) is not None:
+                return tuple(items), True
+
+
+#: How deep a fast line's expression may nest (deeper: the Lark path decides).
+_MAX_DEPTH = 40
+
+#: An expression and its container's first and past-the-end columns.
+_Node = tuple[ast.Expr, int, int]
+
+
+def _is_keyword_literal(node: _Node) -> bool:
+    """``true``/``false``: Lark builds a tree for them (``e_true``), not a bare token."""
+    return type(node[0].value) is bool if isinstance(node[0], ast.Literal) else False
 
 
 @dataclass(slots=True)
