@@ -22,7 +22,9 @@ Every sandbox SharedOS starts gets, besides its view:
 - ``--seccomp FD`` (``seccomp.keyring_filter``, when the caller passes ``seccomp_fd``:
   every sandbox SharedOS starts does): no access to the kernel's keyrings, which no
   namespace confines (the session keyring of the process that started the sandbox,
-  and every key it reaches, was readable inside).
+  and every key it reaches, was readable inside);
+- every bound path by descriptor (``bind_slots``, ``launch.py``): what was planned is
+  what is bound, never what a link put in its place since then leads to.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def bwrap_argv(
     data: Sequence[tuple[int, str]] = (),
     options: Sequence[str] = (),
     seccomp_fd: int | None = None,
+    bind_slots: list[int] | None = None,
 ) -> list[str]:
     """``bwrap ... -- command`` for ``view``.
 
@@ -84,6 +87,11 @@ def bwrap_argv(
     read-only at their sandbox paths. ``options`` go last, before ``--``.
     ``seccomp_fd``: a descriptor the process inherits, holding the seccomp filter
     (``seccomp.keyring_filter``); bubblewrap reads it and installs it last.
+    ``bind_slots``: when given, the view's paths are bound by descriptor
+    (``--ro-bind-fd``/``--bind-fd``): the path stands in the descriptor's place and its
+    position is appended to ``bind_slots``, for ``launch.open_binds`` to open it without
+    following a link (a path replaced by one since the plan is refused, not followed).
+    Every sandbox SharedOS starts is bound so.
     """
     argv = [bwrap, *isolation_options(share_net=view.network == "host")]
     # shallowest first, a tmpfs before a bind of the same depth: a private tmpfs inside a
@@ -93,7 +101,13 @@ def bwrap_argv(
     mounts += [(p, 1, "--ro-bind") for p in view.readonly]
     mounts += [(p, 1, "--bind") for p in view.writable]
     for path, _order, flag in sorted(mounts, key=lambda m: (*_depth(m[0]), m[1])):
-        argv += [flag, path] if flag == "--tmpfs" else [flag, path, path]
+        if flag == "--tmpfs":
+            argv += [flag, path]
+        elif bind_slots is not None:
+            argv += [f"{flag}-fd", path, path]
+            bind_slots.append(len(argv) - 2)
+        else:
+            argv += [flag, path, path]
     for link, target in view.symlinks:
         argv += ["--symlink", target, link]
     for src, dest in view.helpers:

@@ -94,7 +94,18 @@ def _probe(bwrap: str) -> Mechanism:
     if true is None:
         raise ConfinementUnavailable(f"no system `true` ({' or '.join(SYSTEM_TRUE)}) to try")
     seccomp = filter_fd()
-    trial_argv = [bwrap, "--ro-bind", "/", "/", *isolation_options(), "--seccomp", str(seccomp)]
+    # ``/`` by descriptor, as every sandbox binds its paths (launch.py): a bubblewrap
+    # without ``--ro-bind-fd`` is found here, not at the first sandbox of a run
+    root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    trial_argv = [
+        bwrap,
+        "--ro-bind-fd",
+        str(root),
+        "/",
+        *isolation_options(),
+        "--seccomp",
+        str(seccomp),
+    ]
     try:
         trial = subprocess.run(
             # the options every sandbox is started with: ``--unshare-all`` alone only
@@ -106,12 +117,13 @@ def _probe(bwrap: str) -> Mechanism:
             text=True,
             timeout=10,
             check=False,
-            pass_fds=(seccomp,),
+            pass_fds=(seccomp, root),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfinementUnavailable(f"bubblewrap cannot start a sandbox here: {exc}") from None
     finally:
         os.close(seccomp)
+        os.close(root)
     if trial.returncode != 0:
         why = (trial.stderr or "").strip().splitlines()
         raise ConfinementUnavailable(

@@ -29,10 +29,17 @@ from pathlib import Path
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor, run_base
+from sharedos.confine.launch import open_binds
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.programs import sharedos_installation
 from sharedos.confine.seccomp import filter_fd
-from sharedos.confine.view import NetworkMode, SandboxView, ViewBuilder, canonical
+from sharedos.confine.view import (
+    ManagedRootVisible,
+    NetworkMode,
+    SandboxView,
+    ViewBuilder,
+    canonical,
+)
 from sharedos.identity import Confinement, ConfinementState
 
 #: where SharedOS's own helpers appear inside a sandbox
@@ -155,7 +162,8 @@ class HarnessSandbox:
         # the kernel's keyrings are no sandbox's (seccomp.py): passed like the data files
         seccomp = filter_fd()
         self._memfds.append(seccomp)
-        return bwrap_argv(
+        slots: list[int] = []
+        argv = bwrap_argv(
             self.mechanism.path,
             self.view,
             inner,
@@ -163,7 +171,17 @@ class HarnessSandbox:
             data=data,
             options=options,
             seccomp_fd=seccomp,
+            bind_slots=slots,
         )
+        # each bound path as the descriptor of what is there now, reached without a link
+        # (launch.py): one replaced by a link since the plan is refused, not followed
+        try:
+            self._memfds += open_binds(argv, slots)
+        except OSError as exc:
+            raise ManagedRootVisible(
+                f"sandbox path {exc.filename} cannot be bound: {exc.strerror}"
+            ) from None
+        return argv
 
     @property
     def pass_fds(self) -> tuple[int, ...]:

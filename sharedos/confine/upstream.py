@@ -19,15 +19,17 @@ pipes pass through unchanged (no extra hop per message).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import private_base
+from sharedos.confine.launch import launch_script
 from sharedos.confine.programs import program_paths, sharedos_installation
 from sharedos.confine.seccomp import filter_file
-from sharedos.confine.view import SandboxView, ViewBuilder
+from sharedos.confine.view import ManagedRootVisible, SandboxView, ViewBuilder, canonical
 
 #: the descriptor bwrap reads the seccomp filter from (the shell opens it: fds 0-2 are the
 #: SDK's pipes, and it passes no other)
@@ -48,22 +50,35 @@ class UpstreamSandbox:
 
     def wrap(self, command: str, args: Sequence[str]) -> tuple[str, list[str]]:
         """(program, argv[1:]) that run ``command args`` inside the sandbox."""
+        slots: list[int] = []
         argv = bwrap_argv(
             self.mechanism.path,
             self.view,
             [command, *args],
             chdir=self.cwd,
             seccomp_fd=_SECCOMP_FD,
+            bind_slots=slots,
         )
         # the upstream's HOME and TMPDIR: the sandbox's own /tmp (the host's HOME is absent)
         extra = ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
         cut = argv.index("--")
         argv = [*argv[:cut], *extra, *argv[cut:]]
-        # the seccomp filter (no keyrings, seccomp.py) reaches bwrap as a descriptor; the
-        # SDK's spawn passes none, so a shell opens it from SharedOS's private directory
-        # (no sandbox shows it) and execs bwrap
-        script = f'exec "$@" {_SECCOMP_FD}<"$0"'
-        return "/bin/sh", ["-c", script, filter_file(private_base()), *argv]
+        # The SDK's spawn passes no descriptor: launch.py opens, at each start, every bound
+        # path without following a link (a root another sandbox replaced by a link since
+        # this plan is refused, not followed) and the seccomp filter (no keyrings,
+        # seccomp.py) from SharedOS's private directory (no sandbox shows it), then execs
+        # bwrap with them
+        return sys.executable, [
+            "-I",
+            "-S",
+            launch_script(),
+            "--binds",
+            ",".join(str(at) for at in slots),
+            "--read",
+            f"{_SECCOMP_FD}={filter_file(private_base())}",
+            "--",
+            *argv,
+        ]
 
     def describe(self) -> str:
         """``confined by bubblewrap 0.8.0, view sha256:…, network none, roots …`` (identity)."""
@@ -97,6 +112,15 @@ def plan_upstream(
     (``sharedos_installation``, always kept), which no root may make writable.
     """
     roots = list(roots)
+    for path, _mode in roots:
+        # the host file's checker saw no link on the way; the plan is made later (at the
+        # upstream's first use), and a root replaced by a link since (another sandbox with
+        # a read-write root above it) would be followed to wherever it leads
+        if canonical(path) != os.path.abspath(path):
+            raise ManagedRootVisible(
+                f"root {path} is now reached through a symbolic link (to {canonical(path)}): "
+                "a root is shown at its own path only; name its real path"
+            )
     builder = ViewBuilder().system(network=network)
     for path in program_paths(command, path_env):
         builder.readonly(path)

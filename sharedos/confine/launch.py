@@ -1,0 +1,127 @@
+"""Bind what was planned, not what a path leads to at start (stdlib only).
+
+A sandbox's view is planned from paths (``view.ViewBuilder``): each bound path is the
+real one, with no symbolic link on the way. ``bwrap --ro-bind PATH PATH`` resolves
+``PATH`` again when it starts, following links — and between the plan and that start
+(for an upstream, every later session of a pooled placement, hours on) another sandbox
+with a read-write root above a root of this one could rename the directory away and put
+a link to anywhere on the host in its place: the next start of this sandbox showed what
+the link led to (the evidence store's directory, a key, another principal's files).
+
+So every bound path reaches ``bwrap`` as a descriptor (``--ro-bind-fd FD PATH``,
+``--bind-fd FD PATH``), opened component by component without following a link
+(``open_nofollow``): a link anywhere on the way is refused, and bubblewrap binds the very
+directory or file that was opened (it checks the mount's device and inode against the
+descriptor's).
+
+The harness's launch opens them in SharedOS's own process (``pass_fds``). An upstream's
+is spawned by the MCP SDK, which passes no descriptor: it runs
+``python -I -S launch.py --binds I,J,… [--read N=FILE]… -- bwrap …``, which opens the
+paths at positions ``I, J, …`` of the ``bwrap`` command line, puts each descriptor in
+its place, opens ``FILE`` read-only as descriptor ``N`` (the seccomp filter) and ``exec``s
+``bwrap``; a link on the way exits 125 and nothing starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+
+#: exit status when a bound path is refused (nothing started)
+SETUP_FAILED = 125
+
+
+def open_nofollow(path: str) -> int:
+    """An ``O_PATH`` descriptor of ``path`` (absolute), opened one component at a time
+    without following any symbolic link; ``OSError`` (``ELOOP``) when one is on the way."""
+    if not path.startswith("/"):
+        raise OSError(errno.EINVAL, "not an absolute path", path)
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags | os.O_DIRECTORY)
+    try:
+        for name in path.split("/"):
+            if name in ("", "."):
+                continue
+            if name == "..":
+                raise OSError(errno.EINVAL, "a '..' component", path)
+            nxt = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OSError(
+                    errno.ELOOP,
+                    f"{name!r} is a symbolic link (it was not when the sandbox was planned)",
+                    path,
+                )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_binds(argv: list[str], slots: list[int] | tuple[int, ...]) -> list[int]:
+    """Replace the path at each position ``slots`` of ``argv`` by an ``open_nofollow``
+    descriptor of it (close-on-exec: the caller passes them on); the descriptors."""
+    fds: list[int] = []
+    try:
+        for at in slots:
+            fd = open_nofollow(argv[at])
+            fds.append(fd)
+            argv[at] = str(fd)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
+
+
+def main(args: list[str]) -> int:
+    slots: list[int] = []
+    reads: list[tuple[int, str]] = []
+    try:
+        while args and args[0] != "--":
+            opt, value, args = args[0], args[1], args[2:]
+            if opt == "--binds":
+                slots += [int(s) for s in value.split(",") if s]
+            elif opt == "--read":
+                number, _, name = value.partition("=")
+                reads.append((int(number), name))
+            else:
+                raise ValueError(f"unknown option {opt}")
+        command = args[1:]
+        if not command:
+            raise ValueError("no command")
+    except (IndexError, ValueError) as exc:
+        sys.stderr.write(f"sharedos launch: {exc}\n")
+        return SETUP_FAILED
+    try:
+        for num, file in reads:
+            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+            if fd != num:
+                os.dup2(fd, num)  # inheritable
+                os.close(fd)
+            else:
+                os.set_inheritable(fd, True)
+        for fd in open_binds(command, slots):
+            os.set_inheritable(fd, True)
+    except OSError as exc:
+        sys.stderr.write(
+            f"sharedos launch: refused to start the sandbox: {exc.filename}: {exc.strerror}\n"
+        )
+        return SETUP_FAILED
+    try:
+        os.execv(command[0], command)
+    except OSError as exc:
+        sys.stderr.write(f"sharedos launch: cannot run {command[0]}: {exc.strerror}\n")
+    return 127
+
+
+def launch_script() -> str:
+    """Path of this file (run with ``python -I -S``)."""
+    return os.path.abspath(__file__)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
