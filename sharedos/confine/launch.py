@@ -20,6 +20,17 @@ is spawned by the MCP SDK, which passes no descriptor: it runs
 paths at positions ``I, J, …`` of the ``bwrap`` command line, puts each descriptor in
 its place, opens ``FILE`` read-only as descriptor ``N`` (the seccomp filter) and ``exec``s
 ``bwrap``; a link on the way exits 125 and nothing starts.
+
+``--scope-abstract`` (a sandbox that shares the host's network: ``network = "host"``,
+an upstream's ``network = true``): before ``exec``, a Landlock domain scoped to
+abstract Unix sockets (``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``, Landlock ABI 6), so
+the sandbox cannot connect to an abstract socket a process outside it listens on.
+Those sockets belong to the network namespace, not the filesystem: a sandbox sharing
+the host's network reached every one of the host's (a session bus, a desktop's
+display, any service listening on one) — measured, a listener the test started on the
+host answered the harness's and an upstream's connection. The domain handles no file
+or network access, so it changes nothing else (a CLI's own nested bubblewrap still
+starts). A kernel without ABI 6 is left as is (``scope_abstract_sockets`` says so).
 """
 
 from __future__ import annotations
@@ -31,6 +42,48 @@ import sys
 
 #: exit status when a bound path is refused (nothing started)
 SETUP_FAILED = 125
+#: Landlock: the ABI that scopes abstract Unix sockets, and that scope's bit
+_ABSTRACT_ABI = 6
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1
+_PR_SET_NO_NEW_PRIVS = 38
+#: landlock_create_ruleset, landlock_restrict_self (the same number on every architecture)
+_SYS_CREATE_RULESET = 444
+_SYS_RESTRICT_SELF = 446
+
+
+def landlock_version() -> int:
+    """The kernel's Landlock ABI version, 0 where there is none."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return max(0, int(libc.syscall(_SYS_CREATE_RULESET, None, 0, 1)))
+    except (OSError, AttributeError):
+        return 0
+
+
+def scope_abstract_sockets() -> bool:
+    """Confine this process (and whatever it ``exec``s) to abstract Unix sockets made
+    inside its own Landlock domain; False when the kernel cannot (no Landlock ABI 6)."""
+    import ctypes
+    import struct
+
+    if landlock_version() < _ABSTRACT_ABI:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    # struct landlock_ruleset_attr: handled_access_fs, handled_access_net, scoped
+    attr = ctypes.create_string_buffer(struct.pack("=QQQ", 0, 0, _SCOPE_ABSTRACT_UNIX_SOCKET))
+    ruleset = int(libc.syscall(_SYS_CREATE_RULESET, attr, 24, 0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if int(libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+    return True
 
 
 def open_nofollow(path: str) -> int:
@@ -80,8 +133,12 @@ def open_binds(argv: list[str], slots: list[int] | tuple[int, ...]) -> list[int]
 def main(args: list[str]) -> int:
     slots: list[int] = []
     reads: list[tuple[int, str]] = []
+    scope = False
     try:
         while args and args[0] != "--":
+            if args[0] == "--scope-abstract":
+                scope, args = True, args[1:]
+                continue
             opt, value, args = args[0], args[1], args[2:]
             if opt == "--binds":
                 slots += [int(s) for s in value.split(",") if s]
@@ -106,10 +163,11 @@ def main(args: list[str]) -> int:
                 os.set_inheritable(fd, True)
         for fd in open_binds(command, slots):
             os.set_inheritable(fd, True)
+        if scope:
+            scope_abstract_sockets()
     except OSError as exc:
-        sys.stderr.write(
-            f"sharedos launch: refused to start the sandbox: {exc.filename}: {exc.strerror}\n"
-        )
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"sharedos launch: refused to start the sandbox: {where}{exc.strerror}\n")
         return SETUP_FAILED
     try:
         os.execv(command[0], command)

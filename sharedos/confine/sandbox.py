@@ -29,7 +29,7 @@ from pathlib import Path
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor, run_base
-from sharedos.confine.launch import open_binds
+from sharedos.confine.launch import launch_script, open_binds
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.programs import sharedos_installation
 from sharedos.confine.seccomp import filter_fd
@@ -181,6 +181,11 @@ class HarnessSandbox:
             raise ManagedRootVisible(
                 f"sandbox path {exc.filename} cannot be bound: {exc.strerror}"
             ) from None
+        if self.view.network == "host":
+            # the host's network is shared, its abstract Unix sockets with it (a session
+            # bus, a display, any service on one): launch.py scopes them out (Landlock)
+            # and execs bwrap, which inherits the descriptors above
+            argv = [sys.executable, "-I", "-S", launch_script(), "--scope-abstract", "--", *argv]
         return argv
 
     @property

@@ -76,6 +76,8 @@ class UpstreamSandbox:
             ",".join(str(at) for at in slots),
             "--read",
             f"{_SECCOMP_FD}={filter_file(private_base())}",
+            # the host's network is shared: its abstract Unix sockets are not the sandbox's
+            *(["--scope-abstract"] if self.view.network == "host" else []),
             "--",
             *argv,
         ]
