@@ -8,6 +8,8 @@ first. ``BundleState`` keeps the last enforced release in a small JSON file::
     {"sequence": 42, "revision": "r42", "bundle_hash": "…", "origin": "https://…",
      "signed_by": "…", "signed_at": "…", "enforced_at": "…"}
 
+and beside it the bundle's own bytes (``bundle-….last-good.json``: what a host
+starting while its source fails puts in force, verified again), both
 written before the release is put in force (atomically: a temporary file,
 ``fsync``, ``rename``, then the directory ``fsync``; mode 0600), and read
 at every poll (the processes of one host share it); the manager compares a
@@ -200,6 +202,8 @@ class BundleState:
         newest: Enforced | None = None
         with contextlib.suppress(OSError):
             for other in sorted(self.path.parent.glob("bundle-*.json")):
+                if other.name.endswith(".last-good.json"):  # a kept bundle, not a state
+                    continue
                 try:
                     enforced = BundleState(other).load()
                 except StateError:
