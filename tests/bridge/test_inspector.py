@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 async def _inspector(
     node: NodeTools, tmp: Path, url: str, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [node.node, str(node.inspector), "--cli", url, *args]
+    cmd = [node.node, str(node.inspector), "--cli", "--connect-timeout", "90000", url, *args]
     env = {**os.environ, "MCP_CATALOG_PATH": str(tmp / "catalog.json"), "HOME": str(tmp)}
     return await anyio.to_thread.run_sync(
         lambda: subprocess.run(

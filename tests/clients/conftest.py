@@ -61,7 +61,9 @@ class Clients:
             "MCP_CATALOG_PATH": str(tmp / "inspector-catalog.json"),
             "HOME": str(tmp),
         }
-        cmd = [self.node, str(self.inspector_js), "--cli", *args]
+        # its own 15 s connect timeout is shorter than a stdio bridge's start on a busy
+        # 2-core machine (a fresh Python process that imports SharedOS and reaches its host)
+        cmd = [self.node, str(self.inspector_js), "--cli", "--connect-timeout", "90000", *args]
         return await anyio.to_thread.run_sync(
             lambda: subprocess.run(
                 cmd, capture_output=True, text=True, timeout=120, check=False, env=env

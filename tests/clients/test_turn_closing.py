@@ -73,6 +73,7 @@ async def _close_under(
                 clients.node,
                 str(clients.inspector_js),
                 "--cli",
+                *("--connect-timeout", "90000"),  # a stdio bridge's start on a busy machine
                 *head,
                 "--method",
                 "tools/call",

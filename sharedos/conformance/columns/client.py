@@ -221,6 +221,9 @@ async def _ts_sdk(turn: Any, calls: list[dict[str, Any]], scratch: Path) -> list
 async def _inspector(turn: Any, call: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """One call through ``inspector --cli``; ``{ok, result | error}`` like the TS SDK's."""
     base = [str(node22()), str(_entry("inspector")), "--cli", "--format", "json", "--quiet"]
+    # the Inspector's own 15 s connect timeout is shorter than a stdio bridge's start on a
+    # busy machine: it would grade a call "no answer" that the kernel answered
+    base += ["--connect-timeout", str(int(CLIENT_TIMEOUT_S * 1000))]
     tool = ["--method", "tools/call", "--tool-name", str(call["name"])]
     tool += ["--tool-args-json", json.dumps(call["arguments"])]
     if turn.transport == "http":
