@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sharedos.policy.patterns import _seq_covers, _seq_covers_general
+from tests.budget import examples
 
 LITERALS = ("a", "b", "c")
 SEGMENT = st.one_of(
@@ -33,7 +34,7 @@ def forbid_segments(draw: Any) -> list[tuple[Any, ...]]:
     return draw(st.lists(SEGMENT, max_size=5))
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(forbid_segments(), st.lists(SEGMENT, max_size=6))
 def test_the_prefix_test_agrees_with_the_general_matcher(f: Any, p: Any) -> None:
     assert _seq_covers(f, p) == _seq_covers_general(f, p)

@@ -19,6 +19,7 @@ from sharedos.policy.checker import check
 from sharedos.policy.formatter import format_source
 from sharedos.policy.lints import lint
 from sharedos.policy.parser import parse_source
+from tests.budget import examples
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "policy_cli"
@@ -29,7 +30,9 @@ SEEDS = [
     + [DATA / "messy.sos", DATA / "lint.sos", DATA / "good" / "files.sos"]
 ]
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 TOKENS = [
     "namespace", "requirement", "permit", "forbid", "toolpolicy", "test", "on", "when",

@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.policy.shortcuts import compile_without, decide_all, groups_using
 
 HEADER = """namespace files
@@ -120,7 +121,7 @@ def call(draw: Any) -> tuple[str, Any, Any]:
     return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policy_source(), st.lists(call(), min_size=1, max_size=20))
 def test_segment_buckets_change_no_decision(source: str, calls: list[Any]) -> None:
     keyed, plain = compile_without(source, "BUCKET_MIN")

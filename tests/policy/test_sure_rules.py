@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sharedos.policy.policyset import PolicySet
+from tests.budget import examples
 from tests.policy.shortcuts import compile_without, decide_all, groups_using
 from tests.policy.test_prefilter import stripped
 
@@ -132,7 +133,7 @@ def call(draw: Any) -> tuple[str, Any, Any]:
     return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policy_source(), st.lists(call(), min_size=1, max_size=20))
 def test_rules_cited_in_bulk_change_no_decision(source: str, calls: list[Any]) -> None:
     bulk, rows = compile_both(source)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sharedos.policy.policyset import PolicySet
+from tests.budget import examples
 from tests.policy.shortcuts import compile_without, decide_all, groups_using
 
 HEADER = """namespace files
@@ -200,7 +201,7 @@ def call(draw: Any) -> tuple[str, Any, Any]:
     return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policy_source(), st.lists(call(), min_size=1, max_size=20))
 def test_value_buckets_change_no_decision(source: str, calls: list[Any]) -> None:
     keyed, plain = compile_both(source)
@@ -385,7 +386,7 @@ def read_call(draw: Any) -> tuple[str, Any, Any]:
     return draw(st.sampled_from(("files.read", "files.write"))), args, ctx
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(keyed_policy(), st.lists(read_call(), min_size=1, max_size=20))
 def test_function_affix_and_order_keys_change_no_decision(source: str, calls: list[Any]) -> None:
     keyed, plain = compile_both(source)
@@ -525,7 +526,7 @@ HELD = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     any_in_family(),
     st.lists(st.tuples(HELD, st.sampled_from((None, 0, 2))), min_size=1, max_size=12),
