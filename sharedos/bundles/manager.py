@@ -30,7 +30,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from sharedos.bundles.source import BundleSource, Fetched, NotModified, SourceError
@@ -172,14 +172,19 @@ class BundleManager:
             best = Enforced.of(held)
         return best
 
-    def _remember(self, loaded: LoadedBundle, data: bytes | None = None) -> None:
+    def _remember(
+        self, loaded: LoadedBundle, data: bytes | None = None, *, origin: str | None = None
+    ) -> None:
         """Write ``loaded`` down as enforced (and ``data``, its bytes, kept for a restart
-        the source fails), before it is put in force (sequenced bundles)."""
+        the source fails), before it is put in force (sequenced bundles). ``origin``: the
+        source to record it of, when ``loaded`` was read elsewhere (its kept copy)."""
         if loaded.sequence <= 0:
             return
         if self._enforced is not None and self._enforced.same_release(loaded):
             return
         enforced = Enforced.of(loaded)
+        if origin is not None:
+            enforced = replace(enforced, origin=origin)
         if self.state is not None:
             with self.state.locked():
                 # what another process of this host enforced since this poll read the file
@@ -202,9 +207,14 @@ class BundleManager:
         kept_at = str(self.state.kept_path)
         try:
             loaded = self.verifier.verify(Fetched(data, "", kept_at))
+            recorded = self.state.load()
             why = rollback_problem(loaded, self._floor(None))
             if why is None and loaded.sequence > 0:
-                self._remember(loaded)  # a copy newer than the record (a crash between them)
+                # a copy newer than the record (a crash between them), recorded as a release
+                # of the source, as the state's own was: the copy is where it was kept, not
+                # where it came from (the state found by its source after an upgrade)
+                origin = recorded.origin if recorded is not None else self.source.origin
+                self._remember(loaded, origin=origin)
         except (BundleRejected, StateError, _Overtaken) as exc:
             why = str(exc)
         if why is not None or loaded.sequence <= 0:

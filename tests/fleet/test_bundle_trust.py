@@ -775,3 +775,33 @@ def test_two_processes_of_one_host_cannot_lower_the_release_it_remembers(
     again = restarted.poll()  # refused; the release this host enforced, from its copy
     assert again.status == "kept" and again.current is not None
     assert again.current.revision == "r42"
+
+
+def test_a_start_from_the_kept_copy_keeps_the_source_its_state_records(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A start during an outage wrote the state again with the kept copy's path as the
+    release's origin: the state no longer named its source, so the next time the default
+    name changes (an upgrade: what ``BundleState._earlier`` reads) the history is lost and
+    an older signed release is taken as if the host had enforced none."""
+    from sharedos.bundles.state import BundleState as State
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    url, served = bundle_server
+    state = State.default_for(url)
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag="")
+    assert BundleManager(HttpSource(url), verifier(signer), state=state).poll().status == "loaded"
+    served["down"] = True
+    started = BundleManager(HttpSource(url), verifier(signer), state=state).poll()
+    assert started.status == "kept" and started.current is not None
+    assert json.loads(state.path.read_text())["origin"] == url  # its source, not the copy
+    # an upgrade names the default state file otherwise: the history is found by its source
+    state.path.rename(state.path.with_name("bundle-0123456789abcdef.json"))
+    state.kept_path.unlink()
+    served.update(down=False, bundle=release(tmp_path, RULES_V1, signer, revision="r3", sequence=3))
+    upgraded = BundleManager(HttpSource(url), verifier(signer), state=State.default_for(url))
+    result = upgraded.poll()
+    assert result.status == "refused" and "a rollback" in result.detail, result
