@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from sharedos.bundles.source import BundleSource, Fetched, NotModified, SourceError
-from sharedos.bundles.state import BundleState, Enforced, StateError
+from sharedos.bundles.state import BundleState, Enforced, StateError, of_source, shown_source
 from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle
 
 __all__ = ["BundleManager", "PollResult", "rollback_problem"]
@@ -205,19 +205,22 @@ class BundleManager:
         if data is None:
             return self._problem(status, detail)
         kept_at = str(self.state.kept_path)
+        loaded: LoadedBundle | None = None
         try:
-            loaded = self.verifier.verify(Fetched(data, "", kept_at))
+            # the copy is of the release the state records (or a newer one: a crash between
+            # the two writes), so it is this source's only when the state is
             recorded = self.state.load()
-            why = rollback_problem(loaded, self._floor(None))
-            if why is None and loaded.sequence > 0:
-                # a copy newer than the record (a crash between them), recorded as a release
-                # of the source, as the state's own was: the copy is where it was kept, not
-                # where it came from (the state found by its source after an upgrade)
-                origin = recorded.origin if recorded is not None else self.source.origin
-                self._remember(loaded, origin=origin)
+            why = _whose(recorded, self.source.origin)
+            if why is None and recorded is not None:
+                loaded = self.verifier.verify(Fetched(data, "", kept_at))
+                why = rollback_problem(loaded, self._floor(None))
+                if why is None and loaded.sequence > 0:
+                    # recorded as a release of the source, as the state's own was: the copy
+                    # is where it was kept, not where it came from
+                    self._remember(loaded, origin=shown_source(recorded.origin))
         except (BundleRejected, StateError, _Overtaken) as exc:
             why = str(exc)
-        if why is not None or loaded.sequence <= 0:
+        if why is not None or loaded is None or loaded.sequence <= 0:
             note = why if why is not None else "it declares no sequence"
             return self._problem(
                 status, f"{detail} (the copy kept at {kept_at} is not used: {note})"
@@ -280,6 +283,21 @@ class BundleManager:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=5)
+
+
+def _whose(recorded: Enforced | None, origin: str) -> str | None:
+    """Why a kept copy beside a state that records ``recorded`` is not the source
+    ``origin``'s last release (None when it may be): a state that records none (removed
+    to go back on purpose; a copy planted beside it), or one of another source (a
+    ``[policy] state`` two sources' hosts share: its copy is that source's policy)."""
+    if recorded is None:
+        return "the state file beside it records no release this host enforced"
+    if not of_source(recorded.origin, origin):
+        return (
+            f"the state file beside it records a release of another source, "
+            f"{shown_source(recorded.origin)}"
+        )
+    return None
 
 
 class _Overtaken(Exception):

@@ -9,7 +9,8 @@ first. ``BundleState`` keeps the last enforced release in a small JSON file::
      "signed_by": "…", "signed_at": "…", "enforced_at": "…"}
 
 and beside it the bundle's own bytes (``bundle-….last-good.json``: what a host
-starting while its source fails puts in force, verified again), both
+starting while its source fails puts in force, verified again, when the state records a
+release of that source: ``of_source``), both
 written before the release is put in force (atomically: a temporary file,
 ``fsync``, ``rename``, then the directory ``fsync``; mode 0600), and read
 at every poll (the processes of one host share it); the manager compares a
@@ -43,7 +44,15 @@ from sharedos.atomicfile import take_lock, write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
-__all__ = ["BundleState", "Enforced", "StateError", "default_state_path", "lock_path_of"]
+__all__ = [
+    "BundleState",
+    "Enforced",
+    "StateError",
+    "default_state_path",
+    "lock_path_of",
+    "of_source",
+    "shown_source",
+]
 
 #: far above any state file this module writes (a few hundred bytes)
 _STATE_LIMIT = 1 << 20
@@ -108,7 +117,7 @@ def default_state_path(origin: str) -> Path:
     or a rotated ``?token=`` is the same source, with the same history; named by the
     URL as written, each renewal started a new state file, and the host took an older
     release as if it had enforced none."""
-    origin = _shown_source(origin)
+    origin = shown_source(origin)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return Path(base) / "sharedos" / f"bundle-{digest}.json"
@@ -131,11 +140,27 @@ def _fields(data: Any) -> dict[str, Any]:
     return data
 
 
-def _shown_source(origin: str) -> str:
+def shown_source(origin: str) -> str:
     """A bundle source as a state file's ``origin`` and the default name show it."""
     from sharedos.bundles.source import shown_url
 
     return shown_url(origin) if origin[:8].lower().startswith(("http://", "https://")) else origin
+
+
+def of_source(recorded: str, origin: str) -> bool:
+    """True when ``recorded``, the origin a state file records (a URL as shown, or as an
+    earlier SharedOS wrote it; the path of a bundle file), names the bundle source
+    ``origin`` (``BundleSource.origin``: a URL as shown; a directory, or the file itself).
+    A state file is one source's history (``[policy] state`` shared by two sources' hosts
+    is not): what it and its kept copy record of another source is not this one's."""
+    from sharedos.bundles.source import BUNDLE_NAME
+
+    if shown_source(recorded) == shown_source(origin):
+        return True
+    if origin[:8].lower().startswith(("http://", "https://")):
+        return False
+    # a directory source records the bundle file it read in it
+    return os.path.normpath(recorded) == os.path.normpath(os.path.join(origin, BUNDLE_NAME))
 
 
 class BundleState:
@@ -198,7 +223,7 @@ class BundleState:
         """The newest release the other state files beside ``path`` record for ``source``
         (files that cannot be read as state files are another's business: skipped)."""
         assert self.source is not None
-        shown = _shown_source(self.source)
+        shown = shown_source(self.source)
         newest: Enforced | None = None
         with contextlib.suppress(OSError):
             for other in sorted(self.path.parent.glob("bundle-*.json")):
@@ -208,7 +233,7 @@ class BundleState:
                     enforced = BundleState(other).load()
                 except StateError:
                     continue
-                if enforced is None or _shown_source(enforced.origin) != shown:
+                if enforced is None or shown_source(enforced.origin) != shown:
                     continue
                 if newest is None or enforced.sequence > newest.sequence:
                     newest = enforced

@@ -769,10 +769,14 @@ def test_two_processes_of_one_host_cannot_lower_the_release_it_remembers(
     assert result.status == "refused" and "sequence 42" in result.detail
     assert result.current is not None and result.current.revision == "r40"
     assert json.loads(state_path.read_text())["sequence"] == 42
+    # a restart with its source failing (two directories stand in for two edges of one
+    # URL; a copy is put in force beside the record of the source it names)
+    for item in late.iterdir():
+        item.unlink()
     restarted = BundleManager(
-        DirectorySource(early), verifier(signer), state=BundleState(state_path)
+        DirectorySource(late), verifier(signer), state=BundleState(state_path)
     )
-    again = restarted.poll()  # refused; the release this host enforced, from its copy
+    again = restarted.poll()  # the release this host enforced, from its copy
     assert again.status == "kept" and again.current is not None
     assert again.current.revision == "r42"
 
@@ -805,3 +809,37 @@ def test_a_start_from_the_kept_copy_keeps_the_source_its_state_records(
     upgraded = BundleManager(HttpSource(url), verifier(signer), state=State.default_for(url))
     result = upgraded.poll()
     assert result.status == "refused" and "a rollback" in result.detail, result
+
+
+def test_a_kept_copy_is_used_only_beside_this_sources_record(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """The kept copy is the policy of the source whose release the state file records.
+    Two hosts of two sources sharing one ``[policy] state`` (a copied host file): a start
+    of the one whose source fails put the other's policy in force, as "the last release
+    this host enforced". A copy beside a state that records nothing (removed to go back
+    on purpose, or a valid older release planted there) is no release this host keeps."""
+    shared = BundleState(tmp_path / "state" / "bundle.json")
+    team_a, team_b = tmp_path / "a", tmp_path / "b"
+    publish(team_a, release(tmp_path, RULES_V2, signer, revision="a10", sequence=10))
+    assert BundleManager(DirectorySource(team_a), verifier(signer), state=shared).poll().current
+    # B's host starts: its own release is refused against A's record, and A's copy is not B's
+    publish(team_b, release(tmp_path, RULES_V1, signer, revision="b3", sequence=3))
+    other = BundleManager(DirectorySource(team_b), verifier(signer), state=shared).poll()
+    assert other.current is None, other.current
+    assert "records a release of another source" in other.detail, other.detail
+    # with B's source gone too: still not A's policy
+    for item in team_b.iterdir():
+        item.unlink()
+    outage = BundleManager(DirectorySource(team_b), verifier(signer), state=shared).poll()
+    assert outage.current is None and "another source" in outage.detail, outage.detail
+    # A's own host, its source failing, still starts on its release
+    mine = BundleManager(DirectorySource(team_b.parent / "a"), verifier(signer), state=shared)
+    for item in team_a.iterdir():
+        item.unlink()
+    assert mine.poll().status == "kept" and mine.current().revision == "a10"
+    # the state removed, a validly signed older release planted as the copy: not used
+    shared.path.unlink()
+    shared.kept_path.write_bytes(release(tmp_path, RULES_V1, signer, revision="a2", sequence=2))
+    planted = BundleManager(DirectorySource(team_a), verifier(signer), state=shared).poll()
+    assert planted.current is None and "records no release" in planted.detail, planted.detail
