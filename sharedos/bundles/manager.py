@@ -36,6 +36,7 @@ from typing import Literal
 from sharedos.bundles.source import BundleSource, Fetched, NotModified, SourceError
 from sharedos.bundles.state import BundleState, Enforced, StateError, of_source, shown_source
 from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle
+from sharedos.terminal import unambiguous
 
 __all__ = ["BundleManager", "PollResult", "rollback_problem"]
 
@@ -154,7 +155,10 @@ class BundleManager:
                 )
             with self._lock:
                 self._current, self._refused_tag, self._last_problem = loaded, None, None
-        logger.warning("sharedos: policy bundle %s is in force for new turns", loaded.describe())
+        _say(
+            logging.WARNING,
+            f"sharedos: policy bundle {loaded.describe()} is in force for new turns",
+        )
         if self.on_change is not None:
             self.on_change(loaded)
         return PollResult("loaded", loaded)
@@ -230,11 +234,10 @@ class BundleManager:
         verb = (
             "refused a policy bundle" if status == "refused" else "cannot fetch the policy bundle"
         )
-        logger.error(
-            "sharedos: %s: %s; putting in force the last release this host enforced, %s",
-            verb,
-            detail,
-            loaded.describe(),
+        _say(
+            logging.ERROR,
+            f"sharedos: {verb}: {detail}; putting in force the last release this host "
+            f"enforced, {loaded.describe()}",
         )
         if self.on_change is not None:
             self.on_change(loaded)
@@ -253,7 +256,7 @@ class BundleManager:
                 if status == "refused"
                 else "cannot fetch the policy bundle"
             )
-            logger.error("sharedos: %s: %s; %s", verb, detail, kept)
+            _say(logging.ERROR, f"sharedos: {verb}: {detail}; {kept}")
         self._last_problem = detail
         return PollResult(status, held, detail)
 
@@ -272,7 +275,7 @@ class BundleManager:
                 try:
                     self.poll()
                 except Exception as exc:  # never let the poller die silently
-                    logger.error("sharedos: policy bundle poll failed: %s", exc)
+                    _say(logging.ERROR, f"sharedos: policy bundle poll failed: {exc}")
 
         self._thread = threading.Thread(target=run, name="sharedos-bundle-poll", daemon=True)
         self._thread.start()
@@ -283,6 +286,13 @@ class BundleManager:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=5)
+
+
+def _say(level: int, line: str) -> None:
+    """Log ``line`` spelled out (``terminal.unambiguous``): it names paths and URLs from the
+    host file, and what a state file or a bundle server said, which may hold escape
+    sequences; a host's log is read on a terminal, as ``sharedos run`` prints it."""
+    logger.log(level, "%s", unambiguous(line))
 
 
 def _whose(recorded: Enforced | None, origin: str) -> str | None:

@@ -843,3 +843,30 @@ def test_a_kept_copy_is_used_only_beside_this_sources_record(
     shared.kept_path.write_bytes(release(tmp_path, RULES_V1, signer, revision="a2", sequence=2))
     planted = BundleManager(DirectorySource(team_a), verifier(signer), state=shared).poll()
     assert planted.current is None and "records no release" in planted.detail, planted.detail
+
+
+def test_what_the_bundle_manager_logs_is_spelled_out(
+    tmp_path: Path, signer: Signer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host's log (what ``sharedos run`` prints above its own lines, which were spelled)
+    named the state path, the kept copy's, and what a state file records as they were:
+    an escape sequence there retitled or rewrote the operator's terminal."""
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "st\x1b]0;owned\x07" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    with caplog.at_level(logging.WARNING, logger="sharedos.bundles"):
+        assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+        for item in pub.iterdir():
+            item.unlink()
+        kept = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+        assert kept.status == "kept"
+        # a state file someone wrote a revision into that holds a control sequence
+        recorded = json.loads(state.path.read_text())
+        state.path.write_text(json.dumps({**recorded, "sequence": 9, "revision": "r9\x1b[2J"}))
+        publish(pub, release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
+        refused = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+        assert refused.current is None
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 3 and "\\x1b]0;owned\\x07" in said[1], said
+    assert "r9\\x1b[2J" in said[-1], said
+    assert not any(ch in line for line in said for ch in "\x1b\x07"), said
