@@ -23,6 +23,19 @@ def printable(line: str) -> str:
     return _spelled_out(line, keep_tab=True)
 
 
+def printable_text(text: str) -> str:
+    """Free text of many lines (a harness's answer) for a terminal: each line spelled as
+    ``printable`` spells it, the line breaks kept (a ``\\r\\n`` ending too: it is a line
+    break, not a carriage return that rewrites the line), so a multi-line answer still
+    reads as lines while nothing in it can move the cursor, retitle the window or reorder
+    the line."""
+    lines = text.split("\n")
+    return "\n".join(
+        printable(line[:-1] if line.endswith("\r") and i < len(lines) - 1 else line)
+        for i, line in enumerate(lines)
+    )
+
+
 def _spelled(c: str) -> str:
     n = ord(c)
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"

@@ -16,7 +16,8 @@
    every call to this process), streams its output (each stdout/stderr line on
    stderr as it arrives, prefixed with the harness id and scrubbed of the
    host's secrets; ``--no-stream`` keeps it quiet), prints its answer on
-   stdout, closes the turn (the port is released);
+   stdout (exact into a pipe, spelled on a terminal), closes the turn (the
+   port is released);
 5. prints an evidence summary: attempts, allowed / denied / failed, by reason,
    and the name the model used for each (``wire.alias``).
 
@@ -83,7 +84,7 @@ from sharedos.cli._help import with_short_help
 from sharedos.cli._params import Seconds
 from sharedos.confine.leftovers import Claim, claim, discard, sweep
 from sharedos.redaction import Redactor
-from sharedos.terminal import printable, unambiguous
+from sharedos.terminal import printable, printable_text, unambiguous
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -1048,6 +1049,19 @@ async def _launch(
     return _report(opts, result, turn_upstreams, base, remove, Redactor(secrets))
 
 
+def shown_answer(answer: str, stdout: Any) -> str:
+    """The harness's answer as ``sharedos run`` prints it on ``stdout``: exact into a pipe
+    or a file (it is the command's product: a script reads what the model said), but
+    spelled line by line (``printable_text``) on a terminal. The model writes it, steered
+    by every tool result it read: an OSC 52 there would write the operator's clipboard, a
+    ``ESC[1A ESC[2K`` erase the summary above it, a U+202E reorder it."""
+    try:
+        tty = bool(stdout.isatty())
+    except (AttributeError, ValueError, OSError):  # no stream, or a closed one
+        tty = False
+    return printable_text(answer) if tty else answer
+
+
 def _report(
     opts: dict[str, Any],
     result: Any,
@@ -1106,7 +1120,7 @@ def _report(
         )
         click.echo(json.dumps(redactor.scrub_json(doc), indent=2))
     elif answer:
-        click.echo(answer)
+        click.echo(shown_answer(answer, sys.stdout), color=True)  # never stripped: exact
     for line in summary_lines(records, wires):
         click.echo(redactor.scrub(line), err=True)
     for note in result.notes:  # the tail of the harness's stderr, say

@@ -111,3 +111,72 @@ def test_a_streamed_line_spells_bidi_and_invisible_characters_and_keeps_tabs(
 
     stream_printer("codex")("stdout", "rm -rf /\u202e\u2066 ; echo \u200bsafe\tdone")
     assert capsys.readouterr().err == "[codex] rm -rf /\\u202e\\u2066 ; echo \\u200bsafe\tdone\n"
+
+
+def _answered(text: str) -> SimpleNamespace:
+    """What a harness run hands ``_report``: an answer, no attempts, no confinement."""
+    output = SimpleNamespace(final_text=text, error=None, events=[], tool_events=[])
+    return SimpleNamespace(
+        output=output,
+        process=SimpleNamespace(stdout=""),
+        identity=SimpleNamespace(confinement=None, catalog_hash="sha256:x"),
+        evidence=[],
+        issued=[],
+        notes=[],
+        failed=False,
+    )
+
+
+HOSTILE_ANSWER = (
+    "Done.\r\n\tAll 3 files read.\n"
+    "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[1A\x1b[2K\u009b2J no denial\u202e\u200b.\n"
+    "名前: 山田 — الاسم: علي"
+)
+
+
+def test_the_answer_on_a_terminal_is_spelled_line_by_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before: the model's answer went to the terminal as it wrote it: an OSC 52 wrote the
+    # operator's clipboard, ESC[1A ESC[2K erased the line above, a CSI (C1) cleared the screen
+    import os
+    import pty
+
+    from sharedos.cli.run import _report
+    from sharedos.redaction import Redactor
+
+    master, slave = pty.openpty()
+    with open(slave, "w", encoding="utf-8", closefd=True) as tty:
+        monkeypatch.setattr("sys.stdout", tty)
+        code = _report(
+            {"as_json": False}, _answered(HOSTILE_ANSWER), SimpleNamespace(), tmp_path, True,
+            Redactor([]),
+        )  # fmt: skip
+        tty.flush()
+    shown = b""
+    while "علي\n".encode() not in shown.replace(b"\r\n", b"\n"):  # the tty writes "\r\n"
+        shown += os.read(master, 4096)
+    os.close(master)
+    assert code == 0
+    text = shown.decode("utf-8").replace("\r\n", "\n")
+    assert not {"\x1b", "\x07", "\r", "\u009b", "\u202e", "\u200b"} & set(text), ascii(text)
+    assert text.split("\n")[:4] == [
+        "Done.",
+        "\tAll 3 files read.",  # the lines and tabs of a legitimate answer are kept
+        "\\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b[1A\\x1b[2K\\x9b2J no denial\\u202e\\u200b.",
+        "名前: 山田 — الاسم: علي",  # CJK and Arabic shown as themselves
+    ]
+
+
+def test_the_answer_into_a_pipe_is_exact(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    # a script reading ``sharedos run``'s stdout gets exactly what the model said
+    from sharedos.cli.run import _report
+    from sharedos.redaction import Redactor
+
+    _report(
+        {"as_json": False}, _answered(HOSTILE_ANSWER), SimpleNamespace(), tmp_path, True,
+        Redactor([]),
+    )  # fmt: skip
+    assert capsysbinary.readouterr().out.decode("utf-8") == HOSTILE_ANSWER + "\n"
