@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from sharedos.cli._errors import SpelledErrorsGroup
 from sharedos.cli._help import HELP_OPTION_NAMES
 
 # subcommand name -> "module:attribute" of a click command
@@ -28,7 +29,7 @@ _SUBCOMMANDS: dict[str, str] = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SpelledErrorsGroup):
     """A click group that imports a subcommand's module only when it is used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:

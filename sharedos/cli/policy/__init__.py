@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from sharedos.cli._errors import SpelledErrorsGroup
 from sharedos.cli._help import with_short_help
 from sharedos.cli.policy._check import check_cmd
 from sharedos.cli.policy._diff import diff_cmd
@@ -18,7 +19,7 @@ from sharedos.cli.policy._sign import keygen_cmd, sign_cmd, verify_cmd
 from sharedos.cli.policy._test import test_cmd
 
 
-@click.group()
+@click.group(cls=SpelledErrorsGroup)
 @click.version_option(package_name="sharedos", prog_name="sharedos-policy")
 def main() -> None:
     """Tools for SharedOS policy files (.sos): requirements, permit/forbid rules, run policies.
