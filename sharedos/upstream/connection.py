@@ -159,7 +159,8 @@ class _SdkLogScrubber(logging.Handler):
     reached stderr (Python's last-resort handler) or the host's log handlers whole. On
     the ``mcp`` logger this handler sees each of its records before the handlers above
     it: the text is scrubbed of every connection's credentials (and of the host's
-    secrets each was given) and of pydantic's shortened input values, the traceback is
+    secrets each was given) and of pydantic's shortened input values and spelled
+    (``printable``: no escape sequence, bidi override or line break), the traceback is
     withheld (it quotes what the upstream sent; the exception's type is kept), and a
     record no other handler would show goes to ``logging.lastResort``, as it did
     without this one.
@@ -186,7 +187,10 @@ class _SdkLogScrubber(logging.Handler):
         # into a call of an upstream that echoes it where the SDK logs
         for host in hosts.values():
             text = host.scrub(text)
-        record.msg, record.args = text, None
+        # and spelled (``printable``), one line: the upstream chose the text (an SSE event's
+        # name, a content type), and a record goes to a terminal (stderr) or a log whose
+        # lines it must neither rewrite (ESC[2K, OSC 52) nor reorder (U+202E) nor add to
+        record.msg, record.args = printable(text), None
         record.exc_info, record.exc_text, record.stack_info = None, None, None
         last = logging.lastResort
         if last is not None and record.levelno >= last.level and not self._others(record):

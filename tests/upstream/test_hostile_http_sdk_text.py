@@ -112,3 +112,27 @@ async def test_an_http_answer_nested_too_deep_to_parse_fails_its_call_and_no_mor
     assert first.is_error and second.is_error
     assert [str(r.reason) for r in records] == ["upstream_error", "upstream_error"]
     assert "disconnected" not in text_of(first), text_of(first)
+
+
+def test_the_sdks_own_words_cannot_drive_the_terminal(tmp_path: Path, planted: str) -> None:
+    """The SDK logs what an upstream sent (an SSE event's name, a content type) and its
+    records went to stderr scrubbed of credentials but not spelled: an event named
+    ``ESC]52;…BEL ESC[1A ESC[2K`` wrote the operator's clipboard and erased a line of
+    ``upstream status``; a U+202E reordered the rest of the log line."""
+    event = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[1A\x1b[2K\u009b2J\u202e\u200bok"
+    port = free_port()
+    host = tmp_path / "host.toml"
+    host.write_text("version = 1\n" + _upstream(port), encoding="utf-8")
+    with http_process([PY, str(SERVER), str(port), "--mode", "event", "--event", event], port):
+        proc = subprocess.run(
+            [SHAREDOS, "upstream", "status", "--host-config", str(host)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "SHAREDOS_TEST_TOKEN": planted},
+        )
+    said = proc.stdout + proc.stderr
+    assert "upstream fx (fx.*): unavailable" in said, said
+    assert not {"\x1b", "\x07", "\u009b", "\u202e", "\u200b"} & set(said), ascii(said)
+    assert "Unknown SSE event: \\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b[1A\\x1b[2K\\x9b2J" in said

@@ -5,7 +5,8 @@ bearer) where the official SDK client -- not SharedOS -- reads it first, and
 logs it or wraps it in an error of its own:
 
 - ``--mode event``: every request is answered by an SSE stream whose one event
-  is named after the credential (the SDK logs ``Unknown SSE event: <name>``).
+  is named after the credential (the SDK logs ``Unknown SSE event: <name>``), or
+  ``--event NAME``.
 - ``--mode parse-init``: ``initialize`` is answered by an SSE message that is
   no JSON-RPC message (``"result"`` a string: the credential); the SDK logs the
   pydantic error with its traceback and answers ``Failed to parse SSE message:
@@ -76,6 +77,7 @@ def main() -> None:
         ),
     )
     parser.add_argument("--log")
+    parser.add_argument("--event")  # the event name of ``--mode event`` (default: the credential)
     opts = parser.parse_args()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -161,7 +163,7 @@ def main() -> None:
                 self.answer(202, "application/json", b"")
                 return
             if opts.mode == "event":
-                self.sse(credential, {})
+                self.sse(opts.event if opts.event is not None else credential, {})
                 return
             unreadable = {"jsonrpc": "2.0", "id": rid, "result": credential}
             if method == "tools/call" and opts.mode == "deep-call":
