@@ -23,6 +23,17 @@ def printable(line: str) -> str:
     return _spelled_out(line, keep_tab=True)
 
 
+def is_terminal(stream: object) -> bool:
+    """True when ``stream`` is a terminal (a tty). What is the product of a command (a
+    harness's answer, a CSV export) is written exactly into a pipe or a file, where a
+    program reads it, and spelled on a terminal, where a person does."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except (ValueError, OSError):  # a closed stream
+        return False
+
+
 def printable_text(text: str) -> str:
     """Free text of many lines (a harness's answer) for a terminal: each line spelled as
     ``printable`` spells it, the line breaks kept (a ``\\r\\n`` ending too: it is a line

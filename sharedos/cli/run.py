@@ -84,7 +84,7 @@ from sharedos.cli._help import with_short_help
 from sharedos.cli._params import Seconds
 from sharedos.confine.leftovers import Claim, claim, discard, sweep
 from sharedos.redaction import Redactor
-from sharedos.terminal import printable, printable_text, unambiguous
+from sharedos.terminal import is_terminal, printable, printable_text, unambiguous
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -1055,11 +1055,7 @@ def shown_answer(answer: str, stdout: Any) -> str:
     spelled line by line (``printable_text``) on a terminal. The model writes it, steered
     by every tool result it read: an OSC 52 there would write the operator's clipboard, a
     ``ESC[1A ESC[2K`` erase the summary above it, a U+202E reorder it."""
-    try:
-        tty = bool(stdout.isatty())
-    except (AttributeError, ValueError, OSError):  # no stream, or a closed one
-        tty = False
-    return printable_text(answer) if tty else answer
+    return printable_text(answer) if is_terminal(stdout) else answer
 
 
 def _report(

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from sharedos.evidence.record import EvidenceRecord
-from sharedos.terminal import json_spelled
+from sharedos.terminal import is_terminal, json_spelled, unambiguous
 
 __all__ = ["CSV_COLUMNS", "iter_records", "write_csv", "write_jsonl"]
 
@@ -105,12 +105,21 @@ def _cell(name: str, value: Any) -> Any:
 
 
 def write_csv(records: Iterable[EvidenceRecord], out: TextIO) -> int:
-    """A header and one row per attempt (``CSV_COLUMNS``); returns the number of rows."""
+    """A header and one row per attempt (``CSV_COLUMNS``); returns the number of rows.
+
+    Each cell is the recorded value into a file or a pipe; on a terminal (``is_terminal``)
+    it is spelled (``unambiguous``): CSV has no escape of its own, and a tool name or a
+    principal holding an escape sequence, a C1 control or a bidi override would otherwise
+    retitle, rewrite or reorder what the operator reads."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    shown = is_terminal(out)
     n = 0
     for rec in records:
         data = rec.to_dict()
-        writer.writerow([_cell(c, data.get(c)) for c in CSV_COLUMNS])
+        cells = [_cell(c, data.get(c)) for c in CSV_COLUMNS]
+        if shown:
+            cells = [unambiguous(c) if isinstance(c, str) else c for c in cells]
+        writer.writerow(cells)
         n += 1
     return n

@@ -218,3 +218,48 @@ def test_json_output_escapes_what_a_terminal_would_not_show_and_keeps_the_value(
     assert "# \\u202e\\u0085" in out.output
     excerpts = [d["excerpt"] for d in json.loads(out.output)["diagnostics"]]
     assert excerpts and all(e.endswith("# \u202e\x85") for e in excerpts)
+
+
+def _on_a_terminal(argv: list[str]) -> str:
+    """What the real ``sharedos`` writes on a terminal (a pty) running ``argv``."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    sharedos = str(Path(sys.executable).parent / "sharedos")
+    proc = subprocess.Popen([sharedos, *argv], stdout=slave, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    shown = b""
+    with contextlib.suppress(OSError):  # EIO: the command is gone and its output read
+        while chunk := os.read(master, 65536):
+            shown += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    return shown.decode("utf-8").replace("\r\n", "\n")
+
+
+def test_a_csv_export_is_spelled_on_a_terminal(tmp_path: Path) -> None:
+    """CSV has no escape: ``evidence export --format csv`` wrote the tool name a harness
+    sent (an OSC title, an erase, a carriage return) and a C1 CSI, a bidi override a call
+    carried raw onto the operator's terminal. There each cell is spelled (into a file or
+    a pipe it is the recorded value, for the program that reads it)."""
+    import csv
+    import io
+
+    h = Host(tmp_path)
+    principal = BOB.model_copy(update={"principal": "bob\u202e\u2066\u200b"})
+
+    async def calls() -> None:
+        await h.host.invoke_tool(
+            ToolCall(tool=TOOL, arguments={"path": "/x"}, turn_id="turn-1"), principal, RUN
+        )
+
+    anyio.run(calls)
+    db = str(h.db)
+    shown = _on_a_terminal(["evidence", "export", "--db", db, "--format", "csv"])
+    assert _hidden(shown) == [], ascii(shown)
+    row = next(csv.DictReader(io.StringIO(shown)))
+    assert row["tool"] == "files.nope\\x1b]0;all clear\\x07\\x1b[2K\\x0dfiles.read  allowed"
+    assert row["principal"] == "bob\\u202e\\u2066\\u200b"
