@@ -104,6 +104,17 @@ def _cell(name: str, value: Any) -> Any:
     return value
 
 
+class _LineFeedRows:
+    """A CSV writer's output: each row it writes (one ``write`` per row) ending in
+    ``"\\n"`` rather than the ``"\\r\\n"`` it was given."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, row: str) -> int:
+        return self.out.write(row[:-2] + "\n" if row.endswith("\r\n") else row)
+
+
 def write_csv(records: Iterable[EvidenceRecord], out: TextIO) -> int:
     """A header and one row per attempt (``CSV_COLUMNS``); returns the number of rows.
 
@@ -111,7 +122,11 @@ def write_csv(records: Iterable[EvidenceRecord], out: TextIO) -> int:
     it is spelled (``unambiguous``): CSV has no escape of its own, and a tool name or a
     principal holding an escape sequence, a C1 control or a bidi override would otherwise
     retitle, rewrite or reorder what the operator reads."""
-    writer = csv.writer(out, lineterminator="\n")
+    # written with the terminator "\r\n", so that the writer quotes a cell holding a bare
+    # CR as well as one holding a LF (it quotes only the characters of its terminator: a
+    # tool name "files.nope\rfiles.read" went unquoted and every reader cut the row at
+    # the CR); each row still ends in "\n", as before
+    writer = csv.writer(_LineFeedRows(out), lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     shown = is_terminal(out)
     n = 0

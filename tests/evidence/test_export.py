@@ -205,3 +205,30 @@ def test_jsonl_is_exact_and_csv_is_safe_for_spreadsheets(store: Any, tmp_path: P
     assert cells["tool"].startswith("'=") and cells["resource"] == "'@/public/a"
     assert json.loads(cells["arguments"]) == {"path": "+x", "é": "ü"}
     assert json.loads(cells["rule_ids"]) == ["files.sos:5"]
+
+
+def test_a_csv_cell_holding_a_carriage_return_stays_one_cell(store: Any) -> None:
+    """The writer quoted a cell holding its line terminator (``\\n``), a comma or a quote,
+    not one holding a bare CR: a tool name the model chose as ``files.nope CR files.read``
+    was written unquoted, and a CSV reader (a spreadsheet too) ends the row there: the
+    attempt read as a row cut after its tool ``files.nope`` (no outcome, no reason) and a
+    second row starting ``files.read``. One attempt is one row, its name exact."""
+    forged = "files.nope\rfiles.read"
+    seq = store.begin(
+        EvidenceRecord(
+            turn_id="T",
+            call_id="c1",
+            tool=forged,
+            started_at="2026-12-02T10:00:00.000000Z",
+            arguments_digest=arguments_digest({}),
+            arguments={},
+        )
+    )
+    store.finish(seq, OutcomeRecord(Outcome.FAILED, "2026-12-02T10:00:01Z", 1.0))
+    buf = io.StringIO()
+    write_csv(store.query(), buf)
+    text = buf.getvalue()
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(rows) == 2, rows
+    assert dict(zip(rows[0], rows[1], strict=True))["tool"] == forged
+    assert text.endswith("\n") and "\r\n" not in text  # rows still end in a line feed
