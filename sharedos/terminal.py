@@ -17,7 +17,12 @@ def printable(line: str) -> str:
     terminal: spelled as ``unambiguous`` spells it — control characters (ANSI escapes,
     carriage returns ...) as ``\\xNN``, bidi overrides, zero-width and other invisible
     characters as ``\\uNNNN`` — except tabs, which are kept (they hide nothing, and a
-    log's columns use them)."""
+    log's columns use them), and the joiners written language uses where a reader sees
+    their effect (``_joins``: a ZWNJ inside a Persian word, a ZWJ inside an emoji
+    sequence, U+FE0F after an emoji), so an answer in Persian or with ``\u26a0\ufe0f``
+    still reads as written. Letters of every script are shown as themselves (an Arabic or
+    Hebrew name right to left, as the terminal draws it: only explicit bidi controls,
+    which reorder what follows them, are spelled)."""
     if line.isascii():
         return line.translate(_CONTROL)
     return _spelled_out(line, keep_tab=True)
@@ -88,17 +93,48 @@ def unambiguous(text: str) -> str:
 
 
 def _spelled_out(text: str, *, keep_tab: bool) -> str:
+    """``text`` with what ``unambiguous`` spells spelled; ``keep_tab`` (free text, as
+    ``printable`` shows it) keeps tabs and the joiners of written language (``_joins``)."""
     import unicodedata
 
     out = []
-    for c in text:
+    for i, c in enumerate(text):
         if c == "\t" and keep_tab:
             out.append(c)
         elif unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(ord(c)):
-            out.append(_spelled(c))
+            out.append(c if keep_tab and _joins(text, i) else _spelled(c))
         else:
             out.append(c)
     return "".join(out)
+
+
+#: zero-width non-joiner and joiner; text and emoji presentation selectors
+_ZWNJ, _ZWJ, _VS15, _VS16 = "\u200c", "\u200d", "\ufe0e", "\ufe0f"
+
+
+def _joins(text: str, i: int) -> bool:
+    """True when ``text[i]`` is a joiner that free text uses and a reader sees the effect
+    of: a ZWNJ or ZWJ between two non-ASCII letters, marks or symbols (a Persian word,
+    ``\u0645\u06cc\u200c\u062e``; an emoji sequence, a family ``\U0001f468\u200d\U0001f469``),
+    or a presentation selector after a non-ASCII symbol (``\u26a0\ufe0f``) or a keycap's
+    digit. Anywhere else (at an end, beside ASCII or a space, doubled) it shows nothing,
+    and is spelled. ``unambiguous`` (names, paths, ids judged one against another) keeps
+    none: there ``a\u200cb`` and ``ab`` must read differently."""
+    import unicodedata
+
+    c = text[i]
+    before = text[i - 1] if i > 0 else ""
+    after = text[i + 1] if i + 1 < len(text) else ""
+
+    def written(x: str) -> bool:
+        return bool(x) and not x.isascii() and unicodedata.category(x)[0] in "LMS"
+
+    if c in (_ZWNJ, _ZWJ):
+        return written(before) and written(after)
+    if c in (_VS15, _VS16):
+        symbol = written(before) and unicodedata.category(before)[0] == "S"
+        return symbol or (before in "#*0123456789" and bool(before) and after == "\u20e3")
+    return False
 
 
 def json_spelled(text: str) -> str:

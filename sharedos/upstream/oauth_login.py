@@ -26,7 +26,7 @@ import anyio
 import httpx2
 
 from sharedos.redaction import Redactor
-from sharedos.terminal import printable
+from sharedos.terminal import unambiguous
 from sharedos.upstream.config import UpstreamConfig
 from sharedos.upstream.credentials import StoreOpener
 from sharedos.upstream.oauth import (
@@ -195,7 +195,7 @@ async def login(
         seen.append(url)
         out.write(
             f"sign in as {principal} to upstream {config.id}: open this address in a browser\n"
-            f"  {printable(url)}\n"
+            f"  {unambiguous(url)}\n"  # an address is judged: every invisible spelled
         )
         out.flush()
         if open_browser:
