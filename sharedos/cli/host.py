@@ -9,6 +9,7 @@ import click
 
 from sharedos.cli._help import with_short_help
 from sharedos.cli.hostfile import host_file_option, required_host_file
+from sharedos.terminal import unambiguous
 
 
 @click.group()
@@ -36,6 +37,12 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
         parse_host_config,
     )
 
+    def say(line: str, *, err: bool = False) -> None:
+        # spelled (``unambiguous``): a reviewer runs this on a host file someone else wrote
+        # (a pull request), and a command "\u001b[2K\r/usr/bin/safe" in it must not print
+        # as the safe command, nor a CLI's --version output rewrite the summary
+        click.echo(unambiguous(line), err=err)
+
     file = required_host_file(config_path, host_config_option)
     try:
         try:
@@ -47,7 +54,7 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
         config = parse_host_config(text, str(file), base_dir=file.resolve().parent)
     except HostConfigError as exc:
         for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
+            say(f"error: {problem}", err=True)
         sys.exit(1)
     # what `sharedos run` would stop at, found before the summary's first line says "ok"
     key_problems = sorted(
@@ -72,36 +79,34 @@ def check(config_path: Path | None, host_config_option: Path | None, versions: b
     count = len(key_problems) + (shadow_problem is not None)
     count += sum(1 for _found, error in launches.values() if error is not None)
     verdict = "ok" if count == 0 else f"{count} problem{'s' if count != 1 else ''}"
-    click.echo(
-        f"{file}: {verdict}, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)"
-    )
+    say(f"{file}: {verdict}, {len(config.harness)} harness(es), {len(config.upstream)} upstream(s)")
     for uid, up in config.upstream.items():
-        click.echo(f"  upstream {uid}: {up.summary()}")
+        say(f"  upstream {uid}: {up.summary()}")
         if up.per_person:
-            click.echo(f"    {up.identity_summary()}")
+            say(f"    {up.identity_summary()}")
     if any(u.per_person for u in config.upstream.values()):
         import os
 
-        click.echo(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
-    click.echo(f"  confinement: {_confinement_line(config)}")
+        say(f"  token store: {config.tokens.summary(os.environ, config.base_dir)}")
+    say(f"  confinement: {_confinement_line(config)}")
     for problem in key_problems:
-        click.echo(f"error: {problem}", err=True)
+        say(f"error: {problem}", err=True)
     if shadow_line is not None:
-        click.echo(f"  {shadow_line}")
+        say(f"  {shadow_line}")
     if shadow_problem is not None:
-        click.echo(f"error: {shadow_problem}", err=True)
+        say(f"error: {shadow_problem}", err=True)
     for hid, cfg in config.harness.items():
         env_names = ", ".join(cfg.env.redacted()) or "none"
         ext = f", MCP client: {cfg.mcp_extension}" if cfg.mcp_extension else ", MCP client: native"
-        click.echo(
+        say(
             f"  {hid}: kind {cfg.kind}, transport {cfg.transport}, provider {cfg.provider}, "
             f"declared model {cfg.declared_model!r}{ext}; env: {env_names}"
         )
         found, error = launches.get(hid, (None, None))
         if found is not None:
-            click.echo(f"    version: {found}")
+            say(f"    version: {found}")
         if error is not None:
-            click.echo(f"    error: {error}", err=True)
+            say(f"    error: {error}", err=True)
     if count:
         sys.exit(1)
 

@@ -133,3 +133,21 @@ def test_a_location_whose_variable_is_unset_is_a_problem_not_ok(
     monkeypatch.setenv("SOS_TEST_EVIDENCE", str(tmp_path / "e.sqlite"))
     res = CliRunner().invoke(main, ["host", "check", str(host)])
     assert res.exit_code == 0, res.output
+
+
+def test_host_check_spells_what_the_host_file_would_launch(tmp_path: Path) -> None:
+    """A reviewer runs ``host check`` on a host file someone else wrote (a pull request):
+    its summary printed an upstream's command as the file holds it, so a command written
+    ``/opt/evil ESC[2K CR /usr/bin/safe-server`` read as the safe one on the terminal, and
+    a U+202E reordered the rest of the line."""
+    host = tmp_path / "host.toml"
+    host.write_text(
+        "[harness.claude-code]\n[upstream.x]\n"
+        'command = "/opt/evil\\u001b[2K\\r/usr/bin/safe-server\\u202e"\n'
+        'args = ["--root", "/srv\\u009b2J"]\nroots = []\npinning = "off"\n',
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 0, res.output
+    assert not {"\x1b", "\r", "\u009b", "\u202e"} & set(res.output), ascii(res.output)
+    assert "stdio /opt/evil\\x1b[2K\\x0d/usr/bin/safe-server\\u202e" in res.output
