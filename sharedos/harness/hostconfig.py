@@ -41,6 +41,7 @@ from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
+from sharedos.terminal import unambiguous
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
 from sharedos.upstream.config import (
@@ -68,8 +69,12 @@ class HostConfigError(HarnessError, ValueError):
     """A host configuration that cannot be used; ``str()`` lists positioned problems."""
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
+        # each problem spelled (``unambiguous``), once, for every command that prints it: a
+        # problem quotes the file (an unknown key, a value), and a host file may come from
+        # someone else (a pull request): a quoted key "x\u001b]0;…\u0007\nerror: …" would
+        # retitle the terminal and print a line of its own
+        self.problems = [unambiguous(p) for p in problems]
+        super().__init__("\n".join(self.problems))
 
 
 class MissingHostVariable(HostConfigError):

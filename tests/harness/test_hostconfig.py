@@ -350,3 +350,35 @@ def test_an_otlp_endpoint_carrying_a_credential_to_another_machine_is_https_only
     said = str(caught.value)
     assert "evidence.otlp_endpoint: an otlp_endpoint that carries a credential is https://" in said
     assert "canary" not in said, said
+
+
+def test_a_problem_quoting_the_file_is_spelled_for_every_command_that_prints_it(
+    tmp_path: Path,
+) -> None:
+    """A problem quotes the host file (here an unknown key), and ``sharedos run``,
+    ``upstream`` and ``approvals`` printed it raw: a quoted key holding an OSC title and a
+    line break retitled the terminal and printed a forged ``error:`` line of its own."""
+    from click.testing import CliRunner
+
+    from sharedos.cli.main import main
+
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[upstream.y]\ncommand = "/bin/true"\n'
+        '"k\\u001b]0;owned\\u0007\\nerror: none, all clear\\u202e" = 1\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(HostConfigError) as caught:
+        load_host_config(host)
+    (problem,) = caught.value.problems
+    assert (
+        "upstream.y.k\\x1b]0;owned\\x07\\x0aerror: none, all clear\\u202e: unknown key" in problem
+    )
+    for argv in (
+        ["run", "--host-config", str(host), "--principal", "a", "--dry-run", "x"],
+        ["upstream", "status", "--host-config", str(host)],
+    ):
+        out = CliRunner().invoke(main, argv)
+        assert out.exit_code != 0, out.output
+        assert not {"\x1b", "\x07", "\u202e"} & set(out.output), (argv[0], ascii(out.output))
+        assert "\nerror: none" not in out.output, out.output
