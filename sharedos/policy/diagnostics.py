@@ -259,11 +259,15 @@ class Diagnostic:
         if self.excerpt:
             gutter = str(self.line)
             pad = " " * len(gutter)
-            text = self.excerpt.expandtabs(1)
+            # a tab outside the span is one space (indentation, alignment); inside the span
+            # it is spelled: a diagnostic about a tab ("contains a control character") must
+            # not point at what reads as a space (``expandtabs(1)`` keeps every index)
+            raw = self.excerpt
             start = max(self.col - self.excerpt_col, 0)
             if self.excerpt_col > 1:  # the line was cut on the left
-                text = "..." + text
+                raw = "..." + raw
                 start += 3
+            text = raw.expandtabs(1)
             if self.end_line == self.line and self.end_col > self.col:
                 width = self.end_col - self.col
             else:
@@ -271,7 +275,7 @@ class Diagnostic:
             width = max(1, min(width, max(len(text) - start, 1)))
             # spelled piece by piece, so the carets are counted on the text as shown (an
             # escape spelled ``\\x1b`` takes four cells, not one; a bidi override six, not none)
-            before, within = unambiguous(text[:start]), unambiguous(text[start : start + width])
+            before, within = unambiguous(text[:start]), unambiguous(raw[start : start + width])
             out.append(f" {gutter} | {before}{within}{unambiguous(text[start + width :])}")
             # in terminal cells: a wide character (CJK, fullwidth) takes two, a
             # combining mark none, so the carets stay under the span

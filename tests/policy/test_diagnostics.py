@@ -432,3 +432,21 @@ def test_the_policy_commands_print_no_raw_escape_from_a_policy_file(
     assert "SOS102" in result.output, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output
     assert "\u202e" not in result.output
+
+
+def test_a_tab_a_diagnostic_is_about_is_spelled_and_indentation_is_not() -> None:
+    # a tab is shown as one space (its column stays the carets' column), so SOS207 "pattern
+    # contains a control character" put its caret under what read as a plain space
+    text = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        '\tpermit read on "/山田\tx"\n'
+    )
+    with pytest.raises(PolicyError) as err:
+        compile_source(text, "p.sos")
+    [diag] = [d for d in err.value.diagnostics if d.code == "SOS207"]
+    excerpt, carets = diag.render().split("\n")[1:3]
+    assert excerpt == ' 3 |  permit read on "/山田\\x09x"'  # the indentation: one space
+    # under the spelled tab, two cells further right for each of the wide 山田
+    assert excerpt.index("\\x09") + 2 == carets.index("^")
+    assert carets.count("^") == len("\\x09")
