@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,11 @@ logger = logging.getLogger(__name__)
 
 #: frames above this size take the slow classification path in a worker thread
 _THREAD_CLASSIFY_BYTES = 64 * 1024
+#: how long the answers of a refused line may still take to write once the bridge stops
+_STOP_ANSWER_S = 0.1
+#: how long a message read off the pipe and not yet handed to the server when the bridge
+#: stops may take to be answered and recorded
+_UNHANDED_S = 2.0
 
 
 class TurnClosedError(BridgeError, RuntimeError):
@@ -299,12 +304,20 @@ async def _serve(
 
     endpoint.on_call_reached = take_unreached
 
+    #: a message read off the pipe and not yet handed to the server when the bridge stopped
+    #: (its reader was cancelled while the line was classified in a worker thread, or while
+    #: the server had not taken it): the final drain answers and records it, as it does the
+    #: lines still in the pipe. Dropped, a tools/call the client wrote was never answered
+    #: nor recorded.
+    unhanded: list[mcp_types.JSONRPCMessage] = []
+
     async def read_frames() -> None:
         async with to_server:
             while (line := await wire.read_line()) is not None:
                 message = await _take_line(wire, endpoint, line)
                 if message is None:
                     continue
+                unhanded.append(message)
                 if isinstance(message, mcp_types.JSONRPCRequest):
                     pending[coerce_request_id(message.id)] += 1
                     owed.setdefault(coerce_request_id(message.id), []).append(message.id)
@@ -320,6 +333,7 @@ async def _serve(
                     cancelled = cancelled_request_id_from_params(message.params)
                     settle(None if cancelled is None else coerce_request_id(cancelled))
                 await to_server.send(SessionMessage(message))
+                unhanded.clear()
             # End of input: the client may still read. Answer what it already asked
             # (bounded by the handler timeout) before the server's input ends.
             with anyio.move_on_after(turn.handler_timeout_s + 1.0):
@@ -362,6 +376,20 @@ async def _serve(
             tg.cancel_scope.cancel()
     except anyio.BrokenResourceError:
         logger.info("bridge: the client closed stdout; ending the turn's stdio bridge")
+    for message in unhanded:
+        if isinstance(message, mcp_types.JSONRPCRequest) and message.method == "tools/call":
+            # the final drain answers it: it is owed nothing else
+            settle(coerce_request_id(message.id))
+            waiting = unreached.get(message.id)
+            if waiting and waiting[-1] is message:
+                waiting.pop()
+                if not waiting:
+                    del unreached[message.id]
+    if unhanded:
+        # at most one message: read before the stop, it is answered and recorded as a call
+        # in flight is when its turn closes, not within the drain's share of the linger
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_UNHANDED_S):
+            await _final_drain(wire, endpoint, unhanded, pipe=False)
     with anyio.CancelScope(shield=True), anyio.move_on_after(max(reserve, 0.05)):
         await _final_drain(wire, endpoint)
     if closed_by_host:
@@ -387,32 +415,64 @@ async def _take_line(
     elif is_blank(line.data):
         return None  # a blank line between frames: nothing was sent
     elif line.size > _THREAD_CLASSIFY_BYTES:
-        frame = await anyio.to_thread.run_sync(classify, line.data)
+        # shielded: the thread runs to its end either way, and a cancellation taken at this
+        # await threw its frame away, read off the pipe and never answered; the reader's
+        # caller takes the cancellation at its next step, with the message in hand
+        with anyio.CancelScope(shield=True):
+            frame = await anyio.to_thread.run_sync(classify, line.data)
     else:
         frame = classify(line.data)
     if frame.message is not None:
         return frame.message
     with anyio.CancelScope(shield=True):  # a refused call is recorded even as the turn ends
-        answers = await endpoint.recorder.refuse(frame)
-    for answer in answers:
-        await wire.write_line(json.dumps(answer, separators=(",", ":")).encode())
+        answers = [
+            json.dumps(answer, separators=(",", ":")).encode()
+            for answer in await endpoint.recorder.refuse(frame)
+        ]
+    written = 0
+    try:
+        for answer in answers:
+            await wire.write_line(answer)
+            written += 1
+    except anyio.get_cancelled_exc_class():
+        # the bridge stops (its turn closed): the client still reads until it exits, and an
+        # answer left unwritten here was owed for a line it sent, recorded as refused
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_ANSWER_S):
+            for answer in answers[written:]:
+                await wire.write_line(answer)
+        raise
     return None
 
 
-async def _final_drain(wire: StdioWire, endpoint: TurnEndpoint) -> None:
-    """Answer and record every call already in the pipe when the bridge stops (never run)."""
+async def _final_drain(
+    wire: StdioWire,
+    endpoint: TurnEndpoint,
+    taken: Sequence[types.JSONRPCMessage] = (),
+    *,
+    pipe: bool = True,
+) -> None:
+    """Answer and record every call of ``taken`` (messages read off the pipe that never
+    reached the server) and, when ``pipe``, every call still in the pipe when the bridge
+    stops (never run)."""
     import mcp_types
 
     from sharedos.bridge.answers import result_message
-    from sharedos.bridge.frames import classify, is_blank, oversized
+    from sharedos.bridge.frames import Frame, classify, is_blank, oversized
     from sharedos.context import ToolCall
 
-    for line in wire.read_available():
-        if not line.oversized and is_blank(line.data):
-            continue
-        frame = (
-            oversized(line.size, line.data, line.tail) if line.oversized else classify(line.data)
-        )
+    def frames() -> Iterator[Frame]:
+        for message in taken:
+            yield Frame(size=0, message=message)
+        for line in wire.read_available() if pipe else ():
+            if not line.oversized and is_blank(line.data):
+                continue
+            yield (
+                oversized(line.size, line.data, line.tail)
+                if line.oversized
+                else classify(line.data)
+            )
+
+    for frame in frames():
         message = frame.message
         if message is None:
             for answer in await endpoint.recorder.refuse(frame):

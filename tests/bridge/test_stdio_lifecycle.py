@@ -169,3 +169,53 @@ async def test_a_call_sent_as_the_bridge_exits_is_answered_or_refused_at_the_pip
     early = [rid for rid, at in sent if at < broke_at - 0.3]
     assert early
     assert set(early) <= answered
+
+
+def _slow_call_line(request_id: int) -> bytes:
+    """A ``tools/call`` line over 64 KiB (classified in a worker thread) that takes a while
+    to classify (a few hundred ms here; longer on a busy machine): a lone surrogate sends
+    it down the slow path, where it walks many values."""
+    head = (
+        f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":'
+        '{"name":"files.read","arguments":{"path":"/public/a.txt","n":['
+    ).encode()
+    return head + b'"\\ud800",' + b"1," * 150_000 + b"1]}}}"
+
+
+@pytest.mark.stress  # bridge subprocesses, ~3 s each; tests/bridge/test_stdio_stop.py in process
+@pytest.mark.parametrize("relay", [True, False], ids=["relayed", "standalone"])
+async def test_a_large_line_being_classified_as_the_bridge_stops_is_answered(
+    files_runtime: Runtime, relay: bool
+) -> None:
+    """A line over 64 KiB is classified in a worker thread. The bridge's stop (its turn
+    closed, its linger over) was taken as that thread returned: the call read off the pipe
+    was thrown away, never answered, never recorded. It is answered now, and recorded by a
+    standalone bridge (a relayed one's host left with its own linger: it is answered as
+    the host gone, the one refusal that is not recorded)."""
+    rt = files_runtime
+    alice = AccessContext(principal="alice")
+    launch = _launch(rt, relay).model_copy(update={"close_linger_s": 0.1})
+    held = HeldTurn(rt, alice, launch)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held.run)
+        await held.opened.wait()
+        assert held.command is not None
+        bridge = await StdioBridge.start(held.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(_slow_call_line(7))
+            held.release.set()  # the host closes the turn while the line is classified
+            assert await bridge.read_until_exit(timeout=20) == 3
+        finally:
+            held.release.set()
+            await bridge.kill()
+    replies = [r for r in bridge.replies if r.get("id") == 7]
+    assert len(replies) == 1, "the call read off the pipe was not answered exactly once"
+    result = replies[0]["result"]
+    assert result["isError"] is True
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    if relay:
+        assert result["structuredContent"]["reason"] == "turn_closed"
+        return
+    assert result["structuredContent"]["reason"] == "malformed_request"
+    assert [(r.tool, str(r.reason)) for r in records] == [("files.read", "malformed_request")]
