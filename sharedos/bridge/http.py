@@ -14,12 +14,14 @@ delayed ACK (Nagle).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import logging
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from mcp.server.streamable_http import check_accept_headers
@@ -141,6 +143,11 @@ class TurnHttpApp:
         self._modern_in_flight: set[anyio.CancelScope] = set()
         #: POSTs past the closing check whose message the SDK's transport has not read yet
         self._entering = 0
+        #: POSTs whose body was read whole and is being classified (or refused) before the
+        #: closing check, a large one perhaps waiting for ``_classify_threads``
+        self._classifying = 0
+        #: the tasks classifying (and refusing) those bodies, kept until they end
+        self._settling: set[asyncio.Task[Any]] = set()
         #: one worker thread classifies this turn's large frames at a time. Classifying
         #: holds the GIL (``pydantic_core`` does not release it), so every such thread
         #: takes a share of the interpreter from the event loop all turns of the process
@@ -231,28 +238,67 @@ class TurnHttpApp:
             await self._recorder.refuse(truncated(data), status=408 if expired else None)
             return
         if len(data) > _THREAD_CLASSIFY_BYTES:
-            frame = await anyio.to_thread.run_sync(classify, data, limiter=self._classify_threads)
+            # A large body read whole is classified, and refused or handed on, even as the
+            # turn closes: in a task of its own, which the cancellation of the turn's requests
+            # past its grace (uvicorn's Task.cancel, which no cancel scope shields) does not
+            # end, and waited for (within the grace) by ``quiesce``. It waits for this turn's
+            # one classifying thread behind the others; cancelled there, a call the client had
+            # sent whole was dropped, neither answered nor recorded.
+            self._classifying += 1
+            try:
+                settling = asyncio.ensure_future(self._settle(scope, data, send))
+                self._settling.add(settling)
+                settling.add_done_callback(self._settled)
+                taken = await asyncio.shield(settling)
+            finally:
+                self._classifying -= 1
         else:
-            frame = classify(data)
-        if frame.message is None:
-            await self._refuse(frame, send, status=None, scope=scope)
+            taken = await self._settle(scope, data, send)
+        if taken is None:  # refused, and answered
             return
-        if frame.substituted:  # an answer the server cannot read: the error in its place
-            data = frame.message.model_dump_json(by_alias=True, exclude_none=True).encode()
-        if self.closing:
-            await self._refuse_closed(scope, data, frame.message, send)
+        data, frame, valid = taken
+        if self.closing:  # it closed as the task ended
+            await self._refuse_closed(scope, data, valid, send)
             return
+        # no checkpoint between the closing check and the entry: ``quiesce`` sees one or
+        # the other
         entry = _Entry(self)
         try:
             if (
                 mcp_sdk.at_session_cap(self._manager)
-                and await self._opens_session(scope, frame.message)
+                and await self._opens_session(scope, valid)
                 and await mcp_sdk.evict_idle_session(self._manager)
             ):
                 self._recorder.stats.sessions_evicted += 1
             await self._deliver(scope, data, frame, receive, send, entry)
         finally:
             entry.leave()
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        """A ``_settle`` task ended: forgotten, and a failure nobody awaited is logged."""
+        self._settling.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.warning("bridge: classifying a request failed: %s: %s", type(exc).__name__, exc)
+
+    async def _settle(
+        self, scope: Scope, data: bytes, send: Send
+    ) -> tuple[bytes, Frame, JSONRPCMessage] | None:
+        """Classify a body read whole; refuse and answer it here (None) when it is not one
+        valid message or the turn is closing, else what ``_post`` hands on."""
+        if len(data) > _THREAD_CLASSIFY_BYTES:
+            frame = await anyio.to_thread.run_sync(classify, data, limiter=self._classify_threads)
+        else:
+            frame = classify(data)
+        valid = frame.message
+        if valid is None:
+            await self._refuse(frame, send, status=None, scope=scope)
+            return None
+        if frame.substituted:  # an answer the server cannot read: the error in its place
+            data = valid.model_dump_json(by_alias=True, exclude_none=True).encode()
+        if self.closing:
+            await self._refuse_closed(scope, data, valid, send)
+            return None
+        return data, frame, valid
 
     async def quiesce(self, timeout: float) -> None:
         """Once ``closing`` is set: let every POST already past the closing check reach its session.
@@ -263,10 +309,12 @@ class TurnHttpApp:
         ``send``) found its stream closed under it: the SDK logged an ERROR
         traceback, uvicorn answered 500, and a ``tools/call`` was never recorded.
         Such a request runs without waiting on anything else, so this is brief;
-        ``timeout`` bounds it all the same.
+        ``timeout`` bounds it all the same. A POST whose body is being classified (a large
+        one, perhaps behind others of this turn) is waited for too: it is refused as the
+        turn closed, and answered if it is done within ``timeout`` (recorded either way).
         """
         with anyio.move_on_after(timeout):
-            while self._entering:
+            while self._entering or self._classifying:
                 await anyio.sleep(0.001)
         # those that have read their message now wait at that checkpoint: let them pass it
         await anyio.sleep(0)

@@ -216,3 +216,78 @@ async def test_a_modern_call_still_running_when_the_turn_closes_is_answered(
     assert error.error.code == -32000 and "before this request was answered" in str(error)
     records = [r for r in runtime.evidence.query() if r.tool == "slow.wait"]
     assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
+
+
+def _large_call(request_id: int) -> bytes:
+    """A 2026-07-28 ``tools/call`` of ~0.33 MB (classified in a worker thread, a few
+    hundred ms: many small objects), valid: it would run if its turn were open."""
+    head = (
+        f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{{"_meta":'
+        '{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        '"io.modelcontextprotocol/clientCapabilities":{}},'
+        '"name":"files.read","arguments":{"path":"/public/a.txt","n":['
+    ).encode()
+    return head + b'{"a":[{}]},' * 30_000 + b"1]}}}"
+
+
+async def test_large_calls_still_being_classified_when_the_turn_closes_are_answered(
+    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn classifies its frames over 64 KiB one at a time, in a thread: the others wait
+    their turn. Closing the turn never waited for them (only for requests past the closing
+    check): past the grace their requests were cancelled, and calls the client had sent
+    whole were dropped, neither answered nor recorded. Each is refused ``turn_closed`` now
+    and recorded once (answered when that is done within the grace)."""
+    calls = 3
+    apps: list[bridge_http.TurnHttpApp] = []
+    made = bridge_http.TurnHttpApp.__init__
+
+    def keep(app: bridge_http.TurnHttpApp, *args: Any, **kwargs: Any) -> None:
+        made(app, *args, **kwargs)
+        apps.append(app)
+
+    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
+    answers: dict[int, httpx2.Response | BaseException] = {}
+    with anyio.fail_after(30):
+        async with (
+            httpx2.AsyncClient(headers=ACCEPT, timeout=20) as hc,
+            anyio.create_task_group() as tg,
+            open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.1) as turn,
+        ):
+            assert turn.url is not None
+            headers = {**turn.headers(), **modern_headers("files.read")}
+
+            async def ask(url: str, request_id: int) -> None:
+                try:
+                    answers[request_id] = await hc.post(
+                        url, content=_large_call(request_id), headers=headers
+                    )
+                except httpx2.HTTPError as exc:
+                    answers[request_id] = exc
+
+            for request_id in range(1, calls + 1):
+                tg.start_soon(ask, turn.url, request_id)
+            # every body read whole: one frame classified, the others waiting for it
+            while True:
+                queue = apps[0]._classify_threads.statistics()
+                if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
+                    break
+                await anyio.sleep(0.005)
+            # the turn closes (before the client's requests end)
+    assert sorted(answers) == list(range(1, calls + 1))
+    for answer in answers.values():
+        # answered when classified within the grace; past it, the connection closed
+        if isinstance(answer, httpx2.Response):
+            assert answer.status_code == 200, answer.text
+            result = answer.json()["result"]
+            assert result["structuredContent"]["reason"] == "turn_closed", result
+    # those still waiting for the turn's classifying thread are recorded when it is done
+    # with them, after the turn closed: at most a few hundred ms each here
+    with anyio.move_on_after(5):
+        while len(records := _calls_recorded(runtime, alice)) < calls:
+            await anyio.sleep(0.02)
+    assert [str(r.reason) for r in records] == ["turn_closed"] * calls
+
+
+def _calls_recorded(runtime: Runtime, alice: AccessContext) -> list[Any]:
+    return [r for r in runtime.evidence.query(turn_id=alice.turn_id) if r.tool == "files.read"]
