@@ -345,7 +345,9 @@ class ApprovalGate:
                         self.ledger.expire, approval, detail=f"found lapsed by call {call_id}"
                     )
                 except (EvidenceStoreError, TimeoutError) as exc:
-                    logger.warning("approvals: could not record that %s lapsed: %s", approval, exc)
+                    logger.warning(
+                        "approvals: could not record that %s lapsed: %s", approval.approval_id, exc
+                    )
         pending = [a for a in usable if status_of(a) == "pending"]
         notes += _history(usable, now, max_age)
         if pending:
@@ -474,7 +476,9 @@ class ApprovalGate:
         try:
             await self._off_loop(self.ledger.expire, request, detail=why)
         except (EvidenceStoreError, TimeoutError) as exc:
-            logger.warning("approvals: could not record that %s lapsed: %s", request, exc)
+            logger.warning(
+                "approvals: could not record that %s lapsed: %s", request.approval_id, exc
+            )
 
     async def _not_written(
         self, exc: Exception, approval: Approval, what: str, who: str
