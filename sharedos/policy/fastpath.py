@@ -389,7 +389,8 @@ class _Line:
         return None if found is None else (found[0], found[2])
 
     def disjunction(self) -> _Node | None:
-        # Deep nesting is left to Lark (and its diagnostic): never a RecursionError here.
+        # Deep nesting is left to Lark (and its diagnostic); a RecursionError from a
+        # caller's deep stack is caught by ``parser._parse_fast`` (Lark decides).
         if self.depth > _MAX_DEPTH:
             return None
         self.depth += 1

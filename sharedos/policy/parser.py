@@ -911,7 +911,12 @@ class AstBuilder(Transformer[Token, Any]):
 def _parse_fast(text: str, filename: str) -> list[ast.Statement] | None:
     """Parse with the one-line statements built by ``fastpath`` and the rest by Lark;
     None when the Lark path alone must decide."""
-    fast = scan(text, filename)
+    try:
+        fast = scan(text, filename)
+    except RecursionError:
+        # The fast path reads conditions by recursive descent, several frames per
+        # level of nesting; called with little of the stack left, Lark decides.
+        return None
     if fast.complete:
         return [statement for _, statement in fast.statements]
     if not fast.statements:

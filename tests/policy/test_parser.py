@@ -403,3 +403,39 @@ def test_fast_path_gives_the_lark_result_for_random_conditions(
         text = "namespace n\n" + "\n".join(lines) + '\npermit read on "/b"\n'
         fast, slow = _both(text, monkeypatch)
         assert fast == slow, lines
+
+
+def test_a_deep_condition_parsed_from_a_deep_stack_never_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The fast path reads a condition by recursive descent, ~8 Python frames per
+    # level of nesting (Lark's tree for the same line is a few levels deep). Called
+    # with most of the recursion limit already used, it raised RecursionError out of
+    # parse_source, which never raises; the Lark path built the rule.
+    import sys
+
+    text = (
+        'permit read on "/a" when '
+        + "(" * 40
+        + 'x == 1 or not [f(g("y"))] == []'
+        + ")" * 40
+        + '\npermit read on "/b"\n'
+    )
+
+    def depth() -> int:
+        frame, n = sys._getframe(), 0
+        while frame is not None:
+            frame, n = frame.f_back, n + 1
+        return n
+
+    def at(spare: int) -> object:
+        if depth() < sys.getrecursionlimit() - spare:
+            return at(spare)
+        return parse_source(text, "deep.sos")
+
+    from sharedos.policy import parser
+
+    monkeypatch.setattr(parser, "_FAST_ENABLED", False)
+    slow = at(150)
+    monkeypatch.setattr(parser, "_FAST_ENABLED", True)
+    assert at(150) == slow
