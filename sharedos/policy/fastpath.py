@@ -15,8 +15,9 @@ complete statement of one of these shapes are built here directly:
 * ``require approval by role|group "NAME", ... for ACTIONS on "PATTERN" ...``
   (an approval rule) with the same tail.
 
-Strings with escapes, and anything else, are left to Lark (``parser`` parses
-the rest of the file and merges the two); a file made only of such lines
+Strings are decoded as the Lark path decodes them (``literals``: escapes
+included); anything else is left to Lark (``parser`` parses the rest of the
+file and merges the two); a file made only of such lines
 never loads the Lark parser at all. The result is exactly the AST the Lark
 path builds (``tests/policy/test_parser.py`` compares the two on tricky and
 random texts), and any doubt -- a syntax error anywhere, a Lark statement
@@ -36,12 +37,12 @@ from typing import Any
 
 from sharedos.policy import ast
 from sharedos.policy.grammar import LanguageFacts, facts
-from sharedos.policy.literals import SyntaxProblem, number_value, template_parts
+from sharedos.policy.literals import SyntaxProblem, decode_string, number_value, template_parts
 
 __all__ = ["FastScan", "scan"]
 
 _TOKEN_RE = re.compile(
-    r'[ \t\r\f]*(?:(?P<s>"[^"\\\n]*")'
+    r'[ \t\r\f]*(?:(?P<s>"[^"\\\n]*(?:\\.[^"\\\n]*)*")'
     r"|(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])"
     r"|(?P<w>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
     r"|(?P<o>==|!=|<=|>=|[<>,*@(){};\[\]+])"
@@ -139,6 +140,17 @@ class _Line:
     def span(self, tok: _Token) -> ast.Span:
         return ast.Span(self.file, self.line, tok[2], self.line, tok[2] + len(tok[1]))
 
+    def string(self, tok: _Token) -> str | None:
+        """A STRING token's value, its escapes decoded as the Lark path decodes them;
+        None for a bad escape (the Lark path reports it)."""
+        text = tok[1]
+        if "\\" not in text:
+            return text[1:-1]
+        try:
+            return decode_string(text, self.line, tok[2])
+        except SyntaxProblem:
+            return None
+
     def peek(self) -> _Token | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
 
@@ -199,12 +211,13 @@ class _Line:
                 return None
             value = self.kind("s")
             close = self.mark(")") if value is not None else None
-            if value is None or close is None:
+            text = self.string(value) if value is not None else None
+            if value is None or close is None or text is None:
                 return None
             out.append(
                 ast.Annotation(
                     name[1],
-                    value[1][1:-1],
+                    text,
                     ast.Span(self.file, self.line, at[2], self.line, close[2] + 1),
                 )
             )
@@ -217,7 +230,9 @@ class _Line:
         tool_tok = self.kind("w") or self.kind("s")
         if tool_tok is None or self.mark("{") is None:
             return None
-        tool = tool_tok[1][1:-1] if tool_tok[0] == "s" else tool_tok[1]
+        tool = self.string(tool_tok) if tool_tok[0] == "s" else tool_tok[1]
+        if tool is None:
+            return None
         action: _Token | None = None
         resource: ast.ResourceExpr | None = None
         while True:
@@ -258,7 +273,9 @@ class _Line:
             return None
         if tok[0] == "s":
             self.i += 1
-            raw = tok[1][1:-1]
+            raw = self.string(tok)
+            if raw is None:
+                return None
             try:
                 parts = template_parts(raw, self.file, self.line, tok[2] + 1)
             except SyntaxProblem:
@@ -299,13 +316,14 @@ class _Line:
         while True:
             kind = self.word(*w.approver_kinds)
             value = self.kind("s") if kind is not None else None
-            if kind is None or value is None:
+            name = self.string(value) if value is not None else None
+            if kind is None or value is None or name is None:
                 return None
             kind_value: Any = kind[1]
             approvers.append(
                 ast.Approver(
                     kind_value,
-                    value[1][1:-1],
+                    name,
                     ast.Span(self.file, self.line, kind[2], self.line, value[2] + len(value[1])),
                 )
             )
@@ -342,7 +360,8 @@ class _Line:
         if self.word(w.on) is None:
             return None
         pattern = self.kind("s")
-        if pattern is None:
+        pattern_text = self.string(pattern) if pattern is not None else None
+        if pattern is None or pattern_text is None:
             return None
         when: ast.Expr | None = None
         unless: ast.Expr | None = None
@@ -362,7 +381,7 @@ class _Line:
         return ast.Rule(
             effect_value,
             tuple(t[1] for t in actions),
-            ast.Pattern(pattern[1][1:-1], self.span(pattern)),
+            ast.Pattern(pattern_text, self.span(pattern)),
             when,
             unless,
             namespace,
@@ -494,7 +513,10 @@ class _Line:
         end = col + len(text)
         if kind == "s":
             self.i += 1
-            return ast.Literal(text[1:-1], self.span(tok)), col, end
+            value_s = self.string(tok)
+            if value_s is None:
+                return None
+            return ast.Literal(value_s, self.span(tok)), col, end
         if kind == "n":
             self.i += 1
             try:
@@ -595,7 +617,7 @@ def scan(text: str, filename: str) -> FastScan:
         number = i + 1
         if _BLANK_OR_COMMENT_RE.match(line):
             continue
-        toks = None if "\\" in line else _tokens(line)
+        toks = _tokens(line)
         built: ast.Statement | None = None
         annotations: list[ast.Annotation] | None = None
         if toks:

@@ -360,6 +360,32 @@ def test_conditions_of_every_form_are_built_without_lark() -> None:
     assert len(found.statements) == len(rules) + 1
 
 
+def test_strings_with_escapes_are_built_without_lark(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backslash anywhere on a line once sent it to Lark: 10,000 rules comparing
+    # with "caf\u00e9" compiled at Lark's speed (~1.5x the time of the same rules
+    # without the escape). Strings are decoded as the Lark path decodes them.
+    from sharedos.policy.fastpath import scan
+
+    rules = [
+        'permit read on "/a" when context.tenant == "caf\\u00e9" or args.q == "say \\"hi\\""',
+        'permit read on "C:\\\\data\\\\**" when startswith(args.p, "\\\\srv\\n") # \\ in a comment',
+        '@id("esc\\u0041pe") forbid * on "/b" unless "\\U0001F600" in context.tags',
+        'require approval by role "ops\\/lead" for read on "/c" when ["\\t", "x"] == args.l',
+        'requirement "files\\u002eesc" { action read; resource "{args.a}\\/x" }',
+    ]
+    text = "namespace files\n" + "\n".join(rules) + "\n"
+    found = scan(text, "f.sos")
+    assert found.complete
+    assert len(found.statements) == len(rules) + 1
+    fast, slow = _both(text, monkeypatch)
+    assert repr(fast) == repr(slow)
+    # a bad escape is still the Lark path's diagnostic
+    for bad in ['"\\q"', '"\\ud800"', '"\\U00110000"']:
+        text = f'namespace files\npermit read on "/a" when args.x == {bad}\n'
+        fast, slow = _both(text, monkeypatch)
+        assert fast.diagnostics and repr(fast) == repr(slow)
+
+
 def _random_expr(rng: random.Random, depth: int) -> str:
     atoms = ['"a"', "1", "-2.5", "true", "false", "null", "context.roles", "args.x", "resource"]
     atoms += ["not", "in", "and", "has", "true.x", "context.in"]  # keywords where a value goes
