@@ -348,10 +348,11 @@ class _Line:
         if star is not None:
             actions.append(star)
         else:
-            reserved = w.reserved
+            # Any word: where the grammar takes an action it takes only a NAME (or
+            # '*'), so Lark's contextual lexer reads a keyword there as a name too.
             while True:
                 tok = self.peek()
-                if tok is None or tok[0] != "w" or "." in tok[1] or tok[1] in reserved:
+                if tok is None or tok[0] != "w" or "." in tok[1]:
                     return None
                 actions.append(tok)
                 self.i += 1

@@ -386,6 +386,29 @@ def test_strings_with_escapes_are_built_without_lark(monkeypatch: pytest.MonkeyP
         assert fast.diagnostics and repr(fast) == repr(slow)
 
 
+def test_rules_whose_actions_are_keywords_are_built_without_lark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Where the grammar takes an action it takes only a name, so 'test', 'call',
+    # 'policy' or 'on' are action names there (a CI tool's 'test' action); such a
+    # rule once went to Lark whatever its condition.
+    from sharedos.policy.fastpath import scan
+
+    rules = [
+        'permit test on "/ci/**" when "dev" in context.roles',
+        'forbid call, skip, policy on "/a"',
+        'require approval by role "m" for expect, mode on "/b" unless has args.x',
+        'permit on on "/c"',
+        'permit read, true, not on "/d"',
+    ]
+    text = "namespace ci\n" + "\n".join(rules) + "\n"
+    found = scan(text, "f.sos")
+    assert found.complete
+    assert len(found.statements) == len(rules) + 1
+    fast, slow = _both(text, monkeypatch)
+    assert repr(fast) == repr(slow)
+
+
 def _random_expr(rng: random.Random, depth: int) -> str:
     atoms = ['"a"', "1", "-2.5", "true", "false", "null", "context.roles", "args.x", "resource"]
     atoms += ["not", "in", "and", "has", "true.x", "context.in"]  # keywords where a value goes
