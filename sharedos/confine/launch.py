@@ -88,18 +88,29 @@ def scope_abstract_sockets() -> bool:
 
 def open_nofollow(path: str) -> int:
     """An ``O_PATH`` descriptor of ``path`` (absolute), opened one component at a time
-    without following any symbolic link; ``OSError`` (``ELOOP``) when one is on the way."""
+    without following any symbolic link; ``OSError`` (``ELOOP``) when one is on the way.
+
+    Every ``OSError`` names the whole ``path`` (``filename``), and the component that
+    failed when it is not the last: the message is all an operator gets of a sandbox that
+    did not start (a root removed since the plan), and ``public`` alone says not which.
+    """
     if not path.startswith("/"):
         raise OSError(errno.EINVAL, "not an absolute path", path)
     flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open("/", flags | os.O_DIRECTORY)
+    reached = ""
     try:
         for name in path.split("/"):
             if name in ("", "."):
                 continue
             if name == "..":
                 raise OSError(errno.EINVAL, "a '..' component", path)
-            nxt = os.open(name, flags, dir_fd=fd)
+            reached += "/" + name
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                where = "" if reached == path.rstrip("/") else f" (at {reached})"
+                raise OSError(exc.errno, f"{exc.strerror}{where}", path) from None
             os.close(fd)
             fd = nxt
             if stat.S_ISLNK(os.fstat(fd).st_mode):

@@ -1,0 +1,67 @@
+"""launch.py: what a sandbox that cannot start says, and that nothing starts then."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sharedos.confine import find_bubblewrap
+from sharedos.confine.launch import SETUP_FAILED, open_nofollow
+from sharedos.confine.sandbox import HarnessSandbox
+from sharedos.confine.upstream import plan_upstream
+from sharedos.errors import ConfinementError
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+
+def test_a_missing_component_is_reported_with_the_whole_path(tmp_path: Path) -> None:
+    gone = tmp_path / "share" / "public"
+    with pytest.raises(FileNotFoundError) as caught:
+        open_nofollow(str(gone))
+    assert caught.value.filename == str(gone)
+    assert str(tmp_path / "share") in str(caught.value)  # where the walk stopped
+    (tmp_path / "share").mkdir()
+    with pytest.raises(FileNotFoundError) as last:
+        open_nofollow(str(gone))
+    assert last.value.filename == str(gone)
+
+
+def test_an_upstream_root_removed_since_the_plan_is_named_when_it_cannot_start(
+    tmp_path: Path,
+) -> None:
+    """The upstream's stderr is all the operator sees of it: ``public: No such file or
+    directory`` named no root (every upstream has its own ``public``, ``data``, ``src``)."""
+    public = tmp_path / "share" / "public"
+    public.mkdir(parents=True)
+    marker = tmp_path / "ran"
+    sandbox = plan_upstream(find_bubblewrap(), command="/bin/sh", roots=[(str(public), "ro")])
+    public.rmdir()
+    command, args = sandbox.wrap("/bin/sh", ["-c", f"echo ran > {marker}"])
+    done = subprocess.run([command, *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == SETUP_FAILED
+    assert f"{public}: No such file or directory" in done.stderr, done.stderr
+    assert not marker.exists()
+
+
+def test_a_harness_path_removed_since_the_plan_is_named_when_it_cannot_start(
+    tmp_path: Path,
+) -> None:
+    shown = tmp_path / "tools" / "bin"
+    shown.mkdir(parents=True)
+    turn = tmp_path / "turn"
+    turn.mkdir()
+    sandbox = HarnessSandbox.plan(
+        find_bubblewrap(), readonly=[shown], writable=[turn], managed=[], network="none"
+    )
+    (tmp_path / "tools" / "bin").rmdir()
+    (tmp_path / "tools").rmdir()
+    try:
+        with pytest.raises(ConfinementError) as caught:
+            sandbox.argv(["/bin/true"], cwd=turn)
+    finally:
+        sandbox.spawned()
+    assert str(shown) in str(caught.value)
+    assert str(tmp_path / "tools") in str(caught.value)
