@@ -150,17 +150,28 @@ def main(args: list[str]) -> int:
             if args[0] == "--scope-abstract":
                 scope, args = True, args[1:]
                 continue
+            if args[0] not in ("--binds", "--read"):
+                raise ValueError(f"unknown option {args[0]}")
+            if len(args) < 2:
+                raise ValueError(f"{args[0]} needs a value")
             opt, value, args = args[0], args[1], args[2:]
             if opt == "--binds":
                 slots += [int(s) for s in value.split(",") if s]
-            elif opt == "--read":
+            else:
                 number, _, name = value.partition("=")
                 reads.append((int(number), name))
-            else:
-                raise ValueError(f"unknown option {opt}")
         command = args[1:]
         if not command:
             raise ValueError("no command")
+        # a position outside the command (or its program, or counted from the end) would
+        # be a traceback after some paths were opened, or replace an argument not planned
+        # as a path; a descriptor 0-2 would replace the pipes the program talks over
+        for at in slots:
+            if not 0 < at < len(command):
+                raise ValueError(f"--binds {at}: not a position of an argument of the command")
+        for num, file in reads:
+            if num < 3 or not file:
+                raise ValueError(f"--read {num}={file}: a descriptor from 3 and a file")
     except (IndexError, ValueError) as exc:
         sys.stderr.write(f"sharedos launch: {exc}\n")
         return SETUP_FAILED

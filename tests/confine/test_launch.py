@@ -65,3 +65,42 @@ def test_a_harness_path_removed_since_the_plan_is_named_when_it_cannot_start(
         sandbox.spawned()
     assert str(shown) in str(caught.value)
     assert str(tmp_path / "tools") in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--binds", "5"],  # past the command: was a traceback once the reads were opened
+        ["--binds", "-1"],  # from the end: the program's last argument taken for a path
+        ["--binds", "0"],  # the program itself
+        ["--read", "1=/dev/null"],  # over the program's stdout
+        ["--read", "3"],  # no file
+        ["--binds"],  # no value
+        ["--unknown", "1"],
+    ],
+)
+def test_bad_launcher_arguments_start_nothing_and_say_so(
+    options: list[str], tmp_path: Path
+) -> None:
+    from sharedos.confine.launch import launch_script
+
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            launch_script(),
+            *options,
+            "--",
+            "/bin/sh",
+            "-c",
+            f"touch {marker}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == SETUP_FAILED, done.stderr
+    assert done.stderr.startswith("sharedos launch: ") and "Traceback" not in done.stderr
+    assert not marker.exists()
