@@ -96,8 +96,7 @@ def open_nofollow(path: str) -> int:
     """
     if not path.startswith("/"):
         raise OSError(errno.EINVAL, "not an absolute path", path)
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open("/", flags | os.O_DIRECTORY)
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     reached = ""
     try:
         for name in path.split("/"):
@@ -107,7 +106,7 @@ def open_nofollow(path: str) -> int:
                 raise OSError(errno.EINVAL, "a '..' component", path)
             reached += "/" + name
             try:
-                nxt = os.open(name, flags, dir_fd=fd)
+                nxt = _open_step(name, fd)
             except OSError as exc:
                 where = "" if reached == path.rstrip("/") else f" (at {reached})"
                 raise OSError(exc.errno, f"{exc.strerror}{where}", path) from None
@@ -123,6 +122,24 @@ def open_nofollow(path: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _open_step(name: str, at: int) -> int:
+    """``name`` in the directory ``at``, as ``O_PATH``, a link not followed.
+
+    A directory is opened as one (``O_DIRECTORY``): that is what mounts an automount
+    point not mounted yet (an autofs home or ``/net`` share after its idle timeout, any
+    kernel automount). ``O_PATH`` alone stops on the trigger: the next component was not
+    found (``No such file or directory``) and the sandbox refused to start, where
+    ``bwrap --ro-bind PATH PATH`` (a plain lookup) had mounted it.
+    """
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags | os.O_DIRECTORY, dir_fd=at)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        return os.open(name, flags, dir_fd=at)  # a file, a FIFO, a device — or a link
 
 
 def open_binds(argv: list[str], slots: list[int] | tuple[int, ...]) -> list[int]:
