@@ -56,13 +56,14 @@ class UpstreamSandbox:
             self.view,
             [command, *args],
             chdir=self.cwd,
+            # the upstream's HOME and TMPDIR: the sandbox's own /tmp (the host's HOME is
+            # absent). Given to bwrap_argv, never spliced in at the first "--" found: a
+            # path of the view (a link's target) can be "--" too, and bwrap then took the
+            # next word for the program
+            options=["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"],
             seccomp_fd=_SECCOMP_FD,
             bind_slots=slots,
         )
-        # the upstream's HOME and TMPDIR: the sandbox's own /tmp (the host's HOME is absent)
-        extra = ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
-        cut = argv.index("--")
-        argv = [*argv[:cut], *extra, *argv[cut:]]
         # The SDK's spawn passes no descriptor: launch.py opens, at each start, every bound
         # path without following a link (a root another sandbox replaced by a link since
         # this plan is refused, not followed) and the seccomp filter (no keyrings,

@@ -130,3 +130,25 @@ async def test_a_strict_run_leaves_out_an_upstream_it_cannot_confine(tmp_path: P
     )
     refused = decide(exposed, UpstreamConfinementPolicy(managed=(str(tmp_path),)))
     assert refused.refusal is not None and "would be visible" in refused.refusal
+
+
+async def test_a_link_whose_target_is_a_double_dash_does_not_end_bwraps_options(
+    tmp_path: Path,
+) -> None:
+    """The upstream's own ``--setenv``s were spliced in at the first ``--`` of the command
+    line; a link of the view recreated inside (``--symlink TARGET PATH``) whose target is
+    ``--`` came first: bwrap took ``/tmp`` for the program (``execvp /tmp: Permission
+    denied``) and the upstream never started."""
+    from sharedos.confine import find_bubblewrap
+    from sharedos.confine.upstream import plan_upstream
+
+    (tmp_path / "--").mkdir()
+    (tmp_path / "--" / "tool.txt").write_text("the tool\n", encoding="utf-8")
+    (tmp_path / "tools").symlink_to("--")
+    sandbox = plan_upstream(
+        find_bubblewrap(), command="/bin/cat", roots=[], readonly=[str(tmp_path / "tools")]
+    )
+    command, args = sandbox.wrap("/bin/sh", ["-c", f'cat "{tmp_path}/tools/tool.txt"; echo $HOME'])
+    done = await anyio.run_process([command, *args], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["the", "tool", "/tmp"]
