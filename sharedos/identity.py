@@ -86,7 +86,7 @@ class Confinement(BaseModel):
             digest = (self.view_digest or "")[:19]
             return (
                 f"confined by {self.mechanism} {self.version} (view {digest}, "
-                f"network {self.network})"
+                f"network {self.network})" + (f"; {self.note}" if self.note else "")
             )
         if self.state is ConfinementState.UNCONFINED:
             return "NOT CONFINED: strict run started with --unconfined"

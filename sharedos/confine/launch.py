@@ -62,6 +62,15 @@ def landlock_version() -> int:
         return 0
 
 
+def abstract_sockets_note(network: str) -> str | None:
+    """What a sandbox on ``network`` leaves open that its record must say: the host's
+    abstract Unix sockets, when it shares the host's network on a kernel without Landlock
+    ABI 6 (Linux before 6.12), where ``scope_abstract_sockets`` cannot close them."""
+    if network != "host" or landlock_version() >= _ABSTRACT_ABI:
+        return None
+    return "the host's abstract Unix sockets are reachable (no Landlock ABI 6 on this kernel)"
+
+
 def scope_abstract_sockets() -> bool:
     """Confine this process (and whatever it ``exec``s) to abstract Unix sockets made
     inside its own Landlock domain; False when the kernel cannot (no Landlock ABI 6)."""

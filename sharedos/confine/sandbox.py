@@ -29,7 +29,7 @@ from pathlib import Path
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import SANDBOX_DOOR_DIR, StdioDoor, run_base
-from sharedos.confine.launch import launch_script, open_binds
+from sharedos.confine.launch import abstract_sockets_note, launch_script, open_binds
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.programs import sharedos_installation
 from sharedos.confine.seccomp import filter_fd
@@ -227,6 +227,7 @@ class HarnessSandbox:
             version=self.mechanism.version,
             view_digest=self.view.digest(),
             network=self.view.network,
+            note=abstract_sockets_note(self.view.network),
             upstreams=dict(upstreams) if upstreams else None,
         )
 

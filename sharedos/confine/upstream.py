@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import private_base
-from sharedos.confine.launch import launch_script
+from sharedos.confine.launch import abstract_sockets_note, launch_script
 from sharedos.confine.programs import program_paths, sharedos_installation
 from sharedos.confine.seccomp import filter_file
 from sharedos.confine.view import ManagedRootVisible, SandboxView, ViewBuilder, canonical
@@ -86,9 +86,11 @@ class UpstreamSandbox:
     def describe(self) -> str:
         """``confined by bubblewrap 0.8.0, view sha256:…, network none, roots …`` (identity)."""
         roots = ", ".join(f"{p} {m}" for p, m in self.roots) or "none"
+        note = abstract_sockets_note(self.view.network)
         return (
             f"confined by {self.mechanism.name} {self.mechanism.version}, view "
             f"{self.view.digest()}, network {self.view.network}, roots {roots}"
+            + (f"; {note}" if note else "")
         )
 
 

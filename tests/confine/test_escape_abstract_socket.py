@@ -83,3 +83,30 @@ def test_a_harness_with_the_hosts_network_cannot_reach_an_abstract_socket(
         sandbox.spawned()
     assert done.returncode == 0, done.stderr
     assert "refused" in done.stdout and "CONNECTED" not in done.stdout
+
+
+@pytest.mark.parametrize("abi", [5, 7])
+def test_the_record_says_when_the_kernel_cannot_close_the_hosts_abstract_sockets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, abi: int
+) -> None:
+    """On a kernel without Landlock ABI 6 (Linux before 6.12) a sandbox sharing the host's
+    network reaches the host's abstract sockets: the run went on, and neither its record
+    nor its report said so. (This kernel has ABI 7: the version the probe reports is
+    replaced, the only way to see the older kernel's record here.)"""
+    import sharedos.confine.launch as launch
+
+    monkeypatch.setattr(launch, "landlock_version", lambda: abi)
+    turn = tmp_path / "turn"
+    turn.mkdir()
+    harness = HarnessSandbox.plan(
+        find_bubblewrap(), readonly=[], writable=[turn], managed=[], network="host"
+    )
+    upstream = plan_upstream(find_bubblewrap(), command=_python(), roots=[], network=True)
+    walled = plan_upstream(find_bubblewrap(), command=_python(), roots=[])
+    said = "the host's abstract Unix sockets are reachable"
+    if abi < 6:
+        assert said in (harness.record().note or "") and said in harness.record().label()
+        assert said in upstream.describe()
+    else:
+        assert harness.record().note is None and said not in upstream.describe()
+    assert said not in walled.describe()  # no host network: nothing shared to say
