@@ -39,6 +39,8 @@ class SlowProbe:
         self.started = anyio.Event()
         self.cancelled = False
         self.finished = False
+        #: handlers running now
+        self.running = 0
 
 
 def slow_tool(probe: SlowProbe) -> ToolDefinition:
@@ -46,6 +48,7 @@ def slow_tool(probe: SlowProbe) -> ToolDefinition:
 
     async def handler(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
         probe.started.set()
+        probe.running += 1
         try:
             if hctx.progress is not None:
                 await hctx.progress(0.0, 1.0, "started")
@@ -53,6 +56,8 @@ def slow_tool(probe: SlowProbe) -> ToolDefinition:
         except anyio.get_cancelled_exc_class():
             probe.cancelled = True
             raise
+        finally:
+            probe.running -= 1
         probe.finished = True
         return HandlerResult.text("done")
 

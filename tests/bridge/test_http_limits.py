@@ -140,7 +140,7 @@ async def test_busy_connections_are_not_evicted_and_new_ones_are_refused(
 
         async def slow(n: int) -> bool:
             async with http_client(turn.url or "", turn.token) as client:
-                r = await client.call_tool("slow.wait", {"seconds": 1.0})
+                r = await client.call_tool("slow.wait", {"seconds": 3.0})
                 return not r.is_error
 
         outcomes: list[bool] = []
@@ -151,7 +151,12 @@ async def test_busy_connections_are_not_evicted_and_new_ones_are_refused(
         async with anyio.create_task_group() as tg:
             for n in range(3):
                 tg.start_soon(run, n)
-            await anyio.sleep(0.5)  # three calls in flight: the cap is reached by busy connections
+            # three calls in flight: the cap is reached by busy connections (a fixed sleep was
+            # not enough on a loaded machine: a client still between its initialize and its
+            # call held an idle connection, which the new one evicted)
+            with anyio.fail_after(60):
+                while runtime.probe.running < 3:
+                    await anyio.sleep(0.01)
             async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=5) as hc:
                 with pytest.raises(httpx2.TransportError):
                     await hc.post(turn.url, json=initialize())
