@@ -209,6 +209,9 @@ class _Turn:
     stdio_dir: Path | None = None
     #: this run's claim on ``stdio_dir`` (``sharedos.confine.leftovers``)
     stdio_claim: Claim | None = None
+    #: the host's bound on one call's handler (``RuntimeHost.handler_timeout_s``): the
+    #: harness's MCP client is told to wait past it (``BridgeEndpoint.client_timeout_s``)
+    answer_within_s: float | None = None
 
 
 class McpHarnessRuntime:
@@ -386,6 +389,7 @@ class McpHarnessRuntime:
         turn = _Turn(identity, names, turn_dir, prompt="", deadline=0.0, transport=None)
         turn.strict = tool_policy.mode is RunMode.STRICT
         turn.local_tools = tuple(tool_policy.harness_local)
+        turn.answer_within_s = runtime_host.handler_timeout_s
         return turn
 
     def _confine(
@@ -607,6 +611,7 @@ class McpHarnessRuntime:
             url=bridge.url,
             token=bridge.token,
             command=bridge.command,
+            answer_within_s=turn.answer_within_s,
         )
         return await self._launch(turn, endpoint)
 

@@ -218,3 +218,44 @@ def test_a_prompt_starting_with_at_is_no_file_for_pi(tmp_path: Path, kind: str) 
         command=("/bin/harness",),
     )
     assert launch.argv[-2:] == ["--", " @alice please review"]
+
+
+def _client_timeout_s(kind: str, launch: recipes.Launch) -> float:
+    """The per-call MCP timeout (s) the CLI's configuration written for this turn gives it."""
+    if kind == "codex":
+        config = tomllib.loads((Path(launch.env["CODEX_HOME"]) / "config.toml").read_text())
+        return float(config["mcp_servers"]["sharedos"]["tool_timeout_sec"])
+    if kind in ("pi", "pi-adapter"):
+        agent = Path(launch.env["PI_CODING_AGENT_DIR"])
+        entry = json.loads((agent / "mcp.json").read_text())["mcpServers"]["sharedos"]
+        return float(entry["timeout"]) if kind == "pi" else entry["requestTimeoutMs"] / 1000
+    assert kind == "dsh"
+    patches = [p.read_text() for p in launch.files if "toolCallTimeoutMs" in p.read_text()]
+    (patch,) = patches
+    (line,) = [x for x in patch.splitlines() if "toolCallTimeoutMs:" in x]
+    return int(line.split(":", 1)[1]) / 1000
+
+
+@pytest.mark.parametrize("kind", ["codex", "pi", "pi-adapter", "dsh"])
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_the_clients_own_call_timeout_outlasts_the_hosts(
+    tmp_path: Path, kind: str, transport: str
+) -> None:
+    """``sharedos run`` with an upstream of the default ``call_s`` (60 s) gives each call
+    70 s; each CLI gave up on a call after 60 s (measured: Pi showed its model "MCP request
+    timed out after 60000ms" while SharedOS recorded ``upstream_timeout``; with a longer
+    ``call_s`` the call ran on and could succeed after the model was told it timed out).
+    The client waits past the host's bound, with room for the evidence writes."""
+    base = HTTP if transport == "http" else STDIO
+    for within in (30.0, 70.0, 310.0):
+        bridge = recipes.BridgeEndpoint(
+            transport=base.transport,
+            url=base.url,
+            token=base.token,
+            command=base.command,
+            answer_within_s=within,
+        )
+        d = tmp_path / f"{within:g}"
+        d.mkdir()
+        launch = prepare(HarnessConfig(id=kind, kind=kind), d, bridge)  # type: ignore[arg-type]
+        assert _client_timeout_s(kind, launch) >= within + 30, (kind, within)

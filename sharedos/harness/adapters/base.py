@@ -12,6 +12,7 @@ The values passed in (``TurnInputs``) and returned (``Launch``,
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,14 @@ MODEL_KEY_ENV = "SHAREDOS_MODEL_KEY"
 SCRIPTED_MODEL_KEY = "sharedos-scripted-model-no-key"
 
 
+#: SharedOS's bound on one call when the bridge does not say (``RuntimeHost``'s default
+#: handler timeout)
+DEFAULT_ANSWER_WITHIN_S = 30.0
+#: what a client's own tool-call timeout allows past SharedOS's bound on the call's handler:
+#: the evidence writes around it, a large frame waiting its turn to be classified, the relay
+CLIENT_TIMEOUT_MARGIN_S = 30.0
+
+
 class HarnessUnavailable(HarnessError, RuntimeError):
     """The harness cannot run on this machine; ``str()`` says why (shown in reports)."""
 
@@ -45,6 +54,20 @@ class BridgeEndpoint:
     token: str | None = field(default=None, repr=False)
     command: list[str] | None = None
     stdio_env: dict[str, str] = field(default_factory=dict, repr=False)
+    #: how long SharedOS may run one call's handler (the host's handler timeout: under
+    #: ``sharedos run`` an upstream's ``call_s`` plus its ping and 5 s); None: the default
+    answer_within_s: float | None = None
+
+    def client_timeout_s(self) -> int:
+        """Whole seconds the harness's MCP client waits for one call before it gives up.
+
+        Past SharedOS's own bound with room to spare, so the answer SharedOS recorded
+        (``upstream_timeout``, the result of a slow upstream) is what the model sees. A
+        client timeout that fires first shows the model its own "timed out" while the call
+        runs on and may succeed (measured: Pi's 60 s against an upstream's default 60 s).
+        """
+        within = DEFAULT_ANSWER_WITHIN_S if self.answer_within_s is None else self.answer_within_s
+        return math.ceil(within + CLIENT_TIMEOUT_MARGIN_S)
 
 
 @dataclass

@@ -113,7 +113,9 @@ class CodexAdapter:
         if bridge is not None:
             server: dict[str, Any] = {
                 "required": True,
-                "tool_timeout_sec": 60,
+                # past SharedOS's own bound on the call: its answer, not Codex's
+                # timeout, is what the model sees
+                "tool_timeout_sec": bridge.client_timeout_s(),
                 "startup_timeout_sec": 30,
             }
             if bridge.transport == "http":

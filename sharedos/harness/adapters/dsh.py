@@ -58,8 +58,6 @@ from sharedos.testing.scripted_model.plan import SERVER_NAME
 DSH_VERSION = "0.2.1-rc.2"
 #: The plugin that gives dsh an MCP client (it ships inside the dsh executable).
 MCP_CLIENT_PLUGIN = "@deepseek-ai/dsh-mcp-client"
-#: Per-call timeout dsh's client applies (ms); SharedOS's own handler timeout is 30 s.
-TOOL_CALL_TIMEOUT_MS = 60000
 
 
 def _q(value: str) -> str:
@@ -102,7 +100,8 @@ def mcp_patch(inputs: TurnInputs) -> str:
         f"      name: {_q(MCP_CLIENT_PLUGIN)}",
         "      config:",
         f"        serverName: {_q(SERVER_NAME)}",
-        f"        toolCallTimeoutMs: {TOOL_CALL_TIMEOUT_MS}",
+        # dsh's per-call timeout, past SharedOS's own bound on the call (``client_timeout_s``)
+        f"        toolCallTimeoutMs: {bridge.client_timeout_s() * 1000}",
     ]
     if bridge.transport == "http":
         assert bridge.url

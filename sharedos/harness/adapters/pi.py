@@ -97,6 +97,9 @@ class PiAdapter:
             # the model write JS). pi-mcp-adapter: register direct tools too.
             "exposure": "direct",
             "directTools": True,
+            # Pi's per-request timeout (s, 60 by default), past SharedOS's own bound on the
+            # call: its answer, not Pi's "MCP request timed out", is what the model sees
+            "timeout": bridge.client_timeout_s(),
         }
         if bridge.transport == "http":
             entry["url"] = bridge.url
@@ -223,6 +226,8 @@ class PiMcpAdapter(PiAdapter):
         """The adapter ignores ``exposure``; over HTTP it takes a static bearer from the env."""
         entry = super().server_entry(inputs)
         entry.pop("exposure")
+        # the adapter's own key for the per-request timeout (ms; the SDK's 60 s by default)
+        entry["requestTimeoutMs"] = entry.pop("timeout") * 1000
         if inputs.bridge is not None and inputs.bridge.transport == "http":
             # Static bearer from the environment; no OAuth discovery, no SSE fallback.
             entry.pop("headers")
