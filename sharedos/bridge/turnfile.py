@@ -314,7 +314,13 @@ async def open_stdio_turn(
                 catalog_hash=str(catalog.catalog_hash),
                 server_name=server_name,
                 portable_names=portable_names,
-                handler_timeout_s=launch.handler_timeout_s,
+                # the host runs every call under its own handler timeout: at the end of its
+                # input the bridge answers calls in flight within it, not the launch's
+                # default 30 s (``sharedos run`` with an upstream gives a call 70 s)
+                handler_timeout_s=max(
+                    launch.handler_timeout_s,
+                    float(getattr(runtime_host, "handler_timeout_s", 0.0)),
+                ),
                 close_linger_s=launch.close_linger_s,
                 limits=launch.limits,
             )

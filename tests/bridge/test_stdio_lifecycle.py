@@ -219,3 +219,35 @@ async def test_a_large_line_being_classified_as_the_bridge_stops_is_answered(
         return
     assert result["structuredContent"]["reason"] == "malformed_request"
     assert [(r.tool, str(r.reason)) for r in records] == [("files.read", "malformed_request")]
+
+
+async def test_a_relayed_bridge_answers_a_call_in_flight_at_end_of_input_within_the_hosts_timeout(
+    tmp_path: Path,
+) -> None:
+    """A client writes its last call and closes stdin (a piped client, a harness ending
+    its turn): the bridge answers calls in flight first, "within the handler timeout".
+    A relayed bridge waited its launch's ``handler_timeout_s`` (30 s by default), not the
+    host's, which runs the call (``sharedos run`` with an upstream: ``call_s`` + 10 s, 70 s
+    by default): a call to a slow upstream was cut off, never answered."""
+    from tests.bridge.conftest import OPEN_POLICY
+
+    rt = build_runtime(tmp_path, timeout_s=10.0)
+    alice = AccessContext(principal="alice")
+    launch = StdioLaunch(directory=tmp_path, handler_timeout_s=0.3, close_linger_s=LINGER)
+    async with open_turn(rt.host, alice, OPEN_POLICY, transport="stdio", stdio=launch) as t:
+        assert t.command is not None
+        bridge = await StdioBridge.start(t.command)
+        try:
+            await bridge.handshake()
+            await bridge.send_line(frame(call(2, "slow.wait", {"seconds": 1.5})))
+            await rt.probe.started.wait()
+            assert bridge.process.stdin is not None
+            await bridge.process.stdin.aclose()
+            reply = await bridge.wait_reply(2, timeout=bound(10.0))
+            assert reply.get("result", {}).get("isError") is False, reply
+            code, _ = await bridge.wait_exit(bound(5.0))
+            assert code == 0
+        finally:
+            await bridge.kill()
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.outcome)) for r in records] == [("slow.wait", "succeeded")]
