@@ -8,7 +8,10 @@ replaced, never followed.
 
 What a crash leaves behind: the old file, or the new one, and at worst a stray
 ``.NAME.*.tmp`` beside it (removed when the write fails in this process; a
-SIGKILL between the two steps leaves it). With ``durable=True`` the data and the
+SIGKILL between the two steps leaves it). A file whose writers all hold one lock
+(``take_lock``) has those removed by the next writer under it (``remove_strays``):
+each is a dead writer's, as large as what it wrote, and nothing else ever removes
+them. With ``durable=True`` the data and the
 directory entry are on disk before the call returns, so a power loss after it
 cannot bring back the old contents.
 """
@@ -25,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["create_whole", "replacing", "take_lock", "write_atomically"]
+__all__ = ["create_whole", "remove_strays", "replacing", "take_lock", "write_atomically"]
 
 
 def write_atomically(
@@ -62,7 +65,7 @@ def replacing(
     store): the body writes to the yielded file, which replaces ``path`` only when the
     body ends without an exception; otherwise it is removed and ``path`` is untouched."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    tmp = target.with_name(_temp_name(target))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -94,7 +97,7 @@ def create_whole(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     payload = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if os.path.lexists(target):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    tmp = target.with_name(_temp_name(target))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -119,6 +122,40 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _temp_name(target: Path) -> str:
+    """The name ``replacing`` and ``create_whole`` give a temporary file of ``target``
+    (with ``secrets.token_hex(6)`` in place of ``*``)."""
+    return f".{target.name}.{secrets.token_hex(6)}.tmp"
+
+
+def remove_strays(path: str | os.PathLike[str]) -> int:
+    """Remove the temporary files a write of ``path`` killed midway left beside it
+    (``.NAME.<12 hex digits>.tmp``); how many were removed.
+
+    Only for a caller holding the lock every writer of ``path`` takes (``take_lock``):
+    a temporary file of ``path`` is then never a live writer's. Without this, every
+    ``SIGKILL`` during a write left one (a bundle's kept copy: up to 64 MiB each), until
+    the disk was full and no write of anything there succeeded. Errors are ignored: a
+    stray left is only space."""
+    target = Path(path)
+    prefix, removed = f".{target.name}.", 0
+    with contextlib.suppress(OSError):
+        with os.scandir(target.parent) as entries:
+            names = [e.name for e in entries if e.name.startswith(prefix)]
+        for name in names:
+            token = name[len(prefix) :]
+            if not (len(token) == 16 and token.endswith(".tmp")):
+                continue
+            if any(c not in "0123456789abcdef" for c in token[:12]):
+                continue
+            try:
+                os.unlink(target.parent / name)
+            except OSError:  # gone meanwhile, or not a file: another's business
+                continue
+            removed += 1
+    return removed
 
 
 def take_lock(lock_path: Path, *, wait_s: float, mode: int = 0o600) -> int:

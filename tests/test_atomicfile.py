@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.atomicfile import create_whole, write_atomically
+from sharedos.atomicfile import create_whole, remove_strays, write_atomically
 
 
 def _mode(path: Path) -> int:
@@ -105,3 +105,34 @@ def test_take_lock_waits_a_bounded_time_and_follows_no_link(tmp_path: Path) -> N
     with pytest.raises(OSError):
         take_lock(link, wait_s=0.05)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_remove_strays_removes_a_killed_writes_temporaries_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """A write SIGKILLed between creating its temporary file and the rename leaves it; a
+    writer holding the lock every writer of the file takes removes such leftovers (and
+    only those: the lock file, another file's temporaries, look-alikes stay)."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "state.json"
+    write_atomically(target, "old")
+    code = (
+        "import os, sys\n"
+        "from sharedos.atomicfile import replacing\n"
+        "with replacing(sys.argv[1]) as fh:\n"
+        "    fh.write(b'partial'); fh.flush(); os.kill(os.getpid(), 9)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(target)], check=False, timeout=60)
+    left = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].startswith(".state.json.")
+    keep = [".state.json.lock", ".state.json.nothex!!!!!!.tmp", ".other.json.0123456789ab.tmp"]
+    for name in keep:
+        (tmp_path / name).write_text("x")
+    (tmp_path / ".state.json.0123456789ab.tmp").mkdir()  # not a file: left, no error
+    assert remove_strays(target) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*keep, ".state.json.0123456789ab.tmp", "state.json"]
+    )
+    assert target.read_text() == "old"

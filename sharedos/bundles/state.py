@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from sharedos import textfile
-from sharedos.atomicfile import take_lock, write_atomically
+from sharedos.atomicfile import remove_strays, take_lock, write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
@@ -256,6 +256,10 @@ class BundleState:
         except OSError as exc:
             raise StateError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
         try:
+            # every writer of the state and its kept copy holds this lock: a temporary
+            # file of either is a killed writer's (as large as the bundle), removed here
+            remove_strays(self.path)
+            remove_strays(self.kept_path)
             yield
         finally:
             os.close(fd)  # and the lock with it

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharedos import canonical, textfile
-from sharedos.atomicfile import take_lock, write_atomically
+from sharedos.atomicfile import remove_strays, take_lock, write_atomically
 from sharedos.catalog.definition import ToolDefinition
 from sharedos.errors import UpstreamError
 from sharedos.terminal import json_spelled
@@ -176,6 +176,7 @@ def updating(path: Path) -> Iterator[PinFile]:
     except OSError as exc:
         raise PinError(f"{path}: cannot lock the pin file: {exc.strerror or exc}") from None
     try:
+        remove_strays(path)  # every writer holds this lock: a temporary file is a killed one's
         yield load_pins(path)
     finally:
         os.close(fd)  # and the lock with it

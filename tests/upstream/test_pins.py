@@ -691,3 +691,29 @@ def test_the_pin_file_spells_what_a_review_would_not_show(tmp_path: Path) -> Non
     pinned = load_pins(pin_path_for(host)).upstreams["fx"].tools["fx.echo"]
     assert pinned.upstream["description"] == f"Echo{hidden} the message."
     assert CliRunner().invoke(main, ["upstream", "diff", str(host)]).exit_code == 0
+
+
+def test_a_pin_write_killed_midway_leaves_nothing_the_next_one_does_not_remove(
+    tmp_path: Path,
+) -> None:
+    """``pin``/``approve`` write the pin file under its lock; one SIGKILLed between creating
+    its temporary file and the rename left it beside the pin file (in the repository a
+    review reads) for ever. The next writer under the lock removes it."""
+    import sys
+
+    from sharedos.upstream.pins import PinFile, save_pins, updating
+
+    path = tmp_path / "pins.json"
+    code = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from sharedos.atomicfile import replacing\n"
+        "from sharedos.upstream.pins import updating\n"
+        "with updating(Path(sys.argv[1])), replacing(sys.argv[1]) as fh:\n"
+        "    fh.write(b'{'); fh.flush(); os.kill(os.getpid(), 9)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=False, timeout=60)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    with updating(path) as current:
+        save_pins(PinFile(upstreams=current.upstreams), path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".pins.json.lock", "pins.json"]
