@@ -25,8 +25,6 @@ file for ``load_bundle``); nothing from an unverified bundle is used.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -128,24 +126,19 @@ class BundleVerifier:
 
     def verify(self, fetched: Fetched) -> LoadedBundle:
         """Every check of ``load_bundle`` on the fetched bytes; ``BundleRejected`` otherwise."""
-        from sharedos.confine.door import private_base
-        from sharedos.policy.bundle import BundleError, load_bundle, read_document
+        from sharedos.policy.bundle import BundleError, load_bundle_data
         from sharedos.policy.signing import verified_entry
 
-        # not in the temporary directory itself: an upstream given it as a root (a
-        # scratch-space server) runs as this uid and could rewrite the file between this
-        # write and the load; the private base is masked in every sandbox
-        fd, tmp = tempfile.mkstemp(prefix=".sharedos-bundle-", suffix=".json", dir=private_base())
+        # in memory: the bytes verified are the bytes loaded (no file an upstream running
+        # as this uid could rewrite between the two), and a temporary directory that is
+        # full or read-only cannot stop a host from verifying its policy (the write there
+        # raised out of every poll: a traceback from ``sharedos run``)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(fetched.data)
-            try:
-                policy = load_bundle(tmp, trusted_keys=self.keys or None)
-                doc = read_document(tmp)
-            except BundleError as exc:
-                raise BundleRejected(str(exc).replace(tmp, fetched.origin)) from None
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+            policy, doc = load_bundle_data(
+                fetched.data, fetched.origin, trusted_keys=self.keys or None
+            )
+        except BundleError as exc:
+            raise BundleRejected(str(exc)) from None
         entry = verified_entry(doc, self.keys) if self.keys else None
         content = hashlib.sha256(fetched.data).hexdigest()
         revision, sequence = _release(doc, fetched.origin)

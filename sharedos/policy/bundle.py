@@ -128,6 +128,11 @@ def _read(path: str | Path) -> tuple[dict[str, Any], bytes | None]:
         raw = textfile.read_bytes(path)
     except OSError as exc:
         raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
+    return _parse(raw, path)
+
+
+def _parse(raw: bytes, path: str | Path) -> tuple[dict[str, Any], bytes | None]:
+    """``_read`` of a bundle's bytes (``path``: where they were read, for messages)."""
     # json.loads allocates many containers and no cycles; with the collector
     # on, a large host heap turns that into repeated full collections.
     gc_was_enabled = gc.isenabled()
@@ -199,7 +204,23 @@ def load_bundle(
     host's configured keys) the bundle must also carry a valid Ed25519
     signature by one of them; an empty sequence trusts nothing.
     """
-    doc = read_document(path)
+    return _policy_of(_trusted(read_document(path), path, trusted_keys), path)
+
+
+def load_bundle_data(
+    data: bytes, origin: str, *, trusted_keys: Sequence[Ed25519PublicKey] | None = None
+) -> tuple[PolicySet, dict[str, Any]]:
+    """``load_bundle`` of a bundle's bytes (fetched from ``origin``, which messages name),
+    in memory, and its document: no file is written, so a full or read-only temporary
+    directory cannot stop a host verifying its policy."""
+    doc = _parse(data, origin)[0]
+    return _policy_of(_trusted(doc, origin, trusted_keys), origin), doc
+
+
+def _trusted(
+    doc: dict[str, Any], path: str | Path, trusted_keys: Sequence[Ed25519PublicKey] | None
+) -> dict[str, Any]:
+    """``doc``, when ``trusted_keys`` is None or one of them signed it; ``BundleError``."""
     if trusted_keys is not None:
         from sharedos.policy.signing import legacy_signed, verified_by
 
@@ -216,7 +237,7 @@ def load_bundle(
                 + "; this host loads only bundles signed by its configured keys "
                 "(sign it with `sharedos-policy sign`)"
             )
-    return _policy_of(doc, path)
+    return doc
 
 
 def _policy_of(doc: dict[str, Any], path: str | Path) -> PolicySet:

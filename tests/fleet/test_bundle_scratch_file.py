@@ -1,13 +1,13 @@
 """Escape: a confined upstream rewrites a fetched policy bundle between its fetch and its load.
 
-``BundleVerifier.verify`` writes the fetched bytes to a scratch file, then loads
-(and checks) the bundle from that file. The file was made directly in the
+``BundleVerifier.verify`` wrote the fetched bytes to a scratch file, then loaded
+(and checked) the bundle from that file. The file was made directly in the
 temporary directory, which no sandbox masks: a confined upstream whose root is
 that directory (a scratch-space server, ``roots = [{ path = "$TMPDIR", mode =
 "rw" }]``) runs as SharedOS's uid and could rewrite it — the host then enforced
 the upstream's policy instead of the one it fetched (no signature is needed
-when no keys are configured). The scratch file now lives under the private
-base every sandbox masks.
+when no keys are configured). The scratch file then lived under the private
+base every sandbox masks; now there is none: the bytes are verified in memory.
 
 The bundle load is paused (the real ``load_bundle`` runs right after) while a
 real upstream process in its real sandbox does what it would do at any moment:
@@ -49,20 +49,20 @@ def test_a_confined_upstream_cannot_rewrite_a_fetched_bundle_before_it_is_loaded
 
     import sharedos.policy.bundle as bundle_module
 
-    real_load = bundle_module.load_bundle
+    real_load = bundle_module.load_bundle_data
     seen: list[str] = []
 
-    def load_after_the_upstream_ran(path: Any, **kwargs: Any) -> Any:
+    def load_after_the_upstream_ran(data: Any, *rest: Any, **kwargs: Any) -> Any:
         command, args = wrap("/usr/bin/python3", ["-c", REWRITE, str(tmp), str(forged)])
         proc = subprocess.run(
             [command, *args], capture_output=True, text=True, timeout=60, check=False
         )
         assert proc.returncode == 0, proc.stderr
         seen.append(proc.stdout)
-        return real_load(path, **kwargs)
+        return real_load(data, *rest, **kwargs)
 
-    monkeypatch.setattr(bundle_module, "load_bundle", load_after_the_upstream_ran)
+    monkeypatch.setattr(bundle_module, "load_bundle_data", load_after_the_upstream_ran)
     loaded = BundleVerifier().verify(Fetched(data=fetched_bytes, tag="t", origin="test"))
-    assert seen, "the bundle was not loaded from its scratch file"
+    assert seen, "the bundle was not loaded"
     assert loaded.bundle_hash == expected.bundle_hash, f"the host loaded the upstream's {seen}"
     assert "UPSTREAM" not in seen[0], seen

@@ -870,3 +870,36 @@ def test_what_the_bundle_manager_logs_is_spelled_out(
     assert len(said) == 3 and "\\x1b]0;owned\\x07" in said[1], said
     assert "r9\\x1b[2J" in said[-1], said
     assert not any(ch in line for line in said for ch in "\x1b\x07"), said
+
+
+#: a host starting (a new process) on a disk that takes no byte more: it polls once and
+#: says what it put in force (argv: the source directory, the trusted key, [the state])
+_FULL_DISK_START = """
+import resource, sys
+from pathlib import Path
+from sharedos.bundles import BundleManager, BundleVerifier, DirectorySource
+from sharedos.bundles.state import BundleState
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # every write: EFBIG (SIGXFSZ is ignored)
+verifier = BundleVerifier([Path(sys.argv[2]).read_bytes()])
+state = BundleState(sys.argv[3]) if len(sys.argv) > 3 else None
+manager = BundleManager(DirectorySource(sys.argv[1]), verifier, state=state)
+result = manager.poll()
+print(result.status, result.current.revision if result.current else None, result.detail)
+"""
+
+
+def _start_on_a_full_disk(*args: Path) -> str:
+    argv = [sys.executable, "-c", _FULL_DISK_START, *map(str, args)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_bundle_is_verified_on_a_full_disk(tmp_path: Path, signer: Signer) -> None:
+    """The verifier wrote the fetched bytes to a temporary file to load them from it: with
+    the temporary directory full (or read-only), every poll raised (``sharedos run``
+    ended in a traceback). The bytes are verified in memory now."""
+    pub, key = tmp_path / "pub", tmp_path / "policy.pub"
+    key.write_bytes(signer.public_pem())
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert _start_on_a_full_disk(pub, key).startswith("loaded r5")
