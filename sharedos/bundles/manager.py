@@ -192,10 +192,18 @@ class BundleManager:
         if self.state is not None:
             with self.state.locked():
                 # what another process of this host enforced since this poll read the file
-                why = rollback_problem(loaded, self.state.load())
+                recorded = self.state.load()
+                why = rollback_problem(loaded, recorded)
                 if why is not None:
                     raise _Overtaken(why)
-                self.state.save(enforced, data)
+                if recorded is not None and _written_down(self.state, recorded, enforced, data):
+                    # already there (every start of a host whose release has not changed):
+                    # nothing to write, so a full disk or a read-only state directory, which
+                    # must refuse a release a restart could not find again, does not refuse
+                    # this one, nor is the whole bundle written and fsynced again
+                    enforced = recorded
+                else:
+                    self.state.save(enforced, data)
         self._enforced = enforced
 
     def _fall_back(self, status: Status, detail: str) -> PollResult:
@@ -293,6 +301,20 @@ def _say(level: int, line: str) -> None:
     host file, and what a state file or a bundle server said, which may hold escape
     sequences; a host's log is read on a terminal, as ``sharedos run`` prints it."""
     logger.log(level, "%s", unambiguous(line))
+
+
+def _written_down(
+    state: BundleState, recorded: Enforced, enforced: Enforced, data: bytes | None
+) -> bool:
+    """True when ``state`` already records ``enforced`` (the same release, of the same
+    source: ``recorded``) and keeps ``data`` as its copy (None: the copy itself was read)."""
+    if (recorded.sequence, recorded.revision, recorded.bundle_hash) != (
+        enforced.sequence,
+        enforced.revision,
+        enforced.bundle_hash,
+    ) or shown_source(recorded.origin) != shown_source(enforced.origin):
+        return False
+    return data is None or state.kept() == data
 
 
 def _whose(recorded: Enforced | None, origin: str) -> str | None:

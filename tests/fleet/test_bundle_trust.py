@@ -903,3 +903,30 @@ def test_a_bundle_is_verified_on_a_full_disk(tmp_path: Path, signer: Signer) -> 
     key.write_bytes(signer.public_pem())
     publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
     assert _start_on_a_full_disk(pub, key).startswith("loaded r5")
+
+
+def test_a_host_on_a_full_disk_starts_with_the_release_it_already_recorded(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """Every ``sharedos run`` is a start, and wrote the whole bundle (its kept copy) and the
+    state again, fsynced, even when they already recorded that very release; on a full disk
+    (or a read-only state directory) that write failed, and the host refused the release it
+    had enforced, from its source or its kept copy alike: no policy, nothing ran. Nothing
+    needs writing then (a restart finds that release recorded), so nothing is written."""
+    pub, key = tmp_path / "pub", tmp_path / "policy.pub"
+    key.write_bytes(signer.public_pem())
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().status == (
+        "loaded"
+    )
+    recorded = state.path.read_bytes()
+    started = _start_on_a_full_disk(pub, key, state.path)
+    assert started.startswith("loaded r5"), f"the release the state records was refused: {started}"
+    (pub / "bundle.json").unlink()  # and while the source fails: from the kept copy
+    started = _start_on_a_full_disk(pub, key, state.path)
+    assert started.startswith("kept r5"), f"the copy the state records was refused: {started}"
+    assert state.path.read_bytes() == recorded
+    # a newer release cannot be remembered there: still refused (a restart could not find it)
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
+    assert _start_on_a_full_disk(pub, key, state.path).startswith("refused None cannot remember")
