@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from sharedos import canonical
 from sharedos.evidence.approvals import (
@@ -236,6 +237,39 @@ class ApprovalGate:
         self.timeout_s = timeout_s
         self._run_sync = run_sync
 
+    async def _use(
+        self,
+        approval: Approval,
+        *,
+        call_id: str,
+        hold: anyio.CancelScope | None,
+        max_age_s: float | None = None,
+    ) -> Approval:
+        """Consume ``approval`` for the call ``call_id``: the point of no return.
+
+        An approval is spent exactly when its call runs. From the moment its ``consumed``
+        event may be written, ``hold`` (the scope of the rest of the call,
+        ``RuntimeHost.invoke_tool``) is shielded, so the call runs to its recorded outcome
+        whatever its caller does meanwhile (``notifications/cancelled``, a deadline, the
+        turn closing): cancelled then, the event landed from an abandoned thread and the
+        call never ran — the approval read "used by call …" of a call that had no effect,
+        and its retry had to be approved again. A write that failed leaves it unspent
+        (``hold`` unshielded again), so the call goes on being settled as before.
+        """
+        if hold is not None:
+            # a call already cancelled does not take the approval at all
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            hold.shield = True
+        try:
+            used: Approval = await self._off_loop(
+                self.ledger.consume, approval, call_id=call_id, max_age_s=max_age_s
+            )
+        except BaseException:
+            if hold is not None:
+                hold.shield = False
+            raise
+        return used
+
     async def _off_loop(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         def call() -> Any:
             return fn(*args, **kw)
@@ -278,11 +312,13 @@ class ApprovalGate:
         need: Any,
         roles: Iterable[str],
         peer: Any = None,
+        hold: anyio.CancelScope | None = None,
     ) -> GateAnswer:
         """Decide whether the call ``call_id`` (which needs approval ``need``) runs now.
 
         ``roles`` are the caller's (the principal's, as the host resolved
-        them); ``peer`` the transport's back channel (``HandlerContext.peer``).
+        them); ``peer`` the transport's back channel (``HandlerContext.peer``); ``hold``
+        the scope of the rest of the call, shielded once an approval is taken (``_use``).
         Never raises but on cancellation: a store that cannot be read or
         written refuses the call.
         """
@@ -319,9 +355,7 @@ class ApprovalGate:
             if status_of(approval) != "approved":
                 continue
             try:
-                used = await self._off_loop(
-                    self.ledger.consume, approval, call_id=call_id, max_age_s=max_age
-                )
+                used = await self._use(approval, call_id=call_id, hold=hold, max_age_s=max_age)
             except ApprovalTaken:
                 notes.append(f"approval {approval.approval_id} was used by another call first")
                 continue
@@ -388,7 +422,7 @@ class ApprovalGate:
             )
         if not can_ask:
             return GateAnswer(False, request, _join(notes) or None, who)
-        return await self._ask(binding, request, call_id=call_id, peer=peer, who=who)
+        return await self._ask(binding, request, call_id=call_id, peer=peer, who=who, hold=hold)
 
     def _not_asked(
         self,
@@ -411,7 +445,14 @@ class ApprovalGate:
         return None
 
     async def _ask(
-        self, binding: Binding, request: Approval, *, call_id: str, peer: Any, who: str
+        self,
+        binding: Binding,
+        request: Approval,
+        *,
+        call_id: str,
+        peer: Any,
+        who: str,
+        hold: anyio.CancelScope | None = None,
     ) -> GateAnswer:
         """Elicitation: the person at the client (the turn's principal) answers at once."""
         message, schema = elicitation_form(binding, request)
@@ -464,7 +505,7 @@ class ApprovalGate:
                 who,
             )
         try:
-            used = await self._off_loop(self.ledger.consume, decided, call_id=call_id)
+            used = await self._use(decided, call_id=call_id, hold=hold)
         except (ApprovalError, EvidenceStoreError, TimeoutError) as exc:
             return await self._not_written(exc, decided, "the approval could not be used", who)
         return GateAnswer(True, used, None, who)
@@ -520,6 +561,7 @@ async def settle(
     context: Any,
     policy_hash: str,
     peer: Any,
+    hold: anyio.CancelScope | None = None,
 ) -> Authorization:
     """The kernel's approval step for a call authorized ``approval_required`` (between
     authorization and the attempt's row): one ``Authorization`` to another.
@@ -527,7 +569,9 @@ async def settle(
     Allowed (``reason`` ``allowed``, the decision turned into an allow that names the
     approver) when an approval of this exact call was used; otherwise the refusal —
     ``approval_required`` with the approval fields in ``approval``, or
-    ``internal_error``. Never raises but on cancellation (fail closed)."""
+    ``internal_error``. Never raises but on cancellation (fail closed). ``hold``: the
+    scope the rest of the call runs in, shielded from cancellation once an approval is
+    taken for it (``ApprovalGate._use``): allowed, it runs to its recorded outcome."""
     decision, tool, args = auth.decision, auth.tool, auth.args
     need = getattr(decision, "approval", None)
     if gate is None or need is None or decision is None or tool is None or args is None:
@@ -551,7 +595,7 @@ async def settle(
     )
     try:
         answer = await gate.gate(
-            binding, call_id=call_id, need=need, roles=context.roles, peer=peer
+            binding, call_id=call_id, need=need, roles=context.roles, peer=peer, hold=hold
         )
         if answer.run:
             assert answer.approval is not None

@@ -45,7 +45,9 @@ answer says the tool ran and its outcome is unrecorded; the attempt row
 stands and reads as ``interrupted``). Writes leave the event loop
 (``EvidenceRecorder``) and wait at most ``evidence_timeout_s``.
 
-Cancellation at any point records ``cancelled`` and re-raises. Anything else
+Cancellation at any point records ``cancelled`` and re-raises — but for a call that
+has taken its approval (step 5a): shielded from then on, it runs to its recorded
+outcome first, so an approval is spent exactly when its call runs. Anything else
 unexpected is ``failed`` / ``internal_error`` (fail closed).
 
 Seams (docs/contracts.md, "kernel → bridge / conformance"): a step that
@@ -316,88 +318,96 @@ class RuntimeHost:
             and auth.decision is not None
             else None
         )
-        if auth.reason is ReasonCode.APPROVAL_REQUIRED:
-            # 1a. the approval step: one Authorization to another (allowed, or the refusal
-            # naming an approval); its events are in the chain before the row is built
-            try:
-                auth = await settle(
-                    self.approvals, auth, call, context, self.kernel.policy_hash, peer
-                )
-            except anyio.get_cancelled_exc_class():
-                # Cancelled while the approval was being settled (the client asked, and the
-                # call cancelled or the turn closed meanwhile): the attempt is on record
-                # before the cancellation goes on, as at every other step.
-                unsettled = _refused_as(
-                    auth, ReasonCode.CANCELLED, "cancelled while its approval was being settled"
-                )
-                with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
-                    await self._record_refusal(
-                        unsettled,
-                        call,
-                        context,
-                        catalog,
-                        diagnostics,
-                        identity,
-                        started,
-                        t0,
-                        shadow,
+        # the rest of the call: shielded from cancellation once an approval is taken for
+        # it (``ApprovalGate._use``), so an approval is spent exactly when its call runs
+        hold = anyio.CancelScope()
+        with hold:
+            if auth.reason is ReasonCode.APPROVAL_REQUIRED:
+                # 1a. the approval step: one Authorization to another (allowed, or the refusal
+                # naming an approval); its events are in the chain before the row is built
+                try:
+                    auth = await settle(
+                        self.approvals, auth, call, context, self.kernel.policy_hash, peer, hold
                     )
-                raise
-        tool = auth.tool
-        if auth.reason is not _ALLOWED or tool is None or tool.handler is None:
-            if auth.reason is _ALLOWED:  # allowed, but nothing to run it with
-                auth = _refused_as(auth, ReasonCode.HANDLER_ERROR, "the tool has no handler")
-            return await self._record_refusal(
-                auth, call, context, catalog, diagnostics, identity, started, t0, shadow
-            )
-        # 2. the attempt row, from the value
-        row = self._row(auth, call, context, catalog, diagnostics, identity, started, None, shadow)
-        recorder = self._recorder
-        # 3. write-ahead: no effect without a durable attempt
-        try:
-            seq = await recorder.begin(row, self._fallback(t0, ran=False))
-        except EvidenceUnavailable as exc:
-            return unrecorded(auth, row, exc.cause, -1, ran=False)
-        assert auth.args is not None and auth.decision is not None
-        # 4. the handler, on a copy of the arguments: it cannot alter what is recorded
-        hctx = HandlerContext(
-            call=call,
-            context=context,
-            decision=auth.decision,
-            credentials=tool.credentials,
-            progress=progress,
-            log=log,
-            peer=peer,
-            permits=self._permits_for(context, call.tool, auth.decision),
-        )
-        try:
-            encoded = auth.encoded[0] if auth.encoded is not None else None
-            ran = await self._run_handler(tool, handler_copy(auth.args, encoded), hctx)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
-                # a sync handler already running on its thread cannot be stopped: the
-                # record says its effect may still happen, rather than that none did
-                cancelled = concluded(
-                    Outcome.CANCELLED,
-                    ReasonCode.CANCELLED,
-                    None if tool.handler_is_async else _MAY_STILL_FINISH,
-                    t0,
-                    auth.redactor,
+                except anyio.get_cancelled_exc_class():
+                    # Cancelled while the approval was being settled (the client asked, and the
+                    # call cancelled or the turn closed meanwhile): the attempt is on record
+                    # before the cancellation goes on, as at every other step.
+                    unsettled = _refused_as(
+                        auth, ReasonCode.CANCELLED, "cancelled while its approval was being settled"
+                    )
+                    with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
+                        await self._record_refusal(
+                            unsettled,
+                            call,
+                            context,
+                            catalog,
+                            diagnostics,
+                            identity,
+                            started,
+                            t0,
+                            shadow,
+                        )
+                    raise
+            tool = auth.tool
+            if auth.reason is not _ALLOWED or tool is None or tool.handler is None:
+                if auth.reason is _ALLOWED:  # allowed, but nothing to run it with
+                    auth = _refused_as(auth, ReasonCode.HANDLER_ERROR, "the tool has no handler")
+                return await self._record_refusal(
+                    auth, call, context, catalog, diagnostics, identity, started, t0, shadow
                 )
-                # a failure is reported by the recorder; the attempt row stands (interrupted)
-                with contextlib.suppress(EvidenceUnavailable):
-                    await recorder.finish(seq, cancelled, lambda why: cancelled)
-            raise
-        except Exception as exc:  # fail closed
-            logger.exception("sharedos: internal error running a handler")
-            ran = Ran(Outcome.FAILED, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        # 5. the outcome row, 6. committed, 7. the answer
-        outcome = concluded(ran.outcome, ran.reason, ran.error, t0, auth.redactor)
-        try:
-            seq = await recorder.finish(seq, outcome, self._fallback(t0, ran=True, had=ran))
-        except EvidenceUnavailable as exc:
-            return unrecorded(auth, row, exc.cause, seq, ran=True)
-        return answer(auth, row, seq, ran, outcome.error)
+            # 2. the attempt row, from the value
+            row = self._row(
+                auth, call, context, catalog, diagnostics, identity, started, None, shadow
+            )
+            recorder = self._recorder
+            # 3. write-ahead: no effect without a durable attempt
+            try:
+                seq = await recorder.begin(row, self._fallback(t0, ran=False))
+            except EvidenceUnavailable as exc:
+                return unrecorded(auth, row, exc.cause, -1, ran=False)
+            assert auth.args is not None and auth.decision is not None
+            # 4. the handler, on a copy of the arguments: it cannot alter what is recorded
+            hctx = HandlerContext(
+                call=call,
+                context=context,
+                decision=auth.decision,
+                credentials=tool.credentials,
+                progress=progress,
+                log=log,
+                peer=peer,
+                permits=self._permits_for(context, call.tool, auth.decision),
+            )
+            try:
+                encoded = auth.encoded[0] if auth.encoded is not None else None
+                ran = await self._run_handler(tool, handler_copy(auth.args, encoded), hctx)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):  # bounded by the recorder's own timeout
+                    # a sync handler already running on its thread cannot be stopped: the
+                    # record says its effect may still happen, rather than that none did
+                    cancelled = concluded(
+                        Outcome.CANCELLED,
+                        ReasonCode.CANCELLED,
+                        None if tool.handler_is_async else _MAY_STILL_FINISH,
+                        t0,
+                        auth.redactor,
+                    )
+                    # a failure is reported by the recorder; the attempt row stands (interrupted)
+                    with contextlib.suppress(EvidenceUnavailable):
+                        await recorder.finish(seq, cancelled, lambda why: cancelled)
+                raise
+            except Exception as exc:  # fail closed
+                logger.exception("sharedos: internal error running a handler")
+                ran = Ran(Outcome.FAILED, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            # 5. the outcome row, 6. committed, 7. the answer
+            outcome = concluded(ran.outcome, ran.reason, ran.error, t0, auth.redactor)
+            try:
+                seq = await recorder.finish(seq, outcome, self._fallback(t0, ran=True, had=ran))
+            except EvidenceUnavailable as exc:
+                return unrecorded(auth, row, exc.cause, seq, ran=True)
+            return answer(auth, row, seq, ran, outcome.error)
+        # ``hold`` itself is never cancelled: it swallows no cancellation, so no path ends here
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def refuse(
         self,

@@ -679,3 +679,65 @@ async def test_an_unreadable_answer_to_the_question_refuses_the_call_at_once_ove
     assert not s.written.exists()
     calls = [r for r in s.store.query(MAYA.turn_id) if r.tool == "files.write"]
     assert [str(r.reason) for r in calls] == ["approval_required"]
+
+
+@pytest.mark.parametrize("flow", ["out_of_band", "elicitation"])
+async def test_a_call_cancelled_as_its_approval_is_taken_still_runs_once(
+    tmp_path: Path, flow: str
+) -> None:
+    """The client cancels the call (the SDK sends ``notifications/cancelled``) while its
+    approval's ``consumed`` event is being written (a slow store). The event landed from
+    its thread after the call went away: the approval read "used by call …", the call was
+    recorded ``cancelled`` and never ran, and its retry had to be approved again. Once its
+    approval is taken, the call runs to its recorded outcome (docs/approvals.md)."""
+    import threading
+    import time
+
+    import anyio
+
+    s = Setup(tmp_path)
+    gate = s.host.approvals
+    assert gate is not None
+    ledger = gate.ledger
+    original = ledger.consume
+    started = threading.Event()
+
+    def slow_consume(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        time.sleep(0.3)  # the store is slow: the client cancels meanwhile
+        return original(*args, **kwargs)
+
+    ledger.consume = slow_consume  # type: ignore[method-assign]
+    person = Person(ElicitResult(action="accept", content={"approve": True}))
+    who = MAYA if flow == "elicitation" else BOB
+    async with (
+        open_turn(s.host, who, RUN) as turn,
+        http_client(turn.url, turn.token, mode="legacy", elicitation_callback=person) as c,
+    ):
+        if flow == "out_of_band":
+            first = await c.call_tool("files.write", ARGS)
+            approval_id = (first.structured_content or {})["approvalId"]
+            answer = ["approve", approval_id, "--db", str(s.db), "--as", "maya", "--role", "m"]
+            ok = CliRunner().invoke(cli_main, ["approvals", *answer])
+            assert ok.exit_code == 0, ok.output
+        async with anyio.create_task_group() as calls:
+
+            async def call() -> None:
+                with contextlib.suppress(Exception):
+                    await c.call_tool("files.write", ARGS)
+
+            calls.start_soon(call)
+            with anyio.fail_after(bound(30)):
+                while not started.is_set():
+                    await anyio.sleep(0.01)
+            calls.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+        with anyio.fail_after(bound(30)):  # the call's record lands, after it went away
+            while not any(r.outcome is not None for r in s.store.query(who.turn_id)[-1:]):
+                await anyio.sleep(0.02)
+            while not [a for a in ledger.for_turn(who.turn_id) if a.status == "consumed"]:
+                await anyio.sleep(0.02)
+    (used,) = [a for a in ApprovalLedger(s.store).for_turn(who.turn_id) if a.status == "consumed"]
+    records = {r.call_id: r for r in s.store.query(who.turn_id)}
+    ran = records[used.closed_call]
+    assert (str(ran.outcome), ran.effect) == ("succeeded", "allow"), (ran.outcome, ran.error)
+    assert s.written.read_text() == "v1\n"

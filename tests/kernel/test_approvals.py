@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -800,3 +801,77 @@ def test_a_refused_calls_history_is_bounded_however_often_it_is_retried(
     assert all((a.events[0].detail or "").count("apr-") <= 3 for a in requests)
     # the latest are the ones named
     assert requests[-2].approval_id in detail and requests[0].approval_id not in detail
+
+
+class _SlowConsume(SqliteEvidenceStore):
+    """A real SQLite store whose ``consumed`` write waits until ``go`` (a store slow to take
+    the write: a lock held by another writer), saying when it started."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def append_approval(self, values: Any, check: Any = None) -> str:
+        if "consumed" in values:
+            self.started.set()
+            self.go.wait(30)
+        return super().append_approval(values, check) if check else super().append_approval(values)
+
+
+def _cancel_while_consuming(h: Host, store: _SlowConsume, context: AccessContext, peer: Any) -> Any:
+    """Run the call, cancel it once its approval's ``consumed`` write has started, then let
+    the write land; what the call returned (None: cancelled)."""
+    got: list[Any] = []
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                got.append(
+                    await h.host.invoke_tool(
+                        ToolCall(tool="files.write", arguments=ARGS, turn_id=context.turn_id),
+                        context,
+                        RUN,
+                        peer=peer,
+                    )
+                )
+
+            tg.start_soon(call)
+            with anyio.fail_after(bound(30)):
+                while not store.started.is_set():
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+            store.go.set()
+
+    anyio.run(go)
+    return got[0] if got else None
+
+
+@pytest.mark.parametrize("flow", ["out_of_band", "elicitation"])
+def test_an_approval_consumed_as_its_call_is_cancelled_is_spent_on_a_call_that_runs(
+    tmp_path: Path, flow: str
+) -> None:
+    """An approval is spent exactly when its call runs. The client cancelled the call (its
+    ``notifications/cancelled``, the deadline, the turn closing) while the approval's
+    ``consumed`` event was being written: the write landed, the call was recorded
+    ``cancelled`` and never ran, and the approval read "used by call …" — the retry had to
+    be approved again. Once its approval is taken, the call runs to its recorded outcome."""
+    h = Host(tmp_path)
+    store = h.store = _SlowConsume(h.db)
+    h.use(POLICY)
+    maya = AccessContext(principal="maya", tenant="acme", roles=("maintainer",), turn_id="turn-1")
+    if flow == "out_of_band":
+        context, peer = BOB, None
+        store.go.set()
+        _approved(h)
+        store.go.clear()
+    else:
+        context, peer = maya, _Peer({"action": "accept", "content": {"approve": True}})
+    _cancel_while_consuming(h, store, context, peer)
+    (approval,) = [a for a in ApprovalLedger(store).for_turn("turn-1") if a.status == "consumed"]
+    records = {r.call_id: r for r in store.query("turn-1")}
+    used_by = records[approval.closed_call]
+    assert used_by.outcome is Outcome.SUCCEEDED, (used_by.outcome, used_by.error)
+    assert (h.sandbox / "shared/release/notes.txt").read_text() == "v1\n"
+    assert verify_store(store).clean
