@@ -253,16 +253,27 @@ class ApprovalGate:
         whatever its caller does meanwhile (``notifications/cancelled``, a deadline, the
         turn closing): cancelled then, the event landed from an abandoned thread and the
         call never ran — the approval read "used by call …" of a call that had no effect,
-        and its retry had to be approved again. A write that failed leaves it unspent
-        (``hold`` unshielded again), so the call goes on being settled as before.
+        and its retry had to be approved again. The write is waited for, not abandoned at
+        the evidence timeout (the store bounds it: SQLite's busy timeout, PostgreSQL's lock
+        and statement timeouts): only the store's own answer says whether it was spent. A
+        write that failed leaves it unspent (``hold`` unshielded again), so a retry uses it.
         """
         if hold is not None:
             # a call already cancelled does not take the approval at all
             await anyio.lowlevel.checkpoint_if_cancelled()
             hold.shield = True
+
+        def consume() -> Approval:
+            return self.ledger.consume(approval, call_id=call_id, max_age_s=max_age_s)
+
         try:
-            used: Approval = await self._off_loop(
-                self.ledger.consume, approval, call_id=call_id, max_age_s=max_age_s
+            # neither bounded by ``timeout_s`` nor abandoned: given up at the evidence
+            # timeout, the write went on and landed, and the call refused "nothing ran" had
+            # spent its approval all the same
+            used: Approval = await (
+                self._run_sync(consume)
+                if self._run_sync is not None
+                else anyio.to_thread.run_sync(consume)
             )
         except BaseException:
             if hold is not None:

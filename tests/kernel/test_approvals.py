@@ -875,3 +875,78 @@ def test_an_approval_consumed_as_its_call_is_cancelled_is_spent_on_a_call_that_r
     assert used_by.outcome is Outcome.SUCCEEDED, (used_by.outcome, used_by.error)
     assert (h.sandbox / "shared/release/notes.txt").read_text() == "v1\n"
     assert verify_store(store).clean
+
+
+def test_an_approval_taken_after_the_evidence_timeout_runs_its_call(tmp_path: Path) -> None:
+    """The store took the approval's ``consumed`` event after the evidence timeout (a lock
+    held by another writer, waited out within the store's own busy timeout). The call was
+    refused ``evidence_unavailable`` ("nothing ran") at the timeout while the abandoned
+    write went on and landed: the approval was spent on a call that never ran, and the
+    retry needed a new approval. Whether an approval was taken is the store's answer, so it
+    is waited for; taken, the call runs."""
+    h = Host(tmp_path)
+    store = h.store = _SlowConsume(h.db)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.2
+    )
+    store.go.set()
+    approval_id = _approved(h)
+    store.go.clear()
+    got: list[Any] = []
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                got.append(
+                    await h.host.invoke_tool(
+                        ToolCall(tool="files.write", arguments=ARGS, turn_id="turn-1"), BOB, RUN
+                    )
+                )
+
+            tg.start_soon(call)
+            with anyio.fail_after(bound(30)):
+                while not store.started.is_set():
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.5)  # past the evidence timeout: the store answers late
+            store.go.set()
+
+    anyio.run(go)
+    (ran,) = got
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    approval = ApprovalLedger(store).get(approval_id)
+    assert approval is not None and approval.closed_call == ran.call_id
+    assert (h.sandbox / "shared/release/notes.txt").read_text() == "v1\n"
+    assert verify_store(store).clean
+
+
+def test_an_approval_the_store_refused_to_mark_used_is_used_by_the_retry(tmp_path: Path) -> None:
+    """The other side of the timeout above: the store refused the ``consumed`` event (a lock
+    held past its busy timeout). The approval was not taken, so the call fails
+    ``evidence_unavailable`` ("nothing ran"), and its retry, once the store takes writes,
+    runs on the same approval — once."""
+    import sqlite3
+
+    h = Host(tmp_path)
+    approval_id = _approved(h)
+    store = h.store = SqliteEvidenceStore(h.db, busy_timeout_s=0.1)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=1.0
+    )
+    blocker = sqlite3.connect(h.db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the store (reads still go)
+    try:
+        refused = h.call(ARGS)
+    finally:
+        blocker.execute("COMMIT")
+        blocker.close()
+    assert refused.reason is ReasonCode.EVIDENCE_UNAVAILABLE, refused.structured
+    assert "nothing ran" in refused.structured["detail"]
+    got = ApprovalLedger(store).get(approval_id)
+    assert got is not None and got.status == "approved"
+    ran = h.call(ARGS)
+    assert ran.outcome is Outcome.SUCCEEDED, ran.content
+    replay = h.call(ARGS)
+    assert replay.reason is ReasonCode.APPROVAL_REQUIRED
+    got = ApprovalLedger(store).get(approval_id)
+    assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
