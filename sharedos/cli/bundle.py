@@ -100,8 +100,10 @@ def verify_cmd(
             raise SystemExit(1) from None
         if floor is None:  # a host that never loaded a release, or a mistyped path
             click.echo(
-                f"note: {state_file} records no release (no such file): nothing was "
-                "compared for rollback; a host with this state takes any signed release",
+                unambiguous(
+                    f"note: {state_file} records no release (no such file): nothing was "
+                    "compared for rollback; a host with this state takes any signed release"
+                ),
                 err=True,
             )
     click.echo(unambiguous(f"ok: {loaded.describe()}"))

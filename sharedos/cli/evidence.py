@@ -241,7 +241,7 @@ def export_cmd(db: str, turn: str | None, fmt: str, output: Path | None) -> None
         except EvidenceStoreError as exc:
             raise click.ClickException(str(exc)) from None
     if output is not None:
-        click.echo(f"exported {n} records to {output}", err=True)
+        click.echo(unambiguous(f"exported {n} records to {output}"), err=True)
 
 
 @evidence.command("counts")
@@ -601,7 +601,7 @@ def _refuse_unknown_turn(store: Any, turn: str | None, db: str) -> None:
     except EvidenceStoreError:  # a store too old to chain: its attempts are counted, skipped
         return
     if missing:
-        click.echo(f"error: no turn {turn!r} in {_shown(db)}", err=True)
+        click.echo(unambiguous(f"error: no turn {turn!r} in {_shown(db)}"), err=True)
         raise SystemExit(_EXIT_USAGE)
 
 
@@ -750,12 +750,12 @@ def replay_cmd(
         doc = {"db": _shown(db), **sides, "run_policy": run, **report.to_dict()}
         click.echo(json_text(doc, indent=2))  # a recorded call may hold a lone surrogate
     else:
-        click.echo(f"evidence: {_shown(db)}")
-        click.echo(f"new: {policy_path} ({new.bundle_hash[:12]})")
+        click.echo(unambiguous(f"evidence: {_shown(db)}"))
+        click.echo(unambiguous(f"new: {policy_path} ({new.bundle_hash[:12]})"))
         if old is not None:
-            click.echo(f"old: {old_path} ({old.bundle_hash[:12]})")
+            click.echo(unambiguous(f"old: {old_path} ({old.bundle_hash[:12]})"))
         if run is not None:
-            click.echo(f"run policy: {run}")
+            click.echo(unambiguous(f"run policy: {run}"))
         click.echo(_shown_text(report.render()))
     raise SystemExit(1 if report.changed else 0)
 
@@ -842,7 +842,7 @@ def shadow_cmd(
 
         click.echo(json_text({"db": _shown(db), **report.to_dict()}, indent=2))
     else:
-        click.echo(f"evidence: {_shown(db)}")
+        click.echo(unambiguous(f"evidence: {_shown(db)}"))
         click.echo(_shown_text(report.render()))
     raise SystemExit(0 if report.verdict == "unchanged" else 1)
 

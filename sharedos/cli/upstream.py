@@ -38,7 +38,10 @@ def _load(config_path: Path) -> tuple[Any, Path]:
             click.echo(f"error: {problem}", err=True)
         sys.exit(EXIT_ERROR)
     if not config.upstream:
-        click.echo(f"error: {config_path}: no [upstream.<id>] table: nothing to broker", err=True)
+        click.echo(
+            unambiguous(f"error: {config_path}: no [upstream.<id>] table: nothing to broker"),
+            err=True,
+        )
         sys.exit(EXIT_ERROR)
     return config, pin_path_for(config_path)
 
@@ -165,7 +168,7 @@ def status(
     if as_json:
         click.echo(json.dumps(state.as_dict(), indent=2, sort_keys=True))
     else:
-        click.echo(f"pin file: {pin_path}{'' if pin_path.exists() else ' (none yet)'}")
+        click.echo(unambiguous(f"pin file: {pin_path}{'' if pin_path.exists() else ' (none yet)'}"))
         for line in state.report():
             # an upstream's words (its server name, a refused tool's name): spelled out
             click.echo(unambiguous(line))
@@ -335,7 +338,7 @@ def _repin(
     except PinError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(f"pin file: {pin_path}")
+    click.echo(unambiguous(f"pin file: {pin_path}"))
     if failed:
         sys.exit(EXIT_ERROR)
 

@@ -200,3 +200,16 @@ def test_a_bundle_servers_reason_phrase_cannot_drive_the_terminal(tmp_path: Path
     code, out = run("bundle", "verify", url)
     assert code == 1 and "HTTP 404" in out, out
     assert not {"\x1b", "\x07", "\x9b"} & set(out), ascii(out)
+
+
+def test_verify_spells_the_state_path_its_note_names(tmp_path: Path) -> None:
+    # the note on a state file that records nothing printed the path raw, while the
+    # 'ok:' and 'refused:' lines of the same command are spelled: a host file's
+    # [policy] state holding a bidi override or a BEL reached the operator's terminal
+    bundle = tmp_path / "bundle.json"
+    save_bundle(compile_sources([("files.sos", RULES_V1)]), bundle)
+    state = tmp_path / "st\u202eate\x07.json"
+    code, out = run("bundle", "verify", "--state", str(state), str(bundle))
+    assert code == 0 and "records no release (no such file)" in out, out
+    assert not {"\x07", "\u202e"} & set(out), ascii(out)
+    assert "st\\u202eate\\x07.json" in out, ascii(out)
