@@ -87,13 +87,34 @@ def test_every_cli_option_is_documented() -> None:
 ERRORS_DIR = DOC.parent / "errors"
 
 
+def slug(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's) gives a heading."""
+    return re.sub(r"[^a-z0-9_ -]", "", heading.strip().lower()).replace(" ", "-")
+
+
+#: a link in the reference to a place in the reference (``#functions``) or beside it
+#: (``approvals.md``): from docs/errors/ both are one directory up
+_RELATIVE_LINK_RE = re.compile(r"\]\((?![a-z]+:|/|\.\./)(#[^)]*|[^)#]+\.md(?:#[^)]*)?)\)")
+
+
+def _from_errors_dir(body: str) -> str:
+    """``body`` with its links made to work from docs/errors/ (a section's own ``#anchor``
+    named the page it was copied into, where no such heading is)."""
+
+    def moved(m: re.Match[str]) -> str:
+        target = m.group(1)
+        return f"](../{DOC.name}{target})" if target.startswith("#") else f"](../{target})"
+
+    return _RELATIVE_LINK_RE.sub(moved, body)
+
+
 def error_page(code: str, title: str, body: str) -> str:
     """The docs/errors/CODE.md page: the reference section, standalone (generated)."""
-    anchor = f"{code.lower()}-{re.sub(r'[^a-z0-9_ -]', '', title.lower()).replace(' ', '-')}"
+    anchor = slug(f"{code}: {title}")
     return (
         f"<!-- generated from docs/policy-language.md by tests/policy/test_cli_docs.py; edit the reference -->\n"
         f"# {code}: {title}\n\n"
-        f"{body.strip()}\n\n"
+        f"{_from_errors_dir(body).strip()}\n\n"
         f"See the [policy language reference](../policy-language.md#{anchor}).\n"
     )
 
@@ -112,6 +133,25 @@ def test_every_code_has_its_own_page_matching_the_reference() -> None:
         assert (ERRORS_DIR / name).read_text(encoding="utf-8") == text, (
             f"{name} is stale; run: .venv/bin/python tests/policy/test_cli_docs.py --write"
         )
+
+
+def test_every_link_of_an_error_page_resolves() -> None:
+    """A link of a docs/errors/ page names a file that exists and, after '#', one of its
+    headings: the pages are copies of the reference's sections, whose '#functions' named a
+    heading of the reference, not of the page it was copied into."""
+    headings: dict[Path, set[str]] = {}
+    for page in sorted(ERRORS_DIR.glob("SOS*.md")):
+        for target in re.findall(r"\]\(([^)]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue
+            name, _, anchor = target.partition("#")
+            path = (page.parent / name).resolve() if name else page
+            assert path.is_file(), f"{page.name}: {target} names no file"
+            if anchor:
+                if path not in headings:
+                    text = path.read_text(encoding="utf-8")
+                    headings[path] = {slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+                assert anchor in headings[path], f"{page.name}: {target} names no heading"
 
 
 if __name__ == "__main__":  # regenerate docs/errors/ from the reference
