@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import sys
+import types
 
 import click
 
@@ -25,7 +26,9 @@ EXIT_OUTPUT = 6
 def stdout_refused(exc: BaseException) -> bool:
     """True when ``exc`` is standard output refusing a write: an ``OSError`` raised where
     the innermost frame of its traceback was writing to ``sys.stdout`` (its text stream or
-    its buffer). Any other ``OSError`` (a file the command reads or writes) is not this one."""
+    its buffer), itself or through a writer that holds it (the CSV export's row writer,
+    whose frame has only ``self``). Any other ``OSError`` (a file the command reads or
+    writes) is not this one."""
     if not isinstance(exc, OSError) or isinstance(exc, BrokenPipeError):
         return False
     streams = [s for s in (sys.stdout, sys.__stdout__) if s is not None]
@@ -35,7 +38,17 @@ def stdout_refused(exc: BaseException) -> bool:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return any(value is stream for value in tb.tb_frame.f_locals.values() for stream in streams)
+    values = list(tb.tb_frame.f_locals.values())
+    # one level down: a writer wrapping the stream (``self.out``) writes to it too
+    # (an instance's attributes only: a module's, ``sys`` imported in the frame, hold
+    # ``stdout`` whatever the frame writes to)
+    values += [
+        v
+        for value in list(values)
+        if not isinstance(value, (type, types.ModuleType))
+        for v in getattr(value, "__dict__", {}).values()
+    ]
+    return any(value is stream for value in values for stream in streams)
 
 
 def give_up_on_stdout(exc: OSError) -> click.exceptions.Exit:

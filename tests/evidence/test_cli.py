@@ -180,6 +180,38 @@ def test_an_export_the_disk_cannot_hold_is_one_line_and_leaves_no_cut_file(
     assert proc.stderr == "error: cannot write to standard output: No space left on device\n"
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_export_larger_than_a_buffer_to_a_full_stdout_exits_6(tmp_path: Path, fmt: str) -> None:
+    """A CSV export past the stream's buffer (8 KiB) met the full disk inside the CSV
+    writer's row adapter, which was not taken for standard output: exit 1 and "Error:
+    cannot write the output" where every other command, and the same export as JSON
+    Lines, says the output could not be written and exits 6 (docs/upstreams.md)."""
+    path = tmp_path / "big.db"
+    registry = ToolRegistry()
+    register_files_tools(registry, tmp_path)
+    host = RuntimeHost(
+        Kernel(compile_source(POLICY, "cli.sos"), registry), SqliteEvidenceStore(path)
+    )
+    run = ToolPolicy(name="cli", mode=RunMode.OPEN, managed=("files.*",))
+
+    async def turn() -> None:
+        ctx = AccessContext(principal="alice", turn_id="t-big")
+        for i in range(40):
+            call = ToolCall(call_id=f"c{i}", tool="files.read", arguments={"path": f"/private/{i}"})
+            await host.invoke_tool(call, ctx, run)
+
+    anyio.run(turn)
+    cli = [str(Path(sys.executable).with_name("sharedos")), "evidence", "export", "--db", str(path)]
+    whole = subprocess.run([*cli, "--format", fmt], capture_output=True, check=True)
+    assert len(whole.stdout) > 8192  # past the buffer: written while the rows are
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*cli, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr == "error: cannot write to standard output: No space left on device\n"
+
+
 @pytest.mark.parametrize(
     "args", [["counts"], ["list"], ["turns"], ["export"], ["verify"], ["shadow"]]
 )
