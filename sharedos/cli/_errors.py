@@ -50,3 +50,17 @@ class SpelledErrorsGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         with spelled_errors():
             return super().invoke(ctx)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's ``main``, with standard output that refuses a write (``> /dev/full``)
+        said in one line and exit ``EXIT_OUTPUT`` instead of a traceback: on both entry
+        points, and for what runs before any command (``--help``, ``--version``), which a
+        command's own guard does not see."""
+        from sharedos.cli._output import give_up_on_stdout, stdout_refused
+
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            if not stdout_refused(exc):
+                raise
+            raise SystemExit(give_up_on_stdout(exc).exit_code) from None

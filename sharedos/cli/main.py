@@ -49,18 +49,6 @@ class LazyGroup(SpelledErrorsGroup):
         command: Any = getattr(module, attr)
         return command  # type: ignore[no-any-return]
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        """click's ``main``, with standard output that refuses a write (``> /dev/full``)
-        said in one line and exit ``EXIT_OUTPUT`` instead of a traceback."""
-        from sharedos.cli._output import give_up_on_stdout, stdout_refused
-
-        try:
-            return super().main(*args, **kwargs)
-        except OSError as exc:
-            if not stdout_refused(exc):
-                raise
-            raise SystemExit(give_up_on_stdout(exc).exit_code) from None
-
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": HELP_OPTION_NAMES})
 @click.version_option(package_name="sharedos")

@@ -40,6 +40,11 @@ def assert_one_line_and_exit_6(argv: list[str]) -> None:
         ["sharedos-policy", "fmt", str(REPO / "rules" / "fs.sos")],
         ["sharedos", "host", "--help"],
         ["sharedos", "evidence", "--help"],
+        # before any command runs: sharedos-policy's guard was each command's, and its
+        # --help and --version were a traceback, exit 1
+        ["sharedos-policy", "--help"],
+        ["sharedos-policy", "check", "--help"],
+        ["sharedos-policy", "--version"],
     ],
 )
 def test_output_that_cannot_be_written_is_one_line_and_exit_6(argv: list[str]) -> None:
