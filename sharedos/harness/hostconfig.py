@@ -792,8 +792,19 @@ def check_locations(config: HostConfig, text: str) -> list[str]:
     positions = key_positions(text)
     problems: list[str] = []
     checks: list[tuple[tuple[str, ...], Callable[[], object]]] = []
+
+    def bundle_source() -> object:
+        # opened as the host opens it: a URL it refuses to fetch (not http(s), or carrying a
+        # credential over plain http to another machine) is refused here too
+        from sharedos.bundles.source import SourceError, open_source
+
+        try:
+            return open_source(config.bundle_location())
+        except SourceError as exc:
+            raise HostConfigError([str(exc)]) from None
+
     if config.policy.bundle:
-        checks.append((("policy", "bundle"), config.bundle_location))
+        checks.append((("policy", "bundle"), bundle_source))
     if config.policy.state:
         checks.append((("policy", "state"), config.bundle_state_path))
     if config.evidence.url is not None:

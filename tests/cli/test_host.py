@@ -135,6 +135,31 @@ def test_a_location_whose_variable_is_unset_is_a_problem_not_ok(
     assert res.exit_code == 0, res.output
 
 
+def test_a_bundle_url_sharedos_run_refuses_is_a_problem_not_ok(tmp_path: Path) -> None:
+    """`sharedos run` refuses a [policy] bundle URL that carries a credential over plain
+    http to another machine (exit 1, before any request); `host check` said `ok`, exit 0,
+    of the same file (docs/harnesses.md: a [policy] bundle it could not use is an error at
+    its key). Its password is masked there as everywhere."""
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.pi]\n[policy]\nbundle = "http://ops:s3cret-pw@policy.example/bundle.json"\n',
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 1, res.output
+    assert res.stdout.splitlines()[0] == f"{host}: 1 problem, 1 harness(es), 0 upstream(s)"
+    (error,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert error.startswith(f"error: {host}:3:1: policy.bundle: cannot be used: "), error
+    assert "is https://" in error and "s3cret-pw" not in res.output, error
+    # the same URL over https is one the host fetches: ok
+    host.write_text(
+        '[harness.pi]\n[policy]\nbundle = "https://ops:s3cret-pw@policy.example/bundle.json"\n',
+        encoding="utf-8",
+    )
+    res = CliRunner().invoke(main, ["host", "check", str(host)])
+    assert res.exit_code == 0, res.output
+
+
 def test_host_check_spells_what_the_host_file_would_launch(tmp_path: Path) -> None:
     """A reviewer runs ``host check`` on a host file someone else wrote (a pull request):
     its summary printed an upstream's command as the file holds it, so a command written
