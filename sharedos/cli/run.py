@@ -528,23 +528,23 @@ def _bundle_policy(host_config: Any) -> Any:
     try:
         verifier = BundleVerifier(host_config.resolve_file(k) for k in cfg.keys)
     except (OSError, ValueError, HostConfigError) as exc:
-        click.echo(f"error: [policy] keys: {exc}", err=True)
+        click.echo(unambiguous(f"error: [policy] keys: {exc}"), err=True)
         sys.exit(EXIT_CONFIG)
     problem = _host_key_signs_bundles(host_config, verifier.keys)
     if problem is not None:
-        click.echo(f"error: [evidence] sign_key {problem}", err=True)
+        click.echo(unambiguous(f"error: [evidence] sign_key {problem}"), err=True)
         sys.exit(EXIT_CONFIG)
     try:
         location = host_config.bundle_location()
         # the last release this host enforced, so a restart cannot be rolled back
         state = host_config.bundle_state()
     except HostConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(unambiguous(f"error: {exc}"), err=True)
         sys.exit(EXIT_CONFIG)
     try:
         source = open_source(location)
     except SourceError as exc:  # a URL no request may be made of (its message masks it)
-        click.echo(f"error: [policy] bundle: {exc}", err=True)
+        click.echo(unambiguous(f"error: [policy] bundle: {exc}"), err=True)
         sys.exit(EXIT_CONFIG)
     manager = BundleManager(source, verifier, state=state)
     result = manager.poll()
@@ -583,9 +583,11 @@ def _shadow(host_config: Any, enforced: Any = None) -> Any:
     try:
         loaded = load_shadow(*host_config.shadow_source())
     except HostConfigError as exc:
-        click.echo(f"shadow policy not loaded: {exc}; enforcement is unchanged", err=True)
+        click.echo(
+            unambiguous(f"shadow policy not loaded: {exc}; enforcement is unchanged"), err=True
+        )
         return None
-    click.echo(loaded.line(), err=True)
+    click.echo(unambiguous(loaded.line()), err=True)
     if loaded.shadow is None:
         return None
     try:
@@ -593,7 +595,7 @@ def _shadow(host_config: Any, enforced: Any = None) -> Any:
             loaded.shadow.policy, enforced=enforced, time_zone=host_config.policy.time_zone
         )
     except Exception as exc:  # a shadow never stops the host
-        click.echo(f"shadow policy not used: {exc}", err=True)
+        click.echo(unambiguous(f"shadow policy not used: {exc}"), err=True)
         return None
 
 

@@ -427,6 +427,21 @@ def test_sharedos_run_refuses_a_credential_over_plain_http_in_one_line(
     assert "the-bearer-secret" not in ran.stderr, ran.stderr
 
 
+def test_sharedos_run_spells_the_bundle_url_it_refuses(tmp_path: Path, signer: Signer) -> None:
+    """That line quoted the URL raw: a bidi override or a BEL in the host file's [policy]
+    bundle reached the operator's terminal, where every other line about the host's bundle
+    is spelled (docs/evidence.md)."""
+    host = _host_file(tmp_path, signer)
+    text = host.read_text(encoding="utf-8")
+    url = "http://bundles.example/\\u202ebundle\\u0007.json?token=the-bearer-secret"
+    host.write_text(text.replace('bundle = "./pub"', f'bundle = "{url}"'), encoding="utf-8")
+    ran = _run_host(host, tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    assert "error: [policy] bundle:" in ran.stderr, ran.stderr
+    assert not {"\u202e", "\x07"} & set(ran.stderr), ascii(ran.stderr)
+    assert "/\\u202ebundle\\x07.json" in ran.stderr, ascii(ran.stderr)
+
+
 def test_a_bundle_url_from_the_environment_is_fetched_as_a_url(
     tmp_path: Path, signer: Signer, bundle_server: tuple[str, dict[str, Any]]
 ) -> None:
