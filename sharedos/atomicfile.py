@@ -23,6 +23,7 @@ import errno
 import fcntl
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,7 @@ def replacing(
     store): the body writes to the yielded file, which replaces ``path`` only when the
     body ends without an exception; otherwise it is removed and ``path`` is untouched."""
     target = Path(path)
+    _refuse_special(target)
     tmp = target.with_name(_temp_name(target))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
@@ -75,6 +77,7 @@ def replacing(
             fh.flush()
             if durable:
                 os.fsync(fd)
+        _refuse_special(target)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -82,6 +85,28 @@ def replacing(
         raise
     if durable:
         _fsync_directory(target.parent)
+
+
+def _refuse_special(target: Path) -> None:
+    """``OSError`` when ``target`` is a device, a pipe or a socket: renamed over, the node
+    itself was replaced by a regular file (``sharedos-policy compile -o /dev/full`` run as
+    root turned the machine's ``/dev/full`` into a file holding the bundle). A symbolic
+    link is replaced as ever, never followed."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    if (
+        stat.S_ISCHR(st.st_mode)
+        or stat.S_ISBLK(st.st_mode)
+        or stat.S_ISFIFO(st.st_mode)
+        or (stat.S_ISSOCK(st.st_mode))
+    ):
+        raise OSError(
+            errno.EEXIST,
+            "not a regular file (a device, a pipe or a socket is never replaced)",
+            str(target),
+        )
 
 
 def create_whole(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o600) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.atomicfile import create_whole, remove_strays, write_atomically
+from sharedos.atomicfile import create_whole, remove_strays, replacing, write_atomically
 
 
 def _mode(path: Path) -> int:
@@ -136,3 +136,17 @@ def test_remove_strays_removes_a_killed_writes_temporaries_and_nothing_else(
         [*keep, ".state.json.0123456789ab.tmp", "state.json"]
     )
     assert target.read_text() == "old"
+
+
+def test_a_pipe_or_a_device_at_the_target_is_never_replaced(tmp_path: Path) -> None:
+    """Renamed over, the node itself became a regular file: `sharedos-policy compile -o
+    /dev/full` run as root replaced the machine's /dev/full with the bundle. A FIFO stands
+    in for the device here (no root needed); it is left as it was, with nothing beside it."""
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        write_atomically(fifo, b"bundle")
+    with pytest.raises(OSError, match="not a regular file"), replacing(fifo) as fh:
+        fh.write(b"bundle")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
