@@ -88,23 +88,31 @@ def replacing(
 
 
 def _refuse_special(target: Path) -> None:
-    """``OSError`` when ``target`` is a device, a pipe or a socket: renamed over, the node
-    itself was replaced by a regular file (``sharedos-policy compile -o /dev/full`` run as
-    root turned the machine's ``/dev/full`` into a file holding the bundle). A symbolic
-    link is replaced as ever, never followed."""
+    """``OSError`` when ``target`` is a device, a pipe or a socket, or a symbolic link to
+    one: renamed over, the node itself was replaced by a regular file
+    (``sharedos-policy compile -o /dev/full`` run as root turned the machine's
+    ``/dev/full`` into a file holding the bundle; ``-o /dev/stdout`` replaced the
+    machine's ``/dev/stdout`` link). A link to a regular file (or to nothing) is
+    replaced as ever: the link itself, its target untouched."""
     try:
         st = os.lstat(target)
     except FileNotFoundError:
         return
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = os.stat(target)  # what the link leads to
+        except OSError:
+            return  # a dangling link: replaced, nothing behind it
     if (
         stat.S_ISCHR(st.st_mode)
         or stat.S_ISBLK(st.st_mode)
         or stat.S_ISFIFO(st.st_mode)
-        or (stat.S_ISSOCK(st.st_mode))
+        or stat.S_ISSOCK(st.st_mode)
     ):
         raise OSError(
             errno.EEXIST,
-            "not a regular file (a device, a pipe or a socket is never replaced)",
+            "not a regular file (a device, a pipe or a socket, or a link to one, is never "
+            "replaced)",
             str(target),
         )
 

@@ -150,3 +150,23 @@ def test_a_pipe_or_a_device_at_the_target_is_never_replaced(tmp_path: Path) -> N
         fh.write(b"bundle")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_link_to_a_pipe_is_never_replaced(tmp_path: Path) -> None:
+    """``-o /dev/stdout`` (a link to the process's descriptor: a pipe, a terminal) run as
+    root replaced the machine's /dev/stdout link with a regular file. A link to a pipe is
+    refused; a link to a regular file is replaced as before (the link, not its target)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout"
+    link.symlink_to(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        write_atomically(link, b"bundle")
+    assert link.is_symlink() and stat.S_ISFIFO(os.stat(link).st_mode)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("kept")
+    other = tmp_path / "other"
+    other.symlink_to(plain)
+    write_atomically(other, b"new")
+    assert not other.is_symlink() and other.read_bytes() == b"new"
+    assert plain.read_text() == "kept"
