@@ -33,8 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from sharedos.bundles.source import BundleSource, Fetched, NotModified, SourceError
-from sharedos.bundles.state import BundleState, Enforced, StateError, of_source, shown_source
+from sharedos.bundles.source import (
+    BundleSource,
+    Fetched,
+    NotModified,
+    SourceError,
+    shown_location,
+)
+from sharedos.bundles.state import BundleState, Enforced, StateError, of_source
 from sharedos.bundles.verify import BundleRejected, BundleVerifier, LoadedBundle
 from sharedos.terminal import unambiguous
 
@@ -229,7 +235,7 @@ class BundleManager:
                 if why is None and loaded.sequence > 0:
                     # recorded as a release of the source, as the state's own was: the copy
                     # is where it was kept, not where it came from
-                    self._remember(loaded, origin=shown_source(recorded.origin))
+                    self._remember(loaded, origin=shown_location(recorded.origin))
         except (BundleRejected, StateError, _Overtaken) as exc:
             why = str(exc)
         if why is not None or loaded is None or loaded.sequence <= 0:
@@ -312,7 +318,7 @@ def _written_down(
         enforced.sequence,
         enforced.revision,
         enforced.bundle_hash,
-    ) or shown_source(recorded.origin) != shown_source(enforced.origin):
+    ) or shown_location(recorded.origin) != shown_location(enforced.origin):
         return False
     return data is None or state.kept() == data
 
@@ -327,7 +333,7 @@ def _whose(recorded: Enforced | None, origin: str) -> str | None:
     if not of_source(recorded.origin, origin):
         return (
             f"the state file beside it records a release of another source, "
-            f"{shown_source(recorded.origin)}"
+            f"{shown_location(recorded.origin)}"
         )
     return None
 

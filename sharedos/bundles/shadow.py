@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sharedos.bundles.source import is_url, shown_location
+
 __all__ = ["ShadowLoad", "ShadowPolicy", "load_shadow"]
 
 
@@ -64,10 +66,6 @@ class ShadowLoad:
         )
 
 
-def _is_url(location: str) -> bool:
-    return location.lower().startswith(("http://", "https://"))
-
-
 def load_shadow(location: str, keys: Sequence[str | Path] = ()) -> ShadowLoad:
     """Load the candidate at ``location`` (a path, already resolved, or a URL); ``keys``:
     the public keys (PEM files) a bundle must be signed by, when any. Never raises."""
@@ -76,22 +74,14 @@ def load_shadow(location: str, keys: Sequence[str | Path] = ()) -> ShadowLoad:
     except Exception as exc:  # a shadow never stops the host: say why, and run without it
         lines = (str(exc).strip() or type(exc).__name__).splitlines()
         more = f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else ""
-        return ShadowLoad(None, f"{_shown(location)}: {lines[0]}{more}")
-
-
-def _shown(location: str) -> str:
-    """``location`` as a message may show it: a URL without its credential (``shown_url``:
-    a presigned URL's signature, a ``?token=``, a password), a path as it is."""
-    from sharedos.bundles.source import shown_url
-
-    return shown_url(location) if _is_url(location) else location
+        return ShadowLoad(None, f"{shown_location(location)}: {lines[0]}{more}")
 
 
 def _load(location: str, keys: Sequence[str | Path]) -> ShadowPolicy:
     from sharedos.bundles.source import BUNDLE_NAME, open_source
 
     path = Path(location)
-    if not _is_url(location):
+    if not is_url(location):
         if not path.exists():
             raise FileNotFoundError("no such file or directory")
         sources = path.suffix == ".sos" if path.is_file() else not (path / BUNDLE_NAME).exists()
@@ -109,5 +99,9 @@ def _load(location: str, keys: Sequence[str | Path]) -> ShadowPolicy:
         raise ValueError("the source answered 'not modified' to a first fetch")
     loaded = verifier.verify(fetched)
     return ShadowPolicy(
-        loaded.policy, loaded.bundle_hash, _shown(location), loaded.revision, loaded.signed_by
+        loaded.policy,
+        loaded.bundle_hash,
+        shown_location(location),
+        loaded.revision,
+        loaded.signed_by,
     )

@@ -476,9 +476,20 @@ def _content_length(value: str | None) -> int | None:
     return int(value.strip())
 
 
+def is_url(location: str) -> bool:
+    """True when a bundle or shadow location is an http(s) URL, not a path."""
+    return location[:8].lower().startswith(("http://", "https://"))
+
+
+def shown_location(location: str) -> str:
+    """A bundle or shadow location as messages and state files show it: a URL without its
+    credentials (``shown_url``), a path as it is."""
+    return shown_url(location) if is_url(location) else location
+
+
 def open_source(location: str | Path) -> DirectorySource | HttpSource:
     """An ``HttpSource`` for an http(s) URL, else a ``DirectorySource``."""
     text = str(location)
-    if text.lower().startswith(("http://", "https://")):
+    if is_url(text):
         return HttpSource(text)
     return DirectorySource(text)

@@ -51,7 +51,6 @@ __all__ = [
     "default_state_path",
     "lock_path_of",
     "of_source",
-    "shown_source",
 ]
 
 #: far above any state file this module writes (a few hundred bytes)
@@ -117,7 +116,9 @@ def default_state_path(origin: str) -> Path:
     or a rotated ``?token=`` is the same source, with the same history; named by the
     URL as written, each renewal started a new state file, and the host took an older
     release as if it had enforced none."""
-    origin = shown_source(origin)
+    from sharedos.bundles.source import shown_location
+
+    origin = shown_location(origin)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return Path(base) / "sharedos" / f"bundle-{digest}.json"
@@ -140,24 +141,17 @@ def _fields(data: Any) -> dict[str, Any]:
     return data
 
 
-def shown_source(origin: str) -> str:
-    """A bundle source as a state file's ``origin`` and the default name show it."""
-    from sharedos.bundles.source import shown_url
-
-    return shown_url(origin) if origin[:8].lower().startswith(("http://", "https://")) else origin
-
-
 def of_source(recorded: str, origin: str) -> bool:
     """True when ``recorded``, the origin a state file records (a URL as shown, or as an
     earlier SharedOS wrote it; the path of a bundle file), names the bundle source
     ``origin`` (``BundleSource.origin``: a URL as shown; a directory, or the file itself).
     A state file is one source's history (``[policy] state`` shared by two sources' hosts
     is not): what it and its kept copy record of another source is not this one's."""
-    from sharedos.bundles.source import BUNDLE_NAME
+    from sharedos.bundles.source import BUNDLE_NAME, is_url, shown_location
 
-    if shown_source(recorded) == shown_source(origin):
+    if shown_location(recorded) == shown_location(origin):
         return True
-    if origin[:8].lower().startswith(("http://", "https://")):
+    if is_url(origin):
         return False
     # a directory source records the bundle file it read in it
     return os.path.normpath(recorded) == os.path.normpath(os.path.join(origin, BUNDLE_NAME))
@@ -223,7 +217,6 @@ class BundleState:
         """The newest release the other state files beside ``path`` record for ``source``
         (files that cannot be read as state files are another's business: skipped)."""
         assert self.source is not None
-        shown = shown_source(self.source)
         newest: Enforced | None = None
         with contextlib.suppress(OSError):
             for other in sorted(self.path.parent.glob("bundle-*.json")):
@@ -233,7 +226,7 @@ class BundleState:
                     enforced = BundleState(other).load()
                 except StateError:
                     continue
-                if enforced is None or shown_source(enforced.origin) != shown:
+                if enforced is None or not of_source(enforced.origin, self.source):
                     continue
                 if newest is None or enforced.sequence > newest.sequence:
                     newest = enforced
