@@ -8,6 +8,8 @@ window. Everything SharedOS prints from them goes through ``printable``.
 
 from __future__ import annotations
 
+import unicodedata
+
 #: control characters (C0 but tab, DEL, C1) -> their ``\\xNN`` spelling
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
 
@@ -79,6 +81,13 @@ def _ignorable(n: int) -> bool:
     return any(lo <= n <= hi for lo, hi in _IGNORABLE_RANGES)
 
 
+def _hidden(c: str) -> bool:
+    """True when ``c`` is not shown as itself (what ``unambiguous`` and ``json_spelled``
+    spell): a control, a format character, a line or paragraph separator, a lone
+    surrogate, or a default-ignorable code point."""
+    return unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(ord(c))
+
+
 def unambiguous(text: str) -> str:
     """``text`` as a person must read it to judge it: every character that is not shown
     as itself — controls (C0, DEL, C1, tab), format characters (bidi overrides and
@@ -95,13 +104,11 @@ def unambiguous(text: str) -> str:
 def _spelled_out(text: str, *, keep_tab: bool) -> str:
     """``text`` with what ``unambiguous`` spells spelled; ``keep_tab`` (free text, as
     ``printable`` shows it) keeps tabs and the joiners of written language (``_joins``)."""
-    import unicodedata
-
     out = []
     for i, c in enumerate(text):
         if c == "\t" and keep_tab:
             out.append(c)
-        elif unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(ord(c)):
+        elif _hidden(c):
             out.append(c if keep_tab and _joins(text, i) else _spelled(c))
         else:
             out.append(c)
@@ -120,8 +127,6 @@ def _joins(text: str, i: int) -> bool:
     digit. Anywhere else (at an end, beside ASCII or a space, doubled) it shows nothing,
     and is spelled. ``unambiguous`` (names, paths, ids judged one against another) keeps
     none: there ``a\u200cb`` and ``ab`` must read differently."""
-    import unicodedata
-
     c = text[i]
     before = text[i - 1] if i > 0 else ""
     after = text[i + 1] if i + 1 < len(text) else ""
@@ -145,14 +150,10 @@ def json_spelled(text: str) -> str:
     raw). They can only stand inside strings, where an escape means the same."""
     if text.isascii() and "\x7f" not in text:
         return text
-    import unicodedata
-
     out = []
     for c in text:
         n = ord(c)
-        if n >= 0x7F and (
-            unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _ignorable(n)
-        ):
+        if n >= 0x7F and _hidden(c):
             if n < 0x10000:
                 out.append(f"\\u{n:04x}")
             else:  # JSON spells an astral character as its UTF-16 surrogate pair
