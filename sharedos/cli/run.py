@@ -556,16 +556,12 @@ def _bundle_policy(host_config: Any) -> Any:
             unambiguous(f"error: no usable policy bundle from {shown}: {result.detail}"), err=True
         )
         sys.exit(EXIT_CONFIG)
-    if result.status == "kept":  # the source failed: the last release this host enforced
-        click.echo(
-            unambiguous(
-                f"policy: bundle {result.current.describe()}, the last release this host "
-                f"enforced (its source failed: {result.detail})"
-            ),
-            err=True,
-        )
-    else:
-        click.echo(unambiguous(f"policy: bundle {result.current.describe()}"), err=True)
+    kept = (  # the source failed: the last release this host enforced, from its copy
+        f", the last release this host enforced (its source failed: {result.detail})"
+        if result.status == "kept"
+        else ""
+    )
+    click.echo(unambiguous(f"policy: bundle {result.current.describe()}{kept}"), err=True)
     return result.current.kernel_policy
 
 
