@@ -31,7 +31,14 @@ import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sharedos.policy.functions import FUNCTIONS, EvalError, finite, member, values_equal
+from sharedos.policy.functions import (
+    FUNCTIONS,
+    EvalError,
+    finite,
+    member,
+    values_equal,
+    with_constant_list,
+)
 
 if TYPE_CHECKING:
     from sharedos.policy import ast
@@ -200,6 +207,11 @@ def compile_expr(enc: list[Any], memo: Memo | None = None) -> Fn:
             return lambda env: impl(f0(env))
         if len(fargs) == 2:
             f0, f1 = fargs
+            constant = _constant_list(enc[2][1])
+            one = with_constant_list(enc[1], constant) if constant is not None else None
+            if one is not None:
+                # ``any_in(context.roles, ["a", ...])``: the written list's set built once
+                return lambda env: one(f0(env))
             return lambda env: impl(f0(env), f1(env))
         return lambda env: impl(*(f(env) for f in fargs))
     if kind == "cmp":

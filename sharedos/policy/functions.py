@@ -216,6 +216,29 @@ def _all_in(items: Any, container: Any) -> bool:
     return all(map(_member_test(container), items))
 
 
+def with_constant_list(name: str, container: list[Any]) -> Callable[[Any], bool] | None:
+    """``any_in(items, container)`` / ``all_in(items, container)`` as a function of
+    ``items`` alone, for a ``container`` written in the policy (a list of literals): its
+    strings are read into a set once, at compile time, instead of at every call. The
+    answers and errors are the general functions'. None for any other function."""
+    if name != "any_in" and name != "all_in":
+        return None
+    test = _member_test(container)
+    if name == "any_in":
+
+        def any_in_constant(items: Any) -> bool:
+            _need("any_in", items, LIST)
+            return any(map(test, items))
+
+        return any_in_constant
+
+    def all_in_constant(items: Any) -> bool:
+        _need("all_in", items, LIST)
+        return all(map(test, items))
+
+    return all_in_constant
+
+
 FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in (
