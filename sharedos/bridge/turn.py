@@ -121,8 +121,47 @@ async def open_turn(
     ``stdio.close_linger_s``.
     ``limits``: the transport's deadlines and caps (``TransportLimits``; the
     defaults suit a harness on loopback).
+
+    A turn id names one turn: opening a turn whose id is open on this host already
+    (``RuntimeHost.open_turn_id``) raises ``ValueError`` before anything is listed or
+    written.
     """
     started = time.perf_counter()
+    # one open turn per id on a host: the id names the turn's evidence chain (a second
+    # turn of it, another principal's, would write into the first's and outlive its seal)
+    hold = getattr(runtime_host, "open_turn_id", None)
+    with hold(context.turn_id) if hold is not None else contextlib.nullcontext():
+        async with _open_turn(
+            runtime_host,
+            context,
+            tool_policy,
+            started,
+            transport=transport,
+            server_name=server_name,
+            portable_names=portable_names,
+            identity=identity,
+            grace_s=grace_s,
+            stdio=stdio,
+            limits=limits,
+        ) as turn:
+            yield turn
+
+
+@contextlib.asynccontextmanager
+async def _open_turn(
+    runtime_host: RuntimeHost,
+    context: AccessContext,
+    tool_policy: ToolPolicy,
+    started: float,
+    *,
+    transport: Transport,
+    server_name: str,
+    portable_names: bool,
+    identity: Mapping[str, Any] | None,
+    grace_s: float,
+    stdio: StdioLaunch | None,
+    limits: TransportLimits | None,
+) -> AsyncIterator[Turn]:
     catalog = compute_catalog(runtime_host, context, tool_policy)
     # the turn's opening record (its chain's anchor) now, its seal when it closes
     async with evidence_turn(

@@ -69,7 +69,7 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -219,6 +219,8 @@ class RuntimeHost:
         self._handler_lane = DaemonLane("sharedos-handler", max_threads=max_handler_threads)
         #: each context's recorded decision context, encoded once (a turn's calls share one)
         self._context_json: dict[tuple[str, tuple[str, ...]], Any] = {}
+        #: the ids of the turns open on this host now (``open_turn_id``)
+        self._open_turns: set[str] = set()
         #: the approval step; None when the store keeps no approvals (such calls are refused)
         self.approvals: ApprovalGate | None = None
         if callable(getattr(store, "append_approval", None)):
@@ -271,6 +273,27 @@ class RuntimeHost:
     def unsealed_turns(self) -> list[str]:
         """The turns whose seal the store refused as they closed and has not taken since."""
         return self._recorder.unsealed()
+
+    @contextlib.contextmanager
+    def open_turn_id(self, turn_id: str) -> Iterator[None]:
+        """Hold ``turn_id`` as open on this host for the block; ``ValueError`` when a turn
+        of that id is open here already.
+
+        A turn's id names its evidence chain (opened, appended to, sealed by id): a second
+        turn opened with the id of one still open (another principal's, another tenant's)
+        would write its calls into the first's chain, under the first's opening record
+        (its catalogHash and identity), and the first to close would seal the chain while
+        the other's calls went on being appended after the seal."""
+        if turn_id in self._open_turns:
+            raise ValueError(
+                f"turn {turn_id!r} is already open on this host: a turn id names one turn "
+                "(its evidence chain); give each turn its own"
+            )
+        self._open_turns.add(turn_id)
+        try:
+            yield
+        finally:
+            self._open_turns.discard(turn_id)
 
     # -- public entry points -------------------------------------------------------
 

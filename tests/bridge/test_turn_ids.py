@@ -1,0 +1,45 @@
+"""One open turn per turn id on a host: the id names the turn's evidence chain."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from sharedos.bridge import open_turn
+from sharedos.evidence.verify import verify_store
+from sharedos.kernel.context import AccessContext
+from tests.bridge.conftest import OPEN_POLICY, build_runtime, http_client
+
+pytestmark = pytest.mark.anyio
+
+
+def _links(path: Path, turn_id: str) -> list[str]:
+    with sqlite3.connect(path) as con:
+        rows = con.execute(
+            "SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (turn_id,)
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+async def test_a_turn_id_open_on_the_host_is_refused_to_another_principals_turn(
+    tmp_path: Path,
+) -> None:
+    rt = build_runtime(tmp_path, principals=("alice", "bob"), with_slow=False)
+    alice = AccessContext(principal="alice", turn_id="turn-shared")
+    bob = AccessContext(principal="bob", tenant="other", turn_id="turn-shared")
+    async with open_turn(rt.host, alice, OPEN_POLICY) as turn:
+        for _ in range(2):  # a refused open does not free the id its holder still has
+            with pytest.raises(ValueError, match="already open"):
+                async with open_turn(rt.host, bob, OPEN_POLICY, transport="stdio"):
+                    pytest.fail("a second turn of an open turn id was opened")
+        assert turn.url is not None and turn.token is not None
+        async with http_client(turn.url, turn.token) as client:
+            own = await client.call_tool("files.read", {"path": "/home/alice/notes.txt"})
+        assert not own.is_error
+    # alice's turn alone wrote the chain: her opening, her call, her seal, in that order
+    # (before, bob's close sealed it and alice's call was appended after that seal)
+    assert _links(tmp_path / "evidence.db", "turn-shared") == ["open", "attempt", "outcome", "seal"]
+    assert {r.principal for r in rt.evidence.query(turn_id="turn-shared")} == {"alice"}
+    assert verify_store(rt.evidence, "turn-shared", require_seal=True).problems == []
