@@ -121,6 +121,20 @@ class SecretEnv(BaseModel):
             for k, v in self.entries.items()
         }
 
+    def secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """What scrubbing removes of these entries: each resolved value, and the value of
+        every ``${VAR}`` it is built from (``AUTH = "Bearer ${API_KEY}"``: the key alone is
+        the credential, and a harness that passes it on or prints it without the prefix
+        must not get it recorded). An entry naming an unset variable contributes nothing."""
+        values: list[str] = []
+        for template in self.entries.values():
+            try:
+                values.append(interpolate(template, environ, what="env"))
+            except MissingHostVariable:
+                continue
+            values += [environ[m.group(1)] for m in _VAR_RE.finditer(template)]
+        return [v for v in dict.fromkeys(values) if v]
+
 
 class HarnessConfig(BaseModel):
     """How to launch one harness."""
@@ -422,20 +436,15 @@ class HostConfig(BaseModel):
             ) from None
 
     def secret_values(self, environ: Mapping[str, str]) -> tuple[str, ...]:
-        """Every env value this file gives any harness, resolved against ``environ``.
+        """Every env value this file gives any harness, resolved against ``environ``, and
+        every host variable such a value is built from (``SecretEnv.secrets``).
 
         These are the host's credentials: whatever a harness later passes back
         into a tool call or prints is scrubbed of them (``sharedos.redaction``).
         A reference to an unset variable contributes nothing (it is not a value).
         """
-        values: list[str] = []
-        for cfg in self.harness.values():
-            for template in cfg.env.entries.values():
-                try:
-                    values.append(interpolate(template, environ, what="env"))
-                except MissingHostVariable:
-                    continue
-        return tuple(dict.fromkeys(v for v in values if v))
+        values = [v for cfg in self.harness.values() for v in cfg.env.secrets(environ)]
+        return tuple(dict.fromkeys(values))
 
     def key_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
         """The contents of the private keys this file names: ``[evidence] sign_key`` and the

@@ -99,7 +99,8 @@ def prepare(
     launch.argv.extend(cfg.args)
     launch.argv.extend(launch.task)
     # a value shorter than the redactor scrubs is no credential worth the name
-    secrets = [v for v in resolved.values() if len(v) >= MIN_SECRET_CHARS]
+    # (each value, and each host variable one is built from: ``SecretEnv.secrets``)
+    secrets = [v for v in cfg.env.secrets(host_env) if len(v) >= MIN_SECRET_CHARS]
     if bridge is not None and bridge.token:
         secrets.append(bridge.token)
     launch.secret_values = tuple(secrets)

@@ -126,6 +126,21 @@ def test_env_values_never_show_and_resolve_only_on_demand() -> None:
         cfg.env.resolve({}, harness="claude-code")
 
 
+def test_the_host_variables_an_env_value_is_built_from_are_secrets_too() -> None:
+    """``held_secrets`` (what ``sharedos run`` scrubs from records and output, what
+    conformance reports are scrubbed of) held "Bearer <key>" but not the key: a harness
+    that passed the key alone into a call had it recorded and printed verbatim."""
+    host = parse_host_config(
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        "AUTH = 'Bearer ${HOST_KEY}'\nPAIR = '${HOST_USER}:${HOST_PASS}'\nGONE = 'x ${UNSET}'\n"
+    )
+    env = {"HOST_KEY": "sk-from-host-0123", "HOST_USER": "alice", "HOST_PASS": "pw-from-host-4567"}
+    values = host.secret_values(env)
+    assert {"sk-from-host-0123", "pw-from-host-4567", "Bearer sk-from-host-0123"} <= set(values)
+    assert "sk-from-host-0123" in host.held_secrets(env, location="")
+    assert not any("UNSET" in v for v in values)  # an unset variable contributes nothing
+
+
 def test_a_relative_evidence_store_is_next_to_the_host_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -164,6 +164,21 @@ def test_host_env_and_args_pass_through_opaquely(tmp_path: Path) -> None:
     )
 
 
+def test_a_host_variable_an_env_value_is_built_from_is_scrubbed_alone_too(
+    tmp_path: Path,
+) -> None:
+    """``AUTH = "Bearer ${KEY}"``: the harness's output was scrubbed of "Bearer <key>" only,
+    so the key it printed alone (or passed into a call) was kept and shown verbatim."""
+    cfg = parse_host_config(
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        "VENDOR_AUTH='Bearer ${ANTHROPIC_API_KEY}'\nJOINED='${ANTHROPIC_API_KEY}:${ANTHROPIC_API_KEY}'\n"
+    ).get("claude-code")
+    launch = prepare(cfg, tmp_path)
+    assert launch.env["VENDOR_AUTH"] == "Bearer sk-host-credential-not-configured"
+    assert "sk-host-credential-not-configured" in launch.secret_values
+    assert "Bearer sk-host-credential-not-configured" in launch.secret_values
+
+
 @pytest.mark.parametrize("kind", ["claude-code", "codex", "pi", "pi-adapter", "dsh"])
 @pytest.mark.parametrize("prompt", ["--version", "-x is wrong", "--model=evil", "-", "plain"])
 def test_the_prompt_is_never_read_as_a_flag_of_the_cli(
