@@ -66,11 +66,16 @@ SECRET_NAME_RE = re.compile(
     re.IGNORECASE,
 )
 
+#: a URL carrying a password (``postgresql://app:PASSWORD@db/app``, ``redis://:PASSWORD@h``)
+#: anywhere in a text: a credential, whatever the setting holding it is named
+URL_PASSWORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
+
 __all__ = [
     "MIN_SECRET_CHARS",
     "NO_SECRETS",
     "REDACTED",
     "SECRET_NAME_RE",
+    "URL_PASSWORD_RE",
     "Redactor",
     "encodings",
     "non_object_marker",

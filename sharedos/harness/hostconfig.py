@@ -41,6 +41,7 @@ from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
+from sharedos.redaction import URL_PASSWORD_RE
 from sharedos.terminal import unambiguous
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
@@ -171,6 +172,20 @@ class HarnessConfig(BaseModel):
             if not isinstance(val, str):
                 raise ValueError(f"env.{key} must be a string")
         return SecretEnv(entries=dict(value))
+
+    @field_validator("command", "args")
+    @classmethod
+    def _no_password(cls, value: Any) -> Any:
+        # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long
+        # as the harness runs, and nothing scrubs a value that is no env value
+        if isinstance(value, tuple | list) and any(
+            isinstance(a, str) and URL_PASSWORD_RE.search(a) for a in value
+        ):
+            raise ValueError(
+                "an argument holds a URL with a password (user:password@): a credential "
+                'never goes on a command line; give it in [harness.ID.env] (NAME = "${VAR}")'
+            )
+        return value
 
     @field_validator("id")
     @classmethod

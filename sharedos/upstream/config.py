@@ -54,6 +54,7 @@ from sharedos import textfile
 from sharedos.bundles.source import on_this_machine
 from sharedos.errors import UpstreamError
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
+from sharedos.redaction import URL_PASSWORD_RE as _URL_PASSWORD_RE
 from sharedos.tomlpos import key_positions, locate, value_message
 
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
@@ -849,6 +850,13 @@ def _check_plain(
                 "values are literal (no $VAR interpolation): a value read from the host "
                 f"environment is a credential; declare it under [upstream.{uid}.credentials]",
             )
+        elif _URL_PASSWORD_RE.search(value):
+            report(
+                (uid, key, str(name)),
+                "holds a URL with a password (user:password@): a credential, which SharedOS "
+                "would neither keep out of what the upstream says nor hide; declare the value "
+                f'under [upstream.{uid}.credentials] as {name} = {{ env = "HOST_VARIABLE" }}',
+            )
 
 
 def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
@@ -864,6 +872,15 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
             (uid, "args"),
             "arguments are literal (no $VAR): a value from the host environment is a credential "
             "and never goes on a command line; pass it through credentials (the environment)",
+        )
+    elif any(_URL_PASSWORD_RE.search(a) for a in args):
+        # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long
+        # as the upstream runs, and this one is its sandbox's too
+        report(
+            (uid, "args"),
+            "an argument holds a URL with a password (user:password@): a credential never "
+            "goes on a command line, which every user of this machine can read; pass it "
+            "through credentials (the environment)",
         )
     cwd = data.get("cwd")
     if cwd is not None and not isinstance(cwd, str):

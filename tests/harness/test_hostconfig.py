@@ -141,6 +141,23 @@ def test_the_host_variables_an_env_value_is_built_from_are_secrets_too() -> None
     assert not any("UNSET" in v for v in values)  # an unset variable contributes nothing
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        'args = ["--proxy", "http://u:s3cret-pw@proxy:3128"]',
+        'command = ["/bin/cli", "--db=postgresql://app:s3cret-pw@db/app"]',
+    ],
+)
+def test_a_url_with_a_password_never_goes_on_a_harness_command_line(entry: str) -> None:
+    """The harness's command line (bwrap's too) is every local user's to read, and an
+    argument is no env value: nothing scrubbed the password from what the harness said."""
+    with pytest.raises(HostConfigError, match="holds a URL with a password") as err:
+        parse_host_config(f"[harness.claude-code]\n{entry}\n")
+    assert "s3cret" not in str(err.value)
+    # a URL without a password, or an address with an @ in its path, is no credential
+    parse_host_config('[harness.claude-code]\nargs = ["https://u@h/x", "https://h/a@b"]\n')
+
+
 def test_a_relative_evidence_store_is_next_to_the_host_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

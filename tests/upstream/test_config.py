@@ -108,6 +108,21 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
             "host.toml:3:1: upstream.a.args: arguments are literal",
         ),
         (
+            # a password in a URL is a credential whatever the entry is named: on a command
+            # line every local user reads it (ps), and nothing scrubs it from the upstream's
+            # stderr or results
+            '[upstream.a]\ncommand = "x"\nargs = ["--dsn=postgresql://app:s3cret-pw@db/app"]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nDATABASE_URL = "redis://:s3cret-pw@cache:6379"\n',
+            "host.toml:4:1: upstream.a.env.DATABASE_URL: holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\nurl = "https://example.invalid/mcp"\nheaders = { X-Upstream = "https://u:pw@x/" }\n',
+            "host.toml:3:13: upstream.a.headers.X-Upstream: holds a URL with a password",
+        ),
+        (
             '[upstream.a]\nurl = "https://user:pw@example.invalid/mcp"\n',
             "host.toml:2:1: upstream.a.url: must not carry user:password@",
         ),
@@ -144,7 +159,7 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
 def test_problems_are_positioned_and_never_echo_values(text: str, expected: str) -> None:
     found = problems(text)
     assert any(p.startswith(expected) for p in found), found
-    for secret in ("ghp_literal0123456789", "pw@", "zzz", "sk-literal", "AIzaLiteral"):
+    for secret in ("ghp_literal0123456789", "pw@", "zzz", "sk-literal", "AIzaLiteral", "s3cret"):
         assert not any(secret in p for p in found)
 
 
