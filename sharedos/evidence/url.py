@@ -96,6 +96,13 @@ def redacted_location(text: str) -> str:
         else:
             user, colon, _password = userinfo.partition(":")
             shown_user = f"{user}:{_HIDDEN}@" if colon else f"{user}@"
+    elif "@" in rest.partition("?")[0]:
+        # an '@' after the first '/': a password holding an unencoded '/' (a base64 one, say),
+        # which libpq reads as host, port and database; shown, it was the password in clear.
+        # None of what comes before the last such '@' is shown
+        head = rest.partition("?")[0]
+        rest = rest[head.rfind("@") + 1 :]
+        shown_user = f"{_HIDDEN}@"
     hostpath, mark, query = rest.partition("?")
     if query and any(_is_secret_key(k) for k, _ in _query_pairs(query)):
         query = "&".join(
@@ -166,6 +173,18 @@ def location_secrets(text: str) -> tuple[str, ...]:
             _user, colon, password = netloc[:at].partition(":")
             if colon:
                 add(password)
+        # and a password holding an unencoded '/' (libpq reads the authority to the first
+        # '/', and then host, port and database of the password's pieces): the password
+        # and each piece long enough to be worth one, as a driver's message may quote them
+        from sharedos.redaction import MIN_SECRET_CHARS
+
+        written = rest[2:].partition("?")[0] if rest.startswith("//") else ""
+        for at in [i for i, c in enumerate(written) if c == "@" and i > len(netloc)]:
+            _user, colon, password = written[:at].partition(":")
+            if colon:
+                add(password)
+                for piece in password.split("/"):
+                    add(piece if len(piece) >= MIN_SECRET_CHARS else None)
         query = text.partition("?")[2].partition("#")[0]
         for key, value in _query_pairs(query):
             if _is_secret_key(key):

@@ -121,6 +121,13 @@ def test_a_store_path_under_home_is_opened_there_not_under_a_directory_named_til
             "postgresql://h/db?password=ab;cd-word&sslmode=require",
             "postgresql://h/db?password=***&sslmode=require",
         ),
+        # a password holding an unencoded '/' (a base64 one): libpq reads host, port and
+        # database of its pieces, and the location was shown whole, the password in clear
+        ("postgresql://u:pa/ss-word@h/db", "postgresql://***@h/db"),
+        (
+            "postgresql://u:Zm9v/YmFy+cXV4@h:5432/db?sslmode=require",
+            "postgresql://***@h:5432/db?sslmode=require",
+        ),
         # an empty authority is kept: what a message shows is still a location libpq takes
         ("postgresql:///db?host=/run/pg", "postgresql:///db?host=/run/pg"),
         ("postgresql:///db?host=/run/pg&password=pw", "postgresql:///db?host=/run/pg&password=***"),
@@ -136,3 +143,19 @@ def test_a_location_is_shown_as_libpq_reads_it(value: str, shown: str) -> None:
     assert password is None or password not in shown
     if "***" not in shown:
         assert conninfo_to_dict(shown) == conninfo_to_dict(value)
+
+
+def test_a_password_holding_a_slash_is_neither_shown_nor_left_in_what_the_driver_says() -> None:
+    """``sharedos evidence verify --db postgresql://sos:<password with a '/'>@h/db`` printed
+    "cannot connect to the evidence database postgresql://sos:<the password>@h/db": the
+    location was shown whole (libpq ends the authority at the '/', so there was no user
+    information to hide), and the password was no secret of the run either."""
+    from sharedos.evidence.url import location_secrets
+
+    password = "Zm9vYmFyYmF6/cXV4cXV1eA"
+    value = f"postgresql://sos:{password}@127.0.0.1:1/x"
+    shown = parse_store_url(value).shown
+    assert shown == "postgresql://***@127.0.0.1:1/x"
+    secrets = location_secrets(value)
+    # and the pieces libpq took for a port and a database, as its messages may quote them
+    assert {password, "Zm9vYmFyYmF6", "cXV4cXV1eA"} <= set(secrets)
