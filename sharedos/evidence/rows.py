@@ -150,13 +150,12 @@ def _number(value: Any) -> Any:
 
 
 def _integer(value: Any) -> int | None:
-    """A stored position or seq; None when it is none (or is not an integer)."""
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    """A stored position or seq; None when it is none or is not an integer (SQLite keeps
+    whatever it is given): a REAL such as 2.5, or one past 2**63 (``9223372036854775808``
+    is kept as a REAL) or infinite, is no position SharedOS wrote, so its link is
+    reported, never read as the integer it rounds to (2.5 verified clean as position 2)
+    nor a crash (``int(inf)``: OverflowError)."""
+    return value if type(value) is int else None
 
 
 def link_from_row(row: Sequence[Any]) -> Link:

@@ -181,3 +181,41 @@ def test_text_that_is_not_utf8_is_a_finding_not_the_end_of_the_walk(
     result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
     assert result.exit_code == 1, result.output
     assert found in result.output and "cannot read" not in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("column", "literal"),
+    [
+        ("pos", "2.5"),  # read as int(2.5) == 2, its own place: verified clean
+        ("pos", "9223372036854775808"),  # past 2**63: SQLite keeps it as a REAL
+        ("pos", "1e400"),  # infinity: int() raised OverflowError, a traceback
+        ("attempt", "1e400"),
+    ],
+)
+def test_a_position_or_seq_that_is_no_integer_is_reported(
+    tmp_path: Path, column: str, literal: str
+) -> None:
+    """A link's position or seq holding a REAL (a fraction, a number past 2**63, an
+    infinity) is not what SharedOS wrote: verify reports the turn (exit 1), never reads it
+    as the integer it rounds to, never a traceback."""
+    db = tmp_path / "evidence.db"
+    store = open_store(str(db))
+    write_turn(store, "T")
+    write_turn(store, "U")
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(
+        f"UPDATE chain SET {column} = {literal} "
+        "WHERE turn_id = 'T' AND kind = 'outcome' AND pos = 2"
+    )
+    conn.close()
+    store = open_store(str(db), read_only=True)
+    try:
+        report = verify_store(store)
+    finally:
+        store.close()
+    assert not report.clean
+    assert {p.turn_id for p in report.problems} == {"T"}
+    result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and "turn T" in result.output
