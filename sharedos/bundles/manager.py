@@ -215,8 +215,9 @@ class BundleManager:
     def _fall_back(self, status: Status, detail: str) -> PollResult:
         """The source failed (``status``, ``detail``): a manager that holds no bundle yet (a
         host starting) puts in force the last release this host enforced, from the copy its
-        state keeps, verified as a fetched bundle is (the trusted keys of now, never older
-        than the release recorded); otherwise, or when no good copy is kept, ``_problem``."""
+        state keeps, verified as a fetched bundle is (the trusted keys of now), when it is
+        the release the state records; otherwise, or when no good copy is kept,
+        ``_problem``."""
         if self._current is not None or self.state is None:
             return self._problem(status, detail)
         data = self.state.kept()
@@ -225,13 +226,19 @@ class BundleManager:
         kept_at = str(self.state.kept_path)
         loaded: LoadedBundle | None = None
         try:
-            # the copy is of the release the state records (or a newer one: a crash between
-            # the two writes), so it is this source's only when the state is
+            # the copy is this source's last release only as the release the state records
+            # of it: whatever else verifies there (another source's release signed by the
+            # same key, with a higher sequence) is no release this host enforced
             recorded = self.state.load()
             why = _whose(recorded, self.source.origin)
             if why is None and recorded is not None:
                 loaded = self.verifier.verify(Fetched(data, "", kept_at))
                 why = rollback_problem(loaded, self._floor(None))
+                if why is None and not recorded.same_release(loaded):
+                    why = (
+                        f"it holds {_release_of(loaded)}, which is not the release the state "
+                        f"file beside it records, {recorded.describe()}"
+                    )
                 if why is None and loaded.sequence > 0:
                     # recorded as a release of the source, as the state's own was: the copy
                     # is where it was kept, not where it came from
@@ -321,6 +328,14 @@ def _written_down(
     ) or shown_location(recorded.origin) != shown_location(enforced.origin):
         return False
     return data is None or state.kept() == data
+
+
+def _release_of(loaded: LoadedBundle) -> str:
+    """``loaded`` named as ``Enforced.describe`` names a release."""
+    return (
+        f"sequence {loaded.sequence} (revision {loaded.revision}, "
+        f"bundle {loaded.bundle_hash[:16]}…)"
+    )
 
 
 def _whose(recorded: Enforced | None, origin: str) -> str | None:

@@ -270,8 +270,8 @@ class BundleState:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             if data is not None:
-                # before the state: a crash between the two leaves a copy at least as new
-                # as the release recorded, never an older one
+                # before the state: a crash between the two leaves a copy of another
+                # release than the one recorded, which the manager does not use
                 write_atomically(self.kept_path, data, mode=0o600, exact_mode=True, durable=True)
             write_atomically(self.path, text, mode=0o600, exact_mode=True, durable=True)
         except OSError as exc:

@@ -860,6 +860,36 @@ def test_a_kept_copy_is_used_only_beside_this_sources_record(
     assert planted.current is None and "records no release" in planted.detail, planted.detail
 
 
+def test_a_kept_copy_is_put_in_force_only_as_the_release_its_state_records(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """The copy was taken for this source's whenever it verified and was not older than
+    the state's release: a validly signed bundle of another source (another team's,
+    signed by the same key) put in the state directory with a higher sequence was put in
+    force at a start whose source failed, as "the last release this host enforced", and
+    written down as this source's release, so every later release of the source below
+    that sequence was refused as a rollback."""
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    team_a = tmp_path / "a"
+    publish(team_a, release(tmp_path, RULES_V2, signer, revision="a10", sequence=10))
+    assert BundleManager(DirectorySource(team_a), verifier(signer), state=state).poll().current
+    recorded = state.path.read_bytes()
+    # team B's release, signed by the same key: planted as the copy, the state untouched
+    other = release(tmp_path, RULES_V1, signer, revision="b20", sequence=20)
+    state.kept_path.write_bytes(other)
+    for item in team_a.iterdir():
+        item.unlink()
+    started = BundleManager(DirectorySource(team_a), verifier(signer), state=state).poll()
+    assert started.current is None, started.current
+    assert "is not the release the state file beside it records" in started.detail, started
+    assert state.path.read_bytes() == recorded  # nothing written down of it
+    # A's source back with its next release: loaded, not refused as a rollback
+    publish(team_a, release(tmp_path, RULES_V1, signer, revision="a11", sequence=11))
+    back = BundleManager(DirectorySource(team_a), verifier(signer), state=state).poll()
+    assert back.status == "loaded" and back.current is not None
+    assert back.current.revision == "a11"
+
+
 def test_what_the_bundle_manager_logs_is_spelled_out(
     tmp_path: Path, signer: Signer, caplog: pytest.LogCaptureFixture
 ) -> None:
