@@ -239,12 +239,14 @@ def check_chain(
     follow the one before it (numbers from 1, ``prev`` its hash) and, with
     ``public_keys``, carry a valid signature by one of them. With ``since``
     (an exported checkpoint) the store must still hold that checkpoint,
-    unchanged.
+    unchanged. ``store_id``: the store's own (``meta.store_id``); "" when the store
+    names none (every checkpoint names its store: the store's was removed), None when
+    it is not known (nothing compared).
     """
     problems: list[Problem] = []
     expected, prev, seen = 1, None, 0
     matched = since is None
-    if since is not None and store_id is not None and since.store_id != store_id:
+    if since is not None and store_id and since.store_id != store_id:
         problems.append(
             _problem(
                 "edited",
@@ -275,7 +277,16 @@ def check_chain(
         if cp.number != expected:
             gone = f"{expected}" if cp.number == expected + 1 else f"{expected} to {cp.number - 1}"
             problems.append(_problem("deleted", expected, f"checkpoint(s) {gone} are gone"))
-        if store_id is not None and cp.store_id != store_id:
+        if store_id == "":
+            problems.append(
+                _problem(
+                    "edited",
+                    cp.number,
+                    f"names store {cp.store_id}, but the store names none (its store_id "
+                    "was removed from its meta table)",
+                )
+            )
+        elif store_id is not None and cp.store_id != store_id:
             problems.append(_problem("edited", cp.number, f"names another store ({cp.store_id})"))
         if heads_hash(heads) != cp.heads_hash or len(heads) != cp.heads:
             problems.append(

@@ -119,7 +119,9 @@ def check_checkpoints(
         return [], 0
     return check_chain(
         walk(),
-        store_id=getattr(store, "store_id", None) or None,
+        # "": a store that names itself nowhere (its meta row removed, or null): every
+        # checkpoint in it names a store, so that is a finding, not "nothing to compare"
+        store_id=getattr(store, "store_id", None),
         public_keys=public_keys,
         since=since,
     )

@@ -181,6 +181,32 @@ def test_a_checkpoint_of_another_store_is_refused(opener: Opener, store: Any) ->
     assert any("of store another-store, not of this store" in p.detail for p in problems)
 
 
+def test_checkpoints_of_a_store_whose_own_id_was_removed_are_reported(
+    opener: Opener, raw: Raw
+) -> None:
+    """Each checkpoint names its store; the store's ``meta.store_id`` removed left nothing to compare them with, and ``verify`` said the store was clean: a
+    checkpoint of another store (its genesis that store's) then passed as this one's."""
+    store = opener()
+    write_turn(store, "T")
+    assert store.take_checkpoint() is not None
+    store.close()
+    raw("DELETE FROM meta WHERE key = 'store_id'")
+    readonly = opener(read_only=True)
+    report = verify_store(readonly)
+    assert not report.clean
+    assert [p.detail for p in report.problems] == [
+        f"names store {readonly_id(raw)}, but the store names none (its store_id was "
+        "removed from its meta table)"
+    ]
+    code, out = cli("evidence", "verify", "--db", location(readonly))
+    assert code == 1 and "the store names none" in out, out
+
+
+def readonly_id(raw: Raw) -> str:
+    """The store id the checkpoints name."""
+    return str(raw("SELECT store_id FROM checkpoints")[0][0])
+
+
 def test_checkpoints_number_on_from_the_store_whoever_wrote_them(
     opener: Opener, store: Any
 ) -> None:
