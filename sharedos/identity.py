@@ -116,13 +116,20 @@ class SystemIdentity(BaseModel):
     policy_bundle_hash: str | None = None
     #: the distributed bundle's revision (``sharedos.bundles``), when the policy came from one
     policy_bundle_revision: str | None = None
+    #: True when that bundle was put in force from the copy the host kept of the last
+    #: release it enforced (``sharedos.bundles.manager``: a start whose source failed);
+    #: left out of the record otherwise
+    policy_bundle_kept: bool | None = None
     #: the harness's OS sandbox (None: no harness process ran, e.g. a scripted column)
     confinement: Confinement | None = None
     sharedos_version: str = sharedos.__version__
 
     def as_record(self) -> dict[str, Any]:
         """The wire form (camelCase keys) passed to ``RuntimeHost.invoke_tool(identity=...)``."""
-        return self.model_dump(mode="json", by_alias=True)
+        record = self.model_dump(mode="json", by_alias=True)
+        if record.get("policyBundleKept") is None:
+            del record["policyBundleKept"]  # records of a bundle fetched are as they were
+        return record
 
     def label(self) -> str:
         """A short human label, e.g. ``scripted: responses 0.1.0``."""

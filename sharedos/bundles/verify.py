@@ -91,11 +91,13 @@ class BundledPolicy:
     turn's SystemIdentity reads ``bundle_revision`` from the kernel's policy.
     """
 
-    __slots__ = ("_policy", "bundle_revision")
+    __slots__ = ("_policy", "bundle_kept", "bundle_revision")
 
-    def __init__(self, policy: Any, revision: str) -> None:
+    def __init__(self, policy: Any, revision: str, *, kept: bool = False) -> None:
         self._policy = policy
         self.bundle_revision = revision
+        #: put in force from the host's kept copy (its source failed): on every record
+        self.bundle_kept = kept
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._policy, name)

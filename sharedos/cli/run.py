@@ -562,7 +562,12 @@ def _bundle_policy(host_config: Any) -> Any:
         else ""
     )
     click.echo(unambiguous(f"policy: bundle {result.current.describe()}{kept}"), err=True)
-    return result.current.kernel_policy
+    from sharedos.bundles.verify import BundledPolicy
+
+    # every record of the run says its policy came from the copy, not from the source
+    return BundledPolicy(
+        result.current.policy, result.current.revision, kept=result.status == "kept"
+    )
 
 
 def _shadow(host_config: Any, enforced: Any = None) -> Any:

@@ -214,6 +214,14 @@ class _Turn:
     answer_within_s: float | None = None
 
 
+def bundle_stamp(policy: Any) -> tuple[str | None, bool]:
+    """(revision, kept) of a kernel's policy: a distributed bundle's revision (None for a
+    policy of files), and whether it was put in force from the host's kept copy."""
+    revision = getattr(policy, "bundle_revision", None)
+    kept = getattr(policy, "bundle_kept", False) is True
+    return (str(revision) if revision is not None else None), kept
+
+
 class McpHarnessRuntime:
     """Launches one configured harness CLI for SharedOS turns."""
 
@@ -262,6 +270,7 @@ class McpHarnessRuntime:
         policy_hash: str | None,
         live: bool = False,
         policy_revision: str | None = None,
+        policy_kept: bool = False,
         confinement: Confinement | None = None,
     ) -> SystemIdentity:
         """SystemIdentity for this harness's records."""
@@ -276,6 +285,7 @@ class McpHarnessRuntime:
             catalog_hash=catalog_hash,
             policy_bundle_hash=policy_hash,
             policy_bundle_revision=policy_revision,
+            policy_bundle_kept=True if policy_kept else None,
             confinement=confinement,
         )
 
@@ -375,12 +385,13 @@ class McpHarnessRuntime:
         kernel = runtime_host.kernel
         catalog: TurnCatalog | None = None if live else kernel.list_tools(context, tool_policy)
         policy_hash = getattr(kernel, "policy_hash", None)
-        revision = getattr(kernel.policy, "bundle_revision", None)  # a distributed bundle's
+        revision, kept = bundle_stamp(kernel.policy)
         identity = self.identity(
             catalog_hash=None if catalog is None else str(catalog.catalog_hash),
             policy_hash=str(policy_hash) if policy_hash else None,
             live=live,
-            policy_revision=str(revision) if revision is not None else None,
+            policy_revision=revision,
+            policy_kept=kept,
         )
         workdir.mkdir(parents=True, exist_ok=True)
         turn_dir = Path(tempfile.mkdtemp(prefix=f"{self.harness.id}-", dir=workdir))

@@ -890,6 +890,43 @@ def test_a_kept_copy_is_put_in_force_only_as_the_release_its_state_records(
     assert back.current.revision == "a11"
 
 
+def test_a_run_started_from_the_kept_copy_says_so_on_its_records(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start from the kept copy stamped its records as a start from the source did (the
+    revision and hash only): the evidence could not tell the turns a host ran on the copy,
+    its source failing, from those on a release it fetched. The policy ``sharedos run``
+    gives its kernel says which, and each record's identity carries ``policyBundleKept``."""
+    from sharedos.cli.run import _bundle_policy
+    from sharedos.harness.hostconfig import load_host_config
+    from sharedos.harness.runtime import McpHarnessRuntime, bundle_stamp
+    from sharedos.identity import SystemIdentity
+
+    host = _host_file(tmp_path, signer)
+    publish(tmp_path / "pub", release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    monkeypatch.chdir(tmp_path)
+    fetched = _bundle_policy(load_host_config(host))
+    assert fetched.bundle_revision == "r5" and fetched.bundle_kept is False
+    for item in (tmp_path / "pub").iterdir():
+        item.unlink()
+    kept = _bundle_policy(load_host_config(host))
+    assert kept.bundle_revision == "r5" and kept.bundle_kept is True
+
+    def record(policy: Any) -> dict[str, Any]:
+        # as a turn of ``sharedos run`` is stamped from its kernel's policy
+        runtime = McpHarnessRuntime(load_host_config(host).get("claude-code"))
+        runtime._version = "1.0.0"  # not launched
+        revision, kept = bundle_stamp(policy)
+        made = runtime.identity(
+            catalog_hash=None, policy_hash=None, policy_revision=revision, policy_kept=kept
+        )
+        assert SystemIdentity.model_validate(made.as_record()) == made
+        return made.as_record()
+
+    assert "policyBundleKept" not in record(fetched)  # records as they were
+    assert record(kept)["policyBundleKept"] is True
+
+
 def test_what_the_bundle_manager_logs_is_spelled_out(
     tmp_path: Path, signer: Signer, caplog: pytest.LogCaptureFixture
 ) -> None:
