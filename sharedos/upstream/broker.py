@@ -714,12 +714,15 @@ class UpstreamBroker:
         async with slot.list_lock:
             _shared_failure(slot.list_failure, asked)
             cached = slot.listing
-            # a listing that started after this turn asked is as fresh as a new one;
-            # an operator may also accept one up to list_cache_s old
-            if (
-                cached is not None
-                and not slot.list_changed
-                and (cached[0] >= asked or asked - cached[0] < conn.config.list_cache_s)
+            # a listing that started after this turn (or call) asked is as fresh as a new
+            # one, whatever the upstream announced since: a change announced after it asked
+            # is no older than its own request. Listing again for it let an upstream that
+            # announces changes every few ms make each of N waiting calls list in turn (the
+            # N-th waited out N listings). An operator may also accept a listing up to
+            # list_cache_s old, while no change is announced
+            if cached is not None and (
+                cached[0] >= asked
+                or (not slot.list_changed and asked - cached[0] < conn.config.list_cache_s)
             ):
                 return cached[1]
             changed, slot.list_changed = slot.list_changed, False

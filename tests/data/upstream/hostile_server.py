@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ TOOLS: list[dict[str, Any]] = (
 )
 
 out = sys.stdout.buffer
+#: one message at a time on stdout (``list-storm`` writes from a second thread)
+_out_lock = threading.Lock()
 
 
 def log(entry: Any) -> None:
@@ -45,13 +48,21 @@ def log(entry: Any) -> None:
 
 
 def send(obj: Any) -> None:
-    out.write(json.dumps(obj).encode() + b"\n")
-    out.flush()
+    send_raw(json.dumps(obj).encode() + b"\n")
 
 
 def send_raw(data: bytes) -> None:
-    out.write(data)
-    out.flush()
+    with _out_lock:
+        out.write(data)
+        out.flush()
+
+
+def storm() -> None:
+    """``notifications/tools/list_changed`` every 2 ms, for the life of the process."""
+    with contextlib.suppress(OSError, ValueError):
+        while True:
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            time.sleep(0.002)
 
 
 def answer(rid: Any, result: Any) -> None:
@@ -97,6 +108,9 @@ def serve() -> None:
             continue
         log(msg)
         method, rid = msg.get("method"), msg.get("id")
+        if mode == "list-storm" and method == "notifications/initialized":
+            # announces a change every few ms from now on; each listing takes 0.3 s
+            threading.Thread(target=storm, daemon=True).start()
         if rid is None or method is None:
             continue  # a notification, or a response to a request of ours
         if method == "initialize" and mode == "hang-init":
@@ -126,6 +140,8 @@ def serve() -> None:
             tools = (
                 json.loads(Path(opts.tools).read_text(encoding="utf-8")) if opts.tools else TOOLS
             )
+            if mode == "list-storm":
+                time.sleep(0.3)
             if mode == "cursor-loop":  # every page says there is another
                 answer(rid, {"tools": tools, "nextCursor": "again"})
                 continue
