@@ -45,6 +45,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -542,6 +543,64 @@ class _Outstanding:
         return max(bounds.for_method(m) for m in self.methods.values())
 
 
+def _cancelled_id(message: SessionMessage) -> tuple[bool, Any]:
+    """(True, the request id) for a ``notifications/cancelled``; (False, None) otherwise."""
+    inner = message.message
+    if (
+        isinstance(inner, types.JSONRPCNotification)
+        and inner.method == "notifications/cancelled"
+        and isinstance(inner.params, dict)
+    ):
+        return True, inner.params.get("requestId")
+    return False, None
+
+
+class _CancelsAside:
+    """The session's write stream to a stdio upstream, where a ``notifications/cancelled``
+    never waits for the upstream to read its stdin.
+
+    The SDK sends its courtesy cancel of a call given up on (its timeout, the harness
+    cancelled) shielded, for up to 5 s, and the writer takes one message at a time: with
+    the upstream no longer reading (stuck, or a pipe full of earlier calls) the cancel
+    waited those 5 s, then the ping that was to find the session hung waited them again
+    after its own window, past the handler's deadline the forward's waits were fitted in
+    (a 1 s call was answered after 12 s, and a kernel timeout cancelled the forward first,
+    keeping the hung session). A cancel the writer cannot take at once is put aside (at
+    most ``CANCELLED_KEPT``; the request counts as cancelled already) and written after the
+    message being written now."""
+
+    def __init__(self, inner: Any, outstanding: _Outstanding) -> None:
+        self.inner = inner
+        self._outstanding = outstanding
+        #: cancels waiting for the writer (written after its current message)
+        self.aside: deque[SessionMessage] = deque()
+
+    async def send(self, item: SessionMessage, /) -> None:
+        cancel, request_id = _cancelled_id(item)
+        if not cancel:
+            await self.inner.send(item)
+            return
+        try:
+            self.inner.send_nowait(item)
+        except anyio.WouldBlock:
+            self._outstanding.cancel(request_id)  # a late answer to it is dropped
+            if len(self.aside) < CANCELLED_KEPT:
+                self.aside.append(item)
+        await anyio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _CancelsAside:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 class _Line:
     """The line being read: its chunks while under the bound, its edges once over it."""
 
@@ -593,8 +652,9 @@ async def bounded_stdio_client(
     """
     process = await mcp_sdk.spawn_stdio_server(server, errlog)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    write_inner, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     outstanding = _Outstanding()
+    write_stream = _CancelsAside(write_inner, outstanding)
     shutting_down = False
     writer_done = anyio.Event()
 
@@ -721,28 +781,26 @@ async def bounded_stdio_client(
             if not shutting_down:
                 logger.warning("reading an upstream's stdout failed mid-session")
 
-    async def stdin_writer() -> None:
+    async def write(session_message: SessionMessage) -> None:
         assert process.stdin is not None
+        message = session_message.message
+        cancel, request_id = _cancelled_id(session_message)
+        if cancel:
+            outstanding.cancel(request_id)
+        if isinstance(message, types.JSONRPCRequest):
+            outstanding.methods[message.id] = message.method
+            if screen is not None and message.method == "tools/list" and _is_first_page(message):
+                screen.start()
+        text = message.model_dump_json(by_alias=True, exclude_unset=True)
+        await process.stdin.send((text + "\n").encode("utf-8"))
+
+    async def stdin_writer() -> None:
         try:
             async with write_reader:
                 async for session_message in write_reader:
-                    message = session_message.message
-                    if (
-                        isinstance(message, types.JSONRPCNotification)
-                        and message.method == "notifications/cancelled"
-                        and isinstance(message.params, dict)
-                    ):
-                        outstanding.cancel(message.params.get("requestId"))
-                    if isinstance(message, types.JSONRPCRequest):
-                        outstanding.methods[message.id] = message.method
-                        if (
-                            screen is not None
-                            and message.method == "tools/list"
-                            and _is_first_page(message)
-                        ):
-                            screen.start()
-                    text = message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send((text + "\n").encode("utf-8"))
+                    await write(session_message)
+                    while write_stream.aside:  # cancels sent while that was written
+                        await write(write_stream.aside.popleft())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()
         finally:
