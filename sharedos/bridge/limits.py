@@ -32,6 +32,12 @@ class TransportLimits:
     #: open connections per turn; at the cap the oldest idle or stalled one is closed for a
     #: new one, and a new one is refused only when every open connection is busy
     max_connections: int = 128
+    #: an idle keep-alive connection (its last answer sent, no byte of the next request)
+    #: is closed after this long (uvicorn's default: 5 s). Well past the clients' own idle
+    #: timeouts (Node's fetch 4 s, httpx 5 s), so a client closes first: a server closing
+    #: at 5 s raced a client whose loop was busy past its own 4 s and reused the socket
+    #: ("fetch failed", a call never sent; measured with Pi + pi-mcp-adapter under load)
+    keep_alive_s: float = 120.0
     #: a 2025-11-25 session with no request in flight for this long is ended (SDK default: 1800)
     session_idle_s: float = 120.0
     #: open 2025-11-25 sessions per turn; at the cap the longest-idle one is ended for a new one
@@ -57,6 +63,7 @@ class TransportLimits:
         for name in (
             "header_timeout_s",
             "body_timeout_s",
+            "keep_alive_s",
             "session_idle_s",
             "malformed_per_second",
         ):

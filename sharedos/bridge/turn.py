@@ -269,7 +269,10 @@ async def _open_http(
     )
     sock = bind_loopback()
     port = sock.getsockname()[1]
-    uv = EmbeddedUvicorn(embedded_config(app, grace_s=grace_s), connection_guard(limits, stats))
+    uv = EmbeddedUvicorn(
+        embedded_config(app, grace_s=grace_s, keep_alive_s=limits.keep_alive_s),
+        connection_guard(limits, stats),
+    )
     try:
         await uv.start(sock)
     except BaseException:

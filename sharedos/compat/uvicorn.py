@@ -319,8 +319,9 @@ class EmbeddedUvicorn(uvicorn.Server):
         await self.lifespan.shutdown()
 
 
-def embedded_config(app: Any, *, grace_s: float) -> Config:
-    """A uvicorn config for one turn: guarded h11, no logging setup, no access log, no proxy headers.
+def embedded_config(app: Any, *, grace_s: float, keep_alive_s: float = 120.0) -> Config:
+    """A uvicorn config for one turn: guarded h11, no logging setup, no access log, no proxy
+    headers, idle keep-alive connections closed after ``keep_alive_s``.
 
     ``app`` is any ASGI 3 application (uvicorn types it loosely itself).
     """
@@ -335,6 +336,7 @@ def embedded_config(app: Any, *, grace_s: float) -> Config:
         server_header=False,
         date_header=False,
         proxy_headers=False,  # nothing in front of a loopback turn listener may rewrite the peer
+        timeout_keep_alive=keep_alive_s,  # type: ignore[arg-type]  # uvicorn reads a float
         timeout_graceful_shutdown=max(1, round(grace_s)),  # unused: stop() applies grace_s itself
         loop="none",
     )
