@@ -80,13 +80,16 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
     if "files" in turn.tool_sets:
         if turn.sandbox_root is None:
             raise TurnFileError("the files tool set needs sandbox_root in the turn file")
+        from sharedos.confine.programs import sharedos_installation
         from sharedos.evidence.url import store_files
-        from sharedos.tools.files import register_files_tools, root_holds_state
+        from sharedos.tools.files import register_files_tools, root_holds_code, root_holds_state
 
         state: list[str | os.PathLike[str]] = [*turn.rules, *store_files(turn.evidence_db)]
         if turn.bundle is not None:
             state.append(turn.bundle)
         problem = root_holds_state(turn.sandbox_root, state)
+        if problem is None:
+            problem = root_holds_code(turn.sandbox_root, (), trees=sharedos_installation())
         if problem is not None:
             raise TurnFileError(f"sandbox_root {problem}")
         register_files_tools(registry, turn.sandbox_root)

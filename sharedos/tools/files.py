@@ -727,6 +727,43 @@ def root_holds_state(
     return None
 
 
+def root_holds_code(
+    root: str | os.PathLike[str],
+    code: Iterable[str | os.PathLike[str]],
+    *,
+    trees: Iterable[str | os.PathLike[str]] = (),
+) -> str | None:
+    """Why the files tools must not be served over ``root``, or None: the paths of ``code``
+    the host runs outside any sandbox (the harness CLI, an unconfined stdio upstream's
+    program and the ``PATH`` directories a bare name is found in:
+    ``confine.programs.code_paths``) that lie within ``root``, and the ``trees`` of code
+    (SharedOS's own installation: its package, its Python environment, the pinned
+    harness CLIs) that lie within ``root`` or that ``root`` lies within.
+
+    ``files.write`` replacing a file keeps its permission bits, so an executable stays
+    one: a permitted write of ``/.venv/lib/.../sharedos/kernel/authorize.py`` (a root
+    over a project holding SharedOS's virtualenv), or of an upstream's server script,
+    changed the code the host runs next, outside every sandbox, the policy's enforcement
+    included. A confined upstream may not write these paths either
+    (``SandboxView.build``'s ``never_writable``). A root inside a program's own directory
+    (``~/project/sandbox`` beside ``~/project/server.py``) is served: a file written
+    there is new (made without execute bits) and replaces none of the program's."""
+    trees = list(trees)
+    held = [
+        *paths_within_root(root, code),
+        *paths_within_root(root, trees),
+        *paths_around_root(root, trees),
+    ]
+    if not held:
+        return None
+    return (
+        f"{os.fspath(root)} holds code SharedOS runs outside any sandbox "
+        f"({', '.join(dict.fromkeys(held))}): a files.write there would change the program "
+        "the host runs next; keep SharedOS's installation, the harness CLI and the "
+        "upstreams' programs outside the files root"
+    )
+
+
 def register_files_tools(
     registry: ToolRegistry, root: str | os.PathLike[str], *, source: str = "sharedos.builtin"
 ) -> list[ToolDefinition]:

@@ -414,6 +414,28 @@ def test_a_standalone_turn_file_whose_sandbox_holds_the_evidence_is_refused(
     assert not (sandbox / "public" / "evidence.sqlite").exists()
 
 
+def test_a_standalone_turn_file_whose_sandbox_holds_sharedos_itself_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A ``sandbox_root`` over SharedOS's own installation (a project holding its
+    virtualenv) let a permitted ``files.write`` rewrite the kernel the next run decides
+    with: refused, as ``sharedos run --sandbox`` refuses it."""
+    from sharedos.bridge.stdio import build_runtime as build_stdio_runtime
+    from sharedos.bridge.turnfile import TurnFileError
+
+    turn = TurnFile(
+        context=AccessContext(principal="alice"),
+        rules=(DATA / "files.sos",),
+        evidence_db=tmp_path / "evidence.sqlite",
+        sandbox_root=Path(sys.prefix),  # the Python environment SharedOS runs in
+        run_policy="bridge-open",
+        open_marker=tmp_path / "open",
+    )
+    with pytest.raises(TurnFileError, match="holds code SharedOS runs outside any sandbox"):
+        build_stdio_runtime(turn)
+    assert not (tmp_path / "evidence.sqlite").exists()
+
+
 async def test_a_client_whose_stream_opens_with_a_byte_order_mark_is_served(
     files_runtime: Runtime,
 ) -> None:

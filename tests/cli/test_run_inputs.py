@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,33 @@ def test_a_sandbox_root_that_holds_sharedos_state_is_refused(tmp_path: Path, ins
     # the same flags with the state beside the sandbox root run
     fine = sharedos_run(tmp_path, "--principal", "alice")
     assert fine.returncode == 0, fine.stdout + fine.stderr
+
+
+def test_a_sandbox_root_that_holds_code_the_host_runs_is_refused(tmp_path: Path) -> None:
+    """``files.write`` replacing a file keeps its permission bits: a root holding an
+    unconfined upstream's server script (or SharedOS's own installation, a harness CLI)
+    let a permitted write change the program the host runs next, outside every sandbox.
+    A confined upstream may not write those paths; the files root may not hold them."""
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "tools").mkdir(parents=True)
+    server = sandbox / "tools" / "server.py"
+    server.write_text("import sys\n", encoding="utf-8")
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f"[upstream.h]\ncommand = {json.dumps(PY)}\nargs = {json.dumps([str(server)])}\n"
+        'pinning = "off"\n',
+        encoding="utf-8",
+    )
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert str(server) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_sandbox_root_over_sharedos_itself_is_refused(tmp_path: Path) -> None:
+    """The files root over SharedOS's installation (a project holding its virtualenv, an
+    editable checkout) let a permitted write rewrite the kernel of the next run."""
+    # the second --sandbox is the one taken: the Python environment SharedOS runs in
+    proc = sharedos_run(tmp_path, "--sandbox", sys.prefix, "--principal", "alice")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr

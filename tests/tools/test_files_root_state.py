@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sharedos.policy import compile_paths
-from sharedos.tools.files import root_holds_state
+from sharedos.tools.files import root_holds_code, root_holds_state
 from tests.tools.calls import call, tools
 
 RULES = "namespace files\nrequirement files.write { action write; resource path(args.path) }\n"
@@ -32,3 +32,27 @@ def test_a_root_inside_a_rules_directory_is_refused(tmp_path: Path) -> None:
     # beside it, or a file beside it whose name merely starts like the root's: served
     assert root_holds_state(root, [tmp_path / "rules", rules / "files.sos"]) is None
     assert root_holds_state(root, [rules / "work"]) is None
+
+
+def test_a_root_holding_a_program_the_host_runs_is_refused(tmp_path: Path) -> None:
+    """A write replacing a file keeps its permission bits: an executable the host runs (an
+    upstream's server, a harness CLI, SharedOS's own installation) stays executable with
+    the written content. ``root_holds_code`` names such a program within the root."""
+    root = tmp_path / "work"
+    (root / "bin").mkdir(parents=True)
+    program = root / "bin" / "server"
+    program.write_text("#!/bin/sh\necho served\n", encoding="utf-8")
+    program.chmod(0o755)
+    written = call(
+        tools(root)["files.write"], "/bin/server", path="/bin/server", content="#!/bin/sh\nid\n"
+    )
+    assert not written.is_error
+    assert program.stat().st_mode & 0o111 == 0o111  # what the host runs next
+
+    problem = root_holds_code(root, [program])
+    assert problem is not None and str(program) in problem
+    assert root_holds_code(root, [tmp_path / "elsewhere" / "server"]) is None
+    # a root inside a program's directory replaces none of its files: served
+    assert root_holds_code(root / "bin" / "data", [root / "bin", program]) is None
+    # a root inside a tree of code (SharedOS's installation, its site-packages) is not
+    assert root_holds_code(root / "bin" / "data", [], trees=[root / "bin"]) is not None
