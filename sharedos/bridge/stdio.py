@@ -16,6 +16,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,8 +48,14 @@ class TurnClosedError(BridgeError, RuntimeError):
     """The turn this bridge was launched for has already closed."""
 
 
-def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
-    """``(RuntimeHost, ToolPolicy)`` from the turn file: policy, registry, evidence store."""
+def build_runtime(turn: TurnFile, turn_path: Path | None = None) -> tuple[RuntimeHost, ToolPolicy]:
+    """``(RuntimeHost, ToolPolicy)`` from the turn file: policy, registry, evidence store.
+
+    ``turn_path``: where the turn file was read from. It, like the turn's open marker,
+    is state no files root may hold: the turn file names the trusted context (a
+    ``files.write`` replacing it keeps its mode 0600 and owner, so the next bridge
+    launched on it served the principal the model wrote), the marker whether the turn
+    is open."""
     from sharedos.catalog.registry import ToolRegistry
     from sharedos.evidence.sqlite import SqliteEvidenceStore
 
@@ -85,6 +92,9 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
         from sharedos.tools.files import register_files_tools, root_holds_code, root_holds_state
 
         state: list[str | os.PathLike[str]] = [*turn.rules, *store_files(turn.evidence_db)]
+        state.append(turn.open_marker)
+        if turn_path is not None:
+            state.append(turn_path)
         if turn.bundle is not None:
             state.append(turn.bundle)
         problem = root_holds_state(turn.sandbox_root, state)
@@ -126,7 +136,9 @@ def build_runtime(turn: TurnFile) -> tuple[RuntimeHost, ToolPolicy]:
     return host, tool_policy
 
 
-async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
+async def serve_stdio(
+    turn: TurnFile, *, poll_s: float = 0.05, turn_path: Path | None = None
+) -> int:
     """Serve the turn on stdin/stdout until the client leaves or the turn closes; exit code.
 
     0: the client closed stdin. 3: the host closed the turn; the bridge then
@@ -140,7 +152,7 @@ async def serve_stdio(turn: TurnFile, *, poll_s: float = 0.05) -> int:
     if turn.relay is not None:
         return await _serve_relayed(turn, poll_s)
     assert turn.context is not None  # a standalone turn file has one (its validator)
-    host, tool_policy = build_runtime(turn)
+    host, tool_policy = build_runtime(turn, turn_path)
     try:
         return await _serve_standalone(turn, host, tool_policy, poll_s)
     finally:
@@ -505,7 +517,7 @@ def main_stdio(turn_path: Path) -> int:
     """Entry point of the CLI command; prints a one-line error (never a traceback) and returns a code."""
     try:
         turn = read_turn_file(turn_path)
-        return anyio.run(serve_stdio, turn)
+        return anyio.run(partial(serve_stdio, turn, turn_path=turn_path))
     except TurnClosedError as exc:
         print(f"sharedos bridge: {one_line(str(exc))}", file=sys.stderr)
         return 3

@@ -494,3 +494,40 @@ async def test_a_standalone_bridge_serves_only_the_policy_the_host_opened_the_tu
         rules.write_text(rules.read_text() + '\npermit read on "/home/**"\n')
         with pytest.raises(TurnFileError, match="policy drift"):
             bridge_runtime(recorded)
+
+
+@pytest.mark.parametrize("inside", ["turn file", "open marker"])
+def test_a_standalone_turn_file_whose_sandbox_holds_the_turn_itself_is_refused(
+    tmp_path: Path, inside: str
+) -> None:
+    """The turn file holds the trusted ``AccessContext`` (principal, roles) and the open
+    marker says the turn is open: under ``sandbox_root``, a permitted ``files.write``
+    replacing the turn file (its mode 0600 and owner kept, so the bridge still takes it)
+    made the next bridge launched on it serve another principal, and a ``files.delete``
+    or ``files.write`` of the marker closed or reopened the turn. Refused as the rules and
+    the evidence store under the root are."""
+    sandbox = make_sandbox(tmp_path / "sandbox")
+    marker = (sandbox / "public" if inside == "open marker" else tmp_path) / "open"
+    marker.touch()
+    where = sandbox / "public" if inside == "turn file" else tmp_path
+    turn = TurnFile(
+        context=AccessContext(principal="alice"),
+        rules=(DATA / "files.sos",),
+        evidence_db=tmp_path / "evidence.sqlite",
+        sandbox_root=sandbox,
+        run_policy="bridge-open",
+        open_marker=marker,
+    )
+    path = write_turn_file(turn, where / "turn.json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sharedos.bridge", "--stdio", "--turn", str(path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "holds SharedOS's own state" in proc.stderr
+    assert str(marker if inside == "open marker" else path) in proc.stderr
+    assert not (tmp_path / "evidence.sqlite").exists()
