@@ -634,7 +634,8 @@ def _in_window(records: Any, since: Any, until: Any) -> Any:
     "also",
     multiple=True,
     type=click.Path(),
-    help="Also compile these .sos files or directories with NEW (and OLD), e.g. the run policies.",
+    help="Also compile these .sos files or directories with NEW (and OLD) when given as "
+    "sources, e.g. the run policies; a bundle takes none.",
 )
 @click.option(
     "--old",
@@ -700,7 +701,7 @@ def replay_cmd(
     (a store that cannot be read, a policy that does not compile or load, a
     --turn the store has no record of).
     """
-    from sharedos.cli.policy._diff import load_side
+    from sharedos.cli.policy._diff import load_side, refuse_unused_with
     from sharedos.evidence.approvals import approved_calls
     from sharedos.evidence.export import iter_records
     from sharedos.evidence.replay import replay
@@ -711,6 +712,7 @@ def replay_cmd(
     except ClockError as exc:
         raise click.BadParameter(str(exc), param_hint="--time-zone") from None
     start, end = _moment(since, "--since"), _moment(until, "--until")
+    refuse_unused_with(also, [policy_path, old_path])
     new = load_side(policy_path, also, trusted_keys, "NEW")
     old = load_side(old_path, also, trusted_keys, "OLD") if old_path is not None else None
     if run is not None and run not in new.tool_policies:

@@ -242,6 +242,37 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
         assert "Traceback" not in out + err
 
 
+def test_the_deployed_bundle_is_old_for_candidate_sources_given_with_run_policies(
+    tmp_path: Path,
+) -> None:
+    """``--old`` is the bundle the host enforced (the whole policy), NEW the working tree's
+    rules ``--with`` their run policies (needed for ``--run-policy``): ``--with`` compiles
+    with NEW, as documented. It was refused ("OLD is a bundle: --with does not apply to
+    it"), so the recorded policy could not be named while NEW needed ``--with``."""
+    db = tmp_path / "e.db"
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(db)
+    try:
+        record_traffic(s, tmp_path)
+    finally:
+        s.close()
+    bundle = tmp_path / "deployed.bundle.json"
+    shipped().save_bundle(bundle)
+    code, out, err = cli("evidence", "replay", "--db", str(db), "--policy", str(RULES),
+                         "--with", str(POLICY), "--old", str(bundle), "--run-policy", "dev-open",
+                         "--format", "json")  # fmt: skip
+    assert code == 0, (out, err)
+    doc = json.loads(out)
+    assert doc["old"]["bundle_hash"] == doc["policy"]["bundle_hash"]
+    assert doc["summary"]["matched_old"] == len(TRAFFIC) - 2, doc
+    assert doc["summary"]["mismatched"] == 0, doc
+    # NEW a bundle, no OLD: --with would apply to nothing (usage error, said)
+    code, _, err = cli("evidence", "replay", "--db", str(db), "--policy", str(bundle),
+                       "--with", str(POLICY))  # fmt: skip
+    assert code == 2 and "--with" in err, err
+
+
 def test_a_run_policy_of_the_candidate_applies(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     from sharedos.evidence.sqlite import SqliteEvidenceStore

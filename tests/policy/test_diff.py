@@ -212,6 +212,35 @@ def test_a_bundle_diffs_like_its_sources(tmp_path: Path) -> None:
     assert code == 0, out
 
 
+RUN_POLICY = "toolpolicy fs-dev {\n  mode open\n  managed fs.*\n}\n"
+
+
+def test_a_bundle_diffs_against_sources_given_with_their_run_policies(tmp_path: Path) -> None:
+    """The deployed bundle (rules and run policies, the whole policy) against the working
+    tree's rules ``--with`` its run policies: ``--with`` compiles with the side given as
+    sources. It was refused ("OLD is a bundle: --with does not apply to it"), so a bundle
+    could only be diffed against sources that hold no run policy (every toolpolicy then
+    reported removed)."""
+    run = tmp_path / "policy" / "dev.sos"
+    run.parent.mkdir()
+    run.write_text(RUN_POLICY, encoding="utf-8")
+    bundle = tmp_path / "deployed.bundle.json"
+    compile_paths([RULES / "fs.sos", run]).save_bundle(bundle)
+    rules = str(RULES / "fs.sos")
+    for argv in (
+        (str(bundle), rules, "--with", str(run.parent)),
+        (rules, str(bundle), "--with", str(run.parent)),
+    ):
+        code, out, err = invoke("diff", *argv, "--policy", "fs-dev", "--format", "json")
+        assert code == 0, (argv, out, err)
+        doc = json.loads(out)
+        assert doc["verdict"] == "unchanged" and doc["run_policies"] == [], doc
+        assert doc["old"]["bundle_hash"] == doc["new"]["bundle_hash"]
+    # --with where no side is sources would apply to nothing: a usage error, said
+    code, _, err = invoke("diff", str(bundle), str(bundle), "--with", str(run.parent))
+    assert code == 2 and "--with" in err, err
+
+
 # ---------------------------------------------------------------- requirements, tools
 
 

@@ -30,9 +30,30 @@ from sharedos.cli.policy._load import trusted_key_option
 _KINDS = {"widened": "widened", "narrowed": "narrowed", "reason-changed": "reason changed"}
 
 
+def is_bundle(path: str) -> bool:
+    """Is ``path`` given as a compiled bundle (a file that is not ``.sos``)?"""
+    given = Path(path)
+    return given.is_file() and given.suffix != POLICY_SUFFIX
+
+
+def refuse_unused_with(also: Sequence[str], sides: Sequence[str | None]) -> None:
+    """``--with`` compiles more sources with each side given as sources; a bundle is the
+    whole policy and takes none. Refused (usage error) only when no side is sources:
+    then ``--with`` would apply to nothing."""
+    given = [s for s in sides if s is not None]
+    if also and given and all(is_bundle(s) for s in given):
+        raise click.UsageError(
+            "--with compiles more sources with a side given as sources; every side here is "
+            "a bundle (the whole policy), so it would apply to none"
+        )
+
+
 def load_side(path: str, also: Sequence[str], trusted_keys: Sequence[str], which: str) -> Any:
     """Compile OLD or NEW (with the ``--with`` sources) or load it as a bundle.
 
+    A bundle is the whole policy: ``also`` does not apply to it (the other side,
+    given as sources, may need them: ``diff deployed.bundle.json rules --with
+    policy``; ``refuse_unused_with`` refuses ``--with`` when no side takes it).
     A policy that does not compile, or a bundle that does not load, exits 2
     (exit 1 means "decisions change"), with its diagnostics on stderr."""
     from sharedos.policy import BundleError, PolicyError, compile_paths, load_bundle
@@ -41,11 +62,7 @@ def load_side(path: str, also: Sequence[str], trusted_keys: Sequence[str], which
     given = Path(path)
     if not given.exists():
         raise click.BadParameter(f"path does not exist: {path}", param_hint=which)
-    if given.is_file() and given.suffix != POLICY_SUFFIX:
-        if also:
-            raise click.UsageError(
-                f"{which} is a bundle: it is the whole policy, --with does not apply to it"
-            )
+    if is_bundle(path):
         keys = None
         if trusted_keys:
             try:
@@ -74,7 +91,8 @@ def load_side(path: str, also: Sequence[str], trusted_keys: Sequence[str], which
     "also",
     multiple=True,
     type=click.Path(),
-    help="Also compile these .sos files or directories on both sides (e.g. the run policies).",
+    help="Also compile these .sos files or directories with each side given as sources "
+    "(e.g. the run policies); a bundle takes none.",
 )
 @click.option(
     "--policy",
@@ -124,6 +142,7 @@ def diff_cmd(
     """
     from sharedos.policy.analysis.diff import diff_policies
 
+    refuse_unused_with(also, [old, new])
     old_policy = load_side(old, also, trusted_keys, "OLD")
     new_policy = load_side(new, also, trusted_keys, "NEW")
     if run is not None and run not in old_policy.tool_policies | new_policy.tool_policies:
