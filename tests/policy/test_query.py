@@ -385,3 +385,64 @@ def test_a_permit_is_checked_only_against_forbids_whose_literal_lead_agrees(
         # the same carve-outs, in program order, as checking every forbid would give
         assert [c.instantiated for c in grant.carve_outs] == ["/**/tmp/**", f"/p{i}/**/secret/**"]
     assert calls <= 3 * n, f"{calls} overlap checks for {n} permits and {3 * n + 1} forbids"
+
+
+CLOCK_POLICY = """namespace files
+requirement files.read { action read; resource path(args.path) }
+permit read on "/data/**" when context.now.hour < 12 and args.x == 1
+permit read on "/paris/**" when context.now.zone == "Europe/Paris" and context.now.hour == 3
+forbid read on "/data/late/**" when context.now.hour >= 9
+"""
+
+
+def test_the_time_of_the_call_is_unknown_to_a_query_without_now_as_to_the_catalogue() -> None:
+    """Without a ``now`` in the context, the time of the call is unknown, as it is to
+    listing (``could_permit``): a permit on the time is a grant whose residual keeps its
+    test of ``context.now``, and a forbid on it carves out only under that test. The
+    query said "no call can be allowed" (the missing time folded as an error) for a tool
+    the catalogue lists, and carved the forbid out "(all of it)"."""
+    from sharedos.policy.clock import expand
+
+    policy = compile_source(CLOCK_POLICY, "p.sos")
+    ctx = complete_context({"principal": "alice"})
+    a = answer_for(query(policy, ctx), "files.read")
+    assert a.allowed == policy.could_permit("files.read", ctx) is True
+    grants = {g.rule.id: g for g in a.grants}
+    assert set(grants) == {"p.sos:3", "p.sos:4"}, a.to_dict()
+    assert grants["p.sos:3"].residual.condition == "when context.now.hour < 12 and args.x == 1"
+    assert grants["p.sos:3"].residual.reads == ("args.x", "context.now.hour")
+    (late,) = grants["p.sos:3"].carve_outs
+    assert not late.covers and late.residual.condition == "when context.now.hour >= 9"
+    # every call some time allows is allowed by a grant, and a residual decides like its
+    # rule at every time tried
+    head = CLOCK_POLICY.split("permit", 1)[0]
+    for now in (
+        "2026-03-29T01:30:00+01:00[Europe/Paris]",  # the hour before the clocks go forward
+        "2026-03-29T03:30:00+02:00[Europe/Paris]",
+        "2026-10-25T02:30:00+01:00[Europe/Paris]",  # the hour repeated when they go back
+        "2026-12-07T10:00:00+00:00[UTC]",
+        "2026-12-07T15:00:00+00:00[UTC]",
+    ):
+        at = {**ctx, "now": expand(now)}
+        for path in ("/data/a", "/data/late/a", "/paris/a"):
+            for args in ({"x": 1}, {"x": 2}, {}):
+                call = {"path": path, **args}
+                d = policy.decide("files.read", call, at)
+                if d.allowed:
+                    assert any(r.id in grants for r in d.rule_ids), (now, call)
+                for g in a.grants:
+                    if not g.pattern.startswith(path.rsplit("/", 1)[0]):
+                        continue
+                    again = compile_source(
+                        f'{head}permit read on "{g.pattern}" {g.residual.condition}\n', "r.sos"
+                    )
+                    rules = policy.applying_rules("files.read", call, at)
+                    applies = any(r.id == g.rule.id for r in rules)
+                    assert (again.applying_rules("files.read", call, at) != ()) == applies
+    # a query given the time folds it in: at 10:00 UTC, /paris/** cannot apply
+    at = {**ctx, "now": expand("2026-12-07T10:00:00+00:00[UTC]")}
+    a = answer_for(query(policy, at), "files.read")
+    assert [g.instantiated for g in a.grants] == ["/data/**"]
+    assert a.grants[0].residual.condition == "when args.x == 1"
+    (late,) = a.grants[0].carve_outs
+    assert late.residual.applies == "always" and late.residual.condition is None

@@ -1,7 +1,10 @@
 """Residual conditions: a rule's condition with the context filled in.
 
 With the context and action known, every part of a condition that reads
-neither ``args`` nor ``resource`` has a value (true, false or an error). The
+neither ``args`` nor ``resource`` has a value (true, false or an error), but
+for ``context.now`` when the context holds no time: the time of the call is
+supplied per call, and listing (``could_permit``) treats it as unknown, like
+the arguments, so a residual keeps it (``when context.now.hour < 12``). The
 residual keeps the rest, with those values folded in: ``"admin" in
 context.roles and args.mode == "x"`` is ``args.mode == "x"`` for an admin and
 ``false`` for anyone else. Folding keeps the three-valued meaning exactly
@@ -14,10 +17,11 @@ false or an error).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sharedos.policy.conditions import compile_expr, roots, unparse
+from sharedos.policy.conditions import compile_expr, subexpressions, unparse
 from sharedos.policy.functions import EvalError
 from sharedos.policy.partial import outcomes
 
@@ -81,7 +85,7 @@ def residual(
         {
             ".".join((node[1], *node[2]))
             for node in _nodes(folded)
-            if node[0] == "ref" and node[1] in ("args", "resource")
+            if node[0] == "ref" and _unknown(node, context)
         }
     )
     if kind == "when unless" and _is_when_unless(folded):
@@ -139,6 +143,19 @@ def may_error(node: list[Any], present: frozenset[tuple[str, ...]] = frozenset()
     )
 
 
+def _unknown(node: list[Any], context: Any) -> bool:
+    """Does ``node`` read what the context does not fix: the arguments, the resource, or
+    the time of the call (``context.now``) when the context holds none?"""
+    no_time = not (isinstance(context, Mapping) and "now" in context)
+    for sub in subexpressions(node):
+        if sub[0] in ("ref", "has"):
+            if sub[1] in ("args", "resource"):
+                return True
+            if no_time and sub[1] == "context" and list(sub[2][:1]) == ["now"]:
+                return True
+    return False
+
+
 def _reads_args(node: list[Any]) -> bool:
     return any(sub[0] == "ref" and sub[1] == "args" for sub in _nodes(node))
 
@@ -191,7 +208,7 @@ def _fold(node: list[Any], context: Any, action: str) -> str | list[Any]:
         if isinstance(inner, str):
             return {T: F, F: T, E: E}[inner]
         return ["not", inner]
-    if not ({"args", "resource"} & roots(node)):
+    if not _unknown(node, context):
         try:
             value = compile_expr(node)((context, None, None, action))
         except EvalError:
@@ -224,7 +241,7 @@ def _substitute(node: list[Any], context: Any, action: str) -> list[Any]:
     kind = node[0]
     if kind == "lit":
         return node
-    if not ({"args", "resource"} & roots(node)):
+    if not _unknown(node, context):
         try:
             value = compile_expr(node)((context, None, None, action))
         except Exception:
