@@ -29,7 +29,10 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   ``malformed_request``; ``turn_closed``; ``internal_error``;
   ``evidence_unavailable``): no policy decided it, so there is no decision to
   compare, and its refusal does not depend on the rules a new policy changes
-  (the catalogue, the run policy and the input schema decide it).
+  (the catalogue, the run policy and the input schema decide it). With
+  ``run_policy``, a ``not_in_run_policy`` refusal is replayed: the run policy
+  is then NEW's, and one that now manages the tool widens (or changes the
+  reason of) a call the recorded run refused.
 
 Replayed but not exactly as made (``ReplayReport.notes``): arguments or a
 decision context a secret was redacted from (conditions see ``[redacted]``),
@@ -190,6 +193,7 @@ def recorded_decision(
     rules: Mapping[str, RuleRef] | None = None,
     *,
     approved: bool = False,
+    run_policy: str | None = None,
 ) -> Decision:
     """The decision the policy made of ``record``, as a ``Decision`` (its rules' positions
     from ``rules``, the old policy's rules by id, when given, else their ids only);
@@ -198,8 +202,23 @@ def recorded_decision(
     ``approved``: the call ran on an approval (``approvals.approved_calls``): it is
     recorded ``allow``, but the policy decided ``approval_required``, and that is what
     a new policy's decision is compared with (the same need is no change; an allow
-    without anyone's yes is a widening)."""
+    without anyone's yes is a widening).
+
+    ``run_policy``: the attempts are replayed as runs under a toolpolicy, so a call
+    refused ``not_in_run_policy`` (before any rule) is a decision to compare: a run
+    policy that now manages the tool lets it reach the rules."""
     effect = record.effect
+    if effect is None and run_policy is not None and record.reason is ReasonCode.NOT_IN_RUN_POLICY:
+        return Decision(
+            effect=Effect.DENY,
+            reason=ReasonCode.NOT_IN_RUN_POLICY,
+            tool=record.tool,
+            namespace=record.namespace,
+            action=record.action,
+            resource=record.resource,
+            rule_ids=(),
+            detail="as recorded",
+        )
     if effect is None:
         reason = record.reason.value if record.reason is not None else "unknown"
         raise NotReplayable(f"refused before a decision: {reason}")
@@ -368,6 +387,7 @@ def replay(
                     record,
                     old_rules if matches_old else None,
                     approved=(record.turn_id, record.call_id) in approved,
+                    run_policy=run_policy,
                 )
             except NotReplayable as exc:
                 report.skipped[str(exc)] += 1
@@ -378,9 +398,16 @@ def replay(
                 report.notes[note] += 1
             if matches_old:
                 report.matched_old += 1
-                again = decide_request(old, Request(request.tool, request.args, request.context))
-                if change_kind(was, again) is not None:
-                    report.mismatched += 1
+                # a run's refusal is OLD's to make again under its own toolpolicy of
+                # that name (none: the run the record was refused in is not OLD's)
+                refused = was.reason is ReasonCode.NOT_IN_RUN_POLICY
+                if not refused or run_policy in old.tool_policies:
+                    run = run_policy if refused else None
+                    again = decide_request(
+                        old, Request(request.tool, request.args, request.context, run)
+                    )
+                    if change_kind(was, again) is not None:
+                        report.mismatched += 1
             comparer = known if matches_old and known is not None else unknown
             change = comparer.change(request, was, decide_request(new, request))
             if change is None:

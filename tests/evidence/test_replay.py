@@ -294,6 +294,58 @@ def test_a_run_policy_of_the_candidate_applies(tmp_path: Path) -> None:
     assert {c.new.reason.value for c in changes} == {"not_in_run_policy"}
 
 
+def test_a_call_the_recorded_run_refused_is_widened_by_a_run_policy_that_now_manages_it(
+    tmp_path: Path,
+) -> None:
+    """A write refused ``not_in_run_policy`` (the run managed files.read only), replayed
+    ``--run-policy`` under a candidate whose toolpolicy of that name manages files.*: the
+    write now reaches the rules, which allow it. It was skipped as "refused before a
+    decision", and replay said no recorded decision would change (exit 0), although the
+    reverse, a run policy that stops managing a tool, is reported narrowed."""
+    rules = [(p.name, p.read_text()) for p in sorted(RULES.glob("*.sos"))]
+    old = compile_sources(
+        [*rules, ("run.sos", "toolpolicy r {\n  mode open\n  managed files.read\n}\n")]
+    )
+    new = compile_sources(
+        [*rules, ("run.sos", "toolpolicy r {\n  mode open\n  managed files.*\n}\n")]
+    )
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "home" / "bob").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(tmp_path / "e.db")
+    try:
+        host = RuntimeHost(Kernel(old, registry), s)
+        write = {"path": "/home/bob/x.txt", "content": "x"}
+
+        async def calls() -> None:
+            ctx = AccessContext(principal="bob", turn_id="turn-1")
+            for i, (tool, args) in enumerate(
+                (("files.write", write), ("files.read", {"path": "/home/bob"}))
+            ):
+                call = ToolCall(call_id=f"c{i}", tool=tool, arguments=args)
+                await host.invoke_tool(call, ctx, old.tool_policies["r"])
+
+        anyio.run(calls)
+        (refused, _read) = iter_records(s)
+        assert (refused.effect, str(refused.reason)) == (None, "not_in_run_policy")
+        report = replay(iter_records(s), new, old=old, run_policy="r", max_examples=0)
+        plain = replay(iter_records(s), new, old=old, max_examples=0)
+        same = replay(iter_records(s), old, old=old, run_policy="r", max_examples=0)
+    finally:
+        s.close()
+    (group,) = report.groups
+    (change,) = group.examples
+    assert group.kind == "widened" and change.request.tool == "files.write"
+    assert (change.old.reason.value, change.new.effect.value) == ("not_in_run_policy", "allow")
+    assert report.replayed == 2 and not report.skipped and report.mismatched == 0
+    # the same run policy: no change; no run policy asked for: the refusal is not replayed
+    assert not same.groups and same.mismatched == 0 and same.replayed == 2
+    assert plain.skipped == {"refused before a decision: not_in_run_policy": 1}
+
+
 OFFICE_HOURS = """namespace files
 requirement files.read { action read; resource path(args.path) }
 permit read on "/public/**" when context.now.hour >= 9 and context.now.hour < 18
