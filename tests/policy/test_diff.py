@@ -714,3 +714,20 @@ def test_kind_never_says_no_decision_changes_when_others_do(tmp_path: Path) -> N
     # without --kind there are no other kinds
     code, out, _ = invoke("diff", str(a), str(b), "--format", "json")
     assert code == 1 and json.loads(out)["summary"]["other_kinds"] == 0
+
+
+def test_a_change_no_rule_makes_is_shown_on_what_made_it() -> None:
+    """A tool a run policy now manages decides otherwise though its requirement and rules
+    are the same: the text said those requests were "on (no rule: the requirement
+    changed)", sending a reviewer to a requirement nobody touched."""
+    old = FILES_HEAD + 'permit read on "/a/**"\n'
+    new = old + "toolpolicy r {\n  mode open\n  managed files.*\n}\n"
+    report = diff_texts(old, new, run_policy="r", max_examples=0)
+    assert_real(old, new, report)
+    text = report.render()
+    nameless = [line for line in text.splitlines() if "(no rule:" in line]
+    assert nameless and all("(no rule: the run policy changed)" in x for x in nameless), text
+    # a changed requirement is still said to be one
+    moved = FILES_HEAD.replace("path(args.path)", "path(args.file)") + 'permit read on "/a/**"\n'
+    text = diff_texts(old, moved, max_examples=0).render()
+    assert "(no rule: the requirement changed)" in text, text

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sharedos.outcomes import EFFECT_REACH
+from sharedos.outcomes import EFFECT_REACH, ReasonCode
 from sharedos.policy.decision import Approver, Decision, RuleRef
 from sharedos.policy.evaluator import Evaluator
 
@@ -344,6 +344,20 @@ def _decision_line(d: Decision) -> str:
     return text
 
 
+def _no_rule(group: ChangeGroup) -> str:
+    """What a group no rule is responsible for is shown on: a run policy that refuses the
+    call on one side (``not_in_run_policy``, before any rule), or the requirement."""
+    run = [
+        any(d.reason is ReasonCode.NOT_IN_RUN_POLICY for d in (c.old, c.new))
+        for c in group.examples
+    ]
+    if run and all(run):
+        return "(no rule: the run policy changed)"
+    if any(run):
+        return "(no rule: the run policy or the requirement changed)"
+    return "(no rule: the requirement changed)"
+
+
 def render_groups(groups: Sequence[ChangeGroup]) -> list[str]:
     """Text lines for a report: one header per group, then its example requests.
 
@@ -359,7 +373,7 @@ def render_groups(groups: Sequence[ChangeGroup]) -> list[str]:
         g = same[0]
         tools = ", ".join(x.tool for x in same)
         count = sum(x.count for x in same)
-        pattern = g.pattern if g.pattern is not None else "(no rule: the requirement changed)"
+        pattern = g.pattern if g.pattern is not None else _no_rule(g)
         plural = "s" if count != 1 else ""
         lines.append(
             f"{g.kind}: {tools} ({g.action or '-'}) on {pattern}  [{count} request{plural}]"
