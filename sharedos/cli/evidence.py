@@ -696,8 +696,9 @@ def replay_cmd(
     narrowed, reason changed). Attempts recorded before schema 4 (no decision
     context) and attempts refused before any decision (tool_unavailable,
     not_in_run_policy, invalid_arguments, ...) are counted, not replayed
-    (with --run-policy, a not_in_run_policy refusal is replayed: NEW's
-    toolpolicy may now manage the tool).
+    (replayed all the same: tool_unavailable for a tool the host has that no
+    requirement declared, which NEW may declare; with --run-policy,
+    not_in_run_policy, as NEW's toolpolicy may now manage the tool).
     Exit 0: no recorded decision would change (in the kinds --kind looks
     for; those that would in the others are counted). 1: some would. 2: usage error
     (a store that cannot be read, a policy that does not compile or load, a

@@ -29,10 +29,13 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   ``malformed_request``; ``turn_closed``; ``internal_error``;
   ``evidence_unavailable``): no policy decided it, so there is no decision to
   compare, and its refusal does not depend on the rules a new policy changes
-  (the catalogue, the run policy and the input schema decide it). With
-  ``run_policy``, a ``not_in_run_policy`` refusal is replayed: the run policy
-  is then NEW's, and one that now manages the tool widens (or changes the
-  reason of) a call the recorded run refused.
+  (the catalogue, the run policy and the input schema decide it). Replayed
+  all the same, as refusals the policy made: a ``tool_unavailable`` call of a
+  tool the host has (its namespace recorded) that no requirement declared (a
+  requirement NEW adds lets its rules decide it), and, with ``run_policy``, a
+  ``not_in_run_policy`` refusal (the run policy is then NEW's, and one that
+  now manages the tool widens, or changes the reason of, a call the recorded
+  run refused).
 
 Replayed but not exactly as made (``ReplayReport.notes``): arguments or a
 decision context a secret was redacted from (conditions see ``[redacted]``),
@@ -206,12 +209,14 @@ def recorded_decision(
 
     ``run_policy``: the attempts are replayed as runs under a toolpolicy, so a call
     refused ``not_in_run_policy`` (before any rule) is a decision to compare: a run
-    policy that now manages the tool lets it reach the rules."""
+    policy that now manages the tool lets it reach the rules. So is a call of a tool
+    the host has that no requirement declared (``tool_unavailable``)."""
     effect = record.effect
-    if effect is None and run_policy is not None and record.reason is ReasonCode.NOT_IN_RUN_POLICY:
+    refused = record.reason
+    if effect is None and refused is not None and _policy_refused(record, run_policy):
         return Decision(
             effect=Effect.DENY,
-            reason=ReasonCode.NOT_IN_RUN_POLICY,
+            reason=refused,
             tool=record.tool,
             namespace=record.namespace,
             action=record.action,
@@ -254,6 +259,16 @@ def recorded_decision(
         rule_ids=refs,
         detail="as recorded",
     )
+
+
+def _policy_refused(record: EvidenceRecord, run_policy: str | None) -> bool:
+    """Was ``record`` refused, before any rule, for what the policy declares? A tool the
+    host has (its namespace recorded) but no requirement declares (``tool_unavailable``:
+    a new requirement lets the rules decide it), or, when replaying as a run, a tool
+    outside the run's managed set (``not_in_run_policy``: the run policy is NEW's)."""
+    if record.reason is ReasonCode.TOOL_UNAVAILABLE:
+        return record.namespace is not None
+    return record.reason is ReasonCode.NOT_IN_RUN_POLICY and run_policy is not None
 
 
 def request_of(

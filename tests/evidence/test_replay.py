@@ -346,6 +346,55 @@ def test_a_call_the_recorded_run_refused_is_widened_by_a_run_policy_that_now_man
     assert plain.skipped == {"refused before a decision: not_in_run_policy": 1}
 
 
+def test_a_tool_the_host_has_that_a_requirement_now_declares_is_replayed(tmp_path: Path) -> None:
+    """files.write is a tool of the host, but the enforced policy declares no requirement
+    for it: the call is refused ``tool_unavailable`` before any rule. A candidate that
+    adds the requirement and a permit lets it run: replay skipped the attempt ("refused
+    before a decision") and said no recorded decision would change. A tool the host
+    does not have (no namespace recorded) is still not replayed."""
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    old = compile_sources([("f.sos", head + 'permit read on "/**"\n')])
+    new = compile_sources(
+        [
+            (
+                "f.sos",
+                head + "requirement files.write { action write; resource path(args.path) }\n"
+                'permit read, write on "/**"\n',
+            )
+        ]
+    )
+    registry = ToolRegistry()
+    register_files_tools(registry, tmp_path)
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(tmp_path / "e.db")
+    try:
+        host = RuntimeHost(Kernel(old, registry), s)
+        run = shipped().tool_policies["dev-open"]
+
+        async def calls() -> None:
+            ctx = AccessContext(principal="bob", turn_id="turn-1")
+            for i, tool in enumerate(("files.write", "files.rm")):
+                call = ToolCall(
+                    call_id=f"c{i}", tool=tool, arguments={"path": "/x", "content": "x"}
+                )
+                await host.invoke_tool(call, ctx, run)
+
+        anyio.run(calls)
+        assert [str(r.reason) for r in iter_records(s)] == ["tool_unavailable"] * 2
+        report = replay(iter_records(s), new, old=old, max_examples=0)
+        same = replay(iter_records(s), old, old=old, max_examples=0)
+    finally:
+        s.close()
+    (group,) = report.groups
+    (change,) = group.examples
+    assert group.kind == "widened" and change.request.tool == "files.write"
+    assert (change.old.reason.value, change.new.effect.value) == ("tool_unavailable", "allow")
+    assert report.skipped == {"refused before a decision: tool_unavailable": 1}
+    assert report.mismatched == 0
+    assert not same.groups and same.replayed == 1 and same.mismatched == 0
+
+
 OFFICE_HOURS = """namespace files
 requirement files.read { action read; resource path(args.path) }
 permit read on "/public/**" when context.now.hour >= 9 and context.now.hour < 18
