@@ -172,6 +172,7 @@ async def _open_turn(
         identity=identity,
         owe=getattr(runtime_host, "owe_evidence", None),
         settle=getattr(runtime_host, "settle_owed", None),
+        taken=getattr(runtime_host, "finish_taken", None),
     ):
         if transport == "http":
             async with _open_http(

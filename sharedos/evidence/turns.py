@@ -100,6 +100,7 @@ async def evidence_turn(
     timeout_s: float = 2.0,
     owe: Callable[[Callable[[], Any], str], None] | None = None,
     settle: Callable[[], Awaitable[int]] | None = None,
+    taken: Callable[[str], Awaitable[int]] | None = None,
 ) -> AsyncIterator[None]:
     """Open the turn's chain on entry, seal it on exit (see the module docstring).
 
@@ -107,7 +108,9 @@ async def evidence_turn(
     turn closed is kept (with the turn's id), to be written, with the close's time, once the
     store answers. ``settle`` (``RuntimeHost.settle_owed``): writes, before the seal, the
     records the host owes to calls the store refused (how many still wait); while some
-    do, the seal is handed to ``owe`` at once, to follow them."""
+    do, the seal is handed to ``owe`` at once, to follow them. ``taken``
+    (``RuntimeHost.finish_taken``): waits, first, for the turn's calls that have taken their
+    approval, which the close does not stop: their outcomes go before the seal."""
     open_turn = getattr(store, "open_turn", None)
     seal_turn = getattr(store, "seal_turn", None)
     if open_turn is None or seal_turn is None:
@@ -137,6 +140,10 @@ async def evidence_turn(
     finally:
         closed_at = now_iso()
         with anyio.CancelScope(shield=True):
+            if taken is not None:
+                # a call holding its approval runs to its outcome (its handler bounded):
+                # sealed first, the chain had that outcome past the seal, unvouched for
+                await taken(turn_id)
             await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, unwritten)
 
 

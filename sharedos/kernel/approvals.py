@@ -236,6 +236,18 @@ class ApprovalGate:
         self.settings = settings or ApprovalSettings()
         self.timeout_s = timeout_s
         self._run_sync = run_sync
+        #: per turn, the calls that have taken (or are taking) their approval and so run to
+        #: their recorded outcome whatever their caller does (``_use``): the turn's seal
+        #: waits for them (``RuntimeHost.finish_taken``), so their outcomes precede it
+        self.taken: dict[str, int] = {}
+
+    def release(self, turn_id: str) -> None:
+        """A call of ``turn_id`` that had taken its approval (``_use``) has ended."""
+        left = self.taken.get(turn_id, 0) - 1
+        if left > 0:
+            self.taken[turn_id] = left
+        else:
+            self.taken.pop(turn_id, None)
 
     async def _use(
         self,
@@ -258,10 +270,13 @@ class ApprovalGate:
         and statement timeouts): only the store's own answer says whether it was spent. A
         write that failed leaves it unspent (``hold`` unshielded again), so a retry uses it.
         """
+        turn_id = approval.binding.turn_id
         if hold is not None:
             # a call already cancelled does not take the approval at all
             await anyio.lowlevel.checkpoint_if_cancelled()
             hold.shield = True
+            # released by the call's end (``RuntimeHost.invoke_tool``)
+            self.taken[turn_id] = self.taken.get(turn_id, 0) + 1
 
         def consume() -> Approval:
             return self.ledger.consume(approval, call_id=call_id, max_age_s=max_age_s)
@@ -278,6 +293,7 @@ class ApprovalGate:
         except BaseException:
             if hold is not None:
                 hold.shield = False
+                self.release(turn_id)
             raise
         return used
 

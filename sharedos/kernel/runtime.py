@@ -247,6 +247,33 @@ class RuntimeHost:
         ``unsealed_turns``."""
         return await anyio.to_thread.run_sync(self._recorder.settle_unwritten)
 
+    @contextlib.contextmanager
+    def _until_released(self, hold: anyio.CancelScope, turn_id: str) -> Iterator[None]:
+        """The rest of one call: once it ends, an approval it took (``hold`` shielded by
+        ``ApprovalGate._use``) no longer keeps its turn's seal waiting (``finish_taken``)."""
+        try:
+            yield
+        finally:
+            if hold.shield and self.approvals is not None:
+                self.approvals.release(turn_id)
+
+    async def finish_taken(self, turn_id: str) -> int:
+        """Before turn ``turn_id``'s seal: wait for its calls that have taken their approval.
+
+        Such a call is not stopped by the turn closing (``ApprovalGate._use``): it runs to
+        its recorded outcome. Sealed meanwhile, the turn's chain had that outcome after its
+        seal, which does not vouch for it (docs/approvals.md: the close waits for it). Each
+        is bounded (the consume by the store, the handler by ``handler_timeout_s``, each
+        write by ``evidence_timeout_s``), and so is this wait; how many still run after it.
+        """
+        gate = self.approvals
+        if gate is None or not gate.taken.get(turn_id):
+            return 0
+        with anyio.move_on_after(self.handler_timeout_s + 4 * self.evidence_timeout_s):
+            while gate.taken.get(turn_id):
+                await anyio.sleep(0.01)
+        return gate.taken.get(turn_id, 0)
+
     async def settle_owed(self) -> int:
         """Before a turn's seal: write now, if the store takes them, the records owed to
         calls it refused earlier (kept since, waiting for a write that lands), and wait for
@@ -344,7 +371,7 @@ class RuntimeHost:
         # the rest of the call: shielded from cancellation once an approval is taken for
         # it (``ApprovalGate._use``), so an approval is spent exactly when its call runs
         hold = anyio.CancelScope()
-        with hold:
+        with hold, self._until_released(hold, context.turn_id):
             if auth.reason is ReasonCode.APPROVAL_REQUIRED:
                 # 1a. the approval step: one Authorization to another (allowed, or the refusal
                 # naming an approval); its events are in the chain before the row is built

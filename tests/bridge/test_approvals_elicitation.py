@@ -741,3 +741,82 @@ async def test_a_call_cancelled_as_its_approval_is_taken_still_runs_once(
     ran = records[used.closed_call]
     assert (str(ran.outcome), ran.effect) == ("succeeded", "allow"), (ran.outcome, ran.error)
     assert s.written.read_text() == "v1\n"
+
+
+SLOW_POLICY = """
+namespace misc
+requirement misc.slow { action write; resource path(args.path) }
+permit write on "/shared/**"
+@id("slow-needs-m")
+require approval by role "m" for write on "/shared/**"
+"""
+
+
+async def test_a_turn_closing_while_a_call_holds_its_approval_is_sealed_after_its_outcome(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28 call that has taken its approval runs to its recorded outcome whatever
+    its caller does (docs/approvals.md, "Taken means run"), and the turn's close waits for
+    it before its seal. The HTTP bridge's close cancelled it after its grace and went on
+    to the seal while the handler still ran: the call's outcome landed past the seal,
+    where the seal vouches for nothing."""
+    import sqlite3
+
+    import anyio
+
+    from sharedos.catalog import ToolDefinition
+    from sharedos.evidence.verify import verify_store
+    from sharedos.kernel.handlers import HandlerContext, HandlerResult
+
+    started = anyio.Event()
+
+    async def slow(args: dict[str, Any], hctx: HandlerContext) -> HandlerResult:
+        started.set()
+        await anyio.sleep(0.6)  # past the turn's close grace
+        return HandlerResult.text("done")
+
+    tool = ToolDefinition(
+        name="misc.slow",
+        description="A slow write.",
+        input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+        handler=slow,
+    )
+    db = tmp_path / "evidence.db"
+    store = SqliteEvidenceStore(db)
+    host = RuntimeHost(
+        Kernel(compile_source(SLOW_POLICY, "slow.sos"), ToolRegistry([tool])),
+        store,
+        approvals=ApprovalSettings(),
+    )
+    args = {"path": "/shared/x"}
+    run = ToolPolicy(name="slow", mode="open", managed=("misc.*",))
+    async with (
+        open_turn(host, BOB, run, grace_s=0.1) as turn,
+        http_client(turn.url, turn.token, mode="auto") as c,
+    ):
+        first = await c.call_tool("misc.slow", args)
+        approval_id = (first.structured_content or {})["approvalId"]
+        answer = ["approve", approval_id, "--db", str(db), "--as", "maya", "--role", "m"]
+        ok = CliRunner().invoke(cli_main, ["approvals", *answer])
+        assert ok.exit_code == 0, ok.output
+        async with anyio.create_task_group() as calls:
+
+            async def call() -> None:
+                with contextlib.suppress(Exception):
+                    await c.call_tool("misc.slow", args)
+
+            calls.start_soon(call)
+            with anyio.fail_after(bound(30)):
+                await started.wait()
+            calls.cancel_scope.cancel()  # the client gives up; the turn closes meanwhile
+    kinds = [
+        str(kind)
+        for (kind,) in sqlite3.connect(db).execute(
+            "SELECT kind FROM chain WHERE turn_id = ? ORDER BY pos", (BOB.turn_id,)
+        )
+    ]
+    assert kinds[-1] == "seal", kinds  # the call's outcome went before it
+    (used,) = [a for a in ApprovalLedger(store).for_turn(BOB.turn_id) if a.status == "consumed"]
+    ran = {r.call_id: r for r in store.query(BOB.turn_id)}[used.closed_call]
+    assert str(ran.outcome) == "succeeded", (ran.outcome, ran.error)
+    assert verify_store(store).clean

@@ -137,6 +137,7 @@ async def run_shape(
                 identity=identity.as_record(),
                 owe=env.host.owe_evidence,
                 settle=env.host.settle_owed,
+                taken=env.host.finish_taken,
             ):
                 try:
                     turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
