@@ -73,6 +73,10 @@ __all__ = [
 
 logger = logging.getLogger("sharedos.approvals")
 
+#: a ``consumed`` write is waited for at most this many evidence timeouts
+#: (``ApprovalGate.consume_wait_s``)
+CONSUME_WAITS = 4
+
 #: the one field of the elicitation form: the answer to "approve this exact call?"
 APPROVE_FIELD = "approve"
 
@@ -241,6 +245,14 @@ class ApprovalGate:
         #: waits for them (``RuntimeHost.finish_taken``), so their outcomes precede it
         self.taken: dict[str, int] = {}
 
+    @property
+    def consume_wait_s(self) -> float:
+        """How long a ``consumed`` write is waited for (``_use``): well past the store's own
+        bounds on a write (SQLite's busy timeout, PostgreSQL's lock and statement timeouts,
+        a write queued ahead of it), which answer within the evidence timeout or about it;
+        a store still silent then does not answer (the call fails ``timeout``)."""
+        return CONSUME_WAITS * self.timeout_s
+
     def release(self, turn_id: str) -> None:
         """A call of ``turn_id`` that had taken its approval (``_use``) has ended."""
         left = self.taken.get(turn_id, 0) - 1
@@ -267,8 +279,10 @@ class ApprovalGate:
         call never ran — the approval read "used by call …" of a call that had no effect,
         and its retry had to be approved again. The write is waited for, not abandoned at
         the evidence timeout (the store bounds it: SQLite's busy timeout, PostgreSQL's lock
-        and statement timeouts): only the store's own answer says whether it was spent. A
-        write that failed leaves it unspent (``hold`` unshielded again), so a retry uses it.
+        and statement timeouts): only the store's own answer says whether it was spent —
+        within ``consume_wait_s``, past which the store does not answer (a hung disk) and
+        the call fails ``TimeoutError``. A write that failed leaves it unspent (``hold``
+        unshielded again), so a retry uses it.
         """
         turn_id = approval.binding.turn_id
         if hold is not None:
@@ -282,14 +296,17 @@ class ApprovalGate:
             return self.ledger.consume(approval, call_id=call_id, max_age_s=max_age_s)
 
         try:
-            # neither bounded by ``timeout_s`` nor abandoned: given up at the evidence
-            # timeout, the write went on and landed, and the call refused "nothing ran" had
-            # spent its approval all the same
-            used: Approval = await (
-                self._run_sync(consume)
-                if self._run_sync is not None
-                else anyio.to_thread.run_sync(consume)
-            )
+            # not given up at ``timeout_s``: given up at the evidence timeout, the write went
+            # on and landed, and the call refused "nothing ran" had spent its approval all
+            # the same. Waited for while the store bounds it itself, but not for ever: a
+            # store that does not answer at all (a hung disk, a frozen server) held the
+            # call, shielded from every cancellation, for as long as it hung
+            with anyio.fail_after(self.consume_wait_s):
+                used: Approval = await (
+                    self._run_sync(consume)
+                    if self._run_sync is not None
+                    else anyio.to_thread.run_sync(consume, abandon_on_cancel=True)
+                )
         except BaseException:
             if hold is not None:
                 hold.shield = False

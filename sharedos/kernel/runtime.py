@@ -263,13 +263,15 @@ class RuntimeHost:
         Such a call is not stopped by the turn closing (``ApprovalGate._use``): it runs to
         its recorded outcome. Sealed meanwhile, the turn's chain had that outcome after its
         seal, which does not vouch for it (docs/approvals.md: the close waits for it). Each
-        is bounded (the consume by the store, the handler by ``handler_timeout_s``, each
-        write by ``evidence_timeout_s``), and so is this wait; how many still run after it.
+        is bounded (the consume by ``ApprovalGate.consume_wait_s``, the handler by
+        ``handler_timeout_s``, each write by ``evidence_timeout_s``), and so is this wait;
+        how many still run after it.
         """
         gate = self.approvals
         if gate is None or not gate.taken.get(turn_id):
             return 0
-        with anyio.move_on_after(self.handler_timeout_s + 4 * self.evidence_timeout_s):
+        bound = self.handler_timeout_s + gate.consume_wait_s + 3 * self.evidence_timeout_s
+        with anyio.move_on_after(bound):
             while gate.taken.get(turn_id):
                 await anyio.sleep(0.01)
         return gate.taken.get(turn_id, 0)

@@ -950,3 +950,73 @@ def test_an_approval_the_store_refused_to_mark_used_is_used_by_the_retry(tmp_pat
     assert replay.reason is ReasonCode.APPROVAL_REQUIRED
     got = ApprovalLedger(store).get(approval_id)
     assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
+
+
+def test_an_approval_whose_store_stops_answering_fails_its_call_within_the_bound(
+    tmp_path: Path, pg_url: str, postgres_cluster: Any
+) -> None:
+    """The ``consumed`` write is waited for past the evidence timeout (the store bounds it
+    itself), but a store that does not answer at all — here the PostgreSQL server processes
+    of the host's connections stopped (a frozen server; a hung disk does the same), which no
+    statement timeout ends — held the call for as long as it hung, shielded from every
+    cancellation: neither the caller's deadline nor the turn closing could end it, while a
+    call needing no approval failed within the evidence timeout (docs/evidence.md: a hung
+    store fails calls within the bound). It now fails ``timeout`` at
+    ``ApprovalGate.consume_wait_s``, and its caller's cancellation goes on."""
+    import os
+    import signal
+    import time
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    frozen: list[int] = []
+
+    def freeze() -> None:
+        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
+            sql = "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+            pids = [int(pid) for (pid,) in c.execute(sql, (name,))]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+
+    def thaw() -> None:
+        while frozen:
+            os.kill(frozen.pop(), signal.SIGCONT)
+
+    class Freezing(PostgresEvidenceStore):
+        armed = False
+
+        def append_approval(self, values: Any, check: Any = None) -> str:
+            if self.armed and "consumed" in values:
+                self.armed = False
+                freeze()  # the server stops answering as the approval is taken
+            return super().append_approval(values, check)
+
+    h = Host(tmp_path)
+    store = h.store = Freezing(pg_url)
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.15
+    )
+    approval_id = h.call(ARGS).structured["approvalId"]
+    ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli")
+    # thawed well after the bound (4 evidence timeouts): the call must be answered before
+    watchdog = threading.Timer(bound(10), thaw)
+    store.armed = True
+    watchdog.start()
+    try:
+        t0 = time.monotonic()
+        res = h.call(ARGS)
+        took = time.monotonic() - t0
+        still_frozen = bool(frozen)
+    finally:
+        watchdog.cancel()
+        thaw()
+        store.close()
+    assert still_frozen, f"the call was answered only once the server answered ({took:.1f} s)"
+    assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+    assert "nothing ran" in res.structured["detail"], res.structured
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
