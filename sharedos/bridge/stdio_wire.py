@@ -69,6 +69,10 @@ class StdioWire:
         self._read_pollable = _pollable(read_fd)
         self._write_pollable = _pollable(write_fd)
         self._write_lock = anyio.Lock()
+        #: the rest of a frame ``write_line_nowait`` wrote only in part (the pipe filled up
+        #: mid-frame): it goes out before any other frame, or that frame would be glued
+        #: onto the torn one and the client would read one line that is neither
+        self._unsent = b""
 
     @classmethod
     @contextlib.contextmanager
@@ -217,32 +221,71 @@ class StdioWire:
 
     # -- writing ----------------------------------------------------------------
     async def write_line(self, data: bytes) -> None:
-        """Write one frame and its newline, whole (frames never interleave); cancellable."""
+        """Write one frame and its newline, whole (frames never interleave); cancellable.
+
+        Cancelled with its frame begun (the stop's bounded answers, a turn closing under a
+        large result the client reads slowly), the frame's rest is kept and goes out before
+        any other frame (``write_line_nowait``): the final drain's answers were glued onto it.
+        """
         async with self._write_lock:
-            view = memoryview(data + b"\n")
-            while view:
-                try:
-                    written = os.write(self._write_fd, view)
-                except BlockingIOError:
-                    await self._wait_writable()
-                    continue
-                except OSError as exc:
-                    if exc.errno in (errno.EAGAIN, errno.EINTR):
+            frame = data + b"\n"
+            view = memoryview(self._unsent + frame)
+            self._unsent = b""
+            try:
+                while view:
+                    try:
+                        written = os.write(self._write_fd, view)
+                    except BlockingIOError:
                         await self._wait_writable()
                         continue
-                    raise anyio.BrokenResourceError("stdout is closed") from exc
-                view = view[written:]
+                    except OSError as exc:
+                        if exc.errno in (errno.EAGAIN, errno.EINTR):
+                            await self._wait_writable()
+                            continue
+                        raise anyio.BrokenResourceError("stdout is closed") from exc
+                    view = view[written:]
+            except BaseException:
+                left = len(view)
+                if left < len(frame):  # this frame was begun: its rest must follow
+                    self._unsent = bytes(view)
+                elif left > len(frame):  # an earlier torn frame is still not ended
+                    self._unsent = bytes(view[: left - len(frame)])
+                raise
 
     def write_line_nowait(self, data: bytes) -> bool:
-        """Best effort, without waiting (the final drain): False when the pipe would block."""
+        """Best effort, without waiting (the final drain): False when the frame did not go
+        out whole now.
+
+        A frame larger than the pipe's atomic size (``PIPE_BUF``, 4 KiB) can be written in
+        part when the pipe fills up mid-frame: its rest is kept and written before any other
+        frame (here, or by ``write_line``), never after one. Before, the next frame written
+        once the client had read some went straight after the torn one, and the client read
+        one line that was neither: both answers lost to a JSON parse error.
+        """
         if self._write_lock.locked():
             return False
+        if self._unsent and not self._send_unsent():
+            return False  # the torn frame's rest still waits: nothing may go before it
+        view = memoryview(data + b"\n")
         try:
-            view = memoryview(data + b"\n")
             while view:
                 view = view[os.write(self._write_fd, view) :]
         except OSError:
+            if len(view) <= len(data):  # some of the frame went out: its rest must follow
+                self._unsent = bytes(view)
             return False
+        return True
+
+    def _send_unsent(self) -> bool:
+        """Write what is left of a torn frame, without waiting; True once none is left."""
+        view = memoryview(self._unsent)
+        try:
+            while view:
+                view = view[os.write(self._write_fd, view) :]
+        except OSError:
+            self._unsent = bytes(view)
+            return False
+        self._unsent = b""
         return True
 
     async def _wait_writable(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import anyio
 import pytest
 
 from sharedos.bridge.stdio_wire import StdioWire
@@ -83,3 +84,72 @@ async def test_a_frame_at_the_limit_is_read_alike_with_lf_and_crlf(split: bool) 
             (False, frame)
         ], end
         assert lines[1].oversized and lines[1].size == 102  # one byte past it still is not
+
+
+def _read_all(fd: int) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_a_frame_torn_by_a_full_pipe_is_finished_before_the_next_one() -> None:
+    """``write_line_nowait`` (the final drain's answers) on a pipe that fills up mid-frame:
+    a frame over ``PIPE_BUF`` went out in part, and the next answer, written once the client
+    had read some, was glued onto it, one line that is neither frame. Its rest goes first."""
+    read_fd, write_fd = os.pipe()
+    try:
+        for fd in (read_fd, write_fd):
+            os.set_blocking(fd, False)
+        wire = StdioWire(read_fd, write_fd, max_frame=1 << 16)
+        filled = b"x" * 100 + b"\n"
+        while True:  # the pipe full but for two pages: a 20 KB frame goes out in part
+            try:
+                os.write(write_fd, filled)
+            except BlockingIOError:
+                break
+        capacity = len(_read_all(read_fd))
+        os.write(write_fd, filled * ((capacity - 8192) // len(filled)))
+        first = b'{"jsonrpc":"2.0","id":1,"result":"' + b"y" * 20_000 + b'"}'
+        second = b'{"jsonrpc":"2.0","id":2,"result":{}}'
+        assert not wire.write_line_nowait(first)  # torn: the pipe filled up
+        read = _read_all(read_fd)  # the client reads meanwhile
+        assert wire.write_line_nowait(second)
+        read += _read_all(read_fd)
+        lines = read.split(b"\n")
+        assert lines[-1] == b""
+        assert [line for line in lines[:-1] if line != filled[:-1]] == [first, second]
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+async def test_a_frame_whose_write_was_cancelled_is_finished_before_the_next_one() -> None:
+    """``write_line`` cancelled with its frame begun (the stop's bounded answers, a turn
+    closing under a large result the client reads slowly): the final drain's answers went
+    straight after the torn frame. Its rest goes first."""
+    read_fd, write_fd = os.pipe()
+    try:
+        for fd in (read_fd, write_fd):
+            os.set_blocking(fd, False)
+        wire = StdioWire(read_fd, write_fd, max_frame=1 << 16)
+        first = b'{"jsonrpc":"2.0","id":1,"result":"' + b"y" * 200_000 + b'"}'
+        second = b'{"jsonrpc":"2.0","id":2,"result":{}}'
+        with anyio.move_on_after(0.05) as waited:  # the client reads nothing meanwhile
+            await wire.write_line(first)
+        assert waited.cancelled_caught
+        read = b""
+        for _ in range(100):  # the client reads on; the final drain answers once it can
+            read += _read_all(read_fd)
+            if wire.write_line_nowait(second):
+                break
+        read += _read_all(read_fd)
+        assert read.split(b"\n") == [first, second, b""]
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
