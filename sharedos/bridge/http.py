@@ -319,6 +319,21 @@ class TurnHttpApp:
         # those that have read their message now wait at that checkpoint: let them pass it
         await anyio.sleep(0)
 
+    async def settle_all(self) -> None:
+        """Once the listener has stopped: wait for every body still being classified (or
+        refused) to be recorded, each as it is done with the turn's classifying thread.
+
+        ``quiesce`` waits for them only within the grace; past it their requests are
+        cancelled and their tasks run on, unwaited. The turn then ended without their
+        records: sealed before them, and when the process ended with the turn (``sharedos
+        run`` exits as its turn closes) the event loop cancelled those tasks, and calls the
+        client had sent whole were neither answered nor recorded. Each task is bounded (one
+        classification of a frame within the size limit, one record; its answer goes to a
+        connection that is closed by now), and there are at most as many as connections.
+        """
+        while self._settling:
+            await asyncio.wait(set(self._settling))
+
     async def drain_in_flight(self, timeout: float) -> None:
         """Once ``closing`` is set: wait (at most ``timeout``) for the requests in flight
         to be answered (those of both eras: one grace).

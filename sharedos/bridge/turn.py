@@ -315,4 +315,7 @@ async def _open_http(
             # (an error) before the connections close
             await app.answer_unfinished(grace_s)
             await uv.stop(sock, grace_s=grace_s)
+            # ... and the large bodies still being classified are recorded before the turn
+            # ends (refused turn_closed; answered only if that was done within the grace)
+            await app.settle_all()
             await endpoint.recorder.flush()  # the aggregate of rate-limited garbage, if any

@@ -16,6 +16,7 @@ connections. Findings (fixed):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Any
@@ -281,13 +282,55 @@ async def test_large_calls_still_being_classified_when_the_turn_closes_are_answe
             assert answer.status_code == 200, answer.text
             result = answer.json()["result"]
             assert result["structuredContent"]["reason"] == "turn_closed", result
-    # those still waiting for the turn's classifying thread are recorded when it is done
-    # with them, after the turn closed: at most a few hundred ms each here
-    with anyio.move_on_after(5):
-        while len(records := _calls_recorded(runtime, alice)) < calls:
-            await anyio.sleep(0.02)
+    # those still waiting for the turn's classifying thread were recorded as it closed
+    records = _calls_recorded(runtime, alice)
     assert [str(r.reason) for r in records] == ["turn_closed"] * calls
 
 
 def _calls_recorded(runtime: Runtime, alice: AccessContext) -> list[Any]:
     return [r for r in runtime.evidence.query(turn_id=alice.turn_id) if r.tool == "files.read"]
+
+
+async def test_large_calls_still_being_classified_are_recorded_before_the_turn_ends(
+    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Those past the grace were recorded only once the turn's classifying thread was done
+    with them, by tasks nobody waited for: after the turn's seal, and not at all when the
+    process ended with its turn (``sharedos run`` exits as its turn closes; the event loop
+    cancelled those tasks): calls the client had sent whole, neither answered nor recorded.
+    They are recorded before the turn has closed now, and before its seal."""
+    calls = 3
+    apps: list[bridge_http.TurnHttpApp] = []
+    made = bridge_http.TurnHttpApp.__init__
+
+    def keep(app: bridge_http.TurnHttpApp, *args: Any, **kwargs: Any) -> None:
+        made(app, *args, **kwargs)
+        apps.append(app)
+
+    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
+    with anyio.fail_after(30):
+        async with (
+            httpx2.AsyncClient(headers=ACCEPT, timeout=20) as hc,
+            anyio.create_task_group() as tg,
+            open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.05) as turn,
+        ):
+            assert turn.url is not None
+            headers = {**turn.headers(), **modern_headers("files.read")}
+
+            async def ask(url: str, request_id: int) -> None:
+                with contextlib.suppress(httpx2.HTTPError):
+                    await hc.post(url, content=_large_call(request_id), headers=headers)
+
+            for request_id in range(1, calls + 1):
+                tg.start_soon(ask, turn.url, request_id)
+            while True:  # every body read whole, one classified, the others waiting
+                queue = apps[0]._classify_threads.statistics()
+                if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
+                    break
+                await anyio.sleep(0.005)
+        # the turn has closed: nothing of it runs on
+        assert not apps[0]._settling
+        records = _calls_recorded(runtime, alice)
+    assert [str(r.reason) for r in records] == ["turn_closed"] * calls
+    kinds = [link.kind for link in runtime.evidence.iter_links(alice.turn_id)]
+    assert kinds[-1] == "seal", kinds
