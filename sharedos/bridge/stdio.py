@@ -400,11 +400,18 @@ async def _serve(
                 waiting.pop()
                 if not waiting:
                     del unreached[message.id]
-    if unhanded:
-        # at most one message: read before the stop, it is answered and recorded as a call
+    # tools/call requests the server took that none of its middleware saw (nor its runner
+    # refused): the stop ended it between taking one and dispatching it. Nothing recorded
+    # them; they were answered "cancelled, and recorded as cancelled" all the same.
+    taken = [message for waiting in unreached.values() for message in waiting]
+    unreached.clear()
+    for message in taken:
+        settle(coerce_request_id(message.id))  # the final drain answers it
+    if unhanded or taken:
+        # a few messages: read before the stop, each is answered and recorded as a call
         # in flight is when its turn closes, not within the drain's share of the linger
         with anyio.CancelScope(shield=True), anyio.move_on_after(_UNHANDED_S):
-            await _final_drain(wire, endpoint, unhanded, pipe=False)
+            await _final_drain(wire, endpoint, [*unhanded, *taken], pipe=False)
     with anyio.CancelScope(shield=True), anyio.move_on_after(max(reserve, 0.05)):
         await _final_drain(wire, endpoint)
     if closed_by_host:
@@ -467,8 +474,8 @@ async def _final_drain(
     pipe: bool = True,
 ) -> None:
     """Answer and record every call of ``taken`` (messages read off the pipe that never
-    reached the server) and, when ``pipe``, every call still in the pipe when the bridge
-    stops (never run)."""
+    reached the server, or that it took and never dispatched) and, when ``pipe``, every
+    call still in the pipe when the bridge stops (never run)."""
     import mcp_types
 
     from sharedos.bridge.answers import result_message

@@ -25,7 +25,7 @@ from sharedos.bridge.server import TurnEndpoint
 from sharedos.bridge.stdio_wire import StdioWire
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
-from tests.bridge.rawwire import INITIALIZED, frame, initialize
+from tests.bridge.rawwire import INITIALIZED, call, frame, initialize
 
 pytestmark = pytest.mark.anyio
 
@@ -146,3 +146,66 @@ async def test_a_large_line_being_classified_as_the_bridge_stops_is_answered_and
     assert answers[0]["result"]["structuredContent"]["reason"] == reason
     records = [r for r in runtime.evidence.query(turn_id=alice.turn_id) if r.tool == "files.read"]
     assert [str(r.reason) for r in records] == [reason]
+
+
+class _TakingServer:
+    """The turn's server, stopped between taking a ``tools/call`` off its input and
+    dispatching it: the turn closes as it takes the call, and no middleware sees it."""
+
+    def __init__(self, server: Any, is_open: threading.Event) -> None:
+        self._server = server
+        self._is_open = is_open
+
+    def create_initialization_options(self) -> Any:
+        return self._server.create_initialization_options()
+
+    async def run(self, read_stream: Any, write_stream: Any, options: Any) -> None:
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def pump() -> None:
+            async with send:
+                async for item in read_stream:
+                    if getattr(item.message, "method", None) == "tools/call":
+                        self._is_open.clear()  # taken; the bridge's stop ends the server
+                        await anyio.sleep_forever()
+                    await send.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await self._server.run(receive, write_stream, options)
+
+
+async def test_a_call_the_server_took_and_never_dispatched_is_answered_and_recorded(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """The stop landing between the server taking a call and its middleware seeing it: the
+    call was answered "cancelled, and recorded as cancelled", and nothing recorded it."""
+    pipes = _Pipes()
+    wire = StdioWire(pipes.bridge_reads, pipes.bridge_writes, max_frame=1 << 20)
+    is_open = threading.Event()
+    is_open.set()
+    endpoint = TurnEndpoint(
+        runtime_host=runtime.host,
+        context=alice,
+        tool_policy=OPEN_POLICY,
+        catalog=runtime.host.kernel.list_tools(alice, OPEN_POLICY),
+        transport="stdio",
+        is_open=is_open.is_set,
+    )
+    server = _TakingServer(endpoint.build_server(), is_open)
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stdio._serve, wire, endpoint, server, _Turn(), 0.01, is_open.is_set)
+                await pipes.send(frame(initialize(0)))
+                await pipes.reply(0)
+                await pipes.send(frame(INITIALIZED))
+                await pipes.send(frame(call(7, "files.read", {"path": "/public/a.txt"})))
+    finally:
+        answers = [r for r in pipes.replies() if r.get("id") == 7]
+        for fd in pipes.fds():
+            os.close(fd)
+    assert len(answers) == 1, answers
+    assert answers[0]["result"]["structuredContent"]["reason"] == "turn_closed", answers[0]
+    records = [r for r in runtime.evidence.query(turn_id=alice.turn_id) if r.tool == "files.read"]
+    assert [str(r.reason) for r in records] == ["turn_closed"]
