@@ -41,7 +41,7 @@ from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
-from sharedos.redaction import URL_PASSWORD_RE
+from sharedos.redaction import SECRET_NAME_RE, URL_PASSWORD_RE
 from sharedos.terminal import unambiguous
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
@@ -76,6 +76,27 @@ class HostConfigError(HarnessError, ValueError):
         # retitle the terminal and print a line of its own
         self.problems = [unambiguous(p) for p in problems]
         super().__init__("\n".join(self.problems))
+
+
+#: the host variables every process has that are never credentials: the user, the home
+#: and working directories, the search path, the locale, the terminal, the XDG directories
+#: (and ``LC_*``). Scrubbed as secrets, their values (a home directory is in every path a
+#: harness passes) would be "[redacted]" in every record, answer and report, and every
+#: upstream tool whose description names one would be held back as holding a credential
+ORDINARY_VARIABLES = frozenset(
+    {
+        "HOME", "USER", "LOGNAME", "USERNAME", "PATH", "SHELL", "PWD", "OLDPWD",
+        "TMPDIR", "TMP", "TEMP", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TZ",
+        "HOSTNAME", "DISPLAY", "EDITOR", "VISUAL", "PAGER",
+        "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+        "XDG_RUNTIME_DIR", "XDG_CONFIG_DIRS", "XDG_DATA_DIRS",
+    }
+)  # fmt: skip
+
+
+def _ordinary(name: str) -> bool:
+    """A host variable that is never a credential (``ORDINARY_VARIABLES``, ``LC_*``)."""
+    return name in ORDINARY_VARIABLES or name.startswith("LC_")
 
 
 class MissingHostVariable(HostConfigError):
@@ -126,14 +147,22 @@ class SecretEnv(BaseModel):
         """What scrubbing removes of these entries: each resolved value, and the value of
         every ``${VAR}`` it is built from (``AUTH = "Bearer ${API_KEY}"``: the key alone is
         the credential, and a harness that passes it on or prints it without the prefix
-        must not get it recorded). An entry naming an unset variable contributes nothing."""
+        must not get it recorded). An entry naming an unset variable contributes nothing.
+
+        An ordinary variable (``ORDINARY_VARIABLES``: ``HOME``, ``USER``, ``PATH``, ...) is
+        no secret alone, and neither is a value built only from such variables, unless its
+        entry is named as a credential: ``PATH = "${HOME}/.local/bin:${PATH}"`` made the
+        home directory "[redacted]" in every path the run recorded or answered."""
         values: list[str] = []
-        for template in self.entries.values():
+        for name, template in self.entries.items():
             try:
-                values.append(interpolate(template, environ, what="env"))
+                resolved = interpolate(template, environ, what="env")
             except MissingHostVariable:
                 continue
-            values += [environ[m.group(1)] for m in _VAR_RE.finditer(template)]
+            used = [m.group(1) for m in _VAR_RE.finditer(template)]
+            if not used or SECRET_NAME_RE.search(name) or not all(map(_ordinary, used)):
+                values.append(resolved)
+            values += [environ[v] for v in used if not _ordinary(v)]
         return [v for v in dict.fromkeys(values) if v]
 
 

@@ -141,6 +141,40 @@ def test_the_host_variables_an_env_value_is_built_from_are_secrets_too() -> None
     assert not any("UNSET" in v for v in values)  # an unset variable contributes nothing
 
 
+def test_an_env_value_built_from_ordinary_host_variables_does_not_scrub_the_home_directory() -> (
+    None
+):
+    """``PATH = "${HOME}/.local/bin:${PATH}"`` made the home directory (and PATH) secrets of
+    the run: every path under it was "[redacted]" in the records, the answers and the
+    reports, and an upstream tool whose description named it was held back as holding a
+    credential of the host. A credential built into a value is still a secret alone."""
+    from sharedos.redaction import Redactor
+
+    host = parse_host_config(
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        "PATH = '${HOME}/.local/bin:${PATH}'\nCLAUDE_CONFIG_DIR = '${HOME}/.claude-work'\n"
+        "LC_ALL = '${LC_CTYPE}'\nAUTH = 'Bearer ${HOST_KEY}'\n"
+        "DB_PASSWORD = '${USER}-pw-from-host'\nMIXED = '${HOME}/${HOST_PASS}'\n"
+    )
+    env = {
+        "HOME": "/home/alice-example",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "USER": "alice-example",
+        "LC_CTYPE": "en_US.UTF-8",
+        "HOST_KEY": "sk-from-host-0123",
+        "HOST_PASS": "pw-from-host-4567",
+    }
+    values = set(host.held_secrets(env, location=""))
+    assert not values & {env["HOME"], env["PATH"], env["USER"], env["LC_CTYPE"]}
+    assert f"{env['HOME']}/.claude-work" not in values
+    # the credentials, and a value whose entry is named as one, or built from one
+    assert {"sk-from-host-0123", "Bearer sk-from-host-0123", "pw-from-host-4567"} <= values
+    assert {"alice-example-pw-from-host", "/home/alice-example/pw-from-host-4567"} <= values
+    scrub = Redactor(values)
+    assert scrub.scrub("read /home/alice-example/proj/x.py") == "read /home/alice-example/proj/x.py"
+    assert not scrub.find({"description": "Allowed directories: /home/alice-example/proj"})
+
+
 @pytest.mark.parametrize(
     "entry",
     [

@@ -179,6 +179,30 @@ def test_a_host_variable_an_env_value_is_built_from_is_scrubbed_alone_too(
     assert "Bearer sk-host-credential-not-configured" in launch.secret_values
 
 
+def test_an_ordinary_host_variable_an_env_value_is_built_from_is_not_scrubbed(
+    tmp_path: Path,
+) -> None:
+    """``CLAUDE_CONFIG_DIR = "${HOME}/.claude-work"``: the harness's output had the home
+    directory "[redacted]" in every path it printed; the key beside it is still scrubbed."""
+    cfg = parse_host_config(
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        "CLAUDE_CONFIG_DIR='${HOME}/.claude-work'\nVENDOR_AUTH='Bearer ${ANTHROPIC_API_KEY}'\n"
+    ).get("claude-code")
+    home = "/home/operator-example"
+    launch = recipes.prepare(
+        cfg,
+        bridge=None,
+        turn_dir=turn_dir(tmp_path),
+        prompt="p",
+        model_url="http://127.0.0.1:40002",
+        host_env={"HOME": home, "ANTHROPIC_API_KEY": "sk-host-credential-0123"},
+        command=("/bin/harness",),
+    )
+    assert launch.env["CLAUDE_CONFIG_DIR"] == f"{home}/.claude-work"
+    assert not {home, f"{home}/.claude-work"} & set(launch.secret_values)
+    assert "sk-host-credential-0123" in launch.secret_values
+
+
 @pytest.mark.parametrize("kind", ["claude-code", "codex", "pi", "pi-adapter", "dsh"])
 @pytest.mark.parametrize("prompt", ["--version", "-x is wrong", "--model=evil", "-", "plain"])
 def test_the_prompt_is_never_read_as_a_flag_of_the_cli(
