@@ -54,7 +54,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote_plus
 
 #: names of env entries, headers or query parameters that can only be credentials: one
 #: holding token, secret, auth, ... anywhere, or a part (between ``_``, ``-``, ``.``) that
@@ -67,8 +67,36 @@ SECRET_NAME_RE = re.compile(
 )
 
 #: a URL carrying a password (``postgresql://app:PASSWORD@db/app``, ``redis://:PASSWORD@h``)
-#: anywhere in a text: a credential, whatever the setting holding it is named
-URL_PASSWORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
+#: anywhere in a text: a credential, whatever the setting holding it is named. A password
+#: may hold an unencoded ``/``, ``?`` or ``#`` (a base64 one: ``app:Zm9v/YmFy@db``); what
+#: follows the ``:`` is a port, not a password, when it is digits up to a ``/``, ``?`` or
+#: ``#`` (``https://h:8443/pkg@1.2``), and a ``[`` starts an IPv6 host, not a user
+URL_PASSWORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:\[\]]*:(?!\d*[/?#])[^@\s]+@")
+#: a URL's query (``postgresql://db/app?sslpassword=PASSWORD``, ``https://h/x?token=T``)
+_URL_QUERY_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s?#]*\?([^\s#]*)")
+#: a password given as a keyword, variable or option (libpq's ``host=db password=PW``,
+#: ``sslpassword=``, ``PGPASSWORD=PW`` after ``env``, ``MYSQL_PWD=``, ``--db-password=PW``,
+#: ``-Dssl.keyStorePassword=PW``): never a name that only starts so (``--password-file``,
+#: ``PASSWORD_FILE=/run/x``), nor ``PWD=`` (a directory)
+_KEYWORD_PASSWORD_RE = re.compile(
+    r"(?:passw(?:or)?d|passphrase|[_-]pwd)\s*=\s*[^\s'\"&;]", re.IGNORECASE
+)
+
+
+def holds_password(text: str) -> bool:
+    """Whether ``text`` (an argument, a setting's value) writes a password out: a URL with
+    ``user:password@`` (``URL_PASSWORD_RE``) or a query parameter named as a credential
+    (``SECRET_NAME_RE``: ``?password=``, ``?token=``), or a ``password=`` keyword (a libpq
+    keyword connection string, a ``PGPASSWORD=`` assignment)."""
+    if URL_PASSWORD_RE.search(text) or _KEYWORD_PASSWORD_RE.search(text):
+        return True
+    for query in _URL_QUERY_RE.findall(text):
+        for item in re.split(r"[&;]", query):
+            key, eq, _value = item.partition("=")
+            if eq and SECRET_NAME_RE.search(unquote_plus(key)):
+                return True
+    return False
+
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -78,6 +106,7 @@ __all__ = [
     "URL_PASSWORD_RE",
     "Redactor",
     "encodings",
+    "holds_password",
     "non_object_marker",
     "redact_fields",
     "secret_text",

@@ -54,7 +54,7 @@ from sharedos import textfile
 from sharedos.bundles.source import on_this_machine
 from sharedos.errors import UpstreamError
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
-from sharedos.redaction import URL_PASSWORD_RE as _URL_PASSWORD_RE
+from sharedos.redaction import holds_password as _holds_password
 from sharedos.tomlpos import key_positions, locate, value_message
 
 #: Namespaces SharedOS's own tools use; an upstream may not claim them (its tools
@@ -850,10 +850,11 @@ def _check_plain(
                 "values are literal (no $VAR interpolation): a value read from the host "
                 f"environment is a credential; declare it under [upstream.{uid}.credentials]",
             )
-        elif _URL_PASSWORD_RE.search(value):
+        elif _holds_password(value):
             report(
                 (uid, key, str(name)),
-                "holds a URL with a password (user:password@): a credential, which SharedOS "
+                "holds a URL with a password (user:password@, ?password=) or a password= "
+                "keyword: a credential, which SharedOS "
                 "would neither keep out of what the upstream says nor hide; declare the value "
                 f'under [upstream.{uid}.credentials] as {name} = {{ env = "HOST_VARIABLE" }}',
             )
@@ -873,12 +874,13 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
             "arguments are literal (no $VAR): a value from the host environment is a credential "
             "and never goes on a command line; pass it through credentials (the environment)",
         )
-    elif any(_URL_PASSWORD_RE.search(a) for a in args):
+    elif any(_holds_password(a) for a in args):
         # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long
         # as the upstream runs, and this one is its sandbox's too
         report(
             (uid, "args"),
-            "an argument holds a URL with a password (user:password@): a credential never "
+            "an argument holds a URL with a password (user:password@, ?password=) or a "
+            "password= keyword: a credential never "
             "goes on a command line, which every user of this machine can read; pass it "
             "through credentials (the environment)",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,17 @@ def test_an_env_value_built_from_ordinary_host_variables_does_not_scrub_the_home
     [
         'args = ["--proxy", "http://u:s3cret-pw@proxy:3128"]',
         'command = ["/bin/cli", "--db=postgresql://app:s3cret-pw@db/app"]',
+        # a password the first check missed: one holding a '/' (base64), one in the query
+        # (libpq's ?password= and ?sslpassword=, a ?token=), a libpq keyword string, an
+        # assignment handed to env(1)
+        'args = ["--db", "postgresql://app:s3cret/Zm9v+YmFy@db/app"]',
+        'args = ["--db=postgresql://db/app?sslmode=require&password=s3cret-pw"]',
+        'args = ["postgresql://app@db/app?sslpassword=s3cret-pw"]',
+        'args = ["--url", "https://h.example/mcp?access_token=s3cret-pw"]',
+        'args = ["--dsn", "host=db user=app password=s3cret-pw"]',
+        'command = ["env", "PGPASSWORD=s3cret-pw", "/bin/cli"]',
+        'args = ["--db-password=s3cret-pw"]',
+        'args = ["-Djavax.net.ssl.keyStorePassword=s3cret-pw"]',
     ],
 )
 def test_a_url_with_a_password_never_goes_on_a_harness_command_line(entry: str) -> None:
@@ -190,6 +202,27 @@ def test_a_url_with_a_password_never_goes_on_a_harness_command_line(entry: str) 
     assert "s3cret" not in str(err.value)
     # a URL without a password, or an address with an @ in its path, is no credential
     parse_host_config('[harness.claude-code]\nargs = ["https://u@h/x", "https://h/a@b"]\n')
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "https://registry.example:8443/pkg@1.2/x",  # a port, then an '@' in the path
+        "https://[::1]:8443/@scope/pkg@1.0",  # an IPv6 host, a port
+        "git@github.com:org/repo.git",
+        "ssh://deploy@host.example:2222/srv/repo",
+        "@modelcontextprotocol/server-filesystem@latest",
+        "https://h.example/search?q=a@b&page=2",
+        "--password-file=/run/secrets/db",
+        "PASSWORD_FILE=/run/secrets/db",
+        "PWD=/srv/work",
+        "--password=",
+    ],
+)
+def test_an_argument_with_no_password_in_it_is_not_refused(arg: str) -> None:
+    """What the password check must not take for one: a port before an '@' in a path, an
+    scp-style or ssh target with a user and no password, an npm scope, a password file."""
+    parse_host_config(f"[harness.claude-code]\nargs = [{json.dumps(arg)}]\n")
 
 
 def test_a_relative_evidence_store_is_next_to_the_host_file(

@@ -119,6 +119,23 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
             "host.toml:4:1: upstream.a.env.DATABASE_URL: holds a URL with a password",
         ),
         (
+            # ... one the first check missed: in the query, a '/' in it, a libpq keyword
+            '[upstream.a]\ncommand = "x"\nargs = ["--dsn=postgresql://db/app?password=s3cret-pw"]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "env"\nargs = ["PGPASSWORD=s3cret-pw", "server"]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nDSN = "host=db sslpassword=s3cret-pw"\n',
+            "host.toml:4:1: upstream.a.env.DSN: holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nDB = "postgresql://u:s3cret/Zm9v@db/a"\n',
+            "host.toml:4:1: upstream.a.env.DB: holds a URL with a password",
+        ),
+        (
             '[upstream.a]\nurl = "https://example.invalid/mcp"\nheaders = { X-Upstream = "https://u:pw@x/" }\n',
             "host.toml:3:13: upstream.a.headers.X-Upstream: holds a URL with a password",
         ),
