@@ -541,7 +541,8 @@ class HostConfig(BaseModel):
     def bundle_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
         """The credentials the ``[policy] bundle`` and ``shadow`` URLs carry, ``${VAR}``
         interpolated, and the ``[evidence] otlp_endpoint`` (``sharedos.bundles.source.
-        url_credentials``: a password, a presigned URL's signature, a ``?token=``). A
+        url_credentials``: a password, a presigned URL's signature, a ``?token=``), and the
+        value of every host variable (but an ordinary one) such a URL is built from. A
         location that is a path, or names an unset variable, contributes nothing."""
         from sharedos.bundles.source import url_credentials
 
@@ -557,6 +558,16 @@ class HostConfig(BaseModel):
                 continue
             if _is_url(url):
                 values += url_credentials(url)
+                # and every host variable the URL is built from, as an env value's
+                # (``SecretEnv.secrets``): ``https://h/t/${BUNDLE_TOKEN}/policy.tar`` kept
+                # the token out of this file, but a path is no credential by its place,
+                # and it was shown in every message naming the bundle; a variable giving a
+                # whole URL has its credentials found above
+                values += [
+                    environ[name]
+                    for name in dict.fromkeys(m.group(1) for m in _VAR_RE.finditer(location))
+                    if not _ordinary(name) and name in environ and not _is_url(environ[name])
+                ]
         return tuple(dict.fromkeys(v for v in values if v))
 
     def held_secrets(

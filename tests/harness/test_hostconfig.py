@@ -225,6 +225,29 @@ def test_an_argument_with_no_password_in_it_is_not_refused(arg: str) -> None:
     parse_host_config(f"[harness.claude-code]\nargs = [{json.dumps(arg)}]\n")
 
 
+def test_a_host_variable_a_bundle_url_is_built_from_is_a_secret_of_the_host() -> None:
+    """``bundle = "https://h/t/${BUNDLE_TOKEN}/policy.tar"`` kept the token out of the host
+    file, but held_secrets had only the URL's password and credential query values: the
+    token, in the path, was shown in every message naming the bundle and recorded."""
+    host = parse_host_config(
+        "[policy]\nbundle = 'https://bundles.example/t/${BUNDLE_TOKEN}/policy.tar'\n"
+        "shadow = 'https://${SHADOW_HOST}/s/${SHADOW_TOKEN}?v=${USER}'\n"
+    )
+    env = {
+        "BUNDLE_TOKEN": "bt-from-host-0123",
+        "SHADOW_HOST": "shadow.example",
+        "SHADOW_TOKEN": "st-from-host-4567",
+        "USER": "operator-example",
+    }
+    values = set(host.held_secrets(env, location=""))
+    assert {"bt-from-host-0123", "st-from-host-4567"} <= values
+    assert "operator-example" not in values  # an ordinary variable is none
+    # a variable giving the whole URL: its credentials, not the URL (nor its host)
+    whole = parse_host_config("[policy]\nbundle = '${BUNDLE_URL}'\n")
+    url = "https://bundles.example/policy.tar?token=tk-from-host-89ab"
+    assert set(whole.held_secrets({"BUNDLE_URL": url}, location="")) == {"tk-from-host-89ab"}
+
+
 def test_a_relative_evidence_store_is_next_to_the_host_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
