@@ -151,6 +151,10 @@ class Plan:
     seal: tuple[str, int, str | None, str | None] | None = None
     #: an approval event's stored fields (``APPROVAL_FIELDS`` order, turn id first)
     approval: Sequence[Any] | None = None
+    #: run by the backend inside the plan's transaction, its rows written, just before its
+    #: commit; raising rolls the plan back (a write its caller gave up on while the store
+    #: made it wait — a lock, a frozen server — must not land once the store answers)
+    fence: Callable[[], None] | None = None
     #: the rows to insert into ``chain``, in chain order: (kind, parameters); set when
     #: the plan is complete (``done``). Parameters are ``chain_sql.insert_sql(kind)``'s:
     #: the link (turn_id, pos, kind, prev_hash, hash), then the kind's content. An
@@ -426,10 +430,13 @@ class ChainAppender:
         return plan.done()
 
     def _plan_approval(
-        self, values: Sequence[Any], check: Callable[[], None] | None = None
+        self,
+        values: Sequence[Any],
+        check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> Plan:
         turn_id = values[0]
-        plan = Plan(turn_id=turn_id, approval=values)
+        plan = Plan(turn_id=turn_id, approval=values, fence=fence)
         head = self._head(turn_id)
         if check is not None:
             # after the head is known: whatever lands in the turn after ``check`` read the
@@ -866,15 +873,20 @@ class ChainAppender:
         return plan is not None
 
     def append_approval(
-        self, values: Sequence[Any], check: Callable[[], None] | None = None
+        self,
+        values: Sequence[Any],
+        check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> str:
         """Append one approval event to its turn's chain (``APPROVAL_FIELDS`` order, JSON
         columns as text); its link's hash. ``ApprovalTaken`` when the store already holds
         that step of that approval (another writer made it first). ``check`` reads the
         store and raises to refuse the append; it runs with nothing appended to the turn
-        between its read and the append (re-run when another writer moved the head)."""
+        between its read and the append (re-run when another writer moved the head).
+        ``fence`` (``Plan.fence``) raises to refuse it at its commit, once the store has
+        let it in."""
         stored = [self.text(v) if type(v) is str else v for v in values]
-        _, plan = self._commit(lambda: self._plan_approval(stored, check))
+        _, plan = self._commit(lambda: self._plan_approval(stored, check, fence))
         assert plan is not None
         return plan.links[-1].hash
 

@@ -396,10 +396,15 @@ class ApprovalStore(Protocol):
     """What a store gives the ledger (both backends at schema 5)."""
 
     def append_approval(
-        self, values: Sequence[Any], check: Callable[[], None] | None = None
+        self,
+        values: Sequence[Any],
+        check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> str:
         """Append one approval event to its turn's chain; its link hash (``check``, when
-        given, reads the store and refuses the append, atomically with it)."""
+        given, reads the store and refuses the append, atomically with it; ``fence``, when
+        given, runs just before the commit, once the store let the write in, and refuses it
+        by raising)."""
         ...
 
     def approval_rows(
@@ -472,8 +477,15 @@ class ApprovalLedger:
 
     # -- writing -------------------------------------------------------------------
 
-    def _append(self, values: list[Any], check: Callable[[], None] | None = None) -> None:
-        if check is None:
+    def _append(
+        self,
+        values: list[Any],
+        check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
+    ) -> None:
+        if fence is not None:
+            self.store.append_approval(values, check, fence)
+        elif check is None:
             self.store.append_approval(values)
         else:
             self.store.append_approval(values, check)
@@ -539,6 +551,7 @@ class ApprovalLedger:
         detail: str | None = None,
         when: datetime | None = None,
         check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> Approval:
         values = event_values(
             approval.approval_id,
@@ -553,7 +566,7 @@ class ApprovalLedger:
             detail=detail,
             at=now_iso(when),
         )
-        self._append(values, check)
+        self._append(values, check, fence)
         folded = fold([*approval.events, ApprovalEvent.from_values(values)])
         return folded[approval.approval_id]
 
@@ -629,13 +642,15 @@ class ApprovalLedger:
         call_id: str,
         when: datetime | None = None,
         max_age_s: float | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> Approval:
         """Use an approved approval for the call ``call_id``, once across every host.
 
         ``ApprovalError`` when it is not approved or has lapsed (a lapsed one gets
         its ``expired`` event; ``max_age_s`` as for ``Approval.status_at``);
         ``ApprovalTaken`` when another call used it (or expired it) first. The caller
-        has checked the binding.
+        has checked the binding. ``fence`` runs just before the ``consumed`` event's
+        commit and refuses it by raising (the caller gave the write up meanwhile).
         """
         moment = when or datetime.now(UTC)
         status = approval.status_at(moment, max_age_s=max_age_s)
@@ -644,7 +659,7 @@ class ApprovalLedger:
             raise ApprovalError(f"approval {approval.approval_id} lapsed at {approval.expires_at}")
         if status != "approved":
             raise ApprovalError(f"approval {approval.approval_id} is {status}, not approved")
-        return self._step(approval, "consumed", call_id=call_id, when=moment)
+        return self._step(approval, "consumed", call_id=call_id, when=moment, fence=fence)
 
     def expire(
         self, approval: Approval, *, when: datetime | None = None, detail: str | None = None

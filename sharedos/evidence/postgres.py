@@ -698,7 +698,15 @@ class PostgresEvidenceStore:
         sql, params = self._statement(plan)
         with self._writer_conn() as conn:
             try:
-                row = conn.execute(sql, params, prepare=True).fetchone()
+                if plan.fence is None:
+                    row = conn.execute(sql, params, prepare=True).fetchone()
+                else:
+                    # the fence between the statement and its commit: one transaction
+                    with conn.transaction():
+                        row = conn.execute(sql, params, prepare=True).fetchone()
+                        plan.fence()
+            except EvidenceStoreError:
+                raise  # the fence's refusal, the plan rolled back
             except Exception as exc:
                 self._raise_write_error(exc, conn, plan)
         if row is None:  # the guard found another store
@@ -906,14 +914,18 @@ class PostgresEvidenceStore:
         return self.appender.seal_turn(turn_id, closed_at, check)
 
     def append_approval(
-        self, values: Sequence[Any], check: Callable[[], None] | None = None
+        self,
+        values: Sequence[Any],
+        check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
-        step of that approval is already in the store (another host wrote it first)."""
+        step of that approval is already in the store (another host wrote it first;
+        ``check``, ``fence``: as for ``ChainAppender.append_approval``)."""
         self._guarded()
         require_approvals(self.schema_version, str(self.shown))
-        return self.appender.append_approval(values, check)
+        return self.appender.append_approval(values, check, fence)
 
     def has_seal(self, turn_id: str) -> bool:
         """True when the turn's chain holds a seal (one indexed lookup, no row's content)."""

@@ -304,13 +304,16 @@ def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
     """
     rows = plan.rows
     seq = plan.seq if plan.seq is not None else -1
-    if len(rows) == 1 or nested:  # one autocommitted INSERT is atomic by itself
+    # one autocommitted INSERT is atomic by itself, but a fence must run before its commit
+    if (len(rows) == 1 and plan.fence is None) or nested:
         for kind, params in rows:
             if kind == "outcome" and params[5] is ATTEMPT_SEQ:
                 params = [*params[:5], seq, *params[6:]]  # the plan's rows stay as planned
             rowid = _insert(cur, kind, params)
             if kind == "attempt":
                 seq = rowid
+        if plan.fence is not None:
+            plan.fence()  # the caller's transaction rolls back
         return seq
     cur.execute("BEGIN IMMEDIATE")
     try:
@@ -320,6 +323,8 @@ def run_plan(cur: sqlite3.Cursor, plan: Plan, *, nested: bool = False) -> int:
             rowid = _insert(cur, kind, params)
             if kind == "attempt":
                 seq = rowid
+        if plan.fence is not None:
+            plan.fence()
         cur.execute("COMMIT")
     except BaseException:
         _roll_back(cur.connection)
@@ -984,14 +989,18 @@ class SqliteEvidenceStore:
         return self.appender.seal_turn(turn_id, closed_at, check)
 
     def append_approval(
-        self, values: Sequence[Any], check: Callable[[], None] | None = None
+        self,
+        values: Sequence[Any],
+        check: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that
-        step of that approval is already in the store."""
+        step of that approval is already in the store (``check``, ``fence``: as for
+        ``ChainAppender.append_approval``)."""
         self._writable()
         require_approvals(self.schema_version, str(self.path))
-        return self.appender.append_approval(values, check)
+        return self.appender.append_approval(values, check, fence)
 
     def has_seal(self, turn_id: str) -> bool:
         """True when the turn's chain holds a seal (one indexed lookup, no row's content)."""

@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -292,8 +293,21 @@ class ApprovalGate:
             # released by the call's end (``RuntimeHost.invoke_tool``)
             self.taken[turn_id] = self.taken.get(turn_id, 0) + 1
 
+        # set once the write is given up (below): a write still waiting for the store then
+        # (its lock, a frozen server) is refused at its commit, never landing afterwards —
+        # the approval spent on a call refused "nothing ran", which its retry could not use
+        given_up = threading.Event()
+
+        def fence() -> None:
+            if given_up.is_set():
+                raise EvidenceStoreError(
+                    f"the write marking approval {approval.approval_id} used was given up "
+                    f"after {self.consume_wait_s:g} s",
+                    "timeout",
+                )
+
         def consume() -> Approval:
-            return self.ledger.consume(approval, call_id=call_id, max_age_s=max_age_s)
+            return self.ledger.consume(approval, call_id=call_id, max_age_s=max_age_s, fence=fence)
 
         try:
             # not given up at ``timeout_s``: given up at the evidence timeout, the write went
@@ -308,6 +322,7 @@ class ApprovalGate:
                     else anyio.to_thread.run_sync(consume, abandon_on_cancel=True)
                 )
         except BaseException:
+            given_up.set()
             if hold is not None:
                 hold.shield = False
                 self.release(turn_id)

@@ -812,11 +812,11 @@ class _SlowConsume(SqliteEvidenceStore):
         self.started = threading.Event()
         self.go = threading.Event()
 
-    def append_approval(self, values: Any, check: Any = None) -> str:
+    def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
         if "consumed" in values:
             self.started.set()
             self.go.wait(30)
-        return super().append_approval(values, check) if check else super().append_approval(values)
+        return super().append_approval(values, check, *([fence] if fence else []))
 
 
 def _cancel_while_consuming(h: Host, store: _SlowConsume, context: AccessContext, peer: Any) -> Any:
@@ -990,11 +990,11 @@ def test_an_approval_whose_store_stops_answering_fails_its_call_within_the_bound
     class Freezing(PostgresEvidenceStore):
         armed = False
 
-        def append_approval(self, values: Any, check: Any = None) -> str:
+        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
             if self.armed and "consumed" in values:
                 self.armed = False
                 freeze()  # the server stops answering as the approval is taken
-            return super().append_approval(values, check)
+            return super().append_approval(values, check, *([fence] if fence else []))
 
     h = Host(tmp_path)
     store = h.store = Freezing(pg_url)
@@ -1020,3 +1020,110 @@ def test_an_approval_whose_store_stops_answering_fails_its_call_within_the_bound
     assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
     assert "nothing ran" in res.structured["detail"], res.structured
     assert not (h.sandbox / "shared/release/notes.txt").exists()
+
+
+def test_an_approval_whose_consume_was_given_up_is_not_spent_by_the_write_landing_late(
+    tmp_path: Path,
+) -> None:
+    """A ``consumed`` write given up at ``ApprovalGate.consume_wait_s`` (its call failed
+    ``evidence_unavailable``, "nothing ran") went on in its abandoned thread and landed once
+    the store answered again — here a SQLite store locked by another process's ``BEGIN
+    EXCLUSIVE`` past the bound and released before the store's busy timeout: the approval
+    read "used by call …" of a call that never ran (``sharedos approvals show`` lied to the
+    approver, who had to approve again). A write given up no longer lands: the approval
+    stays ``approved`` and unused, and the retry runs on it."""
+    import sqlite3
+
+    h = Host(tmp_path)
+    store = h.store = SqliteEvidenceStore(h.db, busy_timeout_s=bound(3))
+    # 4 evidence timeouts: 0.4 s, well inside the store's busy timeout
+    h.host = RuntimeHost(
+        Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.1
+    )
+    approval_id = _approved(h)
+    locker = sqlite3.connect(h.db, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        res = h.call(ARGS)
+    finally:
+        locker.execute("COMMIT")  # the store answers again: the abandoned write goes on
+        locker.close()
+    assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+    assert "nothing ran" in res.structured["detail"], res.structured
+    with store.appender.lock:  # the abandoned consume has finished, one way or the other
+        pass
+    got = ApprovalLedger(store).get(approval_id)
+    assert got is not None and got.status == "approved", (got and got.status, got)
+    shown = CliRunner().invoke(cli_main, ["approvals", "show", approval_id, "--db", str(h.db)])
+    assert "used by call" not in shown.output, shown.output
+    ran = h.call(ARGS)  # the retry runs on it
+    assert ran.outcome is Outcome.SUCCEEDED, ran.structured
+    got = ApprovalLedger(store).get(approval_id)
+    assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
+    assert (h.sandbox / "shared/release/notes.txt").read_text() == "v1\n"
+
+
+def test_an_approval_whose_consume_was_given_up_on_a_frozen_postgresql_stays_unspent(
+    tmp_path: Path, pg_url: str, postgres_cluster: Any
+) -> None:
+    """The same on PostgreSQL: the server processes of the host's connections stopped as the
+    approval is taken (a frozen server), the call failed at the bound, and the server thawed
+    afterwards finished the abandoned ``consumed`` statement and committed it. Refused at its
+    commit now: the approval stays ``approved`` and the retry runs on it."""
+    import os
+    import signal
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    frozen: list[int] = []
+
+    def freeze() -> None:
+        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
+            sql = "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+            pids = [int(pid) for (pid,) in c.execute(sql, (name,))]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+
+    def thaw() -> None:
+        while frozen:
+            os.kill(frozen.pop(), signal.SIGCONT)
+
+    class Freezing(PostgresEvidenceStore):
+        armed = False
+
+        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
+            if self.armed and "consumed" in values:
+                self.armed = False
+                freeze()
+            return super().append_approval(values, check, *([fence] if fence else []))
+
+    h = Host(tmp_path)
+    store = h.store = Freezing(pg_url)
+    try:
+        h.host = RuntimeHost(
+            Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.15
+        )
+        approval_id = h.call(ARGS).structured["approvalId"]
+        ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli")
+        store.armed = True
+        try:
+            res = h.call(ARGS)
+        finally:
+            thaw()
+        assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+        with store.appender.lock:  # the abandoned consume has finished
+            pass
+        got = ApprovalLedger(store).get(approval_id)
+        assert got is not None and got.status == "approved", got and got.status
+        ran = h.call(ARGS)
+        assert ran.outcome is Outcome.SUCCEEDED, ran.structured
+        got = ApprovalLedger(store).get(approval_id)
+        assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
+    finally:
+        thaw()
+        store.close()
