@@ -654,12 +654,27 @@ class ApprovalLedger:
         """
         moment = when or datetime.now(UTC)
         status = approval.status_at(moment, max_age_s=max_age_s)
+        lapsed = ApprovalError(f"approval {approval.approval_id} lapsed at {approval.expires_at}")
         if status == "expired" and approval.status == "approved":
             self.expire(approval, when=moment, detail="it lapsed before it was used")
-            raise ApprovalError(f"approval {approval.approval_id} lapsed at {approval.expires_at}")
+            raise lapsed
         if status != "approved":
             raise ApprovalError(f"approval {approval.approval_id} is {status}, not approved")
-        return self._step(approval, "consumed", call_id=call_id, when=moment, fence=fence)
+
+        def still_good() -> None:
+            # judged again at the commit: a write the store made wait (a lock held by another
+            # writer) past the approval's expiry landed, and its call ran on a lapsed approval
+            if fence is not None:
+                fence()
+            if when is None and approval.status_at(max_age_s=max_age_s) == "expired":
+                raise lapsed
+
+        try:
+            return self._step(approval, "consumed", call_id=call_id, when=moment, fence=still_good)
+        except ApprovalError as exc:
+            if exc is lapsed:
+                self.expire(approval, detail="it lapsed before it was used")
+            raise
 
     def expire(
         self, approval: Approval, *, when: datetime | None = None, detail: str | None = None

@@ -195,6 +195,14 @@ def _lost(exc: BaseException, conn: Any) -> bool:
     return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.broken or not state)
 
 
+class _Fenced(Exception):
+    """A plan's fence refused its commit (``Plan.fence``): ``refusal`` is raised as it is."""
+
+    def __init__(self, refusal: Exception) -> None:
+        super().__init__(str(refusal))
+        self.refusal = refusal
+
+
 class PostgresEvidenceStore:
     """Evidence in a PostgreSQL database, shared by any number of hosts.
 
@@ -704,9 +712,12 @@ class PostgresEvidenceStore:
                     # the fence between the statement and its commit: one transaction
                     with conn.transaction():
                         row = conn.execute(sql, params, prepare=True).fetchone()
-                        plan.fence()
-            except EvidenceStoreError:
-                raise  # the fence's refusal, the plan rolled back
+                        try:
+                            plan.fence()
+                        except Exception as refused:
+                            raise _Fenced(refused) from refused
+            except _Fenced as fenced:
+                raise fenced.refusal from None  # the plan rolled back
             except Exception as exc:
                 self._raise_write_error(exc, conn, plan)
         if row is None:  # the guard found another store

@@ -1127,3 +1127,51 @@ def test_an_approval_whose_consume_was_given_up_on_a_frozen_postgresql_stays_uns
     finally:
         thaw()
         store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_approval_that_lapses_while_its_consumed_write_waits_is_not_used(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """An approval's life is judged when it is used. The ``consumed`` write judged it when it
+    started and then waited for the store (a lock held by another writer) past the
+    approval's expiry: it landed, and the call ran on an approval that had lapsed (its
+    ``consumed`` event stamped with the time it started, before the expiry). It is judged
+    again at the commit: lapsed, the call runs nothing, the approval is recorded ``expired``
+    and a new request is made."""
+    import time
+
+    ttl = 1.0  # the call takes it within this (it starts at once)
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    base: Any = SqliteEvidenceStore if backend == "sqlite" else PostgresEvidenceStore
+
+    class LateStore(base):  # type: ignore[misc,valid-type]
+        """A real store whose ``consumed`` write is let in only once the approval lapsed."""
+
+        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
+            if "consumed" in values:
+                time.sleep(max(0.0, lapses - time.monotonic()) + 0.1)
+            more = [fence] if fence else []
+            return str(super().append_approval(values, check, *more))
+
+    h = Host(tmp_path, approval_ttl_s=ttl)
+    where = h.db if backend == "sqlite" else request.getfixturevalue("pg_url")
+    store = h.store = LateStore(where)
+    request.addfinalizer(store.close)
+    h.host = RuntimeHost(Kernel(h.policy, h.registry), store, approvals=h.settings)
+    approval_id = h.call(ARGS).structured["approvalId"]
+    lapses = time.monotonic() + ttl
+    ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli", ttl_s=ttl)
+    res = h.call(ARGS)
+    if time.monotonic() - lapses > 1.0:  # pragma: no cover - a machine this slow took it late
+        pytest.skip("the call reached its approval only after it had lapsed")
+    assert res.outcome is not Outcome.SUCCEEDED, res.structured
+    assert not (h.sandbox / "shared/release/notes.txt").exists()
+    got = ApprovalLedger(store).get(approval_id)
+    assert got is not None and got.status == "expired", got and got.status
+    assert res.reason is ReasonCode.APPROVAL_REQUIRED, res.structured
+    assert res.structured["approvalId"] != approval_id
+    assert f"approval {approval_id} lapsed" in res.structured["detail"], res.structured
+    assert verify_store(store).clean
