@@ -413,12 +413,24 @@ def iter_checkpoint_rows(
 
 
 def _store_id(conn: sqlite3.Connection, *, create: bool) -> str:
-    """The file's ``meta.store_id`` (given one when it has none and ``create``)."""
-    row = conn.execute(_STORE_ID_SQL).fetchone()
-    if row is not None:
-        return str(row[0])
-    if not create:
-        return ""
+    """The file's ``meta.store_id`` (given one when it has none and ``create``).
+
+    Read only (``create`` False: ``evidence verify``), the value is read as it is stored:
+    text that is not UTF-8 (SQLite keeps the bytes it is given, cast to text) with its
+    bad bytes as lone surrogates, an id no checkpoint names (each is then a finding), and
+    a null as no id at all (``""``) -- not 'cannot open', exit 2, nothing verified."""
+    if create:
+        row = conn.execute(_STORE_ID_SQL).fetchone()
+        if row is not None:
+            return str(row[0])
+    else:
+        factory = conn.text_factory
+        conn.text_factory = _undecodable_text
+        try:
+            row = conn.execute(_STORE_ID_SQL).fetchone()
+        finally:
+            conn.text_factory = factory
+        return "" if row is None or row[0] is None else str(row[0])
     import uuid
 
     made = str(uuid.uuid4())

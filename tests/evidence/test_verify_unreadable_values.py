@@ -219,3 +219,35 @@ def test_a_position_or_seq_that_is_no_integer_is_reported(
     result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and "turn T" in result.output
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        # bytes cast to text that are not UTF-8: 'cannot open evidence database … Could
+        # not decode to UTF-8', exit 2, nothing verified
+        ("CAST(x'32ff' AS TEXT)", "names another store"),
+        ("NULL", "the store names none"),  # was read as the store id 'None'
+    ],
+)
+def test_a_store_id_that_is_no_stored_text_is_reported_not_the_end_of_verify(
+    tmp_path: Path, value: str, found: str
+) -> None:
+    """The store's own ``meta.store_id``, which every checkpoint names, set to text that
+    is not UTF-8: ``evidence verify`` could not open the store at all (exit 2, 'cannot
+    open', no turn verified). It is now read as stored: each checkpoint is a finding
+    (exit 1) and every turn is still verified."""
+    db = tmp_path / "evidence.db"
+    store = open_store(str(db))
+    write_turn(store, "T")
+    assert store.take_checkpoint() is not None
+    store.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(f"UPDATE meta SET value = {value} WHERE key = 'store_id'")
+    conn.close()
+    result = CliRunner().invoke(main, ["evidence", "verify", "--db", str(db)])
+    assert result.exit_code == 1, result.output
+    assert "cannot open" not in result.output and found in result.output, result.output
+    assert "verified 1 turn(s)" in result.output, result.output
+    exported = CliRunner().invoke(main, ["evidence", "checkpoint", "--db", str(db)])
+    assert exported.exit_code == 1 and "nothing exported" in exported.output, exported.output
