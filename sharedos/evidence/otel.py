@@ -15,7 +15,8 @@ Attributes: ``sharedos.turn_id``, ``sharedos.call_id``, ``sharedos.seq``,
 ``sharedos.effect``, ``sharedos.resource``, ``sharedos.action``,
 ``sharedos.rule_ids``, ``sharedos.principal``, ``sharedos.tenant``,
 ``sharedos.catalog_hash``, ``sharedos.policy_hash``,
-``sharedos.policy_revision``. Arguments, diagnostics and error texts are
+``sharedos.policy_revision``, ``sharedos.policy_kept`` (true when the record's
+identity carries ``policyBundleKept``; absent otherwise). Arguments, diagnostics and error texts are
 never exported. The evidence store stays the record: telemetry is batched
 and best effort, and a failing exporter never fails a call (the SDK's
 batch processors drop on overflow and export off the caller's thread).
@@ -69,6 +70,9 @@ def _attributes(rec: EvidenceRecord, seq: int) -> dict[str, Any]:
         "sharedos.catalog_hash": rec.catalog_hash,
         "sharedos.policy_hash": rec.policy_hash,
         "sharedos.policy_revision": identity.get("policyBundleRevision"),
+        # the record's policy was put in force from the host's kept copy (its source
+        # failing): told apart here as on the record itself; absent otherwise
+        "sharedos.policy_kept": True if identity.get("policyBundleKept") is True else None,
     }
     return {k: v for k, v in pairs.items() if v is not None}
 

@@ -110,6 +110,24 @@ def test_a_span_and_a_log_record_per_attempt(telemetry: Any) -> None:
         assert "s3cret" not in repr(dict(item.attributes))
 
 
+def test_a_record_of_a_run_on_the_kept_bundle_says_so_in_telemetry(telemetry: Any) -> None:
+    """A record of a run whose bundle was put in force from the host's kept copy (its
+    source failing) carries ``policyBundleKept`` in its identity; its span and log record
+    carried the revision only, so a collector could not tell those calls from calls
+    decided on a release fetched. They now carry ``sharedos.policy_kept``."""
+    tstore, spans, logs = telemetry
+    kept = {"policyBundleRevision": "r7", "policyBundleKept": True}
+    done = OutcomeRecord(Outcome.SUCCEEDED, "2026-12-02T10:00:00.250000Z", 250.0)
+    tstore.finish(tstore.begin(attempt("k1", identity=kept)), done)
+    tstore.finish(tstore.begin(attempt("f1")), done)
+    emitted = [r.log_record for r in logs.get_finished_logs()] + list(spans.get_finished_spans())
+    by_call: dict[str, list[Any]] = {}
+    for item in emitted:
+        by_call.setdefault(item.attributes["sharedos.call_id"], []).append(item)
+    assert [i.attributes.get("sharedos.policy_kept") for i in by_call["k1"]] == [True, True]
+    assert all("sharedos.policy_kept" not in i.attributes for i in by_call["f1"])
+
+
 def test_a_failing_exporter_never_fails_a_call(store: Any) -> None:
     class Broken:
         def get_tracer(self, name: str) -> Any:
