@@ -220,16 +220,23 @@ class BundleManager:
         ``_problem``."""
         if self._current is not None or self.state is None:
             return self._problem(status, detail)
-        data = self.state.kept()
-        if data is None:
+        if self.state.kept() is None:  # no copy: nothing to lock, nor a directory to make
             return self._problem(status, detail)
         kept_at = str(self.state.kept_path)
         loaded: LoadedBundle | None = None
         try:
+            # the copy and the state read as a writer leaves them (under the lock it holds
+            # from the copy to the state): between its two writes, another process of the
+            # host has a copy of the release it is writing down beside the record of the
+            # one before, which is not used
+            with self.state.locked():
+                data = self.state.kept()
+                recorded = self.state.load()
+            if data is None:
+                return self._problem(status, detail)
             # the copy is this source's last release only as the release the state records
             # of it: whatever else verifies there (another source's release signed by the
             # same key, with a higher sequence) is no release this host enforced
-            recorded = self.state.load()
             why = _whose(recorded, self.source.origin)
             if why is None and recorded is not None:
                 loaded = self.verifier.verify(Fetched(data, "", kept_at))

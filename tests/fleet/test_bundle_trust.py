@@ -890,6 +890,45 @@ def test_a_kept_copy_is_put_in_force_only_as_the_release_its_state_records(
     assert back.current.revision == "a11"
 
 
+def test_a_start_while_another_process_writes_its_release_waits_for_both_files(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """Another process of the host writes a new release: its copy first, then the state,
+    both under the state's lock. A start whose source failed read the copy and the state
+    without that lock: between the two writes it found a copy that is not the release
+    recorded and started with no policy ('nothing runs') although the host had written
+    a good release down a moment later. It now reads them under the lock, as a writer
+    leaves them: the release just written is put in force."""
+    from dataclasses import replace
+
+    from sharedos.bundles.source import Fetched
+    from sharedos.bundles.state import Enforced
+
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    newer = release(tmp_path, RULES_V1, signer, revision="r6", sequence=6)
+    loaded = verifier(signer).verify(Fetched(newer, "", str(pub)))
+    written = replace(Enforced.of(loaded), origin=state.load().origin)
+    for item in pub.iterdir():
+        item.unlink()  # the source down for the start
+    results: list[Any] = []
+    starting = threading.Thread(
+        target=lambda: results.append(
+            BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+        )
+    )
+    with state.locked():  # the other process, between its two writes
+        state.kept_path.write_bytes(newer)
+        starting.start()
+        starting.join(timeout=0.5)  # a start that does not wait is done by now
+        state.save(written, None)
+    starting.join()
+    assert results[0].status == "kept", results[0]
+    assert results[0].current.revision == "r6"
+
+
 def test_a_run_started_from_the_kept_copy_says_so_on_its_records(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
