@@ -231,6 +231,32 @@ def oversized(size: int, head: bytes, tail: bytes = b"") -> Frame:
     )
 
 
+def unread_call(data: bytes, problem: Problem) -> Frame:
+    """The frame of a body refused without being read (only its edges were looked at).
+
+    A turn past its close's grace does not wait for its classifying thread to read every
+    large body still queued for it (a fraction of a second to seconds each, one at a time):
+    a ``tools/call`` its edges show is refused and recorded (its id, when the edges show
+    it, answered) without its name or arguments."""
+    head, tail = data[:EDGE_BYTES], data[-EDGE_BYTES:]
+    request_id = edge_request_id(head, tail)
+    answerable = request_id if isinstance(request_id, int | str) else None
+    looks = _looks_like_call(head) or _looks_like_call(tail)
+    calls = (
+        (CallAttempt(answerable, None, None, False, None, has_id=answerable is not None),)
+        if looks
+        else ()
+    )
+    return Frame(
+        size=len(data),
+        message=None,
+        problem=problem,
+        calls=calls,
+        looks_like_call=looks,
+        fingerprint=fingerprint(data),
+    )
+
+
 def truncated(data: bytes) -> Frame:
     """The frame of a body whose sender stopped before its end (disconnect or read deadline).
 

@@ -48,6 +48,7 @@ from sharedos.bridge.frames import (
     oversized,
     truncated,
     undeliverable,
+    unread_call,
 )
 from sharedos.bridge.limits import TransportLimits, TransportStats
 from sharedos.bridge.malformed import WireRecorder
@@ -148,6 +149,9 @@ class TurnHttpApp:
         self._classifying = 0
         #: the tasks classifying (and refusing) those bodies, kept until they end
         self._settling: set[asyncio.Task[Any]] = set()
+        #: set once the close has waited its grace for them: the large bodies still queued
+        #: for the classifying thread are refused from their edges, unread (``settle_all``)
+        self._unread = False
         #: one worker thread classifies this turn's large frames at a time. Classifying
         #: holds the GIL (``pydantic_core`` does not release it), so every such thread
         #: takes a share of the interpreter from the event loop all turns of the process
@@ -286,7 +290,13 @@ class TurnHttpApp:
         """Classify a body read whole; refuse and answer it here (None) when it is not one
         valid message or the turn is closing, else what ``_post`` hands on."""
         if len(data) > _THREAD_CLASSIFY_BYTES:
-            frame = await anyio.to_thread.run_sync(classify, data, limiter=self._classify_threads)
+            async with self._classify_threads:
+                if self._unread:
+                    # the close is past its grace: recorded and answered now, not after
+                    # every body queued before it was read (seconds each, one at a time)
+                    await self._refuse_unread(scope, data, send)
+                    return None
+                frame = await anyio.to_thread.run_sync(classify, data)
         else:
             frame = classify(data)
         valid = frame.message
@@ -327,10 +337,15 @@ class TurnHttpApp:
         cancelled and their tasks run on, unwaited. The turn then ended without their
         records: sealed before them, and when the process ended with the turn (``sharedos
         run`` exits as its turn closes) the event loop cancelled those tasks, and calls the
-        client had sent whole were neither answered nor recorded. Each task is bounded (one
-        classification of a frame within the size limit, one record; its answer goes to a
-        connection that is closed by now), and there are at most as many as connections.
+        client had sent whole were neither answered nor recorded. The grace is over by now:
+        the one body being classified is finished, those queued behind it are refused from
+        their edges, unread (``_refuse_unread``), so the wait is one classification and
+        one record per connection (its answer goes to a connection that is closed by now).
         """
+        # past the grace, those still queued are refused from their edges: at most the one
+        # being classified still reads its body (before, each queued one was read in turn,
+        # seconds each: a harness holding 128 connections held its turn's close for minutes)
+        self._unread = True
         while self._settling:
             await asyncio.wait(set(self._settling))
 
@@ -488,7 +503,14 @@ class TurnHttpApp:
         """
         closing = (b"connection", b"close")
         rebinding = await self._security.validate_request(Request(scope), is_post=False)
-        frame = undeliverable(data, json.loads(data), Problem.TURN_CLOSED)
+        # made out of the message read already: parsed again (``json.loads`` on the event
+        # loop), a large body held every turn of the process for as long as its first read
+        request = (
+            {"id": message.id, "method": message.method, "params": message.params}
+            if isinstance(message, JSONRPCRequest)
+            else {}
+        )
+        frame = undeliverable(data, request, Problem.TURN_CLOSED)
         request_id = message.id if isinstance(message, JSONRPCRequest) else None
         text = PROBLEM_TEXT[Problem.TURN_CLOSED]
         status, answer = 404, error_message(request_id, INVALID_REQUEST, text)
@@ -507,6 +529,31 @@ class TurnHttpApp:
             body, media = bytes(rebinding.body), b"text/plain; charset=utf-8"
             await _respond(send, rebinding.status_code, media, body, closing)
             return
+        await _respond(send, status, b"application/json", _compact(answer), closing)
+
+    async def _refuse_unread(self, scope: Scope, data: bytes, send: Send) -> None:
+        """Refuse a large body the closing turn did not read (``settle_all``): a
+        ``tools/call`` its edges show is recorded ``turn_closed`` (its name and arguments
+        unread) and answered when its id shows; anything else gets a 404, as on a closed
+        turn."""
+        closing = (b"connection", b"close")
+        frame = unread_call(data, Problem.TURN_CLOSED)
+        text = PROBLEM_TEXT[Problem.TURN_CLOSED]
+        status, answer = 404, error_message(None, INVALID_REQUEST, text)
+        if frame.calls:
+            attempt = frame.calls[0]
+            result = await self._recorder.refuse_call(
+                attempt,
+                Problem.TURN_CLOSED,
+                size=frame.size,
+                reason=ReasonCode.TURN_CLOSED,
+                detail=f"{text}; this tools/call was refused unread (its name and arguments "
+                "were not read: the close does not wait for every large body queued to be "
+                "read) and was not run",
+            )
+            if attempt.request_id is not None:
+                version = _header(scope, b"mcp-protocol-version")
+                status, answer = 200, result_message(attempt.request_id, result, version)
         await _respond(send, status, b"application/json", _compact(answer), closing)
 
     async def _refuse(

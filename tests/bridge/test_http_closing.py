@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ import pytest
 
 import sharedos.bridge.http as bridge_http
 from sharedos.bridge import open_turn
+from sharedos.bridge.frames import classify
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
 from tests.bridge.rawwire import (
@@ -37,6 +39,7 @@ from tests.bridge.rawwire import (
     legacy_session,
     modern_headers,
 )
+from tests.timing import cpu_bound
 
 pytestmark = pytest.mark.anyio
 
@@ -288,7 +291,9 @@ async def test_large_calls_still_being_classified_when_the_turn_closes_are_answe
 
 
 def _calls_recorded(runtime: Runtime, alice: AccessContext) -> list[Any]:
-    return [r for r in runtime.evidence.query(turn_id=alice.turn_id) if r.tool == "files.read"]
+    # a call refused unread as its turn closed is recorded without its name ("null")
+    calls = runtime.evidence.query(turn_id=alice.turn_id)
+    return [r for r in calls if r.tool in ("files.read", "null")]
 
 
 async def test_large_calls_still_being_classified_are_recorded_before_the_turn_ends(
@@ -334,3 +339,67 @@ async def test_large_calls_still_being_classified_are_recorded_before_the_turn_e
     assert [str(r.reason) for r in records] == ["turn_closed"] * calls
     kinds = [link.kind for link in runtime.evidence.iter_links(alice.turn_id)]
     assert kinds[-1] == "seal", kinds
+
+
+def _slow_call(request_id: int, items: int) -> bytes:
+    """A 2026-07-28 ``tools/call`` slow to read for its size (many tiny nested arrays:
+    ~5 bytes and some microseconds an item), valid: it would run if its turn were open."""
+    head = (
+        f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{{"_meta":'
+        '{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        '"io.modelcontextprotocol/clientCapabilities":{}},'
+        '"name":"files.read","arguments":{"path":"/public/a.txt","n":['
+    ).encode()
+    return head + b"[[]]," * items + b"1]}}}"
+
+
+async def test_large_calls_queued_at_the_close_do_not_hold_it_open(
+    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The close waited for every large body queued for the turn's classifying thread to
+    be read (one at a time, then parsed again on the event loop to be refused): a harness
+    sending 128 bodies of 4 MiB as its turn closed held the close (and ``sharedos run``'s
+    exit) for minutes. Past the grace, those still queued are refused ``turn_closed`` and
+    recorded from their edges, unread; the close takes about one body's read, not all."""
+    calls, items = 5, 30_000
+    body = _slow_call(1, items)
+    started = time.process_time()
+    classify(body)
+    one = time.process_time() - started  # one read, on this machine now
+    apps: list[bridge_http.TurnHttpApp] = []
+    made = bridge_http.TurnHttpApp.__init__
+
+    def keep(app: bridge_http.TurnHttpApp, *args: Any, **kwargs: Any) -> None:
+        made(app, *args, **kwargs)
+        apps.append(app)
+
+    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
+    with anyio.fail_after(60):
+        async with (
+            httpx2.AsyncClient(headers=ACCEPT, timeout=50) as hc,
+            anyio.create_task_group() as tg,
+        ):
+            async with open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.05) as turn:
+                assert turn.url is not None
+                headers = {**turn.headers(), **modern_headers("files.read")}
+
+                async def ask(url: str, request_id: int) -> None:
+                    with contextlib.suppress(httpx2.HTTPError):
+                        await hc.post(url, content=_slow_call(request_id, items), headers=headers)
+
+                for request_id in range(1, calls + 1):
+                    tg.start_soon(ask, turn.url, request_id)
+                while True:  # every body read whole, one classified, the others waiting
+                    queue = apps[0]._classify_threads.statistics()
+                    if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
+                        break
+                    await anyio.sleep(0.005)
+                closing = time.process_time()
+            spent = time.process_time() - closing
+        records = _calls_recorded(runtime, alice)
+    # each call recorded once, refused as the turn closed, before the seal
+    assert [str(r.reason) for r in records] == ["turn_closed"] * calls
+    kinds = [link.kind for link in runtime.evidence.iter_links(alice.turn_id)]
+    assert kinds[-1] == "seal", kinds
+    # the one being read when the grace ended, not all five read (and read again) in turn
+    assert spent < 2 * one + cpu_bound(0.15), (spent, one)
