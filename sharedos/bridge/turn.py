@@ -124,7 +124,8 @@ async def open_turn(
 
     A turn id names one turn: opening a turn whose id is open on this host already
     (``RuntimeHost.open_turn_id``) raises ``ValueError`` before anything is listed or
-    written.
+    written; so does one whose id names a turn that has closed (its chain sealed in the
+    store: ``evidence_turn``), before anything is listed.
     """
     started = time.perf_counter()
     # one open turn per id on a host: the id names the turn's evidence chain (a second

@@ -131,6 +131,14 @@ async def evidence_turn(
     opened = await _off_loop(
         "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
     )
+    if opened is False and await _sealed(store, turn_id, timeout_s, report):
+        # the id names a turn that has closed: opened again, its calls ran and were
+        # appended past that turn's seal, under its opening (another principal's, perhaps),
+        # its own seal refused as a second one, and `verify --require-seal` said clean
+        raise ValueError(
+            f"turn {turn_id!r} has closed (its evidence chain is sealed): a turn id names "
+            "one turn; give each turn its own"
+        )
     # an opening the store refused is written at the close, before the seal: a seal on a
     # chain with no opening makes a bare one, without the turn's catalogHash, policy and
     # identity, dated after the close
@@ -145,6 +153,23 @@ async def evidence_turn(
                 # sealed first, the chain had that outcome past the seal, unvouched for
                 await taken(turn_id)
             await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, unwritten)
+
+
+async def _sealed(store: Any, turn_id: str, timeout_s: float, report: FailureReporter) -> bool:
+    """Whether the chain of ``turn_id``, which existed before this open, holds a seal (False
+    when the store cannot say: its calls fail closed on their own then)."""
+    has_seal = getattr(store, "has_seal", None)
+    if not callable(has_seal):
+        return False
+    found = await _off_loop(
+        "seal check",
+        turn_id,
+        lambda: bool(has_seal(turn_id)),
+        timeout_s,
+        report,
+        says_writable=False,
+    )
+    return found is True
 
 
 async def _close(

@@ -201,7 +201,8 @@ async def test_stdio_and_http_answer_a_request_whose_id_mcp_does_not_allow(
     errors = [r for r in bridge.replies if r.get("id") is None]
     assert [e["error"]["code"] for e in errors] == [-32600] * len(bad), bridge.replies
     assert bridge.reply(1) == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    async with open_turn(rt.host, alice, FILES_POLICY) as turn:
+    # a turn of its own: a turn id names one turn, and that one has closed
+    async with open_turn(rt.host, AccessContext(principal="alice"), FILES_POLICY) as turn:
         assert turn.url is not None
         async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=10) as hc:
             session = await legacy_session(hc, turn.url)

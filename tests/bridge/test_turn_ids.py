@@ -43,3 +43,28 @@ async def test_a_turn_id_open_on_the_host_is_refused_to_another_principals_turn(
     assert _links(tmp_path / "evidence.db", "turn-shared") == ["open", "attempt", "outcome", "seal"]
     assert {r.principal for r in rt.evidence.query(turn_id="turn-shared")} == {"alice"}
     assert verify_store(rt.evidence, "turn-shared", require_seal=True).problems == []
+
+
+async def test_the_id_of_a_turn_that_has_closed_is_refused_to_a_new_turn(tmp_path: Path) -> None:
+    """The id hold lasts while a turn is open: once it had closed, another turn (another
+    principal's) opened with its id ran its calls, appended past the first turn's seal under
+    the first's opening; its own seal was refused as a second one, and verify said clean.
+    A turn id whose chain is sealed is refused to a new turn, before anything runs."""
+    rt = build_runtime(tmp_path, principals=("alice", "bob"), with_slow=False)
+    alice = AccessContext(principal="alice", turn_id="turn-reused")
+    bob = AccessContext(principal="bob", tenant="other", turn_id="turn-reused")
+    async with open_turn(rt.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None and turn.token is not None
+        async with http_client(turn.url, turn.token) as client:
+            assert not (
+                await client.call_tool("files.read", {"path": "/home/alice/notes.txt"})
+            ).is_error
+    for transport in ("http", "stdio"):
+        with pytest.raises(ValueError, match="has closed"):
+            async with open_turn(rt.host, bob, OPEN_POLICY, transport=transport):
+                pytest.fail("a turn was opened on a sealed turn's id")
+    assert _links(tmp_path / "evidence.db", "turn-reused") == ["open", "attempt", "outcome", "seal"]
+    assert {r.principal for r in rt.evidence.query(turn_id="turn-reused")} == {"alice"}
+    # the refused opens held nothing: a fresh id opens at once
+    async with open_turn(rt.host, AccessContext(principal="bob", tenant="other"), OPEN_POLICY):
+        pass
