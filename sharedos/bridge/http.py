@@ -183,6 +183,10 @@ class TurnHttpApp:
             # call as cancelled; there is no one left to answer
             logger.info("bridge: a %s request was cancelled as the turn closed", scope["method"])
 
+    def authorized(self, scope: Scope) -> bool:
+        """Whether the request ``scope`` holds the turn's token (``ConnectionGuard``)."""
+        return self._authorized(scope)
+
     def _authorized(self, scope: Scope) -> bool:
         presented = [value for name, value in scope["headers"] if name == b"authorization"]
         # Exactly one Authorization field (RFC 9110 section 5.3: it is no list, a sender
@@ -731,8 +735,11 @@ def bind_loopback() -> socket.socket:
     return sock
 
 
-def connection_guard(limits: TransportLimits, stats: TransportStats) -> ConnectionGuard:
-    """The turn's connection guard (deadlines and cap from ``limits``; counts into ``stats``)."""
+def connection_guard(
+    limits: TransportLimits, stats: TransportStats, app: TurnHttpApp | None = None
+) -> ConnectionGuard:
+    """The turn's connection guard (deadlines and cap from ``limits``; counts into ``stats``;
+    at the cap, connections that never carried a request with ``app``'s token go first)."""
     return ConnectionGuard(
         ConnectionLimits(
             header_timeout_s=limits.header_timeout_s,
@@ -740,6 +747,7 @@ def connection_guard(limits: TransportLimits, stats: TransportStats) -> Connecti
             max_connections=limits.max_connections,
         ),
         stats,
+        None if app is None else app.authorized,
     )
 
 

@@ -273,7 +273,7 @@ async def _open_http(
     port = sock.getsockname()[1]
     uv = EmbeddedUvicorn(
         embedded_config(app, grace_s=grace_s, keep_alive_s=limits.keep_alive_s),
-        connection_guard(limits, stats),
+        connection_guard(limits, stats, app),
     )
     try:
         await uv.start(sock)

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import functools
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -94,9 +94,17 @@ class _Counters:
 class ConnectionGuard:
     """The open connections of one listener, in arrival order, under its limits."""
 
-    def __init__(self, limits: ConnectionLimits, stats: ConnectionCounters) -> None:
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        stats: ConnectionCounters,
+        trusted: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         self.limits = limits
         self.stats = stats
+        #: whether a request (its ASGI scope) is the listener's own client's (it holds the
+        #: turn's token): a connection that carried one is evicted only after all others
+        self.trusted = trusted
         self._open: dict[GuardedH11, None] = {}
         #: set whenever no connection is open (stop waits on it)
         self.drained = asyncio.Event()
@@ -108,9 +116,16 @@ class ConnectionGuard:
         return len(self._open)
 
     def admit(self, connection: GuardedH11) -> bool:
-        """Register a new connection; at the cap, close the oldest waiting one or refuse."""
+        """Register a new connection; at the cap, close the oldest waiting one or refuse.
+
+        The oldest waiting one not ``kept`` goes first (one that never carried a request of
+        the listener's own client, or whose client stopped reading): the harness's idle
+        keep-alive connection is the oldest, and connections without its token (a few
+        silent ones, reopened as they time out) evicted it, so its next call went out on a
+        closed socket and was never made."""
         if len(self._open) >= self.limits.max_connections:
-            victim = next((c for c in self._open if c.waiting), None)
+            waiting = [c for c in self._open if c.waiting]
+            victim = next((c for c in waiting if not c.kept), None) or next(iter(waiting), None)
             if victim is None:
                 self.stats.connections_refused += 1
                 return False
@@ -144,6 +159,9 @@ class GuardedH11(H11Protocol):
         self._guard = guard
         self._phase: Phase | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        #: a request of the listener's own client came on this connection (``ConnectionGuard``)
+        self.trusted = False
+        self._judged: object = None
 
     # -- asyncio.Protocol -----------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -181,6 +199,12 @@ class GuardedH11(H11Protocol):
         """True while no response is being produced: idle, mid-headers or mid-body."""
         return self._phase is not None or self.cycle is None or self.cycle.response_complete
 
+    @property
+    def kept(self) -> bool:
+        """Evicted only after every other waiting connection: it carried a request of the
+        listener's own client (``ConnectionGuard.trusted``), whose client reads its answers."""
+        return self.trusted and not self.flow.write_paused
+
     def close(self) -> None:
         """Close the connection now (no response; bytes not yet sent are dropped)."""
         self._set_phase(None)
@@ -188,6 +212,11 @@ class GuardedH11(H11Protocol):
             drop(self.transport)
 
     def _track(self) -> None:
+        scope = self.scope
+        if not self.trusted and scope is not None and scope is not self._judged:
+            self._judged = scope
+            judge = self._guard.trusted
+            self.trusted = judge is not None and judge(scope)  # type: ignore[arg-type]
         if self.transport is None or self.transport.is_closing():
             self._set_phase(None)
             return

@@ -84,3 +84,40 @@ async def test_a_connection_idle_past_the_clients_own_timeouts_is_still_served(
             answers.append((head.split(b" ")[1], json.loads(await reader.readexactly(length))))
         writer.close()
     assert [(status, reply["id"]) for status, reply in answers] == [(b"200", 1), (b"200", 2)]
+
+
+async def test_connections_of_no_token_do_not_evict_the_harness_s_idle_connection(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """At the connection cap the oldest waiting connection was closed for a new one: the
+    harness's idle keep-alive connection, the oldest of all. A few connections without the
+    turn's token (silent ones, reopened as their header deadline closes them) evicted it,
+    and the harness's next call went out on a closed socket, never made (what a 120 s
+    keep-alive was to spare it). Connections that never carried a request with the token
+    are evicted first now."""
+    limits = TransportLimits(max_connections=4)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.port is not None and turn.token is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", turn.port)
+
+        async def ask(request_id: int) -> bytes:
+            body = frame(initialize(request_id))
+            writer.write(http_post_head(turn.port, turn.token, len(body)) + body)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            return head.split(b" ")[1]
+
+        assert await ask(1) == b"200"
+        others = [await asyncio.open_connection("127.0.0.1", turn.port) for _ in range(6)]
+        await anyio.sleep(0.2)
+        try:
+            status = await ask(2)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            pytest.fail(f"the harness's idle connection was evicted: {exc!r}")
+        assert status == b"200"
+        assert turn.transport_stats is not None
+        assert turn.transport_stats.connections_evicted >= 3
+        for _, w in others:
+            w.close()
+        writer.close()
