@@ -128,6 +128,10 @@ async def open_turn(
     store: ``evidence_turn``), before anything is listed.
     """
     started = time.perf_counter()
+    if transport not in ("http", "stdio"):
+        # refused before the turn's opening record: found after it, the turn was opened and
+        # sealed for nothing, and its id, sealed, could not be opened again
+        raise ValueError(f"unknown bridge transport {transport!r} (expected 'http' or 'stdio')")
     # one open turn per id on a host: the id names the turn's evidence chain (a second
     # turn of it, another principal's, would write into the first's and outlive its seal)
     hold = getattr(runtime_host, "open_turn_id", None)

@@ -68,3 +68,17 @@ async def test_the_id_of_a_turn_that_has_closed_is_refused_to_a_new_turn(tmp_pat
     # the refused opens held nothing: a fresh id opens at once
     async with open_turn(rt.host, AccessContext(principal="bob", tenant="other"), OPEN_POLICY):
         pass
+
+
+async def test_a_turn_refused_for_its_transport_leaves_its_id_free(tmp_path: Path) -> None:
+    """An unknown transport was found after the turn's opening record: the turn was opened
+    and sealed for nothing, and its id (sealed) refused to the retry."""
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice", turn_id="turn-retried")
+    with pytest.raises(ValueError, match="unknown bridge transport"):
+        async with open_turn(rt.host, alice, OPEN_POLICY, transport="carrier-pigeon"):  # type: ignore[arg-type]
+            pytest.fail("a turn opened on an unknown transport")
+    assert _links(tmp_path / "evidence.db", "turn-retried") == []
+    async with open_turn(rt.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+    assert _links(tmp_path / "evidence.db", "turn-retried") == ["open", "seal"]
