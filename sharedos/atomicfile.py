@@ -29,7 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["create_whole", "remove_strays", "replacing", "take_lock", "write_atomically"]
+__all__ = [
+    "create_whole",
+    "fsync_directory",
+    "remove_strays",
+    "replacing",
+    "take_lock",
+    "write_atomically",
+]
 
 
 def write_atomically(
@@ -84,7 +91,7 @@ def replacing(
             os.unlink(tmp)
         raise
     if durable:
-        _fsync_directory(target.parent)
+        fsync_directory(target.parent)
 
 
 def _refuse_special(target: Path) -> None:
@@ -145,11 +152,12 @@ def create_whole(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-    _fsync_directory(target.parent)
+    fsync_directory(target.parent)
     return target
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
+    """``fsync`` a directory: a rename or a new name in it survives a power loss."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

@@ -220,33 +220,26 @@ class BundleManager:
         ``_problem``."""
         if self._current is not None or self.state is None:
             return self._problem(status, detail)
-        if self.state.kept() is None:  # no copy: nothing to lock, nor a directory to make
+        if not self.state.kept_copies():  # no copy: nothing to lock, nor a directory to make
             return self._problem(status, detail)
         kept_at = str(self.state.kept_path)
         loaded: LoadedBundle | None = None
         try:
-            # the copy and the state read as a writer leaves them (under the lock it holds
-            # from the copy to the state): between its two writes, another process of the
-            # host has a copy of the release it is writing down beside the record of the
-            # one before, which is not used
+            # the copies and the state read as a writer leaves them (under the lock it holds
+            # from its first write to its last): between them, the bytes of the release it
+            # writes down wait beside the copy of the one the state still records
             with self.state.locked():
-                data = self.state.kept()
+                copies = self.state.kept_copies()
                 recorded = self.state.load()
-            if data is None:
+            if not copies:
                 return self._problem(status, detail)
             # the copy is this source's last release only as the release the state records
             # of it: whatever else verifies there (another source's release signed by the
             # same key, with a higher sequence) is no release this host enforced
             why = _whose(recorded, self.source.origin)
             if why is None and recorded is not None:
-                loaded = self.verifier.verify(Fetched(data, "", kept_at))
-                why = rollback_problem(loaded, self._floor(None))
-                if why is None and not recorded.same_release(loaded):
-                    why = (
-                        f"it holds {_release_of(loaded)}, which is not the release the state "
-                        f"file beside it records, {recorded.describe()}"
-                    )
-                if why is None and loaded.sequence > 0:
+                loaded, why = self._recorded_copy(copies, recorded, kept_at)
+                if why is None and loaded is not None and loaded.sequence > 0:
                     # recorded as a release of the source, as the state's own was: the copy
                     # is where it was kept, not where it came from
                     self._remember(loaded, origin=shown_location(recorded.origin))
@@ -270,6 +263,29 @@ class BundleManager:
         if self.on_change is not None:
             self.on_change(loaded)
         return PollResult("kept", loaded, detail)
+
+    def _recorded_copy(
+        self, copies: list[bytes], recorded: Enforced, kept_at: str
+    ) -> tuple[LoadedBundle | None, str | None]:
+        """The copy (``BundleState.kept_copies``) that verifies as the release ``recorded``
+        names, or why none does (the first copy's reason: the kept one's)."""
+        first_why: str | None = None
+        for data in copies:
+            try:
+                loaded = self.verifier.verify(Fetched(data, "", kept_at))
+            except BundleRejected as exc:
+                first_why = first_why or str(exc)
+                continue
+            why = rollback_problem(loaded, self._floor(None))
+            if why is None and not recorded.same_release(loaded):
+                why = (
+                    f"it holds {_release_of(loaded)}, which is not the release the state "
+                    f"file beside it records, {recorded.describe()}"
+                )
+            if why is None:
+                return loaded, None
+            first_why = first_why or why
+        return None, first_why
 
     def _problem(self, status: Status, detail: str) -> PollResult:
         held = self._current

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from sharedos import textfile
-from sharedos.atomicfile import remove_strays, take_lock, write_atomically
+from sharedos.atomicfile import fsync_directory, remove_strays, take_lock, write_atomically
 from sharedos.bundles.verify import LoadedBundle
 from sharedos.errors import BundleDistributionError
 
@@ -253,6 +253,7 @@ class BundleState:
             # file of either is a killed writer's (as large as the bundle), removed here
             remove_strays(self.path)
             remove_strays(self.kept_path)
+            remove_strays(self.pending_path)
             yield
         finally:
             os.close(fd)  # and the lock with it
@@ -263,17 +264,30 @@ class BundleState:
         ``bundle.last-good.json``, beside the state file)."""
         return self.path.with_name(f"{self.path.stem}.last-good{self.path.suffix or '.json'}")
 
+    @property
+    def pending_path(self) -> Path:
+        """Where the bytes of a release wait while it is written down (``bundle.json`` →
+        ``bundle.next.last-good.json``), until the state records it and they replace the
+        kept copy."""
+        return self.path.with_name(f"{self.path.stem}.next.last-good{self.path.suffix or '.json'}")
+
     def save(self, enforced: Enforced, data: bytes | None = None) -> None:
         """Record ``enforced`` durably (atomic replace, fsynced), and ``data``, the bundle's
-        bytes as fetched, first (``kept``); ``StateError`` when either cannot be written."""
+        bytes as fetched (``kept``); ``StateError`` when either cannot be written.
+
+        ``data`` is written first beside the copy (``pending_path``), then the state, then
+        it replaces the copy: at every moment a copy of the release the state records is
+        on disk, so a process killed between the writes leaves a host that can still start
+        while its source fails (``kept_copies``), on the release the state records."""
         text = json.dumps(asdict(enforced), indent=1, sort_keys=True) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             if data is not None:
-                # before the state: a crash between the two leaves a copy of another
-                # release than the one recorded, which the manager does not use
-                write_atomically(self.kept_path, data, mode=0o600, exact_mode=True, durable=True)
+                write_atomically(self.pending_path, data, mode=0o600, exact_mode=True, durable=True)
             write_atomically(self.path, text, mode=0o600, exact_mode=True, durable=True)
+            if data is not None:
+                os.replace(self.pending_path, self.kept_path)
+                fsync_directory(self.path.parent)
         except OSError as exc:
             raise StateError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
@@ -281,9 +295,21 @@ class BundleState:
         """The bytes of the last release enforced (None when none were kept, or they cannot
         be read: the caller verifies them as it would a fetched bundle, so nothing here is
         trusted)."""
-        from sharedos.bundles.source import MAX_BUNDLE_BYTES
+        return _read_copy(self.kept_path)
 
-        try:
-            return textfile.read_bytes(self.kept_path, limit=MAX_BUNDLE_BYTES)
-        except (OSError, ValueError):
-            return None
+    def kept_copies(self) -> list[bytes]:
+        """Every copy a start may use, in order: the kept copy, then the bytes of a release
+        whose writer was killed after the state recorded it and before they replaced the
+        copy. The caller uses the one that is the release the state records."""
+        copies = (_read_copy(self.kept_path), _read_copy(self.pending_path))
+        return [c for c in copies if c is not None]
+
+
+def _read_copy(path: Path) -> bytes | None:
+    """A kept bundle's bytes (None when there are none, or they cannot be read)."""
+    from sharedos.bundles.source import MAX_BUNDLE_BYTES
+
+    try:
+        return textfile.read_bytes(path, limit=MAX_BUNDLE_BYTES)
+    except (OSError, ValueError):
+        return None

@@ -890,6 +890,48 @@ def test_a_kept_copy_is_put_in_force_only_as_the_release_its_state_records(
     assert back.current.revision == "a11"
 
 
+def test_a_host_killed_between_its_state_and_its_copy_still_starts_on_the_release_recorded(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """The copy was written before the state (a state never names a release whose copy
+    is not there), so a kill between the two left the copy of r6 beside the record of r5,
+    and a start with the source down had no copy of r5 any more: no policy, nothing ran.
+    The bytes of r6 now wait beside the copy until the state records r6, then replace it:
+    a kill anywhere leaves the release the state records on disk."""
+    from dataclasses import replace
+
+    from sharedos.bundles.source import Fetched
+    from sharedos.bundles.state import Enforced
+
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    pub = tmp_path / "pub"
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    r5 = state.kept_path.read_bytes()
+    newer = release(tmp_path, RULES_V1, signer, revision="r6", sequence=6)
+    loaded = verifier(signer).verify(Fetched(newer, "", str(pub)))
+    written = replace(Enforced.of(loaded), origin=state.load().origin)
+    for item in pub.iterdir():
+        item.unlink()  # the source down for every start below
+
+    # killed after the new bytes were written, before the state: r5 recorded, r5 kept
+    state.pending_path.write_bytes(newer)
+    early = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert early.status == "kept" and early.current is not None
+    assert early.current.revision == "r5"
+
+    # killed after the state recorded r6, before its bytes replaced the copy of r5
+    state.save(written, None)
+    assert state.kept_path.read_bytes() == r5
+    late = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert late.status == "kept" and late.current is not None, late.detail
+    assert late.current.revision == "r6"
+
+    # a whole save leaves one copy, the release recorded, and no bytes waiting
+    state.save(written, newer)
+    assert state.kept_path.read_bytes() == newer and not state.pending_path.exists()
+
+
 def test_a_start_while_another_process_writes_its_release_waits_for_both_files(
     tmp_path: Path, signer: Signer
 ) -> None:
