@@ -87,7 +87,7 @@ def build_runtime(turn: TurnFile, turn_path: Path | None = None) -> tuple[Runtim
     if "files" in turn.tool_sets:
         if turn.sandbox_root is None:
             raise TurnFileError("the files tool set needs sandbox_root in the turn file")
-        from sharedos.confine.programs import sharedos_installation
+        from sharedos.confine.programs import import_dirs, sharedos_installation
         from sharedos.evidence.url import store_files
         from sharedos.tools.files import register_files_tools, root_holds_code, root_holds_state
 
@@ -99,7 +99,9 @@ def build_runtime(turn: TurnFile, turn_path: Path | None = None) -> tuple[Runtim
             state.append(turn.bundle)
         problem = root_holds_state(turn.sandbox_root, state)
         if problem is None:
-            problem = root_holds_code(turn.sandbox_root, (), trees=sharedos_installation())
+            problem = root_holds_code(
+                turn.sandbox_root, import_dirs(), trees=sharedos_installation()
+            )
         if problem is not None:
             raise TurnFileError(f"sandbox_root {problem}")
         register_files_tools(registry, turn.sandbox_root)

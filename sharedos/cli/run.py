@@ -613,7 +613,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     tool_policy = opts["tool_policy"]
     registry = ToolRegistry()
     if opts["sandbox"] is not None:
-        from sharedos.confine.programs import sharedos_installation
+        from sharedos.confine.programs import import_dirs, sharedos_installation
         from sharedos.tools import register_files_tools
         from sharedos.tools.files import root_holds_code, root_holds_state
 
@@ -622,7 +622,7 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             _fail(f"--sandbox {sandbox}: not a directory")
         problem = root_holds_state(sandbox, state_paths(opts, host_config))
         if problem is None:
-            code = host_programs(opts.get("runtime"), host_config)
+            code = (*host_programs(opts.get("runtime"), host_config), *import_dirs())
             problem = root_holds_code(sandbox, code, trees=sharedos_installation())
         if problem is not None:
             _fail(f"--sandbox {problem}")

@@ -137,6 +137,24 @@ def sharedos_installation() -> tuple[str, ...]:
     return tuple(dict.fromkeys(canonical(r) for r in roots if r))
 
 
+def import_dirs() -> tuple[str, ...]:
+    """The directories the host's Python imports code from beyond SharedOS's installation:
+    every ``sys.path`` entry (``PYTHONPATH``'s included; ``""`` is the working directory)
+    and, when the interpreter reads it, the user's site-packages (made or not yet).
+
+    What is written there runs as the host at its next start: a ``sitecustomize.py``,
+    a ``.pth`` file of a site directory, or a module named like one SharedOS imports
+    later. No files root may hold them (``tools.files.root_holds_code``); a root inside
+    one is served, since a file written there is only importable under the root's own
+    name."""
+    import site
+
+    dirs = [os.path.abspath(entry or os.curdir) for entry in sys.path]
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return tuple(dict.fromkeys(dirs))
+
+
 def _shebang(real: str) -> list[str]:
     try:
         with open(real, "rb") as fh:

@@ -736,7 +736,8 @@ def root_holds_code(
     """Why the files tools must not be served over ``root``, or None: the paths of ``code``
     the host runs outside any sandbox (the harness CLI, an unconfined stdio upstream's
     program and the ``PATH`` directories a bare name is found in:
-    ``confine.programs.code_paths``) that lie within ``root``, and the ``trees`` of code
+    ``confine.programs.code_paths``; the directories the host's Python imports from:
+    ``confine.programs.import_dirs``) that lie within ``root``, and the ``trees`` of code
     (SharedOS's own installation: its package, its Python environment, the pinned
     harness CLIs) that lie within ``root`` or that ``root`` lies within.
 
@@ -759,8 +760,9 @@ def root_holds_code(
     return (
         f"{os.fspath(root)} holds code SharedOS runs outside any sandbox "
         f"({', '.join(dict.fromkeys(held))}): a files.write there would change the program "
-        "the host runs next; keep SharedOS's installation, the harness CLI and the "
-        "upstreams' programs outside the files root"
+        "the host runs next; keep SharedOS's installation, the directories Python imports "
+        "from (sys.path, PYTHONPATH), the harness CLI and the upstreams' programs outside "
+        "the files root"
     )
 
 

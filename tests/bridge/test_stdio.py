@@ -436,6 +436,31 @@ def test_a_standalone_turn_file_whose_sandbox_holds_sharedos_itself_is_refused(
     assert not (tmp_path / "evidence.sqlite").exists()
 
 
+def test_a_standalone_turn_file_whose_sandbox_holds_an_import_directory_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``sandbox_root`` holding a directory on the bridge's ``sys.path`` (``PYTHONPATH``)
+    let a permitted ``files.write`` of ``/sitecustomize.py`` run as the host at the next
+    start of any SharedOS process: refused, as ``sharedos run --sandbox`` refuses it."""
+    from sharedos.bridge.stdio import build_runtime as build_stdio_runtime
+    from sharedos.bridge.turnfile import TurnFileError
+
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "lib").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(sandbox / "lib"))  # as PYTHONPATH puts it there
+    turn = TurnFile(
+        context=AccessContext(principal="alice"),
+        rules=(DATA / "files.sos",),
+        evidence_db=tmp_path / "evidence.sqlite",
+        sandbox_root=sandbox,
+        run_policy="bridge-open",
+        open_marker=tmp_path / "open",
+    )
+    with pytest.raises(TurnFileError, match=r"holds code SharedOS runs .*/sandbox/lib"):
+        build_stdio_runtime(turn)
+    assert not (tmp_path / "evidence.sqlite").exists()
+
+
 async def test_a_client_whose_stream_opens_with_a_byte_order_mark_is_served(
     files_runtime: Runtime,
 ) -> None:

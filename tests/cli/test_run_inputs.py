@@ -8,6 +8,7 @@ something else and never a Python traceback.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ toolpolicy run { mode open
 
 
 def sharedos_run(
-    tmp_path: Path, *args: str, rules_text: str = RULES
+    tmp_path: Path, *args: str, rules_text: str = RULES, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     rules = tmp_path / "rules.sos"
     rules.write_text(rules_text, encoding="utf-8")
@@ -37,7 +38,13 @@ def sharedos_run(
     argv = [SHAREDOS, "run", "--rules", str(rules), "--policy", "run", "--dry-run", "--json"]
     argv += ["--sandbox", str(tmp_path / "sandbox"), "--evidence", str(tmp_path / "ev.sqlite")]
     return subprocess.run(
-        [*argv, *args], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
+        [*argv, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=env,
     )
 
 
@@ -269,3 +276,21 @@ def test_a_sandbox_root_over_sharedos_itself_is_refused(tmp_path: Path) -> None:
     proc = sharedos_run(tmp_path, "--sandbox", sys.prefix, "--principal", "alice")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+
+
+def test_a_sandbox_root_python_imports_from_is_refused(tmp_path: Path) -> None:
+    """A root holding a directory on the host's ``sys.path`` (``PYTHONPATH=src``) let a
+    permitted ``files.write`` of ``/sitecustomize.py`` (or of a module named like one
+    SharedOS imports) run as the host at its next start, outside every sandbox."""
+    sandbox = tmp_path / "sandbox"
+    env = {**os.environ, "PYTHONPATH": str(sandbox / "src")}
+    (sandbox / "src").mkdir(parents=True)
+    proc = sharedos_run(tmp_path, "--principal", "alice", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert str(sandbox / "src") in proc.stderr and "PYTHONPATH" in proc.stderr
+    # a root inside a directory on the path is served: what is written there is importable
+    # only under the root's own name (no .pth file is read from a PYTHONPATH directory)
+    env["PYTHONPATH"] = str(tmp_path)
+    fine = sharedos_run(tmp_path, "--principal", "alice", env=env)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
