@@ -613,14 +613,18 @@ async def _run_turn(opts: dict[str, Any]) -> int:
     tool_policy = opts["tool_policy"]
     registry = ToolRegistry()
     if opts["sandbox"] is not None:
+        from sharedos.confine.door import private_dirs
         from sharedos.confine.programs import import_dirs, sharedos_installation
         from sharedos.tools import register_files_tools
-        from sharedos.tools.files import root_holds_code, root_holds_state
+        from sharedos.tools.files import root_holds_code, root_holds_runs, root_holds_state
 
         sandbox = Path(opts["sandbox"])
         if not sandbox.is_dir():
             _fail(f"--sandbox {sandbox}: not a directory")
         problem = root_holds_state(sandbox, state_paths(opts, host_config))
+        if problem is None:
+            runs = [*private_dirs(), *([opts["workdir"]] if opts.get("workdir") else [])]
+            problem = root_holds_runs(sandbox, runs)
         if problem is None:
             code = (*host_programs(opts.get("runtime"), host_config), *import_dirs())
             problem = root_holds_code(sandbox, code, trees=sharedos_installation())

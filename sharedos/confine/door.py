@@ -71,6 +71,13 @@ def run_base() -> Path:
     return _private_dir(f"sharedos-runs-{os.getuid()}")
 
 
+def private_dirs() -> tuple[str, ...]:
+    """Where ``private_base`` and ``run_base`` are (made or not): every run's doors, stdio
+    turn files and run directories, which a files root must not hold either."""
+    tmp = Path(tempfile.gettempdir())
+    return tuple(str(tmp / f"{n}-{os.getuid()}") for n in ("sharedos", "sharedos-runs"))
+
+
 def _private_dir(name: str) -> Path:
     """``$TMPDIR/NAME``, created 0700; refused unless it is this user's private directory."""
     base = Path(tempfile.gettempdir()) / name

@@ -727,6 +727,27 @@ def root_holds_state(
     return None
 
 
+def root_holds_runs(
+    root: str | os.PathLike[str], runs: Iterable[str | os.PathLike[str]]
+) -> str | None:
+    """Why the files tools must not be served over ``root``, or None: the directories of
+    ``runs`` (``sharedos run --workdir``, the runs' private bases in the temporary
+    directory) that lie within it. They hold every turn's directory: the harness's HOME
+    and settings, its transcript and tool results, and while the turn runs its MCP
+    configuration with the bridge's bearer token; a files tool over them read the token or
+    rewrote the harness's settings. A root inside one is served (it reaches no turn
+    directory beside it)."""
+    held = paths_within_root(root, runs)
+    if not held:
+        return None
+    return (
+        f"{os.fspath(root)} holds SharedOS's run directories ({', '.join(held)}): a files "
+        "tool could read the harness's transcript and bearer token or change its settings; "
+        "give --workdir outside the files root (and no files root holding the temporary "
+        "directory)"
+    )
+
+
 def root_holds_code(
     root: str | os.PathLike[str],
     code: Iterable[str | os.PathLike[str]],

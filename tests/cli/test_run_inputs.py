@@ -195,11 +195,13 @@ def test_a_run_directory_in_a_managed_root_is_not_answered_with_install_bubblewr
     proc = subprocess.run(
         [*argv, "hello"], capture_output=True, text=True, timeout=120, check=False
     )
-    assert proc.returncode == 5, proc.stderr
+    # (a --workdir inside the files root is now refused before any confinement is tried,
+    # open runs included: test_a_sandbox_root_that_holds_the_run_directory_is_refused)
+    assert proc.returncode == 1, proc.stderr
     error = proc.stderr.strip().splitlines()[-1]
-    assert f"managed root {sandbox} would be visible in the sandbox" in error
+    assert f"--sandbox {sandbox} holds SharedOS's run directories" in error
     assert "Install bubblewrap" not in error
-    assert "apart from the managed roots" in error and "--unconfined" in error
+    assert "give --workdir outside the files root" in error
 
 
 def test_an_unset_variable_in_the_evidence_url_is_one_line(tmp_path: Path) -> None:
@@ -294,3 +296,26 @@ def test_a_sandbox_root_python_imports_from_is_refused(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(tmp_path)
     fine = sharedos_run(tmp_path, "--principal", "alice", env=env)
     assert fine.returncode == 0, fine.stdout + fine.stderr
+
+
+def test_a_sandbox_root_that_holds_the_run_directory_is_refused(tmp_path: Path) -> None:
+    """``--workdir`` under the files root (or a root holding the temporary directory the
+    runs' private bases are in): a permitted ``files.search`` found the running turn's
+    ``claude-mcp.json`` with the bridge's bearer token, and the harness's HOME (its
+    settings) was writable. Upstream sandboxes mask those directories; the files root
+    may not hold them."""
+    sandbox = tmp_path / "sandbox"
+    proc = sharedos_run(tmp_path, "--principal", "alice", "--workdir", str(sandbox / "work"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds SharedOS's run directories" in proc.stderr
+    assert str(sandbox / "work") in proc.stderr and "--workdir" in proc.stderr
+    (sandbox / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(sandbox / "tmp")}
+    proc = sharedos_run(tmp_path, "--principal", "alice", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert str(sandbox / "tmp" / "sharedos-runs-") in proc.stderr
+    # a run directory beside the root, or a root inside the run directory: served
+    fine = sharedos_run(tmp_path, "--principal", "alice", "--workdir", str(tmp_path / "work"))
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    inner = sharedos_run(tmp_path, "--principal", "alice", "--workdir", str(tmp_path))
+    assert inner.returncode == 0, inner.stdout + inner.stderr

@@ -54,10 +54,12 @@ def test_a_strict_run_that_cannot_be_confined_exits_5_and_runs_nothing(tmp_path:
     assert "run policy 'tight' is strict" in proc.stderr and "--unconfined" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "evidence.sqlite").exists() and not (tmp_path / "work").exists()
-    # a work directory inside the files sandbox root would show it: refused too
+    # a work directory inside the files sandbox root: refused too, before any confinement
+    # (the files tools would reach the turn's directory, confined or not)
     inside = [*argv[:-4], "--workdir", str(tmp_path / "sandbox" / "turns"), "--timeout", "60"]
     shown = subprocess.run(inside, capture_output=True, text=True, timeout=120)
-    assert shown.returncode == 5 and "would be visible" in shown.stderr, shown.stderr
+    assert shown.returncode == 1, shown.stderr
+    assert "holds SharedOS's run directories" in shown.stderr, shown.stderr
 
 
 @pytest.mark.harness
