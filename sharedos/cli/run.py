@@ -969,16 +969,22 @@ def state_paths(opts: dict[str, Any], host_config: Any) -> list[str]:
 
 def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     """Code the host runs outside any sandbox, as ``code_paths`` finds it (with the ``PATH``
-    directories a bare name is looked up in): the harness
+    directories a bare name is looked up in): the ``bwrap`` it confines with, the harness
     CLI the host file names (the host runs ``CLI --version`` itself before every turn, and
     an open run runs the CLI unconfined) and every stdio upstream that declares no roots
     (unconfined, supervised, in an open or ``--unconfined`` run). No upstream sandbox may
     write them: what it wrote would run next as the host."""
+    from sharedos.confine.detect import BWRAP_ENV, bubblewrap_program
     from sharedos.confine.programs import code_paths
     from sharedos.confine.upstream import SCRIPT_SUFFIXES
 
     path_env = os.environ.get("PATH")
     found: list[str] = []
+    # the sandbox program itself (``$SHAREDOS_BWRAP``, or ``bwrap`` on ``PATH`` where the
+    # system has none): the host runs it unconfined, and it is every later sandbox
+    bwrap = bubblewrap_program()
+    if bwrap is not None:
+        found += code_paths(os.environ.get(BWRAP_ENV) or bwrap, path_env)
     if runtime is not None:
         path_env = runtime.environ.get("PATH")
         for part in runtime.command[:2]:

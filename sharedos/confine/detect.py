@@ -58,19 +58,26 @@ def find_bubblewrap(path: str | None = None) -> Mechanism:
         raise ConfinementUnavailable(
             f"harness confinement needs Linux (bubblewrap); this is {sys.platform}"
         )
-    wanted = path or os.environ.get(BWRAP_ENV)
-    if wanted:
-        found = shutil.which(wanted)
-    else:
-        wanted = "bwrap"
-        system = [p for p in SYSTEM_BWRAP if os.access(p, os.X_OK) and os.path.isfile(p)]
-        found = system[0] if system else shutil.which(wanted)
+    wanted = path or os.environ.get(BWRAP_ENV) or "bwrap"
+    found = bubblewrap_program(path)
     if found is None:
         raise ConfinementUnavailable(
             f"bubblewrap ({wanted}) is not installed: install the Debian package `bubblewrap` "
             "(scripts/ensure-system-deps.sh does)"
         )
     return _probe(os.path.realpath(found))
+
+
+def bubblewrap_program(path: str | None = None) -> str | None:
+    """The ``bwrap`` program ``find_bubblewrap`` would take (unchecked), or None: ``path``,
+    else ``$SHAREDOS_BWRAP``, found as ``PATH`` finds it; else the system's, else ``bwrap``
+    on ``PATH``. The host runs it itself, outside any sandbox: it is code no sandbox and
+    no files root may hold (``cli.run.host_programs``)."""
+    wanted = path or os.environ.get(BWRAP_ENV)
+    if wanted:
+        return shutil.which(wanted)
+    system = [p for p in SYSTEM_BWRAP if os.access(p, os.X_OK) and os.path.isfile(p)]
+    return system[0] if system else shutil.which("bwrap")
 
 
 @functools.lru_cache(maxsize=8)

@@ -319,3 +319,20 @@ def test_a_sandbox_root_that_holds_the_run_directory_is_refused(tmp_path: Path) 
     assert fine.returncode == 0, fine.stdout + fine.stderr
     inner = sharedos_run(tmp_path, "--principal", "alice", "--workdir", str(tmp_path))
     assert inner.returncode == 0, inner.stdout + inner.stderr
+
+
+def test_a_sandbox_root_that_holds_the_bwrap_the_host_runs_is_refused(tmp_path: Path) -> None:
+    """``$SHAREDOS_BWRAP`` (or ``bwrap`` on ``PATH`` where the system has none) is run by
+    the host itself and is every later sandbox: a root holding it let a permitted
+    ``files.write`` replace it (an executable keeps its bits), and the next strict run's
+    "confinement" was whatever the model wrote, run unconfined as the host."""
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "bin").mkdir(parents=True)
+    bwrap = sandbox / "bin" / "bwrap"
+    bwrap.write_text('#!/bin/sh\nexec /usr/bin/bwrap "$@"\n', encoding="utf-8")
+    bwrap.chmod(0o755)
+    env = {**os.environ, "SHAREDOS_BWRAP": str(bwrap)}
+    proc = sharedos_run(tmp_path, "--principal", "alice", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert str(bwrap) in proc.stderr
