@@ -771,20 +771,26 @@ def root_holds_code(
     (``~/project/sandbox`` beside ``~/project/server.py``) is served: a file written
     there is new (made without execute bits) and replaces none of the program's."""
     trees = list(trees)
-    held = [
-        *paths_within_root(root, code),
-        *paths_within_root(root, trees),
-        *paths_around_root(root, trees),
-    ]
-    if not held:
-        return None
-    return (
-        f"{os.fspath(root)} holds code SharedOS runs outside any sandbox "
-        f"({', '.join(dict.fromkeys(held))}): a files.write there would change the program "
-        "the host runs next; keep SharedOS's installation, the directories Python imports "
-        "from (sys.path, PYTHONPATH), the harness CLI and the upstreams' programs outside "
-        "the files root"
+    held = [*paths_within_root(root, code), *paths_within_root(root, trees)]
+    keep = (
+        "keep SharedOS's installation, the directories Python imports from (sys.path, "
+        "PYTHONPATH), the harness CLI and the upstreams' programs outside the files root"
     )
+    if held:
+        return (
+            f"{os.fspath(root)} holds code SharedOS runs outside any sandbox "
+            f"({', '.join(dict.fromkeys(held))}): a files.write there would change the "
+            f"program the host runs next; {keep}"
+        )
+    around = paths_around_root(root, trees)
+    if around:
+        # said as it is: the root lies inside the installation, it does not hold it
+        return (
+            f"{os.fspath(root)} lies inside SharedOS's own installation "
+            f"({', '.join(dict.fromkeys(around))}): a files.write there would add to or "
+            f"change the code the host runs next; {keep}"
+        )
+    return None
 
 
 def register_files_tools(

@@ -56,3 +56,19 @@ def test_a_root_holding_a_program_the_host_runs_is_refused(tmp_path: Path) -> No
     assert root_holds_code(root / "bin" / "data", [root / "bin", program]) is None
     # a root inside a tree of code (SharedOS's installation, its site-packages) is not
     assert root_holds_code(root / "bin" / "data", [], trees=[root / "bin"]) is not None
+
+
+def test_a_root_inside_sharedos_installation_is_said_to_lie_inside_it(tmp_path: Path) -> None:
+    """Before: ``--sandbox venv/share/x`` was refused as a root that "holds code SharedOS
+    runs outside any sandbox (venv)", naming a directory the root lies inside, not one
+    it holds: the operator was told to move the installation out of a directory it held."""
+    venv = tmp_path / "venv"
+    inner = venv / "share" / "x"
+    inner.mkdir(parents=True)
+    problem = root_holds_code(inner, [], trees=[venv])
+    assert problem is not None
+    assert problem.startswith(f"{inner} lies inside SharedOS's own installation ({venv})")
+    assert "holds code" not in problem
+    # a root holding the installation is still said to hold it
+    held = root_holds_code(tmp_path, [], trees=[venv])
+    assert held is not None and held.startswith(f"{tmp_path} holds code SharedOS runs")
