@@ -37,6 +37,7 @@ from sharedos.policy.functions import (
     finite,
     member,
     values_equal,
+    with_constant_items,
     with_constant_list,
 )
 
@@ -212,6 +213,11 @@ def compile_expr(enc: list[Any], memo: Memo | None = None) -> Fn:
             if one is not None:
                 # ``any_in(context.roles, ["a", ...])``: the written list's set built once
                 return lambda env: one(f0(env))
+            written = _constant_list(enc[2][0])
+            other = with_constant_items(enc[1], written) if written is not None else None
+            if other is not None:
+                # ``all_in(["a", "b"], args.tags)``: each string looked for, no set built
+                return lambda env: other(f1(env))
             return lambda env: impl(f0(env), f1(env))
         return lambda env: impl(*(f(env) for f in fargs))
     if kind == "cmp":

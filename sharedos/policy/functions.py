@@ -179,6 +179,7 @@ def _segment(s: Any, i: Any) -> str:
 #: ``str`` subclass or a foreign object with an ``__eq__`` of its own, is compared as
 #: ``member`` compares it)
 _PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
+_STR = frozenset({str})
 
 
 def _member_test(container: list[Any] | tuple[Any, ...]) -> Callable[[Any], bool]:
@@ -186,7 +187,13 @@ def _member_test(container: list[Any] | tuple[Any, ...]) -> Callable[[Any], bool
     once), the rest compared in order as ``member`` does. A string equals only a string,
     and no other value equals a string nor errs against one, so the answers and the
     errors are ``member``'s, in O(1) per string instead of O(len(container))."""
-    if len(container) < 8 or not all(type(y) in _PLAIN for y in container):
+    if len(container) < 8:
+        return lambda x: member(x, container)
+    kinds = set(map(type, container))
+    if kinds == _STR:  # strings only (the common case): the set built at C speed
+        only = set(container)
+        return lambda x: type(x) is str and x in only
+    if not kinds <= _PLAIN:
         return lambda x: member(x, container)
     strings = {y for y in container if type(y) is str}
     others = [y for y in container if type(y) is not str]
@@ -237,6 +244,42 @@ def with_constant_list(name: str, container: list[Any]) -> Callable[[Any], bool]
         return all(map(test, items))
 
     return all_in_constant
+
+
+#: a written first list of at most this many distinct strings is looked up by scanning
+#: the second list once per string (C speed, stops at the answer), not by building a set
+#: of the second list at every call
+SCAN_MAX = 16
+
+
+def with_constant_items(name: str, items: list[Any]) -> Callable[[Any], bool] | None:
+    """``any_in(items, container)`` / ``all_in(items, container)`` as a function of
+    ``container`` alone, for ``items`` written in the policy: when they are at most
+    ``SCAN_MAX`` distinct strings, each is looked for in ``container`` by Python's own
+    ``in`` (what ``member`` does for a string, so the answers and errors are the general
+    functions'), and no set of ``container`` is built at every call (a long list in the
+    call's arguments tested by hundreds of rules cost a set each). None for any other
+    function or list."""
+    if name != "any_in" and name != "all_in":
+        return None
+    if not all(type(x) is str for x in items):
+        return None
+    strings = tuple(dict.fromkeys(items))  # once each, in the written order
+    if len(strings) > SCAN_MAX:
+        return None
+    if name == "any_in":
+
+        def any_in_written(container: Any) -> bool:
+            _need("any_in", container, LIST)
+            return any(s in container for s in strings)
+
+        return any_in_written
+
+    def all_in_written(container: Any) -> bool:
+        _need("all_in", container, LIST)
+        return all(s in container for s in strings)
+
+    return all_in_written
 
 
 FUNCTIONS: dict[str, Function] = {
