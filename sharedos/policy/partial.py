@@ -191,6 +191,9 @@ class JointSpace:
         self.free: list[str] = []
         #: argument paths compared with a value (the others are only tested with ``has``)
         self.valued: set[tuple[str, ...]] = set()
+        #: the values ``VALUE in args.p`` looks for, by path: a list may hold any of them
+        #: together (``_held_lists``)
+        self.members: dict[tuple[str, ...], list[Any]] = {}
 
     def add(self, enc: list[Any] | None) -> None:
         """Register every argument atom of a condition."""
@@ -231,6 +234,10 @@ class JointSpace:
                     self.valued.add(path)
                     self.value_atoms[key] = (path, side, value, node[1])
                     dom = self.domains.setdefault(path, [_MISSING, _FRESH])
+                    if node[1] == "in" and side == "R":
+                        held = self.members.setdefault(path, [])
+                        if not any(_same(h, value) for h in held):
+                            held.append(value)
                     for candidate in _candidates(node[1], side, value):
                         if not any(
                             c is candidate or (type(c) is type(candidate) and c == candidate)
@@ -243,12 +250,28 @@ class JointSpace:
     def size(self) -> int:
         """How many combinations ``cases`` yields."""
         n: int = 3 ** len(self.free)
-        for dom in self.domains.values():
-            n *= len(dom)
+        for path, dom in self.domains.items():
+            n *= len(dom) + _subsets(len(self.members.get(path, ())))
         return n
+
+    def _held_lists(self) -> None:
+        """A list may hold any of the values ``VALUE in args.p`` atoms look for, several
+        together (``permit when "a" in args.tags`` with ``forbid unless "b" in
+        args.tags`` is allowed for ``["a", "b"]``), and values none of them looks for
+        (``when args.tags != [] and "b" not in args.tags``: ``["z"]``): offer every list
+        of them and a fresh string."""
+        for path, held in self.members.items():
+            dom = self.domains[path]
+            values = [*held, _FRESH]
+            for k in range(len(values) + 1):
+                for c in itertools.combinations(values, k):
+                    if not any(_same(d, list(c)) for d in dom):
+                        dom.append(list(c))
+        self.members = {}
 
     def cases(self) -> Any:
         """Yield one assignment (atom key -> "T"/"F"/"E") per combination."""
+        self._held_lists()
         paths = list(self.domains)
         prefixes = self._prefix_conflicts(paths)
         self._offer_held_values(prefixes)
@@ -336,6 +359,12 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+def _subsets(n: int) -> int:
+    """How many lists ``_held_lists`` offers for ``n`` values (at most: some may be
+    offered already)."""
+    return 2 ** (n + 1) if n else 0
+
+
 def _candidates(op: str, side: str, value: Any) -> list[Any]:
     if op == "==":
         return [value]
@@ -343,9 +372,10 @@ def _candidates(op: str, side: str, value: Any) -> list[Any]:
         if isinstance(value, list | tuple):
             return list(value)
         return []
-    # VALUE in args.p: a list holding it, and one not holding it (a fresh value
-    # is a string, where 'in' errs: without the empty list no candidate is false)
-    return [[value], []]
+    # VALUE in args.p: the lists holding any of the values looked for, and a fresh
+    # one, are offered by ``JointSpace._held_lists`` (a fresh value is a string, where
+    # 'in' errs)
+    return []
 
 
 def _value_atom(mine: Any, side: str, other: Any, op: str) -> str:

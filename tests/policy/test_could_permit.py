@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import random
 
+import pytest
+
 from sharedos.policy import compile_source
 
 HEAD = """namespace files
@@ -349,6 +351,36 @@ def test_could_permit_sees_another_object_holding_the_key() -> None:
     ctx = {"principal": "p", "tenant": "default", "roles": [], "attributes": {"o": {"k": 1}}}
     assert policy.decide("files.read", {"path": "/a", "o": {"k": True}}, ctx).allowed
     assert policy.could_permit("files.read", ctx)
+
+
+@pytest.mark.parametrize(
+    ("rules", "tags", "listed"),
+    [
+        # a list holding "a" and "b" together: the permit holds and the forbid does not
+        (('permit * on "/**" when "a" in args.tags', 'forbid * on "/**" unless "b" in args.tags'), ["a", "b"], True),
+        (('permit * on "/**" when "a" in args.tags and "b" in args.tags',), ["a", "b"], True),
+        (('permit * on "/**" when "a" in args.tags', 'forbid * on "/**" unless 1 in args.tags', 'forbid * on "/**" unless context.principal in args.tags'), ["a", 1, "p"], True),
+        # a list holding none of the values looked for
+        (('forbid * on "/**" when "b" in args.tags', 'permit * on "/**" when args.tags != [] and not any_in(["p"], args.tags)'), [["z"]], True),
+        (('permit * on "/**" when "a" in args.tags and args.tags != ["a"]',), ["a", "z"], True),
+        # no list can: still hidden
+        (('permit * on "/**" when "a" in args.tags', 'forbid * on "/**" when "a" in args.tags'), None, False),
+        (('permit * on "/**" when "a" in args.tags and "b" not in args.tags', 'forbid * on "/**" unless "b" in args.tags'), None, False),
+    ],
+)  # fmt: skip
+def test_could_permit_offers_a_list_holding_several_values(
+    rules: tuple[str, ...], tags: list[object] | None, listed: bool
+) -> None:
+    """``VALUE in args.p`` atoms on one argument: a call's list may hold several of
+    their values at once, or others (the joint space offered ``[VALUE]`` and ``[]``
+    only, and hid the tool)."""
+    src = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    policy = compile_source(src + "\n".join(rules) + "\n", "t.sos")
+    ctx = {"principal": "p", "tenant": "default", "roles": []}
+    if tags is not None:
+        assert policy.decide("files.read", {"path": "/a", "tags": tags}, ctx).allowed
+    assert policy.could_permit("files.read", ctx) is listed
+    assert policy.explain_listing("files.read", ctx).listed is listed
 
 
 def test_a_forbid_covering_every_permit_is_tried_first_for_the_next_permit() -> None:
