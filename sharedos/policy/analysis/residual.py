@@ -2,9 +2,10 @@
 
 With the context and action known, every part of a condition that reads
 neither ``args`` nor ``resource`` has a value (true, false or an error), but
-for ``context.now`` when the context holds no time: the time of the call is
-supplied per call, and listing (``could_permit``) treats it as unknown, like
-the arguments, so a residual keeps it (``when context.now.hour < 12``). The
+for the members of ``context.now`` the context does not give (none, when it
+holds no time): the time of the call is supplied per call, and listing
+(``could_permit``) treats it as unknown, like the arguments, so a residual
+keeps it (``when context.now.hour < 12``). The
 residual keeps the rest, with those values folded in: ``"admin" in
 context.roles and args.mode == "x"`` is ``args.mode == "x"`` for an admin and
 ``false`` for anyone else. Folding keeps the three-valued meaning exactly
@@ -17,10 +18,11 @@ false or an error).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sharedos.policy.clock import FIELDS
 from sharedos.policy.conditions import compile_expr, subexpressions, unparse
 from sharedos.policy.functions import EvalError
 from sharedos.policy.partial import outcomes
@@ -145,15 +147,33 @@ def may_error(node: list[Any], present: frozenset[tuple[str, ...]] = frozenset()
 
 def _unknown(node: list[Any], context: Any) -> bool:
     """Does ``node`` read what the context does not fix: the arguments, the resource, or
-    the time of the call (``context.now``) when the context holds none?"""
-    no_time = not (isinstance(context, Mapping) and "now" in context)
+    a member of the time of the call (``context.now``) the context does not give?"""
     for sub in subexpressions(node):
         if sub[0] in ("ref", "has"):
             if sub[1] in ("args", "resource"):
                 return True
-            if no_time and sub[1] == "context" and list(sub[2][:1]) == ["now"]:
+            if (
+                sub[1] == "context"
+                and list(sub[2][:1]) == ["now"]
+                and not _time_given(context, sub[2][1:2])
+            ):
                 return True
     return False
+
+
+def _time_given(context: Any, member: Sequence[Any]) -> bool:
+    """Does ``context`` give the member of ``context.now`` named in ``member`` (empty:
+    the whole time)? A context without a ``now`` object gives none of it; one holding
+    some members (``{"hour": 9}``: nine o'clock, any day) gives those alone: every
+    call has a time with every member (``clock.FIELDS``), so the others are unknown,
+    as the arguments are, never missing. A name that is no member of a time is never
+    there, and is known to be missing."""
+    now = context.get("now") if isinstance(context, Mapping) else None
+    if not isinstance(now, Mapping):
+        return False
+    if not member:
+        return all(name in now for name in FIELDS)
+    return member[0] in now or member[0] not in FIELDS
 
 
 def _reads_args(node: list[Any]) -> bool:
