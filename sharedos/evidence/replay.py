@@ -32,7 +32,9 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   (the catalogue, the run policy and the input schema decide it). Replayed
   all the same, as refusals the policy made: a ``tool_unavailable`` call of a
   tool the host has (its namespace recorded) that no requirement declared (a
-  requirement NEW adds lets its rules decide it), and, with ``run_policy``, a
+  requirement NEW adds lets its rules decide it), a ``not_in_turn_catalog``
+  call (a turn's catalogue is the policy's ``could_permit``: one NEW would list
+  is decided by its rules, one it would not is the same refusal), and, with ``run_policy``, a
   ``not_in_run_policy`` refusal (the run policy is then NEW's, and one that
   now manages the tool widens, or changes the reason of, a call the recorded
   run refused).
@@ -79,7 +81,7 @@ from sharedos.policy.clock import FIELDS, ClockError, expand, now_value
 from sharedos.policy.decision import Decision, RuleRef
 from sharedos.redaction import REDACTED
 
-__all__ = ["ReplayReport", "recorded_decision", "replay", "request_of"]
+__all__ = ["ReplayReport", "decide_in_turn", "recorded_decision", "replay", "request_of"]
 
 #: the reasons a decision of the policy can be recorded with (anything else was refused
 #: before the policy was asked)
@@ -210,7 +212,9 @@ def recorded_decision(
     ``run_policy``: the attempts are replayed as runs under a toolpolicy, so a call
     refused ``not_in_run_policy`` (before any rule) is a decision to compare: a run
     policy that now manages the tool lets it reach the rules. So is a call of a tool
-    the host has that no requirement declared (``tool_unavailable``)."""
+    the host has that no requirement declared (``tool_unavailable``), and one the
+    turn's catalogue did not list (``not_in_turn_catalog``: the catalogue is the
+    policy's, ``decide_in_turn``)."""
     effect = record.effect
     refused = record.reason
     if effect is None and refused is not None and _policy_refused(record, run_policy):
@@ -268,7 +272,36 @@ def _policy_refused(record: EvidenceRecord, run_policy: str | None) -> bool:
     outside the run's managed set (``not_in_run_policy``: the run policy is NEW's)."""
     if record.reason is ReasonCode.TOOL_UNAVAILABLE:
         return record.namespace is not None
+    if record.reason is ReasonCode.NOT_IN_TURN_CATALOG:
+        return True
     return record.reason is ReasonCode.NOT_IN_RUN_POLICY and run_policy is not None
+
+
+def decide_in_turn(policy: Any, request: Request, *, unlisted: bool = False) -> Decision:
+    """``decide_request``, and for a call the turn's catalogue did not list (``unlisted``)
+    the refusal a turn under ``policy`` makes: its catalogue lists a tool only when some
+    call of it could be allowed for the turn's context (``could_permit``, the time of the
+    call unknown), so a tool ``policy`` would not list is refused ``not_in_turn_catalog``
+    before any rule, as recorded; one it lists is decided by its rules."""
+    decision = decide_request(policy, request)
+    if not unlisted or decision.reason in (
+        ReasonCode.TOOL_UNAVAILABLE,
+        ReasonCode.NOT_IN_RUN_POLICY,
+    ):
+        return decision
+    listing = {k: v for k, v in request.context.items() if k != "now"}
+    if policy.could_permit(request.tool, listing):
+        return decision
+    return Decision(
+        effect=Effect.DENY,
+        reason=ReasonCode.NOT_IN_TURN_CATALOG,
+        tool=request.tool,
+        namespace=decision.namespace,
+        action=decision.action,
+        resource=None,
+        rule_ids=(),
+        detail=f"{request.tool} is not in the catalogue this policy lists for the turn",
+    )
 
 
 def request_of(
@@ -411,6 +444,8 @@ def replay(
             report.recorded_policies[record.policy_hash or "(none)"] += 1
             for note in notes:
                 report.notes[note] += 1
+            # a call the turn's catalogue did not list: each policy lists its own
+            unlisted = was.reason is ReasonCode.NOT_IN_TURN_CATALOG
             if matches_old:
                 report.matched_old += 1
                 # a run's refusal is OLD's to make again under its own toolpolicy of
@@ -418,13 +453,16 @@ def replay(
                 refused = was.reason is ReasonCode.NOT_IN_RUN_POLICY
                 if not refused or run_policy in old.tool_policies:
                     run = run_policy if refused else None
-                    again = decide_request(
-                        old, Request(request.tool, request.args, request.context, run)
+                    again = decide_in_turn(
+                        old,
+                        Request(request.tool, request.args, request.context, run),
+                        unlisted=unlisted,
                     )
                     if change_kind(was, again) is not None:
                         report.mismatched += 1
             comparer = known if matches_old and known is not None else unknown
-            change = comparer.change(request, was, decide_request(new, request))
+            now = decide_in_turn(new, request, unlisted=unlisted)
+            change = comparer.change(request, was, now)
             if change is None:
                 continue
             if change.kind in wanted:

@@ -395,6 +395,74 @@ def test_a_tool_the_host_has_that_a_requirement_now_declares_is_replayed(tmp_pat
     assert not same.groups and same.replayed == 1 and same.mismatched == 0
 
 
+def test_a_call_the_turns_catalogue_did_not_list_is_replayed_under_the_catalogue_new_lists(
+    tmp_path: Path,
+) -> None:
+    """A turn's catalogue is the policy's (``could_permit`` for the turn's context): bob
+    may not write under the enforced policy, so files.write was not listed and his call
+    was refused ``not_in_turn_catalog`` before any rule. A candidate that lets bob write
+    lists it, and the call runs: replay skipped the attempt ("refused before a
+    decision") and said no recorded decision would change. Under a candidate that
+    still does not list it (the same policy), it is no change."""
+    head = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        "requirement files.write { action write; resource path(args.path) }\n"
+        'permit read on "/**"\n'
+    )
+    old = compile_sources([("f.sos", head)])
+    new = compile_sources([("f.sos", head + 'permit write on "/home/{context.principal}/**"\n')])
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "home" / "bob").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    s = SqliteEvidenceStore(tmp_path / "e.db")
+    try:
+        kernel = Kernel(old, registry)
+        host = RuntimeHost(kernel, s)
+        run = shipped().tool_policies["dev-open"]
+        ctx = AccessContext(principal="bob", turn_id="turn-1")
+        catalog = kernel.list_tools(ctx, run)
+        assert "files.read" in catalog and "files.write" not in catalog
+
+        async def calls() -> None:
+            for i, (tool, args) in enumerate(
+                (
+                    ("files.write", {"path": "/home/bob/x.txt", "content": "x"}),
+                    ("files.read", {"path": "/home/bob"}),
+                )
+            ):
+                call = ToolCall(call_id=f"c{i}", tool=tool, arguments=args)
+                await host.invoke_tool(call, ctx, run, catalog=catalog)
+
+        anyio.run(calls)
+        (refused, _read) = iter_records(s)
+        assert (refused.effect, str(refused.reason)) == (None, "not_in_turn_catalog")
+        report = replay(iter_records(s), new, old=old, max_examples=0)
+        same = replay(iter_records(s), old, old=old, max_examples=0)
+        # a run policy NEW's toolpolicy refuses first, as the kernel checks it first
+        narrow = compile_sources(
+            [
+                ("f.sos", head + 'permit write on "/home/{context.principal}/**"\n'),
+                ("r.sos", "toolpolicy r {\n  mode open\n  managed files.read\n}\n"),
+            ]
+        )
+        ran = replay(iter_records(s), narrow, run_policy="r", max_examples=0)
+    finally:
+        s.close()
+    (group,) = report.groups
+    (change,) = group.examples
+    assert group.kind == "widened" and change.request.tool == "files.write"
+    assert (change.old.reason.value, change.new.effect.value) == ("not_in_turn_catalog", "allow")
+    assert report.replayed == 2 and not report.skipped and report.mismatched == 0
+    assert not same.groups and same.replayed == 2 and same.mismatched == 0
+    (group,) = ran.groups
+    assert group.kind == "reason changed"
+    assert [c.new.reason.value for c in group.examples] == ["not_in_run_policy"]
+
+
 OFFICE_HOURS = """namespace files
 requirement files.read { action read; resource path(args.path) }
 permit read on "/public/**" when context.now.hour >= 9 and context.now.hour < 18
