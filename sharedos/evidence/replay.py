@@ -39,6 +39,11 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   now manages the tool widens, or changes the reason of, a call the recorded
   run refused).
 
+A call made in a turn (its record names the turn's ``catalog_hash``) is decided as a
+turn under NEW would decide it: the turn's catalogue is the policy's (``could_permit``
+for the turn's context), so a tool NEW would not list there is refused
+``not_in_turn_catalog`` before any rule (``decide_in_turn``), as the kernel refuses it.
+
 Replayed but not exactly as made (``ReplayReport.notes``): arguments or a
 decision context a secret was redacted from (conditions see ``[redacted]``),
 and the time of a call recorded without ``now`` (before the host recorded it; the host records the
@@ -277,14 +282,15 @@ def _policy_refused(record: EvidenceRecord, run_policy: str | None) -> bool:
     return record.reason is ReasonCode.NOT_IN_RUN_POLICY and run_policy is not None
 
 
-def decide_in_turn(policy: Any, request: Request, *, unlisted: bool = False) -> Decision:
-    """``decide_request``, and for a call the turn's catalogue did not list (``unlisted``)
-    the refusal a turn under ``policy`` makes: its catalogue lists a tool only when some
-    call of it could be allowed for the turn's context (``could_permit``, the time of the
-    call unknown), so a tool ``policy`` would not list is refused ``not_in_turn_catalog``
-    before any rule, as recorded; one it lists is decided by its rules."""
+def decide_in_turn(policy: Any, request: Request, *, in_turn: bool = False) -> Decision:
+    """``decide_request``, and for a call made in a turn with a catalogue (``in_turn``:
+    its record names the catalogue's hash) the refusal a turn under ``policy`` makes:
+    its catalogue lists a tool only when some call of it could be allowed for the
+    turn's context (``could_permit``, the time of the call unknown), so a tool
+    ``policy`` would not list is refused ``not_in_turn_catalog`` before any rule; one
+    it lists is decided by its rules."""
     decision = decide_request(policy, request)
-    if not unlisted or decision.reason in (
+    if not in_turn or decision.reason in (
         ReasonCode.TOOL_UNAVAILABLE,
         ReasonCode.NOT_IN_RUN_POLICY,
     ):
@@ -444,8 +450,10 @@ def replay(
             report.recorded_policies[record.policy_hash or "(none)"] += 1
             for note in notes:
                 report.notes[note] += 1
-            # a call the turn's catalogue did not list: each policy lists its own
-            unlisted = was.reason is ReasonCode.NOT_IN_TURN_CATALOG
+            # a call made in a turn: each policy lists the turn's catalogue its own way
+            in_turn = (
+                record.catalog_hash is not None or was.reason is ReasonCode.NOT_IN_TURN_CATALOG
+            )
             if matches_old:
                 report.matched_old += 1
                 # a run's refusal is OLD's to make again under its own toolpolicy of
@@ -456,12 +464,12 @@ def replay(
                     again = decide_in_turn(
                         old,
                         Request(request.tool, request.args, request.context, run),
-                        unlisted=unlisted,
+                        in_turn=in_turn,
                     )
                     if change_kind(was, again) is not None:
                         report.mismatched += 1
             comparer = known if matches_old and known is not None else unknown
-            now = decide_in_turn(new, request, unlisted=unlisted)
+            now = decide_in_turn(new, request, in_turn=in_turn)
             change = comparer.change(request, was, now)
             if change is None:
                 continue
