@@ -716,6 +716,36 @@ def test_kind_never_says_no_decision_changes_when_others_do(tmp_path: Path) -> N
     assert code == 1 and json.loads(out)["summary"]["other_kinds"] == 0
 
 
+def test_kind_never_says_no_decision_changes_when_a_toolpolicy_changes_in_another(
+    tmp_path: Path,
+) -> None:
+    """A toolpolicy removed (a run naming it no longer reaches any tool: narrowed), or
+    added (widened), diffed with ``--kind`` looking only for the other kind: exit 0, as
+    asked, but the result said "no decision can change" and the JSON counted nothing
+    in the kinds left out; a toolpolicy is a change like a request."""
+    rules = FILES_HEAD + 'permit read on "/public/**"\n'
+    run = "toolpolicy r {\n  mode open\n  managed files.*\n}\n"
+    a, b = tmp_path / "with.sos", tmp_path / "without.sos"
+    a.write_text(rules + run, encoding="utf-8")
+    b.write_text(rules, encoding="utf-8")
+    for first, second, kind in ((a, b, "widened"), (b, a, "narrowed")):
+        code, out, _ = invoke("diff", str(first), str(second), "--kind", kind)
+        assert code == 0, out
+        assert "no decision can change" not in out, out
+        assert out.rstrip().endswith(
+            f"result: no decision changes in the kinds looked for (looking for: {kind}); "
+            "1 toolpolicy changes in other kinds"
+        ), out
+        code, out, _ = invoke("diff", str(first), str(second), "--kind", kind, "--format", "json")
+        doc = json.loads(out)
+        assert code == 0 and doc["verdict"] == "unchanged" and not doc["run_policies"], doc
+        assert doc["summary"]["other_run_policies"] == 1, doc
+    # in the kind looked for it is listed, not counted as another kind
+    code, out, _ = invoke("diff", str(a), str(b), "--kind", "narrowed", "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["summary"]["other_run_policies"] == 0 and doc["run_policies"]
+
+
 def test_a_change_no_rule_makes_is_shown_on_what_made_it() -> None:
     """A tool a run policy now manages decides otherwise though its requirement and rules
     are the same: the text said those requests were "on (no rule: the requirement

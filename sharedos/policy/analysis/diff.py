@@ -82,6 +82,8 @@ class DiffReport:
     kinds: tuple[ChangeKind, ...] = KINDS
     #: requests that decide differently in a kind ``kinds`` leaves out (not grouped)
     other_kinds: int = 0
+    #: toolpolicies that changed only in a kind ``kinds`` leaves out (not listed)
+    other_run_policies: int = 0
 
     @property
     def complete(self) -> bool:
@@ -114,6 +116,7 @@ class DiffReport:
                 "requests_decided": self.requests,
                 "run_policies": len(self.run_policies),
                 "other_kinds": self.other_kinds,
+                "other_run_policies": self.other_run_policies,
             },
             "groups": [g.to_dict() for g in self.groups],
             "run_policies": [r.to_dict() for r in self.run_policies],
@@ -154,13 +157,21 @@ class DiffReport:
         only = "" if self.kinds == KINDS else f" (looking for: {', '.join(self.kinds)})"
         if self.verdict == "changed":
             lines.append(f"result: some decisions change{only}")
-        elif self.verdict == "unchanged" and self.other_kinds:
+        elif self.verdict == "unchanged" and (self.other_kinds or self.other_run_policies):
             # never "no decision can change": some do, in kinds not looked for
-            n = self.other_kinds
+            n, m = self.other_kinds, self.other_run_policies
+            others = []
+            if n:
+                others.append(
+                    f"{n} request{'s' if n != 1 else ''} decide{'' if n != 1 else 's'} differently"
+                )
+            if m:
+                others.append(
+                    f"{m} toolpolic{'ies' if m != 1 else 'y'} change{'' if m != 1 else 's'}"
+                )
             lines.append(
                 f"result: no decision changes in the kinds looked for{only}; "
-                f"{n} request{'s' if n != 1 else ''} decide{'' if n != 1 else 's'} "
-                "differently in other kinds"
+                f"{' and '.join(others)} in other kinds"
             )
         elif self.verdict == "unchanged":
             lines.append(f"result: no decision can change{only}")
@@ -294,6 +305,9 @@ def diff_policies(
         group.examples = kept
     report.groups = [g for g in groups if g.examples]
     report.run_policies = _run_policy_changes(old, new, tools, wanted)
+    report.other_run_policies = len(_run_policy_changes(old, new, tools, KINDS)) - len(
+        report.run_policies
+    )
     report.gaps = list(gaps)
     report.analysed.sort()
     return report
