@@ -707,9 +707,13 @@ class UpstreamBroker:
             )
             listing.tools = [(t, r) for t, r in listing.tools if r.name not in dupes]
 
-    async def _listing(self, slot: Slot, conn: UpstreamConnection) -> list[RawTool]:
+    async def _listing(
+        self, slot: Slot, conn: UpstreamConnection, *, since: float | None = None
+    ) -> list[RawTool]:
         """The upstream's tools now; turns opening together share one tools/list, and its
-        failure: a turn that waited for a listing that failed is told that failure."""
+        failure: a turn that waited for a listing that failed is told that failure.
+        ``since``: a listing begun after that time (the change a call waits for was
+        announced then) is fresh enough too."""
         asked = time.monotonic()
         async with slot.list_lock:
             _shared_failure(slot.list_failure, asked)
@@ -718,30 +722,25 @@ class UpstreamBroker:
             # one, whatever the upstream announced since: a change announced after it asked
             # is no older than its own request. Listing again for it let an upstream that
             # announces changes every few ms make each of N waiting calls list in turn (the
-            # N-th waited out N listings). An operator may also accept a listing up to
-            # list_cache_s old, while no change is announced
+            # N-th waited out N listings). So is one begun after the change a call waits
+            # for. An operator may also accept a listing up to list_cache_s old, while no
+            # change is announced
             if cached is not None and (
                 cached[0] >= asked
+                or (since is not None and cached[0] > since)
                 or (not slot.list_changed and asked - cached[0] < conn.config.list_cache_s)
             ):
                 return cached[1]
-            changed, slot.list_changed = slot.list_changed, False
+            # a change announced from now on is after this listing began: ``list_changed``
+            # stays true until a listing begun after it finishes (one that fails, or is
+            # cancelled, leaves it true: a later turn or call lists again, rather than take
+            # the listing from before the change as current and check its calls against it)
             began = time.monotonic()
-            listed = False
             try:
                 raw = await conn.list_tools()
-                listed = True
             except UpstreamFailure as exc:
                 slot.list_failure = (time.monotonic(), exc)
                 raise
-            finally:
-                if not listed:
-                    # failed, or cancelled (the call that asked was cancelled, timed out
-                    # by the host, or its turn closed): the change it announced is still
-                    # unseen. A later turn (or call) must list again, not take the listing
-                    # from before the change as current for the rest of list_cache_s, and
-                    # check its calls against that listing's digests
-                    slot.list_changed = slot.list_changed or changed
             slot.listing = (began, raw)
             return raw
 
@@ -773,14 +772,11 @@ class UpstreamBroker:
                 slot.connection = None
                 slot.listing = None
 
-            def changed() -> None:
-                slot.list_changed = True
-
             fresh = UpstreamConnection(
                 config,
                 creds,
                 stderr=self._stderr,
-                on_list_changed=changed,
+                on_list_changed=slot.announce,
                 wrap=self.placement(config).wrap,
                 host_secrets=lambda: self.host_secrets,
             )
@@ -833,8 +829,9 @@ class UpstreamBroker:
         if slot is not None and conn is not None and conn.usable and seen and seen[0] is conn:
             slot.touch()
             if slot.list_changed:
-                # the upstream announced a change: listed again before a call goes through
-                await self._listing(slot, conn)
+                # the upstream announced a change (or a listing begun after it is still in
+                # flight): listed again before a call goes through
+                await self._listing(slot, conn, since=slot.changed_at)
             # the session's latest listing: this turn's own, or a later one of any turn
             latest = _digests(config, slot)
             digests_now = latest if latest is not None else seen[1]

@@ -48,7 +48,8 @@ class Slot:
         #: ``listing`` and its digests by published name (``UpstreamBroker``'s drift check)
         self.digests: tuple[tuple[float, list[RawTool]], dict[str, str]] | None = None
         self.list_lock = anyio.Lock()
-        self.list_changed = False
+        #: monotonic time the upstream last announced ``tools/list_changed`` (``announce``)
+        self.changed_at: float | None = None
         #: when the last attempt to open the session / to list it failed, and why: a turn
         #: that was waiting for that attempt takes its failure instead of trying again
         #: (each waiter used to run out its own timeout, one after another)
@@ -60,6 +61,20 @@ class Slot:
         self.last_used = time.monotonic()
         #: closed by the pool: a session opened into it after that is closed at once
         self.closed = False
+
+    @property
+    def list_changed(self) -> bool:
+        """True while no listing begun after the latest announced change has finished: one
+        in flight has not (it is not ``listing`` yet), nor has one that failed or was
+        cancelled. A flag cleared as a listing began let a call arriving during it be
+        checked against the listing from before the change."""
+        if self.listing is None:
+            return True
+        return self.changed_at is not None and self.listing[0] <= self.changed_at
+
+    def announce(self) -> None:
+        """The upstream announced ``tools/list_changed``."""
+        self.changed_at = time.monotonic()
 
     def touch(self) -> None:
         """Note a use now (for idle eviction)."""

@@ -140,7 +140,7 @@ def serve() -> None:
             tools = (
                 json.loads(Path(opts.tools).read_text(encoding="utf-8")) if opts.tools else TOOLS
             )
-            if mode == "list-storm":
+            if mode in ("list-storm", "announce"):
                 time.sleep(0.3)
             if mode == "cursor-loop":  # every page says there is another
                 answer(rid, {"tools": tools, "nextCursor": "again"})
@@ -227,6 +227,12 @@ def misbehave(mode: str, rid: Any, msg: dict[str, Any]) -> None:
             answer(rid, {"content": [{"type": "text", "text": f"unknown mode {mode}"}]})
         else:
             handler(rid, msg)
+
+
+def announce(rid: Any, msg: dict[str, Any]) -> None:
+    """Announce ``notifications/tools/list_changed``, then answer (its listings take 0.3 s)."""
+    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    answer(rid, {"content": [{"type": "text", "text": "announced"}]})
 
 
 def server_requests(rid: Any, msg: dict[str, Any]) -> None:
@@ -448,6 +454,7 @@ EXTRA: dict[str, Any] = {
     "hidden-id": hidden_id,
     "ask-flood": ask_flood,
     "stderr-huge": stderr_huge,
+    "announce": announce,
 }
 
 if __name__ == "__main__":
