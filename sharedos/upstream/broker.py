@@ -768,7 +768,11 @@ class UpstreamBroker:
             # an attempt this turn waited for failed: its failure, not another attempt
             _shared_failure(slot.open_failure, asked)
             if conn is not None:
-                await conn.close()
+                # ended beside this call, not waited for: ending a hung stdio upstream
+                # takes the SDK seconds (stdin closed, 2 s to exit, then its tree killed),
+                # which the call re-opening it paid, past a handler deadline fitted to the
+                # hung call and its ping
+                conn.end()
                 slot.connection = None
                 slot.listing = None
 

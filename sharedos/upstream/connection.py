@@ -548,9 +548,15 @@ class UpstreamConnection:
                     if self._on_list_changed is not None:
                         self._on_list_changed()
 
+    def end(self) -> None:
+        """Have the session end, without waiting for it: its own task closes the transport
+        (a stdio process is closed, then its tree killed by the SDK if it lingers, which
+        takes seconds for a hung one), within the broker's task group, which waits for it."""
+        self._closed.set()
+
     async def close(self) -> None:
         """End the session (the stdio process is closed, then killed by the SDK if it lingers)."""
-        self._closed.set()
+        self.end()
         with anyio.move_on_after(5):
             await self._done.wait()
 

@@ -118,18 +118,22 @@ class SessionPool:
                     "credential until one is released",
                 )
             victim = min(idle, key=lambda s: s.last_used)
-            await self.close(victim)
+            # ended beside the turn opening, not waited for (a hung one takes seconds)
+            await self.close(victim, wait=False)
             mine.remove(victim)
         made = self._slots.setdefault(key, Slot(key))
         return made
 
-    async def close(self, slot: Slot) -> None:
-        """Close ``slot``'s session and forget the slot."""
+    async def close(self, slot: Slot, *, wait: bool = True) -> None:
+        """Close ``slot``'s session and forget the slot (``wait``: until the session ended;
+        otherwise it ends within the broker's task group)."""
         if self._slots.get(slot.key) is slot:
             del self._slots[slot.key]
         slot.closed = True
         conn, slot.connection, slot.listing = slot.connection, None, None
-        if conn is not None:
+        if conn is not None and not wait:
+            conn.end()
+        elif conn is not None:
             with anyio.CancelScope(shield=True):
                 await conn.close()
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import anyio
 import pytest
 
 from sharedos.upstream.connection import PING_S, fitted_waits
+from tests.timing import bound
 from tests.upstream.conftest import brokered, hostile_rules, hostile_upstream, read_log, text_of
 
 pytestmark = pytest.mark.anyio
@@ -50,7 +52,7 @@ async def test_a_handler_timeout_shorter_than_call_and_ping_still_ends_the_hung_
         env.turn() as t,
     ):
         hung = await t.call("fx.bad", {"path": "/public/x"})
-        # ending the hung process takes the SDK a few seconds, paid by the next call
+        # the next call starts a new process: not what this test times
         env.host.handler_timeout_s = 30.0
         echo = await t.call("fx.echo", {"path": "/public/x"})
         rows = [r for r in env.store.query() if r.tool == "fx.bad"]
@@ -72,3 +74,38 @@ def test_the_waits_fit_within_the_handler_deadline() -> None:
         # a window too short to prove a session hung asks no ping at all
         assert ping == 0.0 or ping >= 0.2, (call_s, budget, ping)
         assert call + ping <= max(budget - min(0.5, budget * 0.1), 0.0) + 1e-9, (call_s, budget)
+
+
+async def test_the_call_after_a_hung_session_is_served_within_the_handler_deadline(
+    tmp_path: Path,
+) -> None:
+    """Ending a hung stdio upstream takes the SDK seconds (its stdin closed, 2 s to exit,
+    then the process tree terminated): the next call re-opening the session waited for all
+    of it, past a handler deadline that fitted the hung call and its ping, and the kernel
+    recorded it ``timeout``. The hung session is now ended beside the calls, and its process
+    is still killed."""
+    log = tmp_path / "upstream.log"
+    toml = hostile_upstream("--mode", "hang", "--log", str(log), call_s=0.5)
+    async with (
+        brokered(tmp_path, toml, hostile_rules("bad", "echo"), handler_timeout_s=2.0) as env,
+        env.turn() as t,
+    ):
+        hung = await t.call("fx.bad", {"path": "/public/x"})
+        echo = await t.call("fx.echo", {"path": "/public/x"})
+        rows = [r.reason for r in env.store.query() if r.tool.startswith("fx.")]
+        [pid] = [e["hung"] for e in read_log(log) if "hung" in e]
+        with anyio.fail_after(bound(10)):
+            while _alive(pid):
+                await anyio.sleep(0.05)
+    assert "did not answer a ping" in text_of(hung), text_of(hung)
+    assert rows == ["upstream_timeout", None], rows
+    assert echo.is_error is False and text_of(echo) == "echo ok", text_of(echo)
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
