@@ -626,8 +626,13 @@ class UpstreamConnection:
         self._screen.take()  # nothing left over from a listing the SDK made on its own
         denials: list[Denial] = []
         noted = CALL_DENIALS.set(denials)
+        # fitted to the handler's deadline like a call's waits (a call lists again after a
+        # change was announced), with a ping after a timeout, as for a call
+        timeout, waited = fitted_waits(
+            self.config.timeouts.list_s, anyio.current_effective_deadline()
+        )
         try:
-            with anyio.fail_after(self.config.timeouts.list_s):
+            with anyio.fail_after(timeout):
                 cursor: str | None = None
                 for _ in range(MAX_LIST_PAGES):
                     result = await client.session.list_tools(
@@ -638,11 +643,18 @@ class UpstreamConnection:
                     if not cursor:
                         break
         except TimeoutError:
-            raise UpstreamFailure(
-                ReasonCode.UPSTREAM_TIMEOUT,
-                f"upstream {self.config.id!r} did not list its tools within "
-                f"{self.config.timeouts.list_s:g} s",
-            ) from None
+            why = (
+                f"upstream {self.config.id!r} did not list its tools within {round(timeout, 2):g} s"
+            )
+            if waited > 0 and not await self._answers_ping(client, waited):
+                # hung as a whole: kept, every later call (and turn) listed it again and
+                # waited out list_s once more, for the life of the pooled session
+                why += (
+                    f"; it did not answer a ping within {round(waited, 2):g} s either, so its "
+                    "session is ended and opened again before the next call"
+                )
+                self._mark_broken("it answered neither tools/list nor a ping in time")
+            raise UpstreamFailure(ReasonCode.UPSTREAM_TIMEOUT, why) from None
         except Exception as exc:
             refused = self._unauthorized(denials)
             if refused is not None:

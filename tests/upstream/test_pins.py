@@ -380,10 +380,12 @@ async def test_a_change_announced_before_a_cancelled_listing_is_still_seen_by_th
     tmp_path: Path,
 ) -> None:
     """The upstream announces a change, and the call that lists it again because of that is
-    cancelled during the listing (here the host's handler timeout; a client's cancel or the
-    turn closing alike). The cancelled listing consumed the announcement: the next call was
-    checked against the listing from before the change, found its tool unchanged, and was
-    forwarded to an upstream that now runs another definition."""
+    given up during the listing (the listing is fitted to the host's handler timeout, like a
+    call: it times out just before it, and the upstream, stuck as a whole, answers no ping;
+    a client's cancel or the turn closing alike). The listing given up consumed the
+    announcement: the next call was checked against the listing from before the change,
+    found its tool unchanged, and was forwarded to an upstream that now runs another
+    definition."""
     tools_file, log = tmp_path / "tools.json", tmp_path / "fx.log"
     plain = [
         {"name": n, "description": f"{n} tool", "inputSchema": {"type": "object"}}
@@ -407,7 +409,7 @@ async def test_a_change_announced_before_a_cancelled_listing_is_still_seen_by_th
         os.replace(tmp_path / "changed.json", tools_file)
         env.host.handler_timeout_s = 30.0
         after = await a.call("fx.echo", {"path": "/public/x"})
-    assert stalled.is_error is True and structured(stalled)["reason"] == "timeout", stalled
+    assert stalled.is_error is True and structured(stalled)["reason"] == "upstream_timeout", stalled
     assert after.is_error is True, text_of(after)
     assert structured(after)["reason"] == "upstream_unavailable", text_of(after)
     assert "is not the one this turn was given" in text_of(after)

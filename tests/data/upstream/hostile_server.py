@@ -101,6 +101,7 @@ def main() -> None:
 
 def serve() -> None:
     mode = opts.mode
+    listed = False
     for raw in sys.stdin.buffer:
         try:
             msg = json.loads(raw)
@@ -117,6 +118,10 @@ def serve() -> None:
             continue
         if method == "tools/list" and mode == "hang-list":
             continue
+        if method == "tools/list" and mode == "hang-relist" and listed:
+            log({"hung": os.getpid()})  # stuck as a whole from its second listing on
+            time.sleep(600)
+        listed = listed or method == "tools/list"
         if method == "initialize":
             # a server name and version of a MiB each (and instructions to match)
             huge = "h" * (1 << 20) if mode == "huge-info" else None
@@ -455,6 +460,7 @@ EXTRA: dict[str, Any] = {
     "ask-flood": ask_flood,
     "stderr-huge": stderr_huge,
     "announce": announce,
+    "hang-relist": announce,
 }
 
 if __name__ == "__main__":
