@@ -125,7 +125,8 @@ async def open_turn(
     A turn id names one turn: opening a turn whose id is open on this host already
     (``RuntimeHost.open_turn_id``) raises ``ValueError`` before anything is listed or
     written; so does one whose id names a turn that has closed (its chain sealed in the
-    store: ``evidence_turn``), before anything is listed.
+    store: ``evidence_turn``), before the turn is handed out. A turn whose transport fails
+    to open writes no record: its id can be opened again.
     """
     started = time.perf_counter()
     if transport not in ("http", "stdio"):
@@ -168,7 +169,11 @@ async def _open_turn(
     limits: TransportLimits | None,
 ) -> AsyncIterator[Turn]:
     catalog = compute_catalog(runtime_host, context, tool_policy)
-    # the turn's opening record (its chain's anchor) now, its seal when it closes
+    # the turn's opening record (its chain's anchor) once its transport is up, its seal when
+    # it closes: a transport that fails to open (a listener or relay socket not bound, a
+    # turn file not written) leaves no record, and its id can be opened again (opened and
+    # sealed for nothing, the retry was refused as a closed turn's). Nobody can make a call
+    # before the opening: the token, the turn file are handed out only with the turn
     async with evidence_turn(
         getattr(runtime_host, "evidence", None),
         turn_id=context.turn_id,
@@ -178,7 +183,8 @@ async def _open_turn(
         owe=getattr(runtime_host, "owe_evidence", None),
         settle=getattr(runtime_host, "settle_owed", None),
         taken=getattr(runtime_host, "finish_taken", None),
-    ):
+        deferred=True,
+    ) as open_chain:
         if transport == "http":
             async with _open_http(
                 runtime_host,
@@ -191,6 +197,7 @@ async def _open_turn(
                 grace_s=grace_s,
                 limits=limits or TransportLimits(),
             ) as turn:
+                await open_chain()
                 turn.diagnostics["openMs"] = round((time.perf_counter() - started) * 1000, 3)
                 yield turn
         elif transport == "stdio":
@@ -206,6 +213,7 @@ async def _open_turn(
                 portable_names=portable_names,
                 identity=identity,
             ) as turn:
+                await open_chain()
                 yield turn
         else:
             raise ValueError(f"unknown bridge transport {transport!r} (expected 'http' or 'stdio')")

@@ -101,7 +101,8 @@ async def evidence_turn(
     owe: Callable[[Callable[[], Any], str], None] | None = None,
     settle: Callable[[], Awaitable[int]] | None = None,
     taken: Callable[[str], Awaitable[int]] | None = None,
-) -> AsyncIterator[None]:
+    deferred: bool = False,
+) -> AsyncIterator[Callable[[], Awaitable[None]]]:
     """Open the turn's chain on entry, seal it on exit (see the module docstring).
 
     ``owe`` (``RuntimeHost.owe_evidence``): where a seal the store did not write as the
@@ -110,49 +111,71 @@ async def evidence_turn(
     records the host owes to calls the store refused (how many still wait); while some
     do, the seal is handed to ``owe`` at once, to follow them. ``taken``
     (``RuntimeHost.finish_taken``): waits, first, for the turn's calls that have taken their
-    approval, which the close does not stop: their outcomes go before the seal."""
+    approval, which the close does not stop: their outcomes go before the seal.
+
+    Yields the coroutine function that writes the opening record (a no-op once it has
+    run). ``deferred``: the opening is written only when the block calls it, once the
+    turn's transport is up (a listener bound, a turn file written); a block that fails
+    before that writes nothing, no opening and no seal, so the same turn id can be opened
+    again (opened and sealed for nothing, the id was refused to the retry as a closed
+    turn's). Raises ``ValueError`` (from the call, or on entry when not deferred) when the
+    id names a turn that has closed."""
     open_turn = getattr(store, "open_turn", None)
     seal_turn = getattr(store, "seal_turn", None)
     if open_turn is None or seal_turn is None:
-        yield
+
+        async def nothing() -> None:
+            return None
+
+        yield nothing
         return
     report = reporter_of(store)
     ident = dict(identity) if identity else None
     revision = ident.get("policyBundleRevision") if ident else None
     declared = ident.get("policyBundleHash") if ident else None
-    opening = Opening(
-        turn_id=turn_id,
-        opened_at=now_iso(),
-        catalog_hash=catalog_hash,
-        policy_hash=policy_hash or (str(declared) if declared is not None else None),
-        policy_revision=str(revision) if revision is not None else None,
-        identity=str(storable_json_text(ident)) if ident else None,
-    )
-    opened = await _off_loop(
-        "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
-    )
-    if opened is False and await _sealed(store, turn_id, timeout_s, report):
-        # the id names a turn that has closed: opened again, its calls ran and were
-        # appended past that turn's seal, under its opening (another principal's, perhaps),
-        # its own seal refused as a second one, and `verify --require-seal` said clean
-        raise ValueError(
-            f"turn {turn_id!r} has closed (its evidence chain is sealed): a turn id names "
-            "one turn; give each turn its own"
+    # the opening record the store refused at the open, written at the close, before the
+    # seal (a seal on a chain with no opening makes a bare one, without the turn's
+    # catalogHash, policy and identity, dated after the close); empty until it is written
+    written: list[Opening | None] = []
+
+    async def open_chain() -> None:
+        if written:
+            return
+        opening = Opening(
+            turn_id=turn_id,
+            opened_at=now_iso(),
+            catalog_hash=catalog_hash,
+            policy_hash=policy_hash or (str(declared) if declared is not None else None),
+            policy_revision=str(revision) if revision is not None else None,
+            identity=str(storable_json_text(ident)) if ident else None,
         )
-    # an opening the store refused is written at the close, before the seal: a seal on a
-    # chain with no opening makes a bare one, without the turn's catalogHash, policy and
-    # identity, dated after the close
-    unwritten = opening if opened is None else None
+        opened = await _off_loop(
+            "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
+        )
+        if opened is False and await _sealed(store, turn_id, timeout_s, report):
+            # the id names a turn that has closed: opened again, its calls ran and were
+            # appended past that turn's seal, under its opening (another principal's,
+            # perhaps), its own seal refused as a second one, and `verify --require-seal`
+            # said clean
+            raise ValueError(
+                f"turn {turn_id!r} has closed (its evidence chain is sealed): a turn id "
+                "names one turn; give each turn its own"
+            )
+        written.append(opening if opened is None else None)
+
+    if not deferred:
+        await open_chain()
     try:
-        yield
+        yield open_chain
     finally:
-        closed_at = now_iso()
-        with anyio.CancelScope(shield=True):
-            if taken is not None:
-                # a call holding its approval runs to its outcome (its handler bounded):
-                # sealed first, the chain had that outcome past the seal, unvouched for
-                await taken(turn_id)
-            await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, unwritten)
+        if written:  # nothing was opened (a deferred turn failed before it): nothing to seal
+            closed_at = now_iso()
+            with anyio.CancelScope(shield=True):
+                if taken is not None:
+                    # a call holding its approval runs to its outcome (its handler bounded):
+                    # sealed first, the chain had that outcome past the seal, unvouched for
+                    await taken(turn_id)
+                await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, written[0])
 
 
 async def _sealed(store: Any, turn_id: str, timeout_s: float, report: FailureReporter) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.bridge import open_turn
+from sharedos.bridge import StdioLaunch, open_turn
 from sharedos.evidence.verify import verify_store
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, build_runtime, http_client
@@ -82,3 +82,29 @@ async def test_a_turn_refused_for_its_transport_leaves_its_id_free(tmp_path: Pat
     async with open_turn(rt.host, alice, OPEN_POLICY) as turn:
         assert turn.url is not None
     assert _links(tmp_path / "evidence.db", "turn-retried") == ["open", "seal"]
+
+
+async def test_a_turn_whose_transport_fails_to_open_leaves_its_id_free(tmp_path: Path) -> None:
+    """A transport that failed to open (here a stdio turn directory that does not exist;
+    likewise a listener or relay socket not bound) failed after the turn's opening record:
+    the turn was opened and sealed for nothing, and the retry with the same id was refused
+    as a closed turn's. The opening is written once the transport is up."""
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice", turn_id="turn-unopened")
+    launch = StdioLaunch(directory=tmp_path / "missing")
+    with pytest.raises(FileNotFoundError):
+        async with open_turn(rt.host, alice, OPEN_POLICY, transport="stdio", stdio=launch):
+            pytest.fail("a stdio turn opened in a directory that does not exist")
+    assert _links(tmp_path / "evidence.db", "turn-unopened") == []
+    async with open_turn(rt.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None and turn.token is not None
+        async with http_client(turn.url, turn.token) as client:
+            own = await client.call_tool("files.read", {"path": "/home/alice/notes.txt"})
+        assert not own.is_error
+    assert _links(tmp_path / "evidence.db", "turn-unopened") == [
+        "open",
+        "attempt",
+        "outcome",
+        "seal",
+    ]
+    assert verify_store(rt.evidence, "turn-unopened", require_seal=True).problems == []
