@@ -152,13 +152,22 @@ async def evidence_turn(
         opened = await _off_loop(
             "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
         )
-        if opened is False and await _sealed(store, turn_id, timeout_s, report):
-            # the id names a turn that has closed: opened again, its calls ran and were
-            # appended past that turn's seal, under its opening (another principal's,
-            # perhaps), its own seal refused as a second one, and `verify --require-seal`
-            # said clean
+        if opened is False:
+            # the id names a chain that existed before this open: a turn that has closed,
+            # or one open on another host sharing the store (the host's own id hold covers
+            # only its own turns). Opened again, its calls ran and were appended to that
+            # turn's chain under its opening (another principal's, perhaps): past its seal,
+            # or before it, its seal then written by the second turn's close, the first's
+            # own seal refused as a second one and its later calls appended past it, and
+            # `verify --require-seal` said clean either way
+            if await _sealed(store, turn_id, timeout_s, report):
+                raise ValueError(
+                    f"turn {turn_id!r} has closed (its evidence chain is sealed): a turn id "
+                    "names one turn; give each turn its own"
+                )
             raise ValueError(
-                f"turn {turn_id!r} has closed (its evidence chain is sealed): a turn id "
+                f"turn {turn_id!r} has an evidence chain already (a turn of that id is open "
+                "on another host sharing the store, or ended without its seal): a turn id "
                 "names one turn; give each turn its own"
             )
         written.append(opening if opened is None else None)
@@ -180,7 +189,7 @@ async def evidence_turn(
 
 async def _sealed(store: Any, turn_id: str, timeout_s: float, report: FailureReporter) -> bool:
     """Whether the chain of ``turn_id``, which existed before this open, holds a seal (False
-    when the store cannot say: its calls fail closed on their own then)."""
+    when the store cannot say; it only picks the words of the refusal)."""
     has_seal = getattr(store, "has_seal", None)
     if not callable(has_seal):
         return False

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from sharedos.bridge import StdioLaunch, open_turn
+from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.evidence.verify import verify_store
+from sharedos.kernel import RuntimeHost
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, build_runtime, http_client
 
@@ -108,3 +110,29 @@ async def test_a_turn_whose_transport_fails_to_open_leaves_its_id_free(tmp_path:
         "seal",
     ]
     assert verify_store(rt.evidence, "turn-unopened", require_seal=True).problems == []
+
+
+async def test_a_turn_id_open_on_another_host_is_refused(tmp_path: Path) -> None:
+    """Two hosts on one store: bob's turn on the second host, opened with the id of
+    alice's turn still open on the first, ran its call into her chain under her opening,
+    its close sealed her chain, her later call landed past that seal, and
+    ``verify --require-seal`` said clean. The second open is refused before its turn runs."""
+    rt = build_runtime(tmp_path, principals=("alice", "bob"), with_slow=False)
+    other = RuntimeHost(rt.host.kernel, SqliteEvidenceStore(tmp_path / "evidence.db"))
+    alice = AccessContext(principal="alice", turn_id="turn-two-hosts")
+    bob = AccessContext(principal="bob", tenant="other", turn_id="turn-two-hosts")
+    async with open_turn(rt.host, alice, OPEN_POLICY) as turn:
+        with pytest.raises(ValueError, match="has an evidence chain already"):
+            async with open_turn(other, bob, OPEN_POLICY):
+                pytest.fail("a turn open on another host was opened again")
+        assert turn.url is not None and turn.token is not None
+        async with http_client(turn.url, turn.token) as client:
+            own = await client.call_tool("files.read", {"path": "/home/alice/notes.txt"})
+        assert not own.is_error
+    assert _links(tmp_path / "evidence.db", "turn-two-hosts") == [
+        "open",
+        "attempt",
+        "outcome",
+        "seal",
+    ]
+    assert {r.principal for r in rt.evidence.query(turn_id="turn-two-hosts")} == {"alice"}

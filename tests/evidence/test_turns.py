@@ -26,3 +26,18 @@ async def test_a_sealed_turn_id_is_not_opened_again(store: Any) -> None:
         async with evidence_turn(store, turn_id="t-closed", catalog_hash="c2"):
             pytest.fail("a sealed turn was opened again")
     assert [link.kind for link in store.iter_links("t-closed")] == kinds
+
+
+async def test_a_turn_id_open_on_another_host_is_not_opened_again(opener: Opener) -> None:
+    """Two hosts sharing a store: the id hold covers only a host's own open turns, so a
+    second host opening a turn with the id of one still open on the first went on: its
+    records were appended to the first's chain under its opening, its seal sealed it, the
+    first's own seal was refused as a second one and its later records landed past the
+    seal, and verify said clean. The open is refused, and the chain is left as it was."""
+    first, second = opener(), opener()  # two hosts' stores on one database
+    async with evidence_turn(first, turn_id="t-shared", catalog_hash="c1"):
+        with pytest.raises(ValueError, match="has an evidence chain already"):
+            async with evidence_turn(second, turn_id="t-shared", catalog_hash="c2"):
+                pytest.fail("a turn open on another host was opened again")
+        assert [link.kind for link in first.iter_links("t-shared")] == ["open"]
+    assert [link.kind for link in first.iter_links("t-shared")] == ["open", "seal"]
