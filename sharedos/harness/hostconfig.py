@@ -80,7 +80,7 @@ class HostConfigError(HarnessError, ValueError):
 
 #: the host variables every process has that are never credentials: the user, the home
 #: and working directories, the search path, the locale, the terminal, the XDG directories
-#: (and ``LC_*``). Scrubbed as secrets, their values (a home directory is in every path a
+#: (and the locale categories, ``LC_*``). Scrubbed as secrets, their values (a home directory is in every path a
 #: harness passes) would be "[redacted]" in every record, answer and report, and every
 #: upstream tool whose description names one would be held back as holding a credential
 ORDINARY_VARIABLES = frozenset(
@@ -90,13 +90,19 @@ ORDINARY_VARIABLES = frozenset(
         "HOSTNAME", "DISPLAY", "EDITOR", "VISUAL", "PAGER",
         "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
         "XDG_RUNTIME_DIR", "XDG_CONFIG_DIRS", "XDG_DATA_DIRS",
+        # the locale categories (POSIX, glibc) and the terminal's, which ssh sends as LC_*
+        "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY", "LC_NUMERIC",
+        "LC_TIME", "LC_ADDRESS", "LC_IDENTIFICATION", "LC_MEASUREMENT", "LC_NAME",
+        "LC_PAPER", "LC_TELEPHONE", "LC_TERMINAL", "LC_TERMINAL_VERSION",
     }
 )  # fmt: skip
 
 
 def _ordinary(name: str) -> bool:
-    """A host variable that is never a credential (``ORDINARY_VARIABLES``, ``LC_*``)."""
-    return name in ORDINARY_VARIABLES or name.startswith("LC_")
+    """A host variable that is never a credential (``ORDINARY_VARIABLES``): by its exact
+    name, never a prefix: sshd passes every ``LC_*`` on (``AcceptEnv LANG LC_*``), so
+    ``LC_GITHUB_TOKEN`` is how a token is carried to a remote shell, and no ordinary one."""
+    return name in ORDINARY_VARIABLES
 
 
 class MissingHostVariable(HostConfigError):

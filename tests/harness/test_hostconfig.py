@@ -504,3 +504,17 @@ def test_a_problem_quoting_the_file_is_spelled_for_every_command_that_prints_it(
         assert out.exit_code != 0, out.output
         assert not {"\x1b", "\x07", "\u202e"} & set(out.output), (argv[0], ascii(out.output))
         assert "\nerror: none" not in out.output, out.output
+
+
+def test_a_credential_carried_in_an_lc_variable_is_a_secret() -> None:
+    """sshd passes every LC_* on (AcceptEnv LANG LC_*), so LC_GITHUB_TOKEN is how a token
+    reaches a remote shell; every LC_* was taken for a locale category, and
+    ``X_HEADER = "Bearer ${LC_MY_TOKEN}"`` was scrubbed from nothing the run recorded."""
+    host = parse_host_config(
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        "X_HEADER = 'Bearer ${LC_MY_TOKEN}'\nLC_ALL = '${LC_CTYPE}'\n"
+    )
+    env = {"LC_MY_TOKEN": "tok-from-ssh-0123", "LC_CTYPE": "en_US.UTF-8"}
+    values = set(host.held_secrets(env, location=""))
+    assert {"tok-from-ssh-0123", "Bearer tok-from-ssh-0123"} <= values
+    assert "en_US.UTF-8" not in values  # a locale category is still an ordinary variable
