@@ -83,11 +83,61 @@ _KEYWORD_PASSWORD_RE = re.compile(
 )
 
 
+#: the last word of an option, keyword or header that names a credential's value (a name
+#: ending so: ``PGPASSWORD``, ``keyStorePassword``, ``--access-token``, ``clientSecret``)
+_CREDENTIAL_ENDINGS = ("password", "passwd", "passphrase", "passcode", "token", "secret", "apikey")
+#: what makes a last word ``key`` a credential's name (``--api-key``, ``AWS_SECRET_ACCESS_KEY``,
+#: ``X-Api-Key``): never ``--sort-key``, ``--primary-key``, ``-Dcache.key``
+_KEY_QUALIFIERS = frozenset(
+    {"api", "access", "secret", "private", "master", "auth", "client", "license", "subscription"}
+)
+#: headers that carry a credential whatever their name says
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+#: ``NAME=VALUE`` inside a text: an option (``--api-key=V``, ``-Dx.password=V``), a libpq
+#: keyword (``password=V``), an env(1) assignment (``GITHUB_TOKEN=V``)
+_ASSIGNMENT_RE = re.compile(r"(?:^|(?<=[\s;,&?]))-{0,2}([A-Za-z][A-Za-z0-9_.-]*)\s*=\s*(\S*)")
+#: a header line given as an argument (``Authorization: Bearer V``, ``--header=X-Api-Key: V``)
+_HEADER_ARG_RE = re.compile(
+    r"^(?:-{1,2}[A-Za-z][A-Za-z-]*=)?\s*([A-Za-z][A-Za-z0-9-]*)\s*:\s*(\S.*)$"
+)
+#: an option whose value is the next argument (``--api-key V``, ``--password V``)
+_OPTION_RE = re.compile(r"^-{1,2}([A-Za-z][A-Za-z0-9_.-]*)$")
+
+
+def credential_name(name: str) -> bool:
+    """Whether an option, keyword, variable or header ``name`` names a credential's value:
+    its last word ends in password, token, secret, ... (``--db-password``, ``PGPASSWORD``,
+    ``keyStorePassword``, ``--access-token``), is ``pass`` or a ``pwd`` after another word
+    (``DB_PASS``, ``MYSQL_PWD``; never ``PWD``, a directory), or is ``key`` after api,
+    access, secret, ... (``--api-key``, ``X-Api-Key``); never a name whose last word says
+    where the credential is (``--password-file``, ``--token-env``, ``--private-key-path``)."""
+    words = [w.lower() for w in _WORD_RE.findall(name)]
+    if not words:
+        return False
+    last = words[-1]
+    if last.endswith(_CREDENTIAL_ENDINGS) or last == "pass":
+        return True
+    if last == "pwd":
+        return len(words) > 1
+    return last == "key" and len(words) > 1 and words[-2] in _KEY_QUALIFIERS
+
+
+def _a_value(value: str) -> bool:
+    """Whether what follows a credential's name is one: not nothing, another option, a
+    reference (``${VAR}``, for the program to read), nor a file's path (``--private-key
+    /etc/key.pem``: a file holds the credential, the command line does not)."""
+    value = value.strip().strip("'\"")
+    return bool(value) and not value.startswith(("-", "$", "/", "./", "../", "~/"))
+
+
 def holds_password(text: str) -> bool:
-    """Whether ``text`` (an argument, a setting's value) writes a password out: a URL with
-    ``user:password@`` (``URL_PASSWORD_RE``) or a query parameter named as a credential
-    (``SECRET_NAME_RE``: ``?password=``, ``?token=``), or a ``password=`` keyword (a libpq
-    keyword connection string, a ``PGPASSWORD=`` assignment)."""
+    """Whether ``text`` (an argument, a setting's value) writes a password or other
+    credential out: a URL with ``user:password@`` (``URL_PASSWORD_RE``) or a query parameter
+    named as a credential (``SECRET_NAME_RE``: ``?password=``, ``?token=``), a ``NAME=VALUE``
+    whose name is a credential's (``credential_name``: a libpq ``password=``, a
+    ``PGPASSWORD=`` or ``GITHUB_TOKEN=`` assignment, ``--api-key=V``), or a header line
+    carrying one (``Authorization: Basic ...``, ``X-Api-Key: V``)."""
     if URL_PASSWORD_RE.search(text) or _KEYWORD_PASSWORD_RE.search(text):
         return True
     for query in _URL_QUERY_RE.findall(text):
@@ -95,6 +145,29 @@ def holds_password(text: str) -> bool:
             key, eq, _value = item.partition("=")
             if eq and SECRET_NAME_RE.search(unquote_plus(key)):
                 return True
+    if any(credential_name(m[1]) and _a_value(m[2]) for m in _ASSIGNMENT_RE.finditer(text)):
+        return True
+    header = _HEADER_ARG_RE.match(text)
+    return bool(
+        header
+        and (header[1].lower() in _CREDENTIAL_HEADERS or credential_name(header[1]))
+        and _a_value(header[2])
+    )
+
+
+def command_line_holds_password(args: Iterable[str]) -> bool:
+    """Whether a command line writes a credential out: an argument that does
+    (``holds_password``), or an option naming a credential followed by its value as the
+    next argument (``--api-key V``, ``--password V``, ``--client-secret V``)."""
+    previous: str | None = None
+    for arg in args:
+        if holds_password(arg):
+            return True
+        if previous is not None and _a_value(arg):
+            option = _OPTION_RE.match(previous)
+            if option and credential_name(option[1]):
+                return True
+        previous = arg
     return False
 
 
@@ -105,6 +178,8 @@ __all__ = [
     "SECRET_NAME_RE",
     "URL_PASSWORD_RE",
     "Redactor",
+    "command_line_holds_password",
+    "credential_name",
     "encodings",
     "holds_password",
     "non_object_marker",

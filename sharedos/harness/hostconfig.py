@@ -41,7 +41,7 @@ from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
-from sharedos.redaction import SECRET_NAME_RE, holds_password
+from sharedos.redaction import SECRET_NAME_RE, command_line_holds_password
 from sharedos.terminal import unambiguous
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
@@ -213,13 +213,15 @@ class HarnessConfig(BaseModel):
     def _no_password(cls, value: Any) -> Any:
         # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long
         # as the harness runs, and nothing scrubs a value that is no env value
-        if isinstance(value, tuple | list) and any(
-            isinstance(a, str) and holds_password(a) for a in value
+        if isinstance(value, tuple | list) and command_line_holds_password(
+            a for a in value if isinstance(a, str)
         ):
             raise ValueError(
-                "an argument holds a URL with a password (user:password@, ?password=) or a "
-                "password= keyword: a credential "
-                'never goes on a command line; give it in [harness.ID.env] (NAME = "${VAR}")'
+                "an argument holds a URL with a password (user:password@, ?password=), a "
+                "password= keyword or a credential option or header (--api-key V, "
+                "--token=V, Authorization: ...): a credential never goes on a command "
+                'line; give it in [harness.ID.env] (NAME = "${VAR}"), which the harness '
+                "reads (most take their key from the environment: ANTHROPIC_API_KEY, ...)"
             )
         return value
 

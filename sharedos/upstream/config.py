@@ -54,6 +54,7 @@ from sharedos import textfile
 from sharedos.bundles.source import on_this_machine
 from sharedos.errors import UpstreamError
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
+from sharedos.redaction import command_line_holds_password as _command_line_holds_password
 from sharedos.redaction import holds_password as _holds_password
 from sharedos.tomlpos import key_positions, locate, value_message
 
@@ -853,8 +854,9 @@ def _check_plain(
         elif _holds_password(value):
             report(
                 (uid, key, str(name)),
-                "holds a URL with a password (user:password@, ?password=) or a password= "
-                "keyword: a credential, which SharedOS "
+                "holds a URL with a password (user:password@, ?password=), a password= "
+                "keyword or a credential option or header (--api-key=V, Authorization: ...): "
+                "a credential, which SharedOS "
                 "would neither keep out of what the upstream says nor hide; declare the value "
                 f'under [upstream.{uid}.credentials] as {name} = {{ env = "HOST_VARIABLE" }}',
             )
@@ -874,15 +876,16 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
             "arguments are literal (no $VAR): a value from the host environment is a credential "
             "and never goes on a command line; pass it through credentials (the environment)",
         )
-    elif any(_holds_password(a) for a in args):
+    elif _command_line_holds_password(args):
         # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long
         # as the upstream runs, and this one is its sandbox's too
         report(
             (uid, "args"),
-            "an argument holds a URL with a password (user:password@, ?password=) or a "
-            "password= keyword: a credential never "
-            "goes on a command line, which every user of this machine can read; pass it "
-            "through credentials (the environment)",
+            "an argument holds a URL with a password (user:password@, ?password=), a "
+            "password= keyword or a credential option or header (--api-key V, --token=V, "
+            "Authorization: ...): a credential never goes on a command line, which every "
+            "user of this machine can read; pass it through credentials (the environment: "
+            "most servers read their key from a variable)",
         )
     cwd = data.get("cwd")
     if cwd is not None and not isinstance(cwd, str):

@@ -192,6 +192,14 @@ def test_an_env_value_built_from_ordinary_host_variables_does_not_scrub_the_home
         'command = ["env", "PGPASSWORD=s3cret-pw", "/bin/cli"]',
         'args = ["--db-password=s3cret-pw"]',
         'args = ["-Djavax.net.ssl.keyStorePassword=s3cret-pw"]',
+        # a credential option with its value as the next argument or after '=', a header
+        # line, an env(1) assignment of a key or token
+        'args = ["--api-key", "sk-s3cret-pw"]',
+        'args = ["--password", "s3cret-pw"]',
+        'args = ["--token=s3cret-pw"]',
+        'args = ["--header", "Authorization: Bearer s3cret-pw"]',
+        'args = ["-H", "X-Api-Key: s3cret-pw"]',
+        'command = ["env", "ANTHROPIC_API_KEY=s3cret-pw", "/bin/cli"]',
     ],
 )
 def test_a_url_with_a_password_never_goes_on_a_harness_command_line(entry: str) -> None:
@@ -217,12 +225,27 @@ def test_a_url_with_a_password_never_goes_on_a_harness_command_line(entry: str) 
         "PASSWORD_FILE=/run/secrets/db",
         "PWD=/srv/work",
         "--password=",
+        # a credential's file or variable, an option whose last word is no credential
+        "--private-key=/etc/keys/app.pem",
+        "--token-file=/run/secrets/tok",
+        "--max-tokens=4096",
+        "--sort-key=name",
+        "Content-Type: application/json",
+        "Authorization: ${MCP_AUTH}",
+        "--auth=none",
     ],
 )
 def test_an_argument_with_no_password_in_it_is_not_refused(arg: str) -> None:
     """What the password check must not take for one: a port before an '@' in a path, an
     scp-style or ssh target with a user and no password, an npm scope, a password file."""
     parse_host_config(f"[harness.claude-code]\nargs = [{json.dumps(arg)}]\n")
+
+
+def test_an_option_whose_next_argument_is_no_credential_is_not_refused() -> None:
+    parse_host_config(
+        "[harness.claude-code]\nargs = ['--private-key', '/etc/keys/app.pem', '--max-tokens',"
+        " '4096', '--secret-name', 'prod', '--password', '--model', 'x', '--token-env', 'T']\n"
+    )
 
 
 def test_a_host_variable_a_bundle_url_is_built_from_is_a_secret_of_the_host() -> None:

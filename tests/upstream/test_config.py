@@ -140,6 +140,24 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
             "host.toml:3:13: upstream.a.headers.X-Upstream: holds a URL with a password",
         ),
         (
+            # a credential option or header: its value as the next argument or after '=',
+            # an env(1) assignment, a header line (mcp-remote --header, curl -H)
+            '[upstream.a]\ncommand = "npx"\nargs = ["-y", "ctx-mcp", "--api-key", "ck-s3cret-pw"]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\nargs = ["--header", "Authorization: Basic dTpwdw=="]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "env"\nargs = ["GITHUB_TOKEN=ghp_s3cret", "server"]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nOPTS = "--client-secret=s3cret-pw"\n',
+            "host.toml:4:1: upstream.a.env.OPTS: holds a URL with a password",
+        ),
+        (
             '[upstream.a]\nurl = "https://user:pw@example.invalid/mcp"\n',
             "host.toml:2:1: upstream.a.url: must not carry user:password@",
         ),
