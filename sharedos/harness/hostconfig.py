@@ -105,6 +105,18 @@ def _ordinary(name: str) -> bool:
     return name in ORDINARY_VARIABLES
 
 
+def _ordinary_path(template: str, used: list[str]) -> bool:
+    """Whether an env value is built only from ordinary variables and the path they spell
+    (``${HOME}/.local/bin:${PATH}``, ``/opt/bin:${PATH}``, ``${XDG_CONFIG_HOME}/app``): each
+    piece of literal text continues a path (starts with ``/`` or ``:``) and has no space.
+    Any other literal beside them (``sk-...-${USER}``, ``x-api-key: sk-... ${HOME}``) is
+    written text the host file gives, a credential like a value with no variable at all."""
+    if not used or not all(map(_ordinary, used)):
+        return False
+    pieces = [p for p in _VAR_RE.split(template)[::2] if p]
+    return all(p.startswith(("/", ":")) and not any(c.isspace() for c in p) for p in pieces)
+
+
 class MissingHostVariable(HostConfigError):
     """A ``${VAR}`` reference whose variable is not set in the host environment."""
 
@@ -158,7 +170,9 @@ class SecretEnv(BaseModel):
         An ordinary variable (``ORDINARY_VARIABLES``: ``HOME``, ``USER``, ``PATH``, ...) is
         no secret alone, and neither is a value built only from such variables, unless its
         entry is named as a credential: ``PATH = "${HOME}/.local/bin:${PATH}"`` made the
-        home directory "[redacted]" in every path the run recorded or answered."""
+        home directory "[redacted]" in every path the run recorded or answered. Only the
+        path a value spells with them is no secret (``_ordinary_path``): a literal written
+        beside one (``"x-api-key: sk-... user=${USER}"``) is still this host's credential."""
         values: list[str] = []
         for name, template in self.entries.items():
             try:
@@ -166,7 +180,7 @@ class SecretEnv(BaseModel):
             except MissingHostVariable:
                 continue
             used = [m.group(1) for m in _VAR_RE.finditer(template)]
-            if not used or SECRET_NAME_RE.search(name) or not all(map(_ordinary, used)):
+            if SECRET_NAME_RE.search(name) or not _ordinary_path(template, used):
                 values.append(resolved)
             values += [environ[v] for v in used if not _ordinary(v)]
         return [v for v in dict.fromkeys(values) if v]

@@ -541,3 +541,22 @@ def test_a_credential_carried_in_an_lc_variable_is_a_secret() -> None:
     values = set(host.held_secrets(env, location=""))
     assert {"tok-from-ssh-0123", "Bearer tok-from-ssh-0123"} <= values
     assert "en_US.UTF-8" not in values  # a locale category is still an ordinary variable
+
+
+def test_a_literal_written_beside_an_ordinary_variable_is_a_secret() -> None:
+    """Only the path ordinary variables spell is no secret: a300171 took any value whose
+    variables were all ordinary for one, and ``"x-api-key: <literal key> user=${USER}"``
+    (a secret before, as every literal env value is) was scrubbed from nothing."""
+    host = parse_host_config(
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        "ANTHROPIC_CUSTOM_HEADERS = 'x-api-key: lit-key-0123 user=${USER}'\n"
+        "EXTRA = 'lit-key-4567-${HOME}'\nPATH = '/opt/tool/bin:${HOME}/bin:${PATH}'\n"
+        "CLAUDE_CONFIG_DIR = '${XDG_CONFIG_HOME}/claude'\n"
+    )
+    env = {"USER": "alice-example", "HOME": "/home/alice-example", "PATH": "/usr/bin:/bin"}
+    env["XDG_CONFIG_HOME"] = "/home/alice-example/.config"
+    values = set(host.held_secrets(env, location=""))
+    assert values == {
+        "x-api-key: lit-key-0123 user=alice-example",
+        "lit-key-4567-/home/alice-example",
+    }
