@@ -117,6 +117,21 @@ def _ordinary_path(template: str, used: list[str]) -> bool:
     return all(p.startswith(("/", ":")) and not any(c.isspace() for c in p) for p in pieces)
 
 
+def _names_the_server(template: str, name: str, value: str) -> bool:
+    """Whether ``${name}`` stands, everywhere in a URL ``template``, for its host or port
+    (after the authority's ``@``, before its path), and its ``value`` says no more than a
+    host and port (no ``/ ? # @`` to carry it into a path, a query or a user's password)."""
+    if any(c in value for c in "/?#@") or any(c.isspace() for c in value):
+        return False
+    _scheme, sep, rest = template.partition("://")
+    if not sep:
+        return False
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    server = authority.rpartition("@")[2]
+    ref = f"${{{name}}}"
+    return ref in server and template.count(ref) == server.count(ref)
+
+
 class MissingHostVariable(HostConfigError):
     """A ``${VAR}`` reference whose variable is not set in the host environment."""
 
@@ -585,10 +600,16 @@ class HostConfig(BaseModel):
                 # the token out of this file, but a path is no credential by its place,
                 # and it was shown in every message naming the bundle; a variable giving a
                 # whole URL has its credentials found above
+                # ... but a host or port (``https://${BUNDLE_HOST}:${PORT}/policy.tar``): a
+                # server's name is no credential, and scrubbed it was "[redacted]" in every
+                # record, answer and message naming that server
                 values += [
                     environ[name]
                     for name in dict.fromkeys(m.group(1) for m in _VAR_RE.finditer(location))
-                    if not _ordinary(name) and name in environ and not _is_url(environ[name])
+                    if not _ordinary(name)
+                    and name in environ
+                    and not _is_url(environ[name])
+                    and not _names_the_server(location, name, environ[name])
                 ]
         return tuple(dict.fromkeys(v for v in values if v))
 

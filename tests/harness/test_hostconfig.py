@@ -265,6 +265,7 @@ def test_a_host_variable_a_bundle_url_is_built_from_is_a_secret_of_the_host() ->
     values = set(host.held_secrets(env, location=""))
     assert {"bt-from-host-0123", "st-from-host-4567"} <= values
     assert "operator-example" not in values  # an ordinary variable is none
+    assert "shadow.example" not in values  # nor a host: a server's name is no credential
     # a variable giving the whole URL: its credentials, not the URL (nor its host)
     whole = parse_host_config("[policy]\nbundle = '${BUNDLE_URL}'\n")
     url = "https://bundles.example/policy.tar?token=tk-from-host-89ab"
@@ -560,3 +561,25 @@ def test_a_literal_written_beside_an_ordinary_variable_is_a_secret() -> None:
         "x-api-key: lit-key-0123 user=alice-example",
         "lit-key-4567-/home/alice-example",
     }
+
+
+def test_a_bundle_host_given_by_a_variable_is_no_secret() -> None:
+    """``https://${POLICY_HOST}/policy.tar``: 1a7329e made the host a secret of the run, so
+    every record, answer and message naming that server had "[redacted]" in it, and an
+    upstream tool whose description named it was held back. A variable reaching past the
+    host into the path or the user is still one."""
+    host = parse_host_config(
+        "[policy]\nbundle = 'https://${POLICY_HOST}:${POLICY_PORT}/t/${POLICY_TOKEN}/p.tar'\n"
+        "shadow = 'https://${SHADOW_USER}@${SHADOW_LOC}/p.tar'\n"
+    )
+    env = {
+        "POLICY_HOST": "policy.corp.example",
+        "POLICY_PORT": "8443",
+        "POLICY_TOKEN": "pt-from-host-0123",
+        "SHADOW_USER": "deploy:sp-from-host-4567",
+        "SHADOW_LOC": "shadow.example/t/st-from-host-89ab",
+    }
+    values = set(host.held_secrets(env, location=""))
+    assert "policy.corp.example" not in values
+    assert {"pt-from-host-0123", "deploy:sp-from-host-4567"} <= values
+    assert "shadow.example/t/st-from-host-89ab" in values
