@@ -17,7 +17,7 @@ reason, the host says so once and runs exactly as without a shadow
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,18 +66,22 @@ class ShadowLoad:
         )
 
 
-def load_shadow(location: str, keys: Sequence[str | Path] = ()) -> ShadowLoad:
+def load_shadow(
+    location: str, keys: Sequence[str | Path] = (), hidden: Iterable[str] = ()
+) -> ShadowLoad:
     """Load the candidate at ``location`` (a path, already resolved, or a URL); ``keys``:
-    the public keys (PEM files) a bundle must be signed by, when any. Never raises."""
+    the public keys (PEM files) a bundle must be signed by, when any; ``hidden``: what the
+    URL's messages and records mask (``HostConfig.bundle_hidden``). Never raises."""
+    hidden = tuple(hidden)
     try:
-        return ShadowLoad(_load(location, keys))
+        return ShadowLoad(_load(location, keys, hidden))
     except Exception as exc:  # a shadow never stops the host: say why, and run without it
         lines = (str(exc).strip() or type(exc).__name__).splitlines()
         more = f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else ""
-        return ShadowLoad(None, f"{shown_location(location)}: {lines[0]}{more}")
+        return ShadowLoad(None, f"{shown_location(location, hidden)}: {lines[0]}{more}")
 
 
-def _load(location: str, keys: Sequence[str | Path]) -> ShadowPolicy:
+def _load(location: str, keys: Sequence[str | Path], hidden: Sequence[str]) -> ShadowPolicy:
     from sharedos.bundles.source import BUNDLE_NAME, open_source
 
     path = Path(location)
@@ -94,14 +98,14 @@ def _load(location: str, keys: Sequence[str | Path]) -> ShadowPolicy:
     from sharedos.bundles.verify import BundleVerifier
 
     verifier = BundleVerifier(keys)
-    fetched = open_source(location).fetch(None)
+    fetched = open_source(location, hidden).fetch(None)
     if isinstance(fetched, NotModified):  # cannot happen without a tag; fail closed anyway
         raise ValueError("the source answered 'not modified' to a first fetch")
     loaded = verifier.verify(fetched)
     return ShadowPolicy(
         loaded.policy,
         loaded.bundle_hash,
-        shown_location(location),
+        shown_location(location, hidden),
         loaded.revision,
         loaded.signed_by,
     )

@@ -32,6 +32,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -215,11 +216,13 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def shown_url(url: str) -> str:
+def shown_url(url: str, hidden: Iterable[str] = ()) -> str:
     """``url`` as a message may show it: a password in its user information (a user name
     with none: it is then the credential) and every query value replaced by ``***``, no
     fragment (a presigned URL carries its signature,
-    ``?token=`` a bearer token: SharedOS cannot tell which parameter is the secret)."""
+    ``?token=`` a bearer token: SharedOS cannot tell which parameter is the secret), and
+    each of the ``hidden`` values in its path (the host variables the host file builds it
+    from: ``https://h/t/${BUNDLE_TOKEN}/policy.tar``) as ``***`` too."""
     try:
         parts = urllib.parse.urlsplit(url)
         netloc = parts.netloc
@@ -241,7 +244,13 @@ def shown_url(url: str) -> str:
             for key, eq, _value in (item.partition("=") for item in parts.query.split("&"))
             if key or eq
         )
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
+        path = parts.path
+        for value in sorted({v for v in hidden if v}, key=len, reverse=True):
+            for form in dict.fromkeys((value, urllib.parse.quote(value))):
+                path = path.replace(form, "***")
+        return urllib.parse.urlunsplit(
+            parts._replace(netloc=netloc, path=path, query=query, fragment="")
+        )
     except ValueError:
         return "(a URL that cannot be parsed)"
 
@@ -353,13 +362,21 @@ class HttpSource:
     ``deadline_s`` the whole fetch, redirects and body included.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0, deadline_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 10.0,
+        deadline_s: float = 30.0,
+        hidden: Iterable[str] = (),
+    ) -> None:
+        hidden = tuple(hidden)
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("http", "https"):
-            raise SourceError(f"{shown_url(url)}: a bundle URL must be http:// or https://")
+            raise SourceError(f"{shown_url(url, hidden)}: a bundle URL must be http:// or https://")
         if in_clear(url):
             raise SourceError(
-                f"{shown_url(url)}: a bundle URL that carries a credential (a user:password@, "
+                f"{shown_url(url, hidden)}: a bundle URL that carries a credential (a user:password@, "
                 "a token, a presigned signature) is https:// (plain http:// only on this "
                 "machine): it would cross the network in clear with every poll"
             )
@@ -367,11 +384,12 @@ class HttpSource:
             raise ValueError("timeout_s and deadline_s must be positive")
         self.url = url
         #: the URL as messages show it (a presigned URL's signature is a credential)
-        self.origin = shown_url(url)
+        #: (and ``hidden``: the host variables the host file builds its path from)
+        self.origin = shown_url(url, hidden)
         #: what is requested, and the Basic credentials of the URL's ``user:password@``
         self._request_url, self._authorization = _basic_auth(url)
         #: the URL's credentials, scrubbed from what a failed fetch says (``_said``)
-        self._secrets = Redactor(url_secrets(url))
+        self._secrets = Redactor([*url_secrets(url), *hidden])
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
 
@@ -481,15 +499,16 @@ def is_url(location: str) -> bool:
     return location[:8].lower().startswith(("http://", "https://"))
 
 
-def shown_location(location: str) -> str:
+def shown_location(location: str, hidden: Iterable[str] = ()) -> str:
     """A bundle or shadow location as messages and state files show it: a URL without its
-    credentials (``shown_url``), a path as it is."""
-    return shown_url(location) if is_url(location) else location
+    credentials (``shown_url``, ``hidden`` masked in its path), a path as it is."""
+    return shown_url(location, hidden) if is_url(location) else location
 
 
-def open_source(location: str | Path) -> DirectorySource | HttpSource:
-    """An ``HttpSource`` for an http(s) URL, else a ``DirectorySource``."""
+def open_source(location: str | Path, hidden: Iterable[str] = ()) -> DirectorySource | HttpSource:
+    """An ``HttpSource`` for an http(s) URL (``hidden``: the values its messages and
+    records mask, ``HostConfig.bundle_hidden``), else a ``DirectorySource``."""
     text = str(location)
     if is_url(text):
-        return HttpSource(text)
+        return HttpSource(text, hidden=hidden)
     return DirectorySource(text)

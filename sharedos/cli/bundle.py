@@ -66,8 +66,9 @@ def verify_cmd(
 
     key_paths: list[str | Path] = list(keys)
     state = BundleState(state_file) if state_file is not None else None
+    hidden: tuple[str, ...] = ()
     if host_file is not None:
-        source, key_paths, state = _from_host_file(host_file, source, key_paths, state)
+        source, key_paths, state, hidden = _from_host_file(host_file, source, key_paths, state)
     if source is None:
         raise click.UsageError("give SOURCE, or --host-file of a host with a [policy] bundle")
     try:
@@ -75,7 +76,7 @@ def verify_cmd(
     except (OSError, ValueError) as exc:
         raise click.UsageError(f"cannot use the keys: {exc}") from None
     try:
-        fetched = open_source(source).fetch(None)
+        fetched = open_source(source, hidden).fetch(None)
     except SourceError as exc:
         click.echo(unambiguous(f"refused: {exc}"), err=True)
         raise SystemExit(1) from None
@@ -111,21 +112,24 @@ def verify_cmd(
 
 def _from_host_file(
     host_file: Path, source: str | None, keys: list[str | Path], state: BundleState | None
-) -> tuple[str, list[str | Path], BundleState]:
-    """SOURCE, keys and state as the host ``host_file`` configures them, where not given."""
+) -> tuple[str, list[str | Path], BundleState, tuple[str, ...]]:
+    """SOURCE, keys and state as the host ``host_file`` configures them, where not given,
+    and what messages naming the host's bundle URL mask (``HostConfig.bundle_hidden``)."""
+    hidden: tuple[str, ...] = ()
     from sharedos.harness.hostconfig import HostConfigError, load_host_config
 
     try:
         config = load_host_config(host_file)
         if source is None:
             source = config.bundle_location()
+            hidden = config.bundle_hidden()
         if not keys:
             keys = [config.resolve_file(k) for k in config.policy.keys]
         if state is None:
             state = config.bundle_state()
     except HostConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    return source, keys, state
+    return source, keys, state, hidden
 
 
 with_short_help(bundle)

@@ -542,7 +542,7 @@ def _bundle_policy(host_config: Any) -> Any:
         click.echo(unambiguous(f"error: {exc}"), err=True)
         sys.exit(EXIT_CONFIG)
     try:
-        source = open_source(location)
+        source = open_source(location, host_config.bundle_hidden())
     except SourceError as exc:  # a URL no request may be made of (its message masks it)
         click.echo(unambiguous(f"error: [policy] bundle: {exc}"), err=True)
         sys.exit(EXIT_CONFIG)

@@ -117,6 +117,24 @@ def _ordinary_path(template: str, used: list[str]) -> bool:
     return all(p.startswith(("/", ":")) and not any(c.isspace() for c in p) for p in pieces)
 
 
+def _url_variables(template: str, environ: Mapping[str, str]) -> list[str]:
+    """The value of every host variable (but an ordinary one) a bundle or shadow URL
+    ``template`` is built from: ``https://h/t/${BUNDLE_TOKEN}/policy.tar`` kept the token out
+    of the host file, but a path is no credential by its place; a variable giving a whole
+    URL has its credentials found by ``url_credentials``, and one giving only the host or
+    port (``https://${BUNDLE_HOST}:${PORT}/policy.tar``) is none: a server's name is no
+    credential, and scrubbed it was "[redacted]" in every record, answer and message."""
+    return [
+        environ[name]
+        for name in dict.fromkeys(m.group(1) for m in _VAR_RE.finditer(template))
+        if not _ordinary(name)
+        and name in environ
+        and environ[name]
+        and not _is_url(environ[name])
+        and not _names_the_server(template, name, environ[name])
+    ]
+
+
 def _names_the_server(template: str, name: str, value: str) -> bool:
     """Whether ``${name}`` stands, everywhere in a URL ``template``, for its host or port
     (after the authority's ``@``, before its path), and its ``value`` says no more than a
@@ -595,23 +613,19 @@ class HostConfig(BaseModel):
                 continue
             if _is_url(url):
                 values += url_credentials(url)
-                # and every host variable the URL is built from, as an env value's
-                # (``SecretEnv.secrets``): ``https://h/t/${BUNDLE_TOKEN}/policy.tar`` kept
-                # the token out of this file, but a path is no credential by its place,
-                # and it was shown in every message naming the bundle; a variable giving a
-                # whole URL has its credentials found above
-                # ... but a host or port (``https://${BUNDLE_HOST}:${PORT}/policy.tar``): a
-                # server's name is no credential, and scrubbed it was "[redacted]" in every
-                # record, answer and message naming that server
-                values += [
-                    environ[name]
-                    for name in dict.fromkeys(m.group(1) for m in _VAR_RE.finditer(location))
-                    if not _ordinary(name)
-                    and name in environ
-                    and not _is_url(environ[name])
-                    and not _names_the_server(location, name, environ[name])
-                ]
+                # and every host variable but an ordinary one the URL is built from
+                values += _url_variables(location, environ)
         return tuple(dict.fromkeys(v for v in values if v))
+
+    def bundle_hidden(
+        self, location: str | None = None, environ: Mapping[str, str] | None = None
+    ) -> tuple[str, ...]:
+        """What a message or record naming the ``[policy] bundle`` (or the given location
+        as written: ``[policy] shadow``) masks in its URL: the host variables it is built
+        from (``bundle_secrets``), which ``shown_url`` masks as it does a password."""
+        written = self.policy.bundle if location is None else location
+        env = environ if environ is not None else os.environ
+        return tuple(_url_variables(written, env)) if written else ()
 
     def held_secrets(
         self, environ: Mapping[str, str], location: str | None = None
@@ -808,16 +822,20 @@ class HostConfig(BaseModel):
         # ``~`` itself, so its location is no sign of that)
         return written if str(path) == written.removeprefix("sqlite:") else str(path)
 
-    def shadow_source(self, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    def shadow_source(
+        self, environ: Mapping[str, str] | None = None
+    ) -> tuple[str, list[str], tuple[str, ...]]:
         """``[policy] shadow`` as a location to load, ``${VAR}`` interpolated (an http(s) URL
-        as it then reads; a path relative to this file's directory), and the ``keys`` a
-        bundle there must be signed by. ``HostConfigError`` for an unset variable."""
+        as it then reads; a path relative to this file's directory), the ``keys`` a
+        bundle there must be signed by, and what its messages mask (``bundle_hidden``).
+        ``HostConfigError`` for an unset variable."""
         location = self.policy.shadow
         if location is None:
             raise HostConfigError([f"{self.source}: no [policy] shadow"])
         env = environ if environ is not None else os.environ
         keys = [self.resolve_file(k, env) for k in self.policy.keys]
-        return self._bundle_source(location, env, what="[policy] shadow"), keys
+        shown = self.bundle_hidden(location, env)
+        return self._bundle_source(location, env, what="[policy] shadow"), keys, shown
 
     def resolve_file(
         self, value: str, environ: Mapping[str, str] | None = None, *, what: str = "path"
@@ -907,7 +925,7 @@ def check_locations(config: HostConfig, text: str) -> list[str]:
         from sharedos.bundles.source import SourceError, open_source
 
         try:
-            return open_source(config.bundle_location())
+            return open_source(config.bundle_location(), config.bundle_hidden())
         except SourceError as exc:
             raise HostConfigError([str(exc)]) from None
 

@@ -583,3 +583,27 @@ def test_a_bundle_host_given_by_a_variable_is_no_secret() -> None:
     assert "policy.corp.example" not in values
     assert {"pt-from-host-0123", "deploy:sp-from-host-4567"} <= values
     assert "shadow.example/t/st-from-host-89ab" in values
+
+
+def test_a_bundle_url_path_variable_is_masked_in_every_message_naming_the_url() -> None:
+    """1a7329e made ``${BUNDLE_TOKEN}`` in a bundle URL's path a secret of the run's
+    records, but the messages naming the URL were never scrubbed: ``sharedos run`` printed
+    "cannot fetch the policy bundle: GET https://h/t/<token>/p.tar" and "shadow policy not
+    loaded: https://h/t/<token>/p.tar", and the source's origin (kept in the bundle state
+    file and every record of the release) carried it too."""
+    from sharedos.bundles.shadow import load_shadow
+    from sharedos.bundles.source import SourceError, open_source
+
+    host = parse_host_config(
+        "[policy]\nbundle = 'http://127.0.0.1:1/t/${BUNDLE_TOKEN}/p.tar'\n"
+        "shadow = 'http://127.0.0.1:1/s/${BUNDLE_TOKEN}/p.tar'\n"
+    )
+    token = "bt-planted-0123"
+    env = {"BUNDLE_TOKEN": token}
+    source = open_source(host.bundle_location(env), host.bundle_hidden(environ=env))
+    assert source.origin == "http://127.0.0.1:1/t/***/p.tar"
+    with pytest.raises(SourceError) as err:
+        source.fetch(None)
+    assert token not in str(err.value) and "/t/***/p.tar" in str(err.value)
+    line = load_shadow(*host.shadow_source(env)).line()
+    assert token not in line and "http://127.0.0.1:1/s/***/p.tar" in line
