@@ -824,6 +824,24 @@ def _check_oauth(
         _check_url(uid, resource, lambda loc, msg: report((uid, "oauth", "resource"), msg))
 
 
+#: a setting's value that is no credential whatever its name (``MAX_TOKENS = "4096"``,
+#: ``AUTH_MODE = "none"``, ``GOOGLE_APPLICATION_CREDENTIALS = "/srv/sa.json"``)
+_NO_CREDENTIAL_RE = re.compile(
+    r"[0-9]{1,7}(?:\.[0-9]+)?|true|false|yes|no|on|off|none|[/~][^\s]*", re.IGNORECASE
+)
+
+
+def _no_credential(value: str) -> bool:
+    """Whether an env value named like a credential cannot be one: a number shorter than
+    a credential may be (``MIN_CREDENTIAL_LENGTH``: ``MAX_TOKENS = "4096"``), a switch
+    (``AUTH_MODE = "none"``) or a file's path (``GOOGLE_APPLICATION_CREDENTIALS``,
+    ``SSL_KEY_FILE``: a file holds the credential, the setting names it). Refused, such
+    a setting had no way to be given at all: moved to credentials as the message said, a
+    value under eight characters is refused there, and a path was scrubbed from every
+    record and answer as a secret."""
+    return bool(_NO_CREDENTIAL_RE.fullmatch(value))
+
+
 def _check_plain(
     uid: str, key: str, table: Any, report: Any, *, names: re.Pattern[str], what: str
 ) -> None:
@@ -839,7 +857,7 @@ def _check_plain(
         if not isinstance(value, str):
             report((uid, key, str(name)), f"must be a string, got {type(value).__name__}")
             continue
-        if _SECRET_NAME_RE.search(str(name)):
+        if _SECRET_NAME_RE.search(str(name)) and not (key == "env" and _no_credential(value)):
             report(
                 (uid, key, str(name)),
                 f"{name!r} looks like a credential; {key} holds plain values only. Move it to "

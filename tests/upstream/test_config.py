@@ -337,3 +337,21 @@ def test_an_upstream_given_credentials_on_another_machine_is_reached_over_https_
 
 def test_an_upstream_with_no_credential_may_be_plain_http_elsewhere() -> None:
     parse_host_config('[upstream.a]\nurl = "http://docs.example.invalid/mcp"\n', "host.toml")
+
+
+def test_an_env_setting_named_like_a_credential_whose_value_cannot_be_one_is_plain() -> None:
+    """MAX_TOKENS = "4096", AUTH_MODE = "none", GOOGLE_APPLICATION_CREDENTIALS = "/srv/sa.json"
+    were refused as credentials, and the message's way out (move it to credentials) was
+    none: a credential under eight characters is refused there, and a path became a secret
+    scrubbed from every record. A value that can be a credential is still refused."""
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nMAX_TOKENS = "4096"\n'
+        'AUTH_MODE = "none"\nSESSION_TIMEOUT_S = "30"\n'
+        'GOOGLE_APPLICATION_CREDENTIALS = "/srv/keys/sa.json"\nSSL_KEY_FILE = "~/tls/key.pem"\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert config.upstream["a"].env["MAX_TOKENS"] == "4096"
+    for value in ("sk-literal-0123", "12345678", "none-of-it"):
+        found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\nAPI_KEY = "{value}"\n')
+        assert found and "looks like a credential" in found[0], value
