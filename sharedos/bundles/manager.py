@@ -202,6 +202,12 @@ class BundleManager:
                 why = rollback_problem(loaded, recorded)
                 if why is not None:
                     raise _Overtaken(why)
+                if recorded is not None:
+                    # before anything is written: a save writes its bytes where a killed
+                    # writer may have left the only copy of the release the state records
+                    self.state.settle(
+                        lambda copy: self._is_release(copy, recorded), must=data is not None
+                    )
                 if recorded is not None and _written_down(self.state, recorded, enforced, data):
                     # already there (every start of a host whose release has not changed):
                     # nothing to write, so a full disk or a read-only state directory, which
@@ -211,6 +217,15 @@ class BundleManager:
                 else:
                     self.state.save(enforced, data)
         self._enforced = enforced
+
+    def _is_release(self, data: bytes, recorded: Enforced) -> bool:
+        """True when ``data``, a copy beside the state, verifies as the release ``recorded``."""
+        assert self.state is not None
+        try:
+            loaded = self.verifier.verify(Fetched(data, "", str(self.state.kept_path)))
+        except BundleRejected:
+            return False
+        return recorded.same_release(loaded)
 
     def _fall_back(self, status: Status, detail: str) -> PollResult:
         """The source failed (``status``, ``detail``): a manager that holds no bundle yet (a

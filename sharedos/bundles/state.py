@@ -33,7 +33,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -296,6 +296,37 @@ class BundleState:
         be read: the caller verifies them as it would a fetched bundle, so nothing here is
         trusted)."""
         return _read_copy(self.kept_path)
+
+    def settle(self, is_recorded: Callable[[bytes], bool], *, must: bool = True) -> None:
+        """Finish what a writer killed midway left (bytes waiting at ``pending_path``), under
+        ``locked()``, before anything else is written: ``is_recorded(data)`` says whether
+        bytes are the release the state records (the caller verifies them).
+
+        Bytes waiting that are that release while the kept copy is not (a writer killed
+        after the state, before the copy) become the kept copy, as its save would have
+        made them: the next save writes its own bytes where they wait, and that write (or
+        a kill during it) destroyed the only copy of the release recorded. When the kept
+        copy is that release, the waiting bytes are none the state records (a writer
+        killed before the state; a file put there): removed, so one copy is left.
+        ``StateError`` when the waiting bytes cannot be put in place and ``must`` (a save
+        follows, which would write over them); otherwise they are left where a start finds
+        them (a read-only directory)."""
+        if not self.pending_path.exists():
+            return
+        kept = _read_copy(self.kept_path)
+        if kept is not None and is_recorded(kept):
+            with contextlib.suppress(OSError):  # a file left is only space
+                os.unlink(self.pending_path)
+            return
+        pending = _read_copy(self.pending_path)
+        if pending is None or not is_recorded(pending):
+            return  # neither is: nothing here to keep
+        try:
+            os.replace(self.pending_path, self.kept_path)
+            fsync_directory(self.path.parent)
+        except OSError as exc:
+            if must:
+                raise StateError(f"cannot write {self.kept_path}: {exc.strerror or exc}") from None
 
     def kept_copies(self) -> list[bytes]:
         """Every copy a start may use, in order: the kept copy, then the bytes of a release

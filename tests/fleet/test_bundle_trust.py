@@ -920,7 +920,11 @@ def test_a_host_killed_between_its_state_and_its_copy_still_starts_on_the_releas
     assert early.status == "kept" and early.current is not None
     assert early.current.revision == "r5"
 
+    # (the bytes of a release the state does not record are removed by that start)
+    assert not state.pending_path.exists()
+
     # killed after the state recorded r6, before its bytes replaced the copy of r5
+    state.pending_path.write_bytes(newer)
     state.save(written, None)
     assert state.kept_path.read_bytes() == r5
     late = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
@@ -1093,3 +1097,32 @@ def test_a_host_on_a_full_disk_starts_with_the_release_it_already_recorded(
     # a newer release cannot be remembered there: still refused (a restart could not find it)
     publish(pub, release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
     assert _start_on_a_full_disk(pub, key, state.path).startswith("refused None cannot remember")
+
+
+def test_a_host_on_a_full_disk_starts_with_the_release_a_killed_writer_recorded(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A writer killed after the state recorded r6, before r6's bytes replaced the copy of
+    r5, left them waiting. A start with the source up serving r6 found the copy kept was
+    not r6 and wrote r6's bytes again, where they waited: on a full disk that write failed,
+    and the release the host had recorded, whose bytes were on disk, was refused (no
+    policy). The bytes waiting are put in place first (a rename): nothing to write."""
+    from dataclasses import replace
+
+    from sharedos.bundles.source import Fetched
+    from sharedos.bundles.state import Enforced
+
+    pub, key = tmp_path / "pub", tmp_path / "policy.pub"
+    key.write_bytes(signer.public_pem())
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    r6 = release(tmp_path, RULES_V1, signer, revision="r6", sequence=6)
+    loaded = verifier(signer).verify(Fetched(r6, "", str(pub)))
+    # as the killed writer left them: r6's bytes waiting, the state recording r6
+    state.pending_path.write_bytes(r6)
+    state.save(replace(Enforced.of(loaded), origin=state.load().origin), None)
+    publish(pub, r6)
+    started = _start_on_a_full_disk(pub, key, state.path)
+    assert started.startswith("loaded r6"), f"the release the state records was refused: {started}"
+    assert state.kept_path.read_bytes() == r6 and not state.pending_path.exists()
