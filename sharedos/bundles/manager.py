@@ -239,27 +239,21 @@ class BundleManager:
             return self._problem(status, detail)
         kept_at = str(self.state.kept_path)
         loaded: LoadedBundle | None = None
-        try:
-            # the copies and the state read as a writer leaves them (under the lock it holds
-            # from its first write to its last): between them, the bytes of the release it
-            # writes down wait beside the copy of the one the state still records
-            with self.state.locked():
-                copies = self.state.kept_copies()
-                recorded = self.state.load()
-            if not copies:
-                return self._problem(status, detail)
-            # the copy is this source's last release only as the release the state records
-            # of it: whatever else verifies there (another source's release signed by the
-            # same key, with a higher sequence) is no release this host enforced
-            why = _whose(recorded, self.source.origin)
-            if why is None and recorded is not None:
-                loaded, why = self._recorded_copy(copies, recorded, kept_at)
-                if why is None and loaded is not None and loaded.sequence > 0:
-                    # recorded as a release of the source, as the state's own was: the copy
-                    # is where it was kept, not where it came from
-                    self._remember(loaded, origin=shown_location(recorded.origin))
-        except (BundleRejected, StateError, _Overtaken) as exc:
-            why = str(exc)
+        why: str | None = None
+        # another process of the host may put a newer release in force between the read
+        # and the write down (its own fetch succeeded): read again, that one is the copy
+        for _ in range(_KEPT_READS):
+            loaded, why = None, None
+            try:
+                loaded, why = self._kept_release(kept_at)
+                break
+            except _Overtaken as exc:
+                why = str(exc)
+            except (BundleRejected, StateError) as exc:
+                why = str(exc)
+                break
+        if why is None and loaded is None:
+            return self._problem(status, detail)
         if why is not None or loaded is None or loaded.sequence <= 0:
             note = why if why is not None else "it declares no sequence"
             return self._problem(
@@ -279,6 +273,32 @@ class BundleManager:
             self.on_change(loaded)
         return PollResult("kept", loaded, detail)
 
+    def _kept_release(self, kept_at: str) -> tuple[LoadedBundle | None, str | None]:
+        """The copy of the release the state records, written down as enforced, or why it
+        is not used ((None, None): no copy; ``_Overtaken`` when the state records a newer
+        release by the time it is written down)."""
+        assert self.state is not None
+        # the copies and the state read as a writer leaves them (under the lock it holds
+        # from its first write to its last): between them, the bytes of the release it
+        # writes down wait beside the copy of the one the state still records
+        with self.state.locked():
+            copies = self.state.kept_copies()
+            recorded = self.state.load()
+        if not copies:
+            return None, None  # removed meanwhile
+        # the copy is this source's last release only as the release the state records
+        # of it: whatever else verifies there (another source's release signed by the
+        # same key, with a higher sequence) is no release this host enforced
+        why = _whose(recorded, self.source.origin)
+        if why is not None or recorded is None:
+            return None, why
+        loaded, why = self._recorded_copy(copies, recorded, kept_at)
+        if why is None and loaded is not None and loaded.sequence > 0:
+            # recorded as a release of the source, as the state's own was: the copy is
+            # where it was kept, not where it came from
+            self._remember(loaded, origin=shown_location(recorded.origin))
+        return loaded, why
+
     def _recorded_copy(
         self, copies: list[bytes], recorded: Enforced, kept_at: str
     ) -> tuple[LoadedBundle | None, str | None]:
@@ -291,7 +311,12 @@ class BundleManager:
             except BundleRejected as exc:
                 first_why = first_why or str(exc)
                 continue
-            why = rollback_problem(loaded, self._floor(None))
+            # against the state as read with the copies (a newer one written since is
+            # found when the copy is written down: read again then)
+            floor = self._enforced
+            if floor is None or recorded.sequence >= floor.sequence:
+                floor = recorded
+            why = rollback_problem(loaded, floor)
             if why is None and not recorded.same_release(loaded):
                 why = (
                     f"it holds {_release_of(loaded)}, which is not the release the state "
@@ -389,6 +414,11 @@ def _whose(recorded: Enforced | None, origin: str) -> str | None:
             f"{shown_location(recorded.origin)}"
         )
     return None
+
+
+#: how many times a start whose source failed reads its kept copy again, when another
+#: process of the host puts a newer release in force between the read and the write down
+_KEPT_READS = 3
 
 
 class _Overtaken(Exception):

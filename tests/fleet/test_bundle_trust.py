@@ -1126,3 +1126,39 @@ def test_a_host_on_a_full_disk_starts_with_the_release_a_killed_writer_recorded(
     started = _start_on_a_full_disk(pub, key, state.path)
     assert started.startswith("loaded r6"), f"the release the state records was refused: {started}"
     assert state.kept_path.read_bytes() == r6 and not state.pending_path.exists()
+
+
+def test_a_start_on_the_kept_copy_overtaken_by_a_newer_release_takes_the_newer(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A start whose source failed read the copy and the state (r6) under the lock, then
+    verified the copy without it; another process of the host put r7 in force meanwhile
+    (its own fetch succeeded). The start then refused its copy of r6 as a rollback of r7
+    and started with no policy, although the copy of r7 was on disk. It reads them again:
+    the release the state records now is put in force."""
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r6", sequence=6))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    r7 = release(tmp_path, RULES_V1, signer, revision="r7", sequence=7)
+    (pub / "bundle.json").unlink()  # the source down for the start
+
+    class Overtaken(BundleVerifier):
+        """The real verifier; the other process writes r7 while the start verifies."""
+
+        overtaken = False
+
+        def verify(self, fetched: Any) -> Any:
+            if not self.overtaken:
+                self.overtaken = True
+                publish(pub, r7)  # the other process's fetch succeeds
+                other = BundleManager(DirectorySource(pub), verifier(signer), state=state)
+                assert other.poll().status == "loaded"
+                (pub / "bundle.json").unlink()
+            return super().verify(fetched)
+
+    started = BundleManager(
+        DirectorySource(pub), Overtaken([signer.public_pem()]), state=state
+    ).poll()
+    assert started.status == "kept", started.detail
+    assert started.current is not None and started.current.revision == "r7"
