@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated
 
 from pydantic import StringConstraints
@@ -89,6 +89,27 @@ def canonical_from_portable(portable: str) -> str:
             out.append(ch)
             i += 1
     return "".join(out)
+
+
+def unlisted_portable(received: str, has_tool: Callable[[str], bool]) -> str:
+    """The canonical name ``received`` stands for on a turn that publishes portable names,
+    when it is not one of the turn's published names: the name it decodes to
+    (``canonical_from_portable``) when that names a tool the host has (``has_tool``) and
+    ``received`` itself names none, else ``received`` unchanged.
+
+    A tool the turn did not list, called by the portable name it would be published
+    under, is then the call of that tool (refused ``not_in_turn_catalog``, its namespace
+    recorded, as the same call by its canonical name), not of a name the host has no tool
+    for: a replay under a policy that would list it decides it. A canonical name sent as
+    is (``files.read_dir``, which decodes to no tool) is left alone.
+    """
+    try:
+        decoded = canonical_from_portable(received)
+    except ValueError:
+        return received
+    if decoded == received or not is_valid_tool_name(decoded) or has_tool(received):
+        return received
+    return decoded if has_tool(decoded) else received
 
 
 def harness_sanitized(name: str) -> str:

@@ -18,6 +18,7 @@ from sharedos.names import (
     harness_sanitized,
     is_valid_tool_name,
     portable_tool_name,
+    unlisted_portable,
     validate_tool_name,
 )
 
@@ -103,3 +104,14 @@ def test_pi_public_names_match_pi_mcp() -> None:
     )
     assert pi_public_names("sharedos", "files.read-x")[0] == "mcp__sharedos__files_read_x"
     assert all(len(n) <= 64 for n in pi_public_names("sharedos", "a" * 128))
+
+
+def test_an_unlisted_portable_name_is_the_tool_it_spells_only_when_the_host_has_it() -> None:
+    have = {"files.delete", "files.read_dir", "a_b"}.__contains__
+    assert unlisted_portable("files_ddelete", have) == "files.delete"
+    # a canonical name the host has is never reread as a portable spelling
+    assert unlisted_portable("files.read_dir", have) == "files.read_dir"
+    assert unlisted_portable("a_b", {"a_b", "a.b"}.__contains__) == "a_b"
+    # nothing the host has: as received (no decodable spelling, or decoded to no tool)
+    assert unlisted_portable("no_dsuch", have) == "no_dsuch"
+    assert unlisted_portable("x_q", have) == "x_q"

@@ -54,6 +54,7 @@ from sharedos.bridge.server import CallRuntime
 from sharedos.confine.sockpath import socket_address
 from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.kernel import ToolResult, TurnCatalog
+from sharedos.names import unlisted_portable
 from sharedos.outcomes import ReasonCode
 from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
@@ -75,6 +76,10 @@ class RelayTurn:
     tool_policy: ToolPolicy
     catalog: TurnCatalog
     identity: Mapping[str, Any] | None = None
+    #: the turn publishes portable names: a call of a tool it did not list, by the portable
+    #: name it would have, is that tool's (``unlisted_portable``; the bridge process has no
+    #: registry to tell)
+    portable_names: bool = False
 
 
 #: Linux reports a Unix socket peer's credentials (``SO_PEERCRED``); elsewhere the 0700
@@ -408,15 +413,24 @@ class RelayHost:
         """Run (``invoke``) or record (``refuse``) one relayed call with the turn's own inputs."""
         turn = self.turn
         tool = message.get("tool")
+        name = tool if isinstance(tool, str) else repr(tool)[:1024]
+        raw = message.get("diagnostics")
+        diagnostics = bounded(raw) if isinstance(raw, Mapping) else None
+        kernel = getattr(turn.runtime_host, "kernel", None)
+        if turn.portable_names and isinstance(tool, str) and kernel is not None:
+            name = unlisted_portable(
+                tool, lambda n: kernel.lookup(n, turn.context, turn.catalog) is not None
+            )
+            if name != tool:
+                given = diagnostics if isinstance(diagnostics, Mapping) else {}
+                diagnostics = {**given, "portableName": tool}
         call = ToolCall(
             # minted here: the bridge process is on the harness's side of the boundary
             call_id=new_call_id(),
-            tool=tool if isinstance(tool, str) else repr(tool)[:1024],
+            tool=name,
             arguments=message.get("arguments"),
             turn_id=turn.context.turn_id,
         )
-        raw = message.get("diagnostics")
-        diagnostics = bounded(raw) if isinstance(raw, Mapping) else None
         if message.get("op") == "refuse" or self.closed:
             reason = ReasonCode.TURN_CLOSED
             detail = "the turn this bridge served has closed"

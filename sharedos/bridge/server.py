@@ -45,7 +45,7 @@ from sharedos.context import AccessContext, ToolCall, new_call_id
 from sharedos.evidence import MAX_STORED_ARGUMENTS, EncodedJson, plain_json, storable_json_text
 from sharedos.kernel import ToolResult, TurnCatalog
 from sharedos.kernel.handlers import LogHook, ProgressHook
-from sharedos.names import PortableNameMap
+from sharedos.names import PortableNameMap, unlisted_portable
 from sharedos.outcomes import ReasonCode
 from sharedos.redaction import Redactor
 from sharedos.toolpolicy import ToolPolicy
@@ -231,6 +231,13 @@ class TurnEndpoint:
             canonical = self._portable.to_canonical(received)
             if canonical is not None:
                 return canonical
+            # a tool the turn did not list, by the portable name it would have: that tool
+            # (a relayed bridge has no kernel here: the host maps it, RelayTurn)
+            kernel = getattr(self.runtime_host, "kernel", None)
+            if kernel is not None:
+                return unlisted_portable(
+                    received, lambda n: kernel.lookup(n, self.context, self.catalog) is not None
+                )
         return received
 
     def diagnostics(self, ctx: RequestContext, received: str, tool: str) -> dict[str, Any]:

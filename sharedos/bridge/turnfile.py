@@ -301,7 +301,7 @@ async def open_stdio_turn(
             socket_path = workdir / RELAY_SOCKET
             secret = secrets.token_urlsafe(32)
             relay_host = RelayHost(
-                RelayTurn(runtime_host, context, tool_policy, catalog, identity),
+                RelayTurn(runtime_host, context, tool_policy, catalog, identity, portable_names),
                 socket_path,
                 secret,
                 max_connections=launch.limits.max_connections,

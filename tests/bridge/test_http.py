@@ -10,7 +10,7 @@ from sharedos.bridge import open_turn
 from sharedos.bridge.wire import CATALOG_HASH_META_KEY
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
-from tests.bridge.conftest import OPEN_POLICY, Runtime, http_client
+from tests.bridge.conftest import DATA, OPEN_POLICY, Runtime, http_client
 
 pytestmark = pytest.mark.anyio
 
@@ -153,3 +153,35 @@ async def test_portable_names_are_mapped_back_before_the_call(
     (record,) = runtime.evidence.query(turn_id=alice.turn_id)
     assert record.tool == "files.read"
     assert (record.diagnostics or {})["portableName"] == "files_dread"
+
+
+async def test_an_unlisted_tool_called_by_its_portable_name_is_that_tool_refused_not_listed(
+    runtime: Runtime,
+) -> None:
+    """bob's catalogue lists no files.delete (no permit): called as ``files_ddelete``, the
+    portable name it would be published under, it is the call of files.delete refused
+    ``not_in_turn_catalog`` (its namespace recorded, as by its canonical name), not a
+    call of a tool the host has not: a replay under a policy that lists it (and lets it
+    run) finds the change. A canonical name decoding to no tool is passed as is."""
+    from sharedos.evidence.replay import replay
+    from sharedos.policy import compile_sources
+
+    bob = AccessContext(principal="bob")
+    async with (
+        open_turn(runtime.host, bob, OPEN_POLICY, portable_names=True) as turn,
+        http_client(turn.url, turn.token) as client,
+    ):
+        names = {t.name for t in (await client.list_tools()).tools}
+        gone = await client.call_tool("files_ddelete", {"path": "/public/a.txt"})
+        odd = await client.call_tool("no_dsuch", {})
+    assert "files_ddelete" not in names
+    assert (gone.structured_content or {})["reason"] == "not_in_turn_catalog"
+    assert (odd.structured_content or {})["reason"] == "tool_unavailable"
+    deleted, unknown = runtime.evidence.query(turn_id=bob.turn_id)
+    assert (deleted.tool, deleted.namespace) == ("files.delete", "files")
+    assert (deleted.diagnostics or {})["portableName"] == "files_ddelete"
+    assert (unknown.tool, unknown.namespace) == ("no_dsuch", None)
+    text = (DATA / "files.sos").read_text() + '\npermit delete on "/public/**"\n'
+    new = compile_sources([("files.sos", text)])
+    report = replay([deleted, unknown], new)
+    assert report.changed and [g.kind for g in report.groups] == ["widened"]

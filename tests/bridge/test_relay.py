@@ -513,3 +513,35 @@ async def test_a_call_cancelled_as_soon_as_it_is_sent_is_still_recorded(
             await bridge.kill()
     records = runtime.evidence.query(turn_id=alice.turn_id)
     assert sorted(r.tool for r in records) == ["files.read"] + ["files.write"] * 10
+
+
+async def test_an_unlisted_tool_called_by_its_portable_name_over_the_relay_is_that_tool(
+    runtime: Runtime,
+) -> None:
+    """A relayed bridge has no registry to map a portable name the turn did not publish:
+    the host does, as an in-process bridge does (``files_ddelete`` is files.delete,
+    refused ``not_in_turn_catalog`` with its namespace recorded)."""
+    bob = AccessContext(principal="bob")
+    async with open_turn(
+        runtime.host, bob, OPEN_POLICY, transport="stdio", portable_names=True
+    ) as turn:
+        assert turn.turn_file is not None
+        spec = read_turn_file(turn.turn_file)
+        assert spec.relay is not None
+        stream, reader = await _raw(spec.relay.socket, {"version": 1, "secret": spec.relay.secret})
+        with anyio.fail_after(10):
+            assert decode(await reader.receive_until(b"\n", 1 << 24))["ok"] is True
+            for n, tool in enumerate(["files_ddelete", "no_dsuch"]):
+                message = {"id": n, "op": "invoke", "tool": tool, "arguments": {"path": "/x"}}
+                await stream.send(encode(message))
+                assert decode(await reader.receive_until(b"\n", 1 << 24))["id"] == n
+        await stream.aclose()
+    deleted, unknown = runtime.evidence.query(turn_id=bob.turn_id)
+    assert (deleted.tool, deleted.namespace) == ("files.delete", "files")
+    assert str(deleted.reason) == "not_in_turn_catalog"
+    assert (deleted.diagnostics or {})["portableName"] == "files_ddelete"
+    assert (unknown.tool, unknown.namespace, str(unknown.reason)) == (
+        "no_dsuch",
+        None,
+        "tool_unavailable",
+    )
