@@ -363,7 +363,14 @@ class RuntimeHost:
         # the shadow decision: observes only (never raises; nothing reads it but the row);
         # taken on the policy's own decision, before an approval settles it
         shadow = (
-            self.shadow.decide(auth.tool.name, auth.args, context, auth.decision, auth.now)
+            self.shadow.decide(
+                auth.tool.name,
+                auth.args,
+                context,
+                auth.decision,
+                auth.now,
+                in_turn=catalog is not None,
+            )
             if self.shadow is not None
             and auth.tool is not None
             and auth.args is not None

@@ -115,6 +115,8 @@ class ShadowDecider:
         context: AccessContext,
         enforced: DecisionLike | None,
         now: Mapping[str, Any] | None = None,
+        *,
+        in_turn: bool = False,
     ) -> Mapping[str, Any]:
         """The candidate's decision of this call as the evidence row stores it; never raises.
 
@@ -126,6 +128,12 @@ class ShadowDecider:
         for a clock read a few microseconds later (None: the clock is read).
         A candidate that raises gives ``{"policy", "error"}``. The answer is
         read-only (it may be shared by the rows of equal decisions).
+
+        ``in_turn``: the call was made in a turn with a catalogue. A turn's catalogue
+        is its policy's (``could_permit`` for the turn's context), so a tool the
+        candidate would not list there is refused ``not_in_turn_catalog`` before any
+        rule by a host enforcing it: that is its answer then (as ``sharedos evidence
+        replay`` decides the record, ``decide_in_turn``), not its rules' decision.
         """
         last = self._last.get(id(enforced))
         if last is not None and last[0] is enforced and last[1] == tool:
@@ -152,18 +160,36 @@ class ShadowDecider:
             decision = self.policy.decide(
                 tool, args, decision_context, context_key=context.cache_key
             )
-            out: dict[str, Any] = {
-                "policy": self.policy_hash,
-                "effect": str(decision.effect),
-                "reason": str(decision.reason),
-                "rule_ids": [rule_id(r) for r in decision.rule_ids],
-            }
-            resource = decision.resource
+            if in_turn and not self._lists(tool, decision, context):
+                out: dict[str, Any] = {
+                    "policy": self.policy_hash,
+                    "effect": "deny",
+                    "reason": "not_in_turn_catalog",
+                    "rule_ids": [],
+                }
+                resource = None
+            else:
+                out = {
+                    "policy": self.policy_hash,
+                    "effect": str(decision.effect),
+                    "reason": str(decision.reason),
+                    "rule_ids": [rule_id(r) for r in decision.rule_ids],
+                }
+                resource = decision.resource
             if enforced is None or resource != enforced.resource:
                 out["resource"] = resource
             return _stored(out)
         except Exception as exc:  # a candidate never affects enforcement: record why, go on
             return _stored({"policy": self.policy_hash, "error": _error_text(exc)})
+
+    def _lists(self, tool: str, decision: DecisionLike, context: AccessContext) -> bool:
+        """Would the candidate list ``tool`` in a turn of ``context``? (A tool it declares
+        no requirement for is refused ``tool_unavailable`` before the catalogue is read.)"""
+        if str(decision.reason) == "tool_unavailable":
+            return True
+        return bool(
+            self.policy.could_permit(tool, context.policy_input, context_key=context.cache_key)
+        )
 
     def _alike(
         self, tool: str, same: Mapping[str, str], enforced: DecisionLike

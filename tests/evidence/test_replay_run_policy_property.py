@@ -23,9 +23,11 @@ import pytest
 from sharedos.catalog import ToolRegistry
 from sharedos.evidence.export import iter_records
 from sharedos.evidence.replay import replay
+from sharedos.evidence.shadow_report import shadow_report
 from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
-from sharedos.outcomes import EFFECT_REACH, Effect
+from sharedos.kernel.shadow import ShadowDecider
+from sharedos.outcomes import EFFECT_REACH, Effect, ReasonCode
 from sharedos.policy import PolicyError, compile_sources
 from sharedos.tools import register_files_tools
 
@@ -56,9 +58,10 @@ def _policy(rng: random.Random) -> list[tuple[str, str]]:
     return [("f.sos", "\n".join(lines) + "\n"), ("run.sos", run)]
 
 
-def _record(policy: Any, tmp_path: Path, name: str) -> list[Any]:
+def _record(policy: Any, tmp_path: Path, name: str, shadow: Any = None) -> list[Any]:
     """Every call, made by a real host enforcing ``policy`` as a run under its toolpolicy
-    ``r``, each turn with the catalogue ``policy`` lists; the records, in call order."""
+    ``r``, each turn with the catalogue ``policy`` lists (with ``shadow`` as its shadow
+    policy, when given); the records, in call order."""
     sandbox = tmp_path / name
     for d in ("a", "b", "home/bob", "home/carol"):
         (sandbox / d).mkdir(parents=True)
@@ -67,7 +70,8 @@ def _record(policy: Any, tmp_path: Path, name: str) -> list[Any]:
     store = SqliteEvidenceStore(tmp_path / f"{name}.db")
     try:
         kernel = Kernel(policy, registry)
-        host = RuntimeHost(kernel, store)
+        decider = None if shadow is None else ShadowDecider(shadow, enforced=policy)
+        host = RuntimeHost(kernel, store, shadow=decider)
         run = policy.tool_policies["r"]
 
         async def calls() -> None:
@@ -89,6 +93,14 @@ def _record(policy: Any, tmp_path: Path, name: str) -> list[Any]:
         store.close()
 
 
+#: a shadow report's kinds, as replay names them
+_AS_REPLAY = {
+    "would allow": "widened",
+    "would deny": "narrowed",
+    "reason changed": "reason changed",
+}
+
+
 def _reach(record: Any) -> int:
     return EFFECT_REACH[Effect(record.effect)] if record.effect else EFFECT_REACH[Effect.DENY]
 
@@ -105,7 +117,7 @@ def _check(seed: int, tmp_path: Path) -> int:
         new = compile_sources(_policy(rng))
     except PolicyError:
         return 0
-    was = _record(old, tmp_path, "old")
+    was = _record(old, tmp_path, "old", shadow=new)
     truth = {r.call_id: r for r in _record(new, tmp_path, "new")}
     store = SqliteEvidenceStore(tmp_path / "old.db")
     try:
@@ -115,6 +127,12 @@ def _check(seed: int, tmp_path: Path) -> int:
     assert not report.skipped, report.skipped
     assert report.mismatched == 0
     found = {c.request.origin["call_id"]: g.kind for g in report.groups for c in g.examples}
+    # the shadow decision, made as each call was: the candidate's host's (its catalogue
+    # for the turn included), for every call OLD's rules decided whose tool NEW's run
+    # manages (the shadow policy knows no run policy)
+    shadowed = shadow_report(was, max_examples=0)
+    assert not shadowed.errors
+    seen = {e.call_id: _AS_REPLAY[g.kind] for g in shadowed.groups for e in g.examples}
     for record in was:
         made = truth[record.call_id]
         then, now = _reach(record), _reach(made)
@@ -123,6 +141,9 @@ def _check(seed: int, tmp_path: Path) -> int:
             expected = "reason changed"
         got = found.get(record.call_id)
         assert got == expected, (seed, record.tool, record.arguments, record.reason, made.reason)
+        if record.shadow is not None and made.reason is not ReasonCode.NOT_IN_RUN_POLICY:
+            shown = seen.get(record.call_id)
+            assert shown == expected, (seed, record.tool, record.reason, made.reason, shown)
     return len(was)
 
 

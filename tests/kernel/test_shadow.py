@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from sharedos.catalog import ToolDefinition, ToolRegistry
+from sharedos.evidence.sqlite import SqliteEvidenceStore
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall, ToolResult
 from sharedos.kernel.shadow import MAX_SHADOW_ERROR, ShadowDecider
 from sharedos.outcomes import Outcome, ReasonCode
@@ -512,3 +513,35 @@ async def test_evidence_shadow_json_under_kind_keeps_every_documented_count(
     summary = json.loads(out)["summary"]
     assert code == 1
     assert (summary["would_allow"], summary["would_deny"], summary["other_kinds"]) == (1, 0, 1)
+
+
+async def test_in_a_turn_a_tool_the_candidate_would_not_list_is_its_catalogue_refusal(
+    policy: Any, kernel: Kernel, store: SqliteEvidenceStore
+) -> None:
+    """A turn's catalogue is its policy's: alice's lists files.delete (her home), the
+    candidate's would not (no delete permit left). Her delete of /public/x, which the
+    enforced rules deny (no_matching_permit), is refused not_in_turn_catalog by a host
+    enforcing the candidate: the shadow decision says so, as a replay of the record
+    does, not 'the same decision'. Outside a turn's catalogue the rules decide."""
+    from sharedos.evidence.replay import replay
+    from sharedos.evidence.shadow_report import shadow_report
+
+    text = POLICY.replace("permit read, write, list, delete on", "permit read, write, list on")
+    new = compile_source(text, "candidate.sos")
+    host = RuntimeHost(kernel, store, shadow=ShadowDecider(new, enforced=policy))
+    catalog = kernel.list_tools(ALICE, ALL)
+    assert "files.delete" in catalog.names
+    args = {"path": "/public/x"}
+    listed = await host.invoke_tool(
+        ToolCall(tool="files.delete", arguments=args), ALICE, ALL, catalog=catalog
+    )
+    bare = await call(host, "files.delete", args)
+    assert listed.reason is bare.reason is ReasonCode.NO_MATCHING_PERMIT
+    in_turn, alone = row(host, listed), row(host, bare)
+    assert (in_turn.shadow["effect"], in_turn.shadow["reason"]) == ("deny", "not_in_turn_catalog")
+    assert in_turn.shadow["rule_ids"] == []
+    assert (alone.shadow["effect"], alone.shadow["reason"]) == ("deny", "no_matching_permit")
+    shadowed = shadow_report([in_turn, alone], max_examples=0)
+    replayed = replay([in_turn, alone], new, old=policy, max_examples=0)
+    assert shadowed.counts()["reason changed"] == 1 and shadowed.verdict == "changed"
+    assert [(g.kind, len(g.examples)) for g in replayed.groups] == [("reason changed", 1)]
