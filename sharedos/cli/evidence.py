@@ -698,7 +698,8 @@ def replay_cmd(
     not_in_run_policy, invalid_arguments, ...) are counted, not replayed
     (replayed all the same: tool_unavailable for a tool the host has that no
     requirement declared, which NEW may declare; not_in_turn_catalog, as the
-    catalogue NEW lists may hold the tool; with --run-policy,
+    catalogue NEW lists may hold the tool; invalid_arguments, which NEW may
+    refuse first, not listing the tool; with --run-policy,
     not_in_run_policy, as NEW's toolpolicy may now manage the tool).
     Exit 0: no recorded decision would change (in the kinds --kind looks
     for; those that would in the others are counted). 1: some would. 2: usage error

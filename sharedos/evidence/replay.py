@@ -34,7 +34,10 @@ What is not replayed, and why (each counted in ``ReplayReport.skipped``):
   tool the host has (its namespace recorded) that no requirement declared (a
   requirement NEW adds lets its rules decide it), a ``not_in_turn_catalog``
   call (a turn's catalogue is the policy's ``could_permit``: one NEW would list
-  is decided by its rules, one it would not is the same refusal), and, with ``run_policy``, a
+  is decided by its rules, one it would not is the same refusal), an
+  ``invalid_arguments`` call (checked after the lookup, the run policy and the
+  turn's catalogue: the same refusal unless one of those refuses it under NEW;
+  the input schema is the host's), and, with ``run_policy``, a
   ``not_in_run_policy`` refusal (the run policy is then NEW's, and one that
   now manages the tool widens, or changes the reason of, a call the recorded
   run refused).
@@ -279,25 +282,34 @@ def _policy_refused(record: EvidenceRecord, run_policy: str | None) -> bool:
         return record.namespace is not None
     if record.reason is ReasonCode.NOT_IN_TURN_CATALOG:
         return True
+    if record.reason is ReasonCode.INVALID_ARGUMENTS:
+        # refused after the lookup, the run policy and the turn's catalogue: a policy
+        # under which one of those refuses it refuses it for that (``decide_in_turn``)
+        return record.namespace is not None
     return record.reason is ReasonCode.NOT_IN_RUN_POLICY and run_policy is not None
 
 
-def decide_in_turn(policy: Any, request: Request, *, in_turn: bool = False) -> Decision:
+def decide_in_turn(
+    policy: Any, request: Request, *, in_turn: bool = False, invalid: Decision | None = None
+) -> Decision:
     """``decide_request``, and for a call made in a turn with a catalogue (``in_turn``:
     its record names the catalogue's hash) the refusal a turn under ``policy`` makes:
     its catalogue lists a tool only when some call of it could be allowed for the
     turn's context (``could_permit``, the time of the call unknown), so a tool
     ``policy`` would not list is refused ``not_in_turn_catalog`` before any rule; one
-    it lists is decided by its rules."""
+    it lists is decided by its rules.
+
+    ``invalid``: the call's recorded refusal ``invalid_arguments`` (its arguments are
+    not valid for the tool's input schema, which is the host's, not the policy's). It
+    is refused so again unless a step before the arguments' refuses it under
+    ``policy`` (no requirement, outside the run policy, not in the turn's catalogue);
+    the rules never decide it."""
     decision = decide_request(policy, request)
-    if not in_turn or decision.reason in (
-        ReasonCode.TOOL_UNAVAILABLE,
-        ReasonCode.NOT_IN_RUN_POLICY,
-    ):
+    if decision.reason in (ReasonCode.TOOL_UNAVAILABLE, ReasonCode.NOT_IN_RUN_POLICY):
         return decision
     listing = {k: v for k, v in request.context.items() if k != "now"}
-    if policy.could_permit(request.tool, listing):
-        return decision
+    if not in_turn or policy.could_permit(request.tool, listing):
+        return decision if invalid is None else invalid
     return Decision(
         effect=Effect.DENY,
         reason=ReasonCode.NOT_IN_TURN_CATALOG,
@@ -454,6 +466,7 @@ def replay(
             in_turn = (
                 record.catalog_hash is not None or was.reason is ReasonCode.NOT_IN_TURN_CATALOG
             )
+            invalid = was if was.reason is ReasonCode.INVALID_ARGUMENTS else None
             if matches_old:
                 report.matched_old += 1
                 # a run's refusal is OLD's to make again under its own toolpolicy of
@@ -465,11 +478,12 @@ def replay(
                         old,
                         Request(request.tool, request.args, request.context, run),
                         in_turn=in_turn,
+                        invalid=invalid,
                     )
                     if change_kind(was, again) is not None:
                         report.mismatched += 1
             comparer = known if matches_old and known is not None else unknown
-            now = decide_in_turn(new, request, in_turn=in_turn)
+            now = decide_in_turn(new, request, in_turn=in_turn, invalid=invalid)
             change = comparer.change(request, was, now)
             if change is None:
                 continue

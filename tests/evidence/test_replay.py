@@ -66,7 +66,8 @@ TRAFFIC: list[tuple[str, tuple[str, ...], str, Any]] = [
     ("alice", ("admin",), "files.read", {"path": "/private/salaries.csv"}),
     ("bob", (), "files.read", {"path": "/public/../../etc/passwd"}),
     ("bob", (), "files.rm", {"path": "/public/a"}),  # no such tool: tool_unavailable
-    ("bob", (), "files.read", {"nope": 1}),  # invalid_arguments (path is required)
+    # invalid_arguments (path is required): replayed as that refusal (the schema is the host's)
+    ("bob", (), "files.read", {"nope": 1}),
 ]
 
 
@@ -101,11 +102,8 @@ def test_the_same_policy_changes_nothing(store: Any, tmp_path: Path) -> None:
     report = replay(iter_records(store), shipped(), old=shipped())
     assert not report.changed
     assert report.attempts == len(TRAFFIC)
-    assert report.replayed == len(TRAFFIC) - 2
-    assert report.skipped == {
-        "refused before a decision: tool_unavailable": 1,
-        "refused before a decision: invalid_arguments": 1,
-    }
+    assert report.replayed == len(TRAFFIC) - 1
+    assert report.skipped == {"refused before a decision: tool_unavailable": 1}
     # OLD decides every attempt it decided as it was recorded
     assert report.matched_old == report.replayed and report.mismatched == 0
 
@@ -210,15 +208,12 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     code, out, _ = cli(*args, "--format", "json")
     doc = json.loads(out)
     assert code == 1 and doc["verdict"] == "changed"
-    assert doc["summary"]["widened"] == 1 and doc["summary"]["replayed"] == len(TRAFFIC) - 2
+    assert doc["summary"]["widened"] == 1 and doc["summary"]["replayed"] == len(TRAFFIC) - 1
     (group,) = doc["groups"]
     (example,) = group["examples"]
     assert example["old"]["effect"] == "deny" and example["new"]["effect"] == "allow"
     assert example["recorded"]["call_id"] == "c1"
-    assert doc["skipped"] == {
-        "refused before a decision: invalid_arguments": 1,
-        "refused before a decision: tool_unavailable": 1,
-    }
+    assert doc["skipped"] == {"refused before a decision: tool_unavailable": 1}
     # a window that holds nothing
     code, out, _ = cli(*args, "--since", "2999-01-01T00:00:00Z")
     assert code == 0 and "0 attempts read" in out
@@ -265,7 +260,7 @@ def test_the_deployed_bundle_is_old_for_candidate_sources_given_with_run_policie
     assert code == 0, (out, err)
     doc = json.loads(out)
     assert doc["old"]["bundle_hash"] == doc["policy"]["bundle_hash"]
-    assert doc["summary"]["matched_old"] == len(TRAFFIC) - 2, doc
+    assert doc["summary"]["matched_old"] == len(TRAFFIC) - 1, doc
     assert doc["summary"]["mismatched"] == 0, doc
     # NEW a bundle, no OLD: --with would apply to nothing (usage error, said)
     code, _, err = cli("evidence", "replay", "--db", str(db), "--policy", str(bundle),
@@ -463,6 +458,55 @@ def test_a_call_the_turns_catalogue_did_not_list_is_replayed_under_the_catalogue
     assert [c.new.reason.value for c in group.examples] == ["not_in_run_policy"]
 
 
+def test_a_call_refused_invalid_arguments_is_refused_as_a_turn_under_new_would(
+    tmp_path: Path,
+) -> None:
+    """The arguments are checked after the tool's lookup, the run policy and the turn's
+    catalogue: bob's write with no path (invalid for the tool's schema) was listed and
+    refused ``invalid_arguments``. A candidate that lets bob write nowhere does not list
+    files.write, and its host refuses the call ``not_in_turn_catalog``; replay skipped
+    it ("refused before a decision") and found no change. It is now the same refusal
+    when NEW lists the tool (the schema is the host's), whatever NEW's rules, and the
+    earlier step's refusal when NEW makes one (not listed; no requirement)."""
+    head = (
+        "namespace files\n"
+        "requirement files.read { action read; resource path(args.path) }\n"
+        "requirement files.write { action write; resource path(args.path) }\n"
+        'permit read on "/**"\n'
+    )
+    writes = head + 'permit write on "/home/{context.principal}/**"\n'
+    old = compile_sources([("f.sos", writes)])
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "home" / "bob").mkdir(parents=True)
+    registry = ToolRegistry()
+    register_files_tools(registry, sandbox)
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    with SqliteEvidenceStore(tmp_path / "e.db") as s:
+        kernel = Kernel(old, registry)
+        run = shipped().tool_policies["dev-open"]
+        ctx = AccessContext(principal="bob", turn_id="turn-1")
+        catalog = kernel.list_tools(ctx, run)
+        assert "files.write" in catalog
+        call = ToolCall(call_id="c0", tool="files.write", arguments={"path": 7})
+        anyio.run(lambda: RuntimeHost(kernel, s).invoke_tool(call, ctx, run, catalog=catalog))
+        (refused,) = iter_records(s)
+    assert (refused.effect, str(refused.reason)) == (None, "invalid_arguments")
+    unlisted = replay([refused], compile_sources([("f.sos", head)]), old=old, max_examples=0)
+    (group,) = unlisted.groups
+    assert group.kind == "reason changed" and unlisted.mismatched == 0
+    assert [c.new.reason.value for c in group.examples] == ["not_in_turn_catalog"]
+    # listed under NEW: the same refusal, whatever its rules would make of the arguments
+    anywhere = compile_sources([("f.sos", head + 'permit write on "/**"\n')])
+    for same in (old, anywhere):
+        report = replay([refused], same, old=old, max_examples=0)
+        assert not report.groups and report.replayed == 1 and not report.skipped
+    # no requirement under NEW: refused before the catalogue is read
+    gone = compile_sources([("f.sos", head.replace("requirement files.write", "#"))])
+    (group,) = replay([refused], gone, max_examples=0).groups
+    assert [c.new.reason.value for c in group.examples] == ["tool_unavailable"]
+
+
 OFFICE_HOURS = """namespace files
 requirement files.read { action read; resource path(args.path) }
 permit read on "/public/**" when context.now.hour >= 9 and context.now.hour < 18
@@ -622,7 +666,7 @@ def test_a_context_changed_outside_sharedos_is_not_replayed_as_another(tmp_path:
         assert not report.changed, (text, report.render())
         (why,) = [k for k in report.skipped if k.startswith("context_malformed")]
         assert report.skipped[why] == 1, text
-        assert report.mismatched == 0 and report.replayed == len(TRAFFIC) - 3
+        assert report.mismatched == 0 and report.replayed == len(TRAFFIC) - 2
 
 
 def test_a_time_of_the_call_changed_outside_sharedos_is_not_replayed(

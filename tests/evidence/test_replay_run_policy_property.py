@@ -38,7 +38,8 @@ TOOLS = {
 }
 PATTERNS = ["/**", "/a/**", "/home/{context.principal}/**", "/b/*", "/home/*/x"]
 CONDITIONS = ['"r1" in context.roles', 'context.principal == "bob"', "true"]
-PATHS = ["/a/x", "/b/y", "/home/bob/x", "/home/carol/x"]
+#: the last is no path (invalid arguments: refused after the turn's catalogue, by the host)
+PATHS: list[Any] = ["/a/x", "/b/y", "/home/bob/x", "/home/carol/x", 7]
 PEOPLE = [("bob", ()), ("carol", ("r1",))]
 
 
