@@ -571,3 +571,27 @@ def test_values_held_by_object_candidates_count_against_the_cap() -> None:
     # a few objects are still weighed exactly: no call can be allowed
     few = {"principal": "p", "attributes": {"objs": [{"b": i} for i in range(20)]}}
     assert not policy.could_permit("files.read", few)
+
+
+def test_conditions_on_the_resource_arguments_are_weighed_apart_from_patterns() -> None:
+    """The documented over-approximation: an argument the resource is made of is
+    weighed apart from the patterns (listed, yet every call is denied). Never the
+    reverse: a call the pattern and the condition both let through is listed."""
+    src = (
+        HEAD + 'namespace g\npermit get on "acme/*" when args.repo == "web"\n'
+        'forbid get on "acme/web"\n'
+        'namespace files\npermit read on "/a/**" when args.path == "/b"\n'
+    )
+    policy = compile_source(src, "p.sos")
+    ctx = {"principal": "p"}
+    assert policy.could_permit("g.get", ctx)
+    assert not policy.decide("g.get", {"owner": "acme", "repo": "web"}, ctx).allowed
+    assert policy.could_permit("files.read", ctx)
+    assert not any(policy.decide("files.read", {"path": p}, ctx).allowed for p in ("/b", "/a/b"))
+    # the documentation names this approximation
+    from pathlib import Path
+
+    doc = Path(__file__).parents[2] / "docs" / "policy-language.md"
+    assert "conditions on the arguments the resource is made of" in " ".join(
+        doc.read_text().split()
+    )
