@@ -121,3 +121,19 @@ def test_nine_o_clock_any_day_is_not_no_call_can_be_allowed() -> None:
     assert 'allow /data/** when context.now.weekday == "mon"' in text
     assert 'except /data/late/** when context.now.weekday == "sat"' in text
     assert "(all of it)" not in text
+
+
+def test_a_condition_the_given_time_makes_false_is_no_grant() -> None:
+    # outcomes() read every member of context.now as unknown, so an argument test
+    # and'ed with 'context.now.hour < 12' at 13:00 was 'maybe': shown as an allow
+    # ('when "a" in args.tags and false') although no call can be allowed
+    policy = compile_source(
+        HEAD + 'permit read on "/a/**" when "a" in args.tags and context.now.hour < 12\n',
+        "p.sos",
+    )
+    ctx = complete_context({"principal": "a", "now": {"hour": 13}})
+    (answer,) = query(policy, ctx).answers
+    assert not answer.allowed, answer
+    assert "no call can be allowed" in query(policy, ctx).render()
+    at_nine = complete_context({"principal": "a", "now": {"hour": 9}})
+    assert 'allow /a/** when "a" in args.tags' in query(policy, at_nine).render()

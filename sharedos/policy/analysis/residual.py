@@ -81,8 +81,16 @@ def residual(
     if not possible & applies:
         return Residual("never")
     folded = _fold(enc, context, action)
-    if isinstance(folded, str):  # pragma: no cover - outcomes() already knew it
+    if isinstance(folded, str):  # the context gives the members of 'now' it reads
         return Residual("always" if folded in applies else "never")
+    # outcomes() takes every member of context.now as unknown; the folded condition
+    # holds those the context gives: 'A and context.now.hour < 12' at 13:00 is
+    # 'A and false', which never applies (it was shown as an allow)
+    possible = outcomes(folded, context, action)
+    if possible <= applies:
+        return Residual("always")
+    if not possible & applies:
+        return Residual("never")
     reads = sorted(
         {
             ".".join((node[1], *node[2]))
