@@ -137,3 +137,21 @@ def test_a_condition_the_given_time_makes_false_is_no_grant() -> None:
     assert "no call can be allowed" in query(policy, ctx).render()
     at_nine = complete_context({"principal": "a", "now": {"hour": 9}})
     assert 'allow /a/** when "a" in args.tags' in query(policy, at_nine).render()
+
+
+def test_a_forbid_guarded_by_has_that_the_given_time_makes_false_carves_nothing() -> None:
+    # 'has args.n' was taken as possibly an error (it never is), so on a Monday the
+    # forbid 'has args.n and args.n == 1 and false' could still "fail closed": it was
+    # shown carving its pattern out of the allow although it applies to no call
+    policy = compile_source(
+        HEAD + 'permit read on "/a/**"\n'
+        'forbid read on "/a/x/**" when has args.n and args.n == 1 and '
+        'context.now.weekday == "sat"\n',
+        "p.sos",
+    )
+    monday = complete_context({"principal": "a", "now": {"weekday": "mon"}})
+    text = query(policy, monday).render()
+    assert "except" not in text, text
+    saturday = complete_context({"principal": "a", "now": {"weekday": "sat"}})
+    text = query(policy, saturday).render()
+    assert "except /a/x/** when has args.n and args.n == 1  (" in text, text

@@ -87,6 +87,9 @@ def residual(
     # holds those the context gives: 'A and context.now.hour < 12' at 13:00 is
     # 'A and false', which never applies (it was shown as an allow)
     possible = outcomes(folded, context, action)
+    if E in possible and not may_error(folded):
+        # outcomes() weighs each atom alone: 'has args.n and args.n == 1' cannot err
+        possible -= {E}
     if possible <= applies:
         return Residual("always")
     if not possible & applies:
