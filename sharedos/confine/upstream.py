@@ -27,7 +27,7 @@ from sharedos.confine.bwrap import bwrap_argv
 from sharedos.confine.detect import Mechanism
 from sharedos.confine.door import private_base
 from sharedos.confine.launch import abstract_sockets_note, launch_script
-from sharedos.confine.programs import program_paths, sharedos_installation
+from sharedos.confine.programs import import_dirs, program_paths, sharedos_installation
 from sharedos.confine.seccomp import filter_file
 from sharedos.confine.view import ManagedRootVisible, SandboxView, ViewBuilder, canonical
 
@@ -146,6 +146,8 @@ def plan_upstream(
         managed=managed,
         network="host" if network else "none",
         never_writable=(*sharedos_installation(), *never_writable),
+        # what the host's Python imports at its next start: no read-write root may hold it
+        never_held=import_dirs(),
     )
     # the host's working directory when the sandbox has it (a relative script argument
     # then still resolves), else the first root

@@ -287,10 +287,14 @@ class ViewBuilder:
         helpers: Sequence[tuple[str, str]] = (),
         never_writable: Iterable[str | os.PathLike[str]] = (),
         private: Iterable[str | os.PathLike[str]] = (),
+        never_held: Iterable[str | os.PathLike[str]] = (),
     ) -> SandboxView:
         """The view, with managed roots masked; ``ManagedRootVisible`` when one cannot be hidden,
         or when a read-write path would hold or lie in one of ``never_writable`` (SharedOS's
-        own installation: ``programs.sharedos_installation``), which may be shown read-only.
+        own installation: ``programs.sharedos_installation``), which may be shown read-only,
+        or when a read-write path would hold one of ``never_held`` (the directories the host's
+        Python imports from: ``programs.import_dirs``; a read-write path inside one is kept,
+        as a files root inside one is).
 
         ``private`` directories hold other sandboxes' paths beside this one's own (the runs'
         base: every run's turn directory): one that a visible path holds gets an empty tmpfs
@@ -313,6 +317,17 @@ class ViewBuilder:
                         f"(the view makes {open_path} read-write): a sandboxed process could change "
                         "the code the host runs next; declare that path read-only, or "
                         "install SharedOS outside it"
+                    )
+        for kept in dict.fromkeys(canonical(k) for k in never_held):
+            for open_path in writable:
+                if _is_under(kept, open_path):
+                    raise ManagedRootVisible(
+                        f"{kept}, a directory the host's Python imports from (sys.path, "
+                        f"PYTHONPATH, the user's site-packages), would be writable in the "
+                        f"sandbox (the view makes {open_path} read-write): a sandboxed process "
+                        "could plant a sitecustomize.py, a .pth file or a module SharedOS "
+                        "imports, run as the host at its next start; declare that path "
+                        "read-only, or keep the import path outside it"
                     )
         masked: list[str] = []
         given = list(dict.fromkeys(os.path.abspath(os.fspath(m)) for m in managed))
