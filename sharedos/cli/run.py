@@ -972,10 +972,11 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     directories a bare name is looked up in): the ``bwrap`` it confines with, the harness
     CLI the host file names (the host runs ``CLI --version`` itself before every turn, and
     an open run runs the CLI unconfined) and every stdio upstream that declares no roots
-    (unconfined, supervised, in an open or ``--unconfined`` run). No upstream sandbox may
-    write them: what it wrote would run next as the host."""
+    (unconfined, supervised, in an open or ``--unconfined`` run), with the git directories
+    of the repositories such an upstream is pointed at (``confine.programs.git_dirs``). No
+    upstream sandbox may write them: what it wrote would run next as the host."""
     from sharedos.confine.detect import BWRAP_ENV, bubblewrap_program
-    from sharedos.confine.programs import code_paths
+    from sharedos.confine.programs import code_paths, git_dirs
     from sharedos.confine.upstream import SCRIPT_SUFFIXES
 
     path_env = os.environ.get("PATH")
@@ -997,6 +998,11 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         for arg in upstream.args:
             if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
                 found += code_paths(arg, path_env)
+        # the repositories its arguments or its declared cwd lie in (``--repository
+        # REPO``): git run there as the host runs their config and hooks as code
+        # (``core.fsmonitor`` at the next status)
+        where = [*upstream.args, *([upstream.cwd] if upstream.cwd else [])]
+        found += git_dirs(where, upstream.cwd)
     return tuple(dict.fromkeys(found))
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from sharedos.confine.view import canonical
@@ -153,6 +154,33 @@ def import_dirs() -> tuple[str, ...]:
     if site.ENABLE_USER_SITE:
         dirs.append(site.getusersitepackages())
     return tuple(dict.fromkeys(dirs))
+
+
+def git_dirs(paths: Iterable[str], cwd: str | None = None) -> list[str]:
+    """The git directories of the repositories ``paths`` lie in (each resolved against
+    ``cwd``; a ``--flag=PATH`` word by its value; paths that are no existing directory
+    are skipped): ``.git`` of the enclosing work tree, or a bare repository itself.
+
+    A program the host runs unconfined that runs git there (``mcp-server-git
+    --repository REPO``) runs what that directory says as the host: ``core.fsmonitor``,
+    ``core.hooksPath`` and the ``hooks`` are code, so they are code no sandbox and no
+    files root may write (``cli.run.host_programs``)."""
+    found: list[str] = []
+    for word in paths:
+        for candidate in dict.fromkeys((word, word.partition("=")[2])):
+            if not candidate or candidate.startswith("-"):
+                continue
+            where = Path(cwd or os.getcwd(), candidate)
+            if not where.is_dir():
+                continue
+            for directory in (where.resolve(), *where.resolve().parents):
+                if (directory / ".git").exists():
+                    found.append(str(directory / ".git"))
+                    break
+                if (directory / "HEAD").is_file() and (directory / "objects").is_dir():
+                    found.append(str(directory))  # a bare repository
+                    break
+    return list(dict.fromkeys(found))
 
 
 def _shebang(real: str) -> list[str]:

@@ -774,7 +774,8 @@ def root_holds_code(
     held = [*paths_within_root(root, code), *paths_within_root(root, trees)]
     keep = (
         "keep SharedOS's installation, the directories Python imports from (sys.path, "
-        "PYTHONPATH), the harness CLI and the upstreams' programs outside the files root"
+        "PYTHONPATH), the harness CLI, the upstreams' programs and the git repositories an "
+        "unconfined upstream is pointed at outside the files root"
     )
     if held:
         return (

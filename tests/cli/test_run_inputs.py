@@ -336,3 +336,37 @@ def test_a_sandbox_root_that_holds_the_bwrap_the_host_runs_is_refused(tmp_path: 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "holds code SharedOS runs outside any sandbox" in proc.stderr
     assert str(bwrap) in proc.stderr
+
+
+def test_a_sandbox_root_holding_a_repository_an_unconfined_upstream_runs_git_in_is_refused(
+    tmp_path: Path,
+) -> None:
+    """An unconfined ``mcp-server-git --repository REPO`` runs git in REPO as the host: a
+    files root holding REPO let a permitted ``files.write`` of ``/repo/.git/config``
+    (``core.fsmonitor``, ``core.hooksPath``) or of ``/repo/.git/hooks/*`` make the next
+    ``git_status`` run whatever the model wrote, outside every sandbox. The repository's
+    git directory is code the host runs, as the upstream's program is."""
+    repo = tmp_path / "sandbox" / "repo"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f"[upstream.git]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps(['-m', 'mcp_server_git', '--repository', str(repo / 'sub')])}\n"
+        'pinning = "off"\n',
+        encoding="utf-8",
+    )
+    (repo / "sub").mkdir()
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert str(repo / ".git") in proc.stderr and "Traceback" not in proc.stderr
+    # the same repository beside the files root: served
+    host.write_text(
+        host.read_text(encoding="utf-8").replace(str(repo), str(tmp_path / "repo")),
+        encoding="utf-8",
+    )
+    (tmp_path / "repo" / "sub").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    fine = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
+    assert fine.returncode == 0, fine.stdout + fine.stderr

@@ -104,3 +104,40 @@ def test_an_upstream_cannot_plant_a_program_earlier_on_path(tmp_path: Path) -> N
     assert "PLANTED" not in ran.stdout, "the github upstream ran what the file server planted"
     assert not (early / "python3").exists()
     assert homefs.wrap is None and homefs.refusal is not None and str(early) in homefs.refusal
+
+
+def test_an_upstream_cannot_write_the_repository_an_unconfined_git_upstream_uses(
+    tmp_path: Path,
+) -> None:
+    """``mcp-server-git --repository REPO`` declared without roots runs git in REPO as the
+    host. A confined upstream with a ``rw`` root holding REPO could set ``core.fsmonitor``
+    in ``REPO/.git/config`` (or plant a hook): the git server's next ``git_status`` ran it,
+    outside every sandbox. The repository's git directory is code the host runs."""
+    try:
+        find_bubblewrap()
+    except ConfinementUnavailable as exc:
+        pytest.skip(str(exc))
+    from sharedos.cli.run import host_programs
+
+    project = tmp_path / "project"
+    repo = project / "repo"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    host = parse_host_config(
+        f"[upstream.git]\ncommand = {sys.executable!r}\n"
+        f"args = ['-m', 'mcp_server_git', '--repository', {str(repo)!r}]\n"
+        f'[upstream.projfs]\ncommand = "/bin/sh"\nroots = [{{ path = "{project}", mode = "rw" }}]\n',
+        str(tmp_path / "host.toml"),
+    )
+    policy = UpstreamConfinementPolicy(required=True, never_writable=host_programs(None, host))
+    broker = UpstreamBroker(host.upstream, environ={}, confinement=policy)
+    projfs = broker.placement(host.upstream["projfs"])
+    config = repo / ".git" / "config"
+    before = config.read_text(encoding="utf-8")
+    if projfs.wrap is not None:  # placed: what its calls may do to the repository
+        planted = f"printf '[core]\\n\\tfsmonitor = /bin/false\\n' >> {config}"
+        command, args = projfs.wrap("/bin/sh", ["-c", planted])
+        subprocess.run([command, *args], capture_output=True, timeout=60, check=False)
+    assert config.read_text(encoding="utf-8") == before, "the upstream rewrote .git/config"
+    assert projfs.wrap is None and projfs.refusal is not None
+    assert str(repo / ".git") in projfs.refusal and "writable" in projfs.refusal
