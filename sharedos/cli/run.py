@@ -973,10 +973,11 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     CLI the host file names (the host runs ``CLI --version`` itself before every turn, and
     an open run runs the CLI unconfined) and every stdio upstream that declares no roots
     (unconfined, supervised, in an open or ``--unconfined`` run), with the git directories
-    of the repositories such an upstream is pointed at (``confine.programs.git_dirs``). No
+    of the repositories such an upstream is pointed at (``confine.programs.git_dirs``) and
+    the installs of a package runner it is started by (``runner_dirs``: ``npx``). No
     upstream sandbox may write them: what it wrote would run next as the host."""
     from sharedos.confine.detect import BWRAP_ENV, bubblewrap_program
-    from sharedos.confine.programs import code_paths, git_dirs
+    from sharedos.confine.programs import code_paths, git_dirs, runner_dirs
     from sharedos.confine.upstream import SCRIPT_SUFFIXES
 
     path_env = os.environ.get("PATH")
@@ -991,10 +992,13 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         for part in runtime.command[:2]:
             if "/" in part or part == runtime.command[0]:
                 found += code_paths(part, path_env)
+        found += runner_dirs(runtime.command[0])  # ``command = ["npx", "-y", "CLI"]``
     for upstream in getattr(host_config, "upstream", {}).values():
         if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
             continue
         found += code_paths(upstream.command, path_env)
+        # a package runner's installs (``npx -y server``: ``~/.npm/_npx``), run as installed
+        found += runner_dirs(upstream.command)
         for arg in upstream.args:
             if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
                 found += code_paths(arg, path_env)

@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from sharedos.confine.view import canonical
@@ -181,6 +181,34 @@ def git_dirs(paths: Iterable[str], cwd: str | None = None) -> list[str]:
                     found.append(str(directory))  # a bare repository
                     break
     return list(dict.fromkeys(found))
+
+
+def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Where a package runner named by ``program`` keeps the packages it runs (made or
+    not yet): ``npx``/``npm exec`` the npm cache (``$npm_config_cache``, ``~/.npm``;
+    ``_npx`` holds each package installed, run from there again), ``uvx``/``uv`` its cache
+    and tool directories, ``pipx`` its home, ``bunx`` bun's install cache.
+
+    The runner installs the server once and runs the installed files at every later
+    start without checking them: a file written there (a permitted ``files.write`` under
+    a files root holding the home) was the server the host ran next, unconfined
+    (``cli.run.host_programs``). Other programs: none."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or Path.home())
+    cache = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
+    data = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share")
+    name = os.path.basename(program)
+    found: list[str | Path] = []
+    if name in ("npx", "npm", "pnpm", "pnpx", "yarn"):
+        found.append(env.get("npm_config_cache") or env.get("NPM_CONFIG_CACHE") or home / ".npm")
+    if name in ("uvx", "uv"):
+        found.append(env.get("UV_CACHE_DIR") or cache / "uv")
+        found.append(env.get("UV_TOOL_DIR") or data / "uv" / "tools")
+    if name == "pipx":
+        found += [env.get("PIPX_HOME") or data / "pipx", home / ".local" / "pipx"]
+    if name in ("bunx", "bun"):
+        found.append(env.get("BUN_INSTALL_CACHE_DIR") or home / ".bun" / "install" / "cache")
+    return list(dict.fromkeys(os.path.abspath(p) for p in found))
 
 
 def _shebang(real: str) -> list[str]:

@@ -370,3 +370,25 @@ def test_a_sandbox_root_holding_a_repository_an_unconfined_upstream_runs_git_in_
     subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
     fine = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice")
     assert fine.returncode == 0, fine.stdout + fine.stderr
+
+
+def test_a_sandbox_root_holding_a_package_runners_installs_is_refused(tmp_path: Path) -> None:
+    """``command = "npx"``, ``args = ["-y", "server"]`` installs the server once into
+    ``~/.npm/_npx/…/node_modules`` and runs the installed files at every later start
+    without checking them: under a files root holding the home, a permitted
+    ``files.write`` of that ``index.js`` was the server the host ran next, unconfined.
+    The runner's install directories are code the host runs, as its program is."""
+    home = tmp_path / "sandbox" / "home"
+    home.mkdir(parents=True)
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[upstream.fs]\ncommand = "npx"\nargs = ["-y", "@modelcontextprotocol/server-everything"]\n'
+        'pinning = "off"\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("npm_config")}
+    env["HOME"] = str(home)
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert str(home / ".npm") in proc.stderr and "Traceback" not in proc.stderr
