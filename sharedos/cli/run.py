@@ -627,7 +627,12 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             problem = root_holds_runs(sandbox, runs)
         if problem is None:
             code = (*host_programs(opts.get("runtime"), host_config), *import_dirs())
-            problem = root_holds_code(sandbox, code, trees=sharedos_installation())
+            problem = root_holds_code(
+                sandbox,
+                code,
+                trees=sharedos_installation(),
+                inside=host_trees(opts.get("runtime"), host_config),
+            )
         if problem is not None:
             _fail(f"--sandbox {problem}")
         register_files_tools(registry, sandbox)
@@ -973,11 +978,11 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     CLI the host file names (the host runs ``CLI --version`` itself before every turn, and
     an open run runs the CLI unconfined) and every stdio upstream that declares no roots
     (unconfined, supervised, in an open or ``--unconfined`` run), with the git directories
-    of the repositories such an upstream is pointed at (``confine.programs.git_dirs``) and
-    the installs of a package runner it is started by (``runner_dirs``: ``npx``). No
+    of the repositories such an upstream is pointed at and the installs of a package
+    runner it is started by (``host_trees``). No
     upstream sandbox may write them: what it wrote would run next as the host."""
     from sharedos.confine.detect import BWRAP_ENV, bubblewrap_program
-    from sharedos.confine.programs import code_paths, git_dirs, runner_dirs
+    from sharedos.confine.programs import code_paths
     from sharedos.confine.upstream import SCRIPT_SUFFIXES
 
     path_env = os.environ.get("PATH")
@@ -992,19 +997,33 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         for part in runtime.command[:2]:
             if "/" in part or part == runtime.command[0]:
                 found += code_paths(part, path_env)
-        found += runner_dirs(runtime.command[0])  # ``command = ["npx", "-y", "CLI"]``
     for upstream in getattr(host_config, "upstream", {}).values():
         if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
             continue
         found += code_paths(upstream.command, path_env)
-        # a package runner's installs (``npx -y server``: ``~/.npm/_npx``), run as installed
-        found += runner_dirs(upstream.command)
         for arg in upstream.args:
             if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
                 found += code_paths(arg, path_env)
-        # the repositories its arguments or its declared cwd lie in (``--repository
-        # REPO``): git run there as the host runs their config and hooks as code
-        # (``core.fsmonitor`` at the next status)
+    return tuple(dict.fromkeys([*found, *host_trees(runtime, host_config)]))
+
+
+def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
+    """Directories whose every file the host runs or reads as code outside any sandbox,
+    besides SharedOS's installation (part of ``host_programs``): the installs of a package
+    runner the harness CLI or an unconfined stdio upstream is started by (``npx -y
+    server``: ``~/.npm/_npx``, run from there again unchecked; ``runner_dirs``) and the git
+    directories of the repositories such an upstream's arguments or declared cwd lie in
+    (``--repository REPO``: git run there as the host runs ``core.fsmonitor`` and the
+    hooks; ``git_dirs``). No files root may hold them or lie inside them."""
+    from sharedos.confine.programs import git_dirs, runner_dirs
+
+    found: list[str] = []
+    if runtime is not None:
+        found += runner_dirs(runtime.command[0])  # ``command = ["npx", "-y", "CLI"]``
+    for upstream in getattr(host_config, "upstream", {}).values():
+        if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
+            continue
+        found += runner_dirs(upstream.command)
         where = [*upstream.args, *([upstream.cwd] if upstream.cwd else [])]
         found += git_dirs(where, upstream.cwd)
     return tuple(dict.fromkeys(found))

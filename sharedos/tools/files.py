@@ -753,6 +753,7 @@ def root_holds_code(
     code: Iterable[str | os.PathLike[str]],
     *,
     trees: Iterable[str | os.PathLike[str]] = (),
+    inside: Iterable[str | os.PathLike[str]] = (),
 ) -> str | None:
     """Why the files tools must not be served over ``root``, or None: the paths of ``code``
     the host runs outside any sandbox (the harness CLI, an unconfined stdio upstream's
@@ -760,7 +761,9 @@ def root_holds_code(
     ``confine.programs.code_paths``; the directories the host's Python imports from:
     ``confine.programs.import_dirs``) that lie within ``root``, and the ``trees`` of code
     (SharedOS's own installation: its package, its Python environment, the pinned
-    harness CLIs) that lie within ``root`` or that ``root`` lies within.
+    harness CLIs) that lie within ``root`` or that ``root`` lies within, and the directories
+    of other code ``inside`` (``cli.run.host_trees``: a repository's git directory an
+    unconfined upstream runs git in, a package runner's installs) likewise.
 
     ``files.write`` replacing a file keeps its permission bits, so an executable stays
     one: a permitted write of ``/.venv/lib/.../sharedos/kernel/authorize.py`` (a root
@@ -774,8 +777,9 @@ def root_holds_code(
     held = [*paths_within_root(root, code), *paths_within_root(root, trees)]
     keep = (
         "keep SharedOS's installation, the directories Python imports from (sys.path, "
-        "PYTHONPATH), the harness CLI, the upstreams' programs and the git repositories an "
-        "unconfined upstream is pointed at outside the files root"
+        "PYTHONPATH), the harness CLI, the upstreams' programs, the git repositories an "
+        "unconfined upstream is pointed at and a package runner's installs (~/.npm) outside "
+        "the files root"
     )
     if held:
         return (
@@ -790,6 +794,15 @@ def root_holds_code(
             f"{os.fspath(root)} lies inside SharedOS's own installation "
             f"({', '.join(dict.fromkeys(around))}): a files.write there would add to or "
             f"change the code the host runs next; {keep}"
+        )
+    inside = list(inside)
+    held = paths_within_root(root, inside)
+    around = paths_around_root(root, inside)
+    if held or around:
+        return (
+            f"{os.fspath(root)} {'holds' if held else 'lies inside'} code SharedOS runs "
+            f"outside any sandbox ({', '.join(dict.fromkeys([*held, *around]))}): a "
+            f"files.write there would change the program the host runs next; {keep}"
         )
     return None
 

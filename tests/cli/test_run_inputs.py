@@ -392,3 +392,42 @@ def test_a_sandbox_root_holding_a_package_runners_installs_is_refused(tmp_path: 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "holds code SharedOS runs outside any sandbox" in proc.stderr
     assert str(home / ".npm") in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_sandbox_root_inside_a_git_directory_or_a_runners_installs_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A root inside ``REPO/.git`` (an unconfined upstream runs git in REPO) or inside
+    ``~/.npm`` (an unconfined ``npx -y`` server) holds no such directory, but a permitted
+    ``files.write`` of ``/config`` or ``/hooks/pre-commit`` (of ``/_npx/…/index.js``)
+    changed what the host runs next all the same."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = tmp_path / "home"
+    (home / ".npm" / "_npx").mkdir(parents=True)
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f"[upstream.git]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps(['-m', 'mcp_server_git', '--repository', str(repo)])}\n"
+        'pinning = "off"\n'
+        '[upstream.fs]\ncommand = "npx"\nargs = ["-y", "@modelcontextprotocol/server-everything"]\n'
+        'pinning = "off"\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("npm_config")}
+    env["HOME"] = str(home)
+    for root in (repo / ".git" / "hooks", home / ".npm" / "_npx"):
+        proc = sharedos_run(
+            tmp_path,
+            "--host-config",
+            str(host),
+            "--principal",
+            "alice",
+            "--sandbox",
+            str(root),
+            env=env,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "lies inside code SharedOS runs outside any sandbox" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
