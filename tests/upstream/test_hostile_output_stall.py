@@ -80,8 +80,10 @@ async def test_a_large_structured_result_is_validated_off_the_event_loop(
         ):
             # ~3 MiB of structuredContent: under max_result_bytes
             argv = [sys.executable, "-c", CLIENT, str(turn.url), json.dumps(turn.headers())]
-            done = await anyio.run_process([*argv, "500000"], check=True)
+            done = await anyio.run_process([*argv, "500000"], check=False)
         [record] = env.records(context.turn_id)
+    # the client's own failure, said (a CI run at load 9 once saw exit 1 and nothing else)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     assert max(gaps) < bound(1.0), f"the host's event loop stalled {max(gaps):.2f} s"
     answer = json.loads(done.stdout)
     if valid:
