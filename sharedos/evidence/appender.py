@@ -88,6 +88,13 @@ class CommitUnknown(EvidenceError):
         self.cause = cause
 
 
+#: ``Plan.fence``: raises to refuse a plan at its commit; else how many seconds the commit
+#: may still land (None: no bound). PostgreSQL ends the transaction's session when it stays
+#: idle past that, so a server frozen after the fence (its COMMIT not yet read) does not
+#: commit it once it thaws (``PostgresEvidenceStore.execute``)
+Fence = Callable[[], float | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Opening:
     """A turn's opening record: what the turn was offered and which policy decided it."""
@@ -153,8 +160,10 @@ class Plan:
     approval: Sequence[Any] | None = None
     #: run by the backend inside the plan's transaction, its rows written, just before its
     #: commit; raising rolls the plan back (a write its caller gave up on while the store
-    #: made it wait — a lock, a frozen server — must not land once the store answers)
-    fence: Callable[[], None] | None = None
+    #: made it wait — a lock, a frozen server — must not land once the store answers). It
+    #: returns how many seconds the commit may still land (None: no bound), which a server
+    #: that can be frozen between the fence and the commit is told (``Fence``)
+    fence: Fence | None = None
     #: the rows to insert into ``chain``, in chain order: (kind, parameters); set when
     #: the plan is complete (``done``). Parameters are ``chain_sql.insert_sql(kind)``'s:
     #: the link (turn_id, pos, kind, prev_hash, hash), then the kind's content. An
@@ -433,7 +442,7 @@ class ChainAppender:
         self,
         values: Sequence[Any],
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> Plan:
         turn_id = values[0]
         plan = Plan(turn_id=turn_id, approval=values, fence=fence)
@@ -876,7 +885,7 @@ class ChainAppender:
         self,
         values: Sequence[Any],
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> str:
         """Append one approval event to its turn's chain (``APPROVAL_FIELDS`` order, JSON
         columns as text); its link's hash. ``ApprovalTaken`` when the store already holds

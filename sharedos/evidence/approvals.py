@@ -29,11 +29,14 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sharedos.errors import EvidenceError
 from sharedos.evidence.chain import APPROVAL_FIELDS
 from sharedos.evidence.store import EvidenceStoreError
+
+if TYPE_CHECKING:
+    from sharedos.evidence.appender import Fence
 
 __all__ = [
     "EVENTS",
@@ -399,7 +402,7 @@ class ApprovalStore(Protocol):
         self,
         values: Sequence[Any],
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> str:
         """Append one approval event to its turn's chain; its link hash (``check``, when
         given, reads the store and refuses the append, atomically with it; ``fence``, when
@@ -481,7 +484,7 @@ class ApprovalLedger:
         self,
         values: list[Any],
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> None:
         if fence is not None:
             self.store.append_approval(values, check, fence)
@@ -551,7 +554,7 @@ class ApprovalLedger:
         detail: str | None = None,
         when: datetime | None = None,
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> Approval:
         values = event_values(
             approval.approval_id,
@@ -642,7 +645,7 @@ class ApprovalLedger:
         call_id: str,
         when: datetime | None = None,
         max_age_s: float | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> Approval:
         """Use an approved approval for the call ``call_id``, once across every host.
 
@@ -650,7 +653,8 @@ class ApprovalLedger:
         its ``expired`` event; ``max_age_s`` as for ``Approval.status_at``);
         ``ApprovalTaken`` when another call used it (or expired it) first. The caller
         has checked the binding. ``fence`` runs just before the ``consumed`` event's
-        commit and refuses it by raising (the caller gave the write up meanwhile).
+        commit and refuses it by raising (the caller gave the write up meanwhile); it
+        returns how long the commit may still land (``Plan.fence``).
         """
         moment = when or datetime.now(UTC)
         status = approval.status_at(moment, max_age_s=max_age_s)
@@ -661,13 +665,13 @@ class ApprovalLedger:
         if status != "approved":
             raise ApprovalError(f"approval {approval.approval_id} is {status}, not approved")
 
-        def still_good() -> None:
+        def still_good() -> float | None:
             # judged again at the commit: a write the store made wait (a lock held by another
             # writer) past the approval's expiry landed, and its call ran on a lapsed approval
-            if fence is not None:
-                fence()
+            left = fence() if fence is not None else None
             if when is None and approval.status_at(max_age_s=max_age_s) == "expired":
                 raise lapsed
+            return left
 
         try:
             return self._step(approval, "consumed", call_id=call_id, when=moment, fence=still_good)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -54,6 +55,7 @@ from sharedos.evidence.appender import (
     DEFAULT_CHECKPOINT_INTERVAL_S,
     ChainAppender,
     CommitUnknown,
+    Fence,
     Opening,
     Plan,
     StaleHead,
@@ -174,6 +176,9 @@ _CAUSE_BY_SQLSTATE = {
     "42P01": "replaced",  # undefined_table: the schema is gone
 }
 _LOST_SQLSTATE_CLASSES = ("08", "57P")  # connection exceptions; admin/crash shutdown
+#: the session ended as its transaction idled too long (a fenced write's bound, passed
+#: while the server was frozen before it read the COMMIT: ``PostgresEvidenceStore._fenced``)
+_IDLE_IN_TRANSACTION_TIMEOUT = "25P03"
 
 
 def _cause(exc: BaseException) -> str:
@@ -190,7 +195,7 @@ def _lost(exc: BaseException, conn: Any) -> bool:
     import psycopg
 
     state = getattr(exc, "sqlstate", None) or ""
-    if state.startswith(_LOST_SQLSTATE_CLASSES):
+    if state.startswith(_LOST_SQLSTATE_CLASSES) or state == _IDLE_IN_TRANSACTION_TIMEOUT:
         return True
     return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.broken or not state)
 
@@ -713,7 +718,7 @@ class PostgresEvidenceStore:
                     with conn.transaction():
                         row = conn.execute(sql, params, prepare=True).fetchone()
                         try:
-                            plan.fence()
+                            self._fenced(conn, plan.fence)
                         except Exception as refused:
                             raise _Fenced(refused) from refused
             except _Fenced as fenced:
@@ -725,6 +730,24 @@ class PostgresEvidenceStore:
         if plan.attempt is None:
             return plan.seq if plan.seq is not None else -1
         return int(row[0]) if row is not None and row[0] is not None else -1
+
+    @staticmethod
+    def _fenced(conn: Any, fence: Fence) -> None:
+        """Run a plan's fence in its open transaction, just before the commit.
+
+        The fence passed, the server could still be frozen (its processes stopped, a
+        hung host) before it reads the COMMIT: thawed after the fence's caller gave the
+        write up, it committed a write reported failed (an approval spent on a call refused
+        "nothing ran"). So the session is told to end itself should it idle in this
+        transaction past the time the fence leaves (``idle_in_transaction_session_timeout``,
+        rolling the transaction back), and the fence is asked again once the server has
+        answered that: a server frozen before it, then thawed, finds the write given up."""
+        left = fence()
+        if left is None:
+            return
+        ms = str(max(1, math.ceil(left * 1000)))
+        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (ms,))
+        fence()
 
     def execute_many(self, plans: list[Plan]) -> list[int]:
         """Commit ``plans`` in one transaction (group commit: one commit, one WAL flush).
@@ -928,7 +951,7 @@ class PostgresEvidenceStore:
         self,
         values: Sequence[Any],
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that

@@ -64,6 +64,7 @@ from sharedos.evidence.appender import (
     DEFAULT_CHECKPOINT_INTERVAL_S,
     DIRTY_LIMIT,
     ChainAppender,
+    Fence,
     Opening,
     Plan,
     StaleHead,
@@ -1004,7 +1005,7 @@ class SqliteEvidenceStore:
         self,
         values: Sequence[Any],
         check: Callable[[], None] | None = None,
-        fence: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> str:
         """Append one approval event (``chain.APPROVAL_FIELDS`` order) to its turn's chain
         (``sharedos.evidence.approvals``); the link's hash. ``ApprovalTaken`` when that

@@ -35,6 +35,7 @@ import hmac
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -297,14 +298,18 @@ class ApprovalGate:
         # (its lock, a frozen server) is refused at its commit, never landing afterwards —
         # the approval spent on a call refused "nothing ran", which its retry could not use
         given_up = threading.Event()
+        # when it is given up: a server frozen between the fence and the commit (its COMMIT
+        # not read yet) and thawed after that must not commit it either (``Plan.fence``)
+        gives_up = time.monotonic() + self.consume_wait_s
 
-        def fence() -> None:
+        def fence() -> float:
             if given_up.is_set():
                 raise EvidenceStoreError(
                     f"the write marking approval {approval.approval_id} used was given up "
                     f"after {self.consume_wait_s:g} s",
                     "timeout",
                 )
+            return gives_up - time.monotonic()
 
         def consume() -> Approval:
             return self.ledger.consume(approval, call_id=call_id, max_age_s=max_age_s, fence=fence)

@@ -1129,6 +1129,103 @@ def test_an_approval_whose_consume_was_given_up_on_a_frozen_postgresql_stays_uns
         store.close()
 
 
+@pytest.mark.parametrize(
+    "frozen_at",
+    ["before_the_commit", pytest.param("after_the_fence", marks=pytest.mark.stress)],
+)
+def test_an_approval_whose_server_froze_between_the_fence_and_the_commit_stays_unspent(
+    tmp_path: Path, pg_url: str, postgres_cluster: Any, frozen_at: str
+) -> None:
+    """The fence (``Plan.fence``) refuses a ``consumed`` write given up while the store made
+    it wait, but on PostgreSQL it ran in one round trip and the COMMIT in the next: a server
+    frozen between the two (its process stopped once the fence had passed, before it read
+    the COMMIT) and thawed after the call gave the write up committed it, and the approval
+    read "used by call …" of a call refused "nothing ran". Now the session is told to end
+    should it idle in the transaction past the give-up (``idle_in_transaction_session_
+    timeout``), and the fence asked again once the server answered that: either way the
+    thawed server does not commit, the approval stays ``approved`` and the retry runs."""
+    import os
+    import signal
+    import time
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    frozen: list[int] = []
+
+    def freeze_writer() -> None:
+        """Stop the backend of the open transaction (the consumed write's), if not yet."""
+        if frozen:
+            return
+        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
+            sql = (
+                "SELECT pid, query FROM pg_stat_activity "
+                "WHERE datname = %s AND state = 'idle in transaction'"
+            )
+            found = list(c.execute(sql, (name,)))
+        for pid, query in found:
+            if frozen_at == "before_the_commit" and "set_config" not in query and told:
+                continue  # the server is told the bound next: stop it after that
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+
+    def thaw() -> None:
+        while frozen:
+            os.kill(frozen.pop(), signal.SIGCONT)
+
+    told = False
+
+    class Freezing(PostgresEvidenceStore):
+        armed = False
+
+        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
+            if not (self.armed and "consumed" in values and fence is not None):
+                return super().append_approval(values, check, *([fence] if fence else []))
+            self.armed = False
+
+            def frozen_after(*_: Any) -> Any:
+                nonlocal told
+                left = fence()  # the fence passes: the server stops before the commit
+                told = left is not None  # (it is then told how long the write may idle)
+                freeze_writer()
+                return left
+
+            return super().append_approval(values, check, frozen_after)
+
+    h = Host(tmp_path)
+    store = h.store = Freezing(pg_url)
+    try:
+        h.host = RuntimeHost(
+            Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.15
+        )
+        approval_id = h.call(ARGS).structured["approvalId"]
+        ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli")
+        store.armed = True
+        try:
+            res = h.call(ARGS)
+            assert frozen, "the server was not frozen"
+            time.sleep(bound(0.3))  # thawed well after the write was given up
+        finally:
+            thaw()
+        assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
+        assert "nothing ran" in res.structured["detail"], res.structured
+        with store.appender.lock:  # the abandoned consume has finished
+            pass
+        got = ApprovalLedger(store).get(approval_id)
+        assert got is not None and got.status == "approved", (got and got.status, got)
+        ran = h.call(ARGS)  # the retry runs on it
+        assert ran.outcome is Outcome.SUCCEEDED, ran.structured
+        got = ApprovalLedger(store).get(approval_id)
+        assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
+        assert verify_store(store).clean
+    finally:
+        thaw()
+        store.close()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_an_approval_that_lapses_while_its_consumed_write_waits_is_not_used(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
