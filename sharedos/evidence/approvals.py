@@ -286,13 +286,19 @@ class Approval:
             if lapse is not None and moment >= lapse:
                 return "expired"
         if self.status == "approved":
-            lapse = parse_iso(self.expires_at)
-            decided = parse_iso(self.decided_at)
-            if lapse is not None and max_age_s is not None and decided is not None:
-                lapse = min(lapse, decided + timedelta(seconds=max_age_s))
+            lapse = self.lapses_at(max_age_s)
             if lapse is None or moment >= lapse:
                 return "expired"
         return self.status
+
+    def lapses_at(self, max_age_s: float | None = None) -> datetime | None:
+        """When an approval lapses unused: its expiry, or ``max_age_s`` after its answer when
+        that comes first (``status_at``); None when it has no expiry."""
+        lapse = parse_iso(self.expires_at)
+        decided = parse_iso(self.decided_at)
+        if lapse is not None and max_age_s is not None and decided is not None:
+            lapse = min(lapse, decided + timedelta(seconds=max_age_s))
+        return lapse
 
     def who_may_approve(self) -> str:
         """``role 'maintainer' or group 'release'`` (``; and`` between rules)."""
@@ -669,8 +675,15 @@ class ApprovalLedger:
             # judged again at the commit: a write the store made wait (a lock held by another
             # writer) past the approval's expiry landed, and its call ran on a lapsed approval
             left = fence() if fence is not None else None
-            if when is None and approval.status_at(max_age_s=max_age_s) == "expired":
-                raise lapsed
+            if when is None:
+                now = datetime.now(UTC)
+                if approval.status_at(now, max_age_s=max_age_s) == "expired":
+                    raise lapsed
+                # nor may it land past the lapse (a server frozen before it read the commit)
+                lapse = approval.lapses_at(max_age_s)
+                if lapse is not None:
+                    until = (lapse - now).total_seconds()
+                    left = until if left is None else min(left, until)
             return left
 
         try:

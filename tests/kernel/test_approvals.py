@@ -1226,6 +1226,104 @@ def test_an_approval_whose_server_froze_between_the_fence_and_the_commit_stays_u
         store.close()
 
 
+def test_an_approval_that_lapses_while_its_server_is_frozen_before_the_commit_is_not_used(
+    tmp_path: Path, pg_url: str, postgres_cluster: Any
+) -> None:
+    """The ``consumed`` write's fence judges the approval's life at the commit, but on
+    PostgreSQL the COMMIT follows it in another round trip: a server frozen in between (the
+    fence passed, the COMMIT not read yet) and thawed once the approval had lapsed, still
+    well within the wait for the write, committed it, and the call ran on a lapsed approval.
+    The session is now told to end should it idle past the lapse too: the thawed server
+    rolls the write back, the call runs nothing and its retry asks anew."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sharedos.evidence.postgres import PostgresEvidenceStore
+
+    name = conninfo_to_dict(pg_url)["dbname"]
+    frozen: list[int] = []
+    froze: list[float] = []  # when the server was stopped
+    ttl = 1.0
+
+    def freeze_before_the_commit() -> None:
+        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
+            sql = (
+                "SELECT pid, query FROM pg_stat_activity "
+                "WHERE datname = %s AND state = 'idle in transaction'"
+            )
+            found = list(c.execute(sql, (name,)))
+        for pid, _ in found:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+
+    def thaw() -> None:
+        while frozen:
+            os.kill(frozen.pop(), signal.SIGCONT)
+
+    class Freezing(PostgresEvidenceStore):
+        armed = False
+
+        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
+            if not (self.armed and "consumed" in values and fence is not None):
+                return super().append_approval(values, check, *([fence] if fence else []))
+            self.armed = False
+            calls = 0
+
+            def frozen_after() -> Any:
+                nonlocal calls
+                calls += 1
+                left = fence()
+                # the last time the fence is asked before the COMMIT: once on a host that does
+                # not tell the server how long it may idle, twice on one that does
+                if not froze and (left is None or calls == 2):
+                    froze.append(time.monotonic())
+                    freeze_before_the_commit()
+                    # thawed once the approval has lapsed, long before the write is given up
+                    wait = max(0.0, lapses - time.monotonic()) + bound(0.3)
+                    threading.Timer(wait, thaw).start()
+                return left
+
+            return super().append_approval(values, check, frozen_after)
+
+    h = Host(tmp_path, approval_ttl_s=ttl)
+    store = h.store = Freezing(pg_url)
+    try:
+        # the write is waited for 4 evidence timeouts: well past the approval's life
+        h.host = RuntimeHost(
+            Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=1.0
+        )
+        approval_id = h.call(ARGS).structured["approvalId"]
+        lapses = time.monotonic() + ttl
+        ApprovalLedger(store).answer(
+            approval_id, approve=True, approver="maya", via="cli", ttl_s=ttl
+        )
+        store.armed = True
+        res = h.call(ARGS)
+        if not froze or froze[0] > lapses:  # pragma: no cover - a slow machine
+            pytest.skip("the call reached its approval only after it had lapsed")
+        assert res.outcome is not Outcome.SUCCEEDED, res.structured
+        assert not (h.sandbox / "shared/release/notes.txt").exists()
+        with store.appender.lock:  # the write has been resolved, one way or the other
+            pass
+        got = ApprovalLedger(store).get(approval_id)
+        assert got is not None and got.status != "consumed", (got and got.status, got)
+        again = h.call(ARGS)  # the lapsed approval is not used: a new request
+        assert again.reason is ReasonCode.APPROVAL_REQUIRED, again.structured
+        assert again.structured["approvalId"] != approval_id
+        assert not (h.sandbox / "shared/release/notes.txt").exists()
+        got = ApprovalLedger(store).get(approval_id)
+        assert got is not None and got.status == "expired", (got and got.status, got)
+        assert verify_store(store).clean
+    finally:
+        thaw()
+        store.close()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_an_approval_that_lapses_while_its_consumed_write_waits_is_not_used(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
