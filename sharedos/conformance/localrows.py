@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import select
 import socket
 import stat
 import threading
@@ -135,6 +136,12 @@ class Canary:
     The sandbox must not reach it: a harness confined to its own loopback finds
     nothing at that port. Use as a context manager; ``connections`` is read per
     turn (before/after).
+
+    A connection counts once its handshake completed (the harness's ``connect``
+    returned), whether or not a thread has accepted it yet: ``connections``
+    accepts what waits in the backlog itself. Counting only what a thread had
+    accepted read a connection made during the turn as none whenever that thread
+    had not run since (a busy machine, the GIL): a confinement leak graded passed.
     """
 
     def __init__(self) -> None:
@@ -142,7 +149,7 @@ class Canary:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(16)
-        self._sock.settimeout(0.1)
+        self._sock.setblocking(False)
         self._lock = threading.Lock()
         self._count = 0
         self._stop = threading.Event()
@@ -155,21 +162,33 @@ class Canary:
 
     @property
     def connections(self) -> int:
-        """Connections accepted so far."""
+        """Connections made so far (accepted, or completed and waiting to be)."""
         with self._lock:
+            self._accept_waiting()
             return self._count
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
+    def _accept_waiting(self) -> None:
+        """Accept (and count, and close) every connection in the backlog; hold ``_lock``."""
+        while True:
             try:
                 conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
+            except (BlockingIOError, InterruptedError):
                 return
-            with self._lock:
-                self._count += 1
+            except OSError:  # closed
+                return
+            self._count += 1
             conn.close()
+
+    def _serve(self) -> None:
+        # keeps the backlog empty, so connections beyond its 16 are not refused
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self._sock], [], [], 0.1)
+            except (OSError, ValueError):  # closed
+                return
+            if ready:
+                with self._lock:
+                    self._accept_waiting()
 
     def start(self) -> Canary:
         """Start accepting in a daemon thread."""

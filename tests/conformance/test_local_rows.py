@@ -176,6 +176,18 @@ def test_the_canary_counts_connections_and_releases_its_port() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
+def test_the_canary_counts_a_connection_its_thread_has_not_accepted_yet() -> None:
+    # Finding (fixed): the canary counted only what its accept thread had accepted, so a
+    # connection the harness's shell made during the turn read as none whenever that thread
+    # had not run since (a busy machine; here, the GIL right after connect): a network
+    # leak graded passed. Every read here is made before the thread could run.
+    with Canary() as canary:
+        for n in range(1, 21):
+            with socket.create_connection(("127.0.0.1", canary.port), timeout=2) as sock:
+                sock.sendall(b"sharedos-canary\n")
+            assert canary.connections == n
+
+
 def _identity() -> SystemIdentity:
     return SystemIdentity(
         harness="codex",
