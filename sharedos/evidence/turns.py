@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from sharedos.evidence.appender import Opening
 from sharedos.evidence.record import now_iso, storable_json_text
@@ -149,9 +150,17 @@ async def evidence_turn(
             policy_revision=str(revision) if revision is not None else None,
             identity=str(storable_json_text(ident)) if ident else None,
         )
-        opened = await _off_loop(
-            "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
-        )
+        # shielded (bounded by ``timeout_s``): cancelled while off the loop, the write was
+        # abandoned, not stopped; it landed after the cancel, and the close, told nothing
+        # was written, sealed nothing (the chain stayed open for good, its id refused)
+        with anyio.CancelScope(shield=True):
+            opened = await _off_loop(
+                "opening record", turn_id, lambda: open_turn(opening), timeout_s, report
+            )
+        if opened is not False:
+            written.append(opening if opened is None else None)
+        # the turn cancelled meanwhile stops here, its opening sealed by the close
+        await anyio.lowlevel.checkpoint_if_cancelled()
         if opened is False:
             # the id names a chain that existed before this open: a turn that has closed,
             # or one open on another host sharing the store (the host's own id hold covers
@@ -170,11 +179,10 @@ async def evidence_turn(
                 "on another host sharing the store, or ended without its seal): a turn id "
                 "names one turn; give each turn its own"
             )
-        written.append(opening if opened is None else None)
 
-    if not deferred:
-        await open_chain()
     try:
+        if not deferred:
+            await open_chain()  # in the try: cancelled once it has written, it is sealed
         yield open_chain
     finally:
         if written:  # nothing was opened (a deferred turn failed before it): nothing to seal

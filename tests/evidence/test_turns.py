@@ -41,3 +41,75 @@ async def test_a_turn_id_open_on_another_host_is_not_opened_again(opener: Opener
                 pytest.fail("a turn open on another host was opened again")
         assert [link.kind for link in first.iter_links("t-shared")] == ["open"]
     assert [link.kind for link in first.iter_links("t-shared")] == ["open", "seal"]
+
+
+async def test_a_turn_cancelled_while_its_opening_is_written_is_sealed(tmp_path: Any) -> None:
+    """A turn cancelled while its opening record was being written (``sharedos run``
+    interrupted as the turn opened, a task group torn down): the write, abandoned off the
+    loop, landed after the cancel, and the close, seeing nothing written, sealed nothing.
+    The chain was left open for good (``verify --require-seal`` reported a turn that never
+    ran as unsealed, and its id was refused to a retry as another host's open turn). The
+    opening is waited for, and a chain it opened is sealed."""
+    import sqlite3
+
+    import anyio
+
+    from sharedos.evidence.url import open_store
+
+    path = tmp_path / "evidence.db"
+    store = open_store(str(path))
+    lock = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")  # the opening's write waits for this lock
+
+        async def release() -> None:  # while the opening's write waits for it
+            await anyio.sleep(0.3)
+            lock.execute("COMMIT")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release)
+            with anyio.move_on_after(0.1):
+                async with evidence_turn(store, turn_id="t-cancel", deferred=True) as open_chain:
+                    await open_chain()
+                    pytest.fail("the opening was written under a held lock")
+        with anyio.fail_after(5):
+            while not list(store.iter_links("t-cancel")):  # an abandoned write lands now
+                await anyio.sleep(0.02)
+            await anyio.sleep(0.1)
+        assert [link.kind for link in store.iter_links("t-cancel")] == ["open", "seal"]
+    finally:
+        lock.close()
+        store.close()
+
+
+async def test_a_turn_cancelled_at_its_undeferred_opening_is_sealed(tmp_path: Any) -> None:
+    """The same, opened on entry (not deferred): the opening it wrote is sealed too."""
+    import sqlite3
+
+    import anyio
+
+    from sharedos.evidence.url import open_store
+
+    path = tmp_path / "evidence.db"
+    store = open_store(str(path))
+    lock = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+
+        async def release() -> None:  # while the opening's write waits for it
+            await anyio.sleep(0.3)
+            lock.execute("COMMIT")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release)
+            with anyio.move_on_after(0.1):
+                async with evidence_turn(store, turn_id="t-cancel"):
+                    pytest.fail("the opening was written under a held lock")
+        with anyio.fail_after(5):
+            while not list(store.iter_links("t-cancel")):
+                await anyio.sleep(0.02)
+            await anyio.sleep(0.1)
+        assert [link.kind for link in store.iter_links("t-cancel")] == ["open", "seal"]
+    finally:
+        lock.close()
+        store.close()
