@@ -238,9 +238,12 @@ async def _close(
             owe(lambda: seal_late(store, turn_id, closed_at, opening), turn_id)
             return
     if opening is not None:
-        await _off_loop(
-            "opening record", turn_id, lambda: store.open_turn(opening), timeout_s, report
+        ours = await _off_loop(
+            "opening record", turn_id, lambda: _open_own(store, opening), timeout_s, report
         )
+        if ours is False:
+            _foreign(turn_id)
+            return
     if callable(getattr(store, "append_approval", None)):
         await _off_loop(
             "approvals' expiry",
@@ -349,8 +352,39 @@ def seal_late(
     has_seal = getattr(store, "has_seal", None)
     if callable(has_seal) and has_seal(turn_id):
         return None
-    if opening is not None:
-        store.open_turn(opening)
+    if opening is not None and not _open_own(store, opening):
+        _foreign(turn_id)
+        return None
     if callable(getattr(store, "append_approval", None)):
         expire_open_approvals(store, turn_id)
     return seal_closed(store, turn_id, closed_at)
+
+
+def _open_own(store: Any, opening: Opening) -> bool:
+    """Write ``opening``, the record the store refused at the turn's open, unless the chain
+    has one; whether the chain is this turn's: False when its opening predates this turn's
+    (another turn of that id, open on another host sharing the store or closed, made it
+    while the store refused this one's, and its id was never checked)."""
+    if store.open_turn(opening):
+        return True
+    links = getattr(store, "iter_links", None)
+    if not callable(links):
+        return True  # a store that cannot show its chain: as before
+    first = next(iter(links(opening.turn_id)), None)
+    if first is None or first.kind != "open" or not first.values:
+        return True  # nothing to tell by: as before
+    # this turn's own: its opening given up on and landed later (the same time), or made by
+    # its first call once the store answered again (later)
+    return str(first.values[1]) >= opening.opened_at
+
+
+def _foreign(turn_id: str) -> None:
+    # sealed, it was another turn's chain: the close sealed it under that turn's opening,
+    # that turn's own seal was refused as a second one, its later calls landed past it, and
+    # `verify --require-seal` said clean
+    logger.error(
+        "sharedos: turn %s is not sealed: the store refused its opening record, and the "
+        "chain of that id was opened by another turn meanwhile (a turn id names one turn; "
+        "give each turn its own)",
+        turn_id,
+    )

@@ -113,3 +113,41 @@ async def test_a_turn_cancelled_at_its_undeferred_opening_is_sealed(tmp_path: An
     finally:
         lock.close()
         store.close()
+
+
+async def test_a_turn_whose_opening_was_refused_does_not_seal_another_turns_chain(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two hosts on one PostgreSQL store: the second opens a turn with the id of one open on
+    the first while the store answers nothing in time (a lock on ``chain``). Its opening was
+    refused, so its id was never checked; at its close the opening, written again, found
+    the chain there, and the close sealed it: the first turn's chain, under its opening, the
+    first's own seal refused as a second one, and ``verify --require-seal`` said clean. A
+    chain opened before this turn's opening is not sealed by it, and the log says why."""
+    import anyio
+    import psycopg
+
+    from sharedos.evidence.url import open_store
+
+    first, second = open_store(pg_url), open_store(pg_url)
+    lock = psycopg.connect(pg_url, autocommit=True)
+    try:
+        async with evidence_turn(first, turn_id="t-shared", catalog_hash="c1"):
+            lock.execute("BEGIN")
+            lock.execute("LOCK TABLE chain IN ACCESS EXCLUSIVE MODE")
+
+            async def release() -> None:  # once the second's opening has been given up on
+                await anyio.sleep(0.3)
+                lock.execute("COMMIT")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release)
+                async with evidence_turn(second, turn_id="t-shared", timeout_s=0.1):
+                    await anyio.sleep(0.4)
+            assert [link.kind for link in first.iter_links("t-shared")] == ["open"]
+        assert [link.kind for link in first.iter_links("t-shared")] == ["open", "seal"]
+        assert "opened by another turn" in caplog.text
+    finally:
+        lock.close()
+        first.close()
+        second.close()
