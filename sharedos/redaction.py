@@ -101,6 +101,13 @@ _ASSIGNMENT_RE = re.compile(r"(?:^|(?<=[\s;,&?]))-{0,2}([A-Za-z][A-Za-z0-9_.-]*)
 _HEADER_ARG_RE = re.compile(
     r"^(?:-{1,2}[A-Za-z][A-Za-z-]*=)?\s*([A-Za-z][A-Za-z0-9-]*)\s*:\s*(\S.*)$"
 )
+#: a quoted key and its value inside a text: JSON or a dict given as one setting (Notion's
+#: ``OPENAPI_MCP_HEADERS = '{"Authorization": "Bearer ntn_..."}'``, ``{'api_key': 'K'}``)
+_QUOTED_PAIR_RE = re.compile(
+    r"""(["'])([A-Za-z][A-Za-z0-9_.-]*)\1\s*[:=]\s*(?:"([^"]*)"|'([^']*)'|([^\s,;}\]"']+))"""
+)
+#: an unquoted JSON value that is no credential
+_JSON_LITERALS = frozenset({"null", "true", "false"})
 #: an option whose value is the next argument (``--api-key V``, ``--password V``)
 _OPTION_RE = re.compile(r"^-{1,2}([A-Za-z][A-Za-z0-9_.-]*)$")
 
@@ -136,8 +143,10 @@ def holds_password(text: str) -> bool:
     credential out: a URL with ``user:password@`` (``URL_PASSWORD_RE``) or a query parameter
     named as a credential (``SECRET_NAME_RE``: ``?password=``, ``?token=``), a ``NAME=VALUE``
     whose name is a credential's (``credential_name``: a libpq ``password=``, a
-    ``PGPASSWORD=`` or ``GITHUB_TOKEN=`` assignment, ``--api-key=V``), or a header line
-    carrying one (``Authorization: Basic ...``, ``X-Api-Key: V``)."""
+    ``PGPASSWORD=`` or ``GITHUB_TOKEN=`` assignment, ``--api-key=V``), a quoted key so named
+    or a credential header with its value inside JSON or a dict (Notion's documented
+    ``OPENAPI_MCP_HEADERS = '{"Authorization": "Bearer ntn_..."}'``, ``{"api_key": "K"}``),
+    or a header line carrying one (``Authorization: Basic ...``, ``X-Api-Key: V``)."""
     if URL_PASSWORD_RE.search(text) or _KEYWORD_PASSWORD_RE.search(text):
         return True
     for query in _URL_QUERY_RE.findall(text):
@@ -147,6 +156,14 @@ def holds_password(text: str) -> bool:
                 return True
     if any(credential_name(m[1]) and _a_value(m[2]) for m in _ASSIGNMENT_RE.finditer(text)):
         return True
+    for pair in _QUOTED_PAIR_RE.finditer(text):
+        name, value = pair[2], pair[3] or pair[4] or pair[5] or ""
+        if (
+            (name.lower() in _CREDENTIAL_HEADERS or credential_name(name))
+            and _a_value(value)
+            and value.lower() not in _JSON_LITERALS
+        ):
+            return True
     header = _HEADER_ARG_RE.match(text)
     return bool(
         header

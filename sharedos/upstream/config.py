@@ -873,8 +873,9 @@ def _check_plain(
             report(
                 (uid, key, str(name)),
                 "holds a URL with a password (user:password@, ?password=), a password= "
-                "keyword or a credential option or header (--api-key=V, Authorization: ...): "
-                "a credential, which SharedOS "
+                "keyword or a credential option or header (--api-key=V, Authorization: ..., "
+                'JSON\'s "Authorization": "Bearer ..." or "api_key": "..."): a credential, '
+                "which SharedOS "
                 "would neither keep out of what the upstream says nor hide; declare the value "
                 f'under [upstream.{uid}.credentials] as {name} = {{ env = "HOST_VARIABLE" }}',
             )

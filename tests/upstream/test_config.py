@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,26 @@ def test_an_env_setting_named_like_a_credential_whose_value_cannot_be_one_is_pla
     for value in ("sk-literal-0123", "12345678", "none-of-it"):
         found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\nAPI_KEY = "{value}"\n')
         assert found and "looks like a credential" in found[0], value
+
+
+def test_a_credential_inside_a_json_env_value_is_refused() -> None:
+    """Notion's documented OPENAPI_MCP_HEADERS = '{"Authorization": "Bearer ntn_..."}' (and
+    any JSON or dict value with "api_key": "...") passed sharedos host check as a plain env
+    value: the token was no secret of the run, scrubbed from nothing the upstream said. A
+    JSON value with no credential in it, or one naming where the credential is (a file), is plain."""
+    headers = '{"Authorization": "Bearer ntn_PLANTED0secret11", "Notion-Version": "2022-06-28"}'
+    for value in (headers, '{"api_key":"PLANTED0secret11"}', "{'client_secret': 'PLANTED0s11'}"):
+        toml = json.dumps(value)  # a TOML basic string
+        found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\nCFG = {toml}\n')
+        assert found and "holds a URL with a password" in found[0], value
+        assert "[upstream.a.credentials]" in found[0]
+    plain = (
+        '{"Notion-Version": "2022-06-28", "max_tokens": 4096, "token_type": "bearer", '
+        '"api_key": null, "auth_token": "", "password_file": "/run/pw"}'
+    )
+    config = parse_host_config(
+        f"[upstream.a]\ncommand = \"x\"\n[upstream.a.env]\nCFG = '{plain}'\n",
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert config.upstream["a"].env["CFG"] == plain
