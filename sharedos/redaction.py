@@ -130,12 +130,24 @@ def credential_name(name: str) -> bool:
     return last == "key" and len(words) > 1 and words[-2] in _KEY_QUALIFIERS
 
 
+def credential_path(value: str) -> bool:
+    """Whether ``value``, given where a credential's name says the credential itself is
+    (``--api-key V``, ``API_KEY = "V"``), is a file's path holding it rather than the
+    credential: relative (``./k``, ``../k``), or absolute or under ``~/`` with a ``.`` in it
+    (``/etc/tls/key.pem``, ``~/.ssh/id_ed25519``). A base64 credential may start with ``/``
+    (``/Zm9vYmFy...``) but never holds a ``.``, so ``/`` alone says nothing."""
+    if value.startswith(("./", "../")):
+        return True
+    return value.startswith(("/", "~/")) and "." in value
+
+
 def _a_value(value: str) -> bool:
     """Whether what follows a credential's name is one: not nothing, another option, a
     reference (``${VAR}``, for the program to read), nor a file's path (``--private-key
-    /etc/key.pem``: a file holds the credential, the command line does not)."""
+    /etc/key.pem``: a file holds the credential, the command line does not;
+    ``credential_path``)."""
     value = value.strip().strip("'\"")
-    return bool(value) and not value.startswith(("-", "$", "/", "./", "../", "~/"))
+    return bool(value) and not value.startswith(("-", "$")) and not credential_path(value)
 
 
 def holds_password(text: str) -> bool:
@@ -197,6 +209,7 @@ __all__ = [
     "Redactor",
     "command_line_holds_password",
     "credential_name",
+    "credential_path",
     "encodings",
     "holds_password",
     "non_object_marker",

@@ -55,6 +55,8 @@ from sharedos.bundles.source import on_this_machine
 from sharedos.errors import UpstreamError
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
 from sharedos.redaction import command_line_holds_password as _command_line_holds_password
+from sharedos.redaction import credential_name as _credential_name
+from sharedos.redaction import credential_path as _credential_path
 from sharedos.redaction import holds_password as _holds_password
 from sharedos.tomlpos import key_positions, locate, value_message
 
@@ -825,21 +827,29 @@ def _check_oauth(
 
 
 #: a setting's value that is no credential whatever its name (``MAX_TOKENS = "4096"``,
-#: ``AUTH_MODE = "none"``, ``GOOGLE_APPLICATION_CREDENTIALS = "/srv/sa.json"``)
+#: ``AUTH_MODE = "none"``)
 _NO_CREDENTIAL_RE = re.compile(
-    r"[0-9]{1,7}(?:\.[0-9]+)?|true|false|yes|no|on|off|none|[/~][^\s]*", re.IGNORECASE
+    r"[0-9]{1,7}(?:\.[0-9]+)?|true|false|yes|no|on|off|none", re.IGNORECASE
 )
 
 
-def _no_credential(value: str) -> bool:
+def _no_credential(name: str, value: str) -> bool:
     """Whether an env value named like a credential cannot be one: a number shorter than
     a credential may be (``MIN_CREDENTIAL_LENGTH``: ``MAX_TOKENS = "4096"``), a switch
     (``AUTH_MODE = "none"``) or a file's path (``GOOGLE_APPLICATION_CREDENTIALS``,
     ``SSL_KEY_FILE``: a file holds the credential, the setting names it). Refused, such
     a setting had no way to be given at all: moved to credentials as the message said, a
     value under eight characters is refused there, and a path was scrubbed from every
-    record and answer as a secret."""
-    return bool(_NO_CREDENTIAL_RE.fullmatch(value))
+    record and answer as a secret. Where the name says the value is the credential
+    itself (``API_KEY``, ``GITHUB_TOKEN``: ``credential_name``), a leading ``/`` is no
+    path unless it looks like a file's (``credential_path``): a base64 key may start so."""
+    if _NO_CREDENTIAL_RE.fullmatch(value):
+        return True
+    if not value or any(c.isspace() for c in value):
+        return False
+    if _credential_name(name):
+        return _credential_path(value)
+    return value.startswith(("/", "~"))
 
 
 def _check_plain(
@@ -857,7 +867,9 @@ def _check_plain(
         if not isinstance(value, str):
             report((uid, key, str(name)), f"must be a string, got {type(value).__name__}")
             continue
-        if _SECRET_NAME_RE.search(str(name)) and not (key == "env" and _no_credential(value)):
+        if _SECRET_NAME_RE.search(str(name)) and not (
+            key == "env" and _no_credential(str(name), value)
+        ):
             report(
                 (uid, key, str(name)),
                 f"{name!r} looks like a credential; {key} holds plain values only. Move it to "

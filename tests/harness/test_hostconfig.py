@@ -200,6 +200,9 @@ def test_an_env_value_built_from_ordinary_host_variables_does_not_scrub_the_home
         'args = ["--header", "Authorization: Bearer s3cret-pw"]',
         'args = ["-H", "X-Api-Key: s3cret-pw"]',
         'command = ["env", "ANTHROPIC_API_KEY=s3cret-pw", "/bin/cli"]',
+        # a base64 key starting with '/' is no file's path (no base64 holds a '.')
+        'args = ["--api-key", "/s3cretZm9vYmFy/QUJD+x"]',
+        'args = ["--token=/s3cretZm9vYmFyQUJD"]',
     ],
 )
 def test_a_url_with_a_password_never_goes_on_a_harness_command_line(entry: str) -> None:

@@ -379,3 +379,24 @@ def test_a_credential_inside_a_json_env_value_is_refused() -> None:
         base_dir=Path("/etc/sharedos"),
     )
     assert config.upstream["a"].env["CFG"] == plain
+
+
+def test_a_base64_credential_starting_with_a_slash_is_no_path() -> None:
+    """A base64 key may start with / (/Zm9v...): API_KEY = "/Zm9v..." in env and
+    args = ["--api-key", "/Zm9v..."] passed as a file's path, the key no secret of the run.
+    A path a credential's own name is given is one with a . (no base64 has one); a setting
+    named as where a credential is keeps any path."""
+    key = "/Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5/QUJD"
+    found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\nAPI_KEY = "{key}"\n')
+    assert found and "looks like a credential" in found[0]
+    for args in (f'["--api-key", "{key}"]', f'["--token={key}"]'):
+        found = problems(f'[upstream.a]\ncommand = "x"\nargs = {args}\n')
+        assert found and "credential option" in found[0], args
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\nargs = ["--private-key", "/etc/tls/key.pem"]\n'
+        '[upstream.a.env]\nPRIVATE_KEY = "~/.ssh/id_ed25519"\n'
+        'GOOGLE_APPLICATION_CREDENTIALS = "/run/secrets/sa"\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert config.upstream["a"].env["PRIVATE_KEY"] == "~/.ssh/id_ed25519"
