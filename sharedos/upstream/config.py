@@ -53,6 +53,7 @@ from pydantic import (
 from sharedos import textfile
 from sharedos.bundles.source import on_this_machine
 from sharedos.errors import UpstreamError
+from sharedos.redaction import MIN_SECRET_CHARS as _MIN_SECRET_CHARS
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
 from sharedos.redaction import command_line_holds_password as _command_line_holds_password
 from sharedos.redaction import credential_name as _credential_name
@@ -840,10 +841,16 @@ def _no_credential(name: str, value: str) -> bool:
     ``SSL_KEY_FILE``: a file holds the credential, the setting names it). Refused, such
     a setting had no way to be given at all: moved to credentials as the message said, a
     value under eight characters is refused there, and a path was scrubbed from every
-    record and answer as a secret. Where the name says the value is the credential
+    record and answer as a secret. So is any value under eight characters where the name
+    does not say it is the credential itself (``AUTH_TYPE = "oauth"``: ``credential_name``
+    false; ``DB_PASSWORD = "hunter2"`` is still refused). Where the name says the value is the credential
     itself (``API_KEY``, ``GITHUB_TOKEN``: ``credential_name``), a leading ``/`` is no
     path unless it looks like a file's (``credential_path``): a base64 key may start so."""
     if _NO_CREDENTIAL_RE.fullmatch(value):
+        return True
+    if len(value) < _MIN_SECRET_CHARS and not _credential_name(name):
+        # AUTH_TYPE = "oauth", SESSION_TTL = "30m", TOKEN_LIMIT = "100k": a name that only
+        # mentions a credential, with a value credentials would refuse as too short
         return True
     if not value or any(c.isspace() for c in value):
         return False

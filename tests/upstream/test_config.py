@@ -400,3 +400,19 @@ def test_a_base64_credential_starting_with_a_slash_is_no_path() -> None:
         base_dir=Path("/etc/sharedos"),
     )
     assert config.upstream["a"].env["PRIVATE_KEY"] == "~/.ssh/id_ed25519"
+
+
+def test_a_short_setting_that_only_mentions_a_credential_is_plain() -> None:
+    """AUTH_TYPE = "oauth", SESSION_TTL = "30m" were refused as credentials and the
+    message's way out was none (credentials refuses a value under eight characters). A
+    short value under a name that says it is the credential itself is still refused."""
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\n[upstream.a.env]\nAUTH_TYPE = "oauth"\n'
+        'SESSION_TTL = "30m"\nTOKEN_LIMIT = "100k"\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert config.upstream["a"].env["AUTH_TYPE"] == "oauth"
+    for name in ("DB_PASSWORD", "API_KEY", "GITHUB_TOKEN", "CLIENT_SECRET", "DB_PASS"):
+        found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\n{name} = "hunter2"\n')
+        assert found and "looks like a credential" in found[0], name
