@@ -184,6 +184,41 @@ def holds_password(text: str) -> bool:
     )
 
 
+def credential_parts(value: str) -> tuple[str, ...]:
+    """The credentials inside one credential's value that an upstream may say on their own:
+    a JSON value's (Notion's ``OPENAPI_MCP_HEADERS = '{"Authorization": "Bearer ntn_..."}'``)
+    string under a key naming a credential or a credential header (``credential_name``),
+    and that string's last word (the token after ``Bearer``); never the other strings in
+    it (``"Notion-Version": "2022-06-28"``), nor a piece under ``MIN_SECRET_CHARS``."""
+    if not value.lstrip().startswith(("{", "[")):
+        return ()
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return ()
+    found: list[str] = []
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            return
+        if isinstance(node, list):
+            for item in node:
+                walk(item, depth + 1)
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(item, str) and (
+                    key.lower() in _CREDENTIAL_HEADERS or credential_name(key)
+                ):
+                    found.extend(
+                        p for p in (item, *item.split()[-1:]) if len(p) >= MIN_SECRET_CHARS
+                    )
+                else:
+                    walk(item, depth + 1)
+
+    walk(parsed, 0)
+    return tuple(dict.fromkeys(found))
+
+
 def command_line_holds_password(args: Iterable[str]) -> bool:
     """Whether a command line writes a credential out: an argument that does
     (``holds_password``), or an option naming a credential followed by its value as the
@@ -209,6 +244,7 @@ __all__ = [
     "Redactor",
     "command_line_holds_password",
     "credential_name",
+    "credential_parts",
     "credential_path",
     "encodings",
     "holds_password",

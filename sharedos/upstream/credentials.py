@@ -31,6 +31,7 @@ from pydantic import SecretStr
 
 from sharedos import textfile
 from sharedos.context import AccessContext
+from sharedos.redaction import credential_parts
 from sharedos.upstream.config import CredentialRef, UpstreamConfig, secret_file_problem
 from sharedos.upstream.secrets import (
     MIN_CREDENTIAL_LENGTH,
@@ -188,6 +189,8 @@ def resolve_static(
         values[target] = SecretStr(ref.prefix + raw)
         if ref.prefix:
             bare.append(SecretStr(raw))
+        # a token inside a JSON value ({"Authorization": "Bearer T"}) is said on its own too
+        bare.extend(SecretStr(part) for part in credential_parts(raw))
     return CredentialSet(
         values=values,
         bare=tuple(bare),

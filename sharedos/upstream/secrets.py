@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from sharedos.errors import UpstreamError
-from sharedos.redaction import MIN_SECRET_CHARS
+from sharedos.redaction import MIN_SECRET_CHARS, credential_parts
 from sharedos.upstream.config import UpstreamConfig
 
 #: shorter values cannot be scrubbed as substrings (the redactor's one minimum length)
@@ -93,6 +93,8 @@ def resolve_credentials(config: UpstreamConfig, environ: Mapping[str, str]) -> C
         # the bare value is a secret too (a prefix such as "Bearer " is not)
         if ref.prefix:
             bare.append(SecretStr(raw))
+        # a token inside a JSON value ({"Authorization": "Bearer T"}) is said on its own too
+        bare.extend(SecretStr(part) for part in credential_parts(raw))
     return CredentialSet(values=values, bare=tuple(bare), fingerprint=fingerprint_of(values))
 
 

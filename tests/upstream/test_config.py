@@ -416,3 +416,23 @@ def test_a_short_setting_that_only_mentions_a_credential_is_plain() -> None:
     for name in ("DB_PASSWORD", "API_KEY", "GITHUB_TOKEN", "CLIENT_SECRET", "DB_PASS"):
         found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\n{name} = "hunter2"\n')
         assert found and "looks like a credential" in found[0], name
+
+
+def test_a_token_inside_a_json_credential_is_scrubbed_on_its_own() -> None:
+    """Notion's headers, given as the refusal says (OPENAPI_MCP_HEADERS under credentials),
+    were scrubbed only whole: an upstream saying "invalid token ntn_..." showed the token.
+    The strings under credential keys, and the token after Bearer, are secrets too; the
+    other strings in the value are not."""
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\n[upstream.a.credentials]\n'
+        'OPENAPI_MCP_HEADERS = { env = "NOTION_HEADERS" }\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    ).upstream["a"]
+    value = json.dumps(
+        {"Authorization": "Bearer ntn_PLANTED0secret11", "Notion-Version": "2022-06-28"}
+    )
+    creds = resolve_credentials(config, {"NOTION_HEADERS": value})
+    scrub = Redactor(creds.secrets())
+    said = "401: API token is invalid: ntn_PLANTED0secret11 (version 2022-06-28)"
+    assert scrub.scrub(said) == "401: API token is invalid: [redacted] (version 2022-06-28)"
