@@ -51,6 +51,7 @@ import base64
 import contextlib
 import html
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -135,10 +136,18 @@ def credential_path(value: str) -> bool:
     (``--api-key V``, ``API_KEY = "V"``), is a file's path holding it rather than the
     credential: relative (``./k``, ``../k``), or absolute or under ``~/`` with a ``.`` in it
     (``/etc/tls/key.pem``, ``~/.ssh/id_ed25519``). A base64 credential may start with ``/``
-    (``/Zm9vYmFy...``) but never holds a ``.``, so ``/`` alone says nothing."""
+    (``/Zm9vYmFy...``) but never holds a ``.``, so ``/`` alone says nothing; nor is it a
+    file that exists here (``--private-key /run/secrets/pk``: a container's secret file)."""
     if value.startswith(("./", "../")):
         return True
-    return value.startswith(("/", "~/")) and "." in value
+    if not value.startswith(("/", "~/")):
+        return False
+    if "." in value:
+        return True
+    try:
+        return os.path.isfile(os.path.expanduser(value))
+    except (OSError, ValueError):  # a NUL, a name too long: no file
+        return False
 
 
 def _a_value(value: str) -> bool:

@@ -402,6 +402,23 @@ def test_a_base64_credential_starting_with_a_slash_is_no_path() -> None:
     assert config.upstream["a"].env["PRIVATE_KEY"] == "~/.ssh/id_ed25519"
 
 
+def test_a_credential_option_given_a_file_that_exists_is_a_path(tmp_path: Path) -> None:
+    """A container's secret file has no dot (/run/secrets/pk): given to --private-key it
+    was refused as the key itself; a file that exists there is its path (a base64 key is
+    no file on the host)."""
+    secret = tmp_path / "pk"
+    secret.write_text("not read by the check")
+    config = parse_host_config(
+        f'[upstream.a]\ncommand = "x"\nargs = ["--private-key", "{secret}"]\n'
+        f'[upstream.a.env]\nPRIVATE_KEY = "{secret}"\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert config.upstream["a"].env["PRIVATE_KEY"] == str(secret)
+    found = problems(f'[upstream.a]\ncommand = "x"\nargs = ["--api-key", "{secret}-gone"]\n')
+    assert found and "credential option" in found[0]
+
+
 def test_a_short_setting_that_only_mentions_a_credential_is_plain() -> None:
     """AUTH_TYPE = "oauth", SESSION_TTL = "30m" were refused as credentials and the
     message's way out was none (credentials refuses a value under eight characters). A
