@@ -1007,6 +1007,10 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*found, *host_trees(runtime, host_config)]))
 
 
+#: the environment variables naming the repository git works on, whatever its cwd
+_GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")
+
+
 def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     """Directories whose every file the host runs or reads as code outside any sandbox,
     besides SharedOS's installation (part of ``host_programs``): the installs of a package
@@ -1024,7 +1028,10 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
             continue
         found += runner_dirs(upstream.command)
-        where = [*upstream.args, *([upstream.cwd] if upstream.cwd else [])]
+        # and the repository its environment names (``GIT_DIR``, ``GIT_WORK_TREE``): git
+        # there reads that one, wherever its arguments and cwd lie
+        named = [v for k, v in upstream.env.items() if k in _GIT_ENV]
+        where = [*upstream.args, *([upstream.cwd] if upstream.cwd else []), *named]
         found += git_dirs(where, upstream.cwd)
     return tuple(dict.fromkeys(found))
 

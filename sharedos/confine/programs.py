@@ -175,12 +175,41 @@ def git_dirs(paths: Iterable[str], cwd: str | None = None) -> list[str]:
                 continue
             for directory in (where.resolve(), *where.resolve().parents):
                 if (directory / ".git").exists():
-                    found.append(str(directory / ".git"))
+                    found += _git_dir_and_common(directory / ".git")
                     break
-                if (directory / "HEAD").is_file() and (directory / "objects").is_dir():
-                    found.append(str(directory))  # a bare repository
+                if (directory / "HEAD").is_file() and (
+                    (directory / "objects").is_dir() or (directory / "commondir").is_file()
+                ):
+                    found += _git_dir_and_common(directory)  # a bare repository, a git dir
                     break
     return list(dict.fromkeys(found))
+
+
+def _git_dir_and_common(dot_git: Path) -> list[str]:
+    """``dot_git`` and the directories git reads through it: the directory a ``.git`` file
+    points to (``gitdir: PATH``: a worktree's ``MAIN/.git/worktrees/NAME``, a submodule's
+    ``SUPER/.git/modules/NAME``) and the common directory that one names (``commondir``:
+    the main repository's ``.git``, whose ``config`` and ``hooks`` a worktree's git runs).
+    """
+    out = [str(dot_git)]
+    git_dir = dot_git
+    if dot_git.is_file():
+        try:
+            line = dot_git.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+        except (OSError, IndexError):
+            return out
+        key, _, value = line.partition(":")
+        if key.strip() != "gitdir" or not value.strip():
+            return out
+        git_dir = (dot_git.parent / value.strip()).resolve()
+        out.append(str(git_dir))
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        common = ""
+    if common:
+        out.append(str((git_dir / common).resolve()))
+    return out
 
 
 def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[str]:

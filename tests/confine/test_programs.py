@@ -1,0 +1,100 @@
+"""``confine.programs.git_dirs`` through ``cli.run.host_trees``: the git directories an
+unconfined upstream's git reads, wherever git finds them.
+
+A worktree's or a submodule's ``.git`` is a file (``gitdir: PATH``) naming a directory
+elsewhere, and a worktree's git reads the main repository's ``config`` and ``hooks``
+(its ``commondir``); ``GIT_DIR`` in the upstream's environment names the repository
+whatever its arguments. Each was left writable by a files root (a root over the main
+repository, or inside ``.git/modules``): a permitted ``files.write`` of a hook or of
+``core.fsmonitor`` ran as the host at the git server's next call.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from sharedos.cli.run import host_trees
+from sharedos.harness.hostconfig import parse_host_config
+from sharedos.tools.files import root_holds_code
+
+
+def _git(*args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "protocol.file.allow=always", *args], check=True, capture_output=True
+    )
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    _git("init", "-q", str(path))
+    _git(
+        "-C",
+        str(path),
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "first",
+    )
+    return path
+
+
+def _host(tmp_path: Path, args: list[str], env: dict[str, str] | None = None) -> object:
+    text = f"[upstream.git]\ncommand = {sys.executable!r}\nargs = {args!r}\n"
+    if env:
+        text += "[upstream.git.env]\n" + "".join(f"{k} = {v!r}\n" for k, v in env.items())
+    return parse_host_config(text, str(tmp_path / "host.toml"))
+
+
+def _refused(root: Path, trees: tuple[str, ...]) -> str | None:
+    return root_holds_code(root, (), inside=trees)
+
+
+def test_a_worktree_git_upstream_keeps_the_main_repositorys_git_directory(
+    tmp_path: Path,
+) -> None:
+    main = _repo(tmp_path / "main")
+    worktree = tmp_path / "elsewhere" / "wt"
+    _git("-C", str(main), "worktree", "add", "-q", str(worktree))
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(worktree)]))
+    assert str(main / ".git") in trees, trees
+    problem = _refused(main, trees)
+    assert problem is not None and str(main / ".git") in problem
+    # another project with its own .git, beside both: served
+    assert _refused(_repo(tmp_path / "project"), trees) is None
+
+
+def test_a_submodule_git_upstream_keeps_its_git_directory_under_modules(
+    tmp_path: Path,
+) -> None:
+    sub = _repo(tmp_path / "sub")
+    sup = _repo(tmp_path / "super")
+    _git(
+        "-C",
+        str(sup),
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        str(sub),
+        "dep",
+    )
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(sup / "dep")]))
+    modules = sup / ".git" / "modules" / "dep"
+    assert str(modules) in trees, trees
+    problem = _refused(modules / "hooks", trees)
+    assert problem is not None and "lies inside" in problem
+
+
+def test_a_git_dir_named_by_the_upstreams_environment_is_kept(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    trees = host_trees(None, _host(tmp_path, [], {"GIT_DIR": str(repo / ".git")}))
+    assert str(repo / ".git") in trees, trees
+    assert _refused(repo, trees) is not None
