@@ -1019,18 +1019,23 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     directories of the repositories such an upstream's arguments or declared cwd lie in
     (``--repository REPO``: git run there as the host runs ``core.fsmonitor`` and the
     hooks; ``git_dirs``). No files root may hold them or lie inside them."""
-    from sharedos.confine.programs import git_dirs, runner_dirs
+    from sharedos.confine.programs import git_dirs, runner_dirs, upstream_environ
 
     found: list[str] = []
     if runtime is not None:
-        found += runner_dirs(runtime.command[0])  # ``command = ["npx", "-y", "CLI"]``
+        found += runner_dirs(
+            runtime.command[0], runtime.environ
+        )  # ``command = ["npx", "-y", "CLI"]``
     for upstream in getattr(host_config, "upstream", {}).values():
         if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
             continue
-        found += runner_dirs(upstream.command)
+        # where ITS runner keeps installs: the SDK passes it HOME and PATH of the host's
+        # environment, and its own env (``UV_CACHE_DIR``), nothing else
+        environ = upstream_environ(upstream.env)
+        found += runner_dirs(upstream.command, environ)
         # and the repository its environment names (``GIT_DIR``, ``GIT_WORK_TREE``): git
         # there reads that one, wherever its arguments and cwd lie
-        named = [v for k, v in upstream.env.items() if k in _GIT_ENV]
+        named = [v for k, v in environ.items() if k in _GIT_ENV]
         where = [*upstream.args, *([upstream.cwd] if upstream.cwd else []), *named]
         found += git_dirs(where, upstream.cwd)
     return tuple(dict.fromkeys(found))

@@ -216,7 +216,8 @@ def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[
     """Where a package runner named by ``program`` keeps the packages it runs (made or
     not yet): ``npx``/``npm exec`` the npm cache (``$npm_config_cache``, ``~/.npm``;
     ``_npx`` holds each package installed, run from there again), ``uvx``/``uv`` its cache
-    and tool directories, ``pipx`` its home, ``bunx`` bun's install cache.
+    and tool directories, ``pipx`` its home, ``bunx`` bun's install cache. ``environ`` is
+    the program's own environment (``upstream_environ``), not the host's.
 
     The runner installs the server once and runs the installed files at every later
     start without checking them: a file written there (a permitted ``files.write`` under
@@ -238,6 +239,15 @@ def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[
     if name in ("bunx", "bun"):
         found.append(env.get("BUN_INSTALL_CACHE_DIR") or home / ".bun" / "install" / "cache")
     return list(dict.fromkeys(os.path.abspath(p) for p in found))
+
+
+def upstream_environ(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a stdio upstream runs with: what the MCP SDK passes on of the
+    host's (``HOME``, ``PATH``, …) and the upstream's own ``env``. The host's other
+    variables (``XDG_CACHE_HOME``, ``npm_config_cache``) never reach it."""
+    from mcp.client.stdio import get_default_environment
+
+    return {**get_default_environment(), **env}
 
 
 def _shebang(real: str) -> list[str]:

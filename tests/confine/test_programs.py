@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sharedos.cli.run import host_trees
 from sharedos.harness.hostconfig import parse_host_config
 from sharedos.tools.files import root_holds_code
@@ -98,3 +100,24 @@ def test_a_git_dir_named_by_the_upstreams_environment_is_kept(tmp_path: Path) ->
     trees = host_trees(None, _host(tmp_path, [], {"GIT_DIR": str(repo / ".git")}))
     assert str(repo / ".git") in trees, trees
     assert _refused(repo, trees) is not None
+
+
+def test_a_runner_cache_named_by_the_upstreams_environment_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upstream runs with the SDK's few inherited variables and its own ``env``: its
+    ``UV_CACHE_DIR`` is where ``uvx`` runs the server from, and the host's
+    ``XDG_CACHE_HOME`` never reaches it (its cache is ``~/.cache/uv``)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "hostcache"))
+    host = parse_host_config(
+        '[upstream.git]\ncommand = "uvx"\nargs = ["mcp-server-git"]\n'
+        f"[upstream.git.env]\nUV_TOOL_DIR = {str(tmp_path / 'srv' / 'tools')!r}\n",
+        str(tmp_path / "host.toml"),
+    )
+    trees = host_trees(None, host)
+    assert str(home / ".cache" / "uv") in trees, trees
+    assert str(tmp_path / "srv" / "tools") in trees, trees
+    problem = _refused(tmp_path / "srv", trees)
+    assert problem is not None and str(tmp_path / "srv" / "tools") in problem
