@@ -215,7 +215,8 @@ def _git_dir_and_common(dot_git: Path) -> list[str]:
 def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[str]:
     """Where a package runner named by ``program`` keeps the packages it runs (made or
     not yet): ``npx``/``npm exec`` the npm cache (``$npm_config_cache``, ``~/.npm``;
-    ``_npx`` holds each package installed, run from there again), ``uvx``/``uv`` its cache
+    ``_npx`` holds each package installed, run from there again), ``pnpm dlx`` pnpm's cache
+    and store, ``yarn dlx`` yarn's global folder and cache, ``uvx``/``uv`` its cache
     and tool directories, ``pipx`` its home, ``bunx`` bun's install cache. ``environ`` is
     the program's own environment (``upstream_environ``), not the host's.
 
@@ -231,6 +232,12 @@ def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[
     found: list[str | Path] = []
     if name in ("npx", "npm", "pnpm", "pnpx", "yarn"):
         found.append(env.get("npm_config_cache") or env.get("NPM_CONFIG_CACHE") or home / ".npm")
+    if name in ("pnpm", "pnpx"):  # ``pnpm dlx``: its cache's ``dlx``, linked from its store
+        found.append(env.get("npm_config_cache_dir") or cache / "pnpm")
+        found.append(env.get("npm_config_store_dir") or env.get("PNPM_HOME") or data / "pnpm")
+    if name == "yarn":  # ``yarn dlx``: the global cache of the archives it unpacks
+        found.append(env.get("YARN_GLOBAL_FOLDER") or home / ".yarn" / "berry")
+        found.append(env.get("YARN_CACHE_FOLDER") or cache / "yarn")
     if name in ("uvx", "uv"):
         found.append(env.get("UV_CACHE_DIR") or cache / "uv")
         found.append(env.get("UV_TOOL_DIR") or data / "uv" / "tools")

@@ -121,3 +121,29 @@ def test_a_runner_cache_named_by_the_upstreams_environment_is_kept(
     assert str(tmp_path / "srv" / "tools") in trees, trees
     problem = _refused(tmp_path / "srv", trees)
     assert problem is not None and str(tmp_path / "srv" / "tools") in problem
+
+
+@pytest.mark.parametrize(
+    ("runner", "installs"),
+    [
+        ("pnpm", (".cache/pnpm", ".local/share/pnpm")),  # pnpm dlx: cache/dlx, the store
+        ("yarn", (".yarn/berry",)),  # yarn dlx: the global archive cache
+    ],
+)
+def test_pnpm_and_yarn_dlx_installs_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str, installs: tuple[str, ...]
+) -> None:
+    """``pnpm dlx server`` runs the server from pnpm's cache (``dlx``), linked from its
+    store; ``yarn dlx`` unpacks the archives of its global cache: code the host runs next,
+    as ``~/.npm/_npx`` is for ``npx``. Only ``~/.npm`` was kept."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    host = parse_host_config(
+        f'[upstream.srv]\ncommand = "{runner}"\nargs = ["dlx", "some-mcp-server"]\n',
+        str(tmp_path / "host.toml"),
+    )
+    trees = host_trees(None, host)
+    for where in installs:
+        assert str(home / where) in trees, trees
+        problem = _refused(home / where / "dlx", trees)
+        assert problem is not None and "lies inside" in problem
