@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -182,7 +184,7 @@ class BundleState:
         """The release recorded there; None when no file exists; ``StateError`` otherwise."""
         try:
             # bounded, never waiting: a pipe nobody writes to or a device here is refused
-            raw = textfile.read_bytes(self.path, limit=_STATE_LIMIT)
+            raw = _read_regular(self.path, limit=_STATE_LIMIT)
         except FileNotFoundError:
             return self._earlier() if self.source is not None else None
         except OSError as exc:
@@ -341,6 +343,32 @@ def _read_copy(path: Path) -> bytes | None:
     from sharedos.bundles.source import MAX_BUNDLE_BYTES
 
     try:
-        return textfile.read_bytes(path, limit=MAX_BUNDLE_BYTES)
+        return _read_regular(path, limit=MAX_BUNDLE_BYTES)
     except (OSError, ValueError):
         return None
+
+
+def _read_regular(path: Path, *, limit: int) -> bytes:
+    """``textfile.read_bytes`` of a file this module wrote: a regular file (a link
+    followed to one), else ``UnreadableFile`` ("not a regular file"). Every file here is
+    written as one, so anything else was put there: a named pipe whose write end is held
+    open without a write was read for ever (a start, and every poll waiting on the
+    state's lock behind it, hung)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise textfile.UnreadableFile(errno.EINVAL, kind, os.fspath(path))
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(max(st.st_size + 1, 1 << 16), limit + 1)):
+            size += len(chunk)
+            if size > limit:
+                raise textfile.UnreadableFile(
+                    errno.EFBIG, f"larger than {limit:,} bytes", os.fspath(path)
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

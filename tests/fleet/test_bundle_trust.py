@@ -1162,3 +1162,44 @@ def test_a_start_on_the_kept_copy_overtaken_by_a_newer_release_takes_the_newer(
     ).poll()
     assert started.status == "kept", started.detail
     assert started.current is not None and started.current.revision == "r7"
+
+
+@pytest.mark.parametrize("which", ["kept", "pending", "state"])
+def test_a_pipe_held_open_beside_the_state_does_not_hang_a_start(
+    tmp_path: Path, signer: Signer, which: str
+) -> None:
+    """Someone who can write the state directory made the kept copy, the bytes waiting
+    beside it, or the state a named pipe and held its write end open without writing: a
+    start whose source failed read it (in a blocking read) and waited for ever, under the
+    state's lock for the waiting bytes. Only a regular file is read there now."""
+    import os
+
+    from tests.timing import bound
+
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r6", sequence=6))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    (pub / "bundle.json").unlink()  # the source down for the start
+    path = {"kept": state.kept_path, "pending": state.pending_path, "state": state.path}[which]
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    writer = os.open(path, os.O_RDWR)  # a writer that never writes
+    result: list[Any] = []
+    try:
+        manager = BundleManager(DirectorySource(pub), verifier(signer), state=state)
+        thread = threading.Thread(target=lambda: result.append(manager.poll()), daemon=True)
+        thread.start()
+        thread.join(bound(10.0))
+        hung = thread.is_alive()
+    finally:
+        os.close(writer)  # a hung read sees the end of the pipe and returns
+    thread.join()
+    assert not hung, f"a start waited on the pipe at {path}"
+    if which == "kept":  # no copy of r6: no policy
+        assert result[0].current is None
+    elif which == "state":  # no state naming r6: no policy, and why
+        assert result[0].current is None and "not a regular file" in result[0].detail
+    else:
+        assert result[0].status == "kept", result[0].detail
+        assert result[0].current is not None and result[0].current.revision == "r6"
