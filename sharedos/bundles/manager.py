@@ -26,6 +26,7 @@ cannot hold ``poll()`` for long; ``current()`` never waits for a poll.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -183,11 +184,17 @@ class BundleManager:
         return best
 
     def _remember(
-        self, loaded: LoadedBundle, data: bytes | None = None, *, origin: str | None = None
+        self,
+        loaded: LoadedBundle,
+        data: bytes | None = None,
+        *,
+        origin: str | None = None,
+        lock_held: bool = False,
     ) -> None:
         """Write ``loaded`` down as enforced (and ``data``, its bytes, kept for a restart
         the source fails), before it is put in force (sequenced bundles). ``origin``: the
-        source to record it of, when ``loaded`` was read elsewhere (its kept copy)."""
+        source to record it of, when ``loaded`` was read elsewhere (its kept copy).
+        ``lock_held``: the caller holds the state's lock already (``locked``)."""
         if loaded.sequence <= 0:
             return
         if self._enforced is not None and self._enforced.same_release(loaded):
@@ -196,7 +203,7 @@ class BundleManager:
         if origin is not None:
             enforced = replace(enforced, origin=origin)
         if self.state is not None:
-            with self.state.locked():
+            with contextlib.nullcontext() if lock_held else self.state.locked():
                 # what another process of this host enforced since this poll read the file
                 recorded = self.state.load()
                 why = rollback_problem(loaded, recorded)
@@ -242,10 +249,12 @@ class BundleManager:
         why: str | None = None
         # another process of the host may put a newer release in force between the read
         # and the write down (its own fetch succeeded): read again, that one is the copy
-        for _ in range(_KEPT_READS):
+        for attempt in range(_KEPT_READS):
             loaded, why = None, None
             try:
-                loaded, why = self._kept_release(kept_at)
+                # the last read holds the lock until the copy is written down: a poller
+                # writing newer releases all the while cannot leave this start on nothing
+                loaded, why = self._kept_release(kept_at, hold=attempt == _KEPT_READS - 1)
                 break
             except _Overtaken as exc:
                 why = str(exc)
@@ -273,15 +282,28 @@ class BundleManager:
             self.on_change(loaded)
         return PollResult("kept", loaded, detail)
 
-    def _kept_release(self, kept_at: str) -> tuple[LoadedBundle | None, str | None]:
+    def _kept_release(
+        self, kept_at: str, *, hold: bool = False
+    ) -> tuple[LoadedBundle | None, str | None]:
         """The copy of the release the state records, written down as enforced, or why it
         is not used ((None, None): no copy; ``_Overtaken`` when the state records a newer
-        release by the time it is written down)."""
+        release by the time it is written down). ``hold``: under the state's lock from
+        the read to the write down (verifying a bundle of many MiB meanwhile), so no
+        other process of the host can overtake it."""
+        assert self.state is not None
+        if not hold:
+            return self._kept_release_locked(kept_at, hold=False)
+        with self.state.locked():
+            return self._kept_release_locked(kept_at, hold=True)
+
+    def _kept_release_locked(
+        self, kept_at: str, *, hold: bool
+    ) -> tuple[LoadedBundle | None, str | None]:
         assert self.state is not None
         # the copies and the state read as a writer leaves them (under the lock it holds
         # from its first write to its last): between them, the bytes of the release it
         # writes down wait beside the copy of the one the state still records
-        with self.state.locked():
+        with contextlib.nullcontext() if hold else self.state.locked():
             copies = self.state.kept_copies()
             recorded = self.state.load()
         if not copies:
@@ -296,7 +318,7 @@ class BundleManager:
         if why is None and loaded is not None and loaded.sequence > 0:
             # recorded as a release of the source, as the state's own was: the copy is
             # where it was kept, not where it came from
-            self._remember(loaded, origin=shown_location(recorded.origin))
+            self._remember(loaded, origin=shown_location(recorded.origin), lock_held=hold)
         return loaded, why
 
     def _recorded_copy(

@@ -1203,3 +1203,45 @@ def test_a_pipe_held_open_beside_the_state_does_not_hang_a_start(
     else:
         assert result[0].status == "kept", result[0].detail
         assert result[0].current is not None and result[0].current.revision == "r6"
+
+
+def test_a_start_on_the_kept_copy_overtaken_at_every_read_still_starts(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process of the host put a newer release in force while the start verified
+    its copy, at every read (a poller whose source publishes often, on a slow host): after
+    three reads the start gave up and ran with no policy, although the copy of the
+    release the state records was on disk all along. Its last read now holds the state's
+    lock until the copy is written down: nothing overtakes it."""
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r6", sequence=6))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    newer = [
+        release(tmp_path, rules, signer, revision=f"r{n}", sequence=n)
+        for n, rules in ((7, RULES_V1), (8, RULES_V2), (9, RULES_V1), (10, RULES_V2))
+    ]
+    (pub / "bundle.json").unlink()  # the source down for the start
+
+    class Overtaken(BundleVerifier):
+        """The real verifier; the other process writes a newer release at every verify
+        it can (its lock wait cut short: the start's lock is held while it verifies)."""
+
+        def verify(self, fetched: Any) -> Any:
+            if newer:
+                publish(pub, newer[0])
+                other = BundleManager(DirectorySource(pub), verifier(signer), state=state)
+                if other.poll().status == "loaded":
+                    newer.pop(0)
+                (pub / "bundle.json").unlink()
+            return super().verify(fetched)
+
+    from sharedos.bundles import state as state_module
+
+    monkeypatch.setattr(state_module, "_LOCK_WAIT_S", 0.05)
+    started = BundleManager(
+        DirectorySource(pub), Overtaken([signer.public_pem()]), state=state
+    ).poll()
+    assert started.status == "kept", started.detail
+    assert started.current is not None
+    assert started.current.sequence == state.load().sequence
