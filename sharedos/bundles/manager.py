@@ -155,7 +155,9 @@ class BundleManager:
                 self._refused_tag = seen
                 return self._fall_back("refused", str(exc))
             except StateError as exc:
-                return self._problem(
+                # refused as any release is that cannot be put in force: a start holding
+                # nothing runs on the release recorded, whose copy needs no write
+                return self._fall_back(
                     "refused",
                     f"cannot remember {loaded.describe()} as enforced: {exc}; not putting it "
                     "in force (a restarted host could then be rolled back)",

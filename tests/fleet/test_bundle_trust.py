@@ -1094,9 +1094,10 @@ def test_a_host_on_a_full_disk_starts_with_the_release_it_already_recorded(
     started = _start_on_a_full_disk(pub, key, state.path)
     assert started.startswith("kept r5"), f"the copy the state records was refused: {started}"
     assert state.path.read_bytes() == recorded
-    # a newer release cannot be remembered there: still refused (a restart could not find it)
+    # a newer release cannot be remembered there: refused (a restart could not find it),
+    # and the start runs on the release recorded, as for any release refused
     publish(pub, release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
-    assert _start_on_a_full_disk(pub, key, state.path).startswith("refused None cannot remember")
+    assert _start_on_a_full_disk(pub, key, state.path).startswith("kept r5 cannot remember")
 
 
 def test_a_host_on_a_full_disk_starts_with_the_release_a_killed_writer_recorded(
@@ -1245,3 +1246,25 @@ def test_a_start_on_the_kept_copy_overtaken_at_every_read_still_starts(
     assert started.status == "kept", started.detail
     assert started.current is not None
     assert started.current.sequence == state.load().sequence
+
+
+def test_a_start_that_cannot_write_a_newer_release_down_runs_on_the_one_recorded(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A start whose source served a newer release (r7) it could not write down (a full
+    disk, a read-only state directory, a directory put where its bytes wait) refused r7,
+    rightly, and then ran with no policy, although the release the state records (r6) had
+    its copy on disk: a start whose source was down ran on r6. It falls back to r6 as for
+    any release refused, and says why r7 was not put in force."""
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r6", sequence=6))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    state.pending_path.mkdir()
+    (state.pending_path / "theirs").write_text("not SharedOS's")
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r7", sequence=7))
+    started = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert started.status == "kept" and "cannot remember" in started.detail
+    assert started.current is not None and started.current.revision == "r6", started.detail
+    assert (state.pending_path / "theirs").read_text() == "not SharedOS's"
+    assert state.load().revision == "r6"
