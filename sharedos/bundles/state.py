@@ -282,16 +282,22 @@ class BundleState:
         on disk, so a process killed between the writes leaves a host that can still start
         while its source fails (``kept_copies``), on the release the state records."""
         text = json.dumps(asdict(enforced), indent=1, sort_keys=True) + "\n"
+        # the message names the file that could not be written (a directory put where the
+        # bytes wait failed every save, said as the state file, which was a good one)
+        writing = self.path
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             if data is not None:
+                writing = self.pending_path
                 write_atomically(self.pending_path, data, mode=0o600, exact_mode=True, durable=True)
+            writing = self.path
             write_atomically(self.path, text, mode=0o600, exact_mode=True, durable=True)
             if data is not None:
+                writing = self.kept_path
                 os.replace(self.pending_path, self.kept_path)
                 fsync_directory(self.path.parent)
         except OSError as exc:
-            raise StateError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            raise StateError(f"cannot write {writing}: {exc.strerror or exc}") from None
 
     def kept(self) -> bytes | None:
         """The bytes of the last release enforced (None when none were kept, or they cannot

@@ -378,3 +378,21 @@ def test_a_poller_killed_at_random_file_operations_many_times(
 ) -> None:
     kills = sum(_keep_loop(tmp_path / str(seed), steps=150, seed=seed) for seed in range(6))
     stress_figures.add(f"bundle kept copy: {kills} pollers and starts killed, every start kept")
+
+
+def test_a_save_that_cannot_write_names_the_file_it_could_not_write(tmp_path: Path) -> None:
+    """A directory put where a release's bytes wait (``bundle.next.last-good.json``) made
+    every save fail, and the message named the state file, ``cannot write …/bundle.json:
+    Is a directory``, which was a good regular file: an operator looked there and found
+    nothing wrong. The message names the file that could not be written."""
+    from sharedos.bundles.state import BundleState, Enforced, StateError
+
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    state.path.parent.mkdir()
+    state.pending_path.mkdir()
+    (state.pending_path / "theirs").write_text("x")
+    enforced = Enforced(sequence=3, revision="r3", bundle_hash="ab" * 32, origin="o")
+    with pytest.raises(StateError) as caught:
+        state.save(enforced, b"{}")
+    assert str(state.pending_path) in str(caught.value), caught.value
+    assert not state.path.exists() and (state.pending_path / "theirs").exists()
