@@ -214,9 +214,11 @@ class BundleManager:
                 if recorded is not None:
                     # before anything is written: a save writes its bytes where a killed
                     # writer may have left the only copy of the release the state records
-                    self.state.settle(
+                    settled = self.state.settle(
                         lambda copy: self._is_release(copy, recorded), must=data is not None
                     )
+                    if settled is not None:
+                        _say(logging.WARNING, settled)
                 if recorded is not None and _written_down(self.state, recorded, enforced, data):
                     # already there (every start of a host whose release has not changed):
                     # nothing to write, so a full disk or a read-only state directory, which

@@ -305,7 +305,7 @@ class BundleState:
         trusted)."""
         return _read_copy(self.kept_path)
 
-    def settle(self, is_recorded: Callable[[bytes], bool], *, must: bool = True) -> None:
+    def settle(self, is_recorded: Callable[[bytes], bool], *, must: bool = True) -> str | None:
         """Finish what a writer killed midway left (bytes waiting at ``pending_path``), under
         ``locked()``, before anything else is written: ``is_recorded(data)`` says whether
         bytes are the release the state records (the caller verifies them).
@@ -318,23 +318,36 @@ class BundleState:
         killed before the state; a file put there): removed, so one copy is left.
         ``StateError`` when the waiting bytes cannot be put in place and ``must`` (a save
         follows, which would write over them); otherwise they are left where a start finds
-        them (a read-only directory)."""
-        if not self.pending_path.exists():
-            return
+        them (a read-only directory). Returns what it did, in a line for the host's log
+        (None: nothing): a file removed or moved there may have been put by someone else."""
+        if not os.path.lexists(self.pending_path):
+            return None
         kept = _read_copy(self.kept_path)
         if kept is not None and is_recorded(kept):
-            with contextlib.suppress(OSError):  # a file left is only space
+            try:
+                # only a name is removed (a link, never what it leads to), never a directory
                 os.unlink(self.pending_path)
-            return
+            except OSError:  # a file left is only space
+                return None
+            return (
+                f"sharedos: removed {self.pending_path}: not the release the state file "
+                f"{self.path} records, whose copy is {self.kept_path} (a writer killed before "
+                "the state, or a file put there)"
+            )
         pending = _read_copy(self.pending_path)
         if pending is None or not is_recorded(pending):
-            return  # neither is: nothing here to keep
+            return None  # neither is: nothing here to keep
         try:
             os.replace(self.pending_path, self.kept_path)
             fsync_directory(self.path.parent)
         except OSError as exc:
             if must:
                 raise StateError(f"cannot write {self.kept_path}: {exc.strerror or exc}") from None
+            return None
+        return (
+            f"sharedos: moved {self.pending_path} to {self.kept_path}: the release the state "
+            f"file {self.path} records, left there by a writer killed before its copy"
+        )
 
     def kept_copies(self) -> list[bytes]:
         """Every copy a start may use, in order: the kept copy, then the bytes of a release

@@ -1268,3 +1268,35 @@ def test_a_start_that_cannot_write_a_newer_release_down_runs_on_the_one_recorded
     assert started.current is not None and started.current.revision == "r6", started.detail
     assert (state.pending_path / "theirs").read_text() == "not SharedOS's"
     assert state.load().revision == "r6"
+
+
+@pytest.mark.parametrize("planted", ["file", "link", "dangling"])
+def test_what_a_start_settles_beside_the_copy_it_says_and_never_follows_a_link(
+    tmp_path: Path, signer: Signer, caplog: pytest.LogCaptureFixture, planted: str
+) -> None:
+    """Bytes waiting beside the copy that are not the release recorded (an older release,
+    a link to another file) were removed without a word, so an operator whose file went
+    missing there had no line saying why, and a dangling link stayed for ever. Each is
+    removed as a name (a link's target untouched) and the host's log says so."""
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    r5 = release(tmp_path, RULES_V1, signer, revision="r5", sequence=5)
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r6", sequence=6))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    (pub / "bundle.json").unlink()  # the source down for the start
+    victim = tmp_path / "victim.json"
+    if planted == "file":
+        state.pending_path.write_bytes(r5)
+    elif planted == "link":
+        victim.write_bytes(r5)
+        state.pending_path.symlink_to(victim)
+    else:
+        state.pending_path.symlink_to(tmp_path / "nothing")
+    caplog.set_level(logging.WARNING, logger="sharedos.bundles")
+    started = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+    assert started.status == "kept" and started.current is not None
+    assert started.current.revision == "r6"
+    assert not state.pending_path.is_symlink() and not state.pending_path.exists()
+    assert f"removed {state.pending_path}" in caplog.text
+    if planted == "link":
+        assert victim.read_bytes() == r5
