@@ -1300,3 +1300,58 @@ def test_what_a_start_settles_beside_the_copy_it_says_and_never_follows_a_link(
     assert f"removed {state.pending_path}" in caplog.text
     if planted == "link":
         assert victim.read_bytes() == r5
+
+
+_WRITER = """
+import sys
+from dataclasses import replace
+from pathlib import Path
+from sharedos.bundles import BundleVerifier
+from sharedos.bundles.source import Fetched
+from sharedos.bundles.state import BundleState, Enforced
+verifier = BundleVerifier([Path(sys.argv[1]).read_bytes()])
+state, origin = BundleState(sys.argv[2]), sys.argv[3]
+print("ready", flush=True)
+for name in sys.argv[4:]:
+    data = Path(name).read_bytes()
+    loaded = verifier.verify(Fetched(data, "", origin))
+    with state.locked():
+        state.save(replace(Enforced.of(loaded), origin=origin), data)
+"""
+
+
+@pytest.mark.stress
+def test_starts_on_the_kept_copy_beside_a_process_writing_releases_all_the_while(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """Another process of the host writes a newer release down again and again while
+    hosts start with their source down: every start runs on a release the state recorded
+    (never with no policy), within the lock's wait."""
+    pub, key = tmp_path / "pub", tmp_path / "policy.pub"
+    key.write_bytes(signer.public_pem())
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r1", sequence=1))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    origin = state.load().origin
+    (pub / "bundle.json").unlink()
+    names = []
+    for n in range(2, 42):
+        path = tmp_path / f"r{n}.json"
+        path.write_bytes(
+            release(tmp_path, RULES_V1 if n % 2 else RULES_V2, signer, revision=f"r{n}", sequence=n)
+        )
+        names.append(str(path))
+    argv = [sys.executable, "-c", _WRITER, str(key), str(state.path), origin, *names]
+    writer = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+        starts = 0
+        while writer.poll() is None or starts < 5:
+            started = BundleManager(DirectorySource(pub), verifier(signer), state=state).poll()
+            assert started.status == "kept", started.detail
+            assert started.current is not None and started.current.sequence >= 1
+            starts += 1
+        print(f"{starts} starts beside the writer")
+    finally:
+        writer.kill()
+        writer.wait()
