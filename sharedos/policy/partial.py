@@ -141,6 +141,10 @@ def forbid_certain(enc: list[Any] | None, kind: str | None, context: Any, action
 
 #: Beyond this many combinations, fall back to per-condition reasoning.
 MAX_JOINT_CASES = 4096
+#: and beyond this many over all the permits weighed for one tool's listing (each may
+#: offer thousands of lists for 'VALUE in args.p': ninety permits of two such tests cost
+#: 4 s of CPU per new caller), the permits not yet weighed are "possible"
+MAX_LISTING_CASES = 4 * MAX_JOINT_CASES
 
 _MISSING = object()
 _FRESH = "\x00fresh\x00"  # a string no policy literal can equal
@@ -173,6 +177,11 @@ def _atom_key(enc: list[Any]) -> str:
     import json
 
     return json.dumps(enc, sort_keys=True, separators=(",", ":"))
+
+
+def condition_key(enc: list[Any]) -> str:
+    """A condition's identity: the same for two rules that test the same thing."""
+    return _atom_key(enc)
 
 
 def _reads_args(node: list[Any]) -> bool:

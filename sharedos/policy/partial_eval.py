@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sharedos.policy.conditions import Env, roots
 from sharedos.policy.decision import ListingExplanation, PermitReason
@@ -27,7 +27,9 @@ from sharedos.policy.index import Node, walk_along
 from sharedos.policy.ir import MatchKind, RuleRecord, ToolPlan
 from sharedos.policy.partial import (
     MAX_JOINT_CASES,
+    MAX_LISTING_CASES,
     JointSpace,
+    condition_key,
     forbid_certain,
     permit_possible,
     rule_applies_under,
@@ -359,6 +361,8 @@ class PartialEvaluator:
         # a prefix of the permit's), so which one is found first changes nothing.
         win_key = ("won", t.namespace, action, shape)
         won = memo.get(win_key)
+        # the joint combinations this listing may still enumerate, over all its permits
+        budget = [MAX_LISTING_CASES]
         for step in plan.steps:
             rule = step.rule
             pat = step.pattern
@@ -425,7 +429,12 @@ class PartialEvaluator:
             # A condition reading arguments is weighed jointly, even alone: its
             # atoms may exclude each other ('when A unless A').
             plain = rule.applies is None or rule.context_only
-            if (plain and not uncertain) or _jointly_possible(rule, uncertain, action, context):
+            if plain and not uncertain:
+                return True
+            answer = _joint_answer(rule, uncertain, action, context, memo, budget)
+            if answer is None or answer:
+                # None: past the listing's bound, so "possible" (the call is still
+                # decided exactly)
                 return True
         return False
 
@@ -442,7 +451,12 @@ class PartialEvaluator:
             )
         listed = self.could_permit(tool, context)
         env: Env = (context, None, None, t.action)
-        reasons = tuple(self._permit_reason(t, rule, env, context) for rule in self.permit_order(t))
+        joint: dict[Any, Any] = {}
+        budget = [MAX_LISTING_CASES]
+        reasons = tuple(
+            self._permit_reason(t, rule, env, context, joint, budget)
+            for rule in self.permit_order(t)
+        )
         if listed:
             summary = "some call could be permitted"
         elif not reasons:
@@ -480,7 +494,15 @@ class PartialEvaluator:
             out.append(PermitReason(rule.ref, rule.pattern, possible, why))
         return tuple(out)
 
-    def _permit_reason(self, t: ToolPlan, rule: RuleRecord, env: Env, context: Any) -> PermitReason:
+    def _permit_reason(
+        self,
+        t: ToolPlan,
+        rule: RuleRecord,
+        env: Env,
+        context: Any,
+        joint: dict[Any, Any],
+        budget: list[int],
+    ) -> PermitReason:
         def say(possible: bool, why: str) -> PermitReason:
             return PermitReason(rule.ref, rule.pattern, possible, why)
 
@@ -508,7 +530,9 @@ class PartialEvaluator:
                 )
             uncertain.append(forbid)
         plain = rule.applies is None or rule.context_only
-        if (uncertain or not plain) and not _jointly_possible(rule, uncertain, t.action, context):
+        if (uncertain or not plain) and _joint_answer(
+            rule, uncertain, t.action, context, joint, budget
+        ) is False:
             ids = ", ".join(f.id for f in uncertain)
             if not ids:
                 return say(False, "no arguments can satisfy its condition")
@@ -576,16 +600,51 @@ def _context_dependent(rule: RuleRecord) -> bool:
     return rule.match is MatchKind.CONTEXT
 
 
+def _joint_answer(
+    permit: RuleRecord,
+    forbids: list[RuleRecord],
+    action: str,
+    context: Any,
+    memo: dict[Any, Any],
+    budget: list[int],
+) -> bool | None:
+    """``_jointly_possible``, asked once per ``memo``: permits of one condition under
+    the same forbids (a generated policy's 'permit read on "/dN/**" when "a" in
+    args.tags', one per directory) ask one joint question, and each may enumerate
+    thousands of lists."""
+    key = (
+        "joint",
+        action,
+        condition_key(permit.condition) if permit.condition is not None else None,
+        permit.condition_kind,
+        tuple(f.index for f in forbids),
+    )
+    answer = memo.get(key)
+    if answer is None:
+        answer = _jointly_possible(permit, forbids, action, context, budget)
+        if answer is not None:
+            memo[key] = answer
+    return cast("bool | None", answer)
+
+
 def _jointly_possible(
-    permit: RuleRecord, forbids: list[RuleRecord], action: str, context: Any
-) -> bool:
+    permit: RuleRecord,
+    forbids: list[RuleRecord],
+    action: str,
+    context: Any,
+    budget: list[int],
+) -> bool | None:
     """Is there a choice of arguments under which the permit applies and none of
-    the (pattern-covering) forbids does? See ``partial.JointSpace``."""
+    the (pattern-covering) forbids does? See ``partial.JointSpace``. None when the
+    combinations are more than ``MAX_JOINT_CASES`` or than ``budget[0]``, what is left
+    of the listing's ``MAX_LISTING_CASES`` (taken from it otherwise): "possible"."""
     space = JointSpace(context, action)
     for rule in (permit, *forbids):
         space.add(rule.condition)
-    if space.size() > MAX_JOINT_CASES:
-        return True  # too many to enumerate: per-condition reasoning already said possible
+    size = space.size()
+    if size > MAX_JOINT_CASES or size > budget[0]:
+        return None  # too many to enumerate: per-condition reasoning already said possible
+    budget[0] -= size
     for assign in space.cases():
         if not rule_applies_under(
             permit.condition, permit.condition_kind, False, context, action, assign
