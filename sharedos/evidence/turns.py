@@ -191,7 +191,16 @@ async def evidence_turn(
                 if taken is not None:
                     # a call holding its approval runs to its outcome (its handler bounded):
                     # sealed first, the chain had that outcome past the seal, unvouched for
-                    await taken(turn_id)
+                    running = await taken(turn_id)
+                    if running:
+                        # past the bound (a handler that ignores its cancellation): the
+                        # seal goes first, and their outcomes land after it; said here
+                        logger.warning(
+                            "sharedos: turn %s is sealed while %d call(s) that took their "
+                            "approval still run past their bound; their outcomes follow the seal",
+                            turn_id,
+                            running,
+                        )
                 await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, written[0])
 
 

@@ -151,3 +151,21 @@ async def test_a_turn_whose_opening_was_refused_does_not_seal_another_turns_chai
         lock.close()
         first.close()
         second.close()
+
+
+async def test_a_seal_going_ahead_of_calls_that_took_their_approval_is_said(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The close waits (bounded) for calls that took their approval; one still running
+    past the bound (a handler that ignores its cancellation) had its outcome land after the
+    seal with nothing said. The host's log now says so, by turn and count."""
+
+    async def still_running(turn_id: str) -> int:
+        return 2
+
+    with caplog.at_level("WARNING", logger="sharedos.evidence"):
+        async with evidence_turn(store, turn_id="t-taken", catalog_hash="c", taken=still_running):
+            pass
+    assert [link.kind for link in store.iter_links("t-taken")] == ["open", "seal"]
+    said = [r.getMessage() for r in caplog.records if "took their approval" in r.getMessage()]
+    assert said and "t-taken" in said[0] and "2 call(s)" in said[0], caplog.text
