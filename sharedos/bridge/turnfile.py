@@ -185,6 +185,13 @@ def read_turn_file(path: Path) -> TurnFile:
     try:
         # no link followed, and no wait on a pipe put in the file's place
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        # the host removes a turn's file when the turn closes: a harness relaunching its
+        # MCP server after that finds nothing here, as a wrong path does
+        raise TurnFileError(
+            f"cannot open turn file {path}: no such file (its turn has closed, and the host "
+            "removed it; or the path is wrong): a bridge serves only a turn that is open"
+        ) from None
     except OSError as exc:
         raise TurnFileError(f"cannot open turn file {path}: {exc.strerror}") from None
     try:

@@ -50,6 +50,8 @@ def test_a_deleted_turn_file_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run("--stdio", "--turn", str(tmp_path / "gone" / "turn.json"))
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "cannot open turn file" in proc.stderr
+    # a harness relaunching its server after the turn closed is told why, not only ENOENT
+    assert "its turn has closed" in proc.stderr
 
 
 def test_the_bridge_entry_point_does_not_import_the_cli_layer() -> None:
