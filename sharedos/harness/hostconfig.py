@@ -730,12 +730,16 @@ class HostConfig(BaseModel):
                 if not _is_url(fetched := self.bundle_location(env)):
                     out += [fetched, written(bundle)]
             # the last release enforced (anti-rollback): as ``sharedos run`` finds it
-            from sharedos.bundles.state import lock_path_of
+            from sharedos.bundles.state import BundleState, lock_path_of
 
             with contextlib.suppress(HostConfigError):
-                # and its lock: a sandbox holding it would stall every poll of the host
+                # and its lock: a sandbox holding it would stall every poll of the host; and
+                # the release's kept copy with the bytes waiting beside it, which a start
+                # whose source fails puts in force
                 state = Path(self.bundle_state_path(env))
+                kept = BundleState(state)
                 out += [str(state), str(lock_path_of(state))]
+                out += [str(kept.kept_path), str(kept.pending_path)]
                 if self.policy.state:
                     out.append(written(self.policy.state))
                     out.append(str(lock_path_of(Path(written(self.policy.state)))))

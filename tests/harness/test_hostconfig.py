@@ -610,3 +610,15 @@ def test_a_bundle_url_path_variable_is_masked_in_every_message_naming_the_url() 
     assert token not in str(err.value) and "/t/***/p.tar" in str(err.value)
     line = load_shadow(*host.shadow_source(env)).line()
     assert token not in line and "http://127.0.0.1:1/s/***/p.tar" in line
+
+
+def test_the_bundles_kept_copies_are_state_no_sandbox_shows(tmp_path: Path) -> None:
+    """The release's kept copy (and the bytes waiting to replace it) is what a start whose
+    source fails puts in force: state of the host, as the state file and its lock are."""
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[harness.codex]\n[policy]\nbundle = "https://b.example/b.json"\nstate = "st/bundle.json"\n'
+    )
+    paths = load_host_config(host).state_paths()
+    for name in ("bundle.json", "bundle.last-good.json", "bundle.next.last-good.json"):
+        assert str(tmp_path / "st" / name) in paths, (name, paths)
