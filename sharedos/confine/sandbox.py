@@ -81,8 +81,13 @@ class HarnessSandbox:
         ports: Sequence[int] = (),
         placeholders: Mapping[str, str] | None = None,
         door: StdioDoor | None = None,
+        private: Iterable[str | os.PathLike[str]] = (),
     ) -> HarnessSandbox:
-        """The view for a harness: the system, ``readonly``, ``writable``, SharedOS's Python."""
+        """The view for a harness: the system, ``readonly``, ``writable``, SharedOS's Python.
+
+        ``private``: directories that hold other turns' directories beside this one's (the
+        ``workdir`` its turn directory was made in): a path that shows one shows only this
+        turn's own there, as for the runs' base."""
         python, prefix = sandbox_python()
         builder = ViewBuilder().system(network=network == "host")
         builder.readonly(prefix)
@@ -103,7 +108,7 @@ class HarnessSandbox:
             never_writable=sharedos_installation(),
             # every run's turn directory lies there: a path that shows it (a readonly
             # path holding the temporary directory) shows only this turn's own
-            private=[run_base()],
+            private=[run_base(), *private],
         )
         return cls(mechanism=mechanism, view=view, python=python, door=door)
 

@@ -299,12 +299,18 @@ class ViewBuilder:
         ``private`` directories hold other sandboxes' paths beside this one's own (the runs'
         base: every run's turn directory): one that a visible path holds gets an empty tmpfs
         of the sandbox's own over it, under which only the view's own paths are bound."""
+        places = list(dict.fromkeys(canonical(p) for p in private))
+        # a private directory shown read-only as a whole is shown as the private one (its
+        # own tmpfs, this view's paths bound in it): a bind of that very path would cover
+        # the tmpfs, and every other sandbox's directory in it with it
+        shown_ro = [p for p in self._ro if p not in places]
+        hidden = [p for p in self._ro if p in places]
         # a path inside another path of the same kind adds nothing to the view
         writable = [p for p in self._rw if not any(_is_under(p, o) and p != o for o in self._rw)]
         readonly = [
             p
-            for p in self._ro
-            if p not in self._rw and not any(_is_under(p, o) and p != o for o in self._ro)
+            for p in shown_ro
+            if p not in self._rw and not any(_is_under(p, o) and p != o for o in shown_ro)
         ]
         visible = [*readonly, *writable]
         for kept in dict.fromkeys(canonical(k) for k in never_writable):
@@ -376,8 +382,8 @@ class ViewBuilder:
                         )
                     masked.append(root)
         tmpfs = dict(self._tmpfs)
-        for place in dict.fromkeys(canonical(p) for p in private):
-            if any(_is_under(place, seen) and place != seen for seen in visible):
+        for place in places:
+            if place in hidden or any(_is_under(place, seen) and place != seen for seen in visible):
                 tmpfs[place] = None
         # A recreated symlink that lies inside a bound directory already exists there.
         links = {

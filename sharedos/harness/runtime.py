@@ -460,6 +460,9 @@ class McpHarnessRuntime:
                     network=self._network(),
                     placeholders={str(turn.turn_dir): "{turn}"},
                     door=door,
+                    # the workdir keeps every turn's directory (``sharedos run --workdir``
+                    # keeps them all): a readonly path holding it must not show the others
+                    private=[turn.turn_dir.parent],
                 )
                 if stdio_launch is not None and stdio_launch.directory is not None:
                     _refuse_visible_turn_files(Path(stdio_launch.directory), sandbox)

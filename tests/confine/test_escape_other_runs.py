@@ -92,3 +92,55 @@ def test_a_confined_harness_cannot_read_another_runs_directory(
                 claimed.release()
         env.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("shown", ["above", "itself"])
+def test_a_confined_harness_cannot_read_earlier_turns_kept_in_the_workdir(
+    tmp_path: Path, shown: str
+) -> None:
+    """``sharedos run --workdir W`` keeps every turn's directory in ``W``, not under the
+    runs' private base: a ``[confinement] readonly`` path holding ``W`` (or ``W`` itself)
+    showed every earlier turn kept there (another principal's transcript and tool results)
+    to this turn's harness. ``W`` is as private as the runs' base: only this turn's own
+    directory is bound in it."""
+    tmp = tmp_path / "shared"
+    workdir = tmp / "runs"
+    home = workdir / "claude-code-earlier" / "home"
+    home.mkdir(parents=True)
+    (home / "transcript.jsonl").write_text(SECRET + "\n", encoding="utf-8")
+    readonly = tmp if shown == "above" else workdir
+    host = parse_host_config(
+        f'[confinement]\nreadonly = ["{readonly}"]\n\n'
+        f'[harness.probe]\nkind = "claude-code"\ncommand = ["/bin/sh", "-c", '
+        f'"[ \\"$1\\" = --version ] && echo \'probe 1.0.0\' && exit 0; '
+        f'cat {workdir}/*/home/transcript.jsonl; ls {workdir}", '
+        '"probe"]\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    env = build_environment(load_manifest(), tmp_path / "env", name="probe")
+    runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
+    policy = ToolPolicy(
+        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
+    )
+    try:
+        result = asyncio.run(
+            runtime.run_turn(
+                env.host,
+                env.context("alice", f"probe-workdir-{shown}-{os.getpid()}"),
+                policy,
+                plan=[],
+                workdir=workdir,
+                transport="http",
+                timeout_s=60,
+                managed_roots=env.managed_roots(),
+            )
+        )
+        assert result.identity.confinement is not None
+        assert result.identity.confinement.state.value == "confined"
+        assert SECRET not in result.process.stdout, result.process.stdout
+        assert "claude-code-earlier" not in result.process.stdout, result.process.stdout
+        # its own turn directory is still where the harness was told it is
+        assert result.turn_dir.name in result.process.stdout, result.process.stdout
+    finally:
+        env.close()
