@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -87,6 +88,9 @@ class BundleManager:
         self._enforced: Enforced | None = None
         self._refused_tag: str | None = None
         self._last_problem: str | None = None
+        #: the copies beside the state verified last (SHA-256 of their bytes: the release,
+        #: or why it was refused), so none is verified again under the state's lock
+        self._copies: dict[str, LoadedBundle | str] = {}
         #: guards the manager's fields; never held while fetching
         self._lock = threading.Lock()
         #: one fetch at a time (each bounded by the source's own deadline)
@@ -205,6 +209,8 @@ class BundleManager:
         if origin is not None:
             enforced = replace(enforced, origin=origin)
         if self.state is not None:
+            if not lock_held and os.path.lexists(self.state.pending_path):
+                self._verify_copies()  # what settle verifies, before the lock is taken
             with contextlib.nullcontext() if lock_held else self.state.locked():
                 # what another process of this host enforced since this poll read the file
                 recorded = self.state.load()
@@ -231,12 +237,39 @@ class BundleManager:
 
     def _is_release(self, data: bytes, recorded: Enforced) -> bool:
         """True when ``data``, a copy beside the state, verifies as the release ``recorded``."""
-        assert self.state is not None
         try:
-            loaded = self.verifier.verify(Fetched(data, "", str(self.state.kept_path)))
+            loaded = self._verified_copy(data)
         except BundleRejected:
             return False
         return recorded.same_release(loaded)
+
+    def _verified_copy(self, data: bytes) -> LoadedBundle:
+        """``data``, a copy beside the state, verified (``BundleRejected``), once per bytes:
+        a bundle of 64 MiB takes seconds to verify, and what is verified under the state's
+        lock holds every other process of the host (which waits for it only so long) from
+        writing its release down."""
+        assert self.state is not None
+        seen = hashlib.sha256(data).hexdigest()
+        known = self._copies.get(seen)
+        if known is None:
+            try:
+                known = self.verifier.verify(Fetched(data, "", str(self.state.kept_path)))
+            except BundleRejected as exc:
+                known = str(exc)
+            while len(self._copies) >= _COPIES_REMEMBERED:
+                del self._copies[next(iter(self._copies))]
+            self._copies[seen] = known
+        if isinstance(known, str):
+            raise BundleRejected(known)
+        return known
+
+    def _verify_copies(self) -> None:
+        """Verify the copies beside the state (``_verified_copy``) before its lock is taken:
+        under it, only bytes written since (by a writer holding it) are verified."""
+        assert self.state is not None
+        for data in self.state.kept_copies():
+            with contextlib.suppress(BundleRejected):
+                self._verified_copy(data)
 
     def _fall_back(self, status: Status, detail: str) -> PollResult:
         """The source failed (``status``, ``detail``): a manager that holds no bundle yet (a
@@ -292,11 +325,12 @@ class BundleManager:
         """The copy of the release the state records, written down as enforced, or why it
         is not used ((None, None): no copy; ``_Overtaken`` when the state records a newer
         release by the time it is written down). ``hold``: under the state's lock from
-        the read to the write down (verifying a bundle of many MiB meanwhile), so no
-        other process of the host can overtake it."""
+        the read to the write down, so no other process of the host can overtake it (the
+        copies are verified before it is taken: under it, only bytes written since are)."""
         assert self.state is not None
         if not hold:
             return self._kept_release_locked(kept_at, hold=False)
+        self._verify_copies()  # under the lock, only copies written since are verified
         with self.state.locked():
             return self._kept_release_locked(kept_at, hold=True)
 
@@ -333,7 +367,7 @@ class BundleManager:
         first_why: str | None = None
         for data in copies:
             try:
-                loaded = self.verifier.verify(Fetched(data, "", kept_at))
+                loaded = self._verified_copy(data)
             except BundleRejected as exc:
                 first_why = first_why or str(exc)
                 continue
@@ -445,6 +479,9 @@ def _whose(recorded: Enforced | None, origin: str) -> str | None:
 #: how many times a start whose source failed reads its kept copy again, when another
 #: process of the host puts a newer release in force between the read and the write down
 _KEPT_READS = 3
+
+#: how many copies' verifications a manager remembers (the kept copy and the bytes waiting)
+_COPIES_REMEMBERED = 2
 
 
 class _Overtaken(Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -1355,3 +1356,46 @@ def test_starts_on_the_kept_copy_beside_a_process_writing_releases_all_the_while
     finally:
         writer.kill()
         writer.wait()
+
+
+@pytest.mark.parametrize("source", ["down", "newer"])
+def test_no_bundle_is_verified_again_under_the_states_lock(
+    tmp_path: Path, signer: Signer, source: str
+) -> None:
+    """Bytes left waiting beside the copy (a writer killed midway) made every start verify
+    the kept copy again while holding the state's lock: a bundle of 64 MiB takes some 10 s
+    to verify here, and every other process of the host waits 5 s for that lock, then
+    refuses its release and starts with no policy ("cannot lock … another process holds
+    …"). A copy is verified before the lock is taken; under it, bytes verified already are
+    not verified again."""
+    from sharedos.atomicfile import take_lock
+    from sharedos.bundles.state import lock_path_of
+
+    pub = tmp_path / "pub"
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    r5 = release(tmp_path, RULES_V1, signer, revision="r5", sequence=5)
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r6", sequence=6))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    state.pending_path.write_bytes(r5)  # left by a writer killed before the state
+    if source == "down":
+        (pub / "bundle.json").unlink()
+    else:
+        publish(pub, release(tmp_path, RULES_V1, signer, revision="r7", sequence=7))
+    under_lock: list[str] = []
+
+    class Watched(BundleVerifier):
+        """The real verifier, noting each bundle it verifies while the state is locked."""
+
+        def verify(self, fetched: Any) -> Any:
+            try:
+                os.close(take_lock(lock_path_of(state.path), wait_s=0))
+            except TimeoutError:
+                under_lock.append(fetched.origin)
+            return super().verify(fetched)
+
+    started = BundleManager(DirectorySource(pub), Watched([signer.public_pem()]), state=state)
+    result = started.poll()
+    assert result.current is not None
+    assert result.current.revision == ("r6" if source == "down" else "r7"), result.detail
+    assert not state.pending_path.exists()
+    assert under_lock == []
