@@ -1007,10 +1007,6 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*found, *host_trees(runtime, host_config)]))
 
 
-#: the environment variables naming the repository git works on, whatever its cwd
-_GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")
-
-
 def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     """Directories whose every file the host runs or reads as code outside any sandbox,
     besides SharedOS's installation (part of ``host_programs``): the installs of a package
@@ -1019,7 +1015,13 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     directories of the repositories such an upstream's arguments or declared cwd lie in
     (``--repository REPO``: git run there as the host runs ``core.fsmonitor`` and the
     hooks; ``git_dirs``). No files root may hold them or lie inside them."""
-    from sharedos.confine.programs import git_dirs, runner_dirs, upstream_environ
+    from sharedos.confine.programs import (
+        GIT_ENV,
+        git_dirs,
+        runner_dirs,
+        runs_git,
+        upstream_environ,
+    )
 
     found: list[str] = []
     if runtime is not None:
@@ -1033,9 +1035,14 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         # environment, and its own env (``UV_CACHE_DIR``), nothing else
         environ = upstream_environ(upstream.env)
         found += runner_dirs(upstream.command, environ)
-        # and the repository its environment names (``GIT_DIR``, ``GIT_WORK_TREE``): git
-        # there reads that one, wherever its arguments and cwd lie
-        named = [v for k, v in environ.items() if k in _GIT_ENV]
+        # an upstream that runs git (``mcp-server-git``, a ``git`` word, a ``GIT_DIR`` in
+        # its env): the repositories of its arguments and cwd, and the one its environment
+        # names (``GIT_DIR``, ``GIT_WORK_TREE``: git there reads that one, wherever its
+        # arguments and cwd lie). Any other's (``server-filesystem /srv/project``) never
+        # runs git there: its repository may lie in a files root or a confined ``rw`` root
+        if not runs_git(upstream.command, upstream.args, environ):
+            continue
+        named = [v for k, v in environ.items() if k in GIT_ENV]
         where = [*upstream.args, *([upstream.cwd] if upstream.cwd else []), *named]
         found += git_dirs(where, upstream.cwd)
     return tuple(dict.fromkeys(found))

@@ -15,6 +15,7 @@ shows them.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -183,6 +184,31 @@ def git_dirs(paths: Iterable[str], cwd: str | None = None) -> list[str]:
                     found += _git_dir_and_common(directory)  # a bare repository, a git dir
                     break
     return list(dict.fromkeys(found))
+
+
+#: a word naming git or a git server: ``git``, ``mcp-server-git``, ``mcp_server_git``,
+#: ``@cyanheads/git-mcp-server`` (``git`` as a whole word of the name; not ``github``)
+_GIT_WORD = re.compile(r"(?<![a-z0-9])git(?![a-z0-9])", re.IGNORECASE)
+
+#: the environment variables naming the repository git works on, whatever its cwd
+GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")
+
+
+def runs_git(command: str, args: Iterable[str], environ: Mapping[str, str]) -> bool:
+    """True when an upstream started as ``command args`` with ``environ`` runs git: its
+    program or one of its words (``uvx mcp-server-git``, ``python -m mcp_server_git``,
+    ``npx @cyanheads/git-mcp-server``) names git, or its environment names a repository
+    (``GIT_DIR``, ``GIT_WORK_TREE``: how an operator declares a server that runs git under
+    another name). Only then are the repositories of its arguments and its working
+    directory code the host runs (``git_dirs``): ``server-filesystem /srv/project``
+    never reads ``/srv/project/.git/hooks``."""
+    if any(environ.get(k) for k in GIT_ENV):
+        return True
+    for word in (command, *args):
+        value = word.partition("=")[2] if word.startswith("-") else word
+        if _GIT_WORD.search(os.path.basename(value.rstrip("/"))):
+            return True
+    return False
 
 
 def _git_dir_and_common(dot_git: Path) -> list[str]:

@@ -779,7 +779,7 @@ def root_holds_code(
         "keep SharedOS's installation, the directories Python imports from (sys.path, "
         "PYTHONPATH), the harness CLI, the upstreams' programs, the git repositories an "
         "unconfined upstream is pointed at and a package runner's installs (~/.npm) outside "
-        "the files root"
+        "the files root, or confine that upstream (declare its roots in the host file)"
     )
     if held:
         return (

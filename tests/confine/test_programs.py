@@ -47,8 +47,16 @@ def _repo(path: Path) -> Path:
     return path
 
 
-def _host(tmp_path: Path, args: list[str], env: dict[str, str] | None = None) -> object:
-    text = f"[upstream.git]\ncommand = {sys.executable!r}\nargs = {args!r}\n"
+def _host(
+    tmp_path: Path,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    module: str = "mcp_server_git",
+) -> object:
+    """A host file with one unconfined upstream: ``python -m MODULE ARGS`` (a git server
+    unless ``module`` says otherwise)."""
+    argv = ["-m", module, *args]
+    text = f"[upstream.git]\ncommand = {sys.executable!r}\nargs = {argv!r}\n"
     if env:
         text += "[upstream.git.env]\n" + "".join(f"{k} = {v!r}\n" for k, v in env.items())
     return parse_host_config(text, str(tmp_path / "host.toml"))
@@ -147,3 +155,26 @@ def test_pnpm_and_yarn_dlx_installs_are_kept(
         assert str(home / where) in trees, trees
         problem = _refused(home / where / "dlx", trees)
         assert problem is not None and "lies inside" in problem
+
+
+def test_a_server_that_runs_no_git_leaves_its_repository_to_the_files_root(
+    tmp_path: Path,
+) -> None:
+    """An unconfined file server (or any upstream not running git) given ``/srv/project``
+    never runs git there: its ``.git`` is no code the host runs, and a files root over the
+    project (or a monorepo's root, the server given a package of it) is served. Every
+    existing-directory argument had its repository kept, and such an ordinary root was
+    refused with no way out but moving ``.git``."""
+    project = _repo(tmp_path / "srv" / "project")
+    (project / "packages" / "api").mkdir(parents=True)
+    for args in ([str(project)], [str(project / "packages" / "api")]):
+        trees = host_trees(None, _host(tmp_path, args, module="mcp_server_filesystem"))
+        assert str(project / ".git") not in trees, trees
+        assert _refused(project, trees) is None
+        assert _refused(tmp_path / "srv", trees) is None
+    # the same arguments to a git server, or a server declaring its repository: kept
+    for host in (
+        _host(tmp_path, [str(project / "packages" / "api")]),
+        _host(tmp_path, [], {"GIT_WORK_TREE": str(project)}, module="custom_server"),
+    ):
+        assert _refused(project, host_trees(None, host)) is not None
