@@ -1044,7 +1044,8 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
             continue
         named = [v for k, v in environ.items() if k in GIT_ENV]
         where = [*upstream.args, *([upstream.cwd] if upstream.cwd else []), *named]
-        found += git_dirs(where, upstream.cwd)
+        # the whole work tree: git pointed anywhere in it enters a repository made there
+        found += git_dirs(where, upstream.cwd, work_trees=True)
     return tuple(dict.fromkeys(found))
 
 

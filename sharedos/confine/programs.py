@@ -157,10 +157,18 @@ def import_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(dirs))
 
 
-def git_dirs(paths: Iterable[str], cwd: str | None = None) -> list[str]:
+def git_dirs(
+    paths: Iterable[str], cwd: str | None = None, *, work_trees: bool = False
+) -> list[str]:
     """The git directories of the repositories ``paths`` lie in (each resolved against
     ``cwd``; a ``--flag=PATH`` word by its value; paths that are no existing directory
-    are skipped): ``.git`` of the enclosing work tree, or a bare repository itself.
+    are skipped): ``.git`` of the enclosing work tree, or a bare repository itself; with
+    ``work_trees`` the enclosing work tree as well.
+
+    A work tree is as much code as its ``.git``: git pointed anywhere in it (mcp-server-git
+    takes any ``repo_path`` inside its ``--repository``) enters the innermost repository
+    there, so a ``SUB/.git/config`` made inside the work tree set the ``core.fsmonitor``
+    that git ran.
 
     A program the host runs unconfined that runs git there (``mcp-server-git
     --repository REPO``) runs what that directory says as the host: ``core.fsmonitor``,
@@ -176,6 +184,7 @@ def git_dirs(paths: Iterable[str], cwd: str | None = None) -> list[str]:
                 continue
             for directory in (where.resolve(), *where.resolve().parents):
                 if (directory / ".git").exists():
+                    found += [str(directory)] if work_trees else []
                     found += _git_dir_and_common(directory / ".git")
                     break
                 if (directory / "HEAD").is_file() and (

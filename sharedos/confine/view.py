@@ -318,8 +318,8 @@ class ViewBuilder:
                 if _is_under(kept, open_path) or _is_under(open_path, kept):
                     raise ManagedRootVisible(
                         f"SharedOS's own installation (or a program it runs: a harness CLI, an "
-                        f"upstream's server, the git directory of a repository an unconfined "
-                        f"upstream runs git in) {kept} would "
+                        f"upstream's server, a repository an unconfined upstream runs git "
+                        f"in: its work tree and its git directory) {kept} would "
                         "be writable in the sandbox "
                         f"(the view makes {open_path} read-write): a sandboxed process could change "
                         "the code the host runs next; declare that path read-only, or "

@@ -140,4 +140,5 @@ def test_an_upstream_cannot_write_the_repository_an_unconfined_git_upstream_uses
         subprocess.run([command, *args], capture_output=True, timeout=60, check=False)
     assert config.read_text(encoding="utf-8") == before, "the upstream rewrote .git/config"
     assert projfs.wrap is None and projfs.refusal is not None
-    assert str(repo / ".git") in projfs.refusal and "writable" in projfs.refusal
+    # the refusal names the repository's work tree (git enters any repository made in it)
+    assert str(repo) in projfs.refusal and "writable" in projfs.refusal

@@ -178,3 +178,18 @@ def test_a_server_that_runs_no_git_leaves_its_repository_to_the_files_root(
         _host(tmp_path, [], {"GIT_WORK_TREE": str(project)}, module="custom_server"),
     ):
         assert _refused(project, host_trees(None, host)) is not None
+
+
+def test_a_git_upstreams_whole_work_tree_is_kept(tmp_path: Path) -> None:
+    """mcp-server-git ``--repository REPO`` takes any ``repo_path`` inside REPO, and git
+    there enters the innermost repository: a files root over ``REPO/src`` (beside
+    ``REPO/.git``, so served) let a ``files.write`` make ``REPO/src/x/.git/config`` with a
+    ``core.fsmonitor``, which the real server's ``git_status`` ran as the host."""
+    repo = _repo(tmp_path / "repo")
+    (repo / "src").mkdir()
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(repo)]))
+    problem = _refused(repo / "src", trees)
+    assert problem is not None and "lies inside" in problem and str(repo) in problem
+    assert "confine that upstream" in problem
+    # a project beside it is served
+    assert _refused(_repo(tmp_path / "project"), trees) is None
