@@ -1044,8 +1044,13 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
             continue
         named = [v for k, v in environ.items() if k in GIT_ENV]
         where = [*upstream.args, *([upstream.cwd] if upstream.cwd else []), *named]
-        # the whole work tree: git pointed anywhere in it enters a repository made there
-        found += git_dirs(where, upstream.cwd, work_trees=True)
+        # the whole work tree: git pointed anywhere in it enters a repository made there.
+        # One naming no repository and no cwd runs git where the SDK starts it: the
+        # host's working directory
+        repositories = git_dirs(where, upstream.cwd, work_trees=True)
+        if not repositories and upstream.cwd is None:
+            repositories = git_dirs([os.getcwd()], work_trees=True)
+        found += repositories
     return tuple(dict.fromkeys(found))
 
 

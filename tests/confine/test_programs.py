@@ -193,3 +193,26 @@ def test_a_git_upstreams_whole_work_tree_is_kept(tmp_path: Path) -> None:
     assert "confine that upstream" in problem
     # a project beside it is served
     assert _refused(_repo(tmp_path / "project"), trees) is None
+
+
+def test_a_git_upstream_naming_no_repository_runs_git_in_the_hosts_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A git upstream with no repository argument and no ``cwd`` is started in the host's
+    working directory, and runs git there: with ``sharedos run`` started inside a
+    checkout, that repository was kept by nothing, and a files root over it served."""
+    repo = _repo(tmp_path / "checkout")
+    (repo / "work").mkdir()
+    monkeypatch.chdir(repo / "work")
+    trees = host_trees(None, _host(tmp_path, []))
+    assert str(repo / ".git") in trees, trees
+    assert _refused(repo, trees) is not None
+    # a declared cwd elsewhere is where it runs instead
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    host = parse_host_config(
+        f"[upstream.git]\ncommand = {sys.executable!r}\n"
+        f"args = ['-m', 'mcp_server_git']\ncwd = {str(other)!r}\n",
+        str(tmp_path / "host.toml"),
+    )
+    assert _refused(repo, host_trees(None, host)) is None
