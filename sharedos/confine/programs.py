@@ -278,8 +278,9 @@ def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[
         found.append(env.get("UV_TOOL_DIR") or data / "uv" / "tools")
     if name == "pipx":
         found += [env.get("PIPX_HOME") or data / "pipx", home / ".local" / "pipx"]
-    if name in ("bunx", "bun"):
-        found.append(env.get("BUN_INSTALL_CACHE_DIR") or home / ".bun" / "install" / "cache")
+    if name in ("bunx", "bun"):  # bun's own order: its cache dir, BUN_INSTALL, XDG, HOME
+        bun = env.get("BUN_INSTALL") or Path(env.get("XDG_CACHE_HOME") or home) / ".bun"
+        found.append(env.get("BUN_INSTALL_CACHE_DIR") or Path(bun) / "install" / "cache")
     return list(dict.fromkeys(os.path.abspath(p) for p in found))
 
 

@@ -216,3 +216,28 @@ def test_a_git_upstream_naming_no_repository_runs_git_in_the_hosts_cwd(
         str(tmp_path / "host.toml"),
     )
     assert _refused(repo, host_trees(None, host)) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "cache"),
+    [
+        ({"BUN_INSTALL": "/opt/bun"}, "/opt/bun/install/cache"),
+        ({"XDG_CACHE_HOME": "/var/cache/u"}, "/var/cache/u/.bun/install/cache"),
+        ({"BUN_INSTALL_CACHE_DIR": "/srv/bc", "BUN_INSTALL": "/opt/bun"}, "/srv/bc"),
+        ({}, "HOME/.bun/install/cache"),
+    ],
+)
+def test_bunx_installs_are_where_bun_puts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cache: str
+) -> None:
+    """bun looks for its install cache at ``$BUN_INSTALL_CACHE_DIR``, else
+    ``$BUN_INSTALL/install/cache``, else ``$XDG_CACHE_HOME/.bun/install/cache``, else
+    ``~/.bun/install/cache``: an upstream's ``BUN_INSTALL`` (the installer's own setting)
+    moved the cache ``bunx`` runs the server from where no check looked."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    text = '[upstream.srv]\ncommand = "bunx"\nargs = ["some-mcp-server"]\n'
+    if env:
+        text += "[upstream.srv.env]\n" + "".join(f"{k} = {v!r}\n" for k, v in env.items())
+    trees = host_trees(None, parse_host_config(text, str(tmp_path / "host.toml")))
+    assert cache.replace("HOME", str(home)) in trees, trees
