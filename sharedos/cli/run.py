@@ -1020,6 +1020,7 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         git_dirs,
         runner_dirs,
         runs_git,
+        unfenced_git_server,
         upstream_environ,
     )
 
@@ -1051,6 +1052,8 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         if not repositories and upstream.cwd is None:
             repositories = git_dirs([os.getcwd()], work_trees=True)
         found += repositories
+        if unfenced_git_server(upstream.command, upstream.args):
+            found.append(os.sep)  # mcp-server-git without --repository: any repo_path
     return tuple(dict.fromkeys(found))
 
 

@@ -220,6 +220,23 @@ def runs_git(command: str, args: Iterable[str], environ: Mapping[str, str]) -> b
     return False
 
 
+#: mcp-server-git, whose ``--repository``/``-r`` fences the ``repo_path`` of its calls
+_GIT_SERVER = re.compile(r"mcp[-_]server[-_]git", re.IGNORECASE)
+
+
+def unfenced_git_server(command: str, args: Iterable[str]) -> bool:
+    """True for mcp-server-git started without ``--repository``/``-r``: it runs git in
+    whatever ``repo_path`` a call names, anywhere on the host, so any directory a write
+    can reach may be made the repository whose ``core.fsmonitor`` its ``git_status``
+    runs. Its reach is the whole file system (``cli.run.host_trees`` keeps ``/``)."""
+    words = [command, *args]
+    if not any(_GIT_SERVER.search(os.path.basename(w)) for w in words):
+        return False
+    return not any(
+        w in ("--repository", "-r") or w.startswith(("--repository=", "-r")) for w in args
+    )
+
+
 def _git_dir_and_common(dot_git: Path) -> list[str]:
     """``dot_git`` and the directories git reads through it: the directory a ``.git`` file
     points to (``gitdir: PATH``: a worktree's ``MAIN/.git/worktrees/NAME``, a submodule's

@@ -322,8 +322,9 @@ class ViewBuilder:
                         f"in: its work tree and its git directory) {kept} would "
                         "be writable in the sandbox "
                         f"(the view makes {open_path} read-write): a sandboxed process could change "
-                        "the code the host runs next; declare that path read-only, or "
-                        "install SharedOS outside it"
+                        "the code the host runs next; declare that path read-only, confine "
+                        "the upstream that runs it (give an unconfined mcp-server-git "
+                        "--repository), or install SharedOS outside it"
                     )
         for kept in dict.fromkeys(canonical(k) for k in never_held):
             for open_path in writable:

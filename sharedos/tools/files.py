@@ -796,6 +796,14 @@ def root_holds_code(
             f"change the code the host runs next; {keep}"
         )
     inside = list(inside)
+    if os.sep in inside:  # ``host_trees``: an unconfined git server given no repository
+        return (
+            f"{os.fspath(root)} can be made a git repository that an unconfined "
+            "mcp-server-git given no --repository runs git in (its calls name any "
+            "repo_path): a files.write of .git/config there would run as the host at its "
+            "next git_status; give it --repository REPO outside the files root, or confine "
+            "it (declare its roots in the host file)"
+        )
     held = paths_within_root(root, inside)
     around = paths_around_root(root, inside)
     if held or around:

@@ -120,7 +120,7 @@ def test_a_runner_cache_named_by_the_upstreams_environment_is_kept(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "hostcache"))
     host = parse_host_config(
-        '[upstream.git]\ncommand = "uvx"\nargs = ["mcp-server-git"]\n'
+        '[upstream.git]\ncommand = "uvx"\nargs = ["mcp-server-git", "-r", "/srv/git/x"]\n'
         f"[upstream.git.env]\nUV_TOOL_DIR = {str(tmp_path / 'srv' / 'tools')!r}\n",
         str(tmp_path / "host.toml"),
     )
@@ -204,7 +204,7 @@ def test_a_git_upstream_naming_no_repository_runs_git_in_the_hosts_cwd(
     repo = _repo(tmp_path / "checkout")
     (repo / "work").mkdir()
     monkeypatch.chdir(repo / "work")
-    trees = host_trees(None, _host(tmp_path, []))
+    trees = host_trees(None, _host(tmp_path, [], module="git_tools"))
     assert str(repo / ".git") in trees, trees
     assert _refused(repo, trees) is not None
     # a declared cwd elsewhere is where it runs instead
@@ -212,7 +212,7 @@ def test_a_git_upstream_naming_no_repository_runs_git_in_the_hosts_cwd(
     other.mkdir()
     host = parse_host_config(
         f"[upstream.git]\ncommand = {sys.executable!r}\n"
-        f"args = ['-m', 'mcp_server_git']\ncwd = {str(other)!r}\n",
+        f"args = ['-m', 'git_tools']\ncwd = {str(other)!r}\n",
         str(tmp_path / "host.toml"),
     )
     assert _refused(repo, host_trees(None, host)) is None
@@ -241,3 +241,19 @@ def test_bunx_installs_are_where_bun_puts_them(
         text += "[upstream.srv.env]\n" + "".join(f"{k} = {v!r}\n" for k, v in env.items())
     trees = host_trees(None, parse_host_config(text, str(tmp_path / "host.toml")))
     assert cache.replace("HOME", str(home)) in trees, trees
+
+
+def test_mcp_server_git_without_repository_reaches_every_files_root(tmp_path: Path) -> None:
+    """mcp-server-git started without ``--repository`` runs git in any ``repo_path`` a
+    call names: a files root anywhere let a ``files.write`` make ``ROOT/x/.git/config``
+    with a ``core.fsmonitor`` that its ``git_status`` ran as the host. No files root is
+    served beside it; the refusal says how to fence it or confine it."""
+    root = tmp_path / "sandbox"
+    root.mkdir()
+    trees = host_trees(None, _host(tmp_path, []))
+    problem = _refused(root, trees)
+    assert problem is not None and "--repository" in problem and "confine" in problem
+    # fenced (``-r`` too), it reaches only its repository
+    repo = _repo(tmp_path / "repo")
+    for args in (["--repository", str(repo)], ["-r", str(repo)], [f"--repository={repo}"]):
+        assert _refused(root, host_trees(None, _host(tmp_path, args))) is None
