@@ -49,6 +49,7 @@ from mcp.server.lowlevel.server import Server
 
 from sharedos.bridge import open_turn
 from sharedos.bridge.http import EmbeddedUvicorn, bind_loopback, embedded_config
+from sharedos.bridge.limits import TransportLimits
 from sharedos.catalog.definition import ToolDefinition, ToolMetadata
 from sharedos.catalog.registry import ToolRegistry
 from sharedos.evidence.sqlite import SqliteEvidenceStore
@@ -121,7 +122,9 @@ async def bare_server(*, schema_lookup: bool = False) -> AsyncIterator[str]:
     )
     app = server.streamable_http_app(host="127.0.0.1")
     sock = bind_loopback()
-    uv = EmbeddedUvicorn(embedded_config(app, grace_s=0.5))
+    # the bridge's own keep-alive, so both servers keep the client's connection alike
+    keep_alive_s = TransportLimits().keep_alive_s
+    uv = EmbeddedUvicorn(embedded_config(app, grace_s=0.5, keep_alive_s=keep_alive_s))
     await uv.start(sock)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"

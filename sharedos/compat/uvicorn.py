@@ -348,7 +348,7 @@ class EmbeddedUvicorn(uvicorn.Server):
         await self.lifespan.shutdown()
 
 
-def embedded_config(app: Any, *, grace_s: float, keep_alive_s: float = 120.0) -> Config:
+def embedded_config(app: Any, *, grace_s: float, keep_alive_s: float) -> Config:
     """A uvicorn config for one turn: guarded h11, no logging setup, no access log, no proxy
     headers, idle keep-alive connections closed after ``keep_alive_s``.
 
