@@ -58,7 +58,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo(
         "SOS105",
         "number out of range",
-        "integers are 64-bit and other numbers must fit a 64-bit float; write a smaller number",
+        "integers are 64-bit and other numbers must fit a 64-bit float; write a number in range, a whole one as an integer",
     ),
     CodeInfo(
         "SOS106",

@@ -26,6 +26,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from sharedos.errors import PolicyLanguageError
@@ -107,7 +108,12 @@ def _number(value: int | float) -> str:
         return "-1e999" if value < 0 else "1e999"
     if value.is_integer() and abs(value) < 1e16:
         return f"{value:.1f}"
-    return repr(value)
+    text = repr(value)
+    if value.is_integer() and abs(value) < 2**63 and Decimal(text) != Decimal(value):
+        # ``1.2345678901234568e+18`` is not the float it names (SOS105): spell the
+        # whole number it holds.
+        return f"{int(value)}.0"
+    return text
 
 
 def _tool_ref(name: str) -> str:

@@ -9,6 +9,7 @@ turns it into a diagnostic, the fast path into "let Lark decide".
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from sharedos.errors import PolicyLanguageError
 from sharedos.policy import ast
@@ -132,6 +133,26 @@ def number_value(text: str, line: int, col: int) -> int | float:
             col,
             col + len(text),
         )
+    if value_f.is_integer() and INT_MIN <= value_f <= INT_MAX:
+        # A whole float other than the number written, where an integer literal could
+        # have said it: an integer argument compares with what it reads as
+        # (9007199254740993.0 is 9007199254740992.0, so a forbid ``== 9007199254740993.0``
+        # would never meet the integer 9007199254740993), not with what the operator reads.
+        written = Decimal(text)
+        if written != Decimal(value_f):
+            exact = (
+                f"the integer {int(written)}"
+                if written == written.to_integral_value()
+                else "an integer"
+            )
+            raise SyntaxProblem(
+                "SOS105",
+                f"number {_shown(text)} is not exactly a 64-bit float: it reads as"
+                f" {int(value_f)}.0; write {exact} (integers are exact to 64 bits)",
+                line,
+                col,
+                col + len(text),
+            )
     return value_f
 
 

@@ -324,3 +324,17 @@ def test_fmt_reads_at_most_what_check_reads(
     code, stdout, stderr = invoke("fmt", "-", stdin=text)
     assert code == 1 and stdout == ""
     assert "error[SOS001]" in stderr and "larger than 1,024 bytes" in stderr
+
+
+def test_a_whole_float_past_its_shortest_spelling_is_written_exactly() -> None:
+    # repr() spells 1234567890123456768.0 as 1.2345678901234568e+18, a number that float
+    # is not (SOS105): the formatted file must still load, as the same number.
+    text = (
+        "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+        'permit read on "/a/**" when args.n == 1234567890123456768.0 or args.n == 1e20\n'
+    )
+    out = fmt(text)
+    assert "1234567890123456768.0" in out and "1e+20" in out
+    policy = compile_source(out, "t.sos")
+    for n, allowed in [(1234567890123456768, True), (10**20, True), (1234567890123456769, False)]:
+        assert policy.decide("files.read", {"path": "/a/x", "n": n}, {}).allowed is allowed

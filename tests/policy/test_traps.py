@@ -158,6 +158,33 @@ def test_an_out_of_range_number_is_a_positioned_diagnostic(number: str) -> None:
     assert _codes(test) == ["SOS105"]
 
 
+@pytest.mark.parametrize(
+    "number",
+    ["9007199254740993.0", "9007199254740993e0", "-9007199254740995.0", "1234567890123456789.0"],
+)
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_number_that_reads_as_another_integer_is_an_error(
+    number: str, fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 9007199254740993.0 is the float 9007199254740992.0: a forbid "== 9007199254740993.0"
+    # never met the integer argument 9007199254740993, which was granted.
+    from sharedos.policy import parser
+
+    monkeypatch.setattr(parser, "_FAST_ENABLED", fast)
+    text = FILES + f'permit read on "/**"\nforbid read on "/a/**" when args.n == {number}\n'
+    assert _codes(text) == ["SOS105"]
+    with pytest.raises(PolicyError, match="not exactly a 64-bit float"):
+        compile_source(text, "t.sos")
+
+
+@pytest.mark.parametrize(
+    "number", ["0.1", "1.0", "1e20", "1e23", "-0.0", "2.5e-3", "9007199254740992.0", "9.5e18"]
+)
+def test_a_number_a_float_holds_exactly_or_not_whole_is_read_as_before(number: str) -> None:
+    policy = compile_source(FILES + f'permit read on "/a/**" when args.n == {number}\n', "t.sos")
+    assert policy.decide("files.read", {"path": "/a/x", "n": float(number)}, {}).allowed
+
+
 @pytest.mark.parametrize("command", ["check", "test", "fmt", "explain", "eval"])
 def test_an_out_of_range_number_is_never_an_internal_error(command: str, tmp_path: Path) -> None:
     policy = tmp_path / "p.sos"
