@@ -738,21 +738,23 @@ def _check_node(ctx: _Ctx, expr: ast.Expr, names: Mapping[str, ast.Expr]) -> Non
 
 # ------------------------------------------------------------------ characters
 
-#: what _check_characters looks at: everything but tab, LF, CR and printable ASCII
-_SUSPECT_RE = re.compile(r"[^\t\n\r\x20-\x7e]")
+#: what _check_characters looks at: everything but tab, LF, printable ASCII and the CR
+#: of a CRLF (a CR alone ends a line for editors and terminals, not for a comment)
+_SUSPECT_RE = re.compile(r"[^\t\n\r\x20-\x7e]|\r(?!\n)")
 #: Unicode categories that change how text displays without being seen:
 #: format characters (bidi controls, zero-width marks) and line/paragraph separators.
 INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
-#: ... and control characters (tab, LF and CR never reach the check)
+#: ... and control characters (tab, LF and the CR of a CRLF never reach the check)
 _FLAGGED_CATEGORIES = INVISIBLE_CATEGORIES | {"Cc"}
 
 
 def _check_characters(ctx: _Ctx, file: ast.PolicyFile) -> None:
     """Warn about raw invisible or bidirectional characters anywhere in the text
     (Trojan Source: they make code read differently than it runs)."""
-    # A raw control character (other than tab, LF, CR) is one too: VT, FF, the
-    # C0 separators and NEL end a line for editors and str.splitlines, not for
-    # a '#' comment, so '# note<VT>forbid ...' shows a forbid that is not there.
+    # A raw control character (other than tab, LF, a CRLF's CR) is one too: VT,
+    # FF, the C0 separators, NEL and a CR alone end a line for editors, terminals
+    # and str.splitlines, not for a '#' comment, so '# note<VT>forbid ...' shows a
+    # forbid that is not there.
     text = file.source
     line, line_start = 1, 0
     for m in _SUSPECT_RE.finditer(text):

@@ -13,7 +13,7 @@ FILES = (
 )
 
 
-@pytest.mark.parametrize("ch", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85"])
+@pytest.mark.parametrize("ch", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\r"])
 def test_a_line_break_lookalike_in_a_comment_is_warned_about(ch: str) -> None:
     # Editors, viewers and str.splitlines() show the forbid on a line of its
     # own; the '#' comment runs to '\n' and swallows it: the forbid is not there.
@@ -29,3 +29,10 @@ def test_a_raw_control_character_in_a_condition_string_is_warned_about(ch: str) 
     text = FILES + f'permit read on "/a/**" when context.principal == "x{ch}y"\n'
     policy = compile_source(text, "p.sos")
     assert [d.code for d in policy.diagnostics] == ["SOS106"]
+
+
+def test_a_crlf_file_is_not_warned_about() -> None:
+    text = (FILES + "# a comment\n" + 'forbid read on "/secret/**" # why\n').replace("\n", "\r\n")
+    policy = compile_source(text, "p.sos")
+    assert not policy.decide("files.read", {"path": "/secret/x"}, {"principal": "a"}).allowed
+    assert policy.diagnostics == ()
