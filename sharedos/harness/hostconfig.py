@@ -41,7 +41,7 @@ from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
-from sharedos.redaction import SECRET_NAME_RE, command_line_holds_password
+from sharedos.redaction import SECRET_NAME_RE, command_line_holds_password, credential_parts
 from sharedos.terminal import unambiguous
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
@@ -544,6 +544,8 @@ class HostConfig(BaseModel):
         A reference to an unset variable contributes nothing (it is not a value).
         """
         values = [v for cfg in self.harness.values() for v in cfg.env.secrets(environ)]
+        # a token inside a JSON value ({"Authorization": "Bearer T"}) is said on its own too
+        values += [part for v in values for part in credential_parts(v)]
         return tuple(dict.fromkeys(values))
 
     def key_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -656,6 +658,10 @@ class HostConfig(BaseModel):
         if location:
             # wherever libpq finds it: the location, PGPASSWORD, the password file
             values += store_passwords(location, environ)
+        # a token inside a JSON credential ({"Authorization": "Bearer T"}: another
+        # principal's, a file's, a harness env value) is said on its own too, as the
+        # turn's own credentials' are (``credential_parts``)
+        values += [part for v in values for part in credential_parts(v)]
         return tuple(dict.fromkeys(values))
 
     def _key_file_text(self, value: str, environ: Mapping[str, str]) -> str:

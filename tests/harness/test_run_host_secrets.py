@@ -485,3 +485,70 @@ def test_the_run_secrets_hold_every_principals_upstream_credential(tmp_path: Pat
         name for name, v in (("bob", bob), ("ops", ops), ("shared", shared)) if v not in secrets
     ]
     assert missing == [], f"credentials that are no secret of alice's run: {missing}"
+
+
+@pytest.mark.harness("claude-code")
+def test_a_token_inside_a_json_credential_passed_alone_into_a_tool_call_is_not_recorded(
+    tmp_path: Path,
+) -> None:
+    """End to end: a harness env value and another principal's credential that are JSON
+    (``{"Authorization": "Bearer T"}``) had their token, passed alone into a call, printed
+    by ``--json``, relayed on stderr and kept in the evidence export."""
+    from tests.upstream.conftest import FIXTURE
+
+    _claude_or_skip()
+    harness, carol = plant("harnessjson"), plant("caroljson")
+    headers = '{{"Authorization": "Bearer {0}", "Notion-Version": "2022-06-28"}}'
+    proc, db = _run_writing(
+        tmp_path,
+        "[harness.claude-code]\n[harness.claude-code.env]\n"
+        'NOTION_HEADERS = "${HUNT_HARNESS_JSON}"\n'
+        "[upstream.fx]\n"
+        f"command = {json.dumps(PY)}\n"
+        f"args = [{json.dumps(str(FIXTURE))}]\n"
+        'pinning = "off"\nroots = []\nidentity = "per-person"\n'
+        "[upstream.fx.principals.carol]\n"
+        'OPENAPI_MCP_HEADERS = { env = "HUNT_CAROL_JSON" }\n',
+        RULES,
+        f"{harness} {carol}",
+        {"HUNT_HARNESS_JSON": headers.format(harness), "HUNT_CAROL_JSON": headers.format(carol)},
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 allowed and succeeded" in proc.stderr, proc.stderr[-3000:]
+    scan = SecretScan(harness, carol)
+    scan.text("sharedos run --json stdout", proc.stdout)
+    scan.text("sharedos run stderr", proc.stderr)
+    scan.evidence(db)  # `sharedos evidence export` and the raw database bytes
+    scan.assert_clean()
+
+
+def test_the_run_secrets_hold_the_token_inside_every_json_credential(tmp_path: Path) -> None:
+    """A token inside a JSON credential (Notion's ``OPENAPI_MCP_HEADERS``) is a secret on its
+    own for the upstream serving the turn (``credential_parts``), but the run's other held
+    secrets kept only the whole JSON value: another principal's JSON credential and a JSON
+    value in a harness's env. A model that passed the token alone (the upstream's "API
+    token is invalid: ntn_...") into a call had it recorded and printed verbatim."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+
+    bob, harness = plant("bobjson"), plant("harnessjson")
+    headers = '{{"Authorization": "Bearer {0}", "Notion-Version": "2022-06-28"}}'
+    config = parse_host_config(
+        "[harness.claude-code]\n"
+        "[harness.claude-code.env]\n"
+        'NOTION_HEADERS = "${HUNT_HARNESS_JSON}"\n'
+        "[upstream.notion]\n"
+        f"command = {json.dumps(PY)}\n"
+        'identity = "per-person"\n'
+        "[upstream.notion.principals.bob]\n"
+        'OPENAPI_MCP_HEADERS = { env = "HUNT_BOB_JSON" }\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    environ = {"HUNT_BOB_JSON": headers.format(bob), "HUNT_HARNESS_JSON": headers.format(harness)}
+    secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ=environ)
+    assert bob in secrets and harness in secrets
+    assert "2022-06-28" not in secrets  # the other strings are not mangled
