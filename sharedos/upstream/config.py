@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -51,7 +52,7 @@ from pydantic import (
 )
 
 from sharedos import textfile
-from sharedos.bundles.source import on_this_machine
+from sharedos.bundles.source import on_this_machine, url_credentials
 from sharedos.errors import UpstreamError
 from sharedos.redaction import MIN_SECRET_CHARS as _MIN_SECRET_CHARS
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
@@ -856,7 +857,26 @@ def _no_credential(name: str, value: str) -> bool:
         return False
     if _credential_name(name):
         return _credential_path(value)
+    if _plain_url(value):
+        # OAUTH_TOKEN_URL, AUTH_ISSUER_URL: a name that only mentions a credential, with an
+        # address that carries none
+        return True
     return value.startswith(("/", "~"))
+
+
+def _plain_url(value: str) -> bool:
+    """Whether ``value`` is an ``http(s)://`` address that carries no credential: no user
+    information, no query value named as one (``url_credentials``), no fragment."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:
+        return False
+    return (
+        parts.scheme.lower() in ("http", "https")
+        and bool(parts.hostname)
+        and "@" not in parts.netloc
+        and not url_credentials(value)
+    )
 
 
 def _check_plain(

@@ -453,3 +453,28 @@ def test_a_token_inside_a_json_credential_is_scrubbed_on_its_own() -> None:
     scrub = Redactor(creds.secrets())
     said = "401: API token is invalid: ntn_PLANTED0secret11 (version 2022-06-28)"
     assert scrub.scrub(said) == "401: API token is invalid: [redacted] (version 2022-06-28)"
+
+
+def test_a_url_under_a_name_that_only_mentions_a_credential_is_plain() -> None:
+    """An OAuth server's or a secret manager's address (``OAUTH_TOKEN_URL``,
+    ``AUTH_ISSUER_URL``, ``SECRETS_ENDPOINT``) was refused as a credential: moved to
+    credentials, as the message said, it was scrubbed from every record and answer. A URL
+    that carries no credential (no user information, no query value named as one) under
+    a name that does not say it is the credential itself is plain; one that carries a
+    credential, or sits under a name that says it is one, is still refused."""
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\n[upstream.a.env]\n'
+        'OAUTH_TOKEN_URL = "https://login.example.com/oauth2/token"\n'
+        'AUTH_ISSUER_URL = "https://login.example.com/realms/corp"\n'
+        'SECRETS_ENDPOINT = "http://127.0.0.1:8200/v1/secret"\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert config.upstream["a"].env["OAUTH_TOKEN_URL"] == "https://login.example.com/oauth2/token"
+    for line in (
+        'AUTH_SERVER_URL = "https://admin:hunter2-pw@login.example.com/"',
+        'TOKEN_URL = "https://login.example.com/t?access_token=abcdefgh12345678"',
+        'API_KEY = "https://login.example.com/oauth2/token"',
+    ):
+        found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\n{line}\n')
+        assert found and "credential" in found[0], line
