@@ -193,6 +193,13 @@ def holds_password(text: str) -> bool:
     )
 
 
+def pem_body(text: str) -> list[str]:
+    """A PEM key's base64 body, the lines between its armour joined, then each line on its
+    own: what a process that has the key may say of it without the armour."""
+    body = [ln.strip() for ln in text.splitlines() if ln.strip() and "-----" not in ln]
+    return ["".join(body), *body] if body else []
+
+
 def credential_parts(value: str) -> tuple[str, ...]:
     """The credentials inside one credential's value that an upstream may say on their own:
     a JSON value's (Notion's ``OPENAPI_MCP_HEADERS = '{"Authorization": "Bearer ntn_..."}'``)
@@ -218,9 +225,10 @@ def credential_parts(value: str) -> tuple[str, ...]:
                 if isinstance(item, str) and (
                     key.lower() in _CREDENTIAL_HEADERS or credential_name(key)
                 ):
-                    found.extend(
-                        p for p in (item, *item.split()[-1:]) if len(p) >= MIN_SECRET_CHARS
-                    )
+                    # a PEM's (a service account's private_key) is its base64 body, joined
+                    # and line by line, never its armour's last word ("KEY-----")
+                    pieces = pem_body(item) if "-----BEGIN" in item else item.split()[-1:]
+                    found.extend(p for p in (item, *pieces) if len(p) >= MIN_SECRET_CHARS)
                 else:
                     walk(item, depth + 1)
 
@@ -258,6 +266,7 @@ __all__ = [
     "encodings",
     "holds_password",
     "non_object_marker",
+    "pem_body",
     "redact_fields",
     "secret_text",
     "secret_values",

@@ -41,7 +41,12 @@ from sharedos import textfile
 from sharedos.errors import HarnessError
 from sharedos.evidence.approvals import MAX_TTL_S
 from sharedos.names import IdentifierSchema
-from sharedos.redaction import SECRET_NAME_RE, command_line_holds_password, credential_parts
+from sharedos.redaction import (
+    SECRET_NAME_RE,
+    command_line_holds_password,
+    credential_parts,
+    pem_body,
+)
 from sharedos.terminal import unambiguous
 from sharedos.testing.scripted_model.plan import SCRIPTED_MODEL_NAME
 from sharedos.tomlpos import decode_error_position, key_positions, locate, value_message
@@ -567,8 +572,7 @@ class HostConfig(BaseModel):
         values = [token]
         if self.evidence.sign_key:
             text = self._key_file_text(self.evidence.sign_key, environ)
-            body = [ln.strip() for ln in text.splitlines() if ln.strip() and "-----" not in ln]
-            values += [text, "".join(body), *body]
+            values += [text, *pem_body(text)]
         return tuple(dict.fromkeys(v for v in values if v))
 
     def credential_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:

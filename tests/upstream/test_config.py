@@ -478,3 +478,27 @@ def test_a_url_under_a_name_that_only_mentions_a_credential_is_plain() -> None:
     ):
         found = problems(f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\n{line}\n')
         assert found and "credential" in found[0], line
+
+
+def test_a_key_inside_a_json_credential_is_scrubbed_by_its_body_not_its_armour() -> None:
+    """A service account's JSON given under credentials (its ``private_key`` a PEM): the
+    "token after Bearer" of that PEM was its armour's last word, ``KEY-----``, made a
+    secret that mangled every public key an upstream answered ("-----END PUBLIC
+    [redacted]"), while the key's base64 body, said without the armour, was no secret."""
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\n[upstream.a.credentials]\n'
+        'GOOGLE_SERVICE_ACCOUNT_JSON = { env = "SA_JSON" }\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    ).upstream["a"]
+    lines = [
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+        "PLANTED0keybody0line2abcdefgh",
+    ]
+    pem = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END PRIVATE KEY-----\n"
+    value = json.dumps({"type": "service_account", "private_key": pem, "client_id": "1234"})
+    scrub = Redactor(resolve_credentials(config, {"SA_JSON": value}).secrets())
+    public = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----"
+    assert scrub.scrub(public) == public
+    assert "PLANTED0keybody" not in scrub.scrub("key: " + "".join(lines))
+    assert "PLANTED0keybody" not in scrub.scrub(lines[1])
