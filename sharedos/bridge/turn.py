@@ -184,6 +184,8 @@ async def _open_turn(
         settle=getattr(runtime_host, "settle_owed", None),
         taken=getattr(runtime_host, "finish_taken", None),
         deferred=True,
+        timeout_s=getattr(runtime_host, "evidence_timeout_s", 2.0),
+        unopened=getattr(runtime_host, "owe_opening", None),
     ) as open_chain:
         if transport == "http":
             async with _open_http(

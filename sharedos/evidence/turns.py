@@ -103,6 +103,7 @@ async def evidence_turn(
     settle: Callable[[], Awaitable[int]] | None = None,
     taken: Callable[[str], Awaitable[int]] | None = None,
     deferred: bool = False,
+    unopened: Callable[[str, Callable[[], Awaitable[bool | None]] | None], None] | None = None,
 ) -> AsyncIterator[Callable[[], Awaitable[None]]]:
     """Open the turn's chain on entry, seal it on exit (see the module docstring).
 
@@ -112,7 +113,11 @@ async def evidence_turn(
     records the host owes to calls the store refused (how many still wait); while some
     do, the seal is handed to ``owe`` at once, to follow them. ``taken``
     (``RuntimeHost.finish_taken``): waits, first, for the turn's calls that have taken their
-    approval, which the close does not stop: their outcomes go before the seal.
+    approval, which the close does not stop: their outcomes go before the seal. ``unopened``
+    (``RuntimeHost.owe_opening``): told, when the store refused the opening record, how to
+    write it before the turn's next call (True: written, the chain this turn's; False: the
+    chain is another turn's; None: the store still refuses it), and told ``None`` once that
+    is settled or the turn closes: the host refuses the turn's calls until it is written.
 
     Yields the coroutine function that writes the opening record (a no-op once it has
     run). ``deferred``: the opening is written only when the block calls it, once the
@@ -159,6 +164,11 @@ async def evidence_turn(
             )
         if opened is not False:
             written.append(opening if opened is None else None)
+        if opened is None and unopened is not None:
+            # the store refused the opening (a lock, a server slow to answer): the id was not
+            # checked, and a call appended meanwhile went into whatever chain has that id
+            # (another turn's, open on another host sharing the store), under its opening
+            unopened(turn_id, lambda: _open_before_call(opening))
         # the turn cancelled meanwhile stops here, its opening sealed by the close
         await anyio.lowlevel.checkpoint_if_cancelled()
         if opened is False:
@@ -180,12 +190,36 @@ async def evidence_turn(
                 "names one turn; give each turn its own"
             )
 
+    #: what the store said of the chain when the opening was written before a call
+    found: list[bool] = []
+
+    async def _open_before_call(opening: Opening) -> bool | None:
+        if found:
+            return found[0]
+        ours = await _off_loop(
+            "opening record", turn_id, lambda: _open_own(store, opening), timeout_s, report
+        )
+        if ours is None or found:
+            return found[0] if found else None
+        found.append(bool(ours))
+        if unopened is not None:
+            unopened(turn_id, None)
+        if ours:
+            written[0] = None  # written: the close need not write it again
+        else:
+            _foreign(turn_id)
+        return bool(ours)
+
     try:
         if not deferred:
             await open_chain()  # in the try: cancelled once it has written, it is sealed
         yield open_chain
     finally:
-        if written:  # nothing was opened (a deferred turn failed before it): nothing to seal
+        if unopened is not None and written and written[0] is not None:
+            unopened(turn_id, None)  # the turn's calls are over: nothing to write them before
+        # nothing was opened (a deferred turn failed before it): nothing to seal; nor is a
+        # chain a call of this turn found to be another turn's (said then) this close's
+        if written and found != [False]:
             closed_at = now_iso()
             with anyio.CancelScope(shield=True):
                 if taken is not None:

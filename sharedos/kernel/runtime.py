@@ -69,7 +69,7 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -221,6 +221,8 @@ class RuntimeHost:
         self._context_json: dict[tuple[str, tuple[str, ...]], Any] = {}
         #: the ids of the turns open on this host now (``open_turn_id``)
         self._open_turns: set[str] = set()
+        #: turns whose opening record the store refused as they opened (``owe_opening``)
+        self._unopened: dict[str, Callable[[], Awaitable[bool | None]]] = {}
         #: the approval step; None when the store keeps no approvals (such calls are refused)
         self.approvals: ApprovalGate | None = None
         if callable(getattr(store, "append_approval", None)):
@@ -303,6 +305,47 @@ class RuntimeHost:
         """The turns whose seal the store refused as they closed and has not taken since."""
         return self._recorder.unsealed()
 
+    def owe_opening(self, turn_id: str, write: Callable[[], Awaitable[bool | None]] | None) -> None:
+        """Keep ``write``, the opening record of turn ``turn_id`` the store refused as the
+        turn opened (``evidence_turn``); None: forget it (written, or the turn closed).
+
+        While it is kept, each call of the turn (``invoke_tool``, ``refuse``) writes it
+        first, and is refused, unrecorded and not run, unless the opening is then written
+        and the chain the turn's own: the turn's id was never checked, and its calls went
+        into whatever chain had that id (another turn's, open on another host sharing the
+        store), under that turn's opening, sealed by that turn's close."""
+        if write is None:
+            self._unopened.pop(turn_id, None)
+        else:
+            self._unopened[turn_id] = write
+
+    async def _unopened_refusal(
+        self,
+        auth: Authorization,
+        call: ToolCall,
+        context: AccessContext,
+        catalog: TurnCatalog | None,
+        diagnostics: Mapping[str, Any] | None,
+        identity: Mapping[str, Any] | None,
+        started: float,
+    ) -> ToolResult | None:
+        """None when the call's turn has its opening record (written now if it was owed);
+        else the refusal, with nothing written (``owe_opening``)."""
+        write = self._unopened.get(context.turn_id)
+        if write is None:
+            return None
+        with anyio.CancelScope(shield=True):  # bounded by the evidence timeout
+            ours = await write()
+        if ours is True:
+            return None
+        cause = (
+            "the turn's id names another turn's evidence chain"
+            if ours is False
+            else "the turn's opening record is not written yet"
+        )
+        row = self._row(auth, call, context, catalog, diagnostics, identity, started, None)
+        return unrecorded(auth, row, cause, -1, ran=False)
+
     @contextlib.contextmanager
     def open_turn_id(self, turn_id: str) -> Iterator[None]:
         """Hold ``turn_id`` as open on this host for the block; ``ValueError`` when a turn
@@ -377,6 +420,12 @@ class RuntimeHost:
             and auth.decision is not None
             else None
         )
+        # a turn whose opening the store refused: written first, or nothing is (its id unchecked)
+        refused = await self._unopened_refusal(
+            auth, call, context, catalog, diagnostics, identity, started
+        )
+        if refused is not None:
+            return refused
         # the rest of the call: shielded from cancellation once an approval is taken for
         # it (``ApprovalGate._use``), so an approval is spent exactly when its call runs
         hold = anyio.CancelScope()
@@ -495,6 +544,11 @@ class RuntimeHost:
         auth = self._authorizer.refused(call, context, catalog, reason, detail)
         if turn_secrets is not None:
             auth = self._authorizer.with_turn_secrets(auth, turn_secrets)
+        refused = await self._unopened_refusal(
+            auth, call, context, catalog, diagnostics, identity, started
+        )
+        if refused is not None:
+            return refused
         return await self._record_refusal(
             auth, call, context, catalog, diagnostics, identity, started, t0
         )

@@ -136,3 +136,51 @@ async def test_a_turn_id_open_on_another_host_is_refused(tmp_path: Path) -> None
         "seal",
     ]
     assert {r.principal for r in rt.evidence.query(turn_id="turn-two-hosts")} == {"alice"}
+
+
+async def test_a_turn_whose_opening_was_refused_runs_no_call_into_another_turns_chain(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Two hosts on one PostgreSQL store: bob's turn on the second, opened with the id of
+    alice's turn open on the first while a lock on ``chain`` held the store past the
+    opening's timeout. His opening was refused, so his id was never checked: his call ran,
+    appended to her chain under her opening, sealed by her close, and ``verify
+    --require-seal`` said clean. A turn's call writes its owed opening first, and is refused
+    (not run, not recorded) when the chain is another turn's."""
+    import anyio
+    import psycopg
+
+    from sharedos.evidence.url import open_store
+
+    rt = build_runtime(tmp_path, principals=("alice", "bob"), with_slow=False)
+    first = RuntimeHost(rt.host.kernel, open_store(pg_url), evidence_timeout_s=0.2)
+    second = RuntimeHost(rt.host.kernel, open_store(pg_url), evidence_timeout_s=0.2)
+    alice = AccessContext(principal="alice", turn_id="turn-pg-shared")
+    bob = AccessContext(principal="bob", tenant="other", turn_id="turn-pg-shared")
+    lock = psycopg.connect(pg_url, autocommit=True)
+    try:
+        async with open_turn(first, alice, OPEN_POLICY):
+            lock.execute("BEGIN")
+            lock.execute("LOCK TABLE chain IN ACCESS EXCLUSIVE MODE")
+
+            async def release() -> None:  # once bob's opening has been given up on
+                await anyio.sleep(0.5)
+                lock.execute("COMMIT")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release)
+                async with open_turn(second, bob, OPEN_POLICY) as turn:
+                    await anyio.sleep(0.6)
+                    assert turn.url is not None and turn.token is not None
+                    async with http_client(turn.url, turn.token) as client:
+                        res = await client.call_tool("files.read", {"path": "/home/bob/notes.txt"})
+                    assert res.is_error
+                    assert "notes of bob" not in str(res.content)
+        store = open_store(pg_url)
+        try:
+            assert [link.kind for link in store.iter_links("turn-pg-shared")] == ["open", "seal"]
+            assert list(store.query(turn_id="turn-pg-shared")) == []
+        finally:
+            store.close()
+    finally:
+        lock.close()
