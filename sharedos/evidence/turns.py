@@ -46,6 +46,7 @@ import anyio
 import anyio.lowlevel
 
 from sharedos.evidence.appender import Opening
+from sharedos.evidence.chain import ATTEMPT_FIELDS, OPEN_FIELDS
 from sharedos.evidence.record import now_iso, storable_json_text
 from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
@@ -405,20 +406,38 @@ def seal_late(
 
 def _open_own(store: Any, opening: Opening) -> bool:
     """Write ``opening``, the record the store refused at the turn's open, unless the chain
-    has one; whether the chain is this turn's: False when its opening predates this turn's
-    (another turn of that id, open on another host sharing the store or closed, made it
-    while the store refused this one's, and its id was never checked)."""
+    has one; whether the chain is this turn's: its own opening, given up on and landed
+    later (the same record), or one its own first call made once the store answered again
+    (dated at that call's start, under this turn's catalogue, or a bare one). Any other
+    opening is another turn's (one of that id open on another host sharing the store, or
+    closed), made while the store refused this one's, whose id was never checked: dated
+    before this turn's opening, or after it (opened once the store answered again; read
+    as this turn's by its date alone, it was sealed by this turn's close)."""
     if store.open_turn(opening):
         return True
     links = getattr(store, "iter_links", None)
     if not callable(links):
         return True  # a store that cannot show its chain: as before
-    first = next(iter(links(opening.turn_id)), None)
+    chain = iter(links(opening.turn_id))
+    first = next(chain, None)
     if first is None or first.kind != "open" or not first.values:
         return True  # nothing to tell by: as before
-    # this turn's own: its opening given up on and landed later (the same time), or made by
-    # its first call once the store answered again (later)
-    return str(first.values[1]) >= opening.opened_at
+    at = str(first.values[OPEN_FIELDS.index("opened_at")])
+    if at == opening.opened_at:
+        return True  # its own, landed after it was given up on
+    if at < opening.opened_at:
+        return False
+    made = first.values[OPEN_FIELDS.index("catalog_hash")]
+    if made is None:
+        return True  # a bare opening (an approval's or a seal's row made it): as before
+    row = next(chain, None)
+    return (
+        made == opening.catalog_hash
+        and row is not None
+        and row.kind == "attempt"
+        and bool(row.values)
+        and str(row.values[ATTEMPT_FIELDS.index("started_at")]) == at
+    )
 
 
 def _foreign(turn_id: str) -> None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -169,3 +170,39 @@ async def test_a_seal_going_ahead_of_calls_that_took_their_approval_is_said(
     assert [link.kind for link in store.iter_links("t-taken")] == ["open", "seal"]
     said = [r.getMessage() for r in caplog.records if "took their approval" in r.getMessage()]
     assert said and "t-taken" in said[0] and "2 call(s)" in said[0], caplog.text
+
+
+async def test_a_turn_whose_opening_was_refused_does_not_seal_a_chain_opened_after_it(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two hosts on one SQLite file: the second's opening is refused (a lock, its busy wait
+    over) and never lands; the lock gone, the first opens a turn of that id, its opening
+    dated after the second's. The close of the second took the chain for its own (an
+    opening dated after its own was read as one its calls made) and sealed the first
+    turn's chain under its opening. A chain whose opening is not this turn's is not sealed
+    by it, whenever it was opened."""
+    import sqlite3
+
+    from sharedos.evidence.sqlite import SqliteEvidenceStore
+
+    path = tmp_path / "evidence.db"
+    first = SqliteEvidenceStore(path)
+    second = SqliteEvidenceStore(path, busy_timeout_s=0.05)
+    lock = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            lock.execute("BEGIN IMMEDIATE")  # the second's opening waits, then gives up
+            async with evidence_turn(second, turn_id="t-later", catalog_hash="c2", timeout_s=1):
+                lock.execute("COMMIT")
+                assert list(first.iter_links("t-later")) == []
+                await stack.enter_async_context(
+                    evidence_turn(first, turn_id="t-later", catalog_hash="c1")
+                )
+            assert [link.kind for link in first.iter_links("t-later")] == ["open"]
+            assert "opened by another turn" in caplog.text
+        assert [link.kind for link in first.iter_links("t-later")] == ["open", "seal"]
+        assert next(iter(first.iter_links("t-later"))).values[2] == "c1"
+    finally:
+        lock.close()
+        first.close()
+        second.close()
