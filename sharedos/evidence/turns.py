@@ -203,11 +203,11 @@ async def evidence_turn(
         if ours is None or found:
             return found[0] if found else None
         found.append(bool(ours))
-        if unopened is not None:
-            unopened(turn_id, None)
         if ours:
             written[0] = None  # written: the close need not write it again
-        else:
+            if unopened is not None:
+                unopened(turn_id, None)
+        else:  # kept past the close: the bridge's refusals after it are not recorded there
             _foreign(turn_id)
         return bool(ours)
 
@@ -216,11 +216,10 @@ async def evidence_turn(
             await open_chain()  # in the try: cancelled once it has written, it is sealed
         yield open_chain
     finally:
-        if unopened is not None and written and written[0] is not None:
-            unopened(turn_id, None)  # the turn's calls are over: nothing to write them before
+        foreign = found == [False]
         # nothing was opened (a deferred turn failed before it): nothing to seal; nor is a
         # chain a call of this turn found to be another turn's (said then) this close's
-        if written and found != [False]:
+        if written and not foreign:
             closed_at = now_iso()
             with anyio.CancelScope(shield=True):
                 if taken is not None:
@@ -236,7 +235,13 @@ async def evidence_turn(
                             turn_id,
                             running,
                         )
-                await _close(store, turn_id, closed_at, timeout_s, report, owe, settle, written[0])
+                foreign = await _close(
+                    store, turn_id, closed_at, timeout_s, report, owe, settle, written[0]
+                )
+        if unopened is not None and written and written[0] is not None:
+            # the turn's calls are over, but a bridge still refuses (and records) those sent
+            # after its close (a relayed stdio bridge): into another turn's chain, never
+            unopened(turn_id, _elsewhere if foreign else None)
 
 
 async def _sealed(store: Any, turn_id: str, timeout_s: float, report: FailureReporter) -> bool:
@@ -265,9 +270,10 @@ async def _close(
     owe: Callable[[Callable[[], Any], str], None] | None,
     settle: Callable[[], Awaitable[int]] | None,
     opening: Opening | None,
-) -> None:
+) -> bool:
     """The close: the records owed to refused calls, the opening record when the store
-    refused it at the open (``opening``), the approvals' expiry, the seal."""
+    refused it at the open (``opening``), the approvals' expiry, the seal. Whether the
+    chain of ``turn_id`` is another turn's (left unsealed)."""
     if settle is not None and owe is not None:
         # the records of calls refused before the close (the turn's among them) go before
         # its seal: written after it, the seal would vouch for none of them
@@ -280,14 +286,14 @@ async def _close(
                 "them (said once until the store writes again)",
             )
             owe(lambda: seal_late(store, turn_id, closed_at, opening), turn_id)
-            return
+            return False
     if opening is not None:
         ours = await _off_loop(
             "opening record", turn_id, lambda: _open_own(store, opening), timeout_s, report
         )
         if ours is False:
             _foreign(turn_id)
-            return
+            return True
     if callable(getattr(store, "append_approval", None)):
         await _off_loop(
             "approvals' expiry",
@@ -306,6 +312,12 @@ async def _close(
     )
     if sealed is None and owe is not None:
         owe(lambda: seal_late(store, turn_id, closed_at, opening), turn_id)
+    return False
+
+
+async def _elsewhere() -> bool | None:
+    """The chain of a closed turn's id is another turn's: nothing of this turn goes there."""
+    return False
 
 
 async def _settled(settle: Callable[[], Awaitable[int]], timeout_s: float) -> int:

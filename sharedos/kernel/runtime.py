@@ -307,7 +307,9 @@ class RuntimeHost:
 
     def owe_opening(self, turn_id: str, write: Callable[[], Awaitable[bool | None]] | None) -> None:
         """Keep ``write``, the opening record of turn ``turn_id`` the store refused as the
-        turn opened (``evidence_turn``); None: forget it (written, or the turn closed).
+        turn opened (``evidence_turn``); None: forget it (written, or the turn closed). One
+        that found the chain another turn's is kept past the close (it says so at once): the
+        refusals a bridge records for the turn after its close do not go there either.
 
         While it is kept, each call of the turn (``invoke_tool``, ``refuse``) writes it
         first, and is refused, unrecorded and not run, unless the opening is then written

@@ -184,3 +184,41 @@ async def test_a_turn_whose_opening_was_refused_runs_no_call_into_another_turns_
             store.close()
     finally:
         lock.close()
+
+
+async def test_a_turn_found_in_another_turns_chain_records_nothing_there_after_its_close(
+    tmp_path: Path,
+) -> None:
+    """Two hosts on one SQLite file: bob's opening on the second is refused (a lock), and
+    alice's turn of that id opens on the first once it is gone. Bob's close leaves her chain
+    unsealed, but the bridge still records the calls it refuses after a turn's close (a
+    relayed stdio bridge: ``turn_closed``, ``RuntimeHost.refuse``): they were appended to
+    her chain, under her opening. Nothing of bob's turn goes there, after its close too."""
+    import contextlib
+    import sqlite3
+
+    from sharedos.kernel.context import ToolCall
+    from sharedos.outcomes import ReasonCode
+
+    rt = build_runtime(tmp_path, principals=("alice", "bob"), with_slow=False)
+    path = tmp_path / "evidence.db"
+    second = RuntimeHost(rt.host.kernel, SqliteEvidenceStore(path, busy_timeout_s=0.05))
+    alice = AccessContext(principal="alice", turn_id="turn-later")
+    bob = AccessContext(principal="bob", tenant="other", turn_id="turn-later")
+    lock = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            lock.execute("BEGIN IMMEDIATE")  # bob's opening waits, then gives up
+            async with open_turn(second, bob, OPEN_POLICY):
+                lock.execute("COMMIT")
+                await stack.enter_async_context(open_turn(rt.host, alice, OPEN_POLICY))
+            late = ToolCall(
+                tool="files.read", arguments={"path": "/home/bob/notes.txt"}, turn_id="turn-later"
+            )
+            res = await second.refuse(late, bob, OPEN_POLICY, ReasonCode.TURN_CLOSED)
+            assert res.is_error
+            assert _links(path, "turn-later") == ["open"]
+        assert _links(path, "turn-later") == ["open", "seal"]
+        assert {r.principal for r in rt.evidence.query(turn_id="turn-later")} == set()
+    finally:
+        lock.close()
