@@ -64,6 +64,10 @@ def test_a_full_run_directory_is_one_line_and_nothing_runs(
     ro = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         assert ro.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
-        assert ro.execute("SELECT count(*) FROM seals").fetchone()[0] == 1
+        # over stdio the turn's file cannot be written, so its transport never opened and
+        # nothing is on record (264514d: a turn whose transport fails writes no record);
+        # over HTTP the turn opened, then the harness's config could not be written: sealed
+        seals = ro.execute("SELECT count(*) FROM seals").fetchone()[0]
+        assert seals == (0 if transport == "stdio" else 1)
     finally:
         ro.close()
