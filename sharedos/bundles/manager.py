@@ -291,7 +291,7 @@ class BundleManager:
             try:
                 # the last read holds the lock until the copy is written down: a poller
                 # writing newer releases all the while cannot leave this start on nothing
-                loaded, why = self._kept_release(kept_at, hold=attempt == _KEPT_READS - 1)
+                loaded, why = self._kept_release(hold=attempt == _KEPT_READS - 1)
                 break
             except _Overtaken as exc:
                 why = str(exc)
@@ -319,9 +319,7 @@ class BundleManager:
             self.on_change(loaded)
         return PollResult("kept", loaded, detail)
 
-    def _kept_release(
-        self, kept_at: str, *, hold: bool = False
-    ) -> tuple[LoadedBundle | None, str | None]:
+    def _kept_release(self, *, hold: bool = False) -> tuple[LoadedBundle | None, str | None]:
         """The copy of the release the state records, written down as enforced, or why it
         is not used ((None, None): no copy; ``_Overtaken`` when the state records a newer
         release by the time it is written down). ``hold``: under the state's lock from
@@ -329,14 +327,12 @@ class BundleManager:
         copies are verified before it is taken: under it, only bytes written since are)."""
         assert self.state is not None
         if not hold:
-            return self._kept_release_locked(kept_at, hold=False)
+            return self._kept_release_locked(hold=False)
         self._verify_copies()  # under the lock, only copies written since are verified
         with self.state.locked():
-            return self._kept_release_locked(kept_at, hold=True)
+            return self._kept_release_locked(hold=True)
 
-    def _kept_release_locked(
-        self, kept_at: str, *, hold: bool
-    ) -> tuple[LoadedBundle | None, str | None]:
+    def _kept_release_locked(self, *, hold: bool) -> tuple[LoadedBundle | None, str | None]:
         assert self.state is not None
         # the copies and the state read as a writer leaves them (under the lock it holds
         # from its first write to its last): between them, the bytes of the release it
@@ -352,7 +348,7 @@ class BundleManager:
         why = _whose(recorded, self.source.origin)
         if why is not None or recorded is None:
             return None, why
-        loaded, why = self._recorded_copy(copies, recorded, kept_at)
+        loaded, why = self._recorded_copy(copies, recorded)
         if why is None and loaded is not None and loaded.sequence > 0:
             # recorded as a release of the source, as the state's own was: the copy is
             # where it was kept, not where it came from
@@ -360,7 +356,7 @@ class BundleManager:
         return loaded, why
 
     def _recorded_copy(
-        self, copies: list[bytes], recorded: Enforced, kept_at: str
+        self, copies: list[bytes], recorded: Enforced
     ) -> tuple[LoadedBundle | None, str | None]:
         """The copy (``BundleState.kept_copies``) that verifies as the release ``recorded``
         names, or why none does (the first copy's reason: the kept one's)."""
