@@ -26,6 +26,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,3 +247,46 @@ class TempCluster:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
+
+
+class FrozenBackends:
+    """The server processes serving one database, stopped and resumed (SIGSTOP/SIGCONT):
+    a frozen server (a hung disk does the same), which no statement timeout ends.
+
+    ``freeze`` stops the sessions of the database (only those idle in a transaction, if
+    asked; only those whose last query ``keep`` accepts); ``thaw`` resumes every one it
+    stopped and may be called any number of times (a ``finally`` and a timer both may)."""
+
+    def __init__(self, cluster: TempCluster, database_url: str) -> None:
+        from psycopg.conninfo import conninfo_to_dict
+
+        self._admin_url = cluster.database_url("postgres")
+        self._name = conninfo_to_dict(database_url)["dbname"]
+        self.pids: list[int] = []
+
+    def freeze(
+        self, *, idle_in_transaction: bool = False, keep: Callable[[str], bool] | None = None
+    ) -> None:
+        """Stop the database's sessions (see the class)."""
+        import psycopg
+
+        sql = "SELECT pid, query FROM pg_stat_activity WHERE datname = %s"
+        if idle_in_transaction:
+            sql += " AND state = 'idle in transaction'"
+        with psycopg.connect(self._admin_url, autocommit=True) as admin:
+            found = [(int(pid), str(query)) for pid, query in admin.execute(sql, (self._name,))]
+        for pid, query in found:
+            if keep is None or keep(query):
+                os.kill(pid, signal.SIGSTOP)
+                self.pids.append(pid)
+
+    def thaw(self) -> None:
+        """Resume every session ``freeze`` stopped (a timer's thread and the test's may
+        both call it at once: each pid is taken by one of them)."""
+        while True:
+            try:
+                pid = self.pids.pop()
+            except IndexError:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from sharedos.catalog import ToolRegistry
 from sharedos.cli.main import main as cli_main
 from sharedos.evidence import SqliteEvidenceStore
 from sharedos.evidence.approvals import ApprovalLedger
+from sharedos.evidence.postgres import PostgresEvidenceStore
 from sharedos.evidence.verify import verify_store
 from sharedos.kernel import AccessContext, Kernel, RuntimeHost, ToolCall
 from sharedos.kernel.approvals import ApprovalSettings
@@ -31,6 +33,7 @@ from sharedos.outcomes import Outcome, ReasonCode
 from sharedos.policy import compile_source
 from sharedos.toolpolicy import RunMode, ToolPolicy
 from sharedos.tools import register_files_tools
+from tests.fleet.pgcluster import FrozenBackends
 from tests.timing import bound
 
 POLICY = """
@@ -952,6 +955,31 @@ def test_an_approval_the_store_refused_to_mark_used_is_used_by_the_retry(tmp_pat
     assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
 
 
+class _ConsumeHookedStore(PostgresEvidenceStore):
+    """A PostgreSQL store that, once ``on_consume`` is set, calls it with the fence of the
+    next ``consumed`` approval write (once) and makes the write with the fence it returns:
+    a test stops the server there (``FrozenBackends``)."""
+
+    on_consume: Callable[[Any], Any] | None = None
+
+    def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
+        hook = self.on_consume
+        if hook is not None and "consumed" in values:
+            self.on_consume = None
+            fence = hook(fence)
+        return super().append_approval(values, check, *([fence] if fence else []))
+
+
+def _freezing(server: FrozenBackends) -> Callable[[Any], Any]:
+    """An ``on_consume`` hook: the server stops answering as the approval is taken."""
+
+    def hook(fence: Any) -> Any:
+        server.freeze()
+        return fence
+
+    return hook
+
+
 def test_an_approval_whose_store_stops_answering_fails_its_call_within_the_bound(
     tmp_path: Path, pg_url: str, postgres_cluster: Any
 ) -> None:
@@ -963,58 +991,28 @@ def test_an_approval_whose_store_stops_answering_fails_its_call_within_the_bound
     call needing no approval failed within the evidence timeout (docs/evidence.md: a hung
     store fails calls within the bound). It now fails ``timeout`` at
     ``ApprovalGate.consume_wait_s``, and its caller's cancellation goes on."""
-    import os
-    import signal
     import time
 
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    from sharedos.evidence.postgres import PostgresEvidenceStore
-
-    name = conninfo_to_dict(pg_url)["dbname"]
-    frozen: list[int] = []
-
-    def freeze() -> None:
-        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
-            sql = "SELECT pid FROM pg_stat_activity WHERE datname = %s"
-            pids = [int(pid) for (pid,) in c.execute(sql, (name,))]
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-            frozen.append(pid)
-
-    def thaw() -> None:
-        while frozen:
-            os.kill(frozen.pop(), signal.SIGCONT)
-
-    class Freezing(PostgresEvidenceStore):
-        armed = False
-
-        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
-            if self.armed and "consumed" in values:
-                self.armed = False
-                freeze()  # the server stops answering as the approval is taken
-            return super().append_approval(values, check, *([fence] if fence else []))
-
+    server = FrozenBackends(postgres_cluster, pg_url)
     h = Host(tmp_path)
-    store = h.store = Freezing(pg_url)
+    store = h.store = _ConsumeHookedStore(pg_url)
     h.host = RuntimeHost(
         Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.15
     )
     approval_id = h.call(ARGS).structured["approvalId"]
     ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli")
     # thawed well after the bound (4 evidence timeouts): the call must be answered before
-    watchdog = threading.Timer(bound(10), thaw)
-    store.armed = True
+    watchdog = threading.Timer(bound(10), server.thaw)
+    store.on_consume = _freezing(server)  # the server stops answering as the approval is taken
     watchdog.start()
     try:
         t0 = time.monotonic()
         res = h.call(ARGS)
         took = time.monotonic() - t0
-        still_frozen = bool(frozen)
+        still_frozen = bool(server.pids)
     finally:
         watchdog.cancel()
-        thaw()
+        server.thaw()
         store.close()
     assert still_frozen, f"the call was answered only once the server answered ({took:.1f} s)"
     assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
@@ -1070,51 +1068,20 @@ def test_an_approval_whose_consume_was_given_up_on_a_frozen_postgresql_stays_uns
     approval is taken (a frozen server), the call failed at the bound, and the server thawed
     afterwards finished the abandoned ``consumed`` statement and committed it. Refused at its
     commit now: the approval stays ``approved`` and the retry runs on it."""
-    import os
-    import signal
-
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    from sharedos.evidence.postgres import PostgresEvidenceStore
-
-    name = conninfo_to_dict(pg_url)["dbname"]
-    frozen: list[int] = []
-
-    def freeze() -> None:
-        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
-            sql = "SELECT pid FROM pg_stat_activity WHERE datname = %s"
-            pids = [int(pid) for (pid,) in c.execute(sql, (name,))]
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-            frozen.append(pid)
-
-    def thaw() -> None:
-        while frozen:
-            os.kill(frozen.pop(), signal.SIGCONT)
-
-    class Freezing(PostgresEvidenceStore):
-        armed = False
-
-        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
-            if self.armed and "consumed" in values:
-                self.armed = False
-                freeze()
-            return super().append_approval(values, check, *([fence] if fence else []))
-
+    server = FrozenBackends(postgres_cluster, pg_url)
     h = Host(tmp_path)
-    store = h.store = Freezing(pg_url)
+    store = h.store = _ConsumeHookedStore(pg_url)
     try:
         h.host = RuntimeHost(
             Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.15
         )
         approval_id = h.call(ARGS).structured["approvalId"]
         ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli")
-        store.armed = True
+        store.on_consume = _freezing(server)
         try:
             res = h.call(ARGS)
         finally:
-            thaw()
+            server.thaw()
         assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
         with store.appender.lock:  # the abandoned consume has finished
             pass
@@ -1125,7 +1092,7 @@ def test_an_approval_whose_consume_was_given_up_on_a_frozen_postgresql_stays_uns
         got = ApprovalLedger(store).get(approval_id)
         assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
     finally:
-        thaw()
+        server.thaw()
         store.close()
 
 
@@ -1144,72 +1111,45 @@ def test_an_approval_whose_server_froze_between_the_fence_and_the_commit_stays_u
     should it idle in the transaction past the give-up (``idle_in_transaction_session_
     timeout``), and the fence asked again once the server answered that: either way the
     thawed server does not commit, the approval stays ``approved`` and the retry runs."""
-    import os
-    import signal
     import time
 
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    from sharedos.evidence.postgres import PostgresEvidenceStore
-
-    name = conninfo_to_dict(pg_url)["dbname"]
-    frozen: list[int] = []
-
-    def freeze_writer() -> None:
-        """Stop the backend of the open transaction (the consumed write's), if not yet."""
-        if frozen:
-            return
-        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
-            sql = (
-                "SELECT pid, query FROM pg_stat_activity "
-                "WHERE datname = %s AND state = 'idle in transaction'"
-            )
-            found = list(c.execute(sql, (name,)))
-        for pid, query in found:
-            if frozen_at == "before_the_commit" and "set_config" not in query and told:
-                continue  # the server is told the bound next: stop it after that
-            os.kill(pid, signal.SIGSTOP)
-            frozen.append(pid)
-
-    def thaw() -> None:
-        while frozen:
-            os.kill(frozen.pop(), signal.SIGCONT)
-
+    server = FrozenBackends(postgres_cluster, pg_url)
     told = False
 
-    class Freezing(PostgresEvidenceStore):
-        armed = False
+    def frozen_after(fence: Any) -> Any:
+        def fenced(*_: Any) -> Any:
+            nonlocal told
+            left = fence()  # the fence passes: the server stops before the commit
+            told = left is not None  # (it is then told how long the write may idle)
+            if not server.pids:  # the backend of the open transaction (the consumed write's)
+                server.freeze(
+                    idle_in_transaction=True,
+                    # the server is told the bound next: stop it after that
+                    keep=lambda query: (
+                        not (
+                            frozen_at == "before_the_commit" and "set_config" not in query and told
+                        )
+                    ),
+                )
+            return left
 
-        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
-            if not (self.armed and "consumed" in values and fence is not None):
-                return super().append_approval(values, check, *([fence] if fence else []))
-            self.armed = False
-
-            def frozen_after(*_: Any) -> Any:
-                nonlocal told
-                left = fence()  # the fence passes: the server stops before the commit
-                told = left is not None  # (it is then told how long the write may idle)
-                freeze_writer()
-                return left
-
-            return super().append_approval(values, check, frozen_after)
+        return fenced
 
     h = Host(tmp_path)
-    store = h.store = Freezing(pg_url)
+    store = h.store = _ConsumeHookedStore(pg_url)
     try:
         h.host = RuntimeHost(
             Kernel(h.policy, h.registry), store, approvals=h.settings, evidence_timeout_s=0.15
         )
         approval_id = h.call(ARGS).structured["approvalId"]
         ApprovalLedger(store).answer(approval_id, approve=True, approver="maya", via="cli")
-        store.armed = True
+        store.on_consume = frozen_after
         try:
             res = h.call(ARGS)
-            assert frozen, "the server was not frozen"
+            assert server.pids, "the server was not frozen"
             time.sleep(bound(0.3))  # thawed well after the write was given up
         finally:
-            thaw()
+            server.thaw()
         assert (res.outcome, res.reason) == (Outcome.FAILED, ReasonCode.EVIDENCE_UNAVAILABLE)
         assert "nothing ran" in res.structured["detail"], res.structured
         with store.appender.lock:  # the abandoned consume has finished
@@ -1222,7 +1162,7 @@ def test_an_approval_whose_server_froze_between_the_fence_and_the_commit_stays_u
         assert got is not None and got.status == "consumed" and got.closed_call == ran.call_id
         assert verify_store(store).clean
     finally:
-        thaw()
+        server.thaw()
         store.close()
 
 
@@ -1235,63 +1175,34 @@ def test_an_approval_that_lapses_while_its_server_is_frozen_before_the_commit_is
     well within the wait for the write, committed it, and the call ran on a lapsed approval.
     The session is now told to end should it idle past the lapse too: the thawed server
     rolls the write back, the call runs nothing and its retry asks anew."""
-    import os
-    import signal
     import threading
     import time
 
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    from sharedos.evidence.postgres import PostgresEvidenceStore
-
-    name = conninfo_to_dict(pg_url)["dbname"]
-    frozen: list[int] = []
+    server = FrozenBackends(postgres_cluster, pg_url)
     froze: list[float] = []  # when the server was stopped
     ttl = 1.0
 
-    def freeze_before_the_commit() -> None:
-        with psycopg.connect(postgres_cluster.database_url("postgres"), autocommit=True) as c:
-            sql = (
-                "SELECT pid, query FROM pg_stat_activity "
-                "WHERE datname = %s AND state = 'idle in transaction'"
-            )
-            found = list(c.execute(sql, (name,)))
-        for pid, _ in found:
-            os.kill(pid, signal.SIGSTOP)
-            frozen.append(pid)
+    def frozen_after(fence: Any) -> Any:
+        calls = 0
 
-    def thaw() -> None:
-        while frozen:
-            os.kill(frozen.pop(), signal.SIGCONT)
+        def fenced() -> Any:
+            nonlocal calls
+            calls += 1
+            left = fence()
+            # the last time the fence is asked before the COMMIT: once on a host that does
+            # not tell the server how long it may idle, twice on one that does
+            if not froze and (left is None or calls == 2):
+                froze.append(time.monotonic())
+                server.freeze(idle_in_transaction=True)
+                # thawed once the approval has lapsed, long before the write is given up
+                wait = max(0.0, lapses - time.monotonic()) + bound(0.3)
+                threading.Timer(wait, server.thaw).start()
+            return left
 
-    class Freezing(PostgresEvidenceStore):
-        armed = False
-
-        def append_approval(self, values: Any, check: Any = None, fence: Any = None) -> str:
-            if not (self.armed and "consumed" in values and fence is not None):
-                return super().append_approval(values, check, *([fence] if fence else []))
-            self.armed = False
-            calls = 0
-
-            def frozen_after() -> Any:
-                nonlocal calls
-                calls += 1
-                left = fence()
-                # the last time the fence is asked before the COMMIT: once on a host that does
-                # not tell the server how long it may idle, twice on one that does
-                if not froze and (left is None or calls == 2):
-                    froze.append(time.monotonic())
-                    freeze_before_the_commit()
-                    # thawed once the approval has lapsed, long before the write is given up
-                    wait = max(0.0, lapses - time.monotonic()) + bound(0.3)
-                    threading.Timer(wait, thaw).start()
-                return left
-
-            return super().append_approval(values, check, frozen_after)
+        return fenced
 
     h = Host(tmp_path, approval_ttl_s=ttl)
-    store = h.store = Freezing(pg_url)
+    store = h.store = _ConsumeHookedStore(pg_url)
     try:
         # the write is waited for 4 evidence timeouts: well past the approval's life
         h.host = RuntimeHost(
@@ -1302,7 +1213,7 @@ def test_an_approval_that_lapses_while_its_server_is_frozen_before_the_commit_is
         ApprovalLedger(store).answer(
             approval_id, approve=True, approver="maya", via="cli", ttl_s=ttl
         )
-        store.armed = True
+        store.on_consume = frozen_after
         res = h.call(ARGS)
         if not froze or froze[0] > lapses:  # pragma: no cover - a slow machine
             pytest.skip("the call reached its approval only after it had lapsed")
@@ -1320,7 +1231,7 @@ def test_an_approval_that_lapses_while_its_server_is_frozen_before_the_commit_is
         assert got is not None and got.status == "expired", (got and got.status, got)
         assert verify_store(store).clean
     finally:
-        thaw()
+        server.thaw()
         store.close()
 
 
