@@ -16,7 +16,6 @@ real runtime.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sys
@@ -30,9 +29,8 @@ from sharedos.confine.sandbox import sandbox_python
 from sharedos.conformance.environment import build_environment
 from sharedos.conformance.manifest import load_manifest
 from sharedos.errors import ConfinementError
-from sharedos.harness.hostconfig import parse_host_config
 from sharedos.harness.runtime import McpHarnessRuntime
-from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.confine.probe import probe_host, run_probe_turn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -61,33 +59,12 @@ def test_a_confined_harness_cannot_reach_another_turns_door(
     python, _prefix = sandbox_python()
     probe = Path(tmp) / "connect.py"  # where the sandbox can read it
     probe.write_text(CONNECT, encoding="utf-8")
-    host = parse_host_config(
-        f'[confinement]\nreadonly = ["{tmp}"]\n\n'
-        f'[harness.probe]\nkind = "claude-code"\ncommand = ["/bin/sh", "-c", '
-        f'"[ \\"$1\\" = --version ] && echo \'probe 1.0.0\' && exit 0; '
-        f'{python} -I -S {probe} {tmp}", "probe"]\n',
-        str(tmp_path / "host.toml"),
-        base_dir=tmp_path,
-    )
+    host = probe_host(tmp_path, tmp, f"{python} -I -S {probe} {tmp}")
     env = build_environment(load_manifest(), tmp_path / "env", name="probe")
     runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
         try:
-            result = asyncio.run(
-                runtime.run_turn(
-                    env.host,
-                    env.context("alice", f"probe-door-{os.getpid()}"),
-                    policy,
-                    plan=[],
-                    workdir=tmp_path / "turns",
-                    transport="http",
-                    timeout_s=60,
-                    managed_roots=env.managed_roots(),
-                )
-            )
+            result = run_probe_turn(runtime, env, "door", workdir=tmp_path / "turns")
         except ConfinementError as exc:  # refusing the view is as good as hiding the doors
             assert "sharedos-" in str(exc), exc
         else:

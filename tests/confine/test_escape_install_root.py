@@ -75,14 +75,13 @@ echo "PROBE key=$(cat "$KEY" 2>&1 | tr '\n' ' ')"
 def test_a_harness_command_in_a_home_directory_does_not_show_the_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
     import os
 
     from sharedos.conformance.environment import build_environment
     from sharedos.conformance.manifest import load_manifest
     from sharedos.harness.hostconfig import HarnessConfig
     from sharedos.harness.runtime import McpHarnessRuntime
-    from sharedos.toolpolicy import RunMode, ToolPolicy
+    from tests.confine.probe import run_probe_turn
 
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -98,22 +97,8 @@ def test_a_harness_command_in_a_home_directory_does_not_show_the_home(
         env={"KEY": "${KEY}"},
     )
     runtime = McpHarnessRuntime(cfg, None, environ={**os.environ, "KEY": str(key)})
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
-        result = asyncio.run(
-            runtime.run_turn(
-                env.host,
-                env.context("alice", f"probe-home-{os.getpid()}"),
-                policy,
-                plan=[],
-                workdir=tmp_path / "turns",
-                transport="http",
-                timeout_s=60,
-                managed_roots=env.managed_roots(),
-            )
-        )
+        result = run_probe_turn(runtime, env, "home", workdir=tmp_path / "turns")
         assert result.identity.confinement is not None
         assert result.identity.confinement.state.value == "confined"
         assert "PROBE key=" in result.process.stdout, result.process.stderr

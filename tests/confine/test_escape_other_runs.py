@@ -15,7 +15,6 @@ runtime; the other run's directory is made by ``sharedos run``'s own code.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sys
@@ -29,9 +28,8 @@ from sharedos.confine.leftovers import remove_tree
 from sharedos.conformance.environment import build_environment
 from sharedos.conformance.manifest import load_manifest
 from sharedos.errors import ConfinementError
-from sharedos.harness.hostconfig import parse_host_config
 from sharedos.harness.runtime import McpHarnessRuntime
-from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.confine.probe import probe_host, run_probe_turn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -48,34 +46,16 @@ def test_a_confined_harness_cannot_read_another_runs_directory(
     home = other / "claude-code-x1" / "home"
     home.mkdir(parents=True)
     (home / "transcript.jsonl").write_text(SECRET + "\n", encoding="utf-8")
-    host = parse_host_config(
-        f'[confinement]\nreadonly = ["{tmp}"]\n\n'
-        f'[harness.probe]\nkind = "claude-code"\ncommand = ["/bin/sh", "-c", '
-        f'"[ \\"$1\\" = --version ] && echo \'probe 1.0.0\' && exit 0; '
-        f'cat {tmp}/*/*/home/transcript.jsonl {tmp}/*/*/*/home/transcript.jsonl; ls -R {tmp}", '
-        '"probe"]\n',
-        str(tmp_path / "host.toml"),
-        base_dir=tmp_path,
+    host = probe_host(
+        tmp_path,
+        tmp,
+        f"cat {tmp}/*/*/home/transcript.jsonl {tmp}/*/*/*/home/transcript.jsonl; ls -R {tmp}",
     )
     env = build_environment(load_manifest(), tmp_path / "env", name="probe")
     runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
         try:
-            result = asyncio.run(
-                runtime.run_turn(
-                    env.host,
-                    env.context("alice", f"probe-runs-{os.getpid()}"),
-                    policy,
-                    plan=[],
-                    workdir=mine,
-                    transport="http",
-                    timeout_s=60,
-                    managed_roots=env.managed_roots(),
-                )
-            )
+            result = run_probe_turn(runtime, env, "runs", workdir=mine)
         except ConfinementError as exc:  # refusing the view is as good as hiding the runs
             assert "sharedos-" in str(exc), exc
         else:
@@ -109,33 +89,11 @@ def test_a_confined_harness_cannot_read_earlier_turns_kept_in_the_workdir(
     home.mkdir(parents=True)
     (home / "transcript.jsonl").write_text(SECRET + "\n", encoding="utf-8")
     readonly = tmp if shown == "above" else workdir
-    host = parse_host_config(
-        f'[confinement]\nreadonly = ["{readonly}"]\n\n'
-        f'[harness.probe]\nkind = "claude-code"\ncommand = ["/bin/sh", "-c", '
-        f'"[ \\"$1\\" = --version ] && echo \'probe 1.0.0\' && exit 0; '
-        f'cat {workdir}/*/home/transcript.jsonl; ls {workdir}", '
-        '"probe"]\n',
-        str(tmp_path / "host.toml"),
-        base_dir=tmp_path,
-    )
+    host = probe_host(tmp_path, readonly, f"cat {workdir}/*/home/transcript.jsonl; ls {workdir}")
     env = build_environment(load_manifest(), tmp_path / "env", name="probe")
     runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
-        result = asyncio.run(
-            runtime.run_turn(
-                env.host,
-                env.context("alice", f"probe-workdir-{shown}-{os.getpid()}"),
-                policy,
-                plan=[],
-                workdir=workdir,
-                transport="http",
-                timeout_s=60,
-                managed_roots=env.managed_roots(),
-            )
-        )
+        result = run_probe_turn(runtime, env, f"workdir-{shown}", workdir=workdir)
         assert result.identity.confinement is not None
         assert result.identity.confinement.state.value == "confined"
         assert SECRET not in result.process.stdout, result.process.stdout

@@ -12,7 +12,6 @@ cannot read the file at first, waits, and reads what the host wrote.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import threading
@@ -27,7 +26,7 @@ from sharedos.conformance.manifest import load_manifest
 from sharedos.errors import ConfinementError
 from sharedos.harness.hostconfig import parse_host_config
 from sharedos.harness.runtime import McpHarnessRuntime
-from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.confine.probe import run_probe_turn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -57,9 +56,6 @@ def test_a_managed_file_the_host_replaces_stays_out_of_the_harness_view(tmp_path
     )
     env = build_environment(load_manifest(), tmp_path / "env", name="probe")
     runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
 
     def host_writes_pins() -> None:  # as `sharedos upstream pin` does, during the turn
         time.sleep(2.0)
@@ -69,17 +65,12 @@ def test_a_managed_file_the_host_replaces_stays_out_of_the_harness_view(tmp_path
     writer.start()
     try:
         try:
-            result = asyncio.run(
-                runtime.run_turn(
-                    env.host,
-                    env.context("alice", f"probe-replaced-{os.getpid()}"),
-                    policy,
-                    plan=[],
-                    workdir=tmp_path / "turns",
-                    transport="http",
-                    timeout_s=60,
-                    managed_roots=[*env.managed_roots(), str(managed)],
-                )
+            result = run_probe_turn(
+                runtime,
+                env,
+                "replaced",
+                workdir=tmp_path / "turns",
+                managed_roots=[*env.managed_roots(), str(managed)],
             )
         except ConfinementError as exc:  # refusing the view is as good as hiding the file
             assert str(managed) in str(exc), exc

@@ -13,7 +13,6 @@ the policy file must be unchanged after the turn.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from sharedos.conformance.environment import build_environment
 from sharedos.conformance.manifest import load_manifest
 from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.runtime import McpHarnessRuntime
-from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.confine.probe import run_probe_turn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -53,21 +52,13 @@ def test_the_host_does_not_write_through_links_the_harness_planted(tmp_path: Pat
         env={"TARGET": "${TARGET}"},
     )
     runtime = McpHarnessRuntime(cfg, None, environ=environ)
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
-        result = asyncio.run(
-            runtime.run_turn(
-                env.host,
-                env.context("alice", f"probe-links-{os.getpid()}"),
-                policy,
-                plan=[],
-                workdir=tmp_path / "turns",
-                transport="http",
-                timeout_s=60,
-                managed_roots=[*env.managed_roots(), str(policy_dir)],
-            )
+        result = run_probe_turn(
+            runtime,
+            env,
+            "links",
+            workdir=tmp_path / "turns",
+            managed_roots=[*env.managed_roots(), str(policy_dir)],
         )
         assert result.identity.confinement is not None
         assert result.identity.confinement.state.value == "confined"
@@ -106,21 +97,13 @@ def test_the_scripted_model_does_not_append_through_a_planted_link(tmp_path: Pat
         env={"TARGET": "${TARGET}"},
     )
     runtime = McpHarnessRuntime(cfg, None, environ={**os.environ, "TARGET": str(target)})
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
-        result = asyncio.run(
-            runtime.run_turn(
-                env.host,
-                env.context("alice", f"probe-model-link-{os.getpid()}"),
-                policy,
-                plan=[],
-                workdir=tmp_path / "turns",
-                transport="http",
-                timeout_s=60,
-                managed_roots=[*env.managed_roots(), str(policy_dir)],
-            )
+        result = run_probe_turn(
+            runtime,
+            env,
+            "model-link",
+            workdir=tmp_path / "turns",
+            managed_roots=[*env.managed_roots(), str(policy_dir)],
         )
         assert "PROBE planted" in result.process.stderr
         assert result.model_requests >= 1, result.process.stderr

@@ -15,7 +15,6 @@ nor write records of the harness's choosing into the evidence store.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from sharedos.context import AccessContext
 from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.runtime import McpHarnessRuntime
 from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.confine.probe import run_probe_turn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -124,21 +124,9 @@ def test_a_confined_harness_cannot_forge_its_stdio_turn_file(tmp_path: Path) -> 
         env={k: "${" + k + "}" for k in ("TURN_ROOT", "FORGED", "RULES_TEXT", "CLIENT", "PY")},
     )
     runtime = McpHarnessRuntime(cfg, None, environ=environ)
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     try:
-        result = asyncio.run(
-            runtime.run_turn(
-                env.host,
-                env.context("alice", f"probe-stdio-{os.getpid()}"),
-                policy,
-                plan=[],
-                workdir=turns,
-                transport="stdio",
-                timeout_s=90,
-                managed_roots=env.managed_roots(),
-            )
+        result = run_probe_turn(
+            runtime, env, "stdio", workdir=turns, transport="stdio", timeout_s=90
         )
         out = result.process.stdout
         print(out, result.process.stderr[-2000:])
@@ -173,9 +161,6 @@ def test_a_caller_stdio_directory_the_harness_can_see_is_refused(tmp_path: Path)
     turns.mkdir()
     cfg = HarnessConfig(id="probe", kind="claude-code", transport="stdio", command=(str(command),))
     runtime = McpHarnessRuntime(cfg, None, environ=dict(os.environ))
-    policy = ToolPolicy(
-        name="probe", mode=RunMode.STRICT, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     launch = StdioLaunch(
         directory=tools / "stdio",
         rules=default_policy_paths(),
@@ -185,18 +170,8 @@ def test_a_caller_stdio_directory_the_harness_can_see_is_refused(tmp_path: Path)
     )
     try:
         with pytest.raises(ConfinementUnavailable, match="can see"):
-            asyncio.run(
-                runtime.run_turn(
-                    env.host,
-                    env.context("alice", f"probe-visible-{os.getpid()}"),
-                    policy,
-                    plan=[],
-                    workdir=turns,
-                    transport="stdio",
-                    stdio_launch=launch,
-                    timeout_s=60,
-                    managed_roots=env.managed_roots(),
-                )
+            run_probe_turn(
+                runtime, env, "visible", workdir=turns, transport="stdio", stdio_launch=launch
             )
         assert list(turns.iterdir()) == []  # nothing ran, nothing left
         assert env.evidence.query(turn_id=f"probe-visible-{os.getpid()}") == []

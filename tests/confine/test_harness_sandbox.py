@@ -32,6 +32,7 @@ from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.runtime import McpHarnessRuntime
 from sharedos.identity import ConfinementState
 from sharedos.toolpolicy import RunMode, ToolPolicy
+from tests.confine.probe import probe_policy
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -118,13 +119,10 @@ async def _probe(
         },
     )
     runtime = McpHarnessRuntime(cfg, None, environ=environ)
-    policy = ToolPolicy(
-        name="probe", mode=mode, managed=("files.*",), harness_local=("shell.bounded",)
-    )
     result = await runtime.run_turn(
         env.host,
         env.context("alice", f"probe-{mode.value}-{os.getpid()}"),
-        policy,
+        probe_policy(mode),
         plan=[],
         workdir=tmp_path / "turns",
         transport="http",
