@@ -221,6 +221,30 @@ async def test_a_modern_call_still_running_when_the_turn_closes_is_answered(
     assert [(str(r.outcome), str(r.reason)) for r in records] == [("cancelled", "cancelled")]
 
 
+@pytest.fixture
+def turn_apps(monkeypatch: pytest.MonkeyPatch) -> list[bridge_http.TurnHttpApp]:
+    """Every turn's HTTP app made during the test, in the order they were made."""
+    apps: list[bridge_http.TurnHttpApp] = []
+    made = bridge_http.TurnHttpApp.__init__
+
+    def keep(app: bridge_http.TurnHttpApp, *args: Any, **kwargs: Any) -> None:
+        made(app, *args, **kwargs)
+        apps.append(app)
+
+    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
+    return apps
+
+
+async def _one_classified_the_others_waiting(app: bridge_http.TurnHttpApp, calls: int) -> None:
+    """Until ``calls`` large bodies are read whole: one frame in the turn's classifying
+    thread, the others waiting for it."""
+    while True:
+        queue = app._classify_threads.statistics()
+        if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
+            return
+        await anyio.sleep(0.005)
+
+
 def _large_call(request_id: int) -> bytes:
     """A 2026-07-28 ``tools/call`` of ~0.33 MB (classified in a worker thread, a few
     hundred ms: many small objects), valid: it would run if its turn were open."""
@@ -234,7 +258,9 @@ def _large_call(request_id: int) -> bytes:
 
 
 async def test_large_calls_still_being_classified_when_the_turn_closes_are_answered(
-    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    alice: AccessContext,
+    turn_apps: list[bridge_http.TurnHttpApp],
 ) -> None:
     """A turn classifies its frames over 64 KiB one at a time, in a thread: the others wait
     their turn. Closing the turn never waited for them (only for requests past the closing
@@ -242,14 +268,6 @@ async def test_large_calls_still_being_classified_when_the_turn_closes_are_answe
     whole were dropped, neither answered nor recorded. Each is refused ``turn_closed`` now
     and recorded once (answered when that is done within the grace)."""
     calls = 3
-    apps: list[bridge_http.TurnHttpApp] = []
-    made = bridge_http.TurnHttpApp.__init__
-
-    def keep(app: bridge_http.TurnHttpApp, *args: Any, **kwargs: Any) -> None:
-        made(app, *args, **kwargs)
-        apps.append(app)
-
-    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
     answers: dict[int, httpx2.Response | BaseException] = {}
     with anyio.fail_after(30):
         async with (
@@ -270,12 +288,7 @@ async def test_large_calls_still_being_classified_when_the_turn_closes_are_answe
 
             for request_id in range(1, calls + 1):
                 tg.start_soon(ask, turn.url, request_id)
-            # every body read whole: one frame classified, the others waiting for it
-            while True:
-                queue = apps[0]._classify_threads.statistics()
-                if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
-                    break
-                await anyio.sleep(0.005)
+            await _one_classified_the_others_waiting(turn_apps[0], calls)
             # the turn closes (before the client's requests end)
     assert sorted(answers) == list(range(1, calls + 1))
     for answer in answers.values():
@@ -296,7 +309,9 @@ def _calls_recorded(runtime: Runtime, alice: AccessContext) -> list[Any]:
 
 
 async def test_large_calls_still_being_classified_are_recorded_before_the_turn_ends(
-    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    alice: AccessContext,
+    turn_apps: list[bridge_http.TurnHttpApp],
 ) -> None:
     """Those past the grace were recorded only once the turn's classifying thread was done
     with them, by tasks nobody waited for: after the turn's seal, and not at all when the
@@ -304,14 +319,6 @@ async def test_large_calls_still_being_classified_are_recorded_before_the_turn_e
     cancelled those tasks): calls the client had sent whole, neither answered nor recorded.
     They are recorded before the turn has closed now, and before its seal."""
     calls = 3
-    apps: list[bridge_http.TurnHttpApp] = []
-    made = bridge_http.TurnHttpApp.__init__
-
-    def keep(app: bridge_http.TurnHttpApp, *args: Any, **kwargs: Any) -> None:
-        made(app, *args, **kwargs)
-        apps.append(app)
-
-    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
     with anyio.fail_after(30):
         async with (
             httpx2.AsyncClient(headers=ACCEPT, timeout=20) as hc,
@@ -327,13 +334,9 @@ async def test_large_calls_still_being_classified_are_recorded_before_the_turn_e
 
             for request_id in range(1, calls + 1):
                 tg.start_soon(ask, turn.url, request_id)
-            while True:  # every body read whole, one classified, the others waiting
-                queue = apps[0]._classify_threads.statistics()
-                if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
-                    break
-                await anyio.sleep(0.005)
+            await _one_classified_the_others_waiting(turn_apps[0], calls)
         # the turn has closed: nothing of it runs on
-        assert not apps[0]._settling
+        assert not turn_apps[0]._settling
         records = _calls_recorded(runtime, alice)
     assert [str(r.reason) for r in records] == ["turn_closed"] * calls
     kinds = [link.kind for link in runtime.evidence.iter_links(alice.turn_id)]
@@ -353,7 +356,10 @@ def _slow_call(request_id: int, items: int) -> bytes:
 
 
 async def test_large_calls_queued_at_the_close_do_not_hold_it_open(
-    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    alice: AccessContext,
+    monkeypatch: pytest.MonkeyPatch,
+    turn_apps: list[bridge_http.TurnHttpApp],
 ) -> None:
     """The close waited for every large body queued for the turn's classifying thread to
     be read (one at a time, then parsed again on the event loop to be refused): a harness
@@ -377,7 +383,6 @@ async def test_large_calls_queued_at_the_close_do_not_hold_it_open(
         return classify(data)
 
     monkeypatch.setattr(bridge_http, "classify", counted)
-    monkeypatch.setattr(bridge_http.TurnHttpApp, "__init__", keep)
     with anyio.fail_after(60):
         async with (
             httpx2.AsyncClient(headers=ACCEPT, timeout=50) as hc,
@@ -393,11 +398,7 @@ async def test_large_calls_queued_at_the_close_do_not_hold_it_open(
 
             for request_id in range(1, calls + 1):
                 tg.start_soon(ask, turn.url, request_id)
-            while True:  # every body read whole, one classified, the others waiting
-                queue = apps[0]._classify_threads.statistics()
-                if queue.borrowed_tokens == 1 and queue.tasks_waiting == calls - 1:
-                    break
-                await anyio.sleep(0.005)
+            await _one_classified_the_others_waiting(turn_apps[0], calls)
             closing = len(read)  # the one being read now
         records = _calls_recorded(runtime, alice)
     # each call recorded once, refused as the turn closed, before the seal
