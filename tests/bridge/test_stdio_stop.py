@@ -102,6 +102,20 @@ class _StoppedServer:
             self.stopped.set()
 
 
+def _stdio_endpoint(
+    runtime: Runtime, alice: AccessContext, is_open: threading.Event
+) -> TurnEndpoint:
+    """Alice's stdio turn endpoint under the open run policy, open while ``is_open`` is set."""
+    return TurnEndpoint(
+        runtime_host=runtime.host,
+        context=alice,
+        tool_policy=OPEN_POLICY,
+        catalog=runtime.host.kernel.list_tools(alice, OPEN_POLICY),
+        transport="stdio",
+        is_open=is_open.is_set,
+    )
+
+
 @pytest.mark.parametrize("valid", [True, False], ids=["valid", "refused"])
 async def test_a_large_line_being_classified_as_the_bridge_stops_is_answered_and_recorded(
     runtime: Runtime, alice: AccessContext, valid: bool, monkeypatch: pytest.MonkeyPatch
@@ -110,14 +124,7 @@ async def test_a_large_line_being_classified_as_the_bridge_stops_is_answered_and
     wire = StdioWire(pipes.bridge_reads, pipes.bridge_writes, max_frame=8 << 20)
     is_open = threading.Event()
     is_open.set()
-    endpoint = TurnEndpoint(
-        runtime_host=runtime.host,
-        context=alice,
-        tool_policy=OPEN_POLICY,
-        catalog=runtime.host.kernel.list_tools(alice, OPEN_POLICY),
-        transport="stdio",
-        is_open=is_open.is_set,
-    )
+    endpoint = _stdio_endpoint(runtime, alice, is_open)
     server = _StoppedServer(endpoint.build_server())
     real = frames.classify
 
@@ -184,14 +191,7 @@ async def test_a_call_the_server_took_and_never_dispatched_is_answered_and_recor
     wire = StdioWire(pipes.bridge_reads, pipes.bridge_writes, max_frame=1 << 20)
     is_open = threading.Event()
     is_open.set()
-    endpoint = TurnEndpoint(
-        runtime_host=runtime.host,
-        context=alice,
-        tool_policy=OPEN_POLICY,
-        catalog=runtime.host.kernel.list_tools(alice, OPEN_POLICY),
-        transport="stdio",
-        is_open=is_open.is_set,
-    )
+    endpoint = _stdio_endpoint(runtime, alice, is_open)
     server = _TakingServer(endpoint.build_server(), is_open)
     try:
         with anyio.fail_after(20):
