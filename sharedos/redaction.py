@@ -150,13 +150,23 @@ def credential_path(value: str) -> bool:
         return False
 
 
+#: a value that only names a variable for the program to expand, after an authorization
+#: scheme at most: ``${TOKEN}``, ``$TOKEN``, ``Bearer ${TOKEN}``
+_REFERENCE_VALUE_RE = re.compile(r"(?:[A-Za-z]+\s+)?(?:\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*)")
+
+
 def _a_value(value: str) -> bool:
     """Whether what follows a credential's name is one: not nothing, another option, a
-    reference (``${VAR}``, for the program to read), nor a file's path (``--private-key
-    /etc/key.pem``: a file holds the credential, the command line does not;
-    ``credential_path``)."""
+    reference (``${VAR}``, ``Bearer ${VAR}``: for the program to expand from its own
+    environment), nor a file's path (``--private-key /etc/key.pem``: a file holds the
+    credential, the command line does not; ``credential_path``)."""
     value = value.strip().strip("'\"")
-    return bool(value) and not value.startswith(("-", "$")) and not credential_path(value)
+    return (
+        bool(value)
+        and not value.startswith(("-", "$"))
+        and not _REFERENCE_VALUE_RE.fullmatch(value)
+        and not credential_path(value)
+    )
 
 
 def holds_password(text: str) -> bool:

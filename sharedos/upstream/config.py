@@ -920,6 +920,44 @@ def _check_plain(
             )
 
 
+#: a reference an argument may hold for the program to expand itself: ``${NAME}``, ``$NAME``
+_ARG_REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _environment_names(data: dict[str, Any]) -> frozenset[str]:
+    """The variables SharedOS puts in a stdio upstream's environment: its ``env`` and its
+    ``credentials``, and every principal's and group's own credentials."""
+    names: set[str] = set()
+    for key in ("env", "credentials"):
+        if isinstance(data.get(key), dict):
+            names.update(str(name) for name in data[key])
+    for kind in ("principals", "groups"):
+        for table in (data.get(kind) or {}).values() if isinstance(data.get(kind), dict) else ():
+            if isinstance(table, dict):
+                names.update(str(name) for name in table)
+    return frozenset(names)
+
+
+def _unknown_references(args: list[str], known: frozenset[str]) -> list[str]:
+    """The ``$`` references in ``args`` that name no variable of the upstream's own
+    environment (``known``), or are not a plain ``${NAME}`` / ``$NAME`` (``${NAME:-x}``),
+    as written. SharedOS passes arguments as they are: a reference to one of the upstream's
+    own variables is the program's to expand (mcp-remote's ``--header
+    "Authorization:${AUTH_HEADER}"``), and the value stays off the command line; any other
+    would be read as SharedOS expanding it from the host's environment, which it never does."""
+    unknown: list[str] = []
+    for arg in args:
+        plain = {m.start(): m for m in _ARG_REFERENCE_RE.finditer(arg)}
+        for found in _INTERPOLATION_RE.finditer(arg):
+            ref = plain.get(found.start())
+            name = ref and (ref[1] or ref[2])
+            if not name or name not in known:
+                shown = ref[0] if ref else found[0]
+                if shown not in unknown:
+                    unknown.append(shown)
+    return unknown
+
+
 def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
     command = data.get("command")
     if not isinstance(command, str) or not command.strip():
@@ -928,11 +966,16 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         report((uid, "args"), "must be a list of strings")
         data.pop("args", None)  # reported: not again by the model's validation
-    elif any(_INTERPOLATION_RE.search(a) for a in args):
+    elif unknown := _unknown_references(args, _environment_names(data)):
         report(
             (uid, "args"),
-            "arguments are literal (no $VAR): a value from the host environment is a credential "
-            "and never goes on a command line; pass it through credentials (the environment)",
+            "arguments are passed as written: SharedOS expands no $VAR, and a value from the "
+            "host environment is a credential that never goes on a command line; "
+            f"{', '.join(unknown)} {'names' if len(unknown) == 1 else 'name'} no variable of "
+            f"the upstream's env or credentials. Declare the value under "
+            f"[upstream.{uid}.credentials] (or env, for a plain value): the upstream gets it "
+            "in its environment, and an argument may name it for the program to expand "
+            'itself (mcp-remote\'s --header "Authorization:${AUTH_HEADER}")',
         )
     elif _command_line_holds_password(args):
         # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long

@@ -106,7 +106,10 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
         ),
         (
             '[upstream.a]\ncommand = "x"\nargs = ["--token", "${TOKEN}"]\n',
-            "host.toml:3:1: upstream.a.args: arguments are literal",
+            "host.toml:3:1: upstream.a.args: arguments are passed as written: SharedOS "
+            "expands no $VAR, and a value from the host environment is a credential that "
+            "never goes on a command line; ${TOKEN} names no variable of the upstream's "
+            "env or credentials",
         ),
         (
             # a password in a URL is a credential whatever the entry is named: on a command
@@ -149,6 +152,18 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
         (
             '[upstream.a]\ncommand = "x"\nargs = ["--header", "Authorization: Basic dTpwdw=="]\n',
             "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            # a scheme and a literal token: not a reference for the program to expand
+            '[upstream.a]\ncommand = "x"\nargs = ["--header", "Authorization:Bearer sk-s3cret-pw"]\n',
+            "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
+        ),
+        (
+            # a reference to a variable the upstream is given, with a shell-style default:
+            # not one the program expands as SharedOS would be read to
+            '[upstream.a]\ncommand = "x"\nargs = ["${TOKEN:-x}"]\n'
+            '[upstream.a.credentials]\nTOKEN = { env = "T" }\n',
+            "host.toml:3:1: upstream.a.args: arguments are passed as written",
         ),
         (
             '[upstream.a]\ncommand = "env"\nargs = ["GITHUB_TOKEN=ghp_s3cret", "server"]\n',
@@ -197,6 +212,35 @@ def test_problems_are_positioned_and_never_echo_values(text: str, expected: str)
     assert any(p.startswith(expected) for p in found), found
     for secret in ("ghp_literal0123456789", "pw@", "zzz", "sk-literal", "AIzaLiteral", "s3cret"):
         assert not any(secret in p for p in found)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[upstream.a.credentials]\nAUTH_HEADER = { env = "REMOTE_AUTH" }\n',
+        '[upstream.a.principals.alice]\nAUTH_HEADER = { env = "ALICE_AUTH" }\n',
+        '[upstream.a.env]\nAUTH_HEADER = "none"\n',
+    ],
+    ids=["credentials", "per-person", "env"],
+)
+def test_an_argument_may_name_a_variable_the_upstream_is_given(table: str) -> None:
+    """mcp-remote's documented way to send a header without putting it on its command
+    line: the argument names the variable, the program expands it from its environment."""
+    text = (
+        '[upstream.a]\ncommand = "npx"\nargs = ["-y", "mcp-remote", '
+        '"https://mcp.example.com/mcp", "--header", "Authorization:${AUTH_HEADER}", '
+        '"--header", "X-Api-Key: Bearer $AUTH_HEADER"]\n' + table
+    )
+    config = parse_host_config(text, "host.toml", base_dir=Path("/etc/sharedos"))
+    assert "Authorization:${AUTH_HEADER}" in config.upstream["a"].args  # as written
+    assert problems(text.replace("${AUTH_HEADER}", "${OTHER}")) == [
+        "host.toml:3:1: upstream.a.args: arguments are passed as written: SharedOS expands "
+        "no $VAR, and a value from the host environment is a credential that never goes on a "
+        "command line; ${OTHER} names no variable of the upstream's env or credentials. "
+        "Declare the value under [upstream.a.credentials] (or env, for a plain value): the "
+        "upstream gets it in its environment, and an argument may name it for the program "
+        'to expand itself (mcp-remote\'s --header "Authorization:${AUTH_HEADER}")'
+    ]
 
 
 def test_every_bad_upstream_is_reported_not_only_the_first() -> None:

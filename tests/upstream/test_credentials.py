@@ -150,6 +150,32 @@ async def test_a_planted_credential_is_found_nowhere(tmp_path: Path, planted: st
     assert grep_tree(tmp_path, planted) == {}
 
 
+async def test_an_argument_may_name_the_upstreams_own_credential_for_it_to_expand(
+    tmp_path: Path, planted: str
+) -> None:
+    """mcp-remote's documented ``--header "Authorization:${AUTH_HEADER}"``, with
+    ``AUTH_HEADER`` in its environment, was refused by ``host check`` ("arguments are
+    literal (no $VAR)") with a way out that could not work: the credential was in its
+    environment already, and mcp-remote takes its headers only as arguments. An argument
+    naming one of the upstream's own variables is passed as written now: the program
+    expands it from its environment, and the value is on no command line."""
+    args = [str(FIXTURE), "--header", "Authorization:Bearer ${FIXTURE_TOKEN}"]
+    toml = (
+        f"[upstream.fx]\ncommand = {json.dumps(PY)}\nargs = {json.dumps(args)}\n"
+        'pinning = "off"\n'
+        '[upstream.fx.credentials]\nFIXTURE_TOKEN = { env = "SHAREDOS_TEST_TOKEN" }\n'
+    )
+    environ = {"SHAREDOS_TEST_TOKEN": planted}
+    rules = FIXTURE_RULES + RUN_POLICY
+    async with brokered(tmp_path, toml, rules, environ=environ) as env, env.turn() as t:
+        whoami = await t.call("fx.whoami", {"path": "/public/x"})
+        command_lines = process_command_lines()
+    said = structured(whoami)
+    assert said["headerLengths"] == {"Authorization": len("Bearer ") + len(planted)}, said
+    assert b"Authorization:Bearer ${FIXTURE_TOKEN}" in command_lines  # as written
+    assert grep_bytes(command_lines, planted) == []
+
+
 def test_cli_commands_never_print_or_pass_the_credential(tmp_path: Path, planted: str) -> None:
     log = tmp_path / "fx.log"
     host = tmp_path / "host.toml"

@@ -18,6 +18,10 @@ speaking both protocol eras over stdio or streamable HTTP:
   reached it.
 - ``--http PORT``: serve streamable HTTP on 127.0.0.1:PORT instead of stdio.
   ``--require-header NAME=VALUE``: refuse HTTP requests without it (401).
+- ``--header NAME:VALUE`` (repeatable): a header it would send on, taken as
+  mcp-remote takes it: a ``${VAR}`` in VALUE is expanded from the server's own
+  environment (so the value never sits on its command line); ``whoami`` then
+  also says each header's length (never its value).
 
 It exits by itself when its stdin closes (stdio) or after ``--max-life``
 seconds (HTTP).
@@ -149,6 +153,7 @@ def main() -> None:
     parser.add_argument("--name", default="sharedos-fixture-upstream")
     parser.add_argument("--many", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--header", action="append", default=[])
     opts = parser.parse_args()
     generated = [types.Tool.model_validate(t) for t in many_tools(opts.many)]
 
@@ -231,9 +236,15 @@ def main() -> None:
         if name == "whoami":
             value = os.environ.get("FIXTURE_TOKEN", "")
             # says whether it was given a credential and how long it is, never the value
+            said: dict[str, Any] = {"tokenPresent": bool(value), "tokenLength": len(value)}
+            if opts.header:
+                said["headerLengths"] = {
+                    name: len(os.path.expandvars(raw))
+                    for name, _, raw in (h.partition(":") for h in opts.header)
+                }
             return types.CallToolResult(
                 content=text(f"token present: {bool(value)}, length {len(value)}"),
-                structured_content={"tokenPresent": bool(value), "tokenLength": len(value)},
+                structured_content=said,
             )
         if name == "fail":
             return types.CallToolResult(
