@@ -9,7 +9,9 @@ that *look* like one thing and are another:
   a word all of whose letters only look like ASCII ones (``рау`` is Cyrillic);
 * a string literal in a condition that is not NFC;
 * ``lower(x)`` compared with a literal that is not its own ``lower`` form:
-  ``lower(args.name) == "Admin"`` can never hold.
+  ``lower(args.name) == "Admin"`` can never hold; nor can ``startswith``,
+  ``endswith`` or ``contains`` of ``lower(x)`` and a literal holding a character
+  that is not its own ``lower`` form (``endswith(lower(resource), ".PEM")``).
 
 Script and confusable data are Unicode's (UTS 39, through the
 ``confusable-homoglyphs`` package), loaded only when a literal is not ASCII.
@@ -89,6 +91,8 @@ def _condition(cond: ast.Expr, warn: Warn) -> None:
                     break
         elif isinstance(node, ast.Compare) and node.op in ("==", "!=", "in", "not in"):
             _lower_comparison(node, warn)
+        elif isinstance(node, ast.Call) and node.func in _SUBSTRING_TESTS:
+            _lower_substring(node, warn)
 
 
 def _lower_comparison(node: ast.Compare, warn: Warn) -> None:
@@ -108,6 +112,33 @@ def _lower_comparison(node: ast.Compare, warn: Warn) -> None:
                     lit.span,
                     f"compare with {fold(lit.value)!r}",
                 )
+
+
+#: the string functions that test for a piece of their first argument
+_SUBSTRING_TESTS = ("startswith", "endswith", "contains")
+
+
+def _lower_substring(node: ast.Call, warn: Warn) -> None:
+    """``startswith(lower(x), "/Private")``: a piece of ``lower(x)`` is made of characters
+    that are each their own ``lower`` form (every character of every ``fold`` is), so a
+    literal holding any other character is never found in it: the test is always false,
+    and a forbid (or an approval rule) written with it never applies."""
+    if len(node.args) != 2:
+        return
+    side, lit = node.args
+    if not (isinstance(side, ast.Call) and side.func == "lower"):
+        return
+    if not (isinstance(lit, ast.Literal) and isinstance(lit.value, str)):
+        return
+    foreign = next((ch for ch in lit.value if fold(ch) != ch), None)
+    if foreign is not None:
+        warn(
+            "SOS513",
+            f"lower(...) never holds {foreign!r} (its lower form is {fold(foreign)!r}): "
+            f"{node.func}(lower(...), {lit.value!r}) is always false",
+            lit.span,
+            f"compare with {fold(lit.value)!r}",
+        )
 
 
 def _string_literals(expr: ast.Expr, *, listed: bool) -> Iterator[ast.Literal]:

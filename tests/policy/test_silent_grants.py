@@ -518,6 +518,26 @@ def test_literals_that_cannot_match_what_they_read_as_are_warned_about() -> None
     assert "not in Unicode NFC" in found[4].message
 
 
+def test_a_substring_test_of_lower_with_an_upper_case_literal_is_warned_about() -> None:
+    # lower(...) holds no 'P': the forbid reads as refusing .PEM files and never applies
+    from sharedos.policy.lints import lint
+    from sharedos.policy.parser import parse_source
+
+    text = FILES + (
+        'permit read on "/**"\n'
+        'forbid read on "/**" when endswith(lower(resource), ".PEM")\n'
+        'forbid read on "/**" when contains(lower(args.path), "Secret")\n'
+        'require approval by role "ops" for read on "/**" when startswith(lower(resource), "/Ops/")\n'
+        'forbid read on "/**" when endswith(lower(resource), ".key")\n'  # lower-case: holds
+    )
+    assert _decide(text, "files.read", {"path": "/a/id.PEM"}) == "allow allowed"
+    found = [d for d in lint([parse_source(text, "t.sos").file]) if d.code == "SOS513"]
+    assert [(d.line, d.col) for d in found] == [(5, 53), (6, 54), (7, 83)]
+    assert "endswith(lower(...), '.PEM') is always false" in found[0].message
+    assert found[0].hint == "compare with '.pem'"
+    assert "never holds 'S'" in found[1].message and found[2].hint == "compare with '/ops/'"
+
+
 # ------------------------------------------------------------ surrogate escapes
 
 
