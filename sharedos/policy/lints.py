@@ -15,7 +15,8 @@ The checker reports what is *wrong* (errors); lints report what is *suspicious*
 * ``SOS506`` a requirement for a tool the catalogue does not have;
 * ``SOS513`` (also) ``startswith(resource, "/public")`` where it widens access (it
   holds for ``/publicity``), a literal compared with the canonical resource that no
-  canonical resource spells (``resource == "/private/"``), and a pattern that
+  canonical resource spells (``resource == "/private/"``, ``contains(resource,
+  "/../")``, ``endswith(resource, "x/")``), and a pattern that
   uses glob syntax the language does not have (``?``, ``[abc]``, ``\\*``): it is
   literal text, so ``forbid * on "/keys/id_???"`` never forbids ``/keys/id_rsa``;
 * ``SOS516`` an approval rule that never takes effect: no permit allows its
@@ -602,6 +603,7 @@ def _lint_resource_literals(
     """SOS513 for a literal the canonical resource never spells, in a rule whose
     tools all take one kind of resource: ``resource == "/private/"`` (a canonical path
     has no trailing '/'), ``startswith(resource, "private/")`` (it is absolute),
+    ``contains(resource, "/../")`` (its '..' are resolved),
     ``segment(resource, 1) == "a/b"`` (a segment holds no '/'). Such a test is
     constant: a forbid written with it never applies."""
     by_ns: dict[str, list[ast.Requirement]] = {}
@@ -737,13 +739,21 @@ def _impossible_resource_literals(
                         yield lit, why
         elif (
             isinstance(node, ast.Call)
-            and node.func == "startswith"
+            and node.func in ("startswith", "endswith", "contains")
             and len(node.args) == 2
             and _reads_resource(node.args[0])
             and isinstance(node.args[1], ast.Literal)
             and isinstance(node.args[1].value, str)
         ):
-            why = _literal_never(node.args[1].value, _kind_of(node.args[0], kind), prefix=True)
+            text, of = node.args[1].value, _kind_of(node.args[0], kind)
+            if node.func == "startswith":
+                why = _literal_never(text, of, prefix=True)
+            else:
+                why = (
+                    _path_piece_never(text, suffix=node.func == "endswith")
+                    if of == "path"
+                    else None
+                )
             if why is not None:
                 yield node.args[1], why
 
@@ -787,6 +797,24 @@ def _path_never(text: str) -> str | None:
         return f"is no canonical path ({exc})"
     if canonical != text:
         return f"is not a canonical path (the canonical form is {_shown(canonical)})"
+    return None
+
+
+def _path_piece_never(text: str, *, suffix: bool) -> str | None:
+    """Why no canonical path ends with (``suffix``) or holds ``text`` (None when one does):
+    ``contains(resource, "/../")`` reads as catching a traversal, but the decision sees
+    the path after its '..' is resolved, so such a test (and ``endswith(resource, "/")``,
+    ``contains(resource, "//")``) is always false: a forbid written with it never applies."""
+    inner = "/" + text + "/"  # a piece can start or end inside a segment ...
+    whole = inner.split("/")[1:-1]  # ... but what lies between two '/' of it is a segment
+    if "//" in text or any(seg in (".", "..") for seg in whole[1:-1]):
+        return f"{'ends' if suffix else 'is in'} no canonical path (one has no empty, '.' or '..' segment)"
+    if (
+        suffix
+        and text != "/"
+        and (text.endswith("/") or ("/" in text and whole[-1] in (".", "..")))
+    ):
+        return "ends no canonical path (one never ends with '/', '/.' or '/..' but the root '/')"
     return None
 
 

@@ -557,6 +557,34 @@ def test_a_literal_no_canonical_resource_spells() -> None:
         assert [c for c in codes(fine) if c == "SOS513"] == [], fine
 
 
+def test_a_piece_no_canonical_resource_holds_or_ends_with() -> None:
+    # the decision sees the path after its '..' is resolved: a traversal guard written
+    # on the resource never applied, and check said nothing
+    for never, col in (
+        ('forbid * on "/**" when contains(resource, "/../")\n', 43),
+        ('forbid * on "/**" when contains(path(args.path), "//")\n', 50),
+        ('forbid * on "/**" when contains(resource, "a/./b")\n', 43),
+        ('forbid * on "/**" when endswith(resource, "/..")\n', 43),
+        ('forbid * on "/**" when endswith(resource, ".ssh/")\n', 43),
+        ('forbid * on "/**" unless not endswith(resource, "x/.")\n', 49),
+    ):
+        parsed = parse_source(HEAD + never, "l.sos")
+        found = [(d.code, d.col) for d in lint([parsed.file]) if d.code == "SOS513"]
+        assert found == [("SOS513", col)], never
+    for fine in (
+        'forbid * on "/**" when contains(resource, "..")\n',  # /a..b
+        'forbid * on "/**" when contains(resource, "/..")\n',  # /..b
+        'forbid * on "/**" when contains(resource, "../")\n',  # /a../b
+        'forbid * on "/**" when contains(resource, "/.ssh/")\n',
+        'forbid * on "/**" when endswith(resource, "..")\n',  # /a..
+        'forbid * on "/**" when endswith(resource, "/")\n',  # the root
+        'forbid * on "/**" when endswith(resource, "/.env")\n',
+        # a template resource is relative: no path rule applies to it
+        'namespace gh\nforbid * on "**" when contains(resource, "//")\n',
+    ):
+        assert [c for c in codes(fine) if c == "SOS513"] == [], fine
+
+
 def test_a_literal_on_the_other_side_of_a_templates_slash() -> None:
     # "{args.owner}/{args.repo}" is relative: a forbid written for "/sharedos/security"
     # never applied to the repository
