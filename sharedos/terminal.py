@@ -81,6 +81,13 @@ def _ignorable(n: int) -> bool:
     return any(lo <= n <= hi for lo, hi in _IGNORABLE_RANGES)
 
 
+def ignorable(c: str) -> bool:
+    """True when ``c`` is a Default_Ignorable_Code_Point that is not a format character
+    (Cf): a Hangul filler, a variation selector, the combining grapheme joiner, a
+    reserved one. Shown as nothing, so ``"/secret\u034f/**"`` reads as ``/secret/**``."""
+    return _ignorable(ord(c))
+
+
 def _hidden(c: str) -> bool:
     """True when ``c`` is not shown as itself (what ``unambiguous`` and ``json_spelled``
     spell): a control, a format character, a line or paragraph separator, a lone

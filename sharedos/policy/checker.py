@@ -24,6 +24,7 @@ from sharedos.policy.diagnostics import Diagnostic, make, source_line
 from sharedos.policy.functions import ANY, BOOLEAN, FUNCTIONS, INTEGER, LIST, NUMBER, STRING
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.patterns import PatternSyntaxError, parse_pattern
+from sharedos.terminal import ignorable
 from sharedos.toolpolicy import RunMode, ToolPolicy
 
 #: Reasons a decision can carry (what a test block may expect).
@@ -750,7 +751,8 @@ _FLAGGED_CATEGORIES = INVISIBLE_CATEGORIES | {"Cc"}
 
 def _check_characters(ctx: _Ctx, file: ast.PolicyFile) -> None:
     """Warn about raw invisible or bidirectional characters anywhere in the text
-    (Trojan Source: they make code read differently than it runs)."""
+    (Trojan Source: they make code read differently than it runs), the
+    default-ignorable code points Unicode renders as nothing included."""
     # A raw control character (other than tab, LF, a CRLF's CR) is one too: VT,
     # FF, the C0 separators, NEL and a CR alone end a line for editors, terminals
     # and str.splitlines, not for a '#' comment, so '# note<VT>forbid ...' shows a
@@ -759,7 +761,9 @@ def _check_characters(ctx: _Ctx, file: ast.PolicyFile) -> None:
     line, line_start = 1, 0
     for m in _SUSPECT_RE.finditer(text):
         ch = m.group(0)
-        if unicodedata.category(ch) not in _FLAGGED_CATEGORIES:
+        if unicodedata.category(ch) not in _FLAGGED_CATEGORIES and not ignorable(ch):
+            # (a default-ignorable code point, a Hangul filler or a variation selector,
+            # shows as nothing too: "/secret\u034f/**" reads as "/secret/**")
             continue
         line += text.count("\n", line_start, m.start())
         line_start = text.rfind("\n", 0, m.start()) + 1

@@ -35,6 +35,7 @@ from sharedos.policy.diagnostics import CODES, Diagnostic
 from sharedos.policy.grammar import is_keyword
 from sharedos.policy.parser import parse_source
 from sharedos.policy.suppress import statement_extent
+from sharedos.terminal import ignorable
 
 INDENT = "  "
 
@@ -64,7 +65,8 @@ class FormatResult:
 
 
 #: Characters a string literal never holds raw: controls, invisible format
-#: characters (bidi, zero-width), line separators and lone surrogates.
+#: characters (bidi, zero-width), line separators and lone surrogates (and the
+#: other default-ignorable code points: ``sharedos.terminal.ignorable``).
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
@@ -88,7 +90,7 @@ def quote(value: str) -> str:
             out.append("\\r")
         elif ch.isascii() and ch.isprintable():
             out.append(ch)
-        elif unicodedata.category(ch) in _ESCAPED_CATEGORIES:
+        elif unicodedata.category(ch) in _ESCAPED_CATEGORIES or ignorable(ch):
             code = ord(ch)
             out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:

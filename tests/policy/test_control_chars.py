@@ -36,3 +36,26 @@ def test_a_crlf_file_is_not_warned_about() -> None:
     policy = compile_source(text, "p.sos")
     assert not policy.decide("files.read", {"path": "/secret/x"}, {"principal": "a"}).allowed
     assert policy.diagnostics == ()
+
+
+@pytest.mark.parametrize("ch", ["\u034f", "\ufe0f", "\u3164", "\u115f", "\u17b4", "\U000e0100"])
+def test_a_default_ignorable_character_in_a_pattern_is_warned_about_and_escaped_by_fmt(
+    ch: str,
+) -> None:
+    # Shown as nothing (a combining grapheme joiner, a variation selector, a Hangul
+    # filler): the forbid reads as "/secret/**" and protects only a name no one has.
+    from sharedos.policy.formatter import format_source
+
+    text = FILES + f'forbid read on "/secret{ch}/**"\n'
+    policy = compile_source(text, "p.sos")
+    assert policy.decide("files.read", {"path": "/secret/x"}, {"principal": "a"}).allowed
+    assert ("SOS106", 4, 24) in [(d.code, d.line, d.col) for d in policy.diagnostics]
+    formatted = format_source(text, "p.sos").text
+    assert formatted is not None and ch not in formatted
+    escape = f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
+    assert f'"/secret{escape}/**"' in formatted
+    again = compile_source(formatted, "p.sos")  # the same forbid, now visible
+    hidden = {"path": f"/secret{ch}/x"}
+    assert not again.decide("files.read", hidden, {"principal": "a"}).allowed
+    assert not policy.decide("files.read", hidden, {"principal": "a"}).allowed
+    assert not [d for d in again.diagnostics if d.code == "SOS106"]
