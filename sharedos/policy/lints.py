@@ -116,6 +116,7 @@ def lint(files: Sequence[ast.PolicyFile], options: LintOptions | None = None) ->
     named = named_conditions(files)
     _lint_context(files, opts, out, _declared_actions(requirements))
     _lint_resource_literals(files, requirements, named, out)
+    _lint_pattern_segments(files, named, out)
     _lint_sibling_prefixes(files, named, out)
     _lint_constants(files, named, out)
     _lint_empty_lists(files, out)
@@ -631,6 +632,117 @@ def _lint_resource_literals(
                         "write the literal as the canonical resource: absolute, single '/', "
                         "no trailing '/', no '.' or '..' segment",
                     )
+
+
+def _lint_pattern_segments(
+    files: Sequence[ast.PolicyFile], named: Mapping[str, Mapping[str, ast.Expr]], out: _Out
+) -> None:
+    """SOS508 for a test of the resource that the rule's own pattern decides: under
+    ``"/srv/prod/**"``, ``segment(resource, 2)`` is always ``"prod"``, so
+    ``forbid write on "/srv/prod/**" when segment(resource, 2) == "secrets"`` (the
+    segments counted from the pattern's second, an easy slip) never applies, and a
+    permit's ``unless segment(resource, 2) == "private"`` never takes anything back.
+    Likewise ``resource == L`` and ``startswith(resource, L)`` with a literal the
+    pattern's fixed segments rule out. Only the leading segments written without a
+    ``*`` or a ``{hole}`` are read: every resource the rule sees has exactly those."""
+    seen: set[tuple[ast.Span, str]] = set()
+    for f in files:
+        for rule in f.rules:
+            fixed: list[str] = []
+            for seg in rule.pattern.raw.removeprefix("/").split("/"):
+                if not seg or "*" in seg or "{" in seg:
+                    break
+                fixed.append(seg)
+            if not fixed:
+                continue
+            lead = "/" if rule.pattern.raw.startswith("/") else ""
+            stem = lead + "/".join(fixed)
+            for cond in _inlined(rule, named):
+                for node in ast.walk(cond):
+                    found = _pattern_decides(node, fixed, stem)
+                    if found is None:
+                        continue
+                    what, hint = found
+                    message = (
+                        f"under the pattern {_shown(rule.pattern.raw)} of {rule.effect} "
+                        f"{rule.rule_id}, {what}"
+                    )
+                    if (node.span, message) in seen:
+                        continue
+                    seen.add((node.span, message))
+                    out.warn("SOS508", message, node.span, hint)
+
+
+def _pattern_decides(
+    node: ast.Expr, fixed: Sequence[str], stem: str
+) -> tuple[str, str | None] | None:
+    """(what is always so, a hint) when ``node`` is a test of ``resource`` that a
+    resource with the leading segments ``fixed`` (``stem``: them joined) always
+    answers the same way; None otherwise."""
+
+    def is_resource(e: ast.Expr) -> bool:
+        return isinstance(e, ast.Ref) and e.root == "resource" and not e.path
+
+    def strings(e: ast.Expr) -> list[str] | None:
+        if isinstance(e, ast.Literal) and isinstance(e.value, str):
+            return [e.value]
+        return None
+
+    if isinstance(node, ast.Compare) and node.op in ("==", "!=", "in", "not in"):
+        sides = ((node.left, node.right), (node.right, node.left))
+        for read, other in sides[:1] if node.op in ("in", "not in") else sides:
+            if node.op in ("in", "not in"):
+                if not isinstance(other, ast.ListExpr) or not other.items:
+                    continue
+                texts = [t for item in other.items for t in strings(item) or ()]
+                if len(texts) != len(other.items):
+                    continue  # not a list of string literals
+            else:
+                got = strings(other)
+                if got is None:
+                    continue
+                texts = got
+            always = "false" if node.op in ("==", "in") else "true"
+            if (
+                isinstance(read, ast.Call)
+                and read.func == "segment"
+                and len(read.args) == 2
+                and is_resource(read.args[0])
+                and isinstance(read.args[1], ast.Literal)
+                and type(read.args[1].value) is int
+                and 1 <= read.args[1].value <= len(fixed)
+            ):
+                n = read.args[1].value
+                if fixed[n - 1] in texts:
+                    continue
+                where = [i + 1 for i, seg in enumerate(fixed) if seg in texts]
+                hint = f"did you mean segment(resource, {where[0]})?" if where else None
+                return (
+                    f"segment(resource, {n}) is always {_shown(fixed[n - 1])}: "
+                    f"'{node.op}' is always {always}",
+                    hint,
+                )
+            if is_resource(read) and not any(t == stem or t.startswith(stem + "/") for t in texts):
+                return (
+                    f"resource is always {_shown(stem)} or under it: '{node.op}' is always {always}",
+                    None,
+                )
+        return None
+    if (
+        isinstance(node, ast.Call)
+        and node.func == "startswith"
+        and len(node.args) == 2
+        and is_resource(node.args[0])
+        and isinstance(node.args[1], ast.Literal)
+        and isinstance(node.args[1].value, str)
+    ):
+        text = node.args[1].value
+        if not ((stem + "/").startswith(text) or text.startswith(stem + "/")):
+            return (
+                f"resource is always {_shown(stem)} or under it: startswith is always false",
+                None,
+            )
+    return None
 
 
 def _lint_sibling_prefixes(

@@ -585,6 +585,45 @@ def test_a_piece_no_canonical_resource_holds_or_ends_with() -> None:
         assert [c for c in codes(fine) if c == "SOS513"] == [], fine
 
 
+def test_a_test_of_the_resource_its_own_pattern_decides() -> None:
+    # under "/srv/prod/**" segment 2 is always "prod": a forbid counting the segments
+    # from the pattern's second never applied, and check said nothing
+    policy = compile_source(
+        HEAD + 'permit write on "/**"\n'
+        'forbid write on "/srv/prod/**" when segment(resource, 2) == "secrets"\n',
+        "l.sos",
+    )
+    assert policy.decide("files.write", {"path": "/srv/prod/secrets/k"}, {"principal": "a"}).allowed
+    for never, hint in (
+        ('forbid * on "/srv/prod/**" when segment(resource, 2) == "secrets"\n', None),
+        (
+            'forbid * on "/srv/prod/**" when segment(resource, 1) in ["prod"]\n',
+            "segment(resource, 2)",
+        ),
+        (
+            'permit * on "/srv/prod/**" unless segment(resource, 1) != "prod"\n',
+            "segment(resource, 2)",
+        ),
+        ('forbid * on "/g/**" when resource == "/h/x"\n', None),
+        ('forbid * on "/i/**" when startswith(resource, "/ix")\n', None),
+        ('forbid * on "/a/b" when segment(resource, 2) in ["c", "d"]\n', None),
+    ):
+        found = [d for d in lint([parse_source(HEAD + never, "l.sos").file]) if d.code == "SOS508"]
+        assert len(found) == 1, never
+        assert found[0].line == 7 and "under the pattern" in found[0].message, never
+        assert hint is None or hint in (found[0].hint or ""), never
+    for fine in (
+        'forbid * on "/srv/prod/**" when segment(resource, 3) == "secrets"\n',
+        'forbid * on "/srv/*/x/**" when segment(resource, 2) == "prod"\n',
+        'forbid * on "/srv/{context.principal}/**" when segment(resource, 2) == "a"\n',
+        'forbid * on "/srv/prod/**" when segment(resource, -1) == "k"\n',
+        'forbid * on "/g/**" when resource in ["/g", "/g/a"]\n',
+        'forbid * on "/i/**" when startswith(resource, "/i")\n',
+        'forbid * on "/i/**" when startswith(resource, "/i/k/")\n',
+    ):
+        assert "SOS508" not in codes(fine), fine
+
+
 def test_a_literal_on_the_other_side_of_a_templates_slash() -> None:
     # "{args.owner}/{args.repo}" is relative: a forbid written for "/sharedos/security"
     # never applied to the repository
