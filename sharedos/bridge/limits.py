@@ -30,7 +30,8 @@ class TransportLimits:
     #: and the body this soon after the headers
     body_timeout_s: float = 30.0
     #: open connections per turn; at the cap the oldest idle or stalled one is closed for a
-    #: new one, and a new one is refused only when every open connection is busy
+    #: new one (else a busy one that never carried the turn's token), and a new one is
+    #: refused only when every open connection is busy with the turn's client's requests
     max_connections: int = 128
     #: an idle keep-alive connection (its last answer sent, no byte of the next request)
     #: is closed after this long (uvicorn's default: 5 s). Well past the clients' own idle

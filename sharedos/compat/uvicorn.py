@@ -116,7 +116,7 @@ class ConnectionGuard:
         return len(self._open)
 
     def admit(self, connection: GuardedH11) -> bool:
-        """Register a new connection; at the cap, close the oldest waiting one or refuse.
+        """Register a new connection; at the cap, close one to make room (``_victim``) or refuse.
 
         The oldest waiting one not ``kept`` goes first (one that never carried a request of
         the listener's own client, or whose client stopped reading): the harness's idle
@@ -124,8 +124,7 @@ class ConnectionGuard:
         silent ones, reopened as they time out) evicted it, so its next call went out on a
         closed socket and was never made."""
         if len(self._open) >= self.limits.max_connections:
-            waiting = [c for c in self._open if c.waiting]
-            victim = next((c for c in waiting if not c.kept), None) or next(iter(waiting), None)
+            victim = self._victim()
             if victim is None:
                 self.stats.connections_refused += 1
                 return False
@@ -135,6 +134,27 @@ class ConnectionGuard:
         self._open[connection] = None
         self.drained.clear()
         return True
+
+    def _victim(self) -> GuardedH11 | None:
+        """The connection to close for a new one at the cap, or None when none may go.
+
+        A waiting one not ``kept`` first; then, when the listener knows its own client, a
+        busy one that never carried that client's request: such a connection is only ever
+        answered 401, and one whose client pipelines requests and reads none of the answers
+        stays busy for good, its answer waiting for the client to read (no deadline runs
+        while a response is written). Before, only waiting connections could go: a process
+        without the token held the cap that way with a few hundred kilobytes of pipelined
+        requests, and the harness's own connections were refused for the rest of the turn.
+        The client's own busy connections are never closed (an answer it is reading)."""
+        waiting = [c for c in self._open if c.waiting]
+        unkept = next((c for c in waiting if not c.kept), None)
+        if unkept is not None:
+            return unkept
+        if self.trusted is not None:
+            stranger = next((c for c in self._open if not c.trusted), None)
+            if stranger is not None:
+                return stranger
+        return next(iter(waiting), None)
 
     def release(self, connection: GuardedH11) -> None:
         """Forget a connection (closed, refused or evicted)."""

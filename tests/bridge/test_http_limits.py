@@ -165,6 +165,44 @@ async def test_busy_connections_are_not_evicted_and_new_ones_are_refused(
     assert stats.connections_refused >= 1
 
 
+def _pipelining_stranger(port: int) -> socket.socket:
+    """A connection without the turn's token that pipelines requests and reads no answer."""
+    peer = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    peer.connect(("127.0.0.1", port))
+    peer.settimeout(10)
+    # ~84 KB of requests, answered 401 each: their answers fill the listener's write buffer
+    peer.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 2500)
+    return peer
+
+
+async def test_strangers_that_read_no_answer_do_not_hold_the_cap(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """At the cap only a waiting connection could be closed for a new one. A connection
+    without the turn's token that pipelines requests and reads none of the 401s is busy for
+    good (its next answer waits for the peer to read; no deadline runs while a response is
+    written): four of them (128 by default, a few hundred kilobytes each) held the cap, and
+    the harness could not connect for the rest of the turn. Such a connection is closed to
+    make room now: it never carried the turn's client's request."""
+    limits = TransportLimits(max_connections=4)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.port is not None and turn.url is not None
+        port = turn.port
+        strangers = [await anyio.to_thread.run_sync(_pipelining_stranger, port) for _ in range(4)]
+        try:
+            await anyio.sleep(0.5)  # let the listener answer until its write buffers are full
+            async with http_client(turn.url, turn.token) as client:
+                answer = await client.call_tool("files.read", {"path": "/public/a.txt"})
+        finally:
+            for peer in strangers:
+                peer.close()
+        stats = turn.transport_stats
+    assert not answer.is_error
+    assert stats.connections_refused == 0
+    assert stats.connections_evicted >= 1
+
+
 async def test_idle_legacy_sessions_expire_per_turn(runtime: Runtime, alice: AccessContext) -> None:
     limits = TransportLimits(session_idle_s=0.3)
     async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
