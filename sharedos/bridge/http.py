@@ -63,6 +63,7 @@ from sharedos.compat.uvicorn import (
     EmbeddedUvicorn,
     embedded_config,
 )
+from sharedos.jsonrpc_id import EDGE_BYTES
 from sharedos.outcomes import ReasonCode
 
 __all__ = [
@@ -215,9 +216,7 @@ class TurnHttpApp:
         scope = _media_type_checked(scope)
         limit = self._limits.max_frame_bytes
         declared = _content_length(scope)
-        if declared is not None and declared > limit:
-            await self._refuse(oversized(declared, b""), send, status=413, scope=scope)
-            return
+        over = _Edges() if declared is not None and declared > limit else None
         body = bytearray()
         complete = False
         while True:
@@ -225,16 +224,28 @@ class TurnHttpApp:
             if message["type"] != "http.request":
                 break  # http.disconnect
             chunk: bytes = message.get("body", b"")
-            if len(body) + len(chunk) > limit:
-                head = bytes(body[:64]) or chunk[:64]
-                await self._refuse(
-                    oversized(len(body) + len(chunk), head), send, status=413, scope=scope
-                )
-                return
-            body += chunk
+            if over is None and len(body) + len(chunk) > limit:
+                over = _Edges()
+                over.add(bytes(body))
+                body = bytearray()
+            if over is not None:
+                over.add(chunk)  # only its edges are kept
+            else:
+                body += chunk
             if not message.get("more_body", False):
                 complete = True
                 break
+        if over is not None:
+            # Refused from its edges, read to its end (or to the body deadline), as a stdio
+            # line over the limit is: they show whether it is a tools/call and the id to
+            # answer. Before, a body announced over the limit was refused unread, and one
+            # found over it mid-read kept 64 bytes of its head: the record said no call
+            # (``looksLikeCall`` false, the fingerprint of no bytes) for every oversized call
+            # a client sends with a Content-Length, and the id at a body's end (where the
+            # TypeScript SDK writes it) was never answered.
+            size = max(over.size, declared or 0)
+            await self._refuse(oversized(size, over.head, over.tail), send, status=413, scope=scope)
+            return
         data = bytes(body)
         if not complete:
             expired = BODY_DEADLINE_EXTENSION in (scope.get("extensions") or {})
@@ -581,8 +592,8 @@ class TurnHttpApp:
             await _respond(send, status or 403, b"text/plain; charset=utf-8", bytes(rebinding.body))
             return
         if status == 413:
-            # The rest of the body is read and discarded by h11 (bounded by the body
-            # deadline), so the client reads this answer instead of a reset.
+            # The body was read to its end (its edges kept, ``_post``), so the client reads
+            # this answer instead of a reset.
             body = json.dumps(answers[0] if answers else {}).encode()
             await _respond(send, 413, b"application/json", body)
             return
@@ -597,6 +608,23 @@ class TurnHttpApp:
             b"application/json",
             json.dumps(payload, separators=(",", ":")).encode(),
         )
+
+
+class _Edges:
+    """The first and last ``EDGE_BYTES`` of a body too large to hold, and its size."""
+
+    __slots__ = ("head", "size", "tail")
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.tail = b""
+        self.size = 0
+
+    def add(self, chunk: bytes) -> None:
+        if len(self.head) < EDGE_BYTES:
+            self.head += chunk[: EDGE_BYTES - len(self.head)]
+        self.tail = (self.tail + chunk[-EDGE_BYTES:])[-EDGE_BYTES:]
+        self.size += len(chunk)
 
 
 class _Entry:

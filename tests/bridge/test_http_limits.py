@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import socket
 import time
 from pathlib import Path
@@ -353,3 +355,45 @@ async def test_a_client_that_stops_reading_is_let_go_when_evicted(
     assert stats.connections_evicted >= 1
     assert let_go, "the evicted connection still holds its descriptor and its unsent answer"
     assert not ok.is_error
+
+
+async def test_a_body_over_the_limit_is_refused_from_its_edges(
+    runtime: Runtime, alice: AccessContext
+) -> None:
+    """A POST over ``max_frame_bytes`` is refused 413 and recorded as the stdio line over
+    the limit is: from its first and last bytes, which show a tools/call and the id to
+    answer. Before, a body announced over the limit (a Content-Length: every SDK client
+    sends one) was refused unread, and one found over it mid-read kept only 64 bytes of its
+    head: its record said it was no call (``looksLikeCall`` false, the fingerprint of no
+    bytes at all), and an id at the body's end (where the TypeScript SDK writes it) was
+    answered null."""
+    limits = TransportLimits(max_frame_bytes=100_000)
+    pad = "x" * 200_000
+    # the TypeScript SDK's order: method and params first, the id last
+    body = json.dumps(
+        {
+            "method": "tools/call",
+            "params": {"name": "files.read", "arguments": {"path": "/public/a.txt", "pad": pad}},
+            "jsonrpc": "2.0",
+            "id": 77,
+        }
+    ).encode()
+
+    async def chunked() -> Any:
+        for at in range(0, len(body), 16_384):
+            yield body[at : at + 16_384]
+
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.url is not None
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=30) as hc:
+            announced = await hc.post(turn.url, content=body)
+            streamed = await hc.post(turn.url, content=chunked())
+    assert [announced.status_code, streamed.status_code] == [413, 413]
+    assert [announced.json()["id"], streamed.json()["id"]] == [77, 77]
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    malformed = [(r.diagnostics or {}).get("malformed", {}) for r in records]
+    assert [m.get("problem") for m in malformed] == ["oversized", "oversized"]
+    assert [m.get("looksLikeCall") for m in malformed] == [True, True]
+    assert [m.get("bytes") for m in malformed] == [len(body), len(body)]
+    nothing = hashlib.sha256(b"").hexdigest()[:32]
+    assert all(m.get("head") != nothing for m in malformed)
