@@ -174,9 +174,9 @@ class TurnHttpApp:
             elif scope["path"] != self._path:
                 await _not_found(send)
             elif scope["method"] == "POST":
-                await self._post(scope, receive, send)
+                await self._post(_accept_joined(scope), receive, send)
             else:
-                await self._handle(_without_resumption(scope), receive, send)
+                await self._handle(_without_resumption(_accept_joined(scope)), receive, send)
         except anyio.get_cancelled_exc_class():
             if not self.closing:
                 raise
@@ -665,6 +665,24 @@ def _without_resumption(scope: Scope) -> Scope:
     if not any(name == b"last-event-id" for name, _ in headers):
         return scope
     return {**scope, "headers": [(n, v) for n, v in headers if n != b"last-event-id"]}
+
+
+def _accept_joined(scope: Scope) -> Scope:
+    """``scope`` with its ``Accept`` field lines joined into one, as HTTP defines them.
+
+    ``Accept`` is a list: several field lines of it are one comma-separated value, in
+    their order (RFC 9110 section 5.3), and Go's ``Header.Add`` sends one line per media
+    type. The SDK's transports read only the first line (Starlette's ``headers.get``): a
+    client accepting ``application/json`` and ``text/event-stream`` on two lines was
+    answered 406, so it could not initialize, and each 2026-07-28 call it sent was
+    refused (and recorded as turned away by the transport).
+    """
+    values = [bytes(value) for name, value in scope["headers"] if name == b"accept"]
+    if len(values) < 2:
+        return scope
+    headers = [(n, v) for n, v in scope["headers"] if n != b"accept"]
+    headers.append((b"accept", b", ".join(values)))
+    return {**scope, "headers": headers}
 
 
 def _media_type_checked(scope: Scope) -> Scope:

@@ -21,7 +21,7 @@ from sharedos.bridge import open_turn
 from sharedos.kernel.context import AccessContext
 from sharedos.toolpolicy import ToolPolicy
 from tests.bridge.conftest import build_runtime
-from tests.bridge.rawwire import call, frame, legacy_session, modern_headers
+from tests.bridge.rawwire import call, frame, initialize, legacy_session, modern_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +74,35 @@ async def test_the_media_type_of_a_call_is_judged_alike_in_both_eras(
     refused = [r for r in rt.evidence.query(turn_id=alice.turn_id) if str(r.outcome) == "failed"]
     assert len(refused) == len(REFUSED) + 1
     assert all(str(r.reason) == "malformed_request" for r in refused)
+
+
+async def test_accept_on_several_lines_is_one_list(tmp_path: Path) -> None:
+    """``Accept`` is a list: its field lines are one comma-separated value (RFC 9110
+    section 5.3), and Go's ``Header.Add`` writes one line per media type. The SDK read only
+    the first line: such a client was answered 406 to its ``initialize`` (it could not
+    connect) and to its GET stream, and each 2026-07-28 call it sent was refused."""
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice", roles=("user",))
+    accept = [("Accept", "application/json"), ("Accept", "text/event-stream")]
+    async with open_turn(rt.host, alice, FILES_POLICY) as turn:
+        assert turn.url is not None and turn.token is not None
+        base = [*turn.headers().items(), ("Content-Type", "application/json"), *accept]
+        async with httpx2.AsyncClient(timeout=30) as hc:
+            init = await hc.post(turn.url, content=frame(initialize()), headers=base)
+            session = {
+                "mcp-session-id": init.headers.get("mcp-session-id", ""),
+                "mcp-protocol-version": "2025-11-25",
+            }
+            stream_headers = [*turn.headers().items(), *session.items(), *accept]
+            async with hc.stream("GET", turn.url, headers=stream_headers) as stream:
+                streamed = stream.status_code
+            body = frame(call(7, "files.read", {"path": "/public/a.txt"}, modern=True))
+            modern = await hc.post(
+                turn.url, content=body, headers=[*base, *modern_headers("files.read").items()]
+            )
+    assert init.status_code == 200, init.text
+    assert streamed == 200
+    assert modern.status_code == 200, modern.text
+    assert modern.json()["result"]["isError"] is False
+    records = rt.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.outcome)) for r in records] == [("files.read", "succeeded")]
