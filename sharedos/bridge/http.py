@@ -45,6 +45,7 @@ from sharedos.bridge.frames import (
     Frame,
     Problem,
     classify,
+    deliverable,
     oversized,
     truncated,
     undeliverable,
@@ -80,7 +81,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-#: frames above this size take the slow classification path in a worker thread
+#: frames above this size are classified in a worker thread; smaller ones too, unless they
+#: are one deliverable message (``frames.deliverable``: the fast path, microseconds)
 _THREAD_CLASSIFY_BYTES = 64 * 1024
 
 #: records a tools/call the SDK's transport rejected (``TurnEndpoint.record_rejected_call``)
@@ -146,7 +148,7 @@ class TurnHttpApp:
         #: POSTs past the closing check whose message the SDK's transport has not read yet
         self._entering = 0
         #: POSTs whose body was read whole and is being classified (or refused) before the
-        #: closing check, a large one perhaps waiting for ``_classify_threads``
+        #: closing check, one not deliverable as it is perhaps waiting for ``_classify_threads``
         self._classifying = 0
         #: the tasks classifying (and refusing) those bodies, kept until they end
         self._settling: set[asyncio.Task[Any]] = set()
@@ -159,6 +161,8 @@ class TurnHttpApp:
         #: run on; in anyio's default pool (40 threads, shared with the turns' evidence
         #: writes) twenty 4 MiB POSTs to one turn held another turn's call for 41 s.
         #: Per turn: a turn's flood waits behind itself, not another turn's large frame.
+        #: Every frame that is not one deliverable message comes here too, whatever its
+        #: size (``_post``: reading a damaged one is the slow path).
         self._classify_threads = anyio.CapacityLimiter(1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -256,23 +260,29 @@ class TurnHttpApp:
             )
             await self._recorder.refuse(truncated(data), status=408 if expired else None)
             return
-        if len(data) > _THREAD_CLASSIFY_BYTES:
-            # A large body read whole is classified, and refused or handed on, even as the
-            # turn closes: in a task of its own, which the cancellation of the turn's requests
-            # past its grace (uvicorn's Task.cancel, which no cancel scope shields) does not
-            # end, and waited for (within the grace) by ``quiesce``. It waits for this turn's
-            # one classifying thread behind the others; cancelled there, a call the client had
-            # sent whole was dropped, neither answered nor recorded.
+        # A small body that is one deliverable message is classified here, on the fast path.
+        # Any other goes to the turn's classifying thread: reading a damaged frame is the
+        # slow path (flattening a deep one is a Python loop per bracket), and a 64 KiB body
+        # of ``{"a":`` repeated held the event loop every turn of the process runs on for
+        # 0.1-0.15 s, each POST of it, where the thread shares the interpreter with it.
+        fast = None if len(data) > _THREAD_CLASSIFY_BYTES else deliverable(data)
+        if fast is None:
+            # A body read whole and classified in the thread is refused or handed on even
+            # as the turn closes: in a task of its own, which the cancellation of the turn's
+            # requests past its grace (uvicorn's Task.cancel, which no cancel scope shields)
+            # does not end, and waited for (within the grace) by ``quiesce``. It waits for
+            # this turn's one classifying thread behind the others; cancelled there, a call
+            # the client had sent whole was dropped, neither answered nor recorded.
             self._classifying += 1
             try:
-                settling = asyncio.ensure_future(self._settle(scope, data, send))
+                settling = asyncio.ensure_future(self._settle(scope, data, send, None))
                 self._settling.add(settling)
                 settling.add_done_callback(self._settled)
                 taken = await asyncio.shield(settling)
             finally:
                 self._classifying -= 1
         else:
-            taken = await self._settle(scope, data, send)
+            taken = await self._settle(scope, data, send, fast)
         if taken is None:  # refused, and answered
             return
         data, frame, valid = taken
@@ -300,11 +310,13 @@ class TurnHttpApp:
             logger.warning("bridge: classifying a request failed: %s: %s", type(exc).__name__, exc)
 
     async def _settle(
-        self, scope: Scope, data: bytes, send: Send
+        self, scope: Scope, data: bytes, send: Send, fast: Frame | None
     ) -> tuple[bytes, Frame, JSONRPCMessage] | None:
-        """Classify a body read whole; refuse and answer it here (None) when it is not one
-        valid message or the turn is closing, else what ``_post`` hands on."""
-        if len(data) > _THREAD_CLASSIFY_BYTES:
+        """Classify a body read whole (``fast``: already, a deliverable message); refuse and
+        answer it here (None) when it is not one valid message or the turn is closing, else
+        what ``_post`` hands on."""
+        frame = fast
+        if frame is None:
             async with self._classify_threads:
                 if self._unread:
                     # the close is past its grace: recorded and answered now, not after
@@ -312,8 +324,6 @@ class TurnHttpApp:
                     await self._refuse_unread(scope, data, send)
                     return None
                 frame = await anyio.to_thread.run_sync(classify, data)
-        else:
-            frame = classify(data)
         valid = frame.message
         if valid is None:
             await self._refuse(frame, send, status=None, scope=scope)

@@ -115,3 +115,49 @@ async def test_one_turn_classifies_one_large_frame_at_a_time(
                 answers = await asyncio.gather(*(hc.post(turn.url, content=body) for _ in range(8)))
     assert {r.status_code for r in answers} == {400}  # a batch: refused, recorded, answered
     assert watch.most == 1, f"{watch.most} threads classified this turn's frames at once"
+
+
+async def test_a_small_damaged_frame_is_read_off_the_event_loop(
+    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame under 64 KiB was classified on the event loop every turn of the process runs
+    on, whatever it held: the slow path too, which reads a damaged frame again (flattening
+    a deep one is a Python loop per bracket): a 64 KiB body of ``{"a":`` repeated held the
+    loop 0.1-0.15 s, each POST of it. Only one deliverable message is read there now; any
+    other frame goes to the turn's classifying thread, and is still refused, recorded and
+    answered."""
+    import sharedos.bridge.frames as frames
+
+    threads: list[int] = []
+    slow_path = frames._damaged
+
+    def watched(data: bytes, forced: frames.Problem | None = None) -> frames.Frame:
+        threads.append(threading.get_ident())
+        return slow_path(data, forced)
+
+    monkeypatch.setattr(frames, "_damaged", watched)
+    deep = b'{"a":' * 6_000 + b"1" + b"}" * 6_000  # 36 KB, nested 6,000 deep
+    surrogate = (
+        b'{"jsonrpc":"2.0","id":9,"method":"tools/call",'
+        b'"params":{"name":"files.read","arguments":{"path":"/public/\\ud800"}}}'
+    )
+    async with open_turn(runtime.host, alice, OPEN_POLICY) as turn:
+        assert turn.url is not None
+        loop_thread = threading.get_ident()
+        async with httpx2.AsyncClient(headers={**turn.headers(), **ACCEPT}, timeout=60) as hc:
+            session = await legacy_session(hc, turn.url)
+            deep_answer = await hc.post(turn.url, content=deep, headers=session)
+            call_answer = await hc.post(turn.url, content=surrogate, headers=session)
+            ok = await hc.post(
+                turn.url, json=call(2, "files.read", {"path": "/public/a.txt"}), headers=session
+            )
+    assert len(deep) < 64 * 1024
+    assert deep_answer.status_code == 400
+    assert call_answer.json()["result"]["isError"] is True
+    assert ok.status_code == 200
+    assert len(threads) == 2 and loop_thread not in threads
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert [(r.tool, str(r.reason)) for r in records][-2:] == [
+        ("files.read", "malformed_request"),
+        ("files.read", "None"),
+    ]
