@@ -186,6 +186,7 @@ async def _open_turn(
         deferred=True,
         timeout_s=getattr(runtime_host, "evidence_timeout_s", 2.0),
         unopened=getattr(runtime_host, "owe_opening", None),
+        redactor=getattr(runtime_host, "host_secrets", None),
     ) as open_chain:
         if transport == "http":
             async with _open_http(

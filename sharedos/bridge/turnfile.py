@@ -161,6 +161,18 @@ class TurnFile(BaseModel):
         return self
 
 
+def _scrubbed_identity(
+    identity: Mapping[str, Any] | None, runtime_host: CallRuntime
+) -> dict[str, Any] | None:
+    """``identity`` as the host's own rows keep it (``stored_json``): its secrets scrubbed."""
+    from sharedos.evidence.record import stored_json
+    from sharedos.redaction import Redactor
+
+    secrets_ = getattr(runtime_host, "host_secrets", None)
+    kept = stored_json(identity, secrets_ if isinstance(secrets_, Redactor) else Redactor())
+    return dict(kept) if kept is not None else None
+
+
 def _policy_hash(runtime_host: Any) -> str | None:
     """The bundle hash of the host's policy (None: a runtime without a kernel)."""
     found = getattr(getattr(runtime_host, "kernel", None), "policy_hash", None)
@@ -347,7 +359,9 @@ async def open_stdio_turn(
                 policy_hash=_policy_hash(runtime_host),
                 server_name=server_name,
                 portable_names=portable_names,
-                identity=dict(identity) if identity else None,
+                # the bridge process records it on each call's row, with no host secrets of
+                # its own to scrub: scrubbed here, as the host's own rows have it
+                identity=_scrubbed_identity(identity, runtime_host),
                 handler_timeout_s=launch.handler_timeout_s,
                 close_linger_s=launch.close_linger_s,
                 limits=launch.limits,

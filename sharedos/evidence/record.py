@@ -330,9 +330,10 @@ def concluded(
     )
 
 
-def _stored_json(value: Mapping[str, Any] | None, redactor: Redactor) -> dict[str, Any] | None:
+def stored_json(value: Mapping[str, Any] | None, redactor: Redactor) -> dict[str, Any] | None:
     """Caller-supplied JSON (diagnostics, identity, the decision context) as recorded:
-    detached, storable, secrets scrubbed."""
+    detached, storable, capped, secrets scrubbed (the rows of calls, and a turn's opening
+    record: ``evidence_turn``)."""
     stored = plain_json(value)
     if stored is None or not redactor.needles:
         return stored
@@ -471,10 +472,10 @@ def attempt_record(
         policy_hash=policy_hash,
         principal=context.principal,
         tenant=context.tenant,
-        diagnostics=_stored_json(diagnostics, redactor),
-        identity=_stored_json(identity, redactor),
-        context=_stored_json(context_json, redactor),
-        shadow=_stored_json(shadow, redactor),
+        diagnostics=stored_json(diagnostics, redactor),
+        identity=stored_json(identity, redactor),
+        context=stored_json(context_json, redactor),
+        shadow=stored_json(shadow, redactor),
         outcome=outcome,
         reason=reason,
         finished_at=finished_at,

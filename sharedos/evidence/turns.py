@@ -47,9 +47,10 @@ import anyio.lowlevel
 
 from sharedos.evidence.appender import Opening
 from sharedos.evidence.chain import ATTEMPT_FIELDS, OPEN_FIELDS
-from sharedos.evidence.record import now_iso, storable_json_text
+from sharedos.evidence.record import encoded_text, now_iso, storable_json_text, stored_json
 from sharedos.evidence.reporting import FailureReporter, reporter_of
 from sharedos.evidence.store import EvidenceStoreError
+from sharedos.redaction import Redactor
 
 __all__ = ["evidence_turn", "expire_open_approvals", "seal_closed", "seal_late"]
 
@@ -105,6 +106,7 @@ async def evidence_turn(
     taken: Callable[[str], Awaitable[int]] | None = None,
     deferred: bool = False,
     unopened: Callable[[str, Callable[[], Awaitable[bool | None]] | None], None] | None = None,
+    redactor: Redactor | None = None,
 ) -> AsyncIterator[Callable[[], Awaitable[None]]]:
     """Open the turn's chain on entry, seal it on exit (see the module docstring).
 
@@ -119,6 +121,8 @@ async def evidence_turn(
     write it before the turn's next call (True: written, the chain this turn's; False: the
     chain is another turn's; None: the store still refuses it), and told ``None`` once that
     is settled or the turn closes: the host refuses the turn's calls until it is written.
+    ``redactor`` (``RuntimeHost.host_secrets``): scrubbed from the opening's identity, as
+    from every call's row.
 
     Yields the coroutine function that writes the opening record (a no-op once it has
     run). ``deferred``: the opening is written only when the block calls it, once the
@@ -140,6 +144,11 @@ async def evidence_turn(
     ident = dict(identity) if identity else None
     revision = ident.get("policyBundleRevision") if ident else None
     declared = ident.get("policyBundleHash") if ident else None
+    # the identity as every row of the turn's calls stores it: the host's secrets scrubbed,
+    # capped, never failing (before, the opening kept it as given: a host secret in it,
+    # scrubbed from each call's row, was in the turn's opening record for good)
+    kept = stored_json(ident, redactor if redactor is not None else Redactor())
+    identity_text = (encoded_text(kept) or str(storable_json_text(kept))) if kept else None
     # the opening record the store refused at the open, written at the close, before the
     # seal (a seal on a chain with no opening makes a bare one, without the turn's
     # catalogHash, policy and identity, dated after the close); empty until it is written
@@ -154,7 +163,7 @@ async def evidence_turn(
             catalog_hash=catalog_hash,
             policy_hash=policy_hash or (str(declared) if declared is not None else None),
             policy_revision=str(revision) if revision is not None else None,
-            identity=str(storable_json_text(ident)) if ident else None,
+            identity=identity_text,
         )
         # shielded (bounded by ``timeout_s``): cancelled while off the loop, the write was
         # abandoned, not stopped; it landed after the cancel, and the close, told nothing

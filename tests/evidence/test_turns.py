@@ -206,3 +206,60 @@ async def test_a_turn_whose_opening_was_refused_does_not_seal_a_chain_opened_aft
         lock.close()
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio", "standalone"])
+async def test_a_host_secret_in_the_identity_is_scrubbed_from_the_turns_records(
+    tmp_path: Any, transport: str
+) -> None:
+    """The host's secrets are scrubbed from every record field: a call's row kept the turn's
+    SystemIdentity with them redacted, but the turn's opening record kept it as given (a
+    credential in a declared model's endpoint, an upstream's 'not confined' reason), in
+    the chain for good, next to the rows that hid it; and a standalone stdio bridge, whose
+    runtime knows no host secrets, kept it on every row of its calls too."""
+    import sqlite3
+
+    from mcp import Client, StdioServerParameters
+
+    from sharedos.bridge import StdioLaunch, open_turn
+    from sharedos.kernel import RuntimeHost
+    from sharedos.kernel.context import AccessContext
+    from tests.bridge.conftest import DATA, OPEN_POLICY, build_runtime, http_client
+
+    secret = "sk-live-0123456789abcdefXYZ"
+    rt = build_runtime(tmp_path, with_slow=False)
+    host = RuntimeHost(rt.host.kernel, rt.evidence, host_secrets=[secret])
+    alice = AccessContext(principal="alice")
+    identity = {"harness": "h", "declaredModel": f"m via https://u:{secret}@proxy.example"}
+    launch = StdioLaunch(
+        relay=transport == "stdio",
+        rules=(DATA / "files.sos",),
+        evidence_db=rt.evidence_path,
+        sandbox_root=rt.sandbox,
+    )
+    read = {"path": "/home/alice/notes.txt"}
+    async with open_turn(
+        host,
+        alice,
+        OPEN_POLICY,
+        transport="http" if transport == "http" else "stdio",
+        identity=identity,
+        stdio=launch,
+    ) as turn:
+        if turn.url is not None:
+            async with http_client(turn.url, turn.token) as client:
+                assert not (await client.call_tool("files.read", read)).is_error
+        else:
+            assert turn.command is not None
+            params = StdioServerParameters(command=turn.command[0], args=turn.command[1:])
+            async with Client(params) as client:
+                assert not (await client.call_tool("files.read", read)).is_error
+    with sqlite3.connect(tmp_path / "evidence.db") as con:
+        rows = con.execute(
+            "SELECT kind, identity FROM chain WHERE turn_id = ? ORDER BY pos", (alice.turn_id,)
+        ).fetchall()
+    kinds = [str(kind) for kind, _ in rows]
+    assert kinds == ["open", "attempt", "outcome", "seal"], kinds
+    kept = [str(text) for _, text in rows if text is not None]
+    assert len(kept) == 2 and all(secret not in text for text in kept), kept
+    assert all("https://u:[redacted]@proxy.example" in text for text in kept), kept

@@ -138,6 +138,7 @@ async def run_shape(
                 owe=env.host.owe_evidence,
                 settle=env.host.settle_owed,
                 taken=env.host.finish_taken,
+                redactor=env.host.host_secrets,
             ):
                 try:
                     turn = await driver.run_turn(model, context, tool_policy, catalog, PROMPT)
