@@ -14,6 +14,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from math import inf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -133,6 +134,11 @@ async def open_turn(
         # refused before the turn's opening record: found after it, the turn was opened and
         # sealed for nothing, and its id, sealed, could not be opened again
         raise ValueError(f"unknown bridge transport {transport!r} (expected 'http' or 'stdio')")
+    if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or not 0 <= grace_s < inf:
+        # refused here, before anything is listed, bound or written: found by uvicorn's
+        # config, NaN was "cannot convert float NaN to integer", infinity an OverflowError,
+        # each after the listener was bound (and left open); a negative one meant 0
+        raise ValueError(f"grace_s must be a finite number of seconds, 0 or more (got {grace_s!r})")
     # one open turn per id on a host: the id names the turn's evidence chain (a second
     # turn of it, another principal's, would write into the first's and outlive its seal)
     hold = getattr(runtime_host, "open_turn_id", None)

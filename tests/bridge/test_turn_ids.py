@@ -86,6 +86,24 @@ async def test_a_turn_refused_for_its_transport_leaves_its_id_free(tmp_path: Pat
     assert _links(tmp_path / "evidence.db", "turn-retried") == ["open", "seal"]
 
 
+@pytest.mark.parametrize("grace_s", [float("nan"), float("inf"), -1.0, "0.5"])
+async def test_a_turn_given_an_unusable_grace_is_refused_before_anything(
+    tmp_path: Path, grace_s: object
+) -> None:
+    """``grace_s`` NaN or infinite was found by uvicorn's config, after the listener was bound:
+    'cannot convert float NaN to integer', an OverflowError; a negative one was taken as 0.
+    Refused first, clearly, with nothing written: the id opens again at once."""
+    rt = build_runtime(tmp_path, with_slow=False)
+    alice = AccessContext(principal="alice", turn_id="turn-graced")
+    with pytest.raises(ValueError, match="grace_s must be a finite number of seconds"):
+        async with open_turn(rt.host, alice, OPEN_POLICY, grace_s=grace_s):  # type: ignore[arg-type]
+            pytest.fail("a turn opened with an unusable grace")
+    assert _links(tmp_path / "evidence.db", "turn-graced") == []
+    async with open_turn(rt.host, alice, OPEN_POLICY, grace_s=0) as turn:
+        assert turn.url is not None
+    assert _links(tmp_path / "evidence.db", "turn-graced") == ["open", "seal"]
+
+
 async def test_a_turn_whose_transport_fails_to_open_leaves_its_id_free(tmp_path: Path) -> None:
     """A transport that failed to open (here a stdio turn directory that does not exist;
     likewise a listener or relay socket not bound) failed after the turn's opening record:
