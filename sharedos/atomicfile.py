@@ -199,14 +199,22 @@ def remove_strays(path: str | os.PathLike[str]) -> int:
     return removed
 
 
-def take_lock(lock_path: Path, *, wait_s: float, mode: int = 0o600) -> int:
+def take_lock(lock_path: Path, *, wait_s: float, mode: int = 0o600, read_only: bool = False) -> int:
     """An exclusive ``flock`` on ``lock_path`` (made with ``mode`` when missing, never
     through a symbolic link), held by the returned descriptor until it is closed.
+
+    ``read_only``: the lock file is opened to read, never made (``FileNotFoundError`` when
+    it is missing): ``flock`` needs no write access, so a process that cannot write the
+    directory (mounted read-only, another user's) still excludes the writers that can.
 
     Bounded: a process holding the lock forever (stopped, not dead) does not hang this
     one; ``TimeoutError`` when it is still held after ``wait_s``, ``OSError`` when the
     file cannot be opened. The caller closes the descriptor, which releases the lock."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    if read_only:
+        # O_NONBLOCK: a named pipe put there is not waited on for a writer (O_RDWR never is)
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    else:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     deadline = time.monotonic() + wait_s
     while True:
         try:

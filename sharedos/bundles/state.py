@@ -239,11 +239,12 @@ class BundleState:
         """Held while a release is compared with the one recorded and written down: the
         processes of one host (two ``sharedos run`` at once, a poller beside them) share
         the file, and one must not write an older release over a newer one another wrote
-        after it read the file (``StateError`` when the lock cannot be taken)."""
+        after it read the file (``StateError`` when the lock cannot be taken). A process
+        that cannot write the directory locks the file opened to read (``_take_lock``)."""
         lock_path = lock_path_of(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = take_lock(lock_path, wait_s=_LOCK_WAIT_S)
+            fd = _take_lock(lock_path)
         except TimeoutError:
             raise StateError(
                 f"cannot lock {self.path}: another process holds {lock_path}"
@@ -253,12 +254,15 @@ class BundleState:
         try:
             # every writer of the state and its kept copy holds this lock: a temporary
             # file of either is a killed writer's (as large as the bundle), removed here
-            remove_strays(self.path)
-            remove_strays(self.kept_path)
-            remove_strays(self.pending_path)
+            # (not without the lock: a directory this process cannot write)
+            if fd is not None:
+                remove_strays(self.path)
+                remove_strays(self.kept_path)
+                remove_strays(self.pending_path)
             yield
         finally:
-            os.close(fd)  # and the lock with it
+            if fd is not None:
+                os.close(fd)  # and the lock with it
 
     @property
     def kept_path(self) -> Path:
@@ -355,6 +359,30 @@ class BundleState:
         copy. The caller uses the one that is the release the state records."""
         copies = (_read_copy(self.kept_path), _read_copy(self.pending_path))
         return [c for c in copies if c is not None]
+
+
+def _take_lock(lock_path: Path) -> int | None:
+    """``take_lock`` on a state's lock file; when this process cannot write the directory
+    (mounted read-only, another user's), the lock file is opened to read (``flock`` needs
+    no write access), and when there is none, None: no lock, as no process that could
+    write there ever took one, and this one can write nothing there either, so it only
+    reads the state and its copy (verified as ever). Before, the lock file could not be
+    opened to write, and a host whose state directory is read-only refused the release
+    the state records, from its source or its kept copy alike: no policy, nothing ran."""
+    try:
+        return take_lock(lock_path, wait_s=_LOCK_WAIT_S)
+    except TimeoutError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        cannot_write = exc
+    try:
+        return take_lock(lock_path, wait_s=_LOCK_WAIT_S, read_only=True)
+    except FileNotFoundError:
+        if os.access(lock_path.parent, os.W_OK) and cannot_write.errno != errno.EROFS:
+            raise cannot_write from None  # the directory is writable: a lock is needed
+        return None
 
 
 def _read_copy(path: Path) -> bytes | None:

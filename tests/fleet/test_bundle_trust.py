@@ -1101,6 +1101,51 @@ def test_a_host_on_a_full_disk_starts_with_the_release_it_already_recorded(
     assert _start_on_a_full_disk(pub, key, state.path).startswith("kept r5 cannot remember")
 
 
+def _start_read_only(state_dir: Path, *args: Path) -> str:
+    """``_start_on_a_full_disk``'s start with ``state_dir`` mounted read-only (bubblewrap)."""
+    import shutil
+
+    bwrap = shutil.which("bwrap")
+    probe = [bwrap or "bwrap", "--dev-bind", "/", "/", "true"]
+    if bwrap is None or subprocess.run(probe, capture_output=True).returncode != 0:
+        pytest.skip("no working bwrap to mount the state directory read-only")
+    ro = [bwrap, "--dev-bind", "/", "/", "--ro-bind", str(state_dir), str(state_dir)]
+    argv = [*ro, sys.executable, "-c", _FULL_DISK_START, *map(str, args)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("lock_file", ["kept", "never made"])
+def test_a_host_whose_state_directory_is_read_only_starts_with_the_release_it_recorded(
+    tmp_path: Path, signer: Signer, lock_file: str
+) -> None:
+    """The lock file beside the state was opened to write (and made when missing) by every
+    start, even one with nothing to write: with the state directory read-only (mounted so
+    in a container, provisioned by another user), the lock could not be taken, and the host
+    refused the release its state records, from its source and from its kept copy alike
+    (no policy, nothing ran), although the docs said it starts on it. ``flock`` needs no
+    write access: the lock file is opened to read; a directory nobody ever locked (no lock
+    file) cannot be written by this process either, and is only read."""
+    pub, key = tmp_path / "pub", tmp_path / "policy.pub"
+    key.write_bytes(signer.public_pem())
+    state = BundleState(tmp_path / "state" / "bundle.json")
+    publish(pub, release(tmp_path, RULES_V2, signer, revision="r5", sequence=5))
+    assert BundleManager(DirectorySource(pub), verifier(signer), state=state).poll().current
+    if lock_file == "never made":
+        (state.path.parent / f".{state.path.name}.lock").unlink()
+    recorded = state.path.read_bytes()
+    started = _start_read_only(state.path.parent, pub, key, state.path)
+    assert started.startswith("loaded r5"), f"the release the state records was refused: {started}"
+    publish(pub, release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
+    started = _start_read_only(state.path.parent, pub, key, state.path)
+    assert started.startswith("kept r5 cannot remember"), started  # r6 cannot be written down
+    (pub / "bundle.json").unlink()
+    started = _start_read_only(state.path.parent, pub, key, state.path)
+    assert started.startswith("kept r5"), f"the copy the state records was refused: {started}"
+    assert state.path.read_bytes() == recorded
+
+
 def test_a_host_on_a_full_disk_starts_with_the_release_a_killed_writer_recorded(
     tmp_path: Path, signer: Signer
 ) -> None:
