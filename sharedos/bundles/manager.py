@@ -476,8 +476,9 @@ def _whose(recorded: Enforced | None, origin: str) -> str | None:
 #: process of the host puts a newer release in force between the read and the write down
 _KEPT_READS = 3
 
-#: how many copies' verifications a manager remembers (the kept copy and the bytes waiting)
-_COPIES_REMEMBERED = 2
+#: how many copies' verifications a manager remembers (the kept copy and the bytes waiting,
+#: and the two beside a state file an earlier SharedOS named otherwise: ``kept_copies``)
+_COPIES_REMEMBERED = 4
 
 
 class _Overtaken(Exception):

@@ -168,7 +168,8 @@ class BundleState:
     under the new name would have taken any older signed release as if it had enforced
     none. So when ``path`` has no file, ``load`` reads the newest release recorded by the
     state files beside it whose origin is that source (what an earlier SharedOS wrote,
-    under the name it gave them); the next ``save`` writes it under the new name.
+    under the name it gave them), and ``kept_copies`` the copies beside that file; the
+    next ``save`` writes it under the new name.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, source: str | None = None) -> None:
@@ -218,8 +219,13 @@ class BundleState:
     def _earlier(self) -> Enforced | None:
         """The newest release the other state files beside ``path`` record for ``source``
         (files that cannot be read as state files are another's business: skipped)."""
+        found = self._earlier_state()
+        return found[1] if found is not None else None
+
+    def _earlier_state(self) -> tuple[BundleState, Enforced] | None:
+        """The state file beside ``path`` that ``_earlier`` reads, with what it records."""
         assert self.source is not None
-        newest: Enforced | None = None
+        newest: tuple[BundleState, Enforced] | None = None
         with contextlib.suppress(OSError):
             for other in sorted(self.path.parent.glob("bundle-*.json")):
                 if other.name.endswith(".last-good.json"):  # a kept bundle, not a state
@@ -230,8 +236,8 @@ class BundleState:
                     continue
                 if enforced is None or not of_source(enforced.origin, self.source):
                     continue
-                if newest is None or enforced.sequence > newest.sequence:
-                    newest = enforced
+                if newest is None or enforced.sequence > newest[1].sequence:
+                    newest = BundleState(other), enforced
         return newest
 
     @contextlib.contextmanager
@@ -356,8 +362,20 @@ class BundleState:
     def kept_copies(self) -> list[bytes]:
         """Every copy a start may use, in order: the kept copy, then the bytes of a release
         whose writer was killed after the state recorded it and before they replaced the
-        copy. The caller uses the one that is the release the state records."""
-        copies = (_read_copy(self.kept_path), _read_copy(self.pending_path))
+        copy. The caller uses the one that is the release the state records.
+
+        When ``path`` has no file and ``load`` reads the release an earlier SharedOS
+        recorded under another name (``_earlier``), the copies beside that file are the
+        ones of the release it records: before, a host upgraded across a change of the
+        default name that started while its source failed found no copy under the new
+        name, and ran with no policy, although the copy of the release it had recorded
+        was on disk beside the record it read."""
+        copies = [_read_copy(self.kept_path), _read_copy(self.pending_path)]
+        if self.source is not None and not os.path.lexists(self.path):
+            # after them: bytes waiting under the new name are a first save killed there
+            found = self._earlier_state()
+            if found is not None:
+                copies += [_read_copy(found[0].kept_path), _read_copy(found[0].pending_path)]
         return [c for c in copies if c is not None]
 
 

@@ -827,6 +827,43 @@ def test_a_start_from_the_kept_copy_keeps_the_source_its_state_records(
     assert result.status == "refused" and "a rollback" in result.detail, result
 
 
+def test_a_start_after_an_upgrade_renamed_the_state_runs_on_the_copy_beside_the_old_name(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An upgrade that names the default state file otherwise reads the release recorded
+    under the earlier name (``BundleState._earlier``), but not the copy kept beside it: a
+    host whose first start after the upgrade found its source down ran with no policy,
+    although the copy of the release it recorded was on disk. It runs on that copy, and
+    the next release it fetches is written under the new name."""
+    from sharedos.bundles.state import BundleState as State
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    url, served = bundle_server
+    state = State.default_for(url)
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag="")
+    assert BundleManager(HttpSource(url), verifier(signer), state=state).poll().status == "loaded"
+    # the files as the earlier SharedOS named them
+    old = State(state.path.with_name("bundle-0123456789abcdef.json"))
+    state.path.rename(old.path)
+    state.kept_path.rename(old.kept_path)
+    # and a first save under the new name killed before the state: its bytes wait there
+    r9 = release(tmp_path, RULES_V1, signer, revision="r9", sequence=9)
+    state.pending_path.write_bytes(r9)
+    served["down"] = True
+    upgraded = BundleManager(HttpSource(url), verifier(signer), state=State.default_for(url))
+    started = upgraded.poll()
+    assert started.status == "kept", started.detail
+    assert started.current is not None and started.current.revision == "r5"
+    assert not state.path.exists()  # nothing written: the release is recorded
+    served.update(down=False, bundle=release(tmp_path, RULES_V1, signer, revision="r6", sequence=6))
+    assert upgraded.poll().status == "loaded"
+    assert json.loads(state.path.read_text())["revision"] == "r6"
+    assert State.default_for(url).kept() == served["bundle"]
+
+
 def test_a_kept_copy_is_used_only_beside_this_sources_record(
     tmp_path: Path, signer: Signer
 ) -> None:
