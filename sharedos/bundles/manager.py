@@ -196,11 +196,15 @@ class BundleManager:
         *,
         origin: str | None = None,
         lock_held: bool = False,
+        copy: bytes | None = None,
     ) -> None:
         """Write ``loaded`` down as enforced (and ``data``, its bytes, kept for a restart
         the source fails), before it is put in force (sequenced bundles). ``origin``: the
         source to record it of, when ``loaded`` was read elsewhere (its kept copy).
-        ``lock_held``: the caller holds the state's lock already (``locked``)."""
+        ``lock_held``: the caller holds the state's lock already (``locked``). ``copy``:
+        the bytes ``loaded`` was read from, kept with the state when it must be written
+        (the copy may lie beside a state file an earlier SharedOS named otherwise: the
+        state written under the new name without it left the release with no copy)."""
         if loaded.sequence <= 0:
             return
         if self._enforced is not None and self._enforced.same_release(loaded):
@@ -232,7 +236,7 @@ class BundleManager:
                     # this one, nor is the whole bundle written and fsynced again
                     enforced = recorded
                 else:
-                    self.state.save(enforced, data)
+                    self.state.save(enforced, data if data is not None else copy)
         self._enforced = enforced
 
     def _is_release(self, data: bytes, recorded: Enforced) -> bool:
@@ -345,14 +349,16 @@ class BundleManager:
         # the copy is this source's last release only as the release the state records
         # of it: whatever else verifies there (another source's release signed by the
         # same key, with a higher sequence) is no release this host enforced
-        why = _whose(recorded, self.source.origin)
+        why = _whose(recorded, self.source.origin, self.state.hidden)
         if why is not None or recorded is None:
             return None, why
         loaded, why = self._recorded_copy(copies, recorded)
         if why is None and loaded is not None and loaded.sequence > 0:
             # recorded as a release of the source, as the state's own was: the copy is
             # where it was kept, not where it came from
-            self._remember(loaded, origin=shown_location(recorded.origin), lock_held=hold)
+            origin = shown_location(recorded.origin, self.state.hidden)
+            copy = next(c for c in copies if _sha256(c) == loaded.content_sha256)
+            self._remember(loaded, origin=origin, lock_held=hold, copy=copy)
         return loaded, why
 
     def _recorded_copy(
@@ -449,6 +455,10 @@ def _written_down(
     return data is None or state.kept() == data
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _release_of(loaded: LoadedBundle) -> str:
     """``loaded`` named as ``Enforced.describe`` names a release."""
     return (
@@ -457,17 +467,17 @@ def _release_of(loaded: LoadedBundle) -> str:
     )
 
 
-def _whose(recorded: Enforced | None, origin: str) -> str | None:
+def _whose(recorded: Enforced | None, origin: str, hidden: tuple[str, ...] = ()) -> str | None:
     """Why a kept copy beside a state that records ``recorded`` is not the source
     ``origin``'s last release (None when it may be): a state that records none (removed
     to go back on purpose; a copy planted beside it), or one of another source (a
     ``[policy] state`` two sources' hosts share: its copy is that source's policy)."""
     if recorded is None:
         return "the state file beside it records no release this host enforced"
-    if not of_source(recorded.origin, origin):
+    if not of_source(recorded.origin, origin, hidden):
         return (
             f"the state file beside it records a release of another source, "
-            f"{shown_location(recorded.origin)}"
+            f"{shown_location(recorded.origin, hidden)}"
         )
     return None
 

@@ -23,7 +23,8 @@ sequence, which is the better way).
 Where: ``[policy] state`` in the host configuration; by default
 ``$XDG_STATE_HOME/sharedos/bundle-<16 hex digits of SHA-256 of the source>.json``
 (``~/.local/state/…`` when ``XDG_STATE_HOME`` is unset): one file per source, a URL
-named without its credentials (its password, and every query value, as messages show it).
+named without its credentials (its password, every query value, and the host variables
+its path is built from, as messages show it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,17 +111,22 @@ def lock_path_of(state_path: Path) -> Path:
     return state_path.parent / f".{state_path.name}.lock"
 
 
-def default_state_path(origin: str) -> Path:
+def default_state_path(origin: str, hidden: Iterable[str] = ()) -> Path:
     """The default state file of a bundle source (see the module docstring).
 
     A URL is named as messages show it (``shown_url``: no password, every query value
     ``***``): a presigned URL renewed before it expires (a new signature, a new expiry)
     or a rotated ``?token=`` is the same source, with the same history; named by the
     URL as written, each renewal started a new state file, and the host took an older
-    release as if it had enforced none."""
+    release as if it had enforced none. ``hidden``: the host variables the URL's path is
+    built from (``HostConfig.bundle_hidden``), masked as messages and the state's recorded
+    origin mask them: named with them in clear, rotating ``${BUNDLE_TOKEN}`` in
+    ``https://h/t/${BUNDLE_TOKEN}/policy.tar`` started a new state file, whose earlier
+    history (recorded as ``…/t/***/…``) was not found under the new token either: the host
+    took an older signed release, and a start whose source failed had no copy."""
     from sharedos.bundles.source import shown_location
 
-    origin = shown_location(origin)
+    origin = shown_location(origin, hidden)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return Path(base) / "sharedos" / f"bundle-{digest}.json"
@@ -143,15 +149,17 @@ def _fields(data: Any) -> dict[str, Any]:
     return data
 
 
-def of_source(recorded: str, origin: str) -> bool:
+def of_source(recorded: str, origin: str, hidden: Iterable[str] = ()) -> bool:
     """True when ``recorded``, the origin a state file records (a URL as shown, or as an
     earlier SharedOS wrote it; the path of a bundle file), names the bundle source
     ``origin`` (``BundleSource.origin``: a URL as shown; a directory, or the file itself).
     A state file is one source's history (``[policy] state`` shared by two sources' hosts
-    is not): what it and its kept copy record of another source is not this one's."""
+    is not): what it and its kept copy record of another source is not this one's.
+    ``hidden``: the host variables the URL's path is built from, masked on both sides (a
+    SharedOS before 21b9192 recorded them in clear)."""
     from sharedos.bundles.source import BUNDLE_NAME, is_url, shown_location
 
-    if shown_location(recorded) == shown_location(origin):
+    if shown_location(recorded, hidden) == shown_location(origin, hidden):
         return True
     if is_url(origin):
         return False
@@ -172,14 +180,30 @@ class BundleState:
     next ``save`` writes it under the new name.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, source: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        source: str | None = None,
+        hidden: Iterable[str] = (),
+    ) -> None:
         self.path = Path(path)
         self.source = source
+        #: the host variables the source URL's path is built from (``of_source``)
+        self.hidden = tuple(hidden)
 
     @classmethod
-    def default_for(cls, origin: str) -> BundleState:
-        """The default state of the bundle source ``origin`` (``default_state_path``)."""
-        return cls(default_state_path(origin), source=origin)
+    def default_for(cls, origin: str, hidden: Iterable[str] = ()) -> BundleState:
+        """The default state of the bundle source ``origin`` (``default_state_path``;
+        ``hidden``: what its URL's path masks, as the origin a release records does)."""
+        from sharedos.bundles.source import shown_location
+
+        hidden = tuple(hidden)
+        return cls(
+            default_state_path(origin, hidden),
+            source=shown_location(origin, hidden),
+            hidden=hidden,
+        )
 
     def load(self) -> Enforced | None:
         """The release recorded there; None when no file exists; ``StateError`` otherwise."""
@@ -234,7 +258,7 @@ class BundleState:
                     enforced = BundleState(other).load()
                 except StateError:
                     continue
-                if enforced is None or not of_source(enforced.origin, self.source):
+                if enforced is None or not of_source(enforced.origin, self.source, self.hidden):
                     continue
                 if newest is None or enforced.sequence > newest[1].sequence:
                     newest = BundleState(other), enforced

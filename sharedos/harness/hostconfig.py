@@ -791,12 +791,15 @@ class HostConfig(BaseModel):
     def bundle_state_path(self, environ: Mapping[str, str] | None = None) -> str:
         """Where this host remembers the last bundle release it enforced (anti-rollback):
         ``[policy] state`` resolved next to this file, else the default for the bundle's
-        source (``sharedos.bundles.state.default_state_path``)."""
+        source (``sharedos.bundles.state.default_state_path``), named with the host
+        variables its URL's path is built from masked (``bundle_hidden``), so a rotated
+        ``${BUNDLE_TOKEN}`` keeps the host's history."""
         if self.policy.state:
             return self.resolve_file(self.policy.state, environ, what="[policy] state")
         from sharedos.bundles.state import default_state_path
 
-        return str(default_state_path(self.bundle_location(environ)))
+        location = self.bundle_location(environ)
+        return str(default_state_path(location, self.bundle_hidden(environ=environ)))
 
     def bundle_state(self, environ: Mapping[str, str] | None = None) -> BundleState:
         """The anti-rollback state at ``bundle_state_path``: the default one of the bundle's
@@ -804,8 +807,10 @@ class HostConfig(BaseModel):
         from sharedos.bundles.state import BundleState
 
         if self.policy.state:
-            return BundleState(self.bundle_state_path(environ))
-        return BundleState.default_for(self.bundle_location(environ))
+            hidden = self.bundle_hidden(environ=environ)
+            return BundleState(self.bundle_state_path(environ), hidden=hidden)
+        location = self.bundle_location(environ)
+        return BundleState.default_for(location, self.bundle_hidden(environ=environ))
 
     def evidence_location(self, environ: Mapping[str, str] | None = None) -> str | None:
         """``[evidence] url`` as the store to open, ``${VAR}`` interpolated first (a whole URL

@@ -864,6 +864,64 @@ def test_a_start_after_an_upgrade_renamed_the_state_runs_on_the_copy_beside_the_
     assert State.default_for(url).kept() == served["bundle"]
 
 
+@pytest.mark.parametrize("upgraded", ["no", "from the name in clear", "recorded in clear"])
+def test_a_rotated_token_in_the_bundle_urls_path_keeps_the_hosts_history(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    upgraded: str,
+) -> None:
+    """``bundle = "https://h/t/${BUNDLE_TOKEN}/bundle.json"``: the default state file was
+    named by the URL with the token in clear, while the release it records names the
+    source with the token masked (``…/t/***/…``). A rotated token started a new state file,
+    and the earlier one was not found under the new token either: the host took an older
+    signed release (a rollback), and a start whose source failed had no copy (no policy).
+    The name masks the token as the record does; a host upgraded from the name with the
+    token in clear finds its history and its copy there (and so does one whose state a
+    SharedOS before 21b9192 wrote, recording the token in clear in the origin)."""
+    from sharedos.bundles import open_source
+    from sharedos.bundles.state import BundleState as State
+    from sharedos.bundles.state import default_state_path
+    from sharedos.harness.hostconfig import load_host_config
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    base, served = bundle_server
+    served["any_directory"] = True
+    (tmp_path / "policy.pub").write_bytes(signer.public_pem())
+    host = tmp_path / "host.toml"
+    template = base.replace("/bundle.json", "/t/${BUNDLE_TOKEN}/bundle.json")
+    host.write_text(f"[policy]\nbundle = '{template}'\nkeys = ['policy.pub']\n")
+
+    def start(token: str) -> Any:
+        monkeypatch.setenv("BUNDLE_TOKEN", token)
+        config = load_host_config(host)
+        source = open_source(config.bundle_location(), config.bundle_hidden())
+        return BundleManager(source, verifier(signer), state=config.bundle_state()).poll()
+
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r6", sequence=6), etag="")
+    assert start("tok-first-1111").status == "loaded"
+    if upgraded != "no":  # as an earlier SharedOS named its files: the token in clear
+        state = load_host_config(host).bundle_state()
+        in_clear = base.replace("/bundle.json", "/t/tok-first-1111/bundle.json")
+        earlier = State(default_state_path(in_clear))
+        state.path.rename(earlier.path)
+        state.kept_path.rename(earlier.kept_path)
+        if upgraded == "recorded in clear":
+            recorded = json.loads(earlier.path.read_text())
+            earlier.path.write_text(json.dumps({**recorded, "origin": in_clear}))
+    served["bundle"] = release(tmp_path, RULES_V1, signer, revision="r5", sequence=5)
+    # the first start after that upgrade is made with the token it recorded in clear
+    older = start("tok-first-1111" if upgraded == "recorded in clear" else "tok-second-2222")
+    assert older.status == "kept" and "a rollback" in older.detail, older
+    assert older.current is not None and older.current.revision == "r6"
+    served["down"] = True
+    down = start("tok-third-3333")
+    assert down.status == "kept" and down.current is not None, down.detail
+    assert down.current.revision == "r6"
+    assert "tok-first" not in down.detail + older.detail
+
+
 def test_a_kept_copy_is_used_only_beside_this_sources_record(
     tmp_path: Path, signer: Signer
 ) -> None:

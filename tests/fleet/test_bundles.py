@@ -169,7 +169,8 @@ class _BundleServer(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if self.path.partition("?")[0] == "/bundle.json":  # a query: a presigned URL
+        path = self.path.partition("?")[0]  # a query: a presigned URL
+        if path == "/bundle.json" or (state.get("any_directory") and path.endswith("/bundle.json")):
             body, etag = state["bundle"], state["etag"]
             if self.headers.get("If-None-Match") == etag:
                 self.send_response(304)
