@@ -26,7 +26,10 @@ is resolved by the chain (``ChainAppender``): after reconnecting, the link
 at the position it planned either carries its hash (it committed; not
 written twice) or not (it is written once more, on the new connection).
 All of it within ``write_deadline_s`` (1.5 s by default, below the
-recorder's 2 s bound); past it the call fails closed. Nothing here runs on
+recorder's 2 s bound); past it the call fails closed. A server that stops
+answering with the connection open (its processes stopped) is such a loss
+too: a statement it has not answered a second past its own timeout has its
+connection cut (``_Watchdog``). Nothing here runs on
 an event loop: the methods are synchronous and thread-safe, and the kernel
 calls them from its writer thread.
 
@@ -200,6 +203,132 @@ def _lost(exc: BaseException, conn: Any) -> bool:
     return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.broken or not state)
 
 
+#: how often the watchdog looks at the statements it bounds (s): a statement is cut at most
+#: this long after its bound
+_WATCH_TICK_S = 0.1
+#: how long past the server's own ``statement_timeout`` a statement the server has not
+#: answered is given before its connection is cut (s): a live server answers by its timeout
+_WATCH_MARGIN_S = 1.0
+#: the least time given to the empty query that checks a pooled connection (s)
+_CHECK_FLOOR_S = 0.25
+
+
+class _Watchdog:
+    """Cuts the connection of a statement its server has not answered within its bound.
+
+    ``statement_timeout`` and ``lock_timeout`` are enforced by the server's own process:
+    a server that stops answering (its processes stopped, a VM paused, a disk hung under
+    its WAL) enforces neither, and a socket to it stays open (its kernel still acknowledges
+    what is sent, so neither TCP keepalives nor ``tcp_user_timeout`` end it; on a Unix
+    socket there are none). The statement then waited for ever: the writer thread holding
+    the appender's lock, and with it the store's ``close`` (its closing checkpoint, its
+    wait for the writer), so a ``sharedos run`` whose harness had exited never ended. Here
+    a statement is armed with a bound; one still running past it has its socket shut
+    down (``shutdown(2)`` on the connection's own descriptor, under the lock ``disarm``
+    takes, so never once the statement is over), the driver sees the connection lost, and
+    the write is resolved as any write cut off in flight is (``ChainAppender._execute``:
+    through the chain, within the write's deadline, else in doubt). One daemon thread
+    serves every store of the process; arming and disarming cost a lock and a dict entry.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: token -> (deadline, connection, its descriptor when armed)
+        self._armed: dict[int, tuple[float, Any, int]] = {}
+        self._tokens = iter(range(1, 1 << 62))
+        #: tokens whose connection was cut (read once by ``disarm``, then forgotten)
+        self._cut: set[int] = set()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn: Any, seconds: float) -> int | None:
+        """Bound what ``conn`` runs from now by ``seconds``; the token ``disarm`` takes."""
+        try:
+            fd = int(conn.fileno())
+        except Exception:  # a closed connection: nothing to bound
+            return None
+        with self._lock:
+            token = next(self._tokens)
+            self._armed[token] = (time.monotonic() + seconds, conn, fd)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="sharedos-evidence-watchdog", daemon=True
+                )
+                self._thread.start()
+        return token
+
+    def disarm(self, token: int | None) -> bool:
+        """End the bound of ``token``; True when it had already passed and the connection
+        was cut."""
+        if token is None:
+            return False
+        with self._lock:
+            if self._armed.pop(token, None) is not None:
+                return False
+            if token in self._cut:
+                self._cut.discard(token)
+                return True
+            return False
+
+    def renew(self, token: int | None, seconds: float) -> None:
+        """Give ``token``'s connection ``seconds`` from now (its next statement)."""
+        with self._lock:
+            armed = self._armed.get(token) if token is not None else None
+            if armed is not None:
+                self._armed[token] = (time.monotonic() + seconds, armed[1], armed[2])  # type: ignore[index]
+
+    @contextlib.contextmanager
+    def bounded(self, conn: Any, seconds: float) -> Iterator[Callable[[], None]]:
+        """``conn``'s statements in this block, cut past ``seconds``; a statement cut fails
+        with a ``psycopg.OperationalError`` saying so (the connection is then lost, as for
+        any cut: its write's fate is resolved through the chain). It yields what gives
+        the block's next statement ``seconds`` afresh (each statement of a group commit is
+        bounded, as the server bounds each by its own timeout)."""
+        token = self.arm(conn, seconds)
+        try:
+            yield lambda: self.renew(token, seconds)
+        except Exception as exc:
+            import psycopg
+
+            # a driver error of a cut connection; a fence's own refusal stays what it is
+            if isinstance(exc, psycopg.Error) and self.disarm(token):
+                raise psycopg.OperationalError(
+                    f"the server did not answer within {seconds:.1f} s (not even with its "
+                    "own statement timeout: its process stopped or hung); the connection "
+                    "was cut"
+                ) from exc
+            raise
+        finally:
+            self.disarm(token)
+
+    def _run(self) -> None:
+        import socket
+
+        while True:
+            time.sleep(_WATCH_TICK_S)
+            now = time.monotonic()
+            with self._lock:
+                due = [t for t, (at, _, _) in self._armed.items() if at <= now]
+                for token in due:
+                    _, conn, fd = self._armed.pop(token)
+                    with contextlib.suppress(Exception):
+                        # the connection's socket still: one libpq dropped meanwhile (its
+                        # descriptor closed, maybe reused by the process) is left alone
+                        if conn.closed or conn.pgconn.socket != fd:
+                            continue
+                        # a second socket object on a duplicate descriptor: shutting it down
+                        # ends the connection's socket itself; closing it leaves the
+                        # connection's descriptor to the driver, which finds it lost
+                        cut = socket.socket(fileno=os.dup(fd))
+                        try:
+                            cut.shutdown(socket.SHUT_RDWR)
+                            self._cut.add(token)
+                        finally:
+                            cut.close()
+
+
+_WATCHDOG = _Watchdog()
+
+
 class _Fenced(Exception):
     """A plan's fence refused its commit (``Plan.fence``): ``refusal`` is raised as it is."""
 
@@ -252,6 +381,9 @@ class PostgresEvidenceStore:
         self._min, self._max = min_connections, max_connections
         self._connect_timeout_s = connect_timeout_s
         self._statement_timeout_s = statement_timeout_s
+        #: past this, a statement on the call path whose server has not answered (not even
+        #: with its own timeout) has its connection cut (``_Watchdog``)
+        self._answer_bound_s = statement_timeout_s + _WATCH_MARGIN_S
         self._broken: EvidenceStoreError | None = None
         self._store_id: str | None = None
         self._lock = threading.Lock()
@@ -410,7 +542,9 @@ class PostgresEvidenceStore:
                 raise PoolTimeout(f"couldn't get a live connection after {timeout:.2f} sec")
             conn = self._pool.getconn(timeout=left)
             try:
-                ConnectionPool.check_connection(conn)
+                # a server that does not answer at all is a dead connection too (_Watchdog)
+                with _WATCHDOG.bounded(conn, max(left, _CHECK_FLOOR_S)):
+                    ConnectionPool.check_connection(conn)
             except Exception:
                 with contextlib.suppress(Exception):
                     conn.close()  # returned closed: the pool discards it and makes another
@@ -626,7 +760,8 @@ class PostgresEvidenceStore:
         for retry in (True, False):
             with self._writer_conn() as conn:
                 try:
-                    return conn.execute(sql, params, prepare=True).fetchone()
+                    with _WATCHDOG.bounded(conn, self._answer_bound_s):
+                        return conn.execute(sql, params, prepare=True).fetchone()
                 except Exception as exc:
                     if retry and _lost(exc, conn):
                         # a read can be repeated: once more, on a new connection (the
@@ -711,16 +846,17 @@ class PostgresEvidenceStore:
         sql, params = self._statement(plan)
         with self._writer_conn() as conn:
             try:
-                if plan.fence is None:
-                    row = conn.execute(sql, params, prepare=True).fetchone()
-                else:
-                    # the fence between the statement and its commit: one transaction
-                    with conn.transaction():
+                with _WATCHDOG.bounded(conn, self._answer_bound_s):
+                    if plan.fence is None:
                         row = conn.execute(sql, params, prepare=True).fetchone()
-                        try:
-                            self._fenced(conn, plan.fence)
-                        except Exception as refused:
-                            raise _Fenced(refused) from refused
+                    else:
+                        # the fence between the statement and its commit: one transaction
+                        with conn.transaction():
+                            row = conn.execute(sql, params, prepare=True).fetchone()
+                            try:
+                                self._fenced(conn, plan.fence)
+                            except Exception as refused:
+                                raise _Fenced(refused) from refused
             except _Fenced as fenced:
                 raise fenced.refusal from None  # the plan rolled back
             except Exception as exc:
@@ -760,8 +896,12 @@ class PostgresEvidenceStore:
         seqs: list[int] = []
         with self._writer_conn() as conn:
             try:
-                with conn.transaction():
+                with (
+                    _WATCHDOG.bounded(conn, self._answer_bound_s) as renew,
+                    conn.transaction(),
+                ):
                     for plan, (sql, params) in zip(plans, statements, strict=True):
+                        renew()
                         row = conn.execute(sql, params, prepare=True).fetchone()
                         if row is None:
                             raise _OtherStore()  # rolls the group back
@@ -769,6 +909,7 @@ class PostgresEvidenceStore:
                             seqs.append(plan.seq if plan.seq is not None else -1)
                         else:
                             seqs.append(int(row[0]) if row is not None else -1)
+                    renew()  # the COMMIT
             except _OtherStore:
                 raise self._replaced() from None
             except Exception as exc:
@@ -819,7 +960,8 @@ class PostgresEvidenceStore:
                         _unbounded_read(conn)
                         conn.execute(_WRITE_CHECKPOINT_SQL, params)
                 else:
-                    conn.execute(_WRITE_CHECKPOINT_SQL, params)
+                    with _WATCHDOG.bounded(conn, self._answer_bound_s):
+                        conn.execute(_WRITE_CHECKPOINT_SQL, params)
             except Exception as exc:
                 state = getattr(exc, "sqlstate", None)
                 constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
@@ -1018,7 +1160,8 @@ class PostgresEvidenceStore:
             with self._conn() as conn:
                 try:
                     if not whole_store:
-                        return list(conn.execute(sql, params).fetchall())
+                        with _WATCHDOG.bounded(conn, self._answer_bound_s):
+                            return list(conn.execute(sql, params).fetchall())
                     with conn.transaction():
                         _unbounded_read(conn)
                         return list(conn.execute(sql, params).fetchall())

@@ -5,6 +5,8 @@ another version, a database replaced under the store. All against a real server.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -582,3 +584,62 @@ def test_an_export_read_slowly_is_read_to_the_end(pg: PostgresEvidenceStore) -> 
     time.sleep(11.0)  # the consumer pauses, the cursor's transaction idle meanwhile
     rest = list(stream)
     assert [r.call_id for r in [first, *rest]] == [f"c{i}" for i in range(30)]
+
+
+@pytest.mark.parametrize("in_flight", [True, False], ids=["a-write-in-flight", "idle"])
+def test_a_server_that_stops_answering_does_not_hold_a_write_nor_the_close(
+    pg_url: str, in_flight: bool
+) -> None:
+    """A server whose processes stop (SIGSTOP; a VM paused, a disk hung under its WAL)
+    enforces no statement timeout of its own, and its socket stays open: a write to it, and
+    the store's close (its closing checkpoint, its wait for the writer), waited until it
+    answered again — for ever, a ``sharedos run`` whose harness had exited not ending. Both
+    now end while it is still stopped: the write fails (its connection cut, its fate in
+    doubt), the close returns; once it answers again, the store verifies clean."""
+    store = PostgresEvidenceStore(f"{pg_url}&application_name=under-test")
+    store.finish(store.begin(attempt("before")), OK)  # a head for the closing checkpoint
+    with admin(pg_url) as conn:
+        pids = [
+            int(pid)
+            for (pid,) in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'under-test'"
+            )
+        ]
+    assert pids
+    frozen: list[int] = []
+
+    def thaw() -> None:
+        while frozen:
+            os.kill(frozen.pop(), signal.SIGCONT)
+
+    result: dict[str, Any] = {}
+
+    def write() -> None:
+        try:
+            result["seq"] = store.begin(attempt("frozen"))
+        except EvidenceStoreError as exc:
+            result["error"] = exc
+
+    # thawed well after the bound (the server's statement timeout and a margin, twice)
+    watchdog = threading.Timer(bound(20), thaw)
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+        watchdog.start()
+        if in_flight:
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join()
+            assert frozen, "the write was answered only once the server answered again"
+            assert "error" in result, result
+            assert "did not answer" in str(result["error"]), result["error"]
+        store.close()
+        assert frozen, "the close returned only once the server answered again"
+    finally:
+        watchdog.cancel()
+        thaw()
+        store.close()
+    with PostgresEvidenceStore(pg_url) as again:
+        assert verify_store(again).clean
+        assert [r.call_id for r in again.query() if r.call_id == "before"] == ["before"]
