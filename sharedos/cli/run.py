@@ -1014,9 +1014,11 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     server``: ``~/.npm/_npx``, run from there again unchecked; ``runner_dirs``) and the git
     directories of the repositories such an upstream's arguments or declared cwd lie in
     (``--repository REPO``: git run there as the host runs ``core.fsmonitor`` and the
-    hooks; ``git_dirs``). No files root may hold them or lie inside them."""
+    hooks; ``git_dirs``) with git's global configuration files (``~/.gitconfig``, read in
+    every repository: ``git_config_files``). No files root may hold them or lie inside them."""
     from sharedos.confine.programs import (
         GIT_ENV,
+        git_config_files,
         git_dirs,
         runner_dirs,
         runs_git,
@@ -1043,6 +1045,9 @@ def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         # runs git there: its repository may lie in a files root or a confined ``rw`` root
         if not runs_git(upstream.command, upstream.args, environ):
             continue
+        # the configuration git reads in every repository (``~/.gitconfig``): what it
+        # names runs there as a repository's own ``core.fsmonitor`` does
+        found += git_config_files(environ)
         named = [v for k, v in environ.items() if k in GIT_ENV]
         where = [*upstream.args, *([upstream.cwd] if upstream.cwd else []), *named]
         # the whole work tree: git pointed anywhere in it enters a repository made there.

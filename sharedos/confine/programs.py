@@ -220,6 +220,33 @@ def runs_git(command: str, args: Iterable[str], environ: Mapping[str, str]) -> b
     return False
 
 
+def git_config_files(environ: Mapping[str, str]) -> list[str]:
+    """The configuration files git reads wherever it runs, besides a repository's own
+    (made or not yet), for a program started with ``environ`` (``upstream_environ``: the
+    host's ``HOME``, the upstream's own ``env``): ``$GIT_CONFIG_GLOBAL``, or else both
+    ``$XDG_CONFIG_HOME/git/config`` (``~/.config/git/config``) and ``~/.gitconfig``, and
+    ``$GIT_CONFIG_SYSTEM`` when it is set (``/etc/gitconfig`` lies in the system view).
+
+    Git runs what they name as it runs a repository's ``.git/config`` (``core.fsmonitor``
+    on every status, ``core.hooksPath``, a filter driver), in every repository: under a
+    files root holding the home, a permitted ``files.write`` of ``/.gitconfig`` made an
+    unconfined mcp-server-git's next ``git_status`` run what the model wrote, as the host,
+    though its ``--repository`` lay outside the root. The check before forwarding
+    (``upstream.localpaths``) holds a repository's config to inert keys and leaves these
+    to the operator, who puts an LFS filter there: they are the operator's, never a root's.
+    """
+    home = Path(environ.get("HOME") or Path.home())
+    found: list[str | Path] = []
+    if environ.get("GIT_CONFIG_GLOBAL"):
+        found.append(environ["GIT_CONFIG_GLOBAL"])
+    else:
+        xdg = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+        found += [xdg / "git" / "config", home / ".gitconfig"]
+    if environ.get("GIT_CONFIG_SYSTEM"):
+        found.append(environ["GIT_CONFIG_SYSTEM"])
+    return list(dict.fromkeys(os.path.abspath(p) for p in found))
+
+
 #: mcp-server-git, whose ``--repository``/``-r`` fences the ``repo_path`` of its calls
 _GIT_SERVER = re.compile(r"mcp[-_]server[-_]git", re.IGNORECASE)
 

@@ -319,7 +319,8 @@ class ViewBuilder:
                     raise ManagedRootVisible(
                         f"SharedOS's own installation (or a program it runs: a harness CLI, an "
                         f"upstream's server, a repository an unconfined upstream runs git "
-                        f"in: its work tree and its git directory) {kept} would "
+                        f"in: its work tree and its git directory, and git's global "
+                        f"configuration, ~/.gitconfig) {kept} would "
                         "be writable in the sandbox "
                         f"(the view makes {open_path} read-write): a sandboxed process could change "
                         "the code the host runs next; declare that path read-only, confine "

@@ -778,8 +778,10 @@ def root_holds_code(
     keep = (
         "keep SharedOS's installation, the directories Python imports from (sys.path, "
         "PYTHONPATH), the harness CLI, the upstreams' programs, the git repositories an "
-        "unconfined upstream is pointed at and a package runner's installs (~/.npm) outside "
-        "the files root, or confine that upstream (declare its roots in the host file)"
+        "unconfined upstream is pointed at, git's global configuration (~/.gitconfig, "
+        "~/.config/git/config, or the GIT_CONFIG_GLOBAL file that upstream's env names) and "
+        "a package runner's installs (~/.npm) outside the files root, or confine that "
+        "upstream (declare its roots in the host file)"
     )
     if held:
         return (

@@ -431,3 +431,40 @@ def test_a_sandbox_root_inside_a_git_directory_or_a_runners_installs_is_refused(
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "lies inside code SharedOS runs outside any sandbox" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_a_sandbox_root_holding_gits_global_configuration_is_refused(tmp_path: Path) -> None:
+    """Git reads ``~/.gitconfig`` (and ``~/.config/git/config``) in every repository and
+    runs what it names (``core.fsmonitor`` on every status): under a files root holding
+    the home, a permitted ``files.write`` of ``/home/.gitconfig`` made an unconfined
+    ``mcp-server-git --repository REPO``'s next ``git_status`` run what the model wrote,
+    as the host, though REPO lay outside the root. The upstream's ``env`` naming its own
+    ``GIT_CONFIG_GLOBAL`` outside the root is the way out."""
+    home = tmp_path / "sandbox" / "home"
+    home.mkdir(parents=True)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    host = tmp_path / "host.toml"
+    upstream = (
+        f"[upstream.git]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps(['-m', 'mcp_server_git', '--repository', str(repo)])}\n"
+        'pinning = "off"\n'
+    )
+    host.write_text(upstream, encoding="utf-8")
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("XDG_CONFIG_HOME", None)
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert str(home / ".gitconfig") in proc.stderr, proc.stderr
+    assert str(home / ".config" / "git" / "config") in proc.stderr
+    assert "GIT_CONFIG_GLOBAL" in proc.stderr and "Traceback" not in proc.stderr
+    # the upstream reading a global configuration outside the root: served
+    outside = tmp_path / "gitconfig"
+    host.write_text(
+        upstream + f"[upstream.git.env]\nGIT_CONFIG_GLOBAL = {json.dumps(str(outside))}\n",
+        encoding="utf-8",
+    )
+    fine = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice", env=env)
+    assert fine.returncode == 0, fine.stdout + fine.stderr

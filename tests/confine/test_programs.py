@@ -257,3 +257,26 @@ def test_mcp_server_git_without_repository_reaches_every_files_root(tmp_path: Pa
     repo = _repo(tmp_path / "repo")
     for args in (["--repository", str(repo)], ["-r", str(repo)], [f"--repository={repo}"]):
         assert _refused(root, host_trees(None, _host(tmp_path, args))) is None
+
+
+def test_gits_global_configuration_is_kept_beside_a_git_upstream_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Git reads ``~/.gitconfig`` and ``~/.config/git/config`` in every repository (or the
+    ``GIT_CONFIG_GLOBAL`` the upstream's ``env`` names, and its ``GIT_CONFIG_SYSTEM``):
+    their ``core.fsmonitor`` runs as a repository's own does. A server that runs no git
+    never reads them, and leaves the home to a files root."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    repo = _repo(tmp_path / "repo")
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(repo)]))
+    assert str(home / ".gitconfig") in trees and str(home / ".config/git/config") in trees
+    assert _refused(home, trees) is not None
+    assert _refused(home / ".config", trees) is not None
+    named = {"GIT_CONFIG_GLOBAL": str(tmp_path / "g"), "GIT_CONFIG_SYSTEM": str(tmp_path / "s")}
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(repo)], named))
+    assert str(tmp_path / "g") in trees and str(tmp_path / "s") in trees, trees
+    assert str(home / ".gitconfig") not in trees
+    assert _refused(home, trees) is None
+    other = host_trees(None, _host(tmp_path, [str(home)], module="some_server"))
+    assert not any(p.startswith(str(home)) for p in other), other
