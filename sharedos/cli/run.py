@@ -626,7 +626,11 @@ async def _run_turn(opts: dict[str, Any]) -> int:
             runs = [*private_dirs(), *([opts["workdir"]] if opts.get("workdir") else [])]
             problem = root_holds_runs(sandbox, runs)
         if problem is None:
-            code = (*host_programs(opts.get("runtime"), host_config), *import_dirs())
+            code = (
+                *host_programs(opts.get("runtime"), host_config),
+                *import_dirs(),
+                *host_imports(host_config),
+            )
             problem = root_holds_code(
                 sandbox,
                 code,
@@ -1005,6 +1009,15 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
             if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
                 found += code_paths(arg, path_env)
     return tuple(dict.fromkeys([*found, *host_trees(runtime, host_config)]))
+
+
+def host_imports(host_config: Any = None) -> tuple[str, ...]:
+    """Where every unconfined stdio upstream loads code from by name, beyond its program
+    (``upstream.sandbox.upstream_imports``: its ``env``'s ``PYTHONPATH``, the working
+    directory of ``python -m SERVER``): no files root may hold them."""
+    from sharedos.upstream.sandbox import upstream_imports
+
+    return upstream_imports(getattr(host_config, "upstream", {}).values())
 
 
 def host_trees(runtime: Any, host_config: Any = None) -> tuple[str, ...]:

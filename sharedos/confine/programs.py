@@ -157,6 +157,73 @@ def import_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(dirs))
 
 
+#: a Python interpreter by its name: ``python``, ``python3``, ``python3.12``, ``pypy3``
+_PYTHON = re.compile(r"^(python|pypy)[0-9.]*$")
+#: Python options that take a value as the next word (``-W ignore``, ``-X dev``)
+_PYTHON_VALUED = ("-W", "-X", "-Q")
+
+
+def _python_runs_in_cwd(args: Iterable[str], environ: Mapping[str, str]) -> bool:
+    """True when ``python ARGS`` puts its working directory first on ``sys.path``: ``-m``
+    and ``-c`` (a script puts its own directory there, ``program_paths``), unless ``-I``,
+    ``-P`` or ``PYTHONSAFEPATH`` make the path safe."""
+    if environ.get("PYTHONSAFEPATH"):
+        return False
+    words = iter(args)
+    for word in words:
+        if word in _PYTHON_VALUED:
+            next(words, None)
+            continue
+        if word == "-" or not word.startswith("-") or word == "--":
+            return word == "-"  # a script (its own directory), or stdin (the cwd)
+        if word.startswith("--"):
+            continue  # ``--check-hash-based-pycs always`` and the like: no ``-m`` there
+        flags = word[1:]
+        for flag in flags:
+            if flag in "IP":
+                return False
+            if flag in "mc":
+                return True
+            if flag in "WXQ":  # ``-Wignore``: the rest of the word is its value
+                break
+    return False
+
+
+def upstream_import_dirs(
+    command: str, args: Iterable[str], environ: Mapping[str, str], cwd: str | None
+) -> list[str]:
+    """Where a stdio upstream started as ``command args`` with ``environ``
+    (``upstream_environ``) in ``cwd`` (None: the host's working directory, where the SDK
+    starts it) loads code from by name, beyond its program's own files (``code_paths``):
+    the ``PYTHONPATH`` and ``NODE_PATH`` directories its ``env`` names, the files its
+    ``NODE_OPTIONS`` preload (``--require``/``-r``/``--import``/``--loader PATH``), and
+    for a Python interpreter run with ``-m`` or ``-c`` its working directory, first on
+    its ``sys.path``.
+
+    An unconfined upstream's are as much code the host runs as its program: under a
+    files root holding the host's working directory, a permitted ``files.write`` of
+    ``/mcp_server_git/__main__.py`` was the server ``python -m mcp_server_git`` ran
+    next, as the host. Like the host's own ``import_dirs``, a root holding one is
+    refused and a root inside one is served: a file written there is importable only
+    under the root's own name."""
+    args = list(args)
+    found: list[str] = []
+    for name in ("PYTHONPATH", "NODE_PATH"):
+        found += [e for e in (environ.get(name) or "").split(os.pathsep) if e]
+    options = (environ.get("NODE_OPTIONS") or "").split()
+    for i, word in enumerate(options):
+        flag, eq, value = word.partition("=")
+        if flag in ("--require", "-r", "--import", "--loader", "--experimental-loader"):
+            value = value if eq else (options[i + 1] if i + 1 < len(options) else "")
+            # a file; a bare specifier (``dotenv/config``) names a package in node_modules
+            if value.startswith(("/", "./", "../", "file://")):
+                found.append(value.removeprefix("file://"))
+    if _PYTHON.match(os.path.basename(command)) and _python_runs_in_cwd(args, environ):
+        found.append(cwd or os.getcwd())
+    base = cwd or os.getcwd()
+    return list(dict.fromkeys(os.path.abspath(os.path.join(base, p)) for p in found))
+
+
 def git_dirs(
     paths: Iterable[str], cwd: str | None = None, *, work_trees: bool = False
 ) -> list[str]:

@@ -106,6 +106,7 @@ def plan_upstream(
     managed: Iterable[str | os.PathLike[str]] = (),
     path_env: str | None = None,
     never_writable: Iterable[str | os.PathLike[str]] = (),
+    never_held: Iterable[str | os.PathLike[str]] = (),
 ) -> UpstreamSandbox:
     """The sandbox of a stdio upstream (see the module docstring).
 
@@ -115,6 +116,9 @@ def plan_upstream(
     the host's working directory when the view has it, else the first root.
     ``never_writable``: code the host runs besides SharedOS's own installation
     (``sharedos_installation``, always kept), which no root may make writable.
+    ``never_held``: directories code is imported from besides the host's own
+    (``import_dirs``, always kept; an unconfined upstream's ``PYTHONPATH``), which no
+    read-write root may hold.
     """
     roots = list(roots)
     for path, _mode in roots:
@@ -147,7 +151,7 @@ def plan_upstream(
         network="host" if network else "none",
         never_writable=(*sharedos_installation(), *never_writable),
         # what the host's Python imports at its next start: no read-write root may hold it
-        never_held=import_dirs(),
+        never_held=(*import_dirs(), *never_held),
     )
     # the host's working directory when the sandbox has it (a relative script argument
     # then still resolves), else the first root

@@ -58,6 +58,7 @@ from sharedos.upstream.sandbox import (
     UpstreamConfinementPolicy,
     UpstreamPlacement,
     decide,
+    upstream_imports,
     upstream_programs,
 )
 from sharedos.upstream.secrets import (
@@ -257,6 +258,11 @@ class UpstreamBroker:
                         *upstream_programs(self.upstreams.values(), self._environ),
                     )
                 )
+            ),
+            # and what an unconfined one imports by name (its PYTHONPATH, the cwd of its
+            # ``python -m``): no sandbox may plant a module there either
+            never_held=tuple(
+                dict.fromkeys((*policy.never_held, *upstream_imports(self.upstreams.values())))
             ),
         )
         self._placements: dict[str, UpstreamPlacement] = {}

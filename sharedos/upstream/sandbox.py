@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
 from sharedos.confine.door import private_base, run_base
-from sharedos.confine.programs import code_paths
+from sharedos.confine.programs import code_paths, upstream_environ, upstream_import_dirs
 from sharedos.confine.upstream import SCRIPT_SUFFIXES, UpstreamSandbox, plan_upstream
 from sharedos.upstream.config import UpstreamConfig
 
@@ -46,6 +46,10 @@ class UpstreamConfinementPolicy:
     #: host file names: ``CLI --version`` runs unconfined), which no sandbox may write; the
     #: broker adds every stdio upstream's program (``upstream_programs``)
     never_writable: tuple[str, ...] = ()
+    #: directories an unconfined upstream imports code from by name (``cli.run.host_imports``:
+    #: its ``PYTHONPATH``, the cwd of ``python -m``), which no read-write root may hold; a
+    #: root inside one is kept, as one inside the host's own import directories is
+    never_held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,23 @@ def upstream_programs(
     return tuple(dict.fromkeys(found))
 
 
+def upstream_imports(upstreams: Iterable[UpstreamConfig]) -> tuple[str, ...]:
+    """Where every unconfined stdio upstream (one declaring no roots) loads code from by
+    name, beyond its program (``programs.upstream_import_dirs``): its ``env``'s
+    ``PYTHONPATH`` and ``NODE_PATH``, the files its ``NODE_OPTIONS`` preload, and the
+    working directory of ``python -m SERVER``. What is written there runs as the host at
+    that upstream's next start: no files root (``cli.run.host_imports``) and no ``rw``
+    root (the broker's ``never_held``) may hold them; a root inside one is served, as one
+    inside the host's own ``import_dirs`` is."""
+    found: list[str] = []
+    for config in upstreams:
+        if config.transport != "stdio" or config.command is None or config.roots is not None:
+            continue
+        environ = upstream_environ(config.env)
+        found += upstream_import_dirs(config.command, config.args, environ, config.cwd)
+    return tuple(dict.fromkeys(found))
+
+
 def _supervise(command: str, args: list[str]) -> tuple[str, list[str]]:
     argv = supervised([command, *args], grace_s=UPSTREAM_GRACE_S)
     return argv[0], argv[1:]
@@ -123,6 +144,7 @@ def decide(
                 # transcript, its settings) too: never an upstream's
                 managed=(*policy.managed, str(private_base()), str(run_base())),
                 never_writable=policy.never_writable,
+                never_held=policy.never_held,
                 path_env=path_env,
             )
         except ManagedRootVisible as exc:

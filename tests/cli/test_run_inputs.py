@@ -468,3 +468,62 @@ def test_a_sandbox_root_holding_gits_global_configuration_is_refused(tmp_path: P
     )
     fine = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice", env=env)
     assert fine.returncode == 0, fine.stdout + fine.stderr
+
+
+def test_a_sandbox_root_an_unconfined_upstream_imports_from_is_refused(tmp_path: Path) -> None:
+    """``python -m mcp_server_git`` puts its working directory (the host's, where the SDK
+    starts it) first on its ``sys.path``: under a files root holding that directory, a
+    permitted ``files.write`` of ``/mcp_server_git/__main__.py`` was the server the host
+    ran next, unconfined. So is a directory its ``env``'s ``PYTHONPATH`` names. A root
+    inside one is served; so is the root once the upstream runs in a ``cwd`` beside it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    host = tmp_path / "host.toml"
+    upstream = (
+        f"[upstream.git]\ncommand = {json.dumps(PY)}\n"
+        f"args = {json.dumps(['-m', 'mcp_server_git', '--repository', str(repo)])}\n"
+        'pinning = "off"\n'
+    )
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    host.write_text(upstream, encoding="utf-8")
+    argv = ["--host-config", str(host), "--principal", "alice"]
+    (tmp_path / "rules.sos").write_text(RULES, encoding="utf-8")
+    here = [SHAREDOS, "run", "--rules", str(tmp_path / "rules.sos"), "--policy", "run"]
+    here += ["--dry-run", "--json", "--evidence", str(tmp_path / "ev.sqlite"), *argv]
+
+    def started_in_the_root() -> subprocess.CompletedProcess[str]:  # ``--sandbox .``
+        return subprocess.run(
+            [*here, "--sandbox", "."],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=sandbox,
+        )
+
+    proc = started_in_the_root()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds code SharedOS runs outside any sandbox" in proc.stderr
+    assert f"({sandbox})" in proc.stderr and "python -m" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # a cwd declared beside the root: served
+    host.write_text(upstream + f"cwd = {json.dumps(str(repo))}\n", encoding="utf-8")
+    fine = started_in_the_root()
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    # its env's PYTHONPATH under the root: refused; a root inside it: served
+    lib = tmp_path / "sandbox" / "lib"
+    lib.mkdir()
+    host.write_text(
+        upstream + f"[upstream.git.env]\nPYTHONPATH = {json.dumps(str(lib))}\n", encoding="utf-8"
+    )
+    proc = sharedos_run(tmp_path, *argv)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"({lib})" in proc.stderr and "PYTHONPATH" in proc.stderr
+    host.write_text(
+        upstream + f"[upstream.git.env]\nPYTHONPATH = {json.dumps(str(tmp_path))}\n",
+        encoding="utf-8",
+    )
+    fine = sharedos_run(tmp_path, *argv)
+    assert fine.returncode == 0, fine.stdout + fine.stderr

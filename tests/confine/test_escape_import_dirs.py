@@ -78,3 +78,44 @@ def test_an_upstream_root_inside_an_import_directory_is_served(
     monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
     placement = _placement(tmp_path, data)
     assert placement.refusal is None
+
+
+def test_an_upstream_cannot_write_where_an_unconfined_upstream_imports_from(
+    tmp_path: Path,
+) -> None:
+    """An unconfined ``python -m server`` imports from its working directory first (and
+    from its ``env``'s ``PYTHONPATH``): a confined upstream's read-write root holding it
+    planted ``server/__main__.py``, and the unconfined one ran it at its next start, as
+    the host. Such a root is refused; one inside the directory is served."""
+    try:
+        find_bubblewrap()
+    except ConfinementUnavailable as exc:
+        pytest.skip(str(exc))
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+
+    def placement(root: Path) -> UpstreamPlacement:
+        host = parse_host_config(
+            f'[upstream.projfs]\ncommand = "/bin/sh"\n'
+            f'roots = [{{ path = "{root}", mode = "rw" }}]\n'
+            f'[upstream.tool]\ncommand = "python3"\nargs = ["-m", "server"]\ncwd = "{project}"\n'
+            f'[upstream.tool.env]\nPYTHONPATH = "{lib}"\n',
+            str(tmp_path / "host.toml"),
+        )
+        broker = UpstreamBroker(
+            host.upstream, environ={}, confinement=UpstreamConfinementPolicy(required=True)
+        )
+        return broker.placement(host.upstream["projfs"])
+
+    planted = project / "server" / "__main__.py"
+    for root, kept in ((project, project), (tmp_path, lib)):
+        held = placement(root)
+        if held.wrap is not None:  # placed: what its calls may do to the other's imports
+            command, args = held.wrap("/bin/sh", ["-c", f"mkdir -p {planted.parent}"])
+            subprocess.run([command, *args], capture_output=True, timeout=60, check=False)
+        assert not planted.parent.exists(), "the upstream wrote where another imports from"
+        assert held.wrap is None and held.refusal is not None, root
+        assert str(kept) in held.refusal and "python -m" in held.refusal
+    assert placement(project / "data").refusal is None

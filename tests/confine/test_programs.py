@@ -280,3 +280,46 @@ def test_gits_global_configuration_is_kept_beside_a_git_upstream_only(
     assert _refused(home, trees) is None
     other = host_trees(None, _host(tmp_path, [str(home)], module="some_server"))
     assert not any(p.startswith(str(home)) for p in other), other
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "env", "in_cwd"),
+    [
+        ("python3", ["-m", "server"], {}, True),
+        ("/usr/bin/python3.12", ["-u", "-W", "ignore", "-m", "server"], {}, True),
+        ("python", ["-um", "server"], {}, True),
+        ("python3", ["-c", "import server"], {}, True),
+        ("python3", ["-I", "-m", "server"], {}, False),  # isolated: no cwd on the path
+        ("python3", ["-P", "-m", "server"], {}, False),
+        ("python3", ["-m", "server"], {"PYTHONSAFEPATH": "1"}, False),
+        ("python3", ["/srv/app/server.py"], {}, False),  # its own directory: code_paths
+        ("node", ["-m"], {}, False),
+        ("mcp-server-git", ["-m"], {}, False),
+    ],
+)
+def test_an_upstream_imports_from_its_cwd_when_python_runs_a_module(
+    tmp_path: Path, command: str, args: list[str], env: dict[str, str], in_cwd: bool
+) -> None:
+    from sharedos.confine.programs import upstream_import_dirs
+
+    found = upstream_import_dirs(command, args, env, str(tmp_path))
+    assert (str(tmp_path) in found) is in_cwd, found
+
+
+def test_an_upstreams_env_names_where_it_imports_from(tmp_path: Path) -> None:
+    from sharedos.confine.programs import upstream_import_dirs
+
+    env = {
+        "PYTHONPATH": f"{tmp_path}/py:rel",
+        "NODE_PATH": f"{tmp_path}/node",
+        "NODE_OPTIONS": f"--max-old-space-size=99 -r {tmp_path}/pre.js --import=./hook.mjs "
+        "--require dotenv/config",
+    }
+    found = upstream_import_dirs("node", ["server.js"], env, str(tmp_path / "here"))
+    assert found == [
+        f"{tmp_path}/py",
+        f"{tmp_path}/here/rel",
+        f"{tmp_path}/node",
+        f"{tmp_path}/pre.js",
+        f"{tmp_path}/here/hook.mjs",
+    ]
