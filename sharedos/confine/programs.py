@@ -189,6 +189,29 @@ def _python_runs_in_cwd(args: Iterable[str], environ: Mapping[str, str]) -> bool
     return False
 
 
+def _python_flags(args: Iterable[str]) -> set[str]:
+    """The one-letter options a Python interpreter is given before its module, command or
+    script (``-u -W ignore -sm server`` → ``u``, ``W``, ``s``, ``m``)."""
+    flags: set[str] = set()
+    words = iter(args)
+    for word in words:
+        if word in _PYTHON_VALUED:
+            flags.add(word[1])
+            next(words, None)
+            continue
+        if not word.startswith("-") or word in ("-", "--"):
+            break
+        if word.startswith("--"):
+            continue
+        for flag in word[1:]:
+            flags.add(flag)
+            if flag in "WXQmc":  # the rest of the word is its value
+                break
+        if flags & {"m", "c"}:
+            break
+    return flags
+
+
 def upstream_import_dirs(
     command: str, args: Iterable[str], environ: Mapping[str, str], cwd: str | None
 ) -> list[str]:
@@ -198,7 +221,8 @@ def upstream_import_dirs(
     the ``PYTHONPATH`` and ``NODE_PATH`` directories its ``env`` names, the files its
     ``NODE_OPTIONS`` preload (``--require``/``-r``/``--import``/``--loader PATH``), and
     for a Python interpreter run with ``-m`` or ``-c`` its working directory, first on
-    its ``sys.path``.
+    its ``sys.path``, and for one outside a virtualenv its user site-packages
+    (``_user_site``).
 
     An unconfined upstream's are as much code the host runs as its program: under a
     files root holding the host's working directory, a permitted ``files.write`` of
@@ -220,8 +244,61 @@ def upstream_import_dirs(
                 found.append(value.removeprefix("file://"))
     if _PYTHON.match(os.path.basename(command)) and _python_runs_in_cwd(args, environ):
         found.append(cwd or os.getcwd())
+    site = _user_site(command, args, environ)
+    if site is not None:
+        found.append(site)
     base = cwd or os.getcwd()
     return list(dict.fromkeys(os.path.abspath(os.path.join(base, p)) for p in found))
+
+
+def _user_site(command: str, args: Iterable[str], environ: Mapping[str, str]) -> str | None:
+    """The user site-packages the Python that ``command args`` runs reads at start, or None:
+    ``command`` a Python interpreter, or a program whose ``#!`` line names one (a console
+    script, ``#!/usr/bin/python3``), which is no virtualenv's (one made without system
+    site packages reads none) and is not told to skip it (``-s``, ``-I``,
+    ``PYTHONNOUSERSITE``). ``$PYTHONUSERBASE`` (else ``~/.local``) ``/lib/pythonX.Y/
+    site-packages``, X.Y from the interpreter's real name; ``…/lib`` when it names none.
+
+    Its ``.pth`` files run at every start: under a files root holding the home, a
+    permitted ``files.write`` of ``/.local/lib/python3.11/site-packages/x.pth`` ran as the
+    host at the next start of an unconfined ``/usr/bin/python3 server.py``."""
+    path_env = environ.get("PATH")
+    found = shutil.which(command, path=path_env) if "/" not in command else command
+    if found is None or not os.path.isfile(found):
+        return None
+    words = [*args]
+    if not _PYTHON.match(os.path.basename(found)):
+        shebang = _shebang(canonical(found))
+        if not shebang:
+            return None
+        if os.path.basename(shebang[0]) == "env" and len(shebang) > 1:
+            shebang = [w for w in shebang[1:] if not w.startswith("-") or w in ("-s", "-I")]
+        if not shebang or not _PYTHON.match(os.path.basename(shebang[0])):
+            return None
+        found = shebang[0] if "/" in shebang[0] else shutil.which(shebang[0], path=path_env)
+        words = shebang[1:]
+        if found is None or not os.path.isfile(found):
+            return None
+    if environ.get("PYTHONNOUSERSITE"):
+        return None
+    if {"s", "I"} & _python_flags(words):
+        return None
+    cfg = Path(os.path.abspath(found)).parent.parent / "pyvenv.cfg"
+    try:
+        venv = cfg.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        venv = None
+    if venv is not None and not re.search(
+        r"^\s*include-system-site-packages\s*=\s*true\s*$", venv, re.I | re.M
+    ):
+        return None
+    home = environ.get("HOME") or str(Path.home())
+    base = environ.get("PYTHONUSERBASE") or os.path.join(home, ".local")
+    version = re.search(r"([0-9]+\.[0-9]+)$", os.path.basename(canonical(found)))
+    lib = os.path.join(base, "lib")
+    if version is None:
+        return os.path.abspath(lib)
+    return os.path.abspath(os.path.join(lib, f"python{version.group(1)}", "site-packages"))
 
 
 def git_dirs(

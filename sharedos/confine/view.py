@@ -334,7 +334,7 @@ class ViewBuilder:
                         f"{kept}, a directory the host's Python imports from (sys.path, "
                         f"PYTHONPATH, the user's site-packages) or an unconfined upstream "
                         f"loads code from (its env's PYTHONPATH or NODE_PATH, the cwd of "
-                        f"python -m), would be writable in the "
+                        f"python -m, its Python's user site-packages), would be writable in the "
                         f"sandbox (the view makes {open_path} read-write): a sandboxed process "
                         "could plant a sitecustomize.py, a .pth file or a module SharedOS "
                         "imports, run as the host at its next start; declare that path "

@@ -778,7 +778,8 @@ def root_holds_code(
     keep = (
         "keep SharedOS's installation, the directories Python imports from (sys.path, "
         "PYTHONPATH; an unconfined upstream's env's PYTHONPATH or NODE_PATH, and the cwd "
-        "of its python -m: give it a cwd outside the root), the harness CLI, the upstreams' programs, the git repositories an "
+        "of its python -m: give it a cwd outside the root; its Python's user site-packages: "
+        "give it PYTHONNOUSERSITE=1), the harness CLI, the upstreams' programs, the git repositories an "
         "unconfined upstream is pointed at, git's global configuration (~/.gitconfig, "
         "~/.config/git/config, or the GIT_CONFIG_GLOBAL file that upstream's env names) and "
         "a package runner's installs (~/.npm) outside the files root, or confine that "

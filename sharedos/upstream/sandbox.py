@@ -97,8 +97,10 @@ def upstream_programs(
 def upstream_imports(upstreams: Iterable[UpstreamConfig]) -> tuple[str, ...]:
     """Where every unconfined stdio upstream (one declaring no roots) loads code from by
     name, beyond its program (``programs.upstream_import_dirs``): its ``env``'s
-    ``PYTHONPATH`` and ``NODE_PATH``, the files its ``NODE_OPTIONS`` preload, and the
-    working directory of ``python -m SERVER``. What is written there runs as the host at
+    ``PYTHONPATH`` and ``NODE_PATH``, the files its ``NODE_OPTIONS`` preload, the
+    working directory of ``python -m SERVER`` and the user site-packages of a Python
+    outside a virtualenv (``~/.local/lib/python3.11/site-packages``: its ``.pth`` files
+    run at every start). What is written there runs as the host at
     that upstream's next start: no files root (``cli.run.host_imports``) and no ``rw``
     root (the broker's ``never_held``) may hold them; a root inside one is served, as one
     inside the host's own ``import_dirs`` is."""

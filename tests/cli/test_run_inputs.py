@@ -527,3 +527,34 @@ def test_a_sandbox_root_an_unconfined_upstream_imports_from_is_refused(tmp_path:
     )
     fine = sharedos_run(tmp_path, *argv)
     assert fine.returncode == 0, fine.stdout + fine.stderr
+
+
+def test_a_sandbox_root_holding_an_unconfined_pythons_user_site_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A Python that is no virtualenv's runs the ``.pth`` files of the user's
+    site-packages at every start: under a files root holding the home, a permitted
+    ``files.write`` of ``/home/.local/lib/python3.X/site-packages/x.pth`` ran as the host
+    at the next start of an unconfined ``python3 server.py``. ``PYTHONNOUSERSITE`` in the
+    upstream's ``env`` is the way out."""
+    home = tmp_path / "sandbox" / "home"
+    home.mkdir(parents=True)
+    server = tmp_path / "server.py"
+    server.write_text("import sys\nsys.exit(0)\n", encoding="utf-8")
+    base = os.path.realpath(PY)  # the interpreter the virtualenv was made from
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    host = tmp_path / "host.toml"
+    upstream = (
+        f"[upstream.tool]\ncommand = {json.dumps(base)}\nargs = {json.dumps([str(server)])}\n"
+        'pinning = "off"\n'
+    )
+    host.write_text(upstream, encoding="utf-8")
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("PYTHONUSERBASE", None)
+    proc = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert str(home / ".local" / "lib" / version / "site-packages") in proc.stderr
+    assert "PYTHONNOUSERSITE" in proc.stderr and "Traceback" not in proc.stderr
+    host.write_text(upstream + '[upstream.tool.env]\nPYTHONNOUSERSITE = "1"\n', encoding="utf-8")
+    fine = sharedos_run(tmp_path, "--host-config", str(host), "--principal", "alice", env=env)
+    assert fine.returncode == 0, fine.stdout + fine.stderr

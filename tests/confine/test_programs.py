@@ -323,3 +323,50 @@ def test_an_upstreams_env_names_where_it_imports_from(tmp_path: Path) -> None:
         f"{tmp_path}/pre.js",
         f"{tmp_path}/here/hook.mjs",
     ]
+
+
+def _exe(path: Path, text: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_python_outside_a_virtualenv_imports_from_the_users_site_packages(
+    tmp_path: Path,
+) -> None:
+    """A Python that is no virtualenv's runs the ``.pth`` files of the user's
+    site-packages at every start: under a files root over the home, one written there
+    ran as the host at the next start of an unconfined ``/usr/bin/python3 server.py``
+    (or of a console script whose ``#!`` names that Python)."""
+    from sharedos.confine.programs import upstream_import_dirs
+
+    home = tmp_path / "home"
+    python = _exe(tmp_path / "py" / "bin" / "python3.9")
+    (tmp_path / "py" / "bin" / "python3").symlink_to("python3.9")
+    env = {"HOME": str(home), "PATH": str(tmp_path / "py" / "bin")}
+    site = str(home / ".local" / "lib" / "python3.9" / "site-packages")
+
+    def found(command: str, args: list[str], **extra: str) -> list[str]:
+        return upstream_import_dirs(command, args, {**env, **extra}, str(tmp_path))
+
+    assert site in found("python3", ["/srv/server.py"])
+    assert site in found(str(python), ["-u", "-W", "ignore", "/srv/server.py"])
+    script = _exe(tmp_path / "srv" / "server", f"#!{tmp_path}/py/bin/python3\n")
+    assert site in found(str(script), [])
+    assert site in found(str(_exe(tmp_path / "srv" / "s2", "#!/usr/bin/env python3\n")), [])
+    base = str(tmp_path / "base" / "lib" / "python3.9" / "site-packages")
+    assert base in found("python3", ["/srv/server.py"], PYTHONUSERBASE=str(tmp_path / "base"))
+    # told to skip it, or a virtualenv made without system site packages: none
+    assert site not in found("python3", ["-s", "/srv/server.py"])
+    assert site not in found("python3", ["-Im", "server"])
+    assert site not in found(str(_exe(tmp_path / "srv" / "s3", f"#!{python} -s\n")), [])
+    assert site not in found("python3", ["/srv/server.py"], PYTHONNOUSERSITE="1")
+    venv = _exe(tmp_path / "venv" / "bin" / "python")
+    (tmp_path / "venv" / "pyvenv.cfg").write_text(f"home = {python.parent}\n", encoding="utf-8")
+    assert found(str(venv), ["/srv/server.py"]) == []
+    (tmp_path / "venv" / "pyvenv.cfg").write_text(
+        "include-system-site-packages = true\n", encoding="utf-8"
+    )
+    assert [str(home / ".local" / "lib")] == found(str(venv), ["/srv/server.py"])
+    assert found("node", ["/srv/server.js"]) == []
