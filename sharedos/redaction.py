@@ -203,10 +203,20 @@ def holds_password(text: str) -> bool:
     )
 
 
+#: a line of a PEM's base64 body (never its armour, nor a header: ``Proc-Type: 4,ENCRYPTED``)
+_PEM_LINE_RE = re.compile(r"[A-Za-z0-9+/=]+")
+#: where a PEM's lines end: a line break, or a line break written as the two characters
+#: ``\n`` (how a PEM is put in one env value or ``.env`` line: ``"-----BEGIN ...-----\nMII..."``)
+_PEM_BREAK_RE = re.compile(r"\r?\n|\\r\\n|\\n|\r")
+
+
 def pem_body(text: str) -> list[str]:
     """A PEM key's base64 body, the lines between its armour joined, then each line on its
-    own: what a process that has the key may say of it without the armour."""
-    body = [ln.strip() for ln in text.splitlines() if ln.strip() and "-----" not in ln]
+    own: what a process that has the key may say of it without the armour. Its lines end
+    at a line break or at a ``\\n`` written out (a key put in one env value); a line that
+    is no base64 (the armour, a ``Proc-Type:`` header, shared by every key) is no part."""
+    lines = (ln.strip() for ln in _PEM_BREAK_RE.split(text))
+    body = [ln for ln in lines if _PEM_LINE_RE.fullmatch(ln)]
     return ["".join(body), *body] if body else []
 
 
@@ -215,9 +225,16 @@ def credential_parts(value: str) -> tuple[str, ...]:
     a JSON value's (Notion's ``OPENAPI_MCP_HEADERS = '{"Authorization": "Bearer ntn_..."}'``)
     string under a key naming a credential or a credential header (``credential_name``),
     and that string's last word (the token after ``Bearer``); never the other strings in
-    it (``"Notion-Version": "2022-06-28"``), nor a piece under ``MIN_SECRET_CHARS``."""
+    it (``"Notion-Version": "2022-06-28"``), nor a piece under ``MIN_SECRET_CHARS``.
+
+    A PEM given as the whole value (a GitHub App's private key in ``GITHUB_PRIVATE_KEY``,
+    a key file under ``credentials``) has its base64 body as parts (``pem_body``), as one
+    inside JSON has: the body alone, or one of its lines, is the key as much as the
+    armoured text is, and scrubbing only the whole text left them recorded verbatim."""
     if not value.lstrip().startswith(("{", "[")):
-        return ()
+        if "-----BEGIN" not in value:
+            return ()
+        return tuple(dict.fromkeys(p for p in pem_body(value) if len(p) >= MIN_SECRET_CHARS))
     try:
         parsed = json.loads(value)
     except ValueError:

@@ -552,3 +552,43 @@ def test_the_run_secrets_hold_the_token_inside_every_json_credential(tmp_path: P
     secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ=environ)
     assert bob in secrets and harness in secrets
     assert "2022-06-28" not in secrets  # the other strings are not mangled
+
+
+def test_the_run_secrets_hold_the_body_of_every_pem_credential(tmp_path: Path) -> None:
+    """A PEM key the host holds bare (another principal's key file, a harness env value
+    with its line breaks written ``\\n``) was a secret only armoured: its base64 body, or
+    one line of it, passed alone into a call was recorded and printed verbatim."""
+    from types import SimpleNamespace
+
+    from sharedos.cli.run import run_secrets
+    from sharedos.harness.hostconfig import parse_host_config
+    from sharedos.redaction import Redactor
+
+    def pem(tag: str) -> tuple[str, list[str]]:
+        lines = [f"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC{tag}0line1", f"PLANTED{tag}0line2abcdefgh"]
+        return "-----BEGIN PRIVATE KEY-----\n" + "\n".join(
+            lines
+        ) + "\n-----END PRIVATE KEY-----\n", lines
+
+    (bob, bob_lines), (harness, harness_lines) = pem("bob"), pem("harness")
+    fd = os.open(tmp_path / "bob.pem", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(bob)
+    config = parse_host_config(
+        "[harness.claude-code]\n"
+        "[harness.claude-code.env]\n"
+        'APP_KEY = "${HUNT_HARNESS_PEM}"\n'
+        "[upstream.gh]\n"
+        f"command = {json.dumps(PY)}\n"
+        'identity = "per-person"\n'
+        "[upstream.gh.principals.bob]\n"
+        'GITHUB_PRIVATE_KEY = { file = "bob.pem" }\n',
+        str(tmp_path / "host.toml"),
+        base_dir=tmp_path,
+    )
+    environ = {"HUNT_HARNESS_PEM": harness.strip().replace("\n", "\\n")}
+    secrets = run_secrets({"host_config": config}, SimpleNamespace(credentials={}), environ=environ)
+    scrub = Redactor(secrets).scrub
+    for lines in (bob_lines, harness_lines):
+        assert "PLANTED" not in scrub("key " + "".join(lines) + " ok")
+        assert "PLANTED" not in scrub(f"line: {lines[1]} ok")

@@ -546,3 +546,33 @@ def test_a_key_inside_a_json_credential_is_scrubbed_by_its_body_not_its_armour()
     assert scrub.scrub(public) == public
     assert "PLANTED0keybody" not in scrub.scrub("key: " + "".join(lines))
     assert "PLANTED0keybody" not in scrub.scrub(lines[1])
+
+
+def test_a_pem_credential_given_bare_is_scrubbed_by_its_body() -> None:
+    """A PEM key given as the whole credential (a GitHub App's ``GITHUB_PRIVATE_KEY``), with
+    real line breaks or with ``\\n`` written out (one env value, a ``.env`` line): only the
+    armoured text was a secret, so the key's body said without the armour, or one line of
+    it (``head -3 key.pem`` through a shell tool), was recorded and relayed verbatim. A
+    header line every encrypted key shares is no part of it."""
+    config = parse_host_config(
+        '[upstream.a]\ncommand = "x"\n[upstream.a.credentials]\n'
+        'GITHUB_PRIVATE_KEY = { env = "GH_APP_KEY" }\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    ).upstream["a"]
+    lines = [
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+        "PLANTED0keybody0line2abcdefgh",
+        "PLANTED1keybody0line3abcdefgh",
+    ]
+    armoured = (
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\n"
+        + "\n".join(lines)
+        + "\n-----END RSA PRIVATE KEY-----"
+    )
+    for value in (armoured + "\n", armoured.replace("\n", "\\n")):
+        scrub = Redactor(resolve_credentials(config, {"GH_APP_KEY": value}).secrets())
+        assert "PLANTED" not in scrub.scrub("key: " + "".join(lines) + " (base64)")
+        assert "PLANTED" not in scrub.scrub(f"$ head -3 key.pem\n{lines[1]}\n{lines[2]}\n$ ls")
+        assert "PLANTED" not in scrub.scrub(armoured.replace("\n", "\r\n") + "\nok")
+        assert scrub.scrub("Proc-Type: 4,ENCRYPTED") == "Proc-Type: 4,ENCRYPTED"
