@@ -31,6 +31,9 @@ Two tools, in this order:
    Go's PathEscape leave unescaped); base64 in the standard and URL-safe alphabets,
    padded or not, plus the characters that depend only on the value at each
    of the three byte alignments, so it is cut out of a longer encoded blob.
+   A secret cut by line breaks (a blob wrapped at 76 or 60 columns, a hex dump at
+   a width, the breaks real or written ``\\n`` in JSON text) is found with them
+   taken out, and replaced breaks and all.
    Longest forms first: an encoded form is replaced before a shorter form
    inside it could break it up. Every form is matched whatever its letters' case
    (a header value lowercased on its way, a hex dump in capitals is still the
@@ -48,6 +51,7 @@ a field, and an upstream credential that short is refused outright
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import html
 import json
@@ -306,6 +310,10 @@ MIN_SECRET_CHARS = 8
 #: the shortest base64 piece scrubbed on its own (the aligned middle of an encoding)
 _MIN_BASE64_CORE = 10
 _MAX_DEPTH = 64
+#: a line break that may wrap a secret's encoding: where ``base64`` (76 columns), MIME and
+#: PEM (64) or GitHub's contents API (60) wrap an encoded blob, real or written ``\\n`` in
+#: JSON text (``Redactor._wrapped_spans``)
+_WRAP_RE = re.compile(r"\r?\n|\\r\\n|\\n")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 _JSON_ASCII = json.JSONEncoder(ensure_ascii=True).encode
 _JSON_UTF8 = json.JSONEncoder(ensure_ascii=False).encode
@@ -459,9 +467,47 @@ class Redactor:
         return made
 
     def found_in(self, text: str) -> bool:
-        """True when some secret, in some encoding, occurs in ``text``."""
+        """True when some secret, in some encoding, occurs in ``text`` (across the line
+        breaks of a wrapped blob too: ``_wrapped_spans``)."""
         folded = _folded(text)
-        return any(n in folded for n in self.needles)
+        return any(n in folded for n in self.needles) or bool(self._wrapped_spans(text))
+
+    def _wrapped_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` a secret occurs cut by line breaks (``_WRAP_RE``): the base64
+        of a text that holds it, as ``base64`` or a MIME part wraps it (at 76 columns the
+        secret's encoding straddles a break at most alignments), a hex dump or a token
+        wrapped at a width, the breaks real or written ``\\n`` inside JSON text. Each span
+        runs from the secret's first character to its last, breaks included.
+
+        Searched in ``text`` with every line break taken out: a text of several lines is
+        searched twice, once as it is (``scrub``) and once so."""
+        if not self.needles or ("\n" not in text and "\\n" not in text):
+            return []
+        joined = _folded(_WRAP_RE.sub("", text))
+        found = [needle for needle in self.needles if needle in joined]
+        if not found:
+            return []
+        # for each break, in order: where it was in ``joined``, and how many characters of
+        # ``text`` had been taken out up to and with it
+        at: list[int] = []
+        gone: list[int] = []
+        removed = 0
+        for m in _WRAP_RE.finditer(text):
+            at.append(m.start() - removed)
+            removed += m.end() - m.start()
+            gone.append(removed)
+
+        def place(j: int) -> int:  # where ``joined[j]`` is in ``text``
+            k = bisect.bisect_right(at, j)
+            return j + (gone[k - 1] if k else 0)
+
+        spans: list[tuple[int, int]] = []
+        for needle in found:
+            i = joined.find(needle)
+            while i != -1:
+                spans.append((place(i), place(i + len(needle) - 1) + 1))
+                i = joined.find(needle, i + len(needle))
+        return spans
 
     def scrub(self, text: str) -> str:
         """``text`` with every occurrence of every encoding of every secret replaced, and a
@@ -475,6 +521,16 @@ class Redactor:
         for needle in self.needles:
             if needle in folded:
                 text, folded = _cut_out(text, folded, needle)
+        # and one a line break cuts (a wrapped base64 blob holding it), breaks and all
+        spans = self._wrapped_spans(text)
+        if spans:
+            out, end = [], 0
+            for start, stop in sorted(spans):
+                if start >= end:
+                    out += [text[end:start], REDACTED]
+                end = max(end, stop)
+            text = "".join(out) + text[end:]
+            folded = _folded(text)
         heads, tails, grams = self._cuts
         if not heads or len(text) < MIN_SECRET_CHARS:
             return text

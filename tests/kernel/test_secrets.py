@@ -264,3 +264,40 @@ def test_a_secret_cut_by_a_cap_and_its_mark_is_scrubbed_whole() -> None:
     for mark in ("...", "…"):
         assert scrub("seen: " + secret[:15] + mark) == "seen: [redacted]" + mark
     assert scrub("no secret here...") == "no secret here..."
+
+
+def test_a_secret_in_a_wrapped_base64_blob_is_scrubbed_across_its_line_breaks() -> None:
+    """A tool that answers a file in base64 as ``base64`` or a MIME part writes it (76
+    columns), or GitHub's contents API (60, the breaks written ``\\n`` in its JSON): the
+    secret's encoding straddles a line break at most places in the file, and each piece
+    alone was no encoding of it, so the secret was kept and relayed for anyone to decode.
+    A hex dump wrapped at a width is the same. Ordinary lines are left as they are."""
+    import base64
+    import textwrap
+
+    secret = "ghp_R4nd0mT0k3nV4lu3Abcdefghijklmnop1234"
+    secrets = Secrets([secret])
+
+    def decoded(text: str) -> bytes:
+        letters = "".join(c for c in text if c.isalnum() or c in "+/")
+        return b"".join(
+            base64.b64decode(letters[k:][: (len(letters) - k) // 4 * 4]) for k in range(4)
+        )
+
+    forms = secrets.needles
+    straddled = 0
+    for n in range(80):
+        blob = base64.encodebytes(f"{'x' * n}GITHUB_TOKEN={secret}\nA=1\n".encode()).decode()
+        # the case this is about: no line alone holds an encoding of the secret
+        straddled += not any(f in line.lower() for line in blob.splitlines() for f in forms)
+        github = json.dumps({"content": "\n".join(textwrap.wrap(blob.replace("\n", ""), 60))})
+        for text in (blob, blob.replace("\n", "\r\n"), github):
+            scrubbed = secrets.scrub(f"file:\n{text}\nend")
+            assert secret.encode()[:MIN_SCRUB_CHARS] not in decoded(scrubbed), (n, scrubbed)
+            assert scrubbed.startswith("file:\n") and scrubbed.endswith("\nend")
+            assert secrets.found_in(text)
+    assert straddled > 40
+    dump = textwrap.fill(secret.encode().hex(), 32)
+    assert secrets.scrub(f"hexdump:\n{dump}\nok") == "hexdump:\n[redacted]\nok"
+    plain = "line one\nline two\nabc\ndef\\nghi"
+    assert secrets.scrub(plain) == plain and not secrets.found_in(plain)
