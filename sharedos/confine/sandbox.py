@@ -33,6 +33,7 @@ from sharedos.confine.launch import abstract_sockets_note, launch_script, open_b
 from sharedos.confine.ports import NetnsHandoff, PortHandoff, ServeFn, can_enter_namespaces
 from sharedos.confine.programs import sharedos_installation
 from sharedos.confine.seccomp import filter_fd
+from sharedos.confine.sockets import refuse_host_sockets
 from sharedos.confine.view import (
     ManagedRootVisible,
     NetworkMode,
@@ -82,12 +83,17 @@ class HarnessSandbox:
         placeholders: Mapping[str, str] | None = None,
         door: StdioDoor | None = None,
         private: Iterable[str | os.PathLike[str]] = (),
+        declared: Iterable[str | os.PathLike[str]] = (),
     ) -> HarnessSandbox:
         """The view for a harness: the system, ``readonly``, ``writable``, SharedOS's Python.
 
         ``private``: directories that hold other turns' directories beside this one's (the
         ``workdir`` its turn directory was made in): a path that shows one shows only this
-        turn's own there, as for the runs' base."""
+        turn's own there, as for the runs' base. ``declared``: the ``readonly`` paths the
+        operator chose (``[confinement] readonly``), which may hold no socket of the host's
+        (``sockets.refuse_host_sockets``)."""
+        private = [run_base(), *private]
+        refuse_host_sockets(declared, hidden=private, what="a [confinement] readonly path")
         python, prefix = sandbox_python()
         builder = ViewBuilder().system(network=network == "host")
         builder.readonly(prefix)
@@ -108,7 +114,7 @@ class HarnessSandbox:
             never_writable=sharedos_installation(),
             # every run's turn directory lies there: a path that shows it (a readonly
             # path holding the temporary directory) shows only this turn's own
-            private=[run_base(), *private],
+            private=private,
         )
         return cls(mechanism=mechanism, view=view, python=python, door=door)
 

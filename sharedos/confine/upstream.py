@@ -29,6 +29,7 @@ from sharedos.confine.door import private_base
 from sharedos.confine.launch import abstract_sockets_note, launch_script
 from sharedos.confine.programs import import_dirs, program_paths, sharedos_installation
 from sharedos.confine.seccomp import filter_file
+from sharedos.confine.sockets import refuse_host_sockets
 from sharedos.confine.view import ManagedRootVisible, SandboxView, ViewBuilder, canonical
 
 #: the descriptor bwrap reads the seccomp filter from (the shell opens it: fds 0-2 are the
@@ -130,6 +131,11 @@ def plan_upstream(
                 f"root {path} is now reached through a symbolic link (to {canonical(path)}): "
                 "a root is shown at its own path only; name its real path"
             )
+    readonly = list(readonly)
+    # a socket of the host's in a root would serve the upstream as the host user
+    refuse_host_sockets(
+        [*readonly, *(path for path, _mode in roots)], what="an upstream's root or readonly path"
+    )
     builder = ViewBuilder().system(network=network)
     for path in program_paths(command, path_env):
         builder.readonly(path)

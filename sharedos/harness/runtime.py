@@ -463,6 +463,7 @@ class McpHarnessRuntime:
                     # the workdir keeps every turn's directory (``sharedos run --workdir``
                     # keeps them all): a readonly path holding it must not show the others
                     private=[turn.turn_dir.parent],
+                    declared=self._declared_readonly(),
                 )
                 if stdio_launch is not None and stdio_launch.directory is not None:
                     _refuse_visible_turn_files(Path(stdio_launch.directory), sandbox)
@@ -497,14 +498,18 @@ class McpHarnessRuntime:
                 ):
                     paths.append(where)
                 paths.append(part)  # its own symlinks (``.tools/node_modules/.bin/claude``)
-        if self.host_config is not None:
-            paths.extend(
-                # paths, as every path of the host file is read (a bare name is no program
-                # looked up on PATH here, and never one in the working directory)
-                self.host_config.written_path(p, self.environ, what="[confinement] readonly")
-                for p in self.host_config.confinement.readonly
-            )
-        return paths
+        return [*paths, *self._declared_readonly()]
+
+    def _declared_readonly(self) -> list[str]:
+        """The host file's ``[confinement] readonly`` paths, as the host reads them."""
+        if self.host_config is None:
+            return []
+        return [
+            # paths, as every path of the host file is read (a bare name is no program
+            # looked up on PATH here, and never one in the working directory)
+            self.host_config.written_path(p, self.environ, what="[confinement] readonly")
+            for p in self.host_config.confinement.readonly
+        ]
 
     def _network(self) -> Any:
         """``loopback`` (default) or ``host``, from the host file's ``[confinement]``."""
@@ -805,6 +810,7 @@ class McpHarnessRuntime:
                 writable=[warm],
                 managed=[],
                 network="loopback",
+                declared=self._declared_readonly(),
             )
             sandbox.with_ports([model.port])
             (warm / "tmp").mkdir(mode=0o700)

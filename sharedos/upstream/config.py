@@ -53,6 +53,7 @@ from pydantic import (
 
 from sharedos import textfile
 from sharedos.bundles.source import on_this_machine, url_credentials
+from sharedos.confine.sockets import socket_problem
 from sharedos.errors import UpstreamError
 from sharedos.redaction import MIN_SECRET_CHARS as _MIN_SECRET_CHARS
 from sharedos.redaction import SECRET_NAME_RE as _SECRET_NAME_RE
@@ -1014,7 +1015,7 @@ def _check_roots(uid: str, data: dict[str, Any], report: Any) -> None:
         if root.get("mode", "ro") not in ("ro", "rw"):
             report((uid, "roots"), f'entry {i + 1}: mode is "ro" or "rw"')
             continue
-        problem = root_problem(root["path"])
+        problem = root_problem(root["path"]) or socket_problem(root["path"], what="it")
         if problem is not None:
             report((uid, "roots"), f"entry {i + 1} ({root['path']}): {problem}")
             continue

@@ -24,7 +24,7 @@ import pytest
 
 from sharedos.cli.run import state_paths
 from sharedos.confine import find_bubblewrap
-from sharedos.harness.hostconfig import parse_host_config
+from sharedos.harness.hostconfig import HostConfigError, parse_host_config
 from sharedos.upstream.sandbox import UpstreamConfinementPolicy, decide
 from tests.fleet.pgcluster import ClusterUnavailable, TempCluster
 
@@ -66,12 +66,16 @@ def test_a_confined_upstream_cannot_reach_the_evidence_store_socket(tmp_path: Pa
         sock = cluster.socket_dir
         assert cluster.root is not None
         cluster.root.chmod(0o711)  # the server's own directory: the socket's may be passed
-        host = parse_host_config(
-            f'[evidence]\nurl = "{cluster.url}"\n\n'
-            f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
-            f'roots = [{{ path = "{sock}", mode = "ro" }}]\n',
-            str(tmp_path / "host.toml"),
-        )
+        try:
+            host = parse_host_config(
+                f'[evidence]\nurl = "{cluster.url}"\n\n'
+                f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
+                f'roots = [{{ path = "{sock}", mode = "ro" }}]\n',
+                str(tmp_path / "host.toml"),
+            )
+        except HostConfigError as exc:  # refused outright: the root holds a socket
+            assert f"holds the Unix socket {sock}/.s.PGSQL" in str(exc), exc
+            return
         managed = state_paths({"evidence_db": cluster.url, "rule_paths": []}, host)
         placement = decide(
             host.upstream["scratch"],

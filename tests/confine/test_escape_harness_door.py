@@ -66,7 +66,9 @@ def test_a_confined_harness_cannot_reach_another_turns_door(
         try:
             result = run_probe_turn(runtime, env, "door", workdir=tmp_path / "turns")
         except ConfinementError as exc:  # refusing the view is as good as hiding the doors
-            assert "sharedos-" in str(exc), exc
+            # (the temporary directory is where the host's services make their sockets:
+            # a path holding it is not shown at all)
+            assert "sharedos-" in str(exc) or "make their Unix sockets" in str(exc), exc
         else:
             assert result.identity.confinement is not None
             assert result.identity.confinement.state.value == "confined"

@@ -57,7 +57,9 @@ def test_a_confined_harness_cannot_read_another_runs_directory(
         try:
             result = run_probe_turn(runtime, env, "runs", workdir=mine)
         except ConfinementError as exc:  # refusing the view is as good as hiding the runs
-            assert "sharedos-" in str(exc), exc
+            # (the temporary directory is where the host's services make their sockets:
+            # a path holding it is not shown at all)
+            assert "sharedos-" in str(exc) or "make their Unix sockets" in str(exc), exc
         else:
             assert result.identity.confinement is not None
             assert result.identity.confinement.state.value == "confined"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sharedos.confine.door import StdioDoor
-from sharedos.harness.hostconfig import parse_host_config
+from sharedos.harness.hostconfig import HostConfigError, parse_host_config
 from sharedos.upstream.sandbox import UpstreamConfinementPolicy, decide
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
@@ -45,11 +45,15 @@ def test_a_confined_upstream_cannot_reach_a_turns_stdio_door(tmp_path: Path) -> 
     door = StdioDoor(["/bin/sh", "-c", f"touch {marker}"], env={"PATH": "/usr/bin:/bin"})
     tmp = tempfile.gettempdir()
     try:
-        host = parse_host_config(
-            f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
-            f'roots = [{{ path = "{tmp}", mode = "rw" }}]\n',
-            str(tmp_path / "host.toml"),
-        )
+        try:
+            host = parse_host_config(
+                f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
+                f'roots = [{{ path = "{tmp}", mode = "rw" }}]\n',
+                str(tmp_path / "host.toml"),
+            )
+        except HostConfigError as exc:  # refused outright: it is where sockets are made
+            assert "make their Unix sockets" in str(exc), exc
+            return
         placement = decide(
             host.upstream["scratch"], UpstreamConfinementPolicy(required=True, managed=())
         )

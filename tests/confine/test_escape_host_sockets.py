@@ -1,0 +1,162 @@
+"""Escape: a host service's Unix socket in a path shown to a sandbox serves it as the host user.
+
+A read-only bind does not stop ``connect()``, and a sandbox runs as SharedOS's uid
+mapped: a service listening on a socket inside a ``[confinement] readonly`` path or an
+upstream's root (tmux, an ssh-agent, an X server, docker) served the sandbox as the host
+user. Measured with a real tmux server before the fix: a confined harness ran ``tmux -S
+SOCKET run-shell 'id > FILE'`` and ``FILE`` said ``uid=0(root)`` on the host. Here the
+service is a listener of the test's own, counting who connects; the probe is ``python``
+in the real harness sandbox launched by the real runtime, and a real upstream sandbox
+(``decide`` → ``wrap`` → ``bwrap``). A path that holds such a socket, or a directory
+where the host's services make theirs (the temporary directory, ``/run``), is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sharedos.confine.sandbox import sandbox_python
+from sharedos.confine.sockets import refuse_host_sockets
+from sharedos.conformance.environment import build_environment
+from sharedos.conformance.manifest import load_manifest
+from sharedos.errors import ConfinementError
+from sharedos.harness.hostconfig import HostConfigError, parse_host_config
+from sharedos.harness.runtime import McpHarnessRuntime
+from sharedos.upstream.sandbox import UpstreamConfinementPolicy, decide
+from tests.confine.probe import probe_host, run_probe_turn
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+CONNECT = """
+import _socket, sys
+s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    print("PROBE connected")
+except OSError as exc:
+    print("PROBE refused", exc)
+"""
+
+
+class Service:
+    """A host service listening on a Unix socket, counting the connections it accepts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.accepted = 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[tuple[Path, Service]]:
+    """A directory the operator shows, holding a host service's socket and the probe."""
+    where = tmp_path / "shared"
+    where.mkdir()
+    (where / "connect.py").write_text(CONNECT, encoding="utf-8")
+    service = Service(where / "svc.sock")
+    try:
+        yield where, service
+    finally:
+        service.close()
+
+
+def test_a_confined_harness_is_not_shown_a_host_services_socket(
+    tmp_path: Path, shared: tuple[Path, Service]
+) -> None:
+    where, service = shared
+    python, _prefix = sandbox_python()
+    host = probe_host(tmp_path, where, f"{python} -I -S {where}/connect.py {service.path}")
+    env = build_environment(load_manifest(), tmp_path / "env", name="probe")
+    runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
+    try:
+        with pytest.raises(ConfinementError) as refused:
+            result = run_probe_turn(runtime, env, "sockets", workdir=tmp_path / "turns")
+            print(result.process.stdout)  # before: "PROBE connected"
+    finally:
+        env.close()
+    assert f"holds the Unix socket {service.path}" in str(refused.value)
+    assert service.accepted == 0
+
+
+def test_a_confined_upstream_is_not_shown_a_host_services_socket(
+    tmp_path: Path, shared: tuple[Path, Service]
+) -> None:
+    where, service = shared
+    text = (
+        f'[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
+        f'roots = [{{ path = "{where}", mode = "ro" }}]\n'
+    )
+    with pytest.raises(HostConfigError) as checked:  # `sharedos host check` says it
+        parse_host_config(text, str(tmp_path / "host.toml"))
+    assert f"it holds the Unix socket {service.path}" in str(checked.value)
+    # a socket made after the host file was checked: the sandbox's plan refuses it
+    service.close()
+    service.path.unlink()
+    host = parse_host_config(text, str(tmp_path / "host.toml"))
+    service = Service(service.path)
+    try:
+        policy = UpstreamConfinementPolicy(required=True, managed=())
+        try:
+            placement = decide(host.upstream["scratch"], policy)
+        except ConfinementError as exc:
+            assert f"holds the Unix socket {service.path}" in str(exc)
+        else:
+            assert placement.wrap is None, "planned a sandbox showing the socket"
+            assert placement.refusal is not None and "Unix socket" in placement.refusal
+        assert service.accepted == 0
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("shown", ["/tmp", "/run", "/"])
+def test_a_directory_where_host_services_make_sockets_is_not_shown(shown: str) -> None:
+    """Sockets come and go there (tmux's /tmp/tmux-UID, ssh-agent's /tmp/ssh-*, X11's
+    /tmp/.X11-unix, docker's /run/docker.sock): checking the ones there now is not enough."""
+    with pytest.raises(ConfinementError) as refused:
+        refuse_host_sockets([shown], what="a [confinement] readonly path")
+    assert "where the host's services make their Unix sockets" in str(refused.value)
+
+
+def test_a_root_holding_the_temporary_directory_is_refused_by_host_check(tmp_path: Path) -> None:
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
+        'roots = [{ path = "/tmp", mode = "rw" }]\n',
+        encoding="utf-8",
+    )
+    sharedos = str(Path(sys.executable).parent / "sharedos")
+    checked = subprocess.run(
+        [sharedos, "host", "check", str(host)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode != 0
+    assert "upstream.scratch.roots: entry 1 (/tmp): it holds /tmp, where the host's" in (
+        checked.stderr
+    ), checked.stderr
