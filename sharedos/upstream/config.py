@@ -925,6 +925,16 @@ def _check_plain(
 _ARG_REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+#: programs that expand ``$VAR`` in the text they are given and run other programs with it
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox", "env"})
+
+
+def _is_shell(command: Any) -> bool:
+    """Whether ``command`` names a shell (``/bin/sh``, ``bash``) or ``env`` (which runs
+    ``sh -c`` as readily): its arguments may not name a variable for it to expand."""
+    return isinstance(command, str) and os.path.basename(command.strip()) in _SHELLS
+
+
 def _environment_names(data: dict[str, Any]) -> frozenset[str]:
     """The variables SharedOS puts in a stdio upstream's environment: its ``env`` and its
     ``credentials``, and every principal's and group's own credentials."""
@@ -967,6 +977,14 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         report((uid, "args"), "must be a list of strings")
         data.pop("args", None)  # reported: not again by the model's validation
+    elif _is_shell(command) and any(_INTERPOLATION_RE.search(a) for a in args):
+        report(
+            (uid, "args"),
+            "a shell's arguments name no $VAR: the shell would expand it into the command "
+            'lines of the programs it starts (curl -H "Authorization: $TOKEN"), which every '
+            "user of this machine can read; run the upstream's program itself, which reads "
+            f"the value from its environment ([upstream.{uid}.credentials])",
+        )
     elif unknown := _unknown_references(args, _environment_names(data)):
         report(
             (uid, "args"),

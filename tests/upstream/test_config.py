@@ -154,6 +154,12 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
             "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
         ),
         (
+            # a shell expands the reference into its children's command lines
+            '[upstream.a]\ncommand = "/bin/sh"\nargs = ["-c", "exec srv --token $TOKEN"]\n'
+            '[upstream.a.credentials]\nTOKEN = { env = "T" }\n',
+            "host.toml:3:1: upstream.a.args: a shell's arguments name no $VAR",
+        ),
+        (
             # a scheme and a literal token: not a reference for the program to expand
             '[upstream.a]\ncommand = "x"\nargs = ["--header", "Authorization:Bearer sk-s3cret-pw"]\n',
             "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
