@@ -836,6 +836,37 @@ _NO_CREDENTIAL_RE = re.compile(
 )
 
 
+#: the last word of a setting's name that says what its value tells *of* a credential (which
+#: provider, region, header, profile), never the credential itself
+_DESCRIPTORS = frozenset(
+    {
+        "algorithm", "audience", "backend", "domain", "format", "issuer", "kind", "location",
+        "method", "mode", "name", "profile", "provider", "realm", "region", "scheme", "scope",
+        "scopes", "type", "version",
+    }
+)  # fmt: skip
+
+
+def _describes(name: str) -> bool:
+    """Whether a setting's name ends in a word that describes a credential rather than
+    holding one (``_DESCRIPTORS``: ``AUTH_PROVIDER``, ``SECRETS_MANAGER_REGION``)."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
+    return bool(words) and words[-1] in _DESCRIPTORS
+
+
+#: the characters of tokens and keys: base64 (both alphabets), hex, JWTs, ``ghp_…``, ``sk-…``
+_TOKEN_ALPHABET_RE = re.compile(r"[A-Za-z0-9_.+/=~-]+")
+
+
+def _token_like(value: str) -> bool:
+    """Whether ``value`` could be a token pasted in the wrong place: written in a token's
+    alphabet, and 32 characters or more, or 16 or more mixing letters and digits."""
+    if not _TOKEN_ALPHABET_RE.fullmatch(value):
+        return False  # a space, a colon: words or a URN, no token's alphabet
+    mixed = any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+    return len(value) >= 32 or (len(value) >= 16 and mixed)
+
+
 def _no_credential(name: str, value: str) -> bool:
     """Whether an env value named like a credential cannot be one: a number shorter than
     a credential may be (``MIN_CREDENTIAL_LENGTH``: ``MAX_TOKENS = "4096"``), a switch
@@ -853,6 +884,10 @@ def _no_credential(name: str, value: str) -> bool:
     if len(value) < _MIN_SECRET_CHARS and not _credential_name(name):
         # AUTH_TYPE = "oauth", SESSION_TTL = "30m", TOKEN_LIMIT = "100k": a name that only
         # mentions a credential, with a value credentials would refuse as too short
+        return True
+    if not _credential_name(name) and _describes(name) and not _token_like(value):
+        # AUTH_PROVIDER = "keycloak", SECRETS_MANAGER_REGION = "eu-west-1",
+        # AUTH_HEADER_NAME = "X-Api-Key": the name says what the value tells of a credential
         return True
     if not value or any(c.isspace() for c in value):
         return False

@@ -485,6 +485,33 @@ def test_a_short_setting_that_only_mentions_a_credential_is_plain() -> None:
         assert found and "looks like a credential" in found[0], name
 
 
+def test_a_setting_that_describes_a_credential_is_plain() -> None:
+    """AUTH_PROVIDER = "keycloak", SECRETS_MANAGER_REGION = "eu-west-1", AUTH_HEADER_NAME =
+    "X-Api-Key", CREDENTIALS_PROFILE = "production" were refused as credentials (eight
+    characters or more under a name that mentions one): moved to credentials as the message
+    said, "eu-west-1" was scrubbed from every answer as a secret. A name ending in a word
+    that describes a credential is plain, unless its value is written like a token."""
+    plain = {
+        "AUTH_PROVIDER": "keycloak",
+        "SECRETS_MANAGER_REGION": "eu-west-1",
+        "AUTH_HEADER_NAME": "X-Api-Key",
+        "CREDENTIALS_PROFILE": "production",
+        "TOKEN_TYPE": "urn:ietf:params:oauth:token-type:jwt",
+    }
+    table = "".join(f'{name} = "{value}"\n' for name, value in plain.items())
+    config = parse_host_config(
+        f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\n{table}',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert dict(config.upstream["a"].env) == plain
+    for value in ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "sk-live-0123456789abcd"):
+        found = problems(
+            f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\nAUTH_SCHEME = "{value}"\n'
+        )
+        assert found and "looks like a credential" in found[0], value
+
+
 def test_a_token_inside_a_json_credential_is_scrubbed_on_its_own() -> None:
     """Notion's headers, given as the refusal says (OPENAPI_MCP_HEADERS under credentials),
     were scrubbed only whole: an upstream saying "invalid token ntn_..." showed the token.
