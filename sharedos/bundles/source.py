@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from sharedos import textfile
 from sharedos.errors import BundleDistributionError
-from sharedos.redaction import SECRET_NAME_RE, Redactor
+from sharedos.redaction import MIN_SECRET_CHARS, SECRET_NAME_RE, Redactor
 from sharedos.terminal import unambiguous
 
 logger = logging.getLogger("sharedos.bundles")
@@ -240,7 +240,7 @@ def shown_url(url: str, hidden: Iterable[str] = ()) -> str:
             # user, as GitHub and GitLab take it)
             netloc = f"{user}:***@{hostport}" if colon else f"***@{hostport}"
         query = "&".join(
-            f"{key}=***" if eq else key
+            f"{key}=***" if eq else "***" if _bare_credential(key) else key
             for key, eq, _value in (item.partition("=") for item in parts.query.split("&"))
             if key or eq
         )
@@ -258,6 +258,13 @@ def shown_url(url: str, hidden: Iterable[str] = ()) -> str:
 #: a query parameter named as a credential: a presigned URL's signature (``X-Amz-Signature``,
 #: ``X-Goog-Signature``, ``sig``), a token (``X-Amz-Security-Token``, ``token``), a key, ...
 _CREDENTIAL_PARAM = re.compile(r"sig|token|secret|passw|pwd|auth|credential|key|session", re.I)
+
+
+def _bare_credential(item: str) -> bool:
+    """True when a query item with no ``=`` may be a credential: a token given as the whole
+    query (``?sk_live_...``), at least ``MIN_SECRET_CHARS`` long; a short flag (``?dl``,
+    ``?raw``) is none."""
+    return len(urllib.parse.unquote_plus(item)) >= MIN_SECRET_CHARS
 
 
 def _credential_name(key: str) -> bool:
@@ -282,9 +289,9 @@ def url_credentials(url: str) -> list[str]:
     user, colon, password = parts.netloc.rpartition("@")[0].partition(":")
     found = [password if colon else user, parts.fragment]
     found += [
-        value
-        for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))
-        if _credential_name(key)
+        value if eq else key
+        for key, eq, value in (i.partition("=") for i in parts.query.split("&"))
+        if (_credential_name(key) if eq else _bare_credential(key))
     ]
     return [v for value in found if value for v in {value, urllib.parse.unquote_plus(value)}]
 
@@ -311,8 +318,8 @@ def _sends_credential(url: str) -> bool:
     if parts.netloc.rpartition("@")[0]:
         return True
     return any(
-        value and _credential_name(key)
-        for key, _eq, value in (i.partition("=") for i in parts.query.split("&"))
+        (value and _credential_name(key)) or (not eq and _bare_credential(key))
+        for key, eq, value in (i.partition("=") for i in parts.query.split("&"))
     )
 
 

@@ -472,6 +472,20 @@ def test_a_token_given_as_the_user_name_is_shown_masked(
     assert "HTTP 503" in detail and token not in detail + source.origin, detail
 
 
+def test_a_token_given_as_the_whole_query_is_shown_masked() -> None:
+    """``https://h/b.json?sk_live_TOKEN`` (a token given as the query, no name) was printed
+    as written by every message that shows the URL, and was no secret of the run; a short
+    flag (``?raw``) is still shown."""
+    from sharedos.bundles.source import in_clear, shown_url, url_credentials
+
+    token = "sk_live_canary0123456789"
+    url = f"https://b.example/b.json?{token}&raw"
+    assert shown_url(url) == "https://b.example/b.json?***&raw"
+    assert token in url_credentials(url) and "raw" not in url_credentials(url)
+    assert in_clear(url.replace("https://", "http://"))
+    assert not in_clear("http://b.example/b.json?raw")
+
+
 @pytest.mark.parametrize(
     "url",
     [
