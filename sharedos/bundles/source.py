@@ -276,6 +276,12 @@ def _credential_name(key: str) -> bool:
     return bool(_CREDENTIAL_PARAM.search(name) or SECRET_NAME_RE.search(name))
 
 
+def names_a_credential(name: str) -> bool:
+    """True when a host variable (or a query parameter) called ``name`` holds a credential
+    by its name (``_credential_name``: ``BUNDLE_TOKEN``, ``BUNDLE_SIG``, ``API_KEY``)."""
+    return _credential_name(name)
+
+
 def url_credentials(url: str) -> list[str]:
     """The credentials a bundle URL carries, which a host keeps out of what it records and
     prints as it does its other secrets: the password of its user information (the user

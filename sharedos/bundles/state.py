@@ -24,7 +24,8 @@ Where: ``[policy] state`` in the host configuration; by default
 ``$XDG_STATE_HOME/sharedos/bundle-<16 hex digits of SHA-256 of the source>.json``
 (``~/.local/state/…`` when ``XDG_STATE_HOME`` is unset): one file per source, a URL
 named without its credentials (its password, every query value, and the host variables
-its path is built from, as messages show it).
+its path is built from that are named as a credential, ``${BUNDLE_TOKEN}``, as messages
+show them; another, ``${DEPLOY_ENV}``, says which bundle it is, and is in the name).
 """
 
 from __future__ import annotations
@@ -119,17 +120,24 @@ def default_state_path(origin: str, hidden: Iterable[str] = ()) -> Path:
     or a rotated ``?token=`` is the same source, with the same history; named by the
     URL as written, each renewal started a new state file, and the host took an older
     release as if it had enforced none. ``hidden``: the host variables the URL's path is
-    built from (``HostConfig.bundle_hidden``), masked as messages and the state's recorded
-    origin mask them: named with them in clear, rotating ``${BUNDLE_TOKEN}`` in
-    ``https://h/t/${BUNDLE_TOKEN}/policy.tar`` started a new state file, whose earlier
-    history (recorded as ``…/t/***/…``) was not found under the new token either: the host
-    took an older signed release, and a start whose source failed had no copy."""
+    built from that rotate (``HostConfig.bundle_rotating``: named as a credential),
+    masked as messages and the state's recorded origin mask them: named with them in
+    clear, rotating ``${BUNDLE_TOKEN}`` in ``https://h/t/${BUNDLE_TOKEN}/policy.tar``
+    started a new state file, whose earlier history (recorded as ``…/t/***/…``) was not
+    found under the new token either: the host took an older signed release, and a start
+    whose source failed had no copy. Not every variable messages mask: one that says which
+    bundle it is (``https://h/${DEPLOY_ENV}/policy.tar``) is in the name (hashed), or
+    staging and prod shared one history, and each put the other's release in force."""
     from sharedos.bundles.source import shown_location
 
-    origin = shown_location(origin, hidden)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    digest = hashlib.sha256(origin.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return Path(base) / "sharedos" / f"bundle-{digest}.json"
+    return Path(base) / "sharedos" / _state_name(shown_location(origin, hidden))
+
+
+def _state_name(named: str) -> str:
+    """The default state file's name for a source named ``named``."""
+    digest = hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"bundle-{digest}.json"
 
 
 def _fields(data: Any) -> dict[str, Any]:
@@ -191,19 +199,36 @@ class BundleState:
         self.source = source
         #: the host variables the source URL's path is built from (``of_source``)
         self.hidden = tuple(hidden)
+        #: when a value masked in the origin says which bundle the source is (``default_for``):
+        #: the source named with only its rotating values masked, and the names its default
+        #: state file has had, the only earlier files ``_earlier`` reads whose recorded
+        #: origin, masked, cannot tell this source from another
+        self._identity: tuple[str, tuple[str, ...], frozenset[str]] | None = None
 
     @classmethod
-    def default_for(cls, origin: str, hidden: Iterable[str] = ()) -> BundleState:
+    def default_for(
+        cls, origin: str, hidden: Iterable[str] = (), rotating: Iterable[str] | None = None
+    ) -> BundleState:
         """The default state of the bundle source ``origin`` (``default_state_path``;
-        ``hidden``: what its URL's path masks, as the origin a release records does)."""
+        ``hidden``: what its URL's path masks, as the origin a release records does;
+        ``rotating``: of those, the ones the state's name masks, ``hidden`` when None)."""
         from sharedos.bundles.source import shown_location
 
         hidden = tuple(hidden)
-        return cls(
-            default_state_path(origin, hidden),
+        rotating = hidden if rotating is None else tuple(rotating)
+        state = cls(
+            default_state_path(origin, rotating),
             source=shown_location(origin, hidden),
             hidden=hidden,
         )
+        if set(rotating) != set(hidden):
+            # each release records the origin masked alike (``…/***/…`` for staging and
+            # prod): found by that alone, staging's history was prod's
+            names = frozenset(
+                {state.path.name, _state_name(origin), _state_name(shown_location(origin))}
+            )
+            state._identity = (shown_location(origin, rotating), rotating, names)
+        return state
 
     def load(self) -> Enforced | None:
         """The release recorded there; None when no file exists; ``StateError`` otherwise."""
@@ -260,6 +285,11 @@ class BundleState:
                     continue
                 if enforced is None or not of_source(enforced.origin, self.source, self.hidden):
                     continue
+                if self._identity is not None:
+                    named, rotating, names = self._identity
+                    recorded = of_source(enforced.origin, named, rotating)  # recorded in clear
+                    if not recorded and other.name not in names:
+                        continue  # another bundle's, masked alike (another DEPLOY_ENV)
                 if newest is None or enforced.sequence > newest[1].sequence:
                     newest = BundleState(other), enforced
         return newest

@@ -122,13 +122,21 @@ def _ordinary_path(template: str, used: list[str]) -> bool:
     return all(p.startswith(("/", ":")) and not any(c.isspace() for c in p) for p in pieces)
 
 
-def _url_variables(template: str, environ: Mapping[str, str]) -> list[str]:
+def _url_variables(
+    template: str, environ: Mapping[str, str], *, rotating: bool = False
+) -> list[str]:
     """The value of every host variable (but an ordinary one) a bundle or shadow URL
     ``template`` is built from: ``https://h/t/${BUNDLE_TOKEN}/policy.tar`` kept the token out
     of the host file, but a path is no credential by its place; a variable giving a whole
     URL has its credentials found by ``url_credentials``, and one giving only the host or
     port (``https://${BUNDLE_HOST}:${PORT}/policy.tar``) is none: a server's name is no
-    credential, and scrubbed it was "[redacted]" in every record, answer and message."""
+    credential, and scrubbed it was "[redacted]" in every record, answer and message.
+
+    ``rotating``: only those named as a credential (``names_a_credential``: a
+    ``${BUNDLE_TOKEN}``, a ``${BUNDLE_SIG}``), whose value is replaced while the bundle
+    stays the same (``HostConfig.bundle_rotating``)."""
+    from sharedos.bundles.source import names_a_credential
+
     return [
         environ[name]
         for name in dict.fromkeys(m.group(1) for m in _VAR_RE.finditer(template))
@@ -137,6 +145,7 @@ def _url_variables(template: str, environ: Mapping[str, str]) -> list[str]:
         and environ[name]
         and not _is_url(environ[name])
         and not _names_the_server(template, name, environ[name])
+        and (not rotating or names_a_credential(name))
     ]
 
 
@@ -633,6 +642,15 @@ class HostConfig(BaseModel):
         env = environ if environ is not None else os.environ
         return tuple(_url_variables(written, env)) if written else ()
 
+    def bundle_rotating(self, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+        """Of ``bundle_hidden``, the values of the variables named as a credential (a
+        ``${BUNDLE_TOKEN}``): rotated, the bundle is the same, and its history too
+        (``sharedos.bundles.state.default_state_path``). Any other (``${DEPLOY_ENV}``,
+        ``${TENANT}``) says which bundle it is, masked in messages all the same."""
+        written = self.policy.bundle
+        env = environ if environ is not None else os.environ
+        return tuple(_url_variables(written, env, rotating=True)) if written else ()
+
     def held_secrets(
         self, environ: Mapping[str, str], location: str | None = None
     ) -> tuple[str, ...]:
@@ -792,14 +810,15 @@ class HostConfig(BaseModel):
         """Where this host remembers the last bundle release it enforced (anti-rollback):
         ``[policy] state`` resolved next to this file, else the default for the bundle's
         source (``sharedos.bundles.state.default_state_path``), named with the host
-        variables its URL's path is built from masked (``bundle_hidden``), so a rotated
-        ``${BUNDLE_TOKEN}`` keeps the host's history."""
+        variables its URL's path is built from that are named as a credential masked
+        (``bundle_rotating``), so a rotated ``${BUNDLE_TOKEN}`` keeps the host's history,
+        and ``${DEPLOY_ENV}`` = staging and prod keep one each."""
         if self.policy.state:
             return self.resolve_file(self.policy.state, environ, what="[policy] state")
         from sharedos.bundles.state import default_state_path
 
         location = self.bundle_location(environ)
-        return str(default_state_path(location, self.bundle_hidden(environ=environ)))
+        return str(default_state_path(location, self.bundle_rotating(environ)))
 
     def bundle_state(self, environ: Mapping[str, str] | None = None) -> BundleState:
         """The anti-rollback state at ``bundle_state_path``: the default one of the bundle's
@@ -810,7 +829,8 @@ class HostConfig(BaseModel):
             hidden = self.bundle_hidden(environ=environ)
             return BundleState(self.bundle_state_path(environ), hidden=hidden)
         location = self.bundle_location(environ)
-        return BundleState.default_for(location, self.bundle_hidden(environ=environ))
+        hidden = self.bundle_hidden(environ=environ)
+        return BundleState.default_for(location, hidden, self.bundle_rotating(environ))
 
     def evidence_location(self, environ: Mapping[str, str] | None = None) -> str | None:
         """``[evidence] url`` as the store to open, ``${VAR}`` interpolated first (a whole URL

@@ -1539,3 +1539,57 @@ def test_no_bundle_is_verified_again_under_the_states_lock(
     assert result.current.revision == ("r6" if source == "down" else "r7"), result.detail
     assert not state.pending_path.exists()
     assert under_lock == []
+
+
+@pytest.mark.parametrize("first", ["staging then prod", "prod down beside staging"])
+def test_a_variable_naming_which_bundle_keeps_each_bundles_own_history(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    first: str,
+) -> None:
+    """``bundle = "https://h/${DEPLOY_ENV}/bundle.json"``, one signing key for both: the
+    value is masked in messages, as any host variable a path is built from, and since
+    the state file was named by the URL so masked, staging and prod shared one history. A
+    prod start after a staging one refused prod's release as a rollback (sequences are
+    signing times by default, and staging is signed more often) and put staging's kept
+    copy in force on the prod host; a prod start whose source failed took staging's copy
+    as "the last release this host enforced". Only a variable named as a credential (a
+    rotated ``${BUNDLE_TOKEN}``) is masked in the state's name; another names the bundle."""
+    from sharedos.bundles import open_source
+    from sharedos.harness.hostconfig import load_host_config
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    base, served = bundle_server
+    served["any_directory"] = True
+    (tmp_path / "policy.pub").write_bytes(signer.public_pem())
+    host = tmp_path / "host.toml"
+    template = base.replace("/bundle.json", "/${DEPLOY_ENV}/t/${BUNDLE_TOKEN}/bundle.json")
+    host.write_text(f"[policy]\nbundle = '{template}'\nkeys = ['policy.pub']\n")
+
+    def start(env: str, token: str = "tok-1111") -> Any:
+        monkeypatch.setenv("DEPLOY_ENV", env)
+        monkeypatch.setenv("BUNDLE_TOKEN", token)
+        config = load_host_config(host)
+        source = open_source(config.bundle_location(), config.bundle_hidden())
+        return BundleManager(source, verifier(signer), state=config.bundle_state()).poll()
+
+    staging = release(tmp_path, RULES_V1, signer, revision="staging-9", sequence=9)
+    prod = release(tmp_path, RULES_V2, signer, revision="prod-5", sequence=5)
+    served.update(bundle=staging, etag="")
+    assert start("staging").status == "loaded"
+    if first == "prod down beside staging":
+        served["down"] = True
+        down = start("production")
+        assert down.current is None, f"prod runs staging's policy: {down.current.revision}"
+        assert down.status == "unreachable", down
+        return
+    served.update(bundle=prod)
+    on_prod = start("production")
+    assert on_prod.status == "loaded", on_prod.detail
+    assert on_prod.current is not None and on_prod.current.revision == "prod-5"
+    # each keeps its own history: a rotated token is still the same bundle
+    served["down"] = True
+    assert start("production", "tok-2222").current.revision == "prod-5"  # type: ignore[union-attr]
+    assert start("staging", "tok-3333").current.revision == "staging-9"  # type: ignore[union-attr]
