@@ -234,7 +234,13 @@ class BundleManager:
                     # nothing to write, so a full disk or a read-only state directory, which
                     # must refuse a release a restart could not find again, does not refuse
                     # this one, nor is the whole bundle written and fsynced again
-                    enforced = recorded
+                    masked = replace(recorded, origin=enforced.origin)
+                    if recorded.origin != enforced.origin:
+                        # recorded with the path's token in clear (before 21b9192): the
+                        # record is written masked where it can be, or kept as it is
+                        with contextlib.suppress(StateError):
+                            self.state.save(masked, data if data is not None else copy)
+                    enforced = masked
                 else:
                     self.state.save(enforced, data if data is not None else copy)
         self._enforced = enforced
@@ -445,12 +451,18 @@ def _written_down(
     state: BundleState, recorded: Enforced, enforced: Enforced, data: bytes | None
 ) -> bool:
     """True when ``state`` already records ``enforced`` (the same release, of the same
-    source: ``recorded``) and keeps ``data`` as its copy (None: the copy itself was read)."""
+    source: ``recorded``) and keeps ``data`` as its copy (None: the copy itself was read).
+    The origins are compared as ``of_source`` compares them, the host variables of the
+    URL's path masked on both sides: a state a SharedOS before 21b9192 wrote records them
+    in clear, and compared so, a host on a full disk or a read-only state directory wrote
+    again the release it recorded, failed, and refused it (no policy)."""
     if (recorded.sequence, recorded.revision, recorded.bundle_hash) != (
         enforced.sequence,
         enforced.revision,
         enforced.bundle_hash,
-    ) or shown_location(recorded.origin) != shown_location(enforced.origin):
+    ) or shown_location(recorded.origin, state.hidden) != shown_location(
+        enforced.origin, state.hidden
+    ):
         return False
     return data is None or state.kept() == data
 

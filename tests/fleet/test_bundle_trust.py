@@ -1593,3 +1593,57 @@ def test_a_variable_naming_which_bundle_keeps_each_bundles_own_history(
     served["down"] = True
     assert start("production", "tok-2222").current.revision == "prod-5"  # type: ignore[union-attr]
     assert start("staging", "tok-3333").current.revision == "staging-9"  # type: ignore[union-attr]
+
+
+_FULL_DISK_URL_START = """
+import resource, sys
+from pathlib import Path
+from sharedos.bundles import BundleManager, BundleVerifier, HttpSource
+from sharedos.bundles.state import BundleState
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # every write: EFBIG (SIGXFSZ is ignored)
+url, key, state, token = sys.argv[1:]
+source = HttpSource(url, hidden=[token])
+state = BundleState(state, hidden=[token])
+manager = BundleManager(source, BundleVerifier([Path(key).read_bytes()]), state=state)
+result = manager.poll()
+print(result.status, result.current.revision if result.current else None, result.detail)
+"""
+
+
+def test_a_host_on_a_full_disk_starts_on_a_release_recorded_with_the_token_in_clear(
+    tmp_path: Path, signer: Signer, bundle_server: tuple[str, dict[str, Any]]
+) -> None:
+    """A state file a SharedOS before 21b9192 wrote records the URL with its path's
+    ``${BUNDLE_TOKEN}`` in clear. It is this source's release (compared with the token
+    masked on both sides), but the check that it is already written down compared the
+    origins with the token masked on neither: on a full disk (or a read-only state
+    directory) the host tried to write again what was recorded, failed, and refused the
+    release from its source and from its kept copy alike: no policy, nothing ran."""
+    base, served = bundle_server
+    served["any_directory"] = True
+    token = "tok-in-path-5555"
+    url = base.replace("/bundle.json", f"/t/{token}/bundle.json")
+    key = tmp_path / "policy.pub"
+    key.write_bytes(signer.public_pem())
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag="")
+    state_path = tmp_path / "state" / "bundle.json"
+    state = BundleState(state_path)
+    assert BundleManager(HttpSource(url), verifier(signer), state=state).poll().current
+    recorded = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({**recorded, "origin": url}))  # as written before 21b9192
+    argv = [sys.executable, "-c", _FULL_DISK_URL_START, url, str(key), str(state_path), token]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("loaded r5"), done.stdout
+    served["down"] = True
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("kept r5"), done.stdout
+    assert token not in done.stdout + done.stderr
+    # where it can be written, the record is written with the token masked
+    from sharedos.bundles.state import BundleState as State
+
+    served["down"] = False
+    masked = State(state_path, hidden=[token])
+    source = HttpSource(url, hidden=[token])
+    assert BundleManager(source, verifier(signer), state=masked).poll().status == "loaded"
+    assert token not in state_path.read_text()
