@@ -229,9 +229,21 @@ class _Watchdog:
     the write is resolved as any write cut off in flight is (``ChainAppender._execute``:
     through the chain, within the write's deadline, else in doubt). One daemon thread
     serves every store of the process; arming and disarming cost a lock and a dict entry.
+    A forked child starts with a watchdog of its own (``_after_fork``).
     """
 
     def __init__(self) -> None:
+        self._after_fork()
+
+    def _after_fork(self) -> None:
+        """Forget everything: run at construction, and in a child after ``fork()``.
+
+        A child inherited its parent's armed statements, whose descriptors it shares:
+        once their bound passed, its own watchdog shut the parent's socket down (the
+        parent's connection cut, maybe under a statement it was running, long after that
+        statement was answered). And the lock, held at the fork by the parent's writer
+        arming or its watchdog's round, stayed held in the child for good: its first write
+        waited on it for ever, no timeout bounding that wait."""
         self._lock = threading.Lock()
         #: token -> (deadline, connection, its descriptor when armed)
         self._armed: dict[int, tuple[float, Any, int]] = {}
@@ -327,6 +339,8 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHDOG._after_fork)
 
 
 class _Fenced(Exception):

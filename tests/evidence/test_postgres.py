@@ -643,3 +643,69 @@ def test_a_server_that_stops_answering_does_not_hold_a_write_nor_the_close(
     with PostgresEvidenceStore(pg_url) as again:
         assert verify_store(again).clean
         assert [r.call_id for r in again.query() if r.call_id == "before"] == ["before"]
+
+
+def _fork(run: Any) -> int:
+    """Fork; the child runs ``run`` and exits 0 when it returned, 1 when it raised."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            run()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _exit_code(pid: int) -> int:
+    """The exit code of child ``pid`` (-9: still running after the bound, killed)."""
+    deadline = time.monotonic() + bound(30)
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return -9
+
+
+def test_a_forked_child_neither_cuts_its_parents_connections_nor_hangs(
+    pg: PostgresEvidenceStore,
+) -> None:
+    """A process forked while its parent had a statement in flight (a host embedding the
+    store forks workers; its writer thread is mid-write) inherited the watchdog's state:
+    its parent's armed statements, whose descriptors the child shares — once their bound
+    passed, the child's watchdog shut the parent's socket down, cutting the parent's
+    connection long after that statement was answered — and its lock, held at the fork by
+    the parent's writer or its watchdog's round, which the child's first write then waited
+    on for ever. A child starts with a watchdog of its own."""
+    from sharedos.evidence import postgres
+
+    watchdog = postgres._WATCHDOG
+    pg.finish(pg.begin(attempt("parent")), OK)
+    conn = pg._writer
+    assert conn is not None
+    # the parent's statement in flight at the fork, answered (disarmed) just after it
+    token = watchdog.arm(conn, 3.0)
+    due = time.monotonic() + 3.0
+
+    def write_after_its_bound() -> None:
+        time.sleep(max(0.0, due - time.monotonic()) + 0.5)
+        pg.finish(pg.begin(attempt("child")), OK)
+        time.sleep(0.5)  # the child's watchdog has looked at what it inherited
+
+    try:
+        pid = _fork(write_after_its_bound)
+    finally:
+        watchdog.disarm(token)
+    assert _exit_code(pid) == 0
+    # the parent's connection is its own still
+    assert conn.execute("SELECT 1").fetchone() == (1,)
+
+    # the lock held at the fork (by the parent's writer arming, or its watchdog's round)
+    with watchdog._lock:
+        pid = _fork(lambda: pg.finish(pg.begin(attempt("child2")), OK))
+    assert _exit_code(pid) == 0, "the child's first write waited for ever on the watchdog's lock"
+    assert {r.call_id for r in pg.query()} == {"parent", "child", "child2"}
