@@ -643,23 +643,25 @@ def _lint_pattern_segments(
     segments counted from the pattern's second, an easy slip) never applies, and a
     permit's ``unless segment(resource, 2) == "private"`` never takes anything back.
     Likewise ``resource == L`` and ``startswith(resource, L)`` with a literal the
-    pattern's fixed segments rule out. Only the leading segments written without a
-    ``*`` or a ``{hole}`` are read: every resource the rule sees has exactly those."""
+    pattern's leading fixed segments rule out. A ``segment`` is read at every position
+    the pattern fixes (``_pattern_positions``): past a ``*`` or a ``{hole}``, which are
+    one segment each, and from the end past the last ``**``."""
     seen: set[tuple[ast.Span, str]] = set()
     for f in files:
         for rule in f.rules:
             fixed: list[str] = []
             for seg in rule.pattern.raw.removeprefix("/").split("/"):
-                if not seg or "*" in seg or "{" in seg:
+                if not _literal_segment(seg):
                     break
                 fixed.append(seg)
-            if not fixed:
+            at = _pattern_positions(rule.pattern.raw)
+            if not at:
                 continue
             lead = "/" if rule.pattern.raw.startswith("/") else ""
-            stem = lead + "/".join(fixed)
+            stem = lead + "/".join(fixed) if fixed else ""
             for cond in _inlined(rule, named):
                 for node in ast.walk(cond):
-                    found = _pattern_decides(node, fixed, stem)
+                    found = _pattern_decides(node, at, stem)
                     if found is None:
                         continue
                     what, hint = found
@@ -673,12 +675,43 @@ def _lint_pattern_segments(
                     out.warn("SOS508", message, node.span, hint)
 
 
+def _literal_segment(seg: str) -> bool:
+    """A pattern segment that matches one spelling only (no ``*``, no ``{hole}``)."""
+    return bool(seg) and "*" not in seg and "{" not in seg and "}" not in seg
+
+
+def _pattern_positions(raw: str) -> dict[int, str]:
+    """``segment(resource, n)`` -> the literal it always is, for every ``n`` the pattern
+    ``raw`` fixes. Before the first ``**`` each pattern segment is exactly one segment
+    of the resource (``*`` and ``{context.x}`` one too, never empty), so ``n`` counts
+    from the start past them: under ``"/home/{context.principal}/secret/**"`` segment 3
+    is always ``"secret"``. After the last ``**`` (or in a pattern without one) the
+    segments are counted from the end: under ``"/srv/**/keys"`` segment -1 is always
+    ``"keys"``. (Only reading the leading literal run, a forbid counting from the
+    wrong end, or past a hole, never applied, with no diagnostic.)"""
+    segs = raw.removeprefix("/").split("/")
+    if segs == [""]:
+        return {}
+    out: dict[int, str] = {}
+    for i, seg in enumerate(segs):
+        if seg == "**":
+            break
+        if _literal_segment(seg):
+            out[i + 1] = seg
+    tail = segs[len(segs) - segs[::-1].index("**") :] if "**" in segs else segs
+    for k, seg in enumerate(reversed(tail), start=1):
+        if _literal_segment(seg):
+            out[-k] = seg
+    return out
+
+
 def _pattern_decides(
-    node: ast.Expr, fixed: Sequence[str], stem: str
+    node: ast.Expr, at: Mapping[int, str], stem: str
 ) -> tuple[str, str | None] | None:
-    """(what is always so, a hint) when ``node`` is a test of ``resource`` that a
-    resource with the leading segments ``fixed`` (``stem``: them joined) always
-    answers the same way; None otherwise."""
+    """(what is always so, a hint) when ``node`` is a test of ``resource`` that every
+    resource the rule sees answers the same way; None otherwise. ``at`` is what the
+    pattern fixes (``_pattern_positions``), ``stem`` its leading literal segments
+    joined ("" when it has none)."""
 
     def is_resource(e: ast.Expr) -> bool:
         return isinstance(e, ast.Ref) and e.root == "resource" and not e.path
@@ -710,26 +743,31 @@ def _pattern_decides(
                 and is_resource(read.args[0])
                 and isinstance(read.args[1], ast.Literal)
                 and type(read.args[1].value) is int
-                and 1 <= read.args[1].value <= len(fixed)
+                and read.args[1].value in at
             ):
                 n = read.args[1].value
-                if fixed[n - 1] in texts:
+                if at[n] in texts:
                     continue
-                where = [i + 1 for i, seg in enumerate(fixed) if seg in texts]
+                where = [i for i, seg in at.items() if seg in texts]
                 hint = f"did you mean segment(resource, {where[0]})?" if where else None
                 return (
-                    f"segment(resource, {n}) is always {_shown(fixed[n - 1])}: "
+                    f"segment(resource, {n}) is always {_shown(at[n])}: "
                     f"'{node.op}' is always {always}",
                     hint,
                 )
-            if is_resource(read) and not any(t == stem or t.startswith(stem + "/") for t in texts):
+            if (
+                stem
+                and is_resource(read)
+                and not any(t == stem or t.startswith(stem + "/") for t in texts)
+            ):
                 return (
                     f"resource is always {_shown(stem)} or under it: '{node.op}' is always {always}",
                     None,
                 )
         return None
     if (
-        isinstance(node, ast.Call)
+        stem
+        and isinstance(node, ast.Call)
         and node.func == "startswith"
         and len(node.args) == 2
         and is_resource(node.args[0])

@@ -624,6 +624,46 @@ def test_a_test_of_the_resource_its_own_pattern_decides() -> None:
         assert "SOS508" not in codes(fine), fine
 
 
+def test_a_segment_the_pattern_fixes_past_a_hole_or_from_its_end() -> None:
+    # segment 3 of "/home/{context.principal}/secret/**" is always "secret", and the
+    # last of "/srv/**/keys" always "keys": only the leading literal run was read, so
+    # a forbid counting past the hole, or from the end, never applied, with no diagnostic
+    policy = compile_source(
+        HEAD + 'permit read on "/**"\n'
+        'forbid read on "/home/{context.principal}/secret/**" when segment(resource, 3) == "ssh"\n',
+        "l.sos",
+    )
+    assert policy.decide("files.read", {"path": "/home/a/secret/ssh/k"}, {"principal": "a"}).allowed
+    for never, hint in (
+        (
+            'forbid * on "/home/{context.principal}/secret/**" when segment(resource, 3) == "ssh"\n',
+            None,
+        ),
+        ('forbid * on "/home/*/secret/**" when segment(resource, 3) in ["keys", "ssh"]\n', None),
+        ('forbid * on "/srv/**/keys" when segment(resource, -1) == "prod"\n', None),
+        (
+            'permit * on "/srv/**/a/b" unless segment(resource, -2) != "b"\n',
+            "segment(resource, -1)",
+        ),
+        ('forbid * on "/srv/prod" when segment(resource, -1) == "srv"\n', "segment(resource, 1)"),
+    ):
+        found = [d for d in lint([parse_source(HEAD + never, "l.sos").file]) if d.code == "SOS508"]
+        assert len(found) == 1, never
+        assert found[0].line == 7 and "under the pattern" in found[0].message, never
+        assert hint is None or hint in (found[0].hint or ""), never
+    for fine in (
+        'forbid * on "/home/{context.principal}/secret/**" when segment(resource, 3) == "secret"\n',
+        'forbid * on "/home/{context.principal}/secret/**" when segment(resource, 2) == "a"\n',
+        'forbid * on "/home/*/secret/**" when segment(resource, 4) == "ssh"\n',
+        'forbid * on "/srv/**/keys" when segment(resource, -2) == "prod"\n',
+        'forbid * on "/srv/**/keys/**" when segment(resource, -1) == "k"\n',
+        'forbid * on "/srv/*/keys" when segment(resource, -2) == "prod"\n',
+        'forbid * on "/*/keys/**" when resource == "/a/keys"\n',
+        'forbid * on "/*/keys/**" when startswith(resource, "/a/")\n',
+    ):
+        assert "SOS508" not in codes(fine), fine
+
+
 def test_a_literal_on_the_other_side_of_a_templates_slash() -> None:
     # "{args.owner}/{args.repo}" is relative: a forbid written for "/sharedos/security"
     # never applied to the repository
