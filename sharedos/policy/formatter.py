@@ -634,17 +634,23 @@ def format_source(
 ) -> FormatResult:
     """Format ``text``: the canonical text, or the syntax diagnostics that prevent formatting.
 
-    Accepts what ``check`` accepts: a leading byte-order mark is kept, and a
-    file written with CRLF line ends is formatted with CRLF line ends (so
-    ``fmt --check`` does not flag every line of it). Never raises for bad
+    Accepts what ``check`` accepts, read as ``check`` reads it: a leading
+    byte-order mark is kept, a file written with CRLF line ends is formatted
+    with CRLF line ends (so ``fmt --check`` does not flag every line of it), and
+    a carriage return alone ends a line, as it does for ``check``. Never raises for bad
     input; a file the formatter cannot reproduce faithfully yields a
     ``SOS901`` diagnostic and no text.
     """
     bom = _BOM if text.startswith(_BOM) else ""
     body = text[len(bom) :]
     crlf = "\r\n" in body and body.count("\r\n") == body.count("\n")
-    if crlf:
-        body = body.replace("\r\n", "\n")
+    if "\r" in body:
+        # Lines end where check, eval and the kernel read them (sharedos.textfile.
+        # decode_text): a carriage return alone ends one too. Parsed raw, '# note<CR>
+        # forbid read on "/secret/**"' was one comment to fmt and a comment and a
+        # forbid to everything else, and fmt moved it where the forbid broke the
+        # statement after it (or joined another one).
+        body = body.replace("\r\n", "\n").replace("\r", "\n")
     parsed = parse_source(body, filename)
     errors = tuple(d for d in parsed.diagnostics if d.severity == "error")
     if errors:

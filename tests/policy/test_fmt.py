@@ -287,6 +287,36 @@ def test_a_bom_and_crlf_file_is_already_formatted() -> None:
     assert result.text == src  # not "every line changed"
 
 
+def test_fmt_ends_a_line_at_a_carriage_return_alone_as_check_does(tmp_path: Path) -> None:
+    # check, eval and the kernel read a CR alone as a line end (sharedos.textfile): here
+    # a comment and a condition, '... when false or true'. fmt parsed the text raw, took
+    # '# c<CR>false or' for one comment, moved it after the pattern, and wrote a file
+    # that no longer compiled; and '# note<CR>forbid ...' stayed a comment to it alone
+    head = "namespace files\nrequirement files.read { action read; resource path(args.path) }\n"
+    broken = head + 'permit read on "/**" when # c\rfalse or\n  true\n'
+    hidden = head + 'permit read on "/**"  # note\rforbid read on "/secret/**"\n'
+    for src in (broken, hidden, hidden.replace("\n", "\r\n")):
+        path = tmp_path / "p.sos"
+        path.write_bytes(src.encode())
+        code, _, err = invoke("check", str(path))
+        assert code == 0, err
+        read = compile_source(src.replace("\r\n", "\n").replace("\r", "\n"), "p.sos")
+        code, _, err = invoke("fmt", "--write", str(path))
+        assert code == 0, err
+        out = path.read_bytes().decode()
+        assert "\r" not in out.replace("\r\n", "\n"), out  # no CR alone is left
+        code, _, err = invoke("check", str(path))
+        assert code == 0, err
+        again = compile_source(out.replace("\r\n", "\n"), "p.sos")
+        for p in ("/secret/k", "/a"):
+            args, ctx = {"path": p}, {"principal": "a"}
+            assert (
+                again.decide("files.read", args, ctx).allowed
+                == read.decide("files.read", args, ctx).allowed
+            ), (src, p)
+        assert fmt(out) == out
+
+
 def test_line_width_breaks_long_rules_one_operand_per_line() -> None:
     result = format_source(_SIMPLE, "x.sos", width=50)
     assert result.text is not None
