@@ -758,16 +758,28 @@ def _check_characters(ctx: _Ctx, file: ast.PolicyFile) -> None:
     # and str.splitlines, not for a '#' comment, so '# note<VT>forbid ...' shows a
     # forbid that is not there.
     text = file.source
+    # where each line's '#' comment starts (its column)
+    comment_at = {c.span.line: c.span.col for c in file.comments}
+    shown: set[int] = set()  # lines with a flagged character so far
     line, line_start = 1, 0
     for m in _SUSPECT_RE.finditer(text):
         ch = m.group(0)
-        if unicodedata.category(ch) not in _FLAGGED_CATEGORIES and not ignorable(ch):
-            # (a default-ignorable code point, a Hangul filler or a variation selector,
-            # shows as nothing too: "/secret\u034f/**" reads as "/secret/**")
+        flagged = unicodedata.category(ch) in _FLAGGED_CATEGORIES
+        if not flagged and not ignorable(ch):
             continue
         line += text.count("\n", line_start, m.start())
         line_start = text.rfind("\n", 0, m.start()) + 1
         col = m.start() - line_start + 1
+        if flagged:
+            shown.add(line)  # past a CR or a VT the rest shows as code: warn there
+        elif line not in shown and comment_at.get(line, col + 1) < col:
+            # A default-ignorable code point that is no format character (a variation
+            # selector, the combining grapheme joiner, a Hangul filler) shows as nothing:
+            # in a string "/secret\u034f/**" reads as "/secret/**". In a comment it hides
+            # nothing, as it neither moves nor ends other text (a bidi control, a line
+            # separator or a CR does): the emoji selector of '# \u26a0\ufe0f keep this
+            # first' was warned about, and failed check --strict, for no reason.
+            continue
         name = unicodedata.name(ch, f"U+{ord(ch):04X}")
         ctx.err(
             "SOS106",

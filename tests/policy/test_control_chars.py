@@ -59,3 +59,23 @@ def test_a_default_ignorable_character_in_a_pattern_is_warned_about_and_escaped_
     assert not again.decide("files.read", hidden, {"principal": "a"}).allowed
     assert not policy.decide("files.read", hidden, {"principal": "a"}).allowed
     assert not [d for d in again.diagnostics if d.code == "SOS106"]
+
+
+@pytest.mark.parametrize("ch", ["\ufe0f", "\u034f", "\u3164", "\U000e0100"])
+def test_a_default_ignorable_character_in_a_comment_is_not_warned_about(ch: str) -> None:
+    # '# \u26a0\ufe0f keep this first': an emoji's variation selector, in a comment,
+    # neither moves nor ends any text, so it hides nothing; it was an SOS106 warning
+    # (and a failed check --strict) all the same. A bidi control there still is one,
+    # and so is anything past a line-break look-alike in the comment.
+    text = FILES + f"# \u26a0{ch} keep this first\n" + f'forbid read on "/b/**"  # ok {ch}\n'
+    policy = compile_source(text, "p.sos")
+    assert not [d for d in policy.diagnostics if d.code == "SOS106"]
+    bidi = FILES + f"# keep{ch} \u202e\n"
+    assert [(d.code, d.col) for d in compile_source(bidi, "p.sos").diagnostics] == [("SOS106", 9)]
+    hidden = FILES + f'# keep out\x0bforbid read on "/secret{ch}/**"\n'
+    found = [(d.code, d.line) for d in compile_source(hidden, "p.sos").diagnostics]
+    assert found == [("SOS106", 4), ("SOS106", 4)]
+    # in a string it reads as nothing: still warned about
+    text = FILES + f'forbid read on "/secret{ch}/**"  # {ch}\n'
+    found = [(d.code, d.col) for d in compile_source(text, "p.sos").diagnostics]
+    assert ("SOS106", 24) in found and len([c for c, _ in found if c == "SOS106"]) == 1
