@@ -118,11 +118,11 @@ class ConnectionGuard:
     def admit(self, connection: GuardedH11) -> bool:
         """Register a new connection; at the cap, close one to make room (``_victim``) or refuse.
 
-        The oldest waiting one not ``kept`` goes first (one that never carried a request of
-        the listener's own client, or whose client stopped reading): the harness's idle
-        keep-alive connection is the oldest, and connections without its token (a few
-        silent ones, reopened as they time out) evicted it, so its next call went out on a
-        closed socket and was never made."""
+        Connections that never carried a request of the listener's own client go first, the
+        oldest waiting one before any busy one: the harness's idle keep-alive connection is
+        the oldest, and connections without its token (a few silent ones, reopened as they
+        time out) evicted it, so its next call went out on a closed socket and was never
+        made."""
         if len(self._open) >= self.limits.max_connections:
             victim = self._victim()
             if victim is None:
@@ -138,23 +138,29 @@ class ConnectionGuard:
     def _victim(self) -> GuardedH11 | None:
         """The connection to close for a new one at the cap, or None when none may go.
 
-        A waiting one not ``kept`` first; then, when the listener knows its own client, a
-        busy one that never carried that client's request: such a connection is only ever
-        answered 401, and one whose client pipelines requests and reads none of the answers
-        stays busy for good, its answer waiting for the client to read (no deadline runs
-        while a response is written). Before, only waiting connections could go: a process
-        without the token held the cap that way with a few hundred kilobytes of pipelined
-        requests, and the harness's own connections were refused for the rest of the turn.
-        The client's own busy connections are never closed (an answer it is reading)."""
+        First a waiting one that never carried a request of the listener's own client; then,
+        when the listener knows that client, a busy one that never did: such a connection
+        is only ever answered 401, and one whose client pipelines requests and reads none
+        of the answers stays busy for good, its answer waiting for the client to read (no
+        deadline runs while a response is written). Only then one of the client's own: a
+        waiting one not ``kept`` (its client has not read its last answer) before a kept one.
+        The client's own busy connections are never closed (an answer it is being given).
+
+        Before, a waiting connection not ``kept`` went first whoever's it was: one whose
+        client was still reading a large answer (any answer larger than the socket buffers,
+        for as long as the client takes to read it) was closed under that answer for a
+        connection without the token, while the stranger's own connections stayed open (the
+        call ran and was recorded; its answer was lost). And only waiting connections could
+        go: a process without the token held the cap with a few hundred kilobytes of
+        pipelined requests, and the harness's own connections were refused for good."""
         waiting = [c for c in self._open if c.waiting]
-        unkept = next((c for c in waiting if not c.kept), None)
-        if unkept is not None:
-            return unkept
-        if self.trusted is not None:
+        stranger = next((c for c in waiting if not c.trusted), None)
+        if stranger is None and self.trusted is not None:
             stranger = next((c for c in self._open if not c.trusted), None)
-            if stranger is not None:
-                return stranger
-        return next(iter(waiting), None)
+        if stranger is not None:
+            return stranger
+        unread = next((c for c in waiting if not c.kept), None)
+        return unread if unread is not None else next(iter(waiting), None)
 
     def release(self, connection: GuardedH11) -> None:
         """Forget a connection (closed, refused or evicted)."""

@@ -341,8 +341,10 @@ async def test_a_client_that_stops_reading_is_let_go_when_evicted(
         stalled = _stalled_reader(port, turn.token)
         peer = stalled.getsockname()[1]
         await _answer_written(port, peer)
-        # its answer is complete as far as the app goes: the connection is the oldest idle one
-        others = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        # its answer is complete as far as the app goes: the connection is the oldest idle
+        # one, and the client's own new connections make room by closing it (a connection
+        # without the token would go first: ``test_a_slow_reader_outlasts_strangers_at_the_cap``)
+        others = [await _own_connection(port, turn.token) for _ in range(2)]
         try:
             let_go = await _let_go(port, peer)
             async with http_client(turn.url or "", turn.token) as client:
@@ -355,6 +357,78 @@ async def test_a_client_that_stops_reading_is_let_go_when_evicted(
     assert stats.connections_evicted >= 1
     assert let_go, "the evicted connection still holds its descriptor and its unsent answer"
     assert not ok.is_error
+
+
+async def _own_connection(port: int, token: str) -> tuple[Any, asyncio.StreamWriter]:
+    """A connection that carried a request with the turn's token (answered, read, kept open)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+    writer.write(f"Authorization: Bearer {token}\r\n\r\n".encode())
+    await writer.drain()
+    assert (await reader.readline()).startswith(b"HTTP/1.1 404")
+    await reader.readuntil(b"Not Found")
+    return reader, writer
+
+
+def _read_answer(sock: socket.socket) -> dict[str, Any]:
+    """The JSON answer of one HTTP response read whole from ``sock`` (ConnectionError if cut)."""
+    sock.settimeout(30)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionResetError("closed before the answer's headers")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next(
+        int(v) for k, _, v in (x.partition(":") for x in lines) if k.lower() == "content-length"
+    )
+    while len(body) < length:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionResetError(f"closed after {len(body)} of {length} answer bytes")
+        body += chunk
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the socket table of Linux")
+async def test_a_slow_reader_outlasts_strangers_at_the_cap(
+    runtime: Runtime, alice: AccessContext, tmp_path: Path
+) -> None:
+    """At the cap, a connection without the turn's token is closed before the turn's own
+    client's. Before, the oldest waiting connection not ``kept`` went first, and one whose
+    client had not yet read a large answer (its write buffer over the high-water mark: any
+    answer larger than the socket buffers, for as long as the client takes to read it) was
+    not kept: any local process that opened connections up to the cap and one more closed
+    the harness's connection under the answer it was reading (the call ran and was
+    recorded; its answer was lost), although its own connections were there to close."""
+    host = _big_host(runtime, tmp_path)
+    limits = TransportLimits(max_connections=3, header_timeout_s=30)
+    async with open_turn(host, alice, _BIG_POLICY, limits=limits) as turn:
+        assert turn.port is not None and turn.token is not None
+        port = turn.port
+        harness = _stalled_reader(port, turn.token)  # a client slow to read its answer
+        strangers = []
+        try:
+            await _answer_written(port, harness.getsockname()[1])
+            for _ in range(3):  # silent connections without the token: the third is one too many
+                strangers.append(await asyncio.open_connection("127.0.0.1", port))
+            with anyio.fail_after(bound(10)):
+                while turn.transport_stats.connections_evicted < 1:
+                    await anyio.sleep(0.02)
+            try:
+                answer = await anyio.to_thread.run_sync(_read_answer, harness)
+            except ConnectionError as exc:
+                answer = {"lost": str(exc)}
+        finally:
+            harness.close()
+            for _, writer in strangers:
+                writer.close()
+    assert len(answer.get("result", {}).get("content", [{}])[0].get("text", "")) == (
+        _answer_bytes()
+    ), str(answer)[:200]
 
 
 async def test_a_body_over_the_limit_is_refused_from_its_edges(
