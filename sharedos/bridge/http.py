@@ -223,22 +223,27 @@ class TurnHttpApp:
         over = _Edges() if declared is not None and declared > limit else None
         body = bytearray()
         complete = False
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break  # http.disconnect
-            chunk: bytes = message.get("body", b"")
-            if over is None and len(body) + len(chunk) > limit:
-                over = _Edges()
-                over.add(bytes(body))
-                body = bytearray()
-            if over is not None:
-                over.add(chunk)  # only its edges are kept
-            else:
-                body += chunk
-            if not message.get("more_body", False):
-                complete = True
-                break
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break  # http.disconnect
+                chunk: bytes = message.get("body", b"")
+                if over is None and len(body) + len(chunk) > limit:
+                    over = _Edges()
+                    over.add(bytes(body))
+                    body = bytearray()
+                if over is not None:
+                    over.add(chunk)  # only its edges are kept
+                else:
+                    body += chunk
+                if not message.get("more_body", False):
+                    complete = True
+                    break
+        except anyio.get_cancelled_exc_class():
+            if self.closing:
+                self._cut_by_close(bytes(body), over, declared)
+            raise
         if over is not None:
             # Refused from its edges, read to its end (or to the body deadline), as a stdio
             # line over the limit is: they show whether it is a tools/call and the id to
@@ -302,6 +307,40 @@ class TurnHttpApp:
             await self._deliver(scope, data, frame, receive, send, entry)
         finally:
             entry.leave()
+
+    def _cut_by_close(self, data: bytes, over: _Edges | None, declared: int | None) -> None:
+        """Record a POST body the turn's close cut off mid-read, as one the client cut off is.
+
+        Past the grace the close cancels the requests still running (uvicorn's
+        ``Task.cancel``), one still sending its body among them: it was dropped unrecorded,
+        and a body over the frame limit, read to its end since it is refused from its edges,
+        lost the ``oversized`` record it had when it was refused unread (a call the client
+        sent, no trace of it). Recorded in a task of its own, which that cancellation does
+        not end and ``settle_all`` waits for before the turn ends; a body under the limit is
+        classified in the turn's classifying thread, off the event loop (from its edges when
+        it gets the thread only once ``settle_all`` no longer reads bodies whole)."""
+
+        async def record() -> None:
+            if over is not None:
+                size = max(over.size, declared or 0)
+                frame = oversized(size, over.head, over.tail)
+            else:
+                async with self._classify_threads:
+                    # past the grace, behind another body: from its edges, as ``_settle`` does
+                    if self._unread:
+                        frame = unread_call(data, Problem.TRUNCATED)
+                    else:
+                        frame = await anyio.to_thread.run_sync(truncated, data)
+            logger.warning(
+                "bridge: a POST body was cut off by the turn's close after %d bytes; recorded "
+                "as malformed_request",
+                over.size if over is not None else len(data),
+            )
+            await self._recorder.refuse(frame)
+
+        task = asyncio.ensure_future(record())
+        self._settling.add(task)
+        task.add_done_callback(self._settled)
 
     def _settled(self, task: asyncio.Task[Any]) -> None:
         """A ``_settle`` task ended: forgotten, and a failure nobody awaited is logged."""

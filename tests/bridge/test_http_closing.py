@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import time
 from typing import Any
 
@@ -29,11 +30,14 @@ import pytest
 import sharedos.bridge.http as bridge_http
 from sharedos.bridge import open_turn
 from sharedos.bridge.frames import classify
+from sharedos.bridge.limits import TransportLimits
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
 from tests.bridge.rawwire import (
     ACCEPT,
     call,
+    frame,
+    http_post_head,
     initialize,
     json_rpc_messages,
     legacy_session,
@@ -408,3 +412,42 @@ async def test_large_calls_queued_at_the_close_do_not_hold_it_open(
     # the one being read when the grace ended, not all five read (and read again) in turn:
     # counted, not timed (a CPU bound on the close was at its edge on an idle machine)
     assert closing == 1 and len(read) == 1, read
+
+
+def _all_read(port: int, peer: int) -> bool:
+    """Whether the bridge's socket on ``port`` to ``peer`` exists and holds no unread byte."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote, queues = fields[1], fields[2], fields[4]
+            if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == peer:
+                return int(queues.split(":")[1], 16) == 0
+    return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads the socket table of Linux")
+@pytest.mark.parametrize("pad", [20_000, 300_000], ids=["under-the-limit", "over-the-limit"])
+async def test_a_body_the_close_cuts_off_is_recorded(
+    runtime: Runtime, alice: AccessContext, pad: int
+) -> None:
+    """A POST still sending its body when the turn closes is recorded, as one its client cut
+    off is. Past the grace the close cancels the requests still running, and such a body was
+    dropped with no record; one over the frame limit, announced by its Content-Length, had
+    been refused unread (recorded ``oversized``) until bodies over the limit were read to
+    their end: from then on a call the client sent over the limit at the close left no
+    trace."""
+    limits = TransportLimits(max_frame_bytes=100_000)
+    body = frame(call(5, "files.read", {"path": "/public/a.txt", "pad": "x" * pad}))
+    async with open_turn(runtime.host, alice, OPEN_POLICY, grace_s=0.2, limits=limits) as turn:
+        assert turn.port is not None and turn.token is not None
+        peer = socket.create_connection(("127.0.0.1", turn.port))
+        peer.sendall(http_post_head(turn.port, turn.token, len(body)) + body[: len(body) // 2])
+        with anyio.fail_after(10):  # the bridge has read what was sent: the request is in
+            while not _all_read(turn.port, peer.getsockname()[1]):
+                await anyio.sleep(0.01)
+    peer.close()
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    malformed = [(r.diagnostics or {}).get("malformed", {}) for r in records]
+    problem = "oversized" if len(body) > limits.max_frame_bytes else "truncated"
+    assert [m.get("problem") for m in malformed] == [problem]
+    assert malformed[0].get("looksLikeCall") is True
