@@ -18,10 +18,10 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from sharedos.confine.sockets import socket_dirs
 from sharedos.confine.view import canonical
 
 _SYSTEM = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/")
@@ -67,9 +67,15 @@ def install_root(real: str) -> list[str]:
 
 def too_wide(directory: str) -> bool:
     """True for a directory no installation is shown as: ``/``, one holding the user's
-    home or the temporary directory, or a home directory (``/root``, ``/home/NAME``)."""
+    home or a directory where the host's services make their Unix sockets (the temporary
+    directory, ``/run``, ``/dev/shm``, ``$XDG_RUNTIME_DIR``: ``sockets.socket_dirs``), or
+    a home directory (``/root``, ``/home/NAME``).
+
+    A socket directory shown read-only still serves its sockets (``connect`` needs no
+    write access): ``python $XDG_RUNTIME_DIR/tap.py`` or ``/dev/shm/bin/prog`` showed the
+    whole directory, the session's D-Bus and gpg-agent with it, as the program's own."""
     real = canonical(directory)
-    held = (canonical(Path.home()), canonical(tempfile.gettempdir()), "/root")
+    held = (canonical(Path.home()), *socket_dirs(), "/root")
     if any(h == real or h.startswith(real.rstrip("/") + "/") for h in held):
         return True
     return os.path.dirname(real) == "/home"

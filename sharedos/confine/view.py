@@ -313,6 +313,22 @@ class ViewBuilder:
             if p not in self._rw and not any(_is_under(p, o) and p != o for o in shown_ro)
         ]
         visible = [*readonly, *writable]
+        # every path shown, however it came (a program's installation, a script argument,
+        # a venv's home, a tools directory): one holding a directory where the host's
+        # services make their sockets shows those sockets, and a read-only bind does not
+        # stop a connect() (``sockets``)
+        from sharedos.confine.sockets import socket_dirs  # it imports this module
+
+        for held in socket_dirs():
+            for seen in visible:
+                if _is_under(held, seen):
+                    raise ManagedRootVisible(
+                        f"the sandbox would be shown {seen}, which holds {held}, where the "
+                        "host's services make their Unix sockets (tmux, ssh-agent, D-Bus, "
+                        "docker): a read-only bind does not stop a connect(), and the "
+                        "sandbox runs as this user, so each would serve it as the host "
+                        "user; show a narrower path (a program's own directory) instead"
+                    )
         for kept in dict.fromkeys(canonical(k) for k in never_writable):
             for open_path in writable:
                 if _is_under(kept, open_path) or _is_under(open_path, kept):

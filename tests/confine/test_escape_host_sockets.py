@@ -160,3 +160,49 @@ def test_a_root_holding_the_temporary_directory_is_refused_by_host_check(tmp_pat
     assert "upstream.scratch.roots: entry 1 (/tmp): it holds /tmp, where the host's" in (
         checked.stderr
     ), checked.stderr
+
+
+def test_a_script_in_a_socket_directory_does_not_show_that_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program's installation is shown too, found from the command: a script argument
+    directly in ``$XDG_RUNTIME_DIR`` (or ``/dev/shm``, ``/run``) had the whole directory
+    shown as its own, the session's D-Bus, gpg-agent and every other socket there with it.
+    Before: ``PROBE connected``, the service accepted the upstream."""
+    runtime_dir = tmp_path / "run-user"
+    runtime_dir.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
+    script = runtime_dir / "tap.py"
+    script.write_text(CONNECT, encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    service = Service(runtime_dir / "bus")
+    try:
+        host = parse_host_config(
+            f'[upstream.tap]\ncommand = "/usr/bin/python3"\nargs = ["{script}"]\n'
+            f'roots = [{{ path = "{data}", mode = "ro" }}]\n',
+            str(tmp_path / "host.toml"),
+        )
+        placement = decide(host.upstream["tap"], UpstreamConfinementPolicy(required=True))
+        assert placement.wrap is not None, placement.refusal
+        command, args = placement.wrap("/usr/bin/python3", [str(script), str(service.path)])
+        proc = subprocess.run(
+            [command, *args], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert "PROBE connected" not in proc.stdout
+        assert service.accepted == 0
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("where", ["/run", "/dev/shm", "/"])
+def test_no_view_shows_a_directory_where_host_services_make_sockets(where: str) -> None:
+    """However a path comes into a view (a program's installation, a venv's home, a tools
+    directory), one holding ``/run`` or the like is refused when the view is built."""
+    from sharedos.confine.view import ViewBuilder
+
+    if not os.path.isdir(where):
+        pytest.skip(f"no {where} here")
+    with pytest.raises(ConfinementError) as refused:
+        ViewBuilder().system().readonly(where).build()
+    assert "where the host's services make their Unix sockets" in str(refused.value)
