@@ -14,9 +14,11 @@ So a path the operator shows a sandbox (``[confinement] readonly``; an upstream'
 sockets (``socket_dirs``: the temporary directory, ``/run``, ``/var/run``, ``/dev/shm``,
 ``$XDG_RUNTIME_DIR``, ...), whose sockets come and go while a sandbox runs, nor hold a
 socket when the sandbox is planned (each harness turn; an upstream's first session).
-What this leaves (docs/confinement.md): a socket a host service makes later inside a
-narrower shown directory, and one in a directory the walk cannot list or does not reach
-(``WALK_LIMIT`` entries a path).
+The sockets listening in this network namespace are found wherever they lie under the
+path (``/proc/net/unix``), the others by a walk. What this leaves (docs/confinement.md):
+a socket a host service makes later inside a narrower shown directory, and one bound in
+another network namespace (a container's) in a directory the walk cannot list or does
+not reach (``WALK_LIMIT`` entries a path).
 """
 
 from __future__ import annotations
@@ -79,6 +81,36 @@ def _first_socket(top: str, hidden: tuple[str, ...], limit: int) -> str | None:
     return None
 
 
+def _listening(top: str, hidden: tuple[str, ...]) -> str | None:
+    """A socket a process of this network namespace listens on under ``top`` (not under
+    ``hidden``), as the kernel lists them (``/proc/net/unix``), or None.
+
+    The walk stops after ``WALK_LIMIT`` entries and cannot list a directory it may not
+    read (one the sandbox may still traverse to a known name): a shown home whose
+    ``.cache`` came first hid ``~/.ssh``'s ControlMaster socket. The kernel's list has
+    every bound path of the host's services whatever the tree holds; only a path still
+    a socket on disk counts (a socket's file unlinked, or renamed, is not reached by it).
+    """
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="surrogateescape") as listing:
+            lines = listing.read().splitlines()[1:]
+    except OSError:
+        return None  # no procfs: the walk is all there is
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue  # unbound, abstract (``@name``), or bound by a relative name
+        try:
+            path = canonical(fields[7])
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue
+        except (OSError, ValueError):
+            continue
+        if _is_under(path, top) and not any(_is_under(path, h) for h in hidden):
+            return path
+    return None
+
+
 def socket_problem(
     given: str | os.PathLike[str],
     *,
@@ -102,7 +134,8 @@ def socket_problem(
                 "would be served as the host user by each; show a directory of its "
                 "own instead (a sandbox has a private /tmp of its own)"
             )
-    socket = _first_socket(path, tuple(canonical(h) for h in hidden), WALK_LIMIT)
+    private = tuple(canonical(h) for h in hidden)
+    socket = _listening(path, private) or _first_socket(path, private, WALK_LIMIT)
     if socket is not None:
         return (
             f"{what} holds the Unix socket {socket}: a read-only bind does not "

@@ -206,3 +206,43 @@ def test_no_view_shows_a_directory_where_host_services_make_sockets(where: str) 
     with pytest.raises(ConfinementError) as refused:
         ViewBuilder().system().readonly(where).build()
     assert "where the host's services make their Unix sockets" in str(refused.value)
+
+
+def test_a_socket_past_the_walk_limit_is_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk looks at ``WALK_LIMIT`` entries (20,000: a home's ``.cache`` alone has more):
+    a listening socket past them, ``~/.ssh``'s ControlMaster one, was shown to a confined
+    upstream with its root. Before: ``PROBE connected``, the service accepted it."""
+    import sharedos.confine.sockets as sockets
+
+    monkeypatch.setattr(sockets, "WALK_LIMIT", 50)
+    root = tmp_path / "home"
+    (root / "cache").mkdir(parents=True)
+    for i in range(60):
+        (root / "cache" / f"f{i}").touch()
+    (root / "ssh").mkdir()
+    script = tmp_path / "tap.py"
+    script.write_text(CONNECT, encoding="utf-8")
+    text = (
+        f'[upstream.tap]\ncommand = "/usr/bin/python3"\nargs = ["{script}"]\n'
+        f'roots = [{{ path = "{root}", mode = "ro" }}]\n'
+    )
+    host = parse_host_config(text, str(tmp_path / "host.toml"))  # no socket there yet
+    service = Service(root / "ssh" / "cm.sock")
+    try:
+        with pytest.raises(HostConfigError) as checked:  # `sharedos host check` says it
+            parse_host_config(text, str(tmp_path / "host.toml"))
+        assert f"it holds the Unix socket {service.path}" in str(checked.value)
+        placement = decide(host.upstream["tap"], UpstreamConfinementPolicy(required=True))
+        if placement.wrap is not None:
+            command, args = placement.wrap("/usr/bin/python3", [str(script), str(service.path)])
+            proc = subprocess.run(
+                [command, *args], capture_output=True, text=True, timeout=60, check=False
+            )
+            assert "PROBE connected" not in proc.stdout
+        else:
+            assert placement.refusal is not None and str(service.path) in placement.refusal
+        assert service.accepted == 0
+    finally:
+        service.close()
