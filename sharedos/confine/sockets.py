@@ -119,7 +119,7 @@ def socket_problem(
 ) -> str | None:
     """Why ``given`` (a path shown to a sandbox) may not be shown for the host's sockets it
     holds (see the module docstring), or None (``hidden``: directories the view covers with
-    a tmpfs of its own, not looked in; ``what``: how the message names the path)."""
+    a tmpfs of its own when the path holds them, not looked in then; ``what``: how the message names the path)."""
     given = os.fspath(given)
     what = given if what is None else what
     if not os.path.exists(given):
@@ -134,7 +134,10 @@ def socket_problem(
                 "would be served as the host user by each; show a directory of its "
                 "own instead (a sandbox has a private /tmp of its own)"
             )
-    private = tuple(canonical(h) for h in hidden)
+    # only a private directory the path holds (or is) gets a tmpfs of the view's own: one
+    # the path lies inside does not, and the path is shown as it is (a readonly path
+    # inside the workdir), so it is looked in whole
+    private = tuple(h for h in (canonical(h) for h in hidden) if _is_under(h, path))
     socket = _listening(path, private) or _first_socket(path, private, WALK_LIMIT)
     if socket is not None:
         return (

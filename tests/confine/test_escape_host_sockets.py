@@ -246,3 +246,28 @@ def test_a_socket_past_the_walk_limit_is_still_found(
         assert service.accepted == 0
     finally:
         service.close()
+
+
+def test_a_readonly_path_inside_the_workdir_is_looked_in(tmp_path: Path) -> None:
+    """The workdir (which keeps every turn's directory) is private: a readonly path holding
+    it shows only this turn's own there, so the walk does not look in it. But a readonly
+    path *inside* it is shown as it is, and the walk skipped its directories all the same.
+    Before: ``PROBE connected``, the service accepted the confined harness."""
+    workdir = tmp_path / "turns"
+    where = workdir / "shared"
+    (where / "sub").mkdir(parents=True)
+    (where / "connect.py").write_text(CONNECT, encoding="utf-8")
+    service = Service(where / "sub" / "svc.sock")
+    python, _prefix = sandbox_python()
+    host = probe_host(tmp_path, where, f"{python} -I -S {where}/connect.py {service.path}")
+    env = build_environment(load_manifest(), tmp_path / "env", name="probe")
+    runtime = McpHarnessRuntime(host.get("probe"), host, environ=dict(os.environ))
+    try:
+        with pytest.raises(ConfinementError) as refused:
+            result = run_probe_turn(runtime, env, "inside", workdir=workdir)
+            print(result.process.stdout)  # before: "PROBE connected"
+    finally:
+        env.close()
+        service.close()
+    assert f"holds the Unix socket {service.path}" in str(refused.value)
+    assert service.accepted == 0
