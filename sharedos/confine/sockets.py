@@ -81,9 +81,9 @@ def _first_socket(top: str, hidden: tuple[str, ...], limit: int) -> str | None:
     return None
 
 
-def _listening(top: str, hidden: tuple[str, ...]) -> str | None:
-    """A socket a process of this network namespace listens on under ``top`` (not under
-    ``hidden``), as the kernel lists them (``/proc/net/unix``), or None.
+def listening_sockets() -> list[str]:
+    """The sockets processes of this network namespace are bound to, by the kernel's list
+    (``/proc/net/unix``), canonical, each still a socket at its path; [] without procfs.
 
     The walk stops after ``WALK_LIMIT`` entries and cannot list a directory it may not
     read (one the sandbox may still traverse to a known name): a shown home whose
@@ -95,17 +95,27 @@ def _listening(top: str, hidden: tuple[str, ...]) -> str | None:
         with open("/proc/net/unix", encoding="utf-8", errors="surrogateescape") as listing:
             lines = listing.read().splitlines()[1:]
     except OSError:
-        return None  # no procfs: the walk is all there is
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) < 8 or not fields[7].startswith("/"):
-            continue  # unbound, abstract (``@name``), or bound by a relative name
+        return []  # no procfs: the walk is all there is
+    # a path once: a listener's every accepted connection is listed with its path; a
+    # datagram socket (journald's, systemd's notify) is bound, not listening, and
+    # reached by a sendto() all the same
+    bound = dict.fromkeys(f[7] for f in (line.split(None, 7) for line in lines) if len(f) == 8)
+    found: list[str] = []
+    for given in bound:
+        if not given.startswith("/"):
+            continue  # abstract (``@name``), or bound by a relative name
         try:
-            path = canonical(fields[7])
-            if not stat.S_ISSOCK(os.lstat(path).st_mode):
-                continue
+            path = canonical(given)
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                found.append(path)
         except (OSError, ValueError):
             continue
+    return list(dict.fromkeys(found))
+
+
+def _listening(top: str, hidden: tuple[str, ...]) -> str | None:
+    """A socket listened on under ``top`` (not under ``hidden``), or None."""
+    for path in listening_sockets():
         if _is_under(path, top) and not any(_is_under(path, h) for h in hidden):
             return path
     return None

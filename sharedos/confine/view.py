@@ -405,6 +405,29 @@ class ViewBuilder:
         for place in places:
             if place in hidden or any(_is_under(place, seen) and place != seen for seen in visible):
                 tmpfs[place] = None
+        # a host service listening inside any shown path serves the sandbox as the host
+        # user (the program's installation, found from its command, is no narrower than
+        # an operator's path): the mount that shows it is the deepest one over it (a
+        # tmpfs or a mask hides it; at one depth a bind is mounted after a tmpfs)
+        from sharedos.confine.sockets import listening_sockets  # it imports this module
+
+        covers = [
+            *((p, False) for p in tmpfs),
+            *((p, False) for p in masked),
+            *((p, True) for p in visible),
+        ]
+        for sock in listening_sockets():
+            over = [c for c in covers if _is_under(sock, c[0])]
+            if over:
+                top, shown = max(over, key=lambda c: (c[0].count("/") + (c[0] != "/"), c[1]))
+                if shown:
+                    raise ManagedRootVisible(
+                        f"the sandbox would be shown {top}, which holds the Unix socket "
+                        f"{sock} a host service listens on: a read-only bind does not stop "
+                        "a connect(), and the sandbox runs as this user, so the service "
+                        "would serve it as the host user; move the socket out of that "
+                        "path, or show a narrower one"
+                    )
         # A recreated symlink that lies inside a bound directory already exists there.
         links = {
             link: target

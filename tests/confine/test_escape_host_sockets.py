@@ -271,3 +271,43 @@ def test_a_readonly_path_inside_the_workdir_is_looked_in(tmp_path: Path) -> None
         service.close()
     assert f"holds the Unix socket {service.path}" in str(refused.value)
     assert service.accepted == 0
+
+
+def test_a_programs_installation_holding_a_listening_socket_is_not_shown(
+    tmp_path: Path,
+) -> None:
+    """The installation found from the command (``PREFIX`` of ``PREFIX/bin/tap.py``) is
+    shown as the program's own, and was never looked in: an application's control socket
+    beside it (``PREFIX/run/app.sock``, a supervisord's) served the confined upstream.
+    Before: ``PROBE connected``, the service accepted it."""
+    app = tmp_path / "app"
+    (app / "bin").mkdir(parents=True)
+    (app / "run").mkdir()
+    script = app / "bin" / "tap.py"
+    script.write_text(CONNECT, encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    service = Service(app / "run" / "app.sock")
+    try:
+        host = parse_host_config(
+            f'[upstream.tap]\ncommand = "/usr/bin/python3"\nargs = ["{script}"]\n'
+            f'roots = [{{ path = "{data}", mode = "ro" }}]\n',
+            str(tmp_path / "host.toml"),
+        )
+        try:
+            placement = decide(host.upstream["tap"], UpstreamConfinementPolicy(required=True))
+        except ConfinementError as exc:
+            assert f"holds the Unix socket {service.path}" in str(exc)
+        else:
+            if placement.wrap is not None:
+                command, args = placement.wrap("/usr/bin/python3", [str(script), str(service.path)])
+                proc = subprocess.run(
+                    [command, *args], capture_output=True, text=True, timeout=60, check=False
+                )
+                assert "PROBE connected" not in proc.stdout
+            else:
+                assert placement.refusal is not None
+                assert str(service.path) in placement.refusal
+        assert service.accepted == 0
+    finally:
+        service.close()
