@@ -984,6 +984,27 @@ def check_locations(config: HostConfig, text: str) -> list[str]:
                 problems.append(
                     f"{config.source}:{line}:{col}: {'.'.join(loc)}: cannot be used: {problem}"
                 )
+    # a readonly path shown to a sandbox that holds the host's sockets refuses every
+    # confined turn (exit 5) or leaves the upstream's tools out: said here, as for a root
+    from sharedos.confine.sockets import socket_problem
+
+    shown: list[tuple[tuple[str, ...], int, str]] = []
+    for i, value in enumerate(config.confinement.readonly):
+        try:
+            path = config.written_path(value, what="[confinement] readonly")
+        except HostConfigError:
+            continue  # an unset ${VAR}: the turn says it
+        shown.append((("confinement", "readonly"), i, path))
+    for uid, upstream in config.upstream.items():
+        shown.extend((("upstream", uid, "readonly"), i, p) for i, p in enumerate(upstream.readonly))
+    for loc, i, path in shown:
+        held = socket_problem(path, what="it")
+        if held is not None:
+            line, col = locate(positions, loc)
+            problems.append(
+                f"{config.source}:{line}:{col}: {'.'.join(loc)}: entry {i + 1} ({path}): "
+                f"cannot be used: {held}"
+            )
     return problems
 
 

@@ -311,3 +311,28 @@ def test_a_programs_installation_holding_a_listening_socket_is_not_shown(
         assert service.accepted == 0
     finally:
         service.close()
+
+
+def test_host_check_says_a_readonly_path_holding_the_hosts_sockets(tmp_path: Path) -> None:
+    """A ``[confinement] readonly`` path, or an upstream's ``readonly`` path, that holds the
+    temporary directory refuses every confined turn (exit 5) or leaves the upstream's tools
+    out. Before: ``sharedos host check`` said ``ok`` (only an upstream's roots were looked
+    at), and ``sharedos run`` was the first to say it."""
+    host = tmp_path / "host.toml"
+    host.write_text(
+        '[confinement]\nreadonly = ["/tmp"]\n\n'
+        '[upstream.scratch]\ncommand = "/usr/bin/python3"\n'
+        f'roots = [{{ path = "{tmp_path}", mode = "ro" }}]\nreadonly = ["/run"]\n',
+        encoding="utf-8",
+    )
+    sharedos = str(Path(sys.executable).parent / "sharedos")
+    checked = subprocess.run(
+        [sharedos, "host", "check", str(host)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode != 0, checked.stdout
+    assert "confinement.readonly: entry 1 (/tmp): cannot be used: it holds /tmp" in (
+        checked.stderr
+    ), checked.stderr
+    assert "upstream.scratch.readonly: entry 1 (/run): cannot be used: it holds /run" in (
+        checked.stderr
+    ), checked.stderr
