@@ -375,7 +375,9 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
     (made or not yet), for a program started with ``environ`` (``upstream_environ``: the
     host's ``HOME``, the upstream's own ``env``): ``$GIT_CONFIG_GLOBAL``, or else both
     ``$XDG_CONFIG_HOME/git/config`` (``~/.config/git/config``) and ``~/.gitconfig``, and
-    ``$GIT_CONFIG_SYSTEM`` when it is set (``/etc/gitconfig`` lies in the system view).
+    ``$GIT_CONFIG_SYSTEM`` when it is set (``/etc/gitconfig`` lies in the system view),
+    with what each of these and ``/etc/gitconfig`` include and the ``core.hooksPath``
+    they name (``_git_config_names``).
 
     Git runs what they name as it runs a repository's ``.git/config`` (``core.fsmonitor``
     on every status, ``core.hooksPath``, a filter driver), in every repository: under a
@@ -394,7 +396,83 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
         found += [xdg / "git" / "config", home / ".gitconfig"]
     if environ.get("GIT_CONFIG_SYSTEM"):
         found.append(environ["GIT_CONFIG_SYSTEM"])
-    return list(dict.fromkeys(os.path.abspath(p) for p in found))
+    read = [os.path.abspath(p) for p in found]
+    if not environ.get("GIT_CONFIG_NOSYSTEM") and not environ.get("GIT_CONFIG_SYSTEM"):
+        read.append("/etc/gitconfig")  # in the system view itself; what it names may not be
+    named: list[str] = []
+    for config in read:
+        named += _git_config_names(config, str(home))
+    return list(dict.fromkeys([*(os.path.abspath(p) for p in found), *named]))
+
+
+#: a section header, ``[include]``, ``[includeIf "gitdir:~/work/"]``, ``[core]``, and the
+#: rest of its line (git reads a key there too)
+_GIT_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\](.*)$')
+_GIT_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=(.*))?$")
+
+
+def _git_config_value(raw: str) -> str:
+    """A git configuration value as git reads it: quotes joined, ``\\`` escapes taken,
+    a ``#``/``;`` comment outside quotes cut, the unquoted ends trimmed."""
+    out: list[str] = []
+    quoted = False
+    chars = iter(raw.strip())
+    for ch in chars:
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "\\":
+            nxt = next(chars, "")
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(nxt, nxt))
+        elif ch in "#;" and not quoted:
+            break
+        else:
+            out.append(ch)
+    return "".join(out).strip()
+
+
+def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
+    """The files and directories a git configuration file makes git read or run, made or
+    not yet: the files its ``include.path`` and ``includeIf.<cond>.path`` include (every
+    one, whatever its condition: a ``gitdir:`` one holds wherever the upstream runs git;
+    ``~/`` from ``home``, a relative one from the including file's directory; a missing
+    one is skipped by git without a word, so it may be made later), and theirs in turn
+    (git's own depth, 10), and its ``core.hooksPath`` (``~/`` or absolute: a relative one
+    lies in the work tree, kept already), the hooks git and GitPython run on a commit or
+    a checkout.
+
+    An included file is read as the one including it: ``[include] path =
+    ~/dotfiles/gitconfig`` and ``[includeIf "gitdir:~/work/"] path = ~/work/.gitconfig``
+    are what many homes hold, and under a files root over ``~/dotfiles`` or ``~/work``
+    a permitted ``files.write`` of the included file set the ``core.fsmonitor`` that an
+    unconfined mcp-server-git's next ``git_status`` ran as the host."""
+    try:
+        text = Path(config).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    found: list[str] = []
+    section = ""
+    for line in text.splitlines():
+        header = _GIT_SECTION.match(line)
+        if header:
+            section, line = header.group(1).lower(), header.group(2)
+        key = _GIT_KEY.match(line)
+        if key is None or key.group(2) is None:
+            continue
+        name = f"{section}.{key.group(1).lower()}"
+        if name not in ("include.path", "includeif.path", "core.hookspath"):
+            continue
+        value = _git_config_value(key.group(2))
+        if value.startswith("~/"):
+            value = os.path.join(home, value[2:])
+        elif not os.path.isabs(value):
+            if name == "core.hookspath" or not value:
+                continue  # relative to the work tree git runs in: kept as the repository
+            value = os.path.join(os.path.dirname(config), value)
+        value = os.path.abspath(value)
+        found.append(value)
+        if name != "core.hookspath" and depth < 10:
+            found += _git_config_names(value, home, depth + 1)
+    return found
 
 
 #: mcp-server-git, whose ``--repository``/``-r`` fences the ``repo_path`` of its calls

@@ -781,7 +781,8 @@ def root_holds_code(
         "of its python -m: give it a cwd outside the root; its Python's user site-packages: "
         "give it PYTHONNOUSERSITE=1), the harness CLI, the upstreams' programs, the git repositories an "
         "unconfined upstream is pointed at, git's global configuration (~/.gitconfig, "
-        "~/.config/git/config, or the GIT_CONFIG_GLOBAL file that upstream's env names) and "
+        "~/.config/git/config, or the GIT_CONFIG_GLOBAL file that upstream's env names, "
+        "the files it includes and its core.hooksPath) and "
         "a package runner's installs (~/.npm) outside the files root, or confine that "
         "upstream (declare its roots in the host file)"
     )

@@ -370,3 +370,47 @@ def test_a_python_outside_a_virtualenv_imports_from_the_users_site_packages(
     )
     assert [str(home / ".local" / "lib")] == found(str(venv), ["/srv/server.py"])
     assert found("node", ["/srv/server.js"]) == []
+
+
+def test_the_files_gits_global_configuration_includes_are_kept_beside_a_git_upstream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``~/.gitconfig`` often includes another file (``[include] path =
+    ~/dotfiles/gitconfig``, ``[includeIf "gitdir:~/work/"] path = work/.gitconfig``) and
+    names a ``core.hooksPath``: git reads the one as the global file itself and runs the
+    other's hooks, in every repository. Under a files root over ``~/work`` or
+    ``~/dotfiles`` a permitted ``files.write`` of the included file set the
+    ``core.fsmonitor`` an unconfined mcp-server-git's next ``git_status`` ran as the
+    host; the root was served."""
+    home = tmp_path / "home"
+    work, dotfiles, hooks = home / "work", home / "dotfiles", home / "githooks"
+    for d in (work, dotfiles, hooks):
+        d.mkdir(parents=True)
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = t\n"
+        '[include]\n\tpath = "~/dotfiles/gitconfig" ; the shared one\n'
+        '[includeIf "gitdir:/"]\n\tpath = work/.gitconfig\n',
+        encoding="utf-8",
+    )
+    (dotfiles / "gitconfig").write_text("[core]\n\thooksPath = ~/githooks\n", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    repo = _repo(tmp_path / "repo")
+    # git itself reads the not-yet-made included file: what a files.write there says runs
+    mark = tmp_path / "ran"
+    (work / ".gitconfig").write_text(
+        f'[core]\n\tfsmonitor = "touch {mark}; false"\n', encoding="utf-8"
+    )
+    subprocess.run(["git", "-C", str(repo), "status"], capture_output=True, check=False)
+    assert mark.exists()
+    (work / ".gitconfig").unlink()
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(repo)]))
+    for kept in (work / ".gitconfig", dotfiles / "gitconfig", hooks):
+        assert str(kept) in trees, trees
+    for root in (work, dotfiles, hooks, hooks / "sub"):
+        problem = _refused(root, trees)
+        assert problem is not None and "include" in problem, (root, problem)
+    # a project under the home beside them: served
+    project = home / "project"
+    project.mkdir()
+    assert _refused(project, trees) is None
