@@ -987,7 +987,7 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     upstream sandbox may write them: what it wrote would run next as the host."""
     from sharedos.confine.detect import BWRAP_ENV, bubblewrap_program
     from sharedos.confine.programs import code_paths
-    from sharedos.confine.upstream import SCRIPT_SUFFIXES
+    from sharedos.confine.upstream import script_args
 
     path_env = os.environ.get("PATH")
     found: list[str] = []
@@ -1005,9 +1005,8 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         if upstream.transport != "stdio" or upstream.command is None or upstream.roots is not None:
             continue
         found += code_paths(upstream.command, path_env)
-        for arg in upstream.args:
-            if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
-                found += code_paths(arg, path_env)
+        for script in script_args(upstream.args, upstream.cwd):
+            found += code_paths(script, path_env)
     return tuple(dict.fromkeys([*found, *host_trees(runtime, host_config)]))
 
 

@@ -39,6 +39,20 @@ _SECCOMP_FD = 3
 SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".py")
 
 
+def script_args(args: Iterable[str], cwd: str | None = None) -> list[str]:
+    """The scripts among an upstream's ``args`` (``SCRIPT_SUFFIXES``) that are files, each
+    as the upstream's interpreter finds it: a relative one from the upstream's ``cwd``
+    (None: the host's working directory, where the SDK starts it).
+
+    Looked for from the host's own working directory, ``args = ["server.py"]`` with
+    ``cwd = "/srv/mcp"`` named no file there, and nothing of the script was kept: a files
+    root over ``/srv/mcp`` was served, and a ``files.write`` of ``/server.py`` was the
+    server the host ran next, unconfined."""
+    base = cwd or os.getcwd()
+    found = [os.path.join(base, a) for a in args if a.endswith(SCRIPT_SUFFIXES)]
+    return [os.path.abspath(a) for a in found if os.path.isfile(a)]
+
+
 @dataclass(frozen=True)
 class UpstreamSandbox:
     """The planned sandbox of one stdio upstream."""
@@ -139,12 +153,11 @@ def plan_upstream(
     builder = ViewBuilder().system(network=network)
     for path in program_paths(command, path_env):
         builder.readonly(path)
-    for arg in args:
-        # a script the interpreter runs (``node server.js``, ``python tap.py``) is part
-        # of the program; other arguments (paths it serves) must be declared as roots
-        if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
-            for path in program_paths(arg, path_env):
-                builder.readonly(path)
+    # a script the interpreter runs (``node server.js``, ``python tap.py``, from its cwd)
+    # is part of the program; other arguments (paths it serves) must be declared as roots
+    for script in script_args(args, cwd):
+        for path in program_paths(script, path_env):
+            builder.readonly(path)
     for path in readonly:
         builder.readonly(path)
     for path, mode in roots:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from sharedos.confine import ConfinementUnavailable, ManagedRootVisible, find_bubblewrap, supervised
 from sharedos.confine.door import private_base, run_base
 from sharedos.confine.programs import code_paths, upstream_environ, upstream_import_dirs
-from sharedos.confine.upstream import SCRIPT_SUFFIXES, UpstreamSandbox, plan_upstream
+from sharedos.confine.upstream import UpstreamSandbox, plan_upstream, script_args
 from sharedos.upstream.config import UpstreamConfig
 
 #: (command, args) → (command, args) actually started
@@ -88,9 +88,8 @@ def upstream_programs(
         if config.transport != "stdio" or config.command is None:
             continue
         found += code_paths(config.command, path_env)
-        for arg in config.args:
-            if arg.endswith(SCRIPT_SUFFIXES) and os.path.isfile(arg):
-                found += code_paths(arg, path_env)
+        for script in script_args(config.args, config.cwd):
+            found += code_paths(script, path_env)
     return tuple(dict.fromkeys(found))
 
 

@@ -414,3 +414,33 @@ def test_the_files_gits_global_configuration_includes_are_kept_beside_a_git_upst
     project = home / "project"
     project.mkdir()
     assert _refused(project, trees) is None
+
+
+def test_an_upstreams_script_named_relative_to_its_cwd_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``command = "python3"``, ``args = ["server.py"]``, ``cwd = "/srv/mcp"``: the SDK
+    starts the script in the upstream's ``cwd``, but the check looked for ``server.py``
+    in the host's working directory, found none there, and kept nothing of it: a files
+    root over ``/srv/mcp`` was served, and a permitted ``files.write`` of ``/server.py``
+    was the server the host ran next, unconfined."""
+    from sharedos.cli.run import host_programs
+    from sharedos.upstream.sandbox import upstream_programs
+
+    served = tmp_path / "srv" / "mcp"
+    served.mkdir(parents=True)
+    (served / "server.py").write_text("print('server')\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # where ``sharedos run`` was started
+    text = (
+        f"[upstream.tap]\ncommand = {sys.executable!r}\nargs = ['server.py']\n"
+        f"cwd = {str(served)!r}\n"
+    )
+    host = parse_host_config(text, str(tmp_path / "host.toml"))
+    code = host_programs(None, host)
+    assert str(served) in code, code
+    problem = root_holds_code(served, code)
+    assert problem is not None and "holds code" in problem
+    # a confined upstream's rw root may not hold it either
+    assert str(served) in upstream_programs(host.upstream.values())
