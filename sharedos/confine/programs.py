@@ -224,8 +224,10 @@ def upstream_import_dirs(
     """Where a stdio upstream started as ``command args`` with ``environ``
     (``upstream_environ``) in ``cwd`` (None: the host's working directory, where the SDK
     starts it) loads code from by name, beyond its program's own files (``code_paths``):
-    the ``PYTHONPATH`` and ``NODE_PATH`` directories its ``env`` names, the files its
-    ``NODE_OPTIONS`` preload (``--require``/``-r``/``--import``/``--loader PATH``), and
+    the ``PYTHONPATH``, ``NODE_PATH`` and ``LD_LIBRARY_PATH`` directories its ``env``
+    names, the files its ``NODE_OPTIONS`` preload (``--require``/``-r``/``--import``/
+    ``--loader PATH``), its ``LD_PRELOAD`` libraries and its ``BASH_ENV`` (which bash
+    sources before running any script: a ``bash -c``, a ``#!/bin/bash`` server), and
     for a Python interpreter run with ``-m`` or ``-c`` its working directory, first on
     its ``sys.path``, and for one outside a virtualenv its user site-packages
     (``_user_site``).
@@ -238,8 +240,16 @@ def upstream_import_dirs(
     under the root's own name."""
     args = list(args)
     found: list[str] = []
-    for name in ("PYTHONPATH", "NODE_PATH"):
-        found += [e for e in (environ.get(name) or "").split(os.pathsep) if e]
+    for name in ("PYTHONPATH", "NODE_PATH", "LD_LIBRARY_PATH"):
+        entries = (environ.get(name) or "").split(os.pathsep) if environ.get(name) else []
+        # an empty entry (``/opt/lib:``, ``:/opt/lib``) is the working directory to Python
+        # and the dynamic loader (node skips it)
+        found += [e or os.curdir for e in entries if e or name != "NODE_PATH"]
+    # the dynamic loader's preloads (``:`` or blank between them) and bash's start file:
+    # loaded into the upstream's every process, its interpreter's included
+    found += [e for e in re.split(r"[:\s]+", environ.get("LD_PRELOAD") or "") if "/" in e]
+    if environ.get("BASH_ENV"):
+        found.append(environ["BASH_ENV"])
     options = (environ.get("NODE_OPTIONS") or "").split()
     for i, word in enumerate(options):
         flag, eq, value = word.partition("=")

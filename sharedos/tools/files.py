@@ -777,7 +777,8 @@ def root_holds_code(
     held = [*paths_within_root(root, code), *paths_within_root(root, trees)]
     keep = (
         "keep SharedOS's installation, the directories Python imports from (sys.path, "
-        "PYTHONPATH; an unconfined upstream's env's PYTHONPATH or NODE_PATH, and the cwd "
+        "PYTHONPATH; an unconfined upstream's env's PYTHONPATH, NODE_PATH, LD_LIBRARY_PATH, LD_PRELOAD "
+        "or BASH_ENV, and the cwd "
         "of its python -m: give it a cwd outside the root; its Python's user site-packages: "
         "give it PYTHONNOUSERSITE=1), the harness CLI, the upstreams' programs, the git repositories an "
         "unconfined upstream is pointed at, git's global configuration (~/.gitconfig, "

@@ -96,7 +96,8 @@ def upstream_programs(
 def upstream_imports(upstreams: Iterable[UpstreamConfig]) -> tuple[str, ...]:
     """Where every unconfined stdio upstream (one declaring no roots) loads code from by
     name, beyond its program (``programs.upstream_import_dirs``): its ``env``'s
-    ``PYTHONPATH`` and ``NODE_PATH``, the files its ``NODE_OPTIONS`` preload, the
+    ``PYTHONPATH``, ``NODE_PATH`` and ``LD_LIBRARY_PATH``, the files its ``NODE_OPTIONS``
+    and ``LD_PRELOAD`` preload, its ``BASH_ENV``, the
     working directory of ``python -m SERVER`` and the user site-packages of a Python
     outside a virtualenv (``~/.local/lib/python3.11/site-packages``: its ``.pth`` files
     run at every start). What is written there runs as the host at

@@ -444,3 +444,35 @@ def test_an_upstreams_script_named_relative_to_its_cwd_is_kept(
     assert problem is not None and "holds code" in problem
     # a confined upstream's rw root may not hold it either
     assert str(served) in upstream_programs(host.upstream.values())
+
+
+@pytest.mark.parametrize(
+    ("env", "kept"),
+    [
+        # an empty entry is the working directory to Python and to the dynamic loader
+        ({"PYTHONPATH": "/opt/lib:"}, ["/opt/lib", "{cwd}"]),
+        ({"PYTHONPATH": ":/opt/lib"}, ["{cwd}", "/opt/lib"]),
+        ({"NODE_PATH": "/opt/node:"}, ["/opt/node"]),  # node skips it
+        ({"LD_LIBRARY_PATH": "/opt/so:"}, ["/opt/so", "{cwd}"]),
+        ({"LD_PRELOAD": "/opt/a.so /opt/b.so:./c.so libm.so.6"}, ["/opt/a.so", "/opt/b.so"]),
+        ({"BASH_ENV": "/opt/start.sh"}, ["/opt/start.sh"]),
+    ],
+)
+def test_an_upstreams_env_names_what_its_loader_and_shell_load(
+    tmp_path: Path, env: dict[str, str], kept: list[str]
+) -> None:
+    """Beyond PYTHONPATH's directories, an upstream's ``env`` names code its every process
+    loads by name: ``LD_LIBRARY_PATH``'s directories (a library there replaces the
+    system's of that soname), the ``LD_PRELOAD`` libraries, bash's ``BASH_ENV`` (sourced
+    before a ``bash -c`` or a ``#!/bin/bash`` server runs), and an empty ``PYTHONPATH``
+    entry (``/opt/lib:``) puts the working directory on ``sys.path``: under a files root
+    (or a confined upstream's ``rw`` root) over one of them, what was written there ran
+    as the host at that upstream's next start, and the root was served."""
+    from sharedos.confine.programs import upstream_import_dirs
+
+    cwd = tmp_path / "here"
+    found = upstream_import_dirs("/opt/server", [], env, str(cwd))
+    want = [k.format(cwd=cwd) for k in kept]
+    if "LD_PRELOAD" in env:
+        want.append(str(cwd / "c.so"))
+    assert found == want, found
