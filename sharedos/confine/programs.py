@@ -260,11 +260,36 @@ def upstream_import_dirs(
                 found.append(value.removeprefix("file://"))
     if _PYTHON.match(os.path.basename(command)) and _python_runs_in_cwd(args, environ):
         found.append(cwd or os.getcwd())
+    if _runs_project(command, args):
+        found.append(cwd or os.getcwd())
     site = _user_site(command, args, environ)
     if site is not None:
         found.append(site)
     base = cwd or os.getcwd()
     return list(dict.fromkeys(os.path.abspath(os.path.join(base, p)) for p in found))
+
+
+#: package runners that read the project they run in: its config and its own packages
+_PROJECT_RUNNERS = ("npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun", "uv")
+
+
+def _runs_project(command: str, args: Iterable[str]) -> bool:
+    """True when ``command args`` is a package runner that reads the project of its working
+    directory, or of the nearest directory above holding one: npm's (``npx``, ``npm
+    exec``) and pnpm's ``.npmrc`` (``node-options=--require FILE`` runs FILE in the server
+    started) and a package its ``node_modules`` holds (run instead of the one named),
+    yarn's ``.yarnrc.yml`` (``yarnPath``: the yarn that runs), bun's ``bunfig.toml``
+    (``preload``), uv's ``pyproject.toml``/``uv.toml`` and ``.venv`` for ``uv run`` (not
+    ``uv tool run``/``uvx``, which read only the user's configuration).
+
+    Under a files root holding the host's working directory, where the SDK starts an
+    upstream declaring no ``cwd``, a ``files.write`` of ``/.npmrc`` and of the file it
+    preloads ran as the host at the next start of an unconfined ``npx -y SERVER``."""
+    name = os.path.basename(command)
+    if name not in _PROJECT_RUNNERS:
+        return False
+    words = [w for w in args if not w.startswith("-")]
+    return not (name == "uv" and words[:1] == ["tool"])
 
 
 def _user_site(command: str, args: Iterable[str], environ: Mapping[str, str]) -> str | None:
@@ -534,7 +559,9 @@ def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[
     not yet): ``npx``/``npm exec`` the npm cache (``$npm_config_cache``, ``~/.npm``;
     ``_npx`` holds each package installed, run from there again), ``pnpm dlx`` pnpm's cache
     and store, ``yarn dlx`` yarn's global folder and cache, ``uvx``/``uv`` its cache
-    and tool directories, ``pipx`` its home, ``bunx`` bun's install cache. ``environ`` is
+    and tool directories, ``pipx`` its home, ``bunx`` bun's install cache; and the
+    runner's user configuration (``~/.npmrc``, whose ``node-options`` preloads a file into
+    the server it starts; ``~/.yarnrc.yml``; uv's ``uv.toml``; ``.bunfig.toml``). ``environ`` is
     the program's own environment (``upstream_environ``), not the host's.
 
     The runner installs the server once and runs the installed files at every later
@@ -549,20 +576,30 @@ def runner_dirs(program: str, environ: Mapping[str, str] | None = None) -> list[
     found: list[str | Path] = []
     if name in ("npx", "npm", "pnpm", "pnpx", "yarn"):
         found.append(env.get("npm_config_cache") or env.get("NPM_CONFIG_CACHE") or home / ".npm")
+        # the user's npmrc: ``node-options``, ``cache``, ``prefix`` set what runs and where
+        found.append(
+            env.get("npm_config_userconfig") or env.get("NPM_CONFIG_USERCONFIG") or home / ".npmrc"
+        )
     if name in ("pnpm", "pnpx"):  # ``pnpm dlx``: its cache's ``dlx``, linked from its store
         found.append(env.get("npm_config_cache_dir") or cache / "pnpm")
         found.append(env.get("npm_config_store_dir") or env.get("PNPM_HOME") or data / "pnpm")
     if name == "yarn":  # ``yarn dlx``: the global cache of the archives it unpacks
         found.append(env.get("YARN_GLOBAL_FOLDER") or home / ".yarn" / "berry")
         found.append(env.get("YARN_CACHE_FOLDER") or cache / "yarn")
+        found.append(home / ".yarnrc.yml")  # ``yarnPath``: the yarn that runs
     if name in ("uvx", "uv"):
         found.append(env.get("UV_CACHE_DIR") or cache / "uv")
         found.append(env.get("UV_TOOL_DIR") or data / "uv" / "tools")
+        # its user configuration (``cache-dir``, the index its packages come from)
+        config = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+        found.append(env.get("UV_CONFIG_FILE") or config / "uv" / "uv.toml")
     if name == "pipx":
         found += [env.get("PIPX_HOME") or data / "pipx", home / ".local" / "pipx"]
     if name in ("bunx", "bun"):  # bun's own order: its cache dir, BUN_INSTALL, XDG, HOME
         bun = env.get("BUN_INSTALL") or Path(env.get("XDG_CACHE_HOME") or home) / ".bun"
         found.append(env.get("BUN_INSTALL_CACHE_DIR") or Path(bun) / "install" / "cache")
+        # its global bunfig (``preload``: scripts run before the package)
+        found.append(Path(env.get("XDG_CONFIG_HOME") or home) / ".bunfig.toml")
     return list(dict.fromkeys(os.path.abspath(p) for p in found))
 
 

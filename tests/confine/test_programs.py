@@ -11,6 +11,7 @@ repository, or inside ``.git/modules``): a permitted ``files.write`` of a hook o
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -476,3 +477,49 @@ def test_an_upstreams_env_names_what_its_loader_and_shell_load(
     if "LD_PRELOAD" in env:
         want.append(str(cwd / "c.so"))
     assert found == want, found
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "in_cwd"),
+    [
+        ("npx", ["-y", "@modelcontextprotocol/server-everything"], True),
+        ("/usr/bin/npm", ["exec", "--yes", "server"], True),
+        ("pnpm", ["dlx", "server"], True),
+        ("yarn", ["dlx", "server"], True),
+        ("bunx", ["server"], True),
+        ("uv", ["run", "server.py"], True),
+        ("uv", ["--quiet", "tool", "run", "server"], False),  # the user's config only
+        ("uvx", ["mcp-server-fetch"], False),
+        ("node", ["/srv/server.js"], False),
+    ],
+)
+def test_a_package_runner_reads_the_project_of_its_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, args: list[str], in_cwd: bool
+) -> None:
+    """``npx -y SERVER`` started where the SDK starts an upstream declaring no ``cwd`` (the
+    host's working directory) reads that project's ``.npmrc``, whose ``node-options =
+    --require ./x.js`` runs ``x.js`` as the host, and runs a package its
+    ``node_modules`` holds instead of the one named (yarn's ``.yarnrc.yml``, bun's
+    ``bunfig.toml``, ``uv run``'s ``pyproject.toml`` likewise): under a files root over
+    that directory the root was served, and two ``files.write`` ran as the host at
+    the upstream's next start. The user's ``~/.npmrc`` is as much the runner's."""
+    from sharedos.cli.run import host_imports
+    from sharedos.confine.programs import runner_dirs, upstream_import_dirs
+
+    here = tmp_path / "here"
+    found = upstream_import_dirs(command, args, {}, str(here))
+    assert (str(here) in found) is in_cwd, found
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    if os.path.basename(command) in ("npx", "npm", "pnpm", "yarn"):
+        assert str(home / ".npmrc") in runner_dirs(command, {"HOME": str(home)})
+    if not in_cwd:
+        return
+    monkeypatch.chdir(here.parent)
+    here.mkdir()
+    monkeypatch.chdir(here)  # ``sharedos run`` started in the project, no cwd declared
+    text = f"[upstream.srv]\ncommand = {command!r}\nargs = {args!r}\n"
+    host = parse_host_config(text, str(tmp_path / "host.toml"))
+    problem = root_holds_code(here, host_imports(host))
+    assert problem is not None and "package runner" in problem, problem
+    assert root_holds_code(here / "sandbox", host_imports(host)) is None
