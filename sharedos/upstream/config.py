@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
@@ -960,14 +961,63 @@ def _check_plain(
 _ARG_REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+#: an argument that is one reference as a whole value, the only place a program expands
+#: it into a value of its own and no further: ``${NAME}``, ``--option=${NAME}``, a header
+#: ``Name:${NAME}`` or ``Name: Bearer ${NAME}`` (mcp-remote's ``--header``), an
+#: authorization scheme before it (``Bearer ${NAME}``), never inside other text; the
+#: scheme is one HTTP authorization uses, as ``srv $TOKEN`` is a script
+_WHOLE_REFERENCE_RE = re.compile(
+    r"(?:--?[A-Za-z0-9][\w.-]*=)?(?:[A-Za-z0-9][\w-]*:[ \t]*)?"
+    r"(?:(?i:bearer|basic|token|bot|digest|oauth|apikey|api-key|jwt|key)[ \t]+)?"
+    r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*)"
+)
+
 #: programs that expand ``$VAR`` in the text they are given and run other programs with it
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox", "env"})
+_SHELLS = frozenset(
+    {
+        "sh",
+        "bash",
+        "rbash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "pdksh",
+        "ash",
+        "yash",
+        "posh",
+        "csh",
+        "tcsh",
+        "fish",
+        "busybox",
+        "env",
+    }
+)
 
 
 def _is_shell(command: Any) -> bool:
     """Whether ``command`` names a shell (``/bin/sh``, ``bash``) or ``env`` (which runs
-    ``sh -c`` as readily): its arguments may not name a variable for it to expand."""
-    return isinstance(command, str) and os.path.basename(command.strip()) in _SHELLS
+    ``sh -c`` as readily), by its name or by the program it is a link to (``rbash``,
+    ``/bin/sh.distrib``): its arguments may not name a variable for it to expand."""
+    if not isinstance(command, str) or not command.strip():
+        return False
+    command = command.strip()
+    found = command if os.path.isabs(command) else shutil.which(command)
+    names = {os.path.basename(command)}
+    if found:
+        names.add(os.path.basename(os.path.realpath(found)))
+    return not names.isdisjoint(_SHELLS)
+
+
+def _embedded_references(args: list[str]) -> bool:
+    """Whether an argument names a variable inside other text: a script (``sh -c 'srv
+    --token $TOKEN'`` after ``timeout`` or ``uv run``, ``python -c "os.system('srv
+    $TOKEN')"``, ``npx -c``, ``node -e``), which the program expands and runs, putting
+    the value on its child's command line for every local user to read. Only a reference
+    as a whole value (``_WHOLE_REFERENCE_RE``) is a template the program fills itself."""
+    return any(
+        _INTERPOLATION_RE.search(arg) and not _WHOLE_REFERENCE_RE.fullmatch(arg) for arg in args
+    )
 
 
 def _environment_names(data: dict[str, Any]) -> frozenset[str]:
@@ -1030,6 +1080,16 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
             f"[upstream.{uid}.credentials] (or env, for a plain value): the upstream gets it "
             "in its environment, and an argument may name it for the program to expand "
             'itself (mcp-remote\'s --header "Authorization:${AUTH_HEADER}")',
+        )
+    elif _embedded_references(args):
+        report(
+            (uid, "args"),
+            "an argument names a variable inside other text: a script (sh -c 'srv --token "
+            "$TOKEN', even after timeout or uv run; python -c \"os.system('srv $TOKEN')\"; "
+            "npx -c) is expanded and run, and its value put on the command line of the program "
+            "started, which every user of this machine can read; a reference is a whole value "
+            '(${NAME}, --option=${NAME}, a header "Name:${NAME}" or "Name: Bearer ${NAME}"), '
+            "for the program to expand itself",
         )
     elif _command_line_holds_password(args):
         # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long

@@ -609,3 +609,40 @@ def test_a_pem_credential_given_bare_is_scrubbed_by_its_body() -> None:
         assert "PLANTED" not in scrub.scrub(f"$ head -3 key.pem\n{lines[1]}\n{lines[2]}\n$ ls")
         assert "PLANTED" not in scrub.scrub(armoured.replace("\n", "\r\n") + "\nok")
         assert scrub.scrub("Proc-Type: 4,ENCRYPTED") == "Proc-Type: 4,ENCRYPTED"
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("timeout", ["3600", "sh", "-c", "exec srv --token $TOKEN"]),
+        ("uv", ["run", "bash", "-c", "srv --header 'Authorization: ${TOKEN}'"]),
+        ("python3", ["-c", "import os; os.system('srv --token $TOKEN')"]),
+        ("node", ["-e", "require('child_process').execSync('srv ${TOKEN}')"]),
+        ("npx", ["-c", "srv --token $TOKEN"]),
+        ("/usr/bin/rbash", ["-c", "srv --token $TOKEN"]),
+        ("tcsh", ["-c", "srv --token $TOKEN"]),
+    ],
+    ids=["timeout-sh", "uv-run-bash", "python-c", "node-e", "npx-c", "rbash", "tcsh"],
+)
+def test_a_reference_inside_a_script_is_refused_whatever_runs_it(
+    command: str, args: list[str]
+) -> None:
+    """A reference inside other text is a script's: whatever runs it (a shell after
+    ``timeout`` or ``uv run``, ``python -c``'s os.system, ``npx -c``) expands it onto the
+    command line of the program it starts, which every local user reads; only a whole value
+    (``${TOKEN}``, ``--token=${TOKEN}``, ``Authorization: Bearer ${TOKEN}``) is the
+    program's own template."""
+    text = (
+        f"[upstream.a]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+        '[upstream.a.credentials]\nTOKEN = { env = "T" }\n'
+    )
+    found = problems(text)
+    assert len(found) == 1 and found[0].startswith("host.toml:3:1: upstream.a.args: ")
+    whole = ["${TOKEN}", "--token=${TOKEN}", "Authorization: Bearer ${TOKEN}", "bearer $TOKEN"]
+    config = parse_host_config(
+        f'[upstream.a]\ncommand = "srv"\nargs = {json.dumps(whole)}\n'
+        '[upstream.a.credentials]\nTOKEN = { env = "T" }\n',
+        "host.toml",
+        base_dir=Path("/etc/sharedos"),
+    )
+    assert list(config.upstream["a"].args) == whole
