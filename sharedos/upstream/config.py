@@ -1020,6 +1020,29 @@ def _embedded_references(args: list[str]) -> bool:
     )
 
 
+#: package runners whose ``-c``/``--call``/``--shell-mode`` runs a string in a shell
+_SHELL_RUNNERS = frozenset({"npx", "npm", "pnpm"})
+_SHELL_RUNNER_FLAGS = ("-c", "--call", "--shell-mode")
+
+
+def _runs_a_shell(command: Any, args: list[str]) -> bool:
+    """Whether the upstream's command line runs a shell (``/bin/sh``, ``bash``) or ``env``
+    (``env -S`` expands ``${VAR}``): its arguments may not name a variable for it to expand.
+
+    Not only as the command: a wrapper runs its arguments as the program (``timeout 600
+    sh -c '...'``, ``nice``, ``setsid``, ``xargs``), so a shell named by any argument
+    counts, and so does ``npx -c '...'`` (npm, pnpm), which runs its string in a shell.
+    Checking the command alone let ``timeout 600 sh -c 'srv --token $TOKEN'`` through,
+    the value expanded onto ``srv``'s command line."""
+    if _is_shell(command) or any(os.path.basename(a.strip()) in _SHELLS for a in args):
+        return True
+    runner = isinstance(command, str) and os.path.basename(command.strip()) in _SHELL_RUNNERS
+    return runner and any(
+        a in _SHELL_RUNNER_FLAGS or a.startswith(tuple(f"{f}=" for f in _SHELL_RUNNER_FLAGS))
+        for a in args
+    )
+
+
 def _environment_names(data: dict[str, Any]) -> frozenset[str]:
     """The variables SharedOS puts in a stdio upstream's environment: its ``env`` and its
     ``credentials``, and every principal's and group's own credentials."""
@@ -1062,7 +1085,7 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         report((uid, "args"), "must be a list of strings")
         data.pop("args", None)  # reported: not again by the model's validation
-    elif _is_shell(command) and any(_INTERPOLATION_RE.search(a) for a in args):
+    elif _runs_a_shell(command, args) and any(_INTERPOLATION_RE.search(a) for a in args):
         report(
             (uid, "args"),
             "a shell's arguments name no $VAR: the shell would expand it into the command "

@@ -160,6 +160,18 @@ def test_a_command_and_cwd_under_home_are_under_home(monkeypatch: pytest.MonkeyP
             "host.toml:3:1: upstream.a.args: a shell's arguments name no $VAR",
         ),
         (
+            # ... and so does a shell a wrapper runs (timeout, nice, setsid run their
+            # arguments as the program), and npx -c, which runs its string in a shell
+            '[upstream.a]\ncommand = "timeout"\nargs = ["600", "/bin/sh", "-c", "srv $TOKEN"]\n'
+            '[upstream.a.credentials]\nTOKEN = { env = "T" }\n',
+            "host.toml:3:1: upstream.a.args: a shell's arguments name no $VAR",
+        ),
+        (
+            '[upstream.a]\ncommand = "npx"\nargs = ["-y", "-p", "srv", "-c", "srv ${TOKEN}"]\n'
+            '[upstream.a.credentials]\nTOKEN = { env = "T" }\n',
+            "host.toml:3:1: upstream.a.args: a shell's arguments name no $VAR",
+        ),
+        (
             # a scheme and a literal token: not a reference for the program to expand
             '[upstream.a]\ncommand = "x"\nargs = ["--header", "Authorization:Bearer sk-s3cret-pw"]\n',
             "host.toml:3:1: upstream.a.args: an argument holds a URL with a password",
