@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.timing import bound
 from tests.upstream.conftest import (
     FIXTURE,
     FIXTURE_RULES,
@@ -105,7 +106,12 @@ async def test_a_planted_credential_is_found_nowhere(tmp_path: Path, planted: st
     )
     environ = {"SHAREDOS_TEST_TOKEN": planted}
     seen: list[bytes] = []
-    async with brokered(tmp_path, toml, rules, environ=environ) as env, env.turn() as t:
+    # (the crash case restarts the fixture for the next call: on a loaded machine that
+    # took past the client's default 5 s read timeout)
+    async with (
+        brokered(tmp_path, toml, rules, environ=environ) as env,
+        env.turn(http_timeout=bound(30)) as t,
+    ):
         listed = await t.client.list_tools()
         seen.append(dump([tool.model_dump(by_alias=True) for tool in listed.tools]))
         whoami = await t.call("fx.whoami", {"path": "/public/x"})
