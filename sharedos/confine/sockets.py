@@ -17,8 +17,8 @@ socket when the sandbox is planned (each harness turn; an upstream's first sessi
 The sockets listening in this network namespace are found wherever they lie under the
 path (``/proc/net/unix``), the others by a walk. What this leaves (docs/confinement.md):
 a socket a host service makes later inside a narrower shown directory, and one bound in
-another network namespace (a container's) in a directory the walk cannot list or does
-not reach (``WALK_LIMIT`` entries a path).
+another network namespace (a container's), or moved out of the directory it was bound
+in, in a directory the walk cannot list or does not reach (``WALK_LIMIT`` entries a path).
 """
 
 from __future__ import annotations
@@ -88,8 +88,11 @@ def listening_sockets() -> list[str]:
     The walk stops after ``WALK_LIMIT`` entries and cannot list a directory it may not
     read (one the sandbox may still traverse to a known name): a shown home whose
     ``.cache`` came first hid ``~/.ssh``'s ControlMaster socket. The kernel's list has
-    every bound path of the host's services whatever the tree holds; only a path still
-    a socket on disk counts (a socket's file unlinked, or renamed, is not reached by it).
+    every bound path of the host's services whatever the tree holds. It names the path a
+    socket was bound to, not where its file is now: ``connect`` finds a listener by its
+    file, under any name it was renamed or linked to, and OpenSSH binds its ControlMaster
+    socket to ``PATH.RANDOM``, links ``PATH`` to it and unlinks the first. So where the
+    bound path is no longer a socket, every socket in its directory counts.
     """
     try:
         with open("/proc/net/unix", encoding="utf-8", errors="surrogateescape") as listing:
@@ -101,6 +104,7 @@ def listening_sockets() -> list[str]:
     # reached by a sendto() all the same
     bound = dict.fromkeys(f[7] for f in (line.split(None, 7) for line in lines) if len(f) == 8)
     found: list[str] = []
+    moved: dict[str, None] = {}  # directories of bound paths whose file went elsewhere
     for given in bound:
         if not given.startswith("/"):
             continue  # abstract (``@name``), or bound by a relative name
@@ -108,8 +112,25 @@ def listening_sockets() -> list[str]:
             path = canonical(given)
             if stat.S_ISSOCK(os.lstat(path).st_mode):
                 found.append(path)
+                continue
+        except (OSError, ValueError):
+            pass
+        moved[os.path.dirname(given)] = None
+    for directory in moved:
+        try:
+            entries = list(os.scandir(canonical(directory)))
         except (OSError, ValueError):
             continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                if not entry.is_symlink() and stat.S_ISSOCK(
+                    entry.stat(follow_symlinks=False).st_mode
+                ):
+                    found.append(entry.path)
+            except OSError:
+                continue
     return list(dict.fromkeys(found))
 
 

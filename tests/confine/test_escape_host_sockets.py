@@ -49,12 +49,18 @@ except OSError as exc:
 class Service:
     """A host service listening on a Unix socket, counting the connections it accepts."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, linked: bool = False) -> None:
+        """``linked``: bound as OpenSSH's ControlMaster is, to ``PATH.RANDOM``, then ``PATH``
+        linked to it and the first name unlinked (the kernel's list names the first)."""
         self.path = path
         self.accepted = 0
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
+        bound = path.with_name(path.name + ".mPdWyZ8vq3x1TfKe") if linked else path
+        self.sock.bind(str(bound))
         self.sock.listen(8)
+        if linked:
+            os.link(bound, path)
+            os.unlink(bound)
         self.sock.settimeout(0.2)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -208,12 +214,18 @@ def test_no_view_shows_a_directory_where_host_services_make_sockets(where: str) 
     assert "where the host's services make their Unix sockets" in str(refused.value)
 
 
+@pytest.mark.parametrize("linked", [False, True], ids=["bound", "linked-as-openssh-does"])
 def test_a_socket_past_the_walk_limit_is_still_found(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: bool
 ) -> None:
     """The walk looks at ``WALK_LIMIT`` entries (20,000: a home's ``.cache`` alone has more):
     a listening socket past them, ``~/.ssh``'s ControlMaster one, was shown to a confined
-    upstream with its root. Before: ``PROBE connected``, the service accepted it."""
+    upstream with its root. Before: ``PROBE connected``, the service accepted it.
+
+    ``linked``: OpenSSH binds the ControlMaster socket to ``PATH.RANDOM``, links ``PATH``
+    and unlinks the first (``link mux listener``), so the kernel's list names a path that
+    is gone, and ``connect(PATH)`` reaches the listener all the same. Before: host check
+    said ok, and the confined upstream connected."""
     import sharedos.confine.sockets as sockets
 
     monkeypatch.setattr(sockets, "WALK_LIMIT", 50)
@@ -229,7 +241,7 @@ def test_a_socket_past_the_walk_limit_is_still_found(
         f'roots = [{{ path = "{root}", mode = "ro" }}]\n'
     )
     host = parse_host_config(text, str(tmp_path / "host.toml"))  # no socket there yet
-    service = Service(root / "ssh" / "cm.sock")
+    service = Service(root / "ssh" / "cm.sock", linked=linked)
     try:
         with pytest.raises(HostConfigError) as checked:  # `sharedos host check` says it
             parse_host_config(text, str(tmp_path / "host.toml"))
