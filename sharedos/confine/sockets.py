@@ -24,6 +24,7 @@ in, in a directory the walk cannot list or does not reach (``WALK_LIMIT`` entrie
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -81,6 +82,29 @@ def _first_socket(top: str, hidden: tuple[str, ...], limit: int) -> str | None:
     return None
 
 
+#: the start of a record of ``/proc/net/unix``: ``%pK: %08X %08X %08X %04X %02X %5lu``
+_RECORD = re.compile(
+    r"[0-9a-fA-F]+: [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{8} [0-9A-F]{4} [0-9A-F]{2} +\d+"
+)
+
+
+def _bound_paths(text: str) -> list[str]:
+    r"""The paths of ``/proc/net/unix`` (``text``), each whole.
+
+    The kernel writes a path's bytes as they are, a line break too, and ends a record
+    with ``\n`` alone: a line that does not start a record goes on the path before it
+    (``str.splitlines`` also broke at a form feed, ``\x1c``-``\x1e`` or U+2028, and a
+    socket in ``proj\nname/`` was listed as ``proj`` and a line of no record)."""
+    records: list[str] = []
+    for line in text.removesuffix("\n").split("\n")[1:]:
+        if _RECORD.match(line) or not records:
+            records.append(line)
+        else:
+            records[-1] += "\n" + line
+    fields = (record.split(None, 7) for record in records)
+    return [f[7] for f in fields if len(f) == 8]
+
+
 def listening_sockets() -> list[str]:
     """The sockets processes of this network namespace are bound to, by the kernel's list
     (``/proc/net/unix``), canonical, each still a socket at its path; [] without procfs.
@@ -96,13 +120,13 @@ def listening_sockets() -> list[str]:
     """
     try:
         with open("/proc/net/unix", encoding="utf-8", errors="surrogateescape") as listing:
-            lines = listing.read().splitlines()[1:]
+            text = listing.read()
     except OSError:
         return []  # no procfs: the walk is all there is
     # a path once: a listener's every accepted connection is listed with its path; a
     # datagram socket (journald's, systemd's notify) is bound, not listening, and
     # reached by a sendto() all the same
-    bound = dict.fromkeys(f[7] for f in (line.split(None, 7) for line in lines) if len(f) == 8)
+    bound = dict.fromkeys(_bound_paths(text))
     found: list[str] = []
     moved: dict[str, None] = {}  # directories of bound paths whose file went elsewhere
     for given in bound:

@@ -214,9 +214,13 @@ def test_no_view_shows_a_directory_where_host_services_make_sockets(where: str) 
     assert "where the host's services make their Unix sockets" in str(refused.value)
 
 
-@pytest.mark.parametrize("linked", [False, True], ids=["bound", "linked-as-openssh-does"])
+@pytest.mark.parametrize(
+    ("folder", "linked"),
+    [("ssh", False), ("ssh", True), ("ssh\nmux", False), ("ssh\x0cmux", False)],
+    ids=["bound", "linked-as-openssh-does", "line-break-in-its-path", "form-feed-in-its-path"],
+)
 def test_a_socket_past_the_walk_limit_is_still_found(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str, linked: bool
 ) -> None:
     """The walk looks at ``WALK_LIMIT`` entries (20,000: a home's ``.cache`` alone has more):
     a listening socket past them, ``~/.ssh``'s ControlMaster one, was shown to a confined
@@ -225,15 +229,21 @@ def test_a_socket_past_the_walk_limit_is_still_found(
     ``linked``: OpenSSH binds the ControlMaster socket to ``PATH.RANDOM``, links ``PATH``
     and unlinks the first (``link mux listener``), so the kernel's list names a path that
     is gone, and ``connect(PATH)`` reaches the listener all the same. Before: host check
-    said ok, and the confined upstream connected."""
+    said ok, and the confined upstream connected.
+
+    A line break (or a form feed) in the socket's path: the kernel's list writes it as
+    it is, and each line was read as a record. Before: host check said ok."""
     import sharedos.confine.sockets as sockets
 
-    monkeypatch.setattr(sockets, "WALK_LIMIT", 50)
+    # the walk stops at the home's own two entries, whichever order the directory lists
+    # them in (with more, the walk found the socket first when it listed the ssh folder
+    # first: the test said nothing of the kernel's list then)
+    monkeypatch.setattr(sockets, "WALK_LIMIT", 2)
     root = tmp_path / "home"
     (root / "cache").mkdir(parents=True)
     for i in range(60):
         (root / "cache" / f"f{i}").touch()
-    (root / "ssh").mkdir()
+    (root / folder).mkdir()
     script = tmp_path / "tap.py"
     script.write_text(CONNECT, encoding="utf-8")
     text = (
@@ -241,11 +251,12 @@ def test_a_socket_past_the_walk_limit_is_still_found(
         f'roots = [{{ path = "{root}", mode = "ro" }}]\n'
     )
     host = parse_host_config(text, str(tmp_path / "host.toml"))  # no socket there yet
-    service = Service(root / "ssh" / "cm.sock", linked=linked)
+    service = Service(root / folder / "cm.sock", linked=linked)
     try:
         with pytest.raises(HostConfigError) as checked:  # `sharedos host check` says it
             parse_host_config(text, str(tmp_path / "host.toml"))
-        assert f"it holds the Unix socket {service.path}" in str(checked.value)
+        said = str(checked.value)  # a control character is written escaped (\x0a)
+        assert f"it holds the Unix socket {root}/ssh" in said and "/cm.sock: " in said
         placement = decide(host.upstream["tap"], UpstreamConfinementPolicy(required=True))
         if placement.wrap is not None:
             command, args = placement.wrap("/usr/bin/python3", [str(script), str(service.path)])
