@@ -17,8 +17,10 @@ socket when the sandbox is planned (each harness turn; an upstream's first sessi
 The sockets listening in this network namespace are found wherever they lie under the
 path (``/proc/net/unix``), the others by a walk. What this leaves (docs/confinement.md):
 a socket a host service makes later inside a narrower shown directory, and one bound in
-another network namespace (a container's), or moved out of the directory it was bound
-in, in a directory the walk cannot list or does not reach (``WALK_LIMIT`` entries a path).
+another network namespace (a container's), moved out of the directory it was bound in,
+bound by a relative name or through ``/proc/self/fd/N/`` (a long path), or reached through
+another mount of its directory, in a directory the walk cannot list or does not reach
+(``WALK_LIMIT`` entries a path): the kernel's list names none of these where it lies.
 """
 
 from __future__ import annotations
