@@ -56,6 +56,7 @@ import html
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote_plus
@@ -158,12 +159,18 @@ def credential_path(value: str) -> bool:
 _REFERENCE_VALUE_RE = re.compile(r"(?:[A-Za-z]+\s+)?(?:\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*)")
 
 
-def _a_value(value: str) -> bool:
+def _a_value(value: str, *, shell: bool = False) -> bool:
     """Whether what follows a credential's name is one: not nothing, another option, a
     reference (``${VAR}``, ``Bearer ${VAR}``: for the program to expand from its own
     environment), nor a file's path (``--private-key /etc/key.pem``: a file holds the
-    credential, the command line does not; ``credential_path``)."""
+    credential, the command line does not; ``credential_path``).
+
+    After an option or in a header of a shell's script (``shell``), a command's output
+    (``$(op read op://v/i/k)``, ``Bearer $(cat ~/.token)``) is one: the shell puts it on
+    the command line it runs."""
     value = value.strip().strip("'\"")
+    if shell and "$(" in value:
+        return True
     return (
         bool(value)
         and not value.startswith(("-", "$"))
@@ -172,7 +179,7 @@ def _a_value(value: str) -> bool:
     )
 
 
-def holds_password(text: str) -> bool:
+def holds_password(text: str, *, shell: bool = False) -> bool:
     """Whether ``text`` (an argument, a setting's value) writes a password or other
     credential out: a URL with ``user:password@`` (``URL_PASSWORD_RE``) or a query parameter
     named as a credential (``SECRET_NAME_RE``: ``?password=``, ``?token=``), a ``NAME=VALUE``
@@ -188,7 +195,12 @@ def holds_password(text: str) -> bool:
             key, eq, _value = item.partition("=")
             if eq and SECRET_NAME_RE.search(unquote_plus(key)):
                 return True
-    if any(credential_name(m[1]) and _a_value(m[2]) for m in _ASSIGNMENT_RE.finditer(text)):
+    if any(
+        # NAME=$(...) before a command is its environment, no command line: only an
+        # option's (--api-key=$(...)) is a shell's value there
+        credential_name(m[1]) and _a_value(m[2], shell=shell and m[0].startswith("-"))
+        for m in _ASSIGNMENT_RE.finditer(text)
+    ):
         return True
     for pair in _QUOTED_PAIR_RE.finditer(text):
         name, value = pair[2], pair[3] or pair[4] or pair[5] or ""
@@ -202,7 +214,7 @@ def holds_password(text: str) -> bool:
     return bool(
         header
         and (header[1].lower() in _CREDENTIAL_HEADERS or credential_name(header[1]))
-        and _a_value(header[2])
+        and _a_value(header[2], shell=shell)
     )
 
 
@@ -266,20 +278,50 @@ def credential_parts(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def command_line_holds_password(args: Iterable[str]) -> bool:
+def command_line_holds_password(args: Iterable[str], *, shell: bool = False) -> bool:
     """Whether a command line writes a credential out: an argument that does
     (``holds_password``), or an option naming a credential followed by its value as the
-    next argument (``--api-key V``, ``--password V``, ``--client-secret V``)."""
+    next argument (``--api-key V``, ``--password V``, ``--client-secret V``).
+
+    An argument of several words is read as a command line of its own too, word by word
+    as a shell reads it: a script (``bash -c 'srv --api-key K'``, ``python -c
+    "os.system('srv --api-key K')"``) holds K on the command line of its interpreter and
+    of the program it starts, as ``srv --api-key K`` would. In one that runs a shell
+    (``shell``: ``bash -c``, ``timeout 60 sh -c``) a command's output after a credential
+    option (``$(op read op://v/i/k)``, ``$(cat ~/.token)``) is a value as well: the shell
+    puts it on the command line it runs, which every local user reads."""
+    args = list(args)
+    if _holds_password_in(args, shell=shell):
+        return True
+    return any(
+        _holds_password_in(words, shell=shell)
+        for a in args
+        if a.split()[1:]
+        for words in (_script_words(a), a.split())
+    )
+
+
+def _holds_password_in(args: list[str], *, shell: bool) -> bool:
     previous: str | None = None
     for arg in args:
-        if holds_password(arg):
+        if holds_password(arg, shell=shell):
             return True
-        if previous is not None and _a_value(arg):
+        if previous is not None and _a_value(arg, shell=shell):
             option = _OPTION_RE.match(previous)
             if option and credential_name(option[1]):
                 return True
         previous = arg
     return False
+
+
+def _script_words(script: str) -> list[str]:
+    """The words a shell reads ``script`` as, quotes taken off (none when its quotes do not
+    close); ``command_line_holds_password`` reads its words at white space too, as a
+    script of another language (``os.system('srv --api-key K')``) is split."""
+    try:
+        return shlex.split(script)
+    except ValueError:
+        return []
 
 
 __all__ = [

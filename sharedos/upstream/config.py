@@ -1114,16 +1114,19 @@ def _check_stdio(uid: str, data: dict[str, Any], report: Any) -> None:
             '(${NAME}, --option=${NAME}, a header "Name:${NAME}" or "Name: Bearer ${NAME}"), '
             "for the program to expand itself",
         )
-    elif _command_line_holds_password(args):
+    elif _command_line_holds_password(args, shell=_runs_a_shell(command, args)):
         # a command line is every local user's to read (ps, /proc/PID/cmdline) for as long
         # as the upstream runs, and this one is its sandbox's too
         report(
             (uid, "args"),
             "an argument holds a URL with a password (user:password@, ?password=), a "
             "password= keyword or a credential option or header (--api-key V, --token=V, "
-            "Authorization: ...): a credential never goes on a command line, which every "
-            "user of this machine can read; pass it through credentials (the environment: "
-            "most servers read their key from a variable)",
+            "Authorization: ...), in a script too (sh -c 'srv --api-key K', python -c), and "
+            "a value a shell fills in there (--api-key $(op read ...)): a credential never "
+            "goes on a command "
+            "line, which every user of this machine can read; pass it through credentials "
+            "(the environment: most servers read their key from a variable; a script may "
+            "set one: KEY=$(op read ...) exec srv)",
         )
     cwd = data.get("cwd")
     if cwd is not None and not isinstance(cwd, str):

@@ -658,3 +658,50 @@ def test_a_reference_inside_a_script_is_refused_whatever_runs_it(
         base_dir=Path("/etc/sharedos"),
     )
     assert list(config.upstream["a"].args) == whole
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("bash", ["-c", "exec srv --api-key sk-s3cret-pw-0123"]),
+        ("timeout", ["600", "sh", "-c", "srv --api-key $(op read op://vault/srv/key)"]),
+        ("sh", ["-c", 'srv --token="$(cat /run/secrets/srv)"']),
+        ("bash", ["-c", "srv --password `pass show db`"]),
+        ("npx", ["-y", "-p", "srv", "-c", "srv --client-secret $(cat ~/.srv)"]),
+        ("python3", ["-c", "import os; os.system('srv --api-key sk-s3cret-pw-0123')"]),
+    ],
+    ids=["literal", "op-read", "option-equals", "backticks", "npx-c", "python-c"],
+)
+def test_a_credential_option_in_a_script_is_refused(command: str, args: list[str]) -> None:
+    """A script is a command line of its own: ``bash -c 'srv --api-key K'`` (or ``python
+    -c``'s os.system) puts K on its interpreter's command line and ``srv``'s, and in a
+    shell so does ``$(op read ...)`` or ``$(cat file)`` after a credential option, the
+    shell filling in the command's output. Only ``--api-key=K`` was seen inside the one
+    argument that holds the script: these were accepted, and ``/proc/PID/cmdline`` of
+    ``srv`` showed the key to every local user."""
+    text = f"[upstream.a]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+    found = problems(text)
+    assert len(found) == 1
+    assert found[0].startswith("host.toml:3:1: upstream.a.args: an argument holds a URL")
+    assert "in a script too" in found[0]
+    assert "s3cret" not in found[0] and "op://vault" not in found[0]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # the command's output goes into srv's environment, never on a command line
+        "GITHUB_TOKEN=$(op read op://vault/gh/token) exec npx -y srv",
+        'export API_KEY="$(cat ~/.srv-key)"; exec srv',
+        "cd $(dirname $0) && exec node srv.js --port 8080",
+        "exec srv --token-file ~/.srv-token --private-key /etc/tls/srv.pem",
+    ],
+)
+def test_a_script_that_puts_no_credential_on_a_command_line_is_accepted(
+    script: str,
+) -> None:
+    """What a shell sets in its child's environment, and a file's path after a credential
+    option, put no credential on a command line."""
+    text = f'[upstream.a]\ncommand = "sh"\nargs = ["-c", {json.dumps(script)}]\n'
+    config = parse_host_config(text, "host.toml", base_dir=Path("/etc/sharedos"))
+    assert list(config.upstream["a"].args) == ["-c", script]
