@@ -860,12 +860,16 @@ _TOKEN_ALPHABET_RE = re.compile(r"[A-Za-z0-9_.+/=~-]+")
 
 
 def _token_like(value: str) -> bool:
-    """Whether ``value`` could be a token pasted in the wrong place: written in a token's
-    alphabet, and 32 characters or more, or 16 or more mixing letters and digits."""
-    if not _TOKEN_ALPHABET_RE.fullmatch(value):
-        return False  # a space, a colon: words or a URN, no token's alphabet
-    mixed = any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
-    return len(value) >= 32 or (len(value) >= 16 and mixed)
+    """Whether ``value`` could hold a token pasted in the wrong place: a word of it written
+    in a token's alphabet, 32 characters or more, or 16 or more mixing letters and digits
+    (``ghp_…``; ``Bearer sk-…``: the scheme's word is no token, the next one is)."""
+    for word in value.split():
+        if not _TOKEN_ALPHABET_RE.fullmatch(word):
+            continue  # a colon: a URN, an address, no token's alphabet
+        mixed = any(c.isalpha() for c in word) and any(c.isdigit() for c in word)
+        if len(word) >= 32 or (len(word) >= 16 and mixed):
+            return True
+    return False
 
 
 def _no_credential(name: str, value: str) -> bool:

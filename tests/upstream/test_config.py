@@ -517,7 +517,11 @@ def test_a_setting_that_describes_a_credential_is_plain() -> None:
         base_dir=Path("/etc/sharedos"),
     )
     assert dict(config.upstream["a"].env) == plain
-    for value in ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "sk-live-0123456789abcd"):
+    for value in (
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "sk-live-0123456789abcd",
+        "Bearer sk-live-0123456789abcd",  # a header's value, scheme and token
+    ):
         found = problems(
             f'[upstream.a]\ncommand = "x"\n[upstream.a.env]\nAUTH_SCHEME = "{value}"\n'
         )
