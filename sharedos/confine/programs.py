@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
@@ -411,8 +412,8 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
     host's ``HOME``, the upstream's own ``env``): ``$GIT_CONFIG_GLOBAL``, or else both
     ``$XDG_CONFIG_HOME/git/config`` (``~/.config/git/config``) and ``~/.gitconfig``, and
     ``$GIT_CONFIG_SYSTEM`` when it is set (``/etc/gitconfig`` lies in the system view),
-    with what each of these and ``/etc/gitconfig`` include and the ``core.hooksPath``
-    they name (``_git_config_names``).
+    with what each of these and ``/etc/gitconfig`` include, the ``core.hooksPath`` and
+    the programs they name by path (``_git_config_names``).
 
     Git runs what they name as it runs a repository's ``.git/config`` (``core.fsmonitor``
     on every status, ``core.hooksPath``, a filter driver), in every repository: under a
@@ -445,6 +446,34 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
 _GIT_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\](.*)$')
 _GIT_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=(.*))?$")
 
+#: the keys (``section.key``, a subsection dropped: ``diff.NAME.textconv`` is
+#: ``diff.textconv``) whose value is a program git runs, or a shell command whose first
+#: word is one: on a status (``core.fsmonitor``), a diff (``diff.external``, a diff
+#: driver's ``command`` and ``textconv``), an add or a checkout (a filter driver), a
+#: merge, a commit (``core.editor``, ``gpg.program``), a fetch or push (``core.sshCommand``,
+#: ``credential.helper``, ``core.askPass``, ``core.gitProxy``). ``core.pager`` is not one:
+#: git pages only on a terminal, and an upstream has none.
+_GIT_PROGRAM_KEYS = frozenset(
+    {
+        "core.fsmonitor",
+        "core.sshcommand",
+        "core.editor",
+        "core.askpass",
+        "core.gitproxy",
+        "sequence.editor",
+        "diff.external",
+        "diff.command",
+        "diff.textconv",
+        "filter.clean",
+        "filter.smudge",
+        "filter.process",
+        "merge.driver",
+        "credential.helper",
+        "gpg.program",
+        "uploadpack.packobjectshook",
+    }
+)
+
 
 def _git_config_value(raw: str) -> str:
     """A git configuration value as git reads it: quotes joined, ``\\`` escapes taken,
@@ -473,7 +502,9 @@ def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
     one is skipped by git without a word, so it may be made later), and theirs in turn
     (git's own depth, 10), and its ``core.hooksPath`` (``~/`` or absolute: a relative one
     lies in the work tree, kept already), the hooks git and GitPython run on a commit or
-    a checkout.
+    a checkout, and the program each key git runs names by path (``_GIT_PROGRAM_KEYS``:
+    ``core.fsmonitor = ~/bin/fsmon`` ran on every ``git_status``, and a files root over
+    ``~/bin`` let a ``files.write`` of ``fsmon`` be that program).
 
     An included file is read as the one including it: ``[include] path =
     ~/dotfiles/gitconfig`` and ``[includeIf "gitdir:~/work/"] path = ~/work/.gitconfig``
@@ -494,6 +525,9 @@ def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
         if key is None or key.group(2) is None:
             continue
         name = f"{section}.{key.group(1).lower()}"
+        if name in _GIT_PROGRAM_KEYS:
+            found += _git_program(_git_config_value(key.group(2)), home)
+            continue
         if name not in ("include.path", "includeif.path", "core.hookspath"):
             continue
         value = _git_config_value(key.group(2))
@@ -508,6 +542,25 @@ def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
         if name != "core.hookspath" and depth < 10:
             found += _git_config_names(value, home, depth + 1)
     return found
+
+
+def _git_program(command: str, home: str) -> list[str]:
+    """The program file a git configuration value runs, when it names one by path: the
+    first word of the command (``!`` taken off a ``credential.helper``'s), ``~/`` or
+    ``$HOME/`` from ``home`` (the shell git runs it with expands them so), or absolute. A bare name (``difft``,
+    ``git-lfs filter-process``) is found on the ``PATH``; ``true``/``false``, an
+    ``fsmonitor`` switch, names nothing."""
+    try:
+        words = shlex.split(command.removeprefix("!").strip())
+    except ValueError:
+        words = command.removeprefix("!").split()
+    if not words:
+        return []
+    program = words[0]
+    for prefix in ("~/", "$HOME/", "${HOME}/"):  # the shell expands each to the home
+        if program.startswith(prefix):
+            program = os.path.join(home, program.removeprefix(prefix))
+    return [os.path.abspath(program)] if os.path.isabs(program) else []
 
 
 #: mcp-server-git, whose ``--repository``/``-r`` fences the ``repo_path`` of its calls

@@ -784,7 +784,8 @@ def root_holds_code(
         "whose .npmrc and node_modules there are code: give it a cwd outside the root), the harness CLI, the upstreams' programs, the git repositories an "
         "unconfined upstream is pointed at, git's global configuration (~/.gitconfig, "
         "~/.config/git/config, or the GIT_CONFIG_GLOBAL file that upstream's env names, "
-        "the files it includes and its core.hooksPath) and "
+        "the files it includes, its core.hooksPath and the programs it names: core.fsmonitor, "
+        "diff.external, a credential.helper, a filter driver) and "
         "a package runner's installs (~/.npm) outside the files root, or confine that "
         "upstream (declare its roots in the host file)"
     )

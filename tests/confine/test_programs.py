@@ -523,3 +523,53 @@ def test_a_package_runner_reads_the_project_of_its_cwd(
     problem = root_holds_code(here, host_imports(host))
     assert problem is not None and "package runner" in problem, problem
     assert root_holds_code(here / "sandbox", host_imports(host)) is None
+
+
+def test_the_programs_gits_global_configuration_names_are_kept_beside_a_git_upstream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``~/.gitconfig`` names programs by path (``core.fsmonitor = ~/bin/fsmon``,
+    ``diff.external``, a ``credential.helper``, a filter driver): git runs them in every
+    repository, as the host beside an unconfined git upstream. Only its includes and
+    ``core.hooksPath`` were kept: under a files root over ``~/bin`` a permitted
+    ``files.write`` of ``fsmon`` (a replaced file keeps its mode) was what
+    mcp-server-git's next ``git_status`` ran."""
+    home, bin_dir = tmp_path / "home", tmp_path / "home" / "bin"
+    bin_dir.mkdir(parents=True)
+    (home / ".gitconfig").write_text(
+        "[core]\n\tfsmonitor = ~/bin/fsmon\n"
+        '[diff]\n\texternal = "/opt/difftools/ext" --color\n'
+        '[credential "https://example.com"]\n\thelper = "!~/.local/bin/cred --store"\n'
+        '[filter "lfs"]\n\tprocess = git-lfs filter-process\n'
+        '[diff "pdf"]\n\ttextconv = ~/bin/pdf2txt\n'
+        "[core]\n\tsshCommand = $HOME/bin/ssh-wrap -i key\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    repo = _repo(tmp_path / "repo")
+    # git runs the user's program the config names; a files.write replacing it keeps
+    # its mode, so what the model wrote is what git runs next
+    mark = tmp_path / "ran"
+    (bin_dir / "fsmon").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n", encoding="utf-8")
+    (bin_dir / "fsmon").chmod(0o755)
+    subprocess.run(["git", "-C", str(repo), "status"], capture_output=True, check=False)
+    assert mark.exists()
+    trees = host_trees(None, _host(tmp_path, ["--repository", str(repo)]))
+    kept = (
+        bin_dir / "fsmon",
+        bin_dir / "pdf2txt",
+        bin_dir / "ssh-wrap",
+        Path("/opt/difftools/ext"),
+        home / ".local" / "bin" / "cred",
+    )
+    for program in kept:
+        assert str(program) in trees, trees
+    for root in (bin_dir, home / ".local"):
+        problem = _refused(root, trees)
+        assert problem is not None and "programs it names" in problem, (root, problem)
+    # a name found on the PATH names no file here; a project beside them is served
+    assert not any(t.endswith("git-lfs") for t in trees), trees
+    project = home / "project"
+    project.mkdir()
+    assert _refused(project, trees) is None
