@@ -436,8 +436,9 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
     if not environ.get("GIT_CONFIG_NOSYSTEM") and not environ.get("GIT_CONFIG_SYSTEM"):
         read.append("/etc/gitconfig")  # in the system view itself; what it names may not be
     named: list[str] = []
+    seen: dict[str, int] = {}  # shared: ~/.gitconfig and ~/.config/git/config may include one file
     for config in read:
-        named += _git_config_names(config, str(home))
+        named += _git_config_names(config, str(home), seen=seen)
     return list(dict.fromkeys([*(os.path.abspath(p) for p in found), *named]))
 
 
@@ -494,7 +495,9 @@ def _git_config_value(raw: str) -> str:
     return "".join(out).strip()
 
 
-def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
+def _git_config_names(
+    config: str, home: str, depth: int = 0, seen: dict[str, int] | None = None
+) -> list[str]:
     """The files and directories a git configuration file makes git read or run, made or
     not yet: the files its ``include.path`` and ``includeIf.<cond>.path`` include (every
     one, whatever its condition: a ``gitdir:`` one holds wherever the upstream runs git;
@@ -510,7 +513,18 @@ def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
     ~/dotfiles/gitconfig`` and ``[includeIf "gitdir:~/work/"] path = ~/work/.gitconfig``
     are what many homes hold, and under a files root over ``~/dotfiles`` or ``~/work``
     a permitted ``files.write`` of the included file set the ``core.fsmonitor`` that an
-    unconfined mcp-server-git's next ``git_status`` ran as the host."""
+    unconfined mcp-server-git's next ``git_status`` ran as the host.
+
+    Each file is read once (``seen``: the shallowest depth it was read at; read again
+    only from nearer the top, where more of what it includes is within git's depth):
+    every include is followed whatever its condition, so a cycle git never takes (``path
+    = ~/.gitconfig`` under an ``includeIf`` that does not hold) or a file included from
+    several places was read once per path to it, up to ten deep: three such lines held
+    each look 18 s (``sharedos run`` looks three times at its start), four minutes."""
+    seen = {} if seen is None else seen
+    if seen.get(config, depth + 1) <= depth:
+        return []
+    seen[config] = depth
     try:
         text = Path(config).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -540,7 +554,7 @@ def _git_config_names(config: str, home: str, depth: int = 0) -> list[str]:
         value = os.path.abspath(value)
         found.append(value)
         if name != "core.hookspath" and depth < 10:
-            found += _git_config_names(value, home, depth + 1)
+            found += _git_config_names(value, home, depth + 1, seen)
     return found
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sharedos.cli.run import host_trees
+from sharedos.confine.programs import git_config_files
 from sharedos.harness.hostconfig import parse_host_config
 from sharedos.tools.files import root_holds_code
 
@@ -573,3 +574,37 @@ def test_the_programs_gits_global_configuration_names_are_kept_beside_a_git_upst
     project = home / "project"
     project.mkdir()
     assert _refused(project, trees) is None
+
+
+def test_gits_global_configuration_is_read_once_per_file_whatever_its_includes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every include is followed whatever its condition, so a cycle git never takes (an
+    ``includeIf`` whose condition does not hold, naming ``~/.gitconfig``) or a file
+    included from several places was read once per path to it, ten deep: three such
+    lines held ``sharedos run`` 18 s at each of its three looks at its start, four for
+    minutes. Each file is read once, and what they name is kept as before."""
+    home = tmp_path / "home"
+    (home / "dotfiles").mkdir(parents=True)
+    (home / ".gitconfig").write_text(
+        '[includeIf "onbranch:never-made/"]\n\tpath = ~/.gitconfig\n\tpath = ~/.gitconfig\n'
+        "[include]\n\tpath = dotfiles/gitconfig\n\tpath = ~/dotfiles/gitconfig\n",
+        encoding="utf-8",
+    )
+    (home / "dotfiles" / "gitconfig").write_text(
+        "[include]\n\tpath = ~/.gitconfig\n\tpath = ~/.gitconfig\n"
+        "[core]\n\thooksPath = ~/githooks\n",
+        encoding="utf-8",
+    )
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counted(self: Path, *args: object, **kwargs: object) -> str:
+        reads.append(str(self))
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    found = git_config_files({"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"})
+    assert str(home / "dotfiles" / "gitconfig") in found
+    assert str(home / "githooks") in found
+    assert len(reads) <= 3, len(reads)  # ~/.config/git/config, ~/.gitconfig, the dotfiles'
