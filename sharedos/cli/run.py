@@ -986,7 +986,7 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
     runner it is started by (``host_trees``). No
     upstream sandbox may write them: what it wrote would run next as the host."""
     from sharedos.confine.detect import BWRAP_ENV, bubblewrap_program
-    from sharedos.confine.programs import code_paths
+    from sharedos.confine.programs import code_paths, git_commands, runs_git, upstream_environ
     from sharedos.confine.upstream import script_args
 
     path_env = os.environ.get("PATH")
@@ -1007,6 +1007,12 @@ def host_programs(runtime: Any, host_config: Any = None) -> tuple[str, ...]:
         found += code_paths(upstream.command, path_env)
         for script in script_args(upstream.args, upstream.cwd):
             found += code_paths(script, path_env)
+        # the programs a git upstream runs by name, on ITS PATH: git itself, and a
+        # ``diff.external = difft`` of git's global configuration (``git_commands``)
+        environ = upstream_environ(upstream.env)
+        if runs_git(upstream.command, upstream.args, environ):
+            for name in git_commands(environ):
+                found += code_paths(name, environ.get("PATH"))
     return tuple(dict.fromkeys([*found, *host_trees(runtime, host_config)]))
 
 

@@ -406,7 +406,7 @@ def runs_git(command: str, args: Iterable[str], environ: Mapping[str, str]) -> b
     return False
 
 
-def git_config_files(environ: Mapping[str, str]) -> list[str]:
+def git_config_files(environ: Mapping[str, str], commands: list[str] | None = None) -> list[str]:
     """The configuration files git reads wherever it runs, besides a repository's own
     (made or not yet), for a program started with ``environ`` (``upstream_environ``: the
     host's ``HOME``, the upstream's own ``env``): ``$GIT_CONFIG_GLOBAL``, or else both
@@ -422,6 +422,9 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
     though its ``--repository`` lay outside the root. The check before forwarding
     (``upstream.localpaths``) holds a repository's config to inert keys and leaves these
     to the operator, who puts an LFS filter there: they are the operator's, never a root's.
+
+    ``commands``, when given, gets the programs they name by a bare name (``diff.external
+    = difft``, ``git-lfs filter-process``), found on the ``PATH`` (``git_commands``).
     """
     home = Path(environ.get("HOME") or Path.home())
     found: list[str | Path] = []
@@ -438,7 +441,7 @@ def git_config_files(environ: Mapping[str, str]) -> list[str]:
     named: list[str] = []
     seen: dict[str, int] = {}  # shared: ~/.gitconfig and ~/.config/git/config may include one file
     for config in read:
-        named += _git_config_names(config, str(home), seen=seen)
+        named += _git_config_names(config, str(home), seen=seen, commands=commands)
     return list(dict.fromkeys([*(os.path.abspath(p) for p in found), *named]))
 
 
@@ -496,7 +499,11 @@ def _git_config_value(raw: str) -> str:
 
 
 def _git_config_names(
-    config: str, home: str, depth: int = 0, seen: dict[str, int] | None = None
+    config: str,
+    home: str,
+    depth: int = 0,
+    seen: dict[str, int] | None = None,
+    commands: list[str] | None = None,
 ) -> list[str]:
     """The files and directories a git configuration file makes git read or run, made or
     not yet: the files its ``include.path`` and ``includeIf.<cond>.path`` include (every
@@ -540,7 +547,15 @@ def _git_config_names(
             continue
         name = f"{section}.{key.group(1).lower()}"
         if name in _GIT_PROGRAM_KEYS:
-            found += _git_program(_git_config_value(key.group(2)), home)
+            value = _git_config_value(key.group(2))
+            program = _git_program(value, home)
+            if name == "credential.helper" and not value.startswith("!"):
+                # ``store``: ``git credential-store``, from git's own exec path
+                program = program if os.path.isabs(program) else ""
+            if os.path.isabs(program):
+                found.append(program)
+            elif program and "/" not in program and commands is not None:
+                commands.append(program)  # looked up on the PATH: ``git_commands``
             continue
         if name not in ("include.path", "includeif.path", "core.hookspath"):
             continue
@@ -554,27 +569,43 @@ def _git_config_names(
         value = os.path.abspath(value)
         found.append(value)
         if name != "core.hookspath" and depth < 10:
-            found += _git_config_names(value, home, depth + 1, seen)
+            found += _git_config_names(value, home, depth + 1, seen, commands)
     return found
 
 
-def _git_program(command: str, home: str) -> list[str]:
+def _git_program(command: str, home: str) -> str:
     """The program file a git configuration value runs, when it names one by path: the
     first word of the command (``!`` taken off a ``credential.helper``'s), ``~/`` or
     ``$HOME/`` from ``home`` (the shell git runs it with expands them so), or absolute. A bare name (``difft``,
-    ``git-lfs filter-process``) is found on the ``PATH``; ``true``/``false``, an
-    ``fsmonitor`` switch, names nothing."""
+    ``git-lfs filter-process``), found on the ``PATH``, is returned as it is; ``true``
+    and ``false``, an ``fsmonitor`` switch, are no program (``""``)."""
     try:
         words = shlex.split(command.removeprefix("!").strip())
     except ValueError:
         words = command.removeprefix("!").split()
-    if not words:
-        return []
+    if not words or words[0].lower() in ("true", "false", "yes", "no", "on", "off"):
+        return ""
     program = words[0]
     for prefix in ("~/", "$HOME/", "${HOME}/"):  # the shell expands each to the home
         if program.startswith(prefix):
             program = os.path.join(home, program.removeprefix(prefix))
-    return [os.path.abspath(program)] if os.path.isabs(program) else []
+    return os.path.abspath(program) if os.path.isabs(program) else program
+
+
+def git_commands(environ: Mapping[str, str]) -> list[str]:
+    """The programs a git upstream started with ``environ`` runs by a bare name, looked up
+    on its ``PATH``: ``git`` itself (GitPython, mcp-server-git's, runs the first on the
+    ``PATH``) and those git's global configuration names so (``diff.external = difft``,
+    run on every diff; ``filter.lfs.process = git-lfs filter-process``).
+
+    One installed in the home (``~/.local/bin/git``, ``~/.cargo/bin/difft``) lay in a
+    files root over ``~/.local`` or ``~/.cargo``, and a ``files.write`` replacing it
+    (a replaced file keeps its mode) was what the unconfined upstream ran next, as the
+    host: they are its programs (``code_paths``, with the ``PATH`` directories before
+    them)."""
+    commands: list[str] = []
+    git_config_files(environ, commands)
+    return list(dict.fromkeys(["git", *commands]))
 
 
 #: mcp-server-git, whose ``--repository``/``-r`` fences the ``repo_path`` of its calls

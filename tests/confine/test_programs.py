@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedos.cli.run import host_trees
+from sharedos.cli.run import host_programs, host_trees
 from sharedos.confine.programs import git_config_files
 from sharedos.harness.hostconfig import parse_host_config
 from sharedos.tools.files import root_holds_code
@@ -608,3 +608,35 @@ def test_gits_global_configuration_is_read_once_per_file_whatever_its_includes(
     assert str(home / "dotfiles" / "gitconfig") in found
     assert str(home / "githooks") in found
     assert len(reads) <= 3, len(reads)  # ~/.config/git/config, ~/.gitconfig, the dotfiles'
+
+
+def test_the_programs_a_git_upstream_runs_by_name_are_kept_where_its_path_finds_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitPython runs the first ``git`` on the upstream's ``PATH``, and git runs a
+    ``diff.external = difft`` of the global configuration from there too: one installed
+    in the home (``~/.local/bin``) lay in a files root over ``~/.local``, and a
+    ``files.write`` replacing it (its mode kept) was what the unconfined mcp-server-git
+    ran next as the host. A bare credential helper is git's own (``git
+    credential-store``), from git's exec path."""
+    home, local_bin = tmp_path / "home", tmp_path / "home" / ".local" / "bin"
+    local_bin.mkdir(parents=True)
+    for name in ("git", "difft"):
+        (local_bin / name).write_text('#!/bin/sh\nexec /usr/bin/git "$@"\n', encoding="utf-8")
+        (local_bin / name).chmod(0o755)
+    (home / ".gitconfig").write_text(
+        "[diff]\n\texternal = difft\n[credential]\n\thelper = store\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{local_bin}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    repo = _repo(tmp_path / "repo")
+    code = host_programs(None, _host(tmp_path, ["--repository", str(repo)]))
+    for name in ("git", "difft"):
+        assert str(local_bin / name) in code, code
+    assert not any("credential-store" in p or p.endswith("/store") for p in code), code
+    problem = root_holds_code(home / ".local", code)
+    assert problem is not None and str(local_bin / "git") in problem, problem
+    # an upstream that runs no git keeps no git
+    other = host_programs(None, _host(tmp_path, [], module="mcp_server_fetch"))
+    assert str(local_bin / "git") not in other, other
