@@ -25,7 +25,8 @@ Where: ``[policy] state`` in the host configuration; by default
 (``~/.local/state/…`` when ``XDG_STATE_HOME`` is unset): one file per source, a URL
 named without its credentials (its password, every query value, and the host variables
 its path is built from that are named as a credential, ``${BUNDLE_TOKEN}``, as messages
-show them; another, ``${DEPLOY_ENV}``, says which bundle it is, and is in the name).
+show them; another, ``${DEPLOY_ENV}``, says which bundle it is, and is in the name, in
+the query too, ``?env=${DEPLOY_ENV}``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import hashlib
 import json
 import os
 import stat
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -112,7 +114,7 @@ def lock_path_of(state_path: Path) -> Path:
     return state_path.parent / f".{state_path.name}.lock"
 
 
-def default_state_path(origin: str, hidden: Iterable[str] = ()) -> Path:
+def default_state_path(origin: str, hidden: Iterable[str] = (), named: Iterable[str] = ()) -> Path:
     """The default state file of a bundle source (see the module docstring).
 
     A URL is named as messages show it (``shown_url``: no password, every query value
@@ -127,11 +129,44 @@ def default_state_path(origin: str, hidden: Iterable[str] = ()) -> Path:
     found under the new token either: the host took an older signed release, and a start
     whose source failed had no copy. Not every variable messages mask: one that says which
     bundle it is (``https://h/${DEPLOY_ENV}/policy.tar``) is in the name (hashed), or
-    staging and prod shared one history, and each put the other's release in force."""
+    staging and prod shared one history, and each put the other's release in force.
+    ``named``: the values of the host variables the URL is built from
+    (``HostConfig.bundle_hidden``; those in ``hidden`` stay masked): one in the query
+    (``?env=${DEPLOY_ENV}``), whose every value the URL as shown masks, is added to the
+    name (``_in_query``)."""
     from sharedos.bundles.source import shown_location
 
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "sharedos" / _state_name(shown_location(origin, hidden))
+    shown = shown_location(origin, hidden)
+    in_query = _in_query(origin, [v for v in named if v not in set(hidden)])
+    return Path(base) / "sharedos" / _state_name("\n".join([shown, *in_query]))
+
+
+def _in_query(origin: str, named: Iterable[str]) -> list[str]:
+    """Of ``named``, the host variable values that say which bundle a URL is, the ones in
+    its query, sorted: the URL as shown masks every query value, so named by it alone,
+    ``?env=${DEPLOY_ENV}`` = staging and prod shared one state file, and a prod host put
+    staging's kept copy in force. A value in the path too is in the name already (and
+    one in a path that only happens to be in a query, ``/${REGION}/b.json?fmt=eu``, keeps
+    the name e02b297 gave it)."""
+    from sharedos.bundles.source import is_url
+
+    if not is_url(origin):
+        return []
+    try:
+        parts = urllib.parse.urlsplit(origin)
+    except ValueError:
+        return []
+    forms = (lambda v: v, lambda v: urllib.parse.quote(v, safe=""), urllib.parse.quote_plus)
+    return sorted(
+        {
+            v
+            for v in named
+            if v
+            and any(form(v) in parts.query for form in forms)
+            and not any(form(v) in parts.path for form in forms)
+        }
+    )
 
 
 def _state_name(named: str) -> str:
@@ -200,10 +235,12 @@ class BundleState:
         #: the host variables the source URL's path is built from (``of_source``)
         self.hidden = tuple(hidden)
         #: when a value masked in the origin says which bundle the source is (``default_for``):
-        #: the source named with only its rotating values masked, and the names its default
+        #: the source named with only its rotating values masked, the names its default
         #: state file has had, the only earlier files ``_earlier`` reads whose recorded
-        #: origin, masked, cannot tell this source from another
-        self._identity: tuple[str, tuple[str, ...], frozenset[str]] | None = None
+        #: origin, masked, cannot tell this source from another, and whether an origin
+        #: recorded with those values in clear tells it (never when one is in the query,
+        #: whose every value a recorded origin masks)
+        self._identity: tuple[str, tuple[str, ...], frozenset[str], bool] | None = None
 
     @classmethod
     def default_for(
@@ -216,18 +253,28 @@ class BundleState:
 
         hidden = tuple(hidden)
         rotating = hidden if rotating is None else tuple(rotating)
+        named = [v for v in hidden if v not in set(rotating)]
         state = cls(
-            default_state_path(origin, rotating),
+            default_state_path(origin, rotating, named),
             source=shown_location(origin, hidden),
             hidden=hidden,
         )
         if set(rotating) != set(hidden):
             # each release records the origin masked alike (``…/***/…`` for staging and
             # prod): found by that alone, staging's history was prod's
-            names = frozenset(
-                {state.path.name, _state_name(origin), _state_name(shown_location(origin))}
+            names = {state.path.name, _state_name(origin)}
+            in_query = bool(_in_query(origin, named))
+            if not in_query:
+                # named by the URL as shown (before 207a5e6): with the value in the query,
+                # masked there, that name was every bundle's of this URL, as was the one
+                # e02b297 gave it (the URL as shown, its rotating values masked)
+                names.add(_state_name(shown_location(origin)))
+            state._identity = (
+                shown_location(origin, rotating),
+                rotating,
+                frozenset(names),
+                not in_query,
             )
-            state._identity = (shown_location(origin, rotating), rotating, names)
         return state
 
     def load(self) -> Enforced | None:
@@ -286,8 +333,9 @@ class BundleState:
                 if enforced is None or not of_source(enforced.origin, self.source, self.hidden):
                     continue
                 if self._identity is not None:
-                    named, rotating, names = self._identity
-                    recorded = of_source(enforced.origin, named, rotating)  # recorded in clear
+                    named, rotating, names, clear = self._identity
+                    # recorded in clear (a query value never is)
+                    recorded = clear and of_source(enforced.origin, named, rotating)
                     if not recorded and other.name not in names:
                         continue  # another bundle's, masked alike (another DEPLOY_ENV)
                 if newest is None or enforced.sequence > newest[1].sequence:

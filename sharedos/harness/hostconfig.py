@@ -818,7 +818,8 @@ class HostConfig(BaseModel):
         from sharedos.bundles.state import default_state_path
 
         location = self.bundle_location(environ)
-        return str(default_state_path(location, self.bundle_rotating(environ)))
+        rotating = self.bundle_rotating(environ)
+        return str(default_state_path(location, rotating, self.bundle_hidden(environ=environ)))
 
     def bundle_state(self, environ: Mapping[str, str] | None = None) -> BundleState:
         """The anti-rollback state at ``bundle_state_path``: the default one of the bundle's

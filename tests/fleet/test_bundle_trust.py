@@ -1542,12 +1542,23 @@ def test_no_bundle_is_verified_again_under_the_states_lock(
 
 
 @pytest.mark.parametrize("first", ["staging then prod", "prod down beside staging"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "/${DEPLOY_ENV}/t/${BUNDLE_TOKEN}/bundle.json",
+        # in the query (bundlekeep7): every query value was masked in the state's name,
+        # so staging and prod shared one history there all the same
+        "/bundle.json?env=${DEPLOY_ENV}&token=${BUNDLE_TOKEN}",
+        "/t/${BUNDLE_TOKEN}/bundle.json?tenant=${DEPLOY_ENV}&format=json",
+    ],
+)
 def test_a_variable_naming_which_bundle_keeps_each_bundles_own_history(
     tmp_path: Path,
     signer: Signer,
     bundle_server: tuple[str, dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
     first: str,
+    where: str,
 ) -> None:
     """``bundle = "https://h/${DEPLOY_ENV}/bundle.json"``, one signing key for both: the
     value is masked in messages, as any host variable a path is built from, and since
@@ -1565,7 +1576,7 @@ def test_a_variable_naming_which_bundle_keeps_each_bundles_own_history(
     served["any_directory"] = True
     (tmp_path / "policy.pub").write_bytes(signer.public_pem())
     host = tmp_path / "host.toml"
-    template = base.replace("/bundle.json", "/${DEPLOY_ENV}/t/${BUNDLE_TOKEN}/bundle.json")
+    template = base.replace("/bundle.json", where)
     host.write_text(f"[policy]\nbundle = '{template}'\nkeys = ['policy.pub']\n")
 
     def start(env: str, token: str = "tok-1111") -> Any:
@@ -1573,6 +1584,8 @@ def test_a_variable_naming_which_bundle_keeps_each_bundles_own_history(
         monkeypatch.setenv("BUNDLE_TOKEN", token)
         config = load_host_config(host)
         source = open_source(config.bundle_location(), config.bundle_hidden())
+        # the state a start uses is the one a sandbox is kept from (``state_paths``)
+        assert str(config.bundle_state().path) == config.bundle_state_path()
         return BundleManager(source, verifier(signer), state=config.bundle_state()).poll()
 
     staging = release(tmp_path, RULES_V1, signer, revision="staging-9", sequence=9)
