@@ -202,12 +202,38 @@ def of_source(recorded: str, origin: str, hidden: Iterable[str] = ()) -> bool:
     SharedOS before 21b9192 recorded them in clear)."""
     from sharedos.bundles.source import BUNDLE_NAME, is_url, shown_location
 
-    if shown_location(recorded, hidden) == shown_location(origin, hidden):
+    if _same_server(shown_location(recorded, hidden)) == _same_server(
+        shown_location(origin, hidden)
+    ):
         return True
     if is_url(origin):
         return False
     # a directory source records the bundle file it read in it
     return os.path.normpath(recorded) == os.path.normpath(os.path.join(origin, BUNDLE_NAME))
+
+
+def _same_server(location: str) -> str:
+    """``location`` with what names the same server alike whoever wrote it: a URL's scheme
+    and host in lower case, its scheme's default port (``:443``, ``:80``) left out. A host
+    file edited from ``https://Bundles.example.com/b.json`` to ``https://bundles.example.com
+    /b.json``, or to ``https://bundles.example.com:443/b.json``, names the same source:
+    compared as written, the state under the earlier name was another source's, and the
+    host took an older signed release as if it had enforced none. A path, or a URL that
+    cannot be read so, is as it is."""
+    from sharedos.bundles.source import is_url
+
+    if not is_url(location):
+        return location
+    try:
+        parts = urllib.parse.urlsplit(location)
+        scheme, host, port = parts.scheme.lower(), parts.hostname or "", parts.port
+    except ValueError:
+        return location
+    userinfo, at, _hostport = parts.netloc.rpartition("@")
+    server = f"[{host}]" if ":" in host else host
+    if port is not None and port != {"https": 443, "http": 80}.get(scheme):
+        server = f"{server}:{port}"
+    return urllib.parse.urlunsplit(parts._replace(scheme=scheme, netloc=f"{userinfo}{at}{server}"))
 
 
 class BundleState:

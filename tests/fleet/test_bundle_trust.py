@@ -1660,3 +1660,43 @@ def test_a_host_on_a_full_disk_starts_on_a_release_recorded_with_the_token_in_cl
     source = HttpSource(url, hidden=[token])
     assert BundleManager(source, verifier(signer), state=masked).poll().status == "loaded"
     assert token not in state_path.read_text()
+
+
+@pytest.mark.parametrize(
+    "edited", ["HTTP://LOCALHOST:{port}/bundle.json", "http://LocalHost:{port}/bundle.json"]
+)
+def test_a_bundle_url_edited_only_in_case_keeps_the_hosts_history(
+    tmp_path: Path,
+    signer: Signer,
+    bundle_server: tuple[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    edited: str,
+) -> None:
+    """The host file's bundle URL rewritten in another case (or with its scheme's default
+    port) names the same server, and the same source: the state recorded under the name
+    the URL had is found, and an older signed release is still a rollback. Before, the
+    recorded origin was compared as written: another source's, and the host took the older
+    release as if it had enforced none."""
+    from sharedos.bundles.state import BundleState as State
+    from sharedos.bundles.state import of_source
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    base, served = bundle_server
+    port = base.split(":")[2].split("/")[0]
+    first = f"http://localhost:{port}/bundle.json"
+
+    def start(url: str) -> Any:
+        return BundleManager(HttpSource(url), verifier(signer), state=State.default_for(url))
+
+    served.update(bundle=release(tmp_path, RULES_V2, signer, revision="r5", sequence=5), etag="")
+    assert start(first).poll().status == "loaded"
+    served.update(bundle=release(tmp_path, RULES_V1, signer, revision="r3", sequence=3), etag="")
+    result = start(edited.format(port=port)).poll()
+    assert result.status == "kept" and "a rollback" in result.detail, result.detail
+    assert result.current is not None and result.current.revision == "r5"
+    # and a scheme's default port, which no server here listens on
+    assert of_source("https://Bundles.example.com:443/b.json", "https://bundles.example.com/b.json")
+    assert of_source("http://[::1]:80/b.json?t=***", "HTTP://[::1]/b.json?t=***")
+    assert not of_source("https://h.example:8443/b.json", "https://h.example/b.json")
+    assert not of_source("http://h.example/b.json", "https://h.example/b.json")
+    assert not of_source("https://h.example/B.json", "https://h.example/b.json")
