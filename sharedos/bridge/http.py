@@ -164,6 +164,8 @@ class TurnHttpApp:
         #: Every frame that is not one deliverable message comes here too, whatever its
         #: size (``_post``: reading a damaged one is the slow path).
         self._classify_threads = anyio.CapacityLimiter(1)
+        #: cut-off bodies waiting for (or in) that thread (``_cut_off``: bounded)
+        self._cut_off_held = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -242,7 +244,7 @@ class TurnHttpApp:
                     break
         except anyio.get_cancelled_exc_class():
             if self.closing:
-                self._cut_by_close(bytes(body), over, declared)
+                self._cut_off(bytes(body), over, declared, "was cut off by the turn's close")
             raise
         if over is not None:
             # Refused from its edges, read to its end (or to the body deadline), as a stdio
@@ -258,12 +260,8 @@ class TurnHttpApp:
         data = bytes(body)
         if not complete:
             expired = BODY_DEADLINE_EXTENSION in (scope.get("extensions") or {})
-            logger.warning(
-                "bridge: a POST body %s after %d bytes; recorded as malformed_request",
-                "timed out" if expired else "was cut off (the client disconnected)",
-                len(data),
-            )
-            await self._recorder.refuse(truncated(data), status=408 if expired else None)
+            why = "timed out" if expired else "was cut off (the client disconnected)"
+            self._cut_off(data, None, None, why, status=408 if expired else None)
             return
         # A small body that is one deliverable message is classified here, on the fast path.
         # Any other goes to the turn's classifying thread: reading a damaged frame is the
@@ -308,36 +306,62 @@ class TurnHttpApp:
         finally:
             entry.leave()
 
-    def _cut_by_close(self, data: bytes, over: _Edges | None, declared: int | None) -> None:
-        """Record a POST body the turn's close cut off mid-read, as one the client cut off is.
+    def _cut_off(
+        self,
+        data: bytes,
+        over: _Edges | None,
+        declared: int | None,
+        why: str,
+        *,
+        status: int | None = None,
+    ) -> None:
+        """Record a POST body cut off mid-read (``why``: by its client, by the body deadline
+        or by the turn's close), in a task of its own, off the event loop.
 
-        Past the grace the close cancels the requests still running (uvicorn's
-        ``Task.cancel``), one still sending its body among them: it was dropped unrecorded,
-        and a body over the frame limit, read to its end since it is refused from its edges,
-        lost the ``oversized`` record it had when it was refused unread (a call the client
-        sent, no trace of it). Recorded in a task of its own, which that cancellation does
-        not end and ``settle_all`` waits for before the turn ends; a body under the limit is
-        classified in the turn's classifying thread, off the event loop (from its edges when
-        it gets the thread only once ``settle_all`` no longer reads bodies whole)."""
+        Recorded in a task which the close's cancellation of the requests still running
+        past its grace (uvicorn's ``Task.cancel``) does not end and ``settle_all`` waits for
+        before the turn ends: a body the close cut off was dropped unrecorded, and one its
+        client cut off just before was lost when the close cancelled its record. A body
+        over the frame limit is recorded ``oversized`` from its edges. One under it is
+        read in the turn's classifying thread, as every frame that is not one deliverable
+        message is (``_post``): read on the event loop, a 4 MiB body of ``{"a":`` cut off
+        one byte short held every turn of the process for 0.7 s, each POST of it. At most
+        ``max_connections`` such bodies wait for that thread (the bound the connection cap
+        puts on bodies read whole: a cut-off body's connection no longer counts against
+        it); beyond, or past the close's grace (``settle_all``), from its edges."""
+        if over is None and self._cut_off_held >= self._limits.max_connections:
+            frame: Frame | None = unread_call(data, Problem.TRUNCATED)
+            data = b""
+        else:
+            frame = (
+                None
+                if over is None
+                else oversized(max(over.size, declared or 0), over.head, over.tail)
+            )
+        size = over.size if over is not None else len(data) if frame is None else frame.size
+        held = frame is None
+        if held:
+            self._cut_off_held += 1
 
         async def record() -> None:
-            if over is not None:
-                size = max(over.size, declared or 0)
-                frame = oversized(size, over.head, over.tail)
-            else:
-                async with self._classify_threads:
-                    # past the grace, behind another body: from its edges, as ``_settle`` does
-                    if self._unread:
-                        frame = unread_call(data, Problem.TRUNCATED)
-                    else:
-                        frame = await anyio.to_thread.run_sync(truncated, data)
-            logger.warning(
-                "bridge: a POST body was cut off by the turn's close after %d bytes; recorded "
-                "as malformed_request",
-                over.size if over is not None else len(data),
-            )
-            await self._recorder.refuse(frame)
+            nonlocal frame, data
+            try:
+                if frame is None:
+                    async with self._classify_threads:
+                        # past the grace, behind another body: from its edges, as ``_settle`` does
+                        if self._unread:
+                            frame = unread_call(data, Problem.TRUNCATED)
+                        else:
+                            frame = await anyio.to_thread.run_sync(truncated, data)
+            finally:
+                if held:
+                    self._cut_off_held -= 1
+                data = b""
+            await self._recorder.refuse(frame, status=status)
 
+        logger.warning(
+            "bridge: a POST body %s after %d bytes; recorded as malformed_request", why, size
+        )
         task = asyncio.ensure_future(record())
         self._settling.add(task)
         task.add_done_callback(self._settled)

@@ -19,14 +19,16 @@ import threading
 import time
 from types import FrameType
 
+import anyio
 import httpx2
 import pytest
 
 from sharedos.bridge import open_turn
 from sharedos.bridge.frames import classify
+from sharedos.bridge.limits import TransportLimits
 from sharedos.kernel.context import AccessContext
 from tests.bridge.conftest import OPEN_POLICY, Runtime
-from tests.bridge.rawwire import ACCEPT, call, legacy_session
+from tests.bridge.rawwire import ACCEPT, call, http_post_head, legacy_session
 from tests.timing import bound, cpu_bound, loop_gaps
 
 pytestmark = pytest.mark.anyio
@@ -161,3 +163,46 @@ async def test_a_small_damaged_frame_is_read_off_the_event_loop(
         ("files.read", "malformed_request"),
         ("files.read", "None"),
     ]
+
+
+@pytest.mark.parametrize("cut", ["client", "deadline"])
+async def test_a_cut_off_body_is_read_off_the_event_loop(
+    runtime: Runtime, alice: AccessContext, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    """A POST body its client stopped sending (a disconnect, or the body deadline) was read
+    on the event loop every turn of the process runs on, whatever its size: a 4 MiB body of
+    ``{"a":`` cut off one byte short held it 0.7 s, each POST of it (a complete one goes to
+    the turn's classifying thread). Now it is read there too, and still recorded before the
+    turn ends."""
+    import sharedos.bridge.frames as frames
+
+    threads: list[int] = []
+    slow_path = frames._damaged
+
+    def watched(data: bytes, forced: frames.Problem | None = None) -> frames.Frame:
+        threads.append(threading.get_ident())
+        return slow_path(data, forced)
+
+    monkeypatch.setattr(frames, "_damaged", watched)
+    head = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"files.read",'
+    body = head + b'"arguments":' + b'{"a":' * 6_000 + b"1" + b"}" * 6_000
+    limits = TransportLimits(body_timeout_s=0.5)
+    async with open_turn(runtime.host, alice, OPEN_POLICY, limits=limits) as turn:
+        assert turn.port is not None and turn.token is not None
+        loop_thread = threading.get_ident()
+        reader, writer = await asyncio.open_connection("127.0.0.1", turn.port)
+        writer.write(http_post_head(turn.port, turn.token, len(body) + 100) + body)
+        await writer.drain()
+        if cut == "client":
+            await asyncio.sleep(0.2)
+        else:  # the deadline closes it
+            assert await reader.read() == b""
+        writer.close()
+        with anyio.fail_after(30):
+            while not threads:
+                await asyncio.sleep(0.01)
+    assert threads and loop_thread not in threads
+    records = runtime.evidence.query(turn_id=alice.turn_id)
+    assert [str(r.reason) for r in records] == ["malformed_request"]
+    malformed = (records[0].diagnostics or {})["malformed"]
+    assert malformed["problem"] == "truncated" and malformed["looksLikeCall"] is True
