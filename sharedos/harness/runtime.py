@@ -258,9 +258,16 @@ class McpHarnessRuntime:
         self.harness.env.resolve(self.environ, harness=self.harness.id)
 
     def version(self) -> str:
-        """The CLI's real version, read from ``--version`` once per runtime."""
+        """The CLI's real version, read from ``--version`` once per runtime.
+
+        The probe may take as long as the harness's turn (``timeout_s``, the operator's
+        bound for this CLI): a fixed 30 s marked a harness not available on a saturated
+        machine, where a Node CLI's start alone took longer, though its turns would have run.
+        """
         if self._version is None:
-            self._version = harness_version(self.command, self.harness.kind, self.environ).version
+            self._version = harness_version(
+                self.command, self.harness.kind, self.environ, timeout_s=self.harness.timeout_s
+            ).version
         return self._version
 
     def identity(

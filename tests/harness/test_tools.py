@@ -53,3 +53,29 @@ def test_a_runtime_probes_the_version_with_no_host_credential(
     runtime = create_mcp_harness_runtime("claude-code", host)
     assert runtime.version() == "2.1.332"
     assert secret not in seen.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("setting", "limit"), [("", 120.0), ("timeout_s = 900\n", 900.0)])
+def test_the_version_probe_may_take_as_long_as_the_harness_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, limit: float
+) -> None:
+    """On a saturated machine (nice 19 beside two CPU hogs) a Node CLI's ``--version`` took
+    longer than the probe's fixed 30 s: every harness was reported not available, though
+    its turns, bounded by the harness's ``timeout_s``, would have run. The probe's limit is
+    now that bound (seen here as the limit it is given, not by waiting it out)."""
+    import subprocess
+
+    from sharedos.harness import tools
+
+    limits: list[float] = []
+    real_run = subprocess.run
+
+    def run(*args: object, **kwargs: object) -> object:
+        limits.append(float(kwargs["timeout"]))  # type: ignore[arg-type]
+        return real_run(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(tools.subprocess, "run", run)
+    cli, _ = _fake_cli(tmp_path)
+    host = parse_host_config(f'[harness.claude-code]\ncommand = ["{cli}"]\n{setting}', "host.toml")
+    assert create_mcp_harness_runtime("claude-code", host).version() == "2.1.332"
+    assert limits == [limit]
