@@ -50,8 +50,6 @@ from sharedos.identity import ColumnKind, McpSupport, SystemIdentity
 #: client id -> report label
 CLIENTS: dict[str, str] = {"ts-sdk": "TypeScript SDK", "inspector": "MCP Inspector"}
 TS_CLIENT = Path(__file__).with_name("ts_sdk_client.mjs")
-#: one client process (a turn's calls, or one Inspector call) may take this long
-CLIENT_TIMEOUT_S = 120.0
 
 
 def _package_version(name: str) -> str | None:
@@ -160,10 +158,19 @@ async def run_client_column(
                     ) as turn,
                 ):
                     calls = _calls(served)
+                    # one client process (a turn's calls, or one Inspector call), and each
+                    # request the TS SDK makes, may take as long as the column's deadline,
+                    # as a harness's turn may in the mcp column. A limit of their own (120 s
+                    # a process, the SDK's 60 s a request) was shorter than a stdio bridge's
+                    # start on a saturated machine: rows the kernel answered were graded not
+                    # exercised, and a larger --timeout changed nothing.
+                    deadline = options.timeout_s
                     if client == "ts-sdk":
-                        answers = await _ts_sdk(turn, calls, scratch)
+                        answers = await _ts_sdk(turn, calls, scratch, deadline)
                     else:
-                        answers = [await _inspector(turn, call, scratch) for call in calls]
+                        answers = [
+                            await _inspector(turn, call, scratch, deadline) for call in calls
+                        ]
                     records = list(env.evidence.query(turn_id=context.turn_id))
                     upstream = brokered.wires(records)
                     seen = brokered.note(group)
@@ -191,16 +198,19 @@ def _node_env(scratch: Path) -> dict[str, str]:
     }
 
 
-async def _ts_sdk(turn: Any, calls: list[dict[str, Any]], scratch: Path) -> list[dict[str, Any]]:
+async def _ts_sdk(
+    turn: Any, calls: list[dict[str, Any]], scratch: Path, deadline_s: float
+) -> list[dict[str, Any]]:
     """All of a turn's calls in one TS SDK client process; per call ``{ok, result | error}``."""
     spec: dict[str, Any] = {
-        "calls": [{"name": c["name"], "arguments": c["arguments"]} for c in calls]
+        "calls": [{"name": c["name"], "arguments": c["arguments"]} for c in calls],
+        "timeoutMs": int(deadline_s * 1000),
     }
     if turn.transport == "http":
         spec.update(transport="http", url=turn.url, headers=turn.headers())
     else:
         spec.update(transport="stdio", command=turn.command[0], args=turn.command[1:])
-    with anyio.move_on_after(CLIENT_TIMEOUT_S):
+    with anyio.move_on_after(deadline_s):
         proc = await anyio.run_process(
             [str(node22()), str(TS_CLIENT)],
             input=json.dumps(spec).encode(),
@@ -218,12 +228,14 @@ async def _ts_sdk(turn: Any, calls: list[dict[str, Any]], scratch: Path) -> list
     return [{"ok": False, "error": {"message": "the TS SDK client gave no answer"}}] * len(calls)
 
 
-async def _inspector(turn: Any, call: dict[str, Any], scratch: Path) -> dict[str, Any]:
+async def _inspector(
+    turn: Any, call: dict[str, Any], scratch: Path, deadline_s: float
+) -> dict[str, Any]:
     """One call through ``inspector --cli``; ``{ok, result | error}`` like the TS SDK's."""
     base = [str(node22()), str(_entry("inspector")), "--cli", "--format", "json", "--quiet"]
     # the Inspector's own 15 s connect timeout is shorter than a stdio bridge's start on a
     # busy machine: it would grade a call "no answer" that the kernel answered
-    base += ["--connect-timeout", str(int(CLIENT_TIMEOUT_S * 1000))]
+    base += ["--connect-timeout", str(int(deadline_s * 1000))]
     tool = ["--method", "tools/call", "--tool-name", str(call["name"])]
     tool += ["--tool-args-json", json.dumps(call["arguments"])]
     if turn.transport == "http":
@@ -236,7 +248,7 @@ async def _inspector(turn: Any, call: dict[str, Any], scratch: Path) -> dict[str
         argv = [*base, "--config", str(config), "--server", "sharedos", *tool]
     else:
         argv = [*base, *tool, "--", *turn.command]
-    with anyio.move_on_after(CLIENT_TIMEOUT_S):
+    with anyio.move_on_after(deadline_s):
         proc = await anyio.run_process(argv, check=False, env=_node_env(scratch))
         text = proc.stdout.decode("utf-8", "replace")
         if proc.returncode in (0, 5):  # 5: the tool answered isError (a result)

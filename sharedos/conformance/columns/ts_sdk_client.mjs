@@ -8,7 +8,10 @@
 // Usage: node ts_sdk_client.mjs < spec.json, with SHAREDOS_NODE_MODULES naming the
 // node_modules directory that holds the SDK. The spec (stdin, so a token never sits on a
 // command line): {"transport": "http"|"stdio", "url", "headers", "command", "args",
-// "env", "calls": [{"name", "arguments"}]}.
+// "env", "timeoutMs", "calls": [{"name", "arguments"}]}. ``timeoutMs`` is each request's
+// limit (initialize, tools/list, tools/call): the SDK's own default, 60 s, is shorter than a
+// stdio bridge's start or a call's answer on a saturated machine, and a request it gave up on
+// was graded as no answer (or an answer never seen) though the kernel had recorded it.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -39,9 +42,10 @@ if (spec.transport === "stdio") {
 }
 
 const client = new Client({ name: "sharedos-ts-sdk-probe", version: "1.0.0" });
+const requestOptions = Number.isFinite(spec.timeoutMs) && spec.timeoutMs > 0 ? { timeout: spec.timeoutMs } : {};
 const out = { results: [] };
 try {
-  await client.connect(transport);
+  await client.connect(transport, requestOptions);
   out.protocolVersion = transport.protocolVersion ?? null;
   // listTools() answers one page, and the SDK (1.32) replaces its outputSchema validators
   // with that page's on every call: a client that stops at the first page, or walks them
@@ -51,7 +55,7 @@ try {
   const seen = new Set();
   let cursor;
   do {
-    const listed = await client.listTools(cursor === undefined ? undefined : { cursor });
+    const listed = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions);
     tools.push(...listed.tools);
     cursor = listed.nextCursor;
     if (cursor !== undefined && seen.has(cursor)) throw new Error(`tools/list repeated the cursor ${cursor}`);
@@ -67,7 +71,11 @@ try {
   }));
   for (const call of spec.calls ?? []) {
     try {
-      const result = await client.callTool({ name: call.name, arguments: call.arguments ?? {} });
+      const result = await client.callTool(
+        { name: call.name, arguments: call.arguments ?? {} },
+        undefined,
+        requestOptions,
+      );
       out.results.push({ name: call.name, ok: true, result });
     } catch (error) {
       out.results.push({
