@@ -296,9 +296,18 @@ def command_line_holds_password(args: Iterable[str], *, shell: bool = False) -> 
     return any(
         _holds_password_in(words, shell=shell)
         for a in args
-        if a.split()[1:]
+        if a.split()[1:] and not _HEADER_REFERENCE_RE.fullmatch(a)
         for words in (_script_words(a), a.split())
     )
+
+
+#: a header line whose value names a variable for the program to expand, after a scheme at
+#: most (mcp-remote's ``Authorization:${AUTH_HEADER}``, ``Authorization:Bearer ${TOKEN}``):
+#: one value, no script to read word by word (its first word alone, ``Authorization:Bearer``,
+#: would read as a header holding a literal)
+_HEADER_REFERENCE_RE = re.compile(
+    r"[A-Za-z0-9][\w-]*:[ \t]*(?:[A-Za-z]+[ \t]+)?(?:\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*)"
+)
 
 
 def _holds_password_in(args: list[str], *, shell: bool) -> bool:
