@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +64,32 @@ def run_probe_turn(
             **kwargs,
         )
     )
+
+
+class CountingListener:
+    """A listening ``sock`` (bound by the caller) whose connections a thread accepts and
+    counts (``accepted``), closing each: a host service a sandbox must not reach."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        """Stop accepting and close the socket."""
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()

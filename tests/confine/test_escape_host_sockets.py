@@ -17,7 +17,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from sharedos.errors import ConfinementError
 from sharedos.harness.hostconfig import HostConfigError, parse_host_config
 from sharedos.harness.runtime import McpHarnessRuntime
 from sharedos.upstream.sandbox import UpstreamConfinementPolicy, decide
-from tests.confine.probe import probe_host, run_probe_turn
+from tests.confine.probe import CountingListener, probe_host, run_probe_turn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -46,39 +45,21 @@ except OSError as exc:
 """
 
 
-class Service:
+class Service(CountingListener):
     """A host service listening on a Unix socket, counting the connections it accepts."""
 
     def __init__(self, path: Path, *, linked: bool = False) -> None:
         """``linked``: bound as OpenSSH's ControlMaster is, to ``PATH.RANDOM``, then ``PATH``
         linked to it and the first name unlinked (the kernel's list names the first)."""
         self.path = path
-        self.accepted = 0
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         bound = path.with_name(path.name + ".mPdWyZ8vq3x1TfKe") if linked else path
-        self.sock.bind(str(bound))
-        self.sock.listen(8)
+        sock.bind(str(bound))
+        sock.listen(8)  # before the link: the renamed socket is already a listener
         if linked:
             os.link(bound, path)
             os.unlink(bound)
-        self.sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
+        super().__init__(sock)
 
 
 @pytest.fixture

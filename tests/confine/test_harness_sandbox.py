@@ -19,7 +19,6 @@ import os
 import socket
 import sqlite3
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from sharedos.harness.hostconfig import HarnessConfig
 from sharedos.harness.runtime import McpHarnessRuntime
 from sharedos.identity import ConfinementState
 from sharedos.toolpolicy import RunMode, ToolPolicy
-from tests.confine.probe import probe_policy
+from tests.confine.probe import CountingListener, probe_policy
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -59,33 +58,14 @@ say procs "$(ls /proc | grep -c '^[0-9]')"
 """
 
 
-class Canary:
+class Canary(CountingListener):
     """A TCP listener on the host's loopback that counts the connections it receives."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        super().__init__(sock)
+        self.port = sock.getsockname()[1]
 
 
 def _env(tmp_path: Path) -> ConformanceEnv:
